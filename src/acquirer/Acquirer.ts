@@ -1,0 +1,47 @@
+import { Context, Data, Effect, Layer } from "effect"
+import type { AuthorizationOutcome } from "../domain/Payment.ts"
+
+export interface AuthorizationRequest {
+  readonly paymentId: string
+  readonly merchantId: string
+  readonly amountCents: number
+  readonly currency: string
+  readonly cardToken: string
+  readonly cardBrand: string
+}
+
+/** A transport failure talking to the network: worth retrying within the flow's deadline. */
+export class AcquirerUnavailable extends Data.TaggedError("AcquirerUnavailable")<{ readonly reason: string }> {}
+
+/**
+ * The card network. `authorize` is idempotent on `paymentId` (a real acquirer gets it as the
+ * idempotency key), so a flow resumed after a crash may ask again safely. Captures, voids and
+ * refunds are booked locally and cleared with the network at settlement.
+ */
+export interface AcquirerShape {
+  readonly authorize: (request: AuthorizationRequest) => Effect.Effect<AuthorizationOutcome, AcquirerUnavailable>
+}
+
+export class Acquirer extends Context.Tag("payments/Acquirer")<Acquirer, AcquirerShape>() {}
+
+/** Test tokens of the sandbox acquirer (CONTRACT section 6, docs/api.md). */
+export const sandboxDeclines: Record<string, { readonly code: string; readonly message: string }> = {
+  tok_decline_insufficient_funds: { code: "insufficient_funds", message: "The card has insufficient funds." },
+  tok_decline_do_not_honor: { code: "do_not_honor", message: "The card issuer declined the payment." },
+  tok_decline_expired_card: { code: "expired_card", message: "The card has expired." }
+}
+export const sandboxRiskSignals: Record<string, number> = {
+  tok_risk_review: 0.6,
+  tok_risk_highest: 0.95
+}
+export const ordinaryRiskSignal = 0.05
+export const networkTimeoutToken = "tok_network_timeout"
+
+export const sandboxAuthorize = (request: AuthorizationRequest): Effect.Effect<AuthorizationOutcome> => {
+  if (request.cardToken === networkTimeoutToken) return Effect.never
+  const decline = sandboxDeclines[request.cardToken]
+  if (decline !== undefined) return Effect.succeed({ _tag: "Declined", ...decline })
+  return Effect.succeed({ _tag: "Approved", networkRiskSignal: sandboxRiskSignals[request.cardToken] ?? ordinaryRiskSignal })
+}
+
+export const layerSandbox = Layer.succeed(Acquirer, { authorize: sandboxAuthorize })

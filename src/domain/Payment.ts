@@ -1,0 +1,389 @@
+import type { Currency } from "./Money.ts"
+import { processingFeeCents } from "./Money.ts"
+import type { MintId } from "./Ids.ts"
+import * as Ledger from "./Ledger.ts"
+import type { Assessment, FraudCase, Thresholds, Verdict } from "./Fraud.ts"
+import { priority as fraudPriority, verdict as fraudVerdict } from "./Fraud.ts"
+
+export const paymentStatuses = [
+  "pending", "authorized", "captured", "settled", "refunded", "voided", "blocked", "failed"
+] as const
+export type PaymentStatus = (typeof paymentStatuses)[number]
+export const terminalStatuses: ReadonlySet<PaymentStatus> = new Set(["refunded", "voided", "blocked", "failed"])
+
+export const cardBrands = ["visa", "mastercard", "amex", "discover", "jcb", "diners", "unionpay"] as const
+export type CardBrand = (typeof cardBrands)[number]
+export type CaptureMethod = "automatic" | "manual"
+
+export const eventTypes = [
+  "payment.initiated",
+  "payment.authorized",
+  "payment.authorization_failed",
+  "payment.fraud_passed",
+  "payment.fraud_blocked",
+  "payment.captured",
+  "payment.settled",
+  "payment.refunded",
+  "payment.partially_refunded",
+  "payment.voided",
+  "payment.dispute_opened",
+  "payment.dispute_resolved"
+] as const
+export type EventType = (typeof eventTypes)[number]
+
+export interface Payment {
+  readonly id: string
+  readonly merchantId: string
+  readonly status: PaymentStatus
+  readonly amountCents: number
+  readonly currency: Currency
+  readonly capturedAmountCents: number
+  readonly refundedAmountCents: number
+  readonly feeCents: number
+  readonly cardBrand: CardBrand
+  readonly cardLastFour: string
+  readonly cardToken: string
+  readonly captureMethod: CaptureMethod
+  readonly idempotencyKey: string | null
+  readonly metadata: Readonly<Record<string, string>>
+  readonly fraudScore: number | null
+  readonly fraudVerdict: Verdict | null
+  readonly fraudCaseId: string | null
+  readonly failureCode: string | null
+  readonly failureMessage: string | null
+  readonly networkRiskSignal: number | null
+  readonly version: number
+  readonly createdAt: string
+  readonly updatedAt: string
+  readonly capturedAt: string | null
+  readonly settledAt: string | null
+}
+
+/** The payment snapshot carried by every event (`data` of the webhook payload). */
+export interface PaymentSnapshot {
+  readonly id: string
+  readonly merchant_id: string
+  readonly status: PaymentStatus
+  readonly amount_cents: number
+  readonly currency: Currency
+  readonly captured_amount_cents: number
+  readonly refunded_amount_cents: number
+  readonly fraud_score: number | null
+  readonly failure_code: string | null
+}
+
+export interface PaymentEvent {
+  readonly id: string
+  readonly paymentId: string
+  readonly merchantId: string
+  readonly type: EventType
+  readonly sequence: number
+  readonly data: PaymentSnapshot
+  readonly createdAt: string
+}
+
+/** Everything one decision changes; the store persists it atomically or not at all. */
+export interface Change {
+  readonly payment: Payment
+  readonly events: ReadonlyArray<PaymentEvent>
+  readonly ledger: ReadonlyArray<Ledger.LedgerEntry>
+  readonly fraudCase: FraudCase | null
+}
+
+export type Refusal =
+  | { readonly _tag: "InvalidState"; readonly status: PaymentStatus; readonly message: string }
+  | { readonly _tag: "InvalidAmount"; readonly param: "amount_cents"; readonly message: string }
+
+export type Decision = { readonly ok: true; readonly change: Change } | { readonly ok: false; readonly refusal: Refusal }
+
+export interface Context {
+  readonly now: string
+  readonly mintId: MintId
+}
+
+export interface CreateInput {
+  readonly merchantId: string
+  readonly amountCents: number
+  readonly currency: Currency
+  readonly cardBrand: CardBrand
+  readonly cardLastFour: string
+  readonly cardToken: string
+  readonly captureMethod: CaptureMethod
+  readonly idempotencyKey: string | null
+  readonly metadata: Readonly<Record<string, string>>
+}
+
+export const snapshot = (payment: Payment): PaymentSnapshot => ({
+  id: payment.id,
+  merchant_id: payment.merchantId,
+  status: payment.status,
+  amount_cents: payment.amountCents,
+  currency: payment.currency,
+  captured_amount_cents: payment.capturedAmountCents,
+  refunded_amount_cents: payment.refundedAmountCents,
+  fraud_score: payment.fraudScore,
+  failure_code: payment.failureCode
+})
+
+// ---------------------------------------------------------------------------------------------
+// Building decisions
+
+interface Draft {
+  readonly payment: Payment
+  readonly event: EventType | null
+  readonly postings: ReadonlyArray<Ledger.Posting>
+  readonly fraudCase?: FraudCase | null
+}
+
+/** The one place that stamps version, time, events and ledger entries onto a decision. */
+const decide = (before: Payment | null, draft: Draft, context: Context): Decision => {
+  const payment: Payment = {
+    ...draft.payment,
+    version: before === null ? 1 : before.version + 1,
+    updatedAt: context.now
+  }
+  // A decision emits at most one event, so the new version doubles as its sequence number.
+  const events: ReadonlyArray<PaymentEvent> = draft.event === null ? [] : [{
+    id: context.mintId("event"),
+    paymentId: payment.id,
+    merchantId: payment.merchantId,
+    type: draft.event,
+    sequence: payment.version,
+    data: snapshot(payment),
+    createdAt: context.now
+  }]
+  const ledger = draft.postings.length === 0 ? [] : Ledger.group({
+    paymentId: payment.id,
+    merchantId: payment.merchantId,
+    currency: payment.currency,
+    now: context.now,
+    mintId: context.mintId
+  }, draft.postings)
+  return { ok: true, change: { payment, events, ledger, fraudCase: draft.fraudCase ?? null } }
+}
+
+const invalidState = (payment: Payment, action: string, detail?: string): Decision => ({
+  ok: false,
+  refusal: {
+    _tag: "InvalidState",
+    status: payment.status,
+    message: `Cannot ${action} a payment in status '${payment.status}'${detail === undefined ? "" : `: ${detail}`}.`
+  }
+})
+
+const invalidAmount = (message: string): Decision => ({
+  ok: false,
+  refusal: { _tag: "InvalidAmount", param: "amount_cents", message }
+})
+
+// ---------------------------------------------------------------------------------------------
+// Transitions (CONTRACT section 6)
+
+export const create = (input: CreateInput, context: Context): Decision =>
+  decide(null, {
+    payment: {
+      id: context.mintId("payment"),
+      merchantId: input.merchantId,
+      status: "pending",
+      amountCents: input.amountCents,
+      currency: input.currency,
+      capturedAmountCents: 0,
+      refundedAmountCents: 0,
+      feeCents: 0,
+      cardBrand: input.cardBrand,
+      cardLastFour: input.cardLastFour,
+      cardToken: input.cardToken,
+      captureMethod: input.captureMethod,
+      idempotencyKey: input.idempotencyKey,
+      metadata: input.metadata,
+      fraudScore: null,
+      fraudVerdict: null,
+      fraudCaseId: null,
+      failureCode: null,
+      failureMessage: null,
+      networkRiskSignal: null,
+      version: 0,
+      createdAt: context.now,
+      updatedAt: context.now,
+      capturedAt: null,
+      settledAt: null
+    },
+    event: "payment.initiated",
+    postings: []
+  }, context)
+
+export type AuthorizationOutcome =
+  | { readonly _tag: "Approved"; readonly networkRiskSignal: number }
+  | { readonly _tag: "Declined"; readonly code: string; readonly message: string }
+
+export const applyAuthorization = (payment: Payment, outcome: AuthorizationOutcome, context: Context): Decision => {
+  if (payment.status !== "pending") return invalidState(payment, "record an authorization for")
+  if (outcome._tag === "Declined") {
+    return decide(payment, {
+      payment: { ...payment, status: "failed", failureCode: outcome.code, failureMessage: outcome.message },
+      event: "payment.authorization_failed",
+      postings: []
+    }, context)
+  }
+  return decide(payment, {
+    payment: { ...payment, status: "authorized", networkRiskSignal: outcome.networkRiskSignal },
+    event: "payment.authorized",
+    postings: [Ledger.postings.hold(payment.amountCents)]
+  }, context)
+}
+
+export const applyFraudAssessment = (
+  payment: Payment,
+  assessment: Assessment,
+  thresholds: Thresholds,
+  context: Context
+): Decision => {
+  if (payment.status !== "authorized" || payment.fraudVerdict !== null) {
+    return invalidState(payment, "score", "it was already screened")
+  }
+  const verdict = fraudVerdict(assessment.score, thresholds)
+  const scored: Payment = { ...payment, fraudScore: assessment.score, fraudVerdict: verdict }
+  if (verdict === "passed") {
+    return decide(payment, { payment: scored, event: "payment.fraud_passed", postings: [] }, context)
+  }
+  const fraudCase: FraudCase = {
+    id: context.mintId("fraudCase"),
+    paymentId: payment.id,
+    merchantId: payment.merchantId,
+    status: "open",
+    priority: fraudPriority(assessment.score, payment.amountCents),
+    riskScore: assessment.score,
+    modelVersion: assessment.modelVersion,
+    explanations: assessment.explanations,
+    notes: null,
+    reviewedAt: null,
+    createdAt: context.now,
+    updatedAt: context.now
+  }
+  if (verdict === "review") {
+    return decide(payment, { payment: { ...scored, fraudCaseId: fraudCase.id }, event: null, postings: [], fraudCase }, context)
+  }
+  return decide(payment, {
+    payment: { ...scored, status: "blocked", fraudCaseId: fraudCase.id },
+    event: "payment.fraud_blocked",
+    postings: [Ledger.postings.release(payment.amountCents)],
+    fraudCase
+  }, context)
+}
+
+/** Captures `amountCents` (default: the whole authorization); the rest of the hold is released. */
+export const capture = (payment: Payment, amountCents: number | undefined, context: Context): Decision => {
+  if (payment.status !== "authorized") return invalidState(payment, "capture")
+  if (payment.fraudVerdict === null) return invalidState(payment, "capture", "fraud screening has not finished")
+  if (payment.fraudVerdict === "review") return invalidState(payment, "capture", "it is held for fraud review")
+  const captured = amountCents ?? payment.amountCents
+  if (captured < 1 || captured > payment.amountCents) {
+    return invalidAmount(`amount_cents must be between 1 and the authorized amount (${payment.amountCents}).`)
+  }
+  const feeCents = processingFeeCents(captured, payment.currency)
+  return decide(payment, {
+    payment: { ...payment, status: "captured", capturedAmountCents: captured, feeCents, capturedAt: context.now },
+    event: "payment.captured",
+    postings: [Ledger.postings.release(payment.amountCents), Ledger.postings.capture(captured), Ledger.postings.fee(feeCents)]
+  }, context)
+}
+
+export const voidAuthorization = (payment: Payment, context: Context): Decision => {
+  if (payment.status !== "authorized") return invalidState(payment, "void")
+  return decide(payment, {
+    payment: { ...payment, status: "voided" },
+    event: "payment.voided",
+    postings: [Ledger.postings.release(payment.amountCents)]
+  }, context)
+}
+
+export const refundableCents = (payment: Payment): number => payment.capturedAmountCents - payment.refundedAmountCents
+
+/** Refunds `amountCents` (default: the whole remainder). Fees are not returned. */
+export const refund = (payment: Payment, amountCents: number | undefined, context: Context): Decision => {
+  if (payment.status !== "captured" && payment.status !== "settled") return invalidState(payment, "refund")
+  const remainder = refundableCents(payment)
+  const refunded = amountCents ?? remainder
+  if (refunded < 1 || refunded > remainder) {
+    return invalidAmount(`amount_cents must be between 1 and the refundable remainder (${remainder}).`)
+  }
+  const full = refunded === remainder
+  return decide(payment, {
+    payment: {
+      ...payment,
+      status: full ? "refunded" : payment.status,
+      refundedAmountCents: payment.refundedAmountCents + refunded
+    },
+    event: full ? "payment.refunded" : "payment.partially_refunded",
+    postings: [Ledger.postings.refund(refunded, payment.settledAt !== null)]
+  }, context)
+}
+
+/** True when the settlement run has something to do for this payment. */
+export const isSettleable = (payment: Payment): boolean =>
+  payment.settledAt === null && (payment.status === "captured" || (payment.status === "refunded" && payment.capturedAt !== null))
+
+/**
+ * Settlement moves what is still pending for the payment (captured − fee − refunded so far)
+ * to available. A captured payment becomes `settled`; a payment fully refunded before the
+ * cut-off stays `refunded` and only has its balance swept.
+ */
+export const settle = (payment: Payment, context: Context): Decision => {
+  if (!isSettleable(payment)) return invalidState(payment, "settle")
+  const netCents = payment.capturedAmountCents - payment.feeCents - payment.refundedAmountCents
+  const becomesSettled = payment.status === "captured"
+  return decide(payment, {
+    payment: { ...payment, status: becomesSettled ? "settled" : payment.status, settledAt: context.now },
+    event: becomesSettled ? "payment.settled" : null,
+    postings: [Ledger.postings.settle(netCents)]
+  }, context)
+}
+
+export type ReviewDecision = "confirmed_fraud" | "false_positive"
+
+/**
+ * Reviewing a case. A payment still held for review is released (`false_positive`) or blocked
+ * (`confirmed_fraud`); a case whose payment has moved on (blocked, voided) is only labelled.
+ */
+export const review = (
+  payment: Payment,
+  fraudCase: FraudCase,
+  decision: ReviewDecision,
+  notes: string | null,
+  context: Context
+): Decision => {
+  if (fraudCase.status !== "open") {
+    return { ok: false, refusal: { _tag: "InvalidState", status: payment.status, message: `Cannot review a fraud case in status '${fraudCase.status}'.` } }
+  }
+  const labelled: FraudCase = { ...fraudCase, status: decision, notes, reviewedAt: context.now, updatedAt: context.now }
+  const held = payment.status === "authorized" && payment.fraudVerdict === "review"
+  if (!held) return decide(payment, { payment, event: null, postings: [], fraudCase: labelled }, context)
+  if (decision === "false_positive") {
+    return decide(payment, {
+      payment: { ...payment, fraudVerdict: "passed" },
+      event: "payment.fraud_passed",
+      postings: [],
+      fraudCase: labelled
+    }, context)
+  }
+  return decide(payment, {
+    payment: { ...payment, status: "blocked", fraudVerdict: "blocked" },
+    event: "payment.fraud_blocked",
+    postings: [Ledger.postings.release(payment.amountCents)],
+    fraudCase: labelled
+  }, context)
+}
+
+// ---------------------------------------------------------------------------------------------
+// The automatic flow
+
+export type Step = "authorize" | "screen" | "capture"
+
+/** What the orchestrator must do next for this payment, or null when the flow is finished. */
+export const nextStep = (payment: Payment): Step | null => {
+  if (payment.status === "pending") return "authorize"
+  if (payment.status !== "authorized") return null
+  if (payment.fraudVerdict === null) return "screen"
+  if (payment.fraudVerdict === "passed" && payment.captureMethod === "automatic") return "capture"
+  return null
+}

@@ -1,0 +1,55 @@
+import { randomBytes } from "node:crypto"
+import { Context, Layer } from "effect"
+import type { IdKind, MintId } from "../domain/Ids.ts"
+import { encodeIdBody, formatId } from "../domain/Ids.ts"
+
+/**
+ * Identifiers and secrets. Production draws from the operating system's CSPRNG; the simulator
+ * and tests use a seeded generator so the same seed mints the same ids.
+ */
+export interface IdsShape {
+  readonly mint: MintId
+  /** A random URL-safe secret body (for `sk_live_` keys and `whsec_` secrets). */
+  readonly secret: (prefix: string) => string
+}
+
+export class Ids extends Context.Tag("payments/Ids")<Ids, IdsShape>() {}
+
+const idBytes = 16
+const secretBytes = 32
+
+export const makeIds = (bytes: (count: number) => Uint8Array): IdsShape => ({
+  mint: (kind: IdKind) => formatId(kind, bytes(idBytes)),
+  secret: (prefix: string) => prefix + encodeIdBody(bytes(secretBytes))
+})
+
+export const layer = Layer.sync(Ids, () => makeIds((count) => randomBytes(count)))
+
+/** A small, fast, seedable PRNG (sfc32 seeded through splitmix32): deterministic across machines. */
+export const seededBytes = (seed: number) => {
+  let s = seed >>> 0
+  const splitmix = () => {
+    s = (s + 0x9e3779b9) >>> 0
+    let z = s
+    z = Math.imul(z ^ (z >>> 16), 0x85ebca6b) >>> 0
+    z = Math.imul(z ^ (z >>> 13), 0xc2b2ae35) >>> 0
+    return (z ^ (z >>> 16)) >>> 0
+  }
+  let a = splitmix(), b = splitmix(), c = splitmix(), d = splitmix()
+  const next = () => {
+    const t = (((a + b) >>> 0) + d) >>> 0
+    d = (d + 1) >>> 0
+    a = b ^ (b >>> 9)
+    b = (c + (c << 3)) >>> 0
+    c = ((c << 21) | (c >>> 11)) >>> 0
+    c = (c + t) >>> 0
+    return t
+  }
+  return (count: number) => {
+    const out = new Uint8Array(count)
+    for (let i = 0; i < count; i++) out[i] = next() & 0xff
+    return out
+  }
+}
+
+export const layerSeeded = (seed: number) => Layer.sync(Ids, () => makeIds(seededBytes(seed)))

@@ -1,0 +1,70 @@
+import { Context, Effect, Layer } from "effect"
+import type { ApiKey, Merchant } from "../domain/Merchant.ts"
+import { webhookSecretPrefix } from "../domain/Merchant.ts"
+import { Ids } from "../platform/Ids.ts"
+import { nowIso } from "../platform/Time.ts"
+import { Store, type StoreUnavailable } from "../store/Store.ts"
+import { ApiKeys } from "./ApiKeys.ts"
+import { NotFound } from "./Errors.ts"
+
+export interface MerchantPatch {
+  readonly name?: string | undefined
+  /** `null` removes the URL; `undefined` leaves it. */
+  readonly webhookUrl?: string | null | undefined
+}
+
+export interface MerchantsShape {
+  /** Creates a merchant with its webhook signing secret and first API key (atomically). */
+  readonly create: (input: { readonly name: string; readonly webhookUrl: string | null }) => Effect.Effect<
+    { readonly merchant: Merchant; readonly apiKey: ApiKey; readonly secret: string },
+    StoreUnavailable
+  >
+  readonly get: (merchantId: string) => Effect.Effect<Merchant, NotFound | StoreUnavailable>
+  readonly update: (merchantId: string, patch: MerchantPatch) => Effect.Effect<Merchant, NotFound | StoreUnavailable>
+}
+
+export class Merchants extends Context.Tag("payments/Merchants")<Merchants, MerchantsShape>() {}
+
+export const layer = Layer.effect(
+  Merchants,
+  Effect.gen(function*() {
+    const store = yield* Store
+    const ids = yield* Ids
+    const apiKeys = yield* ApiKeys
+
+    const get = (merchantId: string) =>
+      Effect.flatMap(store.getMerchant(merchantId), (merchant) =>
+        merchant === null ? Effect.fail(new NotFound({ resource: "merchant", id: merchantId })) : Effect.succeed(merchant))
+
+    return Merchants.of({
+      create: ({ name, webhookUrl }) =>
+        Effect.gen(function*() {
+          const now = yield* nowIso
+          const merchant: Merchant = {
+            id: ids.mint("merchant"),
+            name,
+            webhookUrl,
+            webhookSecret: ids.secret(webhookSecretPrefix),
+            createdAt: now,
+            updatedAt: now
+          }
+          const issued = yield* apiKeys.issue(merchant.id, "Default key")
+          yield* store.insertMerchant(merchant, issued.record)
+          return { merchant, apiKey: issued.record, secret: issued.secret }
+        }),
+      get,
+      update: (merchantId, patch) =>
+        Effect.gen(function*() {
+          const current = yield* get(merchantId)
+          const updated: Merchant = {
+            ...current,
+            name: patch.name ?? current.name,
+            webhookUrl: patch.webhookUrl === undefined ? current.webhookUrl : patch.webhookUrl,
+            updatedAt: yield* nowIso
+          }
+          yield* store.updateMerchant(updated)
+          return updated
+        })
+    })
+  })
+)

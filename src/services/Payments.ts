@@ -1,0 +1,232 @@
+import { Context, Effect, Fiber, Layer, Schedule } from "effect"
+import * as Payment from "../domain/Payment.ts"
+import type { FraudCase } from "../domain/Fraud.ts"
+import type { LedgerEntry } from "../domain/Ledger.ts"
+import { Acquirer } from "../acquirer/Acquirer.ts"
+import { AppConfig } from "../platform/Config.ts"
+import { Ids } from "../platform/Ids.ts"
+import { nowIso } from "../platform/Time.ts"
+import type { CommandKey, PageOf, PageRequest, PaymentFilter, UpdateOutcome } from "../store/Store.ts"
+import { Store, type StoreUnavailable } from "../store/Store.ts"
+import { InvalidInput, InvalidState, NotFound } from "./Errors.ts"
+import { Fraud } from "./Fraud.ts"
+import { PaymentActors } from "./PaymentActors.ts"
+
+export type CommandError = NotFound | InvalidState | InvalidInput | StoreUnavailable
+
+export interface PaymentsShape {
+  readonly create: (
+    input: Payment.CreateInput
+  ) => Effect.Effect<{ readonly payment: Payment.Payment; readonly created: boolean }, StoreUnavailable>
+  readonly get: (merchantId: string, paymentId: string) => Effect.Effect<Payment.Payment, NotFound | StoreUnavailable>
+  readonly list: (merchantId: string, filter: PaymentFilter, page: PageRequest) => Effect.Effect<PageOf<Payment.Payment>, StoreUnavailable>
+  readonly events: (merchantId: string, paymentId: string) => Effect.Effect<ReadonlyArray<Payment.PaymentEvent>, NotFound | StoreUnavailable>
+  readonly ledger: (merchantId: string, paymentId: string) => Effect.Effect<ReadonlyArray<LedgerEntry>, NotFound | StoreUnavailable>
+  readonly capture: (merchantId: string, paymentId: string, amountCents: number | undefined, key?: CommandKey) => Effect.Effect<Payment.Payment, CommandError>
+  readonly refund: (merchantId: string, paymentId: string, amountCents: number | undefined, key?: CommandKey) => Effect.Effect<Payment.Payment, CommandError>
+  readonly void: (merchantId: string, paymentId: string, key?: CommandKey) => Effect.Effect<Payment.Payment, CommandError>
+  readonly review: (
+    merchantId: string,
+    caseId: string,
+    decision: Payment.ReviewDecision,
+    notes: string | null,
+    key?: CommandKey
+  ) => Effect.Effect<FraudCase, CommandError>
+  /** Settles what was captured before `cutoff`; returns how many payments were swept. */
+  readonly settle: (cutoff: string) => Effect.Effect<number, StoreUnavailable>
+  /** Restarts the flows of payments left in flight (after a crash), untouched since `updatedBefore`. */
+  readonly resumeFlows: (updatedBefore: string) => Effect.Effect<number, StoreUnavailable>
+}
+
+export class Payments extends Context.Tag("payments/Payments")<Payments, PaymentsShape>() {}
+
+const settlementBatch = 500
+const resumeBatch = 500
+
+export const make = Effect.gen(function*() {
+  const store = yield* Store
+  const ids = yield* Ids
+  const config = yield* AppConfig
+  const acquirer = yield* Acquirer
+  const fraud = yield* Fraud
+  const actors = yield* PaymentActors
+
+  const context = Effect.map(nowIso, (now): Payment.Context => ({ now, mintId: ids.mint }))
+
+  /** One command on one payment: serialized per payment, decided by the domain on the locked row. */
+  const apply = (
+    merchantId: string | null,
+    paymentId: string,
+    decide: (payment: Payment.Payment, fraudCase: FraudCase | null, context: Payment.Context) => Payment.Decision,
+    commandKey?: CommandKey
+  ): Effect.Effect<UpdateOutcome, StoreUnavailable> =>
+    actors.serialize(
+      paymentId,
+      Effect.flatMap(context, (ctx) =>
+        store.updatePayment({ merchantId, paymentId, commandKey }, (payment, fraudCase) => decide(payment, fraudCase, ctx))
+      )
+    )
+
+  const toResult = (paymentId: string, outcome: UpdateOutcome): Effect.Effect<Payment.Payment, CommandError> => {
+    switch (outcome._tag) {
+      case "Applied":
+        return Effect.succeed(outcome.change.payment)
+      case "AlreadyApplied":
+        return Effect.succeed(outcome.payment)
+      case "NotFound":
+        return Effect.fail(new NotFound({ resource: "transaction", id: paymentId }))
+      case "Refused": {
+        const refusal = outcome.decision.refusal
+        return refusal._tag === "InvalidState"
+          ? Effect.fail(new InvalidState({ status: refusal.status, message: refusal.message }))
+          : Effect.fail(new InvalidInput({ param: refusal.param, message: refusal.message }))
+      }
+    }
+  }
+
+  const authorize = (payment: Payment.Payment) =>
+    acquirer.authorize({
+      paymentId: payment.id,
+      merchantId: payment.merchantId,
+      amountCents: payment.amountCents,
+      currency: payment.currency,
+      cardToken: payment.cardToken,
+      cardBrand: payment.cardBrand
+    }).pipe(
+      // Transport failures are retried (the acquirer is idempotent on the payment id) until the deadline.
+      Effect.retry(Schedule.exponential("200 millis", 2).pipe(Schedule.upTo(config.acquirerTimeoutMs))),
+      Effect.timeoutTo({
+        duration: config.acquirerTimeoutMs,
+        onSuccess: (outcome): Payment.AuthorizationOutcome => outcome,
+        onTimeout: (): Payment.AuthorizationOutcome => ({
+          _tag: "Declined",
+          code: "network_timeout",
+          message: "The card network did not answer in time."
+        })
+      }),
+      Effect.catchTag("AcquirerUnavailable", (error) =>
+        Effect.succeed<Payment.AuthorizationOutcome>({ _tag: "Declined", code: "network_error", message: error.reason }))
+    )
+
+  /** Drives a payment through authorize → screen → capture until the domain says it is done. */
+  const runFlow = (paymentId: string): Effect.Effect<void, StoreUnavailable> =>
+    Effect.gen(function*() {
+      for (let steps = 0; steps < 10; steps++) {
+        const payment = yield* store.getPayment(null, paymentId)
+        if (payment === null) return
+        const step = Payment.nextStep(payment)
+        if (step === null) return
+        switch (step) {
+          case "authorize": {
+            const outcome = yield* authorize(payment)
+            yield* apply(null, paymentId, (p, _, ctx) => Payment.applyAuthorization(p, outcome, ctx))
+            break
+          }
+          case "screen": {
+            const assessment = yield* fraud.assess(payment)
+            yield* apply(null, paymentId, (p, _, ctx) => Payment.applyFraudAssessment(p, assessment, config.fraudThresholds, ctx))
+            break
+          }
+          case "capture": {
+            yield* apply(null, paymentId, (p, _, ctx) => Payment.capture(p, undefined, ctx))
+            break
+          }
+        }
+      }
+      return yield* Effect.dieMessage(`payment ${paymentId}: flow did not finish within 10 steps`)
+    })
+
+  /** A supervised flow: failures are logged and the payment stays in flight for the recovery worker. */
+  const startFlow = (paymentId: string) =>
+    actors.startFlow(
+      paymentId,
+      runFlow(paymentId).pipe(
+        Effect.catchAllCause((cause) => Effect.logWarning(`flow of ${paymentId} stopped; recovery will resume it`, cause)),
+        Effect.annotateLogs("payment_id", paymentId)
+      )
+    )
+
+  const mustGet = (merchantId: string, paymentId: string) =>
+    Effect.flatMap(store.getPayment(merchantId, paymentId), (payment) =>
+      payment === null ? Effect.fail(new NotFound({ resource: "transaction", id: paymentId })) : Effect.succeed(payment))
+
+  const service: PaymentsShape = {
+    create: (input) =>
+      Effect.gen(function*() {
+        const decision = Payment.create(input, yield* context)
+        if (!decision.ok) return yield* Effect.dieMessage("create cannot be refused")
+        const inserted = yield* store.insertPayment(decision.change)
+        const payment = inserted._tag === "Inserted" ? decision.change.payment : inserted.payment
+        const fiber = yield* startFlow(payment.id)
+        // Answer with the record as the flow left it; past the deadline the flow goes on alone.
+        yield* Fiber.await(fiber).pipe(Effect.timeout(config.requestDeadlineMs), Effect.ignore)
+        const latest = yield* store.getPayment(null, payment.id)
+        return { payment: latest ?? payment, created: inserted._tag === "Inserted" }
+      }),
+    get: mustGet,
+    list: (merchantId, filter, page) => store.listPayments(merchantId, filter, page),
+    events: (merchantId, paymentId) =>
+      Effect.zipRight(mustGet(merchantId, paymentId), store.listEvents(merchantId, paymentId)),
+    ledger: (merchantId, paymentId) =>
+      Effect.zipRight(mustGet(merchantId, paymentId), store.listLedger(merchantId, paymentId)),
+    capture: (merchantId, paymentId, amountCents, key) =>
+      Effect.flatMap(
+        apply(merchantId, paymentId, (p, _, ctx) => Payment.capture(p, amountCents, ctx), key),
+        (outcome) => toResult(paymentId, outcome)
+      ),
+    refund: (merchantId, paymentId, amountCents, key) =>
+      Effect.flatMap(
+        apply(merchantId, paymentId, (p, _, ctx) => Payment.refund(p, amountCents, ctx), key),
+        (outcome) => toResult(paymentId, outcome)
+      ),
+    void: (merchantId, paymentId, key) =>
+      Effect.flatMap(
+        apply(merchantId, paymentId, (p, _, ctx) => Payment.voidAuthorization(p, ctx), key),
+        (outcome) => toResult(paymentId, outcome)
+      ),
+    review: (merchantId, caseId, decision, notes, key) =>
+      Effect.gen(function*() {
+        const fraudCase = yield* store.getFraudCase(merchantId, caseId)
+        if (fraudCase === null) return yield* Effect.fail(new NotFound({ resource: "fraud_case", id: caseId }))
+        const outcome = yield* apply(merchantId, fraudCase.paymentId, (p, current, ctx) => {
+          if (current === null || current.id !== caseId) {
+            return { ok: false, refusal: { _tag: "InvalidState", status: p.status, message: "The fraud case no longer belongs to its payment." } }
+          }
+          return Payment.review(p, current, decision, notes, ctx)
+        }, key)
+        if (outcome._tag === "Refused") {
+          const refusal = outcome.decision.refusal
+          return yield* Effect.fail(new InvalidState({ status: fraudCase.status, message: refusal.message }))
+        }
+        const payment = yield* toResult(fraudCase.paymentId, outcome)
+        // A released payment continues its flow (capture when automatic).
+        if (Payment.nextStep(payment) !== null) yield* startFlow(payment.id)
+        const reviewed = yield* store.getFraudCase(merchantId, caseId)
+        return reviewed ?? fraudCase
+      }),
+    settle: (cutoff) =>
+      Effect.gen(function*() {
+        let settled = 0
+        while (true) {
+          const batch = yield* store.settleablePayments(cutoff, settlementBatch)
+          let progressed = 0
+          for (const paymentId of batch) {
+            const outcome = yield* apply(null, paymentId, (p, _, ctx) => Payment.settle(p, ctx))
+            if (outcome._tag === "Applied") progressed++
+          }
+          settled += progressed
+          if (batch.length < settlementBatch || progressed === 0) return settled
+        }
+      }),
+    resumeFlows: (updatedBefore) =>
+      Effect.gen(function*() {
+        const inFlight = yield* store.paymentsInFlight(updatedBefore, resumeBatch)
+        yield* Effect.forEach(inFlight, startFlow, { discard: true })
+        return inFlight.length
+      })
+  }
+  return service
+})
+
+export const layer = Layer.effect(Payments, make)
+

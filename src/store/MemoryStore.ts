@@ -1,0 +1,303 @@
+import { Effect, Layer } from "effect"
+import type { Balance, LedgerEntry } from "../domain/Ledger.ts"
+import { balanceOf } from "../domain/Ledger.ts"
+import type { FraudCase } from "../domain/Fraud.ts"
+import type { ApiKey, Merchant } from "../domain/Merchant.ts"
+import type { Change, Payment, PaymentEvent } from "../domain/Payment.ts"
+import { isSettleable, nextStep } from "../domain/Payment.ts"
+import type { Currency } from "../domain/Money.ts"
+import type { FraudCaseFilter, PageOf, PageRequest, PaymentFilter, StoreShape } from "./Store.ts"
+import { Store } from "./Store.ts"
+
+interface IdempotencyRow {
+  fingerprint: string
+  state: "in_progress" | "completed"
+  lockedUntil: string
+  expiresAt: string
+  status: number | null
+  body: string | null
+  appliedTo: string | null
+}
+
+/** Newest first, ties broken by id (descending), the order of every list (CONTRACT section 2). */
+const newestFirst = <A extends { readonly createdAt: string; readonly id: string }>(a: A, b: A) =>
+  a.createdAt < b.createdAt ? 1 : a.createdAt > b.createdAt ? -1 : a.id < b.id ? 1 : a.id > b.id ? -1 : 0
+
+const paginate = <A>(rows: ReadonlyArray<A>, page: PageRequest): PageOf<A> => ({
+  items: rows.slice((page.page - 1) * page.perPage, page.page * page.perPage),
+  totalCount: rows.length
+})
+
+/**
+ * The in-memory adapter: used by the simulator and fast tests. Every operation runs
+ * synchronously inside one `Effect.sync`, so it is atomic by construction; `snapshot`/`restore`
+ * let the simulator "restart" a service on the same data.
+ */
+export const makeMemoryStore = (): StoreShape & { readonly dump: () => MemoryState } => {
+  const state = emptyState()
+  return { ...memoryOperations(state), dump: () => state }
+}
+
+export interface MemoryState {
+  readonly merchants: Map<string, Merchant>
+  readonly apiKeys: Map<string, ApiKey>
+  readonly apiKeysByHash: Map<string, string>
+  readonly payments: Map<string, Payment>
+  readonly paymentsByIdempotencyKey: Map<string, string>
+  readonly events: Map<string, Array<PaymentEvent>>
+  readonly ledger: Map<string, Array<LedgerEntry>>
+  readonly ledgerByMerchant: Map<string, Array<LedgerEntry>>
+  readonly fraudCases: Map<string, FraudCase>
+  readonly inFlight: Set<string>
+  readonly idempotency: Map<string, IdempotencyRow>
+  readonly outbox: Array<PaymentEvent>
+}
+
+export const emptyState = (): MemoryState => ({
+  merchants: new Map(),
+  apiKeys: new Map(),
+  apiKeysByHash: new Map(),
+  payments: new Map(),
+  paymentsByIdempotencyKey: new Map(),
+  events: new Map(),
+  ledger: new Map(),
+  ledgerByMerchant: new Map(),
+  fraudCases: new Map(),
+  inFlight: new Set(),
+  idempotency: new Map(),
+  outbox: []
+})
+
+const scopedKey = (merchantId: string, key: string) => `${merchantId}\u0000${key}`
+
+const pushTo = <A>(map: Map<string, Array<A>>, key: string, values: ReadonlyArray<A>) => {
+  if (values.length === 0) return
+  const list = map.get(key)
+  if (list === undefined) map.set(key, [...values])
+  else list.push(...values)
+}
+
+export const memoryOperations = (state: MemoryState): StoreShape => {
+  const commit = (change: Change) => {
+    const payment = change.payment
+    state.payments.set(payment.id, payment)
+    if (nextStep(payment) === null) state.inFlight.delete(payment.id)
+    else state.inFlight.add(payment.id)
+    pushTo(state.events, payment.id, change.events)
+    pushTo(state.ledger, payment.id, change.ledger)
+    pushTo(state.ledgerByMerchant, payment.merchantId, change.ledger)
+    state.outbox.push(...change.events)
+    if (change.fraudCase !== null) state.fraudCases.set(change.fraudCase.id, change.fraudCase)
+  }
+  const ownPayment = (merchantId: string | null, paymentId: string) => {
+    const payment = state.payments.get(paymentId)
+    return payment === undefined || (merchantId !== null && payment.merchantId !== merchantId) ? null : payment
+  }
+
+  return {
+    insertMerchant: (merchant, apiKey) =>
+      Effect.sync(() => {
+        state.merchants.set(merchant.id, merchant)
+        state.apiKeys.set(apiKey.id, apiKey)
+        state.apiKeysByHash.set(apiKey.keyHash, apiKey.id)
+      }),
+    getMerchant: (id) => Effect.sync(() => state.merchants.get(id) ?? null),
+    updateMerchant: (merchant) => Effect.sync(() => void state.merchants.set(merchant.id, merchant)),
+    firstMerchant: () =>
+      Effect.sync(() => [...state.merchants.values()].sort((a, b) => -newestFirst(a, b))[0] ?? null),
+
+    insertApiKey: (apiKey) =>
+      Effect.sync(() => {
+        state.apiKeys.set(apiKey.id, apiKey)
+        state.apiKeysByHash.set(apiKey.keyHash, apiKey.id)
+      }),
+    getApiKey: (merchantId, keyId) =>
+      Effect.sync(() => {
+        const found = state.apiKeys.get(keyId)
+        return found === undefined || found.merchantId !== merchantId ? null : found
+      }),
+    findApiKeyByHash: (keyHash) =>
+      Effect.sync(() => {
+        const id = state.apiKeysByHash.get(keyHash)
+        return id === undefined ? null : state.apiKeys.get(id) ?? null
+      }),
+    listApiKeys: (merchantId, page) =>
+      Effect.sync(() =>
+        paginate([...state.apiKeys.values()].filter((k) => k.merchantId === merchantId).sort(newestFirst), page)
+      ),
+    rotateApiKey: (merchantId, keyId, replacement, now) =>
+      Effect.sync(() => {
+        const current = state.apiKeys.get(keyId)
+        if (current === undefined || current.merchantId !== merchantId) return "not_found" as const
+        if (current.status === "revoked") return "revoked" as const
+        state.apiKeys.set(keyId, { ...current, status: "revoked", revokedAt: now })
+        state.apiKeys.set(replacement.id, replacement)
+        state.apiKeysByHash.set(replacement.keyHash, replacement.id)
+        return "rotated" as const
+      }),
+    touchApiKey: (keyId, now) =>
+      Effect.sync(() => {
+        const current = state.apiKeys.get(keyId)
+        if (current !== undefined) state.apiKeys.set(keyId, { ...current, lastUsedAt: now })
+      }),
+
+    insertPayment: (change) =>
+      Effect.sync(() => {
+        const payment = change.payment
+        if (payment.idempotencyKey !== null) {
+          const key = scopedKey(payment.merchantId, payment.idempotencyKey)
+          const existing = state.paymentsByIdempotencyKey.get(key)
+          if (existing !== undefined) return { _tag: "Exists" as const, payment: state.payments.get(existing)! }
+          state.paymentsByIdempotencyKey.set(key, payment.id)
+        }
+        commit(change)
+        return { _tag: "Inserted" as const }
+      }),
+    getPayment: (merchantId, paymentId) => Effect.sync(() => ownPayment(merchantId, paymentId)),
+    listPayments: (merchantId, filter: PaymentFilter, page) =>
+      Effect.sync(() => {
+        const rows = [...state.payments.values()].filter((p) =>
+          p.merchantId === merchantId &&
+          (filter.status === undefined || p.status === filter.status) &&
+          (filter.createdFrom === undefined || p.createdAt >= filter.createdFrom) &&
+          (filter.createdTo === undefined || p.createdAt <= filter.createdTo) &&
+          (filter.minAmountCents === undefined || p.amountCents >= filter.minAmountCents) &&
+          (filter.maxAmountCents === undefined || p.amountCents <= filter.maxAmountCents)
+        )
+        return paginate(rows.sort(newestFirst), page)
+      }),
+    updatePayment: (target, decide) =>
+      Effect.sync(() => {
+        const payment = ownPayment(target.merchantId, target.paymentId)
+        if (payment === null) return { _tag: "NotFound" as const }
+        const keyRow = target.commandKey === undefined
+          ? undefined
+          : state.idempotency.get(scopedKey(target.commandKey.merchantId, target.commandKey.key))
+        if (keyRow?.appliedTo === payment.id) return { _tag: "AlreadyApplied" as const, payment }
+        const fraudCase = payment.fraudCaseId === null ? null : state.fraudCases.get(payment.fraudCaseId) ?? null
+        const decision = decide(payment, fraudCase)
+        if (!decision.ok) return { _tag: "Refused" as const, decision, payment }
+        if (decision.change.payment.version !== payment.version + 1) throw new Error("store: decision skipped a version")
+        commit(decision.change)
+        if (keyRow !== undefined) keyRow.appliedTo = payment.id
+        return { _tag: "Applied" as const, change: decision.change }
+      }),
+    listEvents: (merchantId, paymentId) =>
+      Effect.sync(() => (ownPayment(merchantId, paymentId) === null ? [] : [...(state.events.get(paymentId) ?? [])])),
+    listLedger: (merchantId, paymentId) =>
+      Effect.sync(() => (ownPayment(merchantId, paymentId) === null ? [] : [...(state.ledger.get(paymentId) ?? [])])),
+    balances: (merchantId) =>
+      Effect.sync(() => {
+        const byCurrency = new Map<Currency, Array<LedgerEntry>>()
+        for (const entry of state.ledgerByMerchant.get(merchantId) ?? []) {
+          pushTo(byCurrency, entry.currency, [entry])
+        }
+        return [...byCurrency.entries()]
+          .sort(([a], [b]) => a.localeCompare(b))
+          .map(([currency, entries]): Balance => ({
+            currency,
+            pending: balanceOf(entries, "merchant_pending"),
+            available: balanceOf(entries, "merchant_available"),
+            reserved: balanceOf(entries, "merchant_reserved")
+          }))
+      }),
+    paymentsInFlight: (updatedBefore, limit) =>
+      Effect.sync(() =>
+        [...state.inFlight]
+          .map((id) => state.payments.get(id)!)
+          .filter((p) => p.updatedAt < updatedBefore)
+          .sort((a, b) => (a.updatedAt < b.updatedAt ? -1 : a.updatedAt > b.updatedAt ? 1 : a.id.localeCompare(b.id)))
+          .slice(0, limit)
+          .map((p) => p.id)
+      ),
+    settleablePayments: (capturedBefore, limit) =>
+      Effect.sync(() => {
+        const ids: Array<string> = []
+        for (const payment of state.payments.values()) {
+          if (ids.length >= limit) break
+          if (isSettleable(payment) && payment.capturedAt !== null && payment.capturedAt < capturedBefore) ids.push(payment.id)
+        }
+        return ids
+      }),
+    countCardAttempts: (merchantId, cardToken, since) =>
+      Effect.sync(() => {
+        let count = 0
+        for (const payment of state.payments.values()) {
+          if (payment.merchantId === merchantId && payment.cardToken === cardToken && payment.createdAt >= since) count++
+        }
+        return count
+      }),
+
+    getFraudCase: (merchantId, caseId) =>
+      Effect.sync(() => {
+        const found = state.fraudCases.get(caseId)
+        return found === undefined || found.merchantId !== merchantId ? null : found
+      }),
+    listFraudCases: (merchantId, filter: FraudCaseFilter, page) =>
+      Effect.sync(() =>
+        paginate(
+          [...state.fraudCases.values()]
+            .filter((c) =>
+              c.merchantId === merchantId &&
+              (filter.status === undefined || c.status === filter.status) &&
+              (filter.priority === undefined || c.priority === filter.priority)
+            )
+            .sort(newestFirst),
+          page
+        )
+      ),
+
+    claimIdempotencyKey: (claim) =>
+      Effect.sync(() => {
+        const key = scopedKey(claim.merchantId, claim.key)
+        const row = state.idempotency.get(key)
+        const fresh = (): IdempotencyRow => ({
+          fingerprint: claim.fingerprint,
+          state: "in_progress",
+          lockedUntil: claim.lockedUntil,
+          expiresAt: claim.expiresAt,
+          status: null,
+          body: null,
+          appliedTo: null
+        })
+        if (row === undefined || row.expiresAt <= claim.now) {
+          state.idempotency.set(key, fresh())
+          return { _tag: "Claimed" as const }
+        }
+        if (row.fingerprint !== claim.fingerprint) return { _tag: "Mismatch" as const }
+        if (row.state === "completed") return { _tag: "Replay" as const, status: row.status!, body: row.body! }
+        if (row.lockedUntil > claim.now) return { _tag: "InProgress" as const }
+        // The holder's lease ran out (it crashed): this request resumes the same operation.
+        row.lockedUntil = claim.lockedUntil
+        return { _tag: "Claimed" as const }
+      }),
+    completeIdempotencyKey: (merchantId, key, status, body) =>
+      Effect.sync(() => {
+        const row = state.idempotency.get(scopedKey(merchantId, key))
+        if (row !== undefined) Object.assign(row, { state: "completed", status, body })
+      }),
+    releaseIdempotencyKey: (merchantId, key) =>
+      Effect.sync(() => {
+        const scoped = scopedKey(merchantId, key)
+        const row = state.idempotency.get(scoped)
+        // A command that already moved money keeps its claim, so a retry finds it applied.
+        if (row !== undefined && row.appliedTo === null) state.idempotency.delete(scoped)
+        else if (row !== undefined) row.lockedUntil = ""
+      }),
+    purgeIdempotencyKeys: (expiredBefore) =>
+      Effect.sync(() => {
+        let purged = 0
+        for (const [key, row] of state.idempotency) {
+          if (row.expiresAt <= expiredBefore) {
+            state.idempotency.delete(key)
+            purged++
+          }
+        }
+        return purged
+      })
+  }
+}
+
+export const layerMemory = Layer.sync(Store, () => makeMemoryStore())
+/** A memory store over existing state: the simulator's "restart" keeps the data, drops the rest. */
+export const layerMemoryFrom = (state: MemoryState) => Layer.succeed(Store, memoryOperations(state))

@@ -1,0 +1,435 @@
+import type { SqlError } from "@effect/sql/SqlError"
+import * as PgClient from "@effect/sql-pg/PgClient"
+import { Effect, Layer } from "effect"
+import type { Account, Balance, LedgerEntry } from "../domain/Ledger.ts"
+import type { FraudCase } from "../domain/Fraud.ts"
+import type { ApiKey, Merchant } from "../domain/Merchant.ts"
+import type { Change, Payment, PaymentEvent } from "../domain/Payment.ts"
+import { nextStep } from "../domain/Payment.ts"
+import type { Currency } from "../domain/Money.ts"
+import type { StoreShape, UpdateOutcome } from "./Store.ts"
+import { Store, StoreUnavailable } from "./Store.ts"
+
+type Row = Record<string, any>
+
+const iso = (value: unknown): string => (value instanceof Date ? value.toISOString() : new Date(String(value)).toISOString())
+const isoOrNull = (value: unknown): string | null => (value === null || value === undefined ? null : iso(value))
+
+const toMerchant = (r: Row): Merchant => ({
+  id: r.id,
+  name: r.name,
+  webhookUrl: r.webhook_url,
+  webhookSecret: r.webhook_secret,
+  createdAt: iso(r.created_at),
+  updatedAt: iso(r.updated_at)
+})
+
+const toApiKey = (r: Row): ApiKey => ({
+  id: r.id,
+  merchantId: r.merchant_id,
+  name: r.name,
+  keyHash: r.key_hash,
+  prefix: r.prefix,
+  lastFour: r.last_four,
+  status: r.status,
+  createdAt: iso(r.created_at),
+  lastUsedAt: isoOrNull(r.last_used_at),
+  revokedAt: isoOrNull(r.revoked_at)
+})
+
+const toPayment = (r: Row): Payment => ({
+  id: r.id,
+  merchantId: r.merchant_id,
+  status: r.status,
+  amountCents: r.amount_cents,
+  currency: r.currency,
+  capturedAmountCents: r.captured_amount_cents,
+  refundedAmountCents: r.refunded_amount_cents,
+  feeCents: r.fee_cents,
+  cardBrand: r.card_brand,
+  cardLastFour: r.card_last_four,
+  cardToken: r.card_token,
+  captureMethod: r.capture_method,
+  idempotencyKey: r.idempotency_key,
+  metadata: r.metadata,
+  fraudScore: r.fraud_score,
+  fraudVerdict: r.fraud_verdict,
+  fraudCaseId: r.fraud_case_id,
+  failureCode: r.failure_code,
+  failureMessage: r.failure_message,
+  networkRiskSignal: r.network_risk_signal,
+  version: r.version,
+  createdAt: iso(r.created_at),
+  updatedAt: iso(r.updated_at),
+  capturedAt: isoOrNull(r.captured_at),
+  settledAt: isoOrNull(r.settled_at)
+})
+
+const toEvent = (r: Row): PaymentEvent => ({
+  id: r.id,
+  paymentId: r.payment_id,
+  merchantId: r.merchant_id,
+  type: r.type,
+  sequence: r.sequence,
+  data: r.data,
+  createdAt: iso(r.created_at)
+})
+
+const toEntry = (r: Row): LedgerEntry => ({
+  id: r.id,
+  groupId: r.group_id,
+  paymentId: r.payment_id,
+  merchantId: r.merchant_id,
+  account: r.account as Account,
+  direction: r.direction,
+  amountCents: Number(r.amount_cents),
+  currency: r.currency as Currency,
+  createdAt: iso(r.created_at)
+})
+
+const toFraudCase = (r: Row): FraudCase => ({
+  id: r.id,
+  paymentId: r.payment_id,
+  merchantId: r.merchant_id,
+  status: r.status,
+  priority: r.priority,
+  riskScore: r.risk_score,
+  modelVersion: r.model_version,
+  explanations: r.explanations,
+  notes: r.notes,
+  reviewedAt: isoOrNull(r.reviewed_at),
+  createdAt: iso(r.created_at),
+  updatedAt: iso(r.updated_at)
+})
+
+export const makePgStore = Effect.gen(function*() {
+  const sql = yield* PgClient.PgClient
+
+  /** Infrastructure failures leave the store as StoreUnavailable (503); broken invariants stay defects. */
+  const run = <A>(effect: Effect.Effect<A, SqlError>): Effect.Effect<A, StoreUnavailable> =>
+    Effect.catchTag(effect, "SqlError", (error) => {
+      const code = (error.cause as { code?: string } | undefined)?.code
+      // Constraint and trigger violations (class 23, P0001) are bugs, not outages.
+      if (code !== undefined && (code.startsWith("23") || code === "P0001")) return Effect.die(error)
+      return Effect.fail(new StoreUnavailable({ cause: error }))
+    })
+
+  const paymentRow = (p: Payment) => ({
+    id: p.id,
+    merchant_id: p.merchantId,
+    status: p.status,
+    amount_cents: p.amountCents,
+    currency: p.currency,
+    captured_amount_cents: p.capturedAmountCents,
+    refunded_amount_cents: p.refundedAmountCents,
+    fee_cents: p.feeCents,
+    card_brand: p.cardBrand,
+    card_last_four: p.cardLastFour,
+    card_token: p.cardToken,
+    capture_method: p.captureMethod,
+    idempotency_key: p.idempotencyKey,
+    metadata: sql.json(p.metadata),
+    fraud_score: p.fraudScore,
+    fraud_verdict: p.fraudVerdict,
+    fraud_case_id: p.fraudCaseId,
+    failure_code: p.failureCode,
+    failure_message: p.failureMessage,
+    network_risk_signal: p.networkRiskSignal,
+    in_flight: nextStep(p) !== null,
+    version: p.version,
+    created_at: p.createdAt,
+    updated_at: p.updatedAt,
+    captured_at: p.capturedAt,
+    settled_at: p.settledAt
+  })
+
+  /** Writes what a decision implies besides the payment row itself. */
+  const writeChildren = (change: Change) =>
+    Effect.gen(function*() {
+      if (change.events.length > 0) {
+        yield* sql`INSERT INTO payment_events ${
+          sql.insert(change.events.map((e) => ({
+            id: e.id,
+            payment_id: e.paymentId,
+            merchant_id: e.merchantId,
+            type: e.type,
+            sequence: e.sequence,
+            data: sql.json(e.data),
+            created_at: e.createdAt
+          })))
+        }`
+        yield* sql`INSERT INTO webhook_outbox ${
+          sql.insert(change.events.map((e) => ({ event_id: e.id, merchant_id: e.merchantId, created_at: e.createdAt })))
+        }`
+      }
+      if (change.ledger.length > 0) {
+        yield* sql`INSERT INTO ledger_entries ${
+          sql.insert(change.ledger.map((e) => ({
+            id: e.id,
+            group_id: e.groupId,
+            payment_id: e.paymentId,
+            merchant_id: e.merchantId,
+            account: e.account,
+            direction: e.direction,
+            amount_cents: e.amountCents,
+            currency: e.currency,
+            created_at: e.createdAt
+          })))
+        }`
+      }
+      const c = change.fraudCase
+      if (c !== null) {
+        yield* sql`
+          INSERT INTO fraud_cases ${
+          sql.insert({
+            id: c.id,
+            payment_id: c.paymentId,
+            merchant_id: c.merchantId,
+            status: c.status,
+            priority: c.priority,
+            risk_score: c.riskScore,
+            model_version: c.modelVersion,
+            explanations: sql.json(c.explanations),
+            notes: c.notes,
+            reviewed_at: c.reviewedAt,
+            created_at: c.createdAt,
+            updated_at: c.updatedAt
+          })
+        }
+          ON CONFLICT (id) DO UPDATE SET status = EXCLUDED.status, notes = EXCLUDED.notes,
+            reviewed_at = EXCLUDED.reviewed_at, updated_at = EXCLUDED.updated_at`
+      }
+    })
+
+  const page = (p: { page: number; perPage: number }) => sql`LIMIT ${p.perPage} OFFSET ${(p.page - 1) * p.perPage}`
+
+  const store: StoreShape = {
+    insertMerchant: (merchant, apiKey) =>
+      run(sql.withTransaction(Effect.gen(function*() {
+        yield* sql`INSERT INTO merchants ${
+          sql.insert({
+            id: merchant.id,
+            name: merchant.name,
+            webhook_url: merchant.webhookUrl,
+            webhook_secret: merchant.webhookSecret,
+            created_at: merchant.createdAt,
+            updated_at: merchant.updatedAt
+          })
+        }`
+        yield* insertApiKey(apiKey)
+      }))),
+    getMerchant: (id) =>
+      run(sql`SELECT * FROM merchants WHERE id = ${id}`).pipe(Effect.map((rows) => (rows[0] ? toMerchant(rows[0]) : null))),
+    updateMerchant: (m) =>
+      run(sql`UPDATE merchants SET name = ${m.name}, webhook_url = ${m.webhookUrl}, webhook_secret = ${m.webhookSecret},
+        updated_at = ${m.updatedAt} WHERE id = ${m.id}`).pipe(Effect.asVoid),
+    firstMerchant: () =>
+      run(sql`SELECT * FROM merchants ORDER BY created_at, id LIMIT 1`).pipe(
+        Effect.map((rows) => (rows[0] ? toMerchant(rows[0]) : null))
+      ),
+
+    insertApiKey: (apiKey) => run(insertApiKey(apiKey)),
+    getApiKey: (merchantId, keyId) =>
+      run(sql`SELECT * FROM api_keys WHERE id = ${keyId} AND merchant_id = ${merchantId}`).pipe(
+        Effect.map((rows) => (rows[0] ? toApiKey(rows[0]) : null))
+      ),
+    findApiKeyByHash: (hash) =>
+      run(sql`SELECT * FROM api_keys WHERE key_hash = ${hash}`).pipe(Effect.map((rows) => (rows[0] ? toApiKey(rows[0]) : null))),
+    listApiKeys: (merchantId, p) =>
+      run(Effect.all([
+        sql`SELECT * FROM api_keys WHERE merchant_id = ${merchantId} ORDER BY created_at DESC, id DESC ${page(p)}`,
+        sql`SELECT count(*)::int AS n FROM api_keys WHERE merchant_id = ${merchantId}`
+      ])).pipe(Effect.map(([rows, count]) => ({ items: rows.map(toApiKey), totalCount: Number(count[0]!.n) }))),
+    rotateApiKey: (merchantId, keyId, replacement, now) =>
+      run(sql.withTransaction(Effect.gen(function*() {
+        const rows = yield* sql`SELECT status FROM api_keys WHERE id = ${keyId} AND merchant_id = ${merchantId} FOR UPDATE`
+        if (rows.length === 0) return "not_found" as const
+        if (rows[0]!.status === "revoked") return "revoked" as const
+        yield* sql`UPDATE api_keys SET status = 'revoked', revoked_at = ${now} WHERE id = ${keyId}`
+        yield* insertApiKey(replacement)
+        return "rotated" as const
+      }))),
+    touchApiKey: (keyId, now) =>
+      run(sql`UPDATE api_keys SET last_used_at = ${now} WHERE id = ${keyId}`).pipe(Effect.asVoid),
+
+    insertPayment: (change) =>
+      run(sql.withTransaction(Effect.gen(function*() {
+        const inserted = yield* sql`INSERT INTO payments ${sql.insert(paymentRow(change.payment))}
+          ON CONFLICT (merchant_id, idempotency_key) DO NOTHING RETURNING id`
+        if (inserted.length === 0) {
+          const existing = yield* sql`SELECT * FROM payments WHERE merchant_id = ${change.payment.merchantId}
+            AND idempotency_key = ${change.payment.idempotencyKey}`
+          return { _tag: "Exists" as const, payment: toPayment(existing[0]!) }
+        }
+        yield* writeChildren(change)
+        return { _tag: "Inserted" as const }
+      }))),
+    getPayment: (merchantId, paymentId) =>
+      run(
+        merchantId === null
+          ? sql`SELECT * FROM payments WHERE id = ${paymentId}`
+          : sql`SELECT * FROM payments WHERE id = ${paymentId} AND merchant_id = ${merchantId}`
+      ).pipe(Effect.map((rows) => (rows[0] ? toPayment(rows[0]) : null))),
+    listPayments: (merchantId, filter, p) => {
+      const where = sql.and([
+        sql`merchant_id = ${merchantId}`,
+        ...(filter.status === undefined ? [] : [sql`status = ${filter.status}`]),
+        ...(filter.createdFrom === undefined ? [] : [sql`created_at >= ${filter.createdFrom}`]),
+        ...(filter.createdTo === undefined ? [] : [sql`created_at <= ${filter.createdTo}`]),
+        ...(filter.minAmountCents === undefined ? [] : [sql`amount_cents >= ${filter.minAmountCents}`]),
+        ...(filter.maxAmountCents === undefined ? [] : [sql`amount_cents <= ${filter.maxAmountCents}`])
+      ])
+      return run(Effect.all([
+        sql`SELECT * FROM payments WHERE ${where} ORDER BY created_at DESC, id DESC ${page(p)}`,
+        sql`SELECT count(*)::int AS n FROM payments WHERE ${where}`
+      ])).pipe(Effect.map(([rows, count]) => ({ items: rows.map(toPayment), totalCount: Number(count[0]!.n) })))
+    },
+    updatePayment: (target, decide) =>
+      run(sql.withTransaction(Effect.gen(function*() {
+        const rows = target.merchantId === null
+          ? yield* sql`SELECT * FROM payments WHERE id = ${target.paymentId} FOR UPDATE`
+          : yield* sql`SELECT * FROM payments WHERE id = ${target.paymentId} AND merchant_id = ${target.merchantId} FOR UPDATE`
+        if (rows.length === 0) return { _tag: "NotFound" } satisfies UpdateOutcome
+        const payment = toPayment(rows[0]!)
+        const commandKey = target.commandKey
+        if (commandKey !== undefined) {
+          const applied = yield* sql`SELECT applied_to FROM idempotency_keys
+            WHERE merchant_id = ${commandKey.merchantId} AND key = ${commandKey.key} FOR UPDATE`
+          if (applied[0]?.applied_to === payment.id) return { _tag: "AlreadyApplied", payment } satisfies UpdateOutcome
+        }
+        const fraudCase = payment.fraudCaseId === null
+          ? null
+          : (yield* sql`SELECT * FROM fraud_cases WHERE id = ${payment.fraudCaseId}`).map(toFraudCase)[0] ?? null
+        const decision = decide(payment, fraudCase)
+        if (!decision.ok) return { _tag: "Refused", decision, payment } satisfies UpdateOutcome
+        const next = decision.change.payment
+        if (next.version !== payment.version + 1) return yield* Effect.dieMessage("store: decision skipped a version")
+        const { id: _id, ...fields } = paymentRow(next)
+        yield* sql`UPDATE payments SET ${sql.update(fields)} WHERE id = ${payment.id} AND version = ${payment.version}`
+        yield* writeChildren(decision.change)
+        if (commandKey !== undefined) {
+          yield* sql`UPDATE idempotency_keys SET applied_to = ${payment.id}
+            WHERE merchant_id = ${commandKey.merchantId} AND key = ${commandKey.key}`
+        }
+        return { _tag: "Applied", change: decision.change } satisfies UpdateOutcome
+      }))),
+    listEvents: (merchantId, paymentId) =>
+      run(sql`SELECT * FROM payment_events WHERE payment_id = ${paymentId} AND merchant_id = ${merchantId}
+        ORDER BY sequence`).pipe(Effect.map((rows) => rows.map(toEvent))),
+    listLedger: (merchantId, paymentId) =>
+      run(sql`SELECT * FROM ledger_entries WHERE payment_id = ${paymentId} AND merchant_id = ${merchantId}
+        ORDER BY created_at, group_id, id`).pipe(Effect.map((rows) => rows.map(toEntry))),
+    balances: (merchantId) =>
+      run(sql`
+        SELECT currency,
+          coalesce(sum(CASE WHEN account = 'merchant_pending' THEN signed END), 0)::text AS pending,
+          coalesce(sum(CASE WHEN account = 'merchant_available' THEN signed END), 0)::text AS available,
+          coalesce(sum(CASE WHEN account = 'merchant_reserved' THEN signed END), 0)::text AS reserved
+        FROM (
+          SELECT currency, account, CASE direction WHEN 'credit' THEN amount_cents ELSE -amount_cents END AS signed
+          FROM ledger_entries
+          WHERE merchant_id = ${merchantId} AND account IN ('merchant_pending', 'merchant_available', 'merchant_reserved')
+        ) entries
+        GROUP BY currency ORDER BY currency`).pipe(
+        Effect.map((rows) =>
+          rows.map((r): Balance => ({
+            currency: r.currency as Currency,
+            pending: Number(r.pending),
+            available: Number(r.available),
+            reserved: Number(r.reserved)
+          }))
+        )
+      ),
+    paymentsInFlight: (updatedBefore, limit) =>
+      run(sql`SELECT id FROM payments WHERE in_flight AND updated_at < ${updatedBefore}
+        ORDER BY updated_at, id LIMIT ${limit}`).pipe(Effect.map((rows) => rows.map((r) => r.id as string))),
+    settleablePayments: (capturedBefore, limit) =>
+      run(sql`SELECT id FROM payments WHERE settled_at IS NULL AND captured_at IS NOT NULL
+        AND captured_at < ${capturedBefore} AND status IN ('captured', 'refunded')
+        ORDER BY captured_at, id LIMIT ${limit}`).pipe(Effect.map((rows) => rows.map((r) => r.id as string))),
+    countCardAttempts: (merchantId, cardToken, since) =>
+      run(sql`SELECT count(*)::int AS n FROM payments WHERE merchant_id = ${merchantId}
+        AND card_token = ${cardToken} AND created_at >= ${since}`).pipe(Effect.map((rows) => rows[0]!.n as number)),
+
+    getFraudCase: (merchantId, caseId) =>
+      run(sql`SELECT * FROM fraud_cases WHERE id = ${caseId} AND merchant_id = ${merchantId}`).pipe(
+        Effect.map((rows) => (rows[0] ? toFraudCase(rows[0]) : null))
+      ),
+    listFraudCases: (merchantId, filter, p) => {
+      const where = sql.and([
+        sql`merchant_id = ${merchantId}`,
+        ...(filter.status === undefined ? [] : [sql`status = ${filter.status}`]),
+        ...(filter.priority === undefined ? [] : [sql`priority = ${filter.priority}`])
+      ])
+      return run(Effect.all([
+        sql`SELECT * FROM fraud_cases WHERE ${where} ORDER BY created_at DESC, id DESC ${page(p)}`,
+        sql`SELECT count(*)::int AS n FROM fraud_cases WHERE ${where}`
+      ])).pipe(Effect.map(([rows, count]) => ({ items: rows.map(toFraudCase), totalCount: Number(count[0]!.n) })))
+    },
+
+    claimIdempotencyKey: (claim) =>
+      run(sql.withTransaction(Effect.gen(function*() {
+        // Insert, or take over a row that expired; otherwise read the row under lock.
+        const claimed = yield* sql`
+          INSERT INTO idempotency_keys (merchant_id, key, fingerprint, state, locked_until, created_at, expires_at)
+          VALUES (${claim.merchantId}, ${claim.key}, ${claim.fingerprint}, 'in_progress', ${claim.lockedUntil},
+            ${claim.now}, ${claim.expiresAt})
+          ON CONFLICT (merchant_id, key) DO UPDATE SET fingerprint = EXCLUDED.fingerprint, state = 'in_progress',
+            response_status = NULL, response_body = NULL, applied_to = NULL, locked_until = EXCLUDED.locked_until,
+            created_at = EXCLUDED.created_at, expires_at = EXCLUDED.expires_at
+          WHERE idempotency_keys.expires_at <= ${claim.now}
+          RETURNING key`
+        if (claimed.length > 0) return { _tag: "Claimed" as const }
+        const rows = yield* sql`SELECT * FROM idempotency_keys
+          WHERE merchant_id = ${claim.merchantId} AND key = ${claim.key} FOR UPDATE`
+        const row = rows[0]
+        if (row === undefined) return { _tag: "InProgress" as const }
+        if (row.fingerprint !== claim.fingerprint) return { _tag: "Mismatch" as const }
+        if (row.state === "completed") {
+          return { _tag: "Replay" as const, status: row.response_status as number, body: row.response_body as string }
+        }
+        if (iso(row.locked_until) > claim.now) return { _tag: "InProgress" as const }
+        // The holder's lease ran out (it crashed): this request resumes the same operation.
+        yield* sql`UPDATE idempotency_keys SET locked_until = ${claim.lockedUntil}
+          WHERE merchant_id = ${claim.merchantId} AND key = ${claim.key}`
+        return { _tag: "Claimed" as const }
+      }))),
+    completeIdempotencyKey: (merchantId, key, status, body) =>
+      run(sql`UPDATE idempotency_keys SET state = 'completed', response_status = ${status}, response_body = ${body}
+        WHERE merchant_id = ${merchantId} AND key = ${key}`).pipe(Effect.asVoid),
+    releaseIdempotencyKey: (merchantId, key) =>
+      run(Effect.all([
+        sql`DELETE FROM idempotency_keys WHERE merchant_id = ${merchantId} AND key = ${key} AND applied_to IS NULL
+          AND state = 'in_progress'`,
+        // A command that already moved money keeps its claim, so a retry finds it applied.
+        sql`UPDATE idempotency_keys SET locked_until = created_at WHERE merchant_id = ${merchantId} AND key = ${key}
+          AND state = 'in_progress'`
+      ])).pipe(Effect.asVoid),
+    purgeIdempotencyKeys: (expiredBefore) =>
+      run(sql`DELETE FROM idempotency_keys WHERE expires_at <= ${expiredBefore} RETURNING key`).pipe(
+        Effect.map((rows) => rows.length)
+      )
+  }
+
+  function insertApiKey(k: ApiKey) {
+    return sql`INSERT INTO api_keys ${
+      sql.insert({
+        id: k.id,
+        merchant_id: k.merchantId,
+        name: k.name,
+        key_hash: k.keyHash,
+        prefix: k.prefix,
+        last_four: k.lastFour,
+        status: k.status,
+        created_at: k.createdAt,
+        last_used_at: k.lastUsedAt,
+        revoked_at: k.revokedAt
+      })
+    }`
+  }
+
+  return store
+})
+
+export const layerPg: Layer.Layer<Store, never, PgClient.PgClient> = Layer.effect(Store, makePgStore)
+

@@ -1,0 +1,121 @@
+import { Context, Data, type Effect } from "effect"
+import type { Balance, LedgerEntry } from "../domain/Ledger.ts"
+import type { FraudCase, FraudCaseStatus, Priority } from "../domain/Fraud.ts"
+import type { ApiKey, Merchant } from "../domain/Merchant.ts"
+import type { Change, Decision, Payment, PaymentEvent, PaymentStatus } from "../domain/Payment.ts"
+
+/** The database could not be reached or failed; callers answer 503 and the client may retry. */
+export class StoreUnavailable extends Data.TaggedError("StoreUnavailable")<{ readonly cause: unknown }> {}
+
+export interface PageRequest {
+  readonly page: number
+  readonly perPage: number
+}
+export interface PageOf<A> {
+  readonly items: ReadonlyArray<A>
+  readonly totalCount: number
+}
+
+export interface PaymentFilter {
+  readonly status?: PaymentStatus | undefined
+  readonly createdFrom?: string | undefined
+  readonly createdTo?: string | undefined
+  readonly minAmountCents?: number | undefined
+  readonly maxAmountCents?: number | undefined
+}
+
+export interface FraudCaseFilter {
+  readonly status?: FraudCaseStatus | undefined
+  readonly priority?: Priority | undefined
+}
+
+/** Marks a payment command with the idempotency key of the request that carried it. */
+export interface CommandKey {
+  readonly merchantId: string
+  readonly key: string
+}
+
+export type UpdateOutcome =
+  | { readonly _tag: "Applied"; readonly change: Change }
+  | { readonly _tag: "Refused"; readonly decision: Extract<Decision, { ok: false }>; readonly payment: Payment }
+  | { readonly _tag: "NotFound" }
+  /** The command carrying this idempotency key already committed (a retry after a crash). */
+  | { readonly _tag: "AlreadyApplied"; readonly payment: Payment }
+
+export type InsertOutcome =
+  | { readonly _tag: "Inserted" }
+  /** A payment with this merchant's idempotency key exists already. */
+  | { readonly _tag: "Exists"; readonly payment: Payment }
+
+export interface IdempotencyClaim {
+  readonly merchantId: string
+  readonly key: string
+  readonly fingerprint: string
+  readonly now: string
+  readonly lockedUntil: string
+  readonly expiresAt: string
+}
+
+export type ClaimOutcome =
+  | { readonly _tag: "Claimed" }
+  | { readonly _tag: "Replay"; readonly status: number; readonly body: string }
+  | { readonly _tag: "InProgress" }
+  | { readonly _tag: "Mismatch" }
+
+export type RotateOutcome = "rotated" | "not_found" | "revoked"
+
+export type StoreEffect<A> = Effect.Effect<A, StoreUnavailable>
+
+/**
+ * Persistence. Rules never live here: every change to a payment is a pure `Decision` made by the
+ * domain on the freshly locked record, which the store commits whole (payment row, events,
+ * ledger entries, webhook outbox rows, fraud case) or not at all.
+ */
+export interface StoreShape {
+  readonly insertMerchant: (merchant: Merchant, apiKey: ApiKey) => StoreEffect<void>
+  readonly getMerchant: (id: string) => StoreEffect<Merchant | null>
+  readonly updateMerchant: (merchant: Merchant) => StoreEffect<void>
+  readonly firstMerchant: () => StoreEffect<Merchant | null>
+
+  readonly insertApiKey: (apiKey: ApiKey) => StoreEffect<void>
+  readonly getApiKey: (merchantId: string, keyId: string) => StoreEffect<ApiKey | null>
+  readonly findApiKeyByHash: (keyHash: string) => StoreEffect<ApiKey | null>
+  readonly listApiKeys: (merchantId: string, page: PageRequest) => StoreEffect<PageOf<ApiKey>>
+  /** Revokes `keyId` and inserts `replacement` atomically. */
+  readonly rotateApiKey: (merchantId: string, keyId: string, replacement: ApiKey, now: string) => StoreEffect<RotateOutcome>
+  readonly touchApiKey: (keyId: string, now: string) => StoreEffect<void>
+
+  /** Inserts a new payment (its `create` decision); one per merchant idempotency key. */
+  readonly insertPayment: (change: Change) => StoreEffect<InsertOutcome>
+  readonly getPayment: (merchantId: string | null, paymentId: string) => StoreEffect<Payment | null>
+  readonly listPayments: (merchantId: string, filter: PaymentFilter, page: PageRequest) => StoreEffect<PageOf<Payment>>
+  /**
+   * Locks the payment (row lock on PostgreSQL), asks `decide` for the change and commits it with
+   * everything it implies. With `commandKey`, a command already committed under that key is
+   * reported as `AlreadyApplied` instead of being applied twice.
+   */
+  readonly updatePayment: (
+    target: { readonly merchantId: string | null; readonly paymentId: string; readonly commandKey?: CommandKey | undefined },
+    decide: (payment: Payment, fraudCase: FraudCase | null) => Decision
+  ) => StoreEffect<UpdateOutcome>
+  readonly listEvents: (merchantId: string, paymentId: string) => StoreEffect<ReadonlyArray<PaymentEvent>>
+  readonly listLedger: (merchantId: string, paymentId: string) => StoreEffect<ReadonlyArray<LedgerEntry>>
+  readonly balances: (merchantId: string) => StoreEffect<ReadonlyArray<Balance>>
+  /** Payments whose automatic flow has a next step, least recently touched first. */
+  readonly paymentsInFlight: (updatedBefore: string, limit: number) => StoreEffect<ReadonlyArray<string>>
+  /** Payments the settlement run has to sweep: captured before the cut-off and not yet settled. */
+  readonly settleablePayments: (capturedBefore: string, limit: number) => StoreEffect<ReadonlyArray<string>>
+  readonly countCardAttempts: (merchantId: string, cardToken: string, since: string) => StoreEffect<number>
+
+  readonly getFraudCase: (merchantId: string, caseId: string) => StoreEffect<FraudCase | null>
+  readonly listFraudCases: (merchantId: string, filter: FraudCaseFilter, page: PageRequest) => StoreEffect<PageOf<FraudCase>>
+
+  /** Claims an idempotency key for a request, or says why not (replay, in flight, different request). */
+  readonly claimIdempotencyKey: (claim: IdempotencyClaim) => StoreEffect<ClaimOutcome>
+  readonly completeIdempotencyKey: (merchantId: string, key: string, status: number, body: string) => StoreEffect<void>
+  /** Forgets a claim whose request ended in 429 or 5xx, so a retry runs again. */
+  readonly releaseIdempotencyKey: (merchantId: string, key: string) => StoreEffect<void>
+  readonly purgeIdempotencyKeys: (expiredBefore: string) => StoreEffect<number>
+}
+
+export class Store extends Context.Tag("payments/Store")<Store, StoreShape>() {}

@@ -1,0 +1,161 @@
+import * as Migrator from "@effect/sql/Migrator"
+import * as SqlClient from "@effect/sql/SqlClient"
+import { Effect } from "effect"
+
+/** Versioned migrations; applied at start and by `payments migrate`, recorded in effect_sql_migrations. */
+const statements = (text: string) =>
+  Effect.flatMap(SqlClient.SqlClient, (sql) => sql.unsafe(text).pipe(Effect.asVoid))
+
+export const migrations = Migrator.fromRecord({
+  "0001_core": statements(`
+    CREATE TABLE merchants (
+      id text PRIMARY KEY,
+      name text NOT NULL,
+      webhook_url text,
+      webhook_secret text NOT NULL,
+      created_at timestamptz NOT NULL,
+      updated_at timestamptz NOT NULL
+    );
+
+    CREATE TABLE api_keys (
+      id text PRIMARY KEY,
+      merchant_id text NOT NULL REFERENCES merchants(id),
+      name text NOT NULL,
+      key_hash text NOT NULL UNIQUE,
+      prefix text NOT NULL,
+      last_four text NOT NULL,
+      status text NOT NULL CHECK (status IN ('active', 'revoked')),
+      created_at timestamptz NOT NULL,
+      last_used_at timestamptz,
+      revoked_at timestamptz
+    );
+    CREATE INDEX api_keys_merchant ON api_keys (merchant_id, created_at DESC, id DESC);
+
+    CREATE TABLE payments (
+      id text PRIMARY KEY,
+      merchant_id text NOT NULL REFERENCES merchants(id),
+      status text NOT NULL CHECK (status IN ('pending','authorized','captured','settled','refunded','voided','blocked','failed')),
+      amount_cents integer NOT NULL CHECK (amount_cents BETWEEN 1 AND 99999999),
+      currency text NOT NULL,
+      captured_amount_cents integer NOT NULL CHECK (captured_amount_cents BETWEEN 0 AND amount_cents),
+      refunded_amount_cents integer NOT NULL CHECK (refunded_amount_cents BETWEEN 0 AND captured_amount_cents),
+      fee_cents integer NOT NULL CHECK (fee_cents >= 0),
+      card_brand text NOT NULL,
+      card_last_four text NOT NULL,
+      card_token text NOT NULL,
+      capture_method text NOT NULL CHECK (capture_method IN ('automatic', 'manual')),
+      idempotency_key text,
+      metadata jsonb NOT NULL,
+      fraud_score double precision,
+      fraud_verdict text CHECK (fraud_verdict IN ('passed', 'review', 'blocked')),
+      fraud_case_id text,
+      failure_code text,
+      failure_message text,
+      network_risk_signal double precision,
+      in_flight boolean NOT NULL,
+      version integer NOT NULL,
+      created_at timestamptz NOT NULL,
+      updated_at timestamptz NOT NULL,
+      captured_at timestamptz,
+      settled_at timestamptz,
+      UNIQUE (merchant_id, idempotency_key)
+    );
+    CREATE INDEX payments_merchant_created ON payments (merchant_id, created_at DESC, id DESC);
+    CREATE INDEX payments_in_flight ON payments (updated_at) WHERE in_flight;
+    CREATE INDEX payments_settleable ON payments (captured_at) WHERE settled_at IS NULL AND captured_at IS NOT NULL;
+    CREATE INDEX payments_card ON payments (merchant_id, card_token, created_at);
+
+    CREATE TABLE payment_events (
+      id text PRIMARY KEY,
+      payment_id text NOT NULL REFERENCES payments(id),
+      merchant_id text NOT NULL,
+      type text NOT NULL,
+      sequence integer NOT NULL,
+      data jsonb NOT NULL,
+      created_at timestamptz NOT NULL,
+      UNIQUE (payment_id, sequence)
+    );
+
+    CREATE TABLE ledger_entries (
+      id text PRIMARY KEY,
+      group_id text NOT NULL,
+      payment_id text NOT NULL REFERENCES payments(id),
+      merchant_id text NOT NULL,
+      account text NOT NULL,
+      direction text NOT NULL CHECK (direction IN ('debit', 'credit')),
+      amount_cents bigint NOT NULL CHECK (amount_cents > 0),
+      currency text NOT NULL,
+      created_at timestamptz NOT NULL
+    );
+    CREATE INDEX ledger_entries_payment ON ledger_entries (payment_id, created_at, id);
+    CREATE INDEX ledger_entries_merchant ON ledger_entries (merchant_id, currency, account);
+
+    -- A group must balance when its transaction commits.
+    CREATE FUNCTION ledger_group_balanced() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+      IF EXISTS (
+        SELECT 1 FROM ledger_entries WHERE group_id = NEW.group_id
+        GROUP BY currency
+        HAVING sum(CASE direction WHEN 'debit' THEN amount_cents ELSE -amount_cents END) <> 0
+      ) THEN
+        RAISE EXCEPTION 'ledger group % does not balance', NEW.group_id;
+      END IF;
+      RETURN NULL;
+    END $$;
+    CREATE CONSTRAINT TRIGGER ledger_entries_balanced AFTER INSERT ON ledger_entries
+      DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION ledger_group_balanced();
+
+    -- Events and ledger entries are immutable: no UPDATE, DELETE or TRUNCATE.
+    CREATE FUNCTION forbid_mutation() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+      RAISE EXCEPTION '% is append-only: % refused', TG_TABLE_NAME, TG_OP;
+    END $$;
+    CREATE TRIGGER payment_events_append_only BEFORE UPDATE OR DELETE ON payment_events
+      FOR EACH ROW EXECUTE FUNCTION forbid_mutation();
+    CREATE TRIGGER payment_events_no_truncate BEFORE TRUNCATE ON payment_events
+      FOR EACH STATEMENT EXECUTE FUNCTION forbid_mutation();
+    CREATE TRIGGER ledger_entries_append_only BEFORE UPDATE OR DELETE ON ledger_entries
+      FOR EACH ROW EXECUTE FUNCTION forbid_mutation();
+    CREATE TRIGGER ledger_entries_no_truncate BEFORE TRUNCATE ON ledger_entries
+      FOR EACH STATEMENT EXECUTE FUNCTION forbid_mutation();
+
+    -- Events waiting to become webhook deliveries; written with the state change that made them.
+    CREATE TABLE webhook_outbox (
+      event_id text PRIMARY KEY REFERENCES payment_events(id),
+      merchant_id text NOT NULL,
+      created_at timestamptz NOT NULL
+    );
+    CREATE INDEX webhook_outbox_created ON webhook_outbox (created_at, event_id);
+
+    CREATE TABLE fraud_cases (
+      id text PRIMARY KEY,
+      payment_id text NOT NULL UNIQUE REFERENCES payments(id),
+      merchant_id text NOT NULL,
+      status text NOT NULL CHECK (status IN ('open', 'confirmed_fraud', 'false_positive')),
+      priority text NOT NULL CHECK (priority IN ('low', 'medium', 'high', 'critical')),
+      risk_score double precision NOT NULL,
+      model_version text NOT NULL,
+      explanations jsonb NOT NULL,
+      notes text,
+      reviewed_at timestamptz,
+      created_at timestamptz NOT NULL,
+      updated_at timestamptz NOT NULL
+    );
+    CREATE INDEX fraud_cases_merchant ON fraud_cases (merchant_id, created_at DESC, id DESC);
+
+    CREATE TABLE idempotency_keys (
+      merchant_id text NOT NULL,
+      key text NOT NULL,
+      fingerprint text NOT NULL,
+      state text NOT NULL CHECK (state IN ('in_progress', 'completed')),
+      response_status integer,
+      response_body text,
+      applied_to text,
+      locked_until timestamptz NOT NULL,
+      created_at timestamptz NOT NULL,
+      expires_at timestamptz NOT NULL,
+      PRIMARY KEY (merchant_id, key)
+    );
+    CREATE INDEX idempotency_keys_expiry ON idempotency_keys (expires_at);
+  `)
+})
