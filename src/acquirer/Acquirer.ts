@@ -31,7 +31,7 @@ export const sandboxDeclines: Record<string, { readonly code: string; readonly m
   tok_decline_expired_card: { code: "expired_card", message: "The card has expired." }
 }
 export const sandboxRiskSignals: Record<string, number> = {
-  tok_risk_review: 0.6,
+  tok_risk_review: 0.64,
   tok_risk_highest: 0.95
 }
 export const ordinaryRiskSignal = 0.05

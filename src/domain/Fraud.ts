@@ -35,13 +35,18 @@ interface Term {
   readonly mean: number
 }
 
+/**
+ * Calibration (documented in docs/api.md): an ordinary card (signal 0.05) always passes; the
+ * sandbox review signal (0.64) scores 0.57–0.79 for amounts from 0.01 to 10,000 with no earlier
+ * attempts; the highest-risk signal (0.95) always scores above 0.9.
+ */
 export const baselineModel = {
   version: "baseline-logistic-1",
   bias: -4,
   terms: [
     { feature: "networkRiskSignal", name: "network_risk_signal", weight: 8, mean: 0.05 },
-    { feature: "amountLog10", name: "amount_log10", weight: 0.5, mean: 1.7 },
-    { feature: "cardAttemptsLastHour", name: "card_attempts_last_hour", weight: 0.35, mean: 0.2 }
+    { feature: "amountLog10", name: "amount_log10", weight: 0.25, mean: 1.7 },
+    { feature: "cardAttemptsLastHour", name: "card_attempts_last_hour", weight: 0.1, mean: 0.2 }
   ] satisfies ReadonlyArray<Term>
 } as const
 

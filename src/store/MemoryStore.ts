@@ -6,7 +6,7 @@ import type { ApiKey, Merchant } from "../domain/Merchant.ts"
 import type { Change, Payment, PaymentEvent } from "../domain/Payment.ts"
 import { isSettleable, nextStep } from "../domain/Payment.ts"
 import type { Currency } from "../domain/Money.ts"
-import type { FraudCaseFilter, PageOf, PageRequest, PaymentFilter, StoreShape } from "./Store.ts"
+import type { AnalyticsRow, FraudCaseFilter, PageOf, PageRequest, PaymentFilter, StoreShape } from "./Store.ts"
 import { Store } from "./Store.ts"
 
 interface IdempotencyRow {
@@ -218,6 +218,30 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
           if (isSettleable(payment) && payment.capturedAt !== null && payment.capturedAt < capturedBefore) ids.push(payment.id)
         }
         return ids
+      }),
+    analytics: (merchantId, createdFrom, createdTo) =>
+      Effect.sync(() => {
+        const rows = new Map<string, AnalyticsRow>()
+        for (const p of state.payments.values()) {
+          if (p.merchantId !== merchantId) continue
+          if ((createdFrom !== null && p.createdAt < createdFrom) || (createdTo !== null && p.createdAt > createdTo)) continue
+          const row = rows.get(p.currency) ?? {
+            currency: p.currency, transactionCount: 0, volumeCents: 0, capturedCents: 0, refundedCents: 0,
+            feesCents: 0, decidedCount: 0, approvedCount: 0, blockedCount: 0
+          }
+          rows.set(p.currency, {
+            ...row,
+            transactionCount: row.transactionCount + 1,
+            volumeCents: row.volumeCents + p.amountCents,
+            capturedCents: row.capturedCents + p.capturedAmountCents,
+            refundedCents: row.refundedCents + p.refundedAmountCents,
+            feesCents: row.feesCents + p.feeCents,
+            decidedCount: row.decidedCount + (p.status === "pending" ? 0 : 1),
+            approvedCount: row.approvedCount + (p.status === "pending" || p.status === "failed" ? 0 : 1),
+            blockedCount: row.blockedCount + (p.status === "blocked" ? 1 : 0)
+          })
+        }
+        return [...rows.values()].sort((a, b) => a.currency.localeCompare(b.currency))
       }),
     countCardAttempts: (merchantId, cardToken, since) =>
       Effect.sync(() => {

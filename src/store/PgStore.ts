@@ -7,7 +7,7 @@ import type { ApiKey, Merchant } from "../domain/Merchant.ts"
 import type { Change, Payment, PaymentEvent } from "../domain/Payment.ts"
 import { nextStep } from "../domain/Payment.ts"
 import type { Currency } from "../domain/Money.ts"
-import type { StoreShape, UpdateOutcome } from "./Store.ts"
+import type { AnalyticsRow, StoreShape, UpdateOutcome } from "./Store.ts"
 import { Store, StoreUnavailable } from "./Store.ts"
 
 type Row = Record<string, any>
@@ -347,6 +347,34 @@ export const makePgStore = Effect.gen(function*() {
       run(sql`SELECT id FROM payments WHERE settled_at IS NULL AND captured_at IS NOT NULL
         AND captured_at < ${capturedBefore} AND status IN ('captured', 'refunded')
         ORDER BY captured_at, id LIMIT ${limit}`).pipe(Effect.map((rows) => rows.map((r) => r.id as string))),
+    analytics: (merchantId, createdFrom, createdTo) =>
+      run(sql`
+        SELECT currency, count(*)::int AS transaction_count, sum(amount_cents)::text AS volume,
+          sum(captured_amount_cents)::text AS captured, sum(refunded_amount_cents)::text AS refunded,
+          sum(fee_cents)::text AS fees, count(*) FILTER (WHERE status <> 'pending')::int AS decided,
+          count(*) FILTER (WHERE status NOT IN ('pending', 'failed'))::int AS approved,
+          count(*) FILTER (WHERE status = 'blocked')::int AS blocked
+        FROM payments
+        WHERE ${sql.and([
+          sql`merchant_id = ${merchantId}`,
+          ...(createdFrom === null ? [] : [sql`created_at >= ${createdFrom}`]),
+          ...(createdTo === null ? [] : [sql`created_at <= ${createdTo}`])
+        ])}
+        GROUP BY currency ORDER BY currency`).pipe(
+        Effect.map((rows) =>
+          rows.map((r): AnalyticsRow => ({
+            currency: String(r.currency),
+            transactionCount: Number(r.transaction_count),
+            volumeCents: Number(r.volume),
+            capturedCents: Number(r.captured),
+            refundedCents: Number(r.refunded),
+            feesCents: Number(r.fees),
+            decidedCount: Number(r.decided),
+            approvedCount: Number(r.approved),
+            blockedCount: Number(r.blocked)
+          }))
+        )
+      ),
     countCardAttempts: (merchantId, cardToken, since) =>
       run(sql`SELECT count(*)::int AS n FROM payments WHERE merchant_id = ${merchantId}
         AND card_token = ${cardToken} AND created_at >= ${since}`).pipe(Effect.map((rows) => rows[0]!.n as number)),

@@ -62,6 +62,21 @@ export type ClaimOutcome =
   | { readonly _tag: "InProgress" }
   | { readonly _tag: "Mismatch" }
 
+/** Per-currency aggregates over payments created in a window (analytics). */
+export interface AnalyticsRow {
+  readonly currency: string
+  readonly transactionCount: number
+  readonly volumeCents: number
+  readonly capturedCents: number
+  readonly refundedCents: number
+  readonly feesCents: number
+  /** Payments the network decided on (approved or declined): everything but `pending`. */
+  readonly decidedCount: number
+  /** Payments the network approved. */
+  readonly approvedCount: number
+  readonly blockedCount: number
+}
+
 export type RotateOutcome = "rotated" | "not_found" | "revoked"
 
 export type StoreEffect<A> = Effect.Effect<A, StoreUnavailable>
@@ -105,6 +120,7 @@ export interface StoreShape {
   readonly paymentsInFlight: (updatedBefore: string, limit: number) => StoreEffect<ReadonlyArray<string>>
   /** Payments the settlement run has to sweep: captured before the cut-off and not yet settled. */
   readonly settleablePayments: (capturedBefore: string, limit: number) => StoreEffect<ReadonlyArray<string>>
+  readonly analytics: (merchantId: string, createdFrom: string | null, createdTo: string | null) => StoreEffect<ReadonlyArray<AnalyticsRow>>
   readonly countCardAttempts: (merchantId: string, cardToken: string, since: string) => StoreEffect<number>
 
   readonly getFraudCase: (merchantId: string, caseId: string) => StoreEffect<FraudCase | null>

@@ -1,0 +1,66 @@
+import { HttpApiBuilder, HttpApiScalar, HttpMiddleware, HttpServer } from "@effect/platform"
+import { NodeHttpServer } from "@effect/platform-node"
+import { Layer } from "effect"
+import { createServer } from "node:http"
+import * as Acquirer from "./acquirer/Acquirer.ts"
+import { PaymentsApi } from "./http/Api.ts"
+import * as Authentication from "./http/Authentication.ts"
+import * as Edge from "./http/Edge.ts"
+import * as Handlers from "./http/Handlers.ts"
+import * as RateLimiter from "./http/RateLimiter.ts"
+import * as Config from "./platform/Config.ts"
+import * as Database from "./platform/Database.ts"
+import * as Ids from "./platform/Ids.ts"
+import * as ApiKeys from "./services/ApiKeys.ts"
+import * as Fraud from "./services/Fraud.ts"
+import * as Merchants from "./services/Merchants.ts"
+import * as PaymentActors from "./services/PaymentActors.ts"
+import * as Payments from "./services/Payments.ts"
+import * as PgStore from "./store/PgStore.ts"
+import * as Workers from "./workers/Workers.ts"
+import type { Store } from "./store/Store.ts"
+
+/**
+ * The application services. They need a Store, Ids, AppConfig and an Acquirer: production
+ * and the simulator differ only in which layers provide those.
+ */
+export const ServicesLive = Layer.mergeAll(Payments.layer, Merchants.layer, ApiKeys.layer).pipe(
+  Layer.provideMerge(ApiKeys.layer),
+  Layer.provideMerge(Layer.merge(Fraud.layer, PaymentActors.layer))
+)
+
+/** The HttpApi with its handlers and middleware (no server): tests can serve it in-process. */
+export const ApiLive = HttpApiBuilder.api(PaymentsApi).pipe(
+  Layer.provide(Handlers.layer),
+  Layer.provide(Authentication.layer),
+  Layer.provide(Edge.layer),
+  Layer.provide(RateLimiter.layer)
+)
+
+/** Routes: the API, its OpenAPI document and a docs page. */
+export const HttpRoutesLive = Layer.mergeAll(
+  HttpApiBuilder.middlewareOpenApi({ path: "/api/v1/openapi.json" }),
+  HttpApiScalar.layer({ path: "/docs" })
+).pipe(Layer.provideMerge(ApiLive))
+
+/** The production infrastructure: configuration, database (embedded when no DATABASE_URL), ids, sandbox acquirer. */
+export const InfrastructureLive = PgStore.layerPg.pipe(
+  Layer.provideMerge(Database.layer),
+  Layer.provideMerge(Layer.mergeAll(Ids.layer, Acquirer.layerSandbox)),
+  Layer.provideMerge(Config.layer)
+)
+
+export const serverLayer = (port: number, host = "127.0.0.1") =>
+  HttpApiBuilder.serve().pipe(
+    Layer.provide(HttpRoutesLive),
+    HttpMiddleware.withTracerDisabledWhen(() => true),
+    HttpServer.withLogAddress,
+    Layer.provide(NodeHttpServer.layer(createServer, { port, host }))
+  )
+
+/** The whole service: HTTP server and workers over the services and production infrastructure. */
+export const AppLive = <E>(port: number, host: string, startup: Layer.Layer<never, E, Payments.Payments | Merchants.Merchants | Store | Config.AppConfig>) =>
+  Layer.mergeAll(startup, serverLayer(port, host), Workers.layer).pipe(
+    Layer.provideMerge(ServicesLive),
+    Layer.provideMerge(InfrastructureLive)
+  )

@@ -1,0 +1,125 @@
+import { HttpApiSchema } from "@effect/platform"
+import { Schema } from "effect"
+import { YieldableError } from "effect/Cause"
+
+export type ErrorType =
+  | "invalid_request_error"
+  | "authentication_error"
+  | "idempotency_error"
+  | "rate_limit_error"
+  | "api_error"
+
+/** Every error the API answers with (CONTRACT section 3). Rendered by the edge middleware. */
+export class ApiError extends YieldableError {
+  readonly _tag = "ApiError"
+  constructor(
+    readonly status: number,
+    readonly type: ErrorType,
+    readonly code: string,
+    override readonly message: string,
+    readonly param?: string,
+    readonly headers?: Readonly<Record<string, string>>
+  ) {
+    super(message)
+  }
+
+  body(requestId: string) {
+    return {
+      error: {
+        type: this.type,
+        code: this.code,
+        message: this.message,
+        ...(this.param === undefined ? {} : { param: this.param }),
+        request_id: requestId
+      }
+    }
+  }
+}
+
+export const invalidJson = (detail: string) =>
+  new ApiError(400, "invalid_request_error", "invalid_json", `The request body is not valid JSON: ${detail}`)
+export const authenticationRequired = () =>
+  new ApiError(401, "authentication_error", "authentication_required", "Send an API key as 'Authorization: Bearer sk_live_...'.")
+export const invalidApiKey = () =>
+  new ApiError(401, "authentication_error", "invalid_api_key", "The API key is unknown or has been revoked.")
+export const notFound = (what: string) => new ApiError(404, "invalid_request_error", "not_found", `No such ${what}.`)
+export const routeNotFound = (method: string, path: string) =>
+  new ApiError(404, "invalid_request_error", "not_found", `No route for ${method} ${path}.`)
+export const invalidState = (message: string) => new ApiError(409, "invalid_request_error", "invalid_state", message)
+export const idempotencyInProgress = (retryAfterSeconds: number) =>
+  new ApiError(
+    409,
+    "idempotency_error",
+    "idempotency_in_progress",
+    "A request with this idempotency key is still being processed; retry later.",
+    undefined,
+    { "retry-after": String(retryAfterSeconds) }
+  )
+export const bodyTooLarge = (limitBytes: number) =>
+  new ApiError(413, "invalid_request_error", "body_too_large", `The request body is over the limit of ${limitBytes} bytes.`)
+export const unsupportedMediaType = () =>
+  new ApiError(415, "invalid_request_error", "unsupported_media_type", "A request body must be sent with 'Content-Type: application/json'.")
+export const validationFailed = (param: string | undefined, message: string) =>
+  new ApiError(422, "invalid_request_error", "validation_failed", message, param)
+export const idempotencyKeyReused = () =>
+  new ApiError(
+    422,
+    "idempotency_error",
+    "idempotency_key_reused",
+    "This idempotency key was already used with a different request.",
+    "Idempotency-Key"
+  )
+export const rateLimited = (limit: number, retryAfterSeconds: number) =>
+  new ApiError(429, "rate_limit_error", "rate_limited", "Too many requests for this API key; slow down.", undefined, {
+    "retry-after": String(retryAfterSeconds),
+    "x-ratelimit-limit": String(limit),
+    "x-ratelimit-remaining": "0"
+  })
+export const internalError = () =>
+  new ApiError(500, "api_error", "internal_error", "Something went wrong on our side; it has been logged.")
+export const serviceUnavailable = () =>
+  new ApiError(
+    503,
+    "api_error",
+    "service_unavailable",
+    "The service cannot reach its database right now; retry with the same idempotency key.",
+    undefined,
+    { "retry-after": "1" }
+  )
+
+// ---------------------------------------------------------------------------------------------
+// Documentation: one response schema per status, all encoding to `{"error": {...}}`.
+
+export const ErrorBody = Schema.Struct({
+  type: Schema.Literal("invalid_request_error", "authentication_error", "idempotency_error", "rate_limit_error", "api_error"),
+  code: Schema.String,
+  message: Schema.String,
+  param: Schema.optional(Schema.String),
+  request_id: Schema.String
+})
+const ErrorEnvelope = Schema.Struct({ error: ErrorBody })
+
+const errorResponse = (status: number, description: string) =>
+  Schema.transform(
+    ErrorEnvelope,
+    Schema.declare((u): u is ApiError => u instanceof ApiError && u.status === status),
+    {
+      strict: true,
+      decode: (encoded) =>
+        new ApiError(status, encoded.error.type, encoded.error.code, encoded.error.message, encoded.error.param),
+      encode: (error) => error.body("req_unknown")
+    }
+  ).annotations({ ...HttpApiSchema.annotations({ status }), identifier: `Error${status}`, description })
+
+export const errorResponses = [
+  errorResponse(400, "invalid_json: the body is not parseable JSON"),
+  errorResponse(401, "authentication_required / invalid_api_key"),
+  errorResponse(404, "not_found: no such record for this merchant, or no such route"),
+  errorResponse(409, "invalid_state / idempotency_in_progress"),
+  errorResponse(413, "body_too_large: over 64 KiB"),
+  errorResponse(415, "unsupported_media_type: a body without Content-Type: application/json"),
+  errorResponse(422, "validation_failed / idempotency_key_reused"),
+  errorResponse(429, "rate_limited"),
+  errorResponse(500, "internal_error"),
+  errorResponse(503, "service_unavailable")
+] as const

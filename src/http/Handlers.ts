@@ -1,0 +1,248 @@
+import { HttpApiBuilder } from "@effect/platform"
+import * as SqlClient from "@effect/sql/SqlClient"
+import { Effect, Layer } from "effect"
+import type { Currency } from "../domain/Money.ts"
+import { ApiKeys } from "../services/ApiKeys.ts"
+import type { InvalidInput, InvalidState, NotFound } from "../services/Errors.ts"
+import { Merchants } from "../services/Merchants.ts"
+import { Payments } from "../services/Payments.ts"
+import { Store, type StoreUnavailable } from "../store/Store.ts"
+import * as E from "./ApiError.ts"
+import { CurrentMerchant, PaymentsApi } from "./Api.ts"
+import { idempotent } from "./Idempotency.ts"
+import * as Wire from "./Wire.ts"
+import { validateWebhookUrl } from "./WebhookUrl.ts"
+import { AppConfig } from "../platform/Config.ts"
+import { prometheusText } from "../platform/Metrics.ts"
+
+type ServiceError = NotFound | InvalidState | InvalidInput | StoreUnavailable
+
+/** Application outcomes to CONTRACT errors; `paramPrefix` places a body field (`amount_cents`). */
+export const toApiError = (error: ServiceError): E.ApiError => {
+  switch (error._tag) {
+    case "NotFound":
+      return E.notFound(error.resource)
+    case "InvalidState":
+      return E.invalidState(error.message)
+    case "InvalidInput":
+      return E.validationFailed(error.param, error.message)
+    case "StoreUnavailable":
+      return E.serviceUnavailable()
+  }
+}
+const mapErrors = <A, R>(effect: Effect.Effect<A, ServiceError, R>) => Effect.mapError(effect, toApiError)
+
+/** Dates without a time mean the whole day: `from` its start, `to` its end. */
+const boundary = (text: string | undefined, end: boolean) => {
+  if (text === undefined) return undefined
+  const dateOnly = /^\d{4}-\d{2}-\d{2}$/.test(text)
+  return new Date(dateOnly ? `${text}T${end ? "23:59:59.999" : "00:00:00.000"}Z` : text).toISOString()
+}
+
+const TransactionsLive = HttpApiBuilder.group(PaymentsApi, "transactions", (handlers) =>
+  Effect.gen(function*() {
+    const payments = yield* Payments
+    return handlers
+      .handle("create", ({ payload }) =>
+        Effect.gen(function*() {
+          const { merchant } = yield* CurrentMerchant
+          const t = payload.transaction
+          return yield* idempotent(
+            { merchantId: merchant.id, bodyKey: t.idempotency_key, bodyKeyParam: "transaction.idempotency_key" },
+            (commandKey) =>
+              mapErrors(payments.create({
+                merchantId: merchant.id,
+                amountCents: t.amount_cents,
+                currency: t.currency,
+                cardBrand: t.card_brand,
+                cardLastFour: t.card_last_four,
+                cardToken: t.card_token,
+                captureMethod: t.capture_method ?? "automatic",
+                idempotencyKey: commandKey?.key ?? null,
+                metadata: t.metadata ?? {}
+              })).pipe(Effect.map(({ payment }) => ({ status: 201, body: { transaction: Wire.transaction(payment) } })))
+          )
+        }))
+      .handle("list", ({ urlParams }) =>
+        Effect.gen(function*() {
+          const { merchant } = yield* CurrentMerchant
+          const page = Wire.pageRequest(urlParams)
+          const result = yield* mapErrors(payments.list(merchant.id, {
+            status: urlParams.status,
+            createdFrom: boundary(urlParams.from, false),
+            createdTo: boundary(urlParams.to, true),
+            minAmountCents: urlParams.min_amount,
+            maxAmountCents: urlParams.max_amount
+          }, page))
+          return { transactions: result.items.map(Wire.transaction), meta: Wire.meta(page, result) }
+        }))
+      .handle("get", ({ path }) =>
+        Effect.gen(function*() {
+          const { merchant } = yield* CurrentMerchant
+          return { transaction: Wire.transaction(yield* mapErrors(payments.get(merchant.id, path.id))) }
+        }))
+      .handle("capture", ({ path, payload }) =>
+        Effect.gen(function*() {
+          const { merchant } = yield* CurrentMerchant
+          return yield* idempotent({ merchantId: merchant.id }, (commandKey) =>
+            mapErrors(payments.capture(merchant.id, path.id, payload?.amount_cents, commandKey)).pipe(
+              Effect.map((payment) => ({ status: 200, body: { transaction: Wire.transaction(payment) } }))
+            ))
+        }))
+      .handle("refund", ({ path, payload }) =>
+        Effect.gen(function*() {
+          const { merchant } = yield* CurrentMerchant
+          return yield* idempotent({ merchantId: merchant.id }, (commandKey) =>
+            mapErrors(payments.refund(merchant.id, path.id, payload?.amount_cents, commandKey)).pipe(
+              Effect.map((payment) => ({ status: 200, body: { transaction: Wire.transaction(payment) } }))
+            ))
+        }))
+      .handle("void", ({ path }) =>
+        Effect.gen(function*() {
+          const { merchant } = yield* CurrentMerchant
+          return yield* idempotent({ merchantId: merchant.id }, (commandKey) =>
+            mapErrors(payments.void(merchant.id, path.id, commandKey)).pipe(
+              Effect.map((payment) => ({ status: 200, body: { transaction: Wire.transaction(payment) } }))
+            ))
+        }))
+      .handle("events", ({ path }) =>
+        Effect.gen(function*() {
+          const { merchant } = yield* CurrentMerchant
+          return { events: (yield* mapErrors(payments.events(merchant.id, path.id))).map(Wire.event) }
+        }))
+      .handle("ledger", ({ path }) =>
+        Effect.gen(function*() {
+          const { merchant } = yield* CurrentMerchant
+          return { ledger_entries: (yield* mapErrors(payments.ledger(merchant.id, path.id))).map(Wire.ledgerEntry) }
+        }))
+  }))
+
+const rate = (numerator: number, denominator: number) =>
+  denominator === 0 ? null : Math.round((numerator / denominator) * 1e6) / 1e6
+
+const MerchantsLive = HttpApiBuilder.group(PaymentsApi, "merchants", (handlers) =>
+  Effect.gen(function*() {
+    const merchants = yield* Merchants
+    const store = yield* Store
+    const config = yield* AppConfig
+    return handlers
+      .handle("me", () =>
+        Effect.gen(function*() {
+          const { merchant } = yield* CurrentMerchant
+          return { merchant: Wire.merchant(yield* mapErrors(merchants.get(merchant.id))) }
+        }))
+      .handle("update", ({ payload }) =>
+        Effect.gen(function*() {
+          const { merchant } = yield* CurrentMerchant
+          if (payload.webhook_url !== undefined && payload.webhook_url !== null) {
+            yield* validateWebhookUrl(payload.webhook_url, config.webhookAllowPrivateUrls)
+          }
+          const updated = yield* mapErrors(merchants.update(merchant.id, { name: payload.name, webhookUrl: payload.webhook_url }))
+          return { merchant: Wire.merchant(updated) }
+        }))
+      .handle("analytics", ({ urlParams }) =>
+        Effect.gen(function*() {
+          const { merchant } = yield* CurrentMerchant
+          const from = boundary(urlParams.from, false) ?? null
+          const to = boundary(urlParams.to, true) ?? null
+          const rows = yield* mapErrors(store.analytics(merchant.id, from, to))
+          const sum = (pick: (row: (typeof rows)[number]) => number) => rows.reduce((total, row) => total + pick(row), 0)
+          return {
+            analytics: {
+              from,
+              to,
+              transaction_count: sum((r) => r.transactionCount),
+              approval_rate: rate(sum((r) => r.approvedCount), sum((r) => r.decidedCount)),
+              fraud_rate: rate(sum((r) => r.blockedCount), sum((r) => r.approvedCount)),
+              // Refunded share of captured money; currencies are not mixed in the sums' ratio.
+              refund_rate: rate(sum((r) => r.refundedCents), sum((r) => r.capturedCents)),
+              by_currency: rows.map((r) => ({
+                currency: r.currency as Currency,
+                transaction_count: r.transactionCount,
+                volume_cents: r.volumeCents,
+                captured_cents: r.capturedCents,
+                refunded_cents: r.refundedCents,
+                fees_cents: r.feesCents,
+                revenue_cents: r.capturedCents - r.refundedCents - r.feesCents
+              }))
+            }
+          }
+        }))
+      .handle("balance", () =>
+        Effect.gen(function*() {
+          const { merchant } = yield* CurrentMerchant
+          return { balances: [...(yield* mapErrors(store.balances(merchant.id)))] }
+        }))
+  }))
+
+const ApiKeysLive = HttpApiBuilder.group(PaymentsApi, "apiKeys", (handlers) =>
+  Effect.gen(function*() {
+    const apiKeys = yield* ApiKeys
+    return handlers
+      .handle("list", ({ urlParams }) =>
+        Effect.gen(function*() {
+          const { merchant } = yield* CurrentMerchant
+          const page = Wire.pageRequest(urlParams)
+          const result = yield* mapErrors(apiKeys.list(merchant.id, page))
+          return { api_keys: result.items.map(Wire.apiKey), meta: Wire.meta(page, result) }
+        }))
+      .handle("create", ({ payload }) =>
+        Effect.gen(function*() {
+          const { merchant } = yield* CurrentMerchant
+          return yield* idempotent({ merchantId: merchant.id }, () =>
+            mapErrors(apiKeys.create(merchant.id, payload.name)).pipe(
+              Effect.map((issued) => ({ status: 201, body: { api_key: Wire.apiKeyCreated(issued.record, issued.secret) } }))
+            ))
+        }))
+      .handle("rotate", ({ path }) =>
+        Effect.gen(function*() {
+          const { merchant } = yield* CurrentMerchant
+          return yield* idempotent({ merchantId: merchant.id }, () =>
+            mapErrors(apiKeys.rotate(merchant.id, path.id)).pipe(
+              Effect.map((issued) => ({ status: 201, body: { api_key: Wire.apiKeyCreated(issued.record, issued.secret) } }))
+            ))
+        }))
+  }))
+
+const FraudLive = HttpApiBuilder.group(PaymentsApi, "fraud", (handlers) =>
+  Effect.gen(function*() {
+    const store = yield* Store
+    const payments = yield* Payments
+    return handlers
+      .handle("cases", ({ urlParams }) =>
+        Effect.gen(function*() {
+          const { merchant } = yield* CurrentMerchant
+          const page = Wire.pageRequest(urlParams)
+          const result = yield* mapErrors(
+            store.listFraudCases(merchant.id, { status: urlParams.status, priority: urlParams.priority }, page)
+          )
+          return { fraud_cases: result.items.map(Wire.fraudCase), meta: Wire.meta(page, result) }
+        }))
+      .handle("review", ({ path, payload }) =>
+        Effect.gen(function*() {
+          const { merchant } = yield* CurrentMerchant
+          return yield* idempotent({ merchantId: merchant.id }, (commandKey) =>
+            mapErrors(payments.review(merchant.id, path.id, payload.status, payload.notes ?? null, commandKey)).pipe(
+              Effect.map((fraudCase) => ({ status: 200, body: { fraud_case: Wire.fraudCase(fraudCase) } }))
+            ))
+        }))
+  }))
+
+const OperationsLive = HttpApiBuilder.group(PaymentsApi, "operations", (handlers) =>
+  Effect.gen(function*() {
+    const sql = yield* Effect.serviceOption(SqlClient.SqlClient)
+    return handlers
+      .handle("healthz", () => Effect.succeed({ status: "ok" as const }))
+      .handle("readyz", () =>
+        sql._tag === "None"
+          ? Effect.succeed({ status: "ok" as const })
+          : sql.value`SELECT 1`.pipe(
+            Effect.timeout("2 seconds"),
+            Effect.as({ status: "ok" as const }),
+            Effect.mapError(() => E.serviceUnavailable())
+          ))
+      .handle("metrics", () => prometheusText)
+  }))
+
+export const layer = Layer.mergeAll(TransactionsLive, MerchantsLive, ApiKeysLive, FraudLive, OperationsLive)
+

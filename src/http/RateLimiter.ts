@@ -1,0 +1,47 @@
+import { Clock, Context, Effect, Layer } from "effect"
+import { AppConfig } from "../platform/Config.ts"
+
+export interface RateDecision {
+  readonly allowed: boolean
+  readonly limit: number
+  readonly remaining: number
+  readonly retryAfterSeconds: number
+}
+
+/** A token bucket per API key: `RATE_LIMIT_PER_SECOND` refill, a burst of twice that. */
+export interface RateLimiterShape {
+  readonly take: (key: string) => Effect.Effect<RateDecision>
+}
+
+export class RateLimiter extends Context.Tag("payments/RateLimiter")<RateLimiter, RateLimiterShape>() {}
+
+/** Buckets are kept for at most this many keys; idle full buckets are dropped first. */
+const maximumBuckets = 100_000
+
+export const make = (perSecond: number) =>
+  Effect.sync(() => {
+    const capacity = perSecond * 2
+    const buckets = new Map<string, { tokens: number; updatedMs: number }>()
+    return RateLimiter.of({
+      take: (key) =>
+        Effect.map(Clock.currentTimeMillis, (nowMs) => {
+          let bucket = buckets.get(key)
+          if (bucket === undefined) {
+            if (buckets.size >= maximumBuckets) {
+              for (const [k, b] of buckets) if (b.tokens + ((nowMs - b.updatedMs) / 1000) * perSecond >= capacity) buckets.delete(k)
+            }
+            bucket = { tokens: capacity, updatedMs: nowMs }
+            buckets.set(key, bucket)
+          }
+          bucket.tokens = Math.min(capacity, bucket.tokens + ((nowMs - bucket.updatedMs) / 1000) * perSecond)
+          bucket.updatedMs = nowMs
+          if (bucket.tokens < 1) {
+            return { allowed: false, limit: perSecond, remaining: 0, retryAfterSeconds: Math.max(1, Math.ceil((1 - bucket.tokens) / perSecond)) }
+          }
+          bucket.tokens -= 1
+          return { allowed: true, limit: perSecond, remaining: Math.floor(bucket.tokens), retryAfterSeconds: 0 }
+        })
+    })
+  })
+
+export const layer = Layer.effect(RateLimiter, Effect.flatMap(AppConfig, (config) => make(config.rateLimitPerSecond)))

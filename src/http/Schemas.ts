@@ -1,0 +1,245 @@
+import { Schema } from "effect"
+import { maximumAmountCents, minimumAmountCents, supportedCurrencies } from "../domain/Money.ts"
+import { cardBrands, eventTypes, paymentStatuses } from "../domain/Payment.ts"
+
+/** Unknown fields are errors, so a typo never passes silently (CONTRACT section 1). */
+const strict = { parseOptions: { onExcessProperty: "error" as const } }
+
+const msg = (message: string) => ({ message: () => message })
+
+export const AmountCents = Schema.Int.pipe(
+  Schema.between(minimumAmountCents, maximumAmountCents)
+).annotations(msg(`must be an integer from ${minimumAmountCents} to ${maximumAmountCents}`))
+
+export const IdempotencyKeyText = Schema.String.pipe(
+  Schema.pattern(/^[\x20-\x7e]{1,255}$/)
+).annotations(msg("must be 1 to 255 printable ASCII characters"))
+
+export const Metadata = Schema.Record({
+  key: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(40)).annotations(msg("keys must be 1 to 40 characters")),
+  value: Schema.String.pipe(Schema.maxLength(500)).annotations(msg("values must be strings of at most 500 characters"))
+}).pipe(Schema.filter((record) => Object.keys(record).length <= 50 || "must have at most 50 keys"))
+
+export const TransactionCreateFields = Schema.Struct({
+  amount_cents: AmountCents,
+  currency: Schema.Literal(...supportedCurrencies).annotations(msg(`must be one of ${supportedCurrencies.join(", ")}`)),
+  card_token: Schema.String.pipe(Schema.pattern(/^tok_[A-Za-z0-9_]{1,64}$/)).annotations(
+    msg("must be 'tok_' followed by 1 to 64 letters, digits or underscores")
+  ),
+  card_last_four: Schema.String.pipe(Schema.pattern(/^\d{4}$/)).annotations(msg("must be exactly 4 digits")),
+  card_brand: Schema.Literal(...cardBrands).annotations(msg(`must be one of ${cardBrands.join(", ")}`)),
+  idempotency_key: Schema.optional(IdempotencyKeyText),
+  metadata: Schema.optional(Metadata),
+  capture_method: Schema.optional(Schema.Literal("automatic", "manual").annotations(msg("must be 'automatic' or 'manual'")))
+}).annotations(strict)
+
+export const TransactionCreate = Schema.Struct({ transaction: TransactionCreateFields }).annotations({
+  ...strict,
+  identifier: "TransactionCreate"
+})
+
+/** Optional body of capture and refund; an empty body means "the whole amount". */
+export const AmountBody = Schema.NullOr(Schema.Struct({ amount_cents: Schema.optional(AmountCents) }).annotations(strict))
+export const EmptyBody = Schema.NullOr(Schema.Struct({}).annotations(strict))
+
+const Timestamp = Schema.String.annotations({ description: "ISO 8601 UTC with milliseconds" })
+
+export const Transaction = Schema.Struct({
+  id: Schema.String,
+  merchant_id: Schema.String,
+  status: Schema.Literal(...paymentStatuses),
+  amount_cents: Schema.Int,
+  currency: Schema.String,
+  captured_amount_cents: Schema.Int,
+  refunded_amount_cents: Schema.Int,
+  fee_cents: Schema.Int,
+  card_brand: Schema.String,
+  card_last_four: Schema.String,
+  capture_method: Schema.Literal("automatic", "manual"),
+  idempotency_key: Schema.NullOr(Schema.String),
+  metadata: Schema.Record({ key: Schema.String, value: Schema.String }),
+  fraud_score: Schema.NullOr(Schema.Number),
+  fraud_case_id: Schema.NullOr(Schema.String),
+  failure_code: Schema.NullOr(Schema.String),
+  failure_message: Schema.NullOr(Schema.String),
+  created_at: Timestamp,
+  updated_at: Timestamp
+}).annotations({ identifier: "Transaction" })
+
+export const TransactionEnvelope = Schema.Struct({ transaction: Transaction })
+
+export const ListMeta = Schema.Struct({
+  page: Schema.Int,
+  per_page: Schema.Int,
+  total_count: Schema.Int,
+  total_pages: Schema.Int,
+  has_more: Schema.Boolean
+})
+
+const PageParam = Schema.NumberFromString.pipe(Schema.int(), Schema.greaterThanOrEqualTo(1)).annotations(
+  msg("must be an integer of at least 1")
+)
+const PerPageParam = Schema.NumberFromString.pipe(Schema.int(), Schema.between(1, 100)).annotations(
+  msg("must be an integer from 1 to 100")
+)
+const IsoDateParam = Schema.String.pipe(
+  Schema.filter((text) => /^\d{4}-\d{2}-\d{2}([T ][\d:.]+(Z|[+-]\d{2}:?\d{2})?)?$/.test(text) && !Number.isNaN(Date.parse(text)))
+).annotations(msg("must be an ISO 8601 date or date-time"))
+const AmountParam = Schema.NumberFromString.pipe(Schema.int(), Schema.between(0, maximumAmountCents)).annotations(
+  msg(`must be an integer from 0 to ${maximumAmountCents}`)
+)
+
+export const PageParams = {
+  page: Schema.optional(PageParam),
+  per_page: Schema.optional(PerPageParam)
+}
+
+export const TransactionListParams = Schema.Struct({
+  ...PageParams,
+  status: Schema.optional(Schema.Literal(...paymentStatuses).annotations(msg(`must be one of ${paymentStatuses.join(", ")}`))),
+  from: Schema.optional(IsoDateParam),
+  to: Schema.optional(IsoDateParam),
+  min_amount: Schema.optional(AmountParam),
+  max_amount: Schema.optional(AmountParam)
+}).annotations(strict)
+
+export const TransactionList = Schema.Struct({ transactions: Schema.Array(Transaction), meta: ListMeta })
+
+export const Event = Schema.Struct({
+  id: Schema.String,
+  type: Schema.Literal(...eventTypes),
+  created_at: Timestamp,
+  data: Schema.Struct({
+    id: Schema.String,
+    merchant_id: Schema.String,
+    status: Schema.String,
+    amount_cents: Schema.Int,
+    currency: Schema.String,
+    captured_amount_cents: Schema.Int,
+    refunded_amount_cents: Schema.Int,
+    fraud_score: Schema.NullOr(Schema.Number),
+    failure_code: Schema.NullOr(Schema.String)
+  })
+}).annotations({ identifier: "Event" })
+export const EventList = Schema.Struct({ events: Schema.Array(Event) })
+
+export const LedgerEntry = Schema.Struct({
+  id: Schema.String,
+  transaction_id: Schema.String,
+  group_id: Schema.String,
+  account: Schema.String,
+  direction: Schema.Literal("debit", "credit"),
+  amount_cents: Schema.Int,
+  currency: Schema.String,
+  created_at: Timestamp
+}).annotations({ identifier: "LedgerEntry" })
+export const LedgerEntryList = Schema.Struct({ ledger_entries: Schema.Array(LedgerEntry) })
+
+export const PaymentIdPath = Schema.Struct({ id: Schema.String })
+
+// Merchants ------------------------------------------------------------------------------------
+
+export const Merchant = Schema.Struct({
+  id: Schema.String,
+  name: Schema.String,
+  webhook_url: Schema.NullOr(Schema.String),
+  webhook_secret: Schema.String,
+  created_at: Timestamp,
+  updated_at: Timestamp
+}).annotations({ identifier: "Merchant" })
+export const MerchantEnvelope = Schema.Struct({ merchant: Merchant })
+
+export const MerchantName = Schema.String.pipe(Schema.minLength(1), Schema.maxLength(200)).annotations(
+  msg("must be 1 to 200 characters")
+)
+export const WebhookUrl = Schema.String.pipe(Schema.maxLength(2048)).annotations(msg("must be a URL of at most 2048 characters"))
+
+export const MerchantPatch = Schema.Struct({
+  name: Schema.optional(MerchantName),
+  webhook_url: Schema.optional(Schema.NullOr(WebhookUrl))
+}).annotations({ ...strict, identifier: "MerchantPatch" })
+
+export const Balance = Schema.Struct({
+  currency: Schema.String,
+  pending: Schema.Int,
+  available: Schema.Int,
+  reserved: Schema.Int
+})
+export const BalanceEnvelope = Schema.Struct({ balances: Schema.Array(Balance) })
+
+export const AnalyticsParams = Schema.Struct({ from: Schema.optional(IsoDateParam), to: Schema.optional(IsoDateParam) }).annotations(strict)
+export const CurrencyAnalytics = Schema.Struct({
+  currency: Schema.String,
+  transaction_count: Schema.Int,
+  volume_cents: Schema.Int,
+  captured_cents: Schema.Int,
+  refunded_cents: Schema.Int,
+  fees_cents: Schema.Int,
+  revenue_cents: Schema.Int
+})
+export const Analytics = Schema.Struct({
+  from: Schema.NullOr(Schema.String),
+  to: Schema.NullOr(Schema.String),
+  transaction_count: Schema.Int,
+  approval_rate: Schema.NullOr(Schema.Number),
+  fraud_rate: Schema.NullOr(Schema.Number),
+  refund_rate: Schema.NullOr(Schema.Number),
+  by_currency: Schema.Array(CurrencyAnalytics)
+})
+export const AnalyticsEnvelope = Schema.Struct({ analytics: Analytics })
+
+// API keys -------------------------------------------------------------------------------------
+
+export const ApiKeyCreate = Schema.Struct({
+  name: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(100)).annotations(msg("must be 1 to 100 characters"))
+}).annotations({ ...strict, identifier: "ApiKeyCreate" })
+
+export const ApiKeyCreated = Schema.Struct({
+  id: Schema.String,
+  name: Schema.String,
+  key: Schema.String,
+  prefix: Schema.String,
+  last_four: Schema.String,
+  status: Schema.Literal("active", "revoked"),
+  created_at: Timestamp
+}).annotations({ identifier: "ApiKeyCreated" })
+export const ApiKeyCreatedEnvelope = Schema.Struct({ api_key: ApiKeyCreated })
+
+export const ApiKey = Schema.Struct({
+  id: Schema.String,
+  name: Schema.String,
+  prefix: Schema.String,
+  last_four: Schema.String,
+  status: Schema.Literal("active", "revoked"),
+  created_at: Timestamp,
+  last_used_at: Schema.NullOr(Timestamp),
+  revoked_at: Schema.NullOr(Timestamp)
+}).annotations({ identifier: "ApiKey" })
+export const ApiKeyList = Schema.Struct({ api_keys: Schema.Array(ApiKey), meta: ListMeta })
+export const PageOnlyParams = Schema.Struct(PageParams).annotations(strict)
+
+// Fraud ----------------------------------------------------------------------------------------
+
+export const FraudCase = Schema.Struct({
+  id: Schema.String,
+  transaction_id: Schema.String,
+  status: Schema.Literal("open", "confirmed_fraud", "false_positive"),
+  priority: Schema.Literal("low", "medium", "high", "critical"),
+  risk_score: Schema.Number,
+  model_version: Schema.String,
+  explanations: Schema.Array(Schema.Struct({ feature: Schema.String, value: Schema.Number, contribution: Schema.Number })),
+  notes: Schema.NullOr(Schema.String),
+  reviewed_at: Schema.NullOr(Timestamp),
+  created_at: Timestamp
+}).annotations({ identifier: "FraudCase" })
+export const FraudCaseEnvelope = Schema.Struct({ fraud_case: FraudCase })
+export const FraudCaseList = Schema.Struct({ fraud_cases: Schema.Array(FraudCase), meta: ListMeta })
+export const FraudCaseListParams = Schema.Struct({
+  ...PageParams,
+  status: Schema.optional(Schema.Literal("open", "confirmed_fraud", "false_positive")),
+  priority: Schema.optional(Schema.Literal("low", "medium", "high", "critical"))
+}).annotations(strict)
+export const FraudReview = Schema.Struct({
+  status: Schema.Literal("confirmed_fraud", "false_positive").annotations(msg("must be 'confirmed_fraud' or 'false_positive'")),
+  notes: Schema.optional(Schema.NullOr(Schema.String.pipe(Schema.maxLength(5000))))
+}).annotations({ ...strict, identifier: "FraudReview" })

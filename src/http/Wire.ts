@@ -1,0 +1,101 @@
+import type { ApiKey } from "../domain/Merchant.ts"
+import type { FraudCase } from "../domain/Fraud.ts"
+import type { LedgerEntry } from "../domain/Ledger.ts"
+import type { Merchant } from "../domain/Merchant.ts"
+import type { Payment, PaymentEvent } from "../domain/Payment.ts"
+import type { PageOf, PageRequest } from "../store/Store.ts"
+
+/** Domain records to their JSON shapes (CONTRACT sections 2, 4, 6, 7, 9). */
+export const transaction = (p: Payment) => ({
+  id: p.id,
+  merchant_id: p.merchantId,
+  status: p.status,
+  amount_cents: p.amountCents,
+  currency: p.currency,
+  captured_amount_cents: p.capturedAmountCents,
+  refunded_amount_cents: p.refundedAmountCents,
+  fee_cents: p.feeCents,
+  card_brand: p.cardBrand,
+  card_last_four: p.cardLastFour,
+  capture_method: p.captureMethod,
+  idempotency_key: p.idempotencyKey,
+  metadata: { ...p.metadata },
+  fraud_score: p.fraudScore,
+  fraud_case_id: p.fraudCaseId,
+  failure_code: p.failureCode,
+  failure_message: p.failureMessage,
+  created_at: p.createdAt,
+  updated_at: p.updatedAt
+})
+
+export const event = (e: PaymentEvent) => ({ id: e.id, type: e.type, created_at: e.createdAt, data: e.data })
+
+export const ledgerEntry = (e: LedgerEntry) => ({
+  id: e.id,
+  transaction_id: e.paymentId,
+  group_id: e.groupId,
+  account: e.account,
+  direction: e.direction,
+  amount_cents: e.amountCents,
+  currency: e.currency,
+  created_at: e.createdAt
+})
+
+export const merchant = (m: Merchant) => ({
+  id: m.id,
+  name: m.name,
+  webhook_url: m.webhookUrl,
+  webhook_secret: m.webhookSecret,
+  created_at: m.createdAt,
+  updated_at: m.updatedAt
+})
+
+export const apiKey = (k: ApiKey) => ({
+  id: k.id,
+  name: k.name,
+  prefix: k.prefix,
+  last_four: k.lastFour,
+  status: k.status,
+  created_at: k.createdAt,
+  last_used_at: k.lastUsedAt,
+  revoked_at: k.revokedAt
+})
+
+export const apiKeyCreated = (k: ApiKey, secret: string) => ({
+  id: k.id,
+  name: k.name,
+  key: secret,
+  prefix: k.prefix,
+  last_four: k.lastFour,
+  status: k.status,
+  created_at: k.createdAt
+})
+
+export const fraudCase = (c: FraudCase) => ({
+  id: c.id,
+  transaction_id: c.paymentId,
+  status: c.status,
+  priority: c.priority,
+  risk_score: c.riskScore,
+  model_version: c.modelVersion,
+  explanations: c.explanations.map((e) => ({ ...e })),
+  notes: c.notes,
+  reviewed_at: c.reviewedAt,
+  created_at: c.createdAt
+})
+
+export const meta = (page: PageRequest, result: PageOf<unknown>) => {
+  const totalPages = Math.ceil(result.totalCount / page.perPage)
+  return {
+    page: page.page,
+    per_page: page.perPage,
+    total_count: result.totalCount,
+    total_pages: totalPages,
+    has_more: page.page < totalPages
+  }
+}
+
+export const pageRequest = (params: { readonly page?: number | undefined; readonly per_page?: number | undefined }): PageRequest => ({
+  page: params.page ?? 1,
+  perPage: params.per_page ?? 20
+})

@@ -1,0 +1,103 @@
+import { NodeRuntime } from "@effect/platform-node"
+import { Console, Effect, Layer, Logger } from "effect"
+import { mkdirSync, writeFileSync } from "node:fs"
+import { join } from "node:path"
+import { AppLive, InfrastructureLive, ServicesLive } from "./App.ts"
+import * as Wire from "./http/Wire.ts"
+import { AppConfig } from "./platform/Config.ts"
+import * as Config from "./platform/Config.ts"
+import * as Database from "./platform/Database.ts"
+import { nowIso } from "./platform/Time.ts"
+import { Merchants } from "./services/Merchants.ts"
+import { Payments } from "./services/Payments.ts"
+import { Store } from "./store/Store.ts"
+
+const usage = `Usage: payments <command>
+
+  serve                                         start the HTTP service (default)
+  migrate                                       apply database migrations and exit
+  merchant create --name NAME [--webhook-url U]  create a merchant and its first API key (JSON on stdout)
+  settle                                        run the settlement now (cut-off = now) and exit
+
+Configuration comes from the environment (docs/operations.md); without DATABASE_URL an
+embedded PostgreSQL runs under .data/.`
+
+const option = (args: ReadonlyArray<string>, name: string) => {
+  const index = args.indexOf(name)
+  if (index === -1) return undefined
+  const value = args[index + 1]
+  if (value === undefined || value.startsWith("--")) throw new Error(`${name} needs a value`)
+  return value
+}
+
+/** On the embedded database's first run, a demo merchant and key make the service usable at once. */
+const demoMerchant = Layer.effectDiscard(
+  Effect.gen(function*() {
+    const config = yield* AppConfig
+    if (config.databaseUrl !== null) return
+    const store = yield* Store
+    const keyFile = join(Database.dataDirectory, "demo-api-key")
+    if ((yield* store.firstMerchant()) !== null) {
+      yield* Effect.logInfo(`demo merchant exists; its first API key is in ${keyFile}`)
+      return
+    }
+    const created = yield* (yield* Merchants).create({ name: "Demo Merchant", webhookUrl: null })
+    mkdirSync(Database.dataDirectory, { recursive: true })
+    writeFileSync(keyFile, `${created.secret}\n`, { mode: 0o600 })
+    yield* Console.error(
+      `\nDemo merchant ${created.merchant.id} created.\nAPI key (also in ${keyFile}):\n\n  ${created.secret}\n\n` +
+        `Try: curl -H "Authorization: Bearer ${created.secret}" http://127.0.0.1:${config.port}/api/v1/merchants/me\n`
+    )
+  })
+)
+
+const serve = Effect.gen(function*() {
+  const config = yield* AppConfig
+  const host = process.env.HOST ?? "127.0.0.1"
+  return yield* Layer.launch(AppLive(config.port, host, demoMerchant))
+})
+
+const withServices = <A, E>(effect: Effect.Effect<A, E, Merchants | Payments | Store | AppConfig>) =>
+  Effect.scoped(Effect.provide(effect, ServicesLive.pipe(Layer.provideMerge(InfrastructureLive))))
+
+const program = (args: ReadonlyArray<string>) => {
+  const [command = "serve", sub] = args
+  switch (command) {
+    case "serve":
+      return Effect.provide(serve, Config.layer)
+    case "migrate":
+      return Effect.provide(Console.error("migrations applied"), Database.layer.pipe(Layer.provide(Config.layer)))
+    case "merchant": {
+      if (sub !== "create") return Effect.fail(new Error(usage))
+      const name = option(args, "--name")
+      if (name === undefined || name.length < 1 || name.length > 200) return Effect.fail(new Error("--name must be 1 to 200 characters"))
+      const webhookUrl = option(args, "--webhook-url") ?? null
+      return withServices(Effect.gen(function*() {
+        const created = yield* (yield* Merchants).create({ name, webhookUrl })
+        yield* Console.log(JSON.stringify({
+          merchant: Wire.merchant(created.merchant),
+          api_key: Wire.apiKeyCreated(created.apiKey, created.secret)
+        }))
+      }))
+    }
+    case "settle":
+      return withServices(Effect.gen(function*() {
+        const settled = yield* (yield* Payments).settle(yield* nowIso)
+        yield* Console.log(JSON.stringify({ settled }))
+      }))
+    case "help":
+    case "--help":
+      return Console.log(usage)
+    default:
+      return Effect.fail(new Error(`unknown command '${command}'\n\n${usage}`))
+  }
+}
+
+// Logs go to stderr, so stdout carries only command output (JSON).
+const logger = Logger.replace(Logger.defaultLogger, Logger.withConsoleError(Logger.logfmtLogger))
+
+Effect.suspend(() => program(process.argv.slice(2))).pipe(
+  Effect.provide(logger),
+  Effect.tapErrorCause((cause) => Console.error(String(cause.toString()).split("\n")[0])),
+  NodeRuntime.runMain({ disableErrorReporting: true })
+)

@@ -1,0 +1,77 @@
+import { Clock, Duration, Effect, Layer, Schedule } from "effect"
+import { AppConfig } from "../platform/Config.ts"
+import { addMs, isoAt, nowIso } from "../platform/Time.ts"
+import { Payments } from "../services/Payments.ts"
+import { Store } from "../store/Store.ts"
+
+/** How long a flow may sit untouched before another process presumes its owner dead and resumes it. */
+export const staleFlowMs = 60_000
+const recoveryInterval = Duration.seconds(30)
+
+/**
+ * Recovery: at start every payment left in flight (by a crash) has its flow resumed; afterwards,
+ * every 30 s, flows untouched for a minute (their process died) are resumed.
+ */
+export const recovery = Layer.scopedDiscard(
+  Effect.gen(function*() {
+    const payments = yield* Payments
+    const resumeAll = Effect.gen(function*() {
+      const now = yield* nowIso
+      let resumed = yield* payments.resumeFlows(addMs(now, 1))
+      while (resumed === 500) resumed = yield* payments.resumeFlows(addMs(now, 1))
+    })
+    yield* resumeAll.pipe(Effect.catchAll((error) => Effect.logWarning("recovery at start failed", error)))
+    yield* Effect.forkScoped(
+      Effect.gen(function*() {
+        const now = yield* nowIso
+        const resumed = yield* payments.resumeFlows(addMs(now, -staleFlowMs))
+        if (resumed > 0) yield* Effect.logInfo(`recovery resumed ${resumed} stale payment flows`)
+      }).pipe(
+        Effect.catchAll((error) => Effect.logWarning("recovery pass failed", error)),
+        Effect.repeat(Schedule.spaced(recoveryInterval)),
+        Effect.delay(recoveryInterval)
+      )
+    )
+  })
+)
+
+const dayMs = 86_400_000
+
+/** The next daily cut-off strictly after `nowMs`, at `cutoffMinutes` past midnight UTC. */
+export const nextCutoffMs = (nowMs: number, cutoffMinutes: number) => {
+  const midnight = Math.floor(nowMs / dayMs) * dayMs
+  const today = midnight + cutoffMinutes * 60_000
+  return today > nowMs ? today : today + dayMs
+}
+
+/** Settlement: at every daily cut-off, payments captured before it move to `settled`. */
+export const settlement = Layer.scopedDiscard(
+  Effect.gen(function*() {
+    const payments = yield* Payments
+    const config = yield* AppConfig
+    yield* Effect.forkScoped(Effect.forever(
+      Effect.gen(function*() {
+        const nowMs = yield* Clock.currentTimeMillis
+        const cutoffMs = nextCutoffMs(nowMs, config.settlementCutoffMinutes)
+        yield* Effect.sleep(Duration.millis(cutoffMs - nowMs))
+        const settled = yield* payments.settle(isoAt(cutoffMs))
+        yield* Effect.logInfo(`settlement at ${isoAt(cutoffMs)} settled ${settled} payments`)
+      }).pipe(Effect.catchAll((error) => Effect.logWarning("settlement run failed; it will run at the next cut-off", error)))
+    ))
+  })
+)
+
+/** Idempotency keys are forgotten after IDEMPOTENCY_TTL; purged hourly. */
+export const idempotencyPurge = Layer.scopedDiscard(
+  Effect.gen(function*() {
+    const store = yield* Store
+    yield* Effect.forkScoped(
+      Effect.flatMap(nowIso, (now) => store.purgeIdempotencyKeys(now)).pipe(
+        Effect.catchAll((error) => Effect.logWarning("idempotency purge failed", error)),
+        Effect.repeat(Schedule.spaced(Duration.hours(1)))
+      )
+    )
+  })
+)
+
+export const layer = Layer.mergeAll(recovery, settlement, idempotencyPurge)

@@ -1,0 +1,28 @@
+import { Layer } from "effect"
+import pg from "pg"
+import { randomBytes } from "node:crypto"
+import { inject } from "vitest"
+import { migrationsLayer, pgClientLayer } from "../../src/platform/Database.ts"
+import { layerPg } from "../../src/store/PgStore.ts"
+
+/** Creates an empty database on the test server and returns its URL; each test file gets its own. */
+export const freshDatabase = async (label = "t"): Promise<string> => {
+  const serverUrl = inject("databaseUrl")
+  const name = `${label}_${randomBytes(6).toString("hex")}`.toLowerCase().replace(/[^a-z0-9_]/g, "_")
+  const client = new pg.Client({ connectionString: serverUrl })
+  await client.connect()
+  try {
+    await client.query(`CREATE DATABASE ${name}`)
+  } finally {
+    await client.end()
+  }
+  const url = new URL(serverUrl)
+  url.pathname = `/${name}`
+  return url.toString()
+}
+
+/** PgClient + migrations for a database URL. */
+export const pgLayer = (url: string) => Layer.provideMerge(migrationsLayer, pgClientLayer(url, 10))
+
+/** The PostgreSQL store (with its client and migrations) for a database URL. */
+export const pgStoreLayer = (url: string) => layerPg.pipe(Layer.provideMerge(pgLayer(url)))
