@@ -171,6 +171,10 @@ const invalidState = (payment: Payment, action: string, detail?: string): Decisi
   }
 })
 
+/** An amount is a whole number of minor units from 1 to `maximum`; NaN, fractions and infinities are refused. */
+const isAmountWithin = (amountCents: number, maximum: number) =>
+  Number.isSafeInteger(amountCents) && amountCents >= 1 && amountCents <= maximum
+
 const invalidAmount = (message: string): Decision => ({
   ok: false,
   refusal: { _tag: "InvalidAmount", param: "amount_cents", message }
@@ -277,7 +281,7 @@ export const capture = (payment: Payment, amountCents: number | undefined, conte
   if (payment.fraudVerdict === null) return invalidState(payment, "capture", "fraud screening has not finished")
   if (payment.fraudVerdict === "review") return invalidState(payment, "capture", "it is held for fraud review")
   const captured = amountCents ?? payment.amountCents
-  if (captured < 1 || captured > payment.amountCents) {
+  if (!isAmountWithin(captured, payment.amountCents)) {
     return invalidAmount(`amount_cents must be between 1 and the authorized amount (${payment.amountCents}).`)
   }
   const feeCents = processingFeeCents(captured, payment.currency)
@@ -304,7 +308,7 @@ export const refund = (payment: Payment, amountCents: number | undefined, contex
   if (payment.status !== "captured" && payment.status !== "settled") return invalidState(payment, "refund")
   const remainder = refundableCents(payment)
   const refunded = amountCents ?? remainder
-  if (refunded < 1 || refunded > remainder) {
+  if (!isAmountWithin(refunded, remainder)) {
     return invalidAmount(`amount_cents must be between 1 and the refundable remainder (${remainder}).`)
   }
   const full = refunded === remainder

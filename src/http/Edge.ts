@@ -64,16 +64,13 @@ const checkBody = (request: HttpServerRequest.HttpServerRequest) =>
     if (declaredLength !== undefined && Number(declaredLength) > maximumBodyBytes) {
       return yield* Effect.fail(E.bodyTooLarge(maximumBodyBytes))
     }
-    const mayHaveBody = (declaredLength !== undefined && Number(declaredLength) > 0) ||
-      request.headers["transfer-encoding"] !== undefined
-    if (!mayHaveBody) return
-    if (!hasJsonContentType(request)) return yield* Effect.fail(E.unsupportedMediaType())
     // Chunked bodies have no declared length: the read itself stops at the limit.
     const text = yield* request.text.pipe(
       HttpServerRequest.withMaxBodySize(Option.some(maximumBodyBytes)),
       Effect.mapError(() => E.bodyTooLarge(maximumBodyBytes))
     )
     if (text.length === 0) return
+    if (!hasJsonContentType(request)) return yield* Effect.fail(E.unsupportedMediaType())
     try {
       JSON.parse(text)
     } catch (error) {

@@ -51,6 +51,8 @@ export interface MemoryState {
   readonly inFlight: Set<string>
   readonly idempotency: Map<string, IdempotencyRow>
   readonly outbox: Array<PaymentEvent>
+  /** Creation times of payments per merchant and card token, oldest first (fraud velocity). */
+  readonly cardAttempts: Map<string, Array<string>>
 }
 
 export const emptyState = (): MemoryState => ({
@@ -65,7 +67,8 @@ export const emptyState = (): MemoryState => ({
   fraudCases: new Map(),
   inFlight: new Set(),
   idempotency: new Map(),
-  outbox: []
+  outbox: [],
+  cardAttempts: new Map()
 })
 
 const scopedKey = (merchantId: string, key: string) => `${merchantId}\u0000${key}`
@@ -151,6 +154,7 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
           state.paymentsByIdempotencyKey.set(key, payment.id)
         }
         commit(change)
+        pushTo(state.cardAttempts, scopedKey(payment.merchantId, payment.cardToken), [payment.createdAt])
         return { _tag: "Inserted" as const }
       }),
     getPayment: (merchantId, paymentId) => Effect.sync(() => ownPayment(merchantId, paymentId)),
@@ -245,11 +249,15 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
       }),
     countCardAttempts: (merchantId, cardToken, since) =>
       Effect.sync(() => {
-        let count = 0
-        for (const payment of state.payments.values()) {
-          if (payment.merchantId === merchantId && payment.cardToken === cardToken && payment.createdAt >= since) count++
+        const times = state.cardAttempts.get(scopedKey(merchantId, cardToken)) ?? []
+        // Binary search for the first attempt at or after `since`.
+        let low = 0, high = times.length
+        while (low < high) {
+          const mid = (low + high) >>> 1
+          if (times[mid]! < since) low = mid + 1
+          else high = mid
         }
-        return count
+        return times.length - low
       }),
 
     getFraudCase: (merchantId, caseId) =>
