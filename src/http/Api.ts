@@ -95,6 +95,29 @@ export class OperationsGroup extends HttpApiGroup.make("operations")
   )
 {}
 
+/**
+ * HttpApi documents its own 400 `HttpApiDecodeError`, which this API never sends: decode
+ * failures are answered as 422 `validation_failed` by the edge middleware. Drop it.
+ */
+function withoutDecodeErrors(spec: Record<string, any>): Record<string, any> {
+  const isDecodeError = (schema: any) => schema?.$ref === "#/components/schemas/HttpApiDecodeError"
+  for (const path of Object.values<any>(spec.paths ?? {})) {
+    for (const operation of Object.values<any>(path)) {
+      const response = operation?.responses?.["400"]
+      const schema = response?.content?.["application/json"]?.schema
+      if (schema?.anyOf !== undefined) {
+        const rest = schema.anyOf.filter((s: any) => !isDecodeError(s))
+        response.content["application/json"].schema = rest.length === 1 ? rest[0] : { anyOf: rest }
+        response.description = "invalid_json: the body is not parseable JSON"
+      } else if (isDecodeError(schema)) {
+        delete operation.responses["400"]
+      }
+    }
+  }
+  for (const name of ["HttpApiDecodeError", "Issue", "PropertyKey"]) delete spec.components?.schemas?.[name]
+  return spec
+}
+
 const [e400, e401, e404, e409, e413, e415, e422, e429, e500, e503] = errorResponses
 
 export class PaymentsApi extends HttpApi.make("payments")
@@ -107,6 +130,7 @@ export class PaymentsApi extends HttpApi.make("payments")
   .addError(e415).addError(e422).addError(e429).addError(e500).addError(e503)
   .annotateContext(
   OpenApi.annotations({
+    transform: withoutDecodeErrors,
     title: "Payments API",
     version: "1.0.0",
     description: "Card payments for merchants: transactions, ledger, fraud review, webhooks and API keys. " +

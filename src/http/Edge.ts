@@ -1,6 +1,7 @@
 import { HttpApiBuilder, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { HttpApiDecodeError } from "@effect/platform/HttpApiError"
-import { Cause, Effect, FiberRef, Option } from "effect"
+import { Cause, Effect, FiberRef, Metric, Option } from "effect"
+import { httpRequests } from "../platform/Metrics.ts"
 import { Ids } from "../platform/Ids.ts"
 import * as E from "./ApiError.ts"
 import { PaymentsApi } from "./Api.ts"
@@ -98,6 +99,7 @@ export const layer = HttpApiBuilder.middleware(
               : Effect.map(toApiError(cause, request), (error) => renderError(error, requestId))
           )
         )
+        yield* Metric.increment(Metric.tagged(httpRequests, "status", String(response.status)))
         return HttpServerResponse.setHeader(response, "x-request-id", requestId)
       })
   }),

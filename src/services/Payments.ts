@@ -1,4 +1,5 @@
-import { Context, Effect, Fiber, Layer, Schedule } from "effect"
+import { Context, Effect, Fiber, Layer, Metric, Schedule } from "effect"
+import { paymentEvents } from "../platform/Metrics.ts"
 import * as Payment from "../domain/Payment.ts"
 import type { FraudCase } from "../domain/Fraud.ts"
 import type { LedgerEntry } from "../domain/Ledger.ts"
@@ -40,6 +41,9 @@ export interface PaymentsShape {
 
 export class Payments extends Context.Tag("payments/Payments")<Payments, PaymentsShape>() {}
 
+const countEvents = (events: ReadonlyArray<Payment.PaymentEvent>) =>
+  Effect.forEach(events, (event) => Metric.increment(Metric.tagged(paymentEvents, "type", event.type)), { discard: true })
+
 const settlementBatch = 500
 const resumeBatch = 500
 
@@ -65,7 +69,7 @@ export const make = Effect.gen(function*() {
       Effect.flatMap(context, (ctx) =>
         store.updatePayment({ merchantId, paymentId, commandKey }, (payment, fraudCase) => decide(payment, fraudCase, ctx))
       )
-    )
+    ).pipe(Effect.tap((outcome) => (outcome._tag === "Applied" ? countEvents(outcome.change.events) : Effect.void)))
 
   const toResult = (paymentId: string, outcome: UpdateOutcome): Effect.Effect<Payment.Payment, CommandError> => {
     switch (outcome._tag) {
@@ -156,6 +160,7 @@ export const make = Effect.gen(function*() {
         const decision = Payment.create(input, yield* context)
         if (!decision.ok) return yield* Effect.dieMessage("create cannot be refused")
         const inserted = yield* store.insertPayment(decision.change)
+        if (inserted._tag === "Inserted") yield* countEvents(decision.change.events)
         const payment = inserted._tag === "Inserted" ? decision.change.payment : inserted.payment
         const fiber = yield* startFlow(payment.id)
         // Answer with the record as the flow left it; past the deadline the flow goes on alone.
