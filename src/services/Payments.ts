@@ -115,27 +115,31 @@ export const make = Effect.gen(function*() {
   /** Drives a payment through authorize → screen → capture until the domain says it is done. */
   const runFlow = (paymentId: string): Effect.Effect<void, StoreUnavailable> =>
     Effect.gen(function*() {
+      let payment = yield* store.getPayment(null, paymentId)
       for (let steps = 0; steps < 10; steps++) {
-        const payment = yield* store.getPayment(null, paymentId)
         if (payment === null) return
         const step = Payment.nextStep(payment)
         if (step === null) return
+        const current: Payment.Payment = payment
+        let outcome: UpdateOutcome
         switch (step) {
           case "authorize": {
-            const outcome = yield* authorize(payment)
-            yield* apply(null, paymentId, (p, _, ctx) => Payment.applyAuthorization(p, outcome, ctx))
+            const authorization = yield* authorize(current)
+            outcome = yield* apply(null, paymentId, (p, _, ctx) => Payment.applyAuthorization(p, authorization, ctx))
             break
           }
           case "screen": {
-            const assessment = yield* fraud.assess(payment)
-            yield* apply(null, paymentId, (p, _, ctx) => Payment.applyFraudAssessment(p, assessment, config.fraudThresholds, ctx))
+            const assessment = yield* fraud.assess(current)
+            outcome = yield* apply(null, paymentId, (p, _, ctx) => Payment.applyFraudAssessment(p, assessment, config.fraudThresholds, ctx))
             break
           }
           case "capture": {
-            yield* apply(null, paymentId, (p, _, ctx) => Payment.capture(p, undefined, ctx))
+            outcome = yield* apply(null, paymentId, (p, _, ctx) => Payment.capture(p, undefined, ctx))
             break
           }
         }
+        // The committed record is the next starting point; after a refusal (a racing command won), read it again.
+        payment = outcome._tag === "Applied" ? outcome.change.payment : yield* store.getPayment(null, paymentId)
       }
       return yield* Effect.dieMessage(`payment ${paymentId}: flow did not finish within 10 steps`)
     })

@@ -1,5 +1,5 @@
 import { Effect, Layer } from "effect"
-import type { Balance, LedgerEntry } from "../domain/Ledger.ts"
+import type { Account, Balance, LedgerEntry } from "../domain/Ledger.ts"
 import { balanceOf } from "../domain/Ledger.ts"
 import type { FraudCase } from "../domain/Fraud.ts"
 import type { ApiKey, Merchant } from "../domain/Merchant.ts"
@@ -71,7 +71,19 @@ export const emptyState = (): MemoryState => ({
   cardAttempts: new Map()
 })
 
+/** The accounts a merchant's balance is made of; authorization holds are not money owed yet. */
+const merchantAccounts: ReadonlySet<Account> = new Set<Account>(["merchant_pending", "merchant_available", "merchant_reserved"])
+
 const scopedKey = (merchantId: string, key: string) => `${merchantId}\u0000${key}`
+
+/** Concurrent creates may commit out of creation order; the binary search needs the times sorted. */
+const insertSorted = (map: Map<string, Array<string>>, key: string, time: string) => {
+  const times = map.get(key)
+  if (times === undefined) return void map.set(key, [time])
+  let at = times.length
+  while (at > 0 && times[at - 1]! > time) at--
+  times.splice(at, 0, time)
+}
 
 const pushTo = <A>(map: Map<string, Array<A>>, key: string, values: ReadonlyArray<A>) => {
   if (values.length === 0) return
@@ -154,7 +166,7 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
           state.paymentsByIdempotencyKey.set(key, payment.id)
         }
         commit(change)
-        pushTo(state.cardAttempts, scopedKey(payment.merchantId, payment.cardToken), [payment.createdAt])
+        insertSorted(state.cardAttempts, scopedKey(payment.merchantId, payment.cardToken), payment.createdAt)
         return { _tag: "Inserted" as const }
       }),
     getPayment: (merchantId, paymentId) => Effect.sync(() => ownPayment(merchantId, paymentId)),
@@ -194,7 +206,7 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
       Effect.sync(() => {
         const byCurrency = new Map<Currency, Array<LedgerEntry>>()
         for (const entry of state.ledgerByMerchant.get(merchantId) ?? []) {
-          pushTo(byCurrency, entry.currency, [entry])
+          if (merchantAccounts.has(entry.account)) pushTo(byCurrency, entry.currency, [entry])
         }
         return [...byCurrency.entries()]
           .sort(([a], [b]) => a.localeCompare(b))
@@ -210,7 +222,7 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
         [...state.inFlight]
           .map((id) => state.payments.get(id)!)
           .filter((p) => p.updatedAt < updatedBefore)
-          .sort((a, b) => (a.updatedAt < b.updatedAt ? -1 : a.updatedAt > b.updatedAt ? 1 : a.id.localeCompare(b.id)))
+          .sort((a, b) => (a.updatedAt < b.updatedAt ? -1 : a.updatedAt > b.updatedAt ? 1 : a.id < b.id ? -1 : a.id > b.id ? 1 : 0))
           .slice(0, limit)
           .map((p) => p.id)
       ),
@@ -312,9 +324,11 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
       Effect.sync(() => {
         const scoped = scopedKey(merchantId, key)
         const row = state.idempotency.get(scoped)
+        // A finished response stays (a late release may come from a request whose lease ran out).
+        if (row === undefined || row.state !== "in_progress") return
         // A command that already moved money keeps its claim, so a retry finds it applied.
-        if (row !== undefined && row.appliedTo === null) state.idempotency.delete(scoped)
-        else if (row !== undefined) row.lockedUntil = ""
+        if (row.appliedTo === null) state.idempotency.delete(scoped)
+        else row.lockedUntil = ""
       }),
     purgeIdempotencyKeys: (expiredBefore) =>
       Effect.sync(() => {

@@ -189,7 +189,8 @@ export const makePgStore = Effect.gen(function*() {
             priority: c.priority,
             risk_score: c.riskScore,
             model_version: c.modelVersion,
-            explanations: sql.json(c.explanations),
+            // As text: the pg driver would send a JS array as a PostgreSQL array literal, not as JSON.
+            explanations: JSON.stringify(c.explanations),
             notes: c.notes,
             reviewed_at: c.reviewedAt,
             created_at: c.createdAt,

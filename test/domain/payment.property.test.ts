@@ -196,29 +196,43 @@ interface State {
   readonly refundedAtSettlement: number | null
 }
 
-/** Whether CONTRACT section 6 accepts `command` in `state`, and with which amount. */
-const expectation = (state: State, command: Command): { readonly accepted: boolean; readonly amount?: number | undefined } => {
+type Expected = {
+  /** null: accepted; else the kind of refusal. */
+  readonly refusal: Payment.Refusal["_tag"] | null
+  readonly amount?: number | undefined
+}
+
+const stateRule = (fits: boolean): Expected => ({ refusal: fits ? null : "InvalidState" })
+/** The state is checked first (409), then the amount (422). */
+const amountRule = (fits: boolean, amount: number | undefined, available: number): Expected => ({
+  refusal: !fits ? "InvalidState" : validAmount(amount, available) ? null : "InvalidAmount",
+  amount
+})
+
+/** What CONTRACT section 6 says about `command` in `state`: accepted, or refused and why. */
+const expectation = (state: State, command: Command): Expected => {
   const p = state.payment
   switch (command._tag) {
     case "Authorize":
-      return { accepted: p.status === "pending" }
+      return stateRule(p.status === "pending")
     case "Assess":
-      return { accepted: p.status === "authorized" && p.fraudVerdict === null }
-    case "Capture": {
-      const amount = resolveAmount(command.amount, p.amountCents)
-      return { accepted: p.status === "authorized" && p.fraudVerdict === "passed" && validAmount(amount, p.amountCents), amount }
-    }
+      return stateRule(p.status === "authorized" && p.fraudVerdict === null)
+    case "Capture":
+      return amountRule(
+        p.status === "authorized" && p.fraudVerdict === "passed",
+        resolveAmount(command.amount, p.amountCents),
+        p.amountCents
+      )
     case "Void":
-      return { accepted: p.status === "authorized" }
+      return stateRule(p.status === "authorized")
     case "Refund": {
       const remainder = p.capturedAmountCents - p.refundedAmountCents
-      const amount = resolveAmount(command.amount, remainder)
-      return { accepted: (p.status === "captured" || p.status === "settled") && validAmount(amount, remainder), amount }
+      return amountRule(p.status === "captured" || p.status === "settled", resolveAmount(command.amount, remainder), remainder)
     }
     case "Settle":
-      return { accepted: p.settledAt === null && (p.status === "captured" || (p.status === "refunded" && p.capturedAt !== null)) }
+      return stateRule(p.settledAt === null && (p.status === "captured" || (p.status === "refunded" && p.capturedAt !== null)))
     case "Review":
-      return { accepted: state.fraudCase !== null && state.fraudCase.status === "open" }
+      return stateRule(state.fraudCase !== null && state.fraudCase.status === "open")
   }
 }
 
@@ -300,6 +314,10 @@ const checkState = (state: State) => {
   expect(0 <= p.refundedAmountCents && p.refundedAmountCents <= p.capturedAmountCents && p.capturedAmountCents <= p.amountCents)
     .toBe(true)
   expect(p.feeCents).toBe(p.capturedAmountCents > 0 ? processingFeeCents(p.capturedAmountCents, p.currency) : 0)
+  // `refunded` exactly when everything captured went back; money moves only after a capture.
+  if (p.status === "refunded") expect(p.refundedAmountCents).toBe(p.capturedAmountCents)
+  if (p.status === "captured" || p.status === "settled") expect(p.refundedAmountCents).toBeLessThan(p.capturedAmountCents)
+  if (p.capturedAt === null) expect(p.capturedAmountCents).toBe(0)
 
   // Events: strictly increasing sequences; the last one tells the current status.
   const sequences = events.map((e) => e.sequence)
@@ -334,7 +352,7 @@ const checkState = (state: State) => {
 }
 
 type Scenario = typeof scenario extends fc.Arbitrary<infer A> ? A : never
-type Appliedstep = { readonly trigger: Trigger; readonly from: PaymentStatus; readonly to: PaymentStatus }
+type AppliedStep = { readonly trigger: Trigger; readonly from: PaymentStatus; readonly to: PaymentStatus }
 
 /**
  * Creates a payment and applies one command per step (each step picks its command from the
@@ -358,14 +376,15 @@ const run = (
     refundedAtSettlement: null
   })
   checkState(state)
-  const applied: Array<Appliedstep> = []
+  const applied: Array<AppliedStep> = []
   for (const nextCommand of steps) {
     const [cmd, advanceMs] = nextCommand(state)
     if (cmd._tag === "Review" && state.fraudCase === null) continue // no case to review
     const expected = expectation(state, cmd)
     const decision = decideCommand(state, cmd, expected.amount, world.context(advanceMs))
-    expect({ command: cmd, amount: expected.amount, status: state.payment.status, accepted: decision.ok })
-      .toEqual({ command: cmd, amount: expected.amount, status: state.payment.status, accepted: expected.accepted })
+    const refusal = decision.ok ? null : decision.refusal._tag
+    expect({ command: cmd, amount: expected.amount, status: state.payment.status, refusal })
+      .toEqual({ command: cmd, amount: expected.amount, status: state.payment.status, refusal: expected.refusal })
     if (!decision.ok) {
       // A refusal names the state it refused in and carries no change; `deepFreeze` guarantees the input is untouched.
       if (decision.refusal._tag === "InvalidState") expect(decision.refusal.status).toBe(state.payment.status)

@@ -1,0 +1,779 @@
+import * as PgClient from "@effect/sql-pg/PgClient"
+import { Cause, Context, Effect, Exit, Layer, ManagedRuntime } from "effect"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import * as Ledger from "../../src/domain/Ledger.ts"
+import type { Currency } from "../../src/domain/Money.ts"
+import * as Payment from "../../src/domain/Payment.ts"
+import { layerMemory } from "../../src/store/MemoryStore.ts"
+import { Store, type IdempotencyClaim } from "../../src/store/Store.ts"
+import { accepted, createInput } from "../domain/fixtures.ts"
+import { freshDatabase, pgStoreLayer } from "../support/database.ts"
+import {
+  apiKeyFor,
+  apply,
+  applied,
+  eventsOf,
+  givenMerchant,
+  givenPayment,
+  ledgerOf,
+  merchantFor,
+  runner,
+  steps,
+  testWorld,
+  toCaptured
+} from "./harness.ts"
+
+const allPages = { page: 1, perPage: 100 }
+const at = (iso: string, plusMs: number) => new Date(Date.parse(iso) + plusMs).toISOString()
+const seconds = (n: number) => n * 1_000
+const hours = (n: number) => n * 3_600_000
+
+/**
+ * The behaviour every Store adapter must share. Tests may share one database, so each uses its
+ * own merchants and ids; the few queries that span merchants (firstMerchant, paymentsInFlight,
+ * settleablePayments, purgeIdempotencyKeys) use time windows no other test touches.
+ */
+export const storeContract = (name: string, makeLayer: () => Layer.Layer<Store, unknown>) =>
+  describe(`store contract: ${name}`, () => {
+    const run = runner(makeLayer)
+
+    describe("merchants", () => {
+      it("inserts, reads and updates a merchant; firstMerchant is the oldest one", () =>
+        run(Effect.gen(function*() {
+          const store = yield* Store
+          const w = testWorld("1971-01-01T00:00:00.000Z")
+          const older = merchantFor(w, w.mintId("merchant"), "1971-01-01T00:00:00.000Z")
+          const newer = merchantFor(w, w.mintId("merchant"), "1971-01-02T00:00:00.000Z")
+          const firstKey = apiKeyFor(w, newer.id, newer.createdAt)
+          yield* store.insertMerchant(newer, firstKey)
+          yield* store.insertMerchant(older, apiKeyFor(w, older.id, older.createdAt))
+
+          expect(yield* store.getMerchant(newer.id)).toEqual(newer)
+          expect(yield* store.getMerchant("mer_unknown")).toBeNull()
+          expect(yield* store.firstMerchant()).toEqual(older)
+          // The merchant's first key is stored with it.
+          expect(yield* store.findApiKeyByHash(firstKey.keyHash)).toEqual(firstKey)
+
+          const renamed = { ...newer, name: "Renamed Ltd", webhookUrl: null, updatedAt: "1971-01-03T00:00:00.000Z" }
+          yield* store.updateMerchant(renamed)
+          expect(yield* store.getMerchant(newer.id)).toEqual(renamed)
+          expect(yield* store.getMerchant(older.id)).toEqual(older)
+        })))
+    })
+
+    describe("api keys", () => {
+      it("finds a key by hash, and by id only for its own merchant", () =>
+        run(Effect.gen(function*() {
+          const store = yield* Store
+          const w = testWorld()
+          const { apiKey } = yield* givenMerchant(w)
+          const other = yield* givenMerchant(w, w.mintId("merchant"))
+          const second = apiKeyFor(w, w.merchantId, w.clock.advance())
+          yield* store.insertApiKey(second)
+
+          expect(yield* store.findApiKeyByHash(second.keyHash)).toEqual(second)
+          expect(yield* store.findApiKeyByHash("sha256_of_nothing")).toBeNull()
+          expect(yield* store.getApiKey(w.merchantId, apiKey.id)).toEqual(apiKey)
+          expect(yield* store.getApiKey(other.merchant.id, apiKey.id)).toBeNull()
+          expect(yield* store.getApiKey(w.merchantId, "key_unknown")).toBeNull()
+
+          const usedAt = w.clock.advance()
+          yield* store.touchApiKey(second.id, usedAt)
+          expect(yield* store.getApiKey(w.merchantId, second.id)).toEqual({ ...second, lastUsedAt: usedAt })
+        })))
+
+      it("lists keys newest first, ties broken by id descending (byte order), page by page", () =>
+        run(Effect.gen(function*() {
+          const store = yield* Store
+          const w = testWorld()
+          const { apiKey: first } = yield* givenMerchant(w)
+          const t1 = w.clock.advance(), t2 = w.clock.advance(), t3 = w.clock.advance()
+          const k1 = apiKeyFor(w, w.merchantId, t1)
+          // Two keys created in the same millisecond whose ids differ only in case: "a" (0x61) sorts after "B" (0x42).
+          const tieUpper = apiKeyFor(w, w.merchantId, t2, `${w.mintId("apiKey")}B`)
+          const tieLower = apiKeyFor(w, w.merchantId, t2, `${tieUpper.id.slice(0, -1)}a`)
+          const k4 = apiKeyFor(w, w.merchantId, t3)
+          for (const key of [tieUpper, k4, k1, tieLower]) yield* store.insertApiKey(key)
+
+          const ids = (keys: ReadonlyArray<{ readonly id: string }>) => keys.map((k) => k.id)
+          const page = (n: number) => store.listApiKeys(w.merchantId, { page: n, perPage: 2 })
+          expect(ids((yield* page(1)).items)).toEqual([k4.id, tieLower.id])
+          expect(ids((yield* page(2)).items)).toEqual([tieUpper.id, k1.id])
+          expect(ids((yield* page(3)).items)).toEqual([first.id])
+          expect((yield* page(4)).items).toEqual([])
+          expect((yield* page(3)).totalCount).toBe(5)
+          expect((yield* store.listApiKeys(w.merchantId, allPages)).items[0]).toEqual(k4)
+        })))
+
+      it("rotates a key atomically: old revoked, new active; not_found across merchants; a revoked key does not rotate", () =>
+        run(Effect.gen(function*() {
+          const store = yield* Store
+          const w = testWorld()
+          const { apiKey } = yield* givenMerchant(w)
+          const other = yield* givenMerchant(w, w.mintId("merchant"))
+          const now = w.clock.advance()
+          const replacement = apiKeyFor(w, w.merchantId, now)
+
+          expect(yield* store.rotateApiKey(other.merchant.id, apiKey.id, apiKeyFor(w, other.merchant.id, now), now)).toBe("not_found")
+          expect(yield* store.getApiKey(w.merchantId, apiKey.id)).toEqual(apiKey)
+
+          expect(yield* store.rotateApiKey(w.merchantId, apiKey.id, replacement, now)).toBe("rotated")
+          expect(yield* store.getApiKey(w.merchantId, apiKey.id)).toEqual({ ...apiKey, status: "revoked", revokedAt: now })
+          expect(yield* store.findApiKeyByHash(replacement.keyHash)).toEqual(replacement)
+
+          const again = apiKeyFor(w, w.merchantId, w.clock.advance())
+          expect(yield* store.rotateApiKey(w.merchantId, apiKey.id, again, again.createdAt)).toBe("revoked")
+          expect(yield* store.findApiKeyByHash(again.keyHash)).toBeNull()
+          expect((yield* store.listApiKeys(w.merchantId, allPages)).totalCount).toBe(2)
+          expect(yield* store.rotateApiKey(w.merchantId, "key_unknown", again, again.createdAt)).toBe("not_found")
+        })))
+    })
+
+    describe("payments", () => {
+      it("inserts one payment per merchant idempotency key; the same key elsewhere is another payment", () =>
+        run(Effect.gen(function*() {
+          const store = yield* Store
+          const w = testWorld()
+          yield* givenMerchant(w)
+          const other = yield* givenMerchant(w, w.mintId("merchant"))
+          const input = { idempotencyKey: "order-1", metadata: { order: "1", note: "first" } }
+          const original = accepted(Payment.create(createInput(w.merchantId, { ...input, amountCents: 1_000 }), w.context()))
+          const retry = accepted(Payment.create(createInput(w.merchantId, { ...input, amountCents: 2_000 }), w.context()))
+          const elsewhere = accepted(Payment.create(createInput(other.merchant.id, input), w.context()))
+
+          expect(yield* store.insertPayment(original)).toEqual({ _tag: "Inserted" })
+          expect(yield* store.insertPayment(retry)).toEqual({ _tag: "Exists", payment: original.payment })
+          expect(yield* store.insertPayment(elsewhere)).toEqual({ _tag: "Inserted" })
+
+          expect(yield* store.getPayment(w.merchantId, original.payment.id)).toEqual(original.payment)
+          expect(yield* store.getPayment(w.merchantId, retry.payment.id)).toBeNull()
+          expect(yield* store.listEvents(w.merchantId, original.payment.id)).toEqual(original.events)
+          expect((yield* store.listPayments(w.merchantId, {}, allPages)).totalCount).toBe(1)
+
+          // Without a key, every insert is a payment of its own.
+          for (let i = 0; i < 2; i++) {
+            const unkeyed = accepted(Payment.create(createInput(w.merchantId), w.context()))
+            expect(yield* store.insertPayment(unkeyed)).toEqual({ _tag: "Inserted" })
+          }
+          expect((yield* store.listPayments(w.merchantId, {}, allPages)).totalCount).toBe(3)
+        })))
+
+      it("reads a payment, its events and its ledger only for its own merchant", () =>
+        run(Effect.gen(function*() {
+          const store = yield* Store
+          const w = testWorld()
+          yield* givenMerchant(w)
+          const other = yield* givenMerchant(w, w.mintId("merchant"))
+          const { payment, changes } = yield* givenPayment(w, { path: toCaptured() })
+
+          expect(yield* store.getPayment(w.merchantId, payment.id)).toEqual(payment)
+          expect(yield* store.getPayment(null, payment.id)).toEqual(payment)
+          expect(yield* store.getPayment(other.merchant.id, payment.id)).toBeNull()
+          expect(yield* store.getPayment(w.merchantId, "pay_unknown")).toBeNull()
+          expect(yield* store.listEvents(other.merchant.id, payment.id)).toEqual([])
+          expect(yield* store.listLedger(other.merchant.id, payment.id)).toEqual([])
+          expect(yield* store.listLedger(w.merchantId, payment.id)).toEqual(ledgerOf(changes))
+        })))
+
+      it("lists payments newest first (ties by id), filtered by status, creation time and amount, page by page", () =>
+        run(Effect.gen(function*() {
+          const store = yield* Store
+          const w = testWorld()
+          yield* givenMerchant(w)
+          const other = yield* givenMerchant(w, w.mintId("merchant"))
+          yield* givenPayment(w, { merchantId: other.merchant.id })
+          // Amounts 100..600, created one second apart; the odd ones are declined.
+          const created: Array<Payment.Payment> = []
+          for (let i = 1; i <= 6; i++) {
+            const path = i % 2 === 1 ? [steps.decline] : []
+            created.push((yield* givenPayment(w, { input: { amountCents: i * 100 }, path })).payment)
+          }
+          const [p1, p2, p3, p4, p5, p6] = created.map((p) => p.id) as [string, string, string, string, string, string]
+          const ids = (filter: Parameters<typeof store.listPayments>[1], page = allPages) =>
+            Effect.map(store.listPayments(w.merchantId, filter, page), (result) => ({
+              ids: result.items.map((p) => p.id),
+              total: result.totalCount
+            }))
+
+          expect(yield* ids({})).toEqual({ ids: [p6, p5, p4, p3, p2, p1], total: 6 })
+          expect((yield* store.listPayments(w.merchantId, {}, allPages)).items[0]).toEqual(created[5])
+          expect(yield* ids({ status: "failed" })).toEqual({ ids: [p5, p3, p1], total: 3 })
+          expect(yield* ids({ status: "pending" })).toEqual({ ids: [p6, p4, p2], total: 3 })
+          expect(yield* ids({ status: "captured" })).toEqual({ ids: [], total: 0 })
+          // Bounds are inclusive.
+          expect(yield* ids({ createdFrom: created[1]!.createdAt, createdTo: created[3]!.createdAt })).toEqual({ ids: [p4, p3, p2], total: 3 })
+          expect(yield* ids({ minAmountCents: 200, maxAmountCents: 400 })).toEqual({ ids: [p4, p3, p2], total: 3 })
+          expect(yield* ids({ status: "failed", minAmountCents: 300 })).toEqual({ ids: [p5, p3], total: 2 })
+          expect(yield* ids({}, { page: 2, perPage: 4 })).toEqual({ ids: [p2, p1], total: 6 })
+          expect(yield* ids({}, { page: 3, perPage: 4 })).toEqual({ ids: [], total: 6 })
+
+          // Two payments created in the same millisecond: the larger id (byte order) comes first.
+          const sameTime = w.clock.advance()
+          const tie = (suffix: string) => {
+            const base = accepted(Payment.create(createInput(w.merchantId), { now: sameTime, mintId: w.mintId }))
+            return { ...base, payment: { ...base.payment, id: `${p6}${suffix}` }, events: [] }
+          }
+          yield* store.insertPayment(tie("B"))
+          yield* store.insertPayment(tie("a"))
+          expect((yield* ids({}, { page: 1, perPage: 2 })).ids).toEqual([`${p6}a`, `${p6}B`])
+        })))
+    })
+
+    describe("updatePayment", () => {
+      it("Applied commits the payment, its event and its ledger group together", () =>
+        run(Effect.gen(function*() {
+          const store = yield* Store
+          const w = testWorld()
+          yield* givenMerchant(w)
+          const { payment, changes } = yield* givenPayment(w, { input: { captureMethod: "manual" } })
+
+          const outcome = yield* apply(w, { merchantId: w.merchantId, paymentId: payment.id }, steps.authorize)
+          expect(outcome._tag).toBe("Applied")
+          if (outcome._tag !== "Applied") return
+          changes.push(outcome.change)
+          expect(yield* store.getPayment(w.merchantId, payment.id)).toEqual(outcome.change.payment)
+          expect(yield* store.listEvents(w.merchantId, payment.id)).toEqual(eventsOf(changes))
+          expect(yield* store.listLedger(w.merchantId, payment.id)).toEqual(ledgerOf(changes))
+
+          for (const step of [steps.screen(0.1), steps.capture(6_000), steps.refund(1_000)]) {
+            changes.push(yield* applied(w, w.merchantId, payment.id, step))
+          }
+          const events = yield* store.listEvents(w.merchantId, payment.id)
+          expect(events.map((e) => [e.sequence, e.type])).toEqual([
+            [1, "payment.initiated"],
+            [2, "payment.authorized"],
+            [3, "payment.fraud_passed"],
+            [4, "payment.captured"],
+            [5, "payment.partially_refunded"]
+          ])
+          expect(events).toEqual(eventsOf(changes))
+          const ledger = yield* store.listLedger(w.merchantId, payment.id)
+          expect(ledger).toEqual(ledgerOf(changes))
+          expect(Ledger.isBalanced(ledger)).toBe(true)
+          expect(yield* store.getPayment(w.merchantId, payment.id)).toMatchObject({
+            status: "captured",
+            version: 5,
+            capturedAmountCents: 6_000,
+            refundedAmountCents: 1_000
+          })
+        })))
+
+      it("Refused changes nothing", () =>
+        run(Effect.gen(function*() {
+          const store = yield* Store
+          const w = testWorld()
+          yield* givenMerchant(w)
+          const { payment, changes } = yield* givenPayment(w, { path: [steps.authorize] })
+
+          const outcome = yield* apply(w, { merchantId: w.merchantId, paymentId: payment.id }, steps.capture())
+          expect(outcome).toMatchObject({
+            _tag: "Refused",
+            payment,
+            decision: { ok: false, refusal: { _tag: "InvalidState", status: "authorized" } }
+          })
+          const tooMuch = yield* apply(w, { merchantId: w.merchantId, paymentId: payment.id }, (p, _, ctx) =>
+            Payment.capture({ ...p, fraudVerdict: "passed" }, 999_999, ctx))
+          expect(tooMuch).toMatchObject({ _tag: "Refused", decision: { refusal: { _tag: "InvalidAmount" } } })
+
+          expect(yield* store.getPayment(w.merchantId, payment.id)).toEqual(payment)
+          expect(yield* store.listEvents(w.merchantId, payment.id)).toEqual(eventsOf(changes))
+          expect(yield* store.listLedger(w.merchantId, payment.id)).toEqual(ledgerOf(changes))
+        })))
+
+      it("NotFound for another merchant's payment or an unknown id, without asking the domain", () =>
+        run(Effect.gen(function*() {
+          const store = yield* Store
+          const w = testWorld()
+          yield* givenMerchant(w)
+          const other = yield* givenMerchant(w, w.mintId("merchant"))
+          const { payment } = yield* givenPayment(w)
+          let asked = 0
+          const decide = (p: Payment.Payment) => {
+            asked++
+            return Payment.voidAuthorization(p, w.context())
+          }
+          expect(yield* store.updatePayment({ merchantId: other.merchant.id, paymentId: payment.id }, decide)).toEqual({ _tag: "NotFound" })
+          expect(yield* store.updatePayment({ merchantId: null, paymentId: "pay_unknown" }, decide)).toEqual({ _tag: "NotFound" })
+          expect(asked).toBe(0)
+          expect(yield* store.getPayment(w.merchantId, payment.id)).toEqual(payment)
+        })))
+
+      it("a command carrying a claimed idempotency key applies once; its retry is AlreadyApplied", () =>
+        run(Effect.gen(function*() {
+          const store = yield* Store
+          const w = testWorld()
+          yield* givenMerchant(w)
+          const { payment } = yield* givenPayment(w, { path: toCaptured() })
+          const now = w.clock.now()
+          const claim = (key: string): IdempotencyClaim => ({
+            merchantId: w.merchantId,
+            key,
+            fingerprint: `POST /refund ${key}`,
+            now,
+            lockedUntil: at(now, seconds(30)),
+            expiresAt: at(now, hours(24))
+          })
+          expect(yield* store.claimIdempotencyKey(claim("refund-1"))).toEqual({ _tag: "Claimed" })
+          const target = { merchantId: w.merchantId, paymentId: payment.id, commandKey: { merchantId: w.merchantId, key: "refund-1" } }
+
+          const first = yield* apply(w, target, steps.refund(1_000))
+          expect(first._tag).toBe("Applied")
+          const afterFirst = yield* store.getPayment(w.merchantId, payment.id)
+          expect(afterFirst?.refundedAmountCents).toBe(1_000)
+
+          const retry = yield* apply(w, target, steps.refund(1_000))
+          expect(retry).toEqual({ _tag: "AlreadyApplied", payment: afterFirst })
+          expect(yield* store.getPayment(w.merchantId, payment.id)).toEqual(afterFirst)
+
+          // Another key is another command.
+          yield* store.claimIdempotencyKey(claim("refund-2"))
+          const second = yield* apply(w, { ...target, commandKey: { merchantId: w.merchantId, key: "refund-2" } }, steps.refund(1_000))
+          expect(second._tag).toBe("Applied")
+          const refunds = (yield* store.listEvents(w.merchantId, payment.id)).filter((e) => e.type === "payment.partially_refunded")
+          expect(refunds).toHaveLength(2)
+        })))
+
+      it("a decision that skips a version is a defect and commits nothing", () =>
+        run(Effect.gen(function*() {
+          const store = yield* Store
+          const w = testWorld()
+          yield* givenMerchant(w)
+          const { payment, changes } = yield* givenPayment(w)
+          const exit = yield* Effect.exit(store.updatePayment({ merchantId: w.merchantId, paymentId: payment.id }, (p) => {
+            const decision = Payment.applyAuthorization(p, { _tag: "Approved", networkRiskSignal: 0 }, w.context())
+            return decision.ok ? { ok: true, change: { ...decision.change, payment: { ...decision.change.payment, version: p.version + 2 } } } : decision
+          }))
+          expect(Exit.isFailure(exit) && Cause.isDie(exit.cause)).toBe(true)
+          expect(yield* store.getPayment(w.merchantId, payment.id)).toEqual(payment)
+          expect(yield* store.listEvents(w.merchantId, payment.id)).toEqual(eventsOf(changes))
+          expect(yield* store.listLedger(w.merchantId, payment.id)).toEqual([])
+        })))
+    })
+
+    describe("fraud cases", () => {
+      it("opens a case with the assessment, filters cases, and updates the case with the review", () =>
+        run(Effect.gen(function*() {
+          const store = yield* Store
+          const w = testWorld()
+          yield* givenMerchant(w)
+          const other = yield* givenMerchant(w, w.mintId("merchant"))
+          yield* givenPayment(w, { path: toCaptured() }) // passed: no case
+          const held = yield* givenPayment(w, { input: { amountCents: 5_000 }, path: [steps.authorize, steps.screen(0.6)] })
+          const blocked = yield* givenPayment(w, { input: { amountCents: 5_000 }, path: [steps.authorize, steps.screen(0.95)] })
+          const heldCase = held.changes.at(-1)!.fraudCase!
+          const blockedCase = blocked.changes.at(-1)!.fraudCase!
+          expect(heldCase).toMatchObject({ status: "open", priority: "low", paymentId: held.payment.id })
+          expect(blockedCase).toMatchObject({ status: "open", priority: "critical", paymentId: blocked.payment.id })
+          expect(held.payment.fraudCaseId).toBe(heldCase.id)
+
+          expect(yield* store.getFraudCase(w.merchantId, heldCase.id)).toEqual(heldCase)
+          expect(yield* store.getFraudCase(other.merchant.id, heldCase.id)).toBeNull()
+          expect(yield* store.getFraudCase(w.merchantId, "fc_unknown")).toBeNull()
+          const ids = (filter: Parameters<typeof store.listFraudCases>[1]) =>
+            Effect.map(store.listFraudCases(w.merchantId, filter, allPages), (page) => ({ ids: page.items.map((c) => c.id), total: page.totalCount }))
+          expect(yield* ids({})).toEqual({ ids: [blockedCase.id, heldCase.id], total: 2 })
+          expect(yield* ids({ status: "open", priority: "low" })).toEqual({ ids: [heldCase.id], total: 1 })
+          expect(yield* ids({ priority: "critical" })).toEqual({ ids: [blockedCase.id], total: 1 })
+          expect(yield* ids({ status: "false_positive" })).toEqual({ ids: [], total: 0 })
+          expect((yield* store.listFraudCases(other.merchant.id, {}, allPages)).totalCount).toBe(0)
+
+          const review = yield* applied(w, w.merchantId, held.payment.id, steps.review("false_positive", "known customer"))
+          expect(review.events.map((e) => e.type)).toEqual(["payment.fraud_passed"])
+          const reviewed = yield* store.getFraudCase(w.merchantId, heldCase.id)
+          expect(reviewed).toEqual(review.fraudCase)
+          expect(reviewed).toMatchObject({ status: "false_positive", notes: "known customer", reviewedAt: review.payment.updatedAt })
+          expect((yield* store.getPayment(w.merchantId, held.payment.id))?.fraudVerdict).toBe("passed")
+          expect(yield* ids({ status: "open" })).toEqual({ ids: [blockedCase.id], total: 1 })
+          expect(yield* ids({ status: "false_positive" })).toEqual({ ids: [heldCase.id], total: 1 })
+
+          // A second review of the same case is refused and changes nothing.
+          const again = yield* apply(w, { merchantId: w.merchantId, paymentId: held.payment.id }, steps.review("confirmed_fraud", null))
+          expect(again._tag).toBe("Refused")
+          expect(yield* store.getFraudCase(w.merchantId, heldCase.id)).toEqual(reviewed)
+        })))
+    })
+
+    describe("balances", () => {
+      it("equal Ledger.balanceOf over every ledger entry of the merchant, per currency", () =>
+        run(Effect.gen(function*() {
+          const store = yield* Store
+          const w = testWorld()
+          yield* givenMerchant(w)
+          const other = yield* givenMerchant(w, w.mintId("merchant"))
+          const usd = { currency: "USD" as const }
+          const paths = [
+            // settled, then partly refunded out of available
+            { input: usd, path: [...toCaptured(), steps.settle, steps.refund(2_000)] },
+            // captured and partly refunded, still pending
+            { input: usd, path: [...toCaptured(7_000), steps.refund(500)] },
+            // refunded before the cut-off, then swept: the merchant owes the fee
+            { input: usd, path: [...toCaptured(), steps.refund(), steps.settle] },
+            { input: { currency: "EUR" as const, amountCents: 4_321 }, path: toCaptured() },
+            { input: { currency: "JPY" as const, amountCents: 5_000 }, path: [...toCaptured(), steps.settle] },
+            // an open authorization only: holds, no merchant money
+            { input: { currency: "GBP" as const }, path: [steps.authorize] },
+            { input: usd, path: [steps.authorize, steps.voidIt] }
+          ]
+          const entries: Array<Ledger.LedgerEntry> = []
+          for (const options of paths) {
+            const { payment } = yield* givenPayment(w, options)
+            entries.push(...(yield* store.listLedger(w.merchantId, payment.id)))
+          }
+          yield* givenPayment(w, { merchantId: other.merchant.id, path: toCaptured() })
+
+          // Currencies in which the merchant's own accounts have moved, in code order.
+          const merchantAccounts: ReadonlyArray<Ledger.Account> = ["merchant_pending", "merchant_available", "merchant_reserved"]
+          const currencies = [...new Set(entries.filter((e) => merchantAccounts.includes(e.account)).map((e) => e.currency))].sort()
+          const expected = currencies.map((currency: Currency): Ledger.Balance => {
+            const of = entries.filter((e) => e.currency === currency)
+            return {
+              currency,
+              pending: Ledger.balanceOf(of, "merchant_pending"),
+              available: Ledger.balanceOf(of, "merchant_available"),
+              reserved: Ledger.balanceOf(of, "merchant_reserved")
+            }
+          })
+          expect(currencies).toEqual(["EUR", "JPY", "USD"])
+          expect(yield* store.balances(w.merchantId)).toEqual(expected)
+          // Spelled out for USD: pending 7,000 − 233 fee − 500; available 10,000 − 320 − 2,000, and −320.
+          expect(expected.find((b) => b.currency === "USD")).toEqual({ currency: "USD", pending: 6_267, available: 7_360, reserved: 0 })
+          expect(yield* store.balances("mer_without_entries")).toEqual([])
+        })))
+    })
+
+    describe("work queues", () => {
+      it("paymentsInFlight: payments with a next step, least recently touched first, before the cut-off, up to the limit", () =>
+        run(Effect.gen(function*() {
+          const store = yield* Store
+          const w = testWorld("1990-01-01T00:00:00.000Z")
+          yield* givenMerchant(w)
+          const pending = yield* givenPayment(w)
+          const toScreen = yield* givenPayment(w, { path: [steps.authorize] })
+          const toCapture = yield* givenPayment(w, { path: [steps.authorize, steps.screen(0.1)] })
+          // Finished, or waiting for someone else: not in flight.
+          yield* givenPayment(w, { input: { captureMethod: "manual" }, path: [steps.authorize, steps.screen(0.1)] })
+          yield* givenPayment(w, { path: [steps.authorize, steps.screen(0.6)] })
+          yield* givenPayment(w, { path: toCaptured() })
+          yield* givenPayment(w, { path: [steps.decline] })
+          yield* givenPayment(w, { path: [steps.authorize, steps.screen(0.95)] })
+          // Leaves flight when captured.
+          const done = yield* givenPayment(w, { path: [steps.authorize] })
+          yield* applied(w, w.merchantId, done.payment.id, steps.screen(0.1))
+          yield* applied(w, w.merchantId, done.payment.id, steps.capture())
+
+          const cutoff = "1990-12-31T00:00:00.000Z"
+          const expected = [pending, toScreen, toCapture].map((p) => p.payment.id)
+          expect(yield* store.paymentsInFlight(cutoff, 100)).toEqual(expected)
+          expect(yield* store.paymentsInFlight(cutoff, 2)).toEqual(expected.slice(0, 2))
+          expect(yield* store.paymentsInFlight(toScreen.payment.updatedAt, 100)).toEqual([pending.payment.id])
+          expect(yield* store.paymentsInFlight(pending.payment.updatedAt, 100)).toEqual([])
+
+          // Touched at the same millisecond: ties by id, byte order ("B" before "a").
+          const sameTime = "1989-06-01T00:00:00.000Z"
+          for (const suffix of ["a", "B"]) {
+            const base = accepted(Payment.create(createInput(w.merchantId), { now: sameTime, mintId: w.mintId }))
+            yield* store.insertPayment({ ...base, payment: { ...base.payment, id: `pay_1989_${suffix}` }, events: [] })
+          }
+          expect(yield* store.paymentsInFlight("1989-12-31T00:00:00.000Z", 100)).toEqual(["pay_1989_B", "pay_1989_a"])
+        })))
+
+      it("settleablePayments: captured (or refunded) before the cut-off and not yet settled", () =>
+        run(Effect.gen(function*() {
+          const store = yield* Store
+          const w = testWorld("1980-01-01T00:00:00.000Z")
+          yield* givenMerchant(w)
+          const captured = yield* givenPayment(w, { path: toCaptured() })
+          const refunded = yield* givenPayment(w, { path: [...toCaptured(), steps.refund()] })
+          const partlyRefunded = yield* givenPayment(w, { path: [...toCaptured(), steps.refund(10)] })
+          // Not settleable: settled already (and refunded afterwards), never captured.
+          yield* givenPayment(w, { path: [...toCaptured(), steps.settle] })
+          yield* givenPayment(w, { path: [...toCaptured(), steps.settle, steps.refund()] })
+          yield* givenPayment(w, { input: { captureMethod: "manual" }, path: [steps.authorize, steps.screen(0.1)] })
+          yield* givenPayment(w, { path: [steps.authorize, steps.voidIt] })
+          const cutoff = w.clock.advance()
+          const late = yield* givenPayment(w, { path: toCaptured() })
+
+          const expected = [captured, refunded, partlyRefunded].map((p) => p.payment.id).sort()
+          expect([...(yield* store.settleablePayments(cutoff, 100))].sort()).toEqual(expected)
+          const limited = yield* store.settleablePayments(cutoff, 2)
+          expect(limited).toHaveLength(2)
+          for (const id of limited) expect(expected).toContain(id)
+          expect([...(yield* store.settleablePayments(at(cutoff, hours(1)), 100))].sort()).toEqual([...expected, late.payment.id].sort())
+
+          // Settling removes a payment from the queue.
+          yield* applied(w, w.merchantId, captured.payment.id, steps.settle)
+          expect([...(yield* store.settleablePayments(cutoff, 100))].sort()).toEqual([refunded, partlyRefunded].map((p) => p.payment.id).sort())
+        })))
+
+      it("countCardAttempts: a merchant's payments with a card token since a time, whatever order they arrived in", () =>
+        run(Effect.gen(function*() {
+          const store = yield* Store
+          const w = testWorld()
+          yield* givenMerchant(w)
+          const other = yield* givenMerchant(w, w.mintId("merchant"))
+          const t0 = w.clock.now()
+          const t = (n: number) => at(t0, seconds(n))
+          const insert = (merchantId: string, cardToken: string, createdAt: string) =>
+            store.insertPayment(accepted(Payment.create(createInput(merchantId, { cardToken }), { now: createdAt, mintId: w.mintId })))
+          // Concurrent creates may commit out of their creation order.
+          for (const n of [3, 1, 2]) yield* insert(w.merchantId, "tok_velocity", t(n))
+          yield* insert(w.merchantId, "tok_other", t(2))
+          yield* insert(other.merchant.id, "tok_velocity", t(2))
+
+          expect(yield* store.countCardAttempts(w.merchantId, "tok_velocity", t(0))).toBe(3)
+          expect(yield* store.countCardAttempts(w.merchantId, "tok_velocity", t(1))).toBe(3)
+          expect(yield* store.countCardAttempts(w.merchantId, "tok_velocity", t(2))).toBe(2)
+          expect(yield* store.countCardAttempts(w.merchantId, "tok_velocity", t(3))).toBe(1)
+          expect(yield* store.countCardAttempts(w.merchantId, "tok_velocity", t(4))).toBe(0)
+          expect(yield* store.countCardAttempts(w.merchantId, "tok_unused", t(0))).toBe(0)
+        })))
+    })
+
+    describe("analytics", () => {
+      it("aggregates a merchant's payments per currency within a creation window", () =>
+        run(Effect.gen(function*() {
+          const store = yield* Store
+          const w = testWorld()
+          yield* givenMerchant(w)
+          const other = yield* givenMerchant(w, w.mintId("merchant"))
+          const first = yield* givenPayment(w, { path: [...toCaptured(), steps.refund(1_000)] })
+          yield* givenPayment(w, { path: [steps.decline] })
+          yield* givenPayment(w, { path: [steps.authorize, steps.screen(0.95)] })
+          yield* givenPayment(w, { input: { amountCents: 500 } })
+          const eur = yield* givenPayment(w, { input: { currency: "EUR", amountCents: 2_000 }, path: toCaptured() })
+          yield* givenPayment(w, { merchantId: other.merchant.id, path: toCaptured() })
+
+          expect(yield* store.analytics(w.merchantId, null, null)).toEqual([
+            {
+              currency: "EUR", transactionCount: 1, volumeCents: 2_000, capturedCents: 2_000, refundedCents: 0,
+              feesCents: eur.payment.feeCents, decidedCount: 1, approvedCount: 1, blockedCount: 0
+            },
+            {
+              currency: "USD", transactionCount: 4, volumeCents: 30_500, capturedCents: 10_000, refundedCents: 1_000,
+              feesCents: first.payment.feeCents, decidedCount: 3, approvedCount: 2, blockedCount: 1
+            }
+          ])
+          const window = yield* store.analytics(w.merchantId, eur.payment.createdAt, null)
+          expect(window.map((r) => [r.currency, r.transactionCount])).toEqual([["EUR", 1]])
+          const before = yield* store.analytics(w.merchantId, null, first.payment.createdAt)
+          expect(before.map((r) => [r.currency, r.transactionCount])).toEqual([["USD", 1]])
+        })))
+    })
+
+    describe("idempotency keys", () => {
+      const claimAt = (w: ReturnType<typeof testWorld>, key: string, fingerprint: string, now: string, leaseMs = seconds(30), ttlMs = hours(24)) =>
+        ({ merchantId: w.merchantId, key, fingerprint, now, lockedUntil: at(now, leaseMs), expiresAt: at(now, ttlMs) }) satisfies IdempotencyClaim
+
+      it("claims a key; the same request while in flight is InProgress, another request is a Mismatch, a finished one replays", () =>
+        run(Effect.gen(function*() {
+          const store = yield* Store
+          const w = testWorld()
+          const t0 = w.clock.now()
+          expect(yield* store.claimIdempotencyKey(claimAt(w, "k", "fp-1", t0))).toEqual({ _tag: "Claimed" })
+          expect(yield* store.claimIdempotencyKey(claimAt(w, "k", "fp-1", at(t0, seconds(1))))).toEqual({ _tag: "InProgress" })
+          expect(yield* store.claimIdempotencyKey(claimAt(w, "k", "fp-2", at(t0, seconds(1))))).toEqual({ _tag: "Mismatch" })
+          // Keys are per merchant.
+          expect(yield* store.claimIdempotencyKey({ ...claimAt(w, "k", "fp-2", t0), merchantId: "mer_elsewhere" })).toEqual({ _tag: "Claimed" })
+
+          const body = '{"transaction":{"id":"pay_1","amount_cents":1000,"note":"ünïcode ✓"}}'
+          yield* store.completeIdempotencyKey(w.merchantId, "k", 201, body)
+          expect(yield* store.claimIdempotencyKey(claimAt(w, "k", "fp-1", at(t0, seconds(2))))).toEqual({ _tag: "Replay", status: 201, body })
+          expect(yield* store.claimIdempotencyKey(claimAt(w, "k", "fp-1", at(t0, hours(1))))).toEqual({ _tag: "Replay", status: 201, body })
+          expect(yield* store.claimIdempotencyKey(claimAt(w, "k", "fp-2", at(t0, seconds(2))))).toEqual({ _tag: "Mismatch" })
+        })))
+
+      it("a lease that ran out is claimed again (resume); a key past its expiry is claimed fresh", () =>
+        run(Effect.gen(function*() {
+          const store = yield* Store
+          const w = testWorld()
+          const t0 = w.clock.now()
+          yield* store.claimIdempotencyKey(claimAt(w, "crashed", "fp-1", t0))
+          expect(yield* store.claimIdempotencyKey(claimAt(w, "crashed", "fp-1", at(t0, seconds(30))))).toEqual({ _tag: "Claimed" })
+          // The resumed claim holds a new lease.
+          expect(yield* store.claimIdempotencyKey(claimAt(w, "crashed", "fp-1", at(t0, seconds(31))))).toEqual({ _tag: "InProgress" })
+          expect(yield* store.claimIdempotencyKey(claimAt(w, "crashed", "fp-2", at(t0, seconds(90))))).toEqual({ _tag: "Mismatch" })
+
+          yield* store.claimIdempotencyKey(claimAt(w, "old", "fp-1", t0, seconds(30), hours(24)))
+          yield* store.completeIdempotencyKey(w.merchantId, "old", 200, "{}")
+          const expiry = at(t0, hours(24))
+          expect(yield* store.claimIdempotencyKey(claimAt(w, "old", "fp-1", at(expiry, -1)))).toEqual({ _tag: "Replay", status: 200, body: "{}" })
+          // At expiry the key is free again, for any request, and starts over in progress.
+          expect(yield* store.claimIdempotencyKey(claimAt(w, "old", "fp-2", expiry))).toEqual({ _tag: "Claimed" })
+          expect(yield* store.claimIdempotencyKey(claimAt(w, "old", "fp-2", at(expiry, seconds(1))))).toEqual({ _tag: "InProgress" })
+          expect(yield* store.claimIdempotencyKey(claimAt(w, "old", "fp-1", at(expiry, seconds(1))))).toEqual({ _tag: "Mismatch" })
+        })))
+
+      it("release forgets a claim that moved no money, keeps one that did, and never forgets a stored response", () =>
+        run(Effect.gen(function*() {
+          const store = yield* Store
+          const w = testWorld()
+          yield* givenMerchant(w)
+          const t0 = w.clock.now()
+
+          yield* store.claimIdempotencyKey(claimAt(w, "failed", "fp-1", t0))
+          yield* store.releaseIdempotencyKey(w.merchantId, "failed")
+          expect(yield* store.claimIdempotencyKey(claimAt(w, "failed", "fp-2", at(t0, 1)))).toEqual({ _tag: "Claimed" })
+
+          // A refund that committed before its request failed: the retry resumes and finds it applied.
+          const { payment } = yield* givenPayment(w, { path: toCaptured() })
+          yield* store.claimIdempotencyKey(claimAt(w, "moved", "fp-1", t0))
+          const target = { merchantId: w.merchantId, paymentId: payment.id, commandKey: { merchantId: w.merchantId, key: "moved" } }
+          expect((yield* apply(w, target, steps.refund(100)))._tag).toBe("Applied")
+          yield* store.releaseIdempotencyKey(w.merchantId, "moved")
+          expect(yield* store.claimIdempotencyKey(claimAt(w, "moved", "fp-2", at(t0, 1)))).toEqual({ _tag: "Mismatch" })
+          expect(yield* store.claimIdempotencyKey(claimAt(w, "moved", "fp-1", at(t0, 1)))).toEqual({ _tag: "Claimed" })
+          expect((yield* apply(w, target, steps.refund(100)))._tag).toBe("AlreadyApplied")
+          expect((yield* store.getPayment(w.merchantId, payment.id))?.refundedAmountCents).toBe(100)
+
+          // A late release (from a request whose lease had run out) leaves the finished response alone.
+          yield* store.claimIdempotencyKey(claimAt(w, "done", "fp-1", t0))
+          yield* store.completeIdempotencyKey(w.merchantId, "done", 201, '{"ok":true}')
+          yield* store.releaseIdempotencyKey(w.merchantId, "done")
+          expect(yield* store.claimIdempotencyKey(claimAt(w, "done", "fp-1", at(t0, 1)))).toEqual({ _tag: "Replay", status: 201, body: '{"ok":true}' })
+        })))
+
+      it("purge deletes the keys expired by a time and says how many", () =>
+        run(Effect.gen(function*() {
+          const store = yield* Store
+          const w = testWorld("1975-01-01T00:00:00.000Z")
+          const t0 = w.clock.now()
+          yield* store.claimIdempotencyKey(claimAt(w, "a", "fp", t0, seconds(30), hours(1)))
+          yield* store.claimIdempotencyKey(claimAt(w, "b", "fp", t0, seconds(30), hours(2)))
+          yield* store.completeIdempotencyKey(w.merchantId, "b", 200, "{}")
+          yield* store.claimIdempotencyKey(claimAt(w, "c", "fp", t0, seconds(30), hours(3)))
+
+          expect(yield* store.purgeIdempotencyKeys(at(t0, hours(2)))).toBe(2)
+          expect(yield* store.purgeIdempotencyKeys(at(t0, hours(2)))).toBe(0)
+          // "c" is still there, in flight.
+          expect(yield* store.claimIdempotencyKey(claimAt(w, "c", "fp", at(t0, seconds(1))))).toEqual({ _tag: "InProgress" })
+          expect(yield* store.claimIdempotencyKey(claimAt(w, "b", "fp-other", at(t0, seconds(1))))).toEqual({ _tag: "Claimed" })
+        })))
+    })
+  })
+
+// ---------------------------------------------------------------------------------------------
+
+storeContract("memory", () => layerMemory)
+
+describe("PostgreSQL adapter", () => {
+  type PgServices = Store | PgClient.PgClient
+  let runtime: ManagedRuntime.ManagedRuntime<PgServices, unknown> | undefined
+  let services: Context.Context<PgServices> | undefined
+  const layer = () => Layer.succeedContext(services!)
+
+  beforeAll(async () => {
+    runtime = ManagedRuntime.make(pgStoreLayer(await freshDatabase("store_contract")))
+    services = (await runtime.runtime()).context
+  })
+  afterAll(() => runtime?.dispose())
+
+  storeContract("PostgreSQL", layer)
+
+  describe("PostgreSQL only", () => {
+    const run = runner(layer)
+
+    it("payment_events and ledger_entries are append-only: UPDATE, DELETE and TRUNCATE fail", () =>
+      run(Effect.gen(function*() {
+        const sql = yield* PgClient.PgClient
+        const w = testWorld()
+        yield* givenMerchant(w)
+        const { payment } = yield* givenPayment(w, { path: toCaptured() })
+        const statements = [
+          sql`UPDATE payment_events SET type = 'payment.voided' WHERE payment_id = ${payment.id}`,
+          sql`DELETE FROM payment_events WHERE payment_id = ${payment.id}`,
+          sql`TRUNCATE payment_events CASCADE`,
+          sql`UPDATE ledger_entries SET amount_cents = amount_cents + 1 WHERE payment_id = ${payment.id}`,
+          sql`DELETE FROM ledger_entries WHERE payment_id = ${payment.id}`,
+          sql`TRUNCATE ledger_entries`
+        ]
+        for (const statement of statements) {
+          const error = yield* Effect.flip(statement)
+          expect(error._tag).toBe("SqlError")
+          expect(String((error.cause as Error).message)).toMatch(/append-only/)
+        }
+        const store = yield* Store
+        expect(yield* store.listEvents(w.merchantId, payment.id)).toHaveLength(4)
+        expect(yield* store.listLedger(w.merchantId, payment.id)).toHaveLength(8)
+      })))
+
+    it("an unbalanced ledger group is refused when its transaction commits", () =>
+      run(Effect.gen(function*() {
+        const sql = yield* PgClient.PgClient
+        const store = yield* Store
+        const w = testWorld()
+        yield* givenMerchant(w)
+        const { payment } = yield* givenPayment(w, { path: toCaptured() })
+        const entry = (groupId: string, direction: Ledger.Direction, amountCents: number) => ({
+          id: w.mintId("ledgerEntry"),
+          group_id: groupId,
+          payment_id: payment.id,
+          merchant_id: w.merchantId,
+          account: direction === "debit" ? "merchant_pending" : "merchant_available",
+          direction,
+          amount_cents: amountCents,
+          currency: "USD",
+          created_at: w.clock.advance()
+        })
+        const count = (groupId: string) =>
+          Effect.map(sql`SELECT count(*)::int AS n FROM ledger_entries WHERE group_id = ${groupId}`, (rows) => rows[0]!.n)
+
+        // Rows are checked at commit (deferred), so a group may be written entry by entry.
+        const balanced = w.mintId("ledgerGroup")
+        yield* sql.withTransaction(Effect.all([
+          sql`INSERT INTO ledger_entries ${sql.insert(entry(balanced, "debit", 50))}`,
+          sql`INSERT INTO ledger_entries ${sql.insert(entry(balanced, "credit", 50))}`
+        ]))
+        expect(yield* count(balanced)).toBe(2)
+
+        // Both inserts succeed; COMMIT fails (@effect/sql reports a failed COMMIT as a defect).
+        const unbalanced = w.mintId("ledgerGroup")
+        const exit = yield* Effect.exit(sql.withTransaction(Effect.all([
+          sql`INSERT INTO ledger_entries ${sql.insert(entry(unbalanced, "debit", 50))}`,
+          sql`INSERT INTO ledger_entries ${sql.insert(entry(unbalanced, "credit", 49))}`
+        ])))
+        expect(Exit.isFailure(exit) && Cause.isDie(exit.cause)).toBe(true)
+        const error = Exit.isFailure(exit) ? Cause.squash(exit.cause) as { cause?: { message?: string } } : null
+        expect(error?.cause?.message).toMatch(/ledger group .* does not balance/)
+        expect(yield* count(unbalanced)).toBe(0)
+
+        // Through the store: the whole decision is rolled back and the failure is a defect.
+        const before = yield* store.getPayment(w.merchantId, payment.id)
+        const viaStore = yield* Effect.exit(store.updatePayment({ merchantId: w.merchantId, paymentId: payment.id }, (p) => {
+          const decision = Payment.refund(p, 100, w.context())
+          return decision.ok ? { ok: true, change: { ...decision.change, ledger: decision.change.ledger.slice(0, 1) } } : decision
+        }))
+        expect(Exit.isFailure(viaStore) && Cause.isDie(viaStore.cause)).toBe(true)
+        expect(yield* store.getPayment(w.merchantId, payment.id)).toEqual(before)
+        expect((yield* store.listEvents(w.merchantId, payment.id)).map((e) => e.type)).not.toContain("payment.partially_refunded")
+      })))
+
+    it("two concurrent refunds of 60 on a captured 100: exactly one applies (row lock), in every one of 8 races", () =>
+      run(Effect.gen(function*() {
+        const store = yield* Store
+        const sql = yield* PgClient.PgClient
+        const w = testWorld()
+        yield* givenMerchant(w)
+        for (let race = 0; race < 8; race++) {
+          const { payment } = yield* givenPayment(w, { input: { amountCents: 100 }, path: toCaptured() })
+          const refund60 = apply(w, { merchantId: w.merchantId, paymentId: payment.id }, steps.refund(60))
+          // Open connections first, so neither transaction waits for one and both reach the row together.
+          yield* Effect.all(Array.from({ length: 4 }, () => sql`SELECT 1`), { concurrency: 4 })
+
+          const outcomes = yield* Effect.all([refund60, refund60], { concurrency: 2 })
+          expect(outcomes.map((o) => o._tag).sort()).toEqual(["Applied", "Refused"])
+          expect(outcomes.find((o) => o._tag === "Refused")).toMatchObject({
+            decision: { refusal: { _tag: "InvalidAmount" } },
+            payment: { refundedAmountCents: 60 }
+          })
+          expect(yield* store.getPayment(w.merchantId, payment.id)).toMatchObject({
+            status: "captured",
+            refundedAmountCents: 60,
+            version: payment.version + 1
+          })
+          const ledger = yield* store.listLedger(w.merchantId, payment.id)
+          expect(Ledger.balanceOf(ledger, "card_network")).toBe(40)
+          expect((yield* store.listEvents(w.merchantId, payment.id)).filter((e) => e.type === "payment.partially_refunded")).toHaveLength(1)
+        }
+      })))
+  })
+})
