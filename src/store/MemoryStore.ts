@@ -104,6 +104,11 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
     state.outbox.push(...change.events)
     if (change.fraudCase !== null) state.fraudCases.set(change.fraudCase.id, change.fraudCase)
   }
+  const releaseHold = (merchantId: string, idempotencyKey: string, before: string) => {
+    const scoped = scopedKey(merchantId, idempotencyKey)
+    const held = state.paymentsByIdempotencyKey.get(scoped)
+    if (held !== undefined && state.payments.get(held)!.createdAt < before) state.paymentsByIdempotencyKey.delete(scoped)
+  }
   const ownPayment = (merchantId: string | null, paymentId: string) => {
     const payment = state.payments.get(paymentId)
     return payment === undefined || (merchantId !== null && payment.merchantId !== merchantId) ? null : payment
@@ -164,6 +169,9 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
           const existing = state.paymentsByIdempotencyKey.get(key)
           if (existing !== undefined) return { _tag: "Exists" as const, payment: state.payments.get(existing)! }
           state.paymentsByIdempotencyKey.set(key, payment.id)
+          // The request's claim now stands for a created payment: a retry resumes it, never creates another.
+          const claim = state.idempotency.get(key)
+          if (claim !== undefined && claim.state === "in_progress") claim.appliedTo = payment.id
         }
         commit(change)
         insertSorted(state.cardAttempts, scopedKey(payment.merchantId, payment.cardToken), payment.createdAt)
@@ -305,6 +313,8 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
           appliedTo: null
         })
         if (row === undefined || row.expiresAt <= claim.now) {
+          // A key claimed afresh (new, or expired) no longer holds the payment it created before.
+          releaseHold(claim.merchantId, claim.key, claim.now)
           state.idempotency.set(key, fresh())
           return { _tag: "Claimed" as const }
         }
@@ -336,6 +346,8 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
         for (const [key, row] of state.idempotency) {
           if (row.expiresAt <= expiredBefore) {
             state.idempotency.delete(key)
+            const [merchantId, idempotencyKey] = key.split("\u0000") as [string, string]
+            releaseHold(merchantId, idempotencyKey, expiredBefore)
             purged++
           }
         }

@@ -255,14 +255,20 @@ export const makePgStore = Effect.gen(function*() {
 
     insertPayment: (change) =>
       run(sql.withTransaction(Effect.gen(function*() {
-        const inserted = yield* sql`INSERT INTO payments ${sql.insert(paymentRow(change.payment))}
-          ON CONFLICT (merchant_id, idempotency_key) DO NOTHING RETURNING id`
+        const row = { ...paymentRow(change.payment), idempotency_hold: change.payment.idempotencyKey }
+        const inserted = yield* sql`INSERT INTO payments ${sql.insert(row)}
+          ON CONFLICT (merchant_id, idempotency_hold) DO NOTHING RETURNING id`
         if (inserted.length === 0) {
           const existing = yield* sql`SELECT * FROM payments WHERE merchant_id = ${change.payment.merchantId}
-            AND idempotency_key = ${change.payment.idempotencyKey}`
+            AND idempotency_hold = ${change.payment.idempotencyKey}`
           return { _tag: "Exists" as const, payment: toPayment(existing[0]!) }
         }
         yield* writeChildren(change)
+        if (change.payment.idempotencyKey !== null) {
+          // The request's claim now stands for a created payment: a retry resumes it, never creates another.
+          yield* sql`UPDATE idempotency_keys SET applied_to = ${change.payment.id}
+            WHERE merchant_id = ${change.payment.merchantId} AND key = ${change.payment.idempotencyKey} AND state = 'in_progress'`
+        }
         return { _tag: "Inserted" as const }
       }))),
     getPayment: (merchantId, paymentId) =>
@@ -408,7 +414,12 @@ export const makePgStore = Effect.gen(function*() {
             created_at = EXCLUDED.created_at, expires_at = EXCLUDED.expires_at
           WHERE idempotency_keys.expires_at <= ${claim.now}
           RETURNING key`
-        if (claimed.length > 0) return { _tag: "Claimed" as const }
+        if (claimed.length > 0) {
+          // A key claimed afresh (new, or expired) no longer holds the payment it created before.
+          yield* sql`UPDATE payments SET idempotency_hold = NULL
+            WHERE merchant_id = ${claim.merchantId} AND idempotency_hold = ${claim.key} AND created_at < ${claim.now}`
+          return { _tag: "Claimed" as const }
+        }
         const rows = yield* sql`SELECT * FROM idempotency_keys
           WHERE merchant_id = ${claim.merchantId} AND key = ${claim.key} FOR UPDATE`
         const row = rows[0]
@@ -435,7 +446,13 @@ export const makePgStore = Effect.gen(function*() {
           AND state = 'in_progress'`
       ])).pipe(Effect.asVoid),
     purgeIdempotencyKeys: (expiredBefore) =>
-      run(sql`DELETE FROM idempotency_keys WHERE expires_at <= ${expiredBefore} RETURNING key`).pipe(
+      run(sql`
+        WITH purged AS (DELETE FROM idempotency_keys WHERE expires_at <= ${expiredBefore} RETURNING merchant_id, key),
+        released AS (
+          UPDATE payments SET idempotency_hold = NULL FROM purged
+          WHERE payments.merchant_id = purged.merchant_id AND payments.idempotency_hold = purged.key
+        )
+        SELECT key FROM purged`).pipe(
         Effect.map((rows) => rows.length)
       )
   }

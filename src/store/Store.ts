@@ -100,7 +100,11 @@ export interface StoreShape {
   readonly rotateApiKey: (merchantId: string, keyId: string, replacement: ApiKey, now: string) => StoreEffect<RotateOutcome>
   readonly touchApiKey: (keyId: string, now: string) => StoreEffect<void>
 
-  /** Inserts a new payment (its `create` decision); one per merchant idempotency key. */
+  /**
+   * Inserts a new payment (its `create` decision); one per live merchant idempotency key. An
+   * in-progress claim of that key is marked applied in the same transaction; a key claimed
+   * afresh after it expired no longer holds the payment it created before.
+   */
   readonly insertPayment: (change: Change) => StoreEffect<InsertOutcome>
   readonly getPayment: (merchantId: string | null, paymentId: string) => StoreEffect<Payment | null>
   readonly listPayments: (merchantId: string, filter: PaymentFilter, page: PageRequest) => StoreEffect<PageOf<Payment>>

@@ -9,7 +9,7 @@ const statements = (text: string) =>
 export const migrations = Migrator.fromRecord({
   "0001_core": statements(`
     CREATE TABLE merchants (
-      id text PRIMARY KEY,
+      id text COLLATE "C" PRIMARY KEY,
       name text NOT NULL,
       webhook_url text,
       webhook_secret text NOT NULL,
@@ -18,7 +18,7 @@ export const migrations = Migrator.fromRecord({
     );
 
     CREATE TABLE api_keys (
-      id text PRIMARY KEY,
+      id text COLLATE "C" PRIMARY KEY,
       merchant_id text NOT NULL REFERENCES merchants(id),
       name text NOT NULL,
       key_hash text NOT NULL UNIQUE,
@@ -32,7 +32,7 @@ export const migrations = Migrator.fromRecord({
     CREATE INDEX api_keys_merchant ON api_keys (merchant_id, created_at DESC, id DESC);
 
     CREATE TABLE payments (
-      id text PRIMARY KEY,
+      id text COLLATE "C" PRIMARY KEY,
       merchant_id text NOT NULL REFERENCES merchants(id),
       status text NOT NULL CHECK (status IN ('pending','authorized','captured','settled','refunded','voided','blocked','failed')),
       amount_cents integer NOT NULL CHECK (amount_cents BETWEEN 1 AND 99999999),
@@ -45,6 +45,8 @@ export const migrations = Migrator.fromRecord({
       card_token text NOT NULL,
       capture_method text NOT NULL CHECK (capture_method IN ('automatic', 'manual')),
       idempotency_key text,
+      -- The key while it is live (IDEMPOTENCY_TTL); released when the key expires, so it may be reused.
+      idempotency_hold text,
       metadata jsonb NOT NULL,
       fraud_score double precision,
       fraud_verdict text CHECK (fraud_verdict IN ('passed', 'review', 'blocked')),
@@ -58,7 +60,7 @@ export const migrations = Migrator.fromRecord({
       updated_at timestamptz NOT NULL,
       captured_at timestamptz,
       settled_at timestamptz,
-      UNIQUE (merchant_id, idempotency_key)
+      UNIQUE (merchant_id, idempotency_hold)
     );
     CREATE INDEX payments_merchant_created ON payments (merchant_id, created_at DESC, id DESC);
     CREATE INDEX payments_in_flight ON payments (updated_at) WHERE in_flight;
@@ -66,7 +68,7 @@ export const migrations = Migrator.fromRecord({
     CREATE INDEX payments_card ON payments (merchant_id, card_token, created_at);
 
     CREATE TABLE payment_events (
-      id text PRIMARY KEY,
+      id text COLLATE "C" PRIMARY KEY,
       payment_id text NOT NULL REFERENCES payments(id),
       merchant_id text NOT NULL,
       type text NOT NULL,
@@ -77,7 +79,7 @@ export const migrations = Migrator.fromRecord({
     );
 
     CREATE TABLE ledger_entries (
-      id text PRIMARY KEY,
+      id text COLLATE "C" PRIMARY KEY,
       group_id text NOT NULL,
       payment_id text NOT NULL REFERENCES payments(id),
       merchant_id text NOT NULL,
@@ -128,7 +130,7 @@ export const migrations = Migrator.fromRecord({
     CREATE INDEX webhook_outbox_created ON webhook_outbox (created_at, event_id);
 
     CREATE TABLE fraud_cases (
-      id text PRIMARY KEY,
+      id text COLLATE "C" PRIMARY KEY,
       payment_id text NOT NULL UNIQUE REFERENCES payments(id),
       merchant_id text NOT NULL,
       status text NOT NULL CHECK (status IN ('open', 'confirmed_fraud', 'false_positive')),

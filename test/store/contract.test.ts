@@ -632,6 +632,41 @@ export const storeContract = (name: string, makeLayer: () => Layer.Layer<Store, 
           expect(yield* store.claimIdempotencyKey(claimAt(w, "done", "fp-1", at(t0, 1)))).toEqual({ _tag: "Replay", status: 201, body: '{"ok":true}' })
         })))
 
+      it("a created payment holds its key: a retry after a failed request resumes it, an expired key creates anew", () =>
+        run(Effect.gen(function*() {
+          const store = yield* Store
+          const w = testWorld("1976-01-01T00:00:00.000Z")
+          yield* givenMerchant(w)
+          const t0 = w.clock.now()
+          const keyed = (key: string) =>
+            accepted(Payment.create(createInput(w.merchantId, { idempotencyKey: key }), w.context()))
+
+          // The create committed, then its request failed (503): the claim is kept for the retry.
+          yield* store.claimIdempotencyKey(claimAt(w, "order-1", "fp-1", t0, seconds(30), hours(1)))
+          const first = keyed("order-1")
+          expect(yield* store.insertPayment(first)).toEqual({ _tag: "Inserted" })
+          yield* store.releaseIdempotencyKey(w.merchantId, "order-1")
+          expect(yield* store.claimIdempotencyKey(claimAt(w, "order-1", "fp-1", at(t0, 1), seconds(30), hours(1)))).toEqual({ _tag: "Claimed" })
+          expect(yield* store.insertPayment(keyed("order-1"))).toEqual({ _tag: "Exists", payment: first.payment })
+
+          // Past IDEMPOTENCY_TTL the key may be reused, and then it creates a new payment.
+          yield* store.completeIdempotencyKey(w.merchantId, "order-1", 201, "{}")
+          const later = at(t0, hours(2))
+          expect(yield* store.claimIdempotencyKey(claimAt(w, "order-1", "fp-2", later, seconds(30), hours(1)))).toEqual({ _tag: "Claimed" })
+          w.clock.advance(hours(2))
+          const second = keyed("order-1")
+          expect(yield* store.insertPayment(second)).toEqual({ _tag: "Inserted" })
+          // Both keep the key they were created with.
+          expect((yield* store.getPayment(w.merchantId, first.payment.id))?.idempotencyKey).toBe("order-1")
+          expect((yield* store.getPayment(w.merchantId, second.payment.id))?.idempotencyKey).toBe("order-1")
+
+          // Purging an expired key releases its payment too.
+          yield* store.completeIdempotencyKey(w.merchantId, "order-1", 201, "{}")
+          expect(yield* store.purgeIdempotencyKeys(at(later, hours(1)))).toBeGreaterThanOrEqual(1)
+          w.clock.advance(hours(2))
+          expect((yield* store.insertPayment(keyed("order-1")))._tag).toBe("Inserted")
+        })))
+
       it("purge deletes the keys expired by a time and says how many", () =>
         run(Effect.gen(function*() {
           const store = yield* Store
