@@ -18,13 +18,16 @@ import * as PaymentActors from "./services/PaymentActors.ts"
 import * as Payments from "./services/Payments.ts"
 import * as PgStore from "./store/PgStore.ts"
 import * as Workers from "./workers/Workers.ts"
+import * as WebhookDispatcher from "./workers/WebhookDispatcher.ts"
+import * as WebhookTransport from "./platform/WebhookTransport.ts"
+import * as Webhooks from "./services/Webhooks.ts"
 import type { Store } from "./store/Store.ts"
 
 /**
  * The application services. They need a Store, Ids, AppConfig and an Acquirer: production
  * and the simulator differ only in which layers provide those.
  */
-export const ServicesLive = Layer.mergeAll(Payments.layer, Merchants.layer, ApiKeys.layer).pipe(
+export const ServicesLive = Layer.mergeAll(Payments.layer, Merchants.layer, ApiKeys.layer, Webhooks.layer).pipe(
   Layer.provideMerge(ApiKeys.layer),
   Layer.provideMerge(Layer.merge(Fraud.layer, PaymentActors.layer))
 )
@@ -46,7 +49,7 @@ export const HttpRoutesLive = Layer.mergeAll(
 /** The production infrastructure: configuration, database (embedded when no DATABASE_URL), ids, sandbox acquirer. */
 export const InfrastructureLive = PgStore.layerPg.pipe(
   Layer.provideMerge(Database.layer),
-  Layer.provideMerge(Layer.mergeAll(Ids.layer, Acquirer.layerSandbox)),
+  Layer.provideMerge(Layer.mergeAll(Ids.layer, Acquirer.layerSandbox, WebhookTransport.layer)),
   Layer.provideMerge(Config.layer)
 )
 
@@ -60,7 +63,7 @@ export const serverLayer = (port: number, host = "127.0.0.1") =>
 
 /** The whole service: HTTP server and workers over the services and production infrastructure. */
 export const AppLive = <E>(port: number, host: string, startup: Layer.Layer<never, E, Payments.Payments | Merchants.Merchants | Store | Config.AppConfig>) =>
-  Layer.mergeAll(startup, serverLayer(port, host), Workers.layer).pipe(
+  Layer.mergeAll(startup, serverLayer(port, host), Workers.layer, WebhookDispatcher.layer).pipe(
     Layer.provideMerge(ServicesLive),
     Layer.provideMerge(InfrastructureLive)
   )

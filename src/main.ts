@@ -3,6 +3,7 @@ import { Console, Effect, Layer, Logger } from "effect"
 import { mkdirSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
 import { AppLive, InfrastructureLive, ServicesLive } from "./App.ts"
+import { validateWebhookUrl } from "./http/WebhookUrl.ts"
 import * as Wire from "./http/Wire.ts"
 import { AppConfig } from "./platform/Config.ts"
 import * as Config from "./platform/Config.ts"
@@ -73,6 +74,8 @@ const program = (args: ReadonlyArray<string>) => {
       if (name === undefined || name.length < 1 || name.length > 200) return Effect.fail(new Error("--name must be 1 to 200 characters"))
       const webhookUrl = option(args, "--webhook-url") ?? null
       return withServices(Effect.gen(function*() {
+        // The shape is checked here (absolute http(s), no credentials); the address is checked at delivery time.
+        if (webhookUrl !== null) yield* validateWebhookUrl(webhookUrl, true)
         const created = yield* (yield* Merchants).create({ name, webhookUrl })
         yield* Console.log(JSON.stringify({
           merchant: Wire.merchant(created.merchant),

@@ -3,6 +3,7 @@ import { Context, Schema } from "effect"
 import type { ApiKey, Merchant } from "../domain/Merchant.ts"
 import { errorResponses } from "./ApiError.ts"
 import * as S from "./Schemas.ts"
+import * as W from "./WebhookSchemas.ts"
 
 /** The authenticated caller: the merchant that owns the API key, and the key itself. */
 export class CurrentMerchant extends Context.Tag("payments/CurrentMerchant")<
@@ -85,6 +86,33 @@ export class FraudGroup extends HttpApiGroup.make("fraud")
   .prefix("/api/v1")
 {}
 
+export class WebhooksGroup extends HttpApiGroup.make("webhooks")
+  .add(HttpApiEndpoint.get("deliveries", "/webhooks/deliveries").setUrlParams(W.DeliveryListParams).addSuccess(W.DeliveryList))
+  .add(HttpApiEndpoint.get("delivery", "/webhooks/deliveries/:id").setPath(W.DeliveryIdPath).addSuccess(W.DeliveryEnvelope))
+  .add(
+    HttpApiEndpoint.post("retry", "/webhooks/deliveries/:id/retry")
+      .setPath(W.DeliveryIdPath)
+      .setPayload(S.EmptyBody)
+      .addSuccess(W.DeliveryEnvelope, { status: 202 })
+      .annotate(OpenApi.Description, "Sends a failed delivery again now (one more attempt).")
+  )
+  .add(HttpApiEndpoint.get("status", "/webhooks/status").addSuccess(W.WebhookStatusEnvelope))
+  .add(
+    HttpApiEndpoint.post("test", "/webhooks/test")
+      .setPayload(W.WebhookTest)
+      .addSuccess(W.DeliveryEnvelope, { status: 202 })
+      .annotate(OpenApi.Description, "Sends a sample event of the given type to the webhook_url through the delivery pipeline.")
+  )
+  .add(
+    HttpApiEndpoint.post("rotateSecret", "/webhooks/secret/rotate")
+      .setPayload(S.EmptyBody)
+      .addSuccess(W.SecretRotated)
+      .annotate(OpenApi.Description, "Issues a new whsec_ signing secret; the previous one keeps signing beside it for 24 hours.")
+  )
+  .middleware(Authentication)
+  .prefix("/api/v1")
+{}
+
 export class OperationsGroup extends HttpApiGroup.make("operations")
   .add(HttpApiEndpoint.get("healthz", "/healthz").addSuccess(Schema.Struct({ status: Schema.Literal("ok") })))
   .add(HttpApiEndpoint.get("readyz", "/readyz").addSuccess(Schema.Struct({ status: Schema.Literal("ok") })))
@@ -125,6 +153,7 @@ export class PaymentsApi extends HttpApi.make("payments")
   .add(MerchantsGroup)
   .add(ApiKeysGroup)
   .add(FraudGroup)
+  .add(WebhooksGroup)
   .add(OperationsGroup)
   .addError(e400).addError(e401).addError(e404).addError(e409).addError(e413)
   .addError(e415).addError(e422).addError(e429).addError(e500).addError(e503)

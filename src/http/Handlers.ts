@@ -14,6 +14,7 @@ import * as Wire from "./Wire.ts"
 import { validateWebhookUrl } from "./WebhookUrl.ts"
 import { AppConfig } from "../platform/Config.ts"
 import { prometheusText } from "../platform/Metrics.ts"
+import { WebhooksLive } from "./WebhooksHttp.ts"
 
 type ServiceError = NotFound | InvalidState | InvalidInput | StoreUnavailable
 
@@ -244,5 +245,5 @@ const OperationsLive = HttpApiBuilder.group(PaymentsApi, "operations", (handlers
       .handle("metrics", () => prometheusText)
   }))
 
-export const layer = Layer.mergeAll(TransactionsLive, MerchantsLive, ApiKeysLive, FraudLive, OperationsLive)
+export const layer = Layer.mergeAll(TransactionsLive, MerchantsLive, ApiKeysLive, FraudLive, OperationsLive, WebhooksLive)
 

@@ -40,7 +40,17 @@ export const TransactionCreate = Schema.Struct({ transaction: TransactionCreateF
 
 /** Optional body of capture and refund; an empty body means "the whole amount". */
 export const AmountBody = Schema.NullOr(Schema.Struct({ amount_cents: Schema.optional(AmountCents) }).annotations(strict))
-export const EmptyBody = Schema.NullOr(Schema.Struct({}).annotations(strict))
+/**
+ * A body with no fields (void, rotate). `Schema.Struct({})` alone accepts any non-null value
+ * (it is the `{}` type), so the first field present is refused by name.
+ */
+export const EmptyBody = Schema.NullOr(
+  Schema.Struct({}).pipe(Schema.filter((body) => {
+    if (typeof body !== "object" || Array.isArray(body)) return "must be an empty JSON object"
+    const field = Object.keys(body)[0]
+    return field === undefined || { path: [field], message: "is not a recognised field" }
+  }))
+)
 
 const Timestamp = Schema.String.annotations({ description: "ISO 8601 UTC with milliseconds" })
 

@@ -8,6 +8,8 @@ import { isSettleable, nextStep } from "../domain/Payment.ts"
 import type { Currency } from "../domain/Money.ts"
 import type { AnalyticsRow, FraudCaseFilter, PageOf, PageRequest, PaymentFilter, StoreShape } from "./Store.ts"
 import { Store } from "./Store.ts"
+import { emptyWebhookState, memoryWebhookOperations, type WebhookMemoryState } from "./MemoryWebhookStore.ts"
+import { WebhookStore } from "./WebhookStore.ts"
 
 interface IdempotencyRow {
   fingerprint: string
@@ -53,6 +55,8 @@ export interface MemoryState {
   readonly outbox: Array<PaymentEvent>
   /** Creation times of payments per merchant and card token, oldest first (fraud velocity). */
   readonly cardAttempts: Map<string, Array<string>>
+  /** Webhook deliveries and rotated secrets (MemoryWebhookStore). */
+  readonly webhooks: WebhookMemoryState
 }
 
 export const emptyState = (): MemoryState => ({
@@ -68,7 +72,8 @@ export const emptyState = (): MemoryState => ({
   inFlight: new Set(),
   idempotency: new Map(),
   outbox: [],
-  cardAttempts: new Map()
+  cardAttempts: new Map(),
+  webhooks: emptyWebhookState()
 })
 
 /** The accounts a merchant's balance is made of; authorization holds are not money owed yet. */
@@ -356,6 +361,8 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
   }
 }
 
-export const layerMemory = Layer.sync(Store, () => makeMemoryStore())
 /** A memory store over existing state: the simulator's "restart" keeps the data, drops the rest. */
-export const layerMemoryFrom = (state: MemoryState) => Layer.succeed(Store, memoryOperations(state))
+export const layerMemoryFrom = (state: MemoryState) =>
+  Layer.merge(Layer.succeed(Store, memoryOperations(state)), Layer.succeed(WebhookStore, memoryWebhookOperations(state)))
+/** Store and WebhookStore over a fresh state. */
+export const layerMemory = Layer.unwrapEffect(Effect.sync(() => layerMemoryFrom(emptyState())))

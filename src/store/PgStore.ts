@@ -9,6 +9,8 @@ import { nextStep } from "../domain/Payment.ts"
 import type { Currency } from "../domain/Money.ts"
 import type { AnalyticsRow, StoreShape, UpdateOutcome } from "./Store.ts"
 import { Store, StoreUnavailable } from "./Store.ts"
+import * as PgWebhookStore from "./PgWebhookStore.ts"
+import type { WebhookStore } from "./WebhookStore.ts"
 
 type Row = Record<string, any>
 
@@ -477,5 +479,9 @@ export const makePgStore = Effect.gen(function*() {
   return store
 })
 
-export const layerPg: Layer.Layer<Store, never, PgClient.PgClient> = Layer.effect(Store, makePgStore)
+/** Store and WebhookStore (PgWebhookStore.ts) over one PostgreSQL client. */
+export const layerPg: Layer.Layer<Store | WebhookStore, never, PgClient.PgClient> = Layer.merge(
+  Layer.effect(Store, makePgStore),
+  PgWebhookStore.layerPg
+)
 

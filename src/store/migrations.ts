@@ -159,5 +159,44 @@ export const migrations = Migrator.fromRecord({
       PRIMARY KEY (merchant_id, key)
     );
     CREATE INDEX idempotency_keys_expiry ON idempotency_keys (expires_at);
+  `),
+  "0002_webhooks": statements(`
+    -- One delivery per event (test events included); attempts are kept on the row for the API and
+    -- in webhook_attempts for the status figures. A lease marks the dispatcher working on a row.
+    CREATE TABLE webhook_deliveries (
+      id text COLLATE "C" PRIMARY KEY,
+      merchant_id text NOT NULL REFERENCES merchants(id),
+      event_id text NOT NULL UNIQUE,
+      event_type text NOT NULL,
+      url text NOT NULL,
+      payload text NOT NULL,
+      status text NOT NULL CHECK (status IN ('pending', 'retrying', 'succeeded', 'failed')),
+      attempts jsonb NOT NULL,
+      next_attempt_at timestamptz,
+      first_failed_at timestamptz,
+      created_at timestamptz NOT NULL,
+      completed_at timestamptz,
+      lease_token text,
+      lease_until timestamptz
+    );
+    CREATE INDEX webhook_deliveries_merchant ON webhook_deliveries (merchant_id, created_at DESC, id DESC);
+    CREATE INDEX webhook_deliveries_due ON webhook_deliveries (next_attempt_at) WHERE status IN ('pending', 'retrying');
+
+    CREATE TABLE webhook_attempts (
+      delivery_id text NOT NULL REFERENCES webhook_deliveries(id),
+      attempt integer NOT NULL,
+      merchant_id text NOT NULL,
+      at timestamptz NOT NULL,
+      response_status integer,
+      duration_ms integer NOT NULL,
+      error text,
+      succeeded boolean NOT NULL,
+      PRIMARY KEY (delivery_id, attempt)
+    );
+    CREATE INDEX webhook_attempts_merchant ON webhook_attempts (merchant_id, at);
+
+    -- Secret rotation: the previous secret keeps signing until it expires.
+    ALTER TABLE merchants ADD COLUMN previous_webhook_secret text;
+    ALTER TABLE merchants ADD COLUMN previous_webhook_secret_expires_at timestamptz;
   `)
 })

@@ -1,0 +1,224 @@
+import { createHmac } from "node:crypto"
+import type { EventType, PaymentEvent, PaymentSnapshot } from "./Payment.ts"
+
+/**
+ * Webhook deliveries: the pure rules. Signatures, the retry schedule and the status a delivery
+ * moves to after an attempt. No clock and no I/O here: times come in as arguments.
+ */
+
+export const deliveryStatuses = ["pending", "retrying", "succeeded", "failed"] as const
+export type DeliveryStatus = (typeof deliveryStatuses)[number]
+
+export interface Attempt {
+  readonly attempt: number
+  readonly at: string
+  readonly responseStatus: number | null
+  readonly durationMs: number
+  readonly error: string | null
+}
+
+export interface Delivery {
+  readonly id: string
+  readonly merchantId: string
+  readonly eventId: string
+  readonly eventType: EventType
+  readonly url: string
+  /** The exact body sent on every attempt (the signature covers these bytes). */
+  readonly payload: string
+  readonly status: DeliveryStatus
+  readonly attempts: ReadonlyArray<Attempt>
+  readonly nextAttemptAt: string | null
+  /** When the first attempt failed: the retry schedule's offsets count from here. */
+  readonly firstFailedAt: string | null
+  readonly createdAt: string
+  readonly completedAt: string | null
+}
+
+/** The body merchants receive: the event exactly as `GET /transactions/:id/events` shows it. */
+export const eventPayload = (event: {
+  readonly id: string
+  readonly type: EventType
+  readonly createdAt: string
+  readonly data: PaymentSnapshot
+}) => JSON.stringify({ id: event.id, type: event.type, created_at: event.createdAt, data: event.data })
+
+/** A fresh delivery for an event; the first attempt is due at once. */
+export const newDelivery = (input: {
+  readonly id: string
+  readonly merchantId: string
+  readonly url: string
+  readonly event: Pick<PaymentEvent, "id" | "type" | "createdAt" | "data">
+  readonly now: string
+}): Delivery => ({
+  id: input.id,
+  merchantId: input.merchantId,
+  eventId: input.event.id,
+  eventType: input.event.type,
+  url: input.url,
+  payload: eventPayload(input.event),
+  status: "pending",
+  attempts: [],
+  nextAttemptAt: input.now,
+  firstFailedAt: null,
+  createdAt: input.now,
+  completedAt: null
+})
+
+// Signatures ------------------------------------------------------------------------------------
+
+export const hmacHex = (secret: string, timestampSeconds: number, body: string) =>
+  createHmac("sha256", secret).update(`${timestampSeconds}.${body}`).digest("hex")
+
+/**
+ * `t=<unix seconds>,v1=<hex>[,v1=<hex>]`: one `v1` per active secret, the current one first
+ * (during a rotation's grace period the previous secret signs too).
+ */
+export const signatureHeader = (secrets: ReadonlyArray<string>, timestampSeconds: number, body: string) =>
+  [`t=${timestampSeconds}`, ...secrets.map((secret) => `v1=${hmacHex(secret, timestampSeconds, body)}`)].join(",")
+
+export const unixSeconds = (iso: string) => Math.floor(Date.parse(iso) / 1000)
+
+// Schedule --------------------------------------------------------------------------------------
+
+const addMs = (iso: string, ms: number) => new Date(Date.parse(iso) + ms).toISOString()
+
+/**
+ * When the retry after `failedAttempts` failures is due: the schedule's offsets count from the
+ * first failed attempt. `null` when the schedule is exhausted (the delivery has failed).
+ */
+export const retryAt = (firstFailedAt: string, failedAttempts: number, scheduleMs: ReadonlyArray<number>): string | null => {
+  const offset = scheduleMs[failedAttempts - 1]
+  return offset === undefined ? null : addMs(firstFailedAt, offset)
+}
+
+/** Every attempt time of a delivery that never succeeds, first attempt at `firstAttemptAt`. */
+export const attemptTimes = (firstAttemptAt: string, scheduleMs: ReadonlyArray<number>) =>
+  [firstAttemptAt, ...scheduleMs.map((offset) => addMs(firstAttemptAt, offset))]
+
+export type AttemptOutcome =
+  | { readonly _tag: "Answered"; readonly status: number; readonly durationMs: number; readonly snippet: string }
+  | { readonly _tag: "Failed"; readonly error: string; readonly durationMs: number }
+
+export const isSuccess = (outcome: AttemptOutcome) =>
+  outcome._tag === "Answered" && outcome.status >= 200 && outcome.status < 300
+
+const maxErrorLength = 200
+
+/** The stored error text: a reason, never an endpoint's whole body. */
+export const attemptError = (outcome: AttemptOutcome): string | null => {
+  if (isSuccess(outcome)) return null
+  if (outcome._tag === "Failed") return outcome.error.slice(0, maxErrorLength)
+  const snippet = outcome.snippet.replace(/\s+/g, " ").trim()
+  return `HTTP ${outcome.status}${snippet === "" ? "" : `: ${snippet}`}`.slice(0, maxErrorLength)
+}
+
+/** The number the next attempt carries (1 for the first). */
+export const nextAttemptNumber = (delivery: Delivery) => delivery.attempts.length + 1
+
+/** Can this delivery be attempted now? */
+export const isDue = (delivery: Delivery, now: string) =>
+  (delivery.status === "pending" || delivery.status === "retrying") && delivery.nextAttemptAt !== null &&
+  delivery.nextAttemptAt <= now
+
+/**
+ * The delivery after an attempt started at `at`. A 2xx ends it (`succeeded`); a failure
+ * schedules the next retry (`retrying`) or, with the schedule exhausted, ends it (`failed`).
+ */
+export const afterAttempt = (
+  delivery: Delivery,
+  at: string,
+  outcome: AttemptOutcome,
+  scheduleMs: ReadonlyArray<number>,
+  completedAt: string
+): { readonly delivery: Delivery; readonly attempt: Attempt } => {
+  const attempt: Attempt = {
+    attempt: nextAttemptNumber(delivery),
+    at,
+    responseStatus: outcome._tag === "Answered" ? outcome.status : null,
+    durationMs: outcome.durationMs,
+    error: attemptError(outcome)
+  }
+  const attempts = [...delivery.attempts, attempt]
+  if (isSuccess(outcome)) {
+    return { attempt, delivery: { ...delivery, attempts, status: "succeeded", nextAttemptAt: null, completedAt } }
+  }
+  const firstFailedAt = delivery.firstFailedAt ?? at
+  const failures = attempts.filter((a) => a.error !== null && a.at >= firstFailedAt).length
+  const next = retryAt(firstFailedAt, failures, scheduleMs)
+  return {
+    attempt,
+    delivery: next === null
+      ? { ...delivery, attempts, firstFailedAt, status: "failed", nextAttemptAt: null, completedAt }
+      : { ...delivery, attempts, firstFailedAt, status: "retrying", nextAttemptAt: next, completedAt: null }
+  }
+}
+
+/**
+ * A manual resend of a finished delivery: one more attempt now. Its failure ends the delivery
+ * `failed` again (the schedule is not restarted); a success ends it `succeeded`.
+ */
+export const resend = (delivery: Delivery, now: string): Delivery | null =>
+  delivery.status !== "failed"
+    ? null
+    : { ...delivery, status: "retrying", nextAttemptAt: now, completedAt: null }
+
+// Test events -----------------------------------------------------------------------------------
+
+const sampleStatus: Record<EventType, PaymentSnapshot["status"]> = {
+  "payment.initiated": "pending",
+  "payment.authorized": "authorized",
+  "payment.authorization_failed": "failed",
+  "payment.fraud_passed": "authorized",
+  "payment.fraud_blocked": "blocked",
+  "payment.captured": "captured",
+  "payment.settled": "settled",
+  "payment.refunded": "refunded",
+  "payment.partially_refunded": "captured",
+  "payment.voided": "voided",
+  "payment.dispute_opened": "settled",
+  "payment.dispute_resolved": "settled"
+}
+
+/** A sample event of a type, for `POST /webhooks/test`; its payment id says it is a test. */
+export const sampleEvent = (input: {
+  readonly eventId: string
+  readonly paymentId: string
+  readonly merchantId: string
+  readonly type: EventType
+  readonly now: string
+}) => {
+  const status = sampleStatus[input.type]
+  const amountCents = 1000
+  const captured = ["captured", "settled", "refunded"].includes(status) ? amountCents : 0
+  return {
+    id: input.eventId,
+    type: input.type,
+    createdAt: input.now,
+    data: {
+      id: input.paymentId,
+      merchant_id: input.merchantId,
+      status,
+      amount_cents: amountCents,
+      currency: "USD",
+      captured_amount_cents: captured,
+      refunded_amount_cents: input.type === "payment.refunded" ? amountCents : input.type === "payment.partially_refunded" ? 250 : 0,
+      fraud_score: input.type === "payment.fraud_blocked" ? 0.93 : input.type === "payment.initiated" ? null : 0.12,
+      failure_code: input.type === "payment.authorization_failed" ? "do_not_honor" : null
+    } satisfies PaymentSnapshot
+  }
+}
+
+// Status ----------------------------------------------------------------------------------------
+
+export interface DeliveryStats {
+  readonly counts: Readonly<Record<DeliveryStatus, number>>
+  readonly attemptsLastDay: number
+  readonly successfulAttemptsLastDay: number
+  readonly lastSuccessAt: string | null
+  readonly lastFailureAt: string | null
+  /** Failed attempts since the last successful one. */
+  readonly consecutiveFailures: number
+}
+
+export const successRate = (stats: DeliveryStats) =>
+  stats.attemptsLastDay === 0 ? null : Math.round((stats.successfulAttemptsLastDay / stats.attemptsLastDay) * 1e6) / 1e6

@@ -1,0 +1,58 @@
+import { Schema } from "effect"
+import { eventTypes } from "../domain/Payment.ts"
+import { deliveryStatuses } from "../domain/Webhook.ts"
+import { ListMeta, Merchant, PageParams } from "./Schemas.ts"
+
+const strict = { parseOptions: { onExcessProperty: "error" as const } }
+const Timestamp = Schema.String.annotations({ description: "ISO 8601 UTC with milliseconds" })
+
+export const DeliveryAttempt = Schema.Struct({
+  attempt: Schema.Int,
+  at: Timestamp,
+  response_status: Schema.NullOr(Schema.Int),
+  duration_ms: Schema.Int,
+  error: Schema.NullOr(Schema.String)
+})
+
+export const Delivery = Schema.Struct({
+  id: Schema.String,
+  event_id: Schema.String,
+  event_type: Schema.Literal(...eventTypes),
+  url: Schema.String,
+  status: Schema.Literal(...deliveryStatuses),
+  attempts: Schema.Array(DeliveryAttempt),
+  next_attempt_at: Schema.NullOr(Timestamp),
+  created_at: Timestamp,
+  completed_at: Schema.NullOr(Timestamp)
+}).annotations({ identifier: "WebhookDelivery" })
+export const DeliveryEnvelope = Schema.Struct({ delivery: Delivery })
+export const DeliveryList = Schema.Struct({ deliveries: Schema.Array(Delivery), meta: ListMeta })
+
+export const DeliveryListParams = Schema.Struct({
+  ...PageParams,
+  status: Schema.optional(
+    Schema.Literal(...deliveryStatuses).annotations({ message: () => `must be one of ${deliveryStatuses.join(", ")}` })
+  )
+}).annotations(strict)
+
+export const DeliveryIdPath = Schema.Struct({ id: Schema.String })
+
+export const WebhookStatus = Schema.Struct({
+  url: Schema.NullOr(Schema.String),
+  enabled: Schema.Boolean,
+  success_rate: Schema.NullOr(Schema.Number),
+  counts: Schema.Struct({ pending: Schema.Int, retrying: Schema.Int, succeeded: Schema.Int, failed: Schema.Int }),
+  last_success_at: Schema.NullOr(Timestamp),
+  last_failure_at: Schema.NullOr(Timestamp),
+  consecutive_failures: Schema.Int
+}).annotations({ identifier: "WebhookStatus" })
+export const WebhookStatusEnvelope = Schema.Struct({ webhook_status: WebhookStatus })
+
+export const WebhookTest = Schema.Struct({
+  event_type: Schema.Literal(...eventTypes).annotations({ message: () => `must be one of ${eventTypes.join(", ")}` })
+}).annotations({ ...strict, identifier: "WebhookTest" })
+
+export const SecretRotated = Schema.Struct({
+  merchant: Merchant,
+  previous_secret_expires_at: Timestamp
+}).annotations({ identifier: "WebhookSecretRotated" })

@@ -1,0 +1,127 @@
+import { Context, Effect, Layer, Queue } from "effect"
+import type { Merchant } from "../domain/Merchant.ts"
+import { webhookSecretPrefix } from "../domain/Merchant.ts"
+import type { EventType } from "../domain/Payment.ts"
+import type { Delivery, DeliveryStats, DeliveryStatus } from "../domain/Webhook.ts"
+import { newDelivery, resend, sampleEvent } from "../domain/Webhook.ts"
+import { Ids } from "../platform/Ids.ts"
+import { addMs, nowIso } from "../platform/Time.ts"
+import type { PageOf, PageRequest, StoreUnavailable } from "../store/Store.ts"
+import { WebhookStore } from "../store/WebhookStore.ts"
+import { Store } from "../store/Store.ts"
+import { InvalidState, NotFound } from "./Errors.ts"
+
+/** How long a rotated-out signing secret keeps signing beside the new one. */
+export const secretGraceMs = 24 * 3_600_000
+const dayMs = 24 * 3_600_000
+
+export interface WebhookStatus {
+  readonly merchant: Merchant
+  readonly stats: DeliveryStats
+}
+
+export interface WebhooksShape {
+  /** Turns up to `limit` outbox events into deliveries; returns how many events it took. */
+  readonly enqueueFromOutbox: (limit: number) => Effect.Effect<number, StoreUnavailable>
+  /** A sample event of `eventType` sent through the same pipeline. */
+  readonly sendTest: (merchantId: string, eventType: EventType) => Effect.Effect<Delivery, NotFound | InvalidState | StoreUnavailable>
+  readonly list: (
+    merchantId: string,
+    filter: { readonly status?: DeliveryStatus | undefined },
+    page: PageRequest
+  ) => Effect.Effect<PageOf<Delivery>, StoreUnavailable>
+  readonly get: (merchantId: string, deliveryId: string) => Effect.Effect<Delivery, NotFound | StoreUnavailable>
+  readonly status: (merchantId: string) => Effect.Effect<WebhookStatus, NotFound | StoreUnavailable>
+  /** Sends a `failed` delivery again now. */
+  readonly retry: (merchantId: string, deliveryId: string) => Effect.Effect<Delivery, NotFound | InvalidState | StoreUnavailable>
+  /** A new signing secret; the old one keeps signing beside it for 24 hours. */
+  readonly rotateSecret: (merchantId: string) => Effect.Effect<{ readonly merchant: Merchant; readonly previousExpiresAt: string }, NotFound | StoreUnavailable>
+  /** Tells the dispatcher new work may be due (it also polls). */
+  readonly wake: Effect.Effect<void>
+  /** Waits for the next `wake` (the dispatcher's side). */
+  readonly awaitWake: Effect.Effect<void>
+}
+
+export class Webhooks extends Context.Tag("payments/Webhooks")<Webhooks, WebhooksShape>() {}
+
+export const layer = Layer.effect(
+  Webhooks,
+  Effect.gen(function*() {
+    const store = yield* Store
+    const webhookStore = yield* WebhookStore
+    const ids = yield* Ids
+    const signal = yield* Queue.sliding<void>(1)
+    const wake = Effect.asVoid(Queue.offer(signal, undefined))
+
+    const merchantOf = (merchantId: string) =>
+      Effect.flatMap(store.getMerchant(merchantId), (merchant) =>
+        merchant === null ? Effect.fail(new NotFound({ resource: "merchant", id: merchantId })) : Effect.succeed(merchant))
+    const get = (merchantId: string, deliveryId: string) =>
+      Effect.flatMap(webhookStore.getDelivery(merchantId, deliveryId), (delivery) =>
+        delivery === null ? Effect.fail(new NotFound({ resource: "delivery", id: deliveryId })) : Effect.succeed(delivery))
+
+    return Webhooks.of({
+      enqueueFromOutbox: (limit) =>
+        Effect.gen(function*() {
+          const now = yield* nowIso
+          const { drained } = yield* webhookStore.drainOutbox(limit, (event, merchant) =>
+            merchant.webhookUrl === null
+              ? null
+              : newDelivery({ id: ids.mint("webhookDelivery"), merchantId: merchant.id, url: merchant.webhookUrl, event, now }))
+          return drained
+        }),
+      sendTest: (merchantId, eventType) =>
+        Effect.gen(function*() {
+          const merchant = yield* merchantOf(merchantId)
+          if (merchant.webhookUrl === null) {
+            return yield* new InvalidState({ status: "no_webhook_url", message: "The merchant has no webhook_url; set one with PATCH /api/v1/merchants/me first." })
+          }
+          const now = yield* nowIso
+          const event = sampleEvent({
+            eventId: ids.mint("event"),
+            paymentId: `pay_test_${ids.mint("payment").slice(4)}`,
+            merchantId,
+            type: eventType,
+            now
+          })
+          const delivery = newDelivery({ id: ids.mint("webhookDelivery"), merchantId, url: merchant.webhookUrl, event, now })
+          yield* webhookStore.insertDelivery(delivery)
+          yield* wake
+          return delivery
+        }),
+      list: (merchantId, filter, page) => webhookStore.listDeliveries(merchantId, filter, page),
+      get,
+      status: (merchantId) =>
+        Effect.gen(function*() {
+          const merchant = yield* merchantOf(merchantId)
+          const now = yield* nowIso
+          const stats = yield* webhookStore.stats(merchantId, addMs(now, -dayMs))
+          return { merchant, stats }
+        }),
+      retry: (merchantId, deliveryId) =>
+        Effect.gen(function*() {
+          const now = yield* nowIso
+          const outcome = yield* webhookStore.resend(merchantId, deliveryId, (delivery) => resend(delivery, now))
+          if (outcome._tag === "NotFound") return yield* new NotFound({ resource: "delivery", id: deliveryId })
+          if (outcome._tag === "Refused") {
+            return yield* new InvalidState({
+              status: outcome.delivery.status,
+              message: `The delivery is ${outcome.delivery.status}; only a failed delivery can be retried.`
+            })
+          }
+          yield* wake
+          return outcome.delivery
+        }),
+      rotateSecret: (merchantId) =>
+        Effect.gen(function*() {
+          const now = yield* nowIso
+          const previousExpiresAt = addMs(now, secretGraceMs)
+          const merchant = yield* webhookStore.rotateSecret(merchantId, ids.secret(webhookSecretPrefix), previousExpiresAt, now)
+          if (merchant === null) return yield* new NotFound({ resource: "merchant", id: merchantId })
+          return { merchant, previousExpiresAt }
+        }),
+      wake,
+      awaitWake: Queue.take(signal)
+    })
+  })
+)

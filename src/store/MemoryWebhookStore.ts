@@ -1,0 +1,173 @@
+import { Effect, Layer } from "effect"
+import type { Merchant } from "../domain/Merchant.ts"
+import type { Delivery } from "../domain/Webhook.ts"
+import type { MemoryState } from "./MemoryStore.ts"
+import type { PageRequest } from "./Store.ts"
+import { emptyCounts, WebhookStore, type WebhookStoreShape } from "./WebhookStore.ts"
+
+interface DeliveryRow {
+  delivery: Delivery
+  leaseToken: string | null
+  leaseUntil: string | null
+}
+
+/** The webhook part of the memory store's state (kept in MemoryState so a "restart" keeps it). */
+export interface WebhookMemoryState {
+  readonly deliveries: Map<string, DeliveryRow>
+  readonly deliveryByEvent: Set<string>
+  readonly previousSecrets: Map<string, { readonly secret: string; readonly until: string }>
+}
+
+export const emptyWebhookState = (): WebhookMemoryState => ({
+  deliveries: new Map(),
+  deliveryByEvent: new Set(),
+  previousSecrets: new Map()
+})
+
+const newestFirst = (a: Delivery, b: Delivery) =>
+  a.createdAt < b.createdAt ? 1 : a.createdAt > b.createdAt ? -1 : a.id < b.id ? 1 : a.id > b.id ? -1 : 0
+
+const paginate = <A>(rows: ReadonlyArray<A>, page: PageRequest) => ({
+  items: rows.slice((page.page - 1) * page.perPage, page.page * page.perPage),
+  totalCount: rows.length
+})
+
+const isOpen = (d: Delivery) => d.status === "pending" || d.status === "retrying"
+const leaseLive = (row: DeliveryRow, now: string) => row.leaseUntil !== null && row.leaseUntil > now
+
+/** Every operation is one synchronous step, so atomic by construction. */
+export const memoryWebhookOperations = (state: MemoryState): WebhookStoreShape => {
+  const w = state.webhooks
+  const insert = (delivery: Delivery) => {
+    if (w.deliveryByEvent.has(delivery.eventId)) return false
+    w.deliveryByEvent.add(delivery.eventId)
+    w.deliveries.set(delivery.id, { delivery, leaseToken: null, leaseUntil: null })
+    return true
+  }
+  const own = (merchantId: string, id: string) => {
+    const row = w.deliveries.get(id)
+    return row === undefined || row.delivery.merchantId !== merchantId ? null : row
+  }
+  return {
+    drainOutbox: (limit, build) =>
+      Effect.sync(() => {
+        const events = state.outbox.splice(0, limit)
+        const created: Array<Delivery> = []
+        for (const event of events) {
+          const merchant = state.merchants.get(event.merchantId)
+          const delivery = merchant === undefined ? null : build(event, merchant)
+          if (delivery !== null && insert(delivery)) created.push(delivery)
+        }
+        return { drained: events.length, created }
+      }),
+    insertDelivery: (delivery) => Effect.sync(() => void insert(delivery)),
+    getDelivery: (merchantId, id) => Effect.sync(() => own(merchantId, id)?.delivery ?? null),
+    listDeliveries: (merchantId, filter, page) =>
+      Effect.sync(() =>
+        paginate(
+          [...w.deliveries.values()]
+            .map((r) => r.delivery)
+            .filter((d) => d.merchantId === merchantId && (filter.status === undefined || d.status === filter.status))
+            .sort(newestFirst),
+          page
+        )
+      ),
+    claimDue: (now, lease, limit) =>
+      Effect.sync(() => {
+        const due = [...w.deliveries.values()]
+          .filter((r) => isOpen(r.delivery) && r.delivery.nextAttemptAt! <= now && !leaseLive(r, now))
+          .sort((a, b) => (a.delivery.nextAttemptAt! < b.delivery.nextAttemptAt! ? -1 : a.delivery.nextAttemptAt! > b.delivery.nextAttemptAt! ? 1 : a.delivery.id < b.delivery.id ? -1 : 1))
+          .slice(0, limit)
+        for (const row of due) {
+          row.leaseToken = lease.token
+          row.leaseUntil = lease.until
+        }
+        return due.map((r) => r.delivery)
+      }),
+    renewLease: (id, token, now, until) =>
+      Effect.sync(() => {
+        const row = w.deliveries.get(id)
+        if (row === undefined || row.leaseToken !== token || !leaseLive(row, now)) return false
+        row.leaseUntil = until
+        return true
+      }),
+    recordAttempt: (delivery, _attempt, token) =>
+      Effect.sync(() => {
+        const row = w.deliveries.get(delivery.id)
+        if (row === undefined || row.leaseToken !== token) return false
+        row.delivery = delivery
+        row.leaseToken = null
+        row.leaseUntil = null
+        return true
+      }),
+    releaseLease: (id, token) =>
+      Effect.sync(() => {
+        const row = w.deliveries.get(id)
+        if (row !== undefined && row.leaseToken === token) {
+          row.leaseToken = null
+          row.leaseUntil = null
+        }
+      }),
+    nextDueAt: () =>
+      Effect.sync(() => {
+        let earliest: string | null = null
+        for (const row of w.deliveries.values()) {
+          if (!isOpen(row.delivery)) continue
+          const at = row.leaseUntil !== null && row.leaseUntil > row.delivery.nextAttemptAt! ? row.leaseUntil : row.delivery.nextAttemptAt!
+          if (earliest === null || at < earliest) earliest = at
+        }
+        return earliest
+      }),
+    resend: (merchantId, id, decide) =>
+      Effect.sync(() => {
+        const row = own(merchantId, id)
+        if (row === null) return { _tag: "NotFound" as const }
+        const next = decide(row.delivery)
+        if (next === null) return { _tag: "Refused" as const, delivery: row.delivery }
+        row.delivery = next
+        row.leaseToken = null
+        row.leaseUntil = null
+        return { _tag: "Resent" as const, delivery: next }
+      }),
+    stats: (merchantId, since) =>
+      Effect.sync(() => {
+        const counts = emptyCounts()
+        const attempts: Array<{ at: string; ok: boolean }> = []
+        for (const { delivery } of w.deliveries.values()) {
+          if (delivery.merchantId !== merchantId) continue
+          counts[delivery.status]++
+          for (const a of delivery.attempts) attempts.push({ at: a.at, ok: a.error === null })
+        }
+        attempts.sort((a, b) => (a.at < b.at ? -1 : a.at > b.at ? 1 : 0))
+        const recent = attempts.filter((a) => a.at >= since)
+        const lastSuccess = attempts.filter((a) => a.ok).at(-1)?.at ?? null
+        const lastFailure = attempts.filter((a) => !a.ok).at(-1)?.at ?? null
+        return {
+          counts,
+          attemptsLastDay: recent.length,
+          successfulAttemptsLastDay: recent.filter((a) => a.ok).length,
+          lastSuccessAt: lastSuccess,
+          lastFailureAt: lastFailure,
+          consecutiveFailures: attempts.filter((a) => !a.ok && (lastSuccess === null || a.at > lastSuccess)).length
+        }
+      }),
+    signingSecrets: (merchantId, now) =>
+      Effect.sync(() => {
+        const merchant = state.merchants.get(merchantId)
+        if (merchant === undefined) return []
+        const previous = w.previousSecrets.get(merchantId)
+        return previous !== undefined && previous.until > now ? [merchant.webhookSecret, previous.secret] : [merchant.webhookSecret]
+      }),
+    rotateSecret: (merchantId, secret, previousUntil, now) =>
+      Effect.sync(() => {
+        const merchant = state.merchants.get(merchantId)
+        if (merchant === undefined) return null
+        const updated: Merchant = { ...merchant, webhookSecret: secret, updatedAt: now }
+        state.merchants.set(merchantId, updated)
+        w.previousSecrets.set(merchantId, { secret: merchant.webhookSecret, until: previousUntil })
+        return updated
+      })
+  }
+}
+
+export const layerMemoryFrom = (state: MemoryState) => Layer.succeed(WebhookStore, memoryWebhookOperations(state))

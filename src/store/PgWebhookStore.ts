@@ -1,0 +1,226 @@
+import type { SqlError } from "@effect/sql/SqlError"
+import * as PgClient from "@effect/sql-pg/PgClient"
+import { Effect, Layer } from "effect"
+import type { Merchant } from "../domain/Merchant.ts"
+import type { PaymentEvent } from "../domain/Payment.ts"
+import type { Attempt, Delivery, DeliveryStatus } from "../domain/Webhook.ts"
+import { StoreUnavailable } from "./Store.ts"
+import { emptyCounts, WebhookStore, type WebhookStoreShape } from "./WebhookStore.ts"
+
+type Row = Record<string, any>
+
+const iso = (value: unknown): string => (value instanceof Date ? value.toISOString() : new Date(String(value)).toISOString())
+const isoOrNull = (value: unknown): string | null => (value === null || value === undefined ? null : iso(value))
+
+const toDelivery = (r: Row): Delivery => ({
+  id: r.id,
+  merchantId: r.merchant_id,
+  eventId: r.event_id,
+  eventType: r.event_type,
+  url: r.url,
+  payload: r.payload,
+  status: r.status,
+  attempts: r.attempts,
+  nextAttemptAt: isoOrNull(r.next_attempt_at),
+  firstFailedAt: isoOrNull(r.first_failed_at),
+  createdAt: iso(r.created_at),
+  completedAt: isoOrNull(r.completed_at)
+})
+
+const toMerchant = (r: Row): Merchant => ({
+  id: r.id,
+  name: r.name,
+  webhookUrl: r.webhook_url,
+  webhookSecret: r.webhook_secret,
+  createdAt: iso(r.created_at),
+  updatedAt: iso(r.updated_at)
+})
+
+const toEvent = (r: Row): PaymentEvent => ({
+  id: r.id,
+  paymentId: r.payment_id,
+  merchantId: r.merchant_id,
+  type: r.type,
+  sequence: r.sequence,
+  data: r.data,
+  createdAt: iso(r.created_at)
+})
+
+export const makePgWebhookStore = Effect.gen(function*() {
+  const sql = yield* PgClient.PgClient
+
+  const run = <A>(effect: Effect.Effect<A, SqlError>): Effect.Effect<A, StoreUnavailable> =>
+    Effect.catchTag(effect, "SqlError", (error) => {
+      const code = (error.cause as { code?: string } | undefined)?.code
+      if (code !== undefined && (code.startsWith("23") || code === "P0001")) return Effect.die(error)
+      return Effect.fail(new StoreUnavailable({ cause: error }))
+    })
+
+  const deliveryRow = (d: Delivery) => ({
+    id: d.id,
+    merchant_id: d.merchantId,
+    event_id: d.eventId,
+    event_type: d.eventType,
+    url: d.url,
+    payload: d.payload,
+    status: d.status,
+    attempts: JSON.stringify(d.attempts),
+    next_attempt_at: d.nextAttemptAt,
+    first_failed_at: d.firstFailedAt,
+    created_at: d.createdAt,
+    completed_at: d.completedAt
+  })
+
+  const insert = (deliveries: ReadonlyArray<Delivery>) =>
+    deliveries.length === 0
+      ? Effect.succeed([] as ReadonlyArray<Row>)
+      : sql`INSERT INTO webhook_deliveries ${sql.insert(deliveries.map(deliveryRow))}
+          ON CONFLICT (event_id) DO NOTHING RETURNING id`
+
+  const store: WebhookStoreShape = {
+    drainOutbox: (limit, build) =>
+      run(sql.withTransaction(Effect.gen(function*() {
+        const taken = yield* sql`DELETE FROM webhook_outbox WHERE event_id IN (
+            SELECT event_id FROM webhook_outbox ORDER BY created_at, event_id LIMIT ${limit} FOR UPDATE SKIP LOCKED
+          ) RETURNING event_id`
+        if (taken.length === 0) return { drained: 0, created: [] }
+        const ids = taken.map((r) => r.event_id as string)
+        const events = yield* sql`SELECT * FROM payment_events WHERE id IN ${sql.in(ids)} ORDER BY created_at, payment_id, sequence`
+        const merchantIds = [...new Set(events.map((e) => e.merchant_id as string))]
+        const merchants = new Map(
+          (merchantIds.length === 0 ? [] : yield* sql`SELECT * FROM merchants WHERE id IN ${sql.in(merchantIds)}`)
+            .map((r) => [r.id as string, toMerchant(r)])
+        )
+        const built: Array<Delivery> = []
+        for (const row of events) {
+          const merchant = merchants.get(row.merchant_id as string)
+          const delivery = merchant === undefined ? null : build(toEvent(row), merchant)
+          if (delivery !== null) built.push(delivery)
+        }
+        const inserted = new Set((yield* insert(built)).map((r) => r.id as string))
+        return { drained: taken.length, created: built.filter((d) => inserted.has(d.id)) }
+      }))),
+    insertDelivery: (delivery) => run(insert([delivery])).pipe(Effect.asVoid),
+    getDelivery: (merchantId, id) =>
+      run(sql`SELECT * FROM webhook_deliveries WHERE id = ${id} AND merchant_id = ${merchantId}`).pipe(
+        Effect.map((rows) => (rows[0] ? toDelivery(rows[0]) : null))
+      ),
+    listDeliveries: (merchantId, filter, p) => {
+      const where = sql.and([
+        sql`merchant_id = ${merchantId}`,
+        ...(filter.status === undefined ? [] : [sql`status = ${filter.status}`])
+      ])
+      return run(Effect.all([
+        sql`SELECT * FROM webhook_deliveries WHERE ${where} ORDER BY created_at DESC, id DESC
+          LIMIT ${p.perPage} OFFSET ${(p.page - 1) * p.perPage}`,
+        sql`SELECT count(*)::int AS n FROM webhook_deliveries WHERE ${where}`
+      ])).pipe(Effect.map(([rows, count]) => ({ items: rows.map(toDelivery), totalCount: Number(count[0]!.n) })))
+    },
+    claimDue: (now, lease, limit) =>
+      run(sql`UPDATE webhook_deliveries SET lease_token = ${lease.token}, lease_until = ${lease.until}
+        WHERE id IN (
+          SELECT id FROM webhook_deliveries
+          WHERE status IN ('pending', 'retrying') AND next_attempt_at <= ${now}
+            AND (lease_until IS NULL OR lease_until <= ${now})
+          ORDER BY next_attempt_at, id LIMIT ${limit}
+          FOR UPDATE SKIP LOCKED
+        ) RETURNING *`).pipe(
+        Effect.map((rows) =>
+          rows.map(toDelivery).sort((a, b) => (a.nextAttemptAt! < b.nextAttemptAt! ? -1 : a.nextAttemptAt! > b.nextAttemptAt! ? 1 : a.id < b.id ? -1 : 1))
+        )
+      ),
+    renewLease: (id, token, now, until) =>
+      run(sql`UPDATE webhook_deliveries SET lease_until = ${until}
+        WHERE id = ${id} AND lease_token = ${token} AND lease_until > ${now} RETURNING id`).pipe(
+        Effect.map((rows) => rows.length === 1)
+      ),
+    recordAttempt: (delivery, attempt: Attempt, token) =>
+      run(sql.withTransaction(Effect.gen(function*() {
+        const updated = yield* sql`UPDATE webhook_deliveries SET status = ${delivery.status},
+            attempts = ${JSON.stringify(delivery.attempts)}::jsonb, next_attempt_at = ${delivery.nextAttemptAt},
+            first_failed_at = ${delivery.firstFailedAt}, completed_at = ${delivery.completedAt},
+            lease_token = NULL, lease_until = NULL
+          WHERE id = ${delivery.id} AND lease_token = ${token} RETURNING id`
+        if (updated.length === 0) return false
+        yield* sql`INSERT INTO webhook_attempts ${
+          sql.insert({
+            delivery_id: delivery.id,
+            attempt: attempt.attempt,
+            merchant_id: delivery.merchantId,
+            at: attempt.at,
+            response_status: attempt.responseStatus,
+            duration_ms: attempt.durationMs,
+            error: attempt.error,
+            succeeded: attempt.error === null
+          })
+        }`
+        return true
+      }))),
+    releaseLease: (id, token) =>
+      run(sql`UPDATE webhook_deliveries SET lease_token = NULL, lease_until = NULL
+        WHERE id = ${id} AND lease_token = ${token}`).pipe(Effect.asVoid),
+    nextDueAt: () =>
+      run(sql`SELECT min(GREATEST(next_attempt_at, coalesce(lease_until, next_attempt_at))) AS at
+        FROM webhook_deliveries WHERE status IN ('pending', 'retrying')`).pipe(
+        Effect.map((rows) => isoOrNull(rows[0]?.at))
+      ),
+    resend: (merchantId, id, decide) =>
+      run(sql.withTransaction(Effect.gen(function*() {
+        const rows = yield* sql`SELECT * FROM webhook_deliveries WHERE id = ${id} AND merchant_id = ${merchantId} FOR UPDATE`
+        if (rows.length === 0) return { _tag: "NotFound" as const }
+        const current = toDelivery(rows[0]!)
+        const next = decide(current)
+        if (next === null) return { _tag: "Refused" as const, delivery: current }
+        yield* sql`UPDATE webhook_deliveries SET status = ${next.status}, next_attempt_at = ${next.nextAttemptAt},
+            completed_at = ${next.completedAt}, lease_token = NULL, lease_until = NULL WHERE id = ${id}`
+        return { _tag: "Resent" as const, delivery: next }
+      }))),
+    stats: (merchantId, since) =>
+      run(Effect.all([
+        sql`SELECT status, count(*)::int AS n FROM webhook_deliveries WHERE merchant_id = ${merchantId} GROUP BY status`,
+        sql`SELECT
+            count(*) FILTER (WHERE at >= ${since})::int AS recent,
+            count(*) FILTER (WHERE at >= ${since} AND succeeded)::int AS recent_ok,
+            max(at) FILTER (WHERE succeeded) AS last_success,
+            max(at) FILTER (WHERE NOT succeeded) AS last_failure
+          FROM webhook_attempts WHERE merchant_id = ${merchantId}`
+      ])).pipe(
+        Effect.flatMap(([statusRows, [figures]]) =>
+          Effect.map(
+            run(sql`SELECT count(*)::int AS n FROM webhook_attempts WHERE merchant_id = ${merchantId} AND NOT succeeded
+              AND at > ${isoOrNull(figures?.last_success) ?? "-infinity"}`),
+            ([consecutive]) => {
+              const counts = emptyCounts()
+              for (const r of statusRows) counts[r.status as DeliveryStatus] = Number(r.n)
+              return {
+                counts,
+                attemptsLastDay: Number(figures?.recent ?? 0),
+                successfulAttemptsLastDay: Number(figures?.recent_ok ?? 0),
+                lastSuccessAt: isoOrNull(figures?.last_success),
+                lastFailureAt: isoOrNull(figures?.last_failure),
+                consecutiveFailures: Number(consecutive?.n ?? 0)
+              }
+            }
+          )
+        )
+      ),
+    signingSecrets: (merchantId, now) =>
+      run(sql`SELECT webhook_secret, previous_webhook_secret, previous_webhook_secret_expires_at > ${now} AS previous_live
+        FROM merchants WHERE id = ${merchantId}`).pipe(
+        Effect.map((rows) => {
+          const r = rows[0]
+          if (r === undefined) return []
+          return r.previous_webhook_secret !== null && r.previous_live === true
+            ? [r.webhook_secret as string, r.previous_webhook_secret as string]
+            : [r.webhook_secret as string]
+        })
+      ),
+    rotateSecret: (merchantId, secret, previousUntil, now) =>
+      run(sql`UPDATE merchants SET previous_webhook_secret = webhook_secret,
+          previous_webhook_secret_expires_at = ${previousUntil}, webhook_secret = ${secret}, updated_at = ${now}
+        WHERE id = ${merchantId} RETURNING *`).pipe(Effect.map((rows) => (rows[0] ? toMerchant(rows[0]) : null)))
+  }
+  return store
+})
+
+export const layerPg: Layer.Layer<WebhookStore, never, PgClient.PgClient> = Layer.effect(WebhookStore, makePgWebhookStore)

@@ -1,0 +1,60 @@
+import { Context } from "effect"
+import type { Merchant } from "../domain/Merchant.ts"
+import type { PaymentEvent } from "../domain/Payment.ts"
+import type { Attempt, Delivery, DeliveryStats, DeliveryStatus } from "../domain/Webhook.ts"
+import type { PageOf, PageRequest, StoreEffect } from "./Store.ts"
+
+export interface Lease {
+  /** Names the holder; only the holder may record an attempt. */
+  readonly token: string
+  readonly until: string
+}
+
+export type ResendOutcome =
+  | { readonly _tag: "NotFound" }
+  | { readonly _tag: "Refused"; readonly delivery: Delivery }
+  | { readonly _tag: "Resent"; readonly delivery: Delivery }
+
+/**
+ * Webhook persistence: deliveries, their attempts and leases, and the merchant's previous
+ * signing secret during a rotation. Rules live in domain/Webhook.ts: the store commits the
+ * deliveries the domain built, and hands out due work under a lease so that several
+ * dispatchers (processes) never attempt the same delivery at once.
+ */
+export interface WebhookStoreShape {
+  /**
+   * Takes up to `limit` events from the outbox, asks `build` for each one's delivery (null: the
+   * merchant has no webhook_url, the event is dropped) and commits both atomically.
+   */
+  readonly drainOutbox: (
+    limit: number,
+    build: (event: PaymentEvent, merchant: Merchant) => Delivery | null
+  ) => StoreEffect<{ readonly drained: number; readonly created: ReadonlyArray<Delivery> }>
+  readonly insertDelivery: (delivery: Delivery) => StoreEffect<void>
+  readonly getDelivery: (merchantId: string, deliveryId: string) => StoreEffect<Delivery | null>
+  readonly listDeliveries: (
+    merchantId: string,
+    filter: { readonly status?: DeliveryStatus | undefined },
+    page: PageRequest
+  ) => StoreEffect<PageOf<Delivery>>
+  /** Leases up to `limit` deliveries due at `now` that no live lease holds (FOR UPDATE SKIP LOCKED). */
+  readonly claimDue: (now: string, lease: Lease, limit: number) => StoreEffect<ReadonlyArray<Delivery>>
+  /** Extends a lease its holder still has (unexpired at `now`); false when it was lost. */
+  readonly renewLease: (deliveryId: string, token: string, now: string, until: string) => StoreEffect<boolean>
+  /** Commits an attempt and the delivery's new state, releasing the lease; false when `token` no longer holds it. */
+  readonly recordAttempt: (delivery: Delivery, attempt: Attempt, token: string) => StoreEffect<boolean>
+  readonly releaseLease: (deliveryId: string, token: string) => StoreEffect<void>
+  /** The earliest moment work becomes due: an attempt time or a lease expiry (null: none). */
+  readonly nextDueAt: () => StoreEffect<string | null>
+  /** Changes an unleased delivery with `decide` (null refuses), for a manual resend. */
+  readonly resend: (merchantId: string, deliveryId: string, decide: (delivery: Delivery) => Delivery | null) => StoreEffect<ResendOutcome>
+  readonly stats: (merchantId: string, since: string) => StoreEffect<DeliveryStats>
+  /** Secrets that sign at `now`: the current one first, then a rotated-out one still in its grace period. */
+  readonly signingSecrets: (merchantId: string, now: string) => StoreEffect<ReadonlyArray<string>>
+  /** Replaces the signing secret; the old one keeps signing until `previousUntil`. */
+  readonly rotateSecret: (merchantId: string, secret: string, previousUntil: string, now: string) => StoreEffect<Merchant | null>
+}
+
+export class WebhookStore extends Context.Tag("payments/WebhookStore")<WebhookStore, WebhookStoreShape>() {}
+
+export const emptyCounts = (): Record<DeliveryStatus, number> => ({ pending: 0, retrying: 0, succeeded: 0, failed: 0 })

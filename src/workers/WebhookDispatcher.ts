@@ -1,0 +1,148 @@
+import { Cause, Clock, Duration, Effect, Layer, Queue, Stream } from "effect"
+import type { AttemptOutcome, Delivery } from "../domain/Webhook.ts"
+import { afterAttempt, nextAttemptNumber, signatureHeader, unixSeconds } from "../domain/Webhook.ts"
+import { AppConfig } from "../platform/Config.ts"
+import { Ids } from "../platform/Ids.ts"
+import { addMs, nowIso } from "../platform/Time.ts"
+import { WebhookTransport } from "../platform/WebhookTransport.ts"
+import { Webhooks } from "../services/Webhooks.ts"
+import { WebhookStore } from "../store/WebhookStore.ts"
+
+export interface DispatcherOptions {
+  /** Longest idle wait between polls (outbox rows, work of other processes, expired leases). */
+  readonly pollIntervalMs: number
+  /** Deliveries claimed (and outbox events drained) per poll. */
+  readonly batchSize: number
+  /** Claimed deliveries waiting per endpoint; beyond it claims are released for a later poll. */
+  readonly queueCapacity: number
+  /** Attempts in flight per endpoint at once. */
+  readonly concurrencyPerEndpoint: number
+  /** Added to WEBHOOK_TIMEOUT for a lease: a dead holder's work is taken over after this. */
+  readonly leaseMarginMs: number
+}
+
+export const defaultOptions: DispatcherOptions = {
+  pollIntervalMs: 250,
+  batchSize: 200,
+  queueCapacity: 1000,
+  concurrencyPerEndpoint: 8,
+  leaseMarginMs: 30_000
+}
+
+interface Claim {
+  readonly delivery: Delivery
+  readonly token: string
+}
+
+/**
+ * The webhook dispatcher. A poller drains the outbox into deliveries and claims due deliveries
+ * under a lease (so several processes share the work and a dead one's work is taken over); each
+ * endpoint is an actor: a bounded queue worked with bounded concurrency by its own supervised
+ * fiber, so a slow or dead endpoint only ever delays itself.
+ */
+export const run = (options: DispatcherOptions = defaultOptions) =>
+  Effect.gen(function*() {
+    const store = yield* WebhookStore
+    const webhooks = yield* Webhooks
+    const transport = yield* WebhookTransport
+    const config = yield* AppConfig
+    const ids = yield* Ids
+    const scope = yield* Effect.scope
+    const leaseMs = config.webhookTimeoutMs + options.leaseMarginMs
+    const actors = new Map<string, Queue.Queue<Claim>>()
+
+    const attempt = ({ delivery, token }: Claim) =>
+      Effect.gen(function*() {
+        const at = yield* nowIso
+        // Renewing proves the lease is still ours: a claim that waited too long is someone else's now.
+        if (!(yield* store.renewLease(delivery.id, token, at, addMs(at, leaseMs)))) return
+        const secrets = yield* store.signingSecrets(delivery.merchantId, at)
+        const startMs = yield* Clock.currentTimeMillis
+        const result = yield* transport.post({
+          url: delivery.url,
+          body: delivery.payload,
+          headers: {
+            "content-type": "application/json",
+            "user-agent": "payments-webhooks/1.0",
+            "x-service-signature": signatureHeader(secrets, unixSeconds(at), delivery.payload),
+            "x-service-event-id": delivery.eventId,
+            "x-service-delivery-attempt": String(nextAttemptNumber(delivery))
+          }
+        }).pipe(
+          Effect.timeoutTo({
+            duration: Duration.millis(config.webhookTimeoutMs),
+            onSuccess: (r) => r,
+            onTimeout: () => ({ _tag: "Failed", error: `timeout: no answer within ${config.webhookTimeoutMs} ms` } as const)
+          })
+        )
+        const endMs = yield* Clock.currentTimeMillis
+        const durationMs = endMs - startMs
+        const outcome: AttemptOutcome = result._tag === "Answered"
+          ? { _tag: "Answered", status: result.status, snippet: result.snippet, durationMs }
+          : { _tag: "Failed", error: result.error, durationMs }
+        const next = afterAttempt(delivery, at, outcome, config.webhookRetryScheduleMs, yield* nowIso)
+        yield* store.recordAttempt(next.delivery, next.attempt, token)
+        yield* webhooks.wake
+      }).pipe(Effect.catchAll((error) => Effect.logWarning(`webhook delivery ${delivery.id} attempt not recorded`, error)))
+
+    /** One endpoint's actor: restarted after a defect; its queue (and so its waiting work) survives. */
+    const actorFor = (key: string) =>
+      Effect.gen(function*() {
+        const existing = actors.get(key)
+        if (existing !== undefined) return existing
+        const queue = yield* Queue.dropping<Claim>(options.queueCapacity)
+        actors.set(key, queue)
+        yield* Stream.fromQueue(queue).pipe(
+          Stream.mapEffect(attempt, { concurrency: options.concurrencyPerEndpoint, unordered: true }),
+          Stream.runDrain,
+          Effect.catchAllCause((cause) =>
+            Cause.isInterruptedOnly(cause) ? Effect.failCause(cause) : Effect.logError("webhook endpoint actor crashed; restarting", cause)
+          ),
+          Effect.forever,
+          Effect.forkIn(scope)
+        )
+        return queue
+      })
+
+    /** One poll: outbox → deliveries, then claim due work and hand it to the endpoints. Returns the number claimed. */
+    const poll = Effect.gen(function*() {
+      let drained = options.batchSize
+      for (let round = 0; round < 10 && drained === options.batchSize; round++) {
+        drained = yield* webhooks.enqueueFromOutbox(options.batchSize)
+      }
+      const now = yield* nowIso
+      const token = ids.secret("lease_")
+      const claimed = yield* store.claimDue(now, { token, until: addMs(now, leaseMs) }, options.batchSize)
+      for (const delivery of claimed) {
+        const queue = yield* actorFor(`${delivery.merchantId} ${delivery.url}`)
+        if (!(yield* Queue.offer(queue, { delivery, token }))) yield* store.releaseLease(delivery.id, token)
+      }
+      return claimed.length
+    })
+
+    const idle = Effect.gen(function*() {
+      const nowMs = yield* Clock.currentTimeMillis
+      const due = yield* store.nextDueAt().pipe(Effect.orElseSucceed(() => null))
+      const dueMs = due === null ? Infinity : Date.parse(due)
+      // Work due already but not claimed sits in a full endpoint queue: wait a poll interval for it.
+      const untilMs = dueMs <= nowMs ? nowMs + options.pollIntervalMs : Math.min(nowMs + options.pollIntervalMs, dueMs)
+      yield* Effect.race(Effect.sleep(Duration.millis(Math.max(0, untilMs - nowMs))), webhooks.awaitWake)
+    })
+
+    yield* Effect.forkIn(
+      Effect.forever(
+        poll.pipe(
+          Effect.catchAll((error) => Effect.as(Effect.logWarning("webhook poll failed", error), 0)),
+          Effect.flatMap((claimed) => (claimed === options.batchSize ? Effect.yieldNow() : idle))
+        )
+      ),
+      scope
+    )
+  })
+
+export const layerWith = (options: Partial<DispatcherOptions> = {}) =>
+  Layer.scopedDiscard(run({ ...defaultOptions, ...options }))
+
+/** The dispatcher with default options (merged into the service's workers). */
+export const layer = layerWith()
+

@@ -1,0 +1,69 @@
+import { describe, expect, it } from "@effect/vitest"
+import { Effect, Layer } from "effect"
+import { afterAttempt, newDelivery } from "../../src/domain/Webhook.ts"
+import { layerMemory } from "../../src/store/MemoryStore.ts"
+import { Store } from "../../src/store/Store.ts"
+import { WebhookStore } from "../../src/store/WebhookStore.ts"
+import { freshDatabase, pgStoreLayer } from "../support/database.ts"
+
+const at = (minute: number) => new Date(Date.UTC(2026, 10, 22, 4, minute)).toISOString()
+const merchant = { id: "mer_c", name: "C", webhookUrl: "http://example.com/h", webhookSecret: "whsec_c", createdAt: at(0), updatedAt: at(0) }
+const apiKey = {
+  id: "key_c", merchantId: "mer_c", name: "k", keyHash: "hash_c", prefix: "sk_live_abcd", lastFour: "abcd",
+  status: "active" as const, createdAt: at(0), lastUsedAt: null, revokedAt: null
+}
+const delivery = (n: number) =>
+  newDelivery({
+    id: `whd_${n}`,
+    merchantId: "mer_c",
+    url: "http://example.com/h",
+    now: at(n),
+    event: {
+      id: `evt_${n}`, type: "payment.captured", createdAt: at(n),
+      data: { id: "pay_x", merchant_id: "mer_c", status: "captured", amount_cents: 1, currency: "USD", captured_amount_cents: 1, refunded_amount_cents: 0, fraud_score: null, failure_code: null }
+    }
+  })
+
+const webhookStoreContract = (name: string, layer: () => Layer.Layer<Store | WebhookStore, unknown>) =>
+  describe(`WebhookStore contract: ${name}`, () => {
+    it.effect("claims are exclusive until the lease expires; only the holder records", () =>
+      Effect.gen(function*() {
+        yield* Effect.flatMap(Store, (s) => s.insertMerchant(merchant, apiKey))
+        const store = yield* WebhookStore
+        yield* store.insertDelivery(delivery(1))
+        yield* store.insertDelivery(delivery(1)) // one delivery per event
+        yield* store.insertDelivery(delivery(2))
+        expect((yield* store.listDeliveries("mer_c", {}, { page: 1, perPage: 10 })).items.map((d) => d.id)).toEqual(["whd_2", "whd_1"])
+        expect(yield* store.claimDue(at(0), { token: "a", until: at(10) }, 10)).toHaveLength(0)
+        const claimedA = yield* store.claimDue(at(1), { token: "a", until: at(10) }, 10)
+        expect(claimedA.map((d) => d.id)).toEqual(["whd_1"])
+        expect(yield* store.claimDue(at(5), { token: "b", until: at(15) }, 10)).toHaveLength(1) // whd_2 only
+        expect(yield* store.nextDueAt()).toBe(at(10))
+        // A dies; after its lease, C takes whd_1 over and A can no longer renew or record.
+        const claimedC = yield* store.claimDue(at(10), { token: "c", until: at(20) }, 10)
+        expect(claimedC.map((d) => d.id)).toEqual(["whd_1"])
+        expect(yield* store.renewLease("whd_1", "a", at(10), at(30))).toBe(false)
+        const failed = afterAttempt(claimedC[0]!, at(11), { _tag: "Failed", error: "connection error", durationMs: 5 }, [60_000], at(11))
+        expect(yield* store.recordAttempt(failed.delivery, failed.attempt, "a")).toBe(false)
+        expect(yield* store.renewLease("whd_1", "c", at(11), at(21))).toBe(true)
+        expect(yield* store.recordAttempt(failed.delivery, failed.attempt, "c")).toBe(true)
+        const stored = (yield* store.getDelivery("mer_c", "whd_1"))!
+        expect(stored).toEqual(failed.delivery)
+        expect(stored.status).toBe("retrying")
+        expect(stored.nextAttemptAt).toBe(at(12))
+        expect(yield* store.getDelivery("mer_other", "whd_1")).toBeNull()
+        expect((yield* store.listDeliveries("mer_c", { status: "retrying" }, { page: 1, perPage: 10 })).totalCount).toBe(1)
+        const stats = yield* store.stats("mer_c", at(0))
+        expect(stats).toMatchObject({ attemptsLastDay: 1, successfulAttemptsLastDay: 0, lastFailureAt: at(11), lastSuccessAt: null, consecutiveFailures: 1 })
+        expect(stats.counts).toEqual({ pending: 1, retrying: 1, succeeded: 0, failed: 0 })
+        expect(yield* store.signingSecrets("mer_c", at(0))).toEqual(["whsec_c"])
+        yield* store.rotateSecret("mer_c", "whsec_new", at(30), at(20))
+        expect(yield* store.signingSecrets("mer_c", at(29))).toEqual(["whsec_new", "whsec_c"])
+        expect(yield* store.signingSecrets("mer_c", at(30))).toEqual(["whsec_new"])
+      }).pipe(Effect.provide(layer())))
+  })
+
+webhookStoreContract("memory", () => layerMemory)
+webhookStoreContract("postgres", () =>
+  Layer.unwrapEffect(Effect.map(Effect.promise(() => freshDatabase("whcontract")), (url) => pgStoreLayer(url).pipe(Layer.orDie))))
+

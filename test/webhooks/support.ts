@@ -1,0 +1,94 @@
+import { Effect, Layer } from "effect"
+import { createHmac, timingSafeEqual } from "node:crypto"
+import { createServer, type IncomingHttpHeaders, type ServerResponse } from "node:http"
+import type { AddressInfo } from "node:net"
+import * as Config from "../../src/platform/Config.ts"
+import * as Ids from "../../src/platform/Ids.ts"
+import * as WebhookTransport from "../../src/platform/WebhookTransport.ts"
+import * as Webhooks from "../../src/services/Webhooks.ts"
+import * as WebhookDispatcher from "../../src/workers/WebhookDispatcher.ts"
+
+export interface Received {
+  readonly headers: IncomingHttpHeaders
+  readonly body: string
+}
+
+/** A real HTTP endpoint on 127.0.0.1; `respond` decides each answer (status, or leave it hanging). */
+export const startReceiver = async (respond: (request: Received, response: ServerResponse) => void) => {
+  const received: Array<Received> = []
+  const server = createServer((req, res) => {
+    const chunks: Array<Buffer> = []
+    req.on("data", (chunk: Buffer) => chunks.push(chunk))
+    req.on("end", () => {
+      const request = { headers: req.headers, body: Buffer.concat(chunks).toString("utf8") }
+      received.push(request)
+      respond(request, res)
+    })
+  })
+  await new Promise<void>((done) => server.listen(0, "127.0.0.1", done))
+  const port = (server.address() as AddressInfo).port
+  return {
+    url: `http://127.0.0.1:${port}/hooks`,
+    port,
+    received,
+    close: () =>
+      new Promise<void>((done) => {
+        server.closeAllConnections()
+        server.close(() => done())
+      })
+  }
+}
+
+export const answer = (status: number) => (_: Received, response: ServerResponse) => {
+  response.writeHead(status, { "content-type": "text/plain" })
+  response.end(status < 300 ? "ok" : "x".repeat(100_000))
+}
+
+/**
+ * Signature verification as a merchant would write it (docs/webhooks.md), independent of the
+ * service's code: every v1 value is compared in constant time against the HMAC of "t.body".
+ */
+export const verifySignature = (header: string, body: string, secret: string, toleranceSeconds: number | null, nowSeconds: number) => {
+  const parts = header.split(",").map((part) => {
+    const index = part.indexOf("=")
+    return [part.slice(0, index), part.slice(index + 1)] as const
+  })
+  const timestamp = parts.find(([key]) => key === "t")?.[1]
+  if (timestamp === undefined) return false
+  if (toleranceSeconds !== null && Math.abs(nowSeconds - Number(timestamp)) > toleranceSeconds) return false
+  const expected = Buffer.from(createHmac("sha256", secret).update(`${timestamp}.${body}`).digest("hex"))
+  return parts.some(([key, value]) =>
+    key === "v1" && value.length === expected.length && timingSafeEqual(Buffer.from(value), expected)
+  )
+}
+
+/** Real time passes (the I/O of the service), whatever the test clock says. */
+export const realSleep = (ms: number) => Effect.promise(() => new Promise((done) => setTimeout(done, ms)))
+
+/** Waits in real time until `check` holds (at most `timeoutMs`). */
+export const eventually = <A, E, R>(probe: Effect.Effect<A, E, R>, check: (a: A) => boolean, timeoutMs = 10_000) =>
+  Effect.gen(function*() {
+    for (let waited = 0; ; waited += 10) {
+      const value = yield* probe
+      if (check(value)) return value
+      if (waited > timeoutMs) return yield* Effect.dieMessage(`condition not reached within ${timeoutMs} ms`)
+      yield* realSleep(10)
+    }
+  })
+
+/** The webhook engine (service, production HTTP transport, dispatcher) over given stores. */
+export const engineLayer = <E, R>(
+  stores: Layer.Layer<any, E, R>,
+  config: Partial<Config.AppConfigShape>,
+  options: Partial<WebhookDispatcher.DispatcherOptions> = {},
+  seed = 1
+) => {
+  const infrastructure = Layer.mergeAll(
+    WebhookTransport.layer,
+    Ids.layerSeeded(seed)
+  ).pipe(Layer.provideMerge(stores), Layer.provideMerge(Config.layerWith(Config.defaultsWith(config))))
+  return WebhookDispatcher.layerWith(options).pipe(
+    Layer.provideMerge(Webhooks.layer),
+    Layer.provideMerge(infrastructure)
+  )
+}
