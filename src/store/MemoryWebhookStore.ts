@@ -16,12 +16,55 @@ export interface WebhookMemoryState {
   readonly deliveries: Map<string, DeliveryRow>
   readonly deliveryByEvent: Set<string>
   readonly previousSecrets: Map<string, { readonly secret: string; readonly until: string }>
+  /**
+   * When each open delivery next needs the dispatcher (its attempt time, or its lease expiry),
+   * as a min-heap by (at, id). Entries go stale when a delivery changes; they are dropped
+   * when they surface, so claiming costs O(k log n) instead of a scan of every delivery.
+   */
+  readonly due: Array<DueEntry>
+}
+
+interface DueEntry {
+  readonly at: string
+  readonly id: string
+}
+
+const before = (a: DueEntry, b: DueEntry) => a.at < b.at || (a.at === b.at && a.id < b.id)
+
+const heapPush = (heap: Array<DueEntry>, entry: DueEntry) => {
+  heap.push(entry)
+  let i = heap.length - 1
+  while (i > 0) {
+    const parent = (i - 1) >> 1
+    if (!before(heap[i]!, heap[parent]!)) break
+    ;[heap[i], heap[parent]] = [heap[parent]!, heap[i]!]
+    i = parent
+  }
+}
+
+const heapPop = (heap: Array<DueEntry>): DueEntry | undefined => {
+  const top = heap[0]
+  const last = heap.pop()
+  if (heap.length === 0 || last === undefined) return top
+  heap[0] = last
+  let i = 0
+  while (true) {
+    const left = 2 * i + 1, right = left + 1
+    let smallest = i
+    if (left < heap.length && before(heap[left]!, heap[smallest]!)) smallest = left
+    if (right < heap.length && before(heap[right]!, heap[smallest]!)) smallest = right
+    if (smallest === i) break
+    ;[heap[i], heap[smallest]] = [heap[smallest]!, heap[i]!]
+    i = smallest
+  }
+  return top
 }
 
 export const emptyWebhookState = (): WebhookMemoryState => ({
   deliveries: new Map(),
   deliveryByEvent: new Set(),
-  previousSecrets: new Map()
+  previousSecrets: new Map(),
+  due: []
 })
 
 const newestFirst = (a: Delivery, b: Delivery) =>
@@ -34,14 +77,33 @@ const paginate = <A>(rows: ReadonlyArray<A>, page: PageRequest) => ({
 
 const isOpen = (d: Delivery) => d.status === "pending" || d.status === "retrying"
 const leaseLive = (row: DeliveryRow, now: string) => row.leaseUntil !== null && row.leaseUntil > now
+/** When an open delivery next needs the dispatcher: its attempt time, or its lease's end if later. */
+const dueAt = (row: DeliveryRow) =>
+  row.leaseUntil !== null && row.leaseUntil > row.delivery.nextAttemptAt! ? row.leaseUntil : row.delivery.nextAttemptAt!
 
 /** Every operation is one synchronous step, so atomic by construction. */
 export const memoryWebhookOperations = (state: MemoryState): WebhookStoreShape => {
   const w = state.webhooks
+  /** Records when a (changed) delivery next needs attention; finished ones need none. */
+  const schedule = (row: DeliveryRow) => {
+    if (isOpen(row.delivery)) heapPush(w.due, { at: dueAt(row), id: row.delivery.id })
+  }
+  /** The earliest entry that still describes its delivery, dropping stale ones on the way. */
+  const peekDue = (): DueEntry | undefined => {
+    while (w.due.length > 0) {
+      const top = w.due[0]!
+      const row = w.deliveries.get(top.id)
+      if (row !== undefined && isOpen(row.delivery) && dueAt(row) === top.at) return top
+      heapPop(w.due)
+    }
+    return undefined
+  }
   const insert = (delivery: Delivery) => {
     if (w.deliveryByEvent.has(delivery.eventId)) return false
     w.deliveryByEvent.add(delivery.eventId)
-    w.deliveries.set(delivery.id, { delivery, leaseToken: null, leaseUntil: null })
+    const row = { delivery, leaseToken: null, leaseUntil: null }
+    w.deliveries.set(delivery.id, row)
+    schedule(row)
     return true
   }
   const own = (merchantId: string, id: string) => {
@@ -74,21 +136,26 @@ export const memoryWebhookOperations = (state: MemoryState): WebhookStoreShape =
       ),
     claimDue: (now, lease, limit) =>
       Effect.sync(() => {
-        const due = [...w.deliveries.values()]
-          .filter((r) => isOpen(r.delivery) && r.delivery.nextAttemptAt! <= now && !leaseLive(r, now))
-          .sort((a, b) => (a.delivery.nextAttemptAt! < b.delivery.nextAttemptAt! ? -1 : a.delivery.nextAttemptAt! > b.delivery.nextAttemptAt! ? 1 : a.delivery.id < b.delivery.id ? -1 : 1))
-          .slice(0, limit)
-        for (const row of due) {
+        const claimed: Array<Delivery> = []
+        while (claimed.length < limit) {
+          const top = peekDue()
+          if (top === undefined || top.at > now) break
+          heapPop(w.due)
+          const row = w.deliveries.get(top.id)!
+          if (leaseLive(row, now)) continue
           row.leaseToken = lease.token
           row.leaseUntil = lease.until
+          schedule(row)
+          claimed.push(row.delivery)
         }
-        return due.map((r) => r.delivery)
+        return claimed
       }),
     renewLease: (id, token, now, until) =>
       Effect.sync(() => {
         const row = w.deliveries.get(id)
         if (row === undefined || row.leaseToken !== token || !leaseLive(row, now)) return false
         row.leaseUntil = until
+        schedule(row)
         return true
       }),
     recordAttempt: (delivery, _attempt, token) =>
@@ -98,6 +165,7 @@ export const memoryWebhookOperations = (state: MemoryState): WebhookStoreShape =
         row.delivery = delivery
         row.leaseToken = null
         row.leaseUntil = null
+        schedule(row)
         return true
       }),
     releaseLease: (id, token) =>
@@ -106,18 +174,10 @@ export const memoryWebhookOperations = (state: MemoryState): WebhookStoreShape =
         if (row !== undefined && row.leaseToken === token) {
           row.leaseToken = null
           row.leaseUntil = null
+          schedule(row)
         }
       }),
-    nextDueAt: () =>
-      Effect.sync(() => {
-        let earliest: string | null = null
-        for (const row of w.deliveries.values()) {
-          if (!isOpen(row.delivery)) continue
-          const at = row.leaseUntil !== null && row.leaseUntil > row.delivery.nextAttemptAt! ? row.leaseUntil : row.delivery.nextAttemptAt!
-          if (earliest === null || at < earliest) earliest = at
-        }
-        return earliest
-      }),
+    nextDueAt: () => Effect.sync(() => peekDue()?.at ?? null),
     resend: (merchantId, id, decide) =>
       Effect.sync(() => {
         const row = own(merchantId, id)
@@ -127,6 +187,7 @@ export const memoryWebhookOperations = (state: MemoryState): WebhookStoreShape =
         row.delivery = next
         row.leaseToken = null
         row.leaseUntil = null
+        schedule(row)
         return { _tag: "Resent" as const, delivery: next }
       }),
     stats: (merchantId, since) =>
