@@ -63,7 +63,8 @@ export const layer = Layer.effect(
             updatedAt: yield* nowIso
           }
           yield* store.updateMerchant(updated)
-          return updated
+          // Read back: a secret rotated meanwhile is part of the answer.
+          return yield* get(merchantId)
         })
     })
   })

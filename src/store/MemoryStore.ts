@@ -127,7 +127,13 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
         state.apiKeysByHash.set(apiKey.keyHash, apiKey.id)
       }),
     getMerchant: (id) => Effect.sync(() => state.merchants.get(id) ?? null),
-    updateMerchant: (merchant) => Effect.sync(() => void state.merchants.set(merchant.id, merchant)),
+    updateMerchant: (merchant) =>
+      Effect.sync(() => {
+        const current = state.merchants.get(merchant.id)
+        if (current === undefined) return
+        const { name, webhookUrl, updatedAt } = merchant
+        state.merchants.set(merchant.id, { ...current, name, webhookUrl, updatedAt })
+      }),
     firstMerchant: () =>
       Effect.sync(() => [...state.merchants.values()].sort((a, b) => -newestFirst(a, b))[0] ?? null),
 

@@ -224,8 +224,8 @@ export const makePgStore = Effect.gen(function*() {
     getMerchant: (id) =>
       run(sql`SELECT * FROM merchants WHERE id = ${id}`).pipe(Effect.map((rows) => (rows[0] ? toMerchant(rows[0]) : null))),
     updateMerchant: (m) =>
-      run(sql`UPDATE merchants SET name = ${m.name}, webhook_url = ${m.webhookUrl}, webhook_secret = ${m.webhookSecret},
-        updated_at = ${m.updatedAt} WHERE id = ${m.id}`).pipe(Effect.asVoid),
+      run(sql`UPDATE merchants SET name = ${m.name}, webhook_url = ${m.webhookUrl}, updated_at = ${m.updatedAt}
+        WHERE id = ${m.id}`).pipe(Effect.asVoid),
     firstMerchant: () =>
       run(sql`SELECT * FROM merchants ORDER BY created_at, id LIMIT 1`).pipe(
         Effect.map((rows) => (rows[0] ? toMerchant(rows[0]) : null))

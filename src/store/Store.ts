@@ -89,6 +89,7 @@ export type StoreEffect<A> = Effect.Effect<A, StoreUnavailable>
 export interface StoreShape {
   readonly insertMerchant: (merchant: Merchant, apiKey: ApiKey) => StoreEffect<void>
   readonly getMerchant: (id: string) => StoreEffect<Merchant | null>
+  /** Writes the merchant's settings (name, webhook_url); the signing secret changes only by rotation. */
   readonly updateMerchant: (merchant: Merchant) => StoreEffect<void>
   readonly firstMerchant: () => StoreEffect<Merchant | null>
 
