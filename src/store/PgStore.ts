@@ -1,30 +1,16 @@
-import type { SqlError } from "@effect/sql/SqlError"
 import * as PgClient from "@effect/sql-pg/PgClient"
 import { Effect, Layer } from "effect"
 import type { Account, Balance, LedgerEntry } from "../domain/Ledger.ts"
 import type { FraudCase } from "../domain/Fraud.ts"
-import type { ApiKey, Merchant } from "../domain/Merchant.ts"
-import type { Change, Payment, PaymentEvent } from "../domain/Payment.ts"
+import type { ApiKey } from "../domain/Merchant.ts"
+import type { Change, Payment } from "../domain/Payment.ts"
 import { nextStep } from "../domain/Payment.ts"
 import type { Currency } from "../domain/Money.ts"
 import type { AnalyticsRow, StoreShape, UpdateOutcome } from "./Store.ts"
-import { Store, StoreUnavailable } from "./Store.ts"
+import { Store } from "./Store.ts"
+import { iso, isoOrNull, run, toEvent, toMerchant, type Row } from "./PgRows.ts"
 import * as PgWebhookStore from "./PgWebhookStore.ts"
 import type { WebhookStore } from "./WebhookStore.ts"
-
-type Row = Record<string, any>
-
-const iso = (value: unknown): string => (value instanceof Date ? value.toISOString() : new Date(String(value)).toISOString())
-const isoOrNull = (value: unknown): string | null => (value === null || value === undefined ? null : iso(value))
-
-const toMerchant = (r: Row): Merchant => ({
-  id: r.id,
-  name: r.name,
-  webhookUrl: r.webhook_url,
-  webhookSecret: r.webhook_secret,
-  createdAt: iso(r.created_at),
-  updatedAt: iso(r.updated_at)
-})
 
 const toApiKey = (r: Row): ApiKey => ({
   id: r.id,
@@ -67,16 +53,6 @@ const toPayment = (r: Row): Payment => ({
   settledAt: isoOrNull(r.settled_at)
 })
 
-const toEvent = (r: Row): PaymentEvent => ({
-  id: r.id,
-  paymentId: r.payment_id,
-  merchantId: r.merchant_id,
-  type: r.type,
-  sequence: r.sequence,
-  data: r.data,
-  createdAt: iso(r.created_at)
-})
-
 const toEntry = (r: Row): LedgerEntry => ({
   id: r.id,
   groupId: r.group_id,
@@ -106,15 +82,6 @@ const toFraudCase = (r: Row): FraudCase => ({
 
 export const makePgStore = Effect.gen(function*() {
   const sql = yield* PgClient.PgClient
-
-  /** Infrastructure failures leave the store as StoreUnavailable (503); broken invariants stay defects. */
-  const run = <A>(effect: Effect.Effect<A, SqlError>): Effect.Effect<A, StoreUnavailable> =>
-    Effect.catchTag(effect, "SqlError", (error) => {
-      const code = (error.cause as { code?: string } | undefined)?.code
-      // Constraint and trigger violations (class 23, P0001) are bugs, not outages.
-      if (code !== undefined && (code.startsWith("23") || code === "P0001")) return Effect.die(error)
-      return Effect.fail(new StoreUnavailable({ cause: error }))
-    })
 
   const paymentRow = (p: Payment) => ({
     id: p.id,

@@ -1,16 +1,8 @@
-import type { SqlError } from "@effect/sql/SqlError"
 import * as PgClient from "@effect/sql-pg/PgClient"
 import { Effect, Layer } from "effect"
-import type { Merchant } from "../domain/Merchant.ts"
-import type { PaymentEvent } from "../domain/Payment.ts"
 import type { Attempt, Delivery, DeliveryStatus } from "../domain/Webhook.ts"
-import { StoreUnavailable } from "./Store.ts"
+import { iso, isoOrNull, run, toEvent, toMerchant, type Row } from "./PgRows.ts"
 import { emptyCounts, WebhookStore, type WebhookStoreShape } from "./WebhookStore.ts"
-
-type Row = Record<string, any>
-
-const iso = (value: unknown): string => (value instanceof Date ? value.toISOString() : new Date(String(value)).toISOString())
-const isoOrNull = (value: unknown): string | null => (value === null || value === undefined ? null : iso(value))
 
 const toDelivery = (r: Row): Delivery => ({
   id: r.id,
@@ -27,34 +19,8 @@ const toDelivery = (r: Row): Delivery => ({
   completedAt: isoOrNull(r.completed_at)
 })
 
-const toMerchant = (r: Row): Merchant => ({
-  id: r.id,
-  name: r.name,
-  webhookUrl: r.webhook_url,
-  webhookSecret: r.webhook_secret,
-  createdAt: iso(r.created_at),
-  updatedAt: iso(r.updated_at)
-})
-
-const toEvent = (r: Row): PaymentEvent => ({
-  id: r.id,
-  paymentId: r.payment_id,
-  merchantId: r.merchant_id,
-  type: r.type,
-  sequence: r.sequence,
-  data: r.data,
-  createdAt: iso(r.created_at)
-})
-
 export const makePgWebhookStore = Effect.gen(function*() {
   const sql = yield* PgClient.PgClient
-
-  const run = <A>(effect: Effect.Effect<A, SqlError>): Effect.Effect<A, StoreUnavailable> =>
-    Effect.catchTag(effect, "SqlError", (error) => {
-      const code = (error.cause as { code?: string } | undefined)?.code
-      if (code !== undefined && (code.startsWith("23") || code === "P0001")) return Effect.die(error)
-      return Effect.fail(new StoreUnavailable({ cause: error }))
-    })
 
   const deliveryRow = (d: Delivery) => ({
     id: d.id,
