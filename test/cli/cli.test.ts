@@ -1,0 +1,141 @@
+import { execFile } from "node:child_process"
+import { resolve } from "node:path"
+import pg from "pg"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { client, createTransaction, startApp, type TestApp } from "../support/app.ts"
+import { freshDatabase } from "../support/database.ts"
+
+// The command line (CONTRACT section 4): run as a child process, as an operator would.
+
+const root = resolve(import.meta.dirname, "../..")
+const tsx = resolve(root, "node_modules/.bin/tsx")
+
+interface Run {
+  readonly code: number
+  readonly stdout: string
+  readonly stderr: string
+}
+
+const cli = (databaseUrl: string, args: ReadonlyArray<string>, env: Record<string, string> = {}) =>
+  new Promise<Run>((done) => {
+    execFile(
+      tsx,
+      ["src/main.ts", ...args],
+      { cwd: root, env: { ...process.env, ...env, DATABASE_URL: databaseUrl }, timeout: 60_000 },
+      (error, stdout, stderr) => done({ code: error === null ? 0 : Number(error.code ?? 1), stdout, stderr })
+    )
+  })
+
+const query = async (databaseUrl: string, text: string) => {
+  const connection = new pg.Client({ connectionString: databaseUrl })
+  await connection.connect()
+  try {
+    return (await connection.query(text)).rows
+  } finally {
+    await connection.end()
+  }
+}
+const countMerchants = async (databaseUrl: string) => Number((await query(databaseUrl, "SELECT count(*) AS n FROM merchants"))[0].n)
+
+// One database for the whole file: `migrate` prepares it, and every later command runs the
+// migrations again on start, which must be harmless.
+let url: string
+let app: TestApp | undefined
+beforeAll(async () => {
+  url = await freshDatabase("cli")
+})
+afterAll(async () => {
+  await app?.close()
+})
+
+describe("migrate", () => {
+  it("applies the migrations to an empty database and exits 0 with nothing on stdout", async () => {
+    const run = await cli(url, ["migrate"])
+    expect(run.code).toBe(0)
+    expect(run.stdout).toBe("")
+    const tables = await query(url, "SELECT table_name FROM information_schema.tables WHERE table_schema = 'public'")
+    for (const table of ["merchants", "api_keys", "payments", "payment_events", "ledger_entries", "fraud_cases", "idempotency_keys"]) {
+      expect(tables.map((r) => r.table_name)).toContain(table)
+    }
+  })
+})
+
+describe("merchant create", () => {
+  it("prints exactly one JSON object with the merchant and its first key, which works against the API", async () => {
+    const run = await cli(url, ["merchant", "create", "--name", "CLI Shop", "--webhook-url", "https://example.com/hook"])
+    expect(run.code).toBe(0)
+    const lines = run.stdout.split("\n").filter((line) => line.trim() !== "")
+    expect(lines).toHaveLength(1)
+    const printed = JSON.parse(lines[0]!)
+    expect(Object.keys(printed)).toEqual(["merchant", "api_key"])
+    expect(printed.merchant).toMatchObject({ name: "CLI Shop", webhook_url: "https://example.com/hook" })
+    expect(printed.merchant.id).toMatch(/^mer_/)
+    expect(printed.merchant.webhook_secret).toMatch(/^whsec_/)
+    expect(printed.api_key).toMatchObject({ status: "active" })
+    expect(printed.api_key.id).toMatch(/^key_/)
+    expect(printed.api_key.key).toMatch(/^sk_live_[A-Za-z0-9]+$/)
+    expect(printed.api_key.prefix).toBe(printed.api_key.key.slice(0, 12))
+
+    app = await startApp({ databaseUrl: url })
+    const me = await client(app.baseUrl, printed.api_key.key).get("/api/v1/merchants/me")
+    expect(me.status).toBe(200)
+    expect(me.body.merchant).toEqual(printed.merchant)
+    const rows = await app.query("SELECT key_hash FROM api_keys WHERE merchant_id = $1", [printed.merchant.id])
+    expect(JSON.stringify(rows)).not.toContain(printed.api_key.key)
+  })
+
+  it("refuses bad arguments: non-zero exit, a message on stderr, nothing on stdout, nothing created", async () => {
+    const before = await countMerchants(url)
+    const refused = [
+      ["merchant", "create", "--name", "x".repeat(201)],
+      ["merchant", "create", "--name", "Bad URL", "--webhook-url", "ftp://example.com/x"],
+      ["frobnicate"]
+    ]
+    const runs = await Promise.all(refused.map((args) => cli(url, args)))
+    for (const [index, run] of runs.entries()) {
+      expect(run.code, JSON.stringify(refused[index])).not.toBe(0)
+      expect(run.stdout).toBe("")
+      expect(run.stderr.trim().length).toBeGreaterThan(0)
+    }
+    expect(await countMerchants(url)).toBe(before)
+  })
+})
+
+describe("settle", () => {
+  it("settles captured payments: status settled, payment.settled events, pending moves to available", async () => {
+    // Without --webhook-url the merchant has none.
+    const created = JSON.parse((await cli(url, ["merchant", "create", "--name", "Settler"])).stdout)
+    expect(created.merchant).toMatchObject({ name: "Settler", webhook_url: null })
+    app ??= await startApp({ databaseUrl: url })
+    const api = client(app.baseUrl, created.api_key.key)
+    const captured = await createTransaction(api, { amount_cents: 10_000 })
+    const refunded = await createTransaction(api, { amount_cents: 3_000 })
+    await api.post(`/api/v1/transactions/${refunded.id}/refund`, { amount_cents: 1_000 })
+    const manual = await createTransaction(api, { amount_cents: 5_000, capture_method: "manual" })
+    const failed = await createTransaction(api, { card_token: "tok_decline_expired_card" })
+    const before = (await api.get("/api/v1/merchants/me/balance")).body.balances
+    expect(before).toHaveLength(1)
+    expect(before[0].available).toBe(0)
+
+    const run = await cli(url, ["settle"])
+    expect(run.code).toBe(0)
+    expect(JSON.parse(run.stdout)).toEqual({ settled: 2 })
+
+    for (const t of [captured, refunded]) {
+      const after = (await api.get(`/api/v1/transactions/${t.id}`)).body.transaction
+      expect(after.status).toBe("settled")
+      const types = (await api.get(`/api/v1/transactions/${t.id}/events`)).body.events.map((e: any) => e.type)
+      expect(types.at(-1)).toBe("payment.settled")
+      expect(types.filter((type: string) => type === "payment.settled")).toHaveLength(1)
+    }
+    expect((await api.get(`/api/v1/transactions/${manual.id}`)).body.transaction.status).toBe("authorized")
+    expect((await api.get(`/api/v1/transactions/${failed.id}`)).body.transaction.status).toBe("failed")
+    const after = (await api.get("/api/v1/merchants/me/balance")).body.balances
+    expect(after).toEqual([{ currency: "USD", pending: 0, available: before[0].pending, reserved: 0 }])
+
+    // Nothing left to settle.
+    const again = await cli(url, ["settle"])
+    expect(JSON.parse(again.stdout)).toEqual({ settled: 0 })
+    expect((await api.get("/api/v1/merchants/me/balance")).body.balances).toEqual(after)
+  })
+})

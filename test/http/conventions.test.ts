@@ -1,0 +1,337 @@
+import { createHash } from "node:crypto"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { maximumBodyBytes } from "../../src/http/Edge.ts"
+import { client, errorOf, rawRequest, request, startApp, type TestApp, transactionBody } from "../support/app.ts"
+
+// CONTRACT sections 1–4: envelopes, errors, status codes, request ids, authentication.
+
+let app: TestApp
+let key: string
+let api: ReturnType<typeof client>
+beforeAll(async () => {
+  app = await startApp({ label: "conventions" })
+  key = (await app.createMerchant()).key
+  api = client(app.baseUrl, key)
+})
+afterAll(async () => {
+  await app?.close()
+})
+
+const requestIdPattern = /^req_[A-Za-z0-9_-]+$/
+
+/** Nothing was created: the merchant still has no transactions. */
+const transactionCount = async () => (await api.get("/api/v1/transactions")).body.meta.total_count as number
+
+const expectError = (
+  reply: { status: number; headers: Headers; body: any; text: string },
+  status: number,
+  type: string,
+  code: string,
+  /** A field name, `null` for "no param", or undefined to leave it unchecked. */
+  param?: string | null
+) => {
+  expect(reply.status).toBe(status)
+  expect(reply.headers.get("content-type")).toMatch(/^application\/json/)
+  const error = errorOf(reply)
+  expect(error.type).toBe(type)
+  expect(error.code).toBe(code)
+  expect(typeof error.message).toBe("string")
+  expect(error.message.length).toBeGreaterThan(0)
+  expect(error.request_id).toMatch(requestIdPattern)
+  expect(error.request_id).toBe(reply.headers.get("x-request-id"))
+  if (param === null) expect(error).not.toHaveProperty("param")
+  else if (param !== undefined) expect(error.param).toBe(param)
+  expect(Object.keys(reply.body)).toEqual(["error"])
+  return error
+}
+
+describe("request ids", () => {
+  it("every response carries a fresh X-Request-Id, successes and failures alike", async () => {
+    const other = client(app.baseUrl, (await app.createMerchant()).key)
+    const replies = await Promise.all([
+      other.get("/api/v1/merchants/me"),
+      other.post("/api/v1/transactions", transactionBody()),
+      api.get("/api/v1/transactions?per_page=500"),
+      api.get("/api/v1/nowhere"),
+      request(app.baseUrl, "GET", "/api/v1/merchants/me"),
+      api.send("POST", "/api/v1/transactions", { raw: "{", headers: { "content-type": "application/json" } }),
+      api.send("POST", "/api/v1/transactions", { raw: "{}", headers: { "content-type": "text/plain" } }),
+      request(app.baseUrl, "GET", "/healthz"),
+      request(app.baseUrl, "GET", "/api/v1/openapi.json")
+    ])
+    const ids = replies.map((r) => r.headers.get("x-request-id"))
+    for (const id of ids) expect(id).toMatch(requestIdPattern)
+    expect(new Set(ids).size).toBe(ids.length)
+  })
+})
+
+describe("bodies", () => {
+  it("answers 400 invalid_json, as JSON, when the body does not parse", async () => {
+    for (const raw of ["{", "{\"transaction\": }", "nope", "{\"a\":1}}"]) {
+      const reply = await api.send("POST", "/api/v1/transactions", { raw, headers: { "content-type": "application/json" } })
+      expectError(reply, 400, "invalid_request_error", "invalid_json", null)
+    }
+    expect(await transactionCount()).toBe(0)
+  })
+
+  it("answers 413 body_too_large over 64 KiB, and reads a body of exactly 64 KiB", async () => {
+    const padded = (size: number) => {
+      const base = JSON.stringify({ ...transactionBody(), padding: "" })
+      return base.replace("\"padding\":\"\"", `"padding":"${"x".repeat(size - base.length)}"`)
+    }
+    const atLimit = padded(maximumBodyBytes)
+    expect(Buffer.byteLength(atLimit)).toBe(64 * 1024)
+    const accepted = await api.send("POST", "/api/v1/transactions", { raw: atLimit, headers: { "content-type": "application/json" } })
+    // Within the limit the body is read and validated: the padding is an unknown field.
+    expectError(accepted, 422, "invalid_request_error", "validation_failed", "padding")
+
+    const over = await api.send("POST", "/api/v1/transactions", {
+      raw: padded(maximumBodyBytes + 1),
+      headers: { "content-type": "application/json" }
+    })
+    expectError(over, 413, "invalid_request_error", "body_too_large", null)
+    const huge = await api.send("POST", "/api/v1/transactions", { raw: "x".repeat(1_000_000), headers: { "content-type": "application/json" } })
+    expectError(huge, 413, "invalid_request_error", "body_too_large", null)
+    expect(await transactionCount()).toBe(0)
+  })
+
+  it("refuses an oversized chunked body (no Content-Length) without creating anything", async () => {
+    const reply = await rawRequest(app.baseUrl, {
+      method: "POST",
+      path: "/api/v1/transactions",
+      headers: { authorization: `Bearer ${key}`, "content-type": "application/json", "transfer-encoding": "chunked" },
+      chunks: Array.from({ length: 20 }, () => "x".repeat(8 * 1024))
+    })
+    // The read stops at the limit; the answer is 413 or a closed connection, never a success.
+    if ("status" in reply) expect(reply.status).toBe(413)
+    expect(await transactionCount()).toBe(0)
+  })
+
+  it("answers 415 unsupported_media_type for a body that is not declared JSON", async () => {
+    const body = JSON.stringify(transactionBody())
+    for (const type of ["text/plain", "application/x-www-form-urlencoded", "application/jsonp"]) {
+      const reply = await api.send("POST", "/api/v1/transactions", { raw: body, headers: { "content-type": type } })
+      expectError(reply, 415, "invalid_request_error", "unsupported_media_type", null)
+    }
+    const patch = await api.send("PATCH", "/api/v1/merchants/me", { raw: "{\"name\":\"x\"}", headers: { "content-type": "text/plain" } })
+    expectError(patch, 415, "invalid_request_error", "unsupported_media_type", null)
+    expect((await api.get("/api/v1/merchants/me")).body.merchant.name).not.toBe("x")
+
+    const untyped = await rawRequest(app.baseUrl, {
+      method: "POST",
+      path: "/api/v1/transactions",
+      headers: { authorization: `Bearer ${key}`, "content-length": String(Buffer.byteLength(body)) },
+      chunks: [body]
+    })
+    if (!("status" in untyped)) throw new Error(untyped.error)
+    expect(untyped.status).toBe(415)
+    expect(JSON.parse(untyped.text).error.code).toBe("unsupported_media_type")
+    expect(await transactionCount()).toBe(0)
+  })
+
+  it("accepts a charset parameter on application/json", async () => {
+    const reply = await api.send("POST", "/api/v1/transactions", {
+      raw: JSON.stringify(transactionBody({ amount_cents: 150 })),
+      headers: { "content-type": "application/json; charset=utf-8" }
+    })
+    expect(reply.status).toBe(201)
+    await api.post(`/api/v1/transactions/${reply.body.transaction.id}/refund`)
+  })
+})
+
+describe("validation (422 validation_failed with param)", () => {
+  const cases: ReadonlyArray<readonly [string, Record<string, unknown>, string]> = [
+    ["amount_cents zero", { amount_cents: 0 }, "transaction.amount_cents"],
+    ["amount_cents above the maximum", { amount_cents: 100_000_000 }, "transaction.amount_cents"],
+    ["amount_cents fractional", { amount_cents: 10.5 }, "transaction.amount_cents"],
+    ["amount_cents as a string", { amount_cents: "1000" }, "transaction.amount_cents"],
+    ["currency lower-case", { currency: "usd" }, "transaction.currency"],
+    ["currency unsupported", { currency: "XYZ" }, "transaction.currency"],
+    ["card_token without prefix", { card_token: "visa" }, "transaction.card_token"],
+    ["card_token empty body", { card_token: "tok_" }, "transaction.card_token"],
+    ["card_token too long", { card_token: `tok_${"a".repeat(65)}` }, "transaction.card_token"],
+    ["card_token with a dash", { card_token: "tok_vi-sa" }, "transaction.card_token"],
+    ["card_last_four short", { card_last_four: "424" }, "transaction.card_last_four"],
+    ["card_last_four letters", { card_last_four: "42a2" }, "transaction.card_last_four"],
+    ["card_brand upper-case", { card_brand: "VISA" }, "transaction.card_brand"],
+    ["card_brand unknown", { card_brand: "maestro" }, "transaction.card_brand"],
+    ["capture_method unknown", { capture_method: "later" }, "transaction.capture_method"],
+    ["idempotency_key empty", { idempotency_key: "" }, "transaction.idempotency_key"],
+    ["metadata value not a string", { metadata: { n: 1 } }, "transaction.metadata.n"],
+    ["metadata value too long", { metadata: { note: "x".repeat(501) } }, "transaction.metadata.note"],
+    ["metadata key too long", { metadata: { ["k".repeat(41)]: "v" } }, "transaction.metadata"],
+    ["metadata with 51 keys", { metadata: Object.fromEntries(Array.from({ length: 51 }, (_, i) => [`k${i}`, "v"])) }, "transaction.metadata"],
+    ["an unknown field", { amount: 100 }, "transaction.amount"]
+  ]
+
+  it.each(cases)("refuses %s", async (_, fields, param) => {
+    const reply = await api.post("/api/v1/transactions", transactionBody(fields as any))
+    const error = expectError(reply, 422, "invalid_request_error", "validation_failed")
+    expect(error.param?.startsWith(param)).toBe(true)
+    expect(error.message).toContain(param.split(".").slice(0, 2).join("."))
+  })
+
+  it.each(["amount_cents", "currency", "card_token", "card_last_four", "card_brand"])("requires transaction.%s", async (field) => {
+    const body = transactionBody()
+    delete (body.transaction as Record<string, unknown>)[field]
+    const reply = await api.post("/api/v1/transactions", body)
+    expectError(reply, 422, "invalid_request_error", "validation_failed", `transaction.${field}`)
+  })
+
+  it("accepts the limits themselves: 1 and 99,999,999 cents, 50 metadata keys, 500-character values", async () => {
+    const metadata = Object.fromEntries(Array.from({ length: 50 }, (_, i) => [`${"k".repeat(38)}${String(i).padStart(2, "0")}`, "v".repeat(500)]))
+    for (const fields of [{ amount_cents: 1 }, { amount_cents: 99_999_999, capture_method: "manual" as const }, { metadata }]) {
+      const reply = await api.post("/api/v1/transactions", transactionBody(fields))
+      expect(reply.status).toBe(201)
+      expect(reply.body.transaction.amount_cents).toBe(fields.amount_cents ?? 10_000)
+      if ("metadata" in fields) expect(reply.body.transaction.metadata).toEqual(metadata)
+      if (reply.body.transaction.status === "captured") await api.post(`/api/v1/transactions/${reply.body.transaction.id}/refund`)
+      else await api.post(`/api/v1/transactions/${reply.body.transaction.id}/void`)
+    }
+  })
+
+  it("refuses an unknown top-level field, a missing transaction and a body that is not an object", async () => {
+    expectError(await api.post("/api/v1/transactions", { ...transactionBody(), extra: true }), 422, "invalid_request_error", "validation_failed", "extra")
+    expectError(await api.post("/api/v1/transactions", {}), 422, "invalid_request_error", "validation_failed", "transaction")
+    const array = await api.post("/api/v1/transactions", [transactionBody()])
+    expect(array.status).toBe(422)
+    expect(errorOf(array).code).toBe("validation_failed")
+  })
+
+  it("refuses a header key that differs from transaction.idempotency_key, and a malformed header key", async () => {
+    const before = await transactionCount()
+    const mismatch = await api.post("/api/v1/transactions", transactionBody({ idempotency_key: "idem_a" }), { idempotencyKey: "idem_b" })
+    expectError(mismatch, 422, "invalid_request_error", "validation_failed", "transaction.idempotency_key")
+    const tooLong = await api.post("/api/v1/transactions", transactionBody(), { idempotencyKey: "k".repeat(256) })
+    expect(tooLong.status).toBe(422)
+    expect(errorOf(tooLong).code).toBe("validation_failed")
+    expect(errorOf(tooLong).param).toMatch(/idempotency/i)
+    expect(await transactionCount()).toBe(before)
+  })
+
+  it("none of the refused requests created anything", async () => {
+    const all = (await api.get("/api/v1/transactions?per_page=100")).body.transactions as Array<{ amount_cents: number }>
+    // Only the accepted ones of this file exist (charset test and the limits test).
+    expect(all.map((t) => t.amount_cents).sort((a, b) => a - b)).toEqual([1, 150, 10_000, 99_999_999])
+  })
+})
+
+describe("routes", () => {
+  it("answers unknown routes with a JSON 404, with or without credentials", async () => {
+    for (const [method, path, withKey] of [
+      ["GET", "/api/v1/nothing", true],
+      ["GET", "/api/v2/transactions", true],
+      ["DELETE", "/api/v1/transactions", true],
+      ["GET", "/", false],
+      ["POST", "/api/v1/unknown", false]
+    ] as const) {
+      const reply = await request(app.baseUrl, method, path, withKey ? { key } : {})
+      expectError(reply, 404, "invalid_request_error", "not_found", null)
+    }
+  })
+
+  it("serves health, readiness, metrics, the OpenAPI document and the docs page", async () => {
+    const health = await request(app.baseUrl, "GET", "/healthz")
+    expect(health.status).toBe(200)
+    expect(health.body).toEqual({ status: "ok" })
+    const ready = await request(app.baseUrl, "GET", "/readyz")
+    expect(ready.status).toBe(200)
+    const metrics = await request(app.baseUrl, "GET", "/metrics")
+    expect(metrics.status).toBe(200)
+    expect(metrics.headers.get("content-type")).toMatch(/^text\/plain/)
+    const openapi = await request(app.baseUrl, "GET", "/api/v1/openapi.json")
+    expect(openapi.status).toBe(200)
+    expect(openapi.body.openapi).toMatch(/^3\.1/)
+    for (const path of [
+      "/api/v1/transactions",
+      "/api/v1/transactions/{id}",
+      "/api/v1/transactions/{id}/capture",
+      "/api/v1/transactions/{id}/refund",
+      "/api/v1/transactions/{id}/void",
+      "/api/v1/transactions/{id}/events",
+      "/api/v1/transactions/{id}/ledger",
+      "/api/v1/merchants/me",
+      "/api/v1/merchants/me/analytics",
+      "/api/v1/merchants/me/balance",
+      "/api/v1/api_keys",
+      "/api/v1/api_keys/{id}/rotate",
+      "/api/v1/fraud/cases",
+      "/api/v1/fraud/cases/{id}/review"
+    ]) expect(Object.keys(openapi.body.paths)).toContain(path)
+    const docs = await request(app.baseUrl, "GET", "/docs")
+    expect(docs.status).toBe(200)
+    expect(docs.headers.get("content-type")).toMatch(/^text\/html/)
+  })
+})
+
+describe("authentication", () => {
+  const protectedRoutes = [
+    ["GET", "/api/v1/transactions"],
+    ["POST", "/api/v1/transactions"],
+    ["GET", "/api/v1/transactions/pay_x"],
+    ["POST", "/api/v1/transactions/pay_x/capture"],
+    ["POST", "/api/v1/transactions/pay_x/refund"],
+    ["POST", "/api/v1/transactions/pay_x/void"],
+    ["GET", "/api/v1/transactions/pay_x/events"],
+    ["GET", "/api/v1/transactions/pay_x/ledger"],
+    ["GET", "/api/v1/merchants/me"],
+    ["PATCH", "/api/v1/merchants/me"],
+    ["GET", "/api/v1/merchants/me/analytics"],
+    ["GET", "/api/v1/merchants/me/balance"],
+    ["GET", "/api/v1/api_keys"],
+    ["POST", "/api/v1/api_keys"],
+    ["POST", "/api/v1/api_keys/key_x/rotate"],
+    ["GET", "/api/v1/fraud/cases"],
+    ["POST", "/api/v1/fraud/cases/fc_x/review"]
+  ] as const
+
+  it.each(protectedRoutes)("%s %s without a key is 401 authentication_required", async (method, path) => {
+    const reply = await request(app.baseUrl, method, path, method === "GET" ? {} : { json: {} })
+    expectError(reply, 401, "authentication_error", "authentication_required", null)
+  })
+
+  it("a malformed Authorization header is authentication_required; a well-formed unknown key is invalid_api_key", async () => {
+    for (const header of ["Basic dXNlcjpwYXNz", "Bearer", "Bearer not-a-key", `Token ${key}`, "sk_live_abc"]) {
+      const reply = await request(app.baseUrl, "GET", "/api/v1/merchants/me", { headers: { authorization: header } })
+      expectError(reply, 401, "authentication_error", "authentication_required", null)
+    }
+    const unknown = `sk_live_${"A".repeat(32)}`
+    const reply = await client(app.baseUrl, unknown).get("/api/v1/merchants/me")
+    expectError(reply, 401, "authentication_error", "invalid_api_key", null)
+    // A one-character change of a real key is just as unknown.
+    const altered = key.slice(0, -1) + (key.endsWith("A") ? "B" : "A")
+    expectError(await client(app.baseUrl, altered).get("/api/v1/merchants/me"), 401, "authentication_error", "invalid_api_key", null)
+  })
+
+  it("stores only a SHA-256 hash of each key, never the secret", async () => {
+    const rows = await app.query("SELECT * FROM api_keys")
+    expect(rows.length).toBeGreaterThan(0)
+    const dump = JSON.stringify(await app.query("SELECT * FROM api_keys"))
+    expect(dump).not.toContain(key)
+    expect(dump).not.toContain(key.slice(8))
+    const hash = createHash("sha256").update(key).digest("hex")
+    expect(rows.map((r) => r.key_hash)).toContain(hash)
+  })
+})
+
+describe("rate limit", () => {
+  it("answers 429 rate_limited with Retry-After and X-RateLimit headers past the burst, and does not store it as an idempotent answer", async () => {
+    const limited = await startApp({ label: "ratelimit", config: { rateLimitPerSecond: 1 } })
+    try {
+      const merchant = await limited.createMerchant()
+      const limitedApi = client(limited.baseUrl, merchant.key)
+      // Burst: twice the per-second rate.
+      expect((await limitedApi.get("/api/v1/merchants/me")).status).toBe(200)
+      expect((await limitedApi.get("/api/v1/merchants/me")).status).toBe(200)
+      const reply = await limitedApi.post("/api/v1/transactions", transactionBody(), { idempotencyKey: "limited-1" })
+      expectError(reply, 429, "rate_limit_error", "rate_limited", null)
+      expect(Number(reply.headers.get("retry-after"))).toBeGreaterThanOrEqual(1)
+      expect(reply.headers.get("x-ratelimit-limit")).toBe("1")
+      expect(reply.headers.get("x-ratelimit-remaining")).toBe("0")
+      expect(await limited.query("SELECT * FROM idempotency_keys")).toEqual([])
+      expect(await limited.query("SELECT * FROM payments")).toEqual([])
+    } finally {
+      await limited.close()
+    }
+  })
+})

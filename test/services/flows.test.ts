@@ -1,0 +1,171 @@
+import { describe, expect, it } from "@effect/vitest"
+import { Duration, Effect, Fiber, Layer, TestClock } from "effect"
+import * as Acquirer from "../../src/acquirer/Acquirer.ts"
+import { ServicesLive } from "../../src/App.ts"
+import * as Payment from "../../src/domain/Payment.ts"
+import * as Config from "../../src/platform/Config.ts"
+import * as Ids from "../../src/platform/Ids.ts"
+import { Merchants } from "../../src/services/Merchants.ts"
+import { Payments } from "../../src/services/Payments.ts"
+import { emptyState, layerMemoryFrom } from "../../src/store/MemoryStore.ts"
+import { Store } from "../../src/store/Store.ts"
+import * as Workers from "../../src/workers/Workers.ts"
+
+// Time-dependent flows at service level, over the memory store, with Effect's TestClock.
+
+const config = Config.defaultsWith({ requestDeadlineMs: 5_000, acquirerTimeoutMs: 10_000 })
+
+const servicesWith = (options: { readonly config?: Config.AppConfigShape; readonly acquirer?: Layer.Layer<Acquirer.Acquirer> } = {}) =>
+  ServicesLive.pipe(
+    Layer.provideMerge(layerMemoryFrom(emptyState())),
+    Layer.provideMerge(Layer.mergeAll(Ids.layerSeeded(7), options.acquirer ?? Acquirer.layerSandbox, Config.layerWith(options.config ?? config)))
+  )
+
+const input = (merchantId: string, overrides: Partial<Payment.CreateInput> = {}): Payment.CreateInput => ({
+  merchantId,
+  amountCents: 2_000,
+  currency: "USD",
+  cardBrand: "visa",
+  cardLastFour: "4242",
+  cardToken: "tok_visa",
+  captureMethod: "automatic",
+  idempotencyKey: null,
+  metadata: {},
+  ...overrides
+})
+
+const newMerchant = Effect.flatMap(Merchants, (m) => m.create({ name: "Flow Shop", webhookUrl: null })).pipe(
+  Effect.map((created) => created.merchant.id)
+)
+
+/** Lets forked flows run until the payment leaves `status` (bounded: the flows are fibers, not timers). */
+const settleFibers = (merchantId: string, paymentId: string, from: Payment.PaymentStatus) =>
+  Effect.gen(function*() {
+    const payments = yield* Payments
+    for (let turn = 0; turn < 1_000; turn++) {
+      const payment = yield* payments.get(merchantId, paymentId)
+      if (payment.status !== from) return payment
+      yield* Effect.yieldNow()
+    }
+    return yield* payments.get(merchantId, paymentId)
+  })
+
+const eventTypes = (merchantId: string, paymentId: string) =>
+  Effect.flatMap(Payments, (p) => p.events(merchantId, paymentId)).pipe(Effect.map((events) => events.map((e) => e.type)))
+
+describe("tok_network_timeout", () => {
+  it.effect("create answers pending at the request deadline; the flow fails with network_timeout at the acquirer timeout", () =>
+    Effect.gen(function*() {
+      const payments = yield* Payments
+      const merchantId = yield* newMerchant
+      const creating = yield* Effect.fork(payments.create(input(merchantId, { cardToken: "tok_network_timeout" })))
+      yield* TestClock.adjust(Duration.millis(config.requestDeadlineMs - 1))
+      expect(creating.unsafePoll()).toBeNull()
+      yield* TestClock.adjust(Duration.millis(1))
+      const { payment, created } = yield* Fiber.join(creating)
+      expect(created).toBe(true)
+      expect(payment.status).toBe("pending")
+      expect(payment.failureCode).toBeNull()
+      expect(yield* eventTypes(merchantId, payment.id)).toEqual(["payment.initiated"])
+
+      // Just before the acquirer timeout the payment is still pending.
+      yield* TestClock.adjust(Duration.millis(config.acquirerTimeoutMs - config.requestDeadlineMs - 1))
+      expect((yield* payments.get(merchantId, payment.id)).status).toBe("pending")
+      yield* TestClock.adjust(Duration.millis(1))
+      const failed = yield* settleFibers(merchantId, payment.id, "pending")
+      expect(failed).toMatchObject({ status: "failed", failureCode: "network_timeout" })
+      expect(failed.failureMessage).toBeTruthy()
+      expect(yield* eventTypes(merchantId, payment.id)).toEqual(["payment.initiated", "payment.authorization_failed"])
+      expect(yield* payments.ledger(merchantId, payment.id)).toEqual([])
+    }).pipe(Effect.provide(servicesWith())))
+
+  it.effect("with an acquirer timeout shorter than the request deadline, create answers failed directly", () =>
+    Effect.gen(function*() {
+      const payments = yield* Payments
+      const merchantId = yield* newMerchant
+      const creating = yield* Effect.fork(payments.create(input(merchantId, { cardToken: "tok_network_timeout" })))
+      yield* TestClock.adjust(Duration.seconds(2))
+      const { payment } = yield* Fiber.join(creating)
+      expect(payment).toMatchObject({ status: "failed", failureCode: "network_timeout" })
+    }).pipe(Effect.provide(servicesWith({ config: Config.defaultsWith({ requestDeadlineMs: 5_000, acquirerTimeoutMs: 2_000 }) }))))
+
+  it.effect("a slow but answering network finishes the flow within the request deadline", () =>
+    Effect.gen(function*() {
+      const payments = yield* Payments
+      const merchantId = yield* newMerchant
+      const creating = yield* Effect.fork(payments.create(input(merchantId)))
+      yield* TestClock.adjust(Duration.seconds(3))
+      const { payment } = yield* Fiber.join(creating)
+      expect(payment.status).toBe("captured")
+      expect(yield* eventTypes(merchantId, payment.id)).toEqual([
+        "payment.initiated",
+        "payment.authorized",
+        "payment.fraud_passed",
+        "payment.captured"
+      ])
+    }).pipe(Effect.provide(servicesWith({
+      acquirer: Layer.succeed(Acquirer.Acquirer, {
+        authorize: (request) => Effect.zipRight(Effect.sleep(Duration.seconds(3)), Acquirer.sandboxAuthorize(request))
+      })
+    }))))
+
+  it.effect("transport failures are retried until the acquirer timeout, then the payment fails", () =>
+    Effect.gen(function*() {
+      const payments = yield* Payments
+      const merchantId = yield* newMerchant
+      const creating = yield* Effect.fork(payments.create(input(merchantId)))
+      yield* TestClock.adjust(Duration.millis(config.requestDeadlineMs))
+      const { payment } = yield* Fiber.join(creating)
+      expect(payment.status).toBe("pending")
+      yield* TestClock.adjust(Duration.millis(config.acquirerTimeoutMs))
+      const failed = yield* settleFibers(merchantId, payment.id, "pending")
+      expect(failed.status).toBe("failed")
+      expect(["network_timeout", "network_error"]).toContain(failed.failureCode)
+    }).pipe(Effect.provide(servicesWith({
+      acquirer: Layer.succeed(Acquirer.Acquirer, {
+        authorize: () => Effect.fail(new Acquirer.AcquirerUnavailable({ reason: "connection refused" }))
+      })
+    }))))
+})
+
+describe("settlement worker", () => {
+  it.effect("settles at the daily cut-off (SETTLEMENT_CUTOFF), not before", () =>
+    Effect.gen(function*() {
+      const payments = yield* Payments
+      const store = yield* Store
+      const merchantId = yield* newMerchant
+      // TestClock starts at 1970-01-01T00:00:00Z; capture at 01:00, cut-off at 06:00.
+      yield* TestClock.adjust(Duration.hours(1))
+      const { payment } = yield* payments.create(input(merchantId, { amountCents: 10_000 }))
+      expect(payment.status).toBe("captured")
+      yield* Layer.launch(Workers.settlement).pipe(Effect.forkScoped)
+      yield* TestClock.adjust(Duration.minutes(299))
+      expect((yield* payments.get(merchantId, payment.id)).status).toBe("captured")
+      yield* TestClock.adjust(Duration.minutes(1))
+      const settled = yield* settleFibers(merchantId, payment.id, "captured")
+      expect(settled.status).toBe("settled")
+      expect(settled.settledAt).toBe("1970-01-01T06:00:00.000Z")
+      const [balance] = yield* store.balances(merchantId)
+      expect(balance).toMatchObject({ currency: "USD", pending: 0, available: 10_000 - payment.feeCents })
+      expect((yield* eventTypes(merchantId, payment.id)).at(-1)).toBe("payment.settled")
+    }).pipe(Effect.scoped, Effect.provide(servicesWith({ config: Config.defaultsWith({ settlementCutoffMinutes: 6 * 60 }) }))))
+})
+
+describe("recovery worker", () => {
+  it.effect("resumes the flow of a payment left pending by a crash", () =>
+    Effect.gen(function*() {
+      const store = yield* Store
+      const payments = yield* Payments
+      const merchantId = yield* newMerchant
+      // What a crash leaves behind: the create committed, the flow never ran.
+      const decision = Payment.create(input(merchantId), { now: "1970-01-01T00:00:00.000Z", mintId: (kind) => `${kind === "payment" ? "pay" : "evt"}_crashed${kind}` })
+      if (!decision.ok) throw new Error("create refused")
+      yield* store.insertPayment(decision.change)
+      yield* TestClock.adjust(Duration.seconds(1))
+      yield* Layer.launch(Workers.recovery).pipe(Effect.forkScoped)
+      const resumed = yield* settleFibers(merchantId, decision.change.payment.id, "pending")
+      const finished = resumed.status === "captured" ? resumed : yield* settleFibers(merchantId, resumed.id, resumed.status)
+      expect(finished.status).toBe("captured")
+      expect(yield* payments.events(merchantId, finished.id)).toHaveLength(4)
+    }).pipe(Effect.scoped, Effect.provide(servicesWith())))
+})
