@@ -82,6 +82,7 @@ export class FraudGroup extends HttpApiGroup.make("fraud")
       .setPayload(S.FraudReview)
       .addSuccess(S.FraudCaseEnvelope)
   )
+  .add(HttpApiEndpoint.get("stats", "/fraud/stats").addSuccess(S.FraudStatsEnvelope))
   .middleware(Authentication)
   .prefix("/api/v1")
 {}

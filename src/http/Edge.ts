@@ -30,6 +30,9 @@ const fromDecodeError = (error: HttpApiDecodeError) => {
   const issue = error.issues[0]
   if (issue === undefined) return E.validationFailed(undefined, "The request is invalid.")
   const param = issue.path.length === 0 ? undefined : issue.path.map(String).join(".")
+  if (param === undefined) {
+    return E.validationFailed(undefined, "The request body is missing or is not a JSON object of the documented shape.")
+  }
   return E.validationFailed(param, issueMessage(issue, param))
 }
 

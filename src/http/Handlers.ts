@@ -219,6 +219,29 @@ const FraudLive = HttpApiBuilder.group(PaymentsApi, "fraud", (handlers) =>
           )
           return { fraud_cases: result.items.map(Wire.fraudCase), meta: Wire.meta(page, result) }
         }))
+      .handle("stats", () =>
+        Effect.gen(function*() {
+          const { merchant } = yield* CurrentMerchant
+          const stats = yield* mapErrors(store.fraudStats(merchant.id))
+          const reviewed = stats.casesByStatus.confirmed_fraud + stats.casesByStatus.false_positive
+          const blockedCount = stats.blocked.reduce((total, row) => total + row.count, 0)
+          return {
+            fraud_stats: {
+              cases: {
+                total: reviewed + stats.casesByStatus.open,
+                by_status: stats.casesByStatus,
+                by_priority: stats.casesByPriority
+              },
+              screened_count: stats.screenedCount,
+              blocked: {
+                count: blockedCount,
+                by_currency: stats.blocked.map((row) => ({ currency: row.currency, count: row.count, amount_cents: row.amountCents }))
+              },
+              fraud_rate: rate(blockedCount, stats.screenedCount),
+              review_precision: rate(stats.casesByStatus.confirmed_fraud, reviewed)
+            }
+          }
+        }))
       .handle("review", ({ path, payload }) =>
         Effect.gen(function*() {
           const { merchant } = yield* CurrentMerchant

@@ -249,6 +249,24 @@ export const FraudCaseListParams = Schema.Struct({
   status: Schema.optional(Schema.Literal("open", "confirmed_fraud", "false_positive")),
   priority: Schema.optional(Schema.Literal("low", "medium", "high", "critical"))
 }).annotations(strict)
+export const FraudStats = Schema.Struct({
+  cases: Schema.Struct({
+    total: Schema.Int,
+    by_status: Schema.Struct({ open: Schema.Int, confirmed_fraud: Schema.Int, false_positive: Schema.Int }),
+    by_priority: Schema.Struct({ low: Schema.Int, medium: Schema.Int, high: Schema.Int, critical: Schema.Int })
+  }),
+  screened_count: Schema.Int,
+  blocked: Schema.Struct({
+    count: Schema.Int,
+    by_currency: Schema.Array(Schema.Struct({ currency: Schema.String, count: Schema.Int, amount_cents: Schema.Int }))
+  }),
+  fraud_rate: Schema.NullOr(Schema.Number).annotations({ description: "blocked / screened payments" }),
+  review_precision: Schema.NullOr(Schema.Number).annotations({
+    description: "confirmed_fraud / reviewed cases: how often a held or blocked payment was really fraud"
+  })
+}).annotations({ identifier: "FraudStats" })
+export const FraudStatsEnvelope = Schema.Struct({ fraud_stats: FraudStats })
+
 export const FraudReview = Schema.Struct({
   status: Schema.Literal("confirmed_fraud", "false_positive").annotations(msg("must be 'confirmed_fraud' or 'false_positive'")),
   notes: Schema.optional(Schema.NullOr(Schema.String.pipe(Schema.maxLength(5000))))

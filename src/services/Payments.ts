@@ -208,8 +208,12 @@ export const make = Effect.gen(function*() {
           return yield* Effect.fail(new InvalidState({ status: fraudCase.status, message: refusal.message }))
         }
         const payment = yield* toResult(fraudCase.paymentId, outcome)
-        // A released payment continues its flow (capture when automatic).
-        if (Payment.nextStep(payment) !== null) yield* startFlow(payment.id)
+        // A released payment continues its flow (capture when automatic); like create, the answer
+        // waits for it up to the request deadline.
+        if (Payment.nextStep(payment) !== null) {
+          const fiber = yield* startFlow(payment.id)
+          yield* Fiber.await(fiber).pipe(Effect.timeout(config.requestDeadlineMs), Effect.ignore)
+        }
         const reviewed = yield* store.getFraudCase(merchantId, caseId)
         return reviewed ?? fraudCase
       }),

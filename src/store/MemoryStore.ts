@@ -278,6 +278,31 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
         }
         return [...rows.values()].sort((a, b) => a.currency.localeCompare(b.currency))
       }),
+    fraudStats: (merchantId) =>
+      Effect.sync(() => {
+        const casesByStatus = { open: 0, confirmed_fraud: 0, false_positive: 0 }
+        const casesByPriority = { low: 0, medium: 0, high: 0, critical: 0 }
+        for (const c of state.fraudCases.values()) {
+          if (c.merchantId !== merchantId) continue
+          casesByStatus[c.status]++
+          casesByPriority[c.priority]++
+        }
+        let screenedCount = 0
+        const blocked = new Map<string, { currency: string; count: number; amountCents: number }>()
+        for (const p of state.payments.values()) {
+          if (p.merchantId !== merchantId || p.fraudScore === null) continue
+          screenedCount++
+          if (p.status !== "blocked") continue
+          const row = blocked.get(p.currency) ?? { currency: p.currency, count: 0, amountCents: 0 }
+          blocked.set(p.currency, { ...row, count: row.count + 1, amountCents: row.amountCents + p.amountCents })
+        }
+        return {
+          casesByStatus,
+          casesByPriority,
+          screenedCount,
+          blocked: [...blocked.values()].sort((a, b) => (a.currency < b.currency ? -1 : 1))
+        }
+      }),
     countCardAttempts: (merchantId, cardToken, since) =>
       Effect.sync(() => {
         const times = state.cardAttempts.get(scopedKey(merchantId, cardToken)) ?? []

@@ -351,6 +351,27 @@ export const makePgStore = Effect.gen(function*() {
           }))
         )
       ),
+    fraudStats: (merchantId) =>
+      run(Effect.all([
+        sql`SELECT status, priority, count(*)::int AS n FROM fraud_cases WHERE merchant_id = ${merchantId}
+          GROUP BY status, priority`,
+        sql`SELECT count(*)::int AS n FROM payments WHERE merchant_id = ${merchantId} AND fraud_score IS NOT NULL`,
+        sql`SELECT currency, count(*)::int AS n, sum(amount_cents)::text AS amount FROM payments
+          WHERE merchant_id = ${merchantId} AND status = 'blocked' GROUP BY currency ORDER BY currency`
+      ])).pipe(Effect.map(([cases, screened, blocked]) => {
+        const casesByStatus = { open: 0, confirmed_fraud: 0, false_positive: 0 }
+        const casesByPriority = { low: 0, medium: 0, high: 0, critical: 0 }
+        for (const row of cases) {
+          casesByStatus[row.status as keyof typeof casesByStatus] += Number(row.n)
+          casesByPriority[row.priority as keyof typeof casesByPriority] += Number(row.n)
+        }
+        return {
+          casesByStatus,
+          casesByPriority,
+          screenedCount: Number(screened[0]!.n),
+          blocked: blocked.map((r) => ({ currency: String(r.currency), count: Number(r.n), amountCents: Number(r.amount) }))
+        }
+      })),
     countCardAttempts: (merchantId, cardToken, since) =>
       run(sql`SELECT count(*)::int AS n FROM payments WHERE merchant_id = ${merchantId}
         AND card_token = ${cardToken} AND created_at >= ${since}`).pipe(Effect.map((rows) => rows[0]!.n as number)),

@@ -77,6 +77,15 @@ export interface AnalyticsRow {
   readonly blockedCount: number
 }
 
+/** Fraud aggregates of one merchant (CONTRACT section 9). */
+export interface FraudStatsRow {
+  readonly casesByStatus: Readonly<Record<FraudCaseStatus, number>>
+  readonly casesByPriority: Readonly<Record<Priority, number>>
+  /** Payments that went through fraud screening. */
+  readonly screenedCount: number
+  readonly blocked: ReadonlyArray<{ readonly currency: string; readonly count: number; readonly amountCents: number }>
+}
+
 export type RotateOutcome = "rotated" | "not_found" | "revoked"
 
 export type StoreEffect<A> = Effect.Effect<A, StoreUnavailable>
@@ -126,6 +135,7 @@ export interface StoreShape {
   /** Payments the settlement run has to sweep: captured before the cut-off and not yet settled. */
   readonly settleablePayments: (capturedBefore: string, limit: number) => StoreEffect<ReadonlyArray<string>>
   readonly analytics: (merchantId: string, createdFrom: string | null, createdTo: string | null) => StoreEffect<ReadonlyArray<AnalyticsRow>>
+  readonly fraudStats: (merchantId: string) => StoreEffect<FraudStatsRow>
   readonly countCardAttempts: (merchantId: string, cardToken: string, since: string) => StoreEffect<number>
 
   readonly getFraudCase: (merchantId: string, caseId: string) => StoreEffect<FraudCase | null>

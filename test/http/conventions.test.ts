@@ -196,6 +196,10 @@ describe("validation (422 validation_failed with param)", () => {
     const array = await api.post("/api/v1/transactions", [transactionBody()])
     expect(array.status).toBe(422)
     expect(errorOf(array).code).toBe("validation_failed")
+    expect(errorOf(array).message).toBe("The request body is missing or is not a JSON object of the documented shape.")
+    const missing = await api.post("/api/v1/transactions", undefined)
+    expect(missing.status).toBe(422)
+    expect(errorOf(missing).message).toBe("The request body is missing or is not a JSON object of the documented shape.")
   })
 
   it("refuses a header key that differs from transaction.idempotency_key, and a malformed header key", async () => {

@@ -457,11 +457,9 @@ describe("fraud review", () => {
     expect(Object.keys(reply.body)).toEqual(["fraud_case"])
     expect(reply.body.fraud_case).toMatchObject({ id: t.fraud_case_id, status: "false_positive", notes: "known customer" })
     expect(reply.body.fraud_case.reviewed_at).toMatch(/Z$/)
-    // The capture runs in the payment's flow, resumed by the review.
-    const captured = await eventually(async () => {
-      const current = await getTransaction(api, t.id)
-      return current.status === "captured" ? current : undefined
-    }, { what: "the released payment to be captured" })
+    // The review answers once the resumed flow has captured (within the request deadline).
+    const captured = await getTransaction(api, t.id)
+    expect(captured.status).toBe("captured")
     expect(captured.captured_amount_cents).toBe(5_000)
     expect(await eventTypes(api, t.id)).toEqual([
       "payment.initiated",
@@ -539,6 +537,41 @@ describe("fraud review", () => {
     const still = (await owner.api.get("/api/v1/fraud/cases")).body.fraud_cases[0]
     expect(still.status).toBe("open")
     expect((await getTransaction(owner.api, t.id)).status).toBe("authorized")
+  })
+
+  it("reports fraud statistics: cases by status and priority, blocked money, fraud rate and review precision", async () => {
+    const { api } = await newMerchant()
+    const empty = await api.get("/api/v1/fraud/stats")
+    expect(empty.status).toBe(200)
+    expect(empty.body).toEqual({
+      fraud_stats: {
+        cases: { total: 0, by_status: { open: 0, confirmed_fraud: 0, false_positive: 0 }, by_priority: { low: 0, medium: 0, high: 0, critical: 0 } },
+        screened_count: 0,
+        blocked: { count: 0, by_currency: [] },
+        fraud_rate: null,
+        review_precision: null
+      }
+    })
+    await createTransaction(api, { card_token: "tok_visa", amount_cents: 1_000 })
+    const held = await createTransaction(api, { card_token: "tok_risk_review", amount_cents: 1_000, capture_method: "manual" })
+    const released = await createTransaction(api, { card_token: "tok_risk_review", amount_cents: 1_000, capture_method: "manual" })
+    const blocked = await createTransaction(api, { card_token: "tok_risk_highest", amount_cents: 2_500, currency: "EUR" })
+    await createTransaction(api, { card_token: "tok_decline_do_not_honor" })
+    await api.post(`/api/v1/fraud/cases/${held.fraud_case_id}/review`, { status: "confirmed_fraud" })
+    await api.post(`/api/v1/fraud/cases/${released.fraud_case_id}/review`, { status: "false_positive" })
+    const stats = (await api.get("/api/v1/fraud/stats")).body.fraud_stats
+    expect(stats.cases.total).toBe(3)
+    expect(stats.cases.by_status).toEqual({ open: 1, confirmed_fraud: 1, false_positive: 1 })
+    expect(stats.cases.by_priority.critical).toBe(1)
+    // Four payments were screened (the decline never was); two ended blocked: one by the model, one by review.
+    expect(stats.screened_count).toBe(4)
+    expect(stats.blocked).toEqual({
+      count: 2,
+      by_currency: [{ currency: "EUR", count: 1, amount_cents: 2_500 }, { currency: "USD", count: 1, amount_cents: 1_000 }]
+    })
+    expect(stats.fraud_rate).toBe(0.5)
+    expect(stats.review_precision).toBe(0.5)
+    expect(blocked.status).toBe("blocked")
   })
 
   it("filters cases by status and priority", async () => {
