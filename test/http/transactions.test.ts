@@ -5,7 +5,6 @@ import {
   type Client,
   createTransaction,
   errorOf,
-  eventually,
   startApp,
   type TestApp,
   transactionBody,
