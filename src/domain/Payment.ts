@@ -378,6 +378,46 @@ export const review = (
   }, context)
 }
 
+/**
+ * What every change must satisfy against the record it was decided on: the version advances,
+ * and each event's sequence lies in the new range. Stores assert it before committing.
+ */
+export const followsFrom = (before: Payment, change: Change): boolean =>
+  change.payment.version > before.version &&
+  change.payment.id === before.id &&
+  change.events.every((e) => e.sequence > before.version && e.sequence <= change.payment.version)
+
+// ---------------------------------------------------------------------------------------------
+// Composition
+
+/**
+ * Applies transitions one after another, each to the payment the previous one left, and
+ * merges them into one change (versions, events and ledger groups stay those of each step).
+ * A step returns null when it does not apply; the first refusal refuses the whole.
+ */
+export const sequence = (
+  payment: Payment,
+  steps: ReadonlyArray<(current: Payment) => Decision | null>
+): Decision => {
+  let current = payment
+  const events: Array<PaymentEvent> = []
+  const ledger: Array<Ledger.LedgerEntry> = []
+  let fraudCase: FraudCase | null = null
+  let applied = 0
+  for (const step of steps) {
+    const decision = step(current)
+    if (decision === null) continue
+    if (!decision.ok) return decision
+    current = decision.change.payment
+    events.push(...decision.change.events)
+    ledger.push(...decision.change.ledger)
+    fraudCase = decision.change.fraudCase ?? fraudCase
+    applied++
+  }
+  if (applied === 0) return invalidState(payment, "advance", "no step applies")
+  return { ok: true, change: { payment: current, events, ledger, fraudCase } }
+}
+
 // ---------------------------------------------------------------------------------------------
 // The automatic flow
 

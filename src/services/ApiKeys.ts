@@ -76,10 +76,9 @@ export const layer = Layer.effect(
         }),
       authenticate: (secret) =>
         Effect.gen(function*() {
-          const key = yield* store.findApiKeyByHash(hashSecret(secret))
-          if (key === null || key.status !== "active") return null
-          const merchant = yield* store.getMerchant(key.merchantId)
-          if (merchant === null) return null
+          const found = yield* store.findApiKeyWithMerchant(hashSecret(secret))
+          if (found === null || found.key.status !== "active") return null
+          const { key, merchant } = found
           const now = yield* nowIso
           if (key.lastUsedAt === null || Date.parse(now) - Date.parse(key.lastUsedAt) >= touchIntervalMs) {
             yield* store.touchApiKey(key.id, now)

@@ -112,43 +112,40 @@ export const make = Effect.gen(function*() {
         Effect.succeed<Payment.AuthorizationOutcome>({ _tag: "Declined", code: "network_error", message: error.reason }))
     )
 
-  /** Drives a payment through authorize → screen → capture until the domain says it is done. */
-  const runFlow = (paymentId: string): Effect.Effect<void, StoreUnavailable> =>
+  /**
+   * Drives a payment through authorize → screen → capture until the domain says it is done.
+   * What the network and the fraud model say is gathered first; then everything up to the next
+   * wait commits as one unit of work: authorization, screening and an automatic capture are
+   * one transaction with the events and ledger groups of each step.
+   */
+  const runFlow = (paymentId: string, initial: Payment.Payment | null): Effect.Effect<void, StoreUnavailable> =>
     Effect.gen(function*() {
-      let payment = yield* store.getPayment(null, paymentId)
-      for (let steps = 0; steps < 10; steps++) {
+      let payment = initial ?? (yield* store.getPayment(null, paymentId))
+      for (let rounds = 0; rounds < 10; rounds++) {
         if (payment === null) return
         const step = Payment.nextStep(payment)
         if (step === null) return
-        const current: Payment.Payment = payment
-        let outcome: UpdateOutcome
-        switch (step) {
-          case "authorize": {
-            const authorization = yield* authorize(current)
-            outcome = yield* apply(null, paymentId, (p, _, ctx) => Payment.applyAuthorization(p, authorization, ctx))
-            break
-          }
-          case "screen": {
-            const assessment = yield* fraud.assess(current)
-            outcome = yield* apply(null, paymentId, (p, _, ctx) => Payment.applyFraudAssessment(p, assessment, config.fraudThresholds, ctx))
-            break
-          }
-          case "capture": {
-            outcome = yield* apply(null, paymentId, (p, _, ctx) => Payment.capture(p, undefined, ctx))
-            break
-          }
-        }
+        const authorization = step === "authorize" ? yield* authorize(payment) : null
+        const screening = step === "capture" || authorization?._tag === "Declined"
+          ? null
+          : yield* fraud.assess(authorization?._tag === "Approved" ? { ...payment, networkRiskSignal: authorization.networkRiskSignal } : payment)
+        const outcome = yield* apply(null, paymentId, (locked, _, ctx) =>
+          Payment.sequence(locked, [
+            (p) => (authorization === null ? null : Payment.applyAuthorization(p, authorization, ctx)),
+            (p) => (screening === null || Payment.nextStep(p) !== "screen" ? null : Payment.applyFraudAssessment(p, screening, config.fraudThresholds, ctx)),
+            (p) => (Payment.nextStep(p) !== "capture" ? null : Payment.capture(p, undefined, ctx))
+          ]))
         // The committed record is the next starting point; after a refusal (a racing command won), read it again.
         payment = outcome._tag === "Applied" ? outcome.change.payment : yield* store.getPayment(null, paymentId)
       }
-      return yield* Effect.dieMessage(`payment ${paymentId}: flow did not finish within 10 steps`)
+      return yield* Effect.dieMessage(`payment ${paymentId}: flow did not finish within 10 rounds`)
     })
 
   /** A supervised flow: failures are logged and the payment stays in flight for the recovery worker. */
-  const startFlow = (paymentId: string) =>
+  const startFlow = (paymentId: string, initial: Payment.Payment | null = null) =>
     actors.startFlow(
       paymentId,
-      runFlow(paymentId).pipe(
+      runFlow(paymentId, initial).pipe(
         Effect.catchAllCause((cause) => Effect.logWarning(`flow of ${paymentId} stopped; recovery will resume it`, cause)),
         Effect.annotateLogs("payment_id", paymentId)
       )
@@ -166,7 +163,7 @@ export const make = Effect.gen(function*() {
         const inserted = yield* store.insertPayment(decision.change)
         if (inserted._tag === "Inserted") yield* countEvents(decision.change.events)
         const payment = inserted._tag === "Inserted" ? decision.change.payment : inserted.payment
-        const fiber = yield* startFlow(payment.id)
+        const fiber = yield* startFlow(payment.id, payment)
         // Answer with the record as the flow left it; past the deadline the flow goes on alone.
         yield* Fiber.await(fiber).pipe(Effect.timeout(config.requestDeadlineMs), Effect.ignore)
         const latest = yield* store.getPayment(null, payment.id)
@@ -211,7 +208,7 @@ export const make = Effect.gen(function*() {
         // A released payment continues its flow (capture when automatic); like create, the answer
         // waits for it up to the request deadline.
         if (Payment.nextStep(payment) !== null) {
-          const fiber = yield* startFlow(payment.id)
+          const fiber = yield* startFlow(payment.id, payment)
           yield* Fiber.await(fiber).pipe(Effect.timeout(config.requestDeadlineMs), Effect.ignore)
         }
         const reviewed = yield* store.getFraudCase(merchantId, caseId)
@@ -234,7 +231,7 @@ export const make = Effect.gen(function*() {
     resumeFlows: (updatedBefore) =>
       Effect.gen(function*() {
         const inFlight = yield* store.paymentsInFlight(updatedBefore, resumeBatch)
-        yield* Effect.forEach(inFlight, startFlow, { discard: true })
+        yield* Effect.forEach(inFlight, (paymentId) => startFlow(paymentId), { discard: true })
         return inFlight.length
       })
   }

@@ -4,7 +4,7 @@ import { balanceOf } from "../domain/Ledger.ts"
 import type { FraudCase } from "../domain/Fraud.ts"
 import type { ApiKey, Merchant } from "../domain/Merchant.ts"
 import type { Change, Payment, PaymentEvent } from "../domain/Payment.ts"
-import { isSettleable, nextStep } from "../domain/Payment.ts"
+import { followsFrom, isSettleable, nextStep } from "../domain/Payment.ts"
 import type { Currency } from "../domain/Money.ts"
 import type { AnalyticsRow, FraudCaseFilter, PageOf, PageRequest, PaymentFilter, StoreShape } from "./Store.ts"
 import { Store } from "./Store.ts"
@@ -152,6 +152,13 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
         const id = state.apiKeysByHash.get(keyHash)
         return id === undefined ? null : state.apiKeys.get(id) ?? null
       }),
+    findApiKeyWithMerchant: (keyHash) =>
+      Effect.sync(() => {
+        const id = state.apiKeysByHash.get(keyHash)
+        const key = id === undefined ? undefined : state.apiKeys.get(id)
+        const merchant = key === undefined ? undefined : state.merchants.get(key.merchantId)
+        return key === undefined || merchant === undefined ? null : { key, merchant }
+      }),
     listApiKeys: (merchantId, page) =>
       Effect.sync(() =>
         paginate([...state.apiKeys.values()].filter((k) => k.merchantId === merchantId).sort(newestFirst), page)
@@ -212,7 +219,7 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
         const fraudCase = payment.fraudCaseId === null ? null : state.fraudCases.get(payment.fraudCaseId) ?? null
         const decision = decide(payment, fraudCase)
         if (!decision.ok) return { _tag: "Refused" as const, decision, payment }
-        if (decision.change.payment.version !== payment.version + 1) throw new Error("store: decision skipped a version")
+        if (!followsFrom(payment, decision.change)) throw new Error("store: a decision must follow from the locked record")
         commit(decision.change)
         if (keyRow !== undefined) keyRow.appliedTo = payment.id
         return { _tag: "Applied" as const, change: decision.change }

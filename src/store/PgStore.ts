@@ -1,10 +1,11 @@
+import type * as Statement from "@effect/sql/Statement"
 import * as PgClient from "@effect/sql-pg/PgClient"
 import { Effect, Layer } from "effect"
 import type { Account, Balance, LedgerEntry } from "../domain/Ledger.ts"
 import type { FraudCase } from "../domain/Fraud.ts"
 import type { ApiKey } from "../domain/Merchant.ts"
 import type { Change, Payment } from "../domain/Payment.ts"
-import { nextStep } from "../domain/Payment.ts"
+import { followsFrom, nextStep } from "../domain/Payment.ts"
 import type { Currency } from "../domain/Money.ts"
 import type { AnalyticsRow, StoreShape, UpdateOutcome } from "./Store.ts"
 import { Store } from "./Store.ts"
@@ -115,8 +116,10 @@ export const makePgStore = Effect.gen(function*() {
   /** Writes what a decision implies besides the payment row itself. */
   const writeChildren = (change: Change) =>
     Effect.gen(function*() {
+      // Events, their outbox rows and the ledger group go in one statement: one round trip.
+      const parts: Array<Statement.Fragment> = []
       if (change.events.length > 0) {
-        yield* sql`INSERT INTO payment_events ${
+        parts.push(sql`events AS (INSERT INTO payment_events ${
           sql.insert(change.events.map((e) => ({
             id: e.id,
             payment_id: e.paymentId,
@@ -126,13 +129,12 @@ export const makePgStore = Effect.gen(function*() {
             data: sql.json(e.data),
             created_at: e.createdAt
           })))
-        }`
-        yield* sql`INSERT INTO webhook_outbox ${
-          sql.insert(change.events.map((e) => ({ event_id: e.id, merchant_id: e.merchantId, created_at: e.createdAt })))
-        }`
+        } RETURNING id, merchant_id, created_at)`)
+        parts.push(sql`outbox AS (INSERT INTO webhook_outbox (event_id, merchant_id, created_at)
+          SELECT id, merchant_id, created_at FROM events)`)
       }
       if (change.ledger.length > 0) {
-        yield* sql`INSERT INTO ledger_entries ${
+        parts.push(sql`entries AS (INSERT INTO ledger_entries ${
           sql.insert(change.ledger.map((e) => ({
             id: e.id,
             group_id: e.groupId,
@@ -144,8 +146,9 @@ export const makePgStore = Effect.gen(function*() {
             currency: e.currency,
             created_at: e.createdAt
           })))
-        }`
+        })`)
       }
+      if (parts.length > 0) yield* sql`WITH ${sql.csv(parts)} SELECT 1`
       const c = change.fraudCase
       if (c !== null) {
         yield* sql`
@@ -205,6 +208,11 @@ export const makePgStore = Effect.gen(function*() {
       ),
     findApiKeyByHash: (hash) =>
       run(sql`SELECT * FROM api_keys WHERE key_hash = ${hash}`).pipe(Effect.map((rows) => (rows[0] ? toApiKey(rows[0]) : null))),
+    findApiKeyWithMerchant: (hash) =>
+      run(sql`SELECT to_jsonb(k.*) AS key, to_jsonb(m.*) AS merchant
+        FROM api_keys k JOIN merchants m ON m.id = k.merchant_id WHERE k.key_hash = ${hash}`).pipe(
+        Effect.map((rows) => (rows[0] ? { key: toApiKey(rows[0].key as Row), merchant: toMerchant(rows[0].merchant as Row) } : null))
+      ),
     listApiKeys: (merchantId, p) =>
       run(Effect.all([
         sql`SELECT * FROM api_keys WHERE merchant_id = ${merchantId} ORDER BY created_at DESC, id DESC ${page(p)}`,
@@ -279,7 +287,7 @@ export const makePgStore = Effect.gen(function*() {
         const decision = decide(payment, fraudCase)
         if (!decision.ok) return { _tag: "Refused", decision, payment } satisfies UpdateOutcome
         const next = decision.change.payment
-        if (next.version !== payment.version + 1) return yield* Effect.dieMessage("store: decision skipped a version")
+        if (!followsFrom(payment, decision.change)) return yield* Effect.dieMessage("store: a decision must follow from the locked record")
         const { id: _id, ...fields } = paymentRow(next)
         yield* sql`UPDATE payments SET ${sql.update(fields)} WHERE id = ${payment.id} AND version = ${payment.version}`
         yield* writeChildren(decision.change)
@@ -393,37 +401,44 @@ export const makePgStore = Effect.gen(function*() {
     },
 
     claimIdempotencyKey: (claim) =>
-      run(sql.withTransaction(Effect.gen(function*() {
-        // Insert, or take over a row that expired; otherwise read the row under lock.
+      run(Effect.gen(function*() {
+        // One statement in the common case: insert, or take over a row that expired. A key claimed
+        // afresh no longer holds the payment it created before.
         const claimed = yield* sql`
-          INSERT INTO idempotency_keys (merchant_id, key, fingerprint, state, locked_until, created_at, expires_at)
-          VALUES (${claim.merchantId}, ${claim.key}, ${claim.fingerprint}, 'in_progress', ${claim.lockedUntil},
-            ${claim.now}, ${claim.expiresAt})
-          ON CONFLICT (merchant_id, key) DO UPDATE SET fingerprint = EXCLUDED.fingerprint, state = 'in_progress',
-            response_status = NULL, response_body = NULL, applied_to = NULL, locked_until = EXCLUDED.locked_until,
-            created_at = EXCLUDED.created_at, expires_at = EXCLUDED.expires_at
-          WHERE idempotency_keys.expires_at <= ${claim.now}
-          RETURNING key`
-        if (claimed.length > 0) {
-          // A key claimed afresh (new, or expired) no longer holds the payment it created before.
-          yield* sql`UPDATE payments SET idempotency_hold = NULL
-            WHERE merchant_id = ${claim.merchantId} AND idempotency_hold = ${claim.key} AND created_at < ${claim.now}`
+          WITH claimed AS (
+            INSERT INTO idempotency_keys (merchant_id, key, fingerprint, state, locked_until, created_at, expires_at)
+            VALUES (${claim.merchantId}, ${claim.key}, ${claim.fingerprint}, 'in_progress', ${claim.lockedUntil},
+              ${claim.now}, ${claim.expiresAt})
+            ON CONFLICT (merchant_id, key) DO UPDATE SET fingerprint = EXCLUDED.fingerprint, state = 'in_progress',
+              response_status = NULL, response_body = NULL, applied_to = NULL, locked_until = EXCLUDED.locked_until,
+              created_at = EXCLUDED.created_at, expires_at = EXCLUDED.expires_at
+            WHERE idempotency_keys.expires_at <= ${claim.now}
+            RETURNING key
+          ),
+          released AS (
+            UPDATE payments SET idempotency_hold = NULL
+            WHERE merchant_id = ${claim.merchantId} AND idempotency_hold = ${claim.key} AND created_at < ${claim.now}
+              AND EXISTS (SELECT 1 FROM claimed)
+          )
+          SELECT key FROM claimed`
+        if (claimed.length > 0) return { _tag: "Claimed" as const }
+        // The key is live: decide under the row's lock.
+        return yield* sql.withTransaction(Effect.gen(function*() {
+          const rows = yield* sql`SELECT * FROM idempotency_keys
+            WHERE merchant_id = ${claim.merchantId} AND key = ${claim.key} FOR UPDATE`
+          const row = rows[0]
+          if (row === undefined) return { _tag: "InProgress" as const }
+          if (row.fingerprint !== claim.fingerprint) return { _tag: "Mismatch" as const }
+          if (row.state === "completed") {
+            return { _tag: "Replay" as const, status: row.response_status as number, body: row.response_body as string }
+          }
+          if (iso(row.locked_until) > claim.now) return { _tag: "InProgress" as const }
+          // The holder's lease ran out (it crashed): this request resumes the same operation.
+          yield* sql`UPDATE idempotency_keys SET locked_until = ${claim.lockedUntil}
+            WHERE merchant_id = ${claim.merchantId} AND key = ${claim.key}`
           return { _tag: "Claimed" as const }
-        }
-        const rows = yield* sql`SELECT * FROM idempotency_keys
-          WHERE merchant_id = ${claim.merchantId} AND key = ${claim.key} FOR UPDATE`
-        const row = rows[0]
-        if (row === undefined) return { _tag: "InProgress" as const }
-        if (row.fingerprint !== claim.fingerprint) return { _tag: "Mismatch" as const }
-        if (row.state === "completed") {
-          return { _tag: "Replay" as const, status: row.response_status as number, body: row.response_body as string }
-        }
-        if (iso(row.locked_until) > claim.now) return { _tag: "InProgress" as const }
-        // The holder's lease ran out (it crashed): this request resumes the same operation.
-        yield* sql`UPDATE idempotency_keys SET locked_until = ${claim.lockedUntil}
-          WHERE merchant_id = ${claim.merchantId} AND key = ${claim.key}`
-        return { _tag: "Claimed" as const }
-      }))),
+        }))
+      })),
     completeIdempotencyKey: (merchantId, key, status, body) =>
       run(sql`UPDATE idempotency_keys SET state = 'completed', response_status = ${status}, response_body = ${body}
         WHERE merchant_id = ${merchantId} AND key = ${key}`).pipe(Effect.asVoid),

@@ -105,6 +105,8 @@ export interface StoreShape {
   readonly insertApiKey: (apiKey: ApiKey) => StoreEffect<void>
   readonly getApiKey: (merchantId: string, keyId: string) => StoreEffect<ApiKey | null>
   readonly findApiKeyByHash: (keyHash: string) => StoreEffect<ApiKey | null>
+  /** The key with this hash and its merchant, in one read (the authentication hot path). */
+  readonly findApiKeyWithMerchant: (keyHash: string) => StoreEffect<{ readonly key: ApiKey; readonly merchant: Merchant } | null>
   readonly listApiKeys: (merchantId: string, page: PageRequest) => StoreEffect<PageOf<ApiKey>>
   /** Revokes `keyId` and inserts `replacement` atomically. */
   readonly rotateApiKey: (merchantId: string, keyId: string, replacement: ApiKey, now: string) => StoreEffect<RotateOutcome>

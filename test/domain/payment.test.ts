@@ -172,3 +172,57 @@ describe("ledger postings", () => {
     expect(Ledger.isBalanced([debit!])).toBe(false)
   })
 })
+
+describe("sequence (one unit of work for several steps)", () => {
+  const steps = (world: ReturnType<typeof makeWorld>, score: number) => {
+    const context = world.context()
+    return [
+      (p: Payment.Payment) => Payment.applyAuthorization(p, approved, context),
+      (p: Payment.Payment) => (Payment.nextStep(p) === "screen" ? Payment.applyFraudAssessment(p, assessmentWithScore(score), defaultThresholds, context) : null),
+      (p: Payment.Payment) => (Payment.nextStep(p) === "capture" ? Payment.capture(p, undefined, context) : null)
+    ]
+  }
+
+  it("authorize, screen and capture make one change with each step's event and ledger group", () => {
+    const world = makeWorld()
+    const created = accepted(Payment.create(createInput("mer_1", { amountCents: 10_000 }), world.context())).payment
+    const change = accepted(Payment.sequence(created, steps(world, 0.1)))
+    expect(change.payment.status).toBe("captured")
+    expect(change.payment.version).toBe(created.version + 3)
+    expect(change.events.map((e) => [e.type, e.sequence])).toEqual([
+      ["payment.authorized", 2],
+      ["payment.fraud_passed", 3],
+      ["payment.captured", 4]
+    ])
+    expect(new Set(change.ledger.map((e) => e.groupId)).size).toBe(2)
+    expect(Ledger.isBalanced(change.ledger)).toBe(true)
+    expect(Ledger.balanceOf(change.ledger, "authorization_holds")).toBe(0)
+    expect(Payment.followsFrom(created, change)).toBe(true)
+  })
+
+  it("skips steps that do not apply: a held payment stops after screening, with its case", () => {
+    const world = makeWorld()
+    const created = accepted(Payment.create(createInput("mer_1"), world.context())).payment
+    const change = accepted(Payment.sequence(created, steps(world, 0.6)))
+    expect(change.payment).toMatchObject({ status: "authorized", fraudVerdict: "review" })
+    expect(change.events.map((e) => e.type)).toEqual(["payment.authorized"])
+    expect(change.fraudCase?.status).toBe("open")
+  })
+
+  it("the first refusal refuses the whole, and nothing applicable is a refusal too", () => {
+    const world = makeWorld()
+    const created = accepted(Payment.create(createInput("mer_1"), world.context())).payment
+    const refused = Payment.sequence(created, [(p) => Payment.capture(p, undefined, world.context())])
+    expect(refused.ok).toBe(false)
+    expect(Payment.sequence(created, [() => null]).ok).toBe(false)
+  })
+
+  it("followsFrom refuses a change that does not advance the version or reuses a sequence", () => {
+    const world = makeWorld()
+    const created = accepted(Payment.create(createInput("mer_1"), world.context())).payment
+    const change = accepted(Payment.applyAuthorization(created, approved, world.context()))
+    expect(Payment.followsFrom(created, change)).toBe(true)
+    expect(Payment.followsFrom(created, { ...change, payment: { ...change.payment, version: created.version } })).toBe(false)
+    expect(Payment.followsFrom(created, { ...change, events: change.events.map((e) => ({ ...e, sequence: created.version })) })).toBe(false)
+  })
+})

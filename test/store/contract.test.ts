@@ -53,6 +53,8 @@ export const storeContract = (name: string, makeLayer: () => Layer.Layer<Store, 
           expect(yield* store.firstMerchant()).toEqual(older)
           // The merchant's first key is stored with it.
           expect(yield* store.findApiKeyByHash(firstKey.keyHash)).toEqual(firstKey)
+          expect(yield* store.findApiKeyWithMerchant(firstKey.keyHash)).toEqual({ key: firstKey, merchant: newer })
+          expect(yield* store.findApiKeyWithMerchant("0".repeat(64))).toBeNull()
 
           const renamed = { ...newer, name: "Renamed Ltd", webhookUrl: null, updatedAt: "1971-01-03T00:00:00.000Z" }
           yield* store.updateMerchant(renamed)
@@ -333,7 +335,7 @@ export const storeContract = (name: string, makeLayer: () => Layer.Layer<Store, 
           expect(refunds).toHaveLength(2)
         })))
 
-      it("a decision that skips a version is a defect and commits nothing", () =>
+      it("a decision that does not follow from the locked record is a defect and commits nothing", () =>
         run(Effect.gen(function*() {
           const store = yield* Store
           const w = testWorld()
@@ -341,7 +343,10 @@ export const storeContract = (name: string, makeLayer: () => Layer.Layer<Store, 
           const { payment, changes } = yield* givenPayment(w)
           const exit = yield* Effect.exit(store.updatePayment({ merchantId: w.merchantId, paymentId: payment.id }, (p) => {
             const decision = Payment.applyAuthorization(p, { _tag: "Approved", networkRiskSignal: 0 }, w.context())
-            return decision.ok ? { ok: true, change: { ...decision.change, payment: { ...decision.change.payment, version: p.version + 2 } } } : decision
+            // Its event claims a sequence the record already used.
+            return decision.ok
+              ? { ok: true, change: { ...decision.change, events: decision.change.events.map((e) => ({ ...e, sequence: p.version })) } }
+              : decision
           }))
           expect(Exit.isFailure(exit) && Cause.isDie(exit.cause)).toBe(true)
           expect(yield* store.getPayment(w.merchantId, payment.id)).toEqual(payment)
