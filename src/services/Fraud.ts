@@ -23,7 +23,7 @@ export const layer = Layer.effect(
         Effect.gen(function*() {
           const since = addMs(yield* nowIso, -hourMs)
           // The payment itself is among the attempts; only earlier ones count.
-          const attempts = yield* store.countCardAttempts(payment.merchantId, payment.cardToken, since)
+          const attempts = yield* store.countCardAttempts(payment.merchantId, payment.cardToken, since, FraudModel.maximumCardAttemptsFeature + 1)
           return FraudModel.assess(FraudModel.features({
             networkRiskSignal: payment.networkRiskSignal ?? 0,
             amountCents: payment.amountCents,

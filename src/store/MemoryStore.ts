@@ -310,7 +310,7 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
           blocked: [...blocked.values()].sort((a, b) => (a.currency < b.currency ? -1 : 1))
         }
       }),
-    countCardAttempts: (merchantId, cardToken, since) =>
+    countCardAttempts: (merchantId, cardToken, since, limit) =>
       Effect.sync(() => {
         const times = state.cardAttempts.get(scopedKey(merchantId, cardToken)) ?? []
         // Binary search for the first attempt at or after `since`.
@@ -320,7 +320,7 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
           if (times[mid]! < since) low = mid + 1
           else high = mid
         }
-        return times.length - low
+        return Math.min(limit, times.length - low)
       }),
 
     getFraudCase: (merchantId, caseId) =>

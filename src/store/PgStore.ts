@@ -380,9 +380,12 @@ export const makePgStore = Effect.gen(function*() {
           blocked: blocked.map((r) => ({ currency: String(r.currency), count: Number(r.n), amountCents: Number(r.amount) }))
         }
       })),
-    countCardAttempts: (merchantId, cardToken, since) =>
-      run(sql`SELECT count(*)::int AS n FROM payments WHERE merchant_id = ${merchantId}
-        AND card_token = ${cardToken} AND created_at >= ${since}`).pipe(Effect.map((rows) => rows[0]!.n as number)),
+    countCardAttempts: (merchantId, cardToken, since, limit) =>
+      // Bounded: a busy card must not make every screening scan its whole history.
+      run(sql`SELECT count(*)::int AS n FROM (SELECT 1 FROM payments WHERE merchant_id = ${merchantId}
+        AND card_token = ${cardToken} AND created_at >= ${since} LIMIT ${limit}) recent`).pipe(
+        Effect.map((rows) => rows[0]!.n as number)
+      ),
 
     getFraudCase: (merchantId, caseId) =>
       run(sql`SELECT * FROM fraud_cases WHERE id = ${caseId} AND merchant_id = ${merchantId}`).pipe(

@@ -138,7 +138,8 @@ export interface StoreShape {
   readonly settleablePayments: (capturedBefore: string, limit: number) => StoreEffect<ReadonlyArray<string>>
   readonly analytics: (merchantId: string, createdFrom: string | null, createdTo: string | null) => StoreEffect<ReadonlyArray<AnalyticsRow>>
   readonly fraudStats: (merchantId: string) => StoreEffect<FraudStatsRow>
-  readonly countCardAttempts: (merchantId: string, cardToken: string, since: string) => StoreEffect<number>
+  /** Payments of a merchant with this card token created since a time, counted up to `limit` (the model caps the feature). */
+  readonly countCardAttempts: (merchantId: string, cardToken: string, since: string, limit: number) => StoreEffect<number>
 
   readonly getFraudCase: (merchantId: string, caseId: string) => StoreEffect<FraudCase | null>
   readonly listFraudCases: (merchantId: string, filter: FraudCaseFilter, page: PageRequest) => StoreEffect<PageOf<FraudCase>>

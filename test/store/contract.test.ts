@@ -525,12 +525,14 @@ export const storeContract = (name: string, makeLayer: () => Layer.Layer<Store, 
           yield* insert(w.merchantId, "tok_other", t(2))
           yield* insert(other.merchant.id, "tok_velocity", t(2))
 
-          expect(yield* store.countCardAttempts(w.merchantId, "tok_velocity", t(0))).toBe(3)
-          expect(yield* store.countCardAttempts(w.merchantId, "tok_velocity", t(1))).toBe(3)
-          expect(yield* store.countCardAttempts(w.merchantId, "tok_velocity", t(2))).toBe(2)
-          expect(yield* store.countCardAttempts(w.merchantId, "tok_velocity", t(3))).toBe(1)
-          expect(yield* store.countCardAttempts(w.merchantId, "tok_velocity", t(4))).toBe(0)
-          expect(yield* store.countCardAttempts(w.merchantId, "tok_unused", t(0))).toBe(0)
+          expect(yield* store.countCardAttempts(w.merchantId, "tok_velocity", t(0), 100)).toBe(3)
+          expect(yield* store.countCardAttempts(w.merchantId, "tok_velocity", t(1), 100)).toBe(3)
+          expect(yield* store.countCardAttempts(w.merchantId, "tok_velocity", t(2), 100)).toBe(2)
+          expect(yield* store.countCardAttempts(w.merchantId, "tok_velocity", t(3), 100)).toBe(1)
+          expect(yield* store.countCardAttempts(w.merchantId, "tok_velocity", t(4), 100)).toBe(0)
+          expect(yield* store.countCardAttempts(w.merchantId, "tok_unused", t(0), 100)).toBe(0)
+          // Counting stops at the limit.
+          expect(yield* store.countCardAttempts(w.merchantId, "tok_velocity", t(0), 2)).toBe(2)
         })))
     })
 
