@@ -90,6 +90,8 @@ export const migrations = Migrator.fromRecord({
       created_at timestamptz NOT NULL
     );
     CREATE INDEX ledger_entries_payment ON ledger_entries (payment_id, created_at, id);
+    -- The balance check below reads a group's entries at every commit: without this it scans the ledger.
+    CREATE INDEX ledger_entries_group ON ledger_entries (group_id);
     CREATE INDEX ledger_entries_merchant ON ledger_entries (merchant_id, currency, account);
 
     -- A group must balance when its transaction commits.
