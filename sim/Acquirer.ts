@@ -1,0 +1,77 @@
+import { Effect } from "effect"
+import {
+  AcquirerUnavailable,
+  type AcquirerShape,
+  type AuthorizationRequest,
+  networkTimeoutToken,
+  ordinaryRiskSignal,
+  sandboxDeclines,
+  sandboxRiskSignals
+} from "../src/acquirer/Acquirer.ts"
+import type { AuthorizationOutcome } from "../src/domain/Payment.ts"
+import type { FaultRates } from "./Options.ts"
+import type { Prng } from "./Prng.ts"
+
+interface Plan {
+  readonly outcome: AuthorizationOutcome | null
+  readonly latencyMs: number
+  readonly transientFailures: number
+  calls: number
+}
+
+export interface AcquirerStats {
+  approved: number
+  declined: number
+  slow: number
+  timedOut: number
+  transientFailures: number
+  calls: number
+}
+
+/**
+ * The simulated card network. The sandbox test tokens keep their meaning; other cards draw
+ * their fate from the seed: approve, decline, answer slowly, never answer, or fail in transport
+ * a few times first. The plan is fixed per payment on the first call, so the network stays
+ * idempotent on the payment id when a resumed flow asks again.
+ */
+export const makeSimulatedAcquirer = (prng: Prng, faults: FaultRates) => {
+  const plans = new Map<string, Plan>()
+  const stats: AcquirerStats = { approved: 0, declined: 0, slow: 0, timedOut: 0, transientFailures: 0, calls: 0 }
+
+  const planFor = (request: AuthorizationRequest): Plan => {
+    const existing = plans.get(request.paymentId)
+    if (existing !== undefined) return existing
+    const slow = prng.chance(faults.acquirerSlow)
+    const latencyMs = slow ? prng.int(5_100, 9_500) : prng.int(40, 1_500)
+    const transientFailures = prng.chance(faults.acquirerTransient) ? prng.int(1, 3) : 0
+    let outcome: AuthorizationOutcome | null
+    const decline = sandboxDeclines[request.cardToken]
+    if (request.cardToken === networkTimeoutToken || prng.chance(faults.acquirerTimeout)) outcome = null
+    else if (decline !== undefined) outcome = { _tag: "Declined", ...decline }
+    else if (prng.chance(faults.acquirerDecline)) outcome = { _tag: "Declined", code: "do_not_honor", message: "The card issuer declined the payment." }
+    else outcome = { _tag: "Approved", networkRiskSignal: sandboxRiskSignals[request.cardToken] ?? ordinaryRiskSignal }
+    if (slow) stats.slow++
+    if (outcome === null) stats.timedOut++
+    else if (outcome._tag === "Approved") stats.approved++
+    else stats.declined++
+    const plan: Plan = { outcome, latencyMs, transientFailures, calls: 0 }
+    plans.set(request.paymentId, plan)
+    return plan
+  }
+
+  const acquirer: AcquirerShape = {
+    authorize: (request) =>
+      Effect.suspend(() => {
+        stats.calls++
+        const plan = planFor(request)
+        plan.calls++
+        if (plan.calls <= plan.transientFailures) {
+          stats.transientFailures++
+          return Effect.zipRight(Effect.sleep(plan.latencyMs >> 2), Effect.fail(new AcquirerUnavailable({ reason: "simulated connection reset" })))
+        }
+        const outcome = plan.outcome
+        return outcome === null ? Effect.never : Effect.as(Effect.sleep(plan.latencyMs), outcome)
+      })
+  }
+  return { acquirer, stats }
+}

@@ -1,0 +1,291 @@
+import type { Account, LedgerEntry } from "../src/domain/Ledger.ts"
+import type { Change, Decision, Payment, PaymentEvent, PaymentStatus } from "../src/domain/Payment.ts"
+import { Effect } from "effect"
+import { type MemoryState, memoryOperations } from "../src/store/MemoryStore.ts"
+import type { StoreShape } from "../src/store/Store.ts"
+import type { PlantedBug } from "./Options.ts"
+
+/**
+ * The auditor: an independent reference model of CONTRACT sections 5–7. It sees every decision
+ * the store commits (continuous checks), every response the merchants receive, and the whole
+ * store at the end. It never reuses the domain's own rules: the transition table and the ledger
+ * equations below are written out again from the contract.
+ */
+export interface Violation {
+  readonly invariant: string
+  readonly message: string
+  readonly atMs: number
+}
+
+/** (from, to, event) triples of CONTRACT section 6; "-" is a change without an event. */
+const transitions = new Set([
+  "null>pending:payment.initiated",
+  "pending>authorized:payment.authorized",
+  "pending>failed:payment.authorization_failed",
+  "authorized>authorized:payment.fraud_passed",
+  "authorized>authorized:-", // held for review (case opened) or a case labelled
+  "authorized>blocked:payment.fraud_blocked",
+  "authorized>captured:payment.captured",
+  "authorized>voided:payment.voided",
+  "captured>captured:payment.partially_refunded",
+  "settled>settled:payment.partially_refunded",
+  "captured>refunded:payment.refunded",
+  "settled>refunded:payment.refunded",
+  "captured>settled:payment.settled",
+  "refunded>refunded:-", // settlement sweeps a payment refunded before the cut-off
+  "blocked>blocked:-", // a fraud case of a blocked payment labelled
+  "voided>voided:-",
+  "captured>captured:-",
+  "settled>settled:-"
+])
+
+const debitNormal: ReadonlySet<Account> = new Set<Account>(["card_network", "cardholder_authorizations"])
+
+type Balances = Map<Account, number>
+
+const post = (balances: Balances, entry: LedgerEntry) => {
+  const sign = (entry.direction === "debit") === debitNormal.has(entry.account) ? 1 : -1
+  balances.set(entry.account, (balances.get(entry.account) ?? 0) + sign * entry.amountCents)
+}
+const balance = (balances: Balances, account: Account) => balances.get(account) ?? 0
+
+export class Auditor {
+  readonly violations: Array<Violation> = []
+  checks = 0
+  private readonly ledgerModel = new Map<string, Balances>()
+  private readonly paymentsByKey = new Map<string, string>()
+
+  constructor(private readonly clockMs: () => number, private readonly onViolation: (violation: Violation) => void = () => {}) {}
+
+  get failed() {
+    return this.violations.length > 0
+  }
+
+  fail(invariant: string, message: string) {
+    const violation = { invariant, message, atMs: this.clockMs() }
+    this.violations.push(violation)
+    this.onViolation(violation)
+  }
+
+  check(condition: boolean, invariant: string, message: () => string) {
+    this.checks++
+    if (!condition) this.fail(invariant, message())
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Continuous: every committed decision
+
+  /** Checks a decision about to be committed, against the record it was made on. */
+  onChange(before: Payment | null, change: Change) {
+    const after = change.payment
+    const id = after.id
+    // A change may chain several steps (authorize → screen → capture in one unit of work): each
+    // event is one step, so walk them through the transition table in sequence order.
+    let status: PaymentStatus | "null" = before?.status ?? "null"
+    let sequence = before?.version ?? 0
+    for (const event of change.events) {
+      const key = `${status}>${event.data.status}:${event.type}`
+      this.check(transitions.has(key), "transition", () => `payment ${id}: illegal transition ${key}`)
+      this.check(event.sequence > sequence && event.sequence <= after.version, "event-sequence", () =>
+        `payment ${id}: event ${event.type} has sequence ${event.sequence} after ${sequence} (version ${after.version})`)
+      this.checkEvent(after, event)
+      status = event.data.status
+      sequence = event.sequence
+    }
+    this.check(status === after.status || transitions.has(`${status}>${after.status}:-`), "transition", () =>
+      `payment ${id}: illegal transition ${status}>${after.status} without an event`)
+    this.check(after.version > (before?.version ?? 0), "version", () => `payment ${id}: version ${before?.version} → ${after.version}`)
+    if (before !== null) {
+      this.check(
+        before.amountCents === after.amountCents && before.currency === after.currency && before.merchantId === after.merchantId &&
+          before.captureMethod === after.captureMethod && before.idempotencyKey === after.idempotencyKey && before.id === id,
+        "immutable-fields",
+        () => `payment ${id}: an immutable field changed`
+      )
+      if (change.events.length === 0 && change.ledger.length > 0) {
+        this.check(after.status === "refunded" && before.settledAt === null && after.settledAt !== null, "silent-money", () =>
+          `payment ${id}: money moved without an event (${before.status} → ${after.status})`)
+      }
+    } else if (after.idempotencyKey !== null) {
+      const scoped = `${after.merchantId} ${after.idempotencyKey}`
+      const existing = this.paymentsByKey.get(scoped)
+      this.check(existing === undefined, "one-transaction-per-key", () =>
+        `idempotency key ${after.idempotencyKey} of ${after.merchantId}: second transaction ${id} after ${existing}`)
+      this.paymentsByKey.set(scoped, id)
+    }
+    this.checkAmounts(after)
+    this.checkLedgerGroup(after, change.ledger)
+    let balances = this.ledgerModel.get(id)
+    if (balances === undefined) this.ledgerModel.set(id, (balances = new Map()))
+    for (const entry of change.ledger) post(balances, entry)
+    this.checkLedgerEquations(after, balances, "after a decision")
+  }
+
+  /** Every event belongs to the payment; the one stamped with the final version carries the committed record. */
+  private checkEvent(payment: Payment, event: PaymentEvent) {
+    this.check(
+      event.paymentId === payment.id && event.merchantId === payment.merchantId && event.data.amount_cents === payment.amountCents &&
+        (event.sequence !== payment.version || (event.data.status === payment.status &&
+          event.data.captured_amount_cents === payment.capturedAmountCents && event.data.refunded_amount_cents === payment.refundedAmountCents)),
+      "event-snapshot",
+      () => `payment ${payment.id}: event ${event.type} (sequence ${event.sequence}) does not carry the committed record`
+    )
+  }
+
+  checkAmounts(p: { readonly id: string; readonly status: PaymentStatus; readonly amountCents: number; readonly capturedAmountCents: number; readonly refundedAmountCents: number; readonly feeCents?: number; readonly failureCode: string | null }) {
+    this.check(
+      p.refundedAmountCents >= 0 && p.refundedAmountCents <= p.capturedAmountCents,
+      "refunds-within-capture",
+      () => `payment ${p.id}: refunded ${p.refundedAmountCents} > captured ${p.capturedAmountCents}`
+    )
+    this.check(
+      p.capturedAmountCents >= 0 && p.capturedAmountCents <= p.amountCents,
+      "capture-within-authorization",
+      () => `payment ${p.id}: captured ${p.capturedAmountCents} > authorized ${p.amountCents}`
+    )
+    const captured = p.status === "captured" || p.status === "settled" || p.status === "refunded"
+    this.check(captured === (p.capturedAmountCents > 0), "captured-amount", () => `payment ${p.id}: status ${p.status} with captured ${p.capturedAmountCents}`)
+    this.check((p.status === "refunded") === (captured && p.refundedAmountCents === p.capturedAmountCents), "refunded-status", () =>
+      `payment ${p.id}: status ${p.status} with refunded ${p.refundedAmountCents} of ${p.capturedAmountCents}`)
+    this.check((p.status === "failed") === (p.failureCode !== null), "failure-code", () => `payment ${p.id}: status ${p.status}, failure code ${p.failureCode}`)
+    if (p.feeCents !== undefined) {
+      this.check(p.feeCents >= 0 && p.feeCents <= p.capturedAmountCents, "fee-within-capture", () => `payment ${p.id}: fee ${p.feeCents}`)
+    }
+  }
+
+  private checkLedgerGroup(payment: Payment, entries: ReadonlyArray<LedgerEntry>) {
+    const sums = new Map<string, number>()
+    for (const entry of entries) {
+      this.check(
+        Number.isSafeInteger(entry.amountCents) && entry.amountCents > 0 && entry.currency === payment.currency && entry.paymentId === payment.id,
+        "ledger-entry",
+        () => `payment ${payment.id}: malformed ledger entry ${entry.id}`
+      )
+      sums.set(entry.groupId, (sums.get(entry.groupId) ?? 0) + (entry.direction === "debit" ? entry.amountCents : -entry.amountCents))
+    }
+    for (const [group, sum] of sums) this.check(sum === 0, "ledger-balanced", () => `payment ${payment.id}: ledger group ${group} off by ${sum}`)
+  }
+
+  /** The ledger of one payment must say what its record says (CONTRACT section 7). */
+  private checkLedgerEquations(p: Payment, balances: Balances, when: string) {
+    const net = p.capturedAmountCents - p.feeCents - p.refundedAmountCents
+    const expectations: Array<[string, number, number]> = [
+      ["card_network", balance(balances, "card_network"), p.capturedAmountCents - p.refundedAmountCents],
+      ["merchant_pending+merchant_available", balance(balances, "merchant_pending") + balance(balances, "merchant_available"), net],
+      ["fee_revenue", balance(balances, "fee_revenue"), p.feeCents],
+      ["authorization_holds", balance(balances, "authorization_holds"), p.status === "authorized" ? p.amountCents : 0],
+      ["merchant_reserved", balance(balances, "merchant_reserved"), 0],
+      ["merchant_pending (settled)", p.settledAt === null ? 0 : balance(balances, "merchant_pending"), 0]
+    ]
+    for (const [account, actual, expected] of expectations) {
+      this.check(actual === expected, "ledger-matches-record", () =>
+        `payment ${p.id} (${p.status}) ${when}: ${account} is ${actual}, expected ${expected}`)
+    }
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // At the end: the whole store
+
+  /** Final audit once the run has quiesced. Returns the number of payments audited. */
+  audit(state: MemoryState) {
+    const balancesByMerchant = new Map<string, Map<string, { pending: number; available: number; reserved: number }>>()
+    const keys = new Map<string, string>()
+    for (const payment of state.payments.values()) {
+      const events = state.events.get(payment.id) ?? []
+      this.checkTrace(payment, events)
+      const entries = state.ledger.get(payment.id) ?? []
+      this.checkLedgerGroup(payment, entries)
+      const balances: Balances = new Map()
+      for (const entry of entries) post(balances, entry)
+      this.checkLedgerEquations(payment, balances, "at the end")
+      this.checkAmounts(payment)
+      const byCurrency = balancesByMerchant.get(payment.merchantId) ?? new Map()
+      balancesByMerchant.set(payment.merchantId, byCurrency)
+      const sum = byCurrency.get(payment.currency) ?? { pending: 0, available: 0, reserved: 0 }
+      // A currency shows in the balances once merchant money moved in it (holds alone do not count).
+      const merchantMoney = entries.some((e) => e.account === "merchant_pending" || e.account === "merchant_available" || e.account === "merchant_reserved")
+      if (merchantMoney) byCurrency.set(payment.currency, {
+        pending: sum.pending + balance(balances, "merchant_pending"),
+        available: sum.available + balance(balances, "merchant_available"),
+        reserved: sum.reserved + balance(balances, "merchant_reserved")
+      })
+      if (payment.idempotencyKey !== null) {
+        const scoped = `${payment.merchantId} ${payment.idempotencyKey}`
+        this.check(!keys.has(scoped), "one-transaction-per-key", () => `idempotency key ${payment.idempotencyKey}: transactions ${keys.get(scoped)} and ${payment.id}`)
+        keys.set(scoped, payment.id)
+      }
+      // Quiescence: nothing is left half-way through its automatic flow.
+      const waiting = payment.status === "pending" ||
+        (payment.status === "authorized" && (payment.fraudVerdict === null || (payment.fraudVerdict === "passed" && payment.captureMethod === "automatic")))
+      this.check(!waiting, "no-pending-after-quiesce", () => `payment ${payment.id} still in flight (${payment.status}, verdict ${payment.fraudVerdict}) after the run quiesced`)
+    }
+    // Balances the API reports are the sums of the entries (CONTRACT section 7).
+    const store = memoryOperations(state)
+    for (const merchantId of state.merchants.keys()) {
+      const reported = Effect.runSync(store.balances(merchantId))
+      const expected = balancesByMerchant.get(merchantId) ?? new Map()
+      for (const row of reported) {
+        const sum = expected.get(row.currency) ?? { pending: 0, available: 0, reserved: 0 }
+        this.check(row.pending === sum.pending && row.available === sum.available && row.reserved === sum.reserved, "balances", () =>
+          `merchant ${merchantId} ${row.currency}: balance ${JSON.stringify(row)} but entries sum to ${JSON.stringify(sum)}`)
+      }
+      this.check(reported.length === expected.size, "balances", () => `merchant ${merchantId}: ${reported.length} currencies reported, ${expected.size} in the ledger`)
+    }
+    return { payments: state.payments.size }
+  }
+
+  /** The event stream of a payment is a legal trace of the transition table ending in its status. */
+  private checkTrace(payment: Payment, events: ReadonlyArray<PaymentEvent>) {
+    let status: PaymentStatus | "null" = "null"
+    let sequence = 0
+    for (const event of events) {
+      const key = `${status}>${event.data.status}:${event.type}`
+      this.check(transitions.has(key), "event-trace", () => `payment ${payment.id}: event ${event.type} takes ${status} to ${event.data.status}`)
+      this.check(event.sequence > sequence, "event-order", () => `payment ${payment.id}: event sequence ${event.sequence} after ${sequence}`)
+      status = event.data.status
+      sequence = event.sequence
+    }
+    this.check(status === payment.status, "trace-matches-status", () => `payment ${payment.id}: events end in ${status}, record says ${payment.status}`)
+  }
+}
+
+type Decide = (payment: Payment, fraudCase: Parameters<Parameters<StoreShape["updatePayment"]>[1]>[1]) => Decision
+
+/**
+ * The store as the simulator provides it: the memory store, with the auditor watching every
+ * decision it commits, and (only when asked) a planted bug between the domain and the store.
+ */
+export const auditedStore = (store: StoreShape, auditor: Auditor, plantedBug: PlantedBug): StoreShape => {
+  const buggy = (decide: Decide): Decide =>
+    plantedBug === "refund-over-remainder"
+      ? (payment, fraudCase) => {
+        const decision = decide(payment, fraudCase)
+        // The planted bug: a refund above the remainder is checked against an inflated capture.
+        if (decision.ok || decision.refusal._tag !== "InvalidAmount" || (payment.status !== "captured" && payment.status !== "settled")) return decision
+        const inflated = decide({ ...payment, capturedAmountCents: payment.amountCents * 2 + 1_000_000 }, fraudCase)
+        if (!inflated.ok) return decision
+        const fixed = { ...inflated.change.payment, capturedAmountCents: payment.capturedAmountCents }
+        return {
+          ok: true,
+          change: {
+            ...inflated.change,
+            payment: fixed,
+            events: inflated.change.events.map((e) => ({ ...e, data: { ...e.data, captured_amount_cents: fixed.capturedAmountCents } }))
+          }
+        }
+      }
+      : decide
+  return {
+    ...store,
+    insertPayment: (change) =>
+      Effect.tap(store.insertPayment(change), (outcome) => {
+        if (outcome._tag === "Inserted") auditor.onChange(null, change)
+      }),
+    updatePayment: (target, decide) =>
+      store.updatePayment(target, (payment, fraudCase) => {
+        const decision = buggy(decide)(payment, fraudCase)
+        if (decision.ok) auditor.onChange(payment, decision.change)
+        return decision
+      })
+  }
+}

@@ -1,0 +1,159 @@
+import { Effect } from "effect"
+import type { Delivery } from "../src/domain/Webhook.ts"
+import type { TransportResult, WebhookTransportShape } from "../src/platform/WebhookTransport.ts"
+import type { Auditor } from "./Auditor.ts"
+import type { FaultRates } from "./Options.ts"
+import type { Prng } from "./Prng.ts"
+
+export interface EndpointStats {
+  posts: number
+  answered2xx: number
+  answered4xx: number
+  answered5xx: number
+  slow: number
+  noAnswer: number
+  outageRefusals: number
+}
+
+interface Receipt {
+  readonly attempt: number
+  readonly atMs: number
+}
+
+/**
+ * Simulated merchant webhook endpoints. Each POST draws its fate from the seed: 2xx, 4xx, 5xx,
+ * an answer after 30 s (past the dispatcher's timeout), no answer at all, or a refused
+ * connection inside one of the endpoint's outage windows. The endpoints also check what they
+ * receive: nothing for an event after it was acknowledged with a 2xx (unless the service
+ * crashed before it could record that answer), attempt numbers that never go backwards.
+ */
+export const makeSimulatedEndpoints = (
+  prng: Prng,
+  faults: FaultRates,
+  auditor: Auditor,
+  window: { readonly startMs: number; readonly endMs: number },
+  nowMs: () => number,
+  lastCrashMs: () => number
+) => {
+  const stats: EndpointStats = { posts: 0, answered2xx: 0, answered4xx: 0, answered5xx: 0, slow: 0, noAnswer: 0, outageRefusals: 0 }
+  const outages = new Map<string, ReadonlyArray<readonly [number, number]>>()
+  const received = new Map<string, Array<Receipt>>()
+  const acknowledged = new Map<string, number>()
+
+  const outagesOf = (url: string) => {
+    let windows = outages.get(url)
+    if (windows === undefined) {
+      const list: Array<readonly [number, number]> = []
+      const days = (window.endMs - window.startMs) / 86_400_000
+      const count = Math.floor(faults.webhookOutagesPerDay * days + prng.float())
+      for (let i = 0; i < count; i++) {
+        const start = window.startMs + Math.floor(prng.float() * (window.endMs - window.startMs))
+        list.push([start, start + prng.int(5 * 60_000, 3 * 3_600_000)])
+      }
+      outages.set(url, (windows = list))
+    }
+    return windows
+  }
+
+  const answer = (status: number, latencyMs: number, eventId: string): Effect.Effect<TransportResult> =>
+    Effect.as(
+      Effect.zipRight(
+        Effect.sleep(latencyMs),
+        Effect.sync(() => {
+          if (status >= 200 && status < 300) {
+            stats.answered2xx++
+            acknowledged.set(eventId, nowMs())
+          } else if (status < 500) stats.answered4xx++
+          else stats.answered5xx++
+        })
+      ),
+      { _tag: "Answered", status, snippet: status < 300 ? "ok" : "simulated failure" } as const
+    )
+
+  const transport: WebhookTransportShape = {
+    post: (request) =>
+      Effect.suspend(() => {
+        stats.posts++
+        const eventId = request.headers["x-service-event-id"] ?? "?"
+        const attempt = Number(request.headers["x-service-delivery-attempt"])
+        const now = nowMs()
+        const ackedAt = acknowledged.get(eventId)
+        auditor.check(ackedAt === undefined || lastCrashMs() >= ackedAt, "webhook-nothing-after-2xx", () =>
+          `event ${eventId}: attempt ${attempt} arrived after the endpoint acknowledged it`)
+        const receipts = received.get(eventId) ?? []
+        const previous = receipts[receipts.length - 1]
+        auditor.check(previous === undefined || attempt > previous.attempt || lastCrashMs() >= previous.atMs, "webhook-attempt-numbers", () =>
+          `event ${eventId}: attempt ${attempt} after attempt ${previous?.attempt}`)
+        receipts.push({ attempt, atMs: now })
+        received.set(eventId, receipts)
+        auditor.check(request.headers["x-service-signature"]?.startsWith("t=") === true, "webhook-signed", () => `event ${eventId}: unsigned POST`)
+        if (outagesOf(request.url).some(([start, end]) => now >= start && now < end)) {
+          stats.outageRefusals++
+          return Effect.succeed({ _tag: "Failed", error: "connection error: ECONNREFUSED" } as const)
+        }
+        const roll = prng.float()
+        let edge = faults.webhookNoAnswer
+        if (roll < edge) {
+          stats.noAnswer++
+          return Effect.never
+        }
+        if (roll < (edge += faults.webhookSlow)) {
+          stats.slow++
+          return answer(200, prng.int(30_001, 90_000), eventId)
+        }
+        if (roll < (edge += faults.webhook5xx)) return answer(prng.pick([500, 502, 503]), prng.int(5, 2_000), eventId)
+        if (roll < (edge += faults.webhook4xx)) return answer(prng.pick([400, 404, 410]), prng.int(5, 500), eventId)
+        return answer(200, prng.int(5, 800), eventId)
+      })
+  }
+  return { transport, stats }
+}
+
+/**
+ * Final webhook invariants over the stored deliveries: finished by their deadline, attempts at
+ * the schedule's offsets (late only across a crash), nothing after a success, one delivery per event.
+ */
+export const auditDeliveries = (
+  auditor: Auditor,
+  deliveries: Iterable<Delivery>,
+  options: {
+    readonly nowMs: number
+    readonly scheduleMs: ReadonlyArray<number>
+    readonly timeoutMs: number
+    readonly toleranceMs: number
+    readonly crashesMs: ReadonlyArray<number>
+  }
+) => {
+  const byEvent = new Set<string>()
+  const totals = { deliveries: 0, succeeded: 0, failed: 0, open: 0, attempts: 0 }
+  const lastOffset = options.scheduleMs[options.scheduleMs.length - 1] ?? 0
+  const crashBetween = (fromMs: number, toMs: number) => options.crashesMs.some((c) => c >= fromMs && c <= toMs)
+  for (const d of deliveries) {
+    totals.deliveries++
+    totals.attempts += d.attempts.length
+    if (d.status === "succeeded") totals.succeeded++
+    else if (d.status === "failed") totals.failed++
+    else totals.open++
+    auditor.check(!byEvent.has(d.eventId), "webhook-one-delivery-per-event", () => `event ${d.eventId}: more than one delivery`)
+    byEvent.add(d.eventId)
+    const createdMs = Date.parse(d.createdAt)
+    // Deadline: the whole schedule, the last attempt's timeout, and slack for crashes and polling.
+    const deadlineMs = createdMs + lastOffset + options.timeoutMs + options.toleranceMs + 2 * 3_600_000
+    auditor.check(d.status === "succeeded" || d.status === "failed" || options.nowMs < deadlineMs, "webhook-deadline", () =>
+      `delivery ${d.id}: still ${d.status} ${((options.nowMs - createdMs) / 3_600_000).toFixed(1)} h after creation`)
+    d.attempts.forEach((attempt, index) => {
+      auditor.check(attempt.attempt === index + 1, "webhook-attempt-numbers", () => `delivery ${d.id}: attempt ${index} numbered ${attempt.attempt}`)
+      const success = attempt.responseStatus !== null && attempt.responseStatus >= 200 && attempt.responseStatus < 300
+      auditor.check(!success || index === d.attempts.length - 1, "webhook-nothing-after-2xx", () => `delivery ${d.id}: attempts after a 2xx`)
+      if (index > 0 && d.firstFailedAt !== null) {
+        const dueMs = Date.parse(d.firstFailedAt) + (options.scheduleMs[index - 1] ?? Number.NaN)
+        const atMs = Date.parse(attempt.at)
+        auditor.check(atMs >= dueMs, "webhook-schedule", () => `delivery ${d.id}: attempt ${attempt.attempt} at ${attempt.at}, before its offset`)
+        auditor.check(atMs <= dueMs + options.toleranceMs || crashBetween(dueMs - options.timeoutMs - 60_000, atMs), "webhook-schedule", () =>
+          `delivery ${d.id}: attempt ${attempt.attempt} at ${attempt.at}, ${atMs - dueMs} ms after its offset`)
+      }
+    })
+    auditor.check(d.attempts.length <= options.scheduleMs.length + 1, "webhook-attempt-limit", () => `delivery ${d.id}: ${d.attempts.length} attempts`)
+  }
+  return totals
+}

@@ -1,0 +1,100 @@
+import { Headers, HttpIncomingMessage, type HttpMethod, HttpServerRequest, type HttpServerResponse } from "@effect/platform"
+import * as HttpServerError from "@effect/platform/HttpServerError"
+import { Effect, Inspectable, Option, Stream } from "effect"
+
+/**
+ * An in-process HTTP request for the simulator: the same `HttpServerRequest` the Node server
+ * hands to the HttpApi, but with its body already in memory, so reading it never touches a
+ * promise and the virtual-time driver can drain every fiber synchronously.
+ */
+export class SimRequest extends Inspectable.Class implements HttpServerRequest.HttpServerRequest {
+  readonly [HttpServerRequest.TypeId]: HttpServerRequest.TypeId = HttpServerRequest.TypeId
+  readonly [HttpIncomingMessage.TypeId]: HttpIncomingMessage.TypeId = HttpIncomingMessage.TypeId
+  readonly source: unknown = null
+  readonly originalUrl: string
+  readonly remoteAddress = Option.none<string>()
+  readonly cookies = {}
+
+  constructor(
+    readonly method: HttpMethod.HttpMethod,
+    readonly url: string,
+    readonly headers: Headers.Headers,
+    readonly body: string
+  ) {
+    super()
+    this.originalUrl = url
+  }
+
+  toJSON(): unknown {
+    return { _id: "SimRequest", method: this.method, url: this.url }
+  }
+
+  get text(): Effect.Effect<string, HttpServerError.RequestError> {
+    return Effect.succeed(this.body)
+  }
+  get json(): Effect.Effect<unknown, HttpServerError.RequestError> {
+    return Effect.try({
+      // As the platform's Node request does: an empty body is no JSON value at all.
+      try: () => (this.body === "" ? null : JSON.parse(this.body)) as unknown,
+      catch: (cause) => new HttpServerError.RequestError({ request: this, reason: "Decode", cause })
+    })
+  }
+  get urlParamsBody(): Effect.Effect<never, HttpServerError.RequestError> {
+    return this.unsupported("url-encoded bodies")
+  }
+  get arrayBuffer(): Effect.Effect<ArrayBuffer, HttpServerError.RequestError> {
+    return Effect.sync(() => new TextEncoder().encode(this.body).buffer as ArrayBuffer)
+  }
+  get stream(): Stream.Stream<Uint8Array, HttpServerError.RequestError> {
+    return Stream.make(new TextEncoder().encode(this.body))
+  }
+  get multipart(): Effect.Effect<never, never> {
+    return Effect.dieMessage("SimRequest: multipart is not simulated")
+  }
+  get multipartStream(): Stream.Stream<never> {
+    return Stream.dieMessage("SimRequest: multipart is not simulated")
+  }
+  get upgrade(): Effect.Effect<never, HttpServerError.RequestError> {
+    return this.unsupported("upgrades")
+  }
+  modify(options: { readonly url?: string; readonly headers?: Headers.Headers; readonly remoteAddress?: string }) {
+    return new SimRequest(this.method, options.url ?? this.url, options.headers ?? this.headers, this.body)
+  }
+  private unsupported(what: string) {
+    return Effect.fail(new HttpServerError.RequestError({ request: this, reason: "Decode", description: `SimRequest: ${what} are not simulated` }))
+  }
+}
+
+export interface SimResponse {
+  readonly status: number
+  readonly headers: Readonly<Record<string, string>>
+  readonly body: string
+}
+
+const decoder = new TextDecoder()
+
+/** Reads the status, headers and body of a response the HttpApi produced (bodies are in memory). */
+export const readResponse = (response: HttpServerResponse.HttpServerResponse): SimResponse => {
+  const body = response.body
+  let text = ""
+  if (body._tag === "Uint8Array") text = decoder.decode(body.body)
+  else if (body._tag === "Raw") text = typeof body.body === "string" ? body.body : String(body.body)
+  else if (body._tag !== "Empty") text = `<${body._tag} body>`
+  return { status: response.status, headers: response.headers, body: text }
+}
+
+export const makeRequest = (
+  method: HttpMethod.HttpMethod,
+  url: string,
+  apiKey: string | null,
+  body: string | null,
+  extraHeaders: Readonly<Record<string, string>> = {}
+) => {
+  const headers: Record<string, string> = { ...extraHeaders }
+  if (apiKey !== null) headers["authorization"] = `Bearer ${apiKey}`
+  if (body !== null) {
+    headers["content-type"] = "application/json"
+    headers["content-length"] = String(Buffer.byteLength(body))
+  }
+  return new SimRequest(method, url, Headers.fromInput(headers), body ?? "")
+}

@@ -1,0 +1,170 @@
+/** Everything one simulation run depends on: the same options and seed replay the same run. */
+export interface FaultRates {
+  /** Ordinary cards the network declines anyway (`do_not_honor`). */
+  readonly acquirerDecline: number
+  /** Authorizations answered slowly: past the 5 s request deadline, within the 10 s flow timeout. */
+  readonly acquirerSlow: number
+  /** Authorizations never answered (the flow fails with `network_timeout`). */
+  readonly acquirerTimeout: number
+  /** Authorizations whose first tries fail in transport (retried by the flow). */
+  readonly acquirerTransient: number
+  /** Crash-and-restart events per virtual hour. */
+  readonly crashesPerHour: number
+  /** Webhook endpoint behaviour, as fractions of attempts. */
+  readonly webhook4xx: number
+  readonly webhook5xx: number
+  readonly webhookSlow: number
+  readonly webhookNoAnswer: number
+  /** Outage windows per endpoint per virtual day (each 5 min to 3 h, every attempt fails). */
+  readonly webhookOutagesPerDay: number
+}
+
+export interface WorkloadMix {
+  readonly manualCapture: number
+  readonly idempotencyKey: number
+  readonly duplicateCreate: number
+  readonly keyReuseMismatch: number
+  readonly refund: number
+  readonly overRefund: number
+  readonly racingOperations: number
+  readonly review: number
+  readonly keyRotationsPerMerchantDay: number
+  readonly riskyTokens: number
+  readonly declineTokens: number
+}
+
+export type PlantedBug = "none" | "refund-over-remainder"
+
+export interface SimOptions {
+  readonly seed: number
+  readonly merchants: number
+  readonly payments: number
+  readonly hours: number
+  readonly faults: FaultRates
+  readonly mix: WorkloadMix
+  readonly webhooks: boolean
+  readonly plantedBug: PlantedBug
+  /** Lines of the trace kept for a failure report. */
+  readonly traceTail: number
+}
+
+export const noFaults: FaultRates = {
+  acquirerDecline: 0,
+  acquirerSlow: 0,
+  acquirerTimeout: 0,
+  acquirerTransient: 0,
+  crashesPerHour: 0,
+  webhook4xx: 0,
+  webhook5xx: 0,
+  webhookSlow: 0,
+  webhookNoAnswer: 0,
+  webhookOutagesPerDay: 0
+}
+
+export const defaultFaults: FaultRates = {
+  acquirerDecline: 0.03,
+  acquirerSlow: 0.03,
+  acquirerTimeout: 0.01,
+  acquirerTransient: 0.03,
+  crashesPerHour: 0.5,
+  webhook4xx: 0.02,
+  webhook5xx: 0.05,
+  webhookSlow: 0.01,
+  webhookNoAnswer: 0.01,
+  webhookOutagesPerDay: 0.5
+}
+
+export const heavyFaults: FaultRates = {
+  acquirerDecline: 0.1,
+  acquirerSlow: 0.15,
+  acquirerTimeout: 0.05,
+  acquirerTransient: 0.15,
+  crashesPerHour: 4,
+  webhook4xx: 0.1,
+  webhook5xx: 0.2,
+  webhookSlow: 0.05,
+  webhookNoAnswer: 0.05,
+  webhookOutagesPerDay: 3
+}
+
+export const defaultMix: WorkloadMix = {
+  manualCapture: 0.3,
+  idempotencyKey: 0.9,
+  duplicateCreate: 0.05,
+  keyReuseMismatch: 0.02,
+  refund: 0.3,
+  overRefund: 0.15,
+  racingOperations: 0.1,
+  review: 0.7,
+  keyRotationsPerMerchantDay: 1,
+  riskyTokens: 0.06,
+  declineTokens: 0.06
+}
+
+export const defaultOptions: SimOptions = {
+  seed: 42,
+  merchants: 20,
+  payments: 10_000,
+  hours: 48,
+  faults: defaultFaults,
+  mix: defaultMix,
+  webhooks: true,
+  plantedBug: "none",
+  traceTail: 40
+}
+
+const faultNames: Record<string, keyof FaultRates> = {
+  decline: "acquirerDecline",
+  slow: "acquirerSlow",
+  timeout: "acquirerTimeout",
+  transient: "acquirerTransient",
+  crash: "crashesPerHour",
+  wh4xx: "webhook4xx",
+  wh5xx: "webhook5xx",
+  whslow: "webhookSlow",
+  whnoanswer: "webhookNoAnswer",
+  whoutage: "webhookOutagesPerDay"
+}
+
+/**
+ * `--faults` takes a preset (`none`, `default`, `heavy`) and/or overrides:
+ * `heavy,crash=2,timeout=0.1`. Names: decline, slow, timeout, transient (fractions of
+ * authorizations), crash (per hour), wh4xx, wh5xx, whslow, whnoanswer (fractions of webhook
+ * attempts), whoutage (outages per endpoint per day).
+ */
+export const parseFaults = (text: string): FaultRates => {
+  let faults: Record<keyof FaultRates, number> = { ...defaultFaults }
+  for (const part of text.split(",").map((p) => p.trim()).filter((p) => p !== "")) {
+    if (part === "none") faults = { ...noFaults }
+    else if (part === "default") faults = { ...defaultFaults }
+    else if (part === "heavy") faults = { ...heavyFaults }
+    else {
+      const [name, value] = part.split("=")
+      const key = faultNames[name ?? ""]
+      const rate = Number(value)
+      if (key === undefined || value === undefined || !Number.isFinite(rate) || rate < 0) {
+        throw new Error(`--faults: unknown or invalid '${part}' (names: ${Object.keys(faultNames).join(", ")}; presets: none, default, heavy)`)
+      }
+      faults[key] = rate
+    }
+  }
+  return faults
+}
+
+/** The `--faults` text that reproduces these rates exactly (for replay commands). */
+export const formatFaults = (faults: FaultRates): string =>
+  ["none", ...Object.entries(faultNames).filter(([, key]) => faults[key] !== 0).map(([name, key]) => `${name}=${faults[key]}`)].join(",")
+
+/** The exact command that replays a run. */
+export const replayCommand = (options: SimOptions): string =>
+  [
+    "npm run sim --",
+    `--seed ${options.seed}`,
+    `--merchants ${options.merchants}`,
+    `--payments ${options.payments}`,
+    `--hours ${options.hours}`,
+    `--faults ${formatFaults(options.faults)}`,
+    options.webhooks ? "" : "--no-webhooks",
+    options.plantedBug === "none" ? "" : `--planted-bug ${options.plantedBug}`,
+    JSON.stringify(options.mix) === JSON.stringify(defaultMix) ? "" : `--mix '${JSON.stringify(options.mix)}'`
+  ].filter((part) => part !== "").join(" ")

@@ -1,0 +1,142 @@
+import { HttpApiBuilder, HttpServer, HttpServerRequest } from "@effect/platform"
+import * as HttpServerError from "@effect/platform/HttpServerError"
+import { Cause, type Context, Effect, Exit, Fiber, Layer, Scope } from "effect"
+import { Acquirer, type AcquirerShape } from "../src/acquirer/Acquirer.ts"
+import { ApiLive, ServicesLive } from "../src/App.ts"
+import * as Config from "../src/platform/Config.ts"
+import { Ids, type IdsShape } from "../src/platform/Ids.ts"
+import type { Merchants } from "../src/services/Merchants.ts"
+import type { Payments } from "../src/services/Payments.ts"
+import { Store, type StoreShape } from "../src/store/Store.ts"
+import * as Workers from "../src/workers/Workers.ts"
+import * as WebhookDispatcher from "../src/workers/WebhookDispatcher.ts"
+import { WebhookTransport, type WebhookTransportShape } from "../src/platform/WebhookTransport.ts"
+import { WebhookStore, type WebhookStoreShape } from "../src/store/WebhookStore.ts"
+import { readResponse, type SimRequest, type SimResponse } from "./Http.ts"
+
+/**
+ * One running copy of the service: the production services, HttpApi and workers, built over
+ * simulated infrastructure layers. A crash interrupts everything in flight and closes the
+ * scope; a restart builds fresh layers over the same store state, and recovery resumes the
+ * flows that were in flight, exactly as a process restart against the database would.
+ */
+export interface Infrastructure {
+  readonly store: StoreShape
+  readonly ids: IdsShape
+  readonly config: Config.AppConfigShape
+  readonly acquirer: AcquirerShape
+  readonly webhookStore: WebhookStoreShape
+  readonly webhookTransport: WebhookTransportShape
+  /** Run the webhook dispatcher worker (off: events stay in the outbox). */
+  readonly webhookDispatcher: Partial<WebhookDispatcher.DispatcherOptions> | null
+}
+
+const appLayer = (infrastructure: Infrastructure) => {
+  const base = Layer.mergeAll(
+    Layer.succeed(Store, infrastructure.store),
+    Layer.succeed(Ids, infrastructure.ids),
+    Config.layerWith(infrastructure.config),
+    Layer.succeed(Acquirer, infrastructure.acquirer),
+    Layer.succeed(WebhookStore, infrastructure.webhookStore),
+    Layer.succeed(WebhookTransport, infrastructure.webhookTransport)
+  )
+  const workers = infrastructure.webhookDispatcher === null
+    ? Workers.layer
+    : Layer.merge(Workers.layer, WebhookDispatcher.layerWith(infrastructure.webhookDispatcher))
+  const http = ApiLive.pipe(
+    Layer.provideMerge(Layer.mergeAll(HttpApiBuilder.Router.Live, HttpApiBuilder.Middleware.layer, HttpServer.layerContext))
+  )
+  return Layer.mergeAll(http, workers).pipe(
+    Layer.provideMerge(ServicesLive),
+    Layer.provideMerge(base)
+  )
+}
+
+type AppContext = Layer.Layer.Success<ReturnType<typeof appLayer>>
+
+interface Instance {
+  readonly generation: number
+  readonly scope: Scope.CloseableScope
+  readonly context: Context.Context<AppContext>
+  readonly handle: (request: SimRequest) => Effect.Effect<SimResponse>
+  readonly requests: Set<Fiber.RuntimeFiber<SimResponse>>
+}
+
+export class SimulatedService {
+  private instance: Instance | null = null
+  generation = 0
+  crashes = 0
+
+  constructor(private readonly infrastructure: Infrastructure) {}
+
+  get isUp() {
+    return this.instance !== null
+  }
+
+  /** Builds a fresh instance (new layers, same store) and runs start-up recovery. */
+  readonly start: Effect.Effect<void> = Effect.suspend(() => {
+    if (this.instance !== null) return Effect.dieMessage("sim: service already running")
+    const generation = ++this.generation
+    return Effect.gen(this, function*() {
+      const scope = yield* Scope.make()
+      const context = yield* Layer.buildWithScope(appLayer(this.infrastructure), scope)
+      const app = yield* Effect.provide(HttpApiBuilder.httpApp, context)
+      const handle = (request: SimRequest): Effect.Effect<SimResponse> =>
+        app.pipe(
+          Effect.provideService(HttpServerRequest.HttpServerRequest, request),
+          Effect.scoped,
+          Effect.provide(context),
+          Effect.map(readResponse),
+          // What the Node server does with an unhandled failure: answer from the cause.
+          Effect.catchAllCause((cause) =>
+            Cause.isInterruptedOnly(cause)
+              ? Effect.failCause(cause as Cause.Cause<never>)
+              : Effect.map(HttpServerError.causeResponse(cause), ([response]) => readResponse(response)))
+        )
+      this.instance = { generation, scope, context, handle, requests: new Set() }
+    })
+  })
+
+  /** Kills the running instance at this point: in-flight requests are dropped, fibers interrupted. */
+  readonly crash: Effect.Effect<void> = Effect.suspend(() => {
+    const instance = this.instance
+    if (instance === null) return Effect.void
+    this.instance = null
+    this.crashes++
+    return Effect.zipRight(
+      Fiber.interruptAll(instance.requests),
+      Scope.close(instance.scope, Exit.void)
+    )
+  })
+
+  /** Sends one request; null when the connection is refused or reset (service down or crashed). */
+  send(request: SimRequest): Effect.Effect<SimResponse | null> {
+    return Effect.suspend(() => {
+      const instance = this.instance
+      if (instance === null) return Effect.succeed(null)
+      return Effect.flatMap(Effect.forkDaemon(instance.handle(request)), (fiber) => {
+        instance.requests.add(fiber)
+        return Effect.map(Fiber.await(fiber), (exit) => {
+          instance.requests.delete(fiber)
+          return Exit.isSuccess(exit) ? exit.value : null
+        })
+      })
+    })
+  }
+
+  /** Runs an effect against the running instance's services (bootstrap, like the CLI does). */
+  withServices<A, E>(effect: Effect.Effect<A, E, Payments | Merchants | Store>): Effect.Effect<A, E> {
+    return Effect.suspend(() => {
+      const instance = this.instance
+      if (instance === null) return Effect.dieMessage("sim: service is down")
+      return Effect.provide(effect, instance.context)
+    })
+  }
+
+  readonly stop: Effect.Effect<void> = Effect.suspend(() => {
+    const instance = this.instance
+    if (instance === null) return Effect.void
+    this.instance = null
+    return Effect.zipRight(Fiber.interruptAll(instance.requests), Scope.close(instance.scope, Exit.void))
+  })
+}

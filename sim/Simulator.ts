@@ -1,0 +1,193 @@
+import { Effect, Runtime } from "effect"
+import * as Config from "../src/platform/Config.ts"
+import { makeIds, seededBytes } from "../src/platform/Ids.ts"
+import { Merchants } from "../src/services/Merchants.ts"
+import { emptyState, memoryOperations } from "../src/store/MemoryStore.ts"
+import { memoryWebhookOperations } from "../src/store/MemoryWebhookStore.ts"
+import { makeSimulatedAcquirer, type AcquirerStats } from "./Acquirer.ts"
+import { Auditor, auditedStore, type Violation } from "./Auditor.ts"
+import { auditDeliveries, type EndpointStats, makeSimulatedEndpoints } from "./Endpoints.ts"
+import type { SimOptions } from "./Options.ts"
+import { hash32, Prng } from "./Prng.ts"
+import { SimulatedService } from "./Service.ts"
+import { Trace } from "./Trace.ts"
+import { VirtualTime } from "./VirtualTime.ts"
+import { type Merchant, makeWorkload, type WorkloadStats } from "./Workload.ts"
+
+/** Virtual time starts here (a Monday, 00:00 UTC, so the first settlement cut-off is a day in). */
+export const startMs = Date.UTC(2026, 0, 5, 0, 0, 0)
+/** After the workload: time for flows, recovery and webhook retries (24 h schedule) to finish. */
+const quiesceMs = 27 * 3_600_000
+const dispatcherPollMs = 5_000
+
+export interface SimResult {
+  readonly options: SimOptions
+  readonly ok: boolean
+  readonly violations: ReadonlyArray<Violation>
+  readonly traceHash: string
+  readonly traceLines: number
+  readonly traceTail: ReadonlyArray<string>
+  readonly virtualEndMs: number
+  readonly wallMs: number
+  readonly checks: number
+  readonly paymentsByStatus: Record<string, number>
+  readonly money: Record<string, { captured: number; refunded: number; fees: number; settled: number }>
+  readonly workload: WorkloadStats
+  readonly acquirer: AcquirerStats
+  readonly endpoints: EndpointStats
+  readonly deliveries: { deliveries: number; succeeded: number; failed: number; open: number; attempts: number }
+  readonly crashes: number
+  readonly tasks: number
+  readonly wakeUps: number
+  readonly stalled: boolean
+}
+
+export const runSimulation = (options: SimOptions): SimResult => {
+  const wallStart = performance.now()
+  const seed = options.seed >>> 0
+  const time = new VirtualTime(startMs)
+  const nowMs = () => time.nowMs
+  const trace = new Trace(options.traceTail, nowMs)
+  const auditor = new Auditor(nowMs, (v) => trace.record(`VIOLATION ${v.invariant}: ${v.message}`))
+  const warnings: Array<string> = []
+  const runtime = time.runtime(seed, undefined)
+  const crashesMs: Array<number> = []
+  const horizonEndMs = startMs + options.hours * 3_600_000
+
+  const state = emptyState()
+  const config = Config.defaultsWith({ webhookAllowPrivateUrls: true })
+  const { acquirer, stats: acquirerStats } = makeSimulatedAcquirer(Prng.derive(seed, "acquirer"), options.faults)
+  const endpoints = makeSimulatedEndpoints(
+    Prng.derive(seed, "webhooks"), options.faults, auditor,
+    { startMs, endMs: horizonEndMs + quiesceMs }, nowMs, () => crashesMs[crashesMs.length - 1] ?? -1
+  )
+  const service = new SimulatedService({
+    store: auditedStore(memoryOperations(state), auditor, options.plantedBug),
+    ids: makeIds(seededBytes((seed ^ hash32("ids")) >>> 0)),
+    config,
+    acquirer,
+    webhookStore: memoryWebhookOperations(state),
+    webhookTransport: endpoints.transport,
+    webhookDispatcher: options.webhooks ? { pollIntervalMs: dispatcherPollMs } : null
+  })
+  const workloadPrng = Prng.derive(seed, "workload")
+  const workload = makeWorkload(options, workloadPrng, service, auditor, trace, horizonEndMs)
+  const merchants: Array<Merchant> = []
+  let workloadDone = false
+  let crashActorDone = options.faults.crashesPerHour === 0
+
+  const fork = <A, E>(effect: Effect.Effect<A, E>) => Runtime.runFork(runtime)(effect)
+
+  // Boot: the service, then the merchants (as the CLI's `merchant create` would).
+  fork(Effect.gen(function*() {
+    yield* service.start
+    for (let i = 0; i < options.merchants; i++) {
+      const created = yield* service.withServices(Effect.flatMap(Merchants, (m) =>
+        m.create({ name: `Merchant ${i}`, webhookUrl: options.webhooks ? `https://m${i}.merchants.example/webhooks` : null })))
+      merchants.push({ index: i, id: created.merchant.id, apiKey: created.secret, keyId: created.apiKey.id, keyGeneration: 0 })
+      trace.record(`merchant m${i} ${created.merchant.id} key ${created.apiKey.id}`)
+    }
+    yield* Effect.all([
+      workload.arrivals(merchants, startMs),
+      Effect.forEach(merchants, workload.rotations, { concurrency: "unbounded", discard: true })
+    ], { concurrency: "unbounded", discard: true })
+  }).pipe(Effect.ensuring(Effect.sync(() => void (workloadDone = true)))))
+
+  // Crashes: stop the service at random points, restart it from the store after a downtime.
+  if (options.faults.crashesPerHour > 0) {
+    const crashPrng = Prng.derive(seed, "crashes")
+    fork(Effect.gen(function*() {
+      while (true) {
+        yield* Effect.sleep(crashPrng.exponential(3_600_000 / options.faults.crashesPerHour))
+        if (time.nowMs >= horizonEndMs) return
+        crashesMs.push(time.nowMs)
+        trace.record(`crash #${service.crashes + 1}`)
+        yield* service.crash
+        yield* Effect.sleep(crashPrng.int(1_000, 120_000))
+        crashesMs.push(time.nowMs)
+        yield* service.start
+        trace.record(`restart generation ${service.generation}`)
+      }
+    }).pipe(Effect.ensuring(Effect.sync(() => void (crashActorDone = true)))))
+  }
+
+  const scriptsDone = () => workloadDone && workload.stats.scriptsFinished === workload.stats.scriptsStarted
+  time.run({ stop: () => auditor.failed || (scriptsDone() && (crashActorDone || time.nowMs >= horizonEndMs) && service.isUp) })
+  const stalled = !auditor.failed && !(scriptsDone() && service.isUp)
+  if (stalled) auditor.fail("progress", `the run stalled: ${workload.stats.scriptsStarted - workload.stats.scriptsFinished} scripts unfinished, nothing scheduled`)
+  // Quiesce: no new work, no crashes; flows, recovery, settlement and webhook retries finish.
+  // It ends early once nothing is left to do: no flow in flight, no delivery open.
+  const quiesceEndMs = Math.max(time.nowMs, horizonEndMs) + quiesceMs
+  const idle = () =>
+    state.inFlight.size === 0 && state.outbox.length === 0 &&
+    (!options.webhooks || [...state.webhooks.deliveries.values()].every((row) => row.delivery.status === "succeeded" || row.delivery.status === "failed"))
+  time.run({ untilMs: time.nowMs + 30 * 60_000, stop: () => auditor.failed })
+  while (!auditor.failed && time.nowMs < quiesceEndMs && !idle()) {
+    time.run({ untilMs: Math.min(quiesceEndMs, time.nowMs + 15 * 60_000), stop: () => auditor.failed })
+  }
+
+  // Final audit.
+  let deliveries = { deliveries: 0, succeeded: 0, failed: 0, open: 0, attempts: 0 }
+  if (!auditor.failed) {
+    auditor.audit(state)
+    for (const [id, expected] of workload.expectations) {
+      const payment = state.payments.get(id)
+      if (payment === undefined || expected.uncertain) continue
+      if (expected.capturedCents !== null) {
+        auditor.check(payment.capturedAmountCents === expected.capturedCents, "money-as-answered", () =>
+          `payment ${id}: captured ${payment.capturedAmountCents}, the merchant was told ${expected.capturedCents}`)
+      }
+      auditor.check(payment.refundedAmountCents === expected.refundedCents, "money-as-answered", () =>
+        `payment ${id}: refunded ${payment.refundedAmountCents}, the merchant was told ${expected.refundedCents}`)
+    }
+    if (options.webhooks) {
+      deliveries = auditDeliveries(auditor, [...state.webhooks.deliveries.values()].map((row) => row.delivery), {
+        nowMs: time.nowMs,
+        scheduleMs: config.webhookRetryScheduleMs,
+        timeoutMs: config.webhookTimeoutMs,
+        // Early is never allowed; late by up to a poll, a timeout and a margin is: an endpoint
+        // works at most 8 attempts at once, so a backlog behind slow answers delays its retries.
+        toleranceMs: dispatcherPollMs + config.webhookTimeoutMs + 25_000,
+        crashesMs
+      })
+      auditor.check(state.outbox.length === 0, "webhook-outbox-drained", () => `${state.outbox.length} events never became deliveries`)
+    }
+  }
+  fork(service.stop)
+  time.settle()
+
+  // Summary and trace fingerprint: the final store state is part of the hash.
+  const paymentsByStatus: Record<string, number> = {}
+  const money: SimResult["money"] = {}
+  for (const payment of state.payments.values()) {
+    paymentsByStatus[payment.status] = (paymentsByStatus[payment.status] ?? 0) + 1
+    const row = (money[payment.currency] ??= { captured: 0, refunded: 0, fees: 0, settled: 0 })
+    row.captured += payment.capturedAmountCents
+    row.refunded += payment.refundedAmountCents
+    row.fees += payment.feeCents
+    if (payment.settledAt !== null) row.settled += payment.capturedAmountCents - payment.feeCents
+    trace.fingerprint(`final ${payment.id} ${payment.status} v${payment.version} ${payment.capturedAmountCents}/${payment.refundedAmountCents}`)
+  }
+  void warnings
+  return {
+    options,
+    ok: !auditor.failed,
+    violations: auditor.violations,
+    traceHash: trace.digest(),
+    traceLines: trace.lines,
+    traceTail: trace.lastLines(),
+    virtualEndMs: time.nowMs,
+    wallMs: performance.now() - wallStart,
+    checks: auditor.checks,
+    paymentsByStatus,
+    money,
+    workload: workload.stats,
+    acquirer: acquirerStats,
+    endpoints: endpoints.stats,
+    deliveries,
+    crashes: service.crashes,
+    tasks: time.tasksRun,
+    wakeUps: time.timersFired,
+    stalled
+  }
+}

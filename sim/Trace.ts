@@ -1,0 +1,42 @@
+import { createHash, type Hash } from "node:crypto"
+
+/**
+ * The ordered trace of a run: every request and response, every committed payment event, every
+ * crash. Its SHA-256 is the run's fingerprint (same seed and options, same hash, any machine);
+ * the last lines are kept for failure reports.
+ */
+export class Trace {
+  private readonly hash: Hash = createHash("sha256")
+  private readonly tail: Array<string> = []
+  private tailStart = 0
+  lines = 0
+
+  constructor(private readonly tailSize: number, private readonly clockMs: () => number) {}
+
+  record(line: string) {
+    const stamped = `${new Date(this.clockMs()).toISOString()} ${line}`
+    this.hash.update(stamped)
+    this.hash.update("\n")
+    this.lines++
+    if (this.tail.length < this.tailSize) this.tail.push(stamped)
+    else if (this.tailSize > 0) {
+      this.tail[this.tailStart] = stamped
+      this.tailStart = (this.tailStart + 1) % this.tailSize
+    }
+  }
+
+  /** Adds a line to the hash only (the final state), leaving the tail to the run's last moments. */
+  fingerprint(line: string) {
+    this.hash.update(line)
+    this.hash.update("\n")
+    this.lines++
+  }
+
+  lastLines(): ReadonlyArray<string> {
+    return [...this.tail.slice(this.tailStart), ...this.tail.slice(0, this.tailStart)]
+  }
+
+  digest(): string {
+    return this.hash.copy().digest("hex")
+  }
+}

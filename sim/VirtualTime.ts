@@ -1,0 +1,183 @@
+import { Clock, Duration, Effect, FiberRef, HashSet, Logger, LogLevel, Random, type Runtime, type Scheduler } from "effect"
+
+/**
+ * Discrete-event virtual time.
+ *
+ * - A custom `Scheduler` queues every fiber task instead of handing it to the event loop, so
+ *   the driver can run them to exhaustion deterministically (first in, first out).
+ * - A custom `Clock` answers the virtual time and turns every `sleep` into a wake-up in a
+ *   priority queue ordered by (time, sequence number).
+ * - `run` alternates: drain every runnable task (all fibers settle), then jump virtual time
+ *   straight to the earliest wake-up and fire it. No real timers, no promises: the whole
+ *   simulation is one synchronous loop, so the same seed replays the same interleaving.
+ */
+export interface Timer {
+  readonly atMs: number
+  readonly sequence: number
+  fire: (() => void) | null
+}
+
+const before = (a: Timer, b: Timer) => a.atMs < b.atMs || (a.atMs === b.atMs && a.sequence < b.sequence)
+
+/** A binary min-heap of timers; cancelled timers are dropped lazily when they surface. */
+class TimerHeap {
+  private readonly items: Array<Timer> = []
+  get size() {
+    return this.items.length
+  }
+  push(timer: Timer) {
+    const items = this.items
+    items.push(timer)
+    let index = items.length - 1
+    while (index > 0) {
+      const parent = (index - 1) >> 1
+      if (!before(items[index]!, items[parent]!)) break
+      ;[items[index], items[parent]] = [items[parent]!, items[index]!]
+      index = parent
+    }
+  }
+  peek(): Timer | undefined {
+    return this.items[0]
+  }
+  pop(): Timer | undefined {
+    const items = this.items
+    const top = items[0]
+    const last = items.pop()
+    if (items.length > 0 && last !== undefined) {
+      items[0] = last
+      let index = 0
+      const length = items.length
+      while (true) {
+        const left = 2 * index + 1
+        const right = left + 1
+        let smallest = index
+        if (left < length && before(items[left]!, items[smallest]!)) smallest = left
+        if (right < length && before(items[right]!, items[smallest]!)) smallest = right
+        if (smallest === index) break
+        ;[items[index], items[smallest]] = [items[smallest]!, items[index]!]
+        index = smallest
+      }
+    }
+    return top
+  }
+}
+
+export interface RunLimits {
+  /** Stop before firing a wake-up later than this virtual time. */
+  readonly untilMs?: number
+  /** Stop as soon as this returns true (checked after every settle). */
+  readonly stop?: () => boolean
+}
+
+export class VirtualTime {
+  nowMs: number
+  /** Fiber tasks run so far and wake-ups fired so far (for the report and the benchmark). */
+  tasksRun = 0
+  timersFired = 0
+  private readonly heap = new TimerHeap()
+  private sequence = 0
+  private tasks: Array<() => void> = []
+  private taskHead = 0
+
+  readonly scheduler: Scheduler.Scheduler
+  readonly clock: Clock.Clock
+
+  constructor(startMs: number) {
+    this.nowMs = startMs
+    this.scheduler = {
+      // Fibers run until they suspend; nothing else could use the time slice anyway.
+      shouldYield: () => false,
+      scheduleTask: (task) => {
+        this.tasks.push(task)
+      }
+    }
+    const self = this
+    this.clock = {
+      [Clock.ClockTypeId]: Clock.ClockTypeId,
+      unsafeCurrentTimeMillis: () => self.nowMs,
+      currentTimeMillis: Effect.sync(() => self.nowMs),
+      unsafeCurrentTimeNanos: () => BigInt(self.nowMs) * 1_000_000n,
+      currentTimeNanos: Effect.sync(() => BigInt(self.nowMs) * 1_000_000n),
+      sleep: (duration: Duration.Duration) => {
+        const ms = Duration.toMillis(duration)
+        if (!Number.isFinite(ms)) return Effect.never
+        return Effect.async<void>((resume) => {
+          const timer = self.at(self.nowMs + Math.max(0, Math.ceil(ms)), () => resume(Effect.void))
+          return Effect.sync(() => self.cancel(timer))
+        })
+      }
+    } as Clock.Clock
+  }
+
+  /** Calls `fire` when virtual time reaches `atMs` (after everything runnable has settled). */
+  at(atMs: number, fire: () => void): Timer {
+    const timer: Timer = { atMs: Math.max(atMs, this.nowMs), sequence: this.sequence++, fire }
+    this.heap.push(timer)
+    return timer
+  }
+
+  cancel(timer: Timer) {
+    timer.fire = null
+  }
+
+  /** Runs queued fiber tasks until none is left. */
+  settle() {
+    while (this.taskHead < this.tasks.length) {
+      const task = this.tasks[this.taskHead++]!
+      this.tasksRun++
+      task()
+      if (this.taskHead > 4096 && this.taskHead * 2 > this.tasks.length) {
+        this.tasks = this.tasks.slice(this.taskHead)
+        this.taskHead = 0
+      }
+    }
+    this.tasks.length = 0
+    this.taskHead = 0
+  }
+
+  /** The time of the next live wake-up, or null when nothing is scheduled. */
+  nextWakeUpMs(): number | null {
+    while (true) {
+      const top = this.heap.peek()
+      if (top === undefined) return null
+      if (top.fire !== null) return top.atMs
+      this.heap.pop()
+    }
+  }
+
+  /** Settles, then fires wake-ups in order until a limit is reached or nothing is left. */
+  run(limits: RunLimits = {}) {
+    const untilMs = limits.untilMs ?? Number.POSITIVE_INFINITY
+    while (true) {
+      this.settle()
+      if (limits.stop !== undefined && limits.stop()) return
+      const next = this.nextWakeUpMs()
+      if (next === null || next > untilMs) {
+        if (next !== null || untilMs !== Number.POSITIVE_INFINITY) this.nowMs = Math.max(this.nowMs, Math.min(untilMs, next ?? untilMs))
+        return
+      }
+      const timer = this.heap.pop()!
+      this.nowMs = timer.atMs
+      const fire = timer.fire!
+      timer.fire = null
+      this.timersFired++
+      fire()
+    }
+  }
+
+  /**
+   * A runtime whose fibers use this scheduler, this clock and a seeded `Random`, with tracing
+   * off and logging silenced (a warning logger is passed in by the caller when wanted).
+   */
+  runtime(seed: number, logger?: Logger.Logger<unknown, void>): Runtime.Runtime<never> {
+    const program = Effect.runtime<never>().pipe(
+      Effect.withClock(this.clock),
+      Effect.withRandom(Random.make(seed)),
+      Effect.withScheduler(this.scheduler),
+      Effect.withTracerEnabled(false),
+      Logger.withMinimumLogLevel(logger === undefined ? LogLevel.None : LogLevel.Warning),
+      Effect.locally(FiberRef.currentLoggers, logger === undefined ? HashSet.empty() : HashSet.make(logger))
+    )
+    return Effect.runSync(program)
+  }
+}

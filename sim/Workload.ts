@@ -1,0 +1,377 @@
+import type { HttpMethod } from "@effect/platform"
+import { Effect } from "effect"
+import type { Auditor } from "./Auditor.ts"
+import { makeRequest, type SimResponse } from "./Http.ts"
+import type { SimOptions } from "./Options.ts"
+import type { Prng } from "./Prng.ts"
+import type { SimulatedService } from "./Service.ts"
+import type { Trace } from "./Trace.ts"
+
+/**
+ * Simulated merchants. Each payment is a script run by its own fiber: create (sometimes twice
+ * at once with the same idempotency key, sometimes re-using the key with another body), wait
+ * for the outcome, review a held payment, capture or void a manual one (sometimes both at
+ * once), refund partially, fully or above the remainder (sometimes two refunds at once). Every
+ * merchant rotates its API key now and then while its requests are in flight. Clients retry like
+ * real ones: after a dropped connection, a 409 `idempotency_in_progress`, a 429 or a 503.
+ */
+export interface Merchant {
+  readonly index: number
+  readonly id: string
+  apiKey: string
+  keyId: string
+  /** Bumped at every rotation: a 401 on an older key is expected, on the current one it is a bug. */
+  keyGeneration: number
+}
+
+interface Transaction {
+  readonly id: string
+  readonly status: string
+  readonly amount_cents: number
+  readonly captured_amount_cents: number
+  readonly refunded_amount_cents: number
+  readonly fraud_case_id: string | null
+  readonly capture_method: string
+  readonly failure_code: string | null
+}
+
+/** What the merchant was told about a payment: the money the service accepted to move. */
+export interface Expectation {
+  capturedCents: number | null
+  refundedCents: number
+  /** A response was lost for good (no idempotency key): amounts cannot be predicted. */
+  uncertain: boolean
+}
+
+export interface WorkloadStats {
+  requests: number
+  byStatus: Record<string, number>
+  dropped: number
+  lostCreates: number
+  scriptsStarted: number
+  scriptsFinished: number
+  rotations: number
+}
+
+const maximumAttempts = 400
+
+export const makeWorkload = (
+  options: SimOptions,
+  prng: Prng,
+  service: SimulatedService,
+  auditor: Auditor,
+  trace: Trace,
+  horizonEndMs: number
+) => {
+  const stats: WorkloadStats = { requests: 0, byStatus: {}, dropped: 0, lostCreates: 0, scriptsStarted: 0, scriptsFinished: 0, rotations: 0 }
+  const expectations = new Map<string, Expectation>()
+  /** Idempotency: per merchant and key, the request that owns it and the answer it got. */
+  const replays = new Map<string, { readonly fingerprint: string; readonly status: number; readonly body: string }>()
+  const mix = options.mix
+
+  interface Call {
+    readonly merchant: Merchant
+    readonly method: HttpMethod.HttpMethod
+    readonly path: string
+    readonly body: string | null
+    readonly key?: string
+    /** Do not retry a dropped connection (an unkeyed create could run twice). */
+    readonly noRetryOnDrop?: boolean
+    /** A 401 is an acceptable answer (racing key rotations). */
+    readonly allow401?: boolean
+  }
+
+  const record = (call: Call, generation: number, response: SimResponse | null) => {
+    stats.requests++
+    const status = response === null ? "dropped" : String(response.status)
+    stats.byStatus[status] = (stats.byStatus[status] ?? 0) + 1
+    trace.record(`m${call.merchant.index} k${generation} ${call.method} ${call.path}${call.key === undefined ? "" : ` key=${call.key}`} ${call.body ?? ""} -> ${status} ${response?.body ?? ""}`)
+  }
+
+  const checkReplay = (call: Call, response: SimResponse) => {
+    if (call.key === undefined) return
+    const status = response.status
+    if (status === 401 || status === 429 || status >= 500) return
+    const code = status === 409 || status === 422 ? (JSON.parse(response.body) as { error?: { code?: string } }).error?.code : undefined
+    if (code === "idempotency_in_progress") return
+    const scoped = `${call.merchant.id} ${call.key}`
+    const fingerprint = `${call.method} ${call.path} ${call.body ?? ""}`
+    const owner = replays.get(scoped)
+    if (owner === undefined) {
+      if (code !== "idempotency_key_reused") replays.set(scoped, { fingerprint, status, body: response.body })
+      return
+    }
+    if (owner.fingerprint === fingerprint) {
+      auditor.check(owner.status === status && owner.body === response.body, "idempotent-replay", () =>
+        `key ${call.key}: replay answered ${status} ${response.body.slice(0, 200)} but the first answer was ${owner.status} ${owner.body.slice(0, 200)}`)
+    } else {
+      auditor.check(code === "idempotency_key_reused", "idempotency-key-reused", () => `key ${call.key} re-used with another request answered ${status}`)
+    }
+  }
+
+  /** One logical request with client retries; null when it never got a final answer. */
+  const send = (call: Call): Effect.Effect<SimResponse | null> =>
+    Effect.gen(function*() {
+      for (let attempt = 0; attempt < maximumAttempts; attempt++) {
+        const generation = call.merchant.keyGeneration
+        const headers: Record<string, string> = call.key === undefined ? {} : { "x-idempotency-key": call.key }
+        const response = yield* service.send(makeRequest(call.method, call.path, call.merchant.apiKey, call.body, headers))
+        record(call, generation, response)
+        if (response === null) {
+          stats.dropped++
+          if (call.noRetryOnDrop === true) return null
+          yield* Effect.sleep(Math.min(30_000, 500 * 2 ** Math.min(attempt, 6)) + prng.int(0, 500))
+          continue
+        }
+        auditor.check(response.status !== 500, "no-internal-errors", () => `${call.method} ${call.path} answered 500: ${response.body}`)
+        checkReplay(call, response)
+        if (response.status === 401) {
+          if (call.allow401 === true) return response
+          auditor.check(call.merchant.keyGeneration !== generation, "valid-key-accepted", () => `${call.method} ${call.path}: the current API key was refused`)
+          continue
+        }
+        if (response.status === 429 || response.status === 503 || (response.status === 409 && response.body.includes("idempotency_in_progress"))) {
+          const retryAfterSeconds = Number(response.headers["retry-after"] ?? "1")
+          yield* Effect.sleep(Math.max(1, retryAfterSeconds) * 1_000 + prng.int(0, 1_000))
+          continue
+        }
+        return response
+      }
+      return null
+    })
+
+  const parseTransaction = (response: SimResponse): Transaction | null => {
+    if (response.status < 200 || response.status >= 300) return null
+    const transaction = (JSON.parse(response.body) as { transaction: Transaction }).transaction
+    auditor.checkAmounts({
+      id: transaction.id,
+      status: transaction.status as never,
+      amountCents: transaction.amount_cents,
+      capturedAmountCents: transaction.captured_amount_cents,
+      refundedAmountCents: transaction.refunded_amount_cents,
+      failureCode: transaction.failure_code
+    })
+    return transaction
+  }
+
+  const errorCode = (response: SimResponse | null) =>
+    response === null || response.status < 400 ? null : (JSON.parse(response.body) as { error: { code: string } }).error.code
+
+  const expect = (condition: boolean, what: string, response: SimResponse | null) =>
+    auditor.check(condition, "expected-answer", () => `${what}: got ${response === null ? "no answer" : `${response.status} ${response.body.slice(0, 300)}`}`)
+
+  const get = (merchant: Merchant, id: string) =>
+    Effect.map(send({ merchant, method: "GET", path: `/api/v1/transactions/${id}`, body: null }), (r) => (r === null ? null : parseTransaction(r)))
+
+  /** Polls until the automatic flow has done what it can (no longer pending or mid-flow). */
+  const settleFlow = (merchant: Merchant, transaction: Transaction) =>
+    Effect.gen(function*() {
+      let current = transaction
+      for (let polls = 0; polls < 60 && current.status === "pending"; polls++) {
+        yield* Effect.sleep(prng.exponential(3_000))
+        current = (yield* get(merchant, current.id)) ?? current
+      }
+      return current
+    })
+
+  const tokens = ["tok_decline_insufficient_funds", "tok_decline_do_not_honor", "tok_decline_expired_card"]
+  const currencies = ["USD", "USD", "USD", "EUR", "GBP", "CAD", "AUD", "JPY"]
+  const brands = ["visa", "mastercard", "amex", "discover", "jcb", "diners", "unionpay"]
+
+  const paymentScript = (merchant: Merchant, n: number) =>
+    Effect.gen(function*() {
+      const roll = prng.float()
+      const token = roll < mix.declineTokens
+        ? prng.pick(tokens)
+        : roll < mix.declineTokens + mix.riskyTokens
+        ? (prng.chance(0.7) ? "tok_risk_review" : "tok_risk_highest")
+        : roll < mix.declineTokens + mix.riskyTokens + 0.005
+        ? "tok_network_timeout"
+        : `tok_card_${merchant.index}_${prng.int(0, 999)}`
+      const manual = prng.chance(mix.manualCapture)
+      const currency = prng.pick(currencies)
+      const amount = prng.chance(0.05) ? prng.int(100_000, 5_000_000) : prng.int(50, 50_000)
+      const key = prng.chance(mix.idempotencyKey) ? `create-${n}` : undefined
+      const fields = (amountCents: number) => JSON.stringify({
+        transaction: {
+          amount_cents: amountCents,
+          currency,
+          card_token: token,
+          card_last_four: String(prng.int(1000, 9999)),
+          card_brand: prng.pick(brands),
+          ...(manual ? { capture_method: "manual" } : {}),
+          metadata: { order: `order-${n}` }
+        }
+      })
+      const body = fields(amount)
+      const create: Call = key === undefined
+        ? { merchant, method: "POST", path: "/api/v1/transactions", body, noRetryOnDrop: true }
+        : { merchant, method: "POST", path: "/api/v1/transactions", body, key }
+      let response: SimResponse | null
+      if (key !== undefined && prng.chance(mix.duplicateCreate)) {
+        const [first, second] = yield* Effect.all([send(create), send(create)], { concurrency: 2 })
+        response = first
+        const a = first === null ? null : parseTransaction(first)
+        const b = second === null ? null : parseTransaction(second)
+        auditor.check(a === null || b === null || a.id === b.id, "one-transaction-per-key", () => `duplicate creates with key ${key} gave ${a?.id} and ${b?.id}`)
+      } else {
+        response = yield* send(create)
+      }
+      if (response === null) {
+        stats.lostCreates++
+        return
+      }
+      expect(response.status === 201, `create ${key ?? "(no key)"}`, response)
+      let transaction: Transaction | null = parseTransaction(response)
+      if (transaction === null) return
+      const expectation: Expectation = { capturedCents: null, refundedCents: 0, uncertain: false }
+      expectations.set(transaction.id, expectation)
+      if (key !== undefined && prng.chance(mix.keyReuseMismatch)) {
+        const other = yield* send({ ...create, body: fields(amount + 1) })
+        expect(errorCode(other) === "idempotency_key_reused", `re-used key ${key} with another body`, other)
+      }
+      transaction = yield* settleFlow(merchant, transaction)
+      const id = transaction.id
+
+      // Fraud review of a held payment.
+      if (transaction.status === "authorized" && transaction.fraud_case_id !== null && prng.chance(mix.review)) {
+        yield* Effect.sleep(prng.exponential(10 * 60_000))
+        const decision = prng.chance(0.7) ? "false_positive" : "confirmed_fraud"
+        const reviewed = yield* send({
+          merchant, method: "POST", path: `/api/v1/fraud/cases/${transaction.fraud_case_id}/review`,
+          body: JSON.stringify({ status: decision }), key: `review-${n}`
+        })
+        expect(reviewed?.status === 200, `review ${transaction.fraud_case_id}`, reviewed)
+        yield* Effect.sleep(1_000)
+        transaction = (yield* get(merchant, id)) ?? transaction
+        if (decision === "confirmed_fraud") expect(transaction.status === "blocked", `confirmed fraud on ${id}`, null)
+      }
+      if (transaction.status === "captured") expectation.capturedCents = transaction.amount_cents
+
+      // Manual capture or void.
+      if (transaction.status === "authorized" && manual) {
+        yield* Effect.sleep(prng.exponential(30 * 60_000))
+        if (prng.chance(mix.racingOperations)) {
+          const [captured, voided] = yield* Effect.all([
+            send({ merchant, method: "POST", path: `/api/v1/transactions/${id}/capture`, body: "{}", key: `capture-${n}` }),
+            send({ merchant, method: "POST", path: `/api/v1/transactions/${id}/void`, body: "{}", key: `void-${n}` })
+          ], { concurrency: 2 })
+          const wins = [captured, voided].filter((r) => r?.status === 200).length
+          expect(wins === 1 || (captured?.status === 409 && voided?.status === 409), `racing capture and void of ${id} (one wins)`, captured)
+          if (captured?.status === 200) expectation.capturedCents = transaction.amount_cents
+          if (captured !== null && captured.status === 200) transaction = parseTransaction(captured) ?? transaction
+        } else {
+          const action = prng.weighted({ full: 50, partial: 25, void: 25 })
+          if (action === "void") {
+            const voided = yield* send({ merchant, method: "POST", path: `/api/v1/transactions/${id}/void`, body: "{}", key: `void-${n}` })
+            expect(voided?.status === 200 || voided?.status === 409, `void ${id}`, voided)
+          } else {
+            const amountCents = action === "full" ? transaction.amount_cents : prng.int(1, transaction.amount_cents)
+            const captured = yield* send({
+              merchant, method: "POST", path: `/api/v1/transactions/${id}/capture`,
+              body: action === "full" ? "{}" : JSON.stringify({ amount_cents: amountCents }), key: `capture-${n}`
+            })
+            expect(captured?.status === 200 || captured?.status === 409, `capture ${id}`, captured)
+            if (captured?.status === 200) {
+              expectation.capturedCents = amountCents
+              transaction = parseTransaction(captured) ?? transaction
+              expect(transaction.captured_amount_cents === amountCents, `capture ${id} of ${amountCents}`, captured)
+            }
+          }
+        }
+      }
+
+      // Refunds: partial, full, above the remainder, racing.
+      if ((transaction.status === "captured" || transaction.status === "settled") && prng.chance(mix.refund)) {
+        const delayMs = prng.chance(0.7) ? prng.exponential(20 * 60_000) : prng.int(3_600_000, 30 * 3_600_000)
+        yield* Effect.sleep(Math.max(0, Math.min(delayMs, horizonEndMs - (yield* Effect.clockWith((c) => c.currentTimeMillis)))))
+        transaction = (yield* get(merchant, id)) ?? transaction
+        const refunds = prng.int(1, 3)
+        for (let r = 0; r < refunds; r++) {
+          const remainder: number = transaction.captured_amount_cents - transaction.refunded_amount_cents
+          if (remainder <= 0 || (transaction.status !== "captured" && transaction.status !== "settled")) break
+          const path = `/api/v1/transactions/${id}/refund`
+          const kind = prng.chance(mix.overRefund) ? "over" : prng.chance(mix.racingOperations) ? "race" : prng.weighted({ partial: 60, full: 40 })
+          if (kind === "over") {
+            const over: number = remainder + prng.int(1, 5_000)
+            const refused: SimResponse | null = yield* send({ merchant, method: "POST", path, body: JSON.stringify({ amount_cents: over }), key: `refund-${n}-${r}` })
+            auditor.check(refused?.status === 422, "refund-above-remainder-refused", () =>
+              `refund of ${over} on ${id} with ${remainder} left answered ${refused?.status} ${refused?.body.slice(0, 300)}`)
+            if (refused?.status === 200) {
+              expectation.refundedCents += over
+              transaction = parseTransaction(refused) ?? transaction
+            }
+          } else if (kind === "race") {
+            const each = Math.max(1, Math.ceil(remainder * 0.6))
+            const body = JSON.stringify({ amount_cents: each })
+            const answers = yield* Effect.all([
+              send({ merchant, method: "POST", path, body, key: `refund-${n}-${r}a` }),
+              send({ merchant, method: "POST", path, body, key: `refund-${n}-${r}b` })
+            ], { concurrency: 2 })
+            const accepted = answers.filter((a) => a?.status === 200).length
+            auditor.check(accepted * each <= remainder, "refunds-within-capture", () => `racing refunds on ${id}: ${accepted} × ${each} accepted with ${remainder} left`)
+            expectation.refundedCents += accepted * each
+            transaction = (yield* get(merchant, id)) ?? transaction
+          } else {
+            const amountCents: number = kind === "full" || remainder === 1 ? remainder : prng.int(1, remainder - 1)
+            const refunded: SimResponse | null = yield* send({
+              merchant, method: "POST", path, key: `refund-${n}-${r}`,
+              body: kind === "full" ? "{}" : JSON.stringify({ amount_cents: amountCents })
+            })
+            expect(refunded?.status === 200, `refund ${amountCents} of ${remainder} on ${id}`, refunded)
+            if (refunded?.status === 200) {
+              expectation.refundedCents += amountCents
+              transaction = parseTransaction(refunded) ?? transaction
+            }
+          }
+        }
+      }
+    })
+
+  /** Rotates the merchant's API key now and then, sometimes twice at once. */
+  const rotations = (merchant: Merchant) =>
+    Effect.gen(function*() {
+      const meanMs = 86_400_000 / Math.max(1e-9, mix.keyRotationsPerMerchantDay)
+      while (true) {
+        if (mix.keyRotationsPerMerchantDay === 0) return
+        const before = yield* Effect.clockWith((c) => c.currentTimeMillis)
+        const gapMs = prng.exponential(meanMs)
+        if (before + gapMs >= horizonEndMs) return
+        yield* Effect.sleep(gapMs)
+        const call: Call = { merchant, method: "POST", path: `/api/v1/api_keys/${merchant.keyId}/rotate`, body: "{}", allow401: true }
+        const racing = prng.chance(mix.racingOperations)
+        const answers = racing ? yield* Effect.all([send(call), send(call)], { concurrency: 2 }) : [yield* send(call)]
+        const won = answers.filter((a) => a?.status === 201)
+        auditor.check(won.length <= 1, "one-rotation-wins", () => `two rotations of ${merchant.keyId} both succeeded`)
+        for (const answer of answers) {
+          expect(answer === null || answer.status === 201 || answer.status === 401 || answer.status === 409, `rotate ${merchant.keyId}`, answer)
+        }
+        const winner = won[0]
+        if (winner !== undefined && winner !== null) {
+          const issued = (JSON.parse(winner.body) as { api_key: { id: string; key: string } }).api_key
+          merchant.apiKey = issued.key
+          merchant.keyId = issued.id
+          merchant.keyGeneration++
+          stats.rotations++
+        } else if (answers.every((a) => a === null)) {
+          // The rotation may or may not have happened before the crash; a real client would list its keys.
+          return
+        }
+      }
+    })
+
+  /** Poisson arrivals of payments over the first 90% of the horizon, each script on its own fiber. */
+  const arrivals = (merchants: ReadonlyArray<Merchant>, startMs: number) =>
+    Effect.gen(function*() {
+      const spanMs = (horizonEndMs - startMs) * 0.9
+      const meanGapMs = spanMs / Math.max(1, options.payments)
+      for (let n = 0; n < options.payments; n++) {
+        yield* Effect.sleep(prng.exponential(meanGapMs))
+        const merchant = prng.pick(merchants)
+        stats.scriptsStarted++
+        yield* Effect.forkDaemon(Effect.ensuring(paymentScript(merchant, n), Effect.sync(() => void stats.scriptsFinished++)))
+      }
+    })
+
+  return { stats, expectations, arrivals, rotations }
+}

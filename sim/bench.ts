@@ -1,0 +1,33 @@
+import { parseArguments } from "./main.ts"
+import { runSimulation } from "./Simulator.ts"
+
+/**
+ * `npm run sim:bench [-- --payments 100000 --hours 48 ...]`: simulated payments per wall-clock
+ * second and the virtual-to-wall time ratio. Defaults: 100,000 payments, 20 merchants, 48 h,
+ * default faults, webhooks on. Not a test: it measures and prints.
+ */
+const given = process.argv.slice(2)
+const defaults = ["--seed", "42", "--merchants", "20", "--payments", "100000", "--hours", "48"]
+const { options } = parseArguments([...defaults, ...given])
+const result = runSimulation(options)
+const virtualMs = result.virtualEndMs - Date.UTC(2026, 0, 5)
+const seconds = result.wallMs / 1000
+console.log(JSON.stringify({
+  seed: options.seed,
+  payments: options.payments,
+  merchants: options.merchants,
+  hours: options.hours,
+  webhooks: options.webhooks,
+  ok: result.ok,
+  wallSeconds: Number(seconds.toFixed(2)),
+  paymentsPerSecond: Math.round(options.payments / seconds),
+  requests: result.workload.requests,
+  requestsPerSecond: Math.round(result.workload.requests / seconds),
+  virtualHours: Number((virtualMs / 3_600_000).toFixed(1)),
+  virtualToWallRatio: Math.round(virtualMs / result.wallMs),
+  fiberTasks: result.tasks,
+  wakeUps: result.wakeUps,
+  invariantChecks: result.checks,
+  traceHash: result.traceHash
+}, null, 2))
+if (!result.ok) process.exit(1)

@@ -1,0 +1,106 @@
+import { defaultMix, defaultOptions, parseFaults, type PlantedBug, replayCommand, type SimOptions, type WorkloadMix } from "./Options.ts"
+import { runSimulation, type SimResult } from "./Simulator.ts"
+
+/**
+ * `npm run sim -- --seed 42 --merchants 20 --payments 10000 --hours 48 [--faults heavy,crash=2]
+ *  [--no-webhooks] [--planted-bug refund-over-remainder] [--check-determinism] [--mix JSON]`
+ */
+export const parseArguments = (argv: ReadonlyArray<string>): { options: SimOptions; checkDeterminism: boolean } => {
+  let options: SimOptions = { ...defaultOptions, seed: Math.floor(Math.random() * 2 ** 31) }
+  let checkDeterminism = false
+  for (let i = 0; i < argv.length; i++) {
+    const flag = argv[i]!
+    const value = () => {
+      const next = argv[++i]
+      if (next === undefined) throw new Error(`${flag} needs a value`)
+      return next
+    }
+    const integer = () => {
+      const text = value()
+      const parsed = Number(text)
+      if (!Number.isSafeInteger(parsed) || parsed < 0) throw new Error(`${flag} must be a non-negative integer, got '${text}'`)
+      return parsed
+    }
+    switch (flag) {
+      case "--seed": options = { ...options, seed: integer() }; break
+      case "--merchants": options = { ...options, merchants: Math.max(1, integer()) }; break
+      case "--payments": options = { ...options, payments: integer() }; break
+      case "--hours": options = { ...options, hours: Math.max(1, integer()) }; break
+      case "--faults": options = { ...options, faults: parseFaults(value()) }; break
+      case "--no-webhooks": options = { ...options, webhooks: false }; break
+      case "--planted-bug": options = { ...options, plantedBug: value() as PlantedBug }; break
+      case "--mix": options = { ...options, mix: { ...defaultMix, ...(JSON.parse(value()) as Partial<WorkloadMix>) } }; break
+      case "--check-determinism": checkDeterminism = true; break
+      default: throw new Error(`unknown option ${flag}`)
+    }
+  }
+  return { options, checkDeterminism }
+}
+
+const pad = (text: string | number, width: number) => String(text).padStart(width)
+
+export const formatReport = (result: SimResult): string => {
+  const lines: Array<string> = []
+  const o = result.options
+  const virtualMs = result.virtualEndMs - Date.UTC(2026, 0, 5)
+  lines.push(`seed ${o.seed}  merchants ${o.merchants}  payments ${o.payments}  hours ${o.hours}  webhooks ${o.webhooks ? "on" : "off"}`)
+  lines.push("")
+  lines.push("payments by status")
+  for (const [status, count] of Object.entries(result.paymentsByStatus).sort()) lines.push(`  ${status.padEnd(12)} ${pad(count, 8)}`)
+  lines.push("")
+  lines.push("money moved (minor units)   captured      refunded          fees       settled")
+  for (const [currency, m] of Object.entries(result.money).sort()) {
+    lines.push(`  ${currency}                 ${pad(m.captured, 12)}  ${pad(m.refunded, 12)}  ${pad(m.fees, 12)}  ${pad(m.settled, 12)}`)
+  }
+  lines.push("")
+  const w = result.workload
+  lines.push(`requests ${w.requests}  by status ${Object.entries(w.byStatus).sort().map(([s, c]) => `${s}:${c}`).join(" ")}`)
+  lines.push(`key rotations ${w.rotations}  lost unkeyed creates ${w.lostCreates}  crashes ${result.crashes}`)
+  const a = result.acquirer
+  lines.push(`acquirer: approved ${a.approved} declined ${a.declined} timed out ${a.timedOut} slow ${a.slow} transport failures ${a.transientFailures} calls ${a.calls}`)
+  const d = result.deliveries
+  const e = result.endpoints
+  lines.push(`webhook deliveries ${d.deliveries}: succeeded ${d.succeeded} failed ${d.failed} open ${d.open}; attempts ${d.attempts}`)
+  lines.push(`endpoint answers: 2xx ${e.answered2xx} 4xx ${e.answered4xx} 5xx ${e.answered5xx} slow ${e.slow} no answer ${e.noAnswer} outage ${e.outageRefusals}`)
+  lines.push("")
+  lines.push(`invariant checks run ${result.checks}`)
+  lines.push(`virtual time ${(virtualMs / 3_600_000).toFixed(1)} h in ${(result.wallMs / 1000).toFixed(2)} s wall` +
+    ` (ratio ${Math.round(virtualMs / result.wallMs)}x, ${Math.round(o.payments / (result.wallMs / 1000))} payments/s,` +
+    ` ${result.tasks} fiber tasks, ${result.wakeUps} wake-ups)`)
+  lines.push(`trace ${result.traceLines} lines, hash ${result.traceHash}`)
+  if (!result.ok) {
+    lines.push("")
+    lines.push(`INVARIANT VIOLATED (seed ${o.seed}) at virtual time ${new Date(result.violations[0]!.atMs).toISOString()}`)
+    for (const v of result.violations.slice(0, 10)) lines.push(`  [${v.invariant}] ${v.message}`)
+    lines.push("trace tail:")
+    for (const line of result.traceTail) lines.push(`  ${line.length > 400 ? `${line.slice(0, 400)}…` : line}`)
+    lines.push(`replay: ${replayCommand(o)}`)
+  }
+  return lines.join("\n")
+}
+
+const main = () => {
+  let parsed: ReturnType<typeof parseArguments>
+  try {
+    parsed = parseArguments(process.argv.slice(2))
+  } catch (error) {
+    console.error(String(error instanceof Error ? error.message : error))
+    process.exit(2)
+  }
+  const { options, checkDeterminism } = parsed
+  console.log(`seed ${options.seed}`)
+  const first = runSimulation(options)
+  console.log(formatReport(first))
+  if (!first.ok) process.exit(1)
+  if (checkDeterminism) {
+    const second = runSimulation(options)
+    const same = second.traceHash === first.traceHash
+    console.log(`determinism: run 1 ${first.traceHash}, run 2 ${second.traceHash}: ${same ? "identical" : "DIFFERENT"}`)
+    if (!same) {
+      console.log(`replay: ${replayCommand(options)} --check-determinism`)
+      process.exit(1)
+    }
+  }
+}
+
+if (process.argv[1]?.endsWith("main.ts")) main()
