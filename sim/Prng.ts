@@ -1,3 +1,5 @@
+import { sfc32 } from "../src/platform/Ids.ts"
+
 /**
  * The simulator's seeded randomness: sfc32 seeded through splitmix32 (the generator behind
  * `src/platform/Ids.ts seededBytes`), in 32-bit integer arithmetic only, so it gives the same
@@ -6,39 +8,15 @@
  * not reshuffle the others.
  */
 export class Prng {
-  private a: number
-  private b: number
-  private c: number
-  private d: number
+  readonly next32: () => number
 
   constructor(seed: number) {
-    let s = seed >>> 0
-    const splitmix = () => {
-      s = (s + 0x9e3779b9) >>> 0
-      let z = s
-      z = Math.imul(z ^ (z >>> 16), 0x85ebca6b) >>> 0
-      z = Math.imul(z ^ (z >>> 13), 0xc2b2ae35) >>> 0
-      return (z ^ (z >>> 16)) >>> 0
-    }
-    this.a = splitmix()
-    this.b = splitmix()
-    this.c = splitmix()
-    this.d = splitmix()
+    this.next32 = sfc32(seed)
   }
 
   /** A stream for one concern: the seed mixed with a hash of the label. */
   static derive(seed: number, label: string): Prng {
     return new Prng((seed ^ hash32(label)) >>> 0)
-  }
-
-  next32(): number {
-    const t = (((this.a + this.b) >>> 0) + this.d) >>> 0
-    this.d = (this.d + 1) >>> 0
-    this.a = this.b ^ (this.b >>> 9)
-    this.b = (this.c + (this.c << 3)) >>> 0
-    this.c = ((this.c << 21) | (this.c >>> 11)) >>> 0
-    this.c = (this.c + t) >>> 0
-    return t
   }
 
   /** Uniform in [0, 1). */

@@ -1,4 +1,5 @@
 import { Clock, Duration, Effect, FiberRef, HashSet, Logger, LogLevel, Random, type Runtime, type Scheduler } from "effect"
+import { MinHeap } from "../src/platform/MinHeap.ts"
 
 /**
  * Discrete-event virtual time.
@@ -19,49 +20,6 @@ export interface Timer {
 
 const before = (a: Timer, b: Timer) => a.atMs < b.atMs || (a.atMs === b.atMs && a.sequence < b.sequence)
 
-/** A binary min-heap of timers; cancelled timers are dropped lazily when they surface. */
-class TimerHeap {
-  private readonly items: Array<Timer> = []
-  get size() {
-    return this.items.length
-  }
-  push(timer: Timer) {
-    const items = this.items
-    items.push(timer)
-    let index = items.length - 1
-    while (index > 0) {
-      const parent = (index - 1) >> 1
-      if (!before(items[index]!, items[parent]!)) break
-      ;[items[index], items[parent]] = [items[parent]!, items[index]!]
-      index = parent
-    }
-  }
-  peek(): Timer | undefined {
-    return this.items[0]
-  }
-  pop(): Timer | undefined {
-    const items = this.items
-    const top = items[0]
-    const last = items.pop()
-    if (items.length > 0 && last !== undefined) {
-      items[0] = last
-      let index = 0
-      const length = items.length
-      while (true) {
-        const left = 2 * index + 1
-        const right = left + 1
-        let smallest = index
-        if (left < length && before(items[left]!, items[smallest]!)) smallest = left
-        if (right < length && before(items[right]!, items[smallest]!)) smallest = right
-        if (smallest === index) break
-        ;[items[index], items[smallest]] = [items[smallest]!, items[index]!]
-        index = smallest
-      }
-    }
-    return top
-  }
-}
-
 export interface RunLimits {
   /** Stop before firing a wake-up later than this virtual time. */
   readonly untilMs?: number
@@ -74,7 +32,7 @@ export class VirtualTime {
   /** Fiber tasks run so far and wake-ups fired so far (for the report and the benchmark). */
   tasksRun = 0
   timersFired = 0
-  private readonly heap = new TimerHeap()
+  private readonly heap = new MinHeap<Timer>(before)
   private sequence = 0
   private tasks: Array<() => void> = []
   private taskHead = 0

@@ -11,7 +11,8 @@ import { AppConfig } from "./Config.ts"
 
 export const dataDirectory = resolve(process.env.PAYMENTS_DATA_DIR ?? ".data")
 
-const freePort = () =>
+/** A free TCP port on loopback (for the embedded database and test servers). */
+export const freePort = () =>
   new Promise<number>((done, fail) => {
     const server = createServer()
     server.once("error", fail)
@@ -30,6 +31,30 @@ const isAlive = (pid: number) => {
   }
 }
 
+/** Starts a PostgreSQL server from `directory` (initialised on first use), on loopback only. */
+export const startEmbeddedPostgres = async (options: {
+  readonly directory: string
+  readonly persistent: boolean
+  /** Extra server settings, e.g. `["-c", "fsync=off"]` for disposable test data. */
+  readonly flags?: ReadonlyArray<string>
+}) => {
+  const port = await freePort()
+  const server = new EmbeddedPostgres({
+    databaseDir: options.directory,
+    user: "postgres",
+    password: "postgres",
+    port,
+    persistent: options.persistent,
+    createPostgresUser: process.getuid?.() === 0,
+    postgresFlags: ["-c", "listen_addresses=127.0.0.1", "-c", "max_connections=200", ...(options.flags ?? [])],
+    onLog: () => {},
+    onError: () => {}
+  })
+  if (!existsSync(join(options.directory, "PG_VERSION"))) await server.initialise()
+  await server.start()
+  return { url: `postgres://postgres:postgres@127.0.0.1:${port}/postgres`, stop: () => server.stop() }
+}
+
 /**
  * Starts (or, after a crash of the service, reuses) the embedded PostgreSQL under `directory`;
  * it listens on loopback only and stops with the scope. Returns its connection URL.
@@ -43,28 +68,14 @@ export const embeddedPostgres = (directory: string, options: { readonly persiste
           const [pid, , , port] = readFileSync(pidFile, "utf8").split("\n")
           // A server left running by a killed service keeps its data safe: reuse it.
           if (pid !== undefined && port !== undefined && isAlive(Number(pid))) {
-            return { url: `postgres://postgres:postgres@127.0.0.1:${Number(port)}/postgres`, server: null }
+            return { url: `postgres://postgres:postgres@127.0.0.1:${Number(port)}/postgres`, stop: null }
           }
         }
-        const port = await freePort()
-        const server = new EmbeddedPostgres({
-          databaseDir: directory,
-          user: "postgres",
-          password: "postgres",
-          port,
-          persistent: options.persistent,
-          createPostgresUser: process.getuid?.() === 0,
-          postgresFlags: ["-c", "listen_addresses=127.0.0.1", "-c", "max_connections=200", "-c", "fsync=on"],
-          onLog: () => {},
-          onError: () => {}
-        })
-        if (!existsSync(join(directory, "PG_VERSION"))) await server.initialise()
-        await server.start()
-        return { url: `postgres://postgres:postgres@127.0.0.1:${port}/postgres`, server }
+        return await startEmbeddedPostgres({ directory, persistent: options.persistent })
       },
       catch: (cause) => new Error(`embedded PostgreSQL failed to start in ${directory}: ${String(cause)}`)
     }),
-    ({ server }) => (server === null ? Effect.void : Effect.promise(() => server.stop()).pipe(Effect.ignore))
+    ({ stop }) => (stop === null ? Effect.void : Effect.promise(stop).pipe(Effect.ignore))
   ).pipe(Effect.map(({ url }) => url))
 
 /** The database URL: `DATABASE_URL`, or an embedded server under `.data/postgres`. */

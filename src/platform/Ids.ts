@@ -25,8 +25,11 @@ export const makeIds = (bytes: (count: number) => Uint8Array): IdsShape => ({
 
 export const layer = Layer.sync(Ids, () => makeIds((count) => randomBytes(count)))
 
-/** A small, fast, seedable PRNG (sfc32 seeded through splitmix32): deterministic across machines. */
-export const seededBytes = (seed: number) => {
+/**
+ * sfc32 seeded through splitmix32: a small, fast PRNG in 32-bit integer arithmetic only, so the
+ * same seed gives the same sequence on every machine. Returns the generator of uint32 values.
+ */
+export const sfc32 = (seed: number): (() => number) => {
   let s = seed >>> 0
   const splitmix = () => {
     s = (s + 0x9e3779b9) >>> 0
@@ -36,7 +39,7 @@ export const seededBytes = (seed: number) => {
     return (z ^ (z >>> 16)) >>> 0
   }
   let a = splitmix(), b = splitmix(), c = splitmix(), d = splitmix()
-  const next = () => {
+  return () => {
     const t = (((a + b) >>> 0) + d) >>> 0
     d = (d + 1) >>> 0
     a = b ^ (b >>> 9)
@@ -45,6 +48,11 @@ export const seededBytes = (seed: number) => {
     c = (c + t) >>> 0
     return t
   }
+}
+
+/** Deterministic bytes for ids and secrets, one per generator draw. */
+export const seededBytes = (seed: number) => {
+  const next = sfc32(seed)
   return (count: number) => {
     const out = new Uint8Array(count)
     for (let i = 0; i < count; i++) out[i] = next() & 0xff

@@ -1,6 +1,7 @@
 import { Effect, Layer } from "effect"
 import type { Merchant } from "../domain/Merchant.ts"
 import type { Delivery } from "../domain/Webhook.ts"
+import { MinHeap } from "../platform/MinHeap.ts"
 import type { MemoryState } from "./MemoryStore.ts"
 import type { PageRequest } from "./Store.ts"
 import { emptyCounts, WebhookStore, type WebhookStoreShape } from "./WebhookStore.ts"
@@ -21,7 +22,7 @@ export interface WebhookMemoryState {
    * as a min-heap by (at, id). Entries go stale when a delivery changes; they are dropped
    * when they surface, so claiming costs O(k log n) instead of a scan of every delivery.
    */
-  readonly due: Array<DueEntry>
+  readonly due: MinHeap<DueEntry>
 }
 
 interface DueEntry {
@@ -31,40 +32,11 @@ interface DueEntry {
 
 const before = (a: DueEntry, b: DueEntry) => a.at < b.at || (a.at === b.at && a.id < b.id)
 
-const heapPush = (heap: Array<DueEntry>, entry: DueEntry) => {
-  heap.push(entry)
-  let i = heap.length - 1
-  while (i > 0) {
-    const parent = (i - 1) >> 1
-    if (!before(heap[i]!, heap[parent]!)) break
-    ;[heap[i], heap[parent]] = [heap[parent]!, heap[i]!]
-    i = parent
-  }
-}
-
-const heapPop = (heap: Array<DueEntry>): DueEntry | undefined => {
-  const top = heap[0]
-  const last = heap.pop()
-  if (heap.length === 0 || last === undefined) return top
-  heap[0] = last
-  let i = 0
-  while (true) {
-    const left = 2 * i + 1, right = left + 1
-    let smallest = i
-    if (left < heap.length && before(heap[left]!, heap[smallest]!)) smallest = left
-    if (right < heap.length && before(heap[right]!, heap[smallest]!)) smallest = right
-    if (smallest === i) break
-    ;[heap[i], heap[smallest]] = [heap[smallest]!, heap[i]!]
-    i = smallest
-  }
-  return top
-}
-
 export const emptyWebhookState = (): WebhookMemoryState => ({
   deliveries: new Map(),
   deliveryByEvent: new Set(),
   previousSecrets: new Map(),
-  due: []
+  due: new MinHeap(before)
 })
 
 const newestFirst = (a: Delivery, b: Delivery) =>
@@ -86,15 +58,15 @@ export const memoryWebhookOperations = (state: MemoryState): WebhookStoreShape =
   const w = state.webhooks
   /** Records when a (changed) delivery next needs attention; finished ones need none. */
   const schedule = (row: DeliveryRow) => {
-    if (isOpen(row.delivery)) heapPush(w.due, { at: dueAt(row), id: row.delivery.id })
+    if (isOpen(row.delivery)) w.due.push({ at: dueAt(row), id: row.delivery.id })
   }
   /** The earliest entry that still describes its delivery, dropping stale ones on the way. */
   const peekDue = (): DueEntry | undefined => {
-    while (w.due.length > 0) {
-      const top = w.due[0]!
+    while (w.due.size > 0) {
+      const top = w.due.peek()!
       const row = w.deliveries.get(top.id)
       if (row !== undefined && isOpen(row.delivery) && dueAt(row) === top.at) return top
-      heapPop(w.due)
+      w.due.pop()
     }
     return undefined
   }
@@ -140,7 +112,7 @@ export const memoryWebhookOperations = (state: MemoryState): WebhookStoreShape =
         while (claimed.length < limit) {
           const top = peekDue()
           if (top === undefined || top.at > now) break
-          heapPop(w.due)
+          w.due.pop()
           const row = w.deliveries.get(top.id)!
           if (leaseLive(row, now)) continue
           row.leaseToken = lease.token

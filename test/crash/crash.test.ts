@@ -1,5 +1,5 @@
 import { type ChildProcess, execFile, spawn } from "node:child_process"
-import { createServer } from "node:net"
+import { freePort } from "../../src/platform/Database.ts"
 import { resolve } from "node:path"
 import pg from "pg"
 import { afterAll, expect, it } from "vitest"
@@ -29,16 +29,6 @@ const killGroup = (child: ChildProcess) => {
 afterAll(() => {
   for (const child of children) killGroup(child)
 })
-
-const freePort = () =>
-  new Promise<number>((done, fail) => {
-    const server = createServer()
-    server.once("error", fail)
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address()
-      server.close(() => (typeof address === "object" && address !== null ? done(address.port) : fail(new Error("no port"))))
-    })
-  })
 
 const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 
