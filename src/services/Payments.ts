@@ -35,7 +35,10 @@ export interface PaymentsShape {
   ) => Effect.Effect<FraudCase, CommandError>
   /** Settles what was captured before `cutoff`; returns how many payments were swept. */
   readonly settle: (cutoff: string) => Effect.Effect<number, StoreUnavailable>
-  /** Restarts the flows of payments left in flight (after a crash), untouched since `updatedBefore`. */
+  /**
+   * Restarts (and waits for) the flows of up to one batch of payments left in flight (after a
+   * crash), untouched since `updatedBefore`; returns the batch's size.
+   */
   readonly resumeFlows: (updatedBefore: string) => Effect.Effect<number, StoreUnavailable>
 }
 
@@ -45,7 +48,7 @@ const countEvents = (events: ReadonlyArray<Payment.PaymentEvent>) =>
   Effect.forEach(events, (event) => Metric.increment(Metric.tagged(paymentEvents, "type", event.type)), { discard: true })
 
 const settlementBatch = 500
-const resumeBatch = 500
+export const resumeBatch = 500
 
 export const make = Effect.gen(function*() {
   const store = yield* Store
@@ -231,7 +234,9 @@ export const make = Effect.gen(function*() {
     resumeFlows: (updatedBefore) =>
       Effect.gen(function*() {
         const inFlight = yield* store.paymentsInFlight(updatedBefore, resumeBatch)
-        yield* Effect.forEach(inFlight, (paymentId) => startFlow(paymentId), { discard: true })
+        const flows = yield* Effect.forEach(inFlight, (paymentId) => startFlow(paymentId))
+        // One batch at a time: the next query must not find this batch's flows still running.
+        yield* Effect.forEach(flows, Fiber.await, { discard: true })
         return inFlight.length
       })
   }

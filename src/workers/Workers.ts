@@ -1,12 +1,13 @@
 import { Clock, Duration, Effect, Layer, Schedule } from "effect"
 import { AppConfig } from "../platform/Config.ts"
 import { addMs, isoAt, nowIso } from "../platform/Time.ts"
-import { Payments } from "../services/Payments.ts"
+import { Payments, resumeBatch } from "../services/Payments.ts"
 import { Store } from "../store/Store.ts"
 
 /** How long a flow may sit untouched before another process presumes its owner dead and resumes it. */
 export const staleFlowMs = 60_000
 const recoveryInterval = Duration.seconds(30)
+const maximumStartBatches = 200
 
 /**
  * Recovery: at start every payment left in flight (by a crash) has its flow resumed; afterwards,
@@ -15,12 +16,16 @@ const recoveryInterval = Duration.seconds(30)
 export const recovery = Layer.scopedDiscard(
   Effect.gen(function*() {
     const payments = yield* Payments
+    // Batch after batch; bounded, so a failing database cannot keep the start looping (the
+    // periodic pass below picks up whatever is left).
     const resumeAll = Effect.gen(function*() {
       const now = yield* nowIso
-      let resumed = yield* payments.resumeFlows(addMs(now, 1))
-      while (resumed === 500) resumed = yield* payments.resumeFlows(addMs(now, 1))
+      for (let batch = 0; batch < maximumStartBatches; batch++) {
+        if ((yield* payments.resumeFlows(addMs(now, 1))) < resumeBatch) return
+      }
     })
-    yield* resumeAll.pipe(Effect.catchAll((error) => Effect.logWarning("recovery at start failed", error)))
+    // In the background: serving does not wait for old flows (each waits on its payment's row).
+    yield* Effect.forkScoped(resumeAll.pipe(Effect.catchAll((error) => Effect.logWarning("recovery at start failed", error))))
     yield* Effect.forkScoped(
       Effect.gen(function*() {
         const now = yield* nowIso

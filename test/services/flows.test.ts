@@ -6,7 +6,8 @@ import * as Payment from "../../src/domain/Payment.ts"
 import * as Config from "../../src/platform/Config.ts"
 import * as Ids from "../../src/platform/Ids.ts"
 import { Merchants } from "../../src/services/Merchants.ts"
-import { Payments } from "../../src/services/Payments.ts"
+import { Payments, resumeBatch } from "../../src/services/Payments.ts"
+import type { MintId } from "../../src/domain/Ids.ts"
 import { emptyState, layerMemoryFrom } from "../../src/store/MemoryStore.ts"
 import { Store } from "../../src/store/Store.ts"
 import * as Workers from "../../src/workers/Workers.ts"
@@ -167,5 +168,29 @@ describe("recovery worker", () => {
       const finished = resumed.status === "captured" ? resumed : yield* settleFibers(merchantId, resumed.id, resumed.status)
       expect(finished.status).toBe("captured")
       expect(yield* payments.events(merchantId, finished.id)).toHaveLength(4)
+    }).pipe(Effect.scoped, Effect.provide(servicesWith())))
+
+  it.effect("resumes more payments than one batch, batch after batch, and then stops", () =>
+    Effect.gen(function*() {
+      const store = yield* Store
+      const merchantId = yield* newMerchant
+      const count = Math.floor(resumeBatch * 2.5)
+      let serial = 0
+      const mintId: MintId = (kind) => `${kind}_crashed_${++serial}`
+      for (let i = 0; i < count; i++) {
+        const decision = Payment.create(input(merchantId, { cardToken: `tok_card_${i}` }), { now: "1970-01-01T00:00:00.000Z", mintId })
+        if (!decision.ok) throw new Error("create refused")
+        yield* store.insertPayment(decision.change)
+      }
+      yield* TestClock.adjust(Duration.seconds(1))
+      yield* Layer.launch(Workers.recovery).pipe(Effect.forkScoped)
+      let inFlight = count
+      for (let turn = 0; turn < 100_000 && inFlight > 0; turn++) {
+        inFlight = (yield* store.paymentsInFlight("9999-01-01T00:00:00.000Z", count)).length
+        yield* Effect.yieldNow()
+      }
+      expect(inFlight).toBe(0)
+      const page = yield* store.listPayments(merchantId, { status: "captured" }, { page: 1, perPage: 1 })
+      expect(page.totalCount).toBe(count)
     }).pipe(Effect.scoped, Effect.provide(servicesWith())))
 })
