@@ -11,6 +11,7 @@ import type { MintId } from "../../src/domain/Ids.ts"
 import { emptyState, layerMemoryFrom } from "../../src/store/MemoryStore.ts"
 import { Store } from "../../src/store/Store.ts"
 import * as Workers from "../../src/workers/Workers.ts"
+import { createInput } from "../domain/fixtures.ts"
 
 // Time-dependent flows at service level, over the memory store, with Effect's TestClock.
 
@@ -22,18 +23,8 @@ const servicesWith = (options: { readonly config?: Config.AppConfigShape; readon
     Layer.provideMerge(Layer.mergeAll(Ids.layerSeeded(7), options.acquirer ?? Acquirer.layerSandbox, Config.layerWith(options.config ?? config)))
   )
 
-const input = (merchantId: string, overrides: Partial<Payment.CreateInput> = {}): Payment.CreateInput => ({
-  merchantId,
-  amountCents: 2_000,
-  currency: "USD",
-  cardBrand: "visa",
-  cardLastFour: "4242",
-  cardToken: "tok_visa",
-  captureMethod: "automatic",
-  idempotencyKey: null,
-  metadata: {},
-  ...overrides
-})
+const input = (merchantId: string, overrides: Partial<Payment.CreateInput> = {}): Payment.CreateInput =>
+  createInput(merchantId, { amountCents: 2_000, ...overrides })
 
 const newMerchant = Effect.flatMap(Merchants, (m) => m.create({ name: "Flow Shop", webhookUrl: null })).pipe(
   Effect.map((created) => created.merchant.id)
