@@ -1,6 +1,8 @@
 import { HttpApiSchema } from "@effect/platform"
-import { Schema } from "effect"
+import { Effect, Schema } from "effect"
 import { YieldableError } from "effect/Cause"
+import type { InvalidInput, InvalidState, NotFound } from "../services/Errors.ts"
+import type { StoreUnavailable } from "../store/Store.ts"
 
 export type ErrorType =
   | "invalid_request_error"
@@ -86,6 +88,28 @@ export const serviceUnavailable = () =>
     undefined,
     { "retry-after": "1" }
   )
+
+// ---------------------------------------------------------------------------------------------
+// From the application's outcomes
+
+export type ServiceError = NotFound | InvalidState | InvalidInput | StoreUnavailable
+
+/** Application outcomes to CONTRACT errors (the one mapping every handler uses). */
+export const toApiError = (error: ServiceError): ApiError => {
+  switch (error._tag) {
+    case "NotFound":
+      return notFound(error.resource)
+    case "InvalidState":
+      return invalidState(error.message)
+    case "InvalidInput":
+      return validationFailed(error.param, error.message)
+    case "StoreUnavailable":
+      return serviceUnavailable()
+  }
+}
+
+export const mapErrors = <A, E extends ServiceError, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, ApiError, R> =>
+  Effect.mapError(effect, toApiError)
 
 // ---------------------------------------------------------------------------------------------
 // Documentation: one response schema per status, all encoding to `{"error": {...}}`.

@@ -3,11 +3,11 @@ import * as SqlClient from "@effect/sql/SqlClient"
 import { Effect, Layer } from "effect"
 import type { Currency } from "../domain/Money.ts"
 import { ApiKeys } from "../services/ApiKeys.ts"
-import type { InvalidInput, InvalidState, NotFound } from "../services/Errors.ts"
 import { Merchants } from "../services/Merchants.ts"
 import { Payments } from "../services/Payments.ts"
-import { Store, type StoreUnavailable } from "../store/Store.ts"
+import { Store } from "../store/Store.ts"
 import * as E from "./ApiError.ts"
+import { mapErrors } from "./ApiError.ts"
 import { CurrentMerchant, PaymentsApi } from "./Api.ts"
 import { idempotent } from "./Idempotency.ts"
 import * as Wire from "./Wire.ts"
@@ -15,23 +15,6 @@ import { validateWebhookUrl } from "./WebhookUrl.ts"
 import { AppConfig } from "../platform/Config.ts"
 import { prometheusText } from "../platform/Metrics.ts"
 import { WebhooksLive } from "./WebhooksHttp.ts"
-
-type ServiceError = NotFound | InvalidState | InvalidInput | StoreUnavailable
-
-/** Application outcomes to CONTRACT errors; `paramPrefix` places a body field (`amount_cents`). */
-export const toApiError = (error: ServiceError): E.ApiError => {
-  switch (error._tag) {
-    case "NotFound":
-      return E.notFound(error.resource)
-    case "InvalidState":
-      return E.invalidState(error.message)
-    case "InvalidInput":
-      return E.validationFailed(error.param, error.message)
-    case "StoreUnavailable":
-      return E.serviceUnavailable()
-  }
-}
-const mapErrors = <A, R>(effect: Effect.Effect<A, ServiceError, R>) => Effect.mapError(effect, toApiError)
 
 /** Dates without a time mean the whole day: `from` its start, `to` its end. */
 const boundary = (text: string | undefined, end: boolean) => {

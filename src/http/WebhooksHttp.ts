@@ -1,40 +1,11 @@
 import { HttpApiBuilder } from "@effect/platform"
 import { Effect } from "effect"
-import type { Delivery } from "../domain/Webhook.ts"
 import { successRate } from "../domain/Webhook.ts"
-import type { InvalidState, NotFound } from "../services/Errors.ts"
 import { Webhooks } from "../services/Webhooks.ts"
-import type { StoreUnavailable } from "../store/Store.ts"
 import { CurrentMerchant, PaymentsApi } from "./Api.ts"
-import * as E from "./ApiError.ts"
+import { mapErrors } from "./ApiError.ts"
 import { idempotent } from "./Idempotency.ts"
 import * as Wire from "./Wire.ts"
-
-type ServiceError = NotFound | InvalidState | StoreUnavailable
-const toApiError = (error: ServiceError): E.ApiError =>
-  error._tag === "NotFound"
-    ? E.notFound(error.resource)
-    : error._tag === "InvalidState"
-    ? E.invalidState(error.message)
-    : E.serviceUnavailable()
-
-export const delivery = (d: Delivery) => ({
-  id: d.id,
-  event_id: d.eventId,
-  event_type: d.eventType,
-  url: d.url,
-  status: d.status,
-  attempts: d.attempts.map((a) => ({
-    attempt: a.attempt,
-    at: a.at,
-    response_status: a.responseStatus,
-    duration_ms: a.durationMs,
-    error: a.error
-  })),
-  next_attempt_at: d.nextAttemptAt,
-  created_at: d.createdAt,
-  completed_at: d.completedAt
-})
 
 export const WebhooksLive = HttpApiBuilder.group(PaymentsApi, "webhooks", (handlers) =>
   Effect.gen(function*() {
@@ -44,26 +15,26 @@ export const WebhooksLive = HttpApiBuilder.group(PaymentsApi, "webhooks", (handl
         Effect.gen(function*() {
           const { merchant } = yield* CurrentMerchant
           const page = Wire.pageRequest(urlParams)
-          const result = yield* Effect.mapError(webhooks.list(merchant.id, { status: urlParams.status }, page), toApiError)
-          return { deliveries: result.items.map(delivery), meta: Wire.meta(page, result) }
+          const result = yield* mapErrors(webhooks.list(merchant.id, { status: urlParams.status }, page))
+          return { deliveries: result.items.map(Wire.delivery), meta: Wire.meta(page, result) }
         }))
       .handle("delivery", ({ path }) =>
         Effect.gen(function*() {
           const { merchant } = yield* CurrentMerchant
-          return { delivery: delivery(yield* Effect.mapError(webhooks.get(merchant.id, path.id), toApiError)) }
+          return { delivery: Wire.delivery(yield* mapErrors(webhooks.get(merchant.id, path.id))) }
         }))
       .handle("retry", ({ path }) =>
         Effect.gen(function*() {
           const { merchant } = yield* CurrentMerchant
           return yield* idempotent({ merchantId: merchant.id }, () =>
-            Effect.mapError(webhooks.retry(merchant.id, path.id), toApiError).pipe(
-              Effect.map((d) => ({ status: 202, body: { delivery: delivery(d) } }))
+            mapErrors(webhooks.retry(merchant.id, path.id)).pipe(
+              Effect.map((d) => ({ status: 202, body: { delivery: Wire.delivery(d) } }))
             ))
         }))
       .handle("status", () =>
         Effect.gen(function*() {
           const { merchant } = yield* CurrentMerchant
-          const { merchant: current, stats } = yield* Effect.mapError(webhooks.status(merchant.id), toApiError)
+          const { merchant: current, stats } = yield* mapErrors(webhooks.status(merchant.id))
           return {
             webhook_status: {
               url: current.webhookUrl,
@@ -80,15 +51,15 @@ export const WebhooksLive = HttpApiBuilder.group(PaymentsApi, "webhooks", (handl
         Effect.gen(function*() {
           const { merchant } = yield* CurrentMerchant
           return yield* idempotent({ merchantId: merchant.id }, () =>
-            Effect.mapError(webhooks.sendTest(merchant.id, payload.event_type), toApiError).pipe(
-              Effect.map((d) => ({ status: 202, body: { delivery: delivery(d) } }))
+            mapErrors(webhooks.sendTest(merchant.id, payload.event_type)).pipe(
+              Effect.map((d) => ({ status: 202, body: { delivery: Wire.delivery(d) } }))
             ))
         }))
       .handle("rotateSecret", () =>
         Effect.gen(function*() {
           const { merchant } = yield* CurrentMerchant
           return yield* idempotent({ merchantId: merchant.id }, () =>
-            Effect.mapError(webhooks.rotateSecret(merchant.id), toApiError).pipe(
+            mapErrors(webhooks.rotateSecret(merchant.id)).pipe(
               Effect.map((rotated) => ({
                 status: 200,
                 body: { merchant: Wire.merchant(rotated.merchant), previous_secret_expires_at: rotated.previousExpiresAt }

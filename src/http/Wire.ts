@@ -3,6 +3,7 @@ import type { FraudCase } from "../domain/Fraud.ts"
 import type { LedgerEntry } from "../domain/Ledger.ts"
 import type { Merchant } from "../domain/Merchant.ts"
 import type { Payment, PaymentEvent } from "../domain/Payment.ts"
+import type { Delivery } from "../domain/Webhook.ts"
 import type { PageOf, PageRequest } from "../store/Store.ts"
 
 /** Domain records to their JSON shapes (CONTRACT sections 2, 4, 6, 7, 9). */
@@ -82,6 +83,24 @@ export const fraudCase = (c: FraudCase) => ({
   notes: c.notes,
   reviewed_at: c.reviewedAt,
   created_at: c.createdAt
+})
+
+export const delivery = (d: Delivery) => ({
+  id: d.id,
+  event_id: d.eventId,
+  event_type: d.eventType,
+  url: d.url,
+  status: d.status,
+  attempts: d.attempts.map((a) => ({
+    attempt: a.attempt,
+    at: a.at,
+    response_status: a.responseStatus,
+    duration_ms: a.durationMs,
+    error: a.error
+  })),
+  next_attempt_at: d.nextAttemptAt,
+  created_at: d.createdAt,
+  completed_at: d.completedAt
 })
 
 export const meta = (page: PageRequest, result: PageOf<unknown>) => {
