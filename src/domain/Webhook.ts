@@ -1,5 +1,6 @@
 import { createHmac } from "node:crypto"
 import type { EventType, PaymentEvent, PaymentSnapshot } from "./Payment.ts"
+import { addMs } from "./Time.ts"
 
 /**
  * Webhook deliveries: the pure rules. Signatures, the retry schedule and the status a delivery
@@ -80,7 +81,6 @@ export const unixSeconds = (iso: string) => Math.floor(Date.parse(iso) / 1000)
 
 // Schedule --------------------------------------------------------------------------------------
 
-const addMs = (iso: string, ms: number) => new Date(Date.parse(iso) + ms).toISOString()
 
 /**
  * When the retry after `failedAttempts` failures is due: the schedule's offsets count from the
