@@ -81,7 +81,6 @@ export const unixSeconds = (iso: string) => Math.floor(Date.parse(iso) / 1000)
 
 // Schedule --------------------------------------------------------------------------------------
 
-
 /**
  * When the retry after `failedAttempts` failures is due: the schedule's offsets count from the
  * first failed attempt. `null` when the schedule is exhausted (the delivery has failed).
@@ -115,10 +114,8 @@ export const attemptError = (outcome: AttemptOutcome): string | null => {
 /** The number the next attempt carries (1 for the first). */
 export const nextAttemptNumber = (delivery: Delivery) => delivery.attempts.length + 1
 
-/** Can this delivery be attempted now? */
-export const isDue = (delivery: Delivery, now: string) =>
-  (delivery.status === "pending" || delivery.status === "retrying") && delivery.nextAttemptAt !== null &&
-  delivery.nextAttemptAt <= now
+/** Does this delivery still have an attempt ahead of it (pending or retrying)? */
+export const isOpen = (delivery: Delivery) => delivery.status === "pending" || delivery.status === "retrying"
 
 /**
  * The delivery after an attempt started at `at`. A 2xx ends it (`succeeded`); a failure

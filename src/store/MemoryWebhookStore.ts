@@ -1,6 +1,6 @@
 import { Effect, Layer } from "effect"
 import type { Merchant } from "../domain/Merchant.ts"
-import type { Delivery } from "../domain/Webhook.ts"
+import { type Delivery, isOpen } from "../domain/Webhook.ts"
 import { MinHeap } from "../platform/MinHeap.ts"
 import type { MemoryState } from "./MemoryStore.ts"
 import type { PageRequest } from "./Store.ts"
@@ -47,7 +47,6 @@ const paginate = <A>(rows: ReadonlyArray<A>, page: PageRequest) => ({
   totalCount: rows.length
 })
 
-const isOpen = (d: Delivery) => d.status === "pending" || d.status === "retrying"
 const leaseLive = (row: DeliveryRow, now: string) => row.leaseUntil !== null && row.leaseUntil > now
 /** When an open delivery next needs the dispatcher: its attempt time, or its lease's end if later. */
 const dueAt = (row: DeliveryRow) =>
