@@ -37,8 +37,11 @@ export const makeSimulatedEndpoints = (
 ) => {
   const stats: EndpointStats = { posts: 0, answered2xx: 0, answered4xx: 0, answered5xx: 0, slow: 0, noAnswer: 0, outageRefusals: 0 }
   const outages = new Map<string, ReadonlyArray<readonly [number, number]>>()
+  /** By delivery id: the attempts received, and when one was acknowledged with a 2xx. */
   const received = new Map<string, Array<Receipt>>()
   const acknowledged = new Map<string, number>()
+  /** Event id → the delivery id its POSTs carry (one delivery per event, the same on every attempt). */
+  const deliveryOfEvent = new Map<string, string>()
 
   const outagesOf = (url: string) => {
     let windows = outages.get(url)
@@ -55,14 +58,14 @@ export const makeSimulatedEndpoints = (
     return windows
   }
 
-  const answer = (status: number, latencyMs: number, eventId: string): Effect.Effect<TransportResult> =>
+  const answer = (status: number, latencyMs: number, deliveryId: string): Effect.Effect<TransportResult> =>
     Effect.as(
       Effect.zipRight(
         Effect.sleep(latencyMs),
         Effect.sync(() => {
           if (status >= 200 && status < 300) {
             stats.answered2xx++
-            acknowledged.set(eventId, nowMs())
+            acknowledged.set(deliveryId, nowMs())
           } else if (status < 500) stats.answered4xx++
           else stats.answered5xx++
         })
@@ -75,17 +78,22 @@ export const makeSimulatedEndpoints = (
       Effect.suspend(() => {
         stats.posts++
         const eventId = request.headers["x-service-event-id"] ?? "?"
+        const deliveryId = request.headers["x-service-delivery-id"] ?? "?"
         const attempt = Number(request.headers["x-service-delivery-attempt"])
         const now = nowMs()
-        const ackedAt = acknowledged.get(eventId)
+        const firstDelivery = deliveryOfEvent.get(eventId)
+        auditor.check(deliveryId.startsWith("whd_") && (firstDelivery === undefined || firstDelivery === deliveryId), "webhook-same-delivery-id", () =>
+          `event ${eventId}: attempt ${attempt} carries delivery id ${deliveryId}, earlier attempts ${firstDelivery}`)
+        if (firstDelivery === undefined) deliveryOfEvent.set(eventId, deliveryId)
+        const ackedAt = acknowledged.get(deliveryId)
         auditor.check(ackedAt === undefined || lastCrashMs() >= ackedAt, "webhook-nothing-after-2xx", () =>
-          `event ${eventId}: attempt ${attempt} arrived after the endpoint acknowledged it`)
-        const receipts = received.get(eventId) ?? []
+          `delivery ${deliveryId} (event ${eventId}): attempt ${attempt} arrived after the endpoint acknowledged it`)
+        const receipts = received.get(deliveryId) ?? []
         const previous = receipts[receipts.length - 1]
         auditor.check(previous === undefined || attempt > previous.attempt || lastCrashMs() >= previous.atMs, "webhook-attempt-numbers", () =>
-          `event ${eventId}: attempt ${attempt} after attempt ${previous?.attempt}`)
+          `delivery ${deliveryId}: attempt ${attempt} after attempt ${previous?.attempt}`)
         receipts.push({ attempt, atMs: now })
-        received.set(eventId, receipts)
+        received.set(deliveryId, receipts)
         auditor.check(request.headers["x-service-signature"]?.startsWith("t=") === true, "webhook-signed", () => `event ${eventId}: unsigned POST`)
         if (outagesOf(request.url).some(([start, end]) => now >= start && now < end)) {
           stats.outageRefusals++
@@ -99,11 +107,11 @@ export const makeSimulatedEndpoints = (
         }
         if (roll < (edge += faults.webhookSlow)) {
           stats.slow++
-          return answer(200, prng.int(30_001, 90_000), eventId)
+          return answer(200, prng.int(30_001, 90_000), deliveryId)
         }
-        if (roll < (edge += faults.webhook5xx)) return answer(prng.pick([500, 502, 503]), prng.int(5, 2_000), eventId)
-        if (roll < (edge += faults.webhook4xx)) return answer(prng.pick([400, 404, 410]), prng.int(5, 500), eventId)
-        return answer(200, prng.int(5, 800), eventId)
+        if (roll < (edge += faults.webhook5xx)) return answer(prng.pick([500, 502, 503]), prng.int(5, 2_000), deliveryId)
+        if (roll < (edge += faults.webhook4xx)) return answer(prng.pick([400, 404, 410]), prng.int(5, 500), deliveryId)
+        return answer(200, prng.int(5, 800), deliveryId)
       })
   }
   return { transport, stats }

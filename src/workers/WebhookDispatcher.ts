@@ -1,4 +1,4 @@
-import { Cause, Clock, Duration, Effect, Layer, Queue, Stream } from "effect"
+import { Cause, Clock, Duration, Effect, Layer, Queue } from "effect"
 import type { AttemptOutcome, Delivery } from "../domain/Webhook.ts"
 import { afterAttempt, nextAttemptNumber, signatureHeader, unixSeconds } from "../domain/Webhook.ts"
 import { AppConfig } from "../platform/Config.ts"
@@ -50,6 +50,11 @@ export const run = (options: DispatcherOptions = defaultOptions) =>
     const scope = yield* Effect.scope
     const leaseMs = config.webhookTimeoutMs + options.leaseMarginMs
     const actors = new Map<string, Queue.Queue<Claim>>()
+    /**
+     * Until when the poller sleeps (-Infinity while it is awake: its next idle reads the store
+     * afresh). An attempt wakes it only when the retry it scheduled is due before that.
+     */
+    let sleepingUntilMs = Number.NEGATIVE_INFINITY
 
     const attempt = ({ delivery, token }: Claim) =>
       Effect.gen(function*() {
@@ -66,6 +71,7 @@ export const run = (options: DispatcherOptions = defaultOptions) =>
             "user-agent": "payments-webhooks/1.0",
             "x-service-signature": signatureHeader(secrets, unixSeconds(at), delivery.payload),
             "x-service-event-id": delivery.eventId,
+            "x-service-delivery-id": delivery.id,
             "x-service-delivery-attempt": String(nextAttemptNumber(delivery))
           }
         }).pipe(
@@ -82,25 +88,27 @@ export const run = (options: DispatcherOptions = defaultOptions) =>
           : { _tag: "Failed", error: result.error, durationMs }
         const next = afterAttempt(delivery, at, outcome, config.webhookRetryScheduleMs, yield* nowIso)
         yield* store.recordAttempt(next.delivery, next.attempt, token)
-        yield* webhooks.wake
+        if (next.delivery.nextAttemptAt !== null && Date.parse(next.delivery.nextAttemptAt) < sleepingUntilMs) yield* webhooks.wake
       }).pipe(Effect.catchAll((error) => Effect.logWarning(`webhook delivery ${delivery.id} attempt not recorded`, error)))
 
-    /** One endpoint's actor: restarted after a defect; its queue (and so its waiting work) survives. */
+    /**
+     * One endpoint's actor: a bounded queue worked by `concurrencyPerEndpoint` supervised worker
+     * fibers. A defect in an attempt restarts that worker only; the queue (and so the endpoint's
+     * waiting work) survives, and the attempt it was on is taken over when its lease ends.
+     */
     const actorFor = (key: string) =>
       Effect.gen(function*() {
         const existing = actors.get(key)
         if (existing !== undefined) return existing
         const queue = yield* Queue.dropping<Claim>(options.queueCapacity)
         actors.set(key, queue)
-        yield* Stream.fromQueue(queue).pipe(
-          Stream.mapEffect(attempt, { concurrency: options.concurrencyPerEndpoint, unordered: true }),
-          Stream.runDrain,
+        const worker = Effect.forever(Effect.flatMap(Queue.take(queue), attempt)).pipe(
           Effect.catchAllCause((cause) =>
-            Cause.isInterruptedOnly(cause) ? Effect.failCause(cause) : Effect.logError("webhook endpoint actor crashed; restarting", cause)
+            Cause.isInterruptedOnly(cause) ? Effect.failCause(cause) : Effect.logError("webhook endpoint worker crashed; restarting", cause)
           ),
-          Effect.forever,
-          Effect.forkIn(scope)
+          Effect.forever
         )
+        for (let i = 0; i < options.concurrencyPerEndpoint; i++) yield* Effect.forkIn(worker, scope)
         return queue
       })
 
@@ -122,11 +130,15 @@ export const run = (options: DispatcherOptions = defaultOptions) =>
 
     const idle = Effect.gen(function*() {
       const nowMs = yield* Clock.currentTimeMillis
+      // Announced before the store is read, so a retry recorded meanwhile still wakes us.
+      sleepingUntilMs = nowMs + options.pollIntervalMs
       const due = yield* store.nextDueAt().pipe(Effect.orElseSucceed(() => null))
       const dueMs = due === null ? Infinity : Date.parse(due)
       // Work due already but not claimed sits in a full endpoint queue: wait a poll interval for it.
       const untilMs = dueMs <= nowMs ? nowMs + options.pollIntervalMs : Math.min(nowMs + options.pollIntervalMs, dueMs)
+      sleepingUntilMs = untilMs
       yield* Effect.race(Effect.sleep(Duration.millis(Math.max(0, untilMs - nowMs))), webhooks.awaitWake)
+      sleepingUntilMs = Number.NEGATIVE_INFINITY
     })
 
     yield* Effect.forkIn(

@@ -68,6 +68,7 @@ describe("webhook dispatcher", () => {
         expect(request.headers["content-type"]).toBe("application/json")
         expect(request.headers["x-service-event-id"]).toBe(event.id)
         expect(request.headers["x-service-delivery-attempt"]).toBe("1")
+        expect(request.headers["x-service-delivery-id"]).toBe(delivery!.id)
         expect(JSON.parse(request.body)).toEqual({ id: event.id, type: event.type, created_at: event.createdAt, data: event.data })
         const header = String(request.headers["x-service-signature"])
         expect(header).toMatch(/^t=\d+,v1=[0-9a-f]{64}$/)
