@@ -16,9 +16,10 @@ import { readResponse, type SimRequest, type SimResponse } from "./Http.ts"
 
 /**
  * One running copy of the service: the production services, HttpApi and workers, built over
- * simulated infrastructure layers. A crash interrupts everything in flight and closes the
- * scope; a restart builds fresh layers over the same store state, and recovery resumes the
- * flows that were in flight, exactly as a process restart against the database would.
+ * simulated infrastructure layers. A crash (`crashNow`, then `reap`) fences the instance off
+ * from the outside at once, then interrupts everything in flight and closes the scope; a
+ * restart builds fresh layers over the same store state, and recovery resumes the flows that
+ * were in flight, exactly as a process restart against the database would.
  */
 export interface Infrastructure {
   readonly store: StoreShape
@@ -60,10 +61,42 @@ interface Instance {
   readonly context: Context.Context<AppContext>
   readonly handle: (request: SimRequest) => Effect.Effect<SimResponse>
   readonly requests: Set<Fiber.RuntimeFiber<SimResponse>>
+  readonly fence: Fence
 }
+
+/** Set when the instance dies: from then on it reaches nothing outside the process. */
+interface Fence {
+  dead: boolean
+}
+
+/**
+ * The instance's view of an outside system (store, webhook store, acquirer, webhook endpoints):
+ * once the instance is dead, every call suspends for good (the crash interrupts it), so a
+ * process killed in the middle of an instant commits, sends and answers nothing more.
+ */
+const fenced = <S extends object>(shape: S, fence: Fence): S => {
+  const out: Record<string, unknown> = {}
+  for (const [name, member] of Object.entries(shape)) {
+    out[name] = typeof member !== "function"
+      ? member
+      : (...args: Array<unknown>) =>
+        Effect.suspend(() => (fence.dead ? Effect.never : (member as (...a: Array<unknown>) => Effect.Effect<unknown, unknown>)(...args)))
+  }
+  return out as S
+}
+
+const fencedInfrastructure = (infrastructure: Infrastructure, fence: Fence): Infrastructure => ({
+  ...infrastructure,
+  store: fenced(infrastructure.store, fence),
+  acquirer: fenced(infrastructure.acquirer, fence),
+  webhookStore: fenced(infrastructure.webhookStore, fence),
+  webhookTransport: fenced(infrastructure.webhookTransport, fence)
+})
 
 export class SimulatedService {
   private instance: Instance | null = null
+  /** Instances killed but not yet torn down (their fibers interrupted, their scope closed). */
+  private dying: Array<Instance> = []
   generation = 0
   crashes = 0
 
@@ -78,8 +111,9 @@ export class SimulatedService {
     if (this.instance !== null) return Effect.dieMessage("sim: service already running")
     const generation = ++this.generation
     return Effect.gen(this, function*() {
+      const fence: Fence = { dead: false }
       const scope = yield* Scope.make()
-      const context = yield* Layer.buildWithScope(appLayer(this.infrastructure), scope)
+      const context = yield* Layer.buildWithScope(appLayer(fencedInfrastructure(this.infrastructure, fence)), scope)
       const app = yield* Effect.provide(HttpApiBuilder.httpApp, context)
       const handle = (request: SimRequest): Effect.Effect<SimResponse> =>
         app.pipe(
@@ -93,20 +127,37 @@ export class SimulatedService {
               ? Effect.failCause(cause as Cause.Cause<never>)
               : Effect.map(HttpServerError.causeResponse(cause), ([response]) => readResponse(response)))
         )
-      this.instance = { generation, scope, context, handle, requests: new Set() }
+      this.instance = { generation, scope, context, handle, requests: new Set(), fence }
     })
   })
 
-  /** Kills the running instance at this point: in-flight requests are dropped, fibers interrupted. */
-  readonly crash: Effect.Effect<void> = Effect.suspend(() => {
-    const instance = this.instance
-    if (instance === null) return Effect.void
-    this.instance = null
+  /**
+   * Kills the running instance at once, even from inside one of its own fibers (just after a
+   * store commit): it reaches nothing outside from now on, every reply still on its way is
+   * dropped (the client sees a reset connection) and no new connection is accepted. `reap`
+   * then interrupts its fibers and closes its scope. False when no instance is running.
+   */
+  crashNow(): boolean {
+    if (!this.kill()) return false
     this.crashes++
-    return Effect.zipRight(
-      Fiber.interruptAll(instance.requests),
-      Scope.close(instance.scope, Exit.void)
-    )
+    return true
+  }
+
+  private kill(): boolean {
+    const instance = this.instance
+    if (instance === null) return false
+    instance.fence.dead = true
+    this.instance = null
+    this.dying.push(instance)
+    return true
+  }
+
+  /** Tears down killed instances: in-flight requests and every fiber of their scope are interrupted. */
+  readonly reap: Effect.Effect<void> = Effect.suspend(() => {
+    const dying = this.dying
+    this.dying = []
+    return Effect.forEach(dying, (instance) =>
+      Effect.zipRight(Fiber.interruptAll(instance.requests), Scope.close(instance.scope, Exit.void)), { discard: true })
   })
 
   /** Sends one request; null when the connection is refused or reset (service down or crashed). */
@@ -118,7 +169,8 @@ export class SimulatedService {
         instance.requests.add(fiber)
         return Effect.map(Fiber.await(fiber), (exit) => {
           instance.requests.delete(fiber)
-          return Exit.isSuccess(exit) ? exit.value : null
+          // A reply completed after the instance died never leaves the process.
+          return Exit.isSuccess(exit) && !instance.fence.dead ? exit.value : null
         })
       })
     })
@@ -134,9 +186,7 @@ export class SimulatedService {
   }
 
   readonly stop: Effect.Effect<void> = Effect.suspend(() => {
-    const instance = this.instance
-    if (instance === null) return Effect.void
-    this.instance = null
-    return Effect.zipRight(Fiber.interruptAll(instance.requests), Scope.close(instance.scope, Exit.void))
+    this.kill()
+    return this.reap
   })
 }

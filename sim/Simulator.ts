@@ -94,19 +94,32 @@ export const runSimulation = (options: SimOptions): SimResult => {
   }).pipe(Effect.ensuring(Effect.sync(() => void (workloadDone = true)))))
 
   // Crashes: stop the service at random points, restart it from the store after a downtime.
+  // The crash actor kills the instance at once (`crashNow`), then `restartAfter` tears it down,
+  // waits and starts a new one.
+  function crashNow(what: string): boolean {
+    if (time.nowMs >= horizonEndMs || !service.isUp) return false
+    crashesMs.push(time.nowMs)
+    trace.record(`crash #${service.crashes + 1}${what === "" ? "" : ` ${what}`}`)
+    return service.crashNow()
+  }
+  function restartAfter(downtimeMs: number): Effect.Effect<void> {
+    return Effect.gen(function*() {
+      yield* service.reap
+      yield* Effect.sleep(downtimeMs)
+      crashesMs.push(time.nowMs)
+      yield* service.start
+      trace.record(`restart generation ${service.generation}`)
+    })
+  }
   if (options.faults.crashesPerHour > 0) {
     const crashPrng = Prng.derive(seed, "crashes")
     fork(Effect.gen(function*() {
       while (true) {
         yield* Effect.sleep(crashPrng.exponential(3_600_000 / options.faults.crashesPerHour))
         if (time.nowMs >= horizonEndMs) return
-        crashesMs.push(time.nowMs)
-        trace.record(`crash #${service.crashes + 1}`)
-        yield* service.crash
-        yield* Effect.sleep(crashPrng.int(1_000, 120_000))
-        crashesMs.push(time.nowMs)
-        yield* service.start
-        trace.record(`restart generation ${service.generation}`)
+        // Down already: this crash has nothing to kill.
+        if (!crashNow("")) continue
+        yield* restartAfter(crashPrng.int(1_000, 120_000))
       }
     }).pipe(Effect.ensuring(Effect.sync(() => void (crashActorDone = true)))))
   }
