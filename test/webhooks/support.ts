@@ -2,10 +2,13 @@ import { Effect, Layer } from "effect"
 import { createHmac, timingSafeEqual } from "node:crypto"
 import { createServer, type IncomingHttpHeaders, type ServerResponse } from "node:http"
 import type { AddressInfo } from "node:net"
+import type { Merchant } from "../../src/domain/Merchant.ts"
+import type { PaymentEvent } from "../../src/domain/Payment.ts"
 import * as Config from "../../src/platform/Config.ts"
 import * as Ids from "../../src/platform/Ids.ts"
 import * as WebhookTransport from "../../src/platform/WebhookTransport.ts"
 import * as Webhooks from "../../src/services/Webhooks.ts"
+import type { MemoryState } from "../../src/store/MemoryStore.ts"
 import * as WebhookDispatcher from "../../src/workers/WebhookDispatcher.ts"
 
 export interface Received {
@@ -16,7 +19,12 @@ export interface Received {
 /** A real HTTP endpoint on 127.0.0.1; `respond` decides each answer (status, or leave it hanging). */
 export const startReceiver = async (respond: (request: Received, response: ServerResponse) => void) => {
   const received: Array<Received> = []
+  /** Requests whose client went away before the answer was sent (an abandoned request). */
+  let abandoned = 0
   const server = createServer((req, res) => {
+    res.on("close", () => {
+      if (!res.writableEnded) abandoned++
+    })
     const chunks: Array<Buffer> = []
     req.on("data", (chunk: Buffer) => chunks.push(chunk))
     req.on("end", () => {
@@ -31,6 +39,7 @@ export const startReceiver = async (respond: (request: Received, response: Serve
     url: `http://127.0.0.1:${port}/hooks`,
     port,
     received,
+    abandoned: () => abandoned,
     close: () =>
       new Promise<void>((done) => {
         server.closeAllConnections()
@@ -65,16 +74,55 @@ export const verifySignature = (header: string, body: string, secret: string, to
 /** Real time passes (the I/O of the service), whatever the test clock says. */
 export const realSleep = (ms: number) => Effect.promise(() => new Promise((done) => setTimeout(done, ms)))
 
-/** Waits in real time until `check` holds (at most `timeoutMs`). */
+/**
+ * Waits in real time until `check` holds (at most `timeoutMs`): only for real I/O (an HTTP
+ * receiver, PostgreSQL) to complete. Never use it to show that something did NOT happen: a
+ * real-time wait proves nothing and makes the test slow; absence is checked under virtual time
+ * (./virtual.ts) or against a later event the test has awaited.
+ */
 export const eventually = <A, E, R>(probe: Effect.Effect<A, E, R>, check: (a: A) => boolean, timeoutMs = 10_000) =>
   Effect.gen(function*() {
     for (let waited = 0; ; waited += 10) {
       const value = yield* probe
       if (check(value)) return value
       if (waited > timeoutMs) return yield* Effect.dieMessage(`condition not reached within ${timeoutMs} ms`)
-      yield* realSleep(10)
+      yield* Effect.promise(() => new Promise((done) => setTimeout(done, 10)))
     }
   })
+
+/** A merchant with a webhook URL and secret, straight into a memory state. */
+export const seedMerchant = (state: MemoryState, merchant: { readonly id: string; readonly url: string; readonly secret: string; readonly atMs: number }) => {
+  const at = new Date(merchant.atMs).toISOString()
+  const row: Merchant = { id: merchant.id, name: merchant.id, webhookUrl: merchant.url, webhookSecret: merchant.secret, createdAt: at, updatedAt: at }
+  state.merchants.set(row.id, row)
+  return row
+}
+
+/** A `payment.captured` event of the merchant in the outbox (the dispatcher's next poll makes it a delivery). */
+export const seedEvent = (state: MemoryState, event: { readonly id: string; readonly merchantId: string; readonly atMs: number }): PaymentEvent => {
+  const paymentId = `pay_${event.id}`
+  const row: PaymentEvent = {
+    id: event.id,
+    paymentId,
+    merchantId: event.merchantId,
+    type: "payment.captured",
+    sequence: 3,
+    createdAt: new Date(event.atMs).toISOString(),
+    data: {
+      id: paymentId,
+      merchant_id: event.merchantId,
+      status: "captured",
+      amount_cents: 4200,
+      currency: "EUR",
+      captured_amount_cents: 4200,
+      refunded_amount_cents: 0,
+      fraud_score: 0.1,
+      failure_code: null
+    }
+  }
+  state.outbox.push(row)
+  return row
+}
 
 /** The webhook engine (service, production HTTP transport, dispatcher) over given stores. */
 export const engineLayer = <E, R>(
