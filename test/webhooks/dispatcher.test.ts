@@ -1,221 +1,279 @@
-import { describe, expect, it } from "@effect/vitest"
-import { Effect, Layer, TestClock } from "effect"
-import type { Merchant } from "../../src/domain/Merchant.ts"
-import type { PaymentEvent } from "../../src/domain/Payment.ts"
-import { attemptTimes } from "../../src/domain/Webhook.ts"
-import { emptyState, layerMemoryFrom, type MemoryState } from "../../src/store/MemoryStore.ts"
+import { describe, expect, it } from "vitest"
+import { Effect } from "effect"
+import { attemptTimes, type Delivery } from "../../src/domain/Webhook.ts"
 import { Webhooks } from "../../src/services/Webhooks.ts"
-import { WebhookStore } from "../../src/store/WebhookStore.ts"
-import { answer, engineLayer, eventually, realSleep, startReceiver, verifySignature } from "./support.ts"
+import * as WebhookDispatcher from "../../src/workers/WebhookDispatcher.ts"
+import { seedEvent, seedMerchant, verifySignature } from "./support.ts"
+import { after, noAnswer, type Post, status, VirtualWebhooks } from "./virtual.ts"
+
+/**
+ * The real dispatcher, Webhooks service and memory stores under discrete-event virtual time with
+ * an in-memory endpoint (./virtual.ts): every time is exact and every "nothing happens yet" is a
+ * deterministic check, because nothing runs unless the test moves virtual time.
+ */
 
 const t0 = Date.parse("2026-11-22T04:00:00.000Z")
+const iso = (ms: number) => new Date(ms).toISOString()
 const secret = "whsec_test_secret_0123456789"
+const url = "https://shop.example/hooks"
 const day = 86_400_000
+const schedule = [60_000, 300_000, 1_800_000, 7_200_000, day]
 
-const seed = (state: MemoryState, url: string, eventId = "evt_1"): PaymentEvent => {
-  const merchant: Merchant = {
-    id: "mer_1",
-    name: "Shop",
-    webhookUrl: url,
-    webhookSecret: secret,
-    createdAt: new Date(t0).toISOString(),
-    updatedAt: new Date(t0).toISOString()
-  }
-  state.merchants.set(merchant.id, merchant)
-  const event: PaymentEvent = {
-    id: eventId,
-    paymentId: "pay_1",
-    merchantId: merchant.id,
-    type: "payment.captured",
-    sequence: 3,
-    createdAt: new Date(t0).toISOString(),
-    data: {
-      id: "pay_1",
-      merchant_id: merchant.id,
-      status: "captured",
-      amount_cents: 4200,
-      currency: "EUR",
-      captured_amount_cents: 4200,
-      refunded_amount_cents: 0,
-      fraud_score: 0.1,
-      failure_code: null
-    }
-  }
-  state.outbox.push(event)
-  return event
+const setUp = (respond: ConstructorParameters<typeof VirtualWebhooks>[0]["respond"]) => {
+  const h = new VirtualWebhooks({ startMs: t0, respond })
+  seedMerchant(h.state, { id: "mer_1", url, secret, atMs: t0 })
+  return h
 }
 
-const deliveries = Effect.flatMap(WebhookStore, (s) => s.listDeliveries("mer_1", {}, { page: 1, perPage: 100 }))
-const firstDelivery = Effect.map(deliveries, (page) => page.items[0])
-const wake = Effect.flatMap(Webhooks, (w) => w.wake)
+/** What every POST of a delivery must carry: its ids, its attempt number, the same signed body. */
+const expectPostsOf = (posts: ReadonlyArray<Post>, delivery: Delivery, attemptNumbers: ReadonlyArray<number>) => {
+  expect(posts.map((p) => p.headers["x-service-delivery-attempt"])).toEqual(attemptNumbers.map(String))
+  for (const post of posts) {
+    expect(post.url).toBe(delivery.url)
+    expect(post.headers["content-type"]).toBe("application/json")
+    expect(post.headers["x-service-delivery-id"]).toBe(delivery.id)
+    expect(post.headers["x-service-event-id"]).toBe(delivery.eventId)
+    expect(post.body).toBe(delivery.payload)
+    const nowSeconds = Math.floor(post.atMs / 1000)
+    const header = post.headers["x-service-signature"]!
+    expect(header.startsWith(`t=${nowSeconds},`)).toBe(true)
+    expect(verifySignature(header, post.body, secret, 300, nowSeconds)).toBe(true)
+  }
+}
 
-/** The engine over a memory state, with polling off: the test clock alone moves time. */
-const engine = (state: MemoryState, config = {}) =>
-  engineLayer(layerMemoryFrom(state), { webhookAllowPrivateUrls: true, ...config }, { pollIntervalMs: 2 * day })
+describe("webhook dispatcher under virtual time", () => {
+  it("a wake makes the first attempt at once; without one, the next poll does, not earlier", () => {
+    // Woken: the attempt is made at the very instant.
+    const woken = setUp(() => status(204))
+    const engine = woken.start({}, { pollIntervalMs: 2 * day })
+    const event = seedEvent(woken.state, { id: "evt_1", merchantId: "mer_1", atMs: t0 })
+    expect(woken.posts).toHaveLength(0)
+    engine.run(Effect.flatMap(Webhooks, (w) => w.wake))
+    expect(woken.nowMs).toBe(t0)
+    const delivery = woken.delivery("mer_1")
+    expect(delivery).toMatchObject({ eventId: event.id, status: "succeeded", nextAttemptAt: null, completedAt: iso(t0) })
+    expect(delivery.attempts).toEqual([{ attempt: 1, at: iso(t0), responseStatus: 204, durationMs: 0, error: null }])
+    expect(JSON.parse(woken.posts[0]!.body)).toEqual({ id: event.id, type: event.type, created_at: event.createdAt, data: event.data })
+    expectPostsOf(woken.posts, delivery, [1])
 
-describe("webhook dispatcher", () => {
-  it.scoped("signs each POST so a receiver can verify it with its own code", () =>
-    Effect.gen(function*() {
-      yield* TestClock.setTime(t0)
-      const receiver = yield* Effect.acquireRelease(Effect.promise(() => startReceiver(answer(204))), (r) => Effect.promise(r.close))
-      const state = emptyState()
-      const event = seed(state, receiver.url)
-      yield* Effect.gen(function*() {
-        yield* wake
-        const delivery = yield* eventually(firstDelivery, (d) => d?.status === "succeeded")
-        expect(receiver.received).toHaveLength(1)
-        const request = receiver.received[0]!
-        expect(request.headers["content-type"]).toBe("application/json")
-        expect(request.headers["x-service-event-id"]).toBe(event.id)
-        expect(request.headers["x-service-delivery-attempt"]).toBe("1")
-        expect(request.headers["x-service-delivery-id"]).toBe(delivery!.id)
-        expect(JSON.parse(request.body)).toEqual({ id: event.id, type: event.type, created_at: event.createdAt, data: event.data })
-        const header = String(request.headers["x-service-signature"])
-        expect(header).toMatch(/^t=\d+,v1=[0-9a-f]{64}$/)
-        expect(header.startsWith(`t=${Math.floor(t0 / 1000)},`)).toBe(true)
-        expect(verifySignature(header, request.body, secret, 300, Math.floor(t0 / 1000))).toBe(true)
-        expect(verifySignature(header, request.body, "whsec_other", 300, Math.floor(t0 / 1000))).toBe(false)
-        expect(verifySignature(header, request.body + " ", secret, 300, Math.floor(t0 / 1000))).toBe(false)
-        expect(delivery!.attempts).toEqual([
-          { attempt: 1, at: new Date(t0).toISOString(), responseStatus: 204, durationMs: 0, error: null }
-        ])
-        expect(delivery!.completedAt).toBe(new Date(t0).toISOString())
-      }).pipe(Effect.provide(engine(state)))
-    }))
+    // Not woken: an outbox event waits for the dispatcher's next poll (default interval), exactly.
+    const polled = setUp(() => status(204))
+    polled.start()
+    seedEvent(polled.state, { id: "evt_1", merchantId: "mer_1", atMs: t0 })
+    const pollMs = WebhookDispatcher.defaultOptions.pollIntervalMs
+    polled.runUntil(t0 + pollMs - 1)
+    expect(polled.posts).toHaveLength(0)
+    expect(polled.deliveries("mer_1")).toHaveLength(0)
+    polled.runUntil(t0 + pollMs)
+    expect(polled.posts.map((p) => p.atMs)).toEqual([t0 + pollMs])
+    expect(polled.delivery("mer_1").status).toBe("succeeded")
+    expect([...woken.logs, ...polled.logs]).toEqual([])
+  })
 
-  it.scoped("retries at exactly 1m, 5m, 30m, 2h and 24h after the first failure, then fails", () =>
-    Effect.gen(function*() {
-      yield* TestClock.setTime(t0)
-      const receiver = yield* Effect.acquireRelease(Effect.promise(() => startReceiver(answer(500))), (r) => Effect.promise(r.close))
-      const state = emptyState()
-      seed(state, receiver.url)
-      const expected = attemptTimes(new Date(t0).toISOString(), [60_000, 300_000, 1_800_000, 7_200_000, day])
-      yield* Effect.gen(function*() {
-        yield* wake
-        yield* eventually(firstDelivery, (d) => d?.attempts.length === 1)
-        for (let i = 1; i < expected.length; i++) {
-          const before = yield* firstDelivery
-          expect(before!.status).toBe("retrying")
-          expect(before!.nextAttemptAt).toBe(expected[i])
-          // One millisecond early: nothing happens.
-          yield* TestClock.setTime(Date.parse(expected[i]!) - 1)
-          yield* realSleep(30)
-          expect((yield* firstDelivery)!.attempts).toHaveLength(i)
-          yield* TestClock.setTime(Date.parse(expected[i]!))
-          yield* eventually(firstDelivery, (d) => d?.attempts.length === i + 1)
-        }
-        const delivery = (yield* firstDelivery)!
-        expect(delivery.attempts.map((a) => a.at)).toEqual(expected)
-        expect(delivery.attempts.map((a) => a.attempt)).toEqual([1, 2, 3, 4, 5, 6])
-        expect(delivery.attempts.every((a) => a.responseStatus === 500 && a.error!.startsWith("HTTP 500"))).toBe(true)
-        // The endpoint's 100 kB answer is never kept whole.
-        expect(delivery.attempts.every((a) => a.error!.length <= 200)).toBe(true)
-        expect(delivery.status).toBe("failed")
-        expect(delivery.nextAttemptAt).toBeNull()
-        expect(delivery.completedAt).toBe(expected.at(-1))
-        expect(receiver.received.map((r) => r.headers["x-service-delivery-attempt"])).toEqual(["1", "2", "3", "4", "5", "6"])
-        yield* TestClock.adjust(7 * day)
-        yield* realSleep(30)
-        expect(receiver.received).toHaveLength(6)
-      }).pipe(Effect.provide(engine(state)))
-    }))
-
-  it.scoped("an endpoint that does not answer within WEBHOOK_TIMEOUT counts as a failure", () =>
-    Effect.gen(function*() {
-      yield* TestClock.setTime(t0)
-      const receiver = yield* Effect.acquireRelease(Effect.promise(() => startReceiver(() => {})), (r) => Effect.promise(r.close))
-      const state = emptyState()
-      seed(state, receiver.url)
-      yield* Effect.gen(function*() {
-        yield* wake
-        yield* eventually(Effect.sync(() => receiver.received.length), (n) => n === 1)
-        yield* TestClock.adjust(29_999)
-        yield* realSleep(30)
-        expect((yield* firstDelivery)!.attempts).toHaveLength(0)
-        yield* TestClock.adjust(1)
-        const delivery = (yield* eventually(firstDelivery, (d) => d?.attempts.length === 1))!
-        expect(delivery.attempts[0]).toMatchObject({ attempt: 1, responseStatus: null, durationMs: 30_000 })
-        expect(delivery.attempts[0]!.error).toMatch(/^timeout/)
-        expect(delivery.status).toBe("retrying")
-        expect(delivery.nextAttemptAt).toBe(new Date(t0 + 60_000).toISOString())
-      }).pipe(Effect.provide(engine(state)))
-    }))
-
-  it.scoped("a scheduled retry survives a restart of the service", () =>
-    Effect.gen(function*() {
-      yield* TestClock.setTime(t0)
-      let status = 503
-      const receiver = yield* Effect.acquireRelease(
-        Effect.promise(() => startReceiver((request, response) => answer(status)(request, response))),
-        (r) => Effect.promise(r.close)
-      )
-      const state = emptyState()
-      seed(state, receiver.url)
-      // First process: one failed attempt, then it stops.
-      yield* Effect.scoped(Effect.gen(function*() {
-        const context = yield* Layer.build(engine(state))
-        yield* Effect.provide(wake, context)
-        yield* Effect.provide(eventually(firstDelivery, (d) => d?.attempts.length === 1), context)
-      }))
-      status = 200
-      yield* TestClock.setTime(t0 + 60_000)
-      yield* realSleep(30)
-      expect(receiver.received).toHaveLength(1)
-      // Second process over the same data: the retry happens, once.
-      yield* Effect.gen(function*() {
-        const delivery = (yield* eventually(firstDelivery, (d) => d?.status === "succeeded"))!
-        expect(delivery.attempts.map((a) => [a.attempt, a.at, a.responseStatus])).toEqual([
-          [1, new Date(t0).toISOString(), 503],
-          [2, new Date(t0 + 60_000).toISOString(), 200]
-        ])
-        expect(receiver.received.map((r) => r.headers["x-service-delivery-attempt"])).toEqual(["1", "2"])
-      }).pipe(Effect.provide(engine(state)))
-    }))
-
-  it.scoped("refuses loopback and private addresses at delivery time unless allowed", () =>
-    Effect.gen(function*() {
-      yield* TestClock.setTime(t0)
-      const receiver = yield* Effect.acquireRelease(Effect.promise(() => startReceiver(answer(200))), (r) => Effect.promise(r.close))
-      for (const url of [receiver.url, `http://localhost:${receiver.port}/hooks`]) {
-        const state = emptyState()
-        seed(state, url)
-        yield* Effect.gen(function*() {
-          yield* wake
-          const delivery = (yield* eventually(firstDelivery, (d) => d?.attempts.length === 1))!
-          expect(delivery.attempts[0]!.error).toMatch(/refused/)
-          expect(delivery.attempts[0]!.responseStatus).toBeNull()
-        }).pipe(Effect.provide(engine(state, { webhookAllowPrivateUrls: false })))
+  // With the 2-day poll only the dispatcher's own wake-ups at due times make attempts. The
+  // 59,999 ms poll also claims in every gap between attempts, once exactly 1 ms before the first
+  // retry is due: neither may bring an attempt forward by a millisecond.
+  for (const pollIntervalMs of [2 * day, 59_999]) {
+    it(`retries at exactly 1m, 5m, 30m, 2h and 24h after the first failure, then fails (poll every ${pollIntervalMs} ms)`, () => {
+      const h = setUp(() => status(500))
+      seedEvent(h.state, { id: "evt_1", merchantId: "mer_1", atMs: t0 })
+      const expected = attemptTimes(iso(t0), schedule).map(Date.parse)
+      expect(expected.map((ms) => ms - t0)).toEqual([0, 60_000, 300_000, 1_800_000, 7_200_000, day])
+      h.start({}, { pollIntervalMs })
+      // The dispatcher's first poll (at start) makes the first attempt at once.
+      expect(h.posts.map((p) => p.atMs)).toEqual([t0])
+      for (let i = 1; i < expected.length; i++) {
+        const before = h.delivery("mer_1")
+        expect(before.status).toBe("retrying")
+        expect(before.nextAttemptAt).toBe(iso(expected[i]!))
+        expect(before.attempts).toHaveLength(i)
+        // One millisecond early: nothing.
+        h.runUntil(expected[i]! - 1)
+        expect(h.posts).toHaveLength(i)
+        expect(h.delivery("mer_1").attempts).toHaveLength(i)
+        // On time: exactly one attempt, recorded at once (the endpoint answers in no time).
+        h.runUntil(expected[i]!)
+        expect(h.posts).toHaveLength(i + 1)
+        expect(h.posts[i]!.atMs).toBe(expected[i])
+        expect(h.delivery("mer_1").attempts).toHaveLength(i + 1)
       }
-      expect(receiver.received).toHaveLength(0)
-    }))
+      const delivery = h.delivery("mer_1")
+      expect(delivery.attempts).toEqual(expected.map((ms, i) => ({
+        attempt: i + 1,
+        at: iso(ms),
+        responseStatus: 500,
+        durationMs: 0,
+        error: "HTTP 500: internal error"
+      })))
+      expect(delivery.status).toBe("failed")
+      expect(delivery.nextAttemptAt).toBeNull()
+      expect(delivery.completedAt).toBe(iso(expected.at(-1)!))
+      expectPostsOf(h.posts, delivery, [1, 2, 3, 4, 5, 6])
+      // A week later: not one more POST, and the delivery is as it was.
+      h.runUntil(expected.at(-1)! + 7 * day)
+      expect(h.posts).toHaveLength(6)
+      expect(h.delivery("mer_1")).toEqual(delivery)
+      expect(h.logs).toEqual([])
+    })
+  }
 
-  it.scoped("after a secret rotation both secrets sign for 24 hours, then only the new one", () =>
-    Effect.gen(function*() {
-      yield* TestClock.setTime(t0)
-      const receiver = yield* Effect.acquireRelease(Effect.promise(() => startReceiver(answer(200))), (r) => Effect.promise(r.close))
-      const state = emptyState()
-      seed(state, receiver.url)
-      yield* Effect.gen(function*() {
-        const webhooks = yield* Webhooks
-        const { merchant } = yield* webhooks.rotateSecret("mer_1")
-        expect(merchant.webhookSecret).toMatch(/^whsec_/)
-        expect(merchant.webhookSecret).not.toBe(secret)
-        yield* webhooks.wake
-        yield* eventually(Effect.sync(() => receiver.received.length), (n) => n === 1)
-        const first = receiver.received[0]!
-        const header = String(first.headers["x-service-signature"])
-        expect(header.split(",").filter((p) => p.startsWith("v1="))).toHaveLength(2)
-        expect(verifySignature(header, first.body, secret, null, 0)).toBe(true)
-        expect(verifySignature(header, first.body, merchant.webhookSecret, null, 0)).toBe(true)
-        yield* TestClock.adjust(day)
-        yield* webhooks.sendTest("mer_1", "payment.refunded")
-        yield* eventually(Effect.sync(() => receiver.received.length), (n) => n === 2)
-        const second = receiver.received[1]!
-        const later = String(second.headers["x-service-signature"])
-        expect(later.split(",").filter((p) => p.startsWith("v1="))).toHaveLength(1)
-        expect(verifySignature(later, second.body, merchant.webhookSecret, null, 0)).toBe(true)
-        expect(verifySignature(later, second.body, secret, null, 0)).toBe(false)
-        expect(JSON.parse(second.body).type).toBe("payment.refunded")
-      }).pipe(Effect.provide(engine(state)))
-    }))
+  it("a configured schedule (WEBHOOK_RETRY_SCHEDULE=10s,25s) is kept exactly: the retry is not held to the lease's end or a poll", () => {
+    // The first retry falls before the claim's lease ends (60 s) and long before the next poll:
+    // only the attempt waking the dispatcher gets it out on time.
+    const h = setUp(() => status(502))
+    seedEvent(h.state, { id: "evt_1", merchantId: "mer_1", atMs: t0 })
+    h.start({ webhookRetryScheduleMs: [10_000, 25_000] }, { pollIntervalMs: 2 * day })
+    for (const dueMs of [t0 + 10_000, t0 + 25_000]) {
+      const count = h.posts.length
+      h.runUntil(dueMs - 1)
+      expect(h.posts).toHaveLength(count)
+      h.runUntil(dueMs)
+      expect(h.posts).toHaveLength(count + 1)
+    }
+    const delivery = h.delivery("mer_1")
+    expect(delivery.attempts.map((a) => a.at)).toEqual([iso(t0), iso(t0 + 10_000), iso(t0 + 25_000)])
+    expect(delivery).toMatchObject({ status: "failed", completedAt: iso(t0 + 25_000), nextAttemptAt: null })
+    expectPostsOf(h.posts, delivery, [1, 2, 3])
+    h.runUntil(t0 + 7 * day)
+    expect(h.posts).toHaveLength(3)
+    expect(h.logs).toEqual([])
+  })
+
+  it("an endpoint that does not answer within WEBHOOK_TIMEOUT: abandoned at 30 s exactly, a failure, retried 60 s after it started", () => {
+    const h = setUp(() => noAnswer)
+    seedEvent(h.state, { id: "evt_1", merchantId: "mer_1", atMs: t0 })
+    const engine = h.start({}, { pollIntervalMs: 2 * day })
+    expect(engine.config.webhookTimeoutMs).toBe(30_000)
+    expect(h.posts).toMatchObject([{ atMs: t0, end: "in flight" }])
+    h.runUntil(t0 + 29_999)
+    expect(h.posts).toMatchObject([{ atMs: t0, end: "in flight" }])
+    expect(h.delivery("mer_1")).toMatchObject({ status: "pending", attempts: [] })
+    h.runUntil(t0 + 30_000)
+    // The POST was given up (interrupted) at 30 s, and the attempt recorded then.
+    expect(h.posts).toMatchObject([{ atMs: t0, end: "interrupted", endedAtMs: t0 + 30_000 }])
+    const failed = h.delivery("mer_1")
+    expect(failed.attempts).toHaveLength(1)
+    expect(failed.attempts[0]).toMatchObject({ attempt: 1, at: iso(t0), responseStatus: null, durationMs: 30_000 })
+    expect(failed.attempts[0]!.error).toMatch(/^timeout/)
+    expect(failed.status).toBe("retrying")
+    expect(failed.nextAttemptAt).toBe(iso(t0 + 60_000))
+    // The endpoint is back: the retry goes out at +60 s, not before.
+    h.respond = () => status(200)
+    h.runUntil(t0 + 59_999)
+    expect(h.posts).toHaveLength(1)
+    h.runUntil(t0 + 60_000)
+    const delivery = h.delivery("mer_1")
+    expect(delivery.status).toBe("succeeded")
+    expect(delivery.attempts.map((a) => [a.attempt, a.at, a.responseStatus])).toEqual([[1, iso(t0), null], [2, iso(t0 + 60_000), 200]])
+    expectPostsOf(h.posts, delivery, [1, 2])
+    expect(h.logs).toEqual([])
+  })
+
+  it("slow answers: one 1 ms inside the timeout counts with its duration; a slow failure's retry counts from its start", () => {
+    // 29,999 ms: answered in time, a success.
+    const inTime = setUp(() => after(29_999, status(200)))
+    seedEvent(inTime.state, { id: "evt_1", merchantId: "mer_1", atMs: t0 })
+    inTime.start({}, { pollIntervalMs: 2 * day })
+    inTime.runUntil(t0 + 29_998)
+    expect(inTime.delivery("mer_1").attempts).toEqual([])
+    inTime.runUntil(t0 + 29_999)
+    expect(inTime.delivery("mer_1")).toMatchObject({
+      status: "succeeded",
+      completedAt: iso(t0 + 29_999),
+      attempts: [{ attempt: 1, at: iso(t0), responseStatus: 200, durationMs: 29_999, error: null }]
+    })
+    expect(inTime.posts).toMatchObject([{ end: "answered", endedAtMs: t0 + 29_999 }])
+
+    // A 500 after 10 s: recorded with its duration; the schedule counts from the attempt's start.
+    const slow = setUp(() => after(10_000, status(500)))
+    seedEvent(slow.state, { id: "evt_1", merchantId: "mer_1", atMs: t0 })
+    slow.start({}, { pollIntervalMs: 2 * day })
+    slow.runUntil(t0 + 10_000)
+    expect(slow.delivery("mer_1")).toMatchObject({
+      status: "retrying",
+      nextAttemptAt: iso(t0 + 60_000),
+      attempts: [{ attempt: 1, at: iso(t0), responseStatus: 500, durationMs: 10_000 }]
+    })
+    slow.runUntil(t0 + 59_999)
+    expect(slow.posts).toHaveLength(1)
+    slow.runUntil(t0 + 60_000)
+    expect(slow.posts.map((p) => p.atMs)).toEqual([t0, t0 + 60_000])
+    expect([...inTime.logs, ...slow.logs]).toEqual([])
+  })
+
+  it("a scheduled retry survives a restart of the service: made once, at its time, by the new process", () => {
+    const h = setUp(() => status(503))
+    seedEvent(h.state, { id: "evt_1", merchantId: "mer_1", atMs: t0 })
+    // First process: one failed attempt, then it stops.
+    const first = h.start({}, { pollIntervalMs: 2 * day })
+    expect(h.delivery("mer_1")).toMatchObject({ status: "retrying", nextAttemptAt: iso(t0 + 60_000) })
+    h.runUntil(t0 + 10_000)
+    first.stop()
+    // Nothing while no process runs.
+    h.respond = () => status(200)
+    h.runUntil(t0 + 20_000)
+    expect(h.posts).toHaveLength(1)
+    // Second process over the same data: the retry at its time, once.
+    h.start({}, { pollIntervalMs: 2 * day })
+    h.runUntil(t0 + 59_999)
+    expect(h.posts).toHaveLength(1)
+    h.runUntil(t0 + 60_000)
+    const delivery = h.delivery("mer_1")
+    expect(delivery.status).toBe("succeeded")
+    expect(delivery.attempts.map((a) => [a.attempt, a.at, a.responseStatus])).toEqual([
+      [1, iso(t0), 503],
+      [2, iso(t0 + 60_000), 200]
+    ])
+    expectPostsOf(h.posts, delivery, [1, 2])
+    h.runUntil(t0 + 7 * day)
+    expect(h.posts).toHaveLength(2)
+    expect(h.logs).toEqual([])
+  })
+
+  it("a retry that fell due while no process ran is made as soon as one starts, once", () => {
+    const h = setUp(() => status(503))
+    seedEvent(h.state, { id: "evt_1", merchantId: "mer_1", atMs: t0 })
+    const first = h.start({}, { pollIntervalMs: 2 * day })
+    first.stop()
+    h.respond = () => status(200)
+    h.runUntil(t0 + 300_000)
+    expect(h.posts).toHaveLength(1)
+    h.start({}, { pollIntervalMs: 2 * day })
+    expect(h.posts.map((p) => p.atMs)).toEqual([t0, t0 + 300_000])
+    const delivery = h.delivery("mer_1")
+    expect(delivery.attempts.map((a) => [a.attempt, a.at, a.responseStatus])).toEqual([
+      [1, iso(t0), 503],
+      [2, iso(t0 + 300_000), 200]
+    ])
+    expectPostsOf(h.posts, delivery, [1, 2])
+    h.runUntil(t0 + 7 * day)
+    expect(h.posts).toHaveLength(2)
+  })
+
+  it("a process that dies mid-attempt: the new one takes the delivery over when the lease ends, same delivery id", () => {
+    const h = setUp(() => noAnswer)
+    seedEvent(h.state, { id: "evt_1", merchantId: "mer_1", atMs: t0 })
+    const first = h.start({}, { pollIntervalMs: 2 * day })
+    h.runUntil(t0 + 10_000)
+    first.stop()
+    // The POST in flight was cut off with the process; nothing was recorded.
+    expect(h.posts).toMatchObject([{ atMs: t0, end: "interrupted", endedAtMs: t0 + 10_000 }])
+    expect(h.delivery("mer_1")).toMatchObject({ status: "pending", attempts: [] })
+    h.respond = () => status(200)
+    const second = h.start({}, { pollIntervalMs: 2 * day })
+    // The lease (WEBHOOK_TIMEOUT + margin, renewed when the attempt started at t0) still holds it.
+    const leaseEndMs = t0 + second.config.webhookTimeoutMs + WebhookDispatcher.defaultOptions.leaseMarginMs
+    h.runUntil(leaseEndMs - 1)
+    expect(h.posts).toHaveLength(1)
+    h.runUntil(leaseEndMs)
+    expect(h.posts.map((p) => p.atMs)).toEqual([t0, leaseEndMs])
+    const delivery = h.delivery("mer_1")
+    expect(delivery.status).toBe("succeeded")
+    expect(delivery.attempts).toEqual([{ attempt: 1, at: iso(leaseEndMs), responseStatus: 200, durationMs: 0, error: null }])
+    // Both POSTs were attempt 1 of the same delivery: the receiver can de-duplicate them.
+    expectPostsOf(h.posts, delivery, [1, 1])
+    h.runUntil(t0 + 7 * day)
+    expect(h.posts).toHaveLength(2)
+    expect(h.logs).toEqual([])
+  })
 })
