@@ -1,76 +1,127 @@
-import { describe, expect, it } from "@effect/vitest"
-import { Effect, Layer, TestClock } from "effect"
-import type { PaymentEvent } from "../../src/domain/Payment.ts"
-import * as Config from "../../src/platform/Config.ts"
-import * as Ids from "../../src/platform/Ids.ts"
-import { WebhookTransport } from "../../src/platform/WebhookTransport.ts"
+import { describe, expect, it } from "vitest"
+import { Effect } from "effect"
 import { Webhooks } from "../../src/services/Webhooks.ts"
-import * as WebhooksService from "../../src/services/Webhooks.ts"
-import { emptyState, layerMemoryFrom, type MemoryState } from "../../src/store/MemoryStore.ts"
-import { WebhookStore } from "../../src/store/WebhookStore.ts"
 import * as WebhookDispatcher from "../../src/workers/WebhookDispatcher.ts"
-import { eventually } from "./support.ts"
+import { seedEvent, seedMerchant } from "./support.ts"
+import { noAnswer, status, VirtualWebhooks } from "./virtual.ts"
+
+/** Endpoint actors under virtual time (./virtual.ts): exact times, and absence checked exactly. */
 
 const t0 = Date.parse("2026-11-22T04:00:00.000Z")
 const iso = (ms: number) => new Date(ms).toISOString()
+const day = 86_400_000
 
-const seedMerchant = (state: MemoryState, merchantId: string, url: string) => {
-  state.merchants.set(merchantId, {
-    id: merchantId, name: merchantId, webhookUrl: url, webhookSecret: `whsec_${merchantId}`, createdAt: iso(t0), updatedAt: iso(t0)
-  })
-  const event: PaymentEvent = {
-    id: `evt_${merchantId}`, paymentId: `pay_${merchantId}`, merchantId, type: "payment.captured", sequence: 2, createdAt: iso(t0),
-    data: { id: `pay_${merchantId}`, merchant_id: merchantId, status: "captured", amount_cents: 100, currency: "USD", captured_amount_cents: 100, refunded_amount_cents: 0, fraud_score: 0.1, failure_code: null }
-  }
-  state.outbox.push(event)
-}
+const merchant = (h: VirtualWebhooks, id: string, url: string) => seedMerchant(h.state, { id, url, secret: `whsec_${id}`, atMs: t0 })
 
 describe("webhook endpoint actors", () => {
-  it.scoped("a defect in one endpoint's actor restarts that actor only; its claimed delivery is retried after the lease", () =>
-    Effect.gen(function*() {
-      yield* TestClock.setTime(t0)
-      const state = emptyState()
-      seedMerchant(state, "mer_a", "https://a.example/hook")
-      seedMerchant(state, "mer_b", "https://b.example/hook")
-      const calls: Array<string> = []
-      // Endpoint a's first attempt hits a bug (a defect, not a failed delivery); everything else answers 200.
-      const transport = Layer.succeed(WebhookTransport, {
-        post: (request) =>
-          Effect.suspend(() => {
-            calls.push(request.url)
-            if (request.url.startsWith("https://a.") && calls.filter((u) => u === request.url).length === 1) {
-              return Effect.dieMessage("bug in the transport")
-            }
-            return Effect.succeed({ _tag: "Answered", status: 200, snippet: "" } as const)
-          })
-      })
-      const config = Config.defaultsWith({ webhookAllowPrivateUrls: true })
-      const engine = WebhookDispatcher.layerWith({ pollIntervalMs: 86_400_000 }).pipe(
-        Layer.provideMerge(WebhooksService.layer),
-        Layer.provideMerge(Layer.mergeAll(transport, Ids.layerSeeded(3), layerMemoryFrom(state))),
-        Layer.provideMerge(Config.layerWith(config))
-      )
-      const delivery = (merchantId: string) =>
-        Effect.flatMap(WebhookStore, (s) => s.listDeliveries(merchantId, {}, { page: 1, perPage: 10 })).pipe(Effect.map((p) => p.items[0]))
+  it("defects in one endpoint's workers restart those workers only; the claimed delivery is retried after each lease, same delivery id", () => {
+    // Endpoint a's first 8 POSTs hit a bug (a defect, not a failed delivery): as many crashes as
+    // the endpoint has workers, so the 9th POST is only made if crashed workers are restarted.
+    const crashes = WebhookDispatcher.defaultOptions.concurrencyPerEndpoint
+    let postsToA = 0
+    const h = new VirtualWebhooks({
+      startMs: t0,
+      seed: 3,
+      respond: (post) =>
+        post.url.startsWith("https://a.") && ++postsToA <= crashes ? Effect.dieMessage("bug in the transport") : status(200)
+    })
+    merchant(h, "mer_a", "https://a.example/hook")
+    merchant(h, "mer_b", "https://b.example/hook")
+    seedEvent(h.state, { id: "evt_a", merchantId: "mer_a", atMs: t0 })
+    seedEvent(h.state, { id: "evt_b", merchantId: "mer_b", atMs: t0 })
+    const engine = h.start({}, { pollIntervalMs: day })
 
-      yield* Effect.gen(function*() {
-        yield* Effect.flatMap(Webhooks, (w) => w.wake)
-        // The other merchant's endpoint is not held up by the crash.
-        const b = (yield* eventually(delivery("mer_b"), (d) => d?.status === "succeeded"))!
-        expect(b.attempts.map((a) => a.at)).toEqual([iso(t0)])
-        yield* eventually(Effect.sync(() => calls.length), (n) => n === 2)
-        // The crashed attempt recorded nothing: the delivery stays claimed until its lease ends.
-        const a = (yield* delivery("mer_a"))!
-        expect(a.status).toBe("pending")
-        expect(a.attempts).toEqual([])
-        // Lease = WEBHOOK_TIMEOUT + margin; then the restarted actor delivers it, same delivery id.
-        yield* TestClock.adjust(config.webhookTimeoutMs + WebhookDispatcher.defaultOptions.leaseMarginMs)
-        const retried = (yield* eventually(delivery("mer_a"), (d) => d?.status === "succeeded"))!
-        expect(retried.id).toBe(a.id)
-        expect(retried.attempts).toHaveLength(1)
-        expect(retried.attempts[0]!.at).toBe(iso(t0 + config.webhookTimeoutMs + WebhookDispatcher.defaultOptions.leaseMarginMs))
-        expect(calls.filter((u) => u.startsWith("https://a."))).toHaveLength(2)
-        expect(calls.filter((u) => u.startsWith("https://b."))).toHaveLength(1)
-      }).pipe(Effect.provide(engine))
-    }))
+    // At t0: both endpoints were called; the other merchant's endpoint is not held up by the crash.
+    expect(h.posts.map((p) => [p.url, p.atMs, p.end])).toEqual([
+      ["https://a.example/hook", t0, "died"],
+      ["https://b.example/hook", t0, "answered"]
+    ])
+    expect(h.delivery("mer_b")).toMatchObject({ status: "succeeded", attempts: [{ attempt: 1, at: iso(t0), responseStatus: 200 }] })
+    // The crash was logged as such; it is not a failed attempt.
+    expect(h.logs.map((l) => [l.level, l.message])).toEqual([["ERROR", "webhook endpoint worker crashed; restarting"]])
+    expect(h.logs[0]!.details).toContain("bug in the transport")
+    // The crashed attempt recorded nothing: the delivery stays claimed until its lease ends.
+    const a = h.delivery("mer_a")
+    expect(a).toMatchObject({ status: "pending", attempts: [] })
+
+    // Lease = WEBHOOK_TIMEOUT + margin, from the attempt's start: each take-over comes exactly
+    // then, not a millisecond before, and the next crash leaves it claimed for another lease.
+    const leaseMs = engine.config.webhookTimeoutMs + WebhookDispatcher.defaultOptions.leaseMarginMs
+    for (let k = 1; k <= crashes; k++) {
+      const dueMs = t0 + k * leaseMs
+      h.runUntil(dueMs - 1)
+      expect(h.postsTo("https://a.")).toHaveLength(k)
+      expect(h.delivery("mer_a")).toEqual(a)
+      h.runUntil(dueMs)
+      expect(h.postsTo("https://a.")).toHaveLength(k + 1)
+      expect(h.postsTo("https://a.")[k]).toMatchObject({ atMs: dueMs, end: k < crashes ? "died" : "answered" })
+    }
+    // The last take-over was answered: same delivery id, still attempt 1 (no crash recorded an attempt).
+    const deliveredMs = t0 + crashes * leaseMs
+    const retried = h.delivery("mer_a")
+    expect(retried.id).toBe(a.id)
+    expect(retried.status).toBe("succeeded")
+    expect(retried.attempts).toEqual([{ attempt: 1, at: iso(deliveredMs), responseStatus: 200, durationMs: 0, error: null }])
+    const toA = h.postsTo("https://a.")
+    expect(new Set(toA.map((p) => p.headers["x-service-delivery-id"]))).toEqual(new Set([a.id]))
+    expect(new Set(toA.map((p) => p.headers["x-service-delivery-attempt"]))).toEqual(new Set(["1"]))
+    expect(new Set(toA.map((p) => p.body))).toEqual(new Set([toA[0]!.body]))
+    expect(h.logs.map((l) => l.message)).toEqual(Array(crashes).fill("webhook endpoint worker crashed; restarting"))
+    // The endpoint's restarted workers still serve new work at once.
+    engine.run(Effect.flatMap(Webhooks, (w) => w.sendTest("mer_a", "payment.refunded")))
+    expect(h.postsTo("https://a.")).toHaveLength(crashes + 2)
+    expect(h.postsTo("https://a.").at(-1)).toMatchObject({ atMs: deliveredMs, end: "answered" })
+    // Nothing more, for anyone.
+    h.runUntil(t0 + 7 * day)
+    expect(h.posts).toHaveLength(crashes + 3)
+    expect(h.postsTo("https://b.")).toHaveLength(1)
+    expect(h.logs).toHaveLength(crashes)
+  })
+
+  it("a dead endpoint holds only its own 8 slots: the other endpoint is served at once, its 9th attempt waits for a slot", () => {
+    const slots = WebhookDispatcher.defaultOptions.concurrencyPerEndpoint
+    expect(slots).toBe(8)
+    const h = new VirtualWebhooks({ startMs: t0, respond: (post) => (post.url.startsWith("https://dead.") ? noAnswer : status(200)) })
+    merchant(h, "mer_dead", "https://dead.example/hook")
+    merchant(h, "mer_live", "https://live.example/hook")
+    for (let i = 1; i <= slots + 1; i++) seedEvent(h.state, { id: `evt_dead_${i}`, merchantId: "mer_dead", atMs: t0 })
+    seedEvent(h.state, { id: "evt_live", merchantId: "mer_live", atMs: t0 })
+    const engine = h.start({}, { pollIntervalMs: day })
+    const timeoutMs = engine.config.webhookTimeoutMs
+
+    // At t0: 8 POSTs to the dead endpoint in flight, the live one answered; the 9th waits.
+    expect(h.postsTo("https://dead.")).toHaveLength(slots)
+    expect(h.postsTo("https://dead.").every((p) => p.atMs === t0 && p.end === "in flight")).toBe(true)
+    expect(h.postsTo("https://live.")).toMatchObject([{ atMs: t0, end: "answered" }])
+    expect(h.delivery("mer_live")).toMatchObject({ status: "succeeded", completedAt: iso(t0) })
+    h.runUntil(t0 + timeoutMs - 1)
+    expect(h.postsTo("https://dead.")).toHaveLength(slots)
+    expect(h.deliveries("mer_dead").every((d) => d.status === "pending" && d.attempts.length === 0)).toBe(true)
+
+    // At the timeout the 8 are given up and recorded; a freed slot takes the 9th: late, never early.
+    h.runUntil(t0 + timeoutMs)
+    const dead = h.postsTo("https://dead.")
+    expect(dead).toHaveLength(slots + 1)
+    expect(dead.slice(0, slots).every((p) => p.end === "interrupted" && p.endedAtMs === t0 + timeoutMs)).toBe(true)
+    expect(dead[slots]).toMatchObject({ atMs: t0 + timeoutMs, end: "in flight" })
+    const deliveries = h.deliveries("mer_dead")
+    const ninth = deliveries.find((d) => d.id === dead[slots]!.headers["x-service-delivery-id"])!
+    expect(ninth).toMatchObject({ status: "pending", attempts: [] })
+    const others = deliveries.filter((d) => d !== ninth)
+    expect(others).toHaveLength(slots)
+    for (const d of others) {
+      expect(d.status).toBe("retrying")
+      expect(d.attempts).toMatchObject([{ attempt: 1, at: iso(t0), responseStatus: null, durationMs: timeoutMs }])
+      expect(d.nextAttemptAt).toBe(iso(t0 + 60_000))
+    }
+    // The 9th's own timeout counts from its late start; its retry from that start.
+    h.runUntil(t0 + 2 * timeoutMs)
+    expect(h.deliveries("mer_dead").find((d) => d.id === ninth.id)).toMatchObject({
+      status: "retrying",
+      attempts: [{ attempt: 1, at: iso(t0 + timeoutMs), durationMs: timeoutMs }],
+      nextAttemptAt: iso(t0 + timeoutMs + 60_000)
+    })
+    expect(h.postsTo("https://live.")).toHaveLength(1)
+    expect(h.logs).toEqual([])
+  })
 })
