@@ -71,9 +71,6 @@ export const verifySignature = (header: string, body: string, secret: string, to
   )
 }
 
-/** Real time passes (the I/O of the service), whatever the test clock says. */
-export const realSleep = (ms: number) => Effect.promise(() => new Promise((done) => setTimeout(done, ms)))
-
 /**
  * Waits in real time until `check` holds (at most `timeoutMs`): only for real I/O (an HTTP
  * receiver, PostgreSQL) to complete. Never use it to show that something did NOT happen: a
