@@ -17,6 +17,20 @@ export interface FaultRates {
   readonly webhookNoAnswer: number
   /** Outage windows per endpoint per virtual day (each 5 min to 3 h, every attempt fails). */
   readonly webhookOutagesPerDay: number
+  /** Store operations that fail with `StoreUnavailable` before they run (nothing changes). */
+  readonly storeUnavailable: number
+  /**
+   * Payment commits (create, change) that commit but answer `StoreUnavailable`: the connection
+   * died before the commit was acknowledged, so the caller cannot tell whether it happened.
+   */
+  readonly storeLostCommit: number
+  /** Store outage windows per virtual day (each 1 s to 90 s, every store operation fails). */
+  readonly storeOutagesPerDay: number
+  /**
+   * Committing operations (payment create/change, a stored idempotent response) right after which
+   * the process crashes, before anything else runs: the reply never reaches the client.
+   */
+  readonly crashAfterCommit: number
 }
 
 export interface WorkloadMix {
@@ -58,7 +72,11 @@ export const noFaults: FaultRates = {
   webhook5xx: 0,
   webhookSlow: 0,
   webhookNoAnswer: 0,
-  webhookOutagesPerDay: 0
+  webhookOutagesPerDay: 0,
+  storeUnavailable: 0,
+  storeLostCommit: 0,
+  storeOutagesPerDay: 0,
+  crashAfterCommit: 0
 }
 
 export const defaultFaults: FaultRates = {
@@ -71,7 +89,11 @@ export const defaultFaults: FaultRates = {
   webhook5xx: 0.05,
   webhookSlow: 0.01,
   webhookNoAnswer: 0.01,
-  webhookOutagesPerDay: 0.5
+  webhookOutagesPerDay: 0.5,
+  storeUnavailable: 0.002,
+  storeLostCommit: 0.002,
+  storeOutagesPerDay: 0.5,
+  crashAfterCommit: 0.0005
 }
 
 export const heavyFaults: FaultRates = {
@@ -84,7 +106,11 @@ export const heavyFaults: FaultRates = {
   webhook5xx: 0.2,
   webhookSlow: 0.05,
   webhookNoAnswer: 0.05,
-  webhookOutagesPerDay: 3
+  webhookOutagesPerDay: 3,
+  storeUnavailable: 0.01,
+  storeLostCommit: 0.01,
+  storeOutagesPerDay: 3,
+  crashAfterCommit: 0.003
 }
 
 export const defaultMix: WorkloadMix = {
@@ -123,14 +149,20 @@ const faultNames: Record<string, keyof FaultRates> = {
   wh5xx: "webhook5xx",
   whslow: "webhookSlow",
   whnoanswer: "webhookNoAnswer",
-  whoutage: "webhookOutagesPerDay"
+  whoutage: "webhookOutagesPerDay",
+  storedown: "storeUnavailable",
+  storelost: "storeLostCommit",
+  storeoutage: "storeOutagesPerDay",
+  crashcommit: "crashAfterCommit"
 }
 
 /**
  * `--faults` takes a preset (`none`, `default`, `heavy`) and/or overrides:
  * `heavy,crash=2,timeout=0.1`. Names: decline, slow, timeout, transient (fractions of
  * authorizations), crash (per hour), wh4xx, wh5xx, whslow, whnoanswer (fractions of webhook
- * attempts), whoutage (outages per endpoint per day).
+ * attempts), whoutage (outages per endpoint per day), storedown (fraction of store operations
+ * failing before they run), storelost (fraction of payment commits answered as failures),
+ * storeoutage (store outages per day), crashcommit (fraction of commits followed by a crash).
  */
 export const parseFaults = (text: string): FaultRates => {
   let faults: Record<keyof FaultRates, number> = { ...defaultFaults }

@@ -10,6 +10,7 @@ import { auditDeliveries, type EndpointStats, makeSimulatedEndpoints } from "./E
 import type { SimOptions } from "./Options.ts"
 import { hash32, Prng } from "./Prng.ts"
 import { SimulatedService } from "./Service.ts"
+import { faultyStore, type StoreFaultStats } from "./StoreFaults.ts"
 import { Trace } from "./Trace.ts"
 import { VirtualTime } from "./VirtualTime.ts"
 import { type Merchant, makeWorkload, type WorkloadStats } from "./Workload.ts"
@@ -37,6 +38,9 @@ export interface SimResult {
   readonly endpoints: EndpointStats
   readonly deliveries: { deliveries: number; succeeded: number; failed: number; open: number; attempts: number }
   readonly crashes: number
+  /** Of the crashes, those placed right after a store commit. */
+  readonly commitCrashes: number
+  readonly store: StoreFaultStats
   readonly tasks: number
   readonly wakeUps: number
   readonly stalled: boolean
@@ -61,8 +65,28 @@ export const runSimulation = (options: SimOptions): SimResult => {
     Prng.derive(seed, "webhooks"), options.faults, auditor,
     { startMs, endMs: horizonEndMs + quiesceMs }, nowMs, () => crashesMs[crashesMs.length - 1] ?? -1
   )
+  let booted = false
+  // Crashes between commit and reply: the store wrapper asks, the service dies on the spot.
+  const commitCrashPrng = Prng.derive(seed, "commit-crashes")
+  const faulty = faultyStore(
+    auditedStore(memoryOperations(state), auditor, options.plantedBug),
+    Prng.derive(seed, "store"),
+    options.faults,
+    { startMs, endMs: horizonEndMs },
+    {
+      armed: () => booted,
+      nowMs,
+      crashAfterCommit: (what) => {
+        if (!crashNow(what)) return false
+        // Queued, not run inline: the fiber that committed is still on the stack.
+        Runtime.runFork(runtime)(restartAfter(commitCrashPrng.int(1_000, 120_000)), { immediate: false })
+        return true
+      },
+      record: (line) => trace.record(line)
+    }
+  )
   const service = new SimulatedService({
-    store: auditedStore(memoryOperations(state), auditor, options.plantedBug),
+    store: faulty.store,
     ids: makeIds(seededBytes((seed ^ hash32("ids")) >>> 0)),
     config,
     acquirer,
@@ -87,6 +111,7 @@ export const runSimulation = (options: SimOptions): SimResult => {
       merchants.push({ index: i, id: created.merchant.id, apiKey: created.secret, keyId: created.apiKey.id, keyGeneration: 0 })
       trace.record(`merchant m${i} ${created.merchant.id} key ${created.apiKey.id}`)
     }
+    booted = true
     yield* Effect.all([
       workload.arrivals(merchants, startMs),
       Effect.forEach(merchants, workload.rotations, { concurrency: "unbounded", discard: true })
@@ -94,8 +119,9 @@ export const runSimulation = (options: SimOptions): SimResult => {
   }).pipe(Effect.ensuring(Effect.sync(() => void (workloadDone = true)))))
 
   // Crashes: stop the service at random points, restart it from the store after a downtime.
-  // The crash actor kills the instance at once (`crashNow`), then `restartAfter` tears it down,
-  // waits and starts a new one.
+  // Two sources share this path: the crash actor below (at timer wake-ups, between instants) and
+  // the store wrapper (right after a commit, mid-instant). Either kills the instance at once
+  // (`crashNow`), then `restartAfter` tears it down, waits and starts a new one.
   function crashNow(what: string): boolean {
     if (time.nowMs >= horizonEndMs || !service.isUp) return false
     crashesMs.push(time.nowMs)
@@ -117,7 +143,7 @@ export const runSimulation = (options: SimOptions): SimResult => {
       while (true) {
         yield* Effect.sleep(crashPrng.exponential(3_600_000 / options.faults.crashesPerHour))
         if (time.nowMs >= horizonEndMs) return
-        // Down already: this crash has nothing to kill.
+        // Down already (a crash after a commit, restarting): this crash has nothing to kill.
         if (!crashNow("")) continue
         yield* restartAfter(crashPrng.int(1_000, 120_000))
       }
@@ -199,6 +225,8 @@ export const runSimulation = (options: SimOptions): SimResult => {
     endpoints: endpoints.stats,
     deliveries,
     crashes: service.crashes,
+    commitCrashes: faulty.stats.commitCrashes,
+    store: faulty.stats,
     tasks: time.tasksRun,
     wakeUps: time.timersFired,
     stalled

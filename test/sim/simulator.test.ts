@@ -47,7 +47,11 @@ describe("simulator", () => {
         webhook5xx: fc.double({ min: 0, max: 0.3, noNaN: true }),
         webhookSlow: fc.double({ min: 0, max: 0.1, noNaN: true }),
         webhookNoAnswer: fc.double({ min: 0, max: 0.1, noNaN: true }),
-        webhookOutagesPerDay: fc.double({ min: 0, max: 4, noNaN: true })
+        webhookOutagesPerDay: fc.double({ min: 0, max: 4, noNaN: true }),
+        storeUnavailable: fc.double({ min: 0, max: 0.03, noNaN: true }),
+        storeLostCommit: fc.double({ min: 0, max: 0.05, noNaN: true }),
+        storeOutagesPerDay: fc.double({ min: 0, max: 6, noNaN: true }),
+        crashAfterCommit: fc.double({ min: 0, max: 0.02, noNaN: true })
       }),
       mix: fc.record({
         manualCapture: fc.double({ min: 0, max: 1, noNaN: true }),

@@ -1,0 +1,129 @@
+import { Effect } from "effect"
+import { type StoreShape, StoreUnavailable } from "../src/store/Store.ts"
+import type { FaultRates } from "./Options.ts"
+import type { Prng } from "./Prng.ts"
+
+/**
+ * Infrastructure faults of the main store, between the service and the audited memory store:
+ *
+ * - `storedown`: an operation fails with `StoreUnavailable` before it runs (nothing changes), as
+ *   when the pool cannot reach the database;
+ * - `storeoutage`: windows in which every operation fails that way;
+ * - `storelost`: a payment commit (create, change) happens, the auditor sees it, but the caller
+ *   gets `StoreUnavailable`, as when the connection dies before the commit is acknowledged: the
+ *   service cannot tell whether it happened, and a retry with the same idempotency key must find
+ *   the payment or the applied command instead of doing it again;
+ * - `crashcommit`: right after a commit (payment create/change, a stored idempotent response)
+ *   the process crashes; the caller never continues (the operation does not return), and the
+ *   service drops every reply still on its way.
+ *
+ * Every decision is drawn from the store's own stream, in the order the operations run.
+ */
+export interface StoreFaultStats {
+  /** Operations that ran while faults were armed (after the boot). */
+  operations: number
+  /** Failed before running, at random. */
+  unavailable: number
+  /** Failed before running, inside an outage window. */
+  outageRefusals: number
+  outages: number
+  /** Committed, answered `StoreUnavailable`. */
+  lostCommits: number
+  /** Committed, then the process crashed. */
+  commitCrashes: number
+}
+
+export interface StoreFaultHooks {
+  /** Faults are armed only while this holds (not while the merchants are created at boot). */
+  readonly armed: () => boolean
+  readonly nowMs: () => number
+  /** Crashes the service at once; false when it cannot (down already, past the horizon). */
+  readonly crashAfterCommit: (what: string) => boolean
+  /** A line for the trace. */
+  readonly record: (line: string) => void
+}
+
+/** What an operation committed, if anything: the record it concerns and whether a lost acknowledgement is meaningful. */
+type Committed = (args: ReadonlyArray<unknown>, outcome: unknown) => { readonly subject: string; readonly mayLose: boolean } | null
+
+const committing: Readonly<Record<string, Committed>> = {
+  insertPayment: (args, outcome) =>
+    (outcome as { _tag: string })._tag === "Inserted"
+      ? { subject: (args[0] as Parameters<StoreShape["insertPayment"]>[0]).payment.id, mayLose: true }
+      : null,
+  updatePayment: (_, outcome) => {
+    const result = outcome as Effect.Effect.Success<ReturnType<StoreShape["updatePayment"]>>
+    return result._tag === "Applied" ? { subject: result.change.payment.id, mayLose: true } : null
+  },
+  // The response is stored; a crash now leaves the client without it, and its retry gets the replay.
+  completeIdempotencyKey: (args) => ({ subject: `key ${String(args[1])}`, mayLose: false })
+}
+
+export const faultyStore = (
+  store: StoreShape,
+  prng: Prng,
+  faults: FaultRates,
+  window: { readonly startMs: number; readonly endMs: number },
+  hooks: StoreFaultHooks
+): { readonly store: StoreShape; readonly stats: StoreFaultStats } => {
+  // Outage windows first, so the per-operation draws that follow do not move them.
+  const outages: Array<readonly [number, number]> = []
+  const days = (window.endMs - window.startMs) / 86_400_000
+  const count = faults.storeOutagesPerDay > 0 ? Math.floor(faults.storeOutagesPerDay * days + prng.float()) : 0
+  for (let i = 0; i < count; i++) {
+    const start = window.startMs + Math.floor(prng.float() * (window.endMs - window.startMs))
+    outages.push([start, start + prng.int(1_000, 90_000)])
+  }
+  const stats: StoreFaultStats = { operations: 0, unavailable: 0, outageRefusals: 0, outages: count, lostCommits: 0, commitCrashes: 0 }
+
+  const refuse = (): StoreUnavailable | null => {
+    if (!hooks.armed()) return null
+    stats.operations++
+    const now = hooks.nowMs()
+    if (outages.some(([from, to]) => now >= from && now < to)) {
+      stats.outageRefusals++
+      return new StoreUnavailable({ cause: "sim: store outage" })
+    }
+    if (prng.chance(faults.storeUnavailable)) {
+      stats.unavailable++
+      return new StoreUnavailable({ cause: "sim: store unavailable" })
+    }
+    return null
+  }
+
+  const afterCommit = (name: string, subject: string, mayLose: boolean, outcome: unknown): Effect.Effect<unknown, StoreUnavailable> => {
+    if (!hooks.armed()) return Effect.succeed(outcome)
+    if (prng.chance(faults.crashAfterCommit) && hooks.crashAfterCommit(`after ${name} ${subject}`)) {
+      stats.commitCrashes++
+      // The process is gone: nothing after the commit runs; the crash interrupts this fiber.
+      return Effect.never
+    }
+    if (mayLose && prng.chance(faults.storeLostCommit)) {
+      stats.lostCommits++
+      hooks.record(`store: ${name} ${subject} committed, answered unavailable`)
+      return Effect.fail(new StoreUnavailable({ cause: "sim: connection lost before the commit was acknowledged" }))
+    }
+    return Effect.succeed(outcome)
+  }
+
+  const wrapped: Record<string, unknown> = {}
+  for (const [name, operation] of Object.entries(store)) {
+    if (typeof operation !== "function") {
+      wrapped[name] = operation
+      continue
+    }
+    const committed = committing[name]
+    wrapped[name] = (...args: Array<unknown>) =>
+      Effect.suspend(() => {
+        const refusal = refuse()
+        if (refusal !== null) return Effect.fail(refusal)
+        const effect = (operation as (...a: Array<unknown>) => Effect.Effect<unknown, StoreUnavailable>)(...args)
+        if (committed === undefined) return effect
+        return Effect.flatMap(effect, (outcome) => {
+          const commit = committed(args, outcome)
+          return commit === null ? Effect.succeed(outcome) : afterCommit(name, commit.subject, commit.mayLose, outcome)
+        })
+      })
+  }
+  return { store: wrapped as unknown as StoreShape, stats }
+}

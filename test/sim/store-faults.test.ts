@@ -1,0 +1,54 @@
+import { describe, expect, it } from "vitest"
+import { defaultOptions, noFaults, type SimOptions } from "../../sim/Options.ts"
+import { runSimulation } from "../../sim/Simulator.ts"
+
+/** A few hundred payments over a few hours: enough commits for the rare faults to land. */
+const small = (overrides: Partial<SimOptions>): SimOptions => ({
+  ...defaultOptions,
+  merchants: 3,
+  payments: 200,
+  hours: 4,
+  ...overrides
+})
+
+const describeFailure = (result: ReturnType<typeof runSimulation>) =>
+  result.ok ? "ok" : `${result.violations.map((v) => `[${v.invariant}] ${v.message}`).join("\n")}\n${result.traceTail.join("\n")}`
+
+describe("simulator: store faults and crashes inside an instant", () => {
+  it("injects StoreUnavailable (before the operation, in outages, after a payment commit) and every invariant holds", () => {
+    const result = runSimulation(small({
+      seed: 11,
+      faults: { ...noFaults, acquirerSlow: 0.1, storeUnavailable: 0.02, storeLostCommit: 0.05, storeOutagesPerDay: 12 }
+    }))
+    expect(describeFailure(result)).toBe("ok")
+    expect(result.store.unavailable).toBeGreaterThan(0)
+    expect(result.store.outageRefusals).toBeGreaterThan(0)
+    expect(result.store.lostCommits).toBeGreaterThan(0)
+    // The clients saw 503 service_unavailable (checked per response) and retried past it.
+    expect(result.workload.byStatus["503"] ?? 0).toBeGreaterThan(0)
+    expect(result.paymentsByStatus["pending"]).toBeUndefined()
+  })
+
+  it("crashes right after commits, drops the replies, restarts, and every invariant holds", () => {
+    const options = small({ seed: 12, faults: { ...noFaults, acquirerSlow: 0.1, crashAfterCommit: 0.01 } })
+    const result = runSimulation(options)
+    expect(describeFailure(result)).toBe("ok")
+    expect(result.commitCrashes).toBeGreaterThan(0)
+    // No crash actor: every crash was placed after a commit, and the clients lost those replies.
+    expect(result.crashes).toBe(result.commitCrashes)
+    expect(result.workload.byStatus["dropped"] ?? 0).toBeGreaterThan(0)
+    expect(result.paymentsByStatus["pending"]).toBeUndefined()
+    expect(runSimulation(options).traceHash).toBe(result.traceHash)
+  })
+
+  it("mixes timed crashes, commit crashes and store faults deterministically", () => {
+    const options = small({
+      seed: 13,
+      payments: 150,
+      faults: { ...defaultOptions.faults, crashesPerHour: 3, crashAfterCommit: 0.005, storeUnavailable: 0.01, storeLostCommit: 0.02 }
+    })
+    const first = runSimulation(options)
+    expect(describeFailure(first)).toBe("ok")
+    expect(runSimulation(options).traceHash).toBe(first.traceHash)
+  })
+})
