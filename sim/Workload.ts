@@ -39,7 +39,12 @@ interface Transaction {
 export interface Expectation {
   capturedCents: number | null
   refundedCents: number
-  /** A response was lost for good (no idempotency key): amounts cannot be predicted. */
+  /**
+   * A money-moving request never got a final answer (the client gave up): whether it was applied
+   * cannot be known, so the amounts cannot be predicted. A lost acknowledgement (503 after the
+   * commit, a crash between commit and reply) is not enough: the client retries with the same
+   * idempotency key and is then told what was applied.
+   */
   uncertain: boolean
 }
 
@@ -124,6 +129,20 @@ export const makeWorkload = (
           continue
         }
         auditor.check(response.status !== 500, "no-internal-errors", () => `${call.method} ${call.path} answered 500: ${response.body}`)
+        if (response.status > 500) {
+          // CONTRACT section 3: the only other 5xx is 503 service_unavailable, with Retry-After.
+          let error: { type?: string; code?: string } | undefined
+          try {
+            error = (JSON.parse(response.body) as { error?: { type?: string; code?: string } }).error
+          } catch {
+            error = undefined
+          }
+          auditor.check(
+            response.status === 503 && error?.code === "service_unavailable" && error.type === "api_error" && response.headers["retry-after"] !== undefined,
+            "service-unavailable-answer",
+            () => `${call.method} ${call.path} answered ${response.status} ${response.body.slice(0, 200)} (retry-after ${response.headers["retry-after"]})`
+          )
+        }
         checkReplay(call, response)
         if (response.status === 401) {
           if (call.allow401 === true) return response
@@ -226,6 +245,9 @@ export const makeWorkload = (
       if (transaction === null) return
       const expectation: Expectation = { capturedCents: null, refundedCents: 0, uncertain: false }
       expectations.set(transaction.id, expectation)
+      const unanswered = (...responses: ReadonlyArray<SimResponse | null>) => {
+        if (responses.includes(null)) expectation.uncertain = true
+      }
       if (key !== undefined && prng.chance(mix.keyReuseMismatch)) {
         const other = yield* send({ ...create, body: fields(amount + 1) })
         expect(errorCode(other) === "idempotency_key_reused", `re-used key ${key} with another body`, other)
@@ -256,6 +278,7 @@ export const makeWorkload = (
             send({ merchant, method: "POST", path: `/api/v1/transactions/${id}/capture`, body: "{}", key: `capture-${n}` }),
             send({ merchant, method: "POST", path: `/api/v1/transactions/${id}/void`, body: "{}", key: `void-${n}` })
           ], { concurrency: 2 })
+          unanswered(captured, voided)
           const wins = [captured, voided].filter((r) => r?.status === 200).length
           expect(wins === 1 || (captured?.status === 409 && voided?.status === 409), `racing capture and void of ${id} (one wins)`, captured)
           if (captured?.status === 200) expectation.capturedCents = transaction.amount_cents
@@ -264,6 +287,7 @@ export const makeWorkload = (
           const action = prng.weighted({ full: 50, partial: 25, void: 25 })
           if (action === "void") {
             const voided = yield* send({ merchant, method: "POST", path: `/api/v1/transactions/${id}/void`, body: "{}", key: `void-${n}` })
+            unanswered(voided)
             expect(voided?.status === 200 || voided?.status === 409, `void ${id}`, voided)
           } else {
             const amountCents = action === "full" ? transaction.amount_cents : prng.int(1, transaction.amount_cents)
@@ -271,6 +295,7 @@ export const makeWorkload = (
               merchant, method: "POST", path: `/api/v1/transactions/${id}/capture`,
               body: action === "full" ? "{}" : JSON.stringify({ amount_cents: amountCents }), key: `capture-${n}`
             })
+            unanswered(captured)
             expect(captured?.status === 200 || captured?.status === 409, `capture ${id}`, captured)
             if (captured?.status === 200) {
               expectation.capturedCents = amountCents
@@ -295,6 +320,7 @@ export const makeWorkload = (
           if (kind === "over") {
             const over: number = remainder + prng.int(1, 5_000)
             const refused: SimResponse | null = yield* send({ merchant, method: "POST", path, body: JSON.stringify({ amount_cents: over }), key: `refund-${n}-${r}` })
+            unanswered(refused)
             auditor.check(refused?.status === 422, "refund-above-remainder-refused", () =>
               `refund of ${over} on ${id} with ${remainder} left answered ${refused?.status} ${refused?.body.slice(0, 300)}`)
             if (refused?.status === 200) {
@@ -308,6 +334,7 @@ export const makeWorkload = (
               send({ merchant, method: "POST", path, body, key: `refund-${n}-${r}a` }),
               send({ merchant, method: "POST", path, body, key: `refund-${n}-${r}b` })
             ], { concurrency: 2 })
+            unanswered(...answers)
             const accepted = answers.filter((a) => a?.status === 200).length
             auditor.check(accepted * each <= remainder, "refunds-within-capture", () => `racing refunds on ${id}: ${accepted} × ${each} accepted with ${remainder} left`)
             expectation.refundedCents += accepted * each
@@ -318,6 +345,7 @@ export const makeWorkload = (
               merchant, method: "POST", path, key: `refund-${n}-${r}`,
               body: kind === "full" ? "{}" : JSON.stringify({ amount_cents: amountCents })
             })
+            unanswered(refunded)
             expect(refunded?.status === 200, `refund ${amountCents} of ${remainder} on ${id}`, refunded)
             if (refunded?.status === 200) {
               expectation.refundedCents += amountCents
