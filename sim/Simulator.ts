@@ -1,9 +1,11 @@
 import { Effect, Runtime } from "effect"
+import { isSettleable } from "../src/domain/Payment.ts"
 import * as Config from "../src/platform/Config.ts"
 import { makeIds, seededBytes } from "../src/platform/Ids.ts"
 import { Merchants } from "../src/services/Merchants.ts"
 import { emptyState, memoryOperations } from "../src/store/MemoryStore.ts"
 import { memoryWebhookOperations } from "../src/store/MemoryWebhookStore.ts"
+import { nextCutoffMs } from "../src/workers/Workers.ts"
 import { makeSimulatedAcquirer, type AcquirerStats } from "./Acquirer.ts"
 import { Auditor, auditedStore, type Violation } from "./Auditor.ts"
 import { auditDeliveries, type EndpointStats, makeSimulatedEndpoints } from "./Endpoints.ts"
@@ -41,6 +43,11 @@ export interface SimResult {
   /** Of the crashes, those placed right after a store commit. */
   readonly commitCrashes: number
   readonly store: StoreFaultStats
+  /**
+   * Payments captured before the last settlement cut-off of the run and still not settled at its
+   * end (a settlement run that failed waits for the next cut-off). Reported, not an invariant.
+   */
+  readonly unsettled: number
   readonly tasks: number
   readonly wakeUps: number
   readonly stalled: boolean
@@ -197,6 +204,9 @@ export const runSimulation = (options: SimOptions): SimResult => {
 
   // Summary and trace fingerprint: the final store state is part of the hash.
   const paymentsByStatus: Record<string, number> = {}
+  const lastCutoffMs = nextCutoffMs(time.nowMs - 86_400_000, config.settlementCutoffMinutes)
+  const lastCutoff = new Date(lastCutoffMs).toISOString()
+  let unsettled = 0
   const money: SimResult["money"] = {}
   for (const payment of state.payments.values()) {
     paymentsByStatus[payment.status] = (paymentsByStatus[payment.status] ?? 0) + 1
@@ -205,6 +215,7 @@ export const runSimulation = (options: SimOptions): SimResult => {
     row.refunded += payment.refundedAmountCents
     row.fees += payment.feeCents
     if (payment.settledAt !== null) row.settled += payment.capturedAmountCents - payment.feeCents
+    if (lastCutoffMs > startMs && isSettleable(payment) && payment.capturedAt !== null && payment.capturedAt < lastCutoff) unsettled++
     trace.fingerprint(`final ${payment.id} ${payment.status} v${payment.version} ${payment.capturedAmountCents}/${payment.refundedAmountCents}`)
   }
   void warnings
@@ -227,6 +238,7 @@ export const runSimulation = (options: SimOptions): SimResult => {
     crashes: service.crashes,
     commitCrashes: faulty.stats.commitCrashes,
     store: faulty.stats,
+    unsettled,
     tasks: time.tasksRun,
     wakeUps: time.timersFired,
     stalled
