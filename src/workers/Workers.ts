@@ -49,6 +49,12 @@ export const nextCutoffMs = (nowMs: number, cutoffMinutes: number) => {
   return today > nowMs ? today : today + dayMs
 }
 
+/** Retries of a failed settlement sweep: 1 s doubling up to every 5 minutes, for at most 23 hours. */
+export const settlementRetry = Schedule.exponential(Duration.seconds(1), 2).pipe(
+  Schedule.either(Schedule.spaced(Duration.minutes(5))),
+  Schedule.upTo(Duration.hours(23))
+)
+
 /** Settlement: at every daily cut-off, payments captured before it move to `settled`. */
 export const settlement = Layer.scopedDiscard(
   Effect.gen(function*() {
@@ -59,9 +65,14 @@ export const settlement = Layer.scopedDiscard(
         const nowMs = yield* Clock.currentTimeMillis
         const cutoffMs = nextCutoffMs(nowMs, config.settlementCutoffMinutes)
         yield* Effect.sleep(Duration.millis(cutoffMs - nowMs))
-        const settled = yield* payments.settle(isoAt(cutoffMs))
+        // A database blip must not cost the merchants a day: the sweep is retried (it is
+        // idempotent per payment) with capped back-off until it completes or the day is over.
+        const settled = yield* payments.settle(isoAt(cutoffMs)).pipe(
+          Effect.tapError((error) => Effect.logWarning("settlement run failed; retrying", error)),
+          Effect.retry(settlementRetry)
+        )
         yield* Effect.logInfo(`settlement at ${isoAt(cutoffMs)} settled ${settled} payments`)
-      }).pipe(Effect.catchAll((error) => Effect.logWarning("settlement run failed; it will run at the next cut-off", error)))
+      }).pipe(Effect.catchAll((error) => Effect.logWarning("settlement run failed all day; it will run at the next cut-off", error)))
     ))
   })
 )

@@ -8,8 +8,10 @@ import * as Ids from "../../src/platform/Ids.ts"
 import { Merchants } from "../../src/services/Merchants.ts"
 import { Payments, resumeBatch } from "../../src/services/Payments.ts"
 import type { MintId } from "../../src/domain/Ids.ts"
-import { emptyState, layerMemoryFrom } from "../../src/store/MemoryStore.ts"
-import { Store } from "../../src/store/Store.ts"
+import { emptyState, layerMemoryFrom, memoryOperations } from "../../src/store/MemoryStore.ts"
+import { memoryWebhookOperations } from "../../src/store/MemoryWebhookStore.ts"
+import { Store, StoreUnavailable } from "../../src/store/Store.ts"
+import { WebhookStore } from "../../src/store/WebhookStore.ts"
 import * as Workers from "../../src/workers/Workers.ts"
 import { createInput } from "../domain/fixtures.ts"
 
@@ -17,9 +19,13 @@ import { createInput } from "../domain/fixtures.ts"
 
 const config = Config.defaultsWith({ requestDeadlineMs: 5_000, acquirerTimeoutMs: 10_000 })
 
-const servicesWith = (options: { readonly config?: Config.AppConfigShape; readonly acquirer?: Layer.Layer<Acquirer.Acquirer> } = {}) =>
+const servicesWith = (options: {
+  readonly config?: Config.AppConfigShape
+  readonly acquirer?: Layer.Layer<Acquirer.Acquirer>
+  readonly store?: Layer.Layer<Store | WebhookStore>
+} = {}) =>
   ServicesLive.pipe(
-    Layer.provideMerge(layerMemoryFrom(emptyState())),
+    Layer.provideMerge(options.store ?? layerMemoryFrom(emptyState())),
     Layer.provideMerge(Layer.mergeAll(Ids.layerSeeded(7), options.acquirer ?? Acquirer.layerSandbox, Config.layerWith(options.config ?? config)))
   )
 
@@ -141,6 +147,42 @@ describe("settlement worker", () => {
       expect(balance).toMatchObject({ currency: "USD", pending: 0, available: 10_000 - payment.feeCents })
       expect((yield* eventTypes(merchantId, payment.id)).at(-1)).toBe("payment.settled")
     }).pipe(Effect.scoped, Effect.provide(servicesWith({ config: Config.defaultsWith({ settlementCutoffMinutes: 6 * 60 }) }))))
+})
+
+describe("settlement worker under database failures", () => {
+  // The first four sweeps fail as a database outage would; the fifth succeeds.
+  let failures = 0
+  const state = emptyState()
+  const store = memoryOperations(state)
+  const flakyStore = Layer.merge(
+    Layer.succeed(Store, {
+      ...store,
+      settleablePayments: (capturedBefore: string, limit: number) =>
+        failures++ < 4 ? Effect.fail(new StoreUnavailable({ cause: "connection reset" })) : store.settleablePayments(capturedBefore, limit)
+    }),
+    Layer.succeed(WebhookStore, memoryWebhookOperations(state))
+  )
+
+  it.effect("retries a failed sweep with back-off (1 s, 2 s, 4 s, 8 s) instead of waiting for the next day", () =>
+    Effect.gen(function*() {
+      const payments = yield* Payments
+      const merchantId = yield* newMerchant
+      yield* TestClock.adjust(Duration.hours(1))
+      const { payment } = yield* payments.create(input(merchantId, { amountCents: 10_000 }))
+      expect(payment.status).toBe("captured")
+      yield* Layer.launch(Workers.settlement).pipe(Effect.forkScoped)
+      // Cut-off at 06:00; retries at +1 s, +3 s, +7 s, and the fifth sweep at +15 s succeeds.
+      yield* TestClock.adjust(Duration.minutes(300))
+      expect(failures).toBe(1)
+      yield* TestClock.adjust(Duration.millis(14_999))
+      expect(failures).toBe(4)
+      expect((yield* payments.get(merchantId, payment.id)).status).toBe("captured")
+      yield* TestClock.adjust(Duration.millis(1))
+      const settled = yield* settleFibers(merchantId, payment.id, "captured")
+      expect(settled.status).toBe("settled")
+      // Settled when the sweep finally ran, for the cut-off it was meant for.
+      expect(settled.settledAt).toBe("1970-01-01T06:00:15.000Z")
+    }).pipe(Effect.scoped, Effect.provide(servicesWith({ config: Config.defaultsWith({ settlementCutoffMinutes: 6 * 60 }), store: flakyStore }))))
 })
 
 describe("recovery worker", () => {
