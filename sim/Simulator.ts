@@ -45,7 +45,8 @@ export interface SimResult {
   readonly store: StoreFaultStats
   /**
    * Payments captured before the last settlement cut-off of the run and still not settled at its
-   * end (a settlement run that failed waits for the next cut-off). Reported, not an invariant.
+   * end: a sweep still retrying when the run ended, or a cut-off missed or cut short by a crash
+   * (the restarted service waits for the next one). Reported, not an invariant.
    */
   readonly unsettled: number
   readonly tasks: number
