@@ -55,25 +55,34 @@ export const settlementRetry = Schedule.exponential(Duration.seconds(1), 2).pipe
   Schedule.upTo(Duration.hours(23))
 )
 
-/** Settlement: at every daily cut-off, payments captured before it move to `settled`. */
+/**
+ * Settlement: at every daily cut-off, payments captured before it move to `settled`. At start,
+ * the last cut-off is swept again: it may have passed while no process was running (the sweep is
+ * idempotent, so when it did run this finds nothing).
+ */
 export const settlement = Layer.scopedDiscard(
   Effect.gen(function*() {
     const payments = yield* Payments
     const config = yield* AppConfig
-    yield* Effect.forkScoped(Effect.forever(
-      Effect.gen(function*() {
+    // A database blip must not cost the merchants a day: the sweep is retried with capped
+    // back-off until it completes or the day is over.
+    const sweep = (cutoffMs: number) =>
+      payments.settle(isoAt(cutoffMs)).pipe(
+        Effect.tapError((error) => Effect.logWarning("settlement run failed; retrying", error)),
+        Effect.retry(settlementRetry),
+        Effect.flatMap((settled) => Effect.logInfo(`settlement at ${isoAt(cutoffMs)} settled ${settled} payments`)),
+        Effect.catchAll((error) => Effect.logWarning("settlement run failed all day; it will run at the next cut-off", error))
+      )
+    yield* Effect.forkScoped(Effect.gen(function*() {
+      const startMs = yield* Clock.currentTimeMillis
+      yield* sweep(nextCutoffMs(startMs, config.settlementCutoffMinutes) - dayMs)
+      while (true) {
         const nowMs = yield* Clock.currentTimeMillis
         const cutoffMs = nextCutoffMs(nowMs, config.settlementCutoffMinutes)
         yield* Effect.sleep(Duration.millis(cutoffMs - nowMs))
-        // A database blip must not cost the merchants a day: the sweep is retried (it is
-        // idempotent per payment) with capped back-off until it completes or the day is over.
-        const settled = yield* payments.settle(isoAt(cutoffMs)).pipe(
-          Effect.tapError((error) => Effect.logWarning("settlement run failed; retrying", error)),
-          Effect.retry(settlementRetry)
-        )
-        yield* Effect.logInfo(`settlement at ${isoAt(cutoffMs)} settled ${settled} payments`)
-      }).pipe(Effect.catchAll((error) => Effect.logWarning("settlement run failed all day; it will run at the next cut-off", error)))
-    ))
+        yield* sweep(cutoffMs)
+      }
+    }))
   })
 )
 

@@ -149,8 +149,28 @@ describe("settlement worker", () => {
     }).pipe(Effect.scoped, Effect.provide(servicesWith({ config: Config.defaultsWith({ settlementCutoffMinutes: 6 * 60 }) }))))
 })
 
+describe("settlement worker after downtime", () => {
+  it.effect("a process started after a cut-off it missed settles that day's payments at once", () =>
+    Effect.gen(function*() {
+      const payments = yield* Payments
+      const merchantId = yield* newMerchant
+      yield* TestClock.adjust(Duration.hours(1))
+      const { payment } = yield* payments.create(input(merchantId, { amountCents: 10_000 }))
+      // No process ran at the 06:00 cut-off; one starts at 07:00.
+      yield* TestClock.adjust(Duration.hours(6))
+      const late = yield* payments.create(input(merchantId, { amountCents: 5_000, cardToken: "tok_card_late" }))
+      yield* Layer.launch(Workers.settlement).pipe(Effect.forkScoped)
+      const settled = yield* settleFibers(merchantId, payment.id, "captured")
+      expect(settled.status).toBe("settled")
+      expect(settled.settledAt).toBe("1970-01-01T07:00:00.000Z")
+      // Captured after that cut-off: waits for the next one.
+      expect((yield* payments.get(merchantId, late.payment.id)).status).toBe("captured")
+    }).pipe(Effect.scoped, Effect.provide(servicesWith({ config: Config.defaultsWith({ settlementCutoffMinutes: 6 * 60 }) }))))
+})
+
 describe("settlement worker under database failures", () => {
-  // The first four sweeps fail as a database outage would; the fifth succeeds.
+  // The first four sweeps for the 06:00 cut-off fail as a database outage would; the fifth succeeds.
+  // (The start-up sweep of the previous day's cut-off is left alone.)
   let failures = 0
   const state = emptyState()
   const store = memoryOperations(state)
@@ -158,7 +178,7 @@ describe("settlement worker under database failures", () => {
     Layer.succeed(Store, {
       ...store,
       settleablePayments: (capturedBefore: string, limit: number) =>
-        failures++ < 4 ? Effect.fail(new StoreUnavailable({ cause: "connection reset" })) : store.settleablePayments(capturedBefore, limit)
+        capturedBefore === "1970-01-01T06:00:00.000Z" && failures++ < 4 ? Effect.fail(new StoreUnavailable({ cause: "connection reset" })) : store.settleablePayments(capturedBefore, limit)
     }),
     Layer.succeed(WebhookStore, memoryWebhookOperations(state))
   )
