@@ -5,6 +5,7 @@ import { Acquirer, type AcquirerShape } from "../src/acquirer/Acquirer.ts"
 import { ApiLive, ServicesLive } from "../src/App.ts"
 import * as Config from "../src/platform/Config.ts"
 import { Ids, type IdsShape } from "../src/platform/Ids.ts"
+import type { ApiKeys } from "../src/services/ApiKeys.ts"
 import type { Merchants } from "../src/services/Merchants.ts"
 import type { Payments } from "../src/services/Payments.ts"
 import { Store, type StoreShape } from "../src/store/Store.ts"
@@ -177,7 +178,7 @@ export class SimulatedService {
   }
 
   /** Runs an effect against the running instance's services (bootstrap, like the CLI does). */
-  withServices<A, E>(effect: Effect.Effect<A, E, Payments | Merchants | Store>): Effect.Effect<A, E> {
+  withServices<A, E>(effect: Effect.Effect<A, E, Payments | Merchants | ApiKeys | Store>): Effect.Effect<A, E> {
     return Effect.suspend(() => {
       const instance = this.instance
       if (instance === null) return Effect.dieMessage("sim: service is down")

@@ -9,11 +9,12 @@ import type { Prng } from "./Prng.ts"
  * - `storedown`: an operation fails with `StoreUnavailable` before it runs (nothing changes), as
  *   when the pool cannot reach the database;
  * - `storeoutage`: windows in which every operation fails that way;
- * - `storelost`: a payment commit (create, change) happens, the auditor sees it, but the caller
- *   gets `StoreUnavailable`, as when the connection dies before the commit is acknowledged: the
- *   service cannot tell whether it happened, and a retry with the same idempotency key must find
- *   the payment or the applied command instead of doing it again;
- * - `crashcommit`: right after a commit (payment create/change, a stored idempotent response)
+ * - `storelost`: a payment commit (create, change) or an API key rotation happens, the auditor
+ *   sees it, but the caller gets `StoreUnavailable`, as when the connection dies before the
+ *   commit is acknowledged: the service cannot tell whether it happened, and a retry with the
+ *   same idempotency key must find the payment or the applied command instead of doing it again
+ *   (a lost rotation locks the merchant out: it must notice and get a new key out of band);
+ * - `crashcommit`: right after a commit (payment create/change, key rotation, a stored response)
  *   the process crashes; the caller never continues (the operation does not return), and the
  *   service drops every reply still on its way.
  *
@@ -55,6 +56,9 @@ const committing: Readonly<Record<string, Committed>> = {
     const result = outcome as Effect.Effect.Success<ReturnType<StoreShape["updatePayment"]>>
     return result._tag === "Applied" ? { subject: result.change.payment.id, mayLose: true } : null
   },
+  // The old key is revoked and the new one stored: a lost answer locks the merchant out, and it
+  // must notice (its retry gets 401) and get a new key out of band (sim/Workload.ts recoverKey).
+  rotateApiKey: (args, outcome) => (outcome === "rotated" ? { subject: `key ${String(args[1])}`, mayLose: true } : null),
   // The response is stored; a crash now leaves the client without it, and its retry gets the replay.
   completeIdempotencyKey: (args) => ({ subject: `key ${String(args[1])}`, mayLose: false })
 }

@@ -1,5 +1,6 @@
 import type { HttpMethod } from "@effect/platform"
 import { Effect } from "effect"
+import { ApiKeys } from "../src/services/ApiKeys.ts"
 import type { Auditor } from "./Auditor.ts"
 import { makeRequest, type SimResponse } from "./Http.ts"
 import type { SimOptions } from "./Options.ts"
@@ -22,6 +23,11 @@ export interface Merchant {
   keyId: string
   /** Bumped at every rotation: a 401 on an older key is expected, on the current one it is a bug. */
   keyGeneration: number
+  /**
+   * Set while a rotation nobody answered may have revoked the current key (CONTRACT section 4:
+   * the old key answers 401 at once): until the merchant has found out, a 401 is expected.
+   */
+  keyUncertain?: boolean
 }
 
 interface Transaction {
@@ -56,6 +62,8 @@ export interface WorkloadStats {
   scriptsStarted: number
   scriptsFinished: number
   rotations: number
+  /** Merchants locked out by a rotation whose answer was lost, given a new key out of band. */
+  keyRecoveries: number
 }
 
 const maximumAttempts = 400
@@ -68,7 +76,7 @@ export const makeWorkload = (
   trace: Trace,
   horizonEndMs: number
 ) => {
-  const stats: WorkloadStats = { requests: 0, byStatus: {}, dropped: 0, lostCreates: 0, scriptsStarted: 0, scriptsFinished: 0, rotations: 0 }
+  const stats: WorkloadStats = { requests: 0, byStatus: {}, dropped: 0, lostCreates: 0, scriptsStarted: 0, scriptsFinished: 0, rotations: 0, keyRecoveries: 0 }
   const expectations = new Map<string, Expectation>()
   /** Idempotency: per merchant and key, the request that owns it and the answer it got. */
   const replays = new Map<string, { readonly fingerprint: string; readonly status: number; readonly body: string }>()
@@ -146,7 +154,10 @@ export const makeWorkload = (
         checkReplay(call, response)
         if (response.status === 401) {
           if (call.allow401 === true) return response
-          auditor.check(call.merchant.keyGeneration !== generation, "valid-key-accepted", () => `${call.method} ${call.path}: the current API key was refused`)
+          auditor.check(call.merchant.keyGeneration !== generation || call.merchant.keyUncertain === true, "valid-key-accepted", () =>
+            `${call.method} ${call.path}: the current API key was refused`)
+          // Try again with the key the merchant holds by then (after a rotation or its recovery).
+          if (call.merchant.keyGeneration === generation) yield* Effect.sleep(5_000 + prng.int(0, 1_000))
           continue
         }
         if (response.status === 429 || response.status === 503 || (response.status === 409 && response.body.includes("idempotency_in_progress"))) {
@@ -356,6 +367,27 @@ export const makeWorkload = (
       }
     })
 
+  /** A merchant locked out by a lost rotation answer: the operator issues a new key (`payments` CLI). */
+  const recoverKey = (merchant: Merchant) =>
+    Effect.gen(function*() {
+      while (true) {
+        const issued = service.isUp
+          ? yield* service.withServices(Effect.flatMap(ApiKeys, (keys) => keys.create(merchant.id, "recovered"))).pipe(
+            Effect.orElseSucceed(() => null)
+          )
+          : null
+        if (issued !== null) {
+          merchant.apiKey = issued.secret
+          merchant.keyId = issued.record.id
+          merchant.keyGeneration++
+          stats.keyRecoveries++
+          trace.record(`m${merchant.index} locked out by a lost rotation answer; new key ${issued.record.id} issued out of band`)
+          return
+        }
+        yield* Effect.sleep(60_000)
+      }
+    })
+
   /** Rotates the merchant's API key now and then, sometimes twice at once. */
   const rotations = (merchant: Merchant) =>
     Effect.gen(function*() {
@@ -368,6 +400,9 @@ export const makeWorkload = (
         yield* Effect.sleep(gapMs)
         const call: Call = { merchant, method: "POST", path: `/api/v1/api_keys/${merchant.keyId}/rotate`, body: "{}", allow401: true }
         const racing = prng.chance(mix.racingOperations)
+        // From the first commit of a rotation until the merchant holds its answer, the key it
+        // uses may already be revoked (a twin rotation won, or a reply was lost and retried).
+        merchant.keyUncertain = true
         const answers = racing ? yield* Effect.all([send(call), send(call)], { concurrency: 2 }) : [yield* send(call)]
         const won = answers.filter((a) => a?.status === 201)
         auditor.check(won.length <= 1, "one-rotation-wins", () => `two rotations of ${merchant.keyId} both succeeded`)
@@ -381,10 +416,15 @@ export const makeWorkload = (
           merchant.keyId = issued.id
           merchant.keyGeneration++
           stats.rotations++
-        } else if (answers.every((a) => a === null)) {
-          // The rotation may or may not have happened before the crash; a real client would list its keys.
-          return
+        } else if (answers.some((a) => a === null || a.status === 401)) {
+          // No answer, or a 401 on a retry: a rotation may have happened with its reply lost (a
+          // crash between its commit and the reply). The merchant finds out with the key it
+          // holds; when that key is revoked, it is locked out of the API and gets a new key out
+          // of band, as from the operator's CLI.
+          const probe = yield* send({ merchant, method: "GET", path: "/api/v1/merchants/me", body: null, allow401: true })
+          if (probe?.status === 401) yield* recoverKey(merchant)
         }
+        merchant.keyUncertain = false
       }
     })
 

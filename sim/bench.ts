@@ -30,4 +30,7 @@ console.log(JSON.stringify({
   invariantChecks: result.checks,
   traceHash: result.traceHash
 }, null, 2))
-if (!result.ok) process.exit(1)
+if (!result.ok) {
+  for (const v of result.violations.slice(0, 10)) console.error(`[${v.invariant}] ${v.message}`)
+  process.exit(1)
+}

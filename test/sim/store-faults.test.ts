@@ -51,4 +51,21 @@ describe("simulator: store faults and crashes inside an instant", () => {
     expect(describeFailure(first)).toBe("ok")
     expect(runSimulation(options).traceHash).toBe(first.traceHash)
   })
+
+  it("a key rotation whose answer is lost locks the merchant out; it notices, gets a new key out of band, and no valid key is refused", () => {
+    // Seed 16 races two rotations while requests are in flight: before the fix, a request sent
+    // with the key a twin rotation had just revoked was reported as a valid key refused.
+    for (const seed of [15, 16]) {
+      const result = runSimulation(small({
+        seed,
+        payments: 150,
+        mix: { ...defaultOptions.mix, keyRotationsPerMerchantDay: 150, racingOperations: 0.3 },
+        faults: { ...noFaults, storeLostCommit: 0.1, crashAfterCommit: 0.005 }
+      }))
+      expect(describeFailure(result)).toBe("ok")
+      expect(result.workload.rotations).toBeGreaterThan(0)
+      expect(result.workload.byStatus["401"] ?? 0).toBeGreaterThan(0)
+      if (seed === 15) expect(result.workload.keyRecoveries).toBeGreaterThan(0)
+    }
+  })
 })
