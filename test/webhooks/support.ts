@@ -121,15 +121,16 @@ export const seedEvent = (state: MemoryState, event: { readonly id: string; read
   return row
 }
 
-/** The webhook engine (service, production HTTP transport, dispatcher) over given stores. */
+/** The webhook engine (service, transport — production HTTP unless given — dispatcher) over given stores. */
 export const engineLayer = <E, R>(
   stores: Layer.Layer<any, E, R>,
   config: Partial<Config.AppConfigShape>,
   options: Partial<WebhookDispatcher.DispatcherOptions> = {},
-  seed = 1
+  seed = 1,
+  transport: Layer.Layer<WebhookTransport.WebhookTransport, never, Config.AppConfig> = WebhookTransport.layer
 ) => {
   const infrastructure = Layer.mergeAll(
-    WebhookTransport.layer,
+    transport,
     Ids.layerSeeded(seed)
   ).pipe(Layer.provideMerge(stores), Layer.provideMerge(Config.layerWith(Config.defaultsWith(config))))
   return WebhookDispatcher.layerWith(options).pipe(

@@ -7,7 +7,10 @@ import { type TransportResult, WebhookTransport } from "../../src/platform/Webho
 import * as Webhooks from "../../src/services/Webhooks.ts"
 import { emptyState, layerMemoryFrom, type MemoryState } from "../../src/store/MemoryStore.ts"
 import { memoryWebhookOperations } from "../../src/store/MemoryWebhookStore.ts"
-import * as WebhookDispatcher from "../../src/workers/WebhookDispatcher.ts"
+import type { Store } from "../../src/store/Store.ts"
+import type { WebhookStore } from "../../src/store/WebhookStore.ts"
+import type * as WebhookDispatcher from "../../src/workers/WebhookDispatcher.ts"
+import { engineLayer } from "./support.ts"
 
 /**
  * The real webhook engine (Webhooks service, dispatcher, memory stores) under the simulator's
@@ -51,24 +54,8 @@ export interface LogEntry {
   readonly details: string
 }
 
-const engineLayer = (
-  state: MemoryState,
-  transport: WebhookTransport["Type"],
-  config: Config.AppConfigShape,
-  options: Partial<WebhookDispatcher.DispatcherOptions>,
-  seed: number
-) =>
-  WebhookDispatcher.layerWith(options).pipe(
-    Layer.provideMerge(Webhooks.layer),
-    Layer.provideMerge(Layer.mergeAll(
-      Layer.succeed(WebhookTransport, transport),
-      Ids.layerSeeded(seed),
-      layerMemoryFrom(state),
-      Config.layerWith(config)
-    ))
-  )
-
-export type EngineServices = Layer.Layer.Success<ReturnType<typeof engineLayer>>
+/** What a test's effects may use in a running "process". */
+export type EngineServices = Webhooks.Webhooks | WebhookStore | Store | WebhookTransport | Ids.Ids | Config.AppConfig
 
 /** One running "process": the engine's layers built in their own scope. */
 export interface Engine {
@@ -157,7 +144,7 @@ export class VirtualWebhooks {
    */
   start(config: Partial<Config.AppConfigShape> = {}, options: Partial<WebhookDispatcher.DispatcherOptions> = {}): Engine {
     const full = Config.defaultsWith({ webhookAllowPrivateUrls: true, ...config })
-    const layer = engineLayer(this.state, this.transport, full, options, this.seed * 1000 + ++this.generation)
+    const layer = engineLayer(layerMemoryFrom(this.state), full, options, this.seed * 1000 + ++this.generation, Layer.succeed(WebhookTransport, this.transport))
     const { context, scope } = this.runNow(Effect.gen(function*() {
       const scope = yield* Scope.make()
       const context = yield* Layer.buildWithScope(layer, scope)
