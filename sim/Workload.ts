@@ -24,8 +24,8 @@ export interface Merchant {
   /** Bumped at every rotation: a 401 on an older key is expected, on the current one it is a bug. */
   keyGeneration: number
   /**
-   * Set while a rotation nobody answered may have revoked the current key (CONTRACT section 4:
-   * the old key answers 401 at once): until the merchant has found out, a 401 is expected.
+   * Set while a rotation is in flight or its outcome is unknown (a twin won, a reply was lost):
+   * the key may already be revoked (CONTRACT section 4: at once), so a 401 is expected.
    */
   keyUncertain?: boolean
 }
@@ -139,12 +139,7 @@ export const makeWorkload = (
         auditor.check(response.status !== 500, "no-internal-errors", () => `${call.method} ${call.path} answered 500: ${response.body}`)
         if (response.status > 500) {
           // CONTRACT section 3: the only other 5xx is 503 service_unavailable, with Retry-After.
-          let error: { type?: string; code?: string } | undefined
-          try {
-            error = (JSON.parse(response.body) as { error?: { type?: string; code?: string } }).error
-          } catch {
-            error = undefined
-          }
+          const error = errorOf(response)
           auditor.check(
             response.status === 503 && error?.code === "service_unavailable" && error.type === "api_error" && response.headers["retry-after"] !== undefined,
             "service-unavailable-answer",
@@ -184,8 +179,16 @@ export const makeWorkload = (
     return transaction
   }
 
-  const errorCode = (response: SimResponse | null) =>
-    response === null || response.status < 400 ? null : (JSON.parse(response.body) as { error: { code: string } }).error.code
+  /** The CONTRACT section 3 error of an answer, or undefined (a success, or a body that is not one). */
+  const errorOf = (response: SimResponse | null): { readonly type?: string; readonly code?: string } | undefined => {
+    if (response === null || response.status < 400) return undefined
+    try {
+      return (JSON.parse(response.body) as { error?: { type?: string; code?: string } }).error
+    } catch {
+      return undefined
+    }
+  }
+  const errorCode = (response: SimResponse | null) => errorOf(response)?.code ?? null
 
   const expect = (condition: boolean, what: string, response: SimResponse | null) =>
     auditor.check(condition, "expected-answer", () => `${what}: got ${response === null ? "no answer" : `${response.status} ${response.body.slice(0, 300)}`}`)
