@@ -1,5 +1,5 @@
 import { NodeRuntime } from "@effect/platform-node"
-import { Console, Effect, Layer, Logger } from "effect"
+import { Cause, Console, Effect, Layer, Logger } from "effect"
 import { mkdirSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
 import { AppLive, InfrastructureLive, ServicesLive } from "./App.ts"
@@ -61,7 +61,7 @@ const serve = Effect.gen(function*() {
 const withServices = <A, E>(effect: Effect.Effect<A, E, Merchants | Payments | Store | AppConfig>) =>
   Effect.scoped(Effect.provide(effect, ServicesLive.pipe(Layer.provideMerge(InfrastructureLive))))
 
-const program = (args: ReadonlyArray<string>) => {
+const program = (args: ReadonlyArray<string>): Effect.Effect<void, unknown> => {
   const [command = "serve", sub] = args
   switch (command) {
     case "serve":
@@ -96,11 +96,20 @@ const program = (args: ReadonlyArray<string>) => {
   }
 }
 
+/** One line for an operator: the error, and what it wraps when its own message says nothing (a ServeError's EADDRINUSE). */
+const describeFailure = (cause: Cause.Cause<unknown>) => {
+  const failure = Cause.squash(cause)
+  if (!(failure instanceof Error)) return String(failure).split("\n")[0]
+  const inner: unknown = (failure as { readonly cause?: unknown }).cause
+  const detail = inner instanceof Error && !failure.message.includes(inner.message) ? `: ${inner.message}` : ""
+  return `${failure.name}: ${failure.message}${detail}`.split("\n")[0]
+}
+
 // Logs go to stderr, so stdout carries only command output (JSON).
 const logger = Logger.replace(Logger.defaultLogger, Logger.withConsoleError(Logger.logfmtLogger))
 
 Effect.suspend(() => program(process.argv.slice(2))).pipe(
   Effect.provide(logger),
-  Effect.tapErrorCause((cause) => Console.error(String(cause.toString()).split("\n")[0])),
+  Effect.tapErrorCause((cause) => (Cause.isInterruptedOnly(cause) ? Effect.void : Console.error(describeFailure(cause)))),
   NodeRuntime.runMain({ disableErrorReporting: true })
 )
