@@ -11,6 +11,7 @@ export interface EndpointStats {
   answered4xx: number
   answered5xx: number
   slow: number
+  lagging: number
   noAnswer: number
   outageRefusals: number
 }
@@ -35,7 +36,7 @@ export const makeSimulatedEndpoints = (
   nowMs: () => number,
   lastCrashMs: () => number
 ) => {
-  const stats: EndpointStats = { posts: 0, answered2xx: 0, answered4xx: 0, answered5xx: 0, slow: 0, noAnswer: 0, outageRefusals: 0 }
+  const stats: EndpointStats = { posts: 0, answered2xx: 0, answered4xx: 0, answered5xx: 0, slow: 0, lagging: 0, noAnswer: 0, outageRefusals: 0 }
   const outages = new Map<string, ReadonlyArray<readonly [number, number]>>()
   /** By delivery id: the attempts received, and when one was acknowledged with a 2xx. */
   const received = new Map<string, Array<Receipt>>()
@@ -108,6 +109,10 @@ export const makeSimulatedEndpoints = (
         if (roll < (edge += faults.webhookSlow)) {
           stats.slow++
           return answer(200, prng.int(30_001, 90_000), deliveryId)
+        }
+        if (roll < (edge += faults.webhookLagging)) {
+          stats.lagging++
+          return answer(200, prng.int(10_000, 29_000), deliveryId)
         }
         if (roll < (edge += faults.webhook5xx)) return answer(prng.pick([500, 502, 503]), prng.int(5, 2_000), deliveryId)
         if (roll < (edge += faults.webhook4xx)) return answer(prng.pick([400, 404, 410]), prng.int(5, 500), deliveryId)

@@ -14,6 +14,8 @@ export interface FaultRates {
   readonly webhook4xx: number
   readonly webhook5xx: number
   readonly webhookSlow: number
+  /** Answered 2xx after 10–29 s: slow but inside the timeout, so an endpoint's queue backs up. */
+  readonly webhookLagging: number
   readonly webhookNoAnswer: number
   /** Outage windows per endpoint per virtual day (each 5 min to 3 h, every attempt fails). */
   readonly webhookOutagesPerDay: number
@@ -57,6 +59,13 @@ export interface SimOptions {
   readonly faults: FaultRates
   readonly mix: WorkloadMix
   readonly webhooks: boolean
+  /**
+   * Webhook dispatchers sharing the store (as several processes would): they claim under leases,
+   * and one takes over a claim that waited past its lease in another's backed-up endpoint queue.
+   */
+  readonly dispatchers: number
+  /** Attempts in flight per endpoint and dispatcher (the production default is 8). */
+  readonly endpointConcurrency: number
   readonly plantedBug: PlantedBug
   /** Lines of the trace kept for a failure report. */
   readonly traceTail: number
@@ -71,6 +80,7 @@ export const noFaults: FaultRates = {
   webhook4xx: 0,
   webhook5xx: 0,
   webhookSlow: 0,
+  webhookLagging: 0,
   webhookNoAnswer: 0,
   webhookOutagesPerDay: 0,
   storeUnavailable: 0,
@@ -88,6 +98,7 @@ export const defaultFaults: FaultRates = {
   webhook4xx: 0.02,
   webhook5xx: 0.05,
   webhookSlow: 0.01,
+  webhookLagging: 0,
   webhookNoAnswer: 0.01,
   webhookOutagesPerDay: 0.5,
   storeUnavailable: 0.002,
@@ -105,6 +116,7 @@ export const heavyFaults: FaultRates = {
   webhook4xx: 0.1,
   webhook5xx: 0.2,
   webhookSlow: 0.05,
+  webhookLagging: 0,
   webhookNoAnswer: 0.05,
   webhookOutagesPerDay: 3,
   storeUnavailable: 0.01,
@@ -135,6 +147,8 @@ export const defaultOptions: SimOptions = {
   faults: defaultFaults,
   mix: defaultMix,
   webhooks: true,
+  dispatchers: 1,
+  endpointConcurrency: 8,
   plantedBug: "none",
   traceTail: 40
 }
@@ -148,6 +162,7 @@ const faultNames: Record<string, keyof FaultRates> = {
   wh4xx: "webhook4xx",
   wh5xx: "webhook5xx",
   whslow: "webhookSlow",
+  whlag: "webhookLagging",
   whnoanswer: "webhookNoAnswer",
   whoutage: "webhookOutagesPerDay",
   storedown: "storeUnavailable",
@@ -159,7 +174,7 @@ const faultNames: Record<string, keyof FaultRates> = {
 /**
  * `--faults` takes a preset (`none`, `default`, `heavy`) and/or overrides:
  * `heavy,crash=2,timeout=0.1`. Names: decline, slow, timeout, transient (fractions of
- * authorizations), crash (per hour), wh4xx, wh5xx, whslow, whnoanswer (fractions of webhook
+ * authorizations), crash (per hour), wh4xx, wh5xx, whslow, whlag, whnoanswer (fractions of webhook
  * attempts), whoutage (outages per endpoint per day), storedown (fraction of store operations
  * failing before they run), storelost (fraction of payment commits answered as failures),
  * storeoutage (store outages per day), crashcommit (fraction of commits followed by a crash).
@@ -197,6 +212,8 @@ export const replayCommand = (options: SimOptions): string =>
     `--hours ${options.hours}`,
     `--faults ${formatFaults(options.faults)}`,
     options.webhooks ? "" : "--no-webhooks",
+    options.dispatchers === defaultOptions.dispatchers ? "" : `--dispatchers ${options.dispatchers}`,
+    options.endpointConcurrency === defaultOptions.endpointConcurrency ? "" : `--endpoint-concurrency ${options.endpointConcurrency}`,
     options.plantedBug === "none" ? "" : `--planted-bug ${options.plantedBug}`,
     JSON.stringify(options.mix) === JSON.stringify(defaultMix) ? "" : `--mix '${JSON.stringify(options.mix)}'`
   ].filter((part) => part !== "").join(" ")

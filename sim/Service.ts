@@ -31,6 +31,8 @@ export interface Infrastructure {
   readonly webhookTransport: WebhookTransportShape
   /** Run the webhook dispatcher worker (off: events stay in the outbox). */
   readonly webhookDispatcher: Partial<WebhookDispatcher.DispatcherOptions> | null
+  /** Dispatchers per instance (default 1): each claims under its own leases, like separate processes. */
+  readonly webhookDispatchers?: number
 }
 
 const appLayer = (infrastructure: Infrastructure) => {
@@ -44,7 +46,11 @@ const appLayer = (infrastructure: Infrastructure) => {
   )
   const workers = infrastructure.webhookDispatcher === null
     ? Workers.layer
-    : Layer.merge(Workers.layer, WebhookDispatcher.layerWith(infrastructure.webhookDispatcher))
+    : Layer.mergeAll(
+      Workers.layer,
+      // Distinct layer values, so each is built: N dispatchers, not one memoised.
+      ...Array.from({ length: Math.max(1, infrastructure.webhookDispatchers ?? 1) }, () => WebhookDispatcher.layerWith(infrastructure.webhookDispatcher!))
+    )
   const http = ApiLive.pipe(
     Layer.provideMerge(Layer.mergeAll(HttpApiBuilder.Router.Live, HttpApiBuilder.Middleware.layer, HttpServer.layerContext))
   )

@@ -39,6 +39,8 @@ export interface SimResult {
   readonly acquirer: AcquirerStats
   readonly endpoints: EndpointStats
   readonly deliveries: { deliveries: number; succeeded: number; failed: number; open: number; attempts: number }
+  /** Claims found expired when their attempt was about to start (taken over by another poll or dispatcher). */
+  readonly leaseTakeovers: number
   readonly crashes: number
   /** Of the crashes, those placed right after a store commit. */
   readonly commitCrashes: number
@@ -93,14 +95,23 @@ export const runSimulation = (options: SimOptions): SimResult => {
       record: (line) => trace.record(line)
     }
   )
+  // Claims whose lease ran out before their attempt started: another dispatcher takes them over.
+  let leaseTakeovers = 0
+  const webhookStore = memoryWebhookOperations(state)
+  const countedWebhookStore = {
+    ...webhookStore,
+    renewLease: (deliveryId: string, token: string, now: string, until: string) =>
+      Effect.tap(webhookStore.renewLease(deliveryId, token, now, until), (held) => Effect.sync(() => void (held || leaseTakeovers++)))
+  }
   const service = new SimulatedService({
     store: faulty.store,
     ids: makeIds(seededBytes((seed ^ hash32("ids")) >>> 0)),
     config,
     acquirer,
-    webhookStore: memoryWebhookOperations(state),
+    webhookStore: countedWebhookStore,
     webhookTransport: endpoints.transport,
-    webhookDispatcher: options.webhooks ? { pollIntervalMs: dispatcherPollMs } : null
+    webhookDispatcher: options.webhooks ? { pollIntervalMs: dispatcherPollMs, concurrencyPerEndpoint: options.endpointConcurrency } : null,
+    webhookDispatchers: options.dispatchers
   })
   const workloadPrng = Prng.derive(seed, "workload")
   const workload = makeWorkload(options, workloadPrng, service, auditor, trace, horizonEndMs)
@@ -241,6 +252,7 @@ export const runSimulation = (options: SimOptions): SimResult => {
     acquirer: acquirerStats,
     endpoints: endpoints.stats,
     deliveries,
+    leaseTakeovers,
     crashes: service.crashes,
     commitCrashes: faulty.stats.commitCrashes,
     store: faulty.stats,

@@ -3,7 +3,7 @@ import { runSimulation, type SimResult } from "./Simulator.ts"
 
 /**
  * `npm run sim -- --seed 42 --merchants 20 --payments 10000 --hours 48 [--faults heavy,crash=2]
- *  [--no-webhooks] [--planted-bug refund-over-remainder] [--check-determinism] [--mix JSON]`
+ *  [--no-webhooks] [--dispatchers N] [--endpoint-concurrency N] [--planted-bug refund-over-remainder] [--check-determinism] [--mix JSON]`
  */
 export const parseArguments = (argv: ReadonlyArray<string>): { options: SimOptions; checkDeterminism: boolean } => {
   let options: SimOptions = { ...defaultOptions, seed: Math.floor(Math.random() * 2 ** 31) }
@@ -28,6 +28,8 @@ export const parseArguments = (argv: ReadonlyArray<string>): { options: SimOptio
       case "--hours": options = { ...options, hours: Math.max(1, integer()) }; break
       case "--faults": options = { ...options, faults: parseFaults(value()) }; break
       case "--no-webhooks": options = { ...options, webhooks: false }; break
+      case "--dispatchers": options = { ...options, dispatchers: Math.max(1, integer()) }; break
+      case "--endpoint-concurrency": options = { ...options, endpointConcurrency: Math.max(1, integer()) }; break
       case "--planted-bug": options = { ...options, plantedBug: value() as PlantedBug }; break
       case "--mix": options = { ...options, mix: { ...defaultMix, ...(JSON.parse(value()) as Partial<WorkloadMix>) } }; break
       case "--check-determinism": checkDeterminism = true; break
@@ -63,8 +65,9 @@ export const formatReport = (result: SimResult): string => {
   lines.push(`acquirer: approved ${a.approved} declined ${a.declined} timed out ${a.timedOut} slow ${a.slow} transport failures ${a.transientFailures} calls ${a.calls}`)
   const d = result.deliveries
   const e = result.endpoints
-  lines.push(`webhook deliveries ${d.deliveries}: succeeded ${d.succeeded} failed ${d.failed} open ${d.open}; attempts ${d.attempts}`)
-  lines.push(`endpoint answers: 2xx ${e.answered2xx} 4xx ${e.answered4xx} 5xx ${e.answered5xx} slow ${e.slow} no answer ${e.noAnswer} outage ${e.outageRefusals}`)
+  lines.push(`webhook deliveries ${d.deliveries}: succeeded ${d.succeeded} failed ${d.failed} open ${d.open}; attempts ${d.attempts}; ` +
+    `${o.dispatchers} dispatcher(s), ${result.leaseTakeovers} claims taken over after their lease`)
+  lines.push(`endpoint answers: 2xx ${e.answered2xx} 4xx ${e.answered4xx} 5xx ${e.answered5xx} slow ${e.slow} lagging ${e.lagging} no answer ${e.noAnswer} outage ${e.outageRefusals}`)
   lines.push("")
   lines.push(`invariant checks run ${result.checks}`)
   lines.push(`virtual time ${(virtualMs / 3_600_000).toFixed(1)} h in ${(result.wallMs / 1000).toFixed(2)} s wall` +

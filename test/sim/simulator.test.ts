@@ -46,6 +46,7 @@ describe("simulator", () => {
         webhook4xx: fc.double({ min: 0, max: 0.2, noNaN: true }),
         webhook5xx: fc.double({ min: 0, max: 0.3, noNaN: true }),
         webhookSlow: fc.double({ min: 0, max: 0.1, noNaN: true }),
+        webhookLagging: fc.double({ min: 0, max: 0.2, noNaN: true }),
         webhookNoAnswer: fc.double({ min: 0, max: 0.1, noNaN: true }),
         webhookOutagesPerDay: fc.double({ min: 0, max: 4, noNaN: true }),
         storeUnavailable: fc.double({ min: 0, max: 0.03, noNaN: true }),

@@ -277,3 +277,50 @@ describe("webhook dispatcher under virtual time", () => {
     expect(h.logs).toEqual([])
   })
 })
+
+describe("webhook dispatcher under virtual time: 4xx answers and leases outlived behind a slow endpoint", () => {
+  for (const code of [400, 404, 410, 429]) {
+    it(`an endpoint answering ${code}: never delivered, retried at every offset of the schedule, then failed`, () => {
+      const h = setUp(() => status(code, "nope"))
+      seedEvent(h.state, { id: "evt_1", merchantId: "mer_1", atMs: t0 })
+      h.start({}, { pollIntervalMs: 2 * day })
+      const expected = attemptTimes(iso(t0), schedule).map(Date.parse)
+      for (let i = 1; i < expected.length; i++) {
+        expect(h.delivery("mer_1")).toMatchObject({ status: "retrying", nextAttemptAt: iso(expected[i]!), completedAt: null })
+        h.runUntil(expected[i]! - 1)
+        expect(h.posts).toHaveLength(i)
+        h.runUntil(expected[i]!)
+        expect(h.posts).toHaveLength(i + 1)
+      }
+      const delivery = h.delivery("mer_1")
+      expect(delivery.status).toBe("failed")
+      expect(delivery.attempts.map((a) => [a.at, a.responseStatus, a.error])).toEqual(expected.map((ms) => [iso(ms), code, `HTTP ${code}: nope`]))
+      expectPostsOf(h.posts, delivery, [1, 2, 3, 4, 5, 6])
+    })
+  }
+
+  it("two processes, one attempt at a time, answers of 25 s: claims that wait past their lease are taken over by a later claim, and no attempt reaches the endpoint twice", () => {
+    const h = setUp(() => after(25_000, status(200)))
+    const events = 12
+    for (let i = 0; i < events; i++) seedEvent(h.state, { id: `evt_${i}`, merchantId: "mer_1", atMs: t0 })
+    // Each process holds 12 claims for one endpoint that it works one at a time: 300 s of work
+    // behind a 60 s lease (30 s timeout + 30 s margin).
+    h.start({}, { pollIntervalMs: 5_000, concurrencyPerEndpoint: 1 })
+    h.start({}, { pollIntervalMs: 5_000, concurrencyPerEndpoint: 1 })
+    h.runUntil(t0 + 10 * 60_000)
+    const deliveries = h.deliveries("mer_1")
+    expect(deliveries).toHaveLength(events)
+    for (const delivery of deliveries) {
+      expect(delivery.status).toBe("succeeded")
+      expect(delivery.attempts).toHaveLength(1)
+    }
+    // Every (delivery, attempt) reached the endpoint exactly once, and never two at a time for one delivery.
+    const sent = h.posts.map((p) => `${p.headers["x-service-delivery-id"]}#${p.headers["x-service-delivery-attempt"]}`)
+    expect(new Set(sent).size).toBe(sent.length)
+    expect(sent).toHaveLength(events)
+    // The claims that waited were taken over by a later poll (a new lease token): 12 POSTs, one
+    // at a time, 25 s apart, none of them a stale claim sent again.
+    expect(h.posts.map((p) => p.atMs - t0)).toEqual(Array.from({ length: events }, (_, i) => i * 25_000))
+    expect(h.logs).toEqual([])
+  })
+})
