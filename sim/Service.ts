@@ -78,8 +78,9 @@ interface Fence {
 
 /**
  * The instance's view of an outside system (store, webhook store, acquirer, webhook endpoints):
- * once the instance is dead, every call suspends for good (the crash interrupts it), so a
- * process killed in the middle of an instant commits, sends and answers nothing more.
+ * once the instance is dead, every call interrupts its caller (as the crash does), so a process
+ * killed in the middle of an instant commits, sends and answers nothing more; not even the
+ * clean-up a graceful stop would do (releasing claims and leases), which must not hang teardown.
  */
 const fenced = <S extends object>(shape: S, fence: Fence): S => {
   const out: Record<string, unknown> = {}
@@ -87,7 +88,7 @@ const fenced = <S extends object>(shape: S, fence: Fence): S => {
     out[name] = typeof member !== "function"
       ? member
       : (...args: Array<unknown>) =>
-        Effect.suspend(() => (fence.dead ? Effect.never : (member as (...a: Array<unknown>) => Effect.Effect<unknown, unknown>)(...args)))
+        Effect.suspend(() => (fence.dead ? Effect.interrupt : (member as (...a: Array<unknown>) => Effect.Effect<unknown, unknown>)(...args)))
   }
   return out as S
 }

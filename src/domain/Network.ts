@@ -1,44 +1,42 @@
+import ipaddr from "ipaddr.js"
+
 /**
- * Address classification for webhook targets: loopback, private, link-local, unique-local and
- * other non-public ranges are refused unless explicitly allowed (SSRF protection).
+ * Address classification for webhook targets (SSRF protection): only globally routable unicast
+ * addresses are public. Classification is ipaddr.js's (its range tables follow the IANA special-
+ * purpose registries); we add the unwrapping of every IPv6 form that carries an IPv4 address
+ * (mapped, compatible, NAT64 64:ff9b::/96 and 64:ff9b:1::/48, SIIT, 6to4, Teredo), so that a
+ * private IPv4 address cannot hide inside an IPv6 spelling.
+ *
+ * Input is an address as a URL parser or a resolver gives it: WHATWG URL parsing has already
+ * turned decimal, octal, hex and short IPv4 spellings into dotted quads.
  */
-const ipv4ToNumber = (ip: string): number | null => {
-  const parts = ip.split(".")
-  if (parts.length !== 4) return null
-  let value = 0
-  for (const part of parts) {
-    if (!/^\d{1,3}$/.test(part) || Number(part) > 255) return null
-    value = value * 256 + Number(part)
-  }
-  return value
+
+const embeddedIpv4 = (address: ipaddr.IPv6): ipaddr.IPv4 | null => {
+  const range = address.range()
+  const parts = address.parts
+  const low32 = (high: number, low: number) => new ipaddr.IPv4([high >> 8, high & 0xff, low >> 8, low & 0xff])
+  if (range === "ipv4Mapped" || range === "rfc6145" || range === "rfc6052") return low32(parts[6]!, parts[7]!)
+  // IPv4-compatible (::a.b.c.d, deprecated) and the local-use NAT64 prefix 64:ff9b:1::/48.
+  if (parts.slice(0, 6).every((part) => part === 0)) return low32(parts[6]!, parts[7]!)
+  if (parts[0] === 0x64 && parts[1] === 0xff9b) return low32(parts[6]!, parts[7]!)
+  if (range === "6to4") return low32(parts[1]!, parts[2]!)
+  // Teredo: the client's address is the last 32 bits, inverted.
+  if (range === "teredo") return low32(parts[6]! ^ 0xffff, parts[7]! ^ 0xffff)
+  return null
 }
 
-const ipv4Blocks: ReadonlyArray<readonly [string, number]> = [
-  ["0.0.0.0", 8], ["10.0.0.0", 8], ["100.64.0.0", 10], ["127.0.0.0", 8], ["169.254.0.0", 16],
-  ["172.16.0.0", 12], ["192.0.0.0", 24], ["192.0.2.0", 24], ["192.168.0.0", 16], ["198.18.0.0", 15],
-  ["198.51.100.0", 24], ["203.0.113.0", 24], ["224.0.0.0", 4], ["240.0.0.0", 4]
-]
-
-export const isPublicIpv4 = (ip: string): boolean => {
-  const value = ipv4ToNumber(ip)
-  if (value === null) return false
-  return !ipv4Blocks.some(([base, bits]) => {
-    const mask = bits === 0 ? 0 : (0xffffffff << (32 - bits)) >>> 0
-    return ((value & mask) >>> 0) === ((ipv4ToNumber(base)! & mask) >>> 0)
-  })
+const isPublicParsed = (address: ipaddr.IPv4 | ipaddr.IPv6): boolean => {
+  if (address.kind() === "ipv4") return address.range() === "unicast"
+  const inner = embeddedIpv4(address as ipaddr.IPv6)
+  if (inner !== null) return inner.range() === "unicast"
+  return address.range() === "unicast"
 }
 
-export const isPublicIpv6 = (ip: string): boolean => {
-  const lower = ip.toLowerCase().replace(/^\[|\]$/g, "")
-  const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/.exec(lower)
-  if (mapped !== null) return isPublicIpv4(mapped[1]!)
-  if (lower === "::" || lower === "::1") return false
-  const first = parseInt(lower.split(":")[0] || "0", 16)
-  if ((first & 0xfe00) === 0xfc00) return false // fc00::/7 unique-local
-  if ((first & 0xffc0) === 0xfe80) return false // fe80::/10 link-local
-  if ((first & 0xff00) === 0xff00) return false // multicast
-  if (lower.startsWith("2001:db8")) return false // documentation
-  return true
+/** Whether `text` (an IPv4 or IPv6 address, brackets and zone allowed) is a public unicast address. Anything unparsable is not. */
+export const isPublicAddress = (text: string): boolean => {
+  const bare = text.replace(/^\[|\]$/g, "").replace(/%.*$/, "")
+  if (!ipaddr.isValid(bare)) return false
+  // Only canonical dotted quads for IPv4: other spellings are what the URL parser would normalise, refuse them raw.
+  if (!bare.includes(":") && !ipaddr.IPv4.isValidFourPartDecimal(bare)) return false
+  return isPublicParsed(ipaddr.parse(bare))
 }
-
-export const isPublicAddress = (ip: string): boolean => (ip.includes(":") ? isPublicIpv6(ip) : isPublicIpv4(ip))

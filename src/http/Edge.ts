@@ -4,7 +4,13 @@ import { Cause, Effect, FiberRef, Metric, Option } from "effect"
 import { httpRequests } from "../platform/Metrics.ts"
 import { Ids } from "../platform/Ids.ts"
 import * as E from "./ApiError.ts"
+import { AppConfig } from "../platform/Config.ts"
+import { ApiKeys } from "../services/ApiKeys.ts"
+import { Store } from "../store/Store.ts"
 import { PaymentsApi } from "./Api.ts"
+import { idempotencyTaken, storeRefusal } from "./Idempotency.ts"
+import { describeParseError, jsonShapeProblem } from "./JsonShape.ts"
+import * as S from "./Schemas.ts"
 
 export const maximumBodyBytes = 64 * 1024
 
@@ -25,10 +31,24 @@ const issueMessage = (issue: { readonly _tag: string; readonly message: string }
   return `${field} ${text}${text.endsWith(".") ? "" : "."}`
 }
 
-/** Schema decode failures become 422 `validation_failed` naming the first offending field. */
-const fromDecodeError = (error: HttpApiDecodeError) => {
+/** What a path's record id names, for the 404 of an id that cannot exist. */
+const resourceOfPath = (pathname: string) => {
+  if (pathname.includes("/webhooks/deliveries/")) return "webhook delivery"
+  if (pathname.includes("/fraud/cases/")) return "fraud case"
+  if (pathname.includes("/api_keys/")) return "API key"
+  return "transaction"
+}
+
+/**
+ * Schema decode failures become 422 `validation_failed` naming the first offending field; a
+ * malformed id in the path is a 404 (no such record can exist), never a query.
+ */
+const fromDecodeError = (error: HttpApiDecodeError, request: HttpServerRequest.HttpServerRequest) => {
   const issue = error.issues[0]
   if (issue === undefined) return E.validationFailed(undefined, "The request is invalid.")
+  if (issue.path.length === 1 && issue.path[0] === "id" && issue.message === S.malformedIdMessage) {
+    return E.notFound(resourceOfPath(new URL(request.url, "http://x").pathname))
+  }
   const param = issue.path.length === 0 ? undefined : issue.path.map(String).join(".")
   if (param === undefined) {
     return E.validationFailed(undefined, "The request body is missing or is not a JSON object of the documented shape.")
@@ -42,7 +62,7 @@ const toApiError = (cause: Cause.Cause<unknown>, request: HttpServerRequest.Http
     if (Option.isSome(failure)) {
       const error = failure.value
       if (error instanceof E.ApiError) return error
-      if (error instanceof HttpApiDecodeError) return fromDecodeError(error)
+      if (error instanceof HttpApiDecodeError) return fromDecodeError(error, request)
       const tag = (error as { _tag?: string })?._tag
       if (tag === "RouteNotFound") return E.routeNotFound(request.method, new URL(request.url, "http://x").pathname)
       if (tag === "StoreUnavailable") return E.serviceUnavailable()
@@ -60,27 +80,39 @@ const hasJsonContentType = (request: HttpServerRequest.HttpServerRequest) => {
   return type !== undefined && /^application\/json\s*(;|$)/i.test(type.trim())
 }
 
-/** Reads and checks the body before routing: size (413), media type (415) and JSON syntax (400). */
-const checkBody = (request: HttpServerRequest.HttpServerRequest) =>
+/**
+ * Reads and checks the body before routing: size (413), media type (415), shape and JSON syntax
+ * (400). Hands the text it read to `seen` (null: over the limit, never read whole).
+ */
+const checkBody = (request: HttpServerRequest.HttpServerRequest, seen: (text: string | null) => void) =>
   Effect.gen(function*() {
     if (request.method !== "POST" && request.method !== "PATCH" && request.method !== "PUT") return
     const declaredLength = request.headers["content-length"]
     if (declaredLength !== undefined && Number(declaredLength) > maximumBodyBytes) {
+      seen(null)
       return yield* Effect.fail(E.bodyTooLarge(maximumBodyBytes))
     }
     // Chunked bodies have no declared length: the read itself stops at the limit.
     const text = yield* request.text.pipe(
       HttpServerRequest.withMaxBodySize(Option.some(maximumBodyBytes)),
-      Effect.mapError(() => E.bodyTooLarge(maximumBodyBytes))
+      Effect.mapError(() => {
+        seen(null)
+        return E.bodyTooLarge(maximumBodyBytes)
+      })
     )
+    seen(text)
     if (text.length === 0) return
     if (!hasJsonContentType(request)) return yield* Effect.fail(E.unsupportedMediaType())
+    const shapeProblem = jsonShapeProblem(text)
+    if (shapeProblem !== null) return yield* Effect.fail(E.invalidJson(shapeProblem))
     try {
       JSON.parse(text)
     } catch (error) {
-      return yield* Effect.fail(E.invalidJson(error instanceof Error ? error.message : "it could not be parsed."))
+      return yield* Effect.fail(E.invalidJson(describeParseError(error)))
     }
   })
+
+const bearerPattern = /^Bearer\s+(\S+)\s*$/i
 
 /**
  * The API-level middleware: it wraps routing, so it sees every failure before HttpApi would
@@ -90,16 +122,50 @@ export const layer = HttpApiBuilder.middleware(
   PaymentsApi,
   Effect.gen(function*() {
     const ids = yield* Ids
+    const apiKeys = yield* ApiKeys
+    const store = yield* Store
+    const config = yield* AppConfig
+
+    /** The merchant of the request's API key, for refusals stored under its idempotency key; null when none. */
+    const merchantOf = (request: HttpServerRequest.HttpServerRequest) => {
+      const token = bearerPattern.exec(request.headers["authorization"] ?? "")?.[1]
+      if (token === undefined) return Effect.succeed(null)
+      return apiKeys.authenticate(token).pipe(
+        Effect.map((found) => found?.merchant.id ?? null),
+        Effect.orElseSucceed(() => null)
+      )
+    }
+
+    /** A refusal of a write that carries an idempotency key is stored like any finished response. */
+    const answerRefusal = (
+      request: HttpServerRequest.HttpServerRequest,
+      error: E.ApiError,
+      requestId: string,
+      taken: boolean,
+      bodyText: string | null
+    ) =>
+      Effect.gen(function*() {
+        if (taken || request.method === "GET" || request.headers["x-idempotency-key"] === undefined) return renderError(error, requestId)
+        const merchantId = yield* merchantOf(request)
+        const stored = yield* storeRefusal(request, error, requestId, merchantId, store, config, bodyText).pipe(
+          Effect.catchAll((refusal) => Effect.succeed(renderError(refusal, requestId)))
+        )
+        return stored ?? renderError(error, requestId)
+      })
+
     return (app) =>
       Effect.gen(function*() {
         const request = yield* HttpServerRequest.HttpServerRequest
         const requestId = ids.mint("request")
-        const response = yield* Effect.zipRight(checkBody(request), app).pipe(
+        const state = { taken: false }
+        let bodyText: string | null = ""
+        const response = yield* Effect.zipRight(checkBody(request, (text) => (bodyText = text)), app).pipe(
           Effect.locally(currentRequestId, requestId),
+          Effect.locally(idempotencyTaken, state),
           Effect.catchAllCause((cause) =>
             Cause.isInterruptedOnly(cause)
               ? Effect.failCause(cause)
-              : Effect.map(toApiError(cause, request), (error) => renderError(error, requestId))
+              : Effect.flatMap(toApiError(cause, request), (error) => answerRefusal(request, error, requestId, state.taken, bodyText))
           )
         )
         yield* Metric.increment(Metric.tagged(httpRequests, "status", String(response.status)))

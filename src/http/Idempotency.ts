@@ -1,14 +1,18 @@
 import { HttpServerRequest, type HttpServerResponse } from "@effect/platform"
-import { Effect, Exit, FiberRef } from "effect"
+import { Effect, Exit, FiberRef, Redacted } from "effect"
 import { createHash } from "node:crypto"
+import type { AppConfigShape } from "../platform/Config.ts"
 import { AppConfig } from "../platform/Config.ts"
+import { carriesSecret, isSealed, parseKey, processLocalKey, seal, unseal } from "../platform/Sealing.ts"
 import { addMs, nowIso } from "../platform/Time.ts"
-import type { CommandKey } from "../store/Store.ts"
+import type { CommandKey, StoreShape } from "../store/Store.ts"
 import { Store } from "../store/Store.ts"
 import * as E from "./ApiError.ts"
 import { currentRequestId, jsonResponse } from "./Edge.ts"
 
 const keyPattern = /^[\x20-\x7e]{1,255}$/
+
+export const isWellFormedKey = (key: string) => keyPattern.test(key)
 
 /** Key order does not make two requests different: the fingerprint hashes canonical JSON. */
 const canonical = (value: unknown): string => {
@@ -19,10 +23,88 @@ const canonical = (value: unknown): string => {
   return JSON.stringify(value)
 }
 
+/** Method, path and body; a body that does not parse counts byte for byte. */
+export const fingerprintOf = (method: string, url: string, text: string) => {
+  let body = text
+  if (text !== "") {
+    try {
+      body = canonical(JSON.parse(text))
+    } catch {
+      body = `raw:${text}`
+    }
+  }
+  return createHash("sha256").update(`${method} ${new URL(url, "http://x").pathname}\n${body}`).digest("hex")
+}
+
+/**
+ * Per request: whether the handler's own idempotency wrapper took the key. When it did not (the
+ * edge refused the body or its decoding failed), the edge stores the refusal itself.
+ */
+export const idempotencyTaken = FiberRef.unsafeMake<{ taken: boolean }>({ taken: false })
+
+const keys = new WeakMap<AppConfigShape, Buffer>()
+const sealingKey = (config: AppConfigShape) => {
+  let key = keys.get(config)
+  if (key === undefined) {
+    const configured = config.responseEncryptionKey === null ? null : parseKey(Redacted.value(config.responseEncryptionKey))
+    key = configured ?? processLocalKey()
+    keys.set(config, key)
+  }
+  return key
+}
+
+const replayUnavailable = () =>
+  E.invalidState(
+    "The response to this request carried a secret and can no longer be shown: it was sealed with a response encryption key " +
+      "this service no longer has. List your API keys (or read the merchant) and rotate the one this request created."
+  )
+
 export interface Reply {
   readonly status: number
   readonly body: unknown
 }
+
+/** A stored response as the client gets it on a replay. */
+const replay = (config: AppConfigShape, status: number, stored: string) => {
+  if (!isSealed(stored)) return Effect.succeed(jsonResponse(status, stored, { "idempotent-replayed": "true" }))
+  const body = unseal(sealingKey(config), stored)
+  return body === null ? Effect.fail(replayUnavailable()) : Effect.succeed(jsonResponse(status, body, { "idempotent-replayed": "true" }))
+}
+
+/** Claims `key`; `Claimed` means this request goes ahead, anything else is the answer already. */
+const claim = (store: StoreShape, config: AppConfigShape, merchantId: string, key: string, fingerprint: string) =>
+  Effect.gen(function*() {
+    const now = yield* nowIso
+    const outcome = yield* store.claimIdempotencyKey({
+      merchantId,
+      key,
+      fingerprint,
+      now,
+      lockedUntil: addMs(now, config.idempotencyLeaseMs),
+      expiresAt: addMs(now, config.idempotencyTtlMs)
+    }).pipe(Effect.mapError(() => E.serviceUnavailable()))
+    switch (outcome._tag) {
+      case "Replay":
+        return yield* replay(config, outcome.status, outcome.body)
+      case "InProgress":
+        return yield* Effect.fail(E.idempotencyInProgress(1))
+      case "Mismatch":
+        return yield* Effect.fail(E.idempotencyKeyReused())
+      case "Claimed":
+        return null
+    }
+  })
+
+/**
+ * Stores a finished response under a claimed key (sealed when it carries a secret). If storing
+ * fails the claim is released, so the client's retry runs again instead of waiting out the lease.
+ */
+const complete = (store: StoreShape, config: AppConfigShape, merchantId: string, key: string, status: number, body: string) =>
+  store.completeIdempotencyKey(merchantId, key, status, carriesSecret(body) ? seal(sealingKey(config), body) : body).pipe(
+    Effect.catchAll(() =>
+      Effect.zipRight(store.releaseIdempotencyKey(merchantId, key).pipe(Effect.ignore), Effect.fail(E.serviceUnavailable()))
+    )
+  )
 
 /**
  * CONTRACT section 5. With a key, the first request claims it and its finished response
@@ -34,9 +116,10 @@ export const idempotent = (
   operation: (commandKey: CommandKey | undefined) => Effect.Effect<Reply, E.ApiError>
 ): Effect.Effect<HttpServerResponse.HttpServerResponse, E.ApiError, HttpServerRequest.HttpServerRequest | Store | AppConfig> =>
   Effect.gen(function*() {
+    ;(yield* FiberRef.get(idempotencyTaken)).taken = true
     const request = yield* HttpServerRequest.HttpServerRequest
     const headerKey = request.headers["x-idempotency-key"]
-    if (headerKey !== undefined && !keyPattern.test(headerKey)) {
+    if (headerKey !== undefined && !isWellFormedKey(headerKey)) {
       return yield* Effect.fail(E.validationFailed("X-Idempotency-Key", "X-Idempotency-Key must be 1 to 255 printable ASCII characters."))
     }
     if (headerKey !== undefined && options.bodyKey !== undefined && headerKey !== options.bodyKey) {
@@ -51,34 +134,16 @@ export const idempotent = (
 
     const store = yield* Store
     const config = yield* AppConfig
-    const unavailable = () => E.serviceUnavailable()
     const text = yield* Effect.orElseSucceed(request.text, () => "")
-    const path = new URL(request.url, "http://x").pathname
-    const fingerprint = createHash("sha256")
-      .update(`${request.method} ${path}\n${text === "" ? "" : canonical(JSON.parse(text))}`)
-      .digest("hex")
-    const now = yield* nowIso
-    const claim = yield* store.claimIdempotencyKey({
-      merchantId: options.merchantId,
-      key,
-      fingerprint,
-      now,
-      lockedUntil: addMs(now, config.idempotencyLeaseMs),
-      expiresAt: addMs(now, config.idempotencyTtlMs)
-    }).pipe(Effect.mapError(unavailable))
-    switch (claim._tag) {
-      case "Replay":
-        return jsonResponse(claim.status, claim.body, { "idempotent-replayed": "true" })
-      case "InProgress":
-        return yield* Effect.fail(E.idempotencyInProgress(1))
-      case "Mismatch":
-        return yield* Effect.fail(E.idempotencyKeyReused())
-      case "Claimed":
-        break
-    }
+    const answered = yield* claim(store, config, options.merchantId, key, fingerprintOf(request.method, request.url, text))
+    if (answered !== null) return answered
 
+    const release = store.releaseIdempotencyKey(options.merchantId, key).pipe(Effect.ignore)
     const requestId = yield* FiberRef.get(currentRequestId)
-    const exit = yield* Effect.exit(operation({ merchantId: options.merchantId, key }))
+    // A stop (SIGTERM) in the middle releases the claim: the retry runs at once, not after the lease.
+    const exit = yield* Effect.exit(operation({ merchantId: options.merchantId, key })).pipe(
+      Effect.onInterrupt(() => release)
+    )
     const finished = Exit.match(exit, {
       onSuccess: (reply) => ({ reply, headers: {} }),
       onFailure: (cause) =>
@@ -88,12 +153,39 @@ export const idempotent = (
     })
     if (finished === null) {
       // 429, 5xx, defects and interruptions are not stored: a retry runs the operation again.
-      yield* store.releaseIdempotencyKey(options.merchantId, key).pipe(Effect.ignore)
+      yield* release
       return yield* Effect.failCause((exit as Exit.Failure<Reply, E.ApiError>).cause)
     }
     const body = JSON.stringify(finished.reply.body)
-    yield* store.completeIdempotencyKey(options.merchantId, key, finished.reply.status, body).pipe(Effect.mapError(unavailable))
+    yield* complete(store, config, options.merchantId, key, finished.reply.status, body).pipe(Effect.onInterrupt(() => release))
     return jsonResponse(finished.reply.status, body, finished.headers)
   })
 
 const isFinal = (error: E.ApiError) => error.status !== 429 && error.status < 500
+
+/**
+ * A request the edge refused before any handler ran (400 invalid_json, 413, 415, 422 from
+ * decoding, 404 of an unknown route) still carries its idempotency key: the refusal is a finished
+ * response, stored and replayed like any other (CONTRACT section 5). Null when there is nothing
+ * to do: no key, not a write, not final, or no merchant to scope the key to.
+ */
+export const storeRefusal = (
+  request: HttpServerRequest.HttpServerRequest,
+  error: E.ApiError,
+  requestId: string,
+  merchantId: string | null,
+  store: StoreShape,
+  config: AppConfigShape,
+  /** The body as the edge read it; null when it was over the limit and never read whole. */
+  bodyText: string | null
+): Effect.Effect<HttpServerResponse.HttpServerResponse | null, E.ApiError> =>
+  Effect.gen(function*() {
+    const key = request.headers["x-idempotency-key"]
+    if (merchantId === null || key === undefined || !isWellFormedKey(key) || !isFinal(error)) return null
+    const text = bodyText ?? `over the limit, ${request.headers["content-length"] ?? "chunked"}`
+    const answered = yield* claim(store, config, merchantId, key, fingerprintOf(request.method, request.url, text))
+    if (answered !== null) return answered
+    const body = JSON.stringify(error.body(requestId))
+    yield* complete(store, config, merchantId, key, error.status, body)
+    return jsonResponse(error.status, body, error.headers ?? {})
+  })

@@ -7,6 +7,39 @@ const strict = { parseOptions: { onExcessProperty: "error" as const } }
 
 const msg = (message: string) => ({ message: () => message })
 
+// Text and ids the database can always store -----------------------------------------------------
+// Decided here, at the edge, so that PostgreSQL never sees a byte it refuses (a NUL in text or
+// jsonb is SQLSTATE 22021/22P05): a client's bad bytes are a 422 or a 404, never an outage.
+
+const controlCharacters = /[\u0000-\u001f\u007f]/
+const controlCharactersButLineBreaks = /[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f]/
+const unpairedSurrogate = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/
+
+/** Why `text` cannot be stored as given, or null when it can. */
+export const unsafeTextReason = (text: string, options: { readonly lineBreaks?: boolean } = {}): string | null => {
+  if ((options.lineBreaks === true ? controlCharactersButLineBreaks : controlCharacters).test(text)) {
+    return options.lineBreaks === true ? "must not contain control characters other than tab and line breaks" : "must not contain control characters"
+  }
+  if (unpairedSurrogate.test(text)) return "must be valid Unicode text (it contains an unpaired surrogate)"
+  return null
+}
+
+/** A string of `minLength` to `maxLength` characters without control characters or broken Unicode. */
+export const Text = (minLength: number, maxLength: number, options: { readonly lineBreaks?: boolean } = {}) =>
+  Schema.String.pipe(
+    Schema.filter((text) => {
+      if (text.length < minLength || text.length > maxLength) {
+        return minLength === 0 ? `must be at most ${maxLength} characters` : `must be ${minLength} to ${maxLength} characters`
+      }
+      return unsafeTextReason(text, options) ?? true
+    })
+  )
+
+/** The message a malformed record id in a path carries; the edge answers it 404 (no such record can exist). */
+export const malformedIdMessage = "is not a well-formed id"
+const RecordId = Schema.String.pipe(Schema.pattern(/^[A-Za-z0-9_]{1,100}$/)).annotations(msg(malformedIdMessage))
+export const RecordIdPath = Schema.Struct({ id: RecordId })
+
 export const AmountCents = Schema.Int.pipe(
   Schema.between(minimumAmountCents, maximumAmountCents)
 ).annotations(msg(`must be an integer from ${minimumAmountCents} to ${maximumAmountCents}`))
@@ -15,9 +48,14 @@ export const IdempotencyKeyText = Schema.String.pipe(
   Schema.pattern(/^[\x20-\x7e]{1,255}$/)
 ).annotations(msg("must be 1 to 255 printable ASCII characters"))
 
+/** Keys that would change a plain object's prototype or shadow its methods when decoded. */
+const reservedKeys = new Set(["__proto__", "constructor", "prototype"])
+
 export const Metadata = Schema.Record({
-  key: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(40)).annotations(msg("keys must be 1 to 40 characters")),
-  value: Schema.String.pipe(Schema.maxLength(500)).annotations(msg("values must be strings of at most 500 characters"))
+  key: Schema.String.pipe(
+    Schema.filter((key) => key.length >= 1 && key.length <= 40 && unsafeTextReason(key) === null && !reservedKeys.has(key))
+  ).annotations(msg("keys must be 1 to 40 characters without control characters, and not __proto__, constructor or prototype")),
+  value: Text(0, 500, { lineBreaks: true }).annotations(msg("values must be strings of at most 500 characters without control characters"))
 }).pipe(Schema.filter((record) => Object.keys(record).length <= 50 || "must have at most 50 keys"))
 
 export const TransactionCreateFields = Schema.Struct({
@@ -145,7 +183,7 @@ export const LedgerEntry = Schema.Struct({
 }).annotations({ identifier: "LedgerEntry" })
 export const LedgerEntryList = Schema.Struct({ ledger_entries: Schema.Array(LedgerEntry) })
 
-export const PaymentIdPath = Schema.Struct({ id: Schema.String })
+export const PaymentIdPath = RecordIdPath
 
 // Merchants ------------------------------------------------------------------------------------
 
@@ -159,10 +197,8 @@ export const Merchant = Schema.Struct({
 }).annotations({ identifier: "Merchant" })
 export const MerchantEnvelope = Schema.Struct({ merchant: Merchant })
 
-export const MerchantName = Schema.String.pipe(Schema.minLength(1), Schema.maxLength(200)).annotations(
-  msg("must be 1 to 200 characters")
-)
-export const WebhookUrl = Schema.String.pipe(Schema.maxLength(2048)).annotations(msg("must be a URL of at most 2048 characters"))
+export const MerchantName = Text(1, 200).annotations(msg("must be 1 to 200 characters, without control characters"))
+export const WebhookUrl = Text(1, 2048).annotations(msg("must be a URL of at most 2048 characters, without control characters"))
 
 export const MerchantPatch = Schema.Struct({
   name: Schema.optional(MerchantName),
@@ -201,7 +237,7 @@ export const AnalyticsEnvelope = Schema.Struct({ analytics: Analytics })
 // API keys -------------------------------------------------------------------------------------
 
 export const ApiKeyCreate = Schema.Struct({
-  name: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(100)).annotations(msg("must be 1 to 100 characters"))
+  name: Text(1, 100).annotations(msg("must be 1 to 100 characters, without control characters"))
 }).annotations({ ...strict, identifier: "ApiKeyCreate" })
 
 export const ApiKeyCreated = Schema.Struct({
@@ -269,5 +305,5 @@ export const FraudStatsEnvelope = Schema.Struct({ fraud_stats: FraudStats })
 
 export const FraudReview = Schema.Struct({
   status: Schema.Literal("confirmed_fraud", "false_positive").annotations(msg("must be 'confirmed_fraud' or 'false_positive'")),
-  notes: Schema.optional(Schema.NullOr(Schema.String.pipe(Schema.maxLength(5000))))
+  notes: Schema.optional(Schema.NullOr(Text(0, 5000, { lineBreaks: true }).annotations(msg("must be at most 5000 characters, without control characters other than tab and line breaks"))))
 }).annotations({ ...strict, identifier: "FraudReview" })

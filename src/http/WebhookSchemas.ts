@@ -1,7 +1,7 @@
 import { Schema } from "effect"
 import { eventTypes } from "../domain/Payment.ts"
 import { deliveryStatuses } from "../domain/Webhook.ts"
-import { ListMeta, Merchant, PageParams } from "./Schemas.ts"
+import { ListMeta, Merchant, PageParams, RecordIdPath } from "./Schemas.ts"
 
 const strict = { parseOptions: { onExcessProperty: "error" as const } }
 const Timestamp = Schema.String.annotations({ description: "ISO 8601 UTC with milliseconds" })
@@ -35,7 +35,7 @@ export const DeliveryListParams = Schema.Struct({
   )
 }).annotations(strict)
 
-export const DeliveryIdPath = Schema.Struct({ id: Schema.String })
+export const DeliveryIdPath = RecordIdPath
 
 export const WebhookStatus = Schema.Struct({
   url: Schema.NullOr(Schema.String),

@@ -1,5 +1,8 @@
-import { Config, ConfigError, ConfigProvider, Context, Either, Effect, Layer } from "effect"
+import { Config, ConfigError, ConfigProvider, Context, Either, Effect, Layer, Redacted } from "effect"
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs"
+import { join, resolve } from "node:path"
 import type { Thresholds } from "../domain/Fraud.ts"
+import { newKeyHex, parseKey } from "./Sealing.ts"
 
 /** Parses `30s`, `5m`, `2h`, `24h`, `1500ms`, `1d` into milliseconds. */
 export const parseDurationMs = (text: string): number | null => {
@@ -66,6 +69,11 @@ export interface AppConfigShape {
   readonly acquirerTimeoutMs: number
   /** How long an in-flight idempotency claim blocks retries before a crashed holder is presumed dead. */
   readonly idempotencyLeaseMs: number
+  /**
+   * 64 hex characters (AES-256): seals stored idempotent responses that carry a secret. Null:
+   * kept in `.data/` with the embedded database, else a key of this process only.
+   */
+  readonly responseEncryptionKey: Redacted.Redacted<string> | null
 }
 
 export class AppConfig extends Context.Tag("payments/AppConfig")<AppConfig, AppConfigShape>() {}
@@ -91,10 +99,35 @@ export const appConfig: Config.Config<AppConfigShape> = Config.all({
   settlementCutoffMinutes: cutoff,
   requestDeadlineMs: durationMs("REQUEST_DEADLINE", "5s"),
   acquirerTimeoutMs: durationMs("ACQUIRER_TIMEOUT", "10s"),
-  idempotencyLeaseMs: durationMs("IDEMPOTENCY_LEASE", "60s")
+  idempotencyLeaseMs: durationMs("IDEMPOTENCY_LEASE", "60s"),
+  responseEncryptionKey: Config.redacted("RESPONSE_ENCRYPTION_KEY").pipe(
+    Config.validate({
+      message: "RESPONSE_ENCRYPTION_KEY must be 64 hexadecimal characters (32 bytes; e.g. openssl rand -hex 32)",
+      validation: (key) => parseKey(Redacted.value(key)) !== null
+    }),
+    Config.option,
+    Config.map((o) => (o._tag === "Some" ? o.value : null))
+  )
 })
 
-export const layer = Layer.effect(AppConfig, appConfig)
+export const dataDirectory = resolve(process.env.PAYMENTS_DATA_DIR ?? ".data")
+
+/**
+ * With the embedded database and no RESPONSE_ENCRYPTION_KEY, the key lives beside the data in
+ * `.data/response-encryption-key` (mode 0600), so replays survive restarts.
+ */
+const withLocalResponseKey = (config: AppConfigShape): AppConfigShape => {
+  if (config.responseEncryptionKey !== null || config.databaseUrl !== null) return config
+  const file = join(dataDirectory, "response-encryption-key")
+  if (!existsSync(file)) {
+    mkdirSync(dataDirectory, { recursive: true })
+    writeFileSync(file, `${newKeyHex()}\n`, { mode: 0o600, flag: "wx" })
+  }
+  const hex = readFileSync(file, "utf8").trim()
+  return parseKey(hex) === null ? config : { ...config, responseEncryptionKey: Redacted.make(hex) }
+}
+
+export const layer = Layer.effect(AppConfig, Effect.map(appConfig, withLocalResponseKey))
 export const layerWith = (config: AppConfigShape) => Layer.succeed(AppConfig, config)
 
 /** Defaults (no environment read), for tests and the simulator. */

@@ -6,9 +6,10 @@ import { createServer } from "node:net"
 import { join, resolve } from "node:path"
 import { migrations } from "../store/migrations.ts"
 import { AppConfig } from "./Config.ts"
+import * as Config from "./Config.ts"
 import * as Embedded from "./EmbeddedPostgres.ts"
 
-export const dataDirectory = resolve(process.env.PAYMENTS_DATA_DIR ?? ".data")
+export const dataDirectory = Config.dataDirectory
 
 /** A free TCP port on loopback (for the embedded database and test servers). */
 export const freePort = () =>

@@ -73,7 +73,9 @@ const describe = (error: unknown): string => {
 
 export const makeHttpTransport = (allowPrivate: boolean) =>
   Effect.gen(function*() {
-    const client = yield* HttpClient.HttpClient
+    // Merchants get the documented headers only: no traceparent/b3 from our tracer, no redirects
+    // followed (a 3xx is a failed attempt, so a redirect can never lead inside the network).
+    const client = HttpClient.withTracerPropagation(yield* HttpClient.HttpClient, false)
     return WebhookTransport.of({
       post: (request) =>
         Effect.gen(function*() {

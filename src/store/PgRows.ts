@@ -10,13 +10,33 @@ export type Row = Record<string, any>
 export const iso = (value: unknown): string => (value instanceof Date ? value.toISOString() : new Date(String(value)).toISOString())
 export const isoOrNull = (value: unknown): string | null => (value === null || value === undefined ? null : iso(value))
 
-/** Infrastructure failures leave the store as StoreUnavailable (503); broken invariants stay defects. */
+const sqlStatePattern = /^[0-9A-Z]{5}$/
+
+/**
+ * Whether a failed statement means the database cannot be reached or cannot take the work now
+ * (503, safe to retry), by SQLSTATE: connection exceptions (08), the login refused (28) or its
+ * database missing (3D000) or not accepting connections (55000; class 55 also holds a lock not
+ * available, 55P03), insufficient resources (53), operator intervention such as admin shutdown
+ * or a statement timeout (57), system errors (58), serialization failures and deadlocks (40001,
+ * 40P01). A failure
+ * without a SQLSTATE never reached a server (refused, reset, pool closed). Everything else is the
+ * data PostgreSQL refused (22 data exception, 23 integrity, P0001 our triggers, 42 syntax...): a
+ * bug of ours, since the edge validates what clients send, so a defect (500), never an outage
+ * that a client would be told to retry forever.
+ */
+export const isUnavailable = (code: string | undefined): boolean => {
+  if (code === undefined || !sqlStatePattern.test(code)) return true
+  const sqlClass = code.slice(0, 2)
+  return ["08", "28", "53", "55", "57", "58"].includes(sqlClass) || code === "3D000" || code === "40001" || code === "40P01"
+}
+
+/** Infrastructure failures leave the store as StoreUnavailable (503); everything else is a defect (500). */
 export const run = <A>(effect: Effect.Effect<A, SqlError>): Effect.Effect<A, StoreUnavailable> =>
   Effect.catchTag(effect, "SqlError", (error) => {
-    const code = (error.cause as { code?: string } | undefined)?.code
-    // Constraint and trigger violations (class 23, P0001) are bugs, not outages.
-    if (code !== undefined && (code.startsWith("23") || code === "P0001")) return Effect.die(error)
-    return Effect.fail(new StoreUnavailable({ cause: error }))
+    const code = (error.cause as { code?: unknown } | undefined)?.code
+    return isUnavailable(typeof code === "string" ? code : undefined)
+      ? Effect.fail(new StoreUnavailable({ cause: error }))
+      : Effect.die(error)
   })
 
 export const toMerchant = (r: Row): Merchant => ({

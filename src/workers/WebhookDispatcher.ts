@@ -55,6 +55,14 @@ export const run = (options: DispatcherOptions = defaultOptions) =>
      * afresh). An attempt wakes it only when the retry it scheduled is due before that.
      */
     let sleepingUntilMs = Number.NEGATIVE_INFINITY
+    // Last at shutdown (after the workers are interrupted): claims still waiting in an endpoint's
+    // queue go back to the store, so another process takes them now, not when their lease ends.
+    yield* Effect.addFinalizer(() =>
+      Effect.forEach(actors.values(), (queue) =>
+        Effect.flatMap(Queue.takeAll(queue), (claims) =>
+          Effect.forEach(claims, ({ delivery, token }) => store.releaseLease(delivery.id, token).pipe(Effect.ignore), { discard: true })),
+        { discard: true })
+    )
 
     const attempt = ({ delivery, token }: Claim) =>
       Effect.gen(function*() {
@@ -89,7 +97,12 @@ export const run = (options: DispatcherOptions = defaultOptions) =>
         const next = afterAttempt(delivery, at, outcome, config.webhookRetryScheduleMs, yield* nowIso)
         yield* store.recordAttempt(next.delivery, next.attempt, token)
         if (next.delivery.nextAttemptAt !== null && Date.parse(next.delivery.nextAttemptAt) < sleepingUntilMs) yield* webhooks.wake
-      }).pipe(Effect.catchAll((error) => Effect.logWarning(`webhook delivery ${delivery.id} attempt not recorded`, error)))
+      }).pipe(
+        Effect.catchAll((error) => Effect.logWarning(`webhook delivery ${delivery.id} attempt not recorded`, error)),
+        // A stop in the middle of an attempt hands the delivery back at once instead of leaving it
+        // to wait out the lease (once recorded, the token holds nothing and this changes nothing).
+        Effect.onInterrupt(() => store.releaseLease(delivery.id, token).pipe(Effect.ignore))
+      )
 
     /**
      * One endpoint's actor: a bounded queue worked by `concurrencyPerEndpoint` supervised worker

@@ -93,6 +93,14 @@ describe("profile", () => {
     [{ webhook_url: "http://10.1.2.3/hook" }, "webhook_url"],
     [{ webhook_url: "http://169.254.169.254/latest" }, "webhook_url"],
     [{ webhook_url: "http://[::1]/hook" }, "webhook_url"],
+    // Every spelling of loopback and of the metadata address (normalised, then classified).
+    ...[
+      "http://[::ffff:127.0.0.1]/", "http://[::ffff:a9fe:a9fe]/", "http://[0:0:0:0:0:ffff:7f00:1]/", "http://[::127.0.0.1]/",
+      "http://[64:ff9b::7f00:1]/", "http://[64:ff9b::a9fe:a9fe]/", "http://[2002:7f00:1::]/", "http://[2002:a9fe:a9fe::1]/",
+      "http://2130706433/", "http://0x7f.1/", "http://017700000001/", "http://0177.0.0.01/", "http://127.1/", "http://127.0.0.1./",
+      "http://2852039166/", "http://0xa9.0xfe.0xa9.0xfe/", "http://[fe80::1%25eth0]/", "http://[fc00::1]/", "http://0.0.0.0/",
+      "http://[::]/", "http://localhost/", "http://localhost./", "http://100.64.0.1/", "http://[2001:0:4136:e378:8000:63bf:80ff:fffe]/"
+    ].map((url) => [{ webhook_url: url }, "webhook_url"] as const),
     [{ webhok_url: "https://93.184.215.14/" }, "webhok_url"]
   ])("PATCH refuses %j with 422 naming %s and changes nothing", async (body, param) => {
     const { api } = await newMerchant("Unchanged")

@@ -255,7 +255,7 @@ describe("webhook dispatcher under virtual time", () => {
     seedEvent(h.state, { id: "evt_1", merchantId: "mer_1", atMs: t0 })
     const first = h.start({}, { pollIntervalMs: 2 * day })
     h.runUntil(t0 + 10_000)
-    first.stop()
+    first.crash()
     // The POST in flight was cut off with the process; nothing was recorded.
     expect(h.posts).toMatchObject([{ atMs: t0, end: "interrupted", endedAtMs: t0 + 10_000 }])
     expect(h.delivery("mer_1")).toMatchObject({ status: "pending", attempts: [] })
@@ -275,6 +275,34 @@ describe("webhook dispatcher under virtual time", () => {
     h.runUntil(t0 + 7 * day)
     expect(h.posts).toHaveLength(2)
     expect(h.logs).toEqual([])
+  })
+})
+
+describe("webhook dispatcher under virtual time: a graceful stop", () => {
+  it("a stop (SIGTERM) mid-attempt hands the delivery back at once: the next process sends it on its first poll, not after the lease", () => {
+    const h = setUp(() => noAnswer)
+    seedEvent(h.state, { id: "evt_1", merchantId: "mer_1", atMs: t0 })
+    const first = h.start({}, { pollIntervalMs: 2 * day })
+    h.runUntil(t0 + 10_000)
+    first.stop()
+    expect(h.posts).toMatchObject([{ atMs: t0, end: "interrupted", endedAtMs: t0 + 10_000 }])
+    h.respond = () => status(200)
+    h.start({}, { pollIntervalMs: 2 * day })
+    expect(h.posts.map((p) => p.atMs)).toEqual([t0, t0 + 10_000])
+    expect(h.delivery("mer_1")).toMatchObject({ status: "succeeded", attempts: [{ attempt: 1, at: iso(t0 + 10_000), responseStatus: 200 }] })
+  })
+
+  it("claims still queued behind a busy endpoint go back at a stop too", () => {
+    const h = setUp(() => after(20_000, status(200)))
+    for (let i = 0; i < 5; i++) seedEvent(h.state, { id: `evt_${i}`, merchantId: "mer_1", atMs: t0 })
+    const first = h.start({}, { pollIntervalMs: 2 * day, concurrencyPerEndpoint: 1 })
+    h.runUntil(t0 + 1_000)
+    first.stop()
+    h.start({}, { pollIntervalMs: 2 * day, concurrencyPerEndpoint: 5 })
+    // All five go out at once from the new process: none waited for a lease to end.
+    expect(h.posts.filter((p) => p.atMs === t0 + 1_000)).toHaveLength(5)
+    h.runUntil(t0 + 30_000)
+    expect(h.deliveries("mer_1").every((d) => d.status === "succeeded" && d.attempts.length === 1)).toBe(true)
   })
 })
 

@@ -49,6 +49,11 @@ describe("webhook dispatcher over real HTTP", () => {
         expect(request.headers["x-service-event-id"]).toBe(event.id)
         expect(request.headers["x-service-delivery-attempt"]).toBe("1")
         expect(request.headers["x-service-delivery-id"]).toBe(delivery!.id)
+        // Only the documented headers (and HTTP's own): nothing internal such as trace context.
+        expect(Object.keys(request.headers).sort()).toEqual([
+          "connection", "content-length", "content-type", "host", "user-agent",
+          "x-service-delivery-attempt", "x-service-delivery-id", "x-service-event-id", "x-service-signature"
+        ])
         expect(JSON.parse(request.body)).toEqual({ id: event.id, type: event.type, created_at: event.createdAt, data: event.data })
         const header = String(request.headers["x-service-signature"])
         expect(header).toMatch(/^t=\d+,v1=[0-9a-f]{64}$/)

@@ -8,7 +8,7 @@ import * as Webhooks from "../../src/services/Webhooks.ts"
 import { emptyState, layerMemoryFrom, type MemoryState } from "../../src/store/MemoryStore.ts"
 import { memoryWebhookOperations } from "../../src/store/MemoryWebhookStore.ts"
 import type { Store } from "../../src/store/Store.ts"
-import type { WebhookStore } from "../../src/store/WebhookStore.ts"
+import { WebhookStore as WebhookStoreTag, type WebhookStore } from "../../src/store/WebhookStore.ts"
 import type * as WebhookDispatcher from "../../src/workers/WebhookDispatcher.ts"
 import { engineLayer } from "./support.ts"
 
@@ -18,6 +18,18 @@ import { engineLayer } from "./support.ts"
  * it: `runUntil(ms)` settles every fiber and fires every wake-up in order up to `ms`, so "nothing
  * happens 1 ms early" is an exact, deterministic check instead of a real-time sleep.
  */
+
+/** A dead process's store: every call interrupts its caller, so nothing it does reaches the state any more. */
+const fenced = <S extends object>(shape: S, fence: { readonly dead: boolean }): S => {
+  const out: Record<string, unknown> = {}
+  for (const [name, member] of Object.entries(shape)) {
+    out[name] = typeof member !== "function"
+      ? member
+      : (...args: Array<unknown>) =>
+        Effect.suspend(() => (fence.dead ? Effect.interrupt : (member as (...a: Array<unknown>) => Effect.Effect<unknown, unknown>)(...args)))
+  }
+  return out as S
+}
 
 /** One POST the dispatcher made, as the in-memory endpoint saw it. */
 export interface Post {
@@ -62,8 +74,10 @@ export interface Engine {
   readonly config: Config.AppConfigShape
   /** Runs an effect against this process's services, to completion at the current virtual time. */
   readonly run: <A, E>(effect: Effect.Effect<A, E, EngineServices>) => A
-  /** Stops the process: every fiber of its scope is interrupted, in flight or not. */
+  /** Stops the process gracefully: every fiber of its scope is interrupted, and its clean-up runs. */
   readonly stop: () => void
+  /** Kills the process (kill -9): from now on it reaches nothing, not even to clean up; then its fibers end. */
+  readonly crash: () => void
 }
 
 export class VirtualWebhooks {
@@ -144,22 +158,32 @@ export class VirtualWebhooks {
    */
   start(config: Partial<Config.AppConfigShape> = {}, options: Partial<WebhookDispatcher.DispatcherOptions> = {}): Engine {
     const full = Config.defaultsWith({ webhookAllowPrivateUrls: true, ...config })
-    const layer = engineLayer(layerMemoryFrom(this.state), full, options, this.seed * 1000 + ++this.generation, Layer.succeed(WebhookTransport, this.transport))
+    const fence = { dead: false }
+    const stores = Layer.effect(
+      WebhookStoreTag,
+      Effect.map(WebhookStoreTag, (store) => fenced(store, fence))
+    ).pipe(Layer.provideMerge(layerMemoryFrom(this.state)))
+    const layer = engineLayer(stores, full, options, this.seed * 1000 + ++this.generation, Layer.succeed(WebhookTransport, this.transport))
     const { context, scope } = this.runNow(Effect.gen(function*() {
       const scope = yield* Scope.make()
       const context = yield* Layer.buildWithScope(layer, scope)
       return { context, scope }
     }))
     let stopped = false
+    const stop = () => {
+      stopped = true
+      this.runNow(Scope.close(scope, Exit.void))
+    }
     return {
       config: full,
       run: (effect) => {
         if (stopped) throw new Error("this process was stopped")
         return this.runNow(Effect.provide(effect, context))
       },
-      stop: () => {
-        stopped = true
-        this.runNow(Scope.close(scope, Exit.void))
+      stop,
+      crash: () => {
+        fence.dead = true
+        stop()
       }
     }
   }
