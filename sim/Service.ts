@@ -72,7 +72,7 @@ interface Instance {
 }
 
 /** Set when the instance dies: from then on it reaches nothing outside the process. */
-interface Fence {
+export interface Fence {
   dead: boolean
 }
 
@@ -82,7 +82,7 @@ interface Fence {
  * killed in the middle of an instant commits, sends and answers nothing more; not even the
  * clean-up a graceful stop would do (releasing claims and leases), which must not hang teardown.
  */
-const fenced = <S extends object>(shape: S, fence: Fence): S => {
+export const fenced = <S extends object>(shape: S, fence: Fence): S => {
   const out: Record<string, unknown> = {}
   for (const [name, member] of Object.entries(shape)) {
     out[name] = typeof member !== "function"

@@ -1,4 +1,4 @@
-import { Config, ConfigError, ConfigProvider, Context, Either, Effect, Layer, Redacted } from "effect"
+import { Config, ConfigError, ConfigProvider, Context, Data, Either, Effect, Layer, Redacted } from "effect"
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs"
 import { join, resolve } from "node:path"
 import type { Thresholds } from "../domain/Fraud.ts"
@@ -112,22 +112,34 @@ export const appConfig: Config.Config<AppConfigShape> = Config.all({
 
 export const dataDirectory = resolve(process.env.PAYMENTS_DATA_DIR ?? ".data")
 
+/** The data directory cannot hold what the embedded mode keeps there. */
+export class DataDirectoryError extends Data.TaggedError("DataDirectoryError")<{ readonly message: string }> {}
+
 /**
  * With the embedded database and no RESPONSE_ENCRYPTION_KEY, the key lives beside the data in
  * `.data/response-encryption-key` (mode 0600), so replays survive restarts.
  */
-const withLocalResponseKey = (config: AppConfigShape): AppConfigShape => {
-  if (config.responseEncryptionKey !== null || config.databaseUrl !== null) return config
-  const file = join(dataDirectory, "response-encryption-key")
-  if (!existsSync(file)) {
-    mkdirSync(dataDirectory, { recursive: true })
-    writeFileSync(file, `${newKeyHex()}\n`, { mode: 0o600, flag: "wx" })
-  }
-  const hex = readFileSync(file, "utf8").trim()
-  return parseKey(hex) === null ? config : { ...config, responseEncryptionKey: Redacted.make(hex) }
-}
+const withLocalResponseKey = (config: AppConfigShape) =>
+  Effect.try({
+    try: (): AppConfigShape => {
+      if (config.responseEncryptionKey !== null || config.databaseUrl !== null) return config
+      const file = join(dataDirectory, "response-encryption-key")
+      if (!existsSync(file)) {
+        mkdirSync(dataDirectory, { recursive: true })
+        writeFileSync(file, `${newKeyHex()}\n`, { mode: 0o600, flag: "wx" })
+      }
+      const hex = readFileSync(file, "utf8").trim()
+      if (parseKey(hex) === null) throw new Error(`${file} does not hold 64 hexadecimal characters`)
+      return { ...config, responseEncryptionKey: Redacted.make(hex) }
+    },
+    catch: (cause) =>
+      new DataDirectoryError({
+        message: `cannot keep the response encryption key in ${dataDirectory} (${cause instanceof Error ? cause.message : String(cause)}): ` +
+          "set PAYMENTS_DATA_DIR to a writable directory, or set RESPONSE_ENCRYPTION_KEY and DATABASE_URL"
+      })
+  })
 
-export const layer = Layer.effect(AppConfig, Effect.map(appConfig, withLocalResponseKey))
+export const layer = Layer.effect(AppConfig, Effect.flatMap(appConfig, withLocalResponseKey))
 export const layerWith = (config: AppConfigShape) => Layer.succeed(AppConfig, config)
 
 /** Defaults (no environment read), for tests and the simulator. */

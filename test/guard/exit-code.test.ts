@@ -107,11 +107,28 @@ describe("npm start's error paths exit non-zero with one clear line", () => {
   it("the embedded database cannot be created: one line saying what to do, no stack trace", async () => {
     const notADirectory = join(scratch, "file")
     writeFileSync(notADirectory, "")
-    const run = await start({ PAYMENTS_DATA_DIR: notADirectory, PORT: String(occupiedPort + 1) })
+    // With a response key given, the first thing to fail is the embedded database itself.
+    const run = await start({ PAYMENTS_DATA_DIR: notADirectory, PORT: String(occupiedPort + 1), RESPONSE_ENCRYPTION_KEY: "ab".repeat(32) })
     expect(run.code).not.toBe(0)
     expect(run.output).toContain("EmbeddedPostgresError")
     expect(run.output).toContain("DATABASE_URL")
     expect(run.output).not.toMatch(/\n\s+at /)
+  })
+
+  it("the data directory cannot hold the response key: one line naming what to set", async () => {
+    const notADirectory = join(scratch, "file2")
+    writeFileSync(notADirectory, "")
+    const run = await start({ PAYMENTS_DATA_DIR: notADirectory, PORT: String(occupiedPort + 1) })
+    expect(run.code).not.toBe(0)
+    expect(run.output).toContain("DataDirectoryError")
+    expect(run.output).toContain("PAYMENTS_DATA_DIR")
+    expect(run.output).not.toMatch(/\n\s+at /)
+  })
+
+  it("an invalid RESPONSE_ENCRYPTION_KEY names the variable", async () => {
+    const run = await start({ RESPONSE_ENCRYPTION_KEY: "short", DATABASE_URL: "postgres://127.0.0.1:1/none" })
+    expect(run.code).not.toBe(0)
+    expect(run.output).toContain("RESPONSE_ENCRYPTION_KEY")
   })
 
   it("the port is taken", async () => {

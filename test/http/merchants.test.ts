@@ -82,7 +82,7 @@ describe("profile", () => {
     expect(cleared.body.merchant.name).toBe("Renamed")
   })
 
-  it.each([
+  it.each<readonly [Record<string, unknown>, string]>([
     [{ name: "" }, "name"],
     [{ name: "n".repeat(201) }, "name"],
     [{ name: 5 }, "name"],

@@ -1,4 +1,5 @@
 import { Cause, Effect, Exit, Layer, Logger, Runtime, Scope } from "effect"
+import { fenced } from "../../sim/Service.ts"
 import { VirtualTime } from "../../sim/VirtualTime.ts"
 import type { Delivery } from "../../src/domain/Webhook.ts"
 import * as Config from "../../src/platform/Config.ts"
@@ -18,18 +19,6 @@ import { engineLayer } from "./support.ts"
  * it: `runUntil(ms)` settles every fiber and fires every wake-up in order up to `ms`, so "nothing
  * happens 1 ms early" is an exact, deterministic check instead of a real-time sleep.
  */
-
-/** A dead process's store: every call interrupts its caller, so nothing it does reaches the state any more. */
-const fenced = <S extends object>(shape: S, fence: { readonly dead: boolean }): S => {
-  const out: Record<string, unknown> = {}
-  for (const [name, member] of Object.entries(shape)) {
-    out[name] = typeof member !== "function"
-      ? member
-      : (...args: Array<unknown>) =>
-        Effect.suspend(() => (fence.dead ? Effect.interrupt : (member as (...a: Array<unknown>) => Effect.Effect<unknown, unknown>)(...args)))
-  }
-  return out as S
-}
 
 /** One POST the dispatcher made, as the in-memory endpoint saw it. */
 export interface Post {
