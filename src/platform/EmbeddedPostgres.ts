@@ -256,9 +256,16 @@ export const startEmbeddedPostgres = async (options: StartOptions): Promise<Embe
     await step("initdb", () => initialise(binaries, directory, runAs))
   }
   const child = await step("starting postgres", () => awaitReady(binaries, options, directory, runAs))
+  // If the process ends without stop() (a second signal, an exit from elsewhere), the server is
+  // still told to shut down: a synchronous signal at exit, which leaves the exit code alone.
+  const stopAtExit = () => {
+    if (child.exitCode === null && child.signalCode === null) child.kill("SIGINT")
+  }
+  process.once("exit", stopAtExit)
   let stopping: Promise<void> | null = null
   const stop = () =>
     (stopping ??= (async () => {
+      process.removeListener("exit", stopAtExit)
       if (child.exitCode === null && child.signalCode === null) {
         await new Promise<void>((done) => {
           const force = setTimeout(() => child.kill("SIGQUIT"), 15_000)
