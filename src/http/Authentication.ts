@@ -6,6 +6,9 @@ import { RateLimiter } from "./RateLimiter.ts"
 
 const wellFormedKey = /^sk_live_[A-Za-z0-9]{16,128}$/
 
+/** Whether a token has the shape of an API key at all (anything else is never looked up). */
+export const isWellFormedApiKey = (token: string) => wellFormedKey.test(token)
+
 /** Bearer authentication with hashed keys, then the per-key rate limit. */
 export const layer = Layer.effect(
   Authentication,
@@ -16,7 +19,7 @@ export const layer = Layer.effect(
       bearer: (token) =>
         Effect.gen(function*() {
           const secret = Redacted.value(token).trim()
-          if (!wellFormedKey.test(secret)) return yield* Effect.fail(E.authenticationRequired())
+          if (!isWellFormedApiKey(secret)) return yield* Effect.fail(E.authenticationRequired())
           const found = yield* apiKeys.authenticate(secret).pipe(Effect.mapError(() => E.serviceUnavailable()))
           if (found === null) return yield* Effect.fail(E.invalidApiKey())
           const rate = yield* limiter.take(found.key.id)

@@ -8,6 +8,7 @@ import { AppConfig } from "../platform/Config.ts"
 import { ApiKeys } from "../services/ApiKeys.ts"
 import { Store } from "../store/Store.ts"
 import { PaymentsApi } from "./Api.ts"
+import { isWellFormedApiKey } from "./Authentication.ts"
 import { idempotencyTaken, storeRefusal } from "./Idempotency.ts"
 import { describeParseError, jsonShapeProblem } from "./JsonShape.ts"
 import * as S from "./Schemas.ts"
@@ -80,27 +81,19 @@ const hasJsonContentType = (request: HttpServerRequest.HttpServerRequest) => {
   return type !== undefined && /^application\/json\s*(;|$)/i.test(type.trim())
 }
 
-/**
- * Reads and checks the body before routing: size (413), media type (415), shape and JSON syntax
- * (400). Hands the text it read to `seen` (null: over the limit, never read whole).
- */
-const checkBody = (request: HttpServerRequest.HttpServerRequest, seen: (text: string | null) => void) =>
+/** Reads and checks the body before routing: size (413), media type (415), shape and JSON syntax (400). */
+const checkBody = (request: HttpServerRequest.HttpServerRequest) =>
   Effect.gen(function*() {
     if (request.method !== "POST" && request.method !== "PATCH" && request.method !== "PUT") return
     const declaredLength = request.headers["content-length"]
     if (declaredLength !== undefined && Number(declaredLength) > maximumBodyBytes) {
-      seen(null)
       return yield* Effect.fail(E.bodyTooLarge(maximumBodyBytes))
     }
     // Chunked bodies have no declared length: the read itself stops at the limit.
     const text = yield* request.text.pipe(
       HttpServerRequest.withMaxBodySize(Option.some(maximumBodyBytes)),
-      Effect.mapError(() => {
-        seen(null)
-        return E.bodyTooLarge(maximumBodyBytes)
-      })
+      Effect.mapError(() => E.bodyTooLarge(maximumBodyBytes))
     )
-    seen(text)
     if (text.length === 0) return
     if (!hasJsonContentType(request)) return yield* Effect.fail(E.unsupportedMediaType())
     const shapeProblem = jsonShapeProblem(text)
@@ -129,7 +122,7 @@ export const layer = HttpApiBuilder.middleware(
     /** The merchant of the request's API key, for refusals stored under its idempotency key; null when none. */
     const merchantOf = (request: HttpServerRequest.HttpServerRequest) => {
       const token = bearerPattern.exec(request.headers["authorization"] ?? "")?.[1]
-      if (token === undefined) return Effect.succeed(null)
+      if (token === undefined || !isWellFormedApiKey(token)) return Effect.succeed(null)
       return apiKeys.authenticate(token).pipe(
         Effect.map((found) => found?.merchant.id ?? null),
         Effect.orElseSucceed(() => null)
@@ -137,35 +130,26 @@ export const layer = HttpApiBuilder.middleware(
     }
 
     /** A refusal of a write that carries an idempotency key is stored like any finished response. */
-    const answerRefusal = (
-      request: HttpServerRequest.HttpServerRequest,
-      error: E.ApiError,
-      requestId: string,
-      taken: boolean,
-      bodyText: string | null
-    ) =>
-      Effect.gen(function*() {
-        if (taken || request.method === "GET" || request.headers["x-idempotency-key"] === undefined) return renderError(error, requestId)
-        const merchantId = yield* merchantOf(request)
-        const stored = yield* storeRefusal(request, error, requestId, merchantId, store, config, bodyText).pipe(
+    const answerRefusal = (request: HttpServerRequest.HttpServerRequest, error: E.ApiError, requestId: string, taken: boolean) =>
+      taken
+        ? Effect.succeed(renderError(error, requestId))
+        : storeRefusal(request, error, requestId, merchantOf(request), store, config).pipe(
+          Effect.map((stored) => stored ?? renderError(error, requestId)),
           Effect.catchAll((refusal) => Effect.succeed(renderError(refusal, requestId)))
         )
-        return stored ?? renderError(error, requestId)
-      })
 
     return (app) =>
       Effect.gen(function*() {
         const request = yield* HttpServerRequest.HttpServerRequest
         const requestId = ids.mint("request")
         const state = { taken: false }
-        let bodyText: string | null = ""
-        const response = yield* Effect.zipRight(checkBody(request, (text) => (bodyText = text)), app).pipe(
+        const response = yield* Effect.zipRight(checkBody(request), app).pipe(
           Effect.locally(currentRequestId, requestId),
           Effect.locally(idempotencyTaken, state),
           Effect.catchAllCause((cause) =>
             Cause.isInterruptedOnly(cause)
               ? Effect.failCause(cause)
-              : Effect.flatMap(toApiError(cause, request), (error) => answerRefusal(request, error, requestId, state.taken, bodyText))
+              : Effect.flatMap(toApiError(cause, request), (error) => answerRefusal(request, error, requestId, state.taken))
           )
         )
         yield* Metric.increment(Metric.tagged(httpRequests, "status", String(response.status)))

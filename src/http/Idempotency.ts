@@ -167,22 +167,26 @@ const isFinal = (error: E.ApiError) => error.status !== 429 && error.status < 50
  * A request the edge refused before any handler ran (400 invalid_json, 413, 415, 422 from
  * decoding, 404 of an unknown route) still carries its idempotency key: the refusal is a finished
  * response, stored and replayed like any other (CONTRACT section 5). Null when there is nothing
- * to do: no key, not a write, not final, or no merchant to scope the key to.
+ * to do: not a write, no well-formed key, not final, or no merchant to scope the key to (looked
+ * up only when everything else holds).
  */
 export const storeRefusal = (
   request: HttpServerRequest.HttpServerRequest,
   error: E.ApiError,
   requestId: string,
-  merchantId: string | null,
+  merchantOf: Effect.Effect<string | null>,
   store: StoreShape,
-  config: AppConfigShape,
-  /** The body as the edge read it; null when it was over the limit and never read whole. */
-  bodyText: string | null
+  config: AppConfigShape
 ): Effect.Effect<HttpServerResponse.HttpServerResponse | null, E.ApiError> =>
   Effect.gen(function*() {
     const key = request.headers["x-idempotency-key"]
-    if (merchantId === null || key === undefined || !isWellFormedKey(key) || !isFinal(error)) return null
-    const text = bodyText ?? `over the limit, ${request.headers["content-length"] ?? "chunked"}`
+    if (request.method === "GET" || key === undefined || !isWellFormedKey(key) || !isFinal(error)) return null
+    const merchantId = yield* merchantOf
+    if (merchantId === null) return null
+    // The edge read the body already (the read is cached); one over the limit was never read whole.
+    const text = error.code === "body_too_large"
+      ? `over the limit, ${request.headers["content-length"] ?? "chunked"}`
+      : yield* Effect.orElseSucceed(request.text, () => "")
     const answered = yield* claim(store, config, merchantId, key, fingerprintOf(request.method, request.url, text))
     if (answered !== null) return answered
     const body = JSON.stringify(error.body(requestId))
