@@ -5,11 +5,10 @@ import { Effect, Layer, Redacted } from "effect"
 import { createServer } from "node:net"
 import { join, resolve } from "node:path"
 import { migrations } from "../store/migrations.ts"
-import { AppConfig } from "./Config.ts"
-import * as Config from "./Config.ts"
+import { AppConfig, dataDirectory } from "./Config.ts"
 import * as Embedded from "./EmbeddedPostgres.ts"
 
-export const dataDirectory = Config.dataDirectory
+export { dataDirectory }
 
 /** A free TCP port on loopback (for the embedded database and test servers). */
 export const freePort = () =>

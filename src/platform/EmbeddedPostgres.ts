@@ -13,7 +13,7 @@
  * instead (`PAYMENTS_EMBEDDED_ROOT` overrides it), and the cluster's place there is derived from
  * the data directory's path, so every start finds it again.
  */
-import { execFileSync, spawn } from "node:child_process"
+import { execFileSync, spawn, type SpawnOptionsWithStdioTuple } from "node:child_process"
 import { createHash, randomBytes } from "node:crypto"
 import { existsSync, readFileSync, statSync } from "node:fs"
 import { chmod, chown, cp, mkdir, rename, rm, writeFile } from "node:fs/promises"
@@ -75,8 +75,12 @@ const isRoot = () => process.getuid?.() === 0
 
 const idOf = (flag: "-u" | "-g") => Number(execFileSync("id", [flag, user], { encoding: "utf8", stdio: ["ignore", "pipe", "ignore"] }).trim())
 
-/** As root: the `postgres` user to run the server as, created on first use. */
-const serverUser = (): RunAs => {
+let knownServerUser: RunAs | null = null
+
+/** As root: the `postgres` user to run the server as, created on first use (looked up once per process). */
+const serverUser = (): RunAs => (knownServerUser ??= findOrCreateServerUser())
+
+const findOrCreateServerUser = (): RunAs => {
   try {
     return { uid: idOf("-u"), gid: idOf("-g") }
   } catch {
@@ -165,9 +169,13 @@ export const runningServerPort = (directory: string): number | null => {
 const lastLines = (text: string) =>
   text.split("\n").map((line) => line.trim()).filter((line) => line.length > 0).slice(-2).join(" / ") || "no output"
 
+/** initdb and postgres: as the server user when root, messages in English on stderr only. */
+const spawnOptions = (runAs: RunAs | null): SpawnOptionsWithStdioTuple<"ignore", "ignore", "pipe"> =>
+  ({ ...(runAs ?? {}), stdio: ["ignore", "ignore", "pipe"], env: { ...process.env, LC_ALL: "C" } })
+
 const run = (command: string, args: ReadonlyArray<string>, runAs: RunAs | null) =>
   new Promise<void>((done, fail) => {
-    const child = spawn(command, args, { ...(runAs ?? {}), stdio: ["ignore", "ignore", "pipe"], env: { ...process.env, LC_ALL: "C" } })
+    const child = spawn(command, args, spawnOptions(runAs))
     let stderr = ""
     child.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString("utf8")))
     child.once("error", fail)
@@ -207,7 +215,7 @@ const awaitReady = (binaries: Binaries, options: StartOptions, directory: string
       "-c", "unix_socket_directories=",
       "-c", "max_connections=200",
       ...(options.flags ?? [])
-    ], { ...(runAs ?? {}), stdio: ["ignore", "ignore", "pipe"], env: { ...process.env, LC_ALL: "C" } })
+    ], spawnOptions(runAs))
     let stderr = ""
     let ready = false
     child.stderr!.on("data", (chunk: Buffer) => {
