@@ -15,9 +15,10 @@ const embeddedIpv4 = (address: ipaddr.IPv6): ipaddr.IPv4 | null => {
   const range = address.range()
   const parts = address.parts
   const low32 = (high: number, low: number) => new ipaddr.IPv4([high >> 8, high & 0xff, low >> 8, low & 0xff])
-  if (range === "ipv4Mapped" || range === "rfc6145" || range === "rfc6052") return low32(parts[6]!, parts[7]!)
-  // IPv4-compatible (::a.b.c.d, deprecated) and the local-use NAT64 prefix 64:ff9b:1::/48.
+  if (range === "ipv4Mapped" || range === "rfc6145") return low32(parts[6]!, parts[7]!)
+  // IPv4-compatible (::a.b.c.d, deprecated; :: and ::1 land in 0.0.0.0/8, not public).
   if (parts.slice(0, 6).every((part) => part === 0)) return low32(parts[6]!, parts[7]!)
+  // NAT64: the well-known prefix 64:ff9b::/96 and the local-use 64:ff9b:1::/48, one check.
   if (parts[0] === 0x64 && parts[1] === 0xff9b) return low32(parts[6]!, parts[7]!)
   if (range === "6to4") return low32(parts[1]!, parts[2]!)
   // Teredo: the client's address is the last 32 bits, inverted.
