@@ -4,6 +4,7 @@ import { createServer, type Server } from "node:net"
 import { tmpdir } from "node:os"
 import { join, resolve } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { freshShellEnv } from "../support/childEnv.ts"
 
 // The gate itself (issue: `npm test` exited 0 when a test failed, because a library's exit hook
 // called process.exit(0)). vitest runs here as a child process, as CI runs it, on fixtures kept
@@ -18,18 +19,9 @@ interface Run {
   readonly output: string
 }
 
-/** The environment of a fresh shell: no vitest worker variables, no database unless given. */
-const cleanEnv = (extra: Record<string, string>) => {
-  const env: Record<string, string> = {}
-  for (const [name, value] of Object.entries(process.env)) {
-    if (value !== undefined && !name.startsWith("VITEST") && name !== "NODE_OPTIONS" && name !== "DATABASE_URL") env[name] = value
-  }
-  return { ...env, NO_COLOR: "1", ...extra }
-}
-
 const runChild = (command: string, args: ReadonlyArray<string>, env: Record<string, string>) =>
   new Promise<Run>((done) => {
-    execFile(command, args, { cwd: root, env: cleanEnv(env), timeout: 90_000 }, (error, stdout, stderr) =>
+    execFile(command, args, { cwd: root, env: freshShellEnv(env), timeout: 90_000 }, (error, stdout, stderr) =>
       done({ code: error === null ? 0 : typeof error.code === "number" ? error.code : null, output: `${stdout}\n${stderr}` }))
   })
 

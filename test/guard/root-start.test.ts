@@ -5,6 +5,7 @@ import { join, resolve } from "node:path"
 import { afterAll, describe, expect, it } from "vitest"
 import { freePort } from "../../src/platform/Database.ts"
 import { client, createTransaction, eventually } from "../support/app.ts"
+import { freshShellEnv } from "../support/childEnv.ts"
 
 // A checkout in root's home directory (mode 0700, as in most containers), started as root with
 // `npm start`: PostgreSQL runs as the postgres user, which cannot enter that directory, so the
@@ -31,10 +32,7 @@ describe.skipIf(!isRoot)("the first start as root from a 0700 directory", () => 
     // A real node_modules inside the private directory (its binaries are unreachable for postgres).
     cpSync(join(root, "node_modules"), join(checkout, "node_modules"), { recursive: true, verbatimSymlinks: true })
     const port = await freePort()
-    const env: Record<string, string> = { PORT: String(port), PAYMENTS_EMBEDDED_ROOT: runtime, NO_COLOR: "1" }
-    for (const [name, value] of Object.entries(process.env)) {
-      if (value !== undefined && !name.startsWith("VITEST") && name !== "DATABASE_URL" && name !== "NODE_OPTIONS") env[name] ??= value
-    }
+    const env = freshShellEnv({ PORT: String(port), PAYMENTS_EMBEDDED_ROOT: runtime })
     const service = spawn(join(checkout, "node_modules/.bin/tsx"), ["src/main.ts", "serve"], { cwd: checkout, env, stdio: ["ignore", "pipe", "pipe"] })
     let output = ""
     service.stdout.on("data", (chunk: Buffer) => (output += chunk.toString()))
