@@ -281,6 +281,14 @@ export const auditedStore = (store: StoreShape, auditor: Auditor, plantedBug: Pl
       Effect.tap(store.insertPayment(change), (outcome) => {
         if (outcome._tag === "Inserted") auditor.onChange(null, change)
       }),
+    openPayment: (open) =>
+      Effect.tap(store.openPayment(open), (outcome) => {
+        if (outcome._tag === "Opened") auditor.onChange(null, open.change)
+      }),
+    commitChange: (commit) =>
+      Effect.tap(store.commitChange(commit), (committed) => {
+        if (committed) auditor.onChange(commit.before, commit.change)
+      }),
     updatePayment: (target, decide) =>
       store.updatePayment(target, (payment, fraudCase) => {
         const decision = buggy(decide)(payment, fraudCase)

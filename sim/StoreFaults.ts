@@ -52,6 +52,13 @@ const committing: Readonly<Record<string, Committed>> = {
     (outcome as { _tag: string })._tag === "Inserted"
       ? { subject: (args[0] as Parameters<StoreShape["insertPayment"]>[0]).payment.id, mayLose: true }
       : null,
+  openPayment: (args, outcome) =>
+    (outcome as { _tag: string })._tag === "Opened"
+      ? { subject: (args[0] as Parameters<StoreShape["openPayment"]>[0]).change.payment.id, mayLose: true }
+      : null,
+  // The change and, with a key, the stored response: a lost acknowledgement leaves the retry a replay.
+  commitChange: (args, outcome) =>
+    outcome === true ? { subject: (args[0] as Parameters<StoreShape["commitChange"]>[0]).change.payment.id, mayLose: true } : null,
   updatePayment: (_, outcome) => {
     const result = outcome as Effect.Effect.Success<ReturnType<StoreShape["updatePayment"]>>
     return result._tag === "Applied" ? { subject: result.change.payment.id, mayLose: true } : null

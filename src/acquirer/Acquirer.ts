@@ -20,6 +20,12 @@ export class AcquirerUnavailable extends Data.TaggedError("AcquirerUnavailable")
  */
 export interface AcquirerShape {
   readonly authorize: (request: AuthorizationRequest) => Effect.Effect<AuthorizationOutcome, AcquirerUnavailable>
+  /**
+   * The outcome when the network can give it without waiting (the sandbox does, but for its
+   * timeout token), else undefined. With an answer, a create runs its whole flow inline in the
+   * request: no fiber, no timer, one commit.
+   */
+  readonly answerNow?: (request: AuthorizationRequest) => AuthorizationOutcome | undefined
 }
 
 export class Acquirer extends Context.Tag("payments/Acquirer")<Acquirer, AcquirerShape>() {}
@@ -37,11 +43,16 @@ export const sandboxRiskSignals: Record<string, number> = {
 export const ordinaryRiskSignal = 0.05
 export const networkTimeoutToken = "tok_network_timeout"
 
-export const sandboxAuthorize = (request: AuthorizationRequest): Effect.Effect<AuthorizationOutcome> => {
-  if (request.cardToken === networkTimeoutToken) return Effect.never
+export const sandboxAnswer = (request: AuthorizationRequest): AuthorizationOutcome | undefined => {
+  if (request.cardToken === networkTimeoutToken) return undefined
   const decline = sandboxDeclines[request.cardToken]
-  if (decline !== undefined) return Effect.succeed({ _tag: "Declined", ...decline })
-  return Effect.succeed({ _tag: "Approved", networkRiskSignal: sandboxRiskSignals[request.cardToken] ?? ordinaryRiskSignal })
+  if (decline !== undefined) return { _tag: "Declined", ...decline }
+  return { _tag: "Approved", networkRiskSignal: sandboxRiskSignals[request.cardToken] ?? ordinaryRiskSignal }
 }
 
-export const layerSandbox = Layer.succeed(Acquirer, { authorize: sandboxAuthorize })
+export const sandboxAuthorize = (request: AuthorizationRequest): Effect.Effect<AuthorizationOutcome> => {
+  const answer = sandboxAnswer(request)
+  return answer === undefined ? Effect.never : Effect.succeed(answer)
+}
+
+export const layerSandbox = Layer.succeed(Acquirer, { authorize: sandboxAuthorize, answerNow: sandboxAnswer })

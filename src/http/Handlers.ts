@@ -9,7 +9,7 @@ import { Store } from "../store/Store.ts"
 import * as E from "./ApiError.ts"
 import { mapErrors } from "./ApiError.ts"
 import { CurrentMerchant, PaymentsApi } from "./Api.ts"
-import { idempotent } from "./Idempotency.ts"
+import { idempotent, idempotentInline } from "./Idempotency.ts"
 import * as Wire from "./Wire.ts"
 import { validateWebhookUrl } from "./WebhookUrl.ts"
 import { AppConfig } from "../platform/Config.ts"
@@ -31,20 +31,32 @@ const TransactionsLive = HttpApiBuilder.group(PaymentsApi, "transactions", (hand
         Effect.gen(function*() {
           const { merchant } = yield* CurrentMerchant
           const t = payload.transaction
-          return yield* idempotent(
+          const input = (idempotencyKey: string | null) => ({
+            merchantId: merchant.id,
+            amountCents: t.amount_cents,
+            currency: t.currency,
+            cardBrand: t.card_brand,
+            cardLastFour: t.card_last_four,
+            cardToken: t.card_token,
+            captureMethod: t.capture_method ?? "automatic",
+            idempotencyKey,
+            metadata: t.metadata ?? {}
+          })
+          return yield* idempotentInline(
             { merchantId: merchant.id, bodyKey: t.idempotency_key, bodyKeyParam: "transaction.idempotency_key" },
+            (claim, onClaimed, storedForm) =>
+              mapErrors(payments.createInline(input(claim?.key ?? null), {
+                claim,
+                onClaimed,
+                respond: (payment) => {
+                  const body = JSON.stringify({ transaction: Wire.transaction(payment) })
+                  return { status: 201, body, stored: storedForm(body) }
+                }
+              })),
             (commandKey) =>
-              mapErrors(payments.create({
-                merchantId: merchant.id,
-                amountCents: t.amount_cents,
-                currency: t.currency,
-                cardBrand: t.card_brand,
-                cardLastFour: t.card_last_four,
-                cardToken: t.card_token,
-                captureMethod: t.capture_method ?? "automatic",
-                idempotencyKey: commandKey?.key ?? null,
-                metadata: t.metadata ?? {}
-              })).pipe(Effect.map(({ payment }) => ({ status: 201, body: { transaction: Wire.transaction(payment) } })))
+              mapErrors(payments.create(input(commandKey?.key ?? null))).pipe(
+                Effect.map(({ payment }) => ({ status: 201, body: { transaction: Wire.transaction(payment) } }))
+              )
           )
         }))
       .handle("list", ({ urlParams }) =>

@@ -5,7 +5,8 @@ import type { AppConfigShape } from "../platform/Config.ts"
 import { AppConfig } from "../platform/Config.ts"
 import { carriesSecret, isSealed, parseKey, processLocalKey, seal, unseal } from "../platform/Sealing.ts"
 import { addMs, nowIso } from "../platform/Time.ts"
-import type { CommandKey, StoreShape } from "../store/Store.ts"
+import type { Answer, InlineOutcome } from "../services/Payments.ts"
+import type { CommandKey, IdempotencyClaim, StoreShape } from "../store/Store.ts"
 import { Store } from "../store/Store.ts"
 import * as E from "./ApiError.ts"
 import { currentRequestId, jsonResponse } from "./Edge.ts"
@@ -95,12 +96,15 @@ const claim = (store: StoreShape, config: AppConfigShape, merchantId: string, ke
     }
   })
 
+/** A response body as it is stored: sealed when it carries a secret. */
+const storedForm = (config: AppConfigShape, body: string) => (carriesSecret(body) ? seal(sealingKey(config), body) : body)
+
 /**
  * Stores a finished response under a claimed key (sealed when it carries a secret). If storing
  * fails the claim is released, so the client's retry runs again instead of waiting out the lease.
  */
 const complete = (store: StoreShape, config: AppConfigShape, merchantId: string, key: string, status: number, body: string) =>
-  store.completeIdempotencyKey(merchantId, key, status, carriesSecret(body) ? seal(sealingKey(config), body) : body).pipe(
+  store.completeIdempotencyKey(merchantId, key, status, storedForm(config, body)).pipe(
     Effect.catchAll(() =>
       Effect.zipRight(store.releaseIdempotencyKey(merchantId, key).pipe(Effect.ignore), Effect.fail(E.serviceUnavailable()))
     )
@@ -111,24 +115,35 @@ const complete = (store: StoreShape, config: AppConfigShape, merchantId: string,
  * (any status but 429 and 5xx) is stored and replayed byte for byte; a retry after a crash
  * resumes the same operation, which the store recognises by `commandKey`.
  */
+export interface IdempotencyOptions {
+  readonly merchantId: string
+  readonly bodyKey?: string | undefined
+  readonly bodyKeyParam?: string
+}
+
+/** The request's idempotency key (header or body field), checked; undefined without one. */
+const requestKey = (request: HttpServerRequest.HttpServerRequest, options: IdempotencyOptions) => {
+  const headerKey = request.headers["x-idempotency-key"]
+  if (headerKey !== undefined && !isWellFormedKey(headerKey)) {
+    return Effect.fail(E.validationFailed("X-Idempotency-Key", "X-Idempotency-Key must be 1 to 255 printable ASCII characters."))
+  }
+  if (headerKey !== undefined && options.bodyKey !== undefined && headerKey !== options.bodyKey) {
+    return Effect.fail(E.validationFailed(
+      options.bodyKeyParam ?? "idempotency_key",
+      "The X-Idempotency-Key header and the idempotency_key field differ."
+    ))
+  }
+  return Effect.succeed(headerKey ?? options.bodyKey)
+}
+
 export const idempotent = (
-  options: { readonly merchantId: string; readonly bodyKey?: string | undefined; readonly bodyKeyParam?: string },
+  options: IdempotencyOptions,
   operation: (commandKey: CommandKey | undefined) => Effect.Effect<Reply, E.ApiError>
 ): Effect.Effect<HttpServerResponse.HttpServerResponse, E.ApiError, HttpServerRequest.HttpServerRequest | Store | AppConfig> =>
   Effect.gen(function*() {
     ;(yield* FiberRef.get(idempotencyTaken)).taken = true
     const request = yield* HttpServerRequest.HttpServerRequest
-    const headerKey = request.headers["x-idempotency-key"]
-    if (headerKey !== undefined && !isWellFormedKey(headerKey)) {
-      return yield* Effect.fail(E.validationFailed("X-Idempotency-Key", "X-Idempotency-Key must be 1 to 255 printable ASCII characters."))
-    }
-    if (headerKey !== undefined && options.bodyKey !== undefined && headerKey !== options.bodyKey) {
-      return yield* Effect.fail(E.validationFailed(
-        options.bodyKeyParam ?? "idempotency_key",
-        "The X-Idempotency-Key header and the idempotency_key field differ."
-      ))
-    }
-    const key = headerKey ?? options.bodyKey
+    const key = yield* requestKey(request, options)
     const render = (reply: Reply) => jsonResponse(reply.status, JSON.stringify(reply.body))
     if (key === undefined) return render(yield* operation(undefined))
 
@@ -159,6 +174,58 @@ export const idempotent = (
     const body = JSON.stringify(finished.reply.body)
     yield* complete(store, config, options.merchantId, key, finished.reply.status, body).pipe(Effect.onInterrupt(() => release))
     return jsonResponse(finished.reply.status, body, finished.headers)
+  })
+
+/**
+ * For an operation that takes its key in its own first commit and stores its response with its
+ * last (the create path, docs/performance.md): a key never seen before costs no round trip of
+ * its own. Any other state of the key (a retry, a replay, a racing request, a different body)
+ * goes through `idempotent` and `general`, which handle every case.
+ */
+export const idempotentInline = (
+  options: IdempotencyOptions,
+  inline: (
+    claim: IdempotencyClaim | null,
+    onClaimed: () => void,
+    storedForm: (body: string) => string
+  ) => Effect.Effect<InlineOutcome, E.ApiError>,
+  general: (commandKey: CommandKey | undefined) => Effect.Effect<Reply, E.ApiError>
+): Effect.Effect<HttpServerResponse.HttpServerResponse, E.ApiError, HttpServerRequest.HttpServerRequest | Store | AppConfig> =>
+  Effect.gen(function*() {
+    ;(yield* FiberRef.get(idempotencyTaken)).taken = true
+    const request = yield* HttpServerRequest.HttpServerRequest
+    const key = yield* requestKey(request, options)
+    const config = yield* AppConfig
+    const sealed = (body: string) => storedForm(config, body)
+    const send = (answer: Answer) => jsonResponse(answer.status, answer.body)
+    if (key === undefined) {
+      const outcome = yield* inline(null, () => {}, sealed)
+      return outcome._tag === "Answered" ? send(outcome.answer) : yield* Effect.dieMessage("a create without a key cannot find it taken")
+    }
+    const store = yield* Store
+    const text = yield* Effect.orElseSucceed(request.text, () => "")
+    const now = yield* nowIso
+    const claim: IdempotencyClaim = {
+      merchantId: options.merchantId,
+      key,
+      fingerprint: fingerprintOf(request.method, request.url, text),
+      now,
+      lockedUntil: addMs(now, config.idempotencyLeaseMs),
+      expiresAt: addMs(now, config.idempotencyTtlMs)
+    }
+    let claimed = false
+    const release = Effect.suspend(() => (claimed ? store.releaseIdempotencyKey(options.merchantId, key).pipe(Effect.ignore) : Effect.void))
+    // A failure or a stop after the claim committed releases it: the retry resumes the payment.
+    const outcome = yield* inline(claim, () => void (claimed = true), sealed).pipe(
+      Effect.onExit((exit) => (Exit.isSuccess(exit) ? Effect.void : release))
+    )
+    if (outcome._tag === "KeyTaken") return yield* idempotent(options, general)
+    if (!outcome.stored) {
+      yield* complete(store, config, options.merchantId, key, outcome.answer.status, outcome.answer.body).pipe(
+        Effect.onInterrupt(() => release)
+      )
+    }
+    return send(outcome.answer)
   })
 
 const isFinal = (error: E.ApiError) => error.status !== 429 && error.status < 500

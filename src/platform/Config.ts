@@ -70,6 +70,11 @@ export interface AppConfigShape {
   /** How long an in-flight idempotency claim blocks retries before a crashed holder is presumed dead. */
   readonly idempotencyLeaseMs: number
   /**
+   * How long a process trusts an API key it looked up (its status, its merchant) before reading
+   * it again: the staleness bound of a revocation made by another process. 0: read every time.
+   */
+  readonly apiKeyCacheTtlMs: number
+  /**
    * 64 hex characters (AES-256): seals stored idempotent responses that carry a secret. Null:
    * kept in `.data/` with the embedded database, else a key of this process only.
    */
@@ -100,6 +105,7 @@ export const appConfig: Config.Config<AppConfigShape> = Config.all({
   requestDeadlineMs: durationMs("REQUEST_DEADLINE", "5s"),
   acquirerTimeoutMs: durationMs("ACQUIRER_TIMEOUT", "10s"),
   idempotencyLeaseMs: durationMs("IDEMPOTENCY_LEASE", "60s"),
+  apiKeyCacheTtlMs: durationMs("API_KEY_CACHE_TTL", "5s"),
   responseEncryptionKey: Config.redacted("RESPONSE_ENCRYPTION_KEY").pipe(
     Config.validate({
       message: "RESPONSE_ENCRYPTION_KEY must be 64 hexadecimal characters (32 bytes; e.g. openssl rand -hex 32)",

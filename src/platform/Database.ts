@@ -1,10 +1,13 @@
 import * as NodeContext from "@effect/platform-node/NodeContext"
+import { SqlError } from "@effect/sql/SqlError"
 import * as PgClient from "@effect/sql-pg/PgClient"
 import * as PgMigrator from "@effect/sql-pg/PgMigrator"
-import { Effect, Layer, Redacted } from "effect"
+import { Duration, Effect, Layer } from "effect"
 import { createServer } from "node:net"
+import Pg from "pg"
 import { join, resolve } from "node:path"
 import { migrations } from "../store/migrations.ts"
+import { PgPool } from "../store/PgPrepared.ts"
 import { AppConfig, dataDirectory } from "./Config.ts"
 import * as Embedded from "./EmbeddedPostgres.ts"
 
@@ -64,12 +67,40 @@ export const databaseUrl = Effect.gen(function*() {
   return yield* embeddedPostgres(join(dataDirectory, "postgres"), { persistent: true })
 })
 
-export const pgClientLayer = (url: string, maxConnections = 8) =>
-  PgClient.layer({
-    url: Redacted.make(url),
-    maxConnections,
-    applicationName: "payments"
-  })
+/**
+ * One `pg` pool, shared by `@effect/sql-pg`'s client and the store's prepared statements
+ * (`PgPool`); it must answer a first query within 5 s, and it is ended with the scope.
+ */
+export const pgClientLayer = (url: string, maxConnections = 8) => {
+  const pool = Layer.scoped(
+    PgPool,
+    Effect.acquireRelease(
+      Effect.sync(() => {
+        const pool = new Pg.Pool({ connectionString: url, max: maxConnections, application_name: "payments" })
+        // An idle connection that dies is dropped by the pool; the next query reports the outage.
+        pool.on("error", () => {})
+        return pool
+      }),
+      (pool) => Effect.promise(() => pool.end()).pipe(Effect.interruptible, Effect.timeoutOption(1000))
+    ).pipe(
+      Effect.tap((pool) =>
+        Effect.tryPromise({
+          try: () => pool.query("SELECT 1"),
+          catch: (cause) => new SqlError({ cause, message: "PgClient: Failed to connect" })
+        }).pipe(
+          Effect.timeoutFail({
+            duration: Duration.seconds(5),
+            onTimeout: () => new SqlError({ cause: new Error("Connection timed out"), message: "PgClient: Connection timed out" })
+          })
+        )
+      )
+    )
+  )
+  const client = Layer.unwrapEffect(
+    Effect.map(PgPool, (pool) => PgClient.layerFromPool({ acquire: Effect.succeed(pool), applicationName: "payments" }))
+  )
+  return Layer.provideMerge(client, pool)
+}
 
 export const migrationsLayer = PgMigrator.layer({ loader: migrations }).pipe(Layer.provide(NodeContext.layer))
 

@@ -1,7 +1,8 @@
 import { createHash } from "node:crypto"
-import { Context, Effect, Layer } from "effect"
+import { Clock, Context, Effect, Layer } from "effect"
 import type { ApiKey, Merchant } from "../domain/Merchant.ts"
 import { apiKeySecretPrefix, displayPrefix } from "../domain/Merchant.ts"
+import { AppConfig } from "../platform/Config.ts"
 import { Ids } from "../platform/Ids.ts"
 import { nowIso } from "../platform/Time.ts"
 import type { PageOf, PageRequest } from "../store/Store.ts"
@@ -29,12 +30,42 @@ export class ApiKeys extends Context.Tag("payments/ApiKeys")<ApiKeys, ApiKeysSha
 
 /** last_used_at is written at most once a minute per key, to keep reads cheap. */
 const touchIntervalMs = 60_000
+/** Keys remembered per process; the oldest entry goes first beyond this. */
+const cacheLimit = 10_000
+
+type Found = { readonly key: ApiKey; readonly merchant: Merchant }
 
 export const layer = Layer.effect(
   ApiKeys,
   Effect.gen(function*() {
     const store = yield* Store
     const ids = yield* Ids
+    const config = yield* AppConfig
+
+    /**
+     * Active keys by hash, each trusted for `apiKeyCacheTtlMs` (docs/performance.md): the
+     * authentication read leaves the request path. A rotation in this process clears it at once;
+     * one made by another process is seen within the TTL. Unknown and revoked keys are never
+     * cached, so a guessed key cannot fill it.
+     */
+    const cache = new Map<string, { readonly found: Found; readonly until: number }>()
+    /** When this process last wrote each key's last_used_at. */
+    const touched = new Map<string, number>()
+    const invalidate = Effect.sync(() => cache.clear())
+
+    const lookup = (hash: string, nowMs: number) =>
+      Effect.gen(function*() {
+        const hit = cache.get(hash)
+        if (hit !== undefined && hit.until > nowMs) return hit.found
+        if (hit !== undefined) cache.delete(hash)
+        const found = yield* store.findApiKeyWithMerchant(hash)
+        if (found === null || found.key.status !== "active") return null
+        if (config.apiKeyCacheTtlMs > 0) {
+          if (cache.size >= cacheLimit) cache.delete(cache.keys().next().value!)
+          cache.set(hash, { found, until: nowMs + config.apiKeyCacheTtlMs })
+        }
+        return found
+      })
 
     const issue = (merchantId: string, name: string) =>
       Effect.map(nowIso, (now): IssuedKey => {
@@ -67,7 +98,10 @@ export const layer = Layer.effect(
           if (current === null) return yield* Effect.fail(new NotFound({ resource: "api_key", id: keyId }))
           // The new key keeps the old one's name; the store re-checks the status under its lock.
           const replacement = yield* issue(merchantId, current.name)
-          const outcome = yield* store.rotateApiKey(merchantId, keyId, replacement.record, replacement.record.createdAt)
+          // Whatever the outcome (even unknown, after a lost connection), the old key is looked up again.
+          const outcome = yield* store.rotateApiKey(merchantId, keyId, replacement.record, replacement.record.createdAt).pipe(
+            Effect.ensuring(invalidate)
+          )
           if (outcome === "not_found") return yield* Effect.fail(new NotFound({ resource: "api_key", id: keyId }))
           if (outcome === "revoked") {
             return yield* Effect.fail(new InvalidState({ status: "revoked", message: "Cannot rotate an API key in status 'revoked'." }))
@@ -76,14 +110,17 @@ export const layer = Layer.effect(
         }),
       authenticate: (secret) =>
         Effect.gen(function*() {
-          const found = yield* store.findApiKeyWithMerchant(hashSecret(secret))
-          if (found === null || found.key.status !== "active") return null
-          const { key, merchant } = found
-          const now = yield* nowIso
-          if (key.lastUsedAt === null || Date.parse(now) - Date.parse(key.lastUsedAt) >= touchIntervalMs) {
-            yield* store.touchApiKey(key.id, now)
+          const nowMs = yield* Clock.currentTimeMillis
+          const found = yield* lookup(hashSecret(secret), nowMs)
+          if (found === null) return null
+          const { key } = found
+          const last = touched.get(key.id) ?? (key.lastUsedAt === null ? -Infinity : Date.parse(key.lastUsedAt))
+          if (nowMs - last >= touchIntervalMs) {
+            if (touched.size >= cacheLimit) touched.delete(touched.keys().next().value!)
+            touched.set(key.id, nowMs)
+            yield* store.touchApiKey(key.id, new Date(nowMs).toISOString())
           }
-          return { key, merchant }
+          return found
         })
     })
   })

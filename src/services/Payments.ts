@@ -1,21 +1,53 @@
 import { Context, Effect, Fiber, Layer, Metric, Schedule } from "effect"
 import { paymentEvents } from "../platform/Metrics.ts"
 import * as Payment from "../domain/Payment.ts"
-import type { FraudCase } from "../domain/Fraud.ts"
+import type { Assessment as FraudAssessment, FraudCase } from "../domain/Fraud.ts"
 import type { LedgerEntry } from "../domain/Ledger.ts"
 import { Acquirer } from "../acquirer/Acquirer.ts"
 import { AppConfig } from "../platform/Config.ts"
 import { Ids } from "../platform/Ids.ts"
 import { nowIso } from "../platform/Time.ts"
-import type { CommandKey, PageOf, PageRequest, PaymentFilter, UpdateOutcome } from "../store/Store.ts"
+import type { CommandKey, IdempotencyClaim, PageOf, PageRequest, PaymentFilter, UpdateOutcome } from "../store/Store.ts"
 import { Store, type StoreUnavailable } from "../store/Store.ts"
 import { InvalidInput, InvalidState, NotFound } from "./Errors.ts"
-import { Fraud } from "./Fraud.ts"
+import { Fraud, velocityLimit, velocityWindowMs } from "./Fraud.ts"
+import { addMs } from "../platform/Time.ts"
 import { PaymentActors } from "./PaymentActors.ts"
 
 export type CommandError = NotFound | InvalidState | InvalidInput | StoreUnavailable
 
+/** A finished response: as sent, and as stored under the request's idempotency key (sealed when it carries a secret). */
+export interface Answer {
+  readonly status: number
+  readonly body: string
+  readonly stored: string
+}
+
+/** What a create on the fast path needs from its request. */
+export interface InlineRequest {
+  /** The request's idempotency claim, taken in the create's first commit; null without a key. */
+  readonly claim: IdempotencyClaim | null
+  /** Called once the claim is committed (the caller must release it if the request then fails). */
+  readonly onClaimed: () => void
+  /** The response for the payment as committed; stored under the key in the flow's commit. */
+  readonly respond: (payment: Payment.Payment) => Answer
+}
+
+export type InlineOutcome =
+  /** The key is known already (a retry, a replay, a racing request): nothing was done. */
+  | { readonly _tag: "KeyTaken" }
+  /** `stored`: the answer is stored under the key already; otherwise the caller stores it. */
+  | { readonly _tag: "Answered"; readonly answer: Answer; readonly stored: boolean }
+
 export interface PaymentsShape {
+  /**
+   * The create path (docs/performance.md): one round trip claims the key, inserts the payment
+   * and counts the card's attempts; when the acquirer answers at once the whole flow (authorize,
+   * screen, capture) is decided inline and committed with the stored response in a second one.
+   * Otherwise, or if a racing command moved the payment, the supervised flow takes over.
+   */
+  readonly createInline: (input: Payment.CreateInput, request: InlineRequest) => Effect.Effect<InlineOutcome, StoreUnavailable>
+  /** The general create: also resumes the payment of a claimed key after a crash. */
   readonly create: (
     input: Payment.CreateInput
   ) => Effect.Effect<{ readonly payment: Payment.Payment; readonly created: boolean }, StoreUnavailable>
@@ -91,15 +123,30 @@ export const make = Effect.gen(function*() {
     }
   }
 
+  const authorizationRequest = (payment: Payment.Payment) => ({
+    paymentId: payment.id,
+    merchantId: payment.merchantId,
+    amountCents: payment.amountCents,
+    currency: payment.currency,
+    cardToken: payment.cardToken,
+    cardBrand: payment.cardBrand
+  })
+
+  /** Everything up to the flow's next wait, as one decision: authorization, screening, automatic capture. */
+  const flowSteps = (
+    payment: Payment.Payment,
+    authorization: Payment.AuthorizationOutcome | null,
+    screening: FraudAssessment | null,
+    ctx: Payment.Context
+  ) =>
+    Payment.sequence(payment, [
+      (p) => (authorization === null ? null : Payment.applyAuthorization(p, authorization, ctx)),
+      (p) => (screening === null || Payment.nextStep(p) !== "screen" ? null : Payment.applyFraudAssessment(p, screening, config.fraudThresholds, ctx)),
+      (p) => (Payment.nextStep(p) !== "capture" ? null : Payment.capture(p, undefined, ctx))
+    ])
+
   const authorize = (payment: Payment.Payment) =>
-    acquirer.authorize({
-      paymentId: payment.id,
-      merchantId: payment.merchantId,
-      amountCents: payment.amountCents,
-      currency: payment.currency,
-      cardToken: payment.cardToken,
-      cardBrand: payment.cardBrand
-    }).pipe(
+    acquirer.authorize(authorizationRequest(payment)).pipe(
       // Transport failures are retried (the acquirer is idempotent on the payment id) until the deadline.
       Effect.retry(Schedule.exponential("200 millis", 2).pipe(Schedule.upTo(config.acquirerTimeoutMs))),
       Effect.timeoutTo({
@@ -132,12 +179,7 @@ export const make = Effect.gen(function*() {
         const screening = step === "capture" || authorization?._tag === "Declined"
           ? null
           : yield* fraud.assess(authorization?._tag === "Approved" ? { ...payment, networkRiskSignal: authorization.networkRiskSignal } : payment)
-        const outcome = yield* apply(null, paymentId, (locked, _, ctx) =>
-          Payment.sequence(locked, [
-            (p) => (authorization === null ? null : Payment.applyAuthorization(p, authorization, ctx)),
-            (p) => (screening === null || Payment.nextStep(p) !== "screen" ? null : Payment.applyFraudAssessment(p, screening, config.fraudThresholds, ctx)),
-            (p) => (Payment.nextStep(p) !== "capture" ? null : Payment.capture(p, undefined, ctx))
-          ]))
+        const outcome = yield* apply(null, paymentId, (locked, _, ctx) => flowSteps(locked, authorization, screening, ctx))
         // The committed record is the next starting point; after a refusal (a racing command won), read it again.
         payment = outcome._tag === "Applied" ? outcome.change.payment : yield* store.getPayment(null, paymentId)
       }
@@ -158,7 +200,53 @@ export const make = Effect.gen(function*() {
     Effect.flatMap(store.getPayment(merchantId, paymentId), (payment) =>
       payment === null ? Effect.fail(new NotFound({ resource: "transaction", id: paymentId })) : Effect.succeed(payment))
 
+  /** The flow in the request itself, when the acquirer answers at once; false when it cannot (or lost a race). */
+  const finishInline = (payment: Payment.Payment, cardAttempts: number, request: InlineRequest) =>
+    Effect.gen(function*() {
+      const authorization = acquirer.answerNow?.(authorizationRequest(payment))
+      if (authorization === undefined) return null
+      const screening = authorization._tag === "Approved"
+        ? fraud.score({ ...payment, networkRiskSignal: authorization.networkRiskSignal }, cardAttempts)
+        : null
+      const decision = flowSteps(payment, authorization, screening, yield* context)
+      if (!decision.ok) return null
+      const answer = request.respond(decision.change.payment)
+      const claim = request.claim
+      const committed = yield* store.commitChange({
+        before: payment,
+        change: decision.change,
+        response: claim === null ? null : { merchantId: claim.merchantId, key: claim.key, status: answer.status, body: answer.stored }
+      })
+      if (!committed) return null
+      yield* countEvents(decision.change.events)
+      return answer
+    })
+
   const service: PaymentsShape = {
+    createInline: (input, request) =>
+      Effect.gen(function*() {
+        const ctx = yield* context
+        const decision = Payment.create(input, ctx)
+        if (!decision.ok) return yield* Effect.dieMessage("create cannot be refused")
+        const opened = yield* store.openPayment({
+          change: decision.change,
+          claim: request.claim,
+          cardAttemptsSince: addMs(ctx.now, -velocityWindowMs),
+          cardAttemptsLimit: velocityLimit
+        })
+        if (opened._tag === "KeyTaken") return { _tag: "KeyTaken" } as const
+        request.onClaimed()
+        yield* countEvents(decision.change.events)
+        const payment = decision.change.payment
+        const answer = yield* finishInline(payment, opened.cardAttempts, request)
+        if (answer !== null) return { _tag: "Answered", answer, stored: request.claim !== null } as const
+        // The network will answer later (or a racing command moved the payment): the supervised
+        // flow goes on, and the answer waits for it up to the request deadline.
+        const fiber = yield* startFlow(payment.id, payment)
+        yield* Fiber.await(fiber).pipe(Effect.timeout(config.requestDeadlineMs), Effect.ignore)
+        const latest = yield* store.getPayment(null, payment.id)
+        return { _tag: "Answered", answer: request.respond(latest ?? payment), stored: false } as const
+      }),
     create: (input) =>
       Effect.gen(function*() {
         const decision = Payment.create(input, yield* context)

@@ -106,13 +106,27 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
     pushTo(state.events, payment.id, change.events)
     pushTo(state.ledger, payment.id, change.ledger)
     pushTo(state.ledgerByMerchant, payment.merchantId, change.ledger)
-    state.outbox.push(...change.events)
+    // Only a merchant with a webhook URL has deliveries to make (CONTRACT section 7).
+    if (change.events.length > 0 && (state.merchants.get(payment.merchantId)?.webhookUrl ?? null) !== null) {
+      state.outbox.push(...change.events)
+    }
     if (change.fraudCase !== null) state.fraudCases.set(change.fraudCase.id, change.fraudCase)
   }
   const releaseHold = (merchantId: string, idempotencyKey: string, before: string) => {
     const scoped = scopedKey(merchantId, idempotencyKey)
     const held = state.paymentsByIdempotencyKey.get(scoped)
     if (held !== undefined && state.payments.get(held)!.createdAt < before) state.paymentsByIdempotencyKey.delete(scoped)
+  }
+  const cardAttemptsSince = (merchantId: string, cardToken: string, since: string, limit: number) => {
+    const times = state.cardAttempts.get(scopedKey(merchantId, cardToken)) ?? []
+    // Binary search for the first attempt at or after `since`.
+    let low = 0, high = times.length
+    while (low < high) {
+      const mid = (low + high) >>> 1
+      if (times[mid]! < since) low = mid + 1
+      else high = mid
+    }
+    return Math.min(limit, times.length - low)
   }
   const ownPayment = (merchantId: string | null, paymentId: string) => {
     const payment = state.payments.get(paymentId)
@@ -194,6 +208,41 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
         commit(change)
         insertSorted(state.cardAttempts, scopedKey(payment.merchantId, payment.cardToken), payment.createdAt)
         return { _tag: "Inserted" as const }
+      }),
+    openPayment: (open) =>
+      Effect.sync(() => {
+        const payment = open.change.payment
+        const claim = open.claim
+        if (claim !== null) {
+          const key = scopedKey(claim.merchantId, claim.key)
+          if (state.idempotency.has(key) || state.paymentsByIdempotencyKey.has(key)) return { _tag: "KeyTaken" as const }
+          state.idempotency.set(key, {
+            fingerprint: claim.fingerprint,
+            state: "in_progress",
+            lockedUntil: claim.lockedUntil,
+            expiresAt: claim.expiresAt,
+            status: null,
+            body: null,
+            appliedTo: payment.id
+          })
+          state.paymentsByIdempotencyKey.set(key, payment.id)
+        }
+        const cardAttempts = cardAttemptsSince(payment.merchantId, payment.cardToken, open.cardAttemptsSince, open.cardAttemptsLimit)
+        commit(open.change)
+        insertSorted(state.cardAttempts, scopedKey(payment.merchantId, payment.cardToken), payment.createdAt)
+        return { _tag: "Opened" as const, cardAttempts }
+      }),
+    commitChange: ({ before, change, response }) =>
+      Effect.sync(() => {
+        const current = state.payments.get(before.id)
+        if (current === undefined || current.version !== before.version) return false
+        if (!followsFrom(current, change)) throw new Error("store: a change must follow from the record it was decided on")
+        commit(change)
+        if (response !== null) {
+          const row = state.idempotency.get(scopedKey(response.merchantId, response.key))
+          if (row !== undefined && row.state === "in_progress") Object.assign(row, { state: "completed", status: response.status, body: response.body })
+        }
+        return true
       }),
     getPayment: (merchantId, paymentId) => Effect.sync(() => ownPayment(merchantId, paymentId)),
     listPayments: (merchantId, filter: PaymentFilter, page) =>
@@ -311,17 +360,7 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
         }
       }),
     countCardAttempts: (merchantId, cardToken, since, limit) =>
-      Effect.sync(() => {
-        const times = state.cardAttempts.get(scopedKey(merchantId, cardToken)) ?? []
-        // Binary search for the first attempt at or after `since`.
-        let low = 0, high = times.length
-        while (low < high) {
-          const mid = (low + high) >>> 1
-          if (times[mid]! < since) low = mid + 1
-          else high = mid
-        }
-        return Math.min(limit, times.length - low)
-      }),
+      Effect.sync(() => cardAttemptsSince(merchantId, cardToken, since, limit)),
 
     getFraudCase: (merchantId, caseId) =>
       Effect.sync(() => {

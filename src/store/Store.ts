@@ -56,6 +56,40 @@ export interface IdempotencyClaim {
   readonly expiresAt: string
 }
 
+/**
+ * The create path's first round trip: the payment and its first event, the request's
+ * idempotency claim, and the card's earlier attempts for the fraud model, in one commit.
+ */
+export interface OpenPayment {
+  /** The `create` decision (a pending payment and its `payment.created` event). */
+  readonly change: Change
+  /**
+   * Claimed in the same commit, already applied to the new payment. Only a key never seen (or
+   * purged) is claimed here; any other state of the key is `KeyTaken` and nothing is written.
+   */
+  readonly claim: IdempotencyClaim | null
+  /** Earlier payments of this merchant with this card token created since then are counted... */
+  readonly cardAttemptsSince: string
+  /** ...up to this many (the model caps the feature). */
+  readonly cardAttemptsLimit: number
+}
+
+export type OpenOutcome =
+  | { readonly _tag: "Opened"; readonly cardAttempts: number }
+  /** The key is known already: nothing was written; the caller takes the general idempotent path. */
+  | { readonly _tag: "KeyTaken" }
+
+/**
+ * A change to a payment decided without a lock, on the record as the caller last committed it
+ * (`before`): it commits only if the stored payment's version is still `before.version`.
+ */
+export interface ChangeCommit {
+  readonly before: Payment
+  readonly change: Change
+  /** A finished response stored under the request's key in the same commit. */
+  readonly response: { readonly merchantId: string; readonly key: string; readonly status: number; readonly body: string } | null
+}
+
 export type ClaimOutcome =
   | { readonly _tag: "Claimed" }
   | { readonly _tag: "Replay"; readonly status: number; readonly body: string }
@@ -118,6 +152,14 @@ export interface StoreShape {
    * afresh after it expired no longer holds the payment it created before.
    */
   readonly insertPayment: (change: Change) => StoreEffect<InsertOutcome>
+  /** See `OpenPayment`: one round trip for a new payment. */
+  readonly openPayment: (open: OpenPayment) => StoreEffect<OpenOutcome>
+  /**
+   * Commits a change decided on an unlocked record (see `ChangeCommit`) with everything it
+   * implies, in one round trip; false when another command moved the payment first (nothing was
+   * written: decide again on the locked record with `updatePayment`).
+   */
+  readonly commitChange: (commit: ChangeCommit) => StoreEffect<boolean>
   readonly getPayment: (merchantId: string | null, paymentId: string) => StoreEffect<Payment | null>
   readonly listPayments: (merchantId: string, filter: PaymentFilter, page: PageRequest) => StoreEffect<PageOf<Payment>>
   /**

@@ -200,5 +200,27 @@ export const migrations = Migrator.fromRecord({
     -- Secret rotation: the previous secret keeps signing until it expires.
     ALTER TABLE merchants ADD COLUMN previous_webhook_secret text;
     ALTER TABLE merchants ADD COLUMN previous_webhook_secret_expires_at timestamptz;
+  `),
+  "0003_cheap_integrity": statements(`
+    -- The balance check once per statement over the rows it inserted, instead of once per row at
+    -- commit (each of which re-read its whole group through an index of its own). The rule is
+    -- stricter: every statement inserts whole groups, which the store always does (one group is
+    -- one posting of one decision, written in one statement).
+    DROP TRIGGER ledger_entries_balanced ON ledger_entries;
+    DROP FUNCTION ledger_group_balanced();
+    DROP INDEX ledger_entries_group;
+    CREATE FUNCTION ledger_groups_balanced() RETURNS trigger LANGUAGE plpgsql AS $$
+    DECLARE
+      unbalanced text;
+    BEGIN
+      SELECT group_id INTO unbalanced FROM inserted GROUP BY group_id, currency
+        HAVING sum(CASE direction WHEN 'debit' THEN amount_cents ELSE -amount_cents END) <> 0 LIMIT 1;
+      IF unbalanced IS NOT NULL THEN
+        RAISE EXCEPTION 'ledger group % does not balance', unbalanced;
+      END IF;
+      RETURN NULL;
+    END $$;
+    CREATE TRIGGER ledger_entries_balanced AFTER INSERT ON ledger_entries
+      REFERENCING NEW TABLE AS inserted FOR EACH STATEMENT EXECUTE FUNCTION ledger_groups_balanced();
   `)
 })

@@ -674,6 +674,88 @@ export const storeContract = (name: string, makeLayer: () => Layer.Layer<Store, 
           expect((yield* store.insertPayment(keyed("order-1")))._tag).toBe("Inserted")
         })))
 
+      it("openPayment: claims a new key, inserts the payment and counts the card's earlier attempts, in one commit", () =>
+        run(Effect.gen(function*() {
+          const store = yield* Store
+          const w = testWorld()
+          yield* givenMerchant(w)
+          const t0 = w.clock.now()
+          const open = (key: string | null, fingerprint = "fp-1") => {
+            const change = accepted(Payment.create(createInput(w.merchantId, { idempotencyKey: key, cardToken: "tok_velocity" }), w.context()))
+            const now = change.payment.createdAt
+            return {
+              change,
+              outcome: store.openPayment({
+                change,
+                claim: key === null ? null : claimAt(w, key, fingerprint, now),
+                cardAttemptsSince: at(t0, -1),
+                cardAttemptsLimit: 2
+              })
+            }
+          }
+
+          const first = open(null)
+          expect(yield* first.outcome).toEqual({ _tag: "Opened", cardAttempts: 0 })
+          expect(yield* store.getPayment(w.merchantId, first.change.payment.id)).toEqual(first.change.payment)
+          expect(yield* store.listEvents(w.merchantId, first.change.payment.id)).toEqual(first.change.events)
+          expect(yield* open(null).outcome).toEqual({ _tag: "Opened", cardAttempts: 1 })
+          // Capped at the limit.
+          expect(yield* open(null).outcome).toEqual({ _tag: "Opened", cardAttempts: 2 })
+          expect(yield* open(null).outcome).toEqual({ _tag: "Opened", cardAttempts: 2 })
+
+          // With a key: claimed for this request and already applied to the payment.
+          const keyed = open("order-9")
+          expect((yield* keyed.outcome)._tag).toBe("Opened")
+          expect(yield* store.claimIdempotencyKey(claimAt(w, "order-9", "fp-1", at(keyed.change.payment.createdAt, 1)))).toEqual({ _tag: "InProgress" })
+          expect(yield* store.claimIdempotencyKey(claimAt(w, "order-9", "fp-2", at(keyed.change.payment.createdAt, 1)))).toEqual({ _tag: "Mismatch" })
+          // A known key is never claimed here, whatever its state: nothing is written.
+          const again = open("order-9")
+          expect(yield* again.outcome).toEqual({ _tag: "KeyTaken" })
+          expect(yield* store.getPayment(w.merchantId, again.change.payment.id)).toBeNull()
+          // After a failed request the claim is released; the retry resumes the same payment.
+          yield* store.releaseIdempotencyKey(w.merchantId, "order-9")
+          expect(yield* store.claimIdempotencyKey(claimAt(w, "order-9", "fp-1", at(keyed.change.payment.createdAt, 2)))).toEqual({ _tag: "Claimed" })
+          expect(yield* store.insertPayment(open("order-9").change)).toEqual({ _tag: "Exists", payment: keyed.change.payment })
+        })))
+
+      it("commitChange: commits a change with its response if the version has not moved, else nothing", () =>
+        run(Effect.gen(function*() {
+          const store = yield* Store
+          const w = testWorld()
+          yield* givenMerchant(w)
+          const change = accepted(Payment.create(createInput(w.merchantId, { idempotencyKey: "order-1" }), w.context()))
+          const payment = change.payment
+          const claim = claimAt(w, "order-1", "fp-1", payment.createdAt)
+          expect((yield* store.openPayment({ change, claim, cardAttemptsSince: payment.createdAt, cardAttemptsLimit: 5 }))._tag).toBe("Opened")
+
+          const ctx = w.context()
+          const flow = Payment.sequence(payment, toCaptured().map((step) => (p: Payment.Payment) => step(p, null, ctx)))
+          if (!flow.ok) throw new Error("the flow was refused")
+          // A racing command moved the payment first: nothing of this change is written.
+          const racing = yield* apply(w, { merchantId: w.merchantId, paymentId: payment.id }, steps.authorize)
+          expect(racing._tag).toBe("Applied")
+          const body = '{"transaction":{"id":"x"}}'
+          const response = { merchantId: w.merchantId, key: "order-1", status: 201, body }
+          expect(yield* store.commitChange({ before: payment, change: flow.change, response })).toBe(false)
+          expect(yield* store.claimIdempotencyKey(claimAt(w, "order-1", "fp-1", at(payment.createdAt, 1)))).toEqual({ _tag: "InProgress" })
+
+          // On the current record it commits whole: payment, events, ledger, and the stored response.
+          const current = (yield* store.getPayment(w.merchantId, payment.id))!
+          const later = w.context()
+          const rest = Payment.sequence(current, toCaptured().slice(1).map((step) => (p: Payment.Payment) => step(p, null, later)))
+          if (!rest.ok) throw new Error("the flow was refused")
+          expect(yield* store.commitChange({ before: current, change: rest.change, response })).toBe(true)
+          expect(yield* store.getPayment(w.merchantId, payment.id)).toEqual(rest.change.payment)
+          const events = yield* store.listEvents(w.merchantId, payment.id)
+          expect(events).toEqual([...change.events, ...(racing._tag === "Applied" ? racing.change.events : []), ...rest.change.events])
+          expect(yield* store.listLedger(w.merchantId, payment.id)).toEqual(
+            [...(racing._tag === "Applied" ? racing.change.ledger : []), ...rest.change.ledger]
+          )
+          expect(yield* store.claimIdempotencyKey(claimAt(w, "order-1", "fp-1", at(payment.createdAt, 2)))).toEqual({ _tag: "Replay", status: 201, body })
+          // The same change again: the version moved.
+          expect(yield* store.commitChange({ before: current, change: rest.change, response: null })).toBe(false)
+        })))
+
       it("purge deletes the keys expired by a time and says how many", () =>
         run(Effect.gen(function*() {
           const store = yield* Store
@@ -738,7 +820,7 @@ describe("PostgreSQL adapter", () => {
         expect(yield* store.listLedger(w.merchantId, payment.id)).toHaveLength(8)
       })))
 
-    it("an unbalanced ledger group is refused when its transaction commits", () =>
+    it("an unbalanced ledger group is refused by the statement that inserts it", () =>
       run(Effect.gen(function*() {
         const sql = yield* PgClient.PgClient
         const store = yield* Store
@@ -758,25 +840,37 @@ describe("PostgreSQL adapter", () => {
         })
         const count = (groupId: string) =>
           Effect.map(sql`SELECT count(*)::int AS n FROM ledger_entries WHERE group_id = ${groupId}`, (rows) => rows[0]!.n)
+        const refusal = (exit: Exit.Exit<unknown, unknown>) =>
+          Exit.isFailure(exit) ? (Cause.squash(exit.cause) as { cause?: { message?: string } }).cause?.message : undefined
 
-        // Rows are checked at commit (deferred), so a group may be written entry by entry.
+        // A group is checked by the statement that inserts it (once per statement, not per row).
         const balanced = w.mintId("ledgerGroup")
-        yield* sql.withTransaction(Effect.all([
-          sql`INSERT INTO ledger_entries ${sql.insert(entry(balanced, "debit", 50))}`,
-          sql`INSERT INTO ledger_entries ${sql.insert(entry(balanced, "credit", 50))}`
-        ]))
+        yield* sql`INSERT INTO ledger_entries ${sql.insert([entry(balanced, "debit", 50), entry(balanced, "credit", 50)])}`
         expect(yield* count(balanced)).toBe(2)
 
-        // Both inserts succeed; COMMIT fails (@effect/sql reports a failed COMMIT as a defect).
         const unbalanced = w.mintId("ledgerGroup")
-        const exit = yield* Effect.exit(sql.withTransaction(Effect.all([
-          sql`INSERT INTO ledger_entries ${sql.insert(entry(unbalanced, "debit", 50))}`,
-          sql`INSERT INTO ledger_entries ${sql.insert(entry(unbalanced, "credit", 49))}`
-        ])))
-        expect(Exit.isFailure(exit) && Cause.isDie(exit.cause)).toBe(true)
-        const error = Exit.isFailure(exit) ? Cause.squash(exit.cause) as { cause?: { message?: string } } : null
-        expect(error?.cause?.message).toMatch(/ledger group .* does not balance/)
+        const exit = yield* Effect.exit(sql`INSERT INTO ledger_entries ${sql.insert([entry(unbalanced, "debit", 50), entry(unbalanced, "credit", 49)])}`)
+        expect(refusal(exit)).toMatch(/ledger group .* does not balance/)
         expect(yield* count(unbalanced)).toBe(0)
+
+        // So a group cannot be written entry by entry either: every statement inserts whole groups.
+        const split = w.mintId("ledgerGroup")
+        const splitExit = yield* Effect.exit(sql.withTransaction(Effect.all([
+          sql`INSERT INTO ledger_entries ${sql.insert(entry(split, "debit", 50))}`,
+          sql`INSERT INTO ledger_entries ${sql.insert(entry(split, "credit", 50))}`
+        ])))
+        expect(refusal(splitExit)).toMatch(/ledger group .* does not balance/)
+        expect(yield* count(split)).toBe(0)
+
+        // The one-statement commit of the create path: nothing of the change is written.
+        const fresh = yield* givenPayment(w, { path: [] })
+        const ctx = w.context()
+        const flow = Payment.sequence(fresh.payment, toCaptured().map((step) => (p: Payment.Payment) => step(p, null, ctx)))
+        if (!flow.ok) throw new Error("the flow was refused")
+        const change = { ...flow.change, ledger: flow.change.ledger.slice(0, 1) }
+        const viaCommit = yield* Effect.exit(store.commitChange({ before: fresh.payment, change, response: null }))
+        expect(Exit.isFailure(viaCommit) && Cause.isDie(viaCommit.cause)).toBe(true)
+        expect((yield* store.getPayment(w.merchantId, fresh.payment.id))!.version).toBe(fresh.payment.version)
 
         // Through the store: the whole decision is rolled back and the failure is a defect.
         const before = yield* store.getPayment(w.merchantId, payment.id)

@@ -1,0 +1,30 @@
+import { SqlError } from "@effect/sql/SqlError"
+import { Context, Effect } from "effect"
+import type * as Pg from "pg"
+import { run, type Row } from "./PgRows.ts"
+import type { StoreUnavailable } from "./Store.ts"
+
+/**
+ * The `pg` pool under `@effect/sql-pg`'s client (one pool, one set of connections). The hot
+ * path talks to it directly: `@effect/sql` sends every statement unnamed, so PostgreSQL parses
+ * and plans it afresh each time, and its statement machinery costs 2-3x the driver's own CPU
+ * per statement (docs/performance.md).
+ */
+export class PgPool extends Context.Tag("payments/PgPool")<PgPool, Pg.Pool>() {}
+
+/**
+ * A named prepared statement of fixed text: each connection parses and plans it once, then only
+ * binds and executes. Errors map as every store error does (`PgRows.run`): an outage is
+ * `StoreUnavailable`, anything else a defect.
+ */
+export const prepared = (pool: Pg.Pool, name: string, text: string) =>
+(values: ReadonlyArray<unknown>): Effect.Effect<Array<Row>, StoreUnavailable> =>
+  run(Effect.async<Array<Row>, SqlError>((resume) => {
+    pool.query({ name, text, values: values as Array<unknown> }, (cause: Error | undefined, result: Pg.QueryResult<Row>) => {
+      resume(
+        cause === undefined || cause === null
+          ? Effect.succeed(result.rows)
+          : Effect.fail(new SqlError({ cause, message: `Failed to execute statement ${name}` }))
+      )
+    })
+  }))
