@@ -1,38 +1,126 @@
 /**
- * Load harness: starts the real service (a child process on its own embedded PostgreSQL),
- * runs autocannon scenarios against it on 127.0.0.1, prints latency percentiles and
- * throughput, then audits the ledger. Bounded in time; stops by itself.
+ * Load harness: starts the real service (a child process on its own embedded PostgreSQL, or on
+ * `--url`), drives one scenario with autocannon on 127.0.0.1, and reads per-request counters:
+ * service and PostgreSQL CPU, SQL statements and commits (pg_stat_statements, pg_stat_database),
+ * RSS. For `create` it measures, in the same run and at the same concurrency, the limit beside
+ * it: pgbench running the service's own create SQL, and a minimal node:http + pg server doing
+ * that SQL (bench/sql.ts, bench/baseline.ts). Then it audits the ledger. Bounded in time.
  *
- *   npx tsx bench/run.ts [--duration 10] [--connections 16] [--scenario create|read|mixed]
+ *   npm run bench -- [--scenario create|read|mixed|refund|idempotent-retry|webhooks]
+ *                    [--duration 10] [--connections 64] [--url postgres://...] [--no-baselines]
+ *
+ * Results go to bench/results/<scenario>-<timestamp>.json; `npm run bench:report` renders them.
  */
 import autocannon from "autocannon"
-import { spawn, execFileSync, type ChildProcess } from "node:child_process"
-import { mkdtempSync, rmSync, writeFileSync, mkdirSync } from "node:fs"
+import { execFileSync, spawn, spawnSync, type ChildProcess } from "node:child_process"
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
+import { createServer, type Server } from "node:http"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import pg from "pg"
 import { freePort, startEmbeddedPostgres } from "../src/platform/Database.ts"
+import { pgbenchScript } from "./sql.ts"
 
 const argument = (name: string, fallback: string) => {
   const index = process.argv.indexOf(`--${name}`)
   return index === -1 ? fallback : process.argv[index + 1] ?? fallback
 }
-const durationSeconds = Math.min(120, Number(argument("duration", "10")))
-const connections = Math.min(256, Number(argument("connections", "16")))
-const scenario = argument("scenario", "create")
+const scenarios = ["create", "read", "mixed", "refund", "idempotent-retry", "webhooks"] as const
+type Scenario = (typeof scenarios)[number]
+const scenario = argument("scenario", "create") as Scenario
+if (!scenarios.includes(scenario)) {
+  console.error(`unknown scenario ${scenario}; one of ${scenarios.join(", ")}`)
+  process.exit(2)
+}
+const durationSeconds = Math.max(1, Math.min(120, Number(argument("duration", "10"))))
+const connections = Math.max(1, Math.min(256, Number(argument("connections", "64"))))
+const externalUrl = argument("url", "")
+const baselines = !process.argv.includes("--no-baselines") && scenario === "create"
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
+const log = (line: string) => process.stderr.write(`${line}\n`)
 
 const waitFor = async (url: string, deadlineMs: number) => {
   const until = performance.now() + deadlineMs
   while (performance.now() < until) {
     try {
-      if ((await fetch(url)).ok) return
+      if ((await fetch(url)).status < 500) return
     } catch { /* not up yet */ }
-    await new Promise((r) => setTimeout(r, 100))
+    await sleep(100)
   }
   throw new Error(`${url} did not come up`)
 }
 
-const body = (n: number) =>
+// ---------------------------------------------------------------------------------------------
+// Counters from /proc and PostgreSQL
+
+const ticksPerSecond = 100
+/** CPU seconds of a process (and, with `children`, of its reaped children). */
+const cpuSeconds = (pid: number, children = false) => {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8")
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
+    const own = Number(fields[11]) + Number(fields[12])
+    return (children ? own + Number(fields[13]) + Number(fields[14]) : own) / ticksPerSecond
+  } catch {
+    return 0
+  }
+}
+const rssMb = (pid: number) => {
+  try {
+    const match = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, "utf8"))
+    return match ? Number(match[1]) / 1024 : 0
+  } catch {
+    return 0
+  }
+}
+/** PostgreSQL's CPU: the postmaster, its live backends and the ones it reaped. */
+const postgresCpuSeconds = (postmasterPid: number | null) => {
+  if (postmasterPid === null) return null
+  let total = cpuSeconds(postmasterPid, true)
+  for (const entry of readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, "utf8")
+      const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1])
+      if (ppid === postmasterPid) total += cpuSeconds(Number(entry))
+    } catch { /* gone */ }
+  }
+  return total
+}
+
+interface DbCounters {
+  readonly statements: number | null
+  readonly commits: number
+}
+const dbCounters = async (client: pg.Client): Promise<DbCounters> => {
+  const commits = await client.query(`SELECT xact_commit::bigint AS n FROM pg_stat_database WHERE datname = current_database()`)
+  let statements: number | null = null
+  try {
+    const rows = await client.query(`SELECT coalesce(sum(calls), 0)::bigint AS n FROM pg_stat_statements
+      WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())`)
+    statements = Number(rows.rows[0].n)
+  } catch { /* pg_stat_statements not loaded */ }
+  return { statements, commits: Number(commits.rows[0].n) }
+}
+
+interface Sample {
+  readonly at: number
+  readonly serviceCpu: number
+  readonly postgresCpu: number | null
+  readonly db: DbCounters
+}
+const sample = async (client: pg.Client, servicePid: number, postmasterPid: number | null): Promise<Sample> => ({
+  at: performance.now(),
+  serviceCpu: cpuSeconds(servicePid),
+  postgresCpu: postgresCpuSeconds(postmasterPid),
+  db: await dbCounters(client)
+})
+
+// ---------------------------------------------------------------------------------------------
+// Load
+
+const transactionBody = (n: number) =>
   JSON.stringify({
     transaction: {
       amount_cents: 100 + (n % 50_000),
@@ -43,84 +131,314 @@ const body = (n: number) =>
     }
   })
 
+interface LoadResult {
+  readonly requests: number
+  readonly rps: number
+  readonly latency: { readonly p50: number; readonly p90: number; readonly p99: number; readonly max: number }
+  readonly statusCodes: Record<string, number>
+  readonly errors: number
+  readonly timeouts: number
+}
+
+const load = async (label: string, url: string, requests: Array<autocannon.Request>, headers: Record<string, string>) => {
+  log(`${label}: ${connections} connections for ${durationSeconds}s`)
+  const result = await new Promise<autocannon.Result>((done, fail) => {
+    const instance = autocannon({ url, connections, duration: durationSeconds, headers, requests }, (error, finished) =>
+      error ? fail(error) : done(finished))
+    autocannon.track(instance, { renderProgressBar: true, renderResultsTable: false, renderLatencyTable: false, outputStream: process.stderr })
+  })
+  const statusCodes: Record<string, number> = {}
+  for (const [code, count] of Object.entries(result.statusCodeStats ?? {})) statusCodes[code] = (count as { count: number }).count
+  return {
+    requests: result.requests.total,
+    rps: result.requests.total / durationSeconds,
+    latency: { p50: result.latency.p50, p90: result.latency.p90, p99: result.latency.p99, max: result.latency.max },
+    statusCodes,
+    errors: result.errors,
+    timeouts: result.timeouts
+  } satisfies LoadResult
+}
+
+const perRequest = (before: Sample, after: Sample, requests: number) => ({
+  service_cpu_ms: requests === 0 ? null : ((after.serviceCpu - before.serviceCpu) * 1000) / requests,
+  postgres_cpu_ms: requests === 0 || before.postgresCpu === null || after.postgresCpu === null
+    ? null
+    : ((after.postgresCpu - before.postgresCpu) * 1000) / requests,
+  statements: requests === 0 || before.db.statements === null || after.db.statements === null
+    ? null
+    : (after.db.statements - before.db.statements) / requests,
+  commits: requests === 0 ? null : (after.db.commits - before.db.commits) / requests
+})
+
+const runPgbench = (databaseUrl: string, script: string) => {
+  const which = spawnSync("pgbench", ["--version"], { encoding: "utf8" })
+  if (which.status !== 0) return { skipped: "pgbench is not installed (Debian: apt-get install postgresql-client)" }
+  const directory = mkdtempSync(join(tmpdir(), "payments-pgbench-"))
+  const file = join(directory, "create.sql")
+  writeFileSync(file, script)
+  log(`pgbench: the service's create SQL, ${connections} clients for ${durationSeconds}s`)
+  const run = spawnSync("pgbench", ["-n", "-M", "prepared", "-c", String(connections), "-j", "2", "-T", String(durationSeconds), "-f", file, databaseUrl], {
+    encoding: "utf8",
+    timeout: (durationSeconds + 60) * 1000
+  })
+  rmSync(directory, { recursive: true, force: true })
+  const tps = /tps = ([\d.]+) \(without initial connection time\)/.exec(run.stdout ?? "")
+  const latency = /latency average = ([\d.]+) ms/.exec(run.stdout ?? "")
+  if (run.status !== 0 || tps === null) return { skipped: `pgbench failed: ${(run.stderr || run.stdout || "").split("\n").slice(-3).join(" ")}` }
+  const failed = /number of failed transactions: (\d+)/.exec(run.stdout ?? "")
+  return { tps: Number(tps[1]), latency_avg_ms: latency ? Number(latency[1]) : null, failed: failed ? Number(failed[1]) : 0 }
+}
+
+// ---------------------------------------------------------------------------------------------
+
+const table = (rows: Array<[string, string]>) => {
+  const width = Math.max(...rows.map(([k]) => k.length))
+  return rows.map(([k, v]) => `  ${k.padEnd(width)}  ${v}`).join("\n")
+}
+const fixed = (n: number | null | undefined, digits = 2) => (n === null || n === undefined ? "n/a" : n.toFixed(digits))
+
 const main = async () => {
-  const directory = mkdtempSync(join(tmpdir(), "payments-bench-pg-"))
-  const database = await startEmbeddedPostgres({ directory, persistent: false, flags: ["-c", "max_connections=100"] })
-  const databaseUrl = database.url
+  let database: { url: string; directory: string; stop: () => Promise<void> } | null = null
+  let databaseUrl = externalUrl
+  let scratch: string | null = null
+  if (databaseUrl === "") {
+    scratch = mkdtempSync(join(tmpdir(), "payments-bench-pg-"))
+    const started = await startEmbeddedPostgres({
+      directory: scratch,
+      persistent: false,
+      flags: ["-c", "max_connections=300", "-c", "shared_preload_libraries=pg_stat_statements"]
+    })
+    database = started
+    databaseUrl = started.url
+  }
+  const postmasterPid = database === null ? null : Number(readFileSync(join(database.directory, "postmaster.pid"), "utf8").split("\n")[0])
   const port = await freePort()
-  const env = { ...process.env, DATABASE_URL: databaseUrl, PORT: String(port), HOST: "127.0.0.1", RATE_LIMIT_PER_SECOND: "1000000" }
-  let service: ChildProcess | undefined
+  const env = {
+    ...process.env,
+    DATABASE_URL: databaseUrl,
+    PORT: String(port),
+    HOST: "127.0.0.1",
+    RATE_LIMIT_PER_SECOND: "1000000",
+    WEBHOOK_ALLOW_PRIVATE_URLS: "true",
+    RESPONSE_ENCRYPTION_KEY: "ab".repeat(32)
+  }
+  const children: Array<ChildProcess> = []
+  const receivers: Array<Server> = []
+  const monitor = new pg.Client({ connectionString: databaseUrl })
   try {
-    const created = JSON.parse(execFileSync("npx", ["tsx", "src/main.ts", "merchant", "create", "--name", "Bench"], { env, encoding: "utf8" }))
+    const created = JSON.parse(execFileSync(process.execPath, ["--import", "tsx", "src/main.ts", "merchant", "create", "--name", "Bench"], { env, encoding: "utf8" }))
     const key: string = created.api_key.key
-    service = spawn("npx", ["tsx", "src/main.ts", "serve"], { env, stdio: ["ignore", "ignore", "inherit"], detached: true })
-    await waitFor(`http://127.0.0.1:${port}/healthz`, 30_000)
+    const merchantId: string = created.merchant.id
+    await monitor.connect()
+    try {
+      await monitor.query("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+    } catch {
+      log("pg_stat_statements is not available: statements per request will read n/a")
+    }
+    const service = spawn(process.execPath, ["--import", "tsx", "src/main.ts", "serve"], { env, stdio: ["ignore", "ignore", "inherit"] })
+    children.push(service)
     const base = `http://127.0.0.1:${port}`
+    await waitFor(`${base}/healthz`, 30_000)
     const headers = { authorization: `Bearer ${key}`, "content-type": "application/json" }
+    const post = (path: string, body: string, extra: Record<string, string> = {}) =>
+      fetch(`${base}${path}`, { method: "POST", headers: { ...headers, ...extra }, body }).then(async (r) => ({ status: r.status, body: await r.json() as any }))
+
     let counter = 0
-    const seed = await fetch(`${base}/api/v1/transactions`, { method: "POST", headers, body: body(1) })
-    const seeded = (await seed.json()) as { transaction: { id: string } }
+    let requests: Array<autocannon.Request>
+    const createRequest: autocannon.Request = {
+      method: "POST",
+      path: "/api/v1/transactions",
+      setupRequest: (r: any) => ({ ...r, headers: { ...headers, "x-idempotency-key": `bench-${++counter}` }, body: transactionBody(counter) })
+    }
+    let receivedWebhooks = 0
+    switch (scenario) {
+      case "create":
+        requests = [createRequest]
+        break
+      case "read": {
+        const seeded = await post("/api/v1/transactions", transactionBody(1))
+        requests = [{ method: "GET", path: `/api/v1/transactions/${seeded.body.transaction.id}` }]
+        break
+      }
+      case "mixed":
+        requests = [createRequest, { method: "GET", path: "/api/v1/transactions?per_page=20" }, { method: "GET", path: "/api/v1/merchants/me/balance" }]
+        break
+      case "refund": {
+        // Captured payments large enough for a million 1-cent refunds each, refunded round robin.
+        const ids: Array<string> = []
+        for (let batch = 0; batch < 16; batch++) {
+          const made = await Promise.all(Array.from({ length: 32 }, () =>
+            post("/api/v1/transactions", JSON.stringify({ transaction: { amount_cents: 99_000_000, currency: "USD", card_token: "tok_visa", card_last_four: "4242", card_brand: "visa" } }))))
+          ids.push(...made.map((m) => m.body.transaction.id as string))
+        }
+        requests = [{
+          method: "POST",
+          path: "/api/v1/transactions",
+          setupRequest: (r: any) => {
+            const n = ++counter
+            return { ...r, path: `/api/v1/transactions/${ids[n % ids.length]}/refund`, headers: { ...headers, "x-idempotency-key": `refund-${n}` }, body: JSON.stringify({ amount_cents: 1 }) }
+          }
+        }]
+        break
+      }
+      case "idempotent-retry": {
+        // 200 keys, each created once; the load replays them.
+        for (let batch = 0; batch < 8; batch++) {
+          await Promise.all(Array.from({ length: 25 }, (_, i) => post("/api/v1/transactions", transactionBody(batch * 25 + i), { "x-idempotency-key": `retry-${batch * 25 + i}` })))
+        }
+        requests = [{
+          method: "POST",
+          path: "/api/v1/transactions",
+          setupRequest: (r: any) => {
+            const n = ++counter % 200
+            return { ...r, headers: { ...headers, "x-idempotency-key": `retry-${n}` }, body: transactionBody(n) }
+          }
+        }]
+        break
+      }
+      case "webhooks": {
+        const receiver = createServer((request, response) => {
+          request.resume()
+          request.on("end", () => {
+            receivedWebhooks++
+            response.writeHead(200).end("ok")
+          })
+        })
+        receivers.push(receiver)
+        const receiverPort = await freePort()
+        await new Promise<void>((done) => receiver.listen(receiverPort, "127.0.0.1", done))
+        const patched = await fetch(`${base}/api/v1/merchants/me`, {
+          method: "PATCH",
+          headers,
+          body: JSON.stringify({ merchant: { webhook_url: `http://127.0.0.1:${receiverPort}/hooks` } })
+        })
+        if (patched.status !== 200) throw new Error(`setting the webhook URL answered ${patched.status}`)
+        requests = [createRequest]
+        break
+      }
+    }
 
-    const requests = scenario === "read"
-      ? [{ method: "GET" as const, path: `/api/v1/transactions/${seeded.transaction.id}` }]
-      : scenario === "mixed"
-      ? [
-        { method: "POST" as const, path: "/api/v1/transactions", setupRequest: (r: any) => ({ ...r, headers: { ...headers, "x-idempotency-key": `bench-${++counter}` }, body: body(counter) }) },
-        { method: "GET" as const, path: `/api/v1/transactions?per_page=20` },
-        { method: "GET" as const, path: `/api/v1/merchants/me/balance` }
-      ]
-      : [{ method: "POST" as const, path: "/api/v1/transactions", setupRequest: (r: any) => ({ ...r, headers: { ...headers, "x-idempotency-key": `bench-${++counter}` }, body: body(counter) }) }]
+    // RSS sampled through the run.
+    let peakRss = rssMb(service.pid!)
+    const sampler = setInterval(() => (peakRss = Math.max(peakRss, rssMb(service.pid!))), 250)
+    const before = await sample(monitor, service.pid!, postmasterPid)
+    const result = await load(`service ${scenario}`, base, requests, headers)
+    const after = await sample(monitor, service.pid!, postmasterPid)
+    clearInterval(sampler)
+    const counters = perRequest(before, after, result.requests)
 
-    console.error(`scenario=${scenario} duration=${durationSeconds}s connections=${connections}`)
-    const result = await autocannon({ url: base, connections, duration: durationSeconds, headers, requests })
-    const figures = {
+    let webhooks: Record<string, unknown> | undefined
+    if (scenario === "webhooks") {
+      const until = performance.now() + 60_000
+      let open = Infinity
+      while (performance.now() < until) {
+        open = Number((await monitor.query(`SELECT count(*) FILTER (WHERE status <> 'succeeded')::int AS open FROM webhook_deliveries`)).rows[0].open)
+        const outbox = Number((await monitor.query(`SELECT count(*)::int AS n FROM webhook_outbox`)).rows[0].n)
+        if (open === 0 && outbox === 0) break
+        await sleep(500)
+      }
+      const lag = await monitor.query(`SELECT count(*)::int AS n,
+          percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM completed_at - created_at) * 1000) AS p50,
+          percentile_cont(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM completed_at - created_at) * 1000) AS p99
+        FROM webhook_deliveries WHERE status = 'succeeded'`)
+      const events = Number((await monitor.query(`SELECT count(*)::int AS n FROM payment_events`)).rows[0].n)
+      webhooks = { events, delivered: lag.rows[0].n, received: receivedWebhooks, still_open: open, lag_ms: { p50: lag.rows[0].p50, p99: lag.rows[0].p99 } }
+    }
+
+    // The limit beside it: the service's own create SQL under pgbench and behind a minimal server.
+    let pgbench: Record<string, unknown> | undefined
+    let baseline: Record<string, unknown> | undefined
+    if (baselines) {
+      const script = await pgbenchScript(monitor, merchantId)
+      const pgBefore = await sample(monitor, service.pid!, postmasterPid)
+      const bench = runPgbench(databaseUrl, script)
+      const pgAfter = await sample(monitor, service.pid!, postmasterPid)
+      const units = bench.tps === undefined ? 0 : Math.round(bench.tps * durationSeconds)
+      pgbench = { ...bench, per_unit: perRequest(pgBefore, pgAfter, units) }
+
+      const baselinePort = await freePort()
+      const server = spawn(process.execPath, ["--import", "tsx", "bench/baseline.ts"], {
+        env: { ...env, PORT: String(baselinePort), MERCHANT_ID: merchantId },
+        stdio: ["ignore", "ignore", "inherit"]
+      })
+      children.push(server)
+      await waitFor(`http://127.0.0.1:${baselinePort}/`, 30_000)
+      const bBefore = await sample(monitor, server.pid!, postmasterPid)
+      const bResult = await load("node:http + pg baseline", `http://127.0.0.1:${baselinePort}`, [createRequest], headers)
+      const bAfter = await sample(monitor, server.pid!, postmasterPid)
+      baseline = { ...bResult, per_request: perRequest(bBefore, bAfter, bResult.requests) }
+    }
+
+    // Ledger audit: every group balances; no payment left pending; one capture per payment; no orphans.
+    await sleep(1_000)
+    const one = async (text: string) => Number((await monitor.query(text)).rows[0].n)
+    const audit = {
+      unbalanced_groups: await one(`SELECT count(*)::int AS n FROM (SELECT group_id FROM ledger_entries GROUP BY group_id, currency
+        HAVING sum(CASE direction WHEN 'debit' THEN amount_cents ELSE -amount_cents END) <> 0) g`),
+      pending_payments: await one(`SELECT count(*)::int AS n FROM payments WHERE status = 'pending'`),
+      double_captures: await one(`SELECT count(*)::int AS n FROM (SELECT payment_id FROM payment_events
+        WHERE type = 'payment.captured' GROUP BY payment_id HAVING count(*) > 1) d`),
+      over_refunded: await one(`SELECT count(*)::int AS n FROM payments WHERE refunded_amount_cents > captured_amount_cents`),
+      payments: await one(`SELECT count(*)::int AS n FROM payments`)
+    }
+
+    const report = {
       scenario,
       date: new Date().toISOString(),
       connections,
       duration_s: durationSeconds,
-      requests: result.requests.total,
-      throughput_rps: result.requests.average,
-      latency_ms: { p50: result.latency.p50, p90: result.latency.p90, p99: result.latency.p99, max: result.latency.max },
-      non_2xx: result.non2xx,
-      errors: result.errors,
-      timeouts: result.timeouts
+      machine: { cpus: (await import("node:os")).cpus().length, node: process.version },
+      service: { ...result, per_request: counters, rss_peak_mb: Math.round(peakRss) },
+      ...(webhooks ? { webhooks } : {}),
+      ...(pgbench ? { pgbench } : {}),
+      ...(baseline ? { baseline } : {}),
+      ratios: baselines
+        ? {
+          vs_pgbench: pgbench && typeof pgbench.tps === "number" ? result.rps / pgbench.tps : null,
+          vs_node_pg: baseline && typeof baseline.rps === "number" ? result.rps / baseline.rps : null
+        }
+        : undefined,
+      audit
     }
 
-    // Ledger audit: every group balances; every payment finished its flow; one capture per payment.
-    await new Promise((r) => setTimeout(r, 2_000))
-    const client = new pg.Client({ connectionString: databaseUrl })
-    await client.connect()
-    const unbalanced = await client.query(`SELECT count(*)::int AS n FROM (SELECT group_id FROM ledger_entries GROUP BY group_id, currency
-      HAVING sum(CASE direction WHEN 'debit' THEN amount_cents ELSE -amount_cents END) <> 0) g`)
-    const pending = await client.query(`SELECT count(*)::int AS n FROM payments WHERE status = 'pending'`)
-    const doubleCaptures = await client.query(`SELECT count(*)::int AS n FROM (SELECT payment_id FROM payment_events
-      WHERE type = 'payment.captured' GROUP BY payment_id HAVING count(*) > 1) d`)
-    const payments = await client.query(`SELECT status, count(*)::int AS n FROM payments GROUP BY status ORDER BY status`)
-    await client.end()
-    const audit = {
-      unbalanced_groups: unbalanced.rows[0].n,
-      pending_payments: pending.rows[0].n,
-      double_captures: doubleCaptures.rows[0].n,
-      payments_by_status: Object.fromEntries(payments.rows.map((r) => [r.status, r.n]))
+    const rows: Array<[string, string]> = [
+      ["scenario", `${scenario}, ${connections} connections, ${durationSeconds}s`],
+      ["requests/s", fixed(result.rps, 1)],
+      ["latency p50/p90/p99/max ms", `${result.latency.p50} / ${result.latency.p90} / ${result.latency.p99} / ${result.latency.max}`],
+      ["status codes", JSON.stringify(result.statusCodes)],
+      ["errors / timeouts", `${result.errors} / ${result.timeouts}`],
+      ["service CPU ms per request", fixed(counters.service_cpu_ms)],
+      ["PostgreSQL CPU ms per request", fixed(counters.postgres_cpu_ms)],
+      ["SQL statements per request", fixed(counters.statements)],
+      ["commits per request", fixed(counters.commits)],
+      ["service RSS peak MB", String(Math.round(peakRss))]
+    ]
+    if (webhooks) rows.push(["webhooks", JSON.stringify(webhooks)])
+    if (pgbench) rows.push(["pgbench, same SQL", "tps" in pgbench ? `${fixed(pgbench.tps as number, 1)} tps (${pgbench.failed} failed)` : String(pgbench.skipped)])
+    if (baseline) rows.push(["node:http + pg, same SQL", `${fixed(baseline.rps as number, 1)} req/s, p99 ${(baseline.latency as any).p99} ms`])
+    if (report.ratios) {
+      rows.push(["service / pgbench", fixed(report.ratios.vs_pgbench)])
+      rows.push(["service / node:http + pg", fixed(report.ratios.vs_node_pg)])
     }
-    const report = { ...figures, audit }
-    console.log(JSON.stringify(report, null, 2))
+    rows.push(["audit", JSON.stringify(audit)])
+    console.log(table(rows))
+
     mkdirSync("bench/results", { recursive: true })
-    writeFileSync(join("bench/results", `${scenario}-latest.json`), JSON.stringify(report, null, 2) + "\n")
-    const ok = audit.unbalanced_groups === 0 && audit.pending_payments === 0 && audit.double_captures === 0
+    const file = join("bench/results", `${scenario}-${report.date.replace(/[:.]/g, "-")}.json`)
+    writeFileSync(file, JSON.stringify(report, null, 2) + "\n")
+    log(`results: ${file}`)
+    const ok = audit.unbalanced_groups === 0 && audit.pending_payments === 0 && audit.double_captures === 0 && audit.over_refunded === 0
     if (!ok) {
       console.error("LEDGER AUDIT FAILED")
       process.exitCode = 1
     }
   } finally {
-    if (service?.pid !== undefined) {
-      try {
-        process.kill(-service.pid, "SIGTERM")
-      } catch { /* already gone */ }
-    }
-    await new Promise((r) => setTimeout(r, 500))
-    await database.stop()
-    rmSync(directory, { recursive: true, force: true })
+    for (const child of children) child.kill("SIGTERM")
+    for (const receiver of receivers) receiver.close()
+    await sleep(500)
+    await monitor.end().catch(() => {})
+    if (database !== null) await database.stop()
+    if (scratch !== null && existsSync(scratch)) rmSync(scratch, { recursive: true, force: true })
   }
 }
 

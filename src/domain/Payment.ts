@@ -431,3 +431,20 @@ export const nextStep = (payment: Payment): Step | null => {
   if (payment.fraudVerdict === "passed" && payment.captureMethod === "automatic") return "capture"
   return null
 }
+
+/**
+ * Everything of the flow up to its next wait, as one decision: the network's answer (if asked),
+ * the fraud screening (if scored) and an automatic capture, each applied only where it is due.
+ */
+export const advanceFlow = (
+  payment: Payment,
+  authorization: AuthorizationOutcome | null,
+  screening: Assessment | null,
+  thresholds: Thresholds,
+  context: Context
+): Decision =>
+  sequence(payment, [
+    (p) => (authorization === null ? null : applyAuthorization(p, authorization, context)),
+    (p) => (screening === null || nextStep(p) !== "screen" ? null : applyFraudAssessment(p, screening, thresholds, context)),
+    (p) => (nextStep(p) !== "capture" ? null : capture(p, undefined, context))
+  ])

@@ -18,7 +18,8 @@ export const velocityWindowMs = 3_600_000
 /** How many earlier attempts the velocity count needs to see (the model caps the feature). */
 export const velocityLimit = FraudModel.maximumCardAttemptsFeature
 
-const score = (payment: Payment, cardAttemptsLastHour: number) =>
+/** The model's assessment of an authorized payment given its card's earlier attempts in the last hour. */
+export const score = (payment: Payment, cardAttemptsLastHour: number) =>
   FraudModel.assess(FraudModel.features({
     networkRiskSignal: payment.networkRiskSignal ?? 0,
     amountCents: payment.amountCents,

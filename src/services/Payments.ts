@@ -132,18 +132,12 @@ export const make = Effect.gen(function*() {
     cardBrand: payment.cardBrand
   })
 
-  /** Everything up to the flow's next wait, as one decision: authorization, screening, automatic capture. */
   const flowSteps = (
     payment: Payment.Payment,
     authorization: Payment.AuthorizationOutcome | null,
     screening: FraudAssessment | null,
     ctx: Payment.Context
-  ) =>
-    Payment.sequence(payment, [
-      (p) => (authorization === null ? null : Payment.applyAuthorization(p, authorization, ctx)),
-      (p) => (screening === null || Payment.nextStep(p) !== "screen" ? null : Payment.applyFraudAssessment(p, screening, config.fraudThresholds, ctx)),
-      (p) => (Payment.nextStep(p) !== "capture" ? null : Payment.capture(p, undefined, ctx))
-    ])
+  ) => Payment.advanceFlow(payment, authorization, screening, config.fraudThresholds, ctx)
 
   const authorize = (payment: Payment.Payment) =>
     acquirer.authorize(authorizationRequest(payment)).pipe(
@@ -228,18 +222,23 @@ export const make = Effect.gen(function*() {
         const ctx = yield* context
         const decision = Payment.create(input, ctx)
         if (!decision.ok) return yield* Effect.dieMessage("create cannot be refused")
-        const opened = yield* store.openPayment({
-          change: decision.change,
-          claim: request.claim,
-          cardAttemptsSince: addMs(ctx.now, -velocityWindowMs),
-          cardAttemptsLimit: velocityLimit
-        })
-        if (opened._tag === "KeyTaken") return { _tag: "KeyTaken" } as const
-        request.onClaimed()
-        yield* countEvents(decision.change.events)
         const payment = decision.change.payment
-        const answer = yield* finishInline(payment, opened.cardAttempts, request)
-        if (answer !== null) return { _tag: "Answered", answer, stored: request.claim !== null } as const
+        // Two round trips a few milliseconds apart: a client that hangs up (or a graceful stop)
+        // in between does not leave the payment pending for the recovery worker.
+        const inline = yield* Effect.uninterruptible(Effect.gen(function*() {
+          const opened = yield* store.openPayment({
+            change: decision.change,
+            claim: request.claim,
+            cardAttemptsSince: addMs(ctx.now, -velocityWindowMs),
+            cardAttemptsLimit: velocityLimit
+          })
+          if (opened._tag === "KeyTaken") return opened
+          request.onClaimed()
+          yield* countEvents(decision.change.events)
+          const answer = yield* finishInline(payment, opened.cardAttempts, request)
+          return answer === null ? null : { _tag: "Answered", answer, stored: request.claim !== null } as const
+        }))
+        if (inline !== null) return inline
         // The network will answer later (or a racing command moved the payment): the supervised
         // flow goes on, and the answer waits for it up to the request deadline.
         const fiber = yield* startFlow(payment.id, payment)

@@ -7,7 +7,7 @@ import type { ApiKey } from "../domain/Merchant.ts"
 import type { Change, Payment } from "../domain/Payment.ts"
 import { followsFrom, nextStep } from "../domain/Payment.ts"
 import type { Currency } from "../domain/Money.ts"
-import type { AnalyticsRow, StoreShape, UpdateOutcome } from "./Store.ts"
+import type { AnalyticsRow, ChangeCommit, OpenPayment, StoreShape, UpdateOutcome } from "./Store.ts"
 import { Store } from "./Store.ts"
 import { iso, isoOrNull, run, toEvent, toMerchant, type Row } from "./PgRows.ts"
 import { PgPool, prepared } from "./PgPrepared.ts"
@@ -197,6 +197,30 @@ answered AS (
 )
 SELECT count(*)::int AS committed FROM payment`
 
+/** The parameters of `openPaymentSql` (also used by the benchmark's baselines). */
+export const openPaymentValues = ({ change, claim, cardAttemptsSince, cardAttemptsLimit }: OpenPayment): Array<unknown> => {
+  const p = change.payment
+  return [
+    p.id, p.merchantId, p.status, p.amountCents, p.currency, p.capturedAmountCents, p.refundedAmountCents,
+    p.feeCents, p.cardBrand, p.cardLastFour, p.cardToken, p.captureMethod, p.idempotencyKey,
+    JSON.stringify(p.metadata), p.fraudScore, p.fraudVerdict, p.fraudCaseId, p.failureCode, p.failureMessage,
+    p.networkRiskSignal, nextStep(p) !== null, p.version, p.createdAt, p.updatedAt, p.capturedAt, p.settledAt,
+    claim?.key ?? null, claim?.fingerprint ?? null, claim?.lockedUntil ?? null, claim?.now ?? null, claim?.expiresAt ?? null,
+    eventRows(change), cardAttemptsSince, cardAttemptsLimit
+  ]
+}
+
+/** The parameters of `commitChangeSql`. */
+export const commitChangeValues = ({ before, change, response }: ChangeCommit): Array<unknown> => {
+  const p = change.payment
+  return [
+    p.id, before.version, p.status, p.capturedAmountCents, p.refundedAmountCents, p.feeCents, p.fraudScore,
+    p.fraudVerdict, p.fraudCaseId, p.failureCode, p.failureMessage, p.networkRiskSignal, nextStep(p) !== null,
+    p.version, p.updatedAt, p.capturedAt, p.settledAt, eventRows(change), ledgerRows(change), fraudCaseRows(change),
+    response?.merchantId ?? null, response?.key ?? null, response?.status ?? null, response?.body ?? null
+  ]
+}
+
 export const getPaymentSql = `SELECT * FROM payments WHERE id = $1 AND ($2::text IS NULL OR merchant_id = $2)`
 
 export const makePgStore = Effect.gen(function*() {
@@ -372,33 +396,21 @@ export const makePgStore = Effect.gen(function*() {
         }
         return { _tag: "Inserted" as const }
       }))),
-    openPayment: ({ change, claim, cardAttemptsSince, cardAttemptsLimit }) => {
-      const p = change.payment
-      if (change.ledger.length > 0 || change.fraudCase !== null) {
+    openPayment: (open) => {
+      if (open.change.ledger.length > 0 || open.change.fraudCase !== null) {
         return Effect.dieMessage("store: a new payment carries no ledger entries or fraud case")
       }
-      return openPayment([
-        p.id, p.merchantId, p.status, p.amountCents, p.currency, p.capturedAmountCents, p.refundedAmountCents,
-        p.feeCents, p.cardBrand, p.cardLastFour, p.cardToken, p.captureMethod, p.idempotencyKey,
-        JSON.stringify(p.metadata), p.fraudScore, p.fraudVerdict, p.fraudCaseId, p.failureCode, p.failureMessage,
-        p.networkRiskSignal, nextStep(p) !== null, p.version, p.createdAt, p.updatedAt, p.capturedAt, p.settledAt,
-        claim?.key ?? null, claim?.fingerprint ?? null, claim?.lockedUntil ?? null, claim?.now ?? null, claim?.expiresAt ?? null,
-        eventRows(change), cardAttemptsSince, cardAttemptsLimit
-      ]).pipe(Effect.map((rows) =>
+      return openPayment(openPaymentValues(open)).pipe(Effect.map((rows) =>
         rows[0]!.opened === 1
           ? { _tag: "Opened" as const, cardAttempts: rows[0]!.card_attempts as number }
           : { _tag: "KeyTaken" as const }
       ))
     },
-    commitChange: ({ before, change, response }) => {
-      const p = change.payment
-      if (!followsFrom(before, change)) return Effect.dieMessage("store: a change must follow from the record it was decided on")
-      return commitChange([
-        p.id, before.version, p.status, p.capturedAmountCents, p.refundedAmountCents, p.feeCents, p.fraudScore,
-        p.fraudVerdict, p.fraudCaseId, p.failureCode, p.failureMessage, p.networkRiskSignal, nextStep(p) !== null,
-        p.version, p.updatedAt, p.capturedAt, p.settledAt, eventRows(change), ledgerRows(change), fraudCaseRows(change),
-        response?.merchantId ?? null, response?.key ?? null, response?.status ?? null, response?.body ?? null
-      ]).pipe(Effect.map((rows) => rows[0]!.committed === 1))
+    commitChange: (commit) => {
+      if (!followsFrom(commit.before, commit.change)) {
+        return Effect.dieMessage("store: a change must follow from the record it was decided on")
+      }
+      return commitChange(commitChangeValues(commit)).pipe(Effect.map((rows) => rows[0]!.committed === 1))
     },
     getPayment: (merchantId, paymentId) =>
       getPayment([paymentId, merchantId]).pipe(Effect.map((rows) => (rows[0] ? toPayment(rows[0]) : null))),

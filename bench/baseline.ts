@@ -1,0 +1,47 @@
+/**
+ * The create baseline: a minimal `node:http` + `pg` server doing the service's own create SQL
+ * (bench/sql.ts: the same two prepared statements, parameters and domain decisions), with no
+ * framework, no authentication and no validation beyond JSON.parse. What the service's create
+ * could reach if everything but its SQL cost nothing.
+ *
+ *   DATABASE_URL=... PORT=... MERCHANT_ID=... node --import tsx bench/baseline.ts
+ */
+import { randomBytes } from "node:crypto"
+import { createServer } from "node:http"
+import pg from "pg"
+import { formatId } from "../src/domain/Ids.ts"
+import { commitChangeSql, commitChangeValues, openPaymentSql, openPaymentValues } from "../src/store/PgStore.ts"
+import { createUnit } from "./sql.ts"
+
+const pool = new pg.Pool({ connectionString: process.env.DATABASE_URL, max: 8 })
+const merchantId = process.env.MERCHANT_ID!
+const mintId = (kind: Parameters<typeof formatId>[0]) => formatId(kind, randomBytes(16))
+
+const server = createServer((request, response) => {
+  if (request.method !== "POST") {
+    response.writeHead(404).end()
+    return
+  }
+  const chunks: Array<Buffer> = []
+  request.on("data", (chunk: Buffer) => chunks.push(chunk))
+  request.on("end", async () => {
+    try {
+      const t = JSON.parse(Buffer.concat(chunks).toString("utf8")).transaction
+      const key = request.headers["x-idempotency-key"]
+      const unit = createUnit(merchantId, mintId, { amountCents: t.amount_cents, currency: t.currency, cardToken: t.card_token }, typeof key === "string" ? key : null)
+      const opened = await pool.query({ name: "open_payment_v1", text: openPaymentSql, values: openPaymentValues(unit.open) })
+      const commit = unit.commit(opened.rows[0].card_attempts)
+      await pool.query({ name: "commit_change_v1", text: commitChangeSql, values: commitChangeValues(commit) })
+      response.writeHead(201, { "content-type": "application/json" })
+      response.end(commit.response?.body ?? "{}")
+    } catch (error) {
+      response.writeHead(500, { "content-type": "application/json" })
+      response.end(JSON.stringify({ error: String(error) }))
+    }
+  })
+})
+server.listen(Number(process.env.PORT), "127.0.0.1", () => console.error(`baseline listening on ${process.env.PORT}`))
+process.on("SIGTERM", () => {
+  server.close()
+  void pool.end().then(() => process.exit(0))
+})

@@ -1,0 +1,109 @@
+/**
+ * The service's own create SQL for the baselines, taken from the code (src/store/PgStore.ts),
+ * never copied by hand: a sample create decided by the domain, its two statements and their
+ * parameters as the store builds them, and a pgbench script of exactly those statements.
+ */
+import type pg from "pg"
+import { sandboxAnswer } from "../src/acquirer/Acquirer.ts"
+import { idPrefixes, type IdKind } from "../src/domain/Ids.ts"
+import * as Payment from "../src/domain/Payment.ts"
+import * as Wire from "../src/http/Wire.ts"
+import { defaults } from "../src/platform/Config.ts"
+import { score, velocityLimit, velocityWindowMs } from "../src/services/Fraud.ts"
+import { commitChangeSql, commitChangeValues, openPaymentSql, openPaymentValues } from "../src/store/PgStore.ts"
+import type { ChangeCommit, OpenPayment } from "../src/store/Store.ts"
+
+const addMs = (iso: string, ms: number) => new Date(Date.parse(iso) + ms).toISOString()
+
+/** One create as the service runs it (sandbox approval, screening, automatic capture), with ids from `mintId`. */
+export const createUnit = (
+  merchantId: string,
+  mintId: (kind: IdKind) => string,
+  body: { readonly amountCents: number; readonly currency: Payment.Payment["currency"]; readonly cardToken: string },
+  idempotencyKey: string | null
+): { readonly open: OpenPayment; readonly commit: (cardAttempts: number) => ChangeCommit; readonly payment: () => Payment.Payment } => {
+  const now = new Date().toISOString()
+  const ctx: Payment.Context = { now, mintId }
+  const created = Payment.create({
+    merchantId,
+    amountCents: body.amountCents,
+    currency: body.currency,
+    cardBrand: "visa",
+    cardLastFour: "4242",
+    cardToken: body.cardToken,
+    captureMethod: "automatic",
+    idempotencyKey,
+    metadata: {}
+  }, ctx)
+  if (!created.ok) throw new Error("create refused")
+  const pending = created.change.payment
+  const claim = idempotencyKey === null ? null : {
+    merchantId,
+    key: idempotencyKey,
+    fingerprint: "0".repeat(64),
+    now,
+    lockedUntil: addMs(now, defaults.idempotencyLeaseMs),
+    expiresAt: addMs(now, defaults.idempotencyTtlMs)
+  }
+  let committed: Payment.Payment = pending
+  return {
+    open: { change: created.change, claim, cardAttemptsSince: addMs(now, -velocityWindowMs), cardAttemptsLimit: velocityLimit },
+    commit: (cardAttempts) => {
+      const authorization = sandboxAnswer({ ...pending, paymentId: pending.id }) ?? { _tag: "Approved", networkRiskSignal: 0.05 }
+      const screening = authorization._tag === "Approved"
+        ? score({ ...pending, networkRiskSignal: authorization.networkRiskSignal }, cardAttempts)
+        : null
+      const flow = Payment.advanceFlow(pending, authorization, screening, defaults.fraudThresholds, { now: new Date().toISOString(), mintId })
+      if (!flow.ok) throw new Error("flow refused")
+      committed = flow.change.payment
+      const responseBody = JSON.stringify({ transaction: Wire.transaction(committed) })
+      return {
+        before: pending,
+        change: flow.change,
+        response: claim === null ? null : { merchantId, key: claim.key, status: 201, body: responseBody }
+      }
+    },
+    payment: () => committed
+  }
+}
+
+const marker = "ZZID"
+const colon = "ZZCOLON"
+
+/**
+ * A pgbench script of the create's two statements, each parameter a typed literal; ids and the
+ * idempotency key carry `:n`, unique per transaction. pgbench substitutes `:name` even inside
+ * quotes, so colons in literals are spelled through chr(58).
+ */
+export const pgbenchScript = async (client: pg.Client, merchantId: string) => {
+  let counter = 0
+  const unit = createUnit(
+    merchantId,
+    (kind) => `${idPrefixes[kind]}_${marker}_${counter++}`,
+    { amountCents: 1234, currency: "USD", cardToken: "tok_visa" },
+    `bench-${marker}`
+  )
+  const statements: Array<[string, Array<unknown>]> = [
+    [openPaymentSql, openPaymentValues(unit.open)],
+    [commitChangeSql, commitChangeValues(unit.commit(0))]
+  ]
+  const lines = ["\\set n :client_id * 1000000000000 + random(1, 999999999999)"]
+  for (const [index, [text, values]] of statements.entries()) {
+    const name = `pgbench_types_${index}`
+    await client.query(`PREPARE ${name} AS ${text}`)
+    const types = (await client.query(`SELECT parameter_types::text[] AS types FROM pg_prepared_statements WHERE name = $1`, [name]))
+      .rows[0].types as Array<string>
+    await client.query(`DEALLOCATE ${name}`)
+    const literal = (value: unknown, type: string) => {
+      if (value === null || value === undefined) return `NULL::${type}`
+      const raw = String(value)
+      let expression = `'${raw.replaceAll("'", "''").replaceAll(":", colon)}'`
+      if (raw.includes(":")) expression = `replace(${expression}, '${colon}', chr(58))`
+      if (raw.includes(marker)) expression = `replace(${expression}, '${marker}', :n::text)`
+      return `(${expression})::${type}`
+    }
+    const sql = text.replace(/\$(\d+)/g, (_, k: string) => literal(values[Number(k) - 1], types[Number(k) - 1]!))
+    lines.push(`${sql.replace(/\s+/g, " ").trim()};`)
+  }
+  return lines.join("\n") + "\n"
+}
