@@ -10,7 +10,7 @@ import { randomBytes } from "node:crypto"
 import { createServer } from "node:http"
 import pg from "pg"
 import { formatId } from "../src/domain/Ids.ts"
-import { commitChangeSql, commitChangeValues, openPaymentSql, openPaymentValues } from "../src/store/PgStore.ts"
+import { commitChangesSql, commitChangesValues, openPaymentsSql, openPaymentsValues } from "../src/store/PgHotPath.ts"
 import { createUnit } from "./sql.ts"
 
 const pool = new pg.Pool({ connectionString: process.env.DATABASE_URL, max: 8 })
@@ -29,9 +29,9 @@ const server = createServer((request, response) => {
       const t = JSON.parse(Buffer.concat(chunks).toString("utf8")).transaction
       const key = request.headers["x-idempotency-key"]
       const unit = createUnit(merchantId, mintId, { amountCents: t.amount_cents, currency: t.currency, cardToken: t.card_token }, typeof key === "string" ? key : null)
-      const opened = await pool.query({ name: "open_payment_v1", text: openPaymentSql, values: openPaymentValues(unit.open) })
+      const opened = await pool.query({ name: "open_payments_v1", text: openPaymentsSql, values: openPaymentsValues([unit.open]) })
       const commit = unit.commit(opened.rows[0].card_attempts)
-      await pool.query({ name: "commit_change_v1", text: commitChangeSql, values: commitChangeValues(commit) })
+      await pool.query({ name: "commit_changes_v1", text: commitChangesSql, values: commitChangesValues([commit]) })
       response.writeHead(201, { "content-type": "application/json" })
       response.end(commit.response?.body ?? "{}")
     } catch (error) {

@@ -8,6 +8,7 @@
  *
  *   npm run bench -- [--scenario create|read|mixed|refund|idempotent-retry|webhooks]
  *                    [--duration 10] [--connections 64] [--url postgres://...] [--no-baselines]
+ *                    [--profile DIR]
  *
  * Results go to bench/results/<scenario>-<timestamp>.json; `npm run bench:report` renders them.
  */
@@ -36,6 +37,8 @@ const durationSeconds = Math.max(1, Math.min(120, Number(argument("duration", "1
 const connections = Math.max(1, Math.min(256, Number(argument("connections", "64"))))
 const externalUrl = argument("url", "")
 const baselines = !process.argv.includes("--no-baselines") && scenario === "create"
+/** `--profile DIR`: the service writes a V8 CPU profile there when it stops (summarise with bench/profile.ts). */
+const profileDirectory = argument("profile", "")
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
 const log = (line: string) => process.stderr.write(`${line}\n`)
@@ -235,7 +238,8 @@ const main = async () => {
     } catch {
       log("pg_stat_statements is not available: statements per request will read n/a")
     }
-    const service = spawn(process.execPath, ["--import", "tsx", "src/main.ts", "serve"], { env, stdio: ["ignore", "ignore", "inherit"] })
+    const profiling = profileDirectory === "" ? [] : ["--cpu-prof", `--cpu-prof-dir=${profileDirectory}`]
+    const service = spawn(process.execPath, [...profiling, "--import", "tsx", "src/main.ts", "serve"], { env, stdio: ["ignore", "ignore", "inherit"] })
     children.push(service)
     const base = `http://127.0.0.1:${port}`
     await waitFor(`${base}/healthz`, 30_000)

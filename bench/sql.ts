@@ -10,7 +10,7 @@ import * as Payment from "../src/domain/Payment.ts"
 import * as Wire from "../src/http/Wire.ts"
 import { defaults } from "../src/platform/Config.ts"
 import { score, velocityLimit, velocityWindowMs } from "../src/services/Fraud.ts"
-import { commitChangeSql, commitChangeValues, openPaymentSql, openPaymentValues } from "../src/store/PgStore.ts"
+import { commitChangesSql, commitChangesValues, openPaymentsSql, openPaymentsValues } from "../src/store/PgHotPath.ts"
 import type { ChangeCommit, OpenPayment } from "../src/store/Store.ts"
 
 const addMs = (iso: string, ms: number) => new Date(Date.parse(iso) + ms).toISOString()
@@ -84,8 +84,8 @@ export const pgbenchScript = async (client: pg.Client, merchantId: string) => {
     `bench-${marker}`
   )
   const statements: Array<[string, Array<unknown>]> = [
-    [openPaymentSql, openPaymentValues(unit.open)],
-    [commitChangeSql, commitChangeValues(unit.commit(0))]
+    [openPaymentsSql, openPaymentsValues([unit.open])],
+    [commitChangesSql, commitChangesValues([unit.commit(0)])]
   ]
   const lines = ["\\set n :client_id * 1000000000000 + random(1, 999999999999)"]
   for (const [index, [text, values]] of statements.entries()) {

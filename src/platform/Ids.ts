@@ -23,7 +23,27 @@ export const makeIds = (bytes: (count: number) => Uint8Array): IdsShape => ({
   secret: (prefix: string) => prefix + encodeIdBody(bytes(secretBytes))
 })
 
-export const layer = Layer.sync(Ids, () => makeIds((count) => randomBytes(count)))
+/**
+ * Bytes from the operating system's CSPRNG, drawn 4 KiB at a time: a create mints about a dozen
+ * ids, and one `randomBytes` call per id cost more than the rest of minting. Every byte is used
+ * once; the pool is private to this process.
+ */
+export const pooledRandomBytes = (poolSize = 4096) => {
+  let pool = randomBytes(poolSize)
+  let offset = 0
+  return (count: number): Uint8Array => {
+    if (count > poolSize) return randomBytes(count)
+    if (offset + count > poolSize) {
+      pool = randomBytes(poolSize)
+      offset = 0
+    }
+    const out = pool.subarray(offset, offset + count)
+    offset += count
+    return out
+  }
+}
+
+export const layer = Layer.sync(Ids, () => makeIds(pooledRandomBytes()))
 
 /**
  * sfc32 seeded through splitmix32: a small, fast PRNG in 32-bit integer arithmetic only, so the

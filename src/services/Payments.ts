@@ -223,22 +223,22 @@ export const make = Effect.gen(function*() {
         const decision = Payment.create(input, ctx)
         if (!decision.ok) return yield* Effect.dieMessage("create cannot be refused")
         const payment = decision.change.payment
-        // Two round trips a few milliseconds apart: a client that hangs up (or a graceful stop)
-        // in between does not leave the payment pending for the recovery worker.
-        const inline = yield* Effect.uninterruptible(Effect.gen(function*() {
-          const opened = yield* store.openPayment({
-            change: decision.change,
-            claim: request.claim,
-            cardAttemptsSince: addMs(ctx.now, -velocityWindowMs),
-            cardAttemptsLimit: velocityLimit
-          })
-          if (opened._tag === "KeyTaken") return opened
-          request.onClaimed()
-          yield* countEvents(decision.change.events)
-          const answer = yield* finishInline(payment, opened.cardAttempts, request)
-          return answer === null ? null : { _tag: "Answered", answer, stored: request.claim !== null } as const
-        }))
-        if (inline !== null) return inline
+        // A client that hangs up (or a stop) once the payment may exist does not leave it pending
+        // until the recovery worker finds it: the supervised flow takes over at once (it reads the
+        // payment first, and stops if the insert never happened).
+        const opened = yield* store.openPayment({
+          change: decision.change,
+          claim: request.claim,
+          cardAttemptsSince: addMs(ctx.now, -velocityWindowMs),
+          cardAttemptsLimit: velocityLimit
+        }).pipe(Effect.onInterrupt(() => Effect.asVoid(startFlow(payment.id))))
+        if (opened._tag === "KeyTaken") return opened
+        request.onClaimed()
+        yield* countEvents(decision.change.events)
+        const answer = yield* finishInline(payment, opened.cardAttempts, request).pipe(
+          Effect.onInterrupt(() => Effect.asVoid(startFlow(payment.id, payment)))
+        )
+        if (answer !== null) return { _tag: "Answered", answer, stored: request.claim !== null } as const
         // The network will answer later (or a racing command moved the payment): the supervised
         // flow goes on, and the answer waits for it up to the request deadline.
         const fiber = yield* startFlow(payment.id, payment)

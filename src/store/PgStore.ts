@@ -7,10 +7,11 @@ import type { ApiKey } from "../domain/Merchant.ts"
 import type { Change, Payment } from "../domain/Payment.ts"
 import { followsFrom, nextStep } from "../domain/Payment.ts"
 import type { Currency } from "../domain/Money.ts"
-import type { AnalyticsRow, ChangeCommit, OpenPayment, StoreShape, UpdateOutcome } from "./Store.ts"
+import type { AnalyticsRow, StoreShape, UpdateOutcome } from "./Store.ts"
 import { Store } from "./Store.ts"
 import { iso, isoOrNull, run, toEvent, toMerchant, type Row } from "./PgRows.ts"
 import { PgPool, prepared } from "./PgPrepared.ts"
+import { getPaymentSql, makeHotPath } from "./PgHotPath.ts"
 import * as PgWebhookStore from "./PgWebhookStore.ts"
 import type { WebhookStore } from "./WebhookStore.ts"
 
@@ -82,152 +83,10 @@ const toFraudCase = (r: Row): FraudCase => ({
   updatedAt: iso(r.updated_at)
 })
 
-/** Events of a change as `json_to_recordset` rows (the fixed-shape statements below). */
-const eventRows = (change: Change) =>
-  JSON.stringify(change.events.map((e) => ({ id: e.id, type: e.type, sequence: e.sequence, data: e.data, created_at: e.createdAt })))
-
-const ledgerRows = (change: Change) =>
-  JSON.stringify(change.ledger.map((e) => ({
-    id: e.id,
-    group_id: e.groupId,
-    account: e.account,
-    direction: e.direction,
-    amount_cents: e.amountCents,
-    currency: e.currency,
-    created_at: e.createdAt
-  })))
-
-const fraudCaseRows = (change: Change) => {
-  const c = change.fraudCase
-  return JSON.stringify(c === null ? [] : [{
-    id: c.id,
-    status: c.status,
-    priority: c.priority,
-    risk_score: c.riskScore,
-    model_version: c.modelVersion,
-    explanations: c.explanations,
-    notes: c.notes,
-    reviewed_at: c.reviewedAt,
-    created_at: c.createdAt,
-    updated_at: c.updatedAt
-  }])
-}
-
-/**
- * The create path's first round trip (Store.openPayment): claim the key (only if never seen),
- * insert the payment and its events (and outbox rows when the merchant has a webhook URL), and
- * count the card's earlier attempts; the count reads the statement's snapshot, so it never sees
- * the payment being inserted.
- */
-export const openPaymentSql = `
-WITH claimed AS (
-  INSERT INTO idempotency_keys (merchant_id, key, fingerprint, state, locked_until, created_at, expires_at, applied_to)
-  SELECT $2, $27, $28, 'in_progress', $29, $30, $31, $1 WHERE $27::text IS NOT NULL
-  ON CONFLICT (merchant_id, key) DO NOTHING
-  RETURNING key
-),
-payment AS (
-  INSERT INTO payments (id, merchant_id, status, amount_cents, currency, captured_amount_cents, refunded_amount_cents,
-    fee_cents, card_brand, card_last_four, card_token, capture_method, idempotency_key, idempotency_hold, metadata,
-    fraud_score, fraud_verdict, fraud_case_id, failure_code, failure_message, network_risk_signal, in_flight, version,
-    created_at, updated_at, captured_at, settled_at)
-  SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23,
-    $24, $25, $26
-  WHERE $27::text IS NULL OR EXISTS (SELECT 1 FROM claimed)
-  RETURNING id, merchant_id
-),
-events AS (
-  INSERT INTO payment_events (id, payment_id, merchant_id, type, sequence, data, created_at)
-  SELECT e.id, p.id, p.merchant_id, e.type, e.sequence, e.data, e.created_at
-  FROM payment p, json_to_recordset($32::json) AS e(id text, type text, sequence int, data jsonb, created_at timestamptz)
-  RETURNING id, merchant_id, created_at
-),
-outbox AS (
-  INSERT INTO webhook_outbox (event_id, merchant_id, created_at)
-  SELECT id, merchant_id, created_at FROM events
-  WHERE EXISTS (SELECT 1 FROM merchants WHERE id = $2 AND webhook_url IS NOT NULL)
-)
-SELECT (SELECT count(*)::int FROM payment) AS opened,
-  (SELECT count(*)::int FROM (SELECT 1 FROM payments WHERE merchant_id = $2 AND card_token = $11
-    AND created_at >= $33 LIMIT $34) earlier) AS card_attempts`
-
-/**
- * One version-checked commit of a change (Store.commitChange): the payment row, its events,
- * outbox rows (when the merchant has a webhook URL), ledger entries, fraud case and the stored
- * response, or nothing when the version moved.
- */
-export const commitChangeSql = `
-WITH payment AS (
-  UPDATE payments SET status = $3, captured_amount_cents = $4, refunded_amount_cents = $5, fee_cents = $6,
-    fraud_score = $7, fraud_verdict = $8, fraud_case_id = $9, failure_code = $10, failure_message = $11,
-    network_risk_signal = $12, in_flight = $13, version = $14, updated_at = $15, captured_at = $16, settled_at = $17
-  WHERE id = $1 AND version = $2
-  RETURNING id, merchant_id
-),
-events AS (
-  INSERT INTO payment_events (id, payment_id, merchant_id, type, sequence, data, created_at)
-  SELECT e.id, p.id, p.merchant_id, e.type, e.sequence, e.data, e.created_at
-  FROM payment p, json_to_recordset($18::json) AS e(id text, type text, sequence int, data jsonb, created_at timestamptz)
-  RETURNING id, merchant_id, created_at
-),
-outbox AS (
-  INSERT INTO webhook_outbox (event_id, merchant_id, created_at)
-  SELECT e.id, e.merchant_id, e.created_at FROM events e
-  WHERE EXISTS (SELECT 1 FROM merchants m, payment p WHERE m.id = p.merchant_id AND m.webhook_url IS NOT NULL)
-),
-entries AS (
-  INSERT INTO ledger_entries (id, group_id, payment_id, merchant_id, account, direction, amount_cents, currency, created_at)
-  SELECT e.id, e.group_id, p.id, p.merchant_id, e.account, e.direction, e.amount_cents, e.currency, e.created_at
-  FROM payment p, json_to_recordset($19::json)
-    AS e(id text, group_id text, account text, direction text, amount_cents bigint, currency text, created_at timestamptz)
-),
-fraud AS (
-  INSERT INTO fraud_cases (id, payment_id, merchant_id, status, priority, risk_score, model_version, explanations, notes,
-    reviewed_at, created_at, updated_at)
-  SELECT c.id, p.id, p.merchant_id, c.status, c.priority, c.risk_score, c.model_version, c.explanations, c.notes,
-    c.reviewed_at, c.created_at, c.updated_at
-  FROM payment p, json_to_recordset($20::json) AS c(id text, status text, priority text, risk_score double precision,
-    model_version text, explanations jsonb, notes text, reviewed_at timestamptz, created_at timestamptz, updated_at timestamptz)
-  ON CONFLICT (id) DO UPDATE SET status = EXCLUDED.status, notes = EXCLUDED.notes, reviewed_at = EXCLUDED.reviewed_at,
-    updated_at = EXCLUDED.updated_at
-),
-answered AS (
-  UPDATE idempotency_keys SET state = 'completed', response_status = $23, response_body = $24
-  WHERE merchant_id = $21 AND key = $22 AND state = 'in_progress' AND EXISTS (SELECT 1 FROM payment)
-)
-SELECT count(*)::int AS committed FROM payment`
-
-/** The parameters of `openPaymentSql` (also used by the benchmark's baselines). */
-export const openPaymentValues = ({ change, claim, cardAttemptsSince, cardAttemptsLimit }: OpenPayment): Array<unknown> => {
-  const p = change.payment
-  return [
-    p.id, p.merchantId, p.status, p.amountCents, p.currency, p.capturedAmountCents, p.refundedAmountCents,
-    p.feeCents, p.cardBrand, p.cardLastFour, p.cardToken, p.captureMethod, p.idempotencyKey,
-    JSON.stringify(p.metadata), p.fraudScore, p.fraudVerdict, p.fraudCaseId, p.failureCode, p.failureMessage,
-    p.networkRiskSignal, nextStep(p) !== null, p.version, p.createdAt, p.updatedAt, p.capturedAt, p.settledAt,
-    claim?.key ?? null, claim?.fingerprint ?? null, claim?.lockedUntil ?? null, claim?.now ?? null, claim?.expiresAt ?? null,
-    eventRows(change), cardAttemptsSince, cardAttemptsLimit
-  ]
-}
-
-/** The parameters of `commitChangeSql`. */
-export const commitChangeValues = ({ before, change, response }: ChangeCommit): Array<unknown> => {
-  const p = change.payment
-  return [
-    p.id, before.version, p.status, p.capturedAmountCents, p.refundedAmountCents, p.feeCents, p.fraudScore,
-    p.fraudVerdict, p.fraudCaseId, p.failureCode, p.failureMessage, p.networkRiskSignal, nextStep(p) !== null,
-    p.version, p.updatedAt, p.capturedAt, p.settledAt, eventRows(change), ledgerRows(change), fraudCaseRows(change),
-    response?.merchantId ?? null, response?.key ?? null, response?.status ?? null, response?.body ?? null
-  ]
-}
-
-export const getPaymentSql = `SELECT * FROM payments WHERE id = $1 AND ($2::text IS NULL OR merchant_id = $2)`
-
 export const makePgStore = Effect.gen(function*() {
   const sql = yield* PgClient.PgClient
   const pool = yield* PgPool
-  const openPayment = prepared(pool, "open_payment_v1", openPaymentSql)
-  const commitChange = prepared(pool, "commit_change_v1", commitChangeSql)
+  const hot = makeHotPath(pool)
   const getPayment = prepared(pool, "get_payment_v1", getPaymentSql)
 
   const paymentRow = (p: Payment) => ({
@@ -396,22 +255,14 @@ export const makePgStore = Effect.gen(function*() {
         }
         return { _tag: "Inserted" as const }
       }))),
-    openPayment: (open) => {
-      if (open.change.ledger.length > 0 || open.change.fraudCase !== null) {
-        return Effect.dieMessage("store: a new payment carries no ledger entries or fraud case")
-      }
-      return openPayment(openPaymentValues(open)).pipe(Effect.map((rows) =>
-        rows[0]!.opened === 1
-          ? { _tag: "Opened" as const, cardAttempts: rows[0]!.card_attempts as number }
-          : { _tag: "KeyTaken" as const }
-      ))
-    },
-    commitChange: (commit) => {
-      if (!followsFrom(commit.before, commit.change)) {
-        return Effect.dieMessage("store: a change must follow from the record it was decided on")
-      }
-      return commitChange(commitChangeValues(commit)).pipe(Effect.map((rows) => rows[0]!.committed === 1))
-    },
+    openPayment: (open) =>
+      open.change.ledger.length > 0 || open.change.fraudCase !== null
+        ? Effect.dieMessage("store: a new payment carries no ledger entries or fraud case")
+        : hot.openPayment(open),
+    commitChange: (commit) =>
+      followsFrom(commit.before, commit.change)
+        ? hot.commitChange(commit)
+        : Effect.dieMessage("store: a change must follow from the record it was decided on"),
     getPayment: (merchantId, paymentId) =>
       getPayment([paymentId, merchantId]).pipe(Effect.map((rows) => (rows[0] ? toPayment(rows[0]) : null))),
     listPayments: (merchantId, filter, p) => {

@@ -1,0 +1,62 @@
+/**
+ * EXPLAIN (ANALYZE, BUFFERS) of the hot statements (the create's two, GET one transaction) on an
+ * embedded PostgreSQL holding `--payments N` creates (default 20,000) made with the same SQL.
+ * Each explained statement runs in a transaction that is rolled back.
+ *
+ *   npm run bench:explain -- [--payments 20000]
+ */
+import { execFileSync, spawnSync } from "node:child_process"
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import pg from "pg"
+import { randomBytes } from "node:crypto"
+import { formatId } from "../src/domain/Ids.ts"
+import { startEmbeddedPostgres } from "../src/platform/Database.ts"
+import { commitChangesSql, commitChangesValues, getPaymentSql, openPaymentsSql, openPaymentsValues } from "../src/store/PgHotPath.ts"
+import { createUnit, pgbenchScript } from "./sql.ts"
+
+const index = process.argv.indexOf("--payments")
+const payments = index === -1 ? 20_000 : Number(process.argv[index + 1])
+const scratch = mkdtempSync(join(tmpdir(), "payments-explain-"))
+const database = await startEmbeddedPostgres({ directory: scratch, persistent: false })
+try {
+  const env = { ...process.env, DATABASE_URL: database.url, RESPONSE_ENCRYPTION_KEY: "ab".repeat(32) }
+  const created = JSON.parse(execFileSync(process.execPath, ["--import", "tsx", "src/main.ts", "merchant", "create", "--name", "Explain"], { env, encoding: "utf8" }))
+  const merchantId: string = created.merchant.id
+  const client = new pg.Client({ connectionString: database.url })
+  await client.connect()
+  if (payments > 0) {
+    const file = join(scratch, "create.sql")
+    writeFileSync(file, await pgbenchScript(client, merchantId))
+    const run = spawnSync("pgbench", ["-n", "-M", "prepared", "-c", "4", "-t", String(Math.ceil(payments / 4)), "-f", file, database.url], { encoding: "utf8" })
+    if (run.status !== 0) throw new Error(`pgbench could not load the payments: ${run.stderr}`)
+  }
+  await client.query("VACUUM ANALYZE")
+  const mintId = (kind: Parameters<typeof formatId>[0]) => formatId(kind, randomBytes(16))
+  const unit = createUnit(merchantId, mintId, { amountCents: 1234, currency: "USD", cardToken: "tok_visa" }, "explain-key")
+  const explain = async (title: string, text: string, values: Array<unknown>) => {
+    await client.query("BEGIN")
+    // A generic plan, as a named prepared statement gets after its fifth execution.
+    await client.query("SET LOCAL plan_cache_mode = force_generic_plan")
+    await client.query({ name: `explain_${title.replace(/\W/g, "_").slice(0, 40)}`, text: `EXPLAIN (ANALYZE, BUFFERS, COSTS OFF, SUMMARY ON) ${text}`, values })
+      .then((result) => console.log(`\n## ${title}\n\n${result.rows.map((r) => r["QUERY PLAN"]).join("\n")}`))
+    return client
+  }
+  const opened = await explain("create, round trip 1: claim, insert, first event, velocity count", openPaymentsSql, openPaymentsValues([unit.open]))
+  await opened.query("ROLLBACK")
+  // The commit needs the payment in place: insert it for real inside the explained transaction.
+  await client.query("BEGIN")
+  const rows = await client.query({ text: openPaymentsSql, values: openPaymentsValues([unit.open]) })
+  await client.query("SET LOCAL plan_cache_mode = force_generic_plan")
+  const commit = unit.commit(rows.rows[0].card_attempts)
+  const result = await client.query({ text: `EXPLAIN (ANALYZE, BUFFERS, COSTS OFF, SUMMARY ON) ${commitChangesSql}`, values: commitChangesValues([commit]) })
+  console.log(`\n## create, round trip 2: authorization, screening, capture, ledger, stored response\n\n${result.rows.map((r) => r["QUERY PLAN"]).join("\n")}`)
+  await client.query("ROLLBACK")
+  const any = await client.query("SELECT id FROM payments LIMIT 1")
+  await (await explain("GET one transaction", getPaymentSql, [any.rows[0]?.id ?? "pay_none", merchantId])).query("ROLLBACK")
+  await client.end()
+} finally {
+  await database.stop()
+  rmSync(scratch, { recursive: true, force: true })
+}

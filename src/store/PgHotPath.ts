@@ -1,0 +1,354 @@
+import { Effect } from "effect"
+import type * as Pg from "pg"
+import type { Change } from "../domain/Payment.ts"
+import { nextStep } from "../domain/Payment.ts"
+import { isUnavailable, type Row } from "./PgRows.ts"
+import { type ChangeCommit, type OpenOutcome, type OpenPayment, StoreUnavailable } from "./Store.ts"
+
+/**
+ * The create path on PostgreSQL (docs/performance.md): two fixed-shape statements, each a named
+ * prepared statement planned once per connection, each taking any number of units as JSON rows,
+ * so that concurrent creates share a round trip and a commit (group commit, `Batcher` below).
+ */
+
+/**
+ * Round trip 1 (Store.openPayment) for a batch: claim each new key (only a key never seen),
+ * insert the payments whose claim held (or that carry none) with their events (and outbox rows
+ * when the merchant has a webhook URL), and count each card's earlier attempts. The counts read
+ * the statement's snapshot, so they never see the payments being inserted. Two units of one
+ * batch claiming one key: the first claims it, the second finds it taken.
+ */
+export const openPaymentsSql = `
+WITH input AS (
+  SELECT * FROM json_to_recordset($1::json) AS u(ord int, id text, merchant_id text, status text, amount_cents int,
+    currency text, captured_amount_cents int, refunded_amount_cents int, fee_cents int, card_brand text,
+    card_last_four text, card_token text, capture_method text, idempotency_key text, metadata jsonb,
+    fraud_score double precision, fraud_verdict text, fraud_case_id text, failure_code text, failure_message text,
+    network_risk_signal double precision, in_flight boolean, version int, created_at timestamptz,
+    updated_at timestamptz, captured_at timestamptz, settled_at timestamptz, claim_key text, fingerprint text,
+    locked_until timestamptz, claimed_at timestamptz, expires_at timestamptz, since timestamptz, attempts_limit int)
+),
+claimed AS (
+  INSERT INTO idempotency_keys (merchant_id, key, fingerprint, state, locked_until, created_at, expires_at, applied_to)
+  SELECT merchant_id, claim_key, fingerprint, 'in_progress', locked_until, claimed_at, expires_at, id
+  FROM input WHERE claim_key IS NOT NULL ORDER BY ord
+  ON CONFLICT (merchant_id, key) DO NOTHING
+  RETURNING applied_to
+),
+payment AS (
+  INSERT INTO payments (id, merchant_id, status, amount_cents, currency, captured_amount_cents, refunded_amount_cents,
+    fee_cents, card_brand, card_last_four, card_token, capture_method, idempotency_key, idempotency_hold, metadata,
+    fraud_score, fraud_verdict, fraud_case_id, failure_code, failure_message, network_risk_signal, in_flight, version,
+    created_at, updated_at, captured_at, settled_at)
+  SELECT id, merchant_id, status, amount_cents, currency, captured_amount_cents, refunded_amount_cents, fee_cents,
+    card_brand, card_last_four, card_token, capture_method, idempotency_key, idempotency_key, metadata, fraud_score,
+    fraud_verdict, fraud_case_id, failure_code, failure_message, network_risk_signal, in_flight, version, created_at,
+    updated_at, captured_at, settled_at
+  FROM input i
+  WHERE i.claim_key IS NULL OR i.id IN (SELECT applied_to FROM claimed)
+  RETURNING id
+),
+events AS (
+  INSERT INTO payment_events (id, payment_id, merchant_id, type, sequence, data, created_at)
+  SELECT e.id, e.payment_id, e.merchant_id, e.type, e.sequence, e.data, e.created_at
+  FROM json_to_recordset($2::json)
+    AS e(payment_id text, merchant_id text, id text, type text, sequence int, data jsonb, created_at timestamptz)
+  WHERE e.payment_id IN (SELECT id FROM payment)
+  RETURNING id, merchant_id, created_at
+),
+outbox AS (
+  INSERT INTO webhook_outbox (event_id, merchant_id, created_at)
+  SELECT e.id, e.merchant_id, e.created_at FROM events e JOIN merchants m ON m.id = e.merchant_id
+  WHERE m.webhook_url IS NOT NULL
+)
+SELECT i.ord, i.id IN (SELECT id FROM payment) AS opened,
+  (SELECT count(*)::int FROM (SELECT 1 FROM payments x WHERE x.merchant_id = i.merchant_id
+    AND x.card_token = i.card_token AND x.created_at >= i.since LIMIT i.attempts_limit) earlier) AS card_attempts
+FROM input i ORDER BY i.ord`
+
+/**
+ * Round trip 2 (Store.commitChange) for a batch: each payment row, version-checked, with its
+ * events, outbox rows (when the merchant has a webhook URL), ledger entries, fraud case and the
+ * stored response; a unit whose version moved writes nothing.
+ */
+export const commitChangesSql = `
+WITH input AS (
+  SELECT * FROM json_to_recordset($1::json) AS u(ord int, id text, before_version int, status text,
+    captured_amount_cents int, refunded_amount_cents int, fee_cents int, fraud_score double precision,
+    fraud_verdict text, fraud_case_id text, failure_code text, failure_message text,
+    network_risk_signal double precision, in_flight boolean, version int, updated_at timestamptz,
+    captured_at timestamptz, settled_at timestamptz, response_merchant_id text, response_key text,
+    response_status int, response_body text)
+),
+payment AS (
+  UPDATE payments p SET status = u.status, captured_amount_cents = u.captured_amount_cents,
+    refunded_amount_cents = u.refunded_amount_cents, fee_cents = u.fee_cents, fraud_score = u.fraud_score,
+    fraud_verdict = u.fraud_verdict, fraud_case_id = u.fraud_case_id, failure_code = u.failure_code,
+    failure_message = u.failure_message, network_risk_signal = u.network_risk_signal, in_flight = u.in_flight,
+    version = u.version, updated_at = u.updated_at, captured_at = u.captured_at, settled_at = u.settled_at
+  FROM input u
+  WHERE p.id = u.id AND p.version = u.before_version
+  RETURNING p.id
+),
+events AS (
+  INSERT INTO payment_events (id, payment_id, merchant_id, type, sequence, data, created_at)
+  SELECT e.id, e.payment_id, e.merchant_id, e.type, e.sequence, e.data, e.created_at
+  FROM json_to_recordset($2::json)
+    AS e(payment_id text, merchant_id text, id text, type text, sequence int, data jsonb, created_at timestamptz)
+  WHERE e.payment_id IN (SELECT id FROM payment)
+  RETURNING id, merchant_id, created_at
+),
+outbox AS (
+  INSERT INTO webhook_outbox (event_id, merchant_id, created_at)
+  SELECT e.id, e.merchant_id, e.created_at FROM events e JOIN merchants m ON m.id = e.merchant_id
+  WHERE m.webhook_url IS NOT NULL
+),
+entries AS (
+  INSERT INTO ledger_entries (id, group_id, payment_id, merchant_id, account, direction, amount_cents, currency, created_at)
+  SELECT e.id, e.group_id, e.payment_id, e.merchant_id, e.account, e.direction, e.amount_cents, e.currency, e.created_at
+  FROM json_to_recordset($3::json) AS e(payment_id text, merchant_id text, id text, group_id text, account text,
+    direction text, amount_cents bigint, currency text, created_at timestamptz)
+  WHERE e.payment_id IN (SELECT id FROM payment)
+),
+fraud AS (
+  INSERT INTO fraud_cases (id, payment_id, merchant_id, status, priority, risk_score, model_version, explanations, notes,
+    reviewed_at, created_at, updated_at)
+  SELECT c.id, c.payment_id, c.merchant_id, c.status, c.priority, c.risk_score, c.model_version, c.explanations, c.notes,
+    c.reviewed_at, c.created_at, c.updated_at
+  FROM json_to_recordset($4::json) AS c(payment_id text, merchant_id text, id text, status text, priority text,
+    risk_score double precision, model_version text, explanations jsonb, notes text, reviewed_at timestamptz,
+    created_at timestamptz, updated_at timestamptz)
+  WHERE c.payment_id IN (SELECT id FROM payment)
+  ON CONFLICT (id) DO UPDATE SET status = EXCLUDED.status, notes = EXCLUDED.notes, reviewed_at = EXCLUDED.reviewed_at,
+    updated_at = EXCLUDED.updated_at
+),
+answered AS (
+  UPDATE idempotency_keys k SET state = 'completed', response_status = u.response_status, response_body = u.response_body
+  FROM input u
+  WHERE k.merchant_id = u.response_merchant_id AND k.key = u.response_key AND k.state = 'in_progress'
+    AND u.id IN (SELECT id FROM payment)
+)
+SELECT u.ord, u.id IN (SELECT id FROM payment) AS committed FROM input u ORDER BY u.ord`
+
+export const getPaymentSql = `SELECT * FROM payments WHERE id = $1 AND ($2::text IS NULL OR merchant_id = $2)`
+
+const eventRows = (change: Change) =>
+  change.events.map((e) => ({
+    payment_id: e.paymentId,
+    merchant_id: e.merchantId,
+    id: e.id,
+    type: e.type,
+    sequence: e.sequence,
+    data: e.data,
+    created_at: e.createdAt
+  }))
+
+/** The parameters of `openPaymentsSql` for a batch (also used by the benchmark's baselines). */
+export const openPaymentsValues = (units: ReadonlyArray<OpenPayment>): Array<unknown> => [
+  JSON.stringify(units.map(({ change, claim, cardAttemptsSince, cardAttemptsLimit }, ord) => {
+    const p = change.payment
+    return {
+      ord,
+      id: p.id,
+      merchant_id: p.merchantId,
+      status: p.status,
+      amount_cents: p.amountCents,
+      currency: p.currency,
+      captured_amount_cents: p.capturedAmountCents,
+      refunded_amount_cents: p.refundedAmountCents,
+      fee_cents: p.feeCents,
+      card_brand: p.cardBrand,
+      card_last_four: p.cardLastFour,
+      card_token: p.cardToken,
+      capture_method: p.captureMethod,
+      idempotency_key: p.idempotencyKey,
+      metadata: p.metadata,
+      fraud_score: p.fraudScore,
+      fraud_verdict: p.fraudVerdict,
+      fraud_case_id: p.fraudCaseId,
+      failure_code: p.failureCode,
+      failure_message: p.failureMessage,
+      network_risk_signal: p.networkRiskSignal,
+      in_flight: nextStep(p) !== null,
+      version: p.version,
+      created_at: p.createdAt,
+      updated_at: p.updatedAt,
+      captured_at: p.capturedAt,
+      settled_at: p.settledAt,
+      claim_key: claim?.key ?? null,
+      fingerprint: claim?.fingerprint ?? null,
+      locked_until: claim?.lockedUntil ?? null,
+      claimed_at: claim?.now ?? null,
+      expires_at: claim?.expiresAt ?? null,
+      since: cardAttemptsSince,
+      attempts_limit: cardAttemptsLimit
+    }
+  })),
+  JSON.stringify(units.flatMap((u) => eventRows(u.change)))
+]
+
+/** The parameters of `commitChangesSql` for a batch. */
+export const commitChangesValues = (units: ReadonlyArray<ChangeCommit>): Array<unknown> => [
+  JSON.stringify(units.map(({ before, change, response }, ord) => {
+    const p = change.payment
+    return {
+      ord,
+      id: p.id,
+      before_version: before.version,
+      status: p.status,
+      captured_amount_cents: p.capturedAmountCents,
+      refunded_amount_cents: p.refundedAmountCents,
+      fee_cents: p.feeCents,
+      fraud_score: p.fraudScore,
+      fraud_verdict: p.fraudVerdict,
+      fraud_case_id: p.fraudCaseId,
+      failure_code: p.failureCode,
+      failure_message: p.failureMessage,
+      network_risk_signal: p.networkRiskSignal,
+      in_flight: nextStep(p) !== null,
+      version: p.version,
+      updated_at: p.updatedAt,
+      captured_at: p.capturedAt,
+      settled_at: p.settledAt,
+      response_merchant_id: response?.merchantId ?? null,
+      response_key: response?.key ?? null,
+      response_status: response?.status ?? null,
+      response_body: response?.body ?? null
+    }
+  })),
+  JSON.stringify(units.flatMap((u) => eventRows(u.change))),
+  JSON.stringify(units.flatMap(({ change }) =>
+    change.ledger.map((e) => ({
+      payment_id: e.paymentId,
+      merchant_id: e.merchantId,
+      id: e.id,
+      group_id: e.groupId,
+      account: e.account,
+      direction: e.direction,
+      amount_cents: e.amountCents,
+      currency: e.currency,
+      created_at: e.createdAt
+    }))
+  )),
+  JSON.stringify(units.flatMap(({ change }) => {
+    const c = change.fraudCase
+    return c === null ? [] : [{
+      payment_id: c.paymentId,
+      merchant_id: c.merchantId,
+      id: c.id,
+      status: c.status,
+      priority: c.priority,
+      risk_score: c.riskScore,
+      model_version: c.modelVersion,
+      explanations: c.explanations,
+      notes: c.notes,
+      reviewed_at: c.reviewedAt,
+      created_at: c.createdAt,
+      updated_at: c.updatedAt
+    }]
+  }))
+]
+
+/** Rows in `ord` order, one per unit. */
+const openOutcomes = (rows: ReadonlyArray<Row>): Array<OpenOutcome> =>
+  rows.map((r) => (r.opened ? { _tag: "Opened", cardAttempts: r.card_attempts as number } : { _tag: "KeyTaken" }))
+const commitOutcomes = (rows: ReadonlyArray<Row>): Array<boolean> => rows.map((r) => r.committed === true)
+
+/** Group commit tuning: units per statement, and statements of one kind in flight at once (of the pool's 8). */
+export const maximumBatch = 32
+export const maximumInFlight = 3
+
+interface Waiter<U, R> {
+  readonly unit: U
+  readonly key: string
+  readonly resume: (effect: Effect.Effect<R, StoreUnavailable>) => void
+}
+
+/**
+ * Group commit: a unit goes out at once when fewer than `maximumInFlight` statements of its kind
+ * are running; otherwise it waits, and the next statement takes everything that waited (up to
+ * `maximumBatch`, never two units of one payment). Every unit gets its own outcome. When a batch
+ * fails on its data (a defect), each of its units runs again alone, so one bad unit fails only
+ * itself; when the database is unreachable, every unit of the batch is `StoreUnavailable`.
+ */
+export const makeBatcher = <U, R>(options: {
+  readonly pool: Pg.Pool
+  readonly name: string
+  readonly text: string
+  readonly values: (units: ReadonlyArray<U>) => Array<unknown>
+  readonly outcomes: (rows: ReadonlyArray<Row>) => Array<R>
+  readonly keyOf: (unit: U) => string
+}) => {
+  const waiting: Array<Waiter<U, R>> = []
+  let inFlight = 0
+
+  const execute = (batch: ReadonlyArray<Waiter<U, R>>) => {
+    inFlight++
+    options.pool.query(
+      { name: options.name, text: options.text, values: options.values(batch.map((w) => w.unit)) },
+      (error: (Error & { code?: string }) | undefined, result: Pg.QueryResult<Row>) => {
+        inFlight--
+        if (error === undefined || error === null) {
+          const outcomes = options.outcomes(result.rows)
+          batch.forEach((w, i) => w.resume(Effect.succeed(outcomes[i]!)))
+        } else if (isUnavailable(typeof error.code === "string" ? error.code : undefined)) {
+          for (const w of batch) w.resume(Effect.fail(new StoreUnavailable({ cause: error })))
+        } else if (batch.length > 1) {
+          for (const w of batch) execute([w])
+        } else {
+          batch[0]!.resume(Effect.die(error))
+        }
+        pump()
+      }
+    )
+  }
+
+  const pump = () => {
+    while (inFlight < maximumInFlight && waiting.length > 0) {
+      const batch: Array<Waiter<U, R>> = []
+      const keys = new Set<string>()
+      for (let i = 0; i < waiting.length && batch.length < maximumBatch;) {
+        const waiter = waiting[i]!
+        if (keys.has(waiter.key)) {
+          i++
+          continue
+        }
+        keys.add(waiter.key)
+        batch.push(waiter)
+        waiting.splice(i, 1)
+      }
+      execute(batch)
+    }
+  }
+
+  return (unit: U): Effect.Effect<R, StoreUnavailable> =>
+    Effect.async<R, StoreUnavailable>((resume) => {
+      const waiter: Waiter<U, R> = { unit, key: options.keyOf(unit), resume }
+      waiting.push(waiter)
+      pump()
+      // Interrupted while still waiting: it never goes out. Once sent, its outcome is the database's.
+      return Effect.sync(() => {
+        const at = waiting.indexOf(waiter)
+        if (at !== -1) waiting.splice(at, 1)
+      })
+    })
+}
+
+export const makeHotPath = (pool: Pg.Pool) => ({
+  openPayment: makeBatcher<OpenPayment, OpenOutcome>({
+    pool,
+    name: "open_payments_v1",
+    text: openPaymentsSql,
+    values: openPaymentsValues,
+    outcomes: openOutcomes,
+    keyOf: (u) => u.change.payment.id
+  }),
+  commitChange: makeBatcher<ChangeCommit, boolean>({
+    pool,
+    name: "commit_changes_v1",
+    text: commitChangesSql,
+    values: commitChangesValues,
+    outcomes: commitOutcomes,
+    keyOf: (u) => u.change.payment.id
+  })
+})
