@@ -1,6 +1,6 @@
 import { HttpApiBuilder, HttpMiddleware, HttpServer } from "@effect/platform"
 import { NodeHttpServer } from "@effect/platform-node"
-import { Effect, Layer, ManagedRuntime } from "effect"
+import { Effect, Layer, ManagedRuntime, Supervisor } from "effect"
 import { createServer, request as httpRequest } from "node:http"
 import pg from "pg"
 import * as Acquirer from "../../src/acquirer/Acquirer.ts"
@@ -43,6 +43,8 @@ export interface AppOptions {
   readonly label?: string
   /** Serve an existing database (a second instance of the service) instead of a fresh one. */
   readonly databaseUrl?: string
+  /** Watches every fiber the app starts (e.g. to count fibers per request). */
+  readonly supervisor?: Supervisor.Supervisor<unknown>
 }
 
 /** Tests share one API key per merchant and fire bursts; the rate limit has its own test. */
@@ -66,7 +68,11 @@ export const startApp = async (options: AppOptions = {}): Promise<TestApp> => {
     Layer.provide(HttpRoutesLive),
     Layer.provideMerge(NodeHttpServer.layer(createServer, { port: 0, host: "127.0.0.1" }))
   )
-  const appLayer = server.pipe(Layer.provideMerge(ServicesLive), Layer.provideMerge(infrastructure))
+  const appLayer = server.pipe(
+    Layer.provideMerge(ServicesLive),
+    Layer.provideMerge(infrastructure),
+    Layer.provide(options.supervisor === undefined ? Layer.empty : Supervisor.addSupervisor(options.supervisor))
+  )
   const runtime = ManagedRuntime.make(appLayer)
   const address = await runtime.runPromise(Effect.map(HttpServer.HttpServer, (s) => s.address))
   if (address._tag !== "TcpAddress") throw new Error("expected a TCP address")
