@@ -34,6 +34,12 @@ try {
   }
   await client.query("VACUUM ANALYZE")
   const mintId = (kind: Parameters<typeof formatId>[0]) => formatId(kind, randomBytes(16))
+  // Warm-up on this connection (trigger functions compiled, caches filled), as on a service connection.
+  for (let i = 0; i < 5; i++) {
+    const warm = createUnit(merchantId, mintId, { amountCents: 1234, currency: "USD", cardToken: "tok_visa" }, `warm-${i}`)
+    const opened = await client.query({ text: openPaymentsSql, values: openPaymentsValues([warm.open]) })
+    await client.query({ text: commitChangesSql, values: commitChangesValues([warm.commit(opened.rows[0].card_attempts)]) })
+  }
   const unit = createUnit(merchantId, mintId, { amountCents: 1234, currency: "USD", cardToken: "tok_visa" }, "explain-key")
   const explain = async (title: string, text: string, values: Array<unknown>) => {
     await client.query("BEGIN")

@@ -26,7 +26,7 @@ const argument = (name: string, fallback: string) => {
   const index = process.argv.indexOf(`--${name}`)
   return index === -1 ? fallback : process.argv[index + 1] ?? fallback
 }
-const scenarios = ["create", "read", "mixed", "refund", "idempotent-retry", "webhooks"] as const
+const scenarios = ["create", "read", "mixed", "refund", "idempotent-retry", "webhooks", "health"] as const
 type Scenario = (typeof scenarios)[number]
 const scenario = argument("scenario", "create") as Scenario
 if (!scenarios.includes(scenario)) {
@@ -39,6 +39,8 @@ const externalUrl = argument("url", "")
 const baselines = !process.argv.includes("--no-baselines") && scenario === "create"
 /** `--profile DIR`: the service writes a V8 CPU profile there when it stops (summarise with bench/profile.ts). */
 const profileDirectory = argument("profile", "")
+/** `--node-flags "..."`: V8/Node flags for the service process; by default those of `npm start`. */
+const serviceNodeFlags = argument("node-flags", "--max-old-space-size=192").split(" ").filter((flag) => flag !== "")
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
 const log = (line: string) => process.stderr.write(`${line}\n`)
@@ -239,7 +241,7 @@ const main = async () => {
       log("pg_stat_statements is not available: statements per request will read n/a")
     }
     const profiling = profileDirectory === "" ? [] : ["--cpu-prof", `--cpu-prof-dir=${profileDirectory}`]
-    const service = spawn(process.execPath, [...profiling, "--import", "tsx", "src/main.ts", "serve"], { env, stdio: ["ignore", "ignore", "inherit"] })
+    const service = spawn(process.execPath, [...serviceNodeFlags, ...profiling, "--import", "tsx", "src/main.ts", "serve"], { env, stdio: ["ignore", "ignore", "inherit"] })
     children.push(service)
     const base = `http://127.0.0.1:${port}`
     await waitFor(`${base}/healthz`, 30_000)
@@ -264,6 +266,10 @@ const main = async () => {
         requests = [{ method: "GET", path: `/api/v1/transactions/${seeded.body.transaction.id}` }]
         break
       }
+      case "health":
+        // The HTTP stack alone (no authentication, no database): the ceiling of any route.
+        requests = [{ method: "GET", path: "/healthz" }]
+        break
       case "mixed":
         requests = [createRequest, { method: "GET", path: "/api/v1/transactions?per_page=20" }, { method: "GET", path: "/api/v1/merchants/me/balance" }]
         break

@@ -1,7 +1,7 @@
 import { HttpApiBuilder, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { HttpApiDecodeError } from "@effect/platform/HttpApiError"
 import { Cause, Effect, FiberRef, Metric, Option } from "effect"
-import { httpRequests } from "../platform/Metrics.ts"
+import { httpRequestsByStatus } from "../platform/Metrics.ts"
 import { Ids } from "../platform/Ids.ts"
 import * as E from "./ApiError.ts"
 import { AppConfig } from "../platform/Config.ts"
@@ -152,7 +152,7 @@ export const layer = HttpApiBuilder.middleware(
               : Effect.flatMap(toApiError(cause, request), (error) => answerRefusal(request, error, requestId, state.taken))
           )
         )
-        yield* Metric.increment(Metric.tagged(httpRequests, "status", String(response.status)))
+        yield* Metric.increment(httpRequestsByStatus(String(response.status)))
         return HttpServerResponse.setHeader(response, "x-request-id", requestId)
       })
   }),

@@ -9,6 +9,7 @@ import { Store } from "../store/Store.ts"
 import * as E from "./ApiError.ts"
 import { mapErrors } from "./ApiError.ts"
 import { CurrentMerchant, PaymentsApi } from "./Api.ts"
+import { jsonResponse } from "./Edge.ts"
 import { idempotent, idempotentInline } from "./Idempotency.ts"
 import * as Wire from "./Wire.ts"
 import { validateWebhookUrl } from "./WebhookUrl.ts"
@@ -75,7 +76,9 @@ const TransactionsLive = HttpApiBuilder.group(PaymentsApi, "transactions", (hand
       .handle("get", ({ path }) =>
         Effect.gen(function*() {
           const { merchant } = yield* CurrentMerchant
-          return { transaction: Wire.transaction(yield* mapErrors(payments.get(merchant.id, path.id))) }
+          // Rendered here rather than encoded through the success schema: the hottest read.
+          const payment = yield* mapErrors(payments.get(merchant.id, path.id))
+          return jsonResponse(200, JSON.stringify({ transaction: Wire.transaction(payment) }))
         }))
       .handle("capture", ({ path, payload }) =>
         Effect.gen(function*() {

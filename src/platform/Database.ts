@@ -76,7 +76,9 @@ export const pgClientLayer = (url: string, maxConnections = 8) => {
     PgPool,
     Effect.acquireRelease(
       Effect.sync(() => {
-        const pool = new Pg.Pool({ connectionString: url, max: maxConnections, application_name: "payments" })
+        // Connections stay open (idleTimeoutMillis 0): the pool is small, and an idle timeout arms a
+        // timer on every release.
+        const pool = new Pg.Pool({ connectionString: url, max: maxConnections, application_name: "payments", idleTimeoutMillis: 0 })
         // An idle connection that dies is dropped by the pool; the next query reports the outage.
         pool.on("error", () => {})
         return pool

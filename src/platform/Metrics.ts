@@ -3,6 +3,24 @@ import { Effect, Metric, MetricKeyType, MetricState } from "effect"
 export const httpRequests = Metric.counter("http_requests_total", { description: "HTTP requests answered", incremental: true })
 export const paymentEvents = Metric.counter("payment_events_total", { description: "Payment events emitted", incremental: true })
 
+/**
+ * A counter tagged with one label value, made once per value: `Metric.tagged` builds (and hashes)
+ * a new metric key each time, which cost more than the increment on every request.
+ */
+export const taggedOnce = (counter: Metric.Metric.Counter<number>, key: string) => {
+  const made = new Map<string, Metric.Metric.Counter<number>>()
+  return (value: string) => {
+    let tagged = made.get(value)
+    if (tagged === undefined) {
+      tagged = Metric.tagged(counter, key, value)
+      made.set(value, tagged)
+    }
+    return tagged
+  }
+}
+export const httpRequestsByStatus = taggedOnce(httpRequests, "status")
+export const paymentEventsByType = taggedOnce(paymentEvents, "type")
+
 const name = (key: { readonly name: string }) => key.name.replace(/[^a-zA-Z0-9_:]/g, "_")
 const labels = (tags: ReadonlyArray<{ readonly key: string; readonly value: string }>) =>
   tags.length === 0 ? "" : `{${tags.map((t) => `${t.key}="${t.value.replace(/["\\\n]/g, "_")}"`).join(",")}}`

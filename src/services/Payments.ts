@@ -1,5 +1,5 @@
 import { Context, Effect, Fiber, Layer, Metric, Schedule } from "effect"
-import { paymentEvents } from "../platform/Metrics.ts"
+import { paymentEventsByType } from "../platform/Metrics.ts"
 import * as Payment from "../domain/Payment.ts"
 import type { Assessment as FraudAssessment, FraudCase } from "../domain/Fraud.ts"
 import type { LedgerEntry } from "../domain/Ledger.ts"
@@ -77,7 +77,7 @@ export interface PaymentsShape {
 export class Payments extends Context.Tag("payments/Payments")<Payments, PaymentsShape>() {}
 
 const countEvents = (events: ReadonlyArray<Payment.PaymentEvent>) =>
-  Effect.forEach(events, (event) => Metric.increment(Metric.tagged(paymentEvents, "type", event.type)), { discard: true })
+  Effect.forEach(events, (event) => Metric.increment(paymentEventsByType(event.type)), { discard: true })
 
 const settlementBatch = 500
 export const resumeBatch = 500
@@ -223,22 +223,24 @@ export const make = Effect.gen(function*() {
         const decision = Payment.create(input, ctx)
         if (!decision.ok) return yield* Effect.dieMessage("create cannot be refused")
         const payment = decision.change.payment
+        const inline = Effect.gen(function*() {
+          const opened = yield* store.openPayment({
+            change: decision.change,
+            claim: request.claim,
+            cardAttemptsSince: addMs(ctx.now, -velocityWindowMs),
+            cardAttemptsLimit: velocityLimit
+          })
+          if (opened._tag === "KeyTaken") return opened
+          request.onClaimed()
+          yield* countEvents(decision.change.events)
+          const answer = yield* finishInline(payment, opened.cardAttempts, request)
+          return answer === null ? null : { _tag: "Answered", answer, stored: request.claim !== null } as const
+        })
         // A client that hangs up (or a stop) once the payment may exist does not leave it pending
         // until the recovery worker finds it: the supervised flow takes over at once (it reads the
         // payment first, and stops if the insert never happened).
-        const opened = yield* store.openPayment({
-          change: decision.change,
-          claim: request.claim,
-          cardAttemptsSince: addMs(ctx.now, -velocityWindowMs),
-          cardAttemptsLimit: velocityLimit
-        }).pipe(Effect.onInterrupt(() => Effect.asVoid(startFlow(payment.id))))
-        if (opened._tag === "KeyTaken") return opened
-        request.onClaimed()
-        yield* countEvents(decision.change.events)
-        const answer = yield* finishInline(payment, opened.cardAttempts, request).pipe(
-          Effect.onInterrupt(() => Effect.asVoid(startFlow(payment.id, payment)))
-        )
-        if (answer !== null) return { _tag: "Answered", answer, stored: request.claim !== null } as const
+        const outcome = yield* inline.pipe(Effect.onInterrupt(() => Effect.asVoid(startFlow(payment.id))))
+        if (outcome !== null) return outcome
         // The network will answer later (or a racing command moved the payment): the supervised
         // flow goes on, and the answer waits for it up to the request deadline.
         const fiber = yield* startFlow(payment.id, payment)
