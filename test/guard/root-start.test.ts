@@ -33,7 +33,12 @@ describe.skipIf(!isRoot)("the first start as root from a 0700 directory", () => 
     cpSync(join(root, "node_modules"), join(checkout, "node_modules"), { recursive: true, verbatimSymlinks: true })
     const port = await freePort()
     const env = freshShellEnv({ PORT: String(port), PAYMENTS_EMBEDDED_ROOT: runtime })
-    const service = spawn(join(checkout, "node_modules/.bin/tsx"), ["src/main.ts", "serve"], { cwd: checkout, env, stdio: ["ignore", "pipe", "pipe"] })
+    // What `npm start` runs (package.json), without npm's own process in between.
+    const service = spawn(process.execPath, ["--max-old-space-size=192", "--import", "tsx", "src/main.ts", "serve"], {
+      cwd: checkout,
+      env,
+      stdio: ["ignore", "pipe", "pipe"]
+    })
     let output = ""
     service.stdout.on("data", (chunk: Buffer) => (output += chunk.toString()))
     service.stderr.on("data", (chunk: Buffer) => (output += chunk.toString()))
