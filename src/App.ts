@@ -11,6 +11,7 @@ import * as RateLimiter from "./http/RateLimiter.ts"
 import * as Config from "./platform/Config.ts"
 import * as Database from "./platform/Database.ts"
 import * as Ids from "./platform/Ids.ts"
+import * as Instance from "./platform/Instance.ts"
 import * as ApiKeys from "./services/ApiKeys.ts"
 import * as Fraud from "./services/Fraud.ts"
 import * as Merchants from "./services/Merchants.ts"
@@ -65,5 +66,7 @@ export const serverLayer = (port: number, host = "127.0.0.1") =>
 export const AppLive = <E>(port: number, host: string, startup: Layer.Layer<never, E, Payments.Payments | Merchants.Merchants | Store | Config.AppConfig>) =>
   Layer.mergeAll(startup, serverLayer(port, host), Workers.layer, WebhookDispatcher.layer).pipe(
     Layer.provideMerge(ServicesLive),
+    // The serving process beats (its idempotency claims name it); CLI commands do not.
+    Layer.provideMerge(Instance.layer),
     Layer.provideMerge(InfrastructureLive)
   )

@@ -1,9 +1,10 @@
 import { HttpServerRequest, type HttpServerResponse } from "@effect/platform"
-import { Effect, Exit, FiberRef, Redacted } from "effect"
+import { Effect, Exit, FiberRef, Option, Redacted } from "effect"
 import { createHash } from "node:crypto"
 import type { AppConfigShape } from "../platform/Config.ts"
 import { AppConfig } from "../platform/Config.ts"
 import { carriesSecret, isSealed, parseKey, processLocalKey, seal, unseal } from "../platform/Sealing.ts"
+import { ServiceInstance } from "../platform/Instance.ts"
 import { addMs, nowIso } from "../platform/Time.ts"
 import type { Answer, InlineOutcome } from "../services/Payments.ts"
 import type { CommandKey, IdempotencyClaim, StoreShape } from "../store/Store.ts"
@@ -72,6 +73,9 @@ const replay = (config: AppConfigShape, status: number, stored: string) => {
   return body === null ? Effect.fail(replayUnavailable()) : Effect.succeed(jsonResponse(status, body, { "idempotent-replayed": "true" }))
 }
 
+/** The service process claiming keys (null where none is provided: tests, the simulator). */
+const claimOwner = Effect.map(Effect.serviceOption(ServiceInstance), (instance) => Option.getOrNull(Option.map(instance, (i) => i.id)))
+
 /** Claims `key`; `Claimed` means this request goes ahead, anything else is the answer already. */
 const claim = (store: StoreShape, config: AppConfigShape, merchantId: string, key: string, fingerprint: string) =>
   Effect.gen(function*() {
@@ -82,7 +86,8 @@ const claim = (store: StoreShape, config: AppConfigShape, merchantId: string, ke
       fingerprint,
       now,
       lockedUntil: addMs(now, config.idempotencyLeaseMs),
-      expiresAt: addMs(now, config.idempotencyTtlMs)
+      expiresAt: addMs(now, config.idempotencyTtlMs),
+      owner: yield* claimOwner
     }).pipe(Effect.mapError(() => E.serviceUnavailable()))
     switch (outcome._tag) {
       case "Replay":
@@ -211,7 +216,8 @@ export const idempotentInline = (
       fingerprint: fingerprintOf(request.method, request.url, text),
       now,
       lockedUntil: addMs(now, config.idempotencyLeaseMs),
-      expiresAt: addMs(now, config.idempotencyTtlMs)
+      expiresAt: addMs(now, config.idempotencyTtlMs),
+      owner: yield* claimOwner
     }
     let claimed = false
     const release = Effect.suspend(() => (claimed ? store.releaseIdempotencyKey(options.merchantId, key).pipe(Effect.ignore) : Effect.void))

@@ -12,6 +12,7 @@ import { emptyWebhookState, memoryWebhookOperations, type WebhookMemoryState } f
 import { WebhookStore } from "./WebhookStore.ts"
 
 interface IdempotencyRow {
+  owner?: string | null
   fingerprint: string
   state: "in_progress" | "completed"
   lockedUntil: string
@@ -53,6 +54,8 @@ export interface MemoryState {
   readonly inFlight: Set<string>
   readonly idempotency: Map<string, IdempotencyRow>
   readonly outbox: Array<PaymentEvent>
+  /** Service processes and the time each said it is alive until (idempotency claims' owners). */
+  readonly instances: Map<string, string>
   /** Creation times of payments per merchant and card token, oldest first (fraud velocity). */
   readonly cardAttempts: Map<string, Array<string>>
   /** Webhook deliveries and rotated secrets (MemoryWebhookStore). */
@@ -72,6 +75,7 @@ export const emptyState = (): MemoryState => ({
   inFlight: new Set(),
   idempotency: new Map(),
   outbox: [],
+  instances: new Map(),
   cardAttempts: new Map(),
   webhooks: emptyWebhookState()
 })
@@ -217,6 +221,7 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
           const key = scopedKey(claim.merchantId, claim.key)
           if (state.idempotency.has(key) || state.paymentsByIdempotencyKey.has(key)) return { _tag: "KeyTaken" as const }
           state.idempotency.set(key, {
+            owner: claim.owner ?? null,
             fingerprint: claim.fingerprint,
             state: "in_progress",
             lockedUntil: claim.lockedUntil,
@@ -386,6 +391,7 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
         const key = scopedKey(claim.merchantId, claim.key)
         const row = state.idempotency.get(key)
         const fresh = (): IdempotencyRow => ({
+          owner: claim.owner ?? null,
           fingerprint: claim.fingerprint,
           state: "in_progress",
           lockedUntil: claim.lockedUntil,
@@ -402,9 +408,13 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
         }
         if (row.fingerprint !== claim.fingerprint) return { _tag: "Mismatch" as const }
         if (row.state === "completed") return { _tag: "Replay" as const, status: row.status!, body: row.body! }
-        if (row.lockedUntil > claim.now) return { _tag: "InProgress" as const }
-        // The holder's lease ran out (it crashed): this request resumes the same operation.
+        // The holder is gone when its process stopped beating (killed), whatever its lease says.
+        const ownerAliveUntil = row.owner === undefined || row.owner === null ? undefined : state.instances.get(row.owner)
+        const ownerGone = ownerAliveUntil !== undefined && ownerAliveUntil <= claim.now
+        if (row.lockedUntil > claim.now && !ownerGone) return { _tag: "InProgress" as const }
+        // The holder's lease ran out or its process died: this request resumes the same operation.
         row.lockedUntil = claim.lockedUntil
+        row.owner = claim.owner ?? null
         return { _tag: "Claimed" as const }
       }),
     completeIdempotencyKey: (merchantId, key, status, body) =>
@@ -422,6 +432,7 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
         if (row.appliedTo === null) state.idempotency.delete(scoped)
         else row.lockedUntil = ""
       }),
+    heartbeat: (instanceId, aliveUntil) => Effect.sync(() => void state.instances.set(instanceId, aliveUntil)),
     purgeIdempotencyKeys: (expiredBefore) =>
       Effect.sync(() => {
         let purged = 0

@@ -26,11 +26,12 @@ WITH input AS (
     fraud_score double precision, fraud_verdict text, fraud_case_id text, failure_code text, failure_message text,
     network_risk_signal double precision, in_flight boolean, version int, created_at timestamptz,
     updated_at timestamptz, captured_at timestamptz, settled_at timestamptz, claim_key text, fingerprint text,
-    locked_until timestamptz, claimed_at timestamptz, expires_at timestamptz, since timestamptz, attempts_limit int)
+    locked_until timestamptz, claimed_at timestamptz, expires_at timestamptz, owner text, since timestamptz,
+    attempts_limit int)
 ),
 claimed AS (
-  INSERT INTO idempotency_keys (merchant_id, key, fingerprint, state, locked_until, created_at, expires_at, applied_to)
-  SELECT merchant_id, claim_key, fingerprint, 'in_progress', locked_until, claimed_at, expires_at, id
+  INSERT INTO idempotency_keys (merchant_id, key, fingerprint, state, locked_until, created_at, expires_at, applied_to, owner)
+  SELECT merchant_id, claim_key, fingerprint, 'in_progress', locked_until, claimed_at, expires_at, id, owner
   FROM input WHERE claim_key IS NOT NULL ORDER BY ord
   ON CONFLICT (merchant_id, key) DO NOTHING
   RETURNING applied_to
@@ -180,6 +181,7 @@ export const openPaymentsValues = (units: ReadonlyArray<OpenPayment>): Array<unk
       locked_until: claim?.lockedUntil ?? null,
       claimed_at: claim?.now ?? null,
       expires_at: claim?.expiresAt ?? null,
+      owner: claim?.owner ?? null,
       since: cardAttemptsSince,
       attempts_limit: cardAttemptsLimit
     }

@@ -420,12 +420,12 @@ export const makePgStore = Effect.gen(function*() {
         // afresh no longer holds the payment it created before.
         const claimed = yield* sql`
           WITH claimed AS (
-            INSERT INTO idempotency_keys (merchant_id, key, fingerprint, state, locked_until, created_at, expires_at)
+            INSERT INTO idempotency_keys (merchant_id, key, fingerprint, state, locked_until, created_at, expires_at, owner)
             VALUES (${claim.merchantId}, ${claim.key}, ${claim.fingerprint}, 'in_progress', ${claim.lockedUntil},
-              ${claim.now}, ${claim.expiresAt})
+              ${claim.now}, ${claim.expiresAt}, ${claim.owner ?? null})
             ON CONFLICT (merchant_id, key) DO UPDATE SET fingerprint = EXCLUDED.fingerprint, state = 'in_progress',
               response_status = NULL, response_body = NULL, applied_to = NULL, locked_until = EXCLUDED.locked_until,
-              created_at = EXCLUDED.created_at, expires_at = EXCLUDED.expires_at
+              created_at = EXCLUDED.created_at, expires_at = EXCLUDED.expires_at, owner = EXCLUDED.owner
             WHERE idempotency_keys.expires_at <= ${claim.now}
             RETURNING key
           ),
@@ -438,17 +438,20 @@ export const makePgStore = Effect.gen(function*() {
         if (claimed.length > 0) return { _tag: "Claimed" as const }
         // The key is live: decide under the row's lock.
         return yield* sql.withTransaction(Effect.gen(function*() {
-          const rows = yield* sql`SELECT * FROM idempotency_keys
-            WHERE merchant_id = ${claim.merchantId} AND key = ${claim.key} FOR UPDATE`
+          // The holder is gone when its process stopped beating (killed), whatever its lease says.
+          const rows = yield* sql`SELECT k.*, EXISTS (SELECT 1 FROM service_instances i
+              WHERE i.id = k.owner AND i.alive_until <= ${claim.now}) AS owner_gone
+            FROM idempotency_keys k
+            WHERE k.merchant_id = ${claim.merchantId} AND k.key = ${claim.key} FOR UPDATE OF k`
           const row = rows[0]
           if (row === undefined) return { _tag: "InProgress" as const }
           if (row.fingerprint !== claim.fingerprint) return { _tag: "Mismatch" as const }
           if (row.state === "completed") {
             return { _tag: "Replay" as const, status: row.response_status as number, body: row.response_body as string }
           }
-          if (iso(row.locked_until) > claim.now) return { _tag: "InProgress" as const }
-          // The holder's lease ran out (it crashed): this request resumes the same operation.
-          yield* sql`UPDATE idempotency_keys SET locked_until = ${claim.lockedUntil}
+          if (iso(row.locked_until) > claim.now && row.owner_gone !== true) return { _tag: "InProgress" as const }
+          // The holder's lease ran out or its process died: this request resumes the same operation.
+          yield* sql`UPDATE idempotency_keys SET locked_until = ${claim.lockedUntil}, owner = ${claim.owner ?? null}
             WHERE merchant_id = ${claim.merchantId} AND key = ${claim.key}`
           return { _tag: "Claimed" as const }
         }))
@@ -464,6 +467,11 @@ export const makePgStore = Effect.gen(function*() {
         sql`UPDATE idempotency_keys SET locked_until = created_at WHERE merchant_id = ${merchantId} AND key = ${key}
           AND state = 'in_progress'`
       ])).pipe(Effect.asVoid),
+    heartbeat: (instanceId, aliveUntil) =>
+      // Processes gone for a day are forgotten (a claim of theirs is long past its lease).
+      run(sql`WITH forgotten AS (DELETE FROM service_instances WHERE alive_until < ${aliveUntil}::timestamptz - interval '1 day')
+        INSERT INTO service_instances (id, alive_until) VALUES (${instanceId}, ${aliveUntil})
+        ON CONFLICT (id) DO UPDATE SET alive_until = EXCLUDED.alive_until`).pipe(Effect.asVoid),
     purgeIdempotencyKeys: (expiredBefore) =>
       run(sql`
         WITH purged AS (DELETE FROM idempotency_keys WHERE expires_at <= ${expiredBefore} RETURNING merchant_id, key),

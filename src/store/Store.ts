@@ -54,6 +54,11 @@ export interface IdempotencyClaim {
   readonly now: string
   readonly lockedUntil: string
   readonly expiresAt: string
+  /**
+   * The service process making the claim (`ServiceInstance`), or null/absent. A claim whose
+   * owner has stopped beating (`heartbeat`) is taken over at once instead of after its lease.
+   */
+  readonly owner?: string | null
 }
 
 /**
@@ -192,6 +197,8 @@ export interface StoreShape {
   /** Forgets a claim whose request ended in 429 or 5xx, so a retry runs again. */
   readonly releaseIdempotencyKey: (merchantId: string, key: string) => StoreEffect<void>
   readonly purgeIdempotencyKeys: (expiredBefore: string) => StoreEffect<number>
+  /** A service process says it is alive until `aliveUntil` (an earlier time: it has stopped). */
+  readonly heartbeat: (instanceId: string, aliveUntil: string) => StoreEffect<void>
 }
 
 export class Store extends Context.Tag("payments/Store")<Store, StoreShape>() {}

@@ -222,5 +222,14 @@ export const migrations = Migrator.fromRecord({
     END $$;
     CREATE TRIGGER ledger_entries_balanced AFTER INSERT ON ledger_entries
       REFERENCING NEW TABLE AS inserted FOR EACH STATEMENT EXECUTE FUNCTION ledger_groups_balanced();
+  `),
+  "0004_instance_liveness": statements(`
+    -- Each service process beats here; an idempotency claim names its process, so after a
+    -- kill -9 a retry takes the claim over once the beats stop, not after IDEMPOTENCY_LEASE.
+    CREATE TABLE service_instances (
+      id text COLLATE "C" PRIMARY KEY,
+      alive_until timestamptz NOT NULL
+    );
+    ALTER TABLE idempotency_keys ADD COLUMN owner text;
   `)
 })

@@ -674,6 +674,35 @@ export const storeContract = (name: string, makeLayer: () => Layer.Layer<Store, 
           expect((yield* store.insertPayment(keyed("order-1")))._tag).toBe("Inserted")
         })))
 
+      it("a claim whose process stopped beating is taken over at once; a live process's claim, or one without an owner, waits for its lease", () =>
+        run(Effect.gen(function*() {
+          const store = yield* Store
+          const w = testWorld()
+          const t0 = w.clock.now()
+          const alive = w.mintId("request").replace("req_", "ins_")
+          const other = w.mintId("request").replace("req_", "ins_")
+          yield* store.heartbeat(alive, at(t0, seconds(5)))
+          const owned = (key: string, now: string, owner: string | null) => ({ ...claimAt(w, key, "fp-1", now), owner })
+
+          expect(yield* store.claimIdempotencyKey(owned("owned", t0, alive))).toEqual({ _tag: "Claimed" })
+          // Its process still beats: the claim is in flight.
+          expect(yield* store.claimIdempotencyKey(owned("owned", at(t0, seconds(4)), other))).toEqual({ _tag: "InProgress" })
+          // Its last beat ran out (killed): the retry takes the claim over, its lease notwithstanding.
+          expect(yield* store.claimIdempotencyKey(owned("owned", at(t0, seconds(5)), other))).toEqual({ _tag: "Claimed" })
+          // Now the new owner holds it; it never beat here, so its lease decides.
+          expect(yield* store.claimIdempotencyKey(owned("owned", at(t0, seconds(6)), alive))).toEqual({ _tag: "InProgress" })
+          // A process that stopped gracefully says so: its claims are free at once.
+          yield* store.heartbeat(alive, at(t0, seconds(7)))
+          expect(yield* store.claimIdempotencyKey(owned("second", at(t0, seconds(6)), alive))).toEqual({ _tag: "Claimed" })
+          yield* store.heartbeat(alive, at(t0, seconds(7)))
+          expect(yield* store.claimIdempotencyKey(owned("second", at(t0, seconds(7)), other))).toEqual({ _tag: "Claimed" })
+
+          // Without an owner (the simulator, tests), only the lease counts.
+          expect(yield* store.claimIdempotencyKey(owned("anonymous", t0, null))).toEqual({ _tag: "Claimed" })
+          expect(yield* store.claimIdempotencyKey(owned("anonymous", at(t0, seconds(29)), other))).toEqual({ _tag: "InProgress" })
+          expect(yield* store.claimIdempotencyKey(owned("anonymous", at(t0, seconds(30)), other))).toEqual({ _tag: "Claimed" })
+        })))
+
       it("openPayment: claims a new key, inserts the payment and counts the card's earlier attempts, in one commit", () =>
         run(Effect.gen(function*() {
           const store = yield* Store

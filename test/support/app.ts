@@ -1,6 +1,6 @@
 import { HttpApiBuilder, HttpMiddleware, HttpServer } from "@effect/platform"
 import { NodeHttpServer } from "@effect/platform-node"
-import { Effect, Layer, ManagedRuntime, Supervisor } from "effect"
+import { Context, Effect, Layer, ManagedRuntime, Supervisor } from "effect"
 import { createServer, request as httpRequest } from "node:http"
 import pg from "pg"
 import * as Acquirer from "../../src/acquirer/Acquirer.ts"
@@ -11,7 +11,8 @@ import type { ApiKeys } from "../../src/services/ApiKeys.ts"
 import { Merchants } from "../../src/services/Merchants.ts"
 import type { Payments } from "../../src/services/Payments.ts"
 import { layerPg } from "../../src/store/PgStore.ts"
-import type { Store } from "../../src/store/Store.ts"
+import { Store, type StoreShape } from "../../src/store/Store.ts"
+import type { WebhookStore } from "../../src/store/WebhookStore.ts"
 import { freshDatabase, pgLayer } from "./database.ts"
 
 /** What tests may call directly besides the HTTP API (settlement, the store for checks). */
@@ -43,6 +44,8 @@ export interface AppOptions {
   readonly label?: string
   /** Serve an existing database (a second instance of the service) instead of a fresh one. */
   readonly databaseUrl?: string
+  /** Wraps the PostgreSQL store (e.g. to make one operation fail). */
+  readonly wrapStore?: (store: StoreShape) => StoreShape
   /** Watches every fiber the app starts (e.g. to count fibers per request). */
   readonly supervisor?: Supervisor.Supervisor<unknown>
 }
@@ -58,7 +61,13 @@ const testDefaults: Partial<Config.AppConfigShape> = { rateLimitPerSecond: 100_0
 export const startApp = async (options: AppOptions = {}): Promise<TestApp> => {
   const databaseUrl = options.databaseUrl ?? await freshDatabase(options.label ?? "app")
   const config = Config.defaultsWith({ ...testDefaults, databaseUrl, ...options.config })
-  const infrastructure = layerPg.pipe(
+  const wrapStore = options.wrapStore
+  const storeLayer = wrapStore === undefined
+    ? layerPg
+    : Layer.effectContext(
+      Effect.map(Effect.context<Store | WebhookStore>(), (context) => Context.add(context, Store, wrapStore(Context.get(context, Store))))
+    ).pipe(Layer.provide(layerPg))
+  const infrastructure = storeLayer.pipe(
     Layer.provideMerge(pgLayer(databaseUrl)),
     Layer.provideMerge(Layer.mergeAll(Ids.layer, options.acquirer ?? Acquirer.layerSandbox)),
     Layer.provideMerge(Config.layerWith(config))
