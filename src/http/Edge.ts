@@ -18,6 +18,9 @@ export const maximumBodyBytes = 64 * 1024
 /** The id of the request being served; echoed in `X-Request-Id` and in error bodies. */
 export const currentRequestId = FiberRef.unsafeMake("req_unknown")
 
+/** The request body as the edge parsed it (`undefined`: no body), so nothing parses it again for the fingerprint. */
+export const parsedBody = FiberRef.unsafeMake<{ readonly text: string; readonly value: unknown } | undefined>(undefined)
+
 export const jsonResponse = (status: number, body: string, headers: Readonly<Record<string, string>> = {}) =>
   HttpServerResponse.text(body, { status, contentType: "application/json", headers })
 
@@ -84,7 +87,7 @@ const hasJsonContentType = (request: HttpServerRequest.HttpServerRequest) => {
 /** Reads and checks the body before routing: size (413), media type (415), shape and JSON syntax (400). */
 const checkBody = (request: HttpServerRequest.HttpServerRequest) =>
   Effect.gen(function*() {
-    if (request.method !== "POST" && request.method !== "PATCH" && request.method !== "PUT") return
+    if (request.method !== "POST" && request.method !== "PATCH" && request.method !== "PUT") return undefined
     const declaredLength = request.headers["content-length"]
     if (declaredLength !== undefined && Number(declaredLength) > maximumBodyBytes) {
       return yield* Effect.fail(E.bodyTooLarge(maximumBodyBytes))
@@ -94,12 +97,12 @@ const checkBody = (request: HttpServerRequest.HttpServerRequest) =>
       HttpServerRequest.withMaxBodySize(Option.some(maximumBodyBytes)),
       Effect.mapError(() => E.bodyTooLarge(maximumBodyBytes))
     )
-    if (text.length === 0) return
+    if (text.length === 0) return undefined
     if (!hasJsonContentType(request)) return yield* Effect.fail(E.unsupportedMediaType())
     const shapeProblem = jsonShapeProblem(text)
     if (shapeProblem !== null) return yield* Effect.fail(E.invalidJson(shapeProblem))
     try {
-      JSON.parse(text)
+      return { text, value: JSON.parse(text) as unknown }
     } catch (error) {
       return yield* Effect.fail(E.invalidJson(describeParseError(error)))
     }
@@ -143,7 +146,7 @@ export const layer = HttpApiBuilder.middleware(
         const request = yield* HttpServerRequest.HttpServerRequest
         const requestId = ids.mint("request")
         const state = { taken: false }
-        const response = yield* Effect.zipRight(checkBody(request), app).pipe(
+        const response = yield* Effect.flatMap(checkBody(request), (body) => Effect.locally(app, parsedBody, body)).pipe(
           Effect.locally(currentRequestId, requestId),
           Effect.locally(idempotencyTaken, state),
           Effect.catchAllCause((cause) =>

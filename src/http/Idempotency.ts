@@ -10,7 +10,7 @@ import type { Answer, InlineOutcome } from "../services/Payments.ts"
 import type { CommandKey, IdempotencyClaim, StoreShape } from "../store/Store.ts"
 import { Store } from "../store/Store.ts"
 import * as E from "./ApiError.ts"
-import { currentRequestId, jsonResponse } from "./Edge.ts"
+import { currentRequestId, jsonResponse, parsedBody } from "./Edge.ts"
 
 const keyPattern = /^[\x20-\x7e]{1,255}$/
 
@@ -25,10 +25,14 @@ const canonical = (value: unknown): string => {
   return JSON.stringify(value)
 }
 
-/** Method, path and body; a body that does not parse counts byte for byte. */
-export const fingerprintOf = (method: string, url: string, text: string) => {
+/**
+ * Method, path and body; a body that does not parse counts byte for byte. `parsed` is the body
+ * as the edge already parsed it, when it was this very text.
+ */
+export const fingerprintOf = (method: string, url: string, text: string, parsed?: { readonly text: string; readonly value: unknown }) => {
   let body = text
-  if (text !== "") {
+  if (parsed !== undefined && parsed.text === text) body = canonical(parsed.value)
+  else if (text !== "") {
     try {
       body = canonical(JSON.parse(text))
     } catch {
@@ -155,7 +159,7 @@ export const idempotent = (
     const store = yield* Store
     const config = yield* AppConfig
     const text = yield* Effect.orElseSucceed(request.text, () => "")
-    const answered = yield* claim(store, config, options.merchantId, key, fingerprintOf(request.method, request.url, text))
+    const answered = yield* claim(store, config, options.merchantId, key, fingerprintOf(request.method, request.url, text, yield* FiberRef.get(parsedBody)))
     if (answered !== null) return answered
 
     const release = store.releaseIdempotencyKey(options.merchantId, key).pipe(Effect.ignore)
@@ -213,7 +217,7 @@ export const idempotentInline = (
     const claim: IdempotencyClaim = {
       merchantId: options.merchantId,
       key,
-      fingerprint: fingerprintOf(request.method, request.url, text),
+      fingerprint: fingerprintOf(request.method, request.url, text, yield* FiberRef.get(parsedBody)),
       now,
       lockedUntil: addMs(now, config.idempotencyLeaseMs),
       expiresAt: addMs(now, config.idempotencyTtlMs),
