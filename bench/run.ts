@@ -320,7 +320,7 @@ const main = async () => {
         const patched = await fetch(`${base}/api/v1/merchants/me`, {
           method: "PATCH",
           headers,
-          body: JSON.stringify({ merchant: { webhook_url: `http://127.0.0.1:${receiverPort}/hooks` } })
+          body: JSON.stringify({ webhook_url: `http://127.0.0.1:${receiverPort}/hooks` })
         })
         if (patched.status !== 200) throw new Error(`setting the webhook URL answered ${patched.status}`)
         requests = [createRequest]
