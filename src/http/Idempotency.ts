@@ -229,7 +229,13 @@ export const idempotentInline = (
     const outcome = yield* inline(claim, () => void (claimed = true), sealed).pipe(
       Effect.onExit((exit) => (Exit.isSuccess(exit) ? Effect.void : release))
     )
-    if (outcome._tag === "KeyTaken") return yield* idempotent(options, general)
+    if (outcome._tag === "KeyTaken") {
+      // The common retry, a finished request sent again, is answered from the same round trip.
+      const finished = outcome.finished
+      if (finished === undefined) return yield* idempotent(options, general)
+      if (finished.fingerprint !== claim.fingerprint) return yield* Effect.fail(E.idempotencyKeyReused())
+      return yield* replay(config, finished.status, finished.body)
+    }
     if (!outcome.stored) {
       yield* complete(store, config, options.merchantId, key, outcome.answer.status, outcome.answer.body).pipe(
         Effect.onInterrupt(() => release)

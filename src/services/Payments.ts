@@ -7,7 +7,7 @@ import { Acquirer } from "../acquirer/Acquirer.ts"
 import { AppConfig } from "../platform/Config.ts"
 import { Ids } from "../platform/Ids.ts"
 import { nowIso } from "../platform/Time.ts"
-import type { CommandKey, IdempotencyClaim, PageOf, PageRequest, PaymentFilter, UpdateOutcome } from "../store/Store.ts"
+import type { CommandKey, FinishedResponse, IdempotencyClaim, PageOf, PageRequest, PaymentFilter, UpdateOutcome } from "../store/Store.ts"
 import { Store, type StoreUnavailable } from "../store/Store.ts"
 import { InvalidInput, InvalidState, NotFound } from "./Errors.ts"
 import { Fraud, velocityLimit, velocityWindowMs } from "./Fraud.ts"
@@ -35,7 +35,7 @@ export interface InlineRequest {
 
 export type InlineOutcome =
   /** The key is known already (a retry, a replay, a racing request): nothing was done. */
-  | { readonly _tag: "KeyTaken" }
+  | { readonly _tag: "KeyTaken"; readonly finished?: FinishedResponse }
   /** `stored`: the answer is stored under the key already; otherwise the caller stores it. */
   | { readonly _tag: "Answered"; readonly answer: Answer; readonly stored: boolean }
 

@@ -219,7 +219,11 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
         const claim = open.claim
         if (claim !== null) {
           const key = scopedKey(claim.merchantId, claim.key)
-          if (state.idempotency.has(key) || state.paymentsByIdempotencyKey.has(key)) return { _tag: "KeyTaken" as const }
+          const known = state.idempotency.get(key)
+          if (known !== undefined && known.state === "completed" && known.expiresAt > claim.now) {
+            return { _tag: "KeyTaken" as const, finished: { fingerprint: known.fingerprint, status: known.status!, body: known.body! } }
+          }
+          if (known !== undefined || state.paymentsByIdempotencyKey.has(key)) return { _tag: "KeyTaken" as const }
           state.idempotency.set(key, {
             owner: claim.owner ?? null,
             fingerprint: claim.fingerprint,

@@ -64,8 +64,12 @@ outbox AS (
 )
 SELECT i.ord, i.id IN (SELECT id FROM payment) AS opened,
   (SELECT count(*)::int FROM (SELECT 1 FROM payments x WHERE x.merchant_id = i.merchant_id
-    AND x.card_token = i.card_token AND x.created_at >= i.since LIMIT i.attempts_limit) earlier) AS card_attempts
-FROM input i ORDER BY i.ord`
+    AND x.card_token = i.card_token AND x.created_at >= i.since LIMIT i.attempts_limit) earlier) AS card_attempts,
+  k.fingerprint AS finished_fingerprint, k.response_status AS finished_status, k.response_body AS finished_body
+FROM input i
+LEFT JOIN idempotency_keys k ON k.merchant_id = i.merchant_id AND k.key = i.claim_key AND k.state = 'completed'
+  AND k.expires_at > i.claimed_at
+ORDER BY i.ord`
 
 /**
  * Round trip 2 (Store.commitChange) for a batch: each payment row, version-checked, with its
@@ -253,7 +257,16 @@ export const commitChangesValues = (units: ReadonlyArray<ChangeCommit>): Array<u
 
 /** Rows in `ord` order, one per unit. */
 const openOutcomes = (rows: ReadonlyArray<Row>): Array<OpenOutcome> =>
-  rows.map((r) => (r.opened ? { _tag: "Opened", cardAttempts: r.card_attempts as number } : { _tag: "KeyTaken" }))
+  rows.map((r): OpenOutcome =>
+    r.opened
+      ? { _tag: "Opened", cardAttempts: r.card_attempts as number }
+      : r.finished_fingerprint === null || r.finished_fingerprint === undefined
+      ? { _tag: "KeyTaken" }
+      : {
+        _tag: "KeyTaken",
+        finished: { fingerprint: r.finished_fingerprint, status: r.finished_status as number, body: r.finished_body as string }
+      }
+  )
 const commitOutcomes = (rows: ReadonlyArray<Row>): Array<boolean> => rows.map((r) => r.committed === true)
 
 /** Group commit tuning: units per statement, and statements of one kind in flight at once (of the pool's 8). */

@@ -79,10 +79,21 @@ export interface OpenPayment {
   readonly cardAttemptsLimit: number
 }
 
+/** A response stored under a key, with the fingerprint of the request that made it. */
+export interface FinishedResponse {
+  readonly fingerprint: string
+  readonly status: number
+  readonly body: string
+}
+
 export type OpenOutcome =
   | { readonly _tag: "Opened"; readonly cardAttempts: number }
-  /** The key is known already: nothing was written; the caller takes the general idempotent path. */
-  | { readonly _tag: "KeyTaken" }
+  /**
+   * The key is known already: nothing was written. With `finished`, the key holds a stored
+   * response (live, not expired) read in the same round trip, so a replay needs no other;
+   * otherwise the caller takes the general idempotent path.
+   */
+  | { readonly _tag: "KeyTaken"; readonly finished?: FinishedResponse }
 
 /**
  * A change to a payment decided without a lock, on the record as the caller last committed it

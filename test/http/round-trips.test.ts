@@ -105,6 +105,20 @@ describe("the create path's budget", () => {
     expect(used.commits).toBeLessThanOrEqual(2)
   })
 
+  it("a replay of a finished create: 1 statement, byte for byte", async () => {
+    const first = await api.post("/api/v1/transactions", transactionBody(7), { idempotencyKey: "replayed" })
+    expect(first.status).toBe(201)
+    const used = await perRequest(10, async (count) => {
+      for (let n = 0; n < count; n++) {
+        const again = await api.post("/api/v1/transactions", transactionBody(7), { idempotencyKey: "replayed" })
+        expect(again.headers.get("idempotent-replayed")).toBe("true")
+        expect(again.text).toBe(first.text)
+      }
+    })
+    expect(used.statements).toBe(1)
+    expect(used.commits).toBe(1)
+  })
+
   it("GET one transaction: 1 statement, 1 commit", async () => {
     const created = await api.post("/api/v1/transactions", transactionBody(1))
     const used = await perRequest(20, async (count) => {

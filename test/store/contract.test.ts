@@ -781,6 +781,14 @@ export const storeContract = (name: string, makeLayer: () => Layer.Layer<Store, 
             [...(racing._tag === "Applied" ? racing.change.ledger : []), ...rest.change.ledger]
           )
           expect(yield* store.claimIdempotencyKey(claimAt(w, "order-1", "fp-1", at(payment.createdAt, 2)))).toEqual({ _tag: "Replay", status: 201, body })
+          // The create path's first round trip reads the stored response of a taken key (a replay in
+          // one round trip), with its fingerprint for the caller to compare; past its expiry, not.
+          const again = accepted(Payment.create(createInput(w.merchantId, { idempotencyKey: "order-1" }), w.context()))
+          const reopen = (now: string) =>
+            store.openPayment({ change: again, claim: claimAt(w, "order-1", "fp-2", now), cardAttemptsSince: now, cardAttemptsLimit: 5 })
+          expect(yield* reopen(at(payment.createdAt, 3))).toEqual({ _tag: "KeyTaken", finished: { fingerprint: "fp-1", status: 201, body } })
+          expect(yield* reopen(at(payment.createdAt, hours(25)))).toEqual({ _tag: "KeyTaken" })
+          expect(yield* store.getPayment(w.merchantId, again.payment.id)).toBeNull()
           // The same change again: the version moved.
           expect(yield* store.commitChange({ before: current, change: rest.change, response: null })).toBe(false)
         })))
