@@ -6,7 +6,7 @@ import type { ApiKey, Merchant } from "../domain/Merchant.ts"
 import type { Change, Payment, PaymentEvent } from "../domain/Payment.ts"
 import { followsFrom, isSettleable, nextStep } from "../domain/Payment.ts"
 import type { Currency } from "../domain/Money.ts"
-import type { AnalyticsRow, FraudCaseFilter, PageOf, PageRequest, PaymentFilter, StoreShape } from "./Store.ts"
+import type { AnalyticsRow, FraudCaseFilter, IdempotencyClaim, PageOf, PageRequest, PaymentFilter, StoreShape } from "./Store.ts"
 import { Store } from "./Store.ts"
 import { emptyWebhookState, memoryWebhookOperations, type WebhookMemoryState } from "./MemoryWebhookStore.ts"
 import { WebhookStore } from "./WebhookStore.ts"
@@ -21,6 +21,18 @@ interface IdempotencyRow {
   body: string | null
   appliedTo: string | null
 }
+
+/** A key claimed by a request, in progress (already applied to a payment when the claim came with it). */
+const claimRow = (claim: IdempotencyClaim, appliedTo: string | null): IdempotencyRow => ({
+  owner: claim.owner ?? null,
+  fingerprint: claim.fingerprint,
+  state: "in_progress",
+  lockedUntil: claim.lockedUntil,
+  expiresAt: claim.expiresAt,
+  status: null,
+  body: null,
+  appliedTo
+})
 
 /** Newest first, ties broken by id (descending), the order of every list (CONTRACT section 2). */
 const newestFirst = <A extends { readonly createdAt: string; readonly id: string }>(a: A, b: A) =>
@@ -224,16 +236,7 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
             return { _tag: "KeyTaken" as const, finished: { fingerprint: known.fingerprint, status: known.status!, body: known.body! } }
           }
           if (known !== undefined || state.paymentsByIdempotencyKey.has(key)) return { _tag: "KeyTaken" as const }
-          state.idempotency.set(key, {
-            owner: claim.owner ?? null,
-            fingerprint: claim.fingerprint,
-            state: "in_progress",
-            lockedUntil: claim.lockedUntil,
-            expiresAt: claim.expiresAt,
-            status: null,
-            body: null,
-            appliedTo: payment.id
-          })
+          state.idempotency.set(key, claimRow(claim, payment.id))
           state.paymentsByIdempotencyKey.set(key, payment.id)
         }
         const cardAttempts = cardAttemptsSince(payment.merchantId, payment.cardToken, open.cardAttemptsSince, open.cardAttemptsLimit)
@@ -394,16 +397,7 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
       Effect.sync(() => {
         const key = scopedKey(claim.merchantId, claim.key)
         const row = state.idempotency.get(key)
-        const fresh = (): IdempotencyRow => ({
-          owner: claim.owner ?? null,
-          fingerprint: claim.fingerprint,
-          state: "in_progress",
-          lockedUntil: claim.lockedUntil,
-          expiresAt: claim.expiresAt,
-          status: null,
-          body: null,
-          appliedTo: null
-        })
+        const fresh = () => claimRow(claim, null)
         if (row === undefined || row.expiresAt <= claim.now) {
           // A key claimed afresh (new, or expired) no longer holds the payment it created before.
           releaseHold(claim.merchantId, claim.key, claim.now)

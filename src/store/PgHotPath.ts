@@ -1,6 +1,6 @@
 import { Effect } from "effect"
 import type * as Pg from "pg"
-import type { Change } from "../domain/Payment.ts"
+import type { Change, Payment } from "../domain/Payment.ts"
 import { nextStep } from "../domain/Payment.ts"
 import { isUnavailable, type Row } from "./PgRows.ts"
 import { type ChangeCommit, type OpenOutcome, type OpenPayment, StoreUnavailable } from "./Store.ts"
@@ -10,6 +10,24 @@ import { type ChangeCommit, type OpenOutcome, type OpenPayment, StoreUnavailable
  * prepared statement planned once per connection, each taking any number of units as JSON rows,
  * so that concurrent creates share a round trip and a commit (group commit, `Batcher` below).
  */
+
+/**
+ * The events of the units whose payment row was written (CTE `payment`), from JSON rows in $2,
+ * and their outbox rows when the merchant has a webhook URL (CONTRACT section 7).
+ */
+const eventsAndOutbox = `events AS (
+  INSERT INTO payment_events (id, payment_id, merchant_id, type, sequence, data, created_at)
+  SELECT e.id, e.payment_id, e.merchant_id, e.type, e.sequence, e.data, e.created_at
+  FROM json_to_recordset($2::json)
+    AS e(payment_id text, merchant_id text, id text, type text, sequence int, data jsonb, created_at timestamptz)
+  WHERE e.payment_id IN (SELECT id FROM payment)
+  RETURNING id, merchant_id, created_at
+),
+outbox AS (
+  INSERT INTO webhook_outbox (event_id, merchant_id, created_at)
+  SELECT e.id, e.merchant_id, e.created_at FROM events e JOIN merchants m ON m.id = e.merchant_id
+  WHERE m.webhook_url IS NOT NULL
+)`
 
 /**
  * Round trip 1 (Store.openPayment) for a batch: claim each new key (only a key never seen),
@@ -49,19 +67,7 @@ payment AS (
   WHERE i.claim_key IS NULL OR i.id IN (SELECT applied_to FROM claimed)
   RETURNING id
 ),
-events AS (
-  INSERT INTO payment_events (id, payment_id, merchant_id, type, sequence, data, created_at)
-  SELECT e.id, e.payment_id, e.merchant_id, e.type, e.sequence, e.data, e.created_at
-  FROM json_to_recordset($2::json)
-    AS e(payment_id text, merchant_id text, id text, type text, sequence int, data jsonb, created_at timestamptz)
-  WHERE e.payment_id IN (SELECT id FROM payment)
-  RETURNING id, merchant_id, created_at
-),
-outbox AS (
-  INSERT INTO webhook_outbox (event_id, merchant_id, created_at)
-  SELECT e.id, e.merchant_id, e.created_at FROM events e JOIN merchants m ON m.id = e.merchant_id
-  WHERE m.webhook_url IS NOT NULL
-)
+${eventsAndOutbox}
 SELECT i.ord, i.id IN (SELECT id FROM payment) AS opened,
   (SELECT count(*)::int FROM (SELECT 1 FROM payments x WHERE x.merchant_id = i.merchant_id
     AND x.card_token = i.card_token AND x.created_at >= i.since LIMIT i.attempts_limit) earlier) AS card_attempts,
@@ -95,19 +101,7 @@ payment AS (
   WHERE p.id = u.id AND p.version = u.before_version
   RETURNING p.id
 ),
-events AS (
-  INSERT INTO payment_events (id, payment_id, merchant_id, type, sequence, data, created_at)
-  SELECT e.id, e.payment_id, e.merchant_id, e.type, e.sequence, e.data, e.created_at
-  FROM json_to_recordset($2::json)
-    AS e(payment_id text, merchant_id text, id text, type text, sequence int, data jsonb, created_at timestamptz)
-  WHERE e.payment_id IN (SELECT id FROM payment)
-  RETURNING id, merchant_id, created_at
-),
-outbox AS (
-  INSERT INTO webhook_outbox (event_id, merchant_id, created_at)
-  SELECT e.id, e.merchant_id, e.created_at FROM events e JOIN merchants m ON m.id = e.merchant_id
-  WHERE m.webhook_url IS NOT NULL
-),
+${eventsAndOutbox},
 entries AS (
   INSERT INTO ledger_entries (id, group_id, payment_id, merchant_id, account, direction, amount_cents, currency, created_at)
   SELECT e.id, e.group_id, e.payment_id, e.merchant_id, e.account, e.direction, e.amount_cents, e.currency, e.created_at
@@ -148,38 +142,47 @@ const eventRows = (change: Change) =>
     created_at: e.createdAt
   }))
 
+/** The columns a change to a payment may write (everything else is fixed at creation). */
+export const changingColumns = (p: Payment) => ({
+  status: p.status,
+  captured_amount_cents: p.capturedAmountCents,
+  refunded_amount_cents: p.refundedAmountCents,
+  fee_cents: p.feeCents,
+  fraud_score: p.fraudScore,
+  fraud_verdict: p.fraudVerdict,
+  fraud_case_id: p.fraudCaseId,
+  failure_code: p.failureCode,
+  failure_message: p.failureMessage,
+  network_risk_signal: p.networkRiskSignal,
+  in_flight: nextStep(p) !== null,
+  version: p.version,
+  updated_at: p.updatedAt,
+  captured_at: p.capturedAt,
+  settled_at: p.settledAt
+})
+
+/** A payment as its row's columns (metadata as a plain object). */
+export const paymentColumns = (p: Payment) => ({
+  id: p.id,
+  merchant_id: p.merchantId,
+  amount_cents: p.amountCents,
+  currency: p.currency,
+  card_brand: p.cardBrand,
+  card_last_four: p.cardLastFour,
+  card_token: p.cardToken,
+  capture_method: p.captureMethod,
+  idempotency_key: p.idempotencyKey,
+  metadata: p.metadata as unknown,
+  created_at: p.createdAt,
+  ...changingColumns(p)
+})
+
 /** The parameters of `openPaymentsSql` for a batch (also used by the benchmark's baselines). */
 export const openPaymentsValues = (units: ReadonlyArray<OpenPayment>): Array<unknown> => [
   JSON.stringify(units.map(({ change, claim, cardAttemptsSince, cardAttemptsLimit }, ord) => {
-    const p = change.payment
     return {
       ord,
-      id: p.id,
-      merchant_id: p.merchantId,
-      status: p.status,
-      amount_cents: p.amountCents,
-      currency: p.currency,
-      captured_amount_cents: p.capturedAmountCents,
-      refunded_amount_cents: p.refundedAmountCents,
-      fee_cents: p.feeCents,
-      card_brand: p.cardBrand,
-      card_last_four: p.cardLastFour,
-      card_token: p.cardToken,
-      capture_method: p.captureMethod,
-      idempotency_key: p.idempotencyKey,
-      metadata: p.metadata,
-      fraud_score: p.fraudScore,
-      fraud_verdict: p.fraudVerdict,
-      fraud_case_id: p.fraudCaseId,
-      failure_code: p.failureCode,
-      failure_message: p.failureMessage,
-      network_risk_signal: p.networkRiskSignal,
-      in_flight: nextStep(p) !== null,
-      version: p.version,
-      created_at: p.createdAt,
-      updated_at: p.updatedAt,
-      captured_at: p.capturedAt,
-      settled_at: p.settledAt,
+      ...paymentColumns(change.payment),
       claim_key: claim?.key ?? null,
       fingerprint: claim?.fingerprint ?? null,
       locked_until: claim?.lockedUntil ?? null,
@@ -196,26 +199,11 @@ export const openPaymentsValues = (units: ReadonlyArray<OpenPayment>): Array<unk
 /** The parameters of `commitChangesSql` for a batch. */
 export const commitChangesValues = (units: ReadonlyArray<ChangeCommit>): Array<unknown> => [
   JSON.stringify(units.map(({ before, change, response }, ord) => {
-    const p = change.payment
     return {
       ord,
-      id: p.id,
+      id: change.payment.id,
       before_version: before.version,
-      status: p.status,
-      captured_amount_cents: p.capturedAmountCents,
-      refunded_amount_cents: p.refundedAmountCents,
-      fee_cents: p.feeCents,
-      fraud_score: p.fraudScore,
-      fraud_verdict: p.fraudVerdict,
-      fraud_case_id: p.fraudCaseId,
-      failure_code: p.failureCode,
-      failure_message: p.failureMessage,
-      network_risk_signal: p.networkRiskSignal,
-      in_flight: nextStep(p) !== null,
-      version: p.version,
-      updated_at: p.updatedAt,
-      captured_at: p.capturedAt,
-      settled_at: p.settledAt,
+      ...changingColumns(change.payment),
       response_merchant_id: response?.merchantId ?? null,
       response_key: response?.key ?? null,
       response_status: response?.status ?? null,

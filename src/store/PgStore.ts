@@ -5,13 +5,13 @@ import type { Account, Balance, LedgerEntry } from "../domain/Ledger.ts"
 import type { FraudCase } from "../domain/Fraud.ts"
 import type { ApiKey } from "../domain/Merchant.ts"
 import type { Change, Payment } from "../domain/Payment.ts"
-import { followsFrom, nextStep } from "../domain/Payment.ts"
+import { followsFrom } from "../domain/Payment.ts"
 import type { Currency } from "../domain/Money.ts"
 import type { AnalyticsRow, StoreShape, UpdateOutcome } from "./Store.ts"
 import { Store } from "./Store.ts"
 import { iso, isoOrNull, run, toEvent, toMerchant, type Row } from "./PgRows.ts"
 import { PgPool, prepared } from "./PgPrepared.ts"
-import { getPaymentSql, makeHotPath } from "./PgHotPath.ts"
+import { getPaymentSql, makeHotPath, paymentColumns } from "./PgHotPath.ts"
 import * as PgWebhookStore from "./PgWebhookStore.ts"
 import type { WebhookStore } from "./WebhookStore.ts"
 
@@ -89,34 +89,7 @@ export const makePgStore = Effect.gen(function*() {
   const hot = makeHotPath(pool)
   const getPayment = prepared(pool, "get_payment_v1", getPaymentSql)
 
-  const paymentRow = (p: Payment) => ({
-    id: p.id,
-    merchant_id: p.merchantId,
-    status: p.status,
-    amount_cents: p.amountCents,
-    currency: p.currency,
-    captured_amount_cents: p.capturedAmountCents,
-    refunded_amount_cents: p.refundedAmountCents,
-    fee_cents: p.feeCents,
-    card_brand: p.cardBrand,
-    card_last_four: p.cardLastFour,
-    card_token: p.cardToken,
-    capture_method: p.captureMethod,
-    idempotency_key: p.idempotencyKey,
-    metadata: sql.json(p.metadata),
-    fraud_score: p.fraudScore,
-    fraud_verdict: p.fraudVerdict,
-    fraud_case_id: p.fraudCaseId,
-    failure_code: p.failureCode,
-    failure_message: p.failureMessage,
-    network_risk_signal: p.networkRiskSignal,
-    in_flight: nextStep(p) !== null,
-    version: p.version,
-    created_at: p.createdAt,
-    updated_at: p.updatedAt,
-    captured_at: p.capturedAt,
-    settled_at: p.settledAt
-  })
+  const paymentRow = (p: Payment) => ({ ...paymentColumns(p), metadata: sql.json(p.metadata) })
 
   /** Writes what a decision implies besides the payment row itself. */
   const writeChildren = (change: Change) =>

@@ -1,8 +1,7 @@
-import { Deferred, Effect, Layer } from "effect"
+import { Effect } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { Acquirer, sandboxAuthorize } from "../../src/acquirer/Acquirer.ts"
 import { type StoreShape, StoreUnavailable } from "../../src/store/Store.ts"
-import { client, eventually, startApp, type TestApp, transactionBody } from "../support/app.ts"
+import { client, eventually, gatedAcquirer, startApp, type TestApp, transactionBody } from "../support/app.ts"
 
 // CONTRACT section 5, the claims of requests that do not finish normally: a response that could
 // not be stored, and a request cut off in the middle. Neither may leave the key blocked for
@@ -19,18 +18,11 @@ const failingCompletion = (store: StoreShape): StoreShape => ({
 })
 
 /** The sandbox acquirer without its instant answer (so the flow runs as a fiber), gated for `tok_gated`. */
-const gate = Effect.runSync(Deferred.make<void>())
-const entered = Effect.runSync(Deferred.make<void>())
-const gatedAcquirer = Layer.succeed(Acquirer, {
-  authorize: (request) =>
-    request.cardToken === "tok_gated"
-      ? Deferred.succeed(entered, undefined).pipe(Effect.zipRight(Deferred.await(gate)), Effect.zipRight(sandboxAuthorize(request)))
-      : sandboxAuthorize(request)
-})
+const gated = gatedAcquirer()
 
 let app: TestApp
 beforeAll(async () => {
-  app = await startApp({ label: "idempotency_release", wrapStore: failingCompletion, acquirer: gatedAcquirer })
+  app = await startApp({ label: "idempotency_release", wrapStore: failingCompletion, acquirer: gated.layer })
 })
 afterAll(async () => {
   await app?.close()
@@ -87,12 +79,12 @@ describe("claims of requests that do not finish normally", () => {
       body: JSON.stringify(transactionBody({ card_token: "tok_gated" })),
       signal: abort.signal
     }).catch(() => null)
-    await Effect.runPromise(Deferred.await(entered))
+    await gated.entered()
     abort.abort()
     expect(await cut).toBeNull()
     await eventually(async () => ((await lockState("create-cut"))?.released === true ? true : undefined), { what: "the claim to be released" })
 
-    await Effect.runPromise(Deferred.succeed(gate, undefined))
+    await gated.open()
     const retry = await api.post("/api/v1/transactions", transactionBody({ card_token: "tok_gated" }), { idempotencyKey: "create-cut" })
     expect(retry.status).toBe(201)
     expect(retry.body.transaction.status).toBe("captured")

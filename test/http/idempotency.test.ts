@@ -1,29 +1,7 @@
-import { Deferred, Effect, Layer } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { Acquirer, sandboxAuthorize } from "../../src/acquirer/Acquirer.ts"
-import { client, createTransaction, errorOf, eventually, startApp, type TestApp, transactionBody } from "../support/app.ts"
+import { client, createTransaction, errorOf, eventually, gatedAcquirer, startApp, type TestApp, transactionBody } from "../support/app.ts"
 
 // CONTRACT section 5 through the public API, on PostgreSQL.
-
-/**
- * The sandbox acquirer, except that `tok_gated` authorizations wait until the test opens the
- * gate: a request is then provably in flight, without sleeping.
- */
-const gatedAcquirer = () => {
-  const entered = Effect.runSync(Deferred.make<void>())
-  const gate = Effect.runSync(Deferred.make<void>())
-  const layer = Layer.succeed(Acquirer, {
-    authorize: (request) =>
-      request.cardToken === "tok_gated"
-        ? Deferred.succeed(entered, undefined).pipe(Effect.zipRight(Deferred.await(gate)), Effect.zipRight(sandboxAuthorize(request)))
-        : sandboxAuthorize(request)
-  })
-  return {
-    layer,
-    entered: () => Effect.runPromise(Deferred.await(entered)),
-    open: () => Effect.runPromise(Deferred.succeed(gate, undefined))
-  }
-}
 
 let app: TestApp
 beforeAll(async () => {

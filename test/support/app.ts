@@ -1,6 +1,6 @@
 import { HttpApiBuilder, HttpMiddleware, HttpServer } from "@effect/platform"
 import { NodeHttpServer } from "@effect/platform-node"
-import { Context, Effect, Layer, ManagedRuntime, Supervisor } from "effect"
+import { Context, Deferred, Effect, Layer, ManagedRuntime, Supervisor } from "effect"
 import { createServer, request as httpRequest } from "node:http"
 import pg from "pg"
 import * as Acquirer from "../../src/acquirer/Acquirer.ts"
@@ -259,3 +259,23 @@ export const rawRequest = (
     for (const chunk of options.chunks ?? []) req.write(chunk)
     req.end()
   })
+
+/**
+ * The sandbox acquirer, except that `tok_gated` authorizations wait until the test opens the
+ * gate: a request is then provably in flight, without sleeping.
+ */
+export const gatedAcquirer = () => {
+  const entered = Effect.runSync(Deferred.make<void>())
+  const gate = Effect.runSync(Deferred.make<void>())
+  const layer = Layer.succeed(Acquirer.Acquirer, {
+    authorize: (request) =>
+      request.cardToken === "tok_gated"
+        ? Deferred.succeed(entered, undefined).pipe(Effect.zipRight(Deferred.await(gate)), Effect.zipRight(Acquirer.sandboxAuthorize(request)))
+        : Acquirer.sandboxAuthorize(request)
+  })
+  return {
+    layer,
+    entered: () => Effect.runPromise(Deferred.await(entered)),
+    open: () => Effect.runPromise(Deferred.succeed(gate, undefined))
+  }
+}
