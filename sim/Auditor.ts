@@ -289,6 +289,9 @@ export const auditedStore = (store: StoreShape, auditor: Auditor, plantedBug: Pl
       Effect.tap(store.commitChange(commit), (committed) => {
         if (committed) auditor.onChange(commit.before, commit.change)
       }),
+    // The planted bug sits between the domain and the locking path: with one planted, commands
+    // take that path (a store without optimistic reads) and meet it there.
+    readForCommand: plantedBug === "none" ? store.readForCommand : undefined,
     updatePayment: (target, decide) =>
       store.updatePayment(target, (payment, fraudCase) => {
         const decision = buggy(decide)(payment, fraudCase)

@@ -92,7 +92,12 @@ export const make = Effect.gen(function*() {
 
   const context = Effect.map(nowIso, (now): Payment.Context => ({ now, mintId: ids.mint }))
 
-  /** One command on one payment: serialized per payment, decided by the domain on the locked row. */
+  /**
+   * One command on one payment, serialized per payment in this process. It reads the payment,
+   * its fraud case and its key in one round trip, lets the domain decide, and commits the change
+   * version-checked in another (docs/performance.md); when another process moved the payment in
+   * between, it decides again on the row locked by `updatePayment`.
+   */
   const apply = (
     merchantId: string | null,
     paymentId: string,
@@ -101,9 +106,20 @@ export const make = Effect.gen(function*() {
   ): Effect.Effect<UpdateOutcome, StoreUnavailable> =>
     actors.serialize(
       paymentId,
-      Effect.flatMap(context, (ctx) =>
-        store.updatePayment({ merchantId, paymentId, commandKey }, (payment, fraudCase) => decide(payment, fraudCase, ctx))
-      )
+      Effect.gen(function*() {
+        const ctx = yield* context
+        const locked = store.updatePayment({ merchantId, paymentId, commandKey }, (payment, fraudCase) => decide(payment, fraudCase, ctx))
+        if (store.readForCommand === undefined) return yield* locked
+        const read = yield* store.readForCommand({ merchantId, paymentId, commandKey })
+        if (read === null) return { _tag: "NotFound" } satisfies UpdateOutcome
+        if (read.alreadyApplied) return { _tag: "AlreadyApplied", payment: read.payment } satisfies UpdateOutcome
+        const decision = decide(read.payment, read.fraudCase, ctx)
+        if (!decision.ok) return { _tag: "Refused", decision, payment: read.payment } satisfies UpdateOutcome
+        if (yield* store.commitChange({ before: read.payment, change: decision.change, response: null, commandKey })) {
+          return { _tag: "Applied", change: decision.change } satisfies UpdateOutcome
+        }
+        return yield* locked
+      })
     ).pipe(Effect.tap((outcome) => (outcome._tag === "Applied" ? countEvents(outcome.change.events) : Effect.void)))
 
   const toResult = (paymentId: string, outcome: UpdateOutcome): Effect.Effect<Payment.Payment, CommandError> => {

@@ -244,7 +244,18 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
         insertSorted(state.cardAttempts, scopedKey(payment.merchantId, payment.cardToken), payment.createdAt)
         return { _tag: "Opened" as const, cardAttempts }
       }),
-    commitChange: ({ before, change, response }) =>
+    readForCommand: ({ merchantId, paymentId, commandKey }) =>
+      Effect.sync(() => {
+        const payment = ownPayment(merchantId, paymentId)
+        if (payment === null) return null
+        const keyRow = commandKey === undefined ? undefined : state.idempotency.get(scopedKey(commandKey.merchantId, commandKey.key))
+        return {
+          payment,
+          fraudCase: payment.fraudCaseId === null ? null : state.fraudCases.get(payment.fraudCaseId) ?? null,
+          alreadyApplied: keyRow?.appliedTo === payment.id
+        }
+      }),
+    commitChange: ({ before, change, response, commandKey }) =>
       Effect.sync(() => {
         const current = state.payments.get(before.id)
         if (current === undefined || current.version !== before.version) return false
@@ -253,6 +264,10 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
         if (response !== null) {
           const row = state.idempotency.get(scopedKey(response.merchantId, response.key))
           if (row !== undefined && row.state === "in_progress") Object.assign(row, { state: "completed", status: response.status, body: response.body })
+        }
+        if (commandKey !== undefined) {
+          const row = state.idempotency.get(scopedKey(commandKey.merchantId, commandKey.key))
+          if (row !== undefined) row.appliedTo = change.payment.id
         }
         return true
       }),

@@ -89,7 +89,7 @@ WITH input AS (
     fraud_verdict text, fraud_case_id text, failure_code text, failure_message text,
     network_risk_signal double precision, in_flight boolean, version int, updated_at timestamptz,
     captured_at timestamptz, settled_at timestamptz, response_merchant_id text, response_key text,
-    response_status int, response_body text)
+    response_status int, response_body text, command_merchant_id text, command_key text)
 ),
 payment AS (
   UPDATE payments p SET status = u.status, captured_amount_cents = u.captured_amount_cents,
@@ -126,8 +126,20 @@ answered AS (
   FROM input u
   WHERE k.merchant_id = u.response_merchant_id AND k.key = u.response_key AND k.state = 'in_progress'
     AND u.id IN (SELECT id FROM payment)
+),
+applied AS (
+  UPDATE idempotency_keys k SET applied_to = u.id
+  FROM input u
+  WHERE k.merchant_id = u.command_merchant_id AND k.key = u.command_key AND u.id IN (SELECT id FROM payment)
 )
 SELECT u.ord, u.id IN (SELECT id FROM payment) AS committed FROM input u ORDER BY u.ord`
+
+/** Store.readForCommand: the payment, its fraud case and whether the command's key applied to it already. */
+export const readForCommandSql = `
+SELECT to_jsonb(p.*) AS payment, to_jsonb(c.*) AS fraud_case,
+  EXISTS (SELECT 1 FROM idempotency_keys k WHERE k.merchant_id = $3 AND k.key = $4 AND k.applied_to = p.id) AS already_applied
+FROM payments p LEFT JOIN fraud_cases c ON c.id = p.fraud_case_id
+WHERE p.id = $1 AND ($2::text IS NULL OR p.merchant_id = $2)`
 
 export const getPaymentSql = `SELECT * FROM payments WHERE id = $1 AND ($2::text IS NULL OR merchant_id = $2)`
 
@@ -198,7 +210,7 @@ export const openPaymentsValues = (units: ReadonlyArray<OpenPayment>): Array<unk
 
 /** The parameters of `commitChangesSql` for a batch. */
 export const commitChangesValues = (units: ReadonlyArray<ChangeCommit>): Array<unknown> => [
-  JSON.stringify(units.map(({ before, change, response }, ord) => {
+  JSON.stringify(units.map(({ before, change, response, commandKey }, ord) => {
     return {
       ord,
       id: change.payment.id,
@@ -207,7 +219,9 @@ export const commitChangesValues = (units: ReadonlyArray<ChangeCommit>): Array<u
       response_merchant_id: response?.merchantId ?? null,
       response_key: response?.key ?? null,
       response_status: response?.status ?? null,
-      response_body: response?.body ?? null
+      response_body: response?.body ?? null,
+      command_merchant_id: commandKey?.merchantId ?? null,
+      command_key: commandKey?.key ?? null
     }
   })),
   JSON.stringify(units.flatMap((u) => eventRows(u.change))),

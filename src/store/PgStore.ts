@@ -11,7 +11,7 @@ import type { AnalyticsRow, StoreShape, UpdateOutcome } from "./Store.ts"
 import { Store } from "./Store.ts"
 import { iso, isoOrNull, run, toEvent, toMerchant, type Row } from "./PgRows.ts"
 import { PgPool, prepared } from "./PgPrepared.ts"
-import { getPaymentSql, makeHotPath, paymentColumns } from "./PgHotPath.ts"
+import { getPaymentSql, makeHotPath, paymentColumns, readForCommandSql } from "./PgHotPath.ts"
 import * as PgWebhookStore from "./PgWebhookStore.ts"
 import type { WebhookStore } from "./WebhookStore.ts"
 
@@ -88,6 +88,7 @@ export const makePgStore = Effect.gen(function*() {
   const pool = yield* PgPool
   const hot = makeHotPath(pool)
   const getPayment = prepared(pool, "get_payment_v1", getPaymentSql)
+  const readForCommand = prepared(pool, "read_for_command_v1", readForCommandSql)
 
   const paymentRow = (p: Payment) => ({ ...paymentColumns(p), metadata: sql.json(p.metadata) })
 
@@ -238,6 +239,18 @@ export const makePgStore = Effect.gen(function*() {
         : Effect.dieMessage("store: a change must follow from the record it was decided on"),
     getPayment: (merchantId, paymentId) =>
       getPayment([paymentId, merchantId]).pipe(Effect.map((rows) => (rows[0] ? toPayment(rows[0]) : null))),
+    readForCommand: ({ merchantId, paymentId, commandKey }) =>
+      readForCommand([paymentId, merchantId, commandKey?.merchantId ?? null, commandKey?.key ?? null]).pipe(
+        Effect.map((rows) => {
+          const row = rows[0]
+          if (row === undefined) return null
+          return {
+            payment: toPayment(row.payment as Row),
+            fraudCase: row.fraud_case === null ? null : toFraudCase(row.fraud_case as Row),
+            alreadyApplied: row.already_applied === true
+          }
+        })
+      ),
     listPayments: (merchantId, filter, p) => {
       const where = sql.and([
         sql`merchant_id = ${merchantId}`,

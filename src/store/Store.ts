@@ -102,6 +102,8 @@ export type OpenOutcome =
 export interface ChangeCommit {
   readonly before: Payment
   readonly change: Change
+  /** The command's idempotency key, marked as applied to the payment in the same commit (never with `response`). */
+  readonly commandKey?: CommandKey | undefined
   /** A finished response stored under the request's key in the same commit. */
   readonly response: { readonly merchantId: string; readonly key: string; readonly status: number; readonly body: string } | null
 }
@@ -177,6 +179,18 @@ export interface StoreShape {
    */
   readonly commitChange: (commit: ChangeCommit) => StoreEffect<boolean>
   readonly getPayment: (merchantId: string | null, paymentId: string) => StoreEffect<Payment | null>
+  /**
+   * One unlocked read for a command: the payment (of this merchant, when given), its fraud case,
+   * and whether `commandKey` already applied to it. The command then commits with
+   * `commitChange` (version-checked), falling back to `updatePayment` when the version moved.
+   * Optional: without it (the simulator's store with a planted bug, which lives on the locking
+   * path), every command takes `updatePayment`.
+   */
+  readonly readForCommand?: (target: {
+    readonly merchantId: string | null
+    readonly paymentId: string
+    readonly commandKey?: CommandKey | undefined
+  }) => StoreEffect<{ readonly payment: Payment; readonly fraudCase: FraudCase | null; readonly alreadyApplied: boolean } | null>
   readonly listPayments: (merchantId: string, filter: PaymentFilter, page: PageRequest) => StoreEffect<PageOf<Payment>>
   /**
    * Locks the payment (row lock on PostgreSQL), asks `decide` for the change and commits it with

@@ -119,6 +119,20 @@ describe("the create path's budget", () => {
     expect(used.commits).toBe(1)
   })
 
+  it("a keyed refund: 4 statements (claim, read, version-checked commit, stored response)", async () => {
+    const created = await api.post("/api/v1/transactions", { transaction: { ...transactionBody(9).transaction, amount_cents: 100_000 } })
+    const id = created.body.transaction.id
+    const used = await perRequest(10, async (count) => {
+      for (let n = 0; n < count; n++) {
+        const refund = await api.post(`/api/v1/transactions/${id}/refund`, { amount_cents: 100 }, { idempotencyKey: `refund-${n}` })
+        expect(refund.status).toBe(200)
+      }
+    })
+    expect(used.statements).toBe(4)
+    expect(used.commits).toBe(4)
+    expect(used.fibers).toBeLessThanOrEqual(2)
+  })
+
   it("GET one transaction: 1 statement, 1 commit", async () => {
     const created = await api.post("/api/v1/transactions", transactionBody(1))
     const used = await perRequest(20, async (count) => {
