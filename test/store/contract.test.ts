@@ -920,6 +920,43 @@ describe("PostgreSQL adapter", () => {
         expect((yield* store.listEvents(w.merchantId, payment.id)).map((e) => e.type)).not.toContain("payment.partially_refunded")
       })))
 
+    it("group commit: concurrent units share statements, and one bad unit fails alone", () =>
+      run(Effect.gen(function*() {
+        const store = yield* Store
+        const sql = yield* PgClient.PgClient
+        const w = testWorld()
+        yield* givenMerchant(w)
+        const opening = (amountCents: number) => {
+          const change = accepted(Payment.create(createInput(w.merchantId, { amountCents: 1_000 }), w.context()))
+          // The database refuses an amount of 0 (a CHECK constraint); the domain never makes one.
+          const bad = amountCents === 0
+          const payment = bad ? { ...change.payment, amountCents: 0 } : change.payment
+          return { change: { ...change, payment }, claim: null, cardAttemptsSince: payment.createdAt, cardAttemptsLimit: 5 }
+        }
+        const units = [1, 2, 3, 0, 5, 6, 7, 8].map((n) => opening(n === 0 ? 0 : 1_000))
+        const before = Number((yield* sql`SELECT count(*)::int AS n FROM payments WHERE merchant_id = ${w.merchantId}`)[0]!.n)
+        const exits = yield* Effect.all(units.map((u) => Effect.exit(store.openPayment(u))), { concurrency: "unbounded" })
+        expect(exits.map((e) => (Exit.isSuccess(e) ? e.value._tag : Cause.isDie(e.cause) ? "died" : "failed"))).toEqual(
+          ["Opened", "Opened", "Opened", "died", "Opened", "Opened", "Opened", "Opened"]
+        )
+        const after = Number((yield* sql`SELECT count(*)::int AS n FROM payments WHERE merchant_id = ${w.merchantId}`)[0]!.n)
+        expect(after - before).toBe(7)
+
+        // The same for the commits: one change with an unbalanced ledger group, among good ones.
+        const ctx = w.context()
+        const commits = units.filter((_, i) => i !== 3).map((u, i) => {
+          const flow = Payment.sequence(u.change.payment, toCaptured().map((step) => (p: Payment.Payment) => step(p, null, ctx)))
+          if (!flow.ok) throw new Error("the flow was refused")
+          const change = i === 2 ? { ...flow.change, ledger: flow.change.ledger.slice(1) } : flow.change
+          return { before: u.change.payment, change, response: null }
+        })
+        const committed = yield* Effect.all(commits.map((c) => Effect.exit(store.commitChange(c))), { concurrency: "unbounded" })
+        expect(committed.map((e) => (Exit.isSuccess(e) ? e.value : "died"))).toEqual([true, true, "died", true, true, true, true])
+        for (const [i, c] of commits.entries()) {
+          expect((yield* store.getPayment(w.merchantId, c.change.payment.id))!.status).toBe(i === 2 ? "pending" : "captured")
+        }
+      })))
+
     it("two concurrent refunds of 60 on a captured 100: exactly one applies (row lock), in every one of 8 races", () =>
       run(Effect.gen(function*() {
         const store = yield* Store
