@@ -33,7 +33,19 @@ export const startEmbeddedPostgres = async (options: {
   readonly persistent: boolean
   /** Extra server settings, e.g. `["-c", "fsync=off"]` for disposable test data. */
   readonly flags?: ReadonlyArray<string>
-}) => Embedded.startEmbeddedPostgres({ ...options, port: await freePort() })
+}) => {
+  for (let attempt = 1;; attempt++) {
+    try {
+      return await Embedded.startEmbeddedPostgres({ ...options, port: await freePort() })
+    } catch (error) {
+      // Another process took the free port between the probe and the server's bind (tests and
+      // benchmarks start many servers at once): the cluster is intact, so try another port.
+      const portTaken = error instanceof Embedded.EmbeddedPostgresError &&
+        /could not create any TCP\/IP sockets|Address already in use/.test(error.message)
+      if (!portTaken || attempt >= 5) throw error
+    }
+  }
+}
 
 /**
  * Starts (or, after a crash of the service, reuses) the embedded PostgreSQL under `directory`;
