@@ -10,7 +10,7 @@ import { randomBytes } from "node:crypto"
 import { createServer } from "node:http"
 import pg from "pg"
 import { formatId } from "../src/domain/Ids.ts"
-import { commitChangesSql, commitChangesValues, openPaymentsSql, openPaymentsValues } from "../src/store/PgHotPath.ts"
+import { commitChangesSql, commitChangesValues, openPaymentsSql, openPaymentsValues, toHistory } from "../src/store/PgHotPath.ts"
 import { createUnit } from "./sql.ts"
 
 const pool = new pg.Pool({ connectionString: process.env.DATABASE_URL, max: 8 })
@@ -30,7 +30,7 @@ const server = createServer((request, response) => {
       const key = request.headers["x-idempotency-key"]
       const unit = createUnit(merchantId, mintId, { amountCents: t.amount_cents, currency: t.currency, cardToken: t.card_token }, typeof key === "string" ? key : null)
       const opened = await pool.query({ name: "open_payments_v1", text: openPaymentsSql, values: openPaymentsValues([unit.open]) })
-      const commit = unit.commit(opened.rows[0].card_attempts)
+      const commit = unit.commit(toHistory(opened.rows[0]))
       await pool.query({ name: "commit_changes_v1", text: commitChangesSql, values: commitChangesValues([commit]) })
       response.writeHead(201, { "content-type": "application/json" })
       response.end(commit.response?.body ?? "{}")

@@ -13,7 +13,7 @@ import pg from "pg"
 import { randomBytes } from "node:crypto"
 import { formatId } from "../src/domain/Ids.ts"
 import { startEmbeddedPostgres } from "../src/platform/Database.ts"
-import { commitChangesSql, commitChangesValues, getPaymentSql, openPaymentsSql, openPaymentsValues } from "../src/store/PgHotPath.ts"
+import { commitChangesSql, commitChangesValues, getPaymentSql, openPaymentsSql, openPaymentsValues, toHistory } from "../src/store/PgHotPath.ts"
 import { createUnit, pgbenchScript } from "./sql.ts"
 
 const index = process.argv.indexOf("--payments")
@@ -38,7 +38,7 @@ try {
   for (let i = 0; i < 5; i++) {
     const warm = createUnit(merchantId, mintId, { amountCents: 1234, currency: "USD", cardToken: "tok_visa" }, `warm-${i}`)
     const opened = await client.query({ text: openPaymentsSql, values: openPaymentsValues([warm.open]) })
-    await client.query({ text: commitChangesSql, values: commitChangesValues([warm.commit(opened.rows[0].card_attempts)]) })
+    await client.query({ text: commitChangesSql, values: commitChangesValues([warm.commit(toHistory(opened.rows[0]))]) })
   }
   const unit = createUnit(merchantId, mintId, { amountCents: 1234, currency: "USD", cardToken: "tok_visa" }, "explain-key")
   const explain = async (title: string, text: string, values: Array<unknown>) => {
@@ -55,7 +55,7 @@ try {
   await client.query("BEGIN")
   const rows = await client.query({ text: openPaymentsSql, values: openPaymentsValues([unit.open]) })
   await client.query("SET LOCAL plan_cache_mode = force_generic_plan")
-  const commit = unit.commit(rows.rows[0].card_attempts)
+  const commit = unit.commit(toHistory(rows.rows[0]))
   const result = await client.query({ text: `EXPLAIN (ANALYZE, BUFFERS, COSTS OFF, SUMMARY ON) ${commitChangesSql}`, values: commitChangesValues([commit]) })
   console.log(`\n## create, round trip 2: authorization, screening, capture, ledger, stored response\n\n${result.rows.map((r) => r["QUERY PLAN"]).join("\n")}`)
   await client.query("ROLLBACK")

@@ -9,7 +9,8 @@ import { idPrefixes, type IdKind } from "../src/domain/Ids.ts"
 import * as Payment from "../src/domain/Payment.ts"
 import * as Wire from "../src/http/Wire.ts"
 import { defaults } from "../src/platform/Config.ts"
-import { score, velocityLimit, velocityWindowMs } from "../src/services/Fraud.ts"
+import { noHistory, type FraudHistory } from "../src/domain/Fraud.ts"
+import { historyWindows, score } from "../src/services/Fraud.ts"
 import { commitChangesSql, commitChangesValues, openPaymentsSql, openPaymentsValues } from "../src/store/PgHotPath.ts"
 import type { ChangeCommit, OpenPayment } from "../src/store/Store.ts"
 
@@ -21,7 +22,7 @@ export const createUnit = (
   mintId: (kind: IdKind) => string,
   body: { readonly amountCents: number; readonly currency: Payment.Payment["currency"]; readonly cardToken: string },
   idempotencyKey: string | null
-): { readonly open: OpenPayment; readonly commit: (cardAttempts: number) => ChangeCommit; readonly payment: () => Payment.Payment } => {
+): { readonly open: OpenPayment; readonly commit: (history: FraudHistory) => ChangeCommit; readonly payment: () => Payment.Payment } => {
   const now = new Date().toISOString()
   const ctx: Payment.Context = { now, mintId }
   const created = Payment.create({
@@ -47,11 +48,11 @@ export const createUnit = (
   }
   let committed: Payment.Payment = pending
   return {
-    open: { change: created.change, claim, cardAttemptsSince: addMs(now, -velocityWindowMs), cardAttemptsLimit: velocityLimit },
-    commit: (cardAttempts) => {
+    open: { change: created.change, claim, history: historyWindows(now) },
+    commit: (history) => {
       const authorization = sandboxAnswer({ ...pending, paymentId: pending.id }) ?? { _tag: "Approved", networkRiskSignal: 0.05 }
       const screening = authorization._tag === "Approved"
-        ? score({ ...pending, networkRiskSignal: authorization.networkRiskSignal }, cardAttempts)
+        ? score({ ...pending, networkRiskSignal: authorization.networkRiskSignal }, history)
         : null
       const flow = Payment.advanceFlow(pending, authorization, screening, defaults.fraudThresholds, { now: new Date().toISOString(), mintId })
       if (!flow.ok) throw new Error("flow refused")
@@ -85,7 +86,7 @@ export const pgbenchScript = async (client: pg.Client, merchantId: string) => {
   )
   const statements: Array<[string, Array<unknown>]> = [
     [openPaymentsSql, openPaymentsValues([unit.open])],
-    [commitChangesSql, commitChangesValues([unit.commit(0)])]
+    [commitChangesSql, commitChangesValues([unit.commit(noHistory)])]
   ]
   const lines = ["\\set n :client_id * 1000000000000 + random(1, 999999999999)"]
   for (const [index, [text, values]] of statements.entries()) {

@@ -1,18 +1,128 @@
 /**
- * Fraud scoring: a logistic model whose explanations are exact SHAP values. For a linear model
- * over independent features, feature i contributes `weight_i * (value_i - mean_i)` to the
- * log-odds, and the contributions sum to the model output (log-odds) minus the base value
- * (the log-odds at the mean input). The trained model replaces these weights; the plumbing
- * (features, thresholds, cases, priorities, explanations) stays.
+ * Fraud scoring: a logistic regression trained on labelled synthetic data
+ * (`npm run fraud:train`, src/domain/FraudTraining.ts, docs/fraud-model.md), whose explanations
+ * are exact. Features are standardised with the training set's mean and standard deviation;
+ * feature i contributes `weight_i × (standardised value_i − mean of the standardised value)`
+ * (the mean is 0 by construction) to the log-odds, and the contributions plus the base value
+ * (the intercept: the log-odds at the training mean) equal the model output, the log-odds whose
+ * sigmoid is the score. For a linear model over independent features these are the SHAP values.
  */
-export interface FraudFeatures {
-  /** Risk signal reported by the card network with the authorization, 0..1. */
-  readonly networkRiskSignal: number
-  /** Payment amount in major units, log10(1 + amount). */
-  readonly amountLog10: number
-  /** Earlier payment attempts with the same card token at this merchant in the last hour (capped). */
+import trainedModel from "./fraud-models/trained-logistic-2.json" with { type: "json" }
+
+/** What the store knows about the card and the merchant when the payment is created (one round trip). */
+export interface FraudHistory {
+  /** Earlier payments of this card token at this merchant in the last hour (counted up to `cardDayLimit`). */
   readonly cardAttemptsLastHour: number
+  /** ...in the last 24 hours (up to `cardDayLimit`). */
+  readonly cardAttemptsLastDay: number
+  /** Of those of the last 24 hours, the ones the network declined (`failed`). */
+  readonly cardDeclinesLastDay: number
+  /** Whether the token was ever used at this merchant before. */
+  readonly cardSeenBefore: boolean
+  /** The merchant's last `merchantAmountWindow` payments in the payment's currency: how many, and their sum. */
+  readonly merchantAmountCount: number
+  readonly merchantAmountSumCents: number
 }
+
+export const noHistory: FraudHistory = {
+  cardAttemptsLastHour: 0,
+  cardAttemptsLastDay: 0,
+  cardDeclinesLastDay: 0,
+  cardSeenBefore: false,
+  merchantAmountCount: 0,
+  merchantAmountSumCents: 0
+}
+
+/** Windows and bounds of the history (the store counts within them; a busy card never scans its whole past). */
+export const cardHourMs = 3_600_000
+export const cardDayMs = 86_400_000
+export const cardDayLimit = 50
+export const merchantAmountWindow = 50
+/** Below this many earlier payments in a currency the merchant's usual amount is unknown (feature 0). */
+export const merchantAmountMinimumCount = 5
+
+export const cardBrands = ["visa", "mastercard", "amex", "discover", "jcb", "diners", "unionpay"] as const
+export const currencies = ["USD", "EUR", "GBP", "CAD", "AUD", "JPY"] as const
+
+/** The raw inputs of one screening: the request, the network's answer, the history and the time. */
+export interface FraudInput {
+  readonly networkRiskSignal: number
+  readonly amountCents: number
+  readonly currency: string
+  readonly cardBrand: string
+  readonly metadata: Readonly<Record<string, string>>
+  /** When the payment was created (ISO 8601 UTC); the hour of day is taken in UTC. */
+  readonly createdAt: string
+  readonly history: FraudHistory
+}
+
+/** The model's inputs, by name (documented in docs/fraud-model.md). */
+export type FraudFeatures = Readonly<Record<string, number>>
+
+export const featureNames = [
+  "network_risk_logit",
+  "amount_log10",
+  "amount_vs_merchant_log10",
+  "card_attempts_last_hour",
+  "card_attempts_last_day",
+  "card_declines_last_day",
+  "card_first_seen",
+  "new_card_above_usual_log10",
+  "country_mismatch",
+  "night_utc",
+  "card_brand_mastercard",
+  "card_brand_amex",
+  "card_brand_other",
+  ...currencies.slice(1).map((currency) => `currency_${currency}`)
+] as const
+
+const clamp = (value: number, low: number, high: number) => Math.min(high, Math.max(low, value))
+export const minorUnitsPerMajor = (currency: string) => (currency === "JPY" ? 1 : 100)
+const countryOf = (value: string | undefined) => (value === undefined ? null : value.trim().toUpperCase())
+
+/** Turns the raw inputs into the model's features (pure; the same in training and in service). */
+export const features = (input: FraudInput): FraudFeatures => {
+  const signal = clamp(input.networkRiskSignal, 0.001, 0.999)
+  const amountLog10 = Math.log10(1 + input.amountCents / minorUnitsPerMajor(input.currency))
+  const h = input.history
+  const vsMerchant = h.merchantAmountCount >= merchantAmountMinimumCount && h.merchantAmountSumCents > 0
+    ? clamp(Math.log10((input.amountCents * h.merchantAmountCount) / h.merchantAmountSumCents), -1, 1)
+    : 0
+  const firstSeen = h.cardSeenBefore ? 0 : 1
+  const ipCountry = countryOf(input.metadata.ip_country)
+  const cardCountry = countryOf(input.metadata.card_country)
+  const hour = new Date(input.createdAt).getUTCHours()
+  const values: Record<string, number> = {
+    network_risk_logit: Math.log(signal / (1 - signal)),
+    amount_log10: amountLog10,
+    amount_vs_merchant_log10: vsMerchant,
+    card_attempts_last_hour: Math.log2(1 + Math.min(h.cardAttemptsLastHour, cardDayLimit)),
+    card_attempts_last_day: Math.log2(1 + Math.min(h.cardAttemptsLastDay, cardDayLimit)),
+    card_declines_last_day: Math.min(h.cardDeclinesLastDay, 10),
+    card_first_seen: firstSeen,
+    new_card_above_usual_log10: firstSeen * Math.max(0, vsMerchant),
+    country_mismatch: ipCountry !== null && cardCountry !== null && ipCountry !== cardCountry ? 1 : 0,
+    night_utc: hour < 6 ? 1 : 0
+  }
+  // Visa is the reference; the rare brands are pooled (too few payments each for a weight of their own).
+  values.card_brand_mastercard = input.cardBrand === "mastercard" ? 1 : 0
+  values.card_brand_amex = input.cardBrand === "amex" ? 1 : 0
+  values.card_brand_other = input.cardBrand === "visa" || input.cardBrand === "mastercard" || input.cardBrand === "amex" ? 0 : 1
+  for (const currency of currencies.slice(1)) values[`currency_${currency}`] = input.currency === currency ? 1 : 0
+  return values
+}
+
+/** A trained model as written by `npm run fraud:train` (src/domain/fraud-models/*.json). */
+export interface ModelArtefact {
+  readonly version: string
+  readonly kind: "logistic-regression"
+  /** The intercept on standardised features: the log-odds at the training mean (the base value). */
+  readonly bias: number
+  readonly features: ReadonlyArray<{ readonly name: string; readonly mean: number; readonly std: number; readonly weight: number }>
+  readonly training: Readonly<Record<string, unknown>>
+}
+
+export const model: ModelArtefact = trainedModel as ModelArtefact
 
 export interface Explanation {
   readonly feature: string
@@ -23,60 +133,36 @@ export interface Explanation {
 export interface Assessment {
   readonly score: number
   readonly modelVersion: string
+  /** The model's log-odds at the training mean. */
   readonly baseValue: number
+  /** The model output: log-odds of fraud; `score = 1 / (1 + e^−output)`. */
   readonly output: number
+  /** One per feature, largest |contribution| first; they sum to `output − baseValue`. */
   readonly explanations: ReadonlyArray<Explanation>
 }
 
-interface Term {
-  readonly feature: keyof FraudFeatures
-  readonly name: string
-  readonly weight: number
-  readonly mean: number
-}
-
-/**
- * Calibration (documented in docs/api.md): an ordinary card (signal 0.05) always passes; the
- * sandbox review signal (0.64) scores 0.57–0.79 for amounts from 0.01 to 10,000 with no earlier
- * attempts; the highest-risk signal (0.95) always scores above 0.9.
- */
-export const baselineModel = {
-  version: "baseline-logistic-1",
-  bias: -4,
-  terms: [
-    { feature: "networkRiskSignal", name: "network_risk_signal", weight: 8, mean: 0.05 },
-    { feature: "amountLog10", name: "amount_log10", weight: 0.25, mean: 1.7 },
-    { feature: "cardAttemptsLastHour", name: "card_attempts_last_hour", weight: 0.1, mean: 0.2 }
-  ] satisfies ReadonlyArray<Term>
-} as const
-
-export const maximumCardAttemptsFeature = 10
-
 const round6 = (value: number) => Math.round(value * 1e6) / 1e6
-const sigmoid = (logit: number) => 1 / (1 + Math.exp(-logit))
+export const sigmoid = (logit: number) => 1 / (1 + Math.exp(-logit))
 
-export const features = (input: {
-  readonly networkRiskSignal: number
-  readonly amountCents: number
-  readonly minorUnitsPerMajor: number
-  readonly cardAttemptsLastHour: number
-}): FraudFeatures => ({
-  networkRiskSignal: Math.min(1, Math.max(0, input.networkRiskSignal)),
-  amountLog10: Math.log10(1 + input.amountCents / input.minorUnitsPerMajor),
-  cardAttemptsLastHour: Math.min(maximumCardAttemptsFeature, input.cardAttemptsLastHour)
-})
+/** The unrounded log-odds (training and metrics use it). */
+export const logOdds = (values: FraudFeatures, artefact: ModelArtefact = model) =>
+  artefact.features.reduce((sum, f) => sum + f.weight * ((values[f.name] ?? 0) - f.mean) / f.std, artefact.bias)
 
-export const assess = (values: FraudFeatures, model = baselineModel): Assessment => {
-  const explanations = model.terms.map((term) => {
-    const value = values[term.feature]
-    return { feature: term.name, value: round6(value), contribution: round6(term.weight * (value - term.mean)) }
+export const assess = (values: FraudFeatures, artefact: ModelArtefact = model): Assessment => {
+  const explanations = artefact.features.map((f) => {
+    const value = values[f.name] ?? 0
+    return { feature: f.name, value: round6(value), contribution: round6(f.weight * (value - f.mean) / f.std) }
   })
-  const baseValue = model.bias
-  // The output is defined from the rounded contributions so the documented sum holds exactly.
+  const baseValue = round6(artefact.bias)
+  // The output is defined from the rounded contributions, so the documented sum holds exactly
+  // (it differs from the unrounded log-odds by at most 0.5e-6 per feature).
   const output = round6(baseValue + explanations.reduce((sum, e) => sum + e.contribution, 0))
   explanations.sort((a, b) => Math.abs(b.contribution) - Math.abs(a.contribution) || a.feature.localeCompare(b.feature))
-  return { score: round6(sigmoid(output)), modelVersion: model.version, baseValue, output, explanations }
+  return { score: round6(sigmoid(output)), modelVersion: artefact.version, baseValue, output, explanations }
 }
+
+/** How many contributions a transaction record shows (the fraud case keeps them all). */
+export const topContributions = 5
 
 export interface Thresholds {
   readonly review: number
@@ -109,6 +195,8 @@ export interface FraudCase {
   readonly priority: Priority
   readonly riskScore: number
   readonly modelVersion: string
+  /** The model's base value (log-odds at the training mean): base value + Σ contributions = model output. */
+  readonly baseValue: number | null
   readonly explanations: ReadonlyArray<Explanation>
   readonly notes: string | null
   readonly reviewedAt: string | null

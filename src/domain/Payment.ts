@@ -2,8 +2,8 @@ import type { Currency } from "./Money.ts"
 import { processingFeeCents } from "./Money.ts"
 import type { MintId } from "./Ids.ts"
 import * as Ledger from "./Ledger.ts"
-import type { Assessment, FraudCase, Thresholds, Verdict } from "./Fraud.ts"
-import { priority as fraudPriority, verdict as fraudVerdict } from "./Fraud.ts"
+import type { Assessment, Explanation, FraudCase, Thresholds, Verdict } from "./Fraud.ts"
+import { priority as fraudPriority, topContributions, verdict as fraudVerdict } from "./Fraud.ts"
 
 export const paymentStatuses = [
   "pending", "authorized", "captured", "settled", "refunded", "voided", "blocked", "failed"
@@ -57,6 +57,9 @@ export interface Payment {
   readonly updatedAt: string
   readonly capturedAt: string | null
   readonly settledAt: string | null
+  /** The fraud model that screened the payment, and its largest contributions (the case keeps them all). */
+  readonly fraudModelVersion: string | null
+  readonly fraudExplanations: ReadonlyArray<Explanation> | null
 }
 
 /** The payment snapshot carried by every event (`data` of the webhook payload). */
@@ -210,7 +213,9 @@ export const create = (input: CreateInput, context: Context): Decision =>
       createdAt: context.now,
       updatedAt: context.now,
       capturedAt: null,
-      settledAt: null
+      settledAt: null,
+      fraudModelVersion: null,
+      fraudExplanations: null
     },
     event: "payment.initiated",
     postings: []
@@ -246,7 +251,13 @@ export const applyFraudAssessment = (
     return invalidState(payment, "score", "it was already screened")
   }
   const verdict = fraudVerdict(assessment.score, thresholds)
-  const scored: Payment = { ...payment, fraudScore: assessment.score, fraudVerdict: verdict }
+  const scored: Payment = {
+    ...payment,
+    fraudScore: assessment.score,
+    fraudVerdict: verdict,
+    fraudModelVersion: assessment.modelVersion,
+    fraudExplanations: assessment.explanations.slice(0, topContributions)
+  }
   if (verdict === "passed") {
     return decide(payment, { payment: scored, event: "payment.fraud_passed", postings: [] }, context)
   }
@@ -258,6 +269,7 @@ export const applyFraudAssessment = (
     priority: fraudPriority(assessment.score, payment.amountCents),
     riskScore: assessment.score,
     modelVersion: assessment.modelVersion,
+    baseValue: assessment.baseValue,
     explanations: assessment.explanations,
     notes: null,
     reviewedAt: null,

@@ -92,6 +92,10 @@ export const EmptyBody = Schema.NullOr(
 
 const Timestamp = Schema.String.annotations({ description: "ISO 8601 UTC with milliseconds" })
 
+/** One feature's exact contribution to the model output (log-odds), docs/fraud-model.md. */
+export const Explanation = Schema.Struct({ feature: Schema.String, value: Schema.Number, contribution: Schema.Number })
+  .annotations({ identifier: "FraudExplanation" })
+
 export const Transaction = Schema.Struct({
   id: Schema.String,
   merchant_id: Schema.String,
@@ -107,6 +111,10 @@ export const Transaction = Schema.Struct({
   idempotency_key: Schema.NullOr(Schema.String),
   metadata: Schema.Record({ key: Schema.String, value: Schema.String }),
   fraud_score: Schema.NullOr(Schema.Number),
+  fraud_model_version: Schema.NullOr(Schema.String).annotations({ description: "the fraud model that screened the payment" }),
+  fraud_explanations: Schema.NullOr(Schema.Array(Explanation)).annotations({
+    description: "the screening's largest contributions (at most 5, largest |contribution| first); the fraud case has them all"
+  }),
   fraud_case_id: Schema.NullOr(Schema.String),
   failure_code: Schema.NullOr(Schema.String),
   failure_message: Schema.NullOr(Schema.String),
@@ -273,7 +281,11 @@ export const FraudCase = Schema.Struct({
   priority: Schema.Literal("low", "medium", "high", "critical"),
   risk_score: Schema.Number,
   model_version: Schema.String,
-  explanations: Schema.Array(Schema.Struct({ feature: Schema.String, value: Schema.Number, contribution: Schema.Number })),
+  base_value: Schema.NullOr(Schema.Number).annotations({ description: "the model's log-odds at the training mean" }),
+  model_output: Schema.NullOr(Schema.Number).annotations({
+    description: "the model output, log-odds of fraud: base_value + the sum of the contributions; risk_score = 1 / (1 + e^−model_output)"
+  }),
+  explanations: Schema.Array(Explanation).annotations({ description: "one per feature, largest |contribution| first" }),
   notes: Schema.NullOr(Schema.String),
   reviewed_at: Schema.NullOr(Timestamp),
   created_at: Timestamp

@@ -1,7 +1,7 @@
 import { Context, Effect, Fiber, Layer, Metric, Schedule } from "effect"
 import { paymentEventsByType } from "../platform/Metrics.ts"
 import * as Payment from "../domain/Payment.ts"
-import type { Assessment as FraudAssessment, FraudCase } from "../domain/Fraud.ts"
+import type { Assessment as FraudAssessment, FraudCase, FraudHistory } from "../domain/Fraud.ts"
 import type { LedgerEntry } from "../domain/Ledger.ts"
 import { Acquirer } from "../acquirer/Acquirer.ts"
 import { AppConfig } from "../platform/Config.ts"
@@ -10,8 +10,7 @@ import { nowIso } from "../platform/Time.ts"
 import type { CommandKey, FinishedResponse, IdempotencyClaim, PageOf, PageRequest, PaymentFilter, UpdateOutcome } from "../store/Store.ts"
 import { Store, type StoreUnavailable } from "../store/Store.ts"
 import { InvalidInput, InvalidState, NotFound } from "./Errors.ts"
-import { Fraud, velocityLimit, velocityWindowMs } from "./Fraud.ts"
-import { addMs } from "../platform/Time.ts"
+import { Fraud, historyWindows } from "./Fraud.ts"
 import { PaymentActors } from "./PaymentActors.ts"
 
 export type CommandError = NotFound | InvalidState | InvalidInput | StoreUnavailable
@@ -211,12 +210,12 @@ export const make = Effect.gen(function*() {
       payment === null ? Effect.fail(new NotFound({ resource: "transaction", id: paymentId })) : Effect.succeed(payment))
 
   /** The flow in the request itself, when the acquirer answers at once; false when it cannot (or lost a race). */
-  const finishInline = (payment: Payment.Payment, cardAttempts: number, request: InlineRequest) =>
+  const finishInline = (payment: Payment.Payment, history: FraudHistory, request: InlineRequest) =>
     Effect.gen(function*() {
       const authorization = acquirer.answerNow?.(authorizationRequest(payment))
       if (authorization === undefined) return null
       const screening = authorization._tag === "Approved"
-        ? fraud.score({ ...payment, networkRiskSignal: authorization.networkRiskSignal }, cardAttempts)
+        ? fraud.score({ ...payment, networkRiskSignal: authorization.networkRiskSignal }, history)
         : null
       const decision = flowSteps(payment, authorization, screening, yield* context)
       if (!decision.ok) return null
@@ -243,13 +242,12 @@ export const make = Effect.gen(function*() {
           const opened = yield* store.openPayment({
             change: decision.change,
             claim: request.claim,
-            cardAttemptsSince: addMs(ctx.now, -velocityWindowMs),
-            cardAttemptsLimit: velocityLimit
+            history: historyWindows(payment.createdAt)
           })
           if (opened._tag === "KeyTaken") return opened
           request.onClaimed()
           yield* countEvents(decision.change.events)
-          const answer = yield* finishInline(payment, opened.cardAttempts, request)
+          const answer = yield* finishInline(payment, opened.history, request)
           return answer === null ? null : { _tag: "Answered", answer, stored: request.claim !== null } as const
         })
         // A client that hangs up (or a stop) once the payment may exist does not leave it pending

@@ -1,12 +1,12 @@
 import { Effect, Layer } from "effect"
 import type { Account, Balance, LedgerEntry } from "../domain/Ledger.ts"
 import { balanceOf } from "../domain/Ledger.ts"
-import type { FraudCase } from "../domain/Fraud.ts"
+import type { FraudCase, FraudHistory } from "../domain/Fraud.ts"
 import type { ApiKey, Merchant } from "../domain/Merchant.ts"
 import type { Change, Payment, PaymentEvent } from "../domain/Payment.ts"
 import { followsFrom, isSettleable, nextStep } from "../domain/Payment.ts"
 import type { Currency } from "../domain/Money.ts"
-import type { AnalyticsRow, FraudCaseFilter, IdempotencyClaim, PageOf, PageRequest, PaymentFilter, StoreShape } from "./Store.ts"
+import type { AnalyticsRow, FraudCaseFilter, HistoryQuery, IdempotencyClaim, PageOf, PageRequest, PaymentFilter, StoreShape } from "./Store.ts"
 import { Store } from "./Store.ts"
 import { emptyWebhookState, memoryWebhookOperations, type WebhookMemoryState } from "./MemoryWebhookStore.ts"
 import { WebhookStore } from "./WebhookStore.ts"
@@ -68,8 +68,9 @@ export interface MemoryState {
   readonly outbox: Array<PaymentEvent>
   /** Service processes and the time each said it is alive until (idempotency claims' owners). */
   readonly instances: Map<string, string>
-  /** Creation times of payments per merchant and card token, oldest first (fraud velocity). */
-  readonly cardAttempts: Map<string, Array<string>>
+  /** Payments per merchant and card token, and per merchant and currency, oldest first (fraud history). */
+  readonly cardAttempts: Map<string, Array<Sighting>>
+  readonly merchantAmounts: Map<string, Array<Sighting>>
   /** Webhook deliveries and rotated secrets (MemoryWebhookStore). */
   readonly webhooks: WebhookMemoryState
 }
@@ -89,6 +90,7 @@ export const emptyState = (): MemoryState => ({
   outbox: [],
   instances: new Map(),
   cardAttempts: new Map(),
+  merchantAmounts: new Map(),
   webhooks: emptyWebhookState()
 })
 
@@ -97,13 +99,20 @@ const merchantAccounts: ReadonlySet<Account> = new Set<Account>(["merchant_pendi
 
 const scopedKey = (merchantId: string, key: string) => `${merchantId}\u0000${key}`
 
-/** Concurrent creates may commit out of creation order; the binary search needs the times sorted. */
-const insertSorted = (map: Map<string, Array<string>>, key: string, time: string) => {
-  const times = map.get(key)
-  if (times === undefined) return void map.set(key, [time])
-  let at = times.length
-  while (at > 0 && times[at - 1]! > time) at--
-  times.splice(at, 0, time)
+/** A payment in a history list: ordered by creation time, then id (PostgreSQL's order in `historyColumns`). */
+export interface Sighting {
+  readonly createdAt: string
+  readonly id: string
+}
+const before = (a: Sighting, b: Sighting) => a.createdAt < b.createdAt || (a.createdAt === b.createdAt && a.id < b.id)
+
+/** Concurrent creates may commit out of creation order; the lists stay sorted. */
+const insertSorted = (map: Map<string, Array<Sighting>>, key: string, sighting: Sighting) => {
+  const list = map.get(key)
+  if (list === undefined) return void map.set(key, [sighting])
+  let at = list.length
+  while (at > 0 && before(sighting, list[at - 1]!)) at--
+  list.splice(at, 0, sighting)
 }
 
 const pushTo = <A>(map: Map<string, Array<A>>, key: string, values: ReadonlyArray<A>) => {
@@ -133,16 +142,34 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
     const held = state.paymentsByIdempotencyKey.get(scoped)
     if (held !== undefined && state.payments.get(held)!.createdAt < before) state.paymentsByIdempotencyKey.delete(scoped)
   }
-  const cardAttemptsSince = (merchantId: string, cardToken: string, since: string, limit: number) => {
-    const times = state.cardAttempts.get(scopedKey(merchantId, cardToken)) ?? []
-    // Binary search for the first attempt at or after `since`.
-    let low = 0, high = times.length
-    while (low < high) {
-      const mid = (low + high) >>> 1
-      if (times[mid]! < since) low = mid + 1
-      else high = mid
+  /** Newest first, at most `limit`, created at or before `until`, never `exclude` (the same rows as `historyColumns`). */
+  const newest = (list: ReadonlyArray<Sighting>, until: string, exclude: string, limit: number, since: string | null) => {
+    const found: Array<Sighting> = []
+    for (let i = list.length - 1; i >= 0 && found.length < limit; i--) {
+      const s = list[i]!
+      if (since !== null && s.createdAt < since) break
+      if (s.createdAt > until || s.id === exclude) continue
+      found.push(s)
     }
-    return Math.min(limit, times.length - low)
+    return found
+  }
+  const history = (q: HistoryQuery): FraudHistory => {
+    const card = state.cardAttempts.get(scopedKey(q.merchantId, q.cardToken)) ?? []
+    const day = newest(card, q.until, q.excludePaymentId, q.dayLimit, q.daySince)
+    const amounts = newest(state.merchantAmounts.get(scopedKey(q.merchantId, q.currency)) ?? [], q.until, q.excludePaymentId, q.amountWindow, null)
+    return {
+      cardAttemptsLastHour: day.filter((s) => s.createdAt >= q.hourSince).length,
+      cardAttemptsLastDay: day.length,
+      cardDeclinesLastDay: day.filter((s) => state.payments.get(s.id)?.status === "failed").length,
+      cardSeenBefore: day.length > 0 || newest(card, q.until, q.excludePaymentId, 1, null).length > 0,
+      merchantAmountCount: amounts.length,
+      merchantAmountSumCents: amounts.reduce((sum, s) => sum + state.payments.get(s.id)!.amountCents, 0)
+    }
+  }
+  const remember = (payment: Payment) => {
+    const sighting = { createdAt: payment.createdAt, id: payment.id }
+    insertSorted(state.cardAttempts, scopedKey(payment.merchantId, payment.cardToken), sighting)
+    insertSorted(state.merchantAmounts, scopedKey(payment.merchantId, payment.currency), sighting)
   }
   const ownPayment = (merchantId: string | null, paymentId: string) => {
     const payment = state.payments.get(paymentId)
@@ -222,7 +249,7 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
           if (claim !== undefined && claim.state === "in_progress") claim.appliedTo = payment.id
         }
         commit(change)
-        insertSorted(state.cardAttempts, scopedKey(payment.merchantId, payment.cardToken), payment.createdAt)
+        remember(payment)
         return { _tag: "Inserted" as const }
       }),
     openPayment: (open) =>
@@ -239,10 +266,17 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
           state.idempotency.set(key, claimRow(claim, payment.id))
           state.paymentsByIdempotencyKey.set(key, payment.id)
         }
-        const cardAttempts = cardAttemptsSince(payment.merchantId, payment.cardToken, open.cardAttemptsSince, open.cardAttemptsLimit)
+        const found = history({
+          ...open.history,
+          merchantId: payment.merchantId,
+          cardToken: payment.cardToken,
+          currency: payment.currency,
+          until: payment.createdAt,
+          excludePaymentId: payment.id
+        })
         commit(open.change)
-        insertSorted(state.cardAttempts, scopedKey(payment.merchantId, payment.cardToken), payment.createdAt)
-        return { _tag: "Opened" as const, cardAttempts }
+        remember(payment)
+        return { _tag: "Opened" as const, history: found }
       }),
     readForCommand: ({ merchantId, paymentId, commandKey }) =>
       Effect.sync(() => {
@@ -386,8 +420,7 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
           blocked: [...blocked.values()].sort((a, b) => (a.currency < b.currency ? -1 : 1))
         }
       }),
-    countCardAttempts: (merchantId, cardToken, since, limit) =>
-      Effect.sync(() => cardAttemptsSince(merchantId, cardToken, since, limit)),
+    fraudHistory: (query) => Effect.sync(() => history(query)),
 
     getFraudCase: (merchantId, caseId) =>
       Effect.sync(() => {

@@ -1,5 +1,6 @@
 import { Effect } from "effect"
 import type * as Pg from "pg"
+import type { FraudHistory } from "../domain/Fraud.ts"
 import type { Change, Payment } from "../domain/Payment.ts"
 import { nextStep } from "../domain/Payment.ts"
 import { isUnavailable, type Row } from "./PgRows.ts"
@@ -30,6 +31,43 @@ outbox AS (
 )`
 
 /**
+ * The fraud model's history of one payment (Store.fraudHistory, docs/fraud-model.md): the card's
+ * newest attempts of the last day at this merchant (bounded: index `payments_card` read
+ * backwards, at most `day_limit` rows), how many of them fell in the last hour and were declined,
+ * whether the card was ever seen, and the count and sum of the merchant's newest `amount_window`
+ * payments in the currency (index-only on `payments_merchant_currency`). Only payments created at
+ * or before `until`, never the payment itself. Columns: card_hour, card_day, card_declines,
+ * card_seen, amount_count, amount_sum.
+ */
+export const historyColumns = (
+  merchantId: string, cardToken: string, currency: string, until: string, self: string,
+  hourSince: string, daySince: string, dayLimit: string, amountWindow: string
+) => `
+SELECT c.card_hour, c.card_day, c.card_declines,
+  (c.card_day > 0 OR EXISTS (SELECT 1 FROM payments s WHERE s.merchant_id = ${merchantId} AND s.card_token = ${cardToken}
+    AND s.created_at <= ${until} AND s.id <> ${self})) AS card_seen,
+  a.amount_count, a.amount_sum
+FROM (SELECT count(*) FILTER (WHERE r.created_at >= ${hourSince})::int AS card_hour, count(*)::int AS card_day,
+    count(*) FILTER (WHERE r.status = 'failed')::int AS card_declines
+  FROM (SELECT x.created_at, x.status FROM payments x WHERE x.merchant_id = ${merchantId} AND x.card_token = ${cardToken}
+    AND x.created_at >= ${daySince} AND x.created_at <= ${until} AND x.id <> ${self}
+    ORDER BY x.created_at DESC, x.id DESC LIMIT ${dayLimit}) r) c,
+  (SELECT count(*)::int AS amount_count, coalesce(sum(w.amount_cents), 0)::bigint::text AS amount_sum
+  FROM (SELECT y.amount_cents FROM payments y WHERE y.merchant_id = ${merchantId} AND y.currency = ${currency}
+    AND y.created_at <= ${until} AND y.id <> ${self}
+    ORDER BY y.created_at DESC, y.id DESC LIMIT ${amountWindow}) w) a`
+
+/** A row of `historyColumns` as the domain's history. */
+export const toHistory = (r: Row): FraudHistory => ({
+  cardAttemptsLastHour: Number(r.card_hour),
+  cardAttemptsLastDay: Number(r.card_day),
+  cardDeclinesLastDay: Number(r.card_declines),
+  cardSeenBefore: r.card_seen === true,
+  merchantAmountCount: Number(r.amount_count),
+  merchantAmountSumCents: Number(r.amount_sum)
+})
+
+/**
  * Round trip 1 (Store.openPayment) for a batch: claim each new key (only a key never seen),
  * insert the payments whose claim held (or that carry none) with their events (and outbox rows
  * when the merchant has a webhook URL), and count each card's earlier attempts. The counts read
@@ -44,8 +82,8 @@ WITH input AS (
     fraud_score double precision, fraud_verdict text, fraud_case_id text, failure_code text, failure_message text,
     network_risk_signal double precision, in_flight boolean, version int, created_at timestamptz,
     updated_at timestamptz, captured_at timestamptz, settled_at timestamptz, claim_key text, fingerprint text,
-    locked_until timestamptz, claimed_at timestamptz, expires_at timestamptz, owner text, since timestamptz,
-    attempts_limit int)
+    locked_until timestamptz, claimed_at timestamptz, expires_at timestamptz, owner text, hour_since timestamptz,
+    day_since timestamptz, day_limit int, amount_window int)
 ),
 claimed AS (
   INSERT INTO idempotency_keys (merchant_id, key, fingerprint, state, locked_until, created_at, expires_at, applied_to, owner)
@@ -68,11 +106,10 @@ payment AS (
   RETURNING id
 ),
 ${eventsAndOutbox}
-SELECT i.ord, i.id IN (SELECT id FROM payment) AS opened,
-  (SELECT count(*)::int FROM (SELECT 1 FROM payments x WHERE x.merchant_id = i.merchant_id
-    AND x.card_token = i.card_token AND x.created_at >= i.since LIMIT i.attempts_limit) earlier) AS card_attempts,
+SELECT i.ord, i.id IN (SELECT id FROM payment) AS opened, h.*,
   k.fingerprint AS finished_fingerprint, k.response_status AS finished_status, k.response_body AS finished_body
 FROM input i
+CROSS JOIN LATERAL (${historyColumns("i.merchant_id", "i.card_token", "i.currency", "i.created_at", "i.id", "i.hour_since", "i.day_since", "i.day_limit", "i.amount_window")}) h
 LEFT JOIN idempotency_keys k ON k.merchant_id = i.merchant_id AND k.key = i.claim_key AND k.state = 'completed'
   AND k.expires_at > i.claimed_at
 ORDER BY i.ord`
@@ -88,7 +125,8 @@ WITH input AS (
     captured_amount_cents int, refunded_amount_cents int, fee_cents int, fraud_score double precision,
     fraud_verdict text, fraud_case_id text, failure_code text, failure_message text,
     network_risk_signal double precision, in_flight boolean, version int, updated_at timestamptz,
-    captured_at timestamptz, settled_at timestamptz, response_merchant_id text, response_key text,
+    captured_at timestamptz, settled_at timestamptz, fraud_model_version text, fraud_explanations jsonb,
+    response_merchant_id text, response_key text,
     response_status int, response_body text, command_merchant_id text, command_key text)
 ),
 payment AS (
@@ -96,7 +134,8 @@ payment AS (
     refunded_amount_cents = u.refunded_amount_cents, fee_cents = u.fee_cents, fraud_score = u.fraud_score,
     fraud_verdict = u.fraud_verdict, fraud_case_id = u.fraud_case_id, failure_code = u.failure_code,
     failure_message = u.failure_message, network_risk_signal = u.network_risk_signal, in_flight = u.in_flight,
-    version = u.version, updated_at = u.updated_at, captured_at = u.captured_at, settled_at = u.settled_at
+    version = u.version, updated_at = u.updated_at, captured_at = u.captured_at, settled_at = u.settled_at,
+    fraud_model_version = u.fraud_model_version, fraud_explanations = u.fraud_explanations
   FROM input u
   WHERE p.id = u.id AND p.version = u.before_version
   RETURNING p.id
@@ -110,12 +149,12 @@ entries AS (
   WHERE e.payment_id IN (SELECT id FROM payment)
 ),
 fraud AS (
-  INSERT INTO fraud_cases (id, payment_id, merchant_id, status, priority, risk_score, model_version, explanations, notes,
-    reviewed_at, created_at, updated_at)
-  SELECT c.id, c.payment_id, c.merchant_id, c.status, c.priority, c.risk_score, c.model_version, c.explanations, c.notes,
-    c.reviewed_at, c.created_at, c.updated_at
+  INSERT INTO fraud_cases (id, payment_id, merchant_id, status, priority, risk_score, model_version, base_value,
+    explanations, notes, reviewed_at, created_at, updated_at)
+  SELECT c.id, c.payment_id, c.merchant_id, c.status, c.priority, c.risk_score, c.model_version, c.base_value,
+    c.explanations, c.notes, c.reviewed_at, c.created_at, c.updated_at
   FROM json_to_recordset($4::json) AS c(payment_id text, merchant_id text, id text, status text, priority text,
-    risk_score double precision, model_version text, explanations jsonb, notes text, reviewed_at timestamptz,
+    risk_score double precision, model_version text, base_value double precision, explanations jsonb, notes text, reviewed_at timestamptz,
     created_at timestamptz, updated_at timestamptz)
   WHERE c.payment_id IN (SELECT id FROM payment)
   ON CONFLICT (id) DO UPDATE SET status = EXCLUDED.status, notes = EXCLUDED.notes, reviewed_at = EXCLUDED.reviewed_at,
@@ -170,7 +209,9 @@ export const changingColumns = (p: Payment) => ({
   version: p.version,
   updated_at: p.updatedAt,
   captured_at: p.capturedAt,
-  settled_at: p.settledAt
+  settled_at: p.settledAt,
+  fraud_model_version: p.fraudModelVersion,
+  fraud_explanations: p.fraudExplanations as unknown
 })
 
 /** A payment as its row's columns (metadata as a plain object). */
@@ -191,7 +232,7 @@ export const paymentColumns = (p: Payment) => ({
 
 /** The parameters of `openPaymentsSql` for a batch (also used by the benchmark's baselines). */
 export const openPaymentsValues = (units: ReadonlyArray<OpenPayment>): Array<unknown> => [
-  JSON.stringify(units.map(({ change, claim, cardAttemptsSince, cardAttemptsLimit }, ord) => {
+  JSON.stringify(units.map(({ change, claim, history }, ord) => {
     return {
       ord,
       ...paymentColumns(change.payment),
@@ -201,8 +242,10 @@ export const openPaymentsValues = (units: ReadonlyArray<OpenPayment>): Array<unk
       claimed_at: claim?.now ?? null,
       expires_at: claim?.expiresAt ?? null,
       owner: claim?.owner ?? null,
-      since: cardAttemptsSince,
-      attempts_limit: cardAttemptsLimit
+      hour_since: history.hourSince,
+      day_since: history.daySince,
+      day_limit: history.dayLimit,
+      amount_window: history.amountWindow
     }
   })),
   JSON.stringify(units.flatMap((u) => eventRows(u.change)))
@@ -248,6 +291,7 @@ export const commitChangesValues = (units: ReadonlyArray<ChangeCommit>): Array<u
       priority: c.priority,
       risk_score: c.riskScore,
       model_version: c.modelVersion,
+      base_value: c.baseValue,
       explanations: c.explanations,
       notes: c.notes,
       reviewed_at: c.reviewedAt,
@@ -261,7 +305,7 @@ export const commitChangesValues = (units: ReadonlyArray<ChangeCommit>): Array<u
 const openOutcomes = (rows: ReadonlyArray<Row>): Array<OpenOutcome> =>
   rows.map((r): OpenOutcome =>
     r.opened
-      ? { _tag: "Opened", cardAttempts: r.card_attempts as number }
+      ? { _tag: "Opened", history: toHistory(r) }
       : r.finished_fingerprint === null || r.finished_fingerprint === undefined
       ? { _tag: "KeyTaken" }
       : {

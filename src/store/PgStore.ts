@@ -11,7 +11,7 @@ import type { AnalyticsRow, StoreShape, UpdateOutcome } from "./Store.ts"
 import { Store } from "./Store.ts"
 import { iso, isoOrNull, run, toEvent, toMerchant, type Row } from "./PgRows.ts"
 import { PgPool, prepared } from "./PgPrepared.ts"
-import { getPaymentSql, makeHotPath, paymentColumns, readForCommandSql } from "./PgHotPath.ts"
+import { getPaymentSql, historyColumns, makeHotPath, paymentColumns, readForCommandSql, toHistory } from "./PgHotPath.ts"
 import * as PgWebhookStore from "./PgWebhookStore.ts"
 import type { WebhookStore } from "./WebhookStore.ts"
 
@@ -53,7 +53,9 @@ const toPayment = (r: Row): Payment => ({
   createdAt: iso(r.created_at),
   updatedAt: iso(r.updated_at),
   capturedAt: isoOrNull(r.captured_at),
-  settledAt: isoOrNull(r.settled_at)
+  settledAt: isoOrNull(r.settled_at),
+  fraudModelVersion: r.fraud_model_version ?? null,
+  fraudExplanations: r.fraud_explanations ?? null
 })
 
 const toEntry = (r: Row): LedgerEntry => ({
@@ -76,6 +78,7 @@ const toFraudCase = (r: Row): FraudCase => ({
   priority: r.priority,
   riskScore: r.risk_score,
   modelVersion: r.model_version,
+  baseValue: r.base_value ?? null,
   explanations: r.explanations,
   notes: r.notes,
   reviewedAt: isoOrNull(r.reviewed_at),
@@ -90,7 +93,11 @@ export const makePgStore = Effect.gen(function*() {
   const getPayment = prepared(pool, "get_payment_v1", getPaymentSql)
   const readForCommand = prepared(pool, "read_for_command_v1", readForCommandSql)
 
-  const paymentRow = (p: Payment) => ({ ...paymentColumns(p), metadata: sql.json(p.metadata) })
+  const paymentRow = (p: Payment) => ({
+    ...paymentColumns(p),
+    metadata: sql.json(p.metadata),
+    fraud_explanations: p.fraudExplanations === null ? null : JSON.stringify(p.fraudExplanations)
+  })
 
   /** Writes what a decision implies besides the payment row itself. */
   const writeChildren = (change: Change) =>
@@ -143,6 +150,7 @@ export const makePgStore = Effect.gen(function*() {
             risk_score: c.riskScore,
             model_version: c.modelVersion,
             // As text: the pg driver would send a JS array as a PostgreSQL array literal, not as JSON.
+            base_value: c.baseValue,
             explanations: JSON.stringify(c.explanations),
             notes: c.notes,
             reviewed_at: c.reviewedAt,
@@ -377,12 +385,10 @@ export const makePgStore = Effect.gen(function*() {
           blocked: blocked.map((r) => ({ currency: String(r.currency), count: Number(r.n), amountCents: Number(r.amount) }))
         }
       })),
-    countCardAttempts: (merchantId, cardToken, since, limit) =>
-      // Bounded: a busy card must not make every screening scan its whole history.
-      run(sql`SELECT count(*)::int AS n FROM (SELECT 1 FROM payments WHERE merchant_id = ${merchantId}
-        AND card_token = ${cardToken} AND created_at >= ${since} LIMIT ${limit}) recent`).pipe(
-        Effect.map((rows) => rows[0]!.n as number)
-      ),
+    fraudHistory: (q) =>
+      run(sql.unsafe(historyColumns("$1", "$2", "$3", "$4::timestamptz", "$5", "$6::timestamptz", "$7::timestamptz", "$8::int", "$9::int"), [
+        q.merchantId, q.cardToken, q.currency, q.until, q.excludePaymentId, q.hourSince, q.daySince, q.dayLimit, q.amountWindow
+      ])).pipe(Effect.map((rows) => toHistory(rows[0]!))),
 
     getFraudCase: (merchantId, caseId) =>
       run(sql`SELECT * FROM fraud_cases WHERE id = ${caseId} AND merchant_id = ${merchantId}`).pipe(

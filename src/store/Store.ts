@@ -1,6 +1,6 @@
 import { Context, Data, type Effect } from "effect"
 import type { Balance, LedgerEntry } from "../domain/Ledger.ts"
-import type { FraudCase, FraudCaseStatus, Priority } from "../domain/Fraud.ts"
+import type { FraudCase, FraudCaseStatus, FraudHistory, Priority } from "../domain/Fraud.ts"
 import type { ApiKey, Merchant } from "../domain/Merchant.ts"
 import type { Change, Decision, Payment, PaymentEvent, PaymentStatus } from "../domain/Payment.ts"
 
@@ -73,10 +73,28 @@ export interface OpenPayment {
    * purged) is claimed here; any other state of the key is `KeyTaken` and nothing is written.
    */
   readonly claim: IdempotencyClaim | null
-  /** Earlier payments of this merchant with this card token created since then are counted... */
-  readonly cardAttemptsSince: string
-  /** ...up to this many (the model caps the feature). */
-  readonly cardAttemptsLimit: number
+  /** What the fraud model needs to know of the card's and the merchant's past, read in the same statement. */
+  readonly history: HistoryWindows
+}
+
+/** The windows of `FraudHistory` (src/domain/Fraud.ts), as times and bounds. */
+export interface HistoryWindows {
+  /** Card attempts since then count as "last hour"... */
+  readonly hourSince: string
+  /** ...and since then as "last day" (with the declines among them), the newest `dayLimit` at most. */
+  readonly daySince: string
+  readonly dayLimit: number
+  /** The merchant's newest this many payments in the currency give its usual amount. */
+  readonly amountWindow: number
+}
+
+/** The history of one payment: only payments created at or before `until`, never the payment itself. */
+export interface HistoryQuery extends HistoryWindows {
+  readonly merchantId: string
+  readonly cardToken: string
+  readonly currency: string
+  readonly until: string
+  readonly excludePaymentId: string
 }
 
 /** A response stored under a key, with the fingerprint of the request that made it. */
@@ -87,7 +105,7 @@ export interface FinishedResponse {
 }
 
 export type OpenOutcome =
-  | { readonly _tag: "Opened"; readonly cardAttempts: number }
+  | { readonly _tag: "Opened"; readonly history: FraudHistory }
   /**
    * The key is known already: nothing was written. With `finished`, the key holds a stored
    * response (live, not expired) read in the same round trip, so a replay needs no other;
@@ -210,8 +228,8 @@ export interface StoreShape {
   readonly settleablePayments: (capturedBefore: string, limit: number) => StoreEffect<ReadonlyArray<string>>
   readonly analytics: (merchantId: string, createdFrom: string | null, createdTo: string | null) => StoreEffect<ReadonlyArray<AnalyticsRow>>
   readonly fraudStats: (merchantId: string) => StoreEffect<FraudStatsRow>
-  /** Payments of a merchant with this card token created since a time, counted up to `limit` (the model caps the feature). */
-  readonly countCardAttempts: (merchantId: string, cardToken: string, since: string, limit: number) => StoreEffect<number>
+  /** The fraud model's history of a payment (the same figures `openPayment` reads). */
+  readonly fraudHistory: (query: HistoryQuery) => StoreEffect<FraudHistory>
 
   readonly getFraudCase: (merchantId: string, caseId: string) => StoreEffect<FraudCase | null>
   readonly listFraudCases: (merchantId: string, filter: FraudCaseFilter, page: PageRequest) => StoreEffect<PageOf<FraudCase>>

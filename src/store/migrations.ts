@@ -231,5 +231,20 @@ export const migrations = Migrator.fromRecord({
       alive_until timestamptz NOT NULL
     );
     ALTER TABLE idempotency_keys ADD COLUMN owner text;
+  `),
+  "0006_fraud_features": statements(`
+    -- The trained fraud model (docs/fraud-model.md): the model that screened a payment and its
+    -- largest contributions, shown on the transaction record.
+    ALTER TABLE payments ADD COLUMN fraud_model_version text;
+    ALTER TABLE payments ADD COLUMN fraud_explanations jsonb;
+    -- A case's base value: with it the explanations add up to the model output (CONTRACT section 9).
+    ALTER TABLE fraud_cases ADD COLUMN base_value double precision;
+    -- The card's newest attempts, read backwards with the id as the tie-break (create, statement 1).
+    DROP INDEX payments_card;
+    CREATE INDEX payments_card ON payments (merchant_id, card_token, created_at, id);
+    -- The merchant's newest payments in a currency (usual amount, index-only) and analytics per
+    -- currency over a time window (docs/analytics.md).
+    CREATE INDEX payments_merchant_currency ON payments (merchant_id, currency, created_at, id)
+      INCLUDE (amount_cents, status, captured_amount_cents, refunded_amount_cents, fee_cents);
   `)
 })

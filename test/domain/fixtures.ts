@@ -48,7 +48,7 @@ export const assessmentWithScore = (score: number): Assessment => ({
   modelVersion: "test-model",
   baseValue: -4,
   output: 0,
-  explanations: [{ feature: "network_risk_signal", value: 0.5, contribution: 3.6 }]
+  explanations: [{ feature: "network_risk_logit", value: 0.5, contribution: 3.6 }]
 })
 
 /** The change of an accepted decision; a refusal here is a broken test setup. */

@@ -107,7 +107,8 @@ describe("create and the automatic flow", () => {
     expect(reply.text).not.toContain("tok_visa")
     for (const field of [
       "id", "merchant_id", "status", "amount_cents", "currency", "captured_amount_cents", "refunded_amount_cents",
-      "card_brand", "card_last_four", "capture_method", "idempotency_key", "metadata", "fraud_score", "fraud_case_id",
+      "card_brand", "card_last_four", "capture_method", "idempotency_key", "metadata", "fraud_score", "fraud_model_version",
+      "fraud_explanations", "fraud_case_id",
       "failure_code", "failure_message", "created_at", "updated_at"
     ]) expect(t).toHaveProperty(field)
 
@@ -206,10 +207,15 @@ describe("create and the automatic flow", () => {
     expect(explanations.length).toBeGreaterThan(0)
     const magnitudes = explanations.map((e) => Math.abs(e.contribution))
     expect([...magnitudes].sort((a, b) => b - a)).toEqual(magnitudes)
-    expect(explanations[0]!.feature).toBe("network_risk_signal")
-    // SHAP: the contributions sum to the model output (log-odds of the score) minus the base value (−4, docs/api.md).
+    expect(explanations[0]!.feature).toBe("network_risk_logit")
+    // Exact: the contributions sum to the model output (log-odds of the score) minus the base value (docs/fraud-model.md).
     const output = Math.log(fraudCase.risk_score / (1 - fraudCase.risk_score))
-    expect(explanations.reduce((sum, e) => sum + e.contribution, 0)).toBeCloseTo(output + 4, 3)
+    expect(fraudCase.model_output).toBeCloseTo(output, 4)
+    expect(fraudCase.base_value + explanations.reduce((sum, e) => sum + e.contribution, 0)).toBeCloseTo(fraudCase.model_output, 9)
+    // The transaction record shows the model and its largest contributions.
+    const record = await getTransaction(api, t.id)
+    expect(record.fraud_model_version).toBe(fraudCase.model_version)
+    expect(record.fraud_explanations).toEqual(explanations.slice(0, 5))
     // A held payment cannot be captured before the review.
     expectInvalidState(await api.post(`/api/v1/transactions/${t.id}/capture`), "authorized")
   })

@@ -5,7 +5,7 @@ import * as Ledger from "../../src/domain/Ledger.ts"
 import type { Currency } from "../../src/domain/Money.ts"
 import * as Payment from "../../src/domain/Payment.ts"
 import { layerMemory } from "../../src/store/MemoryStore.ts"
-import { Store, type IdempotencyClaim } from "../../src/store/Store.ts"
+import { Store, type IdempotencyClaim, type OpenOutcome } from "../../src/store/Store.ts"
 import { accepted, createInput } from "../domain/fixtures.ts"
 import { freshDatabase, pgStoreLayer } from "../support/database.ts"
 import {
@@ -510,29 +510,49 @@ export const storeContract = (name: string, makeLayer: () => Layer.Layer<Store, 
           expect([...(yield* store.settleablePayments(cutoff, 100))].sort()).toEqual([refunded, partlyRefunded].map((p) => p.payment.id).sort())
         })))
 
-      it("countCardAttempts: a merchant's payments with a card token since a time, whatever order they arrived in", () =>
+      it("fraudHistory: the card's attempts, declines and first sighting, the merchant's usual amount, whatever order they arrived in", () =>
         run(Effect.gen(function*() {
           const store = yield* Store
           const w = testWorld()
           yield* givenMerchant(w)
           const other = yield* givenMerchant(w, w.mintId("merchant"))
           const t0 = w.clock.now()
-          const t = (n: number) => at(t0, seconds(n))
-          const insert = (merchantId: string, cardToken: string, createdAt: string) =>
-            store.insertPayment(accepted(Payment.create(createInput(merchantId, { cardToken }), { now: createdAt, mintId: w.mintId })))
-          // Concurrent creates may commit out of their creation order.
-          for (const n of [3, 1, 2]) yield* insert(w.merchantId, "tok_velocity", t(n))
-          yield* insert(w.merchantId, "tok_other", t(2))
-          yield* insert(other.merchant.id, "tok_velocity", t(2))
+          const t = (minutes: number) => at(t0, seconds(minutes * 60))
+          const insert = (merchantId: string, cardToken: string, createdAt: string, input: Partial<Payment.CreateInput> = {}) =>
+            Effect.map(
+              store.insertPayment(accepted(Payment.create(createInput(merchantId, { cardToken, ...input }), { now: createdAt, mintId: w.mintId }))),
+              () => undefined
+            )
+          // Concurrent creates may commit out of their creation order. Times in minutes after t0.
+          for (const n of [30, 10, 20, 100]) yield* insert(w.merchantId, "tok_velocity", t(n), { amountCents: n * 100 })
+          const declined = accepted(Payment.create(createInput(w.merchantId, { cardToken: "tok_velocity", amountCents: 5_000 }), { now: t(50), mintId: w.mintId }))
+          yield* store.insertPayment(declined)
+          yield* applied(w, w.merchantId, declined.payment.id, steps.decline)
+          yield* insert(w.merchantId, "tok_other", t(40), { amountCents: 4_000, currency: "EUR" })
+          yield* insert(other.merchant.id, "tok_velocity", t(40))
+          const windows = (now: string, dayLimit = 50, amountWindow = 50) => ({
+            merchantId: w.merchantId, cardToken: "tok_velocity", currency: "USD", until: now, excludePaymentId: "pay_none",
+            hourSince: at(now, -3_600_000), daySince: at(now, -86_400_000), dayLimit, amountWindow
+          })
 
-          expect(yield* store.countCardAttempts(w.merchantId, "tok_velocity", t(0), 100)).toBe(3)
-          expect(yield* store.countCardAttempts(w.merchantId, "tok_velocity", t(1), 100)).toBe(3)
-          expect(yield* store.countCardAttempts(w.merchantId, "tok_velocity", t(2), 100)).toBe(2)
-          expect(yield* store.countCardAttempts(w.merchantId, "tok_velocity", t(3), 100)).toBe(1)
-          expect(yield* store.countCardAttempts(w.merchantId, "tok_velocity", t(4), 100)).toBe(0)
-          expect(yield* store.countCardAttempts(w.merchantId, "tok_unused", t(0), 100)).toBe(0)
-          // Counting stops at the limit.
-          expect(yield* store.countCardAttempts(w.merchantId, "tok_velocity", t(0), 2)).toBe(2)
+          // At t0+60: 10, 20, 30, 50 (declined) within the hour; 100 is later and never counts.
+          expect(yield* store.fraudHistory(windows(t(60)))).toEqual({
+            cardAttemptsLastHour: 4, cardAttemptsLastDay: 4, cardDeclinesLastDay: 1, cardSeenBefore: true,
+            merchantAmountCount: 4, merchantAmountSumCents: 1_000 + 2_000 + 3_000 + 5_000
+          })
+          // At t0+85: the hour holds 30 and 50; the day all four.
+          expect(yield* store.fraudHistory(windows(t(85)))).toMatchObject({ cardAttemptsLastHour: 2, cardAttemptsLastDay: 4, cardDeclinesLastDay: 1 })
+          // Bounded: the newest `dayLimit` card attempts, the newest `amountWindow` amounts.
+          expect(yield* store.fraudHistory(windows(t(60), 2, 3))).toEqual({
+            cardAttemptsLastHour: 2, cardAttemptsLastDay: 2, cardDeclinesLastDay: 1, cardSeenBefore: true,
+            merchantAmountCount: 3, merchantAmountSumCents: 2_000 + 3_000 + 5_000
+          })
+          // The payment itself never counts; a day later the card is still known, with nothing recent.
+          expect(yield* store.fraudHistory({ ...windows(t(10)), excludePaymentId: (yield* store.listPayments(w.merchantId, { createdFrom: t(10), createdTo: t(10) }, { page: 1, perPage: 5 })).items[0]!.id }))
+            .toEqual({ cardAttemptsLastHour: 0, cardAttemptsLastDay: 0, cardDeclinesLastDay: 0, cardSeenBefore: false, merchantAmountCount: 0, merchantAmountSumCents: 0 })
+          expect(yield* store.fraudHistory(windows(t(60 * 24 * 2)))).toMatchObject({ cardAttemptsLastDay: 0, cardSeenBefore: true, merchantAmountCount: 5 })
+          expect(yield* store.fraudHistory({ ...windows(t(60)), cardToken: "tok_unused" })).toMatchObject({ cardAttemptsLastDay: 0, cardSeenBefore: false })
+          expect(yield* store.fraudHistory({ ...windows(t(60)), currency: "EUR" })).toMatchObject({ merchantAmountCount: 1, merchantAmountSumCents: 4_000 })
         })))
     })
 
@@ -717,20 +737,20 @@ export const storeContract = (name: string, makeLayer: () => Layer.Layer<Store, 
               outcome: store.openPayment({
                 change,
                 claim: key === null ? null : claimAt(w, key, fingerprint, now),
-                cardAttemptsSince: at(t0, -1),
-                cardAttemptsLimit: 2
+                history: { hourSince: at(t0, -1), daySince: at(t0, -1), dayLimit: 2, amountWindow: 50 }
               })
             }
           }
 
           const first = open(null)
-          expect(yield* first.outcome).toEqual({ _tag: "Opened", cardAttempts: 0 })
+          const counts = (outcome: OpenOutcome) => (outcome._tag === "Opened" ? [outcome.history.cardAttemptsLastHour, outcome.history.cardSeenBefore] : null)
+          expect(counts(yield* first.outcome)).toEqual([0, false])
           expect(yield* store.getPayment(w.merchantId, first.change.payment.id)).toEqual(first.change.payment)
           expect(yield* store.listEvents(w.merchantId, first.change.payment.id)).toEqual(first.change.events)
-          expect(yield* open(null).outcome).toEqual({ _tag: "Opened", cardAttempts: 1 })
+          expect(counts(yield* open(null).outcome)).toEqual([1, true])
           // Capped at the limit.
-          expect(yield* open(null).outcome).toEqual({ _tag: "Opened", cardAttempts: 2 })
-          expect(yield* open(null).outcome).toEqual({ _tag: "Opened", cardAttempts: 2 })
+          expect(counts(yield* open(null).outcome)).toEqual([2, true])
+          expect(counts(yield* open(null).outcome)).toEqual([2, true])
 
           // With a key: claimed for this request and already applied to the payment.
           const keyed = open("order-9")
@@ -755,7 +775,7 @@ export const storeContract = (name: string, makeLayer: () => Layer.Layer<Store, 
           const change = accepted(Payment.create(createInput(w.merchantId, { idempotencyKey: "order-1" }), w.context()))
           const payment = change.payment
           const claim = claimAt(w, "order-1", "fp-1", payment.createdAt)
-          expect((yield* store.openPayment({ change, claim, cardAttemptsSince: payment.createdAt, cardAttemptsLimit: 5 }))._tag).toBe("Opened")
+          expect((yield* store.openPayment({ change, claim, history: { hourSince: payment.createdAt, daySince: payment.createdAt, dayLimit: 5, amountWindow: 5 } }))._tag).toBe("Opened")
 
           const ctx = w.context()
           const flow = Payment.sequence(payment, toCaptured().map((step) => (p: Payment.Payment) => step(p, null, ctx)))
@@ -785,7 +805,7 @@ export const storeContract = (name: string, makeLayer: () => Layer.Layer<Store, 
           // one round trip), with its fingerprint for the caller to compare; past its expiry, not.
           const again = accepted(Payment.create(createInput(w.merchantId, { idempotencyKey: "order-1" }), w.context()))
           const reopen = (now: string) =>
-            store.openPayment({ change: again, claim: claimAt(w, "order-1", "fp-2", now), cardAttemptsSince: now, cardAttemptsLimit: 5 })
+            store.openPayment({ change: again, claim: claimAt(w, "order-1", "fp-2", now), history: { hourSince: now, daySince: now, dayLimit: 5, amountWindow: 5 } })
           expect(yield* reopen(at(payment.createdAt, 3))).toEqual({ _tag: "KeyTaken", finished: { fingerprint: "fp-1", status: 201, body } })
           expect(yield* reopen(at(payment.createdAt, hours(25)))).toEqual({ _tag: "KeyTaken" })
           expect(yield* store.getPayment(w.merchantId, again.payment.id)).toBeNull()
@@ -931,7 +951,7 @@ describe("PostgreSQL adapter", () => {
           // The database refuses an amount of 0 (a CHECK constraint); the domain never makes one.
           const bad = amountCents === 0
           const payment = bad ? { ...change.payment, amountCents: 0 } : change.payment
-          return { change: { ...change, payment }, claim: null, cardAttemptsSince: payment.createdAt, cardAttemptsLimit: 5 }
+          return { change: { ...change, payment }, claim: null, history: { hourSince: payment.createdAt, daySince: payment.createdAt, dayLimit: 5, amountWindow: 5 } }
         }
         const units = [1, 2, 3, 0, 5, 6, 7, 8].map((n) => opening(n === 0 ? 0 : 1_000))
         const before = Number((yield* sql`SELECT count(*)::int AS n FROM payments WHERE merchant_id = ${w.merchantId}`)[0]!.n)
