@@ -236,7 +236,19 @@ const FraudLive = HttpApiBuilder.group(PaymentsApi, "fraud", (handlers) =>
                 by_currency: stats.blocked.map((row) => ({ currency: row.currency, count: row.count, amount_cents: row.amountCents }))
               },
               fraud_rate: rate(blockedCount, stats.screenedCount),
-              review_precision: rate(stats.casesByStatus.confirmed_fraud, reviewed)
+              review_precision: rate(stats.casesByStatus.confirmed_fraud, reviewed),
+              score_histogram: stats.scoreHistogram.map((count, bin) => ({ from: bin / 10, to: (bin + 1) / 10, count })),
+              by_model_version: stats.byModel.map((m) => {
+                const modelReviewed = m.casesByStatus.confirmed_fraud + m.casesByStatus.false_positive
+                return {
+                  model_version: m.modelVersion,
+                  screened_count: m.screenedCount,
+                  blocked_count: m.blockedCount,
+                  fraud_rate: rate(m.blockedCount, m.screenedCount),
+                  cases: { total: modelReviewed + m.casesByStatus.open, by_status: m.casesByStatus },
+                  review_precision: rate(m.casesByStatus.confirmed_fraud, modelReviewed)
+                }
+              })
             }
           }
         }))

@@ -311,7 +311,21 @@ export const FraudStats = Schema.Struct({
   fraud_rate: Schema.NullOr(Schema.Number).annotations({ description: "blocked / screened payments" }),
   review_precision: Schema.NullOr(Schema.Number).annotations({
     description: "confirmed_fraud / reviewed cases: how often a held or blocked payment was really fraud"
-  })
+  }),
+  score_histogram: Schema.Array(Schema.Struct({ from: Schema.Number, to: Schema.Number, count: Schema.Int })).annotations({
+    description: "screened payments by fraud score, ten bins [from, to); the last includes 1.0"
+  }),
+  by_model_version: Schema.Array(Schema.Struct({
+    model_version: Schema.String,
+    screened_count: Schema.Int,
+    blocked_count: Schema.Int,
+    fraud_rate: Schema.NullOr(Schema.Number),
+    cases: Schema.Struct({
+      total: Schema.Int,
+      by_status: Schema.Struct({ open: Schema.Int, confirmed_fraud: Schema.Int, false_positive: Schema.Int })
+    }),
+    review_precision: Schema.NullOr(Schema.Number)
+  })).annotations({ description: "the same figures per fraud model version ('unrecorded': screened before versions were kept on payments)" })
 }).annotations({ identifier: "FraudStats" })
 export const FraudStatsEnvelope = Schema.Struct({ fraud_stats: FraudStats })
 

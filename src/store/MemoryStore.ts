@@ -1,13 +1,13 @@
 import { Effect, Layer } from "effect"
 import type { Account, Balance, LedgerEntry } from "../domain/Ledger.ts"
 import { balanceOf } from "../domain/Ledger.ts"
-import type { FraudCase, FraudHistory } from "../domain/Fraud.ts"
+import type { FraudCase, FraudCaseStatus, FraudHistory } from "../domain/Fraud.ts"
 import type { ApiKey, Merchant } from "../domain/Merchant.ts"
 import type { Change, Payment, PaymentEvent } from "../domain/Payment.ts"
 import { followsFrom, isSettleable, nextStep } from "../domain/Payment.ts"
 import type { Currency } from "../domain/Money.ts"
 import type { AnalyticsRow, FraudCaseFilter, HistoryQuery, IdempotencyClaim, PageOf, PageRequest, PaymentFilter, StoreShape } from "./Store.ts"
-import { Store } from "./Store.ts"
+import { modelStats, Store, unrecordedModel } from "./Store.ts"
 import { emptyWebhookState, memoryWebhookOperations, type WebhookMemoryState } from "./MemoryWebhookStore.ts"
 import { WebhookStore } from "./WebhookStore.ts"
 
@@ -406,9 +406,17 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
         }
         let screenedCount = 0
         const blocked = new Map<string, { currency: string; count: number; amountCents: number }>()
+        const scoreHistogram = Array.from({ length: 10 }, () => 0)
+        const models: Array<{ version: string; screened: number; blocked: number }> = []
+        const modelCases: Array<{ version: string; status: FraudCaseStatus; count: number }> = []
+        for (const c of state.fraudCases.values()) {
+          if (c.merchantId === merchantId) modelCases.push({ version: c.modelVersion, status: c.status, count: 1 })
+        }
         for (const p of state.payments.values()) {
           if (p.merchantId !== merchantId || p.fraudScore === null) continue
           screenedCount++
+          scoreHistogram[Math.min(Math.floor(p.fraudScore * 10), 9)]!++
+          models.push({ version: p.fraudModelVersion ?? unrecordedModel, screened: 1, blocked: p.status === "blocked" ? 1 : 0 })
           if (p.status !== "blocked") continue
           const row = blocked.get(p.currency) ?? { currency: p.currency, count: 0, amountCents: 0 }
           blocked.set(p.currency, { ...row, count: row.count + 1, amountCents: row.amountCents + p.amountCents })
@@ -417,7 +425,9 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
           casesByStatus,
           casesByPriority,
           screenedCount,
-          blocked: [...blocked.values()].sort((a, b) => (a.currency < b.currency ? -1 : 1))
+          blocked: [...blocked.values()].sort((a, b) => (a.currency < b.currency ? -1 : 1)),
+          scoreHistogram,
+          byModel: modelStats(models, modelCases)
         }
       }),
     fraudHistory: (query) => Effect.sync(() => history(query)),

@@ -2,13 +2,13 @@ import type * as Statement from "@effect/sql/Statement"
 import * as PgClient from "@effect/sql-pg/PgClient"
 import { Effect, Layer } from "effect"
 import type { Account, Balance, LedgerEntry } from "../domain/Ledger.ts"
-import type { FraudCase } from "../domain/Fraud.ts"
+import type { FraudCase, FraudCaseStatus } from "../domain/Fraud.ts"
 import type { ApiKey } from "../domain/Merchant.ts"
 import type { Change, Payment } from "../domain/Payment.ts"
 import { followsFrom } from "../domain/Payment.ts"
 import type { Currency } from "../domain/Money.ts"
 import type { AnalyticsRow, StoreShape, UpdateOutcome } from "./Store.ts"
-import { Store } from "./Store.ts"
+import { modelStats, Store, unrecordedModel } from "./Store.ts"
 import { iso, isoOrNull, run, toEvent, toMerchant, type Row } from "./PgRows.ts"
 import { PgPool, prepared } from "./PgPrepared.ts"
 import { getPaymentSql, historyColumns, makeHotPath, paymentColumns, readForCommandSql, toHistory } from "./PgHotPath.ts"
@@ -370,8 +370,16 @@ export const makePgStore = Effect.gen(function*() {
           GROUP BY status, priority`,
         sql`SELECT count(*)::int AS n FROM payments WHERE merchant_id = ${merchantId} AND fraud_score IS NOT NULL`,
         sql`SELECT currency, count(*)::int AS n, sum(amount_cents)::text AS amount FROM payments
-          WHERE merchant_id = ${merchantId} AND status = 'blocked' GROUP BY currency ORDER BY currency`
-      ])).pipe(Effect.map(([cases, screened, blocked]) => {
+          WHERE merchant_id = ${merchantId} AND status = 'blocked' GROUP BY currency ORDER BY currency`,
+        // The same float arithmetic as the memory store: floor(score × 10), 1.0 in the last bin.
+        sql`SELECT least(floor(fraud_score * 10)::int, 9) AS bin, count(*)::int AS n FROM payments
+          WHERE merchant_id = ${merchantId} AND fraud_score IS NOT NULL GROUP BY 1`,
+        sql`SELECT coalesce(fraud_model_version, ${unrecordedModel}) AS version, count(*)::int AS screened,
+            count(*) FILTER (WHERE status = 'blocked')::int AS blocked
+          FROM payments WHERE merchant_id = ${merchantId} AND fraud_score IS NOT NULL GROUP BY 1`,
+        sql`SELECT model_version AS version, status, count(*)::int AS n FROM fraud_cases WHERE merchant_id = ${merchantId}
+          GROUP BY 1, 2`
+      ])).pipe(Effect.map(([cases, screened, blocked, bins, models, modelCases]) => {
         const casesByStatus = { open: 0, confirmed_fraud: 0, false_positive: 0 }
         const casesByPriority = { low: 0, medium: 0, high: 0, critical: 0 }
         for (const row of cases) {
@@ -382,7 +390,12 @@ export const makePgStore = Effect.gen(function*() {
           casesByStatus,
           casesByPriority,
           screenedCount: Number(screened[0]!.n),
-          blocked: blocked.map((r) => ({ currency: String(r.currency), count: Number(r.n), amountCents: Number(r.amount) }))
+          blocked: blocked.map((r) => ({ currency: String(r.currency), count: Number(r.n), amountCents: Number(r.amount) })),
+          scoreHistogram: Array.from({ length: 10 }, (_, bin) => Number(bins.find((r) => Number(r.bin) === bin)?.n ?? 0)),
+          byModel: modelStats(
+            models.map((r) => ({ version: String(r.version), screened: Number(r.screened), blocked: Number(r.blocked) })),
+            modelCases.map((r) => ({ version: String(r.version), status: r.status as FraudCaseStatus, count: Number(r.n) }))
+          )
         }
       })),
     fraudHistory: (q) =>

@@ -154,6 +154,36 @@ export interface FraudStatsRow {
   /** Payments that went through fraud screening. */
   readonly screenedCount: number
   readonly blocked: ReadonlyArray<{ readonly currency: string; readonly count: number; readonly amountCents: number }>
+  /** Screened payments by score, ten bins of 0.1 (the last includes 1.0). */
+  readonly scoreHistogram: ReadonlyArray<number>
+  /** Per model version (payments screened before versions were recorded: `unrecorded`), by version. */
+  readonly byModel: ReadonlyArray<ModelStatsRow>
+}
+
+export interface ModelStatsRow {
+  readonly modelVersion: string
+  readonly screenedCount: number
+  readonly blockedCount: number
+  readonly casesByStatus: Readonly<Record<FraudCaseStatus, number>>
+}
+
+/** The model-version label of payments screened before the version was recorded on them. */
+export const unrecordedModel = "unrecorded"
+
+/** Merges per-version payment counts and case counts into `ModelStatsRow`s, by version (both stores). */
+export const modelStats = (
+  payments: ReadonlyArray<{ readonly version: string; readonly screened: number; readonly blocked: number }>,
+  cases: ReadonlyArray<{ readonly version: string; readonly status: FraudCaseStatus; readonly count: number }>
+): Array<ModelStatsRow> => {
+  const rows = new Map<string, { modelVersion: string; screenedCount: number; blockedCount: number; casesByStatus: Record<FraudCaseStatus, number> }>()
+  const row = (version: string) => {
+    const found = rows.get(version) ?? { modelVersion: version, screenedCount: 0, blockedCount: 0, casesByStatus: { open: 0, confirmed_fraud: 0, false_positive: 0 } }
+    rows.set(version, found)
+    return found
+  }
+  for (const p of payments) Object.assign(row(p.version), { screenedCount: row(p.version).screenedCount + p.screened, blockedCount: row(p.version).blockedCount + p.blocked })
+  for (const c of cases) row(c.version).casesByStatus[c.status] += c.count
+  return [...rows.values()].sort((a, b) => (a.modelVersion < b.modelVersion ? -1 : a.modelVersion > b.modelVersion ? 1 : 0))
 }
 
 export type RotateOutcome = "rotated" | "not_found" | "revoked"

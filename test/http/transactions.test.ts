@@ -554,10 +554,12 @@ describe("fraud review", () => {
         screened_count: 0,
         blocked: { count: 0, by_currency: [] },
         fraud_rate: null,
-        review_precision: null
+        review_precision: null,
+        score_histogram: Array.from({ length: 10 }, (_, bin) => ({ from: bin / 10, to: (bin + 1) / 10, count: 0 })),
+        by_model_version: []
       }
     })
-    await createTransaction(api, { card_token: "tok_visa", amount_cents: 1_000 })
+    const visa = await createTransaction(api, { card_token: "tok_visa", amount_cents: 1_000 })
     const held = await createTransaction(api, { card_token: "tok_risk_review", amount_cents: 1_000, capture_method: "manual" })
     const released = await createTransaction(api, { card_token: "tok_risk_review", amount_cents: 1_000, capture_method: "manual" })
     const blocked = await createTransaction(api, { card_token: "tok_risk_highest", amount_cents: 2_500, currency: "EUR" })
@@ -577,6 +579,20 @@ describe("fraud review", () => {
     expect(stats.fraud_rate).toBe(0.5)
     expect(stats.review_precision).toBe(0.5)
     expect(blocked.status).toBe("blocked")
+    // The histogram counts the screened payments by their scores, as the test computes it.
+    const scores = [visa, held, released, blocked].map((t) => t.fraud_score as number)
+    expect(stats.score_histogram.map((b: { count: number }) => b.count)).toEqual(
+      Array.from({ length: 10 }, (_, bin) => scores.filter((s) => Math.min(Math.floor(s * 10), 9) === bin).length)
+    )
+    expect(stats.score_histogram.reduce((n: number, b: { count: number }) => n + b.count, 0)).toBe(4)
+    expect(stats.by_model_version).toEqual([{
+      model_version: visa.fraud_model_version,
+      screened_count: 4,
+      blocked_count: 2,
+      fraud_rate: 0.5,
+      cases: { total: 3, by_status: { open: 1, confirmed_fraud: 1, false_positive: 1 } },
+      review_precision: 0.5
+    }])
   })
 
   it("filters cases by status and priority", async () => {
