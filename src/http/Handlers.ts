@@ -5,7 +5,7 @@ import type { Currency } from "../domain/Money.ts"
 import { ApiKeys } from "../services/ApiKeys.ts"
 import { Merchants } from "../services/Merchants.ts"
 import { Payments } from "../services/Payments.ts"
-import { Store } from "../store/Store.ts"
+import { maximumSeriesRows, Store } from "../store/Store.ts"
 import * as E from "./ApiError.ts"
 import { mapErrors } from "./ApiError.ts"
 import { CurrentMerchant, PaymentsApi } from "./Api.ts"
@@ -145,6 +145,11 @@ const MerchantsLive = HttpApiBuilder.group(PaymentsApi, "merchants", (handlers) 
           const from = boundary(urlParams.from, false) ?? null
           const to = boundary(urlParams.to, true) ?? null
           const rows = yield* mapErrors(store.analytics(merchant.id, from, to))
+          const interval = urlParams.interval ?? null
+          const periods = interval === null ? [] : yield* mapErrors(store.analyticsSeries(merchant.id, interval, from, to))
+          if (periods.length > maximumSeriesRows) {
+            return yield* Effect.fail(E.validationFailed("interval", `The series would have more than ${maximumSeriesRows} periods; narrow from/to or use a longer interval.`))
+          }
           const sum = (pick: (row: (typeof rows)[number]) => number) => rows.reduce((total, row) => total + pick(row), 0)
           return {
             analytics: {
@@ -163,6 +168,19 @@ const MerchantsLive = HttpApiBuilder.group(PaymentsApi, "merchants", (handlers) 
                 refunded_cents: r.refundedCents,
                 fees_cents: r.feesCents,
                 revenue_cents: r.capturedCents - r.refundedCents - r.feesCents
+              })),
+              interval,
+              series: periods.map((r) => ({
+                currency: r.currency as Currency,
+                period_start: r.periodStart,
+                transaction_count: r.transactionCount,
+                volume_cents: r.volumeCents,
+                captured_cents: r.capturedCents,
+                refunded_cents: r.refundedCents,
+                fees_cents: r.feesCents,
+                revenue_cents: r.capturedCents - r.refundedCents - r.feesCents,
+                approval_rate: rate(r.approvedCount, r.decidedCount),
+                fraud_rate: rate(r.blockedCount, r.approvedCount)
               }))
             }
           }

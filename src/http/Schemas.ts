@@ -221,7 +221,24 @@ export const Balance = Schema.Struct({
 })
 export const BalanceEnvelope = Schema.Struct({ balances: Schema.Array(Balance) })
 
-export const AnalyticsParams = Schema.Struct({ from: Schema.optional(IsoDateParam), to: Schema.optional(IsoDateParam) }).annotations(strict)
+export const AnalyticsInterval = Schema.Literal("hour", "day", "week").annotations(msg("must be 'hour', 'day' or 'week'"))
+export const AnalyticsParams = Schema.Struct({
+  from: Schema.optional(IsoDateParam),
+  to: Schema.optional(IsoDateParam),
+  interval: Schema.optional(AnalyticsInterval)
+}).annotations(strict)
+export const AnalyticsPeriod = Schema.Struct({
+  currency: Schema.String,
+  period_start: Timestamp.annotations({ description: "start of the UTC hour, day or ISO week (Monday)" }),
+  transaction_count: Schema.Int,
+  volume_cents: Schema.Int,
+  captured_cents: Schema.Int,
+  refunded_cents: Schema.Int,
+  fees_cents: Schema.Int,
+  revenue_cents: Schema.Int.annotations({ description: "captured − refunded − fees" }),
+  approval_rate: Schema.NullOr(Schema.Number).annotations({ description: "approved / decided by the network" }),
+  fraud_rate: Schema.NullOr(Schema.Number).annotations({ description: "blocked / approved" })
+}).annotations({ identifier: "AnalyticsPeriod" })
 export const CurrencyAnalytics = Schema.Struct({
   currency: Schema.String,
   transaction_count: Schema.Int,
@@ -238,7 +255,11 @@ export const Analytics = Schema.Struct({
   approval_rate: Schema.NullOr(Schema.Number),
   fraud_rate: Schema.NullOr(Schema.Number),
   refund_rate: Schema.NullOr(Schema.Number),
-  by_currency: Schema.Array(CurrencyAnalytics)
+  by_currency: Schema.Array(CurrencyAnalytics),
+  interval: Schema.NullOr(AnalyticsInterval),
+  series: Schema.Array(AnalyticsPeriod).annotations({
+    description: "with `interval`: one entry per currency and period that has payments, by currency then period (empty without it)"
+  })
 })
 export const AnalyticsEnvelope = Schema.Struct({ analytics: Analytics })
 

@@ -7,7 +7,7 @@ import type { Change, Payment, PaymentEvent } from "../domain/Payment.ts"
 import { followsFrom, isSettleable, nextStep } from "../domain/Payment.ts"
 import type { Currency } from "../domain/Money.ts"
 import type { AnalyticsRow, FraudCaseFilter, HistoryQuery, IdempotencyClaim, PageOf, PageRequest, PaymentFilter, StoreShape } from "./Store.ts"
-import { modelStats, Store, unrecordedModel } from "./Store.ts"
+import { maximumSeriesRows, modelStats, periodStart, Store, unrecordedModel } from "./Store.ts"
 import { emptyWebhookState, memoryWebhookOperations, type WebhookMemoryState } from "./MemoryWebhookStore.ts"
 import { WebhookStore } from "./WebhookStore.ts"
 
@@ -170,6 +170,31 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
     const sighting = { createdAt: payment.createdAt, id: payment.id }
     insertSorted(state.cardAttempts, scopedKey(payment.merchantId, payment.cardToken), sighting)
     insertSorted(state.merchantAmounts, scopedKey(payment.merchantId, payment.currency), sighting)
+  }
+  /** Per-currency aggregates of a merchant's payments in a window, grouped by `keyOf` (sorted by it). */
+  const aggregate = (merchantId: string, createdFrom: string | null, createdTo: string | null, keyOf: (p: Payment) => string) => {
+    const rows = new Map<string, AnalyticsRow>()
+    for (const p of state.payments.values()) {
+      if (p.merchantId !== merchantId) continue
+      if ((createdFrom !== null && p.createdAt < createdFrom) || (createdTo !== null && p.createdAt > createdTo)) continue
+      const key = keyOf(p)
+      const row = rows.get(key) ?? {
+        currency: p.currency, transactionCount: 0, volumeCents: 0, capturedCents: 0, refundedCents: 0,
+        feesCents: 0, decidedCount: 0, approvedCount: 0, blockedCount: 0
+      }
+      rows.set(key, {
+        ...row,
+        transactionCount: row.transactionCount + 1,
+        volumeCents: row.volumeCents + p.amountCents,
+        capturedCents: row.capturedCents + p.capturedAmountCents,
+        refundedCents: row.refundedCents + p.refundedAmountCents,
+        feesCents: row.feesCents + p.feeCents,
+        decidedCount: row.decidedCount + (p.status === "pending" ? 0 : 1),
+        approvedCount: row.approvedCount + (p.status === "pending" || p.status === "failed" ? 0 : 1),
+        blockedCount: row.blockedCount + (p.status === "blocked" ? 1 : 0)
+      })
+    }
+    return [...rows.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
   }
   const ownPayment = (merchantId: string | null, paymentId: string) => {
     const payment = state.payments.get(paymentId)
@@ -372,29 +397,13 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
         return ids
       }),
     analytics: (merchantId, createdFrom, createdTo) =>
-      Effect.sync(() => {
-        const rows = new Map<string, AnalyticsRow>()
-        for (const p of state.payments.values()) {
-          if (p.merchantId !== merchantId) continue
-          if ((createdFrom !== null && p.createdAt < createdFrom) || (createdTo !== null && p.createdAt > createdTo)) continue
-          const row = rows.get(p.currency) ?? {
-            currency: p.currency, transactionCount: 0, volumeCents: 0, capturedCents: 0, refundedCents: 0,
-            feesCents: 0, decidedCount: 0, approvedCount: 0, blockedCount: 0
-          }
-          rows.set(p.currency, {
-            ...row,
-            transactionCount: row.transactionCount + 1,
-            volumeCents: row.volumeCents + p.amountCents,
-            capturedCents: row.capturedCents + p.capturedAmountCents,
-            refundedCents: row.refundedCents + p.refundedAmountCents,
-            feesCents: row.feesCents + p.feeCents,
-            decidedCount: row.decidedCount + (p.status === "pending" ? 0 : 1),
-            approvedCount: row.approvedCount + (p.status === "pending" || p.status === "failed" ? 0 : 1),
-            blockedCount: row.blockedCount + (p.status === "blocked" ? 1 : 0)
-          })
-        }
-        return [...rows.values()].sort((a, b) => a.currency.localeCompare(b.currency))
-      }),
+      Effect.sync(() => aggregate(merchantId, createdFrom, createdTo, (p) => p.currency).map(([, row]) => row)),
+    analyticsSeries: (merchantId, interval, createdFrom, createdTo) =>
+      Effect.sync(() =>
+        aggregate(merchantId, createdFrom, createdTo, (p) => `${p.currency} ${periodStart(p.createdAt, interval)}`)
+          .map(([key, row]) => ({ ...row, periodStart: key.slice(4) }))
+          .slice(0, maximumSeriesRows + 1)
+      ),
     fraudStats: (merchantId) =>
       Effect.sync(() => {
         const casesByStatus = { open: 0, confirmed_fraud: 0, false_positive: 0 }

@@ -7,8 +7,8 @@ import type { ApiKey } from "../domain/Merchant.ts"
 import type { Change, Payment } from "../domain/Payment.ts"
 import { followsFrom } from "../domain/Payment.ts"
 import type { Currency } from "../domain/Money.ts"
-import type { AnalyticsRow, StoreShape, UpdateOutcome } from "./Store.ts"
-import { modelStats, Store, unrecordedModel } from "./Store.ts"
+import type { AnalyticsPeriodRow, AnalyticsRow, StoreShape, UpdateOutcome } from "./Store.ts"
+import { maximumSeriesRows, modelStats, Store, unrecordedModel } from "./Store.ts"
 import { iso, isoOrNull, run, toEvent, toMerchant, type Row } from "./PgRows.ts"
 import { PgPool, prepared } from "./PgPrepared.ts"
 import { getPaymentSql, historyColumns, makeHotPath, paymentColumns, readForCommandSql, toHistory } from "./PgHotPath.ts"
@@ -338,31 +338,17 @@ export const makePgStore = Effect.gen(function*() {
         ORDER BY captured_at, id LIMIT ${limit}`).pipe(Effect.map((rows) => rows.map((r) => r.id as string))),
     analytics: (merchantId, createdFrom, createdTo) =>
       run(sql`
-        SELECT currency, count(*)::int AS transaction_count, sum(amount_cents)::text AS volume,
-          sum(captured_amount_cents)::text AS captured, sum(refunded_amount_cents)::text AS refunded,
-          sum(fee_cents)::text AS fees, count(*) FILTER (WHERE status <> 'pending')::int AS decided,
-          count(*) FILTER (WHERE status NOT IN ('pending', 'failed'))::int AS approved,
-          count(*) FILTER (WHERE status = 'blocked')::int AS blocked
+        SELECT currency, ${sql.literal(analyticsAggregates)}
         FROM payments
-        WHERE ${sql.and([
-          sql`merchant_id = ${merchantId}`,
-          ...(createdFrom === null ? [] : [sql`created_at >= ${createdFrom}`]),
-          ...(createdTo === null ? [] : [sql`created_at <= ${createdTo}`])
-        ])}
-        GROUP BY currency ORDER BY currency`).pipe(
-        Effect.map((rows) =>
-          rows.map((r): AnalyticsRow => ({
-            currency: String(r.currency),
-            transactionCount: Number(r.transaction_count),
-            volumeCents: Number(r.volume),
-            capturedCents: Number(r.captured),
-            refundedCents: Number(r.refunded),
-            feesCents: Number(r.fees),
-            decidedCount: Number(r.decided),
-            approvedCount: Number(r.approved),
-            blockedCount: Number(r.blocked)
-          }))
-        )
+        WHERE ${analyticsWindow(merchantId, createdFrom, createdTo)}
+        GROUP BY currency ORDER BY currency`).pipe(Effect.map((rows) => rows.map(toAnalyticsRow))),
+    analyticsSeries: (merchantId, interval, createdFrom, createdTo) =>
+      run(sql`
+        SELECT currency, date_trunc(${interval}, created_at, 'UTC') AS period_start, ${sql.literal(analyticsAggregates)}
+        FROM payments
+        WHERE ${analyticsWindow(merchantId, createdFrom, createdTo)}
+        GROUP BY currency, period_start ORDER BY currency, period_start LIMIT ${maximumSeriesRows + 1}`).pipe(
+        Effect.map((rows) => rows.map((r): AnalyticsPeriodRow => ({ ...toAnalyticsRow(r), periodStart: iso(r.period_start) })))
       ),
     fraudStats: (merchantId) =>
       run(Effect.all([
@@ -506,7 +492,34 @@ export const makePgStore = Effect.gen(function*() {
     }`
   }
 
+  function analyticsWindow(merchantId: string, createdFrom: string | null, createdTo: string | null) {
+    return sql.and([
+      sql`merchant_id = ${merchantId}`,
+      ...(createdFrom === null ? [] : [sql`created_at >= ${createdFrom}`]),
+      ...(createdTo === null ? [] : [sql`created_at <= ${createdTo}`])
+    ])
+  }
+
   return store
+})
+
+/** Per-currency aggregates (analytics): sums as text, int8 would come back as strings anyway. */
+const analyticsAggregates = `count(*)::int AS transaction_count, sum(amount_cents)::text AS volume,
+  sum(captured_amount_cents)::text AS captured, sum(refunded_amount_cents)::text AS refunded,
+  sum(fee_cents)::text AS fees, count(*) FILTER (WHERE status <> 'pending')::int AS decided,
+  count(*) FILTER (WHERE status NOT IN ('pending', 'failed'))::int AS approved,
+  count(*) FILTER (WHERE status = 'blocked')::int AS blocked`
+
+const toAnalyticsRow = (r: Row): AnalyticsRow => ({
+  currency: String(r.currency),
+  transactionCount: Number(r.transaction_count),
+  volumeCents: Number(r.volume),
+  capturedCents: Number(r.captured),
+  refundedCents: Number(r.refunded),
+  feesCents: Number(r.fees),
+  decidedCount: Number(r.decided),
+  approvedCount: Number(r.approved),
+  blockedCount: Number(r.blocked)
 })
 
 /** Store and WebhookStore (PgWebhookStore.ts) over one PostgreSQL client and its pool. */

@@ -147,6 +147,27 @@ export interface AnalyticsRow {
   readonly blockedCount: number
 }
 
+export type AnalyticsInterval = "hour" | "day" | "week"
+
+/** One period of one currency (analytics series); periods without payments are absent. */
+export interface AnalyticsPeriodRow extends AnalyticsRow {
+  /** Start of the period, UTC: the hour, the day (00:00) or the ISO week (Monday 00:00). */
+  readonly periodStart: string
+}
+
+/** At most this many rows in a series; more is refused (narrow the window or widen the interval). */
+export const maximumSeriesRows = 5_000
+
+/** The start of the UTC period holding `iso` (the same as PostgreSQL's date_trunc(unit, t, 'UTC')). */
+export const periodStart = (iso: string, interval: AnalyticsInterval): string => {
+  const t = new Date(iso)
+  const day = Date.UTC(t.getUTCFullYear(), t.getUTCMonth(), t.getUTCDate())
+  if (interval === "hour") return new Date(day + t.getUTCHours() * 3_600_000).toISOString()
+  if (interval === "day") return new Date(day).toISOString()
+  const sinceMonday = (t.getUTCDay() + 6) % 7
+  return new Date(day - sinceMonday * 86_400_000).toISOString()
+}
+
 /** Fraud aggregates of one merchant (CONTRACT section 9). */
 export interface FraudStatsRow {
   readonly casesByStatus: Readonly<Record<FraudCaseStatus, number>>
@@ -257,6 +278,13 @@ export interface StoreShape {
   /** Payments the settlement run has to sweep: captured before the cut-off and not yet settled. */
   readonly settleablePayments: (capturedBefore: string, limit: number) => StoreEffect<ReadonlyArray<string>>
   readonly analytics: (merchantId: string, createdFrom: string | null, createdTo: string | null) => StoreEffect<ReadonlyArray<AnalyticsRow>>
+  /** The same aggregates per currency and period, by currency then period; at most `maximumSeriesRows + 1` rows. */
+  readonly analyticsSeries: (
+    merchantId: string,
+    interval: AnalyticsInterval,
+    createdFrom: string | null,
+    createdTo: string | null
+  ) => StoreEffect<ReadonlyArray<AnalyticsPeriodRow>>
   readonly fraudStats: (merchantId: string) => StoreEffect<FraudStatsRow>
   /** The fraud model's history of a payment (the same figures `openPayment` reads). */
   readonly fraudHistory: (query: HistoryQuery) => StoreEffect<FraudHistory>

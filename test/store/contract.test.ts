@@ -5,7 +5,7 @@ import * as Ledger from "../../src/domain/Ledger.ts"
 import type { Currency } from "../../src/domain/Money.ts"
 import * as Payment from "../../src/domain/Payment.ts"
 import { layerMemory } from "../../src/store/MemoryStore.ts"
-import { Store, type IdempotencyClaim, type OpenOutcome } from "../../src/store/Store.ts"
+import { type AnalyticsInterval, Store, type IdempotencyClaim, type OpenOutcome } from "../../src/store/Store.ts"
 import { accepted, createInput } from "../domain/fixtures.ts"
 import { freshDatabase, pgStoreLayer } from "../support/database.ts"
 import {
@@ -584,6 +584,47 @@ export const storeContract = (name: string, makeLayer: () => Layer.Layer<Store, 
           expect(window.map((r) => [r.currency, r.transactionCount])).toEqual([["EUR", 1]])
           const before = yield* store.analytics(w.merchantId, null, first.payment.createdAt)
           expect(before.map((r) => [r.currency, r.transactionCount])).toEqual([["USD", 1]])
+        })))
+
+      it("analyticsSeries: the same aggregates per currency and UTC hour, day or ISO week, by currency then period", () =>
+        run(Effect.gen(function*() {
+          const store = yield* Store
+          const w = testWorld()
+          yield* givenMerchant(w)
+          const create = (now: string, input: Partial<Payment.CreateInput>) =>
+            Effect.map(store.insertPayment(accepted(Payment.create(createInput(w.merchantId, input), { now, mintId: w.mintId }))), () => undefined)
+          // 2026-03-01 is a Sunday: its week starts on Monday 2026-02-23; 2026-03-02 starts the next.
+          yield* create("2026-03-01T22:30:00.000Z", { amountCents: 1_000 })
+          yield* create("2026-03-01T22:59:59.999Z", { amountCents: 2_000 })
+          yield* create("2026-03-01T23:00:00.000Z", { amountCents: 4_000, currency: "EUR" })
+          yield* create("2026-03-02T01:10:00.000Z", { amountCents: 8_000 })
+          const series = (interval: AnalyticsInterval, from: string | null = null, to: string | null = null) =>
+            Effect.map(store.analyticsSeries(w.merchantId, interval, from, to), (rows) => rows.map((r) => [r.currency, r.periodStart, r.transactionCount, r.volumeCents]))
+
+          expect(yield* series("hour")).toEqual([
+            ["EUR", "2026-03-01T23:00:00.000Z", 1, 4_000],
+            ["USD", "2026-03-01T22:00:00.000Z", 2, 3_000],
+            ["USD", "2026-03-02T01:00:00.000Z", 1, 8_000]
+          ])
+          expect(yield* series("day")).toEqual([
+            ["EUR", "2026-03-01T00:00:00.000Z", 1, 4_000],
+            ["USD", "2026-03-01T00:00:00.000Z", 2, 3_000],
+            ["USD", "2026-03-02T00:00:00.000Z", 1, 8_000]
+          ])
+          expect(yield* series("week")).toEqual([
+            ["EUR", "2026-02-23T00:00:00.000Z", 1, 4_000],
+            ["USD", "2026-02-23T00:00:00.000Z", 2, 3_000],
+            ["USD", "2026-03-02T00:00:00.000Z", 1, 8_000]
+          ])
+          expect(yield* series("day", "2026-03-01T22:45:00.000Z", "2026-03-01T23:59:59.999Z")).toEqual([
+            ["EUR", "2026-03-01T00:00:00.000Z", 1, 4_000],
+            ["USD", "2026-03-01T00:00:00.000Z", 1, 2_000]
+          ])
+          // Every figure of the totals, per period: a pending payment is neither decided nor approved.
+          expect((yield* store.analyticsSeries(w.merchantId, "week", null, null))[0]).toEqual({
+            currency: "EUR", periodStart: "2026-02-23T00:00:00.000Z", transactionCount: 1, volumeCents: 4_000, capturedCents: 0,
+            refundedCents: 0, feesCents: 0, decidedCount: 0, approvedCount: 0, blockedCount: 0
+          })
         })))
     })
 
