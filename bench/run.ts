@@ -6,9 +6,13 @@
  * it: pgbench running the service's own create SQL, and a minimal node:http + pg server doing
  * that SQL (bench/sql.ts, bench/baseline.ts). Then it audits the ledger. Bounded in time.
  *
- *   npm run bench -- [--scenario create|read|mixed|refund|idempotent-retry|webhooks]
+ *   npm run bench -- [--scenario create|read|mixed|refund|idempotent-retry|webhooks|analytics]
  *                    [--duration 10] [--connections 64] [--url postgres://...] [--no-baselines]
- *                    [--profile DIR]
+ *                    [--profile DIR] [--payments 1000000 (analytics)]
+ *
+ * `analytics` bulk-loads `--payments` payments of the bench merchant over 90 days with one
+ * INSERT … SELECT generate_series (no events or ledger: analytics reads payments only), then
+ * loads the analytics endpoint with totals and hour/day/week series (docs/analytics.md).
  *
  * Results go to bench/results/<scenario>-<timestamp>.json; `npm run bench:report` renders them.
  */
@@ -20,13 +24,14 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import pg from "pg"
 import { freePort, startEmbeddedPostgres } from "../src/platform/Database.ts"
+import { analyticsAggregates } from "../src/store/PgStore.ts"
 import { pgbenchScript } from "./sql.ts"
 
 const argument = (name: string, fallback: string) => {
   const index = process.argv.indexOf(`--${name}`)
   return index === -1 ? fallback : process.argv[index + 1] ?? fallback
 }
-const scenarios = ["create", "read", "mixed", "refund", "idempotent-retry", "webhooks", "health"] as const
+const scenarios = ["create", "read", "mixed", "refund", "idempotent-retry", "webhooks", "health", "analytics"] as const
 type Scenario = (typeof scenarios)[number]
 const scenario = argument("scenario", "create") as Scenario
 if (!scenarios.includes(scenario)) {
@@ -202,6 +207,30 @@ const table = (rows: Array<[string, string]>) => {
 }
 const fixed = (n: number | null | undefined, digits = 2) => (n === null || n === undefined ? "n/a" : n.toFixed(digits))
 
+/**
+ * `count` payments of one merchant in one statement, spread over the last 90 days, in five
+ * currencies and every final status (none pending, so the ledger audit still holds).
+ */
+const bulkLoadPayments = async (client: pg.Client, merchantId: string, count: number) => {
+  await client.query(`
+    INSERT INTO payments (id, merchant_id, status, amount_cents, currency, captured_amount_cents, refunded_amount_cents,
+      fee_cents, card_brand, card_last_four, card_token, capture_method, metadata, fraud_score, fraud_verdict,
+      in_flight, version, created_at, updated_at)
+    SELECT 'pay_bulk' || g, $1,
+      (ARRAY['captured', 'captured', 'captured', 'settled', 'settled', 'refunded', 'failed', 'blocked'])[kind + 1],
+      amount, (ARRAY['USD', 'USD', 'EUR', 'GBP', 'JPY'])[g % 5 + 1],
+      CASE WHEN kind >= 6 THEN 0 ELSE amount END, CASE WHEN kind = 5 THEN amount ELSE 0 END,
+      CASE WHEN kind >= 6 THEN 0 ELSE least(amount, amount * 29 / 1000 + 30) END,
+      'visa', '4242', 'tok_bulk_' || (g % 50000), 'automatic', '{}'::jsonb,
+      CASE WHEN kind = 6 THEN NULL WHEN kind = 7 THEN 0.9 ELSE 0.02 END,
+      CASE WHEN kind = 6 THEN NULL WHEN kind = 7 THEN 'blocked' ELSE 'passed' END,
+      false, 3, created, created
+    FROM (SELECT g, g % 8 AS kind, 100 + (g * 7919) % 50000 AS amount,
+        now() - ((g::bigint * 7919) % 7776000) * interval '1 second' AS created
+      FROM generate_series(1, $2::int) g) s`, [merchantId, count])
+  await client.query("VACUUM ANALYZE payments")
+}
+
 const main = async () => {
   let database: { url: string; directory: string; stop: () => Promise<void> } | null = null
   let databaseUrl = externalUrl
@@ -304,6 +333,35 @@ const main = async () => {
             return { ...r, headers: { ...headers, "x-idempotency-key": `retry-${n}` }, body: transactionBody(n) }
           }
         }]
+        break
+      }
+      case "analytics": {
+        const payments = Math.max(1, Math.min(5_000_000, Number(argument("payments", "1000000"))))
+        const started = performance.now()
+        await bulkLoadPayments(monitor, merchantId, payments)
+        log(`loaded ${payments} payments in ${((performance.now() - started) / 1000).toFixed(1)} s`)
+        const day = (offset: number) => new Date(Date.now() - offset * 86_400_000).toISOString().slice(0, 10)
+        const paths = [
+          "/api/v1/merchants/me/analytics",
+          `/api/v1/merchants/me/analytics?interval=day&from=${day(30)}&to=${day(0)}`,
+          `/api/v1/merchants/me/analytics?interval=hour&from=${day(1)}&to=${day(0)}`,
+          "/api/v1/merchants/me/analytics?interval=week"
+        ]
+        for (const path of paths) {
+          const reply = await fetch(`${base}${path}`, { headers })
+          if (reply.status !== 200) throw new Error(`${path} answered ${reply.status}`)
+        }
+        // The plans of the store's two queries (src/store/PgStore.ts), for docs/analytics.md.
+        const explain = async (title: string, text: string, values: Array<unknown>) => {
+          const plan = await monitor.query(`EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) ${text}`, values)
+          log(`\n## ${title}\n${plan.rows.map((r) => r["QUERY PLAN"]).join("\n")}`)
+        }
+        await explain("totals per currency, all time", `SELECT currency, ${analyticsAggregates} FROM payments
+          WHERE merchant_id = $1 GROUP BY currency ORDER BY currency`, [merchantId])
+        await explain("day series, 30 days", `SELECT currency, date_trunc('day', created_at, 'UTC') AS period_start, ${analyticsAggregates}
+          FROM payments WHERE merchant_id = $1 AND created_at >= $2 AND created_at <= $3
+          GROUP BY currency, period_start ORDER BY currency, period_start LIMIT 5001`, [merchantId, `${day(30)}T00:00:00Z`, `${day(0)}T23:59:59.999Z`])
+        requests = [{ method: "GET", path: paths[0]!, setupRequest: (r: any) => ({ ...r, path: paths[++counter % paths.length] }) }]
         break
       }
       case "webhooks": {

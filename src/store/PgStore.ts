@@ -504,7 +504,7 @@ export const makePgStore = Effect.gen(function*() {
 })
 
 /** Per-currency aggregates (analytics): sums as text, int8 would come back as strings anyway. */
-const analyticsAggregates = `count(*)::int AS transaction_count, sum(amount_cents)::text AS volume,
+export const analyticsAggregates = `count(*)::int AS transaction_count, sum(amount_cents)::text AS volume,
   sum(captured_amount_cents)::text AS captured, sum(refunded_amount_cents)::text AS refunded,
   sum(fee_cents)::text AS fees, count(*) FILTER (WHERE status <> 'pending')::int AS decided,
   count(*) FILTER (WHERE status NOT IN ('pending', 'failed'))::int AS approved,
