@@ -225,7 +225,7 @@ const bulkLoadPayments = async (client: pg.Client, merchantId: string, count: nu
       CASE WHEN kind = 6 THEN NULL WHEN kind = 7 THEN 0.9 ELSE 0.02 END,
       CASE WHEN kind = 6 THEN NULL WHEN kind = 7 THEN 'blocked' ELSE 'passed' END,
       false, 3, created, created
-    FROM (SELECT g, g % 8 AS kind, 100 + (g * 7919) % 50000 AS amount,
+    FROM (SELECT g, g % 8 AS kind, (100 + (g::bigint * 7919) % 50000)::int AS amount,
         now() - ((g::bigint * 7919) % 7776000) * interval '1 second' AS created
       FROM generate_series(1, $2::int) g) s`, [merchantId, count])
   await client.query("VACUUM ANALYZE payments")
