@@ -110,6 +110,16 @@ describe("analytics series", () => {
     expect(plain).toMatchObject({ interval: null, series: [] })
   })
 
+  it("the OpenAPI document describes the interval, the series and the new fraud fields", async () => {
+    const openapi = (await api.get("/api/v1/openapi.json")).body
+    const parameters = openapi.paths["/api/v1/merchants/me/analytics"].get.parameters.map((p: { name: string }) => p.name)
+    expect(parameters).toEqual(expect.arrayContaining(["from", "to", "interval"]))
+    const text = JSON.stringify(openapi)
+    for (const name of ["period_start", "score_histogram", "by_model_version", "fraud_explanations", "model_output", "base_value"]) {
+      expect(text).toContain(`"${name}"`)
+    }
+  })
+
   it("an unknown interval is a 422 naming it", async () => {
     const reply = await api.get("/api/v1/merchants/me/analytics?interval=month")
     expect(reply.status).toBe(422)
