@@ -343,14 +343,27 @@ const main = async () => {
         const day = (offset: number) => new Date(Date.now() - offset * 86_400_000).toISOString().slice(0, 10)
         const paths = [
           "/api/v1/merchants/me/analytics",
+          `/api/v1/merchants/me/analytics?from=${day(0)}&to=${day(0)}`,
+          `/api/v1/merchants/me/analytics?interval=hour&from=${day(0)}&to=${day(0)}`,
+          `/api/v1/merchants/me/analytics?interval=day&from=${day(6)}&to=${day(0)}`,
           `/api/v1/merchants/me/analytics?interval=day&from=${day(30)}&to=${day(0)}`,
-          `/api/v1/merchants/me/analytics?interval=hour&from=${day(1)}&to=${day(0)}`,
           "/api/v1/merchants/me/analytics?interval=week"
         ]
+        // Each query alone, one at a time: its latency without queueing behind the others.
+        const alone: Array<[string, string]> = []
         for (const path of paths) {
-          const reply = await fetch(`${base}${path}`, { headers })
-          if (reply.status !== 200) throw new Error(`${path} answered ${reply.status}`)
+          const times: Array<number> = []
+          for (let i = 0; i < 15; i++) {
+            const started = performance.now()
+            const reply = await fetch(`${base}${path}`, { headers })
+            if (reply.status !== 200) throw new Error(`${path} answered ${reply.status}`)
+            await reply.arrayBuffer()
+            times.push(performance.now() - started)
+          }
+          times.sort((a, b) => a - b)
+          alone.push([path.replace("/api/v1/merchants/me/analytics", "analytics"), `p50 ${times[7]!.toFixed(1)} ms, p90 ${times[13]!.toFixed(1)} ms, max ${times[14]!.toFixed(1)} ms`])
         }
+        console.log(`one at a time, 15 runs each, ${payments} payments:\n${table(alone)}`)
         // The plans of the store's two queries (src/store/PgStore.ts), for docs/analytics.md.
         const explain = async (title: string, text: string, values: Array<unknown>) => {
           const plan = await monitor.query(`EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) ${text}`, values)
