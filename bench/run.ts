@@ -24,7 +24,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import pg from "pg"
 import { freePort, startEmbeddedPostgres } from "../src/platform/Database.ts"
-import { analyticsAggregates } from "../src/store/PgStore.ts"
+import { analyticsSeriesSql, analyticsTotalsSql } from "../src/store/PgStore.ts"
 import { pgbenchScript } from "./sql.ts"
 
 const argument = (name: string, fallback: string) => {
@@ -369,11 +369,10 @@ const main = async () => {
           const plan = await monitor.query(`EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) ${text}`, values)
           log(`\n## ${title}\n${plan.rows.map((r) => r["QUERY PLAN"]).join("\n")}`)
         }
-        await explain("totals per currency, all time", `SELECT currency, ${analyticsAggregates} FROM payments
-          WHERE merchant_id = $1 GROUP BY currency ORDER BY currency`, [merchantId])
-        await explain("day series, 30 days", `SELECT currency, date_trunc('day', created_at, 'UTC') AS period_start, ${analyticsAggregates}
-          FROM payments WHERE merchant_id = $1 AND created_at >= $2 AND created_at <= $3
-          GROUP BY currency, period_start ORDER BY currency, period_start LIMIT 5001`, [merchantId, `${day(30)}T00:00:00Z`, `${day(0)}T23:59:59.999Z`])
+        await explain("totals per currency, all time", analyticsTotalsSql, [merchantId, null, null])
+        await explain("day series, 30 days", analyticsSeriesSql, [merchantId, `${day(30)}T00:00:00.000Z`, `${day(0)}T23:59:59.999Z`, "day", 5001])
+        await explain("hour series, a window with partial hours at both ends", analyticsSeriesSql,
+          [merchantId, `${day(1)}T10:30:00.000Z`, `${day(0)}T09:15:00.000Z`, "hour", 5001])
         requests = [{ method: "GET", path: paths[0]!, setupRequest: (r: any) => ({ ...r, path: paths[++counter % paths.length] }) }]
         break
       }

@@ -337,17 +337,9 @@ export const makePgStore = Effect.gen(function*() {
         AND captured_at < ${capturedBefore} AND status IN ('captured', 'refunded')
         ORDER BY captured_at, id LIMIT ${limit}`).pipe(Effect.map((rows) => rows.map((r) => r.id as string))),
     analytics: (merchantId, createdFrom, createdTo) =>
-      run(sql`
-        SELECT currency, ${sql.literal(analyticsAggregates)}
-        FROM payments
-        WHERE ${analyticsWindow(merchantId, createdFrom, createdTo)}
-        GROUP BY currency ORDER BY currency`).pipe(Effect.map((rows) => rows.map(toAnalyticsRow))),
+      run(sql.unsafe(analyticsTotalsSql, [merchantId, createdFrom, createdTo])).pipe(Effect.map((rows) => rows.map(toAnalyticsRow))),
     analyticsSeries: (merchantId, interval, createdFrom, createdTo) =>
-      run(sql`
-        SELECT currency, date_trunc(${interval}, created_at, 'UTC') AS period_start, ${sql.literal(analyticsAggregates)}
-        FROM payments
-        WHERE ${analyticsWindow(merchantId, createdFrom, createdTo)}
-        GROUP BY currency, period_start ORDER BY currency, period_start LIMIT ${maximumSeriesRows + 1}`).pipe(
+      run(sql.unsafe<Row>(analyticsSeriesSql, [merchantId, createdFrom, createdTo, interval, maximumSeriesRows + 1])).pipe(
         Effect.map((rows) => rows.map((r): AnalyticsPeriodRow => ({ ...toAnalyticsRow(r), periodStart: iso(r.period_start) })))
       ),
     fraudStats: (merchantId) =>
@@ -492,23 +484,54 @@ export const makePgStore = Effect.gen(function*() {
     }`
   }
 
-  function analyticsWindow(merchantId: string, createdFrom: string | null, createdTo: string | null) {
-    return sql.and([
-      sql`merchant_id = ${merchantId}`,
-      ...(createdFrom === null ? [] : [sql`created_at >= ${createdFrom}`]),
-      ...(createdTo === null ? [] : [sql`created_at <= ${createdTo}`])
-    ])
-  }
-
   return store
 })
 
-/** Per-currency aggregates (analytics): sums as text, int8 would come back as strings anyway. */
-export const analyticsAggregates = `count(*)::int AS transaction_count, sum(amount_cents)::text AS volume,
-  sum(captured_amount_cents)::text AS captured, sum(refunded_amount_cents)::text AS refunded,
-  sum(fee_cents)::text AS fees, count(*) FILTER (WHERE status <> 'pending')::int AS decided,
-  count(*) FILTER (WHERE status NOT IN ('pending', 'failed'))::int AS approved,
-  count(*) FILTER (WHERE status = 'blocked')::int AS blocked`
+/**
+ * The analytics figures of a merchant's payments created in [$2, $3] (null: unbounded), as rows
+ * `(currency, at, figures…)` (docs/analytics.md): the whole UTC hours inside the window from
+ * `payment_rollups` (kept by triggers), the partial hours at its edges (at most one at each end)
+ * from the payments themselves. Hours nest in days and weeks, so every interval groups them.
+ */
+const analyticsParts = `
+WITH b AS (
+  SELECT f, t,
+    CASE WHEN f = '-infinity' THEN f
+      ELSE date_trunc('hour', f, 'UTC') + CASE WHEN date_trunc('hour', f, 'UTC') = f THEN interval '0' ELSE interval '1 hour' END END AS lo,
+    CASE WHEN t = 'infinity' THEN t ELSE date_trunc('hour', t + interval '1 microsecond', 'UTC') END AS hi
+  FROM (SELECT coalesce($2::timestamptz, '-infinity') AS f, coalesce($3::timestamptz, 'infinity') AS t) x
+),
+parts AS (
+  SELECT r.currency, r.hour AS at, r.transaction_count AS n, r.volume_cents AS volume, r.captured_cents AS captured,
+    r.refunded_cents AS refunded, r.fees_cents AS fees, r.decided_count AS decided, r.approved_count AS approved,
+    r.blocked_count AS blocked
+  FROM payment_rollups r
+  WHERE r.merchant_id = $1 AND r.hour >= (SELECT lo FROM b) AND r.hour < (SELECT hi FROM b)
+  UNION ALL
+  SELECT p.currency, p.created_at, 1, p.amount_cents, p.captured_amount_cents, p.refunded_amount_cents, p.fee_cents,
+    (p.status <> 'pending')::int, (p.status NOT IN ('pending', 'failed'))::int, (p.status = 'blocked')::int
+  FROM payments p
+  WHERE p.merchant_id = $1 AND p.created_at >= (SELECT f FROM b) AND p.created_at <= (SELECT t FROM b)
+    AND p.created_at < (SELECT CASE WHEN lo < hi THEN lo ELSE 'infinity' END FROM b)
+  UNION ALL
+  SELECT p.currency, p.created_at, 1, p.amount_cents, p.captured_amount_cents, p.refunded_amount_cents, p.fee_cents,
+    (p.status <> 'pending')::int, (p.status NOT IN ('pending', 'failed'))::int, (p.status = 'blocked')::int
+  FROM payments p
+  WHERE p.merchant_id = $1 AND (SELECT lo < hi FROM b) AND p.created_at >= (SELECT hi FROM b) AND p.created_at <= (SELECT t FROM b)
+)`
+
+const analyticsFigures = `sum(n)::int AS transaction_count, sum(volume)::text AS volume, sum(captured)::text AS captured,
+  sum(refunded)::text AS refunded, sum(fees)::text AS fees, sum(decided)::int AS decided, sum(approved)::int AS approved,
+  sum(blocked)::int AS blocked`
+
+/** Totals per currency (the rollup rows of a currency may cancel out to nothing: those are left out). */
+export const analyticsTotalsSql = `${analyticsParts}
+SELECT currency, ${analyticsFigures} FROM parts GROUP BY currency HAVING sum(n) > 0 ORDER BY currency`
+
+/** Per currency and period ($4: hour, day or week), at most $5 rows. */
+export const analyticsSeriesSql = `${analyticsParts}
+SELECT currency, date_trunc($4::text, at, 'UTC') AS period_start, ${analyticsFigures}
+FROM parts GROUP BY 1, 2 HAVING sum(n) > 0 ORDER BY 1, 2 LIMIT $5::int`
 
 const toAnalyticsRow = (r: Row): AnalyticsRow => ({
   currency: String(r.currency),

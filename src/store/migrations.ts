@@ -232,7 +232,7 @@ export const migrations = Migrator.fromRecord({
     );
     ALTER TABLE idempotency_keys ADD COLUMN owner text;
   `),
-  "0006_fraud_features": statements(`
+  "0006_fraud_and_analytics": statements(`
     -- The trained fraud model (docs/fraud-model.md): the model that screened a payment and its
     -- largest contributions, shown on the transaction record.
     ALTER TABLE payments ADD COLUMN fraud_model_version text;
@@ -246,5 +246,86 @@ export const migrations = Migrator.fromRecord({
     -- currency over a time window (docs/analytics.md).
     CREATE INDEX payments_merchant_currency ON payments (merchant_id, currency, created_at, id)
       INCLUDE (amount_cents, status, captured_amount_cents, refunded_amount_cents, fee_cents);
+
+    -- Analytics rollups (docs/analytics.md): the analytics figures of a merchant's payments per
+    -- currency and UTC hour of creation, kept by statement-level triggers in the transaction that
+    -- changes the payments (no statement of the service's own). Eight shards per hour (by the
+    -- payment id's hash) so concurrent creates of one merchant rarely wait for one row; rows are
+    -- upserted in key order, so two statements never deadlock on them.
+    CREATE TABLE payment_rollups (
+      merchant_id text NOT NULL,
+      currency text NOT NULL,
+      hour timestamptz NOT NULL,
+      shard smallint NOT NULL,
+      transaction_count bigint NOT NULL,
+      volume_cents bigint NOT NULL,
+      captured_cents bigint NOT NULL,
+      refunded_cents bigint NOT NULL,
+      fees_cents bigint NOT NULL,
+      decided_count bigint NOT NULL,
+      approved_count bigint NOT NULL,
+      blocked_count bigint NOT NULL,
+      PRIMARY KEY (merchant_id, hour, currency, shard)
+    );
+
+    CREATE FUNCTION payment_rollup_deltas(sign int, p payments) RETURNS TABLE (
+      merchant_id text, currency text, hour timestamptz, shard smallint, transaction_count bigint, volume_cents bigint,
+      captured_cents bigint, refunded_cents bigint, fees_cents bigint, decided_count bigint, approved_count bigint,
+      blocked_count bigint
+    ) LANGUAGE sql IMMUTABLE AS $$
+      SELECT p.merchant_id, p.currency, date_trunc('hour', p.created_at, 'UTC'), (hashtext(p.id) & 7)::smallint, sign,
+        sign * p.amount_cents, sign * p.captured_amount_cents, sign * p.refunded_amount_cents, sign * p.fee_cents,
+        sign * (p.status <> 'pending')::int, sign * (p.status NOT IN ('pending', 'failed'))::int,
+        sign * (p.status = 'blocked')::int
+    $$;
+
+    CREATE FUNCTION payment_rollups_after_insert() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+      INSERT INTO payment_rollups AS r
+      SELECT d.merchant_id, d.currency, d.hour, d.shard, sum(d.transaction_count), sum(d.volume_cents), sum(d.captured_cents),
+        sum(d.refunded_cents), sum(d.fees_cents), sum(d.decided_count), sum(d.approved_count), sum(d.blocked_count)
+      FROM new_rows n, payment_rollup_deltas(1, n) d
+      GROUP BY 1, 2, 3, 4 ORDER BY 1, 3, 2, 4
+      ON CONFLICT (merchant_id, hour, currency, shard) DO UPDATE SET
+        transaction_count = r.transaction_count + EXCLUDED.transaction_count, volume_cents = r.volume_cents + EXCLUDED.volume_cents,
+        captured_cents = r.captured_cents + EXCLUDED.captured_cents, refunded_cents = r.refunded_cents + EXCLUDED.refunded_cents,
+        fees_cents = r.fees_cents + EXCLUDED.fees_cents, decided_count = r.decided_count + EXCLUDED.decided_count,
+        approved_count = r.approved_count + EXCLUDED.approved_count, blocked_count = r.blocked_count + EXCLUDED.blocked_count;
+      RETURN NULL;
+    END $$;
+
+    -- An update adds the new rows' figures and takes the old ones' away; a change that moves no
+    -- figure (in_flight, idempotency_hold, fraud fields) writes nothing.
+    CREATE FUNCTION payment_rollups_after_update() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+      INSERT INTO payment_rollups AS r
+      SELECT d.merchant_id, d.currency, d.hour, d.shard, sum(d.transaction_count), sum(d.volume_cents), sum(d.captured_cents),
+        sum(d.refunded_cents), sum(d.fees_cents), sum(d.decided_count), sum(d.approved_count), sum(d.blocked_count)
+      FROM (SELECT x.* FROM new_rows n, payment_rollup_deltas(1, n) x
+            UNION ALL SELECT y.* FROM old_rows o, payment_rollup_deltas(-1, o) y) d
+      GROUP BY 1, 2, 3, 4
+      HAVING sum(d.transaction_count) <> 0 OR sum(d.volume_cents) <> 0 OR sum(d.captured_cents) <> 0
+        OR sum(d.refunded_cents) <> 0 OR sum(d.fees_cents) <> 0 OR sum(d.decided_count) <> 0
+        OR sum(d.approved_count) <> 0 OR sum(d.blocked_count) <> 0
+      ORDER BY 1, 3, 2, 4
+      ON CONFLICT (merchant_id, hour, currency, shard) DO UPDATE SET
+        transaction_count = r.transaction_count + EXCLUDED.transaction_count, volume_cents = r.volume_cents + EXCLUDED.volume_cents,
+        captured_cents = r.captured_cents + EXCLUDED.captured_cents, refunded_cents = r.refunded_cents + EXCLUDED.refunded_cents,
+        fees_cents = r.fees_cents + EXCLUDED.fees_cents, decided_count = r.decided_count + EXCLUDED.decided_count,
+        approved_count = r.approved_count + EXCLUDED.approved_count, blocked_count = r.blocked_count + EXCLUDED.blocked_count;
+      RETURN NULL;
+    END $$;
+
+    CREATE TRIGGER payments_rollup_insert AFTER INSERT ON payments
+      REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION payment_rollups_after_insert();
+    CREATE TRIGGER payments_rollup_update AFTER UPDATE ON payments
+      REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION payment_rollups_after_update();
+
+    -- The payments already there.
+    INSERT INTO payment_rollups
+    SELECT d.merchant_id, d.currency, d.hour, d.shard, sum(d.transaction_count), sum(d.volume_cents), sum(d.captured_cents),
+      sum(d.refunded_cents), sum(d.fees_cents), sum(d.decided_count), sum(d.approved_count), sum(d.blocked_count)
+    FROM payments p, payment_rollup_deltas(1, p) d
+    GROUP BY 1, 2, 3, 4;
   `)
 })

@@ -110,6 +110,23 @@ describe("analytics series", () => {
     expect(plain).toMatchObject({ interval: null, series: [] })
   })
 
+  it("the rollups the triggers keep equal the payments' own figures, per currency and hour", async () => {
+    const figures = `sum(transaction_count)::int AS n, sum(volume_cents)::int AS volume, sum(captured_cents)::int AS captured,
+      sum(refunded_cents)::int AS refunded, sum(fees_cents)::int AS fees, sum(decided_count)::int AS decided,
+      sum(approved_count)::int AS approved, sum(blocked_count)::int AS blocked`
+    const rollups = await app.query(`SELECT merchant_id, currency, hour, ${figures} FROM payment_rollups
+      GROUP BY 1, 2, 3 HAVING sum(transaction_count) <> 0 ORDER BY 1, 2, 3`)
+    const recomputed = await app.query(`SELECT merchant_id, currency, date_trunc('hour', created_at, 'UTC') AS hour,
+        count(*)::int AS n, sum(amount_cents)::int AS volume, sum(captured_amount_cents)::int AS captured,
+        sum(refunded_amount_cents)::int AS refunded, sum(fee_cents)::int AS fees,
+        count(*) FILTER (WHERE status <> 'pending')::int AS decided,
+        count(*) FILTER (WHERE status NOT IN ('pending', 'failed'))::int AS approved,
+        count(*) FILTER (WHERE status = 'blocked')::int AS blocked
+      FROM payments GROUP BY 1, 2, 3 ORDER BY 1, 2, 3`)
+    expect(recomputed.length).toBeGreaterThan(0)
+    expect(rollups).toEqual(recomputed)
+  })
+
   it("the OpenAPI document describes the interval, the series and the new fraud fields", async () => {
     const openapi = (await api.get("/api/v1/openapi.json")).body
     const parameters = openapi.paths["/api/v1/merchants/me/analytics"].get.parameters.map((p: { name: string }) => p.name)
