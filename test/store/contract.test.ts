@@ -556,6 +556,32 @@ export const storeContract = (name: string, makeLayer: () => Layer.Layer<Store, 
         })))
     })
 
+    describe("fraud statistics", () => {
+      it("fraudStats: cases by status and priority, blocked money per currency, score histogram and figures per model", () =>
+        run(Effect.gen(function*() {
+          const store = yield* Store
+          const w = testWorld()
+          yield* givenMerchant(w)
+          yield* givenPayment(w, { path: toCaptured() }) // 0.1
+          yield* givenPayment(w, { input: { amountCents: 700 }, path: [steps.authorize, steps.screen(0.3)] })
+          yield* givenPayment(w, { input: { amountCents: 900 }, path: [steps.authorize, steps.screen(0.6), steps.review("confirmed_fraud", null)] })
+          yield* givenPayment(w, { input: { amountCents: 1_100 }, path: [steps.authorize, steps.screen(0.7), steps.review("false_positive", null)] })
+          yield* givenPayment(w, { input: { amountCents: 2_500, currency: "EUR" }, path: [steps.authorize, steps.screen(0.95)] })
+          yield* givenPayment(w, { input: { amountCents: 3_000 }, path: [steps.authorize, steps.screen(1)] })
+          yield* givenPayment(w, { path: [steps.decline] })
+          const stats = yield* store.fraudStats(w.merchantId)
+          expect(stats.casesByStatus).toEqual({ open: 2, confirmed_fraud: 1, false_positive: 1 })
+          expect(stats.screenedCount).toBe(6)
+          expect(stats.blocked).toEqual([{ currency: "EUR", count: 1, amountCents: 2_500 }, { currency: "USD", count: 2, amountCents: 3_900 }])
+          // Scores 0.1, 0.3, 0.6, 0.7, 0.95 and 1.0 (the last bin includes 1).
+          expect(stats.scoreHistogram).toEqual([0, 1, 0, 1, 0, 0, 1, 1, 0, 2])
+          expect(stats.byModel).toEqual([{
+            modelVersion: "test-model", screenedCount: 6, blockedCount: 3,
+            casesByStatus: { open: 2, confirmed_fraud: 1, false_positive: 1 }
+          }])
+        })))
+    })
+
     describe("analytics", () => {
       it("aggregates a merchant's payments per currency within a creation window", () =>
         run(Effect.gen(function*() {
@@ -620,6 +646,18 @@ export const storeContract = (name: string, makeLayer: () => Layer.Layer<Store, 
             ["EUR", "2026-03-01T00:00:00.000Z", 1, 4_000],
             ["USD", "2026-03-01T00:00:00.000Z", 1, 2_000]
           ])
+          // Windows inside one hour, open on one side, or ending on an hour's last millisecond.
+          expect(yield* series("hour", "2026-03-01T22:40:00.000Z", "2026-03-01T22:59:59.999Z")).toEqual([["USD", "2026-03-01T22:00:00.000Z", 1, 2_000]])
+          expect(yield* series("day", null, "2026-03-01T22:59:59.998Z")).toEqual([["USD", "2026-03-01T00:00:00.000Z", 1, 1_000]])
+          expect(yield* series("week", "2026-03-01T23:00:00.000Z", null)).toEqual([
+            ["EUR", "2026-02-23T00:00:00.000Z", 1, 4_000],
+            ["USD", "2026-03-02T00:00:00.000Z", 1, 8_000]
+          ])
+          const totals = (from: string | null, to: string | null) =>
+            Effect.map(store.analytics(w.merchantId, from, to), (rows) => rows.map((r) => [r.currency, r.transactionCount, r.volumeCents]))
+          expect(yield* totals("2026-03-01T22:30:00.001Z", "2026-03-02T01:10:00.000Z")).toEqual([["EUR", 1, 4_000], ["USD", 2, 10_000]])
+          expect(yield* totals("2026-03-01T22:30:00.000Z", "2026-03-02T01:09:59.999Z")).toEqual([["EUR", 1, 4_000], ["USD", 2, 3_000]])
+          expect(yield* totals("2026-03-02T02:00:00.000Z", null)).toEqual([])
           // Every figure of the totals, per period: a pending payment is neither decided nor approved.
           expect((yield* store.analyticsSeries(w.merchantId, "week", null, null))[0]).toEqual({
             currency: "EUR", periodStart: "2026-02-23T00:00:00.000Z", transactionCount: 1, volumeCents: 4_000, capturedCents: 0,
