@@ -49,7 +49,8 @@ export interface WorkloadMix {
   readonly declineTokens: number
 }
 
-export type PlantedBug = "none" | "refund-over-remainder"
+import type { PlantedBug } from "./PlantedBugs.ts"
+export { isPlantedBug, type PlantedBug, plantedBugNames, plantedBugs } from "./PlantedBugs.ts"
 
 export interface SimOptions {
   readonly seed: number

@@ -1,4 +1,4 @@
-import { defaultMix, defaultOptions, parseFaults, type PlantedBug, replayCommand, type SimOptions, type WorkloadMix } from "./Options.ts"
+import { defaultMix, defaultOptions, isPlantedBug, parseFaults, plantedBugNames, replayCommand, type SimOptions, type WorkloadMix } from "./Options.ts"
 import { runSimulation, type SimResult } from "./Simulator.ts"
 
 /**
@@ -30,7 +30,12 @@ export const parseArguments = (argv: ReadonlyArray<string>): { options: SimOptio
       case "--no-webhooks": options = { ...options, webhooks: false }; break
       case "--dispatchers": options = { ...options, dispatchers: Math.max(1, integer()) }; break
       case "--endpoint-concurrency": options = { ...options, endpointConcurrency: Math.max(1, integer()) }; break
-      case "--planted-bug": options = { ...options, plantedBug: value() as PlantedBug }; break
+      case "--planted-bug": {
+        const name = value()
+        if (!isPlantedBug(name)) throw new Error(`--planted-bug: unknown '${name}' (one of: ${plantedBugNames.join(", ")})`)
+        options = { ...options, plantedBug: name }
+        break
+      }
       case "--mix": options = { ...options, mix: { ...defaultMix, ...(JSON.parse(value()) as Partial<WorkloadMix>) } }; break
       case "--check-determinism": checkDeterminism = true; break
       default: throw new Error(`unknown option ${flag}`)
