@@ -1,4 +1,5 @@
 import type { HttpMethod } from "@effect/platform"
+import { createHash } from "node:crypto"
 import { Effect } from "effect"
 import { ApiKeys } from "../src/services/ApiKeys.ts"
 import type { Auditor } from "./Auditor.ts"
@@ -68,6 +69,8 @@ export interface WorkloadStats {
 
 const maximumAttempts = 400
 
+const digest = (text: string) => createHash("sha1").update(text).digest("base64")
+
 export const makeWorkload = (
   options: SimOptions,
   prng: Prng,
@@ -79,7 +82,8 @@ export const makeWorkload = (
   const stats: WorkloadStats = { requests: 0, byStatus: {}, dropped: 0, lostCreates: 0, scriptsStarted: 0, scriptsFinished: 0, rotations: 0, keyRecoveries: 0 }
   const expectations = new Map<string, Expectation>()
   /** Idempotency: per merchant and key, the request that owns it and the answer it got. */
-  const replays = new Map<string, { readonly fingerprint: string; readonly status: number; readonly body: string }>()
+  // Digests, not the bodies: 100,000 payments' answers would otherwise stay on the heap to the end.
+  const replays = new Map<string, { readonly fingerprint: string; readonly status: number; readonly body: string; readonly head: string }>()
   const mix = options.mix
 
   interface Call {
@@ -108,15 +112,15 @@ export const makeWorkload = (
     const code = status === 409 || status === 422 ? (JSON.parse(response.body) as { error?: { code?: string } }).error?.code : undefined
     if (code === "idempotency_in_progress") return
     const scoped = `${call.merchant.id} ${call.key}`
-    const fingerprint = `${call.method} ${call.path} ${call.body ?? ""}`
+    const fingerprint = digest(`${call.method} ${call.path} ${call.body ?? ""}`)
     const owner = replays.get(scoped)
     if (owner === undefined) {
-      if (code !== "idempotency_key_reused") replays.set(scoped, { fingerprint, status, body: response.body })
+      if (code !== "idempotency_key_reused") replays.set(scoped, { fingerprint, status, body: digest(response.body), head: response.body.slice(0, 200) })
       return
     }
     if (owner.fingerprint === fingerprint) {
-      auditor.check(owner.status === status && owner.body === response.body, "idempotent-replay", () =>
-        `key ${call.key}: replay answered ${status} ${response.body.slice(0, 200)} but the first answer was ${owner.status} ${owner.body.slice(0, 200)}`)
+      auditor.check(owner.status === status && owner.body === digest(response.body), "idempotent-replay", () =>
+        `key ${call.key}: replay answered ${status} ${response.body.slice(0, 200)} but the first answer was ${owner.status} ${owner.head}`)
     } else {
       auditor.check(code === "idempotency_key_reused", "idempotency-key-reused", () => `key ${call.key} re-used with another request answered ${status}`)
     }

@@ -77,7 +77,7 @@ export const formatReport = (result: SimResult): string => {
   lines.push(`invariant checks run ${result.checks}`)
   lines.push(`virtual time ${(virtualMs / 3_600_000).toFixed(1)} h in ${(result.wallMs / 1000).toFixed(2)} s wall` +
     ` (ratio ${Math.round(virtualMs / result.wallMs)}x, ${Math.round(o.payments / (result.wallMs / 1000))} payments/s,` +
-    ` ${result.tasks} fiber tasks, ${result.wakeUps} wake-ups)`)
+    ` ${result.tasks} fiber tasks, ${result.wakeUps} wake-ups, peak heap ${Math.round(result.peakHeapBytes / 1_048_576)} MB)`)
   lines.push(`trace ${result.traceLines} lines, hash ${result.traceHash}`)
   if (!result.ok) {
     lines.push("")
