@@ -27,20 +27,20 @@ export interface ShrinkResult {
 
 /** The parts of a scenario shrinking may reduce; the seed, mix and planted bug stay. */
 interface Reducible {
+  readonly webhooks: boolean
   readonly payments: number
   readonly hours: number
   readonly merchants: number
-  readonly webhooks: boolean
   readonly dispatchers: number
   /** The fault rates kept (the others are set to 0). */
   readonly faults: ReadonlyArray<keyof FaultRates>
 }
 
 const reducible = (o: SimOptions): Reducible => ({
+  webhooks: o.webhooks,
   payments: o.payments,
   hours: o.hours,
   merchants: o.merchants,
-  webhooks: o.webhooks,
   dispatchers: o.dispatchers,
   faults: activeFaults(o.faults)
 })
@@ -52,14 +52,15 @@ const activeFaults = (faults: FaultRates) => (Object.keys(faults) as Array<keyof
  * (one payment, one hour, one merchant, no webhooks, one dispatcher, no fault). The faults are a
  * subset of the failing scenario's non-zero rates, each kept at its rate or dropped (set to 0):
  * fast-check shrinks a subset by dropping halves first, in far fewer runs than one rate at a
- * time. Payments come first: fewer payments make every later candidate cheaper to run.
+ * time. fast-check shrinks the fields in order, so the ones that make every later candidate
+ * cheaper come first: webhooks off (a run without them is several times faster), then payments.
  */
 const reducibleArbitrary = (o: SimOptions): fc.Arbitrary<Reducible> =>
   fc.record({
+    webhooks: o.webhooks ? fc.constantFrom(false, true) : fc.constant(false),
     payments: fc.integer({ min: Math.min(1, o.payments), max: o.payments }),
     hours: fc.integer({ min: 1, max: o.hours }),
     merchants: fc.integer({ min: 1, max: o.merchants }),
-    webhooks: o.webhooks ? fc.constantFrom(false, true) : fc.constant(false),
     dispatchers: fc.integer({ min: 1, max: o.dispatchers }),
     faults: fc.subarray(activeFaults(o.faults))
   })
