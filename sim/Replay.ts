@@ -109,7 +109,7 @@ export const parseReplay = (text: string, source = "replay file"): ReplayFile =>
     try {
       options = validateOptions(parsed.options)
     } catch (error) {
-      errors.push(error instanceof Error ? error.message : String(error))
+      errors.push(...(error instanceof Error ? error.message : String(error)).split("\n"))
     }
   }
   if (errors.length > 0 || options === undefined) throw new Error(`${source}: invalid replay file\n  ${errors.join("\n  ")}`)
