@@ -202,6 +202,7 @@ export const formatProgress = (p: SweepProgress, width = 30): string => {
 export const progressReporter = (stream: NodeJS.WriteStream = process.stderr): ((p: SweepProgress) => void) => {
   let lastTenth = 0
   return (p) => {
+    if (p.total === 0) return
     if (stream.isTTY) {
       stream.write(`\r\x1b[K${formatProgress(p)}${p.done === p.total ? "\n" : ""}`)
       return
@@ -267,7 +268,18 @@ const main = async () => {
     console.error(String(error instanceof Error ? error.message : error))
     process.exit(2)
   }
-  const result = await runSweep(config, progressReporter())
+  const report = progressReporter()
+  const start = performance.now()
+  let last: SweepProgress = { done: 0, total: config.seeds.length, failed: 0, elapsedMs: 0 }
+  process.stderr.write(`sweeping ${config.seeds.length} seeds in ${config.jobs} worker thread(s)\n`)
+  // On a terminal the bar also moves between seeds (elapsed, ETA), redrawn every second.
+  const ticker = process.stderr.isTTY ? setInterval(() => report({ ...last, elapsedMs: performance.now() - start }), 1000) : undefined
+  if (process.stderr.isTTY) report(last)
+  const result = await runSweep(config, (p) => {
+    last = p
+    report(p)
+  })
+  clearInterval(ticker)
   console.log(config.json ? JSON.stringify(sweepJson(result), null, 2) : formatSweep(result))
   process.exit(result.outcomes.some((o) => !o.ok) ? 1 : 0)
 }
