@@ -1,4 +1,4 @@
-import { Effect, Layer } from "effect"
+import { Clock, Effect, Layer } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { sandboxDisputeId } from "../../src/acquirer/Acquirer.ts"
 import type { DisputeAction } from "../../src/domain/Dispute.ts"
@@ -16,7 +16,7 @@ import { answer, engineLayer, eventually, startReceiver, verifySignature } from 
 
 let app: TestApp
 beforeAll(async () => {
-  app = await startApp({ label: "disputes", config: { webhookAllowPrivateUrls: true, sandboxDisputeOpenAfterMs: 0, sandboxDisputeResolveAfterMs: 0 } })
+  app = await startApp({ label: "disputes", config: { webhookAllowPrivateUrls: true } })
 })
 afterAll(async () => {
   await app.close()
@@ -29,6 +29,20 @@ const notify = (paymentId: string, acquirerDisputeId: string, action: DisputeAct
 const notifyExit = (paymentId: string, acquirerDisputeId: string, action: DisputeAction) =>
   app.run(Effect.flatMap(Payments, (p) => p.applyDisputeNotification({ acquirerDisputeId, paymentId, action })).pipe(Effect.either))
 const settleNow = () => app.run(Effect.flatMap(Payments, (p) => Effect.flatMap(nowIso, (now) => p.settle(new Date(Date.parse(now) + 1).toISOString()))))
+
+/** The sandbox network's pass as it would run `aheadMs` from now (a clock that is ahead, not a sleep). */
+const passIn = (aheadMs: number) =>
+  Effect.flatMap(Effect.clock, (clock) => {
+    const ahead: Clock.Clock = {
+      [Clock.ClockTypeId]: Clock.ClockTypeId,
+      unsafeCurrentTimeMillis: () => clock.unsafeCurrentTimeMillis() + aheadMs,
+      unsafeCurrentTimeNanos: () => clock.unsafeCurrentTimeNanos() + BigInt(aheadMs) * 1_000_000n,
+      currentTimeMillis: Effect.map(clock.currentTimeMillis, (ms) => ms + aheadMs),
+      currentTimeNanos: Effect.map(clock.currentTimeNanos, (ns) => ns + BigInt(aheadMs) * 1_000_000n),
+      sleep: (duration) => clock.sleep(duration)
+    }
+    return Effect.withClock(sandboxDisputePass, ahead)
+  })
 
 const newMerchant = async () => client(app.baseUrl, (await app.createMerchant("Disputed Shop")).key)
 const balance = async (api: Client) => (await api.get("/api/v1/merchants/me/balance")).body.balances[0]
@@ -183,17 +197,18 @@ describe("sandbox tokens", () => {
     const api = await newMerchant()
     const won = await createTransaction(api, { card_token: "tok_dispute_won", amount_cents: 5_000 })
     const lost = await createTransaction(api, { card_token: "tok_dispute_lost", amount_cents: 5_000 })
-    // SANDBOX_DISPUTE_OPEN_AFTER and _RESOLVE_AFTER are 0 here: each pass moves each payment one step.
-    await new Promise((resolve) => setTimeout(resolve, 5))
-    await app.run(sandboxDisputePass)
+    // A pass at the time it runs finds nothing due yet (SANDBOX_DISPUTE_OPEN_AFTER, 1 minute by default).
+    expect(await app.run(sandboxDisputePass)).toBe(0)
+    // A pass a minute and a second later opens both disputes; one two minutes later resolves them.
+    expect(await app.run(passIn(61_000))).toBe(2)
     expect((await transaction(api, won.id)).dispute).toMatchObject({ status: "open", reason: "fraudulent", amount_cents: 5_000 })
     expect((await balance(api)).reserved).toBe(10_000)
-    await new Promise((resolve) => setTimeout(resolve, 5))
-    await app.run(sandboxDisputePass)
+    expect(await app.run(passIn(61_000))).toBe(0)
+    expect(await app.run(passIn(122_000))).toBe(2)
     expect((await transaction(api, won.id)).dispute).toMatchObject({ status: "won" })
     expect((await transaction(api, lost.id)).dispute).toMatchObject({ status: "lost" })
     // Nothing is left to do: another pass changes nothing.
-    expect(await app.run(sandboxDisputePass)).toBe(0)
+    expect(await app.run(passIn(300_000))).toBe(0)
     const row = await app.query("SELECT dispute->>'acquirerDisputeId' AS id FROM payments WHERE id = $1", [won.id])
     expect(row[0]?.id).toBe(sandboxDisputeId(won.id))
     const fee5000 = processingFeeCents(5_000, "USD")
