@@ -5,6 +5,7 @@ import { Effect } from "effect"
 import { type MemoryState, memoryOperations } from "../src/store/MemoryStore.ts"
 import type { CommandKey, StoreShape } from "../src/store/Store.ts"
 import { changeBug, decisionBug, needsLockingPath, type PlantedBug, storeBug, storedChangeBug } from "./PlantedBugs.ts"
+import { chargedBackCents, disputeLedger, disputeTransitions } from "./Disputes.ts"
 
 /**
  * The auditor: an independent reference model of CONTRACT sections 5–7. It sees every decision
@@ -37,7 +38,8 @@ const transitions = new Set([
   "blocked>blocked:-", // a fraud case of a blocked payment labelled
   "voided>voided:-",
   "captured>captured:-",
-  "settled>settled:-"
+  "settled>settled:-",
+  ...disputeTransitions
 ])
 
 const terminal: ReadonlySet<PaymentStatus> = new Set<PaymentStatus>(["refunded", "voided", "blocked", "failed"])
@@ -180,6 +182,10 @@ export class Auditor {
     if (from.status !== "voided" && after.status === "voided") expected.push("payment.voided")
     if (after.refundedAmountCents > from.refundedAmountCents) expected.push(after.status === "refunded" ? "payment.refunded" : "payment.partially_refunded")
     if (from.status !== "settled" && after.status === "settled") expected.push("payment.settled")
+    const disputeBefore = before?.dispute?.status ?? null
+    const disputeAfter = after.dispute?.status ?? null
+    if (disputeBefore === null && disputeAfter !== null) expected.push("payment.dispute_opened")
+    if (disputeAfter !== null && disputeAfter !== "open" && disputeBefore !== disputeAfter) expected.push("payment.dispute_resolved")
     const actual = change.events.map((e) => e.type)
     this.check(actual.length === expected.length && actual.every((type, i) => type === expected[i]), "event-per-change", () =>
       `payment ${after.id} (${before?.status ?? "new"} → ${after.status}): events [${actual.join(", ")}], the change calls for [${expected.join(", ")}]`)
@@ -259,7 +265,7 @@ export class Auditor {
     )
   }
 
-  checkAmounts(p: { readonly id: string; readonly status: PaymentStatus; readonly amountCents: number; readonly capturedAmountCents: number; readonly refundedAmountCents: number; readonly feeCents?: number; readonly failureCode: string | null }) {
+  checkAmounts(p: { readonly id: string; readonly status: PaymentStatus; readonly amountCents: number; readonly capturedAmountCents: number; readonly refundedAmountCents: number; readonly feeCents?: number; readonly failureCode: string | null; readonly dispute?: Payment["dispute"] }) {
     this.check(
       p.refundedAmountCents >= 0 && p.refundedAmountCents <= p.capturedAmountCents,
       "refunds-within-capture",
@@ -272,7 +278,9 @@ export class Auditor {
     )
     const captured = p.status === "captured" || p.status === "settled" || p.status === "refunded"
     this.check(captured === (p.capturedAmountCents > 0), "captured-amount", () => `payment ${p.id}: status ${p.status} with captured ${p.capturedAmountCents}`)
-    this.check((p.status === "refunded") === (captured && p.refundedAmountCents === p.capturedAmountCents), "refunded-status", () =>
+    // A lost dispute returns money without a refund and leaves the status as it was (sim/Disputes.ts).
+    const returned = captured && p.refundedAmountCents + chargedBackCents(p) === p.capturedAmountCents
+    this.check(p.status === "refunded" ? returned : !returned || chargedBackCents(p) > 0, "refunded-status", () =>
       `payment ${p.id}: status ${p.status} with refunded ${p.refundedAmountCents} of ${p.capturedAmountCents}`)
     this.check((p.status === "failed") === (p.failureCode !== null), "failure-code", () => `payment ${p.id}: status ${p.status}, failure code ${p.failureCode}`)
     if (p.feeCents !== undefined) {
@@ -295,14 +303,15 @@ export class Auditor {
 
   /** The ledger of one payment must say what its record says (CONTRACT section 7). */
   private checkLedgerEquations(p: Payment, balances: Balances, when: string) {
-    const net = p.capturedAmountCents - p.feeCents - p.refundedAmountCents
+    const dispute = disputeLedger(p)
+    const net = p.capturedAmountCents - p.feeCents - p.refundedAmountCents + dispute.merchant
     const expectations: Array<[string, number, number]> = [
-      ["card_network", balance(balances, "card_network"), p.capturedAmountCents - p.refundedAmountCents],
+      ["card_network", balance(balances, "card_network"), p.capturedAmountCents - p.refundedAmountCents + dispute.cardNetwork],
       ["merchant_pending+merchant_available", balance(balances, "merchant_pending") + balance(balances, "merchant_available"), net],
-      ["fee_revenue", balance(balances, "fee_revenue"), p.feeCents],
+      ["fee_revenue", balance(balances, "fee_revenue"), p.feeCents + dispute.feeRevenue],
       ["authorization_holds", balance(balances, "authorization_holds"), p.status === "authorized" ? p.amountCents : 0],
       ["cardholder_authorizations", balance(balances, "cardholder_authorizations"), p.status === "authorized" ? p.amountCents : 0],
-      ["merchant_reserved", balance(balances, "merchant_reserved"), 0],
+      ["merchant_reserved", balance(balances, "merchant_reserved"), dispute.reserved],
       ["merchant_pending (settled)", p.settledAt === null ? 0 : balance(balances, "merchant_pending"), 0]
     ]
     for (const [account, actual, expected] of expectations) {

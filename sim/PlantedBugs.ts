@@ -139,6 +139,16 @@ export const plantedBugs = {
     description: "some attempts are POSTed twice",
     scenario: {}
   },
+  "drop-dispute-event": {
+    law: "event-per-change",
+    description: "a dispute opens without its payment.dispute_opened event",
+    scenario: { hours: 6, faults: { disputes: 0.5 } }
+  },
+  "won-dispute-keeps-reserve": {
+    law: "ledger-matches-record",
+    description: "a dispute won by the merchant leaves its money reserved (the return posting is lost)",
+    scenario: { hours: 6, faults: { disputes: 0.5 } }
+  },
   "lost-delivery": {
     law: "webhook-every-event-delivered",
     description: "some events leave the outbox without a delivery",
@@ -192,7 +202,11 @@ const eventFor = (after: Payment, type: PaymentEvent["type"], id: string): Payme
   sequence: after.version,
   data: {
     id: after.id, merchant_id: after.merchantId, status: after.status, amount_cents: after.amountCents, currency: after.currency,
-    captured_amount_cents: after.capturedAmountCents, refunded_amount_cents: after.refundedAmountCents, fraud_score: after.fraudScore, failure_code: after.failureCode
+    captured_amount_cents: after.capturedAmountCents, refunded_amount_cents: after.refundedAmountCents, fraud_score: after.fraudScore, failure_code: after.failureCode,
+    dispute: after.dispute === null ? null : {
+      status: after.dispute.status, reason: after.dispute.reason, amount_cents: after.dispute.amountCents,
+      opened_at: after.dispute.openedAt, resolved_at: after.dispute.resolvedAt
+    }
   },
   createdAt: after.updatedAt
 })
@@ -211,6 +225,10 @@ export const changeBug = (bug: PlantedBug, before: Payment | null, change: Chang
       const payment: Payment = { ...after, status: "settled" }
       return { ...change, payment }
     }
+    case "drop-dispute-event":
+      return { ...change, events: change.events.filter((e) => e.type !== "payment.dispute_opened") }
+    case "won-dispute-keeps-reserve":
+      return before?.dispute?.status === "open" && after.dispute?.status === "won" ? { ...change, ledger: [] } : change
     case "drop-fraud-passed-event":
       return { ...change, events: change.events.filter((e) => e.type !== "payment.fraud_passed") }
     case "duplicate-refund-event": {

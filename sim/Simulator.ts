@@ -17,6 +17,7 @@ import { faultyStore, type StoreFaultStats } from "./StoreFaults.ts"
 import { Trace } from "./Trace.ts"
 import { VirtualTime } from "./VirtualTime.ts"
 import { type Merchant, makeWorkload, type WorkloadStats } from "./Workload.ts"
+import { type DisputeStats, makeDisputeInjector } from "./Disputes.ts"
 
 /** Virtual time starts here (a Monday, 00:00 UTC, so the first settlement cut-off is a day in). */
 export const startMs = Date.UTC(2026, 0, 5, 0, 0, 0)
@@ -57,6 +58,7 @@ export interface SimResult {
   /** V8 heap high-water mark of the run, in bytes (sampled). */
   readonly peakHeapBytes: number
   readonly stalled: boolean
+  readonly disputes: DisputeStats
 }
 
 export const runSimulation = (options: SimOptions): SimResult => {
@@ -126,6 +128,8 @@ export const runSimulation = (options: SimOptions): SimResult => {
   })
   const workloadPrng = Prng.derive(seed, "workload")
   const workload = makeWorkload(options, workloadPrng, service, auditor, trace, horizonEndMs)
+  const disputes = makeDisputeInjector({ prng: Prng.derive(seed, "disputes"), rate: options.faults.disputes ?? 0, service, auditor, trace, state, horizonEndMs, nowMs })
+  workload.hooks.onPaymentFinished = disputes.consider
   const merchants: Array<Merchant> = []
   let workloadDone = false
   let crashActorDone = options.faults.crashesPerHour === 0
@@ -189,7 +193,7 @@ export const runSimulation = (options: SimOptions): SimResult => {
   // It ends early once nothing is left to do: no flow in flight, no delivery open.
   const quiesceEndMs = Math.max(time.nowMs, horizonEndMs) + quiesceMs
   const idle = () =>
-    state.inFlight.size === 0 && state.outbox.length === 0 &&
+    state.inFlight.size === 0 && state.outbox.length === 0 && disputes.idle() &&
     (!options.webhooks || [...state.webhooks.deliveries.values()].every((row) => row.delivery.status === "succeeded" || row.delivery.status === "failed"))
   time.run({ untilMs: time.nowMs + 30 * 60_000, stop: () => auditor.failed })
   while (!auditor.failed && time.nowMs < quiesceEndMs && !idle()) {
@@ -200,6 +204,7 @@ export const runSimulation = (options: SimOptions): SimResult => {
   let deliveries = { deliveries: 0, succeeded: 0, failed: 0, open: 0, attempts: 0 }
   if (!auditor.failed) {
     auditor.audit(state)
+    disputes.audit()
     for (const [id, expected] of workload.expectations) {
       const payment = state.payments.get(id)
       if (payment === undefined || expected.uncertain) continue
@@ -288,6 +293,7 @@ export const runSimulation = (options: SimOptions): SimResult => {
     tasks: time.tasksRun,
     wakeUps: time.timersFired,
     peakHeapBytes: (time.sampleHeap(), time.peakHeapBytes),
-    stalled
+    stalled,
+    disputes: disputes.stats
   }
 }

@@ -81,6 +81,9 @@ export const makeWorkload = (
 ) => {
   const stats: WorkloadStats = { requests: 0, byStatus: {}, dropped: 0, lostCreates: 0, scriptsStarted: 0, scriptsFinished: 0, rotations: 0, keyRecoveries: 0 }
   const expectations = new Map<string, Expectation>()
+  /** The payment each script created, and what runs when its script ends (sim/Disputes.ts). */
+  const scriptPayments = new Map<number, string>()
+  const hooks = { onPaymentFinished: (_paymentId: string): Effect.Effect<void> => Effect.void }
   /** Idempotency: per merchant and key, the request that owns it and the answer it got. */
   // Digests, not the bodies: 100,000 payments' answers would otherwise stay on the heap to the end.
   const replays = new Map<string, { readonly fingerprint: string; readonly status: number; readonly body: string; readonly head: string }>()
@@ -263,6 +266,7 @@ export const makeWorkload = (
       if (transaction === null) return
       const expectation: Expectation = { capturedCents: null, refundedCents: 0, uncertain: false }
       expectations.set(transaction.id, expectation)
+      scriptPayments.set(n, transaction.id)
       const unanswered = (...responses: ReadonlyArray<SimResponse | null>) => {
         if (responses.includes(null)) expectation.uncertain = true
       }
@@ -444,9 +448,14 @@ export const makeWorkload = (
         yield* Effect.sleep(prng.exponential(meanGapMs))
         const merchant = prng.pick(merchants)
         stats.scriptsStarted++
-        yield* Effect.forkDaemon(Effect.ensuring(paymentScript(merchant, n), Effect.sync(() => void stats.scriptsFinished++)))
+        yield* Effect.forkDaemon(Effect.ensuring(paymentScript(merchant, n), Effect.suspend(() => {
+          stats.scriptsFinished++
+          const paymentId = scriptPayments.get(n)
+          scriptPayments.delete(n)
+          return paymentId === undefined ? Effect.void : hooks.onPaymentFinished(paymentId)
+        })))
       }
     })
 
-  return { stats, expectations, arrivals, rotations }
+  return { stats, expectations, arrivals, rotations, hooks }
 }

@@ -200,7 +200,16 @@ export const sampleEvent = (input: {
       captured_amount_cents: captured,
       refunded_amount_cents: input.type === "payment.refunded" ? amountCents : input.type === "payment.partially_refunded" ? 250 : 0,
       fraud_score: input.type === "payment.fraud_blocked" ? 0.93 : input.type === "payment.initiated" ? null : 0.12,
-      failure_code: input.type === "payment.authorization_failed" ? "do_not_honor" : null
+      failure_code: input.type === "payment.authorization_failed" ? "do_not_honor" : null,
+      dispute: input.type === "payment.dispute_opened" || input.type === "payment.dispute_resolved"
+        ? {
+          status: input.type === "payment.dispute_opened" ? "open" : "won",
+          reason: "product_not_received",
+          amount_cents: amountCents,
+          opened_at: input.now,
+          resolved_at: input.type === "payment.dispute_opened" ? null : input.now
+        }
+        : null
     } satisfies PaymentSnapshot
   }
 }

@@ -1,6 +1,7 @@
 import { Schema } from "effect"
 import { maximumAmountCents, minimumAmountCents, supportedCurrencies } from "../domain/Money.ts"
 import { cardBrands, eventTypes, paymentStatuses } from "../domain/Payment.ts"
+import { disputeReasons } from "../domain/Dispute.ts"
 
 /** Unknown fields are errors, so a typo never passes silently (CONTRACT section 1). */
 const strict = { parseOptions: { onExcessProperty: "error" as const } }
@@ -92,6 +93,17 @@ export const EmptyBody = Schema.NullOr(
 
 const Timestamp = Schema.String.annotations({ description: "ISO 8601 UTC with milliseconds" })
 
+export const Dispute = Schema.Struct({
+  status: Schema.Literal("open", "won", "lost"),
+  reason: Schema.Literal(...disputeReasons),
+  amount_cents: Schema.Int.annotations({ description: "Disputed amount, held in the reserved balance while open" }),
+  opened_at: Timestamp,
+  resolved_at: Schema.NullOr(Timestamp)
+}).annotations({
+  identifier: "Dispute",
+  description: "A chargeback the card network opened on the payment (at most one); null when there is none"
+})
+
 export const Transaction = Schema.Struct({
   id: Schema.String,
   merchant_id: Schema.String,
@@ -110,6 +122,7 @@ export const Transaction = Schema.Struct({
   fraud_case_id: Schema.NullOr(Schema.String),
   failure_code: Schema.NullOr(Schema.String),
   failure_message: Schema.NullOr(Schema.String),
+  dispute: Schema.NullOr(Dispute),
   created_at: Timestamp,
   updated_at: Timestamp
 }).annotations({ identifier: "Transaction" })
@@ -166,7 +179,8 @@ export const Event = Schema.Struct({
     captured_amount_cents: Schema.Int,
     refunded_amount_cents: Schema.Int,
     fraud_score: Schema.NullOr(Schema.Number),
-    failure_code: Schema.NullOr(Schema.String)
+    failure_code: Schema.NullOr(Schema.String),
+    dispute: Schema.NullOr(Dispute)
   })
 }).annotations({ identifier: "Event" })
 export const EventList = Schema.Struct({ events: Schema.Array(Event) })
@@ -230,6 +244,7 @@ export const Analytics = Schema.Struct({
   approval_rate: Schema.NullOr(Schema.Number),
   fraud_rate: Schema.NullOr(Schema.Number),
   refund_rate: Schema.NullOr(Schema.Number),
+  dispute_rate: Schema.NullOr(Schema.Number).annotations({ description: "disputed / captured payments" }),
   by_currency: Schema.Array(CurrencyAnalytics)
 })
 export const AnalyticsEnvelope = Schema.Struct({ analytics: Analytics })
@@ -296,7 +311,8 @@ export const FraudStats = Schema.Struct({
     count: Schema.Int,
     by_currency: Schema.Array(Schema.Struct({ currency: Schema.String, count: Schema.Int, amount_cents: Schema.Int }))
   }),
-  fraud_rate: Schema.NullOr(Schema.Number).annotations({ description: "blocked / screened payments" }),
+  lost_dispute_count: Schema.Int.annotations({ description: "screened payments whose dispute was lost (fraud the screening let through)" }),
+  fraud_rate: Schema.NullOr(Schema.Number).annotations({ description: "(blocked + lost disputes) / screened payments" }),
   review_precision: Schema.NullOr(Schema.Number).annotations({
     description: "confirmed_fraud / reviewed cases: how often a held or blocked payment was really fraud"
   })

@@ -79,6 +79,10 @@ export interface AppConfigShape {
    * kept in `.data/` with the embedded database, else a key of this process only.
    */
   readonly responseEncryptionKey: Redacted.Redacted<string> | null
+  /** The sandbox network disputes a `tok_dispute_won`/`tok_dispute_lost` payment this long after its capture... */
+  readonly sandboxDisputeOpenAfterMs: number
+  /** ...and resolves the dispute this long after it opened. */
+  readonly sandboxDisputeResolveAfterMs: number
 }
 
 export class AppConfig extends Context.Tag("payments/AppConfig")<AppConfig, AppConfigShape>() {}
@@ -113,7 +117,9 @@ export const appConfig: Config.Config<AppConfigShape> = Config.all({
     }),
     Config.option,
     Config.map((o) => (o._tag === "Some" ? o.value : null))
-  )
+  ),
+  sandboxDisputeOpenAfterMs: durationMs("SANDBOX_DISPUTE_OPEN_AFTER", "1m"),
+  sandboxDisputeResolveAfterMs: durationMs("SANDBOX_DISPUTE_RESOLVE_AFTER", "1m")
 })
 
 export const dataDirectory = resolve(process.env.PAYMENTS_DATA_DIR ?? ".data")
