@@ -47,6 +47,15 @@ export const invalidApiKey = () =>
 export const notFound = (what: string) => new ApiError(404, "invalid_request_error", "not_found", `No such ${what}.`)
 export const routeNotFound = (method: string, path: string) =>
   new ApiError(404, "invalid_request_error", "not_found", `No route for ${method} ${path}.`)
+export const methodNotAllowed = (method: string, path: string, allowed: ReadonlyArray<string>) =>
+  new ApiError(
+    405,
+    "invalid_request_error",
+    "method_not_allowed",
+    `${method} is not allowed on ${path}; it accepts ${allowed.join(", ")}.`,
+    undefined,
+    { allow: allowed.join(", ") }
+  )
 export const invalidState = (message: string) => new ApiError(409, "invalid_request_error", "invalid_state", message)
 export const idempotencyInProgress = (retryAfterSeconds: number) =>
   new ApiError(

@@ -1,7 +1,7 @@
 import { Schema } from "effect"
 import { eventTypes } from "../domain/Payment.ts"
 import { deliveryStatuses } from "../domain/Webhook.ts"
-import { ListMeta, Merchant, PageParams, RecordIdPath } from "./Schemas.ts"
+import { ListMeta, Merchant, OneOf, PageParams, RecordIdPath } from "./Schemas.ts"
 
 const strict = { parseOptions: { onExcessProperty: "error" as const } }
 const Timestamp = Schema.String.annotations({ description: "ISO 8601 UTC with milliseconds" })
@@ -30,9 +30,7 @@ export const DeliveryList = Schema.Struct({ deliveries: Schema.Array(Delivery), 
 
 export const DeliveryListParams = Schema.Struct({
   ...PageParams,
-  status: Schema.optional(
-    Schema.Literal(...deliveryStatuses).annotations({ message: () => `must be one of ${deliveryStatuses.join(", ")}` })
-  )
+  status: Schema.optional(OneOf(...deliveryStatuses))
 }).annotations(strict)
 
 export const DeliveryIdPath = RecordIdPath
@@ -49,7 +47,7 @@ export const WebhookStatus = Schema.Struct({
 export const WebhookStatusEnvelope = Schema.Struct({ webhook_status: WebhookStatus })
 
 export const WebhookTest = Schema.Struct({
-  event_type: Schema.Literal(...eventTypes).annotations({ message: () => `must be one of ${eventTypes.join(", ")}` })
+  event_type: OneOf(...eventTypes)
 }).annotations({ ...strict, identifier: "WebhookTest" })
 
 export const SecretRotated = Schema.Struct({
