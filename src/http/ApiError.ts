@@ -3,6 +3,7 @@ import { Effect, Schema } from "effect"
 import { YieldableError } from "effect/Cause"
 import type { InvalidInput, InvalidState, NotFound } from "../services/Errors.ts"
 import type { StoreUnavailable } from "../store/Store.ts"
+import { error as errorExample } from "./Examples.ts"
 
 export type ErrorType =
   | "invalid_request_error"
@@ -130,7 +131,7 @@ export const ErrorBody = Schema.Struct({
   param: Schema.optional(Schema.String),
   request_id: Schema.String
 })
-const ErrorEnvelope = Schema.Struct({ error: ErrorBody })
+const ErrorEnvelope = Schema.Struct({ error: ErrorBody }).annotations({ examples: [errorExample] })
 
 const errorResponse = (status: number, description: string) =>
   Schema.transform(

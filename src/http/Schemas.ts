@@ -1,6 +1,7 @@
 import { ParseResult, Schema } from "effect"
 import { maximumAmountCents, minimumAmountCents, supportedCurrencies } from "../domain/Money.ts"
 import { cardBrands, eventTypes, paymentStatuses } from "../domain/Payment.ts"
+import * as X from "./Examples.ts"
 
 /** Unknown fields are errors, so a typo never passes silently (CONTRACT section 1). */
 const strict = { parseOptions: { onExcessProperty: "error" as const } }
@@ -141,11 +142,14 @@ export const TransactionCreateFields = Schema.Struct({
 
 export const TransactionCreate = Schema.Struct({ transaction: TransactionCreateFields }).annotations({
   ...strict,
-  identifier: "TransactionCreate"
+  identifier: "TransactionCreate",
+  examples: [X.transactionCreate]
 })
 
 /** Optional body of capture and refund; an empty body means "the whole amount". */
-export const AmountBody = Schema.NullOr(Schema.Struct({ amount_cents: Schema.optional(AmountCents) }).annotations(strict))
+export const AmountBody = Schema.NullOr(
+  Schema.Struct({ amount_cents: Schema.optional(AmountCents) }).annotations({ ...strict, examples: [{ amount_cents: 2_500 }, {}] })
+)
 /**
  * A body with no fields (void, rotate). `Schema.Struct({})` alone accepts any non-null value
  * (it is the `{}` type), so the first field present is refused by name.
@@ -155,8 +159,8 @@ export const EmptyBody = Schema.NullOr(
     if (typeof body !== "object" || Array.isArray(body)) return "must be an empty JSON object"
     const field = Object.keys(body)[0]
     return field === undefined || { path: [field], message: "is not a recognised field" }
-  }))
-)
+  })).annotations({ jsonSchema: { type: "object", maxProperties: 0, examples: [{}] } })
+).annotations({ description: "No body, null, or an empty JSON object." })
 
 const Timestamp = Schema.String.annotations({ description: "ISO 8601 UTC with milliseconds" })
 
@@ -180,9 +184,9 @@ export const Transaction = Schema.Struct({
   failure_message: Schema.NullOr(Schema.String),
   created_at: Timestamp,
   updated_at: Timestamp
-}).annotations({ identifier: "Transaction" })
+}).annotations({ identifier: "Transaction", examples: [X.transaction] })
 
-export const TransactionEnvelope = Schema.Struct({ transaction: Transaction })
+export const TransactionEnvelope = Schema.Struct({ transaction: Transaction }).annotations({ examples: [{ transaction: X.transaction }] })
 
 export const ListMeta = Schema.Struct({
   page: Schema.Int,
@@ -219,7 +223,9 @@ export const TransactionListParams = Schema.Struct({
   max_amount: Schema.optional(AmountParam)
 }).annotations(strict)
 
-export const TransactionList = Schema.Struct({ transactions: Schema.Array(Transaction), meta: ListMeta })
+export const TransactionList = Schema.Struct({ transactions: Schema.Array(Transaction), meta: ListMeta }).annotations({
+  examples: [{ transactions: [X.transaction], meta: X.listMeta }]
+})
 
 export const Event = Schema.Struct({
   id: Schema.String,
@@ -236,8 +242,8 @@ export const Event = Schema.Struct({
     fraud_score: Schema.NullOr(Schema.Number),
     failure_code: Schema.NullOr(Schema.String)
   })
-}).annotations({ identifier: "Event" })
-export const EventList = Schema.Struct({ events: Schema.Array(Event) })
+}).annotations({ identifier: "Event", examples: [X.event] })
+export const EventList = Schema.Struct({ events: Schema.Array(Event) }).annotations({ examples: [{ events: [X.event] }] })
 
 export const LedgerEntry = Schema.Struct({
   id: Schema.String,
@@ -248,8 +254,10 @@ export const LedgerEntry = Schema.Struct({
   amount_cents: Schema.Int,
   currency: Schema.String,
   created_at: Timestamp
-}).annotations({ identifier: "LedgerEntry" })
-export const LedgerEntryList = Schema.Struct({ ledger_entries: Schema.Array(LedgerEntry) })
+}).annotations({ identifier: "LedgerEntry", examples: [X.ledgerEntry] })
+export const LedgerEntryList = Schema.Struct({ ledger_entries: Schema.Array(LedgerEntry) }).annotations({
+  examples: [{ ledger_entries: [X.ledgerEntry] }]
+})
 
 export const PaymentIdPath = RecordIdPath
 
@@ -262,8 +270,8 @@ export const Merchant = Schema.Struct({
   webhook_secret: Schema.String,
   created_at: Timestamp,
   updated_at: Timestamp
-}).annotations({ identifier: "Merchant" })
-export const MerchantEnvelope = Schema.Struct({ merchant: Merchant })
+}).annotations({ identifier: "Merchant", examples: [X.merchant] })
+export const MerchantEnvelope = Schema.Struct({ merchant: Merchant }).annotations({ examples: [{ merchant: X.merchant }] })
 
 export const MerchantName = Text(1, 200).annotations(msg("must be a string of 1 to 200 characters, without control characters"))
 export const WebhookUrl = Text(1, 2048).annotations(
@@ -273,7 +281,7 @@ export const WebhookUrl = Text(1, 2048).annotations(
 export const MerchantPatch = Schema.Struct({
   name: Schema.optional(MerchantName),
   webhook_url: Schema.optional(Schema.NullOr(WebhookUrl))
-}).annotations({ ...strict, identifier: "MerchantPatch" })
+}).annotations({ ...strict, identifier: "MerchantPatch", examples: [{ webhook_url: X.merchant.webhook_url }, { name: "Acme Books Ltd" }] })
 
 export const Balance = Schema.Struct({
   currency: Schema.String,
@@ -281,7 +289,7 @@ export const Balance = Schema.Struct({
   available: Schema.Int,
   reserved: Schema.Int
 })
-export const BalanceEnvelope = Schema.Struct({ balances: Schema.Array(Balance) })
+export const BalanceEnvelope = Schema.Struct({ balances: Schema.Array(Balance) }).annotations({ examples: [{ balances: [X.balance] }] })
 
 export const AnalyticsParams = Schema.Struct({ from: Schema.optional(IsoDateParam), to: Schema.optional(IsoDateParam) }).annotations(strict)
 export const CurrencyAnalytics = Schema.Struct({
@@ -302,13 +310,13 @@ export const Analytics = Schema.Struct({
   refund_rate: Schema.NullOr(Schema.Number),
   by_currency: Schema.Array(CurrencyAnalytics)
 })
-export const AnalyticsEnvelope = Schema.Struct({ analytics: Analytics })
+export const AnalyticsEnvelope = Schema.Struct({ analytics: Analytics }).annotations({ examples: [{ analytics: X.analytics }] })
 
 // API keys -------------------------------------------------------------------------------------
 
 export const ApiKeyCreate = Schema.Struct({
   name: Text(1, 100).annotations(msg("must be a string of 1 to 100 characters, without control characters"))
-}).annotations({ ...strict, identifier: "ApiKeyCreate" })
+}).annotations({ ...strict, identifier: "ApiKeyCreate", examples: [{ name: "checkout server" }] })
 
 export const ApiKeyCreated = Schema.Struct({
   id: Schema.String,
@@ -318,8 +326,8 @@ export const ApiKeyCreated = Schema.Struct({
   last_four: Schema.String,
   status: Schema.Literal("active", "revoked"),
   created_at: Timestamp
-}).annotations({ identifier: "ApiKeyCreated" })
-export const ApiKeyCreatedEnvelope = Schema.Struct({ api_key: ApiKeyCreated })
+}).annotations({ identifier: "ApiKeyCreated", examples: [X.apiKeyCreated] })
+export const ApiKeyCreatedEnvelope = Schema.Struct({ api_key: ApiKeyCreated }).annotations({ examples: [{ api_key: X.apiKeyCreated }] })
 
 export const ApiKey = Schema.Struct({
   id: Schema.String,
@@ -330,8 +338,10 @@ export const ApiKey = Schema.Struct({
   created_at: Timestamp,
   last_used_at: Schema.NullOr(Timestamp),
   revoked_at: Schema.NullOr(Timestamp)
-}).annotations({ identifier: "ApiKey" })
-export const ApiKeyList = Schema.Struct({ api_keys: Schema.Array(ApiKey), meta: ListMeta })
+}).annotations({ identifier: "ApiKey", examples: [X.apiKey] })
+export const ApiKeyList = Schema.Struct({ api_keys: Schema.Array(ApiKey), meta: ListMeta }).annotations({
+  examples: [{ api_keys: [X.apiKey], meta: X.listMeta }]
+})
 export const PageOnlyParams = Schema.Struct(PageParams).annotations(strict)
 
 // Fraud ----------------------------------------------------------------------------------------
@@ -347,9 +357,11 @@ export const FraudCase = Schema.Struct({
   notes: Schema.NullOr(Schema.String),
   reviewed_at: Schema.NullOr(Timestamp),
   created_at: Timestamp
-}).annotations({ identifier: "FraudCase" })
-export const FraudCaseEnvelope = Schema.Struct({ fraud_case: FraudCase })
-export const FraudCaseList = Schema.Struct({ fraud_cases: Schema.Array(FraudCase), meta: ListMeta })
+}).annotations({ identifier: "FraudCase", examples: [X.fraudCase] })
+export const FraudCaseEnvelope = Schema.Struct({ fraud_case: FraudCase }).annotations({ examples: [{ fraud_case: X.fraudCase }] })
+export const FraudCaseList = Schema.Struct({ fraud_cases: Schema.Array(FraudCase), meta: ListMeta }).annotations({
+  examples: [{ fraud_cases: [X.fraudCase], meta: X.listMeta }]
+})
 export const FraudCaseListParams = Schema.Struct({
   ...PageParams,
   status: Schema.optional(OneOf("open", "confirmed_fraud", "false_positive")),
@@ -370,10 +382,10 @@ export const FraudStats = Schema.Struct({
   review_precision: Schema.NullOr(Schema.Number).annotations({
     description: "confirmed_fraud / reviewed cases: how often a held or blocked payment was really fraud"
   })
-}).annotations({ identifier: "FraudStats" })
-export const FraudStatsEnvelope = Schema.Struct({ fraud_stats: FraudStats })
+}).annotations({ identifier: "FraudStats", examples: [X.fraudStats] })
+export const FraudStatsEnvelope = Schema.Struct({ fraud_stats: FraudStats }).annotations({ examples: [{ fraud_stats: X.fraudStats }] })
 
 export const FraudReview = Schema.Struct({
   status: OneOf("confirmed_fraud", "false_positive"),
   notes: Schema.optional(Schema.NullOr(Text(0, 5000, { lineBreaks: true }).annotations(msg("must be a string of at most 5000 characters without control characters other than tab and line breaks, or null"))))
-}).annotations({ ...strict, identifier: "FraudReview" })
+}).annotations({ ...strict, identifier: "FraudReview", examples: [X.fraudReview] })
