@@ -1,4 +1,4 @@
-import { createHmac } from "node:crypto"
+import { createHmac, timingSafeEqual } from "node:crypto"
 import type { EventType, PaymentEvent, PaymentSnapshot } from "./Payment.ts"
 import { addMs } from "./Time.ts"
 
@@ -78,6 +78,32 @@ export const signatureHeader = (secrets: ReadonlyArray<string>, timestampSeconds
   [`t=${timestampSeconds}`, ...secrets.map((secret) => `v1=${hmacHex(secret, timestampSeconds, body)}`)].join(",")
 
 export const unixSeconds = (iso: string) => Math.floor(Date.parse(iso) / 1000)
+
+/**
+ * What a merchant's endpoint checks on each POST: the header's timestamp is within
+ * `toleranceSeconds` of `nowSeconds` (a replayed old delivery fails), and one of its `v1`
+ * signatures (any, during a secret rotation) is the HMAC-SHA256 of `t.body` with `secret`,
+ * compared in constant time. `body` must be the raw bytes received, before any JSON parsing.
+ */
+export const verifyWebhookSignature = (
+  secret: string,
+  header: string | null | undefined,
+  body: string,
+  nowSeconds: number,
+  toleranceSeconds = 300
+): boolean => {
+  if (typeof header !== "string" || header.length > 4096) return false
+  let timestamp: number | null = null
+  const signatures: Array<string> = []
+  for (const part of header.split(",")) {
+    const [name, value] = part.trim().split("=", 2)
+    if (name === "t" && value !== undefined && /^\d{1,12}$/.test(value)) timestamp = Number(value)
+    else if (name === "v1" && value !== undefined && /^[0-9a-f]{64}$/.test(value)) signatures.push(value)
+  }
+  if (timestamp === null || Math.abs(nowSeconds - timestamp) > toleranceSeconds) return false
+  const expected = Buffer.from(hmacHex(secret, timestamp, body), "hex")
+  return signatures.some((signature) => timingSafeEqual(Buffer.from(signature, "hex"), expected))
+}
 
 // Schedule --------------------------------------------------------------------------------------
 
