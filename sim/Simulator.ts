@@ -57,6 +57,8 @@ export interface SimResult {
   readonly wakeUps: number
   /** V8 heap high-water mark of the run, in bytes (sampled). */
   readonly peakHeapBytes: number
+  /** Heap in use after a full collection at the end, with the run's state still alive (null without --expose-gc). */
+  readonly liveHeapBytes: number | null
   readonly stalled: boolean
   readonly disputes: DisputeStats
 }
@@ -239,6 +241,10 @@ export const runSimulation = (options: SimOptions): SimResult => {
   }
   fork(service.stop)
   time.settle()
+  // The live set at its largest (everything a run keeps grows until now), when the caller lets us collect.
+  const gc = (globalThis as { gc?: () => void }).gc
+  gc?.()
+  const liveHeapBytes = gc === undefined ? null : process.memoryUsage().heapUsed
 
   // Summary and trace fingerprint: the final store state is part of the hash.
   const paymentsByStatus: Record<string, number> = {}
@@ -293,6 +299,7 @@ export const runSimulation = (options: SimOptions): SimResult => {
     tasks: time.tasksRun,
     wakeUps: time.timersFired,
     peakHeapBytes: (time.sampleHeap(), time.peakHeapBytes),
+    liveHeapBytes,
     stalled,
     disputes: disputes.stats
   }
