@@ -95,12 +95,29 @@ export const recoveredPayments = family(counterKey("recovery_resumed_payments_to
 export const settlementRuns = family(counterKey("settlement_runs_total", "Settlement sweeps, by outcome (ok, failed)"), ["outcome"])
 export const settledPayments = family(counterKey("settlement_settled_payments_total", "Payments moved to settled"), [])()
 
+/**
+ * Metrics an operator alerts on exist from the first scrape, at zero, so an alert on their rate
+ * or absence works before the first event (labelled ones with their known label values).
+ */
+const alwaysPresent = () => [
+  idempotencyReplays, idempotencyConflicts("in_progress"), idempotencyConflicts("key_reused"),
+  webhookAttempts("succeeded"), webhookAttempts("rejected"), webhookAttempts("error"), webhookDeliveriesFailed, webhookDeliveryLag,
+  webhookQueueDepth, webhookDueDeliveries, webhookOldestDueSeconds,
+  databasePoolConnections("in_use"), databasePoolConnections("idle"), databasePoolWaiting, databasePoolMax,
+  recoveryRuns("ok"), recoveryRuns("failed"), recoveredPayments, settlementRuns("ok"), settlementRuns("failed"), settledPayments
+]
+let registered = false
+
 const name = (key: { readonly name: string }) => key.name.replace(/[^a-zA-Z0-9_:]/g, "_")
 const labels = (tags: ReadonlyArray<{ readonly key: string; readonly value: string }>) =>
   tags.length === 0 ? "" : `{${tags.map((t) => `${t.key}="${t.value.replace(/["\\\n]/g, "_")}"`).join(",")}}`
 
 /** Every Effect metric of the process in the Prometheus text exposition format, grouped by name. */
 export const prometheusText: Effect.Effect<string> = Effect.sync(() => {
+  if (!registered) {
+    registered = true
+    for (const metric of alwaysPresent()) metric.unsafeValue(noExtraTags)
+  }
   const byName = new Map<string, { header: Array<string>; lines: Array<string> }>()
   for (const pair of Metric.unsafeSnapshot()) {
     const metricName = name(pair.metricKey)

@@ -1,6 +1,7 @@
 import { Cause, Clock, Duration, Effect, Layer, Queue } from "effect"
 import type { AttemptOutcome, Delivery } from "../domain/Webhook.ts"
-import { afterAttempt, nextAttemptNumber, signatureHeader, unixSeconds } from "../domain/Webhook.ts"
+import { afterAttempt, isOpen, isSuccess, nextAttemptNumber, signatureHeader, unixSeconds } from "../domain/Webhook.ts"
+import * as Metrics from "../platform/Metrics.ts"
 import { AppConfig } from "../platform/Config.ts"
 import { Ids } from "../platform/Ids.ts"
 import { addMs, nowIso } from "../platform/Time.ts"
@@ -71,6 +72,9 @@ export const run = (options: DispatcherOptions = defaultOptions) =>
         if (!(yield* store.renewLease(delivery.id, token, at, addMs(at, leaseMs)))) return
         const secrets = yield* store.signingSecrets(delivery.merchantId, at)
         const startMs = yield* Clock.currentTimeMillis
+        if (delivery.nextAttemptAt !== null) {
+          Metrics.record(Metrics.webhookDeliveryLag, Math.max(0, startMs - Date.parse(delivery.nextAttemptAt)) / 1000)
+        }
         const result = yield* transport.post({
           url: delivery.url,
           body: delivery.payload,
@@ -95,8 +99,13 @@ export const run = (options: DispatcherOptions = defaultOptions) =>
           ? { _tag: "Answered", status: result.status, snippet: result.snippet, durationMs }
           : { _tag: "Failed", error: result.error, durationMs }
         const next = afterAttempt(delivery, at, outcome, config.webhookRetryScheduleMs, yield* nowIso)
-        yield* store.recordAttempt(next.delivery, next.attempt, token)
-        if (next.delivery.nextAttemptAt !== null && Date.parse(next.delivery.nextAttemptAt) < sleepingUntilMs) yield* webhooks.wake
+        const recorded = yield* store.recordAttempt(next.delivery, next.attempt, token)
+        Metrics.record(Metrics.webhookAttempts(isSuccess(outcome) ? "succeeded" : outcome._tag === "Answered" ? "rejected" : "error"), 1)
+        if (recorded && next.delivery.status === "failed") Metrics.record(Metrics.webhookDeliveriesFailed, 1)
+        // The payment's next event waits for this one: once this one is done, it is due at once.
+        const releasesNext = recorded && delivery.order !== null && !isOpen(next.delivery)
+        const wakeFor = next.delivery.nextAttemptAt !== null && Date.parse(next.delivery.nextAttemptAt) < sleepingUntilMs
+        if (releasesNext || wakeFor) yield* webhooks.wake
       }).pipe(
         Effect.catchAll((error) => Effect.logWarning(`webhook delivery ${delivery.id} attempt not recorded`, error)),
         // A stop in the middle of an attempt hands the delivery back at once instead of leaving it
