@@ -79,6 +79,11 @@ export interface AppConfigShape {
    * kept in `.data/` with the embedded database, else a key of this process only.
    */
   readonly responseEncryptionKey: Redacted.Redacted<string> | null
+  /**
+   * How long a stop (SIGTERM, SIGINT) waits for in-flight requests, and then for in-flight
+   * webhook attempts, before it cuts them off.
+   */
+  readonly shutdownGraceMs: number
 }
 
 export class AppConfig extends Context.Tag("payments/AppConfig")<AppConfig, AppConfigShape>() {}
@@ -106,6 +111,7 @@ export const appConfig: Config.Config<AppConfigShape> = Config.all({
   acquirerTimeoutMs: durationMs("ACQUIRER_TIMEOUT", "10s"),
   idempotencyLeaseMs: durationMs("IDEMPOTENCY_LEASE", "60s"),
   apiKeyCacheTtlMs: durationMs("API_KEY_CACHE_TTL", "5s"),
+  shutdownGraceMs: durationMs("SHUTDOWN_GRACE", "10s"),
   responseEncryptionKey: Config.redacted("RESPONSE_ENCRYPTION_KEY").pipe(
     Config.validate({
       message: "RESPONSE_ENCRYPTION_KEY must be 64 hexadecimal characters (32 bytes; e.g. openssl rand -hex 32)",

@@ -1,4 +1,4 @@
-import { Cause, Clock, Duration, Effect, Layer, Queue } from "effect"
+import { Cause, Clock, Duration, Effect, ExecutionStrategy, Fiber, Layer, Option, Queue, Scope } from "effect"
 import type { AttemptOutcome, Delivery } from "../domain/Webhook.ts"
 import { afterAttempt, isOpen, isSuccess, nextAttemptNumber, signatureHeader, unixSeconds } from "../domain/Webhook.ts"
 import * as Metrics from "../platform/Metrics.ts"
@@ -20,6 +20,11 @@ export interface DispatcherOptions {
   readonly concurrencyPerEndpoint: number
   /** Added to WEBHOOK_TIMEOUT for a lease: a dead holder's work is taken over after this. */
   readonly leaseMarginMs: number
+  /**
+   * At a stop, let attempts in flight finish (within SHUTDOWN_GRACE) before the workers are
+   * interrupted; off, a stop interrupts them at once (their leases are released either way).
+   */
+  readonly finishAttemptsOnStop: boolean
 }
 
 export const defaultOptions: DispatcherOptions = {
@@ -27,7 +32,8 @@ export const defaultOptions: DispatcherOptions = {
   batchSize: 200,
   queueCapacity: 1000,
   concurrencyPerEndpoint: 8,
-  leaseMarginMs: 30_000
+  leaseMarginMs: 30_000,
+  finishAttemptsOnStop: false
 }
 
 interface Claim {
@@ -63,6 +69,35 @@ export const run = (options: DispatcherOptions = defaultOptions) =>
         Effect.flatMap(Queue.takeAll(queue), (claims) =>
           Effect.forEach(claims, ({ delivery, token }) => store.releaseLease(delivery.id, token).pipe(Effect.ignore), { discard: true })),
         { discard: true })
+    )
+
+    // The poller and the workers live in a scope of their own, closed after the graceful stop
+    // below (a finalizer added later runs earlier): the stop runs while they still run.
+    const fibers = yield* Scope.fork(scope, ExecutionStrategy.sequential)
+    let poller: Fiber.RuntimeFiber<never, never> | undefined
+    let attemptsInFlight = 0
+    yield* Effect.addFinalizer(() =>
+      Effect.gen(function*() {
+        // No new claims; the claims still queued go back to the store at once.
+        if (poller !== undefined) yield* Fiber.interrupt(poller)
+        let released = 0
+        for (const queue of actors.values()) {
+          for (const { delivery, token } of yield* Queue.takeAll(queue)) {
+            yield* store.releaseLease(delivery.id, token).pipe(Effect.ignore)
+            released++
+          }
+        }
+        const inFlight = attemptsInFlight
+        if (!options.finishAttemptsOnStop) return
+        const finished = yield* Effect.gen(function*() {
+          while (attemptsInFlight > 0) yield* Effect.sleep(Duration.millis(10))
+        }).pipe(Effect.timeoutOption(Duration.millis(config.shutdownGraceMs)))
+        yield* Option.isSome(finished)
+          ? Effect.logInfo(`shutting down: webhook dispatcher stopped; ${inFlight} attempts in flight finished, ${released} queued claims released`)
+          : Effect.logWarning(
+            `shutting down: webhook dispatcher stopped; ${attemptsInFlight} attempts cut off after SHUTDOWN_GRACE (their claims released), ${released} queued claims released`
+          )
+      })
     )
 
     const attempt = ({ delivery, token }: Claim) =>
@@ -124,13 +159,17 @@ export const run = (options: DispatcherOptions = defaultOptions) =>
         if (existing !== undefined) return existing
         const queue = yield* Queue.dropping<Claim>(options.queueCapacity)
         actors.set(key, queue)
-        const worker = Effect.forever(Effect.flatMap(Queue.take(queue), attempt)).pipe(
+        const worker = Effect.forever(Effect.flatMap(Queue.take(queue), (claim) => {
+          attemptsInFlight++
+          return attempt(claim).pipe(Effect.ensuring(Effect.sync(() => void attemptsInFlight--)))
+        })).pipe(
           Effect.catchAllCause((cause) =>
             Cause.isInterruptedOnly(cause) ? Effect.failCause(cause) : Effect.logError("webhook endpoint worker crashed; restarting", cause)
           ),
           Effect.forever
         )
-        for (let i = 0; i < options.concurrencyPerEndpoint; i++) yield* Effect.forkIn(worker, scope)
+        // Forked from a poll, which a stop does not cut: the workers themselves must stay interruptible.
+        for (let i = 0; i < options.concurrencyPerEndpoint; i++) yield* Effect.forkIn(Effect.interruptible(worker), fibers)
         return queue
       })
 
@@ -163,14 +202,16 @@ export const run = (options: DispatcherOptions = defaultOptions) =>
       sleepingUntilMs = Number.NEGATIVE_INFINITY
     })
 
-    yield* Effect.forkIn(
+    // A poll is not cut in the middle by a stop: claims it made always reach a queue (or go back).
+    poller = yield* Effect.forkIn(
       Effect.forever(
         poll.pipe(
           Effect.catchAll((error) => Effect.as(Effect.logWarning("webhook poll failed", error), 0)),
+          Effect.uninterruptible,
           Effect.flatMap((claimed) => (claimed === options.batchSize ? Effect.yieldNow() : idle))
         )
       ),
-      scope
+      fibers
     )
   })
 
@@ -178,5 +219,5 @@ export const layerWith = (options: Partial<DispatcherOptions> = {}) =>
   Layer.scopedDiscard(run({ ...defaultOptions, ...options }))
 
 /** The dispatcher with default options (merged into the service's workers). */
-export const layer = layerWith()
+export const layer = layerWith({ finishAttemptsOnStop: true })
 
