@@ -3,15 +3,20 @@ import type { HttpApp } from "@effect/platform"
 import { NodeHttpServer } from "@effect/platform-node"
 import { Duration, Effect, Layer, Option } from "effect"
 import { createServer } from "node:http"
+import { Server as NetServer } from "node:net"
 import { AppConfig } from "../platform/Config.ts"
 
 /**
  * The HTTP server with a graceful stop. When the service stops (SIGTERM, SIGINT), before
  * anything else is torn down: the listener closes (new connections are refused, which a client
- * retries safely), idle keep-alive connections close, requests in flight finish within
- * SHUTDOWN_GRACE (their answers say `Connection: close`), then the remaining connections close.
+ * retries safely), requests in flight, and those already on their way over an accepted
+ * connection, finish within SHUTDOWN_GRACE (their answers say `Connection: close`), then every
+ * connection closes.
  * Only then do the workers, the database pool and the embedded database stop beneath them.
  */
+/** How long connections accepted before the listener closed have to deliver their request. */
+const lateRequestMs = 250
+
 export const serverLayer = <ROut, E, R>(routes: Layer.Layer<ROut, E, R>, port: number, host: string) => {
   // Made here rather than by the platform's layer, so the stop can close it and its connections.
   const server = createServer()
@@ -37,10 +42,14 @@ export const serverLayer = <ROut, E, R>(routes: Layer.Layer<ROut, E, R>, port: n
       Effect.gen(function*() {
         draining = true
         const atStop = inFlight
-        server.close()
-        server.closeIdleConnections()
+        // Only the listener: http.Server#close would also drop idle connections at once, among
+        // them connections accepted a moment ago whose request is still on its way, which the
+        // client could not tell from a lost request. Those get a moment to arrive and are served.
+        NetServer.prototype.close.call(server)
         yield* Effect.logInfo(`shutting down: HTTP listener closed; waiting up to ${config.shutdownGraceMs} ms for ${atStop} requests in flight`)
-        const finished = yield* waitForInFlight.pipe(Effect.timeoutOption(Duration.millis(config.shutdownGraceMs)))
+        const finished = yield* Effect.zipRight(Effect.sleep(lateRequestMs), waitForInFlight).pipe(
+          Effect.timeoutOption(Duration.millis(Math.max(config.shutdownGraceMs, lateRequestMs)))
+        )
         server.closeAllConnections()
         yield* Option.isSome(finished)
           ? Effect.logInfo("shutting down: every request in flight was answered; HTTP server stopped")
