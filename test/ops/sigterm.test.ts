@@ -81,7 +81,7 @@ describe("SIGTERM in the middle of a load", () => {
       for (const o of failed) expect(["ECONNREFUSED", "ECONNRESET"]).toContain(o.error)
       expect(failed).toHaveLength(12) // one per client: each stopped at its first refusal
       expect(answered.length).toBeGreaterThanOrEqual(150 - 12)
-      const unanswered = failed.map((o) => o.key!)
+      const unanswered = failed.map((o) => (o as Outcome).key!)
       expect((await db.query(`SELECT key FROM idempotency_keys WHERE key = ANY($1)`, [unanswered])).rows).toEqual([])
       expect((await db.query(`SELECT id FROM payments WHERE idempotency_key = ANY($1)`, [unanswered])).rows).toEqual([])
 
