@@ -26,6 +26,8 @@ console.log(JSON.stringify({
   virtualHours: Number((virtualMs / 3_600_000).toFixed(1)),
   virtualToWallRatio: Math.round(virtualMs / result.wallMs),
   fiberTasks: result.tasks,
+  peakHeapMB: Math.round(result.peakHeapBytes / 1_048_576),
+  heapKBPerPayment: Math.round(result.peakHeapBytes / 1024 / Math.max(1, options.payments)),
   wakeUps: result.wakeUps,
   invariantChecks: result.checks,
   traceHash: result.traceHash

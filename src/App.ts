@@ -18,6 +18,7 @@ import * as PaymentActors from "./services/PaymentActors.ts"
 import * as Payments from "./services/Payments.ts"
 import * as PgStore from "./store/PgStore.ts"
 import * as Workers from "./workers/Workers.ts"
+import * as SandboxDisputes from "./workers/SandboxDisputes.ts"
 import * as WebhookDispatcher from "./workers/WebhookDispatcher.ts"
 import * as WebhookTransport from "./platform/WebhookTransport.ts"
 import * as Webhooks from "./services/Webhooks.ts"
@@ -58,7 +59,7 @@ export const serverLayer = (port: number, host = "127.0.0.1") => Drain.serverLay
 
 /** The whole service: HTTP server and workers over the services and production infrastructure. */
 export const AppLive = <E>(port: number, host: string, startup: Layer.Layer<never, E, Payments.Payments | Merchants.Merchants | Store | Config.AppConfig>) =>
-  Layer.mergeAll(startup, serverLayer(port, host), Workers.layer, WebhookDispatcher.layer).pipe(
+  Layer.mergeAll(startup, serverLayer(port, host), Workers.layer, WebhookDispatcher.layer, SandboxDisputes.layer).pipe(
     Layer.provideMerge(ServicesLive),
     // The serving process beats (its idempotency claims name it); CLI commands do not.
     Layer.provideMerge(Instance.layer),

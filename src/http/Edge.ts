@@ -12,7 +12,7 @@ import { isWellFormedApiKey } from "./Authentication.ts"
 import { idempotencyTaken, storeRefusal } from "./Idempotency.ts"
 import { describeParseError, jsonShapeProblem } from "./JsonShape.ts"
 import { makeRouteOf } from "./Routes.ts"
-import * as S from "./Schemas.ts"
+import { fromDecodeError, routeNotFound } from "./RequestErrors.ts"
 
 export const maximumBodyBytes = 64 * 1024
 
@@ -28,39 +28,6 @@ export const jsonResponse = (status: number, body: string, headers: Readonly<Rec
 export const renderError = (error: E.ApiError, requestId: string) =>
   jsonResponse(error.status, JSON.stringify(error.body(requestId)), error.headers ?? {})
 
-const issueMessage = (issue: { readonly _tag: string; readonly message: string }, param: string | undefined) => {
-  const field = param ?? "The request"
-  if (issue._tag === "Missing") return `${field} is required.`
-  if (issue._tag === "Unexpected") return `${field} is not a recognised field.`
-  const text = issue.message.replace(/^Expected /, "must be ").replace(/, actual .*$/s, "")
-  return `${field} ${text}${text.endsWith(".") ? "" : "."}`
-}
-
-/** What a path's record id names, for the 404 of an id that cannot exist. */
-const resourceOfPath = (pathname: string) => {
-  if (pathname.includes("/webhooks/deliveries/")) return "webhook delivery"
-  if (pathname.includes("/fraud/cases/")) return "fraud case"
-  if (pathname.includes("/api_keys/")) return "API key"
-  return "transaction"
-}
-
-/**
- * Schema decode failures become 422 `validation_failed` naming the first offending field; a
- * malformed id in the path is a 404 (no such record can exist), never a query.
- */
-const fromDecodeError = (error: HttpApiDecodeError, request: HttpServerRequest.HttpServerRequest) => {
-  const issue = error.issues[0]
-  if (issue === undefined) return E.validationFailed(undefined, "The request is invalid.")
-  if (issue.path.length === 1 && issue.path[0] === "id" && issue.message === S.malformedIdMessage) {
-    return E.notFound(resourceOfPath(new URL(request.url, "http://x").pathname))
-  }
-  const param = issue.path.length === 0 ? undefined : issue.path.map(String).join(".")
-  if (param === undefined) {
-    return E.validationFailed(undefined, "The request body is missing or is not a JSON object of the documented shape.")
-  }
-  return E.validationFailed(param, issueMessage(issue, param))
-}
-
 const toApiError = (cause: Cause.Cause<unknown>, request: HttpServerRequest.HttpServerRequest) =>
   Effect.gen(function*() {
     const failure = Cause.failureOption(cause)
@@ -69,7 +36,7 @@ const toApiError = (cause: Cause.Cause<unknown>, request: HttpServerRequest.Http
       if (error instanceof E.ApiError) return error
       if (error instanceof HttpApiDecodeError) return fromDecodeError(error, request)
       const tag = (error as { _tag?: string })?._tag
-      if (tag === "RouteNotFound") return E.routeNotFound(request.method, new URL(request.url, "http://x").pathname)
+      if (tag === "RouteNotFound") return routeNotFound(request)
       if (tag === "StoreUnavailable") return E.serviceUnavailable()
     }
     const defect = Cause.dieOption(cause)

@@ -158,6 +158,7 @@ const MerchantsLive = HttpApiBuilder.group(PaymentsApi, "merchants", (handlers) 
               fraud_rate: rate(sum((r) => r.blockedCount), sum((r) => r.approvedCount)),
               // Refunded share of captured money; currencies are not mixed in the sums' ratio.
               refund_rate: rate(sum((r) => r.refundedCents), sum((r) => r.capturedCents)),
+              dispute_rate: rate(sum((r) => r.disputedCount), sum((r) => r.capturedCount)),
               by_currency: rows.map((r) => ({
                 currency: r.currency as Currency,
                 transaction_count: r.transactionCount,
@@ -238,7 +239,9 @@ const FraudLive = HttpApiBuilder.group(PaymentsApi, "fraud", (handlers) =>
                 count: blockedCount,
                 by_currency: stats.blocked.map((row) => ({ currency: row.currency, count: row.count, amount_cents: row.amountCents }))
               },
-              fraud_rate: rate(blockedCount, stats.screenedCount),
+              lost_dispute_count: stats.lostDisputeCount,
+              // A lost dispute is fraud the screening let through: it counts like a block.
+              fraud_rate: rate(blockedCount + stats.lostDisputeCount, stats.screenedCount),
               review_precision: rate(stats.casesByStatus.confirmed_fraud, reviewed)
             }
           }

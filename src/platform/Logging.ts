@@ -1,4 +1,5 @@
-import { Config, ConfigError, Either, HashMap, Layer, Logger } from "effect"
+import { Config, ConfigError, Effect, Either, HashMap, Layer, Logger } from "effect"
+import { fromConfigError } from "./Config.ts"
 
 export type LogFormat = "json" | "pretty"
 
@@ -43,4 +44,4 @@ export const prettyLogger: Logger.Logger<unknown, void> = Logger.prettyLogger({ 
 export const layer = (format: LogFormat) => Logger.replace(Logger.defaultLogger, format === "pretty" ? prettyLogger : jsonLogger)
 
 /** The logger chosen by `LOG_FORMAT`; an invalid value stops the start naming the variable. */
-export const layerFromEnvironment = Layer.unwrapEffect(Config.map(logFormat, layer))
+export const layerFromEnvironment = Layer.unwrapEffect(Effect.mapError(Effect.map(logFormat, layer), fromConfigError))

@@ -1,6 +1,7 @@
 import { Context, Effect, Fiber, Layer, Schedule } from "effect"
 import * as Metrics from "../platform/Metrics.ts"
 import * as Payment from "../domain/Payment.ts"
+import * as Dispute from "../domain/Dispute.ts"
 import type { Assessment as FraudAssessment, FraudCase } from "../domain/Fraud.ts"
 import type { LedgerEntry } from "../domain/Ledger.ts"
 import { Acquirer } from "../acquirer/Acquirer.ts"
@@ -65,6 +66,15 @@ export interface PaymentsShape {
     notes: string | null,
     key?: CommandKey
   ) => Effect.Effect<FraudCase, CommandError>
+  /**
+   * Applies an acquirer's dispute notification (open or resolve) through the one command path.
+   * Idempotent on the acquirer's dispute id: a notification already applied changes nothing and
+   * answers the record as it is (`applied: false`). Any payment (no merchant scope): the acquirer
+   * and the operator's command line speak for the network, not for a merchant.
+   */
+  readonly applyDisputeNotification: (
+    notification: Dispute.DisputeNotification
+  ) => Effect.Effect<{ readonly payment: Payment.Payment; readonly applied: boolean }, CommandError>
   /** Settles what was captured before `cutoff`; returns how many payments were swept. */
   readonly settle: (cutoff: string) => Effect.Effect<number, StoreUnavailable>
   /**
@@ -349,6 +359,14 @@ export const make = Effect.gen(function*() {
         }
         const reviewed = yield* store.getFraudCase(merchantId, caseId)
         return reviewed ?? fraudCase
+      }),
+    applyDisputeNotification: (notification) =>
+      Effect.gen(function*() {
+        const outcome = yield* apply(null, notification.paymentId, (p, _, ctx) => Dispute.apply(p, notification, ctx))
+        if (outcome._tag === "Refused" && Dispute.alreadyApplied(outcome.payment, notification)) {
+          return { payment: outcome.payment, applied: false }
+        }
+        return { payment: yield* toResult(notification.paymentId, outcome), applied: outcome._tag === "Applied" }
       }),
     settle: (cutoff) =>
       Effect.gen(function*() {

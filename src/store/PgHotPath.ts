@@ -88,7 +88,7 @@ WITH input AS (
     captured_amount_cents int, refunded_amount_cents int, fee_cents int, fraud_score double precision,
     fraud_verdict text, fraud_case_id text, failure_code text, failure_message text,
     network_risk_signal double precision, in_flight boolean, version int, updated_at timestamptz,
-    captured_at timestamptz, settled_at timestamptz, response_merchant_id text, response_key text,
+    captured_at timestamptz, settled_at timestamptz, dispute jsonb, response_merchant_id text, response_key text,
     response_status int, response_body text, command_merchant_id text, command_key text)
 ),
 payment AS (
@@ -96,7 +96,8 @@ payment AS (
     refunded_amount_cents = u.refunded_amount_cents, fee_cents = u.fee_cents, fraud_score = u.fraud_score,
     fraud_verdict = u.fraud_verdict, fraud_case_id = u.fraud_case_id, failure_code = u.failure_code,
     failure_message = u.failure_message, network_risk_signal = u.network_risk_signal, in_flight = u.in_flight,
-    version = u.version, updated_at = u.updated_at, captured_at = u.captured_at, settled_at = u.settled_at
+    version = u.version, updated_at = u.updated_at, captured_at = u.captured_at, settled_at = u.settled_at,
+    dispute = u.dispute
   FROM input u
   WHERE p.id = u.id AND p.version = u.before_version
   RETURNING p.id
@@ -170,7 +171,8 @@ export const changingColumns = (p: Payment) => ({
   version: p.version,
   updated_at: p.updatedAt,
   captured_at: p.capturedAt,
-  settled_at: p.settledAt
+  settled_at: p.settledAt,
+  dispute: p.dispute as unknown
 })
 
 /** A payment as its row's columns (metadata as a plain object). */

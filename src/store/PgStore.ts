@@ -53,7 +53,8 @@ const toPayment = (r: Row): Payment => ({
   createdAt: iso(r.created_at),
   updatedAt: iso(r.updated_at),
   capturedAt: isoOrNull(r.captured_at),
-  settledAt: isoOrNull(r.settled_at)
+  settledAt: isoOrNull(r.settled_at),
+  dispute: r.dispute ?? null
 })
 
 const toEntry = (r: Row): LedgerEntry => ({
@@ -90,7 +91,11 @@ export const makePgStore = Effect.gen(function*() {
   const getPayment = prepared(pool, "get_payment_v1", getPaymentSql)
   const readForCommand = prepared(pool, "read_for_command_v1", readForCommandSql)
 
-  const paymentRow = (p: Payment) => ({ ...paymentColumns(p), metadata: sql.json(p.metadata) })
+  const paymentRow = (p: Payment) => ({
+    ...paymentColumns(p),
+    metadata: sql.json(p.metadata),
+    dispute: p.dispute === null ? null : sql.json(p.dispute)
+  })
 
   /** Writes what a decision implies besides the payment row itself. */
   const writeChildren = (change: Change) =>
@@ -328,13 +333,23 @@ export const makePgStore = Effect.gen(function*() {
       run(sql`SELECT id FROM payments WHERE settled_at IS NULL AND captured_at IS NOT NULL
         AND captured_at < ${capturedBefore} AND status IN ('captured', 'refunded')
         ORDER BY captured_at, id LIMIT ${limit}`).pipe(Effect.map((rows) => rows.map((r) => r.id as string))),
+    sandboxDisputesDue: (capturedBefore, openedBefore, limit) =>
+      // The token list is spelled out so that the partial index payments_sandbox_disputes applies.
+      run(sql`SELECT * FROM payments
+        WHERE card_token IN ('tok_dispute_won', 'tok_dispute_lost') AND captured_at IS NOT NULL
+          AND (dispute IS NULL OR dispute->>'status' = 'open')
+          AND ((dispute IS NULL AND status IN ('captured', 'settled') AND captured_at < ${capturedBefore})
+            OR (dispute->>'status' = 'open' AND dispute->>'openedAt' < ${openedBefore}))
+        ORDER BY captured_at, id LIMIT ${limit}`).pipe(Effect.map((rows) => rows.map(toPayment))),
     analytics: (merchantId, createdFrom, createdTo) =>
       run(sql`
         SELECT currency, count(*)::int AS transaction_count, sum(amount_cents)::text AS volume,
           sum(captured_amount_cents)::text AS captured, sum(refunded_amount_cents)::text AS refunded,
           sum(fee_cents)::text AS fees, count(*) FILTER (WHERE status <> 'pending')::int AS decided,
           count(*) FILTER (WHERE status NOT IN ('pending', 'failed'))::int AS approved,
-          count(*) FILTER (WHERE status = 'blocked')::int AS blocked
+          count(*) FILTER (WHERE status = 'blocked')::int AS blocked,
+          count(*) FILTER (WHERE captured_amount_cents > 0)::int AS captured_count,
+          count(*) FILTER (WHERE dispute IS NOT NULL)::int AS disputed
         FROM payments
         WHERE ${sql.and([
           sql`merchant_id = ${merchantId}`,
@@ -352,7 +367,9 @@ export const makePgStore = Effect.gen(function*() {
             feesCents: Number(r.fees),
             decidedCount: Number(r.decided),
             approvedCount: Number(r.approved),
-            blockedCount: Number(r.blocked)
+            blockedCount: Number(r.blocked),
+            capturedCount: Number(r.captured_count),
+            disputedCount: Number(r.disputed)
           }))
         )
       ),
@@ -360,7 +377,8 @@ export const makePgStore = Effect.gen(function*() {
       run(Effect.all([
         sql`SELECT status, priority, count(*)::int AS n FROM fraud_cases WHERE merchant_id = ${merchantId}
           GROUP BY status, priority`,
-        sql`SELECT count(*)::int AS n FROM payments WHERE merchant_id = ${merchantId} AND fraud_score IS NOT NULL`,
+        sql`SELECT count(*)::int AS n, count(*) FILTER (WHERE dispute->>'status' = 'lost')::int AS lost
+          FROM payments WHERE merchant_id = ${merchantId} AND fraud_score IS NOT NULL`,
         sql`SELECT currency, count(*)::int AS n, sum(amount_cents)::text AS amount FROM payments
           WHERE merchant_id = ${merchantId} AND status = 'blocked' GROUP BY currency ORDER BY currency`
       ])).pipe(Effect.map(([cases, screened, blocked]) => {
@@ -374,6 +392,7 @@ export const makePgStore = Effect.gen(function*() {
           casesByStatus,
           casesByPriority,
           screenedCount: Number(screened[0]!.n),
+          lostDisputeCount: Number(screened[0]!.lost),
           blocked: blocked.map((r) => ({ currency: String(r.currency), count: Number(r.n), amountCents: Number(r.amount) }))
         }
       })),

@@ -127,6 +127,9 @@ export interface AnalyticsRow {
   /** Payments the network approved. */
   readonly approvedCount: number
   readonly blockedCount: number
+  /** Payments with captured money, and those of them that were disputed (analytics' dispute rate). */
+  readonly capturedCount: number
+  readonly disputedCount: number
 }
 
 /** Fraud aggregates of one merchant (CONTRACT section 9). */
@@ -136,6 +139,8 @@ export interface FraudStatsRow {
   /** Payments that went through fraud screening. */
   readonly screenedCount: number
   readonly blocked: ReadonlyArray<{ readonly currency: string; readonly count: number; readonly amountCents: number }>
+  /** Screened payments whose dispute was lost: fraud the screening let through. */
+  readonly lostDisputeCount: number
 }
 
 export type RotateOutcome = "rotated" | "not_found" | "revoked"
@@ -208,6 +213,12 @@ export interface StoreShape {
   readonly paymentsInFlight: (updatedBefore: string, limit: number) => StoreEffect<ReadonlyArray<string>>
   /** Payments the settlement run has to sweep: captured before the cut-off and not yet settled. */
   readonly settleablePayments: (capturedBefore: string, limit: number) => StoreEffect<ReadonlyArray<string>>
+  /**
+   * The sandbox network's disputes that are due (`sandboxDisputeTokens`): captured or settled
+   * payments of its dispute tokens captured before `capturedBefore` without a dispute, and those
+   * whose dispute opened before `openedBefore` and is still open; oldest capture first.
+   */
+  readonly sandboxDisputesDue: (capturedBefore: string, openedBefore: string, limit: number) => StoreEffect<ReadonlyArray<Payment>>
   readonly analytics: (merchantId: string, createdFrom: string | null, createdTo: string | null) => StoreEffect<ReadonlyArray<AnalyticsRow>>
   readonly fraudStats: (merchantId: string) => StoreEffect<FraudStatsRow>
   /** Payments of a merchant with this card token created since a time, counted up to `limit` (the model caps the feature). */

@@ -232,6 +232,16 @@ export const migrations = Migrator.fromRecord({
     );
     ALTER TABLE idempotency_keys ADD COLUMN owner text;
   `),
+  "0007_disputes": statements(`
+    -- The payment's dispute (src/domain/Dispute.ts), null when none: written with the payment row
+    -- by the same version-checked commit as every other change, so it needs no statement of its own.
+    ALTER TABLE payments ADD COLUMN dispute jsonb;
+    -- The sandbox's dispute worker: captured payments of its dispute tokens whose dispute is due to
+    -- open or resolve; a resolved dispute leaves the index.
+    CREATE INDEX payments_sandbox_disputes ON payments (captured_at)
+      WHERE card_token IN ('tok_dispute_won', 'tok_dispute_lost') AND captured_at IS NOT NULL
+        AND (dispute IS NULL OR dispute->>'status' = 'open');
+  `),
   "0008_webhook_order": statements(`
     -- Webhooks in order per payment: a delivery is claimed only when no earlier delivery of the
     -- same payment to the same URL is still open. The partial index holds open ordered rows

@@ -20,7 +20,7 @@ const delivery = (n: number) =>
     now: at(n),
     event: {
       id: `evt_${n}`, type: "payment.captured", createdAt: at(n),
-      data: { id: "pay_x", merchant_id: "mer_c", status: "captured", amount_cents: 1, currency: "USD", captured_amount_cents: 1, refunded_amount_cents: 0, fraud_score: null, failure_code: null }
+      data: { id: "pay_x", merchant_id: "mer_c", status: "captured", amount_cents: 1, currency: "USD", captured_amount_cents: 1, refunded_amount_cents: 0, fraud_score: null, failure_code: null, dispute: null }
     }
   })
 

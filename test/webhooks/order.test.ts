@@ -26,7 +26,7 @@ const seedPayments = (state: MemoryState, payments: number, perPayment = types.l
         createdAt: new Date(t0).toISOString(),
         data: {
           id: paymentId, merchant_id: "mer_1", status: "captured", amount_cents: 100, currency: "USD",
-          captured_amount_cents: 100, refunded_amount_cents: 0, fraud_score: 0.1, failure_code: null
+          captured_amount_cents: 100, refunded_amount_cents: 0, fraud_score: 0.1, failure_code: null, dispute: null
         }
       }
       state.outbox.push(event)
