@@ -175,7 +175,38 @@ export const auditDeliveries = (
   const totals = { deliveries: 0, succeeded: 0, failed: 0, open: 0, attempts: 0 }
   const lastOffset = options.scheduleMs[options.scheduleMs.length - 1] ?? 0
   const crashBetween = (fromMs: number, toMs: number) => options.crashesMs.some((c) => c >= fromMs && c <= toMs)
-  for (const d of deliveries) {
+  // Deliveries in order per payment and URL: each one waits for the one before it (by sequence).
+  const all = [...deliveries]
+  const chains = new Map<string, Array<Delivery>>()
+  for (const d of all) {
+    if (d.order === null) continue
+    const key = `${d.order.paymentId} ${d.url}`
+    const chain = chains.get(key) ?? []
+    chain.push(d)
+    chains.set(key, chain)
+  }
+  /** When a delivery's last attempt ended it for good (a 2xx, or the last of the schedule); null while open. */
+  const endedAtMs = (d: Delivery) => {
+    const last = d.attempts.find((a, i) =>
+      (a.responseStatus !== null && a.responseStatus >= 200 && a.responseStatus < 300) || i === options.scheduleMs.length)
+    return last === undefined ? null : Date.parse(last.at)
+  }
+  /** When a delivery could start: its creation, or once the delivery before it in its chain ended (null: still waiting). */
+  const readyAtMs = new Map<string, number | null>()
+  for (const chain of chains.values()) {
+    chain.sort((a, b) => a.order!.sequence - b.order!.sequence)
+    chain.forEach((d, i) => {
+      const previous = chain[i - 1]
+      if (previous === undefined) return
+      const previousEnd = endedAtMs(previous)
+      readyAtMs.set(d.id, previousEnd === null ? null : Math.max(Date.parse(d.createdAt), previousEnd + options.timeoutMs))
+      const first = d.attempts[0]
+      auditor.check(first === undefined || (previousEnd !== null && previousEnd <= Date.parse(first.at)), "webhook-order", () =>
+        `delivery ${d.id} (${d.eventType}, sequence ${d.order!.sequence}): attempted at ${first?.at} before delivery ${previous.id} ` +
+        `(${previous.eventType}, sequence ${previous.order!.sequence}) of the same payment had ended (${previousEnd === null ? "still open" : new Date(previousEnd).toISOString()})`)
+    })
+  }
+  for (const d of all) {
     totals.deliveries++
     totals.attempts += d.attempts.length
     if (d.status === "succeeded") totals.succeeded++
@@ -184,8 +215,10 @@ export const auditDeliveries = (
     auditor.check(!byEvent.has(d.eventId), "webhook-one-delivery-per-event", () => `event ${d.eventId}: more than one delivery`)
     byEvent.add(d.eventId)
     const createdMs = Date.parse(d.createdAt)
-    // Deadline: the whole schedule, the last attempt's timeout, and slack for crashes and polling.
-    const deadlineMs = createdMs + lastOffset + options.timeoutMs + options.toleranceMs + 2 * 3_600_000
+    // Deadline: the whole schedule, the last attempt's timeout, and slack for crashes and polling,
+    // counted from when the delivery before it in its payment's order ended (null: it has not).
+    const readyMs = readyAtMs.has(d.id) ? readyAtMs.get(d.id)! : createdMs
+    const deadlineMs = readyMs === null ? Infinity : readyMs + lastOffset + options.timeoutMs + options.toleranceMs + 2 * 3_600_000
     auditor.check(d.status === "succeeded" || d.status === "failed" || options.nowMs < deadlineMs, "webhook-deadline", () =>
       `delivery ${d.id}: still ${d.status} ${((options.nowMs - createdMs) / 3_600_000).toFixed(1)} h after creation`)
     d.attempts.forEach((attempt, index) => {

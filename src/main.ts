@@ -1,5 +1,5 @@
 import { NodeRuntime } from "@effect/platform-node"
-import { Cause, Console, Effect, Layer, Logger } from "effect"
+import { Cause, Console, Effect, Layer } from "effect"
 import { mkdirSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
 import { AppLive, InfrastructureLive, ServicesLive } from "./App.ts"
@@ -8,6 +8,7 @@ import * as Wire from "./http/Wire.ts"
 import { AppConfig } from "./platform/Config.ts"
 import * as Config from "./platform/Config.ts"
 import * as Database from "./platform/Database.ts"
+import * as Logging from "./platform/Logging.ts"
 import { nowIso } from "./platform/Time.ts"
 import { Merchants } from "./services/Merchants.ts"
 import { Payments } from "./services/Payments.ts"
@@ -61,7 +62,11 @@ const demoMerchant = Layer.effectDiscard(
 const serve = Effect.gen(function*() {
   const config = yield* AppConfig
   const host = process.env.HOST ?? "127.0.0.1"
-  return yield* Layer.launch(AppLive(config.port, host, demoMerchant))
+  // A stop (SIGTERM, SIGINT) interrupts the launch: the layers close in reverse (src/http/Drain.ts
+  // first), each logging what it did; runMain then exits 0.
+  return yield* Layer.launch(AppLive(config.port, host, demoMerchant)).pipe(
+    Effect.onInterrupt(() => Effect.logInfo("shutting down: done"))
+  )
 })
 
 const withServices = <A, E>(effect: Effect.Effect<A, E, Merchants | Payments | Store | AppConfig>) =>
@@ -169,11 +174,10 @@ const describeFailure = (cause: Cause.Cause<unknown>) => {
   return `${failure.name}: ${failure.message}${detail}`.split("\n")[0]
 }
 
-// Logs go to stderr, so stdout carries only command output (JSON).
-const logger = Logger.replace(Logger.defaultLogger, Logger.withConsoleError(Logger.logfmtLogger))
-
+// One logger (LOG_FORMAT, JSON by default) on stderr, so stdout carries only command output (JSON);
+// runMain's own pretty logger stays off, or every line would be printed twice.
 Effect.suspend(() => program(process.argv.slice(2))).pipe(
-  Effect.provide(logger),
+  Effect.provide(Logging.layerFromEnvironment),
   Effect.tapErrorCause((cause) => (Cause.isInterruptedOnly(cause) ? Effect.void : Console.error(describeFailure(cause)))),
-  NodeRuntime.runMain({ disableErrorReporting: true })
+  NodeRuntime.runMain({ disableErrorReporting: true, disablePrettyLogger: true })
 )

@@ -33,6 +33,17 @@ export interface Delivery {
   readonly firstFailedAt: string | null
   readonly createdAt: string
   readonly completedAt: string | null
+  /**
+   * The payment whose events this endpoint must receive in order, and this event's place among
+   * them: the delivery is attempted only when no earlier one of the same payment to the same URL
+   * is still open (pending or retrying). Null for events outside that order (test events).
+   */
+  readonly order: DeliveryOrder | null
+}
+
+export interface DeliveryOrder {
+  readonly paymentId: string
+  readonly sequence: number
 }
 
 /** The body merchants receive: the event exactly as `GET /transactions/:id/events` shows it. */
@@ -50,6 +61,8 @@ export const newDelivery = (input: {
   readonly url: string
   readonly event: Pick<PaymentEvent, "id" | "type" | "createdAt" | "data">
   readonly now: string
+  /** Delivered in order with the payment's other events (absent: unordered). */
+  readonly order?: DeliveryOrder | null
 }): Delivery => ({
   id: input.id,
   merchantId: input.merchantId,
@@ -62,7 +75,8 @@ export const newDelivery = (input: {
   nextAttemptAt: input.now,
   firstFailedAt: null,
   createdAt: input.now,
-  completedAt: null
+  completedAt: null,
+  order: input.order ?? null
 })
 
 // Signatures ------------------------------------------------------------------------------------

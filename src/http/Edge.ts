@@ -1,7 +1,7 @@
 import { HttpApiBuilder, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { HttpApiDecodeError } from "@effect/platform/HttpApiError"
-import { Cause, Effect, FiberRef, Metric, Option } from "effect"
-import { httpRequestsByStatus } from "../platform/Metrics.ts"
+import { Cause, Clock, Effect, FiberRef, Option } from "effect"
+import * as Metrics from "../platform/Metrics.ts"
 import { Ids } from "../platform/Ids.ts"
 import * as E from "./ApiError.ts"
 import { AppConfig } from "../platform/Config.ts"
@@ -11,6 +11,7 @@ import { PaymentsApi } from "./Api.ts"
 import { isWellFormedApiKey } from "./Authentication.ts"
 import { idempotencyTaken, storeRefusal } from "./Idempotency.ts"
 import { describeParseError, jsonShapeProblem } from "./JsonShape.ts"
+import { makeRouteOf } from "./Routes.ts"
 import { fromDecodeError, routeNotFound } from "./RequestErrors.ts"
 
 export const maximumBodyBytes = 64 * 1024
@@ -75,6 +76,22 @@ const checkBody = (request: HttpServerRequest.HttpServerRequest) =>
     }
   })
 
+/** The request's metrics (made once per method, route and status) and its log line. */
+const logRequest = (method: string, route: string, status: number, requestId: string, startNanos: bigint) =>
+  Effect.flatMap(Clock.currentTimeNanos, (endNanos) => {
+    const seconds = Number(endNanos - startNanos) / 1e9
+    const statusText = String(status)
+    Metrics.record(Metrics.httpRequests(method, route, statusText), 1)
+    Metrics.record(Metrics.httpRequestDuration(method, route, statusText), seconds)
+    return Effect.logInfo(`${method} ${route} ${statusText}`).pipe(Effect.annotateLogs({
+      request_id: requestId,
+      method,
+      route,
+      status,
+      latency_ms: Math.round(seconds * 1e6) / 1e3
+    }))
+  })
+
 const bearerPattern = /^Bearer\s+(\S+)\s*$/i
 
 /**
@@ -88,6 +105,7 @@ export const layer = HttpApiBuilder.middleware(
     const apiKeys = yield* ApiKeys
     const store = yield* Store
     const config = yield* AppConfig
+    const routeOf = makeRouteOf()
 
     /** The merchant of the request's API key, for refusals stored under its idempotency key; null when none. */
     const merchantOf = (request: HttpServerRequest.HttpServerRequest) => {
@@ -111,6 +129,7 @@ export const layer = HttpApiBuilder.middleware(
     return (app) =>
       Effect.gen(function*() {
         const request = yield* HttpServerRequest.HttpServerRequest
+        const startNanos = yield* Clock.currentTimeNanos
         const requestId = ids.mint("request")
         const state = { taken: false }
         const response = yield* Effect.flatMap(checkBody(request), (body) => Effect.locally(app, parsedBody, body)).pipe(
@@ -121,8 +140,8 @@ export const layer = HttpApiBuilder.middleware(
               ? Effect.failCause(cause)
               : Effect.flatMap(toApiError(cause, request), (error) => answerRefusal(request, error, requestId, state.taken))
           )
-        )
-        yield* Metric.increment(httpRequestsByStatus(String(response.status)))
+        ).pipe(Effect.annotateLogs("request_id", requestId))
+        yield* logRequest(request.method, routeOf(request.method, request.url), response.status, requestId, startNanos)
         return HttpServerResponse.setHeader(response, "x-request-id", requestId)
       })
   }),

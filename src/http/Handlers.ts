@@ -15,6 +15,9 @@ import * as Wire from "./Wire.ts"
 import { validateWebhookUrl } from "./WebhookUrl.ts"
 import { AppConfig } from "../platform/Config.ts"
 import { prometheusText } from "../platform/Metrics.ts"
+import { makeGaugeSampler } from "../services/Gauges.ts"
+import { PgPool } from "../store/PgPrepared.ts"
+import { WebhookStore } from "../store/WebhookStore.ts"
 import { WebhooksLive } from "./WebhooksHttp.ts"
 
 /** Dates without a time mean the whole day: `from` its start, `to` its end. */
@@ -256,6 +259,7 @@ const FraudLive = HttpApiBuilder.group(PaymentsApi, "fraud", (handlers) =>
 const OperationsLive = HttpApiBuilder.group(PaymentsApi, "operations", (handlers) =>
   Effect.gen(function*() {
     const sql = yield* Effect.serviceOption(SqlClient.SqlClient)
+    const sampleGauges = makeGaugeSampler(yield* Effect.serviceOption(WebhookStore), yield* Effect.serviceOption(PgPool))
     return handlers
       .handle("healthz", () => Effect.succeed({ status: "ok" as const }))
       .handle("readyz", () =>
@@ -266,7 +270,7 @@ const OperationsLive = HttpApiBuilder.group(PaymentsApi, "operations", (handlers
             Effect.as({ status: "ok" as const }),
             Effect.mapError(() => E.serviceUnavailable())
           ))
-      .handle("metrics", () => prometheusText)
+      .handle("metrics", () => Effect.zipRight(sampleGauges, prometheusText))
   }))
 
 export const layer = Layer.mergeAll(TransactionsLive, MerchantsLive, ApiKeysLive, FraudLive, OperationsLive, WebhooksLive)

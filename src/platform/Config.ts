@@ -92,6 +92,11 @@ export interface AppConfigShape {
    * kept in `.data/` with the embedded database, else a key of this process only.
    */
   readonly responseEncryptionKey: Redacted.Redacted<string> | null
+  /**
+   * How long a stop (SIGTERM, SIGINT) waits for in-flight requests, and then for in-flight
+   * webhook attempts, before it cuts them off.
+   */
+  readonly shutdownGraceMs: number
   /** The sandbox network disputes a `tok_dispute_won`/`tok_dispute_lost` payment this long after its capture... */
   readonly sandboxDisputeOpenAfterMs: number
   /** ...and resolves the dispute this long after it opened. */
@@ -124,6 +129,7 @@ export const appConfig: Config.Config<AppConfigShape> = Config.all({
   acquirerTimeoutMs: durationMs("ACQUIRER_TIMEOUT", "10s"),
   idempotencyLeaseMs: durationMs("IDEMPOTENCY_LEASE", "60s"),
   apiKeyCacheTtlMs: durationMs("API_KEY_CACHE_TTL", "5s"),
+  shutdownGraceMs: durationMs("SHUTDOWN_GRACE", "10s"),
   responseEncryptionKey: variable(
     "RESPONSE_ENCRYPTION_KEY",
     (text) => check(parseKey(text) === null ? null : Redacted.make(text), "must be 64 hexadecimal characters (32 bytes; e.g. openssl rand -hex 32)"),

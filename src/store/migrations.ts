@@ -241,5 +241,16 @@ export const migrations = Migrator.fromRecord({
     CREATE INDEX payments_sandbox_disputes ON payments (captured_at)
       WHERE card_token IN ('tok_dispute_won', 'tok_dispute_lost') AND captured_at IS NOT NULL
         AND (dispute IS NULL OR dispute->>'status' = 'open');
+  `),
+  "0008_webhook_order": statements(`
+    -- Webhooks in order per payment: a delivery is claimed only when no earlier delivery of the
+    -- same payment to the same URL is still open. The partial index holds open ordered rows
+    -- only, so the claim's NOT EXISTS probe reads a handful of entries.
+    ALTER TABLE webhook_deliveries ADD COLUMN payment_id text;
+    ALTER TABLE webhook_deliveries ADD COLUMN event_sequence integer;
+    UPDATE webhook_deliveries d SET payment_id = e.payment_id, event_sequence = e.sequence
+      FROM payment_events e WHERE e.id = d.event_id AND d.status IN ('pending', 'retrying');
+    CREATE INDEX webhook_deliveries_open_order ON webhook_deliveries (payment_id, url, event_sequence)
+      WHERE status IN ('pending', 'retrying') AND payment_id IS NOT NULL;
   `)
 })
