@@ -1,4 +1,4 @@
-import { Config, ConfigError, Effect, Either, HashMap, Layer, Logger } from "effect"
+import { Config, ConfigError, Effect, Either, HashMap, Layer, Logger, LogLevel } from "effect"
 import { fromConfigError } from "./Config.ts"
 
 export type LogFormat = "json" | "pretty"
@@ -43,5 +43,24 @@ export const prettyLogger: Logger.Logger<unknown, void> = Logger.prettyLogger({ 
  */
 export const layer = (format: LogFormat) => Logger.replace(Logger.defaultLogger, format === "pretty" ? prettyLogger : jsonLogger)
 
-/** The logger chosen by `LOG_FORMAT`; an invalid value stops the start naming the variable. */
-export const layerFromEnvironment = Layer.unwrapEffect(Effect.mapError(Effect.map(logFormat, layer), fromConfigError))
+const levels = { debug: LogLevel.Debug, info: LogLevel.Info, warning: LogLevel.Warning, error: LogLevel.Error } as const
+export type LogLevelName = keyof typeof levels
+
+/**
+ * `LOG_LEVEL`: `info` (default: a line per request), or `warning`/`error` to keep only problems
+ * (the request lines then cost nothing: a line below the level is never formatted), or `debug`.
+ */
+export const logLevel: Config.Config<LogLevelName> = Config.string("LOG_LEVEL").pipe(
+  Config.withDefault("info"),
+  Config.mapOrFail((text) =>
+    Object.hasOwn(levels, text)
+      ? Either.right(text as LogLevelName)
+      : Either.left(ConfigError.InvalidData(["LOG_LEVEL"], `LOG_LEVEL must be one of debug, info, warning, error, got '${text}'`))
+  )
+)
+
+/** The logger chosen by `LOG_FORMAT` at the level of `LOG_LEVEL`; an invalid value stops the start naming the variable. */
+export const layerFromEnvironment = Layer.unwrapEffect(Effect.mapError(
+  Effect.map(Config.all([logFormat, logLevel]), ([format, level]) => Layer.merge(layer(format), Logger.minimumLogLevel(levels[level]))),
+  fromConfigError
+))
