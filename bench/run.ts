@@ -18,7 +18,7 @@
  */
 import autocannon from "autocannon"
 import { execFileSync, spawn, spawnSync, type ChildProcess } from "node:child_process"
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
+import { existsSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { createServer, type Server } from "node:http"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
@@ -270,7 +270,10 @@ const main = async () => {
       log("pg_stat_statements is not available: statements per request will read n/a")
     }
     const profiling = profileDirectory === "" ? [] : ["--cpu-prof", `--cpu-prof-dir=${profileDirectory}`]
-    const service = spawn(process.execPath, [...serviceNodeFlags, ...profiling, "--import", "tsx", "src/main.ts", "serve"], { env, stdio: ["ignore", "ignore", "inherit"] })
+    // The service logs a JSON line per request: to a file (its cost is measured, the terminal stays readable).
+    mkdirSync("bench/results", { recursive: true })
+    const serviceLog = openSync(join("bench/results", "service.log"), "w")
+    const service = spawn(process.execPath, [...serviceNodeFlags, ...profiling, "--import", "tsx", "src/main.ts", "serve"], { env, stdio: ["ignore", "ignore", serviceLog] })
     children.push(service)
     const base = `http://127.0.0.1:${port}`
     await waitFor(`${base}/healthz`, 30_000)

@@ -50,7 +50,7 @@ const program = Effect.gen(function*() {
     const merchantId = `mer_${i % endpoints}`
     const now = new Date(start).toISOString()
     state.outbox.push({ id: `evt_${i}`, paymentId: `pay_${i}`, merchantId, type: "payment.captured", sequence: 1, createdAt: now,
-      data: { id: `pay_${i}`, merchant_id: merchantId, status: "captured", amount_cents: 100, currency: "USD", captured_amount_cents: 100, refunded_amount_cents: 0, fraud_score: null, failure_code: null } })
+      data: { id: `pay_${i}`, merchant_id: merchantId, status: "captured", amount_cents: 100, currency: "USD", captured_amount_cents: 100, refunded_amount_cents: 0, fraud_score: null, failure_code: null, dispute: null } })
     createdMs.set(`evt_${i}`, Date.now())
   }
   const live = events - events * dead / endpoints

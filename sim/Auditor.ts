@@ -1,9 +1,11 @@
 import type { Account, LedgerEntry } from "../src/domain/Ledger.ts"
-import type { Change, Decision, Payment, PaymentEvent, PaymentStatus } from "../src/domain/Payment.ts"
+import type { Change, Payment, PaymentEvent, PaymentStatus } from "../src/domain/Payment.ts"
+import type { FraudCase } from "../src/domain/Fraud.ts"
 import { Effect } from "effect"
 import { type MemoryState, memoryOperations } from "../src/store/MemoryStore.ts"
-import type { StoreShape } from "../src/store/Store.ts"
-import type { PlantedBug } from "./Options.ts"
+import type { CommandKey, StoreShape } from "../src/store/Store.ts"
+import { changeBug, decisionBug, needsLockingPath, type PlantedBug, storeBug, storedChangeBug } from "./PlantedBugs.ts"
+import { chargedBackCents, disputeLedger, disputeTransitions } from "./Disputes.ts"
 
 /**
  * The auditor: an independent reference model of CONTRACT sections 5–7. It sees every decision
@@ -36,8 +38,26 @@ const transitions = new Set([
   "blocked>blocked:-", // a fraud case of a blocked payment labelled
   "voided>voided:-",
   "captured>captured:-",
-  "settled>settled:-"
+  "settled>settled:-",
+  ...disputeTransitions
 ])
+
+const terminal: ReadonlySet<PaymentStatus> = new Set<PaymentStatus>(["refunded", "voided", "blocked", "failed"])
+
+/** Fixed part of the processing fee per currency (docs/api.md), written out again from the documentation. */
+const fixedFeeCents: Record<string, number> = { USD: 30, EUR: 25, GBP: 20, CAD: 30, AUD: 30, JPY: 0 }
+
+/**
+ * The sandbox tokens whose fraud band is documented (docs/api.md): `tok_risk_review` lands in the
+ * review band on a first attempt, and the card's velocity may push it higher; it never passes.
+ */
+const sandboxBands: Record<string, ReadonlyArray<string>> = { tok_risk_review: ["review", "blocked"], tok_risk_highest: ["blocked"] }
+
+export interface AuditRules {
+  readonly reviewThreshold: number
+  readonly blockThreshold: number
+}
+export const defaultRules: AuditRules = { reviewThreshold: 0.5, blockThreshold: 0.8 }
 
 const debitNormal: ReadonlySet<Account> = new Set<Account>(["card_network", "cardholder_authorizations"])
 
@@ -54,8 +74,18 @@ export class Auditor {
   checks = 0
   private readonly ledgerModel = new Map<string, Balances>()
   private readonly paymentsByKey = new Map<string, string>()
+  /** Per payment, what was committed: event ids and ledger entry ids in order, and the last version. */
+  private readonly committed = new Map<string, { events: string; ledger: string; version: number }>()
+  /** Fraud cases as committed: id → status (a case is reviewed once, from `open`). */
+  private readonly caseStatus = new Map<string, string>()
+  /** Command idempotency keys that took effect (merchant + key). */
+  private readonly appliedCommandKeys = new Set<string>()
 
-  constructor(private readonly clockMs: () => number, private readonly onViolation: (violation: Violation) => void = () => {}) {}
+  constructor(
+    private readonly clockMs: () => number,
+    private readonly onViolation: (violation: Violation) => void = () => {},
+    private readonly rules: AuditRules = defaultRules
+  ) {}
 
   get failed() {
     return this.violations.length > 0
@@ -76,7 +106,7 @@ export class Auditor {
   // Continuous: every committed decision
 
   /** Checks a decision about to be committed, against the record it was made on. */
-  onChange(before: Payment | null, change: Change) {
+  onChange(before: Payment | null, change: Change, commandKey?: CommandKey) {
     const after = change.payment
     const id = after.id
     // A change may chain several steps (authorize → screen → capture in one unit of work): each
@@ -114,11 +144,114 @@ export class Auditor {
       this.paymentsByKey.set(scoped, id)
     }
     this.checkAmounts(after)
+    this.checkEventsExact(before, change)
+    this.checkTerminal(before, change)
+    this.checkFee(after)
+    this.checkFraud(before, change)
+    if (commandKey !== undefined) {
+      const scoped = `${commandKey.merchantId} ${commandKey.key}`
+      this.check(!this.appliedCommandKeys.has(scoped), "command-key-once", () =>
+        `payment ${id}: idempotency key ${commandKey.key} took effect a second time (${change.events.map((e) => e.type).join(", ") || "no event"})`)
+      this.appliedCommandKeys.add(scoped)
+    }
+    const record = this.committed.get(id) ?? { events: "", ledger: "", version: 0 }
+    for (const event of change.events) record.events += `${event.id} `
+    for (const entry of change.ledger) record.ledger += `${entry.id} `
+    record.version = after.version
+    this.committed.set(id, record)
     this.checkLedgerGroup(after, change.ledger)
     let balances = this.ledgerModel.get(id)
     if (balances === undefined) this.ledgerModel.set(id, (balances = new Map()))
     for (const entry of change.ledger) post(balances, entry)
     this.checkLedgerEquations(after, balances, "after a decision")
+  }
+
+  /**
+   * Each state change emits exactly its documented event, once, in order, and nothing emits an
+   * event without a change: the events a change must carry are derived from the difference
+   * between the record before and after (CONTRACT section 6), independently of the domain.
+   */
+  private checkEventsExact(before: Payment | null, change: Change) {
+    const after = change.payment
+    const from = before ?? { status: "pending", fraudVerdict: null, capturedAmountCents: 0, refundedAmountCents: 0 }
+    const expected: Array<string> = before === null ? ["payment.initiated"] : []
+    if (from.status === "pending" && after.status !== "pending") expected.push(after.status === "failed" ? "payment.authorization_failed" : "payment.authorized")
+    if (from.fraudVerdict !== "passed" && after.fraudVerdict === "passed") expected.push("payment.fraud_passed")
+    if (from.status !== "blocked" && after.status === "blocked") expected.push("payment.fraud_blocked")
+    if (from.capturedAmountCents === 0 && after.capturedAmountCents > 0) expected.push("payment.captured")
+    if (from.status !== "voided" && after.status === "voided") expected.push("payment.voided")
+    if (after.refundedAmountCents > from.refundedAmountCents) expected.push(after.status === "refunded" ? "payment.refunded" : "payment.partially_refunded")
+    if (from.status !== "settled" && after.status === "settled") expected.push("payment.settled")
+    const disputeBefore = before?.dispute?.status ?? null
+    const disputeAfter = after.dispute?.status ?? null
+    if (disputeBefore === null && disputeAfter !== null) expected.push("payment.dispute_opened")
+    if (disputeAfter !== null && disputeAfter !== "open" && disputeBefore !== disputeAfter) expected.push("payment.dispute_resolved")
+    const actual = change.events.map((e) => e.type)
+    this.check(actual.length === expected.length && actual.every((type, i) => type === expected[i]), "event-per-change", () =>
+      `payment ${after.id} (${before?.status ?? "new"} → ${after.status}): events [${actual.join(", ")}], the change calls for [${expected.join(", ")}]`)
+    const ids = new Set(change.events.map((e) => e.id))
+    this.check(ids.size === change.events.length, "event-per-change", () => `payment ${after.id}: one event id twice in a change`)
+  }
+
+  /** Terminal states are final: a refunded, voided, blocked or failed payment never changes again (but for the settlement sweep and case labels). */
+  private checkTerminal(before: Payment | null, change: Change) {
+    if (before === null || !terminal.has(before.status)) return
+    const after = change.payment
+    const sweep = before.status === "refunded" && before.settledAt === null && after.settledAt !== null
+    this.check(
+      after.status === before.status && after.capturedAmountCents === before.capturedAmountCents &&
+        after.refundedAmountCents === before.refundedAmountCents && after.feeCents === before.feeCents &&
+        (change.ledger.length === 0 || sweep),
+      "terminal-final",
+      () => `payment ${after.id}: terminal status ${before.status} changed (→ ${after.status}, ${change.ledger.length} ledger entries)`
+    )
+  }
+
+  /** The processing fee (CONTRACT: fees are entries too): 2.9% rounded half up, plus a fixed part per currency, never above the capture. */
+  private checkFee(p: Payment) {
+    const expected = p.capturedAmountCents === 0
+      ? 0
+      : Math.min(p.capturedAmountCents, Math.floor((p.capturedAmountCents * 29 + 500) / 1000) + (fixedFeeCents[p.currency] ?? Number.NaN))
+    this.check(p.feeCents === expected, "fee-exact", () => `payment ${p.id}: fee ${p.feeCents} on ${p.capturedAmountCents} ${p.currency}, expected ${expected}`)
+  }
+
+  /**
+   * Fraud: a screening puts the payment in the band its thresholds say, with a case opened
+   * exactly when it is held or blocked; a review decides a held payment as documented (confirmed:
+   * blocked, hold released; false positive: passed) and only labels any other; a case is
+   * reviewed once.
+   */
+  private checkFraud(before: Payment | null, change: Change) {
+    const after = change.payment
+    const fraudCase: FraudCase | null = change.fraudCase
+    if (before !== null && before.fraudVerdict === null && after.fraudVerdict !== null) {
+      const score = after.fraudScore ?? Number.NaN
+      const band = score < this.rules.reviewThreshold ? "passed" : score < this.rules.blockThreshold ? "review" : "blocked"
+      this.check(after.fraudVerdict === band, "fraud-band", () => `payment ${after.id}: score ${score} screened ${after.fraudVerdict}, its band is ${band}`)
+      const bandsOfToken = sandboxBands[after.cardToken]
+      this.check(bandsOfToken === undefined || bandsOfToken.includes(band), "fraud-band", () =>
+        `payment ${after.id}: ${after.cardToken} scored ${score} (${band}), documented ${bandsOfToken?.join(" or ")}`)
+      const opened = fraudCase !== null && fraudCase.status === "open" && fraudCase.id === after.fraudCaseId &&
+        fraudCase.paymentId === after.id && fraudCase.riskScore === after.fraudScore
+      this.check(band === "passed" ? fraudCase === null && after.fraudCaseId === null : opened, "fraud-case", () =>
+        `payment ${after.id}: screened ${band} with case ${JSON.stringify(fraudCase?.status ?? null)} (${after.fraudCaseId})`)
+    }
+    if (fraudCase === null) return
+    const previous = this.caseStatus.get(fraudCase.id)
+    if (fraudCase.status !== "open") {
+      this.check(previous === "open", "fraud-review", () => `fraud case ${fraudCase.id}: reviewed from ${previous ?? "nowhere"} to ${fraudCase.status}`)
+      if (before !== null) {
+        const held = before.status === "authorized" && before.fraudVerdict === "review"
+        const ok = !held
+          ? after.status === before.status && after.fraudVerdict === before.fraudVerdict
+          : fraudCase.status === "confirmed_fraud"
+          ? after.status === "blocked" && after.fraudVerdict === "blocked"
+          : after.status === "authorized" && after.fraudVerdict === "passed"
+        this.check(ok, "fraud-review", () =>
+          `payment ${after.id} (${before.status}, verdict ${before.fraudVerdict}): review ${fraudCase.status} left it ${after.status}, verdict ${after.fraudVerdict}`)
+      }
+    }
+    this.caseStatus.set(fraudCase.id, fraudCase.status)
   }
 
   /** Every event belongs to the payment; the one stamped with the final version carries the committed record. */
@@ -132,7 +265,7 @@ export class Auditor {
     )
   }
 
-  checkAmounts(p: { readonly id: string; readonly status: PaymentStatus; readonly amountCents: number; readonly capturedAmountCents: number; readonly refundedAmountCents: number; readonly feeCents?: number; readonly failureCode: string | null }) {
+  checkAmounts(p: { readonly id: string; readonly status: PaymentStatus; readonly amountCents: number; readonly capturedAmountCents: number; readonly refundedAmountCents: number; readonly feeCents?: number; readonly failureCode: string | null; readonly dispute?: Payment["dispute"] }) {
     this.check(
       p.refundedAmountCents >= 0 && p.refundedAmountCents <= p.capturedAmountCents,
       "refunds-within-capture",
@@ -145,7 +278,9 @@ export class Auditor {
     )
     const captured = p.status === "captured" || p.status === "settled" || p.status === "refunded"
     this.check(captured === (p.capturedAmountCents > 0), "captured-amount", () => `payment ${p.id}: status ${p.status} with captured ${p.capturedAmountCents}`)
-    this.check((p.status === "refunded") === (captured && p.refundedAmountCents === p.capturedAmountCents), "refunded-status", () =>
+    // A lost dispute returns money without a refund and leaves the status as it was (sim/Disputes.ts).
+    const returned = captured && p.refundedAmountCents + chargedBackCents(p) === p.capturedAmountCents
+    this.check(p.status === "refunded" ? returned : !returned || chargedBackCents(p) > 0, "refunded-status", () =>
       `payment ${p.id}: status ${p.status} with refunded ${p.refundedAmountCents} of ${p.capturedAmountCents}`)
     this.check((p.status === "failed") === (p.failureCode !== null), "failure-code", () => `payment ${p.id}: status ${p.status}, failure code ${p.failureCode}`)
     if (p.feeCents !== undefined) {
@@ -168,13 +303,15 @@ export class Auditor {
 
   /** The ledger of one payment must say what its record says (CONTRACT section 7). */
   private checkLedgerEquations(p: Payment, balances: Balances, when: string) {
-    const net = p.capturedAmountCents - p.feeCents - p.refundedAmountCents
+    const dispute = disputeLedger(p)
+    const net = p.capturedAmountCents - p.feeCents - p.refundedAmountCents + dispute.merchant
     const expectations: Array<[string, number, number]> = [
-      ["card_network", balance(balances, "card_network"), p.capturedAmountCents - p.refundedAmountCents],
+      ["card_network", balance(balances, "card_network"), p.capturedAmountCents - p.refundedAmountCents + dispute.cardNetwork],
       ["merchant_pending+merchant_available", balance(balances, "merchant_pending") + balance(balances, "merchant_available"), net],
-      ["fee_revenue", balance(balances, "fee_revenue"), p.feeCents],
+      ["fee_revenue", balance(balances, "fee_revenue"), p.feeCents + dispute.feeRevenue],
       ["authorization_holds", balance(balances, "authorization_holds"), p.status === "authorized" ? p.amountCents : 0],
-      ["merchant_reserved", balance(balances, "merchant_reserved"), 0],
+      ["cardholder_authorizations", balance(balances, "cardholder_authorizations"), p.status === "authorized" ? p.amountCents : 0],
+      ["merchant_reserved", balance(balances, "merchant_reserved"), dispute.reserved],
       ["merchant_pending (settled)", p.settledAt === null ? 0 : balance(balances, "merchant_pending"), 0]
     ]
     for (const [account, actual, expected] of expectations) {
@@ -194,6 +331,14 @@ export class Auditor {
       const events = state.events.get(payment.id) ?? []
       this.checkTrace(payment, events)
       const entries = state.ledger.get(payment.id) ?? []
+      // What the store holds is exactly what was committed: every event and entry once, in order.
+      const committed = this.committed.get(payment.id)
+      const storedEvents = events.map((e) => `${e.id} `).join("")
+      const storedLedger = entries.map((e) => `${e.id} `).join("")
+      this.check(committed !== undefined && committed.events === storedEvents, "event-stream-stored", () =>
+        `payment ${payment.id}: stored events [${storedEvents.trim()}], committed [${committed?.events.trim()}]`)
+      this.check(committed !== undefined && committed.ledger === storedLedger && committed.version === payment.version, "ledger-stored", () =>
+        `payment ${payment.id} v${payment.version}: stored ledger [${storedLedger.trim()}], committed [${committed?.ledger.trim()}] v${committed?.version}`)
       this.checkLedgerGroup(payment, entries)
       const balances: Balances = new Map()
       for (const entry of entries) post(balances, entry)
@@ -249,54 +394,45 @@ export class Auditor {
   }
 }
 
-type Decide = (payment: Payment, fraudCase: Parameters<Parameters<StoreShape["updatePayment"]>[1]>[1]) => Decision
-
 /**
  * The store as the simulator provides it: the memory store, with the auditor watching every
- * decision it commits, and (only when asked) a planted bug between the domain and the store.
+ * decision it commits, and (only when asked) a planted bug (sim/PlantedBugs.ts) between the
+ * domain and the store, or inside the store.
  */
-export const auditedStore = (store: StoreShape, auditor: Auditor, plantedBug: PlantedBug): StoreShape => {
-  const buggy = (decide: Decide): Decide =>
-    plantedBug === "refund-over-remainder"
-      ? (payment, fraudCase) => {
-        const decision = decide(payment, fraudCase)
-        // The planted bug: a refund above the remainder is checked against an inflated capture.
-        if (decision.ok || decision.refusal._tag !== "InvalidAmount" || (payment.status !== "captured" && payment.status !== "settled")) return decision
-        const inflated = decide({ ...payment, capturedAmountCents: payment.amountCents * 2 + 1_000_000 }, fraudCase)
-        if (!inflated.ok) return decision
-        const fixed = { ...inflated.change.payment, capturedAmountCents: payment.capturedAmountCents }
-        return {
-          ok: true,
-          change: {
-            ...inflated.change,
-            payment: fixed,
-            events: inflated.change.events.map((e) => ({ ...e, data: { ...e.data, captured_amount_cents: fixed.capturedAmountCents } }))
-          }
-        }
-      }
-      : decide
+export const auditedStore = (inner: StoreShape, auditor: Auditor, plantedBug: PlantedBug): StoreShape => {
+  const store = storeBug(plantedBug, inner)
+  const planted = (before: Payment | null, change: Change) => changeBug(plantedBug, before, change)
+  const stored = (change: Change) => storedChangeBug(plantedBug, change)
   return {
     ...store,
-    insertPayment: (change) =>
-      Effect.tap(store.insertPayment(change), (outcome) => {
+    insertPayment: (decided) => {
+      const change = planted(null, decided)
+      return Effect.tap(store.insertPayment(stored(change)), (outcome) => {
         if (outcome._tag === "Inserted") auditor.onChange(null, change)
-      }),
-    openPayment: (open) =>
-      Effect.tap(store.openPayment(open), (outcome) => {
-        if (outcome._tag === "Opened") auditor.onChange(null, open.change)
-      }),
-    commitChange: (commit) =>
-      Effect.tap(store.commitChange(commit), (committed) => {
-        if (committed) auditor.onChange(commit.before, commit.change)
-      }),
-    // The planted bug sits between the domain and the locking path: with one planted, commands
-    // take that path (a store without optimistic reads) and meet it there.
-    readForCommand: plantedBug === "none" ? store.readForCommand : undefined,
+      })
+    },
+    openPayment: (open) => {
+      const change = planted(null, open.change)
+      return Effect.tap(store.openPayment({ ...open, change: stored(change) }), (outcome) => {
+        if (outcome._tag === "Opened") auditor.onChange(null, change)
+      })
+    },
+    commitChange: (commit) => {
+      const change = planted(commit.before, commit.change)
+      return Effect.tap(store.commitChange({ ...commit, change: stored(change) }), (committed) => {
+        if (committed) auditor.onChange(commit.before, change, commit.commandKey)
+      })
+    },
+    // Decision-level bugs need the refused decision: with one planted, commands take the
+    // locking path (a store without optimistic reads) and meet it there.
+    readForCommand: needsLockingPath(plantedBug) ? undefined : store.readForCommand,
     updatePayment: (target, decide) =>
       store.updatePayment(target, (payment, fraudCase) => {
-        const decision = buggy(decide)(payment, fraudCase)
-        if (decision.ok) auditor.onChange(payment, decision.change)
-        return decision
+        const decision = decisionBug(plantedBug, decide)(payment, fraudCase)
+        if (!decision.ok) return decision
+        const change = planted(payment, decision.change)
+        auditor.onChange(payment, change, target.commandKey)
+        return { ok: true, change: stored(change) }
       })
   }
 }

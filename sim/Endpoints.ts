@@ -1,3 +1,4 @@
+import { createHmac, timingSafeEqual } from "node:crypto"
 import { Effect } from "effect"
 import type { Delivery } from "../src/domain/Webhook.ts"
 import type { TransportResult, WebhookTransportShape } from "../src/platform/WebhookTransport.ts"
@@ -34,7 +35,9 @@ export const makeSimulatedEndpoints = (
   auditor: Auditor,
   window: { readonly startMs: number; readonly endMs: number },
   nowMs: () => number,
-  lastCrashMs: () => number
+  lastCrashMs: () => number,
+  /** The signing secrets the merchant behind this URL accepts now (current, and a rotated one in its overlap). */
+  secretsOf: (url: string) => ReadonlyArray<string>
 ) => {
   const stats: EndpointStats = { posts: 0, answered2xx: 0, answered4xx: 0, answered5xx: 0, slow: 0, lagging: 0, noAnswer: 0, outageRefusals: 0 }
   const outages = new Map<string, ReadonlyArray<readonly [number, number]>>()
@@ -91,11 +94,16 @@ export const makeSimulatedEndpoints = (
           `delivery ${deliveryId} (event ${eventId}): attempt ${attempt} arrived after the endpoint acknowledged it`)
         const receipts = received.get(deliveryId) ?? []
         const previous = receipts[receipts.length - 1]
-        auditor.check(previous === undefined || attempt > previous.attempt || lastCrashMs() >= previous.atMs, "webhook-attempt-numbers", () =>
+        auditor.check(previous === undefined || attempt >= previous.attempt || lastCrashMs() >= previous.atMs, "webhook-attempt-numbers", () =>
           `delivery ${deliveryId}: attempt ${attempt} after attempt ${previous?.attempt}`)
+        // One attempt reaches the endpoint once; only a crash may make the service send it again.
+        auditor.check(previous === undefined || attempt !== previous.attempt || lastCrashMs() >= previous.atMs, "webhook-once-per-attempt", () =>
+          `delivery ${deliveryId}: attempt ${attempt} arrived twice`)
         receipts.push({ attempt, atMs: now })
         received.set(deliveryId, receipts)
-        auditor.check(request.headers["x-service-signature"]?.startsWith("t=") === true, "webhook-signed", () => `event ${eventId}: unsigned POST`)
+        const verified = verifySignature(request.headers["x-service-signature"], request.body, secretsOf(request.url), now)
+        auditor.check(verified === null, "webhook-signature", () => `event ${eventId} attempt ${attempt}: ${verified}`)
+        auditor.check(bodyEventId(request.body) === eventId, "webhook-signature", () => `event ${eventId}: the body names another event`)
         if (outagesOf(request.url).some(([start, end]) => now >= start && now < end)) {
           stats.outageRefusals++
           return Effect.succeed({ _tag: "Failed", error: "connection error: ECONNREFUSED" } as const)
@@ -119,7 +127,31 @@ export const makeSimulatedEndpoints = (
         return answer(200, prng.int(5, 800), deliveryId)
       })
   }
-  return { transport, stats }
+  /** The attempt numbers of a delivery that reached the endpoint. */
+  const receivedAttempts = (deliveryId: string): ReadonlySet<number> => new Set((received.get(deliveryId) ?? []).map((r) => r.attempt))
+  return { transport, stats, receivedAttempts }
+}
+
+/** The merchant's check (docs/webhooks.md): a fresh timestamp and an HMAC of "t.body" under an accepted secret. Null when valid. */
+const verifySignature = (header: string | undefined, body: string, secrets: ReadonlyArray<string>, nowMs: number): string | null => {
+  if (header === undefined) return "unsigned POST"
+  const parts = header.split(",").map((part) => part.split("="))
+  const timestamp = Number(parts.find(([name]) => name === "t")?.[1])
+  if (!Number.isSafeInteger(timestamp) || Math.abs(nowMs / 1000 - timestamp) > 300) return `timestamp ${timestamp} is not within 5 minutes of now`
+  const signatures = parts.filter(([name]) => name === "v1").map(([, value]) => Buffer.from(value ?? "", "hex"))
+  for (const secret of secrets) {
+    const expected = createHmac("sha256", secret).update(`${timestamp}.${body}`).digest()
+    if (signatures.some((signature) => signature.length === expected.length && timingSafeEqual(signature, expected))) return null
+  }
+  return `no v1 signature matches the merchant's ${secrets.length} secret(s)`
+}
+
+const bodyEventId = (body: string): string | undefined => {
+  try {
+    return (JSON.parse(body) as { id?: string }).id
+  } catch {
+    return undefined
+  }
 }
 
 /**
@@ -135,13 +167,46 @@ export const auditDeliveries = (
     readonly timeoutMs: number
     readonly toleranceMs: number
     readonly crashesMs: ReadonlyArray<number>
+    /** Attempt numbers of a delivery that reached its endpoint. */
+    readonly receivedAttempts: (deliveryId: string) => ReadonlySet<number>
   }
 ) => {
   const byEvent = new Set<string>()
   const totals = { deliveries: 0, succeeded: 0, failed: 0, open: 0, attempts: 0 }
   const lastOffset = options.scheduleMs[options.scheduleMs.length - 1] ?? 0
   const crashBetween = (fromMs: number, toMs: number) => options.crashesMs.some((c) => c >= fromMs && c <= toMs)
-  for (const d of deliveries) {
+  // Deliveries in order per payment and URL: each one waits for the one before it (by sequence).
+  const all = [...deliveries]
+  const chains = new Map<string, Array<Delivery>>()
+  for (const d of all) {
+    if (d.order === null) continue
+    const key = `${d.order.paymentId} ${d.url}`
+    const chain = chains.get(key) ?? []
+    chain.push(d)
+    chains.set(key, chain)
+  }
+  /** When a delivery's last attempt ended it for good (a 2xx, or the last of the schedule); null while open. */
+  const endedAtMs = (d: Delivery) => {
+    const last = d.attempts.find((a, i) =>
+      (a.responseStatus !== null && a.responseStatus >= 200 && a.responseStatus < 300) || i === options.scheduleMs.length)
+    return last === undefined ? null : Date.parse(last.at)
+  }
+  /** When a delivery could start: its creation, or once the delivery before it in its chain ended (null: still waiting). */
+  const readyAtMs = new Map<string, number | null>()
+  for (const chain of chains.values()) {
+    chain.sort((a, b) => a.order!.sequence - b.order!.sequence)
+    chain.forEach((d, i) => {
+      const previous = chain[i - 1]
+      if (previous === undefined) return
+      const previousEnd = endedAtMs(previous)
+      readyAtMs.set(d.id, previousEnd === null ? null : Math.max(Date.parse(d.createdAt), previousEnd + options.timeoutMs))
+      const first = d.attempts[0]
+      auditor.check(first === undefined || (previousEnd !== null && previousEnd <= Date.parse(first.at)), "webhook-order", () =>
+        `delivery ${d.id} (${d.eventType}, sequence ${d.order!.sequence}): attempted at ${first?.at} before delivery ${previous.id} ` +
+        `(${previous.eventType}, sequence ${previous.order!.sequence}) of the same payment had ended (${previousEnd === null ? "still open" : new Date(previousEnd).toISOString()})`)
+    })
+  }
+  for (const d of all) {
     totals.deliveries++
     totals.attempts += d.attempts.length
     if (d.status === "succeeded") totals.succeeded++
@@ -150,8 +215,10 @@ export const auditDeliveries = (
     auditor.check(!byEvent.has(d.eventId), "webhook-one-delivery-per-event", () => `event ${d.eventId}: more than one delivery`)
     byEvent.add(d.eventId)
     const createdMs = Date.parse(d.createdAt)
-    // Deadline: the whole schedule, the last attempt's timeout, and slack for crashes and polling.
-    const deadlineMs = createdMs + lastOffset + options.timeoutMs + options.toleranceMs + 2 * 3_600_000
+    // Deadline: the whole schedule, the last attempt's timeout, and slack for crashes and polling,
+    // counted from when the delivery before it in its payment's order ended (null: it has not).
+    const readyMs = readyAtMs.has(d.id) ? readyAtMs.get(d.id)! : createdMs
+    const deadlineMs = readyMs === null ? Infinity : readyMs + lastOffset + options.timeoutMs + options.toleranceMs + 2 * 3_600_000
     auditor.check(d.status === "succeeded" || d.status === "failed" || options.nowMs < deadlineMs, "webhook-deadline", () =>
       `delivery ${d.id}: still ${d.status} ${((options.nowMs - createdMs) / 3_600_000).toFixed(1)} h after creation`)
     d.attempts.forEach((attempt, index) => {
@@ -167,6 +234,18 @@ export const auditDeliveries = (
       }
     })
     auditor.check(d.attempts.length <= options.scheduleMs.length + 1, "webhook-attempt-limit", () => `delivery ${d.id}: ${d.attempts.length} attempts`)
+    // A 2xx ends the delivery and nothing else does: failed only after the last retry failed,
+    // succeeded only on a 2xx, and nothing left open once the last retry failed.
+    const last = d.attempts[d.attempts.length - 1]
+    const lastSucceeded = last !== undefined && last.responseStatus !== null && last.responseStatus >= 200 && last.responseStatus < 300
+    const exhausted = d.attempts.length === options.scheduleMs.length + 1 && !lastSucceeded
+    auditor.check(d.status === "succeeded" ? lastSucceeded : d.status === "failed" ? exhausted : !lastSucceeded && !exhausted, "webhook-give-up", () =>
+      `delivery ${d.id}: ${d.status} after ${d.attempts.length} attempts (last answered ${last?.responseStatus ?? last?.error ?? "nothing"})`)
+    // Every attempt the store records reached the endpoint (none invented, none skipped).
+    const reached = options.receivedAttempts(d.id)
+    for (const attempt of d.attempts) {
+      auditor.check(reached.has(attempt.attempt), "webhook-attempt-recorded", () => `delivery ${d.id}: attempt ${attempt.attempt} recorded but never reached the endpoint`)
+    }
   }
   return totals
 }

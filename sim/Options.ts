@@ -33,6 +33,8 @@ export interface FaultRates {
    * the process crashes, before anything else runs: the reply never reaches the client.
    */
   readonly crashAfterCommit: number
+  /** Payments the network disputes (of those captured whose merchant script ended), sim/Disputes.ts. */
+  readonly disputes?: number
 }
 
 export interface WorkloadMix {
@@ -49,7 +51,8 @@ export interface WorkloadMix {
   readonly declineTokens: number
 }
 
-export type PlantedBug = "none" | "refund-over-remainder"
+import type { PlantedBug } from "./PlantedBugs.ts"
+export { isPlantedBug, type PlantedBug, plantedBugNames, plantedBugs } from "./PlantedBugs.ts"
 
 export interface SimOptions {
   readonly seed: number
@@ -86,7 +89,8 @@ export const noFaults: FaultRates = {
   storeUnavailable: 0,
   storeLostCommit: 0,
   storeOutagesPerDay: 0,
-  crashAfterCommit: 0
+  crashAfterCommit: 0,
+  disputes: 0
 }
 
 export const defaultFaults: FaultRates = {
@@ -104,7 +108,8 @@ export const defaultFaults: FaultRates = {
   storeUnavailable: 0.002,
   storeLostCommit: 0.002,
   storeOutagesPerDay: 0.5,
-  crashAfterCommit: 0.0005
+  crashAfterCommit: 0.0005,
+  disputes: 0.01
 }
 
 export const heavyFaults: FaultRates = {
@@ -122,7 +127,8 @@ export const heavyFaults: FaultRates = {
   storeUnavailable: 0.01,
   storeLostCommit: 0.01,
   storeOutagesPerDay: 3,
-  crashAfterCommit: 0.003
+  crashAfterCommit: 0.003,
+  disputes: 0.05
 }
 
 export const defaultMix: WorkloadMix = {
@@ -168,7 +174,8 @@ const faultNames: Record<string, keyof FaultRates> = {
   storedown: "storeUnavailable",
   storelost: "storeLostCommit",
   storeoutage: "storeOutagesPerDay",
-  crashcommit: "crashAfterCommit"
+  crashcommit: "crashAfterCommit",
+  dispute: "disputes"
 }
 
 /**
@@ -177,10 +184,11 @@ const faultNames: Record<string, keyof FaultRates> = {
  * authorizations), crash (per hour), wh4xx, wh5xx, whslow, whlag, whnoanswer (fractions of webhook
  * attempts), whoutage (outages per endpoint per day), storedown (fraction of store operations
  * failing before they run), storelost (fraction of payment commits answered as failures),
- * storeoutage (store outages per day), crashcommit (fraction of commits followed by a crash).
+ * storeoutage (store outages per day), crashcommit (fraction of commits followed by a crash),
+ * dispute (fraction of captured payments the network disputes, sim/Disputes.ts).
  */
 export const parseFaults = (text: string): FaultRates => {
-  let faults: Record<keyof FaultRates, number> = { ...defaultFaults }
+  let faults: { -readonly [K in keyof FaultRates]: FaultRates[K] } = { ...defaultFaults }
   for (const part of text.split(",").map((p) => p.trim()).filter((p) => p !== "")) {
     if (part === "none") faults = { ...noFaults }
     else if (part === "default") faults = { ...defaultFaults }
@@ -200,7 +208,7 @@ export const parseFaults = (text: string): FaultRates => {
 
 /** The `--faults` text that reproduces these rates exactly (for replay commands). */
 export const formatFaults = (faults: FaultRates): string =>
-  ["none", ...Object.entries(faultNames).filter(([, key]) => faults[key] !== 0).map(([name, key]) => `${name}=${faults[key]}`)].join(",")
+  ["none", ...Object.entries(faultNames).filter(([, key]) => (faults[key] ?? 0) !== 0).map(([name, key]) => `${name}=${faults[key]}`)].join(",")
 
 /** The exact command that replays a run. */
 export const replayCommand = (options: SimOptions): string =>

@@ -165,7 +165,10 @@ export class SimulatedService {
     const dying = this.dying
     this.dying = []
     return Effect.forEach(dying, (instance) =>
-      Effect.zipRight(Fiber.interruptAll(instance.requests), Scope.close(instance.scope, Exit.void)), { discard: true })
+      // The dead instance's own clean-up is interrupted by its fence (a finalizer that would
+      // release a claim or a lease); that interruption is the corpse's, not the caller's: it must
+      // not stop the restart that reaps it (it did, and left the service down for good).
+      Effect.exit(Effect.zipRight(Fiber.interruptAll(instance.requests), Scope.close(instance.scope, Exit.void))), { discard: true })
   })
 
   /** Sends one request; null when the connection is refused or reset (service down or crashed). */

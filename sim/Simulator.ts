@@ -8,6 +8,7 @@ import { memoryWebhookOperations } from "../src/store/MemoryWebhookStore.ts"
 import { nextCutoffMs } from "../src/workers/Workers.ts"
 import { makeSimulatedAcquirer, type AcquirerStats } from "./Acquirer.ts"
 import { Auditor, auditedStore, type Violation } from "./Auditor.ts"
+import { transportBug, webhookStoreBug } from "./PlantedBugs.ts"
 import { auditDeliveries, type EndpointStats, makeSimulatedEndpoints } from "./Endpoints.ts"
 import type { SimOptions } from "./Options.ts"
 import { hash32, Prng } from "./Prng.ts"
@@ -16,6 +17,7 @@ import { faultyStore, type StoreFaultStats } from "./StoreFaults.ts"
 import { Trace } from "./Trace.ts"
 import { VirtualTime } from "./VirtualTime.ts"
 import { type Merchant, makeWorkload, type WorkloadStats } from "./Workload.ts"
+import { type DisputeStats, makeDisputeInjector } from "./Disputes.ts"
 
 /** Virtual time starts here (a Monday, 00:00 UTC, so the first settlement cut-off is a day in). */
 export const startMs = Date.UTC(2026, 0, 5, 0, 0, 0)
@@ -53,7 +55,12 @@ export interface SimResult {
   readonly unsettled: number
   readonly tasks: number
   readonly wakeUps: number
+  /** V8 heap high-water mark of the run, in bytes (sampled). */
+  readonly peakHeapBytes: number
+  /** Heap in use after a full collection at the end, with the run's state still alive (null without --expose-gc). */
+  readonly liveHeapBytes: number | null
   readonly stalled: boolean
+  readonly disputes: DisputeStats
 }
 
 export const runSimulation = (options: SimOptions): SimResult => {
@@ -62,19 +69,28 @@ export const runSimulation = (options: SimOptions): SimResult => {
   const time = new VirtualTime(startMs)
   const nowMs = () => time.nowMs
   const trace = new Trace(options.traceTail, nowMs)
-  const auditor = new Auditor(nowMs, (v) => trace.record(`VIOLATION ${v.invariant}: ${v.message}`))
+  const config = Config.defaultsWith({ webhookAllowPrivateUrls: true })
+  const auditor = new Auditor(nowMs, (v) => trace.record(`VIOLATION ${v.invariant}: ${v.message}`), {
+    reviewThreshold: config.fraudThresholds.review,
+    blockThreshold: config.fraudThresholds.block
+  })
   const warnings: Array<string> = []
   const runtime = time.runtime(seed, undefined)
   const crashesMs: Array<number> = []
   const horizonEndMs = startMs + options.hours * 3_600_000
 
   const state = emptyState()
-  const config = Config.defaultsWith({ webhookAllowPrivateUrls: true })
+  const webhookStore = memoryWebhookOperations(state)
   const { acquirer, stats: acquirerStats } = makeSimulatedAcquirer(Prng.derive(seed, "acquirer"), options.faults)
   const endpoints = makeSimulatedEndpoints(
     Prng.derive(seed, "webhooks"), options.faults, auditor,
-    { startMs, endMs: horizonEndMs + quiesceMs }, nowMs, () => crashesMs[crashesMs.length - 1] ?? -1
+    { startMs, endMs: horizonEndMs + quiesceMs }, nowMs, () => crashesMs[crashesMs.length - 1] ?? -1,
+    (url) => {
+      const merchantId = merchantOfUrl.get(url)
+      return merchantId === undefined ? [] : Effect.runSync(webhookStore.signingSecrets(merchantId, new Date(time.nowMs).toISOString()))
+    }
   )
+  const merchantOfUrl = new Map<string, string>()
   let booted = false
   // Crashes between commit and reply: the store wrapper asks, the service dies on the spot.
   const commitCrashPrng = Prng.derive(seed, "commit-crashes")
@@ -97,7 +113,6 @@ export const runSimulation = (options: SimOptions): SimResult => {
   )
   // Claims whose lease ran out before their attempt started: another dispatcher takes them over.
   let leaseTakeovers = 0
-  const webhookStore = memoryWebhookOperations(state)
   const countedWebhookStore = {
     ...webhookStore,
     renewLease: (deliveryId: string, token: string, now: string, until: string) =>
@@ -108,13 +123,15 @@ export const runSimulation = (options: SimOptions): SimResult => {
     ids: makeIds(seededBytes((seed ^ hash32("ids")) >>> 0)),
     config,
     acquirer,
-    webhookStore: countedWebhookStore,
-    webhookTransport: endpoints.transport,
+    webhookStore: webhookStoreBug(options.plantedBug, countedWebhookStore),
+    webhookTransport: transportBug(options.plantedBug, endpoints.transport),
     webhookDispatcher: options.webhooks ? { pollIntervalMs: dispatcherPollMs, concurrencyPerEndpoint: options.endpointConcurrency } : null,
     webhookDispatchers: options.dispatchers
   })
   const workloadPrng = Prng.derive(seed, "workload")
   const workload = makeWorkload(options, workloadPrng, service, auditor, trace, horizonEndMs)
+  const disputes = makeDisputeInjector({ prng: Prng.derive(seed, "disputes"), rate: options.faults.disputes ?? 0, service, auditor, trace, state, horizonEndMs, nowMs })
+  workload.hooks.onPaymentFinished = disputes.consider
   const merchants: Array<Merchant> = []
   let workloadDone = false
   let crashActorDone = options.faults.crashesPerHour === 0
@@ -128,6 +145,7 @@ export const runSimulation = (options: SimOptions): SimResult => {
       const created = yield* service.withServices(Effect.flatMap(Merchants, (m) =>
         m.create({ name: `Merchant ${i}`, webhookUrl: options.webhooks ? `https://m${i}.merchants.example/webhooks` : null })))
       merchants.push({ index: i, id: created.merchant.id, apiKey: created.secret, keyId: created.apiKey.id, keyGeneration: 0 })
+      if (created.merchant.webhookUrl !== null) merchantOfUrl.set(created.merchant.webhookUrl, created.merchant.id)
       trace.record(`merchant m${i} ${created.merchant.id} key ${created.apiKey.id}`)
     }
     booted = true
@@ -177,7 +195,7 @@ export const runSimulation = (options: SimOptions): SimResult => {
   // It ends early once nothing is left to do: no flow in flight, no delivery open.
   const quiesceEndMs = Math.max(time.nowMs, horizonEndMs) + quiesceMs
   const idle = () =>
-    state.inFlight.size === 0 && state.outbox.length === 0 &&
+    state.inFlight.size === 0 && state.outbox.length === 0 && disputes.idle() &&
     (!options.webhooks || [...state.webhooks.deliveries.values()].every((row) => row.delivery.status === "succeeded" || row.delivery.status === "failed"))
   time.run({ untilMs: time.nowMs + 30 * 60_000, stop: () => auditor.failed })
   while (!auditor.failed && time.nowMs < quiesceEndMs && !idle()) {
@@ -188,6 +206,7 @@ export const runSimulation = (options: SimOptions): SimResult => {
   let deliveries = { deliveries: 0, succeeded: 0, failed: 0, open: 0, attempts: 0 }
   if (!auditor.failed) {
     auditor.audit(state)
+    disputes.audit()
     for (const [id, expected] of workload.expectations) {
       const payment = state.payments.get(id)
       if (payment === undefined || expected.uncertain) continue
@@ -206,13 +225,26 @@ export const runSimulation = (options: SimOptions): SimResult => {
         // Early is never allowed; late by up to a poll, a timeout and a margin is: an endpoint
         // works at most 8 attempts at once, so a backlog behind slow answers delays its retries.
         toleranceMs: dispatcherPollMs + config.webhookTimeoutMs + 25_000,
-        crashesMs
+        crashesMs,
+        receivedAttempts: endpoints.receivedAttempts
       })
       auditor.check(state.outbox.length === 0, "webhook-outbox-drained", () => `${state.outbox.length} events never became deliveries`)
+      // Every event of a merchant with a webhook URL (all of them here) gets its delivery.
+      const delivered = new Set<string>()
+      for (const row of state.webhooks.deliveries.values()) delivered.add(row.delivery.eventId)
+      for (const events of state.events.values()) {
+        for (const event of events) {
+          if (!delivered.has(event.id)) auditor.fail("webhook-every-event-delivered", `event ${event.id} (${event.type} of ${event.paymentId}) has no delivery`)
+        }
+      }
     }
   }
   fork(service.stop)
   time.settle()
+  // The live set at its largest (everything a run keeps grows until now), when the caller lets us collect.
+  const gc = (globalThis as { gc?: () => void }).gc
+  gc?.()
+  const liveHeapBytes = gc === undefined ? null : process.memoryUsage().heapUsed
 
   // Summary and trace fingerprint: the final store state is part of the hash.
   const paymentsByStatus: Record<string, number> = {}
@@ -232,6 +264,13 @@ export const runSimulation = (options: SimOptions): SimResult => {
       unsettled++
       auditor.check(false, "settled-by-cut-off", () =>
         `payment ${payment.id}: captured ${payment.capturedAt}, still ${payment.status} after the ${lastCutoff} cut-off`)
+    } else if (payment.capturedAt !== null && payment.settledAt !== null) {
+      // Settled by the run of the first cut-off after its capture (that run may retry past faults
+      // and crash loops, but must finish before the next cut-off), never before it.
+      const cutoffMs = nextCutoffMs(Date.parse(payment.capturedAt), config.settlementCutoffMinutes)
+      const settledMs = Date.parse(payment.settledAt)
+      auditor.check(settledMs >= cutoffMs && settledMs < cutoffMs + 86_400_000, "settled-by-cut-off", () =>
+        `payment ${payment.id}: captured ${payment.capturedAt}, settled ${payment.settledAt}, its cut-off ${new Date(cutoffMs).toISOString()}`)
     }
     trace.fingerprint(`final ${payment.id} ${payment.status} v${payment.version} ${payment.capturedAmountCents}/${payment.refundedAmountCents}`)
   }
@@ -259,6 +298,9 @@ export const runSimulation = (options: SimOptions): SimResult => {
     unsettled,
     tasks: time.tasksRun,
     wakeUps: time.timersFired,
-    stalled
+    peakHeapBytes: (time.sampleHeap(), time.peakHeapBytes),
+    liveHeapBytes,
+    stalled,
+    disputes: disputes.stats
   }
 }

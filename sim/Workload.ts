@@ -1,4 +1,5 @@
 import type { HttpMethod } from "@effect/platform"
+import { createHash } from "node:crypto"
 import { Effect } from "effect"
 import { ApiKeys } from "../src/services/ApiKeys.ts"
 import type { Auditor } from "./Auditor.ts"
@@ -68,6 +69,8 @@ export interface WorkloadStats {
 
 const maximumAttempts = 400
 
+const digest = (text: string) => createHash("sha1").update(text).digest("base64")
+
 export const makeWorkload = (
   options: SimOptions,
   prng: Prng,
@@ -78,8 +81,12 @@ export const makeWorkload = (
 ) => {
   const stats: WorkloadStats = { requests: 0, byStatus: {}, dropped: 0, lostCreates: 0, scriptsStarted: 0, scriptsFinished: 0, rotations: 0, keyRecoveries: 0 }
   const expectations = new Map<string, Expectation>()
+  /** The payment each script created, and what runs when its script ends (sim/Disputes.ts). */
+  const scriptPayments = new Map<number, string>()
+  const hooks = { onPaymentFinished: (_paymentId: string): Effect.Effect<void> => Effect.void }
   /** Idempotency: per merchant and key, the request that owns it and the answer it got. */
-  const replays = new Map<string, { readonly fingerprint: string; readonly status: number; readonly body: string }>()
+  // Digests, not the bodies: 100,000 payments' answers would otherwise stay on the heap to the end.
+  const replays = new Map<string, { readonly fingerprint: string; readonly status: number; readonly body: string; readonly head: string }>()
   const mix = options.mix
 
   interface Call {
@@ -108,15 +115,15 @@ export const makeWorkload = (
     const code = status === 409 || status === 422 ? (JSON.parse(response.body) as { error?: { code?: string } }).error?.code : undefined
     if (code === "idempotency_in_progress") return
     const scoped = `${call.merchant.id} ${call.key}`
-    const fingerprint = `${call.method} ${call.path} ${call.body ?? ""}`
+    const fingerprint = digest(`${call.method} ${call.path} ${call.body ?? ""}`)
     const owner = replays.get(scoped)
     if (owner === undefined) {
-      if (code !== "idempotency_key_reused") replays.set(scoped, { fingerprint, status, body: response.body })
+      if (code !== "idempotency_key_reused") replays.set(scoped, { fingerprint, status, body: digest(response.body), head: response.body.slice(0, 200) })
       return
     }
     if (owner.fingerprint === fingerprint) {
-      auditor.check(owner.status === status && owner.body === response.body, "idempotent-replay", () =>
-        `key ${call.key}: replay answered ${status} ${response.body.slice(0, 200)} but the first answer was ${owner.status} ${owner.body.slice(0, 200)}`)
+      auditor.check(owner.status === status && owner.body === digest(response.body), "idempotent-replay", () =>
+        `key ${call.key}: replay answered ${status} ${response.body.slice(0, 200)} but the first answer was ${owner.status} ${owner.head}`)
     } else {
       auditor.check(code === "idempotency_key_reused", "idempotency-key-reused", () => `key ${call.key} re-used with another request answered ${status}`)
     }
@@ -259,6 +266,7 @@ export const makeWorkload = (
       if (transaction === null) return
       const expectation: Expectation = { capturedCents: null, refundedCents: 0, uncertain: false }
       expectations.set(transaction.id, expectation)
+      scriptPayments.set(n, transaction.id)
       const unanswered = (...responses: ReadonlyArray<SimResponse | null>) => {
         if (responses.includes(null)) expectation.uncertain = true
       }
@@ -440,9 +448,14 @@ export const makeWorkload = (
         yield* Effect.sleep(prng.exponential(meanGapMs))
         const merchant = prng.pick(merchants)
         stats.scriptsStarted++
-        yield* Effect.forkDaemon(Effect.ensuring(paymentScript(merchant, n), Effect.sync(() => void stats.scriptsFinished++)))
+        yield* Effect.forkDaemon(Effect.ensuring(paymentScript(merchant, n), Effect.suspend(() => {
+          stats.scriptsFinished++
+          const paymentId = scriptPayments.get(n)
+          scriptPayments.delete(n)
+          return paymentId === undefined ? Effect.void : hooks.onPaymentFinished(paymentId)
+        })))
       }
     })
 
-  return { stats, expectations, arrivals, rotations }
+  return { stats, expectations, arrivals, rotations, hooks }
 }

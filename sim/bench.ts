@@ -1,3 +1,4 @@
+import v8 from "node:v8"
 import { parseArguments } from "./main.ts"
 import { runSimulation } from "./Simulator.ts"
 
@@ -26,6 +27,11 @@ console.log(JSON.stringify({
   virtualHours: Number((virtualMs / 3_600_000).toFixed(1)),
   virtualToWallRatio: Math.round(virtualMs / result.wallMs),
   fiberTasks: result.tasks,
+  peakHeapMB: Math.round(result.peakHeapBytes / 1_048_576),
+  liveHeapMBAtEnd: result.liveHeapBytes === null ? null : Math.round(result.liveHeapBytes / 1_048_576),
+  liveHeapKBPerPayment: result.liveHeapBytes === null ? null : Math.round(result.liveHeapBytes / 1024 / Math.max(1, options.payments)),
+  heapLimitMB: Math.round(v8.getHeapStatistics().heap_size_limit / 1_048_576),
+  heapKBPerPayment: Math.round(result.peakHeapBytes / 1024 / Math.max(1, options.payments)),
   wakeUps: result.wakeUps,
   invariantChecks: result.checks,
   traceHash: result.traceHash

@@ -1,13 +1,37 @@
-import { defaultMix, defaultOptions, parseFaults, type PlantedBug, replayCommand, type SimOptions, type WorkloadMix } from "./Options.ts"
+import { defaultMix, defaultOptions, isPlantedBug, parseFaults, plantedBugNames, replayCommand, type SimOptions, type WorkloadMix } from "./Options.ts"
+import { readReplayFile } from "./Replay.ts"
+import { shrinkToFile } from "./Shrink.ts"
 import { runSimulation, type SimResult } from "./Simulator.ts"
 
 /**
  * `npm run sim -- --seed 42 --merchants 20 --payments 10000 --hours 48 [--faults heavy,crash=2]
- *  [--no-webhooks] [--dispatchers N] [--endpoint-concurrency N] [--planted-bug refund-over-remainder] [--check-determinism] [--mix JSON]`
+ *  [--no-webhooks] [--dispatchers N] [--endpoint-concurrency N] [--planted-bug refund-over-remainder] [--check-determinism] [--mix JSON]
+ *  [--shrink [--shrink-runs 200] [--out FILE]]`
+ * `npm run sim -- --replay FILE [--shrink [--out FILE]] [--check-determinism]`
+ *
+ * `--shrink`: when the run fails, fast-check reduces it (sim/Shrink.ts) to a smaller scenario that
+ * breaks the same law first, written as a replay file (`--out`, default
+ * `sim-failure-<seed>.json`). `--replay FILE` runs the options of such a file (sim/Replay.ts).
  */
-export const parseArguments = (argv: ReadonlyArray<string>): { options: SimOptions; checkDeterminism: boolean } => {
+export interface Arguments {
+  readonly options: SimOptions
+  readonly checkDeterminism: boolean
+  readonly shrink: boolean
+  readonly shrinkRuns: number
+  readonly out: string | undefined
+  readonly replay: string | undefined
+  /** The scenario flags given (refused with `--replay`, whose file holds the scenario). */
+  readonly scenarioFlags: ReadonlyArray<string>
+}
+
+export const parseArguments = (argv: ReadonlyArray<string>): Arguments => {
   let options: SimOptions = { ...defaultOptions, seed: Math.floor(Math.random() * 2 ** 31) }
   let checkDeterminism = false
+  let shrink = false
+  let shrinkRuns = 200
+  let out: string | undefined
+  let replay: string | undefined
+  const scenarioFlags: Array<string> = []
   for (let i = 0; i < argv.length; i++) {
     const flag = argv[i]!
     const value = () => {
@@ -30,13 +54,27 @@ export const parseArguments = (argv: ReadonlyArray<string>): { options: SimOptio
       case "--no-webhooks": options = { ...options, webhooks: false }; break
       case "--dispatchers": options = { ...options, dispatchers: Math.max(1, integer()) }; break
       case "--endpoint-concurrency": options = { ...options, endpointConcurrency: Math.max(1, integer()) }; break
-      case "--planted-bug": options = { ...options, plantedBug: value() as PlantedBug }; break
+      case "--planted-bug": {
+        const name = value()
+        if (!isPlantedBug(name)) throw new Error(`--planted-bug: unknown '${name}' (one of: ${plantedBugNames.join(", ")})`)
+        options = { ...options, plantedBug: name }
+        break
+      }
       case "--mix": options = { ...options, mix: { ...defaultMix, ...(JSON.parse(value()) as Partial<WorkloadMix>) } }; break
       case "--check-determinism": checkDeterminism = true; break
+      case "--shrink": shrink = true; break
+      case "--shrink-runs": shrinkRuns = Math.max(1, integer()); break
+      case "--out": out = value(); break
+      case "--replay": replay = value(); break
       default: throw new Error(`unknown option ${flag}`)
     }
+    if (!["--check-determinism", "--shrink", "--shrink-runs", "--out", "--replay"].includes(flag)) scenarioFlags.push(flag)
   }
-  return { options, checkDeterminism }
+  if (replay !== undefined && scenarioFlags.length > 0) {
+    throw new Error(`--replay takes every option from its file; remove ${scenarioFlags.join(", ")} (edit the file to change the scenario)`)
+  }
+  if (out !== undefined && !shrink) throw new Error("--out names the file --shrink writes; add --shrink")
+  return { options, checkDeterminism, shrink, shrinkRuns, out, replay, scenarioFlags }
 }
 
 const pad = (text: string | number, width: number) => String(text).padStart(width)
@@ -59,6 +97,7 @@ export const formatReport = (result: SimResult): string => {
   lines.push(`requests ${w.requests}  by status ${Object.entries(w.byStatus).sort().map(([s, c]) => `${s}:${c}`).join(" ")}`)
   lines.push(`key rotations ${w.rotations} (${w.keyRecoveries} lost answers recovered out of band)  lost unkeyed creates ${w.lostCreates}  crashes ${result.crashes} (${result.commitCrashes} right after a commit)`)
   const s = result.store
+  lines.push(`disputes: ${result.disputes.planned} (${result.disputes.refusedOpens} opens refused, ${result.disputes.duplicates} duplicate notifications, ${result.disputes.retries} re-sent unacknowledged)`)
   lines.push(`settlement: ${result.unsettled} payments captured before the last cut-off left unsettled`)
   lines.push(`store faults: ${s.unavailable} unavailable + ${s.outageRefusals} in ${s.outages} outages of ${s.operations} operations; ${s.lostCommits} commits answered unavailable`)
   const a = result.acquirer
@@ -72,7 +111,7 @@ export const formatReport = (result: SimResult): string => {
   lines.push(`invariant checks run ${result.checks}`)
   lines.push(`virtual time ${(virtualMs / 3_600_000).toFixed(1)} h in ${(result.wallMs / 1000).toFixed(2)} s wall` +
     ` (ratio ${Math.round(virtualMs / result.wallMs)}x, ${Math.round(o.payments / (result.wallMs / 1000))} payments/s,` +
-    ` ${result.tasks} fiber tasks, ${result.wakeUps} wake-ups)`)
+    ` ${result.tasks} fiber tasks, ${result.wakeUps} wake-ups, peak heap ${Math.round(result.peakHeapBytes / 1_048_576)} MB)`)
   lines.push(`trace ${result.traceLines} lines, hash ${result.traceHash}`)
   if (!result.ok) {
     lines.push("")
@@ -93,11 +132,32 @@ const main = () => {
     console.error(String(error instanceof Error ? error.message : error))
     process.exit(2)
   }
-  const { options, checkDeterminism } = parsed
+  const { checkDeterminism } = parsed
+  let options = parsed.options
+  let recorded: string | null | undefined
+  if (parsed.replay !== undefined) {
+    try {
+      const file = readReplayFile(parsed.replay)
+      options = file.options
+      recorded = file.firstViolation
+      console.log(`replaying ${parsed.replay} (first violation when written: ${file.firstViolation ?? "none"})`)
+    } catch (error) {
+      console.error(String(error instanceof Error ? error.message : error))
+      process.exit(2)
+    }
+  }
   console.log(`seed ${options.seed}`)
   const first = runSimulation(options)
   console.log(formatReport(first))
-  if (!first.ok) process.exit(1)
+  const firstLaw = first.violations[0]?.invariant ?? null
+  if (recorded !== undefined) {
+    console.log(firstLaw === recorded ? `replay: first violation ${firstLaw ?? "none"}, as recorded` : `replay: first violation ${firstLaw ?? "none"}, recorded ${recorded ?? "none"}: the run no longer does what the file recorded`)
+  }
+  if (!first.ok) {
+    if (parsed.shrink) shrinkToFile(first, { out: parsed.out, maxRuns: parsed.shrinkRuns, log: (line) => console.error(line), print: (line) => console.log(line) })
+    process.exit(1)
+  }
+  if (parsed.shrink) console.log("shrink: the run passed, nothing to shrink")
   if (checkDeterminism) {
     const second = runSimulation(options)
     const same = second.traceHash === first.traceHash

@@ -1,10 +1,9 @@
-import { HttpApiBuilder, HttpApiScalar, HttpMiddleware, HttpServer } from "@effect/platform"
-import { NodeHttpServer } from "@effect/platform-node"
+import { HttpApiBuilder, HttpApiScalar } from "@effect/platform"
 import { Layer } from "effect"
-import { createServer } from "node:http"
 import * as Acquirer from "./acquirer/Acquirer.ts"
 import { PaymentsApi } from "./http/Api.ts"
 import * as Authentication from "./http/Authentication.ts"
+import * as Drain from "./http/Drain.ts"
 import * as Edge from "./http/Edge.ts"
 import * as Handlers from "./http/Handlers.ts"
 import * as RateLimiter from "./http/RateLimiter.ts"
@@ -19,6 +18,7 @@ import * as PaymentActors from "./services/PaymentActors.ts"
 import * as Payments from "./services/Payments.ts"
 import * as PgStore from "./store/PgStore.ts"
 import * as Workers from "./workers/Workers.ts"
+import * as SandboxDisputes from "./workers/SandboxDisputes.ts"
 import * as WebhookDispatcher from "./workers/WebhookDispatcher.ts"
 import * as WebhookTransport from "./platform/WebhookTransport.ts"
 import * as Webhooks from "./services/Webhooks.ts"
@@ -54,17 +54,12 @@ export const InfrastructureLive = PgStore.layerPg.pipe(
   Layer.provideMerge(Config.layer)
 )
 
-export const serverLayer = (port: number, host = "127.0.0.1") =>
-  HttpApiBuilder.serve().pipe(
-    Layer.provide(HttpRoutesLive),
-    HttpMiddleware.withTracerDisabledWhen(() => true),
-    HttpServer.withLogAddress,
-    Layer.provide(NodeHttpServer.layer(createServer, { port, host }))
-  )
+/** The HTTP server with a graceful stop (src/http/Drain.ts). */
+export const serverLayer = (port: number, host = "127.0.0.1") => Drain.serverLayer(HttpRoutesLive, port, host)
 
 /** The whole service: HTTP server and workers over the services and production infrastructure. */
 export const AppLive = <E>(port: number, host: string, startup: Layer.Layer<never, E, Payments.Payments | Merchants.Merchants | Store | Config.AppConfig>) =>
-  Layer.mergeAll(startup, serverLayer(port, host), Workers.layer, WebhookDispatcher.layer).pipe(
+  Layer.mergeAll(startup, serverLayer(port, host), Workers.layer, WebhookDispatcher.layer, SandboxDisputes.layer).pipe(
     Layer.provideMerge(ServicesLive),
     // The serving process beats (its idempotency claims name it); CLI commands do not.
     Layer.provideMerge(Instance.layer),

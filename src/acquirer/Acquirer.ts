@@ -1,5 +1,6 @@
 import { Context, Data, Effect, Layer } from "effect"
-import type { AuthorizationOutcome } from "../domain/Payment.ts"
+import type { DisputeNotification, DisputeOutcome } from "../domain/Dispute.ts"
+import type { AuthorizationOutcome, Payment } from "../domain/Payment.ts"
 
 export interface AuthorizationRequest {
   readonly paymentId: string
@@ -56,3 +57,33 @@ export const sandboxAuthorize = (request: AuthorizationRequest): Effect.Effect<A
 }
 
 export const layerSandbox = Layer.succeed(Acquirer, { authorize: sandboxAuthorize, answerNow: sandboxAnswer })
+
+/**
+ * Sandbox disputes (docs/api.md): a payment made with one of these tokens is disputed by the
+ * sandbox network `SANDBOX_DISPUTE_OPEN_AFTER` after its capture (reason `fraudulent`, the
+ * whole undisputed remainder), and the dispute ends with the token's outcome
+ * `SANDBOX_DISPUTE_RESOLVE_AFTER` after it opened. The stores' `sandboxDisputesDue` finds them.
+ */
+export const sandboxDisputeTokens: Readonly<Record<string, DisputeOutcome>> = {
+  tok_dispute_won: "won",
+  tok_dispute_lost: "lost"
+}
+
+/** The sandbox network's id for the dispute of a payment (one dispute per payment). */
+export const sandboxDisputeId = (paymentId: string) => `dp_sandbox_${paymentId}`
+
+/**
+ * The notification the sandbox network sends next for a payment of a dispute token: open it when
+ * it has none, resolve it with the token's outcome when it is open; null when nothing is left.
+ * When each is due is the worker's business (src/workers/SandboxDisputes.ts).
+ */
+export const sandboxDisputeNotification = (payment: Payment): DisputeNotification | null => {
+  const outcome = sandboxDisputeTokens[payment.cardToken]
+  if (outcome === undefined) return null
+  const acquirerDisputeId = sandboxDisputeId(payment.id)
+  if (payment.dispute === null) {
+    return { acquirerDisputeId, paymentId: payment.id, action: { _tag: "Open", reason: "fraudulent" } }
+  }
+  if (payment.dispute.status !== "open" || payment.dispute.acquirerDisputeId !== acquirerDisputeId) return null
+  return { acquirerDisputeId, paymentId: payment.id, action: { _tag: "Resolve", outcome } }
+}

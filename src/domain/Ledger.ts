@@ -86,7 +86,27 @@ export const postings = {
     credit: "card_network",
     amountCents
   }),
-  settle: (netCents: number): Posting => ({ debit: "merchant_pending", credit: "merchant_available", amountCents: netCents })
+  settle: (netCents: number): Posting => ({ debit: "merchant_pending", credit: "merchant_available", amountCents: netCents }),
+  /** Disputed money moves from where the payment's money is (available once settled, else pending) to reserved. */
+  disputeHold: (amountCents: number, settled: boolean): Posting => ({
+    debit: settled ? "merchant_available" : "merchant_pending",
+    credit: "merchant_reserved",
+    amountCents
+  }),
+  /** A won dispute returns it to where the payment's money is now (settlement may have run meanwhile). */
+  disputeRelease: (amountCents: number, settled: boolean): Posting => ({
+    debit: "merchant_reserved",
+    credit: settled ? "merchant_available" : "merchant_pending",
+    amountCents
+  }),
+  /** A lost dispute: the network takes the reserved money back for the cardholder... */
+  chargeback: (amountCents: number): Posting => ({ debit: "merchant_reserved", credit: "card_network", amountCents }),
+  /** ...and charges the dispute fee, from where the payment's money is. */
+  disputeFee: (feeCents: number, settled: boolean): Posting => ({
+    debit: settled ? "merchant_available" : "merchant_pending",
+    credit: "fee_revenue",
+    amountCents: feeCents
+  })
 } as const
 
 /** Signed balance of an account in its natural direction: credit-normal for liabilities and revenue. */

@@ -4,6 +4,7 @@ import type { MintId } from "./Ids.ts"
 import * as Ledger from "./Ledger.ts"
 import type { Assessment, Explanation, FraudCase, Thresholds, Verdict } from "./Fraud.ts"
 import { priority as fraudPriority, topContributions, verdict as fraudVerdict } from "./Fraud.ts"
+import type { Dispute } from "./Dispute.ts"
 
 export const paymentStatuses = [
   "pending", "authorized", "captured", "settled", "refunded", "voided", "blocked", "failed"
@@ -57,6 +58,8 @@ export interface Payment {
   readonly updatedAt: string
   readonly capturedAt: string | null
   readonly settledAt: string | null
+  /** The payment's dispute (one at most, as with card networks' chargebacks), or null (src/domain/Dispute.ts). */
+  readonly dispute: Dispute | null
   /** The fraud model that screened the payment, and its largest contributions (the case keeps them all). */
   readonly fraudModelVersion: string | null
   readonly fraudExplanations: ReadonlyArray<Explanation> | null
@@ -73,7 +76,26 @@ export interface PaymentSnapshot {
   readonly refunded_amount_cents: number
   readonly fraud_score: number | null
   readonly failure_code: string | null
+  readonly dispute: DisputeSnapshot | null
 }
+
+/** A dispute as the API shows it (the transaction record and event data). */
+export interface DisputeSnapshot {
+  readonly status: Dispute["status"]
+  readonly reason: Dispute["reason"]
+  readonly amount_cents: number
+  readonly opened_at: string
+  readonly resolved_at: string | null
+}
+
+export const disputeSnapshot = (dispute: Dispute | null): DisputeSnapshot | null =>
+  dispute === null ? null : {
+    status: dispute.status,
+    reason: dispute.reason,
+    amount_cents: dispute.amountCents,
+    opened_at: dispute.openedAt,
+    resolved_at: dispute.resolvedAt
+  }
 
 export interface PaymentEvent {
   readonly id: string
@@ -125,13 +147,14 @@ export const snapshot = (payment: Payment): PaymentSnapshot => ({
   captured_amount_cents: payment.capturedAmountCents,
   refunded_amount_cents: payment.refundedAmountCents,
   fraud_score: payment.fraudScore,
-  failure_code: payment.failureCode
+  failure_code: payment.failureCode,
+  dispute: disputeSnapshot(payment.dispute)
 })
 
 // ---------------------------------------------------------------------------------------------
 // Building decisions
 
-interface Draft {
+export interface Draft {
   readonly payment: Payment
   readonly event: EventType | null
   readonly postings: ReadonlyArray<Ledger.Posting>
@@ -139,7 +162,7 @@ interface Draft {
 }
 
 /** The one place that stamps version, time, events and ledger entries onto a decision. */
-const decide = (before: Payment | null, draft: Draft, context: Context): Decision => {
+export const decide = (before: Payment | null, draft: Draft, context: Context): Decision => {
   const payment: Payment = {
     ...draft.payment,
     version: before === null ? 1 : before.version + 1,
@@ -165,7 +188,7 @@ const decide = (before: Payment | null, draft: Draft, context: Context): Decisio
   return { ok: true, change: { payment, events, ledger, fraudCase: draft.fraudCase ?? null } }
 }
 
-const invalidState = (payment: Payment, action: string, detail?: string): Decision => ({
+export const invalidState = (payment: Payment, action: string, detail?: string): Decision => ({
   ok: false,
   refusal: {
     _tag: "InvalidState",
@@ -175,10 +198,10 @@ const invalidState = (payment: Payment, action: string, detail?: string): Decisi
 })
 
 /** An amount is a whole number of minor units from 1 to `maximum`; NaN, fractions and infinities are refused. */
-const isAmountWithin = (amountCents: number, maximum: number) =>
+export const isAmountWithin = (amountCents: number, maximum: number) =>
   Number.isSafeInteger(amountCents) && amountCents >= 1 && amountCents <= maximum
 
-const invalidAmount = (message: string): Decision => ({
+export const invalidAmount = (message: string): Decision => ({
   ok: false,
   refusal: { _tag: "InvalidAmount", param: "amount_cents", message }
 })
@@ -214,6 +237,7 @@ export const create = (input: CreateInput, context: Context): Decision =>
       updatedAt: context.now,
       capturedAt: null,
       settledAt: null,
+      dispute: null,
       fraudModelVersion: null,
       fraudExplanations: null
     },
@@ -313,7 +337,13 @@ export const voidAuthorization = (payment: Payment, context: Context): Decision 
   }, context)
 }
 
-export const refundableCents = (payment: Payment): number => payment.capturedAmountCents - payment.refundedAmountCents
+/**
+ * Captured money still the merchant's to refund: not yet refunded, and not taken back by a lost
+ * dispute (a chargeback already returned it to the cardholder).
+ */
+export const refundableCents = (payment: Payment): number =>
+  payment.capturedAmountCents - payment.refundedAmountCents -
+  (payment.dispute?.status === "lost" ? payment.dispute.amountCents : 0)
 
 /** Refunds `amountCents` (default: the whole remainder). Fees are not returned. */
 export const refund = (payment: Payment, amountCents: number | undefined, context: Context): Decision => {
@@ -322,6 +352,15 @@ export const refund = (payment: Payment, amountCents: number | undefined, contex
   const refunded = amountCents ?? remainder
   if (!isAmountWithin(refunded, remainder)) {
     return invalidAmount(`amount_cents must be between 1 and the refundable remainder (${remainder}).`)
+  }
+  // Money held for an open dispute is the network's to decide on: a refund may take only the rest.
+  const disputed = payment.dispute?.status === "open" ? payment.dispute.amountCents : 0
+  if (disputed > 0 && refunded > remainder - disputed) {
+    return invalidState(
+      payment,
+      "refund",
+      `${disputed} of its ${remainder} refundable are held for an open dispute; at most ${remainder - disputed} can be refunded until it is resolved`
+    )
   }
   const full = refunded === remainder
   return decide(payment, {
@@ -340,13 +379,26 @@ export const isSettleable = (payment: Payment): boolean =>
   payment.settledAt === null && (payment.status === "captured" || (payment.status === "refunded" && payment.capturedAt !== null))
 
 /**
- * Settlement moves what is still pending for the payment (captured − fee − refunded so far)
- * to available. A captured payment becomes `settled`; a payment fully refunded before the
- * cut-off stays `refunded` and only has its balance swept.
+ * What the payment still has in `merchant_pending` before its settlement: captured − fee −
+ * refunded, less a dispute's money that left pending (held in `merchant_reserved` while open,
+ * gone to the network and the dispute fee when lost; a dispute won before settlement returned
+ * it to pending). A dispute opened before settlement always took its money from pending, so
+ * settlement never moves reserved money (docs/architecture.md, ledger).
+ */
+export const settlementNetCents = (payment: Payment): number => {
+  const dispute = payment.dispute
+  const disputed = dispute === null || dispute.status === "won" ? 0 : dispute.amountCents + dispute.feeCents
+  return payment.capturedAmountCents - payment.feeCents - payment.refundedAmountCents - disputed
+}
+
+/**
+ * Settlement moves what is still pending for the payment (`settlementNetCents`) to available.
+ * A captured payment becomes `settled`; a payment fully refunded before the cut-off stays
+ * `refunded` and only has its balance swept.
  */
 export const settle = (payment: Payment, context: Context): Decision => {
   if (!isSettleable(payment)) return invalidState(payment, "settle")
-  const netCents = payment.capturedAmountCents - payment.feeCents - payment.refundedAmountCents
+  const netCents = settlementNetCents(payment)
   const becomesSettled = payment.status === "captured"
   return decide(payment, {
     payment: { ...payment, status: becomesSettled ? "settled" : payment.status, settledAt: context.now },

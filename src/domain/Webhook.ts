@@ -1,4 +1,4 @@
-import { createHmac } from "node:crypto"
+import { createHmac, timingSafeEqual } from "node:crypto"
 import type { EventType, PaymentEvent, PaymentSnapshot } from "./Payment.ts"
 import { addMs } from "./Time.ts"
 
@@ -33,6 +33,17 @@ export interface Delivery {
   readonly firstFailedAt: string | null
   readonly createdAt: string
   readonly completedAt: string | null
+  /**
+   * The payment whose events this endpoint must receive in order, and this event's place among
+   * them: the delivery is attempted only when no earlier one of the same payment to the same URL
+   * is still open (pending or retrying). Null for events outside that order (test events).
+   */
+  readonly order: DeliveryOrder | null
+}
+
+export interface DeliveryOrder {
+  readonly paymentId: string
+  readonly sequence: number
 }
 
 /** The body merchants receive: the event exactly as `GET /transactions/:id/events` shows it. */
@@ -50,6 +61,8 @@ export const newDelivery = (input: {
   readonly url: string
   readonly event: Pick<PaymentEvent, "id" | "type" | "createdAt" | "data">
   readonly now: string
+  /** Delivered in order with the payment's other events (absent: unordered). */
+  readonly order?: DeliveryOrder | null
 }): Delivery => ({
   id: input.id,
   merchantId: input.merchantId,
@@ -62,7 +75,8 @@ export const newDelivery = (input: {
   nextAttemptAt: input.now,
   firstFailedAt: null,
   createdAt: input.now,
-  completedAt: null
+  completedAt: null,
+  order: input.order ?? null
 })
 
 // Signatures ------------------------------------------------------------------------------------
@@ -78,6 +92,32 @@ export const signatureHeader = (secrets: ReadonlyArray<string>, timestampSeconds
   [`t=${timestampSeconds}`, ...secrets.map((secret) => `v1=${hmacHex(secret, timestampSeconds, body)}`)].join(",")
 
 export const unixSeconds = (iso: string) => Math.floor(Date.parse(iso) / 1000)
+
+/**
+ * What a merchant's endpoint checks on each POST: the header's timestamp is within
+ * `toleranceSeconds` of `nowSeconds` (a replayed old delivery fails), and one of its `v1`
+ * signatures (any, during a secret rotation) is the HMAC-SHA256 of `t.body` with `secret`,
+ * compared in constant time. `body` must be the raw bytes received, before any JSON parsing.
+ */
+export const verifyWebhookSignature = (
+  secret: string,
+  header: string | null | undefined,
+  body: string,
+  nowSeconds: number,
+  toleranceSeconds = 300
+): boolean => {
+  if (typeof header !== "string" || header.length > 4096) return false
+  let timestamp: number | null = null
+  const signatures: Array<string> = []
+  for (const part of header.split(",")) {
+    const [name, value] = part.trim().split("=", 2)
+    if (name === "t" && value !== undefined && /^\d{1,12}$/.test(value)) timestamp = Number(value)
+    else if (name === "v1" && value !== undefined && /^[0-9a-f]{64}$/.test(value)) signatures.push(value)
+  }
+  if (timestamp === null || Math.abs(nowSeconds - timestamp) > toleranceSeconds) return false
+  const expected = Buffer.from(hmacHex(secret, timestamp, body), "hex")
+  return signatures.some((signature) => timingSafeEqual(Buffer.from(signature, "hex"), expected))
+}
 
 // Schedule --------------------------------------------------------------------------------------
 
@@ -200,7 +240,16 @@ export const sampleEvent = (input: {
       captured_amount_cents: captured,
       refunded_amount_cents: input.type === "payment.refunded" ? amountCents : input.type === "payment.partially_refunded" ? 250 : 0,
       fraud_score: input.type === "payment.fraud_blocked" ? 0.93 : input.type === "payment.initiated" ? null : 0.12,
-      failure_code: input.type === "payment.authorization_failed" ? "do_not_honor" : null
+      failure_code: input.type === "payment.authorization_failed" ? "do_not_honor" : null,
+      dispute: input.type === "payment.dispute_opened" || input.type === "payment.dispute_resolved"
+        ? {
+          status: input.type === "payment.dispute_opened" ? "open" : "won",
+          reason: "product_not_received",
+          amount_cents: amountCents,
+          opened_at: input.now,
+          resolved_at: input.type === "payment.dispute_opened" ? null : input.now
+        }
+        : null
     } satisfies PaymentSnapshot
   }
 }

@@ -3,6 +3,7 @@ import { Effect, Schema } from "effect"
 import { YieldableError } from "effect/Cause"
 import type { InvalidInput, InvalidState, NotFound } from "../services/Errors.ts"
 import type { StoreUnavailable } from "../store/Store.ts"
+import { error as errorExample } from "./Examples.ts"
 
 export type ErrorType =
   | "invalid_request_error"
@@ -47,6 +48,15 @@ export const invalidApiKey = () =>
 export const notFound = (what: string) => new ApiError(404, "invalid_request_error", "not_found", `No such ${what}.`)
 export const routeNotFound = (method: string, path: string) =>
   new ApiError(404, "invalid_request_error", "not_found", `No route for ${method} ${path}.`)
+export const methodNotAllowed = (method: string, path: string, allowed: ReadonlyArray<string>) =>
+  new ApiError(
+    405,
+    "invalid_request_error",
+    "method_not_allowed",
+    `${method} is not allowed on ${path}; it accepts ${allowed.join(", ")}.`,
+    undefined,
+    { allow: allowed.join(", ") }
+  )
 export const invalidState = (message: string) => new ApiError(409, "invalid_request_error", "invalid_state", message)
 export const idempotencyInProgress = (retryAfterSeconds: number) =>
   new ApiError(
@@ -121,7 +131,7 @@ export const ErrorBody = Schema.Struct({
   param: Schema.optional(Schema.String),
   request_id: Schema.String
 })
-const ErrorEnvelope = Schema.Struct({ error: ErrorBody })
+const ErrorEnvelope = Schema.Struct({ error: ErrorBody }).annotations({ examples: [errorExample] })
 
 const errorResponse = (status: number, description: string) =>
   Schema.transform(

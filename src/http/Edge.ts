@@ -1,7 +1,7 @@
 import { HttpApiBuilder, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { HttpApiDecodeError } from "@effect/platform/HttpApiError"
-import { Cause, Effect, FiberRef, Metric, Option } from "effect"
-import { httpRequestsByStatus } from "../platform/Metrics.ts"
+import { Cause, Clock, Effect, FiberRef, Option } from "effect"
+import * as Metrics from "../platform/Metrics.ts"
 import { Ids } from "../platform/Ids.ts"
 import * as E from "./ApiError.ts"
 import { AppConfig } from "../platform/Config.ts"
@@ -11,7 +11,8 @@ import { PaymentsApi } from "./Api.ts"
 import { isWellFormedApiKey } from "./Authentication.ts"
 import { idempotencyTaken, storeRefusal } from "./Idempotency.ts"
 import { describeParseError, jsonShapeProblem } from "./JsonShape.ts"
-import * as S from "./Schemas.ts"
+import { makeRouteOf } from "./Routes.ts"
+import { fromDecodeError, routeNotFound } from "./RequestErrors.ts"
 
 export const maximumBodyBytes = 64 * 1024
 
@@ -27,39 +28,6 @@ export const jsonResponse = (status: number, body: string, headers: Readonly<Rec
 export const renderError = (error: E.ApiError, requestId: string) =>
   jsonResponse(error.status, JSON.stringify(error.body(requestId)), error.headers ?? {})
 
-const issueMessage = (issue: { readonly _tag: string; readonly message: string }, param: string | undefined) => {
-  const field = param ?? "The request"
-  if (issue._tag === "Missing") return `${field} is required.`
-  if (issue._tag === "Unexpected") return `${field} is not a recognised field.`
-  const text = issue.message.replace(/^Expected /, "must be ").replace(/, actual .*$/s, "")
-  return `${field} ${text}${text.endsWith(".") ? "" : "."}`
-}
-
-/** What a path's record id names, for the 404 of an id that cannot exist. */
-const resourceOfPath = (pathname: string) => {
-  if (pathname.includes("/webhooks/deliveries/")) return "webhook delivery"
-  if (pathname.includes("/fraud/cases/")) return "fraud case"
-  if (pathname.includes("/api_keys/")) return "API key"
-  return "transaction"
-}
-
-/**
- * Schema decode failures become 422 `validation_failed` naming the first offending field; a
- * malformed id in the path is a 404 (no such record can exist), never a query.
- */
-const fromDecodeError = (error: HttpApiDecodeError, request: HttpServerRequest.HttpServerRequest) => {
-  const issue = error.issues[0]
-  if (issue === undefined) return E.validationFailed(undefined, "The request is invalid.")
-  if (issue.path.length === 1 && issue.path[0] === "id" && issue.message === S.malformedIdMessage) {
-    return E.notFound(resourceOfPath(new URL(request.url, "http://x").pathname))
-  }
-  const param = issue.path.length === 0 ? undefined : issue.path.map(String).join(".")
-  if (param === undefined) {
-    return E.validationFailed(undefined, "The request body is missing or is not a JSON object of the documented shape.")
-  }
-  return E.validationFailed(param, issueMessage(issue, param))
-}
-
 const toApiError = (cause: Cause.Cause<unknown>, request: HttpServerRequest.HttpServerRequest) =>
   Effect.gen(function*() {
     const failure = Cause.failureOption(cause)
@@ -68,7 +36,7 @@ const toApiError = (cause: Cause.Cause<unknown>, request: HttpServerRequest.Http
       if (error instanceof E.ApiError) return error
       if (error instanceof HttpApiDecodeError) return fromDecodeError(error, request)
       const tag = (error as { _tag?: string })?._tag
-      if (tag === "RouteNotFound") return E.routeNotFound(request.method, new URL(request.url, "http://x").pathname)
+      if (tag === "RouteNotFound") return routeNotFound(request)
       if (tag === "StoreUnavailable") return E.serviceUnavailable()
     }
     const defect = Cause.dieOption(cause)
@@ -108,6 +76,22 @@ const checkBody = (request: HttpServerRequest.HttpServerRequest) =>
     }
   })
 
+/** The request's metrics (made once per method, route and status) and its log line. */
+const logRequest = (method: string, route: string, status: number, requestId: string, startNanos: bigint) =>
+  Effect.flatMap(Clock.currentTimeNanos, (endNanos) => {
+    const seconds = Number(endNanos - startNanos) / 1e9
+    const statusText = String(status)
+    Metrics.record(Metrics.httpRequests(method, route, statusText), 1)
+    Metrics.record(Metrics.httpRequestDuration(method, route, statusText), seconds)
+    return Effect.logInfo(`${method} ${route} ${statusText}`).pipe(Effect.annotateLogs({
+      request_id: requestId,
+      method,
+      route,
+      status,
+      latency_ms: Math.round(seconds * 1e6) / 1e3
+    }))
+  })
+
 const bearerPattern = /^Bearer\s+(\S+)\s*$/i
 
 /**
@@ -121,6 +105,7 @@ export const layer = HttpApiBuilder.middleware(
     const apiKeys = yield* ApiKeys
     const store = yield* Store
     const config = yield* AppConfig
+    const routeOf = makeRouteOf()
 
     /** The merchant of the request's API key, for refusals stored under its idempotency key; null when none. */
     const merchantOf = (request: HttpServerRequest.HttpServerRequest) => {
@@ -144,6 +129,7 @@ export const layer = HttpApiBuilder.middleware(
     return (app) =>
       Effect.gen(function*() {
         const request = yield* HttpServerRequest.HttpServerRequest
+        const startNanos = yield* Clock.currentTimeNanos
         const requestId = ids.mint("request")
         const state = { taken: false }
         const response = yield* Effect.flatMap(checkBody(request), (body) => Effect.locally(app, parsedBody, body)).pipe(
@@ -154,8 +140,8 @@ export const layer = HttpApiBuilder.middleware(
               ? Effect.failCause(cause)
               : Effect.flatMap(toApiError(cause, request), (error) => answerRefusal(request, error, requestId, state.taken))
           )
-        )
-        yield* Metric.increment(httpRequestsByStatus(String(response.status)))
+        ).pipe(Effect.annotateLogs("request_id", requestId))
+        yield* logRequest(request.method, routeOf(request.method, request.url), response.status, requestId, startNanos)
         return HttpServerResponse.setHeader(response, "x-request-id", requestId)
       })
   }),

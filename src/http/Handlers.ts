@@ -15,6 +15,9 @@ import * as Wire from "./Wire.ts"
 import { validateWebhookUrl } from "./WebhookUrl.ts"
 import { AppConfig } from "../platform/Config.ts"
 import { prometheusText } from "../platform/Metrics.ts"
+import { makeGaugeSampler } from "../services/Gauges.ts"
+import { PgPool } from "../store/PgPrepared.ts"
+import { WebhookStore } from "../store/WebhookStore.ts"
 import { WebhooksLive } from "./WebhooksHttp.ts"
 
 /** Dates without a time mean the whole day: `from` its start, `to` its end. */
@@ -160,6 +163,7 @@ const MerchantsLive = HttpApiBuilder.group(PaymentsApi, "merchants", (handlers) 
               fraud_rate: rate(sum((r) => r.blockedCount), sum((r) => r.approvedCount)),
               // Refunded share of captured money; currencies are not mixed in the sums' ratio.
               refund_rate: rate(sum((r) => r.refundedCents), sum((r) => r.capturedCents)),
+              dispute_rate: rate(sum((r) => r.disputedCount), sum((r) => r.capturedCount)),
               by_currency: rows.map((r) => ({
                 currency: r.currency as Currency,
                 transaction_count: r.transactionCount,
@@ -253,7 +257,9 @@ const FraudLive = HttpApiBuilder.group(PaymentsApi, "fraud", (handlers) =>
                 count: blockedCount,
                 by_currency: stats.blocked.map((row) => ({ currency: row.currency, count: row.count, amount_cents: row.amountCents }))
               },
-              fraud_rate: rate(blockedCount, stats.screenedCount),
+              lost_dispute_count: stats.lostDisputeCount,
+              // A lost dispute is fraud the screening let through: it counts like a block.
+              fraud_rate: rate(blockedCount + stats.lostDisputeCount, stats.screenedCount),
               review_precision: rate(stats.casesByStatus.confirmed_fraud, reviewed),
               score_histogram: stats.scoreHistogram.map((count, bin) => ({ from: bin / 10, to: (bin + 1) / 10, count })),
               by_model_version: stats.byModel.map((m) => {
@@ -283,6 +289,7 @@ const FraudLive = HttpApiBuilder.group(PaymentsApi, "fraud", (handlers) =>
 const OperationsLive = HttpApiBuilder.group(PaymentsApi, "operations", (handlers) =>
   Effect.gen(function*() {
     const sql = yield* Effect.serviceOption(SqlClient.SqlClient)
+    const sampleGauges = makeGaugeSampler(yield* Effect.serviceOption(WebhookStore), yield* Effect.serviceOption(PgPool))
     return handlers
       .handle("healthz", () => Effect.succeed({ status: "ok" as const }))
       .handle("readyz", () =>
@@ -293,7 +300,7 @@ const OperationsLive = HttpApiBuilder.group(PaymentsApi, "operations", (handlers
             Effect.as({ status: "ok" as const }),
             Effect.mapError(() => E.serviceUnavailable())
           ))
-      .handle("metrics", () => prometheusText)
+      .handle("metrics", () => Effect.zipRight(sampleGauges, prometheusText))
   }))
 
 export const layer = Layer.mergeAll(TransactionsLive, MerchantsLive, ApiKeysLive, FraudLive, OperationsLive, WebhooksLive)

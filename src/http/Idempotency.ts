@@ -6,6 +6,7 @@ import { AppConfig } from "../platform/Config.ts"
 import { carriesSecret, isSealed, parseKey, processLocalKey, seal, unseal } from "../platform/Sealing.ts"
 import { ServiceInstance } from "../platform/Instance.ts"
 import { addMs, nowIso } from "../platform/Time.ts"
+import * as Metrics from "../platform/Metrics.ts"
 import type { Answer, InlineOutcome } from "../services/Payments.ts"
 import type { CommandKey, IdempotencyClaim, StoreShape } from "../store/Store.ts"
 import { Store } from "../store/Store.ts"
@@ -72,6 +73,7 @@ export interface Reply {
 
 /** A stored response as the client gets it on a replay. */
 const replay = (config: AppConfigShape, status: number, stored: string) => {
+  Metrics.record(Metrics.idempotencyReplays, 1)
   if (!isSealed(stored)) return Effect.succeed(jsonResponse(status, stored, { "idempotent-replayed": "true" }))
   const body = unseal(sealingKey(config), stored)
   return body === null ? Effect.fail(replayUnavailable()) : Effect.succeed(jsonResponse(status, body, { "idempotent-replayed": "true" }))
@@ -97,8 +99,10 @@ const claim = (store: StoreShape, config: AppConfigShape, merchantId: string, ke
       case "Replay":
         return yield* replay(config, outcome.status, outcome.body)
       case "InProgress":
+        Metrics.record(Metrics.idempotencyConflicts("in_progress"), 1)
         return yield* Effect.fail(E.idempotencyInProgress(1))
       case "Mismatch":
+        Metrics.record(Metrics.idempotencyConflicts("key_reused"), 1)
         return yield* Effect.fail(E.idempotencyKeyReused())
       case "Claimed":
         return null
@@ -233,7 +237,10 @@ export const idempotentInline = (
       // The common retry, a finished request sent again, is answered from the same round trip.
       const finished = outcome.finished
       if (finished === undefined) return yield* idempotent(options, general)
-      if (finished.fingerprint !== claim.fingerprint) return yield* Effect.fail(E.idempotencyKeyReused())
+      if (finished.fingerprint !== claim.fingerprint) {
+        Metrics.record(Metrics.idempotencyConflicts("key_reused"), 1)
+        return yield* Effect.fail(E.idempotencyKeyReused())
+      }
       return yield* replay(config, finished.status, finished.body)
     }
     if (!outcome.stored) {

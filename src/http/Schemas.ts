@@ -1,11 +1,26 @@
-import { Schema } from "effect"
+import { ParseResult, Schema } from "effect"
 import { maximumAmountCents, minimumAmountCents, supportedCurrencies } from "../domain/Money.ts"
 import { cardBrands, eventTypes, paymentStatuses } from "../domain/Payment.ts"
+import { disputeReasons } from "../domain/Dispute.ts"
+import * as X from "./Examples.ts"
 
 /** Unknown fields are errors, so a typo never passes silently (CONTRACT section 1). */
 const strict = { parseOptions: { onExcessProperty: "error" as const } }
 
-const msg = (message: string) => ({ message: () => message })
+/**
+ * The rule of an input field in a merchant's words (the 422 says `<param> <rule>.`). It overrides
+ * every inner message, so a string where a number belongs, a number that is not an integer and
+ * one out of range all answer with the same sentence, never the parser's `Expected ..., actual`.
+ * Every field of every payload and query has one (test/http/errors.test.ts walks the Api).
+ */
+export const rule = (message: string) => ({ message: () => ({ message, override: true }) })
+const msg = rule
+
+const quoted = (values: ReadonlyArray<string>) => values.map((value) => `"${value}"`).join(", ")
+
+/** A closed set of strings; its 422 lists every allowed value. */
+export const OneOf = <const Values extends readonly [string, ...Array<string>]>(...values: Values) =>
+  Schema.Literal(...values).annotations(rule(`must be one of ${quoted(values)}`))
 
 // Text and ids the database can always store -----------------------------------------------------
 // Decided here, at the edge, so that PostgreSQL never sees a byte it refuses (a NUL in text or
@@ -42,7 +57,7 @@ export const RecordIdPath = Schema.Struct({ id: RecordId })
 
 export const AmountCents = Schema.Int.pipe(
   Schema.between(minimumAmountCents, maximumAmountCents)
-).annotations(msg(`must be an integer from ${minimumAmountCents} to ${maximumAmountCents}`))
+).annotations(msg(`must be an integer number of cents between ${minimumAmountCents} and ${maximumAmountCents}`))
 
 export const IdempotencyKeyText = Schema.String.pipe(
   Schema.pattern(/^[\x20-\x7e]{1,255}$/)
@@ -51,33 +66,91 @@ export const IdempotencyKeyText = Schema.String.pipe(
 /** Keys that would change a plain object's prototype or shadow its methods when decoded. */
 const reservedKeys = new Set(["__proto__", "constructor", "prototype"])
 
-export const Metadata = Schema.Record({
-  key: Schema.String.pipe(
-    Schema.filter((key) => key.length >= 1 && key.length <= 40 && unsafeTextReason(key) === null && !reservedKeys.has(key))
-  ).annotations(msg("keys must be 1 to 40 characters without control characters, and not __proto__, constructor or prototype")),
-  value: Text(0, 500, { lineBreaks: true }).annotations(msg("values must be strings of at most 500 characters without control characters"))
-}).pipe(Schema.filter((record) => Object.keys(record).length <= 50 || "must have at most 50 keys"))
+export const metadataLimits = { maxKeys: 50, maxKeyLength: 40, maxValueLength: 500 } as const
+
+type MetadataRecord = { readonly [key: string]: string }
+
+/** A key as it may be quoted back: only when it is printable, and cut at the key length limit. */
+const quoteKey = (key: string) =>
+  unsafeTextReason(key) !== null ? "" : ` ("${key.length > metadataLimits.maxKeyLength ? `${key.slice(0, metadataLimits.maxKeyLength)}…` : key}")`
+
+/**
+ * Metadata is checked on the object as the client sent it, before anything copies it: a record
+ * schema would drop a `__proto__` key silently while copying, and would report a bad key as an
+ * unknown field without saying the rule. A key's problem names `metadata`; a value's names its key.
+ */
+const metadataIssue = (input: unknown, ast: Schema.Schema.Any["ast"]): ParseResult.ParseIssue | null => {
+  const { maxKeyLength, maxKeys, maxValueLength } = metadataLimits
+  if (typeof input !== "object" || input === null || Array.isArray(input)) {
+    return new ParseResult.Type(ast, input, "must be an object of string keys and string values")
+  }
+  const keys = Object.keys(input)
+  if (keys.length > maxKeys) return new ParseResult.Type(ast, input, `must have at most ${maxKeys} keys (${keys.length} were sent)`)
+  for (const key of keys) {
+    const problem = key.length === 0
+      ? "keys must not be empty"
+      : key.length > maxKeyLength
+      ? `keys are at most ${maxKeyLength} characters; one has ${key.length}${quoteKey(key)}`
+      : unsafeTextReason(key) !== null
+      ? "keys must not contain control characters or broken Unicode"
+      : reservedKeys.has(key)
+      ? `keys must not be ${quoted([...reservedKeys])}`
+      : null
+    if (problem !== null) return new ParseResult.Type(ast, input, problem)
+    const value: unknown = (input as Record<string, unknown>)[key]
+    const valueProblem = typeof value !== "string" || value.length > maxValueLength
+      ? `must be a string of at most ${maxValueLength} characters`
+      : unsafeTextReason(value, { lineBreaks: true })
+    if (valueProblem !== null) return new ParseResult.Pointer(key, input, new ParseResult.Type(ast, value, valueProblem))
+  }
+  return null
+}
+
+export const Metadata = Schema.declare(
+  [],
+  {
+    decode: () => (input, _options, ast) => {
+      const issue = metadataIssue(input, ast)
+      return issue === null ? ParseResult.succeed(input as MetadataRecord) : ParseResult.fail(issue)
+    },
+    encode: () => (input) => ParseResult.succeed(input as MetadataRecord)
+  },
+  {
+    identifier: "Metadata",
+    description: `At most ${metadataLimits.maxKeys} keys of 1 to ${metadataLimits.maxKeyLength} characters, ` +
+      `each with a string value of at most ${metadataLimits.maxValueLength} characters.`,
+    jsonSchema: {
+      type: "object",
+      maxProperties: metadataLimits.maxKeys,
+      propertyNames: { minLength: 1, maxLength: metadataLimits.maxKeyLength },
+      additionalProperties: { type: "string", maxLength: metadataLimits.maxValueLength }
+    }
+  }
+)
 
 export const TransactionCreateFields = Schema.Struct({
   amount_cents: AmountCents,
-  currency: Schema.Literal(...supportedCurrencies).annotations(msg(`must be one of ${supportedCurrencies.join(", ")}`)),
+  currency: OneOf(...supportedCurrencies),
   card_token: Schema.String.pipe(Schema.pattern(/^tok_[A-Za-z0-9_]{1,64}$/)).annotations(
     msg("must be 'tok_' followed by 1 to 64 letters, digits or underscores")
   ),
   card_last_four: Schema.String.pipe(Schema.pattern(/^\d{4}$/)).annotations(msg("must be exactly 4 digits")),
-  card_brand: Schema.Literal(...cardBrands).annotations(msg(`must be one of ${cardBrands.join(", ")}`)),
+  card_brand: OneOf(...cardBrands),
   idempotency_key: Schema.optional(IdempotencyKeyText),
   metadata: Schema.optional(Metadata),
-  capture_method: Schema.optional(Schema.Literal("automatic", "manual").annotations(msg("must be 'automatic' or 'manual'")))
+  capture_method: Schema.optional(OneOf("automatic", "manual"))
 }).annotations(strict)
 
 export const TransactionCreate = Schema.Struct({ transaction: TransactionCreateFields }).annotations({
   ...strict,
-  identifier: "TransactionCreate"
+  identifier: "TransactionCreate",
+  examples: [X.transactionCreate]
 })
 
 /** Optional body of capture and refund; an empty body means "the whole amount". */
-export const AmountBody = Schema.NullOr(Schema.Struct({ amount_cents: Schema.optional(AmountCents) }).annotations(strict))
+export const AmountBody = Schema.NullOr(
+  Schema.Struct({ amount_cents: Schema.optional(AmountCents) }).annotations({ ...strict, examples: [{ amount_cents: 2_500 }, {}] })
+)
 /**
  * A body with no fields (void, rotate). `Schema.Struct({})` alone accepts any non-null value
  * (it is the `{}` type), so the first field present is refused by name.
@@ -87,14 +160,24 @@ export const EmptyBody = Schema.NullOr(
     if (typeof body !== "object" || Array.isArray(body)) return "must be an empty JSON object"
     const field = Object.keys(body)[0]
     return field === undefined || { path: [field], message: "is not a recognised field" }
-  }))
-)
+  })).annotations({ jsonSchema: { type: "object", maxProperties: 0, examples: [{}] } })
+).annotations({ description: "No body, null, or an empty JSON object." })
 
 const Timestamp = Schema.String.annotations({ description: "ISO 8601 UTC with milliseconds" })
 
 /** One feature's exact contribution to the model output (log-odds), docs/fraud-model.md. */
 export const Explanation = Schema.Struct({ feature: Schema.String, value: Schema.Number, contribution: Schema.Number })
   .annotations({ identifier: "FraudExplanation" })
+export const Dispute = Schema.Struct({
+  status: Schema.Literal("open", "won", "lost"),
+  reason: Schema.Literal(...disputeReasons),
+  amount_cents: Schema.Int.annotations({ description: "Disputed amount, held in the reserved balance while open" }),
+  opened_at: Timestamp,
+  resolved_at: Schema.NullOr(Timestamp)
+}).annotations({
+  identifier: "Dispute",
+  description: "A chargeback the card network opened on the payment (at most one); null when there is none"
+})
 
 export const Transaction = Schema.Struct({
   id: Schema.String,
@@ -118,11 +201,12 @@ export const Transaction = Schema.Struct({
   fraud_case_id: Schema.NullOr(Schema.String),
   failure_code: Schema.NullOr(Schema.String),
   failure_message: Schema.NullOr(Schema.String),
+  dispute: Schema.NullOr(Dispute),
   created_at: Timestamp,
   updated_at: Timestamp
-}).annotations({ identifier: "Transaction" })
+}).annotations({ identifier: "Transaction", examples: [X.transaction] })
 
-export const TransactionEnvelope = Schema.Struct({ transaction: Transaction })
+export const TransactionEnvelope = Schema.Struct({ transaction: Transaction }).annotations({ examples: [{ transaction: X.transaction }] })
 
 export const ListMeta = Schema.Struct({
   page: Schema.Int,
@@ -136,13 +220,13 @@ const PageParam = Schema.NumberFromString.pipe(Schema.int(), Schema.greaterThanO
   msg("must be an integer of at least 1")
 )
 const PerPageParam = Schema.NumberFromString.pipe(Schema.int(), Schema.between(1, 100)).annotations(
-  msg("must be an integer from 1 to 100")
+  msg("must be an integer between 1 and 100")
 )
 const IsoDateParam = Schema.String.pipe(
   Schema.filter((text) => /^\d{4}-\d{2}-\d{2}([T ][\d:.]+(Z|[+-]\d{2}:?\d{2})?)?$/.test(text) && !Number.isNaN(Date.parse(text)))
 ).annotations(msg("must be an ISO 8601 date or date-time"))
 const AmountParam = Schema.NumberFromString.pipe(Schema.int(), Schema.between(0, maximumAmountCents)).annotations(
-  msg(`must be an integer from 0 to ${maximumAmountCents}`)
+  msg(`must be an integer number of cents between 0 and ${maximumAmountCents}`)
 )
 
 export const PageParams = {
@@ -152,14 +236,16 @@ export const PageParams = {
 
 export const TransactionListParams = Schema.Struct({
   ...PageParams,
-  status: Schema.optional(Schema.Literal(...paymentStatuses).annotations(msg(`must be one of ${paymentStatuses.join(", ")}`))),
+  status: Schema.optional(OneOf(...paymentStatuses)),
   from: Schema.optional(IsoDateParam),
   to: Schema.optional(IsoDateParam),
   min_amount: Schema.optional(AmountParam),
   max_amount: Schema.optional(AmountParam)
 }).annotations(strict)
 
-export const TransactionList = Schema.Struct({ transactions: Schema.Array(Transaction), meta: ListMeta })
+export const TransactionList = Schema.Struct({ transactions: Schema.Array(Transaction), meta: ListMeta }).annotations({
+  examples: [{ transactions: [X.transaction], meta: X.listMeta }]
+})
 
 export const Event = Schema.Struct({
   id: Schema.String,
@@ -174,10 +260,11 @@ export const Event = Schema.Struct({
     captured_amount_cents: Schema.Int,
     refunded_amount_cents: Schema.Int,
     fraud_score: Schema.NullOr(Schema.Number),
-    failure_code: Schema.NullOr(Schema.String)
+    failure_code: Schema.NullOr(Schema.String),
+    dispute: Schema.NullOr(Dispute)
   })
-}).annotations({ identifier: "Event" })
-export const EventList = Schema.Struct({ events: Schema.Array(Event) })
+}).annotations({ identifier: "Event", examples: [X.event] })
+export const EventList = Schema.Struct({ events: Schema.Array(Event) }).annotations({ examples: [{ events: [X.event] }] })
 
 export const LedgerEntry = Schema.Struct({
   id: Schema.String,
@@ -188,8 +275,10 @@ export const LedgerEntry = Schema.Struct({
   amount_cents: Schema.Int,
   currency: Schema.String,
   created_at: Timestamp
-}).annotations({ identifier: "LedgerEntry" })
-export const LedgerEntryList = Schema.Struct({ ledger_entries: Schema.Array(LedgerEntry) })
+}).annotations({ identifier: "LedgerEntry", examples: [X.ledgerEntry] })
+export const LedgerEntryList = Schema.Struct({ ledger_entries: Schema.Array(LedgerEntry) }).annotations({
+  examples: [{ ledger_entries: [X.ledgerEntry] }]
+})
 
 export const PaymentIdPath = RecordIdPath
 
@@ -202,16 +291,18 @@ export const Merchant = Schema.Struct({
   webhook_secret: Schema.String,
   created_at: Timestamp,
   updated_at: Timestamp
-}).annotations({ identifier: "Merchant" })
-export const MerchantEnvelope = Schema.Struct({ merchant: Merchant })
+}).annotations({ identifier: "Merchant", examples: [X.merchant] })
+export const MerchantEnvelope = Schema.Struct({ merchant: Merchant }).annotations({ examples: [{ merchant: X.merchant }] })
 
-export const MerchantName = Text(1, 200).annotations(msg("must be 1 to 200 characters, without control characters"))
-export const WebhookUrl = Text(1, 2048).annotations(msg("must be a URL of at most 2048 characters, without control characters"))
+export const MerchantName = Text(1, 200).annotations(msg("must be a string of 1 to 200 characters, without control characters"))
+export const WebhookUrl = Text(1, 2048).annotations(
+  msg("must be an absolute http or https URL of at most 2048 characters without control characters, or null")
+)
 
 export const MerchantPatch = Schema.Struct({
   name: Schema.optional(MerchantName),
   webhook_url: Schema.optional(Schema.NullOr(WebhookUrl))
-}).annotations({ ...strict, identifier: "MerchantPatch" })
+}).annotations({ ...strict, identifier: "MerchantPatch", examples: [{ webhook_url: X.merchant.webhook_url }, { name: "Acme Books Ltd" }] })
 
 export const Balance = Schema.Struct({
   currency: Schema.String,
@@ -219,7 +310,7 @@ export const Balance = Schema.Struct({
   available: Schema.Int,
   reserved: Schema.Int
 })
-export const BalanceEnvelope = Schema.Struct({ balances: Schema.Array(Balance) })
+export const BalanceEnvelope = Schema.Struct({ balances: Schema.Array(Balance) }).annotations({ examples: [{ balances: [X.balance] }] })
 
 export const AnalyticsInterval = Schema.Literal("hour", "day", "week").annotations(msg("must be 'hour', 'day' or 'week'"))
 export const AnalyticsParams = Schema.Struct({
@@ -255,19 +346,20 @@ export const Analytics = Schema.Struct({
   approval_rate: Schema.NullOr(Schema.Number),
   fraud_rate: Schema.NullOr(Schema.Number),
   refund_rate: Schema.NullOr(Schema.Number),
+  dispute_rate: Schema.NullOr(Schema.Number).annotations({ description: "disputed / captured payments" }),
   by_currency: Schema.Array(CurrencyAnalytics),
   interval: Schema.NullOr(AnalyticsInterval),
   series: Schema.Array(AnalyticsPeriod).annotations({
     description: "with `interval`: one entry per currency and period that has payments, by currency then period (empty without it)"
   })
 })
-export const AnalyticsEnvelope = Schema.Struct({ analytics: Analytics })
+export const AnalyticsEnvelope = Schema.Struct({ analytics: Analytics }).annotations({ examples: [{ analytics: X.analytics }] })
 
 // API keys -------------------------------------------------------------------------------------
 
 export const ApiKeyCreate = Schema.Struct({
-  name: Text(1, 100).annotations(msg("must be 1 to 100 characters, without control characters"))
-}).annotations({ ...strict, identifier: "ApiKeyCreate" })
+  name: Text(1, 100).annotations(msg("must be a string of 1 to 100 characters, without control characters"))
+}).annotations({ ...strict, identifier: "ApiKeyCreate", examples: [{ name: "checkout server" }] })
 
 export const ApiKeyCreated = Schema.Struct({
   id: Schema.String,
@@ -277,8 +369,8 @@ export const ApiKeyCreated = Schema.Struct({
   last_four: Schema.String,
   status: Schema.Literal("active", "revoked"),
   created_at: Timestamp
-}).annotations({ identifier: "ApiKeyCreated" })
-export const ApiKeyCreatedEnvelope = Schema.Struct({ api_key: ApiKeyCreated })
+}).annotations({ identifier: "ApiKeyCreated", examples: [X.apiKeyCreated] })
+export const ApiKeyCreatedEnvelope = Schema.Struct({ api_key: ApiKeyCreated }).annotations({ examples: [{ api_key: X.apiKeyCreated }] })
 
 export const ApiKey = Schema.Struct({
   id: Schema.String,
@@ -289,8 +381,10 @@ export const ApiKey = Schema.Struct({
   created_at: Timestamp,
   last_used_at: Schema.NullOr(Timestamp),
   revoked_at: Schema.NullOr(Timestamp)
-}).annotations({ identifier: "ApiKey" })
-export const ApiKeyList = Schema.Struct({ api_keys: Schema.Array(ApiKey), meta: ListMeta })
+}).annotations({ identifier: "ApiKey", examples: [X.apiKey] })
+export const ApiKeyList = Schema.Struct({ api_keys: Schema.Array(ApiKey), meta: ListMeta }).annotations({
+  examples: [{ api_keys: [X.apiKey], meta: X.listMeta }]
+})
 export const PageOnlyParams = Schema.Struct(PageParams).annotations(strict)
 
 // Fraud ----------------------------------------------------------------------------------------
@@ -310,13 +404,15 @@ export const FraudCase = Schema.Struct({
   notes: Schema.NullOr(Schema.String),
   reviewed_at: Schema.NullOr(Timestamp),
   created_at: Timestamp
-}).annotations({ identifier: "FraudCase" })
-export const FraudCaseEnvelope = Schema.Struct({ fraud_case: FraudCase })
-export const FraudCaseList = Schema.Struct({ fraud_cases: Schema.Array(FraudCase), meta: ListMeta })
+}).annotations({ identifier: "FraudCase", examples: [X.fraudCase] })
+export const FraudCaseEnvelope = Schema.Struct({ fraud_case: FraudCase }).annotations({ examples: [{ fraud_case: X.fraudCase }] })
+export const FraudCaseList = Schema.Struct({ fraud_cases: Schema.Array(FraudCase), meta: ListMeta }).annotations({
+  examples: [{ fraud_cases: [X.fraudCase], meta: X.listMeta }]
+})
 export const FraudCaseListParams = Schema.Struct({
   ...PageParams,
-  status: Schema.optional(Schema.Literal("open", "confirmed_fraud", "false_positive")),
-  priority: Schema.optional(Schema.Literal("low", "medium", "high", "critical"))
+  status: Schema.optional(OneOf("open", "confirmed_fraud", "false_positive")),
+  priority: Schema.optional(OneOf("low", "medium", "high", "critical"))
 }).annotations(strict)
 export const FraudStats = Schema.Struct({
   cases: Schema.Struct({
@@ -329,7 +425,8 @@ export const FraudStats = Schema.Struct({
     count: Schema.Int,
     by_currency: Schema.Array(Schema.Struct({ currency: Schema.String, count: Schema.Int, amount_cents: Schema.Int }))
   }),
-  fraud_rate: Schema.NullOr(Schema.Number).annotations({ description: "blocked / screened payments" }),
+  lost_dispute_count: Schema.Int.annotations({ description: "screened payments whose dispute was lost (fraud the screening let through)" }),
+  fraud_rate: Schema.NullOr(Schema.Number).annotations({ description: "(blocked + lost disputes) / screened payments" }),
   review_precision: Schema.NullOr(Schema.Number).annotations({
     description: "confirmed_fraud / reviewed cases: how often a held or blocked payment was really fraud"
   }),
@@ -340,17 +437,17 @@ export const FraudStats = Schema.Struct({
     model_version: Schema.String,
     screened_count: Schema.Int,
     blocked_count: Schema.Int,
-    fraud_rate: Schema.NullOr(Schema.Number),
+    fraud_rate: Schema.NullOr(Schema.Number).annotations({ description: "blocked / screened payments of this model" }),
     cases: Schema.Struct({
       total: Schema.Int,
       by_status: Schema.Struct({ open: Schema.Int, confirmed_fraud: Schema.Int, false_positive: Schema.Int })
     }),
     review_precision: Schema.NullOr(Schema.Number)
   })).annotations({ description: "the same figures per fraud model version ('unrecorded': screened before versions were kept on payments)" })
-}).annotations({ identifier: "FraudStats" })
-export const FraudStatsEnvelope = Schema.Struct({ fraud_stats: FraudStats })
+}).annotations({ identifier: "FraudStats", examples: [X.fraudStats] })
+export const FraudStatsEnvelope = Schema.Struct({ fraud_stats: FraudStats }).annotations({ examples: [{ fraud_stats: X.fraudStats }] })
 
 export const FraudReview = Schema.Struct({
-  status: Schema.Literal("confirmed_fraud", "false_positive").annotations(msg("must be 'confirmed_fraud' or 'false_positive'")),
-  notes: Schema.optional(Schema.NullOr(Text(0, 5000, { lineBreaks: true }).annotations(msg("must be at most 5000 characters, without control characters other than tab and line breaks"))))
-}).annotations({ ...strict, identifier: "FraudReview" })
+  status: OneOf("confirmed_fraud", "false_positive"),
+  notes: Schema.optional(Schema.NullOr(Text(0, 5000, { lineBreaks: true }).annotations(msg("must be a string of at most 5000 characters without control characters other than tab and line breaks, or null"))))
+}).annotations({ ...strict, identifier: "FraudReview", examples: [X.fraudReview] })

@@ -1,7 +1,8 @@
 import { Schema } from "effect"
 import { eventTypes } from "../domain/Payment.ts"
 import { deliveryStatuses } from "../domain/Webhook.ts"
-import { ListMeta, Merchant, PageParams, RecordIdPath } from "./Schemas.ts"
+import * as X from "./Examples.ts"
+import { ListMeta, Merchant, OneOf, PageParams, RecordIdPath } from "./Schemas.ts"
 
 const strict = { parseOptions: { onExcessProperty: "error" as const } }
 const Timestamp = Schema.String.annotations({ description: "ISO 8601 UTC with milliseconds" })
@@ -24,15 +25,15 @@ export const Delivery = Schema.Struct({
   next_attempt_at: Schema.NullOr(Timestamp),
   created_at: Timestamp,
   completed_at: Schema.NullOr(Timestamp)
-}).annotations({ identifier: "WebhookDelivery" })
-export const DeliveryEnvelope = Schema.Struct({ delivery: Delivery })
-export const DeliveryList = Schema.Struct({ deliveries: Schema.Array(Delivery), meta: ListMeta })
+}).annotations({ identifier: "WebhookDelivery", examples: [X.delivery] })
+export const DeliveryEnvelope = Schema.Struct({ delivery: Delivery }).annotations({ examples: [{ delivery: X.delivery }] })
+export const DeliveryList = Schema.Struct({ deliveries: Schema.Array(Delivery), meta: ListMeta }).annotations({
+  examples: [{ deliveries: [X.delivery], meta: X.listMeta }]
+})
 
 export const DeliveryListParams = Schema.Struct({
   ...PageParams,
-  status: Schema.optional(
-    Schema.Literal(...deliveryStatuses).annotations({ message: () => `must be one of ${deliveryStatuses.join(", ")}` })
-  )
+  status: Schema.optional(OneOf(...deliveryStatuses))
 }).annotations(strict)
 
 export const DeliveryIdPath = RecordIdPath
@@ -45,14 +46,16 @@ export const WebhookStatus = Schema.Struct({
   last_success_at: Schema.NullOr(Timestamp),
   last_failure_at: Schema.NullOr(Timestamp),
   consecutive_failures: Schema.Int
-}).annotations({ identifier: "WebhookStatus" })
-export const WebhookStatusEnvelope = Schema.Struct({ webhook_status: WebhookStatus })
+}).annotations({ identifier: "WebhookStatus", examples: [X.webhookStatus] })
+export const WebhookStatusEnvelope = Schema.Struct({ webhook_status: WebhookStatus }).annotations({
+  examples: [{ webhook_status: X.webhookStatus }]
+})
 
 export const WebhookTest = Schema.Struct({
-  event_type: Schema.Literal(...eventTypes).annotations({ message: () => `must be one of ${eventTypes.join(", ")}` })
-}).annotations({ ...strict, identifier: "WebhookTest" })
+  event_type: OneOf(...eventTypes)
+}).annotations({ ...strict, identifier: "WebhookTest", examples: [{ event_type: "payment.captured" }] })
 
 export const SecretRotated = Schema.Struct({
   merchant: Merchant,
   previous_secret_expires_at: Timestamp
-}).annotations({ identifier: "WebhookSecretRotated" })
+}).annotations({ identifier: "WebhookSecretRotated", examples: [X.secretRotated] })

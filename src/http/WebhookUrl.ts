@@ -1,15 +1,22 @@
 import { Effect } from "effect"
-import { lookup } from "node:dns/promises"
 import { isIP } from "node:net"
 import { isPublicAddress } from "../domain/Network.ts"
 import * as E from "./ApiError.ts"
 
 const param = "webhook_url"
 
+/** Names that always mean this machine (RFC 6761 section 6.3), whatever a resolver says. */
+const isLocalhostName = (host: string) => {
+  const name = host.toLowerCase().replace(/\.$/, "")
+  return name === "localhost" || name.endsWith(".localhost") || name === "localhost.localdomain"
+}
+
 /**
  * A webhook URL must be absolute http(s), without credentials, and (unless private URLs are
- * allowed) every address its host resolves to must be public. Checked again at delivery time,
- * since DNS can change.
+ * allowed) its host must not be a loopback, private or link-local address literal nor a
+ * localhost name. Nothing is resolved here: a name that does not resolve yet (offline, or a
+ * host set up later) is accepted, because the addresses a name resolves to are checked where
+ * they matter, on every connection (src/platform/WebhookTransport.ts), since DNS can change.
  */
 export const validateWebhookUrl = (text: string, allowPrivate: boolean): Effect.Effect<URL, E.ApiError> =>
   Effect.gen(function*() {
@@ -26,18 +33,13 @@ export const validateWebhookUrl = (text: string, allowPrivate: boolean): Effect.
       return yield* Effect.fail(E.validationFailed(param, "webhook_url must not carry credentials."))
     }
     if (allowPrivate) return url
+    // WHATWG URL parsing has already turned every IPv4 spelling (decimal, octal, hex, short) into a dotted quad.
     const host = url.hostname.replace(/^\[|\]$/g, "")
-    const addresses = isIP(host) !== 0
-      ? [host]
-      : yield* Effect.tryPromise(() => lookup(host, { all: true, verbatim: true })).pipe(
-        Effect.map((found) => found.map((a) => a.address)),
-        Effect.timeout("5 seconds"),
-        Effect.mapError(() => E.validationFailed(param, `webhook_url host '${host}' could not be resolved.`))
-      )
-    if (addresses.length === 0 || !addresses.every(isPublicAddress)) {
+    const literal = isIP(host) !== 0
+    if (isLocalhostName(host) || (literal && !isPublicAddress(host))) {
       return yield* Effect.fail(E.validationFailed(
         param,
-        `webhook_url host '${host}' resolves to a loopback, private or link-local address; set WEBHOOK_ALLOW_PRIVATE_URLS=true to allow it.`
+        `webhook_url host '${host}' is a loopback, private or link-local address; set WEBHOOK_ALLOW_PRIVATE_URLS=true to allow it.`
       ))
     }
     return url

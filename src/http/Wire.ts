@@ -2,7 +2,7 @@ import type { ApiKey } from "../domain/Merchant.ts"
 import type { FraudCase } from "../domain/Fraud.ts"
 import type { LedgerEntry } from "../domain/Ledger.ts"
 import type { Merchant } from "../domain/Merchant.ts"
-import type { Payment, PaymentEvent } from "../domain/Payment.ts"
+import { disputeSnapshot, type Payment, type PaymentEvent } from "../domain/Payment.ts"
 import type { Delivery } from "../domain/Webhook.ts"
 import type { PageOf, PageRequest } from "../store/Store.ts"
 
@@ -27,6 +27,7 @@ export const transaction = (p: Payment) => ({
   fraud_case_id: p.fraudCaseId,
   failure_code: p.failureCode,
   failure_message: p.failureMessage,
+  dispute: disputeSnapshot(p.dispute),
   created_at: p.createdAt,
   updated_at: p.updatedAt
 })

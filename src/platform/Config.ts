@@ -12,45 +12,58 @@ export const parseDurationMs = (text: string): number | null => {
   return Number(match[1]) * unit
 }
 
-const durationMs = (name: string, fallback: string) =>
+/**
+ * One environment variable: `parse` turns its text into a value or says the rule it breaks, and
+ * the error names the variable, the rule and (unless secret) what was given, so an operator reads
+ * `FRAUD_REVIEW_THRESHOLD must be a number between 0 and 1, got 'abc'` and knows what to fix.
+ */
+const variable = <A>(name: string, parse: (text: string) => Either.Either<A, string>, options: { readonly secret?: boolean } = {}) =>
   Config.string(name).pipe(
-    Config.withDefault(fallback),
-    Config.mapOrFail((text) => {
-      const ms = parseDurationMs(text)
-      return ms === null
-        ? Either.left(ConfigError.InvalidData([name], `${name} must be a duration such as 30s, 5m or 24h, got '${text}'`))
-        : Either.right(ms)
-    })
+    Config.mapOrFail((text) =>
+      Either.mapLeft(parse(text.trim()), (rule) =>
+        ConfigError.InvalidData([name], `${name} ${rule}${options.secret === true ? "" : `, got '${text}'`}`))
+    )
   )
 
-const scheduleMs = (name: string, fallback: string) =>
-  Config.string(name).pipe(
-    Config.withDefault(fallback),
-    Config.mapOrFail((text) => {
-      const parts = text.split(",").map(parseDurationMs)
-      const valid = parts.length > 0 && parts.length <= 20 && parts.every((p) => p !== null && p > 0) &&
-        parts.every((p, i) => i === 0 || p! > parts[i - 1]!)
-      return valid
-        ? Either.right(parts as Array<number>)
-        : Either.left(ConfigError.InvalidData([name], `${name} must be increasing durations separated by commas, got '${text}'`))
-    })
+const check = <A>(value: A | null, rule: string): Either.Either<A, string> => (value === null ? Either.left(rule) : Either.right(value))
+
+const integerIn = (minimum: number, maximum: number) => (text: string) => {
+  const n = /^\d+$/.test(text) ? Number(text) : Number.NaN
+  return check(Number.isSafeInteger(n) && n >= minimum && n <= maximum ? n : null, `must be an integer between ${minimum} and ${maximum}`)
+}
+
+const booleanText = (text: string) => {
+  const lower = text.toLowerCase()
+  if (["true", "1", "yes", "on"].includes(lower)) return Either.right(true)
+  if (["false", "0", "no", "off"].includes(lower)) return Either.right(false)
+  return Either.left("must be true or false")
+}
+
+const durationMs = (name: string, fallback: string) =>
+  variable(name, (text) => check(parseDurationMs(text), "must be a duration such as 30s, 5m or 24h")).pipe(
+    Config.withDefault(parseDurationMs(fallback)!)
   )
+
+const scheduleMs = (name: string, fallback: string) => {
+  const parse = (text: string) => {
+    const parts = text.split(",").map(parseDurationMs)
+    const valid = parts.length > 0 && parts.length <= 20 && parts.every((p) => p !== null && p > 0) &&
+      parts.every((p, i) => i === 0 || p! > parts[i - 1]!)
+    return check(valid ? (parts as Array<number>) : null, "must be 1 to 20 increasing durations separated by commas, such as 1m,5m,30m")
+  }
+  return variable(name, parse).pipe(Config.withDefault(Either.getOrThrow(parse(fallback))))
+}
 
 const probability = (name: string, fallback: number) =>
-  Config.number(name).pipe(
-    Config.withDefault(fallback),
-    Config.validate({ message: `${name} must be between 0 and 1`, validation: (n) => n >= 0 && n <= 1 })
-  )
+  variable(name, (text) => {
+    const n = /^\d*\.?\d+$/.test(text) ? Number(text) : Number.NaN
+    return check(n >= 0 && n <= 1 ? n : null, "must be a number between 0 and 1, such as 0.5")
+  }).pipe(Config.withDefault(fallback))
 
-const cutoff = Config.string("SETTLEMENT_CUTOFF").pipe(
-  Config.withDefault("00:00"),
-  Config.mapOrFail((text) => {
-    const match = /^([01]\d|2[0-3]):([0-5]\d)$/.exec(text)
-    return match === null
-      ? Either.left(ConfigError.InvalidData(["SETTLEMENT_CUTOFF"], `SETTLEMENT_CUTOFF must be HH:MM (UTC), got '${text}'`))
-      : Either.right(Number(match[1]) * 60 + Number(match[2]))
-  })
-)
+const cutoff = variable("SETTLEMENT_CUTOFF", (text) => {
+  const match = /^([01]\d|2[0-3]):([0-5]\d)$/.exec(text)
+  return check(match === null ? null : Number(match[1]) * 60 + Number(match[2]), "must be a time of day HH:MM (UTC), such as 00:00")
+}).pipe(Config.withDefault(0))
 
 export interface AppConfigShape {
   readonly port: number
@@ -79,42 +92,71 @@ export interface AppConfigShape {
    * kept in `.data/` with the embedded database, else a key of this process only.
    */
   readonly responseEncryptionKey: Redacted.Redacted<string> | null
+  /**
+   * How long a stop (SIGTERM, SIGINT) waits for in-flight requests, and then for in-flight
+   * webhook attempts, before it cuts them off.
+   */
+  readonly shutdownGraceMs: number
+  /** The sandbox network disputes a `tok_dispute_won`/`tok_dispute_lost` payment this long after its capture... */
+  readonly sandboxDisputeOpenAfterMs: number
+  /** ...and resolves the dispute this long after it opened. */
+  readonly sandboxDisputeResolveAfterMs: number
 }
 
 export class AppConfig extends Context.Tag("payments/AppConfig")<AppConfig, AppConfigShape>() {}
 
 export const appConfig: Config.Config<AppConfigShape> = Config.all({
-  port: Config.port("PORT").pipe(Config.withDefault(3000)),
+  port: variable("PORT", integerIn(1, 65535)).pipe(Config.withDefault(3000)),
   databaseUrl: Config.string("DATABASE_URL").pipe(Config.option, Config.map((o) => (o._tag === "Some" && o.value !== "" ? o.value : null))),
-  webhookAllowPrivateUrls: Config.boolean("WEBHOOK_ALLOW_PRIVATE_URLS").pipe(Config.withDefault(false)),
+  webhookAllowPrivateUrls: variable("WEBHOOK_ALLOW_PRIVATE_URLS", booleanText).pipe(Config.withDefault(false)),
   webhookRetryScheduleMs: scheduleMs("WEBHOOK_RETRY_SCHEDULE", "1m,5m,30m,2h,24h"),
   webhookTimeoutMs: durationMs("WEBHOOK_TIMEOUT", "30s"),
-  rateLimitPerSecond: Config.integer("RATE_LIMIT_PER_SECOND").pipe(
-    Config.withDefault(100),
-    Config.validate({ message: "RATE_LIMIT_PER_SECOND must be a positive integer", validation: (n) => n > 0 })
-  ),
+  rateLimitPerSecond: variable("RATE_LIMIT_PER_SECOND", integerIn(1, 1_000_000_000)).pipe(Config.withDefault(100)),
   fraudThresholds: Config.all({
     review: probability("FRAUD_REVIEW_THRESHOLD", 0.5),
     block: probability("FRAUD_BLOCK_THRESHOLD", 0.8)
-  }).pipe(Config.validate({
-    message: "FRAUD_REVIEW_THRESHOLD must be below FRAUD_BLOCK_THRESHOLD",
-    validation: (t) => t.review < t.block
-  })),
+  }).pipe(Config.mapOrFail((t) =>
+    t.review < t.block
+      ? Either.right(t)
+      : Either.left(ConfigError.InvalidData(
+        ["FRAUD_REVIEW_THRESHOLD"],
+        `FRAUD_REVIEW_THRESHOLD (${t.review}) must be below FRAUD_BLOCK_THRESHOLD (${t.block})`
+      ))
+  )),
   idempotencyTtlMs: durationMs("IDEMPOTENCY_TTL", "24h"),
   settlementCutoffMinutes: cutoff,
   requestDeadlineMs: durationMs("REQUEST_DEADLINE", "5s"),
   acquirerTimeoutMs: durationMs("ACQUIRER_TIMEOUT", "10s"),
   idempotencyLeaseMs: durationMs("IDEMPOTENCY_LEASE", "60s"),
   apiKeyCacheTtlMs: durationMs("API_KEY_CACHE_TTL", "5s"),
-  responseEncryptionKey: Config.redacted("RESPONSE_ENCRYPTION_KEY").pipe(
-    Config.validate({
-      message: "RESPONSE_ENCRYPTION_KEY must be 64 hexadecimal characters (32 bytes; e.g. openssl rand -hex 32)",
-      validation: (key) => parseKey(Redacted.value(key)) !== null
-    }),
-    Config.option,
-    Config.map((o) => (o._tag === "Some" ? o.value : null))
-  )
+  shutdownGraceMs: durationMs("SHUTDOWN_GRACE", "10s"),
+  responseEncryptionKey: variable(
+    "RESPONSE_ENCRYPTION_KEY",
+    (text) => check(parseKey(text) === null ? null : Redacted.make(text), "must be 64 hexadecimal characters (32 bytes; e.g. openssl rand -hex 32)"),
+    { secret: true }
+  ).pipe(Config.option, Config.map((o) => (o._tag === "Some" ? o.value : null))),
+  sandboxDisputeOpenAfterMs: durationMs("SANDBOX_DISPUTE_OPEN_AFTER", "1m"),
+  sandboxDisputeResolveAfterMs: durationMs("SANDBOX_DISPUTE_RESOLVE_AFTER", "1m")
 })
+
+/** Invalid configuration: every broken variable, named with its rule, on one line. */
+export class ConfigurationError extends Data.TaggedError("ConfigurationError")<{ readonly message: string }> {}
+
+const problemsOf = (error: ConfigError.ConfigError): Array<string> => {
+  switch (error._op) {
+    case "And":
+    case "Or":
+      return [...problemsOf(error.left), ...problemsOf(error.right)]
+    default: {
+      // Config nests the variable's name into the path as it is read: the last element is the variable.
+      const name = error.path[error.path.length - 1] ?? ""
+      return [name === "" || error.message.startsWith(name) ? error.message : `${name}: ${error.message}`]
+    }
+  }
+}
+
+export const fromConfigError = (error: ConfigError.ConfigError) =>
+  new ConfigurationError({ message: `invalid configuration: ${[...new Set(problemsOf(error))].join("; ")}` })
 
 export const dataDirectory = resolve(process.env.PAYMENTS_DATA_DIR ?? ".data")
 
@@ -145,7 +187,7 @@ const withLocalResponseKey = (config: AppConfigShape) =>
       })
   })
 
-export const layer = Layer.effect(AppConfig, Effect.flatMap(appConfig, withLocalResponseKey))
+export const layer = Layer.effect(AppConfig, Effect.flatMap(Effect.mapError(appConfig, fromConfigError), withLocalResponseKey))
 export const layerWith = (config: AppConfigShape) => Layer.succeed(AppConfig, config)
 
 /** Defaults (no environment read), for tests and the simulator. */

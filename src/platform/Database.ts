@@ -2,7 +2,7 @@ import * as NodeContext from "@effect/platform-node/NodeContext"
 import { SqlError } from "@effect/sql/SqlError"
 import * as PgClient from "@effect/sql-pg/PgClient"
 import * as PgMigrator from "@effect/sql-pg/PgMigrator"
-import { Duration, Effect, Layer } from "effect"
+import { Duration, Effect, Layer, Option } from "effect"
 import { createServer } from "node:net"
 import Pg from "pg"
 import { join, resolve } from "node:path"
@@ -62,7 +62,13 @@ export const embeddedPostgres = (directory: string, options: { readonly persiste
           ? cause
           : new Embedded.EmbeddedPostgresError(`embedded PostgreSQL failed to start in ${directory}: ${String(cause)}; set DATABASE_URL to use your own PostgreSQL instead`)
     }),
-    ({ stop }) => Effect.promise(stop).pipe(Effect.ignore)
+    ({ stop }) =>
+      Effect.tryPromise(stop).pipe(
+        Effect.matchEffect({
+          onSuccess: () => Effect.logInfo("shutting down: embedded PostgreSQL stopped"),
+          onFailure: (error) => Effect.logWarning("shutting down: embedded PostgreSQL did not stop cleanly", error)
+        })
+      )
   ).pipe(
     Effect.tap((server) =>
       server.directory === resolve(directory)
@@ -95,7 +101,16 @@ export const pgClientLayer = (url: string, maxConnections = 8) => {
         pool.on("error", () => {})
         return pool
       }),
-      (pool) => Effect.promise(() => pool.end()).pipe(Effect.interruptible, Effect.timeoutOption(1000))
+      (pool) =>
+        Effect.promise(() => pool.end()).pipe(
+          Effect.interruptible,
+          Effect.timeoutOption(1000),
+          Effect.flatMap((ended) =>
+            Option.isSome(ended)
+              ? Effect.logInfo("shutting down: database pool closed")
+              : Effect.logWarning("shutting down: the database pool did not close within 1 s")
+          )
+        )
     ).pipe(
       Effect.tap((pool) =>
         Effect.tryPromise({

@@ -1,53 +1,145 @@
-import { Effect, Metric, MetricKeyType, MetricState } from "effect"
+import { Effect, Metric, MetricBoundaries, MetricKey, MetricKeyType, MetricLabel, MetricState } from "effect"
 
-export const httpRequests = Metric.counter("http_requests_total", { description: "HTTP requests answered", incremental: true })
-export const paymentEvents = Metric.counter("payment_events_total", { description: "Payment events emitted", incremental: true })
-
-/**
- * A counter tagged with one label value, made once per value: `Metric.tagged` builds (and hashes)
- * a new metric key each time, which cost more than the increment on every request.
+/*
+ * Every metric of the service, from Effect's own `Metric` API, rendered by `prometheusText` for
+ * `GET /metrics` (docs/operations.md lists them with example alerts).
+ *
+ * Labelled metrics are made once per label set and updated with `unsafeUpdate` and one shared
+ * empty tag array: `Metric.tagged` builds (and hashes) a new metric key on every update, which
+ * cost more than the increment itself on the request path.
  */
-export const taggedOnce = (counter: Metric.Metric.Counter<number>, key: string) => {
-  const made = new Map<string, Metric.Metric.Counter<number>>()
-  return (value: string) => {
-    let tagged = made.get(value)
-    if (tagged === undefined) {
-      tagged = Metric.tagged(counter, key, value)
-      made.set(value, tagged)
+
+const noExtraTags: ReadonlyArray<MetricLabel.MetricLabel> = []
+
+type Key<Type extends MetricKeyType.MetricKeyType<any, any>> = MetricKey.MetricKey<Type>
+
+/** The metric of `key` with `labels` (values in the order of `names`), made once per label set. */
+const family = <Type extends MetricKeyType.MetricKeyType<any, any>>(key: Key<Type>, names: ReadonlyArray<string>) => {
+  const made = new Map<string, Metric.Metric<Type, MetricKeyType.MetricKeyType.InType<Type>, MetricKeyType.MetricKeyType.OutType<Type>>>()
+  return (...values: ReadonlyArray<string>) => {
+    const id = values.join("\u0000")
+    let metric = made.get(id)
+    if (metric === undefined) {
+      const labels = names.map((name, i) => MetricLabel.make(name, values[i] ?? ""))
+      metric = Metric.fromMetricKey(MetricKey.taggedWithLabels(key, labels)) as any
+      made.set(id, metric!)
     }
-    return tagged
+    return metric!
   }
 }
-export const httpRequestsByStatus = taggedOnce(httpRequests, "status")
-export const paymentEventsByType = taggedOnce(paymentEvents, "type")
+
+type Updatable<In> = { readonly unsafeUpdate: (input: In, extraTags: ReadonlyArray<MetricLabel.MetricLabel>) => void }
+
+/** Updates a metric synchronously (no fiber-ref read, no effect allocation): for hot paths inside `Effect.sync`. */
+export const record = <In>(metric: Updatable<In>, value: In) => metric.unsafeUpdate(value, noExtraTags)
+export const recordEffect = <In>(metric: Updatable<In>, value: In) => Effect.sync(() => metric.unsafeUpdate(value, noExtraTags))
+
+const counterKey = (name: string, description: string) => MetricKey.counter(name, { description, incremental: true })
+const gaugeKey = (name: string, description: string) => MetricKey.gauge(name, { description })
+const histogramKey = (name: string, description: string, bounds: ReadonlyArray<number>) =>
+  MetricKey.histogram(name, MetricBoundaries.fromIterable(bounds), description)
+
+/** Seconds, from 1 ms to 10 s: request latencies. */
+const latencyBounds = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
+/** Seconds, from 10 ms to 1 day: how late a webhook attempt starts after it became due. */
+const lagBounds = [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600, 14_400, 86_400]
+
+// HTTP
+export const httpRequests = family(counterKey("http_requests_total", "HTTP requests answered, by method, route template and status"), ["method", "route", "status"])
+export const httpRequestDuration = family(
+  histogramKey("http_request_duration_seconds", "Time from request to response, by method, route template and status", latencyBounds),
+  ["method", "route", "status"]
+)
+
+// Payments and money
+export const paymentEvents = family(counterKey("payment_events_total", "Payment events emitted, by type"), ["type"])
+export const paymentOutcomes = family(
+  counterKey("payments_total", "Payments reaching an outcome: authorized, failed (with failure_code), fraud_blocked, captured, voided, refunded, settled"),
+  ["outcome", "failure_code"]
+)
+export const ledgerPostings = family(counterKey("ledger_postings_total", "Balanced ledger groups committed, by currency"), ["currency"])
+export const ledgerEntries = family(counterKey("ledger_entries_total", "Ledger entries committed, by currency"), ["currency"])
+
+// Idempotency
+export const idempotencyReplays = family(counterKey("idempotency_replays_total", "Stored responses replayed for a repeated idempotency key"), [])()
+export const idempotencyConflicts = family(
+  counterKey("idempotency_conflicts_total", "Idempotency keys refused: in_progress (409) or reused with another request (422)"),
+  ["reason"]
+)
+
+// Webhooks
+export const webhookAttempts = family(
+  counterKey("webhook_attempts_total", "Webhook attempts, by outcome: succeeded (2xx), rejected (other status), error (no answer, timeout, refused address)"),
+  ["outcome"]
+)
+export const webhookDeliveriesFailed = family(counterKey("webhook_deliveries_failed_total", "Webhook deliveries that failed for good (retries exhausted)"), [])()
+export const webhookDeliveryLag = family(
+  histogramKey("webhook_delivery_lag_seconds", "Seconds between a webhook attempt becoming due and its start", lagBounds),
+  []
+)()
+export const webhookQueueDepth = family(gaugeKey("webhook_queue_depth", "Webhook deliveries pending or retrying (all processes)"), [])()
+export const webhookDueDeliveries = family(gaugeKey("webhook_due_deliveries", "Webhook deliveries due now and not yet attempted"), [])()
+export const webhookOldestDueSeconds = family(
+  gaugeKey("webhook_oldest_due_age_seconds", "Age of the oldest webhook delivery that is due and not yet attempted (0: none)"),
+  []
+)()
+
+// Database pool (this process)
+export const databasePoolConnections = family(gaugeKey("db_pool_connections", "Connections of this process's pool, by state (in_use, idle)"), ["state"])
+export const databasePoolWaiting = family(gaugeKey("db_pool_waiting", "Queries waiting for a connection of this process's pool"), [])()
+export const databasePoolMax = family(gaugeKey("db_pool_max_connections", "Size limit of this process's pool"), [])()
+
+// Workers
+export const recoveryRuns = family(counterKey("recovery_runs_total", "Recovery passes, by outcome (ok, failed)"), ["outcome"])
+export const recoveredPayments = family(counterKey("recovery_resumed_payments_total", "Payment flows resumed by recovery"), [])()
+export const settlementRuns = family(counterKey("settlement_runs_total", "Settlement sweeps, by outcome (ok, failed)"), ["outcome"])
+export const settledPayments = family(counterKey("settlement_settled_payments_total", "Payments moved to settled"), [])()
+
+/**
+ * Metrics an operator alerts on exist from the first scrape, at zero, so an alert on their rate
+ * or absence works before the first event (labelled ones with their known label values).
+ */
+const alwaysPresent = () => [
+  idempotencyReplays, idempotencyConflicts("in_progress"), idempotencyConflicts("key_reused"),
+  webhookAttempts("succeeded"), webhookAttempts("rejected"), webhookAttempts("error"), webhookDeliveriesFailed, webhookDeliveryLag,
+  webhookQueueDepth, webhookDueDeliveries, webhookOldestDueSeconds,
+  databasePoolConnections("in_use"), databasePoolConnections("idle"), databasePoolWaiting, databasePoolMax,
+  recoveryRuns("ok"), recoveryRuns("failed"), recoveredPayments, settlementRuns("ok"), settlementRuns("failed"), settledPayments
+]
+let registered = false
 
 const name = (key: { readonly name: string }) => key.name.replace(/[^a-zA-Z0-9_:]/g, "_")
 const labels = (tags: ReadonlyArray<{ readonly key: string; readonly value: string }>) =>
   tags.length === 0 ? "" : `{${tags.map((t) => `${t.key}="${t.value.replace(/["\\\n]/g, "_")}"`).join(",")}}`
 
-/** Every Effect metric of the process in the Prometheus text exposition format. */
+/** Every Effect metric of the process in the Prometheus text exposition format, grouped by name. */
 export const prometheusText: Effect.Effect<string> = Effect.sync(() => {
-  const lines: Array<string> = []
-  const seen = new Set<string>()
+  if (!registered) {
+    registered = true
+    for (const metric of alwaysPresent()) metric.unsafeValue(noExtraTags)
+  }
+  const byName = new Map<string, { header: Array<string>; lines: Array<string> }>()
   for (const pair of Metric.unsafeSnapshot()) {
     const metricName = name(pair.metricKey)
     const tagText = labels(pair.metricKey.tags)
     const state = pair.metricState
-    const header = (type: string) => {
-      if (seen.has(metricName)) return
-      seen.add(metricName)
-      const description = pair.metricKey.description
-      if (description._tag === "Some") lines.push(`# HELP ${metricName} ${description.value}`)
-      lines.push(`# TYPE ${metricName} ${type}`)
+    const groupOf = (type: string) => {
+      let group = byName.get(metricName)
+      if (group === undefined) {
+        const description = pair.metricKey.description
+        group = { header: [], lines: [] }
+        if (description._tag === "Some") group.header.push(`# HELP ${metricName} ${description.value}`)
+        group.header.push(`# TYPE ${metricName} ${type}`)
+        byName.set(metricName, group)
+      }
+      return group.lines
     }
     if (MetricState.isCounterState(state)) {
-      header("counter")
-      lines.push(`${metricName}${tagText} ${Number(state.count)}`)
+      groupOf("counter").push(`${metricName}${tagText} ${Number(state.count)}`)
     } else if (MetricState.isGaugeState(state)) {
-      header("gauge")
-      lines.push(`${metricName}${tagText} ${Number(state.value)}`)
+      groupOf("gauge").push(`${metricName}${tagText} ${Number(state.value)}`)
     } else if (MetricState.isHistogramState(state) && MetricKeyType.isHistogramKey(pair.metricKey.keyType)) {
-      header("histogram")
+      const lines = groupOf("histogram")
       for (const [bound, count] of state.buckets) {
         const le = Number.isFinite(bound) ? String(bound) : "+Inf"
         lines.push(`${metricName}_bucket${labels([...pair.metricKey.tags, { key: "le", value: le }])} ${count}`)
@@ -56,5 +148,7 @@ export const prometheusText: Effect.Effect<string> = Effect.sync(() => {
       lines.push(`${metricName}_count${tagText} ${state.count}`)
     }
   }
-  return lines.join("\n") + "\n"
+  const out: Array<string> = []
+  for (const group of byName.values()) out.push(...group.header, ...group.lines)
+  return out.join("\n") + "\n"
 })

@@ -1,6 +1,7 @@
-import { Context, Effect, Fiber, Layer, Metric, Schedule } from "effect"
-import { paymentEventsByType } from "../platform/Metrics.ts"
+import { Context, Effect, Fiber, Layer, Schedule } from "effect"
+import * as Metrics from "../platform/Metrics.ts"
 import * as Payment from "../domain/Payment.ts"
+import * as Dispute from "../domain/Dispute.ts"
 import type { Assessment as FraudAssessment, FraudCase, FraudHistory } from "../domain/Fraud.ts"
 import type { LedgerEntry } from "../domain/Ledger.ts"
 import { Acquirer } from "../acquirer/Acquirer.ts"
@@ -64,6 +65,15 @@ export interface PaymentsShape {
     notes: string | null,
     key?: CommandKey
   ) => Effect.Effect<FraudCase, CommandError>
+  /**
+   * Applies an acquirer's dispute notification (open or resolve) through the one command path.
+   * Idempotent on the acquirer's dispute id: a notification already applied changes nothing and
+   * answers the record as it is (`applied: false`). Any payment (no merchant scope): the acquirer
+   * and the operator's command line speak for the network, not for a merchant.
+   */
+  readonly applyDisputeNotification: (
+    notification: Dispute.DisputeNotification
+  ) => Effect.Effect<{ readonly payment: Payment.Payment; readonly applied: boolean }, CommandError>
   /** Settles what was captured before `cutoff`; returns how many payments were swept. */
   readonly settle: (cutoff: string) => Effect.Effect<number, StoreUnavailable>
   /**
@@ -75,8 +85,36 @@ export interface PaymentsShape {
 
 export class Payments extends Context.Tag("payments/Payments")<Payments, PaymentsShape>() {}
 
-const countEvents = (events: ReadonlyArray<Payment.PaymentEvent>) =>
-  Effect.forEach(events, (event) => Metric.increment(paymentEventsByType(event.type)), { discard: true })
+/** The outcome a payment event reports, for `payments_total` (null: not an outcome). */
+const outcomeOf: Partial<Record<Payment.PaymentEvent["type"], string>> = {
+  "payment.authorized": "authorized",
+  "payment.authorization_failed": "failed",
+  "payment.fraud_blocked": "fraud_blocked",
+  "payment.captured": "captured",
+  "payment.voided": "voided",
+  "payment.refunded": "refunded",
+  "payment.settled": "settled"
+}
+
+/** Counts a committed change: its events, the outcomes they report and its ledger groups (one sync step, no effect per event). */
+const countChange = (change: Payment.Change) =>
+  Effect.sync(() => {
+    for (const event of change.events) {
+      Metrics.record(Metrics.paymentEvents(event.type), 1)
+      const outcome = outcomeOf[event.type]
+      if (outcome !== undefined) {
+        Metrics.record(Metrics.paymentOutcomes(outcome, outcome === "failed" ? event.data.failure_code ?? "unknown" : ""), 1)
+      }
+    }
+    let group: string | null = null
+    for (const entry of change.ledger) {
+      Metrics.record(Metrics.ledgerEntries(entry.currency), 1)
+      if (entry.groupId !== group) {
+        group = entry.groupId
+        Metrics.record(Metrics.ledgerPostings(entry.currency), 1)
+      }
+    }
+  })
 
 const settlementBatch = 500
 export const resumeBatch = 500
@@ -119,7 +157,7 @@ export const make = Effect.gen(function*() {
         }
         return yield* locked
       })
-    ).pipe(Effect.tap((outcome) => (outcome._tag === "Applied" ? countEvents(outcome.change.events) : Effect.void)))
+    ).pipe(Effect.tap((outcome) => (outcome._tag === "Applied" ? countChange(outcome.change) : Effect.void)))
 
   const toResult = (paymentId: string, outcome: UpdateOutcome): Effect.Effect<Payment.Payment, CommandError> => {
     switch (outcome._tag) {
@@ -227,7 +265,7 @@ export const make = Effect.gen(function*() {
         response: claim === null ? null : { merchantId: claim.merchantId, key: claim.key, status: answer.status, body: answer.stored }
       })
       if (!committed) return null
-      yield* countEvents(decision.change.events)
+      yield* countChange(decision.change)
       return answer
     })
 
@@ -246,7 +284,7 @@ export const make = Effect.gen(function*() {
           })
           if (opened._tag === "KeyTaken") return opened
           request.onClaimed()
-          yield* countEvents(decision.change.events)
+          yield* countChange(decision.change)
           const answer = yield* finishInline(payment, opened.history, request)
           return answer === null ? null : { _tag: "Answered", answer, stored: request.claim !== null } as const
         })
@@ -267,7 +305,7 @@ export const make = Effect.gen(function*() {
         const decision = Payment.create(input, yield* context)
         if (!decision.ok) return yield* Effect.dieMessage("create cannot be refused")
         const inserted = yield* store.insertPayment(decision.change)
-        if (inserted._tag === "Inserted") yield* countEvents(decision.change.events)
+        if (inserted._tag === "Inserted") yield* countChange(decision.change)
         const payment = inserted._tag === "Inserted" ? decision.change.payment : inserted.payment
         const fiber = yield* startFlow(payment.id, payment)
         // Answer with the record as the flow left it; past the deadline the flow goes on alone.
@@ -319,6 +357,14 @@ export const make = Effect.gen(function*() {
         }
         const reviewed = yield* store.getFraudCase(merchantId, caseId)
         return reviewed ?? fraudCase
+      }),
+    applyDisputeNotification: (notification) =>
+      Effect.gen(function*() {
+        const outcome = yield* apply(null, notification.paymentId, (p, _, ctx) => Dispute.apply(p, notification, ctx))
+        if (outcome._tag === "Refused" && Dispute.alreadyApplied(outcome.payment, notification)) {
+          return { payment: outcome.payment, applied: false }
+        }
+        return { payment: yield* toResult(notification.paymentId, outcome), applied: outcome._tag === "Applied" }
       }),
     settle: (cutoff) =>
       Effect.gen(function*() {

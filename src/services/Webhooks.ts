@@ -67,7 +67,14 @@ export const layer = Layer.effect(
           const { drained } = yield* webhookStore.drainOutbox(limit, (event, merchant) =>
             merchant.webhookUrl === null
               ? null
-              : newDelivery({ id: ids.mint("webhookDelivery"), merchantId: merchant.id, url: merchant.webhookUrl, event, now }))
+              : newDelivery({
+                id: ids.mint("webhookDelivery"),
+                merchantId: merchant.id,
+                url: merchant.webhookUrl,
+                event,
+                now,
+                order: { paymentId: event.paymentId, sequence: event.sequence }
+              }))
           return drained
         }),
       sendTest: (merchantId, eventType) =>

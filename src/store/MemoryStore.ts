@@ -6,6 +6,7 @@ import type { ApiKey, Merchant } from "../domain/Merchant.ts"
 import type { Change, Payment, PaymentEvent } from "../domain/Payment.ts"
 import { followsFrom, isSettleable, nextStep } from "../domain/Payment.ts"
 import type { Currency } from "../domain/Money.ts"
+import { sandboxDisputeTokens } from "../acquirer/Acquirer.ts"
 import type { AnalyticsRow, FraudCaseFilter, HistoryQuery, IdempotencyClaim, PageOf, PageRequest, PaymentFilter, StoreShape } from "./Store.ts"
 import { maximumSeriesRows, modelStats, periodStart, Store, unrecordedModel } from "./Store.ts"
 import { emptyWebhookState, memoryWebhookOperations, type WebhookMemoryState } from "./MemoryWebhookStore.ts"
@@ -180,7 +181,7 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
       const key = keyOf(p)
       const row = rows.get(key) ?? {
         currency: p.currency, transactionCount: 0, volumeCents: 0, capturedCents: 0, refundedCents: 0,
-        feesCents: 0, decidedCount: 0, approvedCount: 0, blockedCount: 0
+        feesCents: 0, decidedCount: 0, approvedCount: 0, blockedCount: 0, capturedCount: 0, disputedCount: 0
       }
       rows.set(key, {
         ...row,
@@ -191,7 +192,9 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
         feesCents: row.feesCents + p.feeCents,
         decidedCount: row.decidedCount + (p.status === "pending" ? 0 : 1),
         approvedCount: row.approvedCount + (p.status === "pending" || p.status === "failed" ? 0 : 1),
-        blockedCount: row.blockedCount + (p.status === "blocked" ? 1 : 0)
+        blockedCount: row.blockedCount + (p.status === "blocked" ? 1 : 0),
+        capturedCount: row.capturedCount + (p.capturedAmountCents > 0 ? 1 : 0),
+        disputedCount: row.disputedCount + (p.dispute === null ? 0 : 1)
       })
     }
     return [...rows.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
@@ -396,6 +399,18 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
         }
         return ids
       }),
+    sandboxDisputesDue: (capturedBefore, openedBefore, limit) =>
+      Effect.sync(() =>
+        [...state.payments.values()]
+          .filter((p) =>
+            sandboxDisputeTokens[p.cardToken] !== undefined && p.capturedAt !== null &&
+            (p.dispute === null
+              ? (p.status === "captured" || p.status === "settled") && p.capturedAt < capturedBefore
+              : p.dispute.status === "open" && p.dispute.openedAt < openedBefore)
+          )
+          .sort((a, b) => (a.capturedAt! < b.capturedAt! ? -1 : a.capturedAt! > b.capturedAt! ? 1 : a.id < b.id ? -1 : a.id > b.id ? 1 : 0))
+          .slice(0, limit)
+      ),
     analytics: (merchantId, createdFrom, createdTo) =>
       Effect.sync(() => aggregate(merchantId, createdFrom, createdTo, (p) => p.currency).map(([, row]) => row)),
     analyticsSeries: (merchantId, interval, createdFrom, createdTo) =>
@@ -414,6 +429,7 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
           casesByPriority[c.priority]++
         }
         let screenedCount = 0
+        let lostDisputeCount = 0
         const blocked = new Map<string, { currency: string; count: number; amountCents: number }>()
         const scoreHistogram = Array.from({ length: 10 }, () => 0)
         const models: Array<{ version: string; screened: number; blocked: number }> = []
@@ -426,6 +442,7 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
           screenedCount++
           scoreHistogram[Math.min(Math.floor(p.fraudScore * 10), 9)]!++
           models.push({ version: p.fraudModelVersion ?? unrecordedModel, screened: 1, blocked: p.status === "blocked" ? 1 : 0 })
+          if (p.dispute?.status === "lost") lostDisputeCount++
           if (p.status !== "blocked") continue
           const row = blocked.get(p.currency) ?? { currency: p.currency, count: 0, amountCents: 0 }
           blocked.set(p.currency, { ...row, count: row.count + 1, amountCents: row.amountCents + p.amountCents })
@@ -434,6 +451,7 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
           casesByStatus,
           casesByPriority,
           screenedCount,
+          lostDisputeCount,
           blocked: [...blocked.values()].sort((a, b) => (a.currency < b.currency ? -1 : 1)),
           scoreHistogram,
           byModel: modelStats(models, modelCases)

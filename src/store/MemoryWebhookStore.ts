@@ -23,6 +23,8 @@ export interface WebhookMemoryState {
    * when they surface, so claiming costs O(k log n) instead of a scan of every delivery.
    */
   readonly due: MinHeap<DueEntry>
+  /** Open ordered deliveries by payment and URL: a delivery waits while an earlier one is open. */
+  readonly openInOrder: Map<string, Set<DeliveryRow>>
 }
 
 interface DueEntry {
@@ -36,7 +38,8 @@ export const emptyWebhookState = (): WebhookMemoryState => ({
   deliveries: new Map(),
   deliveryByEvent: new Set(),
   previousSecrets: new Map(),
-  due: new MinHeap(before)
+  due: new MinHeap(before),
+  openInOrder: new Map()
 })
 
 const newestFirst = (a: Delivery, b: Delivery) =>
@@ -69,11 +72,36 @@ export const memoryWebhookOperations = (state: MemoryState): WebhookStoreShape =
     }
     return undefined
   }
+  const orderKey = (delivery: Delivery) => (delivery.order === null ? null : `${delivery.order.paymentId} ${delivery.url}`)
+  /** Keeps `openInOrder` true after a row's delivery changed (or appeared). */
+  const track = (row: DeliveryRow) => {
+    const key = orderKey(row.delivery)
+    if (key === null) return
+    const open = w.openInOrder.get(key)
+    if (isOpen(row.delivery)) {
+      if (open === undefined) w.openInOrder.set(key, new Set([row]))
+      else open.add(row)
+    } else if (open !== undefined) {
+      open.delete(row)
+      if (open.size === 0) w.openInOrder.delete(key)
+    }
+  }
+  /** An earlier delivery of the same payment to the same URL is still open. */
+  const waitsForEarlier = (row: DeliveryRow) => {
+    const key = orderKey(row.delivery)
+    if (key === null) return false
+    const sequence = row.delivery.order!.sequence
+    for (const other of w.openInOrder.get(key) ?? []) {
+      if (other.delivery.order!.sequence < sequence) return true
+    }
+    return false
+  }
   const insert = (delivery: Delivery) => {
     if (w.deliveryByEvent.has(delivery.eventId)) return false
     w.deliveryByEvent.add(delivery.eventId)
     const row = { delivery, leaseToken: null, leaseUntil: null }
     w.deliveries.set(delivery.id, row)
+    track(row)
     schedule(row)
     return true
   }
@@ -108,17 +136,24 @@ export const memoryWebhookOperations = (state: MemoryState): WebhookStoreShape =
     claimDue: (now, lease, limit) =>
       Effect.sync(() => {
         const claimed: Array<Delivery> = []
+        const waiting: Array<DueEntry> = []
         while (claimed.length < limit) {
           const top = peekDue()
           if (top === undefined || top.at > now) break
           w.due.pop()
           const row = w.deliveries.get(top.id)!
           if (leaseLive(row, now)) continue
+          // Due, but behind an earlier open delivery of its payment: it stays due for a later claim.
+          if (waitsForEarlier(row)) {
+            waiting.push(top)
+            continue
+          }
           row.leaseToken = lease.token
           row.leaseUntil = lease.until
           schedule(row)
           claimed.push(row.delivery)
         }
+        for (const entry of waiting) w.due.push(entry)
         return claimed
       }),
     renewLease: (id, token, now, until) =>
@@ -136,6 +171,7 @@ export const memoryWebhookOperations = (state: MemoryState): WebhookStoreShape =
         row.delivery = delivery
         row.leaseToken = null
         row.leaseUntil = null
+        track(row)
         schedule(row)
         return true
       }),
@@ -148,6 +184,22 @@ export const memoryWebhookOperations = (state: MemoryState): WebhookStoreShape =
           schedule(row)
         }
       }),
+    backlog: (now) =>
+      Effect.sync(() => {
+        let open = 0
+        let due = 0
+        let oldestDueAt: string | null = null
+        for (const row of w.deliveries.values()) {
+          if (!isOpen(row.delivery)) continue
+          open++
+          const at = row.delivery.nextAttemptAt!
+          if (at <= now && !leaseLive(row, now)) {
+            due++
+            if (oldestDueAt === null || at < oldestDueAt) oldestDueAt = at
+          }
+        }
+        return { open, due, oldestDueAt }
+      }),
     nextDueAt: () => Effect.sync(() => peekDue()?.at ?? null),
     resend: (merchantId, id, decide) =>
       Effect.sync(() => {
@@ -158,6 +210,7 @@ export const memoryWebhookOperations = (state: MemoryState): WebhookStoreShape =
         row.delivery = next
         row.leaseToken = null
         row.leaseUntil = null
+        track(row)
         schedule(row)
         return { _tag: "Resent" as const, delivery: next }
       }),

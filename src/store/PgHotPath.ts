@@ -125,7 +125,7 @@ WITH input AS (
     captured_amount_cents int, refunded_amount_cents int, fee_cents int, fraud_score double precision,
     fraud_verdict text, fraud_case_id text, failure_code text, failure_message text,
     network_risk_signal double precision, in_flight boolean, version int, updated_at timestamptz,
-    captured_at timestamptz, settled_at timestamptz, fraud_model_version text, fraud_explanations jsonb,
+    captured_at timestamptz, settled_at timestamptz, dispute jsonb, fraud_model_version text, fraud_explanations jsonb,
     response_merchant_id text, response_key text,
     response_status int, response_body text, command_merchant_id text, command_key text)
 ),
@@ -135,7 +135,7 @@ payment AS (
     fraud_verdict = u.fraud_verdict, fraud_case_id = u.fraud_case_id, failure_code = u.failure_code,
     failure_message = u.failure_message, network_risk_signal = u.network_risk_signal, in_flight = u.in_flight,
     version = u.version, updated_at = u.updated_at, captured_at = u.captured_at, settled_at = u.settled_at,
-    fraud_model_version = u.fraud_model_version, fraud_explanations = u.fraud_explanations
+    dispute = u.dispute, fraud_model_version = u.fraud_model_version, fraud_explanations = u.fraud_explanations
   FROM input u
   WHERE p.id = u.id AND p.version = u.before_version
   RETURNING p.id
@@ -210,6 +210,7 @@ export const changingColumns = (p: Payment) => ({
   updated_at: p.updatedAt,
   captured_at: p.capturedAt,
   settled_at: p.settledAt,
+  dispute: p.dispute as unknown,
   fraud_model_version: p.fraudModelVersion,
   fraud_explanations: p.fraudExplanations as unknown
 })

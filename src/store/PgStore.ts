@@ -54,6 +54,7 @@ const toPayment = (r: Row): Payment => ({
   updatedAt: iso(r.updated_at),
   capturedAt: isoOrNull(r.captured_at),
   settledAt: isoOrNull(r.settled_at),
+  dispute: r.dispute ?? null,
   fraudModelVersion: r.fraud_model_version ?? null,
   fraudExplanations: r.fraud_explanations ?? null
 })
@@ -96,6 +97,7 @@ export const makePgStore = Effect.gen(function*() {
   const paymentRow = (p: Payment) => ({
     ...paymentColumns(p),
     metadata: sql.json(p.metadata),
+    dispute: p.dispute === null ? null : sql.json(p.dispute),
     fraud_explanations: p.fraudExplanations === null ? null : JSON.stringify(p.fraudExplanations)
   })
 
@@ -336,6 +338,14 @@ export const makePgStore = Effect.gen(function*() {
       run(sql`SELECT id FROM payments WHERE settled_at IS NULL AND captured_at IS NOT NULL
         AND captured_at < ${capturedBefore} AND status IN ('captured', 'refunded')
         ORDER BY captured_at, id LIMIT ${limit}`).pipe(Effect.map((rows) => rows.map((r) => r.id as string))),
+    sandboxDisputesDue: (capturedBefore, openedBefore, limit) =>
+      // The token list is spelled out so that the partial index payments_sandbox_disputes applies.
+      run(sql`SELECT * FROM payments
+        WHERE card_token IN ('tok_dispute_won', 'tok_dispute_lost') AND captured_at IS NOT NULL
+          AND (dispute IS NULL OR dispute->>'status' = 'open')
+          AND ((dispute IS NULL AND status IN ('captured', 'settled') AND captured_at < ${capturedBefore})
+            OR (dispute->>'status' = 'open' AND dispute->>'openedAt' < ${openedBefore}))
+        ORDER BY captured_at, id LIMIT ${limit}`).pipe(Effect.map((rows) => rows.map(toPayment))),
     analytics: (merchantId, createdFrom, createdTo) =>
       run(sql.unsafe(analyticsTotalsSql, [merchantId, createdFrom, createdTo])).pipe(Effect.map((rows) => rows.map(toAnalyticsRow))),
     analyticsSeries: (merchantId, interval, createdFrom, createdTo) =>
@@ -346,7 +356,8 @@ export const makePgStore = Effect.gen(function*() {
       run(Effect.all([
         sql`SELECT status, priority, count(*)::int AS n FROM fraud_cases WHERE merchant_id = ${merchantId}
           GROUP BY status, priority`,
-        sql`SELECT count(*)::int AS n FROM payments WHERE merchant_id = ${merchantId} AND fraud_score IS NOT NULL`,
+        sql`SELECT count(*)::int AS n, count(*) FILTER (WHERE dispute->>'status' = 'lost')::int AS lost
+          FROM payments WHERE merchant_id = ${merchantId} AND fraud_score IS NOT NULL`,
         sql`SELECT currency, count(*)::int AS n, sum(amount_cents)::text AS amount FROM payments
           WHERE merchant_id = ${merchantId} AND status = 'blocked' GROUP BY currency ORDER BY currency`,
         // The same float arithmetic as the memory store: floor(score × 10), 1.0 in the last bin.
@@ -368,6 +379,7 @@ export const makePgStore = Effect.gen(function*() {
           casesByStatus,
           casesByPriority,
           screenedCount: Number(screened[0]!.n),
+          lostDisputeCount: Number(screened[0]!.lost),
           blocked: blocked.map((r) => ({ currency: String(r.currency), count: Number(r.n), amountCents: Number(r.amount) })),
           scoreHistogram: Array.from({ length: 10 }, (_, bin) => Number(bins.find((r) => Number(r.bin) === bin)?.n ?? 0)),
           byModel: modelStats(
@@ -504,25 +516,27 @@ WITH b AS (
 parts AS (
   SELECT r.currency, r.hour AS at, r.transaction_count AS n, r.volume_cents AS volume, r.captured_cents AS captured,
     r.refunded_cents AS refunded, r.fees_cents AS fees, r.decided_count AS decided, r.approved_count AS approved,
-    r.blocked_count AS blocked
+    r.blocked_count AS blocked, r.captured_count, r.disputed_count AS disputed
   FROM payment_rollups r
   WHERE r.merchant_id = $1 AND r.hour >= (SELECT lo FROM b) AND r.hour < (SELECT hi FROM b)
   UNION ALL
   SELECT p.currency, p.created_at, 1, p.amount_cents, p.captured_amount_cents, p.refunded_amount_cents, p.fee_cents,
-    (p.status <> 'pending')::int, (p.status NOT IN ('pending', 'failed'))::int, (p.status = 'blocked')::int
+    (p.status <> 'pending')::int, (p.status NOT IN ('pending', 'failed'))::int, (p.status = 'blocked')::int,
+    (p.captured_amount_cents > 0)::int, (p.dispute IS NOT NULL)::int
   FROM payments p
   WHERE p.merchant_id = $1 AND p.created_at >= (SELECT f FROM b) AND p.created_at <= (SELECT t FROM b)
     AND p.created_at < (SELECT CASE WHEN lo < hi THEN lo ELSE 'infinity' END FROM b)
   UNION ALL
   SELECT p.currency, p.created_at, 1, p.amount_cents, p.captured_amount_cents, p.refunded_amount_cents, p.fee_cents,
-    (p.status <> 'pending')::int, (p.status NOT IN ('pending', 'failed'))::int, (p.status = 'blocked')::int
+    (p.status <> 'pending')::int, (p.status NOT IN ('pending', 'failed'))::int, (p.status = 'blocked')::int,
+    (p.captured_amount_cents > 0)::int, (p.dispute IS NOT NULL)::int
   FROM payments p
   WHERE p.merchant_id = $1 AND (SELECT lo < hi FROM b) AND p.created_at >= (SELECT hi FROM b) AND p.created_at <= (SELECT t FROM b)
 )`
 
 const analyticsFigures = `sum(n)::int AS transaction_count, sum(volume)::text AS volume, sum(captured)::text AS captured,
   sum(refunded)::text AS refunded, sum(fees)::text AS fees, sum(decided)::int AS decided, sum(approved)::int AS approved,
-  sum(blocked)::int AS blocked`
+  sum(blocked)::int AS blocked, sum(captured_count)::int AS captured_count, sum(disputed)::int AS disputed`
 
 /** Totals per currency (the rollup rows of a currency may cancel out to nothing: those are left out). */
 export const analyticsTotalsSql = `${analyticsParts}
@@ -542,7 +556,9 @@ const toAnalyticsRow = (r: Row): AnalyticsRow => ({
   feesCents: Number(r.fees),
   decidedCount: Number(r.decided),
   approvedCount: Number(r.approved),
-  blockedCount: Number(r.blocked)
+  blockedCount: Number(r.blocked),
+  capturedCount: Number(r.captured_count),
+  disputedCount: Number(r.disputed)
 })
 
 /** Store and WebhookStore (PgWebhookStore.ts) over one PostgreSQL client and its pool. */

@@ -16,7 +16,8 @@ const toDelivery = (r: Row): Delivery => ({
   nextAttemptAt: isoOrNull(r.next_attempt_at),
   firstFailedAt: isoOrNull(r.first_failed_at),
   createdAt: iso(r.created_at),
-  completedAt: isoOrNull(r.completed_at)
+  completedAt: isoOrNull(r.completed_at),
+  order: r.payment_id === null || r.payment_id === undefined ? null : { paymentId: r.payment_id, sequence: Number(r.event_sequence) }
 })
 
 export const makePgWebhookStore = Effect.gen(function*() {
@@ -34,7 +35,9 @@ export const makePgWebhookStore = Effect.gen(function*() {
     next_attempt_at: d.nextAttemptAt,
     first_failed_at: d.firstFailedAt,
     created_at: d.createdAt,
-    completed_at: d.completedAt
+    completed_at: d.completedAt,
+    payment_id: d.order?.paymentId ?? null,
+    event_sequence: d.order?.sequence ?? null
   })
 
   const insert = (deliveries: ReadonlyArray<Delivery>) =>
@@ -85,11 +88,20 @@ export const makePgWebhookStore = Effect.gen(function*() {
     claimDue: (now, lease, limit) =>
       run(sql`UPDATE webhook_deliveries SET lease_token = ${lease.token}, lease_until = ${lease.until}
         WHERE id IN (
-          SELECT id FROM webhook_deliveries
-          WHERE status IN ('pending', 'retrying') AND next_attempt_at <= ${now}
-            AND (lease_until IS NULL OR lease_until <= ${now})
-          ORDER BY next_attempt_at, id LIMIT ${limit}
-          FOR UPDATE SKIP LOCKED
+          SELECT d.id FROM webhook_deliveries d
+          WHERE d.status IN ('pending', 'retrying') AND d.next_attempt_at <= ${now}
+            AND (d.lease_until IS NULL OR d.lease_until <= ${now})
+            AND (d.payment_id IS NULL OR NOT EXISTS (
+              SELECT 1 FROM webhook_deliveries earlier
+              WHERE earlier.payment_id = d.payment_id AND earlier.url = d.url
+                AND earlier.event_sequence < d.event_sequence AND earlier.status IN ('pending', 'retrying')
+            ) AND NOT EXISTS (
+              -- An earlier event still in the outbox (another process is draining it) comes first too.
+              SELECT 1 FROM payment_events e JOIN webhook_outbox o ON o.event_id = e.id
+              WHERE e.payment_id = d.payment_id AND e.sequence < d.event_sequence
+            ))
+          ORDER BY d.next_attempt_at, d.id LIMIT ${limit}
+          FOR UPDATE OF d SKIP LOCKED
         ) RETURNING *`).pipe(
         Effect.map((rows) =>
           rows.map(toDelivery).sort((a, b) => (a.nextAttemptAt! < b.nextAttemptAt! ? -1 : a.nextAttemptAt! > b.nextAttemptAt! ? 1 : a.id < b.id ? -1 : 1))
@@ -125,6 +137,13 @@ export const makePgWebhookStore = Effect.gen(function*() {
     releaseLease: (id, token) =>
       run(sql`UPDATE webhook_deliveries SET lease_token = NULL, lease_until = NULL
         WHERE id = ${id} AND lease_token = ${token}`).pipe(Effect.asVoid),
+    backlog: (now) =>
+      run(sql`SELECT count(*)::int AS open,
+          count(*) FILTER (WHERE next_attempt_at <= ${now} AND (lease_until IS NULL OR lease_until <= ${now}))::int AS due,
+          min(next_attempt_at) FILTER (WHERE next_attempt_at <= ${now} AND (lease_until IS NULL OR lease_until <= ${now})) AS oldest
+        FROM webhook_deliveries WHERE status IN ('pending', 'retrying')`).pipe(
+        Effect.map((rows) => ({ open: Number(rows[0]?.open ?? 0), due: Number(rows[0]?.due ?? 0), oldestDueAt: isoOrNull(rows[0]?.oldest) }))
+      ),
     nextDueAt: () =>
       run(sql`SELECT min(GREATEST(next_attempt_at, coalesce(lease_until, next_attempt_at))) AS at
         FROM webhook_deliveries WHERE status IN ('pending', 'retrying')`).pipe(

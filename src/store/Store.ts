@@ -145,6 +145,9 @@ export interface AnalyticsRow {
   /** Payments the network approved. */
   readonly approvedCount: number
   readonly blockedCount: number
+  /** Payments with captured money, and those of them that were disputed (analytics' dispute rate). */
+  readonly capturedCount: number
+  readonly disputedCount: number
 }
 
 export type AnalyticsInterval = "hour" | "day" | "week"
@@ -175,6 +178,8 @@ export interface FraudStatsRow {
   /** Payments that went through fraud screening. */
   readonly screenedCount: number
   readonly blocked: ReadonlyArray<{ readonly currency: string; readonly count: number; readonly amountCents: number }>
+  /** Screened payments whose dispute was lost: fraud the screening let through. */
+  readonly lostDisputeCount: number
   /** Screened payments by score, ten bins of 0.1 (the last includes 1.0). */
   readonly scoreHistogram: ReadonlyArray<number>
   /** Per model version (payments screened before versions were recorded: `unrecorded`), by version. */
@@ -277,6 +282,12 @@ export interface StoreShape {
   readonly paymentsInFlight: (updatedBefore: string, limit: number) => StoreEffect<ReadonlyArray<string>>
   /** Payments the settlement run has to sweep: captured before the cut-off and not yet settled. */
   readonly settleablePayments: (capturedBefore: string, limit: number) => StoreEffect<ReadonlyArray<string>>
+  /**
+   * The sandbox network's disputes that are due (`sandboxDisputeTokens`): captured or settled
+   * payments of its dispute tokens captured before `capturedBefore` without a dispute, and those
+   * whose dispute opened before `openedBefore` and is still open; oldest capture first.
+   */
+  readonly sandboxDisputesDue: (capturedBefore: string, openedBefore: string, limit: number) => StoreEffect<ReadonlyArray<Payment>>
   readonly analytics: (merchantId: string, createdFrom: string | null, createdTo: string | null) => StoreEffect<ReadonlyArray<AnalyticsRow>>
   /** The same aggregates per currency and period, by currency then period; at most `maximumSeriesRows + 1` rows. */
   readonly analyticsSeries: (

@@ -44,6 +44,11 @@ export interface WebhookStoreShape {
   /** Commits an attempt and the delivery's new state, releasing the lease; false when `token` no longer holds it. */
   readonly recordAttempt: (delivery: Delivery, attempt: Attempt, token: string) => StoreEffect<boolean>
   readonly releaseLease: (deliveryId: string, token: string) => StoreEffect<void>
+  /**
+   * For the gauges: deliveries open (pending or retrying), how many of them are due at `now` and
+   * unleased, and the earliest due time among those (null: none).
+   */
+  readonly backlog: (now: string) => StoreEffect<{ readonly open: number; readonly due: number; readonly oldestDueAt: string | null }>
   /** The earliest moment work becomes due: an attempt time or a lease expiry (null: none). */
   readonly nextDueAt: () => StoreEffect<string | null>
   /** Changes an unleased delivery with `decide` (null refuses), for a manual resend. */

@@ -232,7 +232,28 @@ export const migrations = Migrator.fromRecord({
     );
     ALTER TABLE idempotency_keys ADD COLUMN owner text;
   `),
-  "0006_fraud_and_analytics": statements(`
+  "0007_disputes": statements(`
+    -- The payment's dispute (src/domain/Dispute.ts), null when none: written with the payment row
+    -- by the same version-checked commit as every other change, so it needs no statement of its own.
+    ALTER TABLE payments ADD COLUMN dispute jsonb;
+    -- The sandbox's dispute worker: captured payments of its dispute tokens whose dispute is due to
+    -- open or resolve; a resolved dispute leaves the index.
+    CREATE INDEX payments_sandbox_disputes ON payments (captured_at)
+      WHERE card_token IN ('tok_dispute_won', 'tok_dispute_lost') AND captured_at IS NOT NULL
+        AND (dispute IS NULL OR dispute->>'status' = 'open');
+  `),
+  "0008_webhook_order": statements(`
+    -- Webhooks in order per payment: a delivery is claimed only when no earlier delivery of the
+    -- same payment to the same URL is still open. The partial index holds open ordered rows
+    -- only, so the claim's NOT EXISTS probe reads a handful of entries.
+    ALTER TABLE webhook_deliveries ADD COLUMN payment_id text;
+    ALTER TABLE webhook_deliveries ADD COLUMN event_sequence integer;
+    UPDATE webhook_deliveries d SET payment_id = e.payment_id, event_sequence = e.sequence
+      FROM payment_events e WHERE e.id = d.event_id AND d.status IN ('pending', 'retrying');
+    CREATE INDEX webhook_deliveries_open_order ON webhook_deliveries (payment_id, url, event_sequence)
+      WHERE status IN ('pending', 'retrying') AND payment_id IS NOT NULL;
+  `),
+  "0009_fraud_and_analytics": statements(`
     -- The trained fraud model (docs/fraud-model.md): the model that screened a payment and its
     -- largest contributions, shown on the transaction record.
     ALTER TABLE payments ADD COLUMN fraud_model_version text;
@@ -265,32 +286,36 @@ export const migrations = Migrator.fromRecord({
       decided_count bigint NOT NULL,
       approved_count bigint NOT NULL,
       blocked_count bigint NOT NULL,
+      captured_count bigint NOT NULL,
+      disputed_count bigint NOT NULL,
       PRIMARY KEY (merchant_id, hour, currency, shard)
     );
 
     CREATE FUNCTION payment_rollup_deltas(sign int, p payments) RETURNS TABLE (
       merchant_id text, currency text, hour timestamptz, shard smallint, transaction_count bigint, volume_cents bigint,
       captured_cents bigint, refunded_cents bigint, fees_cents bigint, decided_count bigint, approved_count bigint,
-      blocked_count bigint
+      blocked_count bigint, captured_count bigint, disputed_count bigint
     ) LANGUAGE sql IMMUTABLE AS $$
       SELECT p.merchant_id, p.currency, date_trunc('hour', p.created_at, 'UTC'), (hashtext(p.id) & 7)::smallint, sign,
         sign * p.amount_cents, sign * p.captured_amount_cents, sign * p.refunded_amount_cents, sign * p.fee_cents,
         sign * (p.status <> 'pending')::int, sign * (p.status NOT IN ('pending', 'failed'))::int,
-        sign * (p.status = 'blocked')::int
+        sign * (p.status = 'blocked')::int, sign * (p.captured_amount_cents > 0)::int, sign * (p.dispute IS NOT NULL)::int
     $$;
 
     CREATE FUNCTION payment_rollups_after_insert() RETURNS trigger LANGUAGE plpgsql AS $$
     BEGIN
       INSERT INTO payment_rollups AS r
       SELECT d.merchant_id, d.currency, d.hour, d.shard, sum(d.transaction_count), sum(d.volume_cents), sum(d.captured_cents),
-        sum(d.refunded_cents), sum(d.fees_cents), sum(d.decided_count), sum(d.approved_count), sum(d.blocked_count)
+        sum(d.refunded_cents), sum(d.fees_cents), sum(d.decided_count), sum(d.approved_count), sum(d.blocked_count),
+        sum(d.captured_count), sum(d.disputed_count)
       FROM new_rows n, payment_rollup_deltas(1, n) d
       GROUP BY 1, 2, 3, 4 ORDER BY 1, 3, 2, 4
       ON CONFLICT (merchant_id, hour, currency, shard) DO UPDATE SET
         transaction_count = r.transaction_count + EXCLUDED.transaction_count, volume_cents = r.volume_cents + EXCLUDED.volume_cents,
         captured_cents = r.captured_cents + EXCLUDED.captured_cents, refunded_cents = r.refunded_cents + EXCLUDED.refunded_cents,
         fees_cents = r.fees_cents + EXCLUDED.fees_cents, decided_count = r.decided_count + EXCLUDED.decided_count,
-        approved_count = r.approved_count + EXCLUDED.approved_count, blocked_count = r.blocked_count + EXCLUDED.blocked_count;
+        approved_count = r.approved_count + EXCLUDED.approved_count, blocked_count = r.blocked_count + EXCLUDED.blocked_count,
+        captured_count = r.captured_count + EXCLUDED.captured_count, disputed_count = r.disputed_count + EXCLUDED.disputed_count;
       RETURN NULL;
     END $$;
 
@@ -300,19 +325,21 @@ export const migrations = Migrator.fromRecord({
     BEGIN
       INSERT INTO payment_rollups AS r
       SELECT d.merchant_id, d.currency, d.hour, d.shard, sum(d.transaction_count), sum(d.volume_cents), sum(d.captured_cents),
-        sum(d.refunded_cents), sum(d.fees_cents), sum(d.decided_count), sum(d.approved_count), sum(d.blocked_count)
+        sum(d.refunded_cents), sum(d.fees_cents), sum(d.decided_count), sum(d.approved_count), sum(d.blocked_count),
+        sum(d.captured_count), sum(d.disputed_count)
       FROM (SELECT x.* FROM new_rows n, payment_rollup_deltas(1, n) x
             UNION ALL SELECT y.* FROM old_rows o, payment_rollup_deltas(-1, o) y) d
       GROUP BY 1, 2, 3, 4
       HAVING sum(d.transaction_count) <> 0 OR sum(d.volume_cents) <> 0 OR sum(d.captured_cents) <> 0
         OR sum(d.refunded_cents) <> 0 OR sum(d.fees_cents) <> 0 OR sum(d.decided_count) <> 0
-        OR sum(d.approved_count) <> 0 OR sum(d.blocked_count) <> 0
+        OR sum(d.approved_count) <> 0 OR sum(d.blocked_count) <> 0 OR sum(d.captured_count) <> 0 OR sum(d.disputed_count) <> 0
       ORDER BY 1, 3, 2, 4
       ON CONFLICT (merchant_id, hour, currency, shard) DO UPDATE SET
         transaction_count = r.transaction_count + EXCLUDED.transaction_count, volume_cents = r.volume_cents + EXCLUDED.volume_cents,
         captured_cents = r.captured_cents + EXCLUDED.captured_cents, refunded_cents = r.refunded_cents + EXCLUDED.refunded_cents,
         fees_cents = r.fees_cents + EXCLUDED.fees_cents, decided_count = r.decided_count + EXCLUDED.decided_count,
-        approved_count = r.approved_count + EXCLUDED.approved_count, blocked_count = r.blocked_count + EXCLUDED.blocked_count;
+        approved_count = r.approved_count + EXCLUDED.approved_count, blocked_count = r.blocked_count + EXCLUDED.blocked_count,
+        captured_count = r.captured_count + EXCLUDED.captured_count, disputed_count = r.disputed_count + EXCLUDED.disputed_count;
       RETURN NULL;
     END $$;
 
@@ -324,7 +351,8 @@ export const migrations = Migrator.fromRecord({
     -- The payments already there.
     INSERT INTO payment_rollups
     SELECT d.merchant_id, d.currency, d.hour, d.shard, sum(d.transaction_count), sum(d.volume_cents), sum(d.captured_cents),
-      sum(d.refunded_cents), sum(d.fees_cents), sum(d.decided_count), sum(d.approved_count), sum(d.blocked_count)
+      sum(d.refunded_cents), sum(d.fees_cents), sum(d.decided_count), sum(d.approved_count), sum(d.blocked_count),
+      sum(d.captured_count), sum(d.disputed_count)
     FROM payments p, payment_rollup_deltas(1, p) d
     GROUP BY 1, 2, 3, 4;
   `)

@@ -1,6 +1,7 @@
-import { Cause, Clock, Duration, Effect, Layer, Queue } from "effect"
+import { Cause, Clock, Duration, Effect, ExecutionStrategy, Fiber, Layer, Option, Queue, Scope } from "effect"
 import type { AttemptOutcome, Delivery } from "../domain/Webhook.ts"
-import { afterAttempt, nextAttemptNumber, signatureHeader, unixSeconds } from "../domain/Webhook.ts"
+import { afterAttempt, isOpen, isSuccess, nextAttemptNumber, signatureHeader, unixSeconds } from "../domain/Webhook.ts"
+import * as Metrics from "../platform/Metrics.ts"
 import { AppConfig } from "../platform/Config.ts"
 import { Ids } from "../platform/Ids.ts"
 import { addMs, nowIso } from "../platform/Time.ts"
@@ -19,6 +20,11 @@ export interface DispatcherOptions {
   readonly concurrencyPerEndpoint: number
   /** Added to WEBHOOK_TIMEOUT for a lease: a dead holder's work is taken over after this. */
   readonly leaseMarginMs: number
+  /**
+   * At a stop, let attempts in flight finish (within SHUTDOWN_GRACE) before the workers are
+   * interrupted; off, a stop interrupts them at once (their leases are released either way).
+   */
+  readonly finishAttemptsOnStop: boolean
 }
 
 export const defaultOptions: DispatcherOptions = {
@@ -26,7 +32,8 @@ export const defaultOptions: DispatcherOptions = {
   batchSize: 200,
   queueCapacity: 1000,
   concurrencyPerEndpoint: 8,
-  leaseMarginMs: 30_000
+  leaseMarginMs: 30_000,
+  finishAttemptsOnStop: false
 }
 
 interface Claim {
@@ -64,6 +71,35 @@ export const run = (options: DispatcherOptions = defaultOptions) =>
         { discard: true })
     )
 
+    // The poller and the workers live in a scope of their own, closed after the graceful stop
+    // below (a finalizer added later runs earlier): the stop runs while they still run.
+    const fibers = yield* Scope.fork(scope, ExecutionStrategy.sequential)
+    let poller: Fiber.RuntimeFiber<never, never> | undefined
+    let attemptsInFlight = 0
+    yield* Effect.addFinalizer(() =>
+      Effect.gen(function*() {
+        // No new claims; the claims still queued go back to the store at once.
+        if (poller !== undefined) yield* Fiber.interrupt(poller)
+        let released = 0
+        for (const queue of actors.values()) {
+          for (const { delivery, token } of yield* Queue.takeAll(queue)) {
+            yield* store.releaseLease(delivery.id, token).pipe(Effect.ignore)
+            released++
+          }
+        }
+        const inFlight = attemptsInFlight
+        if (!options.finishAttemptsOnStop) return
+        const finished = yield* Effect.gen(function*() {
+          while (attemptsInFlight > 0) yield* Effect.sleep(Duration.millis(10))
+        }).pipe(Effect.timeoutOption(Duration.millis(config.shutdownGraceMs)))
+        yield* Option.isSome(finished)
+          ? Effect.logInfo(`shutting down: webhook dispatcher stopped; ${inFlight} attempts in flight finished, ${released} queued claims released`)
+          : Effect.logWarning(
+            `shutting down: webhook dispatcher stopped; ${attemptsInFlight} attempts cut off after SHUTDOWN_GRACE (their claims released), ${released} queued claims released`
+          )
+      })
+    )
+
     const attempt = ({ delivery, token }: Claim) =>
       Effect.gen(function*() {
         const at = yield* nowIso
@@ -71,6 +107,9 @@ export const run = (options: DispatcherOptions = defaultOptions) =>
         if (!(yield* store.renewLease(delivery.id, token, at, addMs(at, leaseMs)))) return
         const secrets = yield* store.signingSecrets(delivery.merchantId, at)
         const startMs = yield* Clock.currentTimeMillis
+        if (delivery.nextAttemptAt !== null) {
+          Metrics.record(Metrics.webhookDeliveryLag, Math.max(0, startMs - Date.parse(delivery.nextAttemptAt)) / 1000)
+        }
         const result = yield* transport.post({
           url: delivery.url,
           body: delivery.payload,
@@ -95,8 +134,13 @@ export const run = (options: DispatcherOptions = defaultOptions) =>
           ? { _tag: "Answered", status: result.status, snippet: result.snippet, durationMs }
           : { _tag: "Failed", error: result.error, durationMs }
         const next = afterAttempt(delivery, at, outcome, config.webhookRetryScheduleMs, yield* nowIso)
-        yield* store.recordAttempt(next.delivery, next.attempt, token)
-        if (next.delivery.nextAttemptAt !== null && Date.parse(next.delivery.nextAttemptAt) < sleepingUntilMs) yield* webhooks.wake
+        const recorded = yield* store.recordAttempt(next.delivery, next.attempt, token)
+        Metrics.record(Metrics.webhookAttempts(isSuccess(outcome) ? "succeeded" : outcome._tag === "Answered" ? "rejected" : "error"), 1)
+        if (recorded && next.delivery.status === "failed") Metrics.record(Metrics.webhookDeliveriesFailed, 1)
+        // The payment's next event waits for this one: once this one is done, it is due at once.
+        const releasesNext = recorded && delivery.order !== null && !isOpen(next.delivery)
+        const wakeFor = next.delivery.nextAttemptAt !== null && Date.parse(next.delivery.nextAttemptAt) < sleepingUntilMs
+        if (releasesNext || wakeFor) yield* webhooks.wake
       }).pipe(
         Effect.catchAll((error) => Effect.logWarning(`webhook delivery ${delivery.id} attempt not recorded`, error)),
         // A stop in the middle of an attempt hands the delivery back at once instead of leaving it
@@ -115,13 +159,17 @@ export const run = (options: DispatcherOptions = defaultOptions) =>
         if (existing !== undefined) return existing
         const queue = yield* Queue.dropping<Claim>(options.queueCapacity)
         actors.set(key, queue)
-        const worker = Effect.forever(Effect.flatMap(Queue.take(queue), attempt)).pipe(
+        const worker = Effect.forever(Effect.flatMap(Queue.take(queue), (claim) => {
+          attemptsInFlight++
+          return attempt(claim).pipe(Effect.ensuring(Effect.sync(() => void attemptsInFlight--)))
+        })).pipe(
           Effect.catchAllCause((cause) =>
             Cause.isInterruptedOnly(cause) ? Effect.failCause(cause) : Effect.logError("webhook endpoint worker crashed; restarting", cause)
           ),
           Effect.forever
         )
-        for (let i = 0; i < options.concurrencyPerEndpoint; i++) yield* Effect.forkIn(worker, scope)
+        // Forked from a poll, which a stop does not cut: the workers themselves must stay interruptible.
+        for (let i = 0; i < options.concurrencyPerEndpoint; i++) yield* Effect.forkIn(Effect.interruptible(worker), fibers)
         return queue
       })
 
@@ -154,14 +202,16 @@ export const run = (options: DispatcherOptions = defaultOptions) =>
       sleepingUntilMs = Number.NEGATIVE_INFINITY
     })
 
-    yield* Effect.forkIn(
+    // A poll is not cut in the middle by a stop: claims it made always reach a queue (or go back).
+    poller = yield* Effect.forkIn(
       Effect.forever(
         poll.pipe(
           Effect.catchAll((error) => Effect.as(Effect.logWarning("webhook poll failed", error), 0)),
+          Effect.uninterruptible,
           Effect.flatMap((claimed) => (claimed === options.batchSize ? Effect.yieldNow() : idle))
         )
       ),
-      scope
+      fibers
     )
   })
 
@@ -169,5 +219,5 @@ export const layerWith = (options: Partial<DispatcherOptions> = {}) =>
   Layer.scopedDiscard(run({ ...defaultOptions, ...options }))
 
 /** The dispatcher with default options (merged into the service's workers). */
-export const layer = layerWith()
+export const layer = layerWith({ finishAttemptsOnStop: true })
 

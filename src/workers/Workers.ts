@@ -1,5 +1,6 @@
 import { Clock, Duration, Effect, Layer, Schedule } from "effect"
 import { AppConfig } from "../platform/Config.ts"
+import * as Metrics from "../platform/Metrics.ts"
 import { addMs, isoAt, nowIso } from "../platform/Time.ts"
 import { Payments, resumeBatch } from "../services/Payments.ts"
 import { Store } from "../store/Store.ts"
@@ -21,18 +22,25 @@ export const recovery = Layer.scopedDiscard(
     const resumeAll = Effect.gen(function*() {
       const now = yield* nowIso
       for (let batch = 0; batch < maximumStartBatches; batch++) {
-        if ((yield* payments.resumeFlows(addMs(now, 1))) < resumeBatch) return
+        const resumed = yield* payments.resumeFlows(addMs(now, 1))
+        Metrics.record(Metrics.recoveredPayments, resumed)
+        if (resumed < resumeBatch) break
       }
-    })
+      Metrics.record(Metrics.recoveryRuns("ok"), 1)
+    }).pipe(Effect.tapError(() => Effect.sync(() => Metrics.record(Metrics.recoveryRuns("failed"), 1))))
     // In the background: serving does not wait for old flows (each waits on its payment's row).
     yield* Effect.forkScoped(resumeAll.pipe(Effect.catchAll((error) => Effect.logWarning("recovery at start failed", error))))
     yield* Effect.forkScoped(
       Effect.gen(function*() {
         const now = yield* nowIso
         const resumed = yield* payments.resumeFlows(addMs(now, -staleFlowMs))
+        Metrics.record(Metrics.recoveryRuns("ok"), 1)
+        Metrics.record(Metrics.recoveredPayments, resumed)
         if (resumed > 0) yield* Effect.logInfo(`recovery resumed ${resumed} stale payment flows`)
       }).pipe(
-        Effect.catchAll((error) => Effect.logWarning("recovery pass failed", error)),
+        Effect.catchAll((error) =>
+          Effect.zipRight(Effect.sync(() => Metrics.record(Metrics.recoveryRuns("failed"), 1)), Effect.logWarning("recovery pass failed", error))
+        ),
         Effect.repeat(Schedule.spaced(recoveryInterval)),
         Effect.delay(recoveryInterval)
       )
@@ -68,8 +76,16 @@ export const settlement = Layer.scopedDiscard(
     // back-off until it completes or the day is over.
     const sweep = (cutoffMs: number) =>
       payments.settle(isoAt(cutoffMs)).pipe(
-        Effect.tapError((error) => Effect.logWarning("settlement run failed; retrying", error)),
+        Effect.tapError((error) =>
+          Effect.zipRight(Effect.sync(() => Metrics.record(Metrics.settlementRuns("failed"), 1)), Effect.logWarning("settlement run failed; retrying", error))
+        ),
         Effect.retry(settlementRetry),
+        Effect.tap((settled) =>
+          Effect.sync(() => {
+            Metrics.record(Metrics.settlementRuns("ok"), 1)
+            Metrics.record(Metrics.settledPayments, settled)
+          })
+        ),
         Effect.flatMap((settled) => Effect.logInfo(`settlement at ${isoAt(cutoffMs)} settled ${settled} payments`)),
         Effect.catchAll((error) => Effect.logWarning("settlement run failed all day; it will run at the next cut-off", error))
       )

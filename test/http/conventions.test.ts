@@ -225,7 +225,7 @@ describe("routes", () => {
     for (const [method, path, withKey] of [
       ["GET", "/api/v1/nothing", true],
       ["GET", "/api/v2/transactions", true],
-      ["DELETE", "/api/v1/transactions", true],
+      ["DELETE", "/api/v1/transaction", true],
       ["GET", "/", false],
       ["POST", "/api/v1/unknown", false]
     ] as const) {

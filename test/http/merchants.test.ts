@@ -99,7 +99,7 @@ describe("profile", () => {
       "http://[64:ff9b::7f00:1]/", "http://[64:ff9b::a9fe:a9fe]/", "http://[2002:7f00:1::]/", "http://[2002:a9fe:a9fe::1]/",
       "http://2130706433/", "http://0x7f.1/", "http://017700000001/", "http://0177.0.0.01/", "http://127.1/", "http://127.0.0.1./",
       "http://2852039166/", "http://0xa9.0xfe.0xa9.0xfe/", "http://[fe80::1%25eth0]/", "http://[fc00::1]/", "http://0.0.0.0/",
-      "http://[::]/", "http://localhost/", "http://localhost./", "http://100.64.0.1/", "http://[2001:0:4136:e378:8000:63bf:80ff:fffe]/"
+      "http://[::]/", "http://localhost/", "http://localhost./", "http://LocalHost:8080/", "http://api.localhost/", "http://100.64.0.1/", "http://[2001:0:4136:e378:8000:63bf:80ff:fffe]/"
     ].map((url) => [{ webhook_url: url }, "webhook_url"] as const),
     [{ webhok_url: "https://93.184.215.14/" }, "webhok_url"]
   ])("PATCH refuses %j with 422 naming %s and changes nothing", async (body, param) => {
@@ -109,6 +109,14 @@ describe("profile", () => {
     expect(reply.status).toBe(422)
     expect(errorOf(reply)).toMatchObject({ code: "validation_failed", param })
     expect((await api.get("/api/v1/merchants/me")).body).toEqual(before)
+  })
+
+  it("accepts a host name without resolving it: one that does not resolve (yet) is checked at delivery time", async () => {
+    const { api } = await newMerchant()
+    const reply = await api.patch("/api/v1/merchants/me", { webhook_url: "https://hooks.example.invalid/x" })
+    expect(reply.status).toBe(200)
+    expect(reply.body.merchant.webhook_url).toBe("https://hooks.example.invalid/x")
+    expect((await api.get("/api/v1/merchants/me")).body.merchant.webhook_url).toBe("https://hooks.example.invalid/x")
   })
 
   it("accepts private webhook URLs when WEBHOOK_ALLOW_PRIVATE_URLS is set", async () => {

@@ -553,6 +553,7 @@ describe("fraud review", () => {
         cases: { total: 0, by_status: { open: 0, confirmed_fraud: 0, false_positive: 0 }, by_priority: { low: 0, medium: 0, high: 0, critical: 0 } },
         screened_count: 0,
         blocked: { count: 0, by_currency: [] },
+        lost_dispute_count: 0,
         fraud_rate: null,
         review_precision: null,
         score_histogram: Array.from({ length: 10 }, (_, bin) => ({ from: bin / 10, to: (bin + 1) / 10, count: 0 })),

@@ -4,6 +4,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import * as Ledger from "../../src/domain/Ledger.ts"
 import type { Currency } from "../../src/domain/Money.ts"
 import * as Payment from "../../src/domain/Payment.ts"
+import * as Dispute from "../../src/domain/Dispute.ts"
+import { disputeFeeCents } from "../../src/domain/Money.ts"
 import { layerMemory } from "../../src/store/MemoryStore.ts"
 import { type AnalyticsInterval, Store, type IdempotencyClaim, type OpenOutcome } from "../../src/store/Store.ts"
 import { accepted, createInput } from "../domain/fixtures.ts"
@@ -599,11 +601,11 @@ export const storeContract = (name: string, makeLayer: () => Layer.Layer<Store, 
           expect(yield* store.analytics(w.merchantId, null, null)).toEqual([
             {
               currency: "EUR", transactionCount: 1, volumeCents: 2_000, capturedCents: 2_000, refundedCents: 0,
-              feesCents: eur.payment.feeCents, decidedCount: 1, approvedCount: 1, blockedCount: 0
+              feesCents: eur.payment.feeCents, decidedCount: 1, approvedCount: 1, blockedCount: 0, capturedCount: 1, disputedCount: 0
             },
             {
               currency: "USD", transactionCount: 4, volumeCents: 30_500, capturedCents: 10_000, refundedCents: 1_000,
-              feesCents: first.payment.feeCents, decidedCount: 3, approvedCount: 2, blockedCount: 1
+              feesCents: first.payment.feeCents, decidedCount: 3, approvedCount: 2, blockedCount: 1, capturedCount: 1, disputedCount: 0
             }
           ])
           const window = yield* store.analytics(w.merchantId, eur.payment.createdAt, null)
@@ -661,8 +663,73 @@ export const storeContract = (name: string, makeLayer: () => Layer.Layer<Store, 
           // Every figure of the totals, per period: a pending payment is neither decided nor approved.
           expect((yield* store.analyticsSeries(w.merchantId, "week", null, null))[0]).toEqual({
             currency: "EUR", periodStart: "2026-02-23T00:00:00.000Z", transactionCount: 1, volumeCents: 4_000, capturedCents: 0,
-            refundedCents: 0, feesCents: 0, decidedCount: 0, approvedCount: 0, blockedCount: 0
+            refundedCents: 0, feesCents: 0, decidedCount: 0, approvedCount: 0, blockedCount: 0, capturedCount: 0, disputedCount: 0
           })
+        })))
+    })
+
+    describe("disputes", () => {
+      const open = (id: string, amountCents?: number) => ((p: Payment.Payment, _: unknown, ctx: Payment.Context) =>
+        Dispute.apply(p, { acquirerDisputeId: id, paymentId: p.id, action: { _tag: "Open", reason: "fraudulent", amountCents } }, ctx))
+      const resolve = (id: string, outcome: Dispute.DisputeOutcome) => ((p: Payment.Payment, _: unknown, ctx: Payment.Context) =>
+        Dispute.apply(p, { acquirerDisputeId: id, paymentId: p.id, action: { _tag: "Resolve", outcome } }, ctx))
+
+      it("a dispute is stored with the payment, by updatePayment and by commitChange, and read back whole", () =>
+        run(Effect.gen(function*() {
+          const store = yield* Store
+          const w = testWorld()
+          yield* givenMerchant(w)
+          const given = yield* givenPayment(w, { path: toCaptured() })
+          const opened = yield* applied(w, w.merchantId, given.payment.id, open("dp_contract", 4_000))
+          expect(opened.payment.dispute).toMatchObject({ acquirerDisputeId: "dp_contract", status: "open", amountCents: 4_000 })
+          expect(yield* store.getPayment(w.merchantId, given.payment.id)).toEqual(opened.payment)
+          const read = yield* store.readForCommand!({ merchantId: null, paymentId: given.payment.id })
+          expect(read?.payment).toEqual(opened.payment)
+
+          const lost = accepted(Dispute.apply(opened.payment, {
+            acquirerDisputeId: "dp_contract", paymentId: given.payment.id, action: { _tag: "Resolve", outcome: "lost" }
+          }, w.context()))
+          expect(yield* store.commitChange({ before: opened.payment, change: lost, response: null })).toBe(true)
+          expect(yield* store.getPayment(null, given.payment.id)).toEqual(lost.payment)
+          expect((yield* store.listEvents(w.merchantId, given.payment.id)).map((e) => e.type).slice(-2)).toEqual([
+            "payment.dispute_opened", "payment.dispute_resolved"
+          ])
+          const [balance] = yield* store.balances(w.merchantId)
+          expect(balance).toEqual({
+            currency: "USD",
+            pending: 10_000 - given.payment.feeCents - 0 - 4_000 - disputeFeeCents.USD,
+            available: 0,
+            reserved: 0
+          })
+          // Counted: analytics' disputed payments, fraud statistics' lost disputes.
+          const [row] = yield* store.analytics(w.merchantId, null, null)
+          expect(row).toMatchObject({ capturedCount: 1, disputedCount: 1 })
+          expect((yield* store.fraudStats(w.merchantId)).lostDisputeCount).toBe(1)
+        })))
+
+      it("sandboxDisputesDue: dispute-token payments due to open (captured before) or to resolve (opened before)", () =>
+        run(Effect.gen(function*() {
+          const store = yield* Store
+          const w = testWorld("1985-01-01T00:00:00.000Z")
+          yield* givenMerchant(w)
+          const toOpen = yield* givenPayment(w, { input: { cardToken: "tok_dispute_won" }, path: toCaptured() })
+          const settledToOpen = yield* givenPayment(w, { input: { cardToken: "tok_dispute_lost" }, path: [...toCaptured(), steps.settle] })
+          const opened = yield* givenPayment(w, { input: { cardToken: "tok_dispute_lost" }, path: [...toCaptured(), open("dp_s1")] })
+          const resolved = yield* givenPayment(w, { input: { cardToken: "tok_dispute_won" }, path: [...toCaptured(), open("dp_s2"), resolve("dp_s2", "won")] })
+          // Not the sandbox's: another token; never captured; fully refunded before any dispute.
+          yield* givenPayment(w, { path: toCaptured() })
+          yield* givenPayment(w, { input: { cardToken: "tok_dispute_won", captureMethod: "manual" }, path: [steps.authorize, steps.screen(0.1)] })
+          yield* givenPayment(w, { input: { cardToken: "tok_dispute_won" }, path: [...toCaptured(), steps.refund()] })
+          const later = w.clock.advance()
+          const ids = (payments: ReadonlyArray<Payment.Payment>) => payments.map((p) => p.id)
+
+          const due = yield* store.sandboxDisputesDue(later, later, 100)
+          expect(ids(due)).toEqual([toOpen, settledToOpen, opened].map((p) => p.payment.id))
+          expect(due[2]!.dispute?.status).toBe("open")
+          expect(ids(yield* store.sandboxDisputesDue(later, "1970-01-01T00:00:00.000Z", 100))).toEqual([toOpen, settledToOpen].map((p) => p.payment.id))
+          expect(ids(yield* store.sandboxDisputesDue("1970-01-01T00:00:00.000Z", later, 100))).toEqual([opened.payment.id])
+          expect(ids(yield* store.sandboxDisputesDue(later, later, 1))).toEqual([toOpen.payment.id])
+          expect(resolved.payment.dispute?.status).toBe("won")
         })))
     })
 

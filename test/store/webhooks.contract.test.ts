@@ -20,7 +20,7 @@ const delivery = (n: number) =>
     now: at(n),
     event: {
       id: `evt_${n}`, type: "payment.captured", createdAt: at(n),
-      data: { id: "pay_x", merchant_id: "mer_c", status: "captured", amount_cents: 1, currency: "USD", captured_amount_cents: 1, refunded_amount_cents: 0, fraud_score: null, failure_code: null }
+      data: { id: "pay_x", merchant_id: "mer_c", status: "captured", amount_cents: 1, currency: "USD", captured_amount_cents: 1, refunded_amount_cents: 0, fraud_score: null, failure_code: null, dispute: null }
     }
   })
 
@@ -60,6 +60,39 @@ const webhookStoreContract = (name: string, layer: () => Layer.Layer<Store | Web
         yield* store.rotateSecret("mer_c", "whsec_new", at(30), at(20))
         expect(yield* store.signingSecrets("mer_c", at(29))).toEqual(["whsec_new", "whsec_c"])
         expect(yield* store.signingSecrets("mer_c", at(30))).toEqual(["whsec_new"])
+      }).pipe(Effect.provide(layer())))
+
+    it.effect("claims a payment's delivery only when no earlier one of that payment to that URL is open", () =>
+      Effect.gen(function*() {
+        yield* Effect.flatMap(Store, (s) => s.insertMerchant(merchant, apiKey))
+        const store = yield* WebhookStore
+        const ordered = (n: number, paymentId: string, sequence: number, url = "http://example.com/h") =>
+          ({ ...delivery(n), url, order: { paymentId, sequence } })
+        // Payment A: sequences 1, 2, 3; payment B: 1; an unordered (test) event; A's sequence 2 to another URL.
+        for (const d of [ordered(3, "pay_a", 3), ordered(2, "pay_a", 2), ordered(1, "pay_a", 1), ordered(4, "pay_b", 1), delivery(5), ordered(6, "pay_a", 2, "http://other.example/h")]) {
+          yield* store.insertDelivery(d)
+        }
+        expect((yield* store.getDelivery("mer_c", "whd_2"))!.order).toEqual({ paymentId: "pay_a", sequence: 2 })
+        const first = yield* store.claimDue(at(10), { token: "a", until: at(100) }, 10)
+        expect(first.map((d) => d.id).sort()).toEqual(["whd_1", "whd_4", "whd_5", "whd_6"])
+        // A's first fails and will be retried a minute later: A's second still waits.
+        const failed = afterAttempt(first.find((d) => d.id === "whd_1")!, at(10), { _tag: "Failed", error: "connection error", durationMs: 5 }, [60_000], at(10))
+        expect(yield* store.recordAttempt(failed.delivery, failed.attempt, "a")).toBe(true)
+        expect(yield* store.claimDue(at(10), { token: "b", until: at(100) }, 10)).toEqual([])
+        const retried = yield* store.claimDue(at(11), { token: "c", until: at(100) }, 10)
+        expect(retried.map((d) => d.id)).toEqual(["whd_1"])
+        // It fails for good: the next one goes (and only the next one).
+        const gaveUp = afterAttempt(retried[0]!, at(11), { _tag: "Failed", error: "connection error", durationMs: 5 }, [60_000], at(11))
+        expect(gaveUp.delivery.status).toBe("failed")
+        expect(yield* store.recordAttempt(gaveUp.delivery, gaveUp.attempt, "c")).toBe(true)
+        const next = yield* store.claimDue(at(11), { token: "d", until: at(100) }, 10)
+        expect(next.map((d) => d.id)).toEqual(["whd_2"])
+        const delivered = afterAttempt(next[0]!, at(11), { _tag: "Answered", status: 200, snippet: "", durationMs: 5 }, [60_000], at(11))
+        expect(yield* store.recordAttempt(delivered.delivery, delivered.attempt, "d")).toBe(true)
+        expect((yield* store.claimDue(at(11), { token: "e", until: at(100) }, 10)).map((d) => d.id)).toEqual(["whd_3"])
+        // Open: whd_3..6, all leased, so none is due.
+        expect(yield* store.backlog(at(40))).toEqual({ open: 4, due: 0, oldestDueAt: null })
+        expect(yield* store.backlog(at(100))).toEqual({ open: 4, due: 4, oldestDueAt: at(3) })
       }).pipe(Effect.provide(layer())))
   })
 

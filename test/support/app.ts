@@ -1,6 +1,6 @@
 import { HttpApiBuilder, HttpMiddleware, HttpServer } from "@effect/platform"
 import { NodeHttpServer } from "@effect/platform-node"
-import { Context, Deferred, Effect, Layer, ManagedRuntime, Supervisor } from "effect"
+import { Context, Deferred, Effect, Layer, Logger, LogLevel, ManagedRuntime, Supervisor } from "effect"
 import { createServer, request as httpRequest } from "node:http"
 import pg from "pg"
 import * as Acquirer from "../../src/acquirer/Acquirer.ts"
@@ -48,6 +48,11 @@ export interface AppOptions {
   readonly wrapStore?: (store: StoreShape) => StoreShape
   /** Watches every fiber the app starts (e.g. to count fibers per request). */
   readonly supervisor?: Supervisor.Supervisor<unknown>
+  /**
+   * The app's only logger, at Info level (e.g. one that captures lines). Without it the app logs
+   * warnings and errors only: a line per request would drown the test output.
+   */
+  readonly logger?: Logger.Logger<unknown, void>
 }
 
 /** Tests share one API key per merchant and fire bursts; the rate limit has its own test. */
@@ -80,7 +85,12 @@ export const startApp = async (options: AppOptions = {}): Promise<TestApp> => {
   const appLayer = server.pipe(
     Layer.provideMerge(ServicesLive),
     Layer.provideMerge(infrastructure),
-    Layer.provide(options.supervisor === undefined ? Layer.empty : Supervisor.addSupervisor(options.supervisor))
+    Layer.provide(options.supervisor === undefined ? Layer.empty : Supervisor.addSupervisor(options.supervisor)),
+    Layer.provide(
+      options.logger === undefined
+        ? Logger.minimumLogLevel(LogLevel.Warning)
+        : Layer.merge(Logger.replace(Logger.defaultLogger, options.logger), Logger.minimumLogLevel(LogLevel.Info))
+    )
   )
   const runtime = ManagedRuntime.make(appLayer)
   const address = await runtime.runPromise(Effect.map(HttpServer.HttpServer, (s) => s.address))

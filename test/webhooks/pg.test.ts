@@ -1,6 +1,9 @@
 import { describe, expect, it } from "@effect/vitest"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { Effect, Layer } from "effect"
+import * as Config from "../../src/platform/Config.ts"
+import * as Ids from "../../src/platform/Ids.ts"
+import * as WebhooksService from "../../src/services/Webhooks.ts"
 import { Webhooks } from "../../src/services/Webhooks.ts"
 import { WebhookStore } from "../../src/store/WebhookStore.ts"
 import { freshDatabase, pgStoreLayer } from "../support/database.ts"
@@ -142,4 +145,101 @@ describe("webhook dispatcher on PostgreSQL", () => {
       const deliveries = yield* all.pipe(Effect.provide(processOn(url, 33, [60_000])))
       expect(deliveries.items.every((d) => d.attempts.length === 1 && d.status === "succeeded")).toBe(true)
     }), 60_000)
+})
+
+/** Payments with `events` events each, written as the service writes them: events and outbox rows, interleaved across payments. */
+const seedPaymentEvents = (payments: number, events: number, inOutbox: (sequence: number) => boolean = () => true) =>
+  Effect.flatMap(SqlClient.SqlClient, (sql) =>
+    // One transaction: every event reaches the dispatchers at once.
+    sql.withTransaction(Effect.gen(function*() {
+      for (let p = 0; p < payments; p++) {
+        yield* sql`INSERT INTO payments (id, merchant_id, status, amount_cents, currency, captured_amount_cents, refunded_amount_cents,
+            fee_cents, card_brand, card_last_four, card_token, capture_method, metadata, in_flight, version, created_at, updated_at)
+          VALUES (${`pay_o${p}`}, 'mer_1', 'captured', 100, 'USD', 100, 0, 0, 'visa', '4242', 'tok_visa', 'automatic', '{}', false, ${events}, now(), now())`
+      }
+      for (let sequence = 1; sequence <= events; sequence++) {
+        for (let p = 0; p < payments; p++) {
+          const id = `evt_o${p}_${sequence}`
+          const data = JSON.stringify({ id: `pay_o${p}`, merchant_id: "mer_1", status: "captured", amount_cents: 100, currency: "USD",
+            captured_amount_cents: 100, refunded_amount_cents: 0, fraud_score: null, failure_code: null })
+          yield* sql`INSERT INTO payment_events (id, payment_id, merchant_id, type, sequence, data, created_at)
+            VALUES (${id}, ${`pay_o${p}`}, 'mer_1', 'payment.captured', ${sequence}, ${data}::jsonb, now())`
+          if (inOutbox(sequence)) yield* sql`INSERT INTO webhook_outbox (event_id, merchant_id, created_at) VALUES (${id}, 'mer_1', now())`
+        }
+      }
+    })))
+
+describe("webhooks in order per payment on PostgreSQL", () => {
+  it.scopedLive("two dispatchers with eight workers each: every payment's events reach the endpoint one after another", () =>
+    Effect.gen(function*() {
+      const url = yield* Effect.promise(() => freshDatabase("whorder"))
+      // The receiver answers after 0–20 ms; the first attempt of every even event fails.
+      const answered = new Map<string, number>()
+      const arrivals: Array<{ readonly eventId: string; readonly paymentId: string; readonly sequence: number; readonly atMs: number }> = []
+      const receiver = yield* Effect.acquireRelease(
+        Effect.promise(() =>
+          startReceiver((req, res) => {
+            const eventId = String(req.headers["x-service-event-id"])
+            const sequence = Number(eventId.split("_")[2])
+            const first = req.headers["x-service-delivery-attempt"] === "1"
+            arrivals.push({ eventId, paymentId: JSON.parse(req.body).data.id, sequence, atMs: performance.now() })
+            setTimeout(() => {
+              const status = first && sequence % 2 === 0 ? 500 : 200
+              if (status === 200) answered.set(eventId, performance.now())
+              answer(status)(req, res)
+            }, (sequence * 7 + eventId.length) % 20)
+          })
+        ),
+        (r) => Effect.promise(r.close)
+      )
+      const payments = 30
+      const events = 4
+      yield* Effect.gen(function*() {
+        const first = yield* Layer.build(processOn(url, 31, [200]))
+        yield* Effect.provide(seedMerchant(receiver.url), first)
+        yield* Layer.build(processOn(url, 32, [200]))
+        yield* Effect.provide(seedPaymentEvents(payments, events), first)
+        const succeeded = Effect.flatMap(WebhookStore, (s) => s.listDeliveries("mer_1", { status: "succeeded" }, { page: 1, perPage: 1 }))
+        yield* Effect.provide(eventually(succeeded, (p) => p.totalCount === payments * events, 40_000), first)
+      }).pipe(Effect.scoped)
+      // Per payment: arrivals in sequence order, and an event's first arrival after the one before was answered 2xx.
+      for (let p = 0; p < payments; p++) {
+        const mine = arrivals.filter((a) => a.paymentId === `pay_o${p}`)
+        expect(mine.map((a) => a.sequence)).toEqual([1, 2, 2, 3, 4, 4])
+        for (const arrival of mine) {
+          if (arrival.sequence === 1) continue
+          expect(arrival.atMs).toBeGreaterThanOrEqual(answered.get(`evt_o${p}_${arrival.sequence - 1}`)!)
+        }
+      }
+      // Payments were served concurrently: some payment's event arrived while another payment's was unanswered.
+      const overlapping = arrivals.some((a) => arrivals.some((b) => b.paymentId !== a.paymentId && b.atMs < a.atMs && (answered.get(b.eventId) ?? Infinity) > a.atMs))
+      expect(overlapping).toBe(true)
+    }), 90_000)
+
+  it.effect("a delivery waits while an earlier event of its payment is still in the outbox (another process drains it)", () =>
+    Effect.gen(function*() {
+      const url = yield* Effect.promise(() => freshDatabase("whoutbox"))
+      yield* Effect.gen(function*() {
+        yield* seedMerchant("http://127.0.0.1:9/hooks")
+        // Event 1 is still in the outbox; event 2 already became a delivery.
+        yield* seedPaymentEvents(1, 2, (sequence) => sequence === 1)
+        const store = yield* WebhookStore
+        const now = new Date(Date.parse("2030-01-01T00:00:00.000Z")).toISOString()
+        yield* store.insertDelivery({
+          id: "whd_second", merchantId: "mer_1", eventId: "evt_o0_2", eventType: "payment.captured", url: "http://127.0.0.1:9/hooks",
+          payload: "{}", status: "pending", attempts: [], nextAttemptAt: new Date(0).toISOString(), firstFailedAt: null,
+          createdAt: new Date(0).toISOString(), completedAt: null, order: { paymentId: "pay_o0", sequence: 2 }
+        })
+        expect(yield* store.claimDue(now, { token: "a", until: now }, 10)).toEqual([])
+        expect(yield* Effect.flatMap(Webhooks, (w) => w.enqueueFromOutbox(10))).toBe(1)
+        expect((yield* store.claimDue(now, { token: "b", until: now }, 10)).map((d) => d.eventId)).toEqual(["evt_o0_1"])
+      }).pipe(
+        // The Webhooks service and the stores, no dispatcher: nothing drains or claims behind the test's back.
+        Effect.provide(WebhooksService.layer.pipe(
+          Layer.provideMerge(pgStoreLayer(url)),
+          Layer.provideMerge(Layer.merge(Ids.layerSeeded(5), Config.layerWith(Config.defaults)))
+        )),
+        Effect.scoped
+      )
+    }))
 })

@@ -114,7 +114,8 @@ export const seedEvent = (state: MemoryState, event: { readonly id: string; read
       captured_amount_cents: 4200,
       refunded_amount_cents: 0,
       fraud_score: 0.1,
-      failure_code: null
+      failure_code: null,
+      dispute: null
     }
   }
   state.outbox.push(row)

@@ -1,0 +1,231 @@
+import { Effect, Exit } from "effect"
+import type { DisputeNotification, DisputeOutcome } from "../src/domain/Dispute.ts"
+import { disputeReasons } from "../src/domain/Dispute.ts"
+import type { Payment } from "../src/domain/Payment.ts"
+import { Payments } from "../src/services/Payments.ts"
+import type { MemoryState } from "../src/store/MemoryStore.ts"
+import type { Auditor } from "./Auditor.ts"
+import type { Prng } from "./Prng.ts"
+import type { SimulatedService } from "./Service.ts"
+import type { Trace } from "./Trace.ts"
+
+/**
+ * Disputes in the simulation (issue 13): the simulated card network disputes a fraction
+ * (`--faults dispute=0.02`) of the payments whose merchant script has finished (so merchants'
+ * own refunds never race a dispute they cannot see coming), resolves each later, and re-sends
+ * notifications as an acquirer does when it gets no acknowledgement: after a crash, a store
+ * failure, or for no reason (a duplicate). Crashes around them come from the run's crash options
+ * (`crash=`, `crashcommit=`, `storelost=`): the notifications go through the service's one
+ * command path, so every commit they make is one the store faults and the auditor see.
+ *
+ * The auditor's side (written from the issue, not from src/domain): the dispute transitions,
+ * each payment's dispute share of the ledger (`disputeLedger`), and at the end `auditDisputes`:
+ * reserved money is conserved and every dispute opens and resolves exactly once.
+ */
+
+/** (from, to, event) triples a dispute adds to the auditor's transition table: the status stays. */
+export const disputeTransitions: ReadonlyArray<string> = ["captured", "settled"].flatMap((status) => [
+  `${status}>${status}:payment.dispute_opened`,
+  `${status}>${status}:payment.dispute_resolved`
+])
+
+/** The network's dispute fee per currency, as docs/api.md states it. */
+const disputeFee: Readonly<Record<string, number>> = { USD: 1500, EUR: 1500, GBP: 1500, CAD: 1500, AUD: 2500, JPY: 2000 }
+
+/**
+ * What a payment's dispute adds to its ledger equations: reserved holds an open dispute's
+ * amount; a lost one went to the network (the card network owes us that much less) with the
+ * fee taken from the merchant; a won one left no trace but its round trip.
+ */
+export const disputeLedger = (payment: Payment) => {
+  const dispute = payment.dispute
+  if (dispute === null) return { reserved: 0, cardNetwork: 0, merchant: 0, feeRevenue: 0 }
+  const fee = dispute.status === "lost" ? disputeFee[payment.currency]! : 0
+  return {
+    reserved: dispute.status === "open" ? dispute.amountCents : 0,
+    cardNetwork: dispute.status === "lost" ? -dispute.amountCents : 0,
+    merchant: dispute.status === "won" ? 0 : -dispute.amountCents - fee,
+    feeRevenue: fee
+  }
+}
+
+/** Captured money a lost dispute charged back: no longer the merchant's to refund. */
+export const chargedBackCents = (payment: { readonly dispute?: Payment["dispute"] }) =>
+  payment.dispute?.status === "lost" ? payment.dispute.amountCents : 0
+
+interface Planned {
+  readonly paymentId: string
+  readonly acquirerDisputeId: string
+  readonly outcome: DisputeOutcome
+  /** What the service answered the open (after retries): applied (now or before), or refused. */
+  open: "pending" | "accepted" | "refused"
+  resolve: "pending" | "accepted" | "refused" | "skipped"
+  /** A notification with the other outcome, sent after the resolve: must be refused. */
+  conflicting: "none" | "pending" | "refused" | "accepted"
+}
+
+export interface DisputeStats {
+  planned: number
+  notifications: number
+  duplicates: number
+  retries: number
+  refusedOpens: number
+}
+
+/** Attempts per notification before the simulated network gives up (never reached in a sane run). */
+const maximumAttempts = 500
+/** How long the network waits for an acknowledgement before it sends again. */
+const acknowledgementTimeoutMs = 60_000
+
+export const makeDisputeInjector = (input: {
+  readonly prng: Prng
+  readonly rate: number
+  readonly service: SimulatedService
+  readonly auditor: Auditor
+  readonly trace: Trace
+  readonly state: MemoryState
+  readonly horizonEndMs: number
+  readonly nowMs: () => number
+}) => {
+  const { prng, rate, service, auditor, trace, state } = input
+  const planned: Array<Planned> = []
+  const stats: DisputeStats = { planned: 0, notifications: 0, duplicates: 0, retries: 0, refusedOpens: 0 }
+  let running = 0
+
+  /** Sends a notification until the service acknowledges it (applied, already applied) or refuses it. */
+  const deliver = (notification: DisputeNotification, what: string) =>
+    Effect.gen(function*() {
+      for (let attempt = 1; attempt <= maximumAttempts; attempt++) {
+        stats.notifications++
+        const exit = yield* service.withServices(Effect.flatMap(Payments, (p) => p.applyDisputeNotification(notification))).pipe(
+          // A crash right after the commit never answers: the network times out and sends again.
+          Effect.timeout(acknowledgementTimeoutMs),
+          Effect.exit
+        )
+        if (Exit.isSuccess(exit)) {
+          trace.record(`dispute ${what} ${notification.paymentId} ${notification.acquirerDisputeId} ${exit.value.applied ? "applied" : "already applied"}`)
+          return "accepted" as const
+        }
+        const failure = exit.cause._tag === "Fail" ? exit.cause.error : null
+        if (failure !== null && typeof failure === "object" && "_tag" in failure &&
+          (failure._tag === "InvalidState" || failure._tag === "InvalidInput" || failure._tag === "NotFound")) {
+          trace.record(`dispute ${what} ${notification.paymentId} ${notification.acquirerDisputeId} refused (${failure._tag})`)
+          return "refused" as const
+        }
+        // Down, crashed, store unavailable or no answer in time: the network retries.
+        stats.retries++
+        yield* Effect.sleep(prng.int(5_000, 120_000))
+      }
+      auditor.fail("dispute-delivery", `${what} of ${notification.acquirerDisputeId} never acknowledged in ${maximumAttempts} attempts`)
+      return "refused" as const
+    })
+
+  const script = (payment: Payment) =>
+    Effect.gen(function*() {
+      const disputable = payment.capturedAmountCents - payment.refundedAmountCents
+      const entry: Planned = {
+        paymentId: payment.id,
+        acquirerDisputeId: `dp_sim_${planned.length + 1}`,
+        outcome: prng.chance(0.5) ? "won" : "lost",
+        open: "pending",
+        resolve: "pending",
+        conflicting: "none"
+      }
+      planned.push(entry)
+      stats.planned++
+      const amountCents = prng.chance(0.5) ? undefined : prng.int(1, disputable)
+      const reason = prng.pick(disputeReasons)
+      const open: DisputeNotification = { acquirerDisputeId: entry.acquirerDisputeId, paymentId: payment.id, action: { _tag: "Open", reason, amountCents } }
+      yield* Effect.sleep(prng.int(60_000, 6 * 3_600_000))
+      entry.open = yield* deliver(open, "open")
+      if (entry.open === "refused") {
+        stats.refusedOpens++
+        entry.resolve = "skipped"
+        return
+      }
+      if (prng.chance(0.2)) {
+        stats.duplicates++
+        auditor.check((yield* deliver(open, "open (duplicate)")) === "accepted", "dispute-idempotent", () =>
+          `a repeated open of ${entry.acquirerDisputeId} was refused`)
+      }
+      yield* Effect.sleep(prng.int(10 * 60_000, 12 * 3_600_000))
+      const resolve: DisputeNotification = { acquirerDisputeId: entry.acquirerDisputeId, paymentId: payment.id, action: { _tag: "Resolve", outcome: entry.outcome } }
+      entry.resolve = yield* deliver(resolve, `resolve ${entry.outcome}`)
+      if (prng.chance(0.2)) {
+        stats.duplicates++
+        auditor.check((yield* deliver(resolve, `resolve ${entry.outcome} (duplicate)`)) === "accepted", "dispute-idempotent", () =>
+          `a repeated resolve of ${entry.acquirerDisputeId} was refused`)
+      }
+      if (prng.chance(0.1)) {
+        entry.conflicting = "pending"
+        const other: DisputeOutcome = entry.outcome === "won" ? "lost" : "won"
+        entry.conflicting = yield* deliver({ ...resolve, action: { _tag: "Resolve", outcome: other } }, `resolve ${other} (conflicting)`)
+      }
+    })
+
+  return {
+    stats,
+    /** True when no dispute is waiting to be opened or resolved. */
+    idle: () => running === 0,
+    /**
+     * A payment whose merchant script finished: disputed with probability `rate` when it has
+     * captured money not refunded and the horizon has not passed (so crashes may still come).
+     */
+    consider: (paymentId: string): Effect.Effect<void> =>
+      Effect.suspend(() => {
+        const payment = state.payments.get(paymentId)
+        if (payment === undefined || input.nowMs() >= input.horizonEndMs || !prng.chance(rate)) return Effect.void
+        if ((payment.status !== "captured" && payment.status !== "settled") || payment.capturedAmountCents - payment.refundedAmountCents <= 0) return Effect.void
+        running++
+        return Effect.asVoid(Effect.forkDaemon(Effect.ensuring(script(payment), Effect.sync(() => void running--))))
+      }),
+    /** At the end: every dispute opened and resolved exactly once, as notified; reserved money conserved. */
+    audit: () => {
+      for (const entry of planned) {
+        const payment = state.payments.get(entry.paymentId)!
+        const dispute = payment.dispute
+        if (entry.open === "accepted") {
+          auditor.check(dispute?.acquirerDisputeId === entry.acquirerDisputeId, "dispute-recorded", () =>
+            `payment ${payment.id}: dispute ${entry.acquirerDisputeId} was acknowledged, the record has ${JSON.stringify(dispute)}`)
+        } else {
+          auditor.check(dispute === null, "dispute-recorded", () => `payment ${payment.id}: a refused dispute was recorded`)
+        }
+        if (entry.resolve === "accepted") {
+          auditor.check(dispute?.status === entry.outcome, "dispute-resolved-as-notified", () =>
+            `payment ${payment.id}: resolved ${entry.outcome} was acknowledged, the record says ${dispute?.status}`)
+        } else if (entry.open === "accepted") {
+          auditor.fail("dispute-resolved-once", `payment ${payment.id}: dispute ${entry.acquirerDisputeId} was never resolved (${entry.resolve})`)
+        }
+        auditor.check(entry.conflicting !== "accepted", "dispute-resolved-once", () =>
+          `payment ${payment.id}: dispute ${entry.acquirerDisputeId} accepted a second, different outcome`)
+      }
+      const reservedByBook = new Map<string, number>()
+      for (const payment of state.payments.values()) {
+        const types = (state.events.get(payment.id) ?? []).map((e) => e.type)
+        const opened = types.filter((t) => t === "payment.dispute_opened").length
+        const resolved = types.filter((t) => t === "payment.dispute_resolved").length
+        const dispute = payment.dispute
+        auditor.check(opened === (dispute === null ? 0 : 1) && resolved === (dispute === null || dispute.status === "open" ? 0 : 1) &&
+          (resolved === 0 || types.indexOf("payment.dispute_opened") < types.indexOf("payment.dispute_resolved")), "dispute-resolved-once", () =>
+          `payment ${payment.id}: ${opened} dispute_opened and ${resolved} dispute_resolved events for dispute ${JSON.stringify(dispute)}`)
+        const book = `${payment.merchantId} ${payment.currency}`
+        if (dispute?.status === "open") reservedByBook.set(book, (reservedByBook.get(book) ?? 0) + dispute.amountCents)
+      }
+      // Reserved money is conserved: whatever went in is still held for an open dispute, or came out once.
+      const reservedInLedger = new Map<string, number>()
+      for (const entries of state.ledger.values()) {
+        for (const entry of entries) {
+          if (entry.account !== "merchant_reserved") continue
+          const book = `${entry.merchantId} ${entry.currency}`
+          reservedInLedger.set(book, (reservedInLedger.get(book) ?? 0) + (entry.direction === "credit" ? entry.amountCents : -entry.amountCents))
+        }
+      }
+      for (const book of new Set([...reservedByBook.keys(), ...reservedInLedger.keys()])) {
+        auditor.check((reservedInLedger.get(book) ?? 0) === (reservedByBook.get(book) ?? 0), "reserved-conserved", () =>
+          `${book}: reserved ${reservedInLedger.get(book) ?? 0} in the ledger, open disputes hold ${reservedByBook.get(book) ?? 0}`)
+      }
+    }
+  }
+}
+
+export type DisputeInjector = ReturnType<typeof makeDisputeInjector>

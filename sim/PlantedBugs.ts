@@ -1,0 +1,352 @@
+import { Effect } from "effect"
+import type { Change, Decision, Payment, PaymentEvent } from "../src/domain/Payment.ts"
+import type { WebhookTransportShape } from "../src/platform/WebhookTransport.ts"
+import type { StoreShape } from "../src/store/Store.ts"
+import type { WebhookStoreShape } from "../src/store/WebhookStore.ts"
+import type { FaultRates, WorkloadMix } from "./Options.ts"
+import { hash32 } from "./Prng.ts"
+
+/**
+ * Bugs a developer might write, planted on purpose (`--planted-bug NAME`) to prove that the
+ * auditor sees the law each one breaks. Each sits where such a bug would live: in a decision
+ * (between the domain and the store), in what the store persists, in the idempotency records, in
+ * the settlement query, in the webhook store or in the webhook transport. None of them is in
+ * `src/`: the service code is never edited to plant them.
+ *
+ * `law` is the invariant the auditor must report; `scenario` tunes a small run so that the
+ * buggy path is exercised (test/sim/planted-bugs.test.ts runs every one).
+ */
+export interface PlantedBugSpec {
+  readonly law: string
+  readonly description: string
+  readonly scenario: {
+    readonly seed?: number
+    readonly merchants?: number
+    readonly payments?: number
+    readonly hours?: number
+    readonly mix?: Partial<WorkloadMix>
+    readonly faults?: Partial<FaultRates>
+  }
+}
+
+const settlementRun = { hours: 30, payments: 60 }
+
+export const plantedBugs = {
+  "none": { law: "", description: "no bug", scenario: {} },
+  "refund-over-remainder": {
+    law: "refunds-within-capture",
+    description: "a refund above the remainder is checked against an inflated capture and accepted",
+    scenario: { mix: { refund: 0.9, overRefund: 0.5 } }
+  },
+  "void-after-capture": {
+    law: "transition",
+    description: "a void racing a capture that won is applied anyway (captured → voided)",
+    scenario: { payments: 120, mix: { manualCapture: 0.9, racingOperations: 0.9 } }
+  },
+  "capture-above-authorization": {
+    law: "capture-within-authorization",
+    description: "a capture records one cent more than the authorization",
+    scenario: {}
+  },
+  "settle-refunded": {
+    law: "transition",
+    description: "settlement turns a payment refunded before the cut-off into a settled one",
+    scenario: { ...settlementRun, mix: { refund: 0.9, overRefund: 0 } }
+  },
+  "drop-fraud-passed-event": {
+    law: "event-per-change",
+    description: "a payment passes fraud screening without its payment.fraud_passed event",
+    scenario: {}
+  },
+  "duplicate-refund-event": {
+    law: "event-per-change",
+    description: "a partial refund emits payment.partially_refunded twice",
+    scenario: { mix: { refund: 0.9, overRefund: 0 } }
+  },
+  "spurious-settled-event": {
+    law: "event-per-change",
+    description: "sweeping a refunded payment at settlement emits payment.settled although its status stays refunded",
+    scenario: { ...settlementRun, mix: { refund: 0.9, overRefund: 0 } }
+  },
+  "store-drops-event": {
+    law: "event-stream-stored",
+    description: "the store commits a multi-step change without its last event",
+    scenario: {}
+  },
+  "ledger-unbalanced": {
+    law: "ledger-balanced",
+    description: "the capture group credits one cent more to the merchant than it debits the network",
+    scenario: {}
+  },
+  "wrong-fee": {
+    law: "fee-exact",
+    description: "the fee is one cent high, consistently in the record and the (balanced) ledger",
+    scenario: {}
+  },
+  "refund-from-pending-after-settlement": {
+    law: "ledger-matches-record",
+    description: "a refund after settlement is debited from pending instead of available",
+    scenario: { ...settlementRun, payments: 80, mix: { refund: 0.9, overRefund: 0 } }
+  },
+  "fraud-band": {
+    law: "fraud-band",
+    description: "a score in the review band passes (thresholds compared the wrong way)",
+    scenario: { mix: { riskyTokens: 0.4 } }
+  },
+  "confirm-keeps-hold": {
+    law: "fraud-review",
+    description: "confirming fraud on a held payment labels the case but neither blocks the payment nor releases its hold",
+    scenario: { mix: { riskyTokens: 0.5, review: 1 } }
+  },
+  "replay-differs": {
+    law: "idempotent-replay",
+    description: "the stored idempotent response is not the bytes that were answered",
+    scenario: { mix: { duplicateCreate: 0.5 }, faults: { crashesPerHour: 3, storeLostCommit: 0.05 } }
+  },
+  "key-applied-twice": {
+    law: "command-key-once",
+    description: "commands forget their idempotency key: a retry after a lost answer applies the command again",
+    // Most seeds first see the consequence instead (a retried refund refused for want of remainder).
+    scenario: { seed: 1, payments: 150, mix: { refund: 0.9, manualCapture: 0.6, overRefund: 0, racingOperations: 0 }, faults: { storeLostCommit: 0.1 } }
+  },
+  "skip-settlement": {
+    law: "settled-by-cut-off",
+    description: "the settlement query misses some captured payments",
+    scenario: settlementRun
+  },
+  "bad-signature": {
+    law: "webhook-signature",
+    description: "some webhook bodies are altered after signing",
+    scenario: {}
+  },
+  "early-retry": {
+    law: "webhook-schedule",
+    description: "a retry is scheduled 20 s before its offset",
+    scenario: { faults: { webhook5xx: 0.3 } }
+  },
+  "give-up-early": {
+    law: "webhook-give-up",
+    description: "a delivery is marked failed after its third failed attempt",
+    scenario: { hours: 30, faults: { webhook5xx: 0.6 } }
+  },
+  "retry-after-2xx": {
+    law: "webhook-nothing-after-2xx",
+    description: "some 2xx answers are recorded as failures and retried",
+    scenario: {}
+  },
+  "duplicate-post": {
+    law: "webhook-once-per-attempt",
+    description: "some attempts are POSTed twice",
+    scenario: {}
+  },
+  "drop-dispute-event": {
+    law: "event-per-change",
+    description: "a dispute opens without its payment.dispute_opened event",
+    scenario: { hours: 6, faults: { disputes: 0.5 } }
+  },
+  "won-dispute-keeps-reserve": {
+    law: "ledger-matches-record",
+    description: "a dispute won by the merchant leaves its money reserved (the return posting is lost)",
+    scenario: { hours: 6, faults: { disputes: 0.5 } }
+  },
+  "lost-delivery": {
+    law: "webhook-every-event-delivered",
+    description: "some events leave the outbox without a delivery",
+    scenario: {}
+  }
+} as const satisfies Record<string, PlantedBugSpec>
+
+export type PlantedBug = keyof typeof plantedBugs
+export const plantedBugNames = Object.keys(plantedBugs) as ReadonlyArray<PlantedBug>
+export const isPlantedBug = (name: string): name is PlantedBug => Object.hasOwn(plantedBugs, name)
+
+/** One in `n` of the things named by `id`, fixed by the id (deterministic). */
+const oneIn = (n: number, id: string) => hash32(id) % n === 0
+
+type Decide = (payment: Payment, fraudCase: Parameters<Parameters<StoreShape["updatePayment"]>[1]>[1]) => Decision
+
+/** Decision-level bugs: they need the refused decision, so commands take the locking path with them. */
+export const decisionBug = (bug: PlantedBug, decide: Decide): Decide => {
+  switch (bug) {
+    case "refund-over-remainder":
+      return (payment, fraudCase) => {
+        const decision = decide(payment, fraudCase)
+        if (decision.ok || decision.refusal._tag !== "InvalidAmount" || (payment.status !== "captured" && payment.status !== "settled")) return decision
+        const inflated = decide({ ...payment, capturedAmountCents: payment.amountCents * 2 + 1_000_000 }, fraudCase)
+        if (!inflated.ok) return decision
+        const fixed = { ...inflated.change.payment, capturedAmountCents: payment.capturedAmountCents }
+        return { ok: true, change: { ...inflated.change, payment: fixed, events: inflated.change.events.map((e) => withSnapshot(e, fixed)) } }
+      }
+    case "void-after-capture":
+      return (payment, fraudCase) => {
+        const decision = decide(payment, fraudCase)
+        if (decision.ok || payment.status !== "captured" || !decision.refusal.message.startsWith("Cannot void")) return decision
+        const voided: Payment = { ...payment, status: "voided", version: payment.version + 1 }
+        return { ok: true, change: { payment: voided, events: [eventFor(voided, "payment.voided", payment.id + "v")], ledger: [], fraudCase: null } }
+      }
+    default:
+      return decide
+  }
+}
+export const needsLockingPath = (bug: PlantedBug) => bug === "refund-over-remainder" || bug === "void-after-capture"
+
+const withSnapshot = (event: PaymentEvent, payment: Payment): PaymentEvent => ({
+  ...event,
+  data: { ...event.data, status: payment.status, captured_amount_cents: payment.capturedAmountCents, refunded_amount_cents: payment.refundedAmountCents }
+})
+const eventFor = (after: Payment, type: PaymentEvent["type"], id: string): PaymentEvent => ({
+  id: `evt_planted${hash32(id).toString(36)}`,
+  paymentId: after.id,
+  merchantId: after.merchantId,
+  type,
+  sequence: after.version,
+  data: {
+    id: after.id, merchant_id: after.merchantId, status: after.status, amount_cents: after.amountCents, currency: after.currency,
+    captured_amount_cents: after.capturedAmountCents, refunded_amount_cents: after.refundedAmountCents, fraud_score: after.fraudScore, failure_code: after.failureCode,
+    dispute: after.dispute === null ? null : {
+      status: after.dispute.status, reason: after.dispute.reason, amount_cents: after.dispute.amountCents,
+      opened_at: after.dispute.openedAt, resolved_at: after.dispute.resolvedAt
+    }
+  },
+  createdAt: after.updatedAt
+})
+
+/** Change-level bugs: what a wrong decision would have produced, seen by the auditor and committed. */
+export const changeBug = (bug: PlantedBug, before: Payment | null, change: Change): Change => {
+  const after = change.payment
+  switch (bug) {
+    case "capture-above-authorization": {
+      if (before === null || before.capturedAmountCents > 0 || after.capturedAmountCents === 0) return change
+      const payment = { ...after, capturedAmountCents: after.amountCents + 1 }
+      return { ...change, payment, events: change.events.map((e) => e.sequence === payment.version ? withSnapshot(e, payment) : e) }
+    }
+    case "settle-refunded": {
+      if (before === null || before.status !== "refunded" || before.settledAt !== null || after.settledAt === null) return change
+      const payment: Payment = { ...after, status: "settled" }
+      return { ...change, payment }
+    }
+    case "drop-dispute-event":
+      return { ...change, events: change.events.filter((e) => e.type !== "payment.dispute_opened") }
+    case "won-dispute-keeps-reserve":
+      return before?.dispute?.status === "open" && after.dispute?.status === "won" ? { ...change, ledger: [] } : change
+    case "drop-fraud-passed-event":
+      return { ...change, events: change.events.filter((e) => e.type !== "payment.fraud_passed") }
+    case "duplicate-refund-event": {
+      const refund = change.events.find((e) => e.type === "payment.partially_refunded")
+      return refund === undefined ? change : { ...change, events: [...change.events, { ...refund, id: `${refund.id}x` }] }
+    }
+    case "spurious-settled-event": {
+      if (before === null || before.status !== "refunded" || before.settledAt !== null || after.settledAt === null) return change
+      return { ...change, events: [eventFor(after, "payment.settled", after.id + "s")] }
+    }
+    case "ledger-unbalanced": {
+      if (!change.events.some((e) => e.type === "payment.captured")) return change
+      return { ...change, ledger: change.ledger.map((e) => e.account === "merchant_pending" && e.direction === "credit" ? { ...e, amountCents: e.amountCents + 1 } : e) }
+    }
+    case "wrong-fee": {
+      if (!change.events.some((e) => e.type === "payment.captured") || after.feeCents >= after.capturedAmountCents) return change
+      return {
+        ...change,
+        payment: { ...after, feeCents: after.feeCents + 1 },
+        ledger: change.ledger.map((e) => e.account === "fee_revenue" || (e.account === "merchant_pending" && e.direction === "debit") ? { ...e, amountCents: e.amountCents + 1 } : e)
+      }
+    }
+    case "refund-from-pending-after-settlement": {
+      if (before === null || before.settledAt === null || after.refundedAmountCents <= before.refundedAmountCents) return change
+      return { ...change, ledger: change.ledger.map((e) => e.account === "merchant_available" ? { ...e, account: "merchant_pending" } : e) }
+    }
+    case "fraud-band": {
+      if (before === null || before.fraudVerdict !== null || after.fraudVerdict !== "review") return change
+      const payment: Payment = { ...after, fraudVerdict: "passed", fraudCaseId: null }
+      return { ...change, payment, fraudCase: null, events: [...change.events, eventFor(payment, "payment.fraud_passed", after.id + "p")] }
+    }
+    case "confirm-keeps-hold": {
+      if (before === null || change.fraudCase?.status !== "confirmed_fraud" || before.status !== "authorized" || before.fraudVerdict !== "review") return change
+      return { ...change, payment: { ...before, version: before.version + 1, updatedAt: after.updatedAt }, events: [], ledger: [] }
+    }
+    default:
+      return change
+  }
+}
+
+/** What the store persists when it differs from the decision (a bug in the adapter). */
+export const storedChangeBug = (bug: PlantedBug, change: Change): Change =>
+  bug === "store-drops-event" && change.events.length > 1 ? { ...change, events: change.events.slice(0, -1) } : change
+
+/** Store-level bugs outside decisions: idempotency records, command keys, the settlement query. */
+export const storeBug = (bug: PlantedBug, store: StoreShape): StoreShape => {
+  switch (bug) {
+    case "replay-differs":
+      return {
+        ...store,
+        completeIdempotencyKey: (merchantId, key, status, body) => store.completeIdempotencyKey(merchantId, key, status, `${body} `),
+        commitChange: (commit) => store.commitChange(commit.response === null ? commit : { ...commit, response: { ...commit.response, body: `${commit.response.body} ` } })
+      }
+    case "key-applied-twice":
+      return {
+        ...store,
+        commitChange: (commit) => store.commitChange({ ...commit, commandKey: undefined }),
+        updatePayment: (target, decide) => store.updatePayment({ ...target, commandKey: undefined }, decide),
+        ...(store.readForCommand === undefined ? {} : { readForCommand: (target) => store.readForCommand!({ ...target, commandKey: undefined }) })
+      }
+    case "skip-settlement":
+      return {
+        ...store,
+        settleablePayments: (capturedBefore, limit) =>
+          Effect.map(store.settleablePayments(capturedBefore, limit + 64), (ids) => ids.filter((id) => !oneIn(5, id)).slice(0, limit))
+      }
+    default:
+      return store
+  }
+}
+
+export const webhookStoreBug = (bug: PlantedBug, store: WebhookStoreShape): WebhookStoreShape => {
+  switch (bug) {
+    case "early-retry":
+      return {
+        ...store,
+        recordAttempt: (delivery, attempt, token) =>
+          store.recordAttempt(delivery.nextAttemptAt === null || delivery.status !== "retrying" ? delivery : {
+            ...delivery,
+            nextAttemptAt: new Date(Date.parse(delivery.nextAttemptAt) - 20_000).toISOString()
+          }, attempt, token)
+      }
+    case "give-up-early":
+      return {
+        ...store,
+        recordAttempt: (delivery, attempt, token) =>
+          store.recordAttempt(delivery.status !== "retrying" || delivery.attempts.length < 3 ? delivery : {
+            ...delivery,
+            status: "failed",
+            nextAttemptAt: null,
+            completedAt: attempt.at
+          }, attempt, token)
+      }
+    case "lost-delivery":
+      return { ...store, drainOutbox: (limit, build) => store.drainOutbox(limit, (event, merchant) => oneIn(20, event.id) ? null : build(event, merchant)) }
+    default:
+      return store
+  }
+}
+
+export const transportBug = (bug: PlantedBug, transport: WebhookTransportShape): WebhookTransportShape => {
+  switch (bug) {
+    case "bad-signature":
+      return {
+        post: (request) => transport.post(oneIn(10, request.headers["x-service-event-id"] ?? "") ? { ...request, body: `${request.body} ` } : request)
+      }
+    case "retry-after-2xx":
+      return {
+        post: (request) =>
+          Effect.map(transport.post(request), (result) =>
+            result._tag === "Answered" && result.status < 300 && oneIn(10, request.headers["x-service-event-id"] ?? "") ? { ...result, status: 500 } : result)
+      }
+    case "duplicate-post":
+      return {
+        post: (request) =>
+          oneIn(10, request.headers["x-service-event-id"] ?? "") ? Effect.zipRight(transport.post(request), transport.post(request)) : transport.post(request)
+      }
+    default:
+      return transport
+  }
+}

@@ -1,0 +1,287 @@
+import { createRequire } from "node:module"
+import { availableParallelism } from "node:os"
+import { pathToFileURL } from "node:url"
+import { Worker } from "node:worker_threads"
+import { parseArguments } from "./main.ts"
+import { replayCommand, type SimOptions } from "./Options.ts"
+
+/**
+ * `npm run sim:sweep -- --seeds 1..500 [--jobs N] [--json] [any scenario flag of npm run sim]`
+ *
+ * Runs one simulation per seed in worker threads (one per core by default), shows progress on
+ * stderr, and ends with a table of the failed seeds (first violated law, replay command) and a
+ * summary. A seed's run depends only on its options, never on which worker ran it or what that
+ * worker ran before, so each seed's result (and trace hash: `--json`) is the same whatever
+ * `--jobs` is. Defaults for each seed: the 1,500-payment, 30-hour scenario with default faults
+ * (20 merchants, webhooks on); `--payments`, `--hours`, `--merchants`, `--faults`, `--mix`,
+ * `--planted-bug`, ... change it. Exits 1 when any seed fails, 2 on bad arguments.
+ */
+
+export interface SeedOutcome {
+  readonly seed: number
+  readonly ok: boolean
+  /** The first invariant violated (`crashed` when the run threw, `worker-died` when its worker did). */
+  readonly firstViolation: string | null
+  readonly message: string | null
+  readonly violations: number
+  readonly traceHash: string
+  readonly wallMs: number
+}
+
+export interface SweepConfig {
+  readonly seeds: ReadonlyArray<number>
+  readonly jobs: number
+  /** Every option but the seed. */
+  readonly base: SimOptions
+  readonly json: boolean
+}
+
+export interface SweepProgress {
+  readonly done: number
+  readonly total: number
+  readonly failed: number
+  readonly elapsedMs: number
+}
+
+export interface SweepResult {
+  readonly config: SweepConfig
+  /** One per seed, in the order of `config.seeds`. */
+  readonly outcomes: ReadonlyArray<SeedOutcome>
+  readonly wallMs: number
+}
+
+/** The defaults of a sweep seed (the issue's target scenario), before the flags given. */
+export const sweepDefaults = ["--payments", "1500", "--hours", "30"] as const
+
+/**
+ * The worker's entry: tsx's loader registered inside the worker, then sim/sweep-worker.ts. (On
+ * Node 20 a worker started on a .ts file with `execArgv: ["--import", "tsx"]`, or inheriting the
+ * parent's, fails with "Unknown file extension .ts": the preload does not reach the worker's
+ * entry. Registering from an eval'd bootstrap does.)
+ */
+const workerBootstrap = () => {
+  const tsx = pathToFileURL(createRequire(import.meta.url).resolve("tsx/esm/api")).href
+  const entry = new URL("./sweep-worker.ts", import.meta.url).href
+  return `import(${JSON.stringify(tsx)}).then(({ register }) => { register(); return import(${JSON.stringify(entry)}) })`
+}
+
+/** The heap limits of the `sim` script in package.json (`--max-old-space-size=12288 --max-semi-space-size=64`). */
+const workerLimits = { maxOldGenerationSizeMb: 12_288, maxYoungGenerationSizeMb: 3 * 64 }
+
+/** `1..500`, `7`, `1,5,9`, `1..10,20..30`: seeds in the order given, each once. */
+export const parseSeeds = (text: string): ReadonlyArray<number> => {
+  const seeds: Array<number> = []
+  const seen = new Set<number>()
+  const seed = (part: string, s: string) => {
+    const n = Number(s)
+    if (s.trim() === "" || !Number.isSafeInteger(n) || n < 0) throw new Error(`--seeds: '${part}' is not a seed, a range A..B or a comma-separated list of them (seeds are integers ≥ 0)`)
+    return n
+  }
+  for (const part of text.split(",").map((p) => p.trim())) {
+    const range = part.split("..")
+    if (range.length > 2) throw new Error(`--seeds: '${part}' is not a seed or a range A..B`)
+    const from = seed(part, range[0]!)
+    const to = range.length === 2 ? seed(part, range[1]!) : from
+    if (to < from) throw new Error(`--seeds: '${part}' ends before it starts`)
+    if (to - from >= 1_000_000) throw new Error(`--seeds: '${part}' has more than a million seeds`)
+    for (let n = from; n <= to; n++) {
+      if (!seen.has(n)) seeds.push(n)
+      seen.add(n)
+    }
+  }
+  return seeds
+}
+
+const notInSweep = ["--seed", "--shrink", "--shrink-runs", "--out", "--replay", "--check-determinism"]
+
+export const parseSweepArguments = (argv: ReadonlyArray<string>): SweepConfig => {
+  let seeds: ReadonlyArray<number> | undefined
+  let jobs = availableParallelism()
+  let json = false
+  const rest: Array<string> = []
+  for (let i = 0; i < argv.length; i++) {
+    const flag = argv[i]!
+    const value = () => {
+      const next = argv[++i]
+      if (next === undefined) throw new Error(`${flag} needs a value`)
+      return next
+    }
+    switch (flag) {
+      case "--seeds": seeds = parseSeeds(value()); break
+      case "--jobs": {
+        const text = value()
+        jobs = Number(text)
+        if (!Number.isSafeInteger(jobs) || jobs < 1) throw new Error(`--jobs must be an integer ≥ 1, got '${text}'`)
+        break
+      }
+      case "--json": json = true; break
+      default:
+        if (notInSweep.includes(flag)) {
+          throw new Error(`${flag} is not a sweep option (sweep seeds with --seeds; shrink or replay one failed seed with npm run sim)`)
+        }
+        rest.push(flag)
+    }
+  }
+  if (seeds === undefined) throw new Error("--seeds is required, e.g. --seeds 1..500")
+  const { options } = parseArguments([...sweepDefaults, ...rest])
+  return { seeds, jobs: Math.min(jobs, seeds.length), base: options, json }
+}
+
+/**
+ * Runs every seed of `config` in `config.jobs` worker threads. Seeds are handed out one at a
+ * time as workers free up; a worker that dies (out of memory, say) fails its seed and is
+ * replaced.
+ */
+export const runSweep = (config: SweepConfig, onProgress?: (progress: SweepProgress) => void): Promise<SweepResult> => {
+  const start = performance.now()
+  const outcomes = new Map<number, SeedOutcome>()
+  const total = config.seeds.length
+  let next = 0
+  let failed = 0
+  let live = 0
+  return new Promise((resolve) => {
+    const finish = () => {
+      const wallMs = performance.now() - start
+      resolve({ config, outcomes: config.seeds.map((seed) => outcomes.get(seed)!), wallMs })
+    }
+    if (total === 0) return finish()
+    const record = (outcome: SeedOutcome) => {
+      outcomes.set(outcome.seed, outcome)
+      if (!outcome.ok) failed++
+      onProgress?.({ done: outcomes.size, total, failed, elapsedMs: performance.now() - start })
+    }
+    const spawn = () => {
+      const worker = new Worker(workerBootstrap(), { eval: true, resourceLimits: workerLimits })
+      live++
+      let current: number | undefined
+      const feed = () => {
+        if (next >= total) {
+          current = undefined
+          void worker.terminate()
+          return
+        }
+        current = config.seeds[next++]!
+        worker.postMessage({ ...config.base, seed: current } satisfies SimOptions)
+      }
+      worker.on("message", (outcome: SeedOutcome) => {
+        record(outcome)
+        feed()
+      })
+      worker.on("error", (error) => {
+        if (current !== undefined) {
+          record({ seed: current, ok: false, firstViolation: "worker-died", message: error.message, violations: 1, traceHash: "", wallMs: 0 })
+          current = undefined
+          if (next < total) spawn()
+        }
+      })
+      worker.on("exit", () => {
+        live--
+        if (live === 0) finish()
+      })
+      feed()
+    }
+    for (let i = 0; i < config.jobs; i++) spawn()
+  })
+}
+
+const duration = (ms: number) => {
+  const s = Math.round(ms / 1000)
+  return s < 60 ? `${s}s` : s < 3600 ? `${Math.floor(s / 60)}m${String(s % 60).padStart(2, "0")}s` : `${Math.floor(s / 3600)}h${String(Math.floor(s / 60) % 60).padStart(2, "0")}m`
+}
+
+export const formatProgress = (p: SweepProgress, width = 30): string => {
+  const filled = Math.round((p.done / p.total) * width)
+  const eta = p.done === 0 ? "?" : duration((p.elapsedMs / p.done) * (p.total - p.done))
+  return `[${"#".repeat(filled)}${".".repeat(width - filled)}] ${p.done}/${p.total} seeds  ${p.failed} failed  elapsed ${duration(p.elapsedMs)}  ETA ${eta}`
+}
+
+/**
+ * Progress on stderr: redrawn in place on a terminal, otherwise a line at each tenth of the
+ * seeds (and at the end), so that logs stay short.
+ */
+export const progressReporter = (stream: NodeJS.WriteStream = process.stderr): ((p: SweepProgress) => void) => {
+  let lastTenth = 0
+  return (p) => {
+    if (p.total === 0) return
+    if (stream.isTTY) {
+      stream.write(`\r\x1b[K${formatProgress(p)}${p.done === p.total ? "\n" : ""}`)
+      return
+    }
+    const tenth = Math.floor((p.done * 10) / p.total)
+    if (tenth > lastTenth || p.done === p.total) {
+      lastTenth = tenth
+      stream.write(`${formatProgress(p)}\n`)
+    }
+  }
+}
+
+export const summarize = (result: SweepResult) => {
+  const failed = result.outcomes.filter((o) => !o.ok).length
+  const payments = result.outcomes.length * result.config.base.payments
+  return {
+    seeds: result.outcomes.length,
+    ok: result.outcomes.length - failed,
+    failed,
+    jobs: result.config.jobs,
+    wallSeconds: Number((result.wallMs / 1000).toFixed(2)),
+    paymentsPerSecond: Math.round(payments / (result.wallMs / 1000))
+  }
+}
+
+/** The table of failed seeds and the summary line (stdout). */
+export const formatSweep = (result: SweepResult): string => {
+  const lines: Array<string> = []
+  const failures = result.outcomes.filter((o) => !o.ok)
+  const s = summarize(result)
+  const o = result.config.base
+  lines.push(`scenario: ${o.merchants} merchants, ${o.payments} payments, ${o.hours} h, webhooks ${o.webhooks ? "on" : "off"}${o.plantedBug === "none" ? "" : `, planted bug ${o.plantedBug}`}`)
+  if (failures.length > 0) {
+    const lawWidth = Math.max(20, ...failures.map((f) => (f.firstViolation ?? "").length))
+    lines.push("")
+    lines.push(`${"seed".padStart(10)}  ${"first violated law".padEnd(lawWidth)}  replay`)
+    for (const f of failures) {
+      lines.push(`${String(f.seed).padStart(10)}  ${(f.firstViolation ?? "").padEnd(lawWidth)}  ${replayCommand({ ...o, seed: f.seed })}`)
+    }
+    lines.push("")
+    lines.push("add --shrink to a replay command to reduce that seed to a minimal replay file")
+  }
+  lines.push("")
+  lines.push(`seeds ${s.seeds}  ok ${s.ok}  failed ${s.failed}  jobs ${s.jobs}  wall ${duration(result.wallMs)} (${s.wallSeconds} s)  ${s.paymentsPerSecond} payments/s`)
+  return lines.join("\n")
+}
+
+/** `--json`: every seed's outcome with its trace hash, and the summary. */
+export const sweepJson = (result: SweepResult) => {
+  const { seed: _seed, ...scenario } = result.config.base
+  return {
+    scenario,
+    seeds: result.outcomes.map((o) => ({ seed: o.seed, ok: o.ok, firstViolation: o.firstViolation, message: o.message, traceHash: o.traceHash, wallMs: Math.round(o.wallMs) })),
+    summary: summarize(result)
+  }
+}
+
+const main = async () => {
+  let config: SweepConfig
+  try {
+    config = parseSweepArguments(process.argv.slice(2))
+  } catch (error) {
+    console.error(String(error instanceof Error ? error.message : error))
+    process.exit(2)
+  }
+  const report = progressReporter()
+  const start = performance.now()
+  let last: SweepProgress = { done: 0, total: config.seeds.length, failed: 0, elapsedMs: 0 }
+  process.stderr.write(`sweeping ${config.seeds.length} seeds in ${config.jobs} worker thread(s)\n`)
+  // On a terminal the bar also moves between seeds (elapsed, ETA), redrawn every second.
+  const ticker = process.stderr.isTTY ? setInterval(() => report({ ...last, elapsedMs: performance.now() - start }), 1000) : undefined
+  if (process.stderr.isTTY) report(last)
+  const result = await runSweep(config, (p) => {
+    last = p
+    report(p)
+  })
+  clearInterval(ticker)
+  console.log(config.json ? JSON.stringify(sweepJson(result), null, 2) : formatSweep(result))
+  process.exit(result.outcomes.some((o) => !o.ok) ? 1 : 0)
+}
+
+if (process.argv[1]?.endsWith("Sweep.ts")) void main()

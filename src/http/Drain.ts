@@ -1,0 +1,73 @@
+import { HttpApiBuilder, HttpMiddleware, HttpServer, HttpServerResponse } from "@effect/platform"
+import type { HttpApp } from "@effect/platform"
+import { NodeHttpServer } from "@effect/platform-node"
+import { Duration, Effect, Layer, Option } from "effect"
+import { createServer } from "node:http"
+import { Server as NetServer } from "node:net"
+import { AppConfig } from "../platform/Config.ts"
+
+/**
+ * The HTTP server with a graceful stop. When the service stops (SIGTERM, SIGINT), before
+ * anything else is torn down: the listener closes (new connections are refused, which a client
+ * retries safely), requests in flight, and those already on their way over an accepted
+ * connection, finish within SHUTDOWN_GRACE (their answers say `Connection: close`), then every
+ * connection closes.
+ * Only then do the workers, the database pool and the embedded database stop beneath them.
+ */
+/** How long connections accepted before the listener closed have to deliver their request. */
+const lateRequestMs = 250
+
+export const serverLayer = <ROut, E, R>(routes: Layer.Layer<ROut, E, R>, port: number, host: string) => {
+  // Made here rather than by the platform's layer, so the stop can close it and its connections.
+  const server = createServer()
+  let inFlight = 0
+  let draining = false
+
+  const counted = (app: HttpApp.Default): HttpApp.Default =>
+    Effect.suspend(() => {
+      inFlight++
+      return app.pipe(
+        Effect.map((response) => (draining ? HttpServerResponse.setHeader(response, "connection", "close") : response)),
+        Effect.ensuring(Effect.sync(() => void inFlight--))
+      )
+    })
+
+  const waitForInFlight = Effect.gen(function*() {
+    while (inFlight > 0) yield* Effect.sleep(Duration.millis(10))
+  })
+
+  const drain = Layer.scopedDiscard(Effect.gen(function*() {
+    const config = yield* AppConfig
+    yield* Effect.addFinalizer(() =>
+      Effect.gen(function*() {
+        draining = true
+        const atStop = inFlight
+        // Only the listener: http.Server#close would also drop idle connections at once, among
+        // them connections accepted a moment ago whose request is still on its way, which the
+        // client could not tell from a lost request. Those get a moment to arrive and are served.
+        NetServer.prototype.close.call(server)
+        yield* Effect.logInfo(`shutting down: HTTP listener closed; waiting up to ${config.shutdownGraceMs} ms for ${atStop} requests in flight`)
+        const finished = yield* Effect.zipRight(Effect.sleep(lateRequestMs), waitForInFlight).pipe(
+          Effect.timeoutOption(Duration.millis(Math.max(config.shutdownGraceMs, lateRequestMs)))
+        )
+        server.closeAllConnections()
+        yield* Option.isSome(finished)
+          ? Effect.logInfo("shutting down: every request in flight was answered; HTTP server stopped")
+          : Effect.logWarning(`shutting down: ${inFlight} requests still in flight after SHUTDOWN_GRACE were cut off; HTTP server stopped`)
+      })
+    )
+  }))
+
+  // `drain` is built after the server, so its finalizer runs before the server's own (which
+  // unhooks the request handler and would leave requests on open connections unanswered).
+  return drain.pipe(
+    Layer.provideMerge(
+      HttpApiBuilder.serve(counted).pipe(
+        Layer.provide(routes),
+        HttpMiddleware.withTracerDisabledWhen(() => true),
+        HttpServer.withLogAddress,
+        Layer.provide(NodeHttpServer.layer(() => server, { port, host }))
+      )
+    )
+  )
+}

@@ -1,0 +1,36 @@
+import { describe, expect, it } from "vitest"
+import { signatureHeader, verifyWebhookSignature } from "../../src/domain/Webhook.ts"
+
+// The verifier merchants use (exported by src/client.ts) against the signer the dispatcher uses.
+
+const secret = "whsec_current_0123456789"
+const previous = "whsec_previous_0123456789"
+const body = `{"id":"evt_1","type":"payment.captured"}`
+const t = 1_795_000_000
+
+describe("verifyWebhookSignature", () => {
+  it("accepts what the dispatcher signs, with the current or (during a rotation) the previous secret", () => {
+    expect(verifyWebhookSignature(secret, signatureHeader([secret], t, body), body, t)).toBe(true)
+    const rotating = signatureHeader([secret, previous], t, body)
+    expect(verifyWebhookSignature(secret, rotating, body, t)).toBe(true)
+    expect(verifyWebhookSignature(previous, rotating, body, t)).toBe(true)
+  })
+
+  it("refuses another secret, another body, another timestamp and a malformed header", () => {
+    const header = signatureHeader([secret], t, body)
+    expect(verifyWebhookSignature("whsec_other", header, body, t)).toBe(false)
+    expect(verifyWebhookSignature(secret, header, body.replace("captured", "refunded"), t)).toBe(false)
+    expect(verifyWebhookSignature(secret, header.replace(`t=${t}`, `t=${t + 1}`), body, t)).toBe(false)
+    for (const bad of [undefined, null, "", "v1=abc", `t=${t}`, `t=x,v1=${"0".repeat(64)}`, "t=1,v1=zz"]) {
+      expect(verifyWebhookSignature(secret, bad, body, t)).toBe(false)
+    }
+  })
+
+  it("refuses a delivery older or newer than the tolerance (a replay), accepts one inside it", () => {
+    const header = signatureHeader([secret], t, body)
+    expect(verifyWebhookSignature(secret, header, body, t + 300)).toBe(true)
+    expect(verifyWebhookSignature(secret, header, body, t + 301)).toBe(false)
+    expect(verifyWebhookSignature(secret, header, body, t - 301)).toBe(false)
+    expect(verifyWebhookSignature(secret, header, body, t + 3_000, 3_600)).toBe(true)
+  })
+})

@@ -1,0 +1,64 @@
+import { describe, expect, it } from "vitest"
+import * as Dispute from "../../src/domain/Dispute.ts"
+import * as Payment from "../../src/domain/Payment.ts"
+import { Auditor } from "../../sim/Auditor.ts"
+import { defaultOptions, formatFaults, noFaults, parseFaults, type SimOptions } from "../../sim/Options.ts"
+import { runSimulation } from "../../sim/Simulator.ts"
+import { accepted, assessmentWithScore, createInput, makeWorld } from "../domain/fixtures.ts"
+
+// Disputes in the simulator (issue 13): injected at a rate, with crashes and store faults around
+// them; the auditor checks reserved money is conserved and every dispute resolves exactly once.
+
+const small = (overrides: Partial<SimOptions>): SimOptions => ({ ...defaultOptions, merchants: 3, payments: 120, hours: 6, ...overrides })
+
+const describeFailure = (result: ReturnType<typeof runSimulation>) =>
+  result.ok ? "ok" : `${result.violations.map((v) => `[${v.invariant}] ${v.message}`).join("\n")}\n${result.traceTail.join("\n")}`
+
+describe("disputes in the simulator", () => {
+  it("`dispute=` is a fault option that round-trips through the replay command", () => {
+    const faults = parseFaults("none,dispute=0.25,crash=1")
+    expect(faults.disputes).toBe(0.25)
+    expect(parseFaults(formatFaults(faults))).toEqual(faults)
+    expect(parseFaults("default").disputes).toBe(0.01)
+  })
+
+  it("holds every invariant with disputes, crashes, crashes after commits and lost acknowledgements, and replays exactly", () => {
+    const options = small({
+      seed: 13,
+      faults: { ...defaultOptions.faults, disputes: 0.4, crashesPerHour: 2, crashAfterCommit: 0.01, storeLostCommit: 0.02 }
+    })
+    const result = runSimulation(options)
+    expect(describeFailure(result)).toBe("ok")
+    expect(result.disputes.planned).toBeGreaterThan(5)
+    expect(result.disputes.duplicates).toBeGreaterThan(0)
+    // Some notifications met a crash, a store failure or a lost acknowledgement and were sent again.
+    expect(result.disputes.retries).toBeGreaterThan(0)
+    expect(runSimulation(options).traceHash).toBe(result.traceHash)
+  })
+
+  it("the auditor refuses a dispute whose money does not follow the rules", () => {
+    const world = makeWorld()
+    let payment = accepted(Payment.create(createInput("mer_1"), world.context())).payment
+    const auditor = new Auditor(() => 0)
+    const commit = (change: Payment.Change) => {
+      auditor.onChange(payment, change)
+      payment = change.payment
+    }
+    auditor.onChange(null, accepted(Payment.create(createInput("mer_1"), world.context())))
+    const flow = accepted(Payment.advanceFlow(payment, { _tag: "Approved", networkRiskSignal: 0.05 }, assessmentWithScore(0.1), { review: 0.5, block: 0.8 }, world.context()))
+    commit(flow)
+    const open = accepted(Dispute.apply(payment, { acquirerDisputeId: "dp_1", paymentId: payment.id, action: { _tag: "Open", reason: "fraudulent", amountCents: 4_000 } }, world.context()))
+    commit(open)
+    expect(auditor.violations).toEqual([])
+    // A "won" that forgets to release the reserved money.
+    const won = accepted(Dispute.apply(payment, { acquirerDisputeId: "dp_1", paymentId: payment.id, action: { _tag: "Resolve", outcome: "won" } }, world.context()))
+    commit({ ...won, ledger: [] })
+    expect(auditor.violations.map((v) => v.invariant)).toContain("ledger-matches-record")
+  })
+
+  it("without the option nothing is disputed", () => {
+    const result = runSimulation(small({ seed: 3, faults: { ...noFaults, crashesPerHour: 1 } }))
+    expect(describeFailure(result)).toBe("ok")
+    expect(result.disputes.planned).toBe(0)
+  })
+})
