@@ -38,8 +38,8 @@ export const sandboxDeclines: Record<string, { readonly code: string; readonly m
   tok_decline_expired_card: { code: "expired_card", message: "The card has expired." }
 }
 export const sandboxRiskSignals: Record<string, number> = {
-  tok_risk_review: 0.984,
-  tok_risk_highest: 0.999
+  tok_risk_review: 0.9976,
+  tok_risk_highest: 0.9999
 }
 export const ordinaryRiskSignal = 0.05
 export const networkTimeoutToken = "tok_network_timeout"

@@ -82,11 +82,11 @@ const countryOf = (value: string | undefined) => (value === undefined ? null : v
 
 /** Turns the raw inputs into the model's features (pure; the same in training and in service). */
 export const features = (input: FraudInput): FraudFeatures => {
-  const signal = clamp(input.networkRiskSignal, 0.001, 0.999)
+  const signal = clamp(input.networkRiskSignal, 0.0001, 0.9999)
   const amountLog10 = Math.log10(1 + input.amountCents / minorUnitsPerMajor(input.currency))
   const h = input.history
   const vsMerchant = h.merchantAmountCount >= merchantAmountMinimumCount && h.merchantAmountSumCents > 0
-    ? clamp(Math.log10((input.amountCents * h.merchantAmountCount) / h.merchantAmountSumCents), -1, 1)
+    ? clamp(Math.log10((input.amountCents * h.merchantAmountCount) / h.merchantAmountSumCents), 0, 1)
     : 0
   const firstSeen = h.cardSeenBefore ? 0 : 1
   const ipCountry = countryOf(input.metadata.ip_country)

@@ -198,6 +198,11 @@ export interface TrainingOptions {
   readonly iterations: number
   readonly learningRate: number
   readonly l2: number
+  /**
+   * A stronger L2 on the brand and currency indicators: the generator gives them no effect, and
+   * rare categories would otherwise learn noise large enough to move a payment across a band.
+   */
+  readonly l2Indicators: number
   readonly version: string
 }
 
@@ -208,6 +213,7 @@ export const defaultTrainingOptions: TrainingOptions = {
   iterations: 1_500,
   learningRate: 1,
   l2: 0.005,
+  l2Indicators: 0.5,
   version: "trained-logistic-2"
 }
 
@@ -306,7 +312,8 @@ export const fit = (rows: ReadonlyArray<FraudFeatures>, labels: ReadonlyArray<0 
       const column = standardised[j]!
       let gradient = 0
       for (let i = 0; i < n; i++) gradient += residual[i]! * column[i]!
-      weights[j] = weights[j]! - options.learningRate * (gradient / n + options.l2 * weights[j]!)
+      const penalty = /^(card_brand_|currency_)/.test(names[j]!) ? options.l2Indicators : options.l2
+      weights[j] = weights[j]! - options.learningRate * (gradient / n + penalty * weights[j]!)
     }
   }
   return {
@@ -351,6 +358,7 @@ export const train = (options: TrainingOptions, thresholds: ReadonlyArray<number
       iterations: options.iterations,
       learning_rate: options.learningRate,
       l2: options.l2,
+      l2_indicators: options.l2Indicators,
       held_out: { samples: metrics.samples, positives: metrics.positives, auc: metrics.auc, network_signal_auc: baseline.auc, at_thresholds: metrics.atThresholds }
     }
   }

@@ -62,13 +62,13 @@ describe("fraud model: exact explanations", () => {
     )
   })
 
-  it("bounds its features: signal clamped, counts capped, amount ratio within 10× either way", () => {
+  it("bounds its features: signal clamped, counts capped, amount ratio from the usual amount up to 10× above it", () => {
     const values = Fraud.features({
       networkRiskSignal: 3, amountCents: 900, currency: "USD", cardBrand: "diners", metadata: { ip_country: "us", card_country: "US " },
       createdAt: "2026-01-01T05:59:59.999Z",
       history: { ...Fraud.noHistory, cardAttemptsLastHour: 999, cardAttemptsLastDay: 999, cardDeclinesLastDay: 99, cardSeenBefore: true, merchantAmountCount: 10, merchantAmountSumCents: 10 }
     })
-    expect(values.network_risk_logit).toBeCloseTo(Math.log(0.999 / 0.001), 9)
+    expect(values.network_risk_logit).toBeCloseTo(Math.log(0.9999 / 0.0001), 9)
     expect(values.amount_log10).toBeCloseTo(1, 9) // log10(1 + 9.00)
     expect(values.amount_vs_merchant_log10).toBe(1)
     expect(values.card_attempts_last_hour).toBeCloseTo(Math.log2(51), 9)
@@ -77,6 +77,8 @@ describe("fraud model: exact explanations", () => {
     expect(values.country_mismatch).toBe(0) // compared without case or spaces
     expect(values.night_utc).toBe(1)
     expect(values.card_brand_other).toBe(1)
+    // Below the usual amount counts as the usual amount.
+    expect(Fraud.features({ ...sampleInput, amountCents: 10, history: { ...Fraud.noHistory, merchantAmountCount: 10, merchantAmountSumCents: 100_000 } }).amount_vs_merchant_log10).toBe(0)
     // Fewer than five earlier payments in the currency: the merchant's usual amount is unknown.
     expect(Fraud.features({ ...sampleInput, history: { ...Fraud.noHistory, merchantAmountCount: 4, merchantAmountSumCents: 4 } }).amount_vs_merchant_log10).toBe(0)
   })
