@@ -98,7 +98,9 @@ export const makeDisputeInjector = (input: {
       for (let attempt = 1; attempt <= maximumAttempts; attempt++) {
         stats.notifications++
         const exit = yield* service.withServices(Effect.flatMap(Payments, (p) => p.applyDisputeNotification(notification))).pipe(
-          // A crash right after the commit never answers: the network times out and sends again.
+          // A crash right after the commit never answers: the network times out and sends again,
+          // without waiting for the dead call to unwind (it may be inside an uninterruptible region).
+          Effect.disconnect,
           Effect.timeout(acknowledgementTimeoutMs),
           Effect.exit
         )
@@ -177,7 +179,9 @@ export const makeDisputeInjector = (input: {
         if (payment === undefined || input.nowMs() >= input.horizonEndMs || !prng.chance(rate)) return Effect.void
         if ((payment.status !== "captured" && payment.status !== "settled") || payment.capturedAmountCents - payment.refundedAmountCents <= 0) return Effect.void
         running++
-        return Effect.asVoid(Effect.forkDaemon(Effect.ensuring(script(payment), Effect.sync(() => void running--))))
+        // Called from a finalizer (uninterruptible), whose flags a fork inherits: the script must be
+        // interruptible, or its acknowledgement timeout can never cut a call a crash left hanging.
+        return Effect.asVoid(Effect.forkDaemon(Effect.interruptible(Effect.ensuring(script(payment), Effect.sync(() => void running--)))))
       }),
     /** At the end: every dispute opened and resolved exactly once, as notified; reserved money conserved. */
     audit: () => {

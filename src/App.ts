@@ -28,8 +28,9 @@ import type { Store } from "./store/Store.ts"
  * The application services. They need a Store, Ids, AppConfig and an Acquirer: production
  * and the simulator differ only in which layers provide those.
  */
-export const ServicesLive = Layer.mergeAll(Payments.layer, Merchants.layer, ApiKeys.layer, Webhooks.layer).pipe(
+export const ServicesLive = Layer.mergeAll(Payments.layer, Merchants.layer, ApiKeys.layer).pipe(
   Layer.provideMerge(ApiKeys.layer),
+  Layer.provideMerge(Webhooks.layer),
   Layer.provideMerge(Layer.merge(Fraud.layer, PaymentActors.layer))
 )
 

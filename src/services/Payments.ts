@@ -1,5 +1,6 @@
 import { Context, Effect, Fiber, Layer, Schedule } from "effect"
 import * as Metrics from "../platform/Metrics.ts"
+import { Webhooks } from "./Webhooks.ts"
 import * as Payment from "../domain/Payment.ts"
 import * as Dispute from "../domain/Dispute.ts"
 import type { Assessment as FraudAssessment, FraudCase, FraudHistory } from "../domain/Fraud.ts"
@@ -121,6 +122,10 @@ export const resumeBatch = 500
 
 export const make = Effect.gen(function*() {
   const store = yield* Store
+  const webhooks = yield* Webhooks
+  /** A committed change: counted, and the dispatcher told when it wrote events. */
+  const afterCommit = (change: Payment.Change) =>
+    change.events.length === 0 ? countChange(change) : Effect.zipRight(countChange(change), webhooks.eventsCommitted)
   const ids = yield* Ids
   const config = yield* AppConfig
   const acquirer = yield* Acquirer
@@ -157,7 +162,7 @@ export const make = Effect.gen(function*() {
         }
         return yield* locked
       })
-    ).pipe(Effect.tap((outcome) => (outcome._tag === "Applied" ? countChange(outcome.change) : Effect.void)))
+    ).pipe(Effect.tap((outcome) => (outcome._tag === "Applied" ? afterCommit(outcome.change) : Effect.void)))
 
   const toResult = (paymentId: string, outcome: UpdateOutcome): Effect.Effect<Payment.Payment, CommandError> => {
     switch (outcome._tag) {
@@ -265,7 +270,7 @@ export const make = Effect.gen(function*() {
         response: claim === null ? null : { merchantId: claim.merchantId, key: claim.key, status: answer.status, body: answer.stored }
       })
       if (!committed) return null
-      yield* countChange(decision.change)
+      yield* afterCommit(decision.change)
       return answer
     })
 
@@ -284,7 +289,7 @@ export const make = Effect.gen(function*() {
           })
           if (opened._tag === "KeyTaken") return opened
           request.onClaimed()
-          yield* countChange(decision.change)
+          yield* afterCommit(decision.change)
           const answer = yield* finishInline(payment, opened.history, request)
           return answer === null ? null : { _tag: "Answered", answer, stored: request.claim !== null } as const
         })
@@ -305,7 +310,7 @@ export const make = Effect.gen(function*() {
         const decision = Payment.create(input, yield* context)
         if (!decision.ok) return yield* Effect.dieMessage("create cannot be refused")
         const inserted = yield* store.insertPayment(decision.change)
-        if (inserted._tag === "Inserted") yield* countChange(decision.change)
+        if (inserted._tag === "Inserted") yield* afterCommit(decision.change)
         const payment = inserted._tag === "Inserted" ? decision.change.payment : inserted.payment
         const fiber = yield* startFlow(payment.id, payment)
         // Answer with the record as the flow left it; past the deadline the flow goes on alone.

@@ -40,6 +40,14 @@ export interface WebhooksShape {
   readonly wake: Effect.Effect<void>
   /** Waits for the next `wake` (the dispatcher's side). */
   readonly awaitWake: Effect.Effect<void>
+  /**
+   * Tells the dispatcher that a commit in this process wrote payment events (and so, for a
+   * merchant with a URL, outbox rows): it polls soon instead of at its next interval, as a
+   * `LISTEN/NOTIFY` would. Commits of other processes are found by the poll.
+   */
+  readonly eventsCommitted: Effect.Effect<void>
+  /** Waits for the next `eventsCommitted` (the dispatcher's side). */
+  readonly awaitEventsCommitted: Effect.Effect<void>
 }
 
 export class Webhooks extends Context.Tag("payments/Webhooks")<Webhooks, WebhooksShape>() {}
@@ -52,6 +60,7 @@ export const layer = Layer.effect(
     const ids = yield* Ids
     const signal = yield* Queue.sliding<void>(1)
     const wake = Effect.asVoid(Queue.offer(signal, undefined))
+    const committed = yield* Queue.sliding<void>(1)
 
     const merchantOf = (merchantId: string) =>
       Effect.flatMap(store.getMerchant(merchantId), (merchant) =>
@@ -128,7 +137,9 @@ export const layer = Layer.effect(
           return { merchant, previousExpiresAt }
         }),
       wake,
-      awaitWake: Queue.take(signal)
+      awaitWake: Queue.take(signal),
+      eventsCommitted: Effect.asVoid(Queue.offer(committed, undefined)),
+      awaitEventsCommitted: Queue.take(committed)
     })
   })
 )

@@ -324,6 +324,15 @@ interface Waiter<U, R> {
   readonly unit: U
   readonly key: string
   readonly resume: (effect: Effect.Effect<R, StoreUnavailable>) => void
+  /** Set once its statement has finished, and called then by a caller interrupted meanwhile. */
+  settled?: boolean
+  onSettled?: () => void
+}
+
+const settle = <U, R>(waiter: Waiter<U, R>, outcome: Effect.Effect<R, StoreUnavailable>) => {
+  waiter.settled = true
+  waiter.resume(outcome)
+  waiter.onSettled?.()
 }
 
 /**
@@ -352,13 +361,13 @@ export const makeBatcher = <U, R>(options: {
         inFlight--
         if (error === undefined || error === null) {
           const outcomes = options.outcomes(result.rows)
-          batch.forEach((w, i) => w.resume(Effect.succeed(outcomes[i]!)))
+          batch.forEach((w, i) => settle(w, Effect.succeed(outcomes[i]!)))
         } else if (isUnavailable(typeof error.code === "string" ? error.code : undefined)) {
-          for (const w of batch) w.resume(Effect.fail(new StoreUnavailable({ cause: error })))
+          for (const w of batch) settle(w, Effect.fail(new StoreUnavailable({ cause: error })))
         } else if (batch.length > 1) {
           for (const w of batch) execute([w])
         } else {
-          batch[0]!.resume(Effect.die(error))
+          settle(batch[0]!, Effect.die(error))
         }
         pump()
       }
@@ -388,10 +397,19 @@ export const makeBatcher = <U, R>(options: {
       const waiter: Waiter<U, R> = { unit, key: options.keyOf(unit), resume }
       waiting.push(waiter)
       pump()
-      // Interrupted while still waiting: it never goes out. Once sent, its outcome is the database's.
-      return Effect.sync(() => {
+      // Interrupted while still waiting: it never goes out. Once sent, its outcome is the database's,
+      // and the interruption waits for it: whoever takes over after a hang-up (the payment's flow)
+      // must find the unit committed or not, never race the statement still running (it did:
+      // the flow looked for a payment the batch had not committed yet, and left it pending).
+      return Effect.suspend(() => {
         const at = waiting.indexOf(waiter)
-        if (at !== -1) waiting.splice(at, 1)
+        if (at !== -1) {
+          waiting.splice(at, 1)
+          return Effect.void
+        }
+        return waiter.settled === true ? Effect.void : Effect.async<void>((done) => {
+          waiter.onSettled = () => done(Effect.void)
+        })
       })
     })
 }

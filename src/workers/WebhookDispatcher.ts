@@ -12,6 +12,11 @@ import { WebhookStore } from "../store/WebhookStore.ts"
 export interface DispatcherOptions {
   /** Longest idle wait between polls (outbox rows, work of other processes, expired leases). */
   readonly pollIntervalMs: number
+  /**
+   * After a commit in this process wrote events, poll within this long (never later than the poll
+   * interval): events committed meanwhile share the poll.
+   */
+  readonly eventsDelayMs: number
   /** Deliveries claimed (and outbox events drained) per poll. */
   readonly batchSize: number
   /** Claimed deliveries waiting per endpoint; beyond it claims are released for a later poll. */
@@ -29,6 +34,7 @@ export interface DispatcherOptions {
 
 export const defaultOptions: DispatcherOptions = {
   pollIntervalMs: 250,
+  eventsDelayMs: 250,
   batchSize: 200,
   queueCapacity: 1000,
   concurrencyPerEndpoint: 8,
@@ -198,7 +204,9 @@ export const run = (options: DispatcherOptions = defaultOptions) =>
       // Work due already but not claimed sits in a full endpoint queue: wait a poll interval for it.
       const untilMs = dueMs <= nowMs ? nowMs + options.pollIntervalMs : Math.min(nowMs + options.pollIntervalMs, dueMs)
       sleepingUntilMs = untilMs
-      yield* Effect.race(Effect.sleep(Duration.millis(Math.max(0, untilMs - nowMs))), webhooks.awaitWake)
+      const untilTimeout = Effect.sleep(Duration.millis(Math.max(0, untilMs - nowMs)))
+      const eventsDelay = Duration.millis(Math.min(options.eventsDelayMs, Math.max(0, untilMs - nowMs)))
+      yield* Effect.raceAll([untilTimeout, webhooks.awaitWake, Effect.zipRight(webhooks.awaitEventsCommitted, Effect.sleep(eventsDelay))])
       sleepingUntilMs = Number.NEGATIVE_INFINITY
     })
 

@@ -36,6 +36,19 @@ describe("disputes in the simulator", () => {
     expect(runSimulation(options).traceHash).toBe(result.traceHash)
   })
 
+  it("resends a notification whose acknowledgement a crash right after its commit swallowed", () => {
+    // Seed 3: the first dispute open commits and the service dies before answering. The network
+    // must time out and send again (the script used to inherit a finalizer's uninterruptibility,
+    // so the timeout never fired and the dispute was left half-told).
+    const result = runSimulation(small({
+      seed: 3,
+      faults: { ...defaultOptions.faults, disputes: 0.4, crashesPerHour: 2, crashAfterCommit: 0.01, storeLostCommit: 0.02 }
+    }))
+    expect(describeFailure(result)).toBe("ok")
+    expect(result.commitCrashes).toBeGreaterThan(0)
+    expect(result.disputes.retries).toBeGreaterThan(0)
+  })
+
   it("the auditor refuses a dispute whose money does not follow the rules", () => {
     const world = makeWorld()
     let payment = accepted(Payment.create(createInput("mer_1"), world.context())).payment
