@@ -7,7 +7,7 @@
  * that SQL (bench/sql.ts, bench/baseline.ts). Then it audits the ledger. Bounded in time.
  *
  *   npm run bench -- [--scenario create|read|mixed|refund|idempotent-retry|webhooks|analytics]
- *                    [--duration 10] [--connections 64] [--url postgres://...] [--no-baselines]
+ *                    [--duration 10] [--connections 64] [--url postgres://...] [--no-baselines] [--cards N]
  *                    [--profile DIR] [--payments 1000000 (analytics)]
  *
  * `analytics` bulk-loads `--payments` payments of the bench merchant over 90 days with one
@@ -42,6 +42,11 @@ const durationSeconds = Math.max(1, Math.min(120, Number(argument("duration", "1
 const connections = Math.max(1, Math.min(256, Number(argument("connections", "64"))))
 const externalUrl = argument("url", "")
 const baselines = !process.argv.includes("--no-baselines") && scenario === "create"
+/**
+ * Distinct card tokens the creates cycle through (0: every approved create uses `tok_visa`, the
+ * fraud history's worst case: each create reads the newest 50 payments of one card).
+ */
+const cards = Number(argument("cards", "0"))
 /** `--profile DIR`: the service writes a V8 CPU profile there when it stops (summarise with bench/profile.ts). */
 const profileDirectory = argument("profile", "")
 /** `--node-flags "..."`: V8/Node flags for the service process; by default those of `npm start`. */
@@ -135,7 +140,7 @@ const transactionBody = (n: number) =>
     transaction: {
       amount_cents: 100 + (n % 50_000),
       currency: ["USD", "EUR", "GBP"][n % 3],
-      card_token: n % 20 === 0 ? "tok_decline_do_not_honor" : "tok_visa",
+      card_token: n % 20 === 0 ? "tok_decline_do_not_honor" : cards > 0 ? `tok_bench_${n % cards}` : "tok_visa",
       card_last_four: "4242",
       card_brand: "visa"
     }
