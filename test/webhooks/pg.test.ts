@@ -120,14 +120,16 @@ describe("webhook dispatcher on PostgreSQL", () => {
   it.scopedLive("claims that wait past their lease behind a slow endpoint are taken over; no attempt reaches it twice", () =>
     Effect.gen(function*() {
       const url = yield* Effect.promise(() => freshDatabase("whlease"))
-      // Every answer takes 150 ms; each process works one attempt at a time, under a 400 ms lease
-      // (250 ms timeout + 150 ms margin): a queue of 12 claims lasts 1.8 s, four leases.
+      // Every answer takes 100 ms; each process works one attempt at a time, under a 1.15 s lease
+      // (1 s timeout + 150 ms margin): a queue of 30 claims lasts 3 s, over two leases. The
+      // timeout stays ten times the answer time, so a loaded machine (CI runs files in
+      // parallel on two cores) does not turn a slow answer into a failed attempt.
       const receiver = yield* Effect.acquireRelease(
-        Effect.promise(() => startReceiver((req, res) => void setTimeout(() => answer(200)(req, res), 150))),
+        Effect.promise(() => startReceiver((req, res) => void setTimeout(() => answer(200)(req, res), 100))),
         (r) => Effect.promise(r.close)
       )
-      const count = 12
-      const slow = (seed: number) => processOn(url, seed, [60_000], { webhookTimeoutMs: 250 }, { concurrencyPerEndpoint: 1, leaseMarginMs: 150 })
+      const count = 30
+      const slow = (seed: number) => processOn(url, seed, [60_000], { webhookTimeoutMs: 1_000 }, { concurrencyPerEndpoint: 1, leaseMarginMs: 150 })
       yield* Effect.gen(function*() {
         const first = yield* Layer.build(slow(31))
         yield* Effect.provide(seedMerchant(receiver.url), first)
@@ -137,14 +139,14 @@ describe("webhook dispatcher on PostgreSQL", () => {
           first
         )
         const succeeded = Effect.flatMap(WebhookStore, (s) => s.listDeliveries("mer_1", { status: "succeeded" }, { page: 1, perPage: 100 }))
-        yield* Effect.provide(eventually(succeeded, (p) => p.totalCount === count, 30_000), first)
+        yield* Effect.provide(eventually(succeeded, (p) => p.totalCount === count, 60_000), first)
       }).pipe(Effect.scoped)
       const seen = receipts(receiver.received)
       expect([...seen.values()].every((n) => n === 1)).toBe(true)
       expect(receiver.received).toHaveLength(count)
       const deliveries = yield* all.pipe(Effect.provide(processOn(url, 33, [60_000])))
       expect(deliveries.items.every((d) => d.attempts.length === 1 && d.status === "succeeded")).toBe(true)
-    }), 60_000)
+    }), 120_000)
 })
 
 /** Payments with `events` events each, written as the service writes them: events and outbox rows, interleaved across payments. */

@@ -79,10 +79,12 @@ export const verifySignature = (header: string, body: string, secret: string, to
  */
 export const eventually = <A, E, R>(probe: Effect.Effect<A, E, R>, check: (a: A) => boolean, timeoutMs = 10_000) =>
   Effect.gen(function*() {
-    for (let waited = 0; ; waited += 10) {
+    // Wall-clock time, not a count of polls: on a loaded machine each probe itself takes time.
+    const deadline = Date.now() + timeoutMs
+    for (;;) {
       const value = yield* probe
       if (check(value)) return value
-      if (waited > timeoutMs) return yield* Effect.dieMessage(`condition not reached within ${timeoutMs} ms`)
+      if (Date.now() > deadline) return yield* Effect.dieMessage(`condition not reached within ${timeoutMs} ms`)
       yield* Effect.promise(() => new Promise((done) => setTimeout(done, 10)))
     }
   })
