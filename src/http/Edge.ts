@@ -1,6 +1,6 @@
 import { HttpApiBuilder, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { HttpApiDecodeError } from "@effect/platform/HttpApiError"
-import { Cause, Clock, Effect, FiberRef, Option } from "effect"
+import { Cause, Clock, Effect, FiberRef, LogLevel, Option } from "effect"
 import * as Metrics from "../platform/Metrics.ts"
 import { Ids } from "../platform/Ids.ts"
 import * as E from "./ApiError.ts"
@@ -9,18 +9,27 @@ import { ApiKeys } from "../services/ApiKeys.ts"
 import { Store } from "../store/Store.ts"
 import { PaymentsApi } from "./Api.ts"
 import { isWellFormedApiKey } from "./Authentication.ts"
-import { idempotencyTaken, storeRefusal } from "./Idempotency.ts"
+import { storeRefusal } from "./Idempotency.ts"
 import { describeParseError, jsonShapeProblem } from "./JsonShape.ts"
 import { makeRouteOf } from "./Routes.ts"
 import { fromDecodeError, routeNotFound } from "./RequestErrors.ts"
 
 export const maximumBodyBytes = 64 * 1024
 
-/** The id of the request being served; echoed in `X-Request-Id` and in error bodies. */
-export const currentRequestId = FiberRef.unsafeMake("req_unknown")
+/**
+ * The request being served, set once by the edge (one fiber-local value instead of three):
+ * - `id`: echoed in `X-Request-Id` and in error bodies;
+ * - `body`: the body as the edge parsed it (`undefined`: no body), so nothing parses it again for the fingerprint;
+ * - `taken`: whether the handler's own idempotency wrapper took the key. When it did not (the
+ *   edge refused the body or its decoding failed), the edge stores the refusal itself.
+ */
+export interface RequestState {
+  readonly id: string
+  body: { readonly text: string; readonly value: unknown } | undefined
+  taken: boolean
+}
 
-/** The request body as the edge parsed it (`undefined`: no body), so nothing parses it again for the fingerprint. */
-export const parsedBody = FiberRef.unsafeMake<{ readonly text: string; readonly value: unknown } | undefined>(undefined)
+export const currentRequest = FiberRef.unsafeMake<RequestState>({ id: "req_unknown", body: undefined, taken: false })
 
 export const jsonResponse = (status: number, body: string, headers: Readonly<Record<string, string>> = {}) =>
   HttpServerResponse.text(body, { status, contentType: "application/json", headers })
@@ -76,13 +85,17 @@ const checkBody = (request: HttpServerRequest.HttpServerRequest) =>
     }
   })
 
-/** The request's metrics (made once per method, route and status) and its log line. */
-const logRequest = (method: string, route: string, status: number, requestId: string, startNanos: bigint) =>
+/**
+ * The request's metrics (made once per method, route and status) and its log line (skipped, with
+ * its annotations, when the minimum log level drops info lines anyway).
+ */
+const logRequest = (method: string, route: string, status: number, requestId: string, startNanos: bigint, minimumLevel: LogLevel.LogLevel) =>
   Effect.flatMap(Clock.currentTimeNanos, (endNanos) => {
     const seconds = Number(endNanos - startNanos) / 1e9
     const statusText = String(status)
     Metrics.record(Metrics.httpRequests(method, route, statusText), 1)
     Metrics.record(Metrics.httpRequestDuration(method, route, statusText), seconds)
+    if (LogLevel.lessThan(LogLevel.Info, minimumLevel)) return Effect.void
     return Effect.logInfo(`${method} ${route} ${statusText}`).pipe(Effect.annotateLogs({
       request_id: requestId,
       method,
@@ -130,18 +143,23 @@ export const layer = HttpApiBuilder.middleware(
       Effect.gen(function*() {
         const request = yield* HttpServerRequest.HttpServerRequest
         const startNanos = yield* Clock.currentTimeNanos
+        const minimumLevel = yield* FiberRef.get(FiberRef.currentMinimumLogLevel)
         const requestId = ids.mint("request")
-        const state = { taken: false }
-        const response = yield* Effect.flatMap(checkBody(request), (body) => Effect.locally(app, parsedBody, body)).pipe(
-          Effect.locally(currentRequestId, requestId),
-          Effect.locally(idempotencyTaken, state),
+        const state: RequestState = { id: requestId, body: undefined, taken: false }
+        const served = Effect.flatMap(checkBody(request), (body) => {
+          state.body = body
+          return app
+        }).pipe(
+          Effect.locally(currentRequest, state),
           Effect.catchAllCause((cause) =>
             Cause.isInterruptedOnly(cause)
               ? Effect.failCause(cause)
               : Effect.flatMap(toApiError(cause, request), (error) => answerRefusal(request, error, requestId, state.taken))
           )
-        ).pipe(Effect.annotateLogs("request_id", requestId))
-        yield* logRequest(request.method, routeOf(request.method, request.url), response.status, requestId, startNanos)
+        )
+        // Nothing is logged at all under LogLevel.None: the annotation would be work for nothing.
+        const response = yield* (minimumLevel._tag === "None" ? served : Effect.annotateLogs(served, "request_id", requestId))
+        yield* logRequest(request.method, routeOf(request.method, request.url), response.status, requestId, startNanos, minimumLevel)
         return HttpServerResponse.setHeader(response, "x-request-id", requestId)
       })
   }),

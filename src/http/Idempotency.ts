@@ -11,7 +11,7 @@ import type { Answer, InlineOutcome } from "../services/Payments.ts"
 import type { CommandKey, IdempotencyClaim, StoreShape } from "../store/Store.ts"
 import { Store } from "../store/Store.ts"
 import * as E from "./ApiError.ts"
-import { currentRequestId, jsonResponse, parsedBody } from "./Edge.ts"
+import { currentRequest, jsonResponse } from "./Edge.ts"
 
 const keyPattern = /^[\x20-\x7e]{1,255}$/
 
@@ -43,11 +43,6 @@ export const fingerprintOf = (method: string, url: string, text: string, parsed?
   return createHash("sha256").update(`${method} ${new URL(url, "http://x").pathname}\n${body}`).digest("hex")
 }
 
-/**
- * Per request: whether the handler's own idempotency wrapper took the key. When it did not (the
- * edge refused the body or its decoding failed), the edge stores the refusal itself.
- */
-export const idempotencyTaken = FiberRef.unsafeMake<{ taken: boolean }>({ taken: false })
 
 const keys = new WeakMap<AppConfigShape, Buffer>()
 const sealingKey = (config: AppConfigShape) => {
@@ -154,7 +149,8 @@ export const idempotent = (
   operation: (commandKey: CommandKey | undefined) => Effect.Effect<Reply, E.ApiError>
 ): Effect.Effect<HttpServerResponse.HttpServerResponse, E.ApiError, HttpServerRequest.HttpServerRequest | Store | AppConfig> =>
   Effect.gen(function*() {
-    ;(yield* FiberRef.get(idempotencyTaken)).taken = true
+    const current = yield* FiberRef.get(currentRequest)
+    current.taken = true
     const request = yield* HttpServerRequest.HttpServerRequest
     const key = yield* requestKey(request, options)
     const render = (reply: Reply) => jsonResponse(reply.status, JSON.stringify(reply.body))
@@ -163,11 +159,11 @@ export const idempotent = (
     const store = yield* Store
     const config = yield* AppConfig
     const text = yield* Effect.orElseSucceed(request.text, () => "")
-    const answered = yield* claim(store, config, options.merchantId, key, fingerprintOf(request.method, request.url, text, yield* FiberRef.get(parsedBody)))
+    const answered = yield* claim(store, config, options.merchantId, key, fingerprintOf(request.method, request.url, text, current.body))
     if (answered !== null) return answered
 
     const release = store.releaseIdempotencyKey(options.merchantId, key).pipe(Effect.ignore)
-    const requestId = yield* FiberRef.get(currentRequestId)
+    const requestId = current.id
     // A stop (SIGTERM) in the middle releases the claim: the retry runs at once, not after the lease.
     const exit = yield* Effect.exit(operation({ merchantId: options.merchantId, key })).pipe(
       Effect.onInterrupt(() => release)
@@ -205,7 +201,8 @@ export const idempotentInline = (
   general: (commandKey: CommandKey | undefined) => Effect.Effect<Reply, E.ApiError>
 ): Effect.Effect<HttpServerResponse.HttpServerResponse, E.ApiError, HttpServerRequest.HttpServerRequest | Store | AppConfig> =>
   Effect.gen(function*() {
-    ;(yield* FiberRef.get(idempotencyTaken)).taken = true
+    const current = yield* FiberRef.get(currentRequest)
+    current.taken = true
     const request = yield* HttpServerRequest.HttpServerRequest
     const key = yield* requestKey(request, options)
     const config = yield* AppConfig
@@ -221,7 +218,7 @@ export const idempotentInline = (
     const claim: IdempotencyClaim = {
       merchantId: options.merchantId,
       key,
-      fingerprint: fingerprintOf(request.method, request.url, text, yield* FiberRef.get(parsedBody)),
+      fingerprint: fingerprintOf(request.method, request.url, text, current.body),
       now,
       lockedUntil: addMs(now, config.idempotencyLeaseMs),
       expiresAt: addMs(now, config.idempotencyTtlMs),

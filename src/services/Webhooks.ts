@@ -1,4 +1,4 @@
-import { Context, Effect, Layer, Queue } from "effect"
+import { Context, Effect, Layer } from "effect"
 import type { Merchant } from "../domain/Merchant.ts"
 import { webhookSecretPrefix } from "../domain/Merchant.ts"
 import type { EventType } from "../domain/Payment.ts"
@@ -52,15 +52,46 @@ export interface WebhooksShape {
 
 export class Webhooks extends Context.Tag("payments/Webhooks")<Webhooks, WebhooksShape>() {}
 
+/**
+ * A wake-up signal, as a `Queue.sliding<void>(1)` behaves, for less work per wait (the
+ * dispatcher waits on two of them between every pair of polls): an offer resumes the waiter that
+ * came first, or, with none waiting, is kept (one at most) for the next wait. A waiter
+ * interrupted before it resumed leaves nothing behind.
+ */
+export const makeSignal = () => {
+  let pending = false
+  const waiters = new Set<() => void>()
+  const offer = Effect.sync(() => {
+    for (const waiter of waiters) {
+      waiters.delete(waiter)
+      waiter()
+      return
+    }
+    pending = true
+  })
+  const take = Effect.suspend(() => {
+    if (pending) {
+      pending = false
+      return Effect.void
+    }
+    return Effect.async<void>((resume) => {
+      const waiter = () => resume(Effect.void)
+      waiters.add(waiter)
+      return Effect.sync(() => void waiters.delete(waiter))
+    })
+  })
+  return { offer, take }
+}
+
 export const layer = Layer.effect(
   Webhooks,
   Effect.gen(function*() {
     const store = yield* Store
     const webhookStore = yield* WebhookStore
     const ids = yield* Ids
-    const signal = yield* Queue.sliding<void>(1)
-    const wake = Effect.asVoid(Queue.offer(signal, undefined))
-    const committed = yield* Queue.sliding<void>(1)
+    const signal = makeSignal()
+    const wake = signal.offer
+    const committed = makeSignal()
 
     const merchantOf = (merchantId: string) =>
       Effect.flatMap(store.getMerchant(merchantId), (merchant) =>
@@ -137,9 +168,9 @@ export const layer = Layer.effect(
           return { merchant, previousExpiresAt }
         }),
       wake,
-      awaitWake: Queue.take(signal),
-      eventsCommitted: Effect.asVoid(Queue.offer(committed, undefined)),
-      awaitEventsCommitted: Queue.take(committed)
+      awaitWake: signal.take,
+      eventsCommitted: committed.offer,
+      awaitEventsCommitted: committed.take
     })
   })
 )
