@@ -75,7 +75,8 @@ export class Auditor {
   private readonly ledgerModel = new Map<string, Balances>()
   private readonly paymentsByKey = new Map<string, string>()
   /** Per payment, what was committed: event ids and ledger entry ids in order, and the last version. */
-  private readonly committed = new Map<string, { events: string; ledger: string; version: number }>()
+  // The ids themselves are the strings the store holds too: arrays of them cost a pointer each.
+  private readonly committed = new Map<string, { readonly events: Array<string>; readonly ledger: Array<string>; version: number }>()
   /** Fraud cases as committed: id → status (a case is reviewed once, from `open`). */
   private readonly caseStatus = new Map<string, string>()
   /** Command idempotency keys that took effect (merchant + key). */
@@ -154,11 +155,11 @@ export class Auditor {
         `payment ${id}: idempotency key ${commandKey.key} took effect a second time (${change.events.map((e) => e.type).join(", ") || "no event"})`)
       this.appliedCommandKeys.add(scoped)
     }
-    const record = this.committed.get(id) ?? { events: "", ledger: "", version: 0 }
-    for (const event of change.events) record.events += `${event.id} `
-    for (const entry of change.ledger) record.ledger += `${entry.id} `
+    let record = this.committed.get(id)
+    if (record === undefined) this.committed.set(id, (record = { events: [], ledger: [], version: 0 }))
+    for (const event of change.events) record.events.push(event.id)
+    for (const entry of change.ledger) record.ledger.push(entry.id)
     record.version = after.version
-    this.committed.set(id, record)
     this.checkLedgerGroup(after, change.ledger)
     let balances = this.ledgerModel.get(id)
     if (balances === undefined) this.ledgerModel.set(id, (balances = new Map()))
@@ -333,12 +334,12 @@ export class Auditor {
       const entries = state.ledger.get(payment.id) ?? []
       // What the store holds is exactly what was committed: every event and entry once, in order.
       const committed = this.committed.get(payment.id)
-      const storedEvents = events.map((e) => `${e.id} `).join("")
-      const storedLedger = entries.map((e) => `${e.id} `).join("")
-      this.check(committed !== undefined && committed.events === storedEvents, "event-stream-stored", () =>
-        `payment ${payment.id}: stored events [${storedEvents.trim()}], committed [${committed?.events.trim()}]`)
-      this.check(committed !== undefined && committed.ledger === storedLedger && committed.version === payment.version, "ledger-stored", () =>
-        `payment ${payment.id} v${payment.version}: stored ledger [${storedLedger.trim()}], committed [${committed?.ledger.trim()}] v${committed?.version}`)
+      const sameIds = (stored: ReadonlyArray<{ readonly id: string }>, ids: ReadonlyArray<string> | undefined) =>
+        ids !== undefined && ids.length === stored.length && stored.every((row, i) => row.id === ids[i])
+      this.check(sameIds(events, committed?.events), "event-stream-stored", () =>
+        `payment ${payment.id}: stored events [${events.map((e) => e.id).join(" ")}], committed [${committed?.events.join(" ")}]`)
+      this.check(sameIds(entries, committed?.ledger) && committed?.version === payment.version, "ledger-stored", () =>
+        `payment ${payment.id} v${payment.version}: stored ledger [${entries.map((e) => e.id).join(" ")}], committed [${committed?.ledger.join(" ")}] v${committed?.version}`)
       this.checkLedgerGroup(payment, entries)
       const balances: Balances = new Map()
       for (const entry of entries) post(balances, entry)

@@ -70,6 +70,8 @@ export interface WorkloadStats {
 const maximumAttempts = 400
 
 const digest = (text: string) => createHash("sha1").update(text).digest("base64")
+/** A string that shares no storage with the one it was cut from. */
+const flatCopy = (text: string) => Buffer.from(text, "utf8").toString("utf8")
 
 export const makeWorkload = (
   options: SimOptions,
@@ -118,7 +120,8 @@ export const makeWorkload = (
     const fingerprint = digest(`${call.method} ${call.path} ${call.body ?? ""}`)
     const owner = replays.get(scoped)
     if (owner === undefined) {
-      if (code !== "idempotency_key_reused") replays.set(scoped, { fingerprint, status, body: digest(response.body), head: response.body.slice(0, 200) })
+      // The head is copied: a slice of the body would keep the whole body alive (a V8 sliced string).
+      if (code !== "idempotency_key_reused") replays.set(scoped, { fingerprint, status, body: digest(response.body), head: flatCopy(response.body.slice(0, 200)) })
       return
     }
     if (owner.fingerprint === fingerprint) {
