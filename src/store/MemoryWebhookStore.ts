@@ -1,15 +1,26 @@
 import { Effect, Layer } from "effect"
 import type { Merchant } from "../domain/Merchant.ts"
-import { type Delivery, isOpen } from "../domain/Webhook.ts"
+import type { PaymentEvent } from "../domain/Payment.ts"
+import { type Delivery, eventPayload, isOpen } from "../domain/Webhook.ts"
 import { MinHeap } from "../platform/MinHeap.ts"
 import type { MemoryState } from "./MemoryStore.ts"
 import type { PageRequest } from "./Store.ts"
 import { emptyCounts, WebhookStore, type WebhookStoreShape } from "./WebhookStore.ts"
 
 interface DeliveryRow {
+  /** The delivery; once it has ended and its payload is its event's body, with an empty payload (see `source`). */
   delivery: Delivery
   leaseToken: string | null
   leaseUntil: string | null
+  /** The event the delivery was made from (null: a test event, or unknown). */
+  readonly source: PaymentEvent | null
+  /**
+   * The payload was dropped when the delivery ended: it is `eventPayload(source)`, byte for
+   * byte (checked before dropping), so reads rebuild it. An ended delivery is only read again
+   * (GET, a resend), never sent as it is; half a million payloads would otherwise stay in memory
+   * for 100,000 simulated payments, where PostgreSQL keeps them on disk.
+   */
+  payloadDropped: boolean
 }
 
 /** The webhook part of the memory store's state (kept in MemoryState so a "restart" keeps it). */
@@ -96,10 +107,21 @@ export const memoryWebhookOperations = (state: MemoryState): WebhookStoreShape =
     }
     return false
   }
-  const insert = (delivery: Delivery) => {
+  /** The delivery with its payload (rebuilt from its event if it was dropped). */
+  const full = (row: DeliveryRow): Delivery =>
+    row.payloadDropped ? { ...row.delivery, payload: eventPayload(row.source!) } : row.delivery
+  /** Stores a delivery that changed; one that has ended keeps no payload its event can rebuild. */
+  const store = (row: DeliveryRow, delivery: Delivery) => {
+    row.payloadDropped = false
+    row.delivery = delivery
+    if (isOpen(delivery) || row.source === null || delivery.payload !== eventPayload(row.source)) return
+    row.delivery = { ...delivery, payload: "" }
+    row.payloadDropped = true
+  }
+  const insert = (delivery: Delivery, source: PaymentEvent | null) => {
     if (w.deliveryByEvent.has(delivery.eventId)) return false
     w.deliveryByEvent.add(delivery.eventId)
-    const row = { delivery, leaseToken: null, leaseUntil: null }
+    const row: DeliveryRow = { delivery, leaseToken: null, leaseUntil: null, source, payloadDropped: false }
     w.deliveries.set(delivery.id, row)
     track(row)
     schedule(row)
@@ -117,22 +139,24 @@ export const memoryWebhookOperations = (state: MemoryState): WebhookStoreShape =
         for (const event of events) {
           const merchant = state.merchants.get(event.merchantId)
           const delivery = merchant === undefined ? null : build(event, merchant)
-          if (delivery !== null && insert(delivery)) created.push(delivery)
+          if (delivery !== null && insert(delivery, delivery.eventId === event.id ? event : null)) created.push(delivery)
         }
         return { drained: events.length, created }
       }),
-    insertDelivery: (delivery) => Effect.sync(() => void insert(delivery)),
-    getDelivery: (merchantId, id) => Effect.sync(() => own(merchantId, id)?.delivery ?? null),
+    insertDelivery: (delivery) => Effect.sync(() => void insert(delivery, null)),
+    getDelivery: (merchantId, id) =>
+      Effect.sync(() => {
+        const row = own(merchantId, id)
+        return row === null ? null : full(row)
+      }),
     listDeliveries: (merchantId, filter, page) =>
-      Effect.sync(() =>
-        paginate(
-          [...w.deliveries.values()]
-            .map((r) => r.delivery)
-            .filter((d) => d.merchantId === merchantId && (filter.status === undefined || d.status === filter.status))
-            .sort(newestFirst),
-          page
-        )
-      ),
+      Effect.sync(() => {
+        const rows = [...w.deliveries.values()]
+          .filter(({ delivery: d }) => d.merchantId === merchantId && (filter.status === undefined || d.status === filter.status))
+          .sort((a, b) => newestFirst(a.delivery, b.delivery))
+        const found = paginate(rows, page)
+        return { items: found.items.map(full), totalCount: found.totalCount }
+      }),
     claimDue: (now, lease, limit) =>
       Effect.sync(() => {
         const claimed: Array<Delivery> = []
@@ -151,7 +175,7 @@ export const memoryWebhookOperations = (state: MemoryState): WebhookStoreShape =
           row.leaseToken = lease.token
           row.leaseUntil = lease.until
           schedule(row)
-          claimed.push(row.delivery)
+          claimed.push(full(row))
         }
         for (const entry of waiting) w.due.push(entry)
         return claimed
@@ -168,7 +192,7 @@ export const memoryWebhookOperations = (state: MemoryState): WebhookStoreShape =
       Effect.sync(() => {
         const row = w.deliveries.get(delivery.id)
         if (row === undefined || row.leaseToken !== token) return false
-        row.delivery = delivery
+        store(row, delivery)
         row.leaseToken = null
         row.leaseUntil = null
         track(row)
@@ -205,9 +229,10 @@ export const memoryWebhookOperations = (state: MemoryState): WebhookStoreShape =
       Effect.sync(() => {
         const row = own(merchantId, id)
         if (row === null) return { _tag: "NotFound" as const }
-        const next = decide(row.delivery)
-        if (next === null) return { _tag: "Refused" as const, delivery: row.delivery }
-        row.delivery = next
+        const current = full(row)
+        const next = decide(current)
+        if (next === null) return { _tag: "Refused" as const, delivery: current }
+        store(row, next)
         row.leaseToken = null
         row.leaseUntil = null
         track(row)
