@@ -61,22 +61,54 @@ export const defaultRules: AuditRules = { reviewThreshold: 0.5, blockThreshold: 
 
 const debitNormal: ReadonlySet<Account> = new Set<Account>(["card_network", "cardholder_authorizations"])
 
-type Balances = Map<Account, number>
+/** The chart of accounts (CONTRACT section 7), written out again; running balances are kept in this order. */
+const accountIndex = new Map<string, number>(
+  ["card_network", "merchant_pending", "merchant_available", "merchant_reserved", "fee_revenue", "authorization_holds", "cardholder_authorizations"]
+    .map((account, i) => [account, i])
+)
+
+/** Running balances of one payment's accounts: a small array, not a Map (100,000 payments keep one each). */
+class Balances {
+  readonly amounts = [0, 0, 0, 0, 0, 0, 0]
+  /** An account outside the chart (only a bug posts one): kept apart, so the equations still see it. */
+  others: Map<string, number> | null = null
+
+  add(account: string, cents: number) {
+    const i = accountIndex.get(account)
+    if (i !== undefined) this.amounts[i] = this.amounts[i]! + cents
+    else (this.others ??= new Map()).set(account, (this.others.get(account) ?? 0) + cents)
+  }
+
+  get(account: Account) {
+    const i = accountIndex.get(account)
+    return i !== undefined ? this.amounts[i]! : this.others?.get(account) ?? 0
+  }
+}
 
 const post = (balances: Balances, entry: LedgerEntry) => {
   const sign = (entry.direction === "debit") === debitNormal.has(entry.account) ? 1 : -1
-  balances.set(entry.account, (balances.get(entry.account) ?? 0) + sign * entry.amountCents)
+  balances.add(entry.account, sign * entry.amountCents)
 }
-const balance = (balances: Balances, account: Account) => balances.get(account) ?? 0
+const balance = (balances: Balances, account: Account) => balances.get(account)
+
+/** What the auditor keeps of a payment: what was committed (event and ledger ids in order, the last version) and its running balances. */
+interface Committed {
+  readonly events: Array<string>
+  readonly ledger: Array<string>
+  version: number
+  readonly balances: Balances
+}
 
 export class Auditor {
   readonly violations: Array<Violation> = []
   checks = 0
-  private readonly ledgerModel = new Map<string, Balances>()
   private readonly paymentsByKey = new Map<string, string>()
-  /** Per payment, what was committed: event ids and ledger entry ids in order, and the last version. */
-  // The ids themselves are the strings the store holds too: arrays of them cost a pointer each.
-  private readonly committed = new Map<string, { readonly events: Array<string>; readonly ledger: Array<string>; version: number }>()
+  /**
+   * Per payment, what was committed: event ids and ledger entry ids in order, the last version,
+   * and the running balances of the reference ledger. The ids are the strings the store holds
+   * too, so an array of them costs a pointer an id.
+   */
+  private readonly committed = new Map<string, Committed>()
   /** Fraud cases as committed: id → status (a case is reviewed once, from `open`). */
   private readonly caseStatus = new Map<string, string>()
   /** Command idempotency keys that took effect (merchant + key). */
@@ -156,15 +188,13 @@ export class Auditor {
       this.appliedCommandKeys.add(scoped)
     }
     let record = this.committed.get(id)
-    if (record === undefined) this.committed.set(id, (record = { events: [], ledger: [], version: 0 }))
+    if (record === undefined) this.committed.set(id, (record = { events: [], ledger: [], version: 0, balances: new Balances() }))
     for (const event of change.events) record.events.push(event.id)
     for (const entry of change.ledger) record.ledger.push(entry.id)
     record.version = after.version
     this.checkLedgerGroup(after, change.ledger)
-    let balances = this.ledgerModel.get(id)
-    if (balances === undefined) this.ledgerModel.set(id, (balances = new Map()))
-    for (const entry of change.ledger) post(balances, entry)
-    this.checkLedgerEquations(after, balances, "after a decision")
+    for (const entry of change.ledger) post(record.balances, entry)
+    this.checkLedgerEquations(after, record.balances, "after a decision")
   }
 
   /**
@@ -341,7 +371,7 @@ export class Auditor {
       this.check(sameIds(entries, committed?.ledger) && committed?.version === payment.version, "ledger-stored", () =>
         `payment ${payment.id} v${payment.version}: stored ledger [${entries.map((e) => e.id).join(" ")}], committed [${committed?.ledger.join(" ")}] v${committed?.version}`)
       this.checkLedgerGroup(payment, entries)
-      const balances: Balances = new Map()
+      const balances = new Balances()
       for (const entry of entries) post(balances, entry)
       this.checkLedgerEquations(payment, balances, "at the end")
       this.checkAmounts(payment)
