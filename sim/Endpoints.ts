@@ -1,6 +1,6 @@
 import { createHmac, timingSafeEqual } from "node:crypto"
 import { Effect } from "effect"
-import type { Delivery } from "../src/domain/Webhook.ts"
+import type { DeliveryRecord } from "../src/store/MemoryWebhookStore.ts"
 import type { TransportResult, WebhookTransportShape } from "../src/platform/WebhookTransport.ts"
 import type { Auditor } from "./Auditor.ts"
 import type { FaultRates } from "./Options.ts"
@@ -181,7 +181,8 @@ const bodyEventId = (body: string): string | undefined => {
  */
 export const auditDeliveries = (
   auditor: Auditor,
-  deliveries: Iterable<Delivery>,
+  /** The stored deliveries (their payloads are not needed). */
+  deliveries: Iterable<DeliveryRecord>,
   options: {
     readonly nowMs: number
     readonly scheduleMs: ReadonlyArray<number>
@@ -198,7 +199,7 @@ export const auditDeliveries = (
   const crashBetween = (fromMs: number, toMs: number) => options.crashesMs.some((c) => c >= fromMs && c <= toMs)
   // Deliveries in order per payment and URL: each one waits for the one before it (by sequence).
   const all = [...deliveries]
-  const chains = new Map<string, Array<Delivery>>()
+  const chains = new Map<string, Array<DeliveryRecord>>()
   for (const d of all) {
     if (d.order === null) continue
     const key = `${d.order.paymentId} ${d.url}`
@@ -207,7 +208,7 @@ export const auditDeliveries = (
     chains.set(key, chain)
   }
   /** When a delivery's last attempt ended it for good (a 2xx, or the last of the schedule); null while open. */
-  const endedAtMs = (d: Delivery) => {
+  const endedAtMs = (d: DeliveryRecord) => {
     const last = d.attempts.find((a, i) =>
       (a.responseStatus !== null && a.responseStatus >= 200 && a.responseStatus < 300) || i === options.scheduleMs.length)
     return last === undefined ? null : Date.parse(last.at)
