@@ -61,21 +61,54 @@ export const defaultRules: AuditRules = { reviewThreshold: 0.5, blockThreshold: 
 
 const debitNormal: ReadonlySet<Account> = new Set<Account>(["card_network", "cardholder_authorizations"])
 
-type Balances = Map<Account, number>
+/** The chart of accounts (CONTRACT section 7), written out again; running balances are kept in this order. */
+const accountIndex = new Map<string, number>(
+  ["card_network", "merchant_pending", "merchant_available", "merchant_reserved", "fee_revenue", "authorization_holds", "cardholder_authorizations"]
+    .map((account, i) => [account, i])
+)
+
+/** Running balances of one payment's accounts: a small array, not a Map (100,000 payments keep one each). */
+class Balances {
+  readonly amounts = [0, 0, 0, 0, 0, 0, 0]
+  /** An account outside the chart (only a bug posts one): kept apart, so the equations still see it. */
+  others: Map<string, number> | null = null
+
+  add(account: string, cents: number) {
+    const i = accountIndex.get(account)
+    if (i !== undefined) this.amounts[i] = this.amounts[i]! + cents
+    else (this.others ??= new Map()).set(account, (this.others.get(account) ?? 0) + cents)
+  }
+
+  get(account: Account) {
+    const i = accountIndex.get(account)
+    return i !== undefined ? this.amounts[i]! : this.others?.get(account) ?? 0
+  }
+}
 
 const post = (balances: Balances, entry: LedgerEntry) => {
   const sign = (entry.direction === "debit") === debitNormal.has(entry.account) ? 1 : -1
-  balances.set(entry.account, (balances.get(entry.account) ?? 0) + sign * entry.amountCents)
+  balances.add(entry.account, sign * entry.amountCents)
 }
-const balance = (balances: Balances, account: Account) => balances.get(account) ?? 0
+const balance = (balances: Balances, account: Account) => balances.get(account)
+
+/** What the auditor keeps of a payment: what was committed (event and ledger ids in order, the last version) and its running balances. */
+interface Committed {
+  readonly events: Array<string>
+  readonly ledger: Array<string>
+  version: number
+  readonly balances: Balances
+}
 
 export class Auditor {
   readonly violations: Array<Violation> = []
   checks = 0
-  private readonly ledgerModel = new Map<string, Balances>()
   private readonly paymentsByKey = new Map<string, string>()
-  /** Per payment, what was committed: event ids and ledger entry ids in order, and the last version. */
-  private readonly committed = new Map<string, { events: string; ledger: string; version: number }>()
+  /**
+   * Per payment, what was committed: event ids and ledger entry ids in order, the last version,
+   * and the running balances of the reference ledger. The ids are the strings the store holds
+   * too, so an array of them costs a pointer an id.
+   */
+  private readonly committed = new Map<string, Committed>()
   /** Fraud cases as committed: id → status (a case is reviewed once, from `open`). */
   private readonly caseStatus = new Map<string, string>()
   /** Command idempotency keys that took effect (merchant + key). */
@@ -154,16 +187,14 @@ export class Auditor {
         `payment ${id}: idempotency key ${commandKey.key} took effect a second time (${change.events.map((e) => e.type).join(", ") || "no event"})`)
       this.appliedCommandKeys.add(scoped)
     }
-    const record = this.committed.get(id) ?? { events: "", ledger: "", version: 0 }
-    for (const event of change.events) record.events += `${event.id} `
-    for (const entry of change.ledger) record.ledger += `${entry.id} `
+    let record = this.committed.get(id)
+    if (record === undefined) this.committed.set(id, (record = { events: [], ledger: [], version: 0, balances: new Balances() }))
+    for (const event of change.events) record.events.push(event.id)
+    for (const entry of change.ledger) record.ledger.push(entry.id)
     record.version = after.version
-    this.committed.set(id, record)
     this.checkLedgerGroup(after, change.ledger)
-    let balances = this.ledgerModel.get(id)
-    if (balances === undefined) this.ledgerModel.set(id, (balances = new Map()))
-    for (const entry of change.ledger) post(balances, entry)
-    this.checkLedgerEquations(after, balances, "after a decision")
+    for (const entry of change.ledger) post(record.balances, entry)
+    this.checkLedgerEquations(after, record.balances, "after a decision")
   }
 
   /**
@@ -333,14 +364,14 @@ export class Auditor {
       const entries = state.ledger.get(payment.id) ?? []
       // What the store holds is exactly what was committed: every event and entry once, in order.
       const committed = this.committed.get(payment.id)
-      const storedEvents = events.map((e) => `${e.id} `).join("")
-      const storedLedger = entries.map((e) => `${e.id} `).join("")
-      this.check(committed !== undefined && committed.events === storedEvents, "event-stream-stored", () =>
-        `payment ${payment.id}: stored events [${storedEvents.trim()}], committed [${committed?.events.trim()}]`)
-      this.check(committed !== undefined && committed.ledger === storedLedger && committed.version === payment.version, "ledger-stored", () =>
-        `payment ${payment.id} v${payment.version}: stored ledger [${storedLedger.trim()}], committed [${committed?.ledger.trim()}] v${committed?.version}`)
+      const sameIds = (stored: ReadonlyArray<{ readonly id: string }>, ids: ReadonlyArray<string> | undefined) =>
+        ids !== undefined && ids.length === stored.length && stored.every((row, i) => row.id === ids[i])
+      this.check(sameIds(events, committed?.events), "event-stream-stored", () =>
+        `payment ${payment.id}: stored events [${events.map((e) => e.id).join(" ")}], committed [${committed?.events.join(" ")}]`)
+      this.check(sameIds(entries, committed?.ledger) && committed?.version === payment.version, "ledger-stored", () =>
+        `payment ${payment.id} v${payment.version}: stored ledger [${entries.map((e) => e.id).join(" ")}], committed [${committed?.ledger.join(" ")}] v${committed?.version}`)
       this.checkLedgerGroup(payment, entries)
-      const balances: Balances = new Map()
+      const balances = new Balances()
       for (const entry of entries) post(balances, entry)
       this.checkLedgerEquations(payment, balances, "at the end")
       this.checkAmounts(payment)

@@ -1,6 +1,6 @@
 import { createHmac, timingSafeEqual } from "node:crypto"
 import { Effect } from "effect"
-import type { Delivery } from "../src/domain/Webhook.ts"
+import type { DeliveryRecord } from "../src/store/MemoryWebhookStore.ts"
 import type { TransportResult, WebhookTransportShape } from "../src/platform/WebhookTransport.ts"
 import type { Auditor } from "./Auditor.ts"
 import type { FaultRates } from "./Options.ts"
@@ -17,9 +17,29 @@ export interface EndpointStats {
   outageRefusals: number
 }
 
-interface Receipt {
-  readonly attempt: number
-  readonly atMs: number
+/**
+ * What an endpoint remembers of one delivery: its latest POST (attempt and when), when it
+ * acknowledged one with a 2xx, and which attempt numbers reached it (bits 0-30 of `mask`; any
+ * other number in `others`). A few numbers a delivery, not a list of receipts: 100,000 payments
+ * make half a million deliveries.
+ */
+class Received {
+  ackedAtMs: number | null = null
+  mask = 0
+  others: Set<number> | null = null
+  lastAttempt = 0
+  lastAtMs = 0
+
+  add(attempt: number, atMs: number) {
+    this.lastAttempt = attempt
+    this.lastAtMs = atMs
+    if (Number.isInteger(attempt) && attempt >= 0 && attempt <= 30) this.mask |= 1 << attempt
+    else (this.others ??= new Set()).add(attempt)
+  }
+
+  has(attempt: number) {
+    return Number.isInteger(attempt) && attempt >= 0 && attempt <= 30 ? (this.mask & (1 << attempt)) !== 0 : this.others?.has(attempt) === true
+  }
 }
 
 /**
@@ -42,8 +62,7 @@ export const makeSimulatedEndpoints = (
   const stats: EndpointStats = { posts: 0, answered2xx: 0, answered4xx: 0, answered5xx: 0, slow: 0, lagging: 0, noAnswer: 0, outageRefusals: 0 }
   const outages = new Map<string, ReadonlyArray<readonly [number, number]>>()
   /** By delivery id: the attempts received, and when one was acknowledged with a 2xx. */
-  const received = new Map<string, Array<Receipt>>()
-  const acknowledged = new Map<string, number>()
+  const received = new Map<string, Received>()
   /** Event id → the delivery id its POSTs carry (one delivery per event, the same on every attempt). */
   const deliveryOfEvent = new Map<string, string>()
 
@@ -69,7 +88,7 @@ export const makeSimulatedEndpoints = (
         Effect.sync(() => {
           if (status >= 200 && status < 300) {
             stats.answered2xx++
-            acknowledged.set(deliveryId, nowMs())
+            received.get(deliveryId)!.ackedAtMs = nowMs()
           } else if (status < 500) stats.answered4xx++
           else stats.answered5xx++
         })
@@ -89,18 +108,18 @@ export const makeSimulatedEndpoints = (
         auditor.check(deliveryId.startsWith("whd_") && (firstDelivery === undefined || firstDelivery === deliveryId), "webhook-same-delivery-id", () =>
           `event ${eventId}: attempt ${attempt} carries delivery id ${deliveryId}, earlier attempts ${firstDelivery}`)
         if (firstDelivery === undefined) deliveryOfEvent.set(eventId, deliveryId)
-        const ackedAt = acknowledged.get(deliveryId)
-        auditor.check(ackedAt === undefined || lastCrashMs() >= ackedAt, "webhook-nothing-after-2xx", () =>
+        const receipts = received.get(deliveryId)
+        const ackedAt = receipts?.ackedAtMs ?? null
+        auditor.check(ackedAt === null || lastCrashMs() >= ackedAt, "webhook-nothing-after-2xx", () =>
           `delivery ${deliveryId} (event ${eventId}): attempt ${attempt} arrived after the endpoint acknowledged it`)
-        const receipts = received.get(deliveryId) ?? []
-        const previous = receipts[receipts.length - 1]
-        auditor.check(previous === undefined || attempt >= previous.attempt || lastCrashMs() >= previous.atMs, "webhook-attempt-numbers", () =>
-          `delivery ${deliveryId}: attempt ${attempt} after attempt ${previous?.attempt}`)
+        auditor.check(receipts === undefined || attempt >= receipts.lastAttempt || lastCrashMs() >= receipts.lastAtMs, "webhook-attempt-numbers", () =>
+          `delivery ${deliveryId}: attempt ${attempt} after attempt ${receipts?.lastAttempt}`)
         // One attempt reaches the endpoint once; only a crash may make the service send it again.
-        auditor.check(previous === undefined || attempt !== previous.attempt || lastCrashMs() >= previous.atMs, "webhook-once-per-attempt", () =>
+        auditor.check(receipts === undefined || attempt !== receipts.lastAttempt || lastCrashMs() >= receipts.lastAtMs, "webhook-once-per-attempt", () =>
           `delivery ${deliveryId}: attempt ${attempt} arrived twice`)
-        receipts.push({ attempt, atMs: now })
-        received.set(deliveryId, receipts)
+        const record = receipts ?? new Received()
+        if (receipts === undefined) received.set(deliveryId, record)
+        record.add(attempt, now)
         const verified = verifySignature(request.headers["x-service-signature"], request.body, secretsOf(request.url), now)
         auditor.check(verified === null, "webhook-signature", () => `event ${eventId} attempt ${attempt}: ${verified}`)
         auditor.check(bodyEventId(request.body) === eventId, "webhook-signature", () => `event ${eventId}: the body names another event`)
@@ -128,11 +147,13 @@ export const makeSimulatedEndpoints = (
       })
   }
   /** The attempt numbers of a delivery that reached the endpoint. */
-  const receivedAttempts = (deliveryId: string): ReadonlySet<number> => new Set((received.get(deliveryId) ?? []).map((r) => r.attempt))
+  const receivedAttempts = (deliveryId: string): { readonly has: (attempt: number) => boolean } => received.get(deliveryId) ?? nothingReceived
   return { transport, stats, receivedAttempts }
 }
 
 /** The merchant's check (docs/webhooks.md): a fresh timestamp and an HMAC of "t.body" under an accepted secret. Null when valid. */
+const nothingReceived = { has: (_attempt: number) => false }
+
 const verifySignature = (header: string | undefined, body: string, secrets: ReadonlyArray<string>, nowMs: number): string | null => {
   if (header === undefined) return "unsigned POST"
   const parts = header.split(",").map((part) => part.split("="))
@@ -160,7 +181,8 @@ const bodyEventId = (body: string): string | undefined => {
  */
 export const auditDeliveries = (
   auditor: Auditor,
-  deliveries: Iterable<Delivery>,
+  /** The stored deliveries (their payloads are not needed). */
+  deliveries: Iterable<DeliveryRecord>,
   options: {
     readonly nowMs: number
     readonly scheduleMs: ReadonlyArray<number>
@@ -168,7 +190,7 @@ export const auditDeliveries = (
     readonly toleranceMs: number
     readonly crashesMs: ReadonlyArray<number>
     /** Attempt numbers of a delivery that reached its endpoint. */
-    readonly receivedAttempts: (deliveryId: string) => ReadonlySet<number>
+    readonly receivedAttempts: (deliveryId: string) => { readonly has: (attempt: number) => boolean }
   }
 ) => {
   const byEvent = new Set<string>()
@@ -177,7 +199,7 @@ export const auditDeliveries = (
   const crashBetween = (fromMs: number, toMs: number) => options.crashesMs.some((c) => c >= fromMs && c <= toMs)
   // Deliveries in order per payment and URL: each one waits for the one before it (by sequence).
   const all = [...deliveries]
-  const chains = new Map<string, Array<Delivery>>()
+  const chains = new Map<string, Array<DeliveryRecord>>()
   for (const d of all) {
     if (d.order === null) continue
     const key = `${d.order.paymentId} ${d.url}`
@@ -186,7 +208,7 @@ export const auditDeliveries = (
     chains.set(key, chain)
   }
   /** When a delivery's last attempt ended it for good (a 2xx, or the last of the schedule); null while open. */
-  const endedAtMs = (d: Delivery) => {
+  const endedAtMs = (d: DeliveryRecord) => {
     const last = d.attempts.find((a, i) =>
       (a.responseStatus !== null && a.responseStatus >= 200 && a.responseStatus < 300) || i === options.scheduleMs.length)
     return last === undefined ? null : Date.parse(last.at)

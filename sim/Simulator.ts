@@ -204,7 +204,7 @@ export const runSimulation = (options: SimOptions): SimResult => {
   const quiesceEndMs = Math.max(time.nowMs, horizonEndMs) + quiesceMs
   const idle = () =>
     state.inFlight.size === 0 && state.outbox.length === 0 && disputes.idle() &&
-    (!options.webhooks || [...state.webhooks.deliveries.values()].every((row) => row.delivery.status === "succeeded" || row.delivery.status === "failed"))
+    (!options.webhooks || [...state.webhooks.deliveries.values()].every((row) => row.status === "succeeded" || row.status === "failed"))
   time.run({ untilMs: time.nowMs + 30 * 60_000, stop: () => auditor.failed })
   while (!auditor.failed && time.nowMs < quiesceEndMs && !idle()) {
     time.run({ untilMs: Math.min(quiesceEndMs, time.nowMs + 15 * 60_000), stop: () => auditor.failed })
@@ -226,7 +226,7 @@ export const runSimulation = (options: SimOptions): SimResult => {
         `payment ${id}: refunded ${payment.refundedAmountCents}, the merchant was told ${expected.refundedCents}`)
     }
     if (options.webhooks) {
-      deliveries = auditDeliveries(auditor, [...state.webhooks.deliveries.values()].map((row) => row.delivery), {
+      deliveries = auditDeliveries(auditor, [...state.webhooks.deliveries.values()].map((row) => row.record), {
         nowMs: time.nowMs,
         scheduleMs: config.webhookRetryScheduleMs,
         timeoutMs: config.webhookTimeoutMs,
@@ -239,7 +239,7 @@ export const runSimulation = (options: SimOptions): SimResult => {
       auditor.check(state.outbox.length === 0, "webhook-outbox-drained", () => `${state.outbox.length} events never became deliveries`)
       // Every event of a merchant with a webhook URL (all of them here) gets its delivery.
       const delivered = new Set<string>()
-      for (const row of state.webhooks.deliveries.values()) delivered.add(row.delivery.eventId)
+      for (const row of state.webhooks.deliveries.values()) delivered.add(row.eventId)
       for (const events of state.events.values()) {
         for (const event of events) {
           if (!delivered.has(event.id)) auditor.fail("webhook-every-event-delivered", `event ${event.id} (${event.type} of ${event.paymentId}) has no delivery`)

@@ -1,15 +1,182 @@
 import { Effect, Layer } from "effect"
 import type { Merchant } from "../domain/Merchant.ts"
-import { type Delivery, isOpen } from "../domain/Webhook.ts"
+import type { PaymentEvent } from "../domain/Payment.ts"
+import { type Attempt, type Delivery, eventPayload, isOpen } from "../domain/Webhook.ts"
 import { MinHeap } from "../platform/MinHeap.ts"
 import type { MemoryState } from "./MemoryStore.ts"
 import type { PageRequest } from "./Store.ts"
 import { emptyCounts, WebhookStore, type WebhookStoreShape } from "./WebhookStore.ts"
 
-interface DeliveryRow {
-  delivery: Delivery
-  leaseToken: string | null
-  leaseUntil: string | null
+/** A delivery without its payload: what an audit of the stored deliveries reads. */
+export type DeliveryRecord = Omit<Delivery, "payload">
+
+/**
+ * An ended delivery of an event the store holds, in as few fields as rebuild it exactly: the
+ * event gives the merchant, event id and type, order and payload; `times` holds completedAt and
+ * firstFailedAt (ms, NaN for null), then per attempt its time, response status (NaN: none),
+ * duration and error (an index into the interned error texts, -1: none).
+ */
+interface Ended {
+  readonly id: string
+  readonly url: string
+  readonly status: "succeeded" | "failed"
+  readonly createdAt: string
+  readonly times: Array<number>
+}
+
+/** Error texts of attempts, each kept once (a few distinct ones: "HTTP 503: ...", timeouts). */
+export interface ErrorTexts {
+  readonly texts: Array<string>
+  readonly ids: Map<string, number>
+}
+
+const isoMs = (iso: string | null) => {
+  if (iso === null) return Number.NaN
+  const ms = Date.parse(iso)
+  return Number.isFinite(ms) && new Date(ms).toISOString() === iso ? ms : undefined
+}
+const fromMs = (ms: number) => (Number.isNaN(ms) ? null : new Date(ms).toISOString())
+
+const rebuild = (ended: Ended, source: PaymentEvent, errors: ErrorTexts, payload: string | undefined): Delivery | DeliveryRecord => {
+  const t = ended.times
+  const attempts: Array<Attempt> = []
+  for (let i = 2; i < t.length; i += 4) {
+    attempts.push({
+      attempt: attempts.length + 1,
+      at: fromMs(t[i]!)!,
+      responseStatus: Number.isNaN(t[i + 1]!) ? null : t[i + 1]!,
+      durationMs: t[i + 2]!,
+      error: t[i + 3]! < 0 ? null : errors.texts[t[i + 3]!]!
+    })
+  }
+  const common = {
+    id: ended.id,
+    merchantId: source.merchantId,
+    eventId: source.id,
+    eventType: source.type,
+    url: ended.url
+  }
+  const rest = {
+    status: ended.status,
+    attempts,
+    nextAttemptAt: null,
+    firstFailedAt: fromMs(t[1]!),
+    createdAt: ended.createdAt,
+    completedAt: fromMs(t[0]!),
+    order: { paymentId: source.paymentId, sequence: source.sequence }
+  }
+  return payload === undefined ? { ...common, ...rest } : { ...common, payload, ...rest }
+}
+
+const sameAttempts = (a: ReadonlyArray<Attempt>, b: ReadonlyArray<Attempt>) =>
+  a.length === b.length && a.every((x, i) => {
+    const y = b[i]!
+    return x.attempt === y.attempt && x.at === y.at && x.responseStatus === y.responseStatus && x.durationMs === y.durationMs && x.error === y.error
+  })
+
+/** Field by field: the rebuilt delivery is the stored one (payload aside, compared on its own). */
+const sameRecord = (a: DeliveryRecord, b: DeliveryRecord) =>
+  a.id === b.id && a.merchantId === b.merchantId && a.eventId === b.eventId && a.eventType === b.eventType && a.url === b.url &&
+  a.status === b.status && a.nextAttemptAt === b.nextAttemptAt && a.firstFailedAt === b.firstFailedAt && a.createdAt === b.createdAt &&
+  a.completedAt === b.completedAt && a.order !== null && b.order !== null && a.order.paymentId === b.order.paymentId &&
+  a.order.sequence === b.order.sequence && sameAttempts(a.attempts, b.attempts)
+
+/** The compact form of an ended delivery of `source`, or null when it would not rebuild byte for byte. */
+const compact = (delivery: Delivery, source: PaymentEvent, errors: ErrorTexts): Ended | null => {
+  if (delivery.status !== "succeeded" && delivery.status !== "failed") return null
+  const completed = isoMs(delivery.completedAt)
+  const firstFailed = isoMs(delivery.firstFailedAt)
+  if (completed === undefined || firstFailed === undefined) return null
+  const times = new Array<number>(2 + 4 * delivery.attempts.length)
+  times[0] = completed
+  times[1] = firstFailed
+  let i = 2
+  for (const attempt of delivery.attempts) {
+    const at = isoMs(attempt.at)
+    if (at === undefined || Number.isNaN(at)) return null
+    let error = -1
+    if (attempt.error !== null) {
+      error = errors.ids.get(attempt.error) ?? errors.texts.length
+      if (error === errors.texts.length) {
+        errors.texts.push(attempt.error)
+        errors.ids.set(attempt.error, error)
+      }
+    }
+    times[i++] = at
+    times[i++] = attempt.responseStatus ?? Number.NaN
+    times[i++] = attempt.durationMs
+    times[i++] = error
+  }
+  const ended: Ended = { id: delivery.id, url: delivery.url, status: delivery.status, createdAt: delivery.createdAt, times }
+  if (!sameRecord(rebuild(ended, source, errors, undefined), delivery)) return null
+  return delivery.payload === eventPayload(source) ? ended : null
+}
+
+/**
+ * One stored delivery. While it is open it is kept as it is (the dispatcher reads and sends it).
+ * Once it has ended (succeeded, or failed for good) it is only read again (a GET, a resend, an
+ * audit), so when it is a delivery of an event the store holds it is kept compact (`Ended`)
+ * and rebuilt on read, exactly: half a million deliveries with their payloads and attempt
+ * objects would otherwise stay in memory for 100,000 simulated payments, where PostgreSQL keeps
+ * them on disk.
+ */
+export class DeliveryRow {
+  leaseToken: string | null = null
+  leaseUntil: string | null = null
+  private current: Delivery | null
+  private ended: Ended | null = null
+
+  constructor(
+    delivery: Delivery,
+    /** The event the delivery was made from (null: a test event, or unknown). */
+    private readonly source: PaymentEvent | null,
+    private readonly errors: ErrorTexts
+  ) {
+    this.current = delivery
+  }
+
+  /** Stores the delivery as it is now. */
+  set(delivery: Delivery) {
+    const ended = this.source === null ? null : compact(delivery, this.source, this.errors)
+    this.current = ended === null ? delivery : null
+    this.ended = ended
+  }
+
+  /** The delivery, payload included. */
+  get delivery(): Delivery {
+    return this.current ?? (rebuild(this.ended!, this.source!, this.errors, eventPayload(this.source!)) as Delivery)
+  }
+
+  /** The delivery without its payload (cheaper for an ended one). */
+  get record(): DeliveryRecord {
+    return this.current ?? rebuild(this.ended!, this.source!, this.errors, undefined)
+  }
+
+  get id() {
+    return this.current?.id ?? this.ended!.id
+  }
+  get merchantId() {
+    return this.current?.merchantId ?? this.source!.merchantId
+  }
+  get eventId() {
+    return this.current?.eventId ?? this.source!.id
+  }
+  get status() {
+    return this.current?.status ?? this.ended!.status
+  }
+  get createdAt() {
+    return this.current?.createdAt ?? this.ended!.createdAt
+  }
+  /** The key of its payment's order to its URL (null: unordered). */
+  get orderKey() {
+    const d = this.current
+    if (d !== null) return d.order === null ? null : `${d.order.paymentId} ${d.url}`
+    return `${this.source!.paymentId} ${this.ended!.url}`
+  }
+  /** Still has an attempt ahead of it (only an open delivery is kept as it is). */
+  get open() {
+    return this.current !== null && isOpen(this.current)
+  }
 }
 
 /** The webhook part of the memory store's state (kept in MemoryState so a "restart" keeps it). */
@@ -25,6 +192,7 @@ export interface WebhookMemoryState {
   readonly due: MinHeap<DueEntry>
   /** Open ordered deliveries by payment and URL: a delivery waits while an earlier one is open. */
   readonly openInOrder: Map<string, Set<DeliveryRow>>
+  readonly errors: ErrorTexts
 }
 
 interface DueEntry {
@@ -39,10 +207,11 @@ export const emptyWebhookState = (): WebhookMemoryState => ({
   deliveryByEvent: new Set(),
   previousSecrets: new Map(),
   due: new MinHeap(before),
-  openInOrder: new Map()
+  openInOrder: new Map(),
+  errors: { texts: [], ids: new Map() }
 })
 
-const newestFirst = (a: Delivery, b: Delivery) =>
+const newestFirst = (a: DeliveryRow, b: DeliveryRow) =>
   a.createdAt < b.createdAt ? 1 : a.createdAt > b.createdAt ? -1 : a.id < b.id ? 1 : a.id > b.id ? -1 : 0
 
 const paginate = <A>(rows: ReadonlyArray<A>, page: PageRequest) => ({
@@ -60,25 +229,24 @@ export const memoryWebhookOperations = (state: MemoryState): WebhookStoreShape =
   const w = state.webhooks
   /** Records when a (changed) delivery next needs attention; finished ones need none. */
   const schedule = (row: DeliveryRow) => {
-    if (isOpen(row.delivery)) w.due.push({ at: dueAt(row), id: row.delivery.id })
+    if (row.open) w.due.push({ at: dueAt(row), id: row.id })
   }
   /** The earliest entry that still describes its delivery, dropping stale ones on the way. */
   const peekDue = (): DueEntry | undefined => {
     while (w.due.size > 0) {
       const top = w.due.peek()!
       const row = w.deliveries.get(top.id)
-      if (row !== undefined && isOpen(row.delivery) && dueAt(row) === top.at) return top
+      if (row !== undefined && row.open && dueAt(row) === top.at) return top
       w.due.pop()
     }
     return undefined
   }
-  const orderKey = (delivery: Delivery) => (delivery.order === null ? null : `${delivery.order.paymentId} ${delivery.url}`)
   /** Keeps `openInOrder` true after a row's delivery changed (or appeared). */
   const track = (row: DeliveryRow) => {
-    const key = orderKey(row.delivery)
+    const key = row.orderKey
     if (key === null) return
     const open = w.openInOrder.get(key)
-    if (isOpen(row.delivery)) {
+    if (row.open) {
       if (open === undefined) w.openInOrder.set(key, new Set([row]))
       else open.add(row)
     } else if (open !== undefined) {
@@ -88,7 +256,7 @@ export const memoryWebhookOperations = (state: MemoryState): WebhookStoreShape =
   }
   /** An earlier delivery of the same payment to the same URL is still open. */
   const waitsForEarlier = (row: DeliveryRow) => {
-    const key = orderKey(row.delivery)
+    const key = row.orderKey
     if (key === null) return false
     const sequence = row.delivery.order!.sequence
     for (const other of w.openInOrder.get(key) ?? []) {
@@ -96,10 +264,10 @@ export const memoryWebhookOperations = (state: MemoryState): WebhookStoreShape =
     }
     return false
   }
-  const insert = (delivery: Delivery) => {
+  const insert = (delivery: Delivery, source: PaymentEvent | null) => {
     if (w.deliveryByEvent.has(delivery.eventId)) return false
     w.deliveryByEvent.add(delivery.eventId)
-    const row = { delivery, leaseToken: null, leaseUntil: null }
+    const row = new DeliveryRow(delivery, source, w.errors)
     w.deliveries.set(delivery.id, row)
     track(row)
     schedule(row)
@@ -107,7 +275,7 @@ export const memoryWebhookOperations = (state: MemoryState): WebhookStoreShape =
   }
   const own = (merchantId: string, id: string) => {
     const row = w.deliveries.get(id)
-    return row === undefined || row.delivery.merchantId !== merchantId ? null : row
+    return row === undefined || row.merchantId !== merchantId ? null : row
   }
   return {
     drainOutbox: (limit, build) =>
@@ -117,22 +285,24 @@ export const memoryWebhookOperations = (state: MemoryState): WebhookStoreShape =
         for (const event of events) {
           const merchant = state.merchants.get(event.merchantId)
           const delivery = merchant === undefined ? null : build(event, merchant)
-          if (delivery !== null && insert(delivery)) created.push(delivery)
+          if (delivery !== null && insert(delivery, delivery.eventId === event.id ? event : null)) created.push(delivery)
         }
         return { drained: events.length, created }
       }),
-    insertDelivery: (delivery) => Effect.sync(() => void insert(delivery)),
-    getDelivery: (merchantId, id) => Effect.sync(() => own(merchantId, id)?.delivery ?? null),
+    insertDelivery: (delivery) => Effect.sync(() => void insert(delivery, null)),
+    getDelivery: (merchantId, id) =>
+      Effect.sync(() => {
+        const row = own(merchantId, id)
+        return row === null ? null : row.delivery
+      }),
     listDeliveries: (merchantId, filter, page) =>
-      Effect.sync(() =>
-        paginate(
-          [...w.deliveries.values()]
-            .map((r) => r.delivery)
-            .filter((d) => d.merchantId === merchantId && (filter.status === undefined || d.status === filter.status))
-            .sort(newestFirst),
-          page
-        )
-      ),
+      Effect.sync(() => {
+        const rows = [...w.deliveries.values()]
+          .filter((row) => row.merchantId === merchantId && (filter.status === undefined || row.status === filter.status))
+          .sort(newestFirst)
+        const found = paginate(rows, page)
+        return { items: found.items.map((row) => row.delivery), totalCount: found.totalCount }
+      }),
     claimDue: (now, lease, limit) =>
       Effect.sync(() => {
         const claimed: Array<Delivery> = []
@@ -168,7 +338,7 @@ export const memoryWebhookOperations = (state: MemoryState): WebhookStoreShape =
       Effect.sync(() => {
         const row = w.deliveries.get(delivery.id)
         if (row === undefined || row.leaseToken !== token) return false
-        row.delivery = delivery
+        row.set(delivery)
         row.leaseToken = null
         row.leaseUntil = null
         track(row)
@@ -190,7 +360,7 @@ export const memoryWebhookOperations = (state: MemoryState): WebhookStoreShape =
         let due = 0
         let oldestDueAt: string | null = null
         for (const row of w.deliveries.values()) {
-          if (!isOpen(row.delivery)) continue
+          if (!row.open) continue
           open++
           const at = row.delivery.nextAttemptAt!
           if (at <= now && !leaseLive(row, now)) {
@@ -205,9 +375,10 @@ export const memoryWebhookOperations = (state: MemoryState): WebhookStoreShape =
       Effect.sync(() => {
         const row = own(merchantId, id)
         if (row === null) return { _tag: "NotFound" as const }
-        const next = decide(row.delivery)
-        if (next === null) return { _tag: "Refused" as const, delivery: row.delivery }
-        row.delivery = next
+        const current = row.delivery
+        const next = decide(current)
+        if (next === null) return { _tag: "Refused" as const, delivery: current }
+        row.set(next)
         row.leaseToken = null
         row.leaseUntil = null
         track(row)
@@ -218,8 +389,9 @@ export const memoryWebhookOperations = (state: MemoryState): WebhookStoreShape =
       Effect.sync(() => {
         const counts = emptyCounts()
         const attempts: Array<{ at: string; ok: boolean }> = []
-        for (const { delivery } of w.deliveries.values()) {
-          if (delivery.merchantId !== merchantId) continue
+        for (const row of w.deliveries.values()) {
+          if (row.merchantId !== merchantId) continue
+          const delivery = row.record
           counts[delivery.status]++
           for (const a of delivery.attempts) attempts.push({ at: a.at, ok: a.error === null })
         }

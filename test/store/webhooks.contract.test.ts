@@ -4,7 +4,10 @@ import { afterAttempt, newDelivery } from "../../src/domain/Webhook.ts"
 import { layerMemory } from "../../src/store/MemoryStore.ts"
 import { Store } from "../../src/store/Store.ts"
 import { WebhookStore } from "../../src/store/WebhookStore.ts"
+import * as Payment from "../../src/domain/Payment.ts"
+import { accepted, createInput } from "../domain/fixtures.ts"
 import { freshDatabase, pgStoreLayer } from "../support/database.ts"
+import { apiKeyFor, merchantFor, testWorld } from "./harness.ts"
 
 const at = (minute: number) => new Date(Date.UTC(2026, 10, 22, 4, minute)).toISOString()
 const merchant = { id: "mer_c", name: "C", webhookUrl: "http://example.com/h", webhookSecret: "whsec_c", createdAt: at(0), updatedAt: at(0) }
@@ -93,6 +96,42 @@ const webhookStoreContract = (name: string, layer: () => Layer.Layer<Store | Web
         // Open: whd_3..6, all leased, so none is due.
         expect(yield* store.backlog(at(40))).toEqual({ open: 4, due: 0, oldestDueAt: null })
         expect(yield* store.backlog(at(100))).toEqual({ open: 4, due: 4, oldestDueAt: at(3) })
+      }).pipe(Effect.provide(layer())))
+
+    it.effect("an ended delivery reads back with its exact payload, and a resend sends that payload again", () =>
+      Effect.gen(function*() {
+        const w = testWorld()
+        const owner = merchantFor(w)
+        yield* Effect.flatMap(Store, (s) => s.insertMerchant(owner, apiKeyFor(w, owner.id, owner.createdAt)))
+        for (const amountCents of [1_000, 2_000]) {
+          const change = accepted(Payment.create(createInput(owner.id, { amountCents }), w.context()))
+          yield* Effect.flatMap(Store, (s) => s.insertPayment(change))
+        }
+        const store = yield* WebhookStore
+        const now = w.clock.now()
+        const { created } = yield* store.drainOutbox(100, (event, m) =>
+          m.id !== owner.id ? null : newDelivery({
+            id: w.mintId("webhookDelivery"), merchantId: m.id, url: m.webhookUrl!, event, now,
+            order: { paymentId: event.paymentId, sequence: event.sequence }
+          }))
+        const mine = created.filter((d) => d.merchantId === owner.id)
+        expect(mine).toHaveLength(2)
+        const claimed = (yield* store.claimDue(now, { token: "t", until: at(59) }, 100)).filter((d) => d.merchantId === owner.id)
+        expect(claimed.map((d) => d.payload).sort()).toEqual(mine.map((d) => d.payload).sort())
+        const [first, second] = claimed
+        const succeeded = afterAttempt(first!, now, { _tag: "Answered", status: 200, snippet: "", durationMs: 5 }, [], now)
+        const failed = afterAttempt(second!, now, { _tag: "Answered", status: 500, snippet: "", durationMs: 5 }, [], now)
+        expect([succeeded.delivery.status, failed.delivery.status]).toEqual(["succeeded", "failed"])
+        expect(yield* store.recordAttempt(succeeded.delivery, succeeded.attempt, "t")).toBe(true)
+        expect(yield* store.recordAttempt(failed.delivery, failed.attempt, "t")).toBe(true)
+        expect(yield* store.getDelivery(owner.id, first!.id)).toEqual(succeeded.delivery)
+        expect(yield* store.getDelivery(owner.id, second!.id)).toEqual(failed.delivery)
+        const listed = (yield* store.listDeliveries(owner.id, {}, { page: 1, perPage: 10 })).items
+        expect([...listed].sort((a, b) => (a.id < b.id ? -1 : 1))).toEqual([succeeded.delivery, failed.delivery].sort((a, b) => (a.id < b.id ? -1 : 1)))
+        const resent = yield* store.resend(owner.id, second!.id, (d) => ({ ...d, status: "retrying", nextAttemptAt: now, completedAt: null }))
+        expect(resent._tag).toBe("Resent")
+        const again = (yield* store.claimDue(now, { token: "u", until: at(59) }, 100)).filter((d) => d.merchantId === owner.id)
+        expect(again.map((d) => d.payload)).toEqual([second!.payload])
       }).pipe(Effect.provide(layer())))
   })
 
