@@ -50,5 +50,5 @@ describe("creates abandoned by their clients", () => {
       service.child.kill("SIGTERM")
       await service.exited
     }
-  })
+  }, 180_000) // a child process: starting it alone takes 12 s on a loaded machine (CI runs files in parallel)
 })
