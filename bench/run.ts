@@ -263,6 +263,18 @@ const main = async () => {
   }
   const children: Array<ChildProcess> = []
   const receivers: Array<Server> = []
+  // The whole run is bounded: each load phase lasts `--duration` (the create scenario runs three:
+  // the service, pgbench, node:http + pg), and set-up, warm-up and the audit take well under
+  // five minutes. A run past that is stuck (once: the embedded PostgreSQL vanished under it), so
+  // it stops by itself, says so, and fails.
+  const boundSeconds = durationSeconds * 4 + 300
+  const watchdog = setTimeout(() => {
+    console.error(`bench: still running after ${boundSeconds} s (bound: 4 × --duration + 300 s); stopping, nothing measured`)
+    for (const child of children) child.kill("SIGKILL")
+    void (database?.stop() ?? Promise.resolve()).finally(() => process.exit(1))
+    setTimeout(() => process.exit(1), 10_000).unref()
+  }, boundSeconds * 1000)
+  watchdog.unref()
   const monitor = new pg.Client({ connectionString: databaseUrl })
   try {
     const created = JSON.parse(execFileSync(process.execPath, ["--import", "tsx", "src/main.ts", "merchant", "create", "--name", "Bench"], { env, encoding: "utf8" }))
@@ -521,6 +533,7 @@ const main = async () => {
       process.exitCode = 1
     }
   } finally {
+    clearTimeout(watchdog)
     for (const child of children) child.kill("SIGTERM")
     for (const receiver of receivers) receiver.close()
     await sleep(500)
