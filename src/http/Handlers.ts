@@ -5,7 +5,7 @@ import type { Currency } from "../domain/Money.ts"
 import { ApiKeys } from "../services/ApiKeys.ts"
 import { Merchants } from "../services/Merchants.ts"
 import { Payments } from "../services/Payments.ts"
-import { maximumSeriesRows, Store } from "../store/Store.ts"
+import { type AnalyticsRow, maximumSeriesRows, Store } from "../store/Store.ts"
 import * as E from "./ApiError.ts"
 import { mapErrors } from "./ApiError.ts"
 import { CurrentMerchant, PaymentsApi } from "./Api.ts"
@@ -119,6 +119,16 @@ const TransactionsLive = HttpApiBuilder.group(PaymentsApi, "transactions", (hand
         }))
   }))
 
+/** A rollup row's money figures in its currency (the totals by currency and each period of the series). */
+const moneyFigures = (r: AnalyticsRow) => ({
+  transaction_count: r.transactionCount,
+  volume_cents: r.volumeCents,
+  captured_cents: r.capturedCents,
+  refunded_cents: r.refundedCents,
+  fees_cents: r.feesCents,
+  revenue_cents: r.capturedCents - r.refundedCents - r.feesCents
+})
+
 const rate = (numerator: number, denominator: number) =>
   denominator === 0 ? null : Math.round((numerator / denominator) * 1e6) / 1e6
 
@@ -164,25 +174,12 @@ const MerchantsLive = HttpApiBuilder.group(PaymentsApi, "merchants", (handlers) 
               // Refunded share of captured money; currencies are not mixed in the sums' ratio.
               refund_rate: rate(sum((r) => r.refundedCents), sum((r) => r.capturedCents)),
               dispute_rate: rate(sum((r) => r.disputedCount), sum((r) => r.capturedCount)),
-              by_currency: rows.map((r) => ({
-                currency: r.currency as Currency,
-                transaction_count: r.transactionCount,
-                volume_cents: r.volumeCents,
-                captured_cents: r.capturedCents,
-                refunded_cents: r.refundedCents,
-                fees_cents: r.feesCents,
-                revenue_cents: r.capturedCents - r.refundedCents - r.feesCents
-              })),
+              by_currency: rows.map((r) => ({ currency: r.currency as Currency, ...moneyFigures(r) })),
               interval,
               series: periods.map((r) => ({
                 currency: r.currency as Currency,
                 period_start: r.periodStart,
-                transaction_count: r.transactionCount,
-                volume_cents: r.volumeCents,
-                captured_cents: r.capturedCents,
-                refunded_cents: r.refundedCents,
-                fees_cents: r.feesCents,
-                revenue_cents: r.capturedCents - r.refundedCents - r.feesCents,
+                ...moneyFigures(r),
                 approval_rate: rate(r.approvedCount, r.decidedCount),
                 fraud_rate: rate(r.blockedCount, r.approvedCount)
               }))

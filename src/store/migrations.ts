@@ -6,6 +6,19 @@ import { Effect } from "effect"
 const statements = (text: string) =>
   Effect.flatMap(SqlClient.SqlClient, (sql) => sql.unsafe(text).pipe(Effect.asVoid))
 
+/** The rollup triggers' summed columns and their upsert (one text, two triggers). */
+const rollupSums = `      SELECT d.merchant_id, d.currency, d.hour, d.shard, sum(d.transaction_count), sum(d.volume_cents), sum(d.captured_cents),
+        sum(d.refunded_cents), sum(d.fees_cents), sum(d.decided_count), sum(d.approved_count), sum(d.blocked_count),
+        sum(d.captured_count), sum(d.disputed_count)
+`
+const rollupUpsert = `      ON CONFLICT (merchant_id, hour, currency, shard) DO UPDATE SET
+        transaction_count = r.transaction_count + EXCLUDED.transaction_count, volume_cents = r.volume_cents + EXCLUDED.volume_cents,
+        captured_cents = r.captured_cents + EXCLUDED.captured_cents, refunded_cents = r.refunded_cents + EXCLUDED.refunded_cents,
+        fees_cents = r.fees_cents + EXCLUDED.fees_cents, decided_count = r.decided_count + EXCLUDED.decided_count,
+        approved_count = r.approved_count + EXCLUDED.approved_count, blocked_count = r.blocked_count + EXCLUDED.blocked_count,
+        captured_count = r.captured_count + EXCLUDED.captured_count, disputed_count = r.disputed_count + EXCLUDED.disputed_count;
+`
+
 export const migrations = Migrator.fromRecord({
   "0001_core": statements(`
     CREATE TABLE merchants (
@@ -305,18 +318,9 @@ export const migrations = Migrator.fromRecord({
     CREATE FUNCTION payment_rollups_after_insert() RETURNS trigger LANGUAGE plpgsql AS $$
     BEGIN
       INSERT INTO payment_rollups AS r
-      SELECT d.merchant_id, d.currency, d.hour, d.shard, sum(d.transaction_count), sum(d.volume_cents), sum(d.captured_cents),
-        sum(d.refunded_cents), sum(d.fees_cents), sum(d.decided_count), sum(d.approved_count), sum(d.blocked_count),
-        sum(d.captured_count), sum(d.disputed_count)
-      FROM new_rows n, payment_rollup_deltas(1, n) d
+${rollupSums}      FROM new_rows n, payment_rollup_deltas(1, n) d
       GROUP BY 1, 2, 3, 4 ORDER BY 1, 3, 2, 4
-      ON CONFLICT (merchant_id, hour, currency, shard) DO UPDATE SET
-        transaction_count = r.transaction_count + EXCLUDED.transaction_count, volume_cents = r.volume_cents + EXCLUDED.volume_cents,
-        captured_cents = r.captured_cents + EXCLUDED.captured_cents, refunded_cents = r.refunded_cents + EXCLUDED.refunded_cents,
-        fees_cents = r.fees_cents + EXCLUDED.fees_cents, decided_count = r.decided_count + EXCLUDED.decided_count,
-        approved_count = r.approved_count + EXCLUDED.approved_count, blocked_count = r.blocked_count + EXCLUDED.blocked_count,
-        captured_count = r.captured_count + EXCLUDED.captured_count, disputed_count = r.disputed_count + EXCLUDED.disputed_count;
-      RETURN NULL;
+${rollupUpsert}      RETURN NULL;
     END $$;
 
     -- An update adds the new rows' figures and takes the old ones' away; a change that moves no
@@ -324,23 +328,14 @@ export const migrations = Migrator.fromRecord({
     CREATE FUNCTION payment_rollups_after_update() RETURNS trigger LANGUAGE plpgsql AS $$
     BEGIN
       INSERT INTO payment_rollups AS r
-      SELECT d.merchant_id, d.currency, d.hour, d.shard, sum(d.transaction_count), sum(d.volume_cents), sum(d.captured_cents),
-        sum(d.refunded_cents), sum(d.fees_cents), sum(d.decided_count), sum(d.approved_count), sum(d.blocked_count),
-        sum(d.captured_count), sum(d.disputed_count)
-      FROM (SELECT x.* FROM new_rows n, payment_rollup_deltas(1, n) x
+${rollupSums}      FROM (SELECT x.* FROM new_rows n, payment_rollup_deltas(1, n) x
             UNION ALL SELECT y.* FROM old_rows o, payment_rollup_deltas(-1, o) y) d
       GROUP BY 1, 2, 3, 4
       HAVING sum(d.transaction_count) <> 0 OR sum(d.volume_cents) <> 0 OR sum(d.captured_cents) <> 0
         OR sum(d.refunded_cents) <> 0 OR sum(d.fees_cents) <> 0 OR sum(d.decided_count) <> 0
         OR sum(d.approved_count) <> 0 OR sum(d.blocked_count) <> 0 OR sum(d.captured_count) <> 0 OR sum(d.disputed_count) <> 0
       ORDER BY 1, 3, 2, 4
-      ON CONFLICT (merchant_id, hour, currency, shard) DO UPDATE SET
-        transaction_count = r.transaction_count + EXCLUDED.transaction_count, volume_cents = r.volume_cents + EXCLUDED.volume_cents,
-        captured_cents = r.captured_cents + EXCLUDED.captured_cents, refunded_cents = r.refunded_cents + EXCLUDED.refunded_cents,
-        fees_cents = r.fees_cents + EXCLUDED.fees_cents, decided_count = r.decided_count + EXCLUDED.decided_count,
-        approved_count = r.approved_count + EXCLUDED.approved_count, blocked_count = r.blocked_count + EXCLUDED.blocked_count,
-        captured_count = r.captured_count + EXCLUDED.captured_count, disputed_count = r.disputed_count + EXCLUDED.disputed_count;
-      RETURN NULL;
+${rollupUpsert}      RETURN NULL;
     END $$;
 
     CREATE TRIGGER payments_rollup_insert AFTER INSERT ON payments
