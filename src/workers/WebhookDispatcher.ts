@@ -5,6 +5,7 @@ import * as Metrics from "../platform/Metrics.ts"
 import { AppConfig } from "../platform/Config.ts"
 import { Ids } from "../platform/Ids.ts"
 import { addMs, nowIso } from "../platform/Time.ts"
+import { type CallbackTimer, callbackTimerOf } from "../platform/Timers.ts"
 import { WebhookTransport } from "../platform/WebhookTransport.ts"
 import { Webhooks } from "../services/Webhooks.ts"
 import { WebhookStore } from "../store/WebhookStore.ts"
@@ -61,6 +62,8 @@ export const run = (options: DispatcherOptions = defaultOptions) =>
     const config = yield* AppConfig
     const ids = yield* Ids
     const scope = yield* Effect.scope
+    const clock = yield* Effect.clock
+    const timer = yield* callbackTimerOf(clock)
     const leaseMs = config.webhookTimeoutMs + options.leaseMarginMs
     const actors = new Map<string, Queue.Queue<Claim>>()
     /**
@@ -195,19 +198,67 @@ export const run = (options: DispatcherOptions = defaultOptions) =>
       return claimed.length
     })
 
-    const idle = Effect.gen(function*() {
-      const nowMs = yield* Clock.currentTimeMillis
-      // Announced before the store is read, so a retry recorded meanwhile still wakes us.
-      sleepingUntilMs = nowMs + options.pollIntervalMs
-      const due = yield* store.nextDueAt().pipe(Effect.orElseSucceed(() => null))
-      const dueMs = due === null ? Infinity : Date.parse(due)
-      // Work due already but not claimed sits in a full endpoint queue: wait a poll interval for it.
-      const untilMs = dueMs <= nowMs ? nowMs + options.pollIntervalMs : Math.min(nowMs + options.pollIntervalMs, dueMs)
-      sleepingUntilMs = untilMs
+    /**
+     * Waits until `untilMs`, a wake, or `eventsDelayMs` after an events commit (never past
+     * `untilMs`), whichever comes first: one `Effect.async` on the clock's callback timer and the
+     * two signals, no fiber forked. A wake already pending ends it at once; an events commit
+     * already pending starts its delay now.
+     */
+    const waitFor = (timer: CallbackTimer, nowMs: number, untilMs: number) => {
+      if (webhooks.wakeSignal.tryTake()) return Effect.void
+      return Effect.async<void>((resume) => {
+        let done = false
+        let removeEvents: (() => void) | null = null
+        let cancelTimer: () => void
+        const stop = () => {
+          done = true
+          cancelTimer()
+          removeWake()
+          removeEvents?.()
+        }
+        const finish = () => {
+          if (done) return
+          stop()
+          resume(Effect.void)
+        }
+        const removeWake = webhooks.wakeSignal.listen(finish)
+        const eventsAt = (atMs: number) => {
+          if (atMs + options.eventsDelayMs >= untilMs) return
+          cancelTimer()
+          cancelTimer = timer(options.eventsDelayMs, finish)
+        }
+        cancelTimer = timer(untilMs - nowMs, finish)
+        if (webhooks.eventsSignal.tryTake()) eventsAt(nowMs)
+        else {
+          removeEvents = webhooks.eventsSignal.listen(() => {
+            removeEvents = null
+            if (!done) eventsAt(clock.unsafeCurrentTimeMillis())
+          })
+        }
+        return Effect.sync(stop)
+      })
+    }
+
+    /** The same wait for a clock without a callback timer (`TestClock`): a race of three fibers. */
+    const raceFor = (nowMs: number, untilMs: number) => {
       const untilTimeout = Effect.sleep(Duration.millis(Math.max(0, untilMs - nowMs)))
       const eventsDelay = Duration.millis(Math.min(options.eventsDelayMs, Math.max(0, untilMs - nowMs)))
-      yield* Effect.raceAll([untilTimeout, webhooks.awaitWake, Effect.zipRight(webhooks.awaitEventsCommitted, Effect.sleep(eventsDelay))])
-      sleepingUntilMs = Number.NEGATIVE_INFINITY
+      return Effect.raceAll([untilTimeout, webhooks.awaitWake, Effect.zipRight(webhooks.awaitEventsCommitted, Effect.sleep(eventsDelay))])
+    }
+
+    const idle = Effect.suspend(() => {
+      const nowMs = clock.unsafeCurrentTimeMillis()
+      // Announced before the store is read, so a retry recorded meanwhile still wakes us.
+      sleepingUntilMs = nowMs + options.pollIntervalMs
+      return Effect.flatMap(store.nextDueAt().pipe(Effect.orElseSucceed(() => null)), (due) => {
+        const dueMs = due === null ? Infinity : Date.parse(due)
+        // Work due already but not claimed sits in a full endpoint queue: wait a poll interval for it.
+        const untilMs = dueMs <= nowMs ? nowMs + options.pollIntervalMs : Math.min(nowMs + options.pollIntervalMs, dueMs)
+        sleepingUntilMs = untilMs
+        return Effect.map(timer === null ? raceFor(nowMs, untilMs) : waitFor(timer, nowMs, untilMs), () => {
+          sleepingUntilMs = Number.NEGATIVE_INFINITY
+        })
+      })
     })
 
     // A poll is not cut in the middle by a stop: claims it made always reach a queue (or go back).
