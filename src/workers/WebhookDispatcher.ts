@@ -1,12 +1,12 @@
-import { Cause, Clock, Duration, Effect, ExecutionStrategy, Fiber, Layer, Option, Queue, Scope } from "effect"
+import { Cause, Duration, Effect, ExecutionStrategy, Exit, Fiber, identity, Layer, Option, Queue, Scope } from "effect"
 import type { AttemptOutcome, Delivery } from "../domain/Webhook.ts"
 import { afterAttempt, isOpen, isSuccess, nextAttemptNumber, signatureHeader, unixSeconds } from "../domain/Webhook.ts"
 import * as Metrics from "../platform/Metrics.ts"
 import { AppConfig } from "../platform/Config.ts"
 import { Ids } from "../platform/Ids.ts"
-import { addMs, nowIso } from "../platform/Time.ts"
+import { addMs, isoAt, nowIso } from "../platform/Time.ts"
 import { type CallbackTimer, callbackTimerOf } from "../platform/Timers.ts"
-import { WebhookTransport } from "../platform/WebhookTransport.ts"
+import { timedOut, WebhookTransport, type WebhookRequest } from "../platform/WebhookTransport.ts"
 import { Webhooks } from "../services/Webhooks.ts"
 import { WebhookStore } from "../store/WebhookStore.ts"
 
@@ -109,17 +109,25 @@ export const run = (options: DispatcherOptions = defaultOptions) =>
       })
     )
 
+    const timeoutMs = config.webhookTimeoutMs
+    const onTimeout = () => timedOut(timeoutMs)
+    /** The POST under WEBHOOK_TIMEOUT: applied by the transport when it can, else raced against the clock. */
+    const post = transport.postWithin !== undefined
+      ? (request: WebhookRequest) => transport.postWithin!(request, timeoutMs)
+      : (request: WebhookRequest) =>
+        Effect.timeoutTo(transport.post(request), { duration: Duration.millis(timeoutMs), onSuccess: identity, onTimeout })
+
     const attempt = ({ delivery, token }: Claim) =>
       Effect.gen(function*() {
-        const at = yield* nowIso
+        const at = isoAt(clock.unsafeCurrentTimeMillis())
         // Renewing proves the lease is still ours: a claim that waited too long is someone else's now.
         if (!(yield* store.renewLease(delivery.id, token, at, addMs(at, leaseMs)))) return
         const secrets = yield* store.signingSecrets(delivery.merchantId, at)
-        const startMs = yield* Clock.currentTimeMillis
+        const startMs = clock.unsafeCurrentTimeMillis()
         if (delivery.nextAttemptAt !== null) {
           Metrics.record(Metrics.webhookDeliveryLag, Math.max(0, startMs - Date.parse(delivery.nextAttemptAt)) / 1000)
         }
-        const result = yield* transport.post({
+        const result = yield* post({
           url: delivery.url,
           body: delivery.payload,
           headers: {
@@ -130,19 +138,13 @@ export const run = (options: DispatcherOptions = defaultOptions) =>
             "x-service-delivery-id": delivery.id,
             "x-service-delivery-attempt": String(nextAttemptNumber(delivery))
           }
-        }).pipe(
-          Effect.timeoutTo({
-            duration: Duration.millis(config.webhookTimeoutMs),
-            onSuccess: (r) => r,
-            onTimeout: () => ({ _tag: "Failed", error: `timeout: no answer within ${config.webhookTimeoutMs} ms` } as const)
-          })
-        )
-        const endMs = yield* Clock.currentTimeMillis
+        })
+        const endMs = clock.unsafeCurrentTimeMillis()
         const durationMs = endMs - startMs
         const outcome: AttemptOutcome = result._tag === "Answered"
           ? { _tag: "Answered", status: result.status, snippet: result.snippet, durationMs }
           : { _tag: "Failed", error: result.error, durationMs }
-        const next = afterAttempt(delivery, at, outcome, config.webhookRetryScheduleMs, yield* nowIso)
+        const next = afterAttempt(delivery, at, outcome, config.webhookRetryScheduleMs, isoAt(endMs))
         const recorded = yield* store.recordAttempt(next.delivery, next.attempt, token)
         Metrics.record(Metrics.webhookAttempts(isSuccess(outcome) ? "succeeded" : outcome._tag === "Answered" ? "rejected" : "error"), 1)
         if (recorded && next.delivery.status === "failed") Metrics.record(Metrics.webhookDeliveriesFailed, 1)
@@ -150,12 +152,17 @@ export const run = (options: DispatcherOptions = defaultOptions) =>
         const releasesNext = recorded && delivery.order !== null && !isOpen(next.delivery)
         const wakeFor = next.delivery.nextAttemptAt !== null && Date.parse(next.delivery.nextAttemptAt) < sleepingUntilMs
         if (releasesNext || wakeFor) yield* webhooks.wake
-      }).pipe(
-        Effect.catchAll((error) => Effect.logWarning(`webhook delivery ${delivery.id} attempt not recorded`, error)),
-        // A stop in the middle of an attempt hands the delivery back at once instead of leaving it
-        // to wait out the lease (once recorded, the token holds nothing and this changes nothing).
-        Effect.onInterrupt(() => store.releaseLease(delivery.id, token).pipe(Effect.ignore))
-      )
+      }).pipe(Effect.catchAll((error) => Effect.logWarning(`webhook delivery ${delivery.id} attempt not recorded`, error)))
+
+    /**
+     * After an attempt, however it ended: a stop in the middle of it hands the delivery back at
+     * once instead of leaving it to wait out the lease (once recorded, the token holds nothing
+     * and this changes nothing).
+     */
+    const afterAttemptExit = ({ delivery, token }: Claim) => (exit: Exit.Exit<void>) => {
+      attemptsInFlight--
+      return Exit.isFailure(exit) && Cause.isInterruptedOnly(exit.cause) ? Effect.ignore(store.releaseLease(delivery.id, token)) : Effect.void
+    }
 
     /**
      * One endpoint's actor: a bounded queue worked by `concurrencyPerEndpoint` supervised worker
@@ -168,10 +175,13 @@ export const run = (options: DispatcherOptions = defaultOptions) =>
         if (existing !== undefined) return existing
         const queue = yield* Queue.dropping<Claim>(options.queueCapacity)
         actors.set(key, queue)
-        const worker = Effect.forever(Effect.flatMap(Queue.take(queue), (claim) => {
+        // A plain loop: no yield between attempts (Queue.take suspends when there is no work, and
+        // the runtime's scheduler still yields a long-running fiber).
+        const serve: Effect.Effect<never> = Effect.flatMap(Queue.take(queue), (claim) => {
           attemptsInFlight++
-          return attempt(claim).pipe(Effect.ensuring(Effect.sync(() => void attemptsInFlight--)))
-        })).pipe(
+          return attempt(claim).pipe(Effect.onExit(afterAttemptExit(claim)), Effect.zipRight(serve))
+        })
+        const worker = serve.pipe(
           Effect.catchAllCause((cause) =>
             Cause.isInterruptedOnly(cause) ? Effect.failCause(cause) : Effect.logError("webhook endpoint worker crashed; restarting", cause)
           ),
