@@ -122,21 +122,21 @@ export const layer = Layer.effect(
 
     return Webhooks.of({
       enqueueFromOutbox: (limit) =>
-        Effect.gen(function*() {
-          const now = yield* nowIso
-          const { drained } = yield* webhookStore.drainOutbox(limit, (event, merchant) =>
-            merchant.webhookUrl === null
-              ? null
-              : newDelivery({
-                id: ids.mint("webhookDelivery"),
-                merchantId: merchant.id,
-                url: merchant.webhookUrl,
-                event,
-                now,
-                order: { paymentId: event.paymentId, sequence: event.sequence }
-              }))
-          return drained
-        }),
+        Effect.flatMap(nowIso, (now) =>
+          Effect.map(
+            webhookStore.drainOutbox(limit, (event, merchant) =>
+              merchant.webhookUrl === null
+                ? null
+                : newDelivery({
+                  id: ids.mint("webhookDelivery"),
+                  merchantId: merchant.id,
+                  url: merchant.webhookUrl,
+                  event,
+                  now,
+                  order: { paymentId: event.paymentId, sequence: event.sequence }
+                })),
+            ({ drained }) => drained
+          )),
       sendTest: (merchantId, eventType) =>
         Effect.gen(function*() {
           const merchant = yield* merchantOf(merchantId)

@@ -1,13 +1,14 @@
-import { Cause, Duration, Effect, ExecutionStrategy, Exit, Fiber, identity, Layer, Option, Queue, Scope } from "effect"
+import { Cause, Duration, Effect, ExecutionStrategy, Exit, Fiber, identity, Layer, Option, Scope } from "effect"
 import type { AttemptOutcome, Delivery } from "../domain/Webhook.ts"
 import { afterAttempt, isOpen, isSuccess, nextAttemptNumber, signatureHeader, unixSeconds } from "../domain/Webhook.ts"
 import * as Metrics from "../platform/Metrics.ts"
 import { AppConfig } from "../platform/Config.ts"
 import { Ids } from "../platform/Ids.ts"
-import { addMs, isoAt, nowIso } from "../platform/Time.ts"
+import { addMs, isoAt } from "../platform/Time.ts"
 import { type CallbackTimer, callbackTimerOf } from "../platform/Timers.ts"
 import { timedOut, WebhookTransport, type WebhookRequest } from "../platform/WebhookTransport.ts"
 import { Webhooks } from "../services/Webhooks.ts"
+import type { StoreUnavailable } from "../store/Store.ts"
 import { WebhookStore } from "../store/WebhookStore.ts"
 
 export interface DispatcherOptions {
@@ -49,6 +50,58 @@ interface Claim {
 }
 
 /**
+ * An endpoint's bounded queue of claims, as `Queue.dropping` behaves (an offer beyond the
+ * capacity is refused; a taker waiting gets the next claim, first come first served), with a
+ * synchronous `offer` and `takeAll`, so a poll hands its claims out without an Effect step each.
+ */
+class Mailbox {
+  private items: Array<Claim> = []
+  private head = 0
+  private readonly takers: Array<(claim: Claim) => void> = []
+
+  constructor(private readonly capacity: number) {}
+
+  /** False when full: the caller gives the claim back. */
+  offer(claim: Claim): boolean {
+    const taker = this.takers.shift()
+    if (taker !== undefined) {
+      taker(claim)
+      return true
+    }
+    if (this.items.length - this.head >= this.capacity) return false
+    this.items.push(claim)
+    return true
+  }
+
+  readonly take: Effect.Effect<Claim> = Effect.suspend(() => {
+    if (this.head < this.items.length) {
+      const claim = this.items[this.head]!
+      this.items[this.head++] = undefined as never
+      if (this.head === this.items.length) {
+        this.items = []
+        this.head = 0
+      }
+      return Effect.succeed(claim)
+    }
+    return Effect.async<Claim>((resume) => {
+      const taker = (claim: Claim) => resume(Effect.succeed(claim))
+      this.takers.push(taker)
+      return Effect.sync(() => {
+        const index = this.takers.indexOf(taker)
+        if (index >= 0) this.takers.splice(index, 1)
+      })
+    })
+  })
+
+  takeAll(): Array<Claim> {
+    const claims = this.items.slice(this.head)
+    this.items = []
+    this.head = 0
+    return claims
+  }
+}
+
+/**
  * The webhook dispatcher. A poller drains the outbox into deliveries and claims due deliveries
  * under a lease (so several processes share the work and a dead one's work is taken over); each
  * endpoint is an actor: a bounded queue worked with bounded concurrency by its own supervised
@@ -65,7 +118,7 @@ export const run = (options: DispatcherOptions = defaultOptions) =>
     const clock = yield* Effect.clock
     const timer = yield* callbackTimerOf(clock)
     const leaseMs = config.webhookTimeoutMs + options.leaseMarginMs
-    const actors = new Map<string, Queue.Queue<Claim>>()
+    const actors = new Map<string, Mailbox>()
     /**
      * Until when the poller sleeps (-Infinity while it is awake: its next idle reads the store
      * afresh). An attempt wakes it only when the retry it scheduled is due before that.
@@ -74,9 +127,8 @@ export const run = (options: DispatcherOptions = defaultOptions) =>
     // Last at shutdown (after the workers are interrupted): claims still waiting in an endpoint's
     // queue go back to the store, so another process takes them now, not when their lease ends.
     yield* Effect.addFinalizer(() =>
-      Effect.forEach(actors.values(), (queue) =>
-        Effect.flatMap(Queue.takeAll(queue), (claims) =>
-          Effect.forEach(claims, ({ delivery, token }) => store.releaseLease(delivery.id, token).pipe(Effect.ignore), { discard: true })),
+      Effect.forEach(actors.values(), (mailbox) =>
+        Effect.forEach(mailbox.takeAll(), ({ delivery, token }) => store.releaseLease(delivery.id, token).pipe(Effect.ignore), { discard: true }),
         { discard: true })
     )
 
@@ -90,8 +142,8 @@ export const run = (options: DispatcherOptions = defaultOptions) =>
         // No new claims; the claims still queued go back to the store at once.
         if (poller !== undefined) yield* Fiber.interrupt(poller)
         let released = 0
-        for (const queue of actors.values()) {
-          for (const { delivery, token } of yield* Queue.takeAll(queue)) {
+        for (const mailbox of actors.values()) {
+          for (const { delivery, token } of mailbox.takeAll()) {
             yield* store.releaseLease(delivery.id, token).pipe(Effect.ignore)
             released++
           }
@@ -165,19 +217,17 @@ export const run = (options: DispatcherOptions = defaultOptions) =>
     }
 
     /**
-     * One endpoint's actor: a bounded queue worked by `concurrencyPerEndpoint` supervised worker
-     * fibers. A defect in an attempt restarts that worker only; the queue (and so the endpoint's
-     * waiting work) survives, and the attempt it was on is taken over when its lease ends.
+     * Starts one endpoint's actor: a bounded mailbox worked by `concurrencyPerEndpoint` supervised
+     * worker fibers. A defect in an attempt restarts that worker only; the mailbox (and so the
+     * endpoint's waiting work) survives, and the attempt it was on is taken over when its lease ends.
      */
-    const actorFor = (key: string) =>
-      Effect.gen(function*() {
-        const existing = actors.get(key)
-        if (existing !== undefined) return existing
-        const queue = yield* Queue.dropping<Claim>(options.queueCapacity)
-        actors.set(key, queue)
-        // A plain loop: no yield between attempts (Queue.take suspends when there is no work, and
-        // the runtime's scheduler still yields a long-running fiber).
-        const serve: Effect.Effect<never> = Effect.flatMap(Queue.take(queue), (claim) => {
+    const startActor = (key: string) =>
+      Effect.suspend(() => {
+        const mailbox = new Mailbox(options.queueCapacity)
+        actors.set(key, mailbox)
+        // A plain loop: no yield between attempts (take suspends when there is no work, and the
+        // runtime's scheduler still yields a long-running fiber).
+        const serve: Effect.Effect<never> = Effect.flatMap(mailbox.take, (claim) => {
           attemptsInFlight++
           return attempt(claim).pipe(Effect.onExit(afterAttemptExit(claim)), Effect.zipRight(serve))
         })
@@ -188,24 +238,35 @@ export const run = (options: DispatcherOptions = defaultOptions) =>
           Effect.forever
         )
         // Forked from a poll, which a stop does not cut: the workers themselves must stay interruptible.
-        for (let i = 0; i < options.concurrencyPerEndpoint; i++) yield* Effect.forkIn(Effect.interruptible(worker), fibers)
-        return queue
+        return Effect.replicateEffect(Effect.forkIn(Effect.interruptible(worker), fibers), options.concurrencyPerEndpoint, { discard: true })
       })
 
+    /**
+     * Hands the claims from `from` on to their endpoints' mailboxes (starting an endpoint's actor
+     * the first time): synchronous but for those starts and a full mailbox's claim given back.
+     */
+    const handOut = (claimed: ReadonlyArray<Delivery>, token: string, from: number): Effect.Effect<void, StoreUnavailable> => {
+      for (let i = from; i < claimed.length; i++) {
+        const delivery = claimed[i]!
+        const key = `${delivery.merchantId} ${delivery.url}`
+        const mailbox = actors.get(key)
+        if (mailbox === undefined) return Effect.flatMap(startActor(key), () => handOut(claimed, token, i))
+        if (!mailbox.offer({ delivery, token })) return Effect.flatMap(store.releaseLease(delivery.id, token), () => handOut(claimed, token, i + 1))
+      }
+      return Effect.void
+    }
+
+    /** Outbox → deliveries: batches while they come full, at most ten a poll. */
+    const drainOutbox = (round: number): Effect.Effect<void, StoreUnavailable> =>
+      Effect.flatMap(webhooks.enqueueFromOutbox(options.batchSize), (drained) =>
+        drained === options.batchSize && round < 9 ? drainOutbox(round + 1) : Effect.void)
+
     /** One poll: outbox → deliveries, then claim due work and hand it to the endpoints. Returns the number claimed. */
-    const poll = Effect.gen(function*() {
-      let drained = options.batchSize
-      for (let round = 0; round < 10 && drained === options.batchSize; round++) {
-        drained = yield* webhooks.enqueueFromOutbox(options.batchSize)
-      }
-      const now = yield* nowIso
+    const poll = Effect.flatMap(drainOutbox(0), () => {
+      const now = isoAt(clock.unsafeCurrentTimeMillis())
       const token = ids.secret("lease_")
-      const claimed = yield* store.claimDue(now, { token, until: addMs(now, leaseMs) }, options.batchSize)
-      for (const delivery of claimed) {
-        const queue = yield* actorFor(`${delivery.merchantId} ${delivery.url}`)
-        if (!(yield* Queue.offer(queue, { delivery, token }))) yield* store.releaseLease(delivery.id, token)
-      }
-      return claimed.length
+      return Effect.flatMap(store.claimDue(now, { token, until: addMs(now, leaseMs) }, options.batchSize), (claimed) =>
+        Effect.as(handOut(claimed, token, 0), claimed.length))
     })
 
     /**
@@ -272,16 +333,14 @@ export const run = (options: DispatcherOptions = defaultOptions) =>
     })
 
     // A poll is not cut in the middle by a stop: claims it made always reach a queue (or go back).
-    poller = yield* Effect.forkIn(
-      Effect.forever(
-        poll.pipe(
-          Effect.catchAll((error) => Effect.as(Effect.logWarning("webhook poll failed", error), 0)),
-          Effect.uninterruptible,
-          Effect.flatMap((claimed) => (claimed === options.batchSize ? Effect.yieldNow() : idle))
-        )
-      ),
-      fibers
+    // A plain loop: the idle wait suspends, and a full batch yields before the next poll.
+    const polls: Effect.Effect<never> = poll.pipe(
+      Effect.catchAll((error) => Effect.as(Effect.logWarning("webhook poll failed", error), 0)),
+      Effect.uninterruptible,
+      Effect.flatMap((claimed) => (claimed === options.batchSize ? Effect.yieldNow() : idle)),
+      Effect.zipRight(Effect.suspend(() => polls))
     )
+    poller = yield* Effect.forkIn(polls, fibers)
   })
 
 export const layerWith = (options: Partial<DispatcherOptions> = {}) =>
