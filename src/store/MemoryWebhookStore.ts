@@ -354,6 +354,15 @@ export const memoryWebhookOperations = (state: MemoryState): WebhookStoreShape =
           schedule(row)
         }
       }),
+    hasOpenSuccessor: (delivery) =>
+      Effect.sync(() => {
+        if (delivery.order === null) return false
+        const sequence = delivery.order.sequence
+        for (const other of w.openInOrder.get(`${delivery.order.paymentId} ${delivery.url}`) ?? []) {
+          if (other.delivery.order!.sequence > sequence) return true
+        }
+        return false
+      }),
     backlog: (now) =>
       Effect.sync(() => {
         let open = 0

@@ -137,6 +137,14 @@ export const makePgWebhookStore = Effect.gen(function*() {
     releaseLease: (id, token) =>
       run(sql`UPDATE webhook_deliveries SET lease_token = NULL, lease_until = NULL
         WHERE id = ${id} AND lease_token = ${token}`).pipe(Effect.asVoid),
+    hasOpenSuccessor: (delivery) =>
+      delivery.order === null
+        ? Effect.succeed(false)
+        : run(sql`SELECT EXISTS (SELECT 1 FROM webhook_deliveries
+            WHERE payment_id = ${delivery.order.paymentId} AND url = ${delivery.url}
+              AND event_sequence > ${delivery.order.sequence} AND status IN ('pending', 'retrying')) AS open`).pipe(
+          Effect.map((rows) => rows[0]?.open === true)
+        ),
     backlog: (now) =>
       run(sql`SELECT count(*)::int AS open,
           count(*) FILTER (WHERE next_attempt_at <= ${now} AND (lease_until IS NULL OR lease_until <= ${now}))::int AS due,

@@ -201,8 +201,9 @@ export const run = (options: DispatcherOptions = defaultOptions) =>
         Metrics.record(Metrics.webhookAttempts(isSuccess(outcome) ? "succeeded" : outcome._tag === "Answered" ? "rejected" : "error"), 1)
         if (recorded && next.delivery.status === "failed") Metrics.record(Metrics.webhookDeliveriesFailed, 1)
         // The payment's next event waits for this one: once this one is done, it is due at once.
-        const releasesNext = recorded && delivery.order !== null && !isOpen(next.delivery)
         const wakeFor = next.delivery.nextAttemptAt !== null && Date.parse(next.delivery.nextAttemptAt) < sleepingUntilMs
+        const releasesNext = !wakeFor && recorded && delivery.order !== null && !isOpen(next.delivery) &&
+          (yield* store.hasOpenSuccessor(delivery))
         if (releasesNext || wakeFor) yield* webhooks.wake
       }).pipe(Effect.catchAll((error) => Effect.logWarning(`webhook delivery ${delivery.id} attempt not recorded`, error)))
 

@@ -88,10 +88,19 @@ const webhookStoreContract = (name: string, layer: () => Layer.Layer<Store | Web
         const gaveUp = afterAttempt(retried[0]!, at(11), { _tag: "Failed", error: "connection error", durationMs: 5 }, [60_000], at(11))
         expect(gaveUp.delivery.status).toBe("failed")
         expect(yield* store.recordAttempt(gaveUp.delivery, gaveUp.attempt, "c")).toBe(true)
+        // Later deliveries of pay_a to its URL are open (2 and 3); none of pay_b's, or after 3, or
+        // of an unordered one; another URL's order is its own.
+        expect(yield* store.hasOpenSuccessor(gaveUp.delivery)).toBe(true)
+        expect(yield* store.hasOpenSuccessor(ordered(3, "pay_a", 3))).toBe(false)
+        expect(yield* store.hasOpenSuccessor(ordered(4, "pay_b", 1))).toBe(false)
+        expect(yield* store.hasOpenSuccessor(delivery(5))).toBe(false)
+        expect(yield* store.hasOpenSuccessor(ordered(7, "pay_a", 1, "http://other.example/h"))).toBe(true)
+        expect(yield* store.hasOpenSuccessor(ordered(6, "pay_a", 2, "http://other.example/h"))).toBe(false)
         const next = yield* store.claimDue(at(11), { token: "d", until: at(100) }, 10)
         expect(next.map((d) => d.id)).toEqual(["whd_2"])
         const delivered = afterAttempt(next[0]!, at(11), { _tag: "Answered", status: 200, snippet: "", durationMs: 5 }, [60_000], at(11))
         expect(yield* store.recordAttempt(delivered.delivery, delivered.attempt, "d")).toBe(true)
+        expect(yield* store.hasOpenSuccessor(delivered.delivery)).toBe(true)
         expect((yield* store.claimDue(at(11), { token: "e", until: at(100) }, 10)).map((d) => d.id)).toEqual(["whd_3"])
         // Open: whd_3..6, all leased, so none is due.
         expect(yield* store.backlog(at(40))).toEqual({ open: 4, due: 0, oldestDueAt: null })
