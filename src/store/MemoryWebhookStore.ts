@@ -354,14 +354,19 @@ export const memoryWebhookOperations = (state: MemoryState): WebhookStoreShape =
           schedule(row)
         }
       }),
-    hasOpenSuccessor: (delivery) =>
+    claimSuccessor: (delivery, now, lease) =>
       Effect.sync(() => {
-        if (delivery.order === null) return false
-        const sequence = delivery.order.sequence
+        if (delivery.order === null) return null
+        let next: DeliveryRow | null = null
         for (const other of w.openInOrder.get(`${delivery.order.paymentId} ${delivery.url}`) ?? []) {
-          if (other.delivery.order!.sequence > sequence) return true
+          const sequence = other.delivery.order!.sequence
+          if (sequence > delivery.order.sequence && (next === null || sequence < next.delivery.order!.sequence)) next = other
         }
-        return false
+        if (next === null || next.delivery.nextAttemptAt! > now || leaseLive(next, now) || waitsForEarlier(next)) return null
+        next.leaseToken = lease.token
+        next.leaseUntil = lease.until
+        schedule(next)
+        return next.delivery
       }),
     backlog: (now) =>
       Effect.sync(() => {

@@ -200,11 +200,14 @@ export const run = (options: DispatcherOptions = defaultOptions) =>
         const recorded = yield* store.recordAttempt(next.delivery, next.attempt, token)
         Metrics.record(Metrics.webhookAttempts(isSuccess(outcome) ? "succeeded" : outcome._tag === "Answered" ? "rejected" : "error"), 1)
         if (recorded && next.delivery.status === "failed") Metrics.record(Metrics.webhookDeliveriesFailed, 1)
-        // The payment's next event waits for this one: once this one is done, it is due at once.
-        const wakeFor = next.delivery.nextAttemptAt !== null && Date.parse(next.delivery.nextAttemptAt) < sleepingUntilMs
-        const releasesNext = !wakeFor && recorded && delivery.order !== null && !isOpen(next.delivery) &&
-          (yield* store.hasOpenSuccessor(delivery))
-        if (releasesNext || wakeFor) yield* webhooks.wake
+        // The payment's next event waits for this one: once this one is done, it is due at once,
+        // so it is claimed now (under the same token) and queued behind this endpoint's work.
+        if (recorded && delivery.order !== null && !isOpen(next.delivery)) {
+          const now = isoAt(endMs)
+          const successor = yield* store.claimSuccessor(delivery, now, { token, until: addMs(now, leaseMs) })
+          if (successor !== null) yield* handOut([successor], token, 0)
+        }
+        if (next.delivery.nextAttemptAt !== null && Date.parse(next.delivery.nextAttemptAt) < sleepingUntilMs) yield* webhooks.wake
       }).pipe(Effect.catchAll((error) => Effect.logWarning(`webhook delivery ${delivery.id} attempt not recorded`, error)))
 
     /**
