@@ -136,10 +136,13 @@ export const run = (options: DispatcherOptions = defaultOptions) =>
     // below (a finalizer added later runs earlier): the stop runs while they still run.
     const fibers = yield* Scope.fork(scope, ExecutionStrategy.sequential)
     let poller: Fiber.RuntimeFiber<never, never> | undefined
+    /** Set at a stop: attempts finishing meanwhile claim no successor (no new claims). */
+    let stopping = false
     let attemptsInFlight = 0
     yield* Effect.addFinalizer(() =>
       Effect.gen(function*() {
         // No new claims; the claims still queued go back to the store at once.
+        stopping = true
         if (poller !== undefined) yield* Fiber.interrupt(poller)
         let released = 0
         for (const mailbox of actors.values()) {
@@ -168,6 +171,18 @@ export const run = (options: DispatcherOptions = defaultOptions) =>
       ? (request: WebhookRequest) => transport.postWithin!(request, timeoutMs)
       : (request: WebhookRequest) =>
         Effect.timeoutTo(transport.post(request), { duration: Duration.millis(timeoutMs), onSuccess: identity, onTimeout })
+
+    /**
+     * Claims the payment's next delivery (under the ended one's token) and queues it, as a poll
+     * would: not cut in the middle by a stop, and when the store fails the poller is woken to
+     * claim it instead.
+     */
+    const claimSuccessor = (delivery: Delivery, token: string, now: string) =>
+      Effect.flatMap(store.claimSuccessor(delivery, now, { token, until: addMs(now, leaseMs) }), (successor) =>
+        successor === null ? Effect.void : handOut([successor], token, 0)).pipe(
+          Effect.catchAll(() => webhooks.wake),
+          Effect.uninterruptible
+        )
 
     const attempt = ({ delivery, token }: Claim) =>
       Effect.gen(function*() {
@@ -202,11 +217,7 @@ export const run = (options: DispatcherOptions = defaultOptions) =>
         if (recorded && next.delivery.status === "failed") Metrics.record(Metrics.webhookDeliveriesFailed, 1)
         // The payment's next event waits for this one: once this one is done, it is due at once,
         // so it is claimed now (under the same token) and queued behind this endpoint's work.
-        if (recorded && delivery.order !== null && !isOpen(next.delivery)) {
-          const now = isoAt(endMs)
-          const successor = yield* store.claimSuccessor(delivery, now, { token, until: addMs(now, leaseMs) })
-          if (successor !== null) yield* handOut([successor], token, 0)
-        }
+        if (recorded && delivery.order !== null && !isOpen(next.delivery) && !stopping) yield* claimSuccessor(delivery, token, isoAt(endMs))
         if (next.delivery.nextAttemptAt !== null && Date.parse(next.delivery.nextAttemptAt) < sleepingUntilMs) yield* webhooks.wake
       }).pipe(Effect.catchAll((error) => Effect.logWarning(`webhook delivery ${delivery.id} attempt not recorded`, error)))
 
