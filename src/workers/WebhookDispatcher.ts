@@ -1,4 +1,4 @@
-import { Cause, Duration, Effect, ExecutionStrategy, Exit, Fiber, identity, Layer, Option, Scope } from "effect"
+import { Cause, Duration, Effect, ExecutionStrategy, Fiber, identity, Layer, Option, Scope } from "effect"
 import type { AttemptOutcome, Delivery } from "../domain/Webhook.ts"
 import { afterAttempt, isOpen, isSuccess, nextAttemptNumber, signatureHeader, unixSeconds } from "../domain/Webhook.ts"
 import * as Metrics from "../platform/Metrics.ts"
@@ -124,12 +124,16 @@ export const run = (options: DispatcherOptions = defaultOptions) =>
      * afresh). An attempt wakes it only when the retry it scheduled is due before that.
      */
     let sleepingUntilMs = Number.NEGATIVE_INFINITY
+    /** Claims whose attempt has started and not finished (one left here was cut by a stop). */
+    const inFlight = new Set<Claim>()
     // Last at shutdown (after the workers are interrupted): claims still waiting in an endpoint's
-    // queue go back to the store, so another process takes them now, not when their lease ends.
+    // queue, and those whose attempt the stop cut in the middle, go back to the store, so another
+    // process takes them now, not when their lease ends (a recorded attempt's token holds nothing,
+    // so giving it back changes nothing). A killed process reaches nothing: each give-back is
+    // best effort, whatever its outcome.
     yield* Effect.addFinalizer(() =>
-      Effect.forEach(actors.values(), (mailbox) =>
-        Effect.forEach(mailbox.takeAll(), ({ delivery, token }) => store.releaseLease(delivery.id, token).pipe(Effect.ignore), { discard: true }),
-        { discard: true })
+      Effect.forEach([...inFlight, ...[...actors.values()].flatMap((mailbox) => mailbox.takeAll())], ({ delivery, token }) =>
+        store.releaseLease(delivery.id, token).pipe(Effect.catchAllCause(() => Effect.void)), { discard: true })
     )
 
     // The poller and the workers live in a scope of their own, closed after the graceful stop
@@ -138,7 +142,6 @@ export const run = (options: DispatcherOptions = defaultOptions) =>
     let poller: Fiber.RuntimeFiber<never, never> | undefined
     /** Set at a stop: attempts finishing meanwhile claim no successor (no new claims). */
     let stopping = false
-    let attemptsInFlight = 0
     yield* Effect.addFinalizer(() =>
       Effect.gen(function*() {
         // No new claims; the claims still queued go back to the store at once.
@@ -151,15 +154,15 @@ export const run = (options: DispatcherOptions = defaultOptions) =>
             released++
           }
         }
-        const inFlight = attemptsInFlight
+        const startedInFlight = inFlight.size
         if (!options.finishAttemptsOnStop) return
         const finished = yield* Effect.gen(function*() {
-          while (attemptsInFlight > 0) yield* Effect.sleep(Duration.millis(10))
+          while (inFlight.size > 0) yield* Effect.sleep(Duration.millis(10))
         }).pipe(Effect.timeoutOption(Duration.millis(config.shutdownGraceMs)))
         yield* Option.isSome(finished)
-          ? Effect.logInfo(`shutting down: webhook dispatcher stopped; ${inFlight} attempts in flight finished, ${released} queued claims released`)
+          ? Effect.logInfo(`shutting down: webhook dispatcher stopped; ${startedInFlight} attempts in flight finished, ${released} queued claims released`)
           : Effect.logWarning(
-            `shutting down: webhook dispatcher stopped; ${attemptsInFlight} attempts cut off after SHUTDOWN_GRACE (their claims released), ${released} queued claims released`
+            `shutting down: webhook dispatcher stopped; ${inFlight.size} attempts cut off after SHUTDOWN_GRACE (their claims released), ${released} queued claims released`
           )
       })
     )
@@ -222,16 +225,6 @@ export const run = (options: DispatcherOptions = defaultOptions) =>
       }).pipe(Effect.catchAll((error) => Effect.logWarning(`webhook delivery ${delivery.id} attempt not recorded`, error)))
 
     /**
-     * After an attempt, however it ended: a stop in the middle of it hands the delivery back at
-     * once instead of leaving it to wait out the lease (once recorded, the token holds nothing
-     * and this changes nothing).
-     */
-    const afterAttemptExit = ({ delivery, token }: Claim) => (exit: Exit.Exit<void>) => {
-      attemptsInFlight--
-      return Exit.isFailure(exit) && Cause.isInterruptedOnly(exit.cause) ? Effect.ignore(store.releaseLease(delivery.id, token)) : Effect.void
-    }
-
-    /**
      * Starts one endpoint's actor: a bounded mailbox worked by `concurrencyPerEndpoint` supervised
      * worker fibers. A defect in an attempt restarts that worker only; the mailbox (and so the
      * endpoint's waiting work) survives, and the attempt it was on is taken over when its lease ends.
@@ -240,18 +233,26 @@ export const run = (options: DispatcherOptions = defaultOptions) =>
       Effect.suspend(() => {
         const mailbox = new Mailbox(options.queueCapacity)
         actors.set(key, mailbox)
-        // A plain loop: no yield between attempts (take suspends when there is no work, and the
-        // runtime's scheduler still yields a long-running fiber).
-        const serve: Effect.Effect<never> = Effect.flatMap(mailbox.take, (claim) => {
-          attemptsInFlight++
-          return attempt(claim).pipe(Effect.onExit(afterAttemptExit(claim)), Effect.zipRight(serve))
-        })
-        const worker = serve.pipe(
-          Effect.catchAllCause((cause) =>
-            Cause.isInterruptedOnly(cause) ? Effect.failCause(cause) : Effect.logError("webhook endpoint worker crashed; restarting", cause)
-          ),
-          Effect.forever
-        )
+        const worker = Effect.suspend(() => {
+          let current: Claim | null = null
+          // A plain loop: no yield between attempts (take suspends when there is no work, and the
+          // runtime's scheduler still yields a long-running fiber). An attempt cut by a stop stays
+          // in flight: the last finalizer gives its claim back.
+          const serve: Effect.Effect<never> = Effect.flatMap(mailbox.take, (claim) => {
+            inFlight.add(current = claim)
+            return attempt(claim).pipe(Effect.flatMap(() => {
+              inFlight.delete(claim)
+              current = null
+              return serve
+            }))
+          })
+          return serve.pipe(Effect.catchAllCause((cause) => {
+            if (Cause.isInterruptedOnly(cause)) return Effect.failCause(cause)
+            // A defect: the attempt is over (its claim is taken over when its lease ends).
+            if (current !== null) inFlight.delete(current)
+            return Effect.logError("webhook endpoint worker crashed; restarting", cause)
+          }))
+        }).pipe(Effect.forever)
         // Forked from a poll, which a stop does not cut: the workers themselves must stay interruptible.
         return Effect.replicateEffect(Effect.forkIn(Effect.interruptible(worker), fibers), options.concurrencyPerEndpoint, { discard: true })
       })
