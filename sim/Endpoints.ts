@@ -1,7 +1,7 @@
 import { createHmac, timingSafeEqual } from "node:crypto"
 import { Effect } from "effect"
 import type { DeliveryRecord } from "../src/store/MemoryWebhookStore.ts"
-import type { TransportResult, WebhookTransportShape } from "../src/platform/WebhookTransport.ts"
+import { timedOut, type TransportResult, type WebhookRequest, type WebhookTransportShape } from "../src/platform/WebhookTransport.ts"
 import type { Auditor } from "./Auditor.ts"
 import type { FaultRates } from "./Options.ts"
 import type { Prng } from "./Prng.ts"
@@ -81,69 +81,90 @@ export const makeSimulatedEndpoints = (
     return windows
   }
 
-  const answer = (status: number, latencyMs: number, deliveryId: string): Effect.Effect<TransportResult> =>
-    Effect.as(
-      Effect.zipRight(
-        Effect.sleep(latencyMs),
-        Effect.sync(() => {
-          if (status >= 200 && status < 300) {
-            stats.answered2xx++
-            received.get(deliveryId)!.ackedAtMs = nowMs()
-          } else if (status < 500) stats.answered4xx++
-          else stats.answered5xx++
-        })
-      ),
-      { _tag: "Answered", status, snippet: status < 300 ? "ok" : "simulated failure" } as const
-    )
+  /** What the endpoint does with a POST: refuse the connection, never answer, or answer after a latency. */
+  type Fate =
+    | { readonly _tag: "Refused" }
+    | { readonly _tag: "NoAnswer" }
+    | { readonly _tag: "Answer"; readonly status: number; readonly latencyMs: number; readonly deliveryId: string }
+  const refused: Fate = { _tag: "Refused" }
+  const noAnswer: Fate = { _tag: "NoAnswer" }
+  const refusedResult: TransportResult = { _tag: "Failed", error: "connection error: ECONNREFUSED" }
+  const answerOf = (status: number, latencyMs: number, deliveryId: string): Fate => ({ _tag: "Answer", status, latencyMs, deliveryId })
+
+  const answer = ({ deliveryId, latencyMs, status }: { readonly status: number; readonly latencyMs: number; readonly deliveryId: string }) =>
+    Effect.map(Effect.sleep(latencyMs), (): TransportResult => {
+      if (status >= 200 && status < 300) {
+        stats.answered2xx++
+        received.get(deliveryId)!.ackedAtMs = nowMs()
+      } else if (status < 500) stats.answered4xx++
+      else stats.answered5xx++
+      return { _tag: "Answered", status, snippet: status < 300 ? "ok" : "simulated failure" }
+    })
+
+  /** Checks the POST as the merchant would, and draws its fate from the seed. */
+  const receive = (request: WebhookRequest): Fate => {
+    stats.posts++
+    const eventId = request.headers["x-service-event-id"] ?? "?"
+    const deliveryId = request.headers["x-service-delivery-id"] ?? "?"
+    const attempt = Number(request.headers["x-service-delivery-attempt"])
+    const now = nowMs()
+    const firstDelivery = deliveryOfEvent.get(eventId)
+    auditor.check(deliveryId.startsWith("whd_") && (firstDelivery === undefined || firstDelivery === deliveryId), "webhook-same-delivery-id", () =>
+      `event ${eventId}: attempt ${attempt} carries delivery id ${deliveryId}, earlier attempts ${firstDelivery}`)
+    if (firstDelivery === undefined) deliveryOfEvent.set(eventId, deliveryId)
+    const receipts = received.get(deliveryId)
+    const ackedAt = receipts?.ackedAtMs ?? null
+    auditor.check(ackedAt === null || lastCrashMs() >= ackedAt, "webhook-nothing-after-2xx", () =>
+      `delivery ${deliveryId} (event ${eventId}): attempt ${attempt} arrived after the endpoint acknowledged it`)
+    auditor.check(receipts === undefined || attempt >= receipts.lastAttempt || lastCrashMs() >= receipts.lastAtMs, "webhook-attempt-numbers", () =>
+      `delivery ${deliveryId}: attempt ${attempt} after attempt ${receipts?.lastAttempt}`)
+    // One attempt reaches the endpoint once; only a crash may make the service send it again.
+    auditor.check(receipts === undefined || attempt !== receipts.lastAttempt || lastCrashMs() >= receipts.lastAtMs, "webhook-once-per-attempt", () =>
+      `delivery ${deliveryId}: attempt ${attempt} arrived twice`)
+    const record = receipts ?? new Received()
+    if (receipts === undefined) received.set(deliveryId, record)
+    record.add(attempt, now)
+    const verified = verifySignature(request.headers["x-service-signature"], request.body, secretsOf(request.url), now)
+    auditor.check(verified === null, "webhook-signature", () => `event ${eventId} attempt ${attempt}: ${verified}`)
+    auditor.check(bodyEventId(request.body) === eventId, "webhook-signature", () => `event ${eventId}: the body names another event`)
+    if (outagesOf(request.url).some(([start, end]) => now >= start && now < end)) {
+      stats.outageRefusals++
+      return refused
+    }
+    const roll = prng.float()
+    let edge = faults.webhookNoAnswer
+    if (roll < edge) {
+      stats.noAnswer++
+      return noAnswer
+    }
+    if (roll < (edge += faults.webhookSlow)) {
+      stats.slow++
+      return answerOf(200, prng.int(30_001, 90_000), deliveryId)
+    }
+    if (roll < (edge += faults.webhookLagging)) {
+      stats.lagging++
+      return answerOf(200, prng.int(10_000, 29_000), deliveryId)
+    }
+    if (roll < (edge += faults.webhook5xx)) return answerOf(prng.pick([500, 502, 503]), prng.int(5, 2_000), deliveryId)
+    if (roll < (edge += faults.webhook4xx)) return answerOf(prng.pick([400, 404, 410]), prng.int(5, 500), deliveryId)
+    return answerOf(200, prng.int(5, 800), deliveryId)
+  }
 
   const transport: WebhookTransportShape = {
     post: (request) =>
       Effect.suspend(() => {
-        stats.posts++
-        const eventId = request.headers["x-service-event-id"] ?? "?"
-        const deliveryId = request.headers["x-service-delivery-id"] ?? "?"
-        const attempt = Number(request.headers["x-service-delivery-attempt"])
-        const now = nowMs()
-        const firstDelivery = deliveryOfEvent.get(eventId)
-        auditor.check(deliveryId.startsWith("whd_") && (firstDelivery === undefined || firstDelivery === deliveryId), "webhook-same-delivery-id", () =>
-          `event ${eventId}: attempt ${attempt} carries delivery id ${deliveryId}, earlier attempts ${firstDelivery}`)
-        if (firstDelivery === undefined) deliveryOfEvent.set(eventId, deliveryId)
-        const receipts = received.get(deliveryId)
-        const ackedAt = receipts?.ackedAtMs ?? null
-        auditor.check(ackedAt === null || lastCrashMs() >= ackedAt, "webhook-nothing-after-2xx", () =>
-          `delivery ${deliveryId} (event ${eventId}): attempt ${attempt} arrived after the endpoint acknowledged it`)
-        auditor.check(receipts === undefined || attempt >= receipts.lastAttempt || lastCrashMs() >= receipts.lastAtMs, "webhook-attempt-numbers", () =>
-          `delivery ${deliveryId}: attempt ${attempt} after attempt ${receipts?.lastAttempt}`)
-        // One attempt reaches the endpoint once; only a crash may make the service send it again.
-        auditor.check(receipts === undefined || attempt !== receipts.lastAttempt || lastCrashMs() >= receipts.lastAtMs, "webhook-once-per-attempt", () =>
-          `delivery ${deliveryId}: attempt ${attempt} arrived twice`)
-        const record = receipts ?? new Received()
-        if (receipts === undefined) received.set(deliveryId, record)
-        record.add(attempt, now)
-        const verified = verifySignature(request.headers["x-service-signature"], request.body, secretsOf(request.url), now)
-        auditor.check(verified === null, "webhook-signature", () => `event ${eventId} attempt ${attempt}: ${verified}`)
-        auditor.check(bodyEventId(request.body) === eventId, "webhook-signature", () => `event ${eventId}: the body names another event`)
-        if (outagesOf(request.url).some(([start, end]) => now >= start && now < end)) {
-          stats.outageRefusals++
-          return Effect.succeed({ _tag: "Failed", error: "connection error: ECONNREFUSED" } as const)
-        }
-        const roll = prng.float()
-        let edge = faults.webhookNoAnswer
-        if (roll < edge) {
-          stats.noAnswer++
-          return Effect.never
-        }
-        if (roll < (edge += faults.webhookSlow)) {
-          stats.slow++
-          return answer(200, prng.int(30_001, 90_000), deliveryId)
-        }
-        if (roll < (edge += faults.webhookLagging)) {
-          stats.lagging++
-          return answer(200, prng.int(10_000, 29_000), deliveryId)
-        }
-        if (roll < (edge += faults.webhook5xx)) return answer(prng.pick([500, 502, 503]), prng.int(5, 2_000), deliveryId)
-        if (roll < (edge += faults.webhook4xx)) return answer(prng.pick([400, 404, 410]), prng.int(5, 500), deliveryId)
-        return answer(200, prng.int(5, 800), deliveryId)
+        const fate = receive(request)
+        return fate._tag === "Refused" ? Effect.succeed(refusedResult) : fate._tag === "NoAnswer" ? Effect.never : answer(fate)
+      }),
+    // The endpoint knows when it will answer: past the timeout (or never) it is the dispatcher's
+    // timeout at exactly `timeoutMs`, with no fiber racing the answer (an answer at the very
+    // timeout still counts, as it wins the race).
+    postWithin: (request, timeoutMs) =>
+      Effect.suspend(() => {
+        const fate = receive(request)
+        if (fate._tag === "Refused") return Effect.succeed(refusedResult)
+        if (fate._tag === "Answer" && fate.latencyMs <= timeoutMs) return answer(fate)
+        return Effect.as(Effect.sleep(timeoutMs), timedOut(timeoutMs))
       })
   }
   /** The attempt numbers of a delivery that reached the endpoint. */

@@ -20,11 +20,22 @@ export type TransportResult =
 
 /**
  * Sends one webhook POST. Production speaks HTTP (refusing non-public addresses unless allowed);
- * the simulator provides simulated endpoints. The caller applies the timeout, with Effect's clock.
+ * the simulator provides simulated endpoints. The caller applies the timeout, with Effect's clock,
+ * unless the transport offers `postWithin`.
  */
 export interface WebhookTransportShape {
   readonly post: (request: WebhookRequest) => Effect.Effect<TransportResult>
+  /**
+   * Optional: `post` with the timeout applied by the transport itself, for one that knows when an
+   * answer will come and so needs no racing fiber (the simulated endpoints): an answer later than
+   * `timeoutMs` (or none) is `timedOut(timeoutMs)` exactly `timeoutMs` after the start, as the
+   * caller's race would make it.
+   */
+  readonly postWithin?: (request: WebhookRequest, timeoutMs: number) => Effect.Effect<TransportResult>
 }
+
+/** The failure of an attempt whose endpoint did not answer within the timeout. */
+export const timedOut = (timeoutMs: number): TransportResult => ({ _tag: "Failed", error: `timeout: no answer within ${timeoutMs} ms` })
 
 export class WebhookTransport extends Context.Tag("payments/WebhookTransport")<WebhookTransport, WebhookTransportShape>() {}
 

@@ -48,6 +48,22 @@ export interface WebhooksShape {
   readonly eventsCommitted: Effect.Effect<void>
   /** Waits for the next `eventsCommitted` (the dispatcher's side). */
   readonly awaitEventsCommitted: Effect.Effect<void>
+  /** The signals behind `wake` and `eventsCommitted`, for a wait on both and a timer in one step. */
+  readonly wakeSignal: Signal
+  readonly eventsSignal: Signal
+}
+
+export interface Signal {
+  readonly offer: Effect.Effect<void>
+  readonly take: Effect.Effect<void>
+  /** Takes a pending offer, if there is one (true), without waiting. */
+  readonly tryTake: () => boolean
+  /**
+   * Calls `waiter` at the next offer (unless removed first with the function returned), as a
+   * `take` waiting would be resumed: the first registered first. A pending offer is not looked at:
+   * `tryTake` first.
+   */
+  readonly listen: (waiter: () => void) => () => void
 }
 
 export class Webhooks extends Context.Tag("payments/Webhooks")<Webhooks, WebhooksShape>() {}
@@ -58,7 +74,7 @@ export class Webhooks extends Context.Tag("payments/Webhooks")<Webhooks, Webhook
  * came first, or, with none waiting, is kept (one at most) for the next wait. A waiter
  * interrupted before it resumed leaves nothing behind.
  */
-export const makeSignal = () => {
+export const makeSignal = (): Signal => {
   let pending = false
   const waiters = new Set<() => void>()
   const offer = Effect.sync(() => {
@@ -69,18 +85,22 @@ export const makeSignal = () => {
     }
     pending = true
   })
-  const take = Effect.suspend(() => {
-    if (pending) {
-      pending = false
-      return Effect.void
-    }
-    return Effect.async<void>((resume) => {
-      const waiter = () => resume(Effect.void)
-      waiters.add(waiter)
-      return Effect.sync(() => void waiters.delete(waiter))
+  const tryTake = () => {
+    if (!pending) return false
+    pending = false
+    return true
+  }
+  const listen = (waiter: () => void) => {
+    waiters.add(waiter)
+    return () => void waiters.delete(waiter)
+  }
+  const take = Effect.suspend(() =>
+    tryTake() ? Effect.void : Effect.async<void>((resume) => {
+      const remove = listen(() => resume(Effect.void))
+      return Effect.sync(remove)
     })
-  })
-  return { offer, take }
+  )
+  return { offer, take, tryTake, listen }
 }
 
 export const layer = Layer.effect(
@@ -102,21 +122,21 @@ export const layer = Layer.effect(
 
     return Webhooks.of({
       enqueueFromOutbox: (limit) =>
-        Effect.gen(function*() {
-          const now = yield* nowIso
-          const { drained } = yield* webhookStore.drainOutbox(limit, (event, merchant) =>
-            merchant.webhookUrl === null
-              ? null
-              : newDelivery({
-                id: ids.mint("webhookDelivery"),
-                merchantId: merchant.id,
-                url: merchant.webhookUrl,
-                event,
-                now,
-                order: { paymentId: event.paymentId, sequence: event.sequence }
-              }))
-          return drained
-        }),
+        Effect.flatMap(nowIso, (now) =>
+          Effect.map(
+            webhookStore.drainOutbox(limit, (event, merchant) =>
+              merchant.webhookUrl === null
+                ? null
+                : newDelivery({
+                  id: ids.mint("webhookDelivery"),
+                  merchantId: merchant.id,
+                  url: merchant.webhookUrl,
+                  event,
+                  now,
+                  order: { paymentId: event.paymentId, sequence: event.sequence }
+                })),
+            ({ drained }) => drained
+          )),
       sendTest: (merchantId, eventType) =>
         Effect.gen(function*() {
           const merchant = yield* merchantOf(merchantId)
@@ -170,7 +190,9 @@ export const layer = Layer.effect(
       wake,
       awaitWake: signal.take,
       eventsCommitted: committed.offer,
-      awaitEventsCommitted: committed.take
+      awaitEventsCommitted: committed.take,
+      wakeSignal: signal,
+      eventsSignal: committed
     })
   })
 )

@@ -354,6 +354,20 @@ export const memoryWebhookOperations = (state: MemoryState): WebhookStoreShape =
           schedule(row)
         }
       }),
+    claimSuccessor: (delivery, now, lease) =>
+      Effect.sync(() => {
+        if (delivery.order === null) return null
+        let next: DeliveryRow | null = null
+        for (const other of w.openInOrder.get(`${delivery.order.paymentId} ${delivery.url}`) ?? []) {
+          const sequence = other.delivery.order!.sequence
+          if (sequence > delivery.order.sequence && (next === null || sequence < next.delivery.order!.sequence)) next = other
+        }
+        if (next === null || next.delivery.nextAttemptAt! > now || leaseLive(next, now) || waitsForEarlier(next)) return null
+        next.leaseToken = lease.token
+        next.leaseUntil = lease.until
+        schedule(next)
+        return next.delivery
+      }),
     backlog: (now) =>
       Effect.sync(() => {
         let open = 0

@@ -137,6 +137,26 @@ export const makePgWebhookStore = Effect.gen(function*() {
     releaseLease: (id, token) =>
       run(sql`UPDATE webhook_deliveries SET lease_token = NULL, lease_until = NULL
         WHERE id = ${id} AND lease_token = ${token}`).pipe(Effect.asVoid),
+    claimSuccessor: (delivery, now, lease) =>
+      delivery.order === null
+        ? Effect.succeed(null)
+        : run(sql`UPDATE webhook_deliveries SET lease_token = ${lease.token}, lease_until = ${lease.until}
+            WHERE id = (
+              SELECT d.id FROM webhook_deliveries d
+              WHERE d.payment_id = ${delivery.order.paymentId} AND d.url = ${delivery.url}
+                AND d.event_sequence > ${delivery.order.sequence} AND d.status IN ('pending', 'retrying')
+                AND d.next_attempt_at <= ${now} AND (d.lease_until IS NULL OR d.lease_until <= ${now})
+                AND NOT EXISTS (
+                  SELECT 1 FROM webhook_deliveries earlier
+                  WHERE earlier.payment_id = d.payment_id AND earlier.url = d.url
+                    AND earlier.event_sequence < d.event_sequence AND earlier.status IN ('pending', 'retrying')
+                ) AND NOT EXISTS (
+                  SELECT 1 FROM payment_events e JOIN webhook_outbox o ON o.event_id = e.id
+                  WHERE e.payment_id = d.payment_id AND e.sequence < d.event_sequence
+                )
+              ORDER BY d.event_sequence LIMIT 1
+              FOR UPDATE OF d SKIP LOCKED
+            ) RETURNING *`).pipe(Effect.map((rows) => (rows.length === 0 ? null : toDelivery(rows[0]!)))),
     backlog: (now) =>
       run(sql`SELECT count(*)::int AS open,
           count(*) FILTER (WHERE next_attempt_at <= ${now} AND (lease_until IS NULL OR lease_until <= ${now}))::int AS due,

@@ -45,6 +45,13 @@ export interface WebhookStoreShape {
   readonly recordAttempt: (delivery: Delivery, attempt: Attempt, token: string) => StoreEffect<boolean>
   readonly releaseLease: (deliveryId: string, token: string) => StoreEffect<void>
   /**
+   * After `delivery` ended: leases the next delivery of its payment to its URL, if that one is due
+   * at `now`, no live lease holds it and no earlier one of its payment is open (or still in the
+   * outbox), so the payment's next event goes at once without a poll. Null otherwise, and always
+   * for an unordered delivery.
+   */
+  readonly claimSuccessor: (delivery: Delivery, now: string, lease: Lease) => StoreEffect<Delivery | null>
+  /**
    * For the gauges: deliveries open (pending or retrying), how many of them are due at `now` and
    * unleased, and the earliest due time among those (null: none).
    */

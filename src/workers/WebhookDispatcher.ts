@@ -1,12 +1,14 @@
-import { Cause, Clock, Duration, Effect, ExecutionStrategy, Fiber, Layer, Option, Queue, Scope } from "effect"
+import { Cause, Duration, Effect, ExecutionStrategy, Fiber, identity, Layer, Option, Scope } from "effect"
 import type { AttemptOutcome, Delivery } from "../domain/Webhook.ts"
 import { afterAttempt, isOpen, isSuccess, nextAttemptNumber, signatureHeader, unixSeconds } from "../domain/Webhook.ts"
 import * as Metrics from "../platform/Metrics.ts"
 import { AppConfig } from "../platform/Config.ts"
 import { Ids } from "../platform/Ids.ts"
-import { addMs, nowIso } from "../platform/Time.ts"
-import { WebhookTransport } from "../platform/WebhookTransport.ts"
+import { addMs, isoAt } from "../platform/Time.ts"
+import { type CallbackTimer, callbackTimerOf } from "../platform/Timers.ts"
+import { timedOut, WebhookTransport, type WebhookRequest } from "../platform/WebhookTransport.ts"
 import { Webhooks } from "../services/Webhooks.ts"
+import type { StoreUnavailable } from "../store/Store.ts"
 import { WebhookStore } from "../store/WebhookStore.ts"
 
 export interface DispatcherOptions {
@@ -48,6 +50,58 @@ interface Claim {
 }
 
 /**
+ * An endpoint's bounded queue of claims, as `Queue.dropping` behaves (an offer beyond the
+ * capacity is refused; a taker waiting gets the next claim, first come first served), with a
+ * synchronous `offer` and `takeAll`, so a poll hands its claims out without an Effect step each.
+ */
+class Mailbox {
+  private items: Array<Claim> = []
+  private head = 0
+  private readonly takers: Array<(claim: Claim) => void> = []
+
+  constructor(private readonly capacity: number) {}
+
+  /** False when full: the caller gives the claim back. */
+  offer(claim: Claim): boolean {
+    const taker = this.takers.shift()
+    if (taker !== undefined) {
+      taker(claim)
+      return true
+    }
+    if (this.items.length - this.head >= this.capacity) return false
+    this.items.push(claim)
+    return true
+  }
+
+  readonly take: Effect.Effect<Claim> = Effect.suspend(() => {
+    if (this.head < this.items.length) {
+      const claim = this.items[this.head]!
+      this.items[this.head++] = undefined as never
+      if (this.head === this.items.length) {
+        this.items = []
+        this.head = 0
+      }
+      return Effect.succeed(claim)
+    }
+    return Effect.async<Claim>((resume) => {
+      const taker = (claim: Claim) => resume(Effect.succeed(claim))
+      this.takers.push(taker)
+      return Effect.sync(() => {
+        const index = this.takers.indexOf(taker)
+        if (index >= 0) this.takers.splice(index, 1)
+      })
+    })
+  })
+
+  takeAll(): Array<Claim> {
+    const claims = this.items.slice(this.head)
+    this.items = []
+    this.head = 0
+    return claims
+  }
+}
+
+/**
  * The webhook dispatcher. A poller drains the outbox into deliveries and claims due deliveries
  * under a lease (so several processes share the work and a dead one's work is taken over); each
  * endpoint is an actor: a bounded queue worked with bounded concurrency by its own supervised
@@ -61,62 +115,89 @@ export const run = (options: DispatcherOptions = defaultOptions) =>
     const config = yield* AppConfig
     const ids = yield* Ids
     const scope = yield* Effect.scope
+    const clock = yield* Effect.clock
+    const timer = yield* callbackTimerOf(clock)
     const leaseMs = config.webhookTimeoutMs + options.leaseMarginMs
-    const actors = new Map<string, Queue.Queue<Claim>>()
+    const actors = new Map<string, Mailbox>()
     /**
      * Until when the poller sleeps (-Infinity while it is awake: its next idle reads the store
      * afresh). An attempt wakes it only when the retry it scheduled is due before that.
      */
     let sleepingUntilMs = Number.NEGATIVE_INFINITY
+    /** Claims whose attempt has started and not finished (one left here was cut by a stop). */
+    const inFlight = new Set<Claim>()
     // Last at shutdown (after the workers are interrupted): claims still waiting in an endpoint's
-    // queue go back to the store, so another process takes them now, not when their lease ends.
+    // queue, and those whose attempt the stop cut in the middle, go back to the store, so another
+    // process takes them now, not when their lease ends (a recorded attempt's token holds nothing,
+    // so giving it back changes nothing). A killed process reaches nothing: each give-back is
+    // best effort, whatever its outcome.
     yield* Effect.addFinalizer(() =>
-      Effect.forEach(actors.values(), (queue) =>
-        Effect.flatMap(Queue.takeAll(queue), (claims) =>
-          Effect.forEach(claims, ({ delivery, token }) => store.releaseLease(delivery.id, token).pipe(Effect.ignore), { discard: true })),
-        { discard: true })
+      Effect.forEach([...inFlight, ...[...actors.values()].flatMap((mailbox) => mailbox.takeAll())], ({ delivery, token }) =>
+        store.releaseLease(delivery.id, token).pipe(Effect.catchAllCause(() => Effect.void)), { discard: true })
     )
 
     // The poller and the workers live in a scope of their own, closed after the graceful stop
     // below (a finalizer added later runs earlier): the stop runs while they still run.
     const fibers = yield* Scope.fork(scope, ExecutionStrategy.sequential)
     let poller: Fiber.RuntimeFiber<never, never> | undefined
-    let attemptsInFlight = 0
+    /** Set at a stop: attempts finishing meanwhile claim no successor (no new claims). */
+    let stopping = false
     yield* Effect.addFinalizer(() =>
       Effect.gen(function*() {
         // No new claims; the claims still queued go back to the store at once.
+        stopping = true
         if (poller !== undefined) yield* Fiber.interrupt(poller)
         let released = 0
-        for (const queue of actors.values()) {
-          for (const { delivery, token } of yield* Queue.takeAll(queue)) {
+        for (const mailbox of actors.values()) {
+          for (const { delivery, token } of mailbox.takeAll()) {
             yield* store.releaseLease(delivery.id, token).pipe(Effect.ignore)
             released++
           }
         }
-        const inFlight = attemptsInFlight
+        const startedInFlight = inFlight.size
         if (!options.finishAttemptsOnStop) return
         const finished = yield* Effect.gen(function*() {
-          while (attemptsInFlight > 0) yield* Effect.sleep(Duration.millis(10))
+          while (inFlight.size > 0) yield* Effect.sleep(Duration.millis(10))
         }).pipe(Effect.timeoutOption(Duration.millis(config.shutdownGraceMs)))
         yield* Option.isSome(finished)
-          ? Effect.logInfo(`shutting down: webhook dispatcher stopped; ${inFlight} attempts in flight finished, ${released} queued claims released`)
+          ? Effect.logInfo(`shutting down: webhook dispatcher stopped; ${startedInFlight} attempts in flight finished, ${released} queued claims released`)
           : Effect.logWarning(
-            `shutting down: webhook dispatcher stopped; ${attemptsInFlight} attempts cut off after SHUTDOWN_GRACE (their claims released), ${released} queued claims released`
+            `shutting down: webhook dispatcher stopped; ${inFlight.size} attempts cut off after SHUTDOWN_GRACE (their claims released), ${released} queued claims released`
           )
       })
     )
 
+    const timeoutMs = config.webhookTimeoutMs
+    const onTimeout = () => timedOut(timeoutMs)
+    /** The POST under WEBHOOK_TIMEOUT: applied by the transport when it can, else raced against the clock. */
+    const post = transport.postWithin !== undefined
+      ? (request: WebhookRequest) => transport.postWithin!(request, timeoutMs)
+      : (request: WebhookRequest) =>
+        Effect.timeoutTo(transport.post(request), { duration: Duration.millis(timeoutMs), onSuccess: identity, onTimeout })
+
+    /**
+     * Claims the payment's next delivery (under the ended one's token) and queues it, as a poll
+     * would: not cut in the middle by a stop, and when the store fails the poller is woken to
+     * claim it instead.
+     */
+    const claimSuccessor = (delivery: Delivery, token: string, now: string) =>
+      Effect.flatMap(store.claimSuccessor(delivery, now, { token, until: addMs(now, leaseMs) }), (successor) =>
+        successor === null ? Effect.void : handOut([successor], token, 0)).pipe(
+          Effect.catchAll(() => webhooks.wake),
+          Effect.uninterruptible
+        )
+
     const attempt = ({ delivery, token }: Claim) =>
       Effect.gen(function*() {
-        const at = yield* nowIso
+        const at = isoAt(clock.unsafeCurrentTimeMillis())
         // Renewing proves the lease is still ours: a claim that waited too long is someone else's now.
         if (!(yield* store.renewLease(delivery.id, token, at, addMs(at, leaseMs)))) return
         const secrets = yield* store.signingSecrets(delivery.merchantId, at)
-        const startMs = yield* Clock.currentTimeMillis
+        const startMs = clock.unsafeCurrentTimeMillis()
         if (delivery.nextAttemptAt !== null) {
           Metrics.record(Metrics.webhookDeliveryLag, Math.max(0, startMs - Date.parse(delivery.nextAttemptAt)) / 1000)
         }
-        const result = yield* transport.post({
+        const result = yield* post({
           url: delivery.url,
           body: delivery.payload,
           headers: {
@@ -127,100 +208,155 @@ export const run = (options: DispatcherOptions = defaultOptions) =>
             "x-service-delivery-id": delivery.id,
             "x-service-delivery-attempt": String(nextAttemptNumber(delivery))
           }
-        }).pipe(
-          Effect.timeoutTo({
-            duration: Duration.millis(config.webhookTimeoutMs),
-            onSuccess: (r) => r,
-            onTimeout: () => ({ _tag: "Failed", error: `timeout: no answer within ${config.webhookTimeoutMs} ms` } as const)
-          })
-        )
-        const endMs = yield* Clock.currentTimeMillis
+        })
+        const endMs = clock.unsafeCurrentTimeMillis()
         const durationMs = endMs - startMs
         const outcome: AttemptOutcome = result._tag === "Answered"
           ? { _tag: "Answered", status: result.status, snippet: result.snippet, durationMs }
           : { _tag: "Failed", error: result.error, durationMs }
-        const next = afterAttempt(delivery, at, outcome, config.webhookRetryScheduleMs, yield* nowIso)
+        const next = afterAttempt(delivery, at, outcome, config.webhookRetryScheduleMs, isoAt(endMs))
         const recorded = yield* store.recordAttempt(next.delivery, next.attempt, token)
         Metrics.record(Metrics.webhookAttempts(isSuccess(outcome) ? "succeeded" : outcome._tag === "Answered" ? "rejected" : "error"), 1)
         if (recorded && next.delivery.status === "failed") Metrics.record(Metrics.webhookDeliveriesFailed, 1)
-        // The payment's next event waits for this one: once this one is done, it is due at once.
-        const releasesNext = recorded && delivery.order !== null && !isOpen(next.delivery)
-        const wakeFor = next.delivery.nextAttemptAt !== null && Date.parse(next.delivery.nextAttemptAt) < sleepingUntilMs
-        if (releasesNext || wakeFor) yield* webhooks.wake
-      }).pipe(
-        Effect.catchAll((error) => Effect.logWarning(`webhook delivery ${delivery.id} attempt not recorded`, error)),
-        // A stop in the middle of an attempt hands the delivery back at once instead of leaving it
-        // to wait out the lease (once recorded, the token holds nothing and this changes nothing).
-        Effect.onInterrupt(() => store.releaseLease(delivery.id, token).pipe(Effect.ignore))
-      )
+        // The payment's next event waits for this one: once this one is done, it is due at once,
+        // so it is claimed now (under the same token) and queued behind this endpoint's work.
+        if (recorded && delivery.order !== null && !isOpen(next.delivery) && !stopping) yield* claimSuccessor(delivery, token, isoAt(endMs))
+        if (next.delivery.nextAttemptAt !== null && Date.parse(next.delivery.nextAttemptAt) < sleepingUntilMs) yield* webhooks.wake
+      }).pipe(Effect.catchAll((error) => Effect.logWarning(`webhook delivery ${delivery.id} attempt not recorded`, error)))
 
     /**
-     * One endpoint's actor: a bounded queue worked by `concurrencyPerEndpoint` supervised worker
-     * fibers. A defect in an attempt restarts that worker only; the queue (and so the endpoint's
-     * waiting work) survives, and the attempt it was on is taken over when its lease ends.
+     * Starts one endpoint's actor: a bounded mailbox worked by `concurrencyPerEndpoint` supervised
+     * worker fibers. A defect in an attempt restarts that worker only; the mailbox (and so the
+     * endpoint's waiting work) survives, and the attempt it was on is taken over when its lease ends.
      */
-    const actorFor = (key: string) =>
-      Effect.gen(function*() {
-        const existing = actors.get(key)
-        if (existing !== undefined) return existing
-        const queue = yield* Queue.dropping<Claim>(options.queueCapacity)
-        actors.set(key, queue)
-        const worker = Effect.forever(Effect.flatMap(Queue.take(queue), (claim) => {
-          attemptsInFlight++
-          return attempt(claim).pipe(Effect.ensuring(Effect.sync(() => void attemptsInFlight--)))
-        })).pipe(
-          Effect.catchAllCause((cause) =>
-            Cause.isInterruptedOnly(cause) ? Effect.failCause(cause) : Effect.logError("webhook endpoint worker crashed; restarting", cause)
-          ),
-          Effect.forever
-        )
+    const startActor = (key: string) =>
+      Effect.suspend(() => {
+        const mailbox = new Mailbox(options.queueCapacity)
+        actors.set(key, mailbox)
+        const worker = Effect.suspend(() => {
+          let current: Claim | null = null
+          // A plain loop: no yield between attempts (take suspends when there is no work, and the
+          // runtime's scheduler still yields a long-running fiber). An attempt cut by a stop stays
+          // in flight: the last finalizer gives its claim back.
+          const serve: Effect.Effect<never> = Effect.flatMap(mailbox.take, (claim) => {
+            inFlight.add(current = claim)
+            return attempt(claim).pipe(Effect.flatMap(() => {
+              inFlight.delete(claim)
+              current = null
+              return serve
+            }))
+          })
+          return serve.pipe(Effect.catchAllCause((cause) => {
+            if (Cause.isInterruptedOnly(cause)) return Effect.failCause(cause)
+            // A defect: the attempt is over (its claim is taken over when its lease ends).
+            if (current !== null) inFlight.delete(current)
+            return Effect.logError("webhook endpoint worker crashed; restarting", cause)
+          }))
+        }).pipe(Effect.forever)
         // Forked from a poll, which a stop does not cut: the workers themselves must stay interruptible.
-        for (let i = 0; i < options.concurrencyPerEndpoint; i++) yield* Effect.forkIn(Effect.interruptible(worker), fibers)
-        return queue
+        return Effect.replicateEffect(Effect.forkIn(Effect.interruptible(worker), fibers), options.concurrencyPerEndpoint, { discard: true })
       })
 
+    /**
+     * Hands the claims from `from` on to their endpoints' mailboxes (starting an endpoint's actor
+     * the first time): synchronous but for those starts and a full mailbox's claim given back.
+     */
+    const handOut = (claimed: ReadonlyArray<Delivery>, token: string, from: number): Effect.Effect<void, StoreUnavailable> => {
+      for (let i = from; i < claimed.length; i++) {
+        const delivery = claimed[i]!
+        const key = `${delivery.merchantId} ${delivery.url}`
+        const mailbox = actors.get(key)
+        if (mailbox === undefined) return Effect.flatMap(startActor(key), () => handOut(claimed, token, i))
+        if (!mailbox.offer({ delivery, token })) return Effect.flatMap(store.releaseLease(delivery.id, token), () => handOut(claimed, token, i + 1))
+      }
+      return Effect.void
+    }
+
+    /** Outbox → deliveries: batches while they come full, at most ten a poll. */
+    const drainOutbox = (round: number): Effect.Effect<void, StoreUnavailable> =>
+      Effect.flatMap(webhooks.enqueueFromOutbox(options.batchSize), (drained) =>
+        drained === options.batchSize && round < 9 ? drainOutbox(round + 1) : Effect.void)
+
     /** One poll: outbox → deliveries, then claim due work and hand it to the endpoints. Returns the number claimed. */
-    const poll = Effect.gen(function*() {
-      let drained = options.batchSize
-      for (let round = 0; round < 10 && drained === options.batchSize; round++) {
-        drained = yield* webhooks.enqueueFromOutbox(options.batchSize)
-      }
-      const now = yield* nowIso
+    const poll = Effect.flatMap(drainOutbox(0), () => {
+      const now = isoAt(clock.unsafeCurrentTimeMillis())
       const token = ids.secret("lease_")
-      const claimed = yield* store.claimDue(now, { token, until: addMs(now, leaseMs) }, options.batchSize)
-      for (const delivery of claimed) {
-        const queue = yield* actorFor(`${delivery.merchantId} ${delivery.url}`)
-        if (!(yield* Queue.offer(queue, { delivery, token }))) yield* store.releaseLease(delivery.id, token)
-      }
-      return claimed.length
+      return Effect.flatMap(store.claimDue(now, { token, until: addMs(now, leaseMs) }, options.batchSize), (claimed) =>
+        Effect.as(handOut(claimed, token, 0), claimed.length))
     })
 
-    const idle = Effect.gen(function*() {
-      const nowMs = yield* Clock.currentTimeMillis
-      // Announced before the store is read, so a retry recorded meanwhile still wakes us.
-      sleepingUntilMs = nowMs + options.pollIntervalMs
-      const due = yield* store.nextDueAt().pipe(Effect.orElseSucceed(() => null))
-      const dueMs = due === null ? Infinity : Date.parse(due)
-      // Work due already but not claimed sits in a full endpoint queue: wait a poll interval for it.
-      const untilMs = dueMs <= nowMs ? nowMs + options.pollIntervalMs : Math.min(nowMs + options.pollIntervalMs, dueMs)
-      sleepingUntilMs = untilMs
+    /**
+     * Waits until `untilMs`, a wake, or `eventsDelayMs` after an events commit (never past
+     * `untilMs`), whichever comes first: one `Effect.async` on the clock's callback timer and the
+     * two signals, no fiber forked. A wake already pending ends it at once; an events commit
+     * already pending starts its delay now.
+     */
+    const waitFor = (timer: CallbackTimer, nowMs: number, untilMs: number) => {
+      if (webhooks.wakeSignal.tryTake()) return Effect.void
+      return Effect.async<void>((resume) => {
+        let done = false
+        let removeEvents: (() => void) | null = null
+        let cancelTimer: () => void
+        const stop = () => {
+          done = true
+          cancelTimer()
+          removeWake()
+          removeEvents?.()
+        }
+        const finish = () => {
+          if (done) return
+          stop()
+          resume(Effect.void)
+        }
+        const removeWake = webhooks.wakeSignal.listen(finish)
+        const eventsAt = (atMs: number) => {
+          if (atMs + options.eventsDelayMs >= untilMs) return
+          cancelTimer()
+          cancelTimer = timer(options.eventsDelayMs, finish)
+        }
+        cancelTimer = timer(untilMs - nowMs, finish)
+        if (webhooks.eventsSignal.tryTake()) eventsAt(nowMs)
+        else {
+          removeEvents = webhooks.eventsSignal.listen(() => {
+            removeEvents = null
+            if (!done) eventsAt(clock.unsafeCurrentTimeMillis())
+          })
+        }
+        return Effect.sync(stop)
+      })
+    }
+
+    /** The same wait for a clock without a callback timer (`TestClock`): a race of three fibers. */
+    const raceFor = (nowMs: number, untilMs: number) => {
       const untilTimeout = Effect.sleep(Duration.millis(Math.max(0, untilMs - nowMs)))
       const eventsDelay = Duration.millis(Math.min(options.eventsDelayMs, Math.max(0, untilMs - nowMs)))
-      yield* Effect.raceAll([untilTimeout, webhooks.awaitWake, Effect.zipRight(webhooks.awaitEventsCommitted, Effect.sleep(eventsDelay))])
-      sleepingUntilMs = Number.NEGATIVE_INFINITY
+      return Effect.raceAll([untilTimeout, webhooks.awaitWake, Effect.zipRight(webhooks.awaitEventsCommitted, Effect.sleep(eventsDelay))])
+    }
+
+    const idle = Effect.suspend(() => {
+      const nowMs = clock.unsafeCurrentTimeMillis()
+      // Announced before the store is read, so a retry recorded meanwhile still wakes us.
+      sleepingUntilMs = nowMs + options.pollIntervalMs
+      return Effect.flatMap(store.nextDueAt().pipe(Effect.orElseSucceed(() => null)), (due) => {
+        const dueMs = due === null ? Infinity : Date.parse(due)
+        // Work due already but not claimed sits in a full endpoint queue: wait a poll interval for it.
+        const untilMs = dueMs <= nowMs ? nowMs + options.pollIntervalMs : Math.min(nowMs + options.pollIntervalMs, dueMs)
+        sleepingUntilMs = untilMs
+        return Effect.map(timer === null ? raceFor(nowMs, untilMs) : waitFor(timer, nowMs, untilMs), () => {
+          sleepingUntilMs = Number.NEGATIVE_INFINITY
+        })
+      })
     })
 
     // A poll is not cut in the middle by a stop: claims it made always reach a queue (or go back).
-    poller = yield* Effect.forkIn(
-      Effect.forever(
-        poll.pipe(
-          Effect.catchAll((error) => Effect.as(Effect.logWarning("webhook poll failed", error), 0)),
-          Effect.uninterruptible,
-          Effect.flatMap((claimed) => (claimed === options.batchSize ? Effect.yieldNow() : idle))
-        )
-      ),
-      fibers
+    // A plain loop: the idle wait suspends, and a full batch yields before the next poll.
+    const polls: Effect.Effect<never> = poll.pipe(
+      Effect.catchAll((error) => Effect.as(Effect.logWarning("webhook poll failed", error), 0)),
+      Effect.uninterruptible,
+      Effect.flatMap((claimed) => (claimed === options.batchSize ? Effect.yieldNow() : idle)),
+      Effect.zipRight(Effect.suspend(() => polls))
     )
+    poller = yield* Effect.forkIn(polls, fibers)
   })
 
 export const layerWith = (options: Partial<DispatcherOptions> = {}) =>

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Layer } from "effect"
-import { afterAttempt, newDelivery } from "../../src/domain/Webhook.ts"
+import { afterAttempt, type Delivery, newDelivery } from "../../src/domain/Webhook.ts"
 import { layerMemory } from "../../src/store/MemoryStore.ts"
 import { Store } from "../../src/store/Store.ts"
 import { WebhookStore } from "../../src/store/WebhookStore.ts"
@@ -96,6 +96,45 @@ const webhookStoreContract = (name: string, layer: () => Layer.Layer<Store | Web
         // Open: whd_3..6, all leased, so none is due.
         expect(yield* store.backlog(at(40))).toEqual({ open: 4, due: 0, oldestDueAt: null })
         expect(yield* store.backlog(at(100))).toEqual({ open: 4, due: 4, oldestDueAt: at(3) })
+      }).pipe(Effect.provide(layer())))
+
+    it.effect("the successor of an ended delivery is claimed at once: next in its payment's order to its URL, due, unleased", () =>
+      Effect.gen(function*() {
+        yield* Effect.flatMap(Store, (s) => s.insertMerchant(merchant, apiKey))
+        const store = yield* WebhookStore
+        const ordered = (n: number, paymentId: string, sequence: number, url = "http://example.com/h") =>
+          ({ ...delivery(n), url, order: { paymentId, sequence } })
+        for (const d of [ordered(1, "pay_a", 1), ordered(2, "pay_a", 2), ordered(3, "pay_a", 3), ordered(4, "pay_b", 1), delivery(5), ordered(6, "pay_a", 2, "http://other.example/h")]) {
+          yield* store.insertDelivery(d)
+        }
+        const lease = (token: string) => ({ token, until: at(100) })
+        const first = yield* store.claimDue(at(10), lease("a"), 10)
+        expect(first.map((d) => d.id).sort()).toEqual(["whd_1", "whd_4", "whd_5", "whd_6"])
+        const byId = (id: string) => first.find((d) => d.id === id)!
+        const succeed = (d: Delivery, token: string, now: string) =>
+          Effect.gen(function*() {
+            const done = afterAttempt(d, now, { _tag: "Answered", status: 200, snippet: "", durationMs: 5 }, [60_000], now)
+            expect(yield* store.recordAttempt(done.delivery, done.attempt, token)).toBe(true)
+            return done.delivery
+          })
+        // While pay_a's first is open, its second is not claimed.
+        expect(yield* store.claimSuccessor(byId("whd_1"), at(10), lease("s"))).toBeNull()
+        const ended1 = yield* succeed(byId("whd_1"), "a", at(10))
+        const second = yield* store.claimSuccessor(ended1, at(10), lease("s"))
+        expect(second?.id).toBe("whd_2")
+        // Claimed under the lease: neither a second claim nor a poll gets it, and the third waits for it.
+        expect(yield* store.claimSuccessor(ended1, at(10), lease("t"))).toBeNull()
+        expect(yield* store.claimDue(at(10), lease("u"), 10)).toEqual([])
+        const ended2 = yield* succeed(second!, "s", at(10))
+        // The third is due at minute 3 only.
+        expect(yield* store.claimSuccessor(ended2, at(2), lease("v"))).toBeNull()
+        expect((yield* store.claimSuccessor(ended2, at(10), lease("v")))?.id).toBe("whd_3")
+        // Nothing after the last of a payment, after another payment's only one, after an unordered
+        // one, nor across URLs.
+        expect(yield* store.claimSuccessor(yield* succeed(byId("whd_4"), "a", at(10)), at(10), lease("w"))).toBeNull()
+        expect(yield* store.claimSuccessor(yield* succeed(byId("whd_5"), "a", at(10)), at(10), lease("w"))).toBeNull()
+        expect(yield* store.claimSuccessor(yield* succeed(byId("whd_6"), "a", at(10)), at(10), lease("w"))).toBeNull()
+        expect(yield* store.backlog(at(10))).toEqual({ open: 1, due: 0, oldestDueAt: null })
       }).pipe(Effect.provide(layer())))
 
     it.effect("an ended delivery reads back with its exact payload, and a resend sends that payload again", () =>

@@ -4,7 +4,7 @@ import { VirtualTime } from "../../sim/VirtualTime.ts"
 import type { Delivery } from "../../src/domain/Webhook.ts"
 import * as Config from "../../src/platform/Config.ts"
 import * as Ids from "../../src/platform/Ids.ts"
-import { type TransportResult, WebhookTransport } from "../../src/platform/WebhookTransport.ts"
+import { timedOut, type TransportResult, WebhookTransport } from "../../src/platform/WebhookTransport.ts"
 import * as Webhooks from "../../src/services/Webhooks.ts"
 import { emptyState, layerMemoryFrom, type MemoryState } from "../../src/store/MemoryStore.ts"
 import { memoryWebhookOperations } from "../../src/store/MemoryWebhookStore.ts"
@@ -81,7 +81,11 @@ export class VirtualWebhooks {
   private readonly seed: number
   private generation = 0
 
-  constructor(options: { readonly startMs: number; readonly respond: Respond; readonly seed?: number }) {
+  /** Whether the transport applies WEBHOOK_TIMEOUT itself (`postWithin`, as the simulator's endpoints do) instead of the dispatcher. */
+  private readonly transportAppliesTimeout: boolean
+
+  constructor(options: { readonly startMs: number; readonly respond: Respond; readonly seed?: number; readonly transportAppliesTimeout?: boolean }) {
+    this.transportAppliesTimeout = options.transportAppliesTimeout ?? false
     this.time = new VirtualTime(options.startMs)
     this.respond = options.respond
     this.seed = options.seed ?? 1
@@ -152,7 +156,14 @@ export class VirtualWebhooks {
       WebhookStoreTag,
       Effect.map(WebhookStoreTag, (store) => fenced(store, fence))
     ).pipe(Layer.provideMerge(layerMemoryFrom(this.state)))
-    const layer = engineLayer(stores, full, options, this.seed * 1000 + ++this.generation, Layer.succeed(WebhookTransport, this.transport))
+    const transport = this.transportAppliesTimeout
+      ? WebhookTransport.of({
+        post: this.transport.post,
+        postWithin: (request, timeoutMs) =>
+          Effect.timeoutTo(this.transport.post(request), { duration: timeoutMs, onSuccess: (result) => result, onTimeout: () => timedOut(timeoutMs) })
+      })
+      : this.transport
+    const layer = engineLayer(stores, full, options, this.seed * 1000 + ++this.generation, Layer.succeed(WebhookTransport, transport))
     const { context, scope } = this.runNow(Effect.gen(function*() {
       const scope = yield* Scope.make()
       const context = yield* Layer.buildWithScope(layer, scope)
