@@ -3,6 +3,7 @@ import { ApiKeys } from "../services/ApiKeys.ts"
 import * as E from "./ApiError.ts"
 import { Authentication } from "./Api.ts"
 import { RateLimiter } from "./RateLimiter.ts"
+import { setCaller } from "./RequestState.ts"
 
 const wellFormedKey = /^sk_live_[A-Za-z0-9]{16,128}$/
 
@@ -27,7 +28,7 @@ export const layer = Layer.effect(
               ? Effect.fail(E.invalidApiKey())
               : Effect.flatMap(limiter.take(found.key.id), (rate) =>
                 rate.allowed
-                  ? Effect.succeed({ merchant: found.merchant, apiKey: found.key })
+                  ? setCaller({ merchant: found.merchant, apiKey: found.key })
                   : Effect.fail(E.rateLimited(rate.limit, rate.retryAfterSeconds)))
         })
       }

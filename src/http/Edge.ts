@@ -13,23 +13,11 @@ import { storeRefusal } from "./Idempotency.ts"
 import { describeParseError, jsonShapeProblem } from "./JsonShape.ts"
 import { makeRouteOf } from "./Routes.ts"
 import { fromDecodeError, routeNotFound } from "./RequestErrors.ts"
+import { currentRequest, type RequestState } from "./RequestState.ts"
 
 export const maximumBodyBytes = 64 * 1024
 
-/**
- * The request being served, set once by the edge (one fiber-local value instead of three):
- * - `id`: echoed in `X-Request-Id` and in error bodies;
- * - `body`: the body as the edge parsed it (`undefined`: no body), so nothing parses it again for the fingerprint;
- * - `taken`: whether the handler's own idempotency wrapper took the key. When it did not (the
- *   edge refused the body or its decoding failed), the edge stores the refusal itself.
- */
-export interface RequestState {
-  readonly id: string
-  body: { readonly text: string; readonly value: unknown } | undefined
-  taken: boolean
-}
-
-export const currentRequest = FiberRef.unsafeMake<RequestState>({ id: "req_unknown", body: undefined, taken: false })
+export { currentRequest, type RequestState } from "./RequestState.ts"
 
 export const jsonResponse = (status: number, body: string, headers: Readonly<Record<string, string>> = {}) =>
   HttpServerResponse.text(body, { status, contentType: "application/json", headers })
@@ -155,7 +143,7 @@ export const layer = HttpApiBuilder.middleware(
         const startNanos = clock.unsafeCurrentTimeNanos()
         const minimumLevel = fiber.getFiberRef(FiberRef.currentMinimumLogLevel)
         const requestId = ids.mint("request")
-        const state: RequestState = { id: requestId, body: undefined, taken: false }
+        const state: RequestState = { id: requestId, body: undefined, taken: false, caller: null }
         const served = FiberRef.set(currentRequest, state).pipe(
           Effect.zipRight(checkBody(request)),
           Effect.flatMap((body) => {

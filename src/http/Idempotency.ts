@@ -11,7 +11,8 @@ import type { Answer, InlineOutcome } from "../services/Payments.ts"
 import type { CommandKey, IdempotencyClaim, StoreShape } from "../store/Store.ts"
 import { Store } from "../store/Store.ts"
 import * as E from "./ApiError.ts"
-import { currentRequest, jsonResponse, type RequestState } from "./Edge.ts"
+import { jsonResponse } from "./Edge.ts"
+import { currentRequest, type RequestState } from "./RequestState.ts"
 
 const keyPattern = /^[\x20-\x7e]{1,255}$/
 
