@@ -24,6 +24,11 @@ import { readResponse, type SimRequest, type SimResponse } from "./Http.ts"
  */
 export interface Infrastructure {
   readonly store: StoreShape
+  /**
+   * The main store behind an instance's fence, when the store can check the fence in its own
+   * wrapper's step (sim/StoreFaults.ts `fencedBy`: one Effect step a call less); else `fenced(store)`.
+   */
+  readonly fencedStore?: (fence: Fence) => StoreShape
   readonly ids: IdsShape
   readonly config: Config.AppConfigShape
   readonly acquirer: AcquirerShape
@@ -95,7 +100,7 @@ export const fenced = <S extends object>(shape: S, fence: Fence): S => {
 
 const fencedInfrastructure = (infrastructure: Infrastructure, fence: Fence): Infrastructure => ({
   ...infrastructure,
-  store: fenced(infrastructure.store, fence),
+  store: infrastructure.fencedStore?.(fence) ?? fenced(infrastructure.store, fence),
   acquirer: fenced(infrastructure.acquirer, fence),
   webhookStore: fenced(infrastructure.webhookStore, fence),
   webhookTransport: fenced(infrastructure.webhookTransport, fence)
