@@ -1,6 +1,6 @@
-import { HttpApiBuilder, HttpServer, HttpServerRequest } from "@effect/platform"
+import { HttpApiBuilder, HttpServer, HttpServerRequest, type HttpServerResponse } from "@effect/platform"
 import * as HttpServerError from "@effect/platform/HttpServerError"
-import { Cause, type Context, Effect, Exit, Fiber, Layer, Scope } from "effect"
+import { Cause, Context, Effect, Exit, Fiber, FiberRef, Layer, Scope } from "effect"
 import { Acquirer, type AcquirerShape } from "../src/acquirer/Acquirer.ts"
 import { ApiLive, ServicesLive } from "../src/App.ts"
 import * as Config from "../src/platform/Config.ts"
@@ -24,6 +24,11 @@ import { readResponse, type SimRequest, type SimResponse } from "./Http.ts"
  */
 export interface Infrastructure {
   readonly store: StoreShape
+  /**
+   * The main store behind an instance's fence, when the store can check the fence in its own
+   * wrapper's step (sim/StoreFaults.ts `fencedBy`: one Effect step a call less); else `fenced(store)`.
+   */
+  readonly fencedStore?: (fence: Fence) => StoreShape
   readonly ids: IdsShape
   readonly config: Config.AppConfigShape
   readonly acquirer: AcquirerShape
@@ -95,7 +100,7 @@ export const fenced = <S extends object>(shape: S, fence: Fence): S => {
 
 const fencedInfrastructure = (infrastructure: Infrastructure, fence: Fence): Infrastructure => ({
   ...infrastructure,
-  store: fenced(infrastructure.store, fence),
+  store: infrastructure.fencedStore?.(fence) ?? fenced(infrastructure.store, fence),
   acquirer: fenced(infrastructure.acquirer, fence),
   webhookStore: fenced(infrastructure.webhookStore, fence),
   webhookTransport: fenced(infrastructure.webhookTransport, fence)
@@ -124,17 +129,34 @@ export class SimulatedService {
       const context = yield* Layer.buildWithScope(appLayer(fencedInfrastructure(this.infrastructure, fence)), scope)
       const app = yield* Effect.provide(HttpApiBuilder.httpApp, context)
       const handle = (request: SimRequest): Effect.Effect<SimResponse> =>
-        app.pipe(
-          Effect.provideService(HttpServerRequest.HttpServerRequest, request),
-          Effect.scoped,
-          Effect.provide(context),
-          Effect.map(readResponse),
-          // What the Node server does with an unhandled failure: answer from the cause.
-          Effect.catchAllCause((cause) =>
-            Cause.isInterruptedOnly(cause)
-              ? Effect.failCause(cause as Cause.Cause<never>)
-              : Effect.map(HttpServerError.causeResponse(cause), ([response]) => readResponse(response)))
-        )
+        Effect.flatMap(Scope.make(), (scope) =>
+          // The request fiber is forked for this one request: its context is set once, not
+          // provided three times (each provide is an acquire/use/release of ~20 Effect steps).
+          Effect.zipRight(
+            FiberRef.update(FiberRef.currentContext, (parent) => {
+              const services = new Map(parent.unsafeMap)
+              for (const [key, service] of context.unsafeMap) services.set(key, service)
+              services.set(Scope.Scope.key, scope)
+              services.set(HttpServerRequest.HttpServerRequest.key, request)
+              return Context.unsafeMake(services)
+            }),
+            // Its services (the instance's, the request and its scope) are the context set just above.
+            app as unknown as Effect.Effect<HttpServerResponse.HttpServerResponse, unknown>
+          ).pipe(
+            // The request's scope closes when it is answered (nothing in the request path adds to
+            // it); a request killed by a crash leaves its scope to the collector.
+            Effect.matchCauseEffect({
+              onSuccess: (response) => Effect.as(Scope.close(scope, Exit.void), readResponse(response)),
+              // What the Node server does with an unhandled failure: answer from the cause.
+              onFailure: (cause) =>
+                Effect.zipRight(
+                  Scope.close(scope, Exit.failCause(cause)),
+                  Cause.isInterruptedOnly(cause)
+                    ? Effect.failCause(cause as Cause.Cause<never>)
+                    : Effect.map(HttpServerError.causeResponse(cause), ([response]) => readResponse(response))
+                )
+            })
+          ))
       this.instance = { generation, scope, context, handle, requests: new Set(), fence }
     })
   })

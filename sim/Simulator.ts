@@ -128,6 +128,7 @@ export const runSimulation = (options: SimOptions): SimResult => {
   }
   const service = new SimulatedService({
     store: faulty.store,
+    fencedStore: faulty.fencedBy,
     ids: makeIds(seededBytes((seed ^ hash32("ids")) >>> 0)),
     config,
     acquirer,

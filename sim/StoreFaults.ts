@@ -2,6 +2,7 @@ import { Effect } from "effect"
 import { type StoreShape, StoreUnavailable } from "../src/store/Store.ts"
 import type { FaultRates } from "./Options.ts"
 import type { Prng } from "./Prng.ts"
+import type { Fence } from "./Service.ts"
 
 /**
  * Infrastructure faults of the main store, between the service and the audited memory store:
@@ -76,7 +77,7 @@ export const faultyStore = (
   faults: FaultRates,
   window: { readonly startMs: number; readonly endMs: number },
   hooks: StoreFaultHooks
-): { readonly store: StoreShape; readonly stats: StoreFaultStats } => {
+): { readonly store: StoreShape; readonly fencedBy: (fence: Fence) => StoreShape; readonly stats: StoreFaultStats } => {
   // Outage windows first, so the per-operation draws that follow do not move them.
   const outages: Array<readonly [number, number]> = []
   const days = (window.endMs - window.startMs) / 86_400_000
@@ -117,24 +118,32 @@ export const faultyStore = (
     return Effect.succeed(outcome)
   }
 
-  const wrapped: Record<string, unknown> = {}
-  for (const [name, operation] of Object.entries(store)) {
-    if (typeof operation !== "function") {
-      wrapped[name] = operation
-      continue
-    }
-    const committed = committing[name]
-    wrapped[name] = (...args: Array<unknown>) =>
-      Effect.suspend(() => {
-        const refusal = refuse()
-        if (refusal !== null) return Effect.fail(refusal)
-        const effect = (operation as (...a: Array<unknown>) => Effect.Effect<unknown, StoreUnavailable>)(...args)
-        if (committed === undefined) return effect
-        return Effect.flatMap(effect, (outcome) => {
-          const commit = committed(args, outcome)
-          return commit === null ? Effect.succeed(outcome) : afterCommit(name, commit.subject, commit.mayLose, outcome)
+  /**
+   * The store as one instance sees it: with `fence`, a dead instance's calls interrupt their
+   * caller (as `fenced` in sim/Service.ts does), checked in the same step as the faults.
+   */
+  const wrap = (fence: Fence | null): StoreShape => {
+    const wrapped: Record<string, unknown> = {}
+    for (const [name, operation] of Object.entries(store)) {
+      if (typeof operation !== "function") {
+        wrapped[name] = operation
+        continue
+      }
+      const committed = committing[name]
+      wrapped[name] = (...args: Array<unknown>) =>
+        Effect.suspend(() => {
+          if (fence !== null && fence.dead) return Effect.interrupt
+          const refusal = refuse()
+          if (refusal !== null) return Effect.fail(refusal)
+          const effect = (operation as (...a: Array<unknown>) => Effect.Effect<unknown, StoreUnavailable>)(...args)
+          if (committed === undefined) return effect
+          return Effect.flatMap(effect, (outcome) => {
+            const commit = committed(args, outcome)
+            return commit === null ? Effect.succeed(outcome) : afterCommit(name, commit.subject, commit.mayLose, outcome)
+          })
         })
-      })
+    }
+    return wrapped as unknown as StoreShape
   }
-  return { store: wrapped as unknown as StoreShape, stats }
+  return { store: wrap(null), fencedBy: wrap, stats }
 }

@@ -3,6 +3,7 @@ import { ApiKeys } from "../services/ApiKeys.ts"
 import * as E from "./ApiError.ts"
 import { Authentication } from "./Api.ts"
 import { RateLimiter } from "./RateLimiter.ts"
+import { setCaller } from "./RequestState.ts"
 
 const wellFormedKey = /^sk_live_[A-Za-z0-9]{16,128}$/
 
@@ -16,16 +17,21 @@ export const layer = Layer.effect(
     const apiKeys = yield* ApiKeys
     const limiter = yield* RateLimiter
     return Authentication.of({
-      bearer: (token) =>
-        Effect.gen(function*() {
-          const secret = Redacted.value(token).trim()
-          if (!isWellFormedApiKey(secret)) return yield* Effect.fail(E.authenticationRequired())
-          const found = yield* apiKeys.authenticate(secret).pipe(Effect.mapError(() => E.serviceUnavailable()))
-          if (found === null) return yield* Effect.fail(E.invalidApiKey())
-          const rate = yield* limiter.take(found.key.id)
-          if (!rate.allowed) return yield* Effect.fail(E.rateLimited(rate.limit, rate.retryAfterSeconds))
-          return { merchant: found.merchant, apiKey: found.key }
+      // Plain steps rather than a generator: this runs on every request.
+      bearer: (token) => {
+        const secret = Redacted.value(token).trim()
+        if (!isWellFormedApiKey(secret)) return Effect.fail(E.authenticationRequired())
+        return Effect.matchEffect(apiKeys.authenticate(secret), {
+          onFailure: () => Effect.fail(E.serviceUnavailable()),
+          onSuccess: (found) =>
+            found === null
+              ? Effect.fail(E.invalidApiKey())
+              : Effect.flatMap(limiter.take(found.key.id), (rate) =>
+                rate.allowed
+                  ? setCaller({ merchant: found.merchant, apiKey: found.key })
+                  : Effect.fail(E.rateLimited(rate.limit, rate.retryAfterSeconds)))
         })
+      }
     })
   })
 )

@@ -1,6 +1,6 @@
-import { HttpApiBuilder, HttpServerRequest, HttpServerResponse } from "@effect/platform"
+import { FileSystem, HttpApiBuilder, type HttpApp, HttpIncomingMessage, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { HttpApiDecodeError } from "@effect/platform/HttpApiError"
-import { Cause, Clock, Effect, FiberRef, LogLevel, Option } from "effect"
+import { Cause, Clock, Context, Effect, FiberRef, LogLevel, Option } from "effect"
 import * as Metrics from "../platform/Metrics.ts"
 import { Ids } from "../platform/Ids.ts"
 import * as E from "./ApiError.ts"
@@ -13,23 +13,11 @@ import { storeRefusal } from "./Idempotency.ts"
 import { describeParseError, jsonShapeProblem } from "./JsonShape.ts"
 import { makeRouteOf } from "./Routes.ts"
 import { fromDecodeError, routeNotFound } from "./RequestErrors.ts"
+import { currentRequest, type RequestState } from "./RequestState.ts"
 
 export const maximumBodyBytes = 64 * 1024
 
-/**
- * The request being served, set once by the edge (one fiber-local value instead of three):
- * - `id`: echoed in `X-Request-Id` and in error bodies;
- * - `body`: the body as the edge parsed it (`undefined`: no body), so nothing parses it again for the fingerprint;
- * - `taken`: whether the handler's own idempotency wrapper took the key. When it did not (the
- *   edge refused the body or its decoding failed), the edge stores the refusal itself.
- */
-export interface RequestState {
-  readonly id: string
-  body: { readonly text: string; readonly value: unknown } | undefined
-  taken: boolean
-}
-
-export const currentRequest = FiberRef.unsafeMake<RequestState>({ id: "req_unknown", body: undefined, taken: false })
+export { currentRequest, type RequestState } from "./RequestState.ts"
 
 export const jsonResponse = (status: number, body: string, headers: Readonly<Record<string, string>> = {}) =>
   HttpServerResponse.text(body, { status, contentType: "application/json", headers })
@@ -61,49 +49,57 @@ const hasJsonContentType = (request: HttpServerRequest.HttpServerRequest) => {
   return type !== undefined && /^application\/json\s*(;|$)/i.test(type.trim())
 }
 
+/** The body size limit for the rest of the request's fiber (see `forThisRequest`). */
+const limitBody = FiberRef.update(
+  FiberRef.currentContext,
+  Context.add(HttpIncomingMessage.MaxBodySize, Option.some(FileSystem.Size(maximumBodyBytes)))
+)
+
+/** The body's text checked for media type (415), shape and JSON syntax (400). */
+const parseBody = (request: HttpServerRequest.HttpServerRequest, text: string) => {
+  if (text.length === 0) return Effect.succeed(undefined)
+  if (!hasJsonContentType(request)) return Effect.fail(E.unsupportedMediaType())
+  const shapeProblem = jsonShapeProblem(text)
+  if (shapeProblem !== null) return Effect.fail(E.invalidJson(shapeProblem))
+  try {
+    return Effect.succeed({ text, value: JSON.parse(text) as unknown })
+  } catch (error) {
+    return Effect.fail(E.invalidJson(describeParseError(error)))
+  }
+}
+
+const noBody = Effect.succeed(undefined)
+
 /** Reads and checks the body before routing: size (413), media type (415), shape and JSON syntax (400). */
-const checkBody = (request: HttpServerRequest.HttpServerRequest) =>
-  Effect.gen(function*() {
-    if (request.method !== "POST" && request.method !== "PATCH" && request.method !== "PUT") return undefined
-    const declaredLength = request.headers["content-length"]
-    if (declaredLength !== undefined && Number(declaredLength) > maximumBodyBytes) {
-      return yield* Effect.fail(E.bodyTooLarge(maximumBodyBytes))
-    }
-    // Chunked bodies have no declared length: the read itself stops at the limit.
-    const text = yield* request.text.pipe(
-      HttpServerRequest.withMaxBodySize(Option.some(maximumBodyBytes)),
-      Effect.mapError(() => E.bodyTooLarge(maximumBodyBytes))
-    )
-    if (text.length === 0) return undefined
-    if (!hasJsonContentType(request)) return yield* Effect.fail(E.unsupportedMediaType())
-    const shapeProblem = jsonShapeProblem(text)
-    if (shapeProblem !== null) return yield* Effect.fail(E.invalidJson(shapeProblem))
-    try {
-      return { text, value: JSON.parse(text) as unknown }
-    } catch (error) {
-      return yield* Effect.fail(E.invalidJson(describeParseError(error)))
-    }
-  })
+const checkBody = (request: HttpServerRequest.HttpServerRequest): Effect.Effect<RequestState["body"], E.ApiError> => {
+  if (request.method !== "POST" && request.method !== "PATCH" && request.method !== "PUT") return noBody
+  const declaredLength = request.headers["content-length"]
+  if (declaredLength !== undefined && Number(declaredLength) > maximumBodyBytes) return Effect.fail(E.bodyTooLarge(maximumBodyBytes))
+  // Chunked bodies have no declared length: the read itself stops at the limit.
+  return limitBody.pipe(
+    Effect.zipRight(request.text),
+    Effect.mapError(() => E.bodyTooLarge(maximumBodyBytes)),
+    Effect.flatMap((text) => parseBody(request, text))
+  )
+}
 
 /**
  * The request's metrics (made once per method, route and status) and its log line (skipped, with
  * its annotations, when the minimum log level drops info lines anyway).
  */
-const logRequest = (method: string, route: string, status: number, requestId: string, startNanos: bigint, minimumLevel: LogLevel.LogLevel) =>
-  Effect.flatMap(Clock.currentTimeNanos, (endNanos) => {
-    const seconds = Number(endNanos - startNanos) / 1e9
-    const statusText = String(status)
-    Metrics.record(Metrics.httpRequests(method, route, statusText), 1)
-    Metrics.record(Metrics.httpRequestDuration(method, route, statusText), seconds)
-    if (LogLevel.lessThan(LogLevel.Info, minimumLevel)) return Effect.void
-    return Effect.logInfo(`${method} ${route} ${statusText}`).pipe(Effect.annotateLogs({
-      request_id: requestId,
-      method,
-      route,
-      status,
-      latency_ms: Math.round(seconds * 1e6) / 1e3
-    }))
-  })
+const logRequest = (method: string, route: string, status: number, requestId: string, seconds: number, minimumLevel: LogLevel.LogLevel) => {
+  const statusText = String(status)
+  Metrics.record(Metrics.httpRequests(method, route, statusText), 1)
+  Metrics.record(Metrics.httpRequestDuration(method, route, statusText), seconds)
+  if (LogLevel.lessThan(LogLevel.Info, minimumLevel)) return null
+  return Effect.logInfo(`${method} ${route} ${statusText}`).pipe(Effect.annotateLogs({
+    request_id: requestId,
+    method,
+    route,
+    status,
+    latency_ms: Math.round(seconds * 1e6) / 1e3
+  }))
+}
 
 const bearerPattern = /^Bearer\s+(\S+)\s*$/i
 
@@ -139,18 +135,21 @@ export const layer = HttpApiBuilder.middleware(
           Effect.catchAll((refusal) => Effect.succeed(renderError(refusal, requestId)))
         )
 
-    return (app) =>
-      Effect.gen(function*() {
-        const request = yield* HttpServerRequest.HttpServerRequest
-        const startNanos = yield* Clock.currentTimeNanos
-        const minimumLevel = yield* FiberRef.get(FiberRef.currentMinimumLogLevel)
+    return (app: HttpApp.Default) =>
+      // One step reads what the request needs from its fiber: the request, the clock, the log level.
+      Effect.withFiberRuntime<HttpServerResponse.HttpServerResponse, E.ApiError, HttpServerRequest.HttpServerRequest>((fiber) => {
+        const request = Context.unsafeGet(fiber.currentContext, HttpServerRequest.HttpServerRequest)
+        const clock = Context.get(fiber.currentDefaultServices, Clock.Clock)
+        const startNanos = clock.unsafeCurrentTimeNanos()
+        const minimumLevel = fiber.getFiberRef(FiberRef.currentMinimumLogLevel)
         const requestId = ids.mint("request")
-        const state: RequestState = { id: requestId, body: undefined, taken: false }
-        const served = Effect.flatMap(checkBody(request), (body) => {
-          state.body = body
-          return app
-        }).pipe(
-          Effect.locally(currentRequest, state),
+        const state: RequestState = { id: requestId, body: undefined, taken: false, caller: null }
+        const served = FiberRef.set(currentRequest, state).pipe(
+          Effect.zipRight(checkBody(request)),
+          Effect.flatMap((body) => {
+            state.body = body
+            return app
+          }),
           Effect.catchAllCause((cause) =>
             Cause.isInterruptedOnly(cause)
               ? Effect.failCause(cause)
@@ -158,10 +157,12 @@ export const layer = HttpApiBuilder.middleware(
           )
         )
         // Nothing is logged at all under LogLevel.None: the annotation would be work for nothing.
-        const response = yield* (minimumLevel._tag === "None" ? served : Effect.annotateLogs(served, "request_id", requestId))
-        yield* logRequest(request.method, routeOf(request.method, request.url), response.status, requestId, startNanos, minimumLevel)
-        return HttpServerResponse.setHeader(response, "x-request-id", requestId)
+        return Effect.flatMap(minimumLevel._tag === "None" ? served : Effect.annotateLogs(served, "request_id", requestId), (response) => {
+          const seconds = Number(clock.unsafeCurrentTimeNanos() - startNanos) / 1e9
+          const answer = HttpServerResponse.setHeader(response, "x-request-id", requestId)
+          const logged = logRequest(request.method, routeOf(request.method, request.url), response.status, requestId, seconds, minimumLevel)
+          return logged === null ? Effect.succeed(answer) : Effect.as(logged, answer)
+        })
       })
-  }),
-  { withContext: true }
+  })
 )

@@ -1,17 +1,18 @@
 import { HttpServerRequest, type HttpServerResponse } from "@effect/platform"
-import { Effect, Exit, FiberRef, Option, Redacted } from "effect"
+import { Cause, Clock, Context, Effect, Redacted } from "effect"
 import { createHash } from "node:crypto"
 import type { AppConfigShape } from "../platform/Config.ts"
 import { AppConfig } from "../platform/Config.ts"
 import { carriesSecret, isSealed, parseKey, processLocalKey, seal, unseal } from "../platform/Sealing.ts"
 import { ServiceInstance } from "../platform/Instance.ts"
-import { addMs, nowIso } from "../platform/Time.ts"
+import { addMs, isoAt, nowIso } from "../platform/Time.ts"
 import * as Metrics from "../platform/Metrics.ts"
 import type { Answer, InlineOutcome } from "../services/Payments.ts"
 import type { CommandKey, IdempotencyClaim, StoreShape } from "../store/Store.ts"
 import { Store } from "../store/Store.ts"
 import * as E from "./ApiError.ts"
-import { currentRequest, jsonResponse } from "./Edge.ts"
+import { jsonResponse } from "./Edge.ts"
+import { currentRequest, type RequestState } from "./RequestState.ts"
 
 const keyPattern = /^[\x20-\x7e]{1,255}$/
 
@@ -75,34 +76,78 @@ const replay = (config: AppConfigShape, status: number, stored: string) => {
 }
 
 /** The service process claiming keys (null where none is provided: tests, the simulator). */
-const claimOwner = Effect.map(Effect.serviceOption(ServiceInstance), (instance) => Option.getOrNull(Option.map(instance, (i) => i.id)))
+const ownerIn = (context: Context.Context<never>) => {
+  const instance = Context.getOption(context, ServiceInstance)
+  return instance._tag === "Some" ? instance.value.id : null
+}
+
+/** What a request being served needs, read from its fiber in one step. */
+interface Served {
+  readonly current: RequestState
+  readonly request: HttpServerRequest.HttpServerRequest
+  readonly store: StoreShape
+  readonly config: AppConfigShape
+  readonly owner: string | null
+  readonly now: string
+}
+
+const served = <A>(f: (served: Served) => Effect.Effect<A, E.ApiError, HttpServerRequest.HttpServerRequest | Store | AppConfig>) =>
+  Effect.withFiberRuntime<A, E.ApiError, HttpServerRequest.HttpServerRequest | Store | AppConfig>((fiber) => {
+    const context = fiber.currentContext
+    const current = fiber.getFiberRef(currentRequest)
+    current.taken = true
+    return f({
+      current,
+      request: Context.unsafeGet(context, HttpServerRequest.HttpServerRequest),
+      store: Context.unsafeGet(context, Store),
+      config: Context.unsafeGet(context, AppConfig),
+      owner: ownerIn(context),
+      now: isoAt(Context.get(fiber.currentDefaultServices, Clock.Clock).unsafeCurrentTimeMillis())
+    })
+  })
+
+/** The body's text: as the edge read it, or read again (cached) when the edge saw no body. */
+const bodyText = (request: HttpServerRequest.HttpServerRequest, current: RequestState) =>
+  current.body !== undefined ? Effect.succeed(current.body.text) : Effect.orElseSucceed(request.text, () => "")
 
 /** Claims `key`; `Claimed` means this request goes ahead, anything else is the answer already. */
-const claim = (store: StoreShape, config: AppConfigShape, merchantId: string, key: string, fingerprint: string) =>
-  Effect.gen(function*() {
-    const now = yield* nowIso
-    const outcome = yield* store.claimIdempotencyKey({
+const claim = (
+  store: StoreShape,
+  config: AppConfigShape,
+  merchantId: string,
+  key: string,
+  fingerprint: string,
+  now: string,
+  owner: string | null
+): Effect.Effect<HttpServerResponse.HttpServerResponse | null, E.ApiError> =>
+  Effect.matchEffect(
+    store.claimIdempotencyKey({
       merchantId,
       key,
       fingerprint,
       now,
       lockedUntil: addMs(now, config.idempotencyLeaseMs),
       expiresAt: addMs(now, config.idempotencyTtlMs),
-      owner: yield* claimOwner
-    }).pipe(Effect.mapError(() => E.serviceUnavailable()))
-    switch (outcome._tag) {
-      case "Replay":
-        return yield* replay(config, outcome.status, outcome.body)
-      case "InProgress":
-        Metrics.record(Metrics.idempotencyConflicts("in_progress"), 1)
-        return yield* Effect.fail(E.idempotencyInProgress(1))
-      case "Mismatch":
-        Metrics.record(Metrics.idempotencyConflicts("key_reused"), 1)
-        return yield* Effect.fail(E.idempotencyKeyReused())
-      case "Claimed":
-        return null
+      owner
+    }),
+    {
+      onFailure: () => Effect.fail(E.serviceUnavailable()),
+      onSuccess: (outcome) => {
+        switch (outcome._tag) {
+          case "Replay":
+            return replay(config, outcome.status, outcome.body)
+          case "InProgress":
+            Metrics.record(Metrics.idempotencyConflicts("in_progress"), 1)
+            return Effect.fail(E.idempotencyInProgress(1))
+          case "Mismatch":
+            Metrics.record(Metrics.idempotencyConflicts("key_reused"), 1)
+            return Effect.fail(E.idempotencyKeyReused())
+          case "Claimed":
+            return Effect.succeed(null)
+        }
+      }
     }
-  })
+  )
 
 /** A response body as it is stored: sealed when it carries a secret. */
 const storedForm = (config: AppConfigShape, body: string) => (carriesSecret(body) ? seal(sealingKey(config), body) : body)
@@ -129,61 +174,71 @@ export interface IdempotencyOptions {
   readonly bodyKeyParam?: string
 }
 
-/** The request's idempotency key (header or body field), checked; undefined without one. */
-const requestKey = (request: HttpServerRequest.HttpServerRequest, options: IdempotencyOptions) => {
+/** The request's idempotency key (header or body field), checked: the key, undefined without one, or the refusal. */
+const requestKey = (request: HttpServerRequest.HttpServerRequest, options: IdempotencyOptions): string | undefined | E.ApiError => {
   const headerKey = request.headers["x-idempotency-key"]
   if (headerKey !== undefined && !isWellFormedKey(headerKey)) {
-    return Effect.fail(E.validationFailed("X-Idempotency-Key", "X-Idempotency-Key must be 1 to 255 printable ASCII characters."))
+    return E.validationFailed("X-Idempotency-Key", "X-Idempotency-Key must be 1 to 255 printable ASCII characters.")
   }
   if (headerKey !== undefined && options.bodyKey !== undefined && headerKey !== options.bodyKey) {
-    return Effect.fail(E.validationFailed(
+    return E.validationFailed(
       options.bodyKeyParam ?? "idempotency_key",
       "The X-Idempotency-Key header and the idempotency_key field differ."
-    ))
+    )
   }
-  return Effect.succeed(headerKey ?? options.bodyKey)
+  return headerKey ?? options.bodyKey
 }
+
+const render = (reply: Reply) => jsonResponse(reply.status, JSON.stringify(reply.body))
 
 export const idempotent = (
   options: IdempotencyOptions,
   operation: (commandKey: CommandKey | undefined) => Effect.Effect<Reply, E.ApiError>
 ): Effect.Effect<HttpServerResponse.HttpServerResponse, E.ApiError, HttpServerRequest.HttpServerRequest | Store | AppConfig> =>
-  Effect.gen(function*() {
-    const current = yield* FiberRef.get(currentRequest)
-    current.taken = true
-    const request = yield* HttpServerRequest.HttpServerRequest
-    const key = yield* requestKey(request, options)
-    const render = (reply: Reply) => jsonResponse(reply.status, JSON.stringify(reply.body))
-    if (key === undefined) return render(yield* operation(undefined))
+  served(({ config, current, now, owner, request, store }) => {
+    const key = requestKey(request, options)
+    if (key instanceof E.ApiError) return Effect.fail(key)
+    if (key === undefined) return Effect.map(operation(undefined), render)
+    const { merchantId } = options
+    return Effect.flatMap(bodyText(request, current), (text) =>
+      Effect.flatMap(
+        claim(store, config, merchantId, key, fingerprintOf(request.method, request.url, text, current.body), now, owner),
+        (answered) => answered ?? runClaimed(store, config, merchantId, key, current.id, operation)
+      ))
+  })
 
-    const store = yield* Store
-    const config = yield* AppConfig
-    const text = yield* Effect.orElseSucceed(request.text, () => "")
-    const answered = yield* claim(store, config, options.merchantId, key, fingerprintOf(request.method, request.url, text, current.body))
-    if (answered !== null) return answered
-
-    const release = store.releaseIdempotencyKey(options.merchantId, key).pipe(Effect.ignore)
-    const requestId = current.id
-    // A stop (SIGTERM) in the middle releases the claim: the retry runs at once, not after the lease.
-    const exit = yield* Effect.exit(operation({ merchantId: options.merchantId, key })).pipe(
-      Effect.onInterrupt(() => release)
-    )
-    const finished = Exit.match(exit, {
-      onSuccess: (reply) => ({ reply, headers: {} }),
+/**
+ * Runs the operation under a claimed key and stores its finished answer. A stop (SIGTERM) in the
+ * middle releases the claim, so the retry runs at once, not after the lease; so does an answer
+ * that is not stored (429, 5xx, defects): a retry runs the operation again.
+ */
+const runClaimed = (
+  store: StoreShape,
+  config: AppConfigShape,
+  merchantId: string,
+  key: string,
+  requestId: string,
+  operation: (commandKey: CommandKey | undefined) => Effect.Effect<Reply, E.ApiError>
+): Effect.Effect<HttpServerResponse.HttpServerResponse, E.ApiError> => {
+  const release = store.releaseIdempotencyKey(merchantId, key).pipe(Effect.ignore)
+  const releaseOnStop = (cause: Cause.Cause<E.ApiError>) =>
+    Cause.isInterruptedOnly(cause) ? Effect.zipRight(release, Effect.failCause(cause)) : Effect.failCause(cause)
+  // One mask for both steps: the release runs even when the request is interrupted.
+  return Effect.uninterruptibleMask((restore) => {
+    const finish = (status: number, body: string, headers: Readonly<Record<string, string>>) =>
+      Effect.matchCauseEffect(restore(complete(store, config, merchantId, key, status, body)), {
+        onFailure: releaseOnStop,
+        onSuccess: () => Effect.succeed(jsonResponse(status, body, headers))
+      })
+    return Effect.matchCauseEffect(restore(operation({ merchantId, key })), {
+      onSuccess: (reply) => finish(reply.status, JSON.stringify(reply.body), {}),
       onFailure: (cause) =>
         cause._tag === "Fail" && isFinal(cause.error)
-          ? { reply: { status: cause.error.status, body: cause.error.body(requestId) }, headers: cause.error.headers ?? {} }
-          : null
+          ? finish(cause.error.status, JSON.stringify(cause.error.body(requestId)), cause.error.headers ?? {})
+          : Effect.zipRight(release, Effect.failCause(cause))
     })
-    if (finished === null) {
-      // 429, 5xx, defects and interruptions are not stored: a retry runs the operation again.
-      yield* release
-      return yield* Effect.failCause((exit as Exit.Failure<Reply, E.ApiError>).cause)
-    }
-    const body = JSON.stringify(finished.reply.body)
-    yield* complete(store, config, options.merchantId, key, finished.reply.status, body).pipe(Effect.onInterrupt(() => release))
-    return jsonResponse(finished.reply.status, body, finished.headers)
   })
+}
 
 /**
  * For an operation that takes its key in its own first commit and stores its response with its
@@ -200,53 +255,58 @@ export const idempotentInline = (
   ) => Effect.Effect<InlineOutcome, E.ApiError>,
   general: (commandKey: CommandKey | undefined) => Effect.Effect<Reply, E.ApiError>
 ): Effect.Effect<HttpServerResponse.HttpServerResponse, E.ApiError, HttpServerRequest.HttpServerRequest | Store | AppConfig> =>
-  Effect.gen(function*() {
-    const current = yield* FiberRef.get(currentRequest)
-    current.taken = true
-    const request = yield* HttpServerRequest.HttpServerRequest
-    const key = yield* requestKey(request, options)
-    const config = yield* AppConfig
+  served(({ config, current, now, owner, request, store }) => {
+    const key = requestKey(request, options)
+    if (key instanceof E.ApiError) return Effect.fail(key)
     const sealed = (body: string) => storedForm(config, body)
-    const send = (answer: Answer) => jsonResponse(answer.status, answer.body)
     if (key === undefined) {
-      const outcome = yield* inline(null, () => {}, sealed)
-      return outcome._tag === "Answered" ? send(outcome.answer) : yield* Effect.dieMessage("a create without a key cannot find it taken")
+      return Effect.flatMap(inline(null, () => {}, sealed), (outcome) =>
+        outcome._tag === "Answered"
+          ? Effect.succeed(send(outcome.answer))
+          : Effect.dieMessage("a create without a key cannot find it taken"))
     }
-    const store = yield* Store
-    const text = yield* Effect.orElseSucceed(request.text, () => "")
-    const now = yield* nowIso
-    const claim: IdempotencyClaim = {
-      merchantId: options.merchantId,
-      key,
-      fingerprint: fingerprintOf(request.method, request.url, text, current.body),
-      now,
-      lockedUntil: addMs(now, config.idempotencyLeaseMs),
-      expiresAt: addMs(now, config.idempotencyTtlMs),
-      owner: yield* claimOwner
-    }
-    let claimed = false
-    const release = Effect.suspend(() => (claimed ? store.releaseIdempotencyKey(options.merchantId, key).pipe(Effect.ignore) : Effect.void))
-    // A failure or a stop after the claim committed releases it: the retry resumes the payment.
-    const outcome = yield* inline(claim, () => void (claimed = true), sealed).pipe(
-      Effect.onExit((exit) => (Exit.isSuccess(exit) ? Effect.void : release))
-    )
-    if (outcome._tag === "KeyTaken") {
-      // The common retry, a finished request sent again, is answered from the same round trip.
-      const finished = outcome.finished
-      if (finished === undefined) return yield* idempotent(options, general)
-      if (finished.fingerprint !== claim.fingerprint) {
-        Metrics.record(Metrics.idempotencyConflicts("key_reused"), 1)
-        return yield* Effect.fail(E.idempotencyKeyReused())
+    const { merchantId } = options
+    return Effect.flatMap(bodyText(request, current), (text) => {
+      const claim: IdempotencyClaim = {
+        merchantId,
+        key,
+        fingerprint: fingerprintOf(request.method, request.url, text, current.body),
+        now,
+        lockedUntil: addMs(now, config.idempotencyLeaseMs),
+        expiresAt: addMs(now, config.idempotencyTtlMs),
+        owner
       }
-      return yield* replay(config, finished.status, finished.body)
-    }
-    if (!outcome.stored) {
-      yield* complete(store, config, options.merchantId, key, outcome.answer.status, outcome.answer.body).pipe(
-        Effect.onInterrupt(() => release)
+      let claimed = false
+      const release = store.releaseIdempotencyKey(merchantId, key).pipe(Effect.ignore)
+      // A failure or a stop after the claim committed releases it: the retry resumes the payment.
+      // One mask for both steps, so the release runs even when the request is interrupted.
+      return Effect.uninterruptibleMask((restore) =>
+        Effect.matchCauseEffect(restore(inline(claim, () => void (claimed = true), sealed)), {
+          onFailure: (cause) => (claimed ? Effect.zipRight(release, Effect.failCause(cause)) : Effect.failCause(cause)),
+          onSuccess: (outcome): Effect.Effect<HttpServerResponse.HttpServerResponse, E.ApiError, HttpServerRequest.HttpServerRequest | Store | AppConfig> => {
+            if (outcome._tag === "KeyTaken") {
+              // The common retry, a finished request sent again, is answered from the same round trip.
+              const finished = outcome.finished
+              if (finished === undefined) return restore(idempotent(options, general))
+              if (finished.fingerprint !== claim.fingerprint) {
+                Metrics.record(Metrics.idempotencyConflicts("key_reused"), 1)
+                return Effect.fail(E.idempotencyKeyReused())
+              }
+              return replay(config, finished.status, finished.body)
+            }
+            if (outcome.stored) return Effect.succeed(send(outcome.answer))
+            const answer = outcome.answer
+            return Effect.matchCauseEffect(restore(complete(store, config, merchantId, key, answer.status, answer.body)), {
+              onFailure: (cause) => (Cause.isInterruptedOnly(cause) ? Effect.zipRight(release, Effect.failCause(cause)) : Effect.failCause(cause)),
+              onSuccess: () => Effect.succeed(send(answer))
+            })
+          }
+        })
       )
-    }
-    return send(outcome.answer)
+    })
   })
+
+const send = (answer: Answer) => jsonResponse(answer.status, answer.body)
 
 const isFinal = (error: E.ApiError) => error.status !== 429 && error.status < 500
 
@@ -274,7 +334,9 @@ export const storeRefusal = (
     const text = error.code === "body_too_large"
       ? `over the limit, ${request.headers["content-length"] ?? "chunked"}`
       : yield* Effect.orElseSucceed(request.text, () => "")
-    const answered = yield* claim(store, config, merchantId, key, fingerprintOf(request.method, request.url, text))
+    const now = yield* nowIso
+    const owner = ownerIn(yield* Effect.context<never>())
+    const answered = yield* claim(store, config, merchantId, key, fingerprintOf(request.method, request.url, text), now, owner)
     if (answered !== null) return answered
     const body = JSON.stringify(error.body(requestId))
     yield* complete(store, config, merchantId, key, error.status, body)

@@ -1,4 +1,4 @@
-import { Clock, Context, Effect, Layer } from "effect"
+import { Context, Effect, Layer } from "effect"
 import { AppConfig } from "../platform/Config.ts"
 
 export interface RateDecision {
@@ -23,8 +23,10 @@ export const make = (perSecond: number) =>
     const capacity = perSecond * 2
     const buckets = new Map<string, { tokens: number; updatedMs: number }>()
     return RateLimiter.of({
+      // One step: the clock read and the decision together.
       take: (key) =>
-        Effect.map(Clock.currentTimeMillis, (nowMs) => {
+        Effect.clockWith((clock): Effect.Effect<RateDecision> => {
+          const nowMs = clock.unsafeCurrentTimeMillis()
           let bucket = buckets.get(key)
           if (bucket === undefined) {
             if (buckets.size >= maximumBuckets) {
@@ -36,10 +38,10 @@ export const make = (perSecond: number) =>
           bucket.tokens = Math.min(capacity, bucket.tokens + ((nowMs - bucket.updatedMs) / 1000) * perSecond)
           bucket.updatedMs = nowMs
           if (bucket.tokens < 1) {
-            return { allowed: false, limit: perSecond, remaining: 0, retryAfterSeconds: Math.max(1, Math.ceil((1 - bucket.tokens) / perSecond)) }
+            return Effect.succeed({ allowed: false, limit: perSecond, remaining: 0, retryAfterSeconds: Math.max(1, Math.ceil((1 - bucket.tokens) / perSecond)) })
           }
           bucket.tokens -= 1
-          return { allowed: true, limit: perSecond, remaining: Math.floor(bucket.tokens), retryAfterSeconds: 0 }
+          return Effect.succeed({ allowed: true, limit: perSecond, remaining: Math.floor(bucket.tokens), retryAfterSeconds: 0 })
         })
     })
   })

@@ -1,5 +1,5 @@
 import { createHash } from "node:crypto"
-import { Clock, Context, Effect, Layer } from "effect"
+import { Context, Effect, Layer } from "effect"
 import type { ApiKey, Merchant } from "../domain/Merchant.ts"
 import { apiKeySecretPrefix, displayPrefix } from "../domain/Merchant.ts"
 import { AppConfig } from "../platform/Config.ts"
@@ -53,19 +53,31 @@ export const layer = Layer.effect(
     const touched = new Map<string, number>()
     const invalidate = Effect.sync(() => cache.clear())
 
-    const lookup = (hash: string, nowMs: number) =>
-      Effect.gen(function*() {
-        const hit = cache.get(hash)
-        if (hit !== undefined && hit.until > nowMs) return hit.found
-        if (hit !== undefined) cache.delete(hash)
-        const found = yield* store.findApiKeyWithMerchant(hash)
-        if (found === null || found.key.status !== "active") return null
+    /** Writes the key's last_used_at when this process has not for a minute; answers `found`. */
+    const touch = (found: Found, nowMs: number): Effect.Effect<Found, StoreUnavailable> => {
+      const { key } = found
+      const last = touched.get(key.id) ?? (key.lastUsedAt === null ? -Infinity : Date.parse(key.lastUsedAt))
+      if (nowMs - last < touchIntervalMs) return Effect.succeed(found)
+      if (touched.size >= cacheLimit) touched.delete(touched.keys().next().value!)
+      touched.set(key.id, nowMs)
+      return Effect.as(store.touchApiKey(key.id, new Date(nowMs).toISOString()), found)
+    }
+
+    /** A cache hit is one step (the clock read): authentication runs on every request. */
+    const authenticateAt = (secret: string, nowMs: number): Effect.Effect<Found | null, StoreUnavailable> => {
+      const hash = hashSecret(secret)
+      const hit = cache.get(hash)
+      if (hit !== undefined && hit.until > nowMs) return touch(hit.found, nowMs)
+      if (hit !== undefined) cache.delete(hash)
+      return Effect.flatMap(store.findApiKeyWithMerchant(hash), (found) => {
+        if (found === null || found.key.status !== "active") return Effect.succeed(null)
         if (config.apiKeyCacheTtlMs > 0) {
           if (cache.size >= cacheLimit) cache.delete(cache.keys().next().value!)
           cache.set(hash, { found, until: nowMs + config.apiKeyCacheTtlMs })
         }
-        return found
+        return touch(found, nowMs)
       })
+    }
 
     const issue = (merchantId: string, name: string) =>
       Effect.map(nowIso, (now): IssuedKey => {
@@ -108,20 +120,7 @@ export const layer = Layer.effect(
           }
           return replacement
         }),
-      authenticate: (secret) =>
-        Effect.gen(function*() {
-          const nowMs = yield* Clock.currentTimeMillis
-          const found = yield* lookup(hashSecret(secret), nowMs)
-          if (found === null) return null
-          const { key } = found
-          const last = touched.get(key.id) ?? (key.lastUsedAt === null ? -Infinity : Date.parse(key.lastUsedAt))
-          if (nowMs - last >= touchIntervalMs) {
-            if (touched.size >= cacheLimit) touched.delete(touched.keys().next().value!)
-            touched.set(key.id, nowMs)
-            yield* store.touchApiKey(key.id, new Date(nowMs).toISOString())
-          }
-          return found
-        })
+      authenticate: (secret) => Effect.clockWith((clock) => authenticateAt(secret, clock.unsafeCurrentTimeMillis()))
     })
   })
 )
