@@ -1,11 +1,11 @@
-import { Context, Effect, Fiber, Layer, Schedule } from "effect"
+import { Context, Effect, Fiber, Layer } from "effect"
 import * as Metrics from "../platform/Metrics.ts"
 import { Webhooks } from "./Webhooks.ts"
 import * as Payment from "../domain/Payment.ts"
 import * as Dispute from "../domain/Dispute.ts"
 import type { Assessment as FraudAssessment, FraudCase, FraudHistory } from "../domain/Fraud.ts"
 import type { LedgerEntry } from "../domain/Ledger.ts"
-import { Acquirer } from "../acquirer/Acquirer.ts"
+import { Acquirer, authorizeWithin } from "../acquirer/Acquirer.ts"
 import { AppConfig } from "../platform/Config.ts"
 import { Ids } from "../platform/Ids.ts"
 import { nowIso } from "../platform/Time.ts"
@@ -197,22 +197,39 @@ export const make = Effect.gen(function*() {
     ctx: Payment.Context
   ) => Payment.advanceFlow(payment, authorization, screening, config.fraudThresholds, ctx)
 
-  const authorize = (payment: Payment.Payment) =>
-    acquirer.authorize(authorizationRequest(payment)).pipe(
-      // Transport failures are retried (the acquirer is idempotent on the payment id) until the deadline.
-      Effect.retry(Schedule.exponential("200 millis", 2).pipe(Schedule.upTo(config.acquirerTimeoutMs))),
-      Effect.timeoutTo({
-        duration: config.acquirerTimeoutMs,
-        onSuccess: (outcome): Payment.AuthorizationOutcome => outcome,
-        onTimeout: (): Payment.AuthorizationOutcome => ({
-          _tag: "Declined",
-          code: "network_timeout",
-          message: "The card network did not answer in time."
+  const askNetwork = authorizeWithin(acquirer)
+  const timedOut: Payment.AuthorizationOutcome = {
+    _tag: "Declined",
+    code: "network_timeout",
+    message: "The card network did not answer in time."
+  }
+
+  /**
+   * Asks the network until ACQUIRER_TIMEOUT. Transport failures are retried (the acquirer is
+   * idempotent on the payment id) after 200 ms, doubling; every call and every wait is cut at
+   * the deadline, which the transport keeps itself (no timer fibers), and passing it declines
+   * the payment with `network_timeout`.
+   */
+  const authorize = (payment: Payment.Payment): Effect.Effect<Payment.AuthorizationOutcome> =>
+    Effect.clockWith((clock) => {
+      const request = authorizationRequest(payment)
+      const deadlineMs = clock.unsafeCurrentTimeMillis() + config.acquirerTimeoutMs
+      const retryAfterFailure = (retryDelayMs: number): Effect.Effect<Payment.AuthorizationOutcome> => {
+        const remainingMs = deadlineMs - clock.unsafeCurrentTimeMillis()
+        return remainingMs <= 0
+          ? Effect.succeed(timedOut)
+          : Effect.zipRight(Effect.sleep(Math.min(retryDelayMs, remainingMs)), Effect.suspend(() => ask(retryDelayMs * 2)))
+      }
+      const ask = (retryDelayMs: number): Effect.Effect<Payment.AuthorizationOutcome> => {
+        const remainingMs = deadlineMs - clock.unsafeCurrentTimeMillis()
+        if (remainingMs <= 0) return Effect.succeed(timedOut)
+        return Effect.matchEffect(askNetwork(request, remainingMs), {
+          onFailure: () => retryAfterFailure(retryDelayMs),
+          onSuccess: (outcome) => Effect.succeed(outcome ?? timedOut)
         })
-      }),
-      Effect.catchTag("AcquirerUnavailable", (error) =>
-        Effect.succeed<Payment.AuthorizationOutcome>({ _tag: "Declined", code: "network_error", message: error.reason }))
-    )
+      }
+      return ask(200)
+    })
 
   /**
    * Drives a payment through authorize → screen → capture until the domain says it is done.
