@@ -403,13 +403,15 @@ export const make = Effect.gen(function*() {
         }
       }),
     resumeFlows: (updatedBefore) =>
-      Effect.gen(function*() {
-        const inFlight = yield* store.paymentsInFlight(updatedBefore, resumeBatch)
-        const flows = yield* Effect.forEach(inFlight, (paymentId) => startFlow(paymentId))
-        // One batch at a time: the next query must not find this batch's flows still running.
-        yield* Effect.forEach(flows, Fiber.await, { discard: true })
-        return inFlight.length
-      })
+      Effect.flatMap(store.paymentsInFlight(updatedBefore, resumeBatch), (inFlight) =>
+        inFlight.length === 0
+          ? Effect.succeed(0)
+          : Effect.gen(function*() {
+            const flows = yield* Effect.forEach(inFlight, (paymentId) => startFlow(paymentId))
+            // One batch at a time: the next query must not find this batch's flows still running.
+            yield* Effect.forEach(flows, Fiber.await, { discard: true })
+            return inFlight.length
+          }))
   }
   return service
 })
