@@ -65,8 +65,22 @@ export class VirtualTime {
           const timer = self.at(self.nowMs + Math.max(0, Math.ceil(ms)), () => resume(Effect.void))
           return Effect.sync(() => self.cancel(timer))
         })
-      }
+      },
+      // As Effect's default clock offers (src/platform/Timers.ts): a callback at a time, no fiber.
+      scheduler: () => Effect.succeed(clockScheduler)
     } as Clock.Clock
+    const clockScheduler: Clock.ClockScheduler = {
+      unsafeSchedule: (task, duration) => {
+        const ms = Duration.toMillis(duration)
+        if (!Number.isFinite(ms)) return () => false
+        const timer = self.at(self.nowMs + Math.max(0, Math.ceil(ms)), task)
+        return () => {
+          const pending = timer.fire !== null
+          self.cancel(timer)
+          return pending
+        }
+      }
+    }
   }
 
   /** Calls `fire` when virtual time reaches `atMs` (after everything runnable has settled). */

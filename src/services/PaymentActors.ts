@@ -1,4 +1,5 @@
 import { Context, Effect, Exit, Fiber, FiberMap, Layer } from "effect"
+import { type CallbackTimer, callbackTimerOf } from "../platform/Timers.ts"
 
 /**
  * One actor per active payment: commands for the same payment run one at a time in this process
@@ -10,6 +11,11 @@ export interface PaymentActorsShape {
   readonly serialize: <A, E, R>(paymentId: string, effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
   /** Starts the payment's flow unless it is running already; returns its fiber. */
   readonly startFlow: (paymentId: string, flow: Effect.Effect<void>) => Effect.Effect<Fiber.RuntimeFiber<void>>
+  /**
+   * Waits until the flow's fiber ends, at most `timeoutMs` (the flow itself goes on): one
+   * `Effect.async` on the fiber's exit and the clock's callback timer, no forked fibers.
+   */
+  readonly awaitFlow: (flow: Fiber.RuntimeFiber<void>, timeoutMs: number) => Effect.Effect<void>
   readonly activeFlows: Effect.Effect<number>
 }
 
@@ -82,7 +88,35 @@ export const make = Effect.gen(function*() {
       })
     )
 
+  const awaitWithTimer = (flow: Fiber.RuntimeFiber<void>, timeoutMs: number, timer: CallbackTimer) =>
+    Effect.async<void>((resume) => {
+      const cancelTimer = timer(timeoutMs, () => {
+        flow.removeObserver(ended)
+        resume(Effect.void)
+      })
+      // Called at once when the flow has ended already.
+      const ended = () => {
+        cancelTimer()
+        resume(Effect.void)
+      }
+      flow.addObserver(ended)
+      return Effect.sync(() => {
+        cancelTimer()
+        flow.removeObserver(ended)
+      })
+    })
+
+  const awaitFlow = (flow: Fiber.RuntimeFiber<void>, timeoutMs: number): Effect.Effect<void> =>
+    Effect.clockWith((clock) =>
+      Effect.flatMap(callbackTimerOf(clock), (timer) =>
+        timer === null
+          // A clock without a callback timer (TestClock): race a sleep.
+          ? Effect.ignore(Effect.timeout(Fiber.await(flow), timeoutMs))
+          : awaitWithTimer(flow, timeoutMs, timer))
+    )
+
   return PaymentActors.of({
+    awaitFlow,
     serialize,
     startFlow: (paymentId, flow) => FiberMap.run(flows, paymentId, flow, { onlyIfMissing: true }),
     activeFlows: FiberMap.size(flows)

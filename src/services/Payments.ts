@@ -318,7 +318,7 @@ export const make = Effect.gen(function*() {
         // The network will answer later (or a racing command moved the payment): the supervised
         // flow goes on, and the answer waits for it up to the request deadline.
         const fiber = yield* startFlow(payment.id, payment)
-        yield* Fiber.await(fiber).pipe(Effect.timeout(config.requestDeadlineMs), Effect.ignore)
+        yield* actors.awaitFlow(fiber, config.requestDeadlineMs)
         const latest = yield* store.getPayment(null, payment.id)
         return { _tag: "Answered", answer: request.respond(latest ?? payment), stored: false } as const
       }),
@@ -331,7 +331,7 @@ export const make = Effect.gen(function*() {
         const payment = inserted._tag === "Inserted" ? decision.change.payment : inserted.payment
         const fiber = yield* startFlow(payment.id, payment)
         // Answer with the record as the flow left it; past the deadline the flow goes on alone.
-        yield* Fiber.await(fiber).pipe(Effect.timeout(config.requestDeadlineMs), Effect.ignore)
+        yield* actors.awaitFlow(fiber, config.requestDeadlineMs)
         const latest = yield* store.getPayment(null, payment.id)
         return { payment: latest ?? payment, created: inserted._tag === "Inserted" }
       }),
@@ -375,7 +375,7 @@ export const make = Effect.gen(function*() {
         // waits for it up to the request deadline.
         if (Payment.nextStep(payment) !== null) {
           const fiber = yield* startFlow(payment.id, payment)
-          yield* Fiber.await(fiber).pipe(Effect.timeout(config.requestDeadlineMs), Effect.ignore)
+          yield* actors.awaitFlow(fiber, config.requestDeadlineMs)
         }
         const reviewed = yield* store.getFraudCase(merchantId, caseId)
         return reviewed ?? fraudCase

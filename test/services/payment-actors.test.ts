@@ -1,5 +1,6 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Deferred, Effect, Exit, Fiber } from "effect"
+import { Deferred, Effect, Exit, Fiber, Runtime, Scope } from "effect"
+import { VirtualTime } from "../../sim/VirtualTime.ts"
 import * as PaymentActors from "../../src/services/PaymentActors.ts"
 
 // The per-payment mutex of PaymentActors.serialize: one command at a time per payment, first
@@ -93,4 +94,70 @@ describe("PaymentActors.serialize", () => {
       expect(Exit.isInterrupted(yield* Fiber.await(waiters[0]!))).toBe(true)
       expect(yield* Fiber.join(next)).toBe("next ran")
     }))
+})
+
+describe("PaymentActors.awaitFlow on a clock with a callback timer (the simulator's)", () => {
+  /** Runs `body` under virtual time from 0 until everything settled; returns its result and when it ended. */
+  const runVirtual = <A>(body: (actors: PaymentActors.PaymentActorsShape, time: VirtualTime) => Effect.Effect<A>) => {
+    const time = new VirtualTime(0)
+    const runtime = time.runtime(1)
+    let result: { readonly value: A; readonly atMs: number } | undefined
+    const scope = Effect.runSync(Scope.make())
+    Runtime.runFork(runtime)(
+      Effect.flatMap(Scope.extend(PaymentActors.make, scope), (actors) =>
+        Effect.tap(body(actors, time), (value) => Effect.sync(() => void (result = { value, atMs: time.nowMs }))))
+    )
+    time.run()
+    return { result, time }
+  }
+
+  it("returns when the flow ends, before the timeout, and leaves no timer behind", () => {
+    const { result, time } = runVirtual((actors) =>
+      Effect.gen(function*() {
+        const flow = yield* actors.startFlow("pay_1", Effect.sleep(3_000))
+        yield* actors.awaitFlow(flow, 5_000)
+        return flow.unsafePoll() !== null
+      }))
+    expect(result).toEqual({ value: true, atMs: 3_000 })
+    // A timer left armed would have moved virtual time on to 5 s.
+    expect(time.nowMs).toBe(3_000)
+  })
+
+  it("returns at the timeout while the flow goes on", () => {
+    const ended: Array<number> = []
+    const { result, time } = runVirtual((actors, time) =>
+      Effect.gen(function*() {
+        const flow = yield* actors.startFlow("pay_1", Effect.zipRight(Effect.sleep(9_000), Effect.sync(() => void ended.push(time.nowMs))))
+        yield* actors.awaitFlow(flow, 5_000)
+        return flow.unsafePoll() === null
+      }))
+    expect(result).toEqual({ value: true, atMs: 5_000 })
+    expect(ended).toEqual([9_000])
+    expect(time.nowMs).toBe(9_000)
+  })
+
+  it("returns at once for a flow that has ended", () => {
+    const { result } = runVirtual((actors) =>
+      Effect.gen(function*() {
+        const flow = yield* actors.startFlow("pay_1", Effect.void)
+        yield* Fiber.await(flow)
+        yield* actors.awaitFlow(flow, 5_000)
+        return "done"
+      }))
+    expect(result).toEqual({ value: "done", atMs: 0 })
+  })
+
+  it("an interrupted wait cancels its timer and stops observing the flow", () => {
+    const { result, time } = runVirtual((actors) =>
+      Effect.gen(function*() {
+        const flow = yield* actors.startFlow("pay_1", Effect.sleep(1_000))
+        const waiting = yield* Effect.fork(actors.awaitFlow(flow, 5_000))
+        yield* Effect.sleep(100)
+        yield* Fiber.interrupt(waiting)
+        yield* Fiber.await(flow)
+        return Exit.isInterrupted(yield* Fiber.await(waiting))
+      }))
+    expect(result).toEqual({ value: true, atMs: 1_000 })
+    expect(time.nowMs).toBe(1_000)
+  })
 })
