@@ -8,7 +8,7 @@ import type { LedgerEntry } from "../domain/Ledger.ts"
 import { Acquirer, authorizeWithin } from "../acquirer/Acquirer.ts"
 import { AppConfig } from "../platform/Config.ts"
 import { Ids } from "../platform/Ids.ts"
-import { nowIso } from "../platform/Time.ts"
+import { isoAt } from "../platform/Time.ts"
 import type { CommandKey, FinishedResponse, IdempotencyClaim, PageOf, PageRequest, PaymentFilter, UpdateOutcome } from "../store/Store.ts"
 import { Store, type StoreUnavailable } from "../store/Store.ts"
 import { InvalidInput, InvalidState, NotFound } from "./Errors.ts"
@@ -97,25 +97,24 @@ const outcomeOf: Partial<Record<Payment.PaymentEvent["type"], string>> = {
   "payment.settled": "settled"
 }
 
-/** Counts a committed change: its events, the outcomes they report and its ledger groups (one sync step, no effect per event). */
-const countChange = (change: Payment.Change) =>
-  Effect.sync(() => {
-    for (const event of change.events) {
-      Metrics.record(Metrics.paymentEvents(event.type), 1)
-      const outcome = outcomeOf[event.type]
-      if (outcome !== undefined) {
-        Metrics.record(Metrics.paymentOutcomes(outcome, outcome === "failed" ? event.data.failure_code ?? "unknown" : ""), 1)
-      }
+/** Counts a committed change: its events, the outcomes they report and its ledger groups. */
+const countChange = (change: Payment.Change) => {
+  for (const event of change.events) {
+    Metrics.record(Metrics.paymentEvents(event.type), 1)
+    const outcome = outcomeOf[event.type]
+    if (outcome !== undefined) {
+      Metrics.record(Metrics.paymentOutcomes(outcome, outcome === "failed" ? event.data.failure_code ?? "unknown" : ""), 1)
     }
-    let group: string | null = null
-    for (const entry of change.ledger) {
-      Metrics.record(Metrics.ledgerEntries(entry.currency), 1)
-      if (entry.groupId !== group) {
-        group = entry.groupId
-        Metrics.record(Metrics.ledgerPostings(entry.currency), 1)
-      }
+  }
+  let group: string | null = null
+  for (const entry of change.ledger) {
+    Metrics.record(Metrics.ledgerEntries(entry.currency), 1)
+    if (entry.groupId !== group) {
+      group = entry.groupId
+      Metrics.record(Metrics.ledgerPostings(entry.currency), 1)
     }
-  })
+  }
+}
 
 const settlementBatch = 500
 export const resumeBatch = 500
@@ -125,14 +124,18 @@ export const make = Effect.gen(function*() {
   const webhooks = yield* Webhooks
   /** A committed change: counted, and the dispatcher told when it wrote events. */
   const afterCommit = (change: Payment.Change) =>
-    change.events.length === 0 ? countChange(change) : Effect.zipRight(countChange(change), webhooks.eventsCommitted)
+    Effect.suspend(() => {
+      countChange(change)
+      return change.events.length === 0 ? Effect.void : webhooks.eventsCommitted
+    })
   const ids = yield* Ids
   const config = yield* AppConfig
   const acquirer = yield* Acquirer
   const fraud = yield* Fraud
   const actors = yield* PaymentActors
 
-  const context = Effect.map(nowIso, (now): Payment.Context => ({ now, mintId: ids.mint }))
+  /** The domain's context: the time from Effect's Clock (virtual in tests and the simulator) and the id minter. */
+  const context = Effect.clockWith((clock) => Effect.succeed<Payment.Context>({ now: isoAt(clock.unsafeCurrentTimeMillis()), mintId: ids.mint }))
 
   /**
    * One command on one payment, serialized per payment in this process. It reads the payment,
