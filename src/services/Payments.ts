@@ -313,7 +313,8 @@ export const make = Effect.gen(function*() {
           if (opened._tag === "KeyTaken") return opened
           request.onClaimed()
           yield* afterCommit(decision.change)
-          const answer = yield* finishInline(payment, opened.history, request)
+          // An acquirer that never answers at once (the simulated network) skips the attempt.
+          const answer = acquirer.answerNow === undefined ? null : yield* finishInline(payment, opened.history, request)
           return answer === null ? null : { _tag: "Answered", answer, stored: request.claim !== null } as const
         })
         // A client that hangs up (or a stop) once the payment may exist does not leave it pending
