@@ -59,18 +59,35 @@ export const makeSimulatedAcquirer = (prng: Prng, faults: FaultRates) => {
     return plan
   }
 
+  /** The plan's next answer: a transport failure, the outcome, or nothing (never answers), after its latency. */
+  const nextCall = (request: AuthorizationRequest) => {
+    stats.calls++
+    const plan = planFor(request)
+    plan.calls++
+    if (plan.calls <= plan.transientFailures) {
+      stats.transientFailures++
+      return { latencyMs: plan.latencyMs >> 2, answer: "transport-failure" as const }
+    }
+    return { latencyMs: plan.outcome === null ? Number.POSITIVE_INFINITY : plan.latencyMs, answer: plan.outcome }
+  }
+  const transportFailure = new AcquirerUnavailable({ reason: "simulated connection reset" })
+
   const acquirer: AcquirerShape = {
     authorize: (request) =>
       Effect.suspend(() => {
-        stats.calls++
-        const plan = planFor(request)
-        plan.calls++
-        if (plan.calls <= plan.transientFailures) {
-          stats.transientFailures++
-          return Effect.zipRight(Effect.sleep(plan.latencyMs >> 2), Effect.fail(new AcquirerUnavailable({ reason: "simulated connection reset" })))
-        }
-        const outcome = plan.outcome
-        return outcome === null ? Effect.never : Effect.as(Effect.sleep(plan.latencyMs), outcome)
+        const call = nextCall(request)
+        if (call.answer === "transport-failure") return Effect.zipRight(Effect.sleep(call.latencyMs), Effect.fail(transportFailure))
+        const outcome = call.answer
+        return outcome === null ? Effect.never : Effect.as(Effect.sleep(call.latencyMs), outcome)
+      }),
+    // The caller's deadline kept by the transport, as an HTTP client's request timeout: an answer
+    // due at or after it is no answer (one timer, no race).
+    authorizeWithin: (request, timeoutMs) =>
+      Effect.suspend(() => {
+        const call = nextCall(request)
+        if (call.latencyMs >= timeoutMs) return Effect.as(Effect.sleep(timeoutMs), null)
+        if (call.answer === "transport-failure") return Effect.zipRight(Effect.sleep(call.latencyMs), Effect.fail(transportFailure))
+        return Effect.as(Effect.sleep(call.latencyMs), call.answer)
       })
   }
   return { acquirer, stats }

@@ -27,6 +27,15 @@ export interface AcquirerShape {
    * request: no fiber, no timer, one commit.
    */
   readonly answerNow?: (request: AuthorizationRequest) => AuthorizationOutcome | undefined
+  /**
+   * `authorize` with the caller's deadline kept by the transport itself (a request timeout, as an
+   * HTTP client's): the outcome, or null when the network has not answered within `timeoutMs`.
+   * Without it the flow races `authorize` against a timer, which costs two fibers a call.
+   */
+  readonly authorizeWithin?: (
+    request: AuthorizationRequest,
+    timeoutMs: number
+  ) => Effect.Effect<AuthorizationOutcome | null, AcquirerUnavailable>
 }
 
 export class Acquirer extends Context.Tag("payments/Acquirer")<Acquirer, AcquirerShape>() {}
@@ -56,7 +65,32 @@ export const sandboxAuthorize = (request: AuthorizationRequest): Effect.Effect<A
   return answer === undefined ? Effect.never : Effect.succeed(answer)
 }
 
-export const layerSandbox = Layer.succeed(Acquirer, { authorize: sandboxAuthorize, answerNow: sandboxAnswer })
+/** The sandbox's answer, or (its timeout token) no answer once `timeoutMs` has passed. */
+export const sandboxAuthorizeWithin = (request: AuthorizationRequest, timeoutMs: number): Effect.Effect<AuthorizationOutcome | null> => {
+  const answer = sandboxAnswer(request)
+  return answer === undefined ? Effect.as(Effect.sleep(timeoutMs), null) : Effect.succeed(answer)
+}
+
+/**
+ * Asks the network with the caller's deadline: the acquirer's own `authorizeWithin` when it has
+ * one, else `authorize` raced against a timer.
+ */
+export const authorizeWithin = (
+  acquirer: AcquirerShape
+): (request: AuthorizationRequest, timeoutMs: number) => Effect.Effect<AuthorizationOutcome | null, AcquirerUnavailable> =>
+  acquirer.authorizeWithin ??
+    ((request, timeoutMs) =>
+      Effect.timeoutTo(acquirer.authorize(request), {
+        duration: timeoutMs,
+        onSuccess: (outcome): AuthorizationOutcome | null => outcome,
+        onTimeout: (): AuthorizationOutcome | null => null
+      }))
+
+export const layerSandbox = Layer.succeed(Acquirer, {
+  authorize: sandboxAuthorize,
+  answerNow: sandboxAnswer,
+  authorizeWithin: sandboxAuthorizeWithin
+})
 
 /**
  * Sandbox disputes (docs/api.md): a payment made with one of these tokens is disputed by the

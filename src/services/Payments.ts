@@ -1,14 +1,14 @@
-import { Context, Effect, Fiber, Layer, Schedule } from "effect"
+import { Context, Effect, Fiber, Layer } from "effect"
 import * as Metrics from "../platform/Metrics.ts"
 import { Webhooks } from "./Webhooks.ts"
 import * as Payment from "../domain/Payment.ts"
 import * as Dispute from "../domain/Dispute.ts"
 import type { Assessment as FraudAssessment, FraudCase, FraudHistory } from "../domain/Fraud.ts"
 import type { LedgerEntry } from "../domain/Ledger.ts"
-import { Acquirer } from "../acquirer/Acquirer.ts"
+import { Acquirer, authorizeWithin } from "../acquirer/Acquirer.ts"
 import { AppConfig } from "../platform/Config.ts"
 import { Ids } from "../platform/Ids.ts"
-import { nowIso } from "../platform/Time.ts"
+import { isoAt } from "../platform/Time.ts"
 import type { CommandKey, FinishedResponse, IdempotencyClaim, PageOf, PageRequest, PaymentFilter, UpdateOutcome } from "../store/Store.ts"
 import { Store, type StoreUnavailable } from "../store/Store.ts"
 import { InvalidInput, InvalidState, NotFound } from "./Errors.ts"
@@ -97,25 +97,24 @@ const outcomeOf: Partial<Record<Payment.PaymentEvent["type"], string>> = {
   "payment.settled": "settled"
 }
 
-/** Counts a committed change: its events, the outcomes they report and its ledger groups (one sync step, no effect per event). */
-const countChange = (change: Payment.Change) =>
-  Effect.sync(() => {
-    for (const event of change.events) {
-      Metrics.record(Metrics.paymentEvents(event.type), 1)
-      const outcome = outcomeOf[event.type]
-      if (outcome !== undefined) {
-        Metrics.record(Metrics.paymentOutcomes(outcome, outcome === "failed" ? event.data.failure_code ?? "unknown" : ""), 1)
-      }
+/** Counts a committed change: its events, the outcomes they report and its ledger groups. */
+const countChange = (change: Payment.Change) => {
+  for (const event of change.events) {
+    Metrics.record(Metrics.paymentEvents(event.type), 1)
+    const outcome = outcomeOf[event.type]
+    if (outcome !== undefined) {
+      Metrics.record(Metrics.paymentOutcomes(outcome, outcome === "failed" ? event.data.failure_code ?? "unknown" : ""), 1)
     }
-    let group: string | null = null
-    for (const entry of change.ledger) {
-      Metrics.record(Metrics.ledgerEntries(entry.currency), 1)
-      if (entry.groupId !== group) {
-        group = entry.groupId
-        Metrics.record(Metrics.ledgerPostings(entry.currency), 1)
-      }
+  }
+  let group: string | null = null
+  for (const entry of change.ledger) {
+    Metrics.record(Metrics.ledgerEntries(entry.currency), 1)
+    if (entry.groupId !== group) {
+      group = entry.groupId
+      Metrics.record(Metrics.ledgerPostings(entry.currency), 1)
     }
-  })
+  }
+}
 
 const settlementBatch = 500
 export const resumeBatch = 500
@@ -125,14 +124,18 @@ export const make = Effect.gen(function*() {
   const webhooks = yield* Webhooks
   /** A committed change: counted, and the dispatcher told when it wrote events. */
   const afterCommit = (change: Payment.Change) =>
-    change.events.length === 0 ? countChange(change) : Effect.zipRight(countChange(change), webhooks.eventsCommitted)
+    Effect.suspend(() => {
+      countChange(change)
+      return change.events.length === 0 ? Effect.void : webhooks.eventsCommitted
+    })
   const ids = yield* Ids
   const config = yield* AppConfig
   const acquirer = yield* Acquirer
   const fraud = yield* Fraud
   const actors = yield* PaymentActors
 
-  const context = Effect.map(nowIso, (now): Payment.Context => ({ now, mintId: ids.mint }))
+  /** The domain's context: the time from Effect's Clock (virtual in tests and the simulator) and the id minter. */
+  const context = Effect.clockWith((clock) => Effect.succeed<Payment.Context>({ now: isoAt(clock.unsafeCurrentTimeMillis()), mintId: ids.mint }))
 
   /**
    * One command on one payment, serialized per payment in this process. It reads the payment,
@@ -197,22 +200,39 @@ export const make = Effect.gen(function*() {
     ctx: Payment.Context
   ) => Payment.advanceFlow(payment, authorization, screening, config.fraudThresholds, ctx)
 
-  const authorize = (payment: Payment.Payment) =>
-    acquirer.authorize(authorizationRequest(payment)).pipe(
-      // Transport failures are retried (the acquirer is idempotent on the payment id) until the deadline.
-      Effect.retry(Schedule.exponential("200 millis", 2).pipe(Schedule.upTo(config.acquirerTimeoutMs))),
-      Effect.timeoutTo({
-        duration: config.acquirerTimeoutMs,
-        onSuccess: (outcome): Payment.AuthorizationOutcome => outcome,
-        onTimeout: (): Payment.AuthorizationOutcome => ({
-          _tag: "Declined",
-          code: "network_timeout",
-          message: "The card network did not answer in time."
+  const askNetwork = authorizeWithin(acquirer)
+  const timedOut: Payment.AuthorizationOutcome = {
+    _tag: "Declined",
+    code: "network_timeout",
+    message: "The card network did not answer in time."
+  }
+
+  /**
+   * Asks the network until ACQUIRER_TIMEOUT. Transport failures are retried (the acquirer is
+   * idempotent on the payment id) after 200 ms, doubling; every call and every wait is cut at
+   * the deadline, which the transport keeps itself (no timer fibers), and passing it declines
+   * the payment with `network_timeout`.
+   */
+  const authorize = (payment: Payment.Payment): Effect.Effect<Payment.AuthorizationOutcome> =>
+    Effect.clockWith((clock) => {
+      const request = authorizationRequest(payment)
+      const deadlineMs = clock.unsafeCurrentTimeMillis() + config.acquirerTimeoutMs
+      const retryAfterFailure = (retryDelayMs: number): Effect.Effect<Payment.AuthorizationOutcome> => {
+        const remainingMs = deadlineMs - clock.unsafeCurrentTimeMillis()
+        return remainingMs <= 0
+          ? Effect.succeed(timedOut)
+          : Effect.zipRight(Effect.sleep(Math.min(retryDelayMs, remainingMs)), Effect.suspend(() => ask(retryDelayMs * 2)))
+      }
+      const ask = (retryDelayMs: number): Effect.Effect<Payment.AuthorizationOutcome> => {
+        const remainingMs = deadlineMs - clock.unsafeCurrentTimeMillis()
+        if (remainingMs <= 0) return Effect.succeed(timedOut)
+        return Effect.matchEffect(askNetwork(request, remainingMs), {
+          onFailure: () => retryAfterFailure(retryDelayMs),
+          onSuccess: (outcome) => Effect.succeed(outcome ?? timedOut)
         })
-      }),
-      Effect.catchTag("AcquirerUnavailable", (error) =>
-        Effect.succeed<Payment.AuthorizationOutcome>({ _tag: "Declined", code: "network_error", message: error.reason }))
-    )
+      }
+      return ask(200)
+    })
 
   /**
    * Drives a payment through authorize → screen → capture until the domain says it is done.
@@ -243,8 +263,11 @@ export const make = Effect.gen(function*() {
     actors.startFlow(
       paymentId,
       runFlow(paymentId, initial).pipe(
-        Effect.catchAllCause((cause) => Effect.logWarning(`flow of ${paymentId} stopped; recovery will resume it`, cause)),
-        Effect.annotateLogs("payment_id", paymentId)
+        // The annotation on the one line the flow logs, not around the whole flow (a FiberRef
+        // set and restored, ~10 steps, for every payment).
+        Effect.catchAllCause((cause) =>
+          Effect.logWarning(`flow of ${paymentId} stopped; recovery will resume it`, cause).pipe(Effect.annotateLogs("payment_id", paymentId))
+        )
       )
     )
 
@@ -290,7 +313,8 @@ export const make = Effect.gen(function*() {
           if (opened._tag === "KeyTaken") return opened
           request.onClaimed()
           yield* afterCommit(decision.change)
-          const answer = yield* finishInline(payment, opened.history, request)
+          // An acquirer that never answers at once (the simulated network) skips the attempt.
+          const answer = acquirer.answerNow === undefined ? null : yield* finishInline(payment, opened.history, request)
           return answer === null ? null : { _tag: "Answered", answer, stored: request.claim !== null } as const
         })
         // A client that hangs up (or a stop) once the payment may exist does not leave it pending
@@ -301,7 +325,7 @@ export const make = Effect.gen(function*() {
         // The network will answer later (or a racing command moved the payment): the supervised
         // flow goes on, and the answer waits for it up to the request deadline.
         const fiber = yield* startFlow(payment.id, payment)
-        yield* Fiber.await(fiber).pipe(Effect.timeout(config.requestDeadlineMs), Effect.ignore)
+        yield* actors.awaitFlow(fiber, config.requestDeadlineMs)
         const latest = yield* store.getPayment(null, payment.id)
         return { _tag: "Answered", answer: request.respond(latest ?? payment), stored: false } as const
       }),
@@ -314,7 +338,7 @@ export const make = Effect.gen(function*() {
         const payment = inserted._tag === "Inserted" ? decision.change.payment : inserted.payment
         const fiber = yield* startFlow(payment.id, payment)
         // Answer with the record as the flow left it; past the deadline the flow goes on alone.
-        yield* Fiber.await(fiber).pipe(Effect.timeout(config.requestDeadlineMs), Effect.ignore)
+        yield* actors.awaitFlow(fiber, config.requestDeadlineMs)
         const latest = yield* store.getPayment(null, payment.id)
         return { payment: latest ?? payment, created: inserted._tag === "Inserted" }
       }),
@@ -358,7 +382,7 @@ export const make = Effect.gen(function*() {
         // waits for it up to the request deadline.
         if (Payment.nextStep(payment) !== null) {
           const fiber = yield* startFlow(payment.id, payment)
-          yield* Fiber.await(fiber).pipe(Effect.timeout(config.requestDeadlineMs), Effect.ignore)
+          yield* actors.awaitFlow(fiber, config.requestDeadlineMs)
         }
         const reviewed = yield* store.getFraudCase(merchantId, caseId)
         return reviewed ?? fraudCase
@@ -386,13 +410,15 @@ export const make = Effect.gen(function*() {
         }
       }),
     resumeFlows: (updatedBefore) =>
-      Effect.gen(function*() {
-        const inFlight = yield* store.paymentsInFlight(updatedBefore, resumeBatch)
-        const flows = yield* Effect.forEach(inFlight, (paymentId) => startFlow(paymentId))
-        // One batch at a time: the next query must not find this batch's flows still running.
-        yield* Effect.forEach(flows, Fiber.await, { discard: true })
-        return inFlight.length
-      })
+      Effect.flatMap(store.paymentsInFlight(updatedBefore, resumeBatch), (inFlight) =>
+        inFlight.length === 0
+          ? Effect.succeed(0)
+          : Effect.gen(function*() {
+            const flows = yield* Effect.forEach(inFlight, (paymentId) => startFlow(paymentId))
+            // One batch at a time: the next query must not find this batch's flows still running.
+            yield* Effect.forEach(flows, Fiber.await, { discard: true })
+            return inFlight.length
+          }))
   }
   return service
 })

@@ -30,25 +30,22 @@ export const recovery = Layer.scopedDiscard(
     }).pipe(Effect.tapError(() => Effect.sync(() => Metrics.record(Metrics.recoveryRuns("failed"), 1))))
     // In the background: serving does not wait for old flows (each waits on its payment's row).
     yield* Effect.forkScoped(resumeAll.pipe(Effect.catchAll((error) => Effect.logWarning("recovery at start failed", error))))
-    const pass = Effect.gen(function*() {
-      const now = yield* nowIso
-      const resumed = yield* payments.resumeFlows(addMs(now, -staleFlowMs))
-      Metrics.record(Metrics.recoveryRuns("ok"), 1)
-      Metrics.record(Metrics.recoveredPayments, resumed)
-      if (resumed > 0) yield* Effect.logInfo(`recovery resumed ${resumed} stale payment flows`)
-    }).pipe(
-      Effect.catchAll((error) =>
-        Effect.zipRight(Effect.sync(() => Metrics.record(Metrics.recoveryRuns("failed"), 1)), Effect.logWarning("recovery pass failed", error))
-      )
+    // One pass in a handful of steps (it runs every 30 s, and nearly always finds nothing).
+    const pass = Effect.clockWith((clock) => payments.resumeFlows(isoAt(clock.unsafeCurrentTimeMillis() - staleFlowMs))).pipe(
+      Effect.matchEffect({
+        onFailure: (error) =>
+          Effect.zipRight(Effect.sync(() => Metrics.record(Metrics.recoveryRuns("failed"), 1)), Effect.logWarning("recovery pass failed", error)),
+        onSuccess: (resumed) => {
+          Metrics.record(Metrics.recoveryRuns("ok"), 1)
+          Metrics.record(Metrics.recoveredPayments, resumed)
+          return resumed > 0 ? Effect.logInfo(`recovery resumed ${resumed} stale payment flows`) : Effect.void
+        }
+      })
     )
     // A pass every 30 s after the last one ended (a plain loop: a Schedule's driver costs more
     // than the pass itself finding nothing, which is what it does nearly every time).
-    yield* Effect.forkScoped(Effect.gen(function*() {
-      while (true) {
-        yield* Effect.sleep(recoveryInterval)
-        yield* pass
-      }
-    }))
+    const passes: Effect.Effect<never> = Effect.zipRight(Effect.sleep(recoveryInterval), Effect.zipRight(pass, Effect.suspend(() => passes)))
+    yield* Effect.forkScoped(passes)
   })
 )
 

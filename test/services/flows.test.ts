@@ -126,6 +126,63 @@ describe("tok_network_timeout", () => {
     }))))
 })
 
+describe("an acquirer keeping the deadline itself (authorizeWithin)", () => {
+  /** Fails in transport `failures` times, then answers after `latencyMs`; records each call's time and timeout. */
+  const recordingAcquirer = (failures: number, latencyMs: number) => {
+    const calls: Array<{ readonly atMs: number; readonly timeoutMs: number }> = []
+    const layer = Layer.succeed(Acquirer.Acquirer, {
+      authorize: () => Effect.dieMessage("the flow must use authorizeWithin"),
+      authorizeWithin: (request, timeoutMs) =>
+        Effect.flatMap(TestClock.currentTimeMillis, (atMs) => {
+          calls.push({ atMs, timeoutMs })
+          if (calls.length <= failures) return Effect.fail(new Acquirer.AcquirerUnavailable({ reason: "connection reset" }))
+          return latencyMs >= timeoutMs
+            ? Effect.as(Effect.sleep(timeoutMs), null)
+            : Effect.as(Effect.sleep(latencyMs), Acquirer.sandboxAnswer(request) ?? null)
+        })
+    })
+    return { calls, layer }
+  }
+
+  it.effect("transport failures are retried after 200 ms, doubling, each call given what is left of ACQUIRER_TIMEOUT", () => {
+    const acquirer = recordingAcquirer(3, 3_000)
+    return Effect.gen(function*() {
+      const payments = yield* Payments
+      const merchantId = yield* newMerchant
+      const creating = yield* Effect.fork(payments.create(input(merchantId)))
+      yield* TestClock.adjust(Duration.millis(config.requestDeadlineMs))
+      const { payment } = yield* Fiber.join(creating)
+      expect(acquirer.calls).toEqual([
+        { atMs: 0, timeoutMs: 10_000 },
+        { atMs: 200, timeoutMs: 9_800 },
+        { atMs: 600, timeoutMs: 9_400 },
+        { atMs: 1_400, timeoutMs: 8_600 }
+      ])
+      // Answered at 4.4 s, within the request deadline.
+      expect(payment.status).toBe("captured")
+    }).pipe(Effect.provide(servicesWith({ acquirer: acquirer.layer })))
+  })
+
+  it.effect("no answer by the deadline fails the payment with network_timeout at ACQUIRER_TIMEOUT exactly", () => {
+    const acquirer = recordingAcquirer(4, 60_000)
+    return Effect.gen(function*() {
+      const payments = yield* Payments
+      const merchantId = yield* newMerchant
+      const creating = yield* Effect.fork(payments.create(input(merchantId)))
+      yield* TestClock.adjust(Duration.millis(config.requestDeadlineMs))
+      const { payment } = yield* Fiber.join(creating)
+      expect(payment.status).toBe("pending")
+      yield* TestClock.adjust(Duration.millis(config.acquirerTimeoutMs - config.requestDeadlineMs - 1))
+      expect((yield* payments.get(merchantId, payment.id)).status).toBe("pending")
+      yield* TestClock.adjust(Duration.millis(1))
+      const failed = yield* settleFibers(merchantId, payment.id, "pending")
+      expect(failed.failureCode).toBe("network_timeout")
+      expect(acquirer.calls.map((call) => call.atMs)).toEqual([0, 200, 600, 1_400, 3_000])
+      expect(acquirer.calls.at(-1)?.timeoutMs).toBe(7_000)
+    }).pipe(Effect.provide(servicesWith({ acquirer: acquirer.layer })))
+  })
+})
+
 describe("settlement worker", () => {
   it.effect("settles at the daily cut-off (SETTLEMENT_CUTOFF), not before", () =>
     Effect.gen(function*() {
