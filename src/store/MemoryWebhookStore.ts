@@ -192,6 +192,13 @@ export interface WebhookMemoryState {
   readonly due: MinHeap<DueEntry>
   /** Open ordered deliveries by payment and URL: a delivery waits while an earlier one is open. */
   readonly openInOrder: Map<string, Set<DeliveryRow>>
+  /**
+   * Due deliveries found waiting for an earlier one of their payment and URL, by that key: out of
+   * `due` until an open delivery of the key ends, then scheduled again. (Put back into `due`
+   * instead, each would be popped and pushed by every claim while it waits: a payment whose
+   * endpoint is down for hours keeps its later events waiting that long.)
+   */
+  readonly parked: Map<string, Set<DeliveryRow>>
   readonly errors: ErrorTexts
 }
 
@@ -208,6 +215,7 @@ export const emptyWebhookState = (): WebhookMemoryState => ({
   previousSecrets: new Map(),
   due: new MinHeap(before),
   openInOrder: new Map(),
+  parked: new Map(),
   errors: { texts: [], ids: new Map() }
 })
 
@@ -249,9 +257,15 @@ export const memoryWebhookOperations = (state: MemoryState): WebhookStoreShape =
     if (row.open) {
       if (open === undefined) w.openInOrder.set(key, new Set([row]))
       else open.add(row)
-    } else if (open !== undefined) {
-      open.delete(row)
+    } else if (open !== undefined && open.delete(row)) {
       if (open.size === 0) w.openInOrder.delete(key)
+      // An open delivery of the key ended: the ones parked behind it are due again (one still
+      // behind another open delivery is parked again by the claim that finds it).
+      const parked = w.parked.get(key)
+      if (parked !== undefined) {
+        w.parked.delete(key)
+        for (const waiting of parked) schedule(waiting)
+      }
     }
   }
   /** An earlier delivery of the same payment to the same URL is still open. */
@@ -306,16 +320,18 @@ export const memoryWebhookOperations = (state: MemoryState): WebhookStoreShape =
     claimDue: (now, lease, limit) =>
       Effect.sync(() => {
         const claimed: Array<Delivery> = []
-        const waiting: Array<DueEntry> = []
         while (claimed.length < limit) {
           const top = peekDue()
           if (top === undefined || top.at > now) break
           w.due.pop()
           const row = w.deliveries.get(top.id)!
           if (leaseLive(row, now)) continue
-          // Due, but behind an earlier open delivery of its payment: it stays due for a later claim.
+          // Due, but behind an earlier open delivery of its payment: parked until one ends.
           if (waitsForEarlier(row)) {
-            waiting.push(top)
+            const key = row.orderKey!
+            const parked = w.parked.get(key)
+            if (parked === undefined) w.parked.set(key, new Set([row]))
+            else parked.add(row)
             continue
           }
           row.leaseToken = lease.token
@@ -323,7 +339,6 @@ export const memoryWebhookOperations = (state: MemoryState): WebhookStoreShape =
           schedule(row)
           claimed.push(row.delivery)
         }
-        for (const entry of waiting) w.due.push(entry)
         return claimed
       }),
     renewLease: (id, token, now, until) =>
