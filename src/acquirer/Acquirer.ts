@@ -51,6 +51,14 @@ export const sandboxRiskSignals: Record<string, number> = {
   tok_risk_highest: 0.9999
 }
 export const ordinaryRiskSignal = 0.05
+/**
+ * Up to this amount, in major units of its currency, `tok_risk_review` never passes, whatever
+ * the card's history, brand, currency or hour: its signal outweighs the lowest contribution
+ * every other feature can make (test/domain/fraud.test.ts proves the bound). Above it the model
+ * weighs a very large amount slightly down, and such a payment can score under 0.50.
+ * `tok_risk_highest` is blocked at any amount.
+ */
+export const sandboxReviewMaximumMajor = 1_000
 export const networkTimeoutToken = "tok_network_timeout"
 
 export const sandboxAnswer = (request: AuthorizationRequest): AuthorizationOutcome | undefined => {

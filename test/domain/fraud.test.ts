@@ -5,7 +5,7 @@ import { describe, expect, it } from "vitest"
 import * as Fraud from "../../src/domain/Fraud.ts"
 import * as Training from "../../src/domain/FraudTraining.ts"
 import { maximumAmountCents, minimumAmountCents } from "../../src/domain/Money.ts"
-import { ordinaryRiskSignal, sandboxRiskSignals } from "../../src/acquirer/Acquirer.ts"
+import { ordinaryRiskSignal, sandboxReviewMaximumMajor, sandboxRiskSignals } from "../../src/acquirer/Acquirer.ts"
 
 const history = fc.record({
   cardAttemptsLastHour: fc.integer({ min: 0, max: 60 }),
@@ -132,6 +132,44 @@ describe("sandbox test tokens with the default thresholds (CONTRACT section 6, d
         expect(verdictOf(score(context, ordinaryRiskSignal))).toBe("passed")
       }),
       { seed: 42, numRuns: 1_000 }
+    )
+  })
+
+  // A bound, not a sample: each feature's lowest possible contribution, taken independently (the
+  // real features are correlated, so no payment reaches the sum), added to the signal's.
+  const lowestScore = (signal: number, maximumMajor: number) => {
+    const contribution = (name: string, value: number) => {
+      const f = Fraud.model.features.find((x) => x.name === name)!
+      return f.weight * (value - f.mean) / f.std
+    }
+    const lowest = (name: string, values: ReadonlyArray<number>) => Math.min(...values.map((v) => contribution(name, v)))
+    const attempts = [0, Math.log2(1 + Fraud.cardDayLimit)]
+    const others = lowest("amount_log10", [Math.log10(1.01), Math.log10(1 + maximumMajor)]) +
+      lowest("amount_vs_merchant_log10", [0, 1]) + lowest("card_attempts_last_hour", attempts) + lowest("card_attempts_last_day", attempts) +
+      lowest("card_declines_last_day", [0, 10]) + lowest("card_first_seen", [0, 1]) + lowest("new_card_above_usual_log10", [0, 1]) +
+      lowest("country_mismatch", [0, 1]) + lowest("night_utc", [0, 1]) +
+      Math.min(...["visa", ...Fraud.cardBrands].map((brand) =>
+        contribution("card_brand_mastercard", brand === "mastercard" ? 1 : 0) + contribution("card_brand_amex", brand === "amex" ? 1 : 0) +
+        contribution("card_brand_other", ["visa", "mastercard", "amex"].includes(brand) ? 0 : 1))) +
+      Math.min(...Fraud.currencies.map((currency) =>
+        Fraud.currencies.slice(1).reduce((sum, c) => sum + contribution(`currency_${c}`, c === currency ? 1 : 0), 0)))
+    return Fraud.sigmoid(Fraud.model.bias + contribution("network_risk_logit", Math.log(signal / (1 - signal))) + others)
+  }
+
+  it(`tok_risk_review never passes up to ${sandboxReviewMaximumMajor.toLocaleString("en")} in any currency, whatever the history; tok_risk_highest is blocked at any amount`, () => {
+    // JPY has no minor unit: its largest amount is the largest in major units.
+    expect(lowestScore(review, sandboxReviewMaximumMajor)).toBeGreaterThanOrEqual(0.5)
+    expect(lowestScore(highest, maximumAmountCents)).toBeGreaterThanOrEqual(0.8)
+    // The bound is tight enough to matter: above the limit the review token can pass (as a
+    // simulated ¥3,330,359 payment with a busy, known card did).
+    expect(lowestScore(review, maximumAmountCents)).toBeLessThan(0.5)
+    fc.assert(
+      fc.property(input, (raw) => {
+        const amountCents = Math.min(raw.amountCents, sandboxReviewMaximumMajor * Fraud.minorUnitsPerMajor(raw.currency))
+        expect(score({ ...raw, amountCents }, review)).toBeGreaterThanOrEqual(lowestScore(review, sandboxReviewMaximumMajor))
+        expect(verdictOf(score(raw, highest))).toBe("blocked")
+      }),
+      { seed: 42, numRuns: 2_000 }
     )
   })
 
