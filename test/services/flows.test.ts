@@ -48,6 +48,16 @@ const settleFibers = (merchantId: string, paymentId: string, from: Payment.Payme
     return yield* payments.get(merchantId, paymentId)
   })
 
+/** A create left running until its request deadline on the test clock: its answer, and what made it. */
+const createUntilDeadline = Effect.gen(function*() {
+  const payments = yield* Payments
+  const merchantId = yield* newMerchant
+  const creating = yield* Effect.fork(payments.create(input(merchantId)))
+  yield* TestClock.adjust(Duration.millis(config.requestDeadlineMs))
+  const { payment } = yield* Fiber.join(creating)
+  return { payments, merchantId, payment }
+})
+
 const eventTypes = (merchantId: string, paymentId: string) =>
   Effect.flatMap(Payments, (p) => p.events(merchantId, paymentId)).pipe(Effect.map((events) => events.map((e) => e.type)))
 
@@ -109,11 +119,7 @@ describe("tok_network_timeout", () => {
 
   it.effect("transport failures are retried until the acquirer timeout, then the payment fails", () =>
     Effect.gen(function*() {
-      const payments = yield* Payments
-      const merchantId = yield* newMerchant
-      const creating = yield* Effect.fork(payments.create(input(merchantId)))
-      yield* TestClock.adjust(Duration.millis(config.requestDeadlineMs))
-      const { payment } = yield* Fiber.join(creating)
+      const { merchantId, payment } = yield* createUntilDeadline
       expect(payment.status).toBe("pending")
       yield* TestClock.adjust(Duration.millis(config.acquirerTimeoutMs))
       const failed = yield* settleFibers(merchantId, payment.id, "pending")
@@ -147,11 +153,7 @@ describe("an acquirer keeping the deadline itself (authorizeWithin)", () => {
   it.effect("transport failures are retried after 200 ms, doubling, each call given what is left of ACQUIRER_TIMEOUT", () => {
     const acquirer = recordingAcquirer(3, 3_000)
     return Effect.gen(function*() {
-      const payments = yield* Payments
-      const merchantId = yield* newMerchant
-      const creating = yield* Effect.fork(payments.create(input(merchantId)))
-      yield* TestClock.adjust(Duration.millis(config.requestDeadlineMs))
-      const { payment } = yield* Fiber.join(creating)
+      const { payment } = yield* createUntilDeadline
       expect(acquirer.calls).toEqual([
         { atMs: 0, timeoutMs: 10_000 },
         { atMs: 200, timeoutMs: 9_800 },
@@ -166,11 +168,7 @@ describe("an acquirer keeping the deadline itself (authorizeWithin)", () => {
   it.effect("no answer by the deadline fails the payment with network_timeout at ACQUIRER_TIMEOUT exactly", () => {
     const acquirer = recordingAcquirer(4, 60_000)
     return Effect.gen(function*() {
-      const payments = yield* Payments
-      const merchantId = yield* newMerchant
-      const creating = yield* Effect.fork(payments.create(input(merchantId)))
-      yield* TestClock.adjust(Duration.millis(config.requestDeadlineMs))
-      const { payment } = yield* Fiber.join(creating)
+      const { payments, merchantId, payment } = yield* createUntilDeadline
       expect(payment.status).toBe("pending")
       yield* TestClock.adjust(Duration.millis(config.acquirerTimeoutMs - config.requestDeadlineMs - 1))
       expect((yield* payments.get(merchantId, payment.id)).status).toBe("pending")
