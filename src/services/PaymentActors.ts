@@ -1,4 +1,4 @@
-import { Context, Effect, Exit, Fiber, FiberMap, Layer } from "effect"
+import { Context, Effect, Exit, Fiber, FiberMap, Layer, Option } from "effect"
 import { type CallbackTimer, callbackTimerOf } from "../platform/Timers.ts"
 
 /**
@@ -118,7 +118,16 @@ export const make = Effect.gen(function*() {
   return PaymentActors.of({
     awaitFlow,
     serialize,
-    startFlow: (paymentId, flow) => FiberMap.run(flows, paymentId, flow, { onlyIfMissing: true }),
+    // The running flow when there is one: a create retried, a review or a recovery pass waits
+    // for it. (`FiberMap.run` with `onlyIfMissing` answers then with one shared, already
+    // interrupted fiber, started on Effect's default scheduler: in production the wait ended at
+    // once with the payment still in flight, and in the simulator, whose loop never yields to
+    // that scheduler, it lasted the whole request deadline.)
+    startFlow: (paymentId, flow) =>
+      Effect.suspend(() => {
+        const running = FiberMap.unsafeGet(flows, paymentId)
+        return Option.isSome(running) ? Effect.succeed(running.value as Fiber.RuntimeFiber<void>) : FiberMap.run(flows, paymentId, flow, { onlyIfMissing: true })
+      }),
     activeFlows: FiberMap.size(flows)
   })
 })

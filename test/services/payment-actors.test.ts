@@ -161,3 +161,27 @@ describe("PaymentActors.awaitFlow on a clock with a callback timer (the simulato
     expect(time.nowMs).toBe(1_000)
   })
 })
+
+describe("PaymentActors.startFlow", () => {
+  it.scoped("with a flow already running for the payment, answers that flow (a second start does not start another, and awaiting it waits for it)", () =>
+    Effect.gen(function*() {
+      const actors = yield* PaymentActors.make
+      const gate = yield* Deferred.make<void>()
+      let runs = 0
+      const flow = Effect.zipRight(Effect.sync(() => runs++), Deferred.await(gate))
+      const first = yield* actors.startFlow("pay_1", flow)
+      yield* settle
+      const second = yield* actors.startFlow("pay_1", flow)
+      expect(second).toBe(first)
+      const waiting = yield* Effect.fork(Fiber.await(second))
+      yield* settle
+      // Not answered at once with an interrupted stand-in: the wait lasts as long as the flow.
+      expect(waiting.unsafePoll()).toBeNull()
+      yield* Deferred.succeed(gate, undefined)
+      expect(Exit.isSuccess(yield* Fiber.join(waiting))).toBe(true)
+      expect(runs).toBe(1)
+      // Once it has ended, a start runs a new flow.
+      yield* actors.startFlow("pay_1", Effect.sync(() => runs++)).pipe(Effect.flatMap(Fiber.await))
+      expect(runs).toBe(2)
+    }))
+})
