@@ -47,7 +47,10 @@ export const serverLayer = <ROut, E, R>(routes: Layer.Layer<ROut, E, R>, port: n
         // client could not tell from a lost request. Those get a moment to arrive and are served.
         NetServer.prototype.close.call(server)
         yield* Effect.logInfo(`shutting down: HTTP listener closed; waiting up to ${config.shutdownGraceMs} ms for ${atStop} requests in flight`)
+        // Interruptible: a finalizer runs uninterruptibly, and the timeout could not stop a wait
+        // that inherits that (it would last as long as the slowest request, SHUTDOWN_GRACE or not).
         const finished = yield* Effect.zipRight(Effect.sleep(lateRequestMs), waitForInFlight).pipe(
+          Effect.interruptible,
           Effect.timeoutOption(Duration.millis(Math.max(config.shutdownGraceMs, lateRequestMs)))
         )
         server.closeAllConnections()
