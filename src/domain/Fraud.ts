@@ -124,6 +124,9 @@ export interface ModelArtefact {
 
 export const model: ModelArtefact = trainedModel as ModelArtefact
 
+/** What one feature adds to the log-odds: weight × its standardised deviation from the training mean. */
+export const contribution = (feature: ModelArtefact["features"][number], value: number) => feature.weight * (value - feature.mean) / feature.std
+
 export interface Explanation {
   readonly feature: string
   readonly value: number
@@ -146,12 +149,12 @@ export const sigmoid = (logit: number) => 1 / (1 + Math.exp(-logit))
 
 /** The unrounded log-odds (training and metrics use it). */
 export const logOdds = (values: FraudFeatures, artefact: ModelArtefact = model) =>
-  artefact.features.reduce((sum, f) => sum + f.weight * ((values[f.name] ?? 0) - f.mean) / f.std, artefact.bias)
+  artefact.features.reduce((sum, f) => sum + contribution(f, values[f.name] ?? 0), artefact.bias)
 
 export const assess = (values: FraudFeatures, artefact: ModelArtefact = model): Assessment => {
   const explanations = artefact.features.map((f) => {
     const value = values[f.name] ?? 0
-    return { feature: f.name, value: round6(value), contribution: round6(f.weight * (value - f.mean) / f.std) }
+    return { feature: f.name, value: round6(value), contribution: round6(contribution(f, value)) }
   })
   const baseValue = round6(artefact.bias)
   // The output is defined from the rounded contributions, so the documented sum holds exactly

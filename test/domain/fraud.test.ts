@@ -138,10 +138,7 @@ describe("sandbox test tokens with the default thresholds (CONTRACT section 6, d
   // A bound, not a sample: each feature's lowest possible contribution, taken independently (the
   // real features are correlated, so no payment reaches the sum), added to the signal's.
   const lowestScore = (signal: number, maximumMajor: number) => {
-    const contribution = (name: string, value: number) => {
-      const f = Fraud.model.features.find((x) => x.name === name)!
-      return f.weight * (value - f.mean) / f.std
-    }
+    const contribution = (name: string, value: number) => Fraud.contribution(Fraud.model.features.find((x) => x.name === name)!, value)
     const lowest = (name: string, values: ReadonlyArray<number>) => Math.min(...values.map((v) => contribution(name, v)))
     const attempts = [0, Math.log2(1 + Fraud.cardDayLimit)]
     const others = lowest("amount_log10", [Math.log10(1.01), Math.log10(1 + maximumMajor)]) +
