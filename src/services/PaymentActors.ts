@@ -38,6 +38,8 @@ interface Lock {
 export const make = Effect.gen(function*() {
   const flows = yield* FiberMap.make<string, void>()
   const locks = new Map<string, Lock>()
+  // The clock's callback timer, looked up once as the webhook dispatcher does (null under TestClock).
+  const timer = yield* Effect.flatMap(Effect.clock, callbackTimerOf)
 
   /** Hands the lock to the next waiting command, or frees it. */
   const release = (paymentId: string, lock: Lock) => {
@@ -107,13 +109,10 @@ export const make = Effect.gen(function*() {
     })
 
   const awaitFlow = (flow: Fiber.RuntimeFiber<void>, timeoutMs: number): Effect.Effect<void> =>
-    Effect.clockWith((clock) =>
-      Effect.flatMap(callbackTimerOf(clock), (timer) =>
-        timer === null
-          // A clock without a callback timer (TestClock): race a sleep.
-          ? Effect.ignore(Effect.timeout(Fiber.await(flow), timeoutMs))
-          : awaitWithTimer(flow, timeoutMs, timer))
-    )
+    timer === null
+      // A clock without a callback timer (TestClock): race a sleep.
+      ? Effect.ignore(Effect.timeout(Fiber.await(flow), timeoutMs))
+      : awaitWithTimer(flow, timeoutMs, timer)
 
   return PaymentActors.of({
     awaitFlow,
