@@ -17,8 +17,6 @@ import { currentRequest, type RequestState } from "./RequestState.ts"
 
 export const maximumBodyBytes = 64 * 1024
 
-export { currentRequest, type RequestState } from "./RequestState.ts"
-
 export const jsonResponse = (status: number, body: string, headers: Readonly<Record<string, string>> = {}) =>
   HttpServerResponse.text(body, { status, contentType: "application/json", headers })
 
