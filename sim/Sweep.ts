@@ -54,12 +54,15 @@ export interface SweepResult {
 export const sweepDefaults = ["--payments", "1500", "--hours", "30"] as const
 
 /**
- * The worker's entry: tsx's loader registered inside the worker, then sim/sweep-worker.ts. (On
+ * The worker's entry: tsx's loader registered inside the worker, then sim/sweep-worker.ts, or the
+ * bundled sweep-worker.mjs when sim/launch.mjs bundled the sweep. (On
  * Node 20 a worker started on a .ts file with `execArgv: ["--import", "tsx"]`, or inheriting the
  * parent's, fails with "Unknown file extension .ts": the preload does not reach the worker's
  * entry. Registering from an eval'd bootstrap does.)
  */
 const workerBootstrap = () => {
+  // Bundled by sim/launch.mjs: the worker's bundle sits next to this code, no loader needed.
+  if (import.meta.url.endsWith(".mjs")) return `import(${JSON.stringify(new URL("./sweep-worker.mjs", import.meta.url).href)})`
   const tsx = pathToFileURL(createRequire(import.meta.url).resolve("tsx/esm/api")).href
   const entry = new URL("./sweep-worker.ts", import.meta.url).href
   return `import(${JSON.stringify(tsx)}).then(({ register }) => { register(); return import(${JSON.stringify(entry)}) })`
@@ -260,7 +263,7 @@ export const sweepJson = (result: SweepResult) => {
   }
 }
 
-const main = async () => {
+export const main = async () => {
   let config: SweepConfig
   try {
     config = parseSweepArguments(process.argv.slice(2))

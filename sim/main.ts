@@ -124,7 +124,7 @@ export const formatReport = (result: SimResult): string => {
   return lines.join("\n")
 }
 
-const main = () => {
+export const main = () => {
   let parsed: ReturnType<typeof parseArguments>
   try {
     parsed = parseArguments(process.argv.slice(2))

@@ -1,0 +1,50 @@
+import { execFile } from "node:child_process"
+import { resolve } from "node:path"
+import { describe, expect, it } from "vitest"
+
+const root = resolve(import.meta.dirname, "../..")
+/** A bundle build (a few seconds) plus small simulations in child processes, on a busy two-core host. */
+const slow = 300_000
+const tiny = ["--merchants", "2", "--payments", "40", "--hours", "3"]
+
+const run = (args: ReadonlyArray<string>) =>
+  new Promise<{ code: number; stdout: string; stderr: string }>((done) => {
+    execFile(process.execPath, args, { cwd: root, encoding: "utf8", maxBuffer: 64 * 1024 * 1024 }, (error, stdout, stderr) => {
+      done({ code: error === null ? 0 : typeof error.code === "number" ? error.code : 1, stdout, stderr })
+    })
+  })
+
+const hashOf = (stdout: string) => /trace \d+ lines, hash ([0-9a-f]{64})/.exec(stdout)?.[1]
+
+/**
+ * `npm run sim` and `npm run sim:sweep` run a bundle of the simulator (sim/launch.mjs), the tests
+ * run its TypeScript: both must be the same program, seed for seed.
+ */
+describe("the bundled simulator (sim/launch.mjs)", () => {
+  it("gives a seed the trace the TypeScript gives, and fails a planted bug the same way", async () => {
+    const bundled = await run(["sim/launch.mjs", "main", "--seed", "5", ...tiny])
+    const source = await run(["--import", "tsx", "sim/main.ts", "--seed", "5", ...tiny])
+    expect(bundled.code).toBe(0)
+    expect(source.code).toBe(0)
+    expect(hashOf(bundled.stdout)).toMatch(/^[0-9a-f]{64}$/)
+    expect(hashOf(bundled.stdout)).toBe(hashOf(source.stdout))
+
+    const planted = await run(["sim/launch.mjs", "main", "--seed", "7", ...tiny, "--planted-bug", "refund-over-remainder", "--mix", JSON.stringify({ refund: 0.9, overRefund: 0.5 })])
+    expect(planted.code).toBe(1)
+    expect(planted.stdout).toContain("refunds-within-capture")
+    expect(planted.stdout).toContain("replay: npm run sim -- --seed 7")
+  }, slow)
+
+  it("sweeps seeds in bundled worker threads", async () => {
+    const sweep = await run(["sim/launch.mjs", "sweep", "--seeds", "5,6", "--jobs", "2", ...tiny])
+    expect(sweep.stderr).not.toContain("Error")
+    expect(sweep.code).toBe(0)
+    expect(sweep.stdout).toMatch(/seeds 2 {2}ok 2 {2}failed 0 {2}jobs 2/)
+  }, slow)
+
+  it("refuses an unknown command", async () => {
+    const wrong = await run(["sim/launch.mjs", "simulate"])
+    expect(wrong.code).toBe(2)
+    expect(wrong.stderr).toContain("usage: node sim/launch.mjs main|sweep")
+  }, slow)
+})
