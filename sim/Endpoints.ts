@@ -1,5 +1,6 @@
-import { createHmac, timingSafeEqual } from "node:crypto"
+import { createHmac, createSecretKey, type KeyObject } from "node:crypto"
 import { Effect } from "effect"
+import { isoMs } from "../src/domain/Time.ts"
 import type { DeliveryRecord } from "../src/store/MemoryWebhookStore.ts"
 import { timedOut, type TransportResult, type WebhookRequest, type WebhookTransportShape } from "../src/platform/WebhookTransport.ts"
 import type { Auditor } from "./Auditor.ts"
@@ -175,15 +176,32 @@ export const makeSimulatedEndpoints = (
 /** The merchant's check (docs/webhooks.md): a fresh timestamp and an HMAC of "t.body" under an accepted secret. Null when valid. */
 const nothingReceived = { has: (_attempt: number) => false }
 
+/** The endpoint's own keys (made once per secret: `createHmac` with a string key converts it every call). */
+const endpointKeys = new Map<string, KeyObject>()
+const endpointKey = (secret: string) => {
+  let key = endpointKeys.get(secret)
+  if (key === undefined) endpointKeys.set(secret, key = createSecretKey(Buffer.from(secret, "utf8")))
+  return key
+}
+
 const verifySignature = (header: string | undefined, body: string, secrets: ReadonlyArray<string>, nowMs: number): string | null => {
   if (header === undefined) return "unsigned POST"
-  const parts = header.split(",").map((part) => part.split("="))
-  const timestamp = Number(parts.find(([name]) => name === "t")?.[1])
-  if (!Number.isSafeInteger(timestamp) || Math.abs(nowMs / 1000 - timestamp) > 300) return `timestamp ${timestamp} is not within 5 minutes of now`
-  const signatures = parts.filter(([name]) => name === "v1").map(([, value]) => Buffer.from(value ?? "", "hex"))
+  let timestamp: number | undefined
+  const signatures: Array<string> = []
+  for (const part of header.split(",")) {
+    const equals = part.indexOf("=")
+    const name = equals < 0 ? part : part.slice(0, equals)
+    // As `part.split("=")[1]`: the value ends at a second "=", if any.
+    const value = equals < 0 ? undefined : part.slice(equals + 1).split("=", 1)[0]!
+    if (name === "t" && timestamp === undefined) timestamp = Number(value)
+    else if (name === "v1") signatures.push(value ?? "")
+  }
+  if (timestamp === undefined || !Number.isSafeInteger(timestamp) || Math.abs(nowMs / 1000 - timestamp) > 300) return `timestamp ${timestamp ?? Number.NaN} is not within 5 minutes of now`
   for (const secret of secrets) {
-    const expected = createHmac("sha256", secret).update(`${timestamp}.${body}`).digest()
-    if (signatures.some((signature) => signature.length === expected.length && timingSafeEqual(signature, expected))) return null
+    const expected = createHmac("sha256", endpointKey(secret)).update(`${timestamp}.${body}`).digest("hex")
+    // A v1 value matches when it decodes to the expected bytes: the lowercase hex itself, or the
+    // same digits in uppercase (Buffer.from(hex) ignores case); anything else decodes otherwise.
+    if (signatures.some((signature) => signature === expected || signature.toLowerCase() === expected)) return null
   }
   return `no v1 signature matches the merchant's ${secrets.length} secret(s)`
 }
@@ -232,7 +250,7 @@ export const auditDeliveries = (
   const endedAtMs = (d: DeliveryRecord) => {
     const last = d.attempts.find((a, i) =>
       (a.responseStatus !== null && a.responseStatus >= 200 && a.responseStatus < 300) || i === options.scheduleMs.length)
-    return last === undefined ? null : Date.parse(last.at)
+    return last === undefined ? null : isoMs(last.at)
   }
   /** When a delivery could start: its creation, or once the delivery before it in its chain ended (null: still waiting). */
   const readyAtMs = new Map<string, number | null>()
@@ -242,9 +260,9 @@ export const auditDeliveries = (
       const previous = chain[i - 1]
       if (previous === undefined) return
       const previousEnd = endedAtMs(previous)
-      readyAtMs.set(d.id, previousEnd === null ? null : Math.max(Date.parse(d.createdAt), previousEnd + options.timeoutMs))
+      readyAtMs.set(d.id, previousEnd === null ? null : Math.max(isoMs(d.createdAt), previousEnd + options.timeoutMs))
       const first = d.attempts[0]
-      auditor.check(first === undefined || (previousEnd !== null && previousEnd <= Date.parse(first.at)), "webhook-order", () =>
+      auditor.check(first === undefined || (previousEnd !== null && previousEnd <= isoMs(first.at)), "webhook-order", () =>
         `delivery ${d.id} (${d.eventType}, sequence ${d.order!.sequence}): attempted at ${first?.at} before delivery ${previous.id} ` +
         `(${previous.eventType}, sequence ${previous.order!.sequence}) of the same payment had ended (${previousEnd === null ? "still open" : new Date(previousEnd).toISOString()})`)
     })
@@ -257,7 +275,7 @@ export const auditDeliveries = (
     else totals.open++
     auditor.check(!byEvent.has(d.eventId), "webhook-one-delivery-per-event", () => `event ${d.eventId}: more than one delivery`)
     byEvent.add(d.eventId)
-    const createdMs = Date.parse(d.createdAt)
+    const createdMs = isoMs(d.createdAt)
     // Deadline: the whole schedule, the last attempt's timeout, and slack for crashes and polling,
     // counted from when the delivery before it in its payment's order ended (null: it has not).
     const readyMs = readyAtMs.has(d.id) ? readyAtMs.get(d.id)! : createdMs
@@ -269,8 +287,8 @@ export const auditDeliveries = (
       const success = attempt.responseStatus !== null && attempt.responseStatus >= 200 && attempt.responseStatus < 300
       auditor.check(!success || index === d.attempts.length - 1, "webhook-nothing-after-2xx", () => `delivery ${d.id}: attempts after a 2xx`)
       if (index > 0 && d.firstFailedAt !== null) {
-        const dueMs = Date.parse(d.firstFailedAt) + (options.scheduleMs[index - 1] ?? Number.NaN)
-        const atMs = Date.parse(attempt.at)
+        const dueMs = isoMs(d.firstFailedAt) + (options.scheduleMs[index - 1] ?? Number.NaN)
+        const atMs = isoMs(attempt.at)
         auditor.check(atMs >= dueMs, "webhook-schedule", () => `delivery ${d.id}: attempt ${attempt.attempt} at ${attempt.at}, before its offset`)
         auditor.check(atMs <= dueMs + options.toleranceMs || crashBetween(dueMs - options.timeoutMs - 60_000, atMs), "webhook-schedule", () =>
           `delivery ${d.id}: attempt ${attempt.attempt} at ${attempt.at}, ${atMs - dueMs} ms after its offset`)

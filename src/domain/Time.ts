@@ -1,3 +1,70 @@
-/** Pure arithmetic on ISO 8601 UTC timestamps; the current time always comes from outside. */
-export const isoAt = (ms: number) => new Date(ms).toISOString()
-export const addMs = (iso: string, ms: number) => new Date(Date.parse(iso) + ms).toISOString()
+/**
+ * Pure arithmetic on ISO 8601 UTC timestamps; the current time always comes from outside.
+ *
+ * The service formats and parses these strings on every webhook attempt, store call and request,
+ * so the common case has a fast path: `isoAt` builds `YYYY-MM-DDTHH:mm:ss.sssZ` from the day's
+ * prefix (kept for the last day formatted) and small digit tables instead of a `Date` and
+ * `toISOString`, and `isoMs` reads that exact form digit by digit. Both give exactly what
+ * `new Date(ms).toISOString()` and `Date.parse(iso)` give (other inputs take those paths).
+ */
+
+const dayMs = 86_400_000
+/** 10000-01-01T00:00:00.000Z: from here on `toISOString` writes a six-digit year. */
+const lastFourDigitYearMs = 253_402_300_800_000
+const twoDigits = Array.from({ length: 100 }, (_, i) => String(i).padStart(2, "0"))
+const threeDigits = Array.from({ length: 1000 }, (_, i) => String(i).padStart(3, "0"))
+let lastDay = Number.NaN
+let lastDayPrefix = ""
+
+/** `new Date(ms).toISOString()`, the same string (and the same RangeError for an invalid time). */
+export const isoAt = (ms: number): string => {
+  if (!(ms >= 0 && ms < lastFourDigitYearMs)) return new Date(ms).toISOString()
+  const day = Math.floor(ms / dayMs)
+  if (day !== lastDay) {
+    lastDayPrefix = new Date(day * dayMs).toISOString().slice(0, 11)
+    lastDay = day
+  }
+  let rest = Math.floor(ms) - day * dayMs
+  const hours = Math.floor(rest / 3_600_000)
+  rest -= hours * 3_600_000
+  const minutes = Math.floor(rest / 60_000)
+  rest -= minutes * 60_000
+  const seconds = Math.floor(rest / 1000)
+  rest -= seconds * 1000
+  return `${lastDayPrefix}${twoDigits[hours]}:${twoDigits[minutes]}:${twoDigits[seconds]}.${threeDigits[rest]}Z`
+}
+
+const daysIn = [31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31]
+const digit = (s: string, i: number) => {
+  const d = s.charCodeAt(i) - 48
+  return d >= 0 && d <= 9 ? d : Number.NaN
+}
+
+/**
+ * The time of a canonical timestamp (`YYYY-MM-DDTHH:mm:ss.sssZ`, exactly as `isoAt` writes it,
+ * year 0100 or later), or undefined for any other string: for such a string,
+ * `isoAt(canonicalIsoMs(s)) === s`.
+ */
+export const canonicalIsoMs = (s: string): number | undefined => {
+  if (
+    s.length !== 24 || s.charCodeAt(4) !== 45 || s.charCodeAt(7) !== 45 || s.charCodeAt(10) !== 84 || s.charCodeAt(13) !== 58 ||
+    s.charCodeAt(16) !== 58 || s.charCodeAt(19) !== 46 || s.charCodeAt(23) !== 90
+  ) return undefined
+  const year = digit(s, 0) * 1000 + digit(s, 1) * 100 + digit(s, 2) * 10 + digit(s, 3)
+  const month = digit(s, 5) * 10 + digit(s, 6)
+  const day = digit(s, 8) * 10 + digit(s, 9)
+  const hours = digit(s, 11) * 10 + digit(s, 12)
+  const minutes = digit(s, 14) * 10 + digit(s, 15)
+  const seconds = digit(s, 17) * 10 + digit(s, 18)
+  const millis = digit(s, 20) * 100 + digit(s, 21) * 10 + digit(s, 22)
+  // NaN (a non-digit) fails every comparison below.
+  if (!(year >= 100 && month >= 1 && month <= 12 && day >= 1 && hours <= 23 && minutes <= 59 && seconds <= 59 && millis >= 0)) return undefined
+  const leap = month === 2 && year % 4 === 0 && (year % 100 !== 0 || year % 400 === 0)
+  if (day > daysIn[month - 1]! + (leap ? 1 : 0)) return undefined
+  return Date.UTC(year, month - 1, day, hours, minutes, seconds, millis)
+}
+
+/** `Date.parse(iso)`, the same number (NaN included), fast for a canonical timestamp. */
+export const isoMs = (iso: string): number => canonicalIsoMs(iso) ?? Date.parse(iso)
+
+export const addMs = (iso: string, ms: number) => isoAt(isoMs(iso) + ms)

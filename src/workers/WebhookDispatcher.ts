@@ -1,10 +1,10 @@
 import { Cause, Duration, Effect, ExecutionStrategy, Fiber, identity, Layer, Option, Scope } from "effect"
 import type { AttemptOutcome, Delivery } from "../domain/Webhook.ts"
-import { afterAttempt, isOpen, isSuccess, nextAttemptNumber, signatureHeader, unixSeconds } from "../domain/Webhook.ts"
+import { afterAttempt, isOpen, isSuccess, nextAttemptNumber, signatureHeader } from "../domain/Webhook.ts"
 import * as Metrics from "../platform/Metrics.ts"
 import { AppConfig } from "../platform/Config.ts"
 import { Ids } from "../platform/Ids.ts"
-import { addMs, isoAt } from "../platform/Time.ts"
+import { addMs, isoAt, isoMs } from "../platform/Time.ts"
 import { type CallbackTimer, callbackTimerOf } from "../platform/Timers.ts"
 import { timedOut, WebhookTransport, type WebhookRequest } from "../platform/WebhookTransport.ts"
 import { Webhooks } from "../services/Webhooks.ts"
@@ -189,13 +189,14 @@ export const run = (options: DispatcherOptions = defaultOptions) =>
 
     const attempt = ({ delivery, token }: Claim) =>
       Effect.gen(function*() {
-        const at = isoAt(clock.unsafeCurrentTimeMillis())
+        const atMs = Math.floor(clock.unsafeCurrentTimeMillis())
+        const at = isoAt(atMs)
         // Renewing proves the lease is still ours: a claim that waited too long is someone else's now.
-        if (!(yield* store.renewLease(delivery.id, token, at, addMs(at, leaseMs)))) return
+        if (!(yield* store.renewLease(delivery.id, token, at, isoAt(atMs + leaseMs)))) return
         const secrets = yield* store.signingSecrets(delivery.merchantId, at)
         const startMs = clock.unsafeCurrentTimeMillis()
         if (delivery.nextAttemptAt !== null) {
-          Metrics.record(Metrics.webhookDeliveryLag, Math.max(0, startMs - Date.parse(delivery.nextAttemptAt)) / 1000)
+          Metrics.record(Metrics.webhookDeliveryLag, Math.max(0, startMs - isoMs(delivery.nextAttemptAt)) / 1000)
         }
         const result = yield* post({
           url: delivery.url,
@@ -203,7 +204,7 @@ export const run = (options: DispatcherOptions = defaultOptions) =>
           headers: {
             "content-type": "application/json",
             "user-agent": "payments-webhooks/1.0",
-            "x-service-signature": signatureHeader(secrets, unixSeconds(at), delivery.payload),
+            "x-service-signature": signatureHeader(secrets, Math.floor(atMs / 1000), delivery.payload),
             "x-service-event-id": delivery.eventId,
             "x-service-delivery-id": delivery.id,
             "x-service-delivery-attempt": String(nextAttemptNumber(delivery))
@@ -214,14 +215,15 @@ export const run = (options: DispatcherOptions = defaultOptions) =>
         const outcome: AttemptOutcome = result._tag === "Answered"
           ? { _tag: "Answered", status: result.status, snippet: result.snippet, durationMs }
           : { _tag: "Failed", error: result.error, durationMs }
-        const next = afterAttempt(delivery, at, outcome, config.webhookRetryScheduleMs, isoAt(endMs))
+        const endAt = isoAt(endMs)
+        const next = afterAttempt(delivery, at, outcome, config.webhookRetryScheduleMs, endAt)
         const recorded = yield* store.recordAttempt(next.delivery, next.attempt, token)
         Metrics.record(Metrics.webhookAttempts(isSuccess(outcome) ? "succeeded" : outcome._tag === "Answered" ? "rejected" : "error"), 1)
         if (recorded && next.delivery.status === "failed") Metrics.record(Metrics.webhookDeliveriesFailed, 1)
         // The payment's next event waits for this one: once this one is done, it is due at once,
         // so it is claimed now (under the same token) and queued behind this endpoint's work.
-        if (recorded && delivery.order !== null && !isOpen(next.delivery) && !stopping) yield* claimSuccessor(delivery, token, isoAt(endMs))
-        if (next.delivery.nextAttemptAt !== null && Date.parse(next.delivery.nextAttemptAt) < sleepingUntilMs) yield* webhooks.wake
+        if (recorded && delivery.order !== null && !isOpen(next.delivery) && !stopping) yield* claimSuccessor(delivery, token, endAt)
+        if (next.delivery.nextAttemptAt !== null && isoMs(next.delivery.nextAttemptAt) < sleepingUntilMs) yield* webhooks.wake
       }).pipe(Effect.catchAll((error) => Effect.logWarning(`webhook delivery ${delivery.id} attempt not recorded`, error)))
 
     /**
@@ -338,7 +340,7 @@ export const run = (options: DispatcherOptions = defaultOptions) =>
       // Announced before the store is read, so a retry recorded meanwhile still wakes us.
       sleepingUntilMs = nowMs + options.pollIntervalMs
       return Effect.flatMap(store.nextDueAt().pipe(Effect.orElseSucceed(() => null)), (due) => {
-        const dueMs = due === null ? Infinity : Date.parse(due)
+        const dueMs = due === null ? Infinity : isoMs(due)
         // Work due already but not claimed sits in a full endpoint queue: wait a poll interval for it.
         const untilMs = dueMs <= nowMs ? nowMs + options.pollIntervalMs : Math.min(nowMs + options.pollIntervalMs, dueMs)
         sleepingUntilMs = untilMs
