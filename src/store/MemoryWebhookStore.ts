@@ -2,14 +2,51 @@ import { Effect, Layer } from "effect"
 import type { Merchant } from "../domain/Merchant.ts"
 import type { PaymentEvent } from "../domain/Payment.ts"
 import { canonicalIsoMs, isoAt, isoMs } from "../domain/Time.ts"
-import { type Attempt, type Delivery, eventPayload, isOpen } from "../domain/Webhook.ts"
+import type { EventType } from "../domain/Payment.ts"
+import { type Attempt, type Delivery, type DeliveryOrder, type DeliveryStatus, eventPayload, isOpen } from "../domain/Webhook.ts"
 import { MinHeap } from "../platform/MinHeap.ts"
 import type { MemoryState } from "./MemoryStore.ts"
 import type { PageRequest } from "./Store.ts"
 import { emptyCounts, WebhookStore, type WebhookStoreShape } from "./WebhookStore.ts"
 
-/** A delivery without its payload: what an audit of the stored deliveries reads. */
+/** A delivery without its payload. */
 export type DeliveryRecord = Omit<Delivery, "payload">
+
+/**
+ * A stored delivery as the simulator's end-of-run audit reads it: no payload, and its times in
+ * ms (exactly those of its ISO texts), read from the row's compact form without writing and
+ * parsing the texts again.
+ */
+export interface DeliveryAudit {
+  readonly id: string
+  readonly eventId: string
+  readonly eventType: EventType
+  readonly url: string
+  readonly status: DeliveryStatus
+  readonly order: DeliveryOrder | null
+  readonly createdAtMs: number
+  readonly firstFailedAtMs: number | null
+  readonly attempts: ReadonlyArray<AttemptAudit>
+}
+
+export interface AttemptAudit {
+  readonly attempt: number
+  readonly atMs: number
+  readonly responseStatus: number | null
+  readonly error: string | null
+}
+
+const auditOf = (d: DeliveryRecord): DeliveryAudit => ({
+  id: d.id,
+  eventId: d.eventId,
+  eventType: d.eventType,
+  url: d.url,
+  status: d.status,
+  order: d.order,
+  createdAtMs: isoMs(d.createdAt),
+  firstFailedAtMs: d.firstFailedAt === null ? null : isoMs(d.firstFailedAt),
+  attempts: d.attempts.map((a) => ({ attempt: a.attempt, atMs: isoMs(a.at), responseStatus: a.responseStatus, error: a.error }))
+})
 
 /**
  * An ended delivery of an event the store holds, in as few fields as rebuild it exactly: the
@@ -178,6 +215,34 @@ export class DeliveryRow {
   /** The delivery without its payload (cheaper for an ended one). */
   get record(): DeliveryRecord {
     return this.current ?? rebuild(this.ended!, this.source!, this.errors, undefined)
+  }
+
+  /** The delivery as the simulator's audit reads it (the same fields as `record`, times in ms). */
+  get audit(): DeliveryAudit {
+    if (this.current !== null) return auditOf(this.current)
+    const ended = this.ended!
+    const source = this.source!
+    const t = ended.times
+    const attempts: Array<AttemptAudit> = []
+    for (let i = 2; i < t.length; i += 4) {
+      attempts.push({
+        attempt: attempts.length + 1,
+        atMs: t[i]!,
+        responseStatus: Number.isNaN(t[i + 1]!) ? null : t[i + 1]!,
+        error: t[i + 3]! < 0 ? null : this.errors.texts[t[i + 3]!]!
+      })
+    }
+    return {
+      id: ended.id,
+      eventId: source.id,
+      eventType: source.type,
+      url: ended.url,
+      status: ended.status,
+      order: { paymentId: source.paymentId, sequence: source.sequence },
+      createdAtMs: isoMs(ended.createdAt),
+      firstFailedAtMs: Number.isNaN(t[1]!) ? null : t[1]!,
+      attempts
+    }
   }
 
   get id() {
