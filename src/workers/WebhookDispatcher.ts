@@ -49,6 +49,11 @@ interface Claim {
   readonly token: string
 }
 
+/** A worker's place among its mailbox's takers while it waits (null: not waiting). */
+interface WaitingPlace {
+  taker: ((claim: Claim) => void) | null
+}
+
 /**
  * An endpoint's bounded queue of claims, as `Queue.dropping` behaves (an offer beyond the
  * capacity is refused; a taker waiting gets the next claim, first come first served), with a
@@ -73,25 +78,41 @@ class Mailbox {
     return true
   }
 
-  readonly take: Effect.Effect<Claim> = Effect.suspend(() => {
-    if (this.head < this.items.length) {
-      const claim = this.items[this.head]!
-      this.items[this.head++] = undefined as never
-      if (this.head === this.items.length) {
-        this.items = []
-        this.head = 0
+  /**
+   * The next claim, waiting for one when there is none. The wait registers no canceller (Effect
+   * wraps every async that returns one in an interruption handler, ~10 steps a wait): the worker
+   * gives its waiting place back with `cancel` once, from the one handler it runs under.
+   */
+  take(place: WaitingPlace): Effect.Effect<Claim> {
+    return Effect.suspend(() => {
+      if (this.head < this.items.length) {
+        const claim = this.items[this.head]!
+        this.items[this.head++] = undefined as never
+        if (this.head === this.items.length) {
+          this.items = []
+          this.head = 0
+        }
+        return Effect.succeed(claim)
       }
-      return Effect.succeed(claim)
-    }
-    return Effect.async<Claim>((resume) => {
-      const taker = (claim: Claim) => resume(Effect.succeed(claim))
-      this.takers.push(taker)
-      return Effect.sync(() => {
-        const index = this.takers.indexOf(taker)
-        if (index >= 0) this.takers.splice(index, 1)
+      return Effect.async<Claim>((resume) => {
+        const taker = (claim: Claim) => {
+          place.taker = null
+          resume(Effect.succeed(claim))
+        }
+        place.taker = taker
+        this.takers.push(taker)
       })
     })
-  })
+  }
+
+  /** Takes back a worker's waiting place (its fiber is interrupted): no claim is handed to it any more. */
+  cancel(place: WaitingPlace) {
+    const taker = place.taker
+    if (taker === null) return
+    place.taker = null
+    const index = this.takers.indexOf(taker)
+    if (index >= 0) this.takers.splice(index, 1)
+  }
 
   takeAll(): Array<Claim> {
     const claims = this.items.slice(this.head)
@@ -235,12 +256,12 @@ export const run = (options: DispatcherOptions = defaultOptions) =>
       Effect.suspend(() => {
         const mailbox = new Mailbox(options.queueCapacity)
         actors.set(key, mailbox)
-        const worker = Effect.suspend(() => {
+        const worker = (place: WaitingPlace) => Effect.suspend(() => {
           let current: Claim | null = null
           // A plain loop: no yield between attempts (take suspends when there is no work, and the
           // runtime's scheduler still yields a long-running fiber). An attempt cut by a stop stays
           // in flight: the last finalizer gives its claim back.
-          const serve: Effect.Effect<never> = Effect.flatMap(mailbox.take, (claim) => {
+          const serve: Effect.Effect<never> = Effect.flatMap(mailbox.take(place), (claim) => {
             inFlight.add(current = claim)
             return attempt(claim).pipe(Effect.flatMap(() => {
               inFlight.delete(claim)
@@ -255,8 +276,13 @@ export const run = (options: DispatcherOptions = defaultOptions) =>
             return Effect.logError("webhook endpoint worker crashed; restarting", cause)
           }))
         }).pipe(Effect.forever)
+        // Each worker waits in its own place; interrupted, it gives the place back (once, not per wait).
+        const supervised = Effect.suspend(() => {
+          const place: WaitingPlace = { taker: null }
+          return Effect.onInterrupt(worker(place), () => Effect.sync(() => mailbox.cancel(place)))
+        })
         // Forked from a poll, which a stop does not cut: the workers themselves must stay interruptible.
-        return Effect.replicateEffect(Effect.forkIn(Effect.interruptible(worker), fibers), options.concurrencyPerEndpoint, { discard: true })
+        return Effect.replicateEffect(Effect.forkIn(Effect.interruptible(supervised), fibers), options.concurrencyPerEndpoint, { discard: true })
       })
 
     /**
@@ -293,6 +319,8 @@ export const run = (options: DispatcherOptions = defaultOptions) =>
      * two signals, no fiber forked. A wake already pending ends it at once; an events commit
      * already pending starts its delay now.
      */
+    /** Stops the poller's wait in progress (timer and listeners), if any. */
+    let cancelWait: (() => void) | null = null
     const waitFor = (timer: CallbackTimer, nowMs: number, untilMs: number) => {
       if (webhooks.wakeSignal.tryTake()) return Effect.void
       return Effect.async<void>((resume) => {
@@ -300,6 +328,7 @@ export const run = (options: DispatcherOptions = defaultOptions) =>
         let removeEvents: (() => void) | null = null
         let cancelTimer: () => void
         const stop = () => {
+          if (cancelWait === stop) cancelWait = null
           done = true
           cancelTimer()
           removeWake()
@@ -324,7 +353,9 @@ export const run = (options: DispatcherOptions = defaultOptions) =>
             if (!done) eventsAt(clock.unsafeCurrentTimeMillis())
           })
         }
-        return Effect.sync(stop)
+        // No canceller (one would wrap every wait in an interruption handler): an interrupted
+        // poller stops its wait from its one handler (`cancelWait`).
+        cancelWait = stop
       })
     }
 
@@ -358,7 +389,7 @@ export const run = (options: DispatcherOptions = defaultOptions) =>
       Effect.flatMap((claimed) => (claimed === options.batchSize ? Effect.yieldNow() : idle)),
       Effect.zipRight(Effect.suspend(() => polls))
     )
-    poller = yield* Effect.forkIn(polls, fibers)
+    poller = yield* Effect.forkIn(Effect.onInterrupt(polls, () => Effect.sync(() => cancelWait?.())), fibers)
   })
 
 export const layerWith = (options: Partial<DispatcherOptions> = {}) =>
