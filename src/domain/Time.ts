@@ -3,7 +3,7 @@
  *
  * The service formats and parses these strings on every webhook attempt, store call and request,
  * so the common case has a fast path: `isoAt` builds `YYYY-MM-DDTHH:mm:ss.sssZ` from the day's
- * prefix (kept for the last day formatted) and small digit tables instead of a `Date` and
+ * prefix (kept for the last days formatted) and small digit tables instead of a `Date` and
  * `toISOString`, and `isoMs` reads that exact form digit by digit. Both give exactly what
  * `new Date(ms).toISOString()` and `Date.parse(iso)` give (other inputs take those paths).
  */
@@ -13,16 +13,18 @@ const dayMs = 86_400_000
 const lastFourDigitYearMs = 253_402_300_800_000
 const twoDigits = Array.from({ length: 100 }, (_, i) => String(i).padStart(2, "0"))
 const threeDigits = Array.from({ length: 1000 }, (_, i) => String(i).padStart(3, "0"))
-let lastDay = Number.NaN
-let lastDayPrefix = ""
+/** `YYYY-MM-DDT` of recent days, by day number modulo 64 (a day's slot says which day it holds). */
+const dayPrefixes: Array<string> = Array.from({ length: 64 }, () => "")
+const prefixDays: Array<number> = Array.from({ length: 64 }, () => Number.NaN)
 
 /** `new Date(ms).toISOString()`, the same string (and the same RangeError for an invalid time). */
 export const isoAt = (ms: number): string => {
   if (!(ms >= 0 && ms < lastFourDigitYearMs)) return new Date(ms).toISOString()
   const day = Math.floor(ms / dayMs)
-  if (day !== lastDay) {
-    lastDayPrefix = new Date(day * dayMs).toISOString().slice(0, 11)
-    lastDay = day
+  const slot = day & 63
+  if (prefixDays[slot] !== day) {
+    dayPrefixes[slot] = new Date(day * dayMs).toISOString().slice(0, 11)
+    prefixDays[slot] = day
   }
   let rest = Math.floor(ms) - day * dayMs
   const hours = Math.floor(rest / 3_600_000)
@@ -31,7 +33,7 @@ export const isoAt = (ms: number): string => {
   rest -= minutes * 60_000
   const seconds = Math.floor(rest / 1000)
   rest -= seconds * 1000
-  return `${lastDayPrefix}${twoDigits[hours]}:${twoDigits[minutes]}:${twoDigits[seconds]}.${threeDigits[rest]}Z`
+  return `${dayPrefixes[slot]}${twoDigits[hours]}:${twoDigits[minutes]}:${twoDigits[seconds]}.${threeDigits[rest]}Z`
 }
 
 const daysIn = [31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31]

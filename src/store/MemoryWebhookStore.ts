@@ -157,6 +157,8 @@ const compact = (delivery: Delivery, source: PaymentEvent, errors: ErrorTexts, s
 export class DeliveryRow {
   leaseToken: string | null = null
   leaseUntil: string | null = null
+  /** The entry of the due heap the row counts on (see `schedule`), while it is in the heap. */
+  entry: DueEntry | null = null
   /** `leaseUntil` in ms (-Infinity: no lease). */
   leaseUntilMs = Number.NEGATIVE_INFINITY
   /** While open: its `nextAttemptAt` in ms. */
@@ -344,9 +346,22 @@ const leaseLive = (row: DeliveryRow, nowMs: number) => row.leaseUntilMs > nowMs
 /** Every operation is one synchronous step, so atomic by construction. */
 export const memoryWebhookOperations = (state: MemoryState): WebhookStoreShape => {
   const w = state.webhooks
-  /** Records when a (changed) delivery next needs attention; finished ones need none. */
+  /**
+   * Records when a (changed) delivery next needs attention; finished ones need none. An open row
+   * keeps one entry it counts on (`row.entry`) at or before its due time: when its due time moved
+   * later (a claim's lease renewed, a retry due after the lease would have ended) that entry
+   * stays, and is moved on to the due time when it surfaces, instead of a new entry per change.
+   */
   const schedule = (row: DeliveryRow) => {
-    if (row.open) w.due.push({ atMs: row.dueMs, at: row.dueAt, id: row.id })
+    if (!row.open) return
+    const dueMs = row.dueMs
+    if (row.entry !== null && row.entry.atMs <= dueMs) return
+    w.due.push(row.entry = { atMs: dueMs, at: row.dueAt, id: row.id })
+  }
+  /** Takes the top entry out of the heap (the caller has it). */
+  const popDue = (top: DueEntry, row: DeliveryRow | undefined) => {
+    w.due.pop()
+    if (row !== undefined && row.entry === top) row.entry = null
   }
   /** The earliest entry that still describes its delivery, dropping stale ones on the way. */
   const peekDue = (): DueEntry | undefined => {
@@ -354,7 +369,10 @@ export const memoryWebhookOperations = (state: MemoryState): WebhookStoreShape =
       const top = w.due.peek()!
       const row = w.deliveries.get(top.id)
       if (row !== undefined && row.open && row.dueMs === top.atMs) return top
-      w.due.pop()
+      const counted = row !== undefined && row.entry === top
+      popDue(top, row)
+      // The entry its row counted on, surfacing before the row is due: moved on to the due time.
+      if (counted) schedule(row!)
     }
     return undefined
   }
@@ -433,9 +451,12 @@ export const memoryWebhookOperations = (state: MemoryState): WebhookStoreShape =
         while (claimed.length < limit) {
           const top = peekDue()
           if (top === undefined || top.atMs > nowMs) break
-          w.due.pop()
           const row = w.deliveries.get(top.id)!
-          if (leaseLive(row, nowMs)) continue
+          popDue(top, row)
+          if (leaseLive(row, nowMs)) {
+            schedule(row)
+            continue
+          }
           // Due, but behind an earlier open delivery of its payment: parked until one ends.
           const key = row.orderKey
           if (key !== null && waitsForEarlier(row, key)) {
