@@ -198,7 +198,7 @@ const verifySignature = (header: string | undefined, body: string, secrets: Read
   }
   if (timestamp === undefined || !Number.isSafeInteger(timestamp) || Math.abs(nowMs / 1000 - timestamp) > 300) return `timestamp ${timestamp ?? Number.NaN} is not within 5 minutes of now`
   for (const secret of secrets) {
-    const expected = createHmac("sha256", endpointKey(secret)).update(`${timestamp}.${body}`).digest("hex")
+    const expected = createHmac("sha256", endpointKey(secret)).update(`${timestamp}.`).update(body).digest("hex")
     // A v1 value matches when it decodes to the expected bytes: the lowercase hex itself, or the
     // same digits in uppercase (Buffer.from(hex) ignores case); anything else decodes otherwise.
     if (signatures.some((signature) => signature === expected || signature.toLowerCase() === expected)) return null

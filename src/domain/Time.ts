@@ -2,9 +2,9 @@
  * Pure arithmetic on ISO 8601 UTC timestamps; the current time always comes from outside.
  *
  * The service formats and parses these strings on every webhook attempt, store call and request,
- * so the common case has a fast path: `isoAt` builds `YYYY-MM-DDTHH:mm:ss.sssZ` from the day's
- * prefix (kept for the last days formatted) and small digit tables instead of a `Date` and
- * `toISOString`, and `isoMs` reads that exact form digit by digit. Both give exactly what
+ * so the common case has a fast path: `isoAt` builds `YYYY-MM-DDTHH:mm:ss.sssZ` from the
+ * second's prefix (kept for recent seconds and days) and small digit tables instead of a `Date`
+ * and `toISOString`, and `isoMs` reads that exact form digit by digit. Both give exactly what
  * `new Date(ms).toISOString()` and `Date.parse(iso)` give (other inputs take those paths).
  */
 
@@ -17,23 +17,39 @@ const threeDigits = Array.from({ length: 1000 }, (_, i) => String(i).padStart(3,
 const dayPrefixes: Array<string> = Array.from({ length: 64 }, () => "")
 const prefixDays: Array<number> = Array.from({ length: 64 }, () => Number.NaN)
 
-/** `new Date(ms).toISOString()`, the same string (and the same RangeError for an invalid time). */
-export const isoAt = (ms: number): string => {
-  if (!(ms >= 0 && ms < lastFourDigitYearMs)) return new Date(ms).toISOString()
-  const day = Math.floor(ms / dayMs)
+/** `YYYY-MM-DDTHH:mm:ss.` of recent seconds, by second modulo 256 (a slot says which second it holds). */
+const secondPrefixes: Array<string> = Array.from({ length: 256 }, () => "")
+const prefixSeconds: Array<number> = Array.from({ length: 256 }, () => Number.NaN)
+
+const secondPrefix = (second: number) => {
+  const day = Math.floor(second / 86_400)
   const slot = day & 63
   if (prefixDays[slot] !== day) {
     dayPrefixes[slot] = new Date(day * dayMs).toISOString().slice(0, 11)
     prefixDays[slot] = day
   }
-  let rest = Math.floor(ms) - day * dayMs
-  const hours = Math.floor(rest / 3_600_000)
-  rest -= hours * 3_600_000
-  const minutes = Math.floor(rest / 60_000)
-  rest -= minutes * 60_000
-  const seconds = Math.floor(rest / 1000)
-  rest -= seconds * 1000
-  return `${dayPrefixes[slot]}${twoDigits[hours]}:${twoDigits[minutes]}:${twoDigits[seconds]}.${threeDigits[rest]}Z`
+  let rest = second - day * 86_400
+  const hours = Math.floor(rest / 3600)
+  rest -= hours * 3600
+  const minutes = Math.floor(rest / 60)
+  return `${dayPrefixes[slot]}${twoDigits[hours]}:${twoDigits[minutes]}:${twoDigits[rest - minutes * 60]}.`
+}
+
+/**
+ * `new Date(ms).toISOString()`, the same string (and the same RangeError for an invalid time):
+ * the second's prefix (kept for recent seconds: many calls share an instant) and the milliseconds.
+ */
+export const isoAt = (ms: number): string => {
+  if (!(ms >= 0 && ms < lastFourDigitYearMs)) return new Date(ms).toISOString()
+  const whole = Math.floor(ms)
+  const second = Math.floor(whole / 1000)
+  const slot = second & 255
+  if (prefixSeconds[slot] !== second) {
+    secondPrefixes[slot] = secondPrefix(second)
+    prefixSeconds[slot] = second
+  }
+  // The shared prefix and a short, flat tail: one small string a call.
+  return secondPrefixes[slot] + (threeDigits[whole - second * 1000] + "Z")
 }
 
 const daysIn = [31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31]

@@ -112,7 +112,8 @@ const hmacKey = (secret: string) => {
 }
 
 export const hmacHex = (secret: string, timestampSeconds: number, body: string) =>
-  createHmac("sha256", hmacKey(secret)).update(`${timestampSeconds}.${body}`).digest("hex")
+  // "t." then the body, as two updates: the same bytes, without a copy of the body joined to "t.".
+  createHmac("sha256", hmacKey(secret)).update(`${timestampSeconds}.`).update(body).digest("hex")
 
 /**
  * `t=<unix seconds>,v1=<hex>[,v1=<hex>]`: one `v1` per active secret, the current one first

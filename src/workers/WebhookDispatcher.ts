@@ -4,7 +4,7 @@ import { afterAttempt, isOpen, isSuccess, nextAttemptNumber, signatureHeader } f
 import * as Metrics from "../platform/Metrics.ts"
 import { AppConfig } from "../platform/Config.ts"
 import { Ids } from "../platform/Ids.ts"
-import { addMs, isoAt, isoMs } from "../platform/Time.ts"
+import { isoAt, isoMs } from "../platform/Time.ts"
 import { type CallbackTimer, callbackTimerOf } from "../platform/Timers.ts"
 import { timedOut, WebhookTransport, type WebhookRequest } from "../platform/WebhookTransport.ts"
 import { Webhooks } from "../services/Webhooks.ts"
@@ -201,8 +201,8 @@ export const run = (options: DispatcherOptions = defaultOptions) =>
      * would: not cut in the middle by a stop, and when the store fails the poller is woken to
      * claim it instead.
      */
-    const claimSuccessor = (delivery: Delivery, token: string, now: string) =>
-      Effect.flatMap(store.claimSuccessor(delivery, now, { token, until: addMs(now, leaseMs) }), (successor) =>
+    const claimSuccessor = (delivery: Delivery, token: string, nowMs: number, now: string) =>
+      Effect.flatMap(store.claimSuccessor(delivery, now, { token, until: isoAt(nowMs + leaseMs) }), (successor) =>
         successor === null ? Effect.void : handOut([successor], token, 0)).pipe(
           Effect.catchAll(() => webhooks.wake),
           Effect.uninterruptible
@@ -243,7 +243,7 @@ export const run = (options: DispatcherOptions = defaultOptions) =>
         if (recorded && next.delivery.status === "failed") Metrics.record(Metrics.webhookDeliveriesFailed, 1)
         // The payment's next event waits for this one: once this one is done, it is due at once,
         // so it is claimed now (under the same token) and queued behind this endpoint's work.
-        if (recorded && delivery.order !== null && !isOpen(next.delivery) && !stopping) yield* claimSuccessor(delivery, token, endAt)
+        if (recorded && delivery.order !== null && !isOpen(next.delivery) && !stopping) yield* claimSuccessor(delivery, token, endMs, endAt)
         if (next.delivery.nextAttemptAt !== null && isoMs(next.delivery.nextAttemptAt) < sleepingUntilMs) yield* webhooks.wake
       }).pipe(Effect.catchAll((error) => Effect.logWarning(`webhook delivery ${delivery.id} attempt not recorded`, error)))
 
@@ -307,9 +307,9 @@ export const run = (options: DispatcherOptions = defaultOptions) =>
 
     /** One poll: outbox → deliveries, then claim due work and hand it to the endpoints. Returns the number claimed. */
     const poll = Effect.flatMap(drainOutbox(0), () => {
-      const now = isoAt(clock.unsafeCurrentTimeMillis())
+      const nowMs = Math.floor(clock.unsafeCurrentTimeMillis())
       const token = ids.secret("lease_")
-      return Effect.flatMap(store.claimDue(now, { token, until: addMs(now, leaseMs) }, options.batchSize), (claimed) =>
+      return Effect.flatMap(store.claimDue(isoAt(nowMs), { token, until: isoAt(nowMs + leaseMs) }, options.batchSize), (claimed) =>
         Effect.as(handOut(claimed, token, 0), claimed.length))
     })
 
