@@ -128,7 +128,7 @@ export const makeSimulatedEndpoints = (
     const verified = verifySignature(request.headers["x-service-signature"], request.body, secretsOf(request.url), now)
     auditor.check(verified === null, "webhook-signature", () => `event ${eventId} attempt ${attempt}: ${verified}`)
     auditor.check(bodyEventId(request.body) === eventId, "webhook-signature", () => `event ${eventId}: the body names another event`)
-    if (outagesOf(request.url).some(([start, end]) => now >= start && now < end)) {
+    if (inOutage(outagesOf(request.url), now)) {
       stats.outageRefusals++
       return refused
     }
@@ -171,6 +171,11 @@ export const makeSimulatedEndpoints = (
   /** The attempt numbers of a delivery that reached the endpoint. */
   const receivedAttempts = (deliveryId: string): { readonly has: (attempt: number) => boolean } => received.get(deliveryId) ?? nothingReceived
   return { transport, stats, receivedAttempts }
+}
+
+const inOutage = (windows: ReadonlyArray<readonly [number, number]>, now: number) => {
+  for (const [start, end] of windows) if (now >= start && now < end) return true
+  return false
 }
 
 /** The merchant's check (docs/webhooks.md): a fresh timestamp and an HMAC of "t.body" under an accepted secret. Null when valid. */

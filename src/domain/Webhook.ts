@@ -214,7 +214,8 @@ export const afterAttempt = (
     return { attempt, delivery: { ...delivery, attempts, status: "succeeded", nextAttemptAt: null, completedAt } }
   }
   const firstFailedAt = delivery.firstFailedAt ?? at
-  const failures = attempts.filter((a) => a.error !== null && a.at >= firstFailedAt).length
+  let failures = 0
+  for (const a of attempts) if (a.error !== null && a.at >= firstFailedAt) failures++
   const next = retryAt(firstFailedAt, failures, scheduleMs)
   return {
     attempt,

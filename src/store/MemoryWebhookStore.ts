@@ -302,14 +302,14 @@ export interface WebhookMemoryState {
    */
   readonly due: MinHeap<DueEntry>
   /** Open ordered deliveries by payment and URL: a delivery waits while an earlier one is open. */
-  readonly openInOrder: Map<string, Set<DeliveryRow>>
+  readonly openInOrder: Map<string, Array<DeliveryRow>>
   /**
    * Due deliveries found waiting for an earlier one of their payment and URL, by that key: out of
    * `due` until an open delivery of the key ends, then scheduled again. (Put back into `due`
    * instead, each would be popped and pushed by every claim while it waits: a payment whose
    * endpoint is down for hours keeps its later events waiting that long.)
    */
-  readonly parked: Map<string, Set<DeliveryRow>>
+  readonly parked: Map<string, Array<DeliveryRow>>
   readonly errors: ErrorTexts
 }
 
@@ -339,6 +339,17 @@ const paginate = <A>(rows: ReadonlyArray<A>, page: PageRequest) => ({
   items: rows.slice((page.page - 1) * page.perPage, page.page * page.perPage),
   totalCount: rows.length
 })
+
+/**
+ * Takes `row` out of a (short) list of rows, keeping the others in order; false when absent.
+ * The lists of rows by payment and URL hold a few rows each: arrays, not sets.
+ */
+const removeFrom = (rows: Array<DeliveryRow>, row: DeliveryRow) => {
+  const index = rows.indexOf(row)
+  if (index < 0) return false
+  rows.splice(index, 1)
+  return true
+}
 
 /** Times are compared as times (as PostgreSQL's timestamptz are), kept in ms inside the store. */
 const leaseLive = (row: DeliveryRow, nowMs: number) => row.leaseUntilMs > nowMs
@@ -382,10 +393,10 @@ export const memoryWebhookOperations = (state: MemoryState): WebhookStoreShape =
     if (key === null) return
     const open = w.openInOrder.get(key)
     if (row.open) {
-      if (open === undefined) w.openInOrder.set(key, new Set([row]))
-      else open.add(row)
-    } else if (open !== undefined && open.delete(row)) {
-      if (open.size === 0) w.openInOrder.delete(key)
+      if (open === undefined) w.openInOrder.set(key, [row])
+      else if (!open.includes(row)) open.push(row)
+    } else if (open !== undefined && removeFrom(open, row)) {
+      if (open.length === 0) w.openInOrder.delete(key)
       // An open delivery of the key ended: the ones parked behind it are due again (one still
       // behind another open delivery is parked again by the claim that finds it).
       const parked = w.parked.get(key)
@@ -461,8 +472,8 @@ export const memoryWebhookOperations = (state: MemoryState): WebhookStoreShape =
           const key = row.orderKey
           if (key !== null && waitsForEarlier(row, key)) {
             const parked = w.parked.get(key)
-            if (parked === undefined) w.parked.set(key, new Set([row]))
-            else parked.add(row)
+            if (parked === undefined) w.parked.set(key, [row])
+            else if (!parked.includes(row)) parked.push(row)
             continue
           }
           row.setLease(lease.token, lease.until)
