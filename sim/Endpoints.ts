@@ -1,6 +1,7 @@
-import { createHmac, timingSafeEqual } from "node:crypto"
+import { createHmac, createSecretKey, type KeyObject } from "node:crypto"
 import { Effect } from "effect"
-import type { DeliveryRecord } from "../src/store/MemoryWebhookStore.ts"
+import { isoAt } from "../src/domain/Time.ts"
+import type { DeliveryAudit } from "../src/store/MemoryWebhookStore.ts"
 import { timedOut, type TransportResult, type WebhookRequest, type WebhookTransportShape } from "../src/platform/WebhookTransport.ts"
 import type { Auditor } from "./Auditor.ts"
 import type { FaultRates } from "./Options.ts"
@@ -127,7 +128,7 @@ export const makeSimulatedEndpoints = (
     const verified = verifySignature(request.headers["x-service-signature"], request.body, secretsOf(request.url), now)
     auditor.check(verified === null, "webhook-signature", () => `event ${eventId} attempt ${attempt}: ${verified}`)
     auditor.check(bodyEventId(request.body) === eventId, "webhook-signature", () => `event ${eventId}: the body names another event`)
-    if (outagesOf(request.url).some(([start, end]) => now >= start && now < end)) {
+    if (inOutage(outagesOf(request.url), now)) {
       stats.outageRefusals++
       return refused
     }
@@ -172,18 +173,40 @@ export const makeSimulatedEndpoints = (
   return { transport, stats, receivedAttempts }
 }
 
+const inOutage = (windows: ReadonlyArray<readonly [number, number]>, now: number) => {
+  for (const [start, end] of windows) if (now >= start && now < end) return true
+  return false
+}
+
 /** The merchant's check (docs/webhooks.md): a fresh timestamp and an HMAC of "t.body" under an accepted secret. Null when valid. */
 const nothingReceived = { has: (_attempt: number) => false }
 
+/** The endpoint's own keys (made once per secret: `createHmac` with a string key converts it every call). */
+const endpointKeys = new Map<string, KeyObject>()
+const endpointKey = (secret: string) => {
+  let key = endpointKeys.get(secret)
+  if (key === undefined) endpointKeys.set(secret, key = createSecretKey(Buffer.from(secret, "utf8")))
+  return key
+}
+
 const verifySignature = (header: string | undefined, body: string, secrets: ReadonlyArray<string>, nowMs: number): string | null => {
   if (header === undefined) return "unsigned POST"
-  const parts = header.split(",").map((part) => part.split("="))
-  const timestamp = Number(parts.find(([name]) => name === "t")?.[1])
-  if (!Number.isSafeInteger(timestamp) || Math.abs(nowMs / 1000 - timestamp) > 300) return `timestamp ${timestamp} is not within 5 minutes of now`
-  const signatures = parts.filter(([name]) => name === "v1").map(([, value]) => Buffer.from(value ?? "", "hex"))
+  let timestamp: number | undefined
+  const signatures: Array<string> = []
+  for (const part of header.split(",")) {
+    const equals = part.indexOf("=")
+    const name = equals < 0 ? part : part.slice(0, equals)
+    // As `part.split("=")[1]`: the value ends at a second "=", if any.
+    const value = equals < 0 ? undefined : part.slice(equals + 1).split("=", 1)[0]!
+    if (name === "t" && timestamp === undefined) timestamp = Number(value)
+    else if (name === "v1") signatures.push(value ?? "")
+  }
+  if (timestamp === undefined || !Number.isSafeInteger(timestamp) || Math.abs(nowMs / 1000 - timestamp) > 300) return `timestamp ${timestamp ?? Number.NaN} is not within 5 minutes of now`
   for (const secret of secrets) {
-    const expected = createHmac("sha256", secret).update(`${timestamp}.${body}`).digest()
-    if (signatures.some((signature) => signature.length === expected.length && timingSafeEqual(signature, expected))) return null
+    const expected = createHmac("sha256", endpointKey(secret)).update(`${timestamp}.`).update(body).digest("hex")
+    // A v1 value matches when it decodes to the expected bytes: the lowercase hex itself, or the
+    // same digits in uppercase (Buffer.from(hex) ignores case); anything else decodes otherwise.
+    if (signatures.some((signature) => signature === expected || signature.toLowerCase() === expected)) return null
   }
   return `no v1 signature matches the merchant's ${secrets.length} secret(s)`
 }
@@ -202,8 +225,8 @@ const bodyEventId = (body: string): string | undefined => {
  */
 export const auditDeliveries = (
   auditor: Auditor,
-  /** The stored deliveries (their payloads are not needed). */
-  deliveries: Iterable<DeliveryRecord>,
+  /** The stored deliveries, times in ms (their payloads are not needed). */
+  deliveries: Iterable<DeliveryAudit>,
   options: {
     readonly nowMs: number
     readonly scheduleMs: ReadonlyArray<number>
@@ -216,77 +239,86 @@ export const auditDeliveries = (
 ) => {
   const byEvent = new Set<string>()
   const totals = { deliveries: 0, succeeded: 0, failed: 0, open: 0, attempts: 0 }
-  const lastOffset = options.scheduleMs[options.scheduleMs.length - 1] ?? 0
+  const scheduleMs = options.scheduleMs
+  const lastOffset = scheduleMs[scheduleMs.length - 1] ?? 0
   const crashBetween = (fromMs: number, toMs: number) => options.crashesMs.some((c) => c >= fromMs && c <= toMs)
+  /** A time for a message (a time that is no time is shown as it is). */
+  const when = (ms: number) => (Number.isFinite(ms) ? isoAt(ms) : String(ms))
+  const is2xx = (status: number | null) => status !== null && status >= 200 && status < 300
   // Deliveries in order per payment and URL: each one waits for the one before it (by sequence).
   const all = [...deliveries]
-  const chains = new Map<string, Array<DeliveryRecord>>()
+  const chains = new Map<string, Array<DeliveryAudit>>()
   for (const d of all) {
     if (d.order === null) continue
     const key = `${d.order.paymentId} ${d.url}`
-    const chain = chains.get(key) ?? []
-    chain.push(d)
-    chains.set(key, chain)
+    const chain = chains.get(key)
+    if (chain === undefined) chains.set(key, [d])
+    else chain.push(d)
   }
   /** When a delivery's last attempt ended it for good (a 2xx, or the last of the schedule); null while open. */
-  const endedAtMs = (d: DeliveryRecord) => {
-    const last = d.attempts.find((a, i) =>
-      (a.responseStatus !== null && a.responseStatus >= 200 && a.responseStatus < 300) || i === options.scheduleMs.length)
-    return last === undefined ? null : Date.parse(last.at)
+  const endedAtMs = (d: DeliveryAudit) => {
+    const attempts = d.attempts
+    for (let i = 0; i < attempts.length; i++) {
+      if (is2xx(attempts[i]!.responseStatus) || i === scheduleMs.length) return attempts[i]!.atMs
+    }
+    return null
   }
   /** When a delivery could start: its creation, or once the delivery before it in its chain ended (null: still waiting). */
   const readyAtMs = new Map<string, number | null>()
   for (const chain of chains.values()) {
-    chain.sort((a, b) => a.order!.sequence - b.order!.sequence)
-    chain.forEach((d, i) => {
-      const previous = chain[i - 1]
-      if (previous === undefined) return
+    if (chain.length > 1) chain.sort((a, b) => a.order!.sequence - b.order!.sequence)
+    for (let i = 1; i < chain.length; i++) {
+      const d = chain[i]!
+      const previous = chain[i - 1]!
       const previousEnd = endedAtMs(previous)
-      readyAtMs.set(d.id, previousEnd === null ? null : Math.max(Date.parse(d.createdAt), previousEnd + options.timeoutMs))
+      readyAtMs.set(d.id, previousEnd === null ? null : Math.max(d.createdAtMs, previousEnd + options.timeoutMs))
       const first = d.attempts[0]
-      auditor.check(first === undefined || (previousEnd !== null && previousEnd <= Date.parse(first.at)), "webhook-order", () =>
-        `delivery ${d.id} (${d.eventType}, sequence ${d.order!.sequence}): attempted at ${first?.at} before delivery ${previous.id} ` +
-        `(${previous.eventType}, sequence ${previous.order!.sequence}) of the same payment had ended (${previousEnd === null ? "still open" : new Date(previousEnd).toISOString()})`)
-    })
+      auditor.check(first === undefined || (previousEnd !== null && previousEnd <= first.atMs), "webhook-order", () =>
+        `delivery ${d.id} (${d.eventType}, sequence ${d.order!.sequence}): attempted at ${first === undefined ? undefined : when(first.atMs)} before delivery ${previous.id} ` +
+        `(${previous.eventType}, sequence ${previous.order!.sequence}) of the same payment had ended (${previousEnd === null ? "still open" : when(previousEnd)})`)
+    }
   }
   for (const d of all) {
+    const attempts = d.attempts
     totals.deliveries++
-    totals.attempts += d.attempts.length
+    totals.attempts += attempts.length
     if (d.status === "succeeded") totals.succeeded++
     else if (d.status === "failed") totals.failed++
     else totals.open++
     auditor.check(!byEvent.has(d.eventId), "webhook-one-delivery-per-event", () => `event ${d.eventId}: more than one delivery`)
     byEvent.add(d.eventId)
-    const createdMs = Date.parse(d.createdAt)
+    const createdMs = d.createdAtMs
     // Deadline: the whole schedule, the last attempt's timeout, and slack for crashes and polling,
     // counted from when the delivery before it in its payment's order ended (null: it has not).
     const readyMs = readyAtMs.has(d.id) ? readyAtMs.get(d.id)! : createdMs
     const deadlineMs = readyMs === null ? Infinity : readyMs + lastOffset + options.timeoutMs + options.toleranceMs + 2 * 3_600_000
     auditor.check(d.status === "succeeded" || d.status === "failed" || options.nowMs < deadlineMs, "webhook-deadline", () =>
       `delivery ${d.id}: still ${d.status} ${((options.nowMs - createdMs) / 3_600_000).toFixed(1)} h after creation`)
-    d.attempts.forEach((attempt, index) => {
+    const firstFailedMs = d.firstFailedAtMs
+    for (let index = 0; index < attempts.length; index++) {
+      const attempt = attempts[index]!
       auditor.check(attempt.attempt === index + 1, "webhook-attempt-numbers", () => `delivery ${d.id}: attempt ${index} numbered ${attempt.attempt}`)
-      const success = attempt.responseStatus !== null && attempt.responseStatus >= 200 && attempt.responseStatus < 300
-      auditor.check(!success || index === d.attempts.length - 1, "webhook-nothing-after-2xx", () => `delivery ${d.id}: attempts after a 2xx`)
-      if (index > 0 && d.firstFailedAt !== null) {
-        const dueMs = Date.parse(d.firstFailedAt) + (options.scheduleMs[index - 1] ?? Number.NaN)
-        const atMs = Date.parse(attempt.at)
-        auditor.check(atMs >= dueMs, "webhook-schedule", () => `delivery ${d.id}: attempt ${attempt.attempt} at ${attempt.at}, before its offset`)
+      const success = is2xx(attempt.responseStatus)
+      auditor.check(!success || index === attempts.length - 1, "webhook-nothing-after-2xx", () => `delivery ${d.id}: attempts after a 2xx`)
+      if (index > 0 && firstFailedMs !== null) {
+        const dueMs = firstFailedMs + (scheduleMs[index - 1] ?? Number.NaN)
+        const atMs = attempt.atMs
+        auditor.check(atMs >= dueMs, "webhook-schedule", () => `delivery ${d.id}: attempt ${attempt.attempt} at ${when(atMs)}, before its offset`)
         auditor.check(atMs <= dueMs + options.toleranceMs || crashBetween(dueMs - options.timeoutMs - 60_000, atMs), "webhook-schedule", () =>
-          `delivery ${d.id}: attempt ${attempt.attempt} at ${attempt.at}, ${atMs - dueMs} ms after its offset`)
+          `delivery ${d.id}: attempt ${attempt.attempt} at ${when(atMs)}, ${atMs - dueMs} ms after its offset`)
       }
-    })
-    auditor.check(d.attempts.length <= options.scheduleMs.length + 1, "webhook-attempt-limit", () => `delivery ${d.id}: ${d.attempts.length} attempts`)
+    }
+    auditor.check(attempts.length <= scheduleMs.length + 1, "webhook-attempt-limit", () => `delivery ${d.id}: ${attempts.length} attempts`)
     // A 2xx ends the delivery and nothing else does: failed only after the last retry failed,
     // succeeded only on a 2xx, and nothing left open once the last retry failed.
-    const last = d.attempts[d.attempts.length - 1]
-    const lastSucceeded = last !== undefined && last.responseStatus !== null && last.responseStatus >= 200 && last.responseStatus < 300
-    const exhausted = d.attempts.length === options.scheduleMs.length + 1 && !lastSucceeded
+    const last = attempts[attempts.length - 1]
+    const lastSucceeded = last !== undefined && is2xx(last.responseStatus)
+    const exhausted = attempts.length === scheduleMs.length + 1 && !lastSucceeded
     auditor.check(d.status === "succeeded" ? lastSucceeded : d.status === "failed" ? exhausted : !lastSucceeded && !exhausted, "webhook-give-up", () =>
-      `delivery ${d.id}: ${d.status} after ${d.attempts.length} attempts (last answered ${last?.responseStatus ?? last?.error ?? "nothing"})`)
+      `delivery ${d.id}: ${d.status} after ${attempts.length} attempts (last answered ${last?.responseStatus ?? last?.error ?? "nothing"})`)
     // Every attempt the store records reached the endpoint (none invented, none skipped).
     const reached = options.receivedAttempts(d.id)
-    for (const attempt of d.attempts) {
+    for (const attempt of attempts) {
       auditor.check(reached.has(attempt.attempt), "webhook-attempt-recorded", () => `delivery ${d.id}: attempt ${attempt.attempt} recorded but never reached the endpoint`)
     }
   }

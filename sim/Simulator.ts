@@ -227,7 +227,7 @@ export const runSimulation = (options: SimOptions): SimResult => {
         `payment ${id}: refunded ${payment.refundedAmountCents}, the merchant was told ${expected.refundedCents}`)
     }
     if (options.webhooks) {
-      deliveries = auditDeliveries(auditor, [...state.webhooks.deliveries.values()].map((row) => row.record), {
+      deliveries = auditDeliveries(auditor, [...state.webhooks.deliveries.values()].map((row) => row.audit), {
         nowMs: time.nowMs,
         scheduleMs: config.webhookRetryScheduleMs,
         timeoutMs: config.webhookTimeoutMs,

@@ -1,14 +1,52 @@
 import { Effect, Layer } from "effect"
 import type { Merchant } from "../domain/Merchant.ts"
 import type { PaymentEvent } from "../domain/Payment.ts"
-import { type Attempt, type Delivery, eventPayload, isOpen } from "../domain/Webhook.ts"
+import { canonicalIsoMs, isoAt, isoMs } from "../domain/Time.ts"
+import type { EventType } from "../domain/Payment.ts"
+import { type Attempt, type Delivery, type DeliveryOrder, type DeliveryStatus, eventPayload, isOpen } from "../domain/Webhook.ts"
 import { MinHeap } from "../platform/MinHeap.ts"
 import type { MemoryState } from "./MemoryStore.ts"
 import type { PageRequest } from "./Store.ts"
 import { emptyCounts, WebhookStore, type WebhookStoreShape } from "./WebhookStore.ts"
 
-/** A delivery without its payload: what an audit of the stored deliveries reads. */
+/** A delivery without its payload. */
 export type DeliveryRecord = Omit<Delivery, "payload">
+
+/**
+ * A stored delivery as the simulator's end-of-run audit reads it: no payload, and its times in
+ * ms (exactly those of its ISO texts), read from the row's compact form without writing and
+ * parsing the texts again.
+ */
+export interface DeliveryAudit {
+  readonly id: string
+  readonly eventId: string
+  readonly eventType: EventType
+  readonly url: string
+  readonly status: DeliveryStatus
+  readonly order: DeliveryOrder | null
+  readonly createdAtMs: number
+  readonly firstFailedAtMs: number | null
+  readonly attempts: ReadonlyArray<AttemptAudit>
+}
+
+export interface AttemptAudit {
+  readonly attempt: number
+  readonly atMs: number
+  readonly responseStatus: number | null
+  readonly error: string | null
+}
+
+const auditOf = (d: DeliveryRecord): DeliveryAudit => ({
+  id: d.id,
+  eventId: d.eventId,
+  eventType: d.eventType,
+  url: d.url,
+  status: d.status,
+  order: d.order,
+  createdAtMs: isoMs(d.createdAt),
+  firstFailedAtMs: d.firstFailedAt === null ? null : isoMs(d.firstFailedAt),
+  attempts: d.attempts.map((a) => ({ attempt: a.attempt, atMs: isoMs(a.at), responseStatus: a.responseStatus, error: a.error }))
+})
 
 /**
  * An ended delivery of an event the store holds, in as few fields as rebuild it exactly: the
@@ -30,12 +68,9 @@ export interface ErrorTexts {
   readonly ids: Map<string, number>
 }
 
-const isoMs = (iso: string | null) => {
-  if (iso === null) return Number.NaN
-  const ms = Date.parse(iso)
-  return Number.isFinite(ms) && new Date(ms).toISOString() === iso ? ms : undefined
-}
-const fromMs = (ms: number) => (Number.isNaN(ms) ? null : new Date(ms).toISOString())
+/** A time kept in `Ended.times`: NaN for null, undefined when it would not rebuild byte for byte. */
+const endedMs = (iso: string | null) => (iso === null ? Number.NaN : canonicalIsoMs(iso))
+const fromMs = (ms: number) => (Number.isNaN(ms) ? null : isoAt(ms))
 
 const rebuild = (ended: Ended, source: PaymentEvent, errors: ErrorTexts, payload: string | undefined): Delivery | DeliveryRecord => {
   const t = ended.times
@@ -43,7 +78,7 @@ const rebuild = (ended: Ended, source: PaymentEvent, errors: ErrorTexts, payload
   for (let i = 2; i < t.length; i += 4) {
     attempts.push({
       attempt: attempts.length + 1,
-      at: fromMs(t[i]!)!,
+      at: isoAt(t[i]!),
       responseStatus: Number.isNaN(t[i + 1]!) ? null : t[i + 1]!,
       durationMs: t[i + 2]!,
       error: t[i + 3]! < 0 ? null : errors.texts[t[i + 3]!]!
@@ -68,32 +103,32 @@ const rebuild = (ended: Ended, source: PaymentEvent, errors: ErrorTexts, payload
   return payload === undefined ? { ...common, ...rest } : { ...common, payload, ...rest }
 }
 
-const sameAttempts = (a: ReadonlyArray<Attempt>, b: ReadonlyArray<Attempt>) =>
-  a.length === b.length && a.every((x, i) => {
-    const y = b[i]!
-    return x.attempt === y.attempt && x.at === y.at && x.responseStatus === y.responseStatus && x.durationMs === y.durationMs && x.error === y.error
-  })
-
-/** Field by field: the rebuilt delivery is the stored one (payload aside, compared on its own). */
-const sameRecord = (a: DeliveryRecord, b: DeliveryRecord) =>
-  a.id === b.id && a.merchantId === b.merchantId && a.eventId === b.eventId && a.eventType === b.eventType && a.url === b.url &&
-  a.status === b.status && a.nextAttemptAt === b.nextAttemptAt && a.firstFailedAt === b.firstFailedAt && a.createdAt === b.createdAt &&
-  a.completedAt === b.completedAt && a.order !== null && b.order !== null && a.order.paymentId === b.order.paymentId &&
-  a.order.sequence === b.order.sequence && sameAttempts(a.attempts, b.attempts)
-
-/** The compact form of an ended delivery of `source`, or null when it would not rebuild byte for byte. */
-const compact = (delivery: Delivery, source: PaymentEvent, errors: ErrorTexts): Ended | null => {
-  if (delivery.status !== "succeeded" && delivery.status !== "failed") return null
-  const completed = isoMs(delivery.completedAt)
-  const firstFailed = isoMs(delivery.firstFailedAt)
+/**
+ * The compact form of an ended delivery of `source`, or null when it would not rebuild exactly
+ * (field by field, as `rebuild` makes it): checked on the delivery itself, with no rebuild.
+ */
+const compact = (delivery: Delivery, source: PaymentEvent, errors: ErrorTexts, sourcePayload: string | null): Ended | null => {
+  const status = delivery.status
+  if (status !== "succeeded" && status !== "failed") return null
+  const order = delivery.order
+  if (
+    delivery.nextAttemptAt !== null || order === null || order.paymentId !== source.paymentId || order.sequence !== source.sequence ||
+    delivery.merchantId !== source.merchantId || delivery.eventId !== source.id || delivery.eventType !== source.type
+  ) return null
+  const completed = endedMs(delivery.completedAt)
+  const firstFailed = endedMs(delivery.firstFailedAt)
   if (completed === undefined || firstFailed === undefined) return null
-  const times = new Array<number>(2 + 4 * delivery.attempts.length)
+  const attempts = delivery.attempts
+  const times = new Array<number>(2 + 4 * attempts.length)
   times[0] = completed
   times[1] = firstFailed
   let i = 2
-  for (const attempt of delivery.attempts) {
-    const at = isoMs(attempt.at)
-    if (at === undefined || Number.isNaN(at)) return null
+  for (let n = 0; n < attempts.length; n++) {
+    const attempt = attempts[n]!
+    const at = canonicalIsoMs(attempt.at)
+    const status = attempt.responseStatus
+    // A duration that is not equal to itself (NaN) would not compare equal once rebuilt.
+    if (at === undefined || attempt.attempt !== n + 1 || attempt.durationMs !== attempt.durationMs || (status !== null && !(status === status))) return null
     let error = -1
     if (attempt.error !== null) {
       error = errors.ids.get(attempt.error) ?? errors.texts.length
@@ -103,13 +138,12 @@ const compact = (delivery: Delivery, source: PaymentEvent, errors: ErrorTexts): 
       }
     }
     times[i++] = at
-    times[i++] = attempt.responseStatus ?? Number.NaN
+    times[i++] = status ?? Number.NaN
     times[i++] = attempt.durationMs
     times[i++] = error
   }
-  const ended: Ended = { id: delivery.id, url: delivery.url, status: delivery.status, createdAt: delivery.createdAt, times }
-  if (!sameRecord(rebuild(ended, source, errors, undefined), delivery)) return null
-  return delivery.payload === eventPayload(source) ? ended : null
+  if (sourcePayload !== null ? delivery.payload !== sourcePayload : delivery.payload !== eventPayload(source)) return null
+  return { id: delivery.id, url: delivery.url, status, createdAt: delivery.createdAt, times }
 }
 
 /**
@@ -123,8 +157,21 @@ const compact = (delivery: Delivery, source: PaymentEvent, errors: ErrorTexts): 
 export class DeliveryRow {
   leaseToken: string | null = null
   leaseUntil: string | null = null
-  private current: Delivery | null
+  /** The entry of the due heap the row counts on (see `schedule`), while it is in the heap. */
+  entry: DueEntry | null = null
+  /** `leaseUntil` in ms (-Infinity: no lease). */
+  leaseUntilMs = Number.NEGATIVE_INFINITY
+  /** While open: its `nextAttemptAt` in ms. */
+  nextAttemptMs = Number.NaN
+  private current: Delivery | null = null
   private ended: Ended | null = null
+  /** Its order key, once asked for (undefined: not yet, or dropped when the row was compacted). */
+  private key: string | null | undefined = undefined
+  /**
+   * The source event's payload text, while the row is kept whole, when the delivery was inserted
+   * with it (checked then, as the event's text was just written: no second JSON text at the end).
+   */
+  private sourcePayload: string | null = null
 
   constructor(
     delivery: Delivery,
@@ -132,14 +179,34 @@ export class DeliveryRow {
     private readonly source: PaymentEvent | null,
     private readonly errors: ErrorTexts
   ) {
+    this.keep(delivery)
+    if (source !== null && delivery.payload === eventPayload(source)) this.sourcePayload = delivery.payload
+  }
+
+  private keep(delivery: Delivery) {
     this.current = delivery
+    this.ended = null
+    this.key = undefined
+    this.nextAttemptMs = delivery.nextAttemptAt === null ? Number.NaN : isoMs(delivery.nextAttemptAt)
   }
 
   /** Stores the delivery as it is now. */
   set(delivery: Delivery) {
-    const ended = this.source === null ? null : compact(delivery, this.source, this.errors)
-    this.current = ended === null ? delivery : null
-    this.ended = ended
+    const ended = this.source === null ? null : compact(delivery, this.source, this.errors, this.sourcePayload)
+    if (ended === null) this.keep(delivery)
+    else {
+      this.sourcePayload = null
+      this.current = null
+      this.ended = ended
+      this.nextAttemptMs = Number.NaN
+      this.key = undefined
+    }
+  }
+
+  setLease(token: string | null, until: string | null) {
+    this.leaseToken = token
+    this.leaseUntil = until
+    this.leaseUntilMs = until === null ? Number.NEGATIVE_INFINITY : isoMs(until)
   }
 
   /** The delivery, payload included. */
@@ -150,6 +217,34 @@ export class DeliveryRow {
   /** The delivery without its payload (cheaper for an ended one). */
   get record(): DeliveryRecord {
     return this.current ?? rebuild(this.ended!, this.source!, this.errors, undefined)
+  }
+
+  /** The delivery as the simulator's audit reads it (the same fields as `record`, times in ms). */
+  get audit(): DeliveryAudit {
+    if (this.current !== null) return auditOf(this.current)
+    const ended = this.ended!
+    const source = this.source!
+    const t = ended.times
+    const attempts: Array<AttemptAudit> = []
+    for (let i = 2; i < t.length; i += 4) {
+      attempts.push({
+        attempt: attempts.length + 1,
+        atMs: t[i]!,
+        responseStatus: Number.isNaN(t[i + 1]!) ? null : t[i + 1]!,
+        error: t[i + 3]! < 0 ? null : this.errors.texts[t[i + 3]!]!
+      })
+    }
+    return {
+      id: ended.id,
+      eventId: source.id,
+      eventType: source.type,
+      url: ended.url,
+      status: ended.status,
+      order: { paymentId: source.paymentId, sequence: source.sequence },
+      createdAtMs: isoMs(ended.createdAt),
+      firstFailedAtMs: Number.isNaN(t[1]!) ? null : t[1]!,
+      attempts
+    }
   }
 
   get id() {
@@ -167,15 +262,31 @@ export class DeliveryRow {
   get createdAt() {
     return this.current?.createdAt ?? this.ended!.createdAt
   }
+  /** Its place in its payment's order (only asked of an ordered delivery). */
+  get sequence() {
+    return this.current?.order?.sequence ?? this.source!.sequence
+  }
   /** The key of its payment's order to its URL (null: unordered). */
-  get orderKey() {
+  get orderKey(): string | null {
+    if (this.key !== undefined) return this.key
     const d = this.current
-    if (d !== null) return d.order === null ? null : `${d.order.paymentId} ${d.url}`
-    return `${this.source!.paymentId} ${this.ended!.url}`
+    const key = d !== null ? (d.order === null ? null : `${d.order.paymentId} ${d.url}`) : `${this.source!.paymentId} ${this.ended!.url}`
+    // Kept while the row is kept whole (the delivery may change, so it is asked again then); an
+    // ended, compact row computes it again if ever asked.
+    if (d !== null) this.key = key
+    return key
   }
   /** Still has an attempt ahead of it (only an open delivery is kept as it is). */
   get open() {
     return this.current !== null && isOpen(this.current)
+  }
+  /** When an open delivery next needs the dispatcher (ms): its attempt time, or its lease's end if later. */
+  get dueMs() {
+    return this.leaseUntilMs > this.nextAttemptMs ? this.leaseUntilMs : this.nextAttemptMs
+  }
+  /** `dueMs` as the stored text. */
+  get dueAt() {
+    return this.leaseUntilMs > this.nextAttemptMs ? this.leaseUntil! : this.current!.nextAttemptAt!
   }
 }
 
@@ -191,23 +302,25 @@ export interface WebhookMemoryState {
    */
   readonly due: MinHeap<DueEntry>
   /** Open ordered deliveries by payment and URL: a delivery waits while an earlier one is open. */
-  readonly openInOrder: Map<string, Set<DeliveryRow>>
+  readonly openInOrder: Map<string, Array<DeliveryRow>>
   /**
    * Due deliveries found waiting for an earlier one of their payment and URL, by that key: out of
    * `due` until an open delivery of the key ends, then scheduled again. (Put back into `due`
    * instead, each would be popped and pushed by every claim while it waits: a payment whose
    * endpoint is down for hours keeps its later events waiting that long.)
    */
-  readonly parked: Map<string, Set<DeliveryRow>>
+  readonly parked: Map<string, Array<DeliveryRow>>
   readonly errors: ErrorTexts
 }
 
 interface DueEntry {
+  /** When (ms), and as the delivery stores it. */
+  readonly atMs: number
   readonly at: string
   readonly id: string
 }
 
-const before = (a: DueEntry, b: DueEntry) => a.at < b.at || (a.at === b.at && a.id < b.id)
+const before = (a: DueEntry, b: DueEntry) => a.atMs < b.atMs || (a.atMs === b.atMs && a.id < b.id)
 
 export const emptyWebhookState = (): WebhookMemoryState => ({
   deliveries: new Map(),
@@ -227,25 +340,50 @@ const paginate = <A>(rows: ReadonlyArray<A>, page: PageRequest) => ({
   totalCount: rows.length
 })
 
-const leaseLive = (row: DeliveryRow, now: string) => row.leaseUntil !== null && row.leaseUntil > now
-/** When an open delivery next needs the dispatcher: its attempt time, or its lease's end if later. */
-const dueAt = (row: DeliveryRow) =>
-  row.leaseUntil !== null && row.leaseUntil > row.delivery.nextAttemptAt! ? row.leaseUntil : row.delivery.nextAttemptAt!
+/**
+ * Takes `row` out of a (short) list of rows, keeping the others in order; false when absent.
+ * The lists of rows by payment and URL hold a few rows each: arrays, not sets.
+ */
+const removeFrom = (rows: Array<DeliveryRow>, row: DeliveryRow) => {
+  const index = rows.indexOf(row)
+  if (index < 0) return false
+  rows.splice(index, 1)
+  return true
+}
+
+/** Times are compared as times (as PostgreSQL's timestamptz are), kept in ms inside the store. */
+const leaseLive = (row: DeliveryRow, nowMs: number) => row.leaseUntilMs > nowMs
 
 /** Every operation is one synchronous step, so atomic by construction. */
 export const memoryWebhookOperations = (state: MemoryState): WebhookStoreShape => {
   const w = state.webhooks
-  /** Records when a (changed) delivery next needs attention; finished ones need none. */
+  /**
+   * Records when a (changed) delivery next needs attention; finished ones need none. An open row
+   * keeps one entry it counts on (`row.entry`) at or before its due time: when its due time moved
+   * later (a claim's lease renewed, a retry due after the lease would have ended) that entry
+   * stays, and is moved on to the due time when it surfaces, instead of a new entry per change.
+   */
   const schedule = (row: DeliveryRow) => {
-    if (row.open) w.due.push({ at: dueAt(row), id: row.id })
+    if (!row.open) return
+    const dueMs = row.dueMs
+    if (row.entry !== null && row.entry.atMs <= dueMs) return
+    w.due.push(row.entry = { atMs: dueMs, at: row.dueAt, id: row.id })
+  }
+  /** Takes the top entry out of the heap (the caller has it). */
+  const popDue = (top: DueEntry, row: DeliveryRow | undefined) => {
+    w.due.pop()
+    if (row !== undefined && row.entry === top) row.entry = null
   }
   /** The earliest entry that still describes its delivery, dropping stale ones on the way. */
   const peekDue = (): DueEntry | undefined => {
     while (w.due.size > 0) {
       const top = w.due.peek()!
       const row = w.deliveries.get(top.id)
-      if (row !== undefined && row.open && dueAt(row) === top.at) return top
-      w.due.pop()
+      if (row !== undefined && row.open && row.dueMs === top.atMs) return top
+      const counted = row !== undefined && row.entry === top
+      popDue(top, row)
+      // The entry its row counted on, surfacing before the row is due: moved on to the due time.
+      if (counted) schedule(row!)
     }
     return undefined
   }
@@ -255,10 +393,10 @@ export const memoryWebhookOperations = (state: MemoryState): WebhookStoreShape =
     if (key === null) return
     const open = w.openInOrder.get(key)
     if (row.open) {
-      if (open === undefined) w.openInOrder.set(key, new Set([row]))
-      else open.add(row)
-    } else if (open !== undefined && open.delete(row)) {
-      if (open.size === 0) w.openInOrder.delete(key)
+      if (open === undefined) w.openInOrder.set(key, [row])
+      else if (!open.includes(row)) open.push(row)
+    } else if (open !== undefined && removeFrom(open, row)) {
+      if (open.length === 0) w.openInOrder.delete(key)
       // An open delivery of the key ended: the ones parked behind it are due again (one still
       // behind another open delivery is parked again by the claim that finds it).
       const parked = w.parked.get(key)
@@ -269,12 +407,12 @@ export const memoryWebhookOperations = (state: MemoryState): WebhookStoreShape =
     }
   }
   /** An earlier delivery of the same payment to the same URL is still open. */
-  const waitsForEarlier = (row: DeliveryRow) => {
-    const key = row.orderKey
-    if (key === null) return false
-    const sequence = row.delivery.order!.sequence
-    for (const other of w.openInOrder.get(key) ?? []) {
-      if (other.delivery.order!.sequence < sequence) return true
+  const waitsForEarlier = (row: DeliveryRow, key: string) => {
+    const open = w.openInOrder.get(key)
+    if (open === undefined) return false
+    const sequence = row.sequence
+    for (const other of open) {
+      if (other.sequence < sequence) return true
     }
     return false
   }
@@ -319,23 +457,26 @@ export const memoryWebhookOperations = (state: MemoryState): WebhookStoreShape =
       }),
     claimDue: (now, lease, limit) =>
       Effect.sync(() => {
+        const nowMs = isoMs(now)
         const claimed: Array<Delivery> = []
         while (claimed.length < limit) {
           const top = peekDue()
-          if (top === undefined || top.at > now) break
-          w.due.pop()
+          if (top === undefined || top.atMs > nowMs) break
           const row = w.deliveries.get(top.id)!
-          if (leaseLive(row, now)) continue
-          // Due, but behind an earlier open delivery of its payment: parked until one ends.
-          if (waitsForEarlier(row)) {
-            const key = row.orderKey!
-            const parked = w.parked.get(key)
-            if (parked === undefined) w.parked.set(key, new Set([row]))
-            else parked.add(row)
+          popDue(top, row)
+          if (leaseLive(row, nowMs)) {
+            schedule(row)
             continue
           }
-          row.leaseToken = lease.token
-          row.leaseUntil = lease.until
+          // Due, but behind an earlier open delivery of its payment: parked until one ends.
+          const key = row.orderKey
+          if (key !== null && waitsForEarlier(row, key)) {
+            const parked = w.parked.get(key)
+            if (parked === undefined) w.parked.set(key, [row])
+            else if (!parked.includes(row)) parked.push(row)
+            continue
+          }
+          row.setLease(lease.token, lease.until)
           schedule(row)
           claimed.push(row.delivery)
         }
@@ -344,8 +485,8 @@ export const memoryWebhookOperations = (state: MemoryState): WebhookStoreShape =
     renewLease: (id, token, now, until) =>
       Effect.sync(() => {
         const row = w.deliveries.get(id)
-        if (row === undefined || row.leaseToken !== token || !leaseLive(row, now)) return false
-        row.leaseUntil = until
+        if (row === undefined || row.leaseToken !== token || !leaseLive(row, isoMs(now))) return false
+        row.setLease(token, until)
         schedule(row)
         return true
       }),
@@ -354,8 +495,7 @@ export const memoryWebhookOperations = (state: MemoryState): WebhookStoreShape =
         const row = w.deliveries.get(delivery.id)
         if (row === undefined || row.leaseToken !== token) return false
         row.set(delivery)
-        row.leaseToken = null
-        row.leaseUntil = null
+        row.setLease(null, null)
         track(row)
         schedule(row)
         return true
@@ -364,37 +504,43 @@ export const memoryWebhookOperations = (state: MemoryState): WebhookStoreShape =
       Effect.sync(() => {
         const row = w.deliveries.get(id)
         if (row !== undefined && row.leaseToken === token) {
-          row.leaseToken = null
-          row.leaseUntil = null
+          row.setLease(null, null)
           schedule(row)
         }
       }),
     claimSuccessor: (delivery, now, lease) =>
       Effect.sync(() => {
         if (delivery.order === null) return null
+        const key = `${delivery.order.paymentId} ${delivery.url}`
         let next: DeliveryRow | null = null
-        for (const other of w.openInOrder.get(`${delivery.order.paymentId} ${delivery.url}`) ?? []) {
-          const sequence = other.delivery.order!.sequence
-          if (sequence > delivery.order.sequence && (next === null || sequence < next.delivery.order!.sequence)) next = other
+        for (const other of w.openInOrder.get(key) ?? []) {
+          const sequence = other.sequence
+          if (sequence > delivery.order.sequence && (next === null || sequence < next.sequence)) next = other
         }
-        if (next === null || next.delivery.nextAttemptAt! > now || leaseLive(next, now) || waitsForEarlier(next)) return null
-        next.leaseToken = lease.token
-        next.leaseUntil = lease.until
+        if (next === null) return null
+        const nowMs = isoMs(now)
+        if (next.nextAttemptMs > nowMs || leaseLive(next, nowMs) || waitsForEarlier(next, key)) return null
+        next.setLease(lease.token, lease.until)
         schedule(next)
         return next.delivery
       }),
     backlog: (now) =>
       Effect.sync(() => {
+        const nowMs = isoMs(now)
         let open = 0
         let due = 0
         let oldestDueAt: string | null = null
+        let oldestMs = Number.POSITIVE_INFINITY
         for (const row of w.deliveries.values()) {
           if (!row.open) continue
           open++
-          const at = row.delivery.nextAttemptAt!
-          if (at <= now && !leaseLive(row, now)) {
+          const atMs = row.nextAttemptMs
+          if (atMs <= nowMs && !leaseLive(row, nowMs)) {
             due++
-            if (oldestDueAt === null || at < oldestDueAt) oldestDueAt = at
+            if (atMs < oldestMs) {
+              oldestMs = atMs
+              oldestDueAt = row.delivery.nextAttemptAt
+            }
           }
         }
         return { open, due, oldestDueAt }
@@ -408,8 +554,7 @@ export const memoryWebhookOperations = (state: MemoryState): WebhookStoreShape =
         const next = decide(current)
         if (next === null) return { _tag: "Refused" as const, delivery: current }
         row.set(next)
-        row.leaseToken = null
-        row.leaseUntil = null
+        row.setLease(null, null)
         track(row)
         schedule(row)
         return { _tag: "Resent" as const, delivery: next }

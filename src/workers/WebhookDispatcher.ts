@@ -1,10 +1,10 @@
 import { Cause, Duration, Effect, ExecutionStrategy, Fiber, identity, Layer, Option, Scope } from "effect"
 import type { AttemptOutcome, Delivery } from "../domain/Webhook.ts"
-import { afterAttempt, isOpen, isSuccess, nextAttemptNumber, signatureHeader, unixSeconds } from "../domain/Webhook.ts"
+import { afterAttempt, isOpen, isSuccess, nextAttemptNumber, signatureHeader } from "../domain/Webhook.ts"
 import * as Metrics from "../platform/Metrics.ts"
 import { AppConfig } from "../platform/Config.ts"
 import { Ids } from "../platform/Ids.ts"
-import { addMs, isoAt } from "../platform/Time.ts"
+import { isoAt, isoMs } from "../platform/Time.ts"
 import { type CallbackTimer, callbackTimerOf } from "../platform/Timers.ts"
 import { timedOut, WebhookTransport, type WebhookRequest } from "../platform/WebhookTransport.ts"
 import { Webhooks } from "../services/Webhooks.ts"
@@ -49,6 +49,11 @@ interface Claim {
   readonly token: string
 }
 
+/** A worker's place among its mailbox's takers while it waits (null: not waiting). */
+interface WaitingPlace {
+  taker: ((claim: Claim) => void) | null
+}
+
 /**
  * An endpoint's bounded queue of claims, as `Queue.dropping` behaves (an offer beyond the
  * capacity is refused; a taker waiting gets the next claim, first come first served), with a
@@ -73,25 +78,41 @@ class Mailbox {
     return true
   }
 
-  readonly take: Effect.Effect<Claim> = Effect.suspend(() => {
-    if (this.head < this.items.length) {
-      const claim = this.items[this.head]!
-      this.items[this.head++] = undefined as never
-      if (this.head === this.items.length) {
-        this.items = []
-        this.head = 0
+  /**
+   * The next claim, waiting for one when there is none. The wait registers no canceller (Effect
+   * wraps every async that returns one in an interruption handler, ~10 steps a wait): the worker
+   * gives its waiting place back with `cancel` once, from the one handler it runs under.
+   */
+  take(place: WaitingPlace): Effect.Effect<Claim> {
+    return Effect.suspend(() => {
+      if (this.head < this.items.length) {
+        const claim = this.items[this.head]!
+        this.items[this.head++] = undefined as never
+        if (this.head === this.items.length) {
+          this.items = []
+          this.head = 0
+        }
+        return Effect.succeed(claim)
       }
-      return Effect.succeed(claim)
-    }
-    return Effect.async<Claim>((resume) => {
-      const taker = (claim: Claim) => resume(Effect.succeed(claim))
-      this.takers.push(taker)
-      return Effect.sync(() => {
-        const index = this.takers.indexOf(taker)
-        if (index >= 0) this.takers.splice(index, 1)
+      return Effect.async<Claim>((resume) => {
+        const taker = (claim: Claim) => {
+          place.taker = null
+          resume(Effect.succeed(claim))
+        }
+        place.taker = taker
+        this.takers.push(taker)
       })
     })
-  })
+  }
+
+  /** Takes back a worker's waiting place (its fiber is interrupted): no claim is handed to it any more. */
+  cancel(place: WaitingPlace) {
+    const taker = place.taker
+    if (taker === null) return
+    place.taker = null
+    const index = this.takers.indexOf(taker)
+    if (index >= 0) this.takers.splice(index, 1)
+  }
 
   takeAll(): Array<Claim> {
     const claims = this.items.slice(this.head)
@@ -180,8 +201,8 @@ export const run = (options: DispatcherOptions = defaultOptions) =>
      * would: not cut in the middle by a stop, and when the store fails the poller is woken to
      * claim it instead.
      */
-    const claimSuccessor = (delivery: Delivery, token: string, now: string) =>
-      Effect.flatMap(store.claimSuccessor(delivery, now, { token, until: addMs(now, leaseMs) }), (successor) =>
+    const claimSuccessor = (delivery: Delivery, token: string, nowMs: number, now: string) =>
+      Effect.flatMap(store.claimSuccessor(delivery, now, { token, until: isoAt(nowMs + leaseMs) }), (successor) =>
         successor === null ? Effect.void : handOut([successor], token, 0)).pipe(
           Effect.catchAll(() => webhooks.wake),
           Effect.uninterruptible
@@ -189,13 +210,14 @@ export const run = (options: DispatcherOptions = defaultOptions) =>
 
     const attempt = ({ delivery, token }: Claim) =>
       Effect.gen(function*() {
-        const at = isoAt(clock.unsafeCurrentTimeMillis())
+        const atMs = Math.floor(clock.unsafeCurrentTimeMillis())
+        const at = isoAt(atMs)
         // Renewing proves the lease is still ours: a claim that waited too long is someone else's now.
-        if (!(yield* store.renewLease(delivery.id, token, at, addMs(at, leaseMs)))) return
+        if (!(yield* store.renewLease(delivery.id, token, at, isoAt(atMs + leaseMs)))) return
         const secrets = yield* store.signingSecrets(delivery.merchantId, at)
         const startMs = clock.unsafeCurrentTimeMillis()
         if (delivery.nextAttemptAt !== null) {
-          Metrics.record(Metrics.webhookDeliveryLag, Math.max(0, startMs - Date.parse(delivery.nextAttemptAt)) / 1000)
+          Metrics.record(Metrics.webhookDeliveryLag, Math.max(0, startMs - isoMs(delivery.nextAttemptAt)) / 1000)
         }
         const result = yield* post({
           url: delivery.url,
@@ -203,7 +225,7 @@ export const run = (options: DispatcherOptions = defaultOptions) =>
           headers: {
             "content-type": "application/json",
             "user-agent": "payments-webhooks/1.0",
-            "x-service-signature": signatureHeader(secrets, unixSeconds(at), delivery.payload),
+            "x-service-signature": signatureHeader(secrets, Math.floor(atMs / 1000), delivery.payload),
             "x-service-event-id": delivery.eventId,
             "x-service-delivery-id": delivery.id,
             "x-service-delivery-attempt": String(nextAttemptNumber(delivery))
@@ -214,14 +236,15 @@ export const run = (options: DispatcherOptions = defaultOptions) =>
         const outcome: AttemptOutcome = result._tag === "Answered"
           ? { _tag: "Answered", status: result.status, snippet: result.snippet, durationMs }
           : { _tag: "Failed", error: result.error, durationMs }
-        const next = afterAttempt(delivery, at, outcome, config.webhookRetryScheduleMs, isoAt(endMs))
+        const endAt = isoAt(endMs)
+        const next = afterAttempt(delivery, at, outcome, config.webhookRetryScheduleMs, endAt)
         const recorded = yield* store.recordAttempt(next.delivery, next.attempt, token)
         Metrics.record(Metrics.webhookAttempts(isSuccess(outcome) ? "succeeded" : outcome._tag === "Answered" ? "rejected" : "error"), 1)
         if (recorded && next.delivery.status === "failed") Metrics.record(Metrics.webhookDeliveriesFailed, 1)
         // The payment's next event waits for this one: once this one is done, it is due at once,
         // so it is claimed now (under the same token) and queued behind this endpoint's work.
-        if (recorded && delivery.order !== null && !isOpen(next.delivery) && !stopping) yield* claimSuccessor(delivery, token, isoAt(endMs))
-        if (next.delivery.nextAttemptAt !== null && Date.parse(next.delivery.nextAttemptAt) < sleepingUntilMs) yield* webhooks.wake
+        if (recorded && delivery.order !== null && !isOpen(next.delivery) && !stopping) yield* claimSuccessor(delivery, token, endMs, endAt)
+        if (next.delivery.nextAttemptAt !== null && isoMs(next.delivery.nextAttemptAt) < sleepingUntilMs) yield* webhooks.wake
       }).pipe(Effect.catchAll((error) => Effect.logWarning(`webhook delivery ${delivery.id} attempt not recorded`, error)))
 
     /**
@@ -233,12 +256,12 @@ export const run = (options: DispatcherOptions = defaultOptions) =>
       Effect.suspend(() => {
         const mailbox = new Mailbox(options.queueCapacity)
         actors.set(key, mailbox)
-        const worker = Effect.suspend(() => {
+        const worker = (place: WaitingPlace) => Effect.suspend(() => {
           let current: Claim | null = null
           // A plain loop: no yield between attempts (take suspends when there is no work, and the
           // runtime's scheduler still yields a long-running fiber). An attempt cut by a stop stays
           // in flight: the last finalizer gives its claim back.
-          const serve: Effect.Effect<never> = Effect.flatMap(mailbox.take, (claim) => {
+          const serve: Effect.Effect<never> = Effect.flatMap(mailbox.take(place), (claim) => {
             inFlight.add(current = claim)
             return attempt(claim).pipe(Effect.flatMap(() => {
               inFlight.delete(claim)
@@ -253,8 +276,13 @@ export const run = (options: DispatcherOptions = defaultOptions) =>
             return Effect.logError("webhook endpoint worker crashed; restarting", cause)
           }))
         }).pipe(Effect.forever)
+        // Each worker waits in its own place; interrupted, it gives the place back (once, not per wait).
+        const supervised = Effect.suspend(() => {
+          const place: WaitingPlace = { taker: null }
+          return Effect.onInterrupt(worker(place), () => Effect.sync(() => mailbox.cancel(place)))
+        })
         // Forked from a poll, which a stop does not cut: the workers themselves must stay interruptible.
-        return Effect.replicateEffect(Effect.forkIn(Effect.interruptible(worker), fibers), options.concurrencyPerEndpoint, { discard: true })
+        return Effect.replicateEffect(Effect.forkIn(Effect.interruptible(supervised), fibers), options.concurrencyPerEndpoint, { discard: true })
       })
 
     /**
@@ -279,9 +307,9 @@ export const run = (options: DispatcherOptions = defaultOptions) =>
 
     /** One poll: outbox → deliveries, then claim due work and hand it to the endpoints. Returns the number claimed. */
     const poll = Effect.flatMap(drainOutbox(0), () => {
-      const now = isoAt(clock.unsafeCurrentTimeMillis())
+      const nowMs = Math.floor(clock.unsafeCurrentTimeMillis())
       const token = ids.secret("lease_")
-      return Effect.flatMap(store.claimDue(now, { token, until: addMs(now, leaseMs) }, options.batchSize), (claimed) =>
+      return Effect.flatMap(store.claimDue(isoAt(nowMs), { token, until: isoAt(nowMs + leaseMs) }, options.batchSize), (claimed) =>
         Effect.as(handOut(claimed, token, 0), claimed.length))
     })
 
@@ -291,6 +319,8 @@ export const run = (options: DispatcherOptions = defaultOptions) =>
      * two signals, no fiber forked. A wake already pending ends it at once; an events commit
      * already pending starts its delay now.
      */
+    /** Stops the poller's wait in progress (timer and listeners), if any. */
+    let cancelWait: (() => void) | null = null
     const waitFor = (timer: CallbackTimer, nowMs: number, untilMs: number) => {
       if (webhooks.wakeSignal.tryTake()) return Effect.void
       return Effect.async<void>((resume) => {
@@ -298,6 +328,7 @@ export const run = (options: DispatcherOptions = defaultOptions) =>
         let removeEvents: (() => void) | null = null
         let cancelTimer: () => void
         const stop = () => {
+          if (cancelWait === stop) cancelWait = null
           done = true
           cancelTimer()
           removeWake()
@@ -322,7 +353,9 @@ export const run = (options: DispatcherOptions = defaultOptions) =>
             if (!done) eventsAt(clock.unsafeCurrentTimeMillis())
           })
         }
-        return Effect.sync(stop)
+        // No canceller (one would wrap every wait in an interruption handler): an interrupted
+        // poller stops its wait from its one handler (`cancelWait`).
+        cancelWait = stop
       })
     }
 
@@ -338,7 +371,7 @@ export const run = (options: DispatcherOptions = defaultOptions) =>
       // Announced before the store is read, so a retry recorded meanwhile still wakes us.
       sleepingUntilMs = nowMs + options.pollIntervalMs
       return Effect.flatMap(store.nextDueAt().pipe(Effect.orElseSucceed(() => null)), (due) => {
-        const dueMs = due === null ? Infinity : Date.parse(due)
+        const dueMs = due === null ? Infinity : isoMs(due)
         // Work due already but not claimed sits in a full endpoint queue: wait a poll interval for it.
         const untilMs = dueMs <= nowMs ? nowMs + options.pollIntervalMs : Math.min(nowMs + options.pollIntervalMs, dueMs)
         sleepingUntilMs = untilMs
@@ -356,7 +389,7 @@ export const run = (options: DispatcherOptions = defaultOptions) =>
       Effect.flatMap((claimed) => (claimed === options.batchSize ? Effect.yieldNow() : idle)),
       Effect.zipRight(Effect.suspend(() => polls))
     )
-    poller = yield* Effect.forkIn(polls, fibers)
+    poller = yield* Effect.forkIn(Effect.onInterrupt(polls, () => Effect.sync(() => cancelWait?.())), fibers)
   })
 
 export const layerWith = (options: Partial<DispatcherOptions> = {}) =>
