@@ -7,10 +7,11 @@ import type { Change, Payment, PaymentEvent } from "../domain/Payment.ts"
 import { followsFrom, isSettleable, nextStep } from "../domain/Payment.ts"
 import type { Currency } from "../domain/Money.ts"
 import { sandboxDisputeTokens } from "../acquirer/Acquirer.ts"
-import type { AnalyticsRow, FraudCaseFilter, HistoryQuery, IdempotencyClaim, PageOf, PageRequest, PaymentFilter, StoreShape } from "./Store.ts"
+import type { AnalyticsRow, FraudCaseFilter, HistoryWindows, IdempotencyClaim, PageOf, PageRequest, PaymentFilter, StoreShape } from "./Store.ts"
 import { maximumSeriesRows, modelStats, periodStart, Store, unrecordedModel } from "./Store.ts"
 import { emptyWebhookState, memoryWebhookOperations, type WebhookMemoryState } from "./MemoryWebhookStore.ts"
 import { WebhookStore } from "./WebhookStore.ts"
+import { MinHeap } from "../platform/MinHeap.ts"
 
 interface IdempotencyRow {
   owner?: string | null
@@ -66,6 +67,8 @@ export interface MemoryState {
   readonly fraudCases: Map<string, FraudCase>
   readonly inFlight: Set<string>
   readonly idempotency: Map<string, IdempotencyRow>
+  /** Every idempotency row as it was set, by expiry: the purge pops what expired instead of scanning every key. */
+  readonly idempotencyExpiries: MinHeap<Expiry>
   readonly outbox: Array<PaymentEvent>
   /** Service processes and the time each said it is alive until (idempotency claims' owners). */
   readonly instances: Map<string, string>
@@ -88,12 +91,20 @@ export const emptyState = (): MemoryState => ({
   fraudCases: new Map(),
   inFlight: new Set(),
   idempotency: new Map(),
+  idempotencyExpiries: new MinHeap(expiresFirst),
   outbox: [],
   instances: new Map(),
   cardAttempts: new Map(),
   merchantAmounts: new Map(),
   webhooks: emptyWebhookState()
 })
+
+/** An idempotency row's expiry, as set (a row replaced later leaves a stale entry, skipped when it surfaces). */
+export interface Expiry {
+  readonly expiresAt: string
+  readonly key: string
+}
+const expiresFirst = (a: Expiry, b: Expiry) => a.expiresAt < b.expiresAt || (a.expiresAt === b.expiresAt && a.key < b.key)
 
 /** The accounts a merchant's balance is made of; authorization holds are not money owed yet. */
 const merchantAccounts: ReadonlySet<Account> = new Set<Account>(["merchant_pending", "merchant_available", "merchant_reserved"])
@@ -104,6 +115,8 @@ const scopedKey = (merchantId: string, key: string) => `${merchantId}\u0000${key
 export interface Sighting {
   readonly createdAt: string
   readonly id: string
+  /** Never changes (`immutable-fields`): the merchant's usual amount is summed without looking the payment up. */
+  readonly amountCents: number
 }
 const before = (a: Sighting, b: Sighting) => a.createdAt < b.createdAt || (a.createdAt === b.createdAt && a.id < b.id)
 
@@ -143,34 +156,66 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
     const held = state.paymentsByIdempotencyKey.get(scoped)
     if (held !== undefined && state.payments.get(held)!.createdAt < before) state.paymentsByIdempotencyKey.delete(scoped)
   }
-  /** Newest first, at most `limit`, created at or before `until`, never `exclude` (the same rows as `historyColumns`). */
-  const newest = (list: ReadonlyArray<Sighting>, until: string, exclude: string, limit: number, since: string | null) => {
-    const found: Array<Sighting> = []
-    for (let i = list.length - 1; i >= 0 && found.length < limit; i--) {
-      const s = list[i]!
-      if (since !== null && s.createdAt < since) break
-      if (s.createdAt > until || s.id === exclude) continue
-      found.push(s)
+  /**
+   * The rows of `historyColumns`, counted in one backward pass over each sorted list, without
+   * building lists: the card's newest sightings created at or before `until` (never the payment
+   * itself) since `daySince`, at most `dayLimit`, and whether it has any such sighting at all;
+   * the merchant's newest `amountWindow` in the currency, counted and summed.
+   */
+  const history = (
+    windows: HistoryWindows,
+    merchantId: string,
+    cardToken: string,
+    currency: string,
+    until: string,
+    excludePaymentId: string
+  ): FraudHistory => {
+    let hour = 0
+    let day = 0
+    let declines = 0
+    let seen = false
+    const card = state.cardAttempts.get(scopedKey(merchantId, cardToken))
+    if (card !== undefined) {
+      for (let i = card.length - 1; i >= 0; i--) {
+        const s = card[i]!
+        if (s.createdAt > until || s.id === excludePaymentId) continue
+        seen = true
+        // Older than the day (the list is sorted), or the day's count is full: nothing more counts.
+        if (s.createdAt < windows.daySince || day >= windows.dayLimit) break
+        day++
+        if (s.createdAt >= windows.hourSince) hour++
+        if (state.payments.get(s.id)?.status === "failed") declines++
+      }
     }
-    return found
-  }
-  const history = (q: HistoryQuery): FraudHistory => {
-    const card = state.cardAttempts.get(scopedKey(q.merchantId, q.cardToken)) ?? []
-    const day = newest(card, q.until, q.excludePaymentId, q.dayLimit, q.daySince)
-    const amounts = newest(state.merchantAmounts.get(scopedKey(q.merchantId, q.currency)) ?? [], q.until, q.excludePaymentId, q.amountWindow, null)
+    let count = 0
+    let sum = 0
+    const amounts = state.merchantAmounts.get(scopedKey(merchantId, currency))
+    if (amounts !== undefined) {
+      for (let i = amounts.length - 1; i >= 0 && count < windows.amountWindow; i--) {
+        const s = amounts[i]!
+        if (s.createdAt > until || s.id === excludePaymentId) continue
+        count++
+        sum += s.amountCents
+      }
+    }
     return {
-      cardAttemptsLastHour: day.filter((s) => s.createdAt >= q.hourSince).length,
-      cardAttemptsLastDay: day.length,
-      cardDeclinesLastDay: day.filter((s) => state.payments.get(s.id)?.status === "failed").length,
-      cardSeenBefore: day.length > 0 || newest(card, q.until, q.excludePaymentId, 1, null).length > 0,
-      merchantAmountCount: amounts.length,
-      merchantAmountSumCents: amounts.reduce((sum, s) => sum + state.payments.get(s.id)!.amountCents, 0)
+      cardAttemptsLastHour: hour,
+      cardAttemptsLastDay: day,
+      cardDeclinesLastDay: declines,
+      cardSeenBefore: seen,
+      merchantAmountCount: count,
+      merchantAmountSumCents: sum
     }
   }
   const remember = (payment: Payment) => {
-    const sighting = { createdAt: payment.createdAt, id: payment.id }
+    const sighting: Sighting = { createdAt: payment.createdAt, id: payment.id, amountCents: payment.amountCents }
     insertSorted(state.cardAttempts, scopedKey(payment.merchantId, payment.cardToken), sighting)
     insertSorted(state.merchantAmounts, scopedKey(payment.merchantId, payment.currency), sighting)
+  }
+  /** Sets an idempotency row, its expiry queued for the purge. */
+  const setIdempotency = (key: string, row: IdempotencyRow) => {
+    state.idempotency.set(key, row)
+    state.idempotencyExpiries.push({ expiresAt: row.expiresAt, key })
   }
   /** Per-currency aggregates of a merchant's payments in a window, grouped by `keyOf` (sorted by it). */
   const aggregate = (merchantId: string, createdFrom: string | null, createdTo: string | null, keyOf: (p: Payment) => string) => {
@@ -291,17 +336,10 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
             return { _tag: "KeyTaken" as const, finished: { fingerprint: known.fingerprint, status: known.status!, body: known.body! } }
           }
           if (known !== undefined || state.paymentsByIdempotencyKey.has(key)) return { _tag: "KeyTaken" as const }
-          state.idempotency.set(key, claimRow(claim, payment.id))
+          setIdempotency(key, claimRow(claim, payment.id))
           state.paymentsByIdempotencyKey.set(key, payment.id)
         }
-        const found = history({
-          ...open.history,
-          merchantId: payment.merchantId,
-          cardToken: payment.cardToken,
-          currency: payment.currency,
-          until: payment.createdAt,
-          excludePaymentId: payment.id
-        })
+        const found = history(open.history, payment.merchantId, payment.cardToken, payment.currency, payment.createdAt, payment.id)
         commit(open.change)
         remember(payment)
         return { _tag: "Opened" as const, history: found }
@@ -457,7 +495,8 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
           byModel: modelStats(models, modelCases)
         }
       }),
-    fraudHistory: (query) => Effect.sync(() => history(query)),
+    fraudHistory: (q) =>
+      Effect.sync(() => history(q, q.merchantId, q.cardToken, q.currency, q.until, q.excludePaymentId)),
 
     getFraudCase: (merchantId, caseId) =>
       Effect.sync(() => {
@@ -486,7 +525,7 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
         if (row === undefined || row.expiresAt <= claim.now) {
           // A key claimed afresh (new, or expired) no longer holds the payment it created before.
           releaseHold(claim.merchantId, claim.key, claim.now)
-          state.idempotency.set(key, fresh())
+          setIdempotency(key, fresh())
           return { _tag: "Claimed" as const }
         }
         if (row.fingerprint !== claim.fingerprint) return { _tag: "Mismatch" as const }
@@ -518,14 +557,18 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
     heartbeat: (instanceId, aliveUntil) => Effect.sync(() => void state.instances.set(instanceId, aliveUntil)),
     purgeIdempotencyKeys: (expiredBefore) =>
       Effect.sync(() => {
+        // Every row with expiresAt <= expiredBefore has an entry at or before it in the queue
+        // (a row's expiry never changes once set); an entry whose row was replaced or deleted since is stale.
         let purged = 0
-        for (const [key, row] of state.idempotency) {
-          if (row.expiresAt <= expiredBefore) {
-            state.idempotency.delete(key)
-            const [merchantId, idempotencyKey] = key.split("\u0000") as [string, string]
-            releaseHold(merchantId, idempotencyKey, expiredBefore)
-            purged++
-          }
+        const queue = state.idempotencyExpiries
+        while (queue.size > 0 && queue.peek()!.expiresAt <= expiredBefore) {
+          const { key } = queue.pop()!
+          const row = state.idempotency.get(key)
+          if (row === undefined || row.expiresAt > expiredBefore) continue
+          state.idempotency.delete(key)
+          const [merchantId, idempotencyKey] = key.split("\u0000") as [string, string]
+          releaseHold(merchantId, idempotencyKey, expiredBefore)
+          purged++
         }
         return purged
       })
