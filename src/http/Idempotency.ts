@@ -41,8 +41,14 @@ export const fingerprintOf = (method: string, url: string, text: string, parsed?
       body = `raw:${text}`
     }
   }
-  return createHash("sha256").update(`${method} ${new URL(url, "http://x").pathname}\n${body}`).digest("hex")
+  return createHash("sha256").update(`${method} ${pathnameOf(url)}\n${body}`).digest("hex")
 }
+
+/** Non-empty segments of unreserved characters, no dots: the URL parser would give the path back as it is. */
+const plainPath = /^(?:\/[A-Za-z0-9_~-]+)+\/?$/
+
+/** The request target's path as the WHATWG URL parser normalizes it (without parsing the plain ones every route has). */
+export const pathnameOf = (url: string) => (plainPath.test(url) ? url : new URL(url, "http://x").pathname)
 
 
 const keys = new WeakMap<AppConfigShape, Buffer>()

@@ -67,6 +67,14 @@ export interface MemoryState {
   readonly fraudCases: Map<string, FraudCase>
   readonly inFlight: Set<string>
   readonly idempotency: Map<string, IdempotencyRow>
+  /** Each payment's place in `payments` (the order of its first commit), for the settlement index. */
+  readonly paymentOrder: Map<string, number>
+  /**
+   * Payments that became settleable, in `payments` order (so a sweep takes them in the order a
+   * scan of every payment did); settled ones are dropped when a sweep passes them.
+   */
+  readonly settleable: Array<Settleable>
+  readonly settleableIds: Set<string>
   /** Every idempotency row as it was set, by expiry: the purge pops what expired instead of scanning every key. */
   readonly idempotencyExpiries: MinHeap<Expiry>
   readonly outbox: Array<PaymentEvent>
@@ -75,6 +83,8 @@ export interface MemoryState {
   /** Payments per merchant and card token, and per merchant and currency, oldest first (fraud history). */
   readonly cardAttempts: Map<string, Array<Sighting>>
   readonly merchantAmounts: Map<string, Array<Sighting>>
+  /** Per merchant and currency, the running total of `merchantAmounts`' amounts (index i: rows 0..i). */
+  readonly merchantAmountTotals: Map<string, Array<number>>
   /** Webhook deliveries and rotated secrets (MemoryWebhookStore). */
   readonly webhooks: WebhookMemoryState
 }
@@ -92,12 +102,22 @@ export const emptyState = (): MemoryState => ({
   inFlight: new Set(),
   idempotency: new Map(),
   idempotencyExpiries: new MinHeap(expiresFirst),
+  paymentOrder: new Map(),
+  settleable: [],
+  settleableIds: new Set(),
   outbox: [],
   instances: new Map(),
   cardAttempts: new Map(),
   merchantAmounts: new Map(),
+  merchantAmountTotals: new Map(),
   webhooks: emptyWebhookState()
 })
+
+/** A payment in the settlement index. */
+export interface Settleable {
+  readonly order: number
+  readonly id: string
+}
 
 /** An idempotency row's expiry, as set (a row replaced later leaves a stale entry, skipped when it surfaces). */
 export interface Expiry {
@@ -129,6 +149,22 @@ const insertSorted = (map: Map<string, Array<Sighting>>, key: string, sighting: 
   list.splice(at, 0, sighting)
 }
 
+/** `insertSorted` for a merchant's amounts, keeping the running totals. */
+const insertAmount = (state: MemoryState, key: string, sighting: Sighting) => {
+  const list = state.merchantAmounts.get(key)
+  if (list === undefined) {
+    state.merchantAmounts.set(key, [sighting])
+    state.merchantAmountTotals.set(key, [sighting.amountCents])
+    return
+  }
+  const totals = state.merchantAmountTotals.get(key)!
+  let at = list.length
+  while (at > 0 && before(sighting, list[at - 1]!)) at--
+  list.splice(at, 0, sighting)
+  totals.splice(at, 0, (at === 0 ? 0 : totals[at - 1]!) + sighting.amountCents)
+  for (let i = at + 1; i < totals.length; i++) totals[i] = totals[i]! + sighting.amountCents
+}
+
 const pushTo = <A>(map: Map<string, Array<A>>, key: string, values: ReadonlyArray<A>) => {
   if (values.length === 0) return
   const list = map.get(key)
@@ -139,7 +175,9 @@ const pushTo = <A>(map: Map<string, Array<A>>, key: string, values: ReadonlyArra
 export const memoryOperations = (state: MemoryState): StoreShape => {
   const commit = (change: Change) => {
     const payment = change.payment
+    if (!state.paymentOrder.has(payment.id)) state.paymentOrder.set(payment.id, state.paymentOrder.size)
     state.payments.set(payment.id, payment)
+    if (isSettleable(payment)) indexSettleable(payment.id)
     if (nextStep(payment) === null) state.inFlight.delete(payment.id)
     else state.inFlight.add(payment.id)
     pushTo(state.events, payment.id, change.events)
@@ -150,6 +188,16 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
       state.outbox.push(...change.events)
     }
     if (change.fraudCase !== null) state.fraudCases.set(change.fraudCase.id, change.fraudCase)
+  }
+  /** A payment that became settleable joins the index at its place (usually the end: captures follow creates). */
+  const indexSettleable = (id: string) => {
+    if (state.settleableIds.has(id)) return
+    state.settleableIds.add(id)
+    const order = state.paymentOrder.get(id)!
+    const list = state.settleable
+    let at = list.length
+    while (at > 0 && list[at - 1]!.order > order) at--
+    list.splice(at, 0, { order, id })
   }
   const releaseHold = (merchantId: string, idempotencyKey: string, before: string) => {
     const scoped = scopedKey(merchantId, idempotencyKey)
@@ -189,8 +237,20 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
     }
     let count = 0
     let sum = 0
-    const amounts = state.merchantAmounts.get(scopedKey(merchantId, currency))
-    if (amounts !== undefined) {
+    const amountsKey = scopedKey(merchantId, currency)
+    const amounts = state.merchantAmounts.get(amountsKey)
+    const n = amounts === undefined ? 0 : amounts.length
+    const excluded = n === 0 ? undefined : state.payments.get(excludePaymentId)
+    if (
+      n > 0 && amounts![n - 1]!.createdAt <= until &&
+      (excluded === undefined || excluded.merchantId !== merchantId || excluded.currency !== currency || excluded.createdAt > until)
+    ) {
+      // Every row is at or before `until` and the excluded payment is not among them (the create's
+      // case: it is not committed yet): the window is the newest rows, summed from the running totals.
+      const totals = state.merchantAmountTotals.get(amountsKey)!
+      count = Math.min(n, windows.amountWindow)
+      sum = totals[n - 1]! - (n > count ? totals[n - count - 1]! : 0)
+    } else if (amounts !== undefined) {
       for (let i = amounts.length - 1; i >= 0 && count < windows.amountWindow; i--) {
         const s = amounts[i]!
         if (s.createdAt > until || s.id === excludePaymentId) continue
@@ -210,7 +270,7 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
   const remember = (payment: Payment) => {
     const sighting: Sighting = { createdAt: payment.createdAt, id: payment.id, amountCents: payment.amountCents }
     insertSorted(state.cardAttempts, scopedKey(payment.merchantId, payment.cardToken), sighting)
-    insertSorted(state.merchantAmounts, scopedKey(payment.merchantId, payment.currency), sighting)
+    insertAmount(state, scopedKey(payment.merchantId, payment.currency), sighting)
   }
   /** Sets an idempotency row, its expiry queued for the purge. */
   const setIdempotency = (key: string, row: IdempotencyRow) => {
@@ -430,10 +490,25 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
       ),
     settleablePayments: (capturedBefore, limit) =>
       Effect.sync(() => {
+        // The index in `payments` order: the ids a scan of every payment found, first ones first.
+        // Settled payments met on the way leave it (settlement is final: never settleable again).
         const ids: Array<string> = []
-        for (const payment of state.payments.values()) {
-          if (ids.length >= limit) break
-          if (isSettleable(payment) && payment.capturedAt !== null && payment.capturedAt < capturedBefore) ids.push(payment.id)
+        const list = state.settleable
+        let kept = 0
+        let at = 0
+        for (; at < list.length && ids.length < limit; at++) {
+          const entry = list[at]!
+          const payment = state.payments.get(entry.id)!
+          if (!isSettleable(payment)) {
+            state.settleableIds.delete(entry.id)
+            continue
+          }
+          list[kept++] = entry
+          if (payment.capturedAt !== null && payment.capturedAt < capturedBefore) ids.push(payment.id)
+        }
+        if (kept < at) {
+          list.copyWithin(kept, at)
+          list.length -= at - kept
         }
         return ids
       }),
