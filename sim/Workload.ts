@@ -1,5 +1,5 @@
 import type { HttpMethod } from "@effect/platform"
-import { createHash } from "node:crypto"
+import { hash as oneShotHash } from "node:crypto"
 import { Effect } from "effect"
 import { ApiKeys } from "../src/services/ApiKeys.ts"
 import type { Auditor } from "./Auditor.ts"
@@ -69,7 +69,7 @@ export interface WorkloadStats {
 
 const maximumAttempts = 400
 
-const digest = (text: string) => createHash("sha1").update(text).digest("base64")
+const digest = (text: string) => oneShotHash("sha1", text, "base64")
 
 export const makeWorkload = (
   options: SimOptions,

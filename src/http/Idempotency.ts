@@ -1,6 +1,6 @@
 import { HttpServerRequest, type HttpServerResponse } from "@effect/platform"
 import { Cause, Clock, Context, Effect, Redacted } from "effect"
-import { createHash } from "node:crypto"
+import { hash as oneShotHash } from "node:crypto"
 import type { AppConfigShape } from "../platform/Config.ts"
 import { AppConfig } from "../platform/Config.ts"
 import { carriesSecret, isSealed, parseKey, processLocalKey, seal, unseal } from "../platform/Sealing.ts"
@@ -41,7 +41,7 @@ export const fingerprintOf = (method: string, url: string, text: string, parsed?
       body = `raw:${text}`
     }
   }
-  return createHash("sha256").update(`${method} ${pathnameOf(url)}\n${body}`).digest("hex")
+  return oneShotHash("sha256", `${method} ${pathnameOf(url)}\n${body}`, "hex")
 }
 
 /** Non-empty segments of unreserved characters, no dots: the URL parser would give the path back as it is. */
