@@ -89,6 +89,14 @@ export const makeWorkload = (
   // payments' answers would otherwise stay on the heap to the end. The trace has every answer.
   const replays = new Map<string, { readonly fingerprint: string; readonly status: number; readonly body: string }>()
   const mix = options.mix
+  /**
+   * The keys script `n` may use (`create-n`, `review-n`, ...: no other script and nothing after
+   * it sends them again): forgotten when it ends, so the replay digests do not pile up over a run.
+   */
+  const scriptKeys = (n: number) => [
+    `create-${n}`, `review-${n}`, `capture-${n}`, `void-${n}`,
+    ...[0, 1, 2].flatMap((r) => [`refund-${n}-${r}`, `refund-${n}-${r}a`, `refund-${n}-${r}b`])
+  ]
 
   interface Call {
     readonly merchant: Merchant
@@ -451,6 +459,7 @@ export const makeWorkload = (
         stats.scriptsStarted++
         yield* Effect.forkDaemon(Effect.ensuring(paymentScript(merchant, n), Effect.suspend(() => {
           stats.scriptsFinished++
+          for (const key of scriptKeys(n)) replays.delete(`${merchant.id} ${key}`)
           const paymentId = scriptPayments.get(n)
           scriptPayments.delete(n)
           return paymentId === undefined ? Effect.void : hooks.onPaymentFinished(paymentId)

@@ -74,7 +74,7 @@ export interface MemoryState {
    * scan of every payment did); settled ones are dropped when a sweep passes them.
    */
   readonly settleable: Array<Settleable>
-  readonly settleableIds: Set<string>
+  readonly settleableIds: Map<string, Settleable>
   /** Every idempotency row as it was set, by expiry: the purge pops what expired instead of scanning every key. */
   readonly idempotencyExpiries: MinHeap<Expiry>
   readonly outbox: Array<PaymentEvent>
@@ -104,7 +104,7 @@ export const emptyState = (): MemoryState => ({
   idempotencyExpiries: new MinHeap(expiresFirst),
   paymentOrder: new Map(),
   settleable: [],
-  settleableIds: new Set(),
+  settleableIds: new Map(),
   outbox: [],
   instances: new Map(),
   cardAttempts: new Map(),
@@ -117,6 +117,8 @@ export const emptyState = (): MemoryState => ({
 export interface Settleable {
   readonly order: number
   readonly id: string
+  /** The payment's, kept current by every commit of it while indexed: a sweep skips the not yet due without a look-up. */
+  capturedAt: string | null
 }
 
 /** An idempotency row's expiry, as set (a row replaced later leaves a stale entry, skipped when it surfaces). */
@@ -177,7 +179,7 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
     const payment = change.payment
     if (!state.paymentOrder.has(payment.id)) state.paymentOrder.set(payment.id, state.paymentOrder.size)
     state.payments.set(payment.id, payment)
-    if (isSettleable(payment)) indexSettleable(payment.id)
+    if (isSettleable(payment)) indexSettleable(payment)
     if (nextStep(payment) === null) state.inFlight.delete(payment.id)
     else state.inFlight.add(payment.id)
     pushTo(state.events, payment.id, change.events)
@@ -190,14 +192,19 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
     if (change.fraudCase !== null) state.fraudCases.set(change.fraudCase.id, change.fraudCase)
   }
   /** A payment that became settleable joins the index at its place (usually the end: captures follow creates). */
-  const indexSettleable = (id: string) => {
-    if (state.settleableIds.has(id)) return
-    state.settleableIds.add(id)
-    const order = state.paymentOrder.get(id)!
+  const indexSettleable = (payment: Payment) => {
+    const indexed = state.settleableIds.get(payment.id)
+    if (indexed !== undefined) {
+      indexed.capturedAt = payment.capturedAt
+      return
+    }
+    const order = state.paymentOrder.get(payment.id)!
+    const entry: Settleable = { order, id: payment.id, capturedAt: payment.capturedAt }
+    state.settleableIds.set(payment.id, entry)
     const list = state.settleable
     let at = list.length
     while (at > 0 && list[at - 1]!.order > order) at--
-    list.splice(at, 0, { order, id })
+    list.splice(at, 0, entry)
   }
   const releaseHold = (merchantId: string, idempotencyKey: string, before: string) => {
     const scoped = scopedKey(merchantId, idempotencyKey)
@@ -498,6 +505,12 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
         let at = 0
         for (; at < list.length && ids.length < limit; at++) {
           const entry = list[at]!
+          // Not due at this cut-off (while settleable its entry has its current capture time); a
+          // settled one is dropped by a later sweep it is due for.
+          if (entry.capturedAt === null || entry.capturedAt >= capturedBefore) {
+            list[kept++] = entry
+            continue
+          }
           const payment = state.payments.get(entry.id)!
           if (!isSettleable(payment)) {
             state.settleableIds.delete(entry.id)
