@@ -20,9 +20,19 @@ export const isWellFormedKey = (key: string) => keyPattern.test(key)
 
 /** Key order does not make two requests different: the fingerprint hashes canonical JSON. */
 const canonical = (value: unknown): string => {
-  if (Array.isArray(value)) return `[${value.map(canonical).join(",")}]`
+  if (Array.isArray(value)) {
+    let text = "["
+    for (let i = 0; i < value.length; i++) text += (i === 0 ? "" : ",") + canonical(value[i])
+    return text + "]"
+  }
   if (value !== null && typeof value === "object") {
-    return `{${Object.keys(value).sort().map((k) => `${JSON.stringify(k)}:${canonical((value as Record<string, unknown>)[k])}`).join(",")}}`
+    const keys = Object.keys(value).sort()
+    let text = "{"
+    for (let i = 0; i < keys.length; i++) {
+      const k = keys[i]!
+      text += (i === 0 ? "" : ",") + JSON.stringify(k) + ":" + canonical((value as Record<string, unknown>)[k])
+    }
+    return text + "}"
   }
   return JSON.stringify(value)
 }
