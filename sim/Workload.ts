@@ -90,13 +90,23 @@ export const makeWorkload = (
   const replays = new Map<string, { readonly fingerprint: string; readonly status: number; readonly body: string }>()
   const mix = options.mix
   /**
-   * The keys script `n` may use (`create-n`, `review-n`, ...: no other script and nothing after
-   * it sends them again): forgotten when it ends, so the replay digests do not pile up over a run.
+   * The replay entries of each script: its keys (`create-n`, `capture-n`, `refund-n-r`...: the
+   * script's number after the first dash) are never sent by another script nor after it ends, so
+   * its entries are forgotten then and the digests do not pile up over a run.
    */
-  const scriptKeys = (n: number) => [
-    `create-${n}`, `review-${n}`, `capture-${n}`, `void-${n}`,
-    ...[0, 1, 2].flatMap((r) => [`refund-${n}-${r}`, `refund-${n}-${r}a`, `refund-${n}-${r}b`])
-  ]
+  const scriptReplays = new Map<number, Array<string>>()
+  const rememberReplay = (key: string, scoped: string) => {
+    const n = Number.parseInt(key.slice(key.indexOf("-") + 1), 10)
+    const list = scriptReplays.get(n)
+    if (list === undefined) scriptReplays.set(n, [scoped])
+    else list.push(scoped)
+  }
+  const forgetReplays = (n: number) => {
+    const list = scriptReplays.get(n)
+    if (list === undefined) return
+    for (const scoped of list) replays.delete(scoped)
+    scriptReplays.delete(n)
+  }
 
   interface Call {
     readonly merchant: Merchant
@@ -127,7 +137,10 @@ export const makeWorkload = (
     const fingerprint = digest(`${call.method} ${call.path} ${call.body ?? ""}`)
     const owner = replays.get(scoped)
     if (owner === undefined) {
-      if (code !== "idempotency_key_reused") replays.set(scoped, { fingerprint, status, body: digest(response.body) })
+      if (code !== "idempotency_key_reused") {
+        replays.set(scoped, { fingerprint, status, body: digest(response.body) })
+        rememberReplay(call.key, scoped)
+      }
       return
     }
     if (owner.fingerprint === fingerprint) {
@@ -459,7 +472,7 @@ export const makeWorkload = (
         stats.scriptsStarted++
         yield* Effect.forkDaemon(Effect.ensuring(paymentScript(merchant, n), Effect.suspend(() => {
           stats.scriptsFinished++
-          for (const key of scriptKeys(n)) replays.delete(`${merchant.id} ${key}`)
+          forgetReplays(n)
           const paymentId = scriptPayments.get(n)
           scriptPayments.delete(n)
           return paymentId === undefined ? Effect.void : hooks.onPaymentFinished(paymentId)
