@@ -90,11 +90,13 @@ export const makeRequest = (
   body: string | null,
   extraHeaders: Readonly<Record<string, string>> = {}
 ) => {
-  const headers: Record<string, string> = { ...extraHeaders }
+  const headers: Record<string, string> = {}
+  // Header names lower-cased as Headers.fromInput would; the record is fresh, so it becomes the Headers itself.
+  for (const name in extraHeaders) headers[name.toLowerCase()] = extraHeaders[name]!
   if (apiKey !== null) headers["authorization"] = `Bearer ${apiKey}`
   if (body !== null) {
     headers["content-type"] = "application/json"
     headers["content-length"] = String(Buffer.byteLength(body))
   }
-  return new SimRequest(method, url, Headers.fromInput(headers), body ?? "")
+  return new SimRequest(method, url, Headers.unsafeFromRecord(headers), body ?? "")
 }

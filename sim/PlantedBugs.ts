@@ -106,8 +106,10 @@ export const plantedBugs = {
   "key-applied-twice": {
     law: "command-key-once",
     description: "commands forget their idempotency key: a retry after a lost answer applies the command again",
-    // Most seeds first see the consequence instead (a retried refund refused for want of remainder).
-    scenario: { seed: 1, payments: 150, mix: { refund: 0.9, manualCapture: 0.6, overRefund: 0, racingOperations: 0 }, faults: { storeLostCommit: 0.1 } }
+    // Most seeds first see the consequence instead (a retried refund refused for want of remainder):
+    // of seeds 1-12, 2, 3 and 6 report the law itself (1 and 11 did before the flow stopped reading
+    // before each step, which moved where the lost commits land).
+    scenario: { seed: 2, payments: 150, mix: { refund: 0.9, manualCapture: 0.6, overRefund: 0, racingOperations: 0 }, faults: { storeLostCommit: 0.1 } }
   },
   "skip-settlement": {
     law: "settled-by-cut-off",

@@ -1,5 +1,5 @@
 import type { HttpMethod } from "@effect/platform"
-import { createHash } from "node:crypto"
+import { hash as oneShotHash } from "node:crypto"
 import { Effect } from "effect"
 import { ApiKeys } from "../src/services/ApiKeys.ts"
 import type { Auditor } from "./Auditor.ts"
@@ -69,7 +69,7 @@ export interface WorkloadStats {
 
 const maximumAttempts = 400
 
-const digest = (text: string) => createHash("sha1").update(text).digest("base64")
+const digest = (text: string) => oneShotHash("sha1", text, "base64")
 
 export const makeWorkload = (
   options: SimOptions,
@@ -89,6 +89,24 @@ export const makeWorkload = (
   // payments' answers would otherwise stay on the heap to the end. The trace has every answer.
   const replays = new Map<string, { readonly fingerprint: string; readonly status: number; readonly body: string }>()
   const mix = options.mix
+  /**
+   * The replay entries of each script: its keys (`create-n`, `capture-n`, `refund-n-r`...: the
+   * script's number after the first dash) are never sent by another script nor after it ends, so
+   * its entries are forgotten then and the digests do not pile up over a run.
+   */
+  const scriptReplays = new Map<number, Array<string>>()
+  const rememberReplay = (key: string, scoped: string) => {
+    const n = Number.parseInt(key.slice(key.indexOf("-") + 1), 10)
+    const list = scriptReplays.get(n)
+    if (list === undefined) scriptReplays.set(n, [scoped])
+    else list.push(scoped)
+  }
+  const forgetReplays = (n: number) => {
+    const list = scriptReplays.get(n)
+    if (list === undefined) return
+    for (const scoped of list) replays.delete(scoped)
+    scriptReplays.delete(n)
+  }
 
   interface Call {
     readonly merchant: Merchant
@@ -119,7 +137,10 @@ export const makeWorkload = (
     const fingerprint = digest(`${call.method} ${call.path} ${call.body ?? ""}`)
     const owner = replays.get(scoped)
     if (owner === undefined) {
-      if (code !== "idempotency_key_reused") replays.set(scoped, { fingerprint, status, body: digest(response.body) })
+      if (code !== "idempotency_key_reused") {
+        replays.set(scoped, { fingerprint, status, body: digest(response.body) })
+        rememberReplay(call.key, scoped)
+      }
       return
     }
     if (owner.fingerprint === fingerprint) {
@@ -451,6 +472,7 @@ export const makeWorkload = (
         stats.scriptsStarted++
         yield* Effect.forkDaemon(Effect.ensuring(paymentScript(merchant, n), Effect.suspend(() => {
           stats.scriptsFinished++
+          forgetReplays(n)
           const paymentId = scriptPayments.get(n)
           scriptPayments.delete(n)
           return paymentId === undefined ? Effect.void : hooks.onPaymentFinished(paymentId)

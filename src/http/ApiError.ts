@@ -23,7 +23,12 @@ export class ApiError extends YieldableError {
     readonly param?: string,
     readonly headers?: Readonly<Record<string, string>>
   ) {
+    // An answer, not a fault: its stack would never be shown, and capturing one costs more than
+    // the rest of the error (409 idempotency_in_progress, 422 and 404 are everyday answers).
+    const stackTraceLimit = Error.stackTraceLimit
+    Error.stackTraceLimit = 0
     super(message)
+    Error.stackTraceLimit = stackTraceLimit
   }
 
   body(requestId: string) {

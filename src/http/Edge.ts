@@ -17,8 +17,17 @@ import { currentRequest, type RequestState } from "./RequestState.ts"
 
 export const maximumBodyBytes = 64 * 1024
 
-export const jsonResponse = (status: number, body: string, headers: Readonly<Record<string, string>> = {}) =>
-  HttpServerResponse.text(body, { status, contentType: "application/json", headers })
+/** Without headers of its own a response shares `Headers.empty` (no headers object built per response). */
+export const jsonResponse = (status: number, body: string, headers?: Readonly<Record<string, string>>) =>
+  HttpServerResponse.text(
+    body,
+    headers === undefined || isEmpty(headers) ? { status, contentType: "application/json" } : { status, contentType: "application/json", headers }
+  )
+
+const isEmpty = (record: Readonly<Record<string, string>>) => {
+  for (const _ in record) return false
+  return true
+}
 
 export const renderError = (error: E.ApiError, requestId: string) =>
   jsonResponse(error.status, JSON.stringify(error.body(requestId)), error.headers ?? {})

@@ -1,6 +1,6 @@
 import { HttpServerRequest, type HttpServerResponse } from "@effect/platform"
 import { Cause, Clock, Context, Effect, Redacted } from "effect"
-import { createHash } from "node:crypto"
+import { hash as oneShotHash } from "node:crypto"
 import type { AppConfigShape } from "../platform/Config.ts"
 import { AppConfig } from "../platform/Config.ts"
 import { carriesSecret, isSealed, parseKey, processLocalKey, seal, unseal } from "../platform/Sealing.ts"
@@ -20,9 +20,19 @@ export const isWellFormedKey = (key: string) => keyPattern.test(key)
 
 /** Key order does not make two requests different: the fingerprint hashes canonical JSON. */
 const canonical = (value: unknown): string => {
-  if (Array.isArray(value)) return `[${value.map(canonical).join(",")}]`
+  if (Array.isArray(value)) {
+    let text = "["
+    for (let i = 0; i < value.length; i++) text += (i === 0 ? "" : ",") + canonical(value[i])
+    return text + "]"
+  }
   if (value !== null && typeof value === "object") {
-    return `{${Object.keys(value).sort().map((k) => `${JSON.stringify(k)}:${canonical((value as Record<string, unknown>)[k])}`).join(",")}}`
+    const keys = Object.keys(value).sort()
+    let text = "{"
+    for (let i = 0; i < keys.length; i++) {
+      const k = keys[i]!
+      text += (i === 0 ? "" : ",") + JSON.stringify(k) + ":" + canonical((value as Record<string, unknown>)[k])
+    }
+    return text + "}"
   }
   return JSON.stringify(value)
 }
@@ -41,8 +51,14 @@ export const fingerprintOf = (method: string, url: string, text: string, parsed?
       body = `raw:${text}`
     }
   }
-  return createHash("sha256").update(`${method} ${new URL(url, "http://x").pathname}\n${body}`).digest("hex")
+  return oneShotHash("sha256", `${method} ${pathnameOf(url)}\n${body}`, "hex")
 }
+
+/** Non-empty segments of unreserved characters, no dots: the URL parser would give the path back as it is. */
+const plainPath = /^(?:\/[A-Za-z0-9_~-]+)+\/?$/
+
+/** The request target's path as the WHATWG URL parser normalizes it (without parsing the plain ones every route has). */
+export const pathnameOf = (url: string) => (plainPath.test(url) ? url : new URL(url, "http://x").pathname)
 
 
 const keys = new WeakMap<AppConfigShape, Buffer>()

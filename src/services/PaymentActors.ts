@@ -1,5 +1,9 @@
 import { Context, Effect, Exit, Fiber, FiberMap, Layer, Option } from "effect"
 import { type CallbackTimer, callbackTimerOf } from "../platform/Timers.ts"
+import type { Payment } from "../domain/Payment.ts"
+
+/** What a flow ends with: the payment as it left it (nothing when it stopped early or does not say). */
+export type FlowEnd = Payment | void
 
 /**
  * One actor per active payment: commands for the same payment run one at a time in this process
@@ -10,12 +14,12 @@ export interface PaymentActorsShape {
   /** Runs `effect` alone among this payment's commands (first come, first served). */
   readonly serialize: <A, E, R>(paymentId: string, effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
   /** Starts the payment's flow unless it is running already; returns its fiber. */
-  readonly startFlow: (paymentId: string, flow: Effect.Effect<void>) => Effect.Effect<Fiber.RuntimeFiber<void>>
+  readonly startFlow: (paymentId: string, flow: Effect.Effect<FlowEnd>) => Effect.Effect<Fiber.RuntimeFiber<FlowEnd>>
   /**
    * Waits until the flow's fiber ends, at most `timeoutMs` (the flow itself goes on): one
    * `Effect.async` on the fiber's exit and the clock's callback timer, no forked fibers.
    */
-  readonly awaitFlow: (flow: Fiber.RuntimeFiber<void>, timeoutMs: number) => Effect.Effect<void>
+  readonly awaitFlow: (flow: Fiber.RuntimeFiber<FlowEnd>, timeoutMs: number) => Effect.Effect<void>
   readonly activeFlows: Effect.Effect<number>
 }
 
@@ -36,7 +40,7 @@ interface Lock {
 }
 
 export const make = Effect.gen(function*() {
-  const flows = yield* FiberMap.make<string, void>()
+  const flows = yield* FiberMap.make<string, FlowEnd>()
   const locks = new Map<string, Lock>()
   // The clock's callback timer, looked up once as the webhook dispatcher does (null under TestClock).
   const timer = yield* Effect.flatMap(Effect.clock, callbackTimerOf)
@@ -90,7 +94,7 @@ export const make = Effect.gen(function*() {
       })
     )
 
-  const awaitWithTimer = (flow: Fiber.RuntimeFiber<void>, timeoutMs: number, timer: CallbackTimer) =>
+  const awaitWithTimer = (flow: Fiber.RuntimeFiber<FlowEnd>, timeoutMs: number, timer: CallbackTimer) =>
     Effect.async<void>((resume) => {
       const cancelTimer = timer(timeoutMs, () => {
         flow.removeObserver(ended)
@@ -108,7 +112,7 @@ export const make = Effect.gen(function*() {
       })
     })
 
-  const awaitFlow = (flow: Fiber.RuntimeFiber<void>, timeoutMs: number): Effect.Effect<void> =>
+  const awaitFlow = (flow: Fiber.RuntimeFiber<FlowEnd>, timeoutMs: number): Effect.Effect<void> =>
     timer === null
       // A clock without a callback timer (TestClock): race a sleep.
       ? Effect.ignore(Effect.timeout(Fiber.await(flow), timeoutMs))
@@ -125,7 +129,7 @@ export const make = Effect.gen(function*() {
     startFlow: (paymentId, flow) =>
       Effect.suspend(() => {
         const running = FiberMap.unsafeGet(flows, paymentId)
-        return Option.isSome(running) ? Effect.succeed(running.value as Fiber.RuntimeFiber<void>) : FiberMap.run(flows, paymentId, flow, { onlyIfMissing: true })
+        return Option.isSome(running) ? Effect.succeed(running.value as Fiber.RuntimeFiber<FlowEnd>) : FiberMap.run(flows, paymentId, flow, { onlyIfMissing: true })
       }),
     activeFlows: FiberMap.size(flows)
   })

@@ -1,4 +1,4 @@
-import { Context, Effect, Fiber, Layer } from "effect"
+import { Context, Effect, Exit, Fiber, Layer } from "effect"
 import * as Metrics from "../platform/Metrics.ts"
 import { Webhooks } from "./Webhooks.ts"
 import * as Payment from "../domain/Payment.ts"
@@ -13,7 +13,7 @@ import type { CommandKey, FinishedResponse, IdempotencyClaim, PageOf, PageReques
 import { Store, type StoreUnavailable } from "../store/Store.ts"
 import { InvalidInput, InvalidState, NotFound } from "./Errors.ts"
 import { Fraud, historyWindows } from "./Fraud.ts"
-import { PaymentActors } from "./PaymentActors.ts"
+import { type FlowEnd, PaymentActors } from "./PaymentActors.ts"
 
 export type CommandError = NotFound | InvalidState | InvalidInput | StoreUnavailable
 
@@ -116,6 +116,16 @@ const countChange = (change: Payment.Change) => {
   }
 }
 
+/**
+ * The record a finished flow left (what it committed last, or read after a racing command won):
+ * the answer of a request that waited for it, with no read. Null while it runs (the wait timed
+ * out) or when it stopped on a failure: then the caller reads the payment.
+ */
+const flowEnd = (fiber: Fiber.RuntimeFiber<FlowEnd>): Payment.Payment | null => {
+  const exit = fiber.unsafePoll()
+  return exit !== null && Exit.isSuccess(exit) && exit.value !== undefined ? exit.value : null
+}
+
 const settlementBatch = 500
 export const resumeBatch = 500
 
@@ -164,6 +174,28 @@ export const make = Effect.gen(function*() {
           return { _tag: "Applied", change: decision.change } satisfies UpdateOutcome
         }
         return yield* locked
+      })
+    ).pipe(Effect.tap((outcome) => (outcome._tag === "Applied" ? afterCommit(outcome.change) : Effect.void)))
+
+  /**
+   * A step of a payment's flow, decided on the record the flow holds (the one it created or last
+   * committed) and committed version-checked against it: no read first. When another command
+   * moved the payment meanwhile, the commit finds a newer version and the step is decided again
+   * on the row locked by `updatePayment`, as `apply` does.
+   */
+  const applyFlowStep = (
+    held: Payment.Payment,
+    decide: (payment: Payment.Payment, context: Payment.Context) => Payment.Decision
+  ): Effect.Effect<UpdateOutcome, StoreUnavailable> =>
+    actors.serialize(
+      held.id,
+      Effect.gen(function*() {
+        const ctx = yield* context
+        const decision = decide(held, ctx)
+        if (decision.ok && (yield* store.commitChange({ before: held, change: decision.change, response: null }))) {
+          return { _tag: "Applied", change: decision.change } satisfies UpdateOutcome
+        }
+        return yield* store.updatePayment({ merchantId: null, paymentId: held.id }, (payment) => decide(payment, ctx))
       })
     ).pipe(Effect.tap((outcome) => (outcome._tag === "Applied" ? afterCommit(outcome.change) : Effect.void)))
 
@@ -240,18 +272,28 @@ export const make = Effect.gen(function*() {
    * wait commits as one unit of work: authorization, screening and an automatic capture are
    * one transaction with the events and ledger groups of each step.
    */
-  const runFlow = (paymentId: string, initial: Payment.Payment | null): Effect.Effect<void, StoreUnavailable> =>
+  const runFlow = (
+    paymentId: string,
+    initial: Payment.Payment | null,
+    createdHistory: FraudHistory | null
+  ): Effect.Effect<Payment.Payment | undefined, StoreUnavailable> =>
     Effect.gen(function*() {
       let payment = initial ?? (yield* store.getPayment(null, paymentId))
+      // The history the create read with its insert scores the first screening, as on the inline
+      // path (docs/fraud-model.md); a flow resumed later, or a second screening, reads it again.
+      let history = createdHistory
       for (let rounds = 0; rounds < 10; rounds++) {
-        if (payment === null) return
+        if (payment === null) return undefined
         const step = Payment.nextStep(payment)
-        if (step === null) return
+        if (step === null) return payment
         const authorization = step === "authorize" ? yield* authorize(payment) : null
-        const screening = step === "capture" || authorization?._tag === "Declined"
-          ? null
-          : yield* fraud.assess(authorization?._tag === "Approved" ? { ...payment, networkRiskSignal: authorization.networkRiskSignal } : payment)
-        const outcome = yield* apply(null, paymentId, (locked, _, ctx) => flowSteps(locked, authorization, screening, ctx))
+        let screening: FraudAssessment | null = null
+        if (step !== "capture" && authorization?._tag !== "Declined") {
+          const screened = authorization?._tag === "Approved" ? { ...payment, networkRiskSignal: authorization.networkRiskSignal } : payment
+          screening = history === null ? yield* fraud.assess(screened) : fraud.score(screened, history)
+          history = null
+        }
+        const outcome = yield* applyFlowStep(payment, (locked, ctx) => flowSteps(locked, authorization, screening, ctx))
         // The committed record is the next starting point; after a refusal (a racing command won), read it again.
         payment = outcome._tag === "Applied" ? outcome.change.payment : yield* store.getPayment(null, paymentId)
       }
@@ -259,10 +301,10 @@ export const make = Effect.gen(function*() {
     })
 
   /** A supervised flow: failures are logged and the payment stays in flight for the recovery worker. */
-  const startFlow = (paymentId: string, initial: Payment.Payment | null = null) =>
+  const startFlow = (paymentId: string, initial: Payment.Payment | null = null, history: FraudHistory | null = null) =>
     actors.startFlow(
       paymentId,
-      runFlow(paymentId, initial).pipe(
+      runFlow(paymentId, initial, history).pipe(
         // The annotation on the one line the flow logs, not around the whole flow (a FiberRef
         // set and restored, ~10 steps, for every payment).
         Effect.catchAllCause((cause) =>
@@ -315,18 +357,19 @@ export const make = Effect.gen(function*() {
           yield* afterCommit(decision.change)
           // An acquirer that never answers at once (the simulated network) skips the attempt.
           const answer = acquirer.answerNow === undefined ? null : yield* finishInline(payment, opened.history, request)
-          return answer === null ? null : { _tag: "Answered", answer, stored: request.claim !== null } as const
+          return answer === null ? opened.history : { _tag: "Answered", answer, stored: request.claim !== null } as const
         })
         // A client that hangs up (or a stop) once the payment may exist does not leave it pending
         // until the recovery worker finds it: the supervised flow takes over at once (it reads the
         // payment first, and stops if the insert never happened).
         const outcome = yield* inline.pipe(Effect.onInterrupt(() => Effect.asVoid(startFlow(payment.id))))
-        if (outcome !== null) return outcome
+        if ("_tag" in outcome) return outcome
         // The network will answer later (or a racing command moved the payment): the supervised
-        // flow goes on, and the answer waits for it up to the request deadline.
-        const fiber = yield* startFlow(payment.id, payment)
+        // flow goes on, scoring on the history just read, and the answer waits for it up to the
+        // request deadline.
+        const fiber = yield* startFlow(payment.id, payment, outcome)
         yield* actors.awaitFlow(fiber, config.requestDeadlineMs)
-        const latest = yield* store.getPayment(null, payment.id)
+        const latest = flowEnd(fiber) ?? (yield* store.getPayment(null, payment.id))
         return { _tag: "Answered", answer: request.respond(latest ?? payment), stored: false } as const
       }),
     create: (input) =>
@@ -339,7 +382,7 @@ export const make = Effect.gen(function*() {
         const fiber = yield* startFlow(payment.id, payment)
         // Answer with the record as the flow left it; past the deadline the flow goes on alone.
         yield* actors.awaitFlow(fiber, config.requestDeadlineMs)
-        const latest = yield* store.getPayment(null, payment.id)
+        const latest = flowEnd(fiber) ?? (yield* store.getPayment(null, payment.id))
         return { payment: latest ?? payment, created: inserted._tag === "Inserted" }
       }),
     get: mustGet,

@@ -7,10 +7,11 @@ import type { Change, Payment, PaymentEvent } from "../domain/Payment.ts"
 import { followsFrom, isSettleable, nextStep } from "../domain/Payment.ts"
 import type { Currency } from "../domain/Money.ts"
 import { sandboxDisputeTokens } from "../acquirer/Acquirer.ts"
-import type { AnalyticsRow, FraudCaseFilter, HistoryQuery, IdempotencyClaim, PageOf, PageRequest, PaymentFilter, StoreShape } from "./Store.ts"
+import type { AnalyticsRow, FraudCaseFilter, HistoryWindows, IdempotencyClaim, PageOf, PageRequest, PaymentFilter, StoreShape } from "./Store.ts"
 import { maximumSeriesRows, modelStats, periodStart, Store, unrecordedModel } from "./Store.ts"
 import { emptyWebhookState, memoryWebhookOperations, type WebhookMemoryState } from "./MemoryWebhookStore.ts"
 import { WebhookStore } from "./WebhookStore.ts"
+import { MinHeap } from "../platform/MinHeap.ts"
 
 interface IdempotencyRow {
   owner?: string | null
@@ -66,12 +67,24 @@ export interface MemoryState {
   readonly fraudCases: Map<string, FraudCase>
   readonly inFlight: Set<string>
   readonly idempotency: Map<string, IdempotencyRow>
+  /** Each payment's place in `payments` (the order of its first commit), for the settlement index. */
+  readonly paymentOrder: Map<string, number>
+  /**
+   * Payments that became settleable, in `payments` order (so a sweep takes them in the order a
+   * scan of every payment did); settled ones are dropped when a sweep passes them.
+   */
+  readonly settleable: Array<Settleable>
+  readonly settleableIds: Map<string, Settleable>
+  /** Every idempotency row as it was set, by expiry: the purge pops what expired instead of scanning every key. */
+  readonly idempotencyExpiries: MinHeap<Expiry>
   readonly outbox: Array<PaymentEvent>
   /** Service processes and the time each said it is alive until (idempotency claims' owners). */
   readonly instances: Map<string, string>
   /** Payments per merchant and card token, and per merchant and currency, oldest first (fraud history). */
   readonly cardAttempts: Map<string, Array<Sighting>>
   readonly merchantAmounts: Map<string, Array<Sighting>>
+  /** Per merchant and currency, the running total of `merchantAmounts`' amounts (index i: rows 0..i). */
+  readonly merchantAmountTotals: Map<string, Array<number>>
   /** Webhook deliveries and rotated secrets (MemoryWebhookStore). */
   readonly webhooks: WebhookMemoryState
 }
@@ -88,12 +101,32 @@ export const emptyState = (): MemoryState => ({
   fraudCases: new Map(),
   inFlight: new Set(),
   idempotency: new Map(),
+  idempotencyExpiries: new MinHeap(expiresFirst),
+  paymentOrder: new Map(),
+  settleable: [],
+  settleableIds: new Map(),
   outbox: [],
   instances: new Map(),
   cardAttempts: new Map(),
   merchantAmounts: new Map(),
+  merchantAmountTotals: new Map(),
   webhooks: emptyWebhookState()
 })
+
+/** A payment in the settlement index. */
+export interface Settleable {
+  readonly order: number
+  readonly id: string
+  /** The payment's, kept current by every commit of it while indexed: a sweep skips the not yet due without a look-up. */
+  capturedAt: string | null
+}
+
+/** An idempotency row's expiry, as set (a row replaced later leaves a stale entry, skipped when it surfaces). */
+export interface Expiry {
+  readonly expiresAt: string
+  readonly key: string
+}
+const expiresFirst = (a: Expiry, b: Expiry) => a.expiresAt < b.expiresAt || (a.expiresAt === b.expiresAt && a.key < b.key)
 
 /** The accounts a merchant's balance is made of; authorization holds are not money owed yet. */
 const merchantAccounts: ReadonlySet<Account> = new Set<Account>(["merchant_pending", "merchant_available", "merchant_reserved"])
@@ -104,6 +137,8 @@ const scopedKey = (merchantId: string, key: string) => `${merchantId}\u0000${key
 export interface Sighting {
   readonly createdAt: string
   readonly id: string
+  /** Never changes (`immutable-fields`): the merchant's usual amount is summed without looking the payment up. */
+  readonly amountCents: number
 }
 const before = (a: Sighting, b: Sighting) => a.createdAt < b.createdAt || (a.createdAt === b.createdAt && a.id < b.id)
 
@@ -116,6 +151,22 @@ const insertSorted = (map: Map<string, Array<Sighting>>, key: string, sighting: 
   list.splice(at, 0, sighting)
 }
 
+/** `insertSorted` for a merchant's amounts, keeping the running totals. */
+const insertAmount = (state: MemoryState, key: string, sighting: Sighting) => {
+  const list = state.merchantAmounts.get(key)
+  if (list === undefined) {
+    state.merchantAmounts.set(key, [sighting])
+    state.merchantAmountTotals.set(key, [sighting.amountCents])
+    return
+  }
+  const totals = state.merchantAmountTotals.get(key)!
+  let at = list.length
+  while (at > 0 && before(sighting, list[at - 1]!)) at--
+  list.splice(at, 0, sighting)
+  totals.splice(at, 0, (at === 0 ? 0 : totals[at - 1]!) + sighting.amountCents)
+  for (let i = at + 1; i < totals.length; i++) totals[i] = totals[i]! + sighting.amountCents
+}
+
 const pushTo = <A>(map: Map<string, Array<A>>, key: string, values: ReadonlyArray<A>) => {
   if (values.length === 0) return
   const list = map.get(key)
@@ -126,7 +177,9 @@ const pushTo = <A>(map: Map<string, Array<A>>, key: string, values: ReadonlyArra
 export const memoryOperations = (state: MemoryState): StoreShape => {
   const commit = (change: Change) => {
     const payment = change.payment
+    if (!state.paymentOrder.has(payment.id)) state.paymentOrder.set(payment.id, state.paymentOrder.size)
     state.payments.set(payment.id, payment)
+    if (isSettleable(payment)) indexSettleable(payment)
     if (nextStep(payment) === null) state.inFlight.delete(payment.id)
     else state.inFlight.add(payment.id)
     pushTo(state.events, payment.id, change.events)
@@ -138,39 +191,98 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
     }
     if (change.fraudCase !== null) state.fraudCases.set(change.fraudCase.id, change.fraudCase)
   }
+  /** A payment that became settleable joins the index at its place (usually the end: captures follow creates). */
+  const indexSettleable = (payment: Payment) => {
+    const indexed = state.settleableIds.get(payment.id)
+    if (indexed !== undefined) {
+      indexed.capturedAt = payment.capturedAt
+      return
+    }
+    const order = state.paymentOrder.get(payment.id)!
+    const entry: Settleable = { order, id: payment.id, capturedAt: payment.capturedAt }
+    state.settleableIds.set(payment.id, entry)
+    const list = state.settleable
+    let at = list.length
+    while (at > 0 && list[at - 1]!.order > order) at--
+    list.splice(at, 0, entry)
+  }
   const releaseHold = (merchantId: string, idempotencyKey: string, before: string) => {
     const scoped = scopedKey(merchantId, idempotencyKey)
     const held = state.paymentsByIdempotencyKey.get(scoped)
     if (held !== undefined && state.payments.get(held)!.createdAt < before) state.paymentsByIdempotencyKey.delete(scoped)
   }
-  /** Newest first, at most `limit`, created at or before `until`, never `exclude` (the same rows as `historyColumns`). */
-  const newest = (list: ReadonlyArray<Sighting>, until: string, exclude: string, limit: number, since: string | null) => {
-    const found: Array<Sighting> = []
-    for (let i = list.length - 1; i >= 0 && found.length < limit; i--) {
-      const s = list[i]!
-      if (since !== null && s.createdAt < since) break
-      if (s.createdAt > until || s.id === exclude) continue
-      found.push(s)
+  /**
+   * The rows of `historyColumns`, counted in one backward pass over each sorted list, without
+   * building lists: the card's newest sightings created at or before `until` (never the payment
+   * itself) since `daySince`, at most `dayLimit`, and whether it has any such sighting at all;
+   * the merchant's newest `amountWindow` in the currency, counted and summed.
+   */
+  const history = (
+    windows: HistoryWindows,
+    merchantId: string,
+    cardToken: string,
+    currency: string,
+    until: string,
+    excludePaymentId: string
+  ): FraudHistory => {
+    let hour = 0
+    let day = 0
+    let declines = 0
+    let seen = false
+    const card = state.cardAttempts.get(scopedKey(merchantId, cardToken))
+    if (card !== undefined) {
+      for (let i = card.length - 1; i >= 0; i--) {
+        const s = card[i]!
+        if (s.createdAt > until || s.id === excludePaymentId) continue
+        seen = true
+        // Older than the day (the list is sorted), or the day's count is full: nothing more counts.
+        if (s.createdAt < windows.daySince || day >= windows.dayLimit) break
+        day++
+        if (s.createdAt >= windows.hourSince) hour++
+        if (state.payments.get(s.id)?.status === "failed") declines++
+      }
     }
-    return found
-  }
-  const history = (q: HistoryQuery): FraudHistory => {
-    const card = state.cardAttempts.get(scopedKey(q.merchantId, q.cardToken)) ?? []
-    const day = newest(card, q.until, q.excludePaymentId, q.dayLimit, q.daySince)
-    const amounts = newest(state.merchantAmounts.get(scopedKey(q.merchantId, q.currency)) ?? [], q.until, q.excludePaymentId, q.amountWindow, null)
+    let count = 0
+    let sum = 0
+    const amountsKey = scopedKey(merchantId, currency)
+    const amounts = state.merchantAmounts.get(amountsKey)
+    const n = amounts === undefined ? 0 : amounts.length
+    const excluded = n === 0 ? undefined : state.payments.get(excludePaymentId)
+    if (
+      n > 0 && amounts![n - 1]!.createdAt <= until &&
+      (excluded === undefined || excluded.merchantId !== merchantId || excluded.currency !== currency || excluded.createdAt > until)
+    ) {
+      // Every row is at or before `until` and the excluded payment is not among them (the create's
+      // case: it is not committed yet): the window is the newest rows, summed from the running totals.
+      const totals = state.merchantAmountTotals.get(amountsKey)!
+      count = Math.min(n, windows.amountWindow)
+      sum = totals[n - 1]! - (n > count ? totals[n - count - 1]! : 0)
+    } else if (amounts !== undefined) {
+      for (let i = amounts.length - 1; i >= 0 && count < windows.amountWindow; i--) {
+        const s = amounts[i]!
+        if (s.createdAt > until || s.id === excludePaymentId) continue
+        count++
+        sum += s.amountCents
+      }
+    }
     return {
-      cardAttemptsLastHour: day.filter((s) => s.createdAt >= q.hourSince).length,
-      cardAttemptsLastDay: day.length,
-      cardDeclinesLastDay: day.filter((s) => state.payments.get(s.id)?.status === "failed").length,
-      cardSeenBefore: day.length > 0 || newest(card, q.until, q.excludePaymentId, 1, null).length > 0,
-      merchantAmountCount: amounts.length,
-      merchantAmountSumCents: amounts.reduce((sum, s) => sum + state.payments.get(s.id)!.amountCents, 0)
+      cardAttemptsLastHour: hour,
+      cardAttemptsLastDay: day,
+      cardDeclinesLastDay: declines,
+      cardSeenBefore: seen,
+      merchantAmountCount: count,
+      merchantAmountSumCents: sum
     }
   }
   const remember = (payment: Payment) => {
-    const sighting = { createdAt: payment.createdAt, id: payment.id }
+    const sighting: Sighting = { createdAt: payment.createdAt, id: payment.id, amountCents: payment.amountCents }
     insertSorted(state.cardAttempts, scopedKey(payment.merchantId, payment.cardToken), sighting)
-    insertSorted(state.merchantAmounts, scopedKey(payment.merchantId, payment.currency), sighting)
+    insertAmount(state, scopedKey(payment.merchantId, payment.currency), sighting)
+  }
+  /** Sets an idempotency row, its expiry queued for the purge. */
+  const setIdempotency = (key: string, row: IdempotencyRow) => {
+    state.idempotency.set(key, row)
+    state.idempotencyExpiries.push({ expiresAt: row.expiresAt, key })
   }
   /** Per-currency aggregates of a merchant's payments in a window, grouped by `keyOf` (sorted by it). */
   const aggregate = (merchantId: string, createdFrom: string | null, createdTo: string | null, keyOf: (p: Payment) => string) => {
@@ -291,17 +403,10 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
             return { _tag: "KeyTaken" as const, finished: { fingerprint: known.fingerprint, status: known.status!, body: known.body! } }
           }
           if (known !== undefined || state.paymentsByIdempotencyKey.has(key)) return { _tag: "KeyTaken" as const }
-          state.idempotency.set(key, claimRow(claim, payment.id))
+          setIdempotency(key, claimRow(claim, payment.id))
           state.paymentsByIdempotencyKey.set(key, payment.id)
         }
-        const found = history({
-          ...open.history,
-          merchantId: payment.merchantId,
-          cardToken: payment.cardToken,
-          currency: payment.currency,
-          until: payment.createdAt,
-          excludePaymentId: payment.id
-        })
+        const found = history(open.history, payment.merchantId, payment.cardToken, payment.currency, payment.createdAt, payment.id)
         commit(open.change)
         remember(payment)
         return { _tag: "Opened" as const, history: found }
@@ -392,10 +497,31 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
       ),
     settleablePayments: (capturedBefore, limit) =>
       Effect.sync(() => {
+        // The index in `payments` order: the ids a scan of every payment found, first ones first.
+        // Settled payments met on the way leave it (settlement is final: never settleable again).
         const ids: Array<string> = []
-        for (const payment of state.payments.values()) {
-          if (ids.length >= limit) break
-          if (isSettleable(payment) && payment.capturedAt !== null && payment.capturedAt < capturedBefore) ids.push(payment.id)
+        const list = state.settleable
+        let kept = 0
+        let at = 0
+        for (; at < list.length && ids.length < limit; at++) {
+          const entry = list[at]!
+          // Not due at this cut-off (while settleable its entry has its current capture time); a
+          // settled one is dropped by a later sweep it is due for.
+          if (entry.capturedAt === null || entry.capturedAt >= capturedBefore) {
+            list[kept++] = entry
+            continue
+          }
+          const payment = state.payments.get(entry.id)!
+          if (!isSettleable(payment)) {
+            state.settleableIds.delete(entry.id)
+            continue
+          }
+          list[kept++] = entry
+          if (payment.capturedAt !== null && payment.capturedAt < capturedBefore) ids.push(payment.id)
+        }
+        if (kept < at) {
+          list.copyWithin(kept, at)
+          list.length -= at - kept
         }
         return ids
       }),
@@ -457,7 +583,8 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
           byModel: modelStats(models, modelCases)
         }
       }),
-    fraudHistory: (query) => Effect.sync(() => history(query)),
+    fraudHistory: (q) =>
+      Effect.sync(() => history(q, q.merchantId, q.cardToken, q.currency, q.until, q.excludePaymentId)),
 
     getFraudCase: (merchantId, caseId) =>
       Effect.sync(() => {
@@ -486,7 +613,7 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
         if (row === undefined || row.expiresAt <= claim.now) {
           // A key claimed afresh (new, or expired) no longer holds the payment it created before.
           releaseHold(claim.merchantId, claim.key, claim.now)
-          state.idempotency.set(key, fresh())
+          setIdempotency(key, fresh())
           return { _tag: "Claimed" as const }
         }
         if (row.fingerprint !== claim.fingerprint) return { _tag: "Mismatch" as const }
@@ -518,14 +645,18 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
     heartbeat: (instanceId, aliveUntil) => Effect.sync(() => void state.instances.set(instanceId, aliveUntil)),
     purgeIdempotencyKeys: (expiredBefore) =>
       Effect.sync(() => {
+        // Every row with expiresAt <= expiredBefore has an entry at or before it in the queue
+        // (a row's expiry never changes once set); an entry whose row was replaced or deleted since is stale.
         let purged = 0
-        for (const [key, row] of state.idempotency) {
-          if (row.expiresAt <= expiredBefore) {
-            state.idempotency.delete(key)
-            const [merchantId, idempotencyKey] = key.split("\u0000") as [string, string]
-            releaseHold(merchantId, idempotencyKey, expiredBefore)
-            purged++
-          }
+        const queue = state.idempotencyExpiries
+        while (queue.size > 0 && queue.peek()!.expiresAt <= expiredBefore) {
+          const { key } = queue.pop()!
+          const row = state.idempotency.get(key)
+          if (row === undefined || row.expiresAt > expiredBefore) continue
+          state.idempotency.delete(key)
+          const [merchantId, idempotencyKey] = key.split("\u0000") as [string, string]
+          releaseHold(merchantId, idempotencyKey, expiredBefore)
+          purged++
         }
         return purged
       })

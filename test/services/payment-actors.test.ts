@@ -181,7 +181,7 @@ describe("PaymentActors.startFlow", () => {
       expect(Exit.isSuccess(yield* Fiber.join(waiting))).toBe(true)
       expect(runs).toBe(1)
       // Once it has ended, a start runs a new flow.
-      yield* actors.startFlow("pay_1", Effect.sync(() => runs++)).pipe(Effect.flatMap(Fiber.await))
+      yield* actors.startFlow("pay_1", Effect.sync(() => void runs++)).pipe(Effect.flatMap(Fiber.await))
       expect(runs).toBe(2)
     }))
 })
