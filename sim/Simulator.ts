@@ -203,9 +203,19 @@ export const runSimulation = (options: SimOptions): SimResult => {
   // Quiesce: no new work, no crashes; flows, recovery, settlement and webhook retries finish.
   // It ends early once nothing is left to do: no flow in flight, no delivery open.
   const quiesceEndMs = Math.max(time.nowMs, horizonEndMs) + quiesceMs
+  // A delivery the store has due (`nextDueAt`: the earliest entry whose delivery is still open)
+  // settles it without a scan of every delivery (500,000 at 100,000 payments, up to 108 times);
+  // only when none is due is every delivery checked, so the answer stays exact.
+  const deliveriesFinished = () => {
+    if (Effect.runSync(webhookStore.nextDueAt()) !== null) return false
+    for (const row of state.webhooks.deliveries.values()) {
+      if (row.status !== "succeeded" && row.status !== "failed") return false
+    }
+    return true
+  }
   const idle = () =>
     state.inFlight.size === 0 && state.outbox.length === 0 && disputes.idle() &&
-    (!options.webhooks || [...state.webhooks.deliveries.values()].every((row) => row.status === "succeeded" || row.status === "failed"))
+    (!options.webhooks || deliveriesFinished())
   time.run({ untilMs: time.nowMs + 30 * 60_000, stop: () => auditor.failed })
   while (!auditor.failed && time.nowMs < quiesceEndMs && !idle()) {
     time.run({ untilMs: Math.min(quiesceEndMs, time.nowMs + 15 * 60_000), stop: () => auditor.failed })
