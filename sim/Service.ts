@@ -40,6 +40,11 @@ export interface Infrastructure {
   readonly webhookDispatchers?: number
 }
 
+/** `map.forEach(setOn, target)` copies `map` into `target` without an entry array per entry. */
+function setOn(this: Map<string, unknown>, value: unknown, key: string) {
+  this.set(key, value)
+}
+
 const appLayer = (infrastructure: Infrastructure) => {
   const base = Layer.mergeAll(
     Layer.succeed(Store, infrastructure.store),
@@ -144,7 +149,10 @@ export class SimulatedService {
                 for (const [key, service] of context.unsafeMap) merged.set(key, service)
                 mergedFor = parent
               }
-              const services = new Map(merged)
+              // Copied with forEach: `new Map(map)` walks the iterator protocol here, an entry
+              // array and a result object per service (~13% of a run's allocations were Map copies).
+              const services = new Map<string, unknown>()
+              merged.forEach(setOn, services)
               services.set(Scope.Scope.key, scope)
               services.set(HttpServerRequest.HttpServerRequest.key, request)
               return Context.unsafeMake(services)
