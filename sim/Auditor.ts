@@ -129,7 +129,8 @@ interface Committed {
 export class Auditor {
   readonly violations: Array<Violation> = []
   checks = 0
-  private readonly paymentsByKey = new Map<string, string>()
+  /** Payment per create key, by merchant then key (no joined key string a payment). */
+  private readonly paymentsByKey = new Map<string, Map<string, string>>()
   /**
    * Per payment, what was committed: event ids and ledger entry ids in order, the last version,
    * and the running balances of the reference ledger. The ids are the strings the store holds
@@ -139,7 +140,7 @@ export class Auditor {
   /** Fraud cases as committed: id → status (a case is reviewed once, from `open`). */
   private readonly caseStatus = new Map<string, string>()
   /** Command idempotency keys that took effect (merchant + key). */
-  private readonly appliedCommandKeys = new Set<string>()
+  private readonly appliedCommandKeys = new Map<string, Set<string>>()
 
   constructor(
     private readonly clockMs: () => number,
@@ -207,11 +208,13 @@ export class Auditor {
           `payment ${id}: money moved without an event (${before.status} → ${after.status})`)
       }
     } else if (after.idempotencyKey !== null) {
-      const scoped = `${after.merchantId} ${after.idempotencyKey}`
-      const existing = this.paymentsByKey.get(scoped)
-      this.check(existing === undefined, "one-transaction-per-key", () =>
-        `idempotency key ${after.idempotencyKey} of ${after.merchantId}: second transaction ${id} after ${existing}`)
-      this.paymentsByKey.set(scoped, id)
+      let keys = this.paymentsByKey.get(after.merchantId)
+      if (keys === undefined) this.paymentsByKey.set(after.merchantId, keys = new Map())
+      const existing = keys.get(after.idempotencyKey)
+      if (!this.counted(existing === undefined)) {
+        this.fail("one-transaction-per-key", `idempotency key ${after.idempotencyKey} of ${after.merchantId}: second transaction ${id} after ${existing}`)
+      }
+      keys.set(after.idempotencyKey, id)
     }
     this.checkAmounts(after)
     this.checkEventsExact(before, change)
@@ -219,10 +222,12 @@ export class Auditor {
     this.checkFee(after)
     this.checkFraud(before, change)
     if (commandKey !== undefined) {
-      const scoped = `${commandKey.merchantId} ${commandKey.key}`
-      this.check(!this.appliedCommandKeys.has(scoped), "command-key-once", () =>
-        `payment ${id}: idempotency key ${commandKey.key} took effect a second time (${change.events.map((e) => e.type).join(", ") || "no event"})`)
-      this.appliedCommandKeys.add(scoped)
+      let applied = this.appliedCommandKeys.get(commandKey.merchantId)
+      if (applied === undefined) this.appliedCommandKeys.set(commandKey.merchantId, applied = new Set())
+      if (!this.counted(!applied.has(commandKey.key))) {
+        this.fail("command-key-once", `payment ${id}: idempotency key ${commandKey.key} took effect a second time (${change.events.map((e) => e.type).join(", ") || "no event"})`)
+      }
+      applied.add(commandKey.key)
     }
     let record = this.committed.get(id)
     if (record === undefined) this.committed.set(id, (record = { events: [], ledger: [], version: 0, balances: new Balances() }))
