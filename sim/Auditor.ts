@@ -43,6 +43,22 @@ const transitions = new Set([
   ...disputeTransitions
 ])
 
+/**
+ * The same table as nested maps, from → to → event types ("-": none), so a decision's steps are
+ * looked up without building a key string per step (the string is built only for a message).
+ */
+const transitionTable = new Map<string, Map<string, Set<string>>>()
+for (const key of transitions) {
+  const [from, rest] = key.split(">") as [string, string]
+  const [to, type] = rest.split(":") as [string, string]
+  let byTo = transitionTable.get(from)
+  if (byTo === undefined) transitionTable.set(from, byTo = new Map())
+  let types = byTo.get(to)
+  if (types === undefined) byTo.set(to, types = new Set())
+  types.add(type)
+}
+const legal = (from: string, to: string, type: string) => transitionTable.get(from)?.get(to)?.has(type) === true
+
 const terminal: ReadonlySet<PaymentStatus> = new Set<PaymentStatus>(["refunded", "voided", "blocked", "failed"])
 
 /** Fixed part of the processing fee per currency (docs/api.md), written out again from the documentation. */
@@ -113,7 +129,8 @@ interface Committed {
 export class Auditor {
   readonly violations: Array<Violation> = []
   checks = 0
-  private readonly paymentsByKey = new Map<string, string>()
+  /** Payment per create key, by merchant then key (no joined key string a payment). */
+  private readonly paymentsByKey = new Map<string, Map<string, string>>()
   /**
    * Per payment, what was committed: event ids and ledger entry ids in order, the last version,
    * and the running balances of the reference ledger. The ids are the strings the store holds
@@ -123,7 +140,7 @@ export class Auditor {
   /** Fraud cases as committed: id → status (a case is reviewed once, from `open`). */
   private readonly caseStatus = new Map<string, string>()
   /** Command idempotency keys that took effect (merchant + key). */
-  private readonly appliedCommandKeys = new Set<string>()
+  private readonly appliedCommandKeys = new Map<string, Set<string>>()
 
   constructor(
     private readonly clockMs: () => number,
@@ -146,6 +163,12 @@ export class Auditor {
     if (!condition) this.fail(invariant, message())
   }
 
+  /** Counts one check and returns its condition: for hot paths that build their message only on a failure. */
+  private counted(condition: boolean) {
+    this.checks++
+    return condition
+  }
+
   // -------------------------------------------------------------------------------------------
   // Continuous: every committed decision
 
@@ -157,35 +180,41 @@ export class Auditor {
     // event is one step, so walk them through the transition table in sequence order.
     let status: PaymentStatus | "null" = before?.status ?? "null"
     let sequence = before?.version ?? 0
+    // The checks on this path (every committed decision) count and test in place (`counted`),
+    // with the message built only on a failure: a closure per check allocated ~200 a payment.
     for (const event of change.events) {
-      const key = `${status}>${event.data.status}:${event.type}`
-      this.check(transitions.has(key), "transition", () => `payment ${id}: illegal transition ${key}`)
-      this.check(event.sequence > sequence && event.sequence <= after.version, "event-sequence", () =>
-        `payment ${id}: event ${event.type} has sequence ${event.sequence} after ${sequence} (version ${after.version})`)
+      const to = event.data.status
+      if (!this.counted(legal(status, to, event.type))) this.fail("transition", `payment ${id}: illegal transition ${status}>${to}:${event.type}`)
+      if (!this.counted(event.sequence > sequence && event.sequence <= after.version)) {
+        this.fail("event-sequence", `payment ${id}: event ${event.type} has sequence ${event.sequence} after ${sequence} (version ${after.version})`)
+      }
       this.checkEvent(after, event)
-      status = event.data.status
+      status = to
       sequence = event.sequence
     }
-    this.check(status === after.status || transitions.has(`${status}>${after.status}:-`), "transition", () =>
-      `payment ${id}: illegal transition ${status}>${after.status} without an event`)
-    this.check(after.version > (before?.version ?? 0), "version", () => `payment ${id}: version ${before?.version} → ${after.version}`)
+    if (!this.counted(status === after.status || legal(status, after.status, "-"))) {
+      this.fail("transition", `payment ${id}: illegal transition ${status}>${after.status} without an event`)
+    }
+    if (!this.counted(after.version > (before?.version ?? 0))) this.fail("version", `payment ${id}: version ${before?.version} → ${after.version}`)
     if (before !== null) {
-      this.check(
-        before.amountCents === after.amountCents && before.currency === after.currency && before.merchantId === after.merchantId &&
-          before.captureMethod === after.captureMethod && before.idempotencyKey === after.idempotencyKey && before.id === id,
-        "immutable-fields",
-        () => `payment ${id}: an immutable field changed`
-      )
+      if (
+        !this.counted(
+          before.amountCents === after.amountCents && before.currency === after.currency && before.merchantId === after.merchantId &&
+            before.captureMethod === after.captureMethod && before.idempotencyKey === after.idempotencyKey && before.id === id
+        )
+      ) this.fail("immutable-fields", `payment ${id}: an immutable field changed`)
       if (change.events.length === 0 && change.ledger.length > 0) {
         this.check(after.status === "refunded" && before.settledAt === null && after.settledAt !== null, "silent-money", () =>
           `payment ${id}: money moved without an event (${before.status} → ${after.status})`)
       }
     } else if (after.idempotencyKey !== null) {
-      const scoped = `${after.merchantId} ${after.idempotencyKey}`
-      const existing = this.paymentsByKey.get(scoped)
-      this.check(existing === undefined, "one-transaction-per-key", () =>
-        `idempotency key ${after.idempotencyKey} of ${after.merchantId}: second transaction ${id} after ${existing}`)
-      this.paymentsByKey.set(scoped, id)
+      let keys = this.paymentsByKey.get(after.merchantId)
+      if (keys === undefined) this.paymentsByKey.set(after.merchantId, keys = new Map())
+      const existing = keys.get(after.idempotencyKey)
+      if (!this.counted(existing === undefined)) {
+        this.fail("one-transaction-per-key", `idempotency key ${after.idempotencyKey} of ${after.merchantId}: second transaction ${id} after ${existing}`)
+      }
+      keys.set(after.idempotencyKey, id)
     }
     this.checkAmounts(after)
     this.checkEventsExact(before, change)
@@ -193,10 +222,12 @@ export class Auditor {
     this.checkFee(after)
     this.checkFraud(before, change)
     if (commandKey !== undefined) {
-      const scoped = `${commandKey.merchantId} ${commandKey.key}`
-      this.check(!this.appliedCommandKeys.has(scoped), "command-key-once", () =>
-        `payment ${id}: idempotency key ${commandKey.key} took effect a second time (${change.events.map((e) => e.type).join(", ") || "no event"})`)
-      this.appliedCommandKeys.add(scoped)
+      let applied = this.appliedCommandKeys.get(commandKey.merchantId)
+      if (applied === undefined) this.appliedCommandKeys.set(commandKey.merchantId, applied = new Set())
+      if (!this.counted(!applied.has(commandKey.key))) {
+        this.fail("command-key-once", `payment ${id}: idempotency key ${commandKey.key} took effect a second time (${change.events.map((e) => e.type).join(", ") || "no event"})`)
+      }
+      applied.add(commandKey.key)
     }
     let record = this.committed.get(id)
     if (record === undefined) this.committed.set(id, (record = { events: [], ledger: [], version: 0, balances: new Balances() }))
@@ -228,11 +259,18 @@ export class Auditor {
     const disputeAfter = after.dispute?.status ?? null
     if (disputeBefore === null && disputeAfter !== null) expected.push("payment.dispute_opened")
     if (disputeAfter !== null && disputeAfter !== "open" && disputeBefore !== disputeAfter) expected.push("payment.dispute_resolved")
-    const actual = change.events.map((e) => e.type)
-    this.check(actual.length === expected.length && actual.every((type, i) => type === expected[i]), "event-per-change", () =>
-      `payment ${after.id} (${before?.status ?? "new"} → ${after.status}): events [${actual.join(", ")}], the change calls for [${expected.join(", ")}]`)
-    const ids = new Set(change.events.map((e) => e.id))
-    this.check(ids.size === change.events.length, "event-per-change", () => `payment ${after.id}: one event id twice in a change`)
+    const events = change.events
+    let same = events.length === expected.length
+    for (let i = 0; same && i < events.length; i++) same = events[i]!.type === expected[i]
+    if (!this.counted(same)) {
+      this.fail("event-per-change", `payment ${after.id} (${before?.status ?? "new"} → ${after.status}): events [${events.map((e) => e.type).join(", ")}], the change calls for [${expected.join(", ")}]`)
+    }
+    // A change carries a handful of events: comparing each pair beats building a set.
+    let distinct = true
+    for (let i = 1; distinct && i < events.length; i++) {
+      for (let j = 0; j < i; j++) if (events[i]!.id === events[j]!.id) distinct = false
+    }
+    if (!this.counted(distinct)) this.fail("event-per-change", `payment ${after.id}: one event id twice in a change`)
   }
 
   /** Terminal states are final: a refunded, voided, blocked or failed payment never changes again (but for the settlement sweep and case labels). */
@@ -254,7 +292,7 @@ export class Auditor {
     const expected = p.capturedAmountCents === 0
       ? 0
       : Math.min(p.capturedAmountCents, Math.floor((p.capturedAmountCents * 29 + 500) / 1000) + (fixedFeeCents[p.currency] ?? Number.NaN))
-    this.check(p.feeCents === expected, "fee-exact", () => `payment ${p.id}: fee ${p.feeCents} on ${p.capturedAmountCents} ${p.currency}, expected ${expected}`)
+    if (!this.counted(p.feeCents === expected)) this.fail("fee-exact", `payment ${p.id}: fee ${p.feeCents} on ${p.capturedAmountCents} ${p.currency}, expected ${expected}`)
   }
 
   /**
@@ -298,68 +336,71 @@ export class Auditor {
 
   /** Every event belongs to the payment; the one stamped with the final version carries the committed record. */
   private checkEvent(payment: Payment, event: PaymentEvent) {
-    this.check(
-      event.paymentId === payment.id && event.merchantId === payment.merchantId && event.data.amount_cents === payment.amountCents &&
-        (event.sequence !== payment.version || (event.data.status === payment.status &&
-          event.data.captured_amount_cents === payment.capturedAmountCents && event.data.refunded_amount_cents === payment.refundedAmountCents)),
-      "event-snapshot",
-      () => `payment ${payment.id}: event ${event.type} (sequence ${event.sequence}) does not carry the committed record`
-    )
+    if (
+      !this.counted(
+        event.paymentId === payment.id && event.merchantId === payment.merchantId && event.data.amount_cents === payment.amountCents &&
+          (event.sequence !== payment.version || (event.data.status === payment.status &&
+            event.data.captured_amount_cents === payment.capturedAmountCents && event.data.refunded_amount_cents === payment.refundedAmountCents))
+      )
+    ) this.fail("event-snapshot", `payment ${payment.id}: event ${event.type} (sequence ${event.sequence}) does not carry the committed record`)
   }
 
   checkAmounts(p: { readonly id: string; readonly status: PaymentStatus; readonly amountCents: number; readonly capturedAmountCents: number; readonly refundedAmountCents: number; readonly feeCents?: number; readonly failureCode: string | null; readonly dispute?: Payment["dispute"] }) {
-    this.check(
-      p.refundedAmountCents >= 0 && p.refundedAmountCents <= p.capturedAmountCents,
-      "refunds-within-capture",
-      () => `payment ${p.id}: refunded ${p.refundedAmountCents} > captured ${p.capturedAmountCents}`
-    )
-    this.check(
-      p.capturedAmountCents >= 0 && p.capturedAmountCents <= p.amountCents,
-      "capture-within-authorization",
-      () => `payment ${p.id}: captured ${p.capturedAmountCents} > authorized ${p.amountCents}`
-    )
+    if (!this.counted(p.refundedAmountCents >= 0 && p.refundedAmountCents <= p.capturedAmountCents)) {
+      this.fail("refunds-within-capture", `payment ${p.id}: refunded ${p.refundedAmountCents} > captured ${p.capturedAmountCents}`)
+    }
+    if (!this.counted(p.capturedAmountCents >= 0 && p.capturedAmountCents <= p.amountCents)) {
+      this.fail("capture-within-authorization", `payment ${p.id}: captured ${p.capturedAmountCents} > authorized ${p.amountCents}`)
+    }
     const captured = p.status === "captured" || p.status === "settled" || p.status === "refunded"
-    this.check(captured === (p.capturedAmountCents > 0), "captured-amount", () => `payment ${p.id}: status ${p.status} with captured ${p.capturedAmountCents}`)
+    if (!this.counted(captured === (p.capturedAmountCents > 0))) this.fail("captured-amount", `payment ${p.id}: status ${p.status} with captured ${p.capturedAmountCents}`)
     // A lost dispute returns money without a refund and leaves the status as it was (sim/Disputes.ts).
     const returned = captured && p.refundedAmountCents + chargedBackCents(p) === p.capturedAmountCents
-    this.check(p.status === "refunded" ? returned : !returned || chargedBackCents(p) > 0, "refunded-status", () =>
-      `payment ${p.id}: status ${p.status} with refunded ${p.refundedAmountCents} of ${p.capturedAmountCents}`)
-    this.check((p.status === "failed") === (p.failureCode !== null), "failure-code", () => `payment ${p.id}: status ${p.status}, failure code ${p.failureCode}`)
+    if (!this.counted(p.status === "refunded" ? returned : !returned || chargedBackCents(p) > 0)) {
+      this.fail("refunded-status", `payment ${p.id}: status ${p.status} with refunded ${p.refundedAmountCents} of ${p.capturedAmountCents}`)
+    }
+    if (!this.counted((p.status === "failed") === (p.failureCode !== null))) this.fail("failure-code", `payment ${p.id}: status ${p.status}, failure code ${p.failureCode}`)
     if (p.feeCents !== undefined) {
-      this.check(p.feeCents >= 0 && p.feeCents <= p.capturedAmountCents, "fee-within-capture", () => `payment ${p.id}: fee ${p.feeCents}`)
+      if (!this.counted(p.feeCents >= 0 && p.feeCents <= p.capturedAmountCents)) this.fail("fee-within-capture", `payment ${p.id}: fee ${p.feeCents}`)
     }
   }
 
   private checkLedgerGroup(payment: Payment, entries: ReadonlyArray<LedgerEntry>) {
-    const sums = new Map<string, number>()
+    // Groups in order of first appearance with their running sums (a change posts one or two groups).
+    const groups: Array<string> = []
+    const sums: Array<number> = []
     for (const entry of entries) {
-      this.check(
-        Number.isSafeInteger(entry.amountCents) && entry.amountCents > 0 && entry.currency === payment.currency && entry.paymentId === payment.id,
-        "ledger-entry",
-        () => `payment ${payment.id}: malformed ledger entry ${entry.id}`
-      )
-      sums.set(entry.groupId, (sums.get(entry.groupId) ?? 0) + (entry.direction === "debit" ? entry.amountCents : -entry.amountCents))
+      if (!this.counted(Number.isSafeInteger(entry.amountCents) && entry.amountCents > 0 && entry.currency === payment.currency && entry.paymentId === payment.id)) {
+        this.fail("ledger-entry", `payment ${payment.id}: malformed ledger entry ${entry.id}`)
+      }
+      const signed = entry.direction === "debit" ? entry.amountCents : -entry.amountCents
+      const i = groups.indexOf(entry.groupId)
+      if (i === -1) {
+        groups.push(entry.groupId)
+        sums.push(signed)
+      } else sums[i] = sums[i]! + signed
     }
-    for (const [group, sum] of sums) this.check(sum === 0, "ledger-balanced", () => `payment ${payment.id}: ledger group ${group} off by ${sum}`)
+    for (let i = 0; i < groups.length; i++) {
+      if (!this.counted(sums[i] === 0)) this.fail("ledger-balanced", `payment ${payment.id}: ledger group ${groups[i]} off by ${sums[i]}`)
+    }
   }
 
   /** The ledger of one payment must say what its record says (CONTRACT section 7). */
   private checkLedgerEquations(p: Payment, balances: Balances, when: string) {
     const dispute = disputeLedger(p)
     const net = p.capturedAmountCents - p.feeCents - p.refundedAmountCents + dispute.merchant
-    const expectations: Array<[string, number, number]> = [
-      ["card_network", balance(balances, "card_network"), p.capturedAmountCents - p.refundedAmountCents + dispute.cardNetwork],
-      ["merchant_pending+merchant_available", balance(balances, "merchant_pending") + balance(balances, "merchant_available"), net],
-      ["fee_revenue", balance(balances, "fee_revenue"), p.feeCents + dispute.feeRevenue],
-      ["authorization_holds", balance(balances, "authorization_holds"), p.status === "authorized" ? p.amountCents : 0],
-      ["cardholder_authorizations", balance(balances, "cardholder_authorizations"), p.status === "authorized" ? p.amountCents : 0],
-      ["merchant_reserved", balance(balances, "merchant_reserved"), dispute.reserved],
-      ["merchant_pending (settled)", p.settledAt === null ? 0 : balance(balances, "merchant_pending"), 0]
-    ]
-    for (const [account, actual, expected] of expectations) {
-      this.check(actual === expected, "ledger-matches-record", () =>
-        `payment ${p.id} (${p.status}) ${when}: ${account} is ${actual}, expected ${expected}`)
-    }
+    const held = p.status === "authorized" ? p.amountCents : 0
+    this.equation(p, when, "card_network", balance(balances, "card_network"), p.capturedAmountCents - p.refundedAmountCents + dispute.cardNetwork)
+    this.equation(p, when, "merchant_pending+merchant_available", balance(balances, "merchant_pending") + balance(balances, "merchant_available"), net)
+    this.equation(p, when, "fee_revenue", balance(balances, "fee_revenue"), p.feeCents + dispute.feeRevenue)
+    this.equation(p, when, "authorization_holds", balance(balances, "authorization_holds"), held)
+    this.equation(p, when, "cardholder_authorizations", balance(balances, "cardholder_authorizations"), held)
+    this.equation(p, when, "merchant_reserved", balance(balances, "merchant_reserved"), dispute.reserved)
+    this.equation(p, when, "merchant_pending (settled)", p.settledAt === null ? 0 : balance(balances, "merchant_pending"), 0)
+  }
+
+  private equation(p: Payment, when: string, account: string, actual: number, expected: number) {
+    if (!this.counted(actual === expected)) this.fail("ledger-matches-record", `payment ${p.id} (${p.status}) ${when}: ${account} is ${actual}, expected ${expected}`)
   }
 
   // -------------------------------------------------------------------------------------------

@@ -37,9 +37,10 @@ const disputeFee: Readonly<Record<string, number>> = { USD: 1500, EUR: 1500, GBP
  * amount; a lost one went to the network (the card network owes us that much less) with the
  * fee taken from the merchant; a won one left no trace but its round trip.
  */
-export const disputeLedger = (payment: Payment) => {
+const noDispute = Object.freeze({ reserved: 0, cardNetwork: 0, merchant: 0, feeRevenue: 0 })
+export const disputeLedger = (payment: Payment): { readonly reserved: number; readonly cardNetwork: number; readonly merchant: number; readonly feeRevenue: number } => {
   const dispute = payment.dispute
-  if (dispute === null) return { reserved: 0, cardNetwork: 0, merchant: 0, feeRevenue: 0 }
+  if (dispute === null) return noDispute
   const fee = dispute.status === "lost" ? disputeFee[payment.currency]! : 0
   return {
     reserved: dispute.status === "open" ? dispute.amountCents : 0,

@@ -71,6 +71,19 @@ export interface SimResult {
   readonly disputes: DisputeStats
 }
 
+/**
+ * The value of a memory-store operation, read synchronously by the simulator itself (outside any
+ * simulated fiber). Such an operation is one `Effect.sync` step; `Effect.runSync` would start a
+ * whole fiber for it (the endpoints ask the webhook secrets on every POST: 1.8% of a 10,000-payment
+ * profile), so that step's thunk is called directly. Any other effect still goes through runSync.
+ */
+const runStep = <A>(effect: Effect.Effect<A, unknown>): A => {
+  const step = effect as unknown as { readonly _op?: unknown; readonly effect_instruction_i0?: unknown }
+  return step._op === "Sync" && typeof step.effect_instruction_i0 === "function"
+    ? (step.effect_instruction_i0 as () => A)()
+    : Effect.runSync(effect)
+}
+
 export const runSimulation = (options: SimOptions): SimResult => {
   const wallStart = performance.now()
   const seed = options.seed >>> 0
@@ -95,7 +108,7 @@ export const runSimulation = (options: SimOptions): SimResult => {
     { startMs, endMs: horizonEndMs + quiesceMs }, nowMs, () => crashesMs[crashesMs.length - 1] ?? -1,
     (url) => {
       const merchantId = merchantOfUrl.get(url)
-      return merchantId === undefined ? [] : Effect.runSync(webhookStore.signingSecrets(merchantId, new Date(time.nowMs).toISOString()))
+      return merchantId === undefined ? [] : runStep(webhookStore.signingSecrets(merchantId, new Date(time.nowMs).toISOString()))
     }
   )
   const merchantOfUrl = new Map<string, string>()
@@ -203,9 +216,19 @@ export const runSimulation = (options: SimOptions): SimResult => {
   // Quiesce: no new work, no crashes; flows, recovery, settlement and webhook retries finish.
   // It ends early once nothing is left to do: no flow in flight, no delivery open.
   const quiesceEndMs = Math.max(time.nowMs, horizonEndMs) + quiesceMs
+  // A delivery the store has due (`nextDueAt`: the earliest entry whose delivery is still open)
+  // settles it without a scan of every delivery (500,000 at 100,000 payments, up to 108 times);
+  // only when none is due is every delivery checked, so the answer stays exact.
+  const deliveriesFinished = () => {
+    if (runStep(webhookStore.nextDueAt()) !== null) return false
+    for (const row of state.webhooks.deliveries.values()) {
+      if (row.status !== "succeeded" && row.status !== "failed") return false
+    }
+    return true
+  }
   const idle = () =>
     state.inFlight.size === 0 && state.outbox.length === 0 && disputes.idle() &&
-    (!options.webhooks || [...state.webhooks.deliveries.values()].every((row) => row.status === "succeeded" || row.status === "failed"))
+    (!options.webhooks || deliveriesFinished())
   time.run({ untilMs: time.nowMs + 30 * 60_000, stop: () => auditor.failed })
   while (!auditor.failed && time.nowMs < quiesceEndMs && !idle()) {
     time.run({ untilMs: Math.min(quiesceEndMs, time.nowMs + 15 * 60_000), stop: () => auditor.failed })

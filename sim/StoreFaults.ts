@@ -88,11 +88,19 @@ export const faultyStore = (
   }
   const stats: StoreFaultStats = { operations: 0, unavailable: 0, outageRefusals: 0, outages: count, lostCommits: 0, commitCrashes: 0 }
 
+  const inOutage = (now: number) => {
+    for (let i = 0; i < outages.length; i++) {
+      const [from, to] = outages[i]!
+      if (now >= from && now < to) return true
+    }
+    return false
+  }
+
   const refuse = (): StoreUnavailable | null => {
     if (!hooks.armed()) return null
     stats.operations++
     const now = hooks.nowMs()
-    if (outages.some(([from, to]) => now >= from && now < to)) {
+    if (inOutage(now)) {
       stats.outageRefusals++
       return new StoreUnavailable({ cause: "sim: store outage" })
     }

@@ -18,6 +18,7 @@ export class Ids extends Context.Tag("payments/Ids")<Ids, IdsShape>() {}
 const idBytes = 16
 const secretBytes = 32
 
+/** `bytes` may hand out the same buffer again on its next call: an id is encoded before that. */
 export const makeIds = (bytes: (count: number) => Uint8Array): IdsShape => ({
   mint: (kind: IdKind) => formatId(kind, bytes(idBytes)),
   secret: (prefix: string) => prefix + encodeIdBody(bytes(secretBytes))
@@ -70,11 +71,17 @@ export const sfc32 = (seed: number): (() => number) => {
   }
 }
 
-/** Deterministic bytes for ids and secrets, one per generator draw. */
+/**
+ * Deterministic bytes for ids and secrets, one per generator draw. The returned array is
+ * overwritten by the next call asking for as many bytes (one buffer per size, not one
+ * allocation per id): use it before asking again, as `makeIds` does.
+ */
 export const seededBytes = (seed: number) => {
   const next = sfc32(seed)
+  const buffers = new Map<number, Uint8Array>()
   return (count: number) => {
-    const out = new Uint8Array(count)
+    let out = buffers.get(count)
+    if (out === undefined) buffers.set(count, out = new Uint8Array(count))
     for (let i = 0; i < count; i++) out[i] = next() & 0xff
     return out
   }

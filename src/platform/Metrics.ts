@@ -15,14 +15,26 @@ type Key<Type extends MetricKeyType.MetricKeyType<any, any>> = MetricKey.MetricK
 
 /** The metric of `key` with `labels` (values in the order of `names`), made once per label set. */
 const family = <Type extends MetricKeyType.MetricKeyType<any, any>>(key: Key<Type>, names: ReadonlyArray<string>) => {
-  const made = new Map<string, Metric.Metric<Type, MetricKeyType.MetricKeyType.InType<Type>, MetricKeyType.MetricKeyType.OutType<Type>>>()
-  return (...values: ReadonlyArray<string>) => {
-    const id = values.join("\u0000")
-    let metric = made.get(id)
+  type Made = Metric.Metric<Type, MetricKeyType.MetricKeyType.InType<Type>, MetricKeyType.MetricKeyType.OutType<Type>>
+  // One map level per label value, the metric at the leaf: a lookup on the request path builds
+  // no key string (joining the values cost a string and its hash on every update).
+  const root = new Map<string, unknown>()
+  let unlabelled: Made | undefined
+  return (...values: ReadonlyArray<string>): Made => {
+    if (names.length === 0) return (unlabelled ??= Metric.fromMetricKey(key) as any)
+    let level = root
+    for (let i = 0; i < names.length - 1; i++) {
+      const value = values[i] ?? ""
+      let next = level.get(value) as Map<string, unknown> | undefined
+      if (next === undefined) level.set(value, next = new Map())
+      level = next
+    }
+    const last = values[names.length - 1] ?? ""
+    let metric = level.get(last) as Made | undefined
     if (metric === undefined) {
       const labels = names.map((name, i) => MetricLabel.make(name, values[i] ?? ""))
       metric = Metric.fromMetricKey(MetricKey.taggedWithLabels(key, labels)) as any
-      made.set(id, metric!)
+      level.set(last, metric)
     }
     return metric!
   }

@@ -16,36 +16,48 @@ export class MinHeap<A> {
     return this.items[0]
   }
 
+  // Both sifts move a hole instead of swapping pairs: one write a level, no temporary arrays.
   push(item: A): void {
     const items = this.items
+    const before = this.before
+    let index = items.length
     items.push(item)
-    let index = items.length - 1
     while (index > 0) {
       const parent = (index - 1) >> 1
-      if (!this.before(items[index]!, items[parent]!)) break
-      ;[items[index], items[parent]] = [items[parent]!, items[index]!]
+      const above = items[parent]!
+      if (!before(item, above)) break
+      items[index] = above
       index = parent
     }
+    items[index] = item
   }
 
   pop(): A | undefined {
     const items = this.items
     const top = items[0]
     const last = items.pop()
-    if (items.length > 0 && last !== undefined) {
-      items[0] = last
+    const length = items.length
+    if (length > 0 && last !== undefined) {
+      const before = this.before
       let index = 0
-      const length = items.length
       while (true) {
         const left = 2 * index + 1
+        if (left >= length) break
         const right = left + 1
-        let smallest = index
-        if (left < length && this.before(items[left]!, items[smallest]!)) smallest = left
-        if (right < length && this.before(items[right]!, items[smallest]!)) smallest = right
-        if (smallest === index) break
-        ;[items[index], items[smallest]] = [items[smallest]!, items[index]!]
-        index = smallest
+        let child = left
+        let smallest = items[left]!
+        if (right < length) {
+          const other = items[right]!
+          if (before(other, smallest)) {
+            child = right
+            smallest = other
+          }
+        }
+        if (!before(smallest, last)) break
+        items[index] = smallest
+        index = child
       }
+      items[index] = last
     }
     return top
   }
