@@ -4,7 +4,7 @@ import * as Config from "../src/platform/Config.ts"
 import { makeIds, seededBytes } from "../src/platform/Ids.ts"
 import { Merchants } from "../src/services/Merchants.ts"
 import { emptyState, memoryOperations } from "../src/store/MemoryStore.ts"
-import { memoryWebhookOperations } from "../src/store/MemoryWebhookStore.ts"
+import { memoryWebhookOperations, signingSecretsOf } from "../src/store/MemoryWebhookStore.ts"
 import { nextCutoffMs } from "../src/workers/Workers.ts"
 import { makeSimulatedAcquirer, type AcquirerStats } from "./Acquirer.ts"
 import { Auditor, auditedStore, type Violation } from "./Auditor.ts"
@@ -71,19 +71,6 @@ export interface SimResult {
   readonly disputes: DisputeStats
 }
 
-/**
- * The value of a memory-store operation, read synchronously by the simulator itself (outside any
- * simulated fiber). Such an operation is one `Effect.sync` step; `Effect.runSync` would start a
- * whole fiber for it (the endpoints ask the webhook secrets on every POST: 1.8% of a 10,000-payment
- * profile), so that step's thunk is called directly. Any other effect still goes through runSync.
- */
-const runStep = <A>(effect: Effect.Effect<A, unknown>): A => {
-  const step = effect as unknown as { readonly _op?: unknown; readonly effect_instruction_i0?: unknown }
-  return step._op === "Sync" && typeof step.effect_instruction_i0 === "function"
-    ? (step.effect_instruction_i0 as () => A)()
-    : Effect.runSync(effect)
-}
-
 export const runSimulation = (options: SimOptions): SimResult => {
   const wallStart = performance.now()
   const seed = options.seed >>> 0
@@ -108,7 +95,7 @@ export const runSimulation = (options: SimOptions): SimResult => {
     { startMs, endMs: horizonEndMs + quiesceMs }, nowMs, () => crashesMs[crashesMs.length - 1] ?? -1,
     (url) => {
       const merchantId = merchantOfUrl.get(url)
-      return merchantId === undefined ? [] : runStep(webhookStore.signingSecrets(merchantId, new Date(time.nowMs).toISOString()))
+      return merchantId === undefined ? [] : signingSecretsOf(state, merchantId, new Date(time.nowMs).toISOString())
     }
   )
   const merchantOfUrl = new Map<string, string>()
@@ -220,7 +207,7 @@ export const runSimulation = (options: SimOptions): SimResult => {
   // settles it without a scan of every delivery (500,000 at 100,000 payments, up to 108 times);
   // only when none is due is every delivery checked, so the answer stays exact.
   const deliveriesFinished = () => {
-    if (runStep(webhookStore.nextDueAt()) !== null) return false
+    if (Effect.runSync(webhookStore.nextDueAt()) !== null) return false
     for (const row of state.webhooks.deliveries.values()) {
       if (row.status !== "succeeded" && row.status !== "failed") return false
     }

@@ -355,6 +355,18 @@ const removeFrom = (rows: Array<DeliveryRow>, row: DeliveryRow) => {
 const leaseLive = (row: DeliveryRow, nowMs: number) => row.leaseUntilMs > nowMs
 
 /** Every operation is one synchronous step, so atomic by construction. */
+/**
+ * A merchant's signing secrets at `now` (ISO): the current one, then the previous one while its
+ * overlap lasts. `signingSecrets` of the memory store; the simulated endpoints call it directly on
+ * every POST they verify, without a fiber.
+ */
+export const signingSecretsOf = (state: MemoryState, merchantId: string, now: string): ReadonlyArray<string> => {
+  const merchant = state.merchants.get(merchantId)
+  if (merchant === undefined) return []
+  const previous = state.webhooks.previousSecrets.get(merchantId)
+  return previous !== undefined && previous.until > now ? [merchant.webhookSecret, previous.secret] : [merchant.webhookSecret]
+}
+
 export const memoryWebhookOperations = (state: MemoryState): WebhookStoreShape => {
   const w = state.webhooks
   /**
@@ -582,13 +594,7 @@ export const memoryWebhookOperations = (state: MemoryState): WebhookStoreShape =
           consecutiveFailures: attempts.filter((a) => !a.ok && (lastSuccess === null || a.at > lastSuccess)).length
         }
       }),
-    signingSecrets: (merchantId, now) =>
-      Effect.sync(() => {
-        const merchant = state.merchants.get(merchantId)
-        if (merchant === undefined) return []
-        const previous = w.previousSecrets.get(merchantId)
-        return previous !== undefined && previous.until > now ? [merchant.webhookSecret, previous.secret] : [merchant.webhookSecret]
-      }),
+    signingSecrets: (merchantId, now) => Effect.sync(() => signingSecretsOf(state, merchantId, now)),
     rotateSecret: (merchantId, secret, previousUntil, now) =>
       Effect.sync(() => {
         const merchant = state.merchants.get(merchantId)
