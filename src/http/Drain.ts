@@ -2,9 +2,9 @@ import { HttpApiBuilder, HttpMiddleware, HttpServer, HttpServerResponse } from "
 import type { HttpApp } from "@effect/platform"
 import { NodeHttpServer } from "@effect/platform-node"
 import { Duration, Effect, Layer, Option } from "effect"
-import { createServer } from "node:http"
 import { Server as NetServer } from "node:net"
 import { AppConfig } from "../platform/Config.ts"
+import { createHttpServer } from "./NodeResponse.ts"
 
 /**
  * The HTTP server with a graceful stop. When the service stops (SIGTERM, SIGINT), before
@@ -18,8 +18,9 @@ import { AppConfig } from "../platform/Config.ts"
 const lateRequestMs = 250
 
 export const serverLayer = <ROut, E, R>(routes: Layer.Layer<ROut, E, R>, port: number, host: string) => {
-  // Made here rather than by the platform's layer, so the stop can close it and its connections.
-  const server = createServer()
+  // Made here rather than by the platform's layer, so the stop can close it and its connections;
+  // its responses call back when the client hung up before the answer was written (NodeResponse.ts).
+  const server = createHttpServer()
   let inFlight = 0
   let draining = false
 

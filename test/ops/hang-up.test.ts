@@ -49,6 +49,11 @@ describe("creates abandoned by their clients", () => {
       await db.end()
       service.child.kill("SIGTERM")
       await service.exited
+      // Every request ended, answered or dropped: none was left in flight for the stop to cut off
+      // (one whose client hung up as it was answered waited for ever, src/http/NodeResponse.ts).
+      const stop = service.stderr().split("\n").filter((line) => line.includes("shutting down")).join("\n")
+      expect(stop, stop).not.toContain("still in flight after SHUTDOWN_GRACE")
+      expect(stop, stop).toContain("every request in flight was answered")
     }
   }, 180_000) // a child process: starting it alone takes 12 s on a loaded machine (CI runs files in parallel)
 })

@@ -1,10 +1,11 @@
 import { HttpApiBuilder, HttpMiddleware, HttpServer } from "@effect/platform"
 import { NodeHttpServer } from "@effect/platform-node"
 import { Context, Deferred, Effect, Layer, Logger, LogLevel, ManagedRuntime, Supervisor } from "effect"
-import { createServer, request as httpRequest } from "node:http"
+import { request as httpRequest } from "node:http"
 import pg from "pg"
 import * as Acquirer from "../../src/acquirer/Acquirer.ts"
 import { HttpRoutesLive, ServicesLive } from "../../src/App.ts"
+import { createHttpServer } from "../../src/http/NodeResponse.ts"
 import * as Config from "../../src/platform/Config.ts"
 import * as Ids from "../../src/platform/Ids.ts"
 import type { ApiKeys } from "../../src/services/ApiKeys.ts"
@@ -80,7 +81,7 @@ export const startApp = async (options: AppOptions = {}): Promise<TestApp> => {
   const server = HttpApiBuilder.serve().pipe(
     HttpMiddleware.withTracerDisabledWhen(() => true),
     Layer.provide(HttpRoutesLive),
-    Layer.provideMerge(NodeHttpServer.layer(createServer, { port: 0, host: "127.0.0.1" }))
+    Layer.provideMerge(NodeHttpServer.layer(createHttpServer, { port: 0, host: "127.0.0.1" }))
   )
   const appLayer = server.pipe(
     Layer.provideMerge(ServicesLive),

@@ -11,7 +11,7 @@ export interface ServiceProcess {
   readonly port: number
   /** Everything written to stderr so far. */
   readonly stderr: () => string
-  /** Resolves with the exit code (or signal name) once the process ended. */
+  /** Resolves with the exit code (or signal name) once the process ended and its stderr was read to the end. */
   readonly exited: Promise<number | string>
 }
 
@@ -47,7 +47,8 @@ export const startService = async (databaseUrl: string, extra: Record<string, st
   started.push(child)
   let output = ""
   child.stderr!.on("data", (chunk: Buffer) => (output += chunk.toString()))
-  const exited = new Promise<number | string>((done) => child.once("exit", (code, signal) => done(code ?? signal ?? "unknown")))
+  // On `close`, not `exit`: only then has all of stderr been read (the stop's last lines come last).
+  const exited = new Promise<number | string>((done) => child.once("close", (code, signal) => done(code ?? signal ?? "unknown")))
   const baseUrl = `http://127.0.0.1:${port}`
   await eventually(async () => {
     if (child.exitCode !== null) throw new Error(`the service exited ${child.exitCode}: ${output}`)
