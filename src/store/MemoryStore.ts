@@ -75,6 +75,13 @@ export interface MemoryState {
    */
   readonly settleable: Array<Settleable>
   readonly settleableIds: Map<string, Settleable>
+  /**
+   * The settleable index by capture time, so that a sweep with nothing due (every service start
+   * sweeps the last cut-off again: hundreds of times in a long simulation, each a walk over the
+   * tens of thousands of payments captured since) answers without walking the index. Stale nodes
+   * (capture time changed, payment settled or left the index) are dropped when they surface.
+   */
+  readonly settleableByCapture: MinHeap<CaptureNode>
   /** Every idempotency row as it was set, by expiry: the purge pops what expired instead of scanning every key. */
   readonly idempotencyExpiries: MinHeap<Expiry>
   readonly outbox: Array<PaymentEvent>
@@ -105,6 +112,7 @@ export const emptyState = (): MemoryState => ({
   paymentOrder: new Map(),
   settleable: [],
   settleableIds: new Map(),
+  settleableByCapture: new MinHeap((a: CaptureNode, b: CaptureNode) => a.capturedAt < b.capturedAt),
   outbox: [],
   instances: new Map(),
   cardAttempts: new Map(),
@@ -119,6 +127,13 @@ export interface Settleable {
   readonly id: string
   /** The payment's, kept current by every commit of it while indexed: a sweep skips the not yet due without a look-up. */
   capturedAt: string | null
+  /** Whether `settleableByCapture` holds a live node for it (at its current `capturedAt`). */
+  queued: boolean
+}
+
+interface CaptureNode {
+  readonly entry: Settleable
+  readonly capturedAt: string
 }
 
 /** An idempotency row's expiry, as set (a row replaced later leaves a stale entry, skipped when it surfaces). */
@@ -195,16 +210,38 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
   const indexSettleable = (payment: Payment) => {
     const indexed = state.settleableIds.get(payment.id)
     if (indexed !== undefined) {
+      if (indexed.capturedAt !== payment.capturedAt) indexed.queued = false
       indexed.capturedAt = payment.capturedAt
+      queueByCapture(indexed)
       return
     }
     const order = state.paymentOrder.get(payment.id)!
-    const entry: Settleable = { order, id: payment.id, capturedAt: payment.capturedAt }
+    const entry: Settleable = { order, id: payment.id, capturedAt: payment.capturedAt, queued: false }
+    queueByCapture(entry)
     state.settleableIds.set(payment.id, entry)
     const list = state.settleable
     let at = list.length
     while (at > 0 && list[at - 1]!.order > order) at--
     list.splice(at, 0, entry)
+  }
+  const queueByCapture = (entry: Settleable) => {
+    if (entry.queued || entry.capturedAt === null) return
+    entry.queued = true
+    state.settleableByCapture.push({ entry, capturedAt: entry.capturedAt })
+  }
+  /** The earliest capture time of a payment still settleable in the index, or null. */
+  const earliestSettleableCapture = (): string | null => {
+    const heap = state.settleableByCapture
+    while (true) {
+      const top = heap.peek()
+      if (top === undefined) return null
+      const { entry } = top
+      const live = entry.queued && entry.capturedAt === top.capturedAt && state.settleableIds.get(entry.id) === entry
+      if (live && isSettleable(state.payments.get(entry.id)!)) return top.capturedAt
+      heap.pop()
+      // Still indexed but not settleable now: a later commit that makes it settleable queues it again.
+      if (live) entry.queued = false
+    }
   }
   const releaseHold = (merchantId: string, idempotencyKey: string, before: string) => {
     const scoped = scopedKey(merchantId, idempotencyKey)
@@ -500,6 +537,9 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
         // The index in `payments` order: the ids a scan of every payment found, first ones first.
         // Settled payments met on the way leave it (settlement is final: never settleable again).
         const ids: Array<string> = []
+        // Nothing due: the walk below would find nothing (it would only drop settled entries).
+        const earliest = earliestSettleableCapture()
+        if (earliest === null || earliest >= capturedBefore) return ids
         const list = state.settleable
         let kept = 0
         let at = 0

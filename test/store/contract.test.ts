@@ -510,6 +510,13 @@ export const storeContract = (name: string, makeLayer: () => Layer.Layer<Store, 
           // Settling removes a payment from the queue.
           yield* applied(w, w.merchantId, captured.payment.id, steps.settle)
           expect([...(yield* store.settleablePayments(cutoff, 100))].sort()).toEqual([refunded, partlyRefunded].map((p) => p.payment.id).sort())
+
+          // Nothing is due before the first capture; once the due ones are settled, a sweep of the
+          // same cut-off again (as every service start does) finds nothing, and the next still finds the late one.
+          expect(yield* store.settleablePayments("1979-12-31T00:00:00.000Z", 100)).toEqual([])
+          for (const p of [refunded, partlyRefunded]) yield* applied(w, w.merchantId, p.payment.id, steps.settle)
+          expect(yield* store.settleablePayments(cutoff, 100)).toEqual([])
+          expect(yield* store.settleablePayments(at(cutoff, hours(1)), 100)).toEqual([late.payment.id])
         })))
 
       it("fraudHistory: the card's attempts, declines and first sighting, the merchant's usual amount, whatever order they arrived in", () =>
