@@ -225,8 +225,11 @@ const bodyEventId = (body: string): string | undefined => {
  */
 export const auditDeliveries = (
   auditor: Auditor,
-  /** The stored deliveries, times in ms (their payloads are not needed). */
-  deliveries: Iterable<DeliveryAudit>,
+  /**
+   * The stored deliveries, times in ms (their payloads are not needed), read twice, one at a time:
+   * at 100,000 payments they are ~500,000 records, too many to hold at once under the 2 GB heap.
+   */
+  deliveries: () => Iterable<DeliveryAudit>,
   options: {
     readonly nowMs: number
     readonly scheduleMs: ReadonlyArray<number>
@@ -245,16 +248,6 @@ export const auditDeliveries = (
   /** A time for a message (a time that is no time is shown as it is). */
   const when = (ms: number) => (Number.isFinite(ms) ? isoAt(ms) : String(ms))
   const is2xx = (status: number | null) => status !== null && status >= 200 && status < 300
-  // Deliveries in order per payment and URL: each one waits for the one before it (by sequence).
-  const all = [...deliveries]
-  const chains = new Map<string, Array<DeliveryAudit>>()
-  for (const d of all) {
-    if (d.order === null) continue
-    const key = `${d.order.paymentId} ${d.url}`
-    const chain = chains.get(key)
-    if (chain === undefined) chains.set(key, [d])
-    else chain.push(d)
-  }
   /** When a delivery's last attempt ended it for good (a 2xx, or the last of the schedule); null while open. */
   const endedAtMs = (d: DeliveryAudit) => {
     const attempts = d.attempts
@@ -263,22 +256,43 @@ export const auditDeliveries = (
     }
     return null
   }
+  // Deliveries in order per payment and URL: each one waits for the one before it (by sequence).
+  // First pass: what the order checks need of each ordered delivery, grouped by chain.
+  interface Link {
+    readonly id: string
+    readonly eventType: string
+    readonly sequence: number
+    readonly createdAtMs: number
+    readonly endedAtMs: number | null
+    readonly firstAttemptMs: number | undefined
+  }
+  const chains = new Map<string, Array<Link>>()
+  for (const d of deliveries()) {
+    if (d.order === null) continue
+    const key = `${d.order.paymentId} ${d.url}`
+    const link: Link = { id: d.id, eventType: d.eventType, sequence: d.order.sequence, createdAtMs: d.createdAtMs, endedAtMs: endedAtMs(d), firstAttemptMs: d.attempts[0]?.atMs }
+    const chain = chains.get(key)
+    if (chain === undefined) chains.set(key, [link])
+    else chain.push(link)
+  }
   /** When a delivery could start: its creation, or once the delivery before it in its chain ended (null: still waiting). */
   const readyAtMs = new Map<string, number | null>()
   for (const chain of chains.values()) {
-    if (chain.length > 1) chain.sort((a, b) => a.order!.sequence - b.order!.sequence)
+    if (chain.length > 1) chain.sort((a, b) => a.sequence - b.sequence)
     for (let i = 1; i < chain.length; i++) {
       const d = chain[i]!
       const previous = chain[i - 1]!
-      const previousEnd = endedAtMs(previous)
+      const previousEnd = previous.endedAtMs
       readyAtMs.set(d.id, previousEnd === null ? null : Math.max(d.createdAtMs, previousEnd + options.timeoutMs))
-      const first = d.attempts[0]
-      auditor.check(first === undefined || (previousEnd !== null && previousEnd <= first.atMs), "webhook-order", () =>
-        `delivery ${d.id} (${d.eventType}, sequence ${d.order!.sequence}): attempted at ${first === undefined ? undefined : when(first.atMs)} before delivery ${previous.id} ` +
-        `(${previous.eventType}, sequence ${previous.order!.sequence}) of the same payment had ended (${previousEnd === null ? "still open" : when(previousEnd)})`)
+      const firstMs = d.firstAttemptMs
+      auditor.check(firstMs === undefined || (previousEnd !== null && previousEnd <= firstMs), "webhook-order", () =>
+        `delivery ${d.id} (${d.eventType}, sequence ${d.sequence}): attempted at ${firstMs === undefined ? undefined : when(firstMs)} before delivery ${previous.id} ` +
+        `(${previous.eventType}, sequence ${previous.sequence}) of the same payment had ended (${previousEnd === null ? "still open" : when(previousEnd)})`)
     }
   }
-  for (const d of all) {
+  chains.clear()
+  // Second pass: each delivery's own laws.
+  for (const d of deliveries()) {
     const attempts = d.attempts
     totals.deliveries++
     totals.attempts += attempts.length
