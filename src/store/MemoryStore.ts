@@ -70,18 +70,17 @@ export interface MemoryState {
   /** Each payment's place in `payments` (the order of its first commit), for the settlement index. */
   readonly paymentOrder: Map<string, number>
   /**
-   * Payments that became settleable, in `payments` order (so a sweep takes them in the order a
-   * scan of every payment did); settled ones are dropped when a sweep passes them.
+   * The settlement index: every payment that became settleable (settled ones leave when a sweep
+   * meets them). A sweep with nothing due costs O(due), not O(index): entries wait in
+   * `settleableByCapture` (by capture time) until a sweep's cut-off passes them, then move to
+   * `settleableDue` (in `payments` order, so a sweep takes them in the order a scan of every
+   * payment did), where they stay until settled.
    */
-  readonly settleable: Array<Settleable>
   readonly settleableIds: Map<string, Settleable>
-  /**
-   * The settleable index by capture time, so that a sweep with nothing due (every service start
-   * sweeps the last cut-off again: hundreds of times in a long simulation, each a walk over the
-   * tens of thousands of payments captured since) answers without walking the index. Stale nodes
-   * (capture time changed, payment settled or left the index) are dropped when they surface.
-   */
-  readonly settleableByCapture: MinHeap<CaptureNode>
+  /** An item per waiting entry and capture time it had (stale items are skipped when they surface). */
+  readonly settleableByCapture: MinHeap<CaptureItem>
+  /** Entries some cut-off passed, in `payments` order. */
+  readonly settleableDue: Array<Settleable>
   /** Every idempotency row as it was set, by expiry: the purge pops what expired instead of scanning every key. */
   readonly idempotencyExpiries: MinHeap<Expiry>
   readonly outbox: Array<PaymentEvent>
@@ -110,9 +109,9 @@ export const emptyState = (): MemoryState => ({
   idempotency: new Map(),
   idempotencyExpiries: new MinHeap(expiresFirst),
   paymentOrder: new Map(),
-  settleable: [],
   settleableIds: new Map(),
-  settleableByCapture: new MinHeap((a: CaptureNode, b: CaptureNode) => a.capturedAt < b.capturedAt),
+  settleableByCapture: new MinHeap(capturedFirst),
+  settleableDue: [],
   outbox: [],
   instances: new Map(),
   cardAttempts: new Map(),
@@ -127,14 +126,18 @@ export interface Settleable {
   readonly id: string
   /** The payment's, kept current by every commit of it while indexed: a sweep skips the not yet due without a look-up. */
   capturedAt: string | null
-  /** Whether `settleableByCapture` holds a live node for it (at its current `capturedAt`). */
-  queued: boolean
+  /** In `settleableDue` (else waiting in `settleableByCapture`, when it has a capture time). */
+  due: boolean
 }
 
-interface CaptureNode {
-  readonly entry: Settleable
+/** A waiting entry as it was when pushed: current while the entry waits and has this capture time. */
+export interface CaptureItem {
   readonly capturedAt: string
+  readonly entry: Settleable
 }
+const paymentsOrder = (a: Settleable, b: Settleable) => a.order - b.order
+const capturedFirst = (a: CaptureItem, b: CaptureItem) =>
+  a.capturedAt < b.capturedAt || (a.capturedAt === b.capturedAt && a.entry.order < b.entry.order)
 
 /** An idempotency row's expiry, as set (a row replaced later leaves a stale entry, skipped when it surfaces). */
 export interface Expiry {
@@ -206,42 +209,19 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
     }
     if (change.fraudCase !== null) state.fraudCases.set(change.fraudCase.id, change.fraudCase)
   }
-  /** A payment that became settleable joins the index at its place (usually the end: captures follow creates). */
+  /** A payment that became settleable joins the index, waiting for a cut-off to pass its capture time. */
   const indexSettleable = (payment: Payment) => {
-    const indexed = state.settleableIds.get(payment.id)
-    if (indexed !== undefined) {
-      if (indexed.capturedAt !== payment.capturedAt) indexed.queued = false
-      indexed.capturedAt = payment.capturedAt
-      queueByCapture(indexed)
-      return
+    const capturedAt = payment.capturedAt
+    let entry = state.settleableIds.get(payment.id)
+    if (entry !== undefined) {
+      if (entry.capturedAt === capturedAt) return
+      entry.capturedAt = capturedAt
+    } else {
+      entry = { order: state.paymentOrder.get(payment.id)!, id: payment.id, capturedAt, due: false }
+      state.settleableIds.set(payment.id, entry)
     }
-    const order = state.paymentOrder.get(payment.id)!
-    const entry: Settleable = { order, id: payment.id, capturedAt: payment.capturedAt, queued: false }
-    queueByCapture(entry)
-    state.settleableIds.set(payment.id, entry)
-    const list = state.settleable
-    let at = list.length
-    while (at > 0 && list[at - 1]!.order > order) at--
-    list.splice(at, 0, entry)
-  }
-  const queueByCapture = (entry: Settleable) => {
-    if (entry.queued || entry.capturedAt === null) return
-    entry.queued = true
-    state.settleableByCapture.push({ entry, capturedAt: entry.capturedAt })
-  }
-  /** The earliest capture time of a payment still settleable in the index, or null. */
-  const earliestSettleableCapture = (): string | null => {
-    const heap = state.settleableByCapture
-    while (true) {
-      const top = heap.peek()
-      if (top === undefined) return null
-      const { entry } = top
-      const live = entry.queued && entry.capturedAt === top.capturedAt && state.settleableIds.get(entry.id) === entry
-      if (live && isSettleable(state.payments.get(entry.id)!)) return top.capturedAt
-      heap.pop()
-      // Still indexed but not settleable now: a later commit that makes it settleable queues it again.
-      if (live) entry.queued = false
-    }
+    // A due entry's sweep reads its current capture time; a waiting one waits under it.
+    if (!entry.due && capturedAt !== null) state.settleableByCapture.push({ capturedAt, entry })
   }
   const releaseHold = (merchantId: string, idempotencyKey: string, before: string) => {
     const scoped = scopedKey(merchantId, idempotencyKey)
@@ -534,13 +514,23 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
       ),
     settleablePayments: (capturedBefore, limit) =>
       Effect.sync(() => {
-        // The index in `payments` order: the ids a scan of every payment found, first ones first.
+        // Entries this cut-off passed join the due ones (every indexed entry captured before the
+        // cut-off is due now), in `payments` order.
+        const list = state.settleableDue
+        const waiting = state.settleableByCapture
+        const joined = list.length
+        for (let top = waiting.peek(); top !== undefined && top.capturedAt < capturedBefore; top = waiting.peek()) {
+          waiting.pop()
+          const entry = top.entry
+          // Stale: settled and dropped, due already, or captured at another time since.
+          if (entry.due || entry.capturedAt !== top.capturedAt || state.settleableIds.get(entry.id) !== entry) continue
+          entry.due = true
+          list.push(entry)
+        }
+        if (list.length > joined && list.length > 1) list.sort(paymentsOrder)
+        // The due ones in `payments` order: the ids a scan of every payment found, first ones first.
         // Settled payments met on the way leave it (settlement is final: never settleable again).
         const ids: Array<string> = []
-        // Nothing due: the walk below would find nothing (it would only drop settled entries).
-        const earliest = earliestSettleableCapture()
-        if (earliest === null || earliest >= capturedBefore) return ids
-        const list = state.settleable
         let kept = 0
         let at = 0
         for (; at < list.length && ids.length < limit; at++) {
