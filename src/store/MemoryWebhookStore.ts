@@ -165,8 +165,6 @@ export class DeliveryRow {
   nextAttemptMs = Number.NaN
   private current: Delivery | null = null
   private ended: Ended | null = null
-  /** Its order key, once asked for (undefined: not yet, or dropped when the row was compacted). */
-  private key: string | null | undefined = undefined
   /**
    * The source event's payload text, while the row is kept whole, when the delivery was inserted
    * with it (checked then, as the event's text was just written: no second JSON text at the end).
@@ -186,7 +184,6 @@ export class DeliveryRow {
   private keep(delivery: Delivery) {
     this.current = delivery
     this.ended = null
-    this.key = undefined
     this.nextAttemptMs = delivery.nextAttemptAt === null ? Number.NaN : isoMs(delivery.nextAttemptAt)
   }
 
@@ -199,7 +196,6 @@ export class DeliveryRow {
       this.current = null
       this.ended = ended
       this.nextAttemptMs = Number.NaN
-      this.key = undefined
     }
   }
 
@@ -266,15 +262,17 @@ export class DeliveryRow {
   get sequence() {
     return this.current?.order?.sequence ?? this.source!.sequence
   }
-  /** The key of its payment's order to its URL (null: unordered). */
-  get orderKey(): string | null {
-    if (this.key !== undefined) return this.key
+  get url() {
+    return this.current?.url ?? this.ended!.url
+  }
+  /**
+   * The payment whose order it is in (null: unordered); its order is with the deliveries of that
+   * payment to the same URL. (The payment id, already hashed by every map it keys, is the key of
+   * the lists by order: no key text built and hashed per look-up.)
+   */
+  get orderPaymentId(): string | null {
     const d = this.current
-    const key = d !== null ? (d.order === null ? null : `${d.order.paymentId} ${d.url}`) : `${this.source!.paymentId} ${this.ended!.url}`
-    // Kept while the row is kept whole (the delivery may change, so it is asked again then); an
-    // ended, compact row computes it again if ever asked.
-    if (d !== null) this.key = key
-    return key
+    return d !== null ? (d.order === null ? null : d.order.paymentId) : this.source!.paymentId
   }
   /** Still has an attempt ahead of it (only an open delivery is kept as it is). */
   get open() {
@@ -301,10 +299,13 @@ export interface WebhookMemoryState {
    * when they surface, so claiming costs O(k log n) instead of a scan of every delivery.
    */
   readonly due: MinHeap<DueEntry>
-  /** Open ordered deliveries by payment and URL: a delivery waits while an earlier one is open. */
+  /**
+   * Open ordered deliveries by payment (to any URL: a payment's events usually go to one): a
+   * delivery waits while an earlier one of its payment to its URL is open.
+   */
   readonly openInOrder: Map<string, Array<DeliveryRow>>
   /**
-   * Due deliveries found waiting for an earlier one of their payment and URL, by that key: out of
+   * Due deliveries found waiting for an earlier one of their payment and URL, by payment: out of
    * `due` until an open delivery of the key ends, then scheduled again. (Put back into `due`
    * instead, each would be popped and pushed by every claim while it waits: a payment whose
    * endpoint is down for hours keeps its later events waiting that long.)
@@ -401,30 +402,37 @@ export const memoryWebhookOperations = (state: MemoryState): WebhookStoreShape =
   }
   /** Keeps `openInOrder` true after a row's delivery changed (or appeared). */
   const track = (row: DeliveryRow) => {
-    const key = row.orderKey
-    if (key === null) return
-    const open = w.openInOrder.get(key)
+    const paymentId = row.orderPaymentId
+    if (paymentId === null) return
+    const open = w.openInOrder.get(paymentId)
     if (row.open) {
-      if (open === undefined) w.openInOrder.set(key, [row])
+      if (open === undefined) w.openInOrder.set(paymentId, [row])
       else if (!open.includes(row)) open.push(row)
     } else if (open !== undefined && removeFrom(open, row)) {
-      if (open.length === 0) w.openInOrder.delete(key)
-      // An open delivery of the key ended: the ones parked behind it are due again (one still
-      // behind another open delivery is parked again by the claim that finds it).
-      const parked = w.parked.get(key)
+      if (open.length === 0) w.openInOrder.delete(paymentId)
+      // An open delivery of the payment and URL ended: the ones parked behind it are due again
+      // (one still behind another open delivery is parked again by the claim that finds it).
+      const parked = w.parked.get(paymentId)
       if (parked !== undefined) {
-        w.parked.delete(key)
-        for (const waiting of parked) schedule(waiting)
+        const url = row.url
+        let kept = 0
+        for (const waiting of parked) {
+          if (waiting.url === url) schedule(waiting)
+          else parked[kept++] = waiting
+        }
+        if (kept === 0) w.parked.delete(paymentId)
+        else parked.length = kept
       }
     }
   }
   /** An earlier delivery of the same payment to the same URL is still open. */
-  const waitsForEarlier = (row: DeliveryRow, key: string) => {
-    const open = w.openInOrder.get(key)
+  const waitsForEarlier = (row: DeliveryRow, paymentId: string) => {
+    const open = w.openInOrder.get(paymentId)
     if (open === undefined) return false
     const sequence = row.sequence
+    const url = row.url
     for (const other of open) {
-      if (other.sequence < sequence) return true
+      if (other.sequence < sequence && other.url === url) return true
     }
     return false
   }
@@ -481,10 +489,10 @@ export const memoryWebhookOperations = (state: MemoryState): WebhookStoreShape =
             continue
           }
           // Due, but behind an earlier open delivery of its payment: parked until one ends.
-          const key = row.orderKey
-          if (key !== null && waitsForEarlier(row, key)) {
-            const parked = w.parked.get(key)
-            if (parked === undefined) w.parked.set(key, [row])
+          const paymentId = row.orderPaymentId
+          if (paymentId !== null && waitsForEarlier(row, paymentId)) {
+            const parked = w.parked.get(paymentId)
+            if (parked === undefined) w.parked.set(paymentId, [row])
             else if (!parked.includes(row)) parked.push(row)
             continue
           }
@@ -523,15 +531,16 @@ export const memoryWebhookOperations = (state: MemoryState): WebhookStoreShape =
     claimSuccessor: (delivery, now, lease) =>
       Effect.sync(() => {
         if (delivery.order === null) return null
-        const key = `${delivery.order.paymentId} ${delivery.url}`
+        const paymentId = delivery.order.paymentId
+        const url = delivery.url
         let next: DeliveryRow | null = null
-        for (const other of w.openInOrder.get(key) ?? []) {
+        for (const other of w.openInOrder.get(paymentId) ?? []) {
           const sequence = other.sequence
-          if (sequence > delivery.order.sequence && (next === null || sequence < next.sequence)) next = other
+          if (sequence > delivery.order.sequence && other.url === url && (next === null || sequence < next.sequence)) next = other
         }
         if (next === null) return null
         const nowMs = isoMs(now)
-        if (next.nextAttemptMs > nowMs || leaseLive(next, nowMs) || waitsForEarlier(next, key)) return null
+        if (next.nextAttemptMs > nowMs || leaseLive(next, nowMs) || waitsForEarlier(next, paymentId)) return null
         next.setLease(lease.token, lease.until)
         schedule(next)
         return next.delivery
