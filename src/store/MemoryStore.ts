@@ -87,10 +87,11 @@ export interface MemoryState {
   /** Service processes and the time each said it is alive until (idempotency claims' owners). */
   readonly instances: Map<string, string>
   /** Payments per merchant and card token, and per merchant and currency, oldest first (fraud history). */
-  readonly cardAttempts: Map<string, Array<Sighting>>
-  readonly merchantAmounts: Map<string, Array<Sighting>>
+  /** (By merchant, then card token or currency: no key text built and hashed per look-up.) */
+  readonly cardAttempts: Map<string, Map<string, Array<Sighting>>>
+  readonly merchantAmounts: Map<string, Map<string, Array<Sighting>>>
   /** Per merchant and currency, the running total of `merchantAmounts`' amounts (index i: rows 0..i). */
-  readonly merchantAmountTotals: Map<string, Array<number>>
+  readonly merchantAmountTotals: Map<string, Map<string, Array<number>>>
   /** Webhook deliveries and rotated secrets (MemoryWebhookStore). */
   readonly webhooks: WebhookMemoryState
 }
@@ -174,15 +175,23 @@ const insertSorted = (map: Map<string, Array<Sighting>>, key: string, sighting: 
   list.splice(at, 0, sighting)
 }
 
+/** The inner map of `outer`'s `key`, made when missing. */
+const inner = <A>(outer: Map<string, Map<string, A>>, key: string): Map<string, A> => {
+  let map = outer.get(key)
+  if (map === undefined) outer.set(key, map = new Map())
+  return map
+}
+
 /** `insertSorted` for a merchant's amounts, keeping the running totals. */
-const insertAmount = (state: MemoryState, key: string, sighting: Sighting) => {
-  const list = state.merchantAmounts.get(key)
+const insertAmount = (state: MemoryState, merchantId: string, currency: string, sighting: Sighting) => {
+  const amounts = inner(state.merchantAmounts, merchantId)
+  const list = amounts.get(currency)
   if (list === undefined) {
-    state.merchantAmounts.set(key, [sighting])
-    state.merchantAmountTotals.set(key, [sighting.amountCents])
+    amounts.set(currency, [sighting])
+    inner(state.merchantAmountTotals, merchantId).set(currency, [sighting.amountCents])
     return
   }
-  const totals = state.merchantAmountTotals.get(key)!
+  const totals = state.merchantAmountTotals.get(merchantId)!.get(currency)!
   let at = list.length
   while (at > 0 && before(sighting, list[at - 1]!)) at--
   list.splice(at, 0, sighting)
@@ -193,8 +202,8 @@ const insertAmount = (state: MemoryState, key: string, sighting: Sighting) => {
 const pushTo = <A>(map: Map<string, Array<A>>, key: string, values: ReadonlyArray<A>) => {
   if (values.length === 0) return
   const list = map.get(key)
-  if (list === undefined) map.set(key, [...values])
-  else list.push(...values)
+  if (list === undefined) map.set(key, values.slice())
+  else for (let i = 0; i < values.length; i++) list.push(values[i]!)
 }
 
 export const memoryOperations = (state: MemoryState): StoreShape => {
@@ -203,7 +212,8 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
     const payment = change.payment
     const failed = payment.status === "failed"
     if (previous !== undefined && (previous.status === "failed") !== failed) markFailed(payment, failed)
-    if (!state.paymentOrder.has(payment.id)) state.paymentOrder.set(payment.id, state.paymentOrder.size)
+    // A payment committed before (`previous`) has its place already: no look-up in a map of every payment.
+    if (previous === undefined && !state.paymentOrder.has(payment.id)) state.paymentOrder.set(payment.id, state.paymentOrder.size)
     state.payments.set(payment.id, payment)
     if (isSettleable(payment)) indexSettleable(payment)
     if (nextStep(payment) === null) state.inFlight.delete(payment.id)
@@ -219,7 +229,7 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
   }
   /** Keeps the payment's sighting's `failed` (rare: a decline, near the end of its card's list). */
   const markFailed = (payment: Payment, failed: boolean) => {
-    const card = state.cardAttempts.get(scopedKey(payment.merchantId, payment.cardToken))
+    const card = state.cardAttempts.get(payment.merchantId)?.get(payment.cardToken)
     if (card === undefined) return
     for (let i = card.length - 1; i >= 0; i--) {
       if (card[i]!.id === payment.id) return void (card[i]!.failed = failed)
@@ -262,7 +272,7 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
     let day = 0
     let declines = 0
     let seen = false
-    const card = state.cardAttempts.get(scopedKey(merchantId, cardToken))
+    const card = state.cardAttempts.get(merchantId)?.get(cardToken)
     if (card !== undefined) {
       for (let i = card.length - 1; i >= 0; i--) {
         const s = card[i]!
@@ -277,8 +287,7 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
     }
     let count = 0
     let sum = 0
-    const amountsKey = scopedKey(merchantId, currency)
-    const amounts = state.merchantAmounts.get(amountsKey)
+    const amounts = state.merchantAmounts.get(merchantId)?.get(currency)
     const n = amounts === undefined ? 0 : amounts.length
     const excluded = n === 0 ? undefined : state.payments.get(excludePaymentId)
     if (
@@ -287,7 +296,7 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
     ) {
       // Every row is at or before `until` and the excluded payment is not among them (the create's
       // case: it is not committed yet): the window is the newest rows, summed from the running totals.
-      const totals = state.merchantAmountTotals.get(amountsKey)!
+      const totals = state.merchantAmountTotals.get(merchantId)!.get(currency)!
       count = Math.min(n, windows.amountWindow)
       sum = totals[n - 1]! - (n > count ? totals[n - count - 1]! : 0)
     } else if (amounts !== undefined) {
@@ -314,8 +323,8 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
       amountCents: payment.amountCents,
       failed: payment.status === "failed"
     }
-    insertSorted(state.cardAttempts, scopedKey(payment.merchantId, payment.cardToken), sighting)
-    insertAmount(state, scopedKey(payment.merchantId, payment.currency), sighting)
+    insertSorted(inner(state.cardAttempts, payment.merchantId), payment.cardToken, sighting)
+    insertAmount(state, payment.merchantId, payment.currency, sighting)
   }
   /** Sets an idempotency row, its expiry queued for the purge. */
   const setIdempotency = (key: string, row: IdempotencyRow) => {
