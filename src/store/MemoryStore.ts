@@ -79,8 +79,11 @@ export interface MemoryState {
   readonly settleableIds: Map<string, Settleable>
   /** An item per waiting entry and capture time it had (stale items are skipped when they surface). */
   readonly settleableByCapture: MinHeap<CaptureItem>
-  /** Entries some cut-off passed, in `payments` order. */
-  readonly settleableDue: Array<Settleable>
+  /**
+   * Entries some cut-off passed, in `payments` order, from `head` on (a batch's sweep keeps what
+   * it met at the end of what it scanned and moves `head` on: no shift of the rest per batch).
+   */
+  readonly settleableDue: { readonly entries: Array<Settleable | undefined>; head: number }
   /** Every idempotency row as it was set, by expiry: the purge pops what expired instead of scanning every key. */
   readonly idempotencyExpiries: MinHeap<Expiry>
   readonly outbox: Array<PaymentEvent>
@@ -112,7 +115,7 @@ export const emptyState = (): MemoryState => ({
   paymentOrder: new Map(),
   settleableIds: new Map(),
   settleableByCapture: new MinHeap(capturedFirst),
-  settleableDue: [],
+  settleableDue: { entries: [], head: 0 },
   outbox: [],
   instances: new Map(),
   cardAttempts: new Map(),
@@ -546,7 +549,8 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
       Effect.sync(() => {
         // Entries this cut-off passed join the due ones (every indexed entry captured before the
         // cut-off is due now), in `payments` order.
-        const list = state.settleableDue
+        const due = state.settleableDue
+        const list = due.entries
         const waiting = state.settleableByCapture
         const joined = list.length
         for (let top = waiting.peek(); top !== undefined && top.capturedAt < capturedBefore; top = waiting.peek()) {
@@ -557,18 +561,26 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
           entry.due = true
           list.push(entry)
         }
-        if (list.length > joined && list.length > 1) list.sort(paymentsOrder)
+        if (list.length > joined) {
+          if (due.head > 0) {
+            list.copyWithin(0, due.head)
+            list.length -= due.head
+            due.head = 0
+          }
+          // (All defined: only the slots before `head` are cleared.)
+          if (list.length > 1) (list as Array<Settleable>).sort(paymentsOrder)
+        }
         // The due ones in `payments` order: the ids a scan of every payment found, first ones first.
         // Settled payments met on the way leave it (settlement is final: never settleable again).
         const ids: Array<string> = []
-        let kept = 0
-        let at = 0
+        const kept: Array<Settleable> = []
+        let at = due.head
         for (; at < list.length && ids.length < limit; at++) {
           const entry = list[at]!
           // Not due at this cut-off (while settleable its entry has its current capture time); a
           // settled one is dropped by a later sweep it is due for.
           if (entry.capturedAt === null || entry.capturedAt >= capturedBefore) {
-            list[kept++] = entry
+            kept.push(entry)
             continue
           }
           const payment = state.payments.get(entry.id)!
@@ -576,13 +588,22 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
             state.settleableIds.delete(entry.id)
             continue
           }
-          list[kept++] = entry
+          kept.push(entry)
           if (payment.capturedAt !== null && payment.capturedAt < capturedBefore) ids.push(payment.id)
         }
-        if (kept < at) {
-          list.copyWithin(kept, at)
-          list.length -= at - kept
+        // What it kept, in order, ends where the scan ended; the rest of the list stays put.
+        let head = at - kept.length
+        for (let i = due.head; i < head; i++) list[i] = undefined
+        for (let k = 0; k < kept.length; k++) list[head + k] = kept[k]
+        if (head === list.length) {
+          list.length = 0
+          head = 0
+        } else if (head > 1024 && head * 2 > list.length) {
+          list.copyWithin(0, head)
+          list.length -= head
+          head = 0
         }
+        due.head = head
         return ids
       }),
     sandboxDisputesDue: (capturedBefore, openedBefore, limit) =>

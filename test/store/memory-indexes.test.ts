@@ -1,0 +1,113 @@
+import { Effect, FastCheck as fc } from "effect"
+import { describe, expect, it } from "vitest"
+import type { Payment, PaymentStatus } from "../../src/domain/Payment.ts"
+import { isSettleable } from "../../src/domain/Payment.ts"
+import { emptyState, memoryOperations } from "../../src/store/MemoryStore.ts"
+
+/**
+ * The memory store's indexes (settlement index, fraud history's declines) against a naive model
+ * over every payment, for random sequences of commits and sweeps: captures out of creation order,
+ * cut-offs going back, small limits, payments leaving and rejoining the settleable set.
+ */
+const minute = (n: number) => new Date(Date.UTC(2030, 0, 1) + n * 60_000).toISOString()
+
+const base = (id: string, card: string, createdAt: string): Payment => ({
+  id,
+  merchantId: "mer_1",
+  status: "pending",
+  amountCents: 1_000,
+  currency: "USD",
+  cardToken: card,
+  idempotencyKey: null,
+  fraudVerdict: null,
+  fraudCaseId: null,
+  captureMethod: "manual",
+  version: 1,
+  createdAt,
+  updatedAt: createdAt,
+  capturedAt: null,
+  settledAt: null
+} as unknown as Payment)
+
+type Op =
+  | { readonly _tag: "create"; readonly card: number; readonly at: number }
+  | { readonly _tag: "change"; readonly pick: number; readonly status: PaymentStatus; readonly capturedAt: number | null; readonly settled: boolean }
+  | { readonly _tag: "sweep"; readonly cutoff: number; readonly limit: number }
+  | { readonly _tag: "history"; readonly pick: number }
+
+const op: fc.Arbitrary<Op> = fc.oneof(
+  fc.record({ _tag: fc.constant("create" as const), card: fc.integer({ min: 0, max: 2 }), at: fc.integer({ min: 0, max: 60 }) }),
+  fc.record({
+    _tag: fc.constant("change" as const),
+    pick: fc.nat(),
+    // Mostly settleable (captured or refunded, not settled), some leaving and rejoining the set.
+    status: fc.constantFrom<PaymentStatus>("captured", "captured", "captured", "refunded", "failed", "pending", "authorized", "settled"),
+    capturedAt: fc.option(fc.integer({ min: 0, max: 60 }), { nil: null, freq: 6 }),
+    settled: fc.integer({ min: 0, max: 5 }).map((n) => n === 0)
+  }),
+  fc.record({ _tag: fc.constant("sweep" as const), cutoff: fc.integer({ min: 0, max: 70 }), limit: fc.integer({ min: 1, max: 4 }) }),
+  fc.record({ _tag: fc.constant("history" as const), pick: fc.nat() })
+)
+
+describe("memory store indexes", () => {
+  it("settleablePayments and the history's declines answer as a scan of every payment does", () => {
+    // Sweeps that found several payments (their order is checked) and declines counted: the runs test something.
+    let several = 0
+    let declined = 0
+    fc.assert(
+      fc.property(fc.array(op, { minLength: 60, maxLength: 150 }), (ops) => {
+        const state = emptyState()
+        const store = memoryOperations(state)
+        const order: Array<string> = []
+        for (const o of ops) {
+          if (o._tag === "create") {
+            const id = `pay_${order.length.toString().padStart(3, "0")}`
+            const payment = base(id, `tok_${o.card}`, minute(o.at))
+            Effect.runSync(store.insertPayment({ payment, events: [], ledger: [], fraudCase: null }))
+            order.push(id)
+          } else if (o._tag === "change" && order.length > 0) {
+            const before = state.payments.get(order[o.pick % order.length]!)!
+            const payment = {
+              ...before,
+              status: o.status,
+              version: before.version + 1,
+              capturedAt: o.capturedAt === null ? null : minute(o.capturedAt),
+              settledAt: o.settled ? minute(61) : null
+            }
+            const done = Effect.runSync(store.commitChange({ before, change: { payment, events: [], ledger: [], fraudCase: null }, response: null }))
+            expect(done).toBe(true)
+          } else if (o._tag === "sweep") {
+            const cutoff = minute(o.cutoff)
+            const expected = order
+              .map((id) => state.payments.get(id)!)
+              .filter((p) => isSettleable(p) && p.capturedAt !== null && p.capturedAt < cutoff)
+              .slice(0, o.limit)
+              .map((p) => p.id)
+            expect(Effect.runSync(store.settleablePayments(cutoff, o.limit))).toEqual(expected)
+            if (expected.length > 1) several++
+          } else if (o._tag === "history" && order.length > 0) {
+            const payment = state.payments.get(order[o.pick % order.length]!)!
+            const until = minute(70)
+            const found = Effect.runSync(store.fraudHistory({
+              merchantId: "mer_1",
+              cardToken: payment.cardToken,
+              currency: "USD",
+              until,
+              excludePaymentId: "pay_none",
+              hourSince: minute(0),
+              daySince: minute(0),
+              dayLimit: 1_000,
+              amountWindow: 10
+            }))
+            const declines = order.map((id) => state.payments.get(id)!).filter((p) => p.cardToken === payment.cardToken && p.status === "failed")
+            expect(found.cardDeclinesLastDay).toBe(declines.length)
+            if (declines.length > 0) declined++
+          }
+        }
+      }),
+      { numRuns: 300, seed: 42 }
+    )
+    expect(several).toBeGreaterThan(100)
+    expect(declined).toBeGreaterThan(100)
+  })
+})
