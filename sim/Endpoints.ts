@@ -178,10 +178,13 @@ const inOutage = (windows: ReadonlyArray<readonly [number, number]>, now: number
   return false
 }
 
-/** The merchant's check (docs/webhooks.md): a fresh timestamp and an HMAC of "t.body" under an accepted secret. Null when valid. */
 const nothingReceived = { has: (_attempt: number) => false }
 
-/** The endpoint's own keys (made once per secret: `createHmac` with a string key converts it every call). */
+/**
+ * The endpoint's own keys (made once per secret: `createHmac` with a string key converts it every
+ * call). The endpoint signs nothing with the service's `hmacHex`: it checks the service's
+ * signatures with its own code, as a merchant would.
+ */
 const endpointKeys = new Map<string, KeyObject>()
 const endpointKey = (secret: string) => {
   let key = endpointKeys.get(secret)
@@ -189,6 +192,7 @@ const endpointKey = (secret: string) => {
   return key
 }
 
+/** The merchant's check (docs/webhooks.md): a fresh timestamp and an HMAC of "t.body" under an accepted secret. Null when valid. */
 const verifySignature = (header: string | undefined, body: string, secrets: ReadonlyArray<string>, nowMs: number): string | null => {
   if (header === undefined) return "unsigned POST"
   let timestamp: number | undefined

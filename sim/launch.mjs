@@ -53,7 +53,7 @@ const build = async (outdir) => {
   fs.rmSync(temporary, { recursive: true, force: true })
   await esbuild.build({
     absWorkingDir: root,
-    entryPoints: Object.fromEntries(Object.entries(entries).map(([name, file]) => [name, file])),
+    entryPoints: entries,
     bundle: true,
     splitting: true,
     platform: "node",
