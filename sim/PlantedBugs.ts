@@ -2,7 +2,7 @@ import { Effect } from "effect"
 import type { Change, Decision, Payment, PaymentEvent } from "../src/domain/Payment.ts"
 import type { WebhookTransportShape } from "../src/platform/WebhookTransport.ts"
 import type { StoreShape } from "../src/store/Store.ts"
-import type { WebhookStoreShape } from "../src/store/WebhookStore.ts"
+import type { PollInput, WebhookStoreShape } from "../src/store/WebhookStore.ts"
 import type { FaultRates, WorkloadMix } from "./Options.ts"
 import { hash32 } from "./Prng.ts"
 
@@ -307,25 +307,31 @@ export const webhookStoreBug = (bug: PlantedBug, store: WebhookStoreShape): Webh
     case "early-retry":
       return {
         ...store,
-        recordAttempt: (delivery, attempt, token) =>
+        recordAttempt: (delivery, attempt, token, successor) =>
           store.recordAttempt(delivery.nextAttemptAt === null || delivery.status !== "retrying" ? delivery : {
             ...delivery,
             nextAttemptAt: new Date(Date.parse(delivery.nextAttemptAt) - 20_000).toISOString()
-          }, attempt, token)
+          }, attempt, token, successor)
       }
     case "give-up-early":
       return {
         ...store,
-        recordAttempt: (delivery, attempt, token) =>
+        recordAttempt: (delivery, attempt, token, successor) =>
           store.recordAttempt(delivery.status !== "retrying" || delivery.attempts.length < 3 ? delivery : {
             ...delivery,
             status: "failed",
             nextAttemptAt: null,
             completedAt: attempt.at
-          }, attempt, token)
+          }, attempt, token, successor)
       }
-    case "lost-delivery":
-      return { ...store, drainOutbox: (limit, build) => store.drainOutbox(limit, (event, merchant) => oneIn(20, event.id) ? null : build(event, merchant)) }
+    case "lost-delivery": {
+      const lose = (build: PollInput["build"]): PollInput["build"] => (event, merchant) => oneIn(20, event.id) ? null : build(event, merchant)
+      return {
+        ...store,
+        drainOutbox: (limit, build) => store.drainOutbox(limit, lose(build)),
+        poll: (input) => store.poll({ ...input, build: lose(input.build) })
+      }
+    }
     default:
       return store
   }

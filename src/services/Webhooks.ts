@@ -1,7 +1,7 @@
 import { Context, Effect, Layer } from "effect"
 import type { Merchant } from "../domain/Merchant.ts"
 import { webhookSecretPrefix } from "../domain/Merchant.ts"
-import type { EventType } from "../domain/Payment.ts"
+import type { EventType, PaymentEvent } from "../domain/Payment.ts"
 import type { Delivery, DeliveryStats, DeliveryStatus } from "../domain/Webhook.ts"
 import { newDelivery, resend, sampleEvent } from "../domain/Webhook.ts"
 import { Ids } from "../platform/Ids.ts"
@@ -23,6 +23,8 @@ export interface WebhookStatus {
 export interface WebhooksShape {
   /** Turns up to `limit` outbox events into deliveries; returns how many events it took. */
   readonly enqueueFromOutbox: (limit: number) => Effect.Effect<number, StoreUnavailable>
+  /** What `enqueueFromOutbox` makes of an outbox event at `now` (null: the merchant has no webhook_url), for a store's `poll`. */
+  readonly deliveryBuilder: (now: string) => (event: PaymentEvent, merchant: Merchant) => Delivery | null
   /** A sample event of `eventType` sent through the same pipeline. */
   readonly sendTest: (merchantId: string, eventType: EventType) => Effect.Effect<Delivery, NotFound | InvalidState | StoreUnavailable>
   readonly list: (
@@ -120,23 +122,22 @@ export const layer = Layer.effect(
       Effect.flatMap(webhookStore.getDelivery(merchantId, deliveryId), (delivery) =>
         delivery === null ? Effect.fail(new NotFound({ resource: "delivery", id: deliveryId })) : Effect.succeed(delivery))
 
+    const deliveryBuilder = (now: string) => (event: PaymentEvent, merchant: Merchant): Delivery | null =>
+      merchant.webhookUrl === null
+        ? null
+        : newDelivery({
+          id: ids.mint("webhookDelivery"),
+          merchantId: merchant.id,
+          url: merchant.webhookUrl,
+          event,
+          now,
+          order: { paymentId: event.paymentId, sequence: event.sequence }
+        })
+
     return Webhooks.of({
       enqueueFromOutbox: (limit) =>
-        Effect.flatMap(nowIso, (now) =>
-          Effect.map(
-            webhookStore.drainOutbox(limit, (event, merchant) =>
-              merchant.webhookUrl === null
-                ? null
-                : newDelivery({
-                  id: ids.mint("webhookDelivery"),
-                  merchantId: merchant.id,
-                  url: merchant.webhookUrl,
-                  event,
-                  now,
-                  order: { paymentId: event.paymentId, sequence: event.sequence }
-                })),
-            ({ drained }) => drained
-          )),
+        Effect.flatMap(nowIso, (now) => Effect.map(webhookStore.drainOutbox(limit, deliveryBuilder(now)), ({ drained }) => drained)),
+      deliveryBuilder,
       sendTest: (merchantId, eventType) =>
         Effect.gen(function*() {
           const merchant = yield* merchantOf(merchantId)

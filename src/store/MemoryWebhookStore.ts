@@ -7,7 +7,7 @@ import { type Attempt, type Delivery, type DeliveryOrder, type DeliveryStatus, e
 import { MinHeap } from "../platform/MinHeap.ts"
 import type { MemoryState } from "./MemoryStore.ts"
 import type { PageRequest } from "./Store.ts"
-import { emptyCounts, WebhookStore, type WebhookStoreShape } from "./WebhookStore.ts"
+import { emptyCounts, type Lease, WebhookStore, type WebhookStoreShape } from "./WebhookStore.ts"
 
 /** A delivery without its payload. */
 export type DeliveryRecord = Omit<Delivery, "payload">
@@ -445,21 +445,78 @@ export const memoryWebhookOperations = (state: MemoryState): WebhookStoreShape =
     schedule(row)
     return true
   }
+  /** Takes up to `limit` outbox events into deliveries; `created` (when given) collects those inserted. */
+  const drain = (limit: number, build: (event: PaymentEvent, merchant: Merchant) => Delivery | null, created: Array<Delivery> | null) => {
+    const events = state.outbox.splice(0, limit)
+    for (const event of events) {
+      const merchant = state.merchants.get(event.merchantId)
+      const delivery = merchant === undefined ? null : build(event, merchant)
+      if (delivery !== null && insert(delivery, delivery.eventId === event.id ? event : null)) created?.push(delivery)
+    }
+    return { drained: events.length, created: created ?? [] }
+  }
+  /** `claimDue` at `nowMs`. */
+  const claim = (nowMs: number, lease: Lease, limit: number) => {
+    const claimed: Array<Delivery> = []
+    while (claimed.length < limit) {
+      const top = peekDue()
+      if (top === undefined || top.atMs > nowMs) break
+      const row = w.deliveries.get(top.id)!
+      popDue(top, row)
+      if (leaseLive(row, nowMs)) {
+        schedule(row)
+        continue
+      }
+      // Due, but behind an earlier open delivery of its payment: parked until one ends.
+      const paymentId = row.orderPaymentId
+      if (paymentId !== null && waitsForEarlier(row, paymentId)) {
+        const parked = w.parked.get(paymentId)
+        if (parked === undefined) w.parked.set(paymentId, [row])
+        else if (!parked.includes(row)) parked.push(row)
+        continue
+      }
+      row.setLease(lease.token, lease.until)
+      schedule(row)
+      claimed.push(row.delivery)
+    }
+    return claimed
+  }
+  /** `claimSuccessor`. */
+  const claimNext = (delivery: Delivery, now: string, lease: Lease): Delivery | null => {
+    if (delivery.order === null) return null
+    const paymentId = delivery.order.paymentId
+    const open = w.openInOrder.get(paymentId)
+    if (open === undefined) return null
+    const url = delivery.url
+    let next: DeliveryRow | null = null
+    for (const other of open) {
+      const sequence = other.sequence
+      if (sequence > delivery.order.sequence && other.url === url && (next === null || sequence < next.sequence)) next = other
+    }
+    if (next === null) return null
+    const nowMs = isoMs(now)
+    if (next.nextAttemptMs > nowMs || leaseLive(next, nowMs) || waitsForEarlier(next, paymentId)) return null
+    next.setLease(lease.token, lease.until)
+    schedule(next)
+    return next.delivery
+  }
   const own = (merchantId: string, id: string) => {
     const row = w.deliveries.get(id)
     return row === undefined || row.merchantId !== merchantId ? null : row
   }
   return {
-    drainOutbox: (limit, build) =>
+    drainOutbox: (limit, build) => Effect.sync(() => drain(limit, build, [])),
+    poll: (input) =>
       Effect.sync(() => {
-        const events = state.outbox.splice(0, limit)
-        const created: Array<Delivery> = []
-        for (const event of events) {
-          const merchant = state.merchants.get(event.merchantId)
-          const delivery = merchant === undefined ? null : build(event, merchant)
-          if (delivery !== null && insert(delivery, delivery.eventId === event.id ? event : null)) created.push(delivery)
+        let drained = 0
+        for (let batch = 0; batch < input.drainBatches; batch++) {
+          const taken = drain(input.drainLimit, input.build, null).drained
+          drained += taken
+          if (taken < input.drainLimit) break
         }
-        return { drained: events.length, created }
+        const claimed = claim(isoMs(input.now), input.lease(), input.claimLimit)
+        const next = peekDue()
+        return { drained, claimed, nextDueMs: next === undefined ? null : next.atMs }
       }),
     insertDelivery: (delivery) => Effect.sync(() => void insert(delivery, null)),
     getDelivery: (merchantId, id) =>
@@ -475,42 +532,16 @@ export const memoryWebhookOperations = (state: MemoryState): WebhookStoreShape =
         const found = paginate(rows, page)
         return { items: found.items.map((row) => row.delivery), totalCount: found.totalCount }
       }),
-    claimDue: (now, lease, limit) =>
-      Effect.sync(() => {
-        const nowMs = isoMs(now)
-        const claimed: Array<Delivery> = []
-        while (claimed.length < limit) {
-          const top = peekDue()
-          if (top === undefined || top.atMs > nowMs) break
-          const row = w.deliveries.get(top.id)!
-          popDue(top, row)
-          if (leaseLive(row, nowMs)) {
-            schedule(row)
-            continue
-          }
-          // Due, but behind an earlier open delivery of its payment: parked until one ends.
-          const paymentId = row.orderPaymentId
-          if (paymentId !== null && waitsForEarlier(row, paymentId)) {
-            const parked = w.parked.get(paymentId)
-            if (parked === undefined) w.parked.set(paymentId, [row])
-            else if (!parked.includes(row)) parked.push(row)
-            continue
-          }
-          row.setLease(lease.token, lease.until)
-          schedule(row)
-          claimed.push(row.delivery)
-        }
-        return claimed
-      }),
+    claimDue: (now, lease, limit) => Effect.sync(() => claim(isoMs(now), lease, limit)),
     renewLease: (id, token, now, until) =>
       Effect.sync(() => {
         const row = w.deliveries.get(id)
-        if (row === undefined || row.leaseToken !== token || !leaseLive(row, isoMs(now))) return false
+        if (row === undefined || row.leaseToken !== token || !leaseLive(row, isoMs(now))) return null
         row.setLease(token, until)
         schedule(row)
-        return true
+        return signingSecretsOf(state, row.merchantId, now)
       }),
-    recordAttempt: (delivery, _attempt, token) =>
+    recordAttempt: (delivery, _attempt, token, successor) =>
       Effect.sync(() => {
         const row = w.deliveries.get(delivery.id)
         if (row === undefined || row.leaseToken !== token) return false
@@ -518,7 +549,7 @@ export const memoryWebhookOperations = (state: MemoryState): WebhookStoreShape =
         row.setLease(null, null)
         track(row)
         schedule(row)
-        return true
+        return successor === undefined ? true : (claimNext(delivery, successor.now, successor.lease) ?? true)
       }),
     releaseLease: (id, token) =>
       Effect.sync(() => {
@@ -528,23 +559,7 @@ export const memoryWebhookOperations = (state: MemoryState): WebhookStoreShape =
           schedule(row)
         }
       }),
-    claimSuccessor: (delivery, now, lease) =>
-      Effect.sync(() => {
-        if (delivery.order === null) return null
-        const paymentId = delivery.order.paymentId
-        const url = delivery.url
-        let next: DeliveryRow | null = null
-        for (const other of w.openInOrder.get(paymentId) ?? []) {
-          const sequence = other.sequence
-          if (sequence > delivery.order.sequence && other.url === url && (next === null || sequence < next.sequence)) next = other
-        }
-        if (next === null) return null
-        const nowMs = isoMs(now)
-        if (next.nextAttemptMs > nowMs || leaseLive(next, nowMs) || waitsForEarlier(next, paymentId)) return null
-        next.setLease(lease.token, lease.until)
-        schedule(next)
-        return next.delivery
-      }),
+    claimSuccessor: (delivery, now, lease) => Effect.sync(() => claimNext(delivery, now, lease)),
     backlog: (now) =>
       Effect.sync(() => {
         const nowMs = isoMs(now)

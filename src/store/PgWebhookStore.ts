@@ -2,7 +2,9 @@ import * as PgClient from "@effect/sql-pg/PgClient"
 import { Effect, Layer } from "effect"
 import type { Attempt, Delivery, DeliveryStatus } from "../domain/Webhook.ts"
 import { iso, isoOrNull, run, toEvent, toMerchant, type Row } from "./PgRows.ts"
-import { emptyCounts, WebhookStore, type WebhookStoreShape } from "./WebhookStore.ts"
+import { isoMs } from "../domain/Time.ts"
+import type { StoreUnavailable } from "./Store.ts"
+import { emptyCounts, type Lease, type PollInput, WebhookStore, type WebhookStoreShape } from "./WebhookStore.ts"
 
 const toDelivery = (r: Row): Delivery => ({
   id: r.id,
@@ -19,6 +21,14 @@ const toDelivery = (r: Row): Delivery => ({
   completedAt: isoOrNull(r.completed_at),
   order: r.payment_id === null || r.payment_id === undefined ? null : { paymentId: r.payment_id, sequence: Number(r.event_sequence) }
 })
+
+/** The secrets that sign now, from a row of `webhook_secret, previous_webhook_secret, previous_live` (none without a merchant). */
+const secretsOf = (r: Row | undefined): ReadonlyArray<string> => {
+  if (r === undefined || r.webhook_secret === null || r.webhook_secret === undefined) return []
+  return r.previous_webhook_secret !== null && r.previous_live === true
+    ? [r.webhook_secret as string, r.previous_webhook_secret as string]
+    : [r.webhook_secret as string]
+}
 
 export const makePgWebhookStore = Effect.gen(function*() {
   const sql = yield* PgClient.PgClient
@@ -46,29 +56,91 @@ export const makePgWebhookStore = Effect.gen(function*() {
       : sql`INSERT INTO webhook_deliveries ${sql.insert(deliveries.map(deliveryRow))}
           ON CONFLICT (event_id) DO NOTHING RETURNING id`
 
+  /** `claimSuccessor` (inside `recordAttempt`'s transaction too). */
+  const claimNext = (delivery: Delivery, now: string, lease: Lease) =>
+    delivery.order === null
+      ? Effect.succeed(null)
+      : sql`UPDATE webhook_deliveries SET lease_token = ${lease.token}, lease_until = ${lease.until}
+            WHERE id = (
+              SELECT d.id FROM webhook_deliveries d
+              WHERE d.payment_id = ${delivery.order.paymentId} AND d.url = ${delivery.url}
+                AND d.event_sequence > ${delivery.order.sequence} AND d.status IN ('pending', 'retrying')
+                AND d.next_attempt_at <= ${now} AND (d.lease_until IS NULL OR d.lease_until <= ${now})
+                AND NOT EXISTS (
+                  SELECT 1 FROM webhook_deliveries earlier
+                  WHERE earlier.payment_id = d.payment_id AND earlier.url = d.url
+                    AND earlier.event_sequence < d.event_sequence AND earlier.status IN ('pending', 'retrying')
+                ) AND NOT EXISTS (
+                  SELECT 1 FROM payment_events e JOIN webhook_outbox o ON o.event_id = e.id
+                  WHERE e.payment_id = d.payment_id AND e.sequence < d.event_sequence
+                )
+              ORDER BY d.event_sequence LIMIT 1
+              FOR UPDATE OF d SKIP LOCKED
+            ) RETURNING *`.pipe(Effect.map((rows) => (rows.length === 0 ? null : toDelivery(rows[0]!))))
+
+  const drain = (limit: number, build: PollInput["build"]) =>
+    run(sql.withTransaction(Effect.gen(function*() {
+      const taken = yield* sql`DELETE FROM webhook_outbox WHERE event_id IN (
+          SELECT event_id FROM webhook_outbox ORDER BY created_at, event_id LIMIT ${limit} FOR UPDATE SKIP LOCKED
+        ) RETURNING event_id`
+      if (taken.length === 0) return { drained: 0, created: [] }
+      const ids = taken.map((r) => r.event_id as string)
+      const events = yield* sql`SELECT * FROM payment_events WHERE id IN ${sql.in(ids)} ORDER BY created_at, payment_id, sequence`
+      const merchantIds = [...new Set(events.map((e) => e.merchant_id as string))]
+      const merchants = new Map(
+        (merchantIds.length === 0 ? [] : yield* sql`SELECT * FROM merchants WHERE id IN ${sql.in(merchantIds)}`)
+          .map((r) => [r.id as string, toMerchant(r)])
+      )
+      const built: Array<Delivery> = []
+      for (const row of events) {
+        const merchant = merchants.get(row.merchant_id as string)
+        const delivery = merchant === undefined ? null : build(toEvent(row), merchant)
+        if (delivery !== null) built.push(delivery)
+      }
+      const inserted = new Set((yield* insert(built)).map((r) => r.id as string))
+      return { drained: taken.length, created: built.filter((d) => inserted.has(d.id)) }
+    })))
+
+  const claimDue = (now: string, lease: Lease, limit: number) =>
+    run(sql`UPDATE webhook_deliveries SET lease_token = ${lease.token}, lease_until = ${lease.until}
+      WHERE id IN (
+        SELECT d.id FROM webhook_deliveries d
+        WHERE d.status IN ('pending', 'retrying') AND d.next_attempt_at <= ${now}
+          AND (d.lease_until IS NULL OR d.lease_until <= ${now})
+          AND (d.payment_id IS NULL OR NOT EXISTS (
+            SELECT 1 FROM webhook_deliveries earlier
+            WHERE earlier.payment_id = d.payment_id AND earlier.url = d.url
+              AND earlier.event_sequence < d.event_sequence AND earlier.status IN ('pending', 'retrying')
+          ) AND NOT EXISTS (
+            -- An earlier event still in the outbox (another process is draining it) comes first too.
+            SELECT 1 FROM payment_events e JOIN webhook_outbox o ON o.event_id = e.id
+            WHERE e.payment_id = d.payment_id AND e.sequence < d.event_sequence
+          ))
+        ORDER BY d.next_attempt_at, d.id LIMIT ${limit}
+        FOR UPDATE OF d SKIP LOCKED
+      ) RETURNING *`).pipe(
+      Effect.map((rows) =>
+        rows.map(toDelivery).sort((a, b) => (a.nextAttemptAt! < b.nextAttemptAt! ? -1 : a.nextAttemptAt! > b.nextAttemptAt! ? 1 : a.id < b.id ? -1 : 1))
+      )
+    )
+
+  const nextDueAt = () =>
+    run(sql`SELECT min(GREATEST(next_attempt_at, coalesce(lease_until, next_attempt_at))) AS at
+      FROM webhook_deliveries WHERE status IN ('pending', 'retrying')`).pipe(
+      Effect.map((rows) => isoOrNull(rows[0]?.at))
+    )
+
+  /** Outbox batches while they come full (each its own transaction, as `drainOutbox`). */
+  const drainBatches = (input: PollInput, batch: number, drained: number): Effect.Effect<number, StoreUnavailable> =>
+    Effect.flatMap(drain(input.drainLimit, input.build), ({ drained: taken }) =>
+      taken === input.drainLimit && batch + 1 < input.drainBatches ? drainBatches(input, batch + 1, drained + taken) : Effect.succeed(drained + taken))
+
   const store: WebhookStoreShape = {
-    drainOutbox: (limit, build) =>
-      run(sql.withTransaction(Effect.gen(function*() {
-        const taken = yield* sql`DELETE FROM webhook_outbox WHERE event_id IN (
-            SELECT event_id FROM webhook_outbox ORDER BY created_at, event_id LIMIT ${limit} FOR UPDATE SKIP LOCKED
-          ) RETURNING event_id`
-        if (taken.length === 0) return { drained: 0, created: [] }
-        const ids = taken.map((r) => r.event_id as string)
-        const events = yield* sql`SELECT * FROM payment_events WHERE id IN ${sql.in(ids)} ORDER BY created_at, payment_id, sequence`
-        const merchantIds = [...new Set(events.map((e) => e.merchant_id as string))]
-        const merchants = new Map(
-          (merchantIds.length === 0 ? [] : yield* sql`SELECT * FROM merchants WHERE id IN ${sql.in(merchantIds)}`)
-            .map((r) => [r.id as string, toMerchant(r)])
-        )
-        const built: Array<Delivery> = []
-        for (const row of events) {
-          const merchant = merchants.get(row.merchant_id as string)
-          const delivery = merchant === undefined ? null : build(toEvent(row), merchant)
-          if (delivery !== null) built.push(delivery)
-        }
-        const inserted = new Set((yield* insert(built)).map((r) => r.id as string))
-        return { drained: taken.length, created: built.filter((d) => inserted.has(d.id)) }
-      }))),
+    poll: (input) =>
+      Effect.flatMap(input.drainBatches > 0 ? drainBatches(input, 0, 0) : Effect.succeed(0), (drained) =>
+        Effect.flatMap(claimDue(input.now, input.lease(), input.claimLimit), (claimed) =>
+          Effect.map(nextDueAt(), (next) => ({ drained, claimed, nextDueMs: next === null ? null : isoMs(next) })))),
+    drainOutbox: drain,
     insertDelivery: (delivery) => run(insert([delivery])).pipe(Effect.asVoid),
     getDelivery: (merchantId, id) =>
       run(sql`SELECT * FROM webhook_deliveries WHERE id = ${id} AND merchant_id = ${merchantId}`).pipe(
@@ -85,34 +157,18 @@ export const makePgWebhookStore = Effect.gen(function*() {
         sql`SELECT count(*)::int AS n FROM webhook_deliveries WHERE ${where}`
       ])).pipe(Effect.map(([rows, count]) => ({ items: rows.map(toDelivery), totalCount: Number(count[0]!.n) })))
     },
-    claimDue: (now, lease, limit) =>
-      run(sql`UPDATE webhook_deliveries SET lease_token = ${lease.token}, lease_until = ${lease.until}
-        WHERE id IN (
-          SELECT d.id FROM webhook_deliveries d
-          WHERE d.status IN ('pending', 'retrying') AND d.next_attempt_at <= ${now}
-            AND (d.lease_until IS NULL OR d.lease_until <= ${now})
-            AND (d.payment_id IS NULL OR NOT EXISTS (
-              SELECT 1 FROM webhook_deliveries earlier
-              WHERE earlier.payment_id = d.payment_id AND earlier.url = d.url
-                AND earlier.event_sequence < d.event_sequence AND earlier.status IN ('pending', 'retrying')
-            ) AND NOT EXISTS (
-              -- An earlier event still in the outbox (another process is draining it) comes first too.
-              SELECT 1 FROM payment_events e JOIN webhook_outbox o ON o.event_id = e.id
-              WHERE e.payment_id = d.payment_id AND e.sequence < d.event_sequence
-            ))
-          ORDER BY d.next_attempt_at, d.id LIMIT ${limit}
-          FOR UPDATE OF d SKIP LOCKED
-        ) RETURNING *`).pipe(
-        Effect.map((rows) =>
-          rows.map(toDelivery).sort((a, b) => (a.nextAttemptAt! < b.nextAttemptAt! ? -1 : a.nextAttemptAt! > b.nextAttemptAt! ? 1 : a.id < b.id ? -1 : 1))
-        )
-      ),
+    claimDue,
     renewLease: (id, token, now, until) =>
-      run(sql`UPDATE webhook_deliveries SET lease_until = ${until}
-        WHERE id = ${id} AND lease_token = ${token} AND lease_until > ${now} RETURNING id`).pipe(
-        Effect.map((rows) => rows.length === 1)
+      // The renewal and the merchant's secrets in one statement (one round trip an attempt).
+      run(sql`WITH renewed AS (
+          UPDATE webhook_deliveries SET lease_until = ${until}
+          WHERE id = ${id} AND lease_token = ${token} AND lease_until > ${now} RETURNING merchant_id
+        )
+        SELECT m.webhook_secret, m.previous_webhook_secret, m.previous_webhook_secret_expires_at > ${now} AS previous_live
+        FROM renewed LEFT JOIN merchants m ON m.id = renewed.merchant_id`).pipe(
+        Effect.map((rows) => (rows.length === 0 ? null : secretsOf(rows[0])))
       ),
-    recordAttempt: (delivery, attempt: Attempt, token) =>
+    recordAttempt: (delivery, attempt: Attempt, token, successor) =>
       run(sql.withTransaction(Effect.gen(function*() {
         const updated = yield* sql`UPDATE webhook_deliveries SET status = ${delivery.status},
             attempts = ${JSON.stringify(delivery.attempts)}::jsonb, next_attempt_at = ${delivery.nextAttemptAt},
@@ -132,31 +188,13 @@ export const makePgWebhookStore = Effect.gen(function*() {
             succeeded: attempt.error === null
           })
         }`
-        return true
+        if (successor === undefined) return true
+        return (yield* claimNext(delivery, successor.now, successor.lease)) ?? true
       }))),
     releaseLease: (id, token) =>
       run(sql`UPDATE webhook_deliveries SET lease_token = NULL, lease_until = NULL
         WHERE id = ${id} AND lease_token = ${token}`).pipe(Effect.asVoid),
-    claimSuccessor: (delivery, now, lease) =>
-      delivery.order === null
-        ? Effect.succeed(null)
-        : run(sql`UPDATE webhook_deliveries SET lease_token = ${lease.token}, lease_until = ${lease.until}
-            WHERE id = (
-              SELECT d.id FROM webhook_deliveries d
-              WHERE d.payment_id = ${delivery.order.paymentId} AND d.url = ${delivery.url}
-                AND d.event_sequence > ${delivery.order.sequence} AND d.status IN ('pending', 'retrying')
-                AND d.next_attempt_at <= ${now} AND (d.lease_until IS NULL OR d.lease_until <= ${now})
-                AND NOT EXISTS (
-                  SELECT 1 FROM webhook_deliveries earlier
-                  WHERE earlier.payment_id = d.payment_id AND earlier.url = d.url
-                    AND earlier.event_sequence < d.event_sequence AND earlier.status IN ('pending', 'retrying')
-                ) AND NOT EXISTS (
-                  SELECT 1 FROM payment_events e JOIN webhook_outbox o ON o.event_id = e.id
-                  WHERE e.payment_id = d.payment_id AND e.sequence < d.event_sequence
-                )
-              ORDER BY d.event_sequence LIMIT 1
-              FOR UPDATE OF d SKIP LOCKED
-            ) RETURNING *`).pipe(Effect.map((rows) => (rows.length === 0 ? null : toDelivery(rows[0]!)))),
+    claimSuccessor: (delivery, now, lease) => run(claimNext(delivery, now, lease)),
     backlog: (now) =>
       run(sql`SELECT count(*)::int AS open,
           count(*) FILTER (WHERE next_attempt_at <= ${now} AND (lease_until IS NULL OR lease_until <= ${now}))::int AS due,
@@ -164,11 +202,7 @@ export const makePgWebhookStore = Effect.gen(function*() {
         FROM webhook_deliveries WHERE status IN ('pending', 'retrying')`).pipe(
         Effect.map((rows) => ({ open: Number(rows[0]?.open ?? 0), due: Number(rows[0]?.due ?? 0), oldestDueAt: isoOrNull(rows[0]?.oldest) }))
       ),
-    nextDueAt: () =>
-      run(sql`SELECT min(GREATEST(next_attempt_at, coalesce(lease_until, next_attempt_at))) AS at
-        FROM webhook_deliveries WHERE status IN ('pending', 'retrying')`).pipe(
-        Effect.map((rows) => isoOrNull(rows[0]?.at))
-      ),
+    nextDueAt,
     resend: (merchantId, id, decide) =>
       run(sql.withTransaction(Effect.gen(function*() {
         const rows = yield* sql`SELECT * FROM webhook_deliveries WHERE id = ${id} AND merchant_id = ${merchantId} FOR UPDATE`
@@ -212,13 +246,7 @@ export const makePgWebhookStore = Effect.gen(function*() {
     signingSecrets: (merchantId, now) =>
       run(sql`SELECT webhook_secret, previous_webhook_secret, previous_webhook_secret_expires_at > ${now} AS previous_live
         FROM merchants WHERE id = ${merchantId}`).pipe(
-        Effect.map((rows) => {
-          const r = rows[0]
-          if (r === undefined) return []
-          return r.previous_webhook_secret !== null && r.previous_live === true
-            ? [r.webhook_secret as string, r.previous_webhook_secret as string]
-            : [r.webhook_secret as string]
-        })
+        Effect.map((rows) => secretsOf(rows[0]))
       ),
     rotateSecret: (merchantId, secret, previousUntil, now) =>
       run(sql`UPDATE merchants SET previous_webhook_secret = webhook_secret,

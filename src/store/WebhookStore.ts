@@ -10,6 +10,23 @@ export interface Lease {
   readonly until: string
 }
 
+export interface PollInput {
+  readonly drainLimit: number
+  readonly drainBatches: number
+  readonly build: (event: PaymentEvent, merchant: Merchant) => Delivery | null
+  readonly now: string
+  /** Makes the claim's lease: called once, after the outbox is drained. */
+  readonly lease: () => Lease
+  readonly claimLimit: number
+}
+
+export interface PollResult {
+  readonly drained: number
+  readonly claimed: ReadonlyArray<Delivery>
+  /** The earliest moment work becomes due after the claim, in ms (null: none), as `nextDueAt`. */
+  readonly nextDueMs: number | null
+}
+
 export type ResendOutcome =
   | { readonly _tag: "NotFound" }
   | { readonly _tag: "Refused"; readonly delivery: Delivery }
@@ -39,10 +56,31 @@ export interface WebhookStoreShape {
   ) => StoreEffect<PageOf<Delivery>>
   /** Leases up to `limit` deliveries due at `now` that no live lease holds (FOR UPDATE SKIP LOCKED). */
   readonly claimDue: (now: string, lease: Lease, limit: number) => StoreEffect<ReadonlyArray<Delivery>>
-  /** Extends a lease its holder still has (unexpired at `now`); false when it was lost. */
-  readonly renewLease: (deliveryId: string, token: string, now: string, until: string) => StoreEffect<boolean>
-  /** Commits an attempt and the delivery's new state, releasing the lease; false when `token` no longer holds it. */
-  readonly recordAttempt: (delivery: Delivery, attempt: Attempt, token: string) => StoreEffect<boolean>
+  /**
+   * One dispatcher poll in one call: drains the outbox as `drainOutbox` does (batches of
+   * `drainLimit` events while they come full, at most `drainBatches`), then claims as `claimDue`
+   * does (under the lease `lease` makes, once the outbox is drained) and tells when work is due
+   * next after that claim, as `nextDueAt` would.
+   */
+  readonly poll: (input: PollInput) => StoreEffect<PollResult>
+  /**
+   * Extends a lease its holder still has (unexpired at `now`) and answers the signing secrets of
+   * the delivery's merchant at `now` (as `signingSecrets`: what the attempt signs with, read in the
+   * same call); null when the lease was lost.
+   */
+  readonly renewLease: (deliveryId: string, token: string, now: string, until: string) => StoreEffect<ReadonlyArray<string> | null>
+  /**
+   * Commits an attempt and the delivery's new state, releasing the lease; false when `token` no
+   * longer holds it. With `successor` (for a delivery that has ended), then claims its payment's
+   * next delivery as `claimSuccessor(delivery, successor.now, successor.lease)` does, in the same
+   * call, and answers it when there is one (true: recorded, no successor claimed).
+   */
+  readonly recordAttempt: (
+    delivery: Delivery,
+    attempt: Attempt,
+    token: string,
+    successor?: { readonly now: string; readonly lease: Lease }
+  ) => StoreEffect<boolean | Delivery>
   readonly releaseLease: (deliveryId: string, token: string) => StoreEffect<void>
   /**
    * After `delivery` ended: leases the next delivery of its payment to its URL, if that one is due

@@ -196,25 +196,14 @@ export const run = (options: DispatcherOptions = defaultOptions) =>
       : (request: WebhookRequest) =>
         Effect.timeoutTo(transport.post(request), { duration: Duration.millis(timeoutMs), onSuccess: identity, onTimeout })
 
-    /**
-     * Claims the payment's next delivery (under the ended one's token) and queues it, as a poll
-     * would: not cut in the middle by a stop, and when the store fails the poller is woken to
-     * claim it instead.
-     */
-    const claimSuccessor = (delivery: Delivery, token: string, nowMs: number, now: string) =>
-      Effect.flatMap(store.claimSuccessor(delivery, now, { token, until: isoAt(nowMs + leaseMs) }), (successor) =>
-        successor === null ? Effect.void : handOut([successor], token, 0)).pipe(
-          Effect.catchAll(() => webhooks.wake),
-          Effect.uninterruptible
-        )
-
     const attempt = ({ delivery, token }: Claim) =>
       Effect.gen(function*() {
         const atMs = Math.floor(clock.unsafeCurrentTimeMillis())
         const at = isoAt(atMs)
-        // Renewing proves the lease is still ours: a claim that waited too long is someone else's now.
-        if (!(yield* store.renewLease(delivery.id, token, at, isoAt(atMs + leaseMs)))) return
-        const secrets = yield* store.signingSecrets(delivery.merchantId, at)
+        // Renewing proves the lease is still ours (a claim that waited too long is someone else's
+        // now); the same call answers the secrets to sign with.
+        const secrets = yield* store.renewLease(delivery.id, token, at, isoAt(atMs + leaseMs))
+        if (secrets === null) return
         const startMs = clock.unsafeCurrentTimeMillis()
         if (delivery.nextAttemptAt !== null) {
           Metrics.record(Metrics.webhookDeliveryLag, Math.max(0, startMs - isoMs(delivery.nextAttemptAt)) / 1000)
@@ -238,12 +227,18 @@ export const run = (options: DispatcherOptions = defaultOptions) =>
           : { _tag: "Failed", error: result.error, durationMs }
         const endAt = isoAt(endMs)
         const next = afterAttempt(delivery, at, outcome, config.webhookRetryScheduleMs, endAt)
-        const recorded = yield* store.recordAttempt(next.delivery, next.attempt, token)
-        Metrics.record(Metrics.webhookAttempts(isSuccess(outcome) ? "succeeded" : outcome._tag === "Answered" ? "rejected" : "error"), 1)
-        if (recorded && next.delivery.status === "failed") Metrics.record(Metrics.webhookDeliveriesFailed, 1)
         // The payment's next event waits for this one: once this one is done, it is due at once,
-        // so it is claimed now (under the same token) and queued behind this endpoint's work.
-        if (recorded && delivery.order !== null && !isOpen(next.delivery) && !stopping) yield* claimSuccessor(delivery, token, endMs, endAt)
+        // so it is claimed in the same call (under the same token) and queued behind this
+        // endpoint's work, as a poll would: not cut in the middle by a stop.
+        const successor = delivery.order !== null && !isOpen(next.delivery) && !stopping
+          ? { now: endAt, lease: { token, until: isoAt(endMs + leaseMs) } }
+          : undefined
+        const record = store.recordAttempt(next.delivery, next.attempt, token, successor)
+        const recorded = yield* successor === undefined
+          ? record
+          : Effect.uninterruptible(Effect.flatMap(record, (answer) => answer === true || answer === false ? Effect.succeed(answer) : Effect.as(handOut([answer], token, 0), true)))
+        Metrics.record(Metrics.webhookAttempts(isSuccess(outcome) ? "succeeded" : outcome._tag === "Answered" ? "rejected" : "error"), 1)
+        if (recorded !== false && next.delivery.status === "failed") Metrics.record(Metrics.webhookDeliveriesFailed, 1)
         if (next.delivery.nextAttemptAt !== null && isoMs(next.delivery.nextAttemptAt) < sleepingUntilMs) yield* webhooks.wake
       }).pipe(Effect.catchAll((error) => Effect.logWarning(`webhook delivery ${delivery.id} attempt not recorded`, error)))
 
@@ -300,17 +295,33 @@ export const run = (options: DispatcherOptions = defaultOptions) =>
       return Effect.void
     }
 
-    /** Outbox → deliveries: batches while they come full, at most ten a poll. */
-    const drainOutbox = (round: number): Effect.Effect<void, StoreUnavailable> =>
-      Effect.flatMap(webhooks.enqueueFromOutbox(options.batchSize), (drained) =>
-        drained === options.batchSize && round < 9 ? drainOutbox(round + 1) : Effect.void)
+    /**
+     * When work is next due, as the last poll's store call answered (ms; Infinity: none), for the
+     * idle wait after it; undefined when that poll failed (the wait asks the store).
+     */
+    let polledNextDueMs: number | undefined
 
-    /** One poll: outbox → deliveries, then claim due work and hand it to the endpoints. Returns the number claimed. */
-    const poll = Effect.flatMap(drainOutbox(0), () => {
+    /**
+     * One poll, one store call: outbox → deliveries (batches while they come full, at most ten),
+     * then claim due work and hand it to the endpoints. Returns the number claimed.
+     */
+    const poll = Effect.suspend(() => {
       const nowMs = Math.floor(clock.unsafeCurrentTimeMillis())
-      const token = ids.secret("lease_")
-      return Effect.flatMap(store.claimDue(isoAt(nowMs), { token, until: isoAt(nowMs + leaseMs) }, options.batchSize), (claimed) =>
-        Effect.as(handOut(claimed, token, 0), claimed.length))
+      const now = isoAt(nowMs)
+      polledNextDueMs = undefined
+      // Announced before the store is read, so a retry recorded meanwhile still wakes the wait after it.
+      sleepingUntilMs = nowMs + options.pollIntervalMs
+      let token = ""
+      const lease = () => ({ token: token = ids.secret("lease_"), until: isoAt(nowMs + leaseMs) })
+      return Effect.flatMap(
+        store.poll({ drainLimit: options.batchSize, drainBatches: 10, build: webhooks.deliveryBuilder(now), now, lease, claimLimit: options.batchSize }),
+        ({ claimed, nextDueMs }) => {
+          polledNextDueMs = nextDueMs === null ? Infinity : nextDueMs
+          // A full batch polls again at once, without a wait.
+          if (claimed.length === options.batchSize) sleepingUntilMs = Number.NEGATIVE_INFINITY
+          return Effect.as(handOut(claimed, token, 0), claimed.length)
+        }
+      )
     })
 
     /**
@@ -366,19 +377,24 @@ export const run = (options: DispatcherOptions = defaultOptions) =>
       return Effect.raceAll([untilTimeout, webhooks.awaitWake, Effect.zipRight(webhooks.awaitEventsCommitted, Effect.sleep(eventsDelay))])
     }
 
+    /** Waits until work is due at `dueMs` (Infinity: none), at most a poll interval. */
+    const waitUntilDue = (nowMs: number, dueMs: number) => {
+      // Work due already but not claimed sits in a full endpoint queue: wait a poll interval for it.
+      const untilMs = dueMs <= nowMs ? nowMs + options.pollIntervalMs : Math.min(nowMs + options.pollIntervalMs, dueMs)
+      sleepingUntilMs = untilMs
+      return Effect.map(timer === null ? raceFor(nowMs, untilMs) : waitFor(timer, nowMs, untilMs), () => {
+        sleepingUntilMs = Number.NEGATIVE_INFINITY
+      })
+    }
+
     const idle = Effect.suspend(() => {
       const nowMs = clock.unsafeCurrentTimeMillis()
-      // Announced before the store is read, so a retry recorded meanwhile still wakes us.
+      if (polledNextDueMs !== undefined) return waitUntilDue(nowMs, polledNextDueMs)
+      // The poll failed: the store is asked (announced before it is read, so a retry recorded
+      // meanwhile still wakes us).
       sleepingUntilMs = nowMs + options.pollIntervalMs
-      return Effect.flatMap(store.nextDueAt().pipe(Effect.orElseSucceed(() => null)), (due) => {
-        const dueMs = due === null ? Infinity : isoMs(due)
-        // Work due already but not claimed sits in a full endpoint queue: wait a poll interval for it.
-        const untilMs = dueMs <= nowMs ? nowMs + options.pollIntervalMs : Math.min(nowMs + options.pollIntervalMs, dueMs)
-        sleepingUntilMs = untilMs
-        return Effect.map(timer === null ? raceFor(nowMs, untilMs) : waitFor(timer, nowMs, untilMs), () => {
-          sleepingUntilMs = Number.NEGATIVE_INFINITY
-        })
-      })
+      return Effect.flatMap(store.nextDueAt().pipe(Effect.orElseSucceed(() => null)), (due) =>
+        waitUntilDue(nowMs, due === null ? Infinity : isoMs(due)))
     })
 
     // A poll is not cut in the middle by a stop: claims it made always reach a queue (or go back).

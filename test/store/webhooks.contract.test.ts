@@ -45,10 +45,11 @@ const webhookStoreContract = (name: string, layer: () => Layer.Layer<Store | Web
         // A dies; after its lease, C takes whd_1 over and A can no longer renew or record.
         const claimedC = yield* store.claimDue(at(10), { token: "c", until: at(20) }, 10)
         expect(claimedC.map((d) => d.id)).toEqual(["whd_1"])
-        expect(yield* store.renewLease("whd_1", "a", at(10), at(30))).toBe(false)
+        expect(yield* store.renewLease("whd_1", "a", at(10), at(30))).toBeNull()
         const failed = afterAttempt(claimedC[0]!, at(11), { _tag: "Failed", error: "connection error", durationMs: 5 }, [60_000], at(11))
         expect(yield* store.recordAttempt(failed.delivery, failed.attempt, "a")).toBe(false)
-        expect(yield* store.renewLease("whd_1", "c", at(11), at(21))).toBe(true)
+        // Renewed: the answer is the merchant's signing secrets.
+        expect(yield* store.renewLease("whd_1", "c", at(11), at(21))).toEqual(["whsec_c"])
         expect(yield* store.recordAttempt(failed.delivery, failed.attempt, "c")).toBe(true)
         const stored = (yield* store.getDelivery("mer_c", "whd_1"))!
         expect(stored).toEqual(failed.delivery)
@@ -63,6 +64,10 @@ const webhookStoreContract = (name: string, layer: () => Layer.Layer<Store | Web
         yield* store.rotateSecret("mer_c", "whsec_new", at(30), at(20))
         expect(yield* store.signingSecrets("mer_c", at(29))).toEqual(["whsec_new", "whsec_c"])
         expect(yield* store.signingSecrets("mer_c", at(30))).toEqual(["whsec_new"])
+        // A renewal answers the secrets that sign at its `now`: both during the rotation's overlap.
+        expect((yield* store.claimDue(at(25), { token: "d", until: at(27) }, 10)).map((d) => d.id).sort()).toEqual(["whd_1", "whd_2"])
+        expect(yield* store.renewLease("whd_2", "d", at(26), at(28))).toEqual(["whsec_new", "whsec_c"])
+        expect(yield* store.renewLease("whd_2", "d", at(28), at(29))).toBeNull()
       }).pipe(Effect.provide(layer())))
 
     it.effect("claims a payment's delivery only when no earlier one of that payment to that URL is open", () =>
@@ -119,22 +124,75 @@ const webhookStoreContract = (name: string, layer: () => Layer.Layer<Store | Web
           })
         // While pay_a's first is open, its second is not claimed.
         expect(yield* store.claimSuccessor(byId("whd_1"), at(10), lease("s"))).toBeNull()
-        const ended1 = yield* succeed(byId("whd_1"), "a", at(10))
-        const second = yield* store.claimSuccessor(ended1, at(10), lease("s"))
-        expect(second?.id).toBe("whd_2")
+        const done1 = afterAttempt(byId("whd_1"), at(10), { _tag: "Answered", status: 200, snippet: "", durationMs: 5 }, [60_000], at(10))
+        const second = yield* store.recordAttempt(done1.delivery, done1.attempt, "a", { now: at(10), lease: lease("s") })
+        expect(typeof second === "object" ? second.id : second).toBe("whd_2")
+        if (typeof second !== "object") return
+        expect(yield* store.getDelivery("mer_c", "whd_1")).toEqual(done1.delivery)
+        const ended1 = done1.delivery
         // Claimed under the lease: neither a second claim nor a poll gets it, and the third waits for it.
         expect(yield* store.claimSuccessor(ended1, at(10), lease("t"))).toBeNull()
         expect(yield* store.claimDue(at(10), lease("u"), 10)).toEqual([])
-        const ended2 = yield* succeed(second!, "s", at(10))
-        // The third is due at minute 3 only.
+        // Recording with a successor claims it in the same call: none yet for a wrong token (nothing
+        // recorded) nor when the successor is not due (the third is due at minute 3 only).
+        const done2 = afterAttempt(second!, at(2), { _tag: "Answered", status: 200, snippet: "", durationMs: 5 }, [60_000], at(2))
+        expect(yield* store.recordAttempt(done2.delivery, done2.attempt, "x", { now: at(10), lease: lease("v") })).toBe(false)
+        expect(yield* store.recordAttempt(done2.delivery, done2.attempt, "s", { now: at(2), lease: lease("v") })).toBe(true)
+        expect(yield* store.getDelivery("mer_c", "whd_2")).toEqual(done2.delivery)
+        const ended2 = done2.delivery
         expect(yield* store.claimSuccessor(ended2, at(2), lease("v"))).toBeNull()
         expect((yield* store.claimSuccessor(ended2, at(10), lease("v")))?.id).toBe("whd_3")
+        // ... and answers it when there is one.
+        const done3 = afterAttempt((yield* store.getDelivery("mer_c", "whd_3"))!, at(10), { _tag: "Failed", error: "connection error", durationMs: 5 }, [], at(10))
+        expect(done3.delivery.status).toBe("failed")
+        expect(yield* store.recordAttempt(done3.delivery, done3.attempt, "v", { now: at(10), lease: lease("w") })).toBe(true)
         // Nothing after the last of a payment, after another payment's only one, after an unordered
         // one, nor across URLs.
         expect(yield* store.claimSuccessor(yield* succeed(byId("whd_4"), "a", at(10)), at(10), lease("w"))).toBeNull()
         expect(yield* store.claimSuccessor(yield* succeed(byId("whd_5"), "a", at(10)), at(10), lease("w"))).toBeNull()
         expect(yield* store.claimSuccessor(yield* succeed(byId("whd_6"), "a", at(10)), at(10), lease("w"))).toBeNull()
-        expect(yield* store.backlog(at(10))).toEqual({ open: 1, due: 0, oldestDueAt: null })
+        // whd_3 ended (failed) with its attempt above: nothing is open.
+        expect(yield* store.backlog(at(10))).toEqual({ open: 0, due: 0, oldestDueAt: null })
+      }).pipe(Effect.provide(layer())))
+
+    it.effect("a poll drains the outbox in full batches, claims what is due and tells when work is due next", () =>
+      Effect.gen(function*() {
+        const w = testWorld()
+        const owner = merchantFor(w)
+        yield* Effect.flatMap(Store, (s) => s.insertMerchant(owner, apiKeyFor(w, owner.id, owner.createdAt)))
+        for (const amountCents of [1_000, 2_000, 3_000]) {
+          const change = accepted(Payment.create(createInput(owner.id, { amountCents }), w.context()))
+          yield* Effect.flatMap(Store, (s) => s.insertPayment(change))
+        }
+        const store = yield* WebhookStore
+        const now = w.clock.now()
+        const nowMs = Date.parse(now)
+        const build = (event: Payment.PaymentEvent, m: { readonly id: string; readonly webhookUrl: string | null }) =>
+          m.id !== owner.id ? null : newDelivery({
+            id: w.mintId("webhookDelivery"), merchantId: m.id, url: m.webhookUrl!, event, now,
+            order: { paymentId: event.paymentId, sequence: event.sequence }
+          })
+        const leases: Array<string> = []
+        const lease = (token: string, until: string) => () => {
+          leases.push(token)
+          return { token, until }
+        }
+        // Batches of two: two full ones would drain four; the second (one event) ends the drain.
+        const first = yield* store.poll({ drainLimit: 2, drainBatches: 10, build, now, lease: lease("a", new Date(nowMs + 60_000).toISOString()), claimLimit: 2 })
+        expect(first.drained).toBe(3)
+        expect(first.claimed).toHaveLength(2)
+        expect(leases).toEqual(["a"])
+        // The third is due now (beyond the claim's limit).
+        expect(first.nextDueMs).toBe(nowMs)
+        const second = yield* store.poll({ drainLimit: 2, drainBatches: 10, build, now, lease: lease("b", new Date(nowMs + 30_000).toISOString()), claimLimit: 2 })
+        expect(second.drained).toBe(0)
+        expect(second.claimed.map((d) => d.merchantId)).toEqual([owner.id])
+        expect([...first.claimed, ...second.claimed].map((d) => d.payload).sort()).toEqual(
+          (yield* store.listDeliveries(owner.id, {}, { page: 1, perPage: 10 })).items.map((d) => d.payload).sort()
+        )
+        // Everything is leased: work is due next when the first lease ends.
+        expect(second.nextDueMs).toBe(nowMs + 30_000)
+        expect((yield* store.poll({ drainLimit: 2, drainBatches: 1, build, now, lease: lease("c", now), claimLimit: 2 })).claimed).toEqual([])
       }).pipe(Effect.provide(layer())))
 
     it.effect("an ended delivery reads back with its exact payload, and a resend sends that payload again", () =>
