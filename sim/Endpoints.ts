@@ -2,6 +2,7 @@ import { createHmac, createSecretKey, type KeyObject } from "node:crypto"
 import { Effect } from "effect"
 import { isoAt } from "../src/domain/Time.ts"
 import type { DeliveryAudit } from "../src/store/MemoryWebhookStore.ts"
+import { type CallbackTimer, callbackTimerOf } from "../src/platform/Timers.ts"
 import { timedOut, type TransportResult, type WebhookRequest, type WebhookTransportShape } from "../src/platform/WebhookTransport.ts"
 import type { Auditor } from "./Auditor.ts"
 import type { FaultRates } from "./Options.ts"
@@ -92,8 +93,28 @@ export const makeSimulatedEndpoints = (
   const refusedResult: TransportResult = { _tag: "Failed", error: "connection error: ECONNREFUSED" }
   const answerOf = (status: number, latencyMs: number, deliveryId: string): Fate => ({ _tag: "Answer", status, latencyMs, deliveryId })
 
+  /**
+   * The clock's callback timer (null: none, as with `TestClock`; undefined until the first POST
+   * asks): waiting on it is one `Effect.async`, where `Effect.sleep` then a map take three more steps.
+   */
+  let timer: CallbackTimer | null | undefined
+  /** `Effect.map(Effect.sleep(ms), f)`: `f` runs when the fiber resumes after `ms`, as it would after the sleep. */
+  const after = <A>(ms: number, f: () => A): Effect.Effect<A> => {
+    const t = timer
+    if (t === undefined) {
+      return Effect.flatMap(Effect.clockWith(callbackTimerOf), (found) => {
+        timer = found
+        return after(ms, f)
+      })
+    }
+    if (t === null) return Effect.map(Effect.sleep(ms), f)
+    return Effect.async<A>((resume) => {
+      t(ms, () => resume(Effect.sync(f)))
+    })
+  }
+
   const answer = ({ deliveryId, latencyMs, status }: { readonly status: number; readonly latencyMs: number; readonly deliveryId: string }) =>
-    Effect.map(Effect.sleep(latencyMs), (): TransportResult => {
+    after(latencyMs, (): TransportResult => {
       if (status >= 200 && status < 300) {
         stats.answered2xx++
         received.get(deliveryId)!.ackedAtMs = nowMs()
@@ -165,7 +186,7 @@ export const makeSimulatedEndpoints = (
         const fate = receive(request)
         if (fate._tag === "Refused") return Effect.succeed(refusedResult)
         if (fate._tag === "Answer" && fate.latencyMs <= timeoutMs) return answer(fate)
-        return Effect.as(Effect.sleep(timeoutMs), timedOut(timeoutMs))
+        return after(timeoutMs, () => timedOut(timeoutMs))
       })
   }
   /** The attempt numbers of a delivery that reached the endpoint. */

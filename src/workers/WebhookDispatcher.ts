@@ -319,55 +319,54 @@ export const run = (options: DispatcherOptions = defaultOptions) =>
           polledNextDueMs = nextDueMs === null ? Infinity : nextDueMs
           // A full batch polls again at once, without a wait.
           if (claimed.length === options.batchSize) sleepingUntilMs = Number.NEGATIVE_INFINITY
-          return Effect.as(handOut(claimed, token, 0), claimed.length)
+          const handed = handOut(claimed, token, 0)
+          return handed === Effect.void ? Effect.succeed(claimed.length) : Effect.as(handed, claimed.length)
         }
       )
     })
 
-    /**
-     * Waits until `untilMs`, a wake, or `eventsDelayMs` after an events commit (never past
-     * `untilMs`), whichever comes first: one `Effect.async` on the clock's callback timer and the
-     * two signals, no fiber forked. A wake already pending ends it at once; an events commit
-     * already pending starts its delay now.
-     */
     /** Stops the poller's wait in progress (timer and listeners), if any. */
     let cancelWait: (() => void) | null = null
-    const waitFor = (timer: CallbackTimer, nowMs: number, untilMs: number) => {
-      if (webhooks.wakeSignal.tryTake()) return Effect.void
-      return Effect.async<void>((resume) => {
-        let done = false
-        let removeEvents: (() => void) | null = null
-        let cancelTimer: () => void
-        const stop = () => {
-          if (cancelWait === stop) cancelWait = null
-          done = true
-          cancelTimer()
-          removeWake()
-          removeEvents?.()
-        }
-        const finish = () => {
-          if (done) return
-          stop()
-          resume(Effect.void)
-        }
-        const removeWake = webhooks.wakeSignal.listen(finish)
-        const eventsAt = (atMs: number) => {
-          if (atMs + options.eventsDelayMs >= untilMs) return
-          cancelTimer()
-          cancelTimer = timer(options.eventsDelayMs, finish)
-        }
-        cancelTimer = timer(untilMs - nowMs, finish)
-        if (webhooks.eventsSignal.tryTake()) eventsAt(nowMs)
-        else {
-          removeEvents = webhooks.eventsSignal.listen(() => {
-            removeEvents = null
-            if (!done) eventsAt(clock.unsafeCurrentTimeMillis())
-          })
-        }
-        // No canceller (one would wrap every wait in an interruption handler): an interrupted
-        // poller stops its wait from its one handler (`cancelWait`).
-        cancelWait = stop
-      })
+    /**
+     * Waits until `untilMs`, a wake, or `eventsDelayMs` after an events commit (never past
+     * `untilMs`), whichever comes first, then calls `done` (once): on the clock's callback timer and
+     * the two signals, no fiber forked, no Effect step. A wake already pending ends it at once (`done`
+     * is called before this returns); an events commit already pending starts its delay now.
+     */
+    const startWait = (timer: CallbackTimer, nowMs: number, untilMs: number, done: () => void) => {
+      if (webhooks.wakeSignal.tryTake()) return done()
+      let over = false
+      let removeEvents: (() => void) | null = null
+      let cancelTimer: () => void
+      const stop = () => {
+        if (cancelWait === stop) cancelWait = null
+        over = true
+        cancelTimer()
+        removeWake()
+        removeEvents?.()
+      }
+      const finish = () => {
+        if (over) return
+        stop()
+        done()
+      }
+      const removeWake = webhooks.wakeSignal.listen(finish)
+      const eventsAt = (atMs: number) => {
+        if (atMs + options.eventsDelayMs >= untilMs) return
+        cancelTimer()
+        cancelTimer = timer(options.eventsDelayMs, finish)
+      }
+      cancelTimer = timer(untilMs - nowMs, finish)
+      if (webhooks.eventsSignal.tryTake()) eventsAt(nowMs)
+      else {
+        removeEvents = webhooks.eventsSignal.listen(() => {
+          removeEvents = null
+          if (!over) eventsAt(clock.unsafeCurrentTimeMillis())
+        })
+      }
+      // No canceller (one would wrap every wait in an interruption handler): an interrupted
+      // poller stops its wait from its one handler (`cancelWait`).
+      cancelWait = stop
     }
 
     /** The same wait for a clock without a callback timer (`TestClock`): a race of three fibers. */
@@ -377,24 +376,47 @@ export const run = (options: DispatcherOptions = defaultOptions) =>
       return Effect.raceAll([untilTimeout, webhooks.awaitWake, Effect.zipRight(webhooks.awaitEventsCommitted, Effect.sleep(eventsDelay))])
     }
 
-    /** Waits until work is due at `dueMs` (Infinity: none), at most a poll interval. */
-    const waitUntilDue = (nowMs: number, dueMs: number) => {
+    /** Until when to wait at `nowMs` for work due at `dueMs` (Infinity: none): at most a poll interval. */
+    const waitUntil = (nowMs: number, dueMs: number) =>
       // Work due already but not claimed sits in a full endpoint queue: wait a poll interval for it.
-      const untilMs = dueMs <= nowMs ? nowMs + options.pollIntervalMs : Math.min(nowMs + options.pollIntervalMs, dueMs)
-      sleepingUntilMs = untilMs
-      return Effect.map(timer === null ? raceFor(nowMs, untilMs) : waitFor(timer, nowMs, untilMs), () => {
-        sleepingUntilMs = Number.NEGATIVE_INFINITY
-      })
+      dueMs <= nowMs ? nowMs + options.pollIntervalMs : Math.min(nowMs + options.pollIntervalMs, dueMs)
+    const awake = () => {
+      sleepingUntilMs = Number.NEGATIVE_INFINITY
     }
 
-    const idle = Effect.suspend(() => {
+    /** The idle wait for work due at `dueMs`, as an effect (after a failed poll, or without a callback timer). */
+    const waitUntilDue = (nowMs: number, dueMs: number): Effect.Effect<void> => {
+      const untilMs = waitUntil(nowMs, dueMs)
+      sleepingUntilMs = untilMs
+      if (timer === null) return Effect.map(raceFor(nowMs, untilMs), awake)
+      return Effect.async<void>((resume) =>
+        startWait(timer, nowMs, untilMs, () => {
+          awake()
+          resume(Effect.void)
+        })
+      )
+    }
+
+    /**
+     * The wait after a poll, for the due time the poll's store call answered: one `Effect.async`.
+     * After a failed poll the store is asked (announced before it is read, so a retry recorded
+     * meanwhile still wakes us).
+     */
+    const idle = Effect.async<void>((resume) => {
       const nowMs = clock.unsafeCurrentTimeMillis()
-      if (polledNextDueMs !== undefined) return waitUntilDue(nowMs, polledNextDueMs)
-      // The poll failed: the store is asked (announced before it is read, so a retry recorded
-      // meanwhile still wakes us).
-      sleepingUntilMs = nowMs + options.pollIntervalMs
-      return Effect.flatMap(store.nextDueAt().pipe(Effect.orElseSucceed(() => null)), (due) =>
-        waitUntilDue(nowMs, due === null ? Infinity : isoMs(due)))
+      const dueMs = polledNextDueMs
+      if (dueMs === undefined) {
+        sleepingUntilMs = nowMs + options.pollIntervalMs
+        return resume(Effect.flatMap(store.nextDueAt().pipe(Effect.orElseSucceed(() => null)), (due) =>
+          waitUntilDue(nowMs, due === null ? Infinity : isoMs(due))))
+      }
+      if (timer === null) return resume(waitUntilDue(nowMs, dueMs))
+      const untilMs = waitUntil(nowMs, dueMs)
+      sleepingUntilMs = untilMs
+      startWait(timer, nowMs, untilMs, () => {
+        awake()
+        resume(Effect.void)
+      })
     })
 
     // A poll is not cut in the middle by a stop: claims it made always reach a queue (or go back).
@@ -403,7 +425,7 @@ export const run = (options: DispatcherOptions = defaultOptions) =>
       Effect.catchAll((error) => Effect.as(Effect.logWarning("webhook poll failed", error), 0)),
       Effect.uninterruptible,
       Effect.flatMap((claimed) => (claimed === options.batchSize ? Effect.yieldNow() : idle)),
-      Effect.zipRight(Effect.suspend(() => polls))
+      Effect.flatMap(() => polls)
     )
     poller = yield* Effect.forkIn(Effect.onInterrupt(polls, () => Effect.sync(() => cancelWait?.())), fibers)
   })
