@@ -244,6 +244,9 @@ const bodyEventId = (body: string): string | undefined => {
   }
 }
 
+/** The message of a check that passed (never built). */
+const passed = () => ""
+
 /**
  * Final webhook invariants over the stored deliveries: finished by their deadline, attempts at
  * the schedule's offsets (late only across a crash), nothing after a success, one delivery per event.
@@ -251,7 +254,7 @@ const bodyEventId = (body: string): string | undefined => {
 export const auditDeliveries = (
   auditor: Auditor,
   /**
-   * The stored deliveries, times in ms (their payloads are not needed), read twice, one at a time:
+   * The stored deliveries, times in ms (their payloads are not needed), read once, one at a time:
    * at 100,000 payments they are ~500,000 records, too many to hold at once under the 2 GB heap.
    */
   deliveries: () => Iterable<DeliveryAudit>,
@@ -282,84 +285,122 @@ export const auditDeliveries = (
     return null
   }
   // Deliveries in order per payment and URL: each one waits for the one before it (by sequence).
-  // First pass: what the order checks need of each ordered delivery, grouped by chain.
+  // What the order checks need of each ordered delivery, grouped by chain (payment and URL).
   interface Link {
     readonly id: string
     readonly eventType: string
+    readonly url: string
     readonly sequence: number
     readonly createdAtMs: number
     readonly endedAtMs: number | null
     readonly firstAttemptMs: number | undefined
+    /** When it could start, once the delivery before it in its chain ended (null: still waiting; undefined: first of its chain). */
+    readyAtMs?: number | null
   }
-  const chains = new Map<string, Array<Link>>()
+  /** Chains by payment (most payments have one URL, so one chain), and all chains as they first appear. */
+  const chainsOf = new Map<string, Array<Array<Link>>>()
+  const chains: Array<Array<Link>> = []
+  // One pass over the deliveries. The checks are reported as two passes would report them: the
+  // order checks of every chain first, then each delivery's own laws in turn. A check that passes
+  // is counted at once; a failed one (and the deadline of a delivery still open, which needs its
+  // chain) is run after the order checks, in its turn.
+  const deferred: Array<() => void> = []
+  const check = (condition: boolean, invariant: string, message: () => string) => {
+    if (condition) auditor.check(true, invariant, passed)
+    else deferred.push(() => auditor.check(false, invariant, message))
+  }
   for (const d of deliveries()) {
-    if (d.order === null) continue
-    const key = `${d.order.paymentId} ${d.url}`
-    const link: Link = { id: d.id, eventType: d.eventType, sequence: d.order.sequence, createdAtMs: d.createdAtMs, endedAtMs: endedAtMs(d), firstAttemptMs: d.attempts[0]?.atMs }
-    const chain = chains.get(key)
-    if (chain === undefined) chains.set(key, [link])
-    else chain.push(link)
-  }
-  /** When a delivery could start: its creation, or once the delivery before it in its chain ended (null: still waiting). */
-  const readyAtMs = new Map<string, number | null>()
-  for (const chain of chains.values()) {
-    if (chain.length > 1) chain.sort((a, b) => a.sequence - b.sequence)
-    for (let i = 1; i < chain.length; i++) {
-      const d = chain[i]!
-      const previous = chain[i - 1]!
-      const previousEnd = previous.endedAtMs
-      readyAtMs.set(d.id, previousEnd === null ? null : Math.max(d.createdAtMs, previousEnd + options.timeoutMs))
-      const firstMs = d.firstAttemptMs
-      auditor.check(firstMs === undefined || (previousEnd !== null && previousEnd <= firstMs), "webhook-order", () =>
-        `delivery ${d.id} (${d.eventType}, sequence ${d.sequence}): attempted at ${firstMs === undefined ? undefined : when(firstMs)} before delivery ${previous.id} ` +
-        `(${previous.eventType}, sequence ${previous.sequence}) of the same payment had ended (${previousEnd === null ? "still open" : when(previousEnd)})`)
+    let link: Link | null = null
+    if (d.order !== null) {
+      const url = d.url
+      link = { id: d.id, eventType: d.eventType, url, sequence: d.order.sequence, createdAtMs: d.createdAtMs, endedAtMs: endedAtMs(d), firstAttemptMs: d.attempts[0]?.atMs }
+      const ofPayment = chainsOf.get(d.order.paymentId)
+      if (ofPayment === undefined) {
+        const chain = [link]
+        chainsOf.set(d.order.paymentId, [chain])
+        chains.push(chain)
+      } else {
+        let chain: Array<Link> | undefined
+        for (const c of ofPayment) {
+          if (c[0]!.url === url) {
+            chain = c
+            break
+          }
+        }
+        if (chain !== undefined) chain.push(link)
+        else {
+          const created = [link]
+          ofPayment.push(created)
+          chains.push(created)
+        }
+      }
     }
-  }
-  chains.clear()
-  // Second pass: each delivery's own laws.
-  for (const d of deliveries()) {
+    // Each delivery's own laws.
     const attempts = d.attempts
     totals.deliveries++
     totals.attempts += attempts.length
     if (d.status === "succeeded") totals.succeeded++
     else if (d.status === "failed") totals.failed++
     else totals.open++
-    auditor.check(!byEvent.has(d.eventId), "webhook-one-delivery-per-event", () => `event ${d.eventId}: more than one delivery`)
+    check(!byEvent.has(d.eventId), "webhook-one-delivery-per-event", () => `event ${d.eventId}: more than one delivery`)
     byEvent.add(d.eventId)
     const createdMs = d.createdAtMs
-    // Deadline: the whole schedule, the last attempt's timeout, and slack for crashes and polling,
-    // counted from when the delivery before it in its payment's order ended (null: it has not).
-    const readyMs = readyAtMs.has(d.id) ? readyAtMs.get(d.id)! : createdMs
-    const deadlineMs = readyMs === null ? Infinity : readyMs + lastOffset + options.timeoutMs + options.toleranceMs + 2 * 3_600_000
-    auditor.check(d.status === "succeeded" || d.status === "failed" || options.nowMs < deadlineMs, "webhook-deadline", () =>
-      `delivery ${d.id}: still ${d.status} ${((options.nowMs - createdMs) / 3_600_000).toFixed(1)} h after creation`)
+    if (d.status === "succeeded" || d.status === "failed") auditor.check(true, "webhook-deadline", passed)
+    else {
+      const open = link
+      deferred.push(() => {
+        // Deadline: the whole schedule, the last attempt's timeout, and slack for crashes and polling,
+        // counted from when the delivery before it in its payment's order ended (null: it has not).
+        const readyMs = open === null || open.readyAtMs === undefined ? createdMs : open.readyAtMs
+        const deadlineMs = readyMs === null ? Infinity : readyMs + lastOffset + options.timeoutMs + options.toleranceMs + 2 * 3_600_000
+        auditor.check(options.nowMs < deadlineMs, "webhook-deadline", () =>
+          `delivery ${d.id}: still ${d.status} ${((options.nowMs - createdMs) / 3_600_000).toFixed(1)} h after creation`)
+      })
+    }
     const firstFailedMs = d.firstFailedAtMs
     for (let index = 0; index < attempts.length; index++) {
       const attempt = attempts[index]!
-      auditor.check(attempt.attempt === index + 1, "webhook-attempt-numbers", () => `delivery ${d.id}: attempt ${index} numbered ${attempt.attempt}`)
+      check(attempt.attempt === index + 1, "webhook-attempt-numbers", () => `delivery ${d.id}: attempt ${index} numbered ${attempt.attempt}`)
       const success = is2xx(attempt.responseStatus)
-      auditor.check(!success || index === attempts.length - 1, "webhook-nothing-after-2xx", () => `delivery ${d.id}: attempts after a 2xx`)
+      check(!success || index === attempts.length - 1, "webhook-nothing-after-2xx", () => `delivery ${d.id}: attempts after a 2xx`)
       if (index > 0 && firstFailedMs !== null) {
         const dueMs = firstFailedMs + (scheduleMs[index - 1] ?? Number.NaN)
         const atMs = attempt.atMs
-        auditor.check(atMs >= dueMs, "webhook-schedule", () => `delivery ${d.id}: attempt ${attempt.attempt} at ${when(atMs)}, before its offset`)
-        auditor.check(atMs <= dueMs + options.toleranceMs || crashBetween(dueMs - options.timeoutMs - 60_000, atMs), "webhook-schedule", () =>
+        check(atMs >= dueMs, "webhook-schedule", () => `delivery ${d.id}: attempt ${attempt.attempt} at ${when(atMs)}, before its offset`)
+        check(atMs <= dueMs + options.toleranceMs || crashBetween(dueMs - options.timeoutMs - 60_000, atMs), "webhook-schedule", () =>
           `delivery ${d.id}: attempt ${attempt.attempt} at ${when(atMs)}, ${atMs - dueMs} ms after its offset`)
       }
     }
-    auditor.check(attempts.length <= scheduleMs.length + 1, "webhook-attempt-limit", () => `delivery ${d.id}: ${attempts.length} attempts`)
+    check(attempts.length <= scheduleMs.length + 1, "webhook-attempt-limit", () => `delivery ${d.id}: ${attempts.length} attempts`)
     // A 2xx ends the delivery and nothing else does: failed only after the last retry failed,
     // succeeded only on a 2xx, and nothing left open once the last retry failed.
     const last = attempts[attempts.length - 1]
     const lastSucceeded = last !== undefined && is2xx(last.responseStatus)
     const exhausted = attempts.length === scheduleMs.length + 1 && !lastSucceeded
-    auditor.check(d.status === "succeeded" ? lastSucceeded : d.status === "failed" ? exhausted : !lastSucceeded && !exhausted, "webhook-give-up", () =>
+    check(d.status === "succeeded" ? lastSucceeded : d.status === "failed" ? exhausted : !lastSucceeded && !exhausted, "webhook-give-up", () =>
       `delivery ${d.id}: ${d.status} after ${attempts.length} attempts (last answered ${last?.responseStatus ?? last?.error ?? "nothing"})`)
     // Every attempt the store records reached the endpoint (none invented, none skipped).
     const reached = options.receivedAttempts(d.id)
     for (const attempt of attempts) {
-      auditor.check(reached.has(attempt.attempt), "webhook-attempt-recorded", () => `delivery ${d.id}: attempt ${attempt.attempt} recorded but never reached the endpoint`)
+      check(reached.has(attempt.attempt), "webhook-attempt-recorded", () => `delivery ${d.id}: attempt ${attempt.attempt} recorded but never reached the endpoint`)
     }
   }
+  chainsOf.clear()
+  // The order checks, chain by chain.
+  for (const chain of chains) {
+    if (chain.length > 1) chain.sort((a, b) => a.sequence - b.sequence)
+    for (let i = 1; i < chain.length; i++) {
+      const d = chain[i]!
+      const previous = chain[i - 1]!
+      const previousEnd = previous.endedAtMs
+      d.readyAtMs = previousEnd === null ? null : Math.max(d.createdAtMs, previousEnd + options.timeoutMs)
+      const firstMs = d.firstAttemptMs
+      auditor.check(firstMs === undefined || (previousEnd !== null && previousEnd <= firstMs), "webhook-order", () =>
+        `delivery ${d.id} (${d.eventType}, sequence ${d.sequence}): attempted at ${firstMs === undefined ? undefined : when(firstMs)} before delivery ${previous.id} ` +
+        `(${previous.eventType}, sequence ${previous.sequence}) of the same payment had ended (${previousEnd === null ? "still open" : when(previousEnd)})`)
+    }
+  }
+  // Then each delivery's own laws that failed (and the deadlines of those still open), in their turn.
+  for (const run of deferred) run()
   return totals
 }
