@@ -209,9 +209,9 @@ export const afterAttempt = (
     durationMs: outcome.durationMs,
     error: attemptError(outcome)
   }
-  const attempts = [...delivery.attempts, attempt]
+  const attempts = delivery.attempts.concat(attempt)
   if (isSuccess(outcome)) {
-    return { attempt, delivery: { ...delivery, attempts, status: "succeeded", nextAttemptAt: null, completedAt } }
+    return { attempt, delivery: changed(delivery, "succeeded", attempts, null, delivery.firstFailedAt, completedAt) }
   }
   const firstFailedAt = delivery.firstFailedAt ?? at
   let failures = 0
@@ -220,10 +220,37 @@ export const afterAttempt = (
   return {
     attempt,
     delivery: next === null
-      ? { ...delivery, attempts, firstFailedAt, status: "failed", nextAttemptAt: null, completedAt }
-      : { ...delivery, attempts, firstFailedAt, status: "retrying", nextAttemptAt: next, completedAt: null }
+      ? changed(delivery, "failed", attempts, null, firstFailedAt, completedAt)
+      : changed(delivery, "retrying", attempts, next, firstFailedAt, null)
   }
 }
+
+/**
+ * `delivery` with a new state: every field written out in `newDelivery`'s order (a spread with
+ * overrides costs more, and gives objects of another shape to the code that reads them).
+ */
+const changed = (
+  delivery: Delivery,
+  status: DeliveryStatus,
+  attempts: ReadonlyArray<Attempt>,
+  nextAttemptAt: string | null,
+  firstFailedAt: string | null,
+  completedAt: string | null
+): Delivery => ({
+  id: delivery.id,
+  merchantId: delivery.merchantId,
+  eventId: delivery.eventId,
+  eventType: delivery.eventType,
+  url: delivery.url,
+  payload: delivery.payload,
+  status,
+  attempts,
+  nextAttemptAt,
+  firstFailedAt,
+  createdAt: delivery.createdAt,
+  completedAt,
+  order: delivery.order
+})
 
 /**
  * A manual resend of a finished delivery: one more attempt now. Its failure ends the delivery
