@@ -49,7 +49,24 @@ export const isoAt = (ms: number): string => {
     prefixSeconds[slot] = second
   }
   // The shared prefix and a short, flat tail: one small string a call.
-  return secondPrefixes[slot] + (threeDigits[whole - second * 1000] + "Z")
+  const text = secondPrefixes[slot] + (threeDigits[whole - second * 1000] + "Z")
+  remember(text, whole)
+  return text
+}
+
+/**
+ * Timestamps written or read lately, with their times, by their last two digits (`whole % 100`):
+ * a time is mostly read back soon after it was written (a lease's end, an attempt's time), and
+ * then its text is found here, the same string, without parsing it again. Only canonical texts
+ * (`isoAt`'s own, or `canonicalIsoMs`'s answers) go in, so a text found here has exactly the time
+ * parsing it would give.
+ */
+const recentTexts: Array<string> = Array.from({ length: 100 }, () => "")
+const recentMs: Array<number> = Array.from({ length: 100 }, () => 0)
+const remember = (text: string, ms: number) => {
+  const slot = ms % 100
+  recentTexts[slot] = text
+  recentMs[slot] = ms
 }
 
 const daysIn = [31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31]
@@ -64,6 +81,16 @@ const digit = (s: string, i: number) => {
  * `isoAt(canonicalIsoMs(s)) === s`.
  */
 export const canonicalIsoMs = (s: string): number | undefined => {
+  if (s.length === 24) {
+    const slot = (s.charCodeAt(21) - 48) * 10 + (s.charCodeAt(22) - 48)
+    if (slot >= 0 && slot < 100 && recentTexts[slot] === s) return recentMs[slot]
+  }
+  const ms = parseCanonical(s)
+  if (ms !== undefined && ms >= 0) remember(s, ms)
+  return ms
+}
+
+const parseCanonical = (s: string): number | undefined => {
   if (
     s.length !== 24 || s.charCodeAt(4) !== 45 || s.charCodeAt(7) !== 45 || s.charCodeAt(10) !== 84 || s.charCodeAt(13) !== 58 ||
     s.charCodeAt(16) !== 58 || s.charCodeAt(19) !== 46 || s.charCodeAt(23) !== 90
