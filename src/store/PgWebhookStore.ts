@@ -101,10 +101,9 @@ export const makePgWebhookStore = Effect.gen(function*() {
       return { drained: taken.length, created: built.filter((d) => inserted.has(d.id)) }
     })))
 
-  const claimDue = (now: string, lease: Lease, limit: number) =>
-    run(sql`UPDATE webhook_deliveries SET lease_token = ${lease.token}, lease_until = ${lease.until}
-      WHERE id IN (
-        SELECT d.id FROM webhook_deliveries d
+  /** The deliveries `claimDue` leases: due at `now`, no live lease, none of their payment before them open. */
+  const dueIds = (now: string, limit: number) =>
+    sql`SELECT d.id FROM webhook_deliveries d
         WHERE d.status IN ('pending', 'retrying') AND d.next_attempt_at <= ${now}
           AND (d.lease_until IS NULL OR d.lease_until <= ${now})
           AND (d.payment_id IS NULL OR NOT EXISTS (
@@ -117,12 +116,13 @@ export const makePgWebhookStore = Effect.gen(function*() {
             WHERE e.payment_id = d.payment_id AND e.sequence < d.event_sequence
           ))
         ORDER BY d.next_attempt_at, d.id LIMIT ${limit}
-        FOR UPDATE OF d SKIP LOCKED
-      ) RETURNING *`).pipe(
-      Effect.map((rows) =>
-        rows.map(toDelivery).sort((a, b) => (a.nextAttemptAt! < b.nextAttemptAt! ? -1 : a.nextAttemptAt! > b.nextAttemptAt! ? 1 : a.id < b.id ? -1 : 1))
-      )
-    )
+        FOR UPDATE OF d SKIP LOCKED`
+
+  const byDueTime = (a: Delivery, b: Delivery) => (a.nextAttemptAt! < b.nextAttemptAt! ? -1 : a.nextAttemptAt! > b.nextAttemptAt! ? 1 : a.id < b.id ? -1 : 1)
+
+  const claimDue = (now: string, lease: Lease, limit: number) =>
+    run(sql`UPDATE webhook_deliveries SET lease_token = ${lease.token}, lease_until = ${lease.until}
+      WHERE id IN (${dueIds(now, limit)}) RETURNING *`).pipe(Effect.map((rows) => rows.map(toDelivery).sort(byDueTime)))
 
   const nextDueAt = () =>
     run(sql`SELECT min(GREATEST(next_attempt_at, coalesce(lease_until, next_attempt_at))) AS at
@@ -137,9 +137,27 @@ export const makePgWebhookStore = Effect.gen(function*() {
 
   const store: WebhookStoreShape = {
     poll: (input) =>
-      Effect.flatMap(input.drainBatches > 0 ? drainBatches(input, 0, 0) : Effect.succeed(0), (drained) =>
-        Effect.flatMap(claimDue(input.now, input.lease(), input.claimLimit), (claimed) =>
-          Effect.map(nextDueAt(), (next) => ({ drained, claimed, nextDueMs: next === null ? null : isoMs(next) })))),
+      Effect.flatMap(input.drainBatches > 0 ? drainBatches(input, 0, 0) : Effect.succeed(0), (drained) => {
+        const lease = input.lease()
+        // The claim and the next due time in one statement: the claimed rows as JSON, and the
+        // earliest due time among the others (the statement sees them as before its update; the
+        // claimed ones are due next when their new lease ends).
+        return run(sql`WITH claimed AS (
+            UPDATE webhook_deliveries SET lease_token = ${lease.token}, lease_until = ${lease.until}
+            WHERE id IN (${dueIds(input.now, input.claimLimit)})
+            RETURNING *
+          )
+          SELECT (SELECT coalesce(json_agg(c), '[]'::json) FROM claimed c) AS claimed,
+            (SELECT min(GREATEST(d.next_attempt_at, coalesce(d.lease_until, d.next_attempt_at))) FROM webhook_deliveries d
+              WHERE d.status IN ('pending', 'retrying') AND d.id NOT IN (SELECT id FROM claimed)) AS next_due`).pipe(
+          Effect.map((rows) => {
+            const claimed = (rows[0]!.claimed as ReadonlyArray<Row>).map(toDelivery).sort(byDueTime)
+            const others = rows[0]!.next_due === null ? Infinity : isoMs(iso(rows[0]!.next_due))
+            const nextDueMs = Math.min(others, claimed.length > 0 ? isoMs(lease.until) : Infinity)
+            return { drained, claimed, nextDueMs: nextDueMs === Infinity ? null : nextDueMs }
+          })
+        )
+      }),
     drainOutbox: drain,
     insertDelivery: (delivery) => run(insert([delivery])).pipe(Effect.asVoid),
     getDelivery: (merchantId, id) =>

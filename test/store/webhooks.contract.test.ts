@@ -193,6 +193,16 @@ const webhookStoreContract = (name: string, layer: () => Layer.Layer<Store | Web
         // Everything is leased: work is due next when the first lease ends.
         expect(second.nextDueMs).toBe(nowMs + 30_000)
         expect((yield* store.poll({ drainLimit: 2, drainBatches: 1, build, now, lease: lease("c", now), claimLimit: 2 })).claimed).toEqual([])
+        // Claimed deliveries read as stored, an attempt's record included.
+        for (const d of first.claimed) expect(d).toEqual(yield* store.getDelivery(owner.id, d.id))
+        const failedAt = new Date(nowMs + 1_234).toISOString()
+        const failed = afterAttempt(first.claimed[0]!, failedAt, { _tag: "Answered", status: 503, snippet: "busy", durationMs: 17 }, [60_000], failedAt)
+        expect(yield* store.recordAttempt(failed.delivery, failed.attempt, "a")).toBe(true)
+        const retryMs = nowMs + 61_234
+        const third = yield* store.poll({ drainLimit: 2, drainBatches: 1, build, now: new Date(retryMs).toISOString(), lease: lease("d", new Date(retryMs + 5_000).toISOString()), claimLimit: 10 })
+        expect(third.claimed.map((d) => d.id).sort()).toEqual([...first.claimed, ...second.claimed].map((d) => d.id).sort())
+        expect(third.claimed.find((d) => d.id === failed.delivery.id)).toEqual(failed.delivery)
+        expect(third.nextDueMs).toBe(retryMs + 5_000)
       }).pipe(Effect.provide(layer())))
 
     it.effect("an ended delivery reads back with its exact payload, and a resend sends that payload again", () =>
