@@ -195,7 +195,10 @@ export const makeSimulatedEndpoints = (
 }
 
 const inOutage = (windows: ReadonlyArray<readonly [number, number]>, now: number) => {
-  for (const [start, end] of windows) if (now >= start && now < end) return true
+  for (let i = 0; i < windows.length; i++) {
+    const window = windows[i]!
+    if (now >= window[0] && now < window[1]) return true
+  }
   return false
 }
 

@@ -79,12 +79,13 @@ class Mailbox {
   }
 
   /**
-   * The next claim, waiting for one when there is none. The wait registers no canceller (Effect
-   * wraps every async that returns one in an interruption handler, ~10 steps a wait): the worker
-   * gives its waiting place back with `cancel` once, from the one handler it runs under.
+   * Goes on with `serve` of the next claim, waiting for one when there is none: one `Effect.async`
+   * either way (`serve` is called when the claim is handed over). The wait registers no canceller
+   * (Effect wraps every async that returns one in an interruption handler, ~10 steps a wait): the
+   * worker gives its waiting place back with `cancel` once, from the one handler it runs under.
    */
-  take(place: WaitingPlace): Effect.Effect<Claim> {
-    return Effect.suspend(() => {
+  next<A>(place: WaitingPlace, serve: (claim: Claim) => Effect.Effect<A>): Effect.Effect<A> {
+    return Effect.async<A>((resume) => {
       if (this.head < this.items.length) {
         const claim = this.items[this.head]!
         this.items[this.head++] = undefined as never
@@ -92,16 +93,14 @@ class Mailbox {
           this.items = []
           this.head = 0
         }
-        return Effect.succeed(claim)
+        return resume(serve(claim))
       }
-      return Effect.async<Claim>((resume) => {
-        const taker = (claim: Claim) => {
-          place.taker = null
-          resume(Effect.succeed(claim))
-        }
-        place.taker = taker
-        this.takers.push(taker)
-      })
+      const taker = (claim: Claim) => {
+        place.taker = null
+        resume(serve(claim))
+      }
+      place.taker = taker
+      this.takers.push(taker)
     })
   }
 
@@ -256,7 +255,9 @@ export const run = (options: DispatcherOptions = defaultOptions) =>
           // A plain loop: no yield between attempts (take suspends when there is no work, and the
           // runtime's scheduler still yields a long-running fiber). An attempt cut by a stop stays
           // in flight: the last finalizer gives its claim back.
-          const serve: Effect.Effect<never> = Effect.flatMap(mailbox.take(place), (claim) => {
+          // A claim is in flight from when it is handed to this worker (so a stop before the
+          // worker resumes still gives it back).
+          const serve: Effect.Effect<never> = mailbox.next(place, (claim) => {
             inFlight.add(current = claim)
             return attempt(claim).pipe(Effect.flatMap(() => {
               inFlight.delete(claim)
