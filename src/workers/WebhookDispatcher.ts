@@ -138,7 +138,9 @@ export const run = (options: DispatcherOptions = defaultOptions) =>
     const clock = yield* Effect.clock
     const timer = yield* callbackTimerOf(clock)
     const leaseMs = config.webhookTimeoutMs + options.leaseMarginMs
-    const actors = new Map<string, Mailbox>()
+    /** Endpoints' mailboxes by merchant, then URL (no key text built per claim), and all of them. */
+    const actors = new Map<string, Map<string, Mailbox>>()
+    const mailboxes: Array<Mailbox> = []
     /**
      * Until when the poller sleeps (-Infinity while it is awake: its next idle reads the store
      * afresh). An attempt wakes it only when the retry it scheduled is due before that.
@@ -152,7 +154,7 @@ export const run = (options: DispatcherOptions = defaultOptions) =>
     // so giving it back changes nothing). A killed process reaches nothing: each give-back is
     // best effort, whatever its outcome.
     yield* Effect.addFinalizer(() =>
-      Effect.forEach([...inFlight, ...[...actors.values()].flatMap((mailbox) => mailbox.takeAll())], ({ delivery, token }) =>
+      Effect.forEach([...inFlight, ...mailboxes.flatMap((mailbox) => mailbox.takeAll())], ({ delivery, token }) =>
         store.releaseLease(delivery.id, token).pipe(Effect.catchAllCause(() => Effect.void)), { discard: true })
     )
 
@@ -168,7 +170,7 @@ export const run = (options: DispatcherOptions = defaultOptions) =>
         stopping = true
         if (poller !== undefined) yield* Fiber.interrupt(poller)
         let released = 0
-        for (const mailbox of actors.values()) {
+        for (const mailbox of mailboxes) {
           for (const { delivery, token } of mailbox.takeAll()) {
             yield* store.releaseLease(delivery.id, token).pipe(Effect.ignore)
             released++
@@ -246,10 +248,13 @@ export const run = (options: DispatcherOptions = defaultOptions) =>
      * worker fibers. A defect in an attempt restarts that worker only; the mailbox (and so the
      * endpoint's waiting work) survives, and the attempt it was on is taken over when its lease ends.
      */
-    const startActor = (key: string) =>
+    const startActor = (merchantId: string, url: string) =>
       Effect.suspend(() => {
         const mailbox = new Mailbox(options.queueCapacity)
-        actors.set(key, mailbox)
+        const ofMerchant = actors.get(merchantId)
+        if (ofMerchant === undefined) actors.set(merchantId, new Map([[url, mailbox]]))
+        else ofMerchant.set(url, mailbox)
+        mailboxes.push(mailbox)
         const worker = (place: WaitingPlace) => Effect.suspend(() => {
           let current: Claim | null = null
           // A plain loop: no yield between attempts (take suspends when there is no work, and the
@@ -288,9 +293,8 @@ export const run = (options: DispatcherOptions = defaultOptions) =>
     const handOut = (claimed: ReadonlyArray<Delivery>, token: string, from: number): Effect.Effect<void, StoreUnavailable> => {
       for (let i = from; i < claimed.length; i++) {
         const delivery = claimed[i]!
-        const key = `${delivery.merchantId} ${delivery.url}`
-        const mailbox = actors.get(key)
-        if (mailbox === undefined) return Effect.flatMap(startActor(key), () => handOut(claimed, token, i))
+        const mailbox = actors.get(delivery.merchantId)?.get(delivery.url)
+        if (mailbox === undefined) return Effect.flatMap(startActor(delivery.merchantId, delivery.url), () => handOut(claimed, token, i))
         if (!mailbox.offer({ delivery, token })) return Effect.flatMap(store.releaseLease(delivery.id, token), () => handOut(claimed, token, i + 1))
       }
       return Effect.void
