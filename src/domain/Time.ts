@@ -42,6 +42,9 @@ const secondPrefix = (second: number) => {
 export const isoAt = (ms: number): string => {
   if (!(ms >= 0 && ms < lastFourDigitYearMs)) return new Date(ms).toISOString()
   const whole = Math.floor(ms)
+  // The same instant written (or read) lately: its text again, nothing built.
+  const recent = whole % 100
+  if (recentMs[recent] === whole) return recentTexts[recent]!
   const second = Math.floor(whole / 1000)
   const slot = second & 255
   if (prefixSeconds[slot] !== second) {
@@ -57,12 +60,13 @@ export const isoAt = (ms: number): string => {
 /**
  * Timestamps written or read lately, with their times, by their last two digits (`whole % 100`):
  * a time is mostly read back soon after it was written (a lease's end, an attempt's time), and
- * then its text is found here, the same string, without parsing it again. Only canonical texts
- * (`isoAt`'s own, or `canonicalIsoMs`'s answers) go in, so a text found here has exactly the time
- * parsing it would give.
+ * then its text is found here, the same string, without parsing it again; an instant written
+ * again (many calls share one) gets the same string back. Only canonical texts (`isoAt`'s own,
+ * or `canonicalIsoMs`'s answers for times >= 0) go in, so a text found here has exactly the time
+ * parsing it would give, and a time found here has exactly the text `isoAt` would write.
  */
 const recentTexts: Array<string> = Array.from({ length: 100 }, () => "")
-const recentMs: Array<number> = Array.from({ length: 100 }, () => 0)
+const recentMs: Array<number> = Array.from({ length: 100 }, () => -1)
 const remember = (text: string, ms: number) => {
   const slot = ms % 100
   recentTexts[slot] = text
