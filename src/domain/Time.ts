@@ -42,9 +42,6 @@ const secondPrefix = (second: number) => {
 export const isoAt = (ms: number): string => {
   if (!(ms >= 0 && ms < lastFourDigitYearMs)) return new Date(ms).toISOString()
   const whole = Math.floor(ms)
-  // The same instant written (or read) lately: its text again, nothing built.
-  const recent = whole % 100
-  if (recentMs[recent] === whole) return recentTexts[recent]!
   const second = Math.floor(whole / 1000)
   const slot = second & 255
   if (prefixSeconds[slot] !== second) {
@@ -52,25 +49,7 @@ export const isoAt = (ms: number): string => {
     prefixSeconds[slot] = second
   }
   // The shared prefix and a short, flat tail: one small string a call.
-  const text = secondPrefixes[slot] + (threeDigits[whole - second * 1000] + "Z")
-  remember(text, whole)
-  return text
-}
-
-/**
- * Timestamps written or read lately, with their times, by their last two digits (`whole % 100`):
- * a time is mostly read back soon after it was written (a lease's end, an attempt's time), and
- * then its text is found here, the same string, without parsing it again; an instant written
- * again (many calls share one) gets the same string back. Only canonical texts (`isoAt`'s own,
- * or `canonicalIsoMs`'s answers for times >= 0) go in, so a text found here has exactly the time
- * parsing it would give, and a time found here has exactly the text `isoAt` would write.
- */
-const recentTexts: Array<string> = Array.from({ length: 100 }, () => "")
-const recentMs: Array<number> = Array.from({ length: 100 }, () => -1)
-const remember = (text: string, ms: number) => {
-  const slot = ms % 100
-  recentTexts[slot] = text
-  recentMs[slot] = ms
+  return secondPrefixes[slot] + (threeDigits[whole - second * 1000] + "Z")
 }
 
 const daysIn = [31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31]
@@ -85,16 +64,6 @@ const digit = (s: string, i: number) => {
  * `isoAt(canonicalIsoMs(s)) === s`.
  */
 export const canonicalIsoMs = (s: string): number | undefined => {
-  if (s.length === 24) {
-    const slot = (s.charCodeAt(21) - 48) * 10 + (s.charCodeAt(22) - 48)
-    if (slot >= 0 && slot < 100 && recentTexts[slot] === s) return recentMs[slot]
-  }
-  const ms = parseCanonical(s)
-  if (ms !== undefined && ms >= 0) remember(s, ms)
-  return ms
-}
-
-const parseCanonical = (s: string): number | undefined => {
   if (
     s.length !== 24 || s.charCodeAt(4) !== 45 || s.charCodeAt(7) !== 45 || s.charCodeAt(10) !== 84 || s.charCodeAt(13) !== 58 ||
     s.charCodeAt(16) !== 58 || s.charCodeAt(19) !== 46 || s.charCodeAt(23) !== 90
