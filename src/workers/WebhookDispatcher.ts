@@ -84,8 +84,8 @@ class Mailbox {
    * (Effect wraps every async that returns one in an interruption handler, ~10 steps a wait): the
    * worker gives its waiting place back with `cancel` once, from the one handler it runs under.
    */
-  next<A>(place: WaitingPlace, serve: (claim: Claim) => Effect.Effect<A>): Effect.Effect<A> {
-    return Effect.async<A>((resume) => {
+  next<A, E>(place: WaitingPlace, serve: (claim: Claim) => Effect.Effect<A, E>): Effect.Effect<A, E> {
+    return Effect.async<A, E>((resume) => {
       if (this.head < this.items.length) {
         const claim = this.items[this.head]!
         this.items[this.head++] = undefined as never
@@ -241,7 +241,7 @@ export const run = (options: DispatcherOptions = defaultOptions) =>
         Metrics.record(Metrics.webhookAttempts(isSuccess(outcome) ? "succeeded" : outcome._tag === "Answered" ? "rejected" : "error"), 1)
         if (recorded !== false && next.delivery.status === "failed") Metrics.record(Metrics.webhookDeliveriesFailed, 1)
         if (next.delivery.nextAttemptAt !== null && isoMs(next.delivery.nextAttemptAt) < sleepingUntilMs) yield* webhooks.wake
-      }).pipe(Effect.catchAll((error) => Effect.logWarning(`webhook delivery ${delivery.id} attempt not recorded`, error)))
+      })
 
     /**
      * Starts one endpoint's actor: a bounded mailbox worked by `concurrencyPerEndpoint` supervised
@@ -262,7 +262,7 @@ export const run = (options: DispatcherOptions = defaultOptions) =>
           // in flight: the last finalizer gives its claim back.
           // A claim is in flight from when it is handed to this worker (so a stop before the
           // worker resumes still gives it back).
-          const serve: Effect.Effect<never> = mailbox.next(place, (claim) => {
+          const serve: Effect.Effect<never, StoreUnavailable> = mailbox.next(place, (claim) => {
             inFlight.add(current = claim)
             return attempt(claim).pipe(Effect.flatMap(() => {
               inFlight.delete(claim)
@@ -270,10 +270,16 @@ export const run = (options: DispatcherOptions = defaultOptions) =>
               return serve
             }))
           })
+          // One handler for the worker's whole loop (none around each attempt): after it the
+          // worker starts again, in the same waiting place.
           return serve.pipe(Effect.catchAllCause((cause) => {
             if (Cause.isInterruptedOnly(cause)) return Effect.failCause(cause)
-            // A defect: the attempt is over (its claim is taken over when its lease ends).
-            if (current !== null) inFlight.delete(current)
+            // The attempt is over (its claim is taken over when its lease ends).
+            const claim = current
+            if (claim !== null) inFlight.delete(claim)
+            // The store failed: the attempt was not recorded.
+            if (claim !== null && Cause.isFailType(cause)) return Effect.logWarning(`webhook delivery ${claim.delivery.id} attempt not recorded`, cause.error)
+            // A defect.
             return Effect.logError("webhook endpoint worker crashed; restarting", cause)
           }))
         }).pipe(Effect.forever)

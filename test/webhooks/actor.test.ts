@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest"
 import { Effect } from "effect"
 import { Webhooks } from "../../src/services/Webhooks.ts"
+import { StoreUnavailable } from "../../src/store/Store.ts"
 import * as WebhookDispatcher from "../../src/workers/WebhookDispatcher.ts"
 import { seedEvent, seedMerchant } from "./support.ts"
 import { noAnswer, status, VirtualWebhooks } from "./virtual.ts"
@@ -14,6 +15,36 @@ const day = 86_400_000
 const merchant = (h: VirtualWebhooks, id: string, url: string) => seedMerchant(h.state, { id, url, secret: `whsec_${id}`, atMs: t0 })
 
 describe("webhook endpoint actors", () => {
+  it("an attempt the store fails to record is logged as such; the worker goes on, and the delivery is retried after its lease", () => {
+    let failRecords = 1
+    const h = new VirtualWebhooks({
+      startMs: t0,
+      respond: () => status(200),
+      wrapStore: (store) => ({
+        ...store,
+        recordAttempt: (...args) =>
+          failRecords-- > 0 ? Effect.fail(new StoreUnavailable({ cause: "test: connection lost" })) : store.recordAttempt(...args)
+      })
+    })
+    merchant(h, "mer_a", "https://a.example/hook")
+    seedEvent(h.state, { id: "evt_a", merchantId: "mer_a", atMs: t0 })
+    const engine = h.start({}, { pollIntervalMs: day, concurrencyPerEndpoint: 1 })
+    const a = h.delivery("mer_a")
+    expect(h.posts.map((p) => [p.url, p.atMs, p.end])).toEqual([["https://a.example/hook", t0, "answered"]])
+    expect(h.logs.map((l) => [l.level, l.message])).toEqual([["WARN", `webhook delivery ${a.id} attempt not recorded`]])
+    expect(h.logs[0]!.details).toContain("StoreUnavailable")
+    expect(a).toMatchObject({ status: "pending", attempts: [] })
+    // The endpoint's one worker still serves new work at once.
+    engine.run(Effect.flatMap(Webhooks, (w) => w.sendTest("mer_a", "payment.refunded")))
+    expect(h.posts.map((p) => p.atMs)).toEqual([t0, t0])
+    // The unrecorded one is attempted again when its lease ends, and recorded.
+    const leaseMs = engine.config.webhookTimeoutMs + WebhookDispatcher.defaultOptions.leaseMarginMs
+    h.runUntil(t0 + leaseMs)
+    expect(h.posts.map((p) => p.atMs)).toEqual([t0, t0, t0 + leaseMs])
+    expect(h.deliveries("mer_a").find((d) => d.id === a.id)).toMatchObject({ status: "succeeded", attempts: [{ attempt: 1, at: iso(t0 + leaseMs) }] })
+    expect(h.logs).toHaveLength(1)
+  })
+
   it("defects in one endpoint's workers restart those workers only; the claimed delivery is retried after each lease, same delivery id", () => {
     // Endpoint a's first 8 POSTs hit a bug (a defect, not a failed delivery): as many crashes as
     // the endpoint has workers, so the 9th POST is only made if crashed workers are restarted.

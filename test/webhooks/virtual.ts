@@ -9,7 +9,7 @@ import * as Webhooks from "../../src/services/Webhooks.ts"
 import { emptyState, layerMemoryFrom, type MemoryState } from "../../src/store/MemoryStore.ts"
 import { memoryWebhookOperations } from "../../src/store/MemoryWebhookStore.ts"
 import type { Store } from "../../src/store/Store.ts"
-import { WebhookStore as WebhookStoreTag, type WebhookStore } from "../../src/store/WebhookStore.ts"
+import { WebhookStore as WebhookStoreTag, type WebhookStore, type WebhookStoreShape } from "../../src/store/WebhookStore.ts"
 import type * as WebhookDispatcher from "../../src/workers/WebhookDispatcher.ts"
 import { engineLayer } from "./support.ts"
 
@@ -84,8 +84,18 @@ export class VirtualWebhooks {
   /** Whether the transport applies WEBHOOK_TIMEOUT itself (`postWithin`, as the simulator's endpoints do) instead of the dispatcher. */
   private readonly transportAppliesTimeout: boolean
 
-  constructor(options: { readonly startMs: number; readonly respond: Respond; readonly seed?: number; readonly transportAppliesTimeout?: boolean }) {
+  /** Wraps each process's webhook store (to make its calls fail). */
+  private readonly wrapStore: (store: WebhookStoreShape) => WebhookStoreShape
+
+  constructor(options: {
+    readonly startMs: number
+    readonly respond: Respond
+    readonly seed?: number
+    readonly transportAppliesTimeout?: boolean
+    readonly wrapStore?: (store: WebhookStoreShape) => WebhookStoreShape
+  }) {
     this.transportAppliesTimeout = options.transportAppliesTimeout ?? false
+    this.wrapStore = options.wrapStore ?? ((store) => store)
     this.time = new VirtualTime(options.startMs)
     this.respond = options.respond
     this.seed = options.seed ?? 1
@@ -154,7 +164,7 @@ export class VirtualWebhooks {
     const fence = { dead: false }
     const stores = Layer.effect(
       WebhookStoreTag,
-      Effect.map(WebhookStoreTag, (store) => fenced(store, fence))
+      Effect.map(WebhookStoreTag, (store) => fenced(this.wrapStore(store), fence))
     ).pipe(Layer.provideMerge(layerMemoryFrom(this.state)))
     const transport = this.transportAppliesTimeout
       ? WebhookTransport.of({
