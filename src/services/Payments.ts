@@ -1,4 +1,4 @@
-import { Context, Effect, Exit, Fiber, Layer } from "effect"
+import { type Clock, Context, Effect, Exit, Fiber, Layer } from "effect"
 import * as Metrics from "../platform/Metrics.ts"
 import { Webhooks } from "./Webhooks.ts"
 import * as Payment from "../domain/Payment.ts"
@@ -138,6 +138,11 @@ export const make = Effect.gen(function*() {
       countChange(change)
       return change.events.length === 0 ? Effect.void : webhooks.eventsCommitted
     })
+  /** `afterCommit` called from a step that runs already (no suspend of its own), answering `value`. */
+  const committed = <A>(change: Payment.Change, value: A): Effect.Effect<A> => {
+    countChange(change)
+    return change.events.length === 0 ? Effect.succeed(value) : Effect.as(webhooks.eventsCommitted, value)
+  }
   const ids = yield* Ids
   const config = yield* AppConfig
   const acquirer = yield* Acquirer
@@ -145,7 +150,8 @@ export const make = Effect.gen(function*() {
   const actors = yield* PaymentActors
 
   /** The domain's context: the time from Effect's Clock (virtual in tests and the simulator) and the id minter. */
-  const context = Effect.clockWith((clock) => Effect.succeed<Payment.Context>({ now: isoAt(clock.unsafeCurrentTimeMillis()), mintId: ids.mint }))
+  const contextAt = (clock: Clock.Clock): Payment.Context => ({ now: isoAt(clock.unsafeCurrentTimeMillis()), mintId: ids.mint })
+  const context = Effect.clockWith((clock) => Effect.succeed(contextAt(clock)))
 
   /**
    * One command on one payment, serialized per payment in this process. It reads the payment,
@@ -159,23 +165,44 @@ export const make = Effect.gen(function*() {
     decide: (payment: Payment.Payment, fraudCase: FraudCase | null, context: Payment.Context) => Payment.Decision,
     commandKey?: CommandKey
   ): Effect.Effect<UpdateOutcome, StoreUnavailable> =>
+    Effect.tap(decideCommand(merchantId, paymentId, decide, commandKey), (outcome) => (outcome._tag === "Applied" ? afterCommit(outcome.change) : Effect.void))
+
+  /** `apply` without the after-commit step: the caller runs it (`committed`) in a step of its own. */
+  const decideCommand = (
+    merchantId: string | null,
+    paymentId: string,
+    decide: (payment: Payment.Payment, fraudCase: FraudCase | null, context: Payment.Context) => Payment.Decision,
+    commandKey?: CommandKey
+  ): Effect.Effect<UpdateOutcome, StoreUnavailable> =>
     actors.serialize(
       paymentId,
-      Effect.gen(function*() {
-        const ctx = yield* context
+      // Plain steps rather than a generator: every capture, refund and void runs this.
+      Effect.clockWith((clock) => {
+        const ctx = contextAt(clock)
         const locked = store.updatePayment({ merchantId, paymentId, commandKey }, (payment, fraudCase) => decide(payment, fraudCase, ctx))
-        if (store.readForCommand === undefined) return yield* locked
-        const read = yield* store.readForCommand({ merchantId, paymentId, commandKey })
-        if (read === null) return { _tag: "NotFound" } satisfies UpdateOutcome
-        if (read.alreadyApplied) return { _tag: "AlreadyApplied", payment: read.payment } satisfies UpdateOutcome
-        const decision = decide(read.payment, read.fraudCase, ctx)
-        if (!decision.ok) return { _tag: "Refused", decision, payment: read.payment } satisfies UpdateOutcome
-        if (yield* store.commitChange({ before: read.payment, change: decision.change, response: null, commandKey })) {
-          return { _tag: "Applied", change: decision.change } satisfies UpdateOutcome
-        }
-        return yield* locked
+        if (store.readForCommand === undefined) return locked
+        return Effect.flatMap(store.readForCommand({ merchantId, paymentId, commandKey }), (read): Effect.Effect<UpdateOutcome, StoreUnavailable> => {
+          if (read === null) return Effect.succeed({ _tag: "NotFound" })
+          if (read.alreadyApplied) return Effect.succeed({ _tag: "AlreadyApplied", payment: read.payment })
+          const decision = decide(read.payment, read.fraudCase, ctx)
+          if (!decision.ok) return Effect.succeed({ _tag: "Refused", decision, payment: read.payment })
+          return Effect.flatMap(
+            store.commitChange({ before: read.payment, change: decision.change, response: null, commandKey }),
+            (done) => (done ? Effect.succeed({ _tag: "Applied", change: decision.change } as const) : locked)
+          )
+        })
       })
-    ).pipe(Effect.tap((outcome) => (outcome._tag === "Applied" ? afterCommit(outcome.change) : Effect.void)))
+    )
+
+  /** A command's answer: the payment as it left it (counted and announced when it changed), or why not. */
+  const command = (
+    merchantId: string,
+    paymentId: string,
+    decide: (payment: Payment.Payment, fraudCase: FraudCase | null, context: Payment.Context) => Payment.Decision,
+    commandKey?: CommandKey
+  ): Effect.Effect<Payment.Payment, CommandError> =>
+    Effect.flatMap(decideCommand(merchantId, paymentId, decide, commandKey), (outcome) =>
+      outcome._tag === "Applied" ? committed(outcome.change, outcome.change.payment) : toResult(paymentId, outcome))
 
   /**
    * A step of a payment's flow, decided on the record the flow holds (the one it created or last
@@ -340,37 +367,41 @@ export const make = Effect.gen(function*() {
     })
 
   const service: PaymentsShape = {
+    // Plain steps rather than generators: every payment is created here.
     createInline: (input, request) =>
-      Effect.gen(function*() {
-        const ctx = yield* context
-        const decision = Payment.create(input, ctx)
-        if (!decision.ok) return yield* Effect.dieMessage("create cannot be refused")
+      Effect.clockWith((clock) => {
+        const decision = Payment.create(input, contextAt(clock))
+        if (!decision.ok) return Effect.dieMessage("create cannot be refused")
         const payment = decision.change.payment
-        const inline = Effect.gen(function*() {
-          const opened = yield* store.openPayment({
-            change: decision.change,
-            claim: request.claim,
-            history: historyWindows(payment.createdAt)
-          })
-          if (opened._tag === "KeyTaken") return opened
-          request.onClaimed()
-          yield* afterCommit(decision.change)
-          // An acquirer that never answers at once (the simulated network) skips the attempt.
-          const answer = acquirer.answerNow === undefined ? null : yield* finishInline(payment, opened.history, request)
-          return answer === null ? opened.history : { _tag: "Answered", answer, stored: request.claim !== null } as const
-        })
+        const inline = Effect.flatMap(
+          store.openPayment({ change: decision.change, claim: request.claim, history: historyWindows(payment.createdAt) }),
+          (opened): Effect.Effect<InlineOutcome | FraudHistory, StoreUnavailable> => {
+            if (opened._tag === "KeyTaken") return Effect.succeed(opened)
+            request.onClaimed()
+            // An acquirer that never answers at once (the simulated network) skips the attempt.
+            if (acquirer.answerNow === undefined) return committed(decision.change, opened.history)
+            return Effect.zipRight(
+              afterCommit(decision.change),
+              Effect.map(finishInline(payment, opened.history, request), (answer) =>
+                answer === null ? opened.history : { _tag: "Answered", answer, stored: request.claim !== null } as const)
+            )
+          }
+        )
         // A client that hangs up (or a stop) once the payment may exist does not leave it pending
         // until the recovery worker finds it: the supervised flow takes over at once (it reads the
         // payment first, and stops if the insert never happened).
-        const outcome = yield* inline.pipe(Effect.onInterrupt(() => Effect.asVoid(startFlow(payment.id))))
-        if ("_tag" in outcome) return outcome
-        // The network will answer later (or a racing command moved the payment): the supervised
-        // flow goes on, scoring on the history just read, and the answer waits for it up to the
-        // request deadline.
-        const fiber = yield* startFlow(payment.id, payment, outcome)
-        yield* actors.awaitFlow(fiber, config.requestDeadlineMs)
-        const latest = flowEnd(fiber) ?? (yield* store.getPayment(null, payment.id))
-        return { _tag: "Answered", answer: request.respond(latest ?? payment), stored: false } as const
+        return Effect.flatMap(Effect.onInterrupt(inline, () => Effect.asVoid(startFlow(payment.id))), (outcome) => {
+          if ("_tag" in outcome) return Effect.succeed(outcome)
+          // The network will answer later (or a racing command moved the payment): the supervised
+          // flow goes on, scoring on the history just read, and the answer waits for it up to the
+          // request deadline.
+          return Effect.flatMap(startFlow(payment.id, payment, outcome), (fiber) =>
+            Effect.flatMap(actors.awaitFlow(fiber, config.requestDeadlineMs), () => {
+              const answered = (latest: Payment.Payment): InlineOutcome => ({ _tag: "Answered", answer: request.respond(latest), stored: false })
+              const end = flowEnd(fiber)
+              return end !== null ? Effect.succeed(answered(end)) : Effect.map(store.getPayment(null, payment.id), (latest) => answered(latest ?? payment))
+            }))
+        })
       }),
     create: (input) =>
       Effect.gen(function*() {
@@ -392,20 +423,11 @@ export const make = Effect.gen(function*() {
     ledger: (merchantId, paymentId) =>
       Effect.zipRight(mustGet(merchantId, paymentId), store.listLedger(merchantId, paymentId)),
     capture: (merchantId, paymentId, amountCents, key) =>
-      Effect.flatMap(
-        apply(merchantId, paymentId, (p, _, ctx) => Payment.capture(p, amountCents, ctx), key),
-        (outcome) => toResult(paymentId, outcome)
-      ),
+      command(merchantId, paymentId, (p, _, ctx) => Payment.capture(p, amountCents, ctx), key),
     refund: (merchantId, paymentId, amountCents, key) =>
-      Effect.flatMap(
-        apply(merchantId, paymentId, (p, _, ctx) => Payment.refund(p, amountCents, ctx), key),
-        (outcome) => toResult(paymentId, outcome)
-      ),
+      command(merchantId, paymentId, (p, _, ctx) => Payment.refund(p, amountCents, ctx), key),
     void: (merchantId, paymentId, key) =>
-      Effect.flatMap(
-        apply(merchantId, paymentId, (p, _, ctx) => Payment.voidAuthorization(p, ctx), key),
-        (outcome) => toResult(paymentId, outcome)
-      ),
+      command(merchantId, paymentId, (p, _, ctx) => Payment.voidAuthorization(p, ctx), key),
     review: (merchantId, caseId, decision, notes, key) =>
       Effect.gen(function*() {
         const fraudCase = yield* store.getFraudCase(merchantId, caseId)
