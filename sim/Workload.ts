@@ -85,8 +85,9 @@ export const makeWorkload = (
   const scriptPayments = new Map<number, string>()
   const hooks = { onPaymentFinished: (_paymentId: string): Effect.Effect<void> => Effect.void }
   /** Idempotency: per merchant and key, the request that owns it and the answer it got. */
-  // Digests, not the bodies (nor a slice of one: V8 keeps the whole body behind a slice): 100,000
-  // payments' answers would otherwise stay on the heap to the end. The trace has every answer.
+  // Digests of the answers, not the bodies (nor a slice of one: V8 keeps the whole body behind a
+  // slice): 100,000 payments' answers would otherwise stay on the heap to the end. The trace has
+  // every answer. The request's fingerprint is its own short text.
   const replays = new Map<string, { readonly fingerprint: string; readonly status: number; readonly body: string }>()
   const mix = options.mix
   /**
@@ -134,7 +135,9 @@ export const makeWorkload = (
     const code = status === 409 || status === 422 ? (JSON.parse(response.body) as { error?: { code?: string } }).error?.code : undefined
     if (code === "idempotency_in_progress") return
     const scoped = `${call.merchant.id} ${call.key}`
-    const fingerprint = digest(`${call.method} ${call.path} ${call.body ?? ""}`)
+    // The request itself, not a digest of it: a short text (method, path, a small body), compared
+    // exactly, without a hash per keyed answer.
+    const fingerprint = `${call.method} ${call.path} ${call.body ?? ""}`
     const owner = replays.get(scoped)
     if (owner === undefined) {
       if (code !== "idempotency_key_reused") {

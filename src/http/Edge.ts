@@ -86,7 +86,11 @@ const withCheckedBody = <A, X, R>(
   if (request.method !== "POST" && request.method !== "PATCH" && request.method !== "PUT") return app
   const declaredLength = request.headers["content-length"]
   if (declaredLength !== undefined && Number(declaredLength) > maximumBodyBytes) return Effect.fail(E.bodyTooLarge(maximumBodyBytes))
-  setFiberRef(fiber, FiberRef.currentContext, Context.add(fiber.getFiberRef(FiberRef.currentContext), HttpIncomingMessage.MaxBodySize, maximumBodySize))
+  // A declared length within the limit is the body's length (the HTTP parser frames the body by
+  // it): only a body without one needs the limit in the context (a copy of every service in it).
+  if (!(Number(declaredLength) <= maximumBodyBytes)) {
+    setFiberRef(fiber, FiberRef.currentContext, Context.add(fiber.getFiberRef(FiberRef.currentContext), HttpIncomingMessage.MaxBodySize, maximumBodySize))
+  }
   return Effect.matchEffect(request.text, {
     onFailure: () => Effect.fail(E.bodyTooLarge(maximumBodyBytes)),
     onSuccess: (text): Effect.Effect<A, X | E.ApiError, R> => {
