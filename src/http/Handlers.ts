@@ -49,14 +49,15 @@ const TransactionsLive = HttpApiBuilder.group(PaymentsApi, "transactions", (hand
         return idempotentInline(
           { bodyKey: t.idempotency_key, bodyKeyParam: "transaction.idempotency_key" },
           (merchantId, claim, onClaimed, storedForm) =>
-            mapErrors(payments.createInline(input(merchantId, claim?.key ?? null), {
+            // Its store failures are mapped by idempotentInline, in the step that handles its outcome.
+            payments.createInline(input(merchantId, claim?.key ?? null), {
               claim,
               onClaimed,
               respond: (payment) => {
                 const body = JSON.stringify({ transaction: Wire.transaction(payment) })
                 return { status: 201, body, stored: storedForm(body) }
               }
-            })),
+            }),
           (merchantId, commandKey) =>
             answer(payments.create(input(merchantId, commandKey?.key ?? null)), ({ payment }) => ({
               status: 201,

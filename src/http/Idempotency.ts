@@ -8,7 +8,7 @@ import { ServiceInstance } from "../platform/Instance.ts"
 import { addMs, isoAt, nowIso } from "../platform/Time.ts"
 import * as Metrics from "../platform/Metrics.ts"
 import type { Answer, InlineOutcome } from "../services/Payments.ts"
-import type { CommandKey, IdempotencyClaim, StoreShape } from "../store/Store.ts"
+import type { CommandKey, IdempotencyClaim, StoreShape, StoreUnavailable } from "../store/Store.ts"
 import { Store } from "../store/Store.ts"
 import * as E from "./ApiError.ts"
 import { jsonResponse } from "./Edge.ts"
@@ -295,7 +295,7 @@ export const idempotentInline = (
     claim: IdempotencyClaim | null,
     onClaimed: () => void,
     storedForm: (body: string) => string
-  ) => Effect.Effect<InlineOutcome, E.ApiError>,
+  ) => Effect.Effect<InlineOutcome, E.ApiError | StoreUnavailable>,
   general: Operation
 ): Effect.Effect<HttpServerResponse.HttpServerResponse, E.ApiError, HttpServerRequest.HttpServerRequest | Store | AppConfig> =>
   served(({ config, current, merchantId, now, owner, request, store }) => {
@@ -303,10 +303,13 @@ export const idempotentInline = (
     if (key instanceof E.ApiError) return Effect.fail(key)
     const sealed = (body: string) => storedForm(config, body)
     if (key === undefined) {
-      return Effect.flatMap(inline(merchantId, null, () => {}, sealed), (outcome) =>
-        outcome._tag === "Answered"
-          ? Effect.succeed(send(outcome.answer))
-          : Effect.dieMessage("a create without a key cannot find it taken"))
+      return Effect.matchEffect(inline(merchantId, null, () => {}, sealed), {
+        onFailure: (error) => Effect.fail(asApiError(error)),
+        onSuccess: (outcome) =>
+          outcome._tag === "Answered"
+            ? Effect.succeed(send(outcome.answer))
+            : Effect.dieMessage("a create without a key cannot find it taken")
+      })
     }
     return withBodyText(request, current, (text) => {
       const claim: IdempotencyClaim = {
@@ -324,7 +327,10 @@ export const idempotentInline = (
       // One mask for both steps, so the release runs even when the request is interrupted.
       return Effect.uninterruptibleMask((restore) =>
         Effect.matchCauseEffect(restore(inline(merchantId, claim, () => void (claimed = true), sealed)), {
-          onFailure: (cause) => (claimed ? Effect.zipRight(release, Effect.failCause(cause)) : Effect.failCause(cause)),
+          onFailure: (failed) => {
+            const cause = Cause.map(failed, asApiError)
+            return claimed ? Effect.zipRight(release, Effect.failCause(cause)) : Effect.failCause(cause)
+          },
           onSuccess: (outcome): Effect.Effect<HttpServerResponse.HttpServerResponse, E.ApiError, HttpServerRequest.HttpServerRequest | Store | AppConfig> => {
             if (outcome._tag === "KeyTaken") {
               // The common retry, a finished request sent again, is answered from the same round trip.
@@ -344,6 +350,9 @@ export const idempotentInline = (
       )
     })
   })
+
+/** The inline operation's own failures (the store's) as the API answers them; ours as they are. */
+const asApiError = (error: E.ApiError | StoreUnavailable): E.ApiError => (error instanceof E.ApiError ? error : E.toApiError(error))
 
 const send = (answer: Answer) => jsonResponse(answer.status, answer.body)
 

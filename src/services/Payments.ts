@@ -214,17 +214,23 @@ export const make = Effect.gen(function*() {
     held: Payment.Payment,
     decide: (payment: Payment.Payment, context: Payment.Context) => Payment.Decision
   ): Effect.Effect<UpdateOutcome, StoreUnavailable> =>
-    actors.serialize(
-      held.id,
-      Effect.gen(function*() {
-        const ctx = yield* context
-        const decision = decide(held, ctx)
-        if (decision.ok && (yield* store.commitChange({ before: held, change: decision.change, response: null }))) {
-          return { _tag: "Applied", change: decision.change } satisfies UpdateOutcome
-        }
-        return yield* store.updatePayment({ merchantId: null, paymentId: held.id }, (payment) => decide(payment, ctx))
-      })
-    ).pipe(Effect.tap((outcome) => (outcome._tag === "Applied" ? afterCommit(outcome.change) : Effect.void)))
+    Effect.flatMap(
+      actors.serialize(
+        held.id,
+        // Plain steps rather than a generator: every payment's flow commits here.
+        Effect.clockWith((clock) => {
+          const ctx = contextAt(clock)
+          const decision = decide(held, ctx)
+          const locked = store.updatePayment({ merchantId: null, paymentId: held.id }, (payment) => decide(payment, ctx))
+          if (!decision.ok) return locked
+          return Effect.flatMap(
+            store.commitChange({ before: held, change: decision.change, response: null }),
+            (done) => (done ? Effect.succeed({ _tag: "Applied", change: decision.change } as const) : locked)
+          )
+        })
+      ),
+      (outcome): Effect.Effect<UpdateOutcome> => (outcome._tag === "Applied" ? committed(outcome.change, outcome) : Effect.succeed(outcome))
+    )
 
   const toResult = (paymentId: string, outcome: UpdateOutcome): Effect.Effect<Payment.Payment, CommandError> => {
     switch (outcome._tag) {
