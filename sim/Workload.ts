@@ -154,48 +154,50 @@ export const makeWorkload = (
     }
   }
 
-  /** One logical request with client retries; null when it never got a final answer. */
-  const send = (call: Call): Effect.Effect<SimResponse | null> =>
-    Effect.gen(function*() {
-      for (let attempt = 0; attempt < maximumAttempts; attempt++) {
-        const generation = call.merchant.keyGeneration
-        const headers: Record<string, string> = call.key === undefined ? {} : { "x-idempotency-key": call.key }
-        const response = yield* service.send(makeRequest(call.method, call.path, call.merchant.apiKey, call.body, headers))
-        record(call, generation, response)
-        if (response === null) {
-          stats.dropped++
-          if (call.noRetryOnDrop === true) return null
-          yield* Effect.sleep(Math.min(30_000, 500 * 2 ** Math.min(attempt, 6)) + prng.int(0, 500))
-          continue
-        }
-        auditor.check(response.status !== 500, "no-internal-errors", () => `${call.method} ${call.path} answered 500: ${response.body}`)
-        if (response.status > 500) {
-          // CONTRACT section 3: the only other 5xx is 503 service_unavailable, with Retry-After.
-          const error = errorOf(response)
-          auditor.check(
-            response.status === 503 && error?.code === "service_unavailable" && error.type === "api_error" && response.headers["retry-after"] !== undefined,
-            "service-unavailable-answer",
-            () => `${call.method} ${call.path} answered ${response.status} ${response.body.slice(0, 200)} (retry-after ${response.headers["retry-after"]})`
-          )
-        }
-        checkReplay(call, response)
-        if (response.status === 401) {
-          if (call.allow401 === true) return response
-          auditor.check(call.merchant.keyGeneration !== generation || call.merchant.keyUncertain === true, "valid-key-accepted", () =>
-            `${call.method} ${call.path}: the current API key was refused`)
-          // Try again with the key the merchant holds by then (after a rotation or its recovery).
-          if (call.merchant.keyGeneration === generation) yield* Effect.sleep(5_000 + prng.int(0, 1_000))
-          continue
-        }
-        if (response.status === 429 || response.status === 503 || (response.status === 409 && response.body.includes("idempotency_in_progress"))) {
-          const retryAfterSeconds = Number(response.headers["retry-after"] ?? "1")
-          yield* Effect.sleep(Math.max(1, retryAfterSeconds) * 1_000 + prng.int(0, 1_000))
-          continue
-        }
-        return response
+  /**
+   * One logical request with client retries; null when it never got a final answer. Plain steps
+   * rather than a generator (every request of the run goes through here), one attempt per call.
+   */
+  const send = (call: Call): Effect.Effect<SimResponse | null> => Effect.suspend(() => attemptAt(call, 0))
+
+  const attemptAt = (call: Call, attempt: number): Effect.Effect<SimResponse | null> => {
+    if (attempt >= maximumAttempts) return Effect.succeed(null)
+    const generation = call.merchant.keyGeneration
+    const headers: Record<string, string> = call.key === undefined ? {} : { "x-idempotency-key": call.key }
+    const again = Effect.suspend(() => attemptAt(call, attempt + 1))
+    return Effect.flatMap(service.send(makeRequest(call.method, call.path, call.merchant.apiKey, call.body, headers)), (response) => {
+      record(call, generation, response)
+      if (response === null) {
+        stats.dropped++
+        if (call.noRetryOnDrop === true) return Effect.succeed(null)
+        return Effect.zipRight(Effect.sleep(Math.min(30_000, 500 * 2 ** Math.min(attempt, 6)) + prng.int(0, 500)), again)
       }
-      return null
+      auditor.check(response.status !== 500, "no-internal-errors", () => `${call.method} ${call.path} answered 500: ${response.body}`)
+      if (response.status > 500) {
+        // CONTRACT section 3: the only other 5xx is 503 service_unavailable, with Retry-After.
+        const error = errorOf(response)
+        auditor.check(
+          response.status === 503 && error?.code === "service_unavailable" && error.type === "api_error" && response.headers["retry-after"] !== undefined,
+          "service-unavailable-answer",
+          () => `${call.method} ${call.path} answered ${response.status} ${response.body.slice(0, 200)} (retry-after ${response.headers["retry-after"]})`
+        )
+      }
+      checkReplay(call, response)
+      if (response.status === 401) {
+        if (call.allow401 === true) return Effect.succeed(response)
+        auditor.check(call.merchant.keyGeneration !== generation || call.merchant.keyUncertain === true, "valid-key-accepted", () =>
+          `${call.method} ${call.path}: the current API key was refused`)
+        // Try again with the key the merchant holds by then (after a rotation or its recovery).
+        if (call.merchant.keyGeneration === generation) return Effect.zipRight(Effect.sleep(5_000 + prng.int(0, 1_000)), again)
+        return again
+      }
+      if (response.status === 429 || response.status === 503 || (response.status === 409 && response.body.includes("idempotency_in_progress"))) {
+        const retryAfterSeconds = Number(response.headers["retry-after"] ?? "1")
+        return Effect.zipRight(Effect.sleep(Math.max(1, retryAfterSeconds) * 1_000 + prng.int(0, 1_000)), again)
+      }
+      return Effect.succeed(response)
     })
+  }
 
   const parseTransaction = (response: SimResponse): Transaction | null => {
     if (response.status < 200 || response.status >= 300) return null

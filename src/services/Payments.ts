@@ -309,29 +309,38 @@ export const make = Effect.gen(function*() {
     paymentId: string,
     initial: Payment.Payment | null,
     createdHistory: FraudHistory | null
-  ): Effect.Effect<Payment.Payment | undefined, StoreUnavailable> =>
-    Effect.gen(function*() {
-      let payment = initial ?? (yield* store.getPayment(null, paymentId))
-      // The history the create read with its insert scores the first screening, as on the inline
-      // path (docs/fraud-model.md); a flow resumed later, or a second screening, reads it again.
-      let history = createdHistory
-      for (let rounds = 0; rounds < 10; rounds++) {
-        if (payment === null) return undefined
-        const step = Payment.nextStep(payment)
-        if (step === null) return payment
-        const authorization = step === "authorize" ? yield* authorize(payment) : null
-        let screening: FraudAssessment | null = null
-        if (step !== "capture" && authorization?._tag !== "Declined") {
-          const screened = authorization?._tag === "Approved" ? { ...payment, networkRiskSignal: authorization.networkRiskSignal } : payment
-          screening = history === null ? yield* fraud.assess(screened) : fraud.score(screened, history)
-          history = null
-        }
-        const outcome = yield* applyFlowStep(payment, (locked, ctx) => flowSteps(locked, authorization, screening, ctx))
-        // The committed record is the next starting point; after a refusal (a racing command won), read it again.
-        payment = outcome._tag === "Applied" ? outcome.change.payment : yield* store.getPayment(null, paymentId)
+  ): Effect.Effect<Payment.Payment | undefined, StoreUnavailable> => {
+    // Plain steps rather than a generator (every payment runs this), one round per call:
+    // `history` is the history the create read with its insert, which scores the first screening,
+    // as on the inline path (docs/fraud-model.md); a flow resumed later, or a second screening,
+    // reads it again.
+    const round = (payment: Payment.Payment | null, history: FraudHistory | null, rounds: number): Effect.Effect<Payment.Payment | undefined, StoreUnavailable> => {
+      if (rounds >= 10) return Effect.dieMessage(`payment ${paymentId}: flow did not finish within 10 rounds`)
+      if (payment === null) return Effect.succeed(undefined)
+      const step = Payment.nextStep(payment)
+      if (step === null) return Effect.succeed(payment)
+      const commitStep = (authorization: Payment.AuthorizationOutcome | null, screening: FraudAssessment | null, next: FraudHistory | null) =>
+        Effect.flatMap(applyFlowStep(payment, (locked, ctx) => flowSteps(locked, authorization, screening, ctx)), (outcome) =>
+          // The committed record is the next starting point; after a refusal (a racing command won), read it again.
+          outcome._tag === "Applied"
+            ? round(outcome.change.payment, next, rounds + 1)
+            : Effect.flatMap(store.getPayment(null, paymentId), (latest) => round(latest, next, rounds + 1)))
+      const screenAndCommit = (authorization: Payment.AuthorizationOutcome | null) => {
+        if (step === "capture" || authorization?._tag === "Declined") return commitStep(authorization, null, history)
+        const screened = authorization?._tag === "Approved" ? { ...payment, networkRiskSignal: authorization.networkRiskSignal } : payment
+        return history === null
+          ? Effect.flatMap(fraud.assess(screened), (screening) => commitStep(authorization, screening, null))
+          : commitStep(authorization, fraud.score(screened, history), null)
       }
-      return yield* Effect.dieMessage(`payment ${paymentId}: flow did not finish within 10 rounds`)
-    })
+      return step === "authorize" ? Effect.flatMap(authorize(payment), screenAndCommit) : screenAndCommit(null)
+    }
+    // Built when it runs: a flow started while another runs is dropped before it does anything.
+    return Effect.suspend(() =>
+      initial !== null
+        ? round(initial, createdHistory, 0)
+        : Effect.flatMap(store.getPayment(null, paymentId), (payment) => round(payment, createdHistory, 0))
+    )
+  }
 
   /** A supervised flow: failures are logged and the payment stays in flight for the recovery worker. */
   const startFlow = (paymentId: string, initial: Payment.Payment | null = null, history: FraudHistory | null = null) =>
