@@ -85,8 +85,9 @@ export const makeWorkload = (
   const scriptPayments = new Map<number, string>()
   const hooks = { onPaymentFinished: (_paymentId: string): Effect.Effect<void> => Effect.void }
   /** Idempotency: per merchant and key, the request that owns it and the answer it got. */
-  // Digests, not the bodies (nor a slice of one: V8 keeps the whole body behind a slice): 100,000
-  // payments' answers would otherwise stay on the heap to the end. The trace has every answer.
+  // Digests of the answers, not the bodies (nor a slice of one: V8 keeps the whole body behind a
+  // slice): 100,000 payments' answers would otherwise stay on the heap to the end. The trace has
+  // every answer. The request's fingerprint is its own short text.
   const replays = new Map<string, { readonly fingerprint: string; readonly status: number; readonly body: string }>()
   const mix = options.mix
   /**
@@ -134,7 +135,9 @@ export const makeWorkload = (
     const code = status === 409 || status === 422 ? (JSON.parse(response.body) as { error?: { code?: string } }).error?.code : undefined
     if (code === "idempotency_in_progress") return
     const scoped = `${call.merchant.id} ${call.key}`
-    const fingerprint = digest(`${call.method} ${call.path} ${call.body ?? ""}`)
+    // The request itself, not a digest of it: a short text (method, path, a small body), compared
+    // exactly, without a hash per keyed answer.
+    const fingerprint = `${call.method} ${call.path} ${call.body ?? ""}`
     const owner = replays.get(scoped)
     if (owner === undefined) {
       if (code !== "idempotency_key_reused") {
@@ -151,48 +154,50 @@ export const makeWorkload = (
     }
   }
 
-  /** One logical request with client retries; null when it never got a final answer. */
-  const send = (call: Call): Effect.Effect<SimResponse | null> =>
-    Effect.gen(function*() {
-      for (let attempt = 0; attempt < maximumAttempts; attempt++) {
-        const generation = call.merchant.keyGeneration
-        const headers: Record<string, string> = call.key === undefined ? {} : { "x-idempotency-key": call.key }
-        const response = yield* service.send(makeRequest(call.method, call.path, call.merchant.apiKey, call.body, headers))
-        record(call, generation, response)
-        if (response === null) {
-          stats.dropped++
-          if (call.noRetryOnDrop === true) return null
-          yield* Effect.sleep(Math.min(30_000, 500 * 2 ** Math.min(attempt, 6)) + prng.int(0, 500))
-          continue
-        }
-        auditor.check(response.status !== 500, "no-internal-errors", () => `${call.method} ${call.path} answered 500: ${response.body}`)
-        if (response.status > 500) {
-          // CONTRACT section 3: the only other 5xx is 503 service_unavailable, with Retry-After.
-          const error = errorOf(response)
-          auditor.check(
-            response.status === 503 && error?.code === "service_unavailable" && error.type === "api_error" && response.headers["retry-after"] !== undefined,
-            "service-unavailable-answer",
-            () => `${call.method} ${call.path} answered ${response.status} ${response.body.slice(0, 200)} (retry-after ${response.headers["retry-after"]})`
-          )
-        }
-        checkReplay(call, response)
-        if (response.status === 401) {
-          if (call.allow401 === true) return response
-          auditor.check(call.merchant.keyGeneration !== generation || call.merchant.keyUncertain === true, "valid-key-accepted", () =>
-            `${call.method} ${call.path}: the current API key was refused`)
-          // Try again with the key the merchant holds by then (after a rotation or its recovery).
-          if (call.merchant.keyGeneration === generation) yield* Effect.sleep(5_000 + prng.int(0, 1_000))
-          continue
-        }
-        if (response.status === 429 || response.status === 503 || (response.status === 409 && response.body.includes("idempotency_in_progress"))) {
-          const retryAfterSeconds = Number(response.headers["retry-after"] ?? "1")
-          yield* Effect.sleep(Math.max(1, retryAfterSeconds) * 1_000 + prng.int(0, 1_000))
-          continue
-        }
-        return response
+  /**
+   * One logical request with client retries; null when it never got a final answer. Plain steps
+   * rather than a generator (every request of the run goes through here), one attempt per call.
+   */
+  const send = (call: Call): Effect.Effect<SimResponse | null> => Effect.suspend(() => attemptAt(call, 0))
+
+  const attemptAt = (call: Call, attempt: number): Effect.Effect<SimResponse | null> => {
+    if (attempt >= maximumAttempts) return Effect.succeed(null)
+    const generation = call.merchant.keyGeneration
+    const headers: Record<string, string> = call.key === undefined ? {} : { "x-idempotency-key": call.key }
+    const again = Effect.suspend(() => attemptAt(call, attempt + 1))
+    return Effect.flatMap(service.send(makeRequest(call.method, call.path, call.merchant.apiKey, call.body, headers)), (response) => {
+      record(call, generation, response)
+      if (response === null) {
+        stats.dropped++
+        if (call.noRetryOnDrop === true) return Effect.succeed(null)
+        return Effect.zipRight(Effect.sleep(Math.min(30_000, 500 * 2 ** Math.min(attempt, 6)) + prng.int(0, 500)), again)
       }
-      return null
+      auditor.check(response.status !== 500, "no-internal-errors", () => `${call.method} ${call.path} answered 500: ${response.body}`)
+      if (response.status > 500) {
+        // CONTRACT section 3: the only other 5xx is 503 service_unavailable, with Retry-After.
+        const error = errorOf(response)
+        auditor.check(
+          response.status === 503 && error?.code === "service_unavailable" && error.type === "api_error" && response.headers["retry-after"] !== undefined,
+          "service-unavailable-answer",
+          () => `${call.method} ${call.path} answered ${response.status} ${response.body.slice(0, 200)} (retry-after ${response.headers["retry-after"]})`
+        )
+      }
+      checkReplay(call, response)
+      if (response.status === 401) {
+        if (call.allow401 === true) return Effect.succeed(response)
+        auditor.check(call.merchant.keyGeneration !== generation || call.merchant.keyUncertain === true, "valid-key-accepted", () =>
+          `${call.method} ${call.path}: the current API key was refused`)
+        // Try again with the key the merchant holds by then (after a rotation or its recovery).
+        if (call.merchant.keyGeneration === generation) return Effect.zipRight(Effect.sleep(5_000 + prng.int(0, 1_000)), again)
+        return again
+      }
+      if (response.status === 429 || response.status === 503 || (response.status === 409 && response.body.includes("idempotency_in_progress"))) {
+        const retryAfterSeconds = Number(response.headers["retry-after"] ?? "1")
+        return Effect.zipRight(Effect.sleep(Math.max(1, retryAfterSeconds) * 1_000 + prng.int(0, 1_000)), again)
+      }
+      return Effect.succeed(response)
     })
+  }
 
   const parseTransaction = (response: SimResponse): Transaction | null => {
     if (response.status < 200 || response.status >= 300) return null

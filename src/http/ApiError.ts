@@ -126,6 +126,10 @@ export const toApiError = (error: ServiceError): ApiError => {
 export const mapErrors = <A, E extends ServiceError, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, ApiError, R> =>
   Effect.mapError(effect, toApiError)
 
+/** `mapErrors` and the answer made of the success, in one step (the handlers' hot paths). */
+export const answer = <A, B, E extends ServiceError, R>(effect: Effect.Effect<A, E, R>, f: (a: A) => B): Effect.Effect<B, ApiError, R> =>
+  Effect.matchEffect(effect, { onFailure: (error) => Effect.fail(toApiError(error)), onSuccess: (a) => Effect.succeed(f(a)) })
+
 // ---------------------------------------------------------------------------------------------
 // Documentation: one response schema per status, all encoding to `{"error": {...}}`.
 

@@ -1,9 +1,9 @@
-import { Effect, Layer, Redacted } from "effect"
+import { Clock, Context, Effect, Layer, Redacted } from "effect"
 import { ApiKeys } from "../services/ApiKeys.ts"
 import * as E from "./ApiError.ts"
 import { Authentication } from "./Api.ts"
 import { RateLimiter } from "./RateLimiter.ts"
-import { setCaller } from "./RequestState.ts"
+import { currentRequest } from "./RequestState.ts"
 
 const wellFormedKey = /^sk_live_[A-Za-z0-9]{16,128}$/
 
@@ -17,21 +17,26 @@ export const layer = Layer.effect(
     const apiKeys = yield* ApiKeys
     const limiter = yield* RateLimiter
     return Authentication.of({
-      // Plain steps rather than a generator: this runs on every request.
-      bearer: (token) => {
-        const secret = Redacted.value(token).trim()
-        if (!isWellFormedApiKey(secret)) return Effect.fail(E.authenticationRequired())
-        return Effect.matchEffect(apiKeys.authenticate(secret), {
-          onFailure: () => Effect.fail(E.serviceUnavailable()),
-          onSuccess: (found) =>
-            found === null
-              ? Effect.fail(E.invalidApiKey())
-              : Effect.flatMap(limiter.take(found.key.id), (rate) =>
-                rate.allowed
-                  ? setCaller({ merchant: found.merchant, apiKey: found.key })
-                  : Effect.fail(E.rateLimited(rate.limit, rate.retryAfterSeconds)))
+      // One step holds the fiber: the clock, and the request's state the caller is recorded on
+      // (no FiberRef.getWith nor clock read of their own); this runs on every request.
+      bearer: (token) =>
+        Effect.withFiberRuntime((fiber) => {
+          const secret = Redacted.value(token).trim()
+          if (!isWellFormedApiKey(secret)) return Effect.fail(E.authenticationRequired())
+          const clock = Context.get(fiber.currentDefaultServices, Clock.Clock)
+          const state = fiber.getFiberRef(currentRequest)
+          return Effect.matchEffect(apiKeys.authenticateAt(secret, clock.unsafeCurrentTimeMillis()), {
+            onFailure: () => Effect.fail(E.serviceUnavailable()),
+            onSuccess: (found) => {
+              if (found === null) return Effect.fail(E.invalidApiKey())
+              // The time after the look-up, as when the limiter read the clock itself.
+              const rate = limiter.takeAt(found.key.id, clock.unsafeCurrentTimeMillis())
+              if (!rate.allowed) return Effect.fail(E.rateLimited(rate.limit, rate.retryAfterSeconds))
+              state.caller = { merchant: found.merchant, apiKey: found.key }
+              return Effect.void
+            }
+          })
         })
-      }
     })
   })
 )

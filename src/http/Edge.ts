@@ -1,6 +1,6 @@
 import { FileSystem, HttpApiBuilder, type HttpApp, HttpIncomingMessage, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { HttpApiDecodeError } from "@effect/platform/HttpApiError"
-import { Cause, Clock, Context, Effect, FiberRef, LogLevel, Option } from "effect"
+import { Cause, Clock, Context, Effect, type Fiber, FiberRef, LogLevel, Option } from "effect"
 import * as Metrics from "../platform/Metrics.ts"
 import { Ids } from "../platform/Ids.ts"
 import * as E from "./ApiError.ts"
@@ -13,7 +13,7 @@ import { storeRefusal } from "./Idempotency.ts"
 import { describeParseError, jsonShapeProblem } from "./JsonShape.ts"
 import { makeRouteOf } from "./Routes.ts"
 import { fromDecodeError, routeNotFound } from "./RequestErrors.ts"
-import { currentRequest, type RequestState } from "./RequestState.ts"
+import { currentRequest, type RequestState, setFiberRef } from "./RequestState.ts"
 
 export const maximumBodyBytes = 64 * 1024
 
@@ -56,38 +56,50 @@ const hasJsonContentType = (request: HttpServerRequest.HttpServerRequest) => {
   return type !== undefined && /^application\/json\s*(;|$)/i.test(type.trim())
 }
 
-/** The body size limit for the rest of the request's fiber (see `forThisRequest`). */
-const limitBody = FiberRef.update(
-  FiberRef.currentContext,
-  Context.add(HttpIncomingMessage.MaxBodySize, Option.some(FileSystem.Size(maximumBodyBytes)))
-)
-
-/** The body's text checked for media type (415), shape and JSON syntax (400). */
-const parseBody = (request: HttpServerRequest.HttpServerRequest, text: string) => {
-  if (text.length === 0) return Effect.succeed(undefined)
-  if (!hasJsonContentType(request)) return Effect.fail(E.unsupportedMediaType())
+/** The body's text checked for media type (415), shape and JSON syntax (400): the parsed body, or the refusal. */
+const parseBody = (request: HttpServerRequest.HttpServerRequest, text: string): RequestState["body"] | E.ApiError => {
+  if (text.length === 0) return undefined
+  if (!hasJsonContentType(request)) return E.unsupportedMediaType()
   const shapeProblem = jsonShapeProblem(text)
-  if (shapeProblem !== null) return Effect.fail(E.invalidJson(shapeProblem))
+  if (shapeProblem !== null) return E.invalidJson(shapeProblem)
   try {
-    return Effect.succeed({ text, value: JSON.parse(text) as unknown })
+    return { text, value: JSON.parse(text) as unknown }
   } catch (error) {
-    return Effect.fail(E.invalidJson(describeParseError(error)))
+    return E.invalidJson(describeParseError(error))
   }
 }
 
-const noBody = Effect.succeed(undefined)
+const maximumBodySize = Option.some(FileSystem.Size(maximumBodyBytes))
 
-/** Reads and checks the body before routing: size (413), media type (415), shape and JSON syntax (400). */
-const checkBody = (request: HttpServerRequest.HttpServerRequest): Effect.Effect<RequestState["body"], E.ApiError> => {
-  if (request.method !== "POST" && request.method !== "PATCH" && request.method !== "PUT") return noBody
+/**
+ * Reads and checks the body before routing: size (413), media type (415), shape and JSON syntax
+ * (400); then routes (`app`) with the body on the request's state. Runs in the request fiber's
+ * own step (`fiber`): the body size limit is set on it directly, for the rest of the request
+ * (chunked bodies have no declared length: the read itself stops at the limit).
+ */
+const withCheckedBody = <A, X, R>(
+  fiber: Fiber.RuntimeFiber<unknown, unknown>,
+  request: HttpServerRequest.HttpServerRequest,
+  state: RequestState,
+  app: Effect.Effect<A, X, R>
+): Effect.Effect<A, X | E.ApiError, R> => {
+  if (request.method !== "POST" && request.method !== "PATCH" && request.method !== "PUT") return app
   const declaredLength = request.headers["content-length"]
   if (declaredLength !== undefined && Number(declaredLength) > maximumBodyBytes) return Effect.fail(E.bodyTooLarge(maximumBodyBytes))
-  // Chunked bodies have no declared length: the read itself stops at the limit.
-  return limitBody.pipe(
-    Effect.zipRight(request.text),
-    Effect.mapError(() => E.bodyTooLarge(maximumBodyBytes)),
-    Effect.flatMap((text) => parseBody(request, text))
-  )
+  // A declared length within the limit is the body's length (the HTTP parser frames the body by
+  // it): only a body without one needs the limit in the context (a copy of every service in it).
+  if (!(Number(declaredLength) <= maximumBodyBytes)) {
+    setFiberRef(fiber, FiberRef.currentContext, Context.add(fiber.getFiberRef(FiberRef.currentContext), HttpIncomingMessage.MaxBodySize, maximumBodySize))
+  }
+  return Effect.matchEffect(request.text, {
+    onFailure: () => Effect.fail(E.bodyTooLarge(maximumBodyBytes)),
+    onSuccess: (text): Effect.Effect<A, X | E.ApiError, R> => {
+      const body = parseBody(request, text)
+      if (body instanceof E.ApiError) return Effect.fail(body)
+      state.body = body
+      return app
+    }
+  })
 }
 
 /**
@@ -151,18 +163,12 @@ export const layer = HttpApiBuilder.middleware(
         const minimumLevel = fiber.getFiberRef(FiberRef.currentMinimumLogLevel)
         const requestId = ids.mint("request")
         const state: RequestState = { id: requestId, body: undefined, taken: false, caller: null }
-        const served = FiberRef.set(currentRequest, state).pipe(
-          Effect.zipRight(checkBody(request)),
-          Effect.flatMap((body) => {
-            state.body = body
-            return app
-          }),
-          Effect.catchAllCause((cause) =>
-            Cause.isInterruptedOnly(cause)
-              ? Effect.failCause(cause)
-              : Effect.flatMap(toApiError(cause, request), (error) => answerRefusal(request, error, requestId, state.taken))
-          )
-        )
+        // Set here, in this step, rather than with FiberRef.set: the rest of the request sees it.
+        setFiberRef(fiber, currentRequest, state)
+        const served = Effect.catchAllCause(withCheckedBody(fiber, request, state, app), (cause) =>
+          Cause.isInterruptedOnly(cause)
+            ? Effect.failCause(cause)
+            : Effect.flatMap(toApiError(cause, request), (error) => answerRefusal(request, error, requestId, state.taken)))
         // Nothing is logged at all under LogLevel.None: the annotation would be work for nothing.
         return Effect.flatMap(minimumLevel._tag === "None" ? served : Effect.annotateLogs(served, "request_id", requestId), (response) => {
           const seconds = Number(clock.unsafeCurrentTimeNanos() - startNanos) / 1e9

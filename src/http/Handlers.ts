@@ -7,10 +7,11 @@ import { Merchants } from "../services/Merchants.ts"
 import { Payments } from "../services/Payments.ts"
 import { type AnalyticsRow, maximumSeriesRows, Store } from "../store/Store.ts"
 import * as E from "./ApiError.ts"
-import { mapErrors } from "./ApiError.ts"
+import { answer, mapErrors } from "./ApiError.ts"
 import { CurrentMerchant, PaymentsApi } from "./Api.ts"
 import { jsonResponse } from "./Edge.ts"
 import { idempotent, idempotentInline } from "./Idempotency.ts"
+import { withCaller } from "./RequestState.ts"
 import * as Wire from "./Wire.ts"
 import { validateWebhookUrl } from "./WebhookUrl.ts"
 import { AppConfig } from "../platform/Config.ts"
@@ -31,38 +32,39 @@ const TransactionsLive = HttpApiBuilder.group(PaymentsApi, "transactions", (hand
   Effect.gen(function*() {
     const payments = yield* Payments
     return handlers
-      .handle("create", ({ payload }) =>
-        Effect.gen(function*() {
-          const { merchant } = yield* CurrentMerchant
-          const t = payload.transaction
-          const input = (idempotencyKey: string | null) => ({
-            merchantId: merchant.id,
-            amountCents: t.amount_cents,
-            currency: t.currency,
-            cardBrand: t.card_brand,
-            cardLastFour: t.card_last_four,
-            cardToken: t.card_token,
-            captureMethod: t.capture_method ?? "automatic",
-            idempotencyKey,
-            metadata: t.metadata ?? {}
-          })
-          return yield* idempotentInline(
-            { merchantId: merchant.id, bodyKey: t.idempotency_key, bodyKeyParam: "transaction.idempotency_key" },
-            (claim, onClaimed, storedForm) =>
-              mapErrors(payments.createInline(input(claim?.key ?? null), {
-                claim,
-                onClaimed,
-                respond: (payment) => {
-                  const body = JSON.stringify({ transaction: Wire.transaction(payment) })
-                  return { status: 201, body, stored: storedForm(body) }
-                }
-              })),
-            (commandKey) =>
-              mapErrors(payments.create(input(commandKey?.key ?? null))).pipe(
-                Effect.map(({ payment }) => ({ status: 201, body: { transaction: Wire.transaction(payment) } }))
-              )
-          )
-        }))
+      // The hot endpoints in plain steps: the caller and the request's state are read in one.
+      .handle("create", ({ payload }) => {
+        const t = payload.transaction
+        const input = (merchantId: string, idempotencyKey: string | null) => ({
+          merchantId,
+          amountCents: t.amount_cents,
+          currency: t.currency,
+          cardBrand: t.card_brand,
+          cardLastFour: t.card_last_four,
+          cardToken: t.card_token,
+          captureMethod: t.capture_method ?? "automatic",
+          idempotencyKey,
+          metadata: t.metadata ?? {}
+        })
+        return idempotentInline(
+          { bodyKey: t.idempotency_key, bodyKeyParam: "transaction.idempotency_key" },
+          (merchantId, claim, onClaimed, storedForm) =>
+            // Its store failures are mapped by idempotentInline, in the step that handles its outcome.
+            payments.createInline(input(merchantId, claim?.key ?? null), {
+              claim,
+              onClaimed,
+              respond: (payment) => {
+                const body = JSON.stringify({ transaction: Wire.transaction(payment) })
+                return { status: 201, body, stored: storedForm(body) }
+              }
+            }),
+          (merchantId, commandKey) =>
+            answer(payments.create(input(merchantId, commandKey?.key ?? null)), ({ payment }) => ({
+              status: 201,
+              body: { transaction: Wire.transaction(payment) }
+            }))
+        )
+      })
       .handle("list", ({ urlParams }) =>
         Effect.gen(function*() {
           const { merchant } = yield* CurrentMerchant
@@ -77,36 +79,27 @@ const TransactionsLive = HttpApiBuilder.group(PaymentsApi, "transactions", (hand
           return { transactions: result.items.map(Wire.transaction), meta: Wire.meta(page, result) }
         }))
       .handle("get", ({ path }) =>
-        Effect.gen(function*() {
-          const { merchant } = yield* CurrentMerchant
+        withCaller(({ merchant }) =>
           // Rendered here rather than encoded through the success schema: the hottest read.
-          const payment = yield* mapErrors(payments.get(merchant.id, path.id))
-          return jsonResponse(200, JSON.stringify({ transaction: Wire.transaction(payment) }))
-        }))
+          answer(payments.get(merchant.id, path.id), (payment) => jsonResponse(200, JSON.stringify({ transaction: Wire.transaction(payment) })))))
       .handle("capture", ({ path, payload }) =>
-        Effect.gen(function*() {
-          const { merchant } = yield* CurrentMerchant
-          return yield* idempotent({ merchantId: merchant.id }, (commandKey) =>
-            mapErrors(payments.capture(merchant.id, path.id, payload?.amount_cents, commandKey)).pipe(
-              Effect.map((payment) => ({ status: 200, body: { transaction: Wire.transaction(payment) } }))
-            ))
-        }))
+        idempotent({}, (merchantId, commandKey) =>
+          answer(payments.capture(merchantId, path.id, payload?.amount_cents, commandKey), (payment) => ({
+            status: 200,
+            body: { transaction: Wire.transaction(payment) }
+          }))))
       .handle("refund", ({ path, payload }) =>
-        Effect.gen(function*() {
-          const { merchant } = yield* CurrentMerchant
-          return yield* idempotent({ merchantId: merchant.id }, (commandKey) =>
-            mapErrors(payments.refund(merchant.id, path.id, payload?.amount_cents, commandKey)).pipe(
-              Effect.map((payment) => ({ status: 200, body: { transaction: Wire.transaction(payment) } }))
-            ))
-        }))
+        idempotent({}, (merchantId, commandKey) =>
+          answer(payments.refund(merchantId, path.id, payload?.amount_cents, commandKey), (payment) => ({
+            status: 200,
+            body: { transaction: Wire.transaction(payment) }
+          }))))
       .handle("void", ({ path }) =>
-        Effect.gen(function*() {
-          const { merchant } = yield* CurrentMerchant
-          return yield* idempotent({ merchantId: merchant.id }, (commandKey) =>
-            mapErrors(payments.void(merchant.id, path.id, commandKey)).pipe(
-              Effect.map((payment) => ({ status: 200, body: { transaction: Wire.transaction(payment) } }))
-            ))
-        }))
+        idempotent({}, (merchantId, commandKey) =>
+          answer(payments.void(merchantId, path.id, commandKey), (payment) => ({
+            status: 200,
+            body: { transaction: Wire.transaction(payment) }
+          }))))
       .handle("events", ({ path }) =>
         Effect.gen(function*() {
           const { merchant } = yield* CurrentMerchant
@@ -206,17 +199,15 @@ const ApiKeysLive = HttpApiBuilder.group(PaymentsApi, "apiKeys", (handlers) =>
         }))
       .handle("create", ({ payload }) =>
         Effect.gen(function*() {
-          const { merchant } = yield* CurrentMerchant
-          return yield* idempotent({ merchantId: merchant.id }, () =>
-            mapErrors(apiKeys.create(merchant.id, payload.name)).pipe(
+          return yield* idempotent({}, (merchantId) =>
+            mapErrors(apiKeys.create(merchantId, payload.name)).pipe(
               Effect.map((issued) => ({ status: 201, body: { api_key: Wire.apiKeyCreated(issued.record, issued.secret) } }))
             ))
         }))
       .handle("rotate", ({ path }) =>
         Effect.gen(function*() {
-          const { merchant } = yield* CurrentMerchant
-          return yield* idempotent({ merchantId: merchant.id }, () =>
-            mapErrors(apiKeys.rotate(merchant.id, path.id)).pipe(
+          return yield* idempotent({}, (merchantId) =>
+            mapErrors(apiKeys.rotate(merchantId, path.id)).pipe(
               Effect.map((issued) => ({ status: 201, body: { api_key: Wire.apiKeyCreated(issued.record, issued.secret) } }))
             ))
         }))
@@ -275,9 +266,8 @@ const FraudLive = HttpApiBuilder.group(PaymentsApi, "fraud", (handlers) =>
         }))
       .handle("review", ({ path, payload }) =>
         Effect.gen(function*() {
-          const { merchant } = yield* CurrentMerchant
-          return yield* idempotent({ merchantId: merchant.id }, (commandKey) =>
-            mapErrors(payments.review(merchant.id, path.id, payload.status, payload.notes ?? null, commandKey)).pipe(
+          return yield* idempotent({}, (merchantId, commandKey) =>
+            mapErrors(payments.review(merchantId, path.id, payload.status, payload.notes ?? null, commandKey)).pipe(
               Effect.map((fraudCase) => ({ status: 200, body: { fraud_case: Wire.fraudCase(fraudCase) } }))
             ))
         }))

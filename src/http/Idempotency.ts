@@ -1,5 +1,5 @@
 import { HttpServerRequest, type HttpServerResponse } from "@effect/platform"
-import { Cause, Clock, Context, Effect, Redacted } from "effect"
+import { Cause, Clock, Context, Effect, Option, Redacted } from "effect"
 import { hash as oneShotHash } from "node:crypto"
 import type { AppConfigShape } from "../platform/Config.ts"
 import { AppConfig } from "../platform/Config.ts"
@@ -8,7 +8,7 @@ import { ServiceInstance } from "../platform/Instance.ts"
 import { addMs, isoAt, nowIso } from "../platform/Time.ts"
 import * as Metrics from "../platform/Metrics.ts"
 import type { Answer, InlineOutcome } from "../services/Payments.ts"
-import type { CommandKey, IdempotencyClaim, StoreShape } from "../store/Store.ts"
+import type { CommandKey, IdempotencyClaim, StoreShape, StoreUnavailable } from "../store/Store.ts"
 import { Store } from "../store/Store.ts"
 import * as E from "./ApiError.ts"
 import { jsonResponse } from "./Edge.ts"
@@ -100,6 +100,8 @@ const ownerIn = (context: Context.Context<never>) => {
 /** What a request being served needs, read from its fiber in one step. */
 interface Served {
   readonly current: RequestState
+  /** The authenticated caller's merchant: the scope of its keys. */
+  readonly merchantId: string
   readonly request: HttpServerRequest.HttpServerRequest
   readonly store: StoreShape
   readonly config: AppConfigShape
@@ -111,9 +113,11 @@ const served = <A>(f: (served: Served) => Effect.Effect<A, E.ApiError, HttpServe
   Effect.withFiberRuntime<A, E.ApiError, HttpServerRequest.HttpServerRequest | Store | AppConfig>((fiber) => {
     const context = fiber.currentContext
     const current = fiber.getFiberRef(currentRequest)
+    if (current.caller === null) return Effect.dieMessage("no authenticated caller: the endpoint is not behind Authentication")
     current.taken = true
     return f({
       current,
+      merchantId: current.caller.merchant.id,
       request: Context.unsafeGet(context, HttpServerRequest.HttpServerRequest),
       store: Context.unsafeGet(context, Store),
       config: Context.unsafeGet(context, AppConfig),
@@ -122,20 +126,21 @@ const served = <A>(f: (served: Served) => Effect.Effect<A, E.ApiError, HttpServe
     })
   })
 
-/** The body's text: as the edge read it, or read again (cached) when the edge saw no body. */
-const bodyText = (request: HttpServerRequest.HttpServerRequest, current: RequestState) =>
-  current.body !== undefined ? Effect.succeed(current.body.text) : Effect.orElseSucceed(request.text, () => "")
+/** Runs `f` on the body's text: as the edge read it (no step of its own), or read again (cached) when the edge saw no body. */
+const withBodyText = <A, E, R>(request: HttpServerRequest.HttpServerRequest, current: RequestState, f: (text: string) => Effect.Effect<A, E, R>) =>
+  current.body !== undefined ? f(current.body.text) : Effect.flatMap(Effect.orElseSucceed(request.text, () => ""), f)
 
-/** Claims `key`; `Claimed` means this request goes ahead, anything else is the answer already. */
-const claim = (
+/** Claims `key`: `claimed` runs when this request goes ahead; anything else is the answer already. */
+const claim = <R>(
   store: StoreShape,
   config: AppConfigShape,
   merchantId: string,
   key: string,
   fingerprint: string,
   now: string,
-  owner: string | null
-): Effect.Effect<HttpServerResponse.HttpServerResponse | null, E.ApiError> =>
+  owner: string | null,
+  claimed: () => Effect.Effect<HttpServerResponse.HttpServerResponse, E.ApiError, R>
+): Effect.Effect<HttpServerResponse.HttpServerResponse, E.ApiError, R> =>
   Effect.matchEffect(
     store.claimIdempotencyKey({
       merchantId,
@@ -159,7 +164,7 @@ const claim = (
             Metrics.record(Metrics.idempotencyConflicts("key_reused"), 1)
             return Effect.fail(E.idempotencyKeyReused())
           case "Claimed":
-            return Effect.succeed(null)
+            return claimed()
         }
       }
     }
@@ -169,15 +174,31 @@ const claim = (
 const storedForm = (config: AppConfigShape, body: string) => (carriesSecret(body) ? seal(sealingKey(config), body) : body)
 
 /**
- * Stores a finished response under a claimed key (sealed when it carries a secret). If storing
- * fails the claim is released, so the client's retry runs again instead of waiting out the lease.
+ * Stores a finished response under a claimed key (sealed when it carries a secret), then answers
+ * `response`. If storing fails the claim is released, so the client's retry runs again instead of
+ * waiting out the lease; so does a stop (SIGTERM) while it is stored. Run under a mask: `restore`
+ * makes the store call itself interruptible, the release is not.
  */
-const complete = (store: StoreShape, config: AppConfigShape, merchantId: string, key: string, status: number, body: string) =>
-  store.completeIdempotencyKey(merchantId, key, status, storedForm(config, body)).pipe(
-    Effect.catchAll(() =>
-      Effect.zipRight(store.releaseIdempotencyKey(merchantId, key).pipe(Effect.ignore), Effect.fail(E.serviceUnavailable()))
-    )
-  )
+const complete = (
+  store: StoreShape,
+  config: AppConfigShape,
+  merchantId: string,
+  key: string,
+  status: number,
+  body: string,
+  response: HttpServerResponse.HttpServerResponse,
+  restore: <A, X, R>(effect: Effect.Effect<A, X, R>) => Effect.Effect<A, X, R>
+): Effect.Effect<HttpServerResponse.HttpServerResponse, E.ApiError> =>
+  Effect.matchCauseEffect(restore(store.completeIdempotencyKey(merchantId, key, status, storedForm(config, body))), {
+    onFailure: (cause) => {
+      const release = store.releaseIdempotencyKey(merchantId, key).pipe(Effect.ignore)
+      if (Cause.isInterruptedOnly(cause)) return Effect.zipRight(release, Effect.failCause(cause as Cause.Cause<never>))
+      return Option.isSome(Cause.failureOption(cause))
+        ? Effect.zipRight(release, Effect.fail(E.serviceUnavailable()))
+        : Effect.failCause(cause as Cause.Cause<never>)
+    },
+    onSuccess: () => Effect.succeed(response)
+  })
 
 /**
  * CONTRACT section 5. With a key, the first request claims it and its finished response
@@ -185,7 +206,6 @@ const complete = (store: StoreShape, config: AppConfigShape, merchantId: string,
  * resumes the same operation, which the store recognises by `commandKey`.
  */
 export interface IdempotencyOptions {
-  readonly merchantId: string
   readonly bodyKey?: string | undefined
   readonly bodyKeyParam?: string
 }
@@ -207,19 +227,27 @@ const requestKey = (request: HttpServerRequest.HttpServerRequest, options: Idemp
 
 const render = (reply: Reply) => jsonResponse(reply.status, JSON.stringify(reply.body))
 
+/** A keyed operation of the authenticated caller's merchant (`merchantId`). */
+export type Operation = (merchantId: string, commandKey: CommandKey | undefined) => Effect.Effect<Reply, E.ApiError>
+
 export const idempotent = (
   options: IdempotencyOptions,
-  operation: (commandKey: CommandKey | undefined) => Effect.Effect<Reply, E.ApiError>
+  operation: Operation
 ): Effect.Effect<HttpServerResponse.HttpServerResponse, E.ApiError, HttpServerRequest.HttpServerRequest | Store | AppConfig> =>
-  served(({ config, current, now, owner, request, store }) => {
+  served(({ config, current, merchantId, now, owner, request, store }) => {
     const key = requestKey(request, options)
     if (key instanceof E.ApiError) return Effect.fail(key)
-    if (key === undefined) return Effect.map(operation(undefined), render)
-    const { merchantId } = options
-    return Effect.flatMap(bodyText(request, current), (text) =>
-      Effect.flatMap(
-        claim(store, config, merchantId, key, fingerprintOf(request.method, request.url, text, current.body), now, owner),
-        (answered) => answered ?? runClaimed(store, config, merchantId, key, current.id, operation)
+    if (key === undefined) return Effect.map(operation(merchantId, undefined), render)
+    return withBodyText(request, current, (text) =>
+      claim(
+        store,
+        config,
+        merchantId,
+        key,
+        fingerprintOf(request.method, request.url, text, current.body),
+        now,
+        owner,
+        () => runClaimed(store, config, merchantId, key, current.id, operation)
       ))
   })
 
@@ -234,27 +262,25 @@ const runClaimed = (
   merchantId: string,
   key: string,
   requestId: string,
-  operation: (commandKey: CommandKey | undefined) => Effect.Effect<Reply, E.ApiError>
-): Effect.Effect<HttpServerResponse.HttpServerResponse, E.ApiError> => {
-  const release = store.releaseIdempotencyKey(merchantId, key).pipe(Effect.ignore)
-  const releaseOnStop = (cause: Cause.Cause<E.ApiError>) =>
-    Cause.isInterruptedOnly(cause) ? Effect.zipRight(release, Effect.failCause(cause)) : Effect.failCause(cause)
+  operation: Operation
+): Effect.Effect<HttpServerResponse.HttpServerResponse, E.ApiError> =>
   // One mask for both steps: the release runs even when the request is interrupted.
-  return Effect.uninterruptibleMask((restore) => {
-    const finish = (status: number, body: string, headers: Readonly<Record<string, string>>) =>
-      Effect.matchCauseEffect(restore(complete(store, config, merchantId, key, status, body)), {
-        onFailure: releaseOnStop,
-        onSuccess: () => Effect.succeed(jsonResponse(status, body, headers))
-      })
-    return Effect.matchCauseEffect(restore(operation({ merchantId, key })), {
-      onSuccess: (reply) => finish(reply.status, JSON.stringify(reply.body), {}),
-      onFailure: (cause) =>
-        cause._tag === "Fail" && isFinal(cause.error)
-          ? finish(cause.error.status, JSON.stringify(cause.error.body(requestId)), cause.error.headers ?? {})
-          : Effect.zipRight(release, Effect.failCause(cause))
+  Effect.uninterruptibleMask((restore) =>
+    Effect.matchCauseEffect(restore(operation(merchantId, { merchantId, key })), {
+      onSuccess: (reply) => {
+        const body = JSON.stringify(reply.body)
+        return complete(store, config, merchantId, key, reply.status, body, jsonResponse(reply.status, body), restore)
+      },
+      onFailure: (cause) => {
+        if (cause._tag === "Fail" && isFinal(cause.error)) {
+          const error = cause.error
+          const body = JSON.stringify(error.body(requestId))
+          return complete(store, config, merchantId, key, error.status, body, jsonResponse(error.status, body, error.headers ?? {}), restore)
+        }
+        return Effect.zipRight(store.releaseIdempotencyKey(merchantId, key).pipe(Effect.ignore), Effect.failCause(cause))
+      }
     })
-  })
-}
+  )
 
 /**
  * For an operation that takes its key in its own first commit and stores its response with its
@@ -265,24 +291,27 @@ const runClaimed = (
 export const idempotentInline = (
   options: IdempotencyOptions,
   inline: (
+    merchantId: string,
     claim: IdempotencyClaim | null,
     onClaimed: () => void,
     storedForm: (body: string) => string
-  ) => Effect.Effect<InlineOutcome, E.ApiError>,
-  general: (commandKey: CommandKey | undefined) => Effect.Effect<Reply, E.ApiError>
+  ) => Effect.Effect<InlineOutcome, E.ApiError | StoreUnavailable>,
+  general: Operation
 ): Effect.Effect<HttpServerResponse.HttpServerResponse, E.ApiError, HttpServerRequest.HttpServerRequest | Store | AppConfig> =>
-  served(({ config, current, now, owner, request, store }) => {
+  served(({ config, current, merchantId, now, owner, request, store }) => {
     const key = requestKey(request, options)
     if (key instanceof E.ApiError) return Effect.fail(key)
     const sealed = (body: string) => storedForm(config, body)
     if (key === undefined) {
-      return Effect.flatMap(inline(null, () => {}, sealed), (outcome) =>
-        outcome._tag === "Answered"
-          ? Effect.succeed(send(outcome.answer))
-          : Effect.dieMessage("a create without a key cannot find it taken"))
+      return Effect.matchEffect(inline(merchantId, null, () => {}, sealed), {
+        onFailure: (error) => Effect.fail(asApiError(error)),
+        onSuccess: (outcome) =>
+          outcome._tag === "Answered"
+            ? Effect.succeed(send(outcome.answer))
+            : Effect.dieMessage("a create without a key cannot find it taken")
+      })
     }
-    const { merchantId } = options
-    return Effect.flatMap(bodyText(request, current), (text) => {
+    return withBodyText(request, current, (text) => {
       const claim: IdempotencyClaim = {
         merchantId,
         key,
@@ -297,8 +326,11 @@ export const idempotentInline = (
       // A failure or a stop after the claim committed releases it: the retry resumes the payment.
       // One mask for both steps, so the release runs even when the request is interrupted.
       return Effect.uninterruptibleMask((restore) =>
-        Effect.matchCauseEffect(restore(inline(claim, () => void (claimed = true), sealed)), {
-          onFailure: (cause) => (claimed ? Effect.zipRight(release, Effect.failCause(cause)) : Effect.failCause(cause)),
+        Effect.matchCauseEffect(restore(inline(merchantId, claim, () => void (claimed = true), sealed)), {
+          onFailure: (failed) => {
+            const cause = Cause.map(failed, asApiError)
+            return claimed ? Effect.zipRight(release, Effect.failCause(cause)) : Effect.failCause(cause)
+          },
           onSuccess: (outcome): Effect.Effect<HttpServerResponse.HttpServerResponse, E.ApiError, HttpServerRequest.HttpServerRequest | Store | AppConfig> => {
             if (outcome._tag === "KeyTaken") {
               // The common retry, a finished request sent again, is answered from the same round trip.
@@ -312,15 +344,15 @@ export const idempotentInline = (
             }
             if (outcome.stored) return Effect.succeed(send(outcome.answer))
             const answer = outcome.answer
-            return Effect.matchCauseEffect(restore(complete(store, config, merchantId, key, answer.status, answer.body)), {
-              onFailure: (cause) => (Cause.isInterruptedOnly(cause) ? Effect.zipRight(release, Effect.failCause(cause)) : Effect.failCause(cause)),
-              onSuccess: () => Effect.succeed(send(answer))
-            })
+            return complete(store, config, merchantId, key, answer.status, answer.body, send(answer), restore)
           }
         })
       )
     })
   })
+
+/** The inline operation's own failures (the store's) as the API answers them; ours as they are. */
+const asApiError = (error: E.ApiError | StoreUnavailable): E.ApiError => (error instanceof E.ApiError ? error : E.toApiError(error))
 
 const send = (answer: Answer) => jsonResponse(answer.status, answer.body)
 
@@ -352,9 +384,9 @@ export const storeRefusal = (
       : yield* Effect.orElseSucceed(request.text, () => "")
     const now = yield* nowIso
     const owner = ownerIn(yield* Effect.context<never>())
-    const answered = yield* claim(store, config, merchantId, key, fingerprintOf(request.method, request.url, text), now, owner)
-    if (answered !== null) return answered
     const body = JSON.stringify(error.body(requestId))
-    yield* complete(store, config, merchantId, key, error.status, body)
-    return jsonResponse(error.status, body, error.headers ?? {})
+    return yield* claim(store, config, merchantId, key, fingerprintOf(request.method, request.url, text), now, owner, () =>
+      complete(store, config, merchantId, key, error.status, body, jsonResponse(error.status, body, error.headers ?? {}), identity))
   })
+
+const identity = <A, X, R>(effect: Effect.Effect<A, X, R>) => effect

@@ -11,6 +11,8 @@ export interface RateDecision {
 /** A token bucket per API key: `RATE_LIMIT_PER_SECOND` refill, a burst of twice that. */
 export interface RateLimiterShape {
   readonly take: (key: string) => Effect.Effect<RateDecision>
+  /** The same decision at a time the caller read already (a request step that holds the clock). */
+  readonly takeAt: (key: string, nowMs: number) => RateDecision
 }
 
 export class RateLimiter extends Context.Tag("payments/RateLimiter")<RateLimiter, RateLimiterShape>() {}
@@ -22,27 +24,26 @@ export const make = (perSecond: number) =>
   Effect.sync(() => {
     const capacity = perSecond * 2
     const buckets = new Map<string, { tokens: number; updatedMs: number }>()
+    const takeAt = (key: string, nowMs: number): RateDecision => {
+      let bucket = buckets.get(key)
+      if (bucket === undefined) {
+        if (buckets.size >= maximumBuckets) {
+          for (const [k, b] of buckets) if (b.tokens + ((nowMs - b.updatedMs) / 1000) * perSecond >= capacity) buckets.delete(k)
+        }
+        bucket = { tokens: capacity, updatedMs: nowMs }
+        buckets.set(key, bucket)
+      }
+      bucket.tokens = Math.min(capacity, bucket.tokens + ((nowMs - bucket.updatedMs) / 1000) * perSecond)
+      bucket.updatedMs = nowMs
+      if (bucket.tokens < 1) {
+        return { allowed: false, limit: perSecond, remaining: 0, retryAfterSeconds: Math.max(1, Math.ceil((1 - bucket.tokens) / perSecond)) }
+      }
+      bucket.tokens -= 1
+      return { allowed: true, limit: perSecond, remaining: Math.floor(bucket.tokens), retryAfterSeconds: 0 }
+    }
     return RateLimiter.of({
-      // One step: the clock read and the decision together.
-      take: (key) =>
-        Effect.clockWith((clock): Effect.Effect<RateDecision> => {
-          const nowMs = clock.unsafeCurrentTimeMillis()
-          let bucket = buckets.get(key)
-          if (bucket === undefined) {
-            if (buckets.size >= maximumBuckets) {
-              for (const [k, b] of buckets) if (b.tokens + ((nowMs - b.updatedMs) / 1000) * perSecond >= capacity) buckets.delete(k)
-            }
-            bucket = { tokens: capacity, updatedMs: nowMs }
-            buckets.set(key, bucket)
-          }
-          bucket.tokens = Math.min(capacity, bucket.tokens + ((nowMs - bucket.updatedMs) / 1000) * perSecond)
-          bucket.updatedMs = nowMs
-          if (bucket.tokens < 1) {
-            return Effect.succeed({ allowed: false, limit: perSecond, remaining: 0, retryAfterSeconds: Math.max(1, Math.ceil((1 - bucket.tokens) / perSecond)) })
-          }
-          bucket.tokens -= 1
-          return Effect.succeed({ allowed: true, limit: perSecond, remaining: Math.floor(bucket.tokens), retryAfterSeconds: 0 })
-        })
+      take: (key) => Effect.clockWith((clock) => Effect.succeed(takeAt(key, clock.unsafeCurrentTimeMillis()))),
+      takeAt
     })
   })
 

@@ -25,9 +25,8 @@ export const WebhooksLive = HttpApiBuilder.group(PaymentsApi, "webhooks", (handl
         }))
       .handle("retry", ({ path }) =>
         Effect.gen(function*() {
-          const { merchant } = yield* CurrentMerchant
-          return yield* idempotent({ merchantId: merchant.id }, () =>
-            mapErrors(webhooks.retry(merchant.id, path.id)).pipe(
+          return yield* idempotent({}, (merchantId) =>
+            mapErrors(webhooks.retry(merchantId, path.id)).pipe(
               Effect.map((d) => ({ status: 202, body: { delivery: Wire.delivery(d) } }))
             ))
         }))
@@ -49,17 +48,15 @@ export const WebhooksLive = HttpApiBuilder.group(PaymentsApi, "webhooks", (handl
         }))
       .handle("test", ({ payload }) =>
         Effect.gen(function*() {
-          const { merchant } = yield* CurrentMerchant
-          return yield* idempotent({ merchantId: merchant.id }, () =>
-            mapErrors(webhooks.sendTest(merchant.id, payload.event_type)).pipe(
+          return yield* idempotent({}, (merchantId) =>
+            mapErrors(webhooks.sendTest(merchantId, payload.event_type)).pipe(
               Effect.map((d) => ({ status: 202, body: { delivery: Wire.delivery(d) } }))
             ))
         }))
       .handle("rotateSecret", () =>
         Effect.gen(function*() {
-          const { merchant } = yield* CurrentMerchant
-          return yield* idempotent({ merchantId: merchant.id }, () =>
-            mapErrors(webhooks.rotateSecret(merchant.id)).pipe(
+          return yield* idempotent({}, (merchantId) =>
+            mapErrors(webhooks.rotateSecret(merchantId)).pipe(
               Effect.map((rotated) => ({
                 status: 200,
                 body: { merchant: Wire.merchant(rotated.merchant), previous_secret_expires_at: rotated.previousExpiresAt }

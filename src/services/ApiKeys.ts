@@ -26,6 +26,8 @@ export interface ApiKeysShape {
   readonly rotate: (merchantId: string, keyId: string) => Effect.Effect<IssuedKey, NotFound | InvalidState | StoreUnavailable>
   /** The active key and its merchant for a presented secret, or null. */
   readonly authenticate: (secret: string) => Effect.Effect<{ readonly key: ApiKey; readonly merchant: Merchant } | null, StoreUnavailable>
+  /** `authenticate` at a time the caller read already (the request's step that holds the clock). */
+  readonly authenticateAt: (secret: string, nowMs: number) => Effect.Effect<{ readonly key: ApiKey; readonly merchant: Merchant } | null, StoreUnavailable>
 }
 
 export class ApiKeys extends Context.Tag("payments/ApiKeys")<ApiKeys, ApiKeysShape>() {}
@@ -122,7 +124,8 @@ export const layer = Layer.effect(
           }
           return replacement
         }),
-      authenticate: (secret) => Effect.clockWith((clock) => authenticateAt(secret, clock.unsafeCurrentTimeMillis()))
+      authenticate: (secret) => Effect.clockWith((clock) => authenticateAt(secret, clock.unsafeCurrentTimeMillis())),
+      authenticateAt
     })
   })
 )

@@ -71,28 +71,33 @@ export const make = Effect.gen(function*() {
   // lock is taken synchronously, the common case; the lock is released exactly once, on any exit
   // of the command; a command interrupted while waiting leaves the queue, or, when the lock was
   // handed to it in the same instant, passes it on.
+  // (The mask's body runs when the effect runs, not when it is built: no suspend of its own.)
   const serialize = <A, E, R>(paymentId: string, effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
-    Effect.uninterruptibleMask((restore) =>
-      Effect.suspend(() => {
-        const run = (lock: Lock) =>
-          Effect.flatMap(Effect.exit(restore(effect)), (exit) => {
+    Effect.uninterruptibleMask((restore) => {
+      const run = (lock: Lock) =>
+        Effect.matchCauseEffect(restore(effect), {
+          onFailure: (cause) => {
             release(paymentId, lock)
-            return exit
-          })
-        const held = locks.get(paymentId)
-        if (held === undefined) {
-          const lock: Lock = { waiting: [] }
-          locks.set(paymentId, lock)
-          return run(lock)
-        }
-        const waiter = { handed: false }
-        return Effect.flatMap(Effect.exit(restore(waitFor(held, waiter))), (waited) => {
-          if (Exit.isSuccess(waited)) return run(held)
-          if (waiter.handed) release(paymentId, held)
-          return Effect.failCause(waited.cause)
+            return Effect.failCause(cause)
+          },
+          onSuccess: (value) => {
+            release(paymentId, lock)
+            return Effect.succeed(value)
+          }
         })
+      const held = locks.get(paymentId)
+      if (held === undefined) {
+        const lock: Lock = { waiting: [] }
+        locks.set(paymentId, lock)
+        return run(lock)
+      }
+      const waiter = { handed: false }
+      return Effect.flatMap(Effect.exit(restore(waitFor(held, waiter))), (waited) => {
+        if (Exit.isSuccess(waited)) return run(held)
+        if (waiter.handed) release(paymentId, held)
+        return Effect.failCause(waited.cause)
       })
-    )
+    })
 
   const awaitWithTimer = (flow: Fiber.RuntimeFiber<FlowEnd>, timeoutMs: number, timer: CallbackTimer) =>
     Effect.async<void>((resume) => {

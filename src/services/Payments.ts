@@ -1,4 +1,4 @@
-import { Context, Effect, Exit, Fiber, Layer } from "effect"
+import { type Clock, Context, Effect, Exit, Fiber, Layer } from "effect"
 import * as Metrics from "../platform/Metrics.ts"
 import { Webhooks } from "./Webhooks.ts"
 import * as Payment from "../domain/Payment.ts"
@@ -138,6 +138,11 @@ export const make = Effect.gen(function*() {
       countChange(change)
       return change.events.length === 0 ? Effect.void : webhooks.eventsCommitted
     })
+  /** `afterCommit` called from a step that runs already (no suspend of its own), answering `value`. */
+  const committed = <A>(change: Payment.Change, value: A): Effect.Effect<A> => {
+    countChange(change)
+    return change.events.length === 0 ? Effect.succeed(value) : Effect.as(webhooks.eventsCommitted, value)
+  }
   const ids = yield* Ids
   const config = yield* AppConfig
   const acquirer = yield* Acquirer
@@ -145,7 +150,8 @@ export const make = Effect.gen(function*() {
   const actors = yield* PaymentActors
 
   /** The domain's context: the time from Effect's Clock (virtual in tests and the simulator) and the id minter. */
-  const context = Effect.clockWith((clock) => Effect.succeed<Payment.Context>({ now: isoAt(clock.unsafeCurrentTimeMillis()), mintId: ids.mint }))
+  const contextAt = (clock: Clock.Clock): Payment.Context => ({ now: isoAt(clock.unsafeCurrentTimeMillis()), mintId: ids.mint })
+  const context = Effect.clockWith((clock) => Effect.succeed(contextAt(clock)))
 
   /**
    * One command on one payment, serialized per payment in this process. It reads the payment,
@@ -159,23 +165,44 @@ export const make = Effect.gen(function*() {
     decide: (payment: Payment.Payment, fraudCase: FraudCase | null, context: Payment.Context) => Payment.Decision,
     commandKey?: CommandKey
   ): Effect.Effect<UpdateOutcome, StoreUnavailable> =>
+    Effect.tap(decideCommand(merchantId, paymentId, decide, commandKey), (outcome) => (outcome._tag === "Applied" ? afterCommit(outcome.change) : Effect.void))
+
+  /** `apply` without the after-commit step: the caller runs it (`committed`) in a step of its own. */
+  const decideCommand = (
+    merchantId: string | null,
+    paymentId: string,
+    decide: (payment: Payment.Payment, fraudCase: FraudCase | null, context: Payment.Context) => Payment.Decision,
+    commandKey?: CommandKey
+  ): Effect.Effect<UpdateOutcome, StoreUnavailable> =>
     actors.serialize(
       paymentId,
-      Effect.gen(function*() {
-        const ctx = yield* context
+      // Plain steps rather than a generator: every capture, refund and void runs this.
+      Effect.clockWith((clock) => {
+        const ctx = contextAt(clock)
         const locked = store.updatePayment({ merchantId, paymentId, commandKey }, (payment, fraudCase) => decide(payment, fraudCase, ctx))
-        if (store.readForCommand === undefined) return yield* locked
-        const read = yield* store.readForCommand({ merchantId, paymentId, commandKey })
-        if (read === null) return { _tag: "NotFound" } satisfies UpdateOutcome
-        if (read.alreadyApplied) return { _tag: "AlreadyApplied", payment: read.payment } satisfies UpdateOutcome
-        const decision = decide(read.payment, read.fraudCase, ctx)
-        if (!decision.ok) return { _tag: "Refused", decision, payment: read.payment } satisfies UpdateOutcome
-        if (yield* store.commitChange({ before: read.payment, change: decision.change, response: null, commandKey })) {
-          return { _tag: "Applied", change: decision.change } satisfies UpdateOutcome
-        }
-        return yield* locked
+        if (store.readForCommand === undefined) return locked
+        return Effect.flatMap(store.readForCommand({ merchantId, paymentId, commandKey }), (read): Effect.Effect<UpdateOutcome, StoreUnavailable> => {
+          if (read === null) return Effect.succeed({ _tag: "NotFound" })
+          if (read.alreadyApplied) return Effect.succeed({ _tag: "AlreadyApplied", payment: read.payment })
+          const decision = decide(read.payment, read.fraudCase, ctx)
+          if (!decision.ok) return Effect.succeed({ _tag: "Refused", decision, payment: read.payment })
+          return Effect.flatMap(
+            store.commitChange({ before: read.payment, change: decision.change, response: null, commandKey }),
+            (done) => (done ? Effect.succeed({ _tag: "Applied", change: decision.change } as const) : locked)
+          )
+        })
       })
-    ).pipe(Effect.tap((outcome) => (outcome._tag === "Applied" ? afterCommit(outcome.change) : Effect.void)))
+    )
+
+  /** A command's answer: the payment as it left it (counted and announced when it changed), or why not. */
+  const command = (
+    merchantId: string,
+    paymentId: string,
+    decide: (payment: Payment.Payment, fraudCase: FraudCase | null, context: Payment.Context) => Payment.Decision,
+    commandKey?: CommandKey
+  ): Effect.Effect<Payment.Payment, CommandError> =>
+    Effect.flatMap(decideCommand(merchantId, paymentId, decide, commandKey), (outcome) =>
+      outcome._tag === "Applied" ? committed(outcome.change, outcome.change.payment) : toResult(paymentId, outcome))
 
   /**
    * A step of a payment's flow, decided on the record the flow holds (the one it created or last
@@ -187,17 +214,23 @@ export const make = Effect.gen(function*() {
     held: Payment.Payment,
     decide: (payment: Payment.Payment, context: Payment.Context) => Payment.Decision
   ): Effect.Effect<UpdateOutcome, StoreUnavailable> =>
-    actors.serialize(
-      held.id,
-      Effect.gen(function*() {
-        const ctx = yield* context
-        const decision = decide(held, ctx)
-        if (decision.ok && (yield* store.commitChange({ before: held, change: decision.change, response: null }))) {
-          return { _tag: "Applied", change: decision.change } satisfies UpdateOutcome
-        }
-        return yield* store.updatePayment({ merchantId: null, paymentId: held.id }, (payment) => decide(payment, ctx))
-      })
-    ).pipe(Effect.tap((outcome) => (outcome._tag === "Applied" ? afterCommit(outcome.change) : Effect.void)))
+    Effect.flatMap(
+      actors.serialize(
+        held.id,
+        // Plain steps rather than a generator: every payment's flow commits here.
+        Effect.clockWith((clock) => {
+          const ctx = contextAt(clock)
+          const decision = decide(held, ctx)
+          const locked = store.updatePayment({ merchantId: null, paymentId: held.id }, (payment) => decide(payment, ctx))
+          if (!decision.ok) return locked
+          return Effect.flatMap(
+            store.commitChange({ before: held, change: decision.change, response: null }),
+            (done) => (done ? Effect.succeed({ _tag: "Applied", change: decision.change } as const) : locked)
+          )
+        })
+      ),
+      (outcome): Effect.Effect<UpdateOutcome> => (outcome._tag === "Applied" ? committed(outcome.change, outcome) : Effect.succeed(outcome))
+    )
 
   const toResult = (paymentId: string, outcome: UpdateOutcome): Effect.Effect<Payment.Payment, CommandError> => {
     switch (outcome._tag) {
@@ -276,29 +309,38 @@ export const make = Effect.gen(function*() {
     paymentId: string,
     initial: Payment.Payment | null,
     createdHistory: FraudHistory | null
-  ): Effect.Effect<Payment.Payment | undefined, StoreUnavailable> =>
-    Effect.gen(function*() {
-      let payment = initial ?? (yield* store.getPayment(null, paymentId))
-      // The history the create read with its insert scores the first screening, as on the inline
-      // path (docs/fraud-model.md); a flow resumed later, or a second screening, reads it again.
-      let history = createdHistory
-      for (let rounds = 0; rounds < 10; rounds++) {
-        if (payment === null) return undefined
-        const step = Payment.nextStep(payment)
-        if (step === null) return payment
-        const authorization = step === "authorize" ? yield* authorize(payment) : null
-        let screening: FraudAssessment | null = null
-        if (step !== "capture" && authorization?._tag !== "Declined") {
-          const screened = authorization?._tag === "Approved" ? { ...payment, networkRiskSignal: authorization.networkRiskSignal } : payment
-          screening = history === null ? yield* fraud.assess(screened) : fraud.score(screened, history)
-          history = null
-        }
-        const outcome = yield* applyFlowStep(payment, (locked, ctx) => flowSteps(locked, authorization, screening, ctx))
-        // The committed record is the next starting point; after a refusal (a racing command won), read it again.
-        payment = outcome._tag === "Applied" ? outcome.change.payment : yield* store.getPayment(null, paymentId)
+  ): Effect.Effect<Payment.Payment | undefined, StoreUnavailable> => {
+    // Plain steps rather than a generator (every payment runs this), one round per call:
+    // `history` is the history the create read with its insert, which scores the first screening,
+    // as on the inline path (docs/fraud-model.md); a flow resumed later, or a second screening,
+    // reads it again.
+    const round = (payment: Payment.Payment | null, history: FraudHistory | null, rounds: number): Effect.Effect<Payment.Payment | undefined, StoreUnavailable> => {
+      if (rounds >= 10) return Effect.dieMessage(`payment ${paymentId}: flow did not finish within 10 rounds`)
+      if (payment === null) return Effect.succeed(undefined)
+      const step = Payment.nextStep(payment)
+      if (step === null) return Effect.succeed(payment)
+      const commitStep = (authorization: Payment.AuthorizationOutcome | null, screening: FraudAssessment | null, next: FraudHistory | null) =>
+        Effect.flatMap(applyFlowStep(payment, (locked, ctx) => flowSteps(locked, authorization, screening, ctx)), (outcome) =>
+          // The committed record is the next starting point; after a refusal (a racing command won), read it again.
+          outcome._tag === "Applied"
+            ? round(outcome.change.payment, next, rounds + 1)
+            : Effect.flatMap(store.getPayment(null, paymentId), (latest) => round(latest, next, rounds + 1)))
+      const screenAndCommit = (authorization: Payment.AuthorizationOutcome | null) => {
+        if (step === "capture" || authorization?._tag === "Declined") return commitStep(authorization, null, history)
+        const screened = authorization?._tag === "Approved" ? { ...payment, networkRiskSignal: authorization.networkRiskSignal } : payment
+        return history === null
+          ? Effect.flatMap(fraud.assess(screened), (screening) => commitStep(authorization, screening, null))
+          : commitStep(authorization, fraud.score(screened, history), null)
       }
-      return yield* Effect.dieMessage(`payment ${paymentId}: flow did not finish within 10 rounds`)
-    })
+      return step === "authorize" ? Effect.flatMap(authorize(payment), screenAndCommit) : screenAndCommit(null)
+    }
+    // Built when it runs: a flow started while another runs is dropped before it does anything.
+    return Effect.suspend(() =>
+      initial !== null
+        ? round(initial, createdHistory, 0)
+        : Effect.flatMap(store.getPayment(null, paymentId), (payment) => round(payment, createdHistory, 0))
+    )
+  }
 
   /** A supervised flow: failures are logged and the payment stays in flight for the recovery worker. */
   const startFlow = (paymentId: string, initial: Payment.Payment | null = null, history: FraudHistory | null = null) =>
@@ -340,37 +382,41 @@ export const make = Effect.gen(function*() {
     })
 
   const service: PaymentsShape = {
+    // Plain steps rather than generators: every payment is created here.
     createInline: (input, request) =>
-      Effect.gen(function*() {
-        const ctx = yield* context
-        const decision = Payment.create(input, ctx)
-        if (!decision.ok) return yield* Effect.dieMessage("create cannot be refused")
+      Effect.clockWith((clock) => {
+        const decision = Payment.create(input, contextAt(clock))
+        if (!decision.ok) return Effect.dieMessage("create cannot be refused")
         const payment = decision.change.payment
-        const inline = Effect.gen(function*() {
-          const opened = yield* store.openPayment({
-            change: decision.change,
-            claim: request.claim,
-            history: historyWindows(payment.createdAt)
-          })
-          if (opened._tag === "KeyTaken") return opened
-          request.onClaimed()
-          yield* afterCommit(decision.change)
-          // An acquirer that never answers at once (the simulated network) skips the attempt.
-          const answer = acquirer.answerNow === undefined ? null : yield* finishInline(payment, opened.history, request)
-          return answer === null ? opened.history : { _tag: "Answered", answer, stored: request.claim !== null } as const
-        })
+        const inline = Effect.flatMap(
+          store.openPayment({ change: decision.change, claim: request.claim, history: historyWindows(payment.createdAt) }),
+          (opened): Effect.Effect<InlineOutcome | FraudHistory, StoreUnavailable> => {
+            if (opened._tag === "KeyTaken") return Effect.succeed(opened)
+            request.onClaimed()
+            // An acquirer that never answers at once (the simulated network) skips the attempt.
+            if (acquirer.answerNow === undefined) return committed(decision.change, opened.history)
+            return Effect.zipRight(
+              afterCommit(decision.change),
+              Effect.map(finishInline(payment, opened.history, request), (answer) =>
+                answer === null ? opened.history : { _tag: "Answered", answer, stored: request.claim !== null } as const)
+            )
+          }
+        )
         // A client that hangs up (or a stop) once the payment may exist does not leave it pending
         // until the recovery worker finds it: the supervised flow takes over at once (it reads the
         // payment first, and stops if the insert never happened).
-        const outcome = yield* inline.pipe(Effect.onInterrupt(() => Effect.asVoid(startFlow(payment.id))))
-        if ("_tag" in outcome) return outcome
-        // The network will answer later (or a racing command moved the payment): the supervised
-        // flow goes on, scoring on the history just read, and the answer waits for it up to the
-        // request deadline.
-        const fiber = yield* startFlow(payment.id, payment, outcome)
-        yield* actors.awaitFlow(fiber, config.requestDeadlineMs)
-        const latest = flowEnd(fiber) ?? (yield* store.getPayment(null, payment.id))
-        return { _tag: "Answered", answer: request.respond(latest ?? payment), stored: false } as const
+        return Effect.flatMap(Effect.onInterrupt(inline, () => Effect.asVoid(startFlow(payment.id))), (outcome) => {
+          if ("_tag" in outcome) return Effect.succeed(outcome)
+          // The network will answer later (or a racing command moved the payment): the supervised
+          // flow goes on, scoring on the history just read, and the answer waits for it up to the
+          // request deadline.
+          return Effect.flatMap(startFlow(payment.id, payment, outcome), (fiber) =>
+            Effect.flatMap(actors.awaitFlow(fiber, config.requestDeadlineMs), () => {
+              const answered = (latest: Payment.Payment): InlineOutcome => ({ _tag: "Answered", answer: request.respond(latest), stored: false })
+              const end = flowEnd(fiber)
+              return end !== null ? Effect.succeed(answered(end)) : Effect.map(store.getPayment(null, payment.id), (latest) => answered(latest ?? payment))
+            }))
+        })
       }),
     create: (input) =>
       Effect.gen(function*() {
@@ -392,20 +438,11 @@ export const make = Effect.gen(function*() {
     ledger: (merchantId, paymentId) =>
       Effect.zipRight(mustGet(merchantId, paymentId), store.listLedger(merchantId, paymentId)),
     capture: (merchantId, paymentId, amountCents, key) =>
-      Effect.flatMap(
-        apply(merchantId, paymentId, (p, _, ctx) => Payment.capture(p, amountCents, ctx), key),
-        (outcome) => toResult(paymentId, outcome)
-      ),
+      command(merchantId, paymentId, (p, _, ctx) => Payment.capture(p, amountCents, ctx), key),
     refund: (merchantId, paymentId, amountCents, key) =>
-      Effect.flatMap(
-        apply(merchantId, paymentId, (p, _, ctx) => Payment.refund(p, amountCents, ctx), key),
-        (outcome) => toResult(paymentId, outcome)
-      ),
+      command(merchantId, paymentId, (p, _, ctx) => Payment.refund(p, amountCents, ctx), key),
     void: (merchantId, paymentId, key) =>
-      Effect.flatMap(
-        apply(merchantId, paymentId, (p, _, ctx) => Payment.voidAuthorization(p, ctx), key),
-        (outcome) => toResult(paymentId, outcome)
-      ),
+      command(merchantId, paymentId, (p, _, ctx) => Payment.voidAuthorization(p, ctx), key),
     review: (merchantId, caseId, decision, notes, key) =>
       Effect.gen(function*() {
         const fraudCase = yield* store.getFraudCase(merchantId, caseId)

@@ -2,7 +2,8 @@ import { Effect, FastCheck as fc } from "effect"
 import { describe, expect, it } from "vitest"
 import type { Payment, PaymentStatus } from "../../src/domain/Payment.ts"
 import { isSettleable } from "../../src/domain/Payment.ts"
-import { emptyState, memoryOperations } from "../../src/store/MemoryStore.ts"
+import { MinHeap } from "../../src/platform/MinHeap.ts"
+import { emptyState, memoryOperations, OrderedQueue } from "../../src/store/MemoryStore.ts"
 
 /**
  * The memory store's indexes (settlement index, fraud history's declines) against a naive model
@@ -109,5 +110,51 @@ describe("memory store indexes", () => {
     )
     expect(several).toBeGreaterThan(100)
     expect(declined).toBeGreaterThan(100)
+  })
+})
+
+describe("OrderedQueue (idempotency expiries, captures waiting for settlement)", () => {
+  it("comes out in the order of one heap of everything, for any mix of in-order and late items", () => {
+    type Item = { readonly at: number; readonly key: number }
+    const before = (a: Item, b: Item) => a.at < b.at || (a.at === b.at && a.key < b.key)
+    const step = fc.oneof(
+      fc.record({ push: fc.constant(true as const), ahead: fc.integer({ min: -3, max: 5 }), key: fc.integer({ min: 0, max: 9 }) }),
+      fc.record({ push: fc.constant(false as const), pops: fc.integer({ min: 1, max: 3 }) })
+    )
+    fc.assert(fc.property(fc.array(step, { maxLength: 3_000 }), (steps) => {
+      const queue = new OrderedQueue<Item>(before)
+      const heap = new MinHeap<Item>(before)
+      let now = 0
+      for (const s of steps) {
+        if (s.push) {
+          now = Math.max(0, now + s.ahead)
+          const item = { at: now, key: s.key }
+          queue.push(item)
+          heap.push(item)
+        } else {
+          for (let i = 0; i < s.pops; i++) {
+            // Items equal under the order are interchangeable (the same key and time): compared by value.
+            expect(queue.peek()).toEqual(heap.peek())
+            expect(queue.pop()).toEqual(heap.pop())
+          }
+        }
+        expect(queue.size).toBe(heap.size)
+      }
+      while (heap.size > 0) expect(queue.pop()).toEqual(heap.pop())
+      expect(queue.pop()).toBeUndefined()
+    }), { numRuns: 200 })
+  })
+
+  it("keeps its order across the compaction of a long in-order run", () => {
+    type Item = { readonly at: number; readonly key: number }
+    const before = (a: Item, b: Item) => a.at < b.at || (a.at === b.at && a.key < b.key)
+    const queue = new OrderedQueue<Item>(before)
+    for (let i = 0; i < 5_000; i++) queue.push({ at: i, key: 0 })
+    for (let i = 0; i < 3_000; i++) expect(queue.pop()!.at).toBe(i)
+    queue.push({ at: 10, key: 1 })
+    for (let i = 5_000; i < 6_000; i++) queue.push({ at: i, key: 0 })
+    expect(queue.pop()).toEqual({ at: 10, key: 1 })
+    for (let i = 3_000; i < 6_000; i++) expect(queue.pop()!.at).toBe(i)
+    expect(queue.size).toBe(0)
   })
 })
