@@ -102,8 +102,9 @@ export const runSimulation = (options: SimOptions): SimResult => {
   let booted = false
   // Crashes between commit and reply: the store wrapper asks, the service dies on the spot.
   const commitCrashPrng = Prng.derive(seed, "commit-crashes")
+  const audited = auditedStore(memoryOperations(state), auditor, options.plantedBug)
   const faulty = faultyStore(
-    auditedStore(memoryOperations(state), auditor, options.plantedBug),
+    audited.store,
     Prng.derive(seed, "store"),
     options.faults,
     { startMs, endMs: horizonEndMs },
@@ -117,7 +118,8 @@ export const runSimulation = (options: SimOptions): SimResult => {
         return true
       },
       record: (line) => trace.record(line)
-    }
+    },
+    audited.commits
   )
   // Claims whose lease ran out before their attempt started: another dispatcher takes them over.
   let leaseTakeovers = 0
