@@ -41,6 +41,7 @@ export interface SimResult {
   readonly traceLines: number
   readonly traceTail: ReadonlyArray<string>
   readonly virtualEndMs: number
+  /** Wall time of the run, without the full collection that measures `liveHeapBytes`. */
   readonly wallMs: number
   readonly checks: number
   readonly paymentsByStatus: Record<string, number>
@@ -270,9 +271,13 @@ export const runSimulation = (options: SimOptions): SimResult => {
   fork(service.stop)
   time.settle()
   // The live set at its largest (everything a run keeps grows until now), when the caller lets us collect.
+  // The collection is the measurement's, not the run's (a full mark-compact of ~800 MB, ~2.7 s
+  // at 100,000 payments): its time is left out of `wallMs`.
   const gc = (globalThis as { gc?: () => void }).gc
+  const measuringStart = performance.now()
   gc?.()
   const liveHeapBytes = gc === undefined ? null : process.memoryUsage().heapUsed
+  const measuringMs = performance.now() - measuringStart
 
   // Summary and trace fingerprint: the final store state is part of the hash.
   const paymentsByStatus: Record<string, number> = {}
@@ -311,7 +316,7 @@ export const runSimulation = (options: SimOptions): SimResult => {
     traceLines: trace.lines,
     traceTail: trace.lastLines(),
     virtualEndMs: time.nowMs,
-    wallMs: performance.now() - wallStart,
+    wallMs: performance.now() - wallStart - measuringMs,
     checks: auditor.checks,
     paymentsByStatus,
     money,
