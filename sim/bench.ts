@@ -39,8 +39,9 @@ export const main = () => {
     webhooks: options.webhooks,
     ok: result.ok,
     wallSeconds: Number(seconds.toFixed(2)),
-    // CPU time of the run (all of the process's threads: the collector's helpers too), steadier
-    // than wall time on a shared machine.
+    // CPU time of the run (all of the process's threads: the collector's helpers too, and the
+    // final collection that measures the live heap, which wallSeconds leaves out), steadier than
+    // wall time on a shared machine.
     cpuSeconds: Number(((cpu.user + cpu.system) / 1e6).toFixed(2)),
     paymentsPerSecond: Math.round(options.payments / seconds),
     requests: result.workload.requests,
