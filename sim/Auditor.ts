@@ -112,9 +112,18 @@ class Balances {
   }
 }
 
+/** Each account's position in the chart. */
+const at = Object.fromEntries(accountIndex) as Readonly<Record<Account, number>>
+
+/** `debitNormal` by chart position, so a posting looks its account up once. */
+const debitNormalAt: ReadonlyArray<boolean> = [...accountIndex.keys()].map((account) => debitNormal.has(account as Account))
+
 const post = (balances: Balances, entry: LedgerEntry) => {
-  const sign = (entry.direction === "debit") === debitNormal.has(entry.account) ? 1 : -1
-  balances.add(entry.account, sign * entry.amountCents)
+  const i = accountIndex.get(entry.account)
+  const normal = i !== undefined ? debitNormalAt[i]! : debitNormal.has(entry.account)
+  const cents = ((entry.direction === "debit") === normal ? 1 : -1) * entry.amountCents
+  if (i !== undefined) balances.amounts[i] = balances.amounts[i]! + cents
+  else balances.add(entry.account, cents)
 }
 const balance = (balances: Balances, account: Account) => balances.get(account)
 
@@ -390,13 +399,15 @@ export class Auditor {
     const dispute = disputeLedger(p)
     const net = p.capturedAmountCents - p.feeCents - p.refundedAmountCents + dispute.merchant
     const held = p.status === "authorized" ? p.amountCents : 0
-    this.equation(p, when, "card_network", balance(balances, "card_network"), p.capturedAmountCents - p.refundedAmountCents + dispute.cardNetwork)
-    this.equation(p, when, "merchant_pending+merchant_available", balance(balances, "merchant_pending") + balance(balances, "merchant_available"), net)
-    this.equation(p, when, "fee_revenue", balance(balances, "fee_revenue"), p.feeCents + dispute.feeRevenue)
-    this.equation(p, when, "authorization_holds", balance(balances, "authorization_holds"), held)
-    this.equation(p, when, "cardholder_authorizations", balance(balances, "cardholder_authorizations"), held)
-    this.equation(p, when, "merchant_reserved", balance(balances, "merchant_reserved"), dispute.reserved)
-    this.equation(p, when, "merchant_pending (settled)", p.settledAt === null ? 0 : balance(balances, "merchant_pending"), 0)
+    // The chart's running balances read by position (`Balances.get` without a look-up each).
+    const a = balances.amounts
+    this.equation(p, when, "card_network", a[at.card_network]!, p.capturedAmountCents - p.refundedAmountCents + dispute.cardNetwork)
+    this.equation(p, when, "merchant_pending+merchant_available", a[at.merchant_pending]! + a[at.merchant_available]!, net)
+    this.equation(p, when, "fee_revenue", a[at.fee_revenue]!, p.feeCents + dispute.feeRevenue)
+    this.equation(p, when, "authorization_holds", a[at.authorization_holds]!, held)
+    this.equation(p, when, "cardholder_authorizations", a[at.cardholder_authorizations]!, held)
+    this.equation(p, when, "merchant_reserved", a[at.merchant_reserved]!, dispute.reserved)
+    this.equation(p, when, "merchant_pending (settled)", p.settledAt === null ? 0 : a[at.merchant_pending]!, 0)
   }
 
   private equation(p: Payment, when: string, account: string, actual: number, expected: number) {
