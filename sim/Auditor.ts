@@ -112,9 +112,18 @@ class Balances {
   }
 }
 
+/** Each account's position in the chart. */
+const at = Object.fromEntries(accountIndex) as Readonly<Record<Account, number>>
+
+/** `debitNormal` by chart position, so a posting looks its account up once. */
+const debitNormalAt: ReadonlyArray<boolean> = [...accountIndex.keys()].map((account) => debitNormal.has(account as Account))
+
 const post = (balances: Balances, entry: LedgerEntry) => {
-  const sign = (entry.direction === "debit") === debitNormal.has(entry.account) ? 1 : -1
-  balances.add(entry.account, sign * entry.amountCents)
+  const i = accountIndex.get(entry.account)
+  const normal = i !== undefined ? debitNormalAt[i]! : debitNormal.has(entry.account)
+  const cents = ((entry.direction === "debit") === normal ? 1 : -1) * entry.amountCents
+  if (i !== undefined) balances.amounts[i] = balances.amounts[i]! + cents
+  else balances.add(entry.account, cents)
 }
 const balance = (balances: Balances, account: Account) => balances.get(account)
 
@@ -390,13 +399,15 @@ export class Auditor {
     const dispute = disputeLedger(p)
     const net = p.capturedAmountCents - p.feeCents - p.refundedAmountCents + dispute.merchant
     const held = p.status === "authorized" ? p.amountCents : 0
-    this.equation(p, when, "card_network", balance(balances, "card_network"), p.capturedAmountCents - p.refundedAmountCents + dispute.cardNetwork)
-    this.equation(p, when, "merchant_pending+merchant_available", balance(balances, "merchant_pending") + balance(balances, "merchant_available"), net)
-    this.equation(p, when, "fee_revenue", balance(balances, "fee_revenue"), p.feeCents + dispute.feeRevenue)
-    this.equation(p, when, "authorization_holds", balance(balances, "authorization_holds"), held)
-    this.equation(p, when, "cardholder_authorizations", balance(balances, "cardholder_authorizations"), held)
-    this.equation(p, when, "merchant_reserved", balance(balances, "merchant_reserved"), dispute.reserved)
-    this.equation(p, when, "merchant_pending (settled)", p.settledAt === null ? 0 : balance(balances, "merchant_pending"), 0)
+    // The chart's running balances read by position (`Balances.get` without a look-up each).
+    const a = balances.amounts
+    this.equation(p, when, "card_network", a[at.card_network]!, p.capturedAmountCents - p.refundedAmountCents + dispute.cardNetwork)
+    this.equation(p, when, "merchant_pending+merchant_available", a[at.merchant_pending]! + a[at.merchant_available]!, net)
+    this.equation(p, when, "fee_revenue", a[at.fee_revenue]!, p.feeCents + dispute.feeRevenue)
+    this.equation(p, when, "authorization_holds", a[at.authorization_holds]!, held)
+    this.equation(p, when, "cardholder_authorizations", a[at.cardholder_authorizations]!, held)
+    this.equation(p, when, "merchant_reserved", a[at.merchant_reserved]!, dispute.reserved)
+    this.equation(p, when, "merchant_pending (settled)", p.settledAt === null ? 0 : a[at.merchant_pending]!, 0)
   }
 
   private equation(p: Payment, when: string, account: string, actual: number, expected: number) {
@@ -478,44 +489,83 @@ export class Auditor {
 }
 
 /**
+ * A commit of the audited store split in two, for the fault wrapper below it (sim/StoreFaults.ts)
+ * to finish in its own continuation: `effect` commits, `seen` is the auditor's look at the
+ * outcome. One Effect step then serves the audit and the fault decision (a tap of its own cost
+ * two steps a commit).
+ */
+export type SplitCommit = (args: ReadonlyArray<unknown>) => {
+  readonly effect: Effect.Effect<unknown, unknown>
+  readonly seen: (outcome: unknown) => void
+}
+
+/**
  * The store as the simulator provides it: the memory store, with the auditor watching every
  * decision it commits, and (only when asked) a planted bug (sim/PlantedBugs.ts) between the
- * domain and the store, or inside the store.
+ * domain and the store, or inside the store. `commits` holds the commits the auditor sees after
+ * the fact (create, open, change) split for the fault wrapper; `store` runs them whole.
  */
-export const auditedStore = (inner: StoreShape, auditor: Auditor, plantedBug: PlantedBug): StoreShape => {
+export const auditedStore = (
+  inner: StoreShape,
+  auditor: Auditor,
+  plantedBug: PlantedBug
+): { readonly store: StoreShape; readonly commits: Readonly<Record<"insertPayment" | "openPayment" | "commitChange", SplitCommit>> } => {
   const store = storeBug(plantedBug, inner)
   const planted = (before: Payment | null, change: Change) => changeBug(plantedBug, before, change)
   const stored = (change: Change) => storedChangeBug(plantedBug, change)
-  return {
-    ...store,
-    insertPayment: (decided) => {
-      const change = planted(null, decided)
-      return Effect.tap(store.insertPayment(stored(change)), (outcome) => {
-        if (outcome._tag === "Inserted") auditor.onChange(null, change)
-      })
+  const commits = {
+    insertPayment: (args: ReadonlyArray<unknown>) => {
+      const change = planted(null, args[0] as Change)
+      return {
+        effect: store.insertPayment(stored(change)),
+        seen: (outcome: unknown) => {
+          if ((outcome as { _tag: string })._tag === "Inserted") auditor.onChange(null, change)
+        }
+      }
     },
-    openPayment: (open) => {
+    openPayment: (args: ReadonlyArray<unknown>) => {
+      const open = args[0] as Parameters<StoreShape["openPayment"]>[0]
       const change = planted(null, open.change)
-      return Effect.tap(store.openPayment({ ...open, change: stored(change) }), (outcome) => {
-        if (outcome._tag === "Opened") auditor.onChange(null, change)
-      })
+      return {
+        effect: store.openPayment({ ...open, change: stored(change) }),
+        seen: (outcome: unknown) => {
+          if ((outcome as { _tag: string })._tag === "Opened") auditor.onChange(null, change)
+        }
+      }
     },
-    commitChange: (commit) => {
+    commitChange: (args: ReadonlyArray<unknown>) => {
+      const commit = args[0] as Parameters<StoreShape["commitChange"]>[0]
       const change = planted(commit.before, commit.change)
-      return Effect.tap(store.commitChange({ ...commit, change: stored(change) }), (committed) => {
-        if (committed) auditor.onChange(commit.before, change, commit.commandKey)
-      })
-    },
-    // Decision-level bugs need the refused decision: with one planted, commands take the
-    // locking path (a store without optimistic reads) and meet it there.
-    readForCommand: needsLockingPath(plantedBug) ? undefined : store.readForCommand,
-    updatePayment: (target, decide) =>
-      store.updatePayment(target, (payment, fraudCase) => {
-        const decision = decisionBug(plantedBug, decide)(payment, fraudCase)
-        if (!decision.ok) return decision
-        const change = planted(payment, decision.change)
-        auditor.onChange(payment, change, target.commandKey)
-        return { ok: true, change: stored(change) }
-      })
+      return {
+        effect: store.commitChange({ ...commit, change: stored(change) }),
+        seen: (committed: unknown) => {
+          if (committed === true) auditor.onChange(commit.before, change, commit.commandKey)
+        }
+      }
+    }
+  }
+  const whole = (split: SplitCommit) => (...args: Array<unknown>) => {
+    const { effect, seen } = split(args)
+    return Effect.tap(effect, seen)
+  }
+  return {
+    commits,
+    store: {
+      ...store,
+      insertPayment: whole(commits.insertPayment) as StoreShape["insertPayment"],
+      openPayment: whole(commits.openPayment) as StoreShape["openPayment"],
+      commitChange: whole(commits.commitChange) as StoreShape["commitChange"],
+      // Decision-level bugs need the refused decision: with one planted, commands take the
+      // locking path (a store without optimistic reads) and meet it there.
+      readForCommand: needsLockingPath(plantedBug) ? undefined : store.readForCommand,
+      updatePayment: (target, decide) =>
+        store.updatePayment(target, (payment, fraudCase) => {
+          const decision = decisionBug(plantedBug, decide)(payment, fraudCase)
+          if (!decision.ok) return decision
+          const change = planted(payment, decision.change)
+          auditor.onChange(payment, change, target.commandKey)
+          return { ok: true, change: stored(change) }
+        })
+    }
   }
 }

@@ -1,5 +1,6 @@
 import { Effect } from "effect"
 import { type StoreShape, StoreUnavailable } from "../src/store/Store.ts"
+import type { SplitCommit } from "./Auditor.ts"
 import type { FaultRates } from "./Options.ts"
 import type { Prng } from "./Prng.ts"
 import type { Fence } from "./Service.ts"
@@ -76,7 +77,9 @@ export const faultyStore = (
   prng: Prng,
   faults: FaultRates,
   window: { readonly startMs: number; readonly endMs: number },
-  hooks: StoreFaultHooks
+  hooks: StoreFaultHooks,
+  /** Commits of `store` split for this wrapper to finish (sim/Auditor.ts auditedStore): by operation name. */
+  splitCommits: Readonly<Record<string, SplitCommit>> = {}
 ): { readonly store: StoreShape; readonly fencedBy: (fence: Fence) => StoreShape; readonly stats: StoreFaultStats } => {
   // Outage windows first, so the per-operation draws that follow do not move them.
   const outages: Array<readonly [number, number]> = []
@@ -138,17 +141,27 @@ export const faultyStore = (
         continue
       }
       const committed = committing[name]
+      const split = Object.hasOwn(splitCommits, name) ? splitCommits[name] : undefined
+      const finish = committed === undefined ? undefined : (args: ReadonlyArray<unknown>, outcome: unknown) => {
+        const commit = committed(args, outcome)
+        return commit === null ? Effect.succeed(outcome) : afterCommit(name, commit.subject, commit.mayLose, outcome)
+      }
       wrapped[name] = (...args: Array<unknown>) =>
         Effect.suspend(() => {
           if (fence !== null && fence.dead) return Effect.interrupt
           const refusal = refuse()
           if (refusal !== null) return Effect.fail(refusal)
+          if (split !== undefined) {
+            // The layer below's look at the outcome (the auditor's), then the fault decision: one step.
+            const { effect, seen } = split(args)
+            return Effect.flatMap(effect, (outcome) => {
+              seen(outcome)
+              return finish === undefined ? Effect.succeed(outcome) : finish(args, outcome)
+            })
+          }
           const effect = (operation as (...a: Array<unknown>) => Effect.Effect<unknown, StoreUnavailable>)(...args)
-          if (committed === undefined) return effect
-          return Effect.flatMap(effect, (outcome) => {
-            const commit = committed(args, outcome)
-            return commit === null ? Effect.succeed(outcome) : afterCommit(name, commit.subject, commit.mayLose, outcome)
-          })
+          if (finish === undefined) return effect
+          return Effect.flatMap(effect, (outcome) => finish(args, outcome))
         })
     }
     return wrapped as unknown as StoreShape

@@ -13,10 +13,18 @@ export class Trace {
 
   constructor(private readonly tailSize: number, private readonly clockMs: () => number) {}
 
+  /** The last time stamped and its text: the lines of one instant share one conversion. */
+  private stampMs = Number.NaN
+  private stamp = ""
+
   record(line: string) {
-    const stamped = `${new Date(this.clockMs()).toISOString()} ${line}`
-    this.hash.update(stamped)
-    this.hash.update("\n")
+    const nowMs = this.clockMs()
+    if (nowMs !== this.stampMs) {
+      this.stampMs = nowMs
+      this.stamp = new Date(nowMs).toISOString()
+    }
+    const stamped = `${this.stamp} ${line}`
+    this.hash.update(`${stamped}\n`)
     this.lines++
     if (this.tail.length < this.tailSize) this.tail.push(stamped)
     else if (this.tailSize > 0) {
@@ -27,8 +35,7 @@ export class Trace {
 
   /** Adds a line to the hash only (the final state), leaving the tail to the run's last moments. */
   fingerprint(line: string) {
-    this.hash.update(line)
-    this.hash.update("\n")
+    this.hash.update(`${line}\n`)
     this.lines++
   }
 

@@ -8,9 +8,11 @@ import { runSimulation } from "./Simulator.ts"
  * default faults, webhooks on. Not a test: it measures and prints.
  *
  * Memory (issue 10): 100,000 payments must fit in 2 GB of heap. The npm script caps the heap at
- * that (`--max-old-space-size=1856` plus the 3 × 64 MB young generation of `--max-semi-space-size=64`),
+ * that (`--max-old-space-size=1664` plus the 3 × 128 MB young generation of `--max-semi-space-size=128`),
  * so a run that needs more dies out of memory; the output says PASS or FAIL against 2,048 MB
- * for the peak sampled during the run and for the limit itself.
+ * for the peak sampled during the run and for the limit itself. A 128 MB semi-space halves the
+ * scavenges of a 64 MB one (477 against 921 at 100,000 payments) and lets more of the in-flight
+ * state die young: 13-29% less scavenging time, 3-8% less CPU in two side-by-side runs.
  *
  * Speed (issue 10): 100,000 payments with webhooks over 48 virtual hours in ≤ 90 s on one core
  * (≥ 1,100 payments a second); `speed` says PASS or FAIL for that scenario, and is null for any
@@ -19,43 +21,54 @@ import { runSimulation } from "./Simulator.ts"
  */
 const heapTargetMB = 2048
 const speedTargetSeconds = 90
-const given = process.argv.slice(2)
-const defaults = ["--seed", "42", "--merchants", "20", "--payments", "100000", "--hours", "48"]
-const { options } = parseArguments([...defaults, ...given])
-const result = runSimulation(options)
-const peakHeapMB = Math.round(result.peakHeapBytes / 1_048_576)
-const heapLimitMB = Math.round(v8.getHeapStatistics().heap_size_limit / 1_048_576)
-const virtualMs = result.virtualEndMs - Date.UTC(2026, 0, 5)
-const seconds = result.wallMs / 1000
-console.log(JSON.stringify({
-  seed: options.seed,
-  payments: options.payments,
-  merchants: options.merchants,
-  hours: options.hours,
-  webhooks: options.webhooks,
-  ok: result.ok,
-  wallSeconds: Number(seconds.toFixed(2)),
-  paymentsPerSecond: Math.round(options.payments / seconds),
-  requests: result.workload.requests,
-  requestsPerSecond: Math.round(result.workload.requests / seconds),
-  virtualHours: Number((virtualMs / 3_600_000).toFixed(1)),
-  virtualToWallRatio: Math.round(virtualMs / result.wallMs),
-  fiberTasks: result.tasks,
-  peakHeapMB,
-  liveHeapMBAtEnd: result.liveHeapBytes === null ? null : Math.round(result.liveHeapBytes / 1_048_576),
-  liveHeapKBPerPayment: result.liveHeapBytes === null ? null : Math.round(result.liveHeapBytes / 1024 / Math.max(1, options.payments)),
-  heapLimitMB,
-  heapTargetMB,
-  heap: peakHeapMB <= heapTargetMB && heapLimitMB <= heapTargetMB ? "PASS" : "FAIL",
-  maxRssMB: Math.round(process.resourceUsage().maxRSS / 1024),
-  heapKBPerPayment: Math.round(result.peakHeapBytes / 1024 / Math.max(1, options.payments)),
-  speedTargetSeconds,
-  speed: options.payments === 100_000 && options.hours === 48 && options.webhooks ? (seconds <= speedTargetSeconds ? "PASS" : "FAIL") : null,
-  wakeUps: result.wakeUps,
-  invariantChecks: result.checks,
-  traceHash: result.traceHash
-}, null, 2))
-if (!result.ok) {
-  for (const v of result.violations.slice(0, 10)) console.error(`[${v.invariant}] ${v.message}`)
-  process.exit(1)
+/** The benchmark: `node sim/launch.mjs bench [args]` (npm run sim:bench) runs it from the bundle. */
+export const main = () => {
+  const given = process.argv.slice(2)
+  const defaults = ["--seed", "42", "--merchants", "20", "--payments", "100000", "--hours", "48"]
+  const { options } = parseArguments([...defaults, ...given])
+  const cpuStart = process.cpuUsage()
+  const result = runSimulation(options)
+  const cpu = process.cpuUsage(cpuStart)
+  const peakHeapMB = Math.round(result.peakHeapBytes / 1_048_576)
+  const heapLimitMB = Math.round(v8.getHeapStatistics().heap_size_limit / 1_048_576)
+  const virtualMs = result.virtualEndMs - Date.UTC(2026, 0, 5)
+  const seconds = result.wallMs / 1000
+  console.log(JSON.stringify({
+    seed: options.seed,
+    payments: options.payments,
+    merchants: options.merchants,
+    hours: options.hours,
+    webhooks: options.webhooks,
+    ok: result.ok,
+    wallSeconds: Number(seconds.toFixed(2)),
+    // CPU time of the run (all of the process's threads: the collector's helpers too, and the
+    // final collection that measures the live heap, which wallSeconds leaves out), steadier than
+    // wall time on a shared machine.
+    cpuSeconds: Number(((cpu.user + cpu.system) / 1e6).toFixed(2)),
+    paymentsPerSecond: Math.round(options.payments / seconds),
+    requests: result.workload.requests,
+    requestsPerSecond: Math.round(result.workload.requests / seconds),
+    virtualHours: Number((virtualMs / 3_600_000).toFixed(1)),
+    virtualToWallRatio: Math.round(virtualMs / result.wallMs),
+    fiberTasks: result.tasks,
+    peakHeapMB,
+    liveHeapMBAtEnd: result.liveHeapBytes === null ? null : Math.round(result.liveHeapBytes / 1_048_576),
+    liveHeapKBPerPayment: result.liveHeapBytes === null ? null : Math.round(result.liveHeapBytes / 1024 / Math.max(1, options.payments)),
+    heapLimitMB,
+    heapTargetMB,
+    heap: peakHeapMB <= heapTargetMB && heapLimitMB <= heapTargetMB ? "PASS" : "FAIL",
+    maxRssMB: Math.round(process.resourceUsage().maxRSS / 1024),
+    heapKBPerPayment: Math.round(result.peakHeapBytes / 1024 / Math.max(1, options.payments)),
+    speedTargetSeconds,
+    speed: options.payments === 100_000 && options.hours === 48 && options.webhooks ? (seconds <= speedTargetSeconds ? "PASS" : "FAIL") : null,
+    wakeUps: result.wakeUps,
+    invariantChecks: result.checks,
+    traceHash: result.traceHash
+  }, null, 2))
+  if (!result.ok) {
+    for (const v of result.violations.slice(0, 10)) console.error(`[${v.invariant}] ${v.message}`)
+    process.exit(1)
+  }
 }
+
+if (process.argv[1]?.endsWith("bench.ts")) main()

@@ -1,4 +1,4 @@
-// `npm run sim` and `npm run sim:sweep` start here: `node sim/launch.mjs main|sweep [args]`.
+// `npm run sim`, `npm run sim:sweep` and `npm run sim:bench` start here: `node sim/launch.mjs main|sweep|bench [args]`.
 //
 // Starting the simulator through tsx costs ~1.4 s before the first payment: tsx transforms ~150
 // TypeScript files, and Node then loads ~1,500 ES modules of `effect` and `@effect/platform`
@@ -17,7 +17,7 @@ import path from "node:path"
 import { fileURLToPath, pathToFileURL } from "node:url"
 
 const root = path.resolve(fileURLToPath(new URL("..", import.meta.url)))
-const entries = { main: "sim/main.ts", sweep: "sim/Sweep.ts", "sweep-worker": "sim/sweep-worker.ts" }
+const entries = { main: "sim/main.ts", sweep: "sim/Sweep.ts", "sweep-worker": "sim/sweep-worker.ts", bench: "sim/bench.ts" }
 
 /** Every file the bundle is made of that can change without `npm ci`: sources, lock file, launcher. */
 const inputs = () => {
@@ -92,8 +92,8 @@ const prepare = async () => {
 }
 
 const [command, ...rest] = process.argv.slice(2)
-if (command !== "main" && command !== "sweep") {
-  console.error("usage: node sim/launch.mjs main|sweep [arguments]")
+if (command !== "main" && command !== "sweep" && command !== "bench") {
+  console.error("usage: node sim/launch.mjs main|sweep|bench [arguments]")
   process.exit(2)
 }
 if (process.env.SIM_SOURCE_MAPS === "1") process.setSourceMapsEnabled(true)

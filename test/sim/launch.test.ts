@@ -17,7 +17,7 @@ const run = (args: ReadonlyArray<string>) =>
 const hashOf = (stdout: string) => /trace \d+ lines, hash ([0-9a-f]{64})/.exec(stdout)?.[1]
 
 /**
- * `npm run sim` and `npm run sim:sweep` run a bundle of the simulator (sim/launch.mjs), the tests
+ * `npm run sim`, `npm run sim:sweep` and `npm run sim:bench` run a bundle of the simulator (sim/launch.mjs), the tests
  * run its TypeScript: both must be the same program, seed for seed.
  */
 describe("the bundled simulator (sim/launch.mjs)", () => {
@@ -28,6 +28,13 @@ describe("the bundled simulator (sim/launch.mjs)", () => {
     expect(source.code).toBe(0)
     expect(hashOf(bundled.stdout)).toMatch(/^[0-9a-f]{64}$/)
     expect(hashOf(bundled.stdout)).toBe(hashOf(source.stdout))
+
+    // `npm run sim:bench` runs the same bundle: same scenario, same trace.
+    const bench = await run(["--expose-gc", "sim/launch.mjs", "bench", "--seed", "5", ...tiny])
+    expect(bench.code).toBe(0)
+    const measured = JSON.parse(bench.stdout) as { ok: boolean; traceHash: string; payments: number; liveHeapMBAtEnd: number | null }
+    expect(measured).toMatchObject({ ok: true, payments: 40, traceHash: hashOf(source.stdout) })
+    expect(measured.liveHeapMBAtEnd).toBeGreaterThan(0)
 
     const planted = await run(["sim/launch.mjs", "main", "--seed", "7", ...tiny, "--planted-bug", "refund-over-remainder", "--mix", JSON.stringify({ refund: 0.9, overRefund: 0.5 })])
     expect(planted.code).toBe(1)
