@@ -1,5 +1,6 @@
 import { Effect, Runtime } from "effect"
 import { isSettleable } from "../src/domain/Payment.ts"
+import { isoAt } from "../src/domain/Time.ts"
 import * as Config from "../src/platform/Config.ts"
 import { makeIds, seededBytes } from "../src/platform/Ids.ts"
 import { Merchants } from "../src/services/Merchants.ts"
@@ -96,7 +97,7 @@ export const runSimulation = (options: SimOptions): SimResult => {
     { startMs, endMs: horizonEndMs + quiesceMs }, nowMs, () => crashesMs[crashesMs.length - 1] ?? -1,
     (url) => {
       const merchantId = merchantOfUrl.get(url)
-      return merchantId === undefined ? [] : signingSecretsOf(state, merchantId, new Date(time.nowMs).toISOString())
+      return merchantId === undefined ? [] : signingSecretsOf(state, merchantId, isoAt(time.nowMs))
     }
   )
   const merchantOfUrl = new Map<string, string>()
@@ -125,9 +126,10 @@ export const runSimulation = (options: SimOptions): SimResult => {
   // Claims whose lease ran out before their attempt started: another dispatcher takes them over.
   let leaseTakeovers = 0
   // A map with one function, not a tap with an effect: two Effect steps a renewal instead of four.
-  const countTakeover = (held: boolean) => {
-    if (!held) leaseTakeovers++
-    return held
+  // A renewal answers the merchant's signing secrets, or null when the lease was lost.
+  const countTakeover = (secrets: ReadonlyArray<string> | null) => {
+    if (secrets === null) leaseTakeovers++
+    return secrets
   }
   const countedWebhookStore = {
     ...webhookStore,
