@@ -1,5 +1,6 @@
+import { createHmac } from "node:crypto"
 import { describe, expect, it } from "vitest"
-import { signatureHeader, verifyWebhookSignature } from "../../src/domain/Webhook.ts"
+import { hmacHex, signatureHeader, verifyWebhookSignature } from "../../src/domain/Webhook.ts"
 
 // The verifier merchants use (exported by src/client.ts) against the signer the dispatcher uses.
 
@@ -32,5 +33,17 @@ describe("verifyWebhookSignature", () => {
     expect(verifyWebhookSignature(secret, header, body, t + 301)).toBe(false)
     expect(verifyWebhookSignature(secret, header, body, t - 301)).toBe(false)
     expect(verifyWebhookSignature(secret, header, body, t + 3_000, 3_600)).toBe(true)
+  })
+
+  it("signs exactly as createHmac does: short and long secrets, ASCII or not, any body", () => {
+    const secrets = [secret, "", "6", "\u0000\u007f", "x".repeat(64), "x".repeat(65), "whsec_é", "whsec_😀", "k".repeat(200)]
+    const bodies = ["", body, "é😀\u0000", `{"id":"evt_1","note":"${"ü".repeat(300)}"}`, "a".repeat(5000)]
+    for (const s of secrets) {
+      for (const b of bodies) {
+        for (const ts of [0, t, 9_999_999_999]) {
+          expect(hmacHex(s, ts, b)).toBe(createHmac("sha256", s).update(`${ts}.${b}`).digest("hex"))
+        }
+      }
+    }
   })
 })
