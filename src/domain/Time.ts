@@ -77,10 +77,20 @@ export const canonicalIsoMs = (s: string): number | undefined => {
   const millis = digit(s, 20) * 100 + digit(s, 21) * 10 + digit(s, 22)
   // NaN (a non-digit) fails every comparison below.
   if (!(year >= 100 && month >= 1 && month <= 12 && day >= 1 && hours <= 23 && minutes <= 59 && seconds <= 59 && millis >= 0)) return undefined
-  const leap = month === 2 && year % 4 === 0 && (year % 100 !== 0 || year % 400 === 0)
-  if (day > daysIn[month - 1]! + (leap ? 1 : 0)) return undefined
-  return Date.UTC(year, month - 1, day, hours, minutes, seconds, millis)
+  const dayKey = year * 10_000 + month * 100 + day
+  if (dayKey !== parsedDayKey) {
+    const leap = month === 2 && year % 4 === 0 && (year % 100 !== 0 || year % 400 === 0)
+    if (day > daysIn[month - 1]! + (leap ? 1 : 0)) return undefined
+    parsedDayMs = Date.UTC(year, month - 1, day)
+    parsedDayKey = dayKey
+  }
+  // As Date.UTC(year, month - 1, day, hours, minutes, seconds, millis): whole numbers, exact in a double.
+  return parsedDayMs + hours * 3_600_000 + minutes * 60_000 + seconds * 1000 + millis
 }
+
+/** The day `canonicalIsoMs` last read (year * 10000 + month * 100 + day, a valid date) and its midnight (ms). */
+let parsedDayKey = -1
+let parsedDayMs = 0
 
 /** `Date.parse(iso)`, the same number (NaN included), fast for a canonical timestamp. */
 export const isoMs = (iso: string): number => canonicalIsoMs(iso) ?? Date.parse(iso)

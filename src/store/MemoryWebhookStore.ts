@@ -68,6 +68,20 @@ export interface ErrorTexts {
   readonly ids: Map<string, number>
 }
 
+/**
+ * `isoMs` with the text last read kept: a poll inserts every delivery it drains with the same
+ * `now` text and claims every delivery under the same lease end, read once a poll, not once a row.
+ */
+let lastRead = ""
+let lastReadMs = Number.NaN
+const readMs = (iso: string) => {
+  if (iso === lastRead) return lastReadMs
+  const ms = isoMs(iso)
+  lastRead = iso
+  lastReadMs = ms
+  return ms
+}
+
 /** A time kept in `Ended.times`: NaN for null, undefined when it would not rebuild byte for byte. */
 const endedMs = (iso: string | null) => (iso === null ? Number.NaN : canonicalIsoMs(iso))
 const fromMs = (ms: number) => (Number.isNaN(ms) ? null : isoAt(ms))
@@ -184,7 +198,7 @@ export class DeliveryRow {
   private keep(delivery: Delivery) {
     this.current = delivery
     this.ended = null
-    this.nextAttemptMs = delivery.nextAttemptAt === null ? Number.NaN : isoMs(delivery.nextAttemptAt)
+    this.nextAttemptMs = delivery.nextAttemptAt === null ? Number.NaN : readMs(delivery.nextAttemptAt)
   }
 
   /** Stores the delivery as it is now. */
@@ -202,7 +216,7 @@ export class DeliveryRow {
   setLease(token: string | null, until: string | null) {
     this.leaseToken = token
     this.leaseUntil = until
-    this.leaseUntilMs = until === null ? Number.NEGATIVE_INFINITY : isoMs(until)
+    this.leaseUntilMs = until === null ? Number.NEGATIVE_INFINITY : readMs(until)
   }
 
   /** The delivery, payload included. */
@@ -514,7 +528,7 @@ export const memoryWebhookOperations = (state: MemoryState): WebhookStoreShape =
           drained += taken
           if (taken < input.drainLimit) break
         }
-        const claimed = claim(isoMs(input.now), input.lease(), input.claimLimit)
+        const claimed = claim(readMs(input.now), input.lease(), input.claimLimit)
         const next = peekDue()
         return { drained, claimed, nextDueMs: next === undefined ? null : next.atMs }
       }),
