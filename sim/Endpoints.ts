@@ -139,24 +139,28 @@ export const makeSimulatedEndpoints = (
     const attempt = Number(request.headers["x-service-delivery-attempt"])
     const now = nowMs()
     const firstDelivery = deliveryOfEvent.get(eventId)
-    auditor.check(deliveryId.startsWith("whd_") && (firstDelivery === undefined || firstDelivery === deliveryId), "webhook-same-delivery-id", () =>
+    // Each check's message is a closure made only when it fails (`passed` otherwise): five a POST.
+    const sameDelivery = deliveryId.startsWith("whd_") && (firstDelivery === undefined || firstDelivery === deliveryId)
+    auditor.check(sameDelivery, "webhook-same-delivery-id", sameDelivery ? passed : () =>
       `event ${eventId}: attempt ${attempt} carries delivery id ${deliveryId}, earlier attempts ${firstDelivery}`)
     if (firstDelivery === undefined) deliveryOfEvent.set(eventId, deliveryId)
     const receipts = received.get(deliveryId)
     const ackedAt = receipts?.ackedAtMs ?? null
-    auditor.check(ackedAt === null || lastCrashMs() >= ackedAt, "webhook-nothing-after-2xx", () =>
+    const notAcked = ackedAt === null || lastCrashMs() >= ackedAt
+    auditor.check(notAcked, "webhook-nothing-after-2xx", notAcked ? passed : () =>
       `delivery ${deliveryId} (event ${eventId}): attempt ${attempt} arrived after the endpoint acknowledged it`)
-    auditor.check(receipts === undefined || attempt >= receipts.lastAttempt || lastCrashMs() >= receipts.lastAtMs, "webhook-attempt-numbers", () =>
-      `delivery ${deliveryId}: attempt ${attempt} after attempt ${receipts?.lastAttempt}`)
+    const onwards = receipts === undefined || attempt >= receipts.lastAttempt || lastCrashMs() >= receipts.lastAtMs
+    auditor.check(onwards, "webhook-attempt-numbers", onwards ? passed : () => `delivery ${deliveryId}: attempt ${attempt} after attempt ${receipts?.lastAttempt}`)
     // One attempt reaches the endpoint once; only a crash may make the service send it again.
-    auditor.check(receipts === undefined || attempt !== receipts.lastAttempt || lastCrashMs() >= receipts.lastAtMs, "webhook-once-per-attempt", () =>
-      `delivery ${deliveryId}: attempt ${attempt} arrived twice`)
+    const once = receipts === undefined || attempt !== receipts.lastAttempt || lastCrashMs() >= receipts.lastAtMs
+    auditor.check(once, "webhook-once-per-attempt", once ? passed : () => `delivery ${deliveryId}: attempt ${attempt} arrived twice`)
     const record = receipts ?? new Received()
     if (receipts === undefined) received.set(deliveryId, record)
     record.add(attempt, now)
     const verified = verifySignature(request.headers["x-service-signature"], request.body, secretsOf(request.url), now)
-    auditor.check(verified === null, "webhook-signature", () => `event ${eventId} attempt ${attempt}: ${verified}`)
-    auditor.check(namesEvent(record, request.body, eventId), "webhook-signature", () => `event ${eventId}: the body names another event`)
+    auditor.check(verified === null, "webhook-signature", verified === null ? passed : () => `event ${eventId} attempt ${attempt}: ${verified}`)
+    const named = namesEvent(record, request.body, eventId)
+    auditor.check(named, "webhook-signature", named ? passed : () => `event ${eventId}: the body names another event`)
     if (inOutage(outagesOf(request.url), now)) {
       stats.outageRefusals++
       return refused
