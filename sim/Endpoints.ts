@@ -1,7 +1,7 @@
 import { createHmac, createSecretKey, hash } from "node:crypto"
 import { Effect } from "effect"
 import { isoAt } from "../src/domain/Time.ts"
-import type { DeliveryAudit } from "../src/store/MemoryWebhookStore.ts"
+import type { AttemptAudit, DeliveryAudit } from "../src/store/MemoryWebhookStore.ts"
 import { type CallbackTimer, callbackTimerOf } from "../src/platform/Timers.ts"
 import { timedOut, type TransportResult, type WebhookRequest, type WebhookTransportShape } from "../src/platform/WebhookTransport.ts"
 import type { Auditor } from "./Auditor.ts"
@@ -261,7 +261,8 @@ const verifySignature = (header: string | undefined, body: string, secrets: Read
     const equals = part.indexOf("=")
     const name = equals < 0 ? part : part.slice(0, equals)
     // As `part.split("=")[1]`: the value ends at a second "=", if any.
-    const value = equals < 0 ? undefined : part.slice(equals + 1).split("=", 1)[0]!
+    const end = equals < 0 ? -1 : part.indexOf("=", equals + 1)
+    const value = equals < 0 ? undefined : end < 0 ? part.slice(equals + 1) : part.slice(equals + 1, end)
     if (name === "t" && timestamp === undefined) timestamp = Number(value)
     else if (name === "v1") signatures.push(value ?? "")
   }
@@ -270,7 +271,10 @@ const verifySignature = (header: string | undefined, body: string, secrets: Read
     const expected = endpointHmac(secret)(`${timestamp}.${body}`)
     // A v1 value matches when it decodes to the expected bytes: the lowercase hex itself, or the
     // same digits in uppercase (Buffer.from(hex) ignores case); anything else decodes otherwise.
-    if (signatures.some((signature) => signature === expected || signature.toLowerCase() === expected)) return null
+    for (let i = 0; i < signatures.length; i++) {
+      const signature = signatures[i]!
+      if (signature === expected || signature.toLowerCase() === expected) return null
+    }
   }
   return `no v1 signature matches the merchant's ${secrets.length} secret(s)`
 }
@@ -353,9 +357,34 @@ export const auditDeliveries = (
   // is counted at once; a failed one (and the deadline of a delivery still open, which needs its
   // chain) is run after the order checks, in its turn.
   const deferred: Array<() => void> = []
-  const check = (condition: boolean, invariant: string, message: () => string) => {
-    if (condition) auditor.check(true, invariant, passed)
-    else deferred.push(() => auditor.check(false, invariant, message))
+  // A check that passes is counted with `pass`; a failed one is deferred with its message. The
+  // messages are made by the functions below, outside the loop: no closure (and no scope kept
+  // for one) per delivery or attempt while every check passes.
+  const pass = (invariant: string) => auditor.check(true, invariant, passed)
+  const fail = (invariant: string, message: () => string) => {
+    deferred.push(() => auditor.check(false, invariant, message))
+  }
+  const moreThanOne = (d: DeliveryAudit) => () => `event ${d.eventId}: more than one delivery`
+  const misnumbered = (d: DeliveryAudit, index: number, attempt: AttemptAudit) => () => `delivery ${d.id}: attempt ${index} numbered ${attempt.attempt}`
+  const afterSuccess = (d: DeliveryAudit) => () => `delivery ${d.id}: attempts after a 2xx`
+  const early = (d: DeliveryAudit, attempt: AttemptAudit) => () => `delivery ${d.id}: attempt ${attempt.attempt} at ${when(attempt.atMs)}, before its offset`
+  const late = (d: DeliveryAudit, attempt: AttemptAudit, dueMs: number) => () =>
+    `delivery ${d.id}: attempt ${attempt.attempt} at ${when(attempt.atMs)}, ${attempt.atMs - dueMs} ms after its offset`
+  const tooMany = (d: DeliveryAudit) => () => `delivery ${d.id}: ${d.attempts.length} attempts`
+  const wrongEnd = (d: DeliveryAudit, last: AttemptAudit | undefined) => () =>
+    `delivery ${d.id}: ${d.status} after ${d.attempts.length} attempts (last answered ${last?.responseStatus ?? last?.error ?? "nothing"})`
+  const neverReached = (d: DeliveryAudit, attempt: AttemptAudit) => () => `delivery ${d.id}: attempt ${attempt.attempt} recorded but never reached the endpoint`
+  /** The deadline of a delivery still open, checked once its chain is known. */
+  const deferDeadline = (d: DeliveryAudit, open: Link | null) => {
+    const createdMs = d.createdAtMs
+    deferred.push(() => {
+      // Deadline: the whole schedule, the last attempt's timeout, and slack for crashes and polling,
+      // counted from when the delivery before it in its payment's order ended (null: it has not).
+      const readyMs = open === null || open.readyAtMs === undefined ? createdMs : open.readyAtMs
+      const deadlineMs = readyMs === null ? Infinity : readyMs + lastOffset + options.timeoutMs + options.toleranceMs + 2 * 3_600_000
+      auditor.check(options.nowMs < deadlineMs, "webhook-deadline", () =>
+        `delivery ${d.id}: still ${d.status} ${((options.nowMs - createdMs) / 3_600_000).toFixed(1)} h after creation`)
+    })
   }
   for (const d of deliveries()) {
     let link: Link | null = null
@@ -390,47 +419,43 @@ export const auditDeliveries = (
     if (d.status === "succeeded") totals.succeeded++
     else if (d.status === "failed") totals.failed++
     else totals.open++
-    check(!byEvent.has(d.eventId), "webhook-one-delivery-per-event", () => `event ${d.eventId}: more than one delivery`)
+    if (!byEvent.has(d.eventId)) pass("webhook-one-delivery-per-event")
+    else fail("webhook-one-delivery-per-event", moreThanOne(d))
     byEvent.add(d.eventId)
-    const createdMs = d.createdAtMs
     if (d.status === "succeeded" || d.status === "failed") auditor.check(true, "webhook-deadline", passed)
-    else {
-      const open = link
-      deferred.push(() => {
-        // Deadline: the whole schedule, the last attempt's timeout, and slack for crashes and polling,
-        // counted from when the delivery before it in its payment's order ended (null: it has not).
-        const readyMs = open === null || open.readyAtMs === undefined ? createdMs : open.readyAtMs
-        const deadlineMs = readyMs === null ? Infinity : readyMs + lastOffset + options.timeoutMs + options.toleranceMs + 2 * 3_600_000
-        auditor.check(options.nowMs < deadlineMs, "webhook-deadline", () =>
-          `delivery ${d.id}: still ${d.status} ${((options.nowMs - createdMs) / 3_600_000).toFixed(1)} h after creation`)
-      })
-    }
+    else deferDeadline(d, link)
     const firstFailedMs = d.firstFailedAtMs
     for (let index = 0; index < attempts.length; index++) {
       const attempt = attempts[index]!
-      check(attempt.attempt === index + 1, "webhook-attempt-numbers", () => `delivery ${d.id}: attempt ${index} numbered ${attempt.attempt}`)
+      if (attempt.attempt === index + 1) pass("webhook-attempt-numbers")
+      else fail("webhook-attempt-numbers", misnumbered(d, index, attempt))
       const success = is2xx(attempt.responseStatus)
-      check(!success || index === attempts.length - 1, "webhook-nothing-after-2xx", () => `delivery ${d.id}: attempts after a 2xx`)
+      if (!success || index === attempts.length - 1) pass("webhook-nothing-after-2xx")
+      else fail("webhook-nothing-after-2xx", afterSuccess(d))
       if (index > 0 && firstFailedMs !== null) {
         const dueMs = firstFailedMs + (scheduleMs[index - 1] ?? Number.NaN)
         const atMs = attempt.atMs
-        check(atMs >= dueMs, "webhook-schedule", () => `delivery ${d.id}: attempt ${attempt.attempt} at ${when(atMs)}, before its offset`)
-        check(atMs <= dueMs + options.toleranceMs || crashBetween(dueMs - options.timeoutMs - 60_000, atMs), "webhook-schedule", () =>
-          `delivery ${d.id}: attempt ${attempt.attempt} at ${when(atMs)}, ${atMs - dueMs} ms after its offset`)
+        if (atMs >= dueMs) pass("webhook-schedule")
+        else fail("webhook-schedule", early(d, attempt))
+        if (atMs <= dueMs + options.toleranceMs || crashBetween(dueMs - options.timeoutMs - 60_000, atMs)) pass("webhook-schedule")
+        else fail("webhook-schedule", late(d, attempt, dueMs))
       }
     }
-    check(attempts.length <= scheduleMs.length + 1, "webhook-attempt-limit", () => `delivery ${d.id}: ${attempts.length} attempts`)
+    if (attempts.length <= scheduleMs.length + 1) pass("webhook-attempt-limit")
+    else fail("webhook-attempt-limit", tooMany(d))
     // A 2xx ends the delivery and nothing else does: failed only after the last retry failed,
     // succeeded only on a 2xx, and nothing left open once the last retry failed.
     const last = attempts[attempts.length - 1]
     const lastSucceeded = last !== undefined && is2xx(last.responseStatus)
     const exhausted = attempts.length === scheduleMs.length + 1 && !lastSucceeded
-    check(d.status === "succeeded" ? lastSucceeded : d.status === "failed" ? exhausted : !lastSucceeded && !exhausted, "webhook-give-up", () =>
-      `delivery ${d.id}: ${d.status} after ${attempts.length} attempts (last answered ${last?.responseStatus ?? last?.error ?? "nothing"})`)
+    if (d.status === "succeeded" ? lastSucceeded : d.status === "failed" ? exhausted : !lastSucceeded && !exhausted) pass("webhook-give-up")
+    else fail("webhook-give-up", wrongEnd(d, last))
     // Every attempt the store records reached the endpoint (none invented, none skipped).
     const reached = options.receivedAttempts(d.id)
-    for (const attempt of attempts) {
-      check(reached.has(attempt.attempt), "webhook-attempt-recorded", () => `delivery ${d.id}: attempt ${attempt.attempt} recorded but never reached the endpoint`)
+    for (let i = 0; i < attempts.length; i++) {
+      const attempt = attempts[i]!
+      if (reached.has(attempt.attempt)) pass("webhook-attempt-recorded")
+      else fail("webhook-attempt-recorded", neverReached(d, attempt))
     }
   }
   chainsOf.clear()
