@@ -69,21 +69,24 @@ export interface ErrorTexts {
 }
 
 /**
- * `isoMs` with the text last read kept: a poll inserts every delivery it drains with the same
- * `now` text and claims every delivery under the same lease end, read once a poll, not once a row.
+ * `canonicalIsoMs` with the text last read kept: a poll inserts every delivery it drains with the
+ * same `now` text and claims every delivery under the same lease end, and a recorded attempt's
+ * end is the successor's `now`: each read once, not once a row.
  */
 let lastRead = ""
-let lastReadMs = Number.NaN
-const readMs = (iso: string) => {
+let lastReadMs: number | undefined
+const canonicalMs = (iso: string) => {
   if (iso === lastRead) return lastReadMs
-  const ms = isoMs(iso)
+  const ms = canonicalIsoMs(iso)
   lastRead = iso
   lastReadMs = ms
   return ms
 }
+/** `isoMs`, through the text last read. */
+const readMs = (iso: string) => canonicalMs(iso) ?? Date.parse(iso)
 
 /** A time kept in `Ended.times`: NaN for null, undefined when it would not rebuild byte for byte. */
-const endedMs = (iso: string | null) => (iso === null ? Number.NaN : canonicalIsoMs(iso))
+const endedMs = (iso: string | null) => (iso === null ? Number.NaN : canonicalMs(iso))
 const fromMs = (ms: number) => (Number.isNaN(ms) ? null : isoAt(ms))
 
 const rebuild = (ended: Ended, source: PaymentEvent, errors: ErrorTexts, payload: string | undefined): Delivery | DeliveryRecord => {
@@ -121,7 +124,15 @@ const rebuild = (ended: Ended, source: PaymentEvent, errors: ErrorTexts, payload
  * The compact form of an ended delivery of `source`, or null when it would not rebuild exactly
  * (field by field, as `rebuild` makes it): checked on the delivery itself, with no rebuild.
  */
-const compact = (delivery: Delivery, source: PaymentEvent, errors: ErrorTexts, sourcePayload: string | null): Ended | null => {
+const compact = (
+  delivery: Delivery,
+  source: PaymentEvent,
+  errors: ErrorTexts,
+  sourcePayload: string | null,
+  /** A time the row read already (its lease's last renewal: the attempt's start), and its canonical ms. */
+  known: string | null,
+  knownMs: number | undefined
+): Ended | null => {
   const status = delivery.status
   if (status !== "succeeded" && status !== "failed") return null
   const order = delivery.order
@@ -129,17 +140,12 @@ const compact = (delivery: Delivery, source: PaymentEvent, errors: ErrorTexts, s
     delivery.nextAttemptAt !== null || order === null || order.paymentId !== source.paymentId || order.sequence !== source.sequence ||
     delivery.merchantId !== source.merchantId || delivery.eventId !== source.id || delivery.eventType !== source.type
   ) return null
-  const completed = endedMs(delivery.completedAt)
-  const firstFailed = endedMs(delivery.firstFailedAt)
-  if (completed === undefined || firstFailed === undefined) return null
   const attempts = delivery.attempts
   const times = new Array<number>(2 + 4 * attempts.length)
-  times[0] = completed
-  times[1] = firstFailed
   let i = 2
   for (let n = 0; n < attempts.length; n++) {
     const attempt = attempts[n]!
-    const at = canonicalIsoMs(attempt.at)
+    const at = attempt.at === known ? knownMs : canonicalIsoMs(attempt.at)
     const status = attempt.responseStatus
     // A duration that is not equal to itself (NaN) would not compare equal once rebuilt.
     if (at === undefined || attempt.attempt !== n + 1 || attempt.durationMs !== attempt.durationMs || (status !== null && !(status === status))) return null
@@ -157,6 +163,12 @@ const compact = (delivery: Delivery, source: PaymentEvent, errors: ErrorTexts, s
     times[i++] = error
   }
   if (sourcePayload !== null ? delivery.payload !== sourcePayload : delivery.payload !== eventPayload(source)) return null
+  // Read last: the end of the attempt is the `now` of the successor's claim that follows.
+  const firstFailed = endedMs(delivery.firstFailedAt)
+  const completed = endedMs(delivery.completedAt)
+  if (completed === undefined || firstFailed === undefined) return null
+  times[0] = completed
+  times[1] = firstFailed
   return { id: delivery.id, url: delivery.url, status, createdAt: delivery.createdAt, times }
 }
 
@@ -177,6 +189,9 @@ export class DeliveryRow {
   leaseUntilMs = Number.NEGATIVE_INFINITY
   /** While open: its `nextAttemptAt` in ms. */
   nextAttemptMs = Number.NaN
+  /** The `now` of the lease's last renewal (an attempt's start, its `at`) and its canonical ms. */
+  renewedAt: string | null = null
+  renewedAtMs: number | undefined = undefined
   private current: Delivery | null = null
   private ended: Ended | null = null
   /**
@@ -203,7 +218,8 @@ export class DeliveryRow {
 
   /** Stores the delivery as it is now. */
   set(delivery: Delivery) {
-    const ended = this.source === null ? null : compact(delivery, this.source, this.errors, this.sourcePayload)
+    const ended = this.source === null ? null : compact(delivery, this.source, this.errors, this.sourcePayload, this.renewedAt, this.renewedAtMs)
+    this.renewedAt = null
     if (ended === null) this.keep(delivery)
     else {
       this.sourcePayload = null
@@ -508,7 +524,7 @@ export const memoryWebhookOperations = (state: MemoryState): WebhookStoreShape =
       if (sequence > delivery.order.sequence && other.url === url && (next === null || sequence < next.sequence)) next = other
     }
     if (next === null) return null
-    const nowMs = isoMs(now)
+    const nowMs = readMs(now)
     if (next.nextAttemptMs > nowMs || leaseLive(next, nowMs) || waitsForEarlier(next, paymentId)) return null
     next.setLease(lease.token, lease.until)
     schedule(next)
@@ -550,7 +566,11 @@ export const memoryWebhookOperations = (state: MemoryState): WebhookStoreShape =
     renewLease: (id, token, now, until) =>
       Effect.sync(() => {
         const row = w.deliveries.get(id)
-        if (row === undefined || row.leaseToken !== token || !leaseLive(row, isoMs(now))) return null
+        if (row === undefined || row.leaseToken !== token) return null
+        const nowCanonical = canonicalIsoMs(now)
+        if (!leaseLive(row, nowCanonical ?? Date.parse(now))) return null
+        row.renewedAt = now
+        row.renewedAtMs = nowCanonical
         row.setLease(token, until)
         schedule(row)
         return signingSecretsOf(state, row.merchantId, now)
