@@ -43,7 +43,7 @@ const auditOf = (d: DeliveryRecord): DeliveryAudit => ({
   url: d.url,
   status: d.status,
   order: d.order,
-  createdAtMs: isoMs(d.createdAt),
+  createdAtMs: readMs(d.createdAt),
   firstFailedAtMs: d.firstFailedAt === null ? null : isoMs(d.firstFailedAt),
   attempts: d.attempts.map((a) => ({ attempt: a.attempt, atMs: isoMs(a.at), responseStatus: a.responseStatus, error: a.error }))
 })
@@ -267,7 +267,7 @@ export class DeliveryRow {
       url: ended.url,
       status: ended.status,
       order: { paymentId: source.paymentId, sequence: source.sequence },
-      createdAtMs: isoMs(ended.createdAt),
+      createdAtMs: readMs(ended.createdAt),
       firstFailedAtMs: Number.isNaN(t[1]!) ? null : t[1]!,
       attempts
     }
