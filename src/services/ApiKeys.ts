@@ -28,6 +28,15 @@ export interface ApiKeysShape {
   readonly authenticate: (secret: string) => Effect.Effect<{ readonly key: ApiKey; readonly merchant: Merchant } | null, StoreUnavailable>
   /** `authenticate` at a time the caller read already (the request's step that holds the clock). */
   readonly authenticateAt: (secret: string, nowMs: number) => Effect.Effect<{ readonly key: ApiKey; readonly merchant: Merchant } | null, StoreUnavailable>
+  /**
+   * `authenticateAt` answered in the caller's own step when it can: a cached key with no
+   * last_used_at write due is the key and its merchant themselves (no Effect to run, the request
+   * path's common case); anything else is the effect that finds it.
+   */
+  readonly authenticateNow: (
+    secret: string,
+    nowMs: number
+  ) => Found | Effect.Effect<Found | null, StoreUnavailable>
 }
 
 export class ApiKeys extends Context.Tag("payments/ApiKeys")<ApiKeys, ApiKeysShape>() {}
@@ -37,7 +46,7 @@ const touchIntervalMs = 60_000
 /** Keys remembered per process; the oldest entry goes first beyond this. */
 const cacheLimit = 10_000
 
-type Found = { readonly key: ApiKey; readonly merchant: Merchant }
+export type Found = { readonly key: ApiKey; readonly merchant: Merchant }
 
 export const layer = Layer.effect(
   ApiKeys,
@@ -67,11 +76,20 @@ export const layer = Layer.effect(
       return Effect.as(store.touchApiKey(key.id, new Date(nowMs).toISOString()), found)
     }
 
+    /** Whether this process wrote the key's last_used_at within the minute (no write due). */
+    const touchedRecently = (key: ApiKey, nowMs: number) =>
+      nowMs - (touched.get(key.id) ?? (key.lastUsedAt === null ? -Infinity : Date.parse(key.lastUsedAt))) < touchIntervalMs
+
     /** A cache hit is one step (the clock read): authentication runs on every request. */
     const authenticateAt = (secret: string, nowMs: number): Effect.Effect<Found | null, StoreUnavailable> => {
+      const now = authenticateNow(secret, nowMs)
+      return Effect.isEffect(now) ? now : Effect.succeed(now)
+    }
+
+    const authenticateNow = (secret: string, nowMs: number): Found | Effect.Effect<Found | null, StoreUnavailable> => {
       const hash = hashSecret(secret)
       const hit = cache.get(hash)
-      if (hit !== undefined && hit.until > nowMs) return touch(hit.found, nowMs)
+      if (hit !== undefined && hit.until > nowMs) return touchedRecently(hit.found.key, nowMs) ? hit.found : touch(hit.found, nowMs)
       if (hit !== undefined) cache.delete(hash)
       return Effect.flatMap(store.findApiKeyWithMerchant(hash), (found) => {
         if (found === null || found.key.status !== "active") return Effect.succeed(null)
@@ -125,7 +143,8 @@ export const layer = Layer.effect(
           return replacement
         }),
       authenticate: (secret) => Effect.clockWith((clock) => authenticateAt(secret, clock.unsafeCurrentTimeMillis())),
-      authenticateAt
+      authenticateAt,
+      authenticateNow
     })
   })
 )
