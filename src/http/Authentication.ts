@@ -10,6 +10,8 @@ const wellFormedKey = /^sk_live_[A-Za-z0-9]{16,128}$/
 /** Whether a token has the shape of an API key at all (anything else is never looked up). */
 export const isWellFormedApiKey = (token: string) => wellFormedKey.test(token)
 
+const unavailable = () => Effect.fail(E.serviceUnavailable())
+
 /** Bearer authentication with hashed keys, then the per-key rate limit. */
 export const layer = Layer.effect(
   Authentication,
@@ -34,9 +36,7 @@ export const layer = Layer.effect(
             state.caller = { merchant: found.merchant, apiKey: found.key }
             return Effect.void
           }
-          const now = apiKeys.authenticateNow(secret, clock.unsafeCurrentTimeMillis())
-          if (!Effect.isEffect(now)) return admit(now)
-          return Effect.matchEffect(now, { onFailure: () => Effect.fail(E.serviceUnavailable()), onSuccess: admit })
+          return apiKeys.authenticateThen(secret, clock.unsafeCurrentTimeMillis(), { onFound: admit, onUnavailable: unavailable })
         })
     })
   })

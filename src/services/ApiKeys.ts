@@ -29,14 +29,19 @@ export interface ApiKeysShape {
   /** `authenticate` at a time the caller read already (the request's step that holds the clock). */
   readonly authenticateAt: (secret: string, nowMs: number) => Effect.Effect<{ readonly key: ApiKey; readonly merchant: Merchant } | null, StoreUnavailable>
   /**
-   * `authenticateAt` answered in the caller's own step when it can: a cached key with no
-   * last_used_at write due is the key and its merchant themselves (no Effect to run, the request
-   * path's common case); anything else is the effect that finds it.
+   * `authenticateAt` handing its answer to the caller's continuations (the request path): a
+   * cached key with no last_used_at write due is `onFound` called at once, in the caller's own
+   * step; a look-up or a write goes on to `onFound`, or to `onUnavailable` when the store fails,
+   * from the step that handles its outcome (no step of its own to answer the caller).
    */
-  readonly authenticateNow: (
+  readonly authenticateThen: <A, E, R>(
     secret: string,
-    nowMs: number
-  ) => Found | Effect.Effect<Found | null, StoreUnavailable>
+    nowMs: number,
+    then: {
+      readonly onFound: (found: Found | null) => Effect.Effect<A, E, R>
+      readonly onUnavailable: (error: StoreUnavailable) => Effect.Effect<A, E, R>
+    }
+  ) => Effect.Effect<A, E, R>
 }
 
 export class ApiKeys extends Context.Tag("payments/ApiKeys")<ApiKeys, ApiKeysShape>() {}
@@ -66,40 +71,46 @@ export const layer = Layer.effect(
     const touched = new Map<string, number>()
     const invalidate = Effect.sync(() => cache.clear())
 
-    /** Writes the key's last_used_at when this process has not for a minute; answers `found`. */
-    const touch = (found: Found, nowMs: number): Effect.Effect<Found, StoreUnavailable> => {
+    type Then<A, E, R> = {
+      readonly onFound: (found: Found | null) => Effect.Effect<A, E, R>
+      readonly onUnavailable: (error: StoreUnavailable) => Effect.Effect<A, E, R>
+    }
+
+    /** Writes the key's last_used_at when this process has not for a minute; then `onFound(found)`. */
+    const touchThen = <A, E, R>(found: Found, nowMs: number, then: Then<A, E, R>): Effect.Effect<A, E, R> => {
       const { key } = found
       const last = touched.get(key.id) ?? (key.lastUsedAt === null ? -Infinity : Date.parse(key.lastUsedAt))
-      if (nowMs - last < touchIntervalMs) return Effect.succeed(found)
+      if (nowMs - last < touchIntervalMs) return then.onFound(found)
       if (touched.size >= cacheLimit) touched.delete(touched.keys().next().value!)
       touched.set(key.id, nowMs)
-      return Effect.as(store.touchApiKey(key.id, new Date(nowMs).toISOString()), found)
-    }
-
-    /** Whether this process wrote the key's last_used_at within the minute (no write due). */
-    const touchedRecently = (key: ApiKey, nowMs: number) =>
-      nowMs - (touched.get(key.id) ?? (key.lastUsedAt === null ? -Infinity : Date.parse(key.lastUsedAt))) < touchIntervalMs
-
-    /** A cache hit is one step (the clock read): authentication runs on every request. */
-    const authenticateAt = (secret: string, nowMs: number): Effect.Effect<Found | null, StoreUnavailable> => {
-      const now = authenticateNow(secret, nowMs)
-      return Effect.isEffect(now) ? now : Effect.succeed(now)
-    }
-
-    const authenticateNow = (secret: string, nowMs: number): Found | Effect.Effect<Found | null, StoreUnavailable> => {
-      const hash = hashSecret(secret)
-      const hit = cache.get(hash)
-      if (hit !== undefined && hit.until > nowMs) return touchedRecently(hit.found.key, nowMs) ? hit.found : touch(hit.found, nowMs)
-      if (hit !== undefined) cache.delete(hash)
-      return Effect.flatMap(store.findApiKeyWithMerchant(hash), (found) => {
-        if (found === null || found.key.status !== "active") return Effect.succeed(null)
-        if (config.apiKeyCacheTtlMs > 0) {
-          if (cache.size >= cacheLimit) cache.delete(cache.keys().next().value!)
-          cache.set(hash, { found, until: nowMs + config.apiKeyCacheTtlMs })
-        }
-        return touch(found, nowMs)
+      return Effect.matchEffect(store.touchApiKey(key.id, new Date(nowMs).toISOString()), {
+        onFailure: then.onUnavailable,
+        onSuccess: () => then.onFound(found)
       })
     }
+
+    /** A cache hit is no step of its own (the caller's holds the clock): authentication runs on every request. */
+    const authenticateThen = <A, E, R>(secret: string, nowMs: number, then: Then<A, E, R>): Effect.Effect<A, E, R> => {
+      const hash = hashSecret(secret)
+      const hit = cache.get(hash)
+      if (hit !== undefined && hit.until > nowMs) return touchThen(hit.found, nowMs, then)
+      if (hit !== undefined) cache.delete(hash)
+      return Effect.matchEffect(store.findApiKeyWithMerchant(hash), {
+        onFailure: then.onUnavailable,
+        onSuccess: (found) => {
+          if (found === null || found.key.status !== "active") return then.onFound(null)
+          if (config.apiKeyCacheTtlMs > 0) {
+            if (cache.size >= cacheLimit) cache.delete(cache.keys().next().value!)
+            cache.set(hash, { found, until: nowMs + config.apiKeyCacheTtlMs })
+          }
+          return touchThen(found, nowMs, then)
+        }
+      })
+    }
+
+    const answerFound: Then<Found | null, StoreUnavailable, never> = { onFound: Effect.succeed, onUnavailable: Effect.fail }
+    const authenticateAt = (secret: string, nowMs: number): Effect.Effect<Found | null, StoreUnavailable> =>
+      authenticateThen(secret, nowMs, answerFound)
 
     const issue = (merchantId: string, name: string) =>
       Effect.map(nowIso, (now): IssuedKey => {
@@ -144,7 +155,7 @@ export const layer = Layer.effect(
         }),
       authenticate: (secret) => Effect.clockWith((clock) => authenticateAt(secret, clock.unsafeCurrentTimeMillis())),
       authenticateAt,
-      authenticateNow
+      authenticateThen
     })
   })
 )
