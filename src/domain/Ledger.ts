@@ -75,9 +75,10 @@ export const group = (context: PostingContext, postings: ReadonlyArray<Posting>)
   for (const posting of postings) {
     if (!Number.isSafeInteger(posting.amountCents)) throw new Error(`ledger: non-integer amount ${posting.amountCents}`)
     if (posting.amountCents === 0) continue
-    const [debit, credit, amountCents] = posting.amountCents > 0
-      ? [posting.debit, posting.credit, posting.amountCents]
-      : [posting.credit, posting.debit, -posting.amountCents]
+    const positive = posting.amountCents > 0
+    const debit = positive ? posting.debit : posting.credit
+    const credit = positive ? posting.credit : posting.debit
+    const amountCents = positive ? posting.amountCents : -posting.amountCents
     entries.push(entry(groupId, context, amountCents, context.mintId("ledgerEntry"), debit, "debit"))
     entries.push(entry(groupId, context, amountCents, context.mintId("ledgerEntry"), credit, "credit"))
   }

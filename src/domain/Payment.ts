@@ -162,12 +162,44 @@ export interface Draft {
 }
 
 /** The one place that stamps version, time, events and ledger entries onto a decision. */
+/**
+ * The payment with its new version and time: every field written out, in the order `create`
+ * writes them, so every payment shares one object shape (a spread here met a dozen shapes and
+ * took V8's slow copy on every decision).
+ */
+const stamped = (p: Payment, version: number, updatedAt: string): Payment => ({
+  id: p.id,
+  merchantId: p.merchantId,
+  status: p.status,
+  amountCents: p.amountCents,
+  currency: p.currency,
+  capturedAmountCents: p.capturedAmountCents,
+  refundedAmountCents: p.refundedAmountCents,
+  feeCents: p.feeCents,
+  cardBrand: p.cardBrand,
+  cardLastFour: p.cardLastFour,
+  cardToken: p.cardToken,
+  captureMethod: p.captureMethod,
+  idempotencyKey: p.idempotencyKey,
+  metadata: p.metadata,
+  fraudScore: p.fraudScore,
+  fraudVerdict: p.fraudVerdict,
+  fraudCaseId: p.fraudCaseId,
+  failureCode: p.failureCode,
+  failureMessage: p.failureMessage,
+  networkRiskSignal: p.networkRiskSignal,
+  version,
+  createdAt: p.createdAt,
+  updatedAt,
+  capturedAt: p.capturedAt,
+  settledAt: p.settledAt,
+  dispute: p.dispute,
+  fraudModelVersion: p.fraudModelVersion,
+  fraudExplanations: p.fraudExplanations
+})
+
 export const decide = (before: Payment | null, draft: Draft, context: Context): Decision => {
-  const payment: Payment = {
-    ...draft.payment,
-    version: before === null ? 1 : before.version + 1,
-    updatedAt: context.now
-  }
+  const payment = stamped(draft.payment, before === null ? 1 : before.version + 1, context.now)
   // A decision emits at most one event, so the new version doubles as its sequence number.
   const events: ReadonlyArray<PaymentEvent> = draft.event === null ? [] : [{
     id: context.mintId("event"),

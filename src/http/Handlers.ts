@@ -4,6 +4,7 @@ import { Effect, Layer } from "effect"
 import type { Currency } from "../domain/Money.ts"
 import { ApiKeys } from "../services/ApiKeys.ts"
 import { Merchants } from "../services/Merchants.ts"
+import { NotFound } from "../services/Errors.ts"
 import { Payments } from "../services/Payments.ts"
 import { type AnalyticsRow, maximumSeriesRows, Store } from "../store/Store.ts"
 import * as E from "./ApiError.ts"
@@ -80,8 +81,15 @@ const TransactionsLive = HttpApiBuilder.group(PaymentsApi, "transactions", (hand
         }))
       .handle("get", ({ path }) =>
         withCaller(({ merchant }) =>
-          // Rendered here rather than encoded through the success schema: the hottest read.
-          answer(payments.get(merchant.id, path.id), (payment) => jsonResponse(200, JSON.stringify({ transaction: Wire.transaction(payment) })))))
+          // Rendered here rather than encoded through the success schema: the hottest read. The
+          // missing payment is refused in the same step as the rendering (no step of `get` for it).
+          Effect.matchEffect(payments.find(merchant.id, path.id), {
+            onFailure: (error) => Effect.fail(E.toApiError(error)),
+            onSuccess: (payment) =>
+              payment === null
+                ? Effect.fail(E.toApiError(new NotFound({ resource: "transaction", id: path.id })))
+                : Effect.succeed(jsonResponse(200, JSON.stringify({ transaction: Wire.transaction(payment) })))
+          })))
       .handle("capture", ({ path, payload }) =>
         idempotent({}, (merchantId, commandKey) =>
           answer(payments.capture(merchantId, path.id, payload?.amount_cents, commandKey), (payment) => ({

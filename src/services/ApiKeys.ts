@@ -28,6 +28,20 @@ export interface ApiKeysShape {
   readonly authenticate: (secret: string) => Effect.Effect<{ readonly key: ApiKey; readonly merchant: Merchant } | null, StoreUnavailable>
   /** `authenticate` at a time the caller read already (the request's step that holds the clock). */
   readonly authenticateAt: (secret: string, nowMs: number) => Effect.Effect<{ readonly key: ApiKey; readonly merchant: Merchant } | null, StoreUnavailable>
+  /**
+   * `authenticateAt` handing its answer to the caller's continuations (the request path): a
+   * cached key with no last_used_at write due is `onFound` called at once, in the caller's own
+   * step; a look-up or a write goes on to `onFound`, or to `onUnavailable` when the store fails,
+   * from the step that handles its outcome (no step of its own to answer the caller).
+   */
+  readonly authenticateThen: <A, E, R>(
+    secret: string,
+    nowMs: number,
+    then: {
+      readonly onFound: (found: Found | null) => Effect.Effect<A, E, R>
+      readonly onUnavailable: (error: StoreUnavailable) => Effect.Effect<A, E, R>
+    }
+  ) => Effect.Effect<A, E, R>
 }
 
 export class ApiKeys extends Context.Tag("payments/ApiKeys")<ApiKeys, ApiKeysShape>() {}
@@ -37,7 +51,7 @@ const touchIntervalMs = 60_000
 /** Keys remembered per process; the oldest entry goes first beyond this. */
 const cacheLimit = 10_000
 
-type Found = { readonly key: ApiKey; readonly merchant: Merchant }
+export type Found = { readonly key: ApiKey; readonly merchant: Merchant }
 
 export const layer = Layer.effect(
   ApiKeys,
@@ -57,31 +71,46 @@ export const layer = Layer.effect(
     const touched = new Map<string, number>()
     const invalidate = Effect.sync(() => cache.clear())
 
-    /** Writes the key's last_used_at when this process has not for a minute; answers `found`. */
-    const touch = (found: Found, nowMs: number): Effect.Effect<Found, StoreUnavailable> => {
-      const { key } = found
-      const last = touched.get(key.id) ?? (key.lastUsedAt === null ? -Infinity : Date.parse(key.lastUsedAt))
-      if (nowMs - last < touchIntervalMs) return Effect.succeed(found)
-      if (touched.size >= cacheLimit) touched.delete(touched.keys().next().value!)
-      touched.set(key.id, nowMs)
-      return Effect.as(store.touchApiKey(key.id, new Date(nowMs).toISOString()), found)
+    type Then<A, E, R> = {
+      readonly onFound: (found: Found | null) => Effect.Effect<A, E, R>
+      readonly onUnavailable: (error: StoreUnavailable) => Effect.Effect<A, E, R>
     }
 
-    /** A cache hit is one step (the clock read): authentication runs on every request. */
-    const authenticateAt = (secret: string, nowMs: number): Effect.Effect<Found | null, StoreUnavailable> => {
-      const hash = hashSecret(secret)
-      const hit = cache.get(hash)
-      if (hit !== undefined && hit.until > nowMs) return touch(hit.found, nowMs)
-      if (hit !== undefined) cache.delete(hash)
-      return Effect.flatMap(store.findApiKeyWithMerchant(hash), (found) => {
-        if (found === null || found.key.status !== "active") return Effect.succeed(null)
-        if (config.apiKeyCacheTtlMs > 0) {
-          if (cache.size >= cacheLimit) cache.delete(cache.keys().next().value!)
-          cache.set(hash, { found, until: nowMs + config.apiKeyCacheTtlMs })
-        }
-        return touch(found, nowMs)
+    /** Writes the key's last_used_at when this process has not for a minute; then `onFound(found)`. */
+    const touchThen = <A, E, R>(found: Found, nowMs: number, then: Then<A, E, R>): Effect.Effect<A, E, R> => {
+      const { key } = found
+      const last = touched.get(key.id) ?? (key.lastUsedAt === null ? -Infinity : Date.parse(key.lastUsedAt))
+      if (nowMs - last < touchIntervalMs) return then.onFound(found)
+      if (touched.size >= cacheLimit) touched.delete(touched.keys().next().value!)
+      touched.set(key.id, nowMs)
+      return Effect.matchEffect(store.touchApiKey(key.id, new Date(nowMs).toISOString()), {
+        onFailure: then.onUnavailable,
+        onSuccess: () => then.onFound(found)
       })
     }
+
+    /** A cache hit is no step of its own (the caller's holds the clock): authentication runs on every request. */
+    const authenticateThen = <A, E, R>(secret: string, nowMs: number, then: Then<A, E, R>): Effect.Effect<A, E, R> => {
+      const hash = hashSecret(secret)
+      const hit = cache.get(hash)
+      if (hit !== undefined && hit.until > nowMs) return touchThen(hit.found, nowMs, then)
+      if (hit !== undefined) cache.delete(hash)
+      return Effect.matchEffect(store.findApiKeyWithMerchant(hash), {
+        onFailure: then.onUnavailable,
+        onSuccess: (found) => {
+          if (found === null || found.key.status !== "active") return then.onFound(null)
+          if (config.apiKeyCacheTtlMs > 0) {
+            if (cache.size >= cacheLimit) cache.delete(cache.keys().next().value!)
+            cache.set(hash, { found, until: nowMs + config.apiKeyCacheTtlMs })
+          }
+          return touchThen(found, nowMs, then)
+        }
+      })
+    }
+
+    const answerFound: Then<Found | null, StoreUnavailable, never> = { onFound: Effect.succeed, onUnavailable: Effect.fail }
+    const authenticateAt = (secret: string, nowMs: number): Effect.Effect<Found | null, StoreUnavailable> =>
+      authenticateThen(secret, nowMs, answerFound)
 
     const issue = (merchantId: string, name: string) =>
       Effect.map(nowIso, (now): IssuedKey => {
@@ -125,7 +154,8 @@ export const layer = Layer.effect(
           return replacement
         }),
       authenticate: (secret) => Effect.clockWith((clock) => authenticateAt(secret, clock.unsafeCurrentTimeMillis())),
-      authenticateAt
+      authenticateAt,
+      authenticateThen
     })
   })
 )

@@ -53,6 +53,8 @@ export interface PaymentsShape {
     input: Payment.CreateInput
   ) => Effect.Effect<{ readonly payment: Payment.Payment; readonly created: boolean }, StoreUnavailable>
   readonly get: (merchantId: string, paymentId: string) => Effect.Effect<Payment.Payment, NotFound | StoreUnavailable>
+  /** The merchant's payment, or null (`get` without its step that turns null into NotFound: the caller's step does). */
+  readonly find: (merchantId: string, paymentId: string) => Effect.Effect<Payment.Payment | null, StoreUnavailable>
   readonly list: (merchantId: string, filter: PaymentFilter, page: PageRequest) => Effect.Effect<PageOf<Payment.Payment>, StoreUnavailable>
   readonly events: (merchantId: string, paymentId: string) => Effect.Effect<ReadonlyArray<Payment.PaymentEvent>, NotFound | StoreUnavailable>
   readonly ledger: (merchantId: string, paymentId: string) => Effect.Effect<ReadonlyArray<LedgerEntry>, NotFound | StoreUnavailable>
@@ -432,6 +434,7 @@ export const make = Effect.gen(function*() {
         return { payment: latest ?? payment, created: inserted._tag === "Inserted" }
       }),
     get: mustGet,
+    find: (merchantId, paymentId) => store.getPayment(merchantId, paymentId),
     list: (merchantId, filter, page) => store.listPayments(merchantId, filter, page),
     events: (merchantId, paymentId) =>
       Effect.zipRight(mustGet(merchantId, paymentId), store.listEvents(merchantId, paymentId)),

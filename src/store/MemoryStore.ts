@@ -60,13 +60,14 @@ export interface MemoryState {
   readonly apiKeys: Map<string, ApiKey>
   readonly apiKeysByHash: Map<string, string>
   readonly payments: Map<string, Payment>
-  readonly paymentsByIdempotencyKey: Map<string, string>
+  readonly paymentsByIdempotencyKey: ScopedMap<string>
   readonly events: Map<string, Array<PaymentEvent>>
   readonly ledger: Map<string, Array<LedgerEntry>>
   readonly ledgerByMerchant: Map<string, Array<LedgerEntry>>
   readonly fraudCases: Map<string, FraudCase>
   readonly inFlight: Set<string>
-  readonly idempotency: Map<string, IdempotencyRow>
+  /** Idempotency rows by merchant, then key. */
+  readonly idempotency: ScopedMap<IdempotencyRow>
   /** Each payment's place in `payments` (the order of its first commit), for the settlement index. */
   readonly paymentOrder: Map<string, number>
   /**
@@ -153,13 +154,13 @@ export const emptyState = (): MemoryState => ({
   apiKeys: new Map(),
   apiKeysByHash: new Map(),
   payments: new Map(),
-  paymentsByIdempotencyKey: new Map(),
+  paymentsByIdempotencyKey: new ScopedMap(),
   events: new Map(),
   ledger: new Map(),
   ledgerByMerchant: new Map(),
   fraudCases: new Map(),
   inFlight: new Set(),
-  idempotency: new Map(),
+  idempotency: new ScopedMap(),
   idempotencyExpiries: new OrderedQueue(expiresFirst),
   paymentOrder: new Map(),
   settleableIds: new Map(),
@@ -195,14 +196,37 @@ const capturedFirst = (a: CaptureItem, b: CaptureItem) =>
 /** An idempotency row's expiry, as set (a row replaced later leaves a stale entry, skipped when it surfaces). */
 export interface Expiry {
   readonly expiresAt: string
+  readonly merchantId: string
   readonly key: string
 }
-const expiresFirst = (a: Expiry, b: Expiry) => a.expiresAt < b.expiresAt || (a.expiresAt === b.expiresAt && a.key < b.key)
+const expiresFirst = (a: Expiry, b: Expiry) =>
+  a.expiresAt < b.expiresAt ||
+  (a.expiresAt === b.expiresAt && (a.merchantId < b.merchantId || (a.merchantId === b.merchantId && a.key < b.key)))
+
+/**
+ * Values by merchant, then key: a look-up builds no `merchant + key` text (a new string to
+ * flatten and hash on every call of the request path) and searches one merchant's keys.
+ */
+export class ScopedMap<V> {
+  private readonly byMerchant = new Map<string, Map<string, V>>()
+  get(merchantId: string, key: string): V | undefined {
+    return this.byMerchant.get(merchantId)?.get(key)
+  }
+  has(merchantId: string, key: string): boolean {
+    return this.byMerchant.get(merchantId)?.has(key) ?? false
+  }
+  set(merchantId: string, key: string, value: V): void {
+    let inner = this.byMerchant.get(merchantId)
+    if (inner === undefined) this.byMerchant.set(merchantId, inner = new Map())
+    inner.set(key, value)
+  }
+  delete(merchantId: string, key: string): void {
+    this.byMerchant.get(merchantId)?.delete(key)
+  }
+}
 
 /** The accounts a merchant's balance is made of; authorization holds are not money owed yet. */
 const merchantAccounts: ReadonlySet<Account> = new Set<Account>(["merchant_pending", "merchant_available", "merchant_reserved"])
-
-const scopedKey = (merchantId: string, key: string) => `${merchantId}\u0000${key}`
 
 /** A payment in a history list: ordered by creation time, then id (PostgreSQL's order in `historyColumns`). */
 export interface Sighting {
@@ -302,9 +326,8 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
     if (!entry.due && capturedAt !== null) state.settleableByCapture.push({ capturedAt, entry })
   }
   const releaseHold = (merchantId: string, idempotencyKey: string, before: string) => {
-    const scoped = scopedKey(merchantId, idempotencyKey)
-    const held = state.paymentsByIdempotencyKey.get(scoped)
-    if (held !== undefined && state.payments.get(held)!.createdAt < before) state.paymentsByIdempotencyKey.delete(scoped)
+    const held = state.paymentsByIdempotencyKey.get(merchantId, idempotencyKey)
+    if (held !== undefined && state.payments.get(held)!.createdAt < before) state.paymentsByIdempotencyKey.delete(merchantId, idempotencyKey)
   }
   /**
    * The rows of `historyColumns`, counted in one backward pass over each sorted list, without
@@ -379,9 +402,9 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
     insertAmount(state, payment.merchantId, payment.currency, sighting)
   }
   /** Sets an idempotency row, its expiry queued for the purge. */
-  const setIdempotency = (key: string, row: IdempotencyRow) => {
-    state.idempotency.set(key, row)
-    state.idempotencyExpiries.push({ expiresAt: row.expiresAt, key })
+  const setIdempotency = (merchantId: string, key: string, row: IdempotencyRow) => {
+    state.idempotency.set(merchantId, key, row)
+    state.idempotencyExpiries.push({ expiresAt: row.expiresAt, merchantId, key })
   }
   /** Per-currency aggregates of a merchant's payments in a window, grouped by `keyOf` (sorted by it). */
   const aggregate = (merchantId: string, createdFrom: string | null, createdTo: string | null, keyOf: (p: Payment) => string) => {
@@ -479,12 +502,11 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
       Effect.sync(() => {
         const payment = change.payment
         if (payment.idempotencyKey !== null) {
-          const key = scopedKey(payment.merchantId, payment.idempotencyKey)
-          const existing = state.paymentsByIdempotencyKey.get(key)
+          const existing = state.paymentsByIdempotencyKey.get(payment.merchantId, payment.idempotencyKey)
           if (existing !== undefined) return { _tag: "Exists" as const, payment: state.payments.get(existing)! }
-          state.paymentsByIdempotencyKey.set(key, payment.id)
+          state.paymentsByIdempotencyKey.set(payment.merchantId, payment.idempotencyKey, payment.id)
           // The request's claim now stands for a created payment: a retry resumes it, never creates another.
-          const claim = state.idempotency.get(key)
+          const claim = state.idempotency.get(payment.merchantId, payment.idempotencyKey)
           if (claim !== undefined && claim.state === "in_progress") claim.appliedTo = payment.id
         }
         commit(change, undefined)
@@ -496,14 +518,13 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
         const payment = open.change.payment
         const claim = open.claim
         if (claim !== null) {
-          const key = scopedKey(claim.merchantId, claim.key)
-          const known = state.idempotency.get(key)
+          const known = state.idempotency.get(claim.merchantId, claim.key)
           if (known !== undefined && known.state === "completed" && known.expiresAt > claim.now) {
             return { _tag: "KeyTaken" as const, finished: { fingerprint: known.fingerprint, status: known.status!, body: known.body! } }
           }
-          if (known !== undefined || state.paymentsByIdempotencyKey.has(key)) return { _tag: "KeyTaken" as const }
-          setIdempotency(key, claimRow(claim, payment.id))
-          state.paymentsByIdempotencyKey.set(key, payment.id)
+          if (known !== undefined || state.paymentsByIdempotencyKey.has(claim.merchantId, claim.key)) return { _tag: "KeyTaken" as const }
+          setIdempotency(claim.merchantId, claim.key, claimRow(claim, payment.id))
+          state.paymentsByIdempotencyKey.set(claim.merchantId, claim.key, payment.id)
         }
         const found = history(open.history, payment.merchantId, payment.cardToken, payment.currency, payment.createdAt, payment.id)
         commit(open.change, undefined)
@@ -514,7 +535,7 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
       Effect.sync(() => {
         const payment = ownPayment(merchantId, paymentId)
         if (payment === null) return null
-        const keyRow = commandKey === undefined ? undefined : state.idempotency.get(scopedKey(commandKey.merchantId, commandKey.key))
+        const keyRow = commandKey === undefined ? undefined : state.idempotency.get(commandKey.merchantId, commandKey.key)
         return {
           payment,
           fraudCase: payment.fraudCaseId === null ? null : state.fraudCases.get(payment.fraudCaseId) ?? null,
@@ -528,11 +549,11 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
         if (!followsFrom(current, change)) throw new Error("store: a change must follow from the record it was decided on")
         commit(change, current)
         if (response !== null) {
-          const row = state.idempotency.get(scopedKey(response.merchantId, response.key))
+          const row = state.idempotency.get(response.merchantId, response.key)
           if (row !== undefined && row.state === "in_progress") Object.assign(row, { state: "completed", status: response.status, body: response.body })
         }
         if (commandKey !== undefined) {
-          const row = state.idempotency.get(scopedKey(commandKey.merchantId, commandKey.key))
+          const row = state.idempotency.get(commandKey.merchantId, commandKey.key)
           if (row !== undefined) row.appliedTo = change.payment.id
         }
         return true
@@ -556,7 +577,7 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
         if (payment === null) return { _tag: "NotFound" as const }
         const keyRow = target.commandKey === undefined
           ? undefined
-          : state.idempotency.get(scopedKey(target.commandKey.merchantId, target.commandKey.key))
+          : state.idempotency.get(target.commandKey.merchantId, target.commandKey.key)
         if (keyRow?.appliedTo === payment.id) return { _tag: "AlreadyApplied" as const, payment }
         const fraudCase = payment.fraudCaseId === null ? null : state.fraudCases.get(payment.fraudCaseId) ?? null
         const decision = decide(payment, fraudCase)
@@ -742,13 +763,12 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
 
     claimIdempotencyKey: (claim) =>
       Effect.sync(() => {
-        const key = scopedKey(claim.merchantId, claim.key)
-        const row = state.idempotency.get(key)
+        const row = state.idempotency.get(claim.merchantId, claim.key)
         const fresh = () => claimRow(claim, null)
         if (row === undefined || row.expiresAt <= claim.now) {
           // A key claimed afresh (new, or expired) no longer holds the payment it created before.
           releaseHold(claim.merchantId, claim.key, claim.now)
-          setIdempotency(key, fresh())
+          setIdempotency(claim.merchantId, claim.key, fresh())
           return { _tag: "Claimed" as const }
         }
         if (row.fingerprint !== claim.fingerprint) return { _tag: "Mismatch" as const }
@@ -764,17 +784,16 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
       }),
     completeIdempotencyKey: (merchantId, key, status, body) =>
       Effect.sync(() => {
-        const row = state.idempotency.get(scopedKey(merchantId, key))
+        const row = state.idempotency.get(merchantId, key)
         if (row !== undefined) Object.assign(row, { state: "completed", status, body })
       }),
     releaseIdempotencyKey: (merchantId, key) =>
       Effect.sync(() => {
-        const scoped = scopedKey(merchantId, key)
-        const row = state.idempotency.get(scoped)
+        const row = state.idempotency.get(merchantId, key)
         // A finished response stays (a late release may come from a request whose lease ran out).
         if (row === undefined || row.state !== "in_progress") return
         // A command that already moved money keeps its claim, so a retry finds it applied.
-        if (row.appliedTo === null) state.idempotency.delete(scoped)
+        if (row.appliedTo === null) state.idempotency.delete(merchantId, key)
         else row.lockedUntil = ""
       }),
     heartbeat: (instanceId, aliveUntil) => Effect.sync(() => void state.instances.set(instanceId, aliveUntil)),
@@ -785,12 +804,11 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
         let purged = 0
         const queue = state.idempotencyExpiries
         while (queue.size > 0 && queue.peek()!.expiresAt <= expiredBefore) {
-          const { key } = queue.pop()!
-          const row = state.idempotency.get(key)
+          const { merchantId, key } = queue.pop()!
+          const row = state.idempotency.get(merchantId, key)
           if (row === undefined || row.expiresAt > expiredBefore) continue
-          state.idempotency.delete(key)
-          const [merchantId, idempotencyKey] = key.split("\u0000") as [string, string]
-          releaseHold(merchantId, idempotencyKey, expiredBefore)
+          state.idempotency.delete(merchantId, key)
+          releaseHold(merchantId, key, expiredBefore)
           purged++
         }
         return purged
