@@ -5,6 +5,7 @@ import { Acquirer, type AcquirerShape } from "../src/acquirer/Acquirer.ts"
 import { ApiLive, ServicesLive } from "../src/App.ts"
 import * as Config from "../src/platform/Config.ts"
 import { Ids, type IdsShape } from "../src/platform/Ids.ts"
+import { setFiberRef } from "../src/http/RequestState.ts"
 import type { ApiKeys } from "../src/services/ApiKeys.ts"
 import type { Merchants } from "../src/services/Merchants.ts"
 import type { Payments } from "../src/services/Payments.ts"
@@ -164,25 +165,25 @@ export class SimulatedService {
       const handle = (request: SimRequest): Effect.Effect<SimResponse> =>
         Effect.flatMap(Scope.make(), (scope) =>
           // The request fiber is forked for this one request: its context is set once, not
-          // provided three times (each provide is an acquire/use/release of ~20 Effect steps).
-          Effect.zipRight(
-            FiberRef.update(FiberRef.currentContext, (parent) => {
-              if (parent !== mergedFor) {
-                merged = new Map(parent.unsafeMap)
-                for (const [key, service] of context.unsafeMap) merged.set(key, service)
-                mergedFor = parent
-              }
-              // Copied with forEach: `new Map(map)` walks the iterator protocol here, an entry
-              // array and a result object per service (~13% of a run's allocations were Map copies).
-              const services = new Map<string, unknown>()
-              merged.forEach(setOn, services)
-              services.set(Scope.Scope.key, scope)
-              services.set(HttpServerRequest.HttpServerRequest.key, request)
-              return Context.unsafeMake(services)
-            }),
+          // provided three times (each provide is an acquire/use/release of ~20 Effect steps),
+          // and in the step that starts the app (`FiberRef.update` then the app: two steps more).
+          Effect.withFiberRuntime<HttpServerResponse.HttpServerResponse, unknown>((fiber) => {
+            const parent = fiber.currentContext
+            if (parent !== mergedFor) {
+              merged = new Map(parent.unsafeMap)
+              for (const [key, service] of context.unsafeMap) merged.set(key, service)
+              mergedFor = parent
+            }
+            // Copied with forEach: `new Map(map)` walks the iterator protocol here, an entry
+            // array and a result object per service (~13% of a run's allocations were Map copies).
+            const services = new Map<string, unknown>()
+            merged.forEach(setOn, services)
+            services.set(Scope.Scope.key, scope)
+            services.set(HttpServerRequest.HttpServerRequest.key, request)
+            setFiberRef(fiber, FiberRef.currentContext, Context.unsafeMake(services))
             // Its services (the instance's, the request and its scope) are the context set just above.
-            app as unknown as Effect.Effect<HttpServerResponse.HttpServerResponse, unknown>
-          ).pipe(
+            return app as unknown as Effect.Effect<HttpServerResponse.HttpServerResponse, unknown>
+          }).pipe(
             // The request's scope closes when it is answered (nothing in the request path adds to
             // it); a request killed by a crash leaves its scope to the collector.
             Effect.matchCauseEffect({
