@@ -1,4 +1,5 @@
 import { Clock, Duration, Effect, FiberRef, HashSet, Logger, LogLevel, Random, type Runtime, type Scheduler } from "effect"
+import type { MillisecondScheduler } from "../src/platform/Timers.ts"
 
 /**
  * Discrete-event virtual time.
@@ -131,17 +132,18 @@ export class VirtualTime {
       // As Effect's default clock offers (src/platform/Timers.ts): a callback at a time, no fiber.
       scheduler: () => Effect.succeed(clockScheduler)
     } as Clock.Clock
-    const clockScheduler: Clock.ClockScheduler = {
-      unsafeSchedule: (task, duration) => {
-        const ms = Duration.toMillis(duration)
-        if (!Number.isFinite(ms)) return () => false
-        const timer = self.at(self.nowMs + Math.max(0, Math.ceil(ms)), task)
-        return () => {
-          const pending = timer.fire !== null
-          self.cancel(timer)
-          return pending
-        }
+    const scheduleMs = (task: () => void, ms: number) => {
+      if (!Number.isFinite(ms)) return () => false
+      const timer = self.at(self.nowMs + Math.max(0, Math.ceil(ms)), task)
+      return () => {
+        const pending = timer.fire !== null
+        self.cancel(timer)
+        return pending
       }
+    }
+    const clockScheduler: Clock.ClockScheduler & MillisecondScheduler = {
+      unsafeSchedule: (task, duration) => scheduleMs(task, Duration.toMillis(duration)),
+      unsafeScheduleMs: scheduleMs
     }
   }
 
