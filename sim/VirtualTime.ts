@@ -208,20 +208,22 @@ export class VirtualTime {
   }
 
   /**
-   * A runtime whose fibers use this scheduler, this clock and a seeded `Random`, with tracing
-   * off and logging silenced (a warning logger is passed in by the caller when wanted).
+   * A runtime whose fibers use this scheduler, this clock and a seeded `Random`, with logging
+   * silenced (a warning logger is passed in by the caller when wanted).
    */
   runtime(seed: number, logger?: Logger.Logger<unknown, void>): Runtime.Runtime<never> {
     const program = Effect.runtime<never>().pipe(
       Effect.withClock(this.clock),
       Effect.withRandom(Random.make(seed)),
       Effect.withScheduler(this.scheduler),
-      Effect.withTracerEnabled(false),
       Logger.withMinimumLogLevel(logger === undefined ? LogLevel.None : LogLevel.Warning)
     )
-    // Without a logger the default loggers stay: under LogLevel.None a fiber logs nothing and
-    // never asks them. Every fiber of the run carries these FiberRefs, and every FiberRef set
-    // copies a fiber's whole map of them (Effect's FiberRefs.updateAs): one fewer, smaller copies.
+    // Every fiber of the run carries these FiberRefs, and every FiberRef set copies a fiber's
+    // whole map of them (Effect's FiberRefs.updateAs), as every fork does: the fewer, the smaller
+    // the copies. Without a logger the default loggers stay: under LogLevel.None a fiber logs
+    // nothing and never asks them. The tracer stays enabled: nothing the simulator runs makes a
+    // span (the HTTP server's tracing middleware is not in the simulated request path, and the
+    // simulated webhook transport is no HttpClient), so the flag would be read by nothing.
     return Effect.runSync(logger === undefined ? program : Effect.locally(program, FiberRef.currentLoggers, HashSet.make(logger)))
   }
 }
