@@ -1,6 +1,6 @@
 import { HttpApiBuilder, HttpServer, HttpServerRequest, type HttpServerResponse } from "@effect/platform"
 import * as HttpServerError from "@effect/platform/HttpServerError"
-import { Cause, Context, Effect, Exit, Fiber, FiberRef, Layer, Scope } from "effect"
+import { Cause, Context, Effect, Exit, Fiber, Layer, Runtime, Scope } from "effect"
 import { Acquirer, type AcquirerShape } from "../src/acquirer/Acquirer.ts"
 import { ApiLive, ServicesLive } from "../src/App.ts"
 import * as Config from "../src/platform/Config.ts"
@@ -76,7 +76,7 @@ interface Instance {
   readonly generation: number
   readonly scope: Scope.CloseableScope
   readonly context: Context.Context<AppContext>
-  readonly handle: (request: SimRequest) => Effect.Effect<SimResponse>
+  readonly send: (request: SimRequest) => Effect.Effect<SimResponse | null>
   readonly requests: Set<Fiber.RuntimeFiber<SimResponse>>
   readonly fence: Fence
 }
@@ -161,43 +161,62 @@ export class SimulatedService {
       // once instead of re-merging the instance's ~40 services entry by entry.
       let mergedFor: Context.Context<never> | null = null
       let merged: Map<string, unknown> = new Map()
-      const handle = (request: SimRequest): Effect.Effect<SimResponse> =>
+      // The FiberRefs a request fiber starts from: the run's own (scheduler, clock, log level),
+      // as the starting fiber holds them.
+      const { fiberRefs } = yield* Effect.runtime<never>()
+      const requests = new Set<Fiber.RuntimeFiber<SimResponse>>()
+      const serve = (scope: Scope.CloseableScope) =>
+        (app as unknown as Effect.Effect<HttpServerResponse.HttpServerResponse, unknown>).pipe(
+          // The request's scope closes when it is answered (nothing in the request path adds to
+          // it); a request killed by a crash leaves its scope to the collector.
+          Effect.matchCauseEffect({
+            onSuccess: (response) => Effect.as(Scope.close(scope, Exit.void), readResponse(response)),
+            // What the Node server does with an unhandled failure: answer from the cause.
+            onFailure: (cause) =>
+              Effect.zipRight(
+                Scope.close(scope, Exit.failCause(cause)),
+                Cause.isInterruptedOnly(cause)
+                  ? Effect.failCause(cause as Cause.Cause<never>)
+                  : Effect.map(HttpServerError.causeResponse(cause), ([response]) => readResponse(response))
+              )
+          })
+        )
+      const send = (request: SimRequest): Effect.Effect<SimResponse | null> =>
         Effect.flatMap(Scope.make(), (scope) =>
-          // The request fiber is forked for this one request: its context is set once, not
-          // provided three times (each provide is an acquire/use/release of ~20 Effect steps).
-          Effect.zipRight(
-            FiberRef.update(FiberRef.currentContext, (parent) => {
-              if (parent !== mergedFor) {
-                merged = new Map(parent.unsafeMap)
-                for (const [key, service] of context.unsafeMap) merged.set(key, service)
-                mergedFor = parent
-              }
-              // Copied with forEach: `new Map(map)` walks the iterator protocol here, an entry
-              // array and a result object per service (~13% of a run's allocations were Map copies).
-              const services = new Map<string, unknown>()
-              merged.forEach(setOn, services)
-              services.set(Scope.Scope.key, scope)
-              services.set(HttpServerRequest.HttpServerRequest.key, request)
-              return Context.unsafeMake(services)
-            }),
-            // Its services (the instance's, the request and its scope) are the context set just above.
-            app as unknown as Effect.Effect<HttpServerResponse.HttpServerResponse, unknown>
-          ).pipe(
-            // The request's scope closes when it is answered (nothing in the request path adds to
-            // it); a request killed by a crash leaves its scope to the collector.
-            Effect.matchCauseEffect({
-              onSuccess: (response) => Effect.as(Scope.close(scope, Exit.void), readResponse(response)),
-              // What the Node server does with an unhandled failure: answer from the cause.
-              onFailure: (cause) =>
-                Effect.zipRight(
-                  Scope.close(scope, Exit.failCause(cause)),
-                  Cause.isInterruptedOnly(cause)
-                    ? Effect.failCause(cause as Cause.Cause<never>)
-                    : Effect.map(HttpServerError.causeResponse(cause), ([response]) => readResponse(response))
-                )
+          // One fiber for this one request, started with its context (the caller's services, the
+          // instance's, the request and its scope) and the caller's runtime flags, as a fork
+          // inherits them: not forked from the caller, whose FiberRefs a fork would copy twice
+          // (`getFiberRefs` sets the runtime flags, then `forkAs`), with a third copy for the
+          // context set in the new fiber. Queued, not run at once, as a fork is.
+          Effect.withFiberRuntime<SimResponse | null>((caller, status) => {
+            const parent = caller.currentContext
+            if (parent !== mergedFor) {
+              merged = new Map(parent.unsafeMap)
+              for (const [key, service] of context.unsafeMap) merged.set(key, service)
+              mergedFor = parent
+            }
+            // Copied with forEach: `new Map(map)` walks the iterator protocol here, an entry
+            // array and a result object per service (~13% of a run's allocations were Map copies).
+            const services = new Map<string, unknown>()
+            merged.forEach(setOn, services)
+            services.set(Scope.Scope.key, scope)
+            services.set(HttpServerRequest.HttpServerRequest.key, request)
+            const runtime = Runtime.make({ context: Context.unsafeMake<never>(services), runtimeFlags: status.runtimeFlags, fiberRefs })
+            const fiber = Runtime.runFork(runtime)(serve(scope), { immediate: false })
+            requests.add(fiber)
+            // `Fiber.await` without its canceller (the caller is never interrupted while it waits;
+            // if it were, the observer would resume nothing): `Fiber.await` wraps its async in an
+            // onInterrupt, and asks the child fiber by message to add the observer (~12 steps more).
+            // The fence is read when the caller resumes, as after `Fiber.await`.
+            return Effect.async<SimResponse | null>((resume) => {
+              fiber.addObserver((exit) => {
+                requests.delete(fiber)
+                // A reply completed after the instance died never leaves the process.
+                resume(Effect.sync(() => (Exit.isSuccess(exit) && !fence.dead ? exit.value : null)))
+              })
             })
-          ))
-      this.instance = { generation, scope, context, handle, requests: new Set(), fence }
+          }))
+      this.instance = { generation, scope, context, send, requests, fence }
     })
   })
 
@@ -237,15 +256,7 @@ export class SimulatedService {
   send(request: SimRequest): Effect.Effect<SimResponse | null> {
     return Effect.suspend(() => {
       const instance = this.instance
-      if (instance === null) return Effect.succeed(null)
-      return Effect.flatMap(Effect.forkDaemon(instance.handle(request)), (fiber) => {
-        instance.requests.add(fiber)
-        return Effect.map(Fiber.await(fiber), (exit) => {
-          instance.requests.delete(fiber)
-          // A reply completed after the instance died never leaves the process.
-          return Exit.isSuccess(exit) && !instance.fence.dead ? exit.value : null
-        })
-      })
+      return instance === null ? Effect.succeed(null) : instance.send(request)
     })
   }
 

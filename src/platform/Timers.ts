@@ -11,10 +11,21 @@ export type CallbackTimer = (delayMs: number, task: () => void) => () => void
  * caller falls back to `sleep` and a race.
  */
 export const callbackTimerOf = (clock: Clock.Clock): Effect.Effect<CallbackTimer | null> => {
-  const withScheduler = clock as Clock.Clock & { readonly scheduler?: () => Effect.Effect<Clock.ClockScheduler> }
+  const withScheduler = clock as Clock.Clock & { readonly scheduler?: () => Effect.Effect<Clock.ClockScheduler & Partial<MillisecondScheduler>> }
   if (typeof withScheduler.scheduler !== "function") return Effect.succeed(null)
-  return Effect.map(withScheduler.scheduler(), (scheduler): CallbackTimer => (delayMs, task) => {
-    const cancel = scheduler.unsafeSchedule(task, Duration.millis(Math.max(0, delayMs)))
-    return () => void cancel()
+  return Effect.map(withScheduler.scheduler(), (scheduler): CallbackTimer => {
+    // The canceller is handed back as it is (a caller ignores what it answers).
+    const inMs = scheduler.unsafeScheduleMs
+    // `delayMs > 0 ? delayMs : 0`: as `Duration.millis` reads a negative or NaN delay (now).
+    if (inMs !== undefined) return (delayMs, task) => inMs(task, delayMs > 0 ? delayMs : 0)
+    return (delayMs, task) => scheduler.unsafeSchedule(task, Duration.millis(Math.max(0, delayMs)))
   })
+}
+
+/**
+ * What a clock's scheduler may offer besides `unsafeSchedule`: the delay in milliseconds, without
+ * a `Duration` made for it and read back (the simulator's virtual clock, ~10 timers a payment).
+ */
+export interface MillisecondScheduler {
+  readonly unsafeScheduleMs: (task: () => void, delayMs: number) => () => boolean
 }
