@@ -342,6 +342,12 @@ export interface WebhookMemoryState {
    */
   readonly parked: Map<string, Array<DeliveryRow>>
   readonly errors: ErrorTexts
+  /**
+   * A delivery was inserted under an id already stored (the map's entry replaced): due entries
+   * made before then may name a row the map no longer holds, so they are looked up by id from
+   * then on, as the store did before entries kept their row.
+   */
+  replacedIds: boolean
 }
 
 interface DueEntry {
@@ -349,6 +355,8 @@ interface DueEntry {
   readonly atMs: number
   readonly at: string
   readonly id: string
+  /** The row it was made for (the map's row of `id`, unless `replacedIds`). */
+  readonly row: DeliveryRow
 }
 
 const before = (a: DueEntry, b: DueEntry) => a.atMs < b.atMs || (a.atMs === b.atMs && a.id < b.id)
@@ -360,7 +368,8 @@ export const emptyWebhookState = (): WebhookMemoryState => ({
   due: new MinHeap(before),
   openInOrder: new Map(),
   parked: new Map(),
-  errors: { texts: [], ids: new Map() }
+  errors: { texts: [], ids: new Map() },
+  replacedIds: false
 })
 
 const newestFirst = (a: DeliveryRow, b: DeliveryRow) =>
@@ -410,18 +419,20 @@ export const memoryWebhookOperations = (state: MemoryState): WebhookStoreShape =
     if (!row.open) return
     const dueMs = row.dueMs
     if (row.entry !== null && row.entry.atMs <= dueMs) return
-    w.due.push(row.entry = { atMs: dueMs, at: row.dueAt, id: row.id })
+    w.due.push(row.entry = { atMs: dueMs, at: row.dueAt, id: row.id, row })
   }
   /** Takes the top entry out of the heap (the caller has it). */
   const popDue = (top: DueEntry, row: DeliveryRow | undefined) => {
     w.due.pop()
     if (row !== undefined && row.entry === top) row.entry = null
   }
+  /** The row an entry is for: its own, with no look-up by id (unless an id was ever stored twice). */
+  const rowOf = (entry: DueEntry) => (w.replacedIds ? w.deliveries.get(entry.id) : entry.row)
   /** The earliest entry that still describes its delivery, dropping stale ones on the way. */
   const peekDue = (): DueEntry | undefined => {
     while (w.due.size > 0) {
       const top = w.due.peek()!
-      const row = w.deliveries.get(top.id)
+      const row = rowOf(top)
       if (row !== undefined && row.open && row.dueMs === top.atMs) return top
       const counted = row !== undefined && row.entry === top
       popDue(top, row)
@@ -467,10 +478,13 @@ export const memoryWebhookOperations = (state: MemoryState): WebhookStoreShape =
     return false
   }
   const insert = (delivery: Delivery, source: PaymentEvent | null) => {
-    if (w.deliveryByEvent.has(delivery.eventId)) return false
-    w.deliveryByEvent.add(delivery.eventId)
+    // One look-up, not `has` then `add`: the set grew iff the event had no delivery.
+    const byEvent = w.deliveryByEvent
+    const events = byEvent.size
+    if (byEvent.add(delivery.eventId).size === events) return false
     const row = new DeliveryRow(delivery, source, w.errors)
-    w.deliveries.set(delivery.id, row)
+    const deliveries = w.deliveries.size
+    if (w.deliveries.set(delivery.id, row).size === deliveries) w.replacedIds = true
     track(row)
     schedule(row)
     return true
@@ -491,7 +505,7 @@ export const memoryWebhookOperations = (state: MemoryState): WebhookStoreShape =
     while (claimed.length < limit) {
       const top = peekDue()
       if (top === undefined || top.atMs > nowMs) break
-      const row = w.deliveries.get(top.id)!
+      const row = rowOf(top)!
       popDue(top, row)
       if (leaseLive(row, nowMs)) {
         schedule(row)
