@@ -26,6 +26,10 @@ export interface EndpointStats {
  * make half a million deliveries.
  */
 class Received {
+  constructor(
+    /** The delivery id it is kept under in `received`. */
+    readonly deliveryId: string
+  ) {}
   ackedAtMs: number | null = null
   mask = 0
   others: Set<number> | null = null
@@ -71,8 +75,12 @@ export const makeSimulatedEndpoints = (
   const outages = new Map<string, ReadonlyArray<readonly [number, number]>>()
   /** By delivery id: the attempts received, and when one was acknowledged with a 2xx. */
   const received = new Map<string, Received>()
-  /** Event id → the delivery id its POSTs carry (one delivery per event, the same on every attempt). */
-  const deliveryOfEvent = new Map<string, string>()
+  /**
+   * Event id → the receipts of the delivery its first POST carried (one delivery per event, the
+   * same id on every attempt): a later attempt of that delivery finds its receipts here, with no
+   * second look-up by delivery id.
+   */
+  const deliveryOfEvent = new Map<string, Received>()
 
   const outagesOf = (url: string) => {
     let windows = outages.get(url)
@@ -93,11 +101,12 @@ export const makeSimulatedEndpoints = (
   type Fate =
     | { readonly _tag: "Refused" }
     | { readonly _tag: "NoAnswer" }
-    | { readonly _tag: "Answer"; readonly status: number; readonly latencyMs: number; readonly deliveryId: string }
+    | { readonly _tag: "Answer"; readonly status: number; readonly latencyMs: number; readonly record: Received }
   const refused: Fate = { _tag: "Refused" }
   const noAnswer: Fate = { _tag: "NoAnswer" }
   const refusedResult: TransportResult = { _tag: "Failed", error: "connection error: ECONNREFUSED" }
-  const answerOf = (status: number, latencyMs: number, deliveryId: string): Fate => ({ _tag: "Answer", status, latencyMs, deliveryId })
+  /** `record`: the receipts of the delivery answered (what `received` holds under its id). */
+  const answerOf = (status: number, latencyMs: number, record: Received): Fate => ({ _tag: "Answer", status, latencyMs, record })
 
   /**
    * The clock's callback timer (null: none, as with `TestClock`; undefined until the first POST
@@ -119,11 +128,10 @@ export const makeSimulatedEndpoints = (
     })
   }
 
-  const answer = ({ deliveryId, latencyMs, status }: { readonly status: number; readonly latencyMs: number; readonly deliveryId: string }) =>
+  const answer = ({ latencyMs, record, status }: { readonly status: number; readonly latencyMs: number; readonly record: Received }) =>
     after(latencyMs, (): TransportResult => {
       if (status >= 200 && status < 300) {
         stats.answered2xx++
-        const record = received.get(deliveryId)!
         record.ackedAtMs = nowMs()
         record.checkedBody = null
       } else if (status < 500) stats.answered4xx++
@@ -138,13 +146,14 @@ export const makeSimulatedEndpoints = (
     const deliveryId = request.headers["x-service-delivery-id"] ?? "?"
     const attempt = Number(request.headers["x-service-delivery-attempt"])
     const now = nowMs()
-    const firstDelivery = deliveryOfEvent.get(eventId)
+    const first = deliveryOfEvent.get(eventId)
+    const firstDelivery = first?.deliveryId
     // Each check's message is a closure made only when it fails (`passed` otherwise): five a POST.
     const sameDelivery = deliveryId.startsWith("whd_") && (firstDelivery === undefined || firstDelivery === deliveryId)
     auditor.check(sameDelivery, "webhook-same-delivery-id", sameDelivery ? passed : () =>
       `event ${eventId}: attempt ${attempt} carries delivery id ${deliveryId}, earlier attempts ${firstDelivery}`)
-    if (firstDelivery === undefined) deliveryOfEvent.set(eventId, deliveryId)
-    const receipts = received.get(deliveryId)
+    // The receipts under `deliveryId`: those the event's first POST made when it is that delivery.
+    const receipts = first !== undefined && firstDelivery === deliveryId ? first : received.get(deliveryId)
     const ackedAt = receipts?.ackedAtMs ?? null
     const notAcked = ackedAt === null || lastCrashMs() >= ackedAt
     auditor.check(notAcked, "webhook-nothing-after-2xx", notAcked ? passed : () =>
@@ -154,8 +163,9 @@ export const makeSimulatedEndpoints = (
     // One attempt reaches the endpoint once; only a crash may make the service send it again.
     const once = receipts === undefined || attempt !== receipts.lastAttempt || lastCrashMs() >= receipts.lastAtMs
     auditor.check(once, "webhook-once-per-attempt", once ? passed : () => `delivery ${deliveryId}: attempt ${attempt} arrived twice`)
-    const record = receipts ?? new Received()
+    const record = receipts ?? new Received(deliveryId)
     if (receipts === undefined) received.set(deliveryId, record)
+    if (first === undefined) deliveryOfEvent.set(eventId, record)
     record.add(attempt, now)
     const verified = verifySignature(request.headers["x-service-signature"], request.body, secretsOf(request.url), now)
     auditor.check(verified === null, "webhook-signature", verified === null ? passed : () => `event ${eventId} attempt ${attempt}: ${verified}`)
@@ -173,15 +183,15 @@ export const makeSimulatedEndpoints = (
     }
     if (roll < (edge += faults.webhookSlow)) {
       stats.slow++
-      return answerOf(200, prng.int(30_001, 90_000), deliveryId)
+      return answerOf(200, prng.int(30_001, 90_000), record)
     }
     if (roll < (edge += faults.webhookLagging)) {
       stats.lagging++
-      return answerOf(200, prng.int(10_000, 29_000), deliveryId)
+      return answerOf(200, prng.int(10_000, 29_000), record)
     }
-    if (roll < (edge += faults.webhook5xx)) return answerOf(prng.pick([500, 502, 503]), prng.int(5, 2_000), deliveryId)
-    if (roll < (edge += faults.webhook4xx)) return answerOf(prng.pick([400, 404, 410]), prng.int(5, 500), deliveryId)
-    return answerOf(200, prng.int(5, 800), deliveryId)
+    if (roll < (edge += faults.webhook5xx)) return answerOf(prng.pick([500, 502, 503]), prng.int(5, 2_000), record)
+    if (roll < (edge += faults.webhook4xx)) return answerOf(prng.pick([400, 404, 410]), prng.int(5, 500), record)
+    return answerOf(200, prng.int(5, 800), record)
   }
 
   const transport: WebhookTransportShape = {
@@ -419,9 +429,10 @@ export const auditDeliveries = (
     if (d.status === "succeeded") totals.succeeded++
     else if (d.status === "failed") totals.failed++
     else totals.open++
-    if (!byEvent.has(d.eventId)) pass("webhook-one-delivery-per-event")
+    // One look-up, not `has` then `add`: the set grew iff no delivery before named the event.
+    const events = byEvent.size
+    if (byEvent.add(d.eventId).size !== events) pass("webhook-one-delivery-per-event")
     else fail("webhook-one-delivery-per-event", moreThanOne(d))
-    byEvent.add(d.eventId)
     if (d.status === "succeeded" || d.status === "failed") auditor.check(true, "webhook-deadline", passed)
     else deferDeadline(d, link)
     const firstFailedMs = d.firstFailedAtMs
