@@ -241,7 +241,10 @@ export const afterAttempt = (
     durationMs: outcome.durationMs,
     error: attemptError(outcome)
   }
-  const attempts = delivery.attempts.concat(attempt)
+  // A copy with the attempt appended, as `concat(attempt)` makes it (which takes V8's slow path
+  // for a non-array argument: ~10x the cost of a copy and a push).
+  const attempts = delivery.attempts.slice()
+  attempts.push(attempt)
   if (isSuccess(outcome)) {
     return { attempt, delivery: changed(delivery, "succeeded", attempts, null, delivery.firstFailedAt, completedAt) }
   }
