@@ -87,25 +87,36 @@ export const makeWorkload = (
   /** Idempotency: per merchant and key, the request that owns it and the answer it got. */
   // The first answer's body itself, compared exactly (no hash per keyed answer): the entries go
   // when their script ends (`forgetReplays`), so only the running scripts' answers stay on the
-  // heap. The request's fingerprint is its own short text.
-  const replays = new Map<string, { readonly fingerprint: string; readonly status: number; readonly body: string }>()
+  // heap. The request is kept as its own fields (method, path, body), compared exactly; the map is
+  // per merchant, then per key, so no scoped text is built (and hashed) per keyed answer.
+  interface ReplayOwner {
+    readonly method: string
+    readonly path: string
+    readonly body: string
+    readonly status: number
+    readonly answer: string
+    readonly byKey: Map<string, ReplayOwner>
+    readonly key: string
+  }
+  const replays = new Map<string, Map<string, ReplayOwner>>()
   const mix = options.mix
   /**
    * The replay entries of each script: its keys (`create-n`, `capture-n`, `refund-n-r`...: the
    * script's number after the first dash) are never sent by another script nor after it ends, so
    * its entries are forgotten then and the answers do not pile up over a run.
    */
-  const scriptReplays = new Map<number, Array<string>>()
-  const rememberReplay = (key: string, scoped: string) => {
+  const scriptReplays = new Map<number, Array<ReplayOwner>>()
+  const rememberReplay = (owner: ReplayOwner) => {
+    const key = owner.key
     const n = Number.parseInt(key.slice(key.indexOf("-") + 1), 10)
     const list = scriptReplays.get(n)
-    if (list === undefined) scriptReplays.set(n, [scoped])
-    else list.push(scoped)
+    if (list === undefined) scriptReplays.set(n, [owner])
+    else list.push(owner)
   }
   const forgetReplays = (n: number) => {
     const list = scriptReplays.get(n)
     if (list === undefined) return
-    for (const scoped of list) replays.delete(scoped)
+    for (const owner of list) owner.byKey.delete(owner.key)
     scriptReplays.delete(n)
   }
 
@@ -134,23 +145,26 @@ export const makeWorkload = (
     if (status === 401 || status === 429 || status >= 500) return
     const code = status === 409 || status === 422 ? (JSON.parse(response.body) as { error?: { code?: string } }).error?.code : undefined
     if (code === "idempotency_in_progress") return
-    const scoped = `${call.merchant.id} ${call.key}`
-    // The request itself, not a digest of it: a short text (method, path, a small body), compared
+    const key = call.key
+    let byKey = replays.get(call.merchant.id)
+    if (byKey === undefined) replays.set(call.merchant.id, byKey = new Map())
+    // The request itself, not a digest of it: method, path and body (a null body as ""), compared
     // exactly, without a hash per keyed answer.
-    const fingerprint = `${call.method} ${call.path} ${call.body ?? ""}`
-    const owner = replays.get(scoped)
+    const body = call.body ?? ""
+    const owner = byKey.get(key)
     if (owner === undefined) {
       if (code !== "idempotency_key_reused") {
-        replays.set(scoped, { fingerprint, status, body: response.body })
-        rememberReplay(call.key, scoped)
+        const entry: ReplayOwner = { method: call.method, path: call.path, body, status, answer: response.body, byKey, key }
+        byKey.set(key, entry)
+        rememberReplay(entry)
       }
       return
     }
-    if (owner.fingerprint === fingerprint) {
-      auditor.check(owner.status === status && owner.body === response.body, "idempotent-replay", () =>
-        `key ${call.key}: replay answered ${status} ${response.body.slice(0, 200)} but the first answer was ${owner.status} with another body (sha1 ${digest(owner.body)})`)
+    if (owner.method === call.method && owner.path === call.path && owner.body === body) {
+      auditor.check(owner.status === status && owner.answer === response.body, "idempotent-replay", () =>
+        `key ${key}: replay answered ${status} ${response.body.slice(0, 200)} but the first answer was ${owner.status} with another body (sha1 ${digest(owner.answer)})`)
     } else {
-      auditor.check(code === "idempotency_key_reused", "idempotency-key-reused", () => `key ${call.key} re-used with another request answered ${status}`)
+      auditor.check(code === "idempotency_key_reused", "idempotency-key-reused", () => `key ${key} re-used with another request answered ${status}`)
     }
   }
 
