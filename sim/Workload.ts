@@ -244,28 +244,35 @@ export const makeWorkload = (
   const expect = (condition: boolean, what: string, response: SimResponse | null) =>
     auditor.check(condition, "expected-answer", () => `${what}: got ${response === null ? "no answer" : `${response.status} ${response.body.slice(0, 300)}`}`)
 
-  const get = (merchant: Merchant, id: string) =>
-    Effect.map(send({ merchant, method: "GET", path: `/api/v1/transactions/${id}`, body: null }), (r) => (r === null ? null : parseTransaction(r)))
-
   /**
-   * Polls until the automatic flow has done what it can (no longer pending or mid-flow). A poll
-   * answered with exactly the body `current` was parsed from is not parsed again: the same text
-   * gives the same transaction, and its amount laws are still checked.
+   * The last transaction a script parsed and the exact body it came from: an answer with exactly
+   * that body is not parsed again (the same text gives the same transaction; the script never
+   * changes one), and its amount laws are still checked.
    */
-  const settleFlow = (merchant: Merchant, transaction: Transaction, body: string) =>
+  interface Known {
+    body: string
+    transaction: Transaction
+  }
+  const parseKnown = (response: SimResponse, known: Known): Transaction | null => {
+    if (response.status < 200 || response.status >= 300) return null
+    if (response.body === known.body) return checkedTransaction(known.transaction)
+    const transaction = parseTransaction(response)!
+    known.body = response.body
+    known.transaction = transaction
+    return transaction
+  }
+
+  const get = (merchant: Merchant, id: string, known: Known) =>
+    Effect.map(send({ merchant, method: "GET", path: `/api/v1/transactions/${id}`, body: null }), (r) => (r === null ? null : parseKnown(r, known)))
+
+  /** Polls until the automatic flow has done what it can (no longer pending or mid-flow). */
+  const settleFlow = (merchant: Merchant, known: Known) =>
     Effect.gen(function*() {
-      let current = transaction
-      let currentBody = body
+      let current = known.transaction
       for (let polls = 0; polls < 60 && current.status === "pending"; polls++) {
         yield* Effect.sleep(prng.exponential(3_000))
         const r = yield* send({ merchant, method: "GET", path: `/api/v1/transactions/${current.id}`, body: null })
-        if (r === null || r.status < 200 || r.status >= 300) continue
-        if (r.body === currentBody) {
-          checkedTransaction(current)
-          continue
-        }
-        current = parseTransaction(r)!
-        currentBody = r.body
+        if (r !== null) current = parseKnown(r, known) ?? current
       }
       return current
     })
@@ -320,6 +327,7 @@ export const makeWorkload = (
       expect(response.status === 201, `create ${key ?? "(no key)"}`, response)
       let transaction: Transaction | null = parseTransaction(response)
       if (transaction === null) return
+      const known: Known = { body: response.body, transaction }
       const expectation: Expectation = { capturedCents: null, refundedCents: 0, uncertain: false }
       expectations.set(transaction.id, expectation)
       scriptPayments.set(n, transaction.id)
@@ -330,7 +338,7 @@ export const makeWorkload = (
         const other = yield* send({ ...create, body: fields(amount + 1) })
         expect(errorCode(other) === "idempotency_key_reused", `re-used key ${key} with another body`, other)
       }
-      transaction = yield* settleFlow(merchant, transaction, response.body)
+      transaction = yield* settleFlow(merchant, known)
       const id = transaction.id
 
       // Fraud review of a held payment.
@@ -343,7 +351,7 @@ export const makeWorkload = (
         })
         expect(reviewed?.status === 200, `review ${transaction.fraud_case_id}`, reviewed)
         yield* Effect.sleep(1_000)
-        transaction = (yield* get(merchant, id)) ?? transaction
+        transaction = (yield* get(merchant, id, known)) ?? transaction
         if (decision === "confirmed_fraud") expect(transaction.status === "blocked", `confirmed fraud on ${id}`, null)
       }
       if (transaction.status === "captured") expectation.capturedCents = transaction.amount_cents
@@ -360,7 +368,7 @@ export const makeWorkload = (
           const wins = [captured, voided].filter((r) => r?.status === 200).length
           expect(wins === 1 || (captured?.status === 409 && voided?.status === 409), `racing capture and void of ${id} (one wins)`, captured)
           if (captured?.status === 200) expectation.capturedCents = transaction.amount_cents
-          if (captured !== null && captured.status === 200) transaction = parseTransaction(captured) ?? transaction
+          if (captured !== null && captured.status === 200) transaction = parseKnown(captured, known) ?? transaction
         } else {
           const action = prng.weighted({ full: 50, partial: 25, void: 25 })
           if (action === "void") {
@@ -377,7 +385,7 @@ export const makeWorkload = (
             expect(captured?.status === 200 || captured?.status === 409, `capture ${id}`, captured)
             if (captured?.status === 200) {
               expectation.capturedCents = amountCents
-              transaction = parseTransaction(captured) ?? transaction
+              transaction = parseKnown(captured, known) ?? transaction
               expect(transaction.captured_amount_cents === amountCents, `capture ${id} of ${amountCents}`, captured)
             }
           }
@@ -388,7 +396,7 @@ export const makeWorkload = (
       if ((transaction.status === "captured" || transaction.status === "settled") && prng.chance(mix.refund)) {
         const delayMs = prng.chance(0.7) ? prng.exponential(20 * 60_000) : prng.int(3_600_000, 30 * 3_600_000)
         yield* Effect.sleep(Math.max(0, Math.min(delayMs, horizonEndMs - (yield* Effect.clockWith((c) => c.currentTimeMillis)))))
-        transaction = (yield* get(merchant, id)) ?? transaction
+        transaction = (yield* get(merchant, id, known)) ?? transaction
         const refunds = prng.int(1, 3)
         for (let r = 0; r < refunds; r++) {
           const remainder: number = transaction.captured_amount_cents - transaction.refunded_amount_cents
@@ -403,7 +411,7 @@ export const makeWorkload = (
               `refund of ${over} on ${id} with ${remainder} left answered ${refused?.status} ${refused?.body.slice(0, 300)}`)
             if (refused?.status === 200) {
               expectation.refundedCents += over
-              transaction = parseTransaction(refused) ?? transaction
+              transaction = parseKnown(refused, known) ?? transaction
             }
           } else if (kind === "race") {
             const each = Math.max(1, Math.ceil(remainder * 0.6))
@@ -416,7 +424,7 @@ export const makeWorkload = (
             const accepted = answers.filter((a) => a?.status === 200).length
             auditor.check(accepted * each <= remainder, "refunds-within-capture", () => `racing refunds on ${id}: ${accepted} × ${each} accepted with ${remainder} left`)
             expectation.refundedCents += accepted * each
-            transaction = (yield* get(merchant, id)) ?? transaction
+            transaction = (yield* get(merchant, id, known)) ?? transaction
           } else {
             const amountCents: number = kind === "full" || remainder === 1 ? remainder : prng.int(1, remainder - 1)
             const refunded: SimResponse | null = yield* send({
@@ -427,7 +435,7 @@ export const makeWorkload = (
             expect(refunded?.status === 200, `refund ${amountCents} of ${remainder} on ${id}`, refunded)
             if (refunded?.status === 200) {
               expectation.refundedCents += amountCents
-              transaction = parseTransaction(refunded) ?? transaction
+              transaction = parseKnown(refunded, known) ?? transaction
             }
           }
         }
