@@ -87,25 +87,36 @@ export const makeWorkload = (
   /** Idempotency: per merchant and key, the request that owns it and the answer it got. */
   // The first answer's body itself, compared exactly (no hash per keyed answer): the entries go
   // when their script ends (`forgetReplays`), so only the running scripts' answers stay on the
-  // heap. The request's fingerprint is its own short text.
-  const replays = new Map<string, { readonly fingerprint: string; readonly status: number; readonly body: string }>()
+  // heap. The request is kept as its own fields (method, path, body), compared exactly; the map is
+  // per merchant, then per key, so no scoped text is built (and hashed) per keyed answer.
+  interface ReplayOwner {
+    readonly method: string
+    readonly path: string
+    readonly body: string
+    readonly status: number
+    readonly answer: string
+    readonly byKey: Map<string, ReplayOwner>
+    readonly key: string
+  }
+  const replays = new Map<string, Map<string, ReplayOwner>>()
   const mix = options.mix
   /**
    * The replay entries of each script: its keys (`create-n`, `capture-n`, `refund-n-r`...: the
    * script's number after the first dash) are never sent by another script nor after it ends, so
    * its entries are forgotten then and the answers do not pile up over a run.
    */
-  const scriptReplays = new Map<number, Array<string>>()
-  const rememberReplay = (key: string, scoped: string) => {
+  const scriptReplays = new Map<number, Array<ReplayOwner>>()
+  const rememberReplay = (owner: ReplayOwner) => {
+    const key = owner.key
     const n = Number.parseInt(key.slice(key.indexOf("-") + 1), 10)
     const list = scriptReplays.get(n)
-    if (list === undefined) scriptReplays.set(n, [scoped])
-    else list.push(scoped)
+    if (list === undefined) scriptReplays.set(n, [owner])
+    else list.push(owner)
   }
   const forgetReplays = (n: number) => {
     const list = scriptReplays.get(n)
     if (list === undefined) return
-    for (const scoped of list) replays.delete(scoped)
+    for (const owner of list) owner.byKey.delete(owner.key)
     scriptReplays.delete(n)
   }
 
@@ -134,23 +145,26 @@ export const makeWorkload = (
     if (status === 401 || status === 429 || status >= 500) return
     const code = status === 409 || status === 422 ? (JSON.parse(response.body) as { error?: { code?: string } }).error?.code : undefined
     if (code === "idempotency_in_progress") return
-    const scoped = `${call.merchant.id} ${call.key}`
-    // The request itself, not a digest of it: a short text (method, path, a small body), compared
+    const key = call.key
+    let byKey = replays.get(call.merchant.id)
+    if (byKey === undefined) replays.set(call.merchant.id, byKey = new Map())
+    // The request itself, not a digest of it: method, path and body (a null body as ""), compared
     // exactly, without a hash per keyed answer.
-    const fingerprint = `${call.method} ${call.path} ${call.body ?? ""}`
-    const owner = replays.get(scoped)
+    const body = call.body ?? ""
+    const owner = byKey.get(key)
     if (owner === undefined) {
       if (code !== "idempotency_key_reused") {
-        replays.set(scoped, { fingerprint, status, body: response.body })
-        rememberReplay(call.key, scoped)
+        const entry: ReplayOwner = { method: call.method, path: call.path, body, status, answer: response.body, byKey, key }
+        byKey.set(key, entry)
+        rememberReplay(entry)
       }
       return
     }
-    if (owner.fingerprint === fingerprint) {
-      auditor.check(owner.status === status && owner.body === response.body, "idempotent-replay", () =>
-        `key ${call.key}: replay answered ${status} ${response.body.slice(0, 200)} but the first answer was ${owner.status} with another body (sha1 ${digest(owner.body)})`)
+    if (owner.method === call.method && owner.path === call.path && owner.body === body) {
+      auditor.check(owner.status === status && owner.answer === response.body, "idempotent-replay", () =>
+        `key ${key}: replay answered ${status} ${response.body.slice(0, 200)} but the first answer was ${owner.status} with another body (sha1 ${digest(owner.answer)})`)
     } else {
-      auditor.check(code === "idempotency_key_reused", "idempotency-key-reused", () => `key ${call.key} re-used with another request answered ${status}`)
+      auditor.check(code === "idempotency_key_reused", "idempotency-key-reused", () => `key ${key} re-used with another request answered ${status}`)
     }
   }
 
@@ -201,7 +215,10 @@ export const makeWorkload = (
 
   const parseTransaction = (response: SimResponse): Transaction | null => {
     if (response.status < 200 || response.status >= 300) return null
-    const transaction = (JSON.parse(response.body) as { transaction: Transaction }).transaction
+    return checkedTransaction((JSON.parse(response.body) as { transaction: Transaction }).transaction)
+  }
+  /** The amount laws of a transaction just read (every answer's, whether parsed or known). */
+  const checkedTransaction = (transaction: Transaction): Transaction => {
     auditor.checkAmounts({
       id: transaction.id,
       status: transaction.status as never,
@@ -227,16 +244,35 @@ export const makeWorkload = (
   const expect = (condition: boolean, what: string, response: SimResponse | null) =>
     auditor.check(condition, "expected-answer", () => `${what}: got ${response === null ? "no answer" : `${response.status} ${response.body.slice(0, 300)}`}`)
 
-  const get = (merchant: Merchant, id: string) =>
-    Effect.map(send({ merchant, method: "GET", path: `/api/v1/transactions/${id}`, body: null }), (r) => (r === null ? null : parseTransaction(r)))
+  /**
+   * The last transaction a script parsed and the exact body it came from: an answer with exactly
+   * that body is not parsed again (the same text gives the same transaction; the script never
+   * changes one), and its amount laws are still checked.
+   */
+  interface Known {
+    body: string
+    transaction: Transaction
+  }
+  const parseKnown = (response: SimResponse, known: Known): Transaction | null => {
+    if (response.status < 200 || response.status >= 300) return null
+    if (response.body === known.body) return checkedTransaction(known.transaction)
+    const transaction = parseTransaction(response)!
+    known.body = response.body
+    known.transaction = transaction
+    return transaction
+  }
+
+  const get = (merchant: Merchant, id: string, known: Known) =>
+    Effect.map(send({ merchant, method: "GET", path: `/api/v1/transactions/${id}`, body: null }), (r) => (r === null ? null : parseKnown(r, known)))
 
   /** Polls until the automatic flow has done what it can (no longer pending or mid-flow). */
-  const settleFlow = (merchant: Merchant, transaction: Transaction) =>
+  const settleFlow = (merchant: Merchant, known: Known) =>
     Effect.gen(function*() {
-      let current = transaction
+      let current = known.transaction
       for (let polls = 0; polls < 60 && current.status === "pending"; polls++) {
         yield* Effect.sleep(prng.exponential(3_000))
-        current = (yield* get(merchant, current.id)) ?? current
+        const r = yield* send({ merchant, method: "GET", path: `/api/v1/transactions/${current.id}`, body: null })
+        if (r !== null) current = parseKnown(r, known) ?? current
       }
       return current
     })
@@ -291,6 +327,7 @@ export const makeWorkload = (
       expect(response.status === 201, `create ${key ?? "(no key)"}`, response)
       let transaction: Transaction | null = parseTransaction(response)
       if (transaction === null) return
+      const known: Known = { body: response.body, transaction }
       const expectation: Expectation = { capturedCents: null, refundedCents: 0, uncertain: false }
       expectations.set(transaction.id, expectation)
       scriptPayments.set(n, transaction.id)
@@ -301,7 +338,7 @@ export const makeWorkload = (
         const other = yield* send({ ...create, body: fields(amount + 1) })
         expect(errorCode(other) === "idempotency_key_reused", `re-used key ${key} with another body`, other)
       }
-      transaction = yield* settleFlow(merchant, transaction)
+      transaction = yield* settleFlow(merchant, known)
       const id = transaction.id
 
       // Fraud review of a held payment.
@@ -314,7 +351,7 @@ export const makeWorkload = (
         })
         expect(reviewed?.status === 200, `review ${transaction.fraud_case_id}`, reviewed)
         yield* Effect.sleep(1_000)
-        transaction = (yield* get(merchant, id)) ?? transaction
+        transaction = (yield* get(merchant, id, known)) ?? transaction
         if (decision === "confirmed_fraud") expect(transaction.status === "blocked", `confirmed fraud on ${id}`, null)
       }
       if (transaction.status === "captured") expectation.capturedCents = transaction.amount_cents
@@ -331,7 +368,7 @@ export const makeWorkload = (
           const wins = [captured, voided].filter((r) => r?.status === 200).length
           expect(wins === 1 || (captured?.status === 409 && voided?.status === 409), `racing capture and void of ${id} (one wins)`, captured)
           if (captured?.status === 200) expectation.capturedCents = transaction.amount_cents
-          if (captured !== null && captured.status === 200) transaction = parseTransaction(captured) ?? transaction
+          if (captured !== null && captured.status === 200) transaction = parseKnown(captured, known) ?? transaction
         } else {
           const action = prng.weighted({ full: 50, partial: 25, void: 25 })
           if (action === "void") {
@@ -348,7 +385,7 @@ export const makeWorkload = (
             expect(captured?.status === 200 || captured?.status === 409, `capture ${id}`, captured)
             if (captured?.status === 200) {
               expectation.capturedCents = amountCents
-              transaction = parseTransaction(captured) ?? transaction
+              transaction = parseKnown(captured, known) ?? transaction
               expect(transaction.captured_amount_cents === amountCents, `capture ${id} of ${amountCents}`, captured)
             }
           }
@@ -359,7 +396,7 @@ export const makeWorkload = (
       if ((transaction.status === "captured" || transaction.status === "settled") && prng.chance(mix.refund)) {
         const delayMs = prng.chance(0.7) ? prng.exponential(20 * 60_000) : prng.int(3_600_000, 30 * 3_600_000)
         yield* Effect.sleep(Math.max(0, Math.min(delayMs, horizonEndMs - (yield* Effect.clockWith((c) => c.currentTimeMillis)))))
-        transaction = (yield* get(merchant, id)) ?? transaction
+        transaction = (yield* get(merchant, id, known)) ?? transaction
         const refunds = prng.int(1, 3)
         for (let r = 0; r < refunds; r++) {
           const remainder: number = transaction.captured_amount_cents - transaction.refunded_amount_cents
@@ -374,7 +411,7 @@ export const makeWorkload = (
               `refund of ${over} on ${id} with ${remainder} left answered ${refused?.status} ${refused?.body.slice(0, 300)}`)
             if (refused?.status === 200) {
               expectation.refundedCents += over
-              transaction = parseTransaction(refused) ?? transaction
+              transaction = parseKnown(refused, known) ?? transaction
             }
           } else if (kind === "race") {
             const each = Math.max(1, Math.ceil(remainder * 0.6))
@@ -387,7 +424,7 @@ export const makeWorkload = (
             const accepted = answers.filter((a) => a?.status === 200).length
             auditor.check(accepted * each <= remainder, "refunds-within-capture", () => `racing refunds on ${id}: ${accepted} × ${each} accepted with ${remainder} left`)
             expectation.refundedCents += accepted * each
-            transaction = (yield* get(merchant, id)) ?? transaction
+            transaction = (yield* get(merchant, id, known)) ?? transaction
           } else {
             const amountCents: number = kind === "full" || remainder === 1 ? remainder : prng.int(1, remainder - 1)
             const refunded: SimResponse | null = yield* send({
@@ -398,7 +435,7 @@ export const makeWorkload = (
             expect(refunded?.status === 200, `refund ${amountCents} of ${remainder} on ${id}`, refunded)
             if (refunded?.status === 200) {
               expectation.refundedCents += amountCents
-              transaction = parseTransaction(refunded) ?? transaction
+              transaction = parseKnown(refunded, known) ?? transaction
             }
           }
         }
