@@ -60,7 +60,11 @@ export const serverLayer = (port: number, host = "127.0.0.1") => Drain.serverLay
 
 /** The whole service: HTTP server and workers over the services and production infrastructure. */
 export const AppLive = <E>(port: number, host: string, startup: Layer.Layer<never, E, Payments.Payments | Merchants.Merchants | Store | Config.AppConfig>) =>
-  Layer.mergeAll(startup, serverLayer(port, host), Workers.layer, WebhookDispatcher.layer, SandboxDisputes.layer).pipe(
+  Layer.mergeAll(serverLayer(port, host), Workers.layer, WebhookDispatcher.layer, SandboxDisputes.layer).pipe(
+    // Start-up work (the demo merchant and its key file) is done before the server listens:
+    // `mergeAll` builds its layers concurrently, so a ready service could answer before the key
+    // file a newcomer reads existed (test/guard/root-start.test.ts saw it under load).
+    Layer.provideMerge(startup),
     Layer.provideMerge(ServicesLive),
     // The serving process beats (its idempotency claims name it); CLI commands do not.
     Layer.provideMerge(Instance.layer),
