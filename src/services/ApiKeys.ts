@@ -25,23 +25,21 @@ export interface ApiKeysShape {
   readonly list: (merchantId: string, page: PageRequest) => Effect.Effect<PageOf<ApiKey>, StoreUnavailable>
   readonly rotate: (merchantId: string, keyId: string) => Effect.Effect<IssuedKey, NotFound | InvalidState | StoreUnavailable>
   /** The active key and its merchant for a presented secret, or null. */
-  readonly authenticate: (secret: string) => Effect.Effect<{ readonly key: ApiKey; readonly merchant: Merchant } | null, StoreUnavailable>
-  /** `authenticate` at a time the caller read already (the request's step that holds the clock). */
-  readonly authenticateAt: (secret: string, nowMs: number) => Effect.Effect<{ readonly key: ApiKey; readonly merchant: Merchant } | null, StoreUnavailable>
+  readonly authenticate: (secret: string) => Effect.Effect<Found | null, StoreUnavailable>
   /**
-   * `authenticateAt` handing its answer to the caller's continuations (the request path): a
-   * cached key with no last_used_at write due is `onFound` called at once, in the caller's own
-   * step; a look-up or a write goes on to `onFound`, or to `onUnavailable` when the store fails,
-   * from the step that handles its outcome (no step of its own to answer the caller).
+   * `authenticate` at a time the caller read already (the request's step that holds the clock),
+   * handing its answer to the caller's continuations: a cached key with no last_used_at write due
+   * is `onFound` called at once, in the caller's own step; a look-up or a write goes on to
+   * `onFound`, or to `onUnavailable` when the store fails, from the step that handles its outcome
+   * (no step of its own to answer the caller).
    */
-  readonly authenticateThen: <A, E, R>(
-    secret: string,
-    nowMs: number,
-    then: {
-      readonly onFound: (found: Found | null) => Effect.Effect<A, E, R>
-      readonly onUnavailable: (error: StoreUnavailable) => Effect.Effect<A, E, R>
-    }
-  ) => Effect.Effect<A, E, R>
+  readonly authenticateThen: <A, E, R>(secret: string, nowMs: number, then: AuthenticationThen<A, E, R>) => Effect.Effect<A, E, R>
+}
+
+/** What `authenticateThen` goes on with: the key found (null: none active), or the store's failure. */
+export interface AuthenticationThen<A, E, R> {
+  readonly onFound: (found: Found | null) => Effect.Effect<A, E, R>
+  readonly onUnavailable: (error: StoreUnavailable) => Effect.Effect<A, E, R>
 }
 
 export class ApiKeys extends Context.Tag("payments/ApiKeys")<ApiKeys, ApiKeysShape>() {}
@@ -71,13 +69,8 @@ export const layer = Layer.effect(
     const touched = new Map<string, number>()
     const invalidate = Effect.sync(() => cache.clear())
 
-    type Then<A, E, R> = {
-      readonly onFound: (found: Found | null) => Effect.Effect<A, E, R>
-      readonly onUnavailable: (error: StoreUnavailable) => Effect.Effect<A, E, R>
-    }
-
     /** Writes the key's last_used_at when this process has not for a minute; then `onFound(found)`. */
-    const touchThen = <A, E, R>(found: Found, nowMs: number, then: Then<A, E, R>): Effect.Effect<A, E, R> => {
+    const touchThen = <A, E, R>(found: Found, nowMs: number, then: AuthenticationThen<A, E, R>): Effect.Effect<A, E, R> => {
       const { key } = found
       const last = touched.get(key.id) ?? (key.lastUsedAt === null ? -Infinity : Date.parse(key.lastUsedAt))
       if (nowMs - last < touchIntervalMs) return then.onFound(found)
@@ -90,7 +83,7 @@ export const layer = Layer.effect(
     }
 
     /** A cache hit is no step of its own (the caller's holds the clock): authentication runs on every request. */
-    const authenticateThen = <A, E, R>(secret: string, nowMs: number, then: Then<A, E, R>): Effect.Effect<A, E, R> => {
+    const authenticateThen = <A, E, R>(secret: string, nowMs: number, then: AuthenticationThen<A, E, R>): Effect.Effect<A, E, R> => {
       const hash = hashSecret(secret)
       const hit = cache.get(hash)
       if (hit !== undefined && hit.until > nowMs) return touchThen(hit.found, nowMs, then)
@@ -108,9 +101,8 @@ export const layer = Layer.effect(
       })
     }
 
-    const answerFound: Then<Found | null, StoreUnavailable, never> = { onFound: Effect.succeed, onUnavailable: Effect.fail }
-    const authenticateAt = (secret: string, nowMs: number): Effect.Effect<Found | null, StoreUnavailable> =>
-      authenticateThen(secret, nowMs, answerFound)
+    /** `authenticate`'s continuations: the answer itself. */
+    const answerFound: AuthenticationThen<Found | null, StoreUnavailable, never> = { onFound: Effect.succeed, onUnavailable: Effect.fail }
 
     const issue = (merchantId: string, name: string) =>
       Effect.map(nowIso, (now): IssuedKey => {
@@ -153,8 +145,7 @@ export const layer = Layer.effect(
           }
           return replacement
         }),
-      authenticate: (secret) => Effect.clockWith((clock) => authenticateAt(secret, clock.unsafeCurrentTimeMillis())),
-      authenticateAt,
+      authenticate: (secret) => Effect.clockWith((clock) => authenticateThen(secret, clock.unsafeCurrentTimeMillis(), answerFound)),
       authenticateThen
     })
   })
