@@ -1,3 +1,4 @@
+import { hash } from "node:crypto"
 import v8 from "node:v8"
 import { parseArguments } from "./main.ts"
 import { runSimulation } from "./Simulator.ts"
@@ -19,6 +20,39 @@ import { runSimulation } from "./Simulator.ts"
  * other (the per-seed and sweep targets are measured with `npm run sim` and `npm run sim:sweep`,
  * docs/benchmarks.md).
  */
+/**
+ * The machine's speed at the moment, as the seconds a fixed piece of work takes: the same on every
+ * run of every version of the code (object and Map churn, string building, JSON, SHA-256, as the
+ * simulation does), timed just before and just after the run. This machine's speed moves by a
+ * third within minutes, and a run's wall time moves with it: two runs' `wallSeconds` compare
+ * fairly only next to their `referenceSeconds` (docs/benchmarks.md). Best of three rounds, so a
+ * moment's hiccup does not count.
+ */
+const referenceSeconds = (): number => {
+  let best = Number.POSITIVE_INFINITY
+  for (let round = 0; round < 3; round++) {
+    const start = process.hrtime.bigint()
+    let check = 0
+    const rows = new Map<string, { id: string; amount: number; at: number; tags: Array<string> }>()
+    const ids: Array<string> = []
+    for (let i = 0; i < 100_000; i++) {
+      const id = `pay_${(i * 2_654_435_761 % 4_294_967_296).toString(36)}`
+      ids.push(id)
+      rows.set(id, { id, amount: i % 5_000, at: 1_767_571_200_000 + i * 1_000, tags: [`order-${i}`, id.slice(4)] })
+      if (i % 4 === 0) {
+        const text = JSON.stringify({ transaction: rows.get(id) })
+        check += (JSON.parse(text) as { transaction: { amount: number } }).transaction.amount
+        if (i % 16 === 0) check += hash("sha256", text, "hex").charCodeAt(0)
+      }
+      if (i >= 20_000) rows.delete(ids[i - 20_000]!)
+    }
+    const seconds = Number(process.hrtime.bigint() - start) / 1e9
+    if (check < 0) throw new Error("unreachable")
+    best = Math.min(best, seconds)
+  }
+  return Number(best.toFixed(3))
+}
+
 const heapTargetMB = 2048
 const speedTargetSeconds = 90
 /** The benchmark: `node sim/launch.mjs bench [args]` (npm run sim:bench) runs it from the bundle. */
@@ -26,9 +60,11 @@ export const main = () => {
   const given = process.argv.slice(2)
   const defaults = ["--seed", "42", "--merchants", "20", "--payments", "100000", "--hours", "48"]
   const { options } = parseArguments([...defaults, ...given])
+  const referenceBefore = referenceSeconds()
   const cpuStart = process.cpuUsage()
   const result = runSimulation(options)
   const cpu = process.cpuUsage(cpuStart)
+  const referenceAfter = referenceSeconds()
   const peakHeapMB = Math.round(result.peakHeapBytes / 1_048_576)
   const heapLimitMB = Math.round(v8.getHeapStatistics().heap_size_limit / 1_048_576)
   const virtualMs = result.virtualEndMs - Date.UTC(2026, 0, 5)
@@ -45,6 +81,8 @@ export const main = () => {
     // final collection that measures the live heap, which wallSeconds leaves out), steadier than
     // wall time on a shared machine.
     cpuSeconds: Number(((cpu.user + cpu.system) / 1e6).toFixed(2)),
+    // The machine's speed just before and just after the run (lower is faster; see referenceSeconds).
+    referenceSeconds: [referenceBefore, referenceAfter],
     paymentsPerSecond: Math.round(options.payments / seconds),
     requests: result.workload.requests,
     requestsPerSecond: Math.round(result.workload.requests / seconds),
