@@ -316,14 +316,17 @@ export class Auditor {
     if (before !== null && before.fraudVerdict === null && after.fraudVerdict !== null) {
       const score = after.fraudScore ?? Number.NaN
       const band = score < this.rules.reviewThreshold ? "passed" : score < this.rules.blockThreshold ? "review" : "blocked"
-      this.check(after.fraudVerdict === band, "fraud-band", () => `payment ${after.id}: score ${score} screened ${after.fraudVerdict}, its band is ${band}`)
+      // Counted and tested in place (`counted`): the message is built only on a failure.
+      if (!this.counted(after.fraudVerdict === band)) this.fail("fraud-band", `payment ${after.id}: score ${score} screened ${after.fraudVerdict}, its band is ${band}`)
       const bandsOfToken = sandboxBands(after)
-      this.check(bandsOfToken === undefined || bandsOfToken.includes(band), "fraud-band", () =>
-        `payment ${after.id}: ${after.cardToken} scored ${score} (${band}), documented ${bandsOfToken?.join(" or ")}`)
+      if (!this.counted(bandsOfToken === undefined || bandsOfToken.includes(band))) {
+        this.fail("fraud-band", `payment ${after.id}: ${after.cardToken} scored ${score} (${band}), documented ${bandsOfToken?.join(" or ")}`)
+      }
       const opened = fraudCase !== null && fraudCase.status === "open" && fraudCase.id === after.fraudCaseId &&
         fraudCase.paymentId === after.id && fraudCase.riskScore === after.fraudScore
-      this.check(band === "passed" ? fraudCase === null && after.fraudCaseId === null : opened, "fraud-case", () =>
-        `payment ${after.id}: screened ${band} with case ${JSON.stringify(fraudCase?.status ?? null)} (${after.fraudCaseId})`)
+      if (!this.counted(band === "passed" ? fraudCase === null && after.fraudCaseId === null : opened)) {
+        this.fail("fraud-case", `payment ${after.id}: screened ${band} with case ${JSON.stringify(fraudCase?.status ?? null)} (${after.fraudCaseId})`)
+      }
     }
     if (fraudCase === null) return
     const previous = this.caseStatus.get(fraudCase.id)
@@ -420,19 +423,22 @@ export class Auditor {
   /** Final audit once the run has quiesced. Returns the number of payments audited. */
   audit(state: MemoryState) {
     const balancesByMerchant = new Map<string, Map<string, { pending: number; available: number; reserved: number }>>()
-    const keys = new Map<string, string>()
+    /** Payment per create key, by merchant then key (no joined key string a payment). */
+    const keys = new Map<string, Map<string, string>>()
+    // The checks a payment count and test in place (`counted`), the message built only on a failure.
     for (const payment of state.payments.values()) {
       const events = state.events.get(payment.id) ?? []
       this.checkTrace(payment, events)
       const entries = state.ledger.get(payment.id) ?? []
       // What the store holds is exactly what was committed: every event and entry once, in order.
       const committed = this.committed.get(payment.id)
-      const sameIds = (stored: ReadonlyArray<{ readonly id: string }>, ids: ReadonlyArray<string> | undefined) =>
-        ids !== undefined && ids.length === stored.length && stored.every((row, i) => row.id === ids[i])
-      this.check(sameIds(events, committed?.events), "event-stream-stored", () =>
-        `payment ${payment.id}: stored events [${events.map((e) => e.id).join(" ")}], committed [${committed?.events.join(" ")}]`)
-      this.check(sameIds(entries, committed?.ledger) && committed?.version === payment.version, "ledger-stored", () =>
-        `payment ${payment.id} v${payment.version}: stored ledger [${entries.map((e) => e.id).join(" ")}], committed [${committed?.ledger.join(" ")}] v${committed?.version}`)
+      if (!this.counted(sameIds(events, committed?.events))) {
+        this.fail("event-stream-stored", `payment ${payment.id}: stored events [${events.map((e) => e.id).join(" ")}], committed [${committed?.events.join(" ")}]`)
+      }
+      if (!this.counted(sameIds(entries, committed?.ledger) && committed?.version === payment.version)) {
+        this.fail("ledger-stored",
+          `payment ${payment.id} v${payment.version}: stored ledger [${entries.map((e) => e.id).join(" ")}], committed [${committed?.ledger.join(" ")}] v${committed?.version}`)
+      }
       this.checkLedgerGroup(payment, entries)
       const balances = new Balances()
       for (const entry of entries) post(balances, entry)
@@ -449,14 +455,20 @@ export class Auditor {
         reserved: sum.reserved + balance(balances, "merchant_reserved")
       })
       if (payment.idempotencyKey !== null) {
-        const scoped = `${payment.merchantId} ${payment.idempotencyKey}`
-        this.check(!keys.has(scoped), "one-transaction-per-key", () => `idempotency key ${payment.idempotencyKey}: transactions ${keys.get(scoped)} and ${payment.id}`)
-        keys.set(scoped, payment.id)
+        let ofMerchant = keys.get(payment.merchantId)
+        if (ofMerchant === undefined) keys.set(payment.merchantId, ofMerchant = new Map())
+        const existing = ofMerchant.get(payment.idempotencyKey)
+        if (!this.counted(existing === undefined)) {
+          this.fail("one-transaction-per-key", `idempotency key ${payment.idempotencyKey}: transactions ${existing} and ${payment.id}`)
+        }
+        ofMerchant.set(payment.idempotencyKey, payment.id)
       }
       // Quiescence: nothing is left half-way through its automatic flow.
       const waiting = payment.status === "pending" ||
         (payment.status === "authorized" && (payment.fraudVerdict === null || (payment.fraudVerdict === "passed" && payment.captureMethod === "automatic")))
-      this.check(!waiting, "no-pending-after-quiesce", () => `payment ${payment.id} still in flight (${payment.status}, verdict ${payment.fraudVerdict}) after the run quiesced`)
+      if (!this.counted(!waiting)) {
+        this.fail("no-pending-after-quiesce", `payment ${payment.id} still in flight (${payment.status}, verdict ${payment.fraudVerdict}) after the run quiesced`)
+      }
     }
     // Balances the API reports are the sums of the entries (CONTRACT section 7).
     const store = memoryOperations(state)
@@ -477,15 +489,25 @@ export class Auditor {
   private checkTrace(payment: Payment, events: ReadonlyArray<PaymentEvent>) {
     let status: PaymentStatus | "null" = "null"
     let sequence = 0
-    for (const event of events) {
-      const key = `${status}>${event.data.status}:${event.type}`
-      this.check(transitions.has(key), "event-trace", () => `payment ${payment.id}: event ${event.type} takes ${status} to ${event.data.status}`)
-      this.check(event.sequence > sequence, "event-order", () => `payment ${payment.id}: event sequence ${event.sequence} after ${sequence}`)
+    // The table as nested maps (`legal`): no key string an event.
+    for (let i = 0; i < events.length; i++) {
+      const event = events[i]!
+      if (!this.counted(legal(status, event.data.status, event.type))) {
+        this.fail("event-trace", `payment ${payment.id}: event ${event.type} takes ${status} to ${event.data.status}`)
+      }
+      if (!this.counted(event.sequence > sequence)) this.fail("event-order", `payment ${payment.id}: event sequence ${event.sequence} after ${sequence}`)
       status = event.data.status
       sequence = event.sequence
     }
-    this.check(status === payment.status, "trace-matches-status", () => `payment ${payment.id}: events end in ${status}, record says ${payment.status}`)
+    if (!this.counted(status === payment.status)) this.fail("trace-matches-status", `payment ${payment.id}: events end in ${status}, record says ${payment.status}`)
   }
+}
+
+/** The stored rows carry exactly these ids, in order. */
+const sameIds = (stored: ReadonlyArray<{ readonly id: string }>, ids: ReadonlyArray<string> | undefined) => {
+  if (ids === undefined || ids.length !== stored.length) return false
+  for (let i = 0; i < stored.length; i++) if (stored[i]!.id !== ids[i]) return false
+  return true
 }
 
 /**

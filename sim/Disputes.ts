@@ -206,12 +206,26 @@ export const makeDisputeInjector = (input: {
       }
       const reservedByBook = new Map<string, number>()
       for (const payment of state.payments.values()) {
-        const types = (state.events.get(payment.id) ?? []).map((e) => e.type)
-        const opened = types.filter((t) => t === "payment.dispute_opened").length
-        const resolved = types.filter((t) => t === "payment.dispute_resolved").length
+        // One pass over the events: how many of each dispute event, and where each first is
+        // (as `indexOf` over their types; no array of types a payment).
+        const events = state.events.get(payment.id)
+        let opened = 0
+        let resolved = 0
+        let firstOpened = -1
+        let firstResolved = -1
+        if (events !== undefined) {
+          for (let i = 0; i < events.length; i++) {
+            const type = events[i]!.type
+            if (type === "payment.dispute_opened") {
+              if (opened++ === 0) firstOpened = i
+            } else if (type === "payment.dispute_resolved") {
+              if (resolved++ === 0) firstResolved = i
+            }
+          }
+        }
         const dispute = payment.dispute
         auditor.check(opened === (dispute === null ? 0 : 1) && resolved === (dispute === null || dispute.status === "open" ? 0 : 1) &&
-          (resolved === 0 || types.indexOf("payment.dispute_opened") < types.indexOf("payment.dispute_resolved")), "dispute-resolved-once", () =>
+          (resolved === 0 || firstOpened < firstResolved), "dispute-resolved-once", () =>
           `payment ${payment.id}: ${opened} dispute_opened and ${resolved} dispute_resolved events for dispute ${JSON.stringify(dispute)}`)
         const book = `${payment.merchantId} ${payment.currency}`
         if (dispute?.status === "open") reservedByBook.set(book, (reservedByBook.get(book) ?? 0) + dispute.amountCents)

@@ -23,9 +23,10 @@ export interface EndpointStats {
  * What an endpoint remembers of one delivery: its latest POST (attempt and when), when it
  * acknowledged one with a 2xx, and which attempt numbers reached it (bits 0-30 of `mask`; any
  * other number in `others`). A few numbers a delivery, not a list of receipts: 100,000 payments
- * make half a million deliveries.
+ * make half a million deliveries. Times are ms since the run's window opened (small integers,
+ * kept in the object itself; an epoch ms is a boxed number, one more object a delivery).
  */
-class Received {
+export class Received {
   constructor(
     /** The delivery id it is kept under in `received`. */
     readonly deliveryId: string
@@ -41,6 +42,8 @@ class Received {
    */
   checkedBody: string | null = null
   checkedEventId = ""
+  /** Set by the end-of-run audit: a stored delivery of the event whose first POST made these receipts was seen. */
+  stored = false
 
   add(attempt: number, atMs: number) {
     this.lastAttempt = attempt
@@ -52,6 +55,18 @@ class Received {
   has(attempt: number) {
     return Number.isInteger(attempt) && attempt >= 0 && attempt <= 30 ? (this.mask & (1 << attempt)) !== 0 : this.others?.has(attempt) === true
   }
+}
+
+/** The endpoints' receipts as the end-of-run audit reads them (`auditDeliveries`). */
+export interface Receipts {
+  /** The receipts the event's first POST made (undefined: no POST of it reached an endpoint). */
+  readonly ofEvent: (eventId: string) => Received | undefined
+  /** The receipts of a delivery (undefined: no POST of it reached an endpoint). */
+  readonly ofDelivery: (deliveryId: string) => Received | undefined
+  /** Events with a stored delivery and no receipts, as the audit meets them. */
+  readonly storedUnposted: Set<string>
+  /** After the audit: does the store hold a delivery of the event? */
+  readonly hasStoredDelivery: (eventId: string) => boolean
 }
 
 /**
@@ -81,6 +96,8 @@ export const makeSimulatedEndpoints = (
    * second look-up by delivery id.
    */
   const deliveryOfEvent = new Map<string, Received>()
+  /** Epoch ms of the run's window: the receipts' times are counted from it. */
+  const baseMs = window.startMs
 
   const outagesOf = (url: string) => {
     let windows = outages.get(url)
@@ -132,7 +149,7 @@ export const makeSimulatedEndpoints = (
     after(latencyMs, (): TransportResult => {
       if (status >= 200 && status < 300) {
         stats.answered2xx++
-        record.ackedAtMs = nowMs()
+        record.ackedAtMs = nowMs() - baseMs
         record.checkedBody = null
       } else if (status < 500) stats.answered4xx++
       else stats.answered5xx++
@@ -146,6 +163,8 @@ export const makeSimulatedEndpoints = (
     const deliveryId = request.headers["x-service-delivery-id"] ?? "?"
     const attempt = Number(request.headers["x-service-delivery-attempt"])
     const now = nowMs()
+    /** `now` as the receipts count time. */
+    const at = now - baseMs
     const first = deliveryOfEvent.get(eventId)
     const firstDelivery = first?.deliveryId
     // Each check's message is a closure made only when it fails (`passed` otherwise): five a POST.
@@ -154,19 +173,20 @@ export const makeSimulatedEndpoints = (
       `event ${eventId}: attempt ${attempt} carries delivery id ${deliveryId}, earlier attempts ${firstDelivery}`)
     // The receipts under `deliveryId`: those the event's first POST made when it is that delivery.
     const receipts = first !== undefined && firstDelivery === deliveryId ? first : received.get(deliveryId)
+    const crashAt = lastCrashMs() - baseMs
     const ackedAt = receipts?.ackedAtMs ?? null
-    const notAcked = ackedAt === null || lastCrashMs() >= ackedAt
+    const notAcked = ackedAt === null || crashAt >= ackedAt
     auditor.check(notAcked, "webhook-nothing-after-2xx", notAcked ? passed : () =>
       `delivery ${deliveryId} (event ${eventId}): attempt ${attempt} arrived after the endpoint acknowledged it`)
-    const onwards = receipts === undefined || attempt >= receipts.lastAttempt || lastCrashMs() >= receipts.lastAtMs
+    const onwards = receipts === undefined || attempt >= receipts.lastAttempt || crashAt >= receipts.lastAtMs
     auditor.check(onwards, "webhook-attempt-numbers", onwards ? passed : () => `delivery ${deliveryId}: attempt ${attempt} after attempt ${receipts?.lastAttempt}`)
     // One attempt reaches the endpoint once; only a crash may make the service send it again.
-    const once = receipts === undefined || attempt !== receipts.lastAttempt || lastCrashMs() >= receipts.lastAtMs
+    const once = receipts === undefined || attempt !== receipts.lastAttempt || crashAt >= receipts.lastAtMs
     auditor.check(once, "webhook-once-per-attempt", once ? passed : () => `delivery ${deliveryId}: attempt ${attempt} arrived twice`)
     const record = receipts ?? new Received(deliveryId)
     if (receipts === undefined) received.set(deliveryId, record)
     if (first === undefined) deliveryOfEvent.set(eventId, record)
-    record.add(attempt, now)
+    record.add(attempt, at)
     const verified = verifySignature(request.headers["x-service-signature"], request.body, secretsOf(request.url), now)
     auditor.check(verified === null, "webhook-signature", verified === null ? passed : () => `event ${eventId} attempt ${attempt}: ${verified}`)
     const named = namesEvent(record, request.body, eventId)
@@ -211,9 +231,17 @@ export const makeSimulatedEndpoints = (
         return after(timeoutMs, () => timedOut(timeoutMs))
       })
   }
-  /** The attempt numbers of a delivery that reached the endpoint. */
-  const receivedAttempts = (deliveryId: string): { readonly has: (attempt: number) => boolean } => received.get(deliveryId) ?? nothingReceived
-  return { transport, stats, receivedAttempts }
+  const storedUnposted = new Set<string>()
+  const receipts: Receipts = {
+    ofEvent: (eventId) => deliveryOfEvent.get(eventId),
+    ofDelivery: (deliveryId) => received.get(deliveryId),
+    storedUnposted,
+    hasStoredDelivery: (eventId) => {
+      const first = deliveryOfEvent.get(eventId)
+      return first !== undefined ? first.stored : storedUnposted.has(eventId)
+    }
+  }
+  return { transport, stats, receipts }
 }
 
 const inOutage = (windows: ReadonlyArray<readonly [number, number]>, now: number) => {
@@ -330,11 +358,15 @@ export const auditDeliveries = (
     readonly timeoutMs: number
     readonly toleranceMs: number
     readonly crashesMs: ReadonlyArray<number>
-    /** Attempt numbers of a delivery that reached its endpoint. */
-    readonly receivedAttempts: (deliveryId: string) => { readonly has: (attempt: number) => boolean }
+    /** What reached the endpoints (attempt numbers by delivery), and a mark per event with a stored delivery. */
+    readonly receipts: Receipts
   }
 ) => {
-  const byEvent = new Set<string>()
+  const receipts = options.receipts
+  // Events seen with a stored delivery: marked on the receipts of the event's first POST (one
+  // look-up into a table the endpoints hold anyway, serving the attempt checks below too), or
+  // kept in a set when none of its POSTs reached an endpoint.
+  const unposted = receipts.storedUnposted
   const totals = { deliveries: 0, succeeded: 0, failed: 0, open: 0, attempts: 0 }
   const scheduleMs = options.scheduleMs
   const lastOffset = scheduleMs[scheduleMs.length - 1] ?? 0
@@ -433,9 +465,18 @@ export const auditDeliveries = (
     if (d.status === "succeeded") totals.succeeded++
     else if (d.status === "failed") totals.failed++
     else totals.open++
-    // One look-up, not `has` then `add`: the set grew iff no delivery before named the event.
-    const events = byEvent.size
-    if (byEvent.add(d.eventId).size !== events) pass("webhook-one-delivery-per-event")
+    // The first stored delivery of its event: the mark was not set (one look-up, not `has` then
+    // `add`: the set grew iff no delivery before named the event).
+    const first = receipts.ofEvent(d.eventId)
+    let firstOfEvent: boolean
+    if (first !== undefined) {
+      firstOfEvent = !first.stored
+      first.stored = true
+    } else {
+      const events = unposted.size
+      firstOfEvent = unposted.add(d.eventId).size !== events
+    }
+    if (firstOfEvent) pass("webhook-one-delivery-per-event")
     else fail("webhook-one-delivery-per-event", moreThanOne(d))
     if (d.status === "succeeded" || d.status === "failed") auditor.check(true, "webhook-deadline", passed)
     else deferDeadline(d, link)
@@ -466,7 +507,11 @@ export const auditDeliveries = (
     if (d.status === "succeeded" ? lastSucceeded : d.status === "failed" ? exhausted : !lastSucceeded && !exhausted) pass("webhook-give-up")
     else fail("webhook-give-up", wrongEnd(d, last))
     // Every attempt the store records reached the endpoint (none invented, none skipped).
-    const reached = options.receivedAttempts(d.id)
+    // The receipts of the event's first POST are this delivery's when it carried this id (the
+    // endpoints keep one receipts object per delivery id); none are looked up for no attempt.
+    const reached: { readonly has: (attempt: number) => boolean } = attempts.length === 0
+      ? nothingReceived
+      : first !== undefined && first.deliveryId === d.id ? first : receipts.ofDelivery(d.id) ?? nothingReceived
     for (let i = 0; i < attempts.length; i++) {
       const attempt = attempts[i]!
       if (reached.has(attempt.attempt)) pass("webhook-attempt-recorded")
