@@ -332,9 +332,11 @@ export const auditDeliveries = (
     readonly crashesMs: ReadonlyArray<number>
     /** Attempt numbers of a delivery that reached its endpoint. */
     readonly receivedAttempts: (deliveryId: string) => { readonly has: (attempt: number) => boolean }
+    /** Filled with the event id of every delivery, for the caller's own check (one set, not two). */
+    readonly eventIds?: Set<string>
   }
 ) => {
-  const byEvent = new Set<string>()
+  const byEvent = options.eventIds ?? new Set<string>()
   const totals = { deliveries: 0, succeeded: 0, failed: 0, open: 0, attempts: 0 }
   const scheduleMs = options.scheduleMs
   const lastOffset = scheduleMs[scheduleMs.length - 1] ?? 0

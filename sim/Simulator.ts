@@ -236,7 +236,8 @@ export const runSimulation = (options: SimOptions): SimResult => {
   if (!auditor.failed) {
     auditor.audit(state)
     disputes.audit()
-    for (const [id, expected] of workload.expectations) {
+    for (const expected of workload.expectations) {
+      const id = expected.paymentId
       const payment = state.payments.get(id)
       if (payment === undefined || expected.uncertain) continue
       if (expected.capturedCents !== null) {
@@ -247,6 +248,7 @@ export const runSimulation = (options: SimOptions): SimResult => {
         `payment ${id}: refunded ${payment.refundedAmountCents}, the merchant was told ${expected.refundedCents}`)
     }
     if (options.webhooks) {
+      const delivered = new Set<string>()
       deliveries = auditDeliveries(auditor, function*() {
         for (const row of state.webhooks.deliveries.values()) yield row.audit
       }, {
@@ -257,12 +259,12 @@ export const runSimulation = (options: SimOptions): SimResult => {
         // works at most 8 attempts at once, so a backlog behind slow answers delays its retries.
         toleranceMs: retrySlackMs + config.webhookTimeoutMs + 25_000,
         crashesMs,
-        receivedAttempts: endpoints.receivedAttempts
+        receivedAttempts: endpoints.receivedAttempts,
+        // The event of every stored delivery (the audit reads each one's `eventId` anyway).
+        eventIds: delivered
       })
       auditor.check(state.outbox.length === 0, "webhook-outbox-drained", () => `${state.outbox.length} events never became deliveries`)
       // Every event of a merchant with a webhook URL (all of them here) gets its delivery.
-      const delivered = new Set<string>()
-      for (const row of state.webhooks.deliveries.values()) delivered.add(row.eventId)
       for (const events of state.events.values()) {
         for (const event of events) {
           if (!delivered.has(event.id)) auditor.fail("webhook-every-event-delivered", `event ${event.id} (${event.type} of ${event.paymentId}) has no delivery`)

@@ -44,6 +44,7 @@ interface Transaction {
 
 /** What the merchant was told about a payment: the money the service accepted to move. */
 export interface Expectation {
+  readonly paymentId: string
   capturedCents: number | null
   refundedCents: number
   /**
@@ -80,7 +81,11 @@ export const makeWorkload = (
   horizonEndMs: number
 ) => {
   const stats: WorkloadStats = { requests: 0, byStatus: {}, dropped: 0, lostCreates: 0, scriptsStarted: 0, scriptsFinished: 0, rotations: 0, keyRecoveries: 0 }
-  const expectations = new Map<string, Expectation>()
+  /**
+   * One a created payment, in creation order, checked at the end of the run: a list, not a map
+   * by payment (one entry a payment for the whole run, never looked up before the end).
+   */
+  const expectations: Array<Expectation> = []
   /** The payment each script created, and what runs when its script ends (sim/Disputes.ts). */
   const scriptPayments = new Map<number, string>()
   const hooks = { onPaymentFinished: (_paymentId: string): Effect.Effect<void> => Effect.void }
@@ -372,8 +377,8 @@ export const makeWorkload = (
       let transaction: Transaction | null = parseTransaction(response)
       if (transaction === null) return
       const known: Known = { body: response.body, transaction }
-      const expectation: Expectation = { capturedCents: null, refundedCents: 0, uncertain: false }
-      expectations.set(transaction.id, expectation)
+      const expectation: Expectation = { paymentId: transaction.id, capturedCents: null, refundedCents: 0, uncertain: false }
+      expectations.push(expectation)
       scriptPayments.set(n, transaction.id)
       const unanswered = (...responses: ReadonlyArray<SimResponse | null>) => {
         if (responses.includes(null)) expectation.uncertain = true
