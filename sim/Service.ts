@@ -309,20 +309,20 @@ export class SimulatedService {
       Effect.exit(Effect.zipRight(Fiber.interruptAll(instance.requests), Scope.close(instance.scope, Exit.void))), { discard: true })
   })
 
-  /** Sends one request; null when the connection is refused or reset (service down or crashed). */
+  /**
+   * Sends one request; null when the connection is refused or reset (service down or crashed).
+   * The instance is the one running when this is called: call it as the request is sent, from
+   * the running client (no `Effect.suspend` a request to defer the look-up).
+   */
   send(request: SimRequest): Effect.Effect<SimResponse | null> {
-    return Effect.suspend(() => {
-      const instance = this.instance
-      return instance === null ? Effect.succeed(null) : instance.send(request)
-    })
+    const instance = this.instance
+    return instance === null ? Effect.succeed(null) : instance.send(request)
   }
 
-  /** Sends one request without awaiting its answer (`awaitEither`, then `answerOf`). */
+  /** Sends one request without awaiting its answer (`awaitEither`, then `answerOf`); as `send`, when it is sent. */
   open(request: SimRequest): Effect.Effect<Pending> {
-    return Effect.suspend(() => {
-      const instance = this.instance
-      return instance === null ? Effect.succeed(refused) : instance.open(request)
-    })
+    const instance = this.instance
+    return instance === null ? Effect.succeed(refused) : instance.open(request)
   }
 
   /** Runs an effect against the running instance's services (bootstrap, like the CLI does). */

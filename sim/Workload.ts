@@ -179,6 +179,7 @@ export const makeWorkload = (
    */
   const send = (call: Call): Effect.Effect<SimResponse | null> => Effect.suspend(() => attemptAt(call, 0))
 
+  /** One attempt, sent when this is called (from `send`'s suspend or a retry's): `service.send` is eager. */
   const attemptAt = (call: Call, attempt: number): Effect.Effect<SimResponse | null> => {
     if (attempt >= maximumAttempts) return Effect.succeed(null)
     const generation = call.merchant.keyGeneration
