@@ -1,6 +1,6 @@
 import { HttpApiBuilder, HttpServer, HttpServerRequest, type HttpServerResponse } from "@effect/platform"
 import * as HttpServerError from "@effect/platform/HttpServerError"
-import { Cause, Context, Effect, Exit, Fiber, Layer, Runtime, type RuntimeFlags, Scope } from "effect"
+import { Cause, Context, Effect, Exit, Fiber, Layer, Runtime, RuntimeFlags, Scope } from "effect"
 import { Acquirer, type AcquirerShape } from "../src/acquirer/Acquirer.ts"
 import { ApiLive, ServicesLive } from "../src/App.ts"
 import * as Config from "../src/platform/Config.ts"
@@ -71,7 +71,7 @@ interface Instance {
   readonly generation: number
   readonly scope: Scope.CloseableScope
   readonly context: Context.Context<AppContext>
-  readonly send: (request: SimRequest) => Effect.Effect<SimResponse | null>
+  readonly send: <A>(request: SimRequest, then: (response: SimResponse | null) => Effect.Effect<A>) => Effect.Effect<A>
   readonly open: (request: SimRequest) => Effect.Effect<Pending>
   readonly requests: Set<Fiber.RuntimeFiber<SimResponse>>
   readonly fence: Fence
@@ -199,7 +199,10 @@ export class SimulatedService {
       const app = yield* Effect.provide(HttpApiBuilder.httpApp, context)
       // The FiberRefs a request fiber starts from: the run's own (scheduler, clock, log level),
       // as the starting fiber holds them.
-      const { fiberRefs } = yield* Effect.runtime<never>()
+      const { fiberRefs, runtimeFlags: startFlags } = yield* Effect.runtime<never>()
+      // Its runtime flags: the run's, as the starting fiber holds them (every client fiber holds
+      // the same), interruptible as the Node server's request fibers are.
+      const runtimeFlags = RuntimeFlags.enable(startFlags, RuntimeFlags.Interruption)
       const requests = new Set<Fiber.RuntimeFiber<SimResponse>>()
       const serve = (scope: Scope.CloseableScope) =>
         (app as unknown as Effect.Effect<HttpServerResponse.HttpServerResponse, unknown>).pipe(
@@ -217,11 +220,12 @@ export class SimulatedService {
               )
           })
         )
-      // One fiber for each request, started with its context (the request and its scope)
-      // and the caller's runtime flags, as a fork inherits them: not forked from the caller,
-      // whose FiberRefs a fork would copy twice (`getFiberRefs` sets the runtime flags, then
-      // `forkAs`), with a third copy for the context set in the new fiber. Queued, not run at
-      // once, as a fork is.
+      // One fiber for each request, started with its context (the request and its scope) and the
+      // run's runtime flags (a server's fiber does not take its client's flags; every client
+      // fiber here has those same flags anyway, so no step a request reads them): not forked
+      // from the caller, whose FiberRefs a fork would copy twice (`getFiberRefs` sets the runtime
+      // flags, then `forkAs`), with a third copy for the context set in the new fiber. Queued,
+      // not run at once, as a fork is.
       //
       // The context holds only what the request path reads from its fiber at request time:
       // the request and its scope (the router adds the route and the search parameters, the
@@ -235,7 +239,7 @@ export class SimulatedService {
       // server gives its request fibers every service of the process: the same answers, but
       // the platform copies the request's context twice a request (the router's `new Map`,
       // the group's `Context.merge`), and those copies are of four entries here, not ~50.
-      const serveFiber = (request: SimRequest, scope: Scope.CloseableScope, runtimeFlags: RuntimeFlags.RuntimeFlags) => {
+      const serveFiber = (request: SimRequest, scope: Scope.CloseableScope) => {
         const services = new Map<string, unknown>()
         services.set(Scope.Scope.key, scope)
         services.set(HttpServerRequest.HttpServerRequest.key, request)
@@ -244,35 +248,34 @@ export class SimulatedService {
         requests.add(fiber)
         return fiber
       }
-      const send = (request: SimRequest): Effect.Effect<SimResponse | null> =>
-        Effect.flatMap(Scope.make(), (scope) =>
-          Effect.withFiberRuntime<SimResponse | null>((_caller, status) => {
-            const fiber = serveFiber(request, scope, status.runtimeFlags)
-            // `Fiber.await` without its canceller (the caller is never interrupted while it waits;
-            // if it were, the observer would resume nothing): `Fiber.await` wraps its async in an
-            // onInterrupt, and asks the child fiber by message to add the observer (~12 steps more).
-            // The fence is read when the caller resumes, as after `Fiber.await`.
-            return Effect.async<SimResponse | null>((resume) => {
-              fiber.addObserver((exit) => {
-                requests.delete(fiber)
-                // A reply completed after the instance died never leaves the process.
-                resume(Effect.sync(() => (Exit.isSuccess(exit) && !fence.dead ? exit.value : null)))
-              })
-            })
-          }))
-      // The same request, its answer awaited later (`awaitEither`).
-      const open = (request: SimRequest): Effect.Effect<Pending> =>
-        Effect.flatMap(Scope.make(), (scope) =>
-          Effect.withFiberRuntime<Pending>((_caller, status) => {
-            const fiber = serveFiber(request, scope, status.runtimeFlags)
-            const pending: Pending = { exit: null, fence, wake: null }
+      const send = <A>(request: SimRequest, then: (response: SimResponse | null) => Effect.Effect<A>): Effect.Effect<A> =>
+        Effect.flatMap(Scope.make(), (scope) => {
+          const fiber = serveFiber(request, scope)
+          // `Fiber.await` without its canceller (the caller is never interrupted while it waits;
+          // if it were, the observer would resume nothing): `Fiber.await` wraps its async in an
+          // onInterrupt, and asks the child fiber by message to add the observer (~12 steps more).
+          // The fence is read when the caller resumes, as after `Fiber.await`, and the caller's
+          // handling of the answer runs in that same step.
+          return Effect.async<A>((resume) => {
             fiber.addObserver((exit) => {
               requests.delete(fiber)
-              pending.exit = exit
-              if (pending.wake !== null) pending.wake()
+              // A reply completed after the instance died never leaves the process.
+              resume(Effect.suspend(() => then(Exit.isSuccess(exit) && !fence.dead ? exit.value : null)))
             })
-            return Effect.succeed(pending)
-          }))
+          })
+        })
+      // The same request, its answer awaited later (`awaitEither`).
+      const open = (request: SimRequest): Effect.Effect<Pending> =>
+        Effect.flatMap(Scope.make(), (scope) => {
+          const fiber = serveFiber(request, scope)
+          const pending: Pending = { exit: null, fence, wake: null }
+          fiber.addObserver((exit) => {
+            requests.delete(fiber)
+            pending.exit = exit
+            if (pending.wake !== null) pending.wake()
+          })
+          return Effect.succeed(pending)
+        })
       this.instance = { generation, scope, context, send, open, requests, fence }
     })
   })
@@ -310,13 +313,14 @@ export class SimulatedService {
   })
 
   /**
-   * Sends one request; null when the connection is refused or reset (service down or crashed).
+   * Sends one request and goes on with `then` of its answer: null when the connection is refused
+   * or reset (service down or crashed).
    * The instance is the one running when this is called: call it as the request is sent, from
    * the running client (no `Effect.suspend` a request to defer the look-up).
    */
-  send(request: SimRequest): Effect.Effect<SimResponse | null> {
+  send<A>(request: SimRequest, then: (response: SimResponse | null) => Effect.Effect<A>): Effect.Effect<A> {
     const instance = this.instance
-    return instance === null ? Effect.succeed(null) : instance.send(request)
+    return instance === null ? then(null) : instance.send(request, then)
   }
 
   /** Sends one request without awaiting its answer (`awaitEither`, then `answerOf`); as `send`, when it is sent. */

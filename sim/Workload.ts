@@ -183,7 +183,7 @@ export const makeWorkload = (
   const attemptAt = (call: Call, attempt: number): Effect.Effect<SimResponse | null> => {
     if (attempt >= maximumAttempts) return Effect.succeed(null)
     const generation = call.merchant.keyGeneration
-    return Effect.flatMap(service.send(requestOf(call)), (response) => {
+    return service.send(requestOf(call), (response) => {
       const next = answered(call, attempt, generation, response)
       return Effect.isEffect(next) ? next : Effect.succeed(next)
     })
