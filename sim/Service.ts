@@ -1,6 +1,6 @@
 import { HttpApiBuilder, HttpServer, HttpServerRequest, type HttpServerResponse } from "@effect/platform"
 import * as HttpServerError from "@effect/platform/HttpServerError"
-import { Cause, Context, Effect, Exit, Fiber, Layer, Runtime, Scope } from "effect"
+import { Cause, Context, Effect, Exit, Fiber, Layer, Runtime, RuntimeFlags, Scope } from "effect"
 import { Acquirer, type AcquirerShape } from "../src/acquirer/Acquirer.ts"
 import { ApiLive, ServicesLive } from "../src/App.ts"
 import * as Config from "../src/platform/Config.ts"
@@ -40,11 +40,6 @@ export interface Infrastructure {
   readonly webhookDispatchers?: number
 }
 
-/** `map.forEach(setOn, target)` copies `map` into `target` without an entry array per entry. */
-function setOn(this: Map<string, unknown>, value: unknown, key: string) {
-  this.set(key, value)
-}
-
 const appLayer = (infrastructure: Infrastructure) => {
   const base = Layer.mergeAll(
     Layer.succeed(Store, infrastructure.store),
@@ -76,10 +71,56 @@ interface Instance {
   readonly generation: number
   readonly scope: Scope.CloseableScope
   readonly context: Context.Context<AppContext>
-  readonly send: (request: SimRequest) => Effect.Effect<SimResponse | null>
+  readonly send: <A>(request: SimRequest, then: (response: SimResponse | null) => Effect.Effect<A>) => Effect.Effect<A>
+  readonly open: (request: SimRequest) => Effect.Effect<Pending>
   readonly requests: Set<Fiber.RuntimeFiber<SimResponse>>
   readonly fence: Fence
 }
+
+/**
+ * A request sent (`SimulatedService.open`) whose answer is awaited later (`awaitEither`): two
+ * racing requests of one client are two of these, awaited by the one fiber that sent them.
+ */
+export interface Pending {
+  /** How the request's fiber ended; null while it runs. */
+  exit: Exit.Exit<SimResponse> | null
+  /** The instance that serves it; null when the connection was refused (the service was down). */
+  readonly fence: Fence | null
+  /** Resumes the fiber awaiting this request (set while one waits). */
+  wake: (() => void) | null
+}
+
+const isSettled = (pending: Pending) => pending.fence === null || pending.exit !== null
+
+/**
+ * The first of two sent requests to be answered (`b` null: the one), the one that was answered
+ * already if any. No fiber of its own: the awaiting fiber resumes when the first request's fiber
+ * ends, as a fiber awaiting that request alone would.
+ */
+export const awaitEither = (a: Pending, b: Pending | null): Effect.Effect<Pending> =>
+  Effect.suspend(() => {
+    if (isSettled(a)) return Effect.succeed(a)
+    if (b !== null && isSettled(b)) return Effect.succeed(b)
+    return Effect.async<Pending>((resume) => {
+      const wake = (first: Pending) => () => {
+        a.wake = null
+        if (b !== null) b.wake = null
+        resume(Effect.succeed(first))
+      }
+      a.wake = wake(a)
+      if (b !== null) b.wake = wake(b)
+    })
+  })
+
+/**
+ * The answer of a settled request, read when its awaiting fiber resumes (as `send` reads it): null
+ * when the connection was refused or reset; a reply completed after the instance died never
+ * leaves the process.
+ */
+export const answerOf = (pending: Pending): SimResponse | null =>
+  pending.fence !== null && pending.exit !== null && Exit.isSuccess(pending.exit) && !pending.fence.dead ? pending.exit.value : null
+
+const refused: Pending = { exit: null, fence: null, wake: null }
 
 /** Set when the instance dies: from then on it reaches nothing outside the process. */
 export interface Fence {
@@ -156,14 +197,12 @@ export class SimulatedService {
       const scope = yield* Scope.make()
       const context = yield* Layer.buildWithScope(appLayer(fencedInfrastructure(this.infrastructure, fence)), scope)
       const app = yield* Effect.provide(HttpApiBuilder.httpApp, context)
-      // The caller's services merged with the instance's, kept for the caller's context object
-      // (every request of the workload comes from the same one): a request then copies this map
-      // once instead of re-merging the instance's ~40 services entry by entry.
-      let mergedFor: Context.Context<never> | null = null
-      let merged: Map<string, unknown> = new Map()
       // The FiberRefs a request fiber starts from: the run's own (scheduler, clock, log level),
       // as the starting fiber holds them.
-      const { fiberRefs } = yield* Effect.runtime<never>()
+      const { fiberRefs, runtimeFlags: startFlags } = yield* Effect.runtime<never>()
+      // Its runtime flags: the run's, as the starting fiber holds them (every client fiber holds
+      // the same), interruptible as the Node server's request fibers are.
+      const runtimeFlags = RuntimeFlags.enable(startFlags, RuntimeFlags.Interruption)
       const requests = new Set<Fiber.RuntimeFiber<SimResponse>>()
       const serve = (scope: Scope.CloseableScope) =>
         (app as unknown as Effect.Effect<HttpServerResponse.HttpServerResponse, unknown>).pipe(
@@ -181,42 +220,63 @@ export class SimulatedService {
               )
           })
         )
-      const send = (request: SimRequest): Effect.Effect<SimResponse | null> =>
-        Effect.flatMap(Scope.make(), (scope) =>
-          // One fiber for this one request, started with its context (the caller's services, the
-          // instance's, the request and its scope) and the caller's runtime flags, as a fork
-          // inherits them: not forked from the caller, whose FiberRefs a fork would copy twice
-          // (`getFiberRefs` sets the runtime flags, then `forkAs`), with a third copy for the
-          // context set in the new fiber. Queued, not run at once, as a fork is.
-          Effect.withFiberRuntime<SimResponse | null>((caller, status) => {
-            const parent = caller.currentContext
-            if (parent !== mergedFor) {
-              merged = new Map(parent.unsafeMap)
-              for (const [key, service] of context.unsafeMap) merged.set(key, service)
-              mergedFor = parent
-            }
-            // Copied with forEach: `new Map(map)` walks the iterator protocol here, an entry
-            // array and a result object per service (~13% of a run's allocations were Map copies).
-            const services = new Map<string, unknown>()
-            merged.forEach(setOn, services)
-            services.set(Scope.Scope.key, scope)
-            services.set(HttpServerRequest.HttpServerRequest.key, request)
-            const runtime = Runtime.make({ context: Context.unsafeMake<never>(services), runtimeFlags: status.runtimeFlags, fiberRefs })
-            const fiber = Runtime.runFork(runtime)(serve(scope), { immediate: false })
-            requests.add(fiber)
-            // `Fiber.await` without its canceller (the caller is never interrupted while it waits;
-            // if it were, the observer would resume nothing): `Fiber.await` wraps its async in an
-            // onInterrupt, and asks the child fiber by message to add the observer (~12 steps more).
-            // The fence is read when the caller resumes, as after `Fiber.await`.
-            return Effect.async<SimResponse | null>((resume) => {
-              fiber.addObserver((exit) => {
-                requests.delete(fiber)
-                // A reply completed after the instance died never leaves the process.
-                resume(Effect.sync(() => (Exit.isSuccess(exit) && !fence.dead ? exit.value : null)))
-              })
+      // One fiber for each request, started with its context (the request and its scope) and the
+      // run's runtime flags (a server's fiber does not take its client's flags; every client
+      // fiber here has those same flags anyway, so no step a request reads them): not forked
+      // from the caller, whose FiberRefs a fork would copy twice (`getFiberRefs` sets the runtime
+      // flags, then `forkAs`), with a third copy for the context set in the new fiber. Queued,
+      // not run at once, as a fork is.
+      //
+      // The context holds only what the request path reads from its fiber at request time:
+      // the request and its scope (the router adds the route and the search parameters, the
+      // edge a body limit). Everything else it needs was captured when the app was built:
+      // each handler group runs with the services its layer was built with (HttpApiBuilder
+      // merges them under the request's own), the edge, authentication and rate limiter
+      // hold theirs, and the error encoder is provided its own. The optional reads
+      // (`ServiceInstance`, a tracing parent span) find nothing here, as they found nothing
+      // in the instance's services either; a required read of a service added later would
+      // die loudly (a 500, the `no-internal-errors` law), never pass silently. The Node
+      // server gives its request fibers every service of the process: the same answers, but
+      // the platform copies the request's context twice a request (the router's `new Map`,
+      // the group's `Context.merge`), and those copies are of four entries here, not ~50.
+      const serveFiber = (request: SimRequest, scope: Scope.CloseableScope) => {
+        const services = new Map<string, unknown>()
+        services.set(Scope.Scope.key, scope)
+        services.set(HttpServerRequest.HttpServerRequest.key, request)
+        const runtime = Runtime.make({ context: Context.unsafeMake<never>(services), runtimeFlags, fiberRefs })
+        const fiber = Runtime.runFork(runtime)(serve(scope), { immediate: false })
+        requests.add(fiber)
+        return fiber
+      }
+      const send = <A>(request: SimRequest, then: (response: SimResponse | null) => Effect.Effect<A>): Effect.Effect<A> =>
+        Effect.flatMap(Scope.make(), (scope) => {
+          const fiber = serveFiber(request, scope)
+          // `Fiber.await` without its canceller (the caller is never interrupted while it waits;
+          // if it were, the observer would resume nothing): `Fiber.await` wraps its async in an
+          // onInterrupt, and asks the child fiber by message to add the observer (~12 steps more).
+          // The fence is read when the caller resumes, as after `Fiber.await`, and the caller's
+          // handling of the answer runs in that same step.
+          return Effect.async<A>((resume) => {
+            fiber.addObserver((exit) => {
+              requests.delete(fiber)
+              // A reply completed after the instance died never leaves the process.
+              resume(Effect.suspend(() => then(Exit.isSuccess(exit) && !fence.dead ? exit.value : null)))
             })
-          }))
-      this.instance = { generation, scope, context, send, requests, fence }
+          })
+        })
+      // The same request, its answer awaited later (`awaitEither`).
+      const open = (request: SimRequest): Effect.Effect<Pending> =>
+        Effect.flatMap(Scope.make(), (scope) => {
+          const fiber = serveFiber(request, scope)
+          const pending: Pending = { exit: null, fence, wake: null }
+          fiber.addObserver((exit) => {
+            requests.delete(fiber)
+            pending.exit = exit
+            if (pending.wake !== null) pending.wake()
+          })
+          return Effect.succeed(pending)
+        })
+      this.instance = { generation, scope, context, send, open, requests, fence }
     })
   })
 
@@ -252,12 +312,21 @@ export class SimulatedService {
       Effect.exit(Effect.zipRight(Fiber.interruptAll(instance.requests), Scope.close(instance.scope, Exit.void))), { discard: true })
   })
 
-  /** Sends one request; null when the connection is refused or reset (service down or crashed). */
-  send(request: SimRequest): Effect.Effect<SimResponse | null> {
-    return Effect.suspend(() => {
-      const instance = this.instance
-      return instance === null ? Effect.succeed(null) : instance.send(request)
-    })
+  /**
+   * Sends one request and goes on with `then` of its answer: null when the connection is refused
+   * or reset (service down or crashed).
+   * The instance is the one running when this is called: call it as the request is sent, from
+   * the running client (no `Effect.suspend` a request to defer the look-up).
+   */
+  send<A>(request: SimRequest, then: (response: SimResponse | null) => Effect.Effect<A>): Effect.Effect<A> {
+    const instance = this.instance
+    return instance === null ? then(null) : instance.send(request, then)
+  }
+
+  /** Sends one request without awaiting its answer (`awaitEither`, then `answerOf`); as `send`, when it is sent. */
+  open(request: SimRequest): Effect.Effect<Pending> {
+    const instance = this.instance
+    return instance === null ? Effect.succeed(refused) : instance.open(request)
   }
 
   /** Runs an effect against the running instance's services (bootstrap, like the CLI does). */

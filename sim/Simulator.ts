@@ -236,7 +236,8 @@ export const runSimulation = (options: SimOptions): SimResult => {
   if (!auditor.failed) {
     auditor.audit(state)
     disputes.audit()
-    for (const [id, expected] of workload.expectations) {
+    for (const expected of workload.expectations) {
+      const id = expected.paymentId
       const payment = state.payments.get(id)
       if (payment === undefined || expected.uncertain) continue
       if (expected.capturedCents !== null) {

@@ -6,7 +6,7 @@ import type { Auditor } from "./Auditor.ts"
 import { makeRequest, type SimResponse } from "./Http.ts"
 import type { SimOptions } from "./Options.ts"
 import type { Prng } from "./Prng.ts"
-import type { SimulatedService } from "./Service.ts"
+import { answerOf, awaitEither, type SimulatedService } from "./Service.ts"
 import type { Trace } from "./Trace.ts"
 
 /**
@@ -44,6 +44,7 @@ interface Transaction {
 
 /** What the merchant was told about a payment: the money the service accepted to move. */
 export interface Expectation {
+  readonly paymentId: string
   capturedCents: number | null
   refundedCents: number
   /**
@@ -80,7 +81,11 @@ export const makeWorkload = (
   horizonEndMs: number
 ) => {
   const stats: WorkloadStats = { requests: 0, byStatus: {}, dropped: 0, lostCreates: 0, scriptsStarted: 0, scriptsFinished: 0, rotations: 0, keyRecoveries: 0 }
-  const expectations = new Map<string, Expectation>()
+  /**
+   * One a created payment, in creation order, checked at the end of the run: a list, not a map
+   * by payment (one entry a payment for the whole run, never looked up before the end).
+   */
+  const expectations: Array<Expectation> = []
   /** The payment each script created, and what runs when its script ends (sim/Disputes.ts). */
   const scriptPayments = new Map<number, string>()
   const hooks = { onPaymentFinished: (_paymentId: string): Effect.Effect<void> => Effect.void }
@@ -174,44 +179,89 @@ export const makeWorkload = (
    */
   const send = (call: Call): Effect.Effect<SimResponse | null> => Effect.suspend(() => attemptAt(call, 0))
 
+  /** One attempt, sent when this is called (from `send`'s suspend or a retry's): `service.send` is eager. */
   const attemptAt = (call: Call, attempt: number): Effect.Effect<SimResponse | null> => {
     if (attempt >= maximumAttempts) return Effect.succeed(null)
     const generation = call.merchant.keyGeneration
-    const headers: Record<string, string> = call.key === undefined ? {} : { "x-idempotency-key": call.key }
-    const again = Effect.suspend(() => attemptAt(call, attempt + 1))
-    return Effect.flatMap(service.send(makeRequest(call.method, call.path, call.merchant.apiKey, call.body, headers)), (response) => {
-      record(call, generation, response)
-      if (response === null) {
-        stats.dropped++
-        if (call.noRetryOnDrop === true) return Effect.succeed(null)
-        return Effect.zipRight(Effect.sleep(Math.min(30_000, 500 * 2 ** Math.min(attempt, 6)) + prng.int(0, 500)), again)
-      }
-      auditor.check(response.status !== 500, "no-internal-errors", () => `${call.method} ${call.path} answered 500: ${response.body}`)
-      if (response.status > 500) {
-        // CONTRACT section 3: the only other 5xx is 503 service_unavailable, with Retry-After.
-        const error = errorOf(response)
-        auditor.check(
-          response.status === 503 && error?.code === "service_unavailable" && error.type === "api_error" && response.headers["retry-after"] !== undefined,
-          "service-unavailable-answer",
-          () => `${call.method} ${call.path} answered ${response.status} ${response.body.slice(0, 200)} (retry-after ${response.headers["retry-after"]})`
-        )
-      }
-      checkReplay(call, response)
-      if (response.status === 401) {
-        if (call.allow401 === true) return Effect.succeed(response)
-        auditor.check(call.merchant.keyGeneration !== generation || call.merchant.keyUncertain === true, "valid-key-accepted", () =>
-          `${call.method} ${call.path}: the current API key was refused`)
-        // Try again with the key the merchant holds by then (after a rotation or its recovery).
-        if (call.merchant.keyGeneration === generation) return Effect.zipRight(Effect.sleep(5_000 + prng.int(0, 1_000)), again)
-        return again
-      }
-      if (response.status === 429 || response.status === 503 || (response.status === 409 && response.body.includes("idempotency_in_progress"))) {
-        const retryAfterSeconds = Number(response.headers["retry-after"] ?? "1")
-        return Effect.zipRight(Effect.sleep(Math.max(1, retryAfterSeconds) * 1_000 + prng.int(0, 1_000)), again)
-      }
-      return Effect.succeed(response)
+    return service.send(requestOf(call), (response) => {
+      const next = answered(call, attempt, generation, response)
+      return Effect.isEffect(next) ? next : Effect.succeed(next)
     })
   }
+
+  const requestOf = (call: Call) =>
+    makeRequest(call.method, call.path, call.merchant.apiKey, call.body, call.key === undefined ? {} : { "x-idempotency-key": call.key })
+
+  /**
+   * What the client does with the answer to one attempt (sent with the key of `generation`): the
+   * final answer, or the effect that retries (after its wait) and gives the final answer.
+   */
+  const answered = (call: Call, attempt: number, generation: number, response: SimResponse | null): SimResponse | null | Effect.Effect<SimResponse | null> => {
+    const again = Effect.suspend(() => attemptAt(call, attempt + 1))
+    record(call, generation, response)
+    if (response === null) {
+      stats.dropped++
+      if (call.noRetryOnDrop === true) return null
+      return Effect.zipRight(Effect.sleep(Math.min(30_000, 500 * 2 ** Math.min(attempt, 6)) + prng.int(0, 500)), again)
+    }
+    auditor.check(response.status !== 500, "no-internal-errors", () => `${call.method} ${call.path} answered 500: ${response.body}`)
+    if (response.status > 500) {
+      // CONTRACT section 3: the only other 5xx is 503 service_unavailable, with Retry-After.
+      const error = errorOf(response)
+      auditor.check(
+        response.status === 503 && error?.code === "service_unavailable" && error.type === "api_error" && response.headers["retry-after"] !== undefined,
+        "service-unavailable-answer",
+        () => `${call.method} ${call.path} answered ${response.status} ${response.body.slice(0, 200)} (retry-after ${response.headers["retry-after"]})`
+      )
+    }
+    checkReplay(call, response)
+    if (response.status === 401) {
+      if (call.allow401 === true) return response
+      auditor.check(call.merchant.keyGeneration !== generation || call.merchant.keyUncertain === true, "valid-key-accepted", () =>
+        `${call.method} ${call.path}: the current API key was refused`)
+      // Try again with the key the merchant holds by then (after a rotation or its recovery).
+      if (call.merchant.keyGeneration === generation) return Effect.zipRight(Effect.sleep(5_000 + prng.int(0, 1_000)), again)
+      return again
+    }
+    if (response.status === 429 || response.status === 503 || (response.status === 409 && response.body.includes("idempotency_in_progress"))) {
+      const retryAfterSeconds = Number(response.headers["retry-after"] ?? "1")
+      return Effect.zipRight(Effect.sleep(Math.max(1, retryAfterSeconds) * 1_000 + prng.int(0, 1_000)), again)
+    }
+    return response
+  }
+
+  /**
+   * Two logical requests at once (racing): both first attempts are sent together, and each answer
+   * is handled as it arrives, in the order they arrive, by this one fiber (no fiber per request
+   * beyond the service's own, as `Effect.all` with concurrency 2 would fork, plus the fiber that
+   * runs them). A request that must retry while the other is still unanswered goes on
+   * concurrently with it (`Effect.all`: the rare case).
+   */
+  const sendBoth = (a: Call, b: Call): Effect.Effect<[SimResponse | null, SimResponse | null]> =>
+    Effect.suspend(() => {
+      const generationA = a.merchant.keyGeneration
+      const sentA = service.open(requestOf(a))
+      return Effect.flatMap(sentA, (pendingA) => {
+        const generationB = b.merchant.keyGeneration
+        return Effect.flatMap(service.open(requestOf(b)), (pendingB) =>
+          Effect.flatMap(awaitEither(pendingA, pendingB), (first) => {
+            const firstIsA = first === pendingA
+            const next = firstIsA
+              ? answered(a, 0, generationA, answerOf(pendingA))
+              : answered(b, 0, generationB, answerOf(pendingB))
+            const other = firstIsA ? pendingB : pendingA
+            // The other request's answer, handled when it arrives.
+            const rest = Effect.flatMap(awaitEither(other, null), (pending) => {
+              const last = firstIsA ? answered(b, 0, generationB, answerOf(pending)) : answered(a, 0, generationA, answerOf(pending))
+              return Effect.isEffect(last) ? last : Effect.succeed(last)
+            })
+            const both = Effect.isEffect(next)
+              ? Effect.all([next, rest], { concurrency: 2 })
+              : Effect.map(rest, (last) => [next, last] as const)
+            return Effect.map(both, ([x, y]): [SimResponse | null, SimResponse | null] => (firstIsA ? [x, y] : [y, x]))
+          }))
+      })
+    })
 
   const parseTransaction = (response: SimResponse): Transaction | null => {
     if (response.status < 200 || response.status >= 300) return null
@@ -312,7 +362,7 @@ export const makeWorkload = (
         : { merchant, method: "POST", path: "/api/v1/transactions", body, key }
       let response: SimResponse | null
       if (key !== undefined && prng.chance(mix.duplicateCreate)) {
-        const [first, second] = yield* Effect.all([send(create), send(create)], { concurrency: 2 })
+        const [first, second] = yield* sendBoth(create, create)
         response = first
         const a = first === null ? null : parseTransaction(first)
         const b = second === null ? null : parseTransaction(second)
@@ -328,8 +378,8 @@ export const makeWorkload = (
       let transaction: Transaction | null = parseTransaction(response)
       if (transaction === null) return
       const known: Known = { body: response.body, transaction }
-      const expectation: Expectation = { capturedCents: null, refundedCents: 0, uncertain: false }
-      expectations.set(transaction.id, expectation)
+      const expectation: Expectation = { paymentId: transaction.id, capturedCents: null, refundedCents: 0, uncertain: false }
+      expectations.push(expectation)
       scriptPayments.set(n, transaction.id)
       const unanswered = (...responses: ReadonlyArray<SimResponse | null>) => {
         if (responses.includes(null)) expectation.uncertain = true
@@ -360,10 +410,10 @@ export const makeWorkload = (
       if (transaction.status === "authorized" && manual) {
         yield* Effect.sleep(prng.exponential(30 * 60_000))
         if (prng.chance(mix.racingOperations)) {
-          const [captured, voided] = yield* Effect.all([
-            send({ merchant, method: "POST", path: `/api/v1/transactions/${id}/capture`, body: "{}", key: `capture-${n}` }),
-            send({ merchant, method: "POST", path: `/api/v1/transactions/${id}/void`, body: "{}", key: `void-${n}` })
-          ], { concurrency: 2 })
+          const [captured, voided] = yield* sendBoth(
+            { merchant, method: "POST", path: `/api/v1/transactions/${id}/capture`, body: "{}", key: `capture-${n}` },
+            { merchant, method: "POST", path: `/api/v1/transactions/${id}/void`, body: "{}", key: `void-${n}` }
+          )
           unanswered(captured, voided)
           const wins = [captured, voided].filter((r) => r?.status === 200).length
           expect(wins === 1 || (captured?.status === 409 && voided?.status === 409), `racing capture and void of ${id} (one wins)`, captured)
@@ -416,10 +466,10 @@ export const makeWorkload = (
           } else if (kind === "race") {
             const each = Math.max(1, Math.ceil(remainder * 0.6))
             const body = JSON.stringify({ amount_cents: each })
-            const answers = yield* Effect.all([
-              send({ merchant, method: "POST", path, body, key: `refund-${n}-${r}a` }),
-              send({ merchant, method: "POST", path, body, key: `refund-${n}-${r}b` })
-            ], { concurrency: 2 })
+            const answers = yield* sendBoth(
+              { merchant, method: "POST", path, body, key: `refund-${n}-${r}a` },
+              { merchant, method: "POST", path, body, key: `refund-${n}-${r}b` }
+            )
             unanswered(...answers)
             const accepted = answers.filter((a) => a?.status === 200).length
             auditor.check(accepted * each <= remainder, "refunds-within-capture", () => `racing refunds on ${id}: ${accepted} × ${each} accepted with ${remainder} left`)
@@ -478,7 +528,7 @@ export const makeWorkload = (
         // From the first commit of a rotation until the merchant holds its answer, the key it
         // uses may already be revoked (a twin rotation won, or a reply was lost and retried).
         merchant.keyUncertain = true
-        const answers = racing ? yield* Effect.all([send(call), send(call)], { concurrency: 2 }) : [yield* send(call)]
+        const answers = racing ? yield* sendBoth(call, call) : [yield* send(call)]
         const won = answers.filter((a) => a?.status === 201)
         auditor.check(won.length <= 1, "one-rotation-wins", () => `two rotations of ${merchant.keyId} both succeeded`)
         for (const answer of answers) {
