@@ -12,7 +12,7 @@ import { maximumSeriesRows, modelStats, periodStart, Store, unrecordedModel } fr
 import { emptyWebhookState, memoryWebhookOperations, type WebhookMemoryState } from "./MemoryWebhookStore.ts"
 import { WebhookStore } from "./WebhookStore.ts"
 import { MinHeap } from "../platform/MinHeap.ts"
-import { canonicalIsoMs } from "../domain/Time.ts"
+import { canonicalIsoMs, isoAt } from "../domain/Time.ts"
 
 interface IdempotencyRow {
   owner?: string | null
@@ -236,19 +236,29 @@ const merchantAccounts: ReadonlySet<Account> = new Set<Account>(["merchant_pendi
  */
 export class Sightings {
   readonly times: Array<number> = []
-  readonly texts: Array<string> = []
   readonly ids: Array<string> = []
-  /** Card lists: 1 while the payment's status is "failed" (kept by `commit`), else 0. */
-  readonly failed: Array<number> = []
-  /** Merchant lists: the running total of the amounts (index i: rows 0..i; amounts never change). */
-  readonly totals: Array<number> = []
+  /**
+   * Card lists: 1 while the payment's status is "failed" (kept by `commit`), else 0. Merchant
+   * lists: the running total of the amounts (index i: rows 0..i; amounts never change).
+   */
+  readonly values: Array<number> = []
+  /**
+   * The creation times as texts, made the first time one is needed (a non-canonical time in the
+   * list or in a query: never in the simulator), then kept with the list. (A canonical time's
+   * text is `isoAt` of its ms, byte for byte.)
+   */
+  private textList: Array<string> | null = null
   canonical = true
+
+  get texts(): Array<string> {
+    return this.textList ??= this.times.map((ms) => isoAt(ms))
+  }
 
   /** Where (time, text, id) goes: after every row before it (concurrent creates may commit out of order). */
   placeOf(time: number, text: string, id: string): number {
-    const times = this.times
-    let at = times.length
+    let at = this.times.length
     if (time === time && this.canonical) {
+      const times = this.times
       while (at > 0 && (time < times[at - 1]! || (time === times[at - 1]! && id < this.ids[at - 1]!))) at--
     } else {
       const texts = this.texts
@@ -263,26 +273,29 @@ export class Sightings {
     return at >= 0 && this.ids[at] === id ? at : -1
   }
 
+  /** Adds a row; `amount` null: a card list's row (`failed` its flag), else a merchant list's. */
   insert(time: number, text: string, id: string, failed: number, amount: number | null): void {
     const at = this.placeOf(time, text, id)
-    if (time !== time) this.canonical = false
+    if (time !== time && this.canonical) {
+      void this.texts
+      this.canonical = false
+    }
+    const values = this.values
     const n = this.times.length
     if (at === n) {
       this.times.push(time)
-      this.texts.push(text)
       this.ids.push(id)
-      if (amount === null) this.failed.push(failed)
-      else this.totals.push((n === 0 ? 0 : this.totals[n - 1]!) + amount)
+      this.textList?.push(text)
+      values.push(amount === null ? failed : (n === 0 ? 0 : values[n - 1]!) + amount)
       return
     }
     this.times.splice(at, 0, time)
-    this.texts.splice(at, 0, text)
     this.ids.splice(at, 0, id)
-    if (amount === null) this.failed.splice(at, 0, failed)
+    this.textList?.splice(at, 0, text)
+    if (amount === null) values.splice(at, 0, failed)
     else {
-      const totals = this.totals
-      totals.splice(at, 0, (at === 0 ? 0 : totals[at - 1]!) + amount)
-      for (let i = at + 1; i < totals.length; i++) totals[i] = totals[i]! + amount
+      values.splice(at, 0, (at === 0 ? 0 : values[at - 1]!) + amount)
+      for (let i = at + 1; i < values.length; i++) values[i] = values[i]! + amount
     }
   }
 
@@ -359,7 +372,7 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
     const card = state.cardAttempts.get(payment.merchantId)?.get(payment.cardToken)
     if (card === undefined) return
     const at = card.indexOf(timeOf(payment.createdAt), payment.createdAt, payment.id)
-    if (at >= 0) card.failed[at] = failed ? 1 : 0
+    if (at >= 0) card.values[at] = failed ? 1 : 0
   }
   /** A payment that became settleable joins the index, waiting for a cut-off to pass its capture time. */
   const indexSettleable = (payment: Payment) => {
@@ -412,7 +425,7 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
       const daySinceMs = timeOf(windows.daySince)
       const hourSinceMs = timeOf(windows.hourSince)
       const dayLimit = windows.dayLimit
-      const failed = card.failed
+      const failed = card.values
       if (card.canonical && daySinceMs === daySinceMs && hourSinceMs === hourSinceMs) {
         const times = card.times
         for (let i = top; i >= 0; i--) {
@@ -445,7 +458,7 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
       const skip = excluded === undefined || excluded.merchantId !== merchantId || excluded.currency !== currency
         ? -1
         : amounts.indexOf(excludedMs, excluded.createdAt, excluded.id)
-      const totals = amounts.totals
+      const totals = amounts.values
       const window = windows.amountWindow
       // The newest `window` rows of the first `rows`, the excluded one passed over.
       const counted = skip >= 0 && skip < rows ? rows - 1 : rows
