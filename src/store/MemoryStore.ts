@@ -235,13 +235,14 @@ const merchantAccounts: ReadonlySet<Account> = new Set<Account>(["merchant_pendi
  * time (`canonical` false) or a query with a non-canonical bound compares the texts, as before.
  */
 export class Sightings {
-  readonly times: Array<number> = []
-  readonly ids: Array<string> = []
+  // (Replaced while short, see `insert`.)
+  times: Array<number> = []
+  ids: Array<string> = []
   /**
    * Card lists: 1 while the payment's status is "failed" (kept by `commit`), else 0. Merchant
    * lists: the running total of the amounts (index i: rows 0..i; amounts never change).
    */
-  readonly values: Array<number> = []
+  values: Array<number> = []
   /**
    * The creation times as texts, made the first time one is needed (a non-canonical time in the
    * list or in a query: never in the simulator), then kept with the list. (A canonical time's
@@ -283,10 +284,19 @@ export class Sightings {
     const values = this.values
     const n = this.times.length
     if (at === n) {
-      this.times.push(time)
-      this.ids.push(id)
+      const value = amount === null ? failed : (n === 0 ? 0 : values[n - 1]!) + amount
       this.textList?.push(text)
-      values.push(amount === null ? failed : (n === 0 ? 0 : values[n - 1]!) + amount)
+      if (n >= shortList) {
+        this.times.push(time)
+        this.ids.push(id)
+        values.push(value)
+        return
+      }
+      // Most lists (a card's payments at a merchant) stay short: a push onto a full array would
+      // leave ~16 empty slots in each of the three for the whole run; a short one is copied.
+      this.times = this.times.concat([time])
+      this.ids = this.ids.concat([id])
+      this.values = values.concat([value])
       return
     }
     this.times.splice(at, 0, time)
@@ -321,6 +331,9 @@ export class Sightings {
     return at
   }
 }
+
+/** Lists shorter than this grow by a copy of exactly their length plus one (`Sightings.insert`). */
+const shortList = 8
 
 /** The inner map of `outer`'s `key`, made when missing. */
 const inner = <A>(outer: Map<string, Map<string, A>>, key: string): Map<string, A> => {
@@ -363,9 +376,11 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
     const payment = change.payment
     const failed = payment.status === "failed"
     if (previous !== undefined && (previous.status === "failed") !== failed) markFailed(payment, failed)
-    // A payment committed before (`previous`) has its place already: no look-up in a map of every payment.
-    if (previous === undefined && !state.paymentOrder.has(payment.id)) state.paymentOrder.set(payment.id, state.paymentOrder.size)
+    // A payment committed before (`previous`) has its place already; a new one is new to `payments`
+    // (which never loses one) iff it is new to `paymentOrder`: its size says so, no look-up.
+    const known = state.payments.size
     state.payments.set(payment.id, payment)
+    if (previous === undefined && state.payments.size !== known) state.paymentOrder.set(payment.id, state.paymentOrder.size)
     if (isSettleable(payment)) indexSettleable(payment)
     if (nextStep(payment) === null) state.inFlight.delete(payment.id)
     else state.inFlight.add(payment.id)
