@@ -440,6 +440,8 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
     const untilMs = timeOf(until)
     const card = state.cardAttempts.get(merchantId)?.get(cardToken)
     const amounts = state.merchantAmounts.get(merchantId)?.get(currency)
+    historyCard = card
+    historyAmounts = amounts
     // The payment itself, when stored (a create asks before it is).
     const excluded = card === undefined && amounts === undefined ? undefined : state.payments.get(excludePaymentId)
     const excludedMs = excluded === undefined ? Number.NaN : timeOf(excluded.createdAt)
@@ -505,12 +507,19 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
       merchantAmountSumCents: sum
     }
   }
-  const remember = (payment: Payment) => {
+  /**
+   * The lists the last `history` found (undefined: none yet): a create remembers its payment in
+   * the very lists its history read (nothing changes them between), without looking them up again.
+   */
+  let historyCard: Sightings | undefined
+  let historyAmounts: Sightings | undefined
+  /** Adds a new payment to its history lists (`card`, `amounts`: those lists, when known to exist). */
+  const remember = (payment: Payment, card: Sightings | undefined, amounts: Sightings | undefined) => {
     const text = payment.createdAt
     const time = timeOf(text)
-    sightingsOf(inner(state.cardAttempts, payment.merchantId), payment.cardToken)
+    ;(card ?? sightingsOf(inner(state.cardAttempts, payment.merchantId), payment.cardToken))
       .insert(time, text, payment.id, payment.status === "failed" ? 1 : 0, null)
-    sightingsOf(inner(state.merchantAmounts, payment.merchantId), payment.currency)
+    ;(amounts ?? sightingsOf(inner(state.merchantAmounts, payment.merchantId), payment.currency))
       .insert(time, text, payment.id, 0, payment.amountCents)
   }
   /** Sets an idempotency row, its expiry queued for the purge. */
@@ -622,7 +631,7 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
           if (claim !== undefined && claim.state === "in_progress") claim.appliedTo = payment.id
         }
         commit(change, undefined)
-        remember(payment)
+        remember(payment, undefined, undefined)
         return { _tag: "Inserted" as const }
       }),
     openPayment: (open) =>
@@ -639,8 +648,10 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
           state.paymentsByIdempotencyKey.set(claim.merchantId, claim.key, payment.id)
         }
         const found = history(open.history, payment.merchantId, payment.cardToken, payment.currency, payment.createdAt, payment.id)
+        const card = historyCard
+        const amounts = historyAmounts
         commit(open.change, undefined)
-        remember(payment)
+        remember(payment, card, amounts)
         return { _tag: "Opened" as const, history: found }
       }),
     readForCommand: ({ merchantId, paymentId, commandKey }) =>
