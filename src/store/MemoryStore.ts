@@ -12,6 +12,7 @@ import { maximumSeriesRows, modelStats, periodStart, Store, unrecordedModel } fr
 import { emptyWebhookState, memoryWebhookOperations, type WebhookMemoryState } from "./MemoryWebhookStore.ts"
 import { WebhookStore } from "./WebhookStore.ts"
 import { MinHeap } from "../platform/MinHeap.ts"
+import { canonicalIsoMs, isoAt } from "../domain/Time.ts"
 
 interface IdempotencyRow {
   owner?: string | null
@@ -92,10 +93,8 @@ export interface MemoryState {
   readonly instances: Map<string, string>
   /** Payments per merchant and card token, and per merchant and currency, oldest first (fraud history). */
   /** (By merchant, then card token or currency: no key text built and hashed per look-up.) */
-  readonly cardAttempts: Map<string, Map<string, Array<Sighting>>>
-  readonly merchantAmounts: Map<string, Map<string, Array<Sighting>>>
-  /** Per merchant and currency, the running total of `merchantAmounts`' amounts (index i: rows 0..i). */
-  readonly merchantAmountTotals: Map<string, Map<string, Array<number>>>
+  readonly cardAttempts: Map<string, Map<string, Sightings>>
+  readonly merchantAmounts: Map<string, Map<string, Sightings>>
   /** Webhook deliveries and rotated secrets (MemoryWebhookStore). */
   readonly webhooks: WebhookMemoryState
 }
@@ -170,7 +169,6 @@ export const emptyState = (): MemoryState => ({
   instances: new Map(),
   cardAttempts: new Map(),
   merchantAmounts: new Map(),
-  merchantAmountTotals: new Map(),
   webhooks: emptyWebhookState()
 })
 
@@ -228,28 +226,114 @@ export class ScopedMap<V> {
 /** The accounts a merchant's balance is made of; authorization holds are not money owed yet. */
 const merchantAccounts: ReadonlySet<Account> = new Set<Account>(["merchant_pending", "merchant_available", "merchant_reserved"])
 
-/** A payment in a history list: ordered by creation time, then id (PostgreSQL's order in `historyColumns`). */
-export interface Sighting {
-  readonly createdAt: string
-  readonly id: string
-  /** Never changes (`immutable-fields`): the merchant's usual amount is summed without looking the payment up. */
-  readonly amountCents: number
+/**
+ * A history list (a card's payments at a merchant, or a merchant's in a currency), ordered by
+ * creation time, then id (PostgreSQL's order in `historyColumns`), as parallel arrays: a scan
+ * reads numbers side by side, not a sighting object and its time text per payment spread through
+ * the heap. `times` holds each creation time's ms when the text is canonical (`canonicalIsoMs`:
+ * then ms order is the texts' order, equal ms equal texts) and NaN otherwise; a list with such a
+ * time (`canonical` false) or a query with a non-canonical bound compares the texts, as before.
+ */
+export class Sightings {
+  // (Replaced while short, see `insert`.)
+  times: Array<number> = []
+  ids: Array<string> = []
   /**
-   * Whether the payment's status is "failed" now, kept by `commit` (a change of it finds the
-   * sighting in the card's list): the day's declines are counted without a look-up per sighting.
+   * Card lists: 1 while the payment's status is "failed" (kept by `commit`), else 0. Merchant
+   * lists: the running total of the amounts (index i: rows 0..i; amounts never change).
    */
-  failed: boolean
-}
-const before = (a: Sighting, b: Sighting) => a.createdAt < b.createdAt || (a.createdAt === b.createdAt && a.id < b.id)
+  values: Array<number> = []
+  /**
+   * The creation times as texts, made the first time one is needed (a non-canonical time in the
+   * list or in a query: never in the simulator), then kept with the list. (A canonical time's
+   * text is `isoAt` of its ms, byte for byte.)
+   */
+  private textList: Array<string> | null = null
+  canonical = true
 
-/** Concurrent creates may commit out of creation order; the lists stay sorted. */
-const insertSorted = (map: Map<string, Array<Sighting>>, key: string, sighting: Sighting) => {
-  const list = map.get(key)
-  if (list === undefined) return void map.set(key, [sighting])
-  let at = list.length
-  while (at > 0 && before(sighting, list[at - 1]!)) at--
-  list.splice(at, 0, sighting)
+  get texts(): Array<string> {
+    return this.textList ??= this.times.map((ms) => isoAt(ms))
+  }
+
+  /** Where (time, text, id) goes: after every row before it (concurrent creates may commit out of order). */
+  placeOf(time: number, text: string, id: string): number {
+    let at = this.times.length
+    if (time === time && this.canonical) {
+      const times = this.times
+      while (at > 0 && (time < times[at - 1]! || (time === times[at - 1]! && id < this.ids[at - 1]!))) at--
+    } else {
+      const texts = this.texts
+      while (at > 0 && (text < texts[at - 1]! || (text === texts[at - 1]! && id < this.ids[at - 1]!))) at--
+    }
+    return at
+  }
+
+  /** The row of payment `id` created at `text` (time `time`), or -1. */
+  indexOf(time: number, text: string, id: string): number {
+    const at = this.placeOf(time, text, id) - 1
+    return at >= 0 && this.ids[at] === id ? at : -1
+  }
+
+  /** Adds a row; `amount` null: a card list's row (`failed` its flag), else a merchant list's. */
+  insert(time: number, text: string, id: string, failed: number, amount: number | null): void {
+    const at = this.placeOf(time, text, id)
+    if (time !== time && this.canonical) {
+      void this.texts
+      this.canonical = false
+    }
+    const values = this.values
+    const n = this.times.length
+    if (at === n) {
+      const value = amount === null ? failed : (n === 0 ? 0 : values[n - 1]!) + amount
+      this.textList?.push(text)
+      if (n >= shortList) {
+        this.times.push(time)
+        this.ids.push(id)
+        values.push(value)
+        return
+      }
+      // Most lists (a card's payments at a merchant) stay short: a push onto a full array would
+      // leave ~16 empty slots in each of the three for the whole run; a short one is copied.
+      this.times = this.times.concat([time])
+      this.ids = this.ids.concat([id])
+      this.values = values.concat([value])
+      return
+    }
+    this.times.splice(at, 0, time)
+    this.ids.splice(at, 0, id)
+    this.textList?.splice(at, 0, text)
+    if (amount === null) values.splice(at, 0, failed)
+    else {
+      values.splice(at, 0, (at === 0 ? 0 : values[at - 1]!) + amount)
+      for (let i = at + 1; i < values.length; i++) values[i] = values[i]! + amount
+    }
+  }
+
+  /** The number of rows created at or before `until` (its ms, NaN: compare texts): they are the first ones. */
+  countUntil(untilMs: number, until: string): number {
+    const n = this.times.length
+    if (untilMs === untilMs && this.canonical) {
+      const times = this.times
+      if (n === 0 || times[n - 1]! <= untilMs) return n
+      let lo = 0
+      let hi = n - 1
+      // times[hi] > untilMs; find the first such.
+      while (lo < hi) {
+        const mid = (lo + hi) >>> 1
+        if (times[mid]! > untilMs) hi = mid
+        else lo = mid + 1
+      }
+      return lo
+    }
+    const texts = this.texts
+    let at = n
+    while (at > 0 && texts[at - 1]! > until) at--
+    return at
+  }
 }
+
+/** Lists shorter than this grow by a copy of exactly their length plus one (`Sightings.insert`). */
+const shortList = 8
 
 /** The inner map of `outer`'s `key`, made when missing. */
 const inner = <A>(outer: Map<string, Map<string, A>>, key: string): Map<string, A> => {
@@ -258,21 +342,25 @@ const inner = <A>(outer: Map<string, Map<string, A>>, key: string): Map<string, 
   return map
 }
 
-/** `insertSorted` for a merchant's amounts, keeping the running totals. */
-const insertAmount = (state: MemoryState, merchantId: string, currency: string, sighting: Sighting) => {
-  const amounts = inner(state.merchantAmounts, merchantId)
-  const list = amounts.get(currency)
-  if (list === undefined) {
-    amounts.set(currency, [sighting])
-    inner(state.merchantAmountTotals, merchantId).set(currency, [sighting.amountCents])
-    return
-  }
-  const totals = state.merchantAmountTotals.get(merchantId)!.get(currency)!
-  let at = list.length
-  while (at > 0 && before(sighting, list[at - 1]!)) at--
-  list.splice(at, 0, sighting)
-  totals.splice(at, 0, (at === 0 ? 0 : totals[at - 1]!) + sighting.amountCents)
-  for (let i = at + 1; i < totals.length; i++) totals[i] = totals[i]! + sighting.amountCents
+/** The list of `key` in `outer`, made when missing. */
+const sightingsOf = (outer: Map<string, Sightings>, key: string): Sightings => {
+  let list = outer.get(key)
+  if (list === undefined) outer.set(key, list = new Sightings())
+  return list
+}
+
+/** A time as `Sightings` keeps it. */
+const timeOf = (iso: string): number => canonicalIsoMs(iso) ?? Number.NaN
+
+/**
+ * Appends to one payment's list (its events, its ledger entries: a few each), keeping the list
+ * exactly as long as it is: a push onto a full array grows it by half plus 16 slots, empty
+ * slots 100,000 lists would keep for the whole run.
+ */
+const appendTo = <A>(map: Map<string, Array<A>>, key: string, values: ReadonlyArray<A>) => {
+  if (values.length === 0) return
+  const list = map.get(key)
+  map.set(key, list === undefined ? values.slice() : list.concat(values))
 }
 
 const pushTo = <A>(map: Map<string, Array<A>>, key: string, values: ReadonlyArray<A>) => {
@@ -288,14 +376,16 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
     const payment = change.payment
     const failed = payment.status === "failed"
     if (previous !== undefined && (previous.status === "failed") !== failed) markFailed(payment, failed)
-    // A payment committed before (`previous`) has its place already: no look-up in a map of every payment.
-    if (previous === undefined && !state.paymentOrder.has(payment.id)) state.paymentOrder.set(payment.id, state.paymentOrder.size)
+    // A payment committed before (`previous`) has its place already; a new one is new to `payments`
+    // (which never loses one) iff it is new to `paymentOrder`: its size says so, no look-up.
+    const known = state.payments.size
     state.payments.set(payment.id, payment)
+    if (previous === undefined && state.payments.size !== known) state.paymentOrder.set(payment.id, state.paymentOrder.size)
     if (isSettleable(payment)) indexSettleable(payment)
     if (nextStep(payment) === null) state.inFlight.delete(payment.id)
     else state.inFlight.add(payment.id)
-    pushTo(state.events, payment.id, change.events)
-    pushTo(state.ledger, payment.id, change.ledger)
+    appendTo(state.events, payment.id, change.events)
+    appendTo(state.ledger, payment.id, change.ledger)
     pushTo(state.ledgerByMerchant, payment.merchantId, change.ledger)
     // Only a merchant with a webhook URL has deliveries to make (CONTRACT section 7).
     if (change.events.length > 0 && (state.merchants.get(payment.merchantId)?.webhookUrl ?? null) !== null) {
@@ -303,13 +393,12 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
     }
     if (change.fraudCase !== null) state.fraudCases.set(change.fraudCase.id, change.fraudCase)
   }
-  /** Keeps the payment's sighting's `failed` (rare: a decline, near the end of its card's list). */
+  /** Keeps the payment's card row's `failed` (rare: a decline, near the end of its card's list). */
   const markFailed = (payment: Payment, failed: boolean) => {
     const card = state.cardAttempts.get(payment.merchantId)?.get(payment.cardToken)
     if (card === undefined) return
-    for (let i = card.length - 1; i >= 0; i--) {
-      if (card[i]!.id === payment.id) return void (card[i]!.failed = failed)
-    }
+    const at = card.indexOf(timeOf(payment.createdAt), payment.createdAt, payment.id)
+    if (at >= 0) card.values[at] = failed ? 1 : 0
   }
   /** A payment that became settleable joins the index, waiting for a cut-off to pass its capture time. */
   const indexSettleable = (payment: Payment) => {
@@ -330,10 +419,11 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
     if (held !== undefined && state.payments.get(held)!.createdAt < before) state.paymentsByIdempotencyKey.delete(merchantId, idempotencyKey)
   }
   /**
-   * The rows of `historyColumns`, counted in one backward pass over each sorted list, without
-   * building lists: the card's newest sightings created at or before `until` (never the payment
-   * itself) since `daySince`, at most `dayLimit`, and whether it has any such sighting at all;
-   * the merchant's newest `amountWindow` in the currency, counted and summed.
+   * The rows of `historyColumns`, counted without building lists: the card's newest rows created
+   * at or before `until` (never the payment itself) since `daySince`, at most `dayLimit`, and
+   * whether it has any such row at all; the merchant's newest `amountWindow` in the currency,
+   * counted and summed from the running totals. The excluded payment's row (when it is in a list)
+   * is found once, by its creation time: the scans compare indexes, not ids.
    */
   const history = (
     windows: HistoryWindows,
@@ -347,39 +437,65 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
     let day = 0
     let declines = 0
     let seen = false
+    const untilMs = timeOf(until)
     const card = state.cardAttempts.get(merchantId)?.get(cardToken)
+    const amounts = state.merchantAmounts.get(merchantId)?.get(currency)
+    historyCard = card
+    historyAmounts = amounts
+    // The payment itself, when stored (a create asks before it is).
+    const excluded = card === undefined && amounts === undefined ? undefined : state.payments.get(excludePaymentId)
+    const excludedMs = excluded === undefined ? Number.NaN : timeOf(excluded.createdAt)
     if (card !== undefined) {
-      for (let i = card.length - 1; i >= 0; i--) {
-        const s = card[i]!
-        if (s.createdAt > until || s.id === excludePaymentId) continue
-        seen = true
-        // Older than the day (the list is sorted), or the day's count is full: nothing more counts.
-        if (s.createdAt < windows.daySince || day >= windows.dayLimit) break
-        day++
-        if (s.createdAt >= windows.hourSince) hour++
-        if (s.failed) declines++
+      const skip = excluded === undefined || excluded.merchantId !== merchantId || excluded.cardToken !== cardToken
+        ? -1
+        : card.indexOf(excludedMs, excluded.createdAt, excluded.id)
+      const top = card.countUntil(untilMs, until) - 1
+      const daySinceMs = timeOf(windows.daySince)
+      const hourSinceMs = timeOf(windows.hourSince)
+      const dayLimit = windows.dayLimit
+      const failed = card.values
+      if (card.canonical && daySinceMs === daySinceMs && hourSinceMs === hourSinceMs) {
+        const times = card.times
+        for (let i = top; i >= 0; i--) {
+          if (i === skip) continue
+          seen = true
+          // Older than the day (the list is sorted), or the day's count is full: nothing more counts.
+          const t = times[i]!
+          if (t < daySinceMs || day >= dayLimit) break
+          day++
+          if (t >= hourSinceMs) hour++
+          declines += failed[i]!
+        }
+      } else {
+        const texts = card.texts
+        for (let i = top; i >= 0; i--) {
+          if (i === skip) continue
+          seen = true
+          const t = texts[i]!
+          if (t < windows.daySince || day >= dayLimit) break
+          day++
+          if (t >= windows.hourSince) hour++
+          declines += failed[i]!
+        }
       }
     }
     let count = 0
     let sum = 0
-    const amounts = state.merchantAmounts.get(merchantId)?.get(currency)
-    const n = amounts === undefined ? 0 : amounts.length
-    const excluded = n === 0 ? undefined : state.payments.get(excludePaymentId)
-    if (
-      n > 0 && amounts![n - 1]!.createdAt <= until &&
-      (excluded === undefined || excluded.merchantId !== merchantId || excluded.currency !== currency || excluded.createdAt > until)
-    ) {
-      // Every row is at or before `until` and the excluded payment is not among them (the create's
-      // case: it is not committed yet): the window is the newest rows, summed from the running totals.
-      const totals = state.merchantAmountTotals.get(merchantId)!.get(currency)!
-      count = Math.min(n, windows.amountWindow)
-      sum = totals[n - 1]! - (n > count ? totals[n - count - 1]! : 0)
-    } else if (amounts !== undefined) {
-      for (let i = amounts.length - 1; i >= 0 && count < windows.amountWindow; i--) {
-        const s = amounts[i]!
-        if (s.createdAt > until || s.id === excludePaymentId) continue
-        count++
-        sum += s.amountCents
+    if (amounts !== undefined) {
+      const rows = amounts.countUntil(untilMs, until)
+      const skip = excluded === undefined || excluded.merchantId !== merchantId || excluded.currency !== currency
+        ? -1
+        : amounts.indexOf(excludedMs, excluded.createdAt, excluded.id)
+      const totals = amounts.values
+      const window = windows.amountWindow
+      // The newest `window` rows of the first `rows`, the excluded one passed over.
+      const counted = skip >= 0 && skip < rows ? rows - 1 : rows
+      count = counted < window ? counted : window
+      if (count > 0) {
+        // Rows from `from` to rows - 1 hold the count (and the excluded row when it is among them).
+        const from = skip >= 0 && skip < rows && skip >= rows - count ? rows - count - 1 : rows - count
+        sum = totals[rows - 1]! - (from > 0 ? totals[from - 1]! : 0)
+        if (from <= skip && skip < rows) sum -= totals[skip]! - (skip > 0 ? totals[skip - 1]! : 0)
       }
     }
     return {
@@ -391,15 +507,20 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
       merchantAmountSumCents: sum
     }
   }
-  const remember = (payment: Payment) => {
-    const sighting: Sighting = {
-      createdAt: payment.createdAt,
-      id: payment.id,
-      amountCents: payment.amountCents,
-      failed: payment.status === "failed"
-    }
-    insertSorted(inner(state.cardAttempts, payment.merchantId), payment.cardToken, sighting)
-    insertAmount(state, payment.merchantId, payment.currency, sighting)
+  /**
+   * The lists the last `history` found (undefined: none yet): a create remembers its payment in
+   * the very lists its history read (nothing changes them between), without looking them up again.
+   */
+  let historyCard: Sightings | undefined
+  let historyAmounts: Sightings | undefined
+  /** Adds a new payment to its history lists (`card`, `amounts`: those lists, when known to exist). */
+  const remember = (payment: Payment, card: Sightings | undefined, amounts: Sightings | undefined) => {
+    const text = payment.createdAt
+    const time = timeOf(text)
+    ;(card ?? sightingsOf(inner(state.cardAttempts, payment.merchantId), payment.cardToken))
+      .insert(time, text, payment.id, payment.status === "failed" ? 1 : 0, null)
+    ;(amounts ?? sightingsOf(inner(state.merchantAmounts, payment.merchantId), payment.currency))
+      .insert(time, text, payment.id, 0, payment.amountCents)
   }
   /** Sets an idempotency row, its expiry queued for the purge. */
   const setIdempotency = (merchantId: string, key: string, row: IdempotencyRow) => {
@@ -510,7 +631,7 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
           if (claim !== undefined && claim.state === "in_progress") claim.appliedTo = payment.id
         }
         commit(change, undefined)
-        remember(payment)
+        remember(payment, undefined, undefined)
         return { _tag: "Inserted" as const }
       }),
     openPayment: (open) =>
@@ -527,8 +648,10 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
           state.paymentsByIdempotencyKey.set(claim.merchantId, claim.key, payment.id)
         }
         const found = history(open.history, payment.merchantId, payment.cardToken, payment.currency, payment.createdAt, payment.id)
+        const card = historyCard
+        const amounts = historyAmounts
         commit(open.change, undefined)
-        remember(payment)
+        remember(payment, card, amounts)
         return { _tag: "Opened" as const, history: found }
       }),
     readForCommand: ({ merchantId, paymentId, commandKey }) =>

@@ -177,84 +177,132 @@ const compact = (
 }
 
 /**
- * One stored delivery. While it is open it is kept as it is (the dispatcher reads and sends it).
- * Once it has ended (succeeded, or failed for good) it is only read again (a GET, a resend, an
- * audit), so when it is a delivery of an event the store holds it is kept compact (`Ended`)
- * and rebuilt on read, exactly: half a million deliveries with their payloads and attempt
- * objects would otherwise stay in memory for 100,000 simulated payments, where PostgreSQL keeps
- * them on disk.
+ * A row's delivery kept as it is (open, or ended but not kept compact), with its lease: what
+ * only a delivery the dispatcher may still send needs. Dropped when the delivery is kept compact.
  */
-export class DeliveryRow {
+class Live {
   leaseToken: string | null = null
   leaseUntil: string | null = null
-  /** The entry of the due heap the row counts on (see `schedule`), while it is in the heap. */
-  entry: DueEntry | null = null
   /** `leaseUntil` in ms (-Infinity: no lease). */
   leaseUntilMs = Number.NEGATIVE_INFINITY
-  /** While open: its `nextAttemptAt` in ms. */
-  nextAttemptMs = Number.NaN
+  /** Its `nextAttemptAt` in ms (NaN: none). */
+  nextAttemptMs: number
   /** The `now` of the lease's last renewal (an attempt's start, its `at`) and its canonical ms. */
   renewedAt: string | null = null
   renewedAtMs: number | undefined = undefined
-  private current: Delivery | null = null
-  private ended: Ended | null = null
   /**
    * The source event's payload text, while the row is kept whole, when the delivery was inserted
    * with it (checked then, as the event's text was just written: no second JSON text at the end).
    */
-  private sourcePayload: string | null = null
+  sourcePayload: string | null = null
+
+  constructor(public current: Delivery) {
+    this.nextAttemptMs = current.nextAttemptAt === null ? Number.NaN : readMs(current.nextAttemptAt)
+  }
+
+  keep(delivery: Delivery) {
+    this.current = delivery
+    this.nextAttemptMs = delivery.nextAttemptAt === null ? Number.NaN : readMs(delivery.nextAttemptAt)
+  }
+}
+
+/**
+ * One stored delivery. While it is open it is kept as it is (`live`: the dispatcher reads and
+ * sends it). Once it has ended (succeeded, or failed for good) it is only read again (a GET, a
+ * resend, an audit), so when it is a delivery of an event the store holds it is kept compact (the
+ * `Ended` fields on the row itself, no lease, no boxed numbers) and rebuilt on read, exactly:
+ * half a million deliveries with their payloads and attempt objects would otherwise stay in memory
+ * for 100,000 simulated payments, where PostgreSQL keeps them on disk.
+ */
+export class DeliveryRow {
+  /** The entry of the due heap the row counts on (see `schedule`), while it is in the heap. */
+  entry: DueEntry | null = null
+  private live: Live | null
+  // While compact (`live` null): the `Ended` fields.
+  private endedUrl: string = ""
+  private endedStatus: "succeeded" | "failed" = "succeeded"
+  private endedCreatedAt: string = ""
+  private times: Array<number> = noTimes
 
   constructor(
+    readonly id: string,
     delivery: Delivery,
     /** The event the delivery was made from (null: a test event, or unknown). */
     private readonly source: PaymentEvent | null,
     private readonly errors: ErrorTexts
   ) {
-    this.keep(delivery)
-    if (source !== null && delivery.payload === eventPayload(source)) this.sourcePayload = delivery.payload
-  }
-
-  private keep(delivery: Delivery) {
-    this.current = delivery
-    this.ended = null
-    this.nextAttemptMs = delivery.nextAttemptAt === null ? Number.NaN : readMs(delivery.nextAttemptAt)
+    const live = this.live = new Live(delivery)
+    if (source !== null && delivery.payload === eventPayload(source)) live.sourcePayload = delivery.payload
   }
 
   /** Stores the delivery as it is now. */
   set(delivery: Delivery) {
-    const ended = this.source === null ? null : compact(delivery, this.source, this.errors, this.sourcePayload, this.renewedAt, this.renewedAtMs)
-    this.renewedAt = null
-    if (ended === null) this.keep(delivery)
-    else {
-      this.sourcePayload = null
-      this.current = null
-      this.ended = ended
-      this.nextAttemptMs = Number.NaN
+    const live = this.live
+    const ended = this.source === null
+      ? null
+      : compact(delivery, this.source, this.errors, live === null ? null : live.sourcePayload, live === null ? null : live.renewedAt, live === null ? undefined : live.renewedAtMs)
+    if (ended === null) {
+      if (live === null) this.live = new Live(delivery)
+      else {
+        live.renewedAt = null
+        live.keep(delivery)
+      }
+    } else {
+      // (The callers clear the lease next: a compact row has none.)
+      this.live = null
+      this.endedUrl = ended.url
+      this.endedStatus = ended.status
+      this.endedCreatedAt = ended.createdAt
+      this.times = ended.times
     }
   }
 
   setLease(token: string | null, until: string | null) {
-    this.leaseToken = token
-    this.leaseUntil = until
-    this.leaseUntilMs = until === null ? Number.NEGATIVE_INFINITY : readMs(until)
+    const live = this.live
+    if (live === null) {
+      // A compact row has no lease to clear (one to set would need the row whole: never asked).
+      if (token === null && until === null) return
+      throw new Error("store: a lease on an ended delivery")
+    }
+    live.leaseToken = token
+    live.leaseUntil = until
+    live.leaseUntilMs = until === null ? Number.NEGATIVE_INFINITY : readMs(until)
+  }
+
+  /** Notes the `now` of a renewal of the lease (see `Live.renewedAt`). */
+  renewed(now: string, nowMs: number | undefined) {
+    const live = this.live!
+    live.renewedAt = now
+    live.renewedAtMs = nowMs
+  }
+
+  get leaseToken(): string | null {
+    return this.live === null ? null : this.live.leaseToken
+  }
+  /** `leaseUntil` in ms (-Infinity: no lease). */
+  get leaseUntilMs(): number {
+    return this.live === null ? Number.NEGATIVE_INFINITY : this.live.leaseUntilMs
+  }
+  /** While open: its `nextAttemptAt` in ms. */
+  get nextAttemptMs(): number {
+    return this.live === null ? Number.NaN : this.live.nextAttemptMs
   }
 
   /** The delivery, payload included. */
   get delivery(): Delivery {
-    return this.current ?? (rebuild(this.ended!, this.source!, this.errors, eventPayload(this.source!)) as Delivery)
+    return this.live !== null ? this.live.current : (rebuild(this.ended, this.source!, this.errors, eventPayload(this.source!)) as Delivery)
   }
 
   /** The delivery without its payload (cheaper for an ended one). */
   get record(): DeliveryRecord {
-    return this.current ?? rebuild(this.ended!, this.source!, this.errors, undefined)
+    return this.live !== null ? this.live.current : rebuild(this.ended, this.source!, this.errors, undefined)
   }
 
   /** The delivery as the simulator's audit reads it (the same fields as `record`, times in ms). */
   get audit(): DeliveryAudit {
-    if (this.current !== null) return auditOf(this.current)
-    const ended = this.ended!
+    if (this.live !== null) return auditOf(this.live.current)
     const source = this.source!
-    const t = ended.times
+    const t = this.times
     const attempts: Array<AttemptAudit> = []
     for (let i = 2; i < t.length; i += 4) {
       attempts.push({
@@ -265,39 +313,41 @@ export class DeliveryRow {
       })
     }
     return {
-      id: ended.id,
+      id: this.id,
       eventId: source.id,
       eventType: source.type,
-      url: ended.url,
-      status: ended.status,
+      url: this.endedUrl,
+      status: this.endedStatus,
       order: { paymentId: source.paymentId, sequence: source.sequence },
-      createdAtMs: readMs(ended.createdAt),
+      createdAtMs: readMs(this.endedCreatedAt),
       firstFailedAtMs: Number.isNaN(t[1]!) ? null : t[1]!,
       attempts
     }
   }
 
-  get id() {
-    return this.current?.id ?? this.ended!.id
-  }
   get merchantId() {
-    return this.current?.merchantId ?? this.source!.merchantId
+    return this.live !== null ? this.live.current.merchantId : this.source!.merchantId
   }
   get eventId() {
-    return this.current?.eventId ?? this.source!.id
+    return this.live !== null ? this.live.current.eventId : this.source!.id
   }
-  get status() {
-    return this.current?.status ?? this.ended!.status
+  get status(): DeliveryStatus {
+    return this.live !== null ? this.live.current.status : this.endedStatus
   }
-  get createdAt() {
-    return this.current?.createdAt ?? this.ended!.createdAt
+  get createdAt(): string {
+    return this.live !== null ? this.live.current.createdAt : this.endedCreatedAt
   }
   /** Its place in its payment's order (only asked of an ordered delivery). */
   get sequence() {
-    return this.current?.order?.sequence ?? this.source!.sequence
+    const live = this.live
+    return live !== null ? live.current.order?.sequence ?? this.source!.sequence : this.source!.sequence
   }
-  get url() {
-    return this.current?.url ?? this.ended!.url
+  get url(): string {
+    return this.live !== null ? this.live.current.url : this.endedUrl
+  }
+  /** The compact form (only while compact). */
+  private get ended(): Ended {
+    return { id: this.id, url: this.endedUrl, status: this.endedStatus, createdAt: this.endedCreatedAt, times: this.times }
   }
   /**
    * The payment whose order it is in (null: unordered); its order is with the deliveries of that
@@ -305,22 +355,29 @@ export class DeliveryRow {
    * the lists by order: no key text built and hashed per look-up.)
    */
   get orderPaymentId(): string | null {
-    const d = this.current
-    return d !== null ? (d.order === null ? null : d.order.paymentId) : this.source!.paymentId
+    const live = this.live
+    if (live === null) return this.source!.paymentId
+    const d = live.current
+    return d.order === null ? null : d.order.paymentId
   }
   /** Still has an attempt ahead of it (only an open delivery is kept as it is). */
   get open() {
-    return this.current !== null && isOpen(this.current)
+    return this.live !== null && isOpen(this.live.current)
   }
   /** When an open delivery next needs the dispatcher (ms): its attempt time, or its lease's end if later. */
   get dueMs() {
-    return this.leaseUntilMs > this.nextAttemptMs ? this.leaseUntilMs : this.nextAttemptMs
+    const live = this.live!
+    return live.leaseUntilMs > live.nextAttemptMs ? live.leaseUntilMs : live.nextAttemptMs
   }
   /** `dueMs` as the stored text. */
   get dueAt() {
-    return this.leaseUntilMs > this.nextAttemptMs ? this.leaseUntil! : this.current!.nextAttemptAt!
+    const live = this.live!
+    return live.leaseUntilMs > live.nextAttemptMs ? live.leaseUntil! : live.current.nextAttemptAt!
   }
 }
+
+/** The times of a row not kept compact (never read). */
+const noTimes: Array<number> = []
 
 /** The webhook part of the memory store's state (kept in MemoryState so a "restart" keeps it). */
 export interface WebhookMemoryState {
@@ -457,7 +514,8 @@ export const memoryWebhookOperations = (state: MemoryState): WebhookStoreShape =
       if (open.length === 0) w.openInOrder.delete(paymentId)
       // An open delivery of the payment and URL ended: the ones parked behind it are due again
       // (one still behind another open delivery is parked again by the claim that finds it).
-      const parked = w.parked.get(paymentId)
+      // (Nearly always none parked at all: no look-up then.)
+      const parked = w.parked.size === 0 ? undefined : w.parked.get(paymentId)
       if (parked !== undefined) {
         const url = row.url
         let kept = 0
@@ -486,7 +544,7 @@ export const memoryWebhookOperations = (state: MemoryState): WebhookStoreShape =
     const byEvent = w.deliveryByEvent
     const events = byEvent.size
     if (byEvent.add(delivery.eventId).size === events) return false
-    const row = new DeliveryRow(delivery, source, w.errors)
+    const row = new DeliveryRow(delivery.id, delivery, source, w.errors)
     const deliveries = w.deliveries.size
     if (w.deliveries.set(delivery.id, row).size === deliveries) w.replacedIds = true
     track(row)
@@ -587,8 +645,7 @@ export const memoryWebhookOperations = (state: MemoryState): WebhookStoreShape =
         if (row === undefined || row.leaseToken !== token) return null
         const nowCanonical = canonicalIsoMs(now)
         if (!leaseLive(row, nowCanonical ?? Date.parse(now))) return null
-        row.renewedAt = now
-        row.renewedAtMs = nowCanonical
+        row.renewed(now, nowCanonical)
         row.setLease(token, until)
         schedule(row)
         return signingSecretsOf(state, row.merchantId, now)
@@ -684,3 +741,4 @@ export const memoryWebhookOperations = (state: MemoryState): WebhookStoreShape =
 }
 
 export const layerMemoryFrom = (state: MemoryState) => Layer.succeed(WebhookStore, memoryWebhookOperations(state))
+

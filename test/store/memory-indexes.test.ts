@@ -113,6 +113,96 @@ describe("memory store indexes", () => {
   })
 })
 
+/**
+ * `fraudHistory` against the definition (PostgreSQL's `historyColumns`, over the texts): payments
+ * of two merchants, cards and currencies created out of order, with equal times, some times not
+ * canonical (no milliseconds: compared as texts), statuses moving in and out of "failed", and
+ * queries with any bounds, limits and excluded payment (stored or not).
+ */
+describe("memory store fraud history", () => {
+  const at = (n: number, plain: boolean) => {
+    const iso = new Date(Date.UTC(2030, 0, 1) + n * 60_000).toISOString()
+    return plain ? iso.replace(".000Z", "Z") : iso
+  }
+  const time = fc.record({ n: fc.integer({ min: 0, max: 40 }), plain: fc.integer({ min: 0, max: 9 }).map((k) => k === 0) })
+  type HistoryOp =
+    | { readonly _tag: "create"; readonly merchant: number; readonly card: number; readonly currency: number; readonly at: { n: number; plain: boolean }; readonly amount: number; readonly failed: boolean }
+    | { readonly _tag: "change"; readonly pick: number; readonly failed: boolean }
+    | {
+      readonly _tag: "history"; readonly merchant: number; readonly card: number; readonly currency: number; readonly pick: number | null
+      readonly until: { n: number; plain: boolean }; readonly day: { n: number; plain: boolean }; readonly hour: { n: number; plain: boolean }
+      readonly dayLimit: number; readonly amountWindow: number
+    }
+  const historyOp: fc.Arbitrary<HistoryOp> = fc.oneof(
+    { weight: 3, arbitrary: fc.record({
+      _tag: fc.constant("create" as const), merchant: fc.integer({ min: 0, max: 1 }), card: fc.integer({ min: 0, max: 2 }),
+      currency: fc.integer({ min: 0, max: 1 }), at: time, amount: fc.integer({ min: 1, max: 10_000 }), failed: fc.boolean()
+    }) },
+    { weight: 1, arbitrary: fc.record({ _tag: fc.constant("change" as const), pick: fc.nat(), failed: fc.boolean() }) },
+    { weight: 2, arbitrary: fc.record({
+      _tag: fc.constant("history" as const), merchant: fc.integer({ min: 0, max: 1 }), card: fc.integer({ min: 0, max: 3 }),
+      currency: fc.integer({ min: 0, max: 2 }), pick: fc.option(fc.nat(), { nil: null }), until: time, day: time, hour: time,
+      dayLimit: fc.integer({ min: 1, max: 8 }), amountWindow: fc.integer({ min: 1, max: 8 })
+    }) }
+  )
+  it("answers as the definition does", () => {
+    fc.assert(
+      fc.property(fc.array(historyOp, { minLength: 20, maxLength: 120 }), (ops) => {
+        const state = emptyState()
+        const store = memoryOperations(state)
+        const order: Array<string> = []
+        for (const o of ops) {
+          if (o._tag === "create") {
+            const id = `pay_${(order.length * 7919 % 1000).toString().padStart(3, "0")}_${order.length}`
+            const payment = {
+              ...base(id, `tok_${o.card}`, at(o.at.n, o.at.plain)),
+              merchantId: `mer_${o.merchant}`,
+              currency: o.currency === 0 ? "USD" : "EUR",
+              amountCents: o.amount,
+              status: o.failed ? "failed" : "pending"
+            } as Payment
+            Effect.runSync(store.insertPayment({ payment, events: [], ledger: [], fraudCase: null }))
+            order.push(id)
+          } else if (o._tag === "change" && order.length > 0) {
+            const before = state.payments.get(order[o.pick % order.length]!)!
+            const payment = { ...before, status: o.failed ? "failed" : "authorized", version: before.version + 1 } as Payment
+            expect(Effect.runSync(store.commitChange({ before, change: { payment, events: [], ledger: [], fraudCase: null }, response: null }))).toBe(true)
+          } else if (o._tag === "history") {
+            const q = {
+              merchantId: `mer_${o.merchant}`,
+              cardToken: `tok_${o.card}`,
+              currency: ["USD", "EUR", "GBP"][o.currency]!,
+              until: at(o.until.n, o.until.plain),
+              excludePaymentId: o.pick === null || order.length === 0 ? "pay_none" : order[o.pick % order.length]!,
+              hourSince: at(o.hour.n, o.hour.plain),
+              daySince: at(o.day.n, o.day.plain),
+              dayLimit: o.dayLimit,
+              amountWindow: o.amountWindow
+            }
+            const newestFirst = (a: Payment, b: Payment) =>
+              a.createdAt < b.createdAt ? 1 : a.createdAt > b.createdAt ? -1 : a.id < b.id ? 1 : a.id > b.id ? -1 : 0
+            const earlier = [...state.payments.values()]
+              .filter((p) => p.merchantId === q.merchantId && p.createdAt <= q.until && p.id !== q.excludePaymentId)
+              .sort(newestFirst)
+            const card = earlier.filter((p) => p.cardToken === q.cardToken)
+            const day = card.filter((p) => p.createdAt >= q.daySince).slice(0, q.dayLimit)
+            const amounts = earlier.filter((p) => p.currency === q.currency).slice(0, q.amountWindow)
+            expect(Effect.runSync(store.fraudHistory(q))).toEqual({
+              cardAttemptsLastHour: day.filter((p) => p.createdAt >= q.hourSince).length,
+              cardAttemptsLastDay: day.length,
+              cardDeclinesLastDay: day.filter((p) => p.status === "failed").length,
+              cardSeenBefore: card.length > 0,
+              merchantAmountCount: amounts.length,
+              merchantAmountSumCents: amounts.reduce((sum, p) => sum + p.amountCents, 0)
+            })
+          }
+        }
+      }),
+      { numRuns: 400, seed: 42 }
+    )
+  })
+})
+
 describe("OrderedQueue (idempotency expiries, captures waiting for settlement)", () => {
   it("comes out in the order of one heap of everything, for any mix of in-order and late items", () => {
     type Item = { readonly at: number; readonly key: number }
@@ -158,3 +248,4 @@ describe("OrderedQueue (idempotency expiries, captures waiting for settlement)",
     expect(queue.size).toBe(0)
   })
 })
+
