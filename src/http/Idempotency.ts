@@ -5,7 +5,7 @@ import type { AppConfigShape } from "../platform/Config.ts"
 import { AppConfig } from "../platform/Config.ts"
 import { carriesSecret, isSealed, parseKey, processLocalKey, seal, unseal } from "../platform/Sealing.ts"
 import { ServiceInstance } from "../platform/Instance.ts"
-import { addMs, isoAt, nowIso } from "../platform/Time.ts"
+import { isoAt } from "../platform/Time.ts"
 import * as Metrics from "../platform/Metrics.ts"
 import type { Answer, InlineOutcome } from "../services/Payments.ts"
 import type { CommandKey, IdempotencyClaim, StoreShape, StoreUnavailable } from "../store/Store.ts"
@@ -107,6 +107,8 @@ interface Served {
   readonly config: AppConfigShape
   readonly owner: string | null
   readonly now: string
+  /** `now` in whole milliseconds: the claim's lease and expiry are counted from it (no parse of `now` again). */
+  readonly nowMs: number
 }
 
 const served = <A>(f: (served: Served) => Effect.Effect<A, E.ApiError, HttpServerRequest.HttpServerRequest | Store | AppConfig>) =>
@@ -115,6 +117,7 @@ const served = <A>(f: (served: Served) => Effect.Effect<A, E.ApiError, HttpServe
     const current = fiber.getFiberRef(currentRequest)
     if (current.caller === null) return Effect.dieMessage("no authenticated caller: the endpoint is not behind Authentication")
     current.taken = true
+    const nowMs = Math.floor(Context.get(fiber.currentDefaultServices, Clock.Clock).unsafeCurrentTimeMillis())
     return f({
       current,
       merchantId: current.caller.merchant.id,
@@ -122,7 +125,8 @@ const served = <A>(f: (served: Served) => Effect.Effect<A, E.ApiError, HttpServe
       store: Context.unsafeGet(context, Store),
       config: Context.unsafeGet(context, AppConfig),
       owner: ownerIn(context),
-      now: isoAt(Context.get(fiber.currentDefaultServices, Clock.Clock).unsafeCurrentTimeMillis())
+      now: isoAt(nowMs),
+      nowMs
     })
   })
 
@@ -138,6 +142,7 @@ const claim = <R>(
   key: string,
   fingerprint: string,
   now: string,
+  nowMs: number,
   owner: string | null,
   claimed: () => Effect.Effect<HttpServerResponse.HttpServerResponse, E.ApiError, R>
 ): Effect.Effect<HttpServerResponse.HttpServerResponse, E.ApiError, R> =>
@@ -147,8 +152,8 @@ const claim = <R>(
       key,
       fingerprint,
       now,
-      lockedUntil: addMs(now, config.idempotencyLeaseMs),
-      expiresAt: addMs(now, config.idempotencyTtlMs),
+      lockedUntil: isoAt(nowMs + config.idempotencyLeaseMs),
+      expiresAt: isoAt(nowMs + config.idempotencyTtlMs),
       owner
     }),
     {
@@ -234,7 +239,7 @@ export const idempotent = (
   options: IdempotencyOptions,
   operation: Operation
 ): Effect.Effect<HttpServerResponse.HttpServerResponse, E.ApiError, HttpServerRequest.HttpServerRequest | Store | AppConfig> =>
-  served(({ config, current, merchantId, now, owner, request, store }) => {
+  served(({ config, current, merchantId, now, nowMs, owner, request, store }) => {
     const key = requestKey(request, options)
     if (key instanceof E.ApiError) return Effect.fail(key)
     if (key === undefined) return Effect.map(operation(merchantId, undefined), render)
@@ -246,6 +251,7 @@ export const idempotent = (
         key,
         fingerprintOf(request.method, request.url, text, current.body),
         now,
+        nowMs,
         owner,
         () => runClaimed(store, config, merchantId, key, current.id, operation)
       ))
@@ -298,7 +304,7 @@ export const idempotentInline = (
   ) => Effect.Effect<InlineOutcome, E.ApiError | StoreUnavailable>,
   general: Operation
 ): Effect.Effect<HttpServerResponse.HttpServerResponse, E.ApiError, HttpServerRequest.HttpServerRequest | Store | AppConfig> =>
-  served(({ config, current, merchantId, now, owner, request, store }) => {
+  served(({ config, current, merchantId, now, nowMs, owner, request, store }) => {
     const key = requestKey(request, options)
     if (key instanceof E.ApiError) return Effect.fail(key)
     const sealed = (body: string) => storedForm(config, body)
@@ -317,8 +323,8 @@ export const idempotentInline = (
         key,
         fingerprint: fingerprintOf(request.method, request.url, text, current.body),
         now,
-        lockedUntil: addMs(now, config.idempotencyLeaseMs),
-        expiresAt: addMs(now, config.idempotencyTtlMs),
+        lockedUntil: isoAt(nowMs + config.idempotencyLeaseMs),
+        expiresAt: isoAt(nowMs + config.idempotencyTtlMs),
         owner
       }
       let claimed = false
@@ -382,10 +388,11 @@ export const storeRefusal = (
     const text = error.code === "body_too_large"
       ? `over the limit, ${request.headers["content-length"] ?? "chunked"}`
       : yield* Effect.orElseSucceed(request.text, () => "")
-    const now = yield* nowIso
+    const nowMs = Math.floor(yield* Clock.currentTimeMillis)
+    const now = isoAt(nowMs)
     const owner = ownerIn(yield* Effect.context<never>())
     const body = JSON.stringify(error.body(requestId))
-    return yield* claim(store, config, merchantId, key, fingerprintOf(request.method, request.url, text), now, owner, () =>
+    return yield* claim(store, config, merchantId, key, fingerprintOf(request.method, request.url, text), now, nowMs, owner, () =>
       complete(store, config, merchantId, key, error.status, body, jsonResponse(error.status, body, error.headers ?? {}), identity))
   })
 
