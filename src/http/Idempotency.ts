@@ -12,7 +12,7 @@ import type { CommandKey, IdempotencyClaim, StoreShape, StoreUnavailable } from 
 import { Store } from "../store/Store.ts"
 import * as E from "./ApiError.ts"
 import { jsonResponse } from "./Edge.ts"
-import { currentRequest, type RequestState } from "./RequestState.ts"
+import { type RequestState, requestStateOf } from "./RequestState.ts"
 
 const keyPattern = /^[\x20-\x7e]{1,255}$/
 
@@ -114,7 +114,7 @@ interface Served {
 const served = <A>(f: (served: Served) => Effect.Effect<A, E.ApiError, HttpServerRequest.HttpServerRequest | Store | AppConfig>) =>
   Effect.withFiberRuntime<A, E.ApiError, HttpServerRequest.HttpServerRequest | Store | AppConfig>((fiber) => {
     const context = fiber.currentContext
-    const current = fiber.getFiberRef(currentRequest)
+    const current = requestStateOf(fiber)
     if (current.caller === null) return Effect.dieMessage("no authenticated caller: the endpoint is not behind Authentication")
     current.taken = true
     const nowMs = Math.floor(Context.get(fiber.currentDefaultServices, Clock.Clock).unsafeCurrentTimeMillis())
