@@ -98,16 +98,16 @@ export const newDelivery = (input: {
 
 /**
  * How a secret signs: for a secret of at most 64 ASCII bytes (every secret the service makes),
- * its HMAC-SHA256 pads, so a signature is two one-shot `hash` calls (`createHmac` builds a native
- * object per call, a third slower); any other secret as a key object made once (`createHmac` with
- * a string key converts it every call). A memo, not state: the same secret always gives the
- * same signer. Bounded: cleared past a few thousand secrets.
+ * its HMAC-SHA256 pads, so a signature is two one-shot `hash` calls over bytes already in a
+ * buffer (`createHmac` builds a native object per call, a third slower); any other secret as a
+ * key object made once (`createHmac` with a string key converts it every call). A memo, not
+ * state: the same secret always gives the same signer. Bounded: cleared past a few thousand secrets.
  */
 type Signer =
   | {
     readonly _tag: "Pads"
-    /** The key XOR 0x36, padded to the 64-byte block, as text: all below 0x80, so its UTF-8 is those very bytes. */
-    readonly inner: string
+    /** The key XOR 0x36, padded to the 64-byte block. */
+    readonly inner: Buffer
     /** The key XOR 0x5c, padded, then room for the inner digest (written, then hashed, in one synchronous call). */
     readonly outer: Buffer
   }
@@ -120,11 +120,11 @@ const signerOf = (secret: string): Signer => {
     const bytes = Buffer.from(secret, "utf8")
     if (bytes.length <= 64 && bytes.every((b) => b < 0x80)) {
       // RFC 2104: a key of at most one block is zero-padded to it (a longer one would be hashed first).
-      let inner = ""
+      const inner = Buffer.alloc(64)
       const outer = Buffer.alloc(64 + 32)
       for (let i = 0; i < 64; i++) {
         const b = i < bytes.length ? bytes[i]! : 0
-        inner += String.fromCharCode(b ^ 0x36)
+        inner[i] = b ^ 0x36
         outer[i] = b ^ 0x5c
       }
       signer = { _tag: "Pads", inner, outer }
@@ -135,25 +135,49 @@ const signerOf = (secret: string): Signer => {
 }
 
 /**
- * HMAC-SHA256 of "t." then the body, in hex: H(K^opad || H(K^ipad || "t." || body)), exactly
- * what `createHmac` gives (the inner text is ASCII pads then the message, so its UTF-8 is the
- * pads' bytes then the message's).
+ * The message being signed, as bytes: 64 bytes of room for an inner pad, then the UTF-8 of
+ * "t." and the body, written once per delivery attempt (not once per secret, and with no
+ * concatenated string flattened and encoded again). Grown when a body needs more; reused, as
+ * every signature is made in one synchronous call.
  */
-export const hmacHex = (secret: string, timestampSeconds: number, body: string) => {
-  const signer = signerOf(secret)
-  if (signer._tag === "Key") return createHmac("sha256", signer.key).update(`${timestampSeconds}.`).update(body).digest("hex")
-  const outer = signer.outer
-  outer.write(hash("sha256", signer.inner + timestampSeconds + "." + body, "hex"), 64, "hex")
-  return hash("sha256", outer, "hex")
+let scratch = Buffer.allocUnsafe(4096)
+
+/** Writes "t.body" after the pad's room; answers the end of the message. */
+const writeMessage = (timestampSeconds: number, body: string) => {
+  // At most 3 bytes of UTF-8 per UTF-16 unit; the timestamp and "." fit in 24.
+  const room = 64 + 24 + body.length * 3
+  if (scratch.length < room) scratch = Buffer.allocUnsafe(Math.max(room, scratch.length * 2))
+  let end = 64 + scratch.write(`${timestampSeconds}.`, 64, "latin1")
+  end += scratch.write(body, end, "utf8")
+  return end
 }
 
 /**
+ * HMAC-SHA256 of the message in `scratch` up to `end` under `secret`, in hex:
+ * H(K^opad || H(K^ipad || message)), exactly what `createHmac` gives.
+ */
+const signMessage = (secret: string, end: number) => {
+  const signer = signerOf(secret)
+  if (signer._tag === "Key") return createHmac("sha256", signer.key).update(scratch.subarray(64, end)).digest("hex")
+  signer.inner.copy(scratch, 0)
+  const outer = signer.outer
+  outer.write(hash("sha256", scratch.subarray(0, end), "hex"), 64, "hex")
+  return hash("sha256", outer, "hex")
+}
+
+/** HMAC-SHA256 of "t." then the body, in hex: exactly what `createHmac` gives. */
+export const hmacHex = (secret: string, timestampSeconds: number, body: string) =>
+  signMessage(secret, writeMessage(timestampSeconds, body))
+
+/**
  * `t=<unix seconds>,v1=<hex>[,v1=<hex>]`: one `v1` per active secret, the current one first
- * (during a rotation's grace period the previous secret signs too).
+ * (during a rotation's grace period the previous secret signs too). The message is encoded once
+ * for all of them.
  */
 export const signatureHeader = (secrets: ReadonlyArray<string>, timestampSeconds: number, body: string) => {
   let header = `t=${timestampSeconds}`
-  for (const secret of secrets) header += `,v1=${hmacHex(secret, timestampSeconds, body)}`
+  const end = writeMessage(timestampSeconds, body)
+  for (const secret of secrets) header += `,v1=${signMessage(secret, end)}`
   return header
 }
 

@@ -3,7 +3,7 @@ import { ApiKeys, type Found } from "../services/ApiKeys.ts"
 import * as E from "./ApiError.ts"
 import { Authentication } from "./Api.ts"
 import { RateLimiter } from "./RateLimiter.ts"
-import { currentRequest } from "./RequestState.ts"
+import { requestStateOf } from "./RequestState.ts"
 
 const wellFormedKey = /^sk_live_[A-Za-z0-9]{16,128}$/
 
@@ -27,7 +27,7 @@ export const layer = Layer.effect(
           const secret = Redacted.value(token).trim()
           if (!isWellFormedApiKey(secret)) return Effect.fail(E.authenticationRequired())
           const clock = Context.get(fiber.currentDefaultServices, Clock.Clock)
-          const state = fiber.getFiberRef(currentRequest)
+          const state = requestStateOf(fiber)
           const admit = (found: Found | null): Effect.Effect<void, E.ApiError> => {
             if (found === null) return Effect.fail(E.invalidApiKey())
             // The time after the look-up, as when the limiter read the clock itself.

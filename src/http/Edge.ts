@@ -13,7 +13,7 @@ import { storeRefusal } from "./Idempotency.ts"
 import { describeParseError, jsonShapeProblem } from "./JsonShape.ts"
 import { makeRouteOf } from "./Routes.ts"
 import { fromDecodeError, routeNotFound } from "./RequestErrors.ts"
-import { currentRequest, type RequestState, setFiberRef } from "./RequestState.ts"
+import { type RequestState, setFiberRef, setRequestState } from "./RequestState.ts"
 
 export const maximumBodyBytes = 64 * 1024
 
@@ -163,8 +163,8 @@ export const layer = HttpApiBuilder.middleware(
         const minimumLevel = fiber.getFiberRef(FiberRef.currentMinimumLogLevel)
         const requestId = ids.mint("request")
         const state: RequestState = { id: requestId, body: undefined, taken: false, caller: null }
-        // Set here, in this step, rather than with FiberRef.set: the rest of the request sees it.
-        setFiberRef(fiber, currentRequest, state)
+        // Recorded against the request (no fiber-local value set): the rest of the request reads it from there.
+        setRequestState(request, state)
         const checked = withCheckedBody(fiber, request, state, app)
         const refuse = (cause: Cause.Cause<unknown>): Effect.Effect<HttpServerResponse.HttpServerResponse, E.ApiError> =>
           Cause.isInterruptedOnly(cause)

@@ -11,11 +11,56 @@ export const jsonLimits = { maxDepth: 16, maxMembers: 1_000 } as const
 /** One open object or array of the scan: its member count, and for an object its keys so far. */
 interface Level {
   members: number
-  readonly keys: Set<string> | null
+  /** Whether this level is an object (its keys are checked for repeats). */
+  isObject: boolean
+  /** An object's keys so far: few in every request of ours, so a list scanned for repeats (a set from `manyKeys` on). */
+  readonly keys: Array<string>
+  /** The same keys once there are many of them. */
+  keySet: Set<string> | null
   /** Inside an object, the next string is a key (after `{` or `,`). */
   expectingKey: boolean
   /** The last key of an object: the path to what is nested in it. */
   key: string | null
+}
+
+/** From this many keys in one object on, they are looked up in a set rather than scanned. */
+const manyKeys = 16
+
+/**
+ * The scan's levels, kept from one scan to the next (a scan runs to its end synchronously, so
+ * one stack serves them all): opening an object allocates nothing but its keys' text.
+ */
+const pool: Array<Level> = []
+
+const open = (depth: number, isObject: boolean): Level => {
+  let level = pool[depth]
+  if (level === undefined) {
+    level = { members: 1, isObject, keys: [], keySet: null, expectingKey: isObject, key: null }
+    pool[depth] = level
+    return level
+  }
+  level.members = 1
+  level.isObject = isObject
+  level.keys.length = 0
+  level.keySet = null
+  level.expectingKey = isObject
+  level.key = null
+  return level
+}
+
+/** Records `key` in the object `level`; false when the object has it already. */
+const addKey = (level: Level, key: string): boolean => {
+  const keySet = level.keySet
+  if (keySet !== null) {
+    if (keySet.has(key)) return false
+    keySet.add(key)
+    return true
+  }
+  const keys = level.keys
+  for (let i = 0; i < keys.length; i++) if (keys[i] === key) return false
+  keys.push(key)
+  if (keys.length >= manyKeys) level.keySet = new Set(keys)
+  return true
 }
 
 /** A key as the client meant it: escapes decoded (`"\u0061"` is `"a"`); the raw text when it does not decode. */
@@ -29,14 +74,16 @@ const decodeKey = (raw: string): string => {
 }
 
 /** Where the object with a repeated key sits, as the 422 `param` would name it (`transaction`, `items.2`). */
-const pathOf = (levels: ReadonlyArray<Level>) =>
-  levels.slice(0, -1).map((level) => (level.keys === null ? String(level.members - 1) : level.key ?? "")).join(".")
+const pathOf = (levels: ReadonlyArray<Level>, depth: number) =>
+  levels.slice(0, depth - 1).map((level) => (!level.isObject ? String(level.members - 1) : level.key ?? "")).join(".")
 
 const quoteKey = (key: string) => JSON.stringify(key.length > 100 ? `${key.slice(0, 100)}…` : key)
 
 /** Why `text` is outside the limits or repeats a key, or null. Strings are skipped (brackets in them do not count). */
 export const jsonShapeProblem = (text: string, limits: { readonly maxDepth: number; readonly maxMembers: number } = jsonLimits): string | null => {
-  const levels: Array<Level> = []
+  // The open levels are pool[0 .. depth - 1].
+  const levels = pool
+  let depth = 0
   let inString = false
   let keyStart = -1
   for (let i = 0; i < text.length; i++) {
@@ -46,14 +93,13 @@ export const jsonShapeProblem = (text: string, limits: { readonly maxDepth: numb
       else if (c === 0x22) {
         inString = false
         if (keyStart !== -1) {
-          const level = levels[levels.length - 1]!
+          const level = levels[depth - 1]!
           const key = decodeKey(text.slice(keyStart, i))
           keyStart = -1
-          if (level.keys!.has(key)) {
-            const path = pathOf(levels)
+          if (!addKey(level, key)) {
+            const path = pathOf(levels, depth)
             return `the key ${quoteKey(key)} appears more than once in ${path === "" ? "the same object" : `the object at ${path}`}.`
           }
-          level.keys!.add(key)
           level.key = key
           level.expectingKey = false
         }
@@ -62,18 +108,17 @@ export const jsonShapeProblem = (text: string, limits: { readonly maxDepth: numb
     }
     if (c === 0x22) {
       inString = true
-      const level = levels[levels.length - 1]
-      if (level !== undefined && level.expectingKey) keyStart = i + 1
+      if (depth > 0 && levels[depth - 1]!.expectingKey) keyStart = i + 1
     } else if (c === 0x7b || c === 0x5b) {
-      const isObject = c === 0x7b
-      levels.push({ members: 1, keys: isObject ? new Set() : null, expectingKey: isObject, key: null })
-      if (levels.length > limits.maxDepth) return `it is nested deeper than ${limits.maxDepth} levels.`
-    } else if (c === 0x7d || c === 0x5d) levels.pop()
-    else if (c === 0x2c && levels.length > 0) {
-      const level = levels[levels.length - 1]!
+      if (depth >= limits.maxDepth) return `it is nested deeper than ${limits.maxDepth} levels.`
+      open(depth++, c === 0x7b)
+    } else if (c === 0x7d || c === 0x5d) {
+      if (depth > 0) depth--
+    } else if (c === 0x2c && depth > 0) {
+      const level = levels[depth - 1]!
       level.members++
       if (level.members > limits.maxMembers) return `an object or array has more than ${limits.maxMembers} members.`
-      if (level.keys !== null) level.expectingKey = true
+      if (level.isObject) level.expectingKey = true
     }
   }
   return null

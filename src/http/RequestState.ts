@@ -1,4 +1,5 @@
-import { Effect, type Fiber, FiberRef } from "effect"
+import { HttpServerRequest } from "@effect/platform"
+import { Effect, type Fiber, type FiberRef } from "effect"
 import type { ApiKey, Merchant } from "../domain/Merchant.ts"
 
 /** The authenticated caller: the merchant that owns the API key, and the key itself. */
@@ -8,9 +9,10 @@ export interface Caller {
 }
 
 /**
- * The request being served, set once by the edge on the request's own fiber (one fiber-local
- * value; providing it, or the caller as a context service, would cost an acquire/use/release of
- * ~20 Effect steps each on every request):
+ * The request being served, recorded once by the edge against the request itself (a weak map
+ * entry, read back through the request in the fiber's context: setting a fiber-local value
+ * would copy the fiber's whole set of them on every request, and providing it, or the caller as a
+ * context service, would cost an acquire/use/release of ~20 Effect steps each):
  * - `id`: echoed in `X-Request-Id` and in error bodies;
  * - `body`: the body as the edge parsed it (`undefined`: no body), so nothing parses it again for the fingerprint;
  * - `taken`: whether the handler's own idempotency wrapper took the key. When it did not (the
@@ -24,16 +26,37 @@ export interface RequestState {
   caller: Caller | null
 }
 
-export const currentRequest = FiberRef.unsafeMake<RequestState>({ id: "req_unknown", body: undefined, taken: false, caller: null })
+/** Each request's state, by the request object the fibers serving it find in their context. */
+const states = new WeakMap<HttpServerRequest.HttpServerRequest, RequestState>()
+
+/** Outside any request (or for one the edge never saw), a state of its own: no caller, nothing taken. */
+const unknownState = (): RequestState => ({ id: "req_unknown", body: undefined, taken: false, caller: null })
+
+/** Records the state of `request` (the edge, once per request, before anything reads it). */
+export const setRequestState = (request: HttpServerRequest.HttpServerRequest, state: RequestState): void => {
+  states.set(request, state)
+}
+
+/** The state of the request the fiber serves, read in a step that already holds the fiber. */
+export const requestStateOf = (fiber: Fiber.RuntimeFiber<unknown, unknown>): RequestState => {
+  const request: HttpServerRequest.HttpServerRequest | undefined = fiber.currentContext.unsafeMap.get(HttpServerRequest.HttpServerRequest.key)
+  if (request === undefined) return unknownState()
+  let state = states.get(request)
+  if (state === undefined) {
+    state = unknownState()
+    states.set(request, state)
+  }
+  return state
+}
 
 /**
  * The authenticated caller of the request. Only endpoints behind the Authentication middleware
  * have one; reading it anywhere else is a defect.
  */
-export const CurrentMerchant: Effect.Effect<Caller> = FiberRef.getWith(
-  currentRequest,
-  (state) => (state.caller === null ? Effect.dieMessage("no authenticated caller: the endpoint is not behind Authentication") : Effect.succeed(state.caller))
-)
+export const CurrentMerchant: Effect.Effect<Caller> = Effect.withFiberRuntime((fiber) => {
+  const state = requestStateOf(fiber)
+  return state.caller === null ? Effect.dieMessage("no authenticated caller: the endpoint is not behind Authentication") : Effect.succeed(state.caller)
+})
 
 /**
  * Sets a fiber-local value from inside a step that already holds the fiber (`withFiberRuntime`):
@@ -49,6 +72,6 @@ export const setFiberRef = <A>(fiber: Fiber.RuntimeFiber<unknown, unknown>, ref:
  */
 export const withCaller = <A, E, R>(f: (caller: Caller, state: RequestState) => Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
   Effect.withFiberRuntime((fiber) => {
-    const state = fiber.getFiberRef(currentRequest)
+    const state = requestStateOf(fiber)
     return state.caller === null ? Effect.dieMessage("no authenticated caller: the endpoint is not behind Authentication") : f(state.caller, state)
   })

@@ -13,27 +13,40 @@ const noExtraTags: ReadonlyArray<MetricLabel.MetricLabel> = []
 
 type Key<Type extends MetricKeyType.MetricKeyType<any, any>> = MetricKey.MetricKey<Type>
 
-/** The metric of `key` with `labels` (values in the order of `names`), made once per label set. */
+/**
+ * The metric of `key` with `labels` (values in the order of `names`, at most three), made once
+ * per label set. The values come as separate arguments (no array of them built per update).
+ */
 const family = <Type extends MetricKeyType.MetricKeyType<any, any>>(key: Key<Type>, names: ReadonlyArray<string>) => {
   type Made = Metric.Metric<Type, MetricKeyType.MetricKeyType.InType<Type>, MetricKeyType.MetricKeyType.OutType<Type>>
+  if (names.length > 3) throw new Error(`metric ${key.name}: at most three labels`)
   // One map level per label value, the metric at the leaf: a lookup on the request path builds
   // no key string (joining the values cost a string and its hash on every update).
   const root = new Map<string, unknown>()
   let unlabelled: Made | undefined
-  return (...values: ReadonlyArray<string>): Made => {
+  const make = (values: ReadonlyArray<string>): Made => {
+    const labels = names.map((name, i) => MetricLabel.make(name, values[i] ?? ""))
+    return Metric.fromMetricKey(MetricKey.taggedWithLabels(key, labels)) as any
+  }
+  return (v0?: string, v1?: string, v2?: string): Made => {
     if (names.length === 0) return (unlabelled ??= Metric.fromMetricKey(key) as any)
     let level = root
-    for (let i = 0; i < names.length - 1; i++) {
-      const value = values[i] ?? ""
-      let next = level.get(value) as Map<string, unknown> | undefined
-      if (next === undefined) level.set(value, next = new Map())
+    let last = v0 ?? ""
+    if (names.length > 1) {
+      let next = level.get(last) as Map<string, unknown> | undefined
+      if (next === undefined) level.set(last, next = new Map())
       level = next
+      last = v1 ?? ""
+      if (names.length > 2) {
+        next = level.get(last) as Map<string, unknown> | undefined
+        if (next === undefined) level.set(last, next = new Map())
+        level = next
+        last = v2 ?? ""
+      }
     }
-    const last = values[names.length - 1] ?? ""
     let metric = level.get(last) as Made | undefined
     if (metric === undefined) {
-      const labels = names.map((name, i) => MetricLabel.make(name, values[i] ?? ""))
-      metric = Metric.fromMetricKey(MetricKey.taggedWithLabels(key, labels)) as any
+      metric = make([v0 ?? "", v1 ?? "", v2 ?? ""])
       level.set(last, metric)
     }
     return metric!

@@ -37,13 +37,21 @@ describe("verifyWebhookSignature", () => {
 
   it("signs exactly as createHmac does: short and long secrets, ASCII or not, any body", () => {
     const secrets = [secret, "", "6", "\u0000\u007f", "x".repeat(64), "x".repeat(65), "whsec_é", "whsec_😀", "k".repeat(200)]
-    const bodies = ["", body, "é😀\u0000", `{"id":"evt_1","note":"${"ü".repeat(300)}"}`, "a".repeat(5000)]
+    const bodies = ["", body, "é😀\u0000", "lone \ud800 and \udc00 surrogates", `{"id":"evt_1","note":"${"ü".repeat(300)}"}`, "a".repeat(5000)]
     for (const s of secrets) {
       for (const b of bodies) {
-        for (const ts of [0, t, 9_999_999_999]) {
+        for (const ts of [0, t, 9_999_999_999, -1, 1.5]) {
           expect(hmacHex(s, ts, b)).toBe(createHmac("sha256", s).update(`${ts}.${b}`).digest("hex"))
         }
       }
+    }
+  })
+
+  it("signs a header with several secrets (short, long, non-ASCII mixed), each exactly as createHmac does", () => {
+    const secrets = [secret, "k".repeat(200), "whsec_é", previous]
+    for (const b of ["", body, "é😀".repeat(2000)]) {
+      const expected = secrets.map((s) => `,v1=${createHmac("sha256", s).update(`${t}.${b}`).digest("hex")}`).join("")
+      expect(signatureHeader(secrets, t, b)).toBe(`t=${t}${expected}`)
     }
   })
 })
