@@ -3,7 +3,7 @@ import { Effect, Layer } from "effect"
 import { afterAttempt, type Delivery, newDelivery } from "../../src/domain/Webhook.ts"
 import { layerMemory } from "../../src/store/MemoryStore.ts"
 import { Store } from "../../src/store/Store.ts"
-import { WebhookStore } from "../../src/store/WebhookStore.ts"
+import { type Lease, WebhookStore, type WebhookStoreShape } from "../../src/store/WebhookStore.ts"
 import * as Payment from "../../src/domain/Payment.ts"
 import { accepted, createInput } from "../domain/fixtures.ts"
 import { freshDatabase, pgStoreLayer } from "../support/database.ts"
@@ -27,6 +27,10 @@ const delivery = (n: number) =>
     }
   })
 
+/** A poll that drains nothing (no batch): its claim alone, of up to `limit` deliveries due at `now` under `lease`. */
+const claim = (store: WebhookStoreShape, now: string, lease: Lease, limit: number) =>
+  Effect.map(store.poll({ drainLimit: 1, drainBatches: 0, build: () => null, now, lease: () => lease, claimLimit: limit }), (polled) => polled.claimed)
+
 const webhookStoreContract = (name: string, layer: () => Layer.Layer<Store | WebhookStore, unknown>) =>
   describe(`WebhookStore contract: ${name}`, () => {
     it.effect("claims are exclusive until the lease expires; only the holder records", () =>
@@ -37,13 +41,13 @@ const webhookStoreContract = (name: string, layer: () => Layer.Layer<Store | Web
         yield* store.insertDelivery(delivery(1)) // one delivery per event
         yield* store.insertDelivery(delivery(2))
         expect((yield* store.listDeliveries("mer_c", {}, { page: 1, perPage: 10 })).items.map((d) => d.id)).toEqual(["whd_2", "whd_1"])
-        expect(yield* store.claimDue(at(0), { token: "a", until: at(10) }, 10)).toHaveLength(0)
-        const claimedA = yield* store.claimDue(at(1), { token: "a", until: at(10) }, 10)
+        expect(yield* claim(store, at(0), { token: "a", until: at(10) }, 10)).toHaveLength(0)
+        const claimedA = yield* claim(store, at(1), { token: "a", until: at(10) }, 10)
         expect(claimedA.map((d) => d.id)).toEqual(["whd_1"])
-        expect(yield* store.claimDue(at(5), { token: "b", until: at(15) }, 10)).toHaveLength(1) // whd_2 only
+        expect(yield* claim(store, at(5), { token: "b", until: at(15) }, 10)).toHaveLength(1) // whd_2 only
         expect(yield* store.nextDueAt()).toBe(at(10))
         // A dies; after its lease, C takes whd_1 over and A can no longer renew or record.
-        const claimedC = yield* store.claimDue(at(10), { token: "c", until: at(20) }, 10)
+        const claimedC = yield* claim(store, at(10), { token: "c", until: at(20) }, 10)
         expect(claimedC.map((d) => d.id)).toEqual(["whd_1"])
         expect(yield* store.renewLease("whd_1", "a", at(10), at(30))).toBeNull()
         const failed = afterAttempt(claimedC[0]!, at(11), { _tag: "Failed", error: "connection error", durationMs: 5 }, [60_000], at(11))
@@ -60,14 +64,16 @@ const webhookStoreContract = (name: string, layer: () => Layer.Layer<Store | Web
         const stats = yield* store.stats("mer_c", at(0))
         expect(stats).toMatchObject({ attemptsLastDay: 1, successfulAttemptsLastDay: 0, lastFailureAt: at(11), lastSuccessAt: null, consecutiveFailures: 1 })
         expect(stats.counts).toEqual({ pending: 1, retrying: 1, succeeded: 0, failed: 0 })
-        expect(yield* store.signingSecrets("mer_c", at(0))).toEqual(["whsec_c"])
+        // Before any rotation only the current secret signs (the renewal at minute 11 above).
         yield* store.rotateSecret("mer_c", "whsec_new", at(30), at(20))
-        expect(yield* store.signingSecrets("mer_c", at(29))).toEqual(["whsec_new", "whsec_c"])
-        expect(yield* store.signingSecrets("mer_c", at(30))).toEqual(["whsec_new"])
         // A renewal answers the secrets that sign at its `now`: both during the rotation's overlap.
-        expect((yield* store.claimDue(at(25), { token: "d", until: at(27) }, 10)).map((d) => d.id).sort()).toEqual(["whd_1", "whd_2"])
+        expect((yield* claim(store, at(25), { token: "d", until: at(27) }, 10)).map((d) => d.id).sort()).toEqual(["whd_1", "whd_2"])
         expect(yield* store.renewLease("whd_2", "d", at(26), at(28))).toEqual(["whsec_new", "whsec_c"])
         expect(yield* store.renewLease("whd_2", "d", at(28), at(29))).toBeNull()
+        // Up to the overlap's last instant both sign; from its end (exclusive), the new one alone.
+        expect((yield* claim(store, at(28), { token: "e", until: at(40) }, 10)).map((d) => d.id).sort()).toEqual(["whd_1", "whd_2"])
+        expect(yield* store.renewLease("whd_1", "e", at(29), at(40))).toEqual(["whsec_new", "whsec_c"])
+        expect(yield* store.renewLease("whd_1", "e", at(30), at(40))).toEqual(["whsec_new"])
       }).pipe(Effect.provide(layer())))
 
     it.effect("claims a payment's delivery only when no earlier one of that payment to that URL is open", () =>
@@ -81,23 +87,23 @@ const webhookStoreContract = (name: string, layer: () => Layer.Layer<Store | Web
           yield* store.insertDelivery(d)
         }
         expect((yield* store.getDelivery("mer_c", "whd_2"))!.order).toEqual({ paymentId: "pay_a", sequence: 2 })
-        const first = yield* store.claimDue(at(10), { token: "a", until: at(100) }, 10)
+        const first = yield* claim(store, at(10), { token: "a", until: at(100) }, 10)
         expect(first.map((d) => d.id).sort()).toEqual(["whd_1", "whd_4", "whd_5", "whd_6"])
         // A's first fails and will be retried a minute later: A's second still waits.
         const failed = afterAttempt(first.find((d) => d.id === "whd_1")!, at(10), { _tag: "Failed", error: "connection error", durationMs: 5 }, [60_000], at(10))
         expect(yield* store.recordAttempt(failed.delivery, failed.attempt, "a")).toBe(true)
-        expect(yield* store.claimDue(at(10), { token: "b", until: at(100) }, 10)).toEqual([])
-        const retried = yield* store.claimDue(at(11), { token: "c", until: at(100) }, 10)
+        expect(yield* claim(store, at(10), { token: "b", until: at(100) }, 10)).toEqual([])
+        const retried = yield* claim(store, at(11), { token: "c", until: at(100) }, 10)
         expect(retried.map((d) => d.id)).toEqual(["whd_1"])
         // It fails for good: the next one goes (and only the next one).
         const gaveUp = afterAttempt(retried[0]!, at(11), { _tag: "Failed", error: "connection error", durationMs: 5 }, [60_000], at(11))
         expect(gaveUp.delivery.status).toBe("failed")
         expect(yield* store.recordAttempt(gaveUp.delivery, gaveUp.attempt, "c")).toBe(true)
-        const next = yield* store.claimDue(at(11), { token: "d", until: at(100) }, 10)
+        const next = yield* claim(store, at(11), { token: "d", until: at(100) }, 10)
         expect(next.map((d) => d.id)).toEqual(["whd_2"])
         const delivered = afterAttempt(next[0]!, at(11), { _tag: "Answered", status: 200, snippet: "", durationMs: 5 }, [60_000], at(11))
         expect(yield* store.recordAttempt(delivered.delivery, delivered.attempt, "d")).toBe(true)
-        expect((yield* store.claimDue(at(11), { token: "e", until: at(100) }, 10)).map((d) => d.id)).toEqual(["whd_3"])
+        expect((yield* claim(store, at(11), { token: "e", until: at(100) }, 10)).map((d) => d.id)).toEqual(["whd_3"])
         // Open: whd_3..6, all leased, so none is due.
         expect(yield* store.backlog(at(40))).toEqual({ open: 4, due: 0, oldestDueAt: null })
         expect(yield* store.backlog(at(100))).toEqual({ open: 4, due: 4, oldestDueAt: at(3) })
@@ -113,44 +119,61 @@ const webhookStoreContract = (name: string, layer: () => Layer.Layer<Store | Web
           yield* store.insertDelivery(d)
         }
         const lease = (token: string) => ({ token, until: at(100) })
-        const first = yield* store.claimDue(at(10), lease("a"), 10)
+        const first = yield* claim(store, at(10), lease("a"), 10)
         expect(first.map((d) => d.id).sort()).toEqual(["whd_1", "whd_4", "whd_5", "whd_6"])
         const byId = (id: string) => first.find((d) => d.id === id)!
-        const succeed = (d: Delivery, token: string, now: string) =>
+        const answered = (d: Delivery, now: string) => afterAttempt(d, now, { _tag: "Answered", status: 200, snippet: "", durationMs: 5 }, [60_000], now)
+        /** Records `d` answered 2xx by the holder of `token`, claiming its successor at `now` in the same call. */
+        const succeed = (d: Delivery, token: string, now: string, successorLease: Lease) =>
           Effect.gen(function*() {
-            const done = afterAttempt(d, now, { _tag: "Answered", status: 200, snippet: "", durationMs: 5 }, [60_000], now)
-            expect(yield* store.recordAttempt(done.delivery, done.attempt, token)).toBe(true)
-            return done.delivery
+            const done = answered(d, now)
+            return yield* store.recordAttempt(done.delivery, done.attempt, token, { now, lease: successorLease })
           })
-        // While pay_a's first is open, its second is not claimed.
-        expect(yield* store.claimSuccessor(byId("whd_1"), at(10), lease("s"))).toBeNull()
-        const done1 = afterAttempt(byId("whd_1"), at(10), { _tag: "Answered", status: 200, snippet: "", durationMs: 5 }, [60_000], at(10))
+        // While pay_a's first is open, its second is not claimed: an attempt that leaves the first
+        // open (retrying at once) claims no successor, and the poll that takes the first again
+        // leaves the second.
+        const retry = afterAttempt(byId("whd_1"), at(10), { _tag: "Failed", error: "connection error", durationMs: 5 }, [0], at(10))
+        expect(retry.delivery.status).toBe("retrying")
+        expect(yield* store.recordAttempt(retry.delivery, retry.attempt, "a", { now: at(10), lease: lease("s") })).toBe(true)
+        const again = yield* claim(store, at(10), lease("a"), 10)
+        expect(again.map((d) => d.id)).toEqual(["whd_1"])
+        const done1 = answered(again[0]!, at(10))
         const second = yield* store.recordAttempt(done1.delivery, done1.attempt, "a", { now: at(10), lease: lease("s") })
         expect(typeof second === "object" ? second.id : second).toBe("whd_2")
         if (typeof second !== "object") return
         expect(yield* store.getDelivery("mer_c", "whd_1")).toEqual(done1.delivery)
-        const ended1 = done1.delivery
-        // Claimed under the lease: neither a second claim nor a poll gets it, and the third waits for it.
-        expect(yield* store.claimSuccessor(ended1, at(10), lease("t"))).toBeNull()
-        expect(yield* store.claimDue(at(10), lease("u"), 10)).toEqual([])
-        // Recording with a successor claims it in the same call: none yet for a wrong token (nothing
+        // Claimed under the lease: only its holder renews it, recording the first again (its lease is
+        // gone) claims nothing, and a poll gets neither it nor the third, which waits for it.
+        expect(yield* store.renewLease("whd_2", "t", at(10), at(100))).toBeNull()
+        expect(yield* store.renewLease("whd_2", "s", at(10), at(100))).toEqual(["whsec_c"])
+        expect(yield* store.recordAttempt(done1.delivery, done1.attempt, "a", { now: at(10), lease: lease("t") })).toBe(false)
+        expect(yield* claim(store, at(10), lease("u"), 10)).toEqual([])
+        // Recording with a successor claims it in the same call: none for a wrong token (nothing
         // recorded) nor when the successor is not due (the third is due at minute 3 only).
-        const done2 = afterAttempt(second!, at(2), { _tag: "Answered", status: 200, snippet: "", durationMs: 5 }, [60_000], at(2))
+        const done2 = answered(second, at(2))
         expect(yield* store.recordAttempt(done2.delivery, done2.attempt, "x", { now: at(10), lease: lease("v") })).toBe(false)
         expect(yield* store.recordAttempt(done2.delivery, done2.attempt, "s", { now: at(2), lease: lease("v") })).toBe(true)
         expect(yield* store.getDelivery("mer_c", "whd_2")).toEqual(done2.delivery)
-        const ended2 = done2.delivery
-        expect(yield* store.claimSuccessor(ended2, at(2), lease("v"))).toBeNull()
-        expect((yield* store.claimSuccessor(ended2, at(10), lease("v")))?.id).toBe("whd_3")
-        // ... and answers it when there is one.
-        const done3 = afterAttempt((yield* store.getDelivery("mer_c", "whd_3"))!, at(10), { _tag: "Failed", error: "connection error", durationMs: 5 }, [], at(10))
+        // The third is now due, unleased and first of its payment to its URL, yet nothing claims it as
+        // the successor of another payment's only one, of an unordered one, nor across URLs.
+        expect(yield* succeed(byId("whd_4"), "a", at(10), lease("w"))).toBe(true)
+        expect(yield* succeed(byId("whd_5"), "a", at(10), lease("w"))).toBe(true)
+        expect(yield* succeed(byId("whd_6"), "a", at(10), lease("w"))).toBe(true)
+        // ... and it is claimable: the poll takes it (alone).
+        const third = yield* claim(store, at(10), lease("v"), 10)
+        expect(third.map((d) => d.id)).toEqual(["whd_3"])
+        // A resent earlier one that ends while the third is held claims no successor: a lease is not
+        // taken over before it ends.
+        const resent = yield* store.resend("mer_c", "whd_2", (d) => ({ ...d, status: "retrying", nextAttemptAt: at(10), completedAt: null }))
+        expect(resent._tag).toBe("Resent")
+        const redo = yield* claim(store, at(10), lease("y"), 10)
+        expect(redo.map((d) => d.id)).toEqual(["whd_2"])
+        expect(yield* succeed(redo[0]!, "y", at(10), lease("z"))).toBe(true)
+        expect(yield* store.renewLease("whd_3", "z", at(10), at(100))).toBeNull()
+        // Nothing after the last of a payment.
+        const done3 = afterAttempt(third[0]!, at(10), { _tag: "Failed", error: "connection error", durationMs: 5 }, [], at(10))
         expect(done3.delivery.status).toBe("failed")
         expect(yield* store.recordAttempt(done3.delivery, done3.attempt, "v", { now: at(10), lease: lease("w") })).toBe(true)
-        // Nothing after the last of a payment, after another payment's only one, after an unordered
-        // one, nor across URLs.
-        expect(yield* store.claimSuccessor(yield* succeed(byId("whd_4"), "a", at(10)), at(10), lease("w"))).toBeNull()
-        expect(yield* store.claimSuccessor(yield* succeed(byId("whd_5"), "a", at(10)), at(10), lease("w"))).toBeNull()
-        expect(yield* store.claimSuccessor(yield* succeed(byId("whd_6"), "a", at(10)), at(10), lease("w"))).toBeNull()
         // whd_3 ended (failed) with its attempt above: nothing is open.
         expect(yield* store.backlog(at(10))).toEqual({ open: 0, due: 0, oldestDueAt: null })
       }).pipe(Effect.provide(layer())))
@@ -223,7 +246,7 @@ const webhookStoreContract = (name: string, layer: () => Layer.Layer<Store | Web
           }))
         const mine = created.filter((d) => d.merchantId === owner.id)
         expect(mine).toHaveLength(2)
-        const claimed = (yield* store.claimDue(now, { token: "t", until: at(59) }, 100)).filter((d) => d.merchantId === owner.id)
+        const claimed = (yield* claim(store, now, { token: "t", until: at(59) }, 100)).filter((d) => d.merchantId === owner.id)
         expect(claimed.map((d) => d.payload).sort()).toEqual(mine.map((d) => d.payload).sort())
         const [first, second] = claimed
         const succeeded = afterAttempt(first!, now, { _tag: "Answered", status: 200, snippet: "", durationMs: 5 }, [], now)
@@ -237,7 +260,7 @@ const webhookStoreContract = (name: string, layer: () => Layer.Layer<Store | Web
         expect([...listed].sort((a, b) => (a.id < b.id ? -1 : 1))).toEqual([succeeded.delivery, failed.delivery].sort((a, b) => (a.id < b.id ? -1 : 1)))
         const resent = yield* store.resend(owner.id, second!.id, (d) => ({ ...d, status: "retrying", nextAttemptAt: now, completedAt: null }))
         expect(resent._tag).toBe("Resent")
-        const again = (yield* store.claimDue(now, { token: "u", until: at(59) }, 100)).filter((d) => d.merchantId === owner.id)
+        const again = (yield* claim(store, now, { token: "u", until: at(59) }, 100)).filter((d) => d.merchantId === owner.id)
         expect(again.map((d) => d.payload)).toEqual([second!.payload])
       }).pipe(Effect.provide(layer())))
   })
