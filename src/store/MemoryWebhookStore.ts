@@ -458,8 +458,8 @@ const leaseLive = (row: DeliveryRow, nowMs: number) => row.leaseUntilMs > nowMs
 /** Every operation is one synchronous step, so atomic by construction. */
 /**
  * A merchant's signing secrets at `now` (ISO): the current one, then the previous one while its
- * overlap lasts. `signingSecrets` of the memory store; the simulated endpoints call it directly on
- * every POST they verify, without a fiber.
+ * overlap lasts: what `renewLease` answers; the simulated endpoints call it directly on every POST
+ * they verify, without a fiber.
  */
 export const signingSecretsOf = (state: MemoryState, merchantId: string, now: string): ReadonlyArray<string> => {
   const merchant = state.merchants.get(merchantId)
@@ -561,7 +561,7 @@ export const memoryWebhookOperations = (state: MemoryState): WebhookStoreShape =
     }
     return { drained: events.length, created: created ?? [] }
   }
-  /** `claimDue` at `nowMs`. */
+  /** A poll's claim at `nowMs`. */
   const claim = (nowMs: number, lease: Lease, limit: number) => {
     const claimed: Array<Delivery> = []
     while (claimed.length < limit) {
@@ -587,7 +587,7 @@ export const memoryWebhookOperations = (state: MemoryState): WebhookStoreShape =
     }
     return claimed
   }
-  /** `claimSuccessor`. */
+  /** `recordAttempt`'s successor claim: the next of the ended delivery's payment to its URL. */
   const claimNext = (delivery: Delivery, now: string, lease: Lease): Delivery | null => {
     if (delivery.order === null) return null
     const paymentId = delivery.order.paymentId
@@ -638,7 +638,6 @@ export const memoryWebhookOperations = (state: MemoryState): WebhookStoreShape =
         const found = paginate(rows, page)
         return { items: found.items.map((row) => row.delivery), totalCount: found.totalCount }
       }),
-    claimDue: (now, lease, limit) => Effect.sync(() => claim(isoMs(now), lease, limit)),
     renewLease: (id, token, now, until) =>
       Effect.sync(() => {
         const row = w.deliveries.get(id)
@@ -668,7 +667,6 @@ export const memoryWebhookOperations = (state: MemoryState): WebhookStoreShape =
           schedule(row)
         }
       }),
-    claimSuccessor: (delivery, now, lease) => Effect.sync(() => claimNext(delivery, now, lease)),
     backlog: (now) =>
       Effect.sync(() => {
         const nowMs = isoMs(now)
@@ -727,7 +725,6 @@ export const memoryWebhookOperations = (state: MemoryState): WebhookStoreShape =
           consecutiveFailures: attempts.filter((a) => !a.ok && (lastSuccess === null || a.at > lastSuccess)).length
         }
       }),
-    signingSecrets: (merchantId, now) => Effect.sync(() => signingSecretsOf(state, merchantId, now)),
     rotateSecret: (merchantId, secret, previousUntil, now) =>
       Effect.sync(() => {
         const merchant = state.merchants.get(merchantId)

@@ -56,7 +56,7 @@ export const makePgWebhookStore = Effect.gen(function*() {
       : sql`INSERT INTO webhook_deliveries ${sql.insert(deliveries.map(deliveryRow))}
           ON CONFLICT (event_id) DO NOTHING RETURNING id`
 
-  /** `claimSuccessor` (inside `recordAttempt`'s transaction too). */
+  /** `recordAttempt`'s successor claim, inside its transaction: the next of the ended delivery's payment to its URL. */
   const claimNext = (delivery: Delivery, now: string, lease: Lease) =>
     delivery.order === null
       ? Effect.succeed(null)
@@ -101,7 +101,7 @@ export const makePgWebhookStore = Effect.gen(function*() {
       return { drained: taken.length, created: built.filter((d) => inserted.has(d.id)) }
     })))
 
-  /** The deliveries `claimDue` leases: due at `now`, no live lease, none of their payment before them open. */
+  /** The deliveries a poll leases: due at `now`, no live lease, none of their payment before them open. */
   const dueIds = (now: string, limit: number) =>
     sql`SELECT d.id FROM webhook_deliveries d
         WHERE d.status IN ('pending', 'retrying') AND d.next_attempt_at <= ${now}
@@ -119,10 +119,6 @@ export const makePgWebhookStore = Effect.gen(function*() {
         FOR UPDATE OF d SKIP LOCKED`
 
   const byDueTime = (a: Delivery, b: Delivery) => (a.nextAttemptAt! < b.nextAttemptAt! ? -1 : a.nextAttemptAt! > b.nextAttemptAt! ? 1 : a.id < b.id ? -1 : 1)
-
-  const claimDue = (now: string, lease: Lease, limit: number) =>
-    run(sql`UPDATE webhook_deliveries SET lease_token = ${lease.token}, lease_until = ${lease.until}
-      WHERE id IN (${dueIds(now, limit)}) RETURNING *`).pipe(Effect.map((rows) => rows.map(toDelivery).sort(byDueTime)))
 
   const nextDueAt = () =>
     run(sql`SELECT min(GREATEST(next_attempt_at, coalesce(lease_until, next_attempt_at))) AS at
@@ -184,7 +180,6 @@ export const makePgWebhookStore = Effect.gen(function*() {
         sql`SELECT count(*)::int AS n FROM webhook_deliveries WHERE ${where}`
       ])).pipe(Effect.map(([rows, count]) => ({ items: rows.map(toDelivery), totalCount: Number(count[0]!.n) })))
     },
-    claimDue,
     renewLease: (id, token, now, until) =>
       // The renewal and the merchant's secrets in one statement (one round trip an attempt).
       run(sql`WITH renewed AS (
@@ -221,7 +216,6 @@ export const makePgWebhookStore = Effect.gen(function*() {
     releaseLease: (id, token) =>
       run(sql`UPDATE webhook_deliveries SET lease_token = NULL, lease_until = NULL
         WHERE id = ${id} AND lease_token = ${token}`).pipe(Effect.asVoid),
-    claimSuccessor: (delivery, now, lease) => run(claimNext(delivery, now, lease)),
     backlog: (now) =>
       run(sql`SELECT count(*)::int AS open,
           count(*) FILTER (WHERE next_attempt_at <= ${now} AND (lease_until IS NULL OR lease_until <= ${now}))::int AS due,
@@ -269,11 +263,6 @@ export const makePgWebhookStore = Effect.gen(function*() {
             }
           )
         )
-      ),
-    signingSecrets: (merchantId, now) =>
-      run(sql`SELECT webhook_secret, previous_webhook_secret, previous_webhook_secret_expires_at > ${now} AS previous_live
-        FROM merchants WHERE id = ${merchantId}`).pipe(
-        Effect.map((rows) => secretsOf(rows[0]))
       ),
     rotateSecret: (merchantId, secret, previousUntil, now) =>
       run(sql`UPDATE merchants SET previous_webhook_secret = webhook_secret,

@@ -54,26 +54,29 @@ export interface WebhookStoreShape {
     filter: { readonly status?: DeliveryStatus | undefined },
     page: PageRequest
   ) => StoreEffect<PageOf<Delivery>>
-  /** Leases up to `limit` deliveries due at `now` that no live lease holds (FOR UPDATE SKIP LOCKED). */
-  readonly claimDue: (now: string, lease: Lease, limit: number) => StoreEffect<ReadonlyArray<Delivery>>
   /**
    * One dispatcher poll in one call: drains the outbox as `drainOutbox` does (batches of
-   * `drainLimit` events while they come full, at most `drainBatches`), then claims as `claimDue`
-   * does (under the lease `lease` makes, once the outbox is drained) and tells when work is due
-   * next after that claim, as `nextDueAt` would.
+   * `drainLimit` events while they come full, at most `drainBatches`; none with 0), then leases,
+   * under the lease `lease` makes once the outbox is drained, up to `claimLimit` deliveries due at
+   * `now` that no live lease holds (FOR UPDATE SKIP LOCKED), in due-time order, skipping one whose
+   * payment has an earlier delivery to the same URL still open (or an earlier event still in the
+   * outbox); and tells when work is due next after that claim, as `nextDueAt` would.
    */
   readonly poll: (input: PollInput) => StoreEffect<PollResult>
   /**
    * Extends a lease its holder still has (unexpired at `now`) and answers the signing secrets of
-   * the delivery's merchant at `now` (as `signingSecrets`: what the attempt signs with, read in the
-   * same call); null when the lease was lost.
+   * the delivery's merchant at `now`, read in the same call: what the attempt signs with, the
+   * current one first, then a rotated-out one still in its grace period. Null when the lease was
+   * lost.
    */
   readonly renewLease: (deliveryId: string, token: string, now: string, until: string) => StoreEffect<ReadonlyArray<string> | null>
   /**
    * Commits an attempt and the delivery's new state, releasing the lease; false when `token` no
-   * longer holds it. With `successor` (for a delivery that has ended), then claims its payment's
-   * next delivery as `claimSuccessor(delivery, successor.now, successor.lease)` does, in the same
-   * call, and answers it when there is one (true: recorded, no successor claimed).
+   * longer holds it. With `successor` (for a delivery that has ended), then, in the same call,
+   * leases under `successor.lease` the next delivery of its payment to its URL, if that one is due
+   * at `successor.now`, no live lease holds it and no earlier one of its payment is open (or still
+   * in the outbox), so the payment's next event goes at once without a poll; and answers it when
+   * there is one (true: recorded, no successor claimed; never one for an unordered delivery).
    */
   readonly recordAttempt: (
     delivery: Delivery,
@@ -82,13 +85,6 @@ export interface WebhookStoreShape {
     successor?: { readonly now: string; readonly lease: Lease }
   ) => StoreEffect<boolean | Delivery>
   readonly releaseLease: (deliveryId: string, token: string) => StoreEffect<void>
-  /**
-   * After `delivery` ended: leases the next delivery of its payment to its URL, if that one is due
-   * at `now`, no live lease holds it and no earlier one of its payment is open (or still in the
-   * outbox), so the payment's next event goes at once without a poll. Null otherwise, and always
-   * for an unordered delivery.
-   */
-  readonly claimSuccessor: (delivery: Delivery, now: string, lease: Lease) => StoreEffect<Delivery | null>
   /**
    * For the gauges: deliveries open (pending or retrying), how many of them are due at `now` and
    * unleased, and the earliest due time among those (null: none).
@@ -99,8 +95,6 @@ export interface WebhookStoreShape {
   /** Changes an unleased delivery with `decide` (null refuses), for a manual resend. */
   readonly resend: (merchantId: string, deliveryId: string, decide: (delivery: Delivery) => Delivery | null) => StoreEffect<ResendOutcome>
   readonly stats: (merchantId: string, since: string) => StoreEffect<DeliveryStats>
-  /** Secrets that sign at `now`: the current one first, then a rotated-out one still in its grace period. */
-  readonly signingSecrets: (merchantId: string, now: string) => StoreEffect<ReadonlyArray<string>>
   /** Replaces the signing secret; the old one keeps signing until `previousUntil`. */
   readonly rotateSecret: (merchantId: string, secret: string, previousUntil: string, now: string) => StoreEffect<Merchant | null>
 }
