@@ -21,40 +21,54 @@ import { runSimulation } from "./Simulator.ts"
  * docs/benchmarks.md).
  */
 /**
- * The machine's speed at the moment, as the seconds a fixed piece of work takes: the same on every
- * run of every version of the code (look-ups in a Map of 50,000 ids, arithmetic, SHA-256 of 1 KB),
- * timed just before and just after the run. This machine's speed moves by a third within minutes,
- * and a run's wall time moves with it: two runs' `wallSeconds` compare fairly only next to their
- * `referenceSeconds` (docs/benchmarks.md). It allocates almost nothing, so the heap's state (small
- * and cold before the run, 1.3 GB after) does not weigh on it; the best of ten rounds, so the
- * rounds before the compiler has optimized it, and a moment's hiccup, do not count.
+ * The machine's speed at the moment, as the seconds two fixed pieces of work take, the same on
+ * every run of every version of the code, timed just before and just after the run:
+ * - `cpu`: SHA-256 of 100 MB (native code: no compiler warm-up in the figure; best of five);
+ * - `memory`: 1,000,000 steps of a random walk through 32 MB (one cache and TLB miss a step, best
+ *   of three), which a neighbour's load on the memory system slows where `cpu` does not notice.
+ * This machine's speed moves by a third within minutes, and a run's wall time moves with it: two
+ * runs' `wallSeconds` compare fairly only next to their `reference` (docs/benchmarks.md). Neither
+ * allocates on the JS heap while timed, so the heap's state (small and cold before the run, 1.3 GB
+ * after) does not weigh on them.
  */
-const referenceIds: Array<string> = []
-const referenceRows = new Map<string, { readonly amount: number; readonly at: number }>()
-for (let i = 0; i < 50_000; i++) {
-  const id = `pay_${(i * 2_654_435_761 % 4_294_967_296).toString(36)}`
-  referenceIds.push(id)
-  referenceRows.set(id, { amount: i % 5_000, at: 1_767_571_200_000 + i * 1_000 })
-}
-const referenceText = Buffer.alloc(1024, 97)
-const referenceSeconds = (): number => {
+const referenceBlock = Buffer.alloc(1 << 20, 97)
+const cpuReferenceSeconds = (): number => {
   let best = Number.POSITIVE_INFINITY
-  for (let round = 0; round < 10; round++) {
+  for (let round = 0; round < 5; round++) {
     const start = process.hrtime.bigint()
     let check = 0
-    for (let pass = 0; pass < 20; pass++) {
-      for (let i = 0; i < referenceIds.length; i++) {
-        const row = referenceRows.get(referenceIds[(i * 7_919 + pass) % referenceIds.length]!)!
-        check = (check + row.amount + (row.at % 65_536)) % 1_000_000_007
-      }
-    }
-    for (let i = 0; i < 4_000; i++) check += hash("sha256", referenceText, "hex").charCodeAt(i % 64)
+    for (let i = 0; i < 100; i++) check += hash("sha256", referenceBlock, "hex").charCodeAt(i % 64)
     const seconds = Number(process.hrtime.bigint() - start) / 1e9
     if (check < 0) throw new Error("unreachable")
     best = Math.min(best, seconds)
   }
   return Number(best.toFixed(4))
 }
+const memoryReferenceSeconds = (): number => {
+  // One cycle through all 8 Mi slots (Sattolo's shuffle, a fixed LCG): every step lands far from the last.
+  const size = 1 << 23
+  const next = new Int32Array(size)
+  for (let i = 0; i < size; i++) next[i] = i
+  let seed = 42
+  for (let i = size - 1; i > 0; i--) {
+    seed = (Math.imul(seed, 1_103_515_245) + 12_345) >>> 0
+    const j = seed % i
+    const t = next[i]!
+    next[i] = next[j]!
+    next[j] = t
+  }
+  let best = Number.POSITIVE_INFINITY
+  for (let round = 0; round < 3; round++) {
+    const start = process.hrtime.bigint()
+    let at = 0
+    for (let step = 0; step < 1_000_000; step++) at = next[at]!
+    const seconds = Number(process.hrtime.bigint() - start) / 1e9
+    if (at < 0) throw new Error("unreachable")
+    best = Math.min(best, seconds)
+  }
+  return Number(best.toFixed(4))
+}
+const referenceSeconds = () => ({ cpu: cpuReferenceSeconds(), memory: memoryReferenceSeconds() })
 
 const heapTargetMB = 2048
 const speedTargetSeconds = 90
@@ -84,8 +98,8 @@ export const main = () => {
     // final collection that measures the live heap, which wallSeconds leaves out), steadier than
     // wall time on a shared machine.
     cpuSeconds: Number(((cpu.user + cpu.system) / 1e6).toFixed(2)),
-    // The machine's speed just before and just after the run (lower is faster; see referenceSeconds).
-    referenceSeconds: [referenceBefore, referenceAfter],
+    // The machine's speed just before and just after the run (seconds: lower is faster; see referenceSeconds).
+    reference: { before: referenceBefore, after: referenceAfter },
     paymentsPerSecond: Math.round(options.payments / seconds),
     requests: result.workload.requests,
     requestsPerSecond: Math.round(result.workload.requests / seconds),
