@@ -1,7 +1,8 @@
 /**
  * A binary min-heap ordered by `before` (which must be a strict total order, so that equal
- * inputs always come out in the same order). Due webhook deliveries and the simulator's
- * timers use it; stale entries are the caller's to skip when they surface.
+ * inputs always come out in the same order). Due webhook deliveries and the memory store's
+ * ordered queues use it; stale entries are the caller's to skip when they surface. (The
+ * simulator's wake-ups use the same algorithm with their order written out: sim/VirtualTime.ts.)
  */
 export class MinHeap<A> {
   private readonly items: Array<A> = []
