@@ -63,10 +63,6 @@ export interface Receipts {
   readonly ofEvent: (eventId: string) => Received | undefined
   /** The receipts of a delivery (undefined: no POST of it reached an endpoint). */
   readonly ofDelivery: (deliveryId: string) => Received | undefined
-  /** Events with a stored delivery and no receipts, as the audit meets them. */
-  readonly storedUnposted: Set<string>
-  /** After the audit: does the store hold a delivery of the event? */
-  readonly hasStoredDelivery: (eventId: string) => boolean
 }
 
 /**
@@ -231,15 +227,9 @@ export const makeSimulatedEndpoints = (
         return after(timeoutMs, () => timedOut(timeoutMs))
       })
   }
-  const storedUnposted = new Set<string>()
   const receipts: Receipts = {
     ofEvent: (eventId) => deliveryOfEvent.get(eventId),
-    ofDelivery: (deliveryId) => received.get(deliveryId),
-    storedUnposted,
-    hasStoredDelivery: (eventId) => {
-      const first = deliveryOfEvent.get(eventId)
-      return first !== undefined ? first.stored : storedUnposted.has(eventId)
-    }
+    ofDelivery: (deliveryId) => received.get(deliveryId)
   }
   return { transport, stats, receipts }
 }
@@ -358,7 +348,7 @@ export const auditDeliveries = (
     readonly timeoutMs: number
     readonly toleranceMs: number
     readonly crashesMs: ReadonlyArray<number>
-    /** What reached the endpoints (attempt numbers by delivery), and a mark per event with a stored delivery. */
+    /** What reached the endpoints (attempt numbers by delivery); the audit marks on them each event with a stored delivery. */
     readonly receipts: Receipts
   }
 ) => {
@@ -366,7 +356,7 @@ export const auditDeliveries = (
   // Events seen with a stored delivery: marked on the receipts of the event's first POST (one
   // look-up into a table the endpoints hold anyway, serving the attempt checks below too), or
   // kept in a set when none of its POSTs reached an endpoint.
-  const unposted = receipts.storedUnposted
+  const unposted = new Set<string>()
   const totals = { deliveries: 0, succeeded: 0, failed: 0, open: 0, attempts: 0 }
   const scheduleMs = options.scheduleMs
   const lastOffset = scheduleMs[scheduleMs.length - 1] ?? 0
@@ -535,5 +525,10 @@ export const auditDeliveries = (
   }
   // Then each delivery's own laws that failed (and the deadlines of those still open), in their turn.
   for (const run of deferred) run()
-  return totals
+  /** Does the store hold a delivery of the event? (Read from the marks this audit made.) */
+  const hasStoredDelivery = (eventId: string) => {
+    const first = receipts.ofEvent(eventId)
+    return first !== undefined ? first.stored : unposted.has(eventId)
+  }
+  return { totals, hasStoredDelivery }
 }

@@ -68,7 +68,6 @@ const appLayer = (infrastructure: Infrastructure) => {
 type AppContext = Layer.Layer.Success<ReturnType<typeof appLayer>>
 
 interface Instance {
-  readonly generation: number
   readonly scope: Scope.CloseableScope
   readonly context: Context.Context<AppContext>
   readonly send: <A>(request: SimRequest, then: (response: SimResponse | null) => Effect.Effect<A>) => Effect.Effect<A>
@@ -118,7 +117,11 @@ export const awaitEither = (a: Pending, b: Pending | null): Effect.Effect<Pendin
  * leaves the process.
  */
 export const answerOf = (pending: Pending): SimResponse | null =>
-  pending.fence !== null && pending.exit !== null && Exit.isSuccess(pending.exit) && !pending.fence.dead ? pending.exit.value : null
+  pending.fence !== null && pending.exit !== null ? replyOf(pending.exit, pending.fence) : null
+
+/** What leaves the process of a request's fiber that ended: its response, unless the instance died first. */
+const replyOf = (exit: Exit.Exit<SimResponse>, fence: Fence): SimResponse | null =>
+  Exit.isSuccess(exit) && !fence.dead ? exit.value : null
 
 const refused: Pending = { exit: null, fence: null, wake: null }
 
@@ -191,7 +194,7 @@ export class SimulatedService {
   /** Builds a fresh instance (new layers, same store) and runs start-up recovery. */
   readonly start: Effect.Effect<void> = Effect.suspend(() => {
     if (this.instance !== null) return Effect.dieMessage("sim: service already running")
-    const generation = ++this.generation
+    ++this.generation
     return Effect.gen(this, function*() {
       const fence: Fence = { dead: false }
       const scope = yield* Scope.make()
@@ -259,8 +262,7 @@ export class SimulatedService {
           return Effect.async<A>((resume) => {
             fiber.addObserver((exit) => {
               requests.delete(fiber)
-              // A reply completed after the instance died never leaves the process.
-              resume(Effect.suspend(() => then(Exit.isSuccess(exit) && !fence.dead ? exit.value : null)))
+              resume(Effect.suspend(() => then(replyOf(exit, fence))))
             })
           })
         })
@@ -276,7 +278,7 @@ export class SimulatedService {
           })
           return Effect.succeed(pending)
         })
-      this.instance = { generation, scope, context, send, open, requests, fence }
+      this.instance = { scope, context, send, open, requests, fence }
     })
   })
 

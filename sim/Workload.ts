@@ -197,12 +197,13 @@ export const makeWorkload = (
    * final answer, or the effect that retries (after its wait) and gives the final answer.
    */
   const answered = (call: Call, attempt: number, generation: number, response: SimResponse | null): SimResponse | null | Effect.Effect<SimResponse | null> => {
-    const again = Effect.suspend(() => attemptAt(call, attempt + 1))
+    // The next attempt, for the retrying branches only (a plain answer builds nothing).
+    const again = () => Effect.suspend(() => attemptAt(call, attempt + 1))
     record(call, generation, response)
     if (response === null) {
       stats.dropped++
       if (call.noRetryOnDrop === true) return null
-      return Effect.zipRight(Effect.sleep(Math.min(30_000, 500 * 2 ** Math.min(attempt, 6)) + prng.int(0, 500)), again)
+      return Effect.zipRight(Effect.sleep(Math.min(30_000, 500 * 2 ** Math.min(attempt, 6)) + prng.int(0, 500)), again())
     }
     auditor.check(response.status !== 500, "no-internal-errors", () => `${call.method} ${call.path} answered 500: ${response.body}`)
     if (response.status > 500) {
@@ -220,12 +221,12 @@ export const makeWorkload = (
       auditor.check(call.merchant.keyGeneration !== generation || call.merchant.keyUncertain === true, "valid-key-accepted", () =>
         `${call.method} ${call.path}: the current API key was refused`)
       // Try again with the key the merchant holds by then (after a rotation or its recovery).
-      if (call.merchant.keyGeneration === generation) return Effect.zipRight(Effect.sleep(5_000 + prng.int(0, 1_000)), again)
-      return again
+      if (call.merchant.keyGeneration === generation) return Effect.zipRight(Effect.sleep(5_000 + prng.int(0, 1_000)), again())
+      return again()
     }
     if (response.status === 429 || response.status === 503 || (response.status === 409 && response.body.includes("idempotency_in_progress"))) {
       const retryAfterSeconds = Number(response.headers["retry-after"] ?? "1")
-      return Effect.zipRight(Effect.sleep(Math.max(1, retryAfterSeconds) * 1_000 + prng.int(0, 1_000)), again)
+      return Effect.zipRight(Effect.sleep(Math.max(1, retryAfterSeconds) * 1_000 + prng.int(0, 1_000)), again())
     }
     return response
   }
@@ -321,8 +322,7 @@ export const makeWorkload = (
       let current = known.transaction
       for (let polls = 0; polls < 60 && current.status === "pending"; polls++) {
         yield* Effect.sleep(prng.exponential(3_000))
-        const r = yield* send({ merchant, method: "GET", path: `/api/v1/transactions/${current.id}`, body: null })
-        if (r !== null) current = parseKnown(r, known) ?? current
+        current = (yield* get(merchant, current.id, known)) ?? current
       }
       return current
     })
