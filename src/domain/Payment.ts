@@ -161,7 +161,6 @@ export interface Draft {
   readonly fraudCase?: FraudCase | null
 }
 
-/** The one place that stamps version, time, events and ledger entries onto a decision. */
 /**
  * The payment with its new version and time: every field written out, in the order `create`
  * writes them, so every payment shares one object shape (a spread here met a dozen shapes and
@@ -198,6 +197,7 @@ const stamped = (p: Payment, version: number, updatedAt: string): Payment => ({
   fraudExplanations: p.fraudExplanations
 })
 
+/** The one place that stamps version, time, events and ledger entries onto a decision. */
 export const decide = (before: Payment | null, draft: Draft, context: Context): Decision => {
   const payment = stamped(draft.payment, before === null ? 1 : before.version + 1, context.now)
   // A decision emits at most one event, so the new version doubles as its sequence number.

@@ -13,7 +13,16 @@ import { storeRefusal } from "./Idempotency.ts"
 import { describeParseError, jsonShapeProblem } from "./JsonShape.ts"
 import { makeRouteOf } from "./Routes.ts"
 import { fromDecodeError, routeNotFound } from "./RequestErrors.ts"
-import { type RequestState, setFiberRef, setRequestState } from "./RequestState.ts"
+import { type RequestState, setRequestState } from "./RequestState.ts"
+
+
+/**
+ * Sets a fiber-local value from inside a step that already holds the fiber (`withFiberRuntime`):
+ * what `FiberRef.set` does, without the two Effect steps of its own. The runtime fiber's setter
+ * is not on the public `RuntimeFiber` type; `FiberRef.set` calls it the same way.
+ */
+const setFiberRef = <A>(fiber: Fiber.RuntimeFiber<unknown, unknown>, ref: FiberRef.FiberRef<A>, value: A): void =>
+  (fiber as unknown as { setFiberRef(ref: FiberRef.FiberRef<A>, value: A): void }).setFiberRef(ref, value)
 
 export const maximumBodyBytes = 64 * 1024
 

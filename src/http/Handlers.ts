@@ -206,19 +206,15 @@ const ApiKeysLive = HttpApiBuilder.group(PaymentsApi, "apiKeys", (handlers) =>
           return { api_keys: result.items.map(Wire.apiKey), meta: Wire.meta(page, result) }
         }))
       .handle("create", ({ payload }) =>
-        Effect.gen(function*() {
-          return yield* idempotent({}, (merchantId) =>
-            mapErrors(apiKeys.create(merchantId, payload.name)).pipe(
-              Effect.map((issued) => ({ status: 201, body: { api_key: Wire.apiKeyCreated(issued.record, issued.secret) } }))
-            ))
-        }))
+        idempotent({}, (merchantId) =>
+          mapErrors(apiKeys.create(merchantId, payload.name)).pipe(
+            Effect.map((issued) => ({ status: 201, body: { api_key: Wire.apiKeyCreated(issued.record, issued.secret) } }))
+          )))
       .handle("rotate", ({ path }) =>
-        Effect.gen(function*() {
-          return yield* idempotent({}, (merchantId) =>
-            mapErrors(apiKeys.rotate(merchantId, path.id)).pipe(
-              Effect.map((issued) => ({ status: 201, body: { api_key: Wire.apiKeyCreated(issued.record, issued.secret) } }))
-            ))
-        }))
+        idempotent({}, (merchantId) =>
+          mapErrors(apiKeys.rotate(merchantId, path.id)).pipe(
+            Effect.map((issued) => ({ status: 201, body: { api_key: Wire.apiKeyCreated(issued.record, issued.secret) } }))
+          )))
   }))
 
 const FraudLive = HttpApiBuilder.group(PaymentsApi, "fraud", (handlers) =>
@@ -273,12 +269,10 @@ const FraudLive = HttpApiBuilder.group(PaymentsApi, "fraud", (handlers) =>
           }
         }))
       .handle("review", ({ path, payload }) =>
-        Effect.gen(function*() {
-          return yield* idempotent({}, (merchantId, commandKey) =>
-            mapErrors(payments.review(merchantId, path.id, payload.status, payload.notes ?? null, commandKey)).pipe(
-              Effect.map((fraudCase) => ({ status: 200, body: { fraud_case: Wire.fraudCase(fraudCase) } }))
-            ))
-        }))
+        idempotent({}, (merchantId, commandKey) =>
+          mapErrors(payments.review(merchantId, path.id, payload.status, payload.notes ?? null, commandKey)).pipe(
+            Effect.map((fraudCase) => ({ status: 200, body: { fraud_case: Wire.fraudCase(fraudCase) } }))
+          )))
   }))
 
 const OperationsLive = HttpApiBuilder.group(PaymentsApi, "operations", (handlers) =>

@@ -1,5 +1,5 @@
 import { HttpServerRequest, type HttpServerResponse } from "@effect/platform"
-import { Cause, Clock, Context, Effect, Option, Redacted } from "effect"
+import { Cause, Clock, Context, Effect, identity, Option, Redacted } from "effect"
 import { hash as oneShotHash } from "node:crypto"
 import type { AppConfigShape } from "../platform/Config.ts"
 import { AppConfig } from "../platform/Config.ts"
@@ -12,7 +12,7 @@ import type { CommandKey, IdempotencyClaim, StoreShape, StoreUnavailable } from 
 import { Store } from "../store/Store.ts"
 import * as E from "./ApiError.ts"
 import { jsonResponse } from "./Edge.ts"
-import { type RequestState, requestStateOf } from "./RequestState.ts"
+import { noCaller, type RequestState, requestStateOf } from "./RequestState.ts"
 
 const keyPattern = /^[\x20-\x7e]{1,255}$/
 
@@ -133,7 +133,7 @@ const served = <A>(f: (served: Served) => Effect.Effect<A, E.ApiError, HttpServe
   Effect.withFiberRuntime<A, E.ApiError, HttpServerRequest.HttpServerRequest | Store | AppConfig>((fiber) => {
     const context = fiber.currentContext
     const current = requestStateOf(fiber)
-    if (current.caller === null) return Effect.dieMessage("no authenticated caller: the endpoint is not behind Authentication")
+    if (current.caller === null) return noCaller
     current.taken = true
     const nowMs = Math.floor(Context.get(fiber.currentDefaultServices, Clock.Clock).unsafeCurrentTimeMillis())
     return f({
@@ -152,6 +152,25 @@ const served = <A>(f: (served: Served) => Effect.Effect<A, E.ApiError, HttpServe
 const withBodyText = <A, E, R>(request: HttpServerRequest.HttpServerRequest, current: RequestState, f: (text: string) => Effect.Effect<A, E, R>) =>
   current.body !== undefined ? f(current.body.text) : Effect.flatMap(Effect.orElseSucceed(request.text, () => ""), f)
 
+/** A key's claim at `nowMs` (`now` is its text): locked for the lease, kept for the key's lifetime. */
+const claimOf = (
+  config: AppConfigShape,
+  merchantId: string,
+  key: string,
+  fingerprint: string,
+  now: string,
+  nowMs: number,
+  owner: string | null
+): IdempotencyClaim => ({
+  merchantId,
+  key,
+  fingerprint,
+  now,
+  lockedUntil: isoAt(nowMs + config.idempotencyLeaseMs),
+  expiresAt: isoAt(nowMs + config.idempotencyTtlMs),
+  owner
+})
+
 /** Claims `key`: `claimed` runs when this request goes ahead; anything else is the answer already. */
 const claim = <R>(
   store: StoreShape,
@@ -165,15 +184,7 @@ const claim = <R>(
   claimed: () => Effect.Effect<HttpServerResponse.HttpServerResponse, E.ApiError, R>
 ): Effect.Effect<HttpServerResponse.HttpServerResponse, E.ApiError, R> =>
   Effect.matchEffect(
-    store.claimIdempotencyKey({
-      merchantId,
-      key,
-      fingerprint,
-      now,
-      lockedUntil: isoAt(nowMs + config.idempotencyLeaseMs),
-      expiresAt: isoAt(nowMs + config.idempotencyTtlMs),
-      owner
-    }),
+    store.claimIdempotencyKey(claimOf(config, merchantId, key, fingerprint, now, nowMs, owner)),
     {
       onFailure: () => Effect.fail(E.serviceUnavailable()),
       onSuccess: (outcome) => {
@@ -336,15 +347,7 @@ export const idempotentInline = (
       })
     }
     return withBodyText(request, current, (text) => {
-      const claim: IdempotencyClaim = {
-        merchantId,
-        key,
-        fingerprint: fingerprintOf(request.method, request.url, text, current.body),
-        now,
-        lockedUntil: isoAt(nowMs + config.idempotencyLeaseMs),
-        expiresAt: isoAt(nowMs + config.idempotencyTtlMs),
-        owner
-      }
+      const claim = claimOf(config, merchantId, key, fingerprintOf(request.method, request.url, text, current.body), now, nowMs, owner)
       let claimed = false
       const release = store.releaseIdempotencyKey(merchantId, key).pipe(Effect.ignore)
       // A failure or a stop after the claim committed releases it: the retry resumes the payment.
@@ -414,4 +417,3 @@ export const storeRefusal = (
       complete(store, config, merchantId, key, error.status, body, jsonResponse(error.status, body, error.headers ?? {}), identity))
   })
 
-const identity = <A, X, R>(effect: Effect.Effect<A, X, R>) => effect

@@ -10,8 +10,7 @@ export interface RateDecision {
 
 /** A token bucket per API key: `RATE_LIMIT_PER_SECOND` refill, a burst of twice that. */
 export interface RateLimiterShape {
-  readonly take: (key: string) => Effect.Effect<RateDecision>
-  /** The same decision at a time the caller read already (a request step that holds the clock). */
+  /** Takes a token from the key's bucket at `nowMs` (the caller's request step already holds the clock). */
   readonly takeAt: (key: string, nowMs: number) => RateDecision
 }
 
@@ -41,10 +40,7 @@ export const make = (perSecond: number) =>
       bucket.tokens -= 1
       return { allowed: true, limit: perSecond, remaining: Math.floor(bucket.tokens), retryAfterSeconds: 0 }
     }
-    return RateLimiter.of({
-      take: (key) => Effect.clockWith((clock) => Effect.succeed(takeAt(key, clock.unsafeCurrentTimeMillis()))),
-      takeAt
-    })
+    return RateLimiter.of({ takeAt })
   })
 
 export const layer = Layer.effect(RateLimiter, Effect.flatMap(AppConfig, (config) => make(config.rateLimitPerSecond)))

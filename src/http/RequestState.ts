@@ -1,5 +1,5 @@
 import { HttpServerRequest } from "@effect/platform"
-import { Effect, type Fiber, type FiberRef } from "effect"
+import { Effect, type Fiber } from "effect"
 import type { ApiKey, Merchant } from "../domain/Merchant.ts"
 
 /** The authenticated caller: the merchant that owns the API key, and the key itself. */
@@ -49,29 +49,18 @@ export const requestStateOf = (fiber: Fiber.RuntimeFiber<unknown, unknown>): Req
   return state
 }
 
-/**
- * The authenticated caller of the request. Only endpoints behind the Authentication middleware
- * have one; reading it anywhere else is a defect.
- */
-export const CurrentMerchant: Effect.Effect<Caller> = Effect.withFiberRuntime((fiber) => {
-  const state = requestStateOf(fiber)
-  return state.caller === null ? Effect.dieMessage("no authenticated caller: the endpoint is not behind Authentication") : Effect.succeed(state.caller)
-})
+/** Reading the caller where there is none: only endpoints behind Authentication have one. */
+export const noCaller: Effect.Effect<never> = Effect.dieMessage("no authenticated caller: the endpoint is not behind Authentication")
 
 /**
- * Sets a fiber-local value from inside a step that already holds the fiber (`withFiberRuntime`):
- * what `FiberRef.set` does, without the two Effect steps of its own. The runtime fiber's setter
- * is not on the public `RuntimeFiber` type; `FiberRef.set` calls it the same way.
+ * Runs `f` with the authenticated caller, read in one step. Only endpoints behind the
+ * Authentication middleware have a caller; anywhere else it is a defect.
  */
-export const setFiberRef = <A>(fiber: Fiber.RuntimeFiber<unknown, unknown>, ref: FiberRef.FiberRef<A>, value: A): void =>
-  (fiber as unknown as { setFiberRef(ref: FiberRef.FiberRef<A>, value: A): void }).setFiberRef(ref, value)
-
-/**
- * Runs `f` with the authenticated caller and the request's state, read in one step. Only
- * endpoints behind the Authentication middleware have a caller; anywhere else it is a defect.
- */
-export const withCaller = <A, E, R>(f: (caller: Caller, state: RequestState) => Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+export const withCaller = <A, E, R>(f: (caller: Caller) => Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
   Effect.withFiberRuntime((fiber) => {
-    const state = requestStateOf(fiber)
-    return state.caller === null ? Effect.dieMessage("no authenticated caller: the endpoint is not behind Authentication") : f(state.caller, state)
+    const caller = requestStateOf(fiber).caller
+    return caller === null ? noCaller : f(caller)
   })
+
+/** The authenticated caller of the request (a defect outside Authentication, as `withCaller`). */
+export const CurrentMerchant: Effect.Effect<Caller> = withCaller(Effect.succeed)

@@ -24,12 +24,10 @@ export const WebhooksLive = HttpApiBuilder.group(PaymentsApi, "webhooks", (handl
           return { delivery: Wire.delivery(yield* mapErrors(webhooks.get(merchant.id, path.id))) }
         }))
       .handle("retry", ({ path }) =>
-        Effect.gen(function*() {
-          return yield* idempotent({}, (merchantId) =>
-            mapErrors(webhooks.retry(merchantId, path.id)).pipe(
-              Effect.map((d) => ({ status: 202, body: { delivery: Wire.delivery(d) } }))
-            ))
-        }))
+        idempotent({}, (merchantId) =>
+          mapErrors(webhooks.retry(merchantId, path.id)).pipe(
+            Effect.map((d) => ({ status: 202, body: { delivery: Wire.delivery(d) } }))
+          )))
       .handle("status", () =>
         Effect.gen(function*() {
           const { merchant } = yield* CurrentMerchant
@@ -47,20 +45,16 @@ export const WebhooksLive = HttpApiBuilder.group(PaymentsApi, "webhooks", (handl
           }
         }))
       .handle("test", ({ payload }) =>
-        Effect.gen(function*() {
-          return yield* idempotent({}, (merchantId) =>
-            mapErrors(webhooks.sendTest(merchantId, payload.event_type)).pipe(
-              Effect.map((d) => ({ status: 202, body: { delivery: Wire.delivery(d) } }))
-            ))
-        }))
+        idempotent({}, (merchantId) =>
+          mapErrors(webhooks.sendTest(merchantId, payload.event_type)).pipe(
+            Effect.map((d) => ({ status: 202, body: { delivery: Wire.delivery(d) } }))
+          )))
       .handle("rotateSecret", () =>
-        Effect.gen(function*() {
-          return yield* idempotent({}, (merchantId) =>
-            mapErrors(webhooks.rotateSecret(merchantId)).pipe(
-              Effect.map((rotated) => ({
-                status: 200,
-                body: { merchant: Wire.merchant(rotated.merchant), previous_secret_expires_at: rotated.previousExpiresAt }
-              }))
-            ))
-        }))
+        idempotent({}, (merchantId) =>
+          mapErrors(webhooks.rotateSecret(merchantId)).pipe(
+            Effect.map((rotated) => ({
+              status: 200,
+              body: { merchant: Wire.merchant(rotated.merchant), previous_secret_expires_at: rotated.previousExpiresAt }
+            }))
+          )))
   }))
