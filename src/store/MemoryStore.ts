@@ -214,9 +214,7 @@ export class ScopedMap<V> {
     return this.byMerchant.get(merchantId)?.has(key) ?? false
   }
   set(merchantId: string, key: string, value: V): void {
-    let inner = this.byMerchant.get(merchantId)
-    if (inner === undefined) this.byMerchant.set(merchantId, inner = new Map())
-    inner.set(key, value)
+    inner(this.byMerchant, merchantId).set(key, value)
   }
   delete(merchantId: string, key: string): void {
     this.byMerchant.get(merchantId)?.delete(key)
@@ -277,10 +275,8 @@ export class Sightings {
   /** Adds a row; `amount` null: a card list's row (`failed` its flag), else a merchant list's. */
   insert(time: number, text: string, id: string, failed: number, amount: number | null): void {
     const at = this.placeOf(time, text, id)
-    if (time !== time && this.canonical) {
-      void this.texts
-      this.canonical = false
-    }
+    // A time that is no canonical ms: the list compares texts from now on (placeOf has just made them).
+    if (time !== time && this.canonical) this.canonical = false
     const values = this.values
     const n = this.times.length
     if (at === n) {

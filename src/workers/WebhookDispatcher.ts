@@ -395,17 +395,22 @@ export const run = (options: DispatcherOptions = defaultOptions) =>
       sleepingUntilMs = Number.NEGATIVE_INFINITY
     }
 
-    /** The idle wait for work due at `dueMs`, as an effect (after a failed poll, or without a callback timer). */
-    const waitUntilDue = (nowMs: number, dueMs: number): Effect.Effect<void> => {
+    /** Starts the wait on the callback timer for work due at `dueMs` (announced); `done` once it is over. */
+    const startWaitUntilDue = (timer: CallbackTimer, nowMs: number, dueMs: number, done: () => void) => {
       const untilMs = waitUntil(nowMs, dueMs)
       sleepingUntilMs = untilMs
-      if (timer === null) return Effect.map(raceFor(nowMs, untilMs), awake)
-      return Effect.async<void>((resume) =>
-        startWait(timer, nowMs, untilMs, () => {
-          awake()
-          resume(Effect.void)
-        })
-      )
+      startWait(timer, nowMs, untilMs, () => {
+        awake()
+        done()
+      })
+    }
+
+    /** The idle wait for work due at `dueMs`, as an effect (after a failed poll, or without a callback timer). */
+    const waitUntilDue = (nowMs: number, dueMs: number): Effect.Effect<void> => {
+      if (timer !== null) return Effect.async<void>((resume) => startWaitUntilDue(timer, nowMs, dueMs, () => resume(Effect.void)))
+      const untilMs = waitUntil(nowMs, dueMs)
+      sleepingUntilMs = untilMs
+      return Effect.map(raceFor(nowMs, untilMs), awake)
     }
 
     /**
@@ -422,12 +427,7 @@ export const run = (options: DispatcherOptions = defaultOptions) =>
           waitUntilDue(nowMs, due === null ? Infinity : isoMs(due))))
       }
       if (timer === null) return resume(waitUntilDue(nowMs, dueMs))
-      const untilMs = waitUntil(nowMs, dueMs)
-      sleepingUntilMs = untilMs
-      startWait(timer, nowMs, untilMs, () => {
-        awake()
-        resume(Effect.void)
-      })
+      startWaitUntilDue(timer, nowMs, dueMs, () => resume(Effect.void))
     })
 
     // A poll is not cut in the middle by a stop: claims it made always reach a queue (or go back).
