@@ -56,6 +56,24 @@ export const makePgWebhookStore = Effect.gen(function*() {
       : sql`INSERT INTO webhook_deliveries ${sql.insert(deliveries.map(deliveryRow))}
           ON CONFLICT (event_id) DO NOTHING RETURNING id`
 
+  /**
+   * The order rule of a delivery `d` of a payment: no earlier delivery of its payment to its URL is
+   * still open, and no earlier event of its payment is still in the outbox (another process is
+   * draining it). Both claims (a poll's and an attempt's successor) apply it.
+   */
+  const nothingBefore = () =>
+    sql`NOT EXISTS (
+          SELECT 1 FROM webhook_deliveries earlier
+          WHERE earlier.payment_id = d.payment_id AND earlier.url = d.url
+            AND earlier.event_sequence < d.event_sequence AND earlier.status IN ('pending', 'retrying')
+        ) AND NOT EXISTS (
+          SELECT 1 FROM payment_events e JOIN webhook_outbox o ON o.event_id = e.id
+          WHERE e.payment_id = d.payment_id AND e.sequence < d.event_sequence
+        )`
+
+  /** When an open delivery `d` is next due: its next attempt, or the end of a live lease on it. */
+  const dueAt = () => sql`GREATEST(d.next_attempt_at, coalesce(d.lease_until, d.next_attempt_at))`
+
   /** `recordAttempt`'s successor claim, inside its transaction: the next of the ended delivery's payment to its URL. */
   const claimNext = (delivery: Delivery, now: string, lease: Lease) =>
     delivery.order === null
@@ -66,14 +84,7 @@ export const makePgWebhookStore = Effect.gen(function*() {
               WHERE d.payment_id = ${delivery.order.paymentId} AND d.url = ${delivery.url}
                 AND d.event_sequence > ${delivery.order.sequence} AND d.status IN ('pending', 'retrying')
                 AND d.next_attempt_at <= ${now} AND (d.lease_until IS NULL OR d.lease_until <= ${now})
-                AND NOT EXISTS (
-                  SELECT 1 FROM webhook_deliveries earlier
-                  WHERE earlier.payment_id = d.payment_id AND earlier.url = d.url
-                    AND earlier.event_sequence < d.event_sequence AND earlier.status IN ('pending', 'retrying')
-                ) AND NOT EXISTS (
-                  SELECT 1 FROM payment_events e JOIN webhook_outbox o ON o.event_id = e.id
-                  WHERE e.payment_id = d.payment_id AND e.sequence < d.event_sequence
-                )
+                AND ${nothingBefore()}
               ORDER BY d.event_sequence LIMIT 1
               FOR UPDATE OF d SKIP LOCKED
             ) RETURNING *`.pipe(Effect.map((rows) => (rows.length === 0 ? null : toDelivery(rows[0]!))))
@@ -106,23 +117,14 @@ export const makePgWebhookStore = Effect.gen(function*() {
     sql`SELECT d.id FROM webhook_deliveries d
         WHERE d.status IN ('pending', 'retrying') AND d.next_attempt_at <= ${now}
           AND (d.lease_until IS NULL OR d.lease_until <= ${now})
-          AND (d.payment_id IS NULL OR NOT EXISTS (
-            SELECT 1 FROM webhook_deliveries earlier
-            WHERE earlier.payment_id = d.payment_id AND earlier.url = d.url
-              AND earlier.event_sequence < d.event_sequence AND earlier.status IN ('pending', 'retrying')
-          ) AND NOT EXISTS (
-            -- An earlier event still in the outbox (another process is draining it) comes first too.
-            SELECT 1 FROM payment_events e JOIN webhook_outbox o ON o.event_id = e.id
-            WHERE e.payment_id = d.payment_id AND e.sequence < d.event_sequence
-          ))
+          AND (d.payment_id IS NULL OR (${nothingBefore()}))
         ORDER BY d.next_attempt_at, d.id LIMIT ${limit}
         FOR UPDATE OF d SKIP LOCKED`
 
   const byDueTime = (a: Delivery, b: Delivery) => (a.nextAttemptAt! < b.nextAttemptAt! ? -1 : a.nextAttemptAt! > b.nextAttemptAt! ? 1 : a.id < b.id ? -1 : 1)
 
   const nextDueAt = () =>
-    run(sql`SELECT min(GREATEST(next_attempt_at, coalesce(lease_until, next_attempt_at))) AS at
-      FROM webhook_deliveries WHERE status IN ('pending', 'retrying')`).pipe(
+    run(sql`SELECT min(${dueAt()}) AS at FROM webhook_deliveries d WHERE d.status IN ('pending', 'retrying')`).pipe(
       Effect.map((rows) => isoOrNull(rows[0]?.at))
     )
 
@@ -153,7 +155,7 @@ export const makePgWebhookStore = Effect.gen(function*() {
             RETURNING *
           )
           SELECT (SELECT coalesce(json_agg(c), '[]'::json) FROM claimed c) AS claimed,
-            (SELECT min(GREATEST(d.next_attempt_at, coalesce(d.lease_until, d.next_attempt_at))) FROM webhook_deliveries d
+            (SELECT min(${dueAt()}) FROM webhook_deliveries d
               WHERE d.status IN ('pending', 'retrying') AND d.id NOT IN (SELECT id FROM claimed)) AS next_due`).pipe(
           Effect.map((rows) => {
             const claimed = (rows[0]!.claimed as ReadonlyArray<Row>).map(toDelivery).sort(byDueTime)
