@@ -427,17 +427,15 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
     cardToken: string,
     currency: string,
     until: string,
-    excludePaymentId: string
+    excludePaymentId: string,
+    card: Sightings | undefined = state.cardAttempts.get(merchantId)?.get(cardToken),
+    amounts: Sightings | undefined = state.merchantAmounts.get(merchantId)?.get(currency)
   ): FraudHistory => {
     let hour = 0
     let day = 0
     let declines = 0
     let seen = false
     const untilMs = timeOf(until)
-    const card = state.cardAttempts.get(merchantId)?.get(cardToken)
-    const amounts = state.merchantAmounts.get(merchantId)?.get(currency)
-    historyCard = card
-    historyAmounts = amounts
     // The payment itself, when stored (a create asks before it is).
     const excluded = card === undefined && amounts === undefined ? undefined : state.payments.get(excludePaymentId)
     const excludedMs = excluded === undefined ? Number.NaN : timeOf(excluded.createdAt)
@@ -503,12 +501,6 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
       merchantAmountSumCents: sum
     }
   }
-  /**
-   * The lists the last `history` found (undefined: none yet): a create remembers its payment in
-   * the very lists its history read (nothing changes them between), without looking them up again.
-   */
-  let historyCard: Sightings | undefined
-  let historyAmounts: Sightings | undefined
   /** Adds a new payment to its history lists (`card`, `amounts`: those lists, when known to exist). */
   const remember = (payment: Payment, card: Sightings | undefined, amounts: Sightings | undefined) => {
     const text = payment.createdAt
@@ -643,9 +635,11 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
           setIdempotency(claim.merchantId, claim.key, claimRow(claim, payment.id))
           state.paymentsByIdempotencyKey.set(claim.merchantId, claim.key, payment.id)
         }
-        const found = history(open.history, payment.merchantId, payment.cardToken, payment.currency, payment.createdAt, payment.id)
-        const card = historyCard
-        const amounts = historyAmounts
+        // The payment's history lists, looked up once: its history reads them, and it is
+        // remembered in the very same lists (nothing changes them between).
+        const card = state.cardAttempts.get(payment.merchantId)?.get(payment.cardToken)
+        const amounts = state.merchantAmounts.get(payment.merchantId)?.get(payment.currency)
+        const found = history(open.history, payment.merchantId, payment.cardToken, payment.currency, payment.createdAt, payment.id, card, amounts)
         commit(open.change, undefined)
         remember(payment, card, amounts)
         return { _tag: "Opened" as const, history: found }

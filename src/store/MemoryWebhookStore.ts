@@ -552,6 +552,7 @@ export const memoryWebhookOperations = (state: MemoryState): WebhookStoreShape =
     return true
   }
   /** Takes up to `limit` outbox events into deliveries; `created` (when given) collects those inserted. */
+  /** Drains up to `limit` outbox events into deliveries (those created pushed onto `created`, when given); the number drained. */
   const drain = (limit: number, build: (event: PaymentEvent, merchant: Merchant) => Delivery | null, created: Array<Delivery> | null) => {
     const events = state.outbox.splice(0, limit)
     for (const event of events) {
@@ -559,7 +560,7 @@ export const memoryWebhookOperations = (state: MemoryState): WebhookStoreShape =
       const delivery = merchant === undefined ? null : build(event, merchant)
       if (delivery !== null && insert(delivery, delivery.eventId === event.id ? event : null)) created?.push(delivery)
     }
-    return { drained: events.length, created: created ?? [] }
+    return events.length
   }
   /** A poll's claim at `nowMs`. */
   const claim = (nowMs: number, lease: Lease, limit: number) => {
@@ -611,12 +612,16 @@ export const memoryWebhookOperations = (state: MemoryState): WebhookStoreShape =
     return row === undefined || row.merchantId !== merchantId ? null : row
   }
   return {
-    drainOutbox: (limit, build) => Effect.sync(() => drain(limit, build, [])),
+    drainOutbox: (limit, build) =>
+      Effect.sync(() => {
+        const created: Array<Delivery> = []
+        return { drained: drain(limit, build, created), created }
+      }),
     poll: (input) =>
       Effect.sync(() => {
         let drained = 0
         for (let batch = 0; batch < input.drainBatches; batch++) {
-          const taken = drain(input.drainLimit, input.build, null).drained
+          const taken = drain(input.drainLimit, input.build, null)
           drained += taken
           if (taken < input.drainLimit) break
         }
