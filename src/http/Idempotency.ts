@@ -175,16 +175,11 @@ const claimOf = (
 const claim = <R>(
   store: StoreShape,
   config: AppConfigShape,
-  merchantId: string,
-  key: string,
-  fingerprint: string,
-  now: string,
-  nowMs: number,
-  owner: string | null,
+  keyClaim: IdempotencyClaim,
   claimed: () => Effect.Effect<HttpServerResponse.HttpServerResponse, E.ApiError, R>
 ): Effect.Effect<HttpServerResponse.HttpServerResponse, E.ApiError, R> =>
   Effect.matchEffect(
-    store.claimIdempotencyKey(claimOf(config, merchantId, key, fingerprint, now, nowMs, owner)),
+    store.claimIdempotencyKey(keyClaim),
     {
       onFailure: () => Effect.fail(E.serviceUnavailable()),
       onSuccess: (outcome) => {
@@ -276,12 +271,7 @@ export const idempotent = (
       claim(
         store,
         config,
-        merchantId,
-        key,
-        fingerprintOf(request.method, request.url, text, current.body),
-        now,
-        nowMs,
-        owner,
+        claimOf(config, merchantId, key, fingerprintOf(request.method, request.url, text, current.body), now, nowMs, owner),
         () => runClaimed(store, config, merchantId, key, current.id, operation)
       ))
   })
@@ -413,7 +403,7 @@ export const storeRefusal = (
     const now = isoAt(nowMs)
     const owner = ownerIn(yield* Effect.context<never>())
     const body = JSON.stringify(error.body(requestId))
-    return yield* claim(store, config, merchantId, key, fingerprintOf(request.method, request.url, text), now, nowMs, owner, () =>
+    return yield* claim(store, config, claimOf(config, merchantId, key, fingerprintOf(request.method, request.url, text), now, nowMs, owner), () =>
       complete(store, config, merchantId, key, error.status, body, jsonResponse(error.status, body, error.headers ?? {}), identity))
   })
 
