@@ -49,18 +49,13 @@ const auditOf = (d: DeliveryRecord): DeliveryAudit => ({
 })
 
 /**
- * An ended delivery of an event the store holds, in as few fields as rebuild it exactly: the
- * event gives the merchant, event id and type, order and payload; `times` holds completedAt and
+ * An ended delivery of an event the store holds is kept in as few fields as rebuild it exactly
+ * (on its row: see `DeliveryRow`): the event gives the merchant, event id and type, order and
+ * payload; the row keeps its id, URL, status and createdAt, and `times`: completedAt and
  * firstFailedAt (ms, NaN for null), then per attempt its time, response status (NaN: none),
  * duration and error (an index into the interned error texts, -1: none).
  */
-interface Ended {
-  readonly id: string
-  readonly url: string
-  readonly status: "succeeded" | "failed"
-  readonly createdAt: string
-  readonly times: Array<number>
-}
+type EndedStatus = "succeeded" | "failed"
 
 /** Error texts of attempts, each kept once (a few distinct ones: "HTTP 503: ...", timeouts). */
 export interface ErrorTexts {
@@ -93,8 +88,16 @@ const readMs = (iso: string) => canonicalMs(iso) ?? Date.parse(iso)
 const endedMs = (iso: string | null) => (iso === null ? Number.NaN : canonicalMs(iso))
 const fromMs = (ms: number) => (Number.isNaN(ms) ? null : isoAt(ms))
 
-const rebuild = (ended: Ended, source: PaymentEvent, errors: ErrorTexts, payload: string | undefined): Delivery | DeliveryRecord => {
-  const t = ended.times
+const rebuild = (
+  id: string,
+  url: string,
+  status: EndedStatus,
+  createdAt: string,
+  t: ReadonlyArray<number>,
+  source: PaymentEvent,
+  errors: ErrorTexts,
+  payload: string | undefined
+): Delivery | DeliveryRecord => {
   const attempts: Array<Attempt> = []
   for (let i = 2; i < t.length; i += 4) {
     attempts.push({
@@ -106,18 +109,18 @@ const rebuild = (ended: Ended, source: PaymentEvent, errors: ErrorTexts, payload
     })
   }
   const common = {
-    id: ended.id,
+    id,
     merchantId: source.merchantId,
     eventId: source.id,
     eventType: source.type,
-    url: ended.url
+    url
   }
   const rest = {
-    status: ended.status,
+    status,
     attempts,
     nextAttemptAt: null,
     firstFailedAt: fromMs(t[1]!),
-    createdAt: ended.createdAt,
+    createdAt,
     completedAt: fromMs(t[0]!),
     order: { paymentId: source.paymentId, sequence: source.sequence }
   }
@@ -125,8 +128,9 @@ const rebuild = (ended: Ended, source: PaymentEvent, errors: ErrorTexts, payload
 }
 
 /**
- * The compact form of an ended delivery of `source`, or null when it would not rebuild exactly
- * (field by field, as `rebuild` makes it): checked on the delivery itself, with no rebuild.
+ * The `times` of an ended delivery of `source` (its other kept fields are the delivery's own), or
+ * null when it would not rebuild exactly (field by field, as `rebuild` makes it): checked on the
+ * delivery itself, with no rebuild.
  */
 const compact = (
   delivery: Delivery,
@@ -136,7 +140,7 @@ const compact = (
   /** A time the row read already (its lease's last renewal: the attempt's start), and its canonical ms. */
   known: string | null,
   knownMs: number | undefined
-): Ended | null => {
+): Array<number> | null => {
   const status = delivery.status
   if (status !== "succeeded" && status !== "failed") return null
   const order = delivery.order
@@ -173,7 +177,7 @@ const compact = (
   if (completed === undefined || firstFailed === undefined) return null
   times[0] = completed
   times[1] = firstFailed
-  return { id: delivery.id, url: delivery.url, status, createdAt: delivery.createdAt, times }
+  return times
 }
 
 /**
@@ -186,7 +190,6 @@ class Live {
   /** `leaseUntil` in ms (-Infinity: no lease). */
   leaseUntilMs = Number.NEGATIVE_INFINITY
   /** Its `nextAttemptAt` in ms (NaN: none). */
-  nextAttemptMs: number
   /** The `now` of the lease's last renewal (an attempt's start, its `at`) and its canonical ms. */
   renewedAt: string | null = null
   renewedAtMs: number | undefined = undefined
@@ -196,8 +199,10 @@ class Live {
    */
   sourcePayload: string | null = null
 
+  nextAttemptMs: number = Number.NaN
+
   constructor(public current: Delivery) {
-    this.nextAttemptMs = current.nextAttemptAt === null ? Number.NaN : readMs(current.nextAttemptAt)
+    this.keep(current)
   }
 
   keep(delivery: Delivery) {
@@ -220,7 +225,7 @@ export class DeliveryRow {
   private live: Live | null
   // While compact (`live` null): the `Ended` fields.
   private endedUrl: string = ""
-  private endedStatus: "succeeded" | "failed" = "succeeded"
+  private endedStatus: EndedStatus = "succeeded"
   private endedCreatedAt: string = ""
   private times: Array<number> = noTimes
 
@@ -238,10 +243,10 @@ export class DeliveryRow {
   /** Stores the delivery as it is now. */
   set(delivery: Delivery) {
     const live = this.live
-    const ended = this.source === null
+    const times = this.source === null
       ? null
       : compact(delivery, this.source, this.errors, live === null ? null : live.sourcePayload, live === null ? null : live.renewedAt, live === null ? undefined : live.renewedAtMs)
-    if (ended === null) {
+    if (times === null) {
       if (live === null) this.live = new Live(delivery)
       else {
         live.renewedAt = null
@@ -250,10 +255,11 @@ export class DeliveryRow {
     } else {
       // (The callers clear the lease next: a compact row has none.)
       this.live = null
-      this.endedUrl = ended.url
-      this.endedStatus = ended.status
-      this.endedCreatedAt = ended.createdAt
-      this.times = ended.times
+      this.endedUrl = delivery.url
+      // (compact keeps only an ended delivery.)
+      this.endedStatus = delivery.status as EndedStatus
+      this.endedCreatedAt = delivery.createdAt
+      this.times = times
     }
   }
 
@@ -290,12 +296,12 @@ export class DeliveryRow {
 
   /** The delivery, payload included. */
   get delivery(): Delivery {
-    return this.live !== null ? this.live.current : (rebuild(this.ended, this.source!, this.errors, eventPayload(this.source!)) as Delivery)
+    return this.live !== null ? this.live.current : (this.rebuild(eventPayload(this.source!)) as Delivery)
   }
 
   /** The delivery without its payload (cheaper for an ended one). */
   get record(): DeliveryRecord {
-    return this.live !== null ? this.live.current : rebuild(this.ended, this.source!, this.errors, undefined)
+    return this.live !== null ? this.live.current : this.rebuild(undefined)
   }
 
   /** The delivery as the simulator's audit reads it (the same fields as `record`, times in ms). */
@@ -345,9 +351,9 @@ export class DeliveryRow {
   get url(): string {
     return this.live !== null ? this.live.current.url : this.endedUrl
   }
-  /** The compact form (only while compact). */
-  private get ended(): Ended {
-    return { id: this.id, url: this.endedUrl, status: this.endedStatus, createdAt: this.endedCreatedAt, times: this.times }
+  /** The delivery rebuilt from the compact form (only while compact). */
+  private rebuild(payload: string | undefined) {
+    return rebuild(this.id, this.endedUrl, this.endedStatus, this.endedCreatedAt, this.times, this.source!, this.errors, payload)
   }
   /**
    * The payment whose order it is in (null: unordered); its order is with the deliveries of that
@@ -383,6 +389,13 @@ const noTimes: Array<number> = []
 export interface WebhookMemoryState {
   readonly deliveries: Map<string, DeliveryRow>
   readonly deliveryByEvent: Set<string>
+  /**
+   * The rows under a lease, by id: exactly those whose `leaseToken` is not null. An attempt's
+   * renewal and record (and a give-back) look its row up here: a table of the few thousand rows
+   * claimed at most, not of every delivery ever made (half a million at 100,000 payments, where a
+   * look-up mostly misses the processor's caches).
+   */
+  readonly leased: Map<string, DeliveryRow>
   readonly previousSecrets: Map<string, { readonly secret: string; readonly until: string }>
   /**
    * When each open delivery next needs the dispatcher (its attempt time, or its lease expiry),
@@ -425,6 +438,7 @@ const before = (a: DueEntry, b: DueEntry) => a.atMs < b.atMs || (a.atMs === b.at
 export const emptyWebhookState = (): WebhookMemoryState => ({
   deliveries: new Map(),
   deliveryByEvent: new Set(),
+  leased: new Map(),
   previousSecrets: new Map(),
   due: new MinHeap(before),
   openInOrder: new Map(),
@@ -470,6 +484,12 @@ export const signingSecretsOf = (state: MemoryState, merchantId: string, now: st
 
 export const memoryWebhookOperations = (state: MemoryState): WebhookStoreShape => {
   const w = state.webhooks
+  /** Sets or clears a row's lease, keeping `leased` true. */
+  const setLease = (row: DeliveryRow, token: string | null, until: string | null) => {
+    row.setLease(token, until)
+    if (token === null) w.leased.delete(row.id)
+    else w.leased.set(row.id, row)
+  }
   /**
    * Records when a (changed) delivery next needs attention; finished ones need none. An open row
    * keeps one entry it counts on (`row.entry`) at or before its due time: when its due time moved
@@ -546,7 +566,11 @@ export const memoryWebhookOperations = (state: MemoryState): WebhookStoreShape =
     if (byEvent.add(delivery.eventId).size === events) return false
     const row = new DeliveryRow(delivery.id, delivery, source, w.errors)
     const deliveries = w.deliveries.size
-    if (w.deliveries.set(delivery.id, row).size === deliveries) w.replacedIds = true
+    if (w.deliveries.set(delivery.id, row).size === deliveries) {
+      w.replacedIds = true
+      // The row replaced may hold a lease: the new one holds none.
+      w.leased.delete(delivery.id)
+    }
     track(row)
     schedule(row)
     return true
@@ -582,7 +606,7 @@ export const memoryWebhookOperations = (state: MemoryState): WebhookStoreShape =
         else if (!parked.includes(row)) parked.push(row)
         continue
       }
-      row.setLease(lease.token, lease.until)
+      setLease(row, lease.token, lease.until)
       schedule(row)
       claimed.push(row.delivery)
     }
@@ -603,7 +627,7 @@ export const memoryWebhookOperations = (state: MemoryState): WebhookStoreShape =
     if (next === null) return null
     const nowMs = readMs(now)
     if (next.nextAttemptMs > nowMs || leaseLive(next, nowMs) || waitsForEarlier(next, paymentId)) return null
-    next.setLease(lease.token, lease.until)
+    setLease(next, lease.token, lease.until)
     schedule(next)
     return next.delivery
   }
@@ -645,30 +669,31 @@ export const memoryWebhookOperations = (state: MemoryState): WebhookStoreShape =
       }),
     renewLease: (id, token, now, until) =>
       Effect.sync(() => {
-        const row = w.deliveries.get(id)
+        // A row not in `leased` holds no lease: no token matches it.
+        const row = w.leased.get(id)
         if (row === undefined || row.leaseToken !== token) return null
         const nowCanonical = canonicalIsoMs(now)
         if (!leaseLive(row, nowCanonical ?? Date.parse(now))) return null
         row.renewed(now, nowCanonical)
-        row.setLease(token, until)
+        setLease(row, token, until)
         schedule(row)
         return signingSecretsOf(state, row.merchantId, now)
       }),
     recordAttempt: (delivery, _attempt, token, successor) =>
       Effect.sync(() => {
-        const row = w.deliveries.get(delivery.id)
+        const row = w.leased.get(delivery.id)
         if (row === undefined || row.leaseToken !== token) return false
         row.set(delivery)
-        row.setLease(null, null)
+        setLease(row, null, null)
         track(row)
         schedule(row)
         return successor === undefined ? true : (claimNext(delivery, successor.now, successor.lease) ?? true)
       }),
     releaseLease: (id, token) =>
       Effect.sync(() => {
-        const row = w.deliveries.get(id)
+        const row = w.leased.get(id)
         if (row !== undefined && row.leaseToken === token) {
-          row.setLease(null, null)
+          setLease(row, null, null)
           schedule(row)
         }
       }),
@@ -702,7 +727,7 @@ export const memoryWebhookOperations = (state: MemoryState): WebhookStoreShape =
         const next = decide(current)
         if (next === null) return { _tag: "Refused" as const, delivery: current }
         row.set(next)
-        row.setLease(null, null)
+        setLease(row, null, null)
         track(row)
         schedule(row)
         return { _tag: "Resent" as const, delivery: next }
