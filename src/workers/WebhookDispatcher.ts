@@ -444,20 +444,21 @@ export const run = (options: DispatcherOptions = defaultOptions) =>
     }
 
     /**
-     * The wait after a poll, for the due time the poll's store call answered: one `Effect.async`.
-     * After a failed poll the store is asked (announced before it is read, so a retry recorded
-     * meanwhile still wakes us).
+     * The wait after a poll, for the due time the poll's store call answered, then the next poll:
+     * one `Effect.async`, resumed with the polls themselves (no step to end the wait and another
+     * to go on). After a failed poll the store is asked (announced before it is read, so a retry
+     * recorded meanwhile still wakes us).
      */
-    const idle = Effect.async<void>((resume) => {
+    const idleThenPoll: Effect.Effect<never> = Effect.async<never>((resume) => {
       const nowMs = clock.unsafeCurrentTimeMillis()
       const dueMs = polledNextDueMs
       if (dueMs === undefined) {
         sleepingUntilMs = nowMs + options.pollIntervalMs
         return resume(Effect.flatMap(store.nextDueAt().pipe(Effect.orElseSucceed(() => null)), (due) =>
-          waitUntilDue(nowMs, due === null ? Infinity : isoMs(due))))
+          Effect.flatMap(waitUntilDue(nowMs, due === null ? Infinity : isoMs(due)), () => polls)))
       }
-      if (timer === null) return resume(waitUntilDue(nowMs, dueMs))
-      startWaitUntilDue(timer, nowMs, dueMs, () => resume(Effect.void))
+      if (timer === null) return resume(Effect.flatMap(waitUntilDue(nowMs, dueMs), () => polls))
+      startWaitUntilDue(timer, nowMs, dueMs, () => resume(polls))
     })
 
     // A poll is not cut in the middle by a stop: claims it made always reach a queue (or go back).
@@ -465,8 +466,7 @@ export const run = (options: DispatcherOptions = defaultOptions) =>
     const polls: Effect.Effect<never> = poll.pipe(
       Effect.catchAll((error) => Effect.as(Effect.logWarning("webhook poll failed", error), 0)),
       Effect.uninterruptible,
-      Effect.flatMap((claimed) => (claimed === options.batchSize ? Effect.yieldNow() : idle)),
-      Effect.flatMap(() => polls)
+      Effect.flatMap((claimed) => (claimed === options.batchSize ? Effect.flatMap(Effect.yieldNow(), () => polls) : idleThenPoll))
     )
     poller = yield* Effect.forkIn(Effect.onInterrupt(polls, () => Effect.sync(() => cancelWait?.())), fibers)
   })
