@@ -43,7 +43,7 @@ const auditOf = (d: DeliveryRecord): DeliveryAudit => ({
   url: d.url,
   status: d.status,
   order: d.order,
-  createdAtMs: readMs(d.createdAt),
+  createdAtMs: isoMs(d.createdAt),
   firstFailedAtMs: d.firstFailedAt === null ? null : isoMs(d.firstFailedAt),
   attempts: d.attempts.map((a) => ({ attempt: a.attempt, atMs: isoMs(a.at), responseStatus: a.responseStatus, error: a.error }))
 })
@@ -63,29 +63,8 @@ export interface ErrorTexts {
   readonly ids: Map<string, number>
 }
 
-/**
- * `canonicalIsoMs` with the text last read kept: a poll inserts every delivery it drains with the
- * same `now` text and claims every delivery under the same lease end, and a recorded attempt's
- * end is the successor's `now`: each read once, not once a row.
- */
-let lastRead = ""
-let lastReadMs: number | undefined
-const canonicalMs = (iso: string) => {
-  // The milliseconds' tens digit first: times a poll or an attempt apart mostly differ there, and
-  // `===` on two unequal texts made by concatenation (isoAt's) walks their parts character by
-  // character (~3x the cost of this check and the flattening it does, which the parse needs anyway).
-  // A text too short to have that character misses the check and is parsed again: the same result.
-  if (iso.charCodeAt(22) === lastRead.charCodeAt(22) && iso === lastRead) return lastReadMs
-  const ms = canonicalIsoMs(iso)
-  lastRead = iso
-  lastReadMs = ms
-  return ms
-}
-/** `isoMs`, through the text last read. */
-const readMs = (iso: string) => canonicalMs(iso) ?? Date.parse(iso)
-
-/** A time kept in `Ended.times`: NaN for null, undefined when it would not rebuild byte for byte. */
-const endedMs = (iso: string | null) => (iso === null ? Number.NaN : canonicalMs(iso))
+/** A time kept in a compact row's `times`: NaN for null, undefined when it would not rebuild byte for byte. */
+const endedMs = (iso: string | null) => (iso === null ? Number.NaN : canonicalIsoMs(iso))
 const fromMs = (ms: number) => (Number.isNaN(ms) ? null : isoAt(ms))
 
 const rebuild = (
@@ -136,10 +115,7 @@ const compact = (
   delivery: Delivery,
   source: PaymentEvent,
   errors: ErrorTexts,
-  sourcePayload: string | null,
-  /** A time the row read already (its lease's last renewal: the attempt's start), and its canonical ms. */
-  known: string | null,
-  knownMs: number | undefined
+  sourcePayload: string | null
 ): Array<number> | null => {
   const status = delivery.status
   if (status !== "succeeded" && status !== "failed") return null
@@ -153,7 +129,7 @@ const compact = (
   let i = 2
   for (let n = 0; n < attempts.length; n++) {
     const attempt = attempts[n]!
-    const at = attempt.at === known ? knownMs : canonicalIsoMs(attempt.at)
+    const at = canonicalIsoMs(attempt.at)
     const status = attempt.responseStatus
     // A duration that is not equal to itself (NaN) would not compare equal once rebuilt.
     if (at === undefined || attempt.attempt !== n + 1 || attempt.durationMs !== attempt.durationMs || (status !== null && !(status === status))) return null
@@ -171,7 +147,6 @@ const compact = (
     times[i++] = error
   }
   if (sourcePayload !== null ? delivery.payload !== sourcePayload : delivery.payload !== eventPayload(source)) return null
-  // Read last: the end of the attempt is the `now` of the successor's claim that follows.
   const firstFailed = endedMs(delivery.firstFailedAt)
   const completed = endedMs(delivery.completedAt)
   if (completed === undefined || firstFailed === undefined) return null
@@ -190,9 +165,6 @@ class Live {
   /** `leaseUntil` in ms (-Infinity: no lease). */
   leaseUntilMs = Number.NEGATIVE_INFINITY
   /** Its `nextAttemptAt` in ms (NaN: none). */
-  /** The `now` of the lease's last renewal (an attempt's start, its `at`) and its canonical ms. */
-  renewedAt: string | null = null
-  renewedAtMs: number | undefined = undefined
   /**
    * The source event's payload text, while the row is kept whole, when the delivery was inserted
    * with it (checked then, as the event's text was just written: no second JSON text at the end).
@@ -207,7 +179,7 @@ class Live {
 
   keep(delivery: Delivery) {
     this.current = delivery
-    this.nextAttemptMs = delivery.nextAttemptAt === null ? Number.NaN : readMs(delivery.nextAttemptAt)
+    this.nextAttemptMs = delivery.nextAttemptAt === null ? Number.NaN : isoMs(delivery.nextAttemptAt)
   }
 }
 
@@ -215,7 +187,7 @@ class Live {
  * One stored delivery. While it is open it is kept as it is (`live`: the dispatcher reads and
  * sends it). Once it has ended (succeeded, or failed for good) it is only read again (a GET, a
  * resend, an audit), so when it is a delivery of an event the store holds it is kept compact (the
- * `Ended` fields on the row itself, no lease, no boxed numbers) and rebuilt on read, exactly:
+ * fields below on the row itself, no lease, no boxed numbers) and rebuilt on read, exactly:
  * half a million deliveries with their payloads and attempt objects would otherwise stay in memory
  * for 100,000 simulated payments, where PostgreSQL keeps them on disk.
  */
@@ -223,7 +195,7 @@ export class DeliveryRow {
   /** The entry of the due heap the row counts on (see `schedule`), while it is in the heap. */
   entry: DueEntry | null = null
   private live: Live | null
-  // While compact (`live` null): the `Ended` fields.
+  // While compact (`live` null): what it keeps besides its id and event (see `EndedStatus`).
   private endedUrl: string = ""
   private endedStatus: EndedStatus = "succeeded"
   private endedCreatedAt: string = ""
@@ -245,13 +217,10 @@ export class DeliveryRow {
     const live = this.live
     const times = this.source === null
       ? null
-      : compact(delivery, this.source, this.errors, live === null ? null : live.sourcePayload, live === null ? null : live.renewedAt, live === null ? undefined : live.renewedAtMs)
+      : compact(delivery, this.source, this.errors, live === null ? null : live.sourcePayload)
     if (times === null) {
       if (live === null) this.live = new Live(delivery)
-      else {
-        live.renewedAt = null
-        live.keep(delivery)
-      }
+      else live.keep(delivery)
     } else {
       // (The callers clear the lease next: a compact row has none.)
       this.live = null
@@ -272,14 +241,7 @@ export class DeliveryRow {
     }
     live.leaseToken = token
     live.leaseUntil = until
-    live.leaseUntilMs = until === null ? Number.NEGATIVE_INFINITY : readMs(until)
-  }
-
-  /** Notes the `now` of a renewal of the lease (see `Live.renewedAt`). */
-  renewed(now: string, nowMs: number | undefined) {
-    const live = this.live!
-    live.renewedAt = now
-    live.renewedAtMs = nowMs
+    live.leaseUntilMs = until === null ? Number.NEGATIVE_INFINITY : isoMs(until)
   }
 
   get leaseToken(): string | null {
@@ -325,7 +287,7 @@ export class DeliveryRow {
       url: this.endedUrl,
       status: this.endedStatus,
       order: { paymentId: source.paymentId, sequence: source.sequence },
-      createdAtMs: readMs(this.endedCreatedAt),
+      createdAtMs: isoMs(this.endedCreatedAt),
       firstFailedAtMs: Number.isNaN(t[1]!) ? null : t[1]!,
       attempts
     }
@@ -625,7 +587,7 @@ export const memoryWebhookOperations = (state: MemoryState): WebhookStoreShape =
       if (sequence > delivery.order.sequence && other.url === url && (next === null || sequence < next.sequence)) next = other
     }
     if (next === null) return null
-    const nowMs = readMs(now)
+    const nowMs = isoMs(now)
     if (next.nextAttemptMs > nowMs || leaseLive(next, nowMs) || waitsForEarlier(next, paymentId)) return null
     setLease(next, lease.token, lease.until)
     schedule(next)
@@ -649,7 +611,7 @@ export const memoryWebhookOperations = (state: MemoryState): WebhookStoreShape =
           drained += taken
           if (taken < input.drainLimit) break
         }
-        const claimed = claim(readMs(input.now), input.lease(), input.claimLimit)
+        const claimed = claim(isoMs(input.now), input.lease(), input.claimLimit)
         const next = peekDue()
         return { drained, claimed, nextDueMs: next === undefined ? null : next.atMs }
       }),
@@ -672,9 +634,7 @@ export const memoryWebhookOperations = (state: MemoryState): WebhookStoreShape =
         // A row not in `leased` holds no lease: no token matches it.
         const row = w.leased.get(id)
         if (row === undefined || row.leaseToken !== token) return null
-        const nowCanonical = canonicalIsoMs(now)
-        if (!leaseLive(row, nowCanonical ?? Date.parse(now))) return null
-        row.renewed(now, nowCanonical)
+        if (!leaseLive(row, isoMs(now))) return null
         setLease(row, token, until)
         schedule(row)
         return signingSecretsOf(state, row.merchantId, now)
