@@ -249,7 +249,9 @@ export const run = (options: DispatcherOptions = defaultOptions) =>
         const recorded = (answer: boolean) => {
           Metrics.record(counter, 1)
           if (answer && next.delivery.status === "failed") Metrics.record(Metrics.webhookDeliveriesFailed, 1)
-          return next.delivery.nextAttemptAt !== null && isoMs(next.delivery.nextAttemptAt) < sleepingUntilMs ? webhooks.wake : Effect.void
+          // (An awake poller, -Infinity, needs no wake: no time read then.)
+          const retryAt = next.delivery.nextAttemptAt
+          return retryAt !== null && sleepingUntilMs !== Number.NEGATIVE_INFINITY && isoMs(retryAt) < sleepingUntilMs ? webhooks.wake : Effect.void
         }
         // The payment's next event waits for this one: once this one is done, it is due at once,
         // so it is claimed in the same call (under the same token) and queued behind this
