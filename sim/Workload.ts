@@ -72,6 +72,12 @@ const maximumAttempts = 400
 
 const digest = (text: string) => oneShotHash("sha1", text, "base64")
 
+/** The message of a check that passed: never built (see `Auditor.check`). */
+const passed = () => ""
+
+/** A request's final answer as it is (`send` without a `finish`). */
+const final = (response: SimResponse | null) => response
+
 export const makeWorkload = (
   options: SimOptions,
   prng: Prng,
@@ -89,53 +95,42 @@ export const makeWorkload = (
   /** The payment each script created, and what runs when its script ends (sim/Disputes.ts). */
   const scriptPayments = new Map<number, string>()
   const hooks = { onPaymentFinished: (_paymentId: string): Effect.Effect<void> => Effect.void }
-  /** Idempotency: per merchant and key, the request that owns it and the answer it got. */
-  // The first answer's body itself, compared exactly (no hash per keyed answer): the entries go
-  // when their script ends (`forgetReplays`), so only the running scripts' answers stay on the
-  // heap. The request is kept as its own fields (method, path, body), compared exactly; the map is
-  // per merchant, then per key, so no scoped text is built (and hashed) per keyed answer.
+  /**
+   * Idempotency: per key, the request that owns it and the answer it got. A script's keys
+   * (`create-n`, `capture-n`, `refund-n-r`...: its number n) are sent by no other script and never
+   * after it ends, so each script keeps its own few owners in a list (`Keyed.replays`), searched by
+   * key: the same owners a table per merchant and key would find, without a look-up in a table
+   * of every running script's keys, and they go with the script (no forgetting step).
+   */
+  // The first answer's body itself, compared exactly (no hash per keyed answer), and the request
+  // as its own fields (method, path, body), compared exactly.
   interface ReplayOwner {
+    readonly key: string
     readonly method: string
     readonly path: string
     readonly body: string
     readonly status: number
     readonly answer: string
-    readonly byKey: Map<string, ReplayOwner>
-    readonly key: string
   }
-  const replays = new Map<string, Map<string, ReplayOwner>>()
   const mix = options.mix
-  /**
-   * The replay entries of each script: its keys (`create-n`, `capture-n`, `refund-n-r`...: the
-   * script's number after the first dash) are never sent by another script nor after it ends, so
-   * its entries are forgotten then and the answers do not pile up over a run.
-   */
-  const scriptReplays = new Map<number, Array<ReplayOwner>>()
-  const rememberReplay = (owner: ReplayOwner) => {
-    const key = owner.key
-    const n = Number.parseInt(key.slice(key.indexOf("-") + 1), 10)
-    const list = scriptReplays.get(n)
-    if (list === undefined) scriptReplays.set(n, [owner])
-    else list.push(owner)
-  }
-  const forgetReplays = (n: number) => {
-    const list = scriptReplays.get(n)
-    if (list === undefined) return
-    for (const owner of list) owner.byKey.delete(owner.key)
-    scriptReplays.delete(n)
-  }
 
-  interface Call {
+  interface Unkeyed {
     readonly merchant: Merchant
     readonly method: HttpMethod.HttpMethod
     readonly path: string
     readonly body: string | null
-    readonly key?: string
+    readonly key?: undefined
     /** Do not retry a dropped connection (an unkeyed create could run twice). */
     readonly noRetryOnDrop?: boolean
     /** A 401 is an acceptable answer (racing key rotations). */
     readonly allow401?: boolean
   }
+  interface Keyed extends Omit<Unkeyed, "key"> {
+    readonly key: string
+    /** The replay owners of the script that sends it (see `ReplayOwner`). */
+    readonly replays: Array<ReplayOwner>
+  }
+  type Call = Unkeyed | Keyed
 
   const record = (call: Call, generation: number, response: SimResponse | null) => {
     stats.requests++
@@ -151,22 +146,19 @@ export const makeWorkload = (
     const code = status === 409 || status === 422 ? (JSON.parse(response.body) as { error?: { code?: string } }).error?.code : undefined
     if (code === "idempotency_in_progress") return
     const key = call.key
-    let byKey = replays.get(call.merchant.id)
-    if (byKey === undefined) replays.set(call.merchant.id, byKey = new Map())
     // The request itself, not a digest of it: method, path and body (a null body as ""), compared
     // exactly, without a hash per keyed answer.
     const body = call.body ?? ""
-    const owner = byKey.get(key)
+    const replays = call.replays
+    let owner: ReplayOwner | undefined
+    for (let i = 0; owner === undefined && i < replays.length; i++) if (replays[i]!.key === key) owner = replays[i]
     if (owner === undefined) {
-      if (code !== "idempotency_key_reused") {
-        const entry: ReplayOwner = { method: call.method, path: call.path, body, status, answer: response.body, byKey, key }
-        byKey.set(key, entry)
-        rememberReplay(entry)
-      }
+      if (code !== "idempotency_key_reused") replays.push({ key, method: call.method, path: call.path, body, status, answer: response.body })
       return
     }
     if (owner.method === call.method && owner.path === call.path && owner.body === body) {
-      auditor.check(owner.status === status && owner.answer === response.body, "idempotent-replay", () =>
+      const same = owner.status === status && owner.answer === response.body
+      auditor.check(same, "idempotent-replay", same ? passed : () =>
         `key ${key}: replay answered ${status} ${response.body.slice(0, 200)} but the first answer was ${owner.status} with another body (sha1 ${digest(owner.answer)})`)
     } else {
       auditor.check(code === "idempotency_key_reused", "idempotency-key-reused", () => `key ${key} re-used with another request answered ${status}`)
@@ -174,18 +166,24 @@ export const makeWorkload = (
   }
 
   /**
-   * One logical request with client retries; null when it never got a final answer. Plain steps
-   * rather than a generator (every request of the run goes through here), one attempt per call.
+   * One logical request with client retries; `finish` of its final answer (null when it never got
+   * one). Plain steps rather than a generator (every request of the run goes through here), one
+   * attempt per call, the final answer handed to `finish` in the step that reads it (no
+   * `Effect.map` of two steps after it). The first attempt is sent when this is called: call it
+   * as the request is sent, from the running client (`yield* send(...)`, or inside a suspend).
    */
-  const send = (call: Call): Effect.Effect<SimResponse | null> => Effect.suspend(() => attemptAt(call, 0))
+  const send: {
+    (call: Call): Effect.Effect<SimResponse | null>
+    <A>(call: Call, finish: (response: SimResponse | null) => A): Effect.Effect<A>
+  } = <A>(call: Call, finish: (response: SimResponse | null) => A = final as never) => attemptAt(call, 0, finish)
 
-  /** One attempt, sent when this is called (from `send`'s suspend or a retry's): `service.send` is eager. */
-  const attemptAt = (call: Call, attempt: number): Effect.Effect<SimResponse | null> => {
-    if (attempt >= maximumAttempts) return Effect.succeed(null)
+  /** One attempt, sent when this is called: `service.send` is eager. */
+  const attemptAt = <A>(call: Call, attempt: number, finish: (response: SimResponse | null) => A): Effect.Effect<A> => {
+    if (attempt >= maximumAttempts) return Effect.succeed(finish(null))
     const generation = call.merchant.keyGeneration
     return service.send(requestOf(call), (response) => {
-      const next = answered(call, attempt, generation, response)
-      return Effect.isEffect(next) ? next : Effect.succeed(next)
+      const next = answered(call, attempt, generation, response, finish)
+      return Effect.isEffect(next) ? next : Effect.succeed(finish(next))
     })
   }
 
@@ -194,42 +192,51 @@ export const makeWorkload = (
 
   /**
    * What the client does with the answer to one attempt (sent with the key of `generation`): the
-   * final answer, or the effect that retries (after its wait) and gives the final answer.
+   * final answer, or the effect that retries (after its wait) and gives `finish` of the final answer.
    */
-  const answered = (call: Call, attempt: number, generation: number, response: SimResponse | null): SimResponse | null | Effect.Effect<SimResponse | null> => {
-    // The next attempt, for the retrying branches only (a plain answer builds nothing).
-    const again = () => Effect.suspend(() => attemptAt(call, attempt + 1))
+  const answered = <A>(
+    call: Call,
+    attempt: number,
+    generation: number,
+    response: SimResponse | null,
+    finish: (response: SimResponse | null) => A
+  ): SimResponse | null | Effect.Effect<A> => {
     record(call, generation, response)
     if (response === null) {
       stats.dropped++
       if (call.noRetryOnDrop === true) return null
-      return Effect.zipRight(Effect.sleep(Math.min(30_000, 500 * 2 ** Math.min(attempt, 6)) + prng.int(0, 500)), again())
+      return Effect.zipRight(Effect.sleep(Math.min(30_000, 500 * 2 ** Math.min(attempt, 6)) + prng.int(0, 500)), again(call, attempt, finish))
     }
-    auditor.check(response.status !== 500, "no-internal-errors", () => `${call.method} ${call.path} answered 500: ${response.body}`)
-    if (response.status > 500) {
+    const status = response.status
+    // The checks of every answer build their message only on a failure (`passed` otherwise).
+    auditor.check(status !== 500, "no-internal-errors", status !== 500 ? passed : () => `${call.method} ${call.path} answered 500: ${response.body}`)
+    if (status > 500) {
       // CONTRACT section 3: the only other 5xx is 503 service_unavailable, with Retry-After.
       const error = errorOf(response)
       auditor.check(
-        response.status === 503 && error?.code === "service_unavailable" && error.type === "api_error" && response.headers["retry-after"] !== undefined,
+        status === 503 && error?.code === "service_unavailable" && error.type === "api_error" && response.headers["retry-after"] !== undefined,
         "service-unavailable-answer",
-        () => `${call.method} ${call.path} answered ${response.status} ${response.body.slice(0, 200)} (retry-after ${response.headers["retry-after"]})`
+        () => `${call.method} ${call.path} answered ${status} ${response.body.slice(0, 200)} (retry-after ${response.headers["retry-after"]})`
       )
     }
     checkReplay(call, response)
-    if (response.status === 401) {
+    if (status === 401) {
       if (call.allow401 === true) return response
-      auditor.check(call.merchant.keyGeneration !== generation || call.merchant.keyUncertain === true, "valid-key-accepted", () =>
-        `${call.method} ${call.path}: the current API key was refused`)
+      const expected = call.merchant.keyGeneration !== generation || call.merchant.keyUncertain === true
+      auditor.check(expected, "valid-key-accepted", expected ? passed : () => `${call.method} ${call.path}: the current API key was refused`)
       // Try again with the key the merchant holds by then (after a rotation or its recovery).
-      if (call.merchant.keyGeneration === generation) return Effect.zipRight(Effect.sleep(5_000 + prng.int(0, 1_000)), again())
-      return again()
+      if (call.merchant.keyGeneration === generation) return Effect.zipRight(Effect.sleep(5_000 + prng.int(0, 1_000)), again(call, attempt, finish))
+      return again(call, attempt, finish)
     }
-    if (response.status === 429 || response.status === 503 || (response.status === 409 && response.body.includes("idempotency_in_progress"))) {
+    if (status === 429 || status === 503 || (status === 409 && response.body.includes("idempotency_in_progress"))) {
       const retryAfterSeconds = Number(response.headers["retry-after"] ?? "1")
-      return Effect.zipRight(Effect.sleep(Math.max(1, retryAfterSeconds) * 1_000 + prng.int(0, 1_000)), again())
+      return Effect.zipRight(Effect.sleep(Math.max(1, retryAfterSeconds) * 1_000 + prng.int(0, 1_000)), again(call, attempt, finish))
     }
     return response
   }
+  /** The next attempt, sent when it runs (after a wait). */
+  const again = <A>(call: Call, attempt: number, finish: (response: SimResponse | null) => A) =>
+    Effect.suspend(() => attemptAt(call, attempt + 1, finish))
 
   /**
    * Two logical requests at once (racing): both first attempts are sent together, and each answer
@@ -248,12 +255,12 @@ export const makeWorkload = (
           Effect.flatMap(awaitEither(pendingA, pendingB), (first) => {
             const firstIsA = first === pendingA
             const next = firstIsA
-              ? answered(a, 0, generationA, answerOf(pendingA))
-              : answered(b, 0, generationB, answerOf(pendingB))
+              ? answered(a, 0, generationA, answerOf(pendingA), final)
+              : answered(b, 0, generationB, answerOf(pendingB), final)
             const other = firstIsA ? pendingB : pendingA
             // The other request's answer, handled when it arrives.
             const rest = Effect.flatMap(awaitEither(other, null), (pending) => {
-              const last = firstIsA ? answered(b, 0, generationB, answerOf(pending)) : answered(a, 0, generationA, answerOf(pending))
+              const last = firstIsA ? answered(b, 0, generationB, answerOf(pending), final) : answered(a, 0, generationA, answerOf(pending), final)
               return Effect.isEffect(last) ? last : Effect.succeed(last)
             })
             const both = Effect.isEffect(next)
@@ -270,14 +277,15 @@ export const makeWorkload = (
   }
   /** The amount laws of a transaction just read (every answer's, whether parsed or known). */
   const checkedTransaction = (transaction: Transaction): Transaction => {
-    auditor.checkAmounts({
-      id: transaction.id,
-      status: transaction.status as never,
-      amountCents: transaction.amount_cents,
-      capturedAmountCents: transaction.captured_amount_cents,
-      refundedAmountCents: transaction.refunded_amount_cents,
-      failureCode: transaction.failure_code
-    })
+    // Its fields as they are, not copied into a record of the store's names first.
+    auditor.checkAmountsOf(
+      transaction.id,
+      transaction.status,
+      transaction.amount_cents,
+      transaction.captured_amount_cents,
+      transaction.refunded_amount_cents,
+      transaction.failure_code
+    )
     return transaction
   }
 
@@ -314,7 +322,7 @@ export const makeWorkload = (
   }
 
   const get = (merchant: Merchant, id: string, known: Known) =>
-    Effect.map(send({ merchant, method: "GET", path: `/api/v1/transactions/${id}`, body: null }), (r) => (r === null ? null : parseKnown(r, known)))
+    send({ merchant, method: "GET", path: `/api/v1/transactions/${id}`, body: null }, (r) => (r === null ? null : parseKnown(r, known)))
 
   /** Polls until the automatic flow has done what it can (no longer pending or mid-flow). */
   const settleFlow = (merchant: Merchant, known: Known) =>
@@ -333,6 +341,8 @@ export const makeWorkload = (
 
   const paymentScript = (merchant: Merchant, n: number) =>
     Effect.gen(function*() {
+      /** This script's idempotency keys and their first answers (`ReplayOwner`). */
+      const replays: Array<ReplayOwner> = []
       const roll = prng.float()
       const token = roll < mix.declineTokens
         ? prng.pick(tokens)
@@ -345,27 +355,33 @@ export const makeWorkload = (
       const currency = prng.pick(currencies)
       const amount = prng.chance(0.05) ? prng.int(100_000, 5_000_000) : prng.int(50, 50_000)
       const key = prng.chance(mix.idempotencyKey) ? `create-${n}` : undefined
-      const fields = (amountCents: number) => JSON.stringify({
-        transaction: {
-          amount_cents: amountCents,
-          currency,
-          card_token: token,
-          card_last_four: String(prng.int(1000, 9999)),
-          card_brand: prng.pick(brands),
-          ...(manual ? { capture_method: "manual" } : {}),
-          metadata: { order: `order-${n}` }
-        }
-      })
+      // The create body as `JSON.stringify` writes it, the same bytes, written out: every value
+      // is a number or a plain ASCII word (tokens, currencies, brands), so nothing needs escaping.
+      const fields = (amountCents: number) => {
+        const lastFour = prng.int(1000, 9999)
+        const brand = prng.pick(brands)
+        return `{"transaction":{"amount_cents":${amountCents},"currency":"${currency}","card_token":"${token}","card_last_four":"${lastFour}","card_brand":"${brand}",${
+          manual ? `"capture_method":"manual",` : ""
+        }"metadata":{"order":"order-${n}"}}}`
+      }
       const body = fields(amount)
       const create: Call = key === undefined
         ? { merchant, method: "POST", path: "/api/v1/transactions", body, noRetryOnDrop: true }
-        : { merchant, method: "POST", path: "/api/v1/transactions", body, key }
+        : { merchant, method: "POST", path: "/api/v1/transactions", body, key, replays }
       let response: SimResponse | null
+      // The first create's answer as parsed, when it was (racing twins): not parsed a second time.
+      let parsed: Transaction | null | undefined
       if (key !== undefined && prng.chance(mix.duplicateCreate)) {
         const [first, second] = yield* sendBoth(create, create)
         response = first
-        const a = first === null ? null : parseTransaction(first)
-        const b = second === null ? null : parseTransaction(second)
+        const a = parsed = first === null ? null : parseTransaction(first)
+        // The twin's answer is mostly the replay, the same status and text: the same transaction,
+        // whose amount laws are checked again as read, without parsing the text again.
+        const b = second === null
+          ? null
+          : first !== null && second.status === first.status && second.body === first.body
+          ? (a === null ? null : checkedTransaction(a))
+          : parseTransaction(second)
         auditor.check(a === null || b === null || a.id === b.id, "one-transaction-per-key", () => `duplicate creates with key ${key} gave ${a?.id} and ${b?.id}`)
       } else {
         response = yield* send(create)
@@ -375,7 +391,7 @@ export const makeWorkload = (
         return
       }
       expect(response.status === 201, `create ${key ?? "(no key)"}`, response)
-      let transaction: Transaction | null = parseTransaction(response)
+      let transaction: Transaction | null = parsed === undefined ? parseTransaction(response) : parsed === null ? null : checkedTransaction(parsed)
       if (transaction === null) return
       const known: Known = { body: response.body, transaction }
       const expectation: Expectation = { paymentId: transaction.id, capturedCents: null, refundedCents: 0, uncertain: false }
@@ -397,7 +413,7 @@ export const makeWorkload = (
         const decision = prng.chance(0.7) ? "false_positive" : "confirmed_fraud"
         const reviewed = yield* send({
           merchant, method: "POST", path: `/api/v1/fraud/cases/${transaction.fraud_case_id}/review`,
-          body: JSON.stringify({ status: decision }), key: `review-${n}`
+          body: JSON.stringify({ status: decision }), key: `review-${n}`, replays
         })
         expect(reviewed?.status === 200, `review ${transaction.fraud_case_id}`, reviewed)
         yield* Effect.sleep(1_000)
@@ -411,8 +427,8 @@ export const makeWorkload = (
         yield* Effect.sleep(prng.exponential(30 * 60_000))
         if (prng.chance(mix.racingOperations)) {
           const [captured, voided] = yield* sendBoth(
-            { merchant, method: "POST", path: `/api/v1/transactions/${id}/capture`, body: "{}", key: `capture-${n}` },
-            { merchant, method: "POST", path: `/api/v1/transactions/${id}/void`, body: "{}", key: `void-${n}` }
+            { merchant, method: "POST", path: `/api/v1/transactions/${id}/capture`, body: "{}", key: `capture-${n}`, replays },
+            { merchant, method: "POST", path: `/api/v1/transactions/${id}/void`, body: "{}", key: `void-${n}`, replays }
           )
           unanswered(captured, voided)
           const wins = [captured, voided].filter((r) => r?.status === 200).length
@@ -422,14 +438,14 @@ export const makeWorkload = (
         } else {
           const action = prng.weighted({ full: 50, partial: 25, void: 25 })
           if (action === "void") {
-            const voided = yield* send({ merchant, method: "POST", path: `/api/v1/transactions/${id}/void`, body: "{}", key: `void-${n}` })
+            const voided = yield* send({ merchant, method: "POST", path: `/api/v1/transactions/${id}/void`, body: "{}", key: `void-${n}`, replays })
             unanswered(voided)
             expect(voided?.status === 200 || voided?.status === 409, `void ${id}`, voided)
           } else {
             const amountCents = action === "full" ? transaction.amount_cents : prng.int(1, transaction.amount_cents)
             const captured = yield* send({
               merchant, method: "POST", path: `/api/v1/transactions/${id}/capture`,
-              body: action === "full" ? "{}" : JSON.stringify({ amount_cents: amountCents }), key: `capture-${n}`
+              body: action === "full" ? "{}" : JSON.stringify({ amount_cents: amountCents }), key: `capture-${n}`, replays
             })
             unanswered(captured)
             expect(captured?.status === 200 || captured?.status === 409, `capture ${id}`, captured)
@@ -455,7 +471,7 @@ export const makeWorkload = (
           const kind = prng.chance(mix.overRefund) ? "over" : prng.chance(mix.racingOperations) ? "race" : prng.weighted({ partial: 60, full: 40 })
           if (kind === "over") {
             const over: number = remainder + prng.int(1, 5_000)
-            const refused: SimResponse | null = yield* send({ merchant, method: "POST", path, body: JSON.stringify({ amount_cents: over }), key: `refund-${n}-${r}` })
+            const refused: SimResponse | null = yield* send({ merchant, method: "POST", path, body: JSON.stringify({ amount_cents: over }), key: `refund-${n}-${r}`, replays })
             unanswered(refused)
             auditor.check(refused?.status === 422, "refund-above-remainder-refused", () =>
               `refund of ${over} on ${id} with ${remainder} left answered ${refused?.status} ${refused?.body.slice(0, 300)}`)
@@ -467,8 +483,8 @@ export const makeWorkload = (
             const each = Math.max(1, Math.ceil(remainder * 0.6))
             const body = JSON.stringify({ amount_cents: each })
             const answers = yield* sendBoth(
-              { merchant, method: "POST", path, body, key: `refund-${n}-${r}a` },
-              { merchant, method: "POST", path, body, key: `refund-${n}-${r}b` }
+              { merchant, method: "POST", path, body, key: `refund-${n}-${r}a`, replays },
+              { merchant, method: "POST", path, body, key: `refund-${n}-${r}b`, replays }
             )
             unanswered(...answers)
             const accepted = answers.filter((a) => a?.status === 200).length
@@ -478,7 +494,7 @@ export const makeWorkload = (
           } else {
             const amountCents: number = kind === "full" || remainder === 1 ? remainder : prng.int(1, remainder - 1)
             const refunded: SimResponse | null = yield* send({
-              merchant, method: "POST", path, key: `refund-${n}-${r}`,
+              merchant, method: "POST", path, key: `refund-${n}-${r}`, replays,
               body: kind === "full" ? "{}" : JSON.stringify({ amount_cents: amountCents })
             })
             unanswered(refunded)
@@ -564,7 +580,6 @@ export const makeWorkload = (
         stats.scriptsStarted++
         yield* Effect.forkDaemon(Effect.ensuring(paymentScript(merchant, n), Effect.suspend(() => {
           stats.scriptsFinished++
-          forgetReplays(n)
           const paymentId = scriptPayments.get(n)
           scriptPayments.delete(n)
           return paymentId === undefined ? Effect.void : hooks.onPaymentFinished(paymentId)
