@@ -134,16 +134,18 @@ export const resumeBatch = 500
 export const make = Effect.gen(function*() {
   const store = yield* Store
   const webhooks = yield* Webhooks
-  /** A committed change: counted, and the dispatcher told when it wrote events. */
-  const afterCommit = (change: Payment.Change) =>
-    Effect.suspend(() => {
-      countChange(change)
-      return change.events.length === 0 ? Effect.void : webhooks.eventsCommitted
-    })
-  /** `afterCommit` called from a step that runs already (no suspend of its own), answering `value`. */
-  const committed = <A>(change: Payment.Change, value: A): Effect.Effect<A> => {
+  /**
+   * A committed change: counted, and the dispatcher told when it wrote events. A plain call, made
+   * in the step that saw the commit succeed (every caller runs already): no step of its own.
+   */
+  const committed = (change: Payment.Change): void => {
     countChange(change)
-    return change.events.length === 0 ? Effect.succeed(value) : Effect.as(webhooks.eventsCommitted, value)
+    if (change.events.length > 0) webhooks.eventsSignal.notify()
+  }
+  /** `outcome` once `committed` when it applied a change: the slow path's (`updatePayment`) answer. */
+  const counted = (outcome: UpdateOutcome): Effect.Effect<UpdateOutcome> => {
+    if (outcome._tag === "Applied") committed(outcome.change)
+    return Effect.succeed(outcome)
   }
   const ids = yield* Ids
   const config = yield* AppConfig
@@ -154,6 +156,12 @@ export const make = Effect.gen(function*() {
   /** The domain's context: the time from Effect's Clock (virtual in tests and the simulator) and the id minter. */
   const contextAt = (clock: Clock.Clock): Payment.Context => ({ now: isoAt(clock.unsafeCurrentTimeMillis()), mintId: ids.mint })
   const context = Effect.clockWith((clock) => Effect.succeed(contextAt(clock)))
+  /**
+   * The clock the service was built with, for the steps of a flow: a flow runs apart from any
+   * request, on this clock, and reads it without a step of its own (`Effect.clockWith` is one per
+   * call, a few per payment). Commands keep the clock of the fiber that runs them.
+   */
+  const flowClock = yield* Effect.clock
 
   /**
    * One command on one payment, serialized per payment in this process. It reads the payment,
@@ -167,21 +175,13 @@ export const make = Effect.gen(function*() {
     decide: (payment: Payment.Payment, fraudCase: FraudCase | null, context: Payment.Context) => Payment.Decision,
     commandKey?: CommandKey
   ): Effect.Effect<UpdateOutcome, StoreUnavailable> =>
-    Effect.tap(decideCommand(merchantId, paymentId, decide, commandKey), (outcome) => (outcome._tag === "Applied" ? afterCommit(outcome.change) : Effect.void))
-
-  /** `apply` without the after-commit step: the caller runs it (`committed`) in a step of its own. */
-  const decideCommand = (
-    merchantId: string | null,
-    paymentId: string,
-    decide: (payment: Payment.Payment, fraudCase: FraudCase | null, context: Payment.Context) => Payment.Decision,
-    commandKey?: CommandKey
-  ): Effect.Effect<UpdateOutcome, StoreUnavailable> =>
     actors.serialize(
       paymentId,
-      // Plain steps rather than a generator: every capture, refund and void runs this.
-      Effect.clockWith((clock) => {
+      // Plain steps rather than a generator: every capture, refund and void runs this. (A
+      // change is `committed` in the step that saw its commit: no step after the lock's.)
+      () => Effect.clockWith((clock) => {
         const ctx = contextAt(clock)
-        const locked = store.updatePayment({ merchantId, paymentId, commandKey }, (payment, fraudCase) => decide(payment, fraudCase, ctx))
+        const locked = Effect.flatMap(store.updatePayment({ merchantId, paymentId, commandKey }, (payment, fraudCase) => decide(payment, fraudCase, ctx)), counted)
         if (store.readForCommand === undefined) return locked
         return Effect.flatMap(store.readForCommand({ merchantId, paymentId, commandKey }), (read): Effect.Effect<UpdateOutcome, StoreUnavailable> => {
           if (read === null) return Effect.succeed({ _tag: "NotFound" })
@@ -190,7 +190,11 @@ export const make = Effect.gen(function*() {
           if (!decision.ok) return Effect.succeed({ _tag: "Refused", decision, payment: read.payment })
           return Effect.flatMap(
             store.commitChange({ before: read.payment, change: decision.change, response: null, commandKey }),
-            (done) => (done ? Effect.succeed({ _tag: "Applied", change: decision.change } as const) : locked)
+            (done) => {
+              if (!done) return locked
+              committed(decision.change)
+              return Effect.succeed({ _tag: "Applied", change: decision.change } as const)
+            }
           )
         })
       })
@@ -203,8 +207,7 @@ export const make = Effect.gen(function*() {
     decide: (payment: Payment.Payment, fraudCase: FraudCase | null, context: Payment.Context) => Payment.Decision,
     commandKey?: CommandKey
   ): Effect.Effect<Payment.Payment, CommandError> =>
-    Effect.flatMap(decideCommand(merchantId, paymentId, decide, commandKey), (outcome) =>
-      outcome._tag === "Applied" ? committed(outcome.change, outcome.change.payment) : toResult(paymentId, outcome))
+    Effect.flatMap(apply(merchantId, paymentId, decide, commandKey), (outcome) => toResult(paymentId, outcome))
 
   /**
    * A step of a payment's flow, decided on the record the flow holds (the one it created or last
@@ -216,22 +219,20 @@ export const make = Effect.gen(function*() {
     held: Payment.Payment,
     decide: (payment: Payment.Payment, context: Payment.Context) => Payment.Decision
   ): Effect.Effect<UpdateOutcome, StoreUnavailable> =>
-    Effect.flatMap(
-      actors.serialize(
-        held.id,
-        // Plain steps rather than a generator: every payment's flow commits here.
-        Effect.clockWith((clock) => {
-          const ctx = contextAt(clock)
-          const decision = decide(held, ctx)
-          const locked = store.updatePayment({ merchantId: null, paymentId: held.id }, (payment) => decide(payment, ctx))
-          if (!decision.ok) return locked
-          return Effect.flatMap(
-            store.commitChange({ before: held, change: decision.change, response: null }),
-            (done) => (done ? Effect.succeed({ _tag: "Applied", change: decision.change } as const) : locked)
-          )
+    actors.serialize(
+      held.id,
+      // Plain steps rather than a generator: every payment's flow commits here.
+      () => {
+        const ctx = contextAt(flowClock)
+        const decision = decide(held, ctx)
+        const locked = Effect.flatMap(store.updatePayment({ merchantId: null, paymentId: held.id }, (payment) => decide(payment, ctx)), counted)
+        if (!decision.ok) return locked
+        return Effect.flatMap(store.commitChange({ before: held, change: decision.change, response: null }), (done) => {
+          if (!done) return locked
+          committed(decision.change)
+          return Effect.succeed({ _tag: "Applied", change: decision.change } as const)
         })
-      ),
-      (outcome): Effect.Effect<UpdateOutcome> => (outcome._tag === "Applied" ? committed(outcome.change, outcome) : Effect.succeed(outcome))
+      }
     )
 
   const toResult = (paymentId: string, outcome: UpdateOutcome): Effect.Effect<Payment.Payment, CommandError> => {
@@ -275,31 +276,31 @@ export const make = Effect.gen(function*() {
   }
 
   /**
-   * Asks the network until ACQUIRER_TIMEOUT. Transport failures are retried (the acquirer is
-   * idempotent on the payment id) after 200 ms, doubling; every call and every wait is cut at
-   * the deadline, which the transport keeps itself (no timer fibers), and passing it declines
-   * the payment with `network_timeout`.
+   * Asks the network until ACQUIRER_TIMEOUT from now. Transport failures are retried (the
+   * acquirer is idempotent on the payment id) after 200 ms, doubling; every call and every wait
+   * is cut at the deadline, which the transport keeps itself (no timer fibers), and passing it
+   * declines the payment with `network_timeout`. Called when the flow's step runs (the deadline
+   * is read from the flow's clock then, without a step of its own).
    */
-  const authorize = (payment: Payment.Payment): Effect.Effect<Payment.AuthorizationOutcome> =>
-    Effect.clockWith((clock) => {
-      const request = authorizationRequest(payment)
-      const deadlineMs = clock.unsafeCurrentTimeMillis() + config.acquirerTimeoutMs
-      const retryAfterFailure = (retryDelayMs: number): Effect.Effect<Payment.AuthorizationOutcome> => {
-        const remainingMs = deadlineMs - clock.unsafeCurrentTimeMillis()
-        return remainingMs <= 0
-          ? Effect.succeed(timedOut)
-          : Effect.zipRight(Effect.sleep(Math.min(retryDelayMs, remainingMs)), Effect.suspend(() => ask(retryDelayMs * 2)))
-      }
-      const ask = (retryDelayMs: number): Effect.Effect<Payment.AuthorizationOutcome> => {
-        const remainingMs = deadlineMs - clock.unsafeCurrentTimeMillis()
-        if (remainingMs <= 0) return Effect.succeed(timedOut)
-        return Effect.matchEffect(askNetwork(request, remainingMs), {
-          onFailure: () => retryAfterFailure(retryDelayMs),
-          onSuccess: (outcome) => Effect.succeed(outcome ?? timedOut)
-        })
-      }
-      return ask(200)
-    })
+  const authorizeNow = (payment: Payment.Payment): Effect.Effect<Payment.AuthorizationOutcome> => {
+    const request = authorizationRequest(payment)
+    const deadlineMs = flowClock.unsafeCurrentTimeMillis() + config.acquirerTimeoutMs
+    const retryAfterFailure = (retryDelayMs: number): Effect.Effect<Payment.AuthorizationOutcome> => {
+      const remainingMs = deadlineMs - flowClock.unsafeCurrentTimeMillis()
+      return remainingMs <= 0
+        ? Effect.succeed(timedOut)
+        : Effect.zipRight(Effect.sleep(Math.min(retryDelayMs, remainingMs)), Effect.suspend(() => ask(retryDelayMs * 2)))
+    }
+    const ask = (retryDelayMs: number): Effect.Effect<Payment.AuthorizationOutcome> => {
+      const remainingMs = deadlineMs - flowClock.unsafeCurrentTimeMillis()
+      if (remainingMs <= 0) return Effect.succeed(timedOut)
+      return Effect.matchEffect(askNetwork(request, remainingMs), {
+        onFailure: () => retryAfterFailure(retryDelayMs),
+        onSuccess: (outcome) => Effect.succeed(outcome ?? timedOut)
+      })
+    }
+    return ask(200)
+  }
 
   /**
    * Drives a payment through authorize → screen → capture until the domain says it is done.
@@ -334,7 +335,7 @@ export const make = Effect.gen(function*() {
           ? Effect.flatMap(fraud.assess(screened), (screening) => commitStep(authorization, screening, null))
           : commitStep(authorization, fraud.score(screened, history), null)
       }
-      return step === "authorize" ? Effect.flatMap(authorize(payment), screenAndCommit) : screenAndCommit(null)
+      return step === "authorize" ? Effect.flatMap(authorizeNow(payment), screenAndCommit) : screenAndCommit(null)
     }
     // Built when it runs: a flow started while another runs is dropped before it does anything.
     return Effect.suspend(() =>
@@ -373,13 +374,13 @@ export const make = Effect.gen(function*() {
       if (!decision.ok) return null
       const answer = request.respond(decision.change.payment)
       const claim = request.claim
-      const committed = yield* store.commitChange({
+      const done = yield* store.commitChange({
         before: payment,
         change: decision.change,
         response: claim === null ? null : { merchantId: claim.merchantId, key: claim.key, status: answer.status, body: answer.stored }
       })
-      if (!committed) return null
-      yield* afterCommit(decision.change)
+      if (!done) return null
+      committed(decision.change)
       return answer
     })
 
@@ -396,12 +397,10 @@ export const make = Effect.gen(function*() {
             if (opened._tag === "KeyTaken") return Effect.succeed(opened)
             request.onClaimed()
             // An acquirer that never answers at once (the simulated network) skips the attempt.
-            if (acquirer.answerNow === undefined) return committed(decision.change, opened.history)
-            return Effect.zipRight(
-              afterCommit(decision.change),
-              Effect.map(finishInline(payment, opened.history, request), (answer) =>
-                answer === null ? opened.history : { _tag: "Answered", answer, stored: request.claim !== null } as const)
-            )
+            committed(decision.change)
+            if (acquirer.answerNow === undefined) return Effect.succeed(opened.history)
+            return Effect.map(finishInline(payment, opened.history, request), (answer) =>
+              answer === null ? opened.history : { _tag: "Answered", answer, stored: request.claim !== null } as const)
           }
         )
         // A client that hangs up (or a stop) once the payment may exist does not leave it pending
@@ -425,7 +424,7 @@ export const make = Effect.gen(function*() {
         const decision = Payment.create(input, yield* context)
         if (!decision.ok) return yield* Effect.dieMessage("create cannot be refused")
         const inserted = yield* store.insertPayment(decision.change)
-        if (inserted._tag === "Inserted") yield* afterCommit(decision.change)
+        if (inserted._tag === "Inserted") committed(decision.change)
         const payment = inserted._tag === "Inserted" ? decision.change.payment : inserted.payment
         const fiber = yield* startFlow(payment.id, payment)
         // Answer with the record as the flow left it; past the deadline the flow goes on alone.
