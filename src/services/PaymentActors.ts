@@ -20,10 +20,11 @@ export interface PaymentActorsShape {
   /** Starts the payment's flow unless it is running already; returns its fiber. */
   readonly startFlow: (paymentId: string, flow: Effect.Effect<FlowEnd>) => Effect.Effect<Fiber.RuntimeFiber<FlowEnd>>
   /**
-   * Waits until the flow's fiber ends, at most `timeoutMs` (the flow itself goes on): one
+   * Waits until the flow's fiber ends, at most `timeoutMs` (the flow itself goes on), then goes on
+   * with the effect `then` makes (the waiter's next step, without a step between): one
    * `Effect.async` on the fiber's exit and the clock's callback timer, no forked fibers.
    */
-  readonly awaitFlow: (flow: Fiber.RuntimeFiber<FlowEnd>, timeoutMs: number) => Effect.Effect<void>
+  readonly awaitFlow: <A, E>(flow: Fiber.RuntimeFiber<FlowEnd>, timeoutMs: number, then: () => Effect.Effect<A, E>) => Effect.Effect<A, E>
   readonly activeFlows: Effect.Effect<number>
 }
 
@@ -112,16 +113,16 @@ export const make = Effect.gen(function*() {
       })
     })
 
-  const awaitWithTimer = (flow: Fiber.RuntimeFiber<FlowEnd>, timeoutMs: number, timer: CallbackTimer) =>
-    Effect.async<void>((resume) => {
+  const awaitWithTimer = <A, E>(flow: Fiber.RuntimeFiber<FlowEnd>, timeoutMs: number, timer: CallbackTimer, then: () => Effect.Effect<A, E>) =>
+    Effect.async<A, E>((resume) => {
       const cancelTimer = timer(timeoutMs, () => {
         flow.removeObserver(ended)
-        resume(Effect.void)
+        resume(Effect.suspend(then))
       })
       // Called at once when the flow has ended already.
       const ended = () => {
         cancelTimer()
-        resume(Effect.void)
+        resume(Effect.suspend(then))
       }
       flow.addObserver(ended)
       return Effect.sync(() => {
@@ -130,11 +131,11 @@ export const make = Effect.gen(function*() {
       })
     })
 
-  const awaitFlow = (flow: Fiber.RuntimeFiber<FlowEnd>, timeoutMs: number): Effect.Effect<void> =>
+  const awaitFlow = <A, E>(flow: Fiber.RuntimeFiber<FlowEnd>, timeoutMs: number, then: () => Effect.Effect<A, E>): Effect.Effect<A, E> =>
     timer === null
       // A clock without a callback timer (TestClock): race a sleep.
-      ? Effect.ignore(Effect.timeout(Fiber.await(flow), timeoutMs))
-      : awaitWithTimer(flow, timeoutMs, timer)
+      ? Effect.flatMap(Effect.ignore(Effect.timeout(Fiber.await(flow), timeoutMs)), then)
+      : awaitWithTimer(flow, timeoutMs, timer, then)
 
   return PaymentActors.of({
     awaitFlow,

@@ -1,4 +1,4 @@
-import { type Clock, Context, Effect, Exit, Fiber, Layer } from "effect"
+import { Cause, type Clock, Context, Effect, Exit, Fiber, Layer } from "effect"
 import * as Metrics from "../platform/Metrics.ts"
 import { Webhooks } from "./Webhooks.ts"
 import * as Payment from "../domain/Payment.ts"
@@ -181,8 +181,9 @@ export const make = Effect.gen(function*() {
       // change is `committed` in the step that saw its commit: no step after the lock's.)
       () => Effect.clockWith((clock) => {
         const ctx = contextAt(clock)
-        const locked = Effect.flatMap(store.updatePayment({ merchantId, paymentId, commandKey }, (payment, fraudCase) => decide(payment, fraudCase, ctx)), counted)
-        if (store.readForCommand === undefined) return locked
+        // Built only when needed (a racing process moved the payment): the common path commits without it.
+        const locked = () => Effect.flatMap(store.updatePayment({ merchantId, paymentId, commandKey }, (payment, fraudCase) => decide(payment, fraudCase, ctx)), counted)
+        if (store.readForCommand === undefined) return locked()
         return Effect.flatMap(store.readForCommand({ merchantId, paymentId, commandKey }), (read): Effect.Effect<UpdateOutcome, StoreUnavailable> => {
           if (read === null) return Effect.succeed({ _tag: "NotFound" })
           if (read.alreadyApplied) return Effect.succeed({ _tag: "AlreadyApplied", payment: read.payment })
@@ -191,7 +192,7 @@ export const make = Effect.gen(function*() {
           return Effect.flatMap(
             store.commitChange({ before: read.payment, change: decision.change, response: null, commandKey }),
             (done) => {
-              if (!done) return locked
+              if (!done) return locked()
               committed(decision.change)
               return Effect.succeed({ _tag: "Applied", change: decision.change } as const)
             }
@@ -225,10 +226,11 @@ export const make = Effect.gen(function*() {
       () => {
         const ctx = contextAt(flowClock)
         const decision = decide(held, ctx)
-        const locked = Effect.flatMap(store.updatePayment({ merchantId: null, paymentId: held.id }, (payment) => decide(payment, ctx)), counted)
-        if (!decision.ok) return locked
+        // Built only when needed (a racing command moved the payment, or the step was refused on the held record).
+        const locked = () => Effect.flatMap(store.updatePayment({ merchantId: null, paymentId: held.id }, (payment) => decide(payment, ctx)), counted)
+        if (!decision.ok) return locked()
         return Effect.flatMap(store.commitChange({ before: held, change: decision.change, response: null }), (done) => {
-          if (!done) return locked
+          if (!done) return locked()
           committed(decision.change)
           return Effect.succeed({ _tag: "Applied", change: decision.change } as const)
         })
@@ -387,36 +389,42 @@ export const make = Effect.gen(function*() {
   const service: PaymentsShape = {
     // Plain steps rather than generators: every payment is created here.
     createInline: (input, request) =>
-      Effect.clockWith((clock) => {
-        const decision = Payment.create(input, contextAt(clock))
+      // One mask around the whole create (plain steps: every payment is created here). Its body
+      // runs when the create does, so the time is read there (from the flows' clock, with no step
+      // of its own); its failure side is `Effect.onInterrupt`'s without that combinator's steps.
+      Effect.uninterruptibleMask((restore) => {
+        const decision = Payment.create(input, contextAt(flowClock))
         if (!decision.ok) return Effect.dieMessage("create cannot be refused")
         const payment = decision.change.payment
-        const inline = Effect.flatMap(
-          store.openPayment({ change: decision.change, claim: request.claim, history: historyWindows(payment.createdAt) }),
-          (opened): Effect.Effect<InlineOutcome | FraudHistory, StoreUnavailable> => {
-            if (opened._tag === "KeyTaken") return Effect.succeed(opened)
-            request.onClaimed()
-            // An acquirer that never answers at once (the simulated network) skips the attempt.
-            committed(decision.change)
-            if (acquirer.answerNow === undefined) return Effect.succeed(opened.history)
-            return Effect.map(finishInline(payment, opened.history, request), (answer) =>
-              answer === null ? opened.history : { _tag: "Answered", answer, stored: request.claim !== null } as const)
-          }
-        )
-        // A client that hangs up (or a stop) once the payment may exist does not leave it pending
-        // until the recovery worker finds it: the supervised flow takes over at once (it reads the
-        // payment first, and stops if the insert never happened).
-        return Effect.flatMap(Effect.onInterrupt(inline, () => Effect.asVoid(startFlow(payment.id))), (outcome) => {
-          if ("_tag" in outcome) return Effect.succeed(outcome)
-          // The network will answer later (or a racing command moved the payment): the supervised
-          // flow goes on, scoring on the history just read, and the answer waits for it up to the
-          // request deadline.
-          return Effect.flatMap(startFlow(payment.id, payment, outcome), (fiber) =>
-            Effect.flatMap(actors.awaitFlow(fiber, config.requestDeadlineMs), () => {
+        // The network will answer later (or a racing command moved the payment): the supervised
+        // flow goes on, scoring on the history just read, and the answer waits for it up to the
+        // request deadline.
+        const answerLater = (history: FraudHistory) =>
+          Effect.flatMap(startFlow(payment.id, payment, history), (fiber) =>
+            actors.awaitFlow(fiber, config.requestDeadlineMs, () => {
               const answered = (latest: Payment.Payment): InlineOutcome => ({ _tag: "Answered", answer: request.respond(latest), stored: false })
               const end = flowEnd(fiber)
               return end !== null ? Effect.succeed(answered(end)) : Effect.map(store.getPayment(null, payment.id), (latest) => answered(latest ?? payment))
             }))
+        const inline = Effect.flatMap(
+          store.openPayment({ change: decision.change, claim: request.claim, history: historyWindows(payment.createdAt) }),
+          (opened): Effect.Effect<InlineOutcome, StoreUnavailable> => {
+            if (opened._tag === "KeyTaken") return Effect.succeed(opened)
+            request.onClaimed()
+            committed(decision.change)
+            // An acquirer that never answers at once (the simulated network) skips the attempt.
+            if (acquirer.answerNow === undefined) return answerLater(opened.history)
+            return Effect.flatMap(finishInline(payment, opened.history, request), (answer) =>
+              answer === null ? answerLater(opened.history) : Effect.succeed({ _tag: "Answered", answer, stored: request.claim !== null } as const))
+          }
+        )
+        // A client that hangs up (or a stop) once the payment may exist does not leave it pending
+        // until the recovery worker finds it: the supervised flow takes over at once (it reads the
+        // payment first, and stops if the insert never happened; when it runs already, that one
+        // goes on).
+        return Effect.matchCauseEffect(restore(inline), {
+          onFailure: (cause) => Cause.isInterruptedOnly(cause) ? Effect.zipRight(startFlow(payment.id), Effect.failCause(cause)) : Effect.failCause(cause),
+          onSuccess: Effect.succeed
         })
       }),
     create: (input) =>
@@ -428,8 +436,10 @@ export const make = Effect.gen(function*() {
         const payment = inserted._tag === "Inserted" ? decision.change.payment : inserted.payment
         const fiber = yield* startFlow(payment.id, payment)
         // Answer with the record as the flow left it; past the deadline the flow goes on alone.
-        yield* actors.awaitFlow(fiber, config.requestDeadlineMs)
-        const latest = flowEnd(fiber) ?? (yield* store.getPayment(null, payment.id))
+        const latest = yield* actors.awaitFlow(fiber, config.requestDeadlineMs, () => {
+          const end = flowEnd(fiber)
+          return end !== null ? Effect.succeed(end) : store.getPayment(null, payment.id)
+        })
         return { payment: latest ?? payment, created: inserted._tag === "Inserted" }
       }),
     get: mustGet,
@@ -464,7 +474,7 @@ export const make = Effect.gen(function*() {
         // waits for it up to the request deadline.
         if (Payment.nextStep(payment) !== null) {
           const fiber = yield* startFlow(payment.id, payment)
-          yield* actors.awaitFlow(fiber, config.requestDeadlineMs)
+          yield* actors.awaitFlow(fiber, config.requestDeadlineMs, () => Effect.void)
         }
         const reviewed = yield* store.getFraudCase(merchantId, caseId)
         return reviewed ?? fraudCase

@@ -115,7 +115,7 @@ describe("PaymentActors.awaitFlow on a clock with a callback timer (the simulato
     const { result, time } = runVirtual((actors) =>
       Effect.gen(function*() {
         const flow = yield* actors.startFlow("pay_1", Effect.sleep(3_000))
-        yield* actors.awaitFlow(flow, 5_000)
+        yield* actors.awaitFlow(flow, 5_000, () => Effect.void)
         return flow.unsafePoll() !== null
       }))
     expect(result).toEqual({ value: true, atMs: 3_000 })
@@ -128,7 +128,7 @@ describe("PaymentActors.awaitFlow on a clock with a callback timer (the simulato
     const { result, time } = runVirtual((actors, time) =>
       Effect.gen(function*() {
         const flow = yield* actors.startFlow("pay_1", Effect.zipRight(Effect.sleep(9_000), Effect.sync(() => void ended.push(time.nowMs))))
-        yield* actors.awaitFlow(flow, 5_000)
+        yield* actors.awaitFlow(flow, 5_000, () => Effect.void)
         return flow.unsafePoll() === null
       }))
     expect(result).toEqual({ value: true, atMs: 5_000 })
@@ -141,7 +141,7 @@ describe("PaymentActors.awaitFlow on a clock with a callback timer (the simulato
       Effect.gen(function*() {
         const flow = yield* actors.startFlow("pay_1", Effect.void)
         yield* Fiber.await(flow)
-        yield* actors.awaitFlow(flow, 5_000)
+        yield* actors.awaitFlow(flow, 5_000, () => Effect.void)
         return "done"
       }))
     expect(result).toEqual({ value: "done", atMs: 0 })
@@ -151,7 +151,7 @@ describe("PaymentActors.awaitFlow on a clock with a callback timer (the simulato
     const { result, time } = runVirtual((actors) =>
       Effect.gen(function*() {
         const flow = yield* actors.startFlow("pay_1", Effect.sleep(1_000))
-        const waiting = yield* Effect.fork(actors.awaitFlow(flow, 5_000))
+        const waiting = yield* Effect.fork(actors.awaitFlow(flow, 5_000, () => Effect.void))
         yield* Effect.sleep(100)
         yield* Fiber.interrupt(waiting)
         yield* Fiber.await(flow)
