@@ -284,21 +284,25 @@ export const make = Effect.gen(function*() {
    * declines the payment with `network_timeout`. Called when the flow's step runs (the deadline
    * is read from the flow's clock then, without a step of its own).
    */
-  const authorizeNow = (payment: Payment.Payment): Effect.Effect<Payment.AuthorizationOutcome> => {
+  const authorizeNow = <A, E>(
+    payment: Payment.Payment,
+    // What the flow does with the answer, run as the answer's own step (no flatMap after it).
+    then: (outcome: Payment.AuthorizationOutcome) => Effect.Effect<A, E>
+  ): Effect.Effect<A, E> => {
     const request = authorizationRequest(payment)
     const deadlineMs = flowClock.unsafeCurrentTimeMillis() + config.acquirerTimeoutMs
-    const retryAfterFailure = (retryDelayMs: number): Effect.Effect<Payment.AuthorizationOutcome> => {
+    const retryAfterFailure = (retryDelayMs: number): Effect.Effect<A, E> => {
       const remainingMs = deadlineMs - flowClock.unsafeCurrentTimeMillis()
       return remainingMs <= 0
-        ? Effect.succeed(timedOut)
+        ? then(timedOut)
         : Effect.zipRight(Effect.sleep(Math.min(retryDelayMs, remainingMs)), Effect.suspend(() => ask(retryDelayMs * 2)))
     }
-    const ask = (retryDelayMs: number): Effect.Effect<Payment.AuthorizationOutcome> => {
+    const ask = (retryDelayMs: number): Effect.Effect<A, E> => {
       const remainingMs = deadlineMs - flowClock.unsafeCurrentTimeMillis()
-      if (remainingMs <= 0) return Effect.succeed(timedOut)
+      if (remainingMs <= 0) return then(timedOut)
       return Effect.matchEffect(askNetwork(request, remainingMs), {
         onFailure: () => retryAfterFailure(retryDelayMs),
-        onSuccess: (outcome) => Effect.succeed(outcome ?? timedOut)
+        onSuccess: (outcome) => then(outcome ?? timedOut)
       })
     }
     return ask(200)
@@ -337,7 +341,7 @@ export const make = Effect.gen(function*() {
           ? Effect.flatMap(fraud.assess(screened), (screening) => commitStep(authorization, screening, null))
           : commitStep(authorization, fraud.score(screened, history), null)
       }
-      return step === "authorize" ? Effect.flatMap(authorizeNow(payment), screenAndCommit) : screenAndCommit(null)
+      return step === "authorize" ? authorizeNow(payment, screenAndCommit) : screenAndCommit(null)
     }
     // Built when it runs: a flow started while another runs is dropped before it does anything.
     return Effect.suspend(() =>
