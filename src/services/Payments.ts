@@ -169,12 +169,15 @@ export const make = Effect.gen(function*() {
    * version-checked in another (docs/performance.md); when another process moved the payment in
    * between, it decides again on the row locked by `updatePayment`.
    */
-  const apply = (
+  const decideThen = <A, E>(
     merchantId: string | null,
     paymentId: string,
     decide: (payment: Payment.Payment, fraudCase: FraudCase | null, context: Payment.Context) => Payment.Decision,
-    commandKey?: CommandKey
-  ): Effect.Effect<UpdateOutcome, StoreUnavailable> =>
+    commandKey: CommandKey | undefined,
+    // The caller's answer to the outcome, made in the outcome's own step (still under the lock:
+    // it must not wait).
+    finish: (outcome: UpdateOutcome) => Effect.Effect<A, E>
+  ): Effect.Effect<A, E | StoreUnavailable> =>
     actors.serialize(
       paymentId,
       // Plain steps rather than a generator: every capture, refund and void runs this. (A
@@ -182,24 +185,36 @@ export const make = Effect.gen(function*() {
       () => Effect.clockWith((clock) => {
         const ctx = contextAt(clock)
         // Built only when needed (a racing process moved the payment): the common path commits without it.
-        const locked = () => Effect.flatMap(store.updatePayment({ merchantId, paymentId, commandKey }, (payment, fraudCase) => decide(payment, fraudCase, ctx)), counted)
+        const locked = () =>
+          Effect.flatMap(store.updatePayment({ merchantId, paymentId, commandKey }, (payment, fraudCase) => decide(payment, fraudCase, ctx)), (outcome) => {
+            if (outcome._tag === "Applied") committed(outcome.change)
+            return finish(outcome)
+          })
         if (store.readForCommand === undefined) return locked()
-        return Effect.flatMap(store.readForCommand({ merchantId, paymentId, commandKey }), (read): Effect.Effect<UpdateOutcome, StoreUnavailable> => {
-          if (read === null) return Effect.succeed({ _tag: "NotFound" })
-          if (read.alreadyApplied) return Effect.succeed({ _tag: "AlreadyApplied", payment: read.payment })
+        return Effect.flatMap(store.readForCommand({ merchantId, paymentId, commandKey }), (read): Effect.Effect<A, E | StoreUnavailable> => {
+          if (read === null) return finish({ _tag: "NotFound" })
+          if (read.alreadyApplied) return finish({ _tag: "AlreadyApplied", payment: read.payment })
           const decision = decide(read.payment, read.fraudCase, ctx)
-          if (!decision.ok) return Effect.succeed({ _tag: "Refused", decision, payment: read.payment })
+          if (!decision.ok) return finish({ _tag: "Refused", decision, payment: read.payment })
           return Effect.flatMap(
             store.commitChange({ before: read.payment, change: decision.change, response: null, commandKey }),
             (done) => {
               if (!done) return locked()
               committed(decision.change)
-              return Effect.succeed({ _tag: "Applied", change: decision.change } as const)
+              return finish({ _tag: "Applied", change: decision.change })
             }
           )
         })
       })
     )
+
+  /** `decideThen` answering the outcome itself. */
+  const apply = (
+    merchantId: string | null,
+    paymentId: string,
+    decide: (payment: Payment.Payment, fraudCase: FraudCase | null, context: Payment.Context) => Payment.Decision,
+    commandKey?: CommandKey
+  ): Effect.Effect<UpdateOutcome, StoreUnavailable> => decideThen(merchantId, paymentId, decide, commandKey, Effect.succeed)
 
   /** A command's answer: the payment as it left it (counted and announced when it changed), or why not. */
   const command = (
@@ -208,7 +223,7 @@ export const make = Effect.gen(function*() {
     decide: (payment: Payment.Payment, fraudCase: FraudCase | null, context: Payment.Context) => Payment.Decision,
     commandKey?: CommandKey
   ): Effect.Effect<Payment.Payment, CommandError> =>
-    Effect.flatMap(apply(merchantId, paymentId, decide, commandKey), (outcome) => toResult(paymentId, outcome))
+    decideThen(merchantId, paymentId, decide, commandKey, (outcome) => toResult(paymentId, outcome))
 
   /**
    * A step of a payment's flow, decided on the record the flow holds (the one it created or last
