@@ -11,15 +11,20 @@ export type FlowEnd = Payment | void
  * flow of each payment runs as a supervised fiber, at most one per payment.
  */
 export interface PaymentActorsShape {
-  /** Runs `effect` alone among this payment's commands (first come, first served). */
-  readonly serialize: <A, E, R>(paymentId: string, effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
+  /**
+   * Runs the effect `body` makes alone among this payment's commands (first come, first served).
+   * `body` is called once the lock is taken: what it reads (the time) is read then, with no
+   * suspend of its own.
+   */
+  readonly serialize: <A, E, R>(paymentId: string, body: () => Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
   /** Starts the payment's flow unless it is running already; returns its fiber. */
   readonly startFlow: (paymentId: string, flow: Effect.Effect<FlowEnd>) => Effect.Effect<Fiber.RuntimeFiber<FlowEnd>>
   /**
-   * Waits until the flow's fiber ends, at most `timeoutMs` (the flow itself goes on): one
+   * Waits until the flow's fiber ends, at most `timeoutMs` (the flow itself goes on), then goes on
+   * with the effect `then` makes (the waiter's next step, without a step between): one
    * `Effect.async` on the fiber's exit and the clock's callback timer, no forked fibers.
    */
-  readonly awaitFlow: (flow: Fiber.RuntimeFiber<FlowEnd>, timeoutMs: number) => Effect.Effect<void>
+  readonly awaitFlow: <A, E>(flow: Fiber.RuntimeFiber<FlowEnd>, timeoutMs: number, then: () => Effect.Effect<A, E>) => Effect.Effect<A, E>
   readonly activeFlows: Effect.Effect<number>
 }
 
@@ -72,10 +77,18 @@ export const make = Effect.gen(function*() {
   // of the command; a command interrupted while waiting leaves the queue, or, when the lock was
   // handed to it in the same instant, passes it on.
   // (The mask's body runs when the effect runs, not when it is built: no suspend of its own.)
-  const serialize = <A, E, R>(paymentId: string, effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+  const serialize = <A, E, R>(paymentId: string, body: () => Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
     Effect.uninterruptibleMask((restore) => {
-      const run = (lock: Lock) =>
-        Effect.matchCauseEffect(restore(effect), {
+      const run = (lock: Lock) => {
+        let effect: Effect.Effect<A, E, R>
+        try {
+          effect = body()
+        } catch (defect) {
+          // A body that throws has still had the lock: it passes on.
+          release(paymentId, lock)
+          return Effect.die(defect)
+        }
+        return Effect.matchCauseEffect(restore(effect), {
           onFailure: (cause) => {
             release(paymentId, lock)
             return Effect.failCause(cause)
@@ -85,6 +98,7 @@ export const make = Effect.gen(function*() {
             return Effect.succeed(value)
           }
         })
+      }
       const held = locks.get(paymentId)
       if (held === undefined) {
         const lock: Lock = { waiting: [] }
@@ -99,16 +113,16 @@ export const make = Effect.gen(function*() {
       })
     })
 
-  const awaitWithTimer = (flow: Fiber.RuntimeFiber<FlowEnd>, timeoutMs: number, timer: CallbackTimer) =>
-    Effect.async<void>((resume) => {
+  const awaitWithTimer = <A, E>(flow: Fiber.RuntimeFiber<FlowEnd>, timeoutMs: number, timer: CallbackTimer, then: () => Effect.Effect<A, E>) =>
+    Effect.async<A, E>((resume) => {
       const cancelTimer = timer(timeoutMs, () => {
         flow.removeObserver(ended)
-        resume(Effect.void)
+        resume(Effect.suspend(then))
       })
       // Called at once when the flow has ended already.
       const ended = () => {
         cancelTimer()
-        resume(Effect.void)
+        resume(Effect.suspend(then))
       }
       flow.addObserver(ended)
       return Effect.sync(() => {
@@ -117,11 +131,11 @@ export const make = Effect.gen(function*() {
       })
     })
 
-  const awaitFlow = (flow: Fiber.RuntimeFiber<FlowEnd>, timeoutMs: number): Effect.Effect<void> =>
+  const awaitFlow = <A, E>(flow: Fiber.RuntimeFiber<FlowEnd>, timeoutMs: number, then: () => Effect.Effect<A, E>): Effect.Effect<A, E> =>
     timer === null
       // A clock without a callback timer (TestClock): race a sleep.
-      ? Effect.ignore(Effect.timeout(Fiber.await(flow), timeoutMs))
-      : awaitWithTimer(flow, timeoutMs, timer)
+      ? Effect.flatMap(Effect.ignore(Effect.timeout(Fiber.await(flow), timeoutMs)), then)
+      : awaitWithTimer(flow, timeoutMs, timer, then)
 
   return PaymentActors.of({
     awaitFlow,

@@ -1,4 +1,4 @@
-import { type Clock, Context, Effect, Exit, Fiber, Layer } from "effect"
+import { Cause, type Clock, Context, Effect, Exit, Fiber, Layer } from "effect"
 import * as Metrics from "../platform/Metrics.ts"
 import { Webhooks } from "./Webhooks.ts"
 import * as Payment from "../domain/Payment.ts"
@@ -134,16 +134,18 @@ export const resumeBatch = 500
 export const make = Effect.gen(function*() {
   const store = yield* Store
   const webhooks = yield* Webhooks
-  /** A committed change: counted, and the dispatcher told when it wrote events. */
-  const afterCommit = (change: Payment.Change) =>
-    Effect.suspend(() => {
-      countChange(change)
-      return change.events.length === 0 ? Effect.void : webhooks.eventsCommitted
-    })
-  /** `afterCommit` called from a step that runs already (no suspend of its own), answering `value`. */
-  const committed = <A>(change: Payment.Change, value: A): Effect.Effect<A> => {
+  /**
+   * A committed change: counted, and the dispatcher told when it wrote events. A plain call, made
+   * in the step that saw the commit succeed (every caller runs already): no step of its own.
+   */
+  const committed = (change: Payment.Change): void => {
     countChange(change)
-    return change.events.length === 0 ? Effect.succeed(value) : Effect.as(webhooks.eventsCommitted, value)
+    if (change.events.length > 0) webhooks.eventsSignal.notify()
+  }
+  /** `outcome` once `committed` when it applied a change: the slow path's (`updatePayment`) answer. */
+  const counted = (outcome: UpdateOutcome): Effect.Effect<UpdateOutcome> => {
+    if (outcome._tag === "Applied") committed(outcome.change)
+    return Effect.succeed(outcome)
   }
   const ids = yield* Ids
   const config = yield* AppConfig
@@ -154,6 +156,12 @@ export const make = Effect.gen(function*() {
   /** The domain's context: the time from Effect's Clock (virtual in tests and the simulator) and the id minter. */
   const contextAt = (clock: Clock.Clock): Payment.Context => ({ now: isoAt(clock.unsafeCurrentTimeMillis()), mintId: ids.mint })
   const context = Effect.clockWith((clock) => Effect.succeed(contextAt(clock)))
+  /**
+   * The clock the service was built with, for the steps of a flow: a flow runs apart from any
+   * request, on this clock, and reads it without a step of its own (`Effect.clockWith` is one per
+   * call, a few per payment). Commands keep the clock of the fiber that runs them.
+   */
+  const flowClock = yield* Effect.clock
 
   /**
    * One command on one payment, serialized per payment in this process. It reads the payment,
@@ -161,40 +169,52 @@ export const make = Effect.gen(function*() {
    * version-checked in another (docs/performance.md); when another process moved the payment in
    * between, it decides again on the row locked by `updatePayment`.
    */
+  const decideThen = <A, E>(
+    merchantId: string | null,
+    paymentId: string,
+    decide: (payment: Payment.Payment, fraudCase: FraudCase | null, context: Payment.Context) => Payment.Decision,
+    commandKey: CommandKey | undefined,
+    // The caller's answer to the outcome, made in the outcome's own step (still under the lock:
+    // it must not wait).
+    finish: (outcome: UpdateOutcome) => Effect.Effect<A, E>
+  ): Effect.Effect<A, E | StoreUnavailable> =>
+    actors.serialize(
+      paymentId,
+      // Plain steps rather than a generator: every capture, refund and void runs this. (A
+      // change is `committed` in the step that saw its commit: no step after the lock's.)
+      () => Effect.clockWith((clock) => {
+        const ctx = contextAt(clock)
+        // Built only when needed (a racing process moved the payment): the common path commits without it.
+        const locked = () =>
+          Effect.flatMap(store.updatePayment({ merchantId, paymentId, commandKey }, (payment, fraudCase) => decide(payment, fraudCase, ctx)), (outcome) => {
+            if (outcome._tag === "Applied") committed(outcome.change)
+            return finish(outcome)
+          })
+        if (store.readForCommand === undefined) return locked()
+        return Effect.flatMap(store.readForCommand({ merchantId, paymentId, commandKey }), (read): Effect.Effect<A, E | StoreUnavailable> => {
+          if (read === null) return finish({ _tag: "NotFound" })
+          if (read.alreadyApplied) return finish({ _tag: "AlreadyApplied", payment: read.payment })
+          const decision = decide(read.payment, read.fraudCase, ctx)
+          if (!decision.ok) return finish({ _tag: "Refused", decision, payment: read.payment })
+          return Effect.flatMap(
+            store.commitChange({ before: read.payment, change: decision.change, response: null, commandKey }),
+            (done) => {
+              if (!done) return locked()
+              committed(decision.change)
+              return finish({ _tag: "Applied", change: decision.change })
+            }
+          )
+        })
+      })
+    )
+
+  /** `decideThen` answering the outcome itself. */
   const apply = (
     merchantId: string | null,
     paymentId: string,
     decide: (payment: Payment.Payment, fraudCase: FraudCase | null, context: Payment.Context) => Payment.Decision,
     commandKey?: CommandKey
-  ): Effect.Effect<UpdateOutcome, StoreUnavailable> =>
-    Effect.tap(decideCommand(merchantId, paymentId, decide, commandKey), (outcome) => (outcome._tag === "Applied" ? afterCommit(outcome.change) : Effect.void))
-
-  /** `apply` without the after-commit step: the caller runs it (`committed`) in a step of its own. */
-  const decideCommand = (
-    merchantId: string | null,
-    paymentId: string,
-    decide: (payment: Payment.Payment, fraudCase: FraudCase | null, context: Payment.Context) => Payment.Decision,
-    commandKey?: CommandKey
-  ): Effect.Effect<UpdateOutcome, StoreUnavailable> =>
-    actors.serialize(
-      paymentId,
-      // Plain steps rather than a generator: every capture, refund and void runs this.
-      Effect.clockWith((clock) => {
-        const ctx = contextAt(clock)
-        const locked = store.updatePayment({ merchantId, paymentId, commandKey }, (payment, fraudCase) => decide(payment, fraudCase, ctx))
-        if (store.readForCommand === undefined) return locked
-        return Effect.flatMap(store.readForCommand({ merchantId, paymentId, commandKey }), (read): Effect.Effect<UpdateOutcome, StoreUnavailable> => {
-          if (read === null) return Effect.succeed({ _tag: "NotFound" })
-          if (read.alreadyApplied) return Effect.succeed({ _tag: "AlreadyApplied", payment: read.payment })
-          const decision = decide(read.payment, read.fraudCase, ctx)
-          if (!decision.ok) return Effect.succeed({ _tag: "Refused", decision, payment: read.payment })
-          return Effect.flatMap(
-            store.commitChange({ before: read.payment, change: decision.change, response: null, commandKey }),
-            (done) => (done ? Effect.succeed({ _tag: "Applied", change: decision.change } as const) : locked)
-          )
-        })
-      })
-    )
+  ): Effect.Effect<UpdateOutcome, StoreUnavailable> => decideThen(merchantId, paymentId, decide, commandKey, Effect.succeed)
 
   /** A command's answer: the payment as it left it (counted and announced when it changed), or why not. */
   const command = (
@@ -203,8 +223,7 @@ export const make = Effect.gen(function*() {
     decide: (payment: Payment.Payment, fraudCase: FraudCase | null, context: Payment.Context) => Payment.Decision,
     commandKey?: CommandKey
   ): Effect.Effect<Payment.Payment, CommandError> =>
-    Effect.flatMap(decideCommand(merchantId, paymentId, decide, commandKey), (outcome) =>
-      outcome._tag === "Applied" ? committed(outcome.change, outcome.change.payment) : toResult(paymentId, outcome))
+    decideThen(merchantId, paymentId, decide, commandKey, (outcome) => toResult(paymentId, outcome))
 
   /**
    * A step of a payment's flow, decided on the record the flow holds (the one it created or last
@@ -216,22 +235,21 @@ export const make = Effect.gen(function*() {
     held: Payment.Payment,
     decide: (payment: Payment.Payment, context: Payment.Context) => Payment.Decision
   ): Effect.Effect<UpdateOutcome, StoreUnavailable> =>
-    Effect.flatMap(
-      actors.serialize(
-        held.id,
-        // Plain steps rather than a generator: every payment's flow commits here.
-        Effect.clockWith((clock) => {
-          const ctx = contextAt(clock)
-          const decision = decide(held, ctx)
-          const locked = store.updatePayment({ merchantId: null, paymentId: held.id }, (payment) => decide(payment, ctx))
-          if (!decision.ok) return locked
-          return Effect.flatMap(
-            store.commitChange({ before: held, change: decision.change, response: null }),
-            (done) => (done ? Effect.succeed({ _tag: "Applied", change: decision.change } as const) : locked)
-          )
+    actors.serialize(
+      held.id,
+      // Plain steps rather than a generator: every payment's flow commits here.
+      () => {
+        const ctx = contextAt(flowClock)
+        const decision = decide(held, ctx)
+        // Built only when needed (a racing command moved the payment, or the step was refused on the held record).
+        const locked = () => Effect.flatMap(store.updatePayment({ merchantId: null, paymentId: held.id }, (payment) => decide(payment, ctx)), counted)
+        if (!decision.ok) return locked()
+        return Effect.flatMap(store.commitChange({ before: held, change: decision.change, response: null }), (done) => {
+          if (!done) return locked()
+          committed(decision.change)
+          return Effect.succeed({ _tag: "Applied", change: decision.change } as const)
         })
-      ),
-      (outcome): Effect.Effect<UpdateOutcome> => (outcome._tag === "Applied" ? committed(outcome.change, outcome) : Effect.succeed(outcome))
+      }
     )
 
   const toResult = (paymentId: string, outcome: UpdateOutcome): Effect.Effect<Payment.Payment, CommandError> => {
@@ -275,31 +293,35 @@ export const make = Effect.gen(function*() {
   }
 
   /**
-   * Asks the network until ACQUIRER_TIMEOUT. Transport failures are retried (the acquirer is
-   * idempotent on the payment id) after 200 ms, doubling; every call and every wait is cut at
-   * the deadline, which the transport keeps itself (no timer fibers), and passing it declines
-   * the payment with `network_timeout`.
+   * Asks the network until ACQUIRER_TIMEOUT from now. Transport failures are retried (the
+   * acquirer is idempotent on the payment id) after 200 ms, doubling; every call and every wait
+   * is cut at the deadline, which the transport keeps itself (no timer fibers), and passing it
+   * declines the payment with `network_timeout`. Called when the flow's step runs (the deadline
+   * is read from the flow's clock then, without a step of its own).
    */
-  const authorize = (payment: Payment.Payment): Effect.Effect<Payment.AuthorizationOutcome> =>
-    Effect.clockWith((clock) => {
-      const request = authorizationRequest(payment)
-      const deadlineMs = clock.unsafeCurrentTimeMillis() + config.acquirerTimeoutMs
-      const retryAfterFailure = (retryDelayMs: number): Effect.Effect<Payment.AuthorizationOutcome> => {
-        const remainingMs = deadlineMs - clock.unsafeCurrentTimeMillis()
-        return remainingMs <= 0
-          ? Effect.succeed(timedOut)
-          : Effect.zipRight(Effect.sleep(Math.min(retryDelayMs, remainingMs)), Effect.suspend(() => ask(retryDelayMs * 2)))
-      }
-      const ask = (retryDelayMs: number): Effect.Effect<Payment.AuthorizationOutcome> => {
-        const remainingMs = deadlineMs - clock.unsafeCurrentTimeMillis()
-        if (remainingMs <= 0) return Effect.succeed(timedOut)
-        return Effect.matchEffect(askNetwork(request, remainingMs), {
-          onFailure: () => retryAfterFailure(retryDelayMs),
-          onSuccess: (outcome) => Effect.succeed(outcome ?? timedOut)
-        })
-      }
-      return ask(200)
-    })
+  const authorizeNow = <A, E>(
+    payment: Payment.Payment,
+    // What the flow does with the answer, run as the answer's own step (no flatMap after it).
+    then: (outcome: Payment.AuthorizationOutcome) => Effect.Effect<A, E>
+  ): Effect.Effect<A, E> => {
+    const request = authorizationRequest(payment)
+    const deadlineMs = flowClock.unsafeCurrentTimeMillis() + config.acquirerTimeoutMs
+    const retryAfterFailure = (retryDelayMs: number): Effect.Effect<A, E> => {
+      const remainingMs = deadlineMs - flowClock.unsafeCurrentTimeMillis()
+      return remainingMs <= 0
+        ? then(timedOut)
+        : Effect.zipRight(Effect.sleep(Math.min(retryDelayMs, remainingMs)), Effect.suspend(() => ask(retryDelayMs * 2)))
+    }
+    const ask = (retryDelayMs: number): Effect.Effect<A, E> => {
+      const remainingMs = deadlineMs - flowClock.unsafeCurrentTimeMillis()
+      if (remainingMs <= 0) return then(timedOut)
+      return Effect.matchEffect(askNetwork(request, remainingMs), {
+        onFailure: () => retryAfterFailure(retryDelayMs),
+        onSuccess: (outcome) => then(outcome ?? timedOut)
+      })
+    }
+    return ask(200)
+  }
 
   /**
    * Drives a payment through authorize → screen → capture until the domain says it is done.
@@ -334,7 +356,7 @@ export const make = Effect.gen(function*() {
           ? Effect.flatMap(fraud.assess(screened), (screening) => commitStep(authorization, screening, null))
           : commitStep(authorization, fraud.score(screened, history), null)
       }
-      return step === "authorize" ? Effect.flatMap(authorize(payment), screenAndCommit) : screenAndCommit(null)
+      return step === "authorize" ? authorizeNow(payment, screenAndCommit) : screenAndCommit(null)
     }
     // Built when it runs: a flow started while another runs is dropped before it does anything.
     return Effect.suspend(() =>
@@ -373,51 +395,55 @@ export const make = Effect.gen(function*() {
       if (!decision.ok) return null
       const answer = request.respond(decision.change.payment)
       const claim = request.claim
-      const committed = yield* store.commitChange({
+      const done = yield* store.commitChange({
         before: payment,
         change: decision.change,
         response: claim === null ? null : { merchantId: claim.merchantId, key: claim.key, status: answer.status, body: answer.stored }
       })
-      if (!committed) return null
-      yield* afterCommit(decision.change)
+      if (!done) return null
+      committed(decision.change)
       return answer
     })
 
   const service: PaymentsShape = {
     // Plain steps rather than generators: every payment is created here.
     createInline: (input, request) =>
-      Effect.clockWith((clock) => {
-        const decision = Payment.create(input, contextAt(clock))
+      // One mask around the whole create (plain steps: every payment is created here). Its body
+      // runs when the create does, so the time is read there (from the flows' clock, with no step
+      // of its own); its failure side is `Effect.onInterrupt`'s without that combinator's steps.
+      Effect.uninterruptibleMask((restore) => {
+        const decision = Payment.create(input, contextAt(flowClock))
         if (!decision.ok) return Effect.dieMessage("create cannot be refused")
         const payment = decision.change.payment
-        const inline = Effect.flatMap(
-          store.openPayment({ change: decision.change, claim: request.claim, history: historyWindows(payment.createdAt) }),
-          (opened): Effect.Effect<InlineOutcome | FraudHistory, StoreUnavailable> => {
-            if (opened._tag === "KeyTaken") return Effect.succeed(opened)
-            request.onClaimed()
-            // An acquirer that never answers at once (the simulated network) skips the attempt.
-            if (acquirer.answerNow === undefined) return committed(decision.change, opened.history)
-            return Effect.zipRight(
-              afterCommit(decision.change),
-              Effect.map(finishInline(payment, opened.history, request), (answer) =>
-                answer === null ? opened.history : { _tag: "Answered", answer, stored: request.claim !== null } as const)
-            )
-          }
-        )
-        // A client that hangs up (or a stop) once the payment may exist does not leave it pending
-        // until the recovery worker finds it: the supervised flow takes over at once (it reads the
-        // payment first, and stops if the insert never happened).
-        return Effect.flatMap(Effect.onInterrupt(inline, () => Effect.asVoid(startFlow(payment.id))), (outcome) => {
-          if ("_tag" in outcome) return Effect.succeed(outcome)
-          // The network will answer later (or a racing command moved the payment): the supervised
-          // flow goes on, scoring on the history just read, and the answer waits for it up to the
-          // request deadline.
-          return Effect.flatMap(startFlow(payment.id, payment, outcome), (fiber) =>
-            Effect.flatMap(actors.awaitFlow(fiber, config.requestDeadlineMs), () => {
+        // The network will answer later (or a racing command moved the payment): the supervised
+        // flow goes on, scoring on the history just read, and the answer waits for it up to the
+        // request deadline.
+        const answerLater = (history: FraudHistory) =>
+          Effect.flatMap(startFlow(payment.id, payment, history), (fiber) =>
+            actors.awaitFlow(fiber, config.requestDeadlineMs, () => {
               const answered = (latest: Payment.Payment): InlineOutcome => ({ _tag: "Answered", answer: request.respond(latest), stored: false })
               const end = flowEnd(fiber)
               return end !== null ? Effect.succeed(answered(end)) : Effect.map(store.getPayment(null, payment.id), (latest) => answered(latest ?? payment))
             }))
+        const inline = Effect.flatMap(
+          store.openPayment({ change: decision.change, claim: request.claim, history: historyWindows(payment.createdAt) }),
+          (opened): Effect.Effect<InlineOutcome, StoreUnavailable> => {
+            if (opened._tag === "KeyTaken") return Effect.succeed(opened)
+            request.onClaimed()
+            committed(decision.change)
+            // An acquirer that never answers at once (the simulated network) skips the attempt.
+            if (acquirer.answerNow === undefined) return answerLater(opened.history)
+            return Effect.flatMap(finishInline(payment, opened.history, request), (answer) =>
+              answer === null ? answerLater(opened.history) : Effect.succeed({ _tag: "Answered", answer, stored: request.claim !== null } as const))
+          }
+        )
+        // A client that hangs up (or a stop) once the payment may exist does not leave it pending
+        // until the recovery worker finds it: the supervised flow takes over at once (it reads the
+        // payment first, and stops if the insert never happened; when it runs already, that one
+        // goes on).
+        return Effect.matchCauseEffect(restore(inline), {
+          onFailure: (cause) => Cause.isInterruptedOnly(cause) ? Effect.zipRight(startFlow(payment.id), Effect.failCause(cause)) : Effect.failCause(cause),
+          onSuccess: Effect.succeed
         })
       }),
     create: (input) =>
@@ -425,12 +451,14 @@ export const make = Effect.gen(function*() {
         const decision = Payment.create(input, yield* context)
         if (!decision.ok) return yield* Effect.dieMessage("create cannot be refused")
         const inserted = yield* store.insertPayment(decision.change)
-        if (inserted._tag === "Inserted") yield* afterCommit(decision.change)
+        if (inserted._tag === "Inserted") committed(decision.change)
         const payment = inserted._tag === "Inserted" ? decision.change.payment : inserted.payment
         const fiber = yield* startFlow(payment.id, payment)
         // Answer with the record as the flow left it; past the deadline the flow goes on alone.
-        yield* actors.awaitFlow(fiber, config.requestDeadlineMs)
-        const latest = flowEnd(fiber) ?? (yield* store.getPayment(null, payment.id))
+        const latest = yield* actors.awaitFlow(fiber, config.requestDeadlineMs, () => {
+          const end = flowEnd(fiber)
+          return end !== null ? Effect.succeed(end) : store.getPayment(null, payment.id)
+        })
         return { payment: latest ?? payment, created: inserted._tag === "Inserted" }
       }),
     get: mustGet,
@@ -465,7 +493,7 @@ export const make = Effect.gen(function*() {
         // waits for it up to the request deadline.
         if (Payment.nextStep(payment) !== null) {
           const fiber = yield* startFlow(payment.id, payment)
-          yield* actors.awaitFlow(fiber, config.requestDeadlineMs)
+          yield* actors.awaitFlow(fiber, config.requestDeadlineMs, () => Effect.void)
         }
         const reviewed = yield* store.getFraudCase(merchantId, caseId)
         return reviewed ?? fraudCase

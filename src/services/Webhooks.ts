@@ -57,6 +57,8 @@ export interface WebhooksShape {
 
 export interface Signal {
   readonly offer: Effect.Effect<void>
+  /** `offer` as a plain call, for a step that runs already (a commit's callback): no step of its own. */
+  readonly notify: () => void
   readonly take: Effect.Effect<void>
   /** Takes a pending offer, if there is one (true), without waiting. */
   readonly tryTake: () => boolean
@@ -79,14 +81,15 @@ export class Webhooks extends Context.Tag("payments/Webhooks")<Webhooks, Webhook
 export const makeSignal = (): Signal => {
   let pending = false
   const waiters = new Set<() => void>()
-  const offer = Effect.sync(() => {
+  const notify = () => {
     for (const waiter of waiters) {
       waiters.delete(waiter)
       waiter()
       return
     }
     pending = true
-  })
+  }
+  const offer = Effect.sync(notify)
   const tryTake = () => {
     if (!pending) return false
     pending = false
@@ -102,7 +105,7 @@ export const makeSignal = (): Signal => {
       return Effect.sync(remove)
     })
   )
-  return { offer, take, tryTake, listen }
+  return { offer, notify, take, tryTake, listen }
 }
 
 export const layer = Layer.effect(
