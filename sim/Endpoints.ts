@@ -7,6 +7,7 @@ import { timedOut, type TransportResult, type WebhookRequest, type WebhookTransp
 import type { Auditor } from "./Auditor.ts"
 import type { FaultRates } from "./Options.ts"
 import type { Prng } from "./Prng.ts"
+import type { Fence } from "./Service.ts"
 
 export interface EndpointStats {
   posts: number
@@ -210,9 +211,15 @@ export const makeSimulatedEndpoints = (
     return answerOf(200, prng.int(5, 800), record)
   }
 
-  const transport: WebhookTransportShape = {
+  /**
+   * The endpoints as one instance reaches them: with `fence`, a dead instance's POST interrupts
+   * its caller (as `fenced` in sim/Service.ts does), checked in the step that receives it, when
+   * the effect runs (not when it is built): one Effect step a POST less than a fence around it.
+   */
+  const transportOf = (fence: Fence | null): WebhookTransportShape => ({
     post: (request) =>
       Effect.suspend(() => {
+        if (fence !== null && fence.dead) return Effect.interrupt
         const fate = receive(request)
         return fate._tag === "Refused" ? Effect.succeed(refusedResult) : fate._tag === "NoAnswer" ? Effect.never : answer(fate)
       }),
@@ -221,17 +228,19 @@ export const makeSimulatedEndpoints = (
     // timeout still counts, as it wins the race).
     postWithin: (request, timeoutMs) =>
       Effect.suspend(() => {
+        if (fence !== null && fence.dead) return Effect.interrupt
         const fate = receive(request)
         if (fate._tag === "Refused") return Effect.succeed(refusedResult)
         if (fate._tag === "Answer" && fate.latencyMs <= timeoutMs) return answer(fate)
         return after(timeoutMs, () => timedOut(timeoutMs))
       })
-  }
+  })
+  const transport = transportOf(null)
   const receipts: Receipts = {
     ofEvent: (eventId) => deliveryOfEvent.get(eventId),
     ofDelivery: (deliveryId) => received.get(deliveryId)
   }
-  return { transport, stats, receipts }
+  return { transport, fencedBy: transportOf, stats, receipts }
 }
 
 const inOutage = (windows: ReadonlyArray<readonly [number, number]>, now: number) => {

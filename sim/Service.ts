@@ -34,6 +34,11 @@ export interface Infrastructure {
   readonly acquirer: AcquirerShape
   readonly webhookStore: WebhookStoreShape
   readonly webhookTransport: WebhookTransportShape
+  /**
+   * The webhook endpoints behind an instance's fence, when they check the fence in their own
+   * step (sim/Endpoints.ts `fencedBy`: one Effect step a POST less); else `fenced(webhookTransport)`.
+   */
+  readonly fencedWebhookTransport?: (fence: Fence) => WebhookTransportShape
   /** Run the webhook dispatcher worker (off: events stay in the outbox). */
   readonly webhookDispatcher: Partial<WebhookDispatcher.DispatcherOptions> | null
   /** Dispatchers per instance (default 1): each claims under its own leases, like separate processes. */
@@ -175,7 +180,7 @@ const fencedInfrastructure = (infrastructure: Infrastructure, fence: Fence): Inf
   store: infrastructure.fencedStore?.(fence) ?? fenced(infrastructure.store, fence),
   acquirer: fenced(infrastructure.acquirer, fence),
   webhookStore: fenced(infrastructure.webhookStore, fence),
-  webhookTransport: fenced(infrastructure.webhookTransport, fence)
+  webhookTransport: infrastructure.fencedWebhookTransport?.(fence) ?? fenced(infrastructure.webhookTransport, fence)
 })
 
 export class SimulatedService {
