@@ -142,16 +142,17 @@ export const makeSimulatedEndpoints = (
     })
   }
 
-  const answer = ({ latencyMs, record, status }: { readonly status: number; readonly latencyMs: number; readonly record: Received }) =>
-    after(latencyMs, (): TransportResult => {
-      if (status >= 200 && status < 300) {
-        stats.answered2xx++
-        record.ackedAtMs = nowMs() - baseMs
-        record.checkedBody = null
-      } else if (status < 500) stats.answered4xx++
-      else stats.answered5xx++
-      return { _tag: "Answered", status, snippet: status < 300 ? "ok" : "simulated failure" }
-    })
+  /** The answer as the dispatcher reads it, once `latencyMs` passed (a 2xx acknowledges the delivery then). */
+  const settle = ({ record, status }: { readonly status: number; readonly record: Received }): TransportResult => {
+    if (status >= 200 && status < 300) {
+      stats.answered2xx++
+      record.ackedAtMs = nowMs() - baseMs
+      record.checkedBody = null
+    } else if (status < 500) stats.answered4xx++
+    else stats.answered5xx++
+    return { _tag: "Answered", status, snippet: status < 300 ? "ok" : "simulated failure" }
+  }
+  const answer = (fate: { readonly status: number; readonly latencyMs: number; readonly record: Received }) => after(fate.latencyMs, () => settle(fate))
 
   /** Checks the POST as the merchant would, and draws its fate from the seed. */
   const receive = (request: WebhookRequest): Fate => {
@@ -216,25 +217,39 @@ export const makeSimulatedEndpoints = (
    * its caller (as `fenced` in sim/Service.ts does), checked in the step that receives it, when
    * the effect runs (not when it is built): one Effect step a POST less than a fence around it.
    */
-  const transportOf = (fence: Fence | null): WebhookTransportShape => ({
-    post: (request) =>
-      Effect.suspend(() => {
-        if (fence !== null && fence.dead) return Effect.interrupt
+  const transportOf = (fence: Fence | null): WebhookTransportShape => {
+    /**
+     * A POST, answered by the endpoint within `timeoutMs` (null: no timeout; past it, the
+     * dispatcher's timeout at exactly `timeoutMs`, with no fiber racing the answer: an answer at
+     * the very timeout still counts, as it wins the race).
+     */
+    const postOf = (request: WebhookRequest, timeoutMs: number | null): Effect.Effect<TransportResult> => {
+      const t = timer
+      if (t === undefined || t === null) {
+        return Effect.suspend(() => {
+          if (fence !== null && fence.dead) return Effect.interrupt
+          const fate = receive(request)
+          if (fate._tag === "Refused") return Effect.succeed(refusedResult)
+          if (fate._tag === "Answer" && (timeoutMs === null || fate.latencyMs <= timeoutMs)) return answer(fate)
+          return timeoutMs === null ? Effect.never : after(timeoutMs, () => timedOut(timeoutMs))
+        })
+      }
+      // With the clock's callback timer (known from the first POST on): one `Effect.async` whose
+      // registration, run when the effect runs, reads the fence, receives the POST and sets the
+      // answer's timer (a suspend returning the async took one step more). As above, the answer
+      // (or the timeout) is read when the fiber resumes.
+      return Effect.async<TransportResult>((resume) => {
+        if (fence !== null && fence.dead) return resume(Effect.interrupt)
         const fate = receive(request)
-        return fate._tag === "Refused" ? Effect.succeed(refusedResult) : fate._tag === "NoAnswer" ? Effect.never : answer(fate)
-      }),
-    // The endpoint knows when it will answer: past the timeout (or never) it is the dispatcher's
-    // timeout at exactly `timeoutMs`, with no fiber racing the answer (an answer at the very
-    // timeout still counts, as it wins the race).
-    postWithin: (request, timeoutMs) =>
-      Effect.suspend(() => {
-        if (fence !== null && fence.dead) return Effect.interrupt
-        const fate = receive(request)
-        if (fate._tag === "Refused") return Effect.succeed(refusedResult)
-        if (fate._tag === "Answer" && fate.latencyMs <= timeoutMs) return answer(fate)
-        return after(timeoutMs, () => timedOut(timeoutMs))
+        if (fate._tag === "Refused") return resume(Effect.succeed(refusedResult))
+        if (fate._tag === "Answer" && (timeoutMs === null || fate.latencyMs <= timeoutMs)) {
+          t(fate.latencyMs, () => resume(Effect.sync(() => settle(fate))))
+        } else if (timeoutMs !== null) t(timeoutMs, () => resume(Effect.sync(() => timedOut(timeoutMs))))
+        // No answer and no timeout: never resumed, as `Effect.never`.
       })
-  })
+    }
+    return { post: (request) => postOf(request, null), postWithin: postOf }
+  }
   const transport = transportOf(null)
   const receipts: Receipts = {
     ofEvent: (eventId) => deliveryOfEvent.get(eventId),
