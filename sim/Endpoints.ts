@@ -294,7 +294,8 @@ const endpointHmac = (secret: string): EndpointHmac => {
       outer[i] = b ^ 0x5c
     }
     const padded: EndpointHmac = (message) => {
-      outer.write(hash("sha256", ipad + message, "hex"), 64, "hex")
+      // The inner digest as 32 "binary" (latin1) characters, one a byte: no hex to write, then read back.
+      outer.write(hash("sha256", ipad + message, "binary"), 64, "binary")
       return hash("sha256", outer, "hex")
     }
     const sample = "1700000000.{\"id\":\"evt_é😀\"}"
@@ -323,8 +324,9 @@ const verifySignature = (header: string | undefined, body: string, secrets: Read
     else if (name === "v1") signatures.push(value ?? "")
   }
   if (timestamp === undefined || !Number.isSafeInteger(timestamp) || Math.abs(nowMs / 1000 - timestamp) > 300) return `timestamp ${timestamp ?? Number.NaN} is not within 5 minutes of now`
+  const message = `${timestamp}.${body}`
   for (const secret of secrets) {
-    const expected = endpointHmac(secret)(`${timestamp}.${body}`)
+    const expected = endpointHmac(secret)(message)
     // A v1 value matches when it decodes to the expected bytes: the lowercase hex itself, or the
     // same digits in uppercase (Buffer.from(hex) ignores case); anything else decodes otherwise.
     for (let i = 0; i < signatures.length; i++) {
