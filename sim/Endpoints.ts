@@ -7,6 +7,7 @@ import { timedOut, type TransportResult, type WebhookRequest, type WebhookTransp
 import type { Auditor } from "./Auditor.ts"
 import type { FaultRates } from "./Options.ts"
 import type { Prng } from "./Prng.ts"
+import type { Fence } from "./Service.ts"
 
 export interface EndpointStats {
   posts: number
@@ -141,16 +142,17 @@ export const makeSimulatedEndpoints = (
     })
   }
 
-  const answer = ({ latencyMs, record, status }: { readonly status: number; readonly latencyMs: number; readonly record: Received }) =>
-    after(latencyMs, (): TransportResult => {
-      if (status >= 200 && status < 300) {
-        stats.answered2xx++
-        record.ackedAtMs = nowMs() - baseMs
-        record.checkedBody = null
-      } else if (status < 500) stats.answered4xx++
-      else stats.answered5xx++
-      return { _tag: "Answered", status, snippet: status < 300 ? "ok" : "simulated failure" }
-    })
+  /** The answer as the dispatcher reads it, once `latencyMs` passed (a 2xx acknowledges the delivery then). */
+  const settle = ({ record, status }: { readonly status: number; readonly record: Received }): TransportResult => {
+    if (status >= 200 && status < 300) {
+      stats.answered2xx++
+      record.ackedAtMs = nowMs() - baseMs
+      record.checkedBody = null
+    } else if (status < 500) stats.answered4xx++
+    else stats.answered5xx++
+    return { _tag: "Answered", status, snippet: status < 300 ? "ok" : "simulated failure" }
+  }
+  const answer = (fate: { readonly status: number; readonly latencyMs: number; readonly record: Received }) => after(fate.latencyMs, () => settle(fate))
 
   /** Checks the POST as the merchant would, and draws its fate from the seed. */
   const receive = (request: WebhookRequest): Fate => {
@@ -210,28 +212,50 @@ export const makeSimulatedEndpoints = (
     return answerOf(200, prng.int(5, 800), record)
   }
 
-  const transport: WebhookTransportShape = {
-    post: (request) =>
-      Effect.suspend(() => {
+  /**
+   * The endpoints as one instance reaches them: with `fence`, a dead instance's POST interrupts
+   * its caller (as `fenced` in sim/Service.ts does), checked in the step that receives it, when
+   * the effect runs (not when it is built): one Effect step a POST less than a fence around it.
+   */
+  const transportOf = (fence: Fence | null): WebhookTransportShape => {
+    /**
+     * A POST, answered by the endpoint within `timeoutMs` (null: no timeout; past it, the
+     * dispatcher's timeout at exactly `timeoutMs`, with no fiber racing the answer: an answer at
+     * the very timeout still counts, as it wins the race).
+     */
+    const postOf = (request: WebhookRequest, timeoutMs: number | null): Effect.Effect<TransportResult> => {
+      const t = timer
+      if (t === undefined || t === null) {
+        return Effect.suspend(() => {
+          if (fence !== null && fence.dead) return Effect.interrupt
+          const fate = receive(request)
+          if (fate._tag === "Refused") return Effect.succeed(refusedResult)
+          if (fate._tag === "Answer" && (timeoutMs === null || fate.latencyMs <= timeoutMs)) return answer(fate)
+          return timeoutMs === null ? Effect.never : after(timeoutMs, () => timedOut(timeoutMs))
+        })
+      }
+      // With the clock's callback timer (known from the first POST on): one `Effect.async` whose
+      // registration, run when the effect runs, reads the fence, receives the POST and sets the
+      // answer's timer (a suspend returning the async took one step more). As above, the answer
+      // (or the timeout) is read when the fiber resumes.
+      return Effect.async<TransportResult>((resume) => {
+        if (fence !== null && fence.dead) return resume(Effect.interrupt)
         const fate = receive(request)
-        return fate._tag === "Refused" ? Effect.succeed(refusedResult) : fate._tag === "NoAnswer" ? Effect.never : answer(fate)
-      }),
-    // The endpoint knows when it will answer: past the timeout (or never) it is the dispatcher's
-    // timeout at exactly `timeoutMs`, with no fiber racing the answer (an answer at the very
-    // timeout still counts, as it wins the race).
-    postWithin: (request, timeoutMs) =>
-      Effect.suspend(() => {
-        const fate = receive(request)
-        if (fate._tag === "Refused") return Effect.succeed(refusedResult)
-        if (fate._tag === "Answer" && fate.latencyMs <= timeoutMs) return answer(fate)
-        return after(timeoutMs, () => timedOut(timeoutMs))
+        if (fate._tag === "Refused") return resume(Effect.succeed(refusedResult))
+        if (fate._tag === "Answer" && (timeoutMs === null || fate.latencyMs <= timeoutMs)) {
+          t(fate.latencyMs, () => resume(Effect.sync(() => settle(fate))))
+        } else if (timeoutMs !== null) t(timeoutMs, () => resume(Effect.sync(() => timedOut(timeoutMs))))
+        // No answer and no timeout: never resumed, as `Effect.never`.
       })
+    }
+    return { post: (request) => postOf(request, null), postWithin: postOf }
   }
+  const transport = transportOf(null)
   const receipts: Receipts = {
     ofEvent: (eventId) => deliveryOfEvent.get(eventId),
     ofDelivery: (deliveryId) => received.get(deliveryId)
   }
-  return { transport, stats, receipts }
+  return { transport, fencedBy: transportOf, stats, receipts }
 }
 
 const inOutage = (windows: ReadonlyArray<readonly [number, number]>, now: number) => {
@@ -270,7 +294,8 @@ const endpointHmac = (secret: string): EndpointHmac => {
       outer[i] = b ^ 0x5c
     }
     const padded: EndpointHmac = (message) => {
-      outer.write(hash("sha256", ipad + message, "hex"), 64, "hex")
+      // The inner digest as 32 "binary" (latin1) characters, one a byte: no hex to write, then read back.
+      outer.write(hash("sha256", ipad + message, "binary"), 64, "binary")
       return hash("sha256", outer, "hex")
     }
     const sample = "1700000000.{\"id\":\"evt_é😀\"}"
@@ -299,8 +324,9 @@ const verifySignature = (header: string | undefined, body: string, secrets: Read
     else if (name === "v1") signatures.push(value ?? "")
   }
   if (timestamp === undefined || !Number.isSafeInteger(timestamp) || Math.abs(nowMs / 1000 - timestamp) > 300) return `timestamp ${timestamp ?? Number.NaN} is not within 5 minutes of now`
+  const message = `${timestamp}.${body}`
   for (const secret of secrets) {
-    const expected = endpointHmac(secret)(`${timestamp}.${body}`)
+    const expected = endpointHmac(secret)(message)
     // A v1 value matches when it decodes to the expected bytes: the lowercase hex itself, or the
     // same digits in uppercase (Buffer.from(hex) ignores case); anything else decodes otherwise.
     for (let i = 0; i < signatures.length; i++) {

@@ -34,6 +34,11 @@ export interface Infrastructure {
   readonly acquirer: AcquirerShape
   readonly webhookStore: WebhookStoreShape
   readonly webhookTransport: WebhookTransportShape
+  /**
+   * The webhook endpoints behind an instance's fence, when they check the fence in their own
+   * step (sim/Endpoints.ts `fencedBy`: one Effect step a POST less); else `fenced(webhookTransport)`.
+   */
+  readonly fencedWebhookTransport?: (fence: Fence) => WebhookTransportShape
   /** Run the webhook dispatcher worker (off: events stay in the outbox). */
   readonly webhookDispatcher: Partial<WebhookDispatcher.DispatcherOptions> | null
   /** Dispatchers per instance (default 1): each claims under its own leases, like separate processes. */
@@ -72,7 +77,7 @@ interface Instance {
   readonly context: Context.Context<AppContext>
   readonly send: <A>(request: SimRequest, then: (response: SimResponse | null) => Effect.Effect<A>) => Effect.Effect<A>
   readonly open: (request: SimRequest) => Effect.Effect<Pending>
-  readonly requests: Set<Fiber.RuntimeFiber<SimResponse>>
+  readonly requests: Set<Fiber.RuntimeFiber<void>>
   readonly fence: Fence
 }
 
@@ -80,9 +85,9 @@ interface Instance {
  * A request sent (`SimulatedService.open`) whose answer is awaited later (`awaitEither`): two
  * racing requests of one client are two of these, awaited by the one fiber that sent them.
  */
-export interface Pending {
+export interface Pending extends Served {
   /** How the request's fiber ended; null while it runs. */
-  exit: Exit.Exit<SimResponse> | null
+  exit: Exit.Exit<void> | null
   /** The instance that serves it; null when the connection was refused (the service was down). */
   readonly fence: Fence | null
   /** Resumes the fiber awaiting this request (set while one waits). */
@@ -117,13 +122,21 @@ export const awaitEither = (a: Pending, b: Pending | null): Effect.Effect<Pendin
  * leaves the process.
  */
 export const answerOf = (pending: Pending): SimResponse | null =>
-  pending.fence !== null && pending.exit !== null ? replyOf(pending.exit, pending.fence) : null
+  pending.fence !== null && pending.exit !== null ? replyOf(pending.exit, pending, pending.fence) : null
+
+/**
+ * Where a request's fiber leaves its response (set as it succeeds): its exit carries no value, so
+ * the response needs no `Effect.as` after the scope's close (two Effect steps a request).
+ */
+interface Served {
+  response: SimResponse | null
+}
 
 /** What leaves the process of a request's fiber that ended: its response, unless the instance died first. */
-const replyOf = (exit: Exit.Exit<SimResponse>, fence: Fence): SimResponse | null =>
-  Exit.isSuccess(exit) && !fence.dead ? exit.value : null
+const replyOf = (exit: Exit.Exit<void>, served: Served, fence: Fence): SimResponse | null =>
+  Exit.isSuccess(exit) && !fence.dead ? served.response : null
 
-const refused: Pending = { exit: null, fence: null, wake: null }
+const refused: Pending = { exit: null, fence: null, wake: null, response: null }
 
 /** Set when the instance dies: from then on it reaches nothing outside the process. */
 export interface Fence {
@@ -175,7 +188,7 @@ const fencedInfrastructure = (infrastructure: Infrastructure, fence: Fence): Inf
   store: infrastructure.fencedStore?.(fence) ?? fenced(infrastructure.store, fence),
   acquirer: fenced(infrastructure.acquirer, fence),
   webhookStore: fenced(infrastructure.webhookStore, fence),
-  webhookTransport: fenced(infrastructure.webhookTransport, fence)
+  webhookTransport: infrastructure.fencedWebhookTransport?.(fence) ?? fenced(infrastructure.webhookTransport, fence)
 })
 
 export class SimulatedService {
@@ -206,20 +219,26 @@ export class SimulatedService {
       // Its runtime flags: the run's, as the starting fiber holds them (every client fiber holds
       // the same), interruptible as the Node server's request fibers are.
       const runtimeFlags = RuntimeFlags.enable(startFlags, RuntimeFlags.Interruption)
-      const requests = new Set<Fiber.RuntimeFiber<SimResponse>>()
-      const serve = (scope: Scope.CloseableScope) =>
+      const requests = new Set<Fiber.RuntimeFiber<void>>()
+      const serve = (scope: Scope.CloseableScope, served: Served) =>
         (app as unknown as Effect.Effect<HttpServerResponse.HttpServerResponse, unknown>).pipe(
           // The request's scope closes when it is answered (nothing in the request path adds to
-          // it); a request killed by a crash leaves its scope to the collector.
+          // it); a request killed by a crash leaves its scope to the collector. The response is
+          // left in `served` (read only once the fiber succeeded).
           Effect.matchCauseEffect({
-            onSuccess: (response) => Effect.as(Scope.close(scope, Exit.void), readResponse(response)),
+            onSuccess: (response) => {
+              served.response = readResponse(response)
+              return Scope.close(scope, Exit.void)
+            },
             // What the Node server does with an unhandled failure: answer from the cause.
             onFailure: (cause) =>
               Effect.zipRight(
                 Scope.close(scope, Exit.failCause(cause)),
                 Cause.isInterruptedOnly(cause)
                   ? Effect.failCause(cause as Cause.Cause<never>)
-                  : Effect.map(HttpServerError.causeResponse(cause), ([response]) => readResponse(response))
+                  : Effect.map(HttpServerError.causeResponse(cause), ([response]) => {
+                    served.response = readResponse(response)
+                  })
               )
           })
         )
@@ -242,18 +261,19 @@ export class SimulatedService {
       // server gives its request fibers every service of the process: the same answers, but
       // the platform copies the request's context twice a request (the router's `new Map`,
       // the group's `Context.merge`), and those copies are of four entries here, not ~50.
-      const serveFiber = (request: SimRequest, scope: Scope.CloseableScope) => {
+      const serveFiber = (request: SimRequest, scope: Scope.CloseableScope, served: Served) => {
         const services = new Map<string, unknown>()
         services.set(Scope.Scope.key, scope)
         services.set(HttpServerRequest.HttpServerRequest.key, request)
         const runtime = Runtime.make({ context: Context.unsafeMake<never>(services), runtimeFlags, fiberRefs })
-        const fiber = Runtime.runFork(runtime)(serve(scope), { immediate: false })
+        const fiber = Runtime.runFork(runtime)(serve(scope, served), { immediate: false })
         requests.add(fiber)
         return fiber
       }
       const send = <A>(request: SimRequest, then: (response: SimResponse | null) => Effect.Effect<A>): Effect.Effect<A> =>
         Effect.flatMap(Scope.make(), (scope) => {
-          const fiber = serveFiber(request, scope)
+          const served: Served = { response: null }
+          const fiber = serveFiber(request, scope, served)
           // `Fiber.await` without its canceller (the caller is never interrupted while it waits;
           // if it were, the observer would resume nothing): `Fiber.await` wraps its async in an
           // onInterrupt, and asks the child fiber by message to add the observer (~12 steps more).
@@ -262,15 +282,15 @@ export class SimulatedService {
           return Effect.async<A>((resume) => {
             fiber.addObserver((exit) => {
               requests.delete(fiber)
-              resume(Effect.suspend(() => then(replyOf(exit, fence))))
+              resume(Effect.suspend(() => then(replyOf(exit, served, fence))))
             })
           })
         })
       // The same request, its answer awaited later (`awaitEither`).
       const open = (request: SimRequest): Effect.Effect<Pending> =>
         Effect.flatMap(Scope.make(), (scope) => {
-          const fiber = serveFiber(request, scope)
-          const pending: Pending = { exit: null, fence, wake: null }
+          const pending: Pending = { exit: null, fence, wake: null, response: null }
+          const fiber = serveFiber(request, scope, pending)
           fiber.addObserver((exit) => {
             requests.delete(fiber)
             pending.exit = exit

@@ -144,6 +144,9 @@ export const runSimulation = (options: SimOptions): SimResult => {
     acquirer,
     webhookStore: webhookStoreBug(options.plantedBug, countedWebhookStore),
     webhookTransport: transportBug(options.plantedBug, endpoints.transport),
+    // A planted bug wraps the fenced endpoints: every POST it makes still reaches them through
+    // the fence, checked when the POST runs.
+    fencedWebhookTransport: (fence) => transportBug(options.plantedBug, endpoints.fencedBy(fence)),
     webhookDispatcher: options.webhooks ? { pollIntervalMs: dispatcherPollMs, eventsDelayMs: dispatcherEventsDelayMs, concurrencyPerEndpoint: options.endpointConcurrency } : null,
     webhookDispatchers: options.dispatchers
   })

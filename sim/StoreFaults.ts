@@ -67,9 +67,18 @@ const committing: Readonly<Record<string, Committed>> = {
   },
   // The old key is revoked and the new one stored: a lost answer locks the merchant out, and it
   // must notice (its retry gets 401) and get a new key out of band (sim/Workload.ts recoverKey).
-  rotateApiKey: (args, outcome) => (outcome === "rotated" ? { subject: `key ${String(args[1])}`, mayLose: true } : null),
+  rotateApiKey: (args, outcome) => (outcome === "rotated" ? { subject: `key ${String(args[1])}`, mayLose: true } : null)
+}
+
+/**
+ * Commits whose fault decision needs no outcome (always a commit, never a lost answer): the crash
+ * is drawn before the operation, in the step that draws its refusal (the same draws, in the same
+ * order: nothing runs between them but the operation itself, which draws nothing), and only a
+ * call drawn to crash waits for the outcome. The others go on with no step after the operation.
+ */
+const committedWhatever: Readonly<Record<string, (args: ReadonlyArray<unknown>) => string>> = {
   // The response is stored; a crash now leaves the client without it, and its retry gets the replay.
-  completeIdempotencyKey: (args) => ({ subject: `key ${String(args[1])}`, mayLose: false })
+  completeIdempotencyKey: (args) => `key ${String(args[1])}`
 }
 
 export const faultyStore = (
@@ -114,6 +123,14 @@ export const faultyStore = (
     return null
   }
 
+  /** After a commit drawn to crash: the crash, when the service can crash now (else the outcome goes back). */
+  const crashAfter = (name: string, subject: string, outcome: unknown): Effect.Effect<unknown> => {
+    if (!hooks.crashAfterCommit(`after ${name} ${subject}`)) return Effect.succeed(outcome)
+    stats.commitCrashes++
+    // The process is gone: nothing after the commit runs; the crash interrupts this fiber.
+    return Effect.never
+  }
+
   const afterCommit = (name: string, subject: string, mayLose: boolean, outcome: unknown): Effect.Effect<unknown, StoreUnavailable> => {
     if (!hooks.armed()) return Effect.succeed(outcome)
     if (prng.chance(faults.crashAfterCommit) && hooks.crashAfterCommit(`after ${name} ${subject}`)) {
@@ -141,6 +158,7 @@ export const faultyStore = (
         continue
       }
       const committed = committing[name]
+      const subjectOf = Object.hasOwn(committedWhatever, name) ? committedWhatever[name] : undefined
       const split = Object.hasOwn(splitCommits, name) ? splitCommits[name] : undefined
       const finish = committed === undefined ? undefined : (args: ReadonlyArray<unknown>, outcome: unknown) => {
         const commit = committed(args, outcome)
@@ -160,6 +178,10 @@ export const faultyStore = (
             })
           }
           const effect = (operation as (...a: Array<unknown>) => Effect.Effect<unknown, StoreUnavailable>)(...args)
+          if (subjectOf !== undefined) {
+            if (!hooks.armed() || !prng.chance(faults.crashAfterCommit)) return effect
+            return Effect.flatMap(effect, (outcome) => crashAfter(name, subjectOf(args), outcome))
+          }
           if (finish === undefined) return effect
           return Effect.flatMap(effect, (outcome) => finish(args, outcome))
         })

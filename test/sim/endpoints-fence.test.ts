@@ -1,0 +1,85 @@
+import { Effect, Exit, Runtime } from "effect"
+import { describe, expect, it } from "vitest"
+import type { WebhookRequest } from "../../src/platform/WebhookTransport.ts"
+import { Auditor } from "../../sim/Auditor.ts"
+import { makeSimulatedEndpoints } from "../../sim/Endpoints.ts"
+import { noFaults } from "../../sim/Options.ts"
+import { Prng } from "../../sim/Prng.ts"
+import type { Fence } from "../../sim/Service.ts"
+import { VirtualTime } from "../../sim/VirtualTime.ts"
+
+// The endpoints check an instance's fence themselves (sim/Endpoints.ts `fencedBy`): a POST of an
+// instance that died interrupts its caller and reaches no endpoint, even when the POST's effect
+// was built before the crash. Both ways a POST is run are covered: before the clock's callback
+// timer is known (a suspend) and after (one async whose registration receives the POST).
+
+const startMs = Date.UTC(2026, 0, 5)
+
+const request = (n: number): WebhookRequest => ({
+  url: "https://m0.merchants.example/webhooks",
+  body: JSON.stringify({ id: `evt_${n}` }),
+  headers: {
+    "x-service-event-id": `evt_${n}`,
+    "x-service-delivery-id": `whd_${n}`,
+    "x-service-delivery-attempt": "1",
+    "x-service-signature": `t=${Math.floor(startMs / 1000)},v1=00`
+  }
+})
+
+describe("simulated endpoints behind an instance's fence", () => {
+  it("a POST built before the crash and run after it interrupts and reaches nothing", () => {
+    const time = new VirtualTime(startMs)
+    const runtime = time.runtime(1)
+    const auditor = new Auditor(() => time.nowMs)
+    const endpoints = makeSimulatedEndpoints(
+      Prng.derive(1, "webhooks"), noFaults, auditor, { startMs, endMs: startMs + 3_600_000 },
+      () => time.nowMs, () => -1, () => []
+    )
+    const fence: Fence = { dead: false }
+    const transport = endpoints.fencedBy(fence)
+    const run = <A>(effect: Effect.Effect<A>) => {
+      let exit: Exit.Exit<A> | null = null
+      Runtime.runFork(runtime)(effect).addObserver((e) => (exit = e))
+      time.run({ untilMs: time.nowMs + 60_000 })
+      return exit as Exit.Exit<A> | null
+    }
+
+    // Alive: the POST reaches the endpoint and is answered (this also makes the timer known).
+    const first = run(transport.postWithin!(request(1), 10_000))
+    expect(first !== null && Exit.isSuccess(first)).toBe(true)
+    expect(endpoints.stats.posts).toBe(1)
+
+    // Built while alive, run once dead: interrupted, not received.
+    const built = transport.postWithin!(request(2), 10_000)
+    const builtPost = transport.post(request(3))
+    fence.dead = true
+    const late = run(built)
+    expect(late !== null && Exit.isInterrupted(late)).toBe(true)
+    const latePost = run(builtPost)
+    expect(latePost !== null && Exit.isInterrupted(latePost)).toBe(true)
+    expect(endpoints.stats.posts).toBe(1)
+
+    // The unfenced transport (and another instance's fence) still reach the endpoints.
+    const other = run(endpoints.fencedBy({ dead: false }).postWithin!(request(4), 10_000))
+    expect(other !== null && Exit.isSuccess(other)).toBe(true)
+    expect(endpoints.stats.posts).toBe(2)
+  })
+
+  it("before the timer is known, a dead instance's POST interrupts too", () => {
+    const time = new VirtualTime(startMs)
+    const runtime = time.runtime(1)
+    const auditor = new Auditor(() => time.nowMs)
+    const endpoints = makeSimulatedEndpoints(
+      Prng.derive(1, "webhooks"), noFaults, auditor, { startMs, endMs: startMs + 3_600_000 },
+      () => time.nowMs, () => -1, () => []
+    )
+    const fence: Fence = { dead: false }
+    const built = endpoints.fencedBy(fence).postWithin!(request(1), 10_000)
+    fence.dead = true
+    let exit: Exit.Exit<unknown> | null = null
+    Runtime.runFork(runtime)(built).addObserver((e) => (exit = e))
+    time.run({ untilMs: time.nowMs + 60_000 })
+    expect(exit !== null && Exit.isInterrupted(exit)).toBe(true)
+    expect(endpoints.stats.posts).toBe(0)
+  })
+})
