@@ -90,7 +90,11 @@ export const runSimulation = (options: SimOptions): SimResult => {
   const horizonEndMs = startMs + options.hours * 3_600_000
 
   const state = emptyState()
-  const webhookStore = memoryWebhookOperations(state)
+  // Claims whose lease ran out before their attempt started: another dispatcher takes them over.
+  // The store tells of each in the renewal's own step (a map on every renewal cost two Effect
+  // steps an attempt).
+  let leaseTakeovers = 0
+  const webhookStore = memoryWebhookOperations(state, { leaseLost: () => void leaseTakeovers++ })
   const { acquirer, stats: acquirerStats } = makeSimulatedAcquirer(Prng.derive(seed, "acquirer"), options.faults)
   const endpoints = makeSimulatedEndpoints(
     Prng.derive(seed, "webhooks"), options.faults, auditor,
@@ -123,26 +127,13 @@ export const runSimulation = (options: SimOptions): SimResult => {
     },
     audited.commits
   )
-  // Claims whose lease ran out before their attempt started: another dispatcher takes them over.
-  let leaseTakeovers = 0
-  // A map with one function, not a tap with an effect: two Effect steps a renewal instead of four.
-  // A renewal answers the merchant's signing secrets, or null when the lease was lost.
-  const countTakeover = (secrets: ReadonlyArray<string> | null) => {
-    if (secrets === null) leaseTakeovers++
-    return secrets
-  }
-  const countedWebhookStore = {
-    ...webhookStore,
-    renewLease: (deliveryId: string, token: string, now: string, until: string) =>
-      Effect.map(webhookStore.renewLease(deliveryId, token, now, until), countTakeover)
-  }
   const service = new SimulatedService({
     store: faulty.store,
     fencedStore: faulty.fencedBy,
     ids: makeIds(seededBytes((seed ^ hash32("ids")) >>> 0)),
     config,
     acquirer,
-    webhookStore: webhookStoreBug(options.plantedBug, countedWebhookStore),
+    webhookStore: webhookStoreBug(options.plantedBug, webhookStore),
     webhookTransport: transportBug(options.plantedBug, endpoints.transport),
     // A planted bug wraps the fenced endpoints: every POST it makes still reaches them through
     // the fence, checked when the POST runs.

@@ -444,8 +444,19 @@ export const signingSecretsOf = (state: MemoryState, merchantId: string, now: st
   return previous !== undefined && previous.until > now ? [merchant.webhookSecret, previous.secret] : [merchant.webhookSecret]
 }
 
-export const memoryWebhookOperations = (state: MemoryState): WebhookStoreShape => {
+/** What a caller of the memory webhook store may watch (the simulator counts lost leases). */
+export interface MemoryWebhookObserver {
+  /** A renewal found its lease gone (expired, or another claim's): the attempt is not made. */
+  readonly leaseLost?: () => void
+}
+
+/**
+ * The webhook store over `state`. `observer` is told of events inside the operation's own step,
+ * so watching them costs the caller no Effect step of its own (a map on every renewal did).
+ */
+export const memoryWebhookOperations = (state: MemoryState, observer: MemoryWebhookObserver = {}): WebhookStoreShape => {
   const w = state.webhooks
+  const leaseLost = observer.leaseLost
   /** Sets or clears a row's lease, keeping `leased` true. */
   const setLease = (row: DeliveryRow, token: string | null, until: string | null) => {
     row.setLease(token, until)
@@ -633,8 +644,10 @@ export const memoryWebhookOperations = (state: MemoryState): WebhookStoreShape =
       Effect.sync(() => {
         // A row not in `leased` holds no lease: no token matches it.
         const row = w.leased.get(id)
-        if (row === undefined || row.leaseToken !== token) return null
-        if (!leaseLive(row, isoMs(now))) return null
+        if (row === undefined || row.leaseToken !== token || !leaseLive(row, isoMs(now))) {
+          leaseLost?.()
+          return null
+        }
         setLease(row, token, until)
         schedule(row)
         return signingSecretsOf(state, row.merchantId, now)
