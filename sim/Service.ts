@@ -160,8 +160,11 @@ export const fenced = <S extends object>(shape: S, fence: Fence): S => {
 type Member = (...args: Array<unknown>) => Effect.Effect<unknown, unknown>
 
 /**
- * One member behind the fence (~40 calls a payment). It passes on exactly the arguments it got;
- * up to four of them without a rest array and a spread a call.
+ * One member behind the fence (~16 calls a payment: the webhook store's and the acquirer's; the
+ * main store and the endpoints check the fence in a step they take anyway). One Effect step a
+ * call is the least a fence can cost: the check must run when the call runs, not when it is built,
+ * and an operation's own `Effect.sync` cannot interrupt its caller. It passes on exactly the
+ * arguments it got; up to four of them without a rest array and a spread a call.
  */
 const fencedMember = (member: Member, fence: Fence): Member =>
   function(this: unknown, a?: unknown, b?: unknown, c?: unknown, d?: unknown) {
