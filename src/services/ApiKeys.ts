@@ -29,9 +29,9 @@ export interface ApiKeysShape {
   /**
    * `authenticate` at a time the caller read already (the request's step that holds the clock),
    * handing its answer to the caller's continuations: a cached key with no last_used_at write due
-   * is `onFound` called at once, in the caller's own step; a look-up or a write goes on to
-   * `onFound`, or to `onUnavailable` when the store fails, from the step that handles its outcome
-   * (no step of its own to answer the caller).
+   * is `onFound` called at once, in the caller's own step; otherwise one store call (the look-up,
+   * which writes last_used_at when due) goes on to `onFound`, or to `onUnavailable` when the
+   * store fails, from the step that handles its outcome (no step of its own to answer the caller).
    */
   readonly authenticateThen: <A, E, R>(secret: string, nowMs: number, then: AuthenticationThen<A, E, R>) => Effect.Effect<A, E, R>
 }
@@ -44,7 +44,7 @@ export interface AuthenticationThen<A, E, R> {
 
 export class ApiKeys extends Context.Tag("payments/ApiKeys")<ApiKeys, ApiKeysShape>() {}
 
-/** last_used_at is written at most once a minute per key, to keep reads cheap. */
+/** last_used_at is written at most once a minute per key (by the store's look-up), to keep reads cheap. */
 const touchIntervalMs = 60_000
 /** Keys remembered per process; the oldest entry goes first beyond this. */
 const cacheLimit = 10_000
@@ -62,25 +62,11 @@ export const layer = Layer.effect(
      * Active keys by hash, each trusted for `apiKeyCacheTtlMs` (docs/performance.md): the
      * authentication read leaves the request path. A rotation in this process clears it at once;
      * one made by another process is seen within the TTL. Unknown and revoked keys are never
-     * cached, so a guessed key cannot fill it.
+     * cached, so a guessed key cannot fill it. An entry also ends when the key's last_used_at
+     * write falls due (a minute after the last one), so that the look-up that follows writes it.
      */
     const cache = new Map<string, { readonly found: Found; readonly until: number }>()
-    /** When this process last wrote each key's last_used_at. */
-    const touched = new Map<string, number>()
     const invalidate = Effect.sync(() => cache.clear())
-
-    /** Writes the key's last_used_at when this process has not for a minute; then `onFound(found)`. */
-    const touchThen = <A, E, R>(found: Found, nowMs: number, then: AuthenticationThen<A, E, R>): Effect.Effect<A, E, R> => {
-      const { key } = found
-      const last = touched.get(key.id) ?? (key.lastUsedAt === null ? -Infinity : isoMs(key.lastUsedAt))
-      if (nowMs - last < touchIntervalMs) return then.onFound(found)
-      if (touched.size >= cacheLimit) touched.delete(touched.keys().next().value!)
-      touched.set(key.id, nowMs)
-      return Effect.matchEffect(store.touchApiKey(key.id, isoAt(nowMs)), {
-        onFailure: then.onUnavailable,
-        onSuccess: () => then.onFound(found)
-      })
-    }
 
     /** A cache hit is no step of its own (the caller's holds the clock): authentication runs on every request. */
     const authenticateThen = <A, E, R>(secret: string, nowMs: number, then: AuthenticationThen<A, E, R>): Effect.Effect<A, E, R> => {
@@ -89,17 +75,23 @@ export const layer = Layer.effect(
       // every active key readable in a heap dump).
       const hash = hashSecret(secret)
       const hit = cache.get(hash)
-      if (hit !== undefined && hit.until > nowMs) return touchThen(hit.found, nowMs, then)
+      if (hit !== undefined && hit.until > nowMs) return then.onFound(hit.found)
       if (hit !== undefined) cache.delete(hash)
-      return Effect.matchEffect(store.findApiKeyWithMerchant(hash), {
+      // One store call: the key with its merchant, and last_used_at written in the same call when
+      // the key is active and has not been used for a minute (whichever process last wrote it).
+      return Effect.matchEffect(store.useApiKey(hash, isoAt(nowMs), isoAt(nowMs - touchIntervalMs)), {
         onFailure: then.onUnavailable,
         onSuccess: (found) => {
           if (found === null || found.key.status !== "active") return then.onFound(null)
           if (config.apiKeyCacheTtlMs > 0) {
             if (cache.size >= cacheLimit) cache.delete(cache.keys().next().value!)
-            cache.set(hash, { found, until: nowMs + config.apiKeyCacheTtlMs })
+            // An active key's last_used_at is written now or less than a minute ago. (Null only on
+            // PostgreSQL when a concurrent call wrote it just after this statement's snapshot.)
+            const usedAt = found.key.lastUsedAt
+            const touchDueMs = (usedAt === null ? nowMs : isoMs(usedAt)) + touchIntervalMs
+            cache.set(hash, { found, until: Math.min(nowMs + config.apiKeyCacheTtlMs, touchDueMs) })
           }
-          return touchThen(found, nowMs, then)
+          return then.onFound(found)
         }
       })
     }

@@ -580,12 +580,18 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
         const id = state.apiKeysByHash.get(keyHash)
         return id === undefined ? null : state.apiKeys.get(id) ?? null
       }),
-    findApiKeyWithMerchant: (keyHash) =>
+    useApiKey: (keyHash, now, touchBefore) =>
       Effect.sync(() => {
         const id = state.apiKeysByHash.get(keyHash)
-        const key = id === undefined ? undefined : state.apiKeys.get(id)
+        let key = id === undefined ? undefined : state.apiKeys.get(id)
         const merchant = key === undefined ? undefined : state.merchants.get(key.merchantId)
-        return key === undefined || merchant === undefined ? null : { key, merchant }
+        if (key === undefined || merchant === undefined) return null
+        // ISO instants of one format (toISOString): their text order is their time order, as elsewhere here.
+        if (key.status === "active" && (key.lastUsedAt === null || key.lastUsedAt <= touchBefore)) {
+          key = { ...key, lastUsedAt: now }
+          state.apiKeys.set(key.id, key)
+        }
+        return { key, merchant }
       }),
     listApiKeys: (merchantId, page) =>
       Effect.sync(() =>
@@ -600,11 +606,6 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
         state.apiKeys.set(replacement.id, replacement)
         state.apiKeysByHash.set(replacement.keyHash, replacement.id)
         return "rotated" as const
-      }),
-    touchApiKey: (keyId, now) =>
-      Effect.sync(() => {
-        const current = state.apiKeys.get(keyId)
-        if (current !== undefined) state.apiKeys.set(keyId, { ...current, lastUsedAt: now })
       }),
 
     insertPayment: (change) =>

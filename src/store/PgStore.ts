@@ -93,6 +93,22 @@ export const makePgStore = Effect.gen(function*() {
   const hot = makeHotPath(pool)
   const getPayment = prepared(pool, "get_payment_v1", getPaymentSql)
   const readForCommand = prepared(pool, "read_for_command_v1", readForCommandSql)
+  // Authentication in one statement (`useApiKey`): the write of last_used_at, only for an active
+  // key last used at or before $3 (so one write a key per interval, whichever process serves it),
+  // and the read of the key with its merchant. The SELECT sees the statement's snapshot, from
+  // before the UPDATE (a data-modifying CTE), so the time written comes from RETURNING.
+  const useApiKey = prepared(
+    pool,
+    "use_api_key_v1",
+    `WITH touched AS (
+      UPDATE api_keys SET last_used_at = $2::timestamptz
+      WHERE key_hash = $1 AND status = 'active' AND (last_used_at IS NULL OR last_used_at <= $3::timestamptz)
+      RETURNING id, last_used_at
+    )
+    SELECT to_jsonb(k.*) AS key, to_jsonb(m.*) AS merchant, t.last_used_at AS touched_at
+    FROM api_keys k JOIN merchants m ON m.id = k.merchant_id LEFT JOIN touched t ON t.id = k.id
+    WHERE k.key_hash = $1`
+  )
 
   const paymentRow = (p: Payment) => ({
     ...paymentColumns(p),
@@ -199,11 +215,16 @@ export const makePgStore = Effect.gen(function*() {
       ),
     findApiKeyByHash: (hash) =>
       run(sql`SELECT * FROM api_keys WHERE key_hash = ${hash}`).pipe(Effect.map((rows) => (rows[0] ? toApiKey(rows[0]) : null))),
-    findApiKeyWithMerchant: (hash) =>
-      run(sql`SELECT to_jsonb(k.*) AS key, to_jsonb(m.*) AS merchant
-        FROM api_keys k JOIN merchants m ON m.id = k.merchant_id WHERE k.key_hash = ${hash}`).pipe(
-        Effect.map((rows) => (rows[0] ? { key: toApiKey(rows[0].key as Row), merchant: toMerchant(rows[0].merchant as Row) } : null))
-      ),
+    useApiKey: (hash, now, touchBefore) =>
+      Effect.map(useApiKey([hash, now, touchBefore]), (rows) => {
+        const row = rows[0]
+        if (row === undefined) return null
+        const key = toApiKey(row.key as Row)
+        return {
+          key: row.touched_at === null ? key : { ...key, lastUsedAt: iso(row.touched_at) },
+          merchant: toMerchant(row.merchant as Row)
+        }
+      }),
     listApiKeys: (merchantId, p) =>
       run(Effect.all([
         sql`SELECT * FROM api_keys WHERE merchant_id = ${merchantId} ORDER BY created_at DESC, id DESC ${page(p)}`,
@@ -218,8 +239,6 @@ export const makePgStore = Effect.gen(function*() {
         yield* insertApiKey(replacement)
         return "rotated" as const
       }))),
-    touchApiKey: (keyId, now) =>
-      run(sql`UPDATE api_keys SET last_used_at = ${now} WHERE id = ${keyId}`).pipe(Effect.asVoid),
 
     insertPayment: (change) =>
       run(sql.withTransaction(Effect.gen(function*() {

@@ -231,12 +231,17 @@ export interface StoreShape {
   readonly insertApiKey: (apiKey: ApiKey) => StoreEffect<void>
   readonly getApiKey: (merchantId: string, keyId: string) => StoreEffect<ApiKey | null>
   readonly findApiKeyByHash: (keyHash: string) => StoreEffect<ApiKey | null>
-  /** The key with this hash and its merchant, in one read (the authentication hot path). */
-  readonly findApiKeyWithMerchant: (keyHash: string) => StoreEffect<{ readonly key: ApiKey; readonly merchant: Merchant } | null>
+  /**
+   * The key with this hash and its merchant, in one call (the authentication hot path). When the
+   * key is active and its last_used_at is null or not after `touchBefore`, last_used_at becomes
+   * `now` in the same call, and the key returned carries it: a key in use is written at most once
+   * per interval, whichever process serves it, and a look-up never needs a second call to record
+   * the use. A revoked key is returned as it is, never written.
+   */
+  readonly useApiKey: (keyHash: string, now: string, touchBefore: string) => StoreEffect<{ readonly key: ApiKey; readonly merchant: Merchant } | null>
   readonly listApiKeys: (merchantId: string, page: PageRequest) => StoreEffect<PageOf<ApiKey>>
   /** Revokes `keyId` and inserts `replacement` atomically. */
   readonly rotateApiKey: (merchantId: string, keyId: string, replacement: ApiKey, now: string) => StoreEffect<RotateOutcome>
-  readonly touchApiKey: (keyId: string, now: string) => StoreEffect<void>
 
   /**
    * Inserts a new payment (its `create` decision); one per live merchant idempotency key. An

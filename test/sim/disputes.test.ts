@@ -24,7 +24,9 @@ describe("disputes in the simulator", () => {
 
   it("holds every invariant with disputes, crashes, crashes after commits and lost acknowledgements, and replays exactly", () => {
     const options = small({
-      seed: 13,
+      // A seed whose run has notifications sent again (seed 13's had none once authentication
+      // became one store call, which moved where the store faults land).
+      seed: 16,
       faults: { ...defaultOptions.faults, disputes: 0.4, crashesPerHour: 2, crashAfterCommit: 0.01, storeLostCommit: 0.02 }
     })
     const result = runSimulation(options)

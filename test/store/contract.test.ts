@@ -55,8 +55,11 @@ export const storeContract = (name: string, makeLayer: () => Layer.Layer<Store, 
           expect(yield* store.firstMerchant()).toEqual(older)
           // The merchant's first key is stored with it.
           expect(yield* store.findApiKeyByHash(firstKey.keyHash)).toEqual(firstKey)
-          expect(yield* store.findApiKeyWithMerchant(firstKey.keyHash)).toEqual({ key: firstKey, merchant: newer })
-          expect(yield* store.findApiKeyWithMerchant("0".repeat(64))).toBeNull()
+          const usedAt = "1971-01-03T00:00:00.000Z"
+          expect(yield* store.useApiKey(firstKey.keyHash, usedAt, at(usedAt, -seconds(60)))).toEqual({
+            key: { ...firstKey, lastUsedAt: usedAt },
+            merchant: newer
+          })
 
           const renamed = { ...newer, name: "Renamed Ltd", webhookUrl: null, updatedAt: "1971-01-03T00:00:00.000Z" }
           yield* store.updateMerchant(renamed)
@@ -80,10 +83,40 @@ export const storeContract = (name: string, makeLayer: () => Layer.Layer<Store, 
           expect(yield* store.getApiKey(w.merchantId, apiKey.id)).toEqual(apiKey)
           expect(yield* store.getApiKey(other.merchant.id, apiKey.id)).toBeNull()
           expect(yield* store.getApiKey(w.merchantId, "key_unknown")).toBeNull()
+        })))
 
-          const usedAt = w.clock.advance()
-          yield* store.touchApiKey(second.id, usedAt)
-          expect(yield* store.getApiKey(w.merchantId, second.id)).toEqual({ ...second, lastUsedAt: usedAt })
+      it("useApiKey: the key with its merchant in one call, last_used_at written at most once an interval, never for a revoked key", () =>
+        run(Effect.gen(function*() {
+          const store = yield* Store
+          const w = testWorld()
+          const { apiKey, merchant } = yield* givenMerchant(w)
+          const other = apiKeyFor(w, w.merchantId, w.clock.advance())
+          yield* store.insertApiKey(other)
+          const use = (now: string) => store.useApiKey(apiKey.keyHash, now, at(now, -seconds(60)))
+          const stored = () => store.getApiKey(w.merchantId, apiKey.id)
+
+          // Never used: written, and the key returned carries the time.
+          const t0 = w.clock.advance()
+          expect(yield* use(t0)).toEqual({ key: { ...apiKey, lastUsedAt: t0 }, merchant })
+          expect(yield* stored()).toEqual({ ...apiKey, lastUsedAt: t0 })
+          // Used within the interval: read as it is, not written.
+          expect(yield* use(at(t0, seconds(59)))).toEqual({ key: { ...apiKey, lastUsedAt: t0 }, merchant })
+          expect(yield* stored()).toEqual({ ...apiKey, lastUsedAt: t0 })
+          // An interval later (last used at or before `touchBefore`): written.
+          const t1 = at(t0, seconds(60))
+          expect(yield* use(t1)).toEqual({ key: { ...apiKey, lastUsedAt: t1 }, merchant })
+          expect(yield* stored()).toEqual({ ...apiKey, lastUsedAt: t1 })
+          // Only that key.
+          expect(yield* store.getApiKey(w.merchantId, other.id)).toEqual(other)
+          // Unknown: nothing.
+          expect(yield* store.useApiKey("0".repeat(64), t1, t0)).toBeNull()
+
+          // Revoked: found as it is (the caller refuses it), never written.
+          const t2 = at(t1, hours(1))
+          expect(yield* store.rotateApiKey(w.merchantId, apiKey.id, apiKeyFor(w, w.merchantId, t2), t2)).toBe("rotated")
+          const revoked = { ...apiKey, status: "revoked" as const, revokedAt: t2, lastUsedAt: t1 }
+          expect(yield* use(at(t2, hours(1)))).toEqual({ key: revoked, merchant })
+          expect(yield* stored()).toEqual(revoked)
         })))
 
       it("lists keys newest first, ties broken by id descending (byte order), page by page", () =>

@@ -1,0 +1,114 @@
+import { describe, expect, it } from "@effect/vitest"
+import { Effect, Layer } from "effect"
+import * as Config from "../../src/platform/Config.ts"
+import * as Ids from "../../src/platform/Ids.ts"
+import { ApiKeys, type AuthenticationThen, type Found, layer as apiKeysLayer } from "../../src/services/ApiKeys.ts"
+import { isoAt } from "../../src/platform/Time.ts"
+import { emptyState, memoryOperations } from "../../src/store/MemoryStore.ts"
+import { Store, type StoreShape, StoreUnavailable } from "../../src/store/Store.ts"
+import { apiKeyFor, merchantFor, testWorld } from "../store/harness.ts"
+
+// Authentication over the memory store, counting the store calls it makes: a cache miss is one
+// call (the key with its merchant, last_used_at written in it when due), a hit none.
+
+const t0 = Date.parse("2026-03-01T00:00:00.000Z")
+
+const setup = () => {
+  const memory = memoryOperations(emptyState())
+  const calls: Array<string> = []
+  let down = false
+  // Every operation counted by name; `down` fails them all as an unreachable database does.
+  const store = Object.fromEntries(Object.entries(memory).map(([name, operation]) => [
+    name,
+    (...args: Array<unknown>) =>
+      Effect.suspend(() => {
+        calls.push(name)
+        if (down) return Effect.fail(new StoreUnavailable({ cause: "test: down" }))
+        return (operation as (...a: Array<unknown>) => Effect.Effect<unknown, StoreUnavailable>)(...args)
+      })
+  ])) as unknown as StoreShape
+  const layer = apiKeysLayer.pipe(
+    Layer.provide(Layer.mergeAll(
+      Layer.succeed(Store, store),
+      Ids.layerSeeded(7),
+      Config.layerWith(Config.defaultsWith({ apiKeyCacheTtlMs: 5_000 }))
+    ))
+  )
+  return { memory, calls, layer, setDown: (value: boolean) => (down = value) }
+}
+
+/** `authenticateThen` at `nowMs`, its answer as a value. */
+const authenticateAt = (secret: string, nowMs: number) =>
+  Effect.flatMap(ApiKeys, (keys) => {
+    const then: AuthenticationThen<Found | null | "unavailable", never, never> = {
+      onFound: Effect.succeed,
+      onUnavailable: () => Effect.succeed("unavailable" as const)
+    }
+    return keys.authenticateThen(secret, nowMs, then)
+  })
+
+describe("ApiKeys.authenticateThen", () => {
+  it.effect("a miss is one store call that writes last_used_at when due; hits make none; a minute later the look-up writes again", () => {
+    const { memory, calls, layer } = setup()
+    return Effect.gen(function*() {
+      const w = testWorld()
+      const merchant = merchantFor(w)
+      yield* memory.insertMerchant(merchant, apiKeyFor(w, merchant.id, merchant.createdAt))
+      const issued = yield* (yield* ApiKeys).create(merchant.id, "worker")
+      const stored = () => memory.getApiKey(merchant.id, issued.record.id)
+      calls.length = 0
+
+      const first = yield* authenticateAt(issued.secret, t0)
+      expect(first).toEqual({ key: { ...issued.record, lastUsedAt: isoAt(t0) }, merchant })
+      expect(calls).toEqual(["useApiKey"])
+      expect((yield* stored())!.lastUsedAt).toBe(isoAt(t0))
+
+      // Within the TTL: the cache answers, no store call.
+      expect(yield* authenticateAt(issued.secret, t0 + 4_999)).toEqual(first)
+      expect(calls).toEqual(["useApiKey"])
+
+      // Past the TTL, within the minute: one call, no write.
+      yield* authenticateAt(issued.secret, t0 + 57_000)
+      expect(calls).toEqual(["useApiKey", "useApiKey"])
+      expect((yield* stored())!.lastUsedAt).toBe(isoAt(t0))
+
+      // The entry ends when the write falls due, inside its TTL (57 s + 5 s): a minute after the
+      // last write, the look-up writes it.
+      yield* authenticateAt(issued.secret, t0 + 59_999)
+      expect(calls).toHaveLength(2)
+      const later = yield* authenticateAt(issued.secret, t0 + 60_000)
+      expect(calls).toHaveLength(3)
+      expect(later).toMatchObject({ key: { lastUsedAt: isoAt(t0 + 60_000) } })
+      expect((yield* stored())!.lastUsedAt).toBe(isoAt(t0 + 60_000))
+    }).pipe(Effect.provide(layer))
+  })
+
+  it.effect("unknown and revoked keys are answered null and never cached; a store failure is answered unavailable", () => {
+    const { memory, calls, layer, setDown } = setup()
+    return Effect.gen(function*() {
+      const w = testWorld()
+      const merchant = merchantFor(w)
+      yield* memory.insertMerchant(merchant, apiKeyFor(w, merchant.id, merchant.createdAt))
+      const keys = yield* ApiKeys
+      const issued = yield* keys.create(merchant.id, "worker")
+      yield* keys.rotate(merchant.id, issued.record.id)
+      calls.length = 0
+
+      for (const at of [t0, t0 + 1]) {
+        expect(yield* authenticateAt(issued.secret, at)).toBeNull()
+        expect(yield* authenticateAt("sk_live_unknownunknownunknownunknown12", at)).toBeNull()
+      }
+      // Each asked the store again: nothing cached.
+      expect(calls).toEqual(["useApiKey", "useApiKey", "useApiKey", "useApiKey"])
+      // The revoked key was never written.
+      expect((yield* memory.getApiKey(merchant.id, issued.record.id))!.lastUsedAt).toBeNull()
+
+      const fresh = yield* keys.create(merchant.id, "next")
+      setDown(true)
+      expect(yield* authenticateAt(fresh.secret, t0)).toBe("unavailable")
+      setDown(false)
+      // The failure cached nothing: the next call looks the key up and writes last_used_at.
+      expect(yield* authenticateAt(fresh.secret, t0 + 1)).toMatchObject({ key: { id: fresh.record.id, lastUsedAt: isoAt(t0 + 1) } })
+    }).pipe(Effect.provide(layer))
+  })
+})
