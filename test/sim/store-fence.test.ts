@@ -31,7 +31,7 @@ const spyOn = <S extends object>(names: ReadonlyArray<string>) => {
   return { shape: shape as S, built, ran }
 }
 
-const mainNames = ["getMerchant", "touchApiKey", "insertPayment", "commitChange", "completeIdempotencyKey"]
+const mainNames = ["getMerchant", "useApiKey", "insertPayment", "commitChange", "completeIdempotencyKey"]
 
 describe("stores behind an instance's fence", () => {
   it("a main store call built before the crash and run after it interrupts, runs nothing and draws nothing", () => {
@@ -53,7 +53,7 @@ describe("stores behind an instance's fence", () => {
     // looked at, a commit whose crash is drawn before it runs); nothing is built or drawn yet.
     const calls = [
       store.getMerchant("mer_1"),
-      store.touchApiKey("key_1", "2026-01-05T00:00:00.000Z"),
+      store.useApiKey("hash_1", "2026-01-05T00:00:00.000Z", "2026-01-04T23:59:00.000Z"),
       store.insertPayment({ payment: { id: "pay_1" } } as unknown as Parameters<StoreShape["insertPayment"]>[0]),
       store.completeIdempotencyKey("mer_1", "idem_1", 201, "{}")
     ]
