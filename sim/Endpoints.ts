@@ -353,18 +353,29 @@ const verifySignature = (header: string | undefined, body: string, secrets: Read
   if (header === undefined) return "unsigned POST"
   let timestamp: number | undefined
   const signatures: Array<string> = []
-  // The parts of `header.split(",")`, in turn, with no array of them made.
+  // The parts of `header.split(",")`, in turn, read in place: no array of them, and no string
+  // of a part or its name made (a name is compared where it stands; only a value is sliced).
   for (let start = 0; start >= 0;) {
     const comma = header.indexOf(",", start)
-    const part = comma < 0 ? header.slice(start) : header.slice(start, comma)
+    /** Where the part ends (exclusive). */
+    const stop = comma < 0 ? header.length : comma
+    const partStart = start
     start = comma < 0 ? -1 : comma + 1
-    const equals = part.indexOf("=")
-    const name = equals < 0 ? part : part.slice(0, equals)
-    // As `part.split("=")[1]`: the value ends at a second "=", if any.
-    const end = equals < 0 ? -1 : part.indexOf("=", equals + 1)
-    const value = equals < 0 ? undefined : end < 0 ? part.slice(equals + 1) : part.slice(equals + 1, end)
-    if (name === "t" && timestamp === undefined) timestamp = Number(value)
-    else if (name === "v1") signatures.push(value ?? "")
+    const found = header.indexOf("=", partStart)
+    const equals = found < 0 || found >= stop ? -1 : found
+    /** The name's length: up to the first "=", or the whole part. */
+    const nameLength = (equals < 0 ? stop : equals) - partStart
+    const isT = nameLength === 1 && header.charCodeAt(partStart) === 116 // "t"
+    const isV1 = nameLength === 2 && header.startsWith("v1", partStart)
+    if (!(isT && timestamp === undefined) && !isV1) continue
+    // As `part.split("=")[1]`: the value ends at a second "=" of the part, if any.
+    let value: string | undefined
+    if (equals >= 0) {
+      const second = header.indexOf("=", equals + 1)
+      value = header.slice(equals + 1, second < 0 || second >= stop ? stop : second)
+    }
+    if (isT && timestamp === undefined) timestamp = Number(value)
+    else signatures.push(value ?? "")
   }
   if (timestamp === undefined || !Number.isSafeInteger(timestamp) || Math.abs(nowMs / 1000 - timestamp) > 300) return `timestamp ${timestamp ?? Number.NaN} is not within 5 minutes of now`
   const message = `${timestamp}.${body}`
