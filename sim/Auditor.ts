@@ -94,18 +94,8 @@ const accountIndex = new Map<string, number>(
     .map((account, i) => [account, i])
 )
 
-/** Running balances of one payment's accounts: a small array, not a Map (100,000 payments keep one each). */
-class Balances {
-  readonly amounts = [0, 0, 0, 0, 0, 0, 0]
-  /** An account outside the chart (only a bug posts one): kept apart, so the chart equations miss its money and fail. */
-  others: Map<string, number> | null = null
-
-  add(account: string, cents: number) {
-    const i = accountIndex.get(account)
-    if (i !== undefined) this.amounts[i] = this.amounts[i]! + cents
-    else (this.others ??= new Map()).set(account, (this.others.get(account) ?? 0) + cents)
-  }
-}
+/** The chart's size: each payment keeps this many running balances. */
+const chart = accountIndex.size
 
 /** Each account's position in the chart. */
 const at = Object.fromEntries(accountIndex) as Readonly<Record<Account, number>>
@@ -113,36 +103,136 @@ const at = Object.fromEntries(accountIndex) as Readonly<Record<Account, number>>
 /** `debitNormal` by chart position, so a posting looks its account up once. */
 const debitNormalAt: ReadonlyArray<boolean> = [...accountIndex.keys()].map((account) => debitNormal.has(account as Account))
 
-const post = (balances: Balances, entry: LedgerEntry) => {
+/**
+ * Posts an entry to the running balances at `base` (the chart in order). An account outside the
+ * chart (only a bug posts one) is not kept: the chart equations miss its money and fail.
+ */
+const post = (balances: Float64Array, base: number, entry: LedgerEntry) => {
   const i = accountIndex.get(entry.account)
-  const normal = i !== undefined ? debitNormalAt[i]! : debitNormal.has(entry.account)
-  const cents = ((entry.direction === "debit") === normal ? 1 : -1) * entry.amountCents
-  if (i !== undefined) balances.amounts[i] = balances.amounts[i]! + cents
-  else balances.add(entry.account, cents)
+  if (i === undefined) return
+  balances[base + i] = balances[base + i]! + ((entry.direction === "debit") === debitNormalAt[i]! ? 1 : -1) * entry.amountCents
 }
 
-/** What the auditor keeps of a payment: what was committed (event and ledger ids in order, the last version) and its running balances. */
-interface Committed {
-  readonly events: Array<string>
-  readonly ledger: Array<string>
-  version: number
-  readonly balances: Balances
+/** A column of numbers that grows as slots are added (doubling; new numbers 0). */
+const grown = (column: Float64Array, size: number) => {
+  if (size <= column.length) return column
+  const next = new Float64Array(Math.max(size, 2 * column.length, 4_096))
+  next.set(column)
+  return next
 }
+
+/**
+ * Ids committed over the run (event or ledger entry ids), in commit order, each with its
+ * payment's slot: one run-wide log rather than an array a payment (whose first push reserves 17
+ * places). The end of the run groups it by slot (`grouped`). The ids are the strings the store
+ * holds too: a pointer an id.
+ */
+class IdLog {
+  readonly ids: Array<string> = []
+  private slots = new Int32Array(0)
+
+  add(slot: number, id: string) {
+    const i = this.ids.length
+    if (i === this.slots.length) {
+      const next = new Int32Array(Math.max(4_096, 2 * i))
+      next.set(this.slots)
+      this.slots = next
+    }
+    this.slots[i] = slot
+    this.ids.push(id)
+  }
+
+  /**
+   * The log grouped by slot, each slot's ids still in commit order (a counting sort): the ids of
+   * slot s are `ids[order[k]]` for k from `start[s]` to `start[s + 1]`.
+   */
+  grouped(slotCount: number) {
+    const n = this.ids.length
+    const start = new Int32Array(slotCount + 1)
+    for (let i = 0; i < n; i++) {
+      const after = this.slots[i]! + 1
+      start[after] = start[after]! + 1
+    }
+    for (let s = 1; s <= slotCount; s++) start[s] = start[s]! + start[s - 1]!
+    const next = start.slice(0, slotCount)
+    const order = new Int32Array(n)
+    for (let i = 0; i < n; i++) {
+      const slot = this.slots[i]!
+      order[next[slot]!] = i
+      next[slot] = next[slot]! + 1
+    }
+    const ids = this.ids
+    return {
+      /** The stored rows carry exactly the ids committed for the slot (-1: none was), in order. */
+      same: (slot: number, stored: ReadonlyArray<{ readonly id: string }>) => {
+        if (slot < 0) return false
+        const from = start[slot]!
+        if (start[slot + 1]! - from !== stored.length) return false
+        for (let k = 0; k < stored.length; k++) if (stored[k]!.id !== ids[order[from + k]!]) return false
+        return true
+      },
+      /** The slot's ids, for a message. */
+      of: (slot: number) => {
+        const list: Array<string> = []
+        if (slot >= 0) for (let k = start[slot]!; k < start[slot + 1]!; k++) list.push(ids[order[k]!]!)
+        return list
+      }
+    }
+  }
+}
+
+/**
+ * What the auditor keeps of the payments: per payment, what was committed (event and ledger ids
+ * in order, the last version) and its running balances of the reference ledger. In columns, one
+ * slot a payment (numbered as first committed), not objects a payment: 100,000 payments kept five
+ * small long-lived objects each (a record, two id arrays, balances and their array), each copied
+ * by the collector as it aged; numbers in typed arrays are never scanned.
+ */
+class CommittedPayments {
+  private readonly slots = new Map<string, number>()
+  count = 0
+  /** The last committed version of each slot. */
+  versions: Float64Array = new Float64Array(0)
+  /** The running balances, `chart` numbers a slot (from `slot * chart`, in the chart's order). */
+  balances: Float64Array = new Float64Array(0)
+  readonly events = new IdLog()
+  readonly ledger = new IdLog()
+
+  /** The payment's slot (-1: nothing of it was committed). */
+  slotOf(paymentId: string) {
+    return this.slots.get(paymentId) ?? -1
+  }
+
+  /** The payment's slot, made on its first commit. */
+  slotFor(paymentId: string) {
+    let slot = this.slots.get(paymentId)
+    if (slot === undefined) {
+      slot = this.count++
+      this.slots.set(paymentId, slot)
+      this.versions = grown(this.versions, this.count)
+      this.balances = grown(this.balances, this.count * chart)
+    }
+    return slot
+  }
+}
+
+/** What `checkEventsExact` compares a new payment's first change with: the record before it was created. */
+const beforeCreation = { status: "pending", fraudVerdict: null, capturedAmountCents: 0, refundedAmountCents: 0 } as const
+/** Scratch lists of the checks of one change (see their uses): no list allocated a change. */
+const expectedScratch: Array<string> = []
+const groupScratch: Array<string> = []
+const sumScratch: Array<number> = []
 
 export class Auditor {
   readonly violations: Array<Violation> = []
   checks = 0
   /** The create keys that made a payment, by merchant (no joined key string a payment). */
   private readonly createKeys = new Map<string, Set<string>>()
-  /**
-   * Per payment, what was committed: event ids and ledger entry ids in order, the last version,
-   * and the running balances of the reference ledger. The ids are the strings the store holds
-   * too, so an array of them costs a pointer an id.
-   */
-  private readonly committed = new Map<string, Committed>()
-  /** The entry of `committed` that the last decision updated, and its payment. */
+  /** Per payment, what was committed and the running balances of the reference ledger. */
+  private readonly committed = new CommittedPayments()
+  /** The slot in `committed` that the last decision updated, and its payment. */
   private lastId: string | null = null
-  private lastRecord: Committed | undefined = undefined
+  private lastSlot = -1
   /** Fraud cases as committed: id → status (a case is reviewed once, from `open`). */
   private readonly caseStatus = new Map<string, string>()
   /** Command idempotency keys that took effect (merchant + key). */
@@ -240,20 +330,22 @@ export class Auditor {
       }
     }
     // A payment's changes often come one after another (a third of them, seed 1): the last
-    // record is kept at hand, sparing a look-up in the map of every payment of the run.
-    let record = this.lastId === id ? this.lastRecord : undefined
-    if (record === undefined) {
-      record = this.committed.get(id)
-      if (record === undefined) this.committed.set(id, (record = { events: [], ledger: [], version: 0, balances: new Balances() }))
+    // slot is kept at hand, sparing a look-up in the map of every payment of the run.
+    const committed = this.committed
+    let slot = this.lastId === id ? this.lastSlot : -1
+    if (slot < 0) {
+      slot = committed.slotFor(id)
       this.lastId = id
-      this.lastRecord = record
+      this.lastSlot = slot
     }
-    for (const event of change.events) record.events.push(event.id)
-    for (const entry of change.ledger) record.ledger.push(entry.id)
-    record.version = after.version
+    for (const event of change.events) committed.events.add(slot, event.id)
+    for (const entry of change.ledger) committed.ledger.add(slot, entry.id)
+    committed.versions[slot] = after.version
     this.checkLedgerGroup(after, change.ledger)
-    for (const entry of change.ledger) post(record.balances, entry)
-    this.checkLedgerEquations(after, record.balances, "after a decision")
+    const balances = committed.balances
+    const base = slot * chart
+    for (const entry of change.ledger) post(balances, base, entry)
+    this.checkLedgerEquations(after, balances, base, "after a decision")
   }
 
   /**
@@ -263,8 +355,11 @@ export class Auditor {
    */
   private checkEventsExact(before: Payment | null, change: Change) {
     const after = change.payment
-    const from = before ?? { status: "pending", fraudVerdict: null, capturedAmountCents: 0, refundedAmountCents: 0 }
-    const expected: Array<string> = before === null ? ["payment.initiated"] : []
+    const from = before ?? beforeCreation
+    // (One list reused by every change: the auditor runs one decision at a time.)
+    const expected = expectedScratch
+    expected.length = 0
+    if (before === null) expected.push("payment.initiated")
     if (from.status === "pending" && after.status !== "pending") expected.push(after.status === "failed" ? "payment.authorization_failed" : "payment.authorized")
     if (from.fraudVerdict !== "passed" && after.fraudVerdict === "passed") expected.push("payment.fraud_passed")
     if (from.status !== "blocked" && after.status === "blocked") expected.push("payment.fraud_blocked")
@@ -394,9 +489,12 @@ export class Auditor {
   }
 
   private checkLedgerGroup(payment: Payment, entries: ReadonlyArray<LedgerEntry>) {
-    // Groups in order of first appearance with their running sums (a change posts one or two groups).
-    const groups: Array<string> = []
-    const sums: Array<number> = []
+    // Groups in order of first appearance with their running sums (a change posts one or two
+    // groups), in two lists reused by every call (the auditor checks one thing at a time).
+    const groups = groupScratch
+    const sums = sumScratch
+    groups.length = 0
+    sums.length = 0
     for (const entry of entries) {
       if (!this.counted(Number.isSafeInteger(entry.amountCents) && entry.amountCents > 0 && entry.currency === payment.currency && entry.paymentId === payment.id)) {
         this.fail("ledger-entry", `payment ${payment.id}: malformed ledger entry ${entry.id}`)
@@ -414,19 +512,19 @@ export class Auditor {
   }
 
   /** The ledger of one payment must say what its record says (CONTRACT section 7). */
-  private checkLedgerEquations(p: Payment, balances: Balances, when: string) {
+  private checkLedgerEquations(p: Payment, balances: Float64Array, base: number, when: string) {
     const dispute = disputeLedger(p)
     const net = p.capturedAmountCents - p.feeCents - p.refundedAmountCents + dispute.merchant
     const held = p.status === "authorized" ? p.amountCents : 0
     // The chart's running balances read by position (the chart is fixed: no look-up by name).
-    const a = balances.amounts
-    this.equation(p, when, "card_network", a[at.card_network]!, p.capturedAmountCents - p.refundedAmountCents + dispute.cardNetwork)
-    this.equation(p, when, "merchant_pending+merchant_available", a[at.merchant_pending]! + a[at.merchant_available]!, net)
-    this.equation(p, when, "fee_revenue", a[at.fee_revenue]!, p.feeCents + dispute.feeRevenue)
-    this.equation(p, when, "authorization_holds", a[at.authorization_holds]!, held)
-    this.equation(p, when, "cardholder_authorizations", a[at.cardholder_authorizations]!, held)
-    this.equation(p, when, "merchant_reserved", a[at.merchant_reserved]!, dispute.reserved)
-    this.equation(p, when, "merchant_pending (settled)", p.settledAt === null ? 0 : a[at.merchant_pending]!, 0)
+    const a = balances
+    this.equation(p, when, "card_network", a[base + at.card_network]!, p.capturedAmountCents - p.refundedAmountCents + dispute.cardNetwork)
+    this.equation(p, when, "merchant_pending+merchant_available", a[base + at.merchant_pending]! + a[base + at.merchant_available]!, net)
+    this.equation(p, when, "fee_revenue", a[base + at.fee_revenue]!, p.feeCents + dispute.feeRevenue)
+    this.equation(p, when, "authorization_holds", a[base + at.authorization_holds]!, held)
+    this.equation(p, when, "cardholder_authorizations", a[base + at.cardholder_authorizations]!, held)
+    this.equation(p, when, "merchant_reserved", a[base + at.merchant_reserved]!, dispute.reserved)
+    this.equation(p, when, "merchant_pending (settled)", p.settledAt === null ? 0 : a[base + at.merchant_pending]!, 0)
   }
 
   private equation(p: Payment, when: string, account: string, actual: number, expected: number) {
@@ -441,24 +539,32 @@ export class Auditor {
     const balancesByMerchant = new Map<string, Map<string, { pending: number; available: number; reserved: number }>>()
     /** Payment per create key, by merchant then key (no joined key string a payment). */
     const keys = new Map<string, Map<string, string>>()
+    // The committed ids grouped by payment, in commit order.
+    const committed = this.committed
+    const committedEvents = committed.events.grouped(committed.count)
+    const committedLedger = committed.ledger.grouped(committed.count)
+    /** One payment's balances recomputed from its stored entries (the chart in order; reused). */
+    const balances = new Float64Array(chart)
     // The checks a payment count and test in place (`counted`), the message built only on a failure.
     for (const payment of state.payments.values()) {
       const events = state.events.get(payment.id) ?? []
       this.checkTrace(payment, events)
       const entries = state.ledger.get(payment.id) ?? []
       // What the store holds is exactly what was committed: every event and entry once, in order.
-      const committed = this.committed.get(payment.id)
-      if (!this.counted(sameIds(events, committed?.events))) {
-        this.fail("event-stream-stored", `payment ${payment.id}: stored events [${events.map((e) => e.id).join(" ")}], committed [${committed?.events.join(" ")}]`)
+      const slot = committed.slotOf(payment.id)
+      if (!this.counted(committedEvents.same(slot, events))) {
+        this.fail("event-stream-stored",
+          `payment ${payment.id}: stored events [${events.map((e) => e.id).join(" ")}], committed [${slot < 0 ? "" : committedEvents.of(slot).join(" ")}]`)
       }
-      if (!this.counted(sameIds(entries, committed?.ledger) && committed?.version === payment.version)) {
+      const version = slot < 0 ? undefined : committed.versions[slot]
+      if (!this.counted(committedLedger.same(slot, entries) && version === payment.version)) {
         this.fail("ledger-stored",
-          `payment ${payment.id} v${payment.version}: stored ledger [${entries.map((e) => e.id).join(" ")}], committed [${committed?.ledger.join(" ")}] v${committed?.version}`)
+          `payment ${payment.id} v${payment.version}: stored ledger [${entries.map((e) => e.id).join(" ")}], committed [${slot < 0 ? "" : committedLedger.of(slot).join(" ")}] v${version}`)
       }
       this.checkLedgerGroup(payment, entries)
-      const balances = new Balances()
-      for (const entry of entries) post(balances, entry)
-      this.checkLedgerEquations(payment, balances, "at the end")
+      balances.fill(0)
+      for (const entry of entries) post(balances, 0, entry)
+      this.checkLedgerEquations(payment, balances, 0, "at the end")
       this.checkAmounts(payment)
       const byCurrency = balancesByMerchant.get(payment.merchantId) ?? new Map()
       balancesByMerchant.set(payment.merchantId, byCurrency)
@@ -466,7 +572,7 @@ export class Auditor {
       // A currency shows in the balances once merchant money moved in it (holds alone do not count).
       const merchantMoney = entries.some((e) => e.account === "merchant_pending" || e.account === "merchant_available" || e.account === "merchant_reserved")
       // The chart's balances read by position, as the equations read them.
-      const a = balances.amounts
+      const a = balances
       if (merchantMoney) byCurrency.set(payment.currency, {
         pending: sum.pending + a[at.merchant_pending]!,
         available: sum.available + a[at.merchant_available]!,
@@ -519,13 +625,6 @@ export class Auditor {
     }
     if (!this.counted(status === payment.status)) this.fail("trace-matches-status", `payment ${payment.id}: events end in ${status}, record says ${payment.status}`)
   }
-}
-
-/** The stored rows carry exactly these ids, in order. */
-const sameIds = (stored: ReadonlyArray<{ readonly id: string }>, ids: ReadonlyArray<string> | undefined) => {
-  if (ids === undefined || ids.length !== stored.length) return false
-  for (let i = 0; i < stored.length; i++) if (stored[i]!.id !== ids[i]) return false
-  return true
 }
 
 /**

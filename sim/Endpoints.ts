@@ -21,49 +21,103 @@ export interface EndpointStats {
 }
 
 /**
- * What an endpoint remembers of one delivery: its latest POST (attempt and when), when it
- * acknowledged one with a 2xx, and which attempt numbers reached it (bits 0-30 of `mask`; any
- * other number in `others`). A few numbers a delivery, not a list of receipts: 100,000 payments
- * make half a million deliveries. Times are ms since the run's window opened (small integers,
- * kept in the object itself; an epoch ms is a boxed number, one more object a delivery).
+ * What the endpoints remember of each delivery, one slot a delivery (slots numbered in the order
+ * of first POSTs), column by column: the delivery id, its latest POST (attempt and when), when
+ * it acknowledged one with a 2xx, and which attempt numbers reached it (bits 0-30 of `mask`; any
+ * other number in `others`). Numbers in typed arrays rather than an object a delivery: 100,000
+ * payments make half a million deliveries, and every long-lived object is copied by the
+ * collector as it ages (a typed array's numbers are never scanned). Times are ms since the run's
+ * window opened. The end-of-run audit (`auditDeliveries`) reads the same slots.
  */
-export class Received {
-  constructor(
-    /** The delivery id it is kept under in `received`. */
-    readonly deliveryId: string
-  ) {}
-  ackedAtMs: number | null = null
-  mask = 0
-  others: Set<number> | null = null
-  lastAttempt = 0
-  lastAtMs = 0
+export class Receipts {
+  /** Slots in use. */
+  private count = 0
+  /** The delivery id of each slot (what `bySlotOfDelivery` maps back). */
+  readonly deliveryIds: Array<string> = []
+  /** When a 2xx acknowledged the delivery (NaN: none has yet). */
+  ackedAtMs = new Float64Array(0)
+  mask = new Int32Array(0)
+  /** Attempt numbers as the header gave them (any number, even NaN: compared as received). */
+  lastAttempt = new Float64Array(0)
+  lastAtMs = new Float64Array(0)
+  /** Set by the end-of-run audit: a stored delivery of the event whose first POST made this slot was seen. */
+  stored = new Uint8Array(0)
   /**
-   * The body of an earlier POST found to name `checkedEventId` (until a 2xx acknowledges the
-   * delivery): a later attempt sending the very same text names the same event, with no second parse.
+   * The body of an earlier POST found to name `checkedEventIds[slot]` (until a 2xx acknowledges
+   * the delivery): a later attempt sending the very same text names the same event, with no second parse.
    */
-  checkedBody: string | null = null
-  checkedEventId = ""
-  /** Set by the end-of-run audit: a stored delivery of the event whose first POST made these receipts was seen. */
-  stored = false
+  readonly checkedBodies: Array<string | null> = []
+  readonly checkedEventIds: Array<string> = []
+  /** Attempt numbers outside 0-30 by slot (only a bug sends one). */
+  private readonly others = new Map<number, Set<number>>()
+  /** Delivery id → its slot. */
+  private readonly byDelivery = new Map<string, number>()
+  /**
+   * Event id → the slot of the delivery its first POST carried (one delivery per event, the same
+   * id on every attempt): a later attempt of that delivery finds its slot here, with no second
+   * look-up by delivery id.
+   */
+  private readonly byEvent = new Map<string, number>()
 
-  add(attempt: number, atMs: number) {
-    this.lastAttempt = attempt
-    this.lastAtMs = atMs
-    if (Number.isInteger(attempt) && attempt >= 0 && attempt <= 30) this.mask |= 1 << attempt
-    else (this.others ??= new Set()).add(attempt)
+  /** The slot the event's first POST made (-1: no POST of it reached an endpoint). */
+  ofEvent(eventId: string) {
+    return this.byEvent.get(eventId) ?? -1
   }
 
-  has(attempt: number) {
-    return Number.isInteger(attempt) && attempt >= 0 && attempt <= 30 ? (this.mask & (1 << attempt)) !== 0 : this.others?.has(attempt) === true
+  /** The slot of a delivery (-1: no POST of it reached an endpoint). */
+  ofDelivery(deliveryId: string) {
+    return this.byDelivery.get(deliveryId) ?? -1
   }
-}
 
-/** The endpoints' receipts as the end-of-run audit reads them (`auditDeliveries`). */
-export interface Receipts {
-  /** The receipts the event's first POST made (undefined: no POST of it reached an endpoint). */
-  readonly ofEvent: (eventId: string) => Received | undefined
-  /** The receipts of a delivery (undefined: no POST of it reached an endpoint). */
-  readonly ofDelivery: (deliveryId: string) => Received | undefined
+  /** A new slot for the delivery, nothing received yet. */
+  add(deliveryId: string) {
+    const slot = this.count++
+    if (slot === this.mask.length) this.grow()
+    this.deliveryIds.push(deliveryId)
+    this.checkedBodies.push(null)
+    this.checkedEventIds.push("")
+    this.byDelivery.set(deliveryId, slot)
+    return slot
+  }
+
+  /** Makes `slot` the receipts of the event's first POST. */
+  firstOfEvent(eventId: string, slot: number) {
+    this.byEvent.set(eventId, slot)
+  }
+
+  private grow() {
+    const capacity = Math.max(4_096, this.mask.length * 2)
+    const grown = <T extends Float64Array | Int32Array | Uint8Array>(old: T, make: (n: number) => T) => {
+      const next = make(capacity)
+      next.set(old)
+      return next
+    }
+    const acked = grown(this.ackedAtMs, (n) => new Float64Array(n))
+    acked.fill(Number.NaN, this.ackedAtMs.length)
+    this.ackedAtMs = acked
+    this.mask = grown(this.mask, (n) => new Int32Array(n))
+    this.lastAttempt = grown(this.lastAttempt, (n) => new Float64Array(n))
+    this.lastAtMs = grown(this.lastAtMs, (n) => new Float64Array(n))
+    this.stored = grown(this.stored, (n) => new Uint8Array(n))
+  }
+
+  /** Attempt `attempt` of the slot's delivery reached the endpoint at `atMs`. */
+  received(slot: number, attempt: number, atMs: number) {
+    this.lastAttempt[slot] = attempt
+    this.lastAtMs[slot] = atMs
+    if (Number.isInteger(attempt) && attempt >= 0 && attempt <= 30) this.mask[slot] = this.mask[slot]! | (1 << attempt)
+    else {
+      let others = this.others.get(slot)
+      if (others === undefined) this.others.set(slot, others = new Set())
+      others.add(attempt)
+    }
+  }
+
+  /** Did attempt `attempt` of the slot's delivery reach the endpoint? (Slot -1: nothing did.) */
+  has(slot: number, attempt: number) {
+    if (slot < 0) return false
+    return Number.isInteger(attempt) && attempt >= 0 && attempt <= 30 ? (this.mask[slot]! & (1 << attempt)) !== 0 : this.others.get(slot)?.has(attempt) === true
+  }
 }
 
 /**
@@ -85,14 +139,8 @@ export const makeSimulatedEndpoints = (
 ) => {
   const stats: EndpointStats = { posts: 0, answered2xx: 0, answered4xx: 0, answered5xx: 0, slow: 0, lagging: 0, noAnswer: 0, outageRefusals: 0 }
   const outages = new Map<string, ReadonlyArray<readonly [number, number]>>()
-  /** By delivery id: the attempts received, and when one was acknowledged with a 2xx. */
-  const received = new Map<string, Received>()
-  /**
-   * Event id → the receipts of the delivery its first POST carried (one delivery per event, the
-   * same id on every attempt): a later attempt of that delivery finds its receipts here, with no
-   * second look-up by delivery id.
-   */
-  const deliveryOfEvent = new Map<string, Received>()
+  /** By delivery: the attempts received, and when one was acknowledged with a 2xx. */
+  const receipts = new Receipts()
   /** Epoch ms of the run's window: the receipts' times are counted from it. */
   const baseMs = window.startMs
 
@@ -115,12 +163,12 @@ export const makeSimulatedEndpoints = (
   type Fate =
     | { readonly _tag: "Refused" }
     | { readonly _tag: "NoAnswer" }
-    | { readonly _tag: "Answer"; readonly status: number; readonly latencyMs: number; readonly record: Received }
+    | { readonly _tag: "Answer"; readonly status: number; readonly latencyMs: number; readonly slot: number }
   const refused: Fate = { _tag: "Refused" }
   const noAnswer: Fate = { _tag: "NoAnswer" }
   const refusedResult: TransportResult = { _tag: "Failed", error: "connection error: ECONNREFUSED" }
-  /** `record`: the receipts of the delivery answered (what `received` holds under its id). */
-  const answerOf = (status: number, latencyMs: number, record: Received): Fate => ({ _tag: "Answer", status, latencyMs, record })
+  /** `slot`: the receipts of the delivery answered. */
+  const answerOf = (status: number, latencyMs: number, slot: number): Fate => ({ _tag: "Answer", status, latencyMs, slot })
 
   /**
    * The clock's callback timer (null: none, as with `TestClock`; undefined until the first POST
@@ -143,16 +191,16 @@ export const makeSimulatedEndpoints = (
   }
 
   /** The answer as the dispatcher reads it, once `latencyMs` passed (a 2xx acknowledges the delivery then). */
-  const settle = ({ record, status }: { readonly status: number; readonly record: Received }): TransportResult => {
+  const settle = ({ slot, status }: { readonly status: number; readonly slot: number }): TransportResult => {
     if (status >= 200 && status < 300) {
       stats.answered2xx++
-      record.ackedAtMs = nowMs() - baseMs
-      record.checkedBody = null
+      receipts.ackedAtMs[slot] = nowMs() - baseMs
+      receipts.checkedBodies[slot] = null
     } else if (status < 500) stats.answered4xx++
     else stats.answered5xx++
     return { _tag: "Answered", status, snippet: status < 300 ? "ok" : "simulated failure" }
   }
-  const answer = (fate: { readonly status: number; readonly latencyMs: number; readonly record: Received }) => after(fate.latencyMs, () => settle(fate))
+  const answer = (fate: { readonly status: number; readonly latencyMs: number; readonly slot: number }) => after(fate.latencyMs, () => settle(fate))
 
   /** Checks the POST as the merchant would, and draws its fate from the seed. */
   const receive = (request: WebhookRequest): Fate => {
@@ -163,31 +211,32 @@ export const makeSimulatedEndpoints = (
     const now = nowMs()
     /** `now` as the receipts count time. */
     const at = now - baseMs
-    const first = deliveryOfEvent.get(eventId)
-    const firstDelivery = first?.deliveryId
+    const first = receipts.ofEvent(eventId)
+    const firstDelivery = first < 0 ? undefined : receipts.deliveryIds[first]
     // Each check's message is a closure made only when it fails (`passed` otherwise): five a POST.
     const sameDelivery = deliveryId.startsWith("whd_") && (firstDelivery === undefined || firstDelivery === deliveryId)
     auditor.check(sameDelivery, "webhook-same-delivery-id", sameDelivery ? passed : () =>
       `event ${eventId}: attempt ${attempt} carries delivery id ${deliveryId}, earlier attempts ${firstDelivery}`)
-    // The receipts under `deliveryId`: those the event's first POST made when it is that delivery.
-    const receipts = first !== undefined && firstDelivery === deliveryId ? first : received.get(deliveryId)
+    // The slot of `deliveryId`: the one the event's first POST made when it is that delivery (-1: none yet).
+    const known = first >= 0 && firstDelivery === deliveryId ? first : receipts.ofDelivery(deliveryId)
     const crashAt = lastCrashMs() - baseMs
-    const ackedAt = receipts?.ackedAtMs ?? null
-    const notAcked = ackedAt === null || crashAt >= ackedAt
+    const ackedAt = known < 0 ? Number.NaN : receipts.ackedAtMs[known]!
+    const notAcked = Number.isNaN(ackedAt) || crashAt >= ackedAt
     auditor.check(notAcked, "webhook-nothing-after-2xx", notAcked ? passed : () =>
       `delivery ${deliveryId} (event ${eventId}): attempt ${attempt} arrived after the endpoint acknowledged it`)
-    const onwards = receipts === undefined || attempt >= receipts.lastAttempt || crashAt >= receipts.lastAtMs
-    auditor.check(onwards, "webhook-attempt-numbers", onwards ? passed : () => `delivery ${deliveryId}: attempt ${attempt} after attempt ${receipts?.lastAttempt}`)
+    const lastAttempt = known < 0 ? 0 : receipts.lastAttempt[known]!
+    const lastAt = known < 0 ? 0 : receipts.lastAtMs[known]!
+    const onwards = known < 0 || attempt >= lastAttempt || crashAt >= lastAt
+    auditor.check(onwards, "webhook-attempt-numbers", onwards ? passed : () => `delivery ${deliveryId}: attempt ${attempt} after attempt ${lastAttempt}`)
     // One attempt reaches the endpoint once; only a crash may make the service send it again.
-    const once = receipts === undefined || attempt !== receipts.lastAttempt || crashAt >= receipts.lastAtMs
+    const once = known < 0 || attempt !== lastAttempt || crashAt >= lastAt
     auditor.check(once, "webhook-once-per-attempt", once ? passed : () => `delivery ${deliveryId}: attempt ${attempt} arrived twice`)
-    const record = receipts ?? new Received(deliveryId)
-    if (receipts === undefined) received.set(deliveryId, record)
-    if (first === undefined) deliveryOfEvent.set(eventId, record)
-    record.add(attempt, at)
+    const slot = known >= 0 ? known : receipts.add(deliveryId)
+    if (first < 0) receipts.firstOfEvent(eventId, slot)
+    receipts.received(slot, attempt, at)
     const verified = verifySignature(request.headers["x-service-signature"], request.body, secretsOf(request.url), now)
     auditor.check(verified === null, "webhook-signature", verified === null ? passed : () => `event ${eventId} attempt ${attempt}: ${verified}`)
-    const named = namesEvent(record, request.body, eventId)
+    const named = namesEvent(receipts, slot, request.body, eventId)
     auditor.check(named, "webhook-signature", named ? passed : () => `event ${eventId}: the body names another event`)
     if (inOutage(outagesOf(request.url), now)) {
       stats.outageRefusals++
@@ -201,15 +250,15 @@ export const makeSimulatedEndpoints = (
     }
     if (roll < (edge += faults.webhookSlow)) {
       stats.slow++
-      return answerOf(200, prng.int(30_001, 90_000), record)
+      return answerOf(200, prng.int(30_001, 90_000), slot)
     }
     if (roll < (edge += faults.webhookLagging)) {
       stats.lagging++
-      return answerOf(200, prng.int(10_000, 29_000), record)
+      return answerOf(200, prng.int(10_000, 29_000), slot)
     }
-    if (roll < (edge += faults.webhook5xx)) return answerOf(prng.pick([500, 502, 503]), prng.int(5, 2_000), record)
-    if (roll < (edge += faults.webhook4xx)) return answerOf(prng.pick([400, 404, 410]), prng.int(5, 500), record)
-    return answerOf(200, prng.int(5, 800), record)
+    if (roll < (edge += faults.webhook5xx)) return answerOf(prng.pick([500, 502, 503]), prng.int(5, 2_000), slot)
+    if (roll < (edge += faults.webhook4xx)) return answerOf(prng.pick([400, 404, 410]), prng.int(5, 500), slot)
+    return answerOf(200, prng.int(5, 800), slot)
   }
 
   /**
@@ -251,10 +300,6 @@ export const makeSimulatedEndpoints = (
     return { post: (request) => postOf(request, null), postWithin: postOf }
   }
   const transport = transportOf(null)
-  const receipts: Receipts = {
-    ofEvent: (eventId) => deliveryOfEvent.get(eventId),
-    ofDelivery: (deliveryId) => received.get(deliveryId)
-  }
   return { transport, fencedBy: transportOf, stats, receipts }
 }
 
@@ -265,8 +310,6 @@ const inOutage = (windows: ReadonlyArray<readonly [number, number]>, now: number
   }
   return false
 }
-
-const nothingReceived = { has: (_attempt: number) => false }
 
 /**
  * The endpoint's own HMAC of each secret (made once per secret). The endpoint signs nothing with
@@ -310,18 +353,29 @@ const verifySignature = (header: string | undefined, body: string, secrets: Read
   if (header === undefined) return "unsigned POST"
   let timestamp: number | undefined
   const signatures: Array<string> = []
-  // The parts of `header.split(",")`, in turn, with no array of them made.
+  // The parts of `header.split(",")`, in turn, read in place: no array of them, and no string
+  // of a part or its name made (a name is compared where it stands; only a value is sliced).
   for (let start = 0; start >= 0;) {
     const comma = header.indexOf(",", start)
-    const part = comma < 0 ? header.slice(start) : header.slice(start, comma)
+    /** Where the part ends (exclusive). */
+    const stop = comma < 0 ? header.length : comma
+    const partStart = start
     start = comma < 0 ? -1 : comma + 1
-    const equals = part.indexOf("=")
-    const name = equals < 0 ? part : part.slice(0, equals)
-    // As `part.split("=")[1]`: the value ends at a second "=", if any.
-    const end = equals < 0 ? -1 : part.indexOf("=", equals + 1)
-    const value = equals < 0 ? undefined : end < 0 ? part.slice(equals + 1) : part.slice(equals + 1, end)
-    if (name === "t" && timestamp === undefined) timestamp = Number(value)
-    else if (name === "v1") signatures.push(value ?? "")
+    const found = header.indexOf("=", partStart)
+    const equals = found < 0 || found >= stop ? -1 : found
+    /** The name's length: up to the first "=", or the whole part. */
+    const nameLength = (equals < 0 ? stop : equals) - partStart
+    const isT = nameLength === 1 && header.charCodeAt(partStart) === 116 // "t"
+    const isV1 = nameLength === 2 && header.startsWith("v1", partStart)
+    if (!(isT && timestamp === undefined) && !isV1) continue
+    // As `part.split("=")[1]`: the value ends at a second "=" of the part, if any.
+    let value: string | undefined
+    if (equals >= 0) {
+      const second = header.indexOf("=", equals + 1)
+      value = header.slice(equals + 1, second < 0 || second >= stop ? stop : second)
+    }
+    if (isT && timestamp === undefined) timestamp = Number(value)
+    else signatures.push(value ?? "")
   }
   if (timestamp === undefined || !Number.isSafeInteger(timestamp) || Math.abs(nowMs / 1000 - timestamp) > 300) return `timestamp ${timestamp ?? Number.NaN} is not within 5 minutes of now`
   const message = `${timestamp}.${body}`
@@ -338,11 +392,11 @@ const verifySignature = (header: string | undefined, body: string, secrets: Read
 }
 
 /** Does the body (valid JSON) name the event? A text already found to name it (the same bytes) is not parsed again. */
-const namesEvent = (record: Received, body: string, eventId: string) => {
-  if (record.checkedBody === body && record.checkedEventId === eventId) return true
+const namesEvent = (receipts: Receipts, slot: number, body: string, eventId: string) => {
+  if (receipts.checkedBodies[slot] === body && receipts.checkedEventIds[slot] === eventId) return true
   if (bodyEventId(body) !== eventId) return false
-  record.checkedBody = body
-  record.checkedEventId = eventId
+  receipts.checkedBodies[slot] = body
+  receipts.checkedEventIds[slot] = eventId
   return true
 }
 
@@ -485,9 +539,9 @@ export const auditDeliveries = (
     // `add`: the set grew iff no delivery before named the event).
     const first = receipts.ofEvent(d.eventId)
     let firstOfEvent: boolean
-    if (first !== undefined) {
-      firstOfEvent = !first.stored
-      first.stored = true
+    if (first >= 0) {
+      firstOfEvent = receipts.stored[first] === 0
+      receipts.stored[first] = 1
     } else {
       const events = unposted.size
       firstOfEvent = unposted.add(d.eventId).size !== events
@@ -523,14 +577,12 @@ export const auditDeliveries = (
     if (d.status === "succeeded" ? lastSucceeded : d.status === "failed" ? exhausted : !lastSucceeded && !exhausted) pass("webhook-give-up")
     else fail("webhook-give-up", wrongEnd(d, last))
     // Every attempt the store records reached the endpoint (none invented, none skipped).
-    // The receipts of the event's first POST are this delivery's when it carried this id (the
-    // endpoints keep one receipts object per delivery id); none are looked up for no attempt.
-    const reached: { readonly has: (attempt: number) => boolean } = attempts.length === 0
-      ? nothingReceived
-      : first !== undefined && first.deliveryId === d.id ? first : receipts.ofDelivery(d.id) ?? nothingReceived
+    // The slot of the event's first POST is this delivery's when it carried this id (the
+    // endpoints keep one slot per delivery id); none is looked up for no attempt (-1: nothing reached).
+    const reached = attempts.length === 0 ? -1 : first >= 0 && receipts.deliveryIds[first] === d.id ? first : receipts.ofDelivery(d.id)
     for (let i = 0; i < attempts.length; i++) {
       const attempt = attempts[i]!
-      if (reached.has(attempt.attempt)) pass("webhook-attempt-recorded")
+      if (receipts.has(reached, attempt.attempt)) pass("webhook-attempt-recorded")
       else fail("webhook-attempt-recorded", neverReached(d, attempt))
     }
   }
@@ -554,7 +606,7 @@ export const auditDeliveries = (
   /** Does the store hold a delivery of the event? (Read from the marks this audit made.) */
   const hasStoredDelivery = (eventId: string) => {
     const first = receipts.ofEvent(eventId)
-    return first !== undefined ? first.stored : unposted.has(eventId)
+    return first >= 0 ? receipts.stored[first] === 1 : unposted.has(eventId)
   }
   return { totals, hasStoredDelivery }
 }
