@@ -69,6 +69,18 @@ export const eventPayload = (event: PayloadSource) => {
   return payload
 }
 
+/**
+ * The id of an event's delivery: `whd_` and the event id's random body. An event has one delivery
+ * (CONTRACT section 8; a retry of a failed one re-opens it under the same id), so its id can name
+ * the event: unique as event ids are, and as hard to guess (95 random bits; and a merchant only
+ * ever reads its own deliveries, whose event ids it is sent anyway). A store keyed by delivery id
+ * then refuses a second delivery of an event by that key alone, and no id is drawn per delivery.
+ */
+export const deliveryIdOf = (eventId: string) =>
+  // Joined, not concatenated: one flat string, as a minted id is (a `+` leaves V8 a cons-string,
+  // one more object and an indirection per delivery kept).
+  ["whd", eventId.startsWith("evt_") ? eventId.slice(4) : eventId].join("_")
+
 /** A fresh delivery for an event; the first attempt is due at once. */
 export const newDelivery = (input: {
   readonly id: string

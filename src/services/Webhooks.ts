@@ -3,7 +3,7 @@ import type { Merchant } from "../domain/Merchant.ts"
 import { webhookSecretPrefix } from "../domain/Merchant.ts"
 import type { EventType, PaymentEvent } from "../domain/Payment.ts"
 import type { Delivery, DeliveryStats, DeliveryStatus } from "../domain/Webhook.ts"
-import { newDelivery, resend, sampleEvent } from "../domain/Webhook.ts"
+import { deliveryIdOf, newDelivery, resend, sampleEvent } from "../domain/Webhook.ts"
 import { Ids } from "../platform/Ids.ts"
 import { addMs, nowIso } from "../platform/Time.ts"
 import type { PageOf, PageRequest, StoreUnavailable } from "../store/Store.ts"
@@ -125,11 +125,13 @@ export const layer = Layer.effect(
       Effect.flatMap(webhookStore.getDelivery(merchantId, deliveryId), (delivery) =>
         delivery === null ? Effect.fail(new NotFound({ resource: "delivery", id: deliveryId })) : Effect.succeed(delivery))
 
+    // A delivery's id is its event's (`deliveryIdOf`): no id drawn per delivery, and a second
+    // delivery of an event has the first one's id.
     const deliveryBuilder = (now: string) => (event: PaymentEvent, merchant: Merchant): Delivery | null =>
       merchant.webhookUrl === null
         ? null
         : newDelivery({
-          id: ids.mint("webhookDelivery"),
+          id: deliveryIdOf(event.id),
           merchantId: merchant.id,
           url: merchant.webhookUrl,
           event,
@@ -155,7 +157,7 @@ export const layer = Layer.effect(
             type: eventType,
             now
           })
-          const delivery = newDelivery({ id: ids.mint("webhookDelivery"), merchantId, url: merchant.webhookUrl, event, now })
+          const delivery = newDelivery({ id: deliveryIdOf(event.id), merchantId, url: merchant.webhookUrl, event, now })
           yield* webhookStore.insertDelivery(delivery)
           yield* wake
           return delivery

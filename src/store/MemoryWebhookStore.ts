@@ -3,7 +3,7 @@ import type { Merchant } from "../domain/Merchant.ts"
 import type { PaymentEvent } from "../domain/Payment.ts"
 import { canonicalIsoMs, isoAt, isoMs } from "../domain/Time.ts"
 import type { EventType } from "../domain/Payment.ts"
-import { type Attempt, type Delivery, type DeliveryOrder, type DeliveryStatus, eventPayload, isOpen } from "../domain/Webhook.ts"
+import { type Attempt, type Delivery, type DeliveryOrder, type DeliveryStatus, deliveryIdOf, eventPayload, isOpen } from "../domain/Webhook.ts"
 import { MinHeap } from "../platform/MinHeap.ts"
 import type { MemoryState } from "./MemoryStore.ts"
 import type { PageRequest } from "./Store.ts"
@@ -350,7 +350,15 @@ const noTimes: Array<number> = []
 /** The webhook part of the memory store's state (kept in MemoryState so a "restart" keeps it). */
 export interface WebhookMemoryState {
   readonly deliveries: Map<string, DeliveryRow>
-  readonly deliveryByEvent: Set<string>
+  /**
+   * One delivery per event (PostgreSQL's UNIQUE event_id) is kept by `deliveries` itself: the
+   * service's deliveries have their event's id (`deliveryIdOf`), so a second delivery of an event
+   * comes under the first one's id. Here are the events of the others only: a delivery stored
+   * under an id of its own (tests make such), or whose row an id clash replaced. Empty in the
+   * service, where a second table of every event (half a million keys at 100,000 payments) cost
+   * a look-up that mostly misses the processor's caches per delivery.
+   */
+  readonly eventsOfOtherIds: Set<string>
   /**
    * The rows under a lease, by id: exactly those whose `leaseToken` is not null. An attempt's
    * renewal and record (and a give-back) look its row up here: a table of the few thousand rows
@@ -399,7 +407,7 @@ const before = (a: DueEntry, b: DueEntry) => a.atMs < b.atMs || (a.atMs === b.at
 
 export const emptyWebhookState = (): WebhookMemoryState => ({
   deliveries: new Map(),
-  deliveryByEvent: new Set(),
+  eventsOfOtherIds: new Set(),
   leased: new Map(),
   previousSecrets: new Map(),
   due: new MinHeap(before),
@@ -533,16 +541,26 @@ export const memoryWebhookOperations = (state: MemoryState, observer: MemoryWebh
     return false
   }
   const insert = (delivery: Delivery, source: PaymentEvent | null) => {
-    // One look-up, not `has` then `add`: the set grew iff the event had no delivery.
-    const byEvent = w.deliveryByEvent
-    const events = byEvent.size
-    if (byEvent.add(delivery.eventId).size === events) return false
-    const row = new DeliveryRow(delivery.id, delivery, source, w.errors)
-    const deliveries = w.deliveries.size
-    if (w.deliveries.set(delivery.id, row).size === deliveries) {
+    const id = delivery.id
+    const eventId = delivery.eventId
+    // (The look-up and the insert below find the same entry of the map: one cache miss, not two.)
+    const existing = w.deliveries.get(id)
+    if (existing !== undefined && existing.eventId === eventId) return false
+    const others = w.eventsOfOtherIds
+    if (id !== deliveryIdOf(eventId)) {
+      // An id of its own: the event's delivery may be under either kind of id.
+      if (others.has(eventId) || w.deliveries.get(deliveryIdOf(eventId))?.eventId === eventId) return false
+      others.add(eventId)
+    } else if (others.size > 0 && others.has(eventId)) return false
+    const row = new DeliveryRow(id, delivery, source, w.errors)
+    w.deliveries.set(id, row)
+    if (existing !== undefined) {
+      // An id clash (of ids made by hand): the map's entry is replaced, the event it was for
+      // still has had its delivery.
       w.replacedIds = true
+      others.add(existing.eventId)
       // The row replaced may hold a lease: the new one holds none.
-      w.leased.delete(delivery.id)
+      w.leased.delete(id)
     }
     track(row)
     schedule(row)
@@ -559,9 +577,10 @@ export const memoryWebhookOperations = (state: MemoryState, observer: MemoryWebh
     }
     return events.length
   }
-  /** A poll's claim at `nowMs`. */
-  const claim = (nowMs: number, lease: Lease, limit: number) => {
+  /** A poll's claim at `nowMs`, under the lease `makeLease` makes at its first claim (none made when nothing is claimed). */
+  const claim = (nowMs: number, makeLease: () => Lease, limit: number) => {
     const claimed: Array<Delivery> = []
+    let lease: Lease | null = null
     while (claimed.length < limit) {
       const top = peekDue()
       if (top === undefined || top.atMs > nowMs) break
@@ -579,6 +598,7 @@ export const memoryWebhookOperations = (state: MemoryState, observer: MemoryWebh
         else if (!parked.includes(row)) parked.push(row)
         continue
       }
+      if (lease === null) lease = makeLease()
       setLease(row, lease.token, lease.until)
       schedule(row)
       claimed.push(row.delivery)
@@ -622,7 +642,7 @@ export const memoryWebhookOperations = (state: MemoryState, observer: MemoryWebh
           drained += taken
           if (taken < input.drainLimit) break
         }
-        const claimed = claim(isoMs(input.now), input.lease(), input.claimLimit)
+        const claimed = claim(isoMs(input.now), input.lease, input.claimLimit)
         const next = peekDue()
         return { drained, claimed, nextDueMs: next === undefined ? null : next.atMs }
       }),

@@ -344,9 +344,14 @@ export const run = (options: DispatcherOptions = defaultOptions) =>
      */
     let polledNextDueMs: number | undefined
 
+    /** A failed poll (or hand-out) is logged; the poller waits and polls again (0 claimed). */
+    const pollFailed = (error: StoreUnavailable) => Effect.as(Effect.logWarning("webhook poll failed", error), 0)
+
     /**
      * One poll, one store call: outbox → deliveries (batches while they come full, at most ten),
-     * then claim due work and hand it to the endpoints. Returns the number claimed.
+     * then claim due work and hand it to the endpoints. Returns the number claimed (0 when it
+     * failed: logged). The store call's outcome is matched in one step (not a `flatMap` for the
+     * hand-out and a `catchAll` around both): a hand-out that fails is caught on its own.
      */
     const poll = Effect.suspend(() => {
       const nowMs = Math.floor(clock.unsafeCurrentTimeMillis())
@@ -356,14 +361,17 @@ export const run = (options: DispatcherOptions = defaultOptions) =>
       sleepingUntilMs = nowMs + options.pollIntervalMs
       let token = ""
       const lease = () => ({ token: token = ids.secret("lease_"), until: isoAt(nowMs + leaseMs) })
-      return Effect.flatMap(
+      return Effect.matchEffect(
         store.poll({ drainLimit: options.batchSize, drainBatches: 10, build: webhooks.deliveryBuilder(now), now, lease, claimLimit: options.batchSize }),
-        ({ claimed, nextDueMs }) => {
-          polledNextDueMs = nextDueMs === null ? Infinity : nextDueMs
-          // A full batch polls again at once, without a wait.
-          if (claimed.length === options.batchSize) sleepingUntilMs = Number.NEGATIVE_INFINITY
-          const handed = handOut(claimed, token, 0)
-          return handed === Effect.void ? Effect.succeed(claimed.length) : Effect.as(handed, claimed.length)
+        {
+          onFailure: pollFailed,
+          onSuccess: ({ claimed, nextDueMs }) => {
+            polledNextDueMs = nextDueMs === null ? Infinity : nextDueMs
+            // A full batch polls again at once, without a wait.
+            if (claimed.length === options.batchSize) sleepingUntilMs = Number.NEGATIVE_INFINITY
+            const handed = handOut(claimed, token, 0)
+            return handed === Effect.void ? Effect.succeed(claimed.length) : Effect.catchAll(Effect.as(handed, claimed.length), pollFailed)
+          }
         }
       )
     })
@@ -466,7 +474,6 @@ export const run = (options: DispatcherOptions = defaultOptions) =>
     // A poll is not cut in the middle by a stop: claims it made always reach a queue (or go back).
     // A plain loop: the idle wait suspends, and a full batch yields before the next poll.
     const polls: Effect.Effect<never> = poll.pipe(
-      Effect.catchAll((error) => Effect.as(Effect.logWarning("webhook poll failed", error), 0)),
       Effect.uninterruptible,
       Effect.flatMap((claimed) => (claimed === options.batchSize ? Effect.flatMap(Effect.yieldNow(), () => polls) : idleThenPoll))
     )
