@@ -53,8 +53,10 @@ export const makePgWebhookStore = Effect.gen(function*() {
   const insert = (deliveries: ReadonlyArray<Delivery>) =>
     deliveries.length === 0
       ? Effect.succeed([] as ReadonlyArray<Row>)
+      // No conflict target: a second delivery of an event clashes on its id (derived from the
+      // event's, \`deliveryIdOf\`) as well as on event_id, and either clash means "already there".
       : sql`INSERT INTO webhook_deliveries ${sql.insert(deliveries.map(deliveryRow))}
-          ON CONFLICT (event_id) DO NOTHING RETURNING id`
+          ON CONFLICT DO NOTHING RETURNING id`
 
   /**
    * The order rule of a delivery `d` of a payment: no earlier delivery of its payment to its URL is

@@ -39,6 +39,7 @@ const webhookStoreContract = (name: string, layer: () => Layer.Layer<Store | Web
         const store = yield* WebhookStore
         yield* store.insertDelivery(delivery(1))
         yield* store.insertDelivery(delivery(1)) // one delivery per event
+        yield* store.insertDelivery({ ...delivery(1), id: "whd_other" }) // under any id
         yield* store.insertDelivery(delivery(2))
         expect((yield* store.listDeliveries("mer_c", {}, { page: 1, perPage: 10 })).items.map((d) => d.id)).toEqual(["whd_2", "whd_1"])
         expect(yield* claim(store, at(0), { token: "a", until: at(10) }, 10)).toHaveLength(0)
