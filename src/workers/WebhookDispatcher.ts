@@ -346,6 +346,19 @@ export const run = (options: DispatcherOptions = defaultOptions) =>
 
     /** A failed poll (or hand-out) is logged; the poller waits and polls again (0 claimed). */
     const pollFailed = (error: StoreUnavailable) => Effect.as(Effect.logWarning("webhook poll failed", error), 0)
+    /**
+     * A poll's store call that did not answer: unavailable (a warning; the next poll retries), or a
+     * defect (a bug, or data the store could not read): an error, and the poller goes on, as the
+     * endpoints' workers do. A poller that died would stop this process's webhooks without a word.
+     */
+    const pollEnded = (cause: Cause.Cause<StoreUnavailable>): Effect.Effect<number> => {
+      if (Cause.isFailType(cause)) return pollFailed(cause.error)
+      if (Cause.isInterruptedOnly(cause)) return Effect.failCause(cause as Cause.Cause<never>)
+      return Effect.as(Effect.logError("webhook poll crashed; polling goes on", cause), 0)
+    }
+    /** Claims a poll made but could not hand out (a full mailbox's give-back failed): taken over when their leases end. */
+    const handOutFailed = (error: StoreUnavailable) =>
+      Effect.as(Effect.logWarning("webhook claims not handed out; taken over when their leases end", error), 0)
 
     /**
      * One poll, one store call: outbox → deliveries (batches while they come full, at most ten),
@@ -361,16 +374,16 @@ export const run = (options: DispatcherOptions = defaultOptions) =>
       sleepingUntilMs = nowMs + options.pollIntervalMs
       let token = ""
       const lease = () => ({ token: token = ids.secret("lease_"), until: isoAt(nowMs + leaseMs) })
-      return Effect.matchEffect(
+      return Effect.matchCauseEffect(
         store.poll({ drainLimit: options.batchSize, drainBatches: 10, build: webhooks.deliveryBuilder(now), now, lease, claimLimit: options.batchSize }),
         {
-          onFailure: pollFailed,
+          onFailure: pollEnded,
           onSuccess: ({ claimed, nextDueMs }) => {
             polledNextDueMs = nextDueMs === null ? Infinity : nextDueMs
             // A full batch polls again at once, without a wait.
             if (claimed.length === options.batchSize) sleepingUntilMs = Number.NEGATIVE_INFINITY
             const handed = handOut(claimed, token, 0)
-            return handed === Effect.void ? Effect.succeed(claimed.length) : Effect.catchAll(Effect.as(handed, claimed.length), pollFailed)
+            return handed === Effect.void ? Effect.succeed(claimed.length) : Effect.catchAll(Effect.as(handed, claimed.length), handOutFailed)
           }
         }
       )

@@ -45,6 +45,29 @@ describe("webhook endpoint actors", () => {
     expect(h.logs).toHaveLength(1)
   })
 
+  it("a defect in a poll is logged as an error and the poller goes on: the next poll delivers", () => {
+    // The first poll hits a bug (a defect, not an unavailable store): before, it ended the poller
+    // for good and this process sent no webhook again.
+    let crashPolls = 1
+    const h = new VirtualWebhooks({
+      startMs: t0,
+      respond: () => status(200),
+      wrapStore: (store) => ({
+        ...store,
+        poll: (input) => (crashPolls-- > 0 ? Effect.dieMessage("bug in the store") : store.poll(input))
+      })
+    })
+    merchant(h, "mer_a", "https://a.example/hook")
+    seedEvent(h.state, { id: "evt_a", merchantId: "mer_a", atMs: t0 })
+    h.start({}, { pollIntervalMs: 1_000 })
+    expect(h.posts).toHaveLength(0)
+    expect(h.logs.map((l) => [l.level, l.message])).toEqual([["ERROR", "webhook poll crashed; polling goes on"]])
+    expect(h.logs[0]!.details).toContain("bug in the store")
+    h.runUntil(t0 + 1_000)
+    expect(h.posts.map((p) => p.atMs)).toEqual([t0 + 1_000])
+    expect(h.delivery("mer_a")).toMatchObject({ status: "succeeded" })
+  })
+
   it("defects in one endpoint's workers restart those workers only; the claimed delivery is retried after each lease, same delivery id", () => {
     // Endpoint a's first 8 POSTs hit a bug (a defect, not a failed delivery): as many crashes as
     // the endpoint has workers, so the 9th POST is only made if crashed workers are restarted.
