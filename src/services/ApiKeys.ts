@@ -66,7 +66,16 @@ export const layer = Layer.effect(
      * write falls due (a minute after the last one), so that the look-up that follows writes it.
      */
     const cache = new Map<string, { readonly found: Found; readonly until: number }>()
-    const invalidate = Effect.sync(() => cache.clear())
+    /**
+     * Counts the clearings: a look-up that started before a rotation in this process cleared the
+     * cache may answer the old key as active, and must not put it back (CONTRACT section 4: the
+     * old key is refused from the rotation's answer on).
+     */
+    let generation = 0
+    const invalidate = Effect.sync(() => {
+      generation++
+      cache.clear()
+    })
 
     /** A cache hit is no step of its own (the caller's holds the clock): authentication runs on every request. */
     const authenticateThen = <A, E, R>(secret: string, nowMs: number, then: AuthenticationThen<A, E, R>): Effect.Effect<A, E, R> => {
@@ -79,16 +88,19 @@ export const layer = Layer.effect(
       if (hit !== undefined) cache.delete(hash)
       // One store call: the key with its merchant, and last_used_at written in the same call when
       // the key is active and has not been used for a minute (whichever process last wrote it).
+      const startedIn = generation
       return Effect.matchEffect(store.useApiKey(hash, isoAt(nowMs), isoAt(nowMs - touchIntervalMs)), {
         onFailure: then.onUnavailable,
         onSuccess: (found) => {
           if (found === null || found.key.status !== "active") return then.onFound(null)
-          if (config.apiKeyCacheTtlMs > 0) {
+          if (config.apiKeyCacheTtlMs > 0 && startedIn === generation) {
             if (cache.size >= cacheLimit) cache.delete(cache.keys().next().value!)
-            // An active key's last_used_at is written now or less than a minute ago. (Null only on
-            // PostgreSQL when a concurrent call wrote it just after this statement's snapshot.)
+            // An active key's last_used_at is written now or less than a minute ago, except on
+            // PostgreSQL when a concurrent call wrote it after this statement's snapshot: then the
+            // answer carries the older time (or null), and the write counts as made now.
             const usedAt = found.key.lastUsedAt
-            const touchDueMs = (usedAt === null ? nowMs : isoMs(usedAt)) + touchIntervalMs
+            const usedMs = usedAt === null ? nowMs : isoMs(usedAt)
+            const touchDueMs = (usedMs <= nowMs - touchIntervalMs ? nowMs : usedMs) + touchIntervalMs
             cache.set(hash, { found, until: Math.min(nowMs + config.apiKeyCacheTtlMs, touchDueMs) })
           }
           return then.onFound(found)

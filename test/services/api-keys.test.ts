@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Layer } from "effect"
+import { Deferred, Effect, Fiber, Layer } from "effect"
 import * as Config from "../../src/platform/Config.ts"
 import * as Ids from "../../src/platform/Ids.ts"
 import { ApiKeys, type AuthenticationThen, type Found, layer as apiKeysLayer } from "../../src/services/ApiKeys.ts"
@@ -17,6 +17,9 @@ const setup = () => {
   const memory = memoryOperations(emptyState())
   const calls: Array<string> = []
   let down = false
+  // When set, `useApiKey` answers only once `hold.release` is done (its read made already), and
+  // says it has read through `hold.read`: a look-up overtaken by something else.
+  let hold: { readonly read: Deferred.Deferred<void>; readonly release: Deferred.Deferred<void> } | null = null
   // Every operation counted by name; `down` fails them all as an unreachable database does.
   const store = Object.fromEntries(Object.entries(memory).map(([name, operation]) => [
     name,
@@ -24,7 +27,11 @@ const setup = () => {
       Effect.suspend(() => {
         calls.push(name)
         if (down) return Effect.fail(new StoreUnavailable({ cause: "test: down" }))
-        return (operation as (...a: Array<unknown>) => Effect.Effect<unknown, StoreUnavailable>)(...args)
+        const run = (operation as (...a: Array<unknown>) => Effect.Effect<unknown, StoreUnavailable>)(...args)
+        const held = name === "useApiKey" ? hold : null
+        if (held === null) return run
+        return Effect.flatMap(run, (answer) =>
+          Effect.zipRight(Effect.zipRight(Deferred.succeed(held.read, undefined), Deferred.await(held.release)), Effect.succeed(answer)))
       })
   ])) as unknown as StoreShape
   const layer = apiKeysLayer.pipe(
@@ -34,7 +41,13 @@ const setup = () => {
       Config.layerWith(Config.defaultsWith({ apiKeyCacheTtlMs: 5_000 }))
     ))
   )
-  return { memory, calls, layer, setDown: (value: boolean) => (down = value) }
+  return {
+    memory,
+    calls,
+    layer,
+    setDown: (value: boolean) => (down = value),
+    setHold: (value: typeof hold) => (hold = value)
+  }
 }
 
 /** `authenticateThen` at `nowMs`, its answer as a value. */
@@ -109,6 +122,32 @@ describe("ApiKeys.authenticateThen", () => {
       setDown(false)
       // The failure cached nothing: the next call looks the key up and writes last_used_at.
       expect(yield* authenticateAt(fresh.secret, t0 + 1)).toMatchObject({ key: { id: fresh.record.id, lastUsedAt: isoAt(t0 + 1) } })
+    }).pipe(Effect.provide(layer))
+  })
+
+  it.effect("a look-up answered after a rotation in this process cleared the cache does not put the old key back", () => {
+    const { memory, calls, layer, setHold } = setup()
+    return Effect.gen(function*() {
+      const w = testWorld()
+      const merchant = merchantFor(w)
+      yield* memory.insertMerchant(merchant, apiKeyFor(w, merchant.id, merchant.createdAt))
+      const keys = yield* ApiKeys
+      const issued = yield* keys.create(merchant.id, "worker")
+      const read = yield* Deferred.make<void>()
+      const release = yield* Deferred.make<void>()
+      setHold({ read, release })
+      // The look-up reads the key while it is active, then waits; the rotation commits meanwhile.
+      const lookUp = yield* Effect.fork(authenticateAt(issued.secret, t0))
+      yield* Deferred.await(read)
+      setHold(null)
+      yield* keys.rotate(merchant.id, issued.record.id)
+      yield* Deferred.succeed(release, undefined)
+      // It began before the rotation, so it may still answer the key it read...
+      expect(yield* Fiber.join(lookUp)).toMatchObject({ key: { id: issued.record.id } })
+      // ...but it cached nothing: the next request asks the store and is refused.
+      calls.length = 0
+      expect(yield* authenticateAt(issued.secret, t0 + 1)).toBeNull()
+      expect(calls).toEqual(["useApiKey"])
     }).pipe(Effect.provide(layer))
   })
 })
