@@ -1,5 +1,6 @@
 import { createHmac, createSecretKey, hash, type KeyObject, timingSafeEqual } from "node:crypto"
 import type { EventType, PaymentEvent, PaymentSnapshot } from "./Payment.ts"
+import { idPrefixes } from "./Ids.ts"
 import { addMs, isoMs } from "./Time.ts"
 
 /**
@@ -69,6 +70,8 @@ export const eventPayload = (event: PayloadSource) => {
   return payload
 }
 
+const eventIdPrefix = `${idPrefixes.event}_`
+
 /**
  * The id of an event's delivery: `whd_` and the event id's random body. An event has one delivery
  * (CONTRACT section 8; a retry of a failed one re-opens it under the same id), so its id can name
@@ -78,8 +81,9 @@ export const eventPayload = (event: PayloadSource) => {
  */
 export const deliveryIdOf = (eventId: string) =>
   // Joined, not concatenated: one flat string, as a minted id is (a `+` leaves V8 a cons-string,
-  // one more object and an indirection per delivery kept).
-  ["whd", eventId.startsWith("evt_") ? eventId.slice(4) : eventId].join("_")
+  // one more object and an indirection per delivery kept). An id without the event prefix (only
+  // hand-made ids in tests) keeps its whole text.
+  [idPrefixes.webhookDelivery, eventId.startsWith(eventIdPrefix) ? eventId.slice(eventIdPrefix.length) : eventId].join("_")
 
 /** A fresh delivery for an event; the first attempt is due at once. */
 export const newDelivery = (input: {

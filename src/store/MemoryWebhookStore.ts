@@ -439,7 +439,6 @@ const removeFrom = (rows: Array<DeliveryRow>, row: DeliveryRow) => {
 /** Times are compared as times (as PostgreSQL's timestamptz are), kept in ms inside the store. */
 const leaseLive = (row: DeliveryRow, nowMs: number) => row.leaseUntilMs > nowMs
 
-/** Every operation is one synchronous step, so atomic by construction. */
 /**
  * A merchant's signing secrets at `now` (ISO): the current one, then the previous one while its
  * overlap lasts: what `renewLease` answers; the simulated endpoints call it directly on every POST
@@ -459,7 +458,8 @@ export interface MemoryWebhookObserver {
 }
 
 /**
- * The webhook store over `state`. `observer` is told of events inside the operation's own step,
+ * The webhook store over `state`. Every operation is one synchronous step, so atomic by
+ * construction. `observer` is told of events inside the operation's own step,
  * so watching them costs the caller no Effect step of its own (a map on every renewal did).
  */
 export const memoryWebhookOperations = (state: MemoryState, observer: MemoryWebhookObserver = {}): WebhookStoreShape => {
@@ -566,7 +566,6 @@ export const memoryWebhookOperations = (state: MemoryState, observer: MemoryWebh
     schedule(row)
     return true
   }
-  /** Takes up to `limit` outbox events into deliveries; `created` (when given) collects those inserted. */
   /** Drains up to `limit` outbox events into deliveries (those created pushed onto `created`, when given); the number drained. */
   const drain = (limit: number, build: (event: PaymentEvent, merchant: Merchant) => Delivery | null, created: Array<Delivery> | null) => {
     const events = state.outbox.splice(0, limit)

@@ -57,8 +57,8 @@ export interface WebhookStoreShape {
   /**
    * One dispatcher poll in one call: drains the outbox as `drainOutbox` does (batches of
    * `drainLimit` events while they come full, at most `drainBatches`; none with 0), then leases,
-   * under the lease `lease` makes once the outbox is drained (a store may skip it when it claims
-   * nothing: it mints a token), up to `claimLimit` deliveries due at
+   * under the lease `lease` makes once the outbox is drained (it mints a token: a store that
+   * claims nothing may leave it uncalled), up to `claimLimit` deliveries due at
    * `now` that no live lease holds (FOR UPDATE SKIP LOCKED), in due-time order, skipping one whose
    * payment has an earlier delivery to the same URL still open (or an earlier event still in the
    * outbox); and tells when work is due next after that claim, as `nextDueAt` would.
