@@ -50,6 +50,13 @@ const setup = () => {
   }
 }
 
+/** A merchant (with its bootstrap key) stored in `memory`. */
+const aMerchant = (memory: ReturnType<typeof setup>["memory"]) => {
+  const w = testWorld()
+  const merchant = merchantFor(w)
+  return Effect.as(memory.insertMerchant(merchant, apiKeyFor(w, merchant.id, merchant.createdAt)), merchant)
+}
+
 /** `authenticateThen` at `nowMs`, its answer as a value. */
 const authenticateAt = (secret: string, nowMs: number) =>
   Effect.flatMap(ApiKeys, (keys) => {
@@ -64,9 +71,7 @@ describe("ApiKeys.authenticateThen", () => {
   it.effect("a miss is one store call that writes last_used_at when due; hits make none; a minute later the look-up writes again", () => {
     const { memory, calls, layer } = setup()
     return Effect.gen(function*() {
-      const w = testWorld()
-      const merchant = merchantFor(w)
-      yield* memory.insertMerchant(merchant, apiKeyFor(w, merchant.id, merchant.createdAt))
+      const merchant = yield* aMerchant(memory)
       const issued = yield* (yield* ApiKeys).create(merchant.id, "worker")
       const stored = () => memory.getApiKey(merchant.id, issued.record.id)
       calls.length = 0
@@ -99,9 +104,7 @@ describe("ApiKeys.authenticateThen", () => {
   it.effect("unknown and revoked keys are answered null and never cached; a store failure is answered unavailable", () => {
     const { memory, calls, layer, setDown } = setup()
     return Effect.gen(function*() {
-      const w = testWorld()
-      const merchant = merchantFor(w)
-      yield* memory.insertMerchant(merchant, apiKeyFor(w, merchant.id, merchant.createdAt))
+      const merchant = yield* aMerchant(memory)
       const keys = yield* ApiKeys
       const issued = yield* keys.create(merchant.id, "worker")
       yield* keys.rotate(merchant.id, issued.record.id)
@@ -128,9 +131,7 @@ describe("ApiKeys.authenticateThen", () => {
   it.effect("a look-up answered after a rotation in this process cleared the cache does not put the old key back", () => {
     const { memory, calls, layer, setHold } = setup()
     return Effect.gen(function*() {
-      const w = testWorld()
-      const merchant = merchantFor(w)
-      yield* memory.insertMerchant(merchant, apiKeyFor(w, merchant.id, merchant.createdAt))
+      const merchant = yield* aMerchant(memory)
       const keys = yield* ApiKeys
       const issued = yield* keys.create(merchant.id, "worker")
       const read = yield* Deferred.make<void>()
