@@ -105,7 +105,8 @@ const debitNormalAt: ReadonlyArray<boolean> = [...accountIndex.keys()].map((acco
 
 /**
  * Posts an entry to the running balances at `base` (the chart in order). An account outside the
- * chart (only a bug posts one) is not kept: the chart equations miss its money and fail.
+ * chart (only a bug posts one) is not kept: `ledger-account` reports it (`checkLedgerGroup`), and
+ * the chart equations miss its money when its other side is in the chart.
  */
 const post = (balances: Float64Array, base: number, entry: LedgerEntry) => {
   const i = accountIndex.get(entry.account)
@@ -498,6 +499,13 @@ export class Auditor {
     for (const entry of entries) {
       if (!this.counted(Number.isSafeInteger(entry.amountCents) && entry.amountCents > 0 && entry.currency === payment.currency && entry.paymentId === payment.id)) {
         this.fail("ledger-entry", `payment ${payment.id}: malformed ledger entry ${entry.id}`)
+      }
+      // The entry posts to the payment's own chart: one of its accounts (a look-up by name) of
+      // the payment's merchant (the chart is kept per merchant and currency; the currency is
+      // `ledger-entry`'s). A balanced pair elsewhere would pass every equation, which read only
+      // the chart (`post` does not keep other accounts).
+      if (!this.counted(accountIndex.has(entry.account) && entry.merchantId === payment.merchantId)) {
+        this.fail("ledger-account", `payment ${payment.id} of ${payment.merchantId}: ledger entry ${entry.id} (${entry.direction}) posts to ${entry.account} of ${entry.merchantId}, outside the chart`)
       }
       const signed = entry.direction === "debit" ? entry.amountCents : -entry.amountCents
       const i = groups.indexOf(entry.groupId)

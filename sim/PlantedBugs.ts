@@ -1,4 +1,5 @@
 import { Effect } from "effect"
+import type { Account, LedgerEntry } from "../src/domain/Ledger.ts"
 import type { Change, Decision, Payment, PaymentEvent } from "../src/domain/Payment.ts"
 import type { WebhookTransportShape } from "../src/platform/WebhookTransport.ts"
 import type { StoreShape } from "../src/store/Store.ts"
@@ -76,6 +77,11 @@ export const plantedBugs = {
   "ledger-unbalanced": {
     law: "ledger-balanced",
     description: "the capture group credits one cent more to the merchant than it debits the network",
+    scenario: {}
+  },
+  "fee-off-chart": {
+    law: "ledger-account",
+    description: "a capture also books its fee from an invented fee_receivable to a misspelled fee_revenu: a balanced pair outside the chart",
     scenario: {}
   },
   "wrong-fee": {
@@ -245,6 +251,14 @@ export const changeBug = (bug: PlantedBug, before: Payment | null, change: Chang
     case "ledger-unbalanced": {
       if (!change.events.some((e) => e.type === "payment.captured")) return change
       return { ...change, ledger: change.ledger.map((e) => e.account === "merchant_pending" && e.direction === "credit" ? { ...e, amountCents: e.amountCents + 1 } : e) }
+    }
+    case "fee-off-chart": {
+      // The pair joins the fee's group (which stays balanced) with ids derived from the fee's
+      // entries (no id minted: the rest of the run keeps its ids); the chart accounts are untouched.
+      const fee = change.ledger.find((e) => e.account === "fee_revenue" && e.direction === "credit")
+      if (fee === undefined || !change.events.some((e) => e.type === "payment.captured")) return change
+      const offChart = (account: string, direction: "debit" | "credit"): LedgerEntry => ({ ...fee, id: `${fee.id}${direction[0]}`, account: account as Account, direction })
+      return { ...change, ledger: [...change.ledger, offChart("fee_receivable", "debit"), offChart("fee_revenu", "credit")] }
     }
     case "wrong-fee": {
       if (!change.events.some((e) => e.type === "payment.captured") || after.feeCents >= after.capturedAmountCents) return change

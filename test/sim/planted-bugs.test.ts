@@ -35,6 +35,14 @@ describe("planted bugs: the auditor sees each law broken", () => {
     })
   }
 
+  it("fee-off-chart: a balanced pair outside the chart is reported as ledger-account and nothing else", () => {
+    // Every other ledger law reads only the chart's accounts: without `ledger-account` this run passes.
+    const result = runSimulation(scenario("fee-off-chart"))
+    expect(result.ok).toBe(false)
+    expect(new Set(result.violations.map((v) => v.invariant))).toEqual(new Set(["ledger-account"]))
+    expect(result.violations.map((v) => v.message).join("\n")).toMatch(/posts to fee_receivable .*\n.*posts to fee_revenu /)
+  })
+
   it("every planted bug names a law the auditor checks, and the laws are documented", async () => {
     const { readFileSync } = await import("node:fs")
     const doc = readFileSync(new URL("../../docs/simulation.md", import.meta.url), "utf8")
