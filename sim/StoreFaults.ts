@@ -87,8 +87,8 @@ export const faultyStore = (
   faults: FaultRates,
   window: { readonly startMs: number; readonly endMs: number },
   hooks: StoreFaultHooks,
-  /** Commits of `store` split for this wrapper to finish (sim/Auditor.ts auditedStore): by operation name. */
-  splitCommits: Readonly<Record<string, SplitCommit>> = {}
+  /** Commits of `store` split for this wrapper to finish (sim/Auditor.ts auditedStore): by operation name; none: `{}`. */
+  splitCommits: Readonly<Record<string, SplitCommit>>
 ): { readonly store: StoreShape; readonly fencedBy: (fence: Fence) => StoreShape; readonly stats: StoreFaultStats } => {
   // Outage windows first, so the per-operation draws that follow do not move them.
   const outages: Array<readonly [number, number]> = []

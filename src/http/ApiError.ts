@@ -1,7 +1,7 @@
 import { HttpApiSchema } from "@effect/platform"
 import { Effect, Schema } from "effect"
 import { YieldableError } from "effect/Cause"
-import type { InvalidInput, InvalidState, NotFound } from "../services/Errors.ts"
+import { type InvalidInput, type InvalidState, type NotFound, withoutStack } from "../services/Errors.ts"
 import type { StoreUnavailable } from "../store/Store.ts"
 import { error as errorExample } from "./Examples.ts"
 
@@ -13,7 +13,7 @@ export type ErrorType =
   | "api_error"
 
 /** Every error the API answers with (CONTRACT section 3). Rendered by the edge middleware. */
-export class ApiError extends YieldableError {
+export class ApiError extends withoutStack(YieldableError) {
   readonly _tag = "ApiError"
   constructor(
     readonly status: number,
@@ -23,12 +23,7 @@ export class ApiError extends YieldableError {
     readonly param?: string,
     readonly headers?: Readonly<Record<string, string>>
   ) {
-    // An answer, not a fault: its stack would never be shown, and capturing one costs more than
-    // the rest of the error (409 idempotency_in_progress, 422 and 404 are everyday answers).
-    const stackTraceLimit = Error.stackTraceLimit
-    Error.stackTraceLimit = 0
     super(message)
-    Error.stackTraceLimit = stackTraceLimit
   }
 
   body(requestId: string) {

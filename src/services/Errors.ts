@@ -2,11 +2,11 @@ import { Data } from "effect"
 import type { PaymentStatus } from "../domain/Payment.ts"
 
 /**
- * An error class whose instances capture no stack trace: these are answers (404, 409, 422), built
- * on everyday requests, and never shown with a stack; capturing one costs more than the rest of
- * the error (as for ApiError).
+ * An error class whose instances capture no stack trace, for answers (404, 409, 422: these and
+ * ApiError) built on everyday requests and never shown with a stack: capturing one costs more
+ * than the rest of the error.
  */
-const withoutStack = <Args extends ReadonlyArray<unknown>, T>(Base: new(...args: Args) => T) =>
+export const withoutStack = <Args extends ReadonlyArray<unknown>, T>(Base: new(...args: Args) => T) =>
   class extends (Base as new(...args: Array<any>) => object) {
     constructor(...args: Array<any>) {
       const stackTraceLimit = Error.stackTraceLimit

@@ -21,9 +21,7 @@ export interface WebhookStatus {
 }
 
 export interface WebhooksShape {
-  /** Turns up to `limit` outbox events into deliveries; returns how many events it took. */
-  readonly enqueueFromOutbox: (limit: number) => Effect.Effect<number, StoreUnavailable>
-  /** What `enqueueFromOutbox` makes of an outbox event at `now` (null: the merchant has no webhook_url), for a store's `poll`. */
+  /** The delivery of an outbox event at `now` (null: the merchant has no webhook_url), for a store's `poll` or `drainOutbox`. */
   readonly deliveryBuilder: (now: string) => (event: PaymentEvent, merchant: Merchant) => Delivery | null
   /** A sample event of `eventType` sent through the same pipeline. */
   readonly sendTest: (merchantId: string, eventType: EventType) => Effect.Effect<Delivery, NotFound | InvalidState | StoreUnavailable>
@@ -140,8 +138,6 @@ export const layer = Layer.effect(
         })
 
     return Webhooks.of({
-      enqueueFromOutbox: (limit) =>
-        Effect.flatMap(nowIso, (now) => Effect.map(webhookStore.drainOutbox(limit, deliveryBuilder(now)), ({ drained }) => drained)),
       deliveryBuilder,
       sendTest: (merchantId, eventType) =>
         Effect.gen(function*() {

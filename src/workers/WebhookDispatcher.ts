@@ -327,16 +327,23 @@ export const run = (options: DispatcherOptions = defaultOptions) =>
     /**
      * Hands the claims from `from` on to their endpoints' mailboxes (starting an endpoint's actor
      * the first time): synchronous but for those starts and a full mailbox's claim given back.
+     * When a give-back fails, the claims not handed out yet are given back too (best effort), for
+     * the next poll: not left under a lease nobody works until it ends.
      */
     const handOut = (claimed: ReadonlyArray<Delivery>, token: string, from: number): Effect.Effect<void, StoreUnavailable> => {
       for (let i = from; i < claimed.length; i++) {
         const delivery = claimed[i]!
         const mailbox = actors.get(delivery.merchantId)?.get(delivery.url)
         if (mailbox === undefined) return Effect.flatMap(startActor(delivery.merchantId, delivery.url), () => handOut(claimed, token, i))
-        if (!mailbox.offer({ delivery, token })) return Effect.flatMap(store.releaseLease(delivery.id, token), () => handOut(claimed, token, i + 1))
+        if (!mailbox.offer({ delivery, token })) {
+          const givenBack = Effect.tapError(store.releaseLease(delivery.id, token), () => giveBackRest(claimed, token, i + 1))
+          return Effect.flatMap(givenBack, () => handOut(claimed, token, i + 1))
+        }
       }
       return Effect.void
     }
+    const giveBackRest = (claimed: ReadonlyArray<Delivery>, token: string, from: number) =>
+      Effect.forEach(claimed.slice(from), (delivery) => Effect.ignore(store.releaseLease(delivery.id, token)), { discard: true })
 
     /**
      * When work is next due, as the last poll's store call answered (ms; Infinity: none), for the
@@ -356,9 +363,15 @@ export const run = (options: DispatcherOptions = defaultOptions) =>
       if (Cause.isInterruptedOnly(cause)) return Effect.failCause(cause as Cause.Cause<never>)
       return Effect.as(Effect.logError("webhook poll crashed; polling goes on", cause), 0)
     }
-    /** Claims a poll made but could not hand out (a full mailbox's give-back failed): taken over when their leases end. */
+    /**
+     * A full mailbox's claim whose give-back failed: taken over when its lease ends; the claims
+     * after it were given back (those whose give-back failed too wait for their leases as well).
+     */
     const handOutFailed = (error: StoreUnavailable) =>
-      Effect.as(Effect.logWarning("webhook claims not handed out; taken over when their leases end", error), 0)
+      Effect.as(
+        Effect.logWarning("webhook claim not given back (a full mailbox): taken over when its lease ends; the poll's claims after it were given back", error),
+        0
+      )
 
     /**
      * One poll, one store call: outbox → deliveries (batches while they come full, at most ten),

@@ -45,7 +45,7 @@ describe("stores behind an instance's fence", () => {
       nowMs: () => 0,
       crashAfterCommit: () => false,
       record: () => {}
-    })
+    }, {})
     const fence: Fence = { dead: false }
     const store = faulty.fencedBy(fence)
 

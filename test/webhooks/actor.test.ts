@@ -4,7 +4,7 @@ import { Webhooks } from "../../src/services/Webhooks.ts"
 import { StoreUnavailable } from "../../src/store/Store.ts"
 import * as WebhookDispatcher from "../../src/workers/WebhookDispatcher.ts"
 import { seedEvent, seedMerchant } from "./support.ts"
-import { noAnswer, status, VirtualWebhooks } from "./virtual.ts"
+import { after, noAnswer, status, VirtualWebhooks } from "./virtual.ts"
 
 /** Endpoint actors under virtual time (./virtual.ts): exact times, and absence checked exactly. */
 
@@ -42,6 +42,43 @@ describe("webhook endpoint actors", () => {
     h.runUntil(t0 + leaseMs)
     expect(h.posts.map((p) => p.atMs)).toEqual([t0, t0, t0 + leaseMs])
     expect(h.deliveries("mer_a").find((d) => d.id === a.id)).toMatchObject({ status: "succeeded", attempts: [{ attempt: 1, at: iso(t0 + leaseMs) }] })
+    expect(h.logs).toHaveLength(1)
+  })
+
+  it("a full mailbox's claim the store fails to take back waits for its lease; the poll's claims after it are given back for the next poll", () => {
+    let failReleases = 1
+    const h = new VirtualWebhooks({
+      startMs: t0,
+      respond: () => after(500, status(200)),
+      wrapStore: (store) => ({
+        ...store,
+        releaseLease: (...args) =>
+          failReleases-- > 0 ? Effect.fail(new StoreUnavailable({ cause: "test: connection lost" })) : store.releaseLease(...args)
+      })
+    })
+    merchant(h, "mer_a", "https://a.example/hook")
+    for (let i = 1; i <= 4; i++) seedEvent(h.state, { id: `evt_${i}`, merchantId: "mer_a", atMs: t0 })
+    // One worker, one place in the mailbox: of the first poll's 4 claims one is handed out and
+    // the second does not fit; its give-back fails, and the last two are given back.
+    const engine = h.start({}, { pollIntervalMs: 1_000, concurrencyPerEndpoint: 1, queueCapacity: 1 })
+    expect(h.logs.map((l) => [l.level, l.message])).toEqual([
+      ["WARN", "webhook claim not given back (a full mailbox): taken over when its lease ends; the poll's claims after it were given back"]
+    ])
+    expect(h.logs[0]!.details).toContain("StoreUnavailable")
+    // The two given back are claimed by the next poll and delivered one after the other.
+    h.runUntil(t0 + 5_000)
+    expect(h.posts.map((p) => p.atMs)).toEqual([t0, t0 + 1_000, t0 + 1_500])
+    const stuck = h.deliveries("mer_a").filter((d) => d.status !== "succeeded")
+    expect(stuck).toMatchObject([{ status: "pending", attempts: [] }])
+    // The one still leased is taken over when its lease ends, not before.
+    const leaseMs = engine.config.webhookTimeoutMs + WebhookDispatcher.defaultOptions.leaseMarginMs
+    h.runUntil(t0 + leaseMs - 1)
+    expect(h.posts).toHaveLength(3)
+    h.runUntil(t0 + leaseMs)
+    expect(h.posts.map((p) => p.atMs)).toEqual([t0, t0 + 1_000, t0 + 1_500, t0 + leaseMs])
+    expect(h.posts[3]!.headers["x-service-delivery-id"]).toBe(stuck[0]!.id)
+    h.runUntil(t0 + leaseMs + 500)
+    expect(h.deliveries("mer_a").every((d) => d.status === "succeeded" && d.attempts.length === 1)).toBe(true)
     expect(h.logs).toHaveLength(1)
   })
 

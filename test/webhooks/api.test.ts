@@ -1,6 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { Effect } from "effect"
+import { nowIso } from "../../src/platform/Time.ts"
 import { Webhooks } from "../../src/services/Webhooks.ts"
+import { WebhookStore } from "../../src/store/WebhookStore.ts"
 import { client, createTransaction, errorOf, startApp, type TestApp } from "../support/app.ts"
 
 /** The API end to end on PostgreSQL (workers off: the test moves the outbox itself). */
@@ -11,7 +13,14 @@ describe("webhooks API", () => {
   })
   afterAll(() => app.close())
 
-  const drainOutbox = () => app.run(Effect.flatMap(Webhooks, (w) => w.enqueueFromOutbox(500)) as Effect.Effect<number>)
+  // What the dispatcher's poll drains with: the store's drainOutbox and the service's deliveryBuilder.
+  const drainOutbox = () =>
+    app.run(
+      Effect.gen(function*() {
+        const build = (yield* Webhooks).deliveryBuilder(yield* nowIso)
+        return (yield* (yield* WebhookStore).drainOutbox(500, build)).drained
+      }) as Effect.Effect<number>
+    )
 
   it("turns every payment event into one delivery for the webhook_url of the moment", async () => {
     const merchant = await app.createMerchant()

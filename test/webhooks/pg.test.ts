@@ -3,6 +3,7 @@ import * as SqlClient from "@effect/sql/SqlClient"
 import { Effect, Layer } from "effect"
 import * as Config from "../../src/platform/Config.ts"
 import * as Ids from "../../src/platform/Ids.ts"
+import { nowIso } from "../../src/platform/Time.ts"
 import * as WebhooksService from "../../src/services/Webhooks.ts"
 import { Webhooks } from "../../src/services/Webhooks.ts"
 import { WebhookStore } from "../../src/store/WebhookStore.ts"
@@ -236,7 +237,8 @@ describe("webhooks in order per payment on PostgreSQL", () => {
         const claim = (token: string) =>
           Effect.map(store.poll({ drainLimit: 1, drainBatches: 0, build: () => null, now, lease: () => ({ token, until: now }), claimLimit: 10 }), (p) => p.claimed)
         expect(yield* claim("a")).toEqual([])
-        expect(yield* Effect.flatMap(Webhooks, (w) => w.enqueueFromOutbox(10))).toBe(1)
+        const build = (yield* Webhooks).deliveryBuilder(yield* nowIso)
+        expect((yield* store.drainOutbox(10, build)).drained).toBe(1)
         expect((yield* claim("b")).map((d) => d.eventId)).toEqual(["evt_o0_1"])
       }).pipe(
         // The Webhooks service and the stores, no dispatcher: nothing drains or claims behind the test's back.
