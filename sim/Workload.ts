@@ -325,8 +325,9 @@ export const makeWorkload = (
   }
   const errorCode = (response: SimResponse | null) => errorOf(response)?.code ?? null
 
-  const expect = (condition: boolean, what: string, response: SimResponse | null) =>
-    auditor.check(condition, "expected-answer", () => `${what}: got ${response === null ? "no answer" : `${response.status} ${response.body.slice(0, 300)}`}`)
+  /** `what` names the request, written out only when the check fails (no text built a passing answer). */
+  const expect = (condition: boolean, what: () => string, response: SimResponse | null) =>
+    auditor.check(condition, "expected-answer", condition ? passed : () => `${what()}: got ${response === null ? "no answer" : `${response.status} ${response.body.slice(0, 300)}`}`)
 
   /**
    * The last transaction a script parsed and the exact body it came from: an answer with exactly
@@ -415,7 +416,7 @@ export const makeWorkload = (
         stats.lostCreates++
         return
       }
-      expect(response.status === 201, `create ${key ?? "(no key)"}`, response)
+      expect(response.status === 201, () => `create ${key ?? "(no key)"}`, response)
       let transaction: Transaction | null = parsed === undefined ? parseTransaction(response) : parsed === null ? null : checkedTransaction(parsed)
       if (transaction === null) return
       const known: Known = { body: response.body, transaction }
@@ -428,7 +429,7 @@ export const makeWorkload = (
       }
       if (key !== undefined && prng.chance(mix.keyReuseMismatch)) {
         const other = yield* send({ ...create, body: fields(amount + 1) })
-        expect(errorCode(other) === "idempotency_key_reused", `re-used key ${key} with another body`, other)
+        expect(errorCode(other) === "idempotency_key_reused", () => `re-used key ${key} with another body`, other)
       }
       transaction = yield* settleFlow(merchant, known)
       const id = transaction.id
@@ -437,14 +438,15 @@ export const makeWorkload = (
       if (transaction.status === "authorized" && transaction.fraud_case_id !== null && prng.chance(mix.review)) {
         yield* Effect.sleep(prng.exponential(10 * 60_000))
         const decision = prng.chance(0.7) ? "false_positive" : "confirmed_fraud"
+        const fraudCaseId = transaction.fraud_case_id
         const reviewed = yield* send({
-          merchant, method: "POST", path: `/api/v1/fraud/cases/${transaction.fraud_case_id}/review`,
+          merchant, method: "POST", path: `/api/v1/fraud/cases/${fraudCaseId}/review`,
           body: JSON.stringify({ status: decision }), key: `review-${n}`, replays
         })
-        expect(reviewed?.status === 200, `review ${transaction.fraud_case_id}`, reviewed)
+        expect(reviewed?.status === 200, () => `review ${fraudCaseId}`, reviewed)
         yield* Effect.sleep(1_000)
         transaction = (yield* get(merchant, id, known)) ?? transaction
-        if (decision === "confirmed_fraud") expect(transaction.status === "blocked", `confirmed fraud on ${id}`, null)
+        if (decision === "confirmed_fraud") expect(transaction.status === "blocked", () => `confirmed fraud on ${id}`, null)
       }
       if (transaction.status === "captured") expectation.capturedCents = transaction.amount_cents
 
@@ -458,7 +460,7 @@ export const makeWorkload = (
           )
           unanswered(captured, voided)
           const wins = (captured?.status === 200 ? 1 : 0) + (voided?.status === 200 ? 1 : 0)
-          expect(wins === 1 || (captured?.status === 409 && voided?.status === 409), `racing capture and void of ${id} (one wins)`, captured)
+          expect(wins === 1 || (captured?.status === 409 && voided?.status === 409), () => `racing capture and void of ${id} (one wins)`, captured)
           if (captured?.status === 200) expectation.capturedCents = transaction.amount_cents
           if (captured !== null && captured.status === 200) transaction = parseKnown(captured, known) ?? transaction
         } else {
@@ -466,7 +468,7 @@ export const makeWorkload = (
           if (action === "void") {
             const voided = yield* send({ merchant, method: "POST", path: `/api/v1/transactions/${id}/void`, body: "{}", key: `void-${n}`, replays })
             unanswered(voided)
-            expect(voided?.status === 200 || voided?.status === 409, `void ${id}`, voided)
+            expect(voided?.status === 200 || voided?.status === 409, () => `void ${id}`, voided)
           } else {
             const amountCents = action === "full" ? transaction.amount_cents : prng.int(1, transaction.amount_cents)
             const captured = yield* send({
@@ -474,11 +476,11 @@ export const makeWorkload = (
               body: action === "full" ? "{}" : JSON.stringify({ amount_cents: amountCents }), key: `capture-${n}`, replays
             })
             unanswered(captured)
-            expect(captured?.status === 200 || captured?.status === 409, `capture ${id}`, captured)
+            expect(captured?.status === 200 || captured?.status === 409, () => `capture ${id}`, captured)
             if (captured?.status === 200) {
               expectation.capturedCents = amountCents
               transaction = parseKnown(captured, known) ?? transaction
-              expect(transaction.captured_amount_cents === amountCents, `capture ${id} of ${amountCents}`, captured)
+              expect(transaction.captured_amount_cents === amountCents, () => `capture ${id} of ${amountCents}`, captured)
             }
           }
         }
@@ -524,7 +526,7 @@ export const makeWorkload = (
               body: kind === "full" ? "{}" : JSON.stringify({ amount_cents: amountCents })
             })
             unanswered(refunded)
-            expect(refunded?.status === 200, `refund ${amountCents} of ${remainder} on ${id}`, refunded)
+            expect(refunded?.status === 200, () => `refund ${amountCents} of ${remainder} on ${id}`, refunded)
             if (refunded?.status === 200) {
               expectation.refundedCents += amountCents
               transaction = parseKnown(refunded, known) ?? transaction
@@ -574,7 +576,7 @@ export const makeWorkload = (
         const won = answers.filter((a) => a?.status === 201)
         auditor.check(won.length <= 1, "one-rotation-wins", () => `two rotations of ${merchant.keyId} both succeeded`)
         for (const answer of answers) {
-          expect(answer === null || answer.status === 201 || answer.status === 401 || answer.status === 409, `rotate ${merchant.keyId}`, answer)
+          expect(answer === null || answer.status === 201 || answer.status === 401 || answer.status === 409, () => `rotate ${merchant.keyId}`, answer)
         }
         const winner = won[0]
         if (winner !== undefined && winner !== null) {
