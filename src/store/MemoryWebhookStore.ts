@@ -164,13 +164,12 @@ class Live {
   leaseUntil: string | null = null
   /** `leaseUntil` in ms (-Infinity: no lease). */
   leaseUntilMs = Number.NEGATIVE_INFINITY
-  /** Its `nextAttemptAt` in ms (NaN: none). */
   /**
    * The source event's payload text, while the row is kept whole, when the delivery was inserted
    * with it (checked then, as the event's text was just written: no second JSON text at the end).
    */
   sourcePayload: string | null = null
-
+  /** Its `nextAttemptAt` in ms (NaN: none); set by `keep`. */
   nextAttemptMs: number = Number.NaN
 
   constructor(public current: Delivery) {

@@ -351,7 +351,7 @@ export const run = (options: DispatcherOptions = defaultOptions) =>
      */
     let polledNextDueMs: number | undefined
 
-    /** A failed poll (or hand-out) is logged; the poller waits and polls again (0 claimed). */
+    /** A failed poll is logged; the poller waits and polls again (0 claimed). */
     const pollFailed = (error: StoreUnavailable) => Effect.as(Effect.logWarning("webhook poll failed", error), 0)
     /**
      * A poll's store call that did not answer: unavailable (a warning; the next poll retries), or a
