@@ -26,23 +26,29 @@ const request = (n: number): WebhookRequest => ({
   }
 })
 
+/** Fresh endpoints under virtual time, and `run`: an effect run a minute of virtual time, its exit. */
+const setUp = () => {
+  const time = new VirtualTime(startMs)
+  const runtime = time.runtime(1)
+  const auditor = new Auditor(() => time.nowMs)
+  const endpoints = makeSimulatedEndpoints(
+    Prng.derive(1, "webhooks"), noFaults, auditor, { startMs, endMs: startMs + 3_600_000 },
+    () => time.nowMs, () => -1, () => []
+  )
+  const run = <A>(effect: Effect.Effect<A>) => {
+    let exit: Exit.Exit<A> | null = null
+    Runtime.runFork(runtime)(effect).addObserver((e) => (exit = e))
+    time.run({ untilMs: time.nowMs + 60_000 })
+    return exit as Exit.Exit<A> | null
+  }
+  return { endpoints, run }
+}
+
 describe("simulated endpoints behind an instance's fence", () => {
   it("a POST built before the crash and run after it interrupts and reaches nothing", () => {
-    const time = new VirtualTime(startMs)
-    const runtime = time.runtime(1)
-    const auditor = new Auditor(() => time.nowMs)
-    const endpoints = makeSimulatedEndpoints(
-      Prng.derive(1, "webhooks"), noFaults, auditor, { startMs, endMs: startMs + 3_600_000 },
-      () => time.nowMs, () => -1, () => []
-    )
+    const { endpoints, run } = setUp()
     const fence: Fence = { dead: false }
     const transport = endpoints.fencedBy(fence)
-    const run = <A>(effect: Effect.Effect<A>) => {
-      let exit: Exit.Exit<A> | null = null
-      Runtime.runFork(runtime)(effect).addObserver((e) => (exit = e))
-      time.run({ untilMs: time.nowMs + 60_000 })
-      return exit as Exit.Exit<A> | null
-    }
 
     // Alive: the POST reaches the endpoint and is answered (this also makes the timer known).
     const first = run(transport.postWithin!(request(1), 10_000))
@@ -66,19 +72,11 @@ describe("simulated endpoints behind an instance's fence", () => {
   })
 
   it("before the timer is known, a dead instance's POST interrupts too", () => {
-    const time = new VirtualTime(startMs)
-    const runtime = time.runtime(1)
-    const auditor = new Auditor(() => time.nowMs)
-    const endpoints = makeSimulatedEndpoints(
-      Prng.derive(1, "webhooks"), noFaults, auditor, { startMs, endMs: startMs + 3_600_000 },
-      () => time.nowMs, () => -1, () => []
-    )
+    const { endpoints, run } = setUp()
     const fence: Fence = { dead: false }
     const built = endpoints.fencedBy(fence).postWithin!(request(1), 10_000)
     fence.dead = true
-    let exit: Exit.Exit<unknown> | null = null
-    Runtime.runFork(runtime)(built).addObserver((e) => (exit = e))
-    time.run({ untilMs: time.nowMs + 60_000 })
+    const exit = run(built)
     expect(exit !== null && Exit.isInterrupted(exit)).toBe(true)
     expect(endpoints.stats.posts).toBe(0)
   })
