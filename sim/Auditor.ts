@@ -191,13 +191,17 @@ class IdLog {
  */
 class CommittedPayments {
   private readonly slots = new Map<string, number>()
-  count = 0
   /** The last committed version of each slot. */
   versions: Float64Array = new Float64Array(0)
   /** The running balances, `chart` numbers a slot (from `slot * chart`, in the chart's order). */
   balances: Float64Array = new Float64Array(0)
   readonly events = new IdLog()
   readonly ledger = new IdLog()
+
+  /** Slots made (payments with a commit). */
+  get count() {
+    return this.slots.size
+  }
 
   /** The payment's slot (-1: nothing of it was committed). */
   slotOf(paymentId: string) {
@@ -208,7 +212,7 @@ class CommittedPayments {
   slotFor(paymentId: string) {
     let slot = this.slots.get(paymentId)
     if (slot === undefined) {
-      slot = this.count++
+      slot = this.slots.size
       this.slots.set(paymentId, slot)
       this.versions = grown(this.versions, this.count)
       this.balances = grown(this.balances, this.count * chart)
@@ -223,6 +227,9 @@ const beforeCreation = { status: "pending", fraudVerdict: null, capturedAmountCe
 const expectedScratch: Array<string> = []
 const groupScratch: Array<string> = []
 const sumScratch: Array<number> = []
+
+/** The message of a check that passed: never built (see `Auditor.check`). */
+export const passed = () => ""
 
 export class Auditor {
   readonly violations: Array<Violation> = []
@@ -255,6 +262,7 @@ export class Auditor {
     this.onViolation(violation)
   }
 
+  /** `message` is called only when the check fails (callers that pass `passed` build none). */
   check(condition: boolean, invariant: string, message: () => string) {
     this.checks++
     if (!condition) this.fail(invariant, message())

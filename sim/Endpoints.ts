@@ -4,7 +4,7 @@ import { isoAt } from "../src/domain/Time.ts"
 import type { AttemptAudit, DeliveryAudit } from "../src/store/MemoryWebhookStore.ts"
 import { type CallbackTimer, callbackTimerOf } from "../src/platform/Timers.ts"
 import { timedOut, type TransportResult, type WebhookRequest, type WebhookTransportShape } from "../src/platform/WebhookTransport.ts"
-import type { Auditor } from "./Auditor.ts"
+import { type Auditor, passed } from "./Auditor.ts"
 import type { FaultRates } from "./Options.ts"
 import type { Prng } from "./Prng.ts"
 import type { Fence } from "./Service.ts"
@@ -30,9 +30,7 @@ export interface EndpointStats {
  * window opened. The end-of-run audit (`auditDeliveries`) reads the same slots.
  */
 export class Receipts {
-  /** Slots in use. */
-  private count = 0
-  /** The delivery id of each slot (what `bySlotOfDelivery` maps back). */
+  /** The delivery id of each slot (its length: the slots in use; `byDelivery` maps it back). */
   readonly deliveryIds: Array<string> = []
   /** When a 2xx acknowledged the delivery (NaN: none has yet). */
   ackedAtMs = new Float64Array(0)
@@ -69,9 +67,17 @@ export class Receipts {
     return this.byDelivery.get(deliveryId) ?? -1
   }
 
+  /**
+   * The slot of `deliveryId` when its event's first POST made slot `first` (-1: none): that one
+   * when it is this delivery's, with no look-up by delivery id; else `ofDelivery`.
+   */
+  ofDeliveryAfter(first: number, deliveryId: string) {
+    return first >= 0 && this.deliveryIds[first] === deliveryId ? first : this.ofDelivery(deliveryId)
+  }
+
   /** A new slot for the delivery, nothing received yet. */
   add(deliveryId: string) {
-    const slot = this.count++
+    const slot = this.deliveryIds.length
     if (slot === this.mask.length) this.grow()
     this.deliveryIds.push(deliveryId)
     this.checkedBodies.push(null)
@@ -218,7 +224,7 @@ export const makeSimulatedEndpoints = (
     auditor.check(sameDelivery, "webhook-same-delivery-id", sameDelivery ? passed : () =>
       `event ${eventId}: attempt ${attempt} carries delivery id ${deliveryId}, earlier attempts ${firstDelivery}`)
     // The slot of `deliveryId`: the one the event's first POST made when it is that delivery (-1: none yet).
-    const known = first >= 0 && firstDelivery === deliveryId ? first : receipts.ofDelivery(deliveryId)
+    const known = receipts.ofDeliveryAfter(first, deliveryId)
     const crashAt = lastCrashMs() - baseMs
     const ackedAt = known < 0 ? Number.NaN : receipts.ackedAtMs[known]!
     const notAcked = Number.isNaN(ackedAt) || crashAt >= ackedAt
@@ -408,9 +414,6 @@ const bodyEventId = (body: string): string | undefined => {
   }
 }
 
-/** The message of a check that passed (never built). */
-const passed = () => ""
-
 /**
  * Final webhook invariants over the stored deliveries: finished by their deadline, attempts at
  * the schedule's offsets (late only across a crash), nothing after a success, one delivery per event.
@@ -579,7 +582,7 @@ export const auditDeliveries = (
     // Every attempt the store records reached the endpoint (none invented, none skipped).
     // The slot of the event's first POST is this delivery's when it carried this id (the
     // endpoints keep one slot per delivery id); none is looked up for no attempt (-1: nothing reached).
-    const reached = attempts.length === 0 ? -1 : first >= 0 && receipts.deliveryIds[first] === d.id ? first : receipts.ofDelivery(d.id)
+    const reached = attempts.length === 0 ? -1 : receipts.ofDeliveryAfter(first, d.id)
     for (let i = 0; i < attempts.length; i++) {
       const attempt = attempts[i]!
       if (receipts.has(reached, attempt.attempt)) pass("webhook-attempt-recorded")

@@ -2,7 +2,7 @@ import type { HttpMethod } from "@effect/platform"
 import { hash as oneShotHash } from "node:crypto"
 import { Effect } from "effect"
 import { ApiKeys } from "../src/services/ApiKeys.ts"
-import type { Auditor } from "./Auditor.ts"
+import { type Auditor, passed } from "./Auditor.ts"
 import { makeRequest, type SimResponse } from "./Http.ts"
 import type { SimOptions } from "./Options.ts"
 import type { Prng } from "./Prng.ts"
@@ -71,9 +71,6 @@ export interface WorkloadStats {
 const maximumAttempts = 400
 
 const digest = (text: string) => oneShotHash("sha1", text, "base64")
-
-/** The message of a check that passed: never built (see `Auditor.check`). */
-const passed = () => ""
 
 /** The extra headers of a request without an idempotency key: one shared empty record (only read). */
 const noHeaders: Readonly<Record<string, string>> = {}
