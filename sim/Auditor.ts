@@ -7,6 +7,7 @@ import { type MemoryState, memoryOperations } from "../src/store/MemoryStore.ts"
 import type { CommandKey, StoreShape } from "../src/store/Store.ts"
 import { changeBug, decisionBug, needsLockingPath, type PlantedBug, storeBug, storedChangeBug } from "./PlantedBugs.ts"
 import { chargedBackCents, disputeLedger, disputeTransitions } from "./Disputes.ts"
+import { grownTo } from "./Columns.ts"
 
 /**
  * The auditor: an independent reference model of CONTRACT sections 5–7. It sees every decision
@@ -115,12 +116,7 @@ const post = (balances: Float64Array, base: number, entry: LedgerEntry) => {
 }
 
 /** A column of numbers that grows as slots are added (doubling; new numbers 0). */
-const grown = (column: Float64Array, size: number) => {
-  if (size <= column.length) return column
-  const next = new Float64Array(Math.max(size, 2 * column.length, 4_096))
-  next.set(column)
-  return next
-}
+const grown = (column: Float64Array, size: number) => grownTo(column, size, (n) => new Float64Array(n))
 
 /**
  * Ids committed over the run (event or ledger entry ids), in commit order, each with its
@@ -134,11 +130,7 @@ class IdLog {
 
   add(slot: number, id: string) {
     const i = this.ids.length
-    if (i === this.slots.length) {
-      const next = new Int32Array(Math.max(4_096, 2 * i))
-      next.set(this.slots)
-      this.slots = next
-    }
+    this.slots = grownTo(this.slots, i + 1, (n) => new Int32Array(n))
     this.slots[i] = slot
     this.ids.push(id)
   }

@@ -5,6 +5,7 @@ import type { AttemptAudit, DeliveryAudit } from "../src/store/MemoryWebhookStor
 import { type CallbackTimer, callbackTimerOf } from "../src/platform/Timers.ts"
 import { timedOut, type TransportResult, type WebhookRequest, type WebhookTransportShape } from "../src/platform/WebhookTransport.ts"
 import { type Auditor, passed } from "./Auditor.ts"
+import { grownTo } from "./Columns.ts"
 import type { FaultRates } from "./Options.ts"
 import type { Prng } from "./Prng.ts"
 import type { Fence } from "./Service.ts"
@@ -92,19 +93,14 @@ export class Receipts {
   }
 
   private grow() {
-    const capacity = Math.max(4_096, this.mask.length * 2)
-    const grown = <T extends Float64Array | Int32Array | Uint8Array>(old: T, make: (n: number) => T) => {
-      const next = make(capacity)
-      next.set(old)
-      return next
-    }
-    const acked = grown(this.ackedAtMs, (n) => new Float64Array(n))
+    const size = this.mask.length + 1
+    const acked = grownTo(this.ackedAtMs, size, (n) => new Float64Array(n))
     acked.fill(Number.NaN, this.ackedAtMs.length)
     this.ackedAtMs = acked
-    this.mask = grown(this.mask, (n) => new Int32Array(n))
-    this.lastAttempt = grown(this.lastAttempt, (n) => new Float64Array(n))
-    this.lastAtMs = grown(this.lastAtMs, (n) => new Float64Array(n))
-    this.stored = grown(this.stored, (n) => new Uint8Array(n))
+    this.mask = grownTo(this.mask, size, (n) => new Int32Array(n))
+    this.lastAttempt = grownTo(this.lastAttempt, size, (n) => new Float64Array(n))
+    this.lastAtMs = grownTo(this.lastAtMs, size, (n) => new Float64Array(n))
+    this.stored = grownTo(this.stored, size, (n) => new Uint8Array(n))
   }
 
   /** Attempt `attempt` of the slot's delivery reached the endpoint at `atMs`. */
