@@ -259,7 +259,7 @@ export const makeWorkload = (
         return Effect.flatMap(service.open(requestOf(b)), (pendingB) =>
           Effect.flatMap(awaitEither(pendingA, pendingB), (first) => {
             const firstIsA = first === pendingA
-            const answerOfFirst = answerOf(firstIsA ? pendingA : pendingB)
+            const answerOfFirst = answerOf(first)
             const next = firstIsA
               ? answered(a, 0, generationA, answerOfFirst, final)
               : answered(b, 0, generationB, answerOfFirst, final)
