@@ -123,21 +123,24 @@ export const faultyStore = (
     return null
   }
 
-  /** After a commit drawn to crash: the crash, when the service can crash now (else the outcome goes back). */
-  const crashAfter = (name: string, subject: string, outcome: unknown): Effect.Effect<unknown> => {
-    if (!hooks.crashAfterCommit(`after ${name} ${subject}`)) return Effect.succeed(outcome)
+  /**
+   * Crashes the service right after a commit, when it can crash now (counted): then the process is
+   * gone and nothing after the commit runs (the caller goes on with `Effect.never`; the crash
+   * interrupts its fiber).
+   */
+  const crashNow = (name: string, subject: string) => {
+    if (!hooks.crashAfterCommit(`after ${name} ${subject}`)) return false
     stats.commitCrashes++
-    // The process is gone: nothing after the commit runs; the crash interrupts this fiber.
-    return Effect.never
+    return true
   }
+
+  /** After a commit drawn to crash: the crash, when the service can crash now (else the outcome goes back). */
+  const crashAfter = (name: string, subject: string, outcome: unknown): Effect.Effect<unknown> =>
+    crashNow(name, subject) ? Effect.never : Effect.succeed(outcome)
 
   const afterCommit = (name: string, subject: string, mayLose: boolean, outcome: unknown): Effect.Effect<unknown, StoreUnavailable> => {
     if (!hooks.armed()) return Effect.succeed(outcome)
-    if (prng.chance(faults.crashAfterCommit) && hooks.crashAfterCommit(`after ${name} ${subject}`)) {
-      stats.commitCrashes++
-      // The process is gone: nothing after the commit runs; the crash interrupts this fiber.
-      return Effect.never
-    }
+    if (prng.chance(faults.crashAfterCommit) && crashNow(name, subject)) return Effect.never
     if (mayLose && prng.chance(faults.storeLostCommit)) {
       stats.lostCommits++
       hooks.record(`store: ${name} ${subject} committed, answered unavailable`)
