@@ -4,6 +4,7 @@ import { NodeHttpServer } from "@effect/platform-node"
 import { Duration, Effect, Layer, Option } from "effect"
 import { Server as NetServer } from "node:net"
 import { AppConfig } from "../platform/Config.ts"
+import * as Metrics from "../platform/Metrics.ts"
 import { createHttpServer } from "./NodeResponse.ts"
 
 /**
@@ -26,10 +27,10 @@ export const serverLayer = <ROut, E, R>(routes: Layer.Layer<ROut, E, R>, port: n
 
   const counted = (app: HttpApp.Default): HttpApp.Default =>
     Effect.suspend(() => {
-      inFlight++
+      Metrics.record(Metrics.httpRequestsInFlight, ++inFlight)
       return app.pipe(
         Effect.map((response) => (draining ? HttpServerResponse.setHeader(response, "connection", "close") : response)),
-        Effect.ensuring(Effect.sync(() => void inFlight--))
+        Effect.ensuring(Effect.sync(() => Metrics.record(Metrics.httpRequestsInFlight, --inFlight)))
       )
     })
 

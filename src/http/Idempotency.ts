@@ -340,8 +340,11 @@ export const idempotentInline = (
       const claim = claimOf(config, merchantId, key, fingerprintOf(request.method, request.url, text, current.body), now, nowMs, owner)
       let claimed = false
       const release = store.releaseIdempotencyKey(merchantId, key).pipe(Effect.ignore)
-      // A failure or a stop after the claim committed releases it: the retry resumes the payment.
-      // One mask for both steps, so the release runs even when the request is interrupted.
+      // A failure, a stop or a hang-up after the claim committed releases it: the retry resumes the
+      // payment. `claimed` is set from the statement's result itself, so a request cut off while
+      // its group-committed first statement ran (it never sees the outcome) knows it holds the
+      // key by the time its interruption is handled here. One mask for both steps, so the release
+      // runs even when the request is interrupted.
       return Effect.uninterruptibleMask((restore) =>
         Effect.matchCauseEffect(restore(inline(merchantId, claim, () => void (claimed = true), sealed)), {
           onFailure: (failed) => {

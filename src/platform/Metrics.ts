@@ -71,6 +71,8 @@ const lagBounds = [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 
 
 // HTTP
 export const httpRequests = family(counterKey("http_requests_total", "HTTP requests answered, by method, route template and status"), ["method", "route", "status"])
+/** Requests this process has begun and not yet ended: answered, refused, or cut off (a client hung up) and cleaned up after. */
+export const httpRequestsInFlight = family(gaugeKey("http_requests_in_flight", "HTTP requests begun and not yet ended (answered, or cut off and cleaned up after)"), [])()
 export const httpRequestDuration = family(
   histogramKey("http_request_duration_seconds", "Time from request to response, by method, route template and status", latencyBounds),
   ["method", "route", "status"]
@@ -125,7 +127,7 @@ export const settledPayments = family(counterKey("settlement_settled_payments_to
  * or absence works before the first event (labelled ones with their known label values).
  */
 const alwaysPresent = () => [
-  idempotencyReplays, idempotencyConflicts("in_progress"), idempotencyConflicts("key_reused"),
+  httpRequestsInFlight, idempotencyReplays, idempotencyConflicts("in_progress"), idempotencyConflicts("key_reused"),
   webhookAttempts("succeeded"), webhookAttempts("rejected"), webhookAttempts("error"), webhookDeliveriesFailed, webhookDeliveryLag,
   webhookQueueDepth, webhookDueDeliveries, webhookOldestDueSeconds,
   databasePoolConnections("in_use"), databasePoolConnections("idle"), databasePoolWaiting, databasePoolMax,

@@ -28,7 +28,11 @@ export interface Answer {
 export interface InlineRequest {
   /** The request's idempotency claim, taken in the create's first commit; null without a key. */
   readonly claim: IdempotencyClaim | null
-  /** Called once the claim is committed (the caller must release it if the request then fails). */
+  /**
+   * Called once the claim is committed (the caller must release it if the request then fails),
+   * perhaps more than once, and perhaps after the request was interrupted (then before its
+   * interruption completes).
+   */
   readonly onClaimed: () => void
   /** The response for the payment as committed; stored under the key in the flow's commit. */
   readonly respond: (payment: Payment.Payment) => Answer
@@ -426,7 +430,9 @@ export const make = Effect.gen(function*() {
               return end !== null ? Effect.succeed(answered(end)) : Effect.map(store.getPayment(null, payment.id), (latest) => answered(latest ?? payment))
             }))
         const inline = Effect.flatMap(
-          store.openPayment({ change: decision.change, claim: request.claim, history: historyWindows(payment.createdAt) }),
+          // `onClaimed` goes with the unit too: a request interrupted while its statement runs
+          // never gets here, yet must release the claim the statement committed (Store.OpenPayment).
+          store.openPayment({ change: decision.change, claim: request.claim, history: historyWindows(payment.createdAt), onClaimed: request.onClaimed }),
           (opened): Effect.Effect<InlineOutcome, StoreUnavailable> => {
             if (opened._tag === "KeyTaken") return Effect.succeed(opened)
             request.onClaimed()

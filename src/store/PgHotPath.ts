@@ -349,6 +349,12 @@ export const makeBatcher = <U, R>(options: {
   readonly values: (units: ReadonlyArray<U>) => Array<unknown>
   readonly outcomes: (rows: ReadonlyArray<Row>) => Array<R>
   readonly keyOf: (unit: U) => string
+  /**
+   * Told of each unit's outcome as its statement's result arrives, before the unit's caller
+   * resumes, and even when that caller was interrupted meanwhile: what the statement committed
+   * on behalf of a caller that will never see its outcome must still reach someone.
+   */
+  readonly arrived?: (unit: U, outcome: R) => void
 }) => {
   const waiting: Array<Waiter<U, R>> = []
   let inFlight = 0
@@ -361,7 +367,12 @@ export const makeBatcher = <U, R>(options: {
         inFlight--
         if (error === undefined || error === null) {
           const outcomes = options.outcomes(result.rows)
-          batch.forEach((w, i) => settle(w, Effect.succeed(outcomes[i]!)))
+          const arrived = options.arrived
+          batch.forEach((w, i) => {
+            const outcome = outcomes[i]!
+            if (arrived !== undefined) arrived(w.unit, outcome)
+            settle(w, Effect.succeed(outcome))
+          })
         } else if (isUnavailable(typeof error.code === "string" ? error.code : undefined)) {
           for (const w of batch) settle(w, Effect.fail(new StoreUnavailable({ cause: error })))
         } else if (batch.length > 1) {
@@ -400,7 +411,8 @@ export const makeBatcher = <U, R>(options: {
       // Interrupted while still waiting: it never goes out. Once sent, its outcome is the database's,
       // and the interruption waits for it: whoever takes over after a hang-up (the payment's flow)
       // must find the unit committed or not, never race the statement still running (it did:
-      // the flow looked for a payment the batch had not committed yet, and left it pending).
+      // the flow looked for a payment the batch had not committed yet, and left it pending). The
+      // outcome itself reaches the interrupted caller only through `arrived`.
       return Effect.suspend(() => {
         const at = waiting.indexOf(waiter)
         if (at !== -1) {
@@ -421,7 +433,13 @@ export const makeHotPath = (pool: Pg.Pool) => ({
     text: openPaymentsSql,
     values: openPaymentsValues,
     outcomes: openOutcomes,
-    keyOf: (u) => u.change.payment.id
+    keyOf: (u) => u.change.payment.id,
+    // The claim is the request's to release if it does not finish, and a request cut off while
+    // its batch runs never sees `Opened`: told nothing, it would leave its key locked for the
+    // whole lease.
+    arrived: (unit, outcome) => {
+      if (outcome._tag === "Opened" && unit.claim !== null) unit.onClaimed?.()
+    }
   }),
   commitChange: makeBatcher<ChangeCommit, boolean>({
     pool,

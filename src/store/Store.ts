@@ -75,6 +75,14 @@ export interface OpenPayment {
   readonly claim: IdempotencyClaim | null
   /** What the fraud model needs to know of the card's and the merchant's past, read in the same statement. */
   readonly history: HistoryWindows
+  /**
+   * Called when the statement's result shows `claim` committed, before the caller resumes. A
+   * store whose statement can outlive its caller (PostgreSQL's group commit: a caller interrupted
+   * while its batch runs waits for the batch, but never sees `Opened`) calls it from the result
+   * itself, so an interrupted request still learns that it holds the key and releases it. A store
+   * that answers in the same step as it commits (the memory store) need not: `Opened` says it.
+   */
+  readonly onClaimed?: (() => void) | undefined
 }
 
 /** The windows of `FraudHistory` (src/domain/Fraud.ts), as times and bounds. */

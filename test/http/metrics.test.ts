@@ -38,6 +38,7 @@ describe("GET /metrics", () => {
     const expected: Record<string, string> = {
       http_requests_total: "counter",
       http_request_duration_seconds: "histogram",
+      http_requests_in_flight: "gauge",
       idempotency_replays_total: "counter",
       idempotency_conflicts_total: "counter",
       webhook_attempts_total: "counter",
