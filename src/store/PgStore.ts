@@ -9,7 +9,9 @@ import { followsFrom } from "../domain/Payment.ts"
 import type { Currency } from "../domain/Money.ts"
 import type { AnalyticsPeriodRow, AnalyticsRow, StoreShape, UpdateOutcome } from "./Store.ts"
 import { maximumSeriesRows, modelStats, Store, unrecordedModel } from "./Store.ts"
-import { iso, isoOrNull, run, toEvent, toMerchant, type Row } from "./PgRows.ts"
+import { iso, isoOrNull, run, secretColumnFor, toEvent, toMerchant, type Row } from "./PgRows.ts"
+import { AppConfig } from "../platform/Config.ts"
+import { isSealed, sealedPrefix, type SecretColumn } from "../platform/Sealing.ts"
 import { PgPool, prepared } from "./PgPrepared.ts"
 import { getPaymentSql, historyColumns, makeHotPath, paymentColumns, readForCommandSql, toHistory } from "./PgHotPath.ts"
 import * as PgWebhookStore from "./PgWebhookStore.ts"
@@ -87,9 +89,59 @@ const toFraudCase = (r: Row): FraudCase => ({
   updatedAt: iso(r.updated_at)
 })
 
+/** Merchants whose secrets the start-up pass reads at once. */
+const sealBatchSize = 500
+
+/**
+ * Seals every webhook signing secret still stored readable (rows from before secrets were sealed,
+ * or written by a process without a durable key), in batches by id. Each value is replaced only if
+ * it is still the plaintext that was read, so a rotation or another process's pass in between is
+ * kept; a pass that finds nothing costs one query. Answers how many values it sealed.
+ */
+export const sealPlaintextSecrets = (sql: PgClient.PgClient, secrets: SecretColumn) =>
+  Effect.gen(function*() {
+    let sealed = 0
+    let after = ""
+    for (;;) {
+      const rows = yield* sql`SELECT id, webhook_secret, previous_webhook_secret FROM merchants
+        WHERE id > ${after} AND (NOT starts_with(webhook_secret, ${sealedPrefix})
+          OR NOT starts_with(previous_webhook_secret, ${sealedPrefix}))
+        ORDER BY id LIMIT ${sealBatchSize}`
+      if (rows.length === 0) return sealed
+      const sealOrKeep = (id: string, stored: string | null) => (stored === null || isSealed(stored) ? stored : secrets.toStored(id, stored))
+      const ids = rows.map((r) => r.id as string)
+      const currents = rows.map((r) => r.webhook_secret as string)
+      const previouses = rows.map((r) => r.previous_webhook_secret as string | null)
+      const updated = yield* sql`UPDATE merchants m SET
+          webhook_secret = CASE WHEN m.webhook_secret = v.current THEN v.current_sealed ELSE m.webhook_secret END,
+          previous_webhook_secret = CASE WHEN m.previous_webhook_secret = v.previous THEN v.previous_sealed ELSE m.previous_webhook_secret END
+        FROM unnest(${ids}::text[], ${currents}::text[], ${currents.map((stored, i) => sealOrKeep(ids[i]!, stored))}::text[],
+          ${previouses}::text[], ${previouses.map((stored, i) => sealOrKeep(ids[i]!, stored))}::text[])
+          AS v(id, current, current_sealed, previous, previous_sealed)
+        WHERE m.id = v.id
+        RETURNING (m.webhook_secret IS DISTINCT FROM v.current)::int + (m.previous_webhook_secret IS DISTINCT FROM v.previous)::int AS n`
+      for (const r of updated) sealed += Number(r.n)
+      after = ids[ids.length - 1]!
+    }
+  })
+
 export const makePgStore = Effect.gen(function*() {
   const sql = yield* PgClient.PgClient
   const pool = yield* PgPool
+  const secrets = secretColumnFor(yield* AppConfig)
+  if (secrets.sealing) {
+    const sealed = yield* Effect.either(run(sealPlaintextSecrets(sql, secrets)))
+    if (sealed._tag === "Left") {
+      yield* Effect.logWarning("webhook signing secrets stored readable were not sealed at start (the database did not answer); the next start seals them", sealed.left)
+    } else if (sealed.right > 0) {
+      yield* Effect.logInfo(`sealed ${sealed.right} webhook signing secrets stored readable`)
+    }
+  } else {
+    yield* Effect.logWarning(
+      "RESPONSE_ENCRYPTION_KEY is not set: webhook signing secrets are stored readable in the database " +
+        "(docs/operations.md, \"Webhook signing secrets at rest\")"
+    )
+  }
   const hot = makeHotPath(pool)
   const getPayment = prepared(pool, "get_payment_v1", getPaymentSql)
   const readForCommand = prepared(pool, "read_for_command_v1", readForCommandSql)
@@ -191,7 +243,7 @@ export const makePgStore = Effect.gen(function*() {
             id: merchant.id,
             name: merchant.name,
             webhook_url: merchant.webhookUrl,
-            webhook_secret: merchant.webhookSecret,
+            webhook_secret: secrets.toStored(merchant.id, merchant.webhookSecret),
             created_at: merchant.createdAt,
             updated_at: merchant.updatedAt
           })
@@ -199,13 +251,13 @@ export const makePgStore = Effect.gen(function*() {
         yield* insertApiKey(apiKey)
       }))),
     getMerchant: (id) =>
-      run(sql`SELECT * FROM merchants WHERE id = ${id}`).pipe(Effect.map((rows) => (rows[0] ? toMerchant(rows[0]) : null))),
+      run(sql`SELECT * FROM merchants WHERE id = ${id}`).pipe(Effect.map((rows) => (rows[0] ? toMerchant(rows[0], secrets) : null))),
     updateMerchant: (m) =>
       run(sql`UPDATE merchants SET name = ${m.name}, webhook_url = ${m.webhookUrl}, updated_at = ${m.updatedAt}
         WHERE id = ${m.id}`).pipe(Effect.asVoid),
     firstMerchant: () =>
       run(sql`SELECT * FROM merchants ORDER BY created_at, id LIMIT 1`).pipe(
-        Effect.map((rows) => (rows[0] ? toMerchant(rows[0]) : null))
+        Effect.map((rows) => (rows[0] ? toMerchant(rows[0], secrets) : null))
       ),
 
     insertApiKey: (apiKey) => run(insertApiKey(apiKey)),
@@ -222,7 +274,7 @@ export const makePgStore = Effect.gen(function*() {
         const key = toApiKey(row.key as Row)
         return {
           key: row.touched_at === null ? key : { ...key, lastUsedAt: iso(row.touched_at) },
-          merchant: toMerchant(row.merchant as Row)
+          merchant: toMerchant(row.merchant as Row, secrets)
         }
       }),
     listApiKeys: (merchantId, p) =>
@@ -581,7 +633,7 @@ const toAnalyticsRow = (r: Row): AnalyticsRow => ({
 })
 
 /** Store and WebhookStore (PgWebhookStore.ts) over one PostgreSQL client and its pool. */
-export const layerPg: Layer.Layer<Store | WebhookStore, never, PgClient.PgClient | PgPool> = Layer.merge(
+export const layerPg: Layer.Layer<Store | WebhookStore, never, PgClient.PgClient | PgPool | AppConfig> = Layer.merge(
   Layer.effect(Store, makePgStore),
   PgWebhookStore.layerPg
 )
