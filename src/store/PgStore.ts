@@ -125,23 +125,42 @@ export const sealPlaintextSecrets = (sql: PgClient.PgClient, secrets: SecretColu
     }
   })
 
+/**
+ * Whether the newest sealed secret opens under this key: one row, a canary for a key that was
+ * changed or lost (every secret sealed before then signs nothing until its merchant rotates it).
+ */
+const newestSealedOpens = (sql: PgClient.PgClient, secrets: SecretColumn) =>
+  Effect.map(
+    sql`SELECT id, webhook_secret FROM merchants WHERE starts_with(webhook_secret, ${sealedPrefix}) ORDER BY updated_at DESC, id LIMIT 1`,
+    (rows) => rows.length === 0 || secrets.fromStored(String(rows[0]!.id), String(rows[0]!.webhook_secret)) !== null
+  )
+
+/** At start: seal what is stored readable, and say so when the key cannot open what is sealed. */
+const checkSecretsAtStart = (sql: PgClient.PgClient, secrets: SecretColumn) =>
+  Effect.gen(function*() {
+    const guide = "docs/operations.md, \"Webhook signing secrets at rest\""
+    if (!secrets.sealing) {
+      yield* Effect.logWarning(`RESPONSE_ENCRYPTION_KEY is not set: webhook signing secrets are stored readable in the database (${guide})`)
+    } else {
+      const sealed = yield* run(sealPlaintextSecrets(sql, secrets))
+      if (sealed > 0) yield* Effect.logInfo(`sealed ${sealed} webhook signing secrets stored readable`)
+    }
+    if (!(yield* run(newestSealedOpens(sql, secrets)))) {
+      yield* Effect.logWarning(
+        "webhook signing secrets in the database were sealed under another RESPONSE_ENCRYPTION_KEY: their merchants' webhooks " +
+          `are not sent until each merchant rotates its secret (${guide})`
+      )
+    }
+  }).pipe(
+    Effect.catchAll((error) =>
+      Effect.logWarning("webhook signing secrets not checked at start (the database did not answer); the next start does it", error))
+  )
+
 export const makePgStore = Effect.gen(function*() {
   const sql = yield* PgClient.PgClient
   const pool = yield* PgPool
   const secrets = secretColumnFor(yield* AppConfig)
-  if (secrets.sealing) {
-    const sealed = yield* Effect.either(run(sealPlaintextSecrets(sql, secrets)))
-    if (sealed._tag === "Left") {
-      yield* Effect.logWarning("webhook signing secrets stored readable were not sealed at start (the database did not answer); the next start seals them", sealed.left)
-    } else if (sealed.right > 0) {
-      yield* Effect.logInfo(`sealed ${sealed.right} webhook signing secrets stored readable`)
-    }
-  } else {
-    yield* Effect.logWarning(
-      "RESPONSE_ENCRYPTION_KEY is not set: webhook signing secrets are stored readable in the database " +
-        "(docs/operations.md, \"Webhook signing secrets at rest\")"
-    )
-  }
+  yield* checkSecretsAtStart(sql, secrets)
   const hot = makeHotPath(pool)
   const getPayment = prepared(pool, "get_payment_v1", getPaymentSql)
   const readForCommand = prepared(pool, "read_for_command_v1", readForCommandSql)

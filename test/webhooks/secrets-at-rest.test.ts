@@ -1,4 +1,4 @@
-import { Effect, Layer, Redacted } from "effect"
+import { Effect, Layer, Logger, Redacted } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { verifyWebhookSignature } from "../../src/client.ts"
 import type { Delivery } from "../../src/domain/Webhook.ts"
@@ -100,8 +100,17 @@ describe("webhook signing secrets at rest", () => {
   })
 
   it("a copy of the database read under another key shows no secret and signs nothing, until the merchant rotates it", async () => {
-    const copy = await startApp({ label: "secrets_copy", databaseUrl: app.databaseUrl, config: { responseEncryptionKey: otherKey, webhookAllowPrivateUrls: true } })
+    const logged: Array<string> = []
+    const capture = Logger.make(({ message }) => void logged.push(String(message)))
+    const copy = await startApp({
+      label: "secrets_copy",
+      databaseUrl: app.databaseUrl,
+      config: { responseEncryptionKey: otherKey, webhookAllowPrivateUrls: true },
+      logger: capture
+    })
     try {
+      // The operator is told at start.
+      expect(logged.some((line) => line.includes("sealed under another RESPONSE_ENCRYPTION_KEY"))).toBe(true)
       const api = client(copy.baseUrl, merchant.key)
       const me = await api.get("/api/v1/merchants/me")
       expect(me.status).toBe(200)
