@@ -94,8 +94,11 @@ export const main = (options: { readonly baseUrl: string; readonly apiKey: strin
     )
     const header = delivery.headers["x-service-signature"]
     const nowSeconds = Math.floor(Date.now() / 1000)
-    const valid = verifyWebhookSignature(merchant.webhook_secret, typeof header === "string" ? header : undefined, delivery.body, nowSeconds)
-    const tampered = verifyWebhookSignature(merchant.webhook_secret, typeof header === "string" ? header : undefined, delivery.body.replace("2500", "9999"), nowSeconds)
+    // (null when the service can no longer open the stored secret: rotating it gives a new one.)
+    const secret = merchant.webhook_secret
+    if (secret === null) return yield* Effect.fail(new Error("the webhook secret cannot be shown: rotate it (POST /api/v1/webhooks/secret/rotate)"))
+    const valid = verifyWebhookSignature(secret, typeof header === "string" ? header : undefined, delivery.body, nowSeconds)
+    const tampered = verifyWebhookSignature(secret, typeof header === "string" ? header : undefined, delivery.body.replace("2500", "9999"), nowSeconds)
     console.log(`webhook ${JSON.parse(delivery.body).type}: signature ${valid ? "valid" : "INVALID"}; a tampered body is ${tampered ? "ACCEPTED" : "rejected"}`)
     if (!valid || tampered) return yield* Effect.fail(new Error("webhook signature check failed"))
     return { paymentId: payment.id, refundedCents: refunded.refunded_amount_cents, signatureValid: valid }

@@ -2,10 +2,17 @@ export interface Merchant {
   readonly id: string
   readonly name: string
   readonly webhookUrl: string | null
-  readonly webhookSecret: string
+  /**
+   * The signing secret; null when the stored secret was sealed under an encryption key this
+   * service no longer has (it signs nothing until the merchant rotates it).
+   */
+  readonly webhookSecret: string | null
   readonly createdAt: string
   readonly updatedAt: string
 }
+
+/** A merchant whose signing secret is known: one just created, or just rotated. */
+export type MerchantWithSecret = Merchant & { readonly webhookSecret: string }
 
 export type ApiKeyStatus = "active" | "revoked"
 

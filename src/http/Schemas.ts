@@ -288,7 +288,10 @@ export const Merchant = Schema.Struct({
   id: Schema.String,
   name: Schema.String,
   webhook_url: Schema.NullOr(Schema.String),
-  webhook_secret: Schema.String,
+  webhook_secret: Schema.NullOr(Schema.String).annotations({
+    description: "The webhook signing secret (`whsec_...`); null when it was sealed under an encryption key this service " +
+      "no longer has: rotate it (POST /api/v1/webhooks/secret/rotate)"
+  }),
   created_at: Timestamp,
   updated_at: Timestamp
 }).annotations({ identifier: "Merchant", examples: [X.merchant] })

@@ -1,5 +1,5 @@
 import { Context, Effect, Layer } from "effect"
-import type { ApiKey, Merchant } from "../domain/Merchant.ts"
+import type { ApiKey, Merchant, MerchantWithSecret } from "../domain/Merchant.ts"
 import { webhookSecretPrefix } from "../domain/Merchant.ts"
 import { Ids } from "../platform/Ids.ts"
 import { nowIso } from "../platform/Time.ts"
@@ -16,7 +16,7 @@ export interface MerchantPatch {
 export interface MerchantsShape {
   /** Creates a merchant with its webhook signing secret and first API key (atomically). */
   readonly create: (input: { readonly name: string; readonly webhookUrl: string | null }) => Effect.Effect<
-    { readonly merchant: Merchant; readonly apiKey: ApiKey; readonly secret: string },
+    { readonly merchant: MerchantWithSecret; readonly apiKey: ApiKey; readonly secret: string },
     StoreUnavailable
   >
   readonly get: (merchantId: string) => Effect.Effect<Merchant, NotFound | StoreUnavailable>
@@ -40,7 +40,7 @@ export const layer = Layer.effect(
       create: ({ name, webhookUrl }) =>
         Effect.gen(function*() {
           const now = yield* nowIso
-          const merchant: Merchant = {
+          const merchant: MerchantWithSecret = {
             id: ids.mint("merchant"),
             name,
             webhookUrl,

@@ -1,5 +1,5 @@
 import { Context, Effect, Layer } from "effect"
-import type { Merchant } from "../domain/Merchant.ts"
+import type { Merchant, MerchantWithSecret } from "../domain/Merchant.ts"
 import { webhookSecretPrefix } from "../domain/Merchant.ts"
 import type { EventType, PaymentEvent } from "../domain/Payment.ts"
 import type { Delivery, DeliveryStats, DeliveryStatus } from "../domain/Webhook.ts"
@@ -35,7 +35,7 @@ export interface WebhooksShape {
   /** Sends a `failed` delivery again now. */
   readonly retry: (merchantId: string, deliveryId: string) => Effect.Effect<Delivery, NotFound | InvalidState | StoreUnavailable>
   /** A new signing secret; the old one keeps signing beside it for 24 hours. */
-  readonly rotateSecret: (merchantId: string) => Effect.Effect<{ readonly merchant: Merchant; readonly previousExpiresAt: string }, NotFound | StoreUnavailable>
+  readonly rotateSecret: (merchantId: string) => Effect.Effect<{ readonly merchant: MerchantWithSecret; readonly previousExpiresAt: string }, NotFound | StoreUnavailable>
   /** Tells the dispatcher new work may be due (it also polls). */
   readonly wake: Effect.Effect<void>
   /** Waits for the next `wake` (the dispatcher's side). */
@@ -185,9 +185,10 @@ export const layer = Layer.effect(
         Effect.gen(function*() {
           const now = yield* nowIso
           const previousExpiresAt = addMs(now, secretGraceMs)
-          const merchant = yield* webhookStore.rotateSecret(merchantId, ids.secret(webhookSecretPrefix), previousExpiresAt, now)
+          const secret = ids.secret(webhookSecretPrefix)
+          const merchant = yield* webhookStore.rotateSecret(merchantId, secret, previousExpiresAt, now)
           if (merchant === null) return yield* new NotFound({ resource: "merchant", id: merchantId })
-          return { merchant, previousExpiresAt }
+          return { merchant: { ...merchant, webhookSecret: secret }, previousExpiresAt }
         }),
       wake,
       awaitWake: signal.take,

@@ -445,7 +445,8 @@ const leaseLive = (row: DeliveryRow, nowMs: number) => row.leaseUntilMs > nowMs
  */
 export const signingSecretsOf = (state: MemoryState, merchantId: string, now: string): ReadonlyArray<string> => {
   const merchant = state.merchants.get(merchantId)
-  if (merchant === undefined) return []
+  // (Held as given: never sealed here, so never null; see docs/operations.md, "Webhook signing secrets at rest".)
+  if (merchant === undefined || merchant.webhookSecret === null) return []
   const previous = state.webhooks.previousSecrets.get(merchantId)
   return previous !== undefined && previous.until > now ? [merchant.webhookSecret, previous.secret] : [merchant.webhookSecret]
 }
@@ -752,7 +753,8 @@ export const memoryWebhookOperations = (state: MemoryState, observer: MemoryWebh
         if (merchant === undefined) return null
         const updated: Merchant = { ...merchant, webhookSecret: secret, updatedAt: now }
         state.merchants.set(merchantId, updated)
-        w.previousSecrets.set(merchantId, { secret: merchant.webhookSecret, until: previousUntil })
+        if (merchant.webhookSecret === null) w.previousSecrets.delete(merchantId)
+        else w.previousSecrets.set(merchantId, { secret: merchant.webhookSecret, until: previousUntil })
         return updated
       })
   }

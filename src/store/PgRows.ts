@@ -1,7 +1,9 @@
 import type { SqlError } from "@effect/sql/SqlError"
-import { Effect } from "effect"
+import { Effect, Redacted } from "effect"
 import type { Merchant } from "../domain/Merchant.ts"
 import type { PaymentEvent } from "../domain/Payment.ts"
+import type { AppConfigShape } from "../platform/Config.ts"
+import { makeSecretColumn, parseKey, type SecretColumn } from "../platform/Sealing.ts"
 import { StoreUnavailable } from "./Store.ts"
 
 /** Row mapping and error handling shared by the PostgreSQL adapters. */
@@ -39,11 +41,28 @@ export const run = <A>(effect: Effect.Effect<A, SqlError>): Effect.Effect<A, Sto
       : Effect.die(error)
   })
 
-export const toMerchant = (r: Row): Merchant => ({
+const secretColumns = new WeakMap<AppConfigShape, SecretColumn>()
+
+/**
+ * How this configuration keeps webhook signing secrets in PostgreSQL: sealed under
+ * RESPONSE_ENCRYPTION_KEY (or the embedded mode's key in `.data/`), one column (and one cache)
+ * per configuration. Never under a key of this process only, as stored responses may be: a
+ * secret sealed so would be lost at the next start; without a durable key they stay readable.
+ */
+export const secretColumnFor = (config: AppConfigShape): SecretColumn => {
+  let column = secretColumns.get(config)
+  if (column === undefined) {
+    column = makeSecretColumn(config.responseEncryptionKey === null ? null : parseKey(Redacted.value(config.responseEncryptionKey)))
+    secretColumns.set(config, column)
+  }
+  return column
+}
+
+export const toMerchant = (r: Row, secrets: SecretColumn): Merchant => ({
   id: r.id,
   name: r.name,
   webhookUrl: r.webhook_url,
-  webhookSecret: r.webhook_secret,
+  webhookSecret: secrets.fromStored(r.id, r.webhook_secret),
   createdAt: iso(r.created_at),
   updatedAt: iso(r.updated_at)
 })

@@ -9,7 +9,9 @@ import { followsFrom } from "../domain/Payment.ts"
 import type { Currency } from "../domain/Money.ts"
 import type { AnalyticsPeriodRow, AnalyticsRow, StoreShape, UpdateOutcome } from "./Store.ts"
 import { maximumSeriesRows, modelStats, Store, unrecordedModel } from "./Store.ts"
-import { iso, isoOrNull, run, toEvent, toMerchant, type Row } from "./PgRows.ts"
+import { iso, isoOrNull, run, secretColumnFor, toEvent, toMerchant, type Row } from "./PgRows.ts"
+import { AppConfig } from "../platform/Config.ts"
+import { isSealed, sealedPrefix, type SecretColumn } from "../platform/Sealing.ts"
 import { PgPool, prepared } from "./PgPrepared.ts"
 import { getPaymentSql, historyColumns, makeHotPath, paymentColumns, readForCommandSql, toHistory } from "./PgHotPath.ts"
 import * as PgWebhookStore from "./PgWebhookStore.ts"
@@ -87,9 +89,78 @@ const toFraudCase = (r: Row): FraudCase => ({
   updatedAt: iso(r.updated_at)
 })
 
+/** Merchants whose secrets the start-up pass reads at once. */
+const sealBatchSize = 500
+
+/**
+ * Seals every webhook signing secret still stored readable (rows from before secrets were sealed,
+ * or written by a process without a durable key), in batches by id. Each value is replaced only if
+ * it is still the plaintext that was read, so a rotation or another process's pass in between is
+ * kept; a pass that finds nothing costs one query. Answers how many values it sealed.
+ */
+export const sealPlaintextSecrets = (sql: PgClient.PgClient, secrets: SecretColumn) =>
+  Effect.gen(function*() {
+    let sealed = 0
+    let after = ""
+    for (;;) {
+      const rows = yield* sql`SELECT id, webhook_secret, previous_webhook_secret FROM merchants
+        WHERE id > ${after} AND (NOT starts_with(webhook_secret, ${sealedPrefix})
+          OR NOT starts_with(previous_webhook_secret, ${sealedPrefix}))
+        ORDER BY id LIMIT ${sealBatchSize}`
+      if (rows.length === 0) return sealed
+      const sealOrKeep = (id: string, stored: string | null) => (stored === null || isSealed(stored) ? stored : secrets.toStored(id, stored))
+      const ids = rows.map((r) => r.id as string)
+      const currents = rows.map((r) => r.webhook_secret as string)
+      const previouses = rows.map((r) => r.previous_webhook_secret as string | null)
+      const updated = yield* sql`UPDATE merchants m SET
+          webhook_secret = CASE WHEN m.webhook_secret = v.current THEN v.current_sealed ELSE m.webhook_secret END,
+          previous_webhook_secret = CASE WHEN m.previous_webhook_secret = v.previous THEN v.previous_sealed ELSE m.previous_webhook_secret END
+        FROM unnest(${ids}::text[], ${currents}::text[], ${currents.map((stored, i) => sealOrKeep(ids[i]!, stored))}::text[],
+          ${previouses}::text[], ${previouses.map((stored, i) => sealOrKeep(ids[i]!, stored))}::text[])
+          AS v(id, current, current_sealed, previous, previous_sealed)
+        WHERE m.id = v.id
+        RETURNING (m.webhook_secret IS DISTINCT FROM v.current)::int + (m.previous_webhook_secret IS DISTINCT FROM v.previous)::int AS n`
+      for (const r of updated) sealed += Number(r.n)
+      after = ids[ids.length - 1]!
+    }
+  })
+
+/**
+ * Whether the newest sealed secret opens under this key: one row, a canary for a key that was
+ * changed or lost (every secret sealed before then signs nothing until its merchant rotates it).
+ */
+const newestSealedOpens = (sql: PgClient.PgClient, secrets: SecretColumn) =>
+  Effect.map(
+    sql`SELECT id, webhook_secret FROM merchants WHERE starts_with(webhook_secret, ${sealedPrefix}) ORDER BY updated_at DESC, id LIMIT 1`,
+    (rows) => rows.length === 0 || secrets.fromStored(String(rows[0]!.id), String(rows[0]!.webhook_secret)) !== null
+  )
+
+/** At start: seal what is stored readable, and say so when the key cannot open what is sealed. */
+const checkSecretsAtStart = (sql: PgClient.PgClient, secrets: SecretColumn) =>
+  Effect.gen(function*() {
+    const guide = "docs/operations.md, \"Webhook signing secrets at rest\""
+    if (!secrets.sealing) {
+      yield* Effect.logWarning(`RESPONSE_ENCRYPTION_KEY is not set: webhook signing secrets are stored readable in the database (${guide})`)
+    } else {
+      const sealed = yield* run(sealPlaintextSecrets(sql, secrets))
+      if (sealed > 0) yield* Effect.logInfo(`sealed ${sealed} webhook signing secrets stored readable`)
+    }
+    if (!(yield* run(newestSealedOpens(sql, secrets)))) {
+      yield* Effect.logWarning(
+        "webhook signing secrets in the database were sealed under another RESPONSE_ENCRYPTION_KEY: their merchants' webhooks " +
+          `are not sent until each merchant rotates its secret (${guide})`
+      )
+    }
+  }).pipe(
+    Effect.catchAll((error) =>
+      Effect.logWarning("webhook signing secrets not checked at start (the database did not answer); the next start does it", error))
+  )
+
 export const makePgStore = Effect.gen(function*() {
   const sql = yield* PgClient.PgClient
   const pool = yield* PgPool
+  const secrets = secretColumnFor(yield* AppConfig)
+  yield* checkSecretsAtStart(sql, secrets)
   const hot = makeHotPath(pool)
   const getPayment = prepared(pool, "get_payment_v1", getPaymentSql)
   const readForCommand = prepared(pool, "read_for_command_v1", readForCommandSql)
@@ -191,7 +262,7 @@ export const makePgStore = Effect.gen(function*() {
             id: merchant.id,
             name: merchant.name,
             webhook_url: merchant.webhookUrl,
-            webhook_secret: merchant.webhookSecret,
+            webhook_secret: secrets.toStored(merchant.id, merchant.webhookSecret),
             created_at: merchant.createdAt,
             updated_at: merchant.updatedAt
           })
@@ -199,13 +270,13 @@ export const makePgStore = Effect.gen(function*() {
         yield* insertApiKey(apiKey)
       }))),
     getMerchant: (id) =>
-      run(sql`SELECT * FROM merchants WHERE id = ${id}`).pipe(Effect.map((rows) => (rows[0] ? toMerchant(rows[0]) : null))),
+      run(sql`SELECT * FROM merchants WHERE id = ${id}`).pipe(Effect.map((rows) => (rows[0] ? toMerchant(rows[0], secrets) : null))),
     updateMerchant: (m) =>
       run(sql`UPDATE merchants SET name = ${m.name}, webhook_url = ${m.webhookUrl}, updated_at = ${m.updatedAt}
         WHERE id = ${m.id}`).pipe(Effect.asVoid),
     firstMerchant: () =>
       run(sql`SELECT * FROM merchants ORDER BY created_at, id LIMIT 1`).pipe(
-        Effect.map((rows) => (rows[0] ? toMerchant(rows[0]) : null))
+        Effect.map((rows) => (rows[0] ? toMerchant(rows[0], secrets) : null))
       ),
 
     insertApiKey: (apiKey) => run(insertApiKey(apiKey)),
@@ -222,7 +293,7 @@ export const makePgStore = Effect.gen(function*() {
         const key = toApiKey(row.key as Row)
         return {
           key: row.touched_at === null ? key : { ...key, lastUsedAt: iso(row.touched_at) },
-          merchant: toMerchant(row.merchant as Row)
+          merchant: toMerchant(row.merchant as Row, secrets)
         }
       }),
     listApiKeys: (merchantId, p) =>
@@ -581,7 +652,7 @@ const toAnalyticsRow = (r: Row): AnalyticsRow => ({
 })
 
 /** Store and WebhookStore (PgWebhookStore.ts) over one PostgreSQL client and its pool. */
-export const layerPg: Layer.Layer<Store | WebhookStore, never, PgClient.PgClient | PgPool> = Layer.merge(
+export const layerPg: Layer.Layer<Store | WebhookStore, never, PgClient.PgClient | PgPool | AppConfig> = Layer.merge(
   Layer.effect(Store, makePgStore),
   PgWebhookStore.layerPg
 )

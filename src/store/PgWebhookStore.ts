@@ -1,7 +1,9 @@
 import * as PgClient from "@effect/sql-pg/PgClient"
 import { Effect, Layer } from "effect"
 import type { Attempt, Delivery, DeliveryStatus } from "../domain/Webhook.ts"
-import { iso, isoOrNull, run, toEvent, toMerchant, type Row } from "./PgRows.ts"
+import { iso, isoOrNull, run, secretColumnFor, toEvent, toMerchant, type Row } from "./PgRows.ts"
+import { AppConfig } from "../platform/Config.ts"
+import type { SecretColumn } from "../platform/Sealing.ts"
 import { isoMs } from "../domain/Time.ts"
 import type { StoreUnavailable } from "./Store.ts"
 import { emptyCounts, type Lease, type PollInput, WebhookStore, type WebhookStoreShape } from "./WebhookStore.ts"
@@ -22,16 +24,20 @@ const toDelivery = (r: Row): Delivery => ({
   order: r.payment_id === null || r.payment_id === undefined ? null : { paymentId: r.payment_id, sequence: Number(r.event_sequence) }
 })
 
-/** The secrets that sign now, from a row of `webhook_secret, previous_webhook_secret, previous_live` (none without a merchant). */
-const secretsOf = (r: Row | undefined): ReadonlyArray<string> => {
+/**
+ * The secrets that sign now, from a row of `id, webhook_secret, previous_webhook_secret,
+ * previous_live`, opened: none without a merchant, and none that this service's key cannot open.
+ */
+const secretsOf = (r: Row | undefined, secrets: SecretColumn): ReadonlyArray<string> => {
   if (r === undefined || r.webhook_secret === null || r.webhook_secret === undefined) return []
-  return r.previous_webhook_secret !== null && r.previous_live === true
-    ? [r.webhook_secret as string, r.previous_webhook_secret as string]
-    : [r.webhook_secret as string]
+  const current = secrets.fromStored(r.id, r.webhook_secret)
+  const previous = r.previous_webhook_secret !== null && r.previous_live === true ? secrets.fromStored(r.id, r.previous_webhook_secret) : null
+  return current === null ? (previous === null ? [] : [previous]) : previous === null ? [current] : [current, previous]
 }
 
 export const makePgWebhookStore = Effect.gen(function*() {
   const sql = yield* PgClient.PgClient
+  const secrets = secretColumnFor(yield* AppConfig)
 
   const deliveryRow = (d: Delivery) => ({
     id: d.id,
@@ -102,7 +108,7 @@ export const makePgWebhookStore = Effect.gen(function*() {
       const merchantIds = [...new Set(events.map((e) => e.merchant_id as string))]
       const merchants = new Map(
         (merchantIds.length === 0 ? [] : yield* sql`SELECT * FROM merchants WHERE id IN ${sql.in(merchantIds)}`)
-          .map((r) => [r.id as string, toMerchant(r)])
+          .map((r) => [r.id as string, toMerchant(r, secrets)])
       )
       const built: Array<Delivery> = []
       for (const row of events) {
@@ -190,9 +196,9 @@ export const makePgWebhookStore = Effect.gen(function*() {
           UPDATE webhook_deliveries SET lease_until = ${until}
           WHERE id = ${id} AND lease_token = ${token} AND lease_until > ${now} RETURNING merchant_id
         )
-        SELECT m.webhook_secret, m.previous_webhook_secret, m.previous_webhook_secret_expires_at > ${now} AS previous_live
+        SELECT m.id, m.webhook_secret, m.previous_webhook_secret, m.previous_webhook_secret_expires_at > ${now} AS previous_live
         FROM renewed LEFT JOIN merchants m ON m.id = renewed.merchant_id`).pipe(
-        Effect.map((rows) => (rows.length === 0 ? null : secretsOf(rows[0])))
+        Effect.map((rows) => (rows.length === 0 ? null : secretsOf(rows[0], secrets)))
       ),
     recordAttempt: (delivery, attempt: Attempt, token, successor) =>
       run(sql.withTransaction(Effect.gen(function*() {
@@ -270,10 +276,10 @@ export const makePgWebhookStore = Effect.gen(function*() {
       ),
     rotateSecret: (merchantId, secret, previousUntil, now) =>
       run(sql`UPDATE merchants SET previous_webhook_secret = webhook_secret,
-          previous_webhook_secret_expires_at = ${previousUntil}, webhook_secret = ${secret}, updated_at = ${now}
-        WHERE id = ${merchantId} RETURNING *`).pipe(Effect.map((rows) => (rows[0] ? toMerchant(rows[0]) : null)))
+          previous_webhook_secret_expires_at = ${previousUntil}, webhook_secret = ${secrets.toStored(merchantId, secret)}, updated_at = ${now}
+        WHERE id = ${merchantId} RETURNING *`).pipe(Effect.map((rows) => (rows[0] ? toMerchant(rows[0], secrets) : null)))
   }
   return store
 })
 
-export const layerPg: Layer.Layer<WebhookStore, never, PgClient.PgClient> = Layer.effect(WebhookStore, makePgWebhookStore)
+export const layerPg: Layer.Layer<WebhookStore, never, PgClient.PgClient | AppConfig> = Layer.effect(WebhookStore, makePgWebhookStore)

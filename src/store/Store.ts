@@ -1,7 +1,7 @@
 import { Context, Data, type Effect } from "effect"
 import type { Balance, LedgerEntry } from "../domain/Ledger.ts"
 import type { FraudCase, FraudCaseStatus, FraudHistory, Priority } from "../domain/Fraud.ts"
-import type { ApiKey, Merchant } from "../domain/Merchant.ts"
+import type { ApiKey, Merchant, MerchantWithSecret } from "../domain/Merchant.ts"
 import type { Change, Decision, Payment, PaymentEvent, PaymentStatus } from "../domain/Payment.ts"
 
 /** The database could not be reached or failed; callers answer 503 and the client may retry. */
@@ -230,7 +230,7 @@ export type StoreEffect<A> = Effect.Effect<A, StoreUnavailable>
  * ledger entries, webhook outbox rows, fraud case) or not at all.
  */
 export interface StoreShape {
-  readonly insertMerchant: (merchant: Merchant, apiKey: ApiKey) => StoreEffect<void>
+  readonly insertMerchant: (merchant: MerchantWithSecret, apiKey: ApiKey) => StoreEffect<void>
   readonly getMerchant: (id: string) => StoreEffect<Merchant | null>
   /** Writes the merchant's settings (name, webhook_url); the signing secret changes only by rotation. */
   readonly updateMerchant: (merchant: Merchant) => StoreEffect<void>

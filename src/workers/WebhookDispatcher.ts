@@ -6,7 +6,7 @@ import { AppConfig } from "../platform/Config.ts"
 import { Ids } from "../platform/Ids.ts"
 import { isoAt, isoMs } from "../platform/Time.ts"
 import { type CallbackTimer, callbackTimerOf } from "../platform/Timers.ts"
-import { timedOut, WebhookTransport, type WebhookRequest } from "../platform/WebhookTransport.ts"
+import { timedOut, type TransportResult, WebhookTransport, type WebhookRequest } from "../platform/WebhookTransport.ts"
 import { Webhooks } from "../services/Webhooks.ts"
 import type { StoreUnavailable } from "../store/Store.ts"
 import { WebhookStore } from "../store/WebhookStore.ts"
@@ -197,6 +197,12 @@ export const run = (options: DispatcherOptions = defaultOptions) =>
       : (request: WebhookRequest) =>
         Effect.timeoutTo(transport.post(request), { duration: Duration.millis(timeoutMs), onSuccess: identity, onTimeout })
 
+    /** An attempt with no secret to sign with: the merchant's stored secret does not open under this service's key. */
+    const unsignable: TransportResult = {
+      _tag: "Failed",
+      error: "not sent: the webhook signing secret cannot be opened with this service's RESPONSE_ENCRYPTION_KEY; rotate the secret"
+    }
+
     /** The attempt counters by outcome, looked up once. */
     const attemptsSucceeded = Metrics.webhookAttempts("succeeded")
     const attemptsRejected = Metrics.webhookAttempts("rejected")
@@ -237,7 +243,8 @@ export const run = (options: DispatcherOptions = defaultOptions) =>
           "x-service-delivery-attempt": String(nextAttemptNumber(delivery))
         }
       }
-      return Effect.flatMap(post(request), (result) => {
+      // Never an unsigned POST: without a secret it can open, the attempt fails and is retried on schedule.
+      return Effect.flatMap(secrets.length === 0 ? Effect.succeed(unsignable) : post(request), (result) => {
         const endMs = clock.unsafeCurrentTimeMillis()
         const durationMs = endMs - startMs
         const outcome: AttemptOutcome = result._tag === "Answered"

@@ -1,6 +1,6 @@
 import { Cause, Effect, Exit, type Layer } from "effect"
 import { defaultThresholds, type FraudCase } from "../../src/domain/Fraud.ts"
-import type { ApiKey, Merchant } from "../../src/domain/Merchant.ts"
+import type { ApiKey, MerchantWithSecret } from "../../src/domain/Merchant.ts"
 import * as Payment from "../../src/domain/Payment.ts"
 import { Store, type CommandKey, type UpdateOutcome } from "../../src/store/Store.ts"
 import { accepted, assessmentWithScore, createInput, makeWorld } from "../domain/fixtures.ts"
@@ -37,7 +37,7 @@ export const apiKeyFor = (world: TestWorld, merchantId: string, createdAt: strin
   revokedAt: null
 })
 
-export const merchantFor = (world: TestWorld, id = world.merchantId, createdAt = world.clock.now()): Merchant => ({
+export const merchantFor = (world: TestWorld, id = world.merchantId, createdAt = world.clock.now()): MerchantWithSecret => ({
   id,
   name: `Merchant ${id}`,
   webhookUrl: "https://merchant.example/webhooks",

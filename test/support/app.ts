@@ -14,7 +14,7 @@ import type { Payments } from "../../src/services/Payments.ts"
 import { layerPg } from "../../src/store/PgStore.ts"
 import { Store, type StoreShape } from "../../src/store/Store.ts"
 import type { WebhookStore } from "../../src/store/WebhookStore.ts"
-import { freshDatabase, pgLayer } from "./database.ts"
+import { freshDatabase, pgLayer, testEncryptionKey } from "./database.ts"
 
 /** What tests may call directly besides the HTTP API (settlement, the store for checks). */
 export type AppServices = Payments | Merchants | ApiKeys | Store | Config.AppConfig
@@ -56,8 +56,11 @@ export interface AppOptions {
   readonly logger?: Logger.Logger<unknown, void>
 }
 
-/** Tests share one API key per merchant and fire bursts; the rate limit has its own test. */
-const testDefaults: Partial<Config.AppConfigShape> = { rateLimitPerSecond: 100_000 }
+/**
+ * Tests share one API key per merchant and fire bursts; the rate limit has its own test. The
+ * encryption key is set, as in production, so webhook secrets are sealed at rest.
+ */
+const testDefaults: Partial<Config.AppConfigShape> = { rateLimitPerSecond: 100_000, responseEncryptionKey: testEncryptionKey }
 
 /**
  * The real service (HttpApi routes, services, PostgreSQL store) on a fresh database, listening

@@ -1,7 +1,8 @@
-import { Layer } from "effect"
+import { Layer, Redacted } from "effect"
 import pg from "pg"
 import { randomBytes } from "node:crypto"
 import { inject } from "vitest"
+import * as Config from "../../src/platform/Config.ts"
 import { migrationsLayer, pgClientLayer } from "../../src/platform/Database.ts"
 import { layerPg } from "../../src/store/PgStore.ts"
 
@@ -24,5 +25,18 @@ export const freshDatabase = async (label = "t"): Promise<string> => {
 /** PgClient + migrations for a database URL. */
 export const pgLayer = (url: string) => Layer.provideMerge(migrationsLayer, pgClientLayer(url, 10))
 
-/** The PostgreSQL store (with its client and migrations) for a database URL. */
-export const pgStoreLayer = (url: string) => layerPg.pipe(Layer.provideMerge(pgLayer(url)))
+/**
+ * The RESPONSE_ENCRYPTION_KEY of the tests (as test/support/service.ts gives child processes):
+ * the stores tests build seal webhook secrets as production does.
+ */
+export const testEncryptionKey = Redacted.make("ab".repeat(32))
+
+/**
+ * The PostgreSQL store (with its client and migrations) for a database URL; its secrets are
+ * sealed under `testEncryptionKey` unless `config` says otherwise.
+ */
+export const pgStoreLayer = (url: string, config: Partial<Config.AppConfigShape> = {}) =>
+  layerPg.pipe(
+    Layer.provide(Config.layerWith(Config.defaultsWith({ responseEncryptionKey: testEncryptionKey, ...config }))),
+    Layer.provideMerge(pgLayer(url))
+  )
