@@ -135,20 +135,25 @@ describe("a frozen database", () => {
         for (const wave of [1, 2]) {
           const waveKeys = Array.from({ length: 6 }, (_, i) => `frozen-${wave}-${i}`)
           keys.push(...waveKeys)
-          const replies = await Promise.all([
+          // /readyz first alone (in the first wave it meets an open connection: a probe that, given
+          // up, waited for the frozen server to cancel it took 5 s and more), then beside the rest.
+          const firstReadiness = await ready()
+          const [readiness, ...replies] = await Promise.all([
+            ready(),
             ...waveKeys.map((key, i) => create(key, 2_000 + i)),
             get(paymentId),
             get(paymentId),
             timed(`${base}/api/v1/transactions?per_page=5`, { headers })
           ])
-          const readiness = await ready()
           for (const reply of replies) {
             expect(reply.elapsedMs, `wave ${wave}: ${JSON.stringify(reply)}`).toBeLessThanOrEqual(requestLimitMs)
             expect(reply.status, JSON.stringify(reply)).toBe(503)
             expect(reply.body.error).toMatchObject({ type: "api_error", code: "service_unavailable" })
           }
-          expect(readiness.elapsedMs, `wave ${wave}: readyz`).toBeLessThanOrEqual(readinessLimitMs)
-          expect(readiness.status).toBe(503)
+          for (const probe of [firstReadiness, readiness!]) {
+            expect(probe.elapsedMs, `wave ${wave}: readyz ${JSON.stringify(probe)}`).toBeLessThanOrEqual(readinessLimitMs)
+            expect(probe.status).toBe(503)
+          }
         }
         // The process itself is alive all along.
         expect((await timed(`${base}/healthz`)).status).toBe(200)
