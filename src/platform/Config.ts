@@ -44,6 +44,13 @@ const durationMs = (name: string, fallback: string) =>
     Config.withDefault(parseDurationMs(fallback)!)
   )
 
+/** A duration that must be at least `minimumMs` and at most `maximumMs` (a timeout of 0 would mean none). */
+const boundedDurationMs = (name: string, fallback: string, minimumMs: number, maximumMs: number, rule: string) =>
+  variable(name, (text) => {
+    const ms = parseDurationMs(text)
+    return check(ms !== null && ms >= minimumMs && ms <= maximumMs ? ms : null, rule)
+  }).pipe(Config.withDefault(parseDurationMs(fallback)!))
+
 const scheduleMs = (name: string, fallback: string) => {
   const parse = (text: string) => {
     const parts = text.split(",").map(parseDurationMs)
@@ -97,6 +104,14 @@ export interface AppConfigShape {
    * webhook attempts, before it cuts them off.
    */
   readonly shutdownGraceMs: number
+  /**
+   * The longest a statement may run: PostgreSQL's `statement_timeout` on every connection of the
+   * pool. The service itself waits that long plus `statementGraceMs` for an answer, then gives
+   * the connection up (a frozen server answers nothing, not even the cancel).
+   */
+  readonly databaseStatementTimeoutMs: number
+  /** The longest a statement waits for a connection of the pool, or for a new connection to be opened. */
+  readonly databaseConnectTimeoutMs: number
   /** The sandbox network disputes a `tok_dispute_won`/`tok_dispute_lost` payment this long after its capture... */
   readonly sandboxDisputeOpenAfterMs: number
   /** ...and resolves the dispute this long after it opened. */
@@ -135,6 +150,12 @@ export const appConfig: Config.Config<AppConfigShape> = Config.all({
     (text) => check(parseKey(text) === null ? null : Redacted.make(text), "must be 64 hexadecimal characters (32 bytes; e.g. openssl rand -hex 32)"),
     { secret: true }
   ).pipe(Config.option, Config.map((o) => (o._tag === "Some" ? o.value : null))),
+  databaseStatementTimeoutMs: boundedDurationMs(
+    "DATABASE_STATEMENT_TIMEOUT", "3s", 100, 3_600_000, "must be a duration from 100ms to 1h, such as 3s"
+  ),
+  databaseConnectTimeoutMs: boundedDurationMs(
+    "DATABASE_CONNECT_TIMEOUT", "2s", 100, 600_000, "must be a duration from 100ms to 10m, such as 2s"
+  ),
   sandboxDisputeOpenAfterMs: durationMs("SANDBOX_DISPUTE_OPEN_AFTER", "1m"),
   sandboxDisputeResolveAfterMs: durationMs("SANDBOX_DISPUTE_RESOLVE_AFTER", "1m")
 })

@@ -8,6 +8,7 @@ import Pg from "pg"
 import { join, resolve } from "node:path"
 import { migrations } from "../store/migrations.ts"
 import { PgPool } from "../store/PgPrepared.ts"
+import * as Config from "./Config.ts"
 import { AppConfig, dataDirectory } from "./Config.ts"
 import * as Embedded from "./EmbeddedPostgres.ts"
 
@@ -85,18 +86,100 @@ export const databaseUrl = Effect.gen(function*() {
   return yield* embeddedPostgres(join(dataDirectory, "postgres"), { persistent: true })
 })
 
+/** How long the pool waits on the database: see `AppConfigShape.databaseStatementTimeoutMs`. */
+export interface PoolTimeouts {
+  /** Null: statements may run as long as they take (the migrations). */
+  readonly statementTimeoutMs: number | null
+  readonly connectTimeoutMs: number
+}
+
+/**
+ * How much longer than `statement_timeout` the service waits for a statement's answer: a server
+ * that answers at all cancels the statement itself first (57014, and the connection stays usable).
+ */
+export const statementGraceMs = 500
+
+/** A statement given up client-side (`query_timeout`): pg's own message for it. */
+const isReadTimeout = (error: unknown) => error instanceof Error && error.message === "Query read timeout"
+
+/**
+ * A `pg` client that closes its connection when a statement's answer does not come in time
+ * (`query_timeout`). pg only stops waiting: the statement still occupies the connection, so the
+ * next statement on it (a ROLLBACK, or the next borrower's query) would wait behind it, and the
+ * pool would hand it out again. Ended at once, the queued statements fail at once, and the pool
+ * drops the connection when it is released (pg-pool removes a client that is ending).
+ */
+class DeadlineClient extends Pg.Client {
+  override query(...args: Array<any>): any {
+    const at = args.findIndex((arg, i) => i > 0 && typeof arg === "function")
+    if (at !== -1) {
+      const callback = args[at] as (error: unknown, result: unknown) => void
+      args[at] = (error: unknown, result: unknown) => {
+        if (isReadTimeout(error)) this.end().catch(() => {})
+        callback(error, result)
+      }
+    }
+    const returned = (super.query as (...xs: Array<any>) => any)(...args)
+    if (at === -1 && returned !== undefined && typeof returned.then === "function") {
+      // The caller's own handlers come after this one, so the client is ending before it releases it.
+      returned.then(undefined, (error: unknown) => {
+        if (isReadTimeout(error)) this.end().catch(() => {})
+      })
+    }
+    return returned
+  }
+}
+
+/**
+ * The pool's settings. Every wait on the database is bounded, so a database that stops answering
+ * (stopped, frozen, cut off) costs a request at most `connectTimeoutMs` (waiting for a connection,
+ * or opening one) plus `statementTimeoutMs + statementGraceMs` (the answer), then a 503:
+ * - `statement_timeout` (server side): a statement that runs too long is cancelled by PostgreSQL;
+ * - `idle_in_transaction_session_timeout` (server side): a transaction whose client went silent
+ *   releases its locks;
+ * - `query_timeout` (client side): a server that answers nothing (frozen, or the network gone) is
+ *   given up, and its connection closed (`DeadlineClient`);
+ * - `connectionTimeoutMillis`: both the wait for a free connection and the opening of a new one;
+ * - TCP keepalive: a connection to a host that vanished is noticed even while idle.
+ */
+export const poolOptions = (url: string, maxConnections: number, timeouts: PoolTimeouts): Pg.PoolConfig => ({
+  connectionString: url,
+  max: maxConnections,
+  application_name: "payments",
+  // Connections stay open (idleTimeoutMillis 0): the pool is small, and an idle timeout arms a
+  // timer on every release.
+  idleTimeoutMillis: 0,
+  connectionTimeoutMillis: timeouts.connectTimeoutMs,
+  ...(timeouts.statementTimeoutMs === null ? {} : {
+    statement_timeout: timeouts.statementTimeoutMs,
+    idle_in_transaction_session_timeout: timeouts.statementTimeoutMs + statementGraceMs,
+    query_timeout: timeouts.statementTimeoutMs + statementGraceMs
+  }),
+  keepAlive: true,
+  keepAliveInitialDelayMillis: 10_000,
+  Client: DeadlineClient
+})
+
+export const defaultPoolTimeouts: PoolTimeouts = {
+  statementTimeoutMs: Config.defaults.databaseStatementTimeoutMs,
+  connectTimeoutMs: Config.defaults.databaseConnectTimeoutMs
+}
+
+export const poolTimeoutsOf = (config: Config.AppConfigShape): PoolTimeouts => ({
+  statementTimeoutMs: config.databaseStatementTimeoutMs,
+  connectTimeoutMs: config.databaseConnectTimeoutMs
+})
+
 /**
  * One `pg` pool, shared by `@effect/sql-pg`'s client and the store's prepared statements
  * (`PgPool`); it must answer a first query within 5 s, and it is ended with the scope.
  */
-export const pgClientLayer = (url: string, maxConnections = 8) => {
+export const pgClientLayer = (url: string, maxConnections = 8, timeouts: PoolTimeouts = defaultPoolTimeouts) => {
   const pool = Layer.scoped(
     PgPool,
     Effect.acquireRelease(
       Effect.sync(() => {
-        // Connections stay open (idleTimeoutMillis 0): the pool is small, and an idle timeout arms a
-        // timer on every release.
-        const pool = new Pg.Pool({ connectionString: url, max: maxConnections, application_name: "payments", idleTimeoutMillis: 0 })
+        const pool = new Pg.Pool(poolOptions(url, maxConnections, timeouts))
         // An idle connection that dies is dropped by the pool; the next query reports the outage.
         pool.on("error", () => {})
         return pool
@@ -133,7 +216,22 @@ export const pgClientLayer = (url: string, maxConnections = 8) => {
 
 export const migrationsLayer = PgMigrator.layer({ loader: migrations }).pipe(Layer.provide(NodeContext.layer))
 
+/**
+ * Applies the migrations over a connection of their own, without the service's statement
+ * timeout (building an index on a large table may take minutes), and closes it when done.
+ */
+export const migrate = (url: string, timeouts: PoolTimeouts) =>
+  Effect.scoped(Layer.build(Layer.provide(
+    migrationsLayer,
+    pgClientLayer(url, 2, { statementTimeoutMs: null, connectTimeoutMs: timeouts.connectTimeoutMs })
+  )))
+
 /** PgClient for the configured database, with the migrations applied. */
 export const layer = Layer.unwrapScoped(
-  Effect.map(databaseUrl, (url) => Layer.provideMerge(migrationsLayer, pgClientLayer(url)))
+  Effect.gen(function*() {
+    const url = yield* databaseUrl
+    const timeouts = poolTimeoutsOf(yield* AppConfig)
+    yield* migrate(url, timeouts)
+    return pgClientLayer(url, 8, timeouts)
+  })
 )

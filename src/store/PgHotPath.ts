@@ -327,13 +327,26 @@ interface Waiter<U, R> {
   /** Set once its statement has finished, and called then by a caller interrupted meanwhile. */
   settled?: boolean
   onSettled?: () => void
+  /** Answered `StoreUnavailable` at its deadline while its statement was still out: its outcome goes to `onLate`. */
+  late?: boolean
+  deadline?: ReturnType<typeof setTimeout>
 }
 
 const settle = <U, R>(waiter: Waiter<U, R>, outcome: Effect.Effect<R, StoreUnavailable>) => {
+  if (waiter.settled === true) return
   waiter.settled = true
+  if (waiter.deadline !== undefined) clearTimeout(waiter.deadline)
   waiter.resume(outcome)
   waiter.onSettled?.()
 }
+
+/**
+ * How long a batched statement may stay unanswered before its connection is given up: past the
+ * deadline of its units (they were answered 503 then), it is kept for its outcome (`onLate`), so
+ * a database that thaws within this time leaves nothing behind; one silent for longer (a host cut
+ * off) costs at most what a claim's lease does.
+ */
+export const lateStatementLimitMs = 60_000
 
 /**
  * Group commit: a unit goes out at once when fewer than `maximumInFlight` statements of its kind
@@ -341,6 +354,12 @@ const settle = <U, R>(waiter: Waiter<U, R>, outcome: Effect.Effect<R, StoreUnava
  * `maximumBatch`, never two units of one payment). Every unit gets its own outcome. When a batch
  * fails on its data (a defect), each of its units runs again alone, so one bad unit fails only
  * itself; when the database is unreachable, every unit of the batch is `StoreUnavailable`.
+ *
+ * With `deadlineMs`, a unit not answered within it (waiting, or its statement sent to a database
+ * that does not answer) is `StoreUnavailable` then. A unit still waiting never goes out; the
+ * statement of one already sent keeps its connection until the database answers, and the outcomes
+ * of such late units go to `onLate` (a late commit must not leave behind what its caller, told
+ * 503, will never finish).
  */
 export const makeBatcher = <U, R>(options: {
   readonly pool: Pg.Pool
@@ -355,28 +374,43 @@ export const makeBatcher = <U, R>(options: {
    * on behalf of a caller that will never see its outcome must still reach someone.
    */
   readonly arrived?: (unit: U, outcome: R) => void
+  readonly deadlineMs?: number | undefined
+  readonly onLate?: (late: ReadonlyArray<{ readonly unit: U; readonly outcome: R }>) => void
 }) => {
   const waiting: Array<Waiter<U, R>> = []
   let inFlight = 0
+  const deadlineMs = options.deadlineMs
 
   const execute = (batch: ReadonlyArray<Waiter<U, R>>) => {
     inFlight++
     options.pool.query(
-      { name: options.name, text: options.text, values: options.values(batch.map((w) => w.unit)) },
+      {
+        name: options.name,
+        text: options.text,
+        values: options.values(batch.map((w) => w.unit)),
+        ...(deadlineMs === undefined ? {} : { query_timeout: lateStatementLimitMs })
+      } as Pg.QueryConfig,
       (error: (Error & { code?: string }) | undefined, result: Pg.QueryResult<Row>) => {
         inFlight--
         if (error === undefined || error === null) {
           const outcomes = options.outcomes(result.rows)
           const arrived = options.arrived
+          const late: Array<{ unit: U; outcome: R }> = []
           batch.forEach((w, i) => {
             const outcome = outcomes[i]!
-            if (arrived !== undefined) arrived(w.unit, outcome)
-            settle(w, Effect.succeed(outcome))
+            // A unit answered 503 at its deadline is `onLate`'s; the others are told here first.
+            if (w.late === true) late.push({ unit: w.unit, outcome })
+            else {
+              if (arrived !== undefined) arrived(w.unit, outcome)
+              settle(w, Effect.succeed(outcome))
+            }
           })
+          if (late.length > 0) options.onLate?.(late)
         } else if (isUnavailable(typeof error.code === "string" ? error.code : undefined)) {
           for (const w of batch) settle(w, Effect.fail(new StoreUnavailable({ cause: error })))
         } else if (batch.length > 1) {
-          for (const w of batch) execute([w])
+          // A late unit's caller was answered already: nothing of it committed, nothing to run again.
+          for (const w of batch) if (w.late !== true) execute([w])
         } else {
           settle(batch[0]!, Effect.die(error))
         }
@@ -403,20 +437,31 @@ export const makeBatcher = <U, R>(options: {
     }
   }
 
+  const giveUp = (waiter: Waiter<U, R>) => () => {
+    if (waiter.settled === true) return
+    const at = waiting.indexOf(waiter)
+    if (at !== -1) waiting.splice(at, 1)
+    else waiter.late = true
+    settle(waiter, Effect.fail(new StoreUnavailable({ cause: new Error(`no answer from the database within ${deadlineMs} ms`) })))
+  }
+
   return (unit: U): Effect.Effect<R, StoreUnavailable> =>
     Effect.async<R, StoreUnavailable>((resume) => {
       const waiter: Waiter<U, R> = { unit, key: options.keyOf(unit), resume }
+      if (deadlineMs !== undefined) waiter.deadline = setTimeout(giveUp(waiter), deadlineMs)
       waiting.push(waiter)
       pump()
       // Interrupted while still waiting: it never goes out. Once sent, its outcome is the database's,
       // and the interruption waits for it: whoever takes over after a hang-up (the payment's flow)
       // must find the unit committed or not, never race the statement still running (it did:
       // the flow looked for a payment the batch had not committed yet, and left it pending). The
-      // outcome itself reaches the interrupted caller only through `arrived`.
+      // outcome itself reaches the interrupted caller only through `arrived`. With a deadline, it
+      // waits until then at most: a unit late past it is `onLate`'s.
       return Effect.suspend(() => {
         const at = waiting.indexOf(waiter)
         if (at !== -1) {
           waiting.splice(at, 1)
+          if (waiter.deadline !== undefined) clearTimeout(waiter.deadline)
           return Effect.void
         }
         return waiter.settled === true ? Effect.void : Effect.async<void>((done) => {
@@ -426,7 +471,35 @@ export const makeBatcher = <U, R>(options: {
     })
 }
 
-export const makeHotPath = (pool: Pg.Pool) => ({
+/**
+ * Claims a late open committed for callers that were answered 503: each is released (its lease
+ * ended, as `Store.releaseIdempotencyKey` does for a command that applied), so the client's retry
+ * takes the key over at once and resumes the payment instead of waiting out the lease. Only the
+ * claim as that unit wrote it (same `locked_until`): never one a retry took over since.
+ */
+const releaseLateClaims = (pool: Pg.Pool) => (late: ReadonlyArray<{ readonly unit: OpenPayment; readonly outcome: OpenOutcome }>) => {
+  const claims = late.flatMap(({ outcome, unit }) =>
+    outcome._tag === "Opened" && unit.claim !== null
+      ? [{ merchant_id: unit.claim.merchantId, key: unit.claim.key, locked_until: unit.claim.lockedUntil }]
+      : []
+  )
+  if (claims.length === 0) return
+  pool.query(
+    `UPDATE idempotency_keys k SET locked_until = k.created_at
+    FROM json_to_recordset($1::json) AS c(merchant_id text, key text, locked_until timestamptz)
+    WHERE k.merchant_id = c.merchant_id AND k.key = c.key AND k.locked_until = c.locked_until AND k.state = 'in_progress'`,
+    [JSON.stringify(claims)],
+    // Not released (the database went away again): the claim's lease ends it.
+    () => {}
+  )
+}
+
+/**
+ * The create path's two statements. With `deadlineMs` (the pool's wait for an answer), a unit the
+ * database does not answer in time, whether it waited for its statement or its statement was out,
+ * is 503 then (see `makeBatcher`).
+ */
+export const makeHotPath = (pool: Pg.Pool, deadlineMs?: number) => ({
   openPayment: makeBatcher<OpenPayment, OpenOutcome>({
     pool,
     name: "open_payments_v1",
@@ -439,7 +512,9 @@ export const makeHotPath = (pool: Pg.Pool) => ({
     // whole lease.
     arrived: (unit, outcome) => {
       if (outcome._tag === "Opened" && unit.claim !== null) unit.onClaimed?.()
-    }
+    },
+    deadlineMs,
+    onLate: releaseLateClaims(pool)
   }),
   commitChange: makeBatcher<ChangeCommit, boolean>({
     pool,
@@ -447,6 +522,7 @@ export const makeHotPath = (pool: Pg.Pool) => ({
     text: commitChangesSql,
     values: commitChangesValues,
     outcomes: commitOutcomes,
-    keyOf: (u) => u.change.payment.id
+    keyOf: (u) => u.change.payment.id,
+    deadlineMs
   })
 })

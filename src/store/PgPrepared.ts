@@ -13,14 +13,27 @@ import type { StoreUnavailable } from "./Store.ts"
 export class PgPool extends Context.Tag("payments/PgPool")<PgPool, Pg.Pool>() {}
 
 /**
+ * How long the pool waits for a statement's answer (`Database.poolOptions`: `statement_timeout`
+ * and a grace); undefined for a pool without timeouts.
+ */
+export const statementDeadlineMs = (pool: Pg.Pool): number | undefined => {
+  const timeout = (pool.options as Pg.PoolConfig).query_timeout
+  return typeof timeout === "number" && timeout > 0 ? timeout : undefined
+}
+
+/**
  * A named prepared statement of fixed text: each connection parses and plans it once, then only
- * binds and executes. Errors map as every store error does (`PgRows.run`): an outage is
+ * binds and executes; `answerWithinMs` waits less than the pool's own limit for its answer.
+ * Errors map as every store error does (`PgRows.run`): an outage is
  * `StoreUnavailable`, anything else a defect.
  */
-export const prepared = (pool: Pg.Pool, name: string, text: string) =>
+export const prepared = (pool: Pg.Pool, name: string, text: string, options: { readonly answerWithinMs?: number } = {}) =>
 (values: ReadonlyArray<unknown>): Effect.Effect<Array<Row>, StoreUnavailable> =>
   run(Effect.async<Array<Row>, SqlError>((resume) => {
-    pool.query({ name, text, values: values as Array<unknown> }, (cause: Error | undefined, result: Pg.QueryResult<Row>) => {
+    const query = options.answerWithinMs === undefined
+      ? { name, text, values: values as Array<unknown> }
+      : { name, text, values: values as Array<unknown>, query_timeout: options.answerWithinMs }
+    pool.query(query, (cause: Error | undefined, result: Pg.QueryResult<Row>) => {
       resume(
         cause === undefined || cause === null
           ? Effect.succeed(result.rows)

@@ -12,7 +12,7 @@ import { maximumSeriesRows, modelStats, Store, unrecordedModel } from "./Store.t
 import { iso, isoOrNull, run, secretColumnFor, toEvent, toMerchant, type Row } from "./PgRows.ts"
 import { AppConfig } from "../platform/Config.ts"
 import { isSealed, sealedPrefix, type SecretColumn } from "../platform/Sealing.ts"
-import { PgPool, prepared } from "./PgPrepared.ts"
+import { PgPool, prepared, statementDeadlineMs } from "./PgPrepared.ts"
 import { getPaymentSql, historyColumns, makeHotPath, paymentColumns, readForCommandSql, toHistory } from "./PgHotPath.ts"
 import * as PgWebhookStore from "./PgWebhookStore.ts"
 import type { WebhookStore } from "./WebhookStore.ts"
@@ -156,13 +156,30 @@ const checkSecretsAtStart = (sql: PgClient.PgClient, secrets: SecretColumn) =>
       Effect.logWarning("webhook signing secrets not checked at start (the database did not answer); the next start does it", error))
   )
 
+/** How long a release of an idempotency claim waits for the database (see `releaseKey`). */
+export const releaseAnswerMs = 1_000
+
 export const makePgStore = Effect.gen(function*() {
   const sql = yield* PgClient.PgClient
   const pool = yield* PgPool
   const secrets = secretColumnFor(yield* AppConfig)
   yield* checkSecretsAtStart(sql, secrets)
-  const hot = makeHotPath(pool)
+  const hot = makeHotPath(pool, statementDeadlineMs(pool))
   const getPayment = prepared(pool, "get_payment_v1", getPaymentSql)
+  // A claim released after a failure: deleted when nothing was applied under it, else its lease
+  // ended (a command that already moved money keeps its claim, so a retry finds it applied). It
+  // runs when a request failed, often because the database is away: one statement, and an answer
+  // within `releaseAnswerMs`, so it adds little to that request's wait (unreleased, the lease ends it).
+  const releaseKey = prepared(
+    pool,
+    "release_idempotency_key_v1",
+    `WITH deleted AS (
+      DELETE FROM idempotency_keys WHERE merchant_id = $1 AND key = $2 AND applied_to IS NULL AND state = 'in_progress'
+    )
+    UPDATE idempotency_keys SET locked_until = created_at
+    WHERE merchant_id = $1 AND key = $2 AND applied_to IS NOT NULL AND state = 'in_progress'`,
+    { answerWithinMs: releaseAnswerMs }
+  )
   const readForCommand = prepared(pool, "read_for_command_v1", readForCommandSql)
   // Authentication in one statement (`useApiKey`): the write of last_used_at, only for an active
   // key last used at or before $3 (so one write a key per interval, whichever process serves it),
@@ -544,14 +561,7 @@ export const makePgStore = Effect.gen(function*() {
     completeIdempotencyKey: (merchantId, key, status, body) =>
       run(sql`UPDATE idempotency_keys SET state = 'completed', response_status = ${status}, response_body = ${body}
         WHERE merchant_id = ${merchantId} AND key = ${key}`).pipe(Effect.asVoid),
-    releaseIdempotencyKey: (merchantId, key) =>
-      run(Effect.all([
-        sql`DELETE FROM idempotency_keys WHERE merchant_id = ${merchantId} AND key = ${key} AND applied_to IS NULL
-          AND state = 'in_progress'`,
-        // A command that already moved money keeps its claim, so a retry finds it applied.
-        sql`UPDATE idempotency_keys SET locked_until = created_at WHERE merchant_id = ${merchantId} AND key = ${key}
-          AND state = 'in_progress'`
-      ])).pipe(Effect.asVoid),
+    releaseIdempotencyKey: (merchantId, key) => Effect.asVoid(releaseKey([merchantId, key])),
     heartbeat: (instanceId, aliveUntil) =>
       // Processes gone for a day are forgotten (a claim of theirs is long past its lease).
       run(sql`WITH forgotten AS (DELETE FROM service_instances WHERE alive_until < ${aliveUntil}::timestamptz - interval '1 day')

@@ -200,6 +200,8 @@ describe("configuration errors name the variable and its rule", () => {
     [{ RATE_LIMIT_PER_SECOND: "0" }, "RATE_LIMIT_PER_SECOND must be an integer between 1 and 1000000000, got '0'"],
     [{ WEBHOOK_ALLOW_PRIVATE_URLS: "maybe" }, "WEBHOOK_ALLOW_PRIVATE_URLS must be true or false, got 'maybe'"],
     [{ WEBHOOK_TIMEOUT: "30 seconds" }, "WEBHOOK_TIMEOUT must be a duration such as 30s, 5m or 24h, got '30 seconds'"],
+    [{ DATABASE_STATEMENT_TIMEOUT: "0s" }, "DATABASE_STATEMENT_TIMEOUT must be a duration from 100ms to 1h, such as 3s, got '0s'"],
+    [{ DATABASE_CONNECT_TIMEOUT: "2 seconds" }, "DATABASE_CONNECT_TIMEOUT must be a duration from 100ms to 10m, such as 2s, got '2 seconds'"],
     [{ SETTLEMENT_CUTOFF: "24:00" }, "SETTLEMENT_CUTOFF must be a time of day HH:MM (UTC), such as 00:00, got '24:00'"],
     [{ RESPONSE_ENCRYPTION_KEY: "secret-ish" }, "RESPONSE_ENCRYPTION_KEY must be 64 hexadecimal characters (32 bytes; e.g. openssl rand -hex 32)"]
   ])("%j", (env, rule) => {
