@@ -154,7 +154,7 @@ export const errorResponses = [
   errorResponse(401, "authentication_required / invalid_api_key"),
   errorResponse(404, "not_found: no such record for this merchant, or no such route"),
   errorResponse(409, "invalid_state / idempotency_in_progress"),
-  errorResponse(413, "body_too_large: over 64 KiB"),
+  errorResponse(413, "body_too_large: over 64 KiB; the answer closes the connection"),
   errorResponse(415, "unsupported_media_type: a body without Content-Type: application/json"),
   errorResponse(422, "validation_failed / idempotency_key_reused"),
   errorResponse(429, "rate_limited"),
