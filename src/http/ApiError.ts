@@ -150,7 +150,7 @@ const errorResponse = (status: number, description: string) =>
   ).annotations({ ...HttpApiSchema.annotations({ status }), identifier: `Error${status}`, description })
 
 export const errorResponses = [
-  errorResponse(400, "invalid_json: the body is not parseable JSON"),
+  errorResponse(400, "invalid_json: the body is not parseable JSON (or not valid UTF-8)"),
   errorResponse(401, "authentication_required / invalid_api_key"),
   errorResponse(404, "not_found: no such record for this merchant, or no such route"),
   errorResponse(409, "invalid_state / idempotency_in_progress"),

@@ -146,6 +146,9 @@ const readBytes = (incoming: IncomingMessage, limitBytes: number) =>
 
 const noBytes = Buffer.alloc(0)
 
+/** UTF-8 as RFC 3629 defines it: anything else (a stray byte, an encoded surrogate, an overlong form, a cut sequence) throws. */
+const strictUtf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true })
+
 /**
  * From here on the request's `text` (and its `json`, which reads `text`) is what the edge read:
  * the body's bytes can be read from the connection only once, and the idempotency wrapper and
@@ -155,7 +158,14 @@ const setText = (request: HttpServerRequest.HttpServerRequest, text: string) => 
   Object.defineProperty(request, "text", { value: Effect.succeed(text) })
 }
 
-/** The body of a request from Node's server, read as bytes. */
+/**
+ * The text a body that is not UTF-8 stands for when its refusal is fingerprinted under an
+ * idempotency key: its bytes one for one, after a lone surrogate no decoded body can contain,
+ * so it is never taken for a well-formed body (the same text with U+FFFD in it is another request).
+ */
+const notUtf8Text = (bytes: Buffer) => `\ud800${bytes.toString("latin1")}`
+
+/** The body of a request from Node's server, read as bytes and decoded as strict UTF-8 in one pass. */
 const withNodeBody = <A, X, R>(
   incoming: IncomingMessage,
   request: HttpServerRequest.HttpServerRequest,
@@ -167,7 +177,13 @@ const withNodeBody = <A, X, R>(
   if (declaredLength !== undefined && Number(declaredLength) > maximumBodyBytes) return bodyTooLarge(incoming)
   return Effect.flatMap(readBytes(incoming, maximumBodyBytes), (bytes): Effect.Effect<A, X | E.ApiError, R> => {
     if (bytes === overLimit) return bodyTooLarge(incoming)
-    const text = bytes.toString("utf8")
+    let text: string
+    try {
+      text = strictUtf8.decode(bytes)
+    } catch {
+      setText(request, notUtf8Text(bytes))
+      return Effect.fail(E.invalidJson("it is not valid UTF-8."))
+    }
     setText(request, text)
     return withParsedBody(request, state, text, app)
   })
@@ -178,8 +194,8 @@ const isOverLimit = (text: string) =>
   text.length > maximumBodyBytes || (text.length * 3 > maximumBodyBytes && Buffer.byteLength(text) > maximumBodyBytes)
 
 /**
- * Reads and checks the body before routing: size (413), shape and JSON syntax (400), media
- * type (415); then routes (`app`) with the body on the request's state. A request from
+ * Reads and checks the body before routing: size (413), UTF-8, shape and JSON syntax (400),
+ * media type (415); then routes (`app`) with the body on the request's state. A request from
  * Node's server is read here as bytes (`withNodeBody`); an in-process one (the simulator's)
  * carries its body as text already.
  */
