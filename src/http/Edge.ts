@@ -93,7 +93,7 @@ const withParsedBody = <A, X, R>(
 const refusedConnections = new WeakSet<object>()
 
 const bodyTooLarge = (incoming: IncomingMessage) => {
-  refusedConnections.add(incoming.socket)
+  if (incoming.socket !== null) refusedConnections.add(incoming.socket)
   return Effect.fail(E.bodyTooLarge(maximumBodyBytes))
 }
 
