@@ -160,7 +160,6 @@ describe("a body over the limit ends its connection", () => {
     expect(responses.map((response) => response.status)).toEqual([413])
     expectBodyTooLarge(responses[0])
     // The server read none of the rest: what the client got out is what the kernel buffers held.
-    console.log("WRITTEN", written)
     expect(written).toBeLessThan(twentyMebibytes)
   })
 
