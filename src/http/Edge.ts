@@ -182,7 +182,8 @@ const withNodeBody = <A, X, R>(
       text = strictUtf8.decode(bytes)
     } catch {
       setText(request, notUtf8Text(bytes))
-      return Effect.fail(E.invalidJson("it is not valid UTF-8."))
+      // A body not declared JSON is refused for that first (415), whatever its encoding.
+      return Effect.fail(hasJsonContentType(request) ? E.invalidJson("it is not valid UTF-8.") : E.unsupportedMediaType())
     }
     setText(request, text)
     return withParsedBody(request, state, text, app)

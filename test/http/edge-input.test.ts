@@ -307,6 +307,12 @@ describe("a body that is not UTF-8 is refused, never repaired", () => {
     expect(await paymentCount()).toBe(before)
   })
 
+  it("a body not declared JSON is a 415 first, whatever its bytes", async () => {
+    const reply = await sendBytes("POST", "/api/v1/transactions", createWithNote(bytes(0xff)), { "content-type": "text/plain; charset=latin1" })
+    expect(reply.status).toBe(415)
+    expect(reply.body.error.code).toBe("unsupported_media_type")
+  })
+
   it("a merchant name with a stray byte leaves the merchant as it was", async () => {
     const before = (await api.get("/api/v1/merchants/me")).body.merchant
     const reply = await sendBytes("PATCH", "/api/v1/merchants/me", Buffer.concat([Buffer.from("{\"name\":\"Caf"), bytes(0xe9), Buffer.from("\"}")]))
