@@ -302,7 +302,7 @@ function withoutDecodeErrors(spec: Record<string, any>): Record<string, any> {
       if (schema?.anyOf !== undefined) {
         const rest = schema.anyOf.filter((s: any) => !isDecodeError(s))
         response.content["application/json"].schema = rest.length === 1 ? rest[0] : { anyOf: rest }
-        response.description = "invalid_json: the body is not parseable JSON"
+        response.description = "invalid_json: the body is not parseable JSON (or not valid UTF-8)"
       } else if (isDecodeError(schema)) {
         delete operation.responses["400"]
       }

@@ -150,11 +150,11 @@ const errorResponse = (status: number, description: string) =>
   ).annotations({ ...HttpApiSchema.annotations({ status }), identifier: `Error${status}`, description })
 
 export const errorResponses = [
-  errorResponse(400, "invalid_json: the body is not parseable JSON"),
+  errorResponse(400, "invalid_json: the body is not parseable JSON (or not valid UTF-8)"),
   errorResponse(401, "authentication_required / invalid_api_key"),
   errorResponse(404, "not_found: no such record for this merchant, or no such route"),
   errorResponse(409, "invalid_state / idempotency_in_progress"),
-  errorResponse(413, "body_too_large: over 64 KiB"),
+  errorResponse(413, "body_too_large: over 64 KiB; the answer closes the connection"),
   errorResponse(415, "unsupported_media_type: a body without Content-Type: application/json"),
   errorResponse(422, "validation_failed / idempotency_key_reused"),
   errorResponse(429, "rate_limited"),

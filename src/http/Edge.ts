@@ -1,6 +1,7 @@
-import { FileSystem, HttpApiBuilder, type HttpApp, HttpIncomingMessage, HttpServerRequest, HttpServerResponse } from "@effect/platform"
+import { HttpApiBuilder, type HttpApp, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { HttpApiDecodeError } from "@effect/platform/HttpApiError"
-import { Cause, Clock, Context, Effect, type Fiber, FiberRef, LogLevel, Option } from "effect"
+import { Cause, Clock, Context, Effect, FiberRef, LogLevel, Option } from "effect"
+import { IncomingMessage } from "node:http"
 import * as Metrics from "../platform/Metrics.ts"
 import { Ids } from "../platform/Ids.ts"
 import * as E from "./ApiError.ts"
@@ -15,15 +16,6 @@ import { makeRouteOf } from "./Routes.ts"
 import { fromDecodeError, routeNotFound } from "./RequestErrors.ts"
 import { type RequestState, setRequestState } from "./RequestState.ts"
 
-
-/**
- * Sets a fiber-local value from inside a step that already holds the fiber (`withFiberRuntime`):
- * what `FiberRef.set` does, without the two Effect steps of its own. The runtime fiber's setter
- * is not on the public `RuntimeFiber` type; `FiberRef.set` calls it the same way.
- */
-const setFiberRef = <A>(fiber: Fiber.RuntimeFiber<unknown, unknown>, ref: FiberRef.FiberRef<A>, value: A): void =>
-  (fiber as unknown as { setFiberRef(ref: FiberRef.FiberRef<A>, value: A): void }).setFiberRef(ref, value)
-
 export const maximumBodyBytes = 64 * 1024
 
 /** Without headers of its own a response shares `Headers.empty` (no headers object built per response). */
@@ -37,6 +29,8 @@ const isEmpty = (record: Readonly<Record<string, string>>) => {
   for (const _ in record) return false
   return true
 }
+
+const closingConnection = (response: HttpServerResponse.HttpServerResponse) => HttpServerResponse.setHeader(response, "connection", "close")
 
 export const renderError = (error: E.ApiError, requestId: string) =>
   jsonResponse(error.status, JSON.stringify(error.body(requestId)), error.headers ?? {})
@@ -78,36 +72,148 @@ const parseBody = (request: HttpServerRequest.HttpServerRequest, text: string): 
   }
 }
 
-const maximumBodySize = Option.some(FileSystem.Size(maximumBodyBytes))
+/** Puts the parsed body on the request's state and routes (`app`), or refuses the body. */
+const withParsedBody = <A, X, R>(
+  request: HttpServerRequest.HttpServerRequest,
+  state: RequestState,
+  text: string,
+  app: Effect.Effect<A, X, R>
+): Effect.Effect<A, X | E.ApiError, R> => {
+  const body = parseBody(request, text)
+  if (body instanceof E.ApiError) return Effect.fail(body)
+  state.body = body
+  return app
+}
 
 /**
- * Reads and checks the body before routing: size (413), media type (415), shape and JSON syntax
- * (400); then routes (`app`) with the body on the request's state. Runs in the request fiber's
- * own step (`fiber`): the body size limit is set on it directly, for the rest of the request
- * (chunked bodies have no declared length: the read itself stops at the limit).
+ * Connections whose request body was refused as too large: the refusal closes them
+ * (`Connection: close`), and a request the client pipelined behind that body, which Node may
+ * parse before the connection is gone, is not served (its answer could never be sent).
+ */
+const refusedConnections = new WeakSet<object>()
+
+const bodyTooLarge = (incoming: IncomingMessage) => {
+  if (incoming.socket !== null) refusedConnections.add(incoming.socket)
+  return Effect.fail(E.bodyTooLarge(maximumBodyBytes))
+}
+
+/** A body over the limit: the read stopped there, and the rest is never read. */
+const overLimit = Symbol("over the limit")
+
+/**
+ * The body's bytes, read from Node's request as they come: `overLimit` as soon as they grow past
+ * `limitBytes` (the request is paused there; the refusal's `Connection: close` then ends the
+ * connection without reading the rest). A client that hangs up mid-body interrupts the request,
+ * as it would anywhere else (nothing is refused, so nothing is stored under its idempotency key).
+ */
+const readBytes = (incoming: IncomingMessage, limitBytes: number) =>
+  Effect.async<Buffer | typeof overLimit>((resume) => {
+    let first: Buffer | null = null
+    let more: Array<Buffer> | null = null
+    let bytes = 0
+    const stop = () => {
+      incoming.off("data", onData)
+      incoming.off("end", onEnd)
+      incoming.off("error", onGone)
+      incoming.off("close", onGone)
+    }
+    const onData = (chunk: Buffer) => {
+      bytes += chunk.length
+      if (bytes > limitBytes) {
+        stop()
+        incoming.pause()
+        resume(Effect.succeed(overLimit))
+      } else if (first === null) {
+        first = chunk
+      } else {
+        ;(more ??= [first]).push(chunk)
+      }
+    }
+    const onEnd = () => {
+      stop()
+      resume(Effect.succeed(more !== null ? Buffer.concat(more, bytes) : first ?? noBytes))
+    }
+    const onGone = () => {
+      stop()
+      resume(Effect.interrupt)
+    }
+    incoming.on("data", onData)
+    incoming.on("end", onEnd)
+    incoming.on("error", onGone)
+    incoming.on("close", onGone)
+    return Effect.sync(stop)
+  })
+
+const noBytes = Buffer.alloc(0)
+
+/** UTF-8 as RFC 3629 defines it: anything else (a stray byte, an encoded surrogate, an overlong form, a cut sequence) throws. */
+const strictUtf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true })
+
+/**
+ * From here on the request's `text` (and its `json`, which reads `text`) is what the edge read:
+ * the body's bytes can be read from the connection only once, and the idempotency wrapper and
+ * the HttpApi's payload decoding read the body through the request.
+ */
+const setText = (request: HttpServerRequest.HttpServerRequest, text: string) => {
+  Object.defineProperty(request, "text", { value: Effect.succeed(text) })
+}
+
+/**
+ * The text a body that is not UTF-8 stands for when its refusal is fingerprinted under an
+ * idempotency key: its bytes one for one, after a lone surrogate no decoded body can contain,
+ * so it is never taken for a well-formed body (the same text with U+FFFD in it is another request).
+ */
+const notUtf8Text = (bytes: Buffer) => `\ud800${bytes.toString("latin1")}`
+
+/** The body of a request from Node's server, read as bytes and decoded as strict UTF-8 in one pass. */
+const withNodeBody = <A, X, R>(
+  incoming: IncomingMessage,
+  request: HttpServerRequest.HttpServerRequest,
+  state: RequestState,
+  app: Effect.Effect<A, X, R>
+): Effect.Effect<A, X | E.ApiError, R> => {
+  if (refusedConnections.has(incoming.socket)) return Effect.interrupt
+  const declaredLength = request.headers["content-length"]
+  if (declaredLength !== undefined && Number(declaredLength) > maximumBodyBytes) return bodyTooLarge(incoming)
+  return Effect.flatMap(readBytes(incoming, maximumBodyBytes), (bytes): Effect.Effect<A, X | E.ApiError, R> => {
+    if (bytes === overLimit) return bodyTooLarge(incoming)
+    let text: string
+    try {
+      text = strictUtf8.decode(bytes)
+    } catch {
+      setText(request, notUtf8Text(bytes))
+      // A body not declared JSON is refused for that first (415), whatever its encoding.
+      return Effect.fail(hasJsonContentType(request) ? E.invalidJson("it is not valid UTF-8.") : E.unsupportedMediaType())
+    }
+    setText(request, text)
+    return withParsedBody(request, state, text, app)
+  })
+}
+
+/** UTF-8 takes at least one byte and at most three per UTF-16 unit. */
+const isOverLimit = (text: string) =>
+  text.length > maximumBodyBytes || (text.length * 3 > maximumBodyBytes && Buffer.byteLength(text) > maximumBodyBytes)
+
+/**
+ * Reads and checks the body before routing: size (413), UTF-8, shape and JSON syntax (400),
+ * media type (415); then routes (`app`) with the body on the request's state. A request from
+ * Node's server is read here as bytes (`withNodeBody`); an in-process one (the simulator's)
+ * carries its body as text already.
  */
 const withCheckedBody = <A, X, R>(
-  fiber: Fiber.RuntimeFiber<unknown, unknown>,
   request: HttpServerRequest.HttpServerRequest,
   state: RequestState,
   app: Effect.Effect<A, X, R>
 ): Effect.Effect<A, X | E.ApiError, R> => {
   if (request.method !== "POST" && request.method !== "PATCH" && request.method !== "PUT") return app
+  const source = request.source
+  if (source instanceof IncomingMessage) return withNodeBody(source, request, state, app)
   const declaredLength = request.headers["content-length"]
   if (declaredLength !== undefined && Number(declaredLength) > maximumBodyBytes) return Effect.fail(E.bodyTooLarge(maximumBodyBytes))
-  // A declared length within the limit is the body's length (the HTTP parser frames the body by
-  // it): only a body without one needs the limit in the context (a copy of every service in it).
-  if (!(Number(declaredLength) <= maximumBodyBytes)) {
-    setFiberRef(fiber, FiberRef.currentContext, Context.add(fiber.getFiberRef(FiberRef.currentContext), HttpIncomingMessage.MaxBodySize, maximumBodySize))
-  }
   return Effect.matchEffect(request.text, {
-    onFailure: () => Effect.fail(E.bodyTooLarge(maximumBodyBytes)),
-    onSuccess: (text): Effect.Effect<A, X | E.ApiError, R> => {
-      const body = parseBody(request, text)
-      if (body instanceof E.ApiError) return Effect.fail(body)
-      state.body = body
-      return app
-    }
+    onFailure: () => Effect.fail(E.invalidJson("it could not be read.")),
+    onSuccess: (text): Effect.Effect<A, X | E.ApiError, R> =>
+      isOverLimit(text) ? Effect.fail(E.bodyTooLarge(maximumBodyBytes)) : withParsedBody(request, state, text, app)
   })
 }
 
@@ -154,14 +260,21 @@ export const layer = HttpApiBuilder.middleware(
       )
     }
 
-    /** A refusal of a write that carries an idempotency key is stored like any finished response. */
-    const answerRefusal = (request: HttpServerRequest.HttpServerRequest, error: E.ApiError, requestId: string, taken: boolean) =>
-      taken
+    /**
+     * A refusal of a write that carries an idempotency key is stored like any finished response.
+     * A body refused as too large was not read to its end: its answer (a replay of a stored 413
+     * too) closes the connection, which Node ends once the answer is written, since reading the
+     * rest only to discard it is what the limit is there to prevent.
+     */
+    const answerRefusal = (request: HttpServerRequest.HttpServerRequest, error: E.ApiError, requestId: string, taken: boolean) => {
+      const answered = taken
         ? Effect.succeed(renderError(error, requestId))
         : storeRefusal(request, error, requestId, merchantOf(request), store, config).pipe(
           Effect.map((stored) => stored ?? renderError(error, requestId)),
           Effect.catchAll((refusal) => Effect.succeed(renderError(refusal, requestId)))
         )
+      return error.code === "body_too_large" ? Effect.map(answered, closingConnection) : answered
+    }
 
     return (app: HttpApp.Default) =>
       // One step reads what the request needs from its fiber: the request, the clock, the log level.
@@ -174,7 +287,7 @@ export const layer = HttpApiBuilder.middleware(
         const state: RequestState = { id: requestId, body: undefined, taken: false, caller: null }
         // Recorded against the request (no fiber-local value set): the rest of the request reads it from there.
         setRequestState(request, state)
-        const checked = withCheckedBody(fiber, request, state, app)
+        const checked = withCheckedBody(request, state, app)
         const refuse = (cause: Cause.Cause<unknown>): Effect.Effect<HttpServerResponse.HttpServerResponse, E.ApiError> =>
           Cause.isInterruptedOnly(cause)
             ? Effect.failCause(cause as Cause.Cause<never>)

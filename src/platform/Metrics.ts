@@ -139,6 +139,14 @@ const name = (key: { readonly name: string }) => key.name.replace(/[^a-zA-Z0-9_:
 const labels = (tags: ReadonlyArray<{ readonly key: string; readonly value: string }>) =>
   tags.length === 0 ? "" : `{${tags.map((t) => `${t.key}="${t.value.replace(/["\\\n]/g, "_")}"`).join(",")}}`
 
+/**
+ * Whether a counter only goes up. Effect's counters take negative updates unless made
+ * `incremental` (ours all are); Effect's own `effect_fiber_active` is such a counter, up when a
+ * fiber starts and down when it ends. Exported as a Prometheus counter, every decrease would read
+ * as a reset (and `rate` would count the whole value again): a counter that may go down is a gauge.
+ */
+const isMonotonic = (keyType: unknown) => MetricKeyType.isCounterKey(keyType) && keyType.incremental
+
 /** Every Effect metric of the process in the Prometheus text exposition format, grouped by name. */
 export const prometheusText: Effect.Effect<string> = Effect.sync(() => {
   if (!registered) {
@@ -162,7 +170,7 @@ export const prometheusText: Effect.Effect<string> = Effect.sync(() => {
       return group.lines
     }
     if (MetricState.isCounterState(state)) {
-      groupOf("counter").push(`${metricName}${tagText} ${Number(state.count)}`)
+      groupOf(isMonotonic(pair.metricKey.keyType) ? "counter" : "gauge").push(`${metricName}${tagText} ${Number(state.count)}`)
     } else if (MetricState.isGaugeState(state)) {
       groupOf("gauge").push(`${metricName}${tagText} ${Number(state.value)}`)
     } else if (MetricState.isHistogramState(state) && MetricKeyType.isHistogramKey(pair.metricKey.keyType)) {

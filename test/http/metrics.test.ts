@@ -1,3 +1,4 @@
+import { Deferred, Effect, Fiber } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { client, createTransaction, request, startApp, type TestApp, transactionBody } from "../support/app.ts"
 
@@ -93,5 +94,107 @@ describe("GET /metrics", () => {
     expect(s1.get("db_pool_waiting")).toBe(0)
     expect(count(s1, 'db_pool_connections{state="in_use"}') + count(s1, 'db_pool_connections{state="idle"}')).toBeGreaterThan(0)
     expect(s1.get("webhook_queue_depth")).toBe(0)
+  })
+})
+
+/**
+ * Every family the service exports, with the Prometheus type its behaviour needs: a counter only
+ * for a total that never goes down, a gauge for a value that goes down too, a histogram for
+ * distributions. A family missing here fails the test: a new metric is typed on purpose.
+ */
+const expectedTypes: Record<string, "counter" | "gauge" | "histogram"> = {
+  http_requests_total: "counter",
+  http_request_duration_seconds: "histogram",
+  payments_total: "counter",
+  payment_events_total: "counter",
+  ledger_postings_total: "counter",
+  ledger_entries_total: "counter",
+  idempotency_replays_total: "counter",
+  idempotency_conflicts_total: "counter",
+  webhook_attempts_total: "counter",
+  webhook_deliveries_failed_total: "counter",
+  webhook_delivery_lag_seconds: "histogram",
+  webhook_queue_depth: "gauge",
+  webhook_due_deliveries: "gauge",
+  webhook_oldest_due_age_seconds: "gauge",
+  db_pool_connections: "gauge",
+  db_pool_waiting: "gauge",
+  db_pool_max_connections: "gauge",
+  recovery_runs_total: "counter",
+  recovery_resumed_payments_total: "counter",
+  settlement_runs_total: "counter",
+  settlement_settled_payments_total: "counter",
+  // Effect's own fiber metrics: fibers started, ended well or badly (totals), alive now (up and down), lifetimes.
+  effect_fiber_started: "counter",
+  effect_fiber_successes: "counter",
+  effect_fiber_failures: "counter",
+  effect_fiber_active: "gauge",
+  effect_fiber_lifetimes: "histogram"
+}
+
+/** The series of a family as they appear in samples (a histogram's `_bucket`, `_sum` and `_count` included). */
+const seriesOf = (samples: Map<string, number>, family: string) =>
+  [...samples].filter(([series]) => series === family || series.startsWith(`${family}{`) || /^(.+)_(bucket|sum|count)($|\{)/.exec(series)?.[1] === family)
+
+describe("every family's type matches its behaviour", () => {
+  it("each family on /metrics has the type of the table, and every family is in the table", async () => {
+    await createTransaction(api)
+    const { types, samples } = await scrape()
+    expect(Object.fromEntries([...types].sort())).toEqual(Object.fromEntries(Object.entries(expectedTypes).sort()))
+
+    // Histograms as Prometheus reads them: per series, cumulative buckets in order of `le`, the last
+    // one (+Inf) equal to `_count`.
+    for (const [family, type] of types) {
+      if (type !== "histogram") continue
+      const bySeries = new Map<string, Array<number>>()
+      for (const [series, value] of samples) {
+        const bucket = new RegExp(`^${family}_bucket\\{(.*?),?le="([^"]+)"\\}$`).exec(series)
+        if (bucket === null) continue
+        const buckets = bySeries.get(bucket[1]!) ?? []
+        buckets.push(value)
+        bySeries.set(bucket[1]!, buckets)
+        if (bucket[2] === "+Inf") expect(value, series).toBe(samples.get(`${family}_count${bucket[1] === "" ? "" : `{${bucket[1]}}`}`))
+      }
+      expect(bySeries.size, family).toBeGreaterThan(0)
+      for (const [labels, buckets] of bySeries) {
+        for (let i = 1; i < buckets.length; i++) expect(buckets[i]!, `${family}{${labels}}`).toBeGreaterThanOrEqual(buckets[i - 1]!)
+      }
+    }
+  })
+
+  it("a value that goes down between scrapes is a gauge; no counter series ever goes down", async () => {
+    // Fibers that stay alive until the test lets them go: effect_fiber_active rises by them, then falls.
+    const fiberCount = 50
+    const gate = await app.run(Deferred.make<void>())
+    const fibers = await app.run(Effect.forEach(Array.from({ length: fiberCount }), () => Effect.forkDaemon(Deferred.await(gate))))
+    const during = await scrape()
+    await app.run(Effect.zipRight(Deferred.succeed(gate, undefined), Fiber.joinAll(fibers)))
+    await createTransaction(api)
+    const after = await scrape()
+
+    const active = (s: Map<string, number>) => s.get("effect_fiber_active")!
+    expect(active(during.samples) - active(after.samples)).toBeGreaterThanOrEqual(fiberCount - 5)
+    expect(after.types.get("effect_fiber_active")).toBe("gauge")
+
+    // The direction each family moved in agrees with its type: a counter (and a histogram's
+    // buckets, sum and count) never decreases; whatever decreased is a gauge.
+    const decreased = new Set<string>()
+    for (const [family, type] of after.types) {
+      for (const [series, value] of seriesOf(after.samples, family)) {
+        const earlier = during.samples.get(series)
+        if (earlier !== undefined && value < earlier) {
+          decreased.add(family)
+          expect(type, `${series} went from ${earlier} to ${value}`).toBe("gauge")
+        }
+      }
+    }
+    expect(decreased.has("effect_fiber_active")).toBe(true)
+  })
+
+  it("the families that hold a current level are gauges", async () => {
+    const { types } = await scrape()
+    for (const family of ["effect_fiber_active", "db_pool_connections", "db_pool_waiting", "db_pool_max_connections", "webhook_queue_depth", "webhook_due_deliveries", "webhook_oldest_due_age_seconds"]) {
+      expect(types.get(family), family).toBe("gauge")
+    }
   })
 })
