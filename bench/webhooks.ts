@@ -7,11 +7,12 @@
  * delivery is at least once), duplicates (bugs), not delivered within the run, and the lag.
  *
  *   npx tsx bench/webhooks.ts [--events 10000] [--endpoints 100] [--dead 10] [--limit 120s]
- *     [--timeout 30s] [--retry-schedule 1m,5m,30m,2h,24h] [--slow-first-answer 0ms]
+ *     [--timeout 30s] [--retry-schedule 1m,5m,30m,2h,24h] [--slow-first-answer 0ms] [--receiver-keep-alive 5s]
  *
  * `--timeout` and `--retry-schedule` are WEBHOOK_TIMEOUT and WEBHOOK_RETRY_SCHEDULE;
  * `--slow-first-answer` makes every receiver answer an event's first attempt only after that long
- * (with a shorter `--timeout`, every event then comes twice: the redelivery at-least-once allows).
+ * (with a shorter `--timeout`, every event then comes twice: the redelivery at-least-once allows);
+ * `--receiver-keep-alive` is the receivers' keep-alive timeout (Node's default, 5 s, unless set).
  * Exit status: 1 when a receiver got a duplicate (a bug), else 2 when the limit came before every
  * live event was acknowledged, else 0.
  */
@@ -49,6 +50,8 @@ const events = count("events", 10_000, 1, 100_000)
 const limitMs = duration("limit", "120s", 600_000)
 const timeoutMs = duration("timeout", "30s", 600_000)
 const slowFirstAnswerMs = duration("slow-first-answer", "0ms", 600_000)
+/** The receivers' `keepAliveTimeout` (Node's default: 5 s): how long they keep an idle connection open. */
+const receiverKeepAliveMs = duration("receiver-keep-alive", "5s", 600_000)
 const retryScheduleText = argument("retry-schedule", "1m,5m,30m,2h,24h")
 const retrySchedule = retryScheduleText.split(",").map(Config.parseDurationMs)
 if (retrySchedule.some((ms) => ms === null || ms <= 0)) fail("--retry-schedule must be durations separated by commas, such as 1m,5m")
@@ -84,6 +87,7 @@ const servers = await Promise.all(Array.from({ length: endpoints - dead }, () =>
   })
   // A late answer's connection may be gone already (the client timed out): nothing to do about it.
   server.on("clientError", (_error, socket) => socket.destroy())
+  server.keepAliveTimeout = receiverKeepAliveMs
   server.listen(0, "127.0.0.1", () => done(server))
 })))
 const urls = [
@@ -141,6 +145,17 @@ const percentile = (sorted: ReadonlyArray<number>, p: number) => sorted[Math.min
 const answeredAfter = counts.timedOutReceived.flatMap((t) => (t.answeredMs === null ? [] : [t.answeredMs - t.startedMs])).sort((a, b) => a - b)
 const startedAt = counts.timedOutReceived.map((t) => t.startedMs - startMs).sort((a, b) => a - b)
 const limitReached = counts.acknowledged < counts.expected
+/** The failed attempts to live endpoints, by error, and whether the receiver got them. */
+const receivedAttempts = new Set(receipts.map((r) => `${r.deliveryId}#${r.attempt}`))
+const failedAttempts = new Map<string, number>()
+for (const d of deliveries) {
+  if (!isLive(d.url)) continue
+  for (const a of d.attempts) {
+    if (a.error === null && a.responseStatus !== null && a.responseStatus < 300) continue
+    const key = `${(a.error ?? `HTTP ${a.responseStatus}`).replace(/ within \d+ ms$/, "")}, ${receivedAttempts.has(`${d.id}#${a.attempt}`) ? "received" : "not received"}`
+    failedAttempts.set(key, (failedAttempts.get(key) ?? 0) + 1)
+  }
+}
 /** Where the live events never received, and those received but not acknowledged, stood at the end. */
 const notDeliveredStates = new Map<string, number>()
 const notAcknowledgedStates = new Map<string, number>()
@@ -166,6 +181,7 @@ console.log(JSON.stringify({
   not_delivered_within_run: counts.notDeliveredWithinRun,
   not_delivered_stood: Object.fromEntries(notDeliveredStates),
   receipts: receipts.length,
+  failed_attempts_to_live_endpoints: Object.fromEntries(failedAttempts),
   received_not_acknowledged_stood: Object.fromEntries(notAcknowledgedStates),
   timed_out_attempts_received: {
     count: counts.timedOutReceived.length,
