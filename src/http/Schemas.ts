@@ -398,7 +398,7 @@ export const FraudCase = Schema.Struct({
   status: Schema.Literal("open", "confirmed_fraud", "false_positive"),
   priority: Schema.Literal("low", "medium", "high", "critical"),
   risk_score: Schema.Number.annotations({
-    description: "the score, not rounded: exactly 1 / (1 + Math.exp(−model_output)) in double precision; " +
+    description: "the score, not rounded: exactly 1 / (1 + Math.exp(-model_output)) in double precision; " +
       "the transaction's fraud_score is the same number and the thresholds compare it"
   }),
   model_version: Schema.String,
