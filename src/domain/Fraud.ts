@@ -134,18 +134,28 @@ export interface Explanation {
 }
 
 export interface Assessment {
+  /** `sigmoid(output)`, exactly as computed (not rounded): the thresholds compare this very number. */
   readonly score: number
   readonly modelVersion: string
-  /** The model's log-odds at the training mean. */
+  /** The model's log-odds at the training mean, rounded to 6 decimals. */
   readonly baseValue: number
-  /** The model output: log-odds of fraud; `score = 1 / (1 + e^−output)`. */
+  /** The model output: log-odds of fraud, `baseValue + Σ contributions` (6 decimals); `score = 1 / (1 + e^−output)`. */
   readonly output: number
   /** One per feature, largest |contribution| first; they sum to `output − baseValue`. */
   readonly explanations: ReadonlyArray<Explanation>
 }
 
-const round6 = (value: number) => Math.round(value * 1e6) / 1e6
+/** Explanations are shown in millionths: every value, contribution and the output has at most 6 decimals. */
+const millionths = (value: number) => Math.round(value * 1e6)
+const round6 = (value: number) => millionths(value) / 1e6
 export const sigmoid = (logit: number) => 1 / (1 + Math.exp(-logit))
+
+/**
+ * The model output an explanation adds up to: base value + Σ contributions, summed in whole
+ * millionths (integers, so exactly and in any order), then read back as the nearest double.
+ */
+export const modelOutput = (baseValue: number, explanations: ReadonlyArray<{ readonly contribution: number }>) =>
+  explanations.reduce((sum, e) => sum + millionths(e.contribution), millionths(baseValue)) / 1e6
 
 /** The unrounded log-odds (training and metrics use it). */
 export const logOdds = (values: FraudFeatures, artefact: ModelArtefact = model) =>
@@ -158,10 +168,11 @@ export const assess = (values: FraudFeatures, artefact: ModelArtefact = model): 
   })
   const baseValue = round6(artefact.bias)
   // The output is defined from the rounded contributions, so the documented sum holds exactly
-  // (it differs from the unrounded log-odds by at most 0.5e-6 per feature).
-  const output = round6(baseValue + explanations.reduce((sum, e) => sum + e.contribution, 0))
+  // (it differs from the unrounded log-odds by at most 0.5e-6 per feature). The score is not
+  // rounded: it is the sigmoid of the output the case shows, the very double the thresholds see.
+  const output = modelOutput(baseValue, explanations)
   explanations.sort((a, b) => Math.abs(b.contribution) - Math.abs(a.contribution) || a.feature.localeCompare(b.feature))
-  return { score: round6(sigmoid(output)), modelVersion: artefact.version, baseValue, output, explanations }
+  return { score: sigmoid(output), modelVersion: artefact.version, baseValue, output, explanations }
 }
 
 /** How many contributions a transaction record shows (the fraud case keeps them all). */

@@ -149,7 +149,7 @@ export const fraudCase = {
   transaction_id: transaction.id,
   status: "open",
   priority: "medium",
-  risk_score: 0.64,
+  risk_score: 0.6399160967377341,
   model_version: "trained-logistic-2",
   base_value: -4.157939,
   model_output: 0.575,

@@ -193,7 +193,10 @@ export const Transaction = Schema.Struct({
   capture_method: Schema.Literal("automatic", "manual"),
   idempotency_key: Schema.NullOr(Schema.String),
   metadata: Schema.Record({ key: Schema.String, value: Schema.String }),
-  fraud_score: Schema.NullOr(Schema.Number),
+  fraud_score: Schema.NullOr(Schema.Number).annotations({
+    description: "the fraud model's score, 0..1, not rounded: the sigmoid of the model output (a held or blocked payment's " +
+      "fraud case has it as risk_score, with model_output); the thresholds compare this number. Null before screening"
+  }),
   fraud_model_version: Schema.NullOr(Schema.String).annotations({ description: "the fraud model that screened the payment" }),
   fraud_explanations: Schema.NullOr(Schema.Array(Explanation)).annotations({
     description: "the screening's largest contributions (at most 5, largest |contribution| first); the fraud case has them all"
@@ -397,11 +400,14 @@ export const FraudCase = Schema.Struct({
   transaction_id: Schema.String,
   status: Schema.Literal("open", "confirmed_fraud", "false_positive"),
   priority: Schema.Literal("low", "medium", "high", "critical"),
-  risk_score: Schema.Number,
+  risk_score: Schema.Number.annotations({
+    description: "the score, not rounded: exactly 1 / (1 + Math.exp(-model_output)) in double precision; " +
+      "the transaction's fraud_score is the same number and the thresholds compare it"
+  }),
   model_version: Schema.String,
-  base_value: Schema.NullOr(Schema.Number).annotations({ description: "the model's log-odds at the training mean" }),
+  base_value: Schema.NullOr(Schema.Number).annotations({ description: "the model's log-odds at the training mean (6 decimals)" }),
   model_output: Schema.NullOr(Schema.Number).annotations({
-    description: "the model output, log-odds of fraud: base_value + the sum of the contributions; risk_score = 1 / (1 + e^−model_output)"
+    description: "the model output, log-odds of fraud (6 decimals): base_value + the sum of the contributions, exactly in decimal"
   }),
   explanations: Schema.Array(Explanation).annotations({ description: "one per feature, largest |contribution| first" }),
   notes: Schema.NullOr(Schema.String),

@@ -1,5 +1,5 @@
 import type { ApiKey } from "../domain/Merchant.ts"
-import type { FraudCase } from "../domain/Fraud.ts"
+import { type FraudCase, modelOutput } from "../domain/Fraud.ts"
 import type { LedgerEntry } from "../domain/Ledger.ts"
 import type { Merchant } from "../domain/Merchant.ts"
 import { disputeSnapshot, type Payment, type PaymentEvent } from "../domain/Payment.ts"
@@ -84,7 +84,7 @@ export const fraudCase = (c: FraudCase) => ({
   risk_score: c.riskScore,
   model_version: c.modelVersion,
   base_value: c.baseValue,
-  model_output: c.baseValue === null ? null : Math.round((c.baseValue + c.explanations.reduce((sum, e) => sum + e.contribution, 0)) * 1e6) / 1e6,
+  model_output: c.baseValue === null ? null : modelOutput(c.baseValue, c.explanations),
   explanations: c.explanations.map((e) => ({ ...e })),
   notes: c.notes,
   reviewed_at: c.reviewedAt,

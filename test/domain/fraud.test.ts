@@ -27,13 +27,29 @@ const input = fc.record({
 })
 
 describe("fraud model: exact explanations", () => {
-  it("contributions + base value = model output (log-odds), and score = sigmoid(output), over random inputs", () => {
+  it("contributions + base value = model output (log-odds), and score = sigmoid(output) exactly, over random inputs", () => {
+    const millionths = (value: number) => {
+      const scaled = value * 1e6
+      // Every shown number has at most 6 decimals: its millionths are a whole number.
+      expect(Math.abs(scaled - Math.round(scaled))).toBeLessThan(1e-6)
+      return Math.round(scaled)
+    }
     fc.assert(
       fc.property(input, (raw) => {
         const values = Fraud.features(raw)
         const assessment = Fraud.assess(values)
+        // Exact in decimal: the millionths of the base value and the contributions add up to the output's.
+        const sumMillionths = assessment.explanations.reduce((total, e) => total + millionths(e.contribution), millionths(assessment.baseValue))
+        expect(sumMillionths).toBe(millionths(assessment.output))
+        expect(assessment.output).toBe(sumMillionths / 1e6)
+        // In floating point, in any order, the sum rounds to the output at 6 decimals.
         const sum = assessment.explanations.reduce((total, e) => total + e.contribution, 0)
-        expect(Math.abs(assessment.baseValue + sum - assessment.output)).toBeLessThanOrEqual(1e-9)
+        expect(Math.round((assessment.baseValue + sum) * 1e6) / 1e6).toBe(assessment.output)
+        // The score is the output's sigmoid, the very double (nothing rounded after it).
+        expect(assessment.score).toBe(1 / (1 + Math.exp(-assessment.output)))
+        expect(Fraud.verdict(assessment.score, Fraud.defaultThresholds)).toBe(
+          assessment.score >= 0.8 ? "blocked" : assessment.score >= 0.5 ? "review" : "passed"
+        )
         // Each contribution is weight × (standardised value − 0), exactly as the artefact says.
         for (const e of assessment.explanations) {
           const f = Fraud.model.features.find((x) => x.name === e.feature)!
@@ -41,7 +57,6 @@ describe("fraud model: exact explanations", () => {
         }
         // The output is the model's log-odds (up to the rounding of each contribution).
         expect(Math.abs(assessment.output - Fraud.logOdds(values))).toBeLessThanOrEqual(1e-6 * Fraud.featureNames.length)
-        expect(Math.abs(assessment.score - Fraud.sigmoid(assessment.output))).toBeLessThanOrEqual(1e-6)
         expect(assessment.baseValue).toBeCloseTo(Fraud.model.bias, 6)
         expect(assessment.modelVersion).toBe(Fraud.model.version)
       }),

@@ -1,4 +1,5 @@
 import { Effect, Layer } from "effect"
+import fc from "fast-check"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { Acquirer, type AuthorizationRequest, sandboxAnswer } from "../../src/acquirer/Acquirer.ts"
 import type { AuthorizationOutcome } from "../../src/domain/Payment.ts"
@@ -122,7 +123,63 @@ describe("the trained model's bands through the API", () => {
     expect(fraudCase.explanations).toHaveLength(Fraud.featureNames.length)
     const sum = fraudCase.explanations.reduce((total: number, e: { contribution: number }) => total + e.contribution, 0)
     expect(fraudCase.base_value + sum).toBeCloseTo(fraudCase.model_output, 9)
-    expect(1 / (1 + Math.exp(-fraudCase.model_output))).toBeCloseTo(fraudCase.risk_score, 6)
+    expect(fraudCase.risk_score).toBe(1 / (1 + Math.exp(-fraudCase.model_output)))
     expect(held.fraud_explanations).toEqual(fraudCase.explanations.slice(0, 5))
+  })
+})
+
+describe("the score is the sigmoid of the case's model output, exactly, through the API on PostgreSQL", () => {
+  const millionths = (value: number) => Math.round(value * 1e6)
+  const payment = fc.record({
+    // Unsure networks (tok_signal_NN) and the sandbox's review and block tokens, so every band is reached.
+    signal: fc.oneof(fc.integer({ min: 0, max: 99 }).map((n) => `tok_signal_${String(n).padStart(2, "0")}`), fc.constantFrom("tok_risk_review", "tok_risk_highest", "tok_visa")),
+    card: fc.integer({ min: 0, max: 2 }),
+    amount_cents: fc.integer({ min: 100, max: 5_000_000 }),
+    currency: fc.constantFrom(...Fraud.currencies),
+    card_brand: fc.constantFrom(...Fraud.cardBrands),
+    metadata: fc.oneof(fc.constant({}), fc.record({ ip_country: fc.constantFrom("US", "NG"), card_country: fc.constantFrom("US", "GB") }))
+  })
+  const checked = { passed: 0, review: 0, blocked: 0 }
+
+  it("for every screened payment: risk_score === fraud_score === 1 / (1 + e^−model_output), the band of that score, and base_value + Σ contributions = model_output", async () => {
+    await fc.assert(
+      fc.asyncProperty(fc.array(payment, { minLength: 1, maxLength: 4 }), async (payments) => {
+        // A merchant per run; a run's payments share up to three cards, so later ones carry a history.
+        const api = await newMerchant()
+        for (const [index, p] of payments.entries()) {
+          const token = p.signal === "tok_visa" || p.signal.startsWith("tok_risk_") ? p.signal : `${p.signal}_${p.card}`
+          const created = await createTransaction(api, {
+            card_token: token, amount_cents: p.amount_cents, currency: p.currency, card_brand: p.card_brand, metadata: p.metadata
+          }, `score-${index}`)
+          const transaction = (await api.get(`/api/v1/transactions/${created.id}`)).body.transaction
+          const score: number = transaction.fraud_score
+          expect(typeof score).toBe("number")
+          expect(created.fraud_score).toBe(score)
+          // The thresholds compare the very score the API returns.
+          const verdict = band(score)
+          checked[verdict]++
+          expect(transaction.status).toBe(verdict === "blocked" ? "blocked" : verdict === "review" ? "authorized" : "captured")
+          const events = (await api.get(`/api/v1/transactions/${created.id}/events`)).body.events as Array<{ data: { fraud_score: number | null } }>
+          for (const event of events) if (event.data.fraud_score !== null) expect(event.data.fraud_score).toBe(score)
+          if (verdict === "passed") {
+            expect(transaction.fraud_case_id).toBeNull()
+            continue
+          }
+          const fraudCase = await caseOf(api, transaction.fraud_case_id)
+          expect(fraudCase.risk_score).toBe(score)
+          expect(fraudCase.risk_score).toBe(Fraud.sigmoid(fraudCase.model_output))
+          expect(fraudCase.risk_score).toBe(1 / (1 + Math.exp(-fraudCase.model_output)))
+          // Exact in decimal: the millionths of the base value and the contributions add up to the output's.
+          const contributions = fraudCase.explanations.reduce((sum: number, e: { contribution: number }) => sum + millionths(e.contribution), 0)
+          expect(millionths(fraudCase.base_value) + contributions).toBe(millionths(fraudCase.model_output))
+          expect(fraudCase.model_output).toBe((millionths(fraudCase.base_value) + contributions) / 1e6)
+        }
+      }),
+      { seed: 25, numRuns: 25 }
+    )
+    // The property saw every band (else it would prove little about cases).
+    expect(checked.review).toBeGreaterThanOrEqual(3)
+    expect(checked.blocked).toBeGreaterThanOrEqual(3)
+    expect(checked.passed).toBeGreaterThanOrEqual(3)
   })
 })

@@ -1,6 +1,7 @@
 import * as PgClient from "@effect/sql-pg/PgClient"
 import { Cause, Context, Effect, Exit, Layer, ManagedRuntime } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { defaultThresholds, sigmoid, verdict } from "../../src/domain/Fraud.ts"
 import * as Ledger from "../../src/domain/Ledger.ts"
 import type { Currency } from "../../src/domain/Money.ts"
 import * as Payment from "../../src/domain/Payment.ts"
@@ -430,6 +431,31 @@ export const storeContract = (name: string, makeLayer: () => Layer.Layer<Store, 
           const again = yield* apply(w, { merchantId: w.merchantId, paymentId: held.payment.id }, steps.review("confirmed_fraud", null))
           expect(again._tag).toBe("Refused")
           expect(yield* store.getFraudCase(w.merchantId, heldCase.id)).toEqual(reviewed)
+        })))
+
+      it("keeps a score as the very double it was given: the payment's, its events' and its case's", () =>
+        run(Effect.gen(function*() {
+          const store = yield* Store
+          const w = testWorld()
+          yield* givenMerchant(w)
+          // Scores as the model gives them (sigmoid of an output in millionths, not rounded), the
+          // ends of the range and doubles with 17 significant digits; passed, held and blocked.
+          const scores = [
+            sigmoid(-1.234567), sigmoid(0.575), sigmoid(1.386294), sigmoid(2.197225), sigmoid(-30), sigmoid(30),
+            0.1 + 0.2, 0.5 - Number.EPSILON / 4, 0.8 - Number.EPSILON / 2, 1 - Number.EPSILON / 2, Number.MIN_VALUE * 2 ** 52
+          ]
+          for (const score of scores) {
+            const { payment } = yield* givenPayment(w, { path: [steps.authorize, steps.screen(score)] })
+            const stored = (yield* store.getPayment(w.merchantId, payment.id))!
+            expect(stored.fraudScore).toBe(score)
+            expect(stored.fraudVerdict).toBe(verdict(score, defaultThresholds))
+            for (const event of yield* store.listEvents(w.merchantId, payment.id)) {
+              if (event.data.fraud_score !== null) expect(event.data.fraud_score).toBe(score)
+            }
+            if (stored.fraudCaseId !== null) expect((yield* store.getFraudCase(w.merchantId, stored.fraudCaseId))!.riskScore).toBe(score)
+          }
+          const listed = (yield* store.listFraudCases(w.merchantId, {}, allPages)).items.map((c) => c.riskScore)
+          expect(listed.sort()).toEqual(scores.filter((score) => score >= defaultThresholds.review).sort())
         })))
     })
 
