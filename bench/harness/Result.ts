@@ -39,7 +39,7 @@ export interface HarnessResult {
     readonly slo: string | null
     readonly shards: ReadonlyArray<string>
   }
-  /** Seconds of load (first script started to last one started, or the duration). */
+  /** Seconds of load: from the first script's start to the last one's end. */
   readonly load_s: number
   readonly scripts: number
   /** Scripts the open model started more than 1 ms after their intended time (the harness fell behind). */

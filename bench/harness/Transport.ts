@@ -90,11 +90,17 @@ export const recordingTransport = (
 ): RecordingTransport => {
   let inFlight = 0
   let sent = 0
-  const waiting: Array<() => void> = []
+  // Requests waiting for their turn, oldest first: an array read from `head`, compacted now and then.
+  let waiting: Array<() => void> = []
+  let head = 0
   const release = () => {
     inFlight--
-    const next = waiting.shift()
-    if (next !== undefined) {
+    if (head < waiting.length) {
+      const next = waiting[head++]!
+      if (head > 1024 && head * 2 > waiting.length) {
+        waiting = waiting.slice(head)
+        head = 0
+      }
       inFlight++
       next()
     }

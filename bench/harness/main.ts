@@ -190,8 +190,8 @@ export const runHarness = async (
       }
     }
     if (failures.length > 0) laws = [...laws, harnessLaw(failures.join("; "))]
-    // The open model's load lasts until its last intended start; the closed model's until the duration ends.
-    const loadSeconds = Math.max(0.001, (options.model.kind === "open" ? Math.max(outcome.loadEndedAtMs, outcome.endedAtMs) : outcome.endedAtMs) - outcome.startedAtMs) / 1000
+    // From the first script's start to the last one's end: the rate the service actually answered.
+    const loadSeconds = Math.max(0.001, outcome.endedAtMs - outcome.startedAtMs) / 1000
     const rate = load.requests / loadSeconds
     const harnessCpu = (cpuUsed.user + cpuUsed.system) / 1e6
     const slo = evaluateSlo(options.slo, { requests: load.requests, errors: load.errors, rate, latency_ms: load.latency_ms })

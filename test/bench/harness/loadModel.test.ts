@@ -30,6 +30,7 @@ const drive = async (options: {
   serviceMs: number
   stall?: { fromMs: number; untilMs: number }
   maxInFlight?: number
+  maxConcurrentScripts?: number
   seed?: number
 }) => {
   const clock = new VirtualClock(1_000)
@@ -38,7 +39,7 @@ const drive = async (options: {
   const intended: Array<number> = []
   const latencies: Array<number> = []
   const outcome = await clock.run(runLoad(
-    { model: options.model, durationMs: options.durationMs, maxRequests: options.maxRequests ?? null, seed: options.seed ?? 1, maxConcurrentScripts: 1_000_000 },
+    { model: options.model, durationMs: options.durationMs, maxRequests: options.maxRequests ?? null, seed: options.seed ?? 1, maxConcurrentScripts: options.maxConcurrentScripts ?? 1_000_000 },
     clock,
     async (_index, intendedStartMs) => {
       intended.push(intendedStartMs - 1_000)
@@ -93,6 +94,17 @@ describe("the open model under a virtual clock", () => {
     // The same load measured from each send would have read 20 ms throughout.
     const closed = await drive({ model: { kind: "closed", connections: 1 }, durationMs: 1_000, serviceMs: 20 })
     near(closed.figures.latency_ms.max, 20)
+  })
+
+  it("holds back scripts past the concurrency bound and still measures them from their intended start", async () => {
+    // 5 scripts at most, 100 ms each, one meant every 10 ms: the first 5 start on time, each
+    // later one when the script 5 before it ends.
+    const run = await drive({ model: { kind: "open", rate: 100, arrival: "constant" }, durationMs: 1_000, serviceMs: 100, maxConcurrentScripts: 5 })
+    expect(run.outcome.scriptsStarted).toBe(100)
+    expect(run.figures.requests).toBe(100)
+    // Script i ends at 100 × (floor(i / 5) + 1) + 10 × (i mod 5) ms; it was meant to start at 10 × i.
+    run.latencies.forEach((latency, i) => expect(latency).toBe(100 * (Math.floor(i / 5) + 1) + 10 * (i % 5) - 10 * i))
+    expect(run.outcome.scriptsLate).toBe(95)
   })
 
   it("stops starting scripts at --max-requests", async () => {
