@@ -41,7 +41,6 @@ export const startEmbeddedService = async (options: { readonly logFile: string; 
     DATABASE_URL: database.url,
     PORT: String(port),
     HOST: "127.0.0.1",
-    RATE_LIMIT_PER_SECOND: "1000000",
     WEBHOOK_ALLOW_PRIVATE_URLS: "true",
     WEBHOOK_RETRY_SCHEDULE: webhookRetryScheduleMs.map((ms) => `${ms / 1000}s`).join(","),
     WEBHOOK_TIMEOUT: `${webhookTimeoutMs / 1000}s`,

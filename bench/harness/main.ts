@@ -277,8 +277,9 @@ export const main = async (argv: ReadonlyArray<string>, io: Io = processIo): Pro
       return merged.passed ? 0 : 1
     }
     case "run": {
+      let scenario: Scenario
       try {
-        await loadScenario(parsed.scenario)
+        scenario = await loadScenario(parsed.scenario)
       } catch (error) {
         io.log(`harness: ${error instanceof Error ? error.message : String(error)}`)
         return 2
@@ -291,7 +292,7 @@ export const main = async (argv: ReadonlyArray<string>, io: Io = processIo): Pro
           return 2
         }
       }
-      const { result, files } = await runHarness(parsed, io)
+      const { result, files } = await runHarness(parsed, io, { scenario })
       io.out(summaryOf(result, files))
       return result.passed ? 0 : 1
     }
