@@ -71,7 +71,7 @@ describe("the harness against a running service", () => {
     expect(mergedResult.status_codes).toEqual({ "200": 500 })
     expect(mergedResult.config.shards).toHaveLength(2)
     expect(existsSync(join(directory, "merged", mergedJson.replace(/\.json$/, ".html")))).toBe(true)
-  })
+  }, 180_000)
 
   it("refuses a result file it cannot read, and an unknown scenario, with exit code 2", async () => {
     const { io, lines } = quietIo()
@@ -139,5 +139,5 @@ describe("the harness on its own embedded service", () => {
     } finally {
       rmSync(directory, { recursive: true, force: true })
     }
-  })
+  }, 240_000)
 })
