@@ -105,6 +105,9 @@ describe("the open model under a virtual clock", () => {
     // Script i ends at 100 × (floor(i / 5) + 1) + 10 × (i mod 5) ms; it was meant to start at 10 × i.
     run.latencies.forEach((latency, i) => expect(latency).toBe(100 * (Math.floor(i / 5) + 1) + 10 * (i % 5) - 10 * i))
     expect(run.outcome.scriptsLate).toBe(95)
+    // The recorded figures count the wait too: the last script, meant for 990 ms, ended at 2,040 ms.
+    near(run.figures.latency_ms.max, 1_050)
+    near(run.figures.latency_ms.p50, 100 * (Math.floor(49 / 5) + 1) + 10 * (49 % 5) - 490)
   })
 
   it("stops starting scripts at --max-requests", async () => {
