@@ -90,6 +90,9 @@ ${barChart("requests by status", codes.map(([code]) => code), [{ name: "requests
 </tbody></table>
 ${barChart("CPU ms per request", ["harness", "service"], [{ name: "CPU ms per request", color: "#805ad5", values: [cpu.harness_ms_per_request, cpu.service_ms_per_request] }])}
 <p>Harness RSS: ${fixed(cpu.harness_rss_mb.start, 0)} MB at the start, ${fixed(cpu.harness_rss_mb.end, 0)} MB at the end, ${fixed(cpu.harness_rss_mb.peak, 0)} MB peak.</p>
+${cpu.harness_rss_mb.samples.length > 2
+    ? lineChart("harness RSS, every 10 s", "MB", cpu.harness_rss_mb.samples.map(([second]) => second), [{ name: "RSS", color: "#805ad5", values: cpu.harness_rss_mb.samples.map(([, mb]) => mb) }])
+    : ""}
 </body></html>
 `
 }

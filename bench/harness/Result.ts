@@ -59,7 +59,13 @@ export interface HarnessResult {
     /** The service's CPU over the same span; null when the harness did not start it. */
     readonly service_s: number | null
     readonly service_ms_per_request: number | null
-    readonly harness_rss_mb: { readonly start: number; readonly end: number; readonly peak: number }
+    readonly harness_rss_mb: {
+      readonly start: number
+      readonly end: number
+      readonly peak: number
+      /** Every 10 s of the load: [second, MB], to see that memory stays flat over a long run. */
+      readonly samples: ReadonlyArray<readonly [number, number]>
+    }
   }
   readonly laws: ReadonlyArray<LawFigures>
   readonly slo: ReadonlyArray<ObjectiveResult>
@@ -181,7 +187,8 @@ export const mergeResults = (results: ReadonlyArray<HarnessResult>): HarnessResu
       harness_ms_per_request: requests === 0 ? null : (harnessCpu * 1000) / requests,
       service_s: serviceCpu,
       service_ms_per_request: serviceCpu === null || requests === 0 ? null : (serviceCpu * 1000) / requests,
-      harness_rss_mb: { start: Math.max(...rss.map((r) => r.start)), end: Math.max(...rss.map((r) => r.end)), peak: Math.max(...rss.map((r) => r.peak)) }
+      // Shards run in separate processes: the largest of each, and the samples of the first.
+      harness_rss_mb: { start: Math.max(...rss.map((r) => r.start)), end: Math.max(...rss.map((r) => r.end)), peak: Math.max(...rss.map((r) => r.peak)), samples: rss[0]!.samples }
     },
     laws,
     slo,

@@ -41,4 +41,5 @@ const checks = [
 ] as const
 for (const [what, ok] of checks) console.log(`${ok ? "PASS" : "FAIL"}  ${what}`)
 console.log(`RSS MB: ${rss.start.toFixed(0)} at the start, ${rss.end.toFixed(0)} at the end, ${rss.peak.toFixed(0)} peak`)
+console.log(`RSS MB every 10 s: ${rss.samples.map(([second, mb]) => `${second}s ${mb}`).join(", ")}`)
 process.exit(checks.every(([, ok]) => ok) ? 0 : 1)

@@ -117,6 +117,7 @@ export const runHarness = async (
   const fail = (what: string, error: unknown) => failures.push(`${what}: ${error instanceof Error ? error.message : String(error)}`)
   const rssStart = process.memoryUsage.rss() / 2 ** 20
   let rssPeak = rssStart
+  const rssSamples: Array<[number, number]> = [[0, Math.round(rssStart)]]
   let progress: ReturnType<typeof setInterval> | null = null
   try {
     let setUp = false
@@ -147,8 +148,11 @@ export const runHarness = async (
     const serviceCpuBefore = servicePid === null ? null : cpuSeconds(servicePid)
     const showProgress = io.progress !== null && (io.progress.isTTY || options.progress)
     let lastTickMs = loadStartMs
+    let ticks = 0
     progress = setInterval(() => {
-      rssPeak = Math.max(rssPeak, process.memoryUsage.rss() / 2 ** 20)
+      const rss = process.memoryUsage.rss() / 2 ** 20
+      rssPeak = Math.max(rssPeak, rss)
+      if (++ticks % 10 === 0) rssSamples.push([ticks, Math.round(rss)])
       if (!showProgress) return
       const nowMs = clock.now()
       const interval = recorder.takeInterval()
@@ -235,7 +239,7 @@ export const runHarness = async (
         harness_ms_per_request: load.requests === 0 ? null : (harnessCpu * 1000) / load.requests,
         service_s: serviceCpu,
         service_ms_per_request: serviceCpu === null || load.requests === 0 ? null : (serviceCpu * 1000) / load.requests,
-        harness_rss_mb: { start: rssStart, end: rssEnd, peak: rssPeak }
+        harness_rss_mb: { start: rssStart, end: rssEnd, peak: rssPeak, samples: rssSamples }
       },
       laws: lawResults,
       slo,

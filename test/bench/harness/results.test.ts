@@ -31,7 +31,7 @@ const resultOf = (samples: ReadonlyArray<Sample>, startEpochMs = 1_800_000_000_0
     scripts_late: 0,
     ...figures,
     rate: figures.requests / 10,
-    cpu: { harness_s: 1, harness_ms_per_request: null, service_s: null, service_ms_per_request: null, harness_rss_mb: { start: 1, end: 1, peak: 1 } },
+    cpu: { harness_s: 1, harness_ms_per_request: null, service_s: null, service_ms_per_request: null, harness_rss_mb: { start: 1, end: 1, peak: 1, samples: [[0, 1]] } },
     laws,
     slo: [],
     passed: true
