@@ -17,7 +17,7 @@ import { type Clock, realClock } from "./Clock.ts"
 import type { LawResult, Scenario } from "./Contract.ts"
 import { type EmbeddedService, startEmbeddedService, stopEveryEmbeddedService } from "./Embedded.ts"
 import { renderHarnessReport } from "./Html.ts"
-import { runLoad } from "./LoadModel.ts"
+import { type LoadOutcome, runLoad } from "./LoadModel.ts"
 import { Recorder } from "./Recorder.ts"
 import { checkResult, type HarnessResult, lawFigures, mergeResults, passedOf } from "./Result.ts"
 import { loadScenario } from "./Scenarios.ts"
@@ -103,7 +103,12 @@ export const runHarness = async (
   let embedded: EmbeddedService | null = null
   if (options.targetUrl === null) {
     io.log("starting the service on an embedded PostgreSQL...")
-    embedded = await startEmbeddedService({ logFile: join(options.reportDirectory, `${name}.service.log`), log: io.log })
+    try {
+      embedded = await startEmbeddedService({ logFile: join(options.reportDirectory, `${name}.service.log`), log: io.log })
+    } catch (error) {
+      await scenario.close().catch(() => {})
+      throw error
+    }
   }
   const targetUrl = options.targetUrl ?? embedded!.baseUrl
   const client = httpClient(targetUrl, { sockets: options.sockets, timeoutMs: options.timeoutMs })
@@ -163,18 +168,15 @@ export const runHarness = async (
     }, 1000)
     progress.unref()
     const durationMs = options.durationSeconds * 1000
-    let outcome = { scriptsStarted: 0, scriptsLate: 0, startedAtMs: loadStartMs, loadEndedAtMs: loadStartMs, endedAtMs: loadStartMs }
+    let outcome: LoadOutcome = { scriptsStarted: 0, scriptsLate: 0, startedAtMs: loadStartMs, loadEndedAtMs: loadStartMs, endedAtMs: loadStartMs, scriptFailures: 0, firstFailure: null }
     if (setUp) {
-      try {
-        outcome = await runLoad(
-          { model: options.model, durationMs, maxRequests: options.maxRequests, seed: options.seed, maxConcurrentScripts: 10_000 },
-          clock,
-          (index, intendedStartMs) => scenario.runScript(index, intendedStartMs),
-          () => transport.sent() - sentBefore
-        )
-      } catch (error) {
-        fail("scripts", error)
-      }
+      outcome = await runLoad(
+        { model: options.model, durationMs, maxRequests: options.maxRequests, seed: options.seed, maxConcurrentScripts: 10_000 },
+        clock,
+        (index, intendedStartMs) => scenario.runScript(index, intendedStartMs),
+        () => transport.sent() - sentBefore
+      )
+      if (outcome.scriptFailures > 0) fail("scripts", `${outcome.scriptFailures} script(s) rejected; the first: ${outcome.firstFailure}`)
     }
     const cpuUsed = process.cpuUsage(cpuBefore)
     const serviceCpu = servicePid === null || serviceCpuBefore === null ? null : cpuSeconds(servicePid) - serviceCpuBefore

@@ -110,6 +110,20 @@ describe("the open model under a virtual clock", () => {
     near(run.figures.latency_ms.p50, 100 * (Math.floor(49 / 5) + 1) + 10 * (49 % 5) - 490)
   })
 
+  it("counts a script that rejects and goes on with the others", async () => {
+    const clock = new VirtualClock()
+    const outcome = await clock.run(runLoad(
+      { model: { kind: "open", rate: 10, arrival: "constant" }, durationMs: 1_000, maxRequests: null, seed: 1, maxConcurrentScripts: 100 },
+      clock,
+      async (index) => {
+        await clock.sleep(5)
+        if (index % 4 === 1) throw new Error(`script ${index} broke`)
+      },
+      () => 0
+    ))
+    expect(outcome).toMatchObject({ scriptsStarted: 10, scriptFailures: 3, firstFailure: "script 1 broke" })
+  })
+
   it("stops starting scripts at --max-requests", async () => {
     const run = await drive({ model: { kind: "open", rate: 1_000, arrival: "constant" }, durationMs: 60_000, maxRequests: 50, serviceMs: 3 })
     expect(run.outcome.scriptsStarted).toBe(50)
