@@ -30,11 +30,11 @@ export interface Run {
   readonly audit: Record<string, number>
 }
 
-const escape = (text: string) => text.replace(/[&<>"]/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", "\"": "&quot;" })[c]!)
-const fixed = (n: number | null | undefined, digits = 1) => (n === null || n === undefined ? "n/a" : n.toFixed(digits))
+export const escape = (text: string) => text.replace(/[&<>"]/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", "\"": "&quot;" })[c]!)
+export const fixed = (n: number | null | undefined, digits = 1) => (n === null || n === undefined ? "n/a" : n.toFixed(digits))
 
 /** Grouped bars: one group per run, one bar per series. */
-const barChart = (title: string, labels: ReadonlyArray<string>, series: ReadonlyArray<{ name: string; color: string; values: ReadonlyArray<number | null> }>) => {
+export const barChart = (title: string, labels: ReadonlyArray<string>, series: ReadonlyArray<{ name: string; color: string; values: ReadonlyArray<number | null> }>) => {
   const width = 760, height = 240, left = 60, bottom = 50, top = 30
   const max = Math.max(1, ...series.flatMap((s) => s.values.map((v) => v ?? 0)))
   const groupWidth = (width - left - 10) / Math.max(1, labels.length)

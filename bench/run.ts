@@ -18,13 +18,14 @@
  */
 import autocannon from "autocannon"
 import { execFileSync, spawn, spawnSync, type ChildProcess } from "node:child_process"
-import { existsSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
+import { existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { createServer, type Server } from "node:http"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import pg from "pg"
 import { freePort, startEmbeddedPostgres } from "../src/platform/Database.ts"
 import { analyticsSeriesSql, analyticsTotalsSql } from "../src/store/PgStore.ts"
+import { cpuSeconds, postgresCpuSeconds, rssMb, sleep, waitFor } from "./host.ts"
 import { pgbenchScript } from "./sql.ts"
 
 const argument = (name: string, fallback: string) => {
@@ -52,57 +53,10 @@ const profileDirectory = argument("profile", "")
 /** `--node-flags "..."`: V8/Node flags for the service process; by default those of `npm start`. */
 const serviceNodeFlags = argument("node-flags", "--max-old-space-size=192").split(" ").filter((flag) => flag !== "")
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
 const log = (line: string) => process.stderr.write(`${line}\n`)
 
-const waitFor = async (url: string, deadlineMs: number) => {
-  const until = performance.now() + deadlineMs
-  while (performance.now() < until) {
-    try {
-      if ((await fetch(url)).status < 500) return
-    } catch { /* not up yet */ }
-    await sleep(100)
-  }
-  throw new Error(`${url} did not come up`)
-}
-
 // ---------------------------------------------------------------------------------------------
-// Counters from /proc and PostgreSQL
-
-const ticksPerSecond = 100
-/** CPU seconds of a process (and, with `children`, of its reaped children). */
-const cpuSeconds = (pid: number, children = false) => {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, "utf8")
-    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
-    const own = Number(fields[11]) + Number(fields[12])
-    return (children ? own + Number(fields[13]) + Number(fields[14]) : own) / ticksPerSecond
-  } catch {
-    return 0
-  }
-}
-const rssMb = (pid: number) => {
-  try {
-    const match = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, "utf8"))
-    return match ? Number(match[1]) / 1024 : 0
-  } catch {
-    return 0
-  }
-}
-/** PostgreSQL's CPU: the postmaster, its live backends and the ones it reaped. */
-const postgresCpuSeconds = (postmasterPid: number | null) => {
-  if (postmasterPid === null) return null
-  let total = cpuSeconds(postmasterPid, true)
-  for (const entry of readdirSync("/proc")) {
-    if (!/^\d+$/.test(entry)) continue
-    try {
-      const stat = readFileSync(`/proc/${entry}/stat`, "utf8")
-      const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1])
-      if (ppid === postmasterPid) total += cpuSeconds(Number(entry))
-    } catch { /* gone */ }
-  }
-  return total
-}
+// Counters from PostgreSQL
 
 interface DbCounters {
   readonly statements: number | null

@@ -58,6 +58,10 @@ export interface SetupContext {
 export interface EmbeddedTarget {
   /** PostgreSQL URL of the service's database. */
   readonly databaseUrl: string
+  /** The service's `WEBHOOK_RETRY_SCHEDULE` as the harness set it: retry offsets after a failed attempt. */
+  readonly webhookRetryScheduleMs: ReadonlyArray<number>
+  /** The service's `WEBHOOK_TIMEOUT`: an endpoint slower than this fails the attempt. */
+  readonly webhookTimeoutMs: number
   /** Creates a merchant as `payments merchant create` does; returns its id and API key. */
   createMerchant(name: string, webhookUrl: string | null): Promise<{ readonly merchantId: string; readonly apiKey: string }>
 }

@@ -1,0 +1,104 @@
+/**
+ * The harness's own service: a child process `src/main.ts serve` on an embedded PostgreSQL in a
+ * scratch directory, as `npm run bench` starts it, with a short webhook retry schedule so a run of
+ * minutes sees retries and give-ups. Merchants are created in this process through the service's
+ * own Merchants service on the same database (what `payments merchant create` runs, without a
+ * process start per merchant).
+ */
+import type { ManagedRuntime } from "effect"
+import { type ChildProcess, spawn } from "node:child_process"
+import { mkdirSync, mkdtempSync, openSync, rmSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join, resolve } from "node:path"
+import { freePort, startEmbeddedPostgres } from "../../src/platform/Database.ts"
+import type { Merchants } from "../../src/services/Merchants.ts"
+import { waitFor } from "../host.ts"
+import type { EmbeddedTarget } from "./Contract.ts"
+
+const root = resolve(import.meta.dirname, "../..")
+
+/** Retries after 1, 2, 4 and 8 s, then the delivery gives up; attempts time out after 2 s. */
+export const webhookRetryScheduleMs = [1000, 2000, 4000, 8000]
+export const webhookTimeoutMs = 2000
+
+export interface EmbeddedService {
+  readonly baseUrl: string
+  readonly child: ChildProcess
+  readonly target: EmbeddedTarget
+  readonly stop: () => Promise<void>
+}
+
+const running = new Set<() => Promise<void>>()
+
+/** Stops every service this process started and has not stopped yet (for a watchdog or a signal). */
+export const stopEveryEmbeddedService = () => Promise.all([...running].map((stop) => stop())).then(() => {})
+
+export const startEmbeddedService = async (options: { readonly logFile: string; readonly log: (line: string) => void }): Promise<EmbeddedService> => {
+  const scratch = mkdtempSync(join(tmpdir(), "payments-harness-pg-"))
+  const database = await startEmbeddedPostgres({ directory: scratch, persistent: false, flags: ["-c", "max_connections=300"] })
+  const port = await freePort()
+  const environment: Record<string, string> = {
+    DATABASE_URL: database.url,
+    PORT: String(port),
+    HOST: "127.0.0.1",
+    WEBHOOK_ALLOW_PRIVATE_URLS: "true",
+    WEBHOOK_RETRY_SCHEDULE: webhookRetryScheduleMs.map((ms) => `${ms / 1000}s`).join(","),
+    WEBHOOK_TIMEOUT: `${webhookTimeoutMs / 1000}s`,
+    RESPONSE_ENCRYPTION_KEY: "ab".repeat(32)
+  }
+  mkdirSync(join(options.logFile, ".."), { recursive: true })
+  const serviceLog = openSync(options.logFile, "w")
+  const child = spawn(process.execPath, ["--max-old-space-size=192", "--import", "tsx", "src/main.ts", "serve"], {
+    cwd: root,
+    env: { ...process.env, ...environment },
+    stdio: ["ignore", "ignore", serviceLog]
+  })
+  const baseUrl = `http://127.0.0.1:${port}`
+  let runtime: ManagedRuntime.ManagedRuntime<Merchants, unknown> | null = null
+  let stopping: Promise<void> | null = null
+  const stop = () => (stopping ??= stopOnce().finally(() => running.delete(stop)))
+  const stopOnce = async () => {
+    await runtime?.dispose().catch(() => {})
+    if (child.exitCode === null && child.signalCode === null) {
+      const exited = new Promise((done) => child.once("exit", done))
+      child.kill("SIGTERM")
+      const forced = setTimeout(() => child.kill("SIGKILL"), 15_000)
+      await exited
+      clearTimeout(forced)
+    }
+    await database.stop()
+    rmSync(scratch, { recursive: true, force: true })
+  }
+  running.add(stop)
+  try {
+    await waitFor(`${baseUrl}/readyz`, 60_000)
+  } catch (error) {
+    await stop()
+    throw new Error(`the service did not start (its log: ${options.logFile}): ${String(error)}`)
+  }
+  options.log(`service: ${baseUrl} (pid ${child.pid}) on embedded PostgreSQL; log in ${options.logFile}`)
+  const target: EmbeddedTarget = {
+    databaseUrl: database.url,
+    webhookRetryScheduleMs,
+    webhookTimeoutMs,
+    createMerchant: async (name, webhookUrl) => {
+      // The service's modules load on the first merchant only: a scenario without merchants
+      // (health) keeps the harness's memory and start-up small.
+      const { ConfigProvider, Effect, Layer, Logger, LogLevel, ManagedRuntime } = await import("effect")
+      const { InfrastructureLive, ServicesLive } = await import("../../src/App.ts")
+      const { Merchants } = await import("../../src/services/Merchants.ts")
+      if (runtime === null) {
+        // The service's configuration, read from these variables rather than this process's environment.
+        const provider = ConfigProvider.fromMap(new Map(Object.entries(environment)))
+        // Its info lines (pool opened, closed) would land among the harness's summary on stdout.
+        runtime = ManagedRuntime.make(Layer.merge(
+          ServicesLive.pipe(Layer.provideMerge(InfrastructureLive), Layer.provide(Layer.setConfigProvider(provider))),
+          Logger.minimumLogLevel(LogLevel.Warning)
+        ))
+      }
+      const created = await runtime.runPromise(Effect.flatMap(Merchants, (merchants) => merchants.create({ name, webhookUrl })))
+      return { merchantId: created.merchant.id, apiKey: created.secret }
+    }
+  }
+  return { baseUrl, child, target, stop }
+}

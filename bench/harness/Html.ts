@@ -1,0 +1,98 @@
+/**
+ * The harness's report as one self-contained HTML page (inline SVG, no scripts, no network), in
+ * the style of `npm run bench:report`: latency and throughput over time, percentiles per route,
+ * status codes, CPU of the harness beside the service's, each law and SLO objective.
+ */
+import { barChart, escape, fixed } from "../report.ts"
+import type { HarnessResult } from "./Result.ts"
+
+interface Series {
+  readonly name: string
+  readonly color: string
+  readonly values: ReadonlyArray<number>
+}
+
+/** Lines over the run's seconds. */
+const lineChart = (title: string, unit: string, seconds: ReadonlyArray<number>, series: ReadonlyArray<Series>) => {
+  const width = 760, height = 240, left = 60, bottom = 40, top = 30, right = 10
+  const max = Math.max(1e-9, ...series.flatMap((s) => s.values))
+  const last = Math.max(1, seconds.length - 1)
+  const x = (i: number) => left + ((width - left - right) * i) / last
+  const y = (v: number) => top + (height - top - bottom) * (1 - v / max)
+  const lines = series.map((s) => {
+    const points = s.values.map((v, i) => `${x(i).toFixed(1)},${y(v).toFixed(1)}`).join(" ")
+    return `<polyline fill="none" stroke="${s.color}" stroke-width="1.5" points="${points}"><title>${escape(s.name)}</title></polyline>`
+  })
+  const ticks = [0, 0.25, 0.5, 0.75, 1].map((f) =>
+    `<line x1="${left}" x2="${width - right}" y1="${y(max * f)}" y2="${y(max * f)}" stroke="#ddd"/><text x="${left - 6}" y="${y(max * f) + 4}" text-anchor="end">${fixed(max * f, max < 10 ? 2 : 0)}</text>`
+  )
+  const step = Math.max(1, Math.ceil(seconds.length / 10))
+  const xLabels = seconds.flatMap((second, i) => (i % step === 0 ? [`<text x="${x(i)}" y="${height - bottom + 16}" text-anchor="middle">${second}s</text>`] : []))
+  const legend = series.map((s, j) => `<rect x="${left + j * 150}" y="6" width="12" height="12" fill="${s.color}"/><text x="${left + j * 150 + 16}" y="16">${escape(s.name)}</text>`)
+  return `<figure><figcaption>${escape(title)} (${escape(unit)})</figcaption><svg viewBox="0 0 ${width} ${height}" width="${width}" height="${height}" font-size="11" font-family="sans-serif">${[...ticks, ...lines, ...xLabels, ...legend].join("")}</svg></figure>`
+}
+
+const percentileRow = (name: string, requests: number, errors: number, p: HarnessResult["latency_ms"], codes: Record<string, number>) =>
+  `<tr><td style="text-align:left">${escape(name)}</td><td>${requests}</td><td>${errors}</td><td>${fixed(p.p50, 2)}</td><td>${fixed(p.p90, 2)}</td>` +
+  `<td>${fixed(p.p99, 2)}</td><td>${fixed(p.p999, 2)}</td><td>${fixed(p.max, 2)}</td><td>${fixed(p.mean, 2)}</td><td style="text-align:left">${escape(JSON.stringify(codes))}</td></tr>`
+
+export const renderHarnessReport = (result: HarnessResult) => {
+  const seconds = result.timeline.map((s) => s.second)
+  const config = result.config
+  const load = config.model === "open" ? `open model, ${config.rate}/s (${config.arrival})` : `closed model, ${config.connections} connections`
+  const verdict = result.passed ? `<p class="pass">PASSED: every law held${result.slo.length > 0 ? " and every objective was met" : ""}.</p>` : `<p class="fail">FAILED: ${result.laws.filter((l) => !l.held).length} law(s) violated, ${result.slo.filter((s) => !s.met).length} objective(s) missed.</p>`
+  const codes = Object.entries(result.status_codes).sort(([a], [b]) => a.localeCompare(b))
+  const laws = result.laws.length === 0
+    ? "<p>This scenario checks no laws.</p>"
+    : `<table><thead><tr><th>law</th><th>promise</th><th>checked</th><th>verdict</th><th>first violations</th></tr></thead><tbody>${
+      result.laws.map((law) =>
+        `<tr><td style="text-align:left">${escape(law.law)}</td><td style="text-align:left">${escape(law.description)}</td><td>${law.checked}</td>` +
+        `<td class="${law.held ? "pass" : "fail"}">${law.held ? "held" : `${law.violation_count} violation(s)`}</td><td style="text-align:left">${
+          law.first_violations.map((v) => `<div><b>${escape(v.paymentId ?? "-")}</b>: ${escape(v.message)}${v.requests.length > 0 ? `<br><code>${v.requests.map(escape).join("<br>")}</code>` : ""}</div>`).join("")
+        }</td></tr>`
+      ).join("\n")
+    }</tbody></table>`
+  const slo = result.slo.length === 0
+    ? "<p>No objectives given (--slo).</p>"
+    : `<table><thead><tr><th>objective</th><th>actual</th><th>verdict</th></tr></thead><tbody>${
+      result.slo.map((s) => `<tr><td style="text-align:left">${escape(s.objective)}</td><td>${fixed(s.actual, 3)}</td><td class="${s.met ? "pass" : "fail"}">${s.met ? "met" : "missed"}</td></tr>`).join("")
+    }</tbody></table>`
+  const cpu = result.cpu
+  return `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>payments harness: ${escape(result.scenario)}</title>
+<style>body{font-family:sans-serif;margin:2em;color:#1a202c}table{border-collapse:collapse;font-size:12px;margin:0.5em 0}td,th{border:1px solid #ddd;padding:3px 6px;text-align:right;vertical-align:top}figure{margin:1em 0}figcaption{font-weight:bold;margin-bottom:4px}.pass{color:#276749;font-weight:bold}.fail{color:#c53030;font-weight:bold}code{font-size:11px}</style>
+</head><body><h1>Harness: ${escape(result.scenario)}</h1>
+<p>${escape(result.started_at)} to ${escape(result.ended_at)}; target ${escape(config.target)}${config.embedded ? " (started by the harness)" : ""}; ${escape(load)} for ${config.duration_s} s${config.max_requests === null ? "" : ` or ${config.max_requests} requests`}; ${config.merchants} merchants, seed ${config.seed}; shards ${escape(config.shards.join(", "))}.</p>
+${verdict}
+<p>${result.requests} requests in ${fixed(result.load_s, 1)} s of load: ${fixed(result.rate, 1)} requests/s; ${result.errors} errors (no answer or 5xx); ${result.scripts} scripts, ${result.scripts_late} started late.</p>
+<h2>Laws</h2>${laws}
+<h2>Objectives</h2>${slo}
+<h2>Latency</h2>
+${lineChart("latency over time, per second of answers", "ms", seconds, [
+    { name: "p50", color: "#68d391", values: result.timeline.map((s) => s.latency_ms.p50) },
+    { name: "p99", color: "#fc8181", values: result.timeline.map((s) => s.latency_ms.p99) },
+    { name: "max", color: "#a0aec0", values: result.timeline.map((s) => s.latency_ms.max) }
+  ])}
+<table><thead><tr><th>route</th><th>requests</th><th>errors</th><th>p50 ms</th><th>p90 ms</th><th>p99 ms</th><th>p99.9 ms</th><th>max ms</th><th>mean ms</th><th>status codes</th></tr></thead><tbody>
+${percentileRow("all", result.requests, result.errors, result.latency_ms, result.status_codes)}
+${result.routes.map((r) => percentileRow(r.route, r.requests, r.errors, r.latency_ms, r.status_codes)).join("\n")}
+</tbody></table>
+<h2>Throughput</h2>
+${lineChart("answers per second", "requests/s", seconds, [
+    { name: "answers", color: "#2b6cb0", values: result.timeline.map((s) => s.requests) },
+    { name: "errors", color: "#c53030", values: result.timeline.map((s) => s.errors) }
+  ])}
+<h2>Status codes</h2>
+${barChart("requests by status", codes.map(([code]) => code), [{ name: "requests", color: "#2b6cb0", values: codes.map(([, n]) => n) }])}
+<h2>CPU and memory</h2>
+<table><thead><tr><th></th><th>CPU s</th><th>CPU ms per request</th></tr></thead><tbody>
+<tr><td style="text-align:left">harness</td><td>${fixed(cpu.harness_s, 2)}</td><td>${fixed(cpu.harness_ms_per_request, 3)}</td></tr>
+<tr><td style="text-align:left">service</td><td>${cpu.service_s === null ? "n/a (not started by the harness)" : fixed(cpu.service_s, 2)}</td><td>${fixed(cpu.service_ms_per_request, 3)}</td></tr>
+</tbody></table>
+${barChart("CPU ms per request", ["harness", "service"], [{ name: "CPU ms per request", color: "#805ad5", values: [cpu.harness_ms_per_request, cpu.service_ms_per_request] }])}
+<p>Harness RSS: ${fixed(cpu.harness_rss_mb.start, 0)} MB at the start, ${fixed(cpu.harness_rss_mb.end, 0)} MB at the end, ${fixed(cpu.harness_rss_mb.peak, 0)} MB peak.</p>
+${cpu.harness_rss_mb.samples.length > 2
+    ? lineChart("harness RSS, every 10 s", "MB", cpu.harness_rss_mb.samples.map(([second]) => second), [{ name: "RSS", color: "#805ad5", values: cpu.harness_rss_mb.samples.map(([, mb]) => mb) }])
+    : ""}
+</body></html>
+`
+}

@@ -1,0 +1,135 @@
+/**
+ * The load models: when each script starts. Time comes from an injected `Clock`, so the same
+ * code runs under real time in the driver and under virtual time in tests.
+ *
+ * - Open model (`--rate N`): scripts start at their intended times, a constant gap apart or with
+ *   exponential gaps (`--arrival poisson`, seeded), whether or not earlier scripts have ended; a
+ *   script's first request is measured from its intended start, so a stalled service cannot hide
+ *   its tail behind requests the harness never sent (coordinated omission, as in wrk2 and k6's
+ *   constant-arrival-rate executor).
+ * - Closed model (`--connections N`): N scripts at a time, each followed at once by the next.
+ *
+ * Both stop starting scripts at the end of the duration or once `maxRequests` requests were sent,
+ * and resolve when every started script has ended (a script that rejects is counted, not fatal).
+ */
+import type { Clock } from "./Clock.ts"
+
+export type LoadModel =
+  | { readonly kind: "open"; readonly rate: number; readonly arrival: "constant" | "poisson" }
+  | { readonly kind: "closed"; readonly connections: number }
+
+export interface LoadPlan {
+  readonly model: LoadModel
+  readonly durationMs: number
+  /** No script starts once this many requests were sent (null: the duration alone bounds the run). */
+  readonly maxRequests: number | null
+  readonly seed: number
+  /**
+   * Open model: at most this many scripts run at once; a script past it waits for one to end
+   * (its latency still counts from its intended start). Bounds the harness's memory when the
+   * service stalls.
+   */
+  readonly maxConcurrentScripts: number
+}
+
+export interface LoadOutcome {
+  readonly scriptsStarted: number
+  /** Scripts that started after their intended time by more than 1 ms (the harness fell behind). */
+  readonly scriptsLate: number
+  readonly startedAtMs: number
+  /** When the last script started (the open model's load phase), and when the last one ended. */
+  readonly loadEndedAtMs: number
+  readonly endedAtMs: number
+  /** Scripts that rejected (a scenario's bug: a script resolves whatever the service answers), and the first error. */
+  readonly scriptFailures: number
+  readonly firstFailure: string | null
+}
+
+/** A small seeded generator (mulberry32): the same seed gives the same arrivals. */
+export const seededRandom = (seed: number) => {
+  let state = seed >>> 0
+  return () => {
+    state = (state + 0x6d2b79f5) >>> 0
+    let t = state
+    t = Math.imul(t ^ (t >>> 15), t | 1)
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
+  }
+}
+
+/** Offsets (ms from the start) of the open model's arrivals, in order, without end. */
+export function* arrivalOffsets(rate: number, arrival: "constant" | "poisson", seed: number): Generator<number> {
+  const gapMs = 1000 / rate
+  if (arrival === "constant") {
+    for (let index = 0;; index++) yield index * gapMs
+  }
+  const random = seededRandom(seed)
+  let offset = 0
+  for (;;) {
+    yield offset
+    offset += -Math.log(1 - random()) * gapMs
+  }
+}
+
+export const runLoad = async (
+  plan: LoadPlan,
+  clock: Clock,
+  runScript: (index: number, intendedStartMs: number) => Promise<void>,
+  requestsSent: () => number
+): Promise<LoadOutcome> => {
+  const startedAtMs = clock.now()
+  const endMs = startedAtMs + plan.durationMs
+  const full = () => plan.maxRequests !== null && requestsSent() >= plan.maxRequests
+  let started = 0
+  let late = 0
+  const running = new Set<Promise<void>>()
+  const failures: Array<unknown> = []
+  // The open model waits here for a script to end when `maxConcurrentScripts` run (one waiter:
+  // a Promise.race over thousands of running scripts would attach a reaction to each, every time).
+  let slotFreed: (() => void) | null = null
+  const launch = (intendedStartMs: number) => {
+    const index = started++
+    // A script never rejects by contract; one that does is a bug of the scenario, reported at the end.
+    const script: Promise<void> = runScript(index, intendedStartMs)
+      .catch((error) => void failures.push(error))
+      .finally(() => {
+        running.delete(script)
+        const wake = slotFreed
+        slotFreed = null
+        wake?.()
+      })
+    running.add(script)
+    return script
+  }
+  const scriptCap = plan.maxRequests ?? Infinity
+
+  if (plan.model.kind === "open") {
+    for (const offset of arrivalOffsets(plan.model.rate, plan.model.arrival, plan.seed)) {
+      const intendedStartMs = startedAtMs + offset
+      if (intendedStartMs >= endMs || full() || started >= scriptCap) break
+      const waitMs = intendedStartMs - clock.now()
+      if (waitMs >= 1) await clock.sleep(waitMs)
+      while (running.size >= plan.maxConcurrentScripts) await new Promise<void>((wake) => (slotFreed = wake))
+      if (full()) break
+      if (clock.now() - intendedStartMs > 1) late++
+      launch(intendedStartMs)
+    }
+  } else {
+    const worker = async () => {
+      while (clock.now() < endMs && !full() && started < scriptCap) await launch(clock.now())
+    }
+    await Promise.all(Array.from({ length: plan.model.connections }, worker))
+  }
+  const loadEndedAtMs = clock.now()
+  while (running.size > 0) await Promise.all([...running])
+  const first = failures[0]
+  return {
+    scriptsStarted: started,
+    scriptsLate: late,
+    startedAtMs,
+    loadEndedAtMs,
+    endedAtMs: clock.now(),
+    scriptFailures: failures.length,
+    firstFailure: first === undefined ? null : first instanceof Error ? first.message : String(first)
+  }
+}

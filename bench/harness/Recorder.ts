@@ -1,0 +1,192 @@
+/**
+ * What the driver records of every request: HDR histograms of latency (hdr-histogram-js) per
+ * route and overall, status codes, and one histogram per second of the run for the
+ * latency-over-time chart. Histograms are kept encoded (compressed base64) in the result, so
+ * `harness merge` adds the shards' histograms instead of averaging their percentiles.
+ */
+import * as hdr from "hdr-histogram-js"
+
+/** Latencies are recorded in microseconds, from 1 µs to 10 minutes, with 3 significant digits. */
+const highestMicros = 600_000_000
+const newHistogram = (digits: 2 | 3 = 3) =>
+  hdr.build({ lowestDiscernibleValue: 1, highestTrackableValue: highestMicros, numberOfSignificantValueDigits: digits, autoResize: false })
+
+export type Status = number | "dropped"
+
+/** A failure for the error rate: no answer (dropped, timed out) or a 5xx. 4xx answers are the scenario's business. */
+export const isError = (status: Status) => status === "dropped" || status >= 500
+
+/**
+ * The route of a path: the query dropped and every id-like segment (`pay_3Fh...`, digits)
+ * replaced by `:id`, so per-route figures do not split by payment.
+ */
+export const routeTemplate = (method: string, path: string) => {
+  const query = path.indexOf("?")
+  const bare = query === -1 ? path : path.slice(0, query)
+  const segments = bare.split("/").map((segment) =>
+    /^v\d+$/.test(segment) || segment === "" ? segment
+      : /^\d+$/.test(segment) || /^[a-z]{2,8}_[A-Za-z0-9_-]{8,}$/.test(segment) || /\d/.test(segment) ? ":id"
+      : segment
+  )
+  return `${method} ${segments.join("/")}`
+}
+
+export interface Percentiles {
+  readonly p50: number
+  readonly p90: number
+  readonly p99: number
+  readonly p999: number
+  readonly max: number
+  readonly mean: number
+}
+
+/** Percentiles of a histogram, in milliseconds. */
+export const percentilesOf = (histogram: hdr.Histogram): Percentiles => {
+  const ms = (micros: number) => Math.round(micros) / 1000
+  return histogram.totalCount === 0
+    ? { p50: 0, p90: 0, p99: 0, p999: 0, max: 0, mean: 0 }
+    : {
+      p50: ms(histogram.getValueAtPercentile(50)),
+      p90: ms(histogram.getValueAtPercentile(90)),
+      p99: ms(histogram.getValueAtPercentile(99)),
+      p999: ms(histogram.getValueAtPercentile(99.9)),
+      // From the buckets, as a decoded (merged) histogram reads it, not the exact value recorded.
+      max: ms(histogram.getValueAtPercentile(100)),
+      mean: ms(histogram.mean)
+    }
+}
+
+export const encodeHistogram = (histogram: hdr.Histogram) => hdr.encodeIntoCompressedBase64(histogram)
+export const decodeHistogram = (encoded: string) => hdr.decodeFromCompressedBase64(encoded, 32, false)
+
+/** The sum of encoded histograms, decoded (with the precision of the first: per-second histograms keep 2 digits). */
+export const mergeEncoded = (encoded: ReadonlyArray<string>) => {
+  if (encoded.length === 0) return newHistogram()
+  const total = decodeHistogram(encoded[0]!)
+  for (const text of encoded.slice(1)) {
+    const part = decodeHistogram(text)
+    total.add(part)
+    part.destroy()
+  }
+  return total
+}
+
+export interface RouteFigures {
+  readonly route: string
+  readonly requests: number
+  readonly errors: number
+  readonly status_codes: Record<string, number>
+  readonly latency_ms: Percentiles
+  readonly histogram: string
+}
+
+export interface SecondFigures {
+  /** Seconds since the start of the run (when the answers came). */
+  readonly second: number
+  readonly requests: number
+  readonly errors: number
+  readonly latency_ms: Percentiles
+  readonly histogram: string
+}
+
+interface RouteCounters {
+  readonly histogram: hdr.Histogram
+  readonly statusCodes: Map<Status, number>
+  errors: number
+}
+
+export class Recorder {
+  private readonly overall = newHistogram()
+  private readonly routes = new Map<string, RouteCounters>()
+  private readonly seconds: Array<SecondFigures> = []
+  /** The second being filled: a smaller histogram, encoded and dropped when the second ends (memory stays flat). */
+  private current = newHistogram(2)
+  private currentSecond = 0
+  private currentErrors = 0
+  requests = 0
+  errors = 0
+  /** Since the last `takeInterval`: for the progress line. */
+  private intervalRequests = 0
+  private intervalErrors = 0
+
+  constructor(private readonly startMs: number) {}
+
+  record(route: string, status: Status, latencyMs: number, atMs: number) {
+    const micros = Math.min(highestMicros, Math.max(1, Math.round(latencyMs * 1000)))
+    const second = Math.max(0, Math.floor((atMs - this.startMs) / 1000))
+    if (second > this.currentSecond) this.closeSeconds(second)
+    const error = isError(status)
+    this.overall.recordValue(micros)
+    this.current.recordValue(micros)
+    let counters = this.routes.get(route)
+    if (counters === undefined) {
+      counters = { histogram: newHistogram(), statusCodes: new Map(), errors: 0 }
+      this.routes.set(route, counters)
+    }
+    counters.histogram.recordValue(micros)
+    counters.statusCodes.set(status, (counters.statusCodes.get(status) ?? 0) + 1)
+    this.requests++
+    this.intervalRequests++
+    if (error) {
+      counters.errors++
+      this.errors++
+      this.currentErrors++
+      this.intervalErrors++
+    }
+  }
+
+  /** Ends every second before `second` (empty ones too: the timeline has no gaps). */
+  private closeSeconds(second: number) {
+    while (this.currentSecond < second) {
+      this.seconds.push({
+        second: this.currentSecond,
+        requests: this.current.totalCount,
+        errors: this.currentErrors,
+        latency_ms: percentilesOf(this.current),
+        histogram: encodeHistogram(this.current)
+      })
+      this.current.reset()
+      this.currentErrors = 0
+      this.currentSecond++
+    }
+  }
+
+  /** Requests and errors since the last call, and the whole run's p50 and p99 so far (ms). */
+  takeInterval() {
+    const taken = { requests: this.intervalRequests, errors: this.intervalErrors, p50: this.overall.getValueAtPercentile(50) / 1000, p99: this.overall.getValueAtPercentile(99) / 1000 }
+    this.intervalRequests = 0
+    this.intervalErrors = 0
+    return taken
+  }
+
+  /** The figures so far; the second in progress is closed at `endMs`. */
+  finish(endMs: number) {
+    const last = Math.max(0, Math.ceil((endMs - this.startMs) / 1000))
+    if (this.current.totalCount > 0 || this.currentSecond < last) this.closeSeconds(Math.max(last, this.currentSecond + (this.current.totalCount > 0 ? 1 : 0)))
+    const statusCodes: Record<string, number> = {}
+    const routes: Array<RouteFigures> = [...this.routes].sort(([a], [b]) => a.localeCompare(b)).map(([route, counters]) => {
+      const codes: Record<string, number> = {}
+      for (const [status, count] of counters.statusCodes) {
+        codes[String(status)] = count
+        statusCodes[String(status)] = (statusCodes[String(status)] ?? 0) + count
+      }
+      return {
+        route,
+        requests: counters.histogram.totalCount,
+        errors: counters.errors,
+        status_codes: codes,
+        latency_ms: percentilesOf(counters.histogram),
+        histogram: encodeHistogram(counters.histogram)
+      }
+    })
+    return {
+      requests: this.requests,
+      errors: this.errors,
+      status_codes: statusCodes,
+      latency_ms: percentilesOf(this.overall),
+      histogram: encodeHistogram(this.overall),
+      routes,
+      timeline: [...this.seconds]
+    }
+  }
+}

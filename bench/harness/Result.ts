@@ -1,0 +1,203 @@
+/**
+ * The harness's JSON result (for CI and for `harness merge`) and the merge of several shards'
+ * results: histograms are decoded and added, then percentiles read from the sum.
+ */
+import type { LawResult, Violation } from "./Contract.ts"
+import { decodeHistogram, encodeHistogram, mergeEncoded, percentilesOf, type Percentiles, type RouteFigures, type SecondFigures } from "./Recorder.ts"
+import { evaluateSlo, type ObjectiveResult, parseSlo } from "./Slo.ts"
+
+/** At most this many violations of one law are kept in the result (the count is kept whole). */
+export const violationsKept = 20
+
+export interface LawFigures {
+  readonly law: string
+  readonly description: string
+  readonly checked: number
+  readonly held: boolean
+  readonly violation_count: number
+  readonly first_violations: ReadonlyArray<Violation>
+}
+
+export interface HarnessResult {
+  readonly format: "payments-harness/1"
+  readonly scenario: string
+  readonly started_at: string
+  readonly ended_at: string
+  /** Wall-clock start of the load (ms since the epoch): merges line up the shards' timelines by it. */
+  readonly start_epoch_ms: number
+  readonly config: {
+    readonly target: string
+    readonly embedded: boolean
+    readonly model: "open" | "closed"
+    readonly rate: number | null
+    readonly arrival: string | null
+    readonly connections: number | null
+    readonly duration_s: number
+    readonly max_requests: number | null
+    readonly merchants: number
+    readonly seed: number
+    readonly slo: string | null
+    readonly shards: ReadonlyArray<string>
+  }
+  /** Seconds of load: from the first script's start to the last one's end. */
+  readonly load_s: number
+  readonly scripts: number
+  /** Scripts the open model started more than 1 ms after their intended time (the harness fell behind). */
+  readonly scripts_late: number
+  readonly requests: number
+  readonly errors: number
+  /** Requests per second over the load phase. */
+  readonly rate: number
+  readonly status_codes: Record<string, number>
+  readonly latency_ms: Percentiles
+  readonly histogram: string
+  readonly routes: ReadonlyArray<RouteFigures>
+  readonly timeline: ReadonlyArray<SecondFigures>
+  readonly cpu: {
+    readonly harness_s: number
+    readonly harness_ms_per_request: number | null
+    /** The service's CPU over the same span; null when the harness did not start it. */
+    readonly service_s: number | null
+    readonly service_ms_per_request: number | null
+    readonly harness_rss_mb: {
+      readonly start: number
+      readonly end: number
+      readonly peak: number
+      /** Every 10 s of the load: [second, MB], to see that memory stays flat over a long run. */
+      readonly samples: ReadonlyArray<readonly [number, number]>
+    }
+  }
+  readonly laws: ReadonlyArray<LawFigures>
+  readonly slo: ReadonlyArray<ObjectiveResult>
+  /** Every law held and every objective was met. */
+  readonly passed: boolean
+}
+
+export const lawFigures = (laws: ReadonlyArray<LawResult>): Array<LawFigures> =>
+  laws.map((law) => ({
+    law: law.law,
+    description: law.description,
+    checked: law.checked,
+    held: law.violations.length === 0,
+    violation_count: law.violations.length,
+    first_violations: law.violations.slice(0, violationsKept)
+  }))
+
+export const passedOf = (laws: ReadonlyArray<LawFigures>, slo: ReadonlyArray<ObjectiveResult>) =>
+  laws.every((law) => law.held) && slo.every((objective) => objective.met)
+
+const sumCounts = (parts: ReadonlyArray<Record<string, number>>) => {
+  const total: Record<string, number> = {}
+  for (const part of parts) for (const [key, count] of Object.entries(part)) total[key] = (total[key] ?? 0) + count
+  return total
+}
+
+const mergedFigures = (histograms: ReadonlyArray<string>) => {
+  const histogram = mergeEncoded(histograms)
+  const figures = { latency_ms: percentilesOf(histogram), histogram: encodeHistogram(histogram), count: histogram.totalCount }
+  histogram.destroy()
+  return figures
+}
+
+/** One result from several shards' results: counts and histograms added, laws side by side. */
+export const mergeResults = (results: ReadonlyArray<HarnessResult>): HarnessResult => {
+  if (results.length === 0) throw new Error("nothing to merge")
+  for (const result of results) {
+    if (result.format !== "payments-harness/1") throw new Error(`not a harness result (format ${String(result.format)})`)
+  }
+  const first = results[0]!
+  const overall = mergedFigures(results.map((r) => r.histogram))
+  const routeNames = [...new Set(results.flatMap((r) => r.routes.map((route) => route.route)))].sort()
+  const routes: Array<RouteFigures> = routeNames.map((route) => {
+    const parts = results.flatMap((r) => r.routes.filter((x) => x.route === route))
+    const merged = mergedFigures(parts.map((p) => p.histogram))
+    return {
+      route,
+      requests: parts.reduce((n, p) => n + p.requests, 0),
+      errors: parts.reduce((n, p) => n + p.errors, 0),
+      status_codes: sumCounts(parts.map((p) => p.status_codes)),
+      latency_ms: merged.latency_ms,
+      histogram: merged.histogram
+    }
+  })
+  // Timelines line up by wall-clock second from the earliest shard's start.
+  const startEpochMs = Math.min(...results.map((r) => r.start_epoch_ms))
+  const bySecond = new Map<number, Array<SecondFigures>>()
+  for (const result of results) {
+    const shift = Math.round((result.start_epoch_ms - startEpochMs) / 1000)
+    for (const second of result.timeline) {
+      const at = second.second + shift
+      bySecond.set(at, [...(bySecond.get(at) ?? []), second])
+    }
+  }
+  const timeline: Array<SecondFigures> = [...bySecond].sort(([a], [b]) => a - b).map(([second, parts]) => {
+    const merged = mergedFigures(parts.map((p) => p.histogram))
+    return {
+      second,
+      requests: parts.reduce((n, p) => n + p.requests, 0),
+      errors: parts.reduce((n, p) => n + p.errors, 0),
+      latency_ms: merged.latency_ms,
+      histogram: merged.histogram
+    }
+  })
+  const lawNames = [...new Set(results.flatMap((r) => r.laws.map((law) => law.law)))]
+  const laws: Array<LawFigures> = lawNames.map((name) => {
+    const parts = results.flatMap((r) => r.laws.filter((law) => law.law === name))
+    const violations = parts.reduce((n, p) => n + p.violation_count, 0)
+    return {
+      law: name,
+      description: parts[0]!.description,
+      checked: parts.reduce((n, p) => n + p.checked, 0),
+      held: violations === 0,
+      violation_count: violations,
+      first_violations: parts.flatMap((p) => p.first_violations).slice(0, violationsKept)
+    }
+  })
+  const requests = results.reduce((n, r) => n + r.requests, 0)
+  const errors = results.reduce((n, r) => n + r.errors, 0)
+  // Shards run side by side: their rates add up.
+  const rate = results.reduce((n, r) => n + r.rate, 0)
+  const harnessCpu = results.reduce((n, r) => n + r.cpu.harness_s, 0)
+  const serviceCpus = results.map((r) => r.cpu.service_s)
+  const serviceCpu = serviceCpus.every((s) => s === null) ? null : serviceCpus.reduce<number>((n, s) => n + (s ?? 0), 0)
+  const sloText = results.find((r) => r.config.slo !== null)?.config.slo ?? null
+  const parsedSlo = sloText === null ? null : parseSlo(sloText)
+  const slo = parsedSlo === null || "error" in parsedSlo ? [] : evaluateSlo(parsedSlo.objectives, { requests, errors, rate, latency_ms: overall.latency_ms })
+  const rss = results.map((r) => r.cpu.harness_rss_mb)
+  return {
+    format: "payments-harness/1",
+    scenario: [...new Set(results.map((r) => r.scenario))].join("+"),
+    started_at: results.map((r) => r.started_at).sort()[0]!,
+    ended_at: results.map((r) => r.ended_at).sort().at(-1)!,
+    start_epoch_ms: startEpochMs,
+    config: { ...first.config, slo: sloText, shards: results.flatMap((r) => r.config.shards) },
+    load_s: Math.max(...results.map((r) => r.load_s)),
+    scripts: results.reduce((n, r) => n + r.scripts, 0),
+    scripts_late: results.reduce((n, r) => n + r.scripts_late, 0),
+    requests,
+    errors,
+    rate,
+    status_codes: sumCounts(results.map((r) => r.status_codes)),
+    latency_ms: overall.latency_ms,
+    histogram: overall.histogram,
+    routes,
+    timeline,
+    cpu: {
+      harness_s: harnessCpu,
+      harness_ms_per_request: requests === 0 ? null : (harnessCpu * 1000) / requests,
+      service_s: serviceCpu,
+      service_ms_per_request: serviceCpu === null || requests === 0 ? null : (serviceCpu * 1000) / requests,
+      // Shards run in separate processes: the largest of each, and the samples of the first.
+      harness_rss_mb: { start: Math.max(...rss.map((r) => r.start)), end: Math.max(...rss.map((r) => r.end)), peak: Math.max(...rss.map((r) => r.peak)), samples: rss[0]!.samples }
+    },
+    laws,
+    slo,
+    passed: passedOf(laws, slo)
+  }
+}
+
+/** Checks an encoded histogram decodes (a result file that was cut or edited fails here, not in the sum). */
+export const checkResult = (result: HarnessResult) => {
+  decodeHistogram(result.histogram).destroy()
+  return result
+}

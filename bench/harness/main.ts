@@ -1,0 +1,334 @@
+/**
+ * The load harness in production mode: drives a scenario (by default the simulator's merchants,
+ * webhook endpoints and laws, over real HTTP) against a service, under an open or closed load
+ * model, records every request in HDR histograms, checks the scenario's laws after a drain, and
+ * writes a JSON result and an HTML page. `merge` combines the results of several shards.
+ *
+ *   npm run harness -- --help
+ *
+ * docs/harness.md says how to run it, against what, and what the report holds.
+ */
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs"
+import { join } from "node:path"
+import { fixed } from "../report.ts"
+import { cpuSeconds } from "../host.ts"
+import { parseArguments, type RunOptions, usage } from "./Cli.ts"
+import { type Clock, realClock } from "./Clock.ts"
+import type { LawResult, Scenario } from "./Contract.ts"
+import { type EmbeddedService, startEmbeddedService, stopEveryEmbeddedService } from "./Embedded.ts"
+import { renderHarnessReport } from "./Html.ts"
+import { type LoadOutcome, runLoad } from "./LoadModel.ts"
+import { Recorder } from "./Recorder.ts"
+import { checkResult, type HarnessResult, lawFigures, mergeResults, passedOf } from "./Result.ts"
+import { loadScenario } from "./Scenarios.ts"
+import { evaluateSlo } from "./Slo.ts"
+import { httpClient, recordingTransport } from "./Transport.ts"
+
+export interface Io {
+  /** Diagnostics and progress (stderr). */
+  readonly log: (line: string) => void
+  /** The summary (stdout). */
+  readonly out: (line: string) => void
+  /** Where the live progress line goes, or null for none. */
+  readonly progress: { readonly write: (text: string) => void; readonly isTTY: boolean } | null
+}
+
+const processIo: Io = {
+  log: (line) => process.stderr.write(`${line}\n`),
+  out: (line) => process.stdout.write(`${line}\n`),
+  progress: { write: (text) => process.stderr.write(text), isTTY: process.stderr.isTTY === true }
+}
+
+const table = (rows: ReadonlyArray<readonly [string, string]>) => {
+  const width = Math.max(...rows.map(([k]) => k.length))
+  return rows.map(([k, v]) => `  ${k.padEnd(width)}  ${v}`).join("\n")
+}
+
+/** The summary printed at the end of a run or a merge. */
+export const summaryOf = (result: HarnessResult, files: ReadonlyArray<string>) => {
+  const p = result.latency_ms
+  const rows: Array<readonly [string, string]> = [
+    ["scenario", `${result.scenario} against ${result.config.target}${result.config.embedded ? " (started by the harness)" : ""}`],
+    ["load", result.config.model === "open" ? `open, ${result.config.rate}/s ${result.config.arrival}` : `closed, ${result.config.connections} connections`],
+    ["requests", `${result.requests} in ${fixed(result.load_s, 1)} s: ${fixed(result.rate, 1)}/s (${result.scripts} scripts, ${result.scripts_late} started late)`],
+    ["latency p50/p90/p99/p99.9/max ms", `${fixed(p.p50, 2)} / ${fixed(p.p90, 2)} / ${fixed(p.p99, 2)} / ${fixed(p.p999, 2)} / ${fixed(p.max, 2)}`],
+    ["status codes", JSON.stringify(result.status_codes)],
+    ["errors (no answer or 5xx)", String(result.errors)],
+    ["harness CPU ms per request", fixed(result.cpu.harness_ms_per_request, 3)],
+    ["service CPU ms per request", result.cpu.service_s === null ? "n/a (not started by the harness)" : fixed(result.cpu.service_ms_per_request, 3)],
+    ["harness RSS MB start/end/peak", `${fixed(result.cpu.harness_rss_mb.start, 0)} / ${fixed(result.cpu.harness_rss_mb.end, 0)} / ${fixed(result.cpu.harness_rss_mb.peak, 0)}`]
+  ]
+  for (const law of result.laws) rows.push([`law ${law.law}`, law.held ? `held (${law.checked} checked)` : `VIOLATED ${law.violation_count} time(s); first: ${law.first_violations[0]?.paymentId ?? "-"}: ${law.first_violations[0]?.message ?? ""}`])
+  for (const objective of result.slo) rows.push([`slo ${objective.objective}`, `${objective.met ? "met" : "MISSED"} (actual ${fixed(objective.actual, 3)})`])
+  rows.push(["verdict", result.passed ? "PASSED" : "FAILED"])
+  for (const file of files) rows.push(["report", file])
+  return table(rows)
+}
+
+const writeReport = (directory: string, name: string, result: HarnessResult) => {
+  mkdirSync(directory, { recursive: true })
+  const json = join(directory, `${name}.json`)
+  const html = join(directory, `${name}.html`)
+  writeFileSync(json, JSON.stringify(result, null, 1) + "\n")
+  writeFileSync(html, renderHarnessReport(result))
+  return [json, html]
+}
+
+const readKeys = (file: string) => {
+  const keys = readFileSync(file, "utf8").split("\n").map((line) => line.trim()).filter((line) => line !== "" && !line.startsWith("#"))
+  if (keys.length === 0) throw new Error(`--keys ${file} holds no API key (one sk_live_... a line)`)
+  return keys
+}
+
+/** A failure of the scenario itself (set-up, a script, the drain, the law checks) is reported as a broken law. */
+const harnessLaw = (message: string): LawResult => ({
+  law: "harness",
+  description: "The scenario set up, ran its scripts, drained and checked its laws without an error of its own.",
+  checked: 1,
+  violations: [{ paymentId: null, message, requests: [] }]
+})
+
+export const runHarness = async (
+  options: RunOptions,
+  io: Io,
+  /** Tests give their own scenario (else the one `--scenario` names) or clock. */
+  given: { readonly scenario?: Scenario; readonly clock?: Clock } = {}
+): Promise<{ result: HarnessResult; files: Array<string> }> => {
+  const scenario: Scenario = given.scenario ?? await loadScenario(options.scenario)
+  const clock = given.clock ?? realClock
+  const apiKeys = options.keysFile === null ? null : readKeys(options.keysFile)
+  const startedAt = new Date()
+  const stamp = startedAt.toISOString().replace(/[:.]/g, "-")
+  const name = `harness-${options.scenario}-${options.shard.index}of${options.shard.count}-${stamp}`
+  let embedded: EmbeddedService | null = null
+  if (options.targetUrl === null) {
+    io.log("starting the service on an embedded PostgreSQL...")
+    try {
+      embedded = await startEmbeddedService({ logFile: join(options.reportDirectory, `${name}.service.log`), log: io.log })
+    } catch (error) {
+      await scenario.close().catch(() => {})
+      throw error
+    }
+  }
+  const targetUrl = options.targetUrl ?? embedded!.baseUrl
+  const client = httpClient(targetUrl, { sockets: options.sockets, timeoutMs: options.timeoutMs })
+  // Set-up, drain and law checks are counted apart: the figures are the load's.
+  const outside = new Recorder(clock.now())
+  const sink = { recorder: outside }
+  // As many requests on the wire as sockets: the rest wait in the transport, where the wait counts
+  // in their latency but not in the client timeout (which is the service's time to answer).
+  const transport = recordingTransport(client, clock, sink, options.sockets)
+  const failures: Array<string> = []
+  const fail = (what: string, error: unknown) => failures.push(`${what}: ${error instanceof Error ? error.message : String(error)}`)
+  const rssStart = process.memoryUsage.rss() / 2 ** 20
+  let rssPeak = rssStart
+  const rssSamples: Array<[number, number]> = [[0, Math.round(rssStart)]]
+  let progress: ReturnType<typeof setInterval> | null = null
+  try {
+    let setUp = false
+    try {
+      await scenario.setup({
+        targetUrl,
+        apiKeys,
+        embedded: embedded?.target ?? null,
+        merchants: options.merchants,
+        seed: options.seed,
+        webhookHost: options.webhookHost,
+        shard: options.shard,
+        transport,
+        log: io.log
+      })
+      setUp = true
+    } catch (error) {
+      fail("set-up", error)
+    }
+
+    const loadStartMs = clock.now()
+    const startEpochMs = Date.now()
+    const recorder = new Recorder(loadStartMs)
+    sink.recorder = recorder
+    const sentBefore = transport.sent()
+    const cpuBefore = process.cpuUsage()
+    const servicePid = embedded?.child.pid ?? null
+    const serviceCpuBefore = servicePid === null ? null : cpuSeconds(servicePid)
+    const showProgress = io.progress !== null && (io.progress.isTTY || options.progress)
+    let lastTickMs = loadStartMs
+    let ticks = 0
+    progress = setInterval(() => {
+      const rss = process.memoryUsage.rss() / 2 ** 20
+      rssPeak = Math.max(rssPeak, rss)
+      if (++ticks % 10 === 0) rssSamples.push([ticks, Math.round(rss)])
+      if (!showProgress) return
+      const nowMs = clock.now()
+      const interval = recorder.takeInterval()
+      const line = `${((nowMs - loadStartMs) / 1000).toFixed(0)}s  ${(interval.requests / ((nowMs - lastTickMs) / 1000)).toFixed(0)} req/s  ` +
+        `p50 ${interval.p50.toFixed(1)} ms  p99 ${interval.p99.toFixed(1)} ms  errors ${recorder.errors}  in flight ${transport.inFlight()}`
+      lastTickMs = nowMs
+      io.progress!.write(io.progress!.isTTY ? `\r\x1b[K${line}` : `${line}\n`)
+    }, 1000)
+    progress.unref()
+    const durationMs = options.durationSeconds * 1000
+    let outcome: LoadOutcome = { scriptsStarted: 0, scriptsLate: 0, startedAtMs: loadStartMs, loadEndedAtMs: loadStartMs, endedAtMs: loadStartMs, scriptFailures: 0, firstFailure: null }
+    if (setUp) {
+      outcome = await runLoad(
+        { model: options.model, durationMs, maxRequests: options.maxRequests, seed: options.seed, maxConcurrentScripts: 10_000 },
+        clock,
+        (index, intendedStartMs) => scenario.runScript(index, intendedStartMs),
+        () => transport.sent() - sentBefore
+      )
+      if (outcome.scriptFailures > 0) fail("scripts", `${outcome.scriptFailures} script(s) rejected; the first: ${outcome.firstFailure}`)
+    }
+    const cpuUsed = process.cpuUsage(cpuBefore)
+    const serviceCpu = servicePid === null || serviceCpuBefore === null ? null : cpuSeconds(servicePid) - serviceCpuBefore
+    clearInterval(progress)
+    if (showProgress && io.progress!.isTTY) io.progress!.write("\n")
+    const load = recorder.finish(outcome.endedAtMs)
+    sink.recorder = outside
+    const rssEnd = process.memoryUsage.rss() / 2 ** 20
+    rssPeak = Math.max(rssPeak, rssEnd)
+
+    let laws: ReadonlyArray<LawResult> = []
+    if (setUp) {
+      try {
+        io.log(`load done (${load.requests} requests); draining...`)
+        await scenario.drain(options.drainSeconds * 1000)
+        laws = await scenario.checkLaws()
+      } catch (error) {
+        fail("drain and laws", error)
+      }
+    }
+    if (failures.length > 0) laws = [...laws, harnessLaw(failures.join("; "))]
+    // From the first script's start to the last one's end: the rate the service actually answered.
+    const loadSeconds = Math.max(0.001, outcome.endedAtMs - outcome.startedAtMs) / 1000
+    const rate = load.requests / loadSeconds
+    const harnessCpu = (cpuUsed.user + cpuUsed.system) / 1e6
+    const slo = evaluateSlo(options.slo, { requests: load.requests, errors: load.errors, rate, latency_ms: load.latency_ms })
+    const lawResults = lawFigures(laws)
+    const model = options.model
+    const result: HarnessResult = {
+      format: "payments-harness/1",
+      scenario: scenario.name,
+      started_at: startedAt.toISOString(),
+      ended_at: new Date().toISOString(),
+      start_epoch_ms: startEpochMs,
+      config: {
+        target: targetUrl,
+        embedded: embedded !== null,
+        model: model.kind,
+        rate: model.kind === "open" ? model.rate : null,
+        arrival: model.kind === "open" ? model.arrival : null,
+        connections: model.kind === "closed" ? model.connections : null,
+        duration_s: options.durationSeconds,
+        max_requests: options.maxRequests,
+        merchants: options.merchants,
+        seed: options.seed,
+        slo: options.sloText,
+        shards: [`${options.shard.index}/${options.shard.count}`]
+      },
+      load_s: loadSeconds,
+      scripts: outcome.scriptsStarted,
+      scripts_late: outcome.scriptsLate,
+      requests: load.requests,
+      errors: load.errors,
+      rate,
+      status_codes: load.status_codes,
+      latency_ms: load.latency_ms,
+      histogram: load.histogram,
+      routes: load.routes,
+      timeline: load.timeline,
+      cpu: {
+        harness_s: harnessCpu,
+        harness_ms_per_request: load.requests === 0 ? null : (harnessCpu * 1000) / load.requests,
+        service_s: serviceCpu,
+        service_ms_per_request: serviceCpu === null || load.requests === 0 ? null : (serviceCpu * 1000) / load.requests,
+        harness_rss_mb: { start: rssStart, end: rssEnd, peak: rssPeak, samples: rssSamples }
+      },
+      laws: lawResults,
+      slo,
+      passed: passedOf(lawResults, slo)
+    }
+    return { result, files: writeReport(options.reportDirectory, name, result) }
+  } finally {
+    if (progress !== null) clearInterval(progress)
+    await scenario.close().catch((error) => io.log(`closing the scenario: ${String(error)}`))
+    client.close()
+    await embedded?.stop()
+  }
+}
+
+export const main = async (argv: ReadonlyArray<string>, io: Io = processIo): Promise<number> => {
+  const parsed = parseArguments(argv)
+  switch (parsed.command) {
+    case "help":
+      io.out(usage)
+      return 0
+    case "error":
+      io.log(`harness: ${parsed.message}\n(npm run harness -- --help lists the flags)`)
+      return 2
+    case "merge": {
+      let results: Array<HarnessResult>
+      try {
+        results = parsed.files.map((file) => {
+          try {
+            return checkResult(JSON.parse(readFileSync(file, "utf8")) as HarnessResult)
+          } catch (error) {
+            throw new Error(`${file}: not a harness result (${error instanceof Error ? error.message : String(error)})`)
+          }
+        })
+      } catch (error) {
+        io.log(`harness merge: ${error instanceof Error ? error.message : String(error)}`)
+        return 2
+      }
+      const merged = mergeResults(results)
+      const files = writeReport(parsed.reportDirectory, `harness-merged-${new Date().toISOString().replace(/[:.]/g, "-")}`, merged)
+      io.out(summaryOf(merged, files))
+      return merged.passed ? 0 : 1
+    }
+    case "run": {
+      let scenario: Scenario
+      try {
+        scenario = await loadScenario(parsed.scenario)
+      } catch (error) {
+        io.log(`harness: ${error instanceof Error ? error.message : String(error)}`)
+        return 2
+      }
+      if (parsed.keysFile !== null) {
+        try {
+          readKeys(parsed.keysFile)
+        } catch (error) {
+          io.log(`harness: ${error instanceof Error ? error.message : String(error)}`)
+          return 2
+        }
+      }
+      const { result, files } = await runHarness(parsed, io, { scenario })
+      io.out(summaryOf(result, files))
+      return result.passed ? 0 : 1
+    }
+  }
+}
+
+if (process.argv[1]?.endsWith("harness/main.ts")) {
+  const argv = process.argv.slice(2)
+  const parsed = parseArguments(argv)
+  // The whole run is bounded: the load, the drain, and five minutes for starting and checking.
+  const boundSeconds = parsed.command === "run" ? parsed.durationSeconds + parsed.drainSeconds + 300 : 600
+  const stopNow = (why: string, code: number) => {
+    process.stderr.write(`\nharness: ${why}; stopping\n`)
+    setTimeout(() => process.exit(code), 20_000).unref()
+    void stopEveryEmbeddedService().finally(() => process.exit(code))
+  }
+  const watchdog = setTimeout(() => stopNow(`still running after ${boundSeconds} s (bound: duration + drain + 300 s)`, 1), boundSeconds * 1000)
+  watchdog.unref()
+  process.once("SIGINT", () => stopNow("interrupted", 130))
+  process.once("SIGTERM", () => stopNow("terminated", 143))
+  main(argv).then(
+    (code) => {
+      clearTimeout(watchdog)
+      process.exit(code)
+    },
+    (error) => {
+      process.stderr.write(`harness: ${error instanceof Error ? error.stack ?? error.message : String(error)}\n`)
+      process.exit(1)
+    }
+  )
+}

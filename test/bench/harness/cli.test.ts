@@ -1,0 +1,98 @@
+import { describe, expect, it } from "vitest"
+import { parseArguments } from "../../../bench/harness/Cli.ts"
+import { evaluateSlo, parseSlo } from "../../../bench/harness/Slo.ts"
+
+const error = (argv: Array<string>) => {
+  const parsed = parseArguments(argv)
+  return parsed.command === "error" ? parsed.message : `parsed as ${parsed.command}`
+}
+
+describe("the harness's command line", () => {
+  it("has defaults a newcomer can run: the merchants scenario on an embedded service, open model", () => {
+    const parsed = parseArguments([])
+    expect(parsed).toMatchObject({
+      command: "run", targetUrl: null, keysFile: null, scenario: "merchants",
+      model: { kind: "open", rate: 50, arrival: "constant" }, durationSeconds: 30, maxRequests: null,
+      shard: { index: 0, count: 1 }, webhookHost: "127.0.0.1", slo: []
+    })
+  })
+
+  it("reads every flag, with a space or an equals sign", () => {
+    const parsed = parseArguments([
+      "--target", "http://staging.example:8080/", "--keys=keys.txt", "--rate", "250.5", "--arrival", "poisson", "--duration", "90",
+      "--merchants", "12", "--seed", "42", "--webhook-host", "10.0.0.5", "--report", "out", "--slo", "p99<250ms, errors<0.1%",
+      "--shard", "2/4", "--scenario", "merchants", "--max-requests", "5000", "--progress"
+    ])
+    expect(parsed).toMatchObject({
+      command: "run", targetUrl: "http://staging.example:8080", keysFile: "keys.txt", model: { kind: "open", rate: 250.5, arrival: "poisson" },
+      durationSeconds: 90, merchants: 12, seed: 42, webhookHost: "10.0.0.5", reportDirectory: "out", sloText: "p99<250ms, errors<0.1%",
+      shard: { index: 2, count: 4 }, maxRequests: 5000, progress: true
+    })
+    expect(parseArguments(["--connections", "16"])).toMatchObject({ model: { kind: "closed", connections: 16 } })
+  })
+
+  it("refuses a bad flag with a message that names it", () => {
+    expect(error(["--duration", "abc"])).toBe("--duration must be a number above 0 and at most 86400, not 'abc'")
+    expect(error(["--duration", "0"])).toContain("--duration must be a number above 0")
+    expect(error(["--duration", "-5"])).toContain("--duration must be")
+    expect(error(["--duration", "1e3"])).toContain("--duration must be")
+    expect(error(["--duration"])).toBe("--duration needs a value")
+    expect(error(["--duration", "--rate", "5"])).toBe("--duration needs a value")
+    expect(error(["--rate", "NaN"])).toContain("--rate must be")
+    expect(error(["--rate", "5", "--connections", "2"])).toContain("exclude each other")
+    expect(error(["--connections", "2.5"])).toContain("--connections must be a whole number")
+    expect(error(["--arrival", "burst"])).toContain("--arrival must be constant or poisson")
+    expect(error(["--merchants", "0"])).toContain("--merchants must be a whole number from 1")
+    expect(error(["--max-requests", "ten"])).toContain("--max-requests must be a whole number")
+    expect(error(["--shard", "4/4"])).toContain("--shard must be I/N")
+    expect(error(["--shard", "1"])).toContain("--shard must be I/N")
+    expect(error(["--target", "localhost:3000"])).toContain("--target must be")
+    expect(error(["--target", "ftp://x"])).toContain("--target must be an http or https URL")
+    expect(error(["--target", "http://x"])).toContain("--target needs --keys FILE")
+    expect(error(["--keys", "k.txt"])).toContain("--keys goes with --target")
+    expect(error(["--scenario", "../etc"])).toContain("--scenario must be a name")
+    expect(error(["--slo", "p98<3ms"])).toContain("--slo: cannot read 'p98<3ms'")
+    expect(error(["--seed", "1", "--seed", "2"])).toBe("--seed given twice")
+    expect(error(["--colour"])).toBe("unknown flag --colour")
+    expect(error(["stray"])).toBe("unexpected argument 'stray'")
+    expect(error(["--progress=yes"])).toBe("--progress takes no value")
+  })
+
+  it("lets the health scenario run against a target without keys", () => {
+    expect(parseArguments(["--target", "http://127.0.0.1:3000", "--scenario", "health"])).toMatchObject({ command: "run", keysFile: null })
+  })
+
+  it("reads merge and help", () => {
+    expect(parseArguments(["merge", "a.json", "b.json", "--report", "out"])).toEqual({ command: "merge", files: ["a.json", "b.json"], reportDirectory: "out" })
+    expect(error(["merge"])).toContain("merge needs at least one result file")
+    expect(error(["merge", "a.json", "--rate", "5"])).toContain("merge: unknown flag --rate")
+    expect(parseArguments(["--help"])).toEqual({ command: "help" })
+    expect(parseArguments(["--rate", "5", "--help"])).toEqual({ command: "help" })
+  })
+})
+
+describe("--slo", () => {
+  it("reads percentiles, errors and rate", () => {
+    const parsed = parseSlo("p50<20ms, p99<250ms,p999<1.5s,max<2s,errors<0.1%,rate>100")
+    expect("objectives" in parsed && parsed.objectives).toEqual([
+      { text: "p50<20ms", kind: "latency", percentile: "p50", limitMs: 20 },
+      { text: "p99<250ms", kind: "latency", percentile: "p99", limitMs: 250 },
+      { text: "p999<1.5s", kind: "latency", percentile: "p999", limitMs: 1500 },
+      { text: "max<2s", kind: "latency", percentile: "max", limitMs: 2000 },
+      { text: "errors<0.1%", kind: "errors", limitPercent: 0.1 },
+      { text: "rate>100", kind: "rate", minimum: 100 }
+    ])
+    expect(parseSlo("p99 < 250ms")).not.toHaveProperty("error")
+    for (const bad of ["p99<250", "p99>250ms", "errors<0.1", "rate<5", "p99<-1ms", "", "latency<5ms"]) expect(parseSlo(bad)).toHaveProperty("error")
+  })
+
+  it("is met only strictly under each limit, and never by a run without requests", () => {
+    const slo = parseSlo("p99<250ms,errors<1%,rate>100")
+    if ("error" in slo) throw new Error(slo.error)
+    const figures = { requests: 1000, errors: 9, rate: 150, latency_ms: { p50: 5, p90: 50, p99: 249.9, p999: 400, max: 900 } }
+    expect(evaluateSlo(slo.objectives, figures).map((r) => r.met)).toEqual([true, true, true])
+    expect(evaluateSlo(slo.objectives, { ...figures, errors: 10, rate: 100, latency_ms: { ...figures.latency_ms, p99: 250 } }))
+      .toEqual([{ objective: "p99<250ms", actual: 250, met: false }, { objective: "errors<1%", actual: 1, met: false }, { objective: "rate>100", actual: 100, met: false }])
+    expect(evaluateSlo(slo.objectives, { ...figures, requests: 0, errors: 0 }).slice(0, 2).map((r) => r.met)).toEqual([false, false])
+  })
+})

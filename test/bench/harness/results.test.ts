@@ -1,0 +1,115 @@
+import fc from "fast-check"
+import { describe, expect, it } from "vitest"
+import { renderHarnessReport } from "../../../bench/harness/Html.ts"
+import { decodeHistogram, Recorder, routeTemplate } from "../../../bench/harness/Recorder.ts"
+import { type HarnessResult, mergeResults } from "../../../bench/harness/Result.ts"
+
+interface Sample {
+  readonly route: string
+  readonly status: number | "dropped"
+  readonly latencyMs: number
+  readonly atMs: number
+}
+
+/** A harness result made from recorded samples, as a run would write it. */
+const resultOf = (samples: ReadonlyArray<Sample>, startEpochMs = 1_800_000_000_000, laws: HarnessResult["laws"] = []): HarnessResult => {
+  const recorder = new Recorder(0)
+  for (const s of [...samples].sort((a, b) => a.atMs - b.atMs)) recorder.record(s.route, s.status, s.latencyMs, s.atMs)
+  const figures = recorder.finish(Math.max(0, ...samples.map((s) => s.atMs)))
+  return {
+    format: "payments-harness/1",
+    scenario: "test",
+    started_at: new Date(startEpochMs).toISOString(),
+    ended_at: new Date(startEpochMs + 10_000).toISOString(),
+    start_epoch_ms: startEpochMs,
+    config: {
+      target: "http://127.0.0.1:1", embedded: false, model: "open", rate: 10, arrival: "constant", connections: null,
+      duration_s: 10, max_requests: null, merchants: 1, seed: 1, slo: "p99<500ms", shards: ["0/1"]
+    },
+    load_s: 10,
+    scripts: samples.length,
+    scripts_late: 0,
+    ...figures,
+    rate: figures.requests / 10,
+    cpu: { harness_s: 1, harness_ms_per_request: null, service_s: null, service_ms_per_request: null, harness_rss_mb: { start: 1, end: 1, peak: 1, samples: [[0, 1]] } },
+    laws,
+    slo: [],
+    passed: true
+  }
+}
+
+const sample = fc.record({
+  route: fc.constantFrom("GET /healthz", "POST /api/v1/transactions", "GET /api/v1/transactions/:id"),
+  status: fc.constantFrom<number | "dropped">(200, 201, 409, 503, "dropped"),
+  latencyMs: fc.double({ min: 0.01, max: 60_000, noNaN: true }),
+  atMs: fc.integer({ min: 0, max: 9_999 })
+})
+
+describe("results and their merge", () => {
+  it("merging two shards' results gives the histograms and counts of one run over all their requests", () => {
+    fc.assert(fc.property(fc.array(sample, { minLength: 1, maxLength: 300 }), fc.array(sample, { minLength: 1, maxLength: 300 }), (a, b) => {
+      const merged = mergeResults([resultOf(a), resultOf(b)])
+      const whole = resultOf([...a, ...b])
+      expect(merged.requests).toBe(whole.requests)
+      expect(merged.errors).toBe(whole.errors)
+      expect(merged.status_codes).toEqual(whole.status_codes)
+      expect(merged.latency_ms).toEqual(whole.latency_ms)
+      expect(merged.routes.map(({ histogram: _, ...rest }) => rest)).toEqual(whole.routes.map(({ histogram: _, ...rest }) => rest))
+      // The encoded histograms hold the same counts.
+      const m = decodeHistogram(merged.histogram), w = decodeHistogram(whole.histogram)
+      expect(m.totalCount).toBe(w.totalCount)
+      expect(m.outputPercentileDistribution()).toBe(w.outputPercentileDistribution())
+      // The timeline, second by second (both shards started together).
+      expect(merged.timeline.map((s) => [s.second, s.requests, s.errors, s.latency_ms])).toEqual(whole.timeline.map((s) => [s.second, s.requests, s.errors, s.latency_ms]))
+      expect(merged.config.shards).toEqual(["0/1", "0/1"])
+    }), { numRuns: 8, seed: 26 })
+  })
+
+  it("lines the shards' timelines up by wall clock", () => {
+    const a = resultOf([{ route: "GET /healthz", status: 200, latencyMs: 1, atMs: 500 }], 1_800_000_000_000)
+    const b = resultOf([{ route: "GET /healthz", status: 200, latencyMs: 2, atMs: 500 }], 1_800_000_002_000)
+    const merged = mergeResults([a, b])
+    expect(merged.timeline.map((s) => [s.second, s.requests])).toEqual([[0, 1], [2, 1]])
+    expect(merged.rate).toBeCloseTo(a.rate + b.rate)
+  })
+
+  it("keeps every law: a violation in one shard fails the merge and is listed", () => {
+    const held = { law: "ledger-balances", description: "Every payment's ledger balances.", checked: 10, held: true, violation_count: 0, first_violations: [] }
+    const broken = { ...held, checked: 5, held: false, violation_count: 1, first_violations: [{ paymentId: "pay_1", message: "debits 100, credits 90", requests: ["POST /api/v1/transactions -> 201"] }] }
+    const merged = mergeResults([resultOf([], undefined, [held]), resultOf([], undefined, [broken])])
+    expect(merged.laws).toEqual([{ ...broken, checked: 15 }])
+    expect(merged.passed).toBe(false)
+    const html = renderHarnessReport(merged)
+    expect(html).toContain("pay_1")
+    expect(html).toContain("POST /api/v1/transactions -&gt; 201")
+    expect(html).toContain("FAILED")
+  })
+})
+
+describe("routes", () => {
+  it("replace ids by :id and drop the query", () => {
+    expect(routeTemplate("GET", "/api/v1/transactions/pay_3Fh9aZx_Qk2LmN0p")).toBe("GET /api/v1/transactions/:id")
+    expect(routeTemplate("POST", "/api/v1/transactions/pay_abcdefghij/refund")).toBe("POST /api/v1/transactions/:id/refund")
+    expect(routeTemplate("GET", "/api/v1/transactions?per_page=20&after=pay_x")).toBe("GET /api/v1/transactions")
+    expect(routeTemplate("POST", "/api/v1/api_keys/key_AbCdEf123456/rotate")).toBe("POST /api/v1/api_keys/:id/rotate")
+    expect(routeTemplate("GET", "/api/v1/webhooks/deliveries/12345")).toBe("GET /api/v1/webhooks/deliveries/:id")
+    expect(routeTemplate("GET", "/api/v1/merchants/me/balance")).toBe("GET /api/v1/merchants/me/balance")
+    expect(routeTemplate("GET", "/healthz")).toBe("GET /healthz")
+  })
+})
+
+describe("the HTML report", () => {
+  it("is one self-contained page with the charts, the percentiles per route and the status codes", () => {
+    const html = renderHarnessReport(resultOf([
+      { route: "GET /healthz", status: 200, latencyMs: 1.5, atMs: 10 },
+      { route: "GET /<script>", status: "dropped", latencyMs: 10_000, atMs: 1_500 }
+    ]))
+    expect(html.startsWith("<!doctype html>")).toBe(true)
+    expect(html.match(/<svg /g)?.length).toBe(4)
+    expect(html).toContain("GET /healthz")
+    expect(html).toContain("GET /&lt;script&gt;")
+    expect(html).toContain("dropped")
+    expect(html).toContain("This scenario checks no laws.")
+    expect(html).not.toMatch(/<script|https?:\/\/(?!127\.0\.0\.1)/)
+  })
+})
