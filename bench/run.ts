@@ -51,7 +51,7 @@ const cards = Number(argument("cards", "0"))
 /** `--profile DIR`: the service writes a V8 CPU profile there when it stops (summarise with bench/profile.ts). */
 const profileDirectory = argument("profile", "")
 /** `--node-flags "..."`: V8/Node flags for the service process; by default those of `npm start`. */
-const serviceNodeFlags = argument("node-flags", "--max-old-space-size=192").split(" ").filter((flag) => flag !== "")
+const serviceNodeFlags = argument("node-flags", "--max-old-space-size=192 --max-semi-space-size=16").split(" ").filter((flag) => flag !== "")
 
 const log = (line: string) => process.stderr.write(`${line}\n`)
 

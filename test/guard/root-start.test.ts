@@ -34,7 +34,7 @@ describe.skipIf(!isRoot)("the first start as root from a 0700 directory", () => 
     const port = await freePort()
     const env = freshShellEnv({ PORT: String(port), PAYMENTS_EMBEDDED_ROOT: runtime })
     // What `npm start` runs (package.json), without npm's own process in between.
-    const service = spawn(process.execPath, ["--max-old-space-size=192", "--import", "tsx", "src/main.ts", "serve"], {
+    const service = spawn(process.execPath, ["--max-old-space-size=192", "--max-semi-space-size=16", "--import", "tsx", "src/main.ts", "serve"], {
       cwd: checkout,
       env,
       stdio: ["ignore", "pipe", "pipe"]
