@@ -29,3 +29,15 @@ export const callbackTimerOf = (clock: Clock.Clock): Effect.Effect<CallbackTimer
 export interface MillisecondScheduler {
   readonly unsafeScheduleMs: (task: () => void, delayMs: number) => () => boolean
 }
+
+/**
+ * The wall clock's timer, for the deadlines of real I/O only: how long a PostgreSQL connection may
+ * leave a statement unanswered is a property of that socket, not of the application's time (the
+ * `pg` driver's own `query_timeout` runs on the same timer). Application and domain time goes
+ * through the `Clock` service, so the simulator can replay it; no adapter the simulator runs may
+ * use this.
+ */
+export const ioDeadlineTimer: CallbackTimer = (delayMs, task) => {
+  const handle = setTimeout(task, delayMs > 0 ? delayMs : 0)
+  return () => clearTimeout(handle)
+}

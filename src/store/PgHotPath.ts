@@ -3,6 +3,7 @@ import type * as Pg from "pg"
 import type { FraudHistory } from "../domain/Fraud.ts"
 import type { Change, Payment } from "../domain/Payment.ts"
 import { nextStep } from "../domain/Payment.ts"
+import { ioDeadlineTimer } from "../platform/Timers.ts"
 import { isUnavailable, type Row } from "./PgRows.ts"
 import { type ChangeCommit, type OpenOutcome, type OpenPayment, StoreUnavailable } from "./Store.ts"
 
@@ -329,13 +330,14 @@ interface Waiter<U, R> {
   onSettled?: () => void
   /** Answered `StoreUnavailable` at its deadline while its statement was still out: its outcome goes to `onLate`. */
   late?: boolean
-  deadline?: ReturnType<typeof setTimeout>
+  /** Cancels the deadline's timer. */
+  cancelDeadline?: () => void
 }
 
 const settle = <U, R>(waiter: Waiter<U, R>, outcome: Effect.Effect<R, StoreUnavailable>) => {
   if (waiter.settled === true) return
   waiter.settled = true
-  if (waiter.deadline !== undefined) clearTimeout(waiter.deadline)
+  waiter.cancelDeadline?.()
   waiter.resume(outcome)
   waiter.onSettled?.()
 }
@@ -448,7 +450,7 @@ export const makeBatcher = <U, R>(options: {
   return (unit: U): Effect.Effect<R, StoreUnavailable> =>
     Effect.async<R, StoreUnavailable>((resume) => {
       const waiter: Waiter<U, R> = { unit, key: options.keyOf(unit), resume }
-      if (deadlineMs !== undefined) waiter.deadline = setTimeout(giveUp(waiter), deadlineMs)
+      if (deadlineMs !== undefined) waiter.cancelDeadline = ioDeadlineTimer(deadlineMs, giveUp(waiter))
       waiting.push(waiter)
       pump()
       // Interrupted while still waiting: it never goes out. Once sent, its outcome is the database's,
@@ -461,7 +463,7 @@ export const makeBatcher = <U, R>(options: {
         const at = waiting.indexOf(waiter)
         if (at !== -1) {
           waiting.splice(at, 1)
-          if (waiter.deadline !== undefined) clearTimeout(waiter.deadline)
+          waiter.cancelDeadline?.()
           return Effect.void
         }
         return waiter.settled === true ? Effect.void : Effect.async<void>((done) => {

@@ -104,6 +104,7 @@ describe("GET /metrics", () => {
  */
 const expectedTypes: Record<string, "counter" | "gauge" | "histogram"> = {
   http_requests_total: "counter",
+  http_requests_in_flight: "gauge",
   http_request_duration_seconds: "histogram",
   payments_total: "counter",
   payment_events_total: "counter",
