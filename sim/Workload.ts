@@ -418,6 +418,10 @@ export const makeWorkload = <R, P>(
         ? (prng.chance(0.7) ? "tok_risk_review" : "tok_risk_highest")
         : roll < mix.declineTokens + mix.riskyTokens + 0.005
         ? "tok_network_timeout"
+        // No draw of its own (the roll decides won or lost too): without dispute tokens the
+        // draws, and so the simulator's traces, are the same.
+        : roll < mix.declineTokens + mix.riskyTokens + 0.005 + (mix.disputeTokens ?? 0)
+        ? (Math.floor(roll * 1e6) % 2 === 0 ? "tok_dispute_won" : "tok_dispute_lost")
         : `tok_card_${merchant.index}_${prng.int(0, 999)}`
       const manual = prng.chance(mix.manualCapture)
       const currency = prng.pick(currencies)
