@@ -7,8 +7,7 @@
  * shows (sim/Witness.ts).
  */
 import { Effect, Fiber, FiberRef } from "effect"
-import { execFile } from "node:child_process"
-import { resolve } from "node:path"
+import { type DisputeNotification, disputeReasons } from "../../../src/domain/Dispute.ts"
 import { parseDurationMs } from "../../../src/platform/Config.ts"
 import { Auditor, type Violation as AuditViolation } from "../../../sim/Auditor.ts"
 import { makeSimulatedEndpoints } from "../../../sim/Endpoints.ts"
@@ -18,9 +17,8 @@ import { type ApiBalance, witnessThroughApi, type WitnessMerchant } from "../../
 import { makeWorkload, type Merchant } from "../../../sim/Workload.ts"
 import type { LawResult, Scenario, SetupContext, Violation, WireRequest, WireResponse } from "../Contract.ts"
 import { type HttpPending, makeHttpPort, scaledPace, type ScriptContext, scriptContext } from "./HttpPort.ts"
+import { type CardNetwork, makeCardNetwork } from "./CardNetwork.ts"
 import { startWebhookServer, type WebhookServer } from "./WebhookServer.ts"
-
-const root = resolve(import.meta.dirname, "../../..")
 
 export interface MerchantsOptions {
   /** Real milliseconds per simulated millisecond of a merchant's pauses (default 1/500: 30 min → 3.6 s). */
@@ -100,7 +98,7 @@ const laws: ReadonlyArray<{ readonly law: string; readonly description: string; 
   {
     law: "disputes",
     description: "Every dispute the network notified is recorded as notified: opened once, resolved once with its outcome.",
-    invariants: ["dispute-recorded", "dispute-resolved-as-notified"]
+    invariants: ["dispute-recorded", "dispute-resolved-as-notified", "dispute-idempotent"]
   }
 ]
 
@@ -132,7 +130,7 @@ export const makeScenario = (options: MerchantsOptions = {}): Scenario => {
   const merchants: Array<Merchant> = []
   const running = new Set<Promise<void>>()
   const disputesInFlight = new Set<Promise<void>>()
-  const planned: Array<{ readonly paymentId: string; readonly outcome: "won" | "lost"; open: boolean; resolved: boolean }> = []
+  const planned: Array<{ readonly paymentId: string; readonly outcome: "won" | "lost"; resolved: boolean }> = []
   let context: SetupContext | null = null
   let server: WebhookServer | null = null
   let rotations: Fiber.RuntimeFiber<void> | null = null
@@ -168,29 +166,38 @@ export const makeScenario = (options: MerchantsOptions = {}): Scenario => {
   }
 
   /**
-   * The card network of an embedded target (as sim/Disputes.ts's): `payments dispute open` some
-   * time after the merchant's story ended, then `resolve` with a seeded outcome.
+   * The card network of an embedded target (as sim/Disputes.ts's): a dispute opened some time
+   * after the merchant's story ended, sometimes notified twice, then resolved with a seeded
+   * outcome; a notification the service could not take (store unavailable) is sent again.
    */
-  const cli = (databaseUrl: string, args: ReadonlyArray<string>) =>
-    new Promise<{ code: number; stdout: string; stderr: string }>((done) => {
-      execFile(process.execPath, ["--import", "tsx", "src/main.ts", ...args], {
-        cwd: root,
-        env: { ...process.env, DATABASE_URL: databaseUrl, RESPONSE_ENCRYPTION_KEY: process.env.RESPONSE_ENCRYPTION_KEY ?? "ab".repeat(32) },
-        timeout: 120_000
-      }, (error, stdout, stderr) => done({ code: error === null ? 0 : typeof error.code === "number" ? error.code : 1, stdout, stderr }))
-    })
-  const dispute = async (databaseUrl: string, paymentId: string, prng: Prng) => {
-    const entry = { paymentId, outcome: prng.chance(0.5) ? "won" as const : "lost" as const, open: false, resolved: false }
-    await new Promise((done) => setTimeout(done, Math.min(prng.int(60_000, 6 * 3_600_000) * timeScale, options.maxThinkMs ?? 5_000)))
-    const opened = await cli(databaseUrl, ["dispute", "open", paymentId, "--reason", prng.pick(["fraudulent", "product_not_received", "duplicate", "other"])])
-    // Refused (a refund took it all, a state that takes no dispute): nothing to record.
-    if (opened.code !== 0) return
+  let network: CardNetwork | null = null
+  const notify = async (notification: DisputeNotification) => {
+    for (let attempt = 0; attempt < 20; attempt++) {
+      const outcome = await need(network, "a dispute").notify(notification)
+      if (outcome === "applied" || outcome === "InvalidState" || outcome === "InvalidInput" || outcome === "NotFound") return outcome
+      await new Promise((done) => setTimeout(done, 500))
+    }
+    return "unacknowledged"
+  }
+  const pause = (ms: number) => new Promise((done) => setTimeout(done, Math.min(ms * timeScale, options.maxThinkMs ?? 5_000)))
+  const dispute = async (paymentId: string, prng: Prng) => {
+    const outcome = prng.chance(0.5) ? "won" as const : "lost" as const
+    const acquirerDisputeId = `dp_harness_${paymentId}`
+    const reason = prng.pick(disputeReasons)
+    await pause(prng.int(60_000, 6 * 3_600_000))
+    const open: DisputeNotification = { acquirerDisputeId, paymentId, action: { _tag: "Open", reason, amountCents: undefined } }
+    // Refused (a refund took it all meanwhile): nothing to record.
+    if (await notify(open) !== "applied") return
+    const entry = { paymentId, outcome, resolved: false }
     planned.push(entry)
-    entry.open = true
-    await new Promise((done) => setTimeout(done, Math.min(prng.int(10 * 60_000, 12 * 3_600_000) * timeScale, options.maxThinkMs ?? 5_000)))
-    const resolved = await cli(databaseUrl, ["dispute", "resolve", paymentId, "--outcome", entry.outcome])
-    entry.resolved = resolved.code === 0
-    if (!entry.resolved) auditor.fail("dispute-resolved-as-notified", `payment ${paymentId}: resolve ${entry.outcome} refused: ${resolved.stderr.trim().slice(0, 300)}`)
+    if (prng.chance(0.2)) {
+      const again = await notify(open)
+      auditor.check(again === "applied", "dispute-idempotent", () => `payment ${paymentId}: a repeated open of ${acquirerDisputeId} answered ${again}`)
+    }
+    await pause(prng.int(10 * 60_000, 12 * 3_600_000))
+    const resolved = await notify({ acquirerDisputeId, paymentId, action: { _tag: "Resolve", outcome } })
+    entry.resolved = resolved === "applied"
+    auditor.check(entry.resolved, "dispute-resolved-as-notified", () => `payment ${paymentId}: resolve ${outcome} answered ${resolved}`)
   }
 
   const scenario: Scenario = {
@@ -255,7 +262,8 @@ export const makeScenario = (options: MerchantsOptions = {}): Scenario => {
             if (script !== null) stories.set(paymentId, script.log)
             const embedded = setup.embedded
             if (embedded === null || !disputePrng.chance(disputeRate)) return
-            const work = dispute(embedded.databaseUrl, paymentId, disputePrng).catch((error) =>
+            network ??= makeCardNetwork(embedded.databaseUrl)
+            const work = dispute(paymentId, disputePrng).catch((error) =>
               auditor.fail("dispute-recorded", `payment ${paymentId}: the card network failed: ${String(error)}`))
             disputesInFlight.add(work)
             void work.finally(() => disputesInFlight.delete(work))
@@ -379,6 +387,8 @@ export const makeScenario = (options: MerchantsOptions = {}): Scenario => {
       rotations = null
       await server?.close()
       server = null
+      await network?.close()
+      network = null
     }
   }
   return scenario

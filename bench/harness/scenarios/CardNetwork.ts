@@ -1,0 +1,47 @@
+import { Effect, Layer, ManagedRuntime } from "effect"
+import * as Acquirer from "../../../src/acquirer/Acquirer.ts"
+import { ServicesLive } from "../../../src/App.ts"
+import type { DisputeNotification } from "../../../src/domain/Dispute.ts"
+import * as Config from "../../../src/platform/Config.ts"
+import { pgClientLayer } from "../../../src/platform/Database.ts"
+import * as Ids from "../../../src/platform/Ids.ts"
+import { Payments } from "../../../src/services/Payments.ts"
+import { layerPg } from "../../../src/store/PgStore.ts"
+
+/**
+ * The card network of a target the harness started itself (embedded): it applies dispute
+ * notifications through the service's own operation (`Payments.applyDisputeNotification`, what
+ * `payments dispute open|resolve` runs), in this process, on the service's database, as
+ * sim/Disputes.ts's network does in the simulator. The running service sends the events it
+ * makes as webhooks like any other (its dispatcher reads the same outbox).
+ */
+export interface CardNetwork {
+  /** "applied" (now or before), or the refusal's tag (InvalidState, InvalidInput, NotFound...). */
+  readonly notify: (notification: DisputeNotification) => Promise<string>
+  readonly close: () => Promise<void>
+}
+
+/** The service's own services (payments, merchants, keys) in this process, on the service's database. */
+export const servicesOn = (databaseUrl: string) => {
+  const config = Config.defaultsWith({ databaseUrl })
+  const infrastructure = layerPg.pipe(
+    Layer.provideMerge(pgClientLayer(databaseUrl, 2)),
+    Layer.provideMerge(Layer.mergeAll(Ids.layer, Acquirer.layerSandbox)),
+    Layer.provideMerge(Config.layerWith(config))
+  )
+  return ManagedRuntime.make(ServicesLive.pipe(Layer.provideMerge(infrastructure)))
+}
+
+export const makeCardNetwork = (databaseUrl: string): CardNetwork => {
+  const runtime = servicesOn(databaseUrl)
+  return {
+    notify: (notification) =>
+      runtime.runPromise(
+        Effect.flatMap(Payments, (payments) => payments.applyDisputeNotification(notification)).pipe(
+          Effect.map(() => "applied"),
+          Effect.catchAll((error) => Effect.succeed(typeof error === "object" && error !== null && "_tag" in error ? String(error._tag) : String(error)))
+        )
+      ),
+    close: () => runtime.dispose()
+  }
+}
