@@ -47,6 +47,11 @@ export class Receipts {
    */
   readonly checkedBodies: Array<string | null> = []
   readonly checkedEventIds: Array<string> = []
+  /**
+   * Over a real network: attempts that arrived after the endpoint wrote a 2xx to `attempt` of
+   * the delivery (see `makeSimulatedEndpoints`'s `overNetwork`).
+   */
+  readonly retriedAfterAck: Array<{ readonly deliveryId: string; readonly attempt: number; readonly next: number }> = []
   /** Attempt numbers outside 0-30 by slot (only a bug sends one). */
   private readonly others = new Map<number, Set<number>>()
   /** Delivery id → its slot. */
@@ -137,7 +142,14 @@ export const makeSimulatedEndpoints = (
   nowMs: () => number,
   lastCrashMs: () => number,
   /** The signing secrets the merchant behind this URL accepts now (current, and a rotated one in its overlap). */
-  secretsOf: (url: string) => ReadonlyArray<string>
+  secretsOf: (url: string) => ReadonlyArray<string>,
+  /**
+   * Over a real network (the harness): a 2xx the endpoint wrote may reach the service after its
+   * timeout fired (a stalled process). An attempt after it is then only noted
+   * (`Receipts.retriedAfterAck`), for the final audit to check that the service recorded the
+   * acknowledged attempt as unanswered; in-process the answer is read when it is given.
+   */
+  overNetwork = false
 ) => {
   const stats: EndpointStats = { posts: 0, answered2xx: 0, answered4xx: 0, answered5xx: 0, slow: 0, lagging: 0, noAnswer: 0, outageRefusals: 0 }
   const outages = new Map<string, ReadonlyArray<readonly [number, number]>>()
@@ -223,7 +235,11 @@ export const makeSimulatedEndpoints = (
     const known = receipts.ofDeliveryAfter(first, deliveryId)
     const crashAt = lastCrashMs() - baseMs
     const ackedAt = known < 0 ? Number.NaN : receipts.ackedAtMs[known]!
-    const notAcked = Number.isNaN(ackedAt) || crashAt >= ackedAt
+    let notAcked = Number.isNaN(ackedAt) || crashAt >= ackedAt
+    if (!notAcked && overNetwork) {
+      receipts.retriedAfterAck.push({ deliveryId, attempt: receipts.lastAttempt[known]!, next: attempt })
+      notAcked = true
+    }
     auditor.check(notAcked, "webhook-nothing-after-2xx", notAcked ? passed : () =>
       `delivery ${deliveryId} (event ${eventId}): attempt ${attempt} arrived after the endpoint acknowledged it`)
     const lastAttempt = known < 0 ? 0 : receipts.lastAttempt[known]!

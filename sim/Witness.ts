@@ -350,6 +350,15 @@ export const witnessThroughApi = async (input: WitnessInput): Promise<Witnessed>
       auditor.check(d.status === "succeeded" || d.status === "failed", "webhook-drained", () =>
         `delivery ${d.id} (event ${d.eventId} of ${d.order?.paymentId}): still ${d.status} after the drain, ${d.attempts.length} attempts`)
     }
+    // An attempt after a 2xx the endpoint wrote: the service must have recorded the acknowledged
+    // attempt as unanswered (its timeout fired before the answer reached it), never as a 2xx.
+    const byId = new Map(deliveries.map((d) => [d.id, d]))
+    for (const { deliveryId, attempt, next } of webhooks.receipts.retriedAfterAck) {
+      const d = byId.get(deliveryId)
+      const recorded = d?.attempts.find((a) => a.attempt === attempt)
+      auditor.check(recorded === undefined || !is2xx(recorded.responseStatus), "webhook-nothing-after-2xx", () =>
+        `delivery ${deliveryId}: attempt ${next} arrived after attempt ${attempt}, which the service recorded as answered ${recorded?.responseStatus}`)
+    }
     // A delivery that succeeded was acknowledged by the endpoint (its 2xx was written there).
     for (const d of deliveries) {
       if (d.status !== "succeeded") continue

@@ -18,7 +18,7 @@ afterAll(() => killServices())
 const serviceEnvironment = {
   WEBHOOK_ALLOW_PRIVATE_URLS: "true",
   WEBHOOK_RETRY_SCHEDULE: "1s,2s",
-  WEBHOOK_TIMEOUT: "3s",
+  WEBHOOK_TIMEOUT: "2s",
   RATE_LIMIT_PER_SECOND: "100000"
 }
 
@@ -27,7 +27,7 @@ const scenarioOptions = (extra: Partial<MerchantsOptions>): MerchantsOptions => 
   maxThinkMs: 1_000,
   maxBackoffMs: 300,
   webhookRetryScheduleMs: [1_000, 2_000],
-  webhookTimeoutMs: 3_000,
+  webhookTimeoutMs: 2_000,
   ...extra
 })
 

@@ -230,7 +230,8 @@ export const makeScenario = (options: MerchantsOptions = {}): Scenario => {
       const endpoints = makeSimulatedEndpoints(
         Prng.derive(seed, `harness-webhooks-${shard.index}`), faults, auditor,
         { startMs: Date.now(), endMs: Date.now() + 3_600_000 }, () => Date.now(), () => -1,
-        (url) => secrets.get(url) ?? []
+        (url) => secrets.get(url) ?? [],
+        true
       )
       server = await startWebhookServer({ host: setup.webhookHost, endpoints, timeoutMs, latencyScale: timeoutMs / 30_000 })
       for (const [index, m] of made.entries()) {
