@@ -105,10 +105,12 @@ export interface IssuedKey {
 export interface Pace {
   readonly think: (ms: number) => Effect.Effect<void>
   readonly backoff: (ms: number) => Effect.Effect<void>
+  /** Between a merchant's key rotations (a day on average): scaled like `think`, never cut short. */
+  readonly idle: (ms: number) => Effect.Effect<void>
 }
 
 /** Virtual time: every wait as the story says. */
-export const exactPace: Pace = { think: Effect.sleep, backoff: Effect.sleep }
+export const exactPace: Pace = { think: Effect.sleep, backoff: Effect.sleep, idle: Effect.sleep }
 
 const maximumAttempts = 400
 
@@ -129,7 +131,7 @@ export const makeWorkload = <R, P>(
   horizonEndMs: number,
   pace: Pace = exactPace
 ) => {
-  const { think, backoff } = pace
+  const { think, backoff, idle } = pace
   const stats: WorkloadStats = { requests: 0, byStatus: {}, dropped: 0, lostCreates: 0, scriptsStarted: 0, scriptsFinished: 0, rotations: 0, keyRecoveries: 0 }
   /**
    * One a created payment, in creation order, checked at the end of the run: a list, not a map
@@ -608,7 +610,7 @@ export const makeWorkload = <R, P>(
         const before = yield* Effect.clockWith((c) => c.currentTimeMillis)
         const gapMs = prng.exponential(meanMs)
         if (before + gapMs >= horizonEndMs) return
-        yield* think(gapMs)
+        yield* idle(gapMs)
         const call: Call = { merchant, method: "POST", path: `/api/v1/api_keys/${merchant.keyId}/rotate`, body: "{}", allow401: true }
         const racing = prng.chance(mix.racingOperations)
         // From the first commit of a rotation until the merchant holds its answer, the key it

@@ -26,8 +26,6 @@ const scenarioOptions = (extra: Partial<MerchantsOptions>): MerchantsOptions => 
   timeScale: 1 / 20_000,
   maxThinkMs: 1_000,
   maxBackoffMs: 300,
-  webhookRetryScheduleMs: [1_000, 2_000],
-  webhookTimeoutMs: 2_000,
   ...extra
 })
 
@@ -42,17 +40,20 @@ const run = async (entry: string, options: MerchantsOptions, scripts: number, ex
   // Merchants made as the harness's embedded target makes them: the service's Merchants service on its database.
   const services = servicesOn(databaseUrl)
   try {
+    const embedded = {
+      databaseUrl,
+      webhookRetryScheduleMs: [1_000, 2_000],
+      webhookTimeoutMs: 2_000,
+      createMerchant: (name: string, webhookUrl: string | null) =>
+        services.runPromise(Effect.flatMap(Merchants, (m) => m.create({ name, webhookUrl }))).then((created) => ({
+          merchantId: created.merchant.id,
+          apiKey: created.secret
+        }))
+    }
     await scenario.setup({
       targetUrl: service.baseUrl,
       apiKeys: null,
-      embedded: {
-        databaseUrl,
-        createMerchant: (name, webhookUrl) =>
-          services.runPromise(Effect.flatMap(Merchants, (m) => m.create({ name, webhookUrl }))).then((created) => ({
-            merchantId: created.merchant.id,
-            apiKey: created.secret
-          }))
-      },
+      embedded,
       merchants: 3,
       seed: 7,
       webhookHost: "127.0.0.1",

@@ -113,9 +113,12 @@ export const makeHttpPort = (options: HttpPortOptions): ClientPort<WireRequest, 
 
 /**
  * Real time for the merchants: a story's pauses (minutes to hours in the simulator) scaled by
- * `timeScale` and bounded by `maxThinkMs`, a client's retry waits bounded by `maxBackoffMs`.
+ * `timeScale` and bounded by `maxThinkMs`, a client's retry waits bounded by `maxBackoffMs`; the
+ * gaps between a merchant's key rotations scaled alone (a day on average becomes ~3 min at
+ * 1/500), so rotations stay as rare beside the payments as in the simulator.
  */
 export const scaledPace = (timeScale: number, maxThinkMs: number, maxBackoffMs: number): Pace => ({
   think: (ms) => Effect.sleep(Math.min(ms * timeScale, maxThinkMs)),
-  backoff: (ms) => Effect.sleep(Math.min(ms, maxBackoffMs))
+  backoff: (ms) => Effect.sleep(Math.min(ms, maxBackoffMs)),
+  idle: (ms) => Effect.sleep(ms * timeScale)
 })

@@ -30,16 +30,17 @@ export interface MerchantsOptions {
   readonly mix?: Partial<WorkloadMix>
   readonly faults?: Partial<FaultRates>
   /**
-   * The target's webhook retry schedule and timeout. Default: `HARNESS_WEBHOOK_RETRY_SCHEDULE`
-   * and `HARNESS_WEBHOOK_TIMEOUT` (the service's syntax: `1s,2s,4s`, `2s`), else the service's
+   * The target's webhook retry schedule and timeout. Default: what the embedded target says
+   * (`webhookRetryScheduleMs`, `webhookTimeoutMs`), else `HARNESS_WEBHOOK_RETRY_SCHEDULE` and
+   * `HARNESS_WEBHOOK_TIMEOUT` (the service's syntax: `1s,2s,4s`, `2s`), else the service's
    * defaults (`1m,5m,30m,2h,24h`, `30s`): the API does not tell them.
    */
   readonly webhookRetryScheduleMs?: ReadonlyArray<number>
   readonly webhookTimeoutMs?: number
   /**
-   * How late a retry may reach the endpoint after its offset (default: twice the timeout and
-   * 10 s: a dispatcher's poll, an attempt's timeout, and a backlog behind slow answers, as the
-   * service works at most 8 attempts of one endpoint at once).
+   * How late a retry may reach the endpoint after its offset (default: the timeout and 30 s, as
+   * the simulator allows: a dispatcher's poll, an attempt's timeout, and a backlog behind slow
+   * answers, as the service works at most 8 attempts of one endpoint at once).
    */
   readonly retryToleranceMs?: number
   /** Disputes the card network opens (embedded target) or sandbox dispute tokens (remote), of the payments. Default 0.02. */
@@ -207,8 +208,11 @@ export const makeScenario = (options: MerchantsOptions = {}): Scenario => {
       context = setup
       const { seed, shard } = setup
       sinceIso = new Date(Date.now() - 60_000).toISOString()
-      scheduleMs = options.webhookRetryScheduleMs ?? scheduleOf(process.env.HARNESS_WEBHOOK_RETRY_SCHEDULE) ?? [60_000, 300_000, 1_800_000, 7_200_000, 86_400_000]
-      timeoutMs = options.webhookTimeoutMs ?? durationOf("HARNESS_WEBHOOK_TIMEOUT", process.env.HARNESS_WEBHOOK_TIMEOUT) ?? 30_000
+      // The embedded target tells its settings (when its contract carries them); a remote one cannot.
+      const told = setup.embedded as { readonly webhookRetryScheduleMs?: ReadonlyArray<number>; readonly webhookTimeoutMs?: number } | null
+      scheduleMs = options.webhookRetryScheduleMs ?? told?.webhookRetryScheduleMs ?? scheduleOf(process.env.HARNESS_WEBHOOK_RETRY_SCHEDULE) ??
+        [60_000, 300_000, 1_800_000, 7_200_000, 86_400_000]
+      timeoutMs = options.webhookTimeoutMs ?? told?.webhookTimeoutMs ?? durationOf("HARNESS_WEBHOOK_TIMEOUT", process.env.HARNESS_WEBHOOK_TIMEOUT) ?? 30_000
       const label = `${seed}/${shard.index}`
       // Merchants: made here (embedded), or the shard's share of the keys given.
       const made: Array<{ readonly id: string; readonly apiKey: string }> = []
@@ -326,7 +330,7 @@ export const makeScenario = (options: MerchantsOptions = {}): Scenario => {
         merchants: witnessMerchants,
         sinceIso,
         expectations: run.expectations,
-        webhooks: { receipts: need(receiptsOf, "the laws"), scheduleMs, timeoutMs, toleranceMs: options.retryToleranceMs ?? 2 * timeoutMs + 10_000 },
+        webhooks: { receipts: need(receiptsOf, "the laws"), scheduleMs, timeoutMs, toleranceMs: options.retryToleranceMs ?? timeoutMs + 30_000 },
         concurrency: 8
       })
       // Disputes as notified (embedded target): the record says what the network said.
