@@ -1,4 +1,4 @@
-import { Effect, Layer, ManagedRuntime } from "effect"
+import { Effect, Layer, Logger, LogLevel, ManagedRuntime } from "effect"
 import * as Acquirer from "../../../src/acquirer/Acquirer.ts"
 import { ServicesLive } from "../../../src/App.ts"
 import type { DisputeNotification } from "../../../src/domain/Dispute.ts"
@@ -29,7 +29,8 @@ export const servicesOn = (databaseUrl: string) => {
     Layer.provideMerge(Layer.mergeAll(Ids.layer, Acquirer.layerSandbox)),
     Layer.provideMerge(Config.layerWith(config))
   )
-  return ManagedRuntime.make(ServicesLive.pipe(Layer.provideMerge(infrastructure)))
+  // Its own log lines (the pool closing) are not the harness's output.
+  return ManagedRuntime.make(ServicesLive.pipe(Layer.provideMerge(infrastructure), Layer.provide(Logger.minimumLogLevel(LogLevel.Warning))))
 }
 
 export const makeCardNetwork = (databaseUrl: string): CardNetwork => {
