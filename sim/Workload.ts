@@ -289,6 +289,8 @@ export const makeWorkload = <R, P>(
   const again = <A>(call: Call, attempt: number, finish: (response: SimResponse | null) => A) =>
     Effect.suspend(() => attemptAt(call, attempt + 1, finish))
 
+  const { awaitEither, answerOf } = service
+
   /**
    * Two logical requests at once (racing): both first attempts are sent together, and each answer
    * is handled as it arrives, in the order they arrive, by this one fiber (no fiber per request
@@ -296,7 +298,6 @@ export const makeWorkload = <R, P>(
    * runs them). A request that must retry while the other is still unanswered goes on
    * concurrently with it (`Effect.all`: the rare case).
    */
-  const { awaitEither, answerOf } = service
   const sendBoth = (a: Call, b: Call): Effect.Effect<[SimResponse | null, SimResponse | null]> =>
     Effect.suspend(() => {
       const generationA = a.merchant.keyGeneration
