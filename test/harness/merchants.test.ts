@@ -38,7 +38,7 @@ const run = async (entry: string, options: MerchantsOptions, scripts: number, ex
   const scenario: Scenario = makeScenario(options)
   const lines: Array<string> = []
   // Merchants made as the harness's embedded target makes them: the service's Merchants service on its database.
-  const services = servicesOn(databaseUrl)
+  const services = servicesOn(databaseUrl, { RESPONSE_ENCRYPTION_KEY: "ab".repeat(32) })
   try {
     const embedded = {
       databaseUrl,

@@ -1,4 +1,4 @@
-import { Effect, Layer, Logger, LogLevel, ManagedRuntime } from "effect"
+import { ConfigProvider, Effect, Layer, Logger, LogLevel, ManagedRuntime } from "effect"
 import * as Acquirer from "../../../src/acquirer/Acquirer.ts"
 import { ServicesLive } from "../../../src/App.ts"
 import type { DisputeNotification } from "../../../src/domain/Dispute.ts"
@@ -21,13 +21,19 @@ export interface CardNetwork {
   readonly close: () => Promise<void>
 }
 
-/** The service's own services (payments, merchants, keys) in this process, on the service's database. */
-export const servicesOn = (databaseUrl: string) => {
-  const config = Config.defaultsWith({ databaseUrl })
+/**
+ * The service's own services (payments, merchants, keys) in this process, on the service's
+ * database, configured as the service reads its environment: this process's, with `environment`
+ * over it (the service's own settings, such as RESPONSE_ENCRYPTION_KEY, when the caller knows them).
+ */
+export const servicesOn = (databaseUrl: string, environment: Readonly<Record<string, string>> = {}) => {
+  const variables = new Map<string, string>()
+  for (const [name, value] of Object.entries({ ...process.env, ...environment })) if (typeof value === "string") variables.set(name, value)
+  variables.set("DATABASE_URL", databaseUrl)
   const infrastructure = layerPg.pipe(
     Layer.provideMerge(pgClientLayer(databaseUrl, 2)),
     Layer.provideMerge(Layer.mergeAll(Ids.layer, Acquirer.layerSandbox)),
-    Layer.provideMerge(Config.layerWith(config))
+    Layer.provideMerge(Config.layer.pipe(Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(variables)))))
   )
   // Its own log lines (the pool closing) are not the harness's output.
   return ManagedRuntime.make(ServicesLive.pipe(Layer.provideMerge(infrastructure), Layer.provide(Logger.minimumLogLevel(LogLevel.Warning))))
