@@ -26,7 +26,7 @@ export interface CardNetwork {
  * database, configured as the service reads its environment: this process's, with `environment`
  * over it (the service's own settings, such as RESPONSE_ENCRYPTION_KEY, when the caller knows them).
  */
-export const servicesOn = (databaseUrl: string, environment: Readonly<Record<string, string>> = {}) => {
+export const servicesOn = (databaseUrl: string, environment: Readonly<Record<string, string>> = {}, logLevel: LogLevel.LogLevel = LogLevel.Warning) => {
   const variables = new Map<string, string>()
   for (const [name, value] of Object.entries({ ...process.env, ...environment })) if (typeof value === "string") variables.set(name, value)
   variables.set("DATABASE_URL", databaseUrl)
@@ -36,11 +36,13 @@ export const servicesOn = (databaseUrl: string, environment: Readonly<Record<str
     Layer.provideMerge(Config.layer.pipe(Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(variables)))))
   )
   // Its own log lines (the pool closing) are not the harness's output.
-  return ManagedRuntime.make(ServicesLive.pipe(Layer.provideMerge(infrastructure), Layer.provide(Logger.minimumLogLevel(LogLevel.Warning))))
+  return ManagedRuntime.make(ServicesLive.pipe(Layer.provideMerge(infrastructure), Layer.provide(Logger.minimumLogLevel(logLevel))))
 }
 
 export const makeCardNetwork = (databaseUrl: string): CardNetwork => {
-  const runtime = servicesOn(databaseUrl)
+  // Errors only: the store's start-up warnings (about the service's settings, such as a
+  // RESPONSE_ENCRYPTION_KEY this process is not given) concern the service, not the network.
+  const runtime = servicesOn(databaseUrl, {}, LogLevel.Error)
   return {
     notify: (notification) =>
       runtime.runPromise(
