@@ -97,9 +97,13 @@ const accountIndex = new Map<string, number>(
 
 /** The chart's size: each payment keeps this many running balances. */
 const chart = accountIndex.size
+/** The chart's size, for a caller of `auditLedger` (its balances array). */
+export const chartSize = chart
 
 /** Each account's position in the chart. */
 const at = Object.fromEntries(accountIndex) as Readonly<Record<Account, number>>
+/** Each account's position in the balances `auditLedger` leaves. */
+export const chartPosition = at
 
 /** `debitNormal` by chart position, so a posting looks its account up once. */
 const debitNormalAt: ReadonlyArray<boolean> = [...accountIndex.keys()].map((account) => debitNormal.has(account as Account))
@@ -569,11 +573,7 @@ export class Auditor {
         this.fail("ledger-stored",
           `payment ${payment.id} v${payment.version}: stored ledger [${entries.map((e) => e.id).join(" ")}], committed [${slot < 0 ? "" : committedLedger.of(slot).join(" ")}] v${version}`)
       }
-      this.checkLedgerGroup(payment, entries)
-      balances.fill(0)
-      for (const entry of entries) post(balances, 0, entry)
-      this.checkLedgerEquations(payment, balances, 0, "at the end")
-      this.checkAmounts(payment)
+      this.auditLedger(payment, entries, balances)
       const byCurrency = balancesByMerchant.get(payment.merchantId) ?? new Map()
       balancesByMerchant.set(payment.merchantId, byCurrency)
       const sum = byCurrency.get(payment.currency) ?? { pending: 0, available: 0, reserved: 0 }
@@ -595,12 +595,7 @@ export class Auditor {
         }
         ofMerchant.set(payment.idempotencyKey, payment.id)
       }
-      // Quiescence: nothing is left half-way through its automatic flow.
-      const waiting = payment.status === "pending" ||
-        (payment.status === "authorized" && (payment.fraudVerdict === null || (payment.fraudVerdict === "passed" && payment.captureMethod === "automatic")))
-      if (!this.counted(!waiting)) {
-        this.fail("no-pending-after-quiesce", `payment ${payment.id} still in flight (${payment.status}, verdict ${payment.fraudVerdict}) after the run quiesced`)
-      }
+      this.checkQuiescent(payment)
     }
     // Balances the API reports are the sums of the entries (CONTRACT section 7).
     const store = memoryOperations(state)
@@ -617,8 +612,31 @@ export class Auditor {
     return { payments: state.payments.size }
   }
 
+  /**
+   * The laws of one payment's final ledger, whoever read it (the store at the end of a run, or
+   * the harness through the API): every group balances, every entry on the payment's chart, the
+   * chart's balances what the record says (CONTRACT section 7), and the record's amounts. Leaves
+   * the payment's chart balances in `balances` (the chart in order).
+   */
+  auditLedger(payment: Payment, entries: ReadonlyArray<LedgerEntry>, balances: Float64Array) {
+    this.checkLedgerGroup(payment, entries)
+    balances.fill(0)
+    for (const entry of entries) post(balances, 0, entry)
+    this.checkLedgerEquations(payment, balances, 0, "at the end")
+    this.checkAmounts(payment)
+  }
+
+  /** Quiescence: nothing is left half-way through its automatic flow. */
+  checkQuiescent(payment: Pick<Payment, "id" | "status" | "fraudVerdict" | "captureMethod">) {
+    const waiting = payment.status === "pending" ||
+      (payment.status === "authorized" && (payment.fraudVerdict === null || (payment.fraudVerdict === "passed" && payment.captureMethod === "automatic")))
+    if (!this.counted(!waiting)) {
+      this.fail("no-pending-after-quiesce", `payment ${payment.id} still in flight (${payment.status}, verdict ${payment.fraudVerdict}) after the run quiesced`)
+    }
+  }
+
   /** The event stream of a payment is a legal trace of the transition table ending in its status. */
-  private checkTrace(payment: Payment, events: ReadonlyArray<PaymentEvent>) {
+  checkTrace(payment: Payment, events: ReadonlyArray<PaymentEvent>) {
     let status: PaymentStatus | "null" = "null"
     let sequence = 0
     // The table as nested maps (`legal`): no key string an event.

@@ -49,6 +49,12 @@ export interface WorkloadMix {
   readonly keyRotationsPerMerchantDay: number
   readonly riskyTokens: number
   readonly declineTokens: number
+  /**
+   * Payments made with the sandbox's dispute tokens (`tok_dispute_won`, `tok_dispute_lost`): the
+   * harness against a remote target, where no card network of its own can dispute. The
+   * simulator's card network is sim/Disputes.ts (absent: none).
+   */
+  readonly disputeTokens?: number
 }
 
 import type { PlantedBug } from "./PlantedBugs.ts"

@@ -5,7 +5,7 @@ import { Acquirer, type AcquirerShape } from "../src/acquirer/Acquirer.ts"
 import { ApiLive, ServicesLive } from "../src/App.ts"
 import * as Config from "../src/platform/Config.ts"
 import { Ids, type IdsShape } from "../src/platform/Ids.ts"
-import type { ApiKeys } from "../src/services/ApiKeys.ts"
+import { ApiKeys } from "../src/services/ApiKeys.ts"
 import type { Merchants } from "../src/services/Merchants.ts"
 import type { Payments } from "../src/services/Payments.ts"
 import { Store, type StoreShape } from "../src/store/Store.ts"
@@ -13,7 +13,8 @@ import * as Workers from "../src/workers/Workers.ts"
 import * as WebhookDispatcher from "../src/workers/WebhookDispatcher.ts"
 import { WebhookTransport, type WebhookTransportShape } from "../src/platform/WebhookTransport.ts"
 import { WebhookStore, type WebhookStoreShape } from "../src/store/WebhookStore.ts"
-import { readResponse, type SimRequest, type SimResponse } from "./Http.ts"
+import { makeRequest, readResponse, type SimRequest, type SimResponse } from "./Http.ts"
+import type { ClientPort, IssuedKey, Merchant } from "./Workload.ts"
 
 /**
  * One running copy of the service: the production services, HttpApi and workers, built over
@@ -194,7 +195,11 @@ const fencedInfrastructure = (infrastructure: Infrastructure, fence: Fence): Inf
   webhookTransport: infrastructure.fencedWebhookTransport?.(fence) ?? fenced(infrastructure.webhookTransport, fence)
 })
 
-export class SimulatedService {
+/**
+ * The service run in-process; also the merchants' port to it (sim/Workload.ts `ClientPort`),
+ * with no adapter between them: a request is the `SimRequest` the HttpApi reads.
+ */
+export class SimulatedService implements ClientPort<SimRequest, Pending> {
   private instance: Instance | null = null
   /** Instances killed but not yet torn down (their fibers interrupted, their scope closed). */
   private dying: Array<Instance> = []
@@ -352,6 +357,17 @@ export class SimulatedService {
   open(request: SimRequest): Effect.Effect<Pending> {
     const instance = this.instance
     return instance === null ? Effect.succeed(refused) : instance.open(request)
+  }
+
+  readonly request = makeRequest
+  readonly awaitEither = awaitEither
+  readonly answerOf = answerOf
+
+  /** A key issued as the operator's CLI would (`payments` CLI); null when that fails. */
+  issueKey(merchant: Merchant): Effect.Effect<IssuedKey | null> {
+    return this.withServices(Effect.flatMap(ApiKeys, (keys) => keys.create(merchant.id, "recovered"))).pipe(
+      Effect.orElseSucceed(() => null)
+    )
   }
 
   /** Runs an effect against the running instance's services (bootstrap, like the CLI does). */

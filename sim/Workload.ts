@@ -1,13 +1,10 @@
 import type { HttpMethod } from "@effect/platform"
 import { hash as oneShotHash } from "node:crypto"
 import { Effect } from "effect"
-import { ApiKeys } from "../src/services/ApiKeys.ts"
 import { type Auditor, passed } from "./Auditor.ts"
-import { makeRequest, type SimResponse } from "./Http.ts"
+import type { SimResponse } from "./Http.ts"
 import type { SimOptions } from "./Options.ts"
 import type { Prng } from "./Prng.ts"
-import { answerOf, awaitEither, type SimulatedService } from "./Service.ts"
-import type { Trace } from "./Trace.ts"
 
 /**
  * Simulated merchants. Each payment is a script run by its own fiber: create (sometimes twice
@@ -68,6 +65,53 @@ export interface WorkloadStats {
   keyRecoveries: number
 }
 
+/**
+ * What the merchants need of the service, and nothing more: the port the simulator provides
+ * in-process under virtual time (sim/Service.ts `SimulatedService`) and the harness over real
+ * HTTP under real time (bench/harness/scenarios/merchants.ts). `R` is the port's request, `P`
+ * a request sent whose answer is awaited later.
+ */
+export interface ClientPort<R, P> {
+  /** A request with the merchant's key (`apiKey`), a JSON body (null: none) and extra headers (lower-case names). */
+  request(method: HttpMethod.HttpMethod, path: string, apiKey: string | null, body: string | null, headers: Readonly<Record<string, string>>): R
+  /** Sends it now and goes on with `then` of its answer: null when the connection was refused, reset or timed out. */
+  send<A>(request: R, then: (response: SimResponse | null) => Effect.Effect<A>): Effect.Effect<A>
+  /** Sends it now, its answer awaited later (`awaitEither`, then `answerOf`). */
+  open(request: R): Effect.Effect<P>
+  /** The first of two sent requests to be answered (`b` null: the one). */
+  awaitEither(a: P, b: P | null): Effect.Effect<P>
+  /** The answer of a request `awaitEither` gave back (null: none came). */
+  answerOf(pending: P): SimResponse | null
+  /** Whether the service is reachable for `issueKey` now. */
+  readonly isUp: boolean
+  /**
+   * A new API key for a merchant locked out by a rotation whose answer was lost, issued out of
+   * band (the operator's CLI in the simulator; a spare key of the merchant over HTTP). Null: not now.
+   */
+  issueKey(merchant: Merchant): Effect.Effect<IssuedKey | null>
+}
+
+/** A key issued out of band (the shape `ApiKeys.create` answers). */
+export interface IssuedKey {
+  readonly record: { readonly id: string }
+  readonly secret: string
+}
+
+/**
+ * How the merchants wait: `think` between the steps of a story (minutes to hours of a
+ * merchant's life), `backoff` before a client retry. The simulator sleeps exactly (virtual
+ * time); the harness scales and bounds them to fit a run of minutes.
+ */
+export interface Pace {
+  readonly think: (ms: number) => Effect.Effect<void>
+  readonly backoff: (ms: number) => Effect.Effect<void>
+  /** Between a merchant's key rotations (a day on average): scaled like `think`, never cut short. */
+  readonly idle: (ms: number) => Effect.Effect<void>
+}
+
+/** Virtual time: every wait as the story says. */
+export const exactPace: Pace = { think: Effect.sleep, backoff: Effect.sleep, idle: Effect.sleep }
+
 const maximumAttempts = 400
 
 const digest = (text: string) => oneShotHash("sha1", text, "base64")
@@ -78,14 +122,16 @@ const noHeaders: Readonly<Record<string, string>> = {}
 /** A request's final answer as it is (`send` without a `finish`). */
 const final = (response: SimResponse | null) => response
 
-export const makeWorkload = (
-  options: SimOptions,
+export const makeWorkload = <R, P>(
+  options: Pick<SimOptions, "mix" | "payments">,
   prng: Prng,
-  service: SimulatedService,
+  service: ClientPort<R, P>,
   auditor: Auditor,
-  trace: Trace,
-  horizonEndMs: number
+  trace: { record(line: string): void },
+  horizonEndMs: number,
+  pace: Pace = exactPace
 ) => {
+  const { think, backoff, idle } = pace
   const stats: WorkloadStats = { requests: 0, byStatus: {}, dropped: 0, lostCreates: 0, scriptsStarted: 0, scriptsFinished: 0, rotations: 0, keyRecoveries: 0 }
   /**
    * One a created payment, in creation order, checked at the end of the run: a list, not a map
@@ -193,7 +239,7 @@ export const makeWorkload = (
   }
 
   const requestOf = (call: Call) =>
-    makeRequest(call.method, call.path, call.merchant.apiKey, call.body, call.key === undefined ? noHeaders : { "x-idempotency-key": call.key })
+    service.request(call.method, call.path, call.merchant.apiKey, call.body, call.key === undefined ? noHeaders : { "x-idempotency-key": call.key })
 
   /**
    * What the client does with the answer to one attempt (sent with the key of `generation`): the
@@ -210,7 +256,7 @@ export const makeWorkload = (
     if (response === null) {
       stats.dropped++
       if (call.noRetryOnDrop === true) return null
-      return Effect.zipRight(Effect.sleep(Math.min(30_000, 500 * 2 ** Math.min(attempt, 6)) + prng.int(0, 500)), again(call, attempt, finish))
+      return Effect.zipRight(backoff(Math.min(30_000, 500 * 2 ** Math.min(attempt, 6)) + prng.int(0, 500)), again(call, attempt, finish))
     }
     const status = response.status
     // The checks of every answer build their message only on a failure (`passed` otherwise).
@@ -230,18 +276,20 @@ export const makeWorkload = (
       const expected = call.merchant.keyGeneration !== generation || call.merchant.keyUncertain === true
       auditor.check(expected, "valid-key-accepted", expected ? passed : () => `${call.method} ${call.path}: the current API key was refused`)
       // Try again with the key the merchant holds by then (after a rotation or its recovery).
-      if (call.merchant.keyGeneration === generation) return Effect.zipRight(Effect.sleep(5_000 + prng.int(0, 1_000)), again(call, attempt, finish))
+      if (call.merchant.keyGeneration === generation) return Effect.zipRight(backoff(5_000 + prng.int(0, 1_000)), again(call, attempt, finish))
       return again(call, attempt, finish)
     }
     if (status === 429 || status === 503 || (status === 409 && response.body.includes("idempotency_in_progress"))) {
       const retryAfterSeconds = Number(response.headers["retry-after"] ?? "1")
-      return Effect.zipRight(Effect.sleep(Math.max(1, retryAfterSeconds) * 1_000 + prng.int(0, 1_000)), again(call, attempt, finish))
+      return Effect.zipRight(backoff(Math.max(1, retryAfterSeconds) * 1_000 + prng.int(0, 1_000)), again(call, attempt, finish))
     }
     return response
   }
   /** The next attempt, sent when it runs (after a wait). */
   const again = <A>(call: Call, attempt: number, finish: (response: SimResponse | null) => A) =>
     Effect.suspend(() => attemptAt(call, attempt + 1, finish))
+
+  const { awaitEither, answerOf } = service
 
   /**
    * Two logical requests at once (racing): both first attempts are sent together, and each answer
@@ -352,7 +400,7 @@ export const makeWorkload = (
     Effect.gen(function*() {
       let current = known.transaction
       for (let polls = 0; polls < 60 && current.status === "pending"; polls++) {
-        yield* Effect.sleep(prng.exponential(3_000))
+        yield* think(prng.exponential(3_000))
         current = (yield* get(merchant, current.id, known)) ?? current
       }
       return current
@@ -373,6 +421,10 @@ export const makeWorkload = (
         ? (prng.chance(0.7) ? "tok_risk_review" : "tok_risk_highest")
         : roll < mix.declineTokens + mix.riskyTokens + 0.005
         ? "tok_network_timeout"
+        // No draw of its own (the roll decides won or lost too): without dispute tokens the
+        // draws, and so the simulator's traces, are the same.
+        : roll < mix.declineTokens + mix.riskyTokens + 0.005 + (mix.disputeTokens ?? 0)
+        ? (Math.floor(roll * 1e6) % 2 === 0 ? "tok_dispute_won" : "tok_dispute_lost")
         : `tok_card_${merchant.index}_${prng.int(0, 999)}`
       const manual = prng.chance(mix.manualCapture)
       const currency = prng.pick(currencies)
@@ -433,7 +485,7 @@ export const makeWorkload = (
 
       // Fraud review of a held payment.
       if (transaction.status === "authorized" && transaction.fraud_case_id !== null && prng.chance(mix.review)) {
-        yield* Effect.sleep(prng.exponential(10 * 60_000))
+        yield* think(prng.exponential(10 * 60_000))
         const decision = prng.chance(0.7) ? "false_positive" : "confirmed_fraud"
         const fraudCaseId = transaction.fraud_case_id
         const reviewed = yield* send({
@@ -441,7 +493,7 @@ export const makeWorkload = (
           body: JSON.stringify({ status: decision }), key: `review-${n}`, replays
         })
         expect(reviewed?.status === 200, () => `review ${fraudCaseId}`, reviewed)
-        yield* Effect.sleep(1_000)
+        yield* think(1_000)
         transaction = (yield* get(merchant, id, known)) ?? transaction
         if (decision === "confirmed_fraud") expect(transaction.status === "blocked", () => `confirmed fraud on ${id}`, null)
       }
@@ -449,7 +501,7 @@ export const makeWorkload = (
 
       // Manual capture or void.
       if (transaction.status === "authorized" && manual) {
-        yield* Effect.sleep(prng.exponential(30 * 60_000))
+        yield* think(prng.exponential(30 * 60_000))
         if (prng.chance(mix.racingOperations)) {
           const [captured, voided] = yield* sendBoth(
             { merchant, method: "POST", path: `/api/v1/transactions/${id}/capture`, body: "{}", key: `capture-${n}`, replays },
@@ -486,7 +538,7 @@ export const makeWorkload = (
       // Refunds: partial, full, above the remainder, racing.
       if ((transaction.status === "captured" || transaction.status === "settled") && prng.chance(mix.refund)) {
         const delayMs = prng.chance(0.7) ? prng.exponential(20 * 60_000) : prng.int(3_600_000, 30 * 3_600_000)
-        yield* Effect.sleep(Math.max(0, Math.min(delayMs, horizonEndMs - (yield* Effect.clockWith((c) => c.currentTimeMillis)))))
+        yield* think(Math.max(0, Math.min(delayMs, horizonEndMs - (yield* Effect.clockWith((c) => c.currentTimeMillis)))))
         transaction = (yield* get(merchant, id, known)) ?? transaction
         const refunds = prng.int(1, 3)
         for (let r = 0; r < refunds; r++) {
@@ -537,11 +589,7 @@ export const makeWorkload = (
   const recoverKey = (merchant: Merchant) =>
     Effect.gen(function*() {
       while (true) {
-        const issued = service.isUp
-          ? yield* service.withServices(Effect.flatMap(ApiKeys, (keys) => keys.create(merchant.id, "recovered"))).pipe(
-            Effect.orElseSucceed(() => null)
-          )
-          : null
+        const issued = service.isUp ? yield* service.issueKey(merchant) : null
         if (issued !== null) {
           merchant.apiKey = issued.secret
           merchant.keyId = issued.record.id
@@ -550,7 +598,7 @@ export const makeWorkload = (
           trace.record(`m${merchant.index} locked out by a lost rotation answer; new key ${issued.record.id} issued out of band`)
           return
         }
-        yield* Effect.sleep(60_000)
+        yield* backoff(60_000)
       }
     })
 
@@ -563,7 +611,7 @@ export const makeWorkload = (
         const before = yield* Effect.clockWith((c) => c.currentTimeMillis)
         const gapMs = prng.exponential(meanMs)
         if (before + gapMs >= horizonEndMs) return
-        yield* Effect.sleep(gapMs)
+        yield* idle(gapMs)
         const call: Call = { merchant, method: "POST", path: `/api/v1/api_keys/${merchant.keyId}/rotate`, body: "{}", allow401: true }
         const racing = prng.chance(mix.racingOperations)
         // From the first commit of a rotation until the merchant holds its answer, the key it
@@ -603,14 +651,18 @@ export const makeWorkload = (
         yield* Effect.sleep(prng.exponential(meanGapMs))
         const merchant = prng.pick(merchants)
         stats.scriptsStarted++
-        yield* Effect.forkDaemon(Effect.ensuring(paymentScript(merchant, n), Effect.suspend(() => {
-          stats.scriptsFinished++
-          const paymentId = scriptPayments.get(n)
-          scriptPayments.delete(n)
-          return paymentId === undefined ? Effect.void : hooks.onPaymentFinished(paymentId)
-        })))
+        yield* Effect.forkDaemon(script(merchant, n))
       }
     })
 
-  return { stats, expectations, arrivals, rotations, hooks }
+  /** Script number `n` of `merchant`, to its end (and what runs then: `hooks.onPaymentFinished`). */
+  const script = (merchant: Merchant, n: number) =>
+    Effect.ensuring(paymentScript(merchant, n), Effect.suspend(() => {
+      stats.scriptsFinished++
+      const paymentId = scriptPayments.get(n)
+      scriptPayments.delete(n)
+      return paymentId === undefined ? Effect.void : hooks.onPaymentFinished(paymentId)
+    }))
+
+  return { stats, expectations, arrivals, script, rotations, hooks }
 }

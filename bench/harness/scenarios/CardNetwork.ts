@@ -1,0 +1,56 @@
+import { ConfigProvider, Effect, Layer, Logger, LogLevel, ManagedRuntime } from "effect"
+import * as Acquirer from "../../../src/acquirer/Acquirer.ts"
+import { ServicesLive } from "../../../src/App.ts"
+import type { DisputeNotification } from "../../../src/domain/Dispute.ts"
+import * as Config from "../../../src/platform/Config.ts"
+import { pgClientLayer } from "../../../src/platform/Database.ts"
+import * as Ids from "../../../src/platform/Ids.ts"
+import { Payments } from "../../../src/services/Payments.ts"
+import { layerPg } from "../../../src/store/PgStore.ts"
+
+/**
+ * The card network of a target the harness started itself (embedded): it applies dispute
+ * notifications through the service's own operation (`Payments.applyDisputeNotification`, what
+ * `payments dispute open|resolve` runs), in this process, on the service's database, as
+ * sim/Disputes.ts's network does in the simulator. The running service sends the events it
+ * makes as webhooks like any other (its dispatcher reads the same outbox).
+ */
+export interface CardNetwork {
+  /** "applied" (now or before), or the refusal's tag (InvalidState, InvalidInput, NotFound...). */
+  readonly notify: (notification: DisputeNotification) => Promise<string>
+  readonly close: () => Promise<void>
+}
+
+/**
+ * The service's own services (payments, merchants, keys) in this process, on the service's
+ * database, configured as the service reads its environment: this process's, with `environment`
+ * over it (the service's own settings, such as RESPONSE_ENCRYPTION_KEY, when the caller knows them).
+ */
+export const servicesOn = (databaseUrl: string, environment: Readonly<Record<string, string>> = {}, logLevel: LogLevel.LogLevel = LogLevel.Warning) => {
+  const variables = new Map<string, string>()
+  for (const [name, value] of Object.entries({ ...process.env, ...environment })) if (typeof value === "string") variables.set(name, value)
+  variables.set("DATABASE_URL", databaseUrl)
+  const infrastructure = layerPg.pipe(
+    Layer.provideMerge(pgClientLayer(databaseUrl, 2)),
+    Layer.provideMerge(Layer.mergeAll(Ids.layer, Acquirer.layerSandbox)),
+    Layer.provideMerge(Config.layer.pipe(Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(variables)))))
+  )
+  // Its own log lines (the pool closing) are not the harness's output.
+  return ManagedRuntime.make(ServicesLive.pipe(Layer.provideMerge(infrastructure), Layer.provide(Logger.minimumLogLevel(logLevel))))
+}
+
+export const makeCardNetwork = (databaseUrl: string): CardNetwork => {
+  // Errors only: the store's start-up warnings (about the service's settings, such as a
+  // RESPONSE_ENCRYPTION_KEY this process is not given) concern the service, not the network.
+  const runtime = servicesOn(databaseUrl, {}, LogLevel.Error)
+  return {
+    notify: (notification) =>
+      runtime.runPromise(
+        Effect.flatMap(Payments, (payments) => payments.applyDisputeNotification(notification)).pipe(
+          Effect.map(() => "applied"),
+          Effect.catchAll((error) => Effect.succeed(typeof error === "object" && error !== null && "_tag" in error ? String(error._tag) : String(error)))
+        )
+      ),
+    close: () => runtime.dispose()
+  }
+}

@@ -1,0 +1,110 @@
+import { createServer, type IncomingMessage, type ServerResponse } from "node:http"
+import type { AddressInfo } from "node:net"
+import type { EndpointFate, makeSimulatedEndpoints } from "../../../sim/Endpoints.ts"
+
+/**
+ * The simulator's webhook endpoints (sim/Endpoints.ts: signature and timestamp checked, the
+ * fate of each POST drawn from the seed) served over real HTTP by one node:http server, one
+ * URL per merchant (`/m/<index>`). A fate becomes what a real endpoint does:
+ * - an answer: its status, written after the simulated latency scaled to the service's webhook
+ *   timeout (`latencyScale`: the simulator's latencies are drawn against a 30 s timeout); an
+ *   answer that would come within the last tenth of the timeout (or past it: "slow") is never
+ *   written: the connection is held until the service gives up, bounded by the timeout and a
+ *   second, then closed;
+ * - no answer: the same hold;
+ * - refused (an outage window of the endpoint): the connection is dropped as soon as the POST
+ *   is read (a real server cannot refuse one request of a kept-alive connection).
+ * A 2xx counts as acknowledged (the endpoints' receipts) only when it is written to a
+ * connection still open.
+ */
+export interface WebhookServer {
+  /** `http://host:port` */
+  readonly baseUrl: string
+  readonly urlOf: (merchantIndex: number) => string
+  /** POSTs being answered or held. */
+  readonly inFlight: () => number
+  readonly close: () => Promise<void>
+}
+
+type Endpoints = ReturnType<typeof makeSimulatedEndpoints>
+
+export const startWebhookServer = async (input: {
+  readonly host: string
+  readonly endpoints: Endpoints
+  /** The service's webhook timeout (its `WEBHOOK_TIMEOUT`). */
+  readonly timeoutMs: number
+  /** Multiplies the simulated latencies (the service's timeout over the simulator's 30 s). */
+  readonly latencyScale: number
+}): Promise<WebhookServer> => {
+  const { endpoints, timeoutMs } = input
+  const timers = new Set<NodeJS.Timeout>()
+  let inFlight = 0
+  let baseUrl = ""
+  const later = (ms: number, run: () => void) => {
+    const timer = setTimeout(() => {
+      timers.delete(timer)
+      run()
+    }, ms)
+    timers.add(timer)
+    return timer
+  }
+  const hold = (request: IncomingMessage) => {
+    const timer = later(timeoutMs + 1_000, () => request.socket.destroy())
+    request.socket.once("close", () => {
+      clearTimeout(timer)
+      timers.delete(timer)
+    })
+  }
+  const handle = (request: IncomingMessage, response: ServerResponse, body: string) => {
+    const headers: Record<string, string> = {}
+    for (const [name, value] of Object.entries(request.headers)) if (typeof value === "string") headers[name] = value
+    const fate: EndpointFate = endpoints.receive({ url: `${baseUrl}${request.url ?? "/"}`, headers, body })
+    if (fate._tag === "Refused") {
+      request.socket.destroy()
+      return
+    }
+    const latencyMs = fate._tag === "Answer" ? fate.latencyMs * input.latencyScale : Number.POSITIVE_INFINITY
+    if (fate._tag === "NoAnswer" || latencyMs > timeoutMs * 0.9) {
+      hold(request)
+      return
+    }
+    inFlight++
+    later(latencyMs, () => {
+      inFlight--
+      if (request.socket.destroyed) return
+      endpoints.settle(fate)
+      response.writeHead(fate.status, { "content-type": "text/plain" })
+      response.end(fate.status < 300 ? "ok" : "simulated failure")
+    })
+  }
+  const server = createServer((request, response) => {
+    if (request.method !== "POST") {
+      response.writeHead(405).end()
+      return
+    }
+    const chunks: Array<Buffer> = []
+    request.on("data", (chunk: Buffer) => chunks.push(chunk))
+    request.on("end", () => handle(request, response, Buffer.concat(chunks).toString("utf8")))
+  })
+  // Longer than the service's client keeps an idle connection: the server never closes one the
+  // client is about to reuse (a POST lost on a closing connection).
+  server.keepAliveTimeout = 65_000
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject)
+    server.listen(0, input.host, () => resolve())
+  })
+  // The URL names the host as it was given (the address the service reaches it by).
+  const address = server.address() as AddressInfo
+  baseUrl = `http://${input.host.includes(":") ? `[${input.host}]` : input.host}:${address.port}`
+  return {
+    baseUrl,
+    urlOf: (merchantIndex) => `${baseUrl}/m/${merchantIndex}`,
+    inFlight: () => inFlight,
+    close: async () => {
+      for (const timer of timers) clearTimeout(timer)
+      timers.clear()
+      server.closeAllConnections()
+      await new Promise<void>((resolve) => server.close(() => resolve()))
+    }
+  }
+}

@@ -1,0 +1,400 @@
+/**
+ * The simulator's merchants, webhook endpoints and laws against a real service over HTTP
+ * (docs/simulation.md, "Production mode"). The scripts are sim/Workload.ts's own, run on Effect's
+ * default clock through the harness's Transport (./HttpPort.ts); the endpoints are
+ * sim/Endpoints.ts's own, served by a node:http server (./WebhookServer.ts); the laws are
+ * sim/Auditor.ts's, checked on every answer as it comes and, after the drain, on what the API
+ * shows (sim/Witness.ts).
+ */
+import { Effect, Fiber, FiberRef } from "effect"
+import { type DisputeNotification, disputeReasons } from "../../../src/domain/Dispute.ts"
+import { parseDurationMs } from "../../../src/platform/Config.ts"
+import { Auditor, type Violation as AuditViolation } from "../../../sim/Auditor.ts"
+import { makeSimulatedEndpoints } from "../../../sim/Endpoints.ts"
+import { defaultFaults, defaultMix, type FaultRates, type WorkloadMix } from "../../../sim/Options.ts"
+import { Prng } from "../../../sim/Prng.ts"
+import { type ApiBalance, witnessThroughApi, type WitnessMerchant } from "../../../sim/Witness.ts"
+import { makeWorkload, type Merchant } from "../../../sim/Workload.ts"
+import type { LawResult, Scenario, SetupContext, Violation, WireRequest, WireResponse } from "../Contract.ts"
+import { type HttpPending, makeHttpPort, scaledPace, type ScriptContext, scriptContext } from "./HttpPort.ts"
+import { type CardNetwork, makeCardNetwork } from "./CardNetwork.ts"
+import { startWebhookServer, type WebhookServer } from "./WebhookServer.ts"
+
+export interface MerchantsOptions {
+  /** Real milliseconds per simulated millisecond of a merchant's pauses (default 1/500: 30 min → 3.6 s). */
+  readonly timeScale?: number
+  /** Longest pause of a script, real ms (default 5,000). */
+  readonly maxThinkMs?: number
+  /** Longest wait before a client retry, real ms (default 2,000). */
+  readonly maxBackoffMs?: number
+  readonly mix?: Partial<WorkloadMix>
+  readonly faults?: Partial<FaultRates>
+  /**
+   * The target's webhook retry schedule and timeout. Default: what the embedded target says
+   * (`webhookRetryScheduleMs`, `webhookTimeoutMs`), else `HARNESS_WEBHOOK_RETRY_SCHEDULE` and
+   * `HARNESS_WEBHOOK_TIMEOUT` (the service's syntax: `1s,2s,4s`, `2s`), else the service's
+   * defaults (`1m,5m,30m,2h,24h`, `30s`): the API does not tell them.
+   */
+  readonly webhookRetryScheduleMs?: ReadonlyArray<number>
+  readonly webhookTimeoutMs?: number
+  /**
+   * How late a retry may reach the endpoint after its offset (default: the timeout and 30 s, as
+   * the simulator allows: a dispatcher's poll, an attempt's timeout, and a backlog behind slow
+   * answers, as the service works at most 8 attempts of one endpoint at once).
+   */
+  readonly retryToleranceMs?: number
+  /** Disputes the card network opens (embedded target) or sandbox dispute tokens (remote), of the payments. Default 0.02. */
+  readonly disputes?: number
+}
+
+/**
+ * The laws as the harness reports them: each gathers the auditor's invariants that make it up.
+ * An invariant of no law here is reported under its own name (none is ever dropped).
+ */
+const laws: ReadonlyArray<{ readonly law: string; readonly description: string; readonly invariants: ReadonlyArray<string> }> = [
+  {
+    law: "one-payment-per-key",
+    description: "One payment per idempotency key, as the client sent its keys; a replay answers the first answer, a reused key with another request is refused.",
+    invariants: ["one-transaction-per-key", "idempotent-replay", "idempotency-key-reused"]
+  },
+  {
+    law: "answers-match-record",
+    description: "Every answer a client got is the documented one and consistent with the final record (the money it was told moved is what moved).",
+    invariants: ["money-as-answered", "expected-answer", "refund-above-remainder-refused", "valid-key-accepted", "one-rotation-wins", "no-internal-errors", "service-unavailable-answer"]
+  },
+  {
+    law: "event-per-change",
+    description: "Each state change has its event, in sequence: the event stream is a legal path of the transition table ending in the record.",
+    invariants: ["event-trace", "event-order", "trace-matches-status"]
+  },
+  {
+    law: "ledger-balanced",
+    description: "Every payment's ledger balances, on its merchant's chart, and says what its record says (captured, fee, refunded, held, disputed).",
+    invariants: ["ledger-entry", "ledger-account", "ledger-balanced", "ledger-matches-record", "fee-within-capture", "capture-within-authorization", "captured-amount", "refunded-status", "failure-code"]
+  },
+  { law: "balances", description: "Balance by type equals the sum of the ledger.", invariants: ["balances"] },
+  { law: "refunds-within-capture", description: "Refunds never exceed the capture.", invariants: ["refunds-within-capture"] },
+  {
+    law: "webhook-every-event-delivered",
+    description: "Every event gets one delivery, every attempt the service records reached the endpoint, and a succeeded delivery was answered 2xx by it.",
+    invariants: ["webhook-every-event-delivered", "webhook-one-delivery-per-event", "webhook-attempt-recorded"]
+  },
+  { law: "webhook-signed", description: "Every POST is signed with the merchant's secret, with a fresh timestamp, and names its event and delivery.", invariants: ["webhook-signature", "webhook-same-delivery-id"] },
+  {
+    law: "webhook-order",
+    description: "Deliveries reach the endpoint in per-payment order, attempts numbered onwards, each attempt once.",
+    invariants: ["webhook-order", "webhook-attempt-numbers", "webhook-once-per-attempt"]
+  },
+  {
+    law: "webhook-2xx-ends-delivery",
+    description: "Only a 2xx ends a delivery as succeeded; nothing is sent after it; it fails only after the last retry failed.",
+    invariants: ["webhook-nothing-after-2xx", "webhook-give-up", "webhook-attempt-limit"]
+  },
+  { law: "webhook-retry-schedule", description: "Failed deliveries are retried at the documented offsets from the first failure (never early; late by at most the stated tolerance).", invariants: ["webhook-schedule"] },
+  {
+    law: "nothing-pending",
+    description: "After the drain nothing is left pending: no payment half-way through its automatic flow, no delivery open.",
+    invariants: ["no-pending-after-quiesce", "webhook-deadline", "webhook-drained"]
+  },
+  {
+    law: "disputes",
+    description: "Every dispute the network notified is recorded as notified: opened once, resolved once with its outcome.",
+    invariants: ["dispute-recorded", "dispute-resolved-as-notified", "dispute-idempotent"]
+  }
+]
+
+const scheduleOf = (text: string | undefined) => {
+  if (text === undefined || text.trim() === "") return null
+  const parts = text.split(",").map(parseDurationMs)
+  if (parts.some((ms) => ms === null)) throw new Error(`HARNESS_WEBHOOK_RETRY_SCHEDULE must be durations separated by commas (1s,5s,30s), got '${text}'`)
+  return parts as Array<number>
+}
+const durationOf = (name: string, text: string | undefined) => {
+  if (text === undefined || text.trim() === "") return null
+  const ms = parseDurationMs(text)
+  if (ms === null) throw new Error(`${name} must be a duration such as 2s or 30s, got '${text}'`)
+  return ms
+}
+
+const idsIn = (text: string, prefix: string) => text.match(new RegExp(`\\b${prefix}_[A-Za-z0-9]+`, "g")) ?? []
+
+export const makeScenario = (options: MerchantsOptions = {}): Scenario => {
+  const timeScale = options.timeScale ?? 1 / 500
+  const mix: WorkloadMix = { ...defaultMix, ...options.mix }
+  const faults: FaultRates = { ...defaultFaults, ...options.faults }
+  const disputeRate = options.disputes ?? 0.02
+  const auditor = new Auditor(() => Date.now())
+  /** The story of each payment: the requests of the script that made it. */
+  const stories = new Map<string, ReadonlyArray<string>>()
+  const spareKeys = new Map<string, string>()
+  const witnessMerchants: Array<WitnessMerchant> = []
+  const merchants: Array<Merchant> = []
+  const running = new Set<Promise<void>>()
+  const disputesInFlight = new Set<Promise<void>>()
+  const planned: Array<{ readonly paymentId: string; readonly outcome: "won" | "lost"; resolved: boolean }> = []
+  let context: SetupContext | null = null
+  let server: WebhookServer | null = null
+  let rotations: Fiber.RuntimeFiber<void> | null = null
+  let workload: ReturnType<typeof makeWorkload<WireRequest, HttpPending>> | null = null
+  let scriptPrng: Prng | null = null
+  let receiptsOf: ReturnType<typeof makeSimulatedEndpoints>["receipts"] | null = null
+  let sinceIso = ""
+  let scheduleMs: ReadonlyArray<number> = []
+  let timeoutMs = 30_000
+  /** Script numbers of this run: unique across runs against one target (idempotency keys are built from them). */
+  const runBase = Math.floor(Math.random() * 1e6) * 1e9
+
+  const need = <A>(value: A | null, what: string): A => {
+    if (value === null) throw new Error(`merchants scenario: ${what} before setup`)
+    return value
+  }
+
+  const call = async (method: string, path: string, apiKey: string, body: unknown = null): Promise<WireResponse> => {
+    const transport = need(context, "a request").transport
+    const text = body === null ? null : JSON.stringify(body)
+    const headers: Record<string, string> = { authorization: `Bearer ${apiKey}` }
+    if (text !== null) headers["content-type"] = "application/json"
+    for (let attempt = 0; ; attempt++) {
+      const response = await transport.send({ method, path, headers, body: text }, null)
+      if (response !== null && response.status !== 429 && response.status < 500) return response
+      if (attempt >= 8) throw new Error(`${method} ${path}: ${response === null ? "no answer" : `${response.status} ${response.body.slice(0, 300)}`}`)
+      await new Promise((done) => setTimeout(done, 250 * (attempt + 1)))
+    }
+  }
+  const expectOk = (response: WireResponse, what: string) => {
+    if (response.status >= 300) throw new Error(`${what}: ${response.status} ${response.body.slice(0, 300)}`)
+    return JSON.parse(response.body) as Record<string, any>
+  }
+
+  /**
+   * The card network of an embedded target (as sim/Disputes.ts's): a dispute opened some time
+   * after the merchant's story ended, sometimes notified twice, then resolved with a seeded
+   * outcome; a notification the service could not take (store unavailable) is sent again.
+   */
+  let network: CardNetwork | null = null
+  const notify = async (notification: DisputeNotification) => {
+    for (let attempt = 0; attempt < 20; attempt++) {
+      const outcome = await need(network, "a dispute").notify(notification)
+      if (outcome === "applied" || outcome === "InvalidState" || outcome === "InvalidInput" || outcome === "NotFound") return outcome
+      await new Promise((done) => setTimeout(done, 500))
+    }
+    return "unacknowledged"
+  }
+  const pause = (ms: number) => new Promise((done) => setTimeout(done, Math.min(ms * timeScale, options.maxThinkMs ?? 5_000)))
+  const dispute = async (paymentId: string, prng: Prng) => {
+    const outcome = prng.chance(0.5) ? "won" as const : "lost" as const
+    const acquirerDisputeId = `dp_harness_${paymentId}`
+    const reason = prng.pick(disputeReasons)
+    await pause(prng.int(60_000, 6 * 3_600_000))
+    const open: DisputeNotification = { acquirerDisputeId, paymentId, action: { _tag: "Open", reason, amountCents: undefined } }
+    // Refused (a refund took it all meanwhile): nothing to record.
+    if (await notify(open) !== "applied") return
+    const entry = { paymentId, outcome, resolved: false }
+    planned.push(entry)
+    if (prng.chance(0.2)) {
+      const again = await notify(open)
+      auditor.check(again === "applied", "dispute-idempotent", () => `payment ${paymentId}: a repeated open of ${acquirerDisputeId} answered ${again}`)
+    }
+    await pause(prng.int(10 * 60_000, 12 * 3_600_000))
+    const resolved = await notify({ acquirerDisputeId, paymentId, action: { _tag: "Resolve", outcome } })
+    entry.resolved = resolved === "applied"
+    auditor.check(entry.resolved, "dispute-resolved-as-notified", () => `payment ${paymentId}: resolve ${outcome} answered ${resolved}`)
+  }
+
+  const scenario: Scenario = {
+    name: "merchants",
+
+    async setup(setup) {
+      context = setup
+      const { seed, shard } = setup
+      sinceIso = new Date(Date.now() - 60_000).toISOString()
+      // The embedded target tells its settings (when its contract carries them); a remote one cannot.
+      const told = setup.embedded as { readonly webhookRetryScheduleMs?: ReadonlyArray<number>; readonly webhookTimeoutMs?: number } | null
+      scheduleMs = options.webhookRetryScheduleMs ?? told?.webhookRetryScheduleMs ?? scheduleOf(process.env.HARNESS_WEBHOOK_RETRY_SCHEDULE) ??
+        [60_000, 300_000, 1_800_000, 7_200_000, 86_400_000]
+      timeoutMs = options.webhookTimeoutMs ?? told?.webhookTimeoutMs ?? durationOf("HARNESS_WEBHOOK_TIMEOUT", process.env.HARNESS_WEBHOOK_TIMEOUT) ?? 30_000
+      const label = `${seed}/${shard.index}`
+      // Merchants: made here (embedded), or the shard's share of the keys given.
+      const made: Array<{ readonly id: string; readonly apiKey: string }> = []
+      if (setup.apiKeys === null) {
+        const target = need(setup.embedded, "an embedded target or API keys")
+        for (let i = 0; i < setup.merchants; i++) {
+          const created = await target.createMerchant(`harness ${label} merchant ${i}`, null)
+          made.push({ id: created.merchantId, apiKey: created.apiKey })
+        }
+      } else {
+        const share = setup.apiKeys.filter((_, i) => i % shard.count === shard.index)
+        if (share.length === 0) throw new Error(`shard ${shard.index}/${shard.count} has no API key of the ${setup.apiKeys.length} given`)
+        for (const apiKey of share) {
+          const me = expectOk(await call("GET", "/api/v1/merchants/me", apiKey), "GET /api/v1/merchants/me")
+          made.push({ id: me.merchant.id as string, apiKey })
+        }
+      }
+      const secrets = new Map<string, Array<string>>()
+      const endpoints = makeSimulatedEndpoints(
+        Prng.derive(seed, `harness-webhooks-${shard.index}`), faults, auditor,
+        { startMs: Date.now(), endMs: Date.now() + 3_600_000 }, () => Date.now(), () => -1,
+        (url) => secrets.get(url) ?? [],
+        true
+      )
+      server = await startWebhookServer({ host: setup.webhookHost, endpoints, timeoutMs, latencyScale: timeoutMs / 30_000 })
+      for (const [index, m] of made.entries()) {
+        // A spare key, never rotated: the reads of the laws and the recovery of a locked-out merchant.
+        const spare = expectOk(await call("POST", "/api/v1/api_keys", m.apiKey, { name: `harness ${label} spare` }), "POST /api/v1/api_keys")
+        spareKeys.set(m.id, spare.api_key.key as string)
+        const url = server.urlOf(index)
+        const patched = expectOk(await call("PATCH", "/api/v1/merchants/me", m.apiKey, { webhook_url: url }), "PATCH /api/v1/merchants/me")
+        secrets.set(url, [patched.merchant.webhook_secret as string])
+        const balances = expectOk(await call("GET", "/api/v1/merchants/me/balance", m.apiKey), "GET /api/v1/merchants/me/balance").balances as Array<ApiBalance>
+        witnessMerchants.push({ id: m.id, readKey: spare.api_key.key as string, webhookUrl: url, balancesBefore: balances })
+        const keys = expectOk(await call("GET", "/api/v1/api_keys", m.apiKey), "GET /api/v1/api_keys").api_keys as Array<{ id: string; prefix: string; last_four: string; status: string }>
+        const own = keys.find((k) => k.status === "active" && m.apiKey.startsWith(k.prefix) && m.apiKey.endsWith(k.last_four))
+        if (own === undefined) throw new Error(`merchant ${m.id}: its key is not among its active keys`)
+        merchants.push({ index, id: m.id, apiKey: m.apiKey, keyId: own.id, keyGeneration: 0 })
+      }
+      receiptsOf = endpoints.receipts
+      const port = makeHttpPort({ transport: setup.transport, spareKeys })
+      const prng = Prng.derive(seed, `harness-workload-${shard.index}`)
+      scriptPrng = prng
+      // Remote targets: the sandbox's dispute tokens stand for the card network.
+      const workloadMix = setup.embedded === null ? { ...mix, disputeTokens: disputeRate } : mix
+      const made_ = workload = makeWorkload({ mix: workloadMix, payments: 0 }, prng, port, auditor, { record: () => {} }, Number.POSITIVE_INFINITY,
+        scaledPace(timeScale, options.maxThinkMs ?? 5_000, options.maxBackoffMs ?? 2_000))
+      const disputePrng = Prng.derive(seed, `harness-disputes-${shard.index}`)
+      made_.hooks.onPaymentFinished = (paymentId) =>
+        FiberRef.getWith(scriptContext, (script) =>
+          Effect.sync(() => {
+            if (script !== null) stories.set(paymentId, script.log)
+            const embedded = setup.embedded
+            if (embedded === null || !disputePrng.chance(disputeRate)) return
+            network ??= makeCardNetwork(embedded.databaseUrl)
+            const work = dispute(paymentId, disputePrng).catch((error) =>
+              auditor.fail("dispute-recorded", `payment ${paymentId}: the card network failed: ${String(error)}`))
+            disputesInFlight.add(work)
+            void work.finally(() => disputesInFlight.delete(work))
+          }))
+      rotations = Effect.runFork(Effect.forEach(merchants, made_.rotations, { concurrency: "unbounded", discard: true }))
+      setup.log(`merchants: ${merchants.length} merchants, endpoints at ${server.baseUrl}, webhook schedule ${scheduleMs.map((ms) => `${ms / 1000}s`).join(",")} timeout ${timeoutMs / 1000}s`)
+    },
+
+    runScript(index, intendedStartMs) {
+      const run = need(workload, "a script")
+      const merchant = need(scriptPrng, "a script").pick(merchants)
+      const script: ScriptContext = { intendedStartMs, log: [] }
+      const promise = Effect.runPromise(Effect.locally(run.script(merchant, runBase + index), scriptContext, script)).catch((error) => {
+        auditor.fail("expected-answer", `script ${index} of merchant ${merchant.id} died: ${String(error)}`)
+      })
+      running.add(promise)
+      return promise.finally(() => running.delete(promise))
+    },
+
+    async drain(deadlineMs) {
+      const endMs = Date.now() + deadlineMs
+      if (rotations !== null) await Effect.runPromise(Fiber.interrupt(rotations))
+      rotations = null
+      const until = async (done: () => Promise<boolean> | boolean) => {
+        while (Date.now() < endMs) {
+          if (await done()) return true
+          await new Promise((wake) => setTimeout(wake, 250))
+        }
+        return false
+      }
+      await until(() => running.size === 0 && disputesInFlight.size === 0)
+      // Payments final and deliveries ended: read as the laws will read them.
+      const open = async (merchant: WitnessMerchant) => {
+        const count = async (path: string) => {
+          const answer = await call("GET", path, merchant.readKey).catch(() => null)
+          return answer === null || answer.status !== 200 ? 1 : (JSON.parse(answer.body) as { meta: { total_count: number } }).meta.total_count
+        }
+        const since = encodeURIComponent(sinceIso)
+        return (await count(`/api/v1/transactions?status=pending&from=${since}&per_page=1`)) +
+          (await count("/api/v1/webhooks/deliveries?status=pending&per_page=1")) +
+          (await count("/api/v1/webhooks/deliveries?status=retrying&per_page=1"))
+      }
+      let quiet = 0
+      await until(async () => {
+        let left = server === null ? 0 : server.inFlight()
+        for (const merchant of witnessMerchants) left += await open(merchant)
+        // Twice in a row: an event just committed becomes a delivery within a poll of the dispatcher.
+        quiet = left === 0 ? quiet + 1 : 0
+        return quiet >= 2
+      })
+    },
+
+    async checkLaws() {
+      const setup = need(context, "the laws")
+      const run = need(workload, "the laws")
+      const witnessed = await witnessThroughApi({
+        auditor,
+        get: (path, apiKey) => setup.transport.send({ method: "GET", path, headers: { authorization: `Bearer ${apiKey}` }, body: null }, null),
+        merchants: witnessMerchants,
+        sinceIso,
+        expectations: run.expectations,
+        webhooks: { receipts: need(receiptsOf, "the laws"), scheduleMs, timeoutMs, toleranceMs: options.retryToleranceMs ?? timeoutMs + 30_000 },
+        concurrency: 8
+      })
+      // Disputes as notified (embedded target): the record says what the network said.
+      for (const entry of planned) {
+        const recorded = witnessed.finals.get(entry.paymentId)?.dispute
+        auditor.check(recorded !== undefined && recorded !== null, "dispute-recorded", () => `payment ${entry.paymentId}: an opened dispute is not on the record (${JSON.stringify(recorded)})`)
+        if (entry.resolved) {
+          auditor.check(recorded?.status === entry.outcome, "dispute-resolved-as-notified", () =>
+            `payment ${entry.paymentId}: resolved ${entry.outcome}, the record says ${recorded?.status}`)
+        }
+      }
+      const paymentOf = (violation: AuditViolation): string | null => {
+        const payment = idsIn(violation.message, "pay")[0]
+        if (payment !== undefined) return payment
+        for (const event of idsIn(violation.message, "evt")) {
+          const found = witnessed.paymentOfEvent.get(event)
+          if (found !== undefined) return found
+        }
+        for (const delivery of idsIn(violation.message, "whd")) {
+          const event = witnessed.eventOfDelivery.get(delivery)
+          const found = event === undefined ? undefined : witnessed.paymentOfEvent.get(event)
+          if (found !== undefined) return found
+        }
+        return null
+      }
+      const checked: Record<string, number> = {
+        "one-payment-per-key": run.stats.requests,
+        "answers-match-record": run.stats.requests,
+        "event-per-change": witnessed.payments,
+        "ledger-balanced": witnessed.payments,
+        "balances": witnessMerchants.length,
+        "refunds-within-capture": witnessed.payments,
+        "webhook-every-event-delivered": witnessed.events,
+        "webhook-signed": need(receiptsOf, "the laws").deliveryIds.length,
+        "webhook-order": witnessed.deliveries,
+        "webhook-2xx-ends-delivery": witnessed.deliveries,
+        "webhook-retry-schedule": witnessed.deliveries,
+        "nothing-pending": witnessed.payments + witnessed.deliveries,
+        "disputes": planned.length
+      }
+      const results = new Map(laws.map((l) => [l.law, { law: l.law, description: l.description, checked: checked[l.law] ?? 0, violations: [] as Array<Violation> }]))
+      const lawOf = new Map(laws.flatMap((l) => l.invariants.map((invariant) => [invariant, l.law] as const)))
+      for (const violation of auditor.violations) {
+        const name = lawOf.get(violation.invariant) ?? violation.invariant
+        let result = results.get(name)
+        if (result === undefined) results.set(name, result = { law: name, description: `The auditor's invariant ${name}.`, checked: 1, violations: [] })
+        const paymentId = paymentOf(violation)
+        result.violations.push({
+          paymentId,
+          message: `${violation.invariant}: ${violation.message}`,
+          requests: paymentId === null ? [] : stories.get(paymentId) ?? []
+        })
+      }
+      return [...results.values()] satisfies ReadonlyArray<LawResult>
+    },
+
+    async close() {
+      if (rotations !== null) await Effect.runPromise(Fiber.interrupt(rotations))
+      rotations = null
+      await server?.close()
+      server = null
+      await network?.close()
+      network = null
+    }
+  }
+  return scenario
+}

@@ -1,0 +1,371 @@
+import type { LedgerEntry } from "../src/domain/Ledger.ts"
+import type { Payment, PaymentEvent } from "../src/domain/Payment.ts"
+import type { DeliveryAudit } from "../src/store/MemoryWebhookStore.ts"
+import { type Auditor, chartPosition, chartSize } from "./Auditor.ts"
+import { auditDeliveries, type Receipts } from "./Endpoints.ts"
+import type { Expectation } from "./Workload.ts"
+
+/**
+ * The auditor's end-of-run laws read through the public API instead of the store: what a
+ * harness pointed at a real deployment can know. The laws themselves are the auditor's
+ * (`Auditor.checkTrace`, `auditLedger`, `checkQuiescent`) and the endpoints' (`auditDeliveries`),
+ * fed with records built from the API's JSON; only what the store answered directly (every
+ * payment, its balances, its deliveries) is read here over HTTP, page by page.
+ *
+ * What the API does not show is not checked here (the simulator checks it in-process): event
+ * sequence numbers (the API lists events in order), the committed-versus-stored comparison, a
+ * refunded payment's settlement sweep, fee and fraud-band exactness.
+ */
+
+/** One GET with a merchant's key: the answer, or null when none came. */
+export type ApiGet = (path: string, apiKey: string) => Promise<{ readonly status: number; readonly body: string } | null>
+
+interface ApiDispute {
+  readonly status: "open" | "won" | "lost"
+  readonly reason: string
+  readonly amount_cents: number
+  readonly opened_at: string
+  readonly resolved_at: string | null
+}
+
+export interface ApiTransaction {
+  readonly id: string
+  readonly merchant_id: string
+  readonly status: Payment["status"]
+  readonly amount_cents: number
+  readonly currency: Payment["currency"]
+  readonly captured_amount_cents: number
+  readonly refunded_amount_cents: number
+  readonly fee_cents: number
+  readonly capture_method: Payment["captureMethod"]
+  readonly idempotency_key: string | null
+  readonly fraud_score: number | null
+  readonly fraud_case_id: string | null
+  readonly failure_code: string | null
+  readonly dispute: ApiDispute | null
+  readonly created_at: string
+  readonly updated_at: string
+}
+
+interface ApiEvent {
+  readonly id: string
+  readonly type: PaymentEvent["type"]
+  readonly created_at: string
+  readonly data: {
+    readonly status: Payment["status"]
+    readonly amount_cents: number
+    readonly captured_amount_cents: number
+    readonly refunded_amount_cents: number
+  }
+}
+
+interface ApiLedgerEntry {
+  readonly id: string
+  readonly transaction_id: string
+  readonly group_id: string
+  readonly account: LedgerEntry["account"]
+  readonly direction: LedgerEntry["direction"]
+  readonly amount_cents: number
+  readonly currency: LedgerEntry["currency"]
+  readonly created_at: string
+}
+
+interface ApiDelivery {
+  readonly id: string
+  readonly event_id: string
+  readonly event_type: PaymentEvent["type"]
+  readonly url: string
+  readonly status: DeliveryAudit["status"]
+  readonly attempts: ReadonlyArray<{ readonly attempt: number; readonly at: string; readonly response_status: number | null; readonly error: string | null }>
+  readonly created_at: string
+}
+
+export interface ApiBalance {
+  readonly currency: string
+  readonly pending: number
+  readonly available: number
+  readonly reserved: number
+}
+
+/**
+ * The record as the auditor reads it. The API does not show the fraud verdict: it follows from
+ * the score and the case (no score: not screened; a case on an authorized payment: held);
+ * nor `settled_at`: a `settled` payment has one.
+ */
+export const paymentOfApi = (t: ApiTransaction): Payment => {
+  const verdict = t.fraud_score === null
+    ? null
+    : t.status === "blocked"
+    ? "blocked"
+    : t.fraud_case_id !== null && t.status === "authorized"
+    ? "review"
+    : "passed"
+  return {
+    id: t.id,
+    merchantId: t.merchant_id,
+    status: t.status,
+    amountCents: t.amount_cents,
+    currency: t.currency,
+    capturedAmountCents: t.captured_amount_cents,
+    refundedAmountCents: t.refunded_amount_cents,
+    feeCents: t.fee_cents,
+    captureMethod: t.capture_method,
+    idempotencyKey: t.idempotency_key,
+    fraudScore: t.fraud_score,
+    fraudVerdict: verdict,
+    fraudCaseId: t.fraud_case_id,
+    failureCode: t.failure_code,
+    settledAt: t.status === "settled" ? t.updated_at : null,
+    dispute: t.dispute === null ? null : {
+      status: t.dispute.status,
+      reason: t.dispute.reason,
+      amountCents: t.dispute.amount_cents,
+      openedAt: t.dispute.opened_at,
+      resolvedAt: t.dispute.resolved_at
+    },
+    createdAt: t.created_at,
+    updatedAt: t.updated_at
+  } as unknown as Payment
+}
+
+/** Events as listed (oldest first), numbered in that order. */
+const eventsOfApi = (t: ApiTransaction, events: ReadonlyArray<ApiEvent>): Array<PaymentEvent> =>
+  events.map((e, i) => ({
+    id: e.id,
+    paymentId: t.id,
+    merchantId: t.merchant_id,
+    type: e.type,
+    sequence: i + 1,
+    data: e.data as unknown as PaymentEvent["data"],
+    createdAt: e.created_at
+  }))
+
+/** Entries as listed; the merchant is the one whose key read them (another merchant's are never shown). */
+const ledgerOfApi = (t: ApiTransaction, entries: ReadonlyArray<ApiLedgerEntry>): Array<LedgerEntry> =>
+  entries.map((e) => ({
+    id: e.id,
+    groupId: e.group_id,
+    paymentId: e.transaction_id,
+    merchantId: t.merchant_id,
+    account: e.account,
+    direction: e.direction,
+    amountCents: e.amount_cents,
+    currency: e.currency,
+    createdAt: e.created_at
+  }))
+
+export interface WitnessMerchant {
+  readonly id: string
+  /** A key the run never rotates (reads). */
+  readonly readKey: string
+  /** The endpoint URL the run registered (null: none; its events are not delivered). */
+  readonly webhookUrl: string | null
+  /** The balances read before the run (a merchant with history), by currency. */
+  readonly balancesBefore: ReadonlyArray<ApiBalance>
+}
+
+export interface WitnessInput {
+  readonly auditor: Auditor
+  readonly get: ApiGet
+  readonly merchants: ReadonlyArray<WitnessMerchant>
+  /** Payments created since (ISO): the run's. */
+  readonly sinceIso: string
+  /** What each merchant was told about its payments (sim/Workload.ts). */
+  readonly expectations: ReadonlyArray<Expectation>
+  /** What reached the endpoints; null: no webhooks checked. */
+  readonly webhooks: {
+    readonly receipts: Receipts
+    readonly scheduleMs: ReadonlyArray<number>
+    readonly timeoutMs: number
+    readonly toleranceMs: number
+  } | null
+  /** Reads at once (the laws' reads are a burst after the run). */
+  readonly concurrency: number
+}
+
+export interface Witnessed {
+  readonly payments: number
+  readonly events: number
+  readonly deliveries: number
+  /** Event id → its payment; delivery id → its event (to name the payment of a webhook violation). */
+  readonly paymentOfEvent: ReadonlyMap<string, string>
+  readonly eventOfDelivery: ReadonlyMap<string, string>
+  /** The run's payments as the API showed them at the end. */
+  readonly finals: ReadonlyMap<string, ApiTransaction>
+}
+
+const is2xx = (status: number | null) => status !== null && status >= 200 && status < 300
+
+/** Runs `work` over `items`, `concurrency` at a time. */
+const pool = async <A>(items: ReadonlyArray<A>, concurrency: number, work: (item: A) => Promise<void>) => {
+  let next = 0
+  const worker = async () => {
+    while (next < items.length) await work(items[next++]!)
+  }
+  await Promise.all(Array.from({ length: Math.max(1, Math.min(concurrency, items.length)) }, worker))
+}
+
+export const witnessThroughApi = async (input: WitnessInput): Promise<Witnessed> => {
+  const { auditor, get } = input
+  const read = async <A>(path: string, apiKey: string): Promise<A> => {
+    for (let attempt = 0; ; attempt++) {
+      const answer = await get(path, apiKey)
+      if (answer !== null && answer.status === 200) return JSON.parse(answer.body) as A
+      if (attempt >= 5) throw new Error(`GET ${path} answered ${answer === null ? "nothing" : `${answer.status} ${answer.body.slice(0, 200)}`}`)
+      await new Promise((resolve) => setTimeout(resolve, 200 * (attempt + 1)))
+    }
+  }
+  const pages = async <A>(path: string, field: string, apiKey: string): Promise<Array<A>> => {
+    const all: Array<A> = []
+    for (let page = 1; ; page++) {
+      const body = await read<Record<string, unknown> & { meta: { has_more: boolean } }>(`${path}${path.includes("?") ? "&" : "?"}per_page=100&page=${page}`, apiKey)
+      all.push(...(body[field] as Array<A>))
+      if (!body.meta.has_more) return all
+    }
+  }
+  const paymentOfEvent = new Map<string, string>()
+  const eventOfDelivery = new Map<string, string>()
+  const deliveries: Array<DeliveryAudit> = []
+  const allEvents: Array<{ readonly event: ApiEvent; readonly paymentId: string; readonly delivered: boolean }> = []
+  const finals = new Map<string, ApiTransaction>()
+  let events = 0
+  const balances = new Float64Array(chartSize)
+  for (const merchant of input.merchants) {
+    const transactions = await pages<ApiTransaction>(`/api/v1/transactions?from=${encodeURIComponent(input.sinceIso)}`, "transactions", merchant.readKey)
+    /** Merchant money moved by the run's payments, by currency (`balances`: the delta since the run began). */
+    const moved = new Map<string, { pending: number; available: number; reserved: number }>()
+    const byKey = new Map<string, string>()
+    const order = new Map<string, { readonly paymentId: string; readonly sequence: number }>()
+    await pool(transactions, input.concurrency, async (t) => {
+      const [eventList, ledgerList] = await Promise.all([
+        read<{ events: Array<ApiEvent> }>(`/api/v1/transactions/${t.id}/events`, merchant.readKey),
+        read<{ ledger_entries: Array<ApiLedgerEntry> }>(`/api/v1/transactions/${t.id}/ledger`, merchant.readKey)
+      ])
+      const payment = paymentOfApi(t)
+      const stream = eventsOfApi(t, eventList.events)
+      events += stream.length
+      finals.set(t.id, t)
+      stream.forEach((e, i) => {
+        paymentOfEvent.set(e.id, t.id)
+        order.set(e.id, { paymentId: t.id, sequence: i + 1 })
+        allEvents.push({ event: eventList.events[i]!, paymentId: t.id, delivered: merchant.webhookUrl !== null })
+      })
+      auditor.checkTrace(payment, stream)
+      // The last event carries the record as its last change left it (every change of status or money has one).
+      const last = eventList.events[eventList.events.length - 1]?.data
+      auditor.check(
+        last !== undefined && last.status === t.status && last.captured_amount_cents === t.captured_amount_cents &&
+          last.refunded_amount_cents === t.refunded_amount_cents,
+        "trace-matches-status",
+        () => `payment ${t.id}: the last event says ${JSON.stringify(last)}, the record ${t.status} ${t.captured_amount_cents}/${t.refunded_amount_cents}`
+      )
+      const entries = ledgerOfApi(t, ledgerList.ledger_entries)
+      auditor.auditLedger(payment, entries, balances)
+      auditor.checkQuiescent(payment)
+      if (entries.some((e) => e.account === "merchant_pending" || e.account === "merchant_available" || e.account === "merchant_reserved")) {
+        const sum = moved.get(t.currency) ?? { pending: 0, available: 0, reserved: 0 }
+        moved.set(t.currency, {
+          pending: sum.pending + balances[chartPosition.merchant_pending]!,
+          available: sum.available + balances[chartPosition.merchant_available]!,
+          reserved: sum.reserved + balances[chartPosition.merchant_reserved]!
+        })
+      }
+      if (t.idempotency_key !== null) {
+        const other = byKey.get(t.idempotency_key)
+        auditor.check(other === undefined, "one-transaction-per-key", () => `idempotency key ${t.idempotency_key} of ${merchant.id}: transactions ${other} and ${t.id}`)
+        byKey.set(t.idempotency_key, t.id)
+      }
+    })
+    // Balance by type equals the sum of the ledger: what the run's payments moved, over what was there before.
+    const after = (await read<{ balances: Array<ApiBalance> }>("/api/v1/merchants/me/balance", merchant.readKey)).balances
+    for (const currency of new Set([...after.map((b) => b.currency), ...merchant.balancesBefore.map((b) => b.currency), ...moved.keys()])) {
+      const now = after.find((b) => b.currency === currency) ?? { pending: 0, available: 0, reserved: 0 }
+      const before = merchant.balancesBefore.find((b) => b.currency === currency) ?? { pending: 0, available: 0, reserved: 0 }
+      const sum = moved.get(currency) ?? { pending: 0, available: 0, reserved: 0 }
+      auditor.check(
+        now.pending - before.pending === sum.pending && now.available - before.available === sum.available && now.reserved - before.reserved === sum.reserved,
+        "balances",
+        () => `merchant ${merchant.id} ${currency}: balance ${JSON.stringify(now)} (before the run ${JSON.stringify(before)}) but the run's entries sum to ${JSON.stringify(sum)}`
+      )
+    }
+    if (input.webhooks !== null && merchant.webhookUrl !== null) {
+      for (const d of await pages<ApiDelivery>("/api/v1/webhooks/deliveries", "deliveries", merchant.readKey)) {
+        const place = order.get(d.event_id)
+        if (place === undefined) continue // not an event of the run's payments
+        eventOfDelivery.set(d.id, d.event_id)
+        const attempts = [...d.attempts].sort((a, b) => a.attempt - b.attempt).map((a) => ({
+          attempt: a.attempt,
+          atMs: Date.parse(a.at),
+          responseStatus: a.response_status,
+          error: a.error
+        }))
+        const firstFailed = attempts.find((a) => !is2xx(a.responseStatus))
+        deliveries.push({
+          id: d.id,
+          eventId: d.event_id,
+          eventType: d.event_type,
+          url: d.url,
+          status: d.status,
+          order: place,
+          createdAtMs: Date.parse(d.created_at),
+          firstFailedAtMs: firstFailed === undefined ? null : firstFailed.atMs,
+          attempts
+        })
+      }
+    }
+  }
+  // Every answer a merchant got is what the final record says (unless the answer never came).
+  for (const expected of input.expectations) {
+    const t = finals.get(expected.paymentId)
+    if (t === undefined) {
+      auditor.fail("money-as-answered", `payment ${expected.paymentId}: created for the merchant, not listed by the API`)
+      continue
+    }
+    if (expected.uncertain) continue
+    if (expected.capturedCents !== null) {
+      auditor.check(t.captured_amount_cents === expected.capturedCents, "money-as-answered", () =>
+        `payment ${t.id}: captured ${t.captured_amount_cents}, the merchant was told ${expected.capturedCents}`)
+    }
+    auditor.check(t.refunded_amount_cents === expected.refundedCents, "money-as-answered", () =>
+      `payment ${t.id}: refunded ${t.refunded_amount_cents}, the merchant was told ${expected.refundedCents}`)
+  }
+  if (input.webhooks !== null) {
+    const webhooks = input.webhooks
+    const nowMs = Date.now()
+    const audited = auditDeliveries(auditor, () => deliveries, {
+      nowMs,
+      scheduleMs: webhooks.scheduleMs,
+      timeoutMs: webhooks.timeoutMs,
+      toleranceMs: webhooks.toleranceMs,
+      crashesMs: [],
+      receipts: webhooks.receipts,
+      unansweredMayBeLost: true
+    })
+    for (const { event, paymentId, delivered } of allEvents) {
+      if (!delivered) continue
+      auditor.check(audited.hasStoredDelivery(event.id), "webhook-every-event-delivered", () => `event ${event.id} (${event.type} of ${paymentId}) has no delivery`)
+    }
+    // Nothing left pending once the run drained (a delivery still open is reported with its age).
+    for (const d of deliveries) {
+      auditor.check(d.status === "succeeded" || d.status === "failed", "webhook-drained", () =>
+        `delivery ${d.id} (event ${d.eventId} of ${d.order?.paymentId}): still ${d.status} after the drain, ${d.attempts.length} attempts`)
+    }
+    // An attempt after a 2xx the endpoint wrote: the service must have recorded the acknowledged
+    // attempt as unanswered (its timeout fired before the answer reached it), never as a 2xx.
+    const byId = new Map(deliveries.map((d) => [d.id, d]))
+    for (const { deliveryId, attempt, next } of webhooks.receipts.retriedAfterAck) {
+      const d = byId.get(deliveryId)
+      const recorded = d?.attempts.find((a) => a.attempt === attempt)
+      auditor.check(recorded === undefined || !is2xx(recorded.responseStatus), "webhook-nothing-after-2xx", () =>
+        `delivery ${deliveryId}: attempt ${next} arrived after attempt ${attempt}, which the service recorded as answered ${recorded?.responseStatus}`)
+    }
+    // A delivery that succeeded was acknowledged by the endpoint (its 2xx was written there).
+    for (const d of deliveries) {
+      if (d.status !== "succeeded") continue
+      const slot = webhooks.receipts.ofDelivery(d.id)
+      auditor.check(slot >= 0 && !Number.isNaN(webhooks.receipts.ackedAtMs[slot]!), "webhook-every-event-delivered", () =>
+        `delivery ${d.id} (event ${d.eventId}) succeeded, but no endpoint answered it with a 2xx`)
+    }
+  }
+  return { payments: finals.size, events, deliveries: deliveries.length, paymentOfEvent, eventOfDelivery, finals }
+}

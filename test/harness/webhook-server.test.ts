@@ -1,0 +1,80 @@
+import { createHmac } from "node:crypto"
+import { request } from "node:http"
+import { afterEach, describe, expect, it } from "vitest"
+import { startWebhookServer, type WebhookServer } from "../../bench/harness/scenarios/WebhookServer.ts"
+import { Auditor } from "../../sim/Auditor.ts"
+import { makeSimulatedEndpoints } from "../../sim/Endpoints.ts"
+import { defaultFaults, type FaultRates } from "../../sim/Options.ts"
+import { Prng } from "../../sim/Prng.ts"
+
+/** The simulator's endpoints behind the harness's node:http server: the same checks and seeded fates, over a socket. */
+const secret = "whsec_test_secret"
+let server: WebhookServer | null = null
+afterEach(async () => {
+  await server?.close()
+  server = null
+})
+
+const quiet: FaultRates = { ...defaultFaults, webhook4xx: 0, webhook5xx: 0, webhookSlow: 0, webhookLagging: 0, webhookNoAnswer: 0, webhookOutagesPerDay: 0 }
+
+/** `faults`; the endpoints' window (where outages fall) began `pastMs` ago. */
+const start = async (faults: FaultRates, pastMs = 0) => {
+  const auditor = new Auditor(() => Date.now())
+  const window = { startMs: Date.now() - pastMs, endMs: Date.now() }
+  const endpoints = makeSimulatedEndpoints(new Prng(1), faults, auditor, window, () => Date.now(), () => -1,
+    () => [secret], true)
+  server = await startWebhookServer({ host: "127.0.0.1", endpoints, timeoutMs: 2_000, latencyScale: 1 / 100 })
+  return { auditor, endpoints, url: server.urlOf(0) }
+}
+
+/** POSTs an event as the service's dispatcher does; the status, or null when the connection dropped. */
+const post = (url: string, event: { id: string }, attempt: number, signature: (body: string, t: number) => string) =>
+  new Promise<number | null>((done) => {
+    const body = JSON.stringify(event)
+    const t = Math.floor(Date.now() / 1000)
+    const target = new URL(url)
+    const sent = request({
+      host: target.hostname, port: target.port, path: target.pathname, method: "POST",
+      headers: {
+        "content-type": "application/json",
+        "x-service-signature": signature(body, t),
+        "x-service-event-id": event.id,
+        "x-service-delivery-id": `whd_${event.id}`,
+        "x-service-delivery-attempt": String(attempt)
+      }
+    }, (response) => {
+      response.resume()
+      response.on("end", () => done(response.statusCode ?? null))
+    })
+    sent.on("error", () => done(null))
+    sent.end(body)
+  })
+const signed = (body: string, t: number) => `t=${t},v1=${createHmac("sha256", secret).update(`${t}.${body}`).digest("hex")}`
+
+describe("harness webhook server", () => {
+  it("answers a signed POST 200 and counts it acknowledged; a badly signed one breaks webhook-signature", async () => {
+    const { auditor, endpoints, url } = await start(quiet)
+    expect(await post(url, { id: "evt_a" }, 1, signed)).toBe(200)
+    expect(auditor.violations).toEqual([])
+    expect(Number.isNaN(endpoints.receipts.ackedAtMs[endpoints.receipts.ofDelivery("whd_evt_a")]!)).toBe(false)
+    expect(await post(url, { id: "evt_b" }, 1, (_body, t) => `t=${t},v1=${"0".repeat(64)}`)).toBe(200)
+    expect(auditor.violations.map((v) => v.invariant)).toEqual(["webhook-signature"])
+  })
+
+  it("turns the seeded fates into a 5xx, or a connection dropped (outage)", async () => {
+    const failing = await start({ ...quiet, webhook5xx: 1 })
+    expect([500, 502, 503]).toContain(await post(failing.url, { id: "evt_c" }, 1, signed))
+    await server!.close()
+    // Outages of at least 5 minutes, all begun within the last minute: the endpoint is down now.
+    const down = await start({ ...quiet, webhookOutagesPerDay: 10_000 }, 60_000)
+    expect(await post(down.url, { id: "evt_d" }, 1, signed)).toBeNull()
+  })
+
+  it("notes an attempt after a 2xx for the final audit instead of failing at once (over a network the 2xx may arrive late)", async () => {
+    const { auditor, endpoints, url } = await start(quiet)
+    expect(await post(url, { id: "evt_e" }, 1, signed)).toBe(200)
+    expect(await post(url, { id: "evt_e" }, 2, signed)).toBe(200)
+    expect(auditor.violations).toEqual([])
+    expect(endpoints.receipts.retriedAfterAck).toEqual([{ deliveryId: "whd_evt_e", attempt: 1, next: 2 }])
+  })
+})
