@@ -37,9 +37,10 @@ export const createMerchantWithCli = (databaseUrl: string, name: string) => {
   return JSON.parse(output) as { merchant: { id: string; webhook_secret: string }; api_key: { key: string } }
 }
 
-export const startService = async (databaseUrl: string, extra: Record<string, string> = {}): Promise<ServiceProcess> => {
+/** `entry`: another entry point with the same `serve` command (a test's service with a planted bug). */
+export const startService = async (databaseUrl: string, extra: Record<string, string> = {}, entry = "src/main.ts"): Promise<ServiceProcess> => {
   const port = await freePort()
-  const child = spawn(process.execPath, ["--import", "tsx", "src/main.ts", "serve"], {
+  const child = spawn(process.execPath, ["--import", "tsx", entry, "serve"], {
     cwd: root,
     env: serviceEnv(databaseUrl, { PORT: String(port), ...extra }),
     stdio: ["ignore", "ignore", "pipe"]
