@@ -3,6 +3,20 @@
  * and a wait for a service to answer. Shared by `npm run bench` and `npm run harness`.
  */
 import { readdirSync, readFileSync } from "node:fs"
+import { resolve } from "node:path"
+
+/**
+ * The V8 flags `npm start` gives the service (package.json's `start` script, `PAYMENTS_HEAP_MB`
+ * as in the environment or its default), so a service a benchmark starts runs with the same heap
+ * as a deployed one. On Node 24, `--max-old-space-size` without `--max-semi-space-size` left a
+ * 64 MB young generation beside a 192 MB old space, and V8 ran a full mark-compact every 150-200 ms.
+ */
+export const startNodeFlags = (): Array<string> => {
+  const start: string = JSON.parse(readFileSync(resolve(import.meta.dirname, "../package.json"), "utf8")).scripts.start
+  const words = start.replace(/\$\{PAYMENTS_HEAP_MB:-(\d+)\}/, (_, fallback: string) => process.env.PAYMENTS_HEAP_MB ?? fallback).split(/\s+/)
+  if (words[0] !== "node" || !words.includes("--import")) throw new Error(`package.json's start script is not 'node <flags> --import ...': ${start}`)
+  return words.slice(1, words.indexOf("--import"))
+}
 
 export const sleep = (ms: number) => new Promise<void>((done) => setTimeout(done, ms))
 

@@ -25,7 +25,7 @@ import { join } from "node:path"
 import pg from "pg"
 import { freePort, startEmbeddedPostgres } from "../src/platform/Database.ts"
 import { analyticsSeriesSql, analyticsTotalsSql } from "../src/store/PgStore.ts"
-import { cpuSeconds, postgresCpuSeconds, rssMb, sleep, waitFor } from "./host.ts"
+import { cpuSeconds, postgresCpuSeconds, rssMb, sleep, startNodeFlags, waitFor } from "./host.ts"
 import { pgbenchScript } from "./sql.ts"
 
 const argument = (name: string, fallback: string) => {
@@ -51,7 +51,8 @@ const cards = Number(argument("cards", "0"))
 /** `--profile DIR`: the service writes a V8 CPU profile there when it stops (summarise with bench/profile.ts). */
 const profileDirectory = argument("profile", "")
 /** `--node-flags "..."`: V8/Node flags for the service process; by default those of `npm start`. */
-const serviceNodeFlags = argument("node-flags", "--max-old-space-size=192 --max-semi-space-size=16").split(" ").filter((flag) => flag !== "")
+const nodeFlagsArgument = argument("node-flags", "")
+const serviceNodeFlags = nodeFlagsArgument === "" ? startNodeFlags() : nodeFlagsArgument.split(" ").filter((flag) => flag !== "")
 
 const log = (line: string) => process.stderr.write(`${line}\n`)
 

@@ -12,7 +12,7 @@ import { tmpdir } from "node:os"
 import { join, resolve } from "node:path"
 import { freePort, startEmbeddedPostgres } from "../../src/platform/Database.ts"
 import type { Merchants } from "../../src/services/Merchants.ts"
-import { waitFor } from "../host.ts"
+import { startNodeFlags, waitFor } from "../host.ts"
 import type { EmbeddedTarget } from "./Contract.ts"
 
 const root = resolve(import.meta.dirname, "../..")
@@ -48,7 +48,7 @@ export const startEmbeddedService = async (options: { readonly logFile: string; 
   }
   mkdirSync(join(options.logFile, ".."), { recursive: true })
   const serviceLog = openSync(options.logFile, "w")
-  const child = spawn(process.execPath, ["--max-old-space-size=192", "--import", "tsx", "src/main.ts", "serve"], {
+  const child = spawn(process.execPath, [...startNodeFlags(), "--import", "tsx", "src/main.ts", "serve"], {
     cwd: root,
     env: { ...process.env, ...environment },
     stdio: ["ignore", "ignore", serviceLog]
