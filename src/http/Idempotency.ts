@@ -1,9 +1,9 @@
 import { HttpServerRequest, type HttpServerResponse } from "@effect/platform"
-import { Cause, Clock, Context, Effect, identity, Option, Redacted } from "effect"
+import { Cause, Clock, Context, Effect, identity, Option } from "effect"
 import { hash as oneShotHash } from "node:crypto"
 import type { AppConfigShape } from "../platform/Config.ts"
 import { AppConfig } from "../platform/Config.ts"
-import { carriesSecret, isSealed, parseKey, processLocalKey, seal, unseal } from "../platform/Sealing.ts"
+import { carriesSecret, configuredKey, isSealed, processLocalKey, seal, unseal } from "../platform/Sealing.ts"
 import { ServiceInstance } from "../platform/Instance.ts"
 import { isoAt } from "../platform/Time.ts"
 import * as Metrics from "../platform/Metrics.ts"
@@ -83,8 +83,7 @@ const keys = new WeakMap<AppConfigShape, Buffer>()
 const sealingKey = (config: AppConfigShape) => {
   let key = keys.get(config)
   if (key === undefined) {
-    const configured = config.responseEncryptionKey === null ? null : parseKey(Redacted.value(config.responseEncryptionKey))
-    key = configured ?? processLocalKey()
+    key = configuredKey(config) ?? processLocalKey()
     keys.set(config, key)
   }
   return key

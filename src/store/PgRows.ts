@@ -1,9 +1,9 @@
 import type { SqlError } from "@effect/sql/SqlError"
-import { Effect, Redacted } from "effect"
+import { Effect } from "effect"
 import type { Merchant } from "../domain/Merchant.ts"
 import type { PaymentEvent } from "../domain/Payment.ts"
 import type { AppConfigShape } from "../platform/Config.ts"
-import { makeSecretColumn, parseKey, type SecretColumn } from "../platform/Sealing.ts"
+import { configuredKey, makeSecretColumn, type SecretColumn } from "../platform/Sealing.ts"
 import { StoreUnavailable } from "./Store.ts"
 
 /** Row mapping and error handling shared by the PostgreSQL adapters. */
@@ -52,7 +52,7 @@ const secretColumns = new WeakMap<AppConfigShape, SecretColumn>()
 export const secretColumnFor = (config: AppConfigShape): SecretColumn => {
   let column = secretColumns.get(config)
   if (column === undefined) {
-    column = makeSecretColumn(config.responseEncryptionKey === null ? null : parseKey(Redacted.value(config.responseEncryptionKey)))
+    column = makeSecretColumn(configuredKey(config))
     secretColumns.set(config, column)
   }
   return column
