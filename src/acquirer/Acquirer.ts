@@ -38,7 +38,7 @@ export interface AcquirerShape {
   ) => Effect.Effect<AuthorizationOutcome | null, AcquirerUnavailable>
 }
 
-export class Acquirer extends Context.Tag("payments/Acquirer")<Acquirer, AcquirerShape>() {}
+export class Acquirer extends Context.Service<Acquirer, AcquirerShape>()("payments/Acquirer") {}
 
 /** Test tokens of the sandbox acquirer (CONTRACT section 6, docs/api.md). */
 export const sandboxDeclines: Record<string, { readonly code: string; readonly message: string }> = {
@@ -88,10 +88,9 @@ export const authorizeWithin = (
 ): (request: AuthorizationRequest, timeoutMs: number) => Effect.Effect<AuthorizationOutcome | null, AcquirerUnavailable> =>
   acquirer.authorizeWithin ??
     ((request, timeoutMs) =>
-      Effect.timeoutTo(acquirer.authorize(request), {
+      Effect.timeoutOrElse(acquirer.authorize(request) as Effect.Effect<AuthorizationOutcome | null, AcquirerUnavailable>, {
         duration: timeoutMs,
-        onSuccess: (outcome): AuthorizationOutcome | null => outcome,
-        onTimeout: (): AuthorizationOutcome | null => null
+        orElse: () => Effect.succeed(null)
       }))
 
 export const layerSandbox = Layer.succeed(Acquirer, {

@@ -1,9 +1,9 @@
-import { HttpApiSchema } from "@effect/platform"
-import { Effect, Schema } from "effect"
-import { YieldableError } from "effect/Cause"
+import { Data, Effect } from "effect"
+import * as Respondable from "effect/http/HttpServerRespondable"
+import * as HttpServerResponse from "effect/http/HttpServerResponse"
+import { requestStateOf } from "./RequestState.ts"
 import { type InvalidInput, type InvalidState, type NotFound, withoutStack } from "../services/Errors.ts"
 import type { StoreUnavailable } from "../store/Store.ts"
-import { error as errorExample } from "./Examples.ts"
 
 export type ErrorType =
   | "invalid_request_error"
@@ -13,17 +13,34 @@ export type ErrorType =
   | "api_error"
 
 /** Every error the API answers with (CONTRACT section 3). Rendered by the edge middleware. */
-export class ApiError extends withoutStack(YieldableError) {
+export class ApiError extends withoutStack(Data.Error<{}>) {
+  // `Data.Error<{}>` takes no fields: the message is set below, the rest are own properties.
   readonly _tag = "ApiError"
   constructor(
     readonly status: number,
     readonly type: ErrorType,
     readonly code: string,
-    override readonly message: string,
+    message: string,
     readonly param?: string,
     readonly headers?: Readonly<Record<string, string>>
   ) {
-    super(message)
+    super()
+    this.message = message
+  }
+
+  /**
+   * A handler's or a middleware's refusal, answered by the HttpApi itself (it declares no error
+   * schemas, so it asks the error to render itself), with the request's id from its state.
+   */
+  [Respondable.symbol]() {
+    return Effect.withFiber((fiber) => Effect.succeed(this.render(requestStateOf(fiber).id)))
+  }
+
+  render(requestId: string) {
+    const body = JSON.stringify(this.body(requestId))
+    return this.headers === undefined
+      ? HttpServerResponse.text(body, { status: this.status, contentType: "application/json" })
+      : HttpServerResponse.text(body, { status: this.status, contentType: "application/json", headers: this.headers })
   }
 
   body(requestId: string) {
@@ -128,36 +145,11 @@ export const answer = <A, B, E extends ServiceError, R>(effect: Effect.Effect<A,
 // ---------------------------------------------------------------------------------------------
 // Documentation: one response schema per status, all encoding to `{"error": {...}}`.
 
-export const ErrorBody = Schema.Struct({
-  type: Schema.Literal("invalid_request_error", "authentication_error", "idempotency_error", "rate_limit_error", "api_error"),
-  code: Schema.String,
-  message: Schema.String,
-  param: Schema.optional(Schema.String),
-  request_id: Schema.String
-})
-const ErrorEnvelope = Schema.Struct({ error: ErrorBody }).annotations({ examples: [errorExample] })
 
-const errorResponse = (status: number, description: string) =>
-  Schema.transform(
-    ErrorEnvelope,
-    Schema.declare((u): u is ApiError => u instanceof ApiError && u.status === status),
-    {
-      strict: true,
-      decode: (encoded) =>
-        new ApiError(status, encoded.error.type, encoded.error.code, encoded.error.message, encoded.error.param),
-      encode: (error) => error.body("req_unknown")
-    }
-  ).annotations({ ...HttpApiSchema.annotations({ status }), identifier: `Error${status}`, description })
-
-export const errorResponses = [
-  errorResponse(400, "invalid_json: the body is not parseable JSON (or not valid UTF-8)"),
-  errorResponse(401, "authentication_required / invalid_api_key"),
-  errorResponse(404, "not_found: no such record for this merchant, or no such route"),
-  errorResponse(409, "invalid_state / idempotency_in_progress"),
-  errorResponse(413, "body_too_large: over 64 KiB; the answer closes the connection"),
-  errorResponse(415, "unsupported_media_type: a body without Content-Type: application/json"),
-  errorResponse(422, "validation_failed / idempotency_key_reused"),
-  errorResponse(429, "rate_limited"),
-  errorResponse(500, "internal_error"),
-  errorResponse(503, "service_unavailable")
-] as const
+/**
+ * A handler's or a middleware's effect with its `ApiError` refusals out of its typed error
+ * channel: the HttpApi declares no error schemas on this port, and it answers any failure that
+ * is `Respondable` (as ApiError is) by rendering it, so the refusal still reaches the client.
+ */
+export const asAnswered = <A, R>(effect: Effect.Effect<A, ApiError, R>): Effect.Effect<A, never, R> =>
+  effect as unknown as Effect.Effect<A, never, R>

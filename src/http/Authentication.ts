@@ -1,4 +1,6 @@
-import { Clock, Context, Effect, Layer, Redacted } from "effect"
+import { Clock, Effect, Layer, Redacted } from "effect"
+import type { HttpServerResponse } from "effect/http/HttpServerResponse"
+import type { unhandled } from "effect/Types"
 import { ApiKeys, type Found } from "../services/ApiKeys.ts"
 import * as E from "./ApiError.ts"
 import { Authentication } from "./Api.ts"
@@ -19,25 +21,28 @@ export const layer = Layer.effect(
     const apiKeys = yield* ApiKeys
     const limiter = yield* RateLimiter
     return Authentication.of({
-      // One step holds the fiber: the clock, and the request's state the caller is recorded on
-      // (no FiberRef.getWith nor clock read of their own); this runs on every request. A key
-      // the cache knows is admitted in that same step (no look-up effect to run).
-      bearer: (token) =>
-        Effect.withFiberRuntime((fiber) => {
-          const secret = Redacted.value(token).trim()
+      // One step holds the fiber: the clock, and the request's state the caller is recorded on;
+      // this runs on every request. A key the cache knows is admitted in that same step (no
+      // look-up effect to run).
+      bearer: (httpEffect, { credential }) =>
+        Effect.withFiber((fiber): Effect.Effect<HttpServerResponse, E.ApiError | unhandled> => {
+          const secret = Redacted.value(credential).trim()
           if (!isWellFormedApiKey(secret)) return Effect.fail(E.authenticationRequired())
-          const clock = Context.get(fiber.currentDefaultServices, Clock.Clock)
+          const clock = fiber.getRef(Clock.Clock)
           const state = requestStateOf(fiber)
           const admit = (found: Found | null): Effect.Effect<void, E.ApiError> => {
             if (found === null) return Effect.fail(E.invalidApiKey())
             // The time after the look-up, as when the limiter read the clock itself.
-            const rate = limiter.takeAt(found.key.id, clock.unsafeCurrentTimeMillis())
+            const rate = limiter.takeAt(found.key.id, clock.currentTimeMillisUnsafe())
             if (!rate.allowed) return Effect.fail(E.rateLimited(rate.limit, rate.retryAfterSeconds))
             state.caller = { merchant: found.merchant, apiKey: found.key }
             return Effect.void
           }
-          return apiKeys.authenticateThen(secret, clock.unsafeCurrentTimeMillis(), { onFound: admit, onUnavailable: unavailable })
-        })
+          return Effect.andThen(
+            apiKeys.authenticateThen(secret, clock.currentTimeMillisUnsafe(), { onFound: admit, onUnavailable: unavailable }),
+            httpEffect
+          )
+        }) as Effect.Effect<HttpServerResponse, unhandled>
     })
   })
 )

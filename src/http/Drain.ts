@@ -1,5 +1,5 @@
-import { HttpApiBuilder, HttpMiddleware, HttpServer, HttpServerResponse } from "@effect/platform"
-import type { HttpApp } from "@effect/platform"
+import { HttpMiddleware, HttpRouter, HttpServerResponse } from "effect/http"
+import type { HttpServerRequest } from "effect/http/HttpServerRequest"
 import { NodeHttpServer } from "@effect/platform-node"
 import { Duration, Effect, Layer, Option } from "effect"
 import { Server as NetServer } from "node:net"
@@ -25,7 +25,7 @@ export const serverLayer = <ROut, E, R>(routes: Layer.Layer<ROut, E, R>, port: n
   let inFlight = 0
   let draining = false
 
-  const counted = (app: HttpApp.Default): HttpApp.Default =>
+  const counted = <E, R>(app: Effect.Effect<HttpServerResponse.HttpServerResponse, E, R>): Effect.Effect<HttpServerResponse.HttpServerResponse, E, R | HttpServerRequest> =>
     Effect.suspend(() => {
       Metrics.record(Metrics.httpRequestsInFlight, ++inFlight)
       return app.pipe(
@@ -38,7 +38,7 @@ export const serverLayer = <ROut, E, R>(routes: Layer.Layer<ROut, E, R>, port: n
     while (inFlight > 0) yield* Effect.sleep(Duration.millis(10))
   })
 
-  const drain = Layer.scopedDiscard(Effect.gen(function*() {
+  const drain = Layer.effectDiscard(Effect.gen(function*() {
     const config = yield* AppConfig
     yield* Effect.addFinalizer(() =>
       Effect.gen(function*() {
@@ -51,7 +51,7 @@ export const serverLayer = <ROut, E, R>(routes: Layer.Layer<ROut, E, R>, port: n
         yield* Effect.logInfo(`shutting down: HTTP listener closed; waiting up to ${config.shutdownGraceMs} ms for ${atStop} requests in flight`)
         // Interruptible: a finalizer runs uninterruptibly, and the timeout could not stop a wait
         // that inherits that (it would last as long as the slowest request, SHUTDOWN_GRACE or not).
-        const finished = yield* Effect.zipRight(Effect.sleep(lateRequestMs), waitForInFlight).pipe(
+        const finished = yield* Effect.andThen(Effect.sleep(lateRequestMs), waitForInFlight).pipe(
           Effect.interruptible,
           Effect.timeoutOption(Duration.millis(Math.max(config.shutdownGraceMs, lateRequestMs)))
         )
@@ -67,10 +67,8 @@ export const serverLayer = <ROut, E, R>(routes: Layer.Layer<ROut, E, R>, port: n
   // unhooks the request handler and would leave requests on open connections unanswered).
   return drain.pipe(
     Layer.provideMerge(
-      HttpApiBuilder.serve(counted).pipe(
-        Layer.provide(routes),
-        HttpMiddleware.withTracerDisabledWhen(() => true),
-        HttpServer.withLogAddress,
+      HttpRouter.serve(routes, { middleware: counted as any, disableLogger: true }).pipe(
+        Layer.provide(Layer.succeed(HttpMiddleware.TracerDisabledWhen, () => true)),
         Layer.provide(NodeHttpServer.layer(() => server, { port, host }))
       )
     )

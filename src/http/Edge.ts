@@ -1,6 +1,7 @@
-import { HttpApiBuilder, type HttpApp, HttpServerRequest, HttpServerResponse } from "@effect/platform"
-import { HttpApiDecodeError } from "@effect/platform/HttpApiError"
-import { Cause, Clock, Context, Effect, FiberRef, LogLevel, Option } from "effect"
+import { Cause, Clock, Context, Effect, Option, References } from "effect"
+import * as LogLevel from "effect/LogLevel"
+import { HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
+import { HttpApiSchemaError } from "effect/http-api/HttpApiError"
 import { IncomingMessage } from "node:http"
 import * as Metrics from "../platform/Metrics.ts"
 import { Ids } from "../platform/Ids.ts"
@@ -8,7 +9,6 @@ import * as E from "./ApiError.ts"
 import { AppConfig } from "../platform/Config.ts"
 import { ApiKeys } from "../services/ApiKeys.ts"
 import { Store } from "../store/Store.ts"
-import { PaymentsApi } from "./Api.ts"
 import { isWellFormedApiKey } from "./Authentication.ts"
 import { storeRefusal } from "./Idempotency.ts"
 import { describeParseError, jsonShapeProblem } from "./JsonShape.ts"
@@ -37,19 +37,19 @@ export const renderError = (error: E.ApiError, requestId: string) =>
 
 const toApiError = (cause: Cause.Cause<unknown>, request: HttpServerRequest.HttpServerRequest) =>
   Effect.gen(function*() {
-    const failure = Cause.failureOption(cause)
+    const failure = Cause.findErrorOption(cause)
     if (Option.isSome(failure)) {
       const error = failure.value
       if (error instanceof E.ApiError) return error
-      if (error instanceof HttpApiDecodeError) return fromDecodeError(error, request)
       const tag = (error as { _tag?: string })?._tag
-      if (tag === "RouteNotFound") return routeNotFound(request)
+      const reason = (error as { reason?: { _tag?: string } })?.reason?._tag
+      if (tag === "RouteNotFound" || reason === "RouteNotFound") return routeNotFound(request)
       if (tag === "StoreUnavailable") return E.serviceUnavailable()
     }
-    const defect = Cause.dieOption(cause)
-    if (Option.isSome(defect) && (defect.value as { _tag?: string })?._tag === "RequestError") {
-      return E.invalidJson("it could not be parsed.")
-    }
+    // Effect 4's HttpApi turns a request that fails its schemas into a defect.
+    const defect = cause.reasons.find(Cause.isDieReason)?.defect
+    if (HttpApiSchemaError.is(defect)) return fromDecodeError(defect, request)
+    if ((defect as { _tag?: string } | undefined)?._tag === "RequestError") return E.invalidJson("it could not be parsed.")
     yield* Effect.logError("request failed with a defect", cause)
     return E.internalError()
   })
@@ -107,7 +107,7 @@ const overLimit = Symbol("over the limit")
  * as it would anywhere else (nothing is refused, so nothing is stored under its idempotency key).
  */
 const readBytes = (incoming: IncomingMessage, limitBytes: number) =>
-  Effect.async<Buffer | typeof overLimit>((resume) => {
+  Effect.callback<Buffer | typeof overLimit>((resume) => {
     let first: Buffer | null = null
     let more: Array<Buffer> | null = null
     let bytes = 0
@@ -225,7 +225,7 @@ const logRequest = (method: string, route: string, status: number, requestId: st
   const statusText = String(status)
   Metrics.record(Metrics.httpRequests(method, route, statusText), 1)
   Metrics.record(Metrics.httpRequestDuration(method, route, statusText), seconds)
-  if (LogLevel.lessThan(LogLevel.Info, minimumLevel)) return null
+  if (LogLevel.isLessThan("Info", minimumLevel)) return null
   return Effect.logInfo(`${method} ${route} ${statusText}`).pipe(Effect.annotateLogs({
     request_id: requestId,
     method,
@@ -241,8 +241,9 @@ const bearerPattern = /^Bearer\s+(\S+)\s*$/i
  * The API-level middleware: it wraps routing, so it sees every failure before HttpApi would
  * encode it, and answers all of them with the CONTRACT envelope.
  */
-export const layer = HttpApiBuilder.middleware(
-  PaymentsApi,
+// The edge handles every failure itself (it answers all of them), which the router's types
+// cannot express for a middleware that needs services: hence the cast.
+export const layer = HttpRouter.middleware(
   Effect.gen(function*() {
     const ids = yield* Ids
     const apiKeys = yield* ApiKeys
@@ -271,39 +272,40 @@ export const layer = HttpApiBuilder.middleware(
         ? Effect.succeed(renderError(error, requestId))
         : storeRefusal(request, error, requestId, merchantOf(request), store, config).pipe(
           Effect.map((stored) => stored ?? renderError(error, requestId)),
-          Effect.catchAll((refusal) => Effect.succeed(renderError(refusal, requestId)))
+          Effect.catch((refusal: E.ApiError) => Effect.succeed(renderError(refusal, requestId)))
         )
       return error.code === "body_too_large" ? Effect.map(answered, closingConnection) : answered
     }
 
-    return (app: HttpApp.Default) =>
+    return (app: Effect.Effect<HttpServerResponse.HttpServerResponse, unknown, HttpServerRequest.HttpServerRequest>) =>
       // One step reads what the request needs from its fiber: the request, the clock, the log level.
-      Effect.withFiberRuntime<HttpServerResponse.HttpServerResponse, E.ApiError, HttpServerRequest.HttpServerRequest>((fiber) => {
-        const request = Context.unsafeGet(fiber.currentContext, HttpServerRequest.HttpServerRequest)
-        const clock = Context.get(fiber.currentDefaultServices, Clock.Clock)
-        const startNanos = clock.unsafeCurrentTimeNanos()
-        const minimumLevel = fiber.getFiberRef(FiberRef.currentMinimumLogLevel)
+      Effect.withFiber<HttpServerResponse.HttpServerResponse, E.ApiError, HttpServerRequest.HttpServerRequest>((fiber) => {
+        const request = Context.getUnsafe(fiber.context, HttpServerRequest.HttpServerRequest)
+        const clock = fiber.getRef(Clock.Clock)
+        const startNanos = clock.currentTimeNanosUnsafe()
+        const minimumLevel = fiber.getRef(References.MinimumLogLevel)
         const requestId = ids.mint("request")
         const state: RequestState = { id: requestId, body: undefined, taken: false, caller: null }
         // Recorded against the request (no fiber-local value set): the rest of the request reads it from there.
         setRequestState(request, state)
         const checked = withCheckedBody(request, state, app)
         const refuse = (cause: Cause.Cause<unknown>): Effect.Effect<HttpServerResponse.HttpServerResponse, E.ApiError> =>
-          Cause.isInterruptedOnly(cause)
+          Cause.hasInterruptsOnly(cause)
             ? Effect.failCause(cause as Cause.Cause<never>)
             : Effect.flatMap(toApiError(cause, request), (error) => answerRefusal(request, error, requestId, state.taken))
         const finish = (response: HttpServerResponse.HttpServerResponse) => {
-          const seconds = Number(clock.unsafeCurrentTimeNanos() - startNanos) / 1e9
+          const seconds = Number(clock.currentTimeNanosUnsafe() - startNanos) / 1e9
           const answer = HttpServerResponse.setHeader(response, "x-request-id", requestId)
           const logged = logRequest(request.method, routeOf(request.method, request.url), response.status, requestId, seconds, minimumLevel)
           return logged === null ? Effect.succeed(answer) : Effect.as(logged, answer)
         }
         // Nothing is logged at all under LogLevel.None: no annotation, and the answer and the
         // refusal are finished in one match (one step fewer than a catch, then a flatMap).
-        if (minimumLevel._tag === "None") {
+        if (minimumLevel === "None") {
           return Effect.matchCauseEffect(checked, { onFailure: (cause) => Effect.flatMap(refuse(cause), finish), onSuccess: finish })
         }
-        return Effect.flatMap(Effect.annotateLogs(Effect.catchAllCause(checked, refuse), "request_id", requestId), finish)
-      })
-  })
+        return Effect.flatMap(Effect.annotateLogs(Effect.catchCause(checked, refuse), "request_id", requestId), finish)
+      }) as Effect.Effect<HttpServerResponse.HttpServerResponse, never, HttpServerRequest.HttpServerRequest>
+  }) as any,
+  { global: true }
 )

@@ -1,4 +1,4 @@
-import { HttpServerRequest, type HttpServerResponse } from "@effect/platform"
+import { HttpServerRequest, type HttpServerResponse } from "effect/http"
 import { Cause, Clock, Context, Effect, identity, Option } from "effect"
 import { hash as oneShotHash } from "node:crypto"
 import type { AppConfigShape } from "../platform/Config.ts"
@@ -129,18 +129,18 @@ interface Served {
 }
 
 const served = <A>(f: (served: Served) => Effect.Effect<A, E.ApiError, HttpServerRequest.HttpServerRequest | Store | AppConfig>) =>
-  Effect.withFiberRuntime<A, E.ApiError, HttpServerRequest.HttpServerRequest | Store | AppConfig>((fiber) => {
-    const context = fiber.currentContext
+  Effect.withFiber<A, E.ApiError, HttpServerRequest.HttpServerRequest | Store | AppConfig>((fiber) => {
+    const context = fiber.context
     const current = requestStateOf(fiber)
     if (current.caller === null) return noCaller
     current.taken = true
-    const nowMs = Math.floor(Context.get(fiber.currentDefaultServices, Clock.Clock).unsafeCurrentTimeMillis())
+    const nowMs = Math.floor(fiber.getRef(Clock.Clock).currentTimeMillisUnsafe())
     return f({
       current,
       merchantId: current.caller.merchant.id,
-      request: Context.unsafeGet(context, HttpServerRequest.HttpServerRequest),
-      store: Context.unsafeGet(context, Store),
-      config: Context.unsafeGet(context, AppConfig),
+      request: Context.getUnsafe(context, HttpServerRequest.HttpServerRequest),
+      store: Context.getUnsafe(context, Store),
+      config: Context.getUnsafe(context, AppConfig),
       owner: ownerIn(context),
       now: isoAt(nowMs),
       nowMs
@@ -220,9 +220,9 @@ const complete = (
   Effect.matchCauseEffect(restore(store.completeIdempotencyKey(merchantId, key, status, storedForm(config, body))), {
     onFailure: (cause) => {
       const release = store.releaseIdempotencyKey(merchantId, key).pipe(Effect.ignore)
-      if (Cause.isInterruptedOnly(cause)) return Effect.zipRight(release, Effect.failCause(cause as Cause.Cause<never>))
-      return Option.isSome(Cause.failureOption(cause))
-        ? Effect.zipRight(release, Effect.fail(E.serviceUnavailable()))
+      if (Cause.hasInterruptsOnly(cause)) return Effect.andThen(release, Effect.failCause(cause as Cause.Cause<never>))
+      return Option.isSome(Cause.findErrorOption(cause))
+        ? Effect.andThen(release, Effect.fail(E.serviceUnavailable()))
         : Effect.failCause(cause as Cause.Cause<never>)
     },
     onSuccess: () => Effect.succeed(response)
@@ -296,12 +296,13 @@ const runClaimed = (
         return complete(store, config, merchantId, key, reply.status, body, jsonResponse(reply.status, body), restore)
       },
       onFailure: (cause) => {
-        if (cause._tag === "Fail" && isFinal(cause.error)) {
-          const error = cause.error
+        const only = cause.reasons.length === 1 ? cause.reasons[0]! : undefined
+        if (only !== undefined && Cause.isFailReason(only) && isFinal(only.error)) {
+          const error = only.error
           const body = JSON.stringify(error.body(requestId))
           return complete(store, config, merchantId, key, error.status, body, jsonResponse(error.status, body, error.headers ?? {}), restore)
         }
-        return Effect.zipRight(store.releaseIdempotencyKey(merchantId, key).pipe(Effect.ignore), Effect.failCause(cause))
+        return Effect.andThen(store.releaseIdempotencyKey(merchantId, key).pipe(Effect.ignore), Effect.failCause(cause))
       }
     })
   )
@@ -332,7 +333,7 @@ export const idempotentInline = (
         onSuccess: (outcome) =>
           outcome._tag === "Answered"
             ? Effect.succeed(send(outcome.answer))
-            : Effect.dieMessage("a create without a key cannot find it taken")
+            : Effect.die(new Error("a create without a key cannot find it taken"))
       })
     }
     return withBodyText(request, current, (text) => {
@@ -348,7 +349,7 @@ export const idempotentInline = (
         Effect.matchCauseEffect(restore(inline(merchantId, claim, () => void (claimed = true), sealed)), {
           onFailure: (failed) => {
             const cause = Cause.map(failed, asApiError)
-            return claimed ? Effect.zipRight(release, Effect.failCause(cause)) : Effect.failCause(cause)
+            return claimed ? Effect.andThen(release, Effect.failCause(cause)) : Effect.failCause(cause)
           },
           onSuccess: (outcome): Effect.Effect<HttpServerResponse.HttpServerResponse, E.ApiError, HttpServerRequest.HttpServerRequest | Store | AppConfig> => {
             if (outcome._tag === "KeyTaken") {

@@ -14,7 +14,7 @@ export interface RateLimiterShape {
   readonly takeAt: (key: string, nowMs: number) => RateDecision
 }
 
-export class RateLimiter extends Context.Tag("payments/RateLimiter")<RateLimiter, RateLimiterShape>() {}
+export class RateLimiter extends Context.Service<RateLimiter, RateLimiterShape>()("payments/RateLimiter") {}
 
 /** Buckets are kept for at most this many keys; idle full buckets are dropped first. */
 const maximumBuckets = 100_000

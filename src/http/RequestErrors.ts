@@ -1,38 +1,107 @@
-import { HttpApi, type HttpServerRequest } from "@effect/platform"
-import type { HttpApiDecodeError } from "@effect/platform/HttpApiError"
+import type { SchemaAST } from "effect"
+import type * as SchemaIssue from "effect/SchemaIssue"
+import type { HttpServerRequest } from "effect/http"
+import { HttpApi } from "effect/http-api"
+import type { HttpApiSchemaError } from "effect/http-api/HttpApiError"
 import { PaymentsApi } from "./Api.ts"
 import * as E from "./ApiError.ts"
 import * as S from "./Schemas.ts"
 
-// How a request the API cannot serve is answered: decode failures (422 naming the field and its
-// rule), and a path that exists with another method (405 with `Allow`).
-
-type Issue = HttpApiDecodeError["issues"][number]
-
-/**
- * A field that fails fails every member of the union around it: an optional field also "is not
- * undefined", a nullable one "is not null". Those members say nothing about the rule.
- */
-const isUnionNoise = (issue: Issue) => /^Expected (undefined|null), actual /.test(issue.message)
-
-/** The fields an object accepts, from the parser's `is unexpected, expected: "a" | "b"`; null when it does not list names. */
-const allowedFields = (message: string): ReadonlyArray<string> | null => {
-  const listed = /expected: (.*)$/s.exec(message)?.[1]
-  if (listed === undefined) return null
-  const names = listed.split(" | ")
-  return names.every((name) => /^"[^"]*"$/.test(name)) ? names : null
+/** The first problem of a decode failure: where it is, and what it is (a leaf of Effect 4's issue tree). */
+interface Problem {
+  readonly path: ReadonlyArray<PropertyKey>
+  readonly issue: SchemaIssue.Issue
 }
 
-const issueMessage = (issue: Issue, param: string) => {
-  if (issue._tag === "Missing") return `${param} is required.`
-  if (issue._tag === "Unexpected") {
-    const allowed = allowedFields(issue.message)
-    return allowed === null
+/**
+ * A union fails as a whole when every member fails: an optional or nullable field also "is not
+ * undefined" / "is not null". Those members say nothing about the rule: the problem is the one
+ * of the member that is not such a literal, or the first.
+ */
+const isUnionNoise = (issue: SchemaIssue.Issue) =>
+  issue._tag === "InvalidType" && (issue.ast._tag === "Undefined" || issue.ast._tag === "Null")
+
+/** The first leaf of the issue tree, with the path that leads to it. */
+const firstProblem = (issue: SchemaIssue.Issue, path: ReadonlyArray<PropertyKey> = []): Problem => {
+  switch (issue._tag) {
+    case "Pointer":
+      return firstProblem(issue.issue, [...path, ...issue.path])
+    case "Composite":
+    case "AnyOf": {
+      const issues = issue._tag === "Composite" ? issue.issues : issue.issues
+      const chosen = issues.find((candidate) => !isUnionNoise(candidate)) ?? issues[0]
+      return chosen === undefined ? { path, issue } : firstProblem(chosen, path)
+    }
+    case "Filter":
+      return { path, issue }
+    case "Encoding":
+      return firstProblem(issue.issue, path)
+    default:
+      return { path, issue }
+  }
+}
+
+/** The schema node at `path` under `ast` (through structs, and the non-literal member of unions); undefined past a leaf. */
+const nodeAt = (ast: SchemaAST.AST, path: ReadonlyArray<PropertyKey>): SchemaAST.AST | undefined => {
+  let node: SchemaAST.AST | undefined = ast
+  for (const key of path) {
+    node = node === undefined ? undefined : fieldOf(node, key)
+  }
+  return node
+}
+
+const withoutUnion = (ast: SchemaAST.AST): SchemaAST.AST => {
+  if (ast._tag !== "Union") return ast
+  return ast.types.find((member) => member._tag !== "Undefined" && member._tag !== "Null") ?? ast
+}
+
+const fieldOf = (ast: SchemaAST.AST, key: PropertyKey): SchemaAST.AST | undefined => {
+  const node = withoutUnion(ast)
+  if (node._tag !== "Objects") return undefined
+  const field = node.propertySignatures.find((signature) => signature.name === key)
+  return field === undefined ? undefined : withoutUnion(field.type)
+}
+
+/** The rule of the field at `path`: its own, or the nearest field's above it. */
+const ruleAt = (root: SchemaAST.AST, path: ReadonlyArray<PropertyKey>): string | undefined => {
+  for (let length = path.length; length > 0; length--) {
+    const node = nodeAt(root, path.slice(0, length))
+    if (node === undefined) continue
+    const rule = S.ruleOf(node)
+    if (rule !== undefined) return rule
+    if (length === path.length) break
+  }
+  return undefined
+}
+
+/** The fields an object accepts, quoted, in their declared order; null when `ast` is not an object. */
+const fieldsOf = (ast: SchemaAST.AST | undefined): ReadonlyArray<string> | null => {
+  if (ast === undefined) return null
+  const node = withoutUnion(ast)
+  return node._tag === "Objects" ? node.propertySignatures.map((signature) => `"${String(signature.name)}"`) : null
+}
+
+/** The message a leaf carries: a filter's own sentence, or what the parser expected. */
+const leafMessage = (issue: SchemaIssue.Issue): string => {
+  if (issue._tag === "Filter") return leafMessage(issue.issue)
+  if (issue._tag === "InvalidValue") {
+    const message = (issue.annotations as { message?: unknown } | undefined)?.message
+    if (typeof message === "string") return message
+  }
+  return "is not valid"
+}
+
+const issueMessage = (root: SchemaAST.AST | undefined, problem: Problem, param: string) => {
+  const { issue, path } = problem
+  if (issue._tag === "MissingKey") return `${param} is required.`
+  if (issue._tag === "UnexpectedKey") {
+    const allowed = root === undefined ? null : fieldsOf(path.length <= 1 ? root : nodeAt(root, path.slice(0, -1)))
+    return allowed === null || allowed.length === 0
       ? `${param} is not a recognised field.`
       : `${param} is not a recognised field; the fields here are ${allowed.join(", ")}.`
   }
-  // Every input field carries its rule (Schemas.rule); the rewrite is a fallback for a field that would not.
-  const text = issue.message.replace(/^Expected /, "must be ").replace(/, actual .*$/s, "")
+  const rule = root === undefined ? undefined : ruleAt(root, path)
+  const text = rule ?? leafMessage(issue)
   return `${param} ${text}${text.endsWith(".") ? "" : "."}`
 }
 
@@ -44,21 +113,29 @@ const resourceOfPath = (pathname: string) => {
   return "transaction"
 }
 
+/** The schema a decode failure of `kind` was checked against, for the rules and fields along its path. */
+const schemaOf = (error: HttpApiSchemaError, request: HttpServerRequest.HttpServerRequest): SchemaAST.AST | undefined => {
+  const pathname = new URL(request.url, "http://x").pathname
+  if (error.kind === "Params") return S.PaymentIdPath.ast
+  if (error.kind === "Payload" && request.method === "POST" && pathname === "/api/v1/transactions") return S.TransactionCreate.ast
+  return undefined
+}
+
 /**
  * Schema decode failures become 422 `validation_failed` naming the first offending field and its
  * rule; a malformed id in the path is a 404 (no such record can exist), never a query.
  */
-export const fromDecodeError = (error: HttpApiDecodeError, request: HttpServerRequest.HttpServerRequest) => {
-  const issue = error.issues.find((candidate) => !isUnionNoise(candidate)) ?? error.issues[0]
-  if (issue === undefined) return E.validationFailed(undefined, "The request is invalid.")
-  if (issue.path.length === 1 && issue.path[0] === "id" && issue.message === S.malformedIdMessage) {
+export const fromDecodeError = (error: HttpApiSchemaError, request: HttpServerRequest.HttpServerRequest) => {
+  const problem = firstProblem(error.cause.issue)
+  const root = schemaOf(error, request)
+  if (error.kind === "Params" && problem.path.length === 1 && problem.path[0] === "id") {
     return E.notFound(resourceOfPath(new URL(request.url, "http://x").pathname))
   }
-  if (issue.path.length === 0) {
+  if (problem.path.length === 0) {
     return E.validationFailed(undefined, "The request body is missing or is not a JSON object of the documented shape.")
   }
-  const param = issue.path.map(String).join(".")
-  return E.validationFailed(param, issueMessage(issue, param))
+  const param = problem.path.map(String).join(".")
+  return E.validationFailed(param, issueMessage(root, problem, param))
 }
 
 // ---------------------------------------------------------------------------------------------

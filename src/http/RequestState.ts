@@ -1,5 +1,5 @@
-import { HttpServerRequest } from "@effect/platform"
-import { Effect, type Fiber } from "effect"
+import { HttpServerRequest } from "effect/http/HttpServerRequest"
+import { Context, Effect, type Fiber } from "effect"
 import type { ApiKey, Merchant } from "../domain/Merchant.ts"
 
 /** The authenticated caller: the merchant that owns the API key, and the key itself. */
@@ -27,19 +27,19 @@ export interface RequestState {
 }
 
 /** Each request's state, by the request object the fibers serving it find in their context. */
-const states = new WeakMap<HttpServerRequest.HttpServerRequest, RequestState>()
+const states = new WeakMap<HttpServerRequest, RequestState>()
 
 /** Outside any request (or for one the edge never saw), a state of its own: no caller, nothing taken. */
 const unknownState = (): RequestState => ({ id: "req_unknown", body: undefined, taken: false, caller: null })
 
 /** Records the state of `request` (the edge, once per request, before anything reads it). */
-export const setRequestState = (request: HttpServerRequest.HttpServerRequest, state: RequestState): void => {
+export const setRequestState = (request: HttpServerRequest, state: RequestState): void => {
   states.set(request, state)
 }
 
 /** The state of the request the fiber serves, read in a step that already holds the fiber. */
-export const requestStateOf = (fiber: Fiber.RuntimeFiber<unknown, unknown>): RequestState => {
-  const request: HttpServerRequest.HttpServerRequest | undefined = fiber.currentContext.unsafeMap.get(HttpServerRequest.HttpServerRequest.key)
+export const requestStateOf = (fiber: Fiber.Fiber<unknown, unknown>): RequestState => {
+  const request = Context.getOrUndefined(fiber.context, HttpServerRequest)
   if (request === undefined) return unknownState()
   let state = states.get(request)
   if (state === undefined) {
@@ -50,14 +50,14 @@ export const requestStateOf = (fiber: Fiber.RuntimeFiber<unknown, unknown>): Req
 }
 
 /** Reading the caller where there is none: only endpoints behind Authentication have one. */
-export const noCaller: Effect.Effect<never> = Effect.dieMessage("no authenticated caller: the endpoint is not behind Authentication")
+export const noCaller: Effect.Effect<never> = Effect.die(new Error("no authenticated caller: the endpoint is not behind Authentication"))
 
 /**
  * Runs `f` with the authenticated caller, read in one step. Only endpoints behind the
  * Authentication middleware have a caller; anywhere else it is a defect.
  */
 export const withCaller = <A, E, R>(f: (caller: Caller) => Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
-  Effect.withFiberRuntime((fiber) => {
+  Effect.withFiber((fiber) => {
     const caller = requestStateOf(fiber).caller
     return caller === null ? noCaller : f(caller)
   })

@@ -1,4 +1,4 @@
-import { HttpApi } from "@effect/platform"
+import { HttpApi } from "effect/http-api"
 import { PaymentsApi } from "./Api.ts"
 
 interface Template {

@@ -1,30 +1,42 @@
-import { ParseResult, Schema } from "effect"
+import { Schema, SchemaAST } from "effect"
 import { maximumAmountCents, minimumAmountCents, supportedCurrencies } from "../domain/Money.ts"
-import { cardBrands, eventTypes, paymentStatuses } from "../domain/Payment.ts"
+import { cardBrands, paymentStatuses } from "../domain/Payment.ts"
 import { disputeReasons } from "../domain/Dispute.ts"
 import * as X from "./Examples.ts"
 
-/** Unknown fields are errors, so a typo never passes silently (CONTRACT section 1). */
-const strict = { parseOptions: { onExcessProperty: "error" as const } }
+/**
+ * The schemas of the endpoints served on Effect 4 so far (create and retrieve a payment). The
+ * other endpoints' schemas are still those of Effect 3 (`git show main:src/http/Schemas.ts`).
+ *
+ * Unknown fields are errors, so a typo never passes silently (CONTRACT section 1): the API sets
+ * `onExcessProperty: "error"` for every payload (src/http/Api.ts).
+ */
 
 /**
- * The rule of an input field in a merchant's words (the 422 says `<param> <rule>.`). It overrides
- * every inner message, so a string where a number belongs, a number that is not an integer and
- * one out of range all answer with the same sentence, never the parser's `Expected ..., actual`.
- * Every field of every payload and query has one (test/http/errors.test.ts walks the Api).
+ * The rule of an input field in a merchant's words (the 422 says `<param> <rule>.`). It stands
+ * for every inner message, so a string where a number belongs, a number that is not an integer
+ * and one out of range all answer with the same sentence, never the parser's `Expected ...`.
+ * Effect 4's own `message` annotation does not override the messages of a type mismatch or a
+ * failed check, so the rule is an annotation of ours that src/http/RequestErrors.ts looks up
+ * along the failing field's path.
  */
-export const rule = (message: string) => ({ message: () => ({ message, override: true }) })
+export const ruleAnnotation = "paymentsRule"
+export const rule = (message: string) => ({ [ruleAnnotation]: message }) as Schema.Annotations.Annotations
 const msg = rule
+
+/** The rule a schema node carries, if any. */
+export const ruleOf = (ast: SchemaAST.AST): string | undefined => {
+  const value = (SchemaAST.resolve(ast) as Record<string, unknown> | undefined)?.[ruleAnnotation]
+  return typeof value === "string" ? value : undefined
+}
 
 const quoted = (values: ReadonlyArray<string>) => values.map((value) => `"${value}"`).join(", ")
 
 /** A closed set of strings; its 422 lists every allowed value. */
 export const OneOf = <const Values extends readonly [string, ...Array<string>]>(...values: Values) =>
-  Schema.Literal(...values).annotations(rule(`must be one of ${quoted(values)}`))
+  Schema.Literals(values).annotate(rule(`must be one of ${quoted(values)}`))
 
 // Text and ids the database can always store -----------------------------------------------------
-// Decided here, at the edge, so that PostgreSQL never sees a byte it refuses (a NUL in text or
-// jsonb is SQLSTATE 22021/22P05): a client's bad bytes are a 422 or a 404, never an outage.
 
 const controlCharacters = /[\u0000-\u001f\u007f]/
 const controlCharactersButLineBreaks = /[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f]/
@@ -39,29 +51,18 @@ export const unsafeTextReason = (text: string, options: { readonly lineBreaks?: 
   return null
 }
 
-/** A string of `minLength` to `maxLength` characters without control characters or broken Unicode. */
-export const Text = (minLength: number, maxLength: number, options: { readonly lineBreaks?: boolean } = {}) =>
-  Schema.String.pipe(
-    Schema.filter((text) => {
-      if (text.length < minLength || text.length > maxLength) {
-        return minLength === 0 ? `must be at most ${maxLength} characters` : `must be ${minLength} to ${maxLength} characters`
-      }
-      return unsafeTextReason(text, options) ?? true
-    })
-  )
-
 /** The message a malformed record id in a path carries; the edge answers it 404 (no such record can exist). */
 export const malformedIdMessage = "is not a well-formed id"
-const RecordId = Schema.String.pipe(Schema.pattern(/^[A-Za-z0-9_]{1,100}$/)).annotations(msg(malformedIdMessage))
+const RecordId = Schema.String.check(Schema.isPattern(/^[A-Za-z0-9_]{1,100}$/)).annotate(msg(malformedIdMessage))
 export const RecordIdPath = Schema.Struct({ id: RecordId })
 
-export const AmountCents = Schema.Int.pipe(
-  Schema.between(minimumAmountCents, maximumAmountCents)
-).annotations(msg(`must be an integer number of cents between ${minimumAmountCents} and ${maximumAmountCents}`))
+export const AmountCents = Schema.Int.check(Schema.isBetween({ minimum: minimumAmountCents, maximum: maximumAmountCents })).annotate(
+  msg(`must be an integer number of cents between ${minimumAmountCents} and ${maximumAmountCents}`)
+)
 
-export const IdempotencyKeyText = Schema.String.pipe(
-  Schema.pattern(/^[\x20-\x7e]{1,255}$/)
-).annotations(msg("must be 1 to 255 printable ASCII characters"))
+export const IdempotencyKeyText = Schema.String.check(Schema.isPattern(/^[\x20-\x7e]{1,255}$/)).annotate(
+  msg("must be 1 to 255 printable ASCII characters")
+)
 
 /** Keys that would change a plain object's prototype or shadow its methods when decoded. */
 const reservedKeys = new Set(["__proto__", "constructor", "prototype"])
@@ -79,13 +80,11 @@ const quoteKey = (key: string) =>
  * schema would drop a `__proto__` key silently while copying, and would report a bad key as an
  * unknown field without saying the rule. A key's problem names `metadata`; a value's names its key.
  */
-const metadataIssue = (input: unknown, ast: Schema.Schema.Any["ast"]): ParseResult.ParseIssue | null => {
+const metadataProblem = (input: unknown): string | { readonly path: ReadonlyArray<string>; readonly issue: string } | undefined => {
   const { maxKeyLength, maxKeys, maxValueLength } = metadataLimits
-  if (typeof input !== "object" || input === null || Array.isArray(input)) {
-    return new ParseResult.Type(ast, input, "must be an object of string keys and string values")
-  }
+  if (typeof input !== "object" || input === null || Array.isArray(input)) return "must be an object of string keys and string values"
   const keys = Object.keys(input)
-  if (keys.length > maxKeys) return new ParseResult.Type(ast, input, `must have at most ${maxKeys} keys (${keys.length} were sent)`)
+  if (keys.length > maxKeys) return `must have at most ${maxKeys} keys (${keys.length} were sent)`
   for (const key of keys) {
     const problem = key.length === 0
       ? "keys must not be empty"
@@ -96,85 +95,55 @@ const metadataIssue = (input: unknown, ast: Schema.Schema.Any["ast"]): ParseResu
       : reservedKeys.has(key)
       ? `keys must not be ${quoted([...reservedKeys])}`
       : null
-    if (problem !== null) return new ParseResult.Type(ast, input, problem)
+    if (problem !== null) return problem
     const value: unknown = (input as Record<string, unknown>)[key]
     const valueProblem = typeof value !== "string" || value.length > maxValueLength
       ? `must be a string of at most ${maxValueLength} characters`
       : unsafeTextReason(value, { lineBreaks: true })
-    if (valueProblem !== null) return new ParseResult.Pointer(key, input, new ParseResult.Type(ast, value, valueProblem))
+    if (valueProblem !== null) return { path: [key], issue: valueProblem }
   }
-  return null
+  return undefined
 }
 
-export const Metadata = Schema.declare(
-  [],
-  {
-    decode: () => (input, _options, ast) => {
-      const issue = metadataIssue(input, ast)
-      return issue === null ? ParseResult.succeed(input as MetadataRecord) : ParseResult.fail(issue)
-    },
-    encode: () => (input) => ParseResult.succeed(input as MetadataRecord)
-  },
-  {
+export const Metadata = Schema.Unknown.check(Schema.makeFilter(metadataProblem)).pipe(
+  Schema.refine((input): input is MetadataRecord => metadataProblem(input) === undefined),
+  Schema.annotate({
     identifier: "Metadata",
     description: `At most ${metadataLimits.maxKeys} keys of 1 to ${metadataLimits.maxKeyLength} characters, ` +
-      `each with a string value of at most ${metadataLimits.maxValueLength} characters.`,
-    jsonSchema: {
-      type: "object",
-      maxProperties: metadataLimits.maxKeys,
-      propertyNames: { minLength: 1, maxLength: metadataLimits.maxKeyLength },
-      additionalProperties: { type: "string", maxLength: metadataLimits.maxValueLength }
-    }
-  }
+      `each with a string value of at most ${metadataLimits.maxValueLength} characters.`
+  })
 )
 
 export const TransactionCreateFields = Schema.Struct({
   amount_cents: AmountCents,
   currency: OneOf(...supportedCurrencies),
-  card_token: Schema.String.pipe(Schema.pattern(/^tok_[A-Za-z0-9_]{1,64}$/)).annotations(
+  card_token: Schema.String.check(Schema.isPattern(/^tok_[A-Za-z0-9_]{1,64}$/)).annotate(
     msg("must be 'tok_' followed by 1 to 64 letters, digits or underscores")
   ),
-  card_last_four: Schema.String.pipe(Schema.pattern(/^\d{4}$/)).annotations(msg("must be exactly 4 digits")),
+  card_last_four: Schema.String.check(Schema.isPattern(/^\d{4}$/)).annotate(msg("must be exactly 4 digits")),
   card_brand: OneOf(...cardBrands),
-  idempotency_key: Schema.optional(IdempotencyKeyText),
-  metadata: Schema.optional(Metadata),
-  capture_method: Schema.optional(OneOf("automatic", "manual"))
-}).annotations(strict)
-
-export const TransactionCreate = Schema.Struct({ transaction: TransactionCreateFields }).annotations({
-  ...strict,
-  identifier: "TransactionCreate",
-  examples: [X.transactionCreate]
+  idempotency_key: Schema.optionalKey(IdempotencyKeyText),
+  metadata: Schema.optionalKey(Metadata),
+  capture_method: Schema.optionalKey(OneOf("automatic", "manual"))
 })
 
-/** Optional body of capture and refund; an empty body means "the whole amount". */
-export const AmountBody = Schema.NullOr(
-  Schema.Struct({ amount_cents: Schema.optional(AmountCents) }).annotations({ ...strict, examples: [{ amount_cents: 2_500 }, {}] })
-)
-/**
- * A body with no fields (void, rotate). `Schema.Struct({})` alone accepts any non-null value
- * (it is the `{}` type), so the first field present is refused by name.
- */
-export const EmptyBody = Schema.NullOr(
-  Schema.Struct({}).pipe(Schema.filter((body) => {
-    if (typeof body !== "object" || Array.isArray(body)) return "must be an empty JSON object"
-    const field = Object.keys(body)[0]
-    return field === undefined || { path: [field], message: "is not a recognised field" }
-  })).annotations({ jsonSchema: { type: "object", maxProperties: 0, examples: [{}] } })
-).annotations({ description: "No body, null, or an empty JSON object." })
+export const TransactionCreate = Schema.Struct({ transaction: TransactionCreateFields }).annotate({
+  identifier: "TransactionCreate",
+  examples: [X.transactionCreate as any]
+})
 
-const Timestamp = Schema.String.annotations({ description: "ISO 8601 UTC with milliseconds" })
+const Timestamp = Schema.String.annotate({ description: "ISO 8601 UTC with milliseconds" })
 
 /** One feature's exact contribution to the model output (log-odds), docs/fraud-model.md. */
 export const Explanation = Schema.Struct({ feature: Schema.String, value: Schema.Number, contribution: Schema.Number })
-  .annotations({ identifier: "FraudExplanation" })
+  .annotate({ identifier: "FraudExplanation" })
 export const Dispute = Schema.Struct({
-  status: Schema.Literal("open", "won", "lost"),
-  reason: Schema.Literal(...disputeReasons),
-  amount_cents: Schema.Int.annotations({ description: "Disputed amount, held in the reserved balance while open" }),
+  status: Schema.Literals(["open", "won", "lost"]),
+  reason: Schema.Literals(disputeReasons),
+  amount_cents: Schema.Int.annotate({ description: "Disputed amount, held in the reserved balance while open" }),
   opened_at: Timestamp,
   resolved_at: Schema.NullOr(Timestamp)
-}).annotations({
+}).annotate({
   identifier: "Dispute",
   description: "A chargeback the card network opened on the payment (at most one); null when there is none"
 })
@@ -182,7 +151,7 @@ export const Dispute = Schema.Struct({
 export const Transaction = Schema.Struct({
   id: Schema.String,
   merchant_id: Schema.String,
-  status: Schema.Literal(...paymentStatuses),
+  status: Schema.Literals(paymentStatuses),
   amount_cents: Schema.Int,
   currency: Schema.String,
   captured_amount_cents: Schema.Int,
@@ -190,15 +159,15 @@ export const Transaction = Schema.Struct({
   fee_cents: Schema.Int,
   card_brand: Schema.String,
   card_last_four: Schema.String,
-  capture_method: Schema.Literal("automatic", "manual"),
+  capture_method: Schema.Literals(["automatic", "manual"]),
   idempotency_key: Schema.NullOr(Schema.String),
-  metadata: Schema.Record({ key: Schema.String, value: Schema.String }),
-  fraud_score: Schema.NullOr(Schema.Number).annotations({
+  metadata: Schema.Record(Schema.String, Schema.String),
+  fraud_score: Schema.NullOr(Schema.Number).annotate({
     description: "the fraud model's score, 0..1, not rounded: the sigmoid of the model output (a held or blocked payment's " +
       "fraud case has it as risk_score, with model_output); the thresholds compare this number. Null before screening"
   }),
-  fraud_model_version: Schema.NullOr(Schema.String).annotations({ description: "the fraud model that screened the payment" }),
-  fraud_explanations: Schema.NullOr(Schema.Array(Explanation)).annotations({
+  fraud_model_version: Schema.NullOr(Schema.String).annotate({ description: "the fraud model that screened the payment" }),
+  fraud_explanations: Schema.NullOr(Schema.Array(Explanation)).annotate({
     description: "the screening's largest contributions (at most 5, largest |contribution| first); the fraud case has them all"
   }),
   fraud_case_id: Schema.NullOr(Schema.String),
@@ -207,256 +176,8 @@ export const Transaction = Schema.Struct({
   dispute: Schema.NullOr(Dispute),
   created_at: Timestamp,
   updated_at: Timestamp
-}).annotations({ identifier: "Transaction", examples: [X.transaction] })
+}).annotate({ identifier: "Transaction", examples: [X.transaction as any] })
 
-export const TransactionEnvelope = Schema.Struct({ transaction: Transaction }).annotations({ examples: [{ transaction: X.transaction }] })
-
-export const ListMeta = Schema.Struct({
-  page: Schema.Int,
-  per_page: Schema.Int,
-  total_count: Schema.Int,
-  total_pages: Schema.Int,
-  has_more: Schema.Boolean
-})
-
-const PageParam = Schema.NumberFromString.pipe(Schema.int(), Schema.greaterThanOrEqualTo(1)).annotations(
-  msg("must be an integer of at least 1")
-)
-const PerPageParam = Schema.NumberFromString.pipe(Schema.int(), Schema.between(1, 100)).annotations(
-  msg("must be an integer between 1 and 100")
-)
-const IsoDateParam = Schema.String.pipe(
-  Schema.filter((text) => /^\d{4}-\d{2}-\d{2}([T ][\d:.]+(Z|[+-]\d{2}:?\d{2})?)?$/.test(text) && !Number.isNaN(Date.parse(text)))
-).annotations(msg("must be an ISO 8601 date or date-time"))
-const AmountParam = Schema.NumberFromString.pipe(Schema.int(), Schema.between(0, maximumAmountCents)).annotations(
-  msg(`must be an integer number of cents between 0 and ${maximumAmountCents}`)
-)
-
-export const PageParams = {
-  page: Schema.optional(PageParam),
-  per_page: Schema.optional(PerPageParam)
-}
-
-export const TransactionListParams = Schema.Struct({
-  ...PageParams,
-  status: Schema.optional(OneOf(...paymentStatuses)),
-  from: Schema.optional(IsoDateParam),
-  to: Schema.optional(IsoDateParam),
-  min_amount: Schema.optional(AmountParam),
-  max_amount: Schema.optional(AmountParam)
-}).annotations(strict)
-
-export const TransactionList = Schema.Struct({ transactions: Schema.Array(Transaction), meta: ListMeta }).annotations({
-  examples: [{ transactions: [X.transaction], meta: X.listMeta }]
-})
-
-export const Event = Schema.Struct({
-  id: Schema.String,
-  type: Schema.Literal(...eventTypes),
-  created_at: Timestamp,
-  data: Schema.Struct({
-    id: Schema.String,
-    merchant_id: Schema.String,
-    status: Schema.String,
-    amount_cents: Schema.Int,
-    currency: Schema.String,
-    captured_amount_cents: Schema.Int,
-    refunded_amount_cents: Schema.Int,
-    fraud_score: Schema.NullOr(Schema.Number),
-    failure_code: Schema.NullOr(Schema.String),
-    dispute: Schema.NullOr(Dispute)
-  })
-}).annotations({ identifier: "Event", examples: [X.event] })
-export const EventList = Schema.Struct({ events: Schema.Array(Event) }).annotations({ examples: [{ events: [X.event] }] })
-
-export const LedgerEntry = Schema.Struct({
-  id: Schema.String,
-  transaction_id: Schema.String,
-  group_id: Schema.String,
-  account: Schema.String,
-  direction: Schema.Literal("debit", "credit"),
-  amount_cents: Schema.Int,
-  currency: Schema.String,
-  created_at: Timestamp
-}).annotations({ identifier: "LedgerEntry", examples: [X.ledgerEntry] })
-export const LedgerEntryList = Schema.Struct({ ledger_entries: Schema.Array(LedgerEntry) }).annotations({
-  examples: [{ ledger_entries: [X.ledgerEntry] }]
-})
+export const TransactionEnvelope = Schema.Struct({ transaction: Transaction })
 
 export const PaymentIdPath = RecordIdPath
-
-// Merchants ------------------------------------------------------------------------------------
-
-export const Merchant = Schema.Struct({
-  id: Schema.String,
-  name: Schema.String,
-  webhook_url: Schema.NullOr(Schema.String),
-  webhook_secret: Schema.NullOr(Schema.String).annotations({
-    description: "The webhook signing secret (`whsec_...`); null when it was sealed under an encryption key this service " +
-      "no longer has: rotate it (POST /api/v1/webhooks/secret/rotate)"
-  }),
-  created_at: Timestamp,
-  updated_at: Timestamp
-}).annotations({ identifier: "Merchant", examples: [X.merchant] })
-export const MerchantEnvelope = Schema.Struct({ merchant: Merchant }).annotations({ examples: [{ merchant: X.merchant }] })
-
-export const MerchantName = Text(1, 200).annotations(msg("must be a string of 1 to 200 characters, without control characters"))
-export const WebhookUrl = Text(1, 2048).annotations(
-  msg("must be an absolute http or https URL of at most 2048 characters without control characters, or null")
-)
-
-export const MerchantPatch = Schema.Struct({
-  name: Schema.optional(MerchantName),
-  webhook_url: Schema.optional(Schema.NullOr(WebhookUrl))
-}).annotations({ ...strict, identifier: "MerchantPatch", examples: [{ webhook_url: X.merchant.webhook_url }, { name: "Acme Books Ltd" }] })
-
-export const Balance = Schema.Struct({
-  currency: Schema.String,
-  pending: Schema.Int,
-  available: Schema.Int,
-  reserved: Schema.Int
-})
-export const BalanceEnvelope = Schema.Struct({ balances: Schema.Array(Balance) }).annotations({ examples: [{ balances: [X.balance] }] })
-
-export const AnalyticsInterval = Schema.Literal("hour", "day", "week").annotations(msg("must be 'hour', 'day' or 'week'"))
-export const AnalyticsParams = Schema.Struct({
-  from: Schema.optional(IsoDateParam),
-  to: Schema.optional(IsoDateParam),
-  interval: Schema.optional(AnalyticsInterval)
-}).annotations(strict)
-export const AnalyticsPeriod = Schema.Struct({
-  currency: Schema.String,
-  period_start: Timestamp.annotations({ description: "start of the UTC hour, day or ISO week (Monday)" }),
-  transaction_count: Schema.Int,
-  volume_cents: Schema.Int,
-  captured_cents: Schema.Int,
-  refunded_cents: Schema.Int,
-  fees_cents: Schema.Int,
-  revenue_cents: Schema.Int.annotations({ description: "captured − refunded − fees" }),
-  approval_rate: Schema.NullOr(Schema.Number).annotations({ description: "approved / decided by the network" }),
-  fraud_rate: Schema.NullOr(Schema.Number).annotations({ description: "blocked / approved" })
-}).annotations({ identifier: "AnalyticsPeriod" })
-export const CurrencyAnalytics = Schema.Struct({
-  currency: Schema.String,
-  transaction_count: Schema.Int,
-  volume_cents: Schema.Int,
-  captured_cents: Schema.Int,
-  refunded_cents: Schema.Int,
-  fees_cents: Schema.Int,
-  revenue_cents: Schema.Int
-})
-export const Analytics = Schema.Struct({
-  from: Schema.NullOr(Schema.String),
-  to: Schema.NullOr(Schema.String),
-  transaction_count: Schema.Int,
-  approval_rate: Schema.NullOr(Schema.Number),
-  fraud_rate: Schema.NullOr(Schema.Number),
-  refund_rate: Schema.NullOr(Schema.Number),
-  dispute_rate: Schema.NullOr(Schema.Number).annotations({ description: "disputed / captured payments" }),
-  by_currency: Schema.Array(CurrencyAnalytics),
-  interval: Schema.NullOr(AnalyticsInterval),
-  series: Schema.Array(AnalyticsPeriod).annotations({
-    description: "with `interval`: one entry per currency and period that has payments, by currency then period (empty without it)"
-  })
-})
-export const AnalyticsEnvelope = Schema.Struct({ analytics: Analytics }).annotations({ examples: [{ analytics: X.analytics }] })
-
-// API keys -------------------------------------------------------------------------------------
-
-export const ApiKeyCreate = Schema.Struct({
-  name: Text(1, 100).annotations(msg("must be a string of 1 to 100 characters, without control characters"))
-}).annotations({ ...strict, identifier: "ApiKeyCreate", examples: [{ name: "checkout server" }] })
-
-export const ApiKeyCreated = Schema.Struct({
-  id: Schema.String,
-  name: Schema.String,
-  key: Schema.String,
-  prefix: Schema.String,
-  last_four: Schema.String,
-  status: Schema.Literal("active", "revoked"),
-  created_at: Timestamp
-}).annotations({ identifier: "ApiKeyCreated", examples: [X.apiKeyCreated] })
-export const ApiKeyCreatedEnvelope = Schema.Struct({ api_key: ApiKeyCreated }).annotations({ examples: [{ api_key: X.apiKeyCreated }] })
-
-export const ApiKey = Schema.Struct({
-  id: Schema.String,
-  name: Schema.String,
-  prefix: Schema.String,
-  last_four: Schema.String,
-  status: Schema.Literal("active", "revoked"),
-  created_at: Timestamp,
-  last_used_at: Schema.NullOr(Timestamp),
-  revoked_at: Schema.NullOr(Timestamp)
-}).annotations({ identifier: "ApiKey", examples: [X.apiKey] })
-export const ApiKeyList = Schema.Struct({ api_keys: Schema.Array(ApiKey), meta: ListMeta }).annotations({
-  examples: [{ api_keys: [X.apiKey], meta: X.listMeta }]
-})
-export const PageOnlyParams = Schema.Struct(PageParams).annotations(strict)
-
-// Fraud ----------------------------------------------------------------------------------------
-
-export const FraudCase = Schema.Struct({
-  id: Schema.String,
-  transaction_id: Schema.String,
-  status: Schema.Literal("open", "confirmed_fraud", "false_positive"),
-  priority: Schema.Literal("low", "medium", "high", "critical"),
-  risk_score: Schema.Number.annotations({
-    description: "the score, not rounded: exactly 1 / (1 + Math.exp(-model_output)) in double precision; " +
-      "the transaction's fraud_score is the same number and the thresholds compare it"
-  }),
-  model_version: Schema.String,
-  base_value: Schema.NullOr(Schema.Number).annotations({ description: "the model's log-odds at the training mean (6 decimals)" }),
-  model_output: Schema.NullOr(Schema.Number).annotations({
-    description: "the model output, log-odds of fraud (6 decimals): base_value + the sum of the contributions, exactly in decimal"
-  }),
-  explanations: Schema.Array(Explanation).annotations({ description: "one per feature, largest |contribution| first" }),
-  notes: Schema.NullOr(Schema.String),
-  reviewed_at: Schema.NullOr(Timestamp),
-  created_at: Timestamp
-}).annotations({ identifier: "FraudCase", examples: [X.fraudCase] })
-export const FraudCaseEnvelope = Schema.Struct({ fraud_case: FraudCase }).annotations({ examples: [{ fraud_case: X.fraudCase }] })
-export const FraudCaseList = Schema.Struct({ fraud_cases: Schema.Array(FraudCase), meta: ListMeta }).annotations({
-  examples: [{ fraud_cases: [X.fraudCase], meta: X.listMeta }]
-})
-export const FraudCaseListParams = Schema.Struct({
-  ...PageParams,
-  status: Schema.optional(OneOf("open", "confirmed_fraud", "false_positive")),
-  priority: Schema.optional(OneOf("low", "medium", "high", "critical"))
-}).annotations(strict)
-export const FraudStats = Schema.Struct({
-  cases: Schema.Struct({
-    total: Schema.Int,
-    by_status: Schema.Struct({ open: Schema.Int, confirmed_fraud: Schema.Int, false_positive: Schema.Int }),
-    by_priority: Schema.Struct({ low: Schema.Int, medium: Schema.Int, high: Schema.Int, critical: Schema.Int })
-  }),
-  screened_count: Schema.Int,
-  blocked: Schema.Struct({
-    count: Schema.Int,
-    by_currency: Schema.Array(Schema.Struct({ currency: Schema.String, count: Schema.Int, amount_cents: Schema.Int }))
-  }),
-  lost_dispute_count: Schema.Int.annotations({ description: "screened payments whose dispute was lost (fraud the screening let through)" }),
-  fraud_rate: Schema.NullOr(Schema.Number).annotations({ description: "(blocked + lost disputes) / screened payments" }),
-  review_precision: Schema.NullOr(Schema.Number).annotations({
-    description: "confirmed_fraud / reviewed cases: how often a held or blocked payment was really fraud"
-  }),
-  score_histogram: Schema.Array(Schema.Struct({ from: Schema.Number, to: Schema.Number, count: Schema.Int })).annotations({
-    description: "screened payments by fraud score, ten bins [from, to); the last includes 1.0"
-  }),
-  by_model_version: Schema.Array(Schema.Struct({
-    model_version: Schema.String,
-    screened_count: Schema.Int,
-    blocked_count: Schema.Int,
-    fraud_rate: Schema.NullOr(Schema.Number).annotations({ description: "blocked / screened payments of this model" }),
-    cases: Schema.Struct({
-      total: Schema.Int,
-      by_status: Schema.Struct({ open: Schema.Int, confirmed_fraud: Schema.Int, false_positive: Schema.Int })
-    }),
-    review_precision: Schema.NullOr(Schema.Number)
-  })).annotations({ description: "the same figures per fraud model version ('unrecorded': screened before versions were kept on payments)" })
-}).annotations({ identifier: "FraudStats", examples: [X.fraudStats] })
-export const FraudStatsEnvelope = Schema.Struct({ fraud_stats: FraudStats }).annotations({ examples: [{ fraud_stats: X.fraudStats }] })
-
-export const FraudReview = Schema.Struct({
-  status: OneOf("confirmed_fraud", "false_positive"),
-  notes: Schema.optional(Schema.NullOr(Text(0, 5000, { lineBreaks: true }).annotations(msg("must be a string of at most 5000 characters without control characters other than tab and line breaks, or null"))))
-}).annotations({ ...strict, identifier: "FraudReview", examples: [X.fraudReview] })

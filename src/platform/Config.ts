@@ -1,4 +1,4 @@
-import { Config, ConfigError, ConfigProvider, Context, Data, Either, Effect, Layer, Redacted } from "effect"
+import { Context, Data, Effect, Layer, Redacted } from "effect"
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs"
 import { join, resolve } from "node:path"
 import type { Thresholds } from "../domain/Fraud.ts"
@@ -13,64 +13,79 @@ export const parseDurationMs = (text: string): number | null => {
 }
 
 /**
+ * The environment read by `appConfig` (a record of variables, `process.env` by default). Effect
+ * 4's `Config` decodes through Schema and reports its own messages; the rules here name the
+ * variable, the rule and (unless secret) what was given, so the reader is this module's own.
+ */
+export type Environment = Readonly<Record<string, string | undefined>>
+
+/** One variable read: its value, or the sentence that says what is wrong with it. */
+type Read<A> = { readonly ok: true; readonly value: A } | { readonly ok: false; readonly problem: string }
+type Rule<A> = { readonly ok: true; readonly value: A } | { readonly ok: false; readonly rule: string }
+
+const valid = <A>(value: A): Rule<A> => ({ ok: true, value })
+const invalid = (rule: string): Rule<never> => ({ ok: false, rule })
+
+/**
  * One environment variable: `parse` turns its text into a value or says the rule it breaks, and
  * the error names the variable, the rule and (unless secret) what was given, so an operator reads
  * `FRAUD_REVIEW_THRESHOLD must be a number between 0 and 1, got 'abc'` and knows what to fix.
+ * Unset, the variable takes `fallback`.
  */
-const variable = <A>(name: string, parse: (text: string) => Either.Either<A, string>, options: { readonly secret?: boolean } = {}) =>
-  Config.string(name).pipe(
-    Config.mapOrFail((text) =>
-      Either.mapLeft(parse(text.trim()), (rule) =>
-        ConfigError.InvalidData([name], `${name} ${rule}${options.secret === true ? "" : `, got '${text}'`}`))
-    )
-  )
+const variable = <A, B = A>(name: string, parse: (text: string) => Rule<A>, fallback: B, options: { readonly secret?: boolean } = {}) =>
+(environment: Environment): Read<A | B> => {
+  const text = environment[name]
+  if (text === undefined) return { ok: true, value: fallback }
+  const parsed = parse(text.trim())
+  return parsed.ok ? parsed : { ok: false, problem: `${name} ${parsed.rule}${options.secret === true ? "" : `, got '${text}'`}` }
+}
 
-const check = <A>(value: A | null, rule: string): Either.Either<A, string> => (value === null ? Either.left(rule) : Either.right(value))
+const check = <A>(value: A | null, rule: string): Rule<A> => (value === null ? invalid(rule) : valid(value))
 
 const integerIn = (minimum: number, maximum: number) => (text: string) => {
   const n = /^\d+$/.test(text) ? Number(text) : Number.NaN
   return check(Number.isSafeInteger(n) && n >= minimum && n <= maximum ? n : null, `must be an integer between ${minimum} and ${maximum}`)
 }
 
-const booleanText = (text: string) => {
+const booleanText = (text: string): Rule<boolean> => {
   const lower = text.toLowerCase()
-  if (["true", "1", "yes", "on"].includes(lower)) return Either.right(true)
-  if (["false", "0", "no", "off"].includes(lower)) return Either.right(false)
-  return Either.left("must be true or false")
+  if (["true", "1", "yes", "on"].includes(lower)) return valid(true)
+  if (["false", "0", "no", "off"].includes(lower)) return valid(false)
+  return invalid("must be true or false")
 }
 
 const durationMs = (name: string, fallback: string) =>
-  variable(name, (text) => check(parseDurationMs(text), "must be a duration such as 30s, 5m or 24h")).pipe(
-    Config.withDefault(parseDurationMs(fallback)!)
-  )
+  variable(name, (text) => check(parseDurationMs(text), "must be a duration such as 30s, 5m or 24h"), parseDurationMs(fallback)!)
 
 /** A duration that must be at least `minimumMs` and at most `maximumMs` (a timeout of 0 would mean none). */
 const boundedDurationMs = (name: string, fallback: string, minimumMs: number, maximumMs: number, rule: string) =>
   variable(name, (text) => {
     const ms = parseDurationMs(text)
     return check(ms !== null && ms >= minimumMs && ms <= maximumMs ? ms : null, rule)
-  }).pipe(Config.withDefault(parseDurationMs(fallback)!))
+  }, parseDurationMs(fallback)!)
 
 const scheduleMs = (name: string, fallback: string) => {
   const parse = (text: string) => {
     const parts = text.split(",").map(parseDurationMs)
-    const valid = parts.length > 0 && parts.length <= 20 && parts.every((p) => p !== null && p > 0) &&
+    const isValid = parts.length > 0 && parts.length <= 20 && parts.every((p) => p !== null && p > 0) &&
       parts.every((p, i) => i === 0 || p! > parts[i - 1]!)
-    return check(valid ? (parts as Array<number>) : null, "must be 1 to 20 increasing durations separated by commas, such as 1m,5m,30m")
+    return check(isValid ? (parts as Array<number>) : null, "must be 1 to 20 increasing durations separated by commas, such as 1m,5m,30m")
   }
-  return variable(name, parse).pipe(Config.withDefault(Either.getOrThrow(parse(fallback))))
+  const parsed = parse(fallback)
+  if (!parsed.ok) throw new Error(`${name}'s default breaks its own rule`)
+  return variable(name, parse, parsed.value)
 }
 
 const probability = (name: string, fallback: number) =>
   variable(name, (text) => {
     const n = /^\d*\.?\d+$/.test(text) ? Number(text) : Number.NaN
     return check(n >= 0 && n <= 1 ? n : null, "must be a number between 0 and 1, such as 0.5")
-  }).pipe(Config.withDefault(fallback))
+  }, fallback)
 
 const cutoff = variable("SETTLEMENT_CUTOFF", (text) => {
   const match = /^([01]\d|2[0-3]):([0-5]\d)$/.exec(text)
   return check(match === null ? null : Number(match[1]) * 60 + Number(match[2]), "must be a time of day HH:MM (UTC), such as 00:00")
-}).pipe(Config.withDefault(0))
+}, 0)
 
 export interface AppConfigShape {
   readonly port: number
@@ -118,26 +133,18 @@ export interface AppConfigShape {
   readonly sandboxDisputeResolveAfterMs: number
 }
 
-export class AppConfig extends Context.Tag("payments/AppConfig")<AppConfig, AppConfigShape>() {}
+export class AppConfig extends Context.Service<AppConfig, AppConfigShape>()("payments/AppConfig") {}
 
-export const appConfig: Config.Config<AppConfigShape> = Config.all({
-  port: variable("PORT", integerIn(1, 65535)).pipe(Config.withDefault(3000)),
-  databaseUrl: Config.string("DATABASE_URL").pipe(Config.option, Config.map((o) => (o._tag === "Some" && o.value !== "" ? o.value : null))),
-  webhookAllowPrivateUrls: variable("WEBHOOK_ALLOW_PRIVATE_URLS", booleanText).pipe(Config.withDefault(false)),
+/** Every variable of the configuration; `appConfig` reads them all and reports every problem at once. */
+const readers = {
+  port: variable("PORT", integerIn(1, 65535), 3000),
+  databaseUrl: variable("DATABASE_URL", (text) => valid(text === "" ? null : text), null),
+  webhookAllowPrivateUrls: variable("WEBHOOK_ALLOW_PRIVATE_URLS", booleanText, false),
   webhookRetryScheduleMs: scheduleMs("WEBHOOK_RETRY_SCHEDULE", "1m,5m,30m,2h,24h"),
   webhookTimeoutMs: durationMs("WEBHOOK_TIMEOUT", "30s"),
-  rateLimitPerSecond: variable("RATE_LIMIT_PER_SECOND", integerIn(1, 1_000_000_000)).pipe(Config.withDefault(100)),
-  fraudThresholds: Config.all({
-    review: probability("FRAUD_REVIEW_THRESHOLD", 0.5),
-    block: probability("FRAUD_BLOCK_THRESHOLD", 0.8)
-  }).pipe(Config.mapOrFail((t) =>
-    t.review < t.block
-      ? Either.right(t)
-      : Either.left(ConfigError.InvalidData(
-        ["FRAUD_REVIEW_THRESHOLD"],
-        `FRAUD_REVIEW_THRESHOLD (${t.review}) must be below FRAUD_BLOCK_THRESHOLD (${t.block})`
-      ))
-  )),
+  rateLimitPerSecond: variable("RATE_LIMIT_PER_SECOND", integerIn(1, 1_000_000_000), 100),
+  fraudReview: probability("FRAUD_REVIEW_THRESHOLD", 0.5),
+  fraudBlock: probability("FRAUD_BLOCK_THRESHOLD", 0.8),
   idempotencyTtlMs: durationMs("IDEMPOTENCY_TTL", "24h"),
   settlementCutoffMinutes: cutoff,
   requestDeadlineMs: durationMs("REQUEST_DEADLINE", "5s"),
@@ -148,8 +155,9 @@ export const appConfig: Config.Config<AppConfigShape> = Config.all({
   responseEncryptionKey: variable(
     "RESPONSE_ENCRYPTION_KEY",
     (text) => check(parseKey(text) === null ? null : Redacted.make(text), "must be 64 hexadecimal characters (32 bytes; e.g. openssl rand -hex 32)"),
+    null,
     { secret: true }
-  ).pipe(Config.option, Config.map((o) => (o._tag === "Some" ? o.value : null))),
+  ),
   databaseStatementTimeoutMs: boundedDurationMs(
     "DATABASE_STATEMENT_TIMEOUT", "3s", 100, 3_600_000, "must be a duration from 100ms to 1h, such as 3s"
   ),
@@ -158,26 +166,33 @@ export const appConfig: Config.Config<AppConfigShape> = Config.all({
   ),
   sandboxDisputeOpenAfterMs: durationMs("SANDBOX_DISPUTE_OPEN_AFTER", "1m"),
   sandboxDisputeResolveAfterMs: durationMs("SANDBOX_DISPUTE_RESOLVE_AFTER", "1m")
-})
+}
 
 /** Invalid configuration: every broken variable, named with its rule, on one line. */
 export class ConfigurationError extends Data.TaggedError("ConfigurationError")<{ readonly message: string }> {}
 
-const problemsOf = (error: ConfigError.ConfigError): Array<string> => {
-  switch (error._op) {
-    case "And":
-    case "Or":
-      return [...problemsOf(error.left), ...problemsOf(error.right)]
-    default: {
-      // Config nests the variable's name into the path as it is read: the last element is the variable.
-      const name = error.path[error.path.length - 1] ?? ""
-      return [name === "" || error.message.startsWith(name) ? error.message : `${name}: ${error.message}`]
-    }
-  }
-}
+type Values = { -readonly [K in keyof typeof readers]: ReturnType<(typeof readers)[K]> extends Read<infer A> ? A : never }
 
-export const fromConfigError = (error: ConfigError.ConfigError) =>
-  new ConfigurationError({ message: `invalid configuration: ${[...new Set(problemsOf(error))].join("; ")}` })
+/** The configuration of `environment`, or every problem with it. */
+export const appConfig = (environment: Environment): Effect.Effect<AppConfigShape, ConfigurationError> =>
+  Effect.suspend(() => {
+    const problems: Array<string> = []
+    const values: Partial<Values> = {}
+    for (const key of Object.keys(readers) as Array<keyof typeof readers>) {
+      const read = readers[key](environment)
+      if (read.ok) (values as Record<string, unknown>)[key] = read.value
+      else problems.push(read.problem)
+    }
+    const v = values as Values
+    if (problems.length === 0 && v.fraudReview >= v.fraudBlock) {
+      problems.push(`FRAUD_REVIEW_THRESHOLD (${v.fraudReview}) must be below FRAUD_BLOCK_THRESHOLD (${v.fraudBlock})`)
+    }
+    if (problems.length > 0) {
+      return Effect.fail(new ConfigurationError({ message: `invalid configuration: ${[...new Set(problems)].join("; ")}` }))
+    }
+    const { fraudBlock, fraudReview, ...rest } = v
+    return Effect.succeed({ ...rest, fraudThresholds: { review: fraudReview, block: fraudBlock } })
+  })
 
 export const dataDirectory = resolve(process.env.PAYMENTS_DATA_DIR ?? ".data")
 
@@ -208,11 +223,9 @@ const withLocalResponseKey = (config: AppConfigShape) =>
       })
   })
 
-export const layer = Layer.effect(AppConfig, Effect.flatMap(Effect.mapError(appConfig, fromConfigError), withLocalResponseKey))
+export const layer = Layer.effect(AppConfig, Effect.flatMap(Effect.suspend(() => appConfig(process.env)), withLocalResponseKey))
 export const layerWith = (config: AppConfigShape) => Layer.succeed(AppConfig, config)
 
 /** Defaults (no environment read), for tests and the simulator. */
-export const defaults: AppConfigShape = Effect.runSync(
-  Effect.withConfigProvider(appConfig, ConfigProvider.fromMap(new Map()))
-)
+export const defaults: AppConfigShape = Effect.runSync(appConfig({}))
 export const defaultsWith = (overrides: Partial<AppConfigShape>): AppConfigShape => ({ ...defaults, ...overrides })

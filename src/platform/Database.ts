@@ -1,12 +1,10 @@
-import * as NodeContext from "@effect/platform-node/NodeContext"
-import { SqlError } from "@effect/sql/SqlError"
 import * as PgClient from "@effect/sql-pg/PgClient"
-import * as PgMigrator from "@effect/sql-pg/PgMigrator"
-import { Duration, Effect, Layer, Option } from "effect"
+import { Duration, Effect, Layer, Option, Redacted } from "effect"
+import { SqlError, UnknownError } from "effect/sql/SqlError"
 import { createServer } from "node:net"
 import Pg from "pg"
 import { join, resolve } from "node:path"
-import { migrations } from "../store/migrations.ts"
+import { migrationTexts } from "../store/migrations.ts"
 import { PgPool } from "../store/PgPrepared.ts"
 import * as Config from "./Config.ts"
 import { AppConfig, dataDirectory } from "./Config.ts"
@@ -170,12 +168,18 @@ export const poolTimeoutsOf = (config: Config.AppConfigShape): PoolTimeouts => (
   connectTimeoutMs: config.databaseConnectTimeoutMs
 })
 
+/** A failure of ours on the `pg` pool, as `effect/sql` reports one (its SQLSTATE stays on the cause). */
+export const sqlErrorOf = (cause: unknown, message: string) => new SqlError({ reason: new UnknownError({ cause, message }) })
+
 /**
- * One `pg` pool, shared by `@effect/sql-pg`'s client and the store's prepared statements
- * (`PgPool`); it must answer a first query within 5 s, and it is ended with the scope.
+ * Two clients of the database: the `pg` pool of the store's prepared statements (`PgPool`: the
+ * create path, the read by id, the key look-up) and `@effect/sql-pg`'s own client for every
+ * other statement. Effect 4's driver speaks the protocol itself (no `pg` under it), so the two
+ * no longer share connections: each has `maxConnections`. The pool must answer a first query
+ * within 5 s; both are closed with the scope.
  */
 export const pgClientLayer = (url: string, maxConnections = 8, timeouts: PoolTimeouts = defaultPoolTimeouts) => {
-  const pool = Layer.scoped(
+  const pool = Layer.effect(
     PgPool,
     Effect.acquireRelease(
       Effect.sync(() => {
@@ -198,36 +202,80 @@ export const pgClientLayer = (url: string, maxConnections = 8, timeouts: PoolTim
       Effect.tap((pool) =>
         Effect.tryPromise({
           try: () => pool.query("SELECT 1"),
-          catch: (cause) => new SqlError({ cause, message: "PgClient: Failed to connect" })
+          catch: (cause) => sqlErrorOf(cause, "PgClient: Failed to connect")
         }).pipe(
-          Effect.timeoutFail({
+          Effect.timeoutOrElse({
             duration: Duration.seconds(5),
-            onTimeout: () => new SqlError({ cause: new Error("Connection timed out"), message: "PgClient: Connection timed out" })
+            orElse: () => Effect.fail(sqlErrorOf(new Error("Connection timed out"), "PgClient: Connection timed out"))
           })
         )
       )
     )
   )
-  const client = Layer.unwrapEffect(
-    Effect.map(PgPool, (pool) => PgClient.layerFromPool({ acquire: Effect.succeed(pool), applicationName: "payments" }))
-  )
-  return Layer.provideMerge(client, pool)
+  const client = PgClient.layer({
+    url: Redacted.make(url),
+    maxConnections,
+    applicationName: "payments",
+    connectTimeout: Duration.millis(timeouts.connectTimeoutMs),
+    ...(timeouts.statementTimeoutMs === null ? {} : {
+      startupParameters: {
+        statement_timeout: String(timeouts.statementTimeoutMs),
+        idle_in_transaction_session_timeout: String(timeouts.statementTimeoutMs + statementGraceMs)
+      }
+    })
+  })
+  return Layer.merge(client, pool)
 }
 
-export const migrationsLayer = PgMigrator.layer({ loader: migrations }).pipe(Layer.provide(NodeContext.layer))
+/** Applies every migration not recorded yet in `effect_sql_migrations`, in order, each in its own transaction, under a table lock. */
+const applyMigrations = async (client: Pg.Client) => {
+  await client.query(`CREATE TABLE IF NOT EXISTS effect_sql_migrations (
+    migration_id integer primary key, created_at timestamp with time zone not null default now(), name text not null)`)
+  const pending = Object.entries(migrationTexts)
+    .map(([key, text]) => {
+      const match = /^(\d+)_(.+)$/.exec(key)
+      if (match === null) throw new Error(`migration ${key} is not named <id>_<name>`)
+      return { id: Number(match[1]), name: match[2]!, text }
+    })
+    .sort((a, b) => a.id - b.id)
+  for (const migration of pending) {
+    await client.query("BEGIN")
+    try {
+      await client.query("LOCK TABLE effect_sql_migrations IN ACCESS EXCLUSIVE MODE")
+      const done = await client.query("SELECT 1 FROM effect_sql_migrations WHERE migration_id = $1", [migration.id])
+      if (done.rowCount === 0) {
+        await client.query(migration.text)
+        await client.query("INSERT INTO effect_sql_migrations (migration_id, name) VALUES ($1, $2)", [migration.id, migration.name])
+      }
+      await client.query("COMMIT")
+    } catch (error) {
+      await client.query("ROLLBACK").catch(() => {})
+      throw error
+    }
+  }
+}
 
 /**
- * Applies the migrations over a connection of their own, without the service's statement
- * timeout (building an index on a large table may take minutes), and closes it when done.
+ * Applies the migrations over a connection of their own (`pg`, whose simple-query protocol runs
+ * a text of several statements), without the service's statement timeout (building an index on
+ * a large table may take minutes), and closes it when done.
  */
 export const migrate = (url: string, timeouts: PoolTimeouts) =>
-  Effect.scoped(Layer.build(Layer.provide(
-    migrationsLayer,
-    pgClientLayer(url, 2, { statementTimeoutMs: null, connectTimeoutMs: timeouts.connectTimeoutMs })
-  )))
+  Effect.tryPromise({
+    try: async () => {
+      const client = new Pg.Client({ connectionString: url, connectionTimeoutMillis: timeouts.connectTimeoutMs, application_name: "payments" })
+      await client.connect()
+      try {
+        await applyMigrations(client)
+      } finally {
+        await client.end().catch(() => {})
+      }
+    },
+    catch: (cause) => sqlErrorOf(cause, "migrations failed")
+  })
 
-/** PgClient for the configured database, with the migrations applied. */
-export const layer = Layer.unwrapScoped(
+/** The database clients for the configured database, with the migrations applied. */
+export const layer = Layer.unwrap(
   Effect.gen(function*() {
     const url = yield* databaseUrl
     const timeouts = poolTimeoutsOf(yield* AppConfig)

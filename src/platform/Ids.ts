@@ -13,7 +13,7 @@ export interface IdsShape {
   readonly secret: (prefix: string) => string
 }
 
-export class Ids extends Context.Tag("payments/Ids")<Ids, IdsShape>() {}
+export class Ids extends Context.Service<Ids, IdsShape>()("payments/Ids") {}
 
 const idBytes = 16
 const secretBytes = 32

@@ -9,12 +9,12 @@ import { isoAt } from "./Time.ts"
  * within about 5 s instead of waiting out IDEMPOTENCY_LEASE. A graceful stop says it has stopped
  * (and releases its claims besides).
  */
-export class ServiceInstance extends Context.Tag("payments/ServiceInstance")<ServiceInstance, { readonly id: string }>() {}
+export class ServiceInstance extends Context.Service<ServiceInstance, { readonly id: string }>()("payments/ServiceInstance") {}
 
 export const heartbeatEveryMs = 1_000
 export const aliveForMs = 5_000
 
-export const layer = Layer.scoped(
+export const layer = Layer.effect(
   ServiceInstance,
   Effect.gen(function*() {
     const store = yield* Store
@@ -22,10 +22,10 @@ export const layer = Layer.scoped(
     const aliveUntil = (extraMs: number) => Effect.map(Clock.currentTimeMillis, (now) => isoAt(now + extraMs))
     const beat = Effect.flatMap(aliveUntil(aliveForMs), (until) => store.heartbeat(id, until))
     // A missed beat is logged, not fatal: the lease still bounds how long a claim blocks.
-    yield* beat.pipe(Effect.catchAll((error) => Effect.logWarning("instance heartbeat failed", error)))
+    yield* beat.pipe(Effect.catch((error) => Effect.logWarning("instance heartbeat failed", error)))
     yield* Effect.forkScoped(
       Effect.sleep(heartbeatEveryMs).pipe(
-        Effect.zipRight(beat.pipe(Effect.catchAll((error) => Effect.logWarning("instance heartbeat failed", error)))),
+        Effect.andThen(beat.pipe(Effect.catch((error) => Effect.logWarning("instance heartbeat failed", error)))),
         Effect.forever
       )
     )

@@ -1,35 +1,35 @@
-import { Effect, Metric, MetricBoundaries, MetricKey, MetricKeyType, MetricLabel, MetricState } from "effect"
+import { Context, Effect, Metric } from "effect"
 
 /*
  * Every metric of the service, from Effect's own `Metric` API, rendered by `prometheusText` for
  * `GET /metrics` (docs/operations.md lists them with example alerts).
  *
- * Labelled metrics are made once per label set and updated with `unsafeUpdate` and one shared
- * empty tag array: `Metric.tagged` builds (and hashes) a new metric key on every update, which
- * cost more than the increment itself on the request path.
+ * Labelled metrics are made once per label set (attributes fixed at creation) and updated with
+ * `updateUnsafe` and one shared empty context: no effect, no context read on the request path.
  */
 
-const noExtraTags: ReadonlyArray<MetricLabel.MetricLabel> = []
+const noContext = Context.empty()
 
-type Key<Type extends MetricKeyType.MetricKeyType<any, any>> = MetricKey.MetricKey<Type>
+type Definition = (attributes: Record<string, string> | undefined) => Metric.Metric<number, any>
 
 /**
- * The metric of `key` with `labels` (values in the order of `names`, at most three), made once
+ * The metric of `define` with `labels` (values in the order of `names`, at most three), made once
  * per label set. The values come as separate arguments (no array of them built per update).
  */
-const family = <Type extends MetricKeyType.MetricKeyType<any, any>>(key: Key<Type>, names: ReadonlyArray<string>) => {
-  type Made = Metric.Metric<Type, MetricKeyType.MetricKeyType.InType<Type>, MetricKeyType.MetricKeyType.OutType<Type>>
-  if (names.length > 3) throw new Error(`metric ${key.name}: at most three labels`)
+const family = (define: Definition, names: ReadonlyArray<string>) => {
+  type Made = Metric.Metric<number, any>
+  if (names.length > 3) throw new Error("a metric has at most three labels")
   // One map level per label value, the metric at the leaf: a lookup on the request path builds
   // no key string (joining the values cost a string and its hash on every update).
   const root = new Map<string, unknown>()
   let unlabelled: Made | undefined
   const make = (values: ReadonlyArray<string>): Made => {
-    const labels = names.map((name, i) => MetricLabel.make(name, values[i] ?? ""))
-    return Metric.fromMetricKey(MetricKey.taggedWithLabels(key, labels)) as any
+    const attributes: Record<string, string> = {}
+    names.forEach((name, i) => (attributes[name] = values[i] ?? ""))
+    return define(attributes)
   }
   return (v0?: string, v1?: string, v2?: string): Made => {
-    if (names.length === 0) return (unlabelled ??= Metric.fromMetricKey(key) as any)
+    if (names.length === 0) return (unlabelled ??= define(undefined))
     let level = root
     let last = v0 ?? ""
     if (names.length > 1) {
@@ -53,16 +53,16 @@ const family = <Type extends MetricKeyType.MetricKeyType<any, any>>(key: Key<Typ
   }
 }
 
-type Updatable<In> = { readonly unsafeUpdate: (input: In, extraTags: ReadonlyArray<MetricLabel.MetricLabel>) => void }
+/** Updates a metric synchronously (no effect allocation): for hot paths inside `Effect.sync`. */
+export const record = (metric: Metric.Metric<number, any>, value: number) => metric.updateUnsafe(value, noContext)
+export const recordEffect = (metric: Metric.Metric<number, any>, value: number) => Effect.sync(() => metric.updateUnsafe(value, noContext))
 
-/** Updates a metric synchronously (no fiber-ref read, no effect allocation): for hot paths inside `Effect.sync`. */
-export const record = <In>(metric: Updatable<In>, value: In) => metric.unsafeUpdate(value, noExtraTags)
-export const recordEffect = <In>(metric: Updatable<In>, value: In) => Effect.sync(() => metric.unsafeUpdate(value, noExtraTags))
-
-const counterKey = (name: string, description: string) => MetricKey.counter(name, { description, incremental: true })
-const gaugeKey = (name: string, description: string) => MetricKey.gauge(name, { description })
-const histogramKey = (name: string, description: string, bounds: ReadonlyArray<number>) =>
-  MetricKey.histogram(name, MetricBoundaries.fromIterable(bounds), description)
+const counterKey = (name: string, description: string): Definition => (attributes) =>
+  Metric.counter(name, { description, incremental: true, ...(attributes === undefined ? {} : { attributes }) })
+const gaugeKey = (name: string, description: string): Definition => (attributes) =>
+  Metric.gauge(name, { description, ...(attributes === undefined ? {} : { attributes }) })
+const histogramKey = (name: string, description: string, boundaries: ReadonlyArray<number>): Definition => (attributes) =>
+  Metric.histogram(name, { description, boundaries, ...(attributes === undefined ? {} : { attributes }) })
 
 /** Seconds, from 1 ms to 10 s: request latencies. */
 const latencyBounds = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
@@ -135,52 +135,45 @@ const alwaysPresent = () => [
 ]
 let registered = false
 
-const name = (key: { readonly name: string }) => key.name.replace(/[^a-zA-Z0-9_:]/g, "_")
-const labels = (tags: ReadonlyArray<{ readonly key: string; readonly value: string }>) =>
-  tags.length === 0 ? "" : `{${tags.map((t) => `${t.key}="${t.value.replace(/["\\\n]/g, "_")}"`).join(",")}}`
-
-/**
- * Whether a counter only goes up. Effect's counters take negative updates unless made
- * `incremental` (ours all are); Effect's own `effect_fiber_active` is such a counter, up when a
- * fiber starts and down when it ends. Exported as a Prometheus counter, every decrease would read
- * as a reset (and `rate` would count the whole value again): a counter that may go down is a gauge.
- */
-const isMonotonic = (keyType: unknown) => MetricKeyType.isCounterKey(keyType) && keyType.incremental
+const name = (id: string) => id.replace(/[^a-zA-Z0-9_:]/g, "_")
+const labels = (tags: ReadonlyArray<readonly [string, string]>) =>
+  tags.length === 0 ? "" : `{${tags.map(([key, value]) => `${key}="${value.replace(/["\\\n]/g, "_")}"`).join(",")}}`
+const tagsOf = (attributes: Metric.Metric.AttributeSet | undefined): ReadonlyArray<readonly [string, string]> =>
+  attributes === undefined ? [] : Object.entries(attributes).map(([key, value]) => [key, String(value)] as const)
 
 /** Every Effect metric of the process in the Prometheus text exposition format, grouped by name. */
 export const prometheusText: Effect.Effect<string> = Effect.sync(() => {
   if (!registered) {
     registered = true
-    for (const metric of alwaysPresent()) metric.unsafeValue(noExtraTags)
+    for (const metric of alwaysPresent()) metric.valueUnsafe(noContext)
   }
   const byName = new Map<string, { header: Array<string>; lines: Array<string> }>()
-  for (const pair of Metric.unsafeSnapshot()) {
-    const metricName = name(pair.metricKey)
-    const tagText = labels(pair.metricKey.tags)
-    const state = pair.metricState
+  for (const snapshot of Metric.snapshotUnsafe(noContext)) {
+    const metricName = name(snapshot.id)
+    const tags = tagsOf(snapshot.attributes)
+    const tagText = labels(tags)
     const groupOf = (type: string) => {
       let group = byName.get(metricName)
       if (group === undefined) {
-        const description = pair.metricKey.description
         group = { header: [], lines: [] }
-        if (description._tag === "Some") group.header.push(`# HELP ${metricName} ${description.value}`)
+        if (snapshot.description !== undefined) group.header.push(`# HELP ${metricName} ${snapshot.description}`)
         group.header.push(`# TYPE ${metricName} ${type}`)
         byName.set(metricName, group)
       }
       return group.lines
     }
-    if (MetricState.isCounterState(state)) {
-      groupOf(isMonotonic(pair.metricKey.keyType) ? "counter" : "gauge").push(`${metricName}${tagText} ${Number(state.count)}`)
-    } else if (MetricState.isGaugeState(state)) {
-      groupOf("gauge").push(`${metricName}${tagText} ${Number(state.value)}`)
-    } else if (MetricState.isHistogramState(state) && MetricKeyType.isHistogramKey(pair.metricKey.keyType)) {
+    if (snapshot.type === "Counter") {
+      groupOf(snapshot.state.incremental ? "counter" : "gauge").push(`${metricName}${tagText} ${Number(snapshot.state.count)}`)
+    } else if (snapshot.type === "Gauge") {
+      groupOf("gauge").push(`${metricName}${tagText} ${Number(snapshot.state.value)}`)
+    } else if (snapshot.type === "Histogram") {
       const lines = groupOf("histogram")
-      for (const [bound, count] of state.buckets) {
+      for (const [bound, count] of snapshot.state.buckets) {
         const le = Number.isFinite(bound) ? String(bound) : "+Inf"
-        lines.push(`${metricName}_bucket${labels([...pair.metricKey.tags, { key: "le", value: le }])} ${count}`)
+        lines.push(`${metricName}_bucket${labels([...tags, ["le", le]])} ${count}`)
       }
-      lines.push(`${metricName}_sum${tagText} ${state.sum}`)
-      lines.push(`${metricName}_count${tagText} ${state.count}`)
+      lines.push(`${metricName}_sum${tagText} ${snapshot.state.sum}`)
+      lines.push(`${metricName}_count${tagText} ${snapshot.state.count}`)
     }
   }
   const out: Array<string> = []

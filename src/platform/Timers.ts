@@ -1,33 +1,29 @@
-import { type Clock, Duration, Effect } from "effect"
+import { Clock, Effect } from "effect"
 
 /** Calls `task` once after `delayMs` on the clock's timer; the returned function cancels it. */
 export type CallbackTimer = (delayMs: number, task: () => void) => () => void
 
-/**
- * A timer that calls back without a fiber, from the clock's own scheduler: Effect's default clock
- * (`setTimeout`, the one its `sleep` uses) and the simulator's virtual clock offer one. A fiber
- * that waits on several things at once (a timer and signals) can then be one `Effect.async`
- * instead of a race of forked fibers. Null for a clock without one, such as `TestClock`: the
- * caller falls back to `sleep` and a race.
- */
-export const callbackTimerOf = (clock: Clock.Clock): Effect.Effect<CallbackTimer | null> => {
-  const withScheduler = clock as Clock.Clock & { readonly scheduler?: () => Effect.Effect<Clock.ClockScheduler & Partial<MillisecondScheduler>> }
-  if (typeof withScheduler.scheduler !== "function") return Effect.succeed(null)
-  return Effect.map(withScheduler.scheduler(), (scheduler): CallbackTimer => {
-    // The canceller is handed back as it is (a caller ignores what it answers).
-    const inMs = scheduler.unsafeScheduleMs
-    // `delayMs > 0 ? delayMs : 0`: as `Duration.millis` reads a negative or NaN delay (now).
-    if (inMs !== undefined) return (delayMs, task) => inMs(task, delayMs > 0 ? delayMs : 0)
-    return (delayMs, task) => scheduler.unsafeSchedule(task, Duration.millis(Math.max(0, delayMs)))
-  })
-}
+/** Effect's own clock, as a fiber without services finds it (its timers are `setTimeout`). */
+const defaultClockPrototype: object | null = Object.getPrototypeOf(Effect.runSync(Clock.clockWith(Effect.succeed)))
 
 /**
- * What a clock's scheduler may offer besides `unsafeSchedule`: the delay in milliseconds, without
- * a `Duration` made for it and read back (the simulator's virtual clock, ~10 timers a payment).
+ * A timer that calls back without a fiber: Effect's default clock (`setTimeout`, the one its
+ * `sleep` uses) and a clock that offers `scheduleMs` of its own (a virtual clock) have one. A
+ * fiber that waits on several things at once (a timer and signals) can then be one
+ * `Effect.callback` instead of a race of forked fibers. Null for any other clock, such as
+ * `TestClock`: the caller falls back to `sleep` and a race. Effect 4's clocks have no scheduler of
+ * their own to ask, so the default clock is recognised by its prototype.
  */
+export const callbackTimerOf = (clock: Clock.Clock): Effect.Effect<CallbackTimer | null> => {
+  const own = (clock as Clock.Clock & Partial<MillisecondScheduler>).scheduleMs
+  if (typeof own === "function") return Effect.succeed((delayMs, task) => own.call(clock, task, delayMs > 0 ? delayMs : 0))
+  if (Object.getPrototypeOf(clock) === defaultClockPrototype) return Effect.succeed(ioDeadlineTimer)
+  return Effect.succeed(null)
+}
+
+/** What a clock may offer to call back after a delay in milliseconds (the simulator's virtual clock). */
 export interface MillisecondScheduler {
-  readonly unsafeScheduleMs: (task: () => void, delayMs: number) => () => boolean
+  readonly scheduleMs: (task: () => void, delayMs: number) => () => void
 }
 
 /**

@@ -42,7 +42,7 @@ export interface AuthenticationThen<A, E, R> {
   readonly onUnavailable: (error: StoreUnavailable) => Effect.Effect<A, E, R>
 }
 
-export class ApiKeys extends Context.Tag("payments/ApiKeys")<ApiKeys, ApiKeysShape>() {}
+export class ApiKeys extends Context.Service<ApiKeys, ApiKeysShape>()("payments/ApiKeys") {}
 
 /** last_used_at is written at most once a minute per key (by the store's look-up), to keep reads cheap. */
 const touchIntervalMs = 60_000
@@ -152,7 +152,7 @@ export const layer = Layer.effect(
           }
           return replacement
         }),
-      authenticate: (secret) => Effect.clockWith((clock) => authenticateThen(secret, clock.unsafeCurrentTimeMillis(), answerFound)),
+      authenticate: (secret) => Effect.clockWith((clock) => authenticateThen(secret, clock.currentTimeMillisUnsafe(), answerFound)),
       authenticateThen
     })
   })

@@ -11,7 +11,7 @@ export interface FraudShape {
   readonly score: (payment: Payment, history: FraudModel.FraudHistory) => FraudModel.Assessment
 }
 
-export class Fraud extends Context.Tag("payments/Fraud")<Fraud, FraudShape>() {}
+export class Fraud extends Context.Service<Fraud, FraudShape>()("payments/Fraud") {}
 
 /** The history windows of a payment created at `createdAt` (docs/fraud-model.md). */
 export const historyWindows = (createdAt: string): HistoryWindows => ({

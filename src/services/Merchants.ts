@@ -23,7 +23,7 @@ export interface MerchantsShape {
   readonly update: (merchantId: string, patch: MerchantPatch) => Effect.Effect<Merchant, NotFound | StoreUnavailable>
 }
 
-export class Merchants extends Context.Tag("payments/Merchants")<Merchants, MerchantsShape>() {}
+export class Merchants extends Context.Service<Merchants, MerchantsShape>()("payments/Merchants") {}
 
 export const layer = Layer.effect(
   Merchants,

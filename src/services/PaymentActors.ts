@@ -1,4 +1,4 @@
-import { Context, Effect, Exit, Fiber, FiberMap, Layer, Option } from "effect"
+import { Clock, Context, Effect, Exit, Fiber, FiberMap, Layer, Option } from "effect"
 import { type CallbackTimer, callbackTimerOf } from "../platform/Timers.ts"
 import type { Payment } from "../domain/Payment.ts"
 
@@ -18,17 +18,17 @@ export interface PaymentActorsShape {
    */
   readonly serialize: <A, E, R>(paymentId: string, body: () => Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
   /** Starts the payment's flow unless it is running already; returns its fiber. */
-  readonly startFlow: (paymentId: string, flow: Effect.Effect<FlowEnd>) => Effect.Effect<Fiber.RuntimeFiber<FlowEnd>>
+  readonly startFlow: (paymentId: string, flow: Effect.Effect<FlowEnd>) => Effect.Effect<Fiber.Fiber<FlowEnd>>
   /**
    * Waits until the flow's fiber ends, at most `timeoutMs` (the flow itself goes on), then goes on
    * with the effect `then` makes (the waiter's next step, without a step between): one
-   * `Effect.async` on the fiber's exit and the clock's callback timer, no forked fibers.
+   * `Effect.callback` on the fiber's exit and the clock's callback timer, no forked fibers.
    */
-  readonly awaitFlow: <A, E>(flow: Fiber.RuntimeFiber<FlowEnd>, timeoutMs: number, then: () => Effect.Effect<A, E>) => Effect.Effect<A, E>
+  readonly awaitFlow: <A, E>(flow: Fiber.Fiber<FlowEnd>, timeoutMs: number, then: () => Effect.Effect<A, E>) => Effect.Effect<A, E>
   readonly activeFlows: Effect.Effect<number>
 }
 
-export class PaymentActors extends Context.Tag("payments/PaymentActors")<PaymentActors, PaymentActorsShape>() {}
+export class PaymentActors extends Context.Service<PaymentActors, PaymentActorsShape>()("payments/PaymentActors") {}
 
 /** A command waiting for a payment's lock; `handed` once the lock is its own. */
 interface Waiter {
@@ -48,7 +48,7 @@ export const make = Effect.gen(function*() {
   const flows = yield* FiberMap.make<string, FlowEnd>()
   const locks = new Map<string, Lock>()
   // The clock's callback timer, looked up once as the webhook dispatcher does (null under TestClock).
-  const timer = yield* Effect.flatMap(Effect.clock, callbackTimerOf)
+  const timer = yield* Clock.clockWith(callbackTimerOf)
 
   /** Hands the lock to the next waiting command, or frees it. */
   const release = (paymentId: string, lock: Lock) => {
@@ -63,7 +63,7 @@ export const make = Effect.gen(function*() {
 
   /** Waits (interruptibly) until `release` hands the lock to `waiter`. */
   const waitFor = (lock: Lock, waiter: { handed: boolean }) =>
-    Effect.async<void>((resume) => {
+    Effect.callback<void>((resume) => {
       const queued: Waiter = Object.assign(waiter, { wake: () => resume(Effect.void) })
       lock.waiting.push(queued)
       return Effect.sync(() => {
@@ -113,10 +113,11 @@ export const make = Effect.gen(function*() {
       })
     })
 
-  const awaitWithTimer = <A, E>(flow: Fiber.RuntimeFiber<FlowEnd>, timeoutMs: number, timer: CallbackTimer, then: () => Effect.Effect<A, E>) =>
-    Effect.async<A, E>((resume) => {
+  const awaitWithTimer = <A, E>(flow: Fiber.Fiber<FlowEnd>, timeoutMs: number, timer: CallbackTimer, then: () => Effect.Effect<A, E>) =>
+    Effect.callback<A, E>((resume) => {
+      let removeObserver = () => {}
       const cancelTimer = timer(timeoutMs, () => {
-        flow.removeObserver(ended)
+        removeObserver()
         resume(Effect.suspend(then))
       })
       // Called at once when the flow has ended already.
@@ -124,14 +125,14 @@ export const make = Effect.gen(function*() {
         cancelTimer()
         resume(Effect.suspend(then))
       }
-      flow.addObserver(ended)
+      removeObserver = flow.addObserver(ended)
       return Effect.sync(() => {
         cancelTimer()
-        flow.removeObserver(ended)
+        removeObserver()
       })
     })
 
-  const awaitFlow = <A, E>(flow: Fiber.RuntimeFiber<FlowEnd>, timeoutMs: number, then: () => Effect.Effect<A, E>): Effect.Effect<A, E> =>
+  const awaitFlow = <A, E>(flow: Fiber.Fiber<FlowEnd>, timeoutMs: number, then: () => Effect.Effect<A, E>): Effect.Effect<A, E> =>
     timer === null
       // A clock without a callback timer (TestClock): race a sleep.
       ? Effect.flatMap(Effect.ignore(Effect.timeout(Fiber.await(flow), timeoutMs)), then)
@@ -147,11 +148,11 @@ export const make = Effect.gen(function*() {
     // that scheduler, it lasted the whole request deadline.)
     startFlow: (paymentId, flow) =>
       Effect.suspend(() => {
-        const running = FiberMap.unsafeGet(flows, paymentId)
-        return Option.isSome(running) ? Effect.succeed(running.value as Fiber.RuntimeFiber<FlowEnd>) : FiberMap.run(flows, paymentId, flow, { onlyIfMissing: true })
+        const running = FiberMap.getUnsafe(flows, paymentId)
+        return Option.isSome(running) ? Effect.succeed(running.value as Fiber.Fiber<FlowEnd>) : FiberMap.run(flows, paymentId, flow, { onlyIfMissing: true })
       }),
     activeFlows: FiberMap.size(flows)
   })
 })
 
-export const layer = Layer.scoped(PaymentActors, make)
+export const layer = Layer.effect(PaymentActors, make)

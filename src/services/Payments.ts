@@ -1,4 +1,4 @@
-import { Cause, type Clock, Context, Effect, Exit, Fiber, Layer } from "effect"
+import { Cause, Clock, Context, Effect, Exit, Fiber, Layer } from "effect"
 import * as Metrics from "../platform/Metrics.ts"
 import { Webhooks } from "./Webhooks.ts"
 import * as Payment from "../domain/Payment.ts"
@@ -90,7 +90,7 @@ export interface PaymentsShape {
   readonly resumeFlows: (updatedBefore: string) => Effect.Effect<number, StoreUnavailable>
 }
 
-export class Payments extends Context.Tag("payments/Payments")<Payments, PaymentsShape>() {}
+export class Payments extends Context.Service<Payments, PaymentsShape>()("payments/Payments") {}
 
 /** The outcome a payment event reports, for `payments_total` (null: not an outcome). */
 const outcomeOf: Partial<Record<Payment.PaymentEvent["type"], string>> = {
@@ -127,9 +127,9 @@ const countChange = (change: Payment.Change) => {
  * the answer of a request that waited for it, with no read. Null while it runs (the wait timed
  * out) or when it stopped on a failure: then the caller reads the payment.
  */
-const flowEnd = (fiber: Fiber.RuntimeFiber<FlowEnd>): Payment.Payment | null => {
-  const exit = fiber.unsafePoll()
-  return exit !== null && Exit.isSuccess(exit) && exit.value !== undefined ? exit.value : null
+const flowEnd = (fiber: Fiber.Fiber<FlowEnd>): Payment.Payment | null => {
+  const exit = fiber.pollUnsafe()
+  return exit !== undefined && Exit.isSuccess(exit) && exit.value !== undefined ? exit.value : null
 }
 
 const settlementBatch = 500
@@ -158,14 +158,14 @@ export const make = Effect.gen(function*() {
   const actors = yield* PaymentActors
 
   /** The domain's context: the time from Effect's Clock (virtual in tests and the simulator) and the id minter. */
-  const contextAt = (clock: Clock.Clock): Payment.Context => ({ now: isoAt(clock.unsafeCurrentTimeMillis()), mintId: ids.mint })
+  const contextAt = (clock: Clock.Clock): Payment.Context => ({ now: isoAt(clock.currentTimeMillisUnsafe()), mintId: ids.mint })
   const context = Effect.clockWith((clock) => Effect.succeed(contextAt(clock)))
   /**
    * The clock the service was built with, for the steps of a flow: a flow runs apart from any
    * request, on this clock, and reads it without a step of its own (`Effect.clockWith` is one per
    * call, a few per payment). Commands keep the clock of the fiber that runs them.
    */
-  const flowClock = yield* Effect.clock
+  const flowClock = yield* Clock.clockWith(Effect.succeed)
 
   /**
    * One command on one payment, serialized per payment in this process. It reads the payment,
@@ -309,15 +309,15 @@ export const make = Effect.gen(function*() {
     then: (outcome: Payment.AuthorizationOutcome) => Effect.Effect<A, E>
   ): Effect.Effect<A, E> => {
     const request = authorizationRequest(payment)
-    const deadlineMs = flowClock.unsafeCurrentTimeMillis() + config.acquirerTimeoutMs
+    const deadlineMs = flowClock.currentTimeMillisUnsafe() + config.acquirerTimeoutMs
     const retryAfterFailure = (retryDelayMs: number): Effect.Effect<A, E> => {
-      const remainingMs = deadlineMs - flowClock.unsafeCurrentTimeMillis()
+      const remainingMs = deadlineMs - flowClock.currentTimeMillisUnsafe()
       return remainingMs <= 0
         ? then(timedOut)
-        : Effect.zipRight(Effect.sleep(Math.min(retryDelayMs, remainingMs)), Effect.suspend(() => ask(retryDelayMs * 2)))
+        : Effect.andThen(Effect.sleep(Math.min(retryDelayMs, remainingMs)), Effect.suspend(() => ask(retryDelayMs * 2)))
     }
     const ask = (retryDelayMs: number): Effect.Effect<A, E> => {
-      const remainingMs = deadlineMs - flowClock.unsafeCurrentTimeMillis()
+      const remainingMs = deadlineMs - flowClock.currentTimeMillisUnsafe()
       if (remainingMs <= 0) return then(timedOut)
       return Effect.matchEffect(askNetwork(request, remainingMs), {
         onFailure: () => retryAfterFailure(retryDelayMs),
@@ -343,7 +343,7 @@ export const make = Effect.gen(function*() {
     // as on the inline path (docs/fraud-model.md); a flow resumed later, or a second screening,
     // reads it again.
     const round = (payment: Payment.Payment | null, history: FraudHistory | null, rounds: number): Effect.Effect<Payment.Payment | undefined, StoreUnavailable> => {
-      if (rounds >= 10) return Effect.dieMessage(`payment ${paymentId}: flow did not finish within 10 rounds`)
+      if (rounds >= 10) return Effect.die(new Error(`payment ${paymentId}: flow did not finish within 10 rounds`))
       if (payment === null) return Effect.succeed(undefined)
       const step = Payment.nextStep(payment)
       if (step === null) return Effect.succeed(payment)
@@ -377,7 +377,7 @@ export const make = Effect.gen(function*() {
       runFlow(paymentId, initial, history).pipe(
         // The annotation on the one line the flow logs, not around the whole flow (a FiberRef
         // set and restored, ~10 steps, for every payment).
-        Effect.catchAllCause((cause) =>
+        Effect.catchCause((cause) =>
           Effect.logWarning(`flow of ${paymentId} stopped; recovery will resume it`, cause).pipe(Effect.annotateLogs("payment_id", paymentId))
         )
       )
@@ -417,7 +417,7 @@ export const make = Effect.gen(function*() {
       // of its own); its failure side is `Effect.onInterrupt`'s without that combinator's steps.
       Effect.uninterruptibleMask((restore) => {
         const decision = Payment.create(input, contextAt(flowClock))
-        if (!decision.ok) return Effect.dieMessage("create cannot be refused")
+        if (!decision.ok) return Effect.die(new Error("create cannot be refused"))
         const payment = decision.change.payment
         // The network will answer later (or a racing command moved the payment): the supervised
         // flow goes on, scoring on the history just read, and the answer waits for it up to the
@@ -448,14 +448,14 @@ export const make = Effect.gen(function*() {
         // payment first, and stops if the insert never happened; when it runs already, that one
         // goes on).
         return Effect.matchCauseEffect(restore(inline), {
-          onFailure: (cause) => Cause.isInterruptedOnly(cause) ? Effect.zipRight(startFlow(payment.id), Effect.failCause(cause)) : Effect.failCause(cause),
+          onFailure: (cause) => Cause.hasInterruptsOnly(cause) ? Effect.andThen(startFlow(payment.id), Effect.failCause(cause)) : Effect.failCause(cause),
           onSuccess: Effect.succeed
         })
       }),
     create: (input) =>
       Effect.gen(function*() {
         const decision = Payment.create(input, yield* context)
-        if (!decision.ok) return yield* Effect.dieMessage("create cannot be refused")
+        if (!decision.ok) return yield* Effect.die(new Error("create cannot be refused"))
         const inserted = yield* store.insertPayment(decision.change)
         if (inserted._tag === "Inserted") committed(decision.change)
         const payment = inserted._tag === "Inserted" ? decision.change.payment : inserted.payment
@@ -471,9 +471,9 @@ export const make = Effect.gen(function*() {
     find: (merchantId, paymentId) => store.getPayment(merchantId, paymentId),
     list: (merchantId, filter, page) => store.listPayments(merchantId, filter, page),
     events: (merchantId, paymentId) =>
-      Effect.zipRight(mustGet(merchantId, paymentId), store.listEvents(merchantId, paymentId)),
+      Effect.andThen(mustGet(merchantId, paymentId), store.listEvents(merchantId, paymentId)),
     ledger: (merchantId, paymentId) =>
-      Effect.zipRight(mustGet(merchantId, paymentId), store.listLedger(merchantId, paymentId)),
+      Effect.andThen(mustGet(merchantId, paymentId), store.listLedger(merchantId, paymentId)),
     capture: (merchantId, paymentId, amountCents, key) =>
       command(merchantId, paymentId, (p, _, ctx) => Payment.capture(p, amountCents, ctx), key),
     refund: (merchantId, paymentId, amountCents, key) =>

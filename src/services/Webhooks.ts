@@ -68,7 +68,7 @@ export interface Signal {
   readonly listen: (waiter: () => void) => () => void
 }
 
-export class Webhooks extends Context.Tag("payments/Webhooks")<Webhooks, WebhooksShape>() {}
+export class Webhooks extends Context.Service<Webhooks, WebhooksShape>()("payments/Webhooks") {}
 
 /**
  * A wake-up signal, as a `Queue.sliding<void>(1)` behaves, for less work per wait (the
@@ -98,7 +98,7 @@ export const makeSignal = (): Signal => {
     return () => void waiters.delete(waiter)
   }
   const take = Effect.suspend(() =>
-    tryTake() ? Effect.void : Effect.async<void>((resume) => {
+    tryTake() ? Effect.void : Effect.callback<void>((resume) => {
       const remove = listen(() => resume(Effect.void))
       return Effect.sync(remove)
     })

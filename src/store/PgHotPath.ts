@@ -448,7 +448,7 @@ export const makeBatcher = <U, R>(options: {
   }
 
   return (unit: U): Effect.Effect<R, StoreUnavailable> =>
-    Effect.async<R, StoreUnavailable>((resume) => {
+    Effect.callback<R, StoreUnavailable>((resume) => {
       const waiter: Waiter<U, R> = { unit, key: options.keyOf(unit), resume }
       if (deadlineMs !== undefined) waiter.cancelDeadline = ioDeadlineTimer(deadlineMs, giveUp(waiter))
       waiting.push(waiter)
@@ -466,7 +466,7 @@ export const makeBatcher = <U, R>(options: {
           waiter.cancelDeadline?.()
           return Effect.void
         }
-        return waiter.settled === true ? Effect.void : Effect.async<void>((done) => {
+        return waiter.settled === true ? Effect.void : Effect.callback<void>((done) => {
           waiter.onSettled = () => done(Effect.void)
         })
       })

@@ -1,4 +1,5 @@
-import { SqlError } from "@effect/sql/SqlError"
+import type { SqlError } from "effect/sql/SqlError"
+import { sqlErrorOf } from "../platform/Database.ts"
 import { Context, Effect } from "effect"
 import type * as Pg from "pg"
 import { run, type Row } from "./PgRows.ts"
@@ -10,7 +11,7 @@ import type { StoreUnavailable } from "./Store.ts"
  * and plans it afresh each time, and its statement machinery costs 2-3x the driver's own CPU
  * per statement (docs/performance.md).
  */
-export class PgPool extends Context.Tag("payments/PgPool")<PgPool, Pg.Pool>() {}
+export class PgPool extends Context.Service<PgPool, Pg.Pool>()("payments/PgPool") {}
 
 /**
  * How long the pool waits for a statement's answer (`Database.poolOptions`: `statement_timeout`
@@ -29,7 +30,7 @@ export const statementDeadlineMs = (pool: Pg.Pool): number | undefined => {
  */
 export const prepared = (pool: Pg.Pool, name: string, text: string, options: { readonly answerWithinMs?: number } = {}) =>
 (values: ReadonlyArray<unknown>): Effect.Effect<Array<Row>, StoreUnavailable> =>
-  run(Effect.async<Array<Row>, SqlError>((resume) => {
+  run(Effect.callback<Array<Row>, SqlError>((resume) => {
     const query = options.answerWithinMs === undefined
       ? { name, text, values: values as Array<unknown> }
       : { name, text, values: values as Array<unknown>, query_timeout: options.answerWithinMs }
@@ -37,7 +38,7 @@ export const prepared = (pool: Pg.Pool, name: string, text: string, options: { r
       resume(
         cause === undefined || cause === null
           ? Effect.succeed(result.rows)
-          : Effect.fail(new SqlError({ cause, message: `Failed to execute statement ${name}` }))
+          : Effect.fail(sqlErrorOf(cause, `Failed to execute statement ${name}`))
       )
     })
   }))

@@ -1,4 +1,4 @@
-import type { SqlError } from "@effect/sql/SqlError"
+import type { SqlError } from "effect/sql/SqlError"
 import { Effect } from "effect"
 import type { Merchant } from "../domain/Merchant.ts"
 import type { PaymentEvent } from "../domain/Payment.ts"
@@ -35,7 +35,7 @@ export const isUnavailable = (code: string | undefined): boolean => {
 /** Infrastructure failures leave the store as StoreUnavailable (503); everything else is a defect (500). */
 export const run = <A>(effect: Effect.Effect<A, SqlError>): Effect.Effect<A, StoreUnavailable> =>
   Effect.catchTag(effect, "SqlError", (error) => {
-    const code = (error.cause as { code?: unknown } | undefined)?.code
+    const code = (error.reason.cause as { code?: unknown } | undefined)?.code
     return isUnavailable(typeof code === "string" ? code : undefined)
       ? Effect.fail(new StoreUnavailable({ cause: error }))
       : Effect.die(error)

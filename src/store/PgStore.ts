@@ -1,4 +1,4 @@
-import type * as Statement from "@effect/sql/Statement"
+import type * as Statement from "effect/sql/Statement"
 import * as PgClient from "@effect/sql-pg/PgClient"
 import { Effect, Layer } from "effect"
 import type { Account, Balance, LedgerEntry } from "../domain/Ledger.ts"
@@ -152,7 +152,7 @@ const checkSecretsAtStart = (sql: PgClient.PgClient, secrets: SecretColumn) =>
       )
     }
   }).pipe(
-    Effect.catchAll((error) =>
+    Effect.catch((error) =>
       Effect.logWarning("webhook signing secrets not checked at start (the database did not answer); the next start does it", error))
   )
 
@@ -220,7 +220,7 @@ export const makePgStore = Effect.gen(function*() {
             sequence: e.sequence,
             data: sql.json(e.data),
             created_at: e.createdAt
-          })))
+          })) as any)
         } RETURNING id, merchant_id, created_at)`)
         // Only a merchant with a webhook URL has deliveries to make (CONTRACT section 7).
         parts.push(sql`outbox AS (INSERT INTO webhook_outbox (event_id, merchant_id, created_at)
@@ -239,7 +239,7 @@ export const makePgStore = Effect.gen(function*() {
             amount_cents: e.amountCents,
             currency: e.currency,
             created_at: e.createdAt
-          })))
+          })) as any)
         })`)
       }
       if (parts.length > 0) yield* sql`WITH ${sql.csv(parts)} SELECT 1`
@@ -348,12 +348,12 @@ export const makePgStore = Effect.gen(function*() {
       }))),
     openPayment: (open) =>
       open.change.ledger.length > 0 || open.change.fraudCase !== null
-        ? Effect.dieMessage("store: a new payment carries no ledger entries or fraud case")
+        ? Effect.die(new Error("store: a new payment carries no ledger entries or fraud case"))
         : hot.openPayment(open),
     commitChange: (commit) =>
       followsFrom(commit.before, commit.change)
         ? hot.commitChange(commit)
-        : Effect.dieMessage("store: a change must follow from the record it was decided on"),
+        : Effect.die(new Error("store: a change must follow from the record it was decided on")),
     getPayment: (merchantId, paymentId) =>
       getPayment([paymentId, merchantId]).pipe(Effect.map((rows) => (rows[0] ? toPayment(rows[0]) : null))),
     readForCommand: ({ merchantId, paymentId, commandKey }) =>
@@ -401,7 +401,7 @@ export const makePgStore = Effect.gen(function*() {
         const decision = decide(payment, fraudCase)
         if (!decision.ok) return { _tag: "Refused", decision, payment } satisfies UpdateOutcome
         const next = decision.change.payment
-        if (!followsFrom(payment, decision.change)) return yield* Effect.dieMessage("store: a decision must follow from the locked record")
+        if (!followsFrom(payment, decision.change)) return yield* Effect.die(new Error("store: a decision must follow from the locked record"))
         const { id: _id, ...fields } = paymentRow(next)
         yield* sql`UPDATE payments SET ${sql.update(fields)} WHERE id = ${payment.id} AND version = ${payment.version}`
         yield* writeChildren(decision.change)

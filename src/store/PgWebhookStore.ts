@@ -61,7 +61,7 @@ export const makePgWebhookStore = Effect.gen(function*() {
       ? Effect.succeed([] as ReadonlyArray<Row>)
       // No conflict target: a second delivery of an event clashes on its id (derived from the
       // event's, \`deliveryIdOf\`) as well as on event_id, and either clash means "already there".
-      : sql`INSERT INTO webhook_deliveries ${sql.insert(deliveries.map(deliveryRow))}
+      : sql`INSERT INTO webhook_deliveries ${sql.insert(deliveries.map(deliveryRow) as any)}
           ON CONFLICT DO NOTHING RETURNING id`
 
   /**

@@ -326,4 +326,4 @@ export interface StoreShape {
   readonly heartbeat: (instanceId: string, aliveUntil: string) => StoreEffect<void>
 }
 
-export class Store extends Context.Tag("payments/Store")<Store, StoreShape>() {}
+export class Store extends Context.Service<Store, StoreShape>()("payments/Store") {}

@@ -100,6 +100,6 @@ export interface WebhookStoreShape {
   readonly rotateSecret: (merchantId: string, secret: string, previousUntil: string, now: string) => StoreEffect<Merchant | null>
 }
 
-export class WebhookStore extends Context.Tag("payments/WebhookStore")<WebhookStore, WebhookStoreShape>() {}
+export class WebhookStore extends Context.Service<WebhookStore, WebhookStoreShape>()("payments/WebhookStore") {}
 
 export const emptyCounts = (): Record<DeliveryStatus, number> => ({ pending: 0, retrying: 0, succeeded: 0, failed: 0 })

@@ -1,10 +1,6 @@
-import * as Migrator from "@effect/sql/Migrator"
-import * as SqlClient from "@effect/sql/SqlClient"
-import { Effect } from "effect"
 
 /** Versioned migrations; applied at start and by `payments migrate`, recorded in effect_sql_migrations. */
-const statements = (text: string) =>
-  Effect.flatMap(SqlClient.SqlClient, (sql) => sql.unsafe(text).pipe(Effect.asVoid))
+const statements = (text: string) => text
 
 /** The rollup triggers' summed columns and their upsert (one text, two triggers). */
 const rollupSums = `      SELECT d.merchant_id, d.currency, d.hour, d.shard, sum(d.transaction_count), sum(d.volume_cents), sum(d.captured_cents),
@@ -19,7 +15,12 @@ const rollupUpsert = `      ON CONFLICT (merchant_id, hour, currency, shard) DO 
         captured_count = r.captured_count + EXCLUDED.captured_count, disputed_count = r.disputed_count + EXCLUDED.disputed_count;
 `
 
-export const migrations = Migrator.fromRecord({
+/**
+ * The migrations' SQL, by `<id>_<name>`. Effect 4's PostgreSQL driver has no simple-query
+ * protocol, and a text of several statements (functions, triggers) needs it: the service
+ * applies them over `pg` (src/platform/Database.ts), recording them in the same table.
+ */
+export const migrationTexts: Record<string, string> = {
   "0001_core": statements(`
     CREATE TABLE merchants (
       id text COLLATE "C" PRIMARY KEY,
@@ -351,4 +352,4 @@ ${rollupUpsert}      RETURN NULL;
     FROM payments p, payment_rollup_deltas(1, p) d
     GROUP BY 1, 2, 3, 4;
   `)
-})
+}
