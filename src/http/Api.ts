@@ -68,6 +68,8 @@ export class OperationsGroup extends HttpApiGroup.make("operations")
 export class PaymentsApi extends HttpApi.make("payments")
   .add(TransactionsGroup)
   .add(OperationsGroup)
+  // Unknown fields are errors, so a typo never passes silently (CONTRACT section 1).
+  .annotate(HttpApi.PayloadParseOptions, { onExcessProperty: "error" })
   .annotateMerge(OpenApi.annotations({
     title: "Payments API",
     version: "1.0.0",

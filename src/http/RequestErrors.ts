@@ -33,7 +33,6 @@ const firstProblem = (issue: SchemaIssue.Issue, path: ReadonlyArray<PropertyKey>
       return chosen === undefined ? { path, issue } : firstProblem(chosen, path)
     }
     case "Filter":
-      return { path, issue }
     case "Encoding":
       return firstProblem(issue.issue, path)
     default:
@@ -50,9 +49,11 @@ const nodeAt = (ast: SchemaAST.AST, path: ReadonlyArray<PropertyKey>): SchemaAST
   return node
 }
 
+/** The field's own schema inside an optional or nullable union (a union of literals stays as it is). */
 const withoutUnion = (ast: SchemaAST.AST): SchemaAST.AST => {
   if (ast._tag !== "Union") return ast
-  return ast.types.find((member) => member._tag !== "Undefined" && member._tag !== "Null") ?? ast
+  const members = ast.types.filter((member) => member._tag !== "Undefined" && member._tag !== "Null")
+  return members.length === 1 ? members[0]! : ast
 }
 
 const fieldOf = (ast: SchemaAST.AST, key: PropertyKey): SchemaAST.AST | undefined => {
@@ -84,6 +85,7 @@ const fieldsOf = (ast: SchemaAST.AST | undefined): ReadonlyArray<string> | null 
 /** The message a leaf carries: a filter's own sentence, or what the parser expected. */
 const leafMessage = (issue: SchemaIssue.Issue): string => {
   if (issue._tag === "Filter") return leafMessage(issue.issue)
+  if (issue._tag === "InvalidType" && issue.ast._tag === "Objects") return "must be a JSON object"
   if (issue._tag === "InvalidValue") {
     const message = (issue.annotations as { message?: unknown } | undefined)?.message
     if (typeof message === "string") return message
