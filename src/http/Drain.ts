@@ -25,14 +25,18 @@ export const serverLayer = <ROut, E, R>(routes: Layer.Layer<ROut, E, R>, port: n
   let inFlight = 0
   let draining = false
 
+  // Around the whole chain, the sending of the answer included: a request is in flight until then.
   const counted = <E, R>(app: Effect.Effect<HttpServerResponse.HttpServerResponse, E, R>): Effect.Effect<HttpServerResponse.HttpServerResponse, E, R | HttpServerRequest> =>
     Effect.suspend(() => {
       Metrics.record(Metrics.httpRequestsInFlight, ++inFlight)
-      return app.pipe(
-        Effect.map((response) => (draining ? HttpServerResponse.setHeader(response, "connection", "close") : response)),
-        Effect.ensuring(Effect.sync(() => Metrics.record(Metrics.httpRequestsInFlight, --inFlight)))
-      )
+      return Effect.ensuring(app, Effect.sync(() => Metrics.record(Metrics.httpRequestsInFlight, --inFlight)))
     })
+
+  // A middleware of the router, not of the server: only the router's may still change the answer.
+  const closingWhileDraining = HttpRouter.middleware(
+    (app) => Effect.map(app, (response) => (draining ? HttpServerResponse.setHeader(response, "connection", "close") : response)),
+    { global: true }
+  )
 
   const waitForInFlight = Effect.gen(function*() {
     while (inFlight > 0) yield* Effect.sleep(Duration.millis(10))
@@ -67,7 +71,7 @@ export const serverLayer = <ROut, E, R>(routes: Layer.Layer<ROut, E, R>, port: n
   // unhooks the request handler and would leave requests on open connections unanswered).
   return drain.pipe(
     Layer.provideMerge(
-      HttpRouter.serve(routes, { middleware: counted as any, disableLogger: true }).pipe(
+      HttpRouter.serve(Layer.merge(routes, closingWhileDraining), { middleware: counted as any, disableLogger: true }).pipe(
         Layer.provide(Layer.succeed(HttpMiddleware.TracerDisabledWhen, () => true)),
         Layer.provide(NodeHttpServer.layer(() => server, { port, host }))
       )
