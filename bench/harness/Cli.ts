@@ -20,7 +20,8 @@ Options:
   --connections N       closed model: N scripts at a time, as fast as they go (instead of --rate)
   --duration S          seconds of load (default 30)
   --max-requests N      also stop starting scripts once N requests were sent
-  --merchants N         merchants the scenario uses (default 5)
+  --merchants N         merchants the scenario uses (default: one per 20 requests/s of --rate,
+                        at least 5)
   --seed S              seed of the scenario's and the arrivals' random choices (default 1)
   --scenario NAME       merchants (default) | health | any bench/harness/scenarios/NAME.ts
   --shard I/N           this process is shard I (0 to N-1) of N; each keeps its own merchants
@@ -79,6 +80,14 @@ type ValueFlag = (typeof valueFlags)[number]
 const switchFlags = ["progress", "help"] as const
 
 class BadFlag extends Error {}
+
+/**
+ * Merchants when `--merchants` is not given: one per 20 requests a second of the open model, at
+ * least 5. A merchant's webhook endpoint is worked by at most 8 attempts at a time, and one
+ * attempt in fifty waits out the 2 s timeout: a few merchants at hundreds of requests a second
+ * would measure one endpoint's queue, not the service.
+ */
+export const defaultMerchants = (model: LoadModel) => (model.kind === "open" ? Math.max(5, Math.ceil(model.rate / 20)) : 5)
 
 const whole = (flag: string, text: string, min: number, max: number) => {
   if (!/^\d+$/.test(text) || Number(text) < min || Number(text) > max) {
@@ -164,7 +173,7 @@ export const parseArguments = (argv: ReadonlyArray<string>): Parsed => {
       model,
       durationSeconds: positive("duration", get("duration") ?? "30", 86_400),
       maxRequests: get("max-requests") === undefined ? null : whole("max-requests", get("max-requests")!, 1, 1_000_000_000),
-      merchants: whole("merchants", get("merchants") ?? "5", 1, 100_000),
+      merchants: whole("merchants", get("merchants") ?? String(defaultMerchants(model)), 1, 100_000),
       seed: whole("seed", get("seed") ?? "1", 0, 2 ** 32 - 1),
       scenario,
       shard: { index: Number(shard[1]), count: Number(shard[2]) },

@@ -203,6 +203,7 @@ export const runHarness = async (
       try {
         io.log(`load done (${load.requests} requests); draining...`)
         await scenario.drain(options.drainSeconds * 1000)
+        io.log("checking the laws through the API...")
         laws = await scenario.checkLaws()
       } catch (error) {
         fail("drain and laws", error)

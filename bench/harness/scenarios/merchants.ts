@@ -302,7 +302,17 @@ export const makeScenario = (options: MerchantsOptions = {}): Scenario => {
         }
         return false
       }
-      await until(() => running.size === 0 && disputesInFlight.size === 0)
+      // A line every 10 s, so a long drain shows what it waits for.
+      let nextLogMs = Date.now() + 10_000
+      const tell = (what: () => string) => {
+        if (Date.now() < nextLogMs) return
+        nextLogMs = Date.now() + 10_000
+        need(context, "the drain").log(`draining: ${what()}`)
+      }
+      await until(() => {
+        tell(() => `${running.size} scripts and ${disputesInFlight.size} disputes in flight`)
+        return running.size === 0 && disputesInFlight.size === 0
+      })
       // Payments final and deliveries ended: read as the laws will read them.
       const open = async (merchant: WitnessMerchant) => {
         const count = async (path: string) => {
@@ -320,6 +330,7 @@ export const makeScenario = (options: MerchantsOptions = {}): Scenario => {
         for (const merchant of witnessMerchants) left += await open(merchant)
         // Twice in a row: an event just committed becomes a delivery within a poll of the dispatcher.
         quiet = left === 0 ? quiet + 1 : 0
+        tell(() => `${left} payments pending, deliveries open and posts in flight`)
         return quiet >= 2
       })
     },

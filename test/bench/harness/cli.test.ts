@@ -13,8 +13,12 @@ describe("the harness's command line", () => {
     expect(parsed).toMatchObject({
       command: "run", targetUrl: null, keysFile: null, scenario: "merchants",
       model: { kind: "open", rate: 50, arrival: "constant" }, durationSeconds: 30, maxRequests: null,
-      shard: { index: 0, count: 1 }, webhookHost: "127.0.0.1", slo: []
+      shard: { index: 0, count: 1 }, webhookHost: "127.0.0.1", slo: [], merchants: 5
     })
+    // One merchant per 20 requests a second of the open model, at least 5.
+    expect(parseArguments(["--rate", "200"])).toMatchObject({ merchants: 10 })
+    expect(parseArguments(["--rate", "201", "--merchants", "3"])).toMatchObject({ merchants: 3 })
+    expect(parseArguments(["--connections", "64"])).toMatchObject({ merchants: 5 })
   })
 
   it("reads every flag, with a space or an equals sign", () => {
