@@ -190,7 +190,7 @@ export const plantedBugs = {
   },
   "retry-recorded-on-time": {
     law: "webhook-schedule",
-    description: "a retry is sent 20 s before its offset, and the store records it at its offset",
+    description: "a payment's first delivery records its first failed attempt 20 s early and schedules the retries from that record: sent early, on time by the store's times",
     scenario: { faults: { webhook5xx: 0.3 } },
     sweepSeed: 1
   },
@@ -392,22 +392,26 @@ export const webhookStoreBug = (bug: PlantedBug, store: WebhookStoreShape): Webh
           }, attempt, token, successor)
       }
     case "retry-recorded-on-time": {
-      // A failed retry before the last is recorded 20 s after it was sent, and the next one is
-      // due 20 s early: the store's own times keep the schedule, the endpoint's do not.
-      const shift = (iso: string, ms: number) => new Date(Date.parse(iso) + ms).toISOString()
+      // The first failed attempt of a payment's first delivery (no delivery before it in the
+      // payment's order) is recorded 20 s before it was made, as a clock read too early would,
+      // and the retries are scheduled from that record: each goes 20 s before its offset from the
+      // real first attempt, on time by the store's own times.
+      const earlier = (iso: string) => new Date(Date.parse(iso) - 20_000).toISOString()
       return {
         ...store,
         recordAttempt: (delivery, attempt, token, successor) => {
-          const last = delivery.attempts[delivery.attempts.length - 1]
-          if (delivery.status !== "retrying" || last === undefined || last.attempt < 2 || delivery.nextAttemptAt === null) {
+          const first = delivery.attempts[0]
+          if (delivery.attempts.length !== 1 || first === undefined || delivery.status !== "retrying" || delivery.order?.sequence !== 1 ||
+            delivery.firstFailedAt === null || delivery.nextAttemptAt === null) {
             return store.recordAttempt(delivery, attempt, token, successor)
           }
-          const onTime = { ...last, at: shift(last.at, 20_000) }
+          const recorded = { ...first, at: earlier(first.at) }
           return store.recordAttempt({
             ...delivery,
-            attempts: [...delivery.attempts.slice(0, -1), onTime],
-            nextAttemptAt: shift(delivery.nextAttemptAt, -20_000)
-          }, attempt.attempt === last.attempt ? onTime : attempt, token, successor)
+            attempts: [recorded],
+            firstFailedAt: earlier(delivery.firstFailedAt),
+            nextAttemptAt: earlier(delivery.nextAttemptAt)
+          }, recorded, token, successor)
         }
       }
     }
