@@ -59,10 +59,10 @@ export class Receipts {
    */
   readonly retriedAfterAck: Array<{ readonly deliveryId: string; readonly attempt: number; readonly next: number }> = []
   /**
-   * When each of the first `timedAttempts` attempt numbers of a slot's delivery first reached the
-   * endpoint, in ms from the window start (-1: not yet): the witness of the retry schedule, read
-   * at the end instead of the times the service recorded. `timedAttempts` numbers a slot, from
-   * `slot * timedAttempts` (attempt 1 first).
+   * When each of the first `timedAttempts` attempt numbers of a slot's delivery reached the
+   * endpoint, in ms from the window start (-1: not yet): a retry's first arrival, the first
+   * attempt's last. The witness of the retry schedule, read at the end instead of the times the
+   * service recorded. `timedAttempts` numbers a slot, from `slot * timedAttempts` (attempt 1 first).
    */
   attemptAtMs = new Int32Array(0)
   /** Attempt numbers outside 0-30 by slot (only a bug sends one). */
@@ -133,7 +133,9 @@ export class Receipts {
   received(slot: number, attempt: number, atMs: number) {
     this.lastAttempt[slot] = attempt
     this.lastAtMs[slot] = atMs
-    if (Number.isInteger(attempt) && attempt >= 1 && attempt <= timedAttempts && this.attemptAtMs[slot * timedAttempts + attempt - 1] === -1) {
+    // A retry's first arrival; the first attempt's last (sent again only when a crash lost its
+    // outcome, and the schedule starts from the one the service recorded).
+    if (Number.isInteger(attempt) && attempt >= 1 && attempt <= timedAttempts && (attempt === 1 || this.attemptAtMs[slot * timedAttempts + attempt - 1] === -1)) {
       this.attemptAtMs[slot * timedAttempts + attempt - 1] = Math.round(atMs)
     }
     if (Number.isInteger(attempt) && attempt >= 0 && attempt <= 30) this.mask[slot] = this.mask[slot]! | (1 << attempt)
