@@ -73,7 +73,16 @@ const laws: ReadonlyArray<{ readonly law: string; readonly description: string; 
     invariants: ["ledger-entry", "ledger-account", "ledger-balanced", "ledger-matches-record", "fee-within-capture", "capture-within-authorization", "captured-amount", "refunded-status", "failure-code"]
   },
   { law: "balances", description: "Balance by type equals the sum of the ledger.", invariants: ["balances"] },
-  { law: "refunds-within-capture", description: "Refunds never exceed the capture.", invariants: ["refunds-within-capture"] },
+  {
+    law: "refunds-within-capture",
+    description: "Refunds never exceed the capture, nor do refunds and an open or lost dispute together.",
+    invariants: ["refunds-within-capture", "refunds-and-disputes-within-capture"]
+  },
+  {
+    law: "fraud-explanation",
+    description: "Every screened payment's score is the sigmoid of its model output, and its case's base value and contributions add up to that output.",
+    invariants: ["fraud-explanation"]
+  },
   {
     law: "webhook-every-event-delivered",
     description: "Every event gets one delivery, every attempt the service records reached the endpoint, and a succeeded delivery was answered 2xx by it.",
@@ -379,6 +388,7 @@ export const makeScenario = (options: MerchantsOptions = {}): Scenario => {
         merchants: witnessMerchants,
         sinceIso,
         expectations: run.expectations,
+        auditCreateKeys: run.auditCreateKeys,
         webhooks: { receipts: need(receiptsOf, "the laws"), scheduleMs, timeoutMs, toleranceMs: options.retryToleranceMs ?? timeoutMs + 30_000 },
         concurrency: 8
       })
@@ -429,6 +439,7 @@ export const makeScenario = (options: MerchantsOptions = {}): Scenario => {
         "ledger-balanced": witnessed.payments,
         "balances": witnessMerchants.length,
         "refunds-within-capture": witnessed.payments,
+        "fraud-explanation": witnessed.payments,
         "webhook-every-event-delivered": witnessed.events,
         "webhook-signed": need(receiptsOf, "the laws").deliveryIds.length,
         "webhook-order": witnessed.deliveries,
