@@ -28,7 +28,8 @@ import type { Store } from "./store/Store.ts"
  * The application services. They need a Store, Ids, AppConfig and an Acquirer: production
  * and the simulator differ only in which layers provide those.
  */
-export const ServicesLive = Layer.mergeAll(Payments.layer, Merchants.layer, ApiKeys.layer).pipe(
+export const ServicesLive = Layer.merge(Payments.layer, Merchants.layer).pipe(
+  // Merchants creates a merchant's first key through ApiKeys; provideMerge also offers it to the handlers.
   Layer.provideMerge(ApiKeys.layer),
   Layer.provideMerge(Webhooks.layer),
   Layer.provideMerge(Layer.merge(Fraud.layer, PaymentActors.layer))

@@ -5,7 +5,7 @@ import { disputeReasons } from "../domain/Dispute.ts"
 import * as X from "./Examples.ts"
 
 /** Unknown fields are errors, so a typo never passes silently (CONTRACT section 1). */
-const strict = { parseOptions: { onExcessProperty: "error" as const } }
+export const strict = { parseOptions: { onExcessProperty: "error" as const } }
 
 /**
  * The rule of an input field in a merchant's words (the 422 says `<param> <rule>.`). It overrides

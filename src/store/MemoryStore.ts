@@ -46,16 +46,6 @@ const paginate = <A>(rows: ReadonlyArray<A>, page: PageRequest): PageOf<A> => ({
   totalCount: rows.length
 })
 
-/**
- * The in-memory adapter: used by the simulator and fast tests. Every operation runs
- * synchronously inside one `Effect.sync`, so it is atomic by construction; `snapshot`/`restore`
- * let the simulator "restart" a service on the same data.
- */
-export const makeMemoryStore = (): StoreShape & { readonly dump: () => MemoryState } => {
-  const state = emptyState()
-  return { ...memoryOperations(state), dump: () => state }
-}
-
 export interface MemoryState {
   readonly merchants: Map<string, Merchant>
   readonly apiKeys: Map<string, ApiKey>
@@ -366,6 +356,11 @@ const pushTo = <A>(map: Map<string, Array<A>>, key: string, values: ReadonlyArra
   else for (let i = 0; i < values.length; i++) list.push(values[i]!)
 }
 
+/**
+ * The in-memory adapter over `state`: used by the simulator and fast tests. Every operation runs
+ * synchronously inside one `Effect.sync`, so it is atomic by construction; the simulator keeps
+ * `state` to "restart" a service on the same data.
+ */
 export const memoryOperations = (state: MemoryState): StoreShape => {
   /** `previous`: the payment as it was before this change (undefined: a new payment, `remember`ed next). */
   const commit = (change: Change, previous: Payment | undefined) => {
