@@ -1,5 +1,5 @@
-import { HttpApiBuilder, HttpApiScalar } from "@effect/platform"
-import { Layer } from "effect"
+import { HttpApiBuilder, HttpApiScalar, HttpServerResponse } from "@effect/platform"
+import { Effect, Layer } from "effect"
 import * as Acquirer from "./acquirer/Acquirer.ts"
 import { PaymentsApi } from "./http/Api.ts"
 import * as Authentication from "./http/Authentication.ts"
@@ -43,10 +43,29 @@ export const ApiLive = HttpApiBuilder.api(PaymentsApi).pipe(
   Layer.provide(RateLimiter.layer)
 )
 
-/** Routes: the API, its OpenAPI document and a docs page. */
+/**
+ * `GET /` points to the API's documentation: a browser is sent on to the docs page, and the body
+ * says where both documents are for a client that does not follow redirects.
+ */
+const RootLive = HttpApiBuilder.Router.use((router) =>
+  router.get(
+    "/",
+    Effect.succeed(HttpServerResponse.unsafeJson(
+      {
+        message: "Payments API. Documentation: GET /docs (human), GET /api/v1/openapi.json (OpenAPI 3.1).",
+        docs: "/docs",
+        openapi: "/api/v1/openapi.json"
+      },
+      { status: 302, headers: { location: "/docs" } }
+    ))
+  )
+)
+
+/** Routes: the API, its OpenAPI document, a docs page and `/` pointing to them (src/http/Routes.ts lists them). */
 export const HttpRoutesLive = Layer.mergeAll(
   HttpApiBuilder.middlewareOpenApi({ path: "/api/v1/openapi.json" }),
-  HttpApiScalar.layer({ path: "/docs" })
+  HttpApiScalar.layer({ path: "/docs" }),
+  RootLive
 ).pipe(Layer.provideMerge(ApiLive))
 
 /** The production infrastructure: configuration, database (embedded when no DATABASE_URL), ids, sandbox acquirer. */
