@@ -61,10 +61,9 @@ const demoMerchant = Layer.effectDiscard(
 
 const serve = Effect.gen(function*() {
   const config = yield* AppConfig
-  const host = process.env.HOST ?? "127.0.0.1"
   // A stop (SIGTERM, SIGINT) interrupts the launch: the layers close in reverse (src/http/Drain.ts
   // first), each logging what it did; runMain then exits 0.
-  return yield* Layer.launch(AppLive(config.port, host, demoMerchant)).pipe(
+  return yield* Layer.launch(AppLive(config.port, config.host, demoMerchant)).pipe(
     Effect.onInterrupt(() => Effect.logInfo("shutting down: done"))
   )
 })
