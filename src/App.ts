@@ -11,6 +11,7 @@ import * as Config from "./platform/Config.ts"
 import * as Database from "./platform/Database.ts"
 import * as Ids from "./platform/Ids.ts"
 import * as Instance from "./platform/Instance.ts"
+import * as Analytics from "./services/Analytics.ts"
 import * as ApiKeys from "./services/ApiKeys.ts"
 import * as Fraud from "./services/Fraud.ts"
 import * as Merchants from "./services/Merchants.ts"
@@ -28,7 +29,7 @@ import type { Store } from "./store/Store.ts"
  * The application services. They need a Store, Ids, AppConfig and an Acquirer: production
  * and the simulator differ only in which layers provide those.
  */
-export const ServicesLive = Layer.merge(Payments.layer, Merchants.layer).pipe(
+export const ServicesLive = Layer.mergeAll(Payments.layer, Merchants.layer, Analytics.layer).pipe(
   // Merchants creates a merchant's first key through ApiKeys; provideMerge also offers it to the handlers.
   Layer.provideMerge(ApiKeys.layer),
   Layer.provideMerge(Webhooks.layer),

@@ -4,6 +4,8 @@ import type { LedgerEntry } from "../domain/Ledger.ts"
 import type { Merchant } from "../domain/Merchant.ts"
 import { disputeSnapshot, type Payment, type PaymentEvent } from "../domain/Payment.ts"
 import type { Delivery } from "../domain/Webhook.ts"
+import type { Currency } from "../domain/Money.ts"
+import type { AnalyticsReport, CurrencyFigures, FraudStatsReport } from "../services/Analytics.ts"
 import type { PageOf, PageRequest } from "../store/Store.ts"
 import type * as S from "./Schemas.ts"
 import type * as W from "./WebhookSchemas.ts"
@@ -115,6 +117,60 @@ export const delivery = (d: Delivery): typeof W.Delivery.Encoded => ({
   next_attempt_at: d.nextAttemptAt,
   created_at: d.createdAt,
   completed_at: d.completedAt
+})
+
+const currencyFigures = (f: CurrencyFigures): typeof S.CurrencyAnalytics.Encoded => ({
+  currency: f.currency as Currency,
+  transaction_count: f.transactionCount,
+  volume_cents: f.volumeCents,
+  captured_cents: f.capturedCents,
+  refunded_cents: f.refundedCents,
+  fees_cents: f.feesCents,
+  revenue_cents: f.revenueCents,
+  approval_rate: f.approvalRate,
+  fraud_rate: f.fraudRate,
+  refund_rate: f.refundRate,
+  dispute_rate: f.disputeRate
+})
+
+export const analytics = (r: AnalyticsReport): typeof S.Analytics.Encoded => ({
+  from: r.from,
+  to: r.to,
+  transaction_count: r.transactionCount,
+  approval_rate: r.approvalRate,
+  fraud_rate: r.fraudRate,
+  refund_rate: r.refundRate,
+  dispute_rate: r.disputeRate,
+  by_currency: r.byCurrency.map(currencyFigures),
+  interval: r.interval,
+  series: r.series.map((period) => ({ ...currencyFigures(period), period_start: period.periodStart }))
+})
+
+export const fraudStats = (r: FraudStatsReport): typeof S.FraudStats.Encoded => ({
+  cases: {
+    total: r.casesByStatus.open + r.casesByStatus.confirmed_fraud + r.casesByStatus.false_positive,
+    by_status: r.casesByStatus,
+    by_priority: r.casesByPriority
+  },
+  approved_count: r.approvedCount,
+  screened_count: r.screenedCount,
+  blocked: {
+    count: r.blockedCount,
+    by_currency: r.blockedByCurrency.map((row) => ({ currency: row.currency, count: row.count, amount_cents: row.amountCents }))
+  },
+  lost_dispute_count: r.lostDisputeCount,
+  fraud_rate: r.fraudRate,
+  lost_dispute_rate: r.lostDisputeRate,
+  review_precision: r.reviewPrecision,
+  score_histogram: r.scoreHistogram.map((count, bin) => ({ from: bin / 10, to: (bin + 1) / 10, count })),
+  by_model_version: r.byModel.map((m) => ({
+    model_version: m.modelVersion,
+    screened_count: m.screenedCount,
+    blocked_count: m.blockedCount,
+    fraud_rate: m.fraudRate,
+    cases: { total: m.casesByStatus.open + m.casesByStatus.confirmed_fraud + m.casesByStatus.false_positive, by_status: m.casesByStatus },
+    review_precision: m.reviewPrecision
+  }))
 })
 
 export const meta = (page: PageRequest, result: PageOf<unknown>): typeof S.ListMeta.Encoded => {

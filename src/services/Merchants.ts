@@ -1,4 +1,5 @@
 import { Context, Effect, Layer } from "effect"
+import type { Balance } from "../domain/Ledger.ts"
 import type { ApiKey, Merchant, MerchantWithSecret } from "../domain/Merchant.ts"
 import { webhookSecretPrefix } from "../domain/Merchant.ts"
 import { Ids } from "../platform/Ids.ts"
@@ -21,6 +22,8 @@ export interface MerchantsShape {
   >
   readonly get: (merchantId: string) => Effect.Effect<Merchant, NotFound | StoreUnavailable>
   readonly update: (merchantId: string, patch: MerchantPatch) => Effect.Effect<Merchant, NotFound | StoreUnavailable>
+  /** The merchant's balances per currency, derived from its ledger entries (CONTRACT section 7). */
+  readonly balances: (merchantId: string) => Effect.Effect<ReadonlyArray<Balance>, StoreUnavailable>
 }
 
 export class Merchants extends Context.Tag("payments/Merchants")<Merchants, MerchantsShape>() {}
@@ -65,7 +68,8 @@ export const layer = Layer.effect(
           yield* store.updateMerchant(updated)
           // Read back: a secret rotated meanwhile is part of the answer.
           return yield* get(merchantId)
-        })
+        }),
+      balances: (merchantId) => store.balances(merchantId)
     })
   })
 )

@@ -6,9 +6,8 @@ import type { ApiKey, Merchant } from "../domain/Merchant.ts"
 import type { Change, Payment, PaymentEvent } from "../domain/Payment.ts"
 import { followsFrom, isSettleable, nextStep } from "../domain/Payment.ts"
 import type { Currency } from "../domain/Money.ts"
-import { sandboxDisputeTokens } from "../acquirer/Acquirer.ts"
 import type { AnalyticsRow, FraudCaseFilter, HistoryWindows, IdempotencyClaim, PageOf, PageRequest, PaymentFilter, StoreShape } from "./Store.ts"
-import { maximumSeriesRows, modelStats, periodStart, Store, unrecordedModel } from "./Store.ts"
+import { isCardTokenDisputeQuery, maximumSeriesRows, modelStats, periodStart, Store, unrecordedModel } from "./Store.ts"
 import { emptyWebhookState, memoryWebhookOperations, type WebhookMemoryState } from "./MemoryWebhookStore.ts"
 import { WebhookStore } from "./WebhookStore.ts"
 import { MinHeap } from "../platform/MinHeap.ts"
@@ -790,18 +789,19 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
         due.head = head
         return ids
       }),
-    sandboxDisputesDue: (capturedBefore, openedBefore, limit) =>
-      Effect.sync(() =>
-        [...state.payments.values()]
+    paymentsByCardTokenAndDispute: (query, limit) =>
+      Effect.sync(() => {
+        if (!isCardTokenDisputeQuery(query)) throw new Error(`not a card token query: ${JSON.stringify(query.cardTokens)}`)
+        return [...state.payments.values()]
           .filter((p) =>
-            sandboxDisputeTokens[p.cardToken] !== undefined && p.capturedAt !== null &&
+            query.cardTokens.includes(p.cardToken) && p.capturedAt !== null &&
             (p.dispute === null
-              ? (p.status === "captured" || p.status === "settled") && p.capturedAt < capturedBefore
-              : p.dispute.status === "open" && p.dispute.openedAt < openedBefore)
+              ? query.undisputedStatuses.includes(p.status) && p.capturedAt < query.capturedBefore
+              : p.dispute.status === "open" && p.dispute.openedAt < query.openedBefore)
           )
           .sort((a, b) => (a.capturedAt! < b.capturedAt! ? -1 : a.capturedAt! > b.capturedAt! ? 1 : a.id < b.id ? -1 : a.id > b.id ? 1 : 0))
           .slice(0, limit)
-      ),
+      }),
     analytics: (merchantId, createdFrom, createdTo) =>
       Effect.sync(() => aggregate(merchantId, createdFrom, createdTo, (p) => p.currency).map(([, row]) => row)),
     analyticsSeries: (merchantId, interval, createdFrom, createdTo) =>
@@ -828,8 +828,11 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
         for (const c of state.fraudCases.values()) {
           if (c.merchantId === merchantId) modelCases.push({ version: c.modelVersion, status: c.status, count: 1 })
         }
+        let approvedCount = 0
         for (const p of state.payments.values()) {
-          if (p.merchantId !== merchantId || p.fraudScore === null) continue
+          if (p.merchantId !== merchantId) continue
+          if (p.status !== "pending" && p.status !== "failed") approvedCount++
+          if (p.fraudScore === null) continue
           screenedCount++
           scoreHistogram[Math.min(Math.floor(p.fraudScore * 10), 9)]!++
           models.push({ version: p.fraudModelVersion ?? unrecordedModel, screened: 1, blocked: p.status === "blocked" ? 1 : 0 })
@@ -841,6 +844,7 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
         return {
           casesByStatus,
           casesByPriority,
+          approvedCount,
           screenedCount,
           lostDisputeCount,
           blocked: [...blocked.values()].sort((a, b) => (a.currency < b.currency ? -1 : 1)),
