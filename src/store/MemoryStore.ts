@@ -92,7 +92,8 @@ export interface MemoryState {
  * A priority queue for items that nearly always arrive in order (an expiry is now plus a fixed
  * TTL; a capture time is now): those go to a plain FIFO, any other to a heap, and the smaller
  * head of the two comes out. Same order as one heap of everything (`before` is a strict total
- * order), without a heap's sift of ~2 log n comparisons per item that leaves.
+ * order), without a heap's sift of ~2 log n comparisons per item that leaves. Not a heap of its
+ * own: the late items go to the one heap, `MinHeap`.
  */
 export class OrderedQueue<A> {
   private inOrder: Array<A> = []
