@@ -13,8 +13,6 @@ import { jsonResponse } from "./Edge.ts"
 import { idempotent, idempotentInline } from "./Idempotency.ts"
 import { withCaller } from "./RequestState.ts"
 import * as Wire from "./Wire.ts"
-import { validateWebhookUrl } from "./WebhookUrl.ts"
-import { AppConfig } from "../platform/Config.ts"
 import * as Database from "../platform/Database.ts"
 import { prometheusText } from "../platform/Metrics.ts"
 import { makeGaugeSampler } from "../services/Gauges.ts"
@@ -124,7 +122,6 @@ const MerchantsLive = HttpApiBuilder.group(PaymentsApi, "merchants", (handlers) 
   Effect.gen(function*() {
     const merchants = yield* Merchants
     const analytics = yield* Analytics
-    const config = yield* AppConfig
     return handlers
       .handle("me", () =>
         Effect.gen(function*() {
@@ -134,9 +131,6 @@ const MerchantsLive = HttpApiBuilder.group(PaymentsApi, "merchants", (handlers) 
       .handle("update", ({ payload }) =>
         Effect.gen(function*() {
           const { merchant } = yield* CurrentMerchant
-          if (payload.webhook_url !== undefined && payload.webhook_url !== null) {
-            yield* validateWebhookUrl(payload.webhook_url, config.webhookAllowPrivateUrls)
-          }
           const updated = yield* mapErrors(merchants.update(merchant.id, { name: payload.name, webhookUrl: payload.webhook_url }))
           return { merchant: Wire.merchant(updated) }
         }))

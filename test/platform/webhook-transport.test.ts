@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import * as Config from "../../src/platform/Config.ts"
 import { layer as transportLayer, WebhookTransport } from "../../src/platform/WebhookTransport.ts"
 
-// A webhook URL's host name is not resolved when the URL is saved (src/http/WebhookUrl.ts): the
+// A webhook URL's host name is not resolved when the URL is saved (`webhookUrlProblem`, src/domain/Network.ts): the
 // production transport classifies what the name resolves to on every connection instead.
 
 let server: Server
