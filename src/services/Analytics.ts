@@ -43,13 +43,9 @@ export const reviewPrecision = (cases: Readonly<Record<FraudCaseStatus, number>>
 // ---------------------------------------------------------------------------------------------
 
 /** One currency's figures over a window or a period: money in that currency's minor units. */
-export interface CurrencyFigures {
-  readonly currency: string
-  readonly transactionCount: number
-  readonly volumeCents: number
-  readonly capturedCents: number
-  readonly refundedCents: number
-  readonly feesCents: number
+export interface CurrencyFigures
+  extends Pick<AnalyticsRow, "currency" | "transactionCount" | "volumeCents" | "capturedCents" | "refundedCents" | "feesCents">
+{
   /** captured − refunded − fees. */
   readonly revenueCents: number
   readonly approvalRate: number | null
