@@ -1,6 +1,6 @@
 import * as PgClient from "@effect/sql-pg/PgClient"
 import { Effect, Layer } from "effect"
-import type { Attempt, Delivery, DeliveryStatus } from "../domain/Webhook.ts"
+import { type Attempt, type Delivery, type DeliveryStatus, isOpen } from "../domain/Webhook.ts"
 import { iso, isoOrNull, run, secretColumnFor, toEvent, toMerchant, type Row } from "./PgRows.ts"
 import { AppConfig } from "../platform/Config.ts"
 import type { SecretColumn } from "../platform/Sealing.ts"
@@ -83,17 +83,18 @@ export const makePgWebhookStore = Effect.gen(function*() {
   /** When an open delivery `d` is next due: its next attempt, or the end of a live lease on it. */
   const dueAt = () => sql`GREATEST(d.next_attempt_at, coalesce(d.lease_until, d.next_attempt_at))`
 
-  /** A delivery that stays open after its attempt holds its payment's order: no successor then. */
-  const stillOpen = (delivery: Delivery) => delivery.status === "pending" || delivery.status === "retrying"
+  /** `recordAttempt`'s successor when none is to be claimed: no rows. */
+  const noSuccessor = sql`SELECT NULL::text AS id WHERE false`
 
   /**
    * `recordAttempt`'s successor claim, a part of its statement gated on `recorded`: the next of
    * the ended delivery's payment to its URL. The statement sees the ended delivery as it was
-   * (still open), so the order rule leaves it out: its new status, given, is final.
+   * (still open), so the order rule leaves it out: its new status, given, is final. A delivery
+   * that stays open after its attempt holds its payment's order: no successor then.
    */
   const claimNext = (delivery: Delivery, now: string, lease: Lease) =>
-    delivery.order === null
-      ? sql`SELECT NULL::text AS id WHERE false`
+    delivery.order === null || isOpen(delivery)
+      ? noSuccessor
       : sql`UPDATE webhook_deliveries SET lease_token = ${lease.token}, lease_until = ${lease.until}
             WHERE id = (
               SELECT d.id FROM webhook_deliveries d
@@ -225,7 +226,7 @@ export const makePgWebhookStore = Effect.gen(function*() {
             ${attempt.responseStatus}::int, ${attempt.durationMs}::int, ${attempt.error}::text, ${attempt.error === null}::boolean
           FROM recorded
         ), successor AS (
-          ${successor === undefined || stillOpen(delivery) ? sql`SELECT NULL::text AS id WHERE false` : claimNext(delivery, successor.now, successor.lease)}
+          ${successor === undefined ? noSuccessor : claimNext(delivery, successor.now, successor.lease)}
         )
         SELECT EXISTS (SELECT 1 FROM recorded) AS recorded,
           (SELECT row_to_json(s) FROM successor s) AS successor`).pipe(
