@@ -5,9 +5,9 @@
  * both. Prints, per scenario, each side's figures and the B ÷ A ratios as min / median / max over
  * the rounds; writes everything to bench/results/ab-<time>.json.
  *
- *   npm run bench:ab -- --a-dir ../main --b-entry src/trial.ts [--rounds 3] [--scenarios create,read]
- *                       [--duration 10] [--connections 64] [--a-entry src/main.ts] [--b-dir .]
- *                       [--a-label main] [--b-label trial]
+ *   npm run bench:ab -- --a-dir . --b-dir ../other-checkout [--rounds 3] [--scenarios create,read]
+ *                       [--duration 10] [--connections 64] [--a-entry src/main.ts] [--b-entry src/main.ts]
+ *                       [--a-label a] [--b-label b]
  *
  * Bounded: each run is bounded by bench/run.ts's own watchdog, and there are rounds × scenarios × 2 runs.
  */
@@ -25,8 +25,8 @@ const scenarios = argument("scenarios", "create,read").split(",").filter((s) => 
 const duration = argument("duration", "10")
 const connections = argument("connections", "64")
 const sides = [
-  { label: argument("a-label", "main"), dir: argument("a-dir", "."), entry: argument("a-entry", "src/main.ts") },
-  { label: argument("b-label", "trial"), dir: argument("b-dir", "."), entry: argument("b-entry", "src/trial.ts") }
+  { label: argument("a-label", "a"), dir: argument("a-dir", "."), entry: argument("a-entry", "src/main.ts") },
+  { label: argument("b-label", "b"), dir: argument("b-dir", "."), entry: argument("b-entry", "src/main.ts") }
 ] as const
 
 interface Run {

@@ -1,4 +1,5 @@
-import { Clock, Effect, Layer, Redacted } from "effect"
+import { Clock, Context, Effect, type Fiber, Layer, Redacted } from "effect"
+import { HttpServerRequest } from "effect/http/HttpServerRequest"
 import type { HttpServerResponse } from "effect/http/HttpServerResponse"
 import type { unhandled } from "effect/Types"
 import { ApiKeys, type Found } from "../services/ApiKeys.ts"
@@ -14,6 +15,12 @@ export const isWellFormedApiKey = (token: string) => wellFormedKey.test(token)
 
 const unavailable = () => Effect.fail(E.serviceUnavailable())
 
+/** No key sent at all is asked for; anything else in the header is a key that is not valid. */
+const refusalOfMalformed = (fiber: Fiber.Fiber<unknown, unknown>) => {
+  const header = Context.getUnsafe(fiber.context, HttpServerRequest).headers["authorization"]
+  return header === undefined || header.trim() === "" ? E.authenticationRequired() : E.malformedApiKey()
+}
+
 /** Bearer authentication with hashed keys, then the per-key rate limit. */
 export const layer = Layer.effect(
   Authentication,
@@ -27,7 +34,7 @@ export const layer = Layer.effect(
       bearer: (httpEffect, { credential }) =>
         Effect.withFiber((fiber): Effect.Effect<HttpServerResponse, E.ApiError | unhandled> => {
           const secret = Redacted.value(credential).trim()
-          if (!isWellFormedApiKey(secret)) return Effect.fail(E.authenticationRequired())
+          if (!isWellFormedApiKey(secret)) return Effect.fail(refusalOfMalformed(fiber))
           const clock = fiber.getRef(Clock.Clock)
           const state = requestStateOf(fiber)
           const admit = (found: Found | null): Effect.Effect<void, E.ApiError> => {

@@ -1,7 +1,8 @@
-import { HttpMiddleware, HttpRouter, HttpServerResponse } from "effect/http"
+import { HttpMiddleware, HttpRouter, HttpServer, HttpServerResponse } from "effect/http"
+import type { ServeError } from "effect/http/HttpServerError"
 import type { HttpServerRequest } from "effect/http/HttpServerRequest"
 import { NodeHttpServer } from "@effect/platform-node"
-import { Duration, Effect, Layer, Option } from "effect"
+import { Cause, Data, Duration, Effect, Layer, Option } from "effect"
 import { Server as NetServer } from "node:net"
 import { AppConfig } from "../platform/Config.ts"
 import * as Metrics from "../platform/Metrics.ts"
@@ -15,6 +16,20 @@ import { createHttpServer } from "./NodeResponse.ts"
  * connection closes.
  * Only then do the workers, the database pool and the embedded database stop beneath them.
  */
+/** The address the server is to listen on is taken; the message says which and what to do. */
+export class AddressInUse extends Data.TaggedError("AddressInUse")<{ readonly message: string }> {}
+
+const isAddressInUse = (error: unknown) => {
+  const cause: unknown = typeof error === "object" && error !== null ? (error as { readonly cause?: unknown }).cause : undefined
+  return typeof cause === "object" && cause !== null && (cause as { readonly code?: unknown }).code === "EADDRINUSE"
+}
+
+const addressInUse = (port: number, host: string) =>
+  new AddressInUse({
+    message: `port ${port} on ${host} is already in use (another program, or another instance of this service, ` +
+      `listens there): stop it, or choose another port with the PORT variable, e.g. PORT=${port === 65535 ? 3001 : port + 1} npm start`
+  })
+
 /** How long connections accepted before the listener closed have to deliver their request. */
 const lateRequestMs = 250
 
@@ -73,7 +88,12 @@ export const serverLayer = <ROut, E, R>(routes: Layer.Layer<ROut, E, R>, port: n
     Layer.provideMerge(
       HttpRouter.serve(Layer.merge(routes, closingWhileDraining), { middleware: counted as any, disableLogger: true }).pipe(
         Layer.provide(Layer.succeed(HttpMiddleware.TracerDisabledWhen, () => true)),
-        Layer.provide(NodeHttpServer.layer(() => server, { port, host }))
+        HttpServer.withLogAddress,
+        Layer.provide(NodeHttpServer.layer(() => server, { port, host }).pipe(
+          Layer.catchCause((cause) =>
+            Layer.effectDiscard(Effect.failCause<AddressInUse | ServeError>(isAddressInUse(Cause.squash(cause)) ? Cause.fail(addressInUse(port, host)) : cause))
+          )
+        ))
       )
     )
   )

@@ -5,6 +5,7 @@ import { HttpApi } from "effect/http-api"
 import type { HttpApiSchemaError } from "effect/http-api/HttpApiError"
 import { PaymentsApi } from "./Api.ts"
 import * as E from "./ApiError.ts"
+import { documentationRoutes } from "./Routes.ts"
 import * as S from "./Schemas.ts"
 
 /** The first problem of a decode failure: where it is, and what it is (a leaf of Effect 4's issue tree). */
@@ -143,10 +144,8 @@ export const fromDecodeError = (error: HttpApiSchemaError, request: HttpServerRe
 // ---------------------------------------------------------------------------------------------
 // 405: the route table, from the HttpApi itself plus the documentation routes served beside it.
 
-const documentationRoutes: ReadonlyArray<readonly [string, string]> = [["GET", "/api/v1/openapi.json"], ["GET", "/docs"]]
-
 const routes: ReadonlyArray<{ readonly method: string; readonly pattern: RegExp }> = (() => {
-  const list: Array<readonly [string, string]> = [...documentationRoutes]
+  const list: Array<readonly [string, string]> = documentationRoutes.map((path) => ["GET", path] as const)
   HttpApi.reflect(PaymentsApi, {
     onGroup: () => {},
     onEndpoint: ({ endpoint }) => list.push([endpoint.method, endpoint.path])

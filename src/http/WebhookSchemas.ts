@@ -4,8 +4,7 @@ import { deliveryStatuses } from "../domain/Webhook.ts"
 import * as X from "./Examples.ts"
 import { ListMeta, Merchant, OneOf, PageParams, RecordIdPath } from "./Schemas.ts"
 
-const strict = { parseOptions: { onExcessProperty: "error" as const } }
-const Timestamp = Schema.String.annotations({ description: "ISO 8601 UTC with milliseconds" })
+const Timestamp = Schema.String.annotate({ description: "ISO 8601 UTC with milliseconds" })
 
 export const DeliveryAttempt = Schema.Struct({
   attempt: Schema.Int,
@@ -18,23 +17,23 @@ export const DeliveryAttempt = Schema.Struct({
 export const Delivery = Schema.Struct({
   id: Schema.String,
   event_id: Schema.String,
-  event_type: Schema.Literal(...eventTypes),
+  event_type: Schema.Literals(eventTypes),
   url: Schema.String,
-  status: Schema.Literal(...deliveryStatuses),
+  status: Schema.Literals(deliveryStatuses),
   attempts: Schema.Array(DeliveryAttempt),
   next_attempt_at: Schema.NullOr(Timestamp),
   created_at: Timestamp,
   completed_at: Schema.NullOr(Timestamp)
-}).annotations({ identifier: "WebhookDelivery", examples: [X.delivery] })
-export const DeliveryEnvelope = Schema.Struct({ delivery: Delivery }).annotations({ examples: [{ delivery: X.delivery }] })
-export const DeliveryList = Schema.Struct({ deliveries: Schema.Array(Delivery), meta: ListMeta }).annotations({
+}).annotate({ identifier: "WebhookDelivery", examples: [X.delivery] })
+export const DeliveryEnvelope = Schema.Struct({ delivery: Delivery }).annotate({ examples: [{ delivery: X.delivery }] })
+export const DeliveryList = Schema.Struct({ deliveries: Schema.Array(Delivery), meta: ListMeta }).annotate({
   examples: [{ deliveries: [X.delivery], meta: X.listMeta }]
 })
 
 export const DeliveryListParams = Schema.Struct({
   ...PageParams,
-  status: Schema.optional(OneOf(...deliveryStatuses))
-}).annotations(strict)
+  status: Schema.optionalKey(OneOf(...deliveryStatuses))
+})
 
 export const DeliveryIdPath = RecordIdPath
 
@@ -46,16 +45,16 @@ export const WebhookStatus = Schema.Struct({
   last_success_at: Schema.NullOr(Timestamp),
   last_failure_at: Schema.NullOr(Timestamp),
   consecutive_failures: Schema.Int
-}).annotations({ identifier: "WebhookStatus", examples: [X.webhookStatus] })
-export const WebhookStatusEnvelope = Schema.Struct({ webhook_status: WebhookStatus }).annotations({
+}).annotate({ identifier: "WebhookStatus", examples: [X.webhookStatus] })
+export const WebhookStatusEnvelope = Schema.Struct({ webhook_status: WebhookStatus }).annotate({
   examples: [{ webhook_status: X.webhookStatus }]
 })
 
 export const WebhookTest = Schema.Struct({
   event_type: OneOf(...eventTypes)
-}).annotations({ ...strict, identifier: "WebhookTest", examples: [{ event_type: "payment.captured" }] })
+}).annotate({ identifier: "WebhookTest", examples: [{ event_type: "payment.captured" }] })
 
 export const SecretRotated = Schema.Struct({
   merchant: Merchant,
   previous_secret_expires_at: Timestamp
-}).annotations({ identifier: "WebhookSecretRotated", examples: [X.secretRotated] })
+}).annotate({ identifier: "WebhookSecretRotated", examples: [X.secretRotated] })

@@ -55,7 +55,6 @@ const family = (define: Definition, names: ReadonlyArray<string>) => {
 
 /** Updates a metric synchronously (no effect allocation): for hot paths inside `Effect.sync`. */
 export const record = (metric: Metric.Metric<number, any>, value: number) => metric.updateUnsafe(value, noContext)
-export const recordEffect = (metric: Metric.Metric<number, any>, value: number) => Effect.sync(() => metric.updateUnsafe(value, noContext))
 
 const counterKey = (name: string, description: string): Definition => (attributes) =>
   Metric.counter(name, { description, incremental: true, ...(attributes === undefined ? {} : { attributes }) })
