@@ -1,4 +1,4 @@
-import { HttpClient, HttpClientRequest } from "@effect/platform"
+import { HttpClient, HttpClientRequest } from "effect/http"
 import { NodeHttpClient } from "@effect/platform-node"
 import { Context, Effect, Layer, Stream } from "effect"
 import { lookup as dnsLookup } from "node:dns"
@@ -37,7 +37,7 @@ export interface WebhookTransportShape {
 /** The failure of an attempt whose endpoint did not answer within the timeout. */
 export const timedOut = (timeoutMs: number): TransportResult => ({ _tag: "Failed", error: `timeout: no answer within ${timeoutMs} ms` })
 
-export class WebhookTransport extends Context.Tag("payments/WebhookTransport")<WebhookTransport, WebhookTransportShape>() {}
+export class WebhookTransport extends Context.Service<WebhookTransport, WebhookTransportShape>()("payments/WebhookTransport") {}
 
 /** At most this much of an endpoint's answer is read; the rest is discarded unread. */
 export const responseReadLimitBytes = 4096
@@ -68,12 +68,22 @@ const publicOnlyLookup = (
 const decoder = new TextDecoder()
 
 const readSnippet = (stream: Stream.Stream<Uint8Array, unknown>) =>
-  Stream.runFoldWhile(stream, { bytes: new Uint8Array(0) }, (acc) => acc.bytes.length < responseReadLimitBytes, (acc, chunk) => {
-    const merged = new Uint8Array(Math.min(responseReadLimitBytes, acc.bytes.length + chunk.length))
-    merged.set(acc.bytes.subarray(0, merged.length))
-    merged.set(chunk.subarray(0, merged.length - acc.bytes.length), acc.bytes.length)
-    return { bytes: merged }
-  }).pipe(Effect.map((acc) => decoder.decode(acc.bytes)), Effect.orElseSucceed(() => ""))
+  Effect.suspend(() => {
+    // Chunks are taken only while the limit is not reached: the rest of the body is never pulled.
+    let bytes = new Uint8Array(0)
+    return stream.pipe(
+      Stream.takeWhile(() => bytes.length < responseReadLimitBytes),
+      Stream.runForEach((chunk) =>
+        Effect.sync(() => {
+          const merged = new Uint8Array(Math.min(responseReadLimitBytes, bytes.length + chunk.length))
+          merged.set(bytes.subarray(0, merged.length))
+          merged.set(chunk.subarray(0, merged.length - bytes.length), bytes.length)
+          bytes = merged
+        })
+      ),
+      Effect.map(() => decoder.decode(bytes))
+    )
+  }).pipe(Effect.orElseSucceed(() => ""))
 
 /** The system error code (ECONNRESET, ...) of an error or of what it wraps, a few levels down. */
 const codeOf = (error: unknown): string | undefined => {
@@ -98,10 +108,10 @@ export const makeHttpTransport = (allowPrivate: boolean) =>
   Effect.gen(function*() {
     // Merchants get the documented headers only: no traceparent/b3 from our tracer, no redirects
     // followed (a 3xx is a failed attempt, so a redirect can never lead inside the network).
-    const client = HttpClient.withTracerPropagation(yield* HttpClient.HttpClient, false)
+    const client = yield* HttpClient.HttpClient
     return WebhookTransport.of({
       post: (request) =>
-        Effect.gen(function*() {
+        Effect.gen(function*(): Effect.fn.Return<TransportResult, unknown> {
           const url = new URL(request.url)
           const host = url.hostname.replace(/^\[|\]$/g, "")
           if (!allowPrivate && isIP(host) !== 0 && !isPublicAddress(host)) {
@@ -117,18 +127,19 @@ export const makeHttpTransport = (allowPrivate: boolean) =>
           return { _tag: "Answered", status: response.status, snippet } as const
         }).pipe(
           Effect.scoped,
-          Effect.catchAll((error) => Effect.succeed({ _tag: "Failed", error: describe(error) } as const)),
-          Effect.catchAllDefect((defect) => Effect.succeed({ _tag: "Failed", error: describe(defect) } as const))
+          Effect.provideService(HttpClient.TracerPropagationEnabled, false),
+          Effect.catch((error) => Effect.succeed({ _tag: "Failed", error: describe(error) } as const)),
+          Effect.catchDefect((defect) => Effect.succeed({ _tag: "Failed", error: describe(defect) } as const))
         )
     })
   })
 
 /** The production transport: Node's HTTP client with a keep-alive agent and the public-only lookup. */
-export const layer = Layer.unwrapEffect(
+export const layer = Layer.unwrap(
   Effect.map(AppConfig, (config) =>
     Layer.effect(WebhookTransport, makeHttpTransport(config.webhookAllowPrivateUrls)).pipe(
-      Layer.provide(NodeHttpClient.layerWithoutAgent),
-      Layer.provide(NodeHttpClient.makeAgentLayer({
+      Layer.provide(NodeHttpClient.layerNodeHttpNoAgent),
+      Layer.provide(NodeHttpClient.layerAgentOptions({
         keepAlive: true,
         maxSockets: 64,
         ...(config.webhookAllowPrivateUrls ? {} : { lookup: publicOnlyLookup as never })

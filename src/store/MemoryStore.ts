@@ -934,4 +934,4 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
 export const layerMemoryFrom = (state: MemoryState) =>
   Layer.merge(Layer.succeed(Store, memoryOperations(state)), Layer.succeed(WebhookStore, memoryWebhookOperations(state)))
 /** Store and WebhookStore over a fresh state. */
-export const layerMemory = Layer.unwrapEffect(Effect.sync(() => layerMemoryFrom(emptyState())))
+export const layerMemory = Layer.unwrap(Effect.sync(() => layerMemoryFrom(emptyState())))
