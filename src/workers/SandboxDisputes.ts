@@ -48,13 +48,13 @@ export const sandboxDisputePass = Effect.gen(function*() {
 })
 
 /** The sandbox network's dispute worker (serving processes only; Effect's Clock, so virtual time drives it in tests). */
-export const layer = Layer.scopedDiscard(
+export const layer = Layer.effectDiscard(
   Effect.gen(function*() {
     const context = yield* Effect.context<Store | Payments | AppConfig>()
     yield* Effect.forkScoped(
       sandboxDisputePass.pipe(
         Effect.provide(context),
-        Effect.catchAll((error) => Effect.logWarning("sandbox dispute pass failed", error)),
+        Effect.catch((error) => Effect.logWarning("sandbox dispute pass failed", error)),
         Effect.repeat(Schedule.spaced(sandboxDisputePollInterval))
       )
     )

@@ -1,4 +1,4 @@
-import { Cause, Duration, Effect, ExecutionStrategy, Fiber, identity, Layer, Option, Scope } from "effect"
+import { Cause, Clock, Duration, Effect, Fiber, Layer, Option, Scope } from "effect"
 import type { AttemptOutcome, Delivery } from "../domain/Webhook.ts"
 import { afterAttempt, isOpen, isSuccess, nextAttemptNumber, signatureHeader } from "../domain/Webhook.ts"
 import * as Metrics from "../platform/Metrics.ts"
@@ -79,13 +79,13 @@ class Mailbox {
   }
 
   /**
-   * Goes on with `serve` of the next claim, waiting for one when there is none: one `Effect.async`
+   * Goes on with `serve` of the next claim, waiting for one when there is none: one `Effect.callback`
    * either way (`serve` is called when the claim is handed over). The wait registers no canceller
    * (Effect wraps every async that returns one in an interruption handler, ~10 steps a wait): the
    * worker gives its waiting place back with `cancel` once, from the one handler it runs under.
    */
   next<A, E>(place: WaitingPlace, serve: (claim: Claim) => Effect.Effect<A, E>): Effect.Effect<A, E> {
-    return Effect.async<A, E>((resume) => {
+    return Effect.callback<A, E>((resume) => {
       if (this.head < this.items.length) {
         const claim = this.items[this.head]!
         this.items[this.head++] = undefined as never
@@ -135,7 +135,7 @@ export const run = (options: DispatcherOptions = defaultOptions) =>
     const config = yield* AppConfig
     const ids = yield* Ids
     const scope = yield* Effect.scope
-    const clock = yield* Effect.clock
+    const clock = yield* Clock.Clock
     const timer = yield* callbackTimerOf(clock)
     const leaseMs = config.webhookTimeoutMs + options.leaseMarginMs
     /** Endpoints' mailboxes by merchant, then URL (no key text built per claim), and all of them. */
@@ -155,13 +155,13 @@ export const run = (options: DispatcherOptions = defaultOptions) =>
     // best effort, whatever its outcome.
     yield* Effect.addFinalizer(() =>
       Effect.forEach([...inFlight, ...mailboxes.flatMap((mailbox) => mailbox.takeAll())], ({ delivery, token }) =>
-        store.releaseLease(delivery.id, token).pipe(Effect.catchAllCause(() => Effect.void)), { discard: true })
+        store.releaseLease(delivery.id, token).pipe(Effect.catchCause(() => Effect.void)), { discard: true })
     )
 
     // The poller and the workers live in a scope of their own, closed after the graceful stop
     // below (a finalizer added later runs earlier): the stop runs while they still run.
-    const fibers = yield* Scope.fork(scope, ExecutionStrategy.sequential)
-    let poller: Fiber.RuntimeFiber<never, never> | undefined
+    const fibers = yield* Scope.fork(scope, "sequential")
+    let poller: Fiber.Fiber<never, never> | undefined
     /** Set at a stop: attempts finishing meanwhile claim no successor (no new claims). */
     let stopping = false
     yield* Effect.addFinalizer(() =>
@@ -195,7 +195,7 @@ export const run = (options: DispatcherOptions = defaultOptions) =>
     const post = transport.postWithin !== undefined
       ? (request: WebhookRequest) => transport.postWithin!(request, timeoutMs)
       : (request: WebhookRequest) =>
-        Effect.timeoutTo(transport.post(request), { duration: Duration.millis(timeoutMs), onSuccess: identity, onTimeout })
+        Effect.timeoutOrElse(transport.post(request), { duration: Duration.millis(timeoutMs), orElse: () => Effect.sync(onTimeout) })
 
     /** An attempt with no secret to sign with: the merchant's stored secret does not open under this service's key. */
     const unsignable: TransportResult = {
@@ -215,7 +215,7 @@ export const run = (options: DispatcherOptions = defaultOptions) =>
      */
     const attempt = ({ delivery, token }: Claim) =>
       Effect.suspend(() => {
-        const atMs = Math.floor(clock.unsafeCurrentTimeMillis())
+        const atMs = Math.floor(clock.currentTimeMillisUnsafe())
         const at = isoAt(atMs)
         // Renewing proves the lease is still ours (a claim that waited too long is someone else's
         // now); the same call answers the secrets to sign with.
@@ -227,7 +227,7 @@ export const run = (options: DispatcherOptions = defaultOptions) =>
 
     /** The POST of an attempt whose lease was renewed at `at`, then its record. */
     const send = (delivery: Delivery, token: string, secrets: ReadonlyArray<string>, atMs: number, at: string) => {
-      const startMs = clock.unsafeCurrentTimeMillis()
+      const startMs = clock.currentTimeMillisUnsafe()
       if (delivery.nextAttemptAt !== null) {
         Metrics.record(Metrics.webhookDeliveryLag, Math.max(0, startMs - isoMs(delivery.nextAttemptAt)) / 1000)
       }
@@ -245,7 +245,7 @@ export const run = (options: DispatcherOptions = defaultOptions) =>
       }
       // Never an unsigned POST: without a secret it can open, the attempt fails and is retried on schedule.
       return Effect.flatMap(secrets.length === 0 ? Effect.succeed(unsignable) : post(request), (result) => {
-        const endMs = clock.unsafeCurrentTimeMillis()
+        const endMs = clock.currentTimeMillisUnsafe()
         const durationMs = endMs - startMs
         const outcome: AttemptOutcome = result._tag === "Answered"
           ? { _tag: "Answered", status: result.status, snippet: result.snippet, durationMs }
@@ -274,7 +274,7 @@ export const run = (options: DispatcherOptions = defaultOptions) =>
           const handed = handOut([answer], token, 0)
           if (handed === Effect.void) return recorded(true)
           return Effect.flatMap(
-            Effect.catchAll(handed, (error) =>
+            Effect.catch(handed, (error) =>
               Effect.logWarning(`webhook delivery ${answer.id} (successor of ${delivery.id}) not handed out; taken over when its lease ends`, error)),
             () => recorded(true)
           )
@@ -311,13 +311,16 @@ export const run = (options: DispatcherOptions = defaultOptions) =>
           })
           // One handler for the worker's whole loop (none around each attempt): after it the
           // worker starts again, in the same waiting place.
-          return serve.pipe(Effect.catchAllCause((cause) => {
-            if (Cause.isInterruptedOnly(cause)) return Effect.failCause(cause)
+          return serve.pipe(Effect.catchCause((cause) => {
+            if (Cause.hasInterruptsOnly(cause)) return Effect.failCause(cause)
             // The attempt is over (its claim is taken over when its lease ends).
             const claim = current
             if (claim !== null) inFlight.delete(claim)
             // The store failed: the attempt was not recorded.
-            if (claim !== null && Cause.isFailType(cause)) return Effect.logWarning(`webhook delivery ${claim.delivery.id} attempt not recorded`, cause.error)
+            const failure = Cause.findErrorOption(cause)
+            if (claim !== null && Option.isSome(failure)) {
+              return Effect.logWarning(`webhook delivery ${claim.delivery.id} attempt not recorded`, failure.value)
+            }
             // A defect.
             return Effect.logError("webhook endpoint worker crashed; restarting", cause)
           }))
@@ -366,8 +369,9 @@ export const run = (options: DispatcherOptions = defaultOptions) =>
      * endpoints' workers do. A poller that died would stop this process's webhooks without a word.
      */
     const pollEnded = (cause: Cause.Cause<StoreUnavailable>): Effect.Effect<number> => {
-      if (Cause.isFailType(cause)) return pollFailed(cause.error)
-      if (Cause.isInterruptedOnly(cause)) return Effect.failCause(cause as Cause.Cause<never>)
+      const failure = Cause.findErrorOption(cause)
+      if (Option.isSome(failure)) return pollFailed(failure.value)
+      if (Cause.hasInterruptsOnly(cause)) return Effect.failCause(cause as Cause.Cause<never>)
       return Effect.as(Effect.logError("webhook poll crashed; polling goes on", cause), 0)
     }
     /**
@@ -387,7 +391,7 @@ export const run = (options: DispatcherOptions = defaultOptions) =>
      * hand-out and a `catchAll` around both): a hand-out that fails is caught on its own.
      */
     const poll = Effect.suspend(() => {
-      const nowMs = Math.floor(clock.unsafeCurrentTimeMillis())
+      const nowMs = Math.floor(clock.currentTimeMillisUnsafe())
       const now = isoAt(nowMs)
       polledNextDueMs = undefined
       // Announced before the store is read, so a retry recorded meanwhile still wakes the wait after it.
@@ -403,7 +407,7 @@ export const run = (options: DispatcherOptions = defaultOptions) =>
             // A full batch polls again at once, without a wait.
             if (claimed.length === options.batchSize) sleepingUntilMs = Number.NEGATIVE_INFINITY
             const handed = handOut(claimed, token, 0)
-            return handed === Effect.void ? Effect.succeed(claimed.length) : Effect.catchAll(Effect.as(handed, claimed.length), handOutFailed)
+            return handed === Effect.void ? Effect.succeed(claimed.length) : Effect.catch(Effect.as(handed, claimed.length), handOutFailed)
           }
         }
       )
@@ -445,7 +449,7 @@ export const run = (options: DispatcherOptions = defaultOptions) =>
       else {
         removeEvents = webhooks.eventsSignal.listen(() => {
           removeEvents = null
-          if (!over) eventsAt(clock.unsafeCurrentTimeMillis())
+          if (!over) eventsAt(clock.currentTimeMillisUnsafe())
         })
       }
       // No canceller (one would wrap every wait in an interruption handler): an interrupted
@@ -457,7 +461,7 @@ export const run = (options: DispatcherOptions = defaultOptions) =>
     const raceFor = (nowMs: number, untilMs: number) => {
       const untilTimeout = Effect.sleep(Duration.millis(Math.max(0, untilMs - nowMs)))
       const eventsDelay = Duration.millis(Math.min(options.eventsDelayMs, Math.max(0, untilMs - nowMs)))
-      return Effect.raceAll([untilTimeout, webhooks.awaitWake, Effect.zipRight(webhooks.awaitEventsCommitted, Effect.sleep(eventsDelay))])
+      return Effect.raceAll([untilTimeout, webhooks.awaitWake, Effect.andThen(webhooks.awaitEventsCommitted, Effect.sleep(eventsDelay))])
     }
 
     /** Until when to wait at `nowMs` for work due at `dueMs` (Infinity: none): at most a poll interval. */
@@ -480,7 +484,7 @@ export const run = (options: DispatcherOptions = defaultOptions) =>
 
     /** The idle wait for work due at `dueMs`, as an effect (after a failed poll, or without a callback timer). */
     const waitUntilDue = (nowMs: number, dueMs: number): Effect.Effect<void> => {
-      if (timer !== null) return Effect.async<void>((resume) => startWaitUntilDue(timer, nowMs, dueMs, () => resume(Effect.void)))
+      if (timer !== null) return Effect.callback<void>((resume) => startWaitUntilDue(timer, nowMs, dueMs, () => resume(Effect.void)))
       const untilMs = waitUntil(nowMs, dueMs)
       sleepingUntilMs = untilMs
       return Effect.map(raceFor(nowMs, untilMs), awake)
@@ -488,12 +492,12 @@ export const run = (options: DispatcherOptions = defaultOptions) =>
 
     /**
      * The wait after a poll, for the due time the poll's store call answered, then the next poll:
-     * one `Effect.async`, resumed with the polls themselves (no step to end the wait and another
+     * one `Effect.callback`, resumed with the polls themselves (no step to end the wait and another
      * to go on). After a failed poll the store is asked (announced before it is read, so a retry
      * recorded meanwhile still wakes us).
      */
-    const idleThenPoll: Effect.Effect<never> = Effect.async<never>((resume) => {
-      const nowMs = clock.unsafeCurrentTimeMillis()
+    const idleThenPoll: Effect.Effect<never> = Effect.callback<never>((resume) => {
+      const nowMs = clock.currentTimeMillisUnsafe()
       const dueMs = polledNextDueMs
       if (dueMs === undefined) {
         sleepingUntilMs = nowMs + options.pollIntervalMs
@@ -508,13 +512,13 @@ export const run = (options: DispatcherOptions = defaultOptions) =>
     // A plain loop: the idle wait suspends, and a full batch yields before the next poll.
     const polls: Effect.Effect<never> = poll.pipe(
       Effect.uninterruptible,
-      Effect.flatMap((claimed) => (claimed === options.batchSize ? Effect.flatMap(Effect.yieldNow(), () => polls) : idleThenPoll))
+      Effect.flatMap((claimed) => (claimed === options.batchSize ? Effect.flatMap(Effect.yieldNow, () => polls) : idleThenPoll))
     )
     poller = yield* Effect.forkIn(Effect.onInterrupt(polls, () => Effect.sync(() => cancelWait?.())), fibers)
   })
 
 export const layerWith = (options: Partial<DispatcherOptions> = {}) =>
-  Layer.scopedDiscard(run({ ...defaultOptions, ...options }))
+  Layer.effectDiscard(run({ ...defaultOptions, ...options }))
 
 /** The dispatcher with default options (merged into the service's workers). */
 export const layer = layerWith({ finishAttemptsOnStop: true })

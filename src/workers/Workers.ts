@@ -14,7 +14,7 @@ const maximumStartBatches = 200
  * Recovery: at start every payment left in flight (by a crash) has its flow resumed; afterwards,
  * every 30 s, flows untouched for a minute (their process died) are resumed.
  */
-export const recovery = Layer.scopedDiscard(
+export const recovery = Layer.effectDiscard(
   Effect.gen(function*() {
     const payments = yield* Payments
     // Batch after batch; bounded, so a failing database cannot keep the start looping (the
@@ -29,12 +29,12 @@ export const recovery = Layer.scopedDiscard(
       Metrics.record(Metrics.recoveryRuns("ok"), 1)
     }).pipe(Effect.tapError(() => Effect.sync(() => Metrics.record(Metrics.recoveryRuns("failed"), 1))))
     // In the background: serving does not wait for old flows (each waits on its payment's row).
-    yield* Effect.forkScoped(resumeAll.pipe(Effect.catchAll((error) => Effect.logWarning("recovery at start failed", error))))
+    yield* Effect.forkScoped(resumeAll.pipe(Effect.catch((error) => Effect.logWarning("recovery at start failed", error))))
     // One pass in a handful of steps (it runs every 30 s, and nearly always finds nothing).
-    const pass = Effect.clockWith((clock) => payments.resumeFlows(isoAt(clock.unsafeCurrentTimeMillis() - staleFlowMs))).pipe(
+    const pass = Effect.clockWith((clock) => payments.resumeFlows(isoAt(clock.currentTimeMillisUnsafe() - staleFlowMs))).pipe(
       Effect.matchEffect({
         onFailure: (error) =>
-          Effect.zipRight(Effect.sync(() => Metrics.record(Metrics.recoveryRuns("failed"), 1)), Effect.logWarning("recovery pass failed", error)),
+          Effect.andThen(Effect.sync(() => Metrics.record(Metrics.recoveryRuns("failed"), 1)), Effect.logWarning("recovery pass failed", error)),
         onSuccess: (resumed) => {
           Metrics.record(Metrics.recoveryRuns("ok"), 1)
           Metrics.record(Metrics.recoveredPayments, resumed)
@@ -44,7 +44,7 @@ export const recovery = Layer.scopedDiscard(
     )
     // A pass every 30 s after the last one ended (a plain loop: a Schedule's driver costs more
     // than the pass itself finding nothing, which is what it does nearly every time).
-    const passes: Effect.Effect<never> = Effect.zipRight(Effect.sleep(recoveryInterval), Effect.zipRight(pass, Effect.suspend(() => passes)))
+    const passes: Effect.Effect<never> = Effect.andThen(Effect.sleep(recoveryInterval), Effect.andThen(pass, Effect.suspend(() => passes)))
     yield* Effect.forkScoped(passes)
   })
 )
@@ -59,9 +59,8 @@ export const nextCutoffMs = (nowMs: number, cutoffMinutes: number) => {
 }
 
 /** Retries of a failed settlement sweep: 1 s doubling up to every 5 minutes, for at most 23 hours. */
-export const settlementRetry = Schedule.exponential(Duration.seconds(1), 2).pipe(
-  Schedule.either(Schedule.spaced(Duration.minutes(5))),
-  Schedule.upTo(Duration.hours(23))
+export const settlementRetry = Schedule.min([Schedule.exponential(Duration.seconds(1), 2), Schedule.spaced(Duration.minutes(5))]).pipe(
+  Schedule.upTo({ duration: Duration.hours(23) })
 )
 
 /**
@@ -69,7 +68,7 @@ export const settlementRetry = Schedule.exponential(Duration.seconds(1), 2).pipe
  * the last cut-off is swept again: it may have passed while no process was running (the sweep is
  * idempotent, so when it did run this finds nothing).
  */
-export const settlement = Layer.scopedDiscard(
+export const settlement = Layer.effectDiscard(
   Effect.gen(function*() {
     const payments = yield* Payments
     const config = yield* AppConfig
@@ -78,7 +77,7 @@ export const settlement = Layer.scopedDiscard(
     const sweep = (cutoffMs: number) =>
       payments.settle(isoAt(cutoffMs)).pipe(
         Effect.tapError((error) =>
-          Effect.zipRight(Effect.sync(() => Metrics.record(Metrics.settlementRuns("failed"), 1)), Effect.logWarning("settlement run failed; retrying", error))
+          Effect.andThen(Effect.sync(() => Metrics.record(Metrics.settlementRuns("failed"), 1)), Effect.logWarning("settlement run failed; retrying", error))
         ),
         Effect.retry(settlementRetry),
         Effect.tap((settled) =>
@@ -88,7 +87,7 @@ export const settlement = Layer.scopedDiscard(
           })
         ),
         Effect.flatMap((settled) => Effect.logInfo(`settlement at ${isoAt(cutoffMs)} settled ${settled} payments`)),
-        Effect.catchAll((error) => Effect.logWarning("settlement run failed all day; it will run at the next cut-off", error))
+        Effect.catch((error) => Effect.logWarning("settlement run failed all day; it will run at the next cut-off", error))
       )
     yield* Effect.forkScoped(Effect.gen(function*() {
       const startMs = yield* Clock.currentTimeMillis
@@ -104,12 +103,12 @@ export const settlement = Layer.scopedDiscard(
 )
 
 /** Idempotency keys are forgotten after IDEMPOTENCY_TTL; purged hourly. */
-export const idempotencyPurge = Layer.scopedDiscard(
+export const idempotencyPurge = Layer.effectDiscard(
   Effect.gen(function*() {
     const store = yield* Store
     yield* Effect.forkScoped(
       Effect.flatMap(nowIso, (now) => store.purgeIdempotencyKeys(now)).pipe(
-        Effect.catchAll((error) => Effect.logWarning("idempotency purge failed", error)),
+        Effect.catch((error) => Effect.logWarning("idempotency purge failed", error)),
         Effect.repeat(Schedule.spaced(Duration.hours(1)))
       )
     )
