@@ -1,5 +1,6 @@
-import { HttpApiBuilder, HttpApiScalar, HttpServerResponse } from "@effect/platform"
 import { Effect, Layer } from "effect"
+import { HttpRouter, HttpServerResponse } from "effect/http"
+import { HttpApiBuilder, HttpApiScalar } from "effect/http-api"
 import * as Acquirer from "./acquirer/Acquirer.ts"
 import { PaymentsApi } from "./http/Api.ts"
 import * as Authentication from "./http/Authentication.ts"
@@ -36,11 +37,14 @@ export const ServicesLive = Layer.mergeAll(Payments.layer, Merchants.layer, Anal
   Layer.provideMerge(Layer.merge(Fraud.layer, PaymentActors.layer))
 )
 
-/** The HttpApi with its handlers and middleware (no server): tests can serve it in-process. */
-export const ApiLive = HttpApiBuilder.api(PaymentsApi).pipe(
+/**
+ * The HttpApi with its handlers and middleware, and the edge (a global middleware of the router),
+ * with no server: tests can serve it in-process. Its OpenAPI document is served at
+ * /api/v1/openapi.json.
+ */
+export const ApiLive = Layer.merge(HttpApiBuilder.layer(PaymentsApi, { openapiPath: "/api/v1/openapi.json" }), Edge.layer).pipe(
   Layer.provide(Handlers.layer),
   Layer.provide(Authentication.layer),
-  Layer.provide(Edge.layer),
   Layer.provide(RateLimiter.layer)
 )
 
@@ -48,10 +52,10 @@ export const ApiLive = HttpApiBuilder.api(PaymentsApi).pipe(
  * `GET /` points to the API's documentation: a browser is sent on to the docs page, and the body
  * says where both documents are for a client that does not follow redirects.
  */
-const RootLive = HttpApiBuilder.Router.use((router) =>
-  router.get(
+const RootLive = HttpRouter.add(
+    "GET",
     "/",
-    Effect.succeed(HttpServerResponse.unsafeJson(
+    Effect.succeed(HttpServerResponse.jsonUnsafe(
       {
         message: "Payments API. Documentation: GET /docs (human), GET /api/v1/openapi.json (OpenAPI 3.1).",
         docs: "/docs",
@@ -59,15 +63,10 @@ const RootLive = HttpApiBuilder.Router.use((router) =>
       },
       { status: 302, headers: { location: "/docs" } }
     ))
-  )
 )
 
 /** Routes: the API, its OpenAPI document, a docs page and `/` pointing to them (src/http/Routes.ts lists them). */
-export const HttpRoutesLive = Layer.mergeAll(
-  HttpApiBuilder.middlewareOpenApi({ path: "/api/v1/openapi.json" }),
-  HttpApiScalar.layer({ path: "/docs" }),
-  RootLive
-).pipe(Layer.provideMerge(ApiLive))
+export const HttpRoutesLive = Layer.mergeAll(ApiLive, HttpApiScalar.layer(PaymentsApi, { path: "/docs" }), RootLive)
 
 /** The production infrastructure: configuration, database (embedded when no DATABASE_URL), ids, sandbox acquirer. */
 export const InfrastructureLive = PgStore.layerPg.pipe(

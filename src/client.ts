@@ -1,4 +1,5 @@
-import { FetchHttpClient, HttpApiClient, HttpClient, HttpClientRequest } from "@effect/platform"
+import { FetchHttpClient, HttpClient, HttpClientRequest } from "effect/http"
+import { HttpApiClient } from "effect/http-api"
 import { Effect, Layer } from "effect"
 import { PaymentsApi } from "./http/Api.ts"
 
@@ -19,7 +20,7 @@ export const makeClient = (options: { readonly baseUrl: string; readonly apiKey:
     transformClient: HttpClient.mapRequest(HttpClientRequest.bearerToken(options.apiKey))
   })
 
-export type PaymentsClient = Effect.Effect.Success<ReturnType<typeof makeClient>>
+export type PaymentsClient = Effect.Success<ReturnType<typeof makeClient>>
 
 /** The client as a service over the platform's fetch. */
 export const layerFetch = FetchHttpClient.layer satisfies Layer.Layer<HttpClient.HttpClient>

@@ -178,6 +178,6 @@ const describeFailure = (cause: Cause.Cause<unknown>) => {
 // runMain's own pretty logger stays off, or every line would be printed twice.
 Effect.suspend(() => program(process.argv.slice(2))).pipe(
   Effect.provide(Logging.layerFromEnvironment),
-  Effect.tapErrorCause((cause) => (Cause.isInterruptedOnly(cause) ? Effect.void : Console.error(describeFailure(cause)))),
-  NodeRuntime.runMain({ disableErrorReporting: true, disablePrettyLogger: true })
+  Effect.tapCause((cause) => (Cause.hasInterruptsOnly(cause) ? Effect.void : Console.error(describeFailure(cause)))),
+  NodeRuntime.runMain({ disableErrorReporting: true })
 )

@@ -1,6 +1,7 @@
 import { Data, Effect } from "effect"
 import * as Respondable from "effect/http/HttpServerRespondable"
 import * as HttpServerResponse from "effect/http/HttpServerResponse"
+import { error as errorExample } from "./Examples.ts"
 import { requestStateOf } from "./RequestState.ts"
 import { type InvalidInput, type InvalidState, type NotFound, withoutStack } from "../services/Errors.ts"
 import type { StoreUnavailable } from "../store/Store.ts"
@@ -153,7 +154,68 @@ export const answer = <A, B, E extends ServiceError, R>(effect: Effect.Effect<A,
   Effect.matchEffect(effect, { onFailure: (error) => Effect.fail(toApiError(error)), onSuccess: (a) => Effect.succeed(f(a)) })
 
 // ---------------------------------------------------------------------------------------------
-// Documentation: one response schema per status, all encoding to `{"error": {...}}`.
+// Documentation: every status the API answers errors with, all with the body `{"error": {...}}`.
+
+/** The statuses of CONTRACT section 3, each with what it means, as the OpenAPI document lists them. */
+export const errorStatuses: ReadonlyArray<readonly [number, string]> = [
+  [400, "invalid_json: the body is not parseable JSON (or not valid UTF-8)"],
+  [401, "authentication_required / invalid_api_key"],
+  [404, "not_found: no such record for this merchant, or no such route"],
+  [409, "invalid_state / idempotency_in_progress"],
+  [413, "body_too_large: over 64 KiB; the answer closes the connection"],
+  [415, "unsupported_media_type: a body without Content-Type: application/json"],
+  [422, "validation_failed / idempotency_key_reused"],
+  [429, "rate_limited"],
+  [500, "internal_error"],
+  [503, "service_unavailable"]
+]
+
+const errorEnvelopeSchema = {
+  type: "object",
+  required: ["error"],
+  additionalProperties: false,
+  properties: {
+    error: {
+      type: "object",
+      required: ["type", "code", "message", "request_id"],
+      additionalProperties: false,
+      properties: {
+        type: { type: "string", enum: ["invalid_request_error", "authentication_error", "idempotency_error", "rate_limit_error", "api_error"] },
+        code: { type: "string" },
+        message: { type: "string" },
+        param: { type: "string" },
+        request_id: { type: "string" }
+      }
+    }
+  },
+  examples: [errorExample]
+}
+
+/**
+ * Adds the error answers to an OpenAPI document made by the HttpApi: the handlers' refusals are
+ * `ApiError`s that render themselves (Respondable), so the HttpApi declares no error schemas;
+ * every operation lists every status of CONTRACT section 3 with the one error envelope, and
+ * HttpApi's own 400 decode error (never sent: decode failures answer 422) is left out.
+ */
+export const documentErrors = (spec: Record<string, any>): void => {
+  spec.components ??= {}
+  spec.components.schemas ??= {}
+  spec.components.schemas.Error = errorEnvelopeSchema
+  for (const name of Object.keys(spec.components.schemas)) {
+    if (name.startsWith("HttpApi") && name !== "Error") delete spec.components.schemas[name]
+  }
+  for (const path of Object.values<any>(spec.paths ?? {})) {
+    for (const operation of Object.values<any>(path)) {
+      if (operation?.responses === undefined) continue
+      for (const [status, description] of errorStatuses) {
+        operation.responses[String(status)] = {
+          description,
+          content: { "application/json": { schema: { $ref: "#/components/schemas/Error" } } }
+        }
+      }
+    }
+  }
+}
 
 
 /**

@@ -30,6 +30,19 @@ const addressInUse = (port: number, host: string) =>
       `listens there): stop it, or choose another port with the PORT variable, e.g. PORT=${port === 65535 ? 3001 : port + 1} npm start`
   })
 
+/** Node's server on `port`: a port in use fails with `AddressInUse`, whose message says what to do. */
+const listening = (server: ReturnType<typeof createHttpServer>, port: number, host: string) => {
+  const layer = NodeHttpServer.layer(() => server, { port, host })
+  return layer.pipe(
+    Layer.catchCause((cause) =>
+      // A layer that only fails: it provides nothing, whatever it declares.
+      Layer.effectContext<Layer.Success<typeof layer>, AddressInUse | ServeError, never>(
+        Effect.failCause<AddressInUse | ServeError>(isAddressInUse(Cause.squash(cause)) ? Cause.fail(addressInUse(port, host)) : cause)
+      )
+    )
+  )
+}
+
 /** How long connections accepted before the listener closed have to deliver their request. */
 const lateRequestMs = 250
 
@@ -89,11 +102,7 @@ export const serverLayer = <ROut, E, R>(routes: Layer.Layer<ROut, E, R>, port: n
       HttpRouter.serve(Layer.merge(routes, closingWhileDraining), { middleware: counted as any, disableLogger: true }).pipe(
         Layer.provide(Layer.succeed(HttpMiddleware.TracerDisabledWhen, () => true)),
         HttpServer.withLogAddress,
-        Layer.provide(NodeHttpServer.layer(() => server, { port, host }).pipe(
-          Layer.catchCause((cause) =>
-            Layer.effectDiscard(Effect.failCause<AddressInUse | ServeError>(isAddressInUse(Cause.squash(cause)) ? Cause.fail(addressInUse(port, host)) : cause))
-          )
-        ))
+        Layer.provide(listening(server, port, host))
       )
     )
   )

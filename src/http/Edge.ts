@@ -2,6 +2,7 @@ import { Cause, Clock, Context, Effect, Option, References } from "effect"
 import * as LogLevel from "effect/LogLevel"
 import { HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
 import { HttpApiSchemaError } from "effect/http-api/HttpApiError"
+import type { unhandled } from "effect/Types"
 import { IncomingMessage } from "node:http"
 import * as Metrics from "../platform/Metrics.ts"
 import { Ids } from "../platform/Ids.ts"
@@ -243,6 +244,7 @@ const bearerPattern = /^Bearer\s+(\S+)\s*$/i
  */
 // The edge handles every failure itself (it answers all of them), which the router's types
 // cannot express for a middleware that needs services: hence the cast.
+/** The edge handles every failure of what it wraps: each becomes a CONTRACT error answer. */
 export const layer = HttpRouter.middleware(
   Effect.gen(function*() {
     const ids = yield* Ids
@@ -277,9 +279,9 @@ export const layer = HttpRouter.middleware(
       return error.code === "body_too_large" ? Effect.map(answered, closingConnection) : answered
     }
 
-    return (app: Effect.Effect<HttpServerResponse.HttpServerResponse, unknown, HttpServerRequest.HttpServerRequest>) =>
+    return (app: Effect.Effect<HttpServerResponse.HttpServerResponse, unknown>) =>
       // One step reads what the request needs from its fiber: the request, the clock, the log level.
-      Effect.withFiber<HttpServerResponse.HttpServerResponse, E.ApiError, HttpServerRequest.HttpServerRequest>((fiber) => {
+      Effect.withFiber<HttpServerResponse.HttpServerResponse, E.ApiError | unhandled, HttpServerRequest.HttpServerRequest>((fiber) => {
         const request = Context.getUnsafe(fiber.context, HttpServerRequest.HttpServerRequest)
         const clock = fiber.getRef(Clock.Clock)
         const startNanos = clock.currentTimeNanosUnsafe()
@@ -305,7 +307,7 @@ export const layer = HttpRouter.middleware(
           return Effect.matchCauseEffect(checked, { onFailure: (cause) => Effect.flatMap(refuse(cause), finish), onSuccess: finish })
         }
         return Effect.flatMap(Effect.annotateLogs(Effect.catchCause(checked, refuse), "request_id", requestId), finish)
-      }) as Effect.Effect<HttpServerResponse.HttpServerResponse, never, HttpServerRequest.HttpServerRequest>
-  }) as any,
+      }) as Effect.Effect<HttpServerResponse.HttpServerResponse, unhandled, HttpServerRequest.HttpServerRequest>
+  }),
   { global: true }
 )

@@ -1,20 +1,32 @@
 import { Effect, Layer } from "effect"
 import { HttpApiBuilder } from "effect/http-api"
+import { Analytics } from "../services/Analytics.ts"
+import { ApiKeys } from "../services/ApiKeys.ts"
+import { Fraud } from "../services/Fraud.ts"
+import { Merchants } from "../services/Merchants.ts"
 import { NotFound } from "../services/Errors.ts"
 import { Payments } from "../services/Payments.ts"
 import * as E from "./ApiError.ts"
-import { answer } from "./ApiError.ts"
-import { PaymentsApi } from "./Api.ts"
+import { answer, mapErrors } from "./ApiError.ts"
+import { CurrentMerchant, PaymentsApi } from "./Api.ts"
 import { jsonResponse } from "./Edge.ts"
-import { idempotentInline } from "./Idempotency.ts"
+import { idempotent, idempotentInline } from "./Idempotency.ts"
 import { withCaller } from "./RequestState.ts"
 import * as Wire from "./Wire.ts"
+import * as Database from "../platform/Database.ts"
+import { prometheusText } from "../platform/Metrics.ts"
+import { makeGaugeSampler } from "../services/Gauges.ts"
+import { PgPool } from "../store/PgPrepared.ts"
+import { WebhookStore } from "../store/WebhookStore.ts"
+import { WebhooksLive } from "./WebhooksHttp.ts"
 
-/**
- * The handlers of the endpoints served on Effect 4 so far: create and retrieve a payment, and
- * the liveness probe. The other groups' handlers are still those of Effect 3
- * (`git show main:src/http/Handlers.ts`).
- */
+/** Dates without a time mean the whole day: `from` its start, `to` its end. */
+const boundary = (text: string | undefined, end: boolean) => {
+  if (text === undefined) return undefined
+  const dateOnly = /^\d{4}-\d{2}-\d{2}$/.test(text)
+  return new Date(dateOnly ? `${text}T${end ? "23:59:59.999" : "00:00:00.000"}Z` : text).toISOString()
+}
+
 const TransactionsLive = HttpApiBuilder.group(PaymentsApi, "transactions", (handlers) =>
   Effect.gen(function*() {
     const payments = yield* Payments
@@ -52,20 +64,154 @@ const TransactionsLive = HttpApiBuilder.group(PaymentsApi, "transactions", (hand
             }))
         ))
       })
-      .handle("get", ({ params: path }) =>
+      .handle("list", ({ query }) =>
+        E.asAnswered(Effect.gen(function*() {
+          const { merchant } = yield* CurrentMerchant
+          const page = Wire.pageRequest(query)
+          const result = yield* mapErrors(payments.list(merchant.id, {
+            status: query.status,
+            createdFrom: boundary(query.from, false),
+            createdTo: boundary(query.to, true),
+            minAmountCents: query.min_amount,
+            maxAmountCents: query.max_amount
+          }, page))
+          return { transactions: result.items.map(Wire.transaction), meta: Wire.meta(page, result) }
+        })))
+      .handle("get", ({ params }) =>
         E.asAnswered(withCaller(({ merchant }) =>
           // Rendered here rather than encoded through the success schema: the hottest read. The
           // missing payment is refused in the same step as the rendering (no step of `get` for it).
-          Effect.matchEffect(payments.find(merchant.id, path.id), {
+          Effect.matchEffect(payments.find(merchant.id, params.id), {
             onFailure: (error) => Effect.fail(E.toApiError(error)),
             onSuccess: (payment) =>
               payment === null
-                ? Effect.fail(E.toApiError(new NotFound({ resource: "transaction", id: path.id })))
+                ? Effect.fail(E.toApiError(new NotFound({ resource: "transaction", id: params.id })))
                 : Effect.succeed(jsonResponse(200, JSON.stringify({ transaction: Wire.transaction(payment) })))
           }))))
+      .handle("capture", ({ params, payload }) =>
+        E.asAnswered(idempotent({}, (merchantId, commandKey) =>
+          answer(payments.capture(merchantId, params.id, payload?.amount_cents, commandKey), (payment) => ({
+            status: 200,
+            body: { transaction: Wire.transaction(payment) }
+          })))))
+      .handle("refund", ({ params, payload }) =>
+        E.asAnswered(idempotent({}, (merchantId, commandKey) =>
+          answer(payments.refund(merchantId, params.id, payload?.amount_cents, commandKey), (payment) => ({
+            status: 200,
+            body: { transaction: Wire.transaction(payment) }
+          })))))
+      .handle("void", ({ params }) =>
+        E.asAnswered(idempotent({}, (merchantId, commandKey) =>
+          answer(payments.void(merchantId, params.id, commandKey), (payment) => ({
+            status: 200,
+            body: { transaction: Wire.transaction(payment) }
+          })))))
+      .handle("events", ({ params }) =>
+        E.asAnswered(Effect.gen(function*() {
+          const { merchant } = yield* CurrentMerchant
+          return { events: (yield* mapErrors(payments.events(merchant.id, params.id))).map(Wire.event) }
+        })))
+      .handle("ledger", ({ params }) =>
+        E.asAnswered(Effect.gen(function*() {
+          const { merchant } = yield* CurrentMerchant
+          return { ledger_entries: (yield* mapErrors(payments.ledger(merchant.id, params.id))).map(Wire.ledgerEntry) }
+        })))
+  }))
+
+const MerchantsLive = HttpApiBuilder.group(PaymentsApi, "merchants", (handlers) =>
+  Effect.gen(function*() {
+    const merchants = yield* Merchants
+    const analytics = yield* Analytics
+    return handlers
+      .handle("me", () =>
+        E.asAnswered(Effect.gen(function*() {
+          const { merchant } = yield* CurrentMerchant
+          return { merchant: Wire.merchant(yield* mapErrors(merchants.get(merchant.id))) }
+        })))
+      .handle("update", ({ payload }) =>
+        E.asAnswered(Effect.gen(function*() {
+          const { merchant } = yield* CurrentMerchant
+          const updated = yield* mapErrors(merchants.update(merchant.id, { name: payload.name, webhookUrl: payload.webhook_url }))
+          return { merchant: Wire.merchant(updated) }
+        })))
+      .handle("analytics", ({ query }) =>
+        E.asAnswered(Effect.gen(function*() {
+          const { merchant } = yield* CurrentMerchant
+          const report = yield* mapErrors(analytics.analytics(merchant.id, {
+            from: boundary(query.from, false) ?? null,
+            to: boundary(query.to, true) ?? null,
+            interval: query.interval ?? null
+          }))
+          return { analytics: Wire.analytics(report) }
+        })))
+      .handle("balance", () =>
+        E.asAnswered(Effect.gen(function*() {
+          const { merchant } = yield* CurrentMerchant
+          return { balances: [...(yield* mapErrors(merchants.balances(merchant.id)))] }
+        })))
+  }))
+
+const ApiKeysLive = HttpApiBuilder.group(PaymentsApi, "apiKeys", (handlers) =>
+  Effect.gen(function*() {
+    const apiKeys = yield* ApiKeys
+    return handlers
+      .handle("list", ({ query }) =>
+        E.asAnswered(Effect.gen(function*() {
+          const { merchant } = yield* CurrentMerchant
+          const page = Wire.pageRequest(query)
+          const result = yield* mapErrors(apiKeys.list(merchant.id, page))
+          return { api_keys: result.items.map(Wire.apiKey), meta: Wire.meta(page, result) }
+        })))
+      .handle("create", ({ payload }) =>
+        E.asAnswered(idempotent({}, (merchantId) =>
+          mapErrors(apiKeys.create(merchantId, payload.name)).pipe(
+            Effect.map((issued) => ({ status: 201, body: { api_key: Wire.apiKeyCreated(issued.record, issued.secret) } }))
+          ))))
+      .handle("rotate", ({ params }) =>
+        E.asAnswered(idempotent({}, (merchantId) =>
+          mapErrors(apiKeys.rotate(merchantId, params.id)).pipe(
+            Effect.map((issued) => ({ status: 201, body: { api_key: Wire.apiKeyCreated(issued.record, issued.secret) } }))
+          ))))
+  }))
+
+const FraudLive = HttpApiBuilder.group(PaymentsApi, "fraud", (handlers) =>
+  Effect.gen(function*() {
+    const fraud = yield* Fraud
+    const analytics = yield* Analytics
+    const payments = yield* Payments
+    return handlers
+      .handle("cases", ({ query }) =>
+        E.asAnswered(Effect.gen(function*() {
+          const { merchant } = yield* CurrentMerchant
+          const page = Wire.pageRequest(query)
+          const result = yield* mapErrors(fraud.cases(merchant.id, { status: query.status, priority: query.priority }, page))
+          return { fraud_cases: result.items.map(Wire.fraudCase), meta: Wire.meta(page, result) }
+        })))
+      .handle("stats", () =>
+        E.asAnswered(Effect.gen(function*() {
+          const { merchant } = yield* CurrentMerchant
+          return { fraud_stats: Wire.fraudStats(yield* mapErrors(analytics.fraudStats(merchant.id))) }
+        })))
+      .handle("review", ({ params, payload }) =>
+        E.asAnswered(idempotent({}, (merchantId, commandKey) =>
+          mapErrors(payments.review(merchantId, params.id, payload.status, payload.notes ?? null, commandKey)).pipe(
+            Effect.map((fraudCase) => ({ status: 200, body: { fraud_case: Wire.fraudCase(fraudCase) } }))
+          ))))
   }))
 
 const OperationsLive = HttpApiBuilder.group(PaymentsApi, "operations", (handlers) =>
-  Effect.succeed(handlers.handle("healthz", () => Effect.succeed({ status: "ok" as const }))))
+  Effect.gen(function*() {
+    const pool = yield* Effect.serviceOption(PgPool)
+    const sampleGauges = makeGaugeSampler(yield* Effect.serviceOption(WebhookStore), pool)
+    const ready = Database.readiness(pool).pipe(
+      Effect.as({ status: "ok" as const }),
+      Effect.mapError(() => E.serviceUnavailable())
+    )
+    return handlers
+      .handle("healthz", () => E.asAnswered(Effect.succeed({ status: "ok" as const })))
+      .handle("readyz", () => E.asAnswered(ready))
+      .handle("metrics", () => E.asAnswered(Effect.andThen(sampleGauges, prometheusText)))
+  }))
 
-export const layer = Layer.mergeAll(TransactionsLive, OperationsLive)
+export const layer = Layer.mergeAll(TransactionsLive, MerchantsLive, ApiKeysLive, FraudLive, OperationsLive, WebhooksLive)
+

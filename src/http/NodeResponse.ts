@@ -6,7 +6,7 @@ import { createServer, IncomingMessage, ServerResponse } from "node:http"
  *
  * Node calls that callback on `finish` alone, and a response whose connection closed before the
  * answer was flushed never finishes: the callback is lost. @effect/platform-node writes every
- * answer with `end(body, callback)` inside an `Effect.async` and waits for that callback, in the
+ * answer with `end(body, callback)` inside an `Effect.callback` and waits for that callback, in the
  * request's uninterruptible tail (`HttpApp.toHandled` runs uninterruptibly; only the route
  * handler is made interruptible). A client that hung up as its handler was answering (its
  * interrupt reached the fiber after the handler's interruptible part, so it was only recorded)

@@ -1,7 +1,7 @@
 import type { SchemaAST } from "effect"
 import type * as SchemaIssue from "effect/SchemaIssue"
 import type { HttpServerRequest } from "effect/http"
-import { HttpApi } from "effect/http-api"
+import { HttpApi, type HttpApiEndpoint } from "effect/http-api"
 import type { HttpApiSchemaError } from "effect/http-api/HttpApiError"
 import { PaymentsApi } from "./Api.ts"
 import * as E from "./ApiError.ts"
@@ -119,9 +119,25 @@ const resourceOfPath = (pathname: string) => {
 /** The schema a decode failure of `kind` was checked against, for the rules and fields along its path. */
 const schemaOf = (error: HttpApiSchemaError, request: HttpServerRequest.HttpServerRequest): SchemaAST.AST | undefined => {
   const pathname = new URL(request.url, "http://x").pathname
-  if (error.kind === "Params") return S.PaymentIdPath.ast
-  if (error.kind === "Payload" && request.method === "POST" && pathname === "/api/v1/transactions") return S.TransactionCreate.ast
-  return undefined
+  const endpoint = endpoints.find((candidate) => candidate.method === request.method && candidate.pattern.test(pathname))?.endpoint
+  if (endpoint === undefined) return undefined
+  switch (error.kind) {
+    case "Params":
+      return endpoint.params?.ast
+    case "Query":
+      return endpoint.query?.ast
+    case "Headers":
+      return endpoint.headers?.ast
+    case "Payload":
+    case "Body": {
+      for (const entry of endpoint.payload.values()) {
+        if ("schemas" in entry) return entry.schemas[0].ast
+      }
+      return undefined
+    }
+    default:
+      return undefined
+  }
 }
 
 /**
@@ -144,18 +160,26 @@ export const fromDecodeError = (error: HttpApiSchemaError, request: HttpServerRe
 // ---------------------------------------------------------------------------------------------
 // 405: the route table, from the HttpApi itself plus the documentation routes served beside it.
 
-const routes: ReadonlyArray<{ readonly method: string; readonly pattern: RegExp }> = (() => {
-  const list: Array<readonly [string, string]> = documentationRoutes.map((path) => ["GET", path] as const)
-  HttpApi.reflect(PaymentsApi, {
-    onGroup: () => {},
-    onEndpoint: ({ endpoint }) => list.push([endpoint.method, endpoint.path])
-  })
+const pathPattern = (path: string) => {
   const escape = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")
-  return list.map(([method, path]) => ({
-    method,
-    pattern: new RegExp(`^${path.split("/").map((segment) => (segment.startsWith(":") ? "[^/]{1,100}" : escape(segment))).join("/")}$`)
-  }))
-})()
+  return new RegExp(`^${path.split("/").map((segment) => (segment.startsWith(":") ? "[^/]{1,100}" : escape(segment))).join("/")}$`)
+}
+
+/** Every endpoint of the API with the pattern of its path (the same order as the router's). */
+const endpoints: ReadonlyArray<{ readonly method: string; readonly pattern: RegExp; readonly endpoint: HttpApiEndpoint.Top }> =
+  (() => {
+    const list: Array<{ readonly method: string; readonly pattern: RegExp; readonly endpoint: HttpApiEndpoint.Top }> = []
+    HttpApi.reflect(PaymentsApi, {
+      onGroup: () => {},
+      onEndpoint: ({ endpoint }) => list.push({ method: endpoint.method, pattern: pathPattern(endpoint.path), endpoint })
+    })
+    return list
+  })()
+
+const routes: ReadonlyArray<{ readonly method: string; readonly pattern: RegExp }> = [
+  ...documentationRoutes.map((path) => ({ method: "GET", pattern: pathPattern(path) })),
+  ...endpoints
+]
 
 /** The methods a path is served with, in a stable order; empty when no route has this path. */
 export const allowedMethods = (pathname: string): ReadonlyArray<string> => {

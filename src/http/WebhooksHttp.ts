@@ -1,9 +1,9 @@
-import { HttpApiBuilder } from "@effect/platform"
 import { Effect } from "effect"
+import { HttpApiBuilder } from "effect/http-api"
 import { successRate } from "../domain/Webhook.ts"
 import { Webhooks } from "../services/Webhooks.ts"
 import { CurrentMerchant, PaymentsApi } from "./Api.ts"
-import { mapErrors } from "./ApiError.ts"
+import { asAnswered, mapErrors } from "./ApiError.ts"
 import { idempotent } from "./Idempotency.ts"
 import * as Wire from "./Wire.ts"
 
@@ -11,25 +11,25 @@ export const WebhooksLive = HttpApiBuilder.group(PaymentsApi, "webhooks", (handl
   Effect.gen(function*() {
     const webhooks = yield* Webhooks
     return handlers
-      .handle("deliveries", ({ urlParams }) =>
-        Effect.gen(function*() {
+      .handle("deliveries", ({ query }) =>
+        asAnswered(Effect.gen(function*() {
           const { merchant } = yield* CurrentMerchant
-          const page = Wire.pageRequest(urlParams)
-          const result = yield* mapErrors(webhooks.list(merchant.id, { status: urlParams.status }, page))
+          const page = Wire.pageRequest(query)
+          const result = yield* mapErrors(webhooks.list(merchant.id, { status: query.status }, page))
           return { deliveries: result.items.map(Wire.delivery), meta: Wire.meta(page, result) }
-        }))
-      .handle("delivery", ({ path }) =>
-        Effect.gen(function*() {
+        })))
+      .handle("delivery", ({ params }) =>
+        asAnswered(Effect.gen(function*() {
           const { merchant } = yield* CurrentMerchant
-          return { delivery: Wire.delivery(yield* mapErrors(webhooks.get(merchant.id, path.id))) }
-        }))
-      .handle("retry", ({ path }) =>
-        idempotent({}, (merchantId) =>
-          mapErrors(webhooks.retry(merchantId, path.id)).pipe(
+          return { delivery: Wire.delivery(yield* mapErrors(webhooks.get(merchant.id, params.id))) }
+        })))
+      .handle("retry", ({ params }) =>
+        asAnswered(idempotent({}, (merchantId) =>
+          mapErrors(webhooks.retry(merchantId, params.id)).pipe(
             Effect.map((d) => ({ status: 202, body: { delivery: Wire.delivery(d) } }))
-          )))
+          ))))
       .handle("status", () =>
-        Effect.gen(function*() {
+        asAnswered(Effect.gen(function*() {
           const { merchant } = yield* CurrentMerchant
           const { merchant: current, stats } = yield* mapErrors(webhooks.status(merchant.id))
           return {
@@ -43,18 +43,18 @@ export const WebhooksLive = HttpApiBuilder.group(PaymentsApi, "webhooks", (handl
               consecutive_failures: stats.consecutiveFailures
             }
           }
-        }))
+        })))
       .handle("test", ({ payload }) =>
-        idempotent({}, (merchantId) =>
+        asAnswered(idempotent({}, (merchantId) =>
           mapErrors(webhooks.sendTest(merchantId, payload.event_type)).pipe(
             Effect.map((d) => ({ status: 202, body: { delivery: Wire.delivery(d) } }))
-          )))
+          ))))
       .handle("rotateSecret", () =>
-        idempotent({}, (merchantId) =>
+        asAnswered(idempotent({}, (merchantId) =>
           mapErrors(webhooks.rotateSecret(merchantId)).pipe(
             Effect.map((rotated) => ({
               status: 200,
               body: { merchant: Wire.merchant(rotated.merchant), previous_secret_expires_at: rotated.previousExpiresAt }
             }))
-          )))
+          ))))
   }))
