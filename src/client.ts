@@ -6,8 +6,9 @@ import { PaymentsApi } from "./http/Api.ts"
 /**
  * The typed client of the Payments API, derived from the same HttpApi as the server and the
  * OpenAPI document: `client.transactions.create({ payload, headers })`, `client.transactions.refund(...)`,
- * ... with the request and response types of src/http/Schemas.ts. Failures are the CONTRACT
- * errors (`ApiError`, with `status`, `code`, `message`, `param`) in the error channel.
+ * ... with the request and response types of src/http/Schemas.ts. The API declares no error
+ * schemas (its refusals render themselves), so a refusal reaches the client as an
+ * `HttpClientError` whose response carries the CONTRACT error body (`{"error": {...}}`).
  *
  *   const client = yield* makeClient({ baseUrl: "http://127.0.0.1:3000", apiKey: "sk_live_..." })
  *   const { transaction } = yield* client.transactions.create({ payload: {...}, headers: { "x-idempotency-key": "order-1" } })

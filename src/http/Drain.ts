@@ -1,4 +1,4 @@
-import { HttpMiddleware, HttpRouter, HttpServer, HttpServerResponse } from "effect/http"
+import { HttpMiddleware, HttpRouter, HttpServerResponse } from "effect/http"
 import type { ServeError } from "effect/http/HttpServerError"
 import type { HttpServerRequest } from "effect/http/HttpServerRequest"
 import { NodeHttpServer } from "@effect/platform-node"
@@ -101,7 +101,6 @@ export const serverLayer = <ROut, E, R>(routes: Layer.Layer<ROut, E, R>, port: n
     Layer.provideMerge(
       HttpRouter.serve(Layer.merge(routes, closingWhileDraining), { middleware: counted as any, disableLogger: true }).pipe(
         Layer.provide(Layer.succeed(HttpMiddleware.TracerDisabledWhen, () => true)),
-        HttpServer.withLogAddress,
         Layer.provide(listening(server, port, host))
       )
     )
