@@ -9,7 +9,7 @@ import * as W from "./WebhookSchemas.ts"
  * on the request's state (`CurrentMerchant`, src/http/RequestState.ts) rather than provided as a
  * service: a provided service costs Effect steps on every request.
  */
-export { CurrentMerchant } from "./RequestState.ts"
+export { CurrentMerchant } from "../edge/RequestState.ts"
 
 /**
  * Bearer authentication. Its refusals (`ApiError`, 401 and 429) render themselves like every

@@ -2,9 +2,9 @@ import { Data, Effect } from "effect"
 import * as Respondable from "effect/http/HttpServerRespondable"
 import * as HttpServerResponse from "effect/http/HttpServerResponse"
 import { error as errorExample } from "./Examples.ts"
-import { requestStateOf } from "./RequestState.ts"
-import { type InvalidInput, type InvalidState, type NotFound, withoutStack } from "../services/Errors.ts"
-import type { StoreUnavailable } from "../store/Store.ts"
+import { requestStateOf } from "../edge/RequestState.ts"
+import { type InvalidInput, type InvalidState, type NotFound, withoutStack } from "../../services/Errors.ts"
+import type { StoreUnavailable } from "../../store/Store.ts"
 
 export type ErrorType =
   | "invalid_request_error"

@@ -1,7 +1,7 @@
 import { Schema, SchemaAST } from "effect"
-import { maximumAmountCents, minimumAmountCents, supportedCurrencies } from "../domain/Money.ts"
-import { cardBrands, eventTypes, paymentStatuses } from "../domain/Payment.ts"
-import { disputeReasons } from "../domain/Dispute.ts"
+import { maximumAmountCents, minimumAmountCents, supportedCurrencies } from "../../domain/Money.ts"
+import { cardBrands, eventTypes, paymentStatuses } from "../../domain/Payment.ts"
+import { disputeReasons } from "../../domain/Dispute.ts"
 import * as X from "./Examples.ts"
 
 /**

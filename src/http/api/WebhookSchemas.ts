@@ -1,6 +1,6 @@
 import { Schema } from "effect"
-import { eventTypes } from "../domain/Payment.ts"
-import { deliveryStatuses } from "../domain/Webhook.ts"
+import { eventTypes } from "../../domain/Payment.ts"
+import { deliveryStatuses } from "../../domain/Webhook.ts"
 import * as X from "./Examples.ts"
 import { ListMeta, Merchant, OneOf, PageParams, RecordIdPath } from "./Schemas.ts"
 

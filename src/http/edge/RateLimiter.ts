@@ -1,5 +1,5 @@
 import { Context, Effect, Layer } from "effect"
-import { AppConfig } from "../platform/Config.ts"
+import { AppConfig } from "../../platform/Config.ts"
 
 export interface RateDecision {
   readonly allowed: boolean

@@ -3,10 +3,10 @@ import type * as SchemaIssue from "effect/SchemaIssue"
 import type { HttpServerRequest } from "effect/http"
 import { HttpApi, type HttpApiEndpoint } from "effect/http-api"
 import type { HttpApiSchemaError } from "effect/http-api/HttpApiError"
-import { PaymentsApi } from "./Api.ts"
-import * as E from "./ApiError.ts"
+import { PaymentsApi } from "../api/Api.ts"
+import * as E from "../api/ApiError.ts"
 import { documentationRoutes } from "./Routes.ts"
-import * as S from "./Schemas.ts"
+import * as S from "../api/Schemas.ts"
 
 /** The first problem of a decode failure: where it is, and what it is (a leaf of Effect 4's issue tree). */
 interface Problem {

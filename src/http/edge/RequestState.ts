@@ -1,6 +1,6 @@
 import { HttpServerRequest } from "effect/http/HttpServerRequest"
 import { Context, Effect, type Fiber } from "effect"
-import type { ApiKey, Merchant } from "../domain/Merchant.ts"
+import type { ApiKey, Merchant } from "../../domain/Merchant.ts"
 
 /** The authenticated caller: the merchant that owns the API key, and the key itself. */
 export interface Caller {

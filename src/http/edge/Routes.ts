@@ -1,5 +1,5 @@
 import { HttpApi } from "effect/http-api"
-import { PaymentsApi } from "./Api.ts"
+import { PaymentsApi } from "../api/Api.ts"
 
 interface Template {
   readonly route: string

@@ -1,11 +1,11 @@
 import { Effect } from "effect"
 import { HttpApiBuilder } from "effect/http-api"
-import { successRate } from "../domain/Webhook.ts"
-import { Webhooks } from "../services/Webhooks.ts"
-import { CurrentMerchant, PaymentsApi } from "./Api.ts"
-import { asAnswered, mapErrors } from "./ApiError.ts"
-import { idempotent } from "./Idempotency.ts"
-import * as Wire from "./Wire.ts"
+import { successRate } from "../../domain/Webhook.ts"
+import { Webhooks } from "../../services/Webhooks.ts"
+import { CurrentMerchant, PaymentsApi } from "../api/Api.ts"
+import { asAnswered, mapErrors } from "../api/ApiError.ts"
+import { idempotent } from "../edge/Idempotency.ts"
+import * as Wire from "../api/Wire.ts"
 
 export const WebhooksLive = HttpApiBuilder.group(PaymentsApi, "webhooks", (handlers) =>
   Effect.gen(function*() {

@@ -4,8 +4,8 @@ import type { HttpServerRequest } from "effect/http/HttpServerRequest"
 import { NodeHttpServer } from "@effect/platform-node"
 import { Cause, Data, Duration, Effect, Layer, Option } from "effect"
 import { Server as NetServer } from "node:net"
-import { AppConfig } from "../platform/Config.ts"
-import * as Metrics from "../platform/Metrics.ts"
+import { AppConfig } from "../../platform/Config.ts"
+import * as Metrics from "../../platform/Metrics.ts"
 import { createHttpServer } from "./NodeResponse.ts"
 
 /**
