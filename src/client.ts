@@ -1,7 +1,7 @@
 import { FetchHttpClient, HttpClient, HttpClientRequest } from "effect/http"
 import { HttpApiClient } from "effect/http-api"
 import { Effect, Layer } from "effect"
-import { PaymentsApi } from "./http/Api.ts"
+import { PaymentsApi } from "./http/api/Api.ts"
 
 /**
  * The typed client of the Payments API, derived from the same HttpApi as the server and the
@@ -26,6 +26,6 @@ export type PaymentsClient = Effect.Success<ReturnType<typeof makeClient>>
 /** The client as a service over the platform's fetch. */
 export const layerFetch = FetchHttpClient.layer satisfies Layer.Layer<HttpClient.HttpClient>
 
-export { ApiError } from "./http/ApiError.ts"
+export { ApiError } from "./http/api/ApiError.ts"
 export { verifyWebhookSignature } from "./domain/Webhook.ts"
 export { PaymentsApi }

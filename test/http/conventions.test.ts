@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { maximumBodyBytes } from "../../src/http/Edge.ts"
+import { maximumBodyBytes } from "../../src/http/edge/Edge.ts"
 import { client, errorOf, rawRequest, request, startApp, type TestApp, transactionBody } from "../support/app.ts"
 
 // CONTRACT sections 1–4: envelopes, errors, status codes, request ids, authentication.

@@ -2,8 +2,8 @@ import { Exit, Schema } from "effect"
 import type { HttpServerRequest } from "effect/http"
 import { HttpApiSchemaError } from "effect/http-api/HttpApiError"
 import { describe, expect, it } from "vitest"
-import { fromDecodeError } from "../../src/http/RequestErrors.ts"
-import * as S from "../../src/http/Schemas.ts"
+import { fromDecodeError } from "../../src/http/edge/RequestErrors.ts"
+import * as S from "../../src/http/api/Schemas.ts"
 
 /**
  * The create body's decode failures on Effect 4, mapped to CONTRACT section 3's 422: the same

@@ -1,8 +1,8 @@
 import { HttpApi } from "@effect/platform"
 import { ConfigProvider, Effect, Either, Option, SchemaAST as AST } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { PaymentsApi } from "../../src/http/Api.ts"
-import { jsonShapeProblem } from "../../src/http/JsonShape.ts"
+import { PaymentsApi } from "../../src/http/api/Api.ts"
+import { jsonShapeProblem } from "../../src/http/edge/JsonShape.ts"
 import { appConfig, fromConfigError } from "../../src/platform/Config.ts"
 import { client, errorOf, request, startApp, type TestApp, transactionBody } from "../support/app.ts"
 

@@ -3,7 +3,7 @@ import { NodeHttpServer } from "@effect/platform-node"
 import { Deferred, Effect, Layer } from "effect"
 import type { AddressInfo } from "node:net"
 import { describe, expect, it } from "vitest"
-import { createHttpServer } from "../../src/http/NodeResponse.ts"
+import { createHttpServer } from "../../src/http/server/NodeResponse.ts"
 
 // A client that hangs up just as its request is answered: the answer is written to a connection
 // already closed. Node calls `end(body, callback)` back on `finish` only, which a closed response
