@@ -8,7 +8,7 @@ export default defineConfig({
     hookTimeout: 120_000,
     // Two cores: files run in two forks, each with its own databases on the shared server.
     pool: "forks",
-    poolOptions: { forks: { maxForks: 2, minForks: 1 } },
+    maxWorkers: 2,
     sequence: { shuffle: false }
   }
 })

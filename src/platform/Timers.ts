@@ -1,10 +1,9 @@
-import { Clock, Effect } from "effect"
+import type { Clock } from "effect"
+import { Effect } from "effect"
+import { isDefaultClock } from "./EffectInternals.ts"
 
 /** Calls `task` once after `delayMs` on the clock's timer; the returned function cancels it. */
 export type CallbackTimer = (delayMs: number, task: () => void) => () => void
-
-/** Effect's own clock, as a fiber without services finds it (its timers are `setTimeout`). */
-const defaultClockPrototype: object | null = Object.getPrototypeOf(Effect.runSync(Clock.clockWith(Effect.succeed)))
 
 /**
  * A timer that calls back without a fiber: Effect's default clock (`setTimeout`, the one its
@@ -12,12 +11,12 @@ const defaultClockPrototype: object | null = Object.getPrototypeOf(Effect.runSyn
  * fiber that waits on several things at once (a timer and signals) can then be one
  * `Effect.callback` instead of a race of forked fibers. Null for any other clock, such as
  * `TestClock`: the caller falls back to `sleep` and a race. Effect 4's clocks have no scheduler of
- * their own to ask, so the default clock is recognised by its prototype.
+ * their own to ask: the default clock is recognised as src/platform/EffectInternals.ts says.
  */
 export const callbackTimerOf = (clock: Clock.Clock): Effect.Effect<CallbackTimer | null> => {
   const own = (clock as Clock.Clock & Partial<MillisecondScheduler>).scheduleMs
   if (typeof own === "function") return Effect.succeed((delayMs, task) => own.call(clock, task, delayMs > 0 ? delayMs : 0))
-  if (Object.getPrototypeOf(clock) === defaultClockPrototype) return Effect.succeed(ioDeadlineTimer)
+  if (isDefaultClock(clock)) return Effect.succeed(ioDeadlineTimer)
   return Effect.succeed(null)
 }
 

@@ -3,7 +3,8 @@ import * as Respondable from "effect/http/HttpServerRespondable"
 import * as HttpServerResponse from "effect/http/HttpServerResponse"
 import { error as errorExample } from "./Examples.ts"
 import { requestStateOf } from "../edge/RequestState.ts"
-import { type InvalidInput, type InvalidState, type NotFound, withoutStack } from "../../services/Errors.ts"
+import { withoutStack } from "../../platform/EffectInternals.ts"
+import type { InvalidInput, InvalidState, NotFound } from "../../services/Errors.ts"
 import type { StoreUnavailable } from "../../store/Store.ts"
 
 export type ErrorType =

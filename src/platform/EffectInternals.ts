@@ -1,0 +1,41 @@
+import { Clock, Effect } from "effect"
+
+/**
+ * The two places where this project relies on how Effect is built rather than on its public API.
+ * Each is needed on a hot path; each has a guard in test/platform/effect-internals.test.ts that
+ * fails loudly when an upgrade of `effect` changes what it relies on. Nothing else in src/ may
+ * reach past Effect's public API: add a use here, with its reason and its guard, or not at all.
+ */
+
+/**
+ * 1. Recognising Effect's default clock. Effect 4's `Clock` has no scheduler of its own to ask,
+ * and the default clock's timers are `setTimeout` (the one `Effect.sleep` uses): a worker that
+ * waits on a timer and on signals at once can then be one `Effect.callback` instead of a race of
+ * forked fibers (src/platform/Timers.ts). The default clock is the instance a fiber without
+ * services finds; it is recognised by its class (its prototype), which Effect does not export.
+ * Guard: the default clock is recognised, TestClock is not.
+ */
+const defaultClockPrototype: object | null = Object.getPrototypeOf(Effect.runSync(Clock.clockWith(Effect.succeed)))
+
+export const isDefaultClock = (clock: Clock.Clock): boolean => Object.getPrototypeOf(clock) === defaultClockPrototype
+
+/**
+ * 2. Errors without a stack trace. Answers built on everyday requests (404, 409, 422: the
+ * services' outcomes and ApiError) are never shown with a stack, and capturing one costs more
+ * than the rest of the error. Effect's error classes (`Data.Error`, `Data.TaggedError`) capture
+ * it in their constructor, through `Error`'s: the constructor runs with `Error.stackTraceLimit`
+ * at 0. Guard: such an error's stack names no frame, and one of the same class without this
+ * wrapper does (so the guard notices when Effect stops capturing there, or captures elsewhere).
+ */
+export const withoutStack = <Args extends ReadonlyArray<unknown>, T>(Base: new(...args: Args) => T) =>
+  class extends (Base as new(...args: Array<any>) => object) {
+    constructor(...args: Array<any>) {
+      const stackTraceLimit = Error.stackTraceLimit
+      Error.stackTraceLimit = 0
+      try {
+        super(...args)
+      } finally {
+        Error.stackTraceLimit = stackTraceLimit
+      }
+    }
+  } as unknown as new(...args: Args) => T
