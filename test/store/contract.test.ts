@@ -384,7 +384,7 @@ export const storeContract = (name: string, makeLayer: () => Layer.Layer<Store, 
               ? { ok: true, change: { ...decision.change, events: decision.change.events.map((e) => ({ ...e, sequence: p.version })) } }
               : decision
           }))
-          expect(Exit.isFailure(exit) && Cause.isDie(exit.cause)).toBe(true)
+          expect(Exit.isFailure(exit) && Cause.hasDies(exit.cause)).toBe(true)
           expect(yield* store.getPayment(w.merchantId, payment.id)).toEqual(payment)
           expect(yield* store.listEvents(w.merchantId, payment.id)).toEqual(eventsOf(changes))
           expect(yield* store.listLedger(w.merchantId, payment.id)).toEqual([])
@@ -816,7 +816,7 @@ export const storeContract = (name: string, makeLayer: () => Layer.Layer<Store, 
           expect(ids(yield* store.paymentsByCardTokenAndDispute(query(later, epoch, { cardTokens: ["tok_visa"] }), 1_000))).toContain(visa.payment.id)
           // A token that is not one (it would be written into SQL) is the caller's defect.
           const malformed = yield* Effect.exit(store.paymentsByCardTokenAndDispute(query(later, later, { cardTokens: ["tok_x') OR (1=1"] }), 100))
-          expect(Exit.isFailure(malformed) && Cause.isDie(malformed.cause)).toBe(true)
+          expect(Exit.isFailure(malformed) && Cause.hasDies(malformed.cause)).toBe(true)
           expect(resolved.payment.dispute?.status).toBe("won")
         })))
     })
@@ -1078,7 +1078,7 @@ describe("PostgreSQL adapter", () => {
 
   beforeAll(async () => {
     runtime = ManagedRuntime.make(pgStoreLayer(await freshDatabase("store_contract")))
-    services = (await runtime.runtime()).context
+    services = await runtime.context()
   })
   afterAll(() => runtime?.dispose())
 
@@ -1104,7 +1104,8 @@ describe("PostgreSQL adapter", () => {
         for (const statement of statements) {
           const error = yield* Effect.flip(statement)
           expect(error._tag).toBe("SqlError")
-          expect(String((error.cause as Error).message)).toMatch(/append-only/)
+          // Effect 4's SqlError: its reason holds PostgreSQL's error (message, SQLSTATE code) as its cause.
+          expect(String((error.reason.cause as Error).message)).toMatch(/append-only/)
         }
         const store = yield* Store
         expect(yield* store.listEvents(w.merchantId, payment.id)).toHaveLength(4)
@@ -1132,7 +1133,7 @@ describe("PostgreSQL adapter", () => {
         const count = (groupId: string) =>
           Effect.map(sql`SELECT count(*)::int AS n FROM ledger_entries WHERE group_id = ${groupId}`, (rows) => rows[0]!.n)
         const refusal = (exit: Exit.Exit<unknown, unknown>) =>
-          Exit.isFailure(exit) ? (Cause.squash(exit.cause) as { cause?: { message?: string } }).cause?.message : undefined
+          Exit.isFailure(exit) ? (Cause.squash(exit.cause) as { reason?: { cause?: { message?: string } } }).reason?.cause?.message : undefined
 
         // A group is checked by the statement that inserts it (once per statement, not per row).
         const balanced = w.mintId("ledgerGroup")
@@ -1160,7 +1161,7 @@ describe("PostgreSQL adapter", () => {
         if (!flow.ok) throw new Error("the flow was refused")
         const change = { ...flow.change, ledger: flow.change.ledger.slice(0, 1) }
         const viaCommit = yield* Effect.exit(store.commitChange({ before: fresh.payment, change, response: null }))
-        expect(Exit.isFailure(viaCommit) && Cause.isDie(viaCommit.cause)).toBe(true)
+        expect(Exit.isFailure(viaCommit) && Cause.hasDies(viaCommit.cause)).toBe(true)
         expect((yield* store.getPayment(w.merchantId, fresh.payment.id))!.version).toBe(fresh.payment.version)
 
         // Through the store: the whole decision is rolled back and the failure is a defect.
@@ -1169,7 +1170,7 @@ describe("PostgreSQL adapter", () => {
           const decision = Payment.refund(p, 100, w.context())
           return decision.ok ? { ok: true, change: { ...decision.change, ledger: decision.change.ledger.slice(0, 1) } } : decision
         }))
-        expect(Exit.isFailure(viaStore) && Cause.isDie(viaStore.cause)).toBe(true)
+        expect(Exit.isFailure(viaStore) && Cause.hasDies(viaStore.cause)).toBe(true)
         expect(yield* store.getPayment(w.merchantId, payment.id)).toEqual(before)
         expect((yield* store.listEvents(w.merchantId, payment.id)).map((e) => e.type)).not.toContain("payment.partially_refunded")
       })))
@@ -1190,7 +1191,7 @@ describe("PostgreSQL adapter", () => {
         const units = [1, 2, 3, 0, 5, 6, 7, 8].map((n) => opening(n === 0 ? 0 : 1_000))
         const before = Number((yield* sql`SELECT count(*)::int AS n FROM payments WHERE merchant_id = ${w.merchantId}`)[0]!.n)
         const exits = yield* Effect.all(units.map((u) => Effect.exit(store.openPayment(u))), { concurrency: "unbounded" })
-        expect(exits.map((e) => (Exit.isSuccess(e) ? e.value._tag : Cause.isDie(e.cause) ? "died" : "failed"))).toEqual(
+        expect(exits.map((e) => (Exit.isSuccess(e) ? e.value._tag : Cause.hasDies(e.cause) ? "died" : "failed"))).toEqual(
           ["Opened", "Opened", "Opened", "died", "Opened", "Opened", "Opened", "Opened"]
         )
         const after = Number((yield* sql`SELECT count(*)::int AS n FROM payments WHERE merchant_id = ${w.merchantId}`)[0]!.n)

@@ -1,4 +1,5 @@
-import { Effect, FastCheck as fc } from "effect"
+import { Effect } from "effect"
+import * as fc from "fast-check"
 import { describe, expect, it } from "vitest"
 import type { Payment, PaymentStatus } from "../../src/domain/Payment.ts"
 import { isSettleable } from "../../src/domain/Payment.ts"

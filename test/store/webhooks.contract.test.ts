@@ -268,5 +268,5 @@ const webhookStoreContract = (name: string, layer: () => Layer.Layer<Store | Web
 
 webhookStoreContract("memory", () => layerMemory)
 webhookStoreContract("postgres", () =>
-  Layer.unwrapEffect(Effect.map(Effect.promise(() => freshDatabase("whcontract")), (url) => pgStoreLayer(url).pipe(Layer.orDie))))
+  Layer.unwrap(Effect.map(Effect.promise(() => freshDatabase("whcontract")), (url) => pgStoreLayer(url).pipe(Layer.orDie))))
 

@@ -1,6 +1,6 @@
-import { HttpApiBuilder, HttpMiddleware, HttpServer } from "@effect/platform"
+import { HttpMiddleware, HttpRouter, HttpServer } from "effect/http"
 import { NodeHttpServer } from "@effect/platform-node"
-import { Context, Deferred, Effect, Layer, Logger, LogLevel, ManagedRuntime, Supervisor } from "effect"
+import { Context, Deferred, Effect, Layer, Logger, ManagedRuntime, References } from "effect"
 import { request as httpRequest } from "node:http"
 import pg from "pg"
 import * as Acquirer from "../../src/acquirer/Acquirer.ts"
@@ -47,8 +47,6 @@ export interface AppOptions {
   readonly databaseUrl?: string
   /** Wraps the PostgreSQL store (e.g. to make one operation fail). */
   readonly wrapStore?: (store: StoreShape) => StoreShape
-  /** Watches every fiber the app starts (e.g. to count fibers per request). */
-  readonly supervisor?: Supervisor.Supervisor<unknown>
   /**
    * The app's only logger, at Info level (e.g. one that captures lines). Without it the app logs
    * warnings and errors only: a line per request would drown the test output.
@@ -81,24 +79,22 @@ export const startApp = async (options: AppOptions = {}): Promise<TestApp> => {
     Layer.provideMerge(Layer.mergeAll(Ids.layer, options.acquirer ?? Acquirer.layerSandbox)),
     Layer.provideMerge(Config.layerWith(config))
   )
-  const server = HttpApiBuilder.serve().pipe(
-    HttpMiddleware.withTracerDisabledWhen(() => true),
-    Layer.provide(HttpRoutesLive),
+  const server = HttpRouter.serve(HttpRoutesLive, { disableLogger: true }).pipe(
+    Layer.provide(Layer.succeed(HttpMiddleware.TracerDisabledWhen, () => true)),
     Layer.provideMerge(NodeHttpServer.layer(createHttpServer, { port: 0, host: "127.0.0.1" }))
   )
   const appLayer = server.pipe(
     Layer.provideMerge(ServicesLive),
     Layer.provideMerge(infrastructure),
-    Layer.provide(options.supervisor === undefined ? Layer.empty : Supervisor.addSupervisor(options.supervisor)),
     Layer.provide(
       options.logger === undefined
-        ? Logger.minimumLogLevel(LogLevel.Warning)
-        : Layer.merge(Logger.replace(Logger.defaultLogger, options.logger), Logger.minimumLogLevel(LogLevel.Info))
+        ? Layer.succeed(References.MinimumLogLevel, "Warn")
+        : Layer.merge(Logger.layer([options.logger]), Layer.succeed(References.MinimumLogLevel, "Info"))
     )
   )
   const runtime = ManagedRuntime.make(appLayer)
   const address = await runtime.runPromise(Effect.map(HttpServer.HttpServer, (s) => s.address))
-  if (address._tag !== "TcpAddress") throw new Error("expected a TCP address")
+  if (address._tag === "UnixPathAddress") throw new Error("expected a TCP address")
   const pool = new pg.Pool({ connectionString: databaseUrl, max: 3 })
 
   return {
@@ -284,7 +280,7 @@ export const gatedAcquirer = () => {
   const layer = Layer.succeed(Acquirer.Acquirer, {
     authorize: (request) =>
       request.cardToken === "tok_gated"
-        ? Deferred.succeed(entered, undefined).pipe(Effect.zipRight(Deferred.await(gate)), Effect.zipRight(Acquirer.sandboxAuthorize(request)))
+        ? Deferred.succeed(entered, undefined).pipe(Effect.andThen(Deferred.await(gate)), Effect.andThen(Acquirer.sandboxAuthorize(request)))
         : Acquirer.sandboxAuthorize(request)
   })
   return {

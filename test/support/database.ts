@@ -1,9 +1,9 @@
-import { Layer, Redacted } from "effect"
+import { Effect, Layer, Redacted } from "effect"
 import pg from "pg"
 import { randomBytes } from "node:crypto"
 import { inject } from "vitest"
 import * as Config from "../../src/platform/Config.ts"
-import { migrationsLayer, pgClientLayer } from "../../src/platform/Database.ts"
+import { defaultPoolTimeouts, migrate, pgClientLayer } from "../../src/platform/Database.ts"
 import { layerPg } from "../../src/store/PgStore.ts"
 
 /** Creates an empty database on the test server and returns its URL; each test file gets its own. */
@@ -22,8 +22,8 @@ export const freshDatabase = async (label = "t"): Promise<string> => {
   return url.toString()
 }
 
-/** PgClient + migrations for a database URL. */
-export const pgLayer = (url: string) => Layer.provideMerge(migrationsLayer, pgClientLayer(url, 10))
+/** The database clients for a database URL, with the migrations applied first. */
+export const pgLayer = (url: string) => Layer.unwrap(Effect.as(migrate(url, defaultPoolTimeouts), pgClientLayer(url, 10)))
 
 /**
  * The RESPONSE_ENCRYPTION_KEY of the tests (as test/support/service.ts gives child processes):
