@@ -1,4 +1,4 @@
-import { Effect, Either, Layer } from "effect"
+import { Effect, Result, Layer } from "effect"
 import { describe, expect, it } from "vitest"
 import * as Analytics from "../../src/services/Analytics.ts"
 import { type AnalyticsPeriodRow, type AnalyticsRow, maximumSeriesRows, Store, type StoreShape } from "../../src/store/Store.ts"
@@ -29,7 +29,7 @@ const serviceOver = (totals: ReadonlyArray<AnalyticsRow>, periods: ReadonlyArray
 
 const analytics = (totals: ReadonlyArray<AnalyticsRow>, periods: ReadonlyArray<AnalyticsPeriodRow>, interval: "day" | null) =>
   Effect.runPromise(
-    Effect.flatMap(Analytics.Analytics, (service) => Effect.either(service.analytics("mer_1", { from: null, to: null, interval }))).pipe(
+    Effect.flatMap(Analytics.Analytics, (service) => Effect.result(service.analytics("mer_1", { from: null, to: null, interval }))).pipe(
       Effect.provide(serviceOver(totals, periods))
     )
   )
@@ -37,8 +37,8 @@ const analytics = (totals: ReadonlyArray<AnalyticsRow>, periods: ReadonlyArray<A
 describe("Analytics", () => {
   it("count rates over every currency; money rates per currency only, never summed across currencies", async () => {
     const report = await analytics([row("JPY", { refundedCents: 500, capturedCents: 1_000 }), row("USD", { approvedCount: 2, blockedCount: 1 })], [], null)
-    if (Either.isLeft(report)) throw new Error("refused")
-    const r = report.right
+    if (Result.isFailure(report)) throw new Error("refused")
+    const r = report.success
     // Counts add up: 18 approved of 20 decided, 3 blocked of 10 approved, 6 disputed of 12 captured.
     expect(r).toMatchObject({ transactionCount: 20, approvalRate: 0.5, fraudRate: 0.3, disputeRate: 0.5 })
     // 500 yen of 1,000 and 2,000 cents of 8,000: two rates, no third made of yen plus cents.
@@ -49,20 +49,20 @@ describe("Analytics", () => {
 
   it("one currency: the top-level refund rate is that currency's", async () => {
     const report = await analytics([row("EUR")], [], null)
-    expect(Either.isRight(report) && report.right.refundRate).toBe(0.25)
+    expect(Result.isSuccess(report) && report.success.refundRate).toBe(0.25)
   })
 
   it("a rate with nothing to divide by is null", async () => {
     const report = await analytics([row("EUR", { decidedCount: 0, approvedCount: 0, blockedCount: 0, capturedCents: 0, capturedCount: 0 })], [], null)
-    expect(Either.isRight(report) && report.right.byCurrency[0]).toMatchObject({ approvalRate: null, fraudRate: null, refundRate: null, disputeRate: null })
+    expect(Result.isSuccess(report) && report.success.byCurrency[0]).toMatchObject({ approvalRate: null, fraudRate: null, refundRate: null, disputeRate: null })
   })
 
   it(`a series of more than ${maximumSeriesRows} periods is refused on interval`, async () => {
     const periods = Array.from({ length: maximumSeriesRows + 1 }, (_, i) => ({ ...row("USD"), periodStart: new Date(i * 3_600_000).toISOString() }))
     const refused = await analytics([row("USD")], periods, "day")
-    expect(Either.isLeft(refused) && refused.left).toMatchObject({ _tag: "InvalidInput", param: "interval" })
+    expect(Result.isFailure(refused) && refused.failure).toMatchObject({ _tag: "InvalidInput", param: "interval" })
     const accepted = await analytics([row("USD")], periods.slice(0, maximumSeriesRows), "day")
-    expect(Either.isRight(accepted) && accepted.right.series).toHaveLength(maximumSeriesRows)
+    expect(Result.isSuccess(accepted) && accepted.success.series).toHaveLength(maximumSeriesRows)
   })
 
   it("fraud statistics: fraud_rate is blocked / approved, as in analytics; lost disputes have a rate of their own", async () => {

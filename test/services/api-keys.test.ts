@@ -31,7 +31,7 @@ const setup = () => {
         const held = name === "useApiKey" ? hold : null
         if (held === null) return run
         return Effect.flatMap(run, (answer) =>
-          Effect.zipRight(Effect.zipRight(Deferred.succeed(held.read, undefined), Deferred.await(held.release)), Effect.succeed(answer)))
+          Effect.andThen(Effect.andThen(Deferred.succeed(held.read, undefined), Deferred.await(held.release)), Effect.succeed(answer)))
       })
   ])) as unknown as StoreShape
   const layer = apiKeysLayer.pipe(
@@ -138,7 +138,7 @@ describe("ApiKeys.authenticateThen", () => {
       const release = yield* Deferred.make<void>()
       setHold({ read, release })
       // The look-up reads the key while it is active, then waits; the rotation commits meanwhile.
-      const lookUp = yield* Effect.fork(authenticateAt(issued.secret, t0))
+      const lookUp = yield* Effect.forkChild(authenticateAt(issued.secret, t0))
       yield* Deferred.await(read)
       setHold(null)
       yield* keys.rotate(merchant.id, issued.record.id)

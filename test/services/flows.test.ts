@@ -1,5 +1,6 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Duration, Effect, Fiber, Layer, TestClock } from "effect"
+import { Clock, Duration, Effect, Fiber, Layer } from "effect"
+import * as TestClock from "effect/testing/TestClock"
 import * as Acquirer from "../../src/acquirer/Acquirer.ts"
 import { ServicesLive } from "../../src/App.ts"
 import * as Payment from "../../src/domain/Payment.ts"
@@ -43,7 +44,7 @@ const settleFibers = (merchantId: string, paymentId: string, from: Payment.Payme
     for (let turn = 0; turn < 1_000; turn++) {
       const payment = yield* payments.get(merchantId, paymentId)
       if (payment.status !== from) return payment
-      yield* Effect.yieldNow()
+      yield* Effect.yieldNow
     }
     return yield* payments.get(merchantId, paymentId)
   })
@@ -52,7 +53,7 @@ const settleFibers = (merchantId: string, paymentId: string, from: Payment.Payme
 const createUntilDeadline = Effect.gen(function*() {
   const payments = yield* Payments
   const merchantId = yield* newMerchant
-  const creating = yield* Effect.fork(payments.create(input(merchantId)))
+  const creating = yield* Effect.forkChild(payments.create(input(merchantId)))
   yield* TestClock.adjust(Duration.millis(config.requestDeadlineMs))
   const { payment } = yield* Fiber.join(creating)
   return { payments, merchantId, payment }
@@ -66,9 +67,9 @@ describe("tok_network_timeout", () => {
     Effect.gen(function*() {
       const payments = yield* Payments
       const merchantId = yield* newMerchant
-      const creating = yield* Effect.fork(payments.create(input(merchantId, { cardToken: "tok_network_timeout" })))
+      const creating = yield* Effect.forkChild(payments.create(input(merchantId, { cardToken: "tok_network_timeout" })))
       yield* TestClock.adjust(Duration.millis(config.requestDeadlineMs - 1))
-      expect(creating.unsafePoll()).toBeNull()
+      expect(creating.pollUnsafe()).toBeUndefined()
       yield* TestClock.adjust(Duration.millis(1))
       const { payment, created } = yield* Fiber.join(creating)
       expect(created).toBe(true)
@@ -91,7 +92,7 @@ describe("tok_network_timeout", () => {
     Effect.gen(function*() {
       const payments = yield* Payments
       const merchantId = yield* newMerchant
-      const creating = yield* Effect.fork(payments.create(input(merchantId, { cardToken: "tok_network_timeout" })))
+      const creating = yield* Effect.forkChild(payments.create(input(merchantId, { cardToken: "tok_network_timeout" })))
       yield* TestClock.adjust(Duration.seconds(2))
       const { payment } = yield* Fiber.join(creating)
       expect(payment).toMatchObject({ status: "failed", failureCode: "network_timeout" })
@@ -101,7 +102,7 @@ describe("tok_network_timeout", () => {
     Effect.gen(function*() {
       const payments = yield* Payments
       const merchantId = yield* newMerchant
-      const creating = yield* Effect.fork(payments.create(input(merchantId)))
+      const creating = yield* Effect.forkChild(payments.create(input(merchantId)))
       yield* TestClock.adjust(Duration.seconds(3))
       const { payment } = yield* Fiber.join(creating)
       expect(payment.status).toBe("captured")
@@ -113,7 +114,7 @@ describe("tok_network_timeout", () => {
       ])
     }).pipe(Effect.provide(servicesWith({
       acquirer: Layer.succeed(Acquirer.Acquirer, {
-        authorize: (request) => Effect.zipRight(Effect.sleep(Duration.seconds(3)), Acquirer.sandboxAuthorize(request))
+        authorize: (request) => Effect.andThen(Effect.sleep(Duration.seconds(3)), Acquirer.sandboxAuthorize(request))
       })
     }))))
 
@@ -137,9 +138,9 @@ describe("an acquirer keeping the deadline itself (authorizeWithin)", () => {
   const recordingAcquirer = (failures: number, latencyMs: number) => {
     const calls: Array<{ readonly atMs: number; readonly timeoutMs: number }> = []
     const layer = Layer.succeed(Acquirer.Acquirer, {
-      authorize: () => Effect.dieMessage("the flow must use authorizeWithin"),
+      authorize: () => Effect.die(new Error("the flow must use authorizeWithin")),
       authorizeWithin: (request, timeoutMs) =>
-        Effect.flatMap(TestClock.currentTimeMillis, (atMs) => {
+        Effect.flatMap(Clock.currentTimeMillis, (atMs) => {
           calls.push({ atMs, timeoutMs })
           if (calls.length <= failures) return Effect.fail(new Acquirer.AcquirerUnavailable({ reason: "connection reset" }))
           return latencyMs >= timeoutMs
@@ -295,7 +296,7 @@ describe("recovery worker", () => {
       let inFlight = count
       for (let turn = 0; turn < 100_000 && inFlight > 0; turn++) {
         inFlight = (yield* store.paymentsInFlight("9999-01-01T00:00:00.000Z", count)).length
-        yield* Effect.yieldNow()
+        yield* Effect.yieldNow
       }
       expect(inFlight).toBe(0)
       const page = yield* store.listPayments(merchantId, { status: "captured" }, { page: 1, perPage: 1 })

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Duration, Effect, Layer, TestClock } from "effect"
+import { Duration, Effect, Layer } from "effect"
+import * as TestClock from "effect/testing/TestClock"
 import * as Acquirer from "../../src/acquirer/Acquirer.ts"
 import { ServicesLive } from "../../src/App.ts"
 import * as Config from "../../src/platform/Config.ts"
@@ -19,7 +20,7 @@ const services = ServicesLive.pipe(
 )
 
 describe("sandbox dispute worker", () => {
-  it.scoped("opens the dispute SANDBOX_DISPUTE_OPEN_AFTER after capture and resolves it SANDBOX_DISPUTE_RESOLVE_AFTER later", () =>
+  it.effect("opens the dispute SANDBOX_DISPUTE_OPEN_AFTER after capture and resolves it SANDBOX_DISPUTE_RESOLVE_AFTER later", () =>
     Effect.gen(function*() {
       const payments = yield* Payments
       const merchantId = (yield* (yield* Merchants).create({ name: "Sandbox", webhookUrl: null })).merchant.id
