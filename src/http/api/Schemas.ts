@@ -138,21 +138,28 @@ export const TransactionCreate = Schema.Struct({ transaction: TransactionCreateF
   examples: [X.transactionCreate as any]
 })
 
-/** Optional body of capture and refund; an empty body means "the whole amount". */
-export const AmountBody = Schema.NullOr(
-  Schema.Struct({ amount_cents: Schema.optionalKey(AmountCents) }).annotate({ examples: [{ amount_cents: 2_500 }, {}] })
-)
+/**
+ * Bodies that may be left out: an endpoint declares the object and `Schema.Null`, and the HttpApi
+ * decodes a request without a body as `null` (it does so only when a payload schema is `Null`).
+ */
+const orNoBody = <S extends Schema.Top>(schema: S) => [schema, Schema.Null] as const
+
+/** Optional body of capture and refund; no body (or null) means "the whole amount". */
+export const AmountFields = Schema.Struct({ amount_cents: Schema.optionalKey(AmountCents) }).annotate({
+  examples: [{ amount_cents: 2_500 }, {}]
+})
+export const AmountBody = orNoBody(AmountFields)
+
 /**
  * A body with no fields (void, rotate): the first field present is refused by name (the API's
  * `onExcessProperty: "error"` does so too; the check keeps the rule with the schema).
  */
-export const EmptyBody = Schema.NullOr(
-  Schema.Struct({}).check(Schema.makeFilter((body: object) => {
-    if (typeof body !== "object" || Array.isArray(body)) return "must be an empty JSON object"
-    const field = Object.keys(body)[0]
-    return field === undefined ? undefined : { path: [field], issue: "is not a recognised field" }
-  }))
-).annotate({ description: "No body, null, or an empty JSON object." })
+export const EmptyObject = Schema.Struct({}).check(Schema.makeFilter((body: object) => {
+  if (typeof body !== "object" || Array.isArray(body)) return "must be an empty JSON object"
+  const field = Object.keys(body)[0]
+  return field === undefined ? undefined : { path: [field], issue: "is not a recognised field" }
+})).annotate({ description: "No body, null, or an empty JSON object." })
+export const EmptyBody = orNoBody(EmptyObject)
 
 const Timestamp = Schema.String.annotate({ description: "ISO 8601 UTC with milliseconds" })
 
