@@ -167,10 +167,14 @@ export const prometheusText: Effect.Effect<string> = Effect.sync(() => {
       groupOf("gauge").push(`${metricName}${tagText} ${Number(snapshot.state.value)}`)
     } else if (snapshot.type === "Histogram") {
       const lines = groupOf("histogram")
+      let infinite = false
       for (const [bound, count] of snapshot.state.buckets) {
+        infinite ||= !Number.isFinite(bound)
         const le = Number.isFinite(bound) ? String(bound) : "+Inf"
         lines.push(`${metricName}_bucket${labels([...tags, ["le", le]])} ${count}`)
       }
+      // Prometheus requires the +Inf bucket; Effect 4's histograms stop at their last boundary.
+      if (!infinite) lines.push(`${metricName}_bucket${labels([...tags, ["le", "+Inf"]])} ${snapshot.state.count}`)
       lines.push(`${metricName}_sum${tagText} ${snapshot.state.sum}`)
       lines.push(`${metricName}_count${tagText} ${snapshot.state.count}`)
     }
