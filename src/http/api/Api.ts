@@ -205,15 +205,25 @@ export class OperationsGroup extends HttpApiGroup.make("operations")
 /**
  * The OpenAPI document as the service answers: every operation lists the CONTRACT errors
  * (`documentErrors`), none of HttpApi's own decode error (decode failures are answered as 422
- * `validation_failed`), and a body that may be null may also be left out (refund and capture
+ * `validation_failed`), the bearer scheme is named in lower case, an empty body object is
+ * described as one, and a body that may be null may also be left out (refund and capture
  * without a body mean "the whole amount").
  */
+const isNotNull = (schema: any) => schema?.not?.type === "null" && Object.keys(schema).length === 1
+const emptyObjectJsonSchema = { type: "object", maxProperties: 0, description: "An empty JSON object.", examples: [{}] }
+
 function asServed(spec: Record<string, any>): Record<string, any> {
   documentErrors(spec)
+  // HTTP auth scheme names are case-insensitive; OpenAPI tools and the IANA registry write "bearer".
+  for (const scheme of Object.values<any>(spec.components?.securitySchemes ?? {})) {
+    if (scheme?.type === "http" && typeof scheme.scheme === "string") scheme.scheme = scheme.scheme.toLowerCase()
+  }
   for (const path of Object.values<any>(spec.paths ?? {})) {
     for (const operation of Object.values<any>(path)) {
       const schema = operation?.requestBody?.content?.["application/json"]?.schema
       if (schema?.anyOf?.some((member: any) => member?.type === "null") === true) operation.requestBody.required = false
+      // An empty struct is "anything but null" to Effect 4's JSON Schema: say what it accepts.
+      if (Array.isArray(schema?.anyOf)) schema.anyOf = schema.anyOf.map((member: any) => (isNotNull(member) ? emptyObjectJsonSchema : member))
     }
   }
   return spec

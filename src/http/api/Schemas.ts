@@ -158,7 +158,7 @@ export const EmptyObject = Schema.Struct({}).check(Schema.makeFilter((body: obje
   if (typeof body !== "object" || Array.isArray(body)) return "must be an empty JSON object"
   const field = Object.keys(body)[0]
   return field === undefined ? undefined : { path: [field], issue: "is not a recognised field" }
-})).annotate({ description: "No body, null, or an empty JSON object." })
+})).annotate({ description: "No body, null, or an empty JSON object.", examples: [{}] })
 export const EmptyBody = orNoBody(EmptyObject)
 
 const Timestamp = Schema.String.annotate({ description: "ISO 8601 UTC with milliseconds" })
