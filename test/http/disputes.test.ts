@@ -27,7 +27,7 @@ const fee = processingFeeCents(10_000, "USD")
 const notify = (paymentId: string, acquirerDisputeId: string, action: DisputeAction) =>
   app.run(Effect.flatMap(Payments, (p) => p.applyDisputeNotification({ acquirerDisputeId, paymentId, action })))
 const notifyExit = (paymentId: string, acquirerDisputeId: string, action: DisputeAction) =>
-  app.run(Effect.flatMap(Payments, (p) => p.applyDisputeNotification({ acquirerDisputeId, paymentId, action })).pipe(Effect.either))
+  app.run(Effect.flatMap(Payments, (p) => p.applyDisputeNotification({ acquirerDisputeId, paymentId, action })).pipe(Effect.result))
 const settleNow = () => app.run(Effect.flatMap(Payments, (p) => Effect.flatMap(nowIso, (now) => p.settle(new Date(Date.parse(now) + 1).toISOString()))))
 
 /** The sandbox network's pass as it would run `aheadMs` from now (a clock that is ahead, not a sleep). */
@@ -35,7 +35,7 @@ const passIn = (aheadMs: number) =>
   Effect.flatMap(Effect.clock, (clock) => {
     const ahead: Clock.Clock = {
       [Clock.ClockTypeId]: Clock.ClockTypeId,
-      unsafeCurrentTimeMillis: () => clock.unsafeCurrentTimeMillis() + aheadMs,
+      currentTimeMillisUnsafe: () => clock.currentTimeMillisUnsafe() + aheadMs,
       unsafeCurrentTimeNanos: () => clock.unsafeCurrentTimeNanos() + BigInt(aheadMs) * 1_000_000n,
       currentTimeMillis: Effect.map(clock.currentTimeMillis, (ms) => ms + aheadMs),
       currentTimeNanos: Effect.map(clock.currentTimeNanos, (ns) => ns + BigInt(aheadMs) * 1_000_000n),

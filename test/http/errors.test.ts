@@ -1,5 +1,5 @@
-import { HttpApi } from "@effect/platform"
-import { ConfigProvider, Effect, Either, Option, SchemaAST as AST } from "effect"
+import { HttpApi } from "effect/http"
+import { ConfigProvider, Effect, Result, Option, SchemaAST as AST } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { PaymentsApi } from "../../src/http/api/Api.ts"
 import { jsonShapeProblem } from "../../src/http/edge/JsonShape.ts"
@@ -190,7 +190,7 @@ describe("a JSON body with a repeated key is 400 invalid_json naming the key", (
 
 describe("configuration errors name the variable and its rule", () => {
   const configFrom = (env: Record<string, string>) =>
-    Effect.runSync(Effect.either(Effect.withConfigProvider(Effect.mapError(appConfig, fromConfigError), ConfigProvider.fromMap(new Map(Object.entries(env))))))
+    Effect.runSync(Effect.result(Effect.withConfigProvider(Effect.mapError(appConfig, fromConfigError), ConfigProvider.fromMap(new Map(Object.entries(env))))))
 
   it.each([
     [{ FRAUD_REVIEW_THRESHOLD: "abc" }, "FRAUD_REVIEW_THRESHOLD must be a number between 0 and 1, such as 0.5, got 'abc'"],
@@ -206,8 +206,8 @@ describe("configuration errors name the variable and its rule", () => {
     [{ RESPONSE_ENCRYPTION_KEY: "secret-ish" }, "RESPONSE_ENCRYPTION_KEY must be 64 hexadecimal characters (32 bytes; e.g. openssl rand -hex 32)"]
   ])("%j", (env, rule) => {
     const result = configFrom(env)
-    expect(Either.isLeft(result)).toBe(true)
-    if (Either.isLeft(result)) {
+    expect(Result.isFailure(result)).toBe(true)
+    if (Result.isFailure(result)) {
       expect(result.left._tag).toBe("ConfigurationError")
       expect(result.left.message).toBe(`invalid configuration: ${rule}`)
       expect(result.left.message).not.toContain("Invalid data at")
@@ -216,9 +216,9 @@ describe("configuration errors name the variable and its rule", () => {
 
   it("a secret is never echoed; several problems are all named", () => {
     const secret = configFrom({ RESPONSE_ENCRYPTION_KEY: "secret-ish" })
-    expect(Either.isLeft(secret) && secret.left.message.includes("secret-ish")).toBe(false)
+    expect(Result.isFailure(secret) && secret.left.message.includes("secret-ish")).toBe(false)
     const both = configFrom({ FRAUD_REVIEW_THRESHOLD: "x", PORT: "0" })
-    expect(Either.isLeft(both) && both.left.message).toContain("FRAUD_REVIEW_THRESHOLD must be")
-    expect(Either.isLeft(both) && both.left.message).toContain("PORT must be")
+    expect(Result.isFailure(both) && both.left.message).toContain("FRAUD_REVIEW_THRESHOLD must be")
+    expect(Result.isFailure(both) && both.left.message).toContain("PORT must be")
   })
 })

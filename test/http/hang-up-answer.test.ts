@@ -1,4 +1,4 @@
-import { HttpMiddleware, HttpServer, HttpServerResponse } from "@effect/platform"
+import { HttpMiddleware, HttpServer, HttpServerResponse } from "effect/http"
 import { NodeHttpServer } from "@effect/platform-node"
 import { Deferred, Effect, Layer } from "effect"
 import type { AddressInfo } from "node:net"
@@ -57,7 +57,7 @@ describe("an answer written after the client hung up", () => {
       // Told before the platform's own handler sees the request: the client is gone once its
       // response closed.
       server.prependListener("request", (_request, response) => {
-        response.once("close", () => Deferred.unsafeDone(clientGone, Effect.void))
+        response.once("close", () => Deferred.doneUnsafe(clientGone, Effect.void))
         arrived()
       })
       // The handler answers only after the hang-up, and the hang-up's interrupt cannot stop it
@@ -68,7 +68,7 @@ describe("an answer written after the client hung up", () => {
       yield* Layer.launch(HttpServer.serve(app, whole).pipe(Layer.provide(NodeHttpServer.layer(() => server, { port: 0, host: "127.0.0.1" })))).pipe(
         Effect.forkScoped
       )
-      const port = yield* Effect.async<number>((resume) => {
+      const port = yield* Effect.callback<number>((resume) => {
         if (server.listening) resume(Effect.succeed((server.address() as AddressInfo).port))
         else server.once("listening", () => resume(Effect.succeed((server.address() as AddressInfo).port)))
       })

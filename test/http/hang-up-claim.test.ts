@@ -13,12 +13,12 @@ import { client, eventually, startApp, type TestApp, transactionBody } from "../
 // client hangs up while it is provably on its way; test/ops/hang-up-claims.test.ts is the storm.
 
 /** The request fibers that sent the create's first statement, by idempotency key. */
-const senders = new Map<string, Fiber.RuntimeFiber<unknown, unknown>>()
+const senders = new Map<string, Fiber.Fiber<unknown, unknown>>()
 const watchingSenders = (store: StoreShape): StoreShape => ({
   ...store,
   openPayment: (open) =>
-    Effect.withFiberRuntime((fiber) => {
-      if (open.claim !== null) senders.set(open.claim.key, fiber as Fiber.RuntimeFiber<unknown, unknown>)
+    Effect.withFiber((fiber) => {
+      if (open.claim !== null) senders.set(open.claim.key, fiber as Fiber.Fiber<unknown, unknown>)
       return store.openPayment(open)
     })
 })
@@ -35,7 +35,7 @@ afterAll(async () => {
   await app?.close()
 })
 
-const interrupted = (fiber: Fiber.RuntimeFiber<unknown, unknown>) => !Cause.isEmpty(fiber.getFiberRef(FiberRef.interruptedCause))
+const interrupted = (fiber: Fiber.Fiber<unknown, unknown>) => !Cause.isEmpty(fiber.getFiberRef(FiberRef.interruptedCause))
 
 describe("a create whose client hangs up while its first statement is on its way", () => {
   it("releases the claim that statement commits: the retry resumes the same payment at once", async () => {
@@ -67,12 +67,12 @@ describe("a create whose client hangs up while its first statement is on its way
       expect(await cut).toBeNull()
       // The service has seen the hang-up (the request waits for its statement) before the statement can go on.
       await eventually(async () => (interrupted(sender) ? true : undefined), { what: "the request to be interrupted" })
-      expect(sender.unsafePoll()).toBeNull()
+      expect(sender.pollUnsafe()).toBeUndefined()
     } finally {
       await blocker.query("COMMIT")
     }
     const sender = senders.get("cut-in-flight")!
-    await eventually(async () => (sender.unsafePoll() !== null ? true : undefined), { what: "the cut-off request to end" })
+    await eventually(async () => (sender.pollUnsafe() !== null ? true : undefined), { what: "the cut-off request to end" })
 
     // The statement committed the claim and the payment after the request was interrupted.
     const claims = await app.query(
