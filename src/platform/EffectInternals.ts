@@ -1,7 +1,7 @@
-import { Clock, Effect } from "effect"
+import { Clock, Effect, type Fiber } from "effect"
 
 /**
- * The two places where this project relies on how Effect is built rather than on its public API.
+ * The places where this project relies on how Effect is built rather than on its public API.
  * Each is needed on a hot path; each has a guard in test/platform/effect-internals.test.ts that
  * fails loudly when an upgrade of `effect` changes what it relies on. Nothing else in src/ may
  * reach past Effect's public API: add a use here, with its reason and its guard, or not at all.
@@ -39,3 +39,14 @@ export const withoutStack = <Args extends ReadonlyArray<unknown>, T>(Base: new(.
       }
     }
   } as unknown as new(...args: Args) => T
+
+/**
+ * 3. Whether a fiber has been asked to stop while it could not be (an interrupt recorded during an
+ * uninterruptible region, to take effect when the region ends). Effect 4 keeps it in a private
+ * field of its fibers and offers no accessor; only tests read it, to know that a request was
+ * interrupted by its client hanging up while its statement was provably on its way
+ * (test/http/hang-up-claim.test.ts). Guard: an uninterruptible fiber that was interrupted has
+ * one; a running fiber that was not has none.
+ */
+export const hasPendingInterrupt = (fiber: Fiber.Fiber<unknown, unknown>): boolean =>
+  (fiber as unknown as { readonly _interruptedCause?: unknown })._interruptedCause !== undefined

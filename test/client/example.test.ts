@@ -1,6 +1,6 @@
 import { type ChildProcess, execFile, execFileSync, spawn } from "node:child_process"
 import { resolve } from "node:path"
-import { Effect, Either } from "effect"
+import { Effect, Result } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { ApiError, layerFetch, makeClient } from "../../src/client.ts"
 import { freePort } from "../../src/platform/Database.ts"
@@ -73,20 +73,20 @@ describe("examples/create-and-refund.ts", () => {
     const outcome = await Effect.runPromise(
       Effect.gen(function*() {
         const client = yield* makeClient({ baseUrl, apiKey })
-        return yield* Effect.either(client.transactions.get({ path: { id: "pay_doesnotexist" } }))
+        return yield* Effect.result(client.transactions.get({ path: { id: "pay_doesnotexist" } }))
       }).pipe(Effect.provide(layerFetch))
     )
-    expect(Either.isLeft(outcome)).toBe(true)
-    if (Either.isLeft(outcome)) {
+    expect(Result.isFailure(outcome)).toBe(true)
+    if (Result.isFailure(outcome)) {
       expect(outcome.left).toBeInstanceOf(ApiError)
       expect(outcome.left).toMatchObject({ status: 404, code: "not_found", type: "invalid_request_error" })
     }
     const wrongKey = await Effect.runPromise(
       Effect.gen(function*() {
         const client = yield* makeClient({ baseUrl, apiKey: `sk_live_${"A".repeat(32)}` })
-        return yield* Effect.either(client.merchants.me())
+        return yield* Effect.result(client.merchants.me())
       }).pipe(Effect.provide(layerFetch))
     )
-    expect(Either.isLeft(wrongKey) && wrongKey.left).toMatchObject({ status: 401, code: "invalid_api_key" })
+    expect(Result.isFailure(wrongKey) && wrongKey.left).toMatchObject({ status: 401, code: "invalid_api_key" })
   })
 })

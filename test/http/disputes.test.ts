@@ -32,16 +32,17 @@ const settleNow = () => app.run(Effect.flatMap(Payments, (p) => Effect.flatMap(n
 
 /** The sandbox network's pass as it would run `aheadMs` from now (a clock that is ahead, not a sleep). */
 const passIn = (aheadMs: number) =>
-  Effect.flatMap(Effect.clock, (clock) => {
+  Clock.clockWith((clock) => {
     const ahead: Clock.Clock = {
-      [Clock.ClockTypeId]: Clock.ClockTypeId,
       currentTimeMillisUnsafe: () => clock.currentTimeMillisUnsafe() + aheadMs,
-      unsafeCurrentTimeNanos: () => clock.unsafeCurrentTimeNanos() + BigInt(aheadMs) * 1_000_000n,
+      currentTimeNanosUnsafe: () => clock.currentTimeNanosUnsafe() + BigInt(aheadMs) * 1_000_000n,
       currentTimeMillis: Effect.map(clock.currentTimeMillis, (ms) => ms + aheadMs),
       currentTimeNanos: Effect.map(clock.currentTimeNanos, (ns) => ns + BigInt(aheadMs) * 1_000_000n),
+      monotonicTimeNanosUnsafe: () => clock.monotonicTimeNanosUnsafe(),
+      monotonicTimeNanos: clock.monotonicTimeNanos,
       sleep: (duration) => clock.sleep(duration)
     }
-    return Effect.withClock(sandboxDisputePass, ahead)
+    return Effect.provideService(sandboxDisputePass, Clock.Clock, ahead)
   })
 
 const newMerchant = async () => client(app.baseUrl, (await app.createMerchant("Disputed Shop")).key)
@@ -107,7 +108,7 @@ describe("a dispute on a captured payment", () => {
     const reopened = await notify(t.id, "dp_http_1", { _tag: "Open", reason: "other" })
     expect(reopened.applied).toBe(false)
     const conflicting = await notifyExit(t.id, "dp_http_1", { _tag: "Resolve", outcome: "lost" })
-    expect(conflicting._tag).toBe("Left")
+    expect(conflicting._tag).toBe("Failure")
     expect(await ledger(api, t.id)).toEqual(entriesBefore)
     expect((await events(api, t.id)).length).toBe(types.length)
     // After a won dispute the remaining 9,000 are refundable again.
@@ -177,8 +178,8 @@ describe("notifications that do not fit", () => {
     const t = await createTransaction(api, { amount_cents: 3_000 })
     const refusedWith = async (paymentId: string, id: string, action: DisputeAction) => {
       const exit = await notifyExit(paymentId, id, action)
-      if (exit._tag !== "Left") throw new Error("expected a refusal")
-      return exit.left._tag
+      if (exit._tag !== "Failure") throw new Error("expected a refusal")
+      return exit.failure._tag
     }
     expect(await refusedWith(manual.id, "dp_r1", { _tag: "Open", reason: "other" })).toBe("InvalidState")
     expect(await refusedWith(declined.id, "dp_r2", { _tag: "Open", reason: "other" })).toBe("InvalidState")

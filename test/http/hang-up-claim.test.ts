@@ -1,4 +1,5 @@
-import { Cause, Effect, type Fiber, FiberRef } from "effect"
+import { Effect, type Fiber } from "effect"
+import { hasPendingInterrupt } from "../../src/platform/EffectInternals.ts"
 import pg from "pg"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import type { StoreShape } from "../../src/store/Store.ts"
@@ -35,7 +36,7 @@ afterAll(async () => {
   await app?.close()
 })
 
-const interrupted = (fiber: Fiber.Fiber<unknown, unknown>) => !Cause.isEmpty(fiber.getFiberRef(FiberRef.interruptedCause))
+const interrupted = (fiber: Fiber.Fiber<unknown, unknown>) => hasPendingInterrupt(fiber)
 
 describe("a create whose client hangs up while its first statement is on its way", () => {
   it("releases the claim that statement commits: the retry resumes the same payment at once", async () => {
@@ -72,7 +73,7 @@ describe("a create whose client hangs up while its first statement is on its way
       await blocker.query("COMMIT")
     }
     const sender = senders.get("cut-in-flight")!
-    await eventually(async () => (sender.pollUnsafe() !== null ? true : undefined), { what: "the cut-off request to end" })
+    await eventually(async () => (sender.pollUnsafe() !== undefined ? true : undefined), { what: "the cut-off request to end" })
 
     // The statement committed the claim and the payment after the request was interrupted.
     const claims = await app.query(

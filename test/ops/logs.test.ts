@@ -127,7 +127,7 @@ describe("lines logged within a request (in-process, logger captured)", () => {
       lines.push({ message, annotations: Object.fromEntries(annotations) })
     })
     // A defect in the store while serving: the edge logs it (500) within the request.
-    const failingList = (store: StoreShape): StoreShape => ({ ...store, listPayments: () => Effect.dieMessage("boom with tok_leaky_token") })
+    const failingList = (store: StoreShape): StoreShape => ({ ...store, listPayments: () => Effect.die(new Error("boom with tok_leaky_token")) })
     const app = await startApp({ label: "log_context", logger: capture, wrapStore: failingList })
     try {
       const api = client(app.baseUrl, (await app.createMerchant()).key)

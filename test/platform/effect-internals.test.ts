@@ -1,7 +1,7 @@
-import { Clock, Data, Effect } from "effect"
+import { Clock, Data, Deferred, Effect, Fiber } from "effect"
 import * as TestClock from "effect/testing/TestClock"
 import { describe, expect, it } from "vitest"
-import { isDefaultClock, withoutStack } from "../../src/platform/EffectInternals.ts"
+import { hasPendingInterrupt, isDefaultClock, withoutStack } from "../../src/platform/EffectInternals.ts"
 import { callbackTimerOf } from "../../src/platform/Timers.ts"
 
 // Guards of what src/platform/EffectInternals.ts relies on in Effect's implementation. A failure
@@ -25,5 +25,20 @@ describe("Effect internals this project relies on", () => {
     expect(quiet.detail).toBe("x")
     expect(quiet._tag).toBe("Quiet")
     expect(Error.stackTraceLimit).toBe(limit)
+  })
+
+  it("an interrupt asked of an uninterruptible fiber is visible as pending until the fiber ends", async () => {
+    await Effect.runPromise(Effect.gen(function*() {
+      const gate = yield* Deferred.make<void>()
+      const started = yield* Deferred.make<void>()
+      const fiber = yield* Effect.forkChild(Effect.uninterruptible(Effect.andThen(Deferred.succeed(started, undefined), Deferred.await(gate))))
+      yield* Deferred.await(started)
+      expect(hasPendingInterrupt(fiber)).toBe(false)
+      fiber.interruptUnsafe()
+      yield* Effect.yieldNow
+      expect(hasPendingInterrupt(fiber)).toBe(true)
+      yield* Deferred.succeed(gate, undefined)
+      yield* Fiber.await(fiber)
+    }))
   })
 })

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest"
-import { Effect, TestContext } from "effect"
+import { Effect } from "effect"
+import * as TestClock from "effect/testing/TestClock"
 import { VirtualTime } from "../../sim/VirtualTime.ts"
 import { callbackTimerOf } from "../../src/platform/Timers.ts"
 

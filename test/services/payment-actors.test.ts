@@ -116,7 +116,7 @@ describe("PaymentActors.awaitFlow on a clock with a callback timer (the simulato
       Effect.gen(function*() {
         const flow = yield* actors.startFlow("pay_1", Effect.sleep(3_000))
         yield* actors.awaitFlow(flow, 5_000, () => Effect.void)
-        return flow.pollUnsafe() !== null
+        return flow.pollUnsafe() !== undefined
       }))
     expect(result).toEqual({ value: true, atMs: 3_000 })
     // A timer left armed would have moved virtual time on to 5 s.
@@ -129,7 +129,7 @@ describe("PaymentActors.awaitFlow on a clock with a callback timer (the simulato
       Effect.gen(function*() {
         const flow = yield* actors.startFlow("pay_1", Effect.andThen(Effect.sleep(9_000), Effect.sync(() => void ended.push(time.nowMs))))
         yield* actors.awaitFlow(flow, 5_000, () => Effect.void)
-        return flow.pollUnsafe() === null
+        return flow.pollUnsafe() === undefined
       }))
     expect(result).toEqual({ value: true, atMs: 5_000 })
     expect(ended).toEqual([9_000])

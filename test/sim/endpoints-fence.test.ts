@@ -60,9 +60,9 @@ describe("simulated endpoints behind an instance's fence", () => {
     const builtPost = transport.post(request(3))
     fence.dead = true
     const late = run(built)
-    expect(late !== null && Exit.isInterrupted(late)).toBe(true)
+    expect(late !== null && Exit.hasInterrupts(late)).toBe(true)
     const latePost = run(builtPost)
-    expect(latePost !== null && Exit.isInterrupted(latePost)).toBe(true)
+    expect(latePost !== null && Exit.hasInterrupts(latePost)).toBe(true)
     expect(endpoints.stats.posts).toBe(1)
 
     // The unfenced transport (and another instance's fence) still reach the endpoints.
@@ -77,7 +77,7 @@ describe("simulated endpoints behind an instance's fence", () => {
     const built = endpoints.fencedBy(fence).postWithin!(request(1), 10_000)
     fence.dead = true
     const exit = run(built)
-    expect(exit !== null && Exit.isInterrupted(exit)).toBe(true)
+    expect(exit !== null && Exit.hasInterrupts(exit)).toBe(true)
     expect(endpoints.stats.posts).toBe(0)
   })
 })

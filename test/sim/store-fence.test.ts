@@ -61,7 +61,7 @@ describe("stores behind an instance's fence", () => {
     fence.dead = true
     for (const call of calls) {
       const exit = Effect.runSyncExit(call as Effect.Effect<unknown, unknown>)
-      expect(Exit.isInterrupted(exit)).toBe(true)
+      expect(Exit.hasInterrupts(exit)).toBe(true)
     }
     expect(spy.built).toEqual([])
     expect(spy.ran).toEqual([])
@@ -89,7 +89,7 @@ describe("stores behind an instance's fence", () => {
     ]
     fence.dead = true
     for (const call of calls) {
-      expect(Exit.isInterrupted(Effect.runSyncExit(call as Effect.Effect<unknown, unknown>))).toBe(true)
+      expect(Exit.hasInterrupts(Effect.runSyncExit(call as Effect.Effect<unknown, unknown>))).toBe(true)
     }
     expect(spy.built).toEqual(["releaseLease"])
     expect(spy.ran).toEqual(["releaseLease"])

@@ -91,7 +91,7 @@ describe("webhook endpoint actors", () => {
       respond: () => status(200),
       wrapStore: (store) => ({
         ...store,
-        poll: (input) => (crashPolls-- > 0 ? Effect.dieMessage("bug in the store") : store.poll(input))
+        poll: (input) => (crashPolls-- > 0 ? Effect.die(new Error("bug in the store")) : store.poll(input))
       })
     })
     merchant(h, "mer_a", "https://a.example/hook")
@@ -114,7 +114,7 @@ describe("webhook endpoint actors", () => {
       startMs: t0,
       seed: 3,
       respond: (post) =>
-        post.url.startsWith("https://a.") && ++postsToA <= crashes ? Effect.dieMessage("bug in the transport") : status(200)
+        post.url.startsWith("https://a.") && ++postsToA <= crashes ? Effect.die(new Error("bug in the transport")) : status(200)
     })
     merchant(h, "mer_a", "https://a.example/hook")
     merchant(h, "mer_b", "https://b.example/hook")

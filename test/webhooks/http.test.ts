@@ -1,5 +1,6 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, TestClock } from "effect"
+import { Effect } from "effect"
+import * as TestClock from "effect/testing/TestClock"
 import { emptyState, layerMemoryFrom, type MemoryState } from "../../src/store/MemoryStore.ts"
 import { Webhooks } from "../../src/services/Webhooks.ts"
 import { WebhookStore } from "../../src/store/WebhookStore.ts"
@@ -34,7 +35,7 @@ const receiverWith = (respond: Parameters<typeof startReceiver>[0]) =>
   Effect.acquireRelease(Effect.promise(() => startReceiver(respond)), (r) => Effect.promise(r.close))
 
 describe("webhook dispatcher over real HTTP", () => {
-  it.scoped("signs each POST so a receiver can verify it with its own code", () =>
+  it.effect("signs each POST so a receiver can verify it with its own code", () =>
     Effect.gen(function*() {
       yield* TestClock.setTime(t0)
       const receiver = yield* receiverWith(answer(204))
@@ -68,7 +69,7 @@ describe("webhook dispatcher over real HTTP", () => {
       }).pipe(Effect.provide(engine(state)))
     }))
 
-  it.scoped("a 500 with a 100 kB body is recorded as 'HTTP 500: ...' cut to 200 characters; the retry goes out on the same delivery id", () =>
+  it.effect("a 500 with a 100 kB body is recorded as 'HTTP 500: ...' cut to 200 characters; the retry goes out on the same delivery id", () =>
     Effect.gen(function*() {
       yield* TestClock.setTime(t0)
       const receiver = yield* receiverWith(answer(500))
@@ -98,7 +99,7 @@ describe("webhook dispatcher over real HTTP", () => {
       }).pipe(Effect.provide(engine(state)))
     }))
 
-  it.scoped("a socket that never answers is abandoned after WEBHOOK_TIMEOUT and recorded as a timeout", () =>
+  it.effect("a socket that never answers is abandoned after WEBHOOK_TIMEOUT and recorded as a timeout", () =>
     Effect.gen(function*() {
       yield* TestClock.setTime(t0)
       const receiver = yield* receiverWith(() => {})
@@ -121,7 +122,7 @@ describe("webhook dispatcher over real HTTP", () => {
       }).pipe(Effect.provide(engine(state)))
     }))
 
-  it.scoped("refuses loopback and private addresses at delivery time unless allowed", () =>
+  it.effect("refuses loopback and private addresses at delivery time unless allowed", () =>
     Effect.gen(function*() {
       yield* TestClock.setTime(t0)
       const receiver = yield* receiverWith(answer(200))
@@ -140,7 +141,7 @@ describe("webhook dispatcher over real HTTP", () => {
       expect(receiver.received).toHaveLength(0)
     }))
 
-  it.scoped("after a secret rotation both secrets sign for 24 hours, then only the new one", () =>
+  it.effect("after a secret rotation both secrets sign for 24 hours, then only the new one", () =>
     Effect.gen(function*() {
       yield* TestClock.setTime(t0)
       const receiver = yield* receiverWith(answer(200))

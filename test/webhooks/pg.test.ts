@@ -40,7 +40,7 @@ const receipts = (received: ReadonlyArray<{ readonly headers: Record<string, unk
 }
 
 describe("webhook dispatcher on PostgreSQL", () => {
-  it.scopedLive("a delivery survives a restart between attempts", () =>
+  it.live("a delivery survives a restart between attempts", () =>
     Effect.gen(function*() {
       const url = yield* Effect.promise(() => freshDatabase("whrestart"))
       let status = 500
@@ -65,7 +65,7 @@ describe("webhook dispatcher on PostgreSQL", () => {
       }
     }))
 
-  it.scopedLive("two dispatchers on one database deliver each attempt exactly once", () =>
+  it.live("two dispatchers on one database deliver each attempt exactly once", () =>
     Effect.gen(function*() {
       const url = yield* Effect.promise(() => freshDatabase("whtwo"))
       const receiver = yield* Effect.acquireRelease(
@@ -93,7 +93,7 @@ describe("webhook dispatcher on PostgreSQL", () => {
       expect(seen.size).toBe(2 * count)
     }), 60_000)
 
-  it.scopedLive("an endpoint answering 4xx: the delivery is never counted delivered, retried at its offsets, then failed", () =>
+  it.live("an endpoint answering 4xx: the delivery is never counted delivered, retried at its offsets, then failed", () =>
     Effect.gen(function*() {
       const url = yield* Effect.promise(() => freshDatabase("wh4xx"))
       const receiver = yield* Effect.acquireRelease(
@@ -118,7 +118,7 @@ describe("webhook dispatcher on PostgreSQL", () => {
       expect(receiver.received).toHaveLength(3)
     }), 60_000)
 
-  it.scopedLive("claims that wait past their lease behind a slow endpoint are taken over; no attempt reaches it twice", () =>
+  it.live("claims that wait past their lease behind a slow endpoint are taken over; no attempt reaches it twice", () =>
     Effect.gen(function*() {
       const url = yield* Effect.promise(() => freshDatabase("whlease"))
       // Every answer takes 100 ms; each process works one attempt at a time, under a 1.15 s lease
@@ -173,7 +173,7 @@ const seedPaymentEvents = (payments: number, events: number, inOutbox: (sequence
     })))
 
 describe("webhooks in order per payment on PostgreSQL", () => {
-  it.scopedLive("two dispatchers with eight workers each: every payment's events reach the endpoint one after another", () =>
+  it.live("two dispatchers with eight workers each: every payment's events reach the endpoint one after another", () =>
     Effect.gen(function*() {
       const url = yield* Effect.promise(() => freshDatabase("whorder"))
       // The receiver answers after 0–20 ms; the first attempt of every even event fails.

@@ -84,7 +84,7 @@ export const eventually = <A, E, R>(probe: Effect.Effect<A, E, R>, check: (a: A)
     for (;;) {
       const value = yield* probe
       if (check(value)) return value
-      if (Date.now() > deadline) return yield* Effect.dieMessage(`condition not reached within ${timeoutMs} ms`)
+      if (Date.now() > deadline) return yield* Effect.die(new Error(`condition not reached within ${timeoutMs} ms`))
       yield* Effect.promise(() => new Promise((done) => setTimeout(done, 10)))
     }
   })

@@ -39,7 +39,7 @@ export const status = (code: number, snippet = code < 300 ? "ok" : "internal err
   Effect.succeed({ _tag: "Answered", status: code, snippet })
 
 /** The answer, after `ms` of virtual time. */
-export const after = (ms: number, reply: Effect.Effect<TransportResult>) => Effect.zipRight(Effect.sleep(ms), reply)
+export const after = (ms: number, reply: Effect.Effect<TransportResult>) => Effect.andThen(Effect.sleep(ms), reply)
 
 /** An endpoint that never answers. */
 export const noAnswer: Effect.Effect<TransportResult> = Effect.never
@@ -129,7 +129,7 @@ export class VirtualWebhooks {
           Effect.onExit((exit) =>
             Effect.sync(() => {
               post.endedAtMs = this.time.nowMs
-              post.end = Exit.isSuccess(exit) ? "answered" : Exit.isInterrupted(exit) ? "interrupted" : "died"
+              post.end = Exit.isSuccess(exit) ? "answered" : Exit.hasInterrupts(exit) ? "interrupted" : "died"
             })
           )
         )
@@ -143,7 +143,7 @@ export class VirtualWebhooks {
   runNow<A, E>(effect: Effect.Effect<A, E>): A {
     const fiber = Runtime.runFork(this.runtime)(effect)
     this.time.settle()
-    const exit = fiber.unsafePoll()
+    const exit = fiber.pollUnsafe()
     if (exit === null) throw new Error("the effect is still waiting: it needs virtual time to pass")
     if (Exit.isFailure(exit)) throw Cause.squash(exit.cause)
     return exit.value
