@@ -22,7 +22,7 @@ interface Received {
 
 /** A minimal webhook endpoint: answers 204 to every POST and keeps what it received. */
 const startReceiver = Effect.acquireRelease(
-  Effect.async<{ readonly url: string; readonly received: Array<Received>; readonly close: () => void }>((resume) => {
+  Effect.callback<{ readonly url: string; readonly received: Array<Received>; readonly close: () => void }>((resume) => {
     const received: Array<Received> = []
     const server = createServer((request, response) => {
       let body = ""
@@ -81,7 +81,7 @@ export const main = (options: { readonly baseUrl: string; readonly apiKey: strin
 
     // 2. Refund 25.00 of it.
     const { transaction: refunded } = yield* client.transactions.refund({
-      path: { id: payment.id },
+      params: { id: payment.id },
       headers: { "x-idempotency-key": `refund-${randomUUID()}` },
       payload: { amount_cents: 2_500 }
     })

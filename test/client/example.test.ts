@@ -73,13 +73,13 @@ describe("examples/create-and-refund.ts", () => {
     const outcome = await Effect.runPromise(
       Effect.gen(function*() {
         const client = yield* makeClient({ baseUrl, apiKey })
-        return yield* Effect.result(client.transactions.get({ path: { id: "pay_doesnotexist" } }))
+        return yield* Effect.result(client.transactions.get({ params: { id: "pay_doesnotexist" } }))
       }).pipe(Effect.provide(layerFetch))
     )
     expect(Result.isFailure(outcome)).toBe(true)
     if (Result.isFailure(outcome)) {
-      expect(outcome.left).toBeInstanceOf(ApiError)
-      expect(outcome.left).toMatchObject({ status: 404, code: "not_found", type: "invalid_request_error" })
+      expect(outcome.failure).toBeInstanceOf(ApiError)
+      expect(outcome.failure).toMatchObject({ status: 404, code: "not_found", type: "invalid_request_error" })
     }
     const wrongKey = await Effect.runPromise(
       Effect.gen(function*() {
@@ -87,6 +87,6 @@ describe("examples/create-and-refund.ts", () => {
         return yield* Effect.result(client.merchants.me())
       }).pipe(Effect.provide(layerFetch))
     )
-    expect(Result.isFailure(wrongKey) && wrongKey.left).toMatchObject({ status: 401, code: "invalid_api_key" })
+    expect(Result.isFailure(wrongKey) && wrongKey.failure).toMatchObject({ status: 401, code: "invalid_api_key" })
   })
 })
