@@ -1,4 +1,4 @@
-import { Clock, Duration, Effect, FiberRef, HashSet, Logger, LogLevel, Random, type Runtime, type Scheduler } from "effect"
+import { Clock, type Context, Duration, Effect, identity, type Logger, Random, References, Scheduler } from "effect"
 import { MinHeap } from "../src/platform/MinHeap.ts"
 import type { MillisecondScheduler } from "../src/platform/Timers.ts"
 
@@ -6,7 +6,8 @@ import type { MillisecondScheduler } from "../src/platform/Timers.ts"
  * Discrete-event virtual time.
  *
  * - A custom `Scheduler` queues every fiber task instead of handing it to the event loop, so
- *   the driver can run them to exhaustion deterministically (first in, first out).
+ *   the driver can run them to exhaustion deterministically (first in, first out, whatever the
+ *   priority Effect gives a task: the order is the simulation's, and it is one order).
  * - A custom `Clock` answers the virtual time and turns every `sleep` into a wake-up in a
  *   priority queue ordered by (time, sequence number).
  * - `run` alternates: drain every runnable task (all fibers settle), then jump virtual time
@@ -46,46 +47,45 @@ export class VirtualTime {
 
   constructor(startMs: number) {
     this.nowMs = startMs
+    const self = this
+    // One dispatcher for every fiber: they all queue on the same list.
+    const dispatcher: Scheduler.SchedulerDispatcher = {
+      scheduleTask: (task) => {
+        self.tasks.push(task)
+      },
+      flush: () => self.settle()
+    }
     this.scheduler = {
+      executionMode: "async",
       // Fibers run until they suspend; nothing else could use the time slice anyway.
       shouldYield: () => false,
-      scheduleTask: (task) => {
-        this.tasks.push(task)
-      }
+      makeDispatcher: () => dispatcher
     }
-    const self = this
+    const nanos = () => BigInt(self.nowMs) * 1_000_000n
     this.clock = {
-      [Clock.ClockTypeId]: Clock.ClockTypeId,
-      unsafeCurrentTimeMillis: () => self.nowMs,
+      currentTimeMillisUnsafe: () => self.nowMs,
       currentTimeMillis: Effect.sync(() => self.nowMs),
-      unsafeCurrentTimeNanos: () => BigInt(self.nowMs) * 1_000_000n,
-      currentTimeNanos: Effect.sync(() => BigInt(self.nowMs) * 1_000_000n),
+      currentTimeNanosUnsafe: nanos,
+      currentTimeNanos: Effect.sync(nanos),
+      monotonicTimeNanosUnsafe: nanos,
+      monotonicTimeNanos: Effect.sync(nanos),
       sleep: (duration: Duration.Duration) => {
         const ms = Duration.toMillis(duration)
         if (!Number.isFinite(ms)) return Effect.never
         // No canceller: an interrupted sleep's wake-up stays queued and resumes nothing (the fiber
         // ignores a resume once interrupted). Effect wraps every async that returns a canceller
         // in an onInterrupt (about ten instructions), and a simulation sleeps ~12 times a payment.
-        return Effect.async<void>((resume) => {
+        return Effect.callback<void>((resume) => {
           self.at(self.nowMs + Math.max(0, Math.ceil(ms)), () => resume(Effect.void))
         })
       },
-      // As Effect's default clock offers (src/platform/Timers.ts): a callback at a time, no fiber.
-      scheduler: () => Effect.succeed(clockScheduler)
-    } as Clock.Clock
-    const scheduleMs = (task: () => void, ms: number) => {
-      if (!Number.isFinite(ms)) return () => false
-      const timer = self.at(self.nowMs + Math.max(0, Math.ceil(ms)), task)
-      return () => {
-        const pending = timer.fire !== null
-        self.cancel(timer)
-        return pending
+      // A callback at a time, no fiber (src/platform/Timers.ts: callbackTimerOf asks for it).
+      scheduleMs: (task: () => void, ms: number) => {
+        if (!Number.isFinite(ms)) return () => {}
+        const timer = self.at(self.nowMs + Math.max(0, Math.ceil(ms)), task)
+        return () => self.cancel(timer)
       }
-    }
-    const clockScheduler: Clock.ClockScheduler & MillisecondScheduler = {
-      unsafeSchedule: (task, duration) => scheduleMs(task, Duration.toMillis(duration)),
-      unsafeScheduleMs: scheduleMs
-    }
+    } as Clock.Clock & MillisecondScheduler
   }
 
   /** Calls `fire` when virtual time reaches `atMs` (after everything runnable has settled). */
@@ -149,22 +149,18 @@ export class VirtualTime {
   }
 
   /**
-   * A runtime whose fibers use this scheduler, this clock and a seeded `Random`, with logging
-   * silenced (a warning logger is passed in by the caller when wanted).
+   * The services of a run: fibers forked with them (`Effect.runForkWith`) use this scheduler,
+   * this clock and a seeded `Random`, with logging silenced (a warning logger is passed in by the
+   * caller when wanted).
    */
-  runtime(seed: number, logger?: Logger.Logger<unknown, void>): Runtime.Runtime<never> {
-    const program = Effect.runtime<never>().pipe(
-      Effect.withClock(this.clock),
-      Effect.withRandom(Random.make(seed)),
-      Effect.withScheduler(this.scheduler),
-      Logger.withMinimumLogLevel(logger === undefined ? LogLevel.None : LogLevel.Warning)
+  runtime(seed: number, logger?: Logger.Logger<unknown, void>): Context.Context<never> {
+    const program = Effect.context<never>().pipe(
+      Effect.provideService(Clock.Clock, this.clock),
+      Effect.provideService(Scheduler.Scheduler, this.scheduler),
+      Effect.provideService(References.MinimumLogLevel, logger === undefined ? "None" : "Warn"),
+      logger === undefined ? identity : Effect.provideService(References.CurrentLoggers, new Set([logger])),
+      Random.withSeed(seed)
     )
-    // Every fiber of the run carries these FiberRefs, and every FiberRef set copies a fiber's
-    // whole map of them (Effect's FiberRefs.updateAs), as every fork does: the fewer, the smaller
-    // the copies. Without a logger the default loggers stay: under LogLevel.None a fiber logs
-    // nothing and never asks them. The tracer stays enabled: nothing the simulator runs makes a
-    // span (the HTTP server's tracing middleware is not in the simulated request path, and the
-    // simulated webhook transport is no HttpClient), so the flag would be read by nothing.
-    return Effect.runSync(logger === undefined ? program : Effect.locally(program, FiberRef.currentLoggers, HashSet.make(logger)))
+    return Effect.runSync(program)
   }
 }

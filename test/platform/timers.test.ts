@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest"
-import { Effect } from "effect"
+import { Clock, Effect } from "effect"
 import * as TestClock from "effect/testing/TestClock"
 import { VirtualTime } from "../../sim/VirtualTime.ts"
 import { callbackTimerOf } from "../../src/platform/Timers.ts"
@@ -20,7 +20,7 @@ describe("callbackTimerOf: a timer without a fiber, from the clock's own schedul
   })
 
   it("on Effect's default clock: setTimeout, as its sleep", async () => {
-    const timer = Effect.runSync(Effect.flatMap(Effect.clock, callbackTimerOf))!
+    const timer = Effect.runSync(Clock.clockWith(callbackTimerOf))!
     expect(timer).not.toBeNull()
     const fired = await new Promise<boolean>((resolve) => {
       const cancel = timer(5, () => resolve(false))
@@ -31,7 +31,7 @@ describe("callbackTimerOf: a timer without a fiber, from the clock's own schedul
   })
 
   it("none on TestClock (the caller falls back to sleep and a race)", async () => {
-    const timer = await Effect.runPromise(Effect.flatMap(Effect.clock, callbackTimerOf).pipe(Effect.provide(TestContext.TestContext)))
+    const timer = await Effect.runPromise(Clock.clockWith(callbackTimerOf).pipe(Effect.provide(TestClock.layer())))
     expect(timer).toBeNull()
   })
 })

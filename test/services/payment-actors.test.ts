@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Deferred, Effect, Exit, Fiber, Runtime, Scope } from "effect"
+import { Deferred, Effect, Exit, Fiber, Scope } from "effect"
 import { VirtualTime } from "../../sim/VirtualTime.ts"
 import * as PaymentActors from "../../src/services/PaymentActors.ts"
 
@@ -103,7 +103,7 @@ describe("PaymentActors.awaitFlow on a clock with a callback timer (the simulato
     const runtime = time.runtime(1)
     let result: { readonly value: A; readonly atMs: number } | undefined
     const scope = Effect.runSync(Scope.make())
-    Runtime.runFork(runtime)(
+    Effect.runForkWith(runtime)(
       Effect.flatMap(Scope.provide(PaymentActors.make, scope), (actors) =>
         Effect.tap(body(actors, time), (value) => Effect.sync(() => void (result = { value, atMs: time.nowMs }))))
     )
