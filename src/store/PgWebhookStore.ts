@@ -173,13 +173,18 @@ export const makePgWebhookStore = Effect.gen(function*() {
             RETURNING *
           )
           SELECT (SELECT coalesce(json_agg(c), '[]'::json) FROM claimed c) AS claimed,
+            (SELECT coalesce(json_agg(json_build_object('id', m.id, 'webhook_secret', m.webhook_secret,
+                'previous_webhook_secret', m.previous_webhook_secret,
+                'previous_live', m.previous_webhook_secret_expires_at > ${input.now})), '[]'::json)
+              FROM merchants m WHERE m.id IN (SELECT merchant_id FROM claimed)) AS secrets,
             (SELECT min(${dueAt()}) FROM webhook_deliveries d
               WHERE d.status IN ('pending', 'retrying') AND d.id NOT IN (SELECT id FROM claimed)) AS next_due`).pipe(
           Effect.map((rows) => {
             const claimed = (rows[0]!.claimed as ReadonlyArray<Row>).map(toDelivery).sort(byDueTime)
             const others = rows[0]!.next_due === null ? Infinity : isoMs(iso(rows[0]!.next_due))
             const nextDueMs = Math.min(others, claimed.length > 0 ? isoMs(lease.until) : Infinity)
-            return { drained, claimed, nextDueMs: nextDueMs === Infinity ? null : nextDueMs }
+            const signing = new Map((rows[0]!.secrets as ReadonlyArray<Row>).map((r) => [r.id as string, secretsOf(r, secrets)] as const))
+            return { drained, claimed, secrets: signing, nextDueMs: nextDueMs === Infinity ? null : nextDueMs }
           })
         )
       }),

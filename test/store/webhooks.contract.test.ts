@@ -72,9 +72,17 @@ const webhookStoreContract = (name: string, layer: () => Layer.Layer<Store | Web
         expect(yield* store.renewLease("whd_2", "d", at(26), at(28))).toEqual(["whsec_new", "whsec_c"])
         expect(yield* store.renewLease("whd_2", "d", at(28), at(29))).toBeNull()
         // Up to the overlap's last instant both sign; from its end (exclusive), the new one alone.
-        expect((yield* claim(store, at(28), { token: "e", until: at(40) }, 10)).map((d) => d.id).sort()).toEqual(["whd_1", "whd_2"])
+        // A poll answers them too, for the merchants of what it claimed, at its `now`.
+        const polledE = yield* store.poll({ drainLimit: 1, drainBatches: 0, build: () => null, now: at(28), lease: () => ({ token: "e", until: at(40) }), claimLimit: 10 })
+        expect(polledE.claimed.map((d) => d.id).sort()).toEqual(["whd_1", "whd_2"])
+        expect([...polledE.secrets]).toEqual([["mer_c", ["whsec_new", "whsec_c"]]])
         expect(yield* store.renewLease("whd_1", "e", at(29), at(40))).toEqual(["whsec_new", "whsec_c"])
         expect(yield* store.renewLease("whd_1", "e", at(30), at(40))).toEqual(["whsec_new"])
+        // A poll that claims nothing answers no secrets.
+        expect([...(yield* store.poll({ drainLimit: 1, drainBatches: 0, build: () => null, now: at(31), lease: () => ({ token: "f", until: at(50) }), claimLimit: 10 })).secrets]).toEqual([])
+        const polledG = yield* store.poll({ drainLimit: 1, drainBatches: 0, build: () => null, now: at(40), lease: () => ({ token: "g", until: at(50) }), claimLimit: 10 })
+        expect(polledG.claimed).toHaveLength(2)
+        expect([...polledG.secrets]).toEqual([["mer_c", ["whsec_new"]]])
       }).pipe(Effect.provide(layer())))
 
     it.effect("claims a payment's delivery only when no earlier one of that payment to that URL is open", () =>
