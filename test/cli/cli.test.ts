@@ -3,12 +3,13 @@ import { resolve } from "node:path"
 import pg from "pg"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { client, createTransaction, startApp, type TestApp } from "../support/app.ts"
+import { freshShellEnv } from "../support/childEnv.ts"
 import { freshDatabase } from "../support/database.ts"
 
-// The command line (CONTRACT section 4): run as a child process, as an operator would.
+// The command line (CONTRACT section 4): run as a child process, as an operator would, through
+// the same launcher as `npx payments` (bin/payments.mjs, which runs the bundle of src/main.ts).
 
 const root = resolve(import.meta.dirname, "../..")
-const tsx = resolve(root, "node_modules/.bin/tsx")
 
 interface Run {
   readonly code: number
@@ -16,15 +17,20 @@ interface Run {
   readonly stderr: string
 }
 
-const cli = (databaseUrl: string, args: ReadonlyArray<string>, env: Record<string, string> = {}) =>
+/** `payments ARGS` with `env` added to a fresh shell's environment (no DATABASE_URL unless given). */
+const payments = (args: ReadonlyArray<string>, env: Record<string, string>) =>
   new Promise<Run>((done) => {
     execFile(
-      tsx,
-      ["src/main.ts", ...args],
-      { cwd: root, env: { ...process.env, ...env, DATABASE_URL: databaseUrl }, timeout: 60_000 },
+      process.execPath,
+      ["bin/payments.mjs", ...args],
+      // The first run after a source change builds the bundle: seconds on a busy two-core host.
+      { cwd: root, env: freshShellEnv(env), timeout: 120_000 },
       (error, stdout, stderr) => done({ code: error === null ? 0 : Number(error.code ?? 1), stdout, stderr })
     )
   })
+
+const cli = (databaseUrl: string, args: ReadonlyArray<string>, env: Record<string, string> = {}) =>
+  payments(args, { ...env, DATABASE_URL: databaseUrl })
 
 const query = async (databaseUrl: string, text: string) => {
   const connection = new pg.Client({ connectionString: databaseUrl })
