@@ -1,7 +1,10 @@
 import { execFile } from "node:child_process"
-import { resolve } from "node:path"
+import { mkdtempSync, rmSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join, resolve } from "node:path"
 import pg from "pg"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { startEmbeddedPostgres } from "../../src/platform/Database.ts"
 import { client, createTransaction, startApp, type TestApp } from "../support/app.ts"
 import { freshShellEnv } from "../support/childEnv.ts"
 import { freshDatabase } from "../support/database.ts"
@@ -143,5 +146,25 @@ describe("settle", () => {
     const again = await cli(url, ["settle"])
     expect(JSON.parse(again.stdout)).toEqual({ settled: 0 })
     expect((await api.get("/api/v1/merchants/me/balance")).body.balances).toEqual(after)
+  })
+})
+
+describe("beside a running service's embedded PostgreSQL", () => {
+  it("uses the server another process started and leaves it running, without claiming to stop it", async () => {
+    // As `npm start` leaves it: the embedded server under PAYMENTS_DATA_DIR/postgres, started by another process.
+    const dataDirectory = mkdtempSync(join(tmpdir(), "payments-cli-data-"))
+    const server = await startEmbeddedPostgres({ directory: join(dataDirectory, "postgres"), persistent: false, flags: ["-c", "fsync=off"] })
+    try {
+      const run = await payments(["merchant", "create", "--name", "Beside"], { PAYMENTS_DATA_DIR: dataDirectory })
+      expect(run.code, run.stderr).toBe(0)
+      expect(JSON.parse(run.stdout).merchant).toMatchObject({ name: "Beside" })
+      expect(run.stderr).toContain("embedded PostgreSQL already running")
+      expect(run.stderr).not.toContain("embedded PostgreSQL stopped")
+      // Still up, with the merchant the command created.
+      expect(await query(server.url, "SELECT name FROM merchants")).toEqual([{ name: "Beside" }])
+    } finally {
+      await server.stop()
+      rmSync(dataDirectory, { recursive: true, force: true })
+    }
   })
 })
