@@ -1,7 +1,4 @@
-import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
-// From its own module, not the package index: the command line's bundle then leaves the docs page
-// (3 MB of script) to the serve command's part.
-import * as HttpApiScalar from "@effect/platform/HttpApiScalar"
+import { HttpApiBuilder, HttpApiScalar, HttpServerResponse } from "@effect/platform"
 import { Effect, Layer } from "effect"
 import { InfrastructureLive, ServicesLive } from "./AppServices.ts"
 import { PaymentsApi } from "./http/Api.ts"
