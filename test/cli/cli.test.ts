@@ -73,6 +73,8 @@ describe("merchant create", () => {
   it("prints exactly one JSON object with the merchant and its first key, which works against the API", async () => {
     const run = await cli(url, ["merchant", "create", "--name", "CLI Shop", "--webhook-url", "https://example.com/hook"])
     expect(run.code).toBe(0)
+    // From the bundle, not the slower fallback through tsx.
+    expect(run.stderr).not.toContain("through tsx")
     const lines = run.stdout.split("\n").filter((line) => line.trim() !== "")
     expect(lines).toHaveLength(1)
     const printed = JSON.parse(lines[0]!)
