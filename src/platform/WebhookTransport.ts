@@ -1,8 +1,5 @@
-// Modules, not the packages' indexes: the command line's bundle then leaves the HTTP server's
-// code (and the 3 MB docs page) to the part only \`serve\` loads.
-import * as HttpClient from "@effect/platform/HttpClient"
-import * as HttpClientRequest from "@effect/platform/HttpClientRequest"
-import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
+import { HttpClient, HttpClientRequest } from "@effect/platform"
+import { NodeHttpClient } from "@effect/platform-node"
 import { Context, Effect, Layer, Stream } from "effect"
 import { lookup as dnsLookup } from "node:dns"
 import type { LookupAddress, LookupOptions } from "node:dns"
