@@ -1,6 +1,6 @@
 import { HttpApiBuilder, HttpApiScalar, HttpServerResponse } from "@effect/platform"
 import { Effect, Layer } from "effect"
-import * as Acquirer from "./acquirer/Acquirer.ts"
+import { InfrastructureLive, ServicesLive } from "./AppServices.ts"
 import { PaymentsApi } from "./http/Api.ts"
 import * as Authentication from "./http/Authentication.ts"
 import * as Drain from "./http/Drain.ts"
@@ -8,33 +8,17 @@ import * as Edge from "./http/Edge.ts"
 import * as Handlers from "./http/Handlers.ts"
 import * as RateLimiter from "./http/RateLimiter.ts"
 import * as Config from "./platform/Config.ts"
-import * as Database from "./platform/Database.ts"
-import * as Ids from "./platform/Ids.ts"
 import * as Instance from "./platform/Instance.ts"
-import * as Analytics from "./services/Analytics.ts"
-import * as ApiKeys from "./services/ApiKeys.ts"
-import * as Fraud from "./services/Fraud.ts"
 import * as Merchants from "./services/Merchants.ts"
-import * as PaymentActors from "./services/PaymentActors.ts"
 import * as Payments from "./services/Payments.ts"
-import * as PgStore from "./store/PgStore.ts"
 import * as Workers from "./workers/Workers.ts"
 import * as SandboxDisputes from "./workers/SandboxDisputes.ts"
 import * as WebhookDispatcher from "./workers/WebhookDispatcher.ts"
-import * as WebhookTransport from "./platform/WebhookTransport.ts"
-import * as Webhooks from "./services/Webhooks.ts"
 import type { Store } from "./store/Store.ts"
 
-/**
- * The application services. They need a Store, Ids, AppConfig and an Acquirer: production
- * and the simulator differ only in which layers provide those.
- */
-export const ServicesLive = Layer.mergeAll(Payments.layer, Merchants.layer, Analytics.layer).pipe(
-  // Merchants creates a merchant's first key through ApiKeys; provideMerge also offers it to the handlers.
-  Layer.provideMerge(ApiKeys.layer),
-  Layer.provideMerge(Webhooks.layer),
-  Layer.provideMerge(Layer.merge(Fraud.layer, PaymentActors.layer))
-)
+// Defined apart so that the command line's other commands load no HTTP code; the tests, the
+// simulator and the harness take them from here with the rest.
+export { InfrastructureLive, ServicesLive }
 
 /** The HttpApi with its handlers and middleware (no server): tests can serve it in-process. */
 export const ApiLive = HttpApiBuilder.api(PaymentsApi).pipe(
@@ -68,13 +52,6 @@ export const HttpRoutesLive = Layer.mergeAll(
   HttpApiScalar.layer({ path: "/docs" }),
   RootLive
 ).pipe(Layer.provideMerge(ApiLive))
-
-/** The production infrastructure: configuration, database (embedded when no DATABASE_URL), ids, sandbox acquirer. */
-export const InfrastructureLive = PgStore.layerPg.pipe(
-  Layer.provideMerge(Database.layer),
-  Layer.provideMerge(Layer.mergeAll(Ids.layer, Acquirer.layerSandbox, WebhookTransport.layer)),
-  Layer.provideMerge(Config.layer)
-)
 
 /** The HTTP server with a graceful stop (src/http/Drain.ts). */
 export const serverLayer = (port: number, host = "127.0.0.1") => Drain.serverLayer(HttpRoutesLive, port, host)
