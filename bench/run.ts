@@ -9,7 +9,7 @@
  *   npm run bench -- [--scenario create|read|mixed|refund|idempotent-retry|webhooks|analytics]
  *                    [--duration 10] [--connections 64] [--url postgres://...] [--no-baselines] [--cards N]
  *                    [--profile DIR] [--payments 1000000 (analytics)]
- *                    [--service-dir DIR] [--entry src/main.ts] [--label NAME]
+ *                    [--service-dir DIR] [--entry src/main.ts] [--label NAME] [--statements N]
  *
  * `--service-dir` runs the service of another checkout (its own code and node_modules, e.g. a
  * worktree of another branch) and `--entry` another entry point of it (one that takes `serve` and
@@ -62,6 +62,8 @@ const serviceNodeFlags = nodeFlagsArgument === "" ? startNodeFlags() : nodeFlags
 const serviceDirectory = resolve(argument("service-dir", "."))
 const serviceEntry = argument("entry", "src/main.ts")
 const label = argument("label", "")
+/** `--statements N`: the N statements that took PostgreSQL longest during the load, with their calls per request. */
+const topStatements = Number(argument("statements", "0"))
 
 const log = (line: string) => process.stderr.write(`${line}\n`)
 
@@ -82,6 +84,33 @@ const dbCounters = async (client: pg.Client): Promise<DbCounters> => {
   } catch { /* pg_stat_statements not loaded */ }
   return { statements, commits: Number(commits.rows[0].n) }
 }
+
+/** pg_stat_statements of this database by statement: calls and execution time (empty without the extension). */
+const statementStats = async (client: pg.Client): Promise<Map<string, { readonly calls: number; readonly ms: number; readonly query: string }>> => {
+  try {
+    const rows = await client.query(`SELECT queryid::text AS id, calls::bigint AS calls, total_exec_time AS ms, query FROM pg_stat_statements
+      WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())`)
+    return new Map(rows.rows.map((r) => [r.id as string, { calls: Number(r.calls), ms: Number(r.ms), query: r.query as string }]))
+  } catch {
+    return new Map()
+  }
+}
+
+/** The statements that took longest between two `statementStats`, per request of the load. */
+const statementsTable = (
+  before: Awaited<ReturnType<typeof statementStats>>,
+  after: Awaited<ReturnType<typeof statementStats>>,
+  requests: number,
+  top: number
+): Array<[string, string]> =>
+  [...after].map(([id, s]) => ({ s, calls: s.calls - (before.get(id)?.calls ?? 0), ms: s.ms - (before.get(id)?.ms ?? 0) }))
+    .filter((d) => d.calls > 0)
+    .sort((a, b) => b.ms - a.ms)
+    .slice(0, top)
+    .map((d): [string, string] => [
+      `${fixed(d.calls / Math.max(1, requests))} calls/request, ${fixed(d.ms / d.calls, 3)} ms each`,
+      d.s.query.replace(/\s+/g, " ").slice(0, 160)
+    ])
 
 interface Sample {
   readonly at: number
@@ -394,9 +423,11 @@ const main = async () => {
     // RSS sampled through the run.
     let peakRss = rssMb(service.pid!)
     const sampler = setInterval(() => (peakRss = Math.max(peakRss, rssMb(service.pid!))), 250)
+    const statementsBefore = topStatements > 0 ? await statementStats(monitor) : new Map()
     const before = await sample(monitor, service.pid!, postmasterPid)
     const result = await load(`service ${scenario}`, base, requests, headers)
     const after = await sample(monitor, service.pid!, postmasterPid)
+    const statementsAfter = topStatements > 0 ? await statementStats(monitor) : new Map()
     clearInterval(sampler)
     const counters = perRequest(before, after, result.requests)
 
@@ -498,6 +529,10 @@ const main = async () => {
     }
     rows.push(["audit", JSON.stringify(audit)])
     console.log(table(rows))
+    if (topStatements > 0) {
+      console.log(`\nstatements that took PostgreSQL longest during the load (execution time only):`)
+      console.log(table(statementsTable(statementsBefore, statementsAfter, result.requests, topStatements)))
+    }
 
     mkdirSync("bench/results", { recursive: true })
     const file = join("bench/results", `${scenario}${label === "" ? "" : `-${label}`}-${report.date.replace(/[:.]/g, "-")}.json`)

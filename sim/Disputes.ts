@@ -10,7 +10,7 @@ import type { SimulatedService } from "./Service.ts"
 import type { Trace } from "./Trace.ts"
 
 /**
- * Disputes in the simulation (issue 13): the simulated card network disputes a fraction
+ * Disputes in the simulation: the simulated card network disputes a fraction
  * (`--faults dispute=0.02`) of the payments whose merchant script has finished (so merchants'
  * own refunds never race a dispute they cannot see coming), resolves each later, and re-sends
  * notifications as an acquirer does when it gets no acknowledgement: after a crash, a store

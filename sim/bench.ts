@@ -8,17 +8,17 @@ import { runSimulation } from "./Simulator.ts"
  * second and the virtual-to-wall time ratio. Defaults: 100,000 payments, 20 merchants, 48 h,
  * default faults, webhooks on. Not a test: it measures and prints.
  *
- * Memory (issue 10): 100,000 payments must fit in 2 GB of heap. The npm script caps the heap at
+ * Memory: 100,000 payments must fit in 2 GB of heap. The npm script caps the heap at
  * that (`--max-old-space-size=1664` plus the 3 × 128 MB young generation of `--max-semi-space-size=128`),
  * so a run that needs more dies out of memory; the output says PASS or FAIL against 2,048 MB
  * for the peak sampled during the run and for the limit itself. A 128 MB semi-space halves the
  * scavenges of a 64 MB one (477 against 921 at 100,000 payments) and lets more of the in-flight
  * state die young: 13-29% less scavenging time, 3-8% less CPU in two side-by-side runs.
  *
- * Speed (issue 10): 100,000 payments with webhooks over 48 virtual hours in ≤ 90 s on one core
+ * Speed: 100,000 payments with webhooks over 48 virtual hours in ≤ 90 s on one core
  * (≥ 1,100 payments a second); `speed` says PASS or FAIL for that scenario, and is null for any
  * other (the per-seed and sweep targets are measured with `npm run sim` and `npm run sim:sweep`,
- * docs/benchmarks.md).
+ * docs/simulation.md, "Speed").
  */
 const heapTargetMB = 2048
 const speedTargetSeconds = 90
@@ -30,7 +30,7 @@ const speedTargetSeconds = 90
  * - `memory`: 1,000,000 steps of a random walk through 32 MB (one cache and TLB miss a step, best
  *   of three), which a neighbour's load on the memory system slows where `cpu` does not notice.
  * This machine's speed moves by a third within minutes, and a run's wall time moves with it: two
- * runs' `wallSeconds` compare fairly only next to their `reference` (docs/benchmarks.md). Neither
+ * runs' `wallSeconds` compare fairly only next to their `reference` (docs/simulation.md, "How to measure"). Neither
  * allocates on the JS heap while timed, so the heap's state (small and cold before the run, 1.3 GB
  * after) does not weigh on them.
  */

@@ -1,7 +1,7 @@
 import { Effect, Layer } from "effect"
 import { HttpRouter, HttpServerResponse } from "effect/http"
 import { HttpApiBuilder, HttpApiScalar } from "effect/http-api"
-import * as Acquirer from "./acquirer/Acquirer.ts"
+import { InfrastructureLive, ServicesLive } from "./AppServices.ts"
 import { PaymentsApi } from "./http/api/Api.ts"
 import * as Authentication from "./http/edge/Authentication.ts"
 import * as Drain from "./http/server/Drain.ts"
@@ -9,33 +9,17 @@ import * as Edge from "./http/edge/Edge.ts"
 import * as Handlers from "./http/handlers/Handlers.ts"
 import * as RateLimiter from "./http/edge/RateLimiter.ts"
 import * as Config from "./platform/Config.ts"
-import * as Database from "./platform/Database.ts"
-import * as Ids from "./platform/Ids.ts"
 import * as Instance from "./platform/Instance.ts"
-import * as Analytics from "./services/Analytics.ts"
-import * as ApiKeys from "./services/ApiKeys.ts"
-import * as Fraud from "./services/Fraud.ts"
 import * as Merchants from "./services/Merchants.ts"
-import * as PaymentActors from "./services/PaymentActors.ts"
 import * as Payments from "./services/Payments.ts"
-import * as PgStore from "./store/PgStore.ts"
 import * as Workers from "./workers/Workers.ts"
 import * as SandboxDisputes from "./workers/SandboxDisputes.ts"
 import * as WebhookDispatcher from "./workers/WebhookDispatcher.ts"
-import * as WebhookTransport from "./platform/WebhookTransport.ts"
-import * as Webhooks from "./services/Webhooks.ts"
 import type { Store } from "./store/Store.ts"
 
-/**
- * The application services. They need a Store, Ids, AppConfig and an Acquirer: production
- * and the simulator differ only in which layers provide those.
- */
-export const ServicesLive = Layer.mergeAll(Payments.layer, Merchants.layer, Analytics.layer).pipe(
-  // Merchants creates a merchant's first key through ApiKeys; provideMerge also offers it to the handlers.
-  Layer.provideMerge(ApiKeys.layer),
-  Layer.provideMerge(Webhooks.layer),
-  Layer.provideMerge(Layer.merge(Fraud.layer, PaymentActors.layer))
-)
+// Defined apart so that the command line's other commands load no HTTP code; the tests, the
+// simulator and the harness take them from here with the rest.
+export { InfrastructureLive, ServicesLive }
 
 /**
  * The HttpApi with its handlers and middleware, and the edge (a global middleware of the router),
@@ -65,15 +49,8 @@ const RootLive = HttpRouter.add(
     ))
 )
 
-/** Routes: the API, its OpenAPI document, a docs page and `/` pointing to them (src/http/Routes.ts lists them). */
+/** Routes: the API, its OpenAPI document, a docs page and `/` pointing to them (src/http/edge/Routes.ts lists them). */
 export const HttpRoutesLive = Layer.mergeAll(ApiLive, HttpApiScalar.layer(PaymentsApi, { path: "/docs" }), RootLive)
-
-/** The production infrastructure: configuration, database (embedded when no DATABASE_URL), ids, sandbox acquirer. */
-export const InfrastructureLive = PgStore.layerPg.pipe(
-  Layer.provideMerge(Database.layer),
-  Layer.provideMerge(Layer.mergeAll(Ids.layer, Acquirer.layerSandbox, WebhookTransport.layer)),
-  Layer.provideMerge(Config.layer)
-)
 
 /** The HTTP server with a graceful stop (src/http/Drain.ts). */
 export const serverLayer = (port: number, host = "127.0.0.1") => Drain.serverLayer(HttpRoutesLive, port, host)

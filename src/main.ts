@@ -1,8 +1,8 @@
-import { NodeRuntime } from "@effect/platform-node"
+import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import { Cause, Console, Effect, Layer } from "effect"
 import { mkdirSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
-import { AppLive, InfrastructureLive, ServicesLive } from "./App.ts"
+import { InfrastructureLive, ServicesLive } from "./AppServices.ts"
 import * as Wire from "./http/api/Wire.ts"
 import { AppConfig } from "./platform/Config.ts"
 import * as Config from "./platform/Config.ts"
@@ -61,6 +61,8 @@ const demoMerchant = Layer.effectDiscard(
 
 const serve = Effect.gen(function*() {
   const config = yield* AppConfig
+  // Loaded here, not imported above: the other commands start faster without the HTTP layers.
+  const { AppLive } = yield* Effect.promise(() => import("./App.ts"))
   // A stop (SIGTERM, SIGINT) interrupts the launch: the layers close in reverse (src/http/Drain.ts
   // first), each logging what it did; runMain then exits 0.
   return yield* Layer.launch(AppLive(config.port, config.host, demoMerchant)).pipe(

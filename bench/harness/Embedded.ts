@@ -7,7 +7,7 @@
  */
 import type { ManagedRuntime } from "effect"
 import { type ChildProcess, spawn } from "node:child_process"
-import { mkdirSync, mkdtempSync, openSync, rmSync } from "node:fs"
+import { mkdirSync, mkdtempSync, openSync, readFileSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join, resolve } from "node:path"
 import { freePort, startEmbeddedPostgres } from "../../src/platform/Database.ts"
@@ -25,7 +25,19 @@ export interface EmbeddedService {
   readonly baseUrl: string
   readonly child: ChildProcess
   readonly target: EmbeddedTarget
+  /** The embedded database's postmaster, for its CPU. */
+  readonly postmasterPid: number | null
   readonly stop: () => Promise<void>
+}
+
+/** The postmaster's pid, from its data directory (null when it cannot be read). */
+const postmasterPidOf = (directory: string): number | null => {
+  try {
+    const pid = Number(readFileSync(join(directory, "postmaster.pid"), "utf8").split("\n")[0])
+    return Number.isInteger(pid) && pid > 0 ? pid : null
+  } catch {
+    return null
+  }
 }
 
 const running = new Set<() => Promise<void>>()
@@ -108,5 +120,5 @@ export const startEmbeddedService = async (options: {
       return { merchantId: created.merchant.id, apiKey: created.secret }
     }
   }
-  return { baseUrl, child, target, stop }
+  return { baseUrl, child, target, stop, postmasterPid: postmasterPidOf(database.directory) }
 }

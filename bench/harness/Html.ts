@@ -87,8 +87,9 @@ ${barChart("requests by status", codes.map(([code]) => code), [{ name: "requests
 <table><thead><tr><th></th><th>CPU s</th><th>CPU ms per request</th></tr></thead><tbody>
 <tr><td style="text-align:left">harness</td><td>${fixed(cpu.harness_s, 2)}</td><td>${fixed(cpu.harness_ms_per_request, 3)}</td></tr>
 <tr><td style="text-align:left">service</td><td>${cpu.service_s === null ? "n/a (not started by the harness)" : fixed(cpu.service_s, 2)}</td><td>${fixed(cpu.service_ms_per_request, 3)}</td></tr>
+<tr><td style="text-align:left">PostgreSQL</td><td>${(cpu.postgres_s ?? null) === null ? "n/a (not started by the harness)" : fixed(cpu.postgres_s, 2)}</td><td>${fixed(cpu.postgres_ms_per_request ?? null, 3)}</td></tr>
 </tbody></table>
-${barChart("CPU ms per request", ["harness", "service"], [{ name: "CPU ms per request", color: "#805ad5", values: [cpu.harness_ms_per_request, cpu.service_ms_per_request] }])}
+${barChart("CPU ms per request", ["harness", "service", "PostgreSQL"], [{ name: "CPU ms per request", color: "#805ad5", values: [cpu.harness_ms_per_request, cpu.service_ms_per_request, cpu.postgres_ms_per_request ?? null] }])}
 <p>Harness RSS: ${fixed(cpu.harness_rss_mb.start, 0)} MB at the start, ${fixed(cpu.harness_rss_mb.end, 0)} MB at the end, ${fixed(cpu.harness_rss_mb.peak, 0)} MB peak.</p>
 ${cpu.harness_rss_mb.samples.length > 2
     ? lineChart("harness RSS, every 10 s", "MB", cpu.harness_rss_mb.samples.map(([second]) => second), [{ name: "RSS", color: "#805ad5", values: cpu.harness_rss_mb.samples.map(([, mb]) => mb) }])

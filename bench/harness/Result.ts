@@ -59,6 +59,9 @@ export interface HarnessResult {
     /** The service's CPU over the same span; null when the harness did not start it. */
     readonly service_s: number | null
     readonly service_ms_per_request: number | null
+    /** PostgreSQL's CPU during the load, when the harness started the database (null otherwise, or in a file without it). */
+    readonly postgres_s?: number | null
+    readonly postgres_ms_per_request?: number | null
     readonly harness_rss_mb: {
       readonly start: number
       readonly end: number
@@ -160,6 +163,8 @@ export const mergeResults = (results: ReadonlyArray<HarnessResult>): HarnessResu
   const harnessCpu = results.reduce((n, r) => n + r.cpu.harness_s, 0)
   const serviceCpus = results.map((r) => r.cpu.service_s)
   const serviceCpu = serviceCpus.every((s) => s === null) ? null : serviceCpus.reduce<number>((n, s) => n + (s ?? 0), 0)
+  const postgresCpus = results.map((r) => r.cpu.postgres_s ?? null)
+  const postgresCpu = postgresCpus.every((s) => s === null) ? null : postgresCpus.reduce<number>((n, s) => n + (s ?? 0), 0)
   const sloText = results.find((r) => r.config.slo !== null)?.config.slo ?? null
   const parsedSlo = sloText === null ? null : parseSlo(sloText)
   const slo = parsedSlo === null || "error" in parsedSlo ? [] : evaluateSlo(parsedSlo.objectives, { requests, errors, rate, latency_ms: overall.latency_ms })
@@ -187,6 +192,8 @@ export const mergeResults = (results: ReadonlyArray<HarnessResult>): HarnessResu
       harness_ms_per_request: requests === 0 ? null : (harnessCpu * 1000) / requests,
       service_s: serviceCpu,
       service_ms_per_request: serviceCpu === null || requests === 0 ? null : (serviceCpu * 1000) / requests,
+      postgres_s: postgresCpu,
+      postgres_ms_per_request: postgresCpu === null || requests === 0 ? null : (postgresCpu * 1000) / requests,
       // Shards run in separate processes: the largest of each, and the samples of the first.
       harness_rss_mb: { start: Math.max(...rss.map((r) => r.start)), end: Math.max(...rss.map((r) => r.end)), peak: Math.max(...rss.map((r) => r.peak)), samples: rss[0]!.samples }
     },

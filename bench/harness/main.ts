@@ -11,7 +11,7 @@
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
 import { fixed } from "../report.ts"
-import { cpuSeconds } from "../host.ts"
+import { cpuSeconds, postgresCpuSeconds } from "../host.ts"
 import { parseArguments, type RunOptions, usage } from "./Cli.ts"
 import { type Clock, realClock } from "./Clock.ts"
 import type { LawResult, Scenario } from "./Contract.ts"
@@ -56,6 +56,7 @@ export const summaryOf = (result: HarnessResult, files: ReadonlyArray<string>) =
     ["errors (no answer or 5xx)", String(result.errors)],
     ["harness CPU ms per request", fixed(result.cpu.harness_ms_per_request, 3)],
     ["service CPU ms per request", result.cpu.service_s === null ? "n/a (not started by the harness)" : fixed(result.cpu.service_ms_per_request, 3)],
+    ["PostgreSQL CPU ms per request", (result.cpu.postgres_s ?? null) === null ? "n/a (not started by the harness)" : fixed(result.cpu.postgres_ms_per_request, 3)],
     ["harness RSS MB start/end/peak", `${fixed(result.cpu.harness_rss_mb.start, 0)} / ${fixed(result.cpu.harness_rss_mb.end, 0)} / ${fixed(result.cpu.harness_rss_mb.peak, 0)}`]
   ]
   for (const law of result.laws) rows.push([`law ${law.law}`, law.held ? `held (${law.checked} checked)` : `VIOLATED ${law.violation_count} time(s); first: ${law.first_violations[0]?.paymentId ?? "-"}: ${law.first_violations[0]?.message ?? ""}`])
@@ -155,6 +156,7 @@ export const runHarness = async (
     const cpuBefore = process.cpuUsage()
     const servicePid = embedded?.child.pid ?? null
     const serviceCpuBefore = servicePid === null ? null : cpuSeconds(servicePid)
+    const postgresCpuBefore = postgresCpuSeconds(embedded?.postmasterPid ?? null)
     const showProgress = io.progress !== null && (io.progress.isTTY || options.progress)
     let lastTickMs = loadStartMs
     let ticks = 0
@@ -191,6 +193,8 @@ export const runHarness = async (
     }
     const cpuUsed = process.cpuUsage(cpuBefore)
     const serviceCpu = servicePid === null || serviceCpuBefore === null ? null : cpuSeconds(servicePid) - serviceCpuBefore
+    const postgresCpuAfter = postgresCpuSeconds(embedded?.postmasterPid ?? null)
+    const postgresCpu = postgresCpuBefore === null || postgresCpuAfter === null ? null : postgresCpuAfter - postgresCpuBefore
     clearInterval(progress)
     if (showProgress && io.progress!.isTTY) io.progress!.write("\n")
     const load = recorder.finish(outcome.endedAtMs)
@@ -253,6 +257,8 @@ export const runHarness = async (
         harness_ms_per_request: load.requests === 0 ? null : (harnessCpu * 1000) / load.requests,
         service_s: serviceCpu,
         service_ms_per_request: serviceCpu === null || load.requests === 0 ? null : (serviceCpu * 1000) / load.requests,
+        postgres_s: postgresCpu,
+        postgres_ms_per_request: postgresCpu === null || load.requests === 0 ? null : (postgresCpu * 1000) / load.requests,
         harness_rss_mb: { start: rssStart, end: rssEnd, peak: rssPeak, samples: rssSamples }
       },
       laws: lawResults,

@@ -61,14 +61,20 @@ export const embeddedPostgres = (directory: string, options: { readonly persiste
           ? cause
           : new Embedded.EmbeddedPostgresError(`embedded PostgreSQL failed to start in ${directory}: ${String(cause)}; set DATABASE_URL to use your own PostgreSQL instead`)
     }),
-    ({ stop }) =>
-      Effect.tryPromise(stop).pipe(
+    // A server another process started (the service, while a command runs beside it) is theirs to stop.
+    ({ reused, stop }) =>
+      reused ? Effect.void : Effect.tryPromise(stop).pipe(
         Effect.matchEffect({
           onSuccess: () => Effect.logInfo("shutting down: embedded PostgreSQL stopped"),
           onFailure: (error) => Effect.logWarning("shutting down: embedded PostgreSQL did not stop cleanly", error)
         })
       )
   ).pipe(
+    Effect.tap((server) =>
+      server.reused
+        ? Effect.logInfo(`embedded PostgreSQL already running in ${server.directory}: using it, and leaving it running`)
+        : Effect.void
+    ),
     Effect.tap((server) =>
       server.directory === resolve(directory)
         ? Effect.void

@@ -32,6 +32,8 @@ export interface EmbeddedServer {
   readonly directory: string
   /** Stops the server (and removes a non-persistent cluster). A server that was reused is left running. */
   readonly stop: () => Promise<void>
+  /** True when another process started the server and this one only connects to it. */
+  readonly reused: boolean
 }
 
 export interface StartOptions {
@@ -287,13 +289,13 @@ export const startEmbeddedPostgres = async (options: StartOptions): Promise<Embe
       }
       if (!options.persistent) await rm(directory, { recursive: true, force: true })
     })())
-  return { url: urlFor(options.port), port: options.port, directory, stop }
+  return { url: urlFor(options.port), port: options.port, directory, stop, reused: false }
 }
 
 /** A server already running under `directory` (left by a killed process), reused as it is. */
 export const reuseRunningServer = (directory: string): EmbeddedServer | null => {
   const port = runningServerPort(directory)
   if (port === null) return null
-  return { url: urlFor(port), port, directory: clusterDirectory(directory), stop: async () => {} }
+  return { url: urlFor(port), port, directory: clusterDirectory(directory), stop: async () => {}, reused: true }
 }
 

@@ -1,11 +1,12 @@
-import { HttpClient, HttpClientRequest } from "effect/http"
-import { NodeHttpClient } from "@effect/platform-node"
-import { Context, Effect, Layer, Stream } from "effect"
+import { Clock, Context, Effect, Layer } from "effect"
+import * as http from "node:http"
+import * as https from "node:https"
 import { lookup as dnsLookup } from "node:dns"
 import type { LookupAddress, LookupOptions } from "node:dns"
 import { isIP } from "node:net"
 import { isPublicAddress } from "../domain/Network.ts"
 import { AppConfig } from "./Config.ts"
+import { type CallbackTimer, callbackTimerOf } from "./Timers.ts"
 
 export interface WebhookRequest {
   readonly url: string
@@ -65,26 +66,6 @@ const publicOnlyLookup = (
     return callback(null, list[0]!.address, list[0]!.family)
   })
 
-const decoder = new TextDecoder()
-
-const readSnippet = (stream: Stream.Stream<Uint8Array, unknown>) =>
-  Effect.suspend(() => {
-    // Chunks are taken only while the limit is not reached: the rest of the body is never pulled.
-    let bytes = new Uint8Array(0)
-    return stream.pipe(
-      Stream.takeWhile(() => bytes.length < responseReadLimitBytes),
-      Stream.runForEach((chunk) =>
-        Effect.sync(() => {
-          const merged = new Uint8Array(Math.min(responseReadLimitBytes, bytes.length + chunk.length))
-          merged.set(bytes.subarray(0, merged.length))
-          merged.set(chunk.subarray(0, merged.length - bytes.length), bytes.length)
-          bytes = merged
-        })
-      ),
-      Effect.map(() => decoder.decode(bytes))
-    )
-  }).pipe(Effect.orElseSucceed(() => ""))
-
 /** The system error code (ECONNRESET, ...) of an error or of what it wraps, a few levels down. */
 const codeOf = (error: unknown): string | undefined => {
   let current = error
@@ -104,46 +85,109 @@ const describe = (error: unknown): string => {
   return code === undefined ? "connection error" : `connection error: ${code}`
 }
 
-export const makeHttpTransport = (allowPrivate: boolean) =>
-  Effect.gen(function*() {
-    // Merchants get the documented headers only: no traceparent/b3 from our tracer, no redirects
-    // followed (a 3xx is a failed attempt, so a redirect can never lead inside the network).
-    const client = yield* HttpClient.HttpClient
-    return WebhookTransport.of({
-      post: (request) =>
-        Effect.gen(function*(): Effect.fn.Return<TransportResult, unknown> {
-          const url = new URL(request.url)
-          const host = url.hostname.replace(/^\[|\]$/g, "")
-          if (!allowPrivate && isIP(host) !== 0 && !isPublicAddress(host)) {
-            return { _tag: "Failed", error: refusedMessage } as const
-          }
-          const response = yield* client.execute(
-            HttpClientRequest.post(request.url).pipe(
-              HttpClientRequest.setHeaders(request.headers),
-              HttpClientRequest.bodyText(request.body, "application/json")
-            )
-          )
-          const snippet = yield* readSnippet(response.stream)
-          return { _tag: "Answered", status: response.status, snippet } as const
-        }).pipe(
-          Effect.scoped,
-          Effect.provideService(HttpClient.TracerPropagationEnabled, false),
-          Effect.catch((error) => Effect.succeed({ _tag: "Failed", error: describe(error) } as const)),
-          Effect.catchDefect((defect) => Effect.succeed({ _tag: "Failed", error: describe(defect) } as const))
-        )
-    })
-  })
+const answered = (status: number, chunks: ReadonlyArray<Buffer>): TransportResult => {
+  const bytes = Buffer.concat(chunks as Array<Buffer>)
+  return { _tag: "Answered", status, snippet: bytes.toString("utf8", 0, Math.min(bytes.length, responseReadLimitBytes)) }
+}
 
-/** The production transport: Node's HTTP client with a keep-alive agent and the public-only lookup. */
-export const layer = Layer.unwrap(
-  Effect.map(AppConfig, (config) =>
-    Layer.effect(WebhookTransport, makeHttpTransport(config.webhookAllowPrivateUrls)).pipe(
-      Layer.provide(NodeHttpClient.layerNodeHttpNoAgent),
-      Layer.provide(NodeHttpClient.layerAgentOptions({
-        keepAlive: true,
-        maxSockets: 64,
-        ...(config.webhookAllowPrivateUrls ? {} : { lookup: publicOnlyLookup as never })
-      }))
+export interface HttpAgents {
+  readonly http: http.Agent
+  readonly https: https.Agent
+}
+
+/**
+ * The POSTs on Node's own client (one callback per socket event, no stream or fiber per
+ * request): a redirect is never followed (a 3xx is the answer), at most
+ * `responseReadLimitBytes` of the answer are read (a longer one closes its connection), and an
+ * interrupted attempt destroys its request. With a callback `timer` (the live clock's) the
+ * transport applies the timeout itself (`postWithin`); without one (a `TestClock`) the caller races
+ * `post` against its clock.
+ */
+export const makeHttpTransport = (allowPrivate: boolean, agents: HttpAgents, timer: CallbackTimer | null) => {
+  const send = (request: WebhookRequest, timeoutMs: number | undefined) =>
+    Effect.callback<TransportResult>((resume) => {
+      let over = false
+      let outgoing: http.ClientRequest | undefined
+      let cancelTimer: (() => void) | undefined
+      const finish = (result: TransportResult) => {
+        if (over) return
+        over = true
+        cancelTimer?.()
+        resume(Effect.succeed(result))
+      }
+      try {
+        const url = new URL(request.url)
+        const host = url.hostname.replace(/^\[|\]$/g, "")
+        if (!allowPrivate && isIP(host) !== 0 && !isPublicAddress(host)) {
+          finish({ _tag: "Failed", error: refusedMessage })
+          return
+        }
+        const secure = url.protocol === "https:"
+        outgoing = (secure ? https.request : http.request)(url, {
+          method: "POST",
+          agent: secure ? agents.https : agents.http,
+          headers: { ...request.headers, "content-length": Buffer.byteLength(request.body) }
+        }, (response) => {
+          const status = response.statusCode ?? 0
+          const chunks: Array<Buffer> = []
+          let read = 0
+          response.on("data", (chunk: Buffer) => {
+            if (over) return
+            chunks.push(chunk)
+            read += chunk.length
+            if (read >= responseReadLimitBytes) {
+              finish(answered(status, chunks))
+              response.destroy()
+            }
+          })
+          response.on("end", () => finish(answered(status, chunks)))
+          // An answer cut off in its body is still the status the endpoint gave.
+          response.on("error", () => finish(answered(status, [])))
+          response.on("close", () => finish(answered(status, [])))
+        })
+        outgoing.on("error", (error) => finish({ _tag: "Failed", error: describe(error) }))
+        if (timeoutMs !== undefined && timer !== null) {
+          cancelTimer = timer(timeoutMs, () => {
+            finish(timedOut(timeoutMs))
+            outgoing?.destroy()
+          })
+        }
+        outgoing.end(request.body)
+      } catch (error) {
+        finish({ _tag: "Failed", error: describe(error) })
+      }
+      return Effect.sync(() => {
+        over = true
+        cancelTimer?.()
+        outgoing?.destroy()
+      })
+    })
+  return WebhookTransport.of({
+    post: (request) => send(request, undefined),
+    ...(timer === null ? {} : { postWithin: (request: WebhookRequest, timeoutMs: number) => send(request, timeoutMs) })
+  })
+}
+
+/**
+ * The production transport: Node's HTTP client with keep-alive agents and the public-only lookup
+ * (their sockets are closed when the layer is released).
+ */
+export const layer = Layer.effect(
+  WebhookTransport,
+  Effect.gen(function*() {
+    const config = yield* AppConfig
+    const options = {
+      keepAlive: true,
+      maxSockets: 64,
+      ...(config.webhookAllowPrivateUrls ? {} : { lookup: publicOnlyLookup as never })
+    }
+    const agents = yield* Effect.acquireRelease(
+      Effect.sync(() => ({ http: new http.Agent(options), https: new https.Agent(options) })),
+      (agents) => Effect.sync(() => {
+        agents.http.destroy()
+        agents.https.destroy()
+      })
     )
-  )
+    return makeHttpTransport(config.webhookAllowPrivateUrls, agents, yield* callbackTimerOf(yield* Clock.Clock))
+  })
 )

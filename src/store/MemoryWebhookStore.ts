@@ -642,8 +642,12 @@ export const memoryWebhookOperations = (state: MemoryState, observer: MemoryWebh
           if (taken < input.drainLimit) break
         }
         const claimed = claim(isoMs(input.now), input.lease, input.claimLimit)
+        const secrets = new Map<string, ReadonlyArray<string>>()
+        for (const delivery of claimed) {
+          if (!secrets.has(delivery.merchantId)) secrets.set(delivery.merchantId, signingSecretsOf(state, delivery.merchantId, input.now))
+        }
         const next = peekDue()
-        return { drained, claimed, nextDueMs: next === undefined ? null : next.atMs }
+        return { drained, claimed, secrets, nextDueMs: next === undefined ? null : next.atMs }
       }),
     insertDelivery: (delivery) => Effect.sync(() => void insert(delivery, null)),
     getDelivery: (merchantId, id) =>

@@ -5,6 +5,8 @@ import { iso, isoOrNull, run, secretColumnFor, toEvent, toMerchant, type Row } f
 import { AppConfig } from "../platform/Config.ts"
 import type { SecretColumn } from "../platform/Sealing.ts"
 import { isoMs } from "../domain/Time.ts"
+import { makeBatcher } from "./PgHotPath.ts"
+import { PgPool, prepared, statementDeadlineMs } from "./PgPrepared.ts"
 import type { StoreUnavailable } from "./Store.ts"
 import { emptyCounts, type Lease, type PollInput, WebhookStore, type WebhookStoreShape } from "./WebhookStore.ts"
 
@@ -35,9 +37,114 @@ const secretsOf = (r: Row | undefined, secrets: SecretColumn): ReadonlyArray<str
   return current === null ? (previous === null ? [] : [previous]) : previous === null ? [current] : [current, previous]
 }
 
+/**
+ * The attempts of a batch of `recordAttempt`s (group commit: `makeBatcher`), one statement: each
+ * delivery's new state under its lease token, its attempt's row, and, for one that ended with
+ * `successor` set, the lease of its payment's next delivery to its URL, all gated per unit on its
+ * update finding the lease. The statement sees the ended deliveries as they were (still open), so
+ * the successor's order rule leaves its own predecessor out; a batch never holds two units of one
+ * payment. One row per unit, in `ord` order: whether it was recorded, and the successor claimed.
+ */
+export const recordAttemptsSql = `WITH input AS (
+    SELECT * FROM json_to_recordset($1::json) AS u(ord int, id text, token text, status text, attempts jsonb,
+      next_attempt_at timestamptz, first_failed_at timestamptz, completed_at timestamptz,
+      attempt int, merchant_id text, at timestamptz, response_status int, duration_ms int, error text,
+      successor boolean, payment_id text, url text, event_sequence int, now timestamptz, lease_token text, lease_until timestamptz)
+  ), recorded AS (
+    UPDATE webhook_deliveries d SET status = i.status, attempts = i.attempts, next_attempt_at = i.next_attempt_at,
+      first_failed_at = i.first_failed_at, completed_at = i.completed_at, lease_token = NULL, lease_until = NULL
+    FROM input i WHERE d.id = i.id AND d.lease_token = i.token
+    RETURNING d.id
+  ), attempt AS (
+    INSERT INTO webhook_attempts (delivery_id, attempt, merchant_id, at, response_status, duration_ms, error, succeeded)
+    SELECT i.id, i.attempt, i.merchant_id, i.at, i.response_status, i.duration_ms, i.error, i.error IS NULL
+    FROM input i JOIN recorded r ON r.id = i.id
+  ), next AS (
+    SELECT i.ord, i.lease_token, i.lease_until, (
+      SELECT d.id FROM webhook_deliveries d
+      WHERE d.payment_id = i.payment_id AND d.url = i.url
+        AND d.event_sequence > i.event_sequence AND d.status IN ('pending', 'retrying')
+        AND d.next_attempt_at <= i.now AND (d.lease_until IS NULL OR d.lease_until <= i.now)
+        AND NOT EXISTS (
+          SELECT 1 FROM webhook_deliveries earlier
+          WHERE earlier.payment_id = d.payment_id AND earlier.url = d.url
+            AND earlier.event_sequence < d.event_sequence AND earlier.status IN ('pending', 'retrying')
+            AND earlier.id <> i.id
+        ) AND NOT EXISTS (
+          SELECT 1 FROM payment_events e JOIN webhook_outbox o ON o.event_id = e.id
+          WHERE e.payment_id = d.payment_id AND e.sequence < d.event_sequence
+        )
+      ORDER BY d.event_sequence LIMIT 1
+      FOR UPDATE OF d SKIP LOCKED
+    ) AS next_id
+    FROM input i
+    WHERE i.successor AND EXISTS (SELECT 1 FROM recorded r WHERE r.id = i.id)
+  ), successor AS (
+    UPDATE webhook_deliveries d SET lease_token = n.lease_token, lease_until = n.lease_until
+    FROM next n WHERE d.id = n.next_id
+    RETURNING n.ord AS successor_of, d.*
+  )
+  SELECT i.ord, EXISTS (SELECT 1 FROM recorded r WHERE r.id = i.id) AS recorded,
+    (SELECT row_to_json(s) FROM successor s WHERE s.successor_of = i.ord) AS successor
+  FROM input i ORDER BY i.ord`
+
+interface AttemptRecord {
+  readonly delivery: Delivery
+  readonly attempt: Attempt
+  readonly token: string
+  /** Set when the successor is to be claimed (an ordered delivery that has ended). */
+  readonly successor: { readonly now: string; readonly lease: Lease } | undefined
+}
+
+const recordAttemptsValues = (units: ReadonlyArray<AttemptRecord>) => [
+  JSON.stringify(units.map(({ attempt, delivery, successor, token }, ord) => ({
+    ord,
+    id: delivery.id,
+    token,
+    status: delivery.status,
+    attempts: delivery.attempts,
+    next_attempt_at: delivery.nextAttemptAt,
+    first_failed_at: delivery.firstFailedAt,
+    completed_at: delivery.completedAt,
+    attempt: attempt.attempt,
+    merchant_id: delivery.merchantId,
+    at: attempt.at,
+    response_status: attempt.responseStatus,
+    duration_ms: attempt.durationMs,
+    error: attempt.error,
+    successor: successor !== undefined,
+    payment_id: delivery.order?.paymentId ?? null,
+    url: delivery.url,
+    event_sequence: delivery.order?.sequence ?? null,
+    now: successor?.now ?? null,
+    lease_token: successor?.lease.token ?? null,
+    lease_until: successor?.lease.until ?? null
+  })))
+]
+
+const recordAttemptsOutcomes = (rows: ReadonlyArray<Row>): Array<boolean | Delivery> =>
+  rows.map((r) => (r.recorded !== true ? false : r.successor === null || r.successor === undefined ? true : toDelivery(r.successor as Row)))
+
 export const makePgWebhookStore = Effect.gen(function*() {
   const sql = yield* PgClient.PgClient
+  const pool = yield* PgPool
   const secrets = secretColumnFor(yield* AppConfig)
+  const recordAttempts = makeBatcher<AttemptRecord, boolean | Delivery>({
+    pool,
+    name: "record_webhook_attempts_v1",
+    text: recordAttemptsSql,
+    values: recordAttemptsValues,
+    outcomes: recordAttemptsOutcomes,
+    // One payment's deliveries to a URL go one at a time; a batch never holds two of one payment.
+    keyOf: (u) => u.delivery.order?.paymentId ?? u.delivery.id,
+    deadlineMs: statementDeadlineMs(pool)
+  })
+  const renew = prepared(pool, "renew_webhook_lease_v1", `WITH renewed AS (
+      UPDATE webhook_deliveries SET lease_until = $2
+      WHERE id = $1 AND lease_token = $3 AND lease_until > $4 RETURNING merchant_id
+    )
+    SELECT m.id, m.webhook_secret, m.previous_webhook_secret, m.previous_webhook_secret_expires_at > $4 AS previous_live
+    FROM renewed LEFT JOIN merchants m ON m.id = renewed.merchant_id`)
 
   const deliveryRow = (d: Delivery) => ({
     id: d.id,
@@ -67,14 +174,13 @@ export const makePgWebhookStore = Effect.gen(function*() {
   /**
    * The order rule of a delivery `d` of a payment: no earlier delivery of its payment to its URL is
    * still open, and no earlier event of its payment is still in the outbox (another process is
-   * draining it). Both claims (a poll's and an attempt's successor) apply it.
+   * draining it). Both claims apply it: a poll's here, an attempt's successor in `recordAttemptsSql`.
    */
-  const nothingBefore = (ended?: string) =>
+  const nothingBefore = () =>
     sql`NOT EXISTS (
           SELECT 1 FROM webhook_deliveries earlier
           WHERE earlier.payment_id = d.payment_id AND earlier.url = d.url
             AND earlier.event_sequence < d.event_sequence AND earlier.status IN ('pending', 'retrying')
-            ${ended === undefined ? sql`` : sql`AND earlier.id <> ${ended}`}
         ) AND NOT EXISTS (
           SELECT 1 FROM payment_events e JOIN webhook_outbox o ON o.event_id = e.id
           WHERE e.payment_id = d.payment_id AND e.sequence < d.event_sequence
@@ -82,30 +188,6 @@ export const makePgWebhookStore = Effect.gen(function*() {
 
   /** When an open delivery `d` is next due: its next attempt, or the end of a live lease on it. */
   const dueAt = () => sql`GREATEST(d.next_attempt_at, coalesce(d.lease_until, d.next_attempt_at))`
-
-  /** `recordAttempt`'s successor when none is to be claimed: no rows. */
-  const noSuccessor = sql`SELECT NULL::text AS id WHERE false`
-
-  /**
-   * `recordAttempt`'s successor claim, a part of its statement gated on `recorded`: the next of
-   * the ended delivery's payment to its URL. The statement sees the ended delivery as it was
-   * (still open), so the order rule leaves it out: its new status, given, is final. A delivery
-   * that stays open after its attempt holds its payment's order: no successor then.
-   */
-  const claimNext = (delivery: Delivery, now: string, lease: Lease) =>
-    delivery.order === null || isOpen(delivery)
-      ? noSuccessor
-      : sql`UPDATE webhook_deliveries SET lease_token = ${lease.token}, lease_until = ${lease.until}
-            WHERE id = (
-              SELECT d.id FROM webhook_deliveries d
-              WHERE EXISTS (SELECT 1 FROM recorded)
-                AND d.payment_id = ${delivery.order.paymentId} AND d.url = ${delivery.url}
-                AND d.event_sequence > ${delivery.order.sequence} AND d.status IN ('pending', 'retrying')
-                AND d.next_attempt_at <= ${now} AND (d.lease_until IS NULL OR d.lease_until <= ${now})
-                AND ${nothingBefore(delivery.id)}
-              ORDER BY d.event_sequence LIMIT 1
-              FOR UPDATE OF d SKIP LOCKED
-            ) RETURNING *`
 
   const drain = (limit: number, build: PollInput["build"]) =>
     run(sql.withTransaction(Effect.gen(function*() {
@@ -173,13 +255,18 @@ export const makePgWebhookStore = Effect.gen(function*() {
             RETURNING *
           )
           SELECT (SELECT coalesce(json_agg(c), '[]'::json) FROM claimed c) AS claimed,
+            (SELECT coalesce(json_agg(json_build_object('id', m.id, 'webhook_secret', m.webhook_secret,
+                'previous_webhook_secret', m.previous_webhook_secret,
+                'previous_live', m.previous_webhook_secret_expires_at > ${input.now})), '[]'::json)
+              FROM merchants m WHERE m.id IN (SELECT merchant_id FROM claimed)) AS secrets,
             (SELECT min(${dueAt()}) FROM webhook_deliveries d
               WHERE d.status IN ('pending', 'retrying') AND d.id NOT IN (SELECT id FROM claimed)) AS next_due`).pipe(
           Effect.map((rows) => {
             const claimed = (rows[0]!.claimed as ReadonlyArray<Row>).map(toDelivery).sort(byDueTime)
             const others = rows[0]!.next_due === null ? Infinity : isoMs(iso(rows[0]!.next_due))
             const nextDueMs = Math.min(others, claimed.length > 0 ? isoMs(lease.until) : Infinity)
-            return { drained, claimed, nextDueMs: nextDueMs === Infinity ? null : nextDueMs }
+            const signing = new Map((rows[0]!.secrets as ReadonlyArray<Row>).map((r) => [r.id as string, secretsOf(r, secrets)] as const))
+            return { drained, claimed, secrets: signing, nextDueMs: nextDueMs === Infinity ? null : nextDueMs }
           })
         )
       }),
@@ -202,40 +289,13 @@ export const makePgWebhookStore = Effect.gen(function*() {
     },
     renewLease: (id, token, now, until) =>
       // The renewal and the merchant's secrets in one statement (one round trip an attempt).
-      run(sql`WITH renewed AS (
-          UPDATE webhook_deliveries SET lease_until = ${until}
-          WHERE id = ${id} AND lease_token = ${token} AND lease_until > ${now} RETURNING merchant_id
-        )
-        SELECT m.id, m.webhook_secret, m.previous_webhook_secret, m.previous_webhook_secret_expires_at > ${now} AS previous_live
-        FROM renewed LEFT JOIN merchants m ON m.id = renewed.merchant_id`).pipe(
-        Effect.map((rows) => (rows.length === 0 ? null : secretsOf(rows[0], secrets)))
-      ),
+      Effect.map(renew([id, until, token, now]), (rows) => (rows.length === 0 ? null : secretsOf(rows[0], secrets))),
     recordAttempt: (delivery, attempt: Attempt, token, successor) =>
-      // One statement (one round trip, no transaction block to open and commit): the update under
-      // the lease token, the attempt's row and the successor's claim, the last two only if the
-      // update found the lease.
-      run(sql`WITH recorded AS (
-          UPDATE webhook_deliveries SET status = ${delivery.status},
-            attempts = ${JSON.stringify(delivery.attempts)}::jsonb, next_attempt_at = ${delivery.nextAttemptAt},
-            first_failed_at = ${delivery.firstFailedAt}, completed_at = ${delivery.completedAt},
-            lease_token = NULL, lease_until = NULL
-          WHERE id = ${delivery.id} AND lease_token = ${token} RETURNING id
-        ), attempt AS (
-          INSERT INTO webhook_attempts (delivery_id, attempt, merchant_id, at, response_status, duration_ms, error, succeeded)
-          SELECT id, ${attempt.attempt}::int, ${delivery.merchantId}::text, ${attempt.at}::timestamptz,
-            ${attempt.responseStatus}::int, ${attempt.durationMs}::int, ${attempt.error}::text, ${attempt.error === null}::boolean
-          FROM recorded
-        ), successor AS (
-          ${successor === undefined ? noSuccessor : claimNext(delivery, successor.now, successor.lease)}
-        )
-        SELECT EXISTS (SELECT 1 FROM recorded) AS recorded,
-          (SELECT row_to_json(s) FROM successor s) AS successor`).pipe(
-        Effect.map((rows) => {
-          if (rows[0]?.recorded !== true) return false
-          const next = rows[0]!.successor as Row | null
-          return next === null ? true : toDelivery(next)
-        })
-      ),
+      // One statement, shared with the attempts that end meanwhile (group commit): the update
+      // under the lease token, the attempt's row and the successor's claim, the last two only if
+      // the update found the lease. A delivery that stays open holds its payment's order: it
+      // claims no successor.
+      recordAttempts({ delivery, attempt, token, successor: delivery.order === null || isOpen(delivery) ? undefined : successor }),
     releaseLease: (id, token) =>
       run(sql`UPDATE webhook_deliveries SET lease_token = NULL, lease_until = NULL
         WHERE id = ${id} AND lease_token = ${token}`).pipe(Effect.asVoid),
@@ -295,4 +355,4 @@ export const makePgWebhookStore = Effect.gen(function*() {
   return store
 })
 
-export const layerPg: Layer.Layer<WebhookStore, never, PgClient.PgClient | AppConfig> = Layer.effect(WebhookStore, makePgWebhookStore)
+export const layerPg: Layer.Layer<WebhookStore, never, PgClient.PgClient | PgPool | AppConfig> = Layer.effect(WebhookStore, makePgWebhookStore)

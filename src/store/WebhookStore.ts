@@ -23,6 +23,11 @@ export interface PollInput {
 export interface PollResult {
   readonly drained: number
   readonly claimed: ReadonlyArray<Delivery>
+  /**
+   * The signing secrets at `now` of each claimed delivery's merchant, by merchant id, as
+   * `renewLease` answers them: an attempt that starts soon after the claim signs with these.
+   */
+  readonly secrets: ReadonlyMap<string, ReadonlyArray<string>>
   /** The earliest moment work becomes due after the claim, in ms (null: none), as `nextDueAt`. */
   readonly nextDueMs: number | null
 }

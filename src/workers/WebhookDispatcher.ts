@@ -32,6 +32,14 @@ export interface DispatcherOptions {
    * interrupted; off, a stop interrupts them at once (their leases are released either way).
    */
   readonly finishAttemptsOnStop: boolean
+  /**
+   * An attempt whose claim came with the merchant's signing secrets read at most this long before
+   * it starts goes without renewing its lease first, when the lease still covers WEBHOOK_TIMEOUT and
+   * half the margin: no other process takes a lease before it ends (a rotated-out secret keeps
+   * signing for 24 hours, so secrets this fresh still verify). Otherwise the attempt renews the
+   * lease and reads the secrets again in one call.
+   */
+  readonly claimFreshMs: number
 }
 
 export const defaultOptions: DispatcherOptions = {
@@ -41,12 +49,21 @@ export const defaultOptions: DispatcherOptions = {
   queueCapacity: 1000,
   concurrencyPerEndpoint: 8,
   leaseMarginMs: 30_000,
-  finishAttemptsOnStop: false
+  finishAttemptsOnStop: false,
+  claimFreshMs: 5_000
 }
 
 interface Claim {
   readonly delivery: Delivery
   readonly token: string
+  /** When the claim's lease ends (ms). */
+  readonly leaseUntilMs: number
+  /**
+   * The merchant's signing secrets as read with the claim (a poll's, or by the attempt before
+   * it for a successor; null: not read), and when they were read.
+   */
+  readonly secrets: ReadonlyArray<string> | null
+  readonly secretsReadAtMs: number
 }
 
 /** A worker's place among its mailbox's takers while it waits (null: not waiting). */
@@ -138,6 +155,8 @@ export const run = (options: DispatcherOptions = defaultOptions) =>
     const clock = yield* Clock.Clock
     const timer = yield* callbackTimerOf(clock)
     const leaseMs = config.webhookTimeoutMs + options.leaseMarginMs
+    /** What a lease must still cover at an attempt's start for the attempt to go without renewing it. */
+    const freshLeaseNeedMs = config.webhookTimeoutMs + options.leaseMarginMs / 2
     /** Endpoints' mailboxes by merchant, then URL (no key text built per claim), and all of them. */
     const actors = new Map<string, Map<string, Mailbox>>()
     const mailboxes: Array<Mailbox> = []
@@ -213,20 +232,25 @@ export const run = (options: DispatcherOptions = defaultOptions) =>
      * stretch of synchronous work in one callback (a generator costs an iterator step and a
      * continuation per `yield*`, ~1 in 4 of an attempt's Effect instructions).
      */
-    const attempt = ({ delivery, token }: Claim) =>
+    const attempt = ({ secretsReadAtMs, delivery, leaseUntilMs, secrets, token }: Claim) =>
       Effect.suspend(() => {
         const atMs = Math.floor(clock.currentTimeMillisUnsafe())
         const at = isoAt(atMs)
+        // A fresh claim's lease is ours (no other process takes it before it ends) and covers
+        // the attempt with room to spare: it goes at once, signed with the secrets the claim read.
+        if (secrets !== null && atMs - secretsReadAtMs <= options.claimFreshMs && atMs + freshLeaseNeedMs <= leaseUntilMs) {
+          return send(delivery, token, secrets, secretsReadAtMs, atMs, at)
+        }
         // Renewing proves the lease is still ours (a claim that waited too long is someone else's
         // now); the same call answers the secrets to sign with.
         return Effect.flatMap(
           store.renewLease(delivery.id, token, at, isoAt(atMs + leaseMs)),
-          (secrets) => (secrets === null ? Effect.void : send(delivery, token, secrets, atMs, at))
+          (secrets) => (secrets === null ? Effect.void : send(delivery, token, secrets, atMs, atMs, at))
         )
       })
 
-    /** The POST of an attempt whose lease was renewed at `at`, then its record. */
-    const send = (delivery: Delivery, token: string, secrets: ReadonlyArray<string>, atMs: number, at: string) => {
+    /** The POST of an attempt that starts at `at` with `secrets` read at `secretsAtMs`, then its record. */
+    const send = (delivery: Delivery, token: string, secrets: ReadonlyArray<string>, secretsAtMs: number, atMs: number, at: string) => {
       const startMs = clock.currentTimeMillisUnsafe()
       if (delivery.nextAttemptAt !== null) {
         Metrics.record(Metrics.webhookDeliveryLag, Math.max(0, startMs - isoMs(delivery.nextAttemptAt)) / 1000)
@@ -266,12 +290,14 @@ export const run = (options: DispatcherOptions = defaultOptions) =>
         if (delivery.order === null || isOpen(next.delivery) || stopping) {
           return Effect.flatMap(store.recordAttempt(next.delivery, next.attempt, token, undefined), (answer) => recorded(answer !== false))
         }
-        const successor = { now: endAt, lease: { token, until: isoAt(endMs + leaseMs) } }
+        const successorUntilMs = endMs + leaseMs
+        const successor = { now: endAt, lease: { token, until: isoAt(successorUntilMs) } }
         return Effect.uninterruptible(Effect.flatMap(store.recordAttempt(next.delivery, next.attempt, token, successor), (answer) => {
           if (answer === true || answer === false) return recorded(answer)
           // Recorded, and a successor claimed: a store failure handing it out (a full mailbox's
           // claim given back) is not this attempt's; the successor's lease ends and it is taken over.
-          const handed = handOut([answer], token, 0)
+          // Same merchant: it signs with this attempt's secrets, as fresh as they were for this one.
+          const handed = handOut([answer], token, successorUntilMs, secretsByMerchant(delivery.merchantId, secrets), secretsAtMs, 0)
           if (handed === Effect.void) return recorded(true)
           return Effect.flatMap(
             Effect.catch(handed, (error) =>
@@ -340,18 +366,29 @@ export const run = (options: DispatcherOptions = defaultOptions) =>
      * When a give-back fails, the claims not handed out yet are given back too (best effort), for
      * the next poll: not left under a lease nobody works until it ends.
      */
-    const handOut = (claimed: ReadonlyArray<Delivery>, token: string, from: number): Effect.Effect<void, StoreUnavailable> => {
+    const handOut = (
+      claimed: ReadonlyArray<Delivery>,
+      token: string,
+      leaseUntilMs: number,
+      secrets: ReadonlyMap<string, ReadonlyArray<string>>,
+      secretsReadAtMs: number,
+      from: number
+    ): Effect.Effect<void, StoreUnavailable> => {
       for (let i = from; i < claimed.length; i++) {
         const delivery = claimed[i]!
         const mailbox = actors.get(delivery.merchantId)?.get(delivery.url)
-        if (mailbox === undefined) return Effect.flatMap(startActor(delivery.merchantId, delivery.url), () => handOut(claimed, token, i))
-        if (!mailbox.offer({ delivery, token })) {
+        if (mailbox === undefined) {
+          return Effect.flatMap(startActor(delivery.merchantId, delivery.url), () => handOut(claimed, token, leaseUntilMs, secrets, secretsReadAtMs, i))
+        }
+        if (!mailbox.offer({ delivery, token, leaseUntilMs, secrets: secrets.get(delivery.merchantId) ?? null, secretsReadAtMs })) {
           const givenBack = Effect.tapError(store.releaseLease(delivery.id, token), () => giveBackRest(claimed, token, i + 1))
-          return Effect.flatMap(givenBack, () => handOut(claimed, token, i + 1))
+          return Effect.flatMap(givenBack, () => handOut(claimed, token, leaseUntilMs, secrets, secretsReadAtMs, i + 1))
         }
       }
       return Effect.void
     }
+    const secretsByMerchant = (merchantId: string, secrets: ReadonlyArray<string>): ReadonlyMap<string, ReadonlyArray<string>> =>
+      new Map([[merchantId, secrets]])
     const giveBackRest = (claimed: ReadonlyArray<Delivery>, token: string, from: number) =>
       Effect.forEach(claimed.slice(from), (delivery) => Effect.ignore(store.releaseLease(delivery.id, token)), { discard: true })
 
@@ -397,16 +434,17 @@ export const run = (options: DispatcherOptions = defaultOptions) =>
       // Announced before the store is read, so a retry recorded meanwhile still wakes the wait after it.
       sleepingUntilMs = nowMs + options.pollIntervalMs
       let token = ""
-      const lease = () => ({ token: token = ids.secret("lease_"), until: isoAt(nowMs + leaseMs) })
+      const leaseUntilMs = nowMs + leaseMs
+      const lease = () => ({ token: token = ids.secret("lease_"), until: isoAt(leaseUntilMs) })
       return Effect.matchCauseEffect(
         store.poll({ drainLimit: options.batchSize, drainBatches: 10, build: webhooks.deliveryBuilder(now), now, lease, claimLimit: options.batchSize }),
         {
           onFailure: pollEnded,
-          onSuccess: ({ claimed, nextDueMs }) => {
+          onSuccess: ({ claimed, nextDueMs, secrets }) => {
             polledNextDueMs = nextDueMs === null ? Infinity : nextDueMs
             // A full batch polls again at once, without a wait.
             if (claimed.length === options.batchSize) sleepingUntilMs = Number.NEGATIVE_INFINITY
-            const handed = handOut(claimed, token, 0)
+            const handed = handOut(claimed, token, leaseUntilMs, secrets, nowMs, 0)
             return handed === Effect.void ? Effect.succeed(claimed.length) : Effect.catch(Effect.as(handed, claimed.length), handOutFailed)
           }
         }

@@ -1,14 +1,18 @@
 import { execFile } from "node:child_process"
-import { resolve } from "node:path"
+import { mkdtempSync, rmSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join, resolve } from "node:path"
 import pg from "pg"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { startEmbeddedPostgres } from "../../src/platform/Database.ts"
 import { client, createTransaction, startApp, type TestApp } from "../support/app.ts"
+import { freshShellEnv } from "../support/childEnv.ts"
 import { freshDatabase } from "../support/database.ts"
 
-// The command line (CONTRACT section 4): run as a child process, as an operator would.
+// The command line (CONTRACT section 4): run as a child process, as an operator would, through
+// the same launcher as `npx payments` (bin/payments.mjs, which runs the bundle of src/main.ts).
 
 const root = resolve(import.meta.dirname, "../..")
-const tsx = resolve(root, "node_modules/.bin/tsx")
 
 interface Run {
   readonly code: number
@@ -16,15 +20,20 @@ interface Run {
   readonly stderr: string
 }
 
-const cli = (databaseUrl: string, args: ReadonlyArray<string>, env: Record<string, string> = {}) =>
+/** `payments ARGS` with `env` added to a fresh shell's environment (no DATABASE_URL unless given). */
+const payments = (args: ReadonlyArray<string>, env: Record<string, string>) =>
   new Promise<Run>((done) => {
     execFile(
-      tsx,
-      ["src/main.ts", ...args],
-      { cwd: root, env: { ...process.env, ...env, DATABASE_URL: databaseUrl }, timeout: 60_000 },
+      process.execPath,
+      ["bin/payments.mjs", ...args],
+      // The first run after a source change builds the bundle: seconds on a busy two-core host.
+      { cwd: root, env: freshShellEnv(env), timeout: 120_000 },
       (error, stdout, stderr) => done({ code: error === null ? 0 : Number(error.code ?? 1), stdout, stderr })
     )
   })
+
+const cli = (databaseUrl: string, args: ReadonlyArray<string>, env: Record<string, string> = {}) =>
+  payments(args, { ...env, DATABASE_URL: databaseUrl })
 
 const query = async (databaseUrl: string, text: string) => {
   const connection = new pg.Client({ connectionString: databaseUrl })
@@ -64,6 +73,8 @@ describe("merchant create", () => {
   it("prints exactly one JSON object with the merchant and its first key, which works against the API", async () => {
     const run = await cli(url, ["merchant", "create", "--name", "CLI Shop", "--webhook-url", "https://example.com/hook"])
     expect(run.code).toBe(0)
+    // From the bundle, not the slower fallback through tsx.
+    expect(run.stderr).not.toContain("through tsx")
     const lines = run.stdout.split("\n").filter((line) => line.trim() !== "")
     expect(lines).toHaveLength(1)
     const printed = JSON.parse(lines[0]!)
@@ -137,5 +148,25 @@ describe("settle", () => {
     const again = await cli(url, ["settle"])
     expect(JSON.parse(again.stdout)).toEqual({ settled: 0 })
     expect((await api.get("/api/v1/merchants/me/balance")).body.balances).toEqual(after)
+  })
+})
+
+describe("beside a running service's embedded PostgreSQL", () => {
+  it("uses the server another process started and leaves it running, without claiming to stop it", async () => {
+    // As `npm start` leaves it: the embedded server under PAYMENTS_DATA_DIR/postgres, started by another process.
+    const dataDirectory = mkdtempSync(join(tmpdir(), "payments-cli-data-"))
+    const server = await startEmbeddedPostgres({ directory: join(dataDirectory, "postgres"), persistent: false, flags: ["-c", "fsync=off"] })
+    try {
+      const run = await payments(["merchant", "create", "--name", "Beside"], { PAYMENTS_DATA_DIR: dataDirectory })
+      expect(run.code, run.stderr).toBe(0)
+      expect(JSON.parse(run.stdout).merchant).toMatchObject({ name: "Beside" })
+      expect(run.stderr).toContain("embedded PostgreSQL already running")
+      expect(run.stderr).not.toContain("embedded PostgreSQL stopped")
+      // Still up, with the merchant the command created.
+      expect(await query(server.url, "SELECT name FROM merchants")).toEqual([{ name: "Beside" }])
+    } finally {
+      await server.stop()
+      rmSync(dataDirectory, { recursive: true, force: true })
+    }
   })
 })

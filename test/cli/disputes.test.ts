@@ -4,18 +4,19 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { disputeFeeCents, processingFeeCents } from "../../src/domain/Money.ts"
 import { client, createTransaction, startApp, type TestApp } from "../support/app.ts"
 
-// `payments dispute open|resolve` (issue 13): the operator speaks for the card network through the
-// service operation an acquirer notification takes; run as a child process on the app's database.
+// `payments dispute open|resolve`: the operator speaks for the card network through the service
+// operation an acquirer notification takes; run as `npx payments` runs it (bin/payments.mjs), as a
+// child process on the app's database.
 
 const root = resolve(import.meta.dirname, "../..")
-const tsx = resolve(root, "node_modules/.bin/tsx")
 
 const cli = (databaseUrl: string, args: ReadonlyArray<string>) =>
   new Promise<{ code: number; stdout: string; stderr: string }>((done) => {
     execFile(
-      tsx,
-      ["src/main.ts", ...args],
-      { cwd: root, env: { ...process.env, DATABASE_URL: databaseUrl }, timeout: 60_000 },
+      process.execPath,
+      ["bin/payments.mjs", ...args],
+      // The first run after a source change builds the bundle: seconds on a busy two-core host.
+      { cwd: root, env: { ...process.env, DATABASE_URL: databaseUrl }, timeout: 120_000 },
       (error, stdout, stderr) => done({ code: error === null ? 0 : Number(error.code ?? 1), stdout, stderr })
     )
   })

@@ -11,7 +11,7 @@ import { client, createTransaction, errorOf, startApp, type Client, type TestApp
 import { pgStoreLayer } from "../support/database.ts"
 import { answer, engineLayer, eventually, startReceiver, verifySignature } from "../webhooks/support.ts"
 
-// Disputes end to end on PostgreSQL (issue 13): acquirer notifications through the service
+// Disputes end to end on PostgreSQL: acquirer notifications through the service
 // operation, everything observed through the HTTP API.
 
 let app: TestApp

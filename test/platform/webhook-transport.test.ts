@@ -11,12 +11,15 @@ let server: Server
 let port = 0
 let received = 0
 let targetHits = 0
+let abandoned = 0
 beforeAll(async () => {
   server = createServer((request, response) => {
     received++
     if (request.url === "/moved") return void response.writeHead(302, { location: `http://127.0.0.1:${port}/target` }).end()
     if (request.url === "/target") targetHits++
     if (request.url === "/reset") return void request.socket.destroy()
+    if (request.url === "/silent") return void request.on("close", () => abandoned++)
+    if (request.url === "/large") return void response.writeHead(500).end("x".repeat(3000) + "é".repeat(3000))
     response.writeHead(200).end("ok")
   })
   await new Promise<void>((done) => server.listen(0, "127.0.0.1", done))
@@ -26,6 +29,15 @@ beforeAll(async () => {
 afterAll(async () => {
   await new Promise((done) => server.close(done))
 })
+
+const postWithin = (url: string, timeoutMs: number) =>
+  Effect.runPromise(
+    Effect.flatMap(WebhookTransport, (transport) =>
+      transport.postWithin === undefined ? Effect.die("the live clock's transport applies the timeout itself") : transport.postWithin({ url, headers: {}, body: "{}" }, timeoutMs)).pipe(
+        Effect.provide(transportLayer),
+        Effect.provide(Config.layerWith(Config.defaultsWith({ webhookAllowPrivateUrls: true })))
+      )
+  )
 
 const post = (url: string, allowPrivate: boolean) =>
   Effect.runPromise(
@@ -77,5 +89,26 @@ describe("the production webhook transport and what an endpoint does to a POST",
     const closedPort = typeof address === "object" && address !== null ? address.port : 0
     await new Promise((done) => closed.close(done))
     expect(await post(`http://127.0.0.1:${closedPort}/hook`, true)).toEqual({ _tag: "Failed", error: "connection error: ECONNREFUSED" })
+  })
+})
+
+describe("the production webhook transport on the live clock", () => {
+  it("applies the timeout itself: a socket that never answers is a timeout, and the request is abandoned", async () => {
+    const before = abandoned
+    expect(await postWithin(`http://127.0.0.1:${port}/silent`, 50)).toEqual({ _tag: "Failed", error: "timeout: no answer within 50 ms" })
+    await expect.poll(() => abandoned).toBe(before + 1)
+  })
+
+  it("an answer within the timeout is the answer", async () => {
+    expect(await postWithin(`http://127.0.0.1:${port}/hook`, 10_000)).toEqual({ _tag: "Answered", status: 200, snippet: "ok" })
+  })
+
+  it("reads at most the first 4,096 bytes of an answer", async () => {
+    const result = await post(`http://127.0.0.1:${port}/large`, true)
+    expect(result._tag).toBe("Answered")
+    if (result._tag !== "Answered") return
+    expect(result.status).toBe(500)
+    expect(Buffer.byteLength(result.snippet)).toBeLessThanOrEqual(4096)
+    expect(result.snippet.startsWith("x".repeat(3000) + "é".repeat(500))).toBe(true)
   })
 })

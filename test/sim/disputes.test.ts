@@ -6,7 +6,7 @@ import { defaultOptions, formatFaults, noFaults, parseFaults, type SimOptions } 
 import { runSimulation } from "../../sim/Simulator.ts"
 import { accepted, assessmentWithScore, createInput, makeWorld } from "../domain/fixtures.ts"
 
-// Disputes in the simulator (issue 13): injected at a rate, with crashes and store faults around
+// Disputes in the simulator: injected at a rate, with crashes and store faults around
 // them; the auditor checks reserved money is conserved and every dispute resolves exactly once.
 
 const small = (overrides: Partial<SimOptions>): SimOptions => ({ ...defaultOptions, merchants: 3, payments: 120, hours: 6, ...overrides })

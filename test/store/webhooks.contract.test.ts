@@ -72,9 +72,17 @@ const webhookStoreContract = (name: string, layer: () => Layer.Layer<Store | Web
         expect(yield* store.renewLease("whd_2", "d", at(26), at(28))).toEqual(["whsec_new", "whsec_c"])
         expect(yield* store.renewLease("whd_2", "d", at(28), at(29))).toBeNull()
         // Up to the overlap's last instant both sign; from its end (exclusive), the new one alone.
-        expect((yield* claim(store, at(28), { token: "e", until: at(40) }, 10)).map((d) => d.id).sort()).toEqual(["whd_1", "whd_2"])
+        // A poll answers them too, for the merchants of what it claimed, at its `now`.
+        const polledE = yield* store.poll({ drainLimit: 1, drainBatches: 0, build: () => null, now: at(28), lease: () => ({ token: "e", until: at(40) }), claimLimit: 10 })
+        expect(polledE.claimed.map((d) => d.id).sort()).toEqual(["whd_1", "whd_2"])
+        expect([...polledE.secrets]).toEqual([["mer_c", ["whsec_new", "whsec_c"]]])
         expect(yield* store.renewLease("whd_1", "e", at(29), at(40))).toEqual(["whsec_new", "whsec_c"])
         expect(yield* store.renewLease("whd_1", "e", at(30), at(40))).toEqual(["whsec_new"])
+        // A poll that claims nothing answers no secrets.
+        expect([...(yield* store.poll({ drainLimit: 1, drainBatches: 0, build: () => null, now: at(31), lease: () => ({ token: "f", until: at(50) }), claimLimit: 10 })).secrets]).toEqual([])
+        const polledG = yield* store.poll({ drainLimit: 1, drainBatches: 0, build: () => null, now: at(40), lease: () => ({ token: "g", until: at(50) }), claimLimit: 10 })
+        expect(polledG.claimed).toHaveLength(2)
+        expect([...polledG.secrets]).toEqual([["mer_c", ["whsec_new"]]])
       }).pipe(Effect.provide(layer())))
 
     it.effect("claims a payment's delivery only when no earlier one of that payment to that URL is open", () =>
@@ -108,6 +116,48 @@ const webhookStoreContract = (name: string, layer: () => Layer.Layer<Store | Web
         // Open: whd_3..6, all leased, so none is due.
         expect(yield* store.backlog(at(40))).toEqual({ open: 4, due: 0, oldestDueAt: null })
         expect(yield* store.backlog(at(100))).toEqual({ open: 4, due: 4, oldestDueAt: at(3) })
+      }).pipe(Effect.provide(layer())))
+
+    it.effect("attempts recorded at the same time (one statement on PostgreSQL) each get their own outcome and their own successor", () =>
+      Effect.gen(function*() {
+        yield* Effect.flatMap(Store, (s) => s.insertMerchant(merchant, apiKey))
+        const store = yield* WebhookStore
+        const payments = Array.from({ length: 8 }, (_, p) => p)
+        // Eight payments of two events each, and one unordered delivery.
+        for (const p of payments) {
+          yield* store.insertDelivery({ ...delivery(10 + 2 * p), order: { paymentId: `pay_${p}`, sequence: 1 } })
+          yield* store.insertDelivery({ ...delivery(11 + 2 * p), order: { paymentId: `pay_${p}`, sequence: 2 } })
+        }
+        yield* store.insertDelivery(delivery(26))
+        const firsts = yield* claim(store, at(30), { token: "a", until: at(100) }, 20)
+        expect(firsts.map((d) => d.id).sort()).toEqual([...payments.map((p) => `whd_${10 + 2 * p}`), "whd_26"].sort())
+        const answered = (d: Delivery) => afterAttempt(d, at(31), { _tag: "Answered", status: 200, snippet: "", durationMs: 5 }, [60_000], at(31))
+        // All at once: the even payments' holder is "a"; the odd ones are recorded with a wrong token.
+        const outcomes = yield* Effect.all(
+          firsts.map((d) => {
+            const done = answered(d)
+            const odd = d.order !== null && Number(d.order.paymentId.slice(4)) % 2 === 1
+            return store.recordAttempt(done.delivery, done.attempt, odd ? "wrong" : "a", { now: at(31), lease: { token: `s_${d.id}`, until: at(100) } })
+          }),
+          { concurrency: "unbounded" }
+        )
+        const byId = new Map(firsts.map((d, i) => [d.id, outcomes[i]!]))
+        for (const p of payments) {
+          const outcome = byId.get(`whd_${10 + 2 * p}`)
+          if (p % 2 === 1) expect(outcome).toBe(false)
+          else expect(typeof outcome === "object" ? outcome.id : outcome).toBe(`whd_${11 + 2 * p}`)
+        }
+        expect(byId.get("whd_26")).toBe(true)
+        // Each successor is leased to the token given with its own predecessor.
+        for (const p of payments.filter((p) => p % 2 === 0)) {
+          expect(yield* store.renewLease(`whd_${11 + 2 * p}`, `s_whd_${10 + 2 * p}`, at(32), at(100))).toEqual(["whsec_c"])
+        }
+        // The wrong token recorded nothing: those deliveries are still open under "a", their successors unclaimed.
+        for (const p of payments.filter((p) => p % 2 === 1)) {
+          expect((yield* store.getDelivery("mer_c", `whd_${10 + 2 * p}`))!.attempts).toEqual([])
+          expect(yield* store.renewLease(`whd_${11 + 2 * p}`, `s_whd_${10 + 2 * p}`, at(32), at(100))).toBeNull()
+        }
+        expect((yield* store.stats("mer_c", at(0))).attemptsLastDay).toBe(5)
       }).pipe(Effect.provide(layer())))
 
     it.effect("the successor of an ended delivery is claimed at once: next in its payment's order to its URL, due, unleased", () =>

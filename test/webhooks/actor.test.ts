@@ -45,6 +45,34 @@ describe("webhook endpoint actors", () => {
     expect(h.logs).toHaveLength(1)
   })
 
+  it("an attempt right after its claim signs with the secrets the claim read, without renewing its lease; one that waited past claimFreshMs renews first", () => {
+    const renewals: Array<number> = []
+    const h: VirtualWebhooks = new VirtualWebhooks({
+      startMs: t0,
+      respond: () => after(6_000, status(200)),
+      wrapStore: (store) => ({
+        ...store,
+        renewLease: (...args) => Effect.suspend(() => {
+          renewals.push(h.nowMs)
+          return store.renewLease(...args)
+        })
+      })
+    })
+    merchant(h, "mer_a", "https://a.example/hook")
+    seedEvent(h.state, { id: "evt_1", merchantId: "mer_a", atMs: t0 })
+    seedEvent(h.state, { id: "evt_2", merchantId: "mer_a", atMs: t0 })
+    // One worker: both claimed by one poll at t0, the second waits 6 s for the first to be answered.
+    h.start({}, { pollIntervalMs: day, concurrencyPerEndpoint: 1 })
+    expect(WebhookDispatcher.defaultOptions.claimFreshMs).toBe(5_000)
+    h.runUntil(t0 + 12_000)
+    expect(h.posts.map((p) => [p.atMs, p.end])).toEqual([[t0, "answered"], [t0 + 6_000, "answered"]])
+    // The first went at once on its claim; the second's claim was 6 s old: renewed at its start.
+    expect(renewals).toEqual([t0 + 6_000])
+    // Both signed with the merchant's secret.
+    for (const post of h.posts) expect(post.headers["x-service-signature"]).toMatch(/^t=\d+,v1=[0-9a-f]{64}$/)
+    expect(h.deliveries("mer_a").map((d) => d.status)).toEqual(["succeeded", "succeeded"])
+  })
+
   it("a full mailbox's claim the store fails to take back waits for its lease; the poll's claims after it are given back for the next poll", () => {
     let failReleases = 1
     const h = new VirtualWebhooks({
