@@ -454,7 +454,7 @@ export const transportBug = (bug: PlantedBug, transport: WebhookTransportShape):
     case "duplicate-post":
       return {
         post: (request) =>
-          oneIn(10, request.headers["x-service-event-id"] ?? "") ? Effect.zipRight(transport.post(request), transport.post(request)) : transport.post(request)
+          oneIn(10, request.headers["x-service-event-id"] ?? "") ? Effect.andThen(transport.post(request), transport.post(request)) : transport.post(request)
       }
     default:
       return transport
