@@ -21,14 +21,14 @@ const bug = process.env.PLANTED_BUG ?? "refund-over-remainder"
 if (!isPlantedBug(bug)) throw new Error(`PLANTED_BUG: no planted bug ${bug}`)
 
 const planted = InfrastructureLive.pipe(
-  Layer.map((context) => {
+  Layer.flatMap((context) => {
     const store = Context.get(context, Store)
-    return Context.add(context, Store, {
+    return Layer.succeedContext(Context.add(context, Store, {
       ...store,
       // Decision-level bugs need the refused decision: commands take the locking path.
       readForCommand: undefined,
       updatePayment: (target, decide) => store.updatePayment(target, decisionBug(bug, decide))
-    })
+    }))
   })
 )
 
