@@ -69,11 +69,13 @@ const RootLive = HttpRouter.add(
 export const HttpRoutesLive = Layer.mergeAll(ApiLive, HttpApiScalar.layer(PaymentsApi, { path: "/docs" }), RootLive)
 
 /** The production infrastructure: configuration, database (embedded when no DATABASE_URL), ids, sandbox acquirer. */
-export const InfrastructureLive = PgStore.layerPg.pipe(
-  Layer.provideMerge(Database.layer),
-  Layer.provideMerge(Layer.mergeAll(Ids.layer, Acquirer.layerSandbox, WebhookTransport.layer)),
-  Layer.provideMerge(Config.layer)
-)
+export const infrastructureWith = <E>(config: Layer.Layer<Config.AppConfig, E>) =>
+  PgStore.layerPg.pipe(
+    Layer.provideMerge(Database.layer),
+    Layer.provideMerge(Layer.mergeAll(Ids.layer, Acquirer.layerSandbox, WebhookTransport.layer)),
+    Layer.provideMerge(config)
+  )
+export const InfrastructureLive = infrastructureWith(Config.layer)
 
 /** The HTTP server with a graceful stop (src/http/Drain.ts). */
 export const serverLayer = (port: number, host = "127.0.0.1") => Drain.serverLayer(HttpRoutesLive, port, host)
