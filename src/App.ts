@@ -1,4 +1,4 @@
-import { Effect, Layer } from "effect"
+import { Cause, Effect, Exit, Layer, Runtime } from "effect"
 import { HttpRouter, HttpServerResponse } from "effect/http"
 import { HttpApiBuilder, HttpApiScalar } from "effect/http-api"
 import * as Acquirer from "./acquirer/Acquirer.ts"
@@ -92,3 +92,13 @@ export const AppLive = <E>(port: number, host: string, startup: Layer.Layer<neve
     Layer.provideMerge(Instance.layer),
     Layer.provideMerge(InfrastructureLive)
   )
+
+/**
+ * How the process exits: a stop by SIGTERM or SIGINT (the run interrupted, and nothing else
+ * wrong) is a clean exit, 0, as an operator and a supervisor expect of a graceful stop; anything
+ * else as Effect's default teardown says (1 for a failure). Effect 4's default exits 130 on an
+ * interruption.
+ */
+export const teardown: Runtime.Teardown = (exit, onExit) =>
+  Exit.isFailure(exit) && Cause.hasInterruptsOnly(exit.cause) ? onExit(0) : Runtime.defaultTeardown(exit, onExit)
+

@@ -2,7 +2,7 @@ import { NodeRuntime } from "@effect/platform-node"
 import { Cause, Console, Effect, Layer } from "effect"
 import { mkdirSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
-import { AppLive, InfrastructureLive, ServicesLive } from "./App.ts"
+import { AppLive, InfrastructureLive, ServicesLive, teardown } from "./App.ts"
 import * as Wire from "./http/api/Wire.ts"
 import { AppConfig } from "./platform/Config.ts"
 import * as Config from "./platform/Config.ts"
@@ -179,5 +179,5 @@ const describeFailure = (cause: Cause.Cause<unknown>) => {
 Effect.suspend(() => program(process.argv.slice(2))).pipe(
   Effect.provide(Logging.layerFromEnvironment),
   Effect.tapCause((cause) => (Cause.hasInterruptsOnly(cause) ? Effect.void : Console.error(describeFailure(cause)))),
-  NodeRuntime.runMain({ disableErrorReporting: true })
+  NodeRuntime.runMain({ disableErrorReporting: true, teardown })
 )

@@ -8,7 +8,7 @@
  */
 import { NodeRuntime } from "@effect/platform-node"
 import { Context, Effect, Layer } from "effect"
-import { InfrastructureLive, ServicesLive, serverLayer } from "../../src/App.ts"
+import { InfrastructureLive, ServicesLive, serverLayer, teardown } from "../../src/App.ts"
 import * as Config from "../../src/platform/Config.ts"
 import * as Instance from "../../src/platform/Instance.ts"
 import { Store } from "../../src/store/Store.ts"
@@ -40,5 +40,6 @@ const app = (port: number) =>
   )
 
 NodeRuntime.runMain(
-  Effect.flatMap(Config.AppConfig, (config) => Layer.launch(app(config.port))).pipe(Effect.provide(Config.layer))
+  Effect.flatMap(Config.AppConfig, (config) => Layer.launch(app(config.port))).pipe(Effect.provide(Config.layer)),
+  { teardown }
 )
