@@ -1,5 +1,5 @@
 // Writes the OpenAPI document derived from the HttpApi (the one GET /api/v1/openapi.json serves) to the given file.
-import { OpenApi } from "@effect/platform"
+import { OpenApi } from "effect/http-api"
 import { writeFileSync } from "node:fs"
 import { PaymentsApi } from "../src/http/api/Api.ts"
 

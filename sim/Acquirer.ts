@@ -76,7 +76,7 @@ export const makeSimulatedAcquirer = (prng: Prng, faults: FaultRates) => {
     authorize: (request) =>
       Effect.suspend(() => {
         const call = nextCall(request)
-        if (call.answer === "transport-failure") return Effect.zipRight(Effect.sleep(call.latencyMs), Effect.fail(transportFailure))
+        if (call.answer === "transport-failure") return Effect.andThen(Effect.sleep(call.latencyMs), Effect.fail(transportFailure))
         const outcome = call.answer
         return outcome === null ? Effect.never : Effect.as(Effect.sleep(call.latencyMs), outcome)
       }),
@@ -86,7 +86,7 @@ export const makeSimulatedAcquirer = (prng: Prng, faults: FaultRates) => {
       Effect.suspend(() => {
         const call = nextCall(request)
         if (call.latencyMs >= timeoutMs) return Effect.as(Effect.sleep(timeoutMs), null)
-        if (call.answer === "transport-failure") return Effect.zipRight(Effect.sleep(call.latencyMs), Effect.fail(transportFailure))
+        if (call.answer === "transport-failure") return Effect.andThen(Effect.sleep(call.latencyMs), Effect.fail(transportFailure))
         return Effect.as(Effect.sleep(call.latencyMs), call.answer)
       })
   }

@@ -789,7 +789,10 @@ export const auditedStore = (
   }
   const whole = (split: SplitCommit) => (...args: Array<unknown>) => {
     const { effect, seen } = split(args)
-    return Effect.tap(effect, seen)
+    return Effect.map(effect, (outcome) => {
+      seen(outcome)
+      return outcome
+    })
   }
   return {
     commits,

@@ -1,4 +1,4 @@
-import { Effect, Exit } from "effect"
+import { Cause, Effect, Exit, Fiber, Option } from "effect"
 import type { DisputeNotification, DisputeOutcome } from "../src/domain/Dispute.ts"
 import { disputeReasons } from "../src/domain/Dispute.ts"
 import type { Payment } from "../src/domain/Payment.ts"
@@ -8,6 +8,12 @@ import type { Auditor } from "./Auditor.ts"
 import type { Prng } from "./Prng.ts"
 import type { SimulatedService } from "./Service.ts"
 import type { Trace } from "./Trace.ts"
+
+/**
+ * Runs `effect` on a fiber of its own and waits for it; interrupted, the wait ends at once and the
+ * effect runs on (Effect 3's `Effect.disconnect`).
+ */
+const disconnect = <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.flatMap(Effect.forkDetach(effect), Fiber.join)
 
 /**
  * Disputes in the simulation: the simulated card network disputes a fraction
@@ -101,7 +107,7 @@ export const makeDisputeInjector = (input: {
         const exit = yield* service.withServices(Effect.flatMap(Payments, (p) => p.applyDisputeNotification(notification))).pipe(
           // A crash right after the commit never answers: the network times out and sends again,
           // without waiting for the dead call to unwind (it may be inside an uninterruptible region).
-          Effect.disconnect,
+          disconnect,
           Effect.timeout(acknowledgementTimeoutMs),
           Effect.exit
         )
@@ -109,7 +115,7 @@ export const makeDisputeInjector = (input: {
           trace.record(`dispute ${what} ${notification.paymentId} ${notification.acquirerDisputeId} ${exit.value.applied ? "applied" : "already applied"}`)
           return "accepted" as const
         }
-        const failure = exit.cause._tag === "Fail" ? exit.cause.error : null
+        const failure = Option.getOrNull(Cause.findErrorOption(exit.cause))
         if (failure !== null && typeof failure === "object" && "_tag" in failure &&
           (failure._tag === "InvalidState" || failure._tag === "InvalidInput" || failure._tag === "NotFound")) {
           trace.record(`dispute ${what} ${notification.paymentId} ${notification.acquirerDisputeId} refused (${failure._tag})`)
@@ -168,7 +174,7 @@ export const makeDisputeInjector = (input: {
   /** Forks `effect` as a dispute in progress (interruptible: see `consider`). */
   const inBackground = (effect: Effect.Effect<void>) => {
     running++
-    return Effect.asVoid(Effect.forkDaemon(Effect.interruptible(Effect.ensuring(effect, Effect.sync(() => void running--)))))
+    return Effect.asVoid(Effect.forkDetach(Effect.interruptible(Effect.ensuring(effect, Effect.sync(() => void running--)))))
   }
 
   const script = (payment: Payment) =>

@@ -212,7 +212,7 @@ export const makeSimulatedEndpoints = (
 
   /**
    * The clock's callback timer (null: none, as with `TestClock`; undefined until the first POST
-   * asks): waiting on it is one `Effect.async`, where `Effect.sleep` then a map take three more steps.
+   * asks): waiting on it is one `Effect.callback`, where `Effect.sleep` then a map take three more steps.
    */
   let timer: CallbackTimer | null | undefined
   /** `Effect.map(Effect.sleep(ms), f)`: `f` runs when the fiber resumes after `ms`, as it would after the sleep. */
@@ -225,7 +225,7 @@ export const makeSimulatedEndpoints = (
       })
     }
     if (t === null) return Effect.map(Effect.sleep(ms), f)
-    return Effect.async<A>((resume) => {
+    return Effect.callback<A>((resume) => {
       t(ms, () => resume(Effect.sync(f)))
     })
   }
@@ -327,11 +327,11 @@ export const makeSimulatedEndpoints = (
           return timeoutMs === null ? Effect.never : after(timeoutMs, () => timedOut(timeoutMs))
         })
       }
-      // With the clock's callback timer (known from the first POST on): one `Effect.async` whose
+      // With the clock's callback timer (known from the first POST on): one `Effect.callback` whose
       // registration, run when the effect runs, reads the fence, receives the POST and sets the
       // answer's timer (a suspend returning the async took one step more). As above, the answer
       // (or the timeout) is read when the fiber resumes.
-      return Effect.async<TransportResult>((resume) => {
+      return Effect.callback<TransportResult>((resume) => {
         if (fence !== null && fence.dead) return resume(Effect.interrupt)
         const fate = receive(request)
         if (fate._tag === "Refused") return resume(Effect.succeed(refusedResult))

@@ -1,6 +1,6 @@
-import { Headers, HttpIncomingMessage, type HttpMethod, HttpServerRequest, type HttpServerResponse } from "@effect/platform"
-import * as HttpServerError from "@effect/platform/HttpServerError"
 import { Effect, Exit, Inspectable, Option, Stream } from "effect"
+import { Headers, HttpIncomingMessage, type HttpMethod, HttpServerRequest, type HttpServerResponse } from "effect/http"
+import { HttpServerError, RequestParseError } from "effect/http/HttpServerError"
 
 /**
  * An in-process HTTP request for the simulator: the same `HttpServerRequest` the Node server
@@ -8,11 +8,13 @@ import { Effect, Exit, Inspectable, Option, Stream } from "effect"
  * promise and the virtual-time driver can drain every fiber synchronously.
  */
 export class SimRequest extends Inspectable.Class implements HttpServerRequest.HttpServerRequest {
-  readonly [HttpServerRequest.TypeId]: HttpServerRequest.TypeId = HttpServerRequest.TypeId
-  readonly [HttpIncomingMessage.TypeId]: HttpIncomingMessage.TypeId = HttpIncomingMessage.TypeId
-  readonly source: unknown = null
+  readonly [HttpServerRequest.TypeId]: typeof HttpServerRequest.TypeId = HttpServerRequest.TypeId
+  readonly [HttpIncomingMessage.TypeId]: typeof HttpIncomingMessage.TypeId = HttpIncomingMessage.TypeId
+  readonly source: object = {}
   readonly originalUrl: string
   readonly remoteAddress = Option.none<string>()
+  readonly peerAddress = Option.none<string>()
+  readonly protocol = "http" as const
   readonly cookies = {}
 
   constructor(
@@ -29,42 +31,42 @@ export class SimRequest extends Inspectable.Class implements HttpServerRequest.H
     return { _id: "SimRequest", method: this.method, url: this.url }
   }
 
-  get text(): Effect.Effect<string, HttpServerError.RequestError> {
+  get text(): Effect.Effect<string, HttpServerError> {
     return Effect.succeed(this.body)
   }
-  get json(): Effect.Effect<unknown, HttpServerError.RequestError> {
+  get json(): Effect.Effect<any, HttpServerError> {
     // The body is in memory and parsing it has no effect: it is parsed as the getter is read
     // (when the request path asks for the body) and answered as an Exit, one Effect step where
     // `Effect.try` took two. As the platform's Node request does: an empty body is no JSON value at all.
     try {
       return Exit.succeed((this.body === "" ? null : JSON.parse(this.body)) as unknown)
     } catch (cause) {
-      return Exit.fail(new HttpServerError.RequestError({ request: this, reason: "Decode", cause }))
+      return Exit.fail(new HttpServerError({ reason: new RequestParseError({ request: this, reason: "Parse", cause }) }))
     }
   }
-  get urlParamsBody(): Effect.Effect<never, HttpServerError.RequestError> {
+  get urlParamsBody(): Effect.Effect<never, HttpServerError> {
     return this.unsupported("url-encoded bodies")
   }
-  get arrayBuffer(): Effect.Effect<ArrayBuffer, HttpServerError.RequestError> {
+  get arrayBuffer(): Effect.Effect<ArrayBuffer, HttpServerError> {
     return Effect.sync(() => new TextEncoder().encode(this.body).buffer as ArrayBuffer)
   }
-  get stream(): Stream.Stream<Uint8Array, HttpServerError.RequestError> {
+  get stream(): Stream.Stream<Uint8Array, HttpServerError> {
     return Stream.make(new TextEncoder().encode(this.body))
   }
   get multipart(): Effect.Effect<never, never> {
-    return Effect.dieMessage("SimRequest: multipart is not simulated")
+    return Effect.die(new Error("SimRequest: multipart is not simulated"))
   }
   get multipartStream(): Stream.Stream<never> {
-    return Stream.dieMessage("SimRequest: multipart is not simulated")
+    return Stream.die(new Error("SimRequest: multipart is not simulated"))
   }
-  get upgrade(): Effect.Effect<never, HttpServerError.RequestError> {
+  get upgrade(): Effect.Effect<never, HttpServerError> {
     return this.unsupported("upgrades")
   }
-  modify(options: { readonly url?: string; readonly headers?: Headers.Headers; readonly remoteAddress?: string }) {
-    return new SimRequest(this.method, options.url ?? this.url, options.headers ?? this.headers, this.body)
-  }
+  readonly upgradeWith = (): Effect.Effect<never, HttpServerError> => this.unsupported("upgrades")
+  readonly modify = (options: { readonly url?: string; readonly headers?: Headers.Headers }) =>
+    new SimRequest(this.method, options.url ?? this.url, options.headers ?? this.headers, this.body)
   private unsupported(what: string) {
-    return Effect.fail(new HttpServerError.RequestError({ request: this, reason: "Decode", description: `SimRequest: ${what} are not simulated` }))
+    return Effect.fail(new HttpServerError({ reason: new RequestParseError({ request: this, reason: "Parse", description: `SimRequest: ${what} are not simulated` }) }))
   }
 }
 
@@ -101,5 +103,5 @@ export const makeRequest = (
     headers["content-type"] = "application/json"
     headers["content-length"] = String(Buffer.byteLength(body))
   }
-  return new SimRequest(method, url, Headers.unsafeFromRecord(headers), body ?? "")
+  return new SimRequest(method, url, Headers.fromRecordUnsafe(headers), body ?? "")
 }

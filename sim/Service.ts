@@ -1,6 +1,6 @@
-import { HttpApiBuilder, HttpServer, HttpServerRequest, type HttpServerResponse } from "@effect/platform"
-import * as HttpServerError from "@effect/platform/HttpServerError"
-import { Cause, Context, Effect, Exit, Fiber, Layer, Runtime, RuntimeFlags, Scope } from "effect"
+import { Cause, Context, Effect, Exit, Fiber, Layer, Scope } from "effect"
+import { HttpRouter, HttpServer, HttpServerRequest, type HttpServerResponse } from "effect/http"
+import * as HttpServerError from "effect/http/HttpServerError"
 import { Acquirer, type AcquirerShape } from "../src/acquirer/Acquirer.ts"
 import { ApiLive, ServicesLive } from "../src/App.ts"
 import * as Config from "../src/platform/Config.ts"
@@ -62,23 +62,24 @@ const appLayer = (infrastructure: Infrastructure) => {
       // Distinct layer values, so each is built: N dispatchers, not one memoised.
       ...Array.from({ length: Math.max(1, infrastructure.webhookDispatchers ?? 1) }, () => WebhookDispatcher.layerWith(infrastructure.webhookDispatcher!))
     )
-  const http = ApiLive.pipe(
-    Layer.provideMerge(Layer.mergeAll(HttpApiBuilder.Router.Live, HttpApiBuilder.Middleware.layer, HttpServer.layerContext))
-  )
-  return Layer.mergeAll(http, workers).pipe(
+  return workers.pipe(
     Layer.provideMerge(ServicesLive),
     Layer.provideMerge(base)
   )
 }
 
-type AppContext = Layer.Layer.Success<ReturnType<typeof appLayer>>
+/** The HttpApi over an instance's services, as an effect that answers the request in its context. */
+const httpApp = (services: Context.Context<AppContext>) =>
+  HttpRouter.toHttpEffect(ApiLive.pipe(Layer.provide(Layer.succeedContext(services)), Layer.provide(HttpServer.layerServices)))
+
+type AppContext = Layer.Success<ReturnType<typeof appLayer>>
 
 interface Instance {
-  readonly scope: Scope.CloseableScope
+  readonly scope: Scope.Closeable
   readonly context: Context.Context<AppContext>
   readonly send: <A>(request: SimRequest, then: (response: SimResponse | null) => Effect.Effect<A>) => Effect.Effect<A>
   readonly open: (request: SimRequest) => Effect.Effect<Pending>
-  readonly requests: Set<Fiber.RuntimeFiber<void>>
+  readonly requests: Set<Fiber.Fiber<void>>
   readonly fence: Fence
 }
 
@@ -106,7 +107,7 @@ export const awaitEither = (a: Pending, b: Pending | null): Effect.Effect<Pendin
   Effect.suspend(() => {
     if (isSettled(a)) return Effect.succeed(a)
     if (b !== null && isSettled(b)) return Effect.succeed(b)
-    return Effect.async<Pending>((resume) => {
+    return Effect.callback<Pending>((resume) => {
       const wake = (first: Pending) => () => {
         a.wake = null
         if (b !== null) b.wake = null
@@ -214,21 +215,19 @@ export class SimulatedService implements ClientPort<SimRequest, Pending> {
 
   /** Builds a fresh instance (new layers, same store) and runs start-up recovery. */
   readonly start: Effect.Effect<void> = Effect.suspend(() => {
-    if (this.instance !== null) return Effect.dieMessage("sim: service already running")
+    if (this.instance !== null) return Effect.die(new Error("sim: service already running"))
     ++this.generation
-    return Effect.gen(this, function*() {
+    const self = this
+    return Effect.gen(function*() {
       const fence: Fence = { dead: false }
       const scope = yield* Scope.make()
-      const context = yield* Layer.buildWithScope(appLayer(fencedInfrastructure(this.infrastructure, fence)), scope)
-      const app = yield* Effect.provide(HttpApiBuilder.httpApp, context)
-      // The FiberRefs a request fiber starts from: the run's own (scheduler, clock, log level),
-      // as the starting fiber holds them.
-      const { fiberRefs, runtimeFlags: startFlags } = yield* Effect.runtime<never>()
-      // Its runtime flags: the run's, as the starting fiber holds them (every client fiber holds
-      // the same), interruptible as the Node server's request fibers are.
-      const runtimeFlags = RuntimeFlags.enable(startFlags, RuntimeFlags.Interruption)
-      const requests = new Set<Fiber.RuntimeFiber<void>>()
-      const serve = (scope: Scope.CloseableScope, served: Served) =>
+      const context = yield* Layer.buildWithScope(appLayer(fencedInfrastructure(self.infrastructure, fence)), scope)
+      const app = yield* Scope.provide(httpApp(context), scope)
+      // The services a request fiber starts from: the run's own (scheduler, clock, random, log
+      // level), as the starting fiber holds them; interruptible, as the Node server's request fibers are.
+      const runServices = yield* Effect.context<never>()
+      const requests = new Set<Fiber.Fiber<void>>()
+      const serve = (scope: Scope.Closeable, served: Served) =>
         (app as unknown as Effect.Effect<HttpServerResponse.HttpServerResponse, unknown>).pipe(
           // The request's scope closes when it is answered (nothing in the request path adds to
           // it); a request killed by a crash leaves its scope to the collector. The response is
@@ -240,9 +239,9 @@ export class SimulatedService implements ClientPort<SimRequest, Pending> {
             },
             // What the Node server does with an unhandled failure: answer from the cause.
             onFailure: (cause) =>
-              Effect.zipRight(
+              Effect.andThen(
                 Scope.close(scope, Exit.failCause(cause)),
-                Cause.isInterruptedOnly(cause)
+                Cause.hasInterruptsOnly(cause)
                   ? Effect.failCause(cause as Cause.Cause<never>)
                   : Effect.map(HttpServerError.causeResponse(cause), ([response]) => {
                     served.response = readResponse(response)
@@ -269,12 +268,10 @@ export class SimulatedService implements ClientPort<SimRequest, Pending> {
       // server gives its request fibers every service of the process: the same answers, but
       // the platform copies the request's context twice a request (the router's `new Map`,
       // the group's `Context.merge`), and those copies are of four entries here, not ~50.
-      const serveFiber = (request: SimRequest, scope: Scope.CloseableScope, served: Served) => {
-        const services = new Map<string, unknown>()
-        services.set(Scope.Scope.key, scope)
-        services.set(HttpServerRequest.HttpServerRequest.key, request)
-        const runtime = Runtime.make({ context: Context.unsafeMake<never>(services), runtimeFlags, fiberRefs })
-        const fiber = Runtime.runFork(runtime)(serve(scope, served), { immediate: false })
+      const serveFiber = (request: SimRequest, scope: Scope.Closeable, served: Served) => {
+        const services = Context.add(Context.add(runServices, Scope.Scope, scope), HttpServerRequest.HttpServerRequest, request)
+        // Queued behind a yield, as a fork is: Effect 4 starts a fiber inline.
+        const fiber = Effect.runForkWith(services)(Effect.andThen(Effect.yieldNow, serve(scope, served)))
         requests.add(fiber)
         return fiber
       }
@@ -287,7 +284,7 @@ export class SimulatedService implements ClientPort<SimRequest, Pending> {
           // onInterrupt, and asks the child fiber by message to add the observer (~12 steps more).
           // The fence is read when the caller resumes, as after `Fiber.await`, and the caller's
           // handling of the answer runs in that same step.
-          return Effect.async<A>((resume) => {
+          return Effect.callback<A>((resume) => {
             fiber.addObserver((exit) => {
               requests.delete(fiber)
               resume(Effect.suspend(() => then(replyOf(exit, served, fence))))
@@ -306,7 +303,7 @@ export class SimulatedService implements ClientPort<SimRequest, Pending> {
           })
           return Effect.succeed(pending)
         })
-      this.instance = { scope, context, send, open, requests, fence }
+      self.instance = { scope, context, send, open, requests, fence }
     })
   })
 
@@ -339,7 +336,7 @@ export class SimulatedService implements ClientPort<SimRequest, Pending> {
       // The dead instance's own clean-up is interrupted by its fence (a finalizer that would
       // release a claim or a lease); that interruption is the corpse's, not the caller's: it must
       // not stop the restart that reaps it (it did, and left the service down for good).
-      Effect.exit(Effect.zipRight(Fiber.interruptAll(instance.requests), Scope.close(instance.scope, Exit.void))), { discard: true })
+      Effect.exit(Effect.andThen(Fiber.interruptAll(instance.requests), Scope.close(instance.scope, Exit.void))), { discard: true })
   })
 
   /**
@@ -374,7 +371,7 @@ export class SimulatedService implements ClientPort<SimRequest, Pending> {
   withServices<A, E>(effect: Effect.Effect<A, E, Payments | Merchants | ApiKeys | Store>): Effect.Effect<A, E> {
     return Effect.suspend(() => {
       const instance = this.instance
-      if (instance === null) return Effect.dieMessage("sim: service is down")
+      if (instance === null) return Effect.die(new Error("sim: service is down"))
       return Effect.provide(effect, instance.context)
     })
   }

@@ -1,4 +1,4 @@
-import { Effect, Runtime } from "effect"
+import { Effect } from "effect"
 import { isSettleable } from "../src/domain/Payment.ts"
 import { isoAt } from "../src/domain/Time.ts"
 import * as Config from "../src/platform/Config.ts"
@@ -120,7 +120,7 @@ export const runSimulation = (options: SimOptions): SimResult => {
       crashAfterCommit: (what) => {
         if (!crashNow(what)) return false
         // Queued, not run inline: the fiber that committed is still on the stack.
-        Runtime.runFork(runtime)(restartAfter(commitCrashPrng.int(1_000, 120_000)), { immediate: false })
+        Effect.runForkWith(runtime)(Effect.andThen(Effect.yieldNow, restartAfter(commitCrashPrng.int(1_000, 120_000))))
         return true
       },
       record: (line) => trace.record(line)
@@ -150,7 +150,7 @@ export const runSimulation = (options: SimOptions): SimResult => {
   let workloadDone = false
   let crashActorDone = options.faults.crashesPerHour === 0
 
-  const fork = <A, E>(effect: Effect.Effect<A, E>) => Runtime.runFork(runtime)(effect)
+  const fork = <A, E>(effect: Effect.Effect<A, E>) => Effect.runForkWith(runtime)(effect)
 
   // Boot: the service, then the merchants (as the CLI's `merchant create` would).
   fork(Effect.gen(function*() {

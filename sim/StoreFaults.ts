@@ -62,7 +62,7 @@ const committing: Readonly<Record<string, Committed>> = {
   commitChange: (args, outcome) =>
     outcome === true ? { subject: (args[0] as Parameters<StoreShape["commitChange"]>[0]).change.payment.id, mayLose: true } : null,
   updatePayment: (_, outcome) => {
-    const result = outcome as Effect.Effect.Success<ReturnType<StoreShape["updatePayment"]>>
+    const result = outcome as Effect.Success<ReturnType<StoreShape["updatePayment"]>>
     return result._tag === "Applied" ? { subject: result.change.payment.id, mayLose: true } : null
   },
   // The old key is revoked and the new one stored: a lost answer locks the merchant out, and it

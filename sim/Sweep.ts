@@ -61,11 +61,15 @@ export const sweepDefaults = ["--payments", "1500", "--hours", "30"] as const
  * entry. Registering from an eval'd bootstrap does.)
  */
 const workerBootstrap = () => {
+  // An eval'd worker has a global `__filename` ("[worker eval]"), which @effect/platform-node 4
+  // would take for its module's path (`createRequire(typeof __filename === "string" ? ...)`):
+  // it is removed before anything is imported.
+  const clean = "delete globalThis.__filename; delete globalThis.__dirname; "
   // Bundled by sim/launch.mjs: the worker's bundle sits next to this code, no loader needed.
-  if (import.meta.url.endsWith(".mjs")) return `import(${JSON.stringify(new URL("./sweep-worker.mjs", import.meta.url).href)})`
+  if (import.meta.url.endsWith(".mjs")) return `${clean}import(${JSON.stringify(new URL("./sweep-worker.mjs", import.meta.url).href)})`
   const tsx = pathToFileURL(createRequire(import.meta.url).resolve("tsx/esm/api")).href
   const entry = new URL("./sweep-worker.ts", import.meta.url).href
-  return `import(${JSON.stringify(tsx)}).then(({ register }) => { register(); return import(${JSON.stringify(entry)}) })`
+  return `${clean}import(${JSON.stringify(tsx)}).then(({ register }) => { register(); return import(${JSON.stringify(entry)}) })`
 }
 
 /** The heap limits of the `sim` script in package.json (`--max-old-space-size=12288 --max-semi-space-size=64`). */

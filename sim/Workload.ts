@@ -1,4 +1,4 @@
-import type { HttpMethod } from "@effect/platform"
+import type { HttpMethod } from "effect/http"
 import { hash as oneShotHash } from "node:crypto"
 import { Effect } from "effect"
 import { type Auditor, passed } from "./Auditor.ts"
@@ -303,7 +303,7 @@ export const makeWorkload = <R, P>(
     if (response === null) {
       stats.dropped++
       if (call.noRetryOnDrop === true) return null
-      return Effect.zipRight(backoff(Math.min(30_000, 500 * 2 ** Math.min(attempt, 6)) + prng.int(0, 500)), again(call, attempt, finish))
+      return Effect.andThen(backoff(Math.min(30_000, 500 * 2 ** Math.min(attempt, 6)) + prng.int(0, 500)), again(call, attempt, finish))
     }
     const status = response.status
     // The checks of every answer build their message only on a failure (`passed` otherwise).
@@ -323,12 +323,12 @@ export const makeWorkload = <R, P>(
       const expected = call.merchant.keyGeneration !== generation || call.merchant.keyUncertain === true
       auditor.check(expected, "valid-key-accepted", expected ? passed : () => `${call.method} ${call.path}: the current API key was refused`)
       // Try again with the key the merchant holds by then (after a rotation or its recovery).
-      if (call.merchant.keyGeneration === generation) return Effect.zipRight(backoff(5_000 + prng.int(0, 1_000)), again(call, attempt, finish))
+      if (call.merchant.keyGeneration === generation) return Effect.andThen(backoff(5_000 + prng.int(0, 1_000)), again(call, attempt, finish))
       return again(call, attempt, finish)
     }
     if (status === 429 || status === 503 || (status === 409 && response.body.includes("idempotency_in_progress"))) {
       const retryAfterSeconds = Number(response.headers["retry-after"] ?? "1")
-      return Effect.zipRight(backoff(Math.max(1, retryAfterSeconds) * 1_000 + prng.int(0, 1_000)), again(call, attempt, finish))
+      return Effect.andThen(backoff(Math.max(1, retryAfterSeconds) * 1_000 + prng.int(0, 1_000)), again(call, attempt, finish))
     }
     return response
   }
@@ -857,7 +857,7 @@ export const makeWorkload = <R, P>(
         yield* Effect.sleep(prng.exponential(meanGapMs))
         const merchant = prng.pick(merchants)
         stats.scriptsStarted++
-        yield* Effect.forkDaemon(script(merchant, n))
+        yield* Effect.forkDetach(script(merchant, n))
       }
     })
 

@@ -1,7 +1,7 @@
 import { Effect, Layer } from "effect"
 import { HttpRouter, HttpServerResponse } from "effect/http"
 import { HttpApiBuilder, HttpApiScalar } from "effect/http-api"
-import { InfrastructureLive, ServicesLive } from "./AppServices.ts"
+import { infrastructureWith, InfrastructureLive, ServicesLive, teardown } from "./AppServices.ts"
 import { PaymentsApi } from "./http/api/Api.ts"
 import * as Authentication from "./http/edge/Authentication.ts"
 import * as Drain from "./http/server/Drain.ts"
@@ -19,7 +19,7 @@ import type { Store } from "./store/Store.ts"
 
 // Defined apart so that the command line's other commands load no HTTP code; the tests, the
 // simulator and the harness take them from here with the rest.
-export { InfrastructureLive, ServicesLive }
+export { infrastructureWith, InfrastructureLive, ServicesLive, teardown }
 
 /**
  * The HttpApi with its handlers and middleware, and the edge (a global middleware of the router),
@@ -67,3 +67,5 @@ export const AppLive = <E>(port: number, host: string, startup: Layer.Layer<neve
     Layer.provideMerge(Instance.layer),
     Layer.provideMerge(InfrastructureLive)
   )
+
+

@@ -1,4 +1,4 @@
-import { Layer } from "effect"
+import { Cause, Exit, Layer, Runtime } from "effect"
 import * as Acquirer from "./acquirer/Acquirer.ts"
 import * as Config from "./platform/Config.ts"
 import * as Database from "./platform/Database.ts"
@@ -28,8 +28,19 @@ export const ServicesLive = Layer.mergeAll(Payments.layer, Merchants.layer, Anal
 )
 
 /** The production infrastructure: configuration, database (embedded when no DATABASE_URL), ids, sandbox acquirer. */
-export const InfrastructureLive = PgStore.layerPg.pipe(
-  Layer.provideMerge(Database.layer),
-  Layer.provideMerge(Layer.mergeAll(Ids.layer, Acquirer.layerSandbox, WebhookTransport.layer)),
-  Layer.provideMerge(Config.layer)
-)
+export const infrastructureWith = <E>(config: Layer.Layer<Config.AppConfig, E>) =>
+  PgStore.layerPg.pipe(
+    Layer.provideMerge(Database.layer),
+    Layer.provideMerge(Layer.mergeAll(Ids.layer, Acquirer.layerSandbox, WebhookTransport.layer)),
+    Layer.provideMerge(config)
+  )
+export const InfrastructureLive = infrastructureWith(Config.layer)
+
+/**
+ * How the process exits: a stop by SIGTERM or SIGINT (the run interrupted, and nothing else
+ * wrong) is a clean exit, 0, as an operator and a supervisor expect of a graceful stop; anything
+ * else as Effect's default teardown says (1 for a failure). Effect 4's default exits 130 on an
+ * interruption.
+ */
+export const teardown: Runtime.Teardown = (exit, onExit) =>
+  Exit.isFailure(exit) && Cause.hasInterruptsOnly(exit.cause) ? onExit(0) : Runtime.defaultTeardown(exit, onExit)

@@ -2,7 +2,7 @@ import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import { Cause, Console, Effect, Layer } from "effect"
 import { mkdirSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
-import { InfrastructureLive, ServicesLive } from "./AppServices.ts"
+import { InfrastructureLive, ServicesLive, teardown } from "./AppServices.ts"
 import * as Wire from "./http/api/Wire.ts"
 import { AppConfig } from "./platform/Config.ts"
 import * as Config from "./platform/Config.ts"
@@ -181,5 +181,5 @@ const describeFailure = (cause: Cause.Cause<unknown>) => {
 Effect.suspend(() => program(process.argv.slice(2))).pipe(
   Effect.provide(Logging.layerFromEnvironment),
   Effect.tapCause((cause) => (Cause.hasInterruptsOnly(cause) ? Effect.void : Console.error(describeFailure(cause)))),
-  NodeRuntime.runMain({ disableErrorReporting: true })
+  NodeRuntime.runMain({ disableErrorReporting: true, teardown })
 )

@@ -104,17 +104,19 @@ export const startEmbeddedService = async (options: {
     createMerchant: async (name, webhookUrl) => {
       // The service's modules load on the first merchant only: a scenario without merchants
       // (health) keeps the harness's memory and start-up small.
-      const { ConfigProvider, Effect, Layer, Logger, LogLevel, ManagedRuntime } = await import("effect")
-      const { InfrastructureLive, ServicesLive } = await import("../../src/App.ts")
+      const { Effect, Layer, ManagedRuntime, References } = await import("effect")
+      const { infrastructureWith, ServicesLive } = await import("../../src/App.ts")
+      const Config = await import("../../src/platform/Config.ts")
       const { Merchants } = await import("../../src/services/Merchants.ts")
       if (runtime === null) {
         // The service's configuration, read from these variables rather than this process's environment.
-        const provider = ConfigProvider.fromMap(new Map(Object.entries(environment)))
         // Its info lines (pool opened, closed) would land among the harness's summary on stdout.
-        runtime = ManagedRuntime.make(Layer.merge(
-          ServicesLive.pipe(Layer.provideMerge(InfrastructureLive), Layer.provide(Layer.setConfigProvider(provider))),
-          Logger.minimumLogLevel(LogLevel.Warning)
-        ))
+        runtime = ManagedRuntime.make(
+          ServicesLive.pipe(
+            Layer.provideMerge(infrastructureWith(Config.layerFrom(environment))),
+            Layer.provide(Layer.succeed(References.MinimumLogLevel, "Warn"))
+          )
+        )
       }
       const created = await runtime.runPromise(Effect.flatMap(Merchants, (merchants) => merchants.create({ name, webhookUrl })))
       return { merchantId: created.merchant.id, apiKey: created.secret }

@@ -233,7 +233,9 @@ const withLocalResponseKey = (config: AppConfigShape) =>
       })
   })
 
-export const layer = Layer.effect(AppConfig, Effect.flatMap(Effect.suspend(() => appConfig(process.env)), withLocalResponseKey))
+/** The configuration read from `environment` (the variables of another process, say), as `layer` reads this one's. */
+export const layerFrom = (environment: Environment) => Layer.effect(AppConfig, Effect.flatMap(appConfig(environment), withLocalResponseKey))
+export const layer = Layer.unwrap(Effect.sync(() => layerFrom(process.env)))
 export const layerWith = (config: AppConfigShape) => Layer.succeed(AppConfig, config)
 
 /** Defaults (no environment read), for tests and the simulator. */

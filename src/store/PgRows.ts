@@ -1,5 +1,5 @@
-import type { SqlError } from "effect/sql/SqlError"
-import { Effect } from "effect"
+import { Effect, Fiber } from "effect"
+import { SqlError, UnknownError } from "effect/sql/SqlError"
 import type { Merchant } from "../domain/Merchant.ts"
 import type { PaymentEvent } from "../domain/Payment.ts"
 import type { AppConfigShape } from "../platform/Config.ts"
@@ -40,6 +40,20 @@ export const run = <A>(effect: Effect.Effect<A, SqlError>): Effect.Effect<A, Sto
       ? Effect.fail(new StoreUnavailable({ cause: error }))
       : Effect.die(error)
   })
+
+/**
+ * `run` with a deadline of the client's own, for the statements of Effect 4's driver: a database
+ * that answers nothing (frozen, or the network gone) never ends a statement, and interrupting one
+ * asks the server to cancel it and waits for the server to say so, which a frozen server never
+ * does. So the statement runs on a fiber of its own, and the caller stops waiting at the deadline
+ * (a 503, as any outage) while the abandoned statement ends when its connection does. `pg`'s
+ * statements have this deadline in the pool (`query_timeout`, src/platform/Database.ts).
+ */
+export const runWithin = (deadlineMs: number) => <A>(effect: Effect.Effect<A, SqlError>): Effect.Effect<A, StoreUnavailable> =>
+  run(Effect.timeoutOrElse(Effect.flatMap(Effect.forkDetach(effect), Fiber.join), {
+    duration: deadlineMs,
+    orElse: () => Effect.fail(new SqlError({ reason: new UnknownError({ cause: new Error("no answer"), message: `the database did not answer within ${deadlineMs} ms` }) }))
+  }))
 
 const secretColumns = new WeakMap<AppConfigShape, SecretColumn>()
 

@@ -9,8 +9,9 @@ import { followsFrom } from "../domain/Payment.ts"
 import type { Currency } from "../domain/Money.ts"
 import type { AnalyticsPeriodRow, AnalyticsRow, StoreShape, UpdateOutcome } from "./Store.ts"
 import { isCardTokenDisputeQuery, maximumSeriesRows, modelStats, Store, unrecordedModel } from "./Store.ts"
-import { iso, isoOrNull, run, secretColumnFor, toEvent, toMerchant, type Row } from "./PgRows.ts"
+import { iso, isoOrNull, run as runUnbounded, runWithin, secretColumnFor, toEvent, toMerchant, type Row } from "./PgRows.ts"
 import { AppConfig } from "../platform/Config.ts"
+import { statementGraceMs } from "../platform/Database.ts"
 import { isSealed, sealedPrefix, type SecretColumn } from "../platform/Sealing.ts"
 import { PgPool, prepared, statementDeadlineMs } from "./PgPrepared.ts"
 import { getPaymentSql, historyColumns, makeHotPath, paymentColumns, readForCommandSql, toHistory } from "./PgHotPath.ts"
@@ -142,10 +143,10 @@ const checkSecretsAtStart = (sql: PgClient.PgClient, secrets: SecretColumn) =>
     if (!secrets.sealing) {
       yield* Effect.logWarning(`RESPONSE_ENCRYPTION_KEY is not set: webhook signing secrets are stored readable in the database (${guide})`)
     } else {
-      const sealed = yield* run(sealPlaintextSecrets(sql, secrets))
+      const sealed = yield* runUnbounded(sealPlaintextSecrets(sql, secrets))
       if (sealed > 0) yield* Effect.logInfo(`sealed ${sealed} webhook signing secrets stored readable`)
     }
-    if (!(yield* run(newestSealedOpens(sql, secrets)))) {
+    if (!(yield* runUnbounded(newestSealedOpens(sql, secrets)))) {
       yield* Effect.logWarning(
         "webhook signing secrets in the database were sealed under another RESPONSE_ENCRYPTION_KEY: their merchants' webhooks " +
           `are not sent until each merchant rotates its secret (${guide})`
@@ -162,7 +163,10 @@ export const releaseAnswerMs = 1_000
 export const makePgStore = Effect.gen(function*() {
   const sql = yield* PgClient.PgClient
   const pool = yield* PgPool
-  const secrets = secretColumnFor(yield* AppConfig)
+  const config = yield* AppConfig
+  const secrets = secretColumnFor(config)
+  // Every statement of Effect 4's driver answers within the statement timeout and its grace, or is given up (a 503).
+  const run = runWithin(config.databaseStatementTimeoutMs + statementGraceMs)
   yield* checkSecretsAtStart(sql, secrets)
   const hot = makeHotPath(pool, statementDeadlineMs(pool))
   const getPayment = prepared(pool, "get_payment_v1", getPaymentSql)

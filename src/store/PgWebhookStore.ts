@@ -1,8 +1,9 @@
 import * as PgClient from "@effect/sql-pg/PgClient"
 import { Effect, Layer } from "effect"
 import { type Attempt, type Delivery, type DeliveryStatus, isOpen } from "../domain/Webhook.ts"
-import { iso, isoOrNull, run, secretColumnFor, toEvent, toMerchant, type Row } from "./PgRows.ts"
+import { iso, isoOrNull, runWithin, secretColumnFor, toEvent, toMerchant, type Row } from "./PgRows.ts"
 import { AppConfig } from "../platform/Config.ts"
+import { statementGraceMs } from "../platform/Database.ts"
 import type { SecretColumn } from "../platform/Sealing.ts"
 import { isoMs } from "../domain/Time.ts"
 import { makeBatcher } from "./PgHotPath.ts"
@@ -128,7 +129,10 @@ const recordAttemptsOutcomes = (rows: ReadonlyArray<Row>): Array<boolean | Deliv
 export const makePgWebhookStore = Effect.gen(function*() {
   const sql = yield* PgClient.PgClient
   const pool = yield* PgPool
-  const secrets = secretColumnFor(yield* AppConfig)
+  const config = yield* AppConfig
+  const secrets = secretColumnFor(config)
+  // Every statement of Effect 4's driver answers within the statement timeout and its grace, or is given up (a 503).
+  const run = runWithin(config.databaseStatementTimeoutMs + statementGraceMs)
   const recordAttempts = makeBatcher<AttemptRecord, boolean | Delivery>({
     pool,
     name: "record_webhook_attempts_v1",

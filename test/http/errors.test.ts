@@ -1,9 +1,10 @@
-import { HttpApi } from "effect/http"
-import { ConfigProvider, Effect, Result, Option, SchemaAST as AST } from "effect"
+import { Effect, Result, type SchemaAST as AST } from "effect"
+import { HttpApi } from "effect/http-api"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { PaymentsApi } from "../../src/http/api/Api.ts"
 import { jsonShapeProblem } from "../../src/http/edge/JsonShape.ts"
-import { appConfig, fromConfigError } from "../../src/platform/Config.ts"
+import { ruleOf } from "../../src/http/api/Schemas.ts"
+import { appConfig } from "../../src/platform/Config.ts"
 import { client, errorOf, request, startApp, type TestApp, transactionBody } from "../support/app.ts"
 
 // Issue 12, item 3: every refusal says what is valid, in a merchant's (or an operator's) words.
@@ -93,21 +94,24 @@ describe("422 names the field and its rule, listing the allowed values", () => {
 
   it("every field of every payload and query carries its rule (no parser wording can reach a merchant)", () => {
     const missing: Array<string> = []
-    const isAbsent = (ast: AST.AST) => AST.isUndefinedKeyword(ast) || (AST.isLiteral(ast) && ast.literal === null)
-    /** The field's schema says its rule itself (a message annotation), or each of its alternatives does; a declaration words its own. */
+    const isAbsent = (ast: AST.AST) => ast._tag === "Undefined" || ast._tag === "Null"
+    /**
+     * The field's schema says its rule itself (the rule annotation), or each of its alternatives
+     * does; a declaration words its own, and so does an open value whose own check words each
+     * problem (metadata, checked on the object as sent).
+     */
+    const wordsItsOwn = (ast: AST.AST) => ast._tag === "Declaration" || (ast._tag === "Unknown" && (ast.checks?.length ?? 0) > 0)
     const hasRule = (ast: AST.AST): boolean =>
-      Option.isSome(AST.getMessageAnnotation(ast)) || AST.isDeclaration(ast) ||
-      (AST.isUnion(ast) && ast.types.filter((member) => !isAbsent(member)).every((member) => hasRule(member) || AST.isTypeLiteral(member)))
+      ruleOf(ast) !== undefined || wordsItsOwn(ast) ||
+      (ast._tag === "Union" && ast.types.filter((member) => !isAbsent(member)).every((member) => hasRule(member) || member._tag === "Objects"))
     const visit = (ast: AST.AST, path: string): void => {
-      if (AST.isUnion(ast)) return ast.types.filter((member) => !isAbsent(member)).forEach((member) => visit(member, path))
-      if (AST.isRefinement(ast)) return visit(ast.from, path)
-      if (AST.isTransformation(ast)) return visit(ast.to, path)
-      if (!AST.isTypeLiteral(ast)) return
+      if (ast._tag === "Union") return ast.types.filter((member) => !isAbsent(member)).forEach((member) => visit(member, path))
+      if (ast._tag !== "Objects") return
       for (const property of ast.propertySignatures) {
         const field = `${path}.${String(property.name)}`
-        const members = AST.isUnion(property.type) && !hasRule(property.type) ? property.type.types.filter((member) => !isAbsent(member)) : [property.type]
+        const members = property.type._tag === "Union" && !hasRule(property.type) ? property.type.types.filter((member) => !isAbsent(member)) : [property.type]
         for (const member of members) {
-          if (AST.isTypeLiteral(member)) visit(member, field)
+          if (member._tag === "Objects") visit(member, field)
           else if (!hasRule(member)) missing.push(field)
         }
       }
@@ -115,10 +119,12 @@ describe("422 names the field and its rule, listing the allowed values", () => {
     let endpoints = 0
     HttpApi.reflect(PaymentsApi, {
       onGroup: () => {},
-      onEndpoint: ({ endpoint, payloads }) => {
+      onEndpoint: ({ endpoint }) => {
         endpoints++
-        for (const payload of payloads.values()) visit(payload.ast, `${endpoint.name} payload`)
-        if (Option.isSome(endpoint.urlParamsSchema)) visit(endpoint.urlParamsSchema.value.ast, `${endpoint.name} query`)
+        for (const entry of endpoint.payload.values()) {
+          if ("schemas" in entry) for (const schema of entry.schemas) visit(schema.ast, `${endpoint.identifier} payload`)
+        }
+        if (endpoint.query !== undefined) visit(endpoint.query.ast, `${endpoint.identifier} query`)
       }
     })
     expect(endpoints).toBeGreaterThan(20)
@@ -190,7 +196,7 @@ describe("a JSON body with a repeated key is 400 invalid_json naming the key", (
 
 describe("configuration errors name the variable and its rule", () => {
   const configFrom = (env: Record<string, string>) =>
-    Effect.runSync(Effect.result(Effect.withConfigProvider(Effect.mapError(appConfig, fromConfigError), ConfigProvider.fromMap(new Map(Object.entries(env))))))
+    Effect.runSync(Effect.result(appConfig(env)))
 
   it.each([
     [{ FRAUD_REVIEW_THRESHOLD: "abc" }, "FRAUD_REVIEW_THRESHOLD must be a number between 0 and 1, such as 0.5, got 'abc'"],
@@ -208,17 +214,17 @@ describe("configuration errors name the variable and its rule", () => {
     const result = configFrom(env)
     expect(Result.isFailure(result)).toBe(true)
     if (Result.isFailure(result)) {
-      expect(result.left._tag).toBe("ConfigurationError")
-      expect(result.left.message).toBe(`invalid configuration: ${rule}`)
-      expect(result.left.message).not.toContain("Invalid data at")
+      expect(result.failure._tag).toBe("ConfigurationError")
+      expect(result.failure.message).toBe(`invalid configuration: ${rule}`)
+      expect(result.failure.message).not.toContain("Invalid data at")
     }
   })
 
   it("a secret is never echoed; several problems are all named", () => {
     const secret = configFrom({ RESPONSE_ENCRYPTION_KEY: "secret-ish" })
-    expect(Result.isFailure(secret) && secret.left.message.includes("secret-ish")).toBe(false)
+    expect(Result.isFailure(secret) && secret.failure.message.includes("secret-ish")).toBe(false)
     const both = configFrom({ FRAUD_REVIEW_THRESHOLD: "x", PORT: "0" })
-    expect(Result.isFailure(both) && both.left.message).toContain("FRAUD_REVIEW_THRESHOLD must be")
-    expect(Result.isFailure(both) && both.left.message).toContain("PORT must be")
+    expect(Result.isFailure(both) && both.failure.message).toContain("FRAUD_REVIEW_THRESHOLD must be")
+    expect(Result.isFailure(both) && both.failure.message).toContain("PORT must be")
   })
 })

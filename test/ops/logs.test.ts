@@ -1,5 +1,5 @@
 import { createServer, type Server } from "node:http"
-import { Effect, Logger } from "effect"
+import { Effect, Logger, References } from "effect"
 import { afterAll, describe, expect, it } from "vitest"
 import type { StoreShape } from "../../src/store/Store.ts"
 import { client, eventually, request, startApp, transactionBody } from "../support/app.ts"
@@ -123,8 +123,8 @@ describe("the service's log (a child process, as an operator runs it)", () => {
 describe("lines logged within a request (in-process, logger captured)", () => {
   it("carry the request's id", async () => {
     const lines: Array<{ message: unknown; annotations: Record<string, unknown> }> = []
-    const capture = Logger.make(({ annotations, message }) => {
-      lines.push({ message, annotations: Object.fromEntries(annotations) })
+    const capture = Logger.make(({ fiber, message }) => {
+      lines.push({ message, annotations: { ...fiber.getRef(References.CurrentLogAnnotations) } })
     })
     // A defect in the store while serving: the edge logs it (500) within the request.
     const failingList = (store: StoreShape): StoreShape => ({ ...store, listPayments: () => Effect.die(new Error("boom with tok_leaky_token")) })

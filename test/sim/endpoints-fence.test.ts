@@ -1,4 +1,4 @@
-import { Effect, Exit, Runtime } from "effect"
+import { Effect, Exit } from "effect"
 import { describe, expect, it } from "vitest"
 import type { WebhookRequest } from "../../src/platform/WebhookTransport.ts"
 import { Auditor } from "../../sim/Auditor.ts"
@@ -37,7 +37,7 @@ const setUp = () => {
   )
   const run = <A>(effect: Effect.Effect<A>) => {
     let exit: Exit.Exit<A> | null = null
-    Runtime.runFork(runtime)(effect).addObserver((e) => (exit = e))
+    Effect.runForkWith(runtime)(effect).addObserver((e) => (exit = e))
     time.run({ untilMs: time.nowMs + 60_000 })
     return exit as Exit.Exit<A> | null
   }

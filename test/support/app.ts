@@ -1,6 +1,7 @@
 import { HttpMiddleware, HttpRouter, HttpServer } from "effect/http"
 import { NodeHttpServer } from "@effect/platform-node"
 import { Context, Deferred, Effect, Layer, Logger, ManagedRuntime, Metric, References } from "effect"
+import * as Statement from "effect/sql/Statement"
 import { request as httpRequest } from "node:http"
 import pg from "pg"
 import * as Acquirer from "../../src/acquirer/Acquirer.ts"
@@ -45,6 +46,8 @@ export interface AppOptions {
   readonly label?: string
   /** Serve an existing database (a second instance of the service) instead of a fresh one. */
   readonly databaseUrl?: string
+  /** Sees every statement of Effect's PostgreSQL driver before it runs (e.g. to count them). */
+  readonly sqlTransformer?: Statement.Transformer
   /** Told of every child fiber the app starts and ends (e.g. to count fibers per request). */
   readonly fiberMetrics?: Metric.FiberRuntimeMetricsService
   /** Wraps the PostgreSQL store (e.g. to make one operation fail). */
@@ -89,6 +92,7 @@ export const startApp = async (options: AppOptions = {}): Promise<TestApp> => {
     Layer.provideMerge(ServicesLive),
     Layer.provideMerge(infrastructure),
     Layer.provide(options.fiberMetrics === undefined ? Layer.empty : Layer.succeed(Metric.FiberRuntimeMetrics, options.fiberMetrics)),
+    Layer.provide(options.sqlTransformer === undefined ? Layer.empty : Layer.succeed(Statement.CurrentTransformer, options.sqlTransformer)),
     Layer.provide(
       options.logger === undefined
         ? Layer.succeed(References.MinimumLogLevel, "Warn")

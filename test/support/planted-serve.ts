@@ -8,7 +8,7 @@
  */
 import { NodeRuntime } from "@effect/platform-node"
 import { Context, Effect, Layer } from "effect"
-import { InfrastructureLive, ServicesLive, serverLayer } from "../../src/App.ts"
+import { InfrastructureLive, ServicesLive, serverLayer, teardown } from "../../src/App.ts"
 import * as Config from "../../src/platform/Config.ts"
 import * as Instance from "../../src/platform/Instance.ts"
 import { Store } from "../../src/store/Store.ts"
@@ -21,14 +21,14 @@ const bug = process.env.PLANTED_BUG ?? "refund-over-remainder"
 if (!isPlantedBug(bug)) throw new Error(`PLANTED_BUG: no planted bug ${bug}`)
 
 const planted = InfrastructureLive.pipe(
-  Layer.map((context) => {
+  Layer.flatMap((context) => {
     const store = Context.get(context, Store)
-    return Context.add(context, Store, {
+    return Layer.succeedContext(Context.add(context, Store, {
       ...store,
       // Decision-level bugs need the refused decision: commands take the locking path.
       readForCommand: undefined,
       updatePayment: (target, decide) => store.updatePayment(target, decisionBug(bug, decide))
-    })
+    }))
   })
 )
 
@@ -40,5 +40,6 @@ const app = (port: number) =>
   )
 
 NodeRuntime.runMain(
-  Effect.flatMap(Config.AppConfig, (config) => Layer.launch(app(config.port))).pipe(Effect.provide(Config.layer))
+  Effect.flatMap(Config.AppConfig, (config) => Layer.launch(app(config.port))).pipe(Effect.provide(Config.layer)),
+  { teardown }
 )

@@ -1,4 +1,4 @@
-import { Cause, Effect, Exit, Layer, Logger, Runtime, Scope } from "effect"
+import { Cause, type Context, Effect, Exit, Layer, Logger, Scope } from "effect"
 import { fenced } from "../../sim/Service.ts"
 import { VirtualTime } from "../../sim/VirtualTime.ts"
 import type { Delivery } from "../../src/domain/Webhook.ts"
@@ -77,7 +77,7 @@ export class VirtualWebhooks {
   readonly logs: Array<LogEntry> = []
   /** Decides each POST's fate; tests may swap it between attempts. */
   respond: Respond
-  private readonly runtime: Runtime.Runtime<never>
+  private readonly runtime: Context.Context<never>
   private readonly seed: number
   private generation = 0
 
@@ -102,8 +102,8 @@ export class VirtualWebhooks {
     const logs = this.logs
     const logger = Logger.make<unknown, void>(({ cause, logLevel, message }) => {
       const parts = (Array.isArray(message) ? message : [message]).map((m) => (typeof m === "string" ? m : String(m)))
-      if (!Cause.isEmpty(cause)) parts.push(Cause.pretty(cause))
-      logs.push({ level: logLevel.label, message: parts[0] ?? "", details: parts.slice(1).join("\n") })
+      if (!(cause.reasons.length === 0)) parts.push(Cause.pretty(cause))
+      logs.push({ level: logLevel.toUpperCase(), message: parts[0] ?? "", details: parts.slice(1).join("\n") })
     })
     this.runtime = this.time.runtime(this.seed, logger)
   }
@@ -141,10 +141,10 @@ export class VirtualWebhooks {
    * time does not move. Throws when the effect fails, or waits on time to pass.
    */
   runNow<A, E>(effect: Effect.Effect<A, E>): A {
-    const fiber = Runtime.runFork(this.runtime)(effect)
+    const fiber = Effect.runForkWith(this.runtime)(effect)
     this.time.settle()
     const exit = fiber.pollUnsafe()
-    if (exit === null) throw new Error("the effect is still waiting: it needs virtual time to pass")
+    if (exit === undefined) throw new Error("the effect is still waiting: it needs virtual time to pass")
     if (Exit.isFailure(exit)) throw Cause.squash(exit.cause)
     return exit.value
   }
@@ -170,7 +170,7 @@ export class VirtualWebhooks {
       ? WebhookTransport.of({
         post: this.transport.post,
         postWithin: (request, timeoutMs) =>
-          Effect.timeoutTo(this.transport.post(request), { duration: timeoutMs, onSuccess: (result) => result, onTimeout: () => timedOut(timeoutMs) })
+          Effect.timeoutOrElse(this.transport.post(request), { duration: timeoutMs, orElse: () => Effect.succeed(timedOut(timeoutMs)) })
       })
       : this.transport
     const layer = engineLayer(stores, full, options, this.seed * 1000 + ++this.generation, Layer.succeed(WebhookTransport, transport))

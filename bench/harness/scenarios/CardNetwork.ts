@@ -1,4 +1,4 @@
-import { ConfigProvider, Effect, Layer, Logger, LogLevel, ManagedRuntime } from "effect"
+import { Effect, Layer, type LogLevel, ManagedRuntime, References } from "effect"
 import * as Acquirer from "../../../src/acquirer/Acquirer.ts"
 import { ServicesLive } from "../../../src/App.ts"
 import type { DisputeNotification } from "../../../src/domain/Dispute.ts"
@@ -26,29 +26,29 @@ export interface CardNetwork {
  * database, configured as the service reads its environment: this process's, with `environment`
  * over it (the service's own settings, such as RESPONSE_ENCRYPTION_KEY, when the caller knows them).
  */
-export const servicesOn = (databaseUrl: string, environment: Readonly<Record<string, string>> = {}, logLevel: LogLevel.LogLevel = LogLevel.Warning) => {
-  const variables = new Map<string, string>()
-  for (const [name, value] of Object.entries({ ...process.env, ...environment })) if (typeof value === "string") variables.set(name, value)
-  variables.set("DATABASE_URL", databaseUrl)
+export const servicesOn = (databaseUrl: string, environment: Readonly<Record<string, string>> = {}, logLevel: LogLevel.LogLevel = "Warn") => {
+  const variables: Record<string, string> = {}
+  for (const [name, value] of Object.entries({ ...process.env, ...environment })) if (typeof value === "string") variables[name] = value
+  variables["DATABASE_URL"] = databaseUrl
   const infrastructure = layerPg.pipe(
     Layer.provideMerge(pgClientLayer(databaseUrl, 2)),
     Layer.provideMerge(Layer.mergeAll(Ids.layer, Acquirer.layerSandbox)),
-    Layer.provideMerge(Config.layer.pipe(Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(variables)))))
+    Layer.provideMerge(Config.layerFrom(variables))
   )
   // Its own log lines (the pool closing) are not the harness's output.
-  return ManagedRuntime.make(ServicesLive.pipe(Layer.provideMerge(infrastructure), Layer.provide(Logger.minimumLogLevel(logLevel))))
+  return ManagedRuntime.make(ServicesLive.pipe(Layer.provideMerge(infrastructure), Layer.provide(Layer.succeed(References.MinimumLogLevel, logLevel))))
 }
 
 export const makeCardNetwork = (databaseUrl: string): CardNetwork => {
   // Errors only: the store's start-up warnings (about the service's settings, such as a
   // RESPONSE_ENCRYPTION_KEY this process is not given) concern the service, not the network.
-  const runtime = servicesOn(databaseUrl, {}, LogLevel.Error)
+  const runtime = servicesOn(databaseUrl, {}, "Error")
   return {
     notify: (notification) =>
       runtime.runPromise(
         Effect.flatMap(Payments, (payments) => payments.applyDisputeNotification(notification)).pipe(
           Effect.map(() => "applied"),
-          Effect.catchAll((error) => Effect.succeed(typeof error === "object" && error !== null && "_tag" in error ? String(error._tag) : String(error)))
+          Effect.catch((error) => Effect.succeed(typeof error === "object" && error !== null && "_tag" in error ? String(error._tag) : String(error)))
         )
       ),
     close: () => runtime.dispose()

@@ -1,5 +1,5 @@
-import type { HttpMethod } from "@effect/platform"
-import { Effect, FiberRef } from "effect"
+import type { HttpMethod } from "effect/http"
+import { Context, Effect } from "effect"
 import type { SimResponse } from "../../../sim/Http.ts"
 import type { ClientPort, IssuedKey, Merchant, Pace } from "../../../sim/Workload.ts"
 import type { Transport, WireRequest } from "../Contract.ts"
@@ -18,7 +18,7 @@ export interface ScriptContext {
 }
 
 /** The script context of the running fiber (null outside a script: key rotations). */
-export const scriptContext = FiberRef.unsafeMake<ScriptContext | null>(null)
+export const scriptContext = Context.Reference<ScriptContext | null>("bench/harness/ScriptContext", { defaultValue: () => null })
 
 const maximumLogLines = 60
 
@@ -68,11 +68,14 @@ export const makeHttpPort = (options: HttpPortOptions): ClientPort<WireRequest, 
       return { method, path, headers, body }
     },
     send: (request, then) =>
-      FiberRef.getWith(scriptContext, (context) =>
-        Effect.async((resume) => dispatch(request, context, (response) => resume(Effect.suspend(() => then(response)))))),
+      Effect.withFiber((fiber) => {
+        const context = fiber.getRef(scriptContext)
+        return Effect.callback((resume) => dispatch(request, context, (response) => resume(Effect.suspend(() => then(response)))))
+      }),
     open: (request) =>
-      FiberRef.getWith(scriptContext, (context) =>
-        Effect.sync(() => {
+      Effect.withFiber((fiber) => {
+        const context = fiber.getRef(scriptContext)
+        return Effect.sync(() => {
           const pending: HttpPending = { settled: false, response: null, wake: null }
           dispatch(request, context, (response) => {
             pending.response = response
@@ -80,12 +83,13 @@ export const makeHttpPort = (options: HttpPortOptions): ClientPort<WireRequest, 
             if (pending.wake !== null) pending.wake()
           })
           return pending
-        })),
+        })
+      }),
     awaitEither: (a, b) =>
       Effect.suspend(() => {
         if (a.settled) return Effect.succeed(a)
         if (b !== null && b.settled) return Effect.succeed(b)
-        return Effect.async<HttpPending>((resume) => {
+        return Effect.callback<HttpPending>((resume) => {
           const wake = (first: HttpPending) => () => {
             a.wake = null
             if (b !== null) b.wake = null

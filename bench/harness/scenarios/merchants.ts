@@ -6,7 +6,7 @@
  * sim/Auditor.ts's, checked on every answer as it comes and, after the drain, on what the API
  * shows (sim/Witness.ts).
  */
-import { Effect, Fiber, FiberRef } from "effect"
+import { Effect, Fiber } from "effect"
 import { type DisputeNotification, disputeReasons } from "../../../src/domain/Dispute.ts"
 import { parseDurationMs } from "../../../src/platform/Config.ts"
 import { Auditor, type Violation as AuditViolation } from "../../../sim/Auditor.ts"
@@ -145,7 +145,7 @@ export const makeScenario = (options: MerchantsOptions = {}): Scenario => {
   const tokenDisputes = new Map<string, { readonly outcome: "won" | "lost"; readonly merchantId: string }>()
   let context: SetupContext | null = null
   let server: WebhookServer | null = null
-  let rotations: Fiber.RuntimeFiber<void> | null = null
+  let rotations: Fiber.Fiber<void> | null = null
   let workload: ReturnType<typeof makeWorkload<WireRequest, HttpPending>> | null = null
   let scriptPrng: Prng | null = null
   let receiptsOf: ReturnType<typeof makeSimulatedEndpoints>["receipts"] | null = null
@@ -292,8 +292,9 @@ export const makeScenario = (options: MerchantsOptions = {}): Scenario => {
         scaledPace(timeScale, options.maxThinkMs ?? 5_000, options.maxBackoffMs ?? 2_000))
       const disputePrng = Prng.derive(seed, `harness-disputes-${shard.index}`)
       made_.hooks.onPaymentFinished = (paymentId) =>
-        FiberRef.getWith(scriptContext, (script) =>
+        Effect.withFiber((fiber) =>
           Effect.sync(() => {
+            const script = fiber.getRef(scriptContext)
             if (script !== null) stories.set(paymentId, script.log)
             const embedded = setup.embedded
             if (embedded === null || !disputePrng.chance(disputeRate)) return
@@ -311,7 +312,7 @@ export const makeScenario = (options: MerchantsOptions = {}): Scenario => {
       const run = need(workload, "a script")
       const merchant = need(scriptPrng, "a script").pick(merchants)
       const script: ScriptContext = { intendedStartMs, log: [] }
-      const promise = Effect.runPromise(Effect.locally(run.script(merchant, runBase + index), scriptContext, script)).catch((error) => {
+      const promise = Effect.runPromise(Effect.provideService(run.script(merchant, runBase + index), scriptContext, script)).catch((error) => {
         auditor.fail("expected-answer", `script ${index} of merchant ${merchant.id} died: ${String(error)}`)
       })
       running.add(promise)
