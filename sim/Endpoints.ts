@@ -8,7 +8,7 @@ import { type Auditor, passed } from "./Auditor.ts"
 import { grownTo } from "./Columns.ts"
 import type { FaultRates } from "./Options.ts"
 import type { Prng } from "./Prng.ts"
-import type { Fence } from "./Service.ts"
+import { type Fence, heldBy } from "./Fence.ts"
 
 export interface EndpointStats {
   posts: number
@@ -281,7 +281,7 @@ export const makeSimulatedEndpoints = (
 
   /**
    * The endpoints as one instance reaches them: with `fence`, a dead instance's POST interrupts
-   * its caller (as `fenced` in sim/Service.ts does), checked in the step that receives it, when
+   * its caller and a paused one's waits until it resumes (as `fenced` in sim/Service.ts does), checked in the step that receives it, when
    * the effect runs (not when it is built): one Effect step a POST less than a fence around it.
    */
   const transportOf = (fence: Fence | null): WebhookTransportShape => {
@@ -295,6 +295,7 @@ export const makeSimulatedEndpoints = (
       if (t === undefined || t === null) {
         return Effect.suspend(() => {
           if (fence !== null && fence.dead) return Effect.interrupt
+          if (fence !== null && fence.held !== null) return heldBy(fence, () => postOf(request, timeoutMs))
           const fate = receive(request)
           if (fate._tag === "Refused") return Effect.succeed(refusedResult)
           if (fate._tag === "Answer" && (timeoutMs === null || fate.latencyMs <= timeoutMs)) return answer(fate)
@@ -307,6 +308,7 @@ export const makeSimulatedEndpoints = (
       // (or the timeout) is read when the fiber resumes.
       return Effect.async<TransportResult>((resume) => {
         if (fence !== null && fence.dead) return resume(Effect.interrupt)
+        if (fence !== null && fence.held !== null) return resume(heldBy(fence, () => postOf(request, timeoutMs)))
         const fate = receive(request)
         if (fate._tag === "Refused") return resume(Effect.succeed(refusedResult))
         if (fate._tag === "Answer" && (timeoutMs === null || fate.latencyMs <= timeoutMs)) {

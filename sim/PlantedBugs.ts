@@ -162,6 +162,13 @@ export const plantedBugs = {
     law: "webhook-every-event-delivered",
     description: "some events leave the outbox without a delivery",
     scenario: {}
+  },
+  // Each of these four is revealed by one fault alone (test/sim/new-faults.test.ts runs it with that
+  // fault's rate at zero too, and it passes there).
+  "freeze-waits-for-thaw": {
+    law: "answered-in-time",
+    description: "the database adapter sets no statement timeout: a call to a frozen database waits for the thaw instead of failing after 5.5 s",
+    scenario: { payments: 300, hours: 12, faults: { storeFreezesPerDay: 4 } }
   }
 } as const satisfies Record<string, PlantedBugSpec>
 
@@ -351,6 +358,13 @@ export const webhookStoreBug = (bug: PlantedBug, store: WebhookStoreShape): Webh
       return store
   }
 }
+
+/**
+ * How long a call waits for a frozen database (sim/StoreFaults.ts): the adapter's statement bound,
+ * or none at all with `freeze-waits-for-thaw` (every call then waits for the thaw).
+ */
+export const storeCallTimeoutBug = (bug: PlantedBug, timeoutMs: number): number =>
+  bug === "freeze-waits-for-thaw" ? Number.POSITIVE_INFINITY : timeoutMs
 
 export const transportBug = (bug: PlantedBug, transport: WebhookTransportShape): WebhookTransportShape => {
   switch (bug) {

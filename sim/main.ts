@@ -99,7 +99,9 @@ export const formatReport = (result: SimResult): string => {
   const s = result.store
   lines.push(`disputes: ${result.disputes.planned} (${result.disputes.refusedOpens} opens refused, ${result.disputes.duplicates} duplicate notifications, ${result.disputes.retries} re-sent unacknowledged)`)
   lines.push(`settlement: ${result.unsettled} payments captured before the last cut-off left unsettled`)
-  lines.push(`store faults: ${s.unavailable} unavailable + ${s.outageRefusals} in ${s.outages} outages of ${s.operations} operations; ${s.lostCommits} commits answered unavailable`)
+  lines.push(`store faults: ${s.unavailable} unavailable + ${s.outageRefusals} in ${s.outages} outages of ${s.operations} operations; ${s.lostCommits} commits answered unavailable; ` +
+    `${s.freezes} freezes (${s.frozenCalls} calls received frozen, ${s.frozenTimeouts} given up by their caller)`)
+  lines.push(`pauses ${result.pauses}  clock offsets ${result.clockOffsetsMs.length === 0 ? "none" : result.clockOffsetsMs.map((ms) => `${ms >= 0 ? "+" : ""}${ms}`).join(" ")} ms  slowest answer ${result.slowestAnswerMs} ms`)
   const a = result.acquirer
   lines.push(`acquirer: approved ${a.approved} declined ${a.declined} timed out ${a.timedOut} slow ${a.slow} transport failures ${a.transientFailures} calls ${a.calls}`)
   const d = result.deliveries

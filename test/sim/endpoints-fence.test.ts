@@ -47,7 +47,7 @@ const setUp = () => {
 describe("simulated endpoints behind an instance's fence", () => {
   it("a POST built before the crash and run after it interrupts and reaches nothing", () => {
     const { endpoints, run } = setUp()
-    const fence: Fence = { dead: false }
+    const fence: Fence = { dead: false, held: null }
     const transport = endpoints.fencedBy(fence)
 
     // Alive: the POST reaches the endpoint and is answered (this also makes the timer known).
@@ -66,14 +66,14 @@ describe("simulated endpoints behind an instance's fence", () => {
     expect(endpoints.stats.posts).toBe(1)
 
     // The unfenced transport (and another instance's fence) still reach the endpoints.
-    const other = run(endpoints.fencedBy({ dead: false }).postWithin!(request(4), 10_000))
+    const other = run(endpoints.fencedBy({ dead: false, held: null }).postWithin!(request(4), 10_000))
     expect(other !== null && Exit.isSuccess(other)).toBe(true)
     expect(endpoints.stats.posts).toBe(2)
   })
 
   it("before the timer is known, a dead instance's POST interrupts too", () => {
     const { endpoints, run } = setUp()
-    const fence: Fence = { dead: false }
+    const fence: Fence = { dead: false, held: null }
     const built = endpoints.fencedBy(fence).postWithin!(request(1), 10_000)
     fence.dead = true
     const exit = run(built)
