@@ -312,7 +312,11 @@ export const makeSimulatedEndpoints = (
         const fate = receive(request)
         if (fate._tag === "Refused") return resume(Effect.succeed(refusedResult))
         if (fate._tag === "Answer" && (timeoutMs === null || fate.latencyMs <= timeoutMs)) {
-          t(fate.latencyMs, () => resume(Effect.sync(() => settle(fate))))
+          // An answer reaching a paused instance is read when it resumes (a dead one never reads it).
+          t(fate.latencyMs, () => {
+            if (fence !== null && fence.held !== null) fence.held.push(() => resume(fence.dead ? Effect.interrupt : Effect.sync(() => settle(fate))))
+            else resume(Effect.sync(() => settle(fate)))
+          })
         } else if (timeoutMs !== null) t(timeoutMs, () => resume(Effect.sync(() => timedOut(timeoutMs))))
         // No answer and no timeout: never resumed, as `Effect.never`.
       })

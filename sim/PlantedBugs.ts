@@ -5,6 +5,7 @@ import type { WebhookTransportShape } from "../src/platform/WebhookTransport.ts"
 import type { StoreShape } from "../src/store/Store.ts"
 import type { PollInput, WebhookStoreShape } from "../src/store/WebhookStore.ts"
 import type { FaultRates, WorkloadMix } from "./Options.ts"
+import { isoAt } from "../src/domain/Time.ts"
 import { hash32 } from "./Prng.ts"
 
 /**
@@ -168,7 +169,23 @@ export const plantedBugs = {
   "freeze-waits-for-thaw": {
     law: "answered-in-time",
     description: "the database adapter sets no statement timeout: a call to a frozen database waits for the thaw instead of failing after 5.5 s",
-    scenario: { payments: 300, hours: 12, faults: { storeFreezesPerDay: 4 } }
+    scenario: { seed: 1, merchants: 4, payments: 300, hours: 12, faults: { storeFreezesPerDay: 4 } }
+  },
+  "unversioned-commit": {
+    law: "version",
+    description: "a flow step or command whose payment moved since it read it (another process changed it) is written anyway, on top of the newer record",
+    // Slow authorizations keep flows in flight when an instance pauses: its replacement resumes them.
+    scenario: { seed: 1, merchants: 4, payments: 600, hours: 6, faults: { pausesPerHour: 4, acquirerSlow: 0.5 } }
+  },
+  "attempt-time-from-receiver": {
+    law: "webhook-schedule",
+    description: "a delivery's first failure is timed by the receiver's clock (its Date header) instead of the service's own, so retries count from another clock",
+    scenario: { seed: 1, merchants: 4, payments: 300, hours: 12, faults: { webhook5xx: 0.3 } }
+  },
+  "recovery-misses-payments": {
+    law: "liveness",
+    description: "the recovery query misses some payments in flight, so a flow a crash stopped is never resumed and its payment stays pending",
+    scenario: { seed: 2, merchants: 4, payments: 300, hours: 6, faults: { crashesPerHour: 6, acquirerSlow: 0.5 } }
   }
 } as const satisfies Record<string, PlantedBugSpec>
 
@@ -297,6 +314,16 @@ export const changeBug = (bug: PlantedBug, before: Payment | null, change: Chang
 export const storedChangeBug = (bug: PlantedBug, change: Change): Change =>
   bug === "store-drops-event" && change.events.length > 1 ? { ...change, events: change.events.slice(0, -1) } : change
 
+/** A change decided on `before`, renumbered to follow `current` instead (what `unversioned-commit` writes). */
+const rebased = (before: Payment, change: Change, current: Payment): Change => {
+  const shift = current.version - before.version
+  return {
+    ...change,
+    payment: { ...change.payment, version: change.payment.version + shift },
+    events: change.events.map((e) => ({ ...e, sequence: e.sequence + shift }))
+  }
+}
+
 /** Store-level bugs outside decisions: idempotency records, command keys, the settlement query. */
 export const storeBug = (bug: PlantedBug, store: StoreShape): StoreShape => {
   switch (bug) {
@@ -313,6 +340,24 @@ export const storeBug = (bug: PlantedBug, store: StoreShape): StoreShape => {
         updatePayment: (target, decide) => store.updatePayment({ ...target, commandKey: undefined }, decide),
         ...(store.readForCommand === undefined ? {} : { readForCommand: (target) => store.readForCommand!({ ...target, commandKey: undefined }) })
       }
+    case "unversioned-commit":
+      return {
+        ...store,
+        commitChange: (commit) =>
+          Effect.flatMap(store.commitChange(commit), (committed) =>
+            committed
+              ? Effect.succeed(true)
+              : Effect.map(
+                store.updatePayment({ merchantId: null, paymentId: commit.before.id }, (current) => ({ ok: true, change: rebased(commit.before, commit.change, current) })),
+                (outcome) => outcome._tag === "Applied"
+              ))
+      }
+    case "recovery-misses-payments":
+      return {
+        ...store,
+        paymentsInFlight: (updatedBefore, limit) =>
+          Effect.map(store.paymentsInFlight(updatedBefore, limit + 64), (ids) => ids.filter((id) => !oneIn(3, id)).slice(0, limit))
+      }
     case "skip-settlement":
       return {
         ...store,
@@ -324,8 +369,23 @@ export const storeBug = (bug: PlantedBug, store: StoreShape): StoreShape => {
   }
 }
 
-export const webhookStoreBug = (bug: PlantedBug, store: WebhookStoreShape): WebhookStoreShape => {
+export const webhookStoreBug = (
+  bug: PlantedBug,
+  store: WebhookStoreShape,
+  /** The receivers' clock (true virtual time; an instance's own clock may be off it). */
+  receiverNowMs: () => number = () => Number.NaN
+): WebhookStoreShape => {
   switch (bug) {
+    case "attempt-time-from-receiver":
+      return {
+        ...store,
+        recordAttempt: (delivery, attempt, token, successor) => {
+          // The first failure, timed when the receiver got the request by its own clock.
+          if (delivery.firstFailedAt === null || delivery.firstFailedAt !== attempt.at) return store.recordAttempt(delivery, attempt, token, successor)
+          const receivedAt = isoAt(receiverNowMs() - attempt.durationMs)
+          return store.recordAttempt({ ...delivery, firstFailedAt: receivedAt }, attempt, token, successor)
+        }
+      }
     case "early-retry":
       return {
         ...store,

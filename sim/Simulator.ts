@@ -191,7 +191,7 @@ export const runSimulation = (options: SimOptions): SimResult => {
     ids: makeIds(seededBytes((seed ^ hash32("ids")) >>> 0)),
     config,
     acquirer,
-    webhookStore: webhookStoreBug(options.plantedBug, webhookStore),
+    webhookStore: webhookStoreBug(options.plantedBug, webhookStore, nowMs),
     webhookTransport: transportBug(options.plantedBug, endpoints.transport),
     // A planted bug wraps the fenced endpoints: every POST it makes still reaches them through
     // the fence, checked when the POST runs.
@@ -290,7 +290,9 @@ export const runSimulation = (options: SimOptions): SimResult => {
           trace.record(`replacement generation ${service.generation}`)
         }
         yield* Effect.sleep(pauseMs - failoverMs)
-        crashesMs.push(time.nowMs)
+        // (Not a time the webhook audits forgive, as the pause's start is: an attempt the paused
+        // instance sent before it may have gone unrecorded, and its replacement sends it again;
+        // nothing it does once resumed is forgiven.)
         trace.record(`resume after pause #${service.pauses}`)
         service.resume(fence)
         yield* Effect.sleep(lingerMs)
@@ -379,7 +381,7 @@ export const runSimulation = (options: SimOptions): SimResult => {
    * Law `liveness`: `livenessMs` after the horizon (or sooner, once idle), nothing is left stuck:
    * no payment pending or half-way through its automatic flow, no idempotency claim or webhook
    * lease still held, every delivery ended or on its schedule (the first open one of its payment's
-   * order has its next attempt ahead, none overdue), and the service answers a request (a few
+   * order has its next attempt ahead, within the schedule's last offset, none overdue), and the service answers a request (a few
    * tries, a second apart, past the per-operation store faults that stay on).
    */
   function checkLiveness() {
@@ -396,6 +398,8 @@ export const runSimulation = (options: SimOptions): SimResult => {
     // `webhook-deadline` bounds it); the first open one of each chain must have its next attempt
     // ahead of it, or be no later than a poll, a timeout and a margin overdue.
     const overdueMs = dispatcherPollMs + config.webhookTimeoutMs + 60_000
+    const aheadMs = (config.webhookRetryScheduleMs[config.webhookRetryScheduleMs.length - 1] ?? 0) + overdueMs
+    const onSchedule = (row: { readonly dueMs: number }) => row.dueMs >= time.nowMs - overdueMs && row.dueMs <= time.nowMs + aheadMs
     const heads = new Map<string, { readonly sequence: number; readonly row: { readonly id: string; readonly status: string; readonly dueMs: number; readonly nextAttemptMs: number } }>()
     for (const row of state.webhooks.deliveries.values()) {
       if (!row.open) {
@@ -404,7 +408,7 @@ export const runSimulation = (options: SimOptions): SimResult => {
       }
       const paymentId = row.orderPaymentId
       if (paymentId === null) {
-        if (!(row.dueMs >= time.nowMs - overdueMs)) stuck.push(`delivery ${row.id} ${row.status}, next attempt ${Number.isNaN(row.nextAttemptMs) ? "none" : isoAt(row.nextAttemptMs)}`)
+        if (!onSchedule(row)) stuck.push(`delivery ${row.id} ${row.status}, next attempt ${Number.isNaN(row.nextAttemptMs) ? "none" : isoAt(row.nextAttemptMs)}`)
         continue
       }
       const chain = `${paymentId} ${row.url}`
@@ -412,7 +416,7 @@ export const runSimulation = (options: SimOptions): SimResult => {
       if (head === undefined || row.sequence < head.sequence) heads.set(chain, { sequence: row.sequence, row })
     }
     for (const { row } of heads.values()) {
-      if (!(row.dueMs >= time.nowMs - overdueMs)) stuck.push(`delivery ${row.id} ${row.status}, next attempt ${Number.isNaN(row.nextAttemptMs) ? "none" : isoAt(row.nextAttemptMs)}`)
+      if (!onSchedule(row)) stuck.push(`delivery ${row.id} ${row.status}, next attempt ${Number.isNaN(row.nextAttemptMs) ? "none" : isoAt(row.nextAttemptMs)}`)
     }
     let answer: number | null = null
     const merchant = merchants[0]
