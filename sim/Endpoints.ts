@@ -455,6 +455,11 @@ export const auditDeliveries = (
     readonly timeoutMs: number
     readonly toleranceMs: number
     readonly crashesMs: ReadonlyArray<number>
+    /**
+     * How far two instances' clocks may disagree (clock skew, docs/operations.md): times recorded
+     * by different instances are compared within it (absent: 0).
+     */
+    readonly clockToleranceMs?: number
     /** What reached the endpoints (attempt numbers by delivery); the audit marks on them each event with a stored delivery. */
     readonly receipts: Receipts
     /**
@@ -467,6 +472,7 @@ export const auditDeliveries = (
 ) => {
   const receipts = options.receipts
   const lostOk = options.unansweredMayBeLost === true
+  const clockToleranceMs = options.clockToleranceMs ?? 0
   // Events seen with a stored delivery: marked on the receipts of the event's first POST (one
   // look-up into a table the endpoints hold anyway, serving the attempt checks below too), or
   // kept in a set when none of its POSTs reached an endpoint.
@@ -630,7 +636,8 @@ export const auditDeliveries = (
       const previousEnd = previous.endedAtMs
       d.readyAtMs = previousEnd === null ? null : Math.max(d.createdAtMs, previousEnd + options.timeoutMs)
       const firstMs = d.firstAttemptMs
-      auditor.check(firstMs === undefined || (previousEnd !== null && previousEnd <= firstMs), "webhook-order", () =>
+      // (Both times as recorded: by different instances, when a paused one resumed beside its replacement.)
+      auditor.check(firstMs === undefined || (previousEnd !== null && previousEnd <= firstMs + clockToleranceMs), "webhook-order", () =>
         `delivery ${d.id} (${d.eventType}, sequence ${d.sequence}): attempted at ${firstMs === undefined ? undefined : when(firstMs)} before delivery ${previous.id} ` +
         `(${previous.eventType}, sequence ${previous.sequence}) of the same payment had ended (${previousEnd === null ? "still open" : when(previousEnd)})`)
     }

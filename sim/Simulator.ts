@@ -361,6 +361,7 @@ export const runSimulation = (options: SimOptions): SimResult => {
         // works at most 8 attempts at once, so a backlog behind slow answers delays its retries.
         toleranceMs: retrySlackMs + config.webhookTimeoutMs + 25_000,
         crashesMs,
+        clockToleranceMs: 2 * clockSkewMs,
         receipts: endpoints.receipts
       })
       deliveries = audited.totals
