@@ -9,6 +9,11 @@
  *   npm run bench -- [--scenario create|read|mixed|refund|idempotent-retry|webhooks|analytics]
  *                    [--duration 10] [--connections 64] [--url postgres://...] [--no-baselines] [--cards N]
  *                    [--profile DIR] [--payments 1000000 (analytics)]
+ *                    [--service-dir DIR] [--entry src/main.ts] [--label NAME]
+ *
+ * `--service-dir` runs the service of another checkout (its own code and node_modules, e.g. a
+ * worktree of another branch) and `--entry` another entry point of it (one that takes `serve` and
+ * `merchant create --name`); bench/ab.ts alternates two such services, round after round.
  *
  * `analytics` bulk-loads `--payments` payments of the bench merchant over 90 days with one
  * INSERT … SELECT generate_series (no events or ledger: analytics reads payments only), then
@@ -21,7 +26,7 @@ import { execFileSync, spawn, spawnSync, type ChildProcess } from "node:child_pr
 import { existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { createServer, type Server } from "node:http"
 import { tmpdir } from "node:os"
-import { join } from "node:path"
+import { join, resolve } from "node:path"
 import pg from "pg"
 import { freePort, startEmbeddedPostgres } from "../src/platform/Database.ts"
 import { analyticsSeriesSql, analyticsTotalsSql } from "../src/store/PgStore.ts"
@@ -53,6 +58,10 @@ const profileDirectory = argument("profile", "")
 /** `--node-flags "..."`: V8/Node flags for the service process; by default those of `npm start`. */
 const nodeFlagsArgument = argument("node-flags", "")
 const serviceNodeFlags = nodeFlagsArgument === "" ? startNodeFlags() : nodeFlagsArgument.split(" ").filter((flag) => flag !== "")
+/** The checkout whose service runs (its working directory: its code and its node_modules), and its entry point. */
+const serviceDirectory = resolve(argument("service-dir", "."))
+const serviceEntry = argument("entry", "src/main.ts")
+const label = argument("label", "")
 
 const log = (line: string) => process.stderr.write(`${line}\n`)
 
@@ -232,7 +241,12 @@ const main = async () => {
   watchdog.unref()
   const monitor = new pg.Client({ connectionString: databaseUrl })
   try {
-    const created = JSON.parse(execFileSync(process.execPath, ["--import", "tsx", "src/main.ts", "merchant", "create", "--name", "Bench"], { env, encoding: "utf8" }))
+    const createdText = execFileSync(process.execPath, ["--import", "tsx", serviceEntry, "merchant", "create", "--name", "Bench"], {
+      env,
+      cwd: serviceDirectory,
+      encoding: "utf8"
+    })
+    const created = JSON.parse(createdText.split("\n").find((line) => line.startsWith("{\"merchant\"")) ?? createdText)
     const key: string = created.api_key.key
     const merchantId: string = created.merchant.id
     await monitor.connect()
@@ -245,7 +259,11 @@ const main = async () => {
     // The service logs a JSON line per request: to a file (its cost is measured, the terminal stays readable).
     mkdirSync("bench/results", { recursive: true })
     const serviceLog = openSync(join("bench/results", "service.log"), "w")
-    const service = spawn(process.execPath, [...serviceNodeFlags, ...profiling, "--import", "tsx", "src/main.ts", "serve"], { env, stdio: ["ignore", "ignore", serviceLog] })
+    const service = spawn(process.execPath, [...serviceNodeFlags, ...profiling, "--import", "tsx", serviceEntry, "serve"], {
+      env,
+      cwd: serviceDirectory,
+      stdio: ["ignore", "ignore", serviceLog]
+    })
     children.push(service)
     const base = `http://127.0.0.1:${port}`
     await waitFor(`${base}/healthz`, 30_000)
@@ -439,6 +457,9 @@ const main = async () => {
 
     const report = {
       scenario,
+      label,
+      service_dir: serviceDirectory,
+      entry: serviceEntry,
       date: new Date().toISOString(),
       connections,
       duration_s: durationSeconds,
@@ -457,7 +478,7 @@ const main = async () => {
     }
 
     const rows: Array<[string, string]> = [
-      ["scenario", `${scenario}, ${connections} connections, ${durationSeconds}s`],
+      ["scenario", `${scenario}, ${connections} connections, ${durationSeconds}s${label === "" ? "" : `, ${label}`}`],
       ["requests/s", fixed(result.rps, 1)],
       ["latency p50/p90/p99/max ms", `${result.latency.p50} / ${result.latency.p90} / ${result.latency.p99} / ${result.latency.max}`],
       ["status codes", JSON.stringify(result.statusCodes)],
@@ -479,9 +500,10 @@ const main = async () => {
     console.log(table(rows))
 
     mkdirSync("bench/results", { recursive: true })
-    const file = join("bench/results", `${scenario}-${report.date.replace(/[:.]/g, "-")}.json`)
+    const file = join("bench/results", `${scenario}${label === "" ? "" : `-${label}`}-${report.date.replace(/[:.]/g, "-")}.json`)
     writeFileSync(file, JSON.stringify(report, null, 2) + "\n")
     log(`results: ${file}`)
+    console.log(`results: ${file}`)
     const ok = audit.unbalanced_groups === 0 && audit.pending_payments === 0 && audit.double_captures === 0 && audit.over_refunded === 0
     if (!ok) {
       console.error("LEDGER AUDIT FAILED")

@@ -1,11 +1,11 @@
 import type { Account, LedgerEntry } from "../src/domain/Ledger.ts"
 import type { Change, Payment, PaymentEvent, PaymentStatus } from "../src/domain/Payment.ts"
-import { type FraudCase, minorUnitsPerMajor } from "../src/domain/Fraud.ts"
+import { type FraudCase, minorUnitsPerMajor, model as fraudModel } from "../src/domain/Fraud.ts"
 import { sandboxReviewMaximumMajor } from "../src/acquirer/Acquirer.ts"
 import { Effect } from "effect"
 import { type MemoryState, memoryOperations } from "../src/store/MemoryStore.ts"
 import type { CommandKey, StoreShape } from "../src/store/Store.ts"
-import { changeBug, decisionBug, needsLockingPath, type PlantedBug, storeBug, storedChangeBug } from "./PlantedBugs.ts"
+import { changeBug, decisionBug, needsLockingPath, type PlantedBug, resumedCreateBug, storeBug, storedChangeBug } from "./PlantedBugs.ts"
 import { chargedBackCents, disputeLedger, disputeTransitions } from "./Disputes.ts"
 import { grownTo } from "./Columns.ts"
 
@@ -223,6 +223,16 @@ const beforeCreation = { status: "pending", fraudVerdict: null, capturedAmountCe
 const expectedScratch: Array<string> = []
 const groupScratch: Array<string> = []
 const sumScratch: Array<number> = []
+
+/** A number written with at most 6 decimals (as it reads back from its millionths). */
+const isSixDecimals = (x: number) => Number.isFinite(x) && Math.round(x * 1e6) / 1e6 === x
+
+/** Whether `score` is exactly `1 / (1 + Math.exp(-k / 1e6))` for an integer k (its log-odds, rounded, and both neighbours tried). */
+const isSigmoidOfMillionths = (score: number) => {
+  const k = Math.round(Math.log(score / (1 - score)) * 1e6)
+  for (let d = -1; d <= 1; d++) if (1 / (1 + Math.exp(-(k + d) / 1e6)) === score) return true
+  return false
+}
 
 /** The message of a check that passed: never built (see `Auditor.check`). */
 export const passed = () => ""
@@ -442,6 +452,7 @@ export class Auditor {
       if (!this.counted(band === "passed" ? fraudCase === null && after.fraudCaseId === null : opened)) {
         this.fail("fraud-case", `payment ${after.id}: screened ${band} with case ${JSON.stringify(fraudCase?.status ?? null)} (${after.fraudCaseId})`)
       }
+      this.checkFraudExplanation(after.id, score, after.fraudExplanations ?? [], fraudCase)
     }
     if (fraudCase === null) return
     const previous = this.caseStatus.get(fraudCase.id)
@@ -461,6 +472,56 @@ export class Auditor {
     this.caseStatus.set(fraudCase.id, fraudCase.status)
   }
 
+  /**
+   * The fraud explanation of a screened payment, with the arithmetic docs/fraud-model.md states
+   * (written out again here, as `Fraud.modelOutput` and `Fraud.sigmoid` define it): the score is
+   * `1 / (1 + Math.exp(-output))` of a model output with 6 decimals, bit for bit; the record's
+   * explanations are the largest |contribution| first, each with 6 decimals; and with a case
+   * (every held or blocked payment), `base value + Σ contributions = output` summed in whole
+   * millionths over one contribution per model feature, `score = sigmoid(output)`, the case's
+   * score the payment's, and the record's explanations the case's first ones. `modelOutput` is
+   * the output as the API shows it (the harness), null when the reader has none (the store).
+   */
+  checkFraudExplanation(
+    paymentId: string,
+    score: number | null,
+    explanations: ReadonlyArray<{ readonly feature: string; readonly value: number; readonly contribution: number }>,
+    fraudCase: { readonly riskScore: number; readonly baseValue: number | null; readonly explanations: ReadonlyArray<{ readonly feature: string; readonly value: number; readonly contribution: number }> } | null,
+    modelOutput: number | null = null
+  ) {
+    const bad = (why: string) => this.fail("fraud-explanation", `payment ${paymentId}: ${why}`)
+    if (!this.counted(typeof score === "number" && score >= 0 && score <= 1)) return bad(`score ${score} is not a probability`)
+    const s = score as number
+    if (!this.counted(s === 1 || s === 0 || isSigmoidOfMillionths(s))) bad(`score ${s} is not 1 / (1 + e^-output) of any output with 6 decimals`)
+    for (let i = 0; i < explanations.length; i++) {
+      const e = explanations[i]!
+      const previous = explanations[i - 1]
+      const ordered = previous === undefined || Math.abs(previous.contribution) >= Math.abs(e.contribution)
+      if (!this.counted(isSixDecimals(e.contribution) && isSixDecimals(e.value) && ordered)) {
+        bad(`explanation ${i} ${JSON.stringify(e)} after ${JSON.stringify(previous ?? null)}: not 6 decimals, or not largest |contribution| first`)
+      }
+    }
+    if (fraudCase === null) return
+    const base = fraudCase.baseValue
+    if (!this.counted(base !== null && isSixDecimals(base) && fraudCase.explanations.length === fraudModel.features.length)) {
+      return bad(`case base value ${base} with ${fraudCase.explanations.length} contributions (the model has ${fraudModel.features.length} features)`)
+    }
+    let millionths = Math.round(base! * 1e6)
+    for (const e of fraudCase.explanations) millionths += Math.round(e.contribution * 1e6)
+    const output = millionths / 1e6
+    if (!this.counted(1 / (1 + Math.exp(-output)) === s && fraudCase.riskScore === s)) {
+      bad(`base ${base} + Σ contributions = ${output}, whose sigmoid is ${1 / (1 + Math.exp(-output))}; case score ${fraudCase.riskScore}, payment score ${s}`)
+    }
+    if (modelOutput !== null && !this.counted(Math.round(modelOutput * 1e6) === millionths)) bad(`model_output ${modelOutput}, base + Σ contributions ${output}`)
+    let same = explanations.length === Math.min(fraudCase.explanations.length, explanations.length)
+    for (let i = 0; same && i < explanations.length; i++) {
+      const a = explanations[i]!
+      const b = fraudCase.explanations[i]!
+      same = a.feature === b.feature && a.value === b.value && a.contribution === b.contribution
+    }
+    if (!this.counted(same)) bad(`the record's explanations are not the case's first ${explanations.length}`)
+  }
+
   /** Every event belongs to the payment; the one stamped with the final version carries the committed record. */
   private checkEvent(payment: Payment, event: PaymentEvent) {
     if (
@@ -474,6 +535,14 @@ export class Auditor {
 
   checkAmounts(p: { readonly id: string; readonly status: PaymentStatus; readonly amountCents: number; readonly capturedAmountCents: number; readonly refundedAmountCents: number; readonly feeCents?: number; readonly failureCode: string | null; readonly dispute?: Payment["dispute"] }) {
     this.checkAmountsOf(p.id, p.status, p.amountCents, p.capturedAmountCents, p.refundedAmountCents, p.failureCode, chargedBackCents(p))
+    // Captured money is refunded or disputed, never both: an open dispute holds its amount and a
+    // lost one gave it back to the cardholder, so neither may also be refunded (a won one returned it).
+    const dispute = p.dispute
+    const disputed = dispute === undefined || dispute === null || dispute.status === "won" ? 0 : dispute.amountCents
+    if (!this.counted(p.refundedAmountCents + disputed <= p.capturedAmountCents)) {
+      this.fail("refunds-and-disputes-within-capture",
+        `payment ${p.id}: refunded ${p.refundedAmountCents} + disputed ${disputed} (${dispute?.status}) > captured ${p.capturedAmountCents}`)
+    }
     if (p.feeCents !== undefined) {
       if (!this.counted(p.feeCents >= 0 && p.feeCents <= p.capturedAmountCents)) this.fail("fee-within-capture", `payment ${p.id}: fee ${p.feeCents}`)
     }
@@ -685,9 +754,15 @@ export const auditedStore = (
   const store = storeBug(plantedBug, inner)
   const planted = (before: Payment | null, change: Change) => changeBug(plantedBug, before, change)
   const stored = (change: Change) => storedChangeBug(plantedBug, change)
+  // Payments a planted bug created without their key (`resumedCreateBug`): keyless from then on,
+  // in what the store holds and what the auditor sees, as if the service never knew the key.
+  const keyless = new Set<string>()
+  const withoutKey = (payment: Payment): Payment => (payment.idempotencyKey === null ? payment : { ...payment, idempotencyKey: null })
   const commits = {
     insertPayment: (args: ReadonlyArray<unknown>) => {
-      const change = planted(null, args[0] as Change)
+      const decided = resumedCreateBug(plantedBug, args[0] as Change)
+      if (decided !== args[0]) keyless.add(decided.payment.id)
+      const change = planted(null, decided)
       return {
         effect: store.insertPayment(stored(change)),
         seen: (outcome: unknown) => {
@@ -706,7 +781,10 @@ export const auditedStore = (
       }
     },
     commitChange: (args: ReadonlyArray<unknown>) => {
-      const commit = args[0] as Parameters<StoreShape["commitChange"]>[0]
+      const given = args[0] as Parameters<StoreShape["commitChange"]>[0]
+      const commit = keyless.size === 0 || !keyless.has(given.before.id)
+        ? given
+        : { ...given, before: withoutKey(given.before), change: { ...given.change, payment: withoutKey(given.change.payment) } }
       const change = planted(commit.before, commit.change)
       return {
         effect: store.commitChange({ ...commit, change: stored(change) }),

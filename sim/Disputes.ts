@@ -123,36 +123,35 @@ export const makeDisputeInjector = (input: {
       return "refused" as const
     })
 
-  const script = (payment: Payment) =>
+  /** Plans a dispute of the payment: its entry and the open notification. */
+  const plan = (payment: Payment) => {
+    const disputable = payment.capturedAmountCents - payment.refundedAmountCents
+    const entry: Planned = {
+      paymentId: payment.id,
+      acquirerDisputeId: `dp_sim_${planned.length + 1}`,
+      outcome: prng.chance(0.5) ? "won" : "lost",
+      open: "pending",
+      resolve: "pending",
+      conflicting: "none"
+    }
+    planned.push(entry)
+    stats.planned++
+    const amountCents = prng.chance(0.5) ? undefined : prng.int(1, disputable)
+    const reason = prng.pick(disputeReasons)
+    const open: DisputeNotification = { acquirerDisputeId: entry.acquirerDisputeId, paymentId: payment.id, action: { _tag: "Open", reason, amountCents } }
+    return { entry, open }
+  }
+
+  /** After an accepted open: maybe a duplicate, then the resolve (maybe twice, maybe a conflicting one) some hours later. */
+  const resolveLater = (entry: Planned, open: DisputeNotification) =>
     Effect.gen(function*() {
-      const disputable = payment.capturedAmountCents - payment.refundedAmountCents
-      const entry: Planned = {
-        paymentId: payment.id,
-        acquirerDisputeId: `dp_sim_${planned.length + 1}`,
-        outcome: prng.chance(0.5) ? "won" : "lost",
-        open: "pending",
-        resolve: "pending",
-        conflicting: "none"
-      }
-      planned.push(entry)
-      stats.planned++
-      const amountCents = prng.chance(0.5) ? undefined : prng.int(1, disputable)
-      const reason = prng.pick(disputeReasons)
-      const open: DisputeNotification = { acquirerDisputeId: entry.acquirerDisputeId, paymentId: payment.id, action: { _tag: "Open", reason, amountCents } }
-      yield* Effect.sleep(prng.int(60_000, 6 * 3_600_000))
-      entry.open = yield* deliver(open, "open")
-      if (entry.open === "refused") {
-        stats.refusedOpens++
-        entry.resolve = "skipped"
-        return
-      }
       if (prng.chance(0.2)) {
         stats.duplicates++
         auditor.check((yield* deliver(open, "open (duplicate)")) === "accepted", "dispute-idempotent", () =>
           `a repeated open of ${entry.acquirerDisputeId} was refused`)
       }
       yield* Effect.sleep(prng.int(10 * 60_000, 12 * 3_600_000))
-      const resolve: DisputeNotification = { acquirerDisputeId: entry.acquirerDisputeId, paymentId: payment.id, action: { _tag: "Resolve", outcome: entry.outcome } }
+      const resolve: DisputeNotification = { acquirerDisputeId: entry.acquirerDisputeId, paymentId: entry.paymentId, action: { _tag: "Resolve", outcome: entry.outcome } }
       entry.resolve = yield* deliver(resolve, `resolve ${entry.outcome}`)
       if (prng.chance(0.2)) {
         stats.duplicates++
@@ -166,6 +165,25 @@ export const makeDisputeInjector = (input: {
       }
     })
 
+  /** Forks `effect` as a dispute in progress (interruptible: see `consider`). */
+  const inBackground = (effect: Effect.Effect<void>) => {
+    running++
+    return Effect.asVoid(Effect.forkDaemon(Effect.interruptible(Effect.ensuring(effect, Effect.sync(() => void running--)))))
+  }
+
+  const script = (payment: Payment) =>
+    Effect.gen(function*() {
+      const { entry, open } = plan(payment)
+      yield* Effect.sleep(prng.int(60_000, 6 * 3_600_000))
+      entry.open = yield* deliver(open, "open")
+      if (entry.open === "refused") {
+        stats.refusedOpens++
+        entry.resolve = "skipped"
+        return
+      }
+      yield* resolveLater(entry, open)
+    })
+
   return {
     stats,
     /** True when no dispute is waiting to be opened or resolved. */
@@ -177,12 +195,37 @@ export const makeDisputeInjector = (input: {
     consider: (paymentId: string): Effect.Effect<void> =>
       Effect.suspend(() => {
         const payment = state.payments.get(paymentId)
-        if (payment === undefined || input.nowMs() >= input.horizonEndMs || !prng.chance(rate)) return Effect.void
+        // A payment disputed while its script ran (`openNow`) has its one dispute already.
+        if (payment === undefined || payment.dispute !== null || input.nowMs() >= input.horizonEndMs || !prng.chance(rate)) return Effect.void
         if ((payment.status !== "captured" && payment.status !== "settled") || payment.capturedAmountCents - payment.refundedAmountCents <= 0) return Effect.void
-        running++
         // Called from a finalizer (uninterruptible), whose flags a fork inherits: the script must be
         // interruptible, or its acknowledgement timeout can never cut a call a crash left hanging.
-        return Effect.asVoid(Effect.forkDaemon(Effect.interruptible(Effect.ensuring(script(payment), Effect.sync(() => void running--)))))
+        return inBackground(script(payment))
+      }),
+    /**
+     * Disputes the payment now, while its merchant's script still runs (so its refunds, captures
+     * and voids meet an open dispute): the open is sent at once and acknowledged before this
+     * returns (true: opened); the resolve follows in the background, 10 min to 12 h later.
+     * False when there is nothing to dispute, the horizon passed, or the open was refused.
+     */
+    openNow: (paymentId: string): Effect.Effect<boolean> =>
+      Effect.suspend(() => {
+        const payment = state.payments.get(paymentId)
+        if (payment === undefined || payment.dispute !== null || input.nowMs() >= input.horizonEndMs) return Effect.succeed(false)
+        if ((payment.status !== "captured" && payment.status !== "settled") || payment.capturedAmountCents - payment.refundedAmountCents <= 0) return Effect.succeed(false)
+        const { entry, open } = plan(payment)
+        running++
+        return Effect.ensuring(deliver(open, "open"), Effect.sync(() => void running--)).pipe(
+          Effect.flatMap((answer) => {
+            entry.open = answer
+            if (answer === "refused") {
+              stats.refusedOpens++
+              entry.resolve = "skipped"
+              return Effect.succeed(false)
+            }
+            return Effect.as(inBackground(resolveLater(entry, open)), true)
+          })
+        )
       }),
     /** At the end: every dispute opened and resolved exactly once, as notified; reserved money conserved. */
     audit: () => {

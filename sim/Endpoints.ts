@@ -30,7 +30,13 @@ export interface EndpointStats {
  * collector as it ages (a typed array's numbers are never scanned). Times are ms since the run's
  * window opened. The end-of-run audit (`auditDeliveries`) reads the same slots.
  */
+/** Attempts whose arrival times the endpoints keep per delivery (the default schedule makes 6). */
+export const timedAttempts = 8
+
 export class Receipts {
+  /** @param baseMs epoch ms of the window start, from which the receipts count time. */
+  constructor(readonly baseMs = 0) {}
+
   /** The delivery id of each slot (its length: the slots in use; `byDelivery` maps it back). */
   readonly deliveryIds: Array<string> = []
   /** When a 2xx acknowledged the delivery (NaN: none has yet). */
@@ -52,6 +58,13 @@ export class Receipts {
    * the delivery (see `makeSimulatedEndpoints`'s `overNetwork`).
    */
   readonly retriedAfterAck: Array<{ readonly deliveryId: string; readonly attempt: number; readonly next: number }> = []
+  /**
+   * When each of the first `timedAttempts` attempt numbers of a slot's delivery reached the
+   * endpoint, in ms from the window start (-1: not yet): a retry's first arrival, the first
+   * attempt's last. The witness of the retry schedule, read at the end instead of the times the
+   * service recorded. `timedAttempts` numbers a slot, from `slot * timedAttempts` (attempt 1 first).
+   */
+  attemptAtMs = new Int32Array(0)
   /** Attempt numbers outside 0-30 by slot (only a bug sends one). */
   private readonly others = new Map<number, Set<number>>()
   /** Delivery id → its slot. */
@@ -106,12 +119,25 @@ export class Receipts {
     this.lastAttempt = grownTo(this.lastAttempt, size, (n) => new Float64Array(n))
     this.lastAtMs = grownTo(this.lastAtMs, size, (n) => new Float64Array(n))
     this.stored = grownTo(this.stored, size, (n) => new Uint8Array(n))
+    const times = grownTo(this.attemptAtMs, this.mask.length * timedAttempts, (n) => new Int32Array(n))
+    times.fill(-1, this.attemptAtMs.length)
+    this.attemptAtMs = times
+  }
+
+  /** When attempt `attempt` of the slot's delivery first reached the endpoint (ms from the window start; -1: it did not, or it is not timed). */
+  attemptAt(slot: number, attempt: number) {
+    return slot < 0 || !(attempt >= 1 && attempt <= timedAttempts) ? -1 : this.attemptAtMs[slot * timedAttempts + attempt - 1]!
   }
 
   /** Attempt `attempt` of the slot's delivery reached the endpoint at `atMs`. */
   received(slot: number, attempt: number, atMs: number) {
     this.lastAttempt[slot] = attempt
     this.lastAtMs[slot] = atMs
+    // A retry's first arrival; the first attempt's last (sent again only when a crash lost its
+    // outcome, and the schedule starts from the one the service recorded).
+    if (Number.isInteger(attempt) && attempt >= 1 && attempt <= timedAttempts && (attempt === 1 || this.attemptAtMs[slot * timedAttempts + attempt - 1] === -1)) {
+      this.attemptAtMs[slot * timedAttempts + attempt - 1] = Math.round(atMs)
+    }
     if (Number.isInteger(attempt) && attempt >= 0 && attempt <= 30) this.mask[slot] = this.mask[slot]! | (1 << attempt)
     else {
       let others = this.others.get(slot)
@@ -154,7 +180,7 @@ export const makeSimulatedEndpoints = (
   const stats: EndpointStats = { posts: 0, answered2xx: 0, answered4xx: 0, answered5xx: 0, slow: 0, lagging: 0, noAnswer: 0, outageRefusals: 0 }
   const outages = new Map<string, ReadonlyArray<readonly [number, number]>>()
   /** By delivery: the attempts received, and when one was acknowledged with a 2xx. */
-  const receipts = new Receipts()
+  const receipts = new Receipts(window.startMs)
   /** Epoch ms of the run's window: the receipts' times are counted from it. */
   const baseMs = window.startMs
 
@@ -523,9 +549,15 @@ export const auditDeliveries = (
   const moreThanOne = (d: DeliveryAudit) => () => `event ${d.eventId}: more than one delivery`
   const misnumbered = (d: DeliveryAudit, index: number, attempt: AttemptAudit) => () => `delivery ${d.id}: attempt ${index} numbered ${attempt.attempt}`
   const afterSuccess = (d: DeliveryAudit) => () => `delivery ${d.id}: attempts after a 2xx`
-  const early = (d: DeliveryAudit, attempt: AttemptAudit) => () => `delivery ${d.id}: attempt ${attempt.attempt} at ${when(attempt.atMs)}, before its offset`
-  const late = (d: DeliveryAudit, attempt: AttemptAudit, dueMs: number) => () =>
-    `delivery ${d.id}: attempt ${attempt.attempt} at ${when(attempt.atMs)}, ${attempt.atMs - dueMs} ms after its offset`
+  const early = (d: DeliveryAudit, attempt: AttemptAudit, atMs: number, dueMs: number) => () =>
+    `delivery ${d.id}: attempt ${attempt.attempt} reached the endpoint at ${when(atMs)}, ${dueMs - atMs} ms before its offset from the first attempt's arrival (recorded at ${when(attempt.atMs)})`
+  const late = (d: DeliveryAudit, attempt: AttemptAudit, atMs: number, dueMs: number) => () =>
+    `delivery ${d.id}: attempt ${attempt.attempt} reached the endpoint at ${when(atMs)}, ${atMs - dueMs} ms after its offset`
+  const tooManyReceived = (d: DeliveryAudit, attempt: number) => () => `delivery ${d.id}: the endpoint received attempt ${attempt}`
+  const gaveUpUnseen = (d: DeliveryAudit) => () => `delivery ${d.id}: failed, but its last retry (attempt ${scheduleMs.length + 1}) never reached the endpoint`
+  const baseMs = receipts.baseMs
+  /** Over a network an arrival lags the attempt's start by the connection's latency: a retry may seem this much early. */
+  const earlyToleranceMs = lostOk ? 1_000 : 0
   const tooMany = (d: DeliveryAudit) => () => `delivery ${d.id}: ${d.attempts.length} attempts`
   const wrongEnd = (d: DeliveryAudit, last: AttemptAudit | undefined) => () =>
     `delivery ${d.id}: ${d.status} after ${d.attempts.length} attempts (last answered ${last?.responseStatus ?? last?.error ?? "nothing"})`
@@ -590,7 +622,11 @@ export const auditDeliveries = (
     else fail("webhook-one-delivery-per-event", moreThanOne(d))
     if (d.status === "succeeded" || d.status === "failed") auditor.check(true, "webhook-deadline", passed)
     else deferDeadline(d, link)
-    const firstFailedMs = d.firstFailedAtMs
+    // The retry times as the endpoint received them, not as the service recorded them: each
+    // retry at its offset from the first attempt's arrival (every retried delivery's first attempt
+    // failed). An attempt the endpoint never saw (over a network, one that got no answer) is not timed.
+    const reached = attempts.length === 0 ? -1 : receipts.ofDeliveryAfter(first, d.id)
+    const firstAt = receipts.attemptAt(reached, 1)
     for (let index = 0; index < attempts.length; index++) {
       const attempt = attempts[index]!
       if (attempt.attempt === index + 1) pass("webhook-attempt-numbers")
@@ -598,15 +634,23 @@ export const auditDeliveries = (
       const success = is2xx(attempt.responseStatus)
       if (!success || index === attempts.length - 1) pass("webhook-nothing-after-2xx")
       else fail("webhook-nothing-after-2xx", afterSuccess(d))
-      if (index > 0 && firstFailedMs !== null) {
-        const dueMs = firstFailedMs + (scheduleMs[index - 1] ?? Number.NaN)
-        const atMs = attempt.atMs
-        if (atMs >= dueMs) pass("webhook-schedule")
-        else fail("webhook-schedule", early(d, attempt))
+      const at = index === 0 || firstAt < 0 ? -1 : receipts.attemptAt(reached, index + 1)
+      if (at >= 0) {
+        const dueMs = baseMs + firstAt + (scheduleMs[index - 1] ?? Number.NaN)
+        const atMs = baseMs + at
+        if (atMs >= dueMs - earlyToleranceMs) pass("webhook-schedule")
+        else fail("webhook-schedule", early(d, attempt, atMs, dueMs))
         if (atMs <= dueMs + options.toleranceMs || crashBetween(dueMs - options.timeoutMs - 60_000, atMs)) pass("webhook-schedule")
-        else fail("webhook-schedule", late(d, attempt, dueMs))
+        else fail("webhook-schedule", late(d, attempt, atMs, dueMs))
       }
     }
+    // The endpoint saw no more attempts than the schedule allows, and a delivery given up had its
+    // last retry reach it (unless, over a network, that attempt got no answer).
+    if (reached < 0 || receipts.lastAttempt[reached]! <= scheduleMs.length + 1) pass("webhook-attempt-limit")
+    else fail("webhook-attempt-limit", tooManyReceived(d, receipts.lastAttempt[reached]!))
+    if (d.status !== "failed" || receipts.has(reached, scheduleMs.length + 1) || (lostOk && attempts[attempts.length - 1]?.responseStatus === null)) {
+      pass("webhook-give-up")
+    } else fail("webhook-give-up", gaveUpUnseen(d))
     if (attempts.length <= scheduleMs.length + 1) pass("webhook-attempt-limit")
     else fail("webhook-attempt-limit", tooMany(d))
     // A 2xx ends the delivery and nothing else does: failed only after the last retry failed,
@@ -619,7 +663,6 @@ export const auditDeliveries = (
     // Every attempt the store records reached the endpoint (none invented, none skipped).
     // The slot of the event's first POST is this delivery's when it carried this id (the
     // endpoints keep one slot per delivery id); none is looked up for no attempt (-1: nothing reached).
-    const reached = attempts.length === 0 ? -1 : receipts.ofDeliveryAfter(first, d.id)
     for (let i = 0; i < attempts.length; i++) {
       const attempt = attempts[i]!
       if (receipts.has(reached, attempt.attempt) || (lostOk && attempt.responseStatus === null)) pass("webhook-attempt-recorded")

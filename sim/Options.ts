@@ -73,6 +73,18 @@ export interface WorkloadMix {
    * simulator's card network is sim/Disputes.ts (absent: none).
    */
   readonly disputeTokens?: number
+  /**
+   * How keyed creates send their key (sim/Workload.ts; the rest send it in the header only):
+   * only in the body (`transaction.idempotency_key`), in both, or in both with different values
+   * first (422, then sent again in the header). Absent: none.
+   */
+  readonly bodyKey?: number
+  readonly bothKeys?: number
+  readonly differentKeys?: number
+  /** Captured payments the card network disputes while the merchant's script still runs (sim/Disputes.ts `openNow`). */
+  readonly disputeDuringScript?: number
+  /** Payments whose amount and card are chosen to put the fraud score on a threshold (sim/Boundary.ts). */
+  readonly boundaryScores?: number
 }
 
 import type { PlantedBug } from "./PlantedBugs.ts"
@@ -175,7 +187,12 @@ export const defaultMix: WorkloadMix = {
   review: 0.7,
   keyRotationsPerMerchantDay: 1,
   riskyTokens: 0.06,
-  declineTokens: 0.06
+  declineTokens: 0.06,
+  bodyKey: 0.2,
+  bothKeys: 0.2,
+  differentKeys: 0.03,
+  disputeDuringScript: 0.05,
+  boundaryScores: 0.03
 }
 
 export const defaultOptions: SimOptions = {

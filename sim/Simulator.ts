@@ -211,6 +211,7 @@ export const runSimulation = (options: SimOptions): SimResult => {
   const workload = makeWorkload(options, workloadPrng, service, auditor, trace, horizonEndMs)
   const disputes = makeDisputeInjector({ prng: Prng.derive(seed, "disputes"), rate: options.faults.disputes ?? 0, service, auditor, trace, state, horizonEndMs, nowMs })
   workload.hooks.onPaymentFinished = disputes.consider
+  if ((options.faults.disputes ?? 0) > 0) workload.hooks.disputeNow = disputes.openNow
   const merchants: Array<Merchant> = []
   let workloadDone = false
   let crashActorDone = options.faults.crashesPerHour === 0
@@ -339,6 +340,7 @@ export const runSimulation = (options: SimOptions): SimResult => {
   if (!auditor.failed) {
     auditor.audit(state)
     disputes.audit()
+    workload.auditCreateKeys(state.payments.values())
     for (const expected of workload.expectations) {
       const id = expected.paymentId
       const payment = state.payments.get(id)

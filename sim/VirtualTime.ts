@@ -1,4 +1,5 @@
 import { Clock, Duration, Effect, FiberRef, HashSet, Logger, LogLevel, Random, type Runtime, type Scheduler } from "effect"
+import { MinHeap } from "../src/platform/MinHeap.ts"
 import type { MillisecondScheduler } from "../src/platform/Timers.ts"
 
 /**
@@ -18,68 +19,8 @@ export interface Timer {
   fire: (() => void) | null
 }
 
-/**
- * The wake-ups, a binary min-heap ordered by (time, sequence number): `MinHeap` with its order
- * written out in the sifts. `MinHeap`'s `before` is a function call per comparison, the same
- * call site for the three heaps that use it (too many shapes for V8 to inline it), and
- * comparisons were 0.6% of a run.
- */
-class TimerHeap {
-  private readonly items: Array<Timer> = []
-
-  peek(): Timer | undefined {
-    return this.items[0]
-  }
-
-  push(timer: Timer): void {
-    const items = this.items
-    const atMs = timer.atMs
-    const sequence = timer.sequence
-    let index = items.length
-    items.push(timer)
-    while (index > 0) {
-      const parent = (index - 1) >> 1
-      const above = items[parent]!
-      // Stop unless `timer` comes strictly before `above`.
-      if (atMs > above.atMs || (atMs === above.atMs && sequence > above.sequence)) break
-      items[index] = above
-      index = parent
-    }
-    items[index] = timer
-  }
-
-  pop(): Timer | undefined {
-    const items = this.items
-    const top = items[0]
-    const last = items.pop()
-    const length = items.length
-    if (length > 0 && last !== undefined) {
-      const atMs = last.atMs
-      const sequence = last.sequence
-      let index = 0
-      while (true) {
-        const left = 2 * index + 1
-        if (left >= length) break
-        const right = left + 1
-        let child = left
-        let smallest = items[left]!
-        if (right < length) {
-          const other = items[right]!
-          if (other.atMs < smallest.atMs || (other.atMs === smallest.atMs && other.sequence < smallest.sequence)) {
-            child = right
-            smallest = other
-          }
-        }
-        // Stop unless `smallest` comes strictly before `last` (sequence numbers are unique).
-        if (smallest.atMs > atMs || (smallest.atMs === atMs && smallest.sequence > sequence)) break
-        items[index] = smallest
-        index = child
-      }
-      items[index] = last
-    }
-    return top
-  }
-}
+/** Wake-ups come out by time, then in the order they were scheduled (sequence numbers are unique). */
+const firesBefore = (a: Timer, b: Timer) => a.atMs < b.atMs || (a.atMs === b.atMs && a.sequence < b.sequence)
 
 export interface RunLimits {
   /** Stop before firing a wake-up later than this virtual time. */
@@ -95,7 +36,7 @@ export class VirtualTime {
   timersFired = 0
   /** Largest V8 heap in use seen (sampled every 4,096 wake-ups): the run's memory high-water mark. */
   peakHeapBytes = 0
-  private readonly heap = new TimerHeap()
+  private readonly heap = new MinHeap<Timer>(firesBefore)
   private sequence = 0
   private tasks: Array<() => void> = []
   private taskHead = 0

@@ -40,11 +40,26 @@ export interface ApiTransaction {
   readonly capture_method: Payment["captureMethod"]
   readonly idempotency_key: string | null
   readonly fraud_score: number | null
+  readonly fraud_explanations?: ReadonlyArray<ApiExplanation> | null
   readonly fraud_case_id: string | null
+  readonly metadata?: Readonly<Record<string, string>> | null
   readonly failure_code: string | null
   readonly dispute: ApiDispute | null
   readonly created_at: string
   readonly updated_at: string
+}
+
+interface ApiExplanation {
+  readonly feature: string
+  readonly value: number
+  readonly contribution: number
+}
+
+interface ApiFraudCase {
+  readonly risk_score: number
+  readonly base_value: number | null
+  readonly model_output: number | null
+  readonly explanations: ReadonlyArray<ApiExplanation>
 }
 
 interface ApiEvent {
@@ -181,6 +196,11 @@ export interface WitnessInput {
   } | null
   /** Reads at once (the laws' reads are a burst after the run). */
   readonly concurrency: number
+  /**
+   * One payment per key as the client knows its keys (sim/Workload.ts `auditCreateKeys`), given
+   * the run's payments as the API lists them. Absent: not checked.
+   */
+  readonly auditCreateKeys?: (payments: Iterable<{ readonly id: string; readonly merchantId: string; readonly idempotencyKey: string | null; readonly metadata: Readonly<Record<string, string>> | null }>) => void
 }
 
 export interface Witnessed {
@@ -235,12 +255,20 @@ export const witnessThroughApi = async (input: WitnessInput): Promise<Witnessed>
     /** Merchant money moved by the run's payments, by currency (`balances`: the delta since the run began). */
     const moved = new Map<string, { pending: number; available: number; reserved: number }>()
     const byKey = new Map<string, string>()
+    const fraudCases = new Map((await pages<ApiFraudCase & { readonly id: string }>("/api/v1/fraud/cases", "fraud_cases", merchant.readKey)).map((c) => [c.id, c]))
     const order = new Map<string, { readonly paymentId: string; readonly sequence: number }>()
     await pool(transactions, input.concurrency, async (t) => {
       const [eventList, ledgerList] = await Promise.all([
         read<{ events: Array<ApiEvent> }>(`/api/v1/transactions/${t.id}/events`, merchant.readKey),
         read<{ ledger_entries: Array<ApiLedgerEntry> }>(`/api/v1/transactions/${t.id}/ledger`, merchant.readKey)
       ])
+      // The fraud explanation of every screened payment: the record's, and its case's in full.
+      if (t.fraud_score !== null) {
+        const c = t.fraud_case_id === null ? null : fraudCases.get(t.fraud_case_id) ?? null
+        auditor.check(t.fraud_case_id === null || c !== null, "fraud-explanation", () => `payment ${t.id}: its fraud case ${t.fraud_case_id} is not listed`)
+        auditor.checkFraudExplanation(t.id, t.fraud_score, t.fraud_explanations ?? [],
+          c === null ? null : { riskScore: c.risk_score, baseValue: c.base_value, explanations: c.explanations }, c?.model_output ?? null)
+      }
       const payment = paymentOfApi(t)
       const stream = eventsOfApi(t, eventList.events)
       events += stream.length
@@ -314,6 +342,7 @@ export const witnessThroughApi = async (input: WitnessInput): Promise<Witnessed>
       }
     }
   }
+  input.auditCreateKeys?.(Array.from(finals.values(), (t) => ({ id: t.id, merchantId: t.merchant_id, idempotencyKey: t.idempotency_key, metadata: t.metadata ?? null })))
   // Every answer a merchant got is what the final record says (unless the answer never came).
   for (const expected of input.expectations) {
     const t = finals.get(expected.paymentId)

@@ -5,6 +5,8 @@ import { type Auditor, passed } from "./Auditor.ts"
 import type { SimResponse } from "./Http.ts"
 import type { SimOptions } from "./Options.ts"
 import type { Prng } from "./Prng.ts"
+import { isoAt } from "../src/domain/Time.ts"
+import { type AmountHistory, type BoundaryPlan, boundaryTargets, planBoundary } from "./Boundary.ts"
 
 /**
  * Simulated merchants. Each payment is a script run by its own fiber: create (sometimes twice
@@ -36,7 +38,10 @@ interface Transaction {
   readonly captured_amount_cents: number
   readonly refunded_amount_cents: number
   readonly fraud_case_id: string | null
+  readonly fraud_score: number | null
   readonly failure_code: string | null
+  /** The dispute's status and amount (null: none). */
+  readonly dispute: { readonly status: string; readonly amount_cents: number } | null
 }
 
 /** What the merchant was told about a payment: the money the service accepted to move. */
@@ -63,7 +68,23 @@ export interface WorkloadStats {
   rotations: number
   /** Merchants locked out by a rotation whose answer was lost, given a new key out of band. */
   keyRecoveries: number
+  /** Keyed creates by how they sent the key, and of them those sent more than once (a dropped connection, a 503). */
+  keyWays: Record<KeyWay, number>
+  keyWaysRetried: Record<KeyWay, number>
+  /** Boundary-directed creates (sim/Boundary.ts): planned, and screened with exactly the planned score, by target output. */
+  boundaryPlanned: number
+  boundaryExact: Record<string, number>
+  /** Disputes opened while the merchant's script ran, and the refunds, captures and voids it sent while one was open. */
+  disputesInScript: number
+  operationsWhileDisputed: number
 }
+
+/**
+ * How a keyed create sends its idempotency key (CONTRACT section 5): the `X-Idempotency-Key`
+ * header, the `transaction.idempotency_key` field, both (equal), or both with different values
+ * first (422, nothing created; then sent again with the field alone).
+ */
+export type KeyWay = "header" | "body" | "both" | "different"
 
 /**
  * What the merchants need of the service, and nothing more: the port the simulator provides
@@ -114,6 +135,13 @@ export const exactPace: Pace = { think: Effect.sleep, backoff: Effect.sleep, idl
 
 const maximumAttempts = 400
 
+const keyWayCodes: Record<KeyWay, number> = { header: 1, body: 2, both: 3, different: 4 }
+const keyWayNames = ["", "in the header", "in the body", "in both", "in both, different, then in the body"]
+/** The currencies and the card brands the fraud model tells apart (the rarer brands are pooled as one). */
+const distinctCurrencies = ["USD", "EUR", "GBP", "CAD", "AUD", "JPY"]
+const distinctBrands = ["visa", "mastercard", "amex", "discover"]
+const rotated = <A>(items: ReadonlyArray<A>, first: number) => [...items.slice(first), ...items.slice(0, first)]
+
 const digest = (text: string) => oneShotHash("sha1", text, "base64")
 
 /** The extra headers of a request without an idempotency key: one shared empty record (only read). */
@@ -132,7 +160,17 @@ export const makeWorkload = <R, P>(
   pace: Pace = exactPace
 ) => {
   const { think, backoff, idle } = pace
-  const stats: WorkloadStats = { requests: 0, byStatus: {}, dropped: 0, lostCreates: 0, scriptsStarted: 0, scriptsFinished: 0, rotations: 0, keyRecoveries: 0 }
+  const stats: WorkloadStats = {
+    requests: 0, byStatus: {}, dropped: 0, lostCreates: 0, scriptsStarted: 0, scriptsFinished: 0, rotations: 0, keyRecoveries: 0,
+    keyWays: { header: 0, body: 0, both: 0, different: 0 },
+    keyWaysRetried: { header: 0, body: 0, both: 0, different: 0 },
+    boundaryPlanned: 0,
+    boundaryExact: Object.fromEntries(boundaryTargets.map((t) => [String(t / 1e6), 0])),
+    disputesInScript: 0,
+    operationsWhileDisputed: 0
+  }
+  /** The merchants' last payments by currency, as the client knows them (boundary-directed amounts). */
+  const amountsOf = new Map<number, Map<string, Array<number>>>()
   /**
    * One a created payment, in creation order, checked at the end of the run: a list, not a map
    * by payment (one entry a payment for the whole run, never looked up before the end).
@@ -140,7 +178,11 @@ export const makeWorkload = <R, P>(
   const expectations: Array<Expectation> = []
   /** The payment each script created, and what runs when its script ends (sim/Disputes.ts). */
   const scriptPayments = new Map<number, string>()
-  const hooks = { onPaymentFinished: (_paymentId: string): Effect.Effect<void> => Effect.void }
+  const hooks: {
+    onPaymentFinished: (paymentId: string) => Effect.Effect<void>
+    /** The card network disputes the payment now (sim/Disputes.ts `openNow`): true once opened. Null: no network to ask. */
+    disputeNow: ((paymentId: string) => Effect.Effect<boolean>) | null
+  } = { onPaymentFinished: (_paymentId: string): Effect.Effect<void> => Effect.void, disputeNow: null }
   /**
    * Idempotency: per key, the request that owns it and the answer it got. A script's keys
    * (`create-n`, `capture-n`, `refund-n-r`...: its number n) are sent by no other script and never
@@ -170,11 +212,15 @@ export const makeWorkload = <R, P>(
     readonly noRetryOnDrop?: boolean
     /** A 401 is an acceptable answer (racing key rotations). */
     readonly allow401?: boolean
+    /** The extra headers, when not the ones `key` implies (a key sent in the body only, or two different keys). */
+    readonly headers?: Readonly<Record<string, string>>
   }
   interface Keyed extends Omit<Unkeyed, "key"> {
     readonly key: string
     /** The replay owners of the script that sends it (see `ReplayOwner`). */
     readonly replays: Array<ReplayOwner>
+    /** Counts the attempts sent (a create's retries, for the statistics). */
+    readonly sent?: { count: number }
   }
   type Call = Unkeyed | Keyed
 
@@ -239,7 +285,7 @@ export const makeWorkload = <R, P>(
   }
 
   const requestOf = (call: Call) =>
-    service.request(call.method, call.path, call.merchant.apiKey, call.body, call.key === undefined ? noHeaders : { "x-idempotency-key": call.key })
+    service.request(call.method, call.path, call.merchant.apiKey, call.body, call.headers ?? (call.key === undefined ? noHeaders : { "x-idempotency-key": call.key }))
 
   /**
    * What the client does with the answer to one attempt (sent with the key of `generation`): the
@@ -253,6 +299,7 @@ export const makeWorkload = <R, P>(
     finish: (response: SimResponse | null) => A
   ): SimResponse | null | Effect.Effect<A> => {
     record(call, generation, response)
+    if (call.key !== undefined && call.sent !== undefined) call.sent.count++
     if (response === null) {
       stats.dropped++
       if (call.noRetryOnDrop === true) return null
@@ -342,7 +389,9 @@ export const makeWorkload = <R, P>(
       captured_amount_cents: parsed.captured_amount_cents,
       refunded_amount_cents: parsed.refunded_amount_cents,
       fraud_case_id: parsed.fraud_case_id,
-      failure_code: parsed.failure_code
+      fraud_score: parsed.fraud_score,
+      failure_code: parsed.failure_code,
+      dispute: parsed.dispute === null || parsed.dispute === undefined ? null : { status: parsed.dispute.status, amount_cents: parsed.dispute.amount_cents }
     })
   }
   /** The amount laws of a transaction just read (every answer's, whether parsed or known). */
@@ -406,6 +455,60 @@ export const makeWorkload = <R, P>(
       return current
     })
 
+  /** How the next keyed create sends its key (the mix's shares; the rest: the header). */
+  const keyWay = (): KeyWay => {
+    const roll = prng.float()
+    let edge = mix.bodyKey ?? 0
+    if (roll < edge) return "body"
+    if (roll < (edge += mix.bothKeys ?? 0)) return "both"
+    if (roll < edge + (mix.differentKeys ?? 0)) return "different"
+    return "header"
+  }
+  /**
+   * The keyed creates as the client knows them: by script number (its `order-n` metadata), how
+   * it sent its key (`keyWayCodes`). The one-payment-per-key law reads this, not the key the
+   * payment row records (`auditCreateKeys`).
+   */
+  const keyWays = new Map<number, number>()
+
+  /**
+   * One payment per key, as the client knows its keys (CONTRACT section 5), whichever way it sent
+   * them: every payment of a keyed script (its `order-n` metadata) is counted against the script's
+   * key, whatever key the payment row records (none, when a bug dropped it). `payments` are the
+   * run's, from the store or the API.
+   */
+  const auditCreateKeys = (payments: Iterable<{ readonly id: string; readonly merchantId: string; readonly idempotencyKey: string | null; readonly metadata: Readonly<Record<string, string>> | null }>) => {
+    const seen = new Map<string, { readonly id: string; readonly key: string | null }>()
+    for (const payment of payments) {
+      const order = payment.metadata?.order
+      if (order === undefined || !order.startsWith("order-")) continue
+      const code = keyWays.get(Number(order.slice(6)))
+      if (code === undefined) continue
+      const scoped = `${payment.merchantId} ${order}`
+      const other = seen.get(scoped)
+      auditor.check(other === undefined, "one-transaction-per-key", () =>
+        `idempotency key create-${order.slice(6)} of ${payment.merchantId} (sent ${keyWayNames[code]}): transactions ${other?.id} and ${payment.id} ` +
+        `(their rows record the keys ${other?.key ?? "none"} and ${payment.idempotencyKey ?? "none"})`)
+      if (other === undefined) seen.set(scoped, { id: payment.id, key: payment.idempotencyKey })
+    }
+  }
+
+  /** The merchant's last payments by currency as the client knows them (the fraud model's usual amount: at most 50). */
+  const remember = (merchantIndex: number, currency: string, amountCents: number) => {
+    let byCurrency = amountsOf.get(merchantIndex)
+    if (byCurrency === undefined) amountsOf.set(merchantIndex, byCurrency = new Map())
+    let amounts = byCurrency.get(currency)
+    if (amounts === undefined) byCurrency.set(currency, amounts = [])
+    amounts.push(amountCents)
+    if (amounts.length > 50) amounts.shift()
+  }
+  const historyOf = (merchantIndex: number, currency: string): AmountHistory => {
+    const amounts = amountsOf.get(merchantIndex)?.get(currency) ?? []
+    let sumCents = 0
+    for (const a of amounts) sumCents += a
+    return { count: amounts.length, sumCents }
+  }
+
   const tokens = ["tok_decline_insufficient_funds", "tok_decline_do_not_honor", "tok_decline_expired_card"]
   const currencies = ["USD", "USD", "USD", "EUR", "GBP", "CAD", "AUD", "JPY"]
   const brands = ["visa", "mastercard", "amex", "discover", "jcb", "diners", "unionpay"]
@@ -415,7 +518,7 @@ export const makeWorkload = <R, P>(
       /** This script's idempotency keys and their first answers (`ReplayOwner`). */
       const replays: Array<ReplayOwner> = []
       const roll = prng.float()
-      const token = roll < mix.declineTokens
+      let token = roll < mix.declineTokens
         ? prng.pick(tokens)
         : roll < mix.declineTokens + mix.riskyTokens
         ? (prng.chance(0.7) ? "tok_risk_review" : "tok_risk_highest")
@@ -427,22 +530,57 @@ export const makeWorkload = <R, P>(
         ? (Math.floor(roll * 1e6) % 2 === 0 ? "tok_dispute_won" : "tok_dispute_lost")
         : `tok_card_${merchant.index}_${prng.int(0, 999)}`
       const manual = prng.chance(mix.manualCapture)
-      const currency = prng.pick(currencies)
-      const amount = prng.chance(0.05) ? prng.int(100_000, 5_000_000) : prng.int(50, 50_000)
+      let currency = prng.pick(currencies)
+      let amount = prng.chance(0.05) ? prng.int(100_000, 5_000_000) : prng.int(50, 50_000)
       const key = prng.chance(mix.idempotencyKey) ? `create-${n}` : undefined
+      const way = key === undefined ? null : keyWay()
+      // Boundary-directed: a new card, and the amount, currency, brand and countries that put
+      // the score on a threshold (sim/Boundary.ts).
+      let boundary: BoundaryPlan | null = null
+      if (prng.chance(mix.boundaryScores ?? 0)) {
+        const target = prng.pick(boundaryTargets)
+        const first = prng.int(0, distinctCurrencies.length - 1)
+        const firstBrand = prng.int(0, distinctBrands.length - 1)
+        const nowMs = yield* Effect.clockWith((c) => c.currentTimeMillis)
+        boundary = planBoundary(target, rotated(distinctCurrencies, first), rotated(distinctBrands, firstBrand), (c) => historyOf(merchant.index, c), isoAt(nowMs))
+        if (boundary !== null) {
+          stats.boundaryPlanned++
+          token = `tok_edge_${merchant.index}_${n}`
+          currency = boundary.currency
+          amount = boundary.amountCents
+        }
+      }
       // The create body as `JSON.stringify` writes it, the same bytes, written out: every value
-      // is a number or a plain ASCII word (tokens, currencies, brands), so nothing needs escaping.
+      // is a number or a plain ASCII word (tokens, currencies, brands, keys), so nothing needs escaping.
+      const keyInBody = key !== undefined && way !== "header"
       const fields = (amountCents: number) => {
         const lastFour = prng.int(1000, 9999)
-        const brand = prng.pick(brands)
+        const drawn = prng.pick(brands)
+        const brand = boundary?.cardBrand ?? drawn
         return `{"transaction":{"amount_cents":${amountCents},"currency":"${currency}","card_token":"${token}","card_last_four":"${lastFour}","card_brand":"${brand}",${
           manual ? `"capture_method":"manual",` : ""
-        }"metadata":{"order":"order-${n}"}}}`
+        }${keyInBody ? `"idempotency_key":"${key}",` : ""}"metadata":{"order":"order-${n}"${boundary?.countryMismatch === true ? `,"ip_country":"US","card_country":"GB"` : ""}}}}`
       }
       const body = fields(amount)
+      const path = "/api/v1/transactions"
+      const sent = { count: 0 }
       const create: Call = key === undefined
-        ? { merchant, method: "POST", path: "/api/v1/transactions", body, noRetryOnDrop: true }
-        : { merchant, method: "POST", path: "/api/v1/transactions", body, key, replays }
+        ? { merchant, method: "POST", path, body, noRetryOnDrop: true }
+        : way === "body" || way === "different"
+        ? { merchant, method: "POST", path, body, key, replays, headers: noHeaders, sent }
+        : { merchant, method: "POST", path, body, key, replays, sent }
+      if (key !== undefined && way !== null) {
+        keyWays.set(n, keyWayCodes[way])
+        stats.keyWays[way]++
+        if (way === "different") {
+          // Two different keys: refused whole (CONTRACT section 5), nothing created; the client
+          // then sends the create again with the field alone.
+          const refused = yield* send({ merchant, method: "POST", path, body, headers: { "x-idempotency-key": `${key}-header` } })
+          const error = errorOf(refused) as { code?: string; param?: string } | undefined
+          expect(refused === null || (refused.status === 422 && error?.code === "validation_failed" && error.param === "transaction.idempotency_key"),
+            () => `create with header key ${key}-header and body key ${key}`, refused)
+        }
+      }
       let response: SimResponse | null
       // The first create's answer as parsed, when it was (racing twins): not parsed a second time.
       let parsed: Transaction | null | undefined
@@ -461,6 +599,7 @@ export const makeWorkload = <R, P>(
       } else {
         response = yield* send(create)
       }
+      if (way !== null && sent.count > 1) stats.keyWaysRetried[way]++
       if (response === null) {
         stats.lostCreates++
         return
@@ -468,6 +607,7 @@ export const makeWorkload = <R, P>(
       expect(response.status === 201, () => `create ${key ?? "(no key)"}`, response)
       let transaction: Transaction | null = parsed === undefined ? parseTransaction(response) : parsed === null ? null : checkedTransaction(parsed)
       if (transaction === null) return
+      remember(merchant.index, currency, amount)
       const known: Known = { body: response.body, transaction }
       const expectation: Expectation = { paymentId: transaction.id, capturedCents: null, refundedCents: 0, uncertain: false }
       expectations.push(expectation)
@@ -482,6 +622,10 @@ export const makeWorkload = <R, P>(
       }
       transaction = yield* settleFlow(merchant, known)
       const id = transaction.id
+      if (boundary !== null && transaction.fraud_score === 1 / (1 + Math.exp(-boundary.outputMillionths / 1e6))) {
+        const target = String(boundary.outputMillionths / 1e6)
+        stats.boundaryExact[target] = (stats.boundaryExact[target] ?? 0) + 1
+      }
 
       // Fraud review of a held payment.
       if (transaction.status === "authorized" && transaction.fraud_case_id !== null && prng.chance(mix.review)) {
@@ -535,8 +679,70 @@ export const makeWorkload = <R, P>(
         }
       }
 
+      // A dispute while the script runs (sometimes after a partial refund): refunds, a capture
+      // and a void meet it open. Its own refunds take the place of the ones below.
+      const disputeNow = hooks.disputeNow
+      let disputed = false
+      if (disputeNow !== null && (transaction.status === "captured" || transaction.status === "settled") && prng.chance(mix.disputeDuringScript ?? 0)) {
+        yield* think(Math.max(0, Math.min(prng.exponential(20 * 60_000), horizonEndMs - (yield* Effect.clockWith((c) => c.currentTimeMillis)))))
+        transaction = (yield* get(merchant, id, known)) ?? transaction
+        const before: number = transaction.captured_amount_cents - transaction.refunded_amount_cents
+        if (prng.chance(0.5) && before > 1 && (transaction.status === "captured" || transaction.status === "settled")) {
+          const amountCents = prng.int(1, before - 1)
+          const refunded: SimResponse | null = yield* send({
+            merchant, method: "POST", path: `/api/v1/transactions/${id}/refund`, key: `refund-${n}-before-dispute`, replays,
+            body: JSON.stringify({ amount_cents: amountCents })
+          })
+          unanswered(refunded)
+          expect(refunded?.status === 200, () => `refund ${amountCents} of ${before} on ${id}`, refunded)
+          if (refunded?.status === 200) {
+            expectation.refundedCents += amountCents
+            transaction = parseKnown(refunded, known) ?? transaction
+          }
+        }
+        if (yield* disputeNow(id)) {
+          stats.disputesInScript++
+          disputed = true
+          transaction = (yield* get(merchant, id, known)) ?? transaction
+          const dispute = transaction.dispute
+          if (dispute !== null && dispute.status === "open") {
+            stats.operationsWhileDisputed += 3
+            // A captured payment cannot be captured or voided, disputed or not.
+            for (const operation of ["capture", "void"] as const) {
+              const answer: SimResponse | null = yield* send({
+                merchant, method: "POST", path: `/api/v1/transactions/${id}/${operation}`, body: "{}", key: `${operation}-${n}-disputed`, replays
+              })
+              unanswered(answer)
+              expect(answer === null || (answer.status === 409 && errorCode(answer) === "invalid_state"), () => `${operation} of ${id} while disputed`, answer)
+            }
+            // A refund takes at most what the dispute leaves; above that it is refused while the
+            // dispute is open (409), and judged by its outcome once it was resolved meanwhile.
+            const rest: number = transaction.captured_amount_cents - transaction.refunded_amount_cents
+            const free = rest - dispute.amount_cents
+            const within = free > 0 && prng.chance(0.5)
+            const amountCents = within ? prng.int(1, free) : prng.int(Math.max(1, free + 1), rest)
+            const refund: SimResponse | null = yield* send({
+              merchant, method: "POST", path: `/api/v1/transactions/${id}/refund`, key: `refund-${n}-disputed`, replays,
+              body: JSON.stringify({ amount_cents: amountCents })
+            })
+            unanswered(refund)
+            if (refund?.status === 200) {
+              expectation.refundedCents += amountCents
+              transaction = parseKnown(refund, known) ?? transaction
+            }
+            if (within) expect(refund === null || refund.status === 200, () => `refund ${amountCents} of ${id}, ${free} not disputed`, refund)
+            else if (refund !== null && refund.status !== 409) {
+              const now = (yield* get(merchant, id, known)) ?? transaction
+              const outcome = now.dispute?.status
+              expect(outcome === "won" ? refund.status === 200 : outcome === "lost" && refund.status === 422,
+                () => `refund ${amountCents} of ${id} with ${dispute.amount_cents} of ${rest} disputed (dispute now ${outcome})`, refund)
+            }
+          }
+        }
+      }
+
       // Refunds: partial, full, above the remainder, racing.
-      if ((transaction.status === "captured" || transaction.status === "settled") && prng.chance(mix.refund)) {
+      if (!disputed && (transaction.status === "captured" || transaction.status === "settled") && prng.chance(mix.refund)) {
         const delayMs = prng.chance(0.7) ? prng.exponential(20 * 60_000) : prng.int(3_600_000, 30 * 3_600_000)
         yield* think(Math.max(0, Math.min(delayMs, horizonEndMs - (yield* Effect.clockWith((c) => c.currentTimeMillis)))))
         transaction = (yield* get(merchant, id, known)) ?? transaction
@@ -664,5 +870,5 @@ export const makeWorkload = <R, P>(
       return paymentId === undefined ? Effect.void : hooks.onPaymentFinished(paymentId)
     }))
 
-  return { stats, expectations, arrivals, script, rotations, hooks }
+  return { stats, expectations, arrivals, script, rotations, hooks, auditCreateKeys }
 }

@@ -1,5 +1,5 @@
-import { HttpApiBuilder, HttpApiScalar } from "@effect/platform"
-import { Layer } from "effect"
+import { HttpApiBuilder, HttpApiScalar, HttpServerResponse } from "@effect/platform"
+import { Effect, Layer } from "effect"
 import * as Acquirer from "./acquirer/Acquirer.ts"
 import { PaymentsApi } from "./http/Api.ts"
 import * as Authentication from "./http/Authentication.ts"
@@ -11,6 +11,7 @@ import * as Config from "./platform/Config.ts"
 import * as Database from "./platform/Database.ts"
 import * as Ids from "./platform/Ids.ts"
 import * as Instance from "./platform/Instance.ts"
+import * as Analytics from "./services/Analytics.ts"
 import * as ApiKeys from "./services/ApiKeys.ts"
 import * as Fraud from "./services/Fraud.ts"
 import * as Merchants from "./services/Merchants.ts"
@@ -28,7 +29,8 @@ import type { Store } from "./store/Store.ts"
  * The application services. They need a Store, Ids, AppConfig and an Acquirer: production
  * and the simulator differ only in which layers provide those.
  */
-export const ServicesLive = Layer.mergeAll(Payments.layer, Merchants.layer, ApiKeys.layer).pipe(
+export const ServicesLive = Layer.mergeAll(Payments.layer, Merchants.layer, Analytics.layer).pipe(
+  // Merchants creates a merchant's first key through ApiKeys; provideMerge also offers it to the handlers.
   Layer.provideMerge(ApiKeys.layer),
   Layer.provideMerge(Webhooks.layer),
   Layer.provideMerge(Layer.merge(Fraud.layer, PaymentActors.layer))
@@ -42,10 +44,29 @@ export const ApiLive = HttpApiBuilder.api(PaymentsApi).pipe(
   Layer.provide(RateLimiter.layer)
 )
 
-/** Routes: the API, its OpenAPI document and a docs page. */
+/**
+ * `GET /` points to the API's documentation: a browser is sent on to the docs page, and the body
+ * says where both documents are for a client that does not follow redirects.
+ */
+const RootLive = HttpApiBuilder.Router.use((router) =>
+  router.get(
+    "/",
+    Effect.succeed(HttpServerResponse.unsafeJson(
+      {
+        message: "Payments API. Documentation: GET /docs (human), GET /api/v1/openapi.json (OpenAPI 3.1).",
+        docs: "/docs",
+        openapi: "/api/v1/openapi.json"
+      },
+      { status: 302, headers: { location: "/docs" } }
+    ))
+  )
+)
+
+/** Routes: the API, its OpenAPI document, a docs page and `/` pointing to them (src/http/Routes.ts lists them). */
 export const HttpRoutesLive = Layer.mergeAll(
   HttpApiBuilder.middlewareOpenApi({ path: "/api/v1/openapi.json" }),
-  HttpApiScalar.layer({ path: "/docs" })
+  HttpApiScalar.layer({ path: "/docs" }),
+  RootLive
 ).pipe(Layer.provideMerge(ApiLive))
 
 /** The production infrastructure: configuration, database (embedded when no DATABASE_URL), ids, sandbox acquirer. */

@@ -3,7 +3,6 @@ import { Cause, Console, Effect, Layer } from "effect"
 import { mkdirSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
 import { AppLive, InfrastructureLive, ServicesLive } from "./App.ts"
-import { validateWebhookUrl } from "./http/WebhookUrl.ts"
 import * as Wire from "./http/Wire.ts"
 import { AppConfig } from "./platform/Config.ts"
 import * as Config from "./platform/Config.ts"
@@ -15,6 +14,7 @@ import { Payments } from "./services/Payments.ts"
 import { Store } from "./store/Store.ts"
 import { type DisputeAction, type DisputeReason, disputeReasons } from "./domain/Dispute.ts"
 import { maximumAmountCents } from "./domain/Money.ts"
+import { webhookUrlProblem } from "./domain/Network.ts"
 
 const usage = `Usage: payments <command>
 
@@ -61,10 +61,9 @@ const demoMerchant = Layer.effectDiscard(
 
 const serve = Effect.gen(function*() {
   const config = yield* AppConfig
-  const host = process.env.HOST ?? "127.0.0.1"
   // A stop (SIGTERM, SIGINT) interrupts the launch: the layers close in reverse (src/http/Drain.ts
   // first), each logging what it did; runMain then exits 0.
-  return yield* Layer.launch(AppLive(config.port, host, demoMerchant)).pipe(
+  return yield* Layer.launch(AppLive(config.port, config.host, demoMerchant)).pipe(
     Effect.onInterrupt(() => Effect.logInfo("shutting down: done"))
   )
 })
@@ -86,7 +85,8 @@ const program = (args: ReadonlyArray<string>): Effect.Effect<void, unknown> => {
       const webhookUrl = option(args, "--webhook-url") ?? null
       return withServices(Effect.gen(function*() {
         // The shape is checked here (absolute http(s), no credentials); the address is checked at delivery time.
-        if (webhookUrl !== null) yield* validateWebhookUrl(webhookUrl, true)
+        const problem = webhookUrl === null ? null : webhookUrlProblem(webhookUrl, true)
+        if (problem !== null) return yield* Effect.fail(new Error(`--webhook-url: ${problem}`))
         const created = yield* (yield* Merchants).create({ name, webhookUrl })
         yield* Console.log(JSON.stringify({
           merchant: Wire.merchant(created.merchant),

@@ -13,13 +13,15 @@ export const usage = `Usage:
 Options:
   --target URL          the service to drive (default: start one on its own embedded PostgreSQL)
   --keys FILE           with --target: merchants' API keys, one sk_live_... a line
-  --rate N              open model: N scripts started per second (default 50)
+  --rate N              open model: N requests per second (default 50); scripts start at N
+                        divided by the requests a script sends
   --arrival constant|poisson
                         open model: gaps between starts, constant or exponential (seeded)
   --connections N       closed model: N scripts at a time, as fast as they go (instead of --rate)
   --duration S          seconds of load (default 30)
   --max-requests N      also stop starting scripts once N requests were sent
-  --merchants N         merchants the scenario uses (default 5)
+  --merchants N         merchants the scenario uses (default: one per 20 requests/s of --rate,
+                        at least 5)
   --seed S              seed of the scenario's and the arrivals' random choices (default 1)
   --scenario NAME       merchants (default) | health | any bench/harness/scenarios/NAME.ts
   --shard I/N           this process is shard I (0 to N-1) of N; each keeps its own merchants
@@ -29,6 +31,8 @@ Options:
   --timeout MS          client timeout of one request (default 10000)
   --sockets N           keep-alive sockets to the target (default 64)
   --drain S             seconds the scenario may take to drain after the load (default 120)
+  --profile DIR         without --target: run the service under V8's CPU profiler, its profile
+                        written to DIR when it stops (read it with bench/profile.ts)
   --progress            the live progress line even when stderr is not a terminal
   --help                this text
 
@@ -53,6 +57,7 @@ export interface RunOptions {
   readonly timeoutMs: number
   readonly sockets: number
   readonly drainSeconds: number
+  readonly profileDirectory: string | null
   readonly progress: boolean
 }
 
@@ -69,12 +74,20 @@ const defaultReportDirectory = "bench/results/harness"
 /** Flags that take a value, and the check each value must pass. */
 const valueFlags = [
   "target", "keys", "rate", "arrival", "connections", "duration", "max-requests", "merchants", "seed", "scenario",
-  "shard", "webhook-host", "report", "slo", "timeout", "sockets", "drain"
+  "shard", "webhook-host", "report", "slo", "timeout", "sockets", "drain", "profile"
 ] as const
 type ValueFlag = (typeof valueFlags)[number]
 const switchFlags = ["progress", "help"] as const
 
 class BadFlag extends Error {}
+
+/**
+ * Merchants when `--merchants` is not given: one per 20 requests a second of the open model, at
+ * least 5. A merchant's webhook endpoint is worked by at most 8 attempts at a time, and one
+ * attempt in fifty waits out the 2 s timeout: a few merchants at hundreds of requests a second
+ * would measure one endpoint's queue, not the service.
+ */
+export const defaultMerchants = (model: LoadModel) => (model.kind === "open" ? Math.max(5, Math.ceil(model.rate / 20)) : 5)
 
 const whole = (flag: string, text: string, min: number, max: number) => {
   if (!/^\d+$/.test(text) || Number(text) < min || Number(text) > max) {
@@ -136,6 +149,7 @@ export const parseArguments = (argv: ReadonlyArray<string>): Parsed => {
     if (!/^[a-z][a-z0-9-]{0,63}$/.test(scenario)) throw new BadFlag(`--scenario must be a name such as merchants or health, not '${scenario}'`)
     const keysFile = get("keys") ?? null
     if (keysFile !== null && targetUrl === null) throw new BadFlag("--keys goes with --target (without it the harness creates its own merchants)")
+    if (get("profile") !== undefined && targetUrl !== null) throw new BadFlag("--profile profiles the service the harness starts: it does not go with --target")
     if (targetUrl !== null && keysFile === null && scenario !== "health") throw new BadFlag("--target needs --keys FILE: the merchants' API keys, one a line (see docs/harness.md)")
 
     const shardText = get("shard") ?? "0/1"
@@ -159,7 +173,7 @@ export const parseArguments = (argv: ReadonlyArray<string>): Parsed => {
       model,
       durationSeconds: positive("duration", get("duration") ?? "30", 86_400),
       maxRequests: get("max-requests") === undefined ? null : whole("max-requests", get("max-requests")!, 1, 1_000_000_000),
-      merchants: whole("merchants", get("merchants") ?? "5", 1, 100_000),
+      merchants: whole("merchants", get("merchants") ?? String(defaultMerchants(model)), 1, 100_000),
       seed: whole("seed", get("seed") ?? "1", 0, 2 ** 32 - 1),
       scenario,
       shard: { index: Number(shard[1]), count: Number(shard[2]) },
@@ -170,6 +184,7 @@ export const parseArguments = (argv: ReadonlyArray<string>): Parsed => {
       timeoutMs: whole("timeout", get("timeout") ?? "10000", 1, 600_000),
       sockets: whole("sockets", get("sockets") ?? "64", 1, 10_000),
       drainSeconds: positive("drain", get("drain") ?? "120", 86_400),
+      profileDirectory: get("profile") ?? null,
       progress: switches.has("progress")
     }
   } catch (error) {

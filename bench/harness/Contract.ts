@@ -84,6 +84,8 @@ export interface LawResult {
 /** What the harness runs. */
 export interface Scenario {
   readonly name: string
+  /** The requests a script sends on average: the open model starts scripts at `--rate` divided by it. */
+  readonly requestsPerScript: number
   setup(context: SetupContext): Promise<void>
   /**
    * Runs script number `index` (a merchant's payment story: create, retries, capture, refunds...)

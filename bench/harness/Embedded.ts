@@ -33,7 +33,12 @@ const running = new Set<() => Promise<void>>()
 /** Stops every service this process started and has not stopped yet (for a watchdog or a signal). */
 export const stopEveryEmbeddedService = () => Promise.all([...running].map((stop) => stop())).then(() => {})
 
-export const startEmbeddedService = async (options: { readonly logFile: string; readonly log: (line: string) => void }): Promise<EmbeddedService> => {
+export const startEmbeddedService = async (options: {
+  readonly logFile: string
+  readonly log: (line: string) => void
+  /** Where the service writes a V8 CPU profile when it stops (null: not profiled). */
+  readonly profileDirectory: string | null
+}): Promise<EmbeddedService> => {
   const scratch = mkdtempSync(join(tmpdir(), "payments-harness-pg-"))
   const database = await startEmbeddedPostgres({ directory: scratch, persistent: false, flags: ["-c", "max_connections=300"] })
   const port = await freePort()
@@ -48,7 +53,10 @@ export const startEmbeddedService = async (options: { readonly logFile: string; 
   }
   mkdirSync(join(options.logFile, ".."), { recursive: true })
   const serviceLog = openSync(options.logFile, "w")
-  const child = spawn(process.execPath, [...startNodeFlags(), "--import", "tsx", "src/main.ts", "serve"], {
+  const child = spawn(process.execPath, [
+    ...startNodeFlags(),
+    ...(options.profileDirectory === null ? [] : ["--cpu-prof", `--cpu-prof-dir=${resolve(options.profileDirectory)}`]),
+    "--import", "tsx", "src/main.ts", "serve"], {
     cwd: root,
     env: { ...process.env, ...environment },
     stdio: ["ignore", "ignore", serviceLog]

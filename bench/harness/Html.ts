@@ -39,7 +39,7 @@ const percentileRow = (name: string, requests: number, errors: number, p: Harnes
 export const renderHarnessReport = (result: HarnessResult) => {
   const seconds = result.timeline.map((s) => s.second)
   const config = result.config
-  const load = config.model === "open" ? `open model, ${config.rate}/s (${config.arrival})` : `closed model, ${config.connections} connections`
+  const load = config.model === "open" ? `open model, ${config.rate} requests/s (${config.arrival})` : `closed model, ${config.connections} connections`
   const verdict = result.passed ? `<p class="pass">PASSED: every law held${result.slo.length > 0 ? " and every objective was met" : ""}.</p>` : `<p class="fail">FAILED: ${result.laws.filter((l) => !l.held).length} law(s) violated, ${result.slo.filter((s) => !s.met).length} objective(s) missed.</p>`
   const codes = Object.entries(result.status_codes).sort(([a], [b]) => a.localeCompare(b))
   const laws = result.laws.length === 0

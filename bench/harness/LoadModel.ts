@@ -2,10 +2,13 @@
  * The load models: when each script starts. Time comes from an injected `Clock`, so the same
  * code runs under real time in the driver and under virtual time in tests.
  *
- * - Open model (`--rate N`): scripts start at their intended times, a constant gap apart or with
- *   exponential gaps (`--arrival poisson`, seeded), whether or not earlier scripts have ended; a
- *   script's first request is measured from its intended start, so a stalled service cannot hide
- *   its tail behind requests the harness never sent (coordinated omission, as in wrk2 and k6's
+ * - Open model (`--rate N`): N requests a second. Scripts start at their intended times, a
+ *   constant gap apart or with exponential gaps (`--arrival poisson`, seeded), whether or not
+ *   earlier scripts have ended; the gap is the number of requests a script sends on average (the
+ *   scenario's figure) divided by N. The gaps never follow the service's answers: an open model
+ *   whose arrivals slowed when the service did would hide a stall. A script's first
+ *   request is measured from its intended start, so a stalled service cannot hide its tail behind
+ *   requests the harness never sent (coordinated omission, as in wrk2 and k6's
  *   constant-arrival-rate executor).
  * - Closed model (`--connections N`): N scripts at a time, each followed at once by the next.
  *
@@ -15,6 +18,7 @@
 import type { Clock } from "./Clock.ts"
 
 export type LoadModel =
+  /** `rate`: requests per second. */
   | { readonly kind: "open"; readonly rate: number; readonly arrival: "constant" | "poisson" }
   | { readonly kind: "closed"; readonly connections: number }
 
@@ -30,6 +34,8 @@ export interface LoadPlan {
    * service stalls.
    */
   readonly maxConcurrentScripts: number
+  /** Open model: the requests a script sends on average (1 for one request a script). */
+  readonly requestsPerScript: number
 }
 
 export interface LoadOutcome {
@@ -57,9 +63,8 @@ export const seededRandom = (seed: number) => {
   }
 }
 
-/** Offsets (ms from the start) of the open model's arrivals, in order, without end. */
-export function* arrivalOffsets(rate: number, arrival: "constant" | "poisson", seed: number): Generator<number> {
-  const gapMs = 1000 / rate
+/** Offsets (ms from the start) of the open model's arrivals, `gapMs` apart on average, in order, without end. */
+export function* arrivalOffsets(gapMs: number, arrival: "constant" | "poisson", seed: number): Generator<number> {
   if (arrival === "constant") {
     for (let index = 0;; index++) yield index * gapMs
   }
@@ -104,7 +109,7 @@ export const runLoad = async (
   const scriptCap = plan.maxRequests ?? Infinity
 
   if (plan.model.kind === "open") {
-    for (const offset of arrivalOffsets(plan.model.rate, plan.model.arrival, plan.seed)) {
+    for (const offset of arrivalOffsets(plan.requestsPerScript * 1000 / plan.model.rate, plan.model.arrival, plan.seed)) {
       const intendedStartMs = startedAtMs + offset
       if (intendedStartMs >= endMs || full() || started >= scriptCap) break
       const waitMs = intendedStartMs - clock.now()

@@ -13,6 +13,7 @@ export const healthScenario = (): Scenario => {
   let transport: Transport | null = null
   return {
     name: "health",
+    requestsPerScript: 1,
     setup: async (context: SetupContext) => {
       transport = context.transport
     },

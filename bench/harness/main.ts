@@ -49,7 +49,7 @@ export const summaryOf = (result: HarnessResult, files: ReadonlyArray<string>) =
   const p = result.latency_ms
   const rows: Array<readonly [string, string]> = [
     ["scenario", `${result.scenario} against ${result.config.target}${result.config.embedded ? " (started by the harness)" : ""}`],
-    ["load", result.config.model === "open" ? `open, ${result.config.rate}/s ${result.config.arrival}` : `closed, ${result.config.connections} connections`],
+    ["load", result.config.model === "open" ? `open, ${result.config.rate} requests/s ${result.config.arrival}` : `closed, ${result.config.connections} connections`],
     ["requests", `${result.requests} in ${fixed(result.load_s, 1)} s: ${fixed(result.rate, 1)}/s (${result.scripts} scripts, ${result.scripts_late} started late)`],
     ["latency p50/p90/p99/p99.9/max ms", `${fixed(p.p50, 2)} / ${fixed(p.p90, 2)} / ${fixed(p.p99, 2)} / ${fixed(p.p999, 2)} / ${fixed(p.max, 2)}`],
     ["status codes", JSON.stringify(result.status_codes)],
@@ -104,7 +104,11 @@ export const runHarness = async (
   if (options.targetUrl === null) {
     io.log("starting the service on an embedded PostgreSQL...")
     try {
-      embedded = await startEmbeddedService({ logFile: join(options.reportDirectory, `${name}.service.log`), log: io.log })
+      embedded = await startEmbeddedService({
+        logFile: join(options.reportDirectory, `${name}.service.log`),
+        log: io.log,
+        profileDirectory: options.profileDirectory
+      })
     } catch (error) {
       await scenario.close().catch(() => {})
       throw error
@@ -171,7 +175,14 @@ export const runHarness = async (
     let outcome: LoadOutcome = { scriptsStarted: 0, scriptsLate: 0, startedAtMs: loadStartMs, loadEndedAtMs: loadStartMs, endedAtMs: loadStartMs, scriptFailures: 0, firstFailure: null }
     if (setUp) {
       outcome = await runLoad(
-        { model: options.model, durationMs, maxRequests: options.maxRequests, seed: options.seed, maxConcurrentScripts: 10_000 },
+        {
+          model: options.model,
+          durationMs,
+          maxRequests: options.maxRequests,
+          seed: options.seed,
+          maxConcurrentScripts: 10_000,
+          requestsPerScript: scenario.requestsPerScript
+        },
         clock,
         (index, intendedStartMs) => scenario.runScript(index, intendedStartMs),
         () => transport.sent() - sentBefore
@@ -192,6 +203,7 @@ export const runHarness = async (
       try {
         io.log(`load done (${load.requests} requests); draining...`)
         await scenario.drain(options.drainSeconds * 1000)
+        io.log("checking the laws through the API...")
         laws = await scenario.checkLaws()
       } catch (error) {
         fail("drain and laws", error)

@@ -1,6 +1,6 @@
 import { Context, Data, Effect, Layer } from "effect"
 import type { DisputeNotification, DisputeOutcome } from "../domain/Dispute.ts"
-import type { AuthorizationOutcome, Payment } from "../domain/Payment.ts"
+import type { AuthorizationOutcome, Payment, PaymentStatus } from "../domain/Payment.ts"
 
 export interface AuthorizationRequest {
   readonly paymentId: string
@@ -104,12 +104,16 @@ export const layerSandbox = Layer.succeed(Acquirer, {
  * Sandbox disputes (docs/api.md): a payment made with one of these tokens is disputed by the
  * sandbox network `SANDBOX_DISPUTE_OPEN_AFTER` after its capture (reason `fraudulent`, the
  * whole undisputed remainder), and the dispute ends with the token's outcome
- * `SANDBOX_DISPUTE_RESOLVE_AFTER` after it opened. The stores' `sandboxDisputesDue` finds them.
+ * `SANDBOX_DISPUTE_RESOLVE_AFTER` after it opened. Its worker (src/workers/SandboxDisputes.ts)
+ * finds them with the store's neutral `paymentsByCardTokenAndDispute`.
  */
 export const sandboxDisputeTokens: Readonly<Record<string, DisputeOutcome>> = {
   tok_dispute_won: "won",
   tok_dispute_lost: "lost"
 }
+
+/** The statuses in which the sandbox network disputes a payment of its tokens (a fully refunded one has nothing left). */
+export const sandboxDisputableStatuses: ReadonlyArray<PaymentStatus> = ["captured", "settled"]
 
 /** The sandbox network's id for the dispute of a payment (one dispute per payment). */
 export const sandboxDisputeId = (paymentId: string) => `dp_sandbox_${paymentId}`

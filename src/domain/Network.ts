@@ -1,4 +1,5 @@
 import ipaddr from "ipaddr.js"
+import { isIP } from "node:net"
 
 /**
  * Address classification for webhook targets (SSRF protection): only globally routable unicast
@@ -40,4 +41,37 @@ export const isPublicAddress = (text: string): boolean => {
   // Only canonical dotted quads for IPv4: other spellings are what the URL parser would normalise, refuse them raw.
   if (!bare.includes(":") && !ipaddr.IPv4.isValidFourPartDecimal(bare)) return false
   return isPublicParsed(ipaddr.parse(bare))
+}
+
+/** Names that always mean this machine (RFC 6761 section 6.3), whatever a resolver says. */
+const isLocalhostName = (host: string) => {
+  const name = host.toLowerCase().replace(/\.$/, "")
+  return name === "localhost" || name.endsWith(".localhost") || name === "localhost.localdomain"
+}
+
+/**
+ * What is wrong with a merchant's webhook URL, in the merchant's words; null when nothing. It
+ * must be absolute http(s), without credentials, and (unless private URLs are allowed) its host
+ * must not be a loopback, private or link-local address literal nor a localhost name. Nothing is
+ * resolved here: a name that does not resolve yet (offline, or a host set up later) is accepted,
+ * because the addresses a name resolves to are checked where they matter, on every connection
+ * (src/platform/WebhookTransport.ts), since DNS can change.
+ */
+export const webhookUrlProblem = (text: string, allowPrivate: boolean): string | null => {
+  let url: URL
+  try {
+    url = new URL(text)
+  } catch {
+    return "webhook_url must be an absolute http or https URL."
+  }
+  if (url.protocol !== "http:" && url.protocol !== "https:") return "webhook_url must be an absolute http or https URL."
+  if (url.username !== "" || url.password !== "") return "webhook_url must not carry credentials."
+  if (allowPrivate) return null
+  // WHATWG URL parsing has already turned every IPv4 spelling (decimal, octal, hex, short) into a dotted quad.
+  const host = url.hostname.replace(/^\[|\]$/g, "")
+  const literal = isIP(host) !== 0
+  if (isLocalhostName(host) || (literal && !isPublicAddress(host))) {
+    return `webhook_url host '${host}' is a loopback, private or link-local address; set WEBHOOK_ALLOW_PRIVATE_URLS=true to allow it.`
+  }
+  return null
 }

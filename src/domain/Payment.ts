@@ -10,7 +10,6 @@ export const paymentStatuses = [
   "pending", "authorized", "captured", "settled", "refunded", "voided", "blocked", "failed"
 ] as const
 export type PaymentStatus = (typeof paymentStatuses)[number]
-export const terminalStatuses: ReadonlySet<PaymentStatus> = new Set(["refunded", "voided", "blocked", "failed"])
 
 export const cardBrands = ["visa", "mastercard", "amex", "discover", "jcb", "diners", "unionpay"] as const
 export type CardBrand = (typeof cardBrands)[number]

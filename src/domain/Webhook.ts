@@ -1,7 +1,7 @@
 import { createHmac, createSecretKey, hash, type KeyObject, timingSafeEqual } from "node:crypto"
 import type { EventType, PaymentEvent, PaymentSnapshot } from "./Payment.ts"
 import { idPrefixes } from "./Ids.ts"
-import { addMs, isoMs } from "./Time.ts"
+import { addMs } from "./Time.ts"
 
 /**
  * Webhook deliveries: the pure rules. Signatures, the retry schedule and the status a delivery
@@ -196,8 +196,6 @@ export const signatureHeader = (secrets: ReadonlyArray<string>, timestampSeconds
   for (const secret of secrets) header += `,v1=${signMessage(secret, end)}`
   return header
 }
-
-export const unixSeconds = (iso: string) => Math.floor(isoMs(iso) / 1000)
 
 /**
  * What a merchant's endpoint checks on each POST: the header's timestamp is within

@@ -135,7 +135,9 @@ export class MerchantsGroup extends HttpApiGroup.make("merchants")
       .addSuccess(S.AnalyticsEnvelope)
       .annotateContext(doc(
         "Payment analytics",
-        "Volume, revenue (captured − refunded − fees), approval, fraud and refund rates per currency, over an optional created_at range."
+        "Volume, revenue (captured − refunded − fees) and the approval, fraud, refund and dispute rates per currency (and per period " +
+          "with interval), over an optional created_at range. Count rates are also given over every currency; money is never added " +
+          "across currencies, so the top-level refund_rate is null when the payments are in several."
       ))
   )
   .add(
@@ -200,7 +202,8 @@ export class FraudGroup extends HttpApiGroup.make("fraud")
   .add(
     HttpApiEndpoint.get("stats", "/fraud/stats")
       .addSuccess(S.FraudStatsEnvelope)
-      .annotateContext(doc("Fraud statistics", "Case counts by status and priority, blocked count and amount, fraud rate and review precision."))
+      .annotateContext(doc("Fraud statistics", "Case counts by status and priority, approved, screened and blocked counts (blocked amounts per currency), fraud rate " +
+        "(blocked / approved), lost dispute rate, review precision and the same per model version."))
   )
   .middleware(Authentication)
   .prefix("/api/v1")

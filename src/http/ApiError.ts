@@ -41,10 +41,19 @@ export class ApiError extends withoutStack(YieldableError) {
 
 export const invalidJson = (detail: string) =>
   new ApiError(400, "invalid_request_error", "invalid_json", `The request body is not valid JSON: ${detail}`)
+/** No Authorization header (or an empty one). */
 export const authenticationRequired = () =>
   new ApiError(401, "authentication_error", "authentication_required", "Send an API key as 'Authorization: Bearer sk_live_...'.")
+/** An Authorization header that holds no API key: another scheme, or a token not of a key's shape (`sk_live_` + letters and digits). */
+export const malformedApiKey = () =>
+  new ApiError(
+    401,
+    "authentication_error",
+    "authentication_required",
+    "The API key is not valid: the Authorization header must be 'Bearer sk_live_...' with the key exactly as it was issued."
+  )
 export const invalidApiKey = () =>
-  new ApiError(401, "authentication_error", "invalid_api_key", "The API key is unknown or has been revoked.")
+  new ApiError(401, "authentication_error", "invalid_api_key", "The API key is not valid: it is unknown or has been revoked.")
 export const notFound = (what: string) => new ApiError(404, "invalid_request_error", "not_found", `No such ${what}.`)
 export const routeNotFound = (method: string, path: string) =>
   new ApiError(404, "invalid_request_error", "not_found", `No route for ${method} ${path}.`)
@@ -73,13 +82,14 @@ export const unsupportedMediaType = () =>
   new ApiError(415, "invalid_request_error", "unsupported_media_type", "A request body must be sent with 'Content-Type: application/json'.")
 export const validationFailed = (param: string | undefined, message: string) =>
   new ApiError(422, "invalid_request_error", "validation_failed", message, param)
-export const idempotencyKeyReused = () =>
+/** `param`: where the key came from, the `X-Idempotency-Key` header or a body field (`transaction.idempotency_key`). */
+export const idempotencyKeyReused = (param: string) =>
   new ApiError(
     422,
     "idempotency_error",
     "idempotency_key_reused",
-    "This idempotency key was already used with a different request.",
-    "Idempotency-Key"
+    `The idempotency key in ${param} was already used with a different request (method, path or body); send a new key with a new request.`,
+    param
   )
 export const rateLimited = (limit: number, retryAfterSeconds: number) =>
   new ApiError(429, "rate_limit_error", "rate_limited", "Too many requests for this API key; slow down.", undefined, {

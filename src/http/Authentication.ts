@@ -1,4 +1,5 @@
-import { Clock, Context, Effect, Layer, Redacted } from "effect"
+import { HttpServerRequest } from "@effect/platform"
+import { Clock, Context, Effect, type Fiber, Layer, Redacted } from "effect"
 import { ApiKeys, type Found } from "../services/ApiKeys.ts"
 import * as E from "./ApiError.ts"
 import { Authentication } from "./Api.ts"
@@ -11,6 +12,12 @@ const wellFormedKey = /^sk_live_[A-Za-z0-9]{16,128}$/
 export const isWellFormedApiKey = (token: string) => wellFormedKey.test(token)
 
 const unavailable = () => Effect.fail(E.serviceUnavailable())
+
+/** No key sent at all is asked for; anything else in the header is a key that is not valid. */
+const refusalOfMalformed = (fiber: Fiber.RuntimeFiber<unknown, unknown>) => {
+  const header = Context.unsafeGet(fiber.currentContext, HttpServerRequest.HttpServerRequest).headers["authorization"]
+  return header === undefined || header.trim() === "" ? E.authenticationRequired() : E.malformedApiKey()
+}
 
 /** Bearer authentication with hashed keys, then the per-key rate limit. */
 export const layer = Layer.effect(
@@ -25,7 +32,7 @@ export const layer = Layer.effect(
       bearer: (token) =>
         Effect.withFiberRuntime((fiber) => {
           const secret = Redacted.value(token).trim()
-          if (!isWellFormedApiKey(secret)) return Effect.fail(E.authenticationRequired())
+          if (!isWellFormedApiKey(secret)) return Effect.fail(refusalOfMalformed(fiber))
           const clock = Context.get(fiber.currentDefaultServices, Clock.Clock)
           const state = requestStateOf(fiber)
           const admit = (found: Found | null): Effect.Effect<void, E.ApiError> => {

@@ -1,7 +1,7 @@
 import { HttpApiBuilder, HttpMiddleware, HttpServer, HttpServerResponse } from "@effect/platform"
 import type { HttpApp } from "@effect/platform"
 import { NodeHttpServer } from "@effect/platform-node"
-import { Duration, Effect, Layer, Option } from "effect"
+import { Data, Duration, Effect, Layer, Option } from "effect"
 import { Server as NetServer } from "node:net"
 import { AppConfig } from "../platform/Config.ts"
 import * as Metrics from "../platform/Metrics.ts"
@@ -15,6 +15,20 @@ import { createHttpServer } from "./NodeResponse.ts"
  * connection closes.
  * Only then do the workers, the database pool and the embedded database stop beneath them.
  */
+/** The address the server is to listen on is taken; the message says which and what to do. */
+export class AddressInUse extends Data.TaggedError("AddressInUse")<{ readonly message: string }> {}
+
+const isAddressInUse = (error: unknown) => {
+  const cause: unknown = typeof error === "object" && error !== null ? (error as { readonly cause?: unknown }).cause : undefined
+  return typeof cause === "object" && cause !== null && (cause as { readonly code?: unknown }).code === "EADDRINUSE"
+}
+
+const addressInUse = (port: number, host: string) =>
+  new AddressInUse({
+    message: `port ${port} on ${host} is already in use (another program, or another instance of this service, ` +
+      `listens there): stop it, or choose another port with the PORT variable, e.g. PORT=${port === 65535 ? 3001 : port + 1} npm start`
+  })
+
 /** How long connections accepted before the listener closed have to deliver their request. */
 const lateRequestMs = 250
 
@@ -71,7 +85,9 @@ export const serverLayer = <ROut, E, R>(routes: Layer.Layer<ROut, E, R>, port: n
         Layer.provide(routes),
         HttpMiddleware.withTracerDisabledWhen(() => true),
         HttpServer.withLogAddress,
-        Layer.provide(NodeHttpServer.layer(() => server, { port, host }))
+        Layer.provide(NodeHttpServer.layer(() => server, { port, host }).pipe(
+          Layer.mapError((error) => (isAddressInUse(error) ? addressInUse(port, host) : error))
+        ))
       )
     )
   )

@@ -103,7 +103,11 @@ export const analytics = {
       captured_cents: 10_000,
       refunded_cents: 0,
       fees_cents: 320,
-      revenue_cents: 9_680
+      revenue_cents: 9_680,
+      approval_rate: 1,
+      fraud_rate: 0,
+      refund_rate: 0,
+      dispute_rate: 0
     }
   ],
   interval: "day",
@@ -118,7 +122,9 @@ export const analytics = {
       fees_cents: 320,
       revenue_cents: 9_680,
       approval_rate: 1,
-      fraud_rate: 0
+      fraud_rate: 0,
+      refund_rate: 0,
+      dispute_rate: 0
     }
   ]
 } as const
@@ -171,10 +177,12 @@ export const fraudStats = {
     by_status: { open: 1, confirmed_fraud: 1, false_positive: 1 },
     by_priority: { low: 0, medium: 2, high: 1, critical: 0 }
   },
+  approved_count: 120,
   screened_count: 120,
   blocked: { count: 2, by_currency: [{ currency: "USD", count: 2, amount_cents: 45_000 }] },
   lost_dispute_count: 0,
-  fraud_rate: 0.0167,
+  fraud_rate: 0.016667,
+  lost_dispute_rate: 0,
   review_precision: 0.5,
   score_histogram: [
     { from: 0, to: 0.1, count: 110 }, { from: 0.1, to: 0.2, count: 4 }, { from: 0.2, to: 0.3, count: 1 },
@@ -187,7 +195,7 @@ export const fraudStats = {
       model_version: "trained-logistic-2",
       screened_count: 120,
       blocked_count: 2,
-      fraud_rate: 0.0167,
+      fraud_rate: 0.016667,
       cases: { total: 3, by_status: { open: 1, confirmed_fraud: 1, false_positive: 1 } },
       review_precision: 0.5
     }

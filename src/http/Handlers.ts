@@ -1,12 +1,11 @@
 import { HttpApiBuilder } from "@effect/platform"
 import { Effect, Layer } from "effect"
-import type * as Pg from "pg"
-import type { Currency } from "../domain/Money.ts"
+import { Analytics } from "../services/Analytics.ts"
 import { ApiKeys } from "../services/ApiKeys.ts"
+import { Fraud } from "../services/Fraud.ts"
 import { Merchants } from "../services/Merchants.ts"
 import { NotFound } from "../services/Errors.ts"
 import { Payments } from "../services/Payments.ts"
-import { type AnalyticsRow, maximumSeriesRows, Store } from "../store/Store.ts"
 import * as E from "./ApiError.ts"
 import { answer, mapErrors } from "./ApiError.ts"
 import { CurrentMerchant, PaymentsApi } from "./Api.ts"
@@ -14,8 +13,7 @@ import { jsonResponse } from "./Edge.ts"
 import { idempotent, idempotentInline } from "./Idempotency.ts"
 import { withCaller } from "./RequestState.ts"
 import * as Wire from "./Wire.ts"
-import { validateWebhookUrl } from "./WebhookUrl.ts"
-import { AppConfig } from "../platform/Config.ts"
+import * as Database from "../platform/Database.ts"
 import { prometheusText } from "../platform/Metrics.ts"
 import { makeGaugeSampler } from "../services/Gauges.ts"
 import { PgPool } from "../store/PgPrepared.ts"
@@ -120,24 +118,10 @@ const TransactionsLive = HttpApiBuilder.group(PaymentsApi, "transactions", (hand
         }))
   }))
 
-/** A rollup row's money figures in its currency (the totals by currency and each period of the series). */
-const moneyFigures = (r: AnalyticsRow) => ({
-  transaction_count: r.transactionCount,
-  volume_cents: r.volumeCents,
-  captured_cents: r.capturedCents,
-  refunded_cents: r.refundedCents,
-  fees_cents: r.feesCents,
-  revenue_cents: r.capturedCents - r.refundedCents - r.feesCents
-})
-
-const rate = (numerator: number, denominator: number) =>
-  denominator === 0 ? null : Math.round((numerator / denominator) * 1e6) / 1e6
-
 const MerchantsLive = HttpApiBuilder.group(PaymentsApi, "merchants", (handlers) =>
   Effect.gen(function*() {
     const merchants = yield* Merchants
-    const store = yield* Store
-    const config = yield* AppConfig
+    const analytics = yield* Analytics
     return handlers
       .handle("me", () =>
         Effect.gen(function*() {
@@ -147,50 +131,23 @@ const MerchantsLive = HttpApiBuilder.group(PaymentsApi, "merchants", (handlers) 
       .handle("update", ({ payload }) =>
         Effect.gen(function*() {
           const { merchant } = yield* CurrentMerchant
-          if (payload.webhook_url !== undefined && payload.webhook_url !== null) {
-            yield* validateWebhookUrl(payload.webhook_url, config.webhookAllowPrivateUrls)
-          }
           const updated = yield* mapErrors(merchants.update(merchant.id, { name: payload.name, webhookUrl: payload.webhook_url }))
           return { merchant: Wire.merchant(updated) }
         }))
       .handle("analytics", ({ urlParams }) =>
         Effect.gen(function*() {
           const { merchant } = yield* CurrentMerchant
-          const from = boundary(urlParams.from, false) ?? null
-          const to = boundary(urlParams.to, true) ?? null
-          const rows = yield* mapErrors(store.analytics(merchant.id, from, to))
-          const interval = urlParams.interval ?? null
-          const periods = interval === null ? [] : yield* mapErrors(store.analyticsSeries(merchant.id, interval, from, to))
-          if (periods.length > maximumSeriesRows) {
-            return yield* Effect.fail(E.validationFailed("interval", `The series would have more than ${maximumSeriesRows} periods; narrow from/to or use a longer interval.`))
-          }
-          const sum = (pick: (row: (typeof rows)[number]) => number) => rows.reduce((total, row) => total + pick(row), 0)
-          return {
-            analytics: {
-              from,
-              to,
-              transaction_count: sum((r) => r.transactionCount),
-              approval_rate: rate(sum((r) => r.approvedCount), sum((r) => r.decidedCount)),
-              fraud_rate: rate(sum((r) => r.blockedCount), sum((r) => r.approvedCount)),
-              // Refunded share of captured money; currencies are not mixed in the sums' ratio.
-              refund_rate: rate(sum((r) => r.refundedCents), sum((r) => r.capturedCents)),
-              dispute_rate: rate(sum((r) => r.disputedCount), sum((r) => r.capturedCount)),
-              by_currency: rows.map((r) => ({ currency: r.currency as Currency, ...moneyFigures(r) })),
-              interval,
-              series: periods.map((r) => ({
-                currency: r.currency as Currency,
-                period_start: r.periodStart,
-                ...moneyFigures(r),
-                approval_rate: rate(r.approvedCount, r.decidedCount),
-                fraud_rate: rate(r.blockedCount, r.approvedCount)
-              }))
-            }
-          }
+          const report = yield* mapErrors(analytics.analytics(merchant.id, {
+            from: boundary(urlParams.from, false) ?? null,
+            to: boundary(urlParams.to, true) ?? null,
+            interval: urlParams.interval ?? null
+          }))
+          return { analytics: Wire.analytics(report) }
         }))
       .handle("balance", () =>
         Effect.gen(function*() {
           const { merchant } = yield* CurrentMerchant
-          return { balances: [...(yield* mapErrors(store.balances(merchant.id)))] }
+          return { balances: [...(yield* mapErrors(merchants.balances(merchant.id)))] }
         }))
   }))
 
@@ -219,54 +176,21 @@ const ApiKeysLive = HttpApiBuilder.group(PaymentsApi, "apiKeys", (handlers) =>
 
 const FraudLive = HttpApiBuilder.group(PaymentsApi, "fraud", (handlers) =>
   Effect.gen(function*() {
-    const store = yield* Store
+    const fraud = yield* Fraud
+    const analytics = yield* Analytics
     const payments = yield* Payments
     return handlers
       .handle("cases", ({ urlParams }) =>
         Effect.gen(function*() {
           const { merchant } = yield* CurrentMerchant
           const page = Wire.pageRequest(urlParams)
-          const result = yield* mapErrors(
-            store.listFraudCases(merchant.id, { status: urlParams.status, priority: urlParams.priority }, page)
-          )
+          const result = yield* mapErrors(fraud.cases(merchant.id, { status: urlParams.status, priority: urlParams.priority }, page))
           return { fraud_cases: result.items.map(Wire.fraudCase), meta: Wire.meta(page, result) }
         }))
       .handle("stats", () =>
         Effect.gen(function*() {
           const { merchant } = yield* CurrentMerchant
-          const stats = yield* mapErrors(store.fraudStats(merchant.id))
-          const reviewed = stats.casesByStatus.confirmed_fraud + stats.casesByStatus.false_positive
-          const blockedCount = stats.blocked.reduce((total, row) => total + row.count, 0)
-          return {
-            fraud_stats: {
-              cases: {
-                total: reviewed + stats.casesByStatus.open,
-                by_status: stats.casesByStatus,
-                by_priority: stats.casesByPriority
-              },
-              screened_count: stats.screenedCount,
-              blocked: {
-                count: blockedCount,
-                by_currency: stats.blocked.map((row) => ({ currency: row.currency, count: row.count, amount_cents: row.amountCents }))
-              },
-              lost_dispute_count: stats.lostDisputeCount,
-              // A lost dispute is fraud the screening let through: it counts like a block.
-              fraud_rate: rate(blockedCount + stats.lostDisputeCount, stats.screenedCount),
-              review_precision: rate(stats.casesByStatus.confirmed_fraud, reviewed),
-              score_histogram: stats.scoreHistogram.map((count, bin) => ({ from: bin / 10, to: (bin + 1) / 10, count })),
-              by_model_version: stats.byModel.map((m) => {
-                const modelReviewed = m.casesByStatus.confirmed_fraud + m.casesByStatus.false_positive
-                return {
-                  model_version: m.modelVersion,
-                  screened_count: m.screenedCount,
-                  blocked_count: m.blockedCount,
-                  fraud_rate: rate(m.blockedCount, m.screenedCount),
-                  cases: { total: modelReviewed + m.casesByStatus.open, by_status: m.casesByStatus },
-                  review_precision: rate(m.casesByStatus.confirmed_fraud, modelReviewed)
-                }
-              })
-            }
-          }
+          return { fraud_stats: Wire.fraudStats(yield* mapErrors(analytics.fraudStats(merchant.id))) }
         }))
       .handle("review", ({ path, payload }) =>
         idempotent({}, (merchantId, commandKey) =>
@@ -275,34 +199,17 @@ const FraudLive = HttpApiBuilder.group(PaymentsApi, "fraud", (handlers) =>
           )))
   }))
 
-/** How long `/readyz` waits for the database before answering 503 (docs/operations.md). */
-export const readinessTimeoutMs = 2_000
-
-/**
- * `SELECT 1` straight on the pool, given up after `readinessTimeoutMs`. Giving up costs nothing:
- * the probe has no canceller to wait for (a query of @effect/sql, interrupted, first asks the
- * server to cancel it, and a frozen server never answers that either), and the pool's own
- * timeouts end the abandoned query.
- */
-const databaseAnswers = (pool: Pg.Pool) =>
-  Effect.async<void, Error>((resume) => {
-    pool.query({ text: "SELECT 1", query_timeout: readinessTimeoutMs } as Pg.QueryConfig, (error: Error | undefined) =>
-      resume(error ? Effect.fail(error) : Effect.void))
-  }).pipe(Effect.timeoutFail({ duration: readinessTimeoutMs, onTimeout: () => new Error("no answer") }))
-
 const OperationsLive = HttpApiBuilder.group(PaymentsApi, "operations", (handlers) =>
   Effect.gen(function*() {
     const pool = yield* Effect.serviceOption(PgPool)
     const sampleGauges = makeGaugeSampler(yield* Effect.serviceOption(WebhookStore), pool)
+    const ready = Database.readiness(pool).pipe(
+      Effect.as({ status: "ok" as const }),
+      Effect.mapError(() => E.serviceUnavailable())
+    )
     return handlers
       .handle("healthz", () => Effect.succeed({ status: "ok" as const }))
-      .handle("readyz", () =>
-        pool._tag === "None"
-          ? Effect.succeed({ status: "ok" as const })
-          : databaseAnswers(pool.value).pipe(
-            Effect.as({ status: "ok" as const }),
-            Effect.mapError(() => E.serviceUnavailable())
-          ))
+      .handle("readyz", () => ready)
       .handle("metrics", () => Effect.zipRight(sampleGauges, prometheusText))
   }))
 

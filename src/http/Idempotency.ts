@@ -175,6 +175,8 @@ const claim = <R>(
   store: StoreShape,
   config: AppConfigShape,
   keyClaim: IdempotencyClaim,
+  /** Where the key came from (named by a 422 idempotency_key_reused). */
+  keyParam: string,
   claimed: () => Effect.Effect<HttpServerResponse.HttpServerResponse, E.ApiError, R>
 ): Effect.Effect<HttpServerResponse.HttpServerResponse, E.ApiError, R> =>
   Effect.matchEffect(
@@ -190,7 +192,7 @@ const claim = <R>(
             return Effect.fail(E.idempotencyInProgress(1))
           case "Mismatch":
             Metrics.record(Metrics.idempotencyConflicts("key_reused"), 1)
-            return Effect.fail(E.idempotencyKeyReused())
+            return Effect.fail(E.idempotencyKeyReused(keyParam))
           case "Claimed":
             return claimed()
         }
@@ -239,6 +241,10 @@ export interface IdempotencyOptions {
 }
 
 /** The request's idempotency key (header or body field), checked: the key, undefined without one, or the refusal. */
+/** Where the request's key came from, for a refusal that names it: the header when it was sent. */
+const keyParamOf = (request: HttpServerRequest.HttpServerRequest, options: IdempotencyOptions) =>
+  request.headers["x-idempotency-key"] !== undefined ? "X-Idempotency-Key" : (options.bodyKeyParam ?? "idempotency_key")
+
 const requestKey = (request: HttpServerRequest.HttpServerRequest, options: IdempotencyOptions): string | undefined | E.ApiError => {
   const headerKey = request.headers["x-idempotency-key"]
   if (headerKey !== undefined && !isWellFormedKey(headerKey)) {
@@ -271,6 +277,7 @@ export const idempotent = (
         store,
         config,
         claimOf(config, merchantId, key, fingerprintOf(request.method, request.url, text, current.body), now, nowMs, owner),
+        keyParamOf(request, options),
         () => runClaimed(store, config, merchantId, key, current.id, operation)
       ))
   })
@@ -357,7 +364,7 @@ export const idempotentInline = (
               if (finished === undefined) return restore(idempotent(options, general))
               if (finished.fingerprint !== claim.fingerprint) {
                 Metrics.record(Metrics.idempotencyConflicts("key_reused"), 1)
-                return Effect.fail(E.idempotencyKeyReused())
+                return Effect.fail(E.idempotencyKeyReused(keyParamOf(request, options)))
               }
               return replay(config, finished.status, finished.body)
             }
@@ -405,7 +412,7 @@ export const storeRefusal = (
     const now = isoAt(nowMs)
     const owner = ownerIn(yield* Effect.context<never>())
     const body = JSON.stringify(error.body(requestId))
-    return yield* claim(store, config, claimOf(config, merchantId, key, fingerprintOf(request.method, request.url, text), now, nowMs, owner), () =>
+    return yield* claim(store, config, claimOf(config, merchantId, key, fingerprintOf(request.method, request.url, text), now, nowMs, owner), "X-Idempotency-Key", () =>
       complete(store, config, merchantId, key, error.status, body, jsonResponse(error.status, body, error.headers ?? {}), identity))
   })
 

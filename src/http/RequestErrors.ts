@@ -2,6 +2,7 @@ import { HttpApi, type HttpServerRequest } from "@effect/platform"
 import type { HttpApiDecodeError } from "@effect/platform/HttpApiError"
 import { PaymentsApi } from "./Api.ts"
 import * as E from "./ApiError.ts"
+import { documentationRoutes } from "./Routes.ts"
 import * as S from "./Schemas.ts"
 
 // How a request the API cannot serve is answered: decode failures (422 naming the field and its
@@ -64,10 +65,8 @@ export const fromDecodeError = (error: HttpApiDecodeError, request: HttpServerRe
 // ---------------------------------------------------------------------------------------------
 // 405: the route table, from the HttpApi itself plus the documentation routes served beside it.
 
-const documentationRoutes: ReadonlyArray<readonly [string, string]> = [["GET", "/api/v1/openapi.json"], ["GET", "/docs"]]
-
 const routes: ReadonlyArray<{ readonly method: string; readonly pattern: RegExp }> = (() => {
-  const list: Array<readonly [string, string]> = [...documentationRoutes]
+  const list: Array<readonly [string, string]> = documentationRoutes.map((path) => ["GET", path] as const)
   HttpApi.reflect(PaymentsApi, {
     onGroup: () => {},
     onEndpoint: ({ endpoint }) => list.push([endpoint.method, endpoint.path])

@@ -7,8 +7,8 @@ interface Template {
   readonly segments: ReadonlyArray<string | null>
 }
 
-/** Paths served beside the HttpApi (its OpenAPI document and the docs page). */
-const extraRoutes = ["/api/v1/openapi.json", "/docs"]
+/** GET paths served beside the HttpApi: its OpenAPI document, the docs page, and `/`, which points to both. */
+export const documentationRoutes: ReadonlyArray<string> = ["/api/v1/openapi.json", "/docs", "/"]
 
 /**
  * The route template of a request (`/api/v1/transactions/:id`), for metric labels and the request
@@ -30,7 +30,7 @@ export const makeRouteOf = () => {
     onGroup: () => {},
     onEndpoint: ({ endpoint }) => add(endpoint.method, endpoint.path)
   })
-  for (const route of extraRoutes) add("GET", route)
+  for (const route of documentationRoutes) add("GET", route)
   return (method: string, url: string): string => {
     const query = url.indexOf("?")
     const path = query === -1 ? url : url.slice(0, query)

@@ -5,7 +5,7 @@ import { disputeReasons } from "../domain/Dispute.ts"
 import * as X from "./Examples.ts"
 
 /** Unknown fields are errors, so a typo never passes silently (CONTRACT section 1). */
-const strict = { parseOptions: { onExcessProperty: "error" as const } }
+export const strict = { parseOptions: { onExcessProperty: "error" as const } }
 
 /**
  * The rule of an input field in a merchant's words (the 422 says `<param> <rule>.`). It overrides
@@ -324,35 +324,40 @@ export const AnalyticsParams = Schema.Struct({
   to: Schema.optional(IsoDateParam),
   interval: Schema.optional(AnalyticsInterval)
 }).annotations(strict)
-export const AnalyticsPeriod = Schema.Struct({
+/** The rates' definitions are written once, in docs/api.md ("Rates") and src/services/Analytics.ts. */
+const Rate = (description: string) => Schema.NullOr(Schema.Number).annotations({ description: `${description}; null when nothing to divide by` })
+const approvalRate = Rate("approved / decided by the card network (payments, not money)")
+const fraudRate = Rate("blocked by the fraud screening / approved by the card network (payments)")
+const disputeRate = Rate("disputed / payments with captured money")
+const currencyFigures = {
   currency: Schema.String,
-  period_start: Timestamp.annotations({ description: "start of the UTC hour, day or ISO week (Monday)" }),
   transaction_count: Schema.Int,
-  volume_cents: Schema.Int,
+  volume_cents: Schema.Int.annotations({ description: "amount of every payment, in this currency's minor units" }),
   captured_cents: Schema.Int,
   refunded_cents: Schema.Int,
   fees_cents: Schema.Int,
   revenue_cents: Schema.Int.annotations({ description: "captured − refunded − fees" }),
-  approval_rate: Schema.NullOr(Schema.Number).annotations({ description: "approved / decided by the network" }),
-  fraud_rate: Schema.NullOr(Schema.Number).annotations({ description: "blocked / approved" })
+  approval_rate: approvalRate,
+  fraud_rate: fraudRate,
+  refund_rate: Rate("refunded_cents / captured_cents, in this currency"),
+  dispute_rate: disputeRate
+}
+export const AnalyticsPeriod = Schema.Struct({
+  ...currencyFigures,
+  period_start: Timestamp.annotations({ description: "start of the UTC hour, day or ISO week (Monday)" })
 }).annotations({ identifier: "AnalyticsPeriod" })
-export const CurrencyAnalytics = Schema.Struct({
-  currency: Schema.String,
-  transaction_count: Schema.Int,
-  volume_cents: Schema.Int,
-  captured_cents: Schema.Int,
-  refunded_cents: Schema.Int,
-  fees_cents: Schema.Int,
-  revenue_cents: Schema.Int
-})
+export const CurrencyAnalytics = Schema.Struct(currencyFigures).annotations({ identifier: "CurrencyAnalytics" })
 export const Analytics = Schema.Struct({
   from: Schema.NullOr(Schema.String),
   to: Schema.NullOr(Schema.String),
-  transaction_count: Schema.Int,
-  approval_rate: Schema.NullOr(Schema.Number),
-  fraud_rate: Schema.NullOr(Schema.Number),
-  refund_rate: Schema.NullOr(Schema.Number),
-  dispute_rate: Schema.NullOr(Schema.Number).annotations({ description: "disputed / captured payments" }),
+  transaction_count: Schema.Int.annotations({ description: "payments of every currency" }),
+  approval_rate: approvalRate.annotations({ description: "approved / decided by the card network, payments of every currency" }),
+  fraud_rate: fraudRate.annotations({ description: "blocked / approved, payments of every currency" }),
+  refund_rate: Rate("refunded_cents / captured_cents of the window's only currency").annotations({
+    description: "refunded_cents / captured_cents when the window's payments are in one currency; null when they are in several " +
+      "(money of different currencies is never added): read each currency's refund_rate in by_currency"
+  }),
+  dispute_rate: disputeRate.annotations({ description: "disputed / payments with captured money, of every currency" }),
   by_currency: Schema.Array(CurrencyAnalytics),
   interval: Schema.NullOr(AnalyticsInterval),
   series: Schema.Array(AnalyticsPeriod).annotations({
@@ -429,13 +434,15 @@ export const FraudStats = Schema.Struct({
     by_status: Schema.Struct({ open: Schema.Int, confirmed_fraud: Schema.Int, false_positive: Schema.Int }),
     by_priority: Schema.Struct({ low: Schema.Int, medium: Schema.Int, high: Schema.Int, critical: Schema.Int })
   }),
+  approved_count: Schema.Int.annotations({ description: "payments the card network approved (fraud_rate's denominator)" }),
   screened_count: Schema.Int,
   blocked: Schema.Struct({
     count: Schema.Int,
     by_currency: Schema.Array(Schema.Struct({ currency: Schema.String, count: Schema.Int, amount_cents: Schema.Int }))
   }),
   lost_dispute_count: Schema.Int.annotations({ description: "screened payments whose dispute was lost (fraud the screening let through)" }),
-  fraud_rate: Schema.NullOr(Schema.Number).annotations({ description: "(blocked + lost disputes) / screened payments" }),
+  fraud_rate: fraudRate,
+  lost_dispute_rate: Rate("lost disputes / approved by the card network (payments): fraud the screening let through"),
   review_precision: Schema.NullOr(Schema.Number).annotations({
     description: "confirmed_fraud / reviewed cases: how often a held or blocked payment was really fraud"
   }),
@@ -446,7 +453,7 @@ export const FraudStats = Schema.Struct({
     model_version: Schema.String,
     screened_count: Schema.Int,
     blocked_count: Schema.Int,
-    fraud_rate: Schema.NullOr(Schema.Number).annotations({ description: "blocked / screened payments of this model" }),
+    fraud_rate: Rate("blocked / approved payments this model screened"),
     cases: Schema.Struct({
       total: Schema.Int,
       by_status: Schema.Struct({ open: Schema.Int, confirmed_fraud: Schema.Int, false_positive: Schema.Int })

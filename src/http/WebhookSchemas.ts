@@ -2,9 +2,8 @@ import { Schema } from "effect"
 import { eventTypes } from "../domain/Payment.ts"
 import { deliveryStatuses } from "../domain/Webhook.ts"
 import * as X from "./Examples.ts"
-import { ListMeta, Merchant, OneOf, PageParams, RecordIdPath } from "./Schemas.ts"
+import { ListMeta, Merchant, OneOf, PageParams, RecordIdPath, strict } from "./Schemas.ts"
 
-const strict = { parseOptions: { onExcessProperty: "error" as const } }
 const Timestamp = Schema.String.annotations({ description: "ISO 8601 UTC with milliseconds" })
 
 export const DeliveryAttempt = Schema.Struct({

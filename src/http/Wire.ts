@@ -4,10 +4,20 @@ import type { LedgerEntry } from "../domain/Ledger.ts"
 import type { Merchant } from "../domain/Merchant.ts"
 import { disputeSnapshot, type Payment, type PaymentEvent } from "../domain/Payment.ts"
 import type { Delivery } from "../domain/Webhook.ts"
+import type { Currency } from "../domain/Money.ts"
+import type { AnalyticsReport, CurrencyFigures, FraudStatsReport } from "../services/Analytics.ts"
 import type { PageOf, PageRequest } from "../store/Store.ts"
+import type * as S from "./Schemas.ts"
+import type * as W from "./WebhookSchemas.ts"
 
-/** Domain records to their JSON shapes (CONTRACT sections 2, 4, 6, 7, 9). */
-export const transaction = (p: Payment) => ({
+/**
+ * Domain records to their JSON shapes (CONTRACT sections 2, 4, 6, 7, 9). The shapes are defined
+ * once, by the response schemas of Schemas.ts and WebhookSchemas.ts (the OpenAPI document's);
+ * each mapping here is typed by its schema, so a field added, renamed or dropped on one side
+ * and not the other fails the typecheck. (The hottest responses are rendered from these
+ * mappings with JSON.stringify, not encoded through the schemas.)
+ */
+export const transaction = (p: Payment): typeof S.Transaction.Encoded => ({
   id: p.id,
   merchant_id: p.merchantId,
   status: p.status,
@@ -33,9 +43,9 @@ export const transaction = (p: Payment) => ({
   updated_at: p.updatedAt
 })
 
-export const event = (e: PaymentEvent) => ({ id: e.id, type: e.type, created_at: e.createdAt, data: e.data })
+export const event = (e: PaymentEvent): typeof S.Event.Encoded => ({ id: e.id, type: e.type, created_at: e.createdAt, data: e.data })
 
-export const ledgerEntry = (e: LedgerEntry) => ({
+export const ledgerEntry = (e: LedgerEntry): typeof S.LedgerEntry.Encoded => ({
   id: e.id,
   transaction_id: e.paymentId,
   group_id: e.groupId,
@@ -46,7 +56,7 @@ export const ledgerEntry = (e: LedgerEntry) => ({
   created_at: e.createdAt
 })
 
-export const merchant = (m: Merchant) => ({
+export const merchant = (m: Merchant): typeof S.Merchant.Encoded => ({
   id: m.id,
   name: m.name,
   webhook_url: m.webhookUrl,
@@ -55,7 +65,7 @@ export const merchant = (m: Merchant) => ({
   updated_at: m.updatedAt
 })
 
-export const apiKey = (k: ApiKey) => ({
+export const apiKey = (k: ApiKey): typeof S.ApiKey.Encoded => ({
   id: k.id,
   name: k.name,
   prefix: k.prefix,
@@ -66,7 +76,7 @@ export const apiKey = (k: ApiKey) => ({
   revoked_at: k.revokedAt
 })
 
-export const apiKeyCreated = (k: ApiKey, secret: string) => ({
+export const apiKeyCreated = (k: ApiKey, secret: string): typeof S.ApiKeyCreated.Encoded => ({
   id: k.id,
   name: k.name,
   key: secret,
@@ -76,7 +86,7 @@ export const apiKeyCreated = (k: ApiKey, secret: string) => ({
   created_at: k.createdAt
 })
 
-export const fraudCase = (c: FraudCase) => ({
+export const fraudCase = (c: FraudCase): typeof S.FraudCase.Encoded => ({
   id: c.id,
   transaction_id: c.paymentId,
   status: c.status,
@@ -91,7 +101,7 @@ export const fraudCase = (c: FraudCase) => ({
   created_at: c.createdAt
 })
 
-export const delivery = (d: Delivery) => ({
+export const delivery = (d: Delivery): typeof W.Delivery.Encoded => ({
   id: d.id,
   event_id: d.eventId,
   event_type: d.eventType,
@@ -109,7 +119,61 @@ export const delivery = (d: Delivery) => ({
   completed_at: d.completedAt
 })
 
-export const meta = (page: PageRequest, result: PageOf<unknown>) => {
+const currencyFigures = (f: CurrencyFigures): typeof S.CurrencyAnalytics.Encoded => ({
+  currency: f.currency as Currency,
+  transaction_count: f.transactionCount,
+  volume_cents: f.volumeCents,
+  captured_cents: f.capturedCents,
+  refunded_cents: f.refundedCents,
+  fees_cents: f.feesCents,
+  revenue_cents: f.revenueCents,
+  approval_rate: f.approvalRate,
+  fraud_rate: f.fraudRate,
+  refund_rate: f.refundRate,
+  dispute_rate: f.disputeRate
+})
+
+export const analytics = (r: AnalyticsReport): typeof S.Analytics.Encoded => ({
+  from: r.from,
+  to: r.to,
+  transaction_count: r.transactionCount,
+  approval_rate: r.approvalRate,
+  fraud_rate: r.fraudRate,
+  refund_rate: r.refundRate,
+  dispute_rate: r.disputeRate,
+  by_currency: r.byCurrency.map(currencyFigures),
+  interval: r.interval,
+  series: r.series.map((period) => ({ ...currencyFigures(period), period_start: period.periodStart }))
+})
+
+export const fraudStats = (r: FraudStatsReport): typeof S.FraudStats.Encoded => ({
+  cases: {
+    total: r.casesByStatus.open + r.casesByStatus.confirmed_fraud + r.casesByStatus.false_positive,
+    by_status: r.casesByStatus,
+    by_priority: r.casesByPriority
+  },
+  approved_count: r.approvedCount,
+  screened_count: r.screenedCount,
+  blocked: {
+    count: r.blockedCount,
+    by_currency: r.blockedByCurrency.map((row) => ({ currency: row.currency, count: row.count, amount_cents: row.amountCents }))
+  },
+  lost_dispute_count: r.lostDisputeCount,
+  fraud_rate: r.fraudRate,
+  lost_dispute_rate: r.lostDisputeRate,
+  review_precision: r.reviewPrecision,
+  score_histogram: r.scoreHistogram.map((count, bin) => ({ from: bin / 10, to: (bin + 1) / 10, count })),
+  by_model_version: r.byModel.map((m) => ({
+    model_version: m.modelVersion,
+    screened_count: m.screenedCount,
+    blocked_count: m.blockedCount,
+    fraud_rate: m.fraudRate,
+    cases: { total: m.casesByStatus.open + m.casesByStatus.confirmed_fraud + m.casesByStatus.false_positive, by_status: m.casesByStatus },
+    review_precision: m.reviewPrecision
+  }))
+})
+
+export const meta = (page: PageRequest, result: PageOf<unknown>): typeof S.ListMeta.Encoded => {
   const totalPages = Math.ceil(result.totalCount / page.perPage)
   return {
     page: page.page,

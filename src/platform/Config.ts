@@ -1,5 +1,6 @@
 import { Config, ConfigError, ConfigProvider, Context, Data, Either, Effect, Layer, Redacted } from "effect"
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs"
+import { isIP } from "node:net"
 import { join, resolve } from "node:path"
 import type { Thresholds } from "../domain/Fraud.ts"
 import { newKeyHex, parseKey } from "./Sealing.ts"
@@ -39,6 +40,12 @@ const booleanText = (text: string) => {
   return Either.left("must be true or false")
 }
 
+/** An IP address (v4 or v6) or a host name of letters, digits and hyphens in dot-separated labels. */
+const hostText = (text: string) => {
+  const hostName = text.length <= 253 && text.split(".").every((label) => /^[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?$/.test(label))
+  return check(isIP(text) !== 0 || hostName ? text : null, "must be an IP address or a host name to listen on, such as 127.0.0.1, 0.0.0.0 or ::1")
+}
+
 const durationMs = (name: string, fallback: string) =>
   variable(name, (text) => check(parseDurationMs(text), "must be a duration such as 30s, 5m or 24h")).pipe(
     Config.withDefault(parseDurationMs(fallback)!)
@@ -74,6 +81,8 @@ const cutoff = variable("SETTLEMENT_CUTOFF", (text) => {
 
 export interface AppConfigShape {
   readonly port: number
+  /** The interface the HTTP server listens on. */
+  readonly host: string
   readonly databaseUrl: string | null
   readonly webhookAllowPrivateUrls: boolean
   readonly webhookRetryScheduleMs: ReadonlyArray<number>
@@ -122,6 +131,7 @@ export class AppConfig extends Context.Tag("payments/AppConfig")<AppConfig, AppC
 
 export const appConfig: Config.Config<AppConfigShape> = Config.all({
   port: variable("PORT", integerIn(1, 65535)).pipe(Config.withDefault(3000)),
+  host: variable("HOST", hostText).pipe(Config.withDefault("127.0.0.1")),
   databaseUrl: Config.string("DATABASE_URL").pipe(Config.option, Config.map((o) => (o._tag === "Some" && o.value !== "" ? o.value : null))),
   webhookAllowPrivateUrls: variable("WEBHOOK_ALLOW_PRIVATE_URLS", booleanText).pipe(Config.withDefault(false)),
   webhookRetryScheduleMs: scheduleMs("WEBHOOK_RETRY_SCHEDULE", "1m,5m,30m,2h,24h"),

@@ -80,6 +80,24 @@ export const embeddedPostgres = (directory: string, options: { readonly persiste
   )
 
 /** The database URL: `DATABASE_URL`, or an embedded server under `.data/postgres`. */
+/** How long `/readyz` waits for the database before answering 503 (docs/operations.md). */
+export const readinessTimeoutMs = 2_000
+
+/**
+ * Whether the database answers: `SELECT 1` straight on the pool, given up after
+ * `readinessTimeoutMs`. Giving up costs nothing: the probe has no canceller to wait for (a query
+ * of @effect/sql, interrupted, first asks the server to cancel it, and a frozen server never
+ * answers that either), and the pool's own timeouts end the abandoned query. Without a pool (the
+ * memory store of tests and the simulator) there is nothing to wait for.
+ */
+export const readiness = (pool: Option.Option<Pg.Pool>): Effect.Effect<void, Error> =>
+  Option.isNone(pool)
+    ? Effect.void
+    : Effect.async<void, Error>((resume) => {
+      pool.value.query({ text: "SELECT 1", query_timeout: readinessTimeoutMs } as Pg.QueryConfig, (error: Error | undefined) =>
+        resume(error ? Effect.fail(error) : Effect.void))
+    }).pipe(Effect.timeoutFail({ duration: readinessTimeoutMs, onTimeout: () => new Error("no answer") }))
+
 export const databaseUrl = Effect.gen(function*() {
   const config = yield* AppConfig
   if (config.databaseUrl !== null) return config.databaseUrl

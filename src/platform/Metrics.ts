@@ -57,7 +57,6 @@ type Updatable<In> = { readonly unsafeUpdate: (input: In, extraTags: ReadonlyArr
 
 /** Updates a metric synchronously (no fiber-ref read, no effect allocation): for hot paths inside `Effect.sync`. */
 export const record = <In>(metric: Updatable<In>, value: In) => metric.unsafeUpdate(value, noExtraTags)
-export const recordEffect = <In>(metric: Updatable<In>, value: In) => Effect.sync(() => metric.unsafeUpdate(value, noExtraTags))
 
 const counterKey = (name: string, description: string) => MetricKey.counter(name, { description, incremental: true })
 const gaugeKey = (name: string, description: string) => MetricKey.gauge(name, { description })

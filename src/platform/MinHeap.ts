@@ -1,8 +1,9 @@
 /**
  * A binary min-heap ordered by `before` (which must be a strict total order, so that equal
- * inputs always come out in the same order). Due webhook deliveries and the memory store's
- * ordered queues use it; stale entries are the caller's to skip when they surface. (The
- * simulator's wake-ups use the same algorithm with their order written out: sim/VirtualTime.ts.)
+ * inputs always come out in the same order): the one heap of the code base. The simulator's
+ * wake-ups (sim/VirtualTime.ts), due webhook deliveries and the memory store's ordered queues
+ * (`OrderedQueue`, a FIFO in front of it) use it; stale entries are the caller's to skip when
+ * they surface.
  */
 export class MinHeap<A> {
   private readonly items: Array<A> = []

@@ -75,10 +75,22 @@ const readSnippet = (stream: Stream.Stream<Uint8Array, unknown>) =>
     return { bytes: merged }
   }).pipe(Effect.map((acc) => decoder.decode(acc.bytes)), Effect.orElseSucceed(() => ""))
 
+/** The system error code (ECONNRESET, ...) of an error or of what it wraps, a few levels down. */
+const codeOf = (error: unknown): string | undefined => {
+  let current = error
+  for (let depth = 0; depth < 4 && typeof current === "object" && current !== null; depth++) {
+    const code = (current as { readonly code?: unknown }).code
+    if (typeof code === "string" && /^E[A-Z]{3,}$/.test(code)) return code
+    current = (current as { readonly cause?: unknown }).cause
+  }
+  return undefined
+}
+
 const describe = (error: unknown): string => {
   const text = String((error as { cause?: unknown })?.cause ?? error)
   if (text.includes(refusedMessage) || text.includes("EADDRNOTPUBLIC")) return refusedMessage
-  const code = /\b(E[A-Z]{3,})\b/.exec(text)?.[1]
+  // A reset's message ("socket hang up") does not name its code: the error's own field does.
+  const code = codeOf(error) ?? /\b(E[A-Z]{3,})\b/.exec(text)?.[1]
   return code === undefined ? "connection error" : `connection error: ${code}`
 }
 

@@ -1,7 +1,7 @@
 import { Context, Effect, Layer } from "effect"
 import * as FraudModel from "../domain/Fraud.ts"
 import type { Payment } from "../domain/Payment.ts"
-import { type HistoryWindows, Store, type StoreUnavailable } from "../store/Store.ts"
+import { type FraudCaseFilter, type HistoryWindows, type PageOf, type PageRequest, Store, type StoreUnavailable } from "../store/Store.ts"
 import { addMs } from "../platform/Time.ts"
 
 /** Scores an authorized payment. The model is pure; this service gathers its features. */
@@ -9,6 +9,8 @@ export interface FraudShape {
   readonly assess: (payment: Payment) => Effect.Effect<FraudModel.Assessment, StoreUnavailable>
   /** The same score when the history is known already (the create path reads it with the insert). */
   readonly score: (payment: Payment, history: FraudModel.FraudHistory) => FraudModel.Assessment
+  /** The merchant's fraud cases, newest first, filtered by status and priority. */
+  readonly cases: (merchantId: string, filter: FraudCaseFilter, page: PageRequest) => Effect.Effect<PageOf<FraudModel.FraudCase>, StoreUnavailable>
 }
 
 export class Fraud extends Context.Tag("payments/Fraud")<Fraud, FraudShape>() {}
@@ -50,7 +52,8 @@ export const layer = Layer.effect(
           }),
           (history) => score(payment, history)
         ),
-      score
+      score,
+      cases: (merchantId, filter, page) => store.listFraudCases(merchantId, filter, page)
     })
   })
 )

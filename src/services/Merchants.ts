@@ -1,11 +1,14 @@
 import { Context, Effect, Layer } from "effect"
+import type { Balance } from "../domain/Ledger.ts"
 import type { ApiKey, Merchant, MerchantWithSecret } from "../domain/Merchant.ts"
 import { webhookSecretPrefix } from "../domain/Merchant.ts"
+import { webhookUrlProblem } from "../domain/Network.ts"
+import { AppConfig } from "../platform/Config.ts"
 import { Ids } from "../platform/Ids.ts"
 import { nowIso } from "../platform/Time.ts"
 import { Store, type StoreUnavailable } from "../store/Store.ts"
 import { ApiKeys } from "./ApiKeys.ts"
-import { NotFound } from "./Errors.ts"
+import { InvalidInput, NotFound } from "./Errors.ts"
 
 export interface MerchantPatch {
   readonly name?: string | undefined
@@ -20,7 +23,10 @@ export interface MerchantsShape {
     StoreUnavailable
   >
   readonly get: (merchantId: string) => Effect.Effect<Merchant, NotFound | StoreUnavailable>
-  readonly update: (merchantId: string, patch: MerchantPatch) => Effect.Effect<Merchant, NotFound | StoreUnavailable>
+  /** A webhook URL must pass `webhookUrlProblem` (private addresses as WEBHOOK_ALLOW_PRIVATE_URLS says). */
+  readonly update: (merchantId: string, patch: MerchantPatch) => Effect.Effect<Merchant, InvalidInput | NotFound | StoreUnavailable>
+  /** The merchant's balances per currency, derived from its ledger entries (CONTRACT section 7). */
+  readonly balances: (merchantId: string) => Effect.Effect<ReadonlyArray<Balance>, StoreUnavailable>
 }
 
 export class Merchants extends Context.Tag("payments/Merchants")<Merchants, MerchantsShape>() {}
@@ -31,6 +37,7 @@ export const layer = Layer.effect(
     const store = yield* Store
     const ids = yield* Ids
     const apiKeys = yield* ApiKeys
+    const config = yield* AppConfig
 
     const get = (merchantId: string) =>
       Effect.flatMap(store.getMerchant(merchantId), (merchant) =>
@@ -55,6 +62,8 @@ export const layer = Layer.effect(
       get,
       update: (merchantId, patch) =>
         Effect.gen(function*() {
+          const problem = typeof patch.webhookUrl === "string" ? webhookUrlProblem(patch.webhookUrl, config.webhookAllowPrivateUrls) : null
+          if (problem !== null) return yield* new InvalidInput({ param: "webhook_url", message: problem })
           const current = yield* get(merchantId)
           const updated: Merchant = {
             ...current,
@@ -65,7 +74,8 @@ export const layer = Layer.effect(
           yield* store.updateMerchant(updated)
           // Read back: a secret rotated meanwhile is part of the answer.
           return yield* get(merchantId)
-        })
+        }),
+      balances: (merchantId) => store.balances(merchantId)
     })
   })
 )

@@ -6,9 +6,8 @@ import type { ApiKey, Merchant } from "../domain/Merchant.ts"
 import type { Change, Payment, PaymentEvent } from "../domain/Payment.ts"
 import { followsFrom, isSettleable, nextStep } from "../domain/Payment.ts"
 import type { Currency } from "../domain/Money.ts"
-import { sandboxDisputeTokens } from "../acquirer/Acquirer.ts"
 import type { AnalyticsRow, FraudCaseFilter, HistoryWindows, IdempotencyClaim, PageOf, PageRequest, PaymentFilter, StoreShape } from "./Store.ts"
-import { maximumSeriesRows, modelStats, periodStart, Store, unrecordedModel } from "./Store.ts"
+import { isCardTokenDisputeQuery, maximumSeriesRows, modelStats, periodStart, Store, unrecordedModel } from "./Store.ts"
 import { emptyWebhookState, memoryWebhookOperations, type WebhookMemoryState } from "./MemoryWebhookStore.ts"
 import { WebhookStore } from "./WebhookStore.ts"
 import { MinHeap } from "../platform/MinHeap.ts"
@@ -45,16 +44,6 @@ const paginate = <A>(rows: ReadonlyArray<A>, page: PageRequest): PageOf<A> => ({
   items: rows.slice((page.page - 1) * page.perPage, page.page * page.perPage),
   totalCount: rows.length
 })
-
-/**
- * The in-memory adapter: used by the simulator and fast tests. Every operation runs
- * synchronously inside one `Effect.sync`, so it is atomic by construction; `snapshot`/`restore`
- * let the simulator "restart" a service on the same data.
- */
-export const makeMemoryStore = (): StoreShape & { readonly dump: () => MemoryState } => {
-  const state = emptyState()
-  return { ...memoryOperations(state), dump: () => state }
-}
 
 export interface MemoryState {
   readonly merchants: Map<string, Merchant>
@@ -103,7 +92,8 @@ export interface MemoryState {
  * A priority queue for items that nearly always arrive in order (an expiry is now plus a fixed
  * TTL; a capture time is now): those go to a plain FIFO, any other to a heap, and the smaller
  * head of the two comes out. Same order as one heap of everything (`before` is a strict total
- * order), without a heap's sift of ~2 log n comparisons per item that leaves.
+ * order), without a heap's sift of ~2 log n comparisons per item that leaves. Not a heap of its
+ * own: the late items go to the one heap, `MinHeap`.
  */
 export class OrderedQueue<A> {
   private inOrder: Array<A> = []
@@ -370,6 +360,11 @@ const pushTo = <A>(map: Map<string, Array<A>>, key: string, values: ReadonlyArra
   else for (let i = 0; i < values.length; i++) list.push(values[i]!)
 }
 
+/**
+ * The in-memory adapter over `state`: used by the simulator and fast tests. Every operation runs
+ * synchronously inside one `Effect.sync`, so it is atomic by construction; the simulator keeps
+ * `state` to "restart" a service on the same data.
+ */
 export const memoryOperations = (state: MemoryState): StoreShape => {
   /** `previous`: the payment as it was before this change (undefined: a new payment, `remember`ed next). */
   const commit = (change: Change, previous: Payment | undefined) => {
@@ -799,18 +794,19 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
         due.head = head
         return ids
       }),
-    sandboxDisputesDue: (capturedBefore, openedBefore, limit) =>
-      Effect.sync(() =>
-        [...state.payments.values()]
+    paymentsByCardTokenAndDispute: (query, limit) =>
+      Effect.sync(() => {
+        if (!isCardTokenDisputeQuery(query)) throw new Error(`not a card token query: ${JSON.stringify(query.cardTokens)}`)
+        return [...state.payments.values()]
           .filter((p) =>
-            sandboxDisputeTokens[p.cardToken] !== undefined && p.capturedAt !== null &&
+            query.cardTokens.includes(p.cardToken) && p.capturedAt !== null &&
             (p.dispute === null
-              ? (p.status === "captured" || p.status === "settled") && p.capturedAt < capturedBefore
-              : p.dispute.status === "open" && p.dispute.openedAt < openedBefore)
+              ? query.undisputedStatuses.includes(p.status) && p.capturedAt < query.capturedBefore
+              : p.dispute.status === "open" && p.dispute.openedAt < query.openedBefore)
           )
           .sort((a, b) => (a.capturedAt! < b.capturedAt! ? -1 : a.capturedAt! > b.capturedAt! ? 1 : a.id < b.id ? -1 : a.id > b.id ? 1 : 0))
           .slice(0, limit)
-      ),
+      }),
     analytics: (merchantId, createdFrom, createdTo) =>
       Effect.sync(() => aggregate(merchantId, createdFrom, createdTo, (p) => p.currency).map(([, row]) => row)),
     analyticsSeries: (merchantId, interval, createdFrom, createdTo) =>
@@ -837,8 +833,11 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
         for (const c of state.fraudCases.values()) {
           if (c.merchantId === merchantId) modelCases.push({ version: c.modelVersion, status: c.status, count: 1 })
         }
+        let approvedCount = 0
         for (const p of state.payments.values()) {
-          if (p.merchantId !== merchantId || p.fraudScore === null) continue
+          if (p.merchantId !== merchantId) continue
+          if (p.status !== "pending" && p.status !== "failed") approvedCount++
+          if (p.fraudScore === null) continue
           screenedCount++
           scoreHistogram[Math.min(Math.floor(p.fraudScore * 10), 9)]!++
           models.push({ version: p.fraudModelVersion ?? unrecordedModel, screened: 1, blocked: p.status === "blocked" ? 1 : 0 })
@@ -850,6 +849,7 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
         return {
           casesByStatus,
           casesByPriority,
+          approvedCount,
           screenedCount,
           lostDisputeCount,
           blocked: [...blocked.values()].sort((a, b) => (a.currency < b.currency ? -1 : 1)),

@@ -1,6 +1,6 @@
 import * as PgClient from "@effect/sql-pg/PgClient"
 import { Effect, Layer } from "effect"
-import type { Attempt, Delivery, DeliveryStatus } from "../domain/Webhook.ts"
+import { type Attempt, type Delivery, type DeliveryStatus, isOpen } from "../domain/Webhook.ts"
 import { iso, isoOrNull, run, secretColumnFor, toEvent, toMerchant, type Row } from "./PgRows.ts"
 import { AppConfig } from "../platform/Config.ts"
 import type { SecretColumn } from "../platform/Sealing.ts"
@@ -69,11 +69,12 @@ export const makePgWebhookStore = Effect.gen(function*() {
    * still open, and no earlier event of its payment is still in the outbox (another process is
    * draining it). Both claims (a poll's and an attempt's successor) apply it.
    */
-  const nothingBefore = () =>
+  const nothingBefore = (ended?: string) =>
     sql`NOT EXISTS (
           SELECT 1 FROM webhook_deliveries earlier
           WHERE earlier.payment_id = d.payment_id AND earlier.url = d.url
             AND earlier.event_sequence < d.event_sequence AND earlier.status IN ('pending', 'retrying')
+            ${ended === undefined ? sql`` : sql`AND earlier.id <> ${ended}`}
         ) AND NOT EXISTS (
           SELECT 1 FROM payment_events e JOIN webhook_outbox o ON o.event_id = e.id
           WHERE e.payment_id = d.payment_id AND e.sequence < d.event_sequence
@@ -82,20 +83,29 @@ export const makePgWebhookStore = Effect.gen(function*() {
   /** When an open delivery `d` is next due: its next attempt, or the end of a live lease on it. */
   const dueAt = () => sql`GREATEST(d.next_attempt_at, coalesce(d.lease_until, d.next_attempt_at))`
 
-  /** `recordAttempt`'s successor claim, inside its transaction: the next of the ended delivery's payment to its URL. */
+  /** `recordAttempt`'s successor when none is to be claimed: no rows. */
+  const noSuccessor = sql`SELECT NULL::text AS id WHERE false`
+
+  /**
+   * `recordAttempt`'s successor claim, a part of its statement gated on `recorded`: the next of
+   * the ended delivery's payment to its URL. The statement sees the ended delivery as it was
+   * (still open), so the order rule leaves it out: its new status, given, is final. A delivery
+   * that stays open after its attempt holds its payment's order: no successor then.
+   */
   const claimNext = (delivery: Delivery, now: string, lease: Lease) =>
-    delivery.order === null
-      ? Effect.succeed(null)
+    delivery.order === null || isOpen(delivery)
+      ? noSuccessor
       : sql`UPDATE webhook_deliveries SET lease_token = ${lease.token}, lease_until = ${lease.until}
             WHERE id = (
               SELECT d.id FROM webhook_deliveries d
-              WHERE d.payment_id = ${delivery.order.paymentId} AND d.url = ${delivery.url}
+              WHERE EXISTS (SELECT 1 FROM recorded)
+                AND d.payment_id = ${delivery.order.paymentId} AND d.url = ${delivery.url}
                 AND d.event_sequence > ${delivery.order.sequence} AND d.status IN ('pending', 'retrying')
                 AND d.next_attempt_at <= ${now} AND (d.lease_until IS NULL OR d.lease_until <= ${now})
-                AND ${nothingBefore()}
+                AND ${nothingBefore(delivery.id)}
               ORDER BY d.event_sequence LIMIT 1
               FOR UPDATE OF d SKIP LOCKED
-            ) RETURNING *`.pipe(Effect.map((rows) => (rows.length === 0 ? null : toDelivery(rows[0]!))))
+            ) RETURNING *`
 
   const drain = (limit: number, build: PollInput["build"]) =>
     run(sql.withTransaction(Effect.gen(function*() {
@@ -201,28 +211,31 @@ export const makePgWebhookStore = Effect.gen(function*() {
         Effect.map((rows) => (rows.length === 0 ? null : secretsOf(rows[0], secrets)))
       ),
     recordAttempt: (delivery, attempt: Attempt, token, successor) =>
-      run(sql.withTransaction(Effect.gen(function*() {
-        const updated = yield* sql`UPDATE webhook_deliveries SET status = ${delivery.status},
+      // One statement (one round trip, no transaction block to open and commit): the update under
+      // the lease token, the attempt's row and the successor's claim, the last two only if the
+      // update found the lease.
+      run(sql`WITH recorded AS (
+          UPDATE webhook_deliveries SET status = ${delivery.status},
             attempts = ${JSON.stringify(delivery.attempts)}::jsonb, next_attempt_at = ${delivery.nextAttemptAt},
             first_failed_at = ${delivery.firstFailedAt}, completed_at = ${delivery.completedAt},
             lease_token = NULL, lease_until = NULL
-          WHERE id = ${delivery.id} AND lease_token = ${token} RETURNING id`
-        if (updated.length === 0) return false
-        yield* sql`INSERT INTO webhook_attempts ${
-          sql.insert({
-            delivery_id: delivery.id,
-            attempt: attempt.attempt,
-            merchant_id: delivery.merchantId,
-            at: attempt.at,
-            response_status: attempt.responseStatus,
-            duration_ms: attempt.durationMs,
-            error: attempt.error,
-            succeeded: attempt.error === null
-          })
-        }`
-        if (successor === undefined) return true
-        return (yield* claimNext(delivery, successor.now, successor.lease)) ?? true
-      }))),
+          WHERE id = ${delivery.id} AND lease_token = ${token} RETURNING id
+        ), attempt AS (
+          INSERT INTO webhook_attempts (delivery_id, attempt, merchant_id, at, response_status, duration_ms, error, succeeded)
+          SELECT id, ${attempt.attempt}::int, ${delivery.merchantId}::text, ${attempt.at}::timestamptz,
+            ${attempt.responseStatus}::int, ${attempt.durationMs}::int, ${attempt.error}::text, ${attempt.error === null}::boolean
+          FROM recorded
+        ), successor AS (
+          ${successor === undefined ? noSuccessor : claimNext(delivery, successor.now, successor.lease)}
+        )
+        SELECT EXISTS (SELECT 1 FROM recorded) AS recorded,
+          (SELECT row_to_json(s) FROM successor s) AS successor`).pipe(
+        Effect.map((rows) => {
+          if (rows[0]?.recorded !== true) return false
+          const next = rows[0]!.successor as Row | null
+          return next === null ? true : toDelivery(next)
+        })
+      ),
     releaseLease: (id, token) =>
       run(sql`UPDATE webhook_deliveries SET lease_token = NULL, lease_until = NULL
         WHERE id = ${id} AND lease_token = ${token}`).pipe(Effect.asVoid),

@@ -179,10 +179,28 @@ export const periodStart = (iso: string, interval: AnalyticsInterval): string =>
   return new Date(day - sinceMonday * 86_400_000).toISOString()
 }
 
+/** `Store.paymentsByCardTokenAndDispute`'s question. */
+export interface CardTokenDisputeQuery {
+  /** At most `maximumQueryCardTokens`, each `tok_` and 1 to 64 letters, digits or underscores (as CONTRACT section 6 allows). */
+  readonly cardTokens: ReadonlyArray<string>
+  readonly undisputedStatuses: ReadonlyArray<PaymentStatus>
+  readonly capturedBefore: string
+  readonly openedBefore: string
+}
+
+export const maximumQueryCardTokens = 16
+
+/** Whether `query` is one a store answers (a malformed one is the caller's defect). */
+export const isCardTokenDisputeQuery = (query: CardTokenDisputeQuery) =>
+  query.cardTokens.length >= 1 && query.cardTokens.length <= maximumQueryCardTokens &&
+  query.cardTokens.every((token) => /^tok_[A-Za-z0-9_]{1,64}$/.test(token))
+
 /** Fraud aggregates of one merchant (CONTRACT section 9). */
 export interface FraudStatsRow {
   readonly casesByStatus: Readonly<Record<FraudCaseStatus, number>>
   readonly casesByPriority: Readonly<Record<Priority, number>>
+  /** Payments the card network approved (every status but `pending` and `failed`). */
+  readonly approvedCount: number
   /** Payments that went through fraud screening. */
   readonly screenedCount: number
   readonly blocked: ReadonlyArray<{ readonly currency: string; readonly count: number; readonly amountCents: number }>
@@ -296,11 +314,12 @@ export interface StoreShape {
   /** Payments the settlement run has to sweep: captured before the cut-off and not yet settled. */
   readonly settleablePayments: (capturedBefore: string, limit: number) => StoreEffect<ReadonlyArray<string>>
   /**
-   * The sandbox network's disputes that are due (`sandboxDisputeTokens`): captured or settled
-   * payments of its dispute tokens captured before `capturedBefore` without a dispute, and those
-   * whose dispute opened before `openedBefore` and is still open; oldest capture first.
+   * Captured payments made with one of `query.cardTokens` whose dispute may change: those
+   * without a dispute, in one of `undisputedStatuses`, captured before `capturedBefore`, and
+   * those whose dispute is open and opened before `openedBefore`; oldest capture first (ties by
+   * id). The caller (the sandbox network's worker) decides which tokens and times those are.
    */
-  readonly sandboxDisputesDue: (capturedBefore: string, openedBefore: string, limit: number) => StoreEffect<ReadonlyArray<Payment>>
+  readonly paymentsByCardTokenAndDispute: (query: CardTokenDisputeQuery, limit: number) => StoreEffect<ReadonlyArray<Payment>>
   readonly analytics: (merchantId: string, createdFrom: string | null, createdTo: string | null) => StoreEffect<ReadonlyArray<AnalyticsRow>>
   /** The same aggregates per currency and period, by currency then period; at most `maximumSeriesRows + 1` rows. */
   readonly analyticsSeries: (

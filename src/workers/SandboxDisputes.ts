@@ -1,5 +1,5 @@
 import { Duration, Effect, Layer, Schedule } from "effect"
-import { sandboxDisputeNotification } from "../acquirer/Acquirer.ts"
+import { sandboxDisputableStatuses, sandboxDisputeNotification, sandboxDisputeTokens } from "../acquirer/Acquirer.ts"
 import { AppConfig } from "../platform/Config.ts"
 import { addMs, nowIso } from "../platform/Time.ts"
 import { Payments } from "../services/Payments.ts"
@@ -12,7 +12,8 @@ const passLimit = 100
 
 /**
  * One pass of the sandbox network's disputes (docs/api.md): every `tok_dispute_won` /
- * `tok_dispute_lost` payment captured `SANDBOX_DISPUTE_OPEN_AFTER` ago gets its dispute opened,
+ * `tok_dispute_lost` payment still captured or settled (a fully refunded one has nothing left to
+ * dispute) and captured `SANDBOX_DISPUTE_OPEN_AFTER` ago gets its dispute opened,
  * and every such dispute open for `SANDBOX_DISPUTE_RESOLVE_AFTER` is resolved with the token's
  * outcome: as notifications through `Payments.applyDisputeNotification`, the path a real
  * acquirer's notifications take, so a pass repeated after a crash changes nothing twice.
@@ -23,11 +24,12 @@ export const sandboxDisputePass = Effect.gen(function*() {
   const payments = yield* Payments
   const config = yield* AppConfig
   const now = yield* nowIso
-  const due = yield* store.sandboxDisputesDue(
-    addMs(now, -config.sandboxDisputeOpenAfterMs),
-    addMs(now, -config.sandboxDisputeResolveAfterMs),
-    passLimit
-  )
+  const due = yield* store.paymentsByCardTokenAndDispute({
+    cardTokens: Object.keys(sandboxDisputeTokens),
+    undisputedStatuses: sandboxDisputableStatuses,
+    capturedBefore: addMs(now, -config.sandboxDisputeOpenAfterMs),
+    openedBefore: addMs(now, -config.sandboxDisputeResolveAfterMs)
+  }, passLimit)
   let applied = 0
   for (const payment of due) {
     const notification = sandboxDisputeNotification(payment)

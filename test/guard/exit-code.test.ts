@@ -125,9 +125,20 @@ describe("npm start's error paths exit non-zero with one clear line", () => {
     expect(run.output).toContain("RESPONSE_ENCRYPTION_KEY")
   })
 
-  it("the port is taken", async () => {
+  it("the port is taken: says which port and how to choose another", async () => {
     const run = await start({ PORT: String(occupiedPort), PAYMENTS_DATA_DIR: join(scratch, "data") })
     expect(run.code).not.toBe(0)
-    expect(run.output).toMatch(/EADDRINUSE|in use/i)
+    expect(run.output).toContain(`AddressInUse: port ${occupiedPort} on 127.0.0.1 is already in use`)
+    expect(run.output).toContain(`choose another port with the PORT variable, e.g. PORT=${occupiedPort + 1} npm start`)
+    expect(run.output).not.toMatch(/\n\s+at /)
+  })
+
+  it("an invalid HOST names the variable, like every other setting", async () => {
+    for (const host of ["not a host", "127.0.0.1:3000", "-bad.example"]) {
+      const run = await start({ HOST: host, DATABASE_URL: "postgres://127.0.0.1:1/none" })
+      expect(run.code).not.toBe(0)
+      expect(run.output).toContain(`ConfigurationError: invalid configuration: HOST must be an IP address or a host name to listen on, such as 127.0.0.1, 0.0.0.0 or ::1, got '${host}'`)
+      expect(run.output).not.toMatch(/\n\s+at /)
+    }
   })
 })

@@ -25,7 +25,7 @@ const expectedSeries = (transactions: ReadonlyArray<Transaction>, periodOf: (cre
     const key = `${t.currency} ${periodOf(t.created_at)}`
     const row = rows.get(key) ?? {
       currency: t.currency, period_start: periodOf(t.created_at), transaction_count: 0, volume_cents: 0, captured_cents: 0,
-      refunded_cents: 0, fees_cents: 0, decided: 0, approved: 0, blocked: 0
+      refunded_cents: 0, fees_cents: 0, decided: 0, approved: 0, blocked: 0, captured: 0, disputed: 0
     }
     row.transaction_count++
     row.volume_cents += t.amount_cents
@@ -35,6 +35,8 @@ const expectedSeries = (transactions: ReadonlyArray<Transaction>, periodOf: (cre
     if (t.status !== "pending") row.decided++
     if (t.status !== "pending" && t.status !== "failed") row.approved++
     if (t.status === "blocked") row.blocked++
+    if (t.captured_amount_cents > 0) row.captured++
+    if (t.dispute !== null) row.disputed++
     rows.set(key, row)
   }
   const ratio = (a: number, b: number) => (b === 0 ? null : Math.round((a / b) * 1e6) / 1e6)
@@ -42,7 +44,9 @@ const expectedSeries = (transactions: ReadonlyArray<Transaction>, periodOf: (cre
     currency: r.currency, period_start: r.period_start, transaction_count: r.transaction_count, volume_cents: r.volume_cents,
     captured_cents: r.captured_cents, refunded_cents: r.refunded_cents, fees_cents: r.fees_cents,
     revenue_cents: r.captured_cents - r.refunded_cents - r.fees_cents,
-    approval_rate: ratio(r.approved, r.decided), fraud_rate: ratio(r.blocked, r.approved)
+    // The definitions of docs/api.md ("Rates"), written out again here.
+    approval_rate: ratio(r.approved, r.decided), fraud_rate: ratio(r.blocked, r.approved),
+    refund_rate: ratio(r.refunded_cents, r.captured_cents), dispute_rate: ratio(r.disputed, r.captured)
   }))
 }
 

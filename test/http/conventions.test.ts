@@ -229,7 +229,7 @@ describe("routes", () => {
       ["GET", "/api/v1/nothing", true],
       ["GET", "/api/v2/transactions", true],
       ["DELETE", "/api/v1/transaction", true],
-      ["GET", "/", false],
+      ["GET", "/nothing", false],
       ["POST", "/api/v1/unknown", false]
     ] as const) {
       const reply = await request(app.baseUrl, method, path, withKey ? { key } : {})
@@ -269,6 +269,22 @@ describe("routes", () => {
     expect(docs.status).toBe(200)
     expect(docs.headers.get("content-type")).toMatch(/^text\/html/)
   })
+
+  it("GET / points to the docs: a redirect to /docs, and a body naming both documents", async () => {
+    const root = await fetch(`${app.baseUrl}/`, { redirect: "manual" })
+    expect(root.status).toBe(302)
+    expect(root.headers.get("location")).toBe("/docs")
+    expect(root.headers.get("x-request-id")).toMatch(requestIdPattern)
+    expect(await root.json()).toMatchObject({ docs: "/docs", openapi: "/api/v1/openapi.json" })
+    // A client that follows it lands on the docs page.
+    const followed = await request(app.baseUrl, "GET", "/")
+    expect(followed.status).toBe(200)
+    expect(followed.headers.get("content-type")).toMatch(/^text\/html/)
+    // `/` is a GET route like the docs: another method is 405 with Allow.
+    const posted = await request(app.baseUrl, "POST", "/", { json: {} })
+    expect(posted.status).toBe(405)
+    expect(posted.headers.get("allow")).toBe("GET")
+  })
 })
 
 describe("authentication", () => {
@@ -295,16 +311,21 @@ describe("authentication", () => {
   it.each(protectedRoutes)("%s %s without a key is 401 authentication_required", async (method, path) => {
     const reply = await request(app.baseUrl, method, path, method === "GET" ? {} : { json: {} })
     expectError(reply, 401, "authentication_error", "authentication_required", null)
+    // Nothing was sent: the answer asks for a key.
+    expect(errorOf(reply).message).toBe("Send an API key as 'Authorization: Bearer sk_live_...'.")
   })
 
-  it("a malformed Authorization header is authentication_required; a well-formed unknown key is invalid_api_key", async () => {
+  it("a malformed Authorization header is authentication_required; a well-formed unknown key is invalid_api_key; both say the key is not valid", async () => {
     for (const header of ["Basic dXNlcjpwYXNz", "Bearer", "Bearer not-a-key", `Token ${key}`, "sk_live_abc"]) {
       const reply = await request(app.baseUrl, "GET", "/api/v1/merchants/me", { headers: { authorization: header } })
       expectError(reply, 401, "authentication_error", "authentication_required", null)
+      expect(errorOf(reply).message).toMatch(/^The API key is not valid/)
+      expect(errorOf(reply).message).not.toMatch(/^Send an API key/)
     }
     const unknown = `sk_live_${"A".repeat(32)}`
     const reply = await client(app.baseUrl, unknown).get("/api/v1/merchants/me")
     expectError(reply, 401, "authentication_error", "invalid_api_key", null)
+    expect(errorOf(reply).message).toBe("The API key is not valid: it is unknown or has been revoked.")
     // A one-character change of a real key is just as unknown.
     const altered = key.slice(0, -1) + (key.endsWith("A") ? "B" : "A")
     expectError(await client(app.baseUrl, altered).get("/api/v1/merchants/me"), 401, "authentication_error", "invalid_api_key", null)

@@ -147,10 +147,11 @@ describe("a lost dispute", () => {
     // The chargeback returned the money already: nothing is left to refund.
     expect((await api.post(`/api/v1/transactions/${t.id}/refund`, { amount_cents: 1 })).status).toBe(422)
 
-    // It counts as fraud: fraud statistics and analytics.
+    // It counts as fraud the screening let through (fraud statistics; not a block) and as a dispute (analytics).
     const stats = (await api.get("/api/v1/fraud/stats")).body.fraud_stats
     expect(stats.lost_dispute_count).toBe(1)
-    expect(stats.fraud_rate).toBe(1)
+    expect(stats.lost_dispute_rate).toBe(1)
+    expect(stats.fraud_rate).toBe(0)
     expect((await api.get("/api/v1/merchants/me/analytics")).body.analytics.dispute_rate).toBe(1)
   })
 

@@ -237,7 +237,11 @@ describe("analytics", () => {
         captured_cents: 1_500,
         refunded_cents: 0,
         fees_cents: eurFee,
-        revenue_cents: 1_500 - eurFee
+        revenue_cents: 1_500 - eurFee,
+        approval_rate: 1,
+        fraud_rate: 0,
+        refund_rate: 0,
+        dispute_rate: 0
       },
       {
         currency: "USD",
@@ -246,10 +250,22 @@ describe("analytics", () => {
         captured_cents: 12_000,
         refunded_cents: 2_500,
         fees_cents: usdFees,
-        revenue_cents: 12_000 - 2_500 - usdFees
+        revenue_cents: 12_000 - 2_500 - usdFees,
+        // 3 approved of 4 decided; 1 blocked of the 3 approved; refunds in USD of captures in USD.
+        approval_rate: 0.75,
+        fraud_rate: 0.333333,
+        refund_rate: 0.208333,
+        dispute_rate: 0
       }
     ])
-    expect(analytics.refund_rate).toBeCloseTo(2_500 / 13_500, 6)
+    // Money of two currencies is never added: the refund rate is per currency only.
+    expect(analytics.refund_rate).toBeNull()
+    expect(analytics.dispute_rate).toBe(0)
+    // With one currency, the top-level refund rate is that currency's.
+    const single = await newMerchant()
+    const usd = await createTransaction(single.api, { amount_cents: 8_000 })
+    await single.api.post(`/api/v1/transactions/${usd.id}/refund`, { amount_cents: 2_000 })
+    expect((await single.api.get("/api/v1/merchants/me/analytics")).body.analytics).toMatchObject({ refund_rate: 0.25, by_currency: [{ refund_rate: 0.25 }] })
 
     const outside = await api.get("/api/v1/merchants/me/analytics?from=2000-01-01&to=2000-12-31")
     expect(outside.body.analytics).toMatchObject({ from: "2000-01-01T00:00:00.000Z", to: "2000-12-31T23:59:59.999Z", transaction_count: 0 })

@@ -551,10 +551,12 @@ describe("fraud review", () => {
     expect(empty.body).toEqual({
       fraud_stats: {
         cases: { total: 0, by_status: { open: 0, confirmed_fraud: 0, false_positive: 0 }, by_priority: { low: 0, medium: 0, high: 0, critical: 0 } },
+        approved_count: 0,
         screened_count: 0,
         blocked: { count: 0, by_currency: [] },
         lost_dispute_count: 0,
         fraud_rate: null,
+        lost_dispute_rate: null,
         review_precision: null,
         score_histogram: Array.from({ length: 10 }, (_, bin) => ({ from: bin / 10, to: (bin + 1) / 10, count: 0 })),
         by_model_version: []
@@ -572,12 +574,15 @@ describe("fraud review", () => {
     expect(stats.cases.by_status).toEqual({ open: 1, confirmed_fraud: 1, false_positive: 1 })
     expect(stats.cases.by_priority.critical).toBe(1)
     // Four payments were screened (the decline never was); two ended blocked: one by the model, one by review.
+    expect(stats.approved_count).toBe(4)
     expect(stats.screened_count).toBe(4)
     expect(stats.blocked).toEqual({
       count: 2,
       by_currency: [{ currency: "EUR", count: 1, amount_cents: 2_500 }, { currency: "USD", count: 1, amount_cents: 1_000 }]
     })
+    // fraud_rate: blocked / approved (docs/api.md, "Rates").
     expect(stats.fraud_rate).toBe(0.5)
+    expect(stats.lost_dispute_rate).toBe(0)
     expect(stats.review_precision).toBe(0.5)
     expect(blocked.status).toBe("blocked")
     // The histogram counts the screened payments by their scores, as the test computes it.

@@ -60,7 +60,9 @@ describe("disputes in the simulator", () => {
       payment = change.payment
     }
     auditor.onChange(null, accepted(Payment.create(createInput("mer_1"), world.context())))
-    const flow = accepted(Payment.advanceFlow(payment, { _tag: "Approved", networkRiskSignal: 0.05 }, assessmentWithScore(0.1), { review: 0.5, block: 0.8 }, world.context()))
+    // A score the model can give (the sigmoid of an output with 6 decimals): the auditor checks that too.
+    const score = 1 / (1 + Math.exp(2.197225))
+    const flow = accepted(Payment.advanceFlow(payment, { _tag: "Approved", networkRiskSignal: 0.05 }, assessmentWithScore(score), { review: 0.5, block: 0.8 }, world.context()))
     commit(flow)
     const open = accepted(Dispute.apply(payment, { acquirerDisputeId: "dp_1", paymentId: payment.id, action: { _tag: "Open", reason: "fraudulent", amountCents: 4_000 } }, world.context()))
     commit(open)

@@ -35,6 +35,19 @@ describe("planted bugs: the auditor sees each law broken", () => {
     })
   }
 
+  it("resumed-create-drops-key: only the client's view of its keys sees the second payment", () => {
+    // The rows of the second payment record no key: the store's and the decisions' view of keys miss it.
+    const result = runSimulation(scenario("resumed-create-drops-key"))
+    expect(new Set(result.violations.map((v) => v.invariant))).toEqual(new Set(["one-transaction-per-key"]))
+    expect(result.violations[0]!.message).toMatch(/their rows record the keys create-\d+ and none/)
+  })
+
+  it("retry-recorded-on-time: the endpoint's arrival times show the early retry that the store's record hides", () => {
+    const result = runSimulation(scenario("retry-recorded-on-time"))
+    expect(result.violations[0]!.invariant).toBe("webhook-schedule")
+    expect(result.violations[0]!.message).toMatch(/ms before its offset from the first attempt.s arrival \(recorded at/)
+  })
+
   it("fee-off-chart: a balanced pair outside the chart is reported as ledger-account and nothing else", () => {
     // Every other ledger law reads only the chart's accounts: without `ledger-account` this run passes.
     const result = runSimulation(scenario("fee-off-chart"))

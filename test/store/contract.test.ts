@@ -8,7 +8,7 @@ import * as Payment from "../../src/domain/Payment.ts"
 import * as Dispute from "../../src/domain/Dispute.ts"
 import { disputeFeeCents } from "../../src/domain/Money.ts"
 import { layerMemory } from "../../src/store/MemoryStore.ts"
-import { type AnalyticsInterval, Store, type IdempotencyClaim, type OpenOutcome } from "../../src/store/Store.ts"
+import { type AnalyticsInterval, type CardTokenDisputeQuery, Store, type IdempotencyClaim, type OpenOutcome } from "../../src/store/Store.ts"
 import { accepted, createInput } from "../domain/fixtures.ts"
 import { freshDatabase, pgStoreLayer } from "../support/database.ts"
 import {
@@ -637,8 +637,12 @@ export const storeContract = (name: string, makeLayer: () => Layer.Layer<Store, 
           yield* givenPayment(w, { input: { amountCents: 2_500, currency: "EUR" }, path: [steps.authorize, steps.screen(0.95)] })
           yield* givenPayment(w, { input: { amountCents: 3_000 }, path: [steps.authorize, steps.screen(1)] })
           yield* givenPayment(w, { path: [steps.decline] })
+          // Approved, not screened yet; and not decided yet.
+          yield* givenPayment(w, { path: [steps.authorize] })
+          yield* givenPayment(w, { path: [] })
           const stats = yield* store.fraudStats(w.merchantId)
           expect(stats.casesByStatus).toEqual({ open: 2, confirmed_fraud: 1, false_positive: 1 })
+          expect(stats.approvedCount).toBe(7)
           expect(stats.screenedCount).toBe(6)
           expect(stats.blocked).toEqual([{ currency: "EUR", count: 1, amountCents: 2_500 }, { currency: "USD", count: 2, amountCents: 3_900 }])
           // Scores 0.1, 0.3, 0.6, 0.7, 0.95 and 1.0 (the last bin includes 1).
@@ -773,7 +777,7 @@ export const storeContract = (name: string, makeLayer: () => Layer.Layer<Store, 
           expect((yield* store.fraudStats(w.merchantId)).lostDisputeCount).toBe(1)
         })))
 
-      it("sandboxDisputesDue: dispute-token payments due to open (captured before) or to resolve (opened before)", () =>
+      it("paymentsByCardTokenAndDispute: payments of the tokens without a dispute (statuses, captured before) or with one open (opened before)", () =>
         run(Effect.gen(function*() {
           const store = yield* Store
           const w = testWorld("1985-01-01T00:00:00.000Z")
@@ -782,19 +786,37 @@ export const storeContract = (name: string, makeLayer: () => Layer.Layer<Store, 
           const settledToOpen = yield* givenPayment(w, { input: { cardToken: "tok_dispute_lost" }, path: [...toCaptured(), steps.settle] })
           const opened = yield* givenPayment(w, { input: { cardToken: "tok_dispute_lost" }, path: [...toCaptured(), open("dp_s1")] })
           const resolved = yield* givenPayment(w, { input: { cardToken: "tok_dispute_won" }, path: [...toCaptured(), open("dp_s2"), resolve("dp_s2", "won")] })
-          // Not the sandbox's: another token; never captured; fully refunded before any dispute.
-          yield* givenPayment(w, { path: toCaptured() })
+          // Not asked for: another token; never captured; fully refunded (a status not asked for).
+          const visa = yield* givenPayment(w, { path: toCaptured() })
           yield* givenPayment(w, { input: { cardToken: "tok_dispute_won", captureMethod: "manual" }, path: [steps.authorize, steps.screen(0.1)] })
           yield* givenPayment(w, { input: { cardToken: "tok_dispute_won" }, path: [...toCaptured(), steps.refund()] })
           const later = w.clock.advance()
           const ids = (payments: ReadonlyArray<Payment.Payment>) => payments.map((p) => p.id)
+          const epoch = "1970-01-01T00:00:00.000Z"
+          const query = (capturedBefore: string, openedBefore: string, changes: Partial<CardTokenDisputeQuery> = {}): CardTokenDisputeQuery => ({
+            cardTokens: ["tok_dispute_won", "tok_dispute_lost"],
+            undisputedStatuses: ["captured", "settled"],
+            capturedBefore,
+            openedBefore,
+            ...changes
+          })
 
-          const due = yield* store.sandboxDisputesDue(later, later, 100)
+          const due = yield* store.paymentsByCardTokenAndDispute(query(later, later), 100)
           expect(ids(due)).toEqual([toOpen, settledToOpen, opened].map((p) => p.payment.id))
           expect(due[2]!.dispute?.status).toBe("open")
-          expect(ids(yield* store.sandboxDisputesDue(later, "1970-01-01T00:00:00.000Z", 100))).toEqual([toOpen, settledToOpen].map((p) => p.payment.id))
-          expect(ids(yield* store.sandboxDisputesDue("1970-01-01T00:00:00.000Z", later, 100))).toEqual([opened.payment.id])
-          expect(ids(yield* store.sandboxDisputesDue(later, later, 1))).toEqual([toOpen.payment.id])
+          expect(ids(yield* store.paymentsByCardTokenAndDispute(query(later, epoch), 100))).toEqual([toOpen, settledToOpen].map((p) => p.payment.id))
+          expect(ids(yield* store.paymentsByCardTokenAndDispute(query("1970-01-01T00:00:00.000Z", later), 100))).toEqual([opened.payment.id])
+          expect(ids(yield* store.paymentsByCardTokenAndDispute(query(later, later), 1))).toEqual([toOpen.payment.id])
+          // The caller's tokens and statuses, nothing of its own.
+          expect(ids(yield* store.paymentsByCardTokenAndDispute(query(later, later, { cardTokens: ["tok_dispute_lost"] }), 100)))
+            .toEqual([settledToOpen, opened].map((p) => p.payment.id))
+          expect(ids(yield* store.paymentsByCardTokenAndDispute(query(later, epoch, { undisputedStatuses: ["settled"] }), 100)))
+            .toEqual([settledToOpen.payment.id])
+          // (The PostgreSQL suite shares its database: other tests' tok_visa payments are found too.)
+          expect(ids(yield* store.paymentsByCardTokenAndDispute(query(later, epoch, { cardTokens: ["tok_visa"] }), 1_000))).toContain(visa.payment.id)
+          // A token that is not one (it would be written into SQL) is the caller's defect.
+          const malformed = yield* Effect.exit(store.paymentsByCardTokenAndDispute(query(later, later, { cardTokens: ["tok_x') OR (1=1"] }), 100))
+          expect(Exit.isFailure(malformed) && Cause.isDie(malformed.cause)).toBe(true)
           expect(resolved.payment.dispute?.status).toBe("won")
         })))
     })

@@ -33,6 +33,8 @@ export interface HttpPortOptions {
   readonly transport: Transport
   /** A spare key of each merchant (by merchant id), made at setup, that no script rotates: key recovery. */
   readonly spareKeys: ReadonlyMap<string, string>
+  /** Sees every answer a script's request got (not the requests with no answer). */
+  readonly onAnswer?: (request: WireRequest, response: SimResponse) => void
 }
 
 const lineOf = (request: WireRequest, response: SimResponse | null) => {
@@ -49,6 +51,7 @@ export const makeHttpPort = (options: HttpPortOptions): ClientPort<WireRequest, 
     transport.send(request, intended).then(
       (response) => {
         if (context !== null && context.log.length < maximumLogLines) context.log.push(lineOf(request, response))
+        if (response !== null) options.onAnswer?.(request, response)
         done(response)
       },
       () => {

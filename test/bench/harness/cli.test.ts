@@ -13,8 +13,12 @@ describe("the harness's command line", () => {
     expect(parsed).toMatchObject({
       command: "run", targetUrl: null, keysFile: null, scenario: "merchants",
       model: { kind: "open", rate: 50, arrival: "constant" }, durationSeconds: 30, maxRequests: null,
-      shard: { index: 0, count: 1 }, webhookHost: "127.0.0.1", slo: []
+      shard: { index: 0, count: 1 }, webhookHost: "127.0.0.1", slo: [], merchants: 5
     })
+    // One merchant per 20 requests a second of the open model, at least 5.
+    expect(parseArguments(["--rate", "200"])).toMatchObject({ merchants: 10 })
+    expect(parseArguments(["--rate", "201", "--merchants", "3"])).toMatchObject({ merchants: 3 })
+    expect(parseArguments(["--connections", "64"])).toMatchObject({ merchants: 5 })
   })
 
   it("reads every flag, with a space or an equals sign", () => {
@@ -40,6 +44,7 @@ describe("the harness's command line", () => {
     expect(error(["--duration", "--rate", "5"])).toBe("--duration needs a value")
     expect(error(["--rate", "NaN"])).toContain("--rate must be")
     expect(error(["--rate", "5", "--connections", "2"])).toContain("exclude each other")
+    expect(error(["--target", "http://staging.example", "--keys", "k.txt", "--profile", "/tmp/p"])).toContain("--profile profiles the service the harness starts")
     expect(error(["--connections", "2.5"])).toContain("--connections must be a whole number")
     expect(error(["--arrival", "burst"])).toContain("--arrival must be constant or poisson")
     expect(error(["--merchants", "0"])).toContain("--merchants must be a whole number from 1")

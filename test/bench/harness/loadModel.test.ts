@@ -32,6 +32,9 @@ const drive = async (options: {
   maxInFlight?: number
   maxConcurrentScripts?: number
   seed?: number
+  /** Requests each script sends, one after the other (default 1), and the plan's estimate of it. */
+  requestsEach?: number
+  requestsPerScript?: number
 }) => {
   const clock = new VirtualClock(1_000)
   const recorder = new Recorder(clock.now())
@@ -39,12 +42,22 @@ const drive = async (options: {
   const intended: Array<number> = []
   const latencies: Array<number> = []
   const outcome = await clock.run(runLoad(
-    { model: options.model, durationMs: options.durationMs, maxRequests: options.maxRequests ?? null, seed: options.seed ?? 1, maxConcurrentScripts: options.maxConcurrentScripts ?? 1_000_000 },
+    {
+      model: options.model,
+      durationMs: options.durationMs,
+      maxRequests: options.maxRequests ?? null,
+      seed: options.seed ?? 1,
+      maxConcurrentScripts: options.maxConcurrentScripts ?? 1_000_000,
+      requestsPerScript: options.requestsPerScript ?? 1
+    },
     clock,
     async (_index, intendedStartMs) => {
       intended.push(intendedStartMs - 1_000)
-      await transport.send({ method: "GET", path: "/healthz", headers: {}, body: null }, options.model.kind === "open" ? intendedStartMs : null)
-      latencies.push(clock.now() - intendedStartMs)
+      const each = options.requestsEach ?? 1
+      for (let i = 0; i < each; i++) {
+        await transport.send({ method: "GET", path: "/healthz", headers: {}, body: null }, options.model.kind === "open" && i === 0 ? intendedStartMs : null)
+        if (i === 0) latencies.push(clock.now() - intendedStartMs)
+      }
     },
     () => transport.sent()
   ))
@@ -113,7 +126,7 @@ describe("the open model under a virtual clock", () => {
   it("counts a script that rejects and goes on with the others", async () => {
     const clock = new VirtualClock()
     const outcome = await clock.run(runLoad(
-      { model: { kind: "open", rate: 10, arrival: "constant" }, durationMs: 1_000, maxRequests: null, seed: 1, maxConcurrentScripts: 100 },
+      { model: { kind: "open", rate: 10, arrival: "constant" }, durationMs: 1_000, maxRequests: null, seed: 1, maxConcurrentScripts: 100, requestsPerScript: 1 },
       clock,
       async (index) => {
         await clock.sleep(5)
@@ -122,6 +135,23 @@ describe("the open model under a virtual clock", () => {
       () => 0
     ))
     expect(outcome).toMatchObject({ scriptsStarted: 10, scriptFailures: 3, firstFailure: "script 1 broke" })
+  })
+
+  it("paces scripts so that requests, not scripts, arrive at the rate", async () => {
+    // 100 requests a second; each script sends 4, one after the other: a script every 40 ms.
+    const run = await drive({ model: { kind: "open", rate: 100, arrival: "constant" }, durationMs: 2_000, serviceMs: 1, requestsEach: 4, requestsPerScript: 4 })
+    expect(run.intended).toEqual(Array.from({ length: 50 }, (_, i) => i * 40))
+    expect(run.figures.requests).toBe(200)
+    // The same starts when the service stalls: arrivals never follow the answers.
+    const stalled = await drive({
+      model: { kind: "open", rate: 100, arrival: "constant" },
+      durationMs: 2_000,
+      serviceMs: 1,
+      requestsEach: 4,
+      requestsPerScript: 4,
+      stall: { fromMs: 1_200, untilMs: 2_500 }
+    })
+    expect(stalled.intended).toEqual(run.intended)
   })
 
   it("stops starting scripts at --max-requests", async () => {
@@ -148,7 +178,7 @@ describe("Poisson arrivals", () => {
     fc.assert(fc.property(fc.integer({ min: 0, max: 2 ** 31 }), fc.integer({ min: 10, max: 1_000 }), (seed, rate) => {
       const take = (n: number) => {
         const offsets: Array<number> = []
-        for (const offset of arrivalOffsets(rate, "poisson", seed)) {
+        for (const offset of arrivalOffsets(1000 / rate, "poisson", seed)) {
           offsets.push(offset)
           if (offsets.length === n) break
         }

@@ -88,6 +88,7 @@ const merchantScenario = (plantViolation: boolean): Scenario => {
   const statuses: Array<number> = []
   return {
     name: "test-merchants",
+    requestsPerScript: 1,
     setup: async (given) => {
       context = given
       for (let i = 0; i < given.merchants; i++) {

@@ -1,0 +1,133 @@
+/**
+ * A/B: two services (two checkouts, or two entry points of one) measured by `bench/run.ts`
+ * alternately, round after round, each run on its own fresh embedded PostgreSQL. The order
+ * alternates too (A then B, then B then A), so a drift of the host over the session weighs on
+ * both. Prints, per scenario, each side's figures and the B ÷ A ratios as min / median / max over
+ * the rounds; writes everything to bench/results/ab-<time>.json.
+ *
+ *   npm run bench:ab -- --a-dir . --b-dir ../other-checkout [--rounds 3] [--scenarios create,read]
+ *                       [--duration 10] [--connections 64] [--a-entry src/main.ts] [--b-entry src/main.ts]
+ *                       [--a-label a] [--b-label b]
+ *
+ * Bounded: each run is bounded by bench/run.ts's own watchdog, and there are rounds × scenarios × 2 runs.
+ */
+import { spawnSync } from "node:child_process"
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs"
+import { join } from "node:path"
+
+const argument = (name: string, fallback: string) => {
+  const index = process.argv.indexOf(`--${name}`)
+  return index === -1 ? fallback : process.argv[index + 1] ?? fallback
+}
+
+const rounds = Math.max(1, Math.min(10, Number(argument("rounds", "3"))))
+const scenarios = argument("scenarios", "create,read").split(",").filter((s) => s !== "")
+const duration = argument("duration", "10")
+const connections = argument("connections", "64")
+const sides = [
+  { label: argument("a-label", "a"), dir: argument("a-dir", "."), entry: argument("a-entry", "src/main.ts") },
+  { label: argument("b-label", "b"), dir: argument("b-dir", "."), entry: argument("b-entry", "src/main.ts") }
+] as const
+
+interface Run {
+  readonly round: number
+  readonly scenario: string
+  readonly label: string
+  readonly rps: number
+  readonly p50: number
+  readonly p99: number
+  readonly serviceCpuMs: number | null
+  readonly postgresCpuMs: number | null
+  readonly statements: number | null
+  readonly commits: number | null
+  readonly rssMb: number
+  readonly statusCodes: Record<string, number>
+  readonly auditOk: boolean
+  readonly file: string
+}
+
+const runOnce = (round: number, scenario: string, side: (typeof sides)[number]): Run => {
+  process.stderr.write(`\n=== round ${round}, ${scenario}, ${side.label} (${side.dir} ${side.entry})\n`)
+  const result = spawnSync(process.execPath, [
+    "--import", "tsx", "bench/run.ts",
+    "--scenario", scenario, "--duration", duration, "--connections", connections, "--no-baselines",
+    "--service-dir", side.dir, "--entry", side.entry, "--label", side.label
+  ], { encoding: "utf8", stdio: ["ignore", "pipe", "inherit"], timeout: (Number(duration) * 4 + 360) * 1000 })
+  process.stderr.write(result.stdout ?? "")
+  const file = /results: (\S+)/.exec(result.stdout ?? "")?.[1]
+  if (file === undefined) throw new Error(`bench/run.ts wrote no result for ${side.label} ${scenario} (exit ${result.status})`)
+  const report = JSON.parse(readFileSync(file, "utf8"))
+  const audit = report.audit
+  return {
+    round,
+    scenario,
+    label: side.label,
+    rps: report.service.rps,
+    p50: report.service.latency.p50,
+    p99: report.service.latency.p99,
+    serviceCpuMs: report.service.per_request.service_cpu_ms,
+    postgresCpuMs: report.service.per_request.postgres_cpu_ms,
+    statements: report.service.per_request.statements,
+    commits: report.service.per_request.commits,
+    rssMb: report.service.rss_peak_mb,
+    statusCodes: report.service.statusCodes,
+    auditOk: audit.unbalanced_groups === 0 && audit.pending_payments === 0 && audit.double_captures === 0 && audit.over_refunded === 0,
+    file
+  }
+}
+
+const runs: Array<Run> = []
+for (let round = 1; round <= rounds; round++) {
+  for (const scenario of scenarios) {
+    const order = round % 2 === 1 ? [sides[0], sides[1]] : [sides[1], sides[0]]
+    for (const side of order) runs.push(runOnce(round, scenario, side))
+  }
+}
+
+const spread = (values: ReadonlyArray<number>) => {
+  const sorted = [...values].sort((a, b) => a - b)
+  const median = sorted.length % 2 === 1
+    ? sorted[(sorted.length - 1) / 2]!
+    : (sorted[sorted.length / 2 - 1]! + sorted[sorted.length / 2]!) / 2
+  return { min: sorted[0]!, median, max: sorted[sorted.length - 1]! }
+}
+const show = (s: { min: number; median: number; max: number }, digits: number) =>
+  `${s.min.toFixed(digits)} / ${s.median.toFixed(digits)} / ${s.max.toFixed(digits)}`
+
+const metrics: ReadonlyArray<readonly [string, (run: Run) => number | null, number]> = [
+  ["req/s", (r) => r.rps, 0],
+  ["p50 ms", (r) => r.p50, 0],
+  ["p99 ms", (r) => r.p99, 0],
+  ["service CPU ms/request", (r) => r.serviceCpuMs, 3],
+  ["PostgreSQL CPU ms/request", (r) => r.postgresCpuMs, 3],
+  ["statements/request", (r) => r.statements, 2],
+  ["commits/request", (r) => r.commits, 2],
+  ["RSS peak MB", (r) => r.rssMb, 0]
+]
+
+const summary: Record<string, unknown> = {}
+for (const scenario of scenarios) {
+  const lines: Array<string> = [`\n${scenario}: ${rounds} rounds, ${duration} s each, ${connections} connections (min / median / max)`]
+  lines.push(`  ${"".padEnd(26)}  ${sides[0].label.padEnd(26)}  ${sides[1].label.padEnd(26)}  ${sides[1].label} ÷ ${sides[0].label} (same round)`)
+  const rows: Record<string, unknown> = {}
+  for (const [name, pick, digits] of metrics) {
+    const of = (label: string) => runs.filter((r) => r.scenario === scenario && r.label === label).map(pick)
+    const a = of(sides[0].label)
+    const b = of(sides[1].label)
+    if (a.some((v) => v === null) || b.some((v) => v === null)) continue
+    const ratios = a.map((value, i) => (b[i] as number) / (value as number))
+    const row = { a: spread(a as Array<number>), b: spread(b as Array<number>), ratio: spread(ratios) }
+    rows[name] = row
+    lines.push(`  ${name.padEnd(26)}  ${show(row.a, digits).padEnd(26)}  ${show(row.b, digits).padEnd(26)}  ${show(row.ratio, 2)}`)
+  }
+  const audits = runs.filter((r) => r.scenario === scenario).every((r) => r.auditOk)
+  lines.push(`  ledger audits: ${audits ? "all passed" : "FAILED in some run"}`)
+  summary[scenario] = rows
+  console.log(lines.join("\n"))
+}
+
+mkdirSync("bench/results", { recursive: true })
+const file = join("bench/results", `ab-${new Date().toISOString().replace(/[:.]/g, "-")}.json`)
+writeFileSync(file, JSON.stringify({ date: new Date().toISOString(), rounds, duration, connections, sides, runs, summary }, null, 2) + "\n")
+console.log(`\nresults: ${file}`)
+if (runs.some((r) => !r.auditOk)) process.exitCode = 1
