@@ -553,11 +553,19 @@ export const auditDeliveries = (
     `delivery ${d.id}: attempt ${attempt.attempt} reached the endpoint at ${when(atMs)}, ${dueMs - atMs} ms before its offset from the first attempt's arrival (recorded at ${when(attempt.atMs)})`
   const late = (d: DeliveryAudit, attempt: AttemptAudit, atMs: number, dueMs: number) => () =>
     `delivery ${d.id}: attempt ${attempt.attempt} reached the endpoint at ${when(atMs)}, ${atMs - dueMs} ms after its offset`
+  const earlyRecorded = (d: DeliveryAudit, attempt: AttemptAudit, dueMs: number) => () =>
+    `delivery ${d.id}: attempt ${attempt.attempt} recorded at ${when(attempt.atMs)}, ${dueMs - attempt.atMs} ms before its offset from the first attempt as recorded (${when(d.attempts[0]!.atMs)})`
   const tooManyReceived = (d: DeliveryAudit, attempt: number) => () => `delivery ${d.id}: the endpoint received attempt ${attempt}`
   const gaveUpUnseen = (d: DeliveryAudit) => () => `delivery ${d.id}: failed, but its last retry (attempt ${scheduleMs.length + 1}) never reached the endpoint`
   const baseMs = receipts.baseMs
-  /** Over a network an arrival lags the attempt's start by the connection's latency: a retry may seem this much early. */
-  const earlyToleranceMs = lostOk ? 1_000 : 0
+  /**
+   * How early a retry may reach its endpoint, counted from the first attempt's arrival: over a
+   * network an arrival lags the attempt's start by the connection's latency; and a retry made by
+   * another instance than the first attempt was comes early by their clocks' disagreement (at most
+   * the tolerance docs/operations.md "Clocks" allows). Late likewise, by that disagreement.
+   */
+  const earlyToleranceMs = (lostOk ? 1_000 : 0) + clockToleranceMs
+  const lateToleranceMs = options.toleranceMs + clockToleranceMs
   const tooMany = (d: DeliveryAudit) => () => `delivery ${d.id}: ${d.attempts.length} attempts`
   const wrongEnd = (d: DeliveryAudit, last: AttemptAudit | undefined) => () =>
     `delivery ${d.id}: ${d.status} after ${d.attempts.length} attempts (last answered ${last?.responseStatus ?? last?.error ?? "nothing"})`
@@ -627,6 +635,12 @@ export const auditDeliveries = (
     // failed). An attempt the endpoint never saw (over a network, one that got no answer) is not timed.
     const reached = attempts.length === 0 ? -1 : receipts.ofDeliveryAfter(first, d.id)
     const firstAt = receipts.attemptAt(reached, 1)
+    // And as the service recorded them, exactly: an instance makes a retry only once its own clock
+    // has passed the time stored from the first attempt's record (whichever instance made it), and
+    // records the attempt by that clock, so no recorded retry precedes its offset from the recorded
+    // first attempt, whatever the skew. (The first attempt's own time, not the delivery's
+    // `firstFailedAt`: a wrong schedule start is what this catches.)
+    const firstRecordedMs = attempts.length === 0 ? 0 : attempts[0]!.atMs
     for (let index = 0; index < attempts.length; index++) {
       const attempt = attempts[index]!
       if (attempt.attempt === index + 1) pass("webhook-attempt-numbers")
@@ -634,13 +648,19 @@ export const auditDeliveries = (
       const success = is2xx(attempt.responseStatus)
       if (!success || index === attempts.length - 1) pass("webhook-nothing-after-2xx")
       else fail("webhook-nothing-after-2xx", afterSuccess(d))
+      const offsetMs = index === 0 ? undefined : scheduleMs[index - 1]
+      if (offsetMs !== undefined) {
+        const recordedDueMs = firstRecordedMs + offsetMs
+        if (attempt.atMs >= recordedDueMs) pass("webhook-schedule")
+        else fail("webhook-schedule", earlyRecorded(d, attempt, recordedDueMs))
+      }
       const at = index === 0 || firstAt < 0 ? -1 : receipts.attemptAt(reached, index + 1)
       if (at >= 0) {
         const dueMs = baseMs + firstAt + (scheduleMs[index - 1] ?? Number.NaN)
         const atMs = baseMs + at
         if (atMs >= dueMs - earlyToleranceMs) pass("webhook-schedule")
         else fail("webhook-schedule", early(d, attempt, atMs, dueMs))
-        if (atMs <= dueMs + options.toleranceMs || crashBetween(dueMs - options.timeoutMs - 60_000, atMs)) pass("webhook-schedule")
+        if (atMs <= dueMs + lateToleranceMs || crashBetween(dueMs - options.timeoutMs - 60_000, atMs)) pass("webhook-schedule")
         else fail("webhook-schedule", late(d, attempt, atMs, dueMs))
       }
     }

@@ -196,6 +196,12 @@ export const plantedBugs = {
     scenario: { faults: { webhook5xx: 0.3 } },
     sweepSeed: 1
   },
+  "retry-time-truncated": {
+    law: "webhook-schedule",
+    description: "a retry's time is stored rounded down to the whole second (as a seconds-precision column keeps it): up to 999 ms early, within the clock tolerance the endpoints' times must allow; the times the service recorded show it",
+    // At seed 1 the endpoints' arrival times, skewed, stay within the tolerance: only the recorded ones show it.
+    scenario: { seed: 1, faults: { webhook5xx: 0.3 } }
+  },
   "lost-delivery": {
     law: "webhook-every-event-delivered",
     description: "some events leave the outbox without a delivery",
@@ -483,6 +489,15 @@ export const webhookStoreBug = (
         }
       }
     }
+    case "retry-time-truncated":
+      return {
+        ...store,
+        recordAttempt: (delivery, attempt, token, successor) =>
+          store.recordAttempt(delivery.nextAttemptAt === null || delivery.status !== "retrying" ? delivery : {
+            ...delivery,
+            nextAttemptAt: isoAt(Math.floor(Date.parse(delivery.nextAttemptAt) / 1000) * 1000)
+          }, attempt, token, successor)
+      }
     case "give-up-early":
       return {
         ...store,

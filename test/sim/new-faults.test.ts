@@ -61,6 +61,24 @@ describe("new faults: each reveals its planted bug within five seeds, and only i
     expect(result.violations[0]!.message).toMatch(/payment pay_\w+ pending mid-flow/)
   }, 120_000)
 
+  it("clock skew at the edge of the tolerance breaks no retry schedule: the endpoints see a retry up to 1 s early, the recorded times never", async () => {
+    // Each instance up to 500 ms off: a retry made by another instance than its first attempt
+    // reaches the endpoint early (or late) by their disagreement, never by more than 1 s.
+    for (let seed = 1; seed <= 3; seed++) {
+      await turn()
+      const result = runSimulation({
+        ...defaultOptions,
+        seed,
+        merchants: 3,
+        payments: 80,
+        hours: 12,
+        faults: { ...defaultOptions.faults, webhook5xx: 0.3, pausesPerHour: 1, crashesPerHour: 2, clockSkewMs: 500 }
+      })
+      expect(result.violations).toEqual([])
+      expect(new Set(result.clockOffsetsMs.map(Math.sign)).size).toBeGreaterThan(1)
+    }
+  }, 300_000)
+
   it("a run with every new fault is deterministic and passes", async () => {
     const options: SimOptions = {
       ...defaultOptions,
