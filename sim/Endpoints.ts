@@ -41,6 +41,14 @@ export class Receipts {
   readonly deliveryIds: Array<string> = []
   /** When a 2xx acknowledged the delivery (NaN: none has yet). */
   ackedAtMs = new Float64Array(0)
+  /**
+   * 1 when that 2xx answered an attempt a paused instance had sent before its pause, read when it
+   * resumed: by then its lease may have passed to its replacement, which makes the attempt again
+   * and does not learn of the 2xx (the store refuses the stale holder's record), as when the
+   * instance had died. docs/webhooks.md promises nothing after a 2xx was recorded, and says a
+   * process stalled past its lease may have the attempt made again: so this 2xx forbids nothing.
+   */
+  ackReadAfterPause = new Uint8Array(0)
   mask = new Int32Array(0)
   /** Attempt numbers as the header gave them (any number, even NaN: compared as received). */
   lastAttempt = new Float64Array(0)
@@ -115,6 +123,7 @@ export class Receipts {
     const acked = grownTo(this.ackedAtMs, size, (n) => new Float64Array(n))
     acked.fill(Number.NaN, this.ackedAtMs.length)
     this.ackedAtMs = acked
+    this.ackReadAfterPause = grownTo(this.ackReadAfterPause, size, (n) => new Uint8Array(n))
     this.mask = grownTo(this.mask, size, (n) => new Int32Array(n))
     this.lastAttempt = grownTo(this.lastAttempt, size, (n) => new Float64Array(n))
     this.lastAtMs = grownTo(this.lastAtMs, size, (n) => new Float64Array(n))
@@ -158,7 +167,8 @@ export class Receipts {
  * an answer after 30 s (past the dispatcher's timeout), no answer at all, or a refused
  * connection inside one of the endpoint's outage windows. The endpoints also check what they
  * receive: nothing for an event after it was acknowledged with a 2xx (unless the service
- * crashed before it could record that answer), attempt numbers that never go backwards.
+ * crashed before it could record that answer, or the answer reached an instance that a pause
+ * held past its lease), attempt numbers that never go backwards.
  */
 export const makeSimulatedEndpoints = (
   prng: Prng,
@@ -230,11 +240,15 @@ export const makeSimulatedEndpoints = (
     })
   }
 
-  /** The answer as the dispatcher reads it, once `latencyMs` passed (a 2xx acknowledges the delivery then). */
-  const settle = ({ slot, status }: { readonly status: number; readonly slot: number }): TransportResult => {
+  /**
+   * The answer as the dispatcher reads it, once `latencyMs` passed (a 2xx acknowledges the
+   * delivery then), or when the paused instance it reached resumes (`afterPause`).
+   */
+  const settle = ({ slot, status }: { readonly status: number; readonly slot: number }, afterPause = false): TransportResult => {
     if (status >= 200 && status < 300) {
       stats.answered2xx++
       receipts.ackedAtMs[slot] = nowMs() - baseMs
+      receipts.ackReadAfterPause[slot] = afterPause ? 1 : 0
       receipts.checkedBodies[slot] = null
     } else if (status < 500) stats.answered4xx++
     else stats.answered5xx++
@@ -261,7 +275,7 @@ export const makeSimulatedEndpoints = (
     const known = receipts.ofDeliveryAfter(first, deliveryId)
     const crashAt = lastCrashMs() - baseMs
     const ackedAt = known < 0 ? Number.NaN : receipts.ackedAtMs[known]!
-    let notAcked = Number.isNaN(ackedAt) || crashAt >= ackedAt
+    let notAcked = Number.isNaN(ackedAt) || crashAt >= ackedAt || receipts.ackReadAfterPause[known] === 1
     if (!notAcked && overNetwork) {
       receipts.retriedAfterAck.push({ deliveryId, attempt: receipts.lastAttempt[known]!, next: attempt })
       notAcked = true
@@ -340,7 +354,7 @@ export const makeSimulatedEndpoints = (
         if (fate._tag === "Answer" && (timeoutMs === null || fate.latencyMs <= timeoutMs)) {
           // An answer reaching a paused instance is read when it resumes (a dead one never reads it).
           t(fate.latencyMs, () => {
-            if (fence !== null && fence.held !== null) fence.held.push(() => resume(fence.dead ? Effect.interrupt : Effect.sync(() => settle(fate))))
+            if (fence !== null && fence.held !== null) fence.held.push(() => resume(fence.dead ? Effect.interrupt : Effect.sync(() => settle(fate, true))))
             else resume(Effect.sync(() => settle(fate)))
           })
         } else if (timeoutMs !== null) t(timeoutMs, () => resume(Effect.sync(() => timedOut(timeoutMs))))

@@ -81,3 +81,47 @@ describe("simulated endpoints behind an instance's fence", () => {
     expect(endpoints.stats.posts).toBe(0)
   })
 })
+
+describe("a 2xx read by an instance after its pause", () => {
+  it("forbids no later attempt: the replacement that took the lease over never learned of it", () => {
+    const time = new VirtualTime(startMs)
+    const runtime = time.runtime(1)
+    const auditor = new Auditor(() => time.nowMs)
+    // The pause's start is a time the endpoints forgive from, as a crash's is (sim/Simulator.ts).
+    let pausedAtMs = -1
+    const endpoints = makeSimulatedEndpoints(
+      Prng.derive(1, "webhooks"), noFaults, auditor, { startMs, endMs: startMs + 3_600_000 },
+      () => time.nowMs, () => pausedAtMs, () => []
+    )
+    const post = (transport: ReturnType<typeof endpoints.fencedBy>, r: WebhookRequest) => Runtime.runFork(runtime)(transport.postWithin!(r, 10_000))
+    const attempt = (n: number): WebhookRequest => ({ ...request(1), headers: { ...request(1).headers, "x-service-delivery-attempt": String(n) } })
+    const paused: Fence = { dead: false, held: null }
+    const replacement: Fence = { dead: false, held: null }
+    // An earlier POST makes the clock's callback timer known (the path that holds a paused instance's answers).
+    post(endpoints.fencedBy(paused), request(0))
+    time.run({ untilMs: time.nowMs + 60_000 })
+    // Attempt 1 reaches the endpoint, which answers 2xx; the instance pauses before it reads the answer.
+    post(endpoints.fencedBy(paused), attempt(1))
+    time.run({ untilMs: time.nowMs })
+    expect(endpoints.stats.posts).toBe(2)
+    const acknowledged = endpoints.stats.answered2xx
+    paused.held = []
+    pausedAtMs = time.nowMs
+    time.run({ untilMs: time.nowMs + 90_000 })
+    expect(endpoints.stats.answered2xx).toBe(acknowledged)
+    // Past its lease the replacement makes attempt 1 again; then the paused instance resumes and reads the 2xx.
+    post(endpoints.fencedBy(replacement), attempt(1))
+    time.run({ untilMs: time.nowMs + 1_000 })
+    const held = paused.held
+    paused.held = null
+    for (const call of held) call()
+    time.run({ untilMs: time.nowMs + 1_000 })
+    expect(endpoints.stats.answered2xx).toBe(acknowledged + 2)
+    // The replacement's record of its attempt stands (the paused instance's is refused): its retry is no violation.
+    post(endpoints.fencedBy(replacement), attempt(2))
+    time.run({ untilMs: time.nowMs + 1_000 })
+    expect(endpoints.stats.posts).toBe(4)
+    // (The requests carry no valid signature: that law is not this test's.)
+    expect(auditor.violations.filter((v) => v.invariant !== "webhook-signature")).toEqual([])
+  })
+})
