@@ -5,7 +5,9 @@ import { Prng } from "./Prng.ts"
  * Swarm testing (as FoundationDB's and TigerBeetle's simulators do): instead of one fault profile
  * for every seed, each seed draws its own mix of faults and workload from its own stream
  * (`Prng.derive(seed, "swarm")`). Each class of fault is on or off by a coin toss, and when on
- * its rates are the default ones scaled by 0.5–4×; the workload's proportions are drawn anew. So
+ * its rates are the default ones scaled by 0.5–4×; the workload's proportions are drawn anew,
+ * the corners it aims at too (keys sent in the body, in both places, two different ones; disputes
+ * during merchants' scripts; scores on a threshold). So
  * some seeds run with no crash and many disputes, some with only pauses, some with every fault at
  * once: combinations one profile never reaches. The draw depends on the seed alone, so
  * `npm run sim -- --seed N --swarm` replays seed N of a swarm sweep, and a replay file holds the
@@ -59,7 +61,13 @@ export const drawSwarm = (seed: number): SwarmDraw => {
     review: prng.float(),
     keyRotationsPerMerchantDay: prng.float() * 4,
     riskyTokens: prng.float() * 0.3,
-    declineTokens: prng.float() * 0.3
+    declineTokens: prng.float() * 0.3,
+    // The corners the workload aims at (drawn after the rest: a seed's other draws stay as they were).
+    bodyKey: prng.float() * 0.4,
+    bothKeys: prng.float() * 0.4,
+    differentKeys: prng.float() * 0.1,
+    disputeDuringScript: prng.float() * 0.2,
+    boundaryScores: prng.float() * 0.1
   }
   return { faults, mix, classes }
 }

@@ -17,6 +17,9 @@ describe("swarm sweeps", () => {
     expect(draws.some((d) => d.classes.includes("pauses") && !d.classes.includes("crashes") && !d.classes.includes("commit-crashes"))).toBe(true)
     expect(new Set(draws.map((d) => d.classes.join(" "))).size).toBeGreaterThan(30)
     expect(new Set(draws.map((d) => d.mix.refund)).size).toBe(60)
+    // The workload's corners are drawn too: some seeds aim far more at them than the default mix.
+    expect(draws.some((d) => (d.mix.disputeDuringScript ?? 0) > 0.15 && (d.mix.boundaryScores ?? 0) > 0.05)).toBe(true)
+    expect(new Set(draws.map((d) => d.mix.bodyKey)).size).toBe(60)
     for (const d of draws) expect(d.faults.clockSkewMs).toBeLessThanOrEqual(500)
   })
 
