@@ -208,7 +208,8 @@ export const plantedBugs = {
     scenario: {}
   },
   // Each of these four is revealed by one fault alone (test/sim/new-faults.test.ts runs it with that
-  // fault's rate at zero too, and it passes there).
+  // fault's rate at zero too, and it passes there); `recovery-misses-payments` by any fault that
+  // stops a flow mid-way (a crash, a pause, a store error, outage or freeze), as recovery resumes them all.
   "freeze-waits-for-thaw": {
     law: "answered-in-time",
     description: "the database adapter sets no statement timeout: a call to a frozen database waits for the thaw instead of failing after 5.5 s",
