@@ -200,7 +200,8 @@ export const plantedBugs = {
     law: "webhook-schedule",
     description: "a retry's time is stored rounded down to the whole second (as a seconds-precision column keeps it): up to 999 ms early, within the clock tolerance the endpoints' times must allow; the times the service recorded show it",
     // At seed 1 the endpoints' arrival times, skewed, stay within the tolerance: only the recorded ones show it.
-    scenario: { seed: 1, faults: { webhook5xx: 0.3 } }
+    scenario: { seed: 1, faults: { webhook5xx: 0.3 } },
+    sweepSeed: 1
   },
   "lost-delivery": {
     law: "webhook-every-event-delivered",
