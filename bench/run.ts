@@ -32,6 +32,7 @@ import { freePort, startEmbeddedPostgres } from "../src/platform/Database.ts"
 import { analyticsSeriesSql, analyticsTotalsSql } from "../src/store/PgStore.ts"
 import { cpuSeconds, postgresCpuSeconds, rssMb, sleep, startNodeFlags, waitFor } from "./host.ts"
 import { pgbenchScript } from "./sql.ts"
+import { statementStats, statementsTable } from "./statements.ts"
 
 const argument = (name: string, fallback: string) => {
   const index = process.argv.indexOf(`--${name}`)
@@ -84,33 +85,6 @@ const dbCounters = async (client: pg.Client): Promise<DbCounters> => {
   } catch { /* pg_stat_statements not loaded */ }
   return { statements, commits: Number(commits.rows[0].n) }
 }
-
-/** pg_stat_statements of this database by statement: calls and execution time (empty without the extension). */
-const statementStats = async (client: pg.Client): Promise<Map<string, { readonly calls: number; readonly ms: number; readonly query: string }>> => {
-  try {
-    const rows = await client.query(`SELECT queryid::text AS id, calls::bigint AS calls, total_exec_time AS ms, query FROM pg_stat_statements
-      WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())`)
-    return new Map(rows.rows.map((r) => [r.id as string, { calls: Number(r.calls), ms: Number(r.ms), query: r.query as string }]))
-  } catch {
-    return new Map()
-  }
-}
-
-/** The statements that took longest between two `statementStats`, per request of the load. */
-const statementsTable = (
-  before: Awaited<ReturnType<typeof statementStats>>,
-  after: Awaited<ReturnType<typeof statementStats>>,
-  requests: number,
-  top: number
-): Array<[string, string]> =>
-  [...after].map(([id, s]) => ({ s, calls: s.calls - (before.get(id)?.calls ?? 0), ms: s.ms - (before.get(id)?.ms ?? 0) }))
-    .filter((d) => d.calls > 0)
-    .sort((a, b) => b.ms - a.ms)
-    .slice(0, top)
-    .map((d): [string, string] => [
-      `${fixed(d.calls / Math.max(1, requests))} calls/request, ${fixed(d.ms / d.calls, 3)} ms each`,
-      d.s.query.replace(/\s+/g, " ").slice(0, 160)
-    ])
 
 interface Sample {
   readonly at: number

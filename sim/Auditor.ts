@@ -353,6 +353,13 @@ export class Auditor {
       this.lastId = id
       this.lastSlot = slot
     }
+    // A change follows from the record last committed (one decided on an older one, after another
+    // process moved the payment, must be decided again: the store's version check). (0: a payment
+    // this auditor has not seen committed, as in unit tests that start mid-way.)
+    const lastVersion = committed.versions[slot]!
+    if (before !== null && lastVersion !== 0 && !this.counted(lastVersion === before.version)) {
+      this.fail("version", `payment ${id}: a change decided on version ${before.version} committed over version ${lastVersion}`)
+    }
     for (const event of change.events) committed.events.add(slot, event.id)
     for (const entry of change.ledger) committed.ledger.add(slot, entry.id)
     committed.versions[slot] = after.version

@@ -8,7 +8,7 @@ import { type Auditor, passed } from "./Auditor.ts"
 import { grownTo } from "./Columns.ts"
 import type { FaultRates } from "./Options.ts"
 import type { Prng } from "./Prng.ts"
-import type { Fence } from "./Service.ts"
+import { type Fence, heldBy } from "./Fence.ts"
 
 export interface EndpointStats {
   posts: number
@@ -41,6 +41,14 @@ export class Receipts {
   readonly deliveryIds: Array<string> = []
   /** When a 2xx acknowledged the delivery (NaN: none has yet). */
   ackedAtMs = new Float64Array(0)
+  /**
+   * 1 when that 2xx answered an attempt a paused instance had sent before its pause, read when it
+   * resumed: by then its lease may have passed to its replacement, which makes the attempt again
+   * and does not learn of the 2xx (the store refuses the stale holder's record), as when the
+   * instance had died. docs/webhooks.md promises nothing after a 2xx was recorded, and says a
+   * process stalled past its lease may have the attempt made again: so this 2xx forbids nothing.
+   */
+  ackReadAfterPause = new Uint8Array(0)
   mask = new Int32Array(0)
   /** Attempt numbers as the header gave them (any number, even NaN: compared as received). */
   lastAttempt = new Float64Array(0)
@@ -115,6 +123,7 @@ export class Receipts {
     const acked = grownTo(this.ackedAtMs, size, (n) => new Float64Array(n))
     acked.fill(Number.NaN, this.ackedAtMs.length)
     this.ackedAtMs = acked
+    this.ackReadAfterPause = grownTo(this.ackReadAfterPause, size, (n) => new Uint8Array(n))
     this.mask = grownTo(this.mask, size, (n) => new Int32Array(n))
     this.lastAttempt = grownTo(this.lastAttempt, size, (n) => new Float64Array(n))
     this.lastAtMs = grownTo(this.lastAtMs, size, (n) => new Float64Array(n))
@@ -158,7 +167,8 @@ export class Receipts {
  * an answer after 30 s (past the dispatcher's timeout), no answer at all, or a refused
  * connection inside one of the endpoint's outage windows. The endpoints also check what they
  * receive: nothing for an event after it was acknowledged with a 2xx (unless the service
- * crashed before it could record that answer), attempt numbers that never go backwards.
+ * crashed before it could record that answer, or the answer reached an instance that a pause
+ * held past its lease), attempt numbers that never go backwards.
  */
 export const makeSimulatedEndpoints = (
   prng: Prng,
@@ -230,11 +240,15 @@ export const makeSimulatedEndpoints = (
     })
   }
 
-  /** The answer as the dispatcher reads it, once `latencyMs` passed (a 2xx acknowledges the delivery then). */
-  const settle = ({ slot, status }: { readonly status: number; readonly slot: number }): TransportResult => {
+  /**
+   * The answer as the dispatcher reads it, once `latencyMs` passed (a 2xx acknowledges the
+   * delivery then), or when the paused instance it reached resumes (`afterPause`).
+   */
+  const settle = ({ slot, status }: { readonly status: number; readonly slot: number }, afterPause = false): TransportResult => {
     if (status >= 200 && status < 300) {
       stats.answered2xx++
       receipts.ackedAtMs[slot] = nowMs() - baseMs
+      receipts.ackReadAfterPause[slot] = afterPause ? 1 : 0
       receipts.checkedBodies[slot] = null
     } else if (status < 500) stats.answered4xx++
     else stats.answered5xx++
@@ -261,7 +275,7 @@ export const makeSimulatedEndpoints = (
     const known = receipts.ofDeliveryAfter(first, deliveryId)
     const crashAt = lastCrashMs() - baseMs
     const ackedAt = known < 0 ? Number.NaN : receipts.ackedAtMs[known]!
-    let notAcked = Number.isNaN(ackedAt) || crashAt >= ackedAt
+    let notAcked = Number.isNaN(ackedAt) || crashAt >= ackedAt || receipts.ackReadAfterPause[known] === 1
     if (!notAcked && overNetwork) {
       receipts.retriedAfterAck.push({ deliveryId, attempt: receipts.lastAttempt[known]!, next: attempt })
       notAcked = true
@@ -307,7 +321,7 @@ export const makeSimulatedEndpoints = (
 
   /**
    * The endpoints as one instance reaches them: with `fence`, a dead instance's POST interrupts
-   * its caller (as `fenced` in sim/Service.ts does), checked in the step that receives it, when
+   * its caller and a paused one's waits until it resumes (as `fenced` in sim/Service.ts does), checked in the step that receives it, when
    * the effect runs (not when it is built): one Effect step a POST less than a fence around it.
    */
   const transportOf = (fence: Fence | null): WebhookTransportShape => {
@@ -321,6 +335,7 @@ export const makeSimulatedEndpoints = (
       if (t === undefined || t === null) {
         return Effect.suspend(() => {
           if (fence !== null && fence.dead) return Effect.interrupt
+          if (fence !== null && fence.held !== null) return heldBy(fence, () => postOf(request, timeoutMs))
           const fate = receive(request)
           if (fate._tag === "Refused") return Effect.succeed(refusedResult)
           if (fate._tag === "Answer" && (timeoutMs === null || fate.latencyMs <= timeoutMs)) return answer(fate)
@@ -333,10 +348,15 @@ export const makeSimulatedEndpoints = (
       // (or the timeout) is read when the fiber resumes.
       return Effect.callback<TransportResult>((resume) => {
         if (fence !== null && fence.dead) return resume(Effect.interrupt)
+        if (fence !== null && fence.held !== null) return resume(heldBy(fence, () => postOf(request, timeoutMs)))
         const fate = receive(request)
         if (fate._tag === "Refused") return resume(Effect.succeed(refusedResult))
         if (fate._tag === "Answer" && (timeoutMs === null || fate.latencyMs <= timeoutMs)) {
-          t(fate.latencyMs, () => resume(Effect.sync(() => settle(fate))))
+          // An answer reaching a paused instance is read when it resumes (a dead one never reads it).
+          t(fate.latencyMs, () => {
+            if (fence !== null && fence.held !== null) fence.held.push(() => resume(fence.dead ? Effect.interrupt : Effect.sync(() => settle(fate, true))))
+            else resume(Effect.sync(() => settle(fate)))
+          })
         } else if (timeoutMs !== null) t(timeoutMs, () => resume(Effect.sync(() => timedOut(timeoutMs))))
         // No answer and no timeout: never resumed, as `Effect.never`.
       })
@@ -475,6 +495,11 @@ export const auditDeliveries = (
     readonly timeoutMs: number
     readonly toleranceMs: number
     readonly crashesMs: ReadonlyArray<number>
+    /**
+     * How far two instances' clocks may disagree (clock skew, docs/operations.md): times recorded
+     * by different instances are compared within it (absent: 0).
+     */
+    readonly clockToleranceMs?: number
     /** What reached the endpoints (attempt numbers by delivery); the audit marks on them each event with a stored delivery. */
     readonly receipts: Receipts
     /**
@@ -487,6 +512,7 @@ export const auditDeliveries = (
 ) => {
   const receipts = options.receipts
   const lostOk = options.unansweredMayBeLost === true
+  const clockToleranceMs = options.clockToleranceMs ?? 0
   // Events seen with a stored delivery: marked on the receipts of the event's first POST (one
   // look-up into a table the endpoints hold anyway, serving the attempt checks below too), or
   // kept in a set when none of its POSTs reached an endpoint.
@@ -541,11 +567,19 @@ export const auditDeliveries = (
     `delivery ${d.id}: attempt ${attempt.attempt} reached the endpoint at ${when(atMs)}, ${dueMs - atMs} ms before its offset from the first attempt's arrival (recorded at ${when(attempt.atMs)})`
   const late = (d: DeliveryAudit, attempt: AttemptAudit, atMs: number, dueMs: number) => () =>
     `delivery ${d.id}: attempt ${attempt.attempt} reached the endpoint at ${when(atMs)}, ${atMs - dueMs} ms after its offset`
+  const earlyRecorded = (d: DeliveryAudit, attempt: AttemptAudit, dueMs: number) => () =>
+    `delivery ${d.id}: attempt ${attempt.attempt} recorded at ${when(attempt.atMs)}, ${dueMs - attempt.atMs} ms before its offset from the first attempt as recorded (${when(d.attempts[0]!.atMs)})`
   const tooManyReceived = (d: DeliveryAudit, attempt: number) => () => `delivery ${d.id}: the endpoint received attempt ${attempt}`
   const gaveUpUnseen = (d: DeliveryAudit) => () => `delivery ${d.id}: failed, but its last retry (attempt ${scheduleMs.length + 1}) never reached the endpoint`
   const baseMs = receipts.baseMs
-  /** Over a network an arrival lags the attempt's start by the connection's latency: a retry may seem this much early. */
-  const earlyToleranceMs = lostOk ? 1_000 : 0
+  /**
+   * How early a retry may reach its endpoint, counted from the first attempt's arrival: over a
+   * network an arrival lags the attempt's start by the connection's latency; and a retry made by
+   * another instance than the first attempt was comes early by their clocks' disagreement (at most
+   * the tolerance docs/operations.md "Clocks" allows). Late likewise, by that disagreement.
+   */
+  const earlyToleranceMs = (lostOk ? 1_000 : 0) + clockToleranceMs
+  const lateToleranceMs = options.toleranceMs + clockToleranceMs
   const tooMany = (d: DeliveryAudit) => () => `delivery ${d.id}: ${d.attempts.length} attempts`
   const wrongEnd = (d: DeliveryAudit, last: AttemptAudit | undefined) => () =>
     `delivery ${d.id}: ${d.status} after ${d.attempts.length} attempts (last answered ${last?.responseStatus ?? last?.error ?? "nothing"})`
@@ -615,6 +649,12 @@ export const auditDeliveries = (
     // failed). An attempt the endpoint never saw (over a network, one that got no answer) is not timed.
     const reached = attempts.length === 0 ? -1 : receipts.ofDeliveryAfter(first, d.id)
     const firstAt = receipts.attemptAt(reached, 1)
+    // And as the service recorded them, exactly: an instance makes a retry only once its own clock
+    // has passed the time stored from the first attempt's record (whichever instance made it), and
+    // records the attempt by that clock, so no recorded retry precedes its offset from the recorded
+    // first attempt, whatever the skew. (The first attempt's own time, not the delivery's
+    // `firstFailedAt`: a wrong schedule start is what this catches.)
+    const firstRecordedMs = attempts.length === 0 ? 0 : attempts[0]!.atMs
     for (let index = 0; index < attempts.length; index++) {
       const attempt = attempts[index]!
       if (attempt.attempt === index + 1) pass("webhook-attempt-numbers")
@@ -622,13 +662,19 @@ export const auditDeliveries = (
       const success = is2xx(attempt.responseStatus)
       if (!success || index === attempts.length - 1) pass("webhook-nothing-after-2xx")
       else fail("webhook-nothing-after-2xx", afterSuccess(d))
+      const offsetMs = index === 0 ? undefined : scheduleMs[index - 1]
+      if (offsetMs !== undefined) {
+        const recordedDueMs = firstRecordedMs + offsetMs
+        if (attempt.atMs >= recordedDueMs) pass("webhook-schedule")
+        else fail("webhook-schedule", earlyRecorded(d, attempt, recordedDueMs))
+      }
       const at = index === 0 || firstAt < 0 ? -1 : receipts.attemptAt(reached, index + 1)
       if (at >= 0) {
         const dueMs = baseMs + firstAt + (scheduleMs[index - 1] ?? Number.NaN)
         const atMs = baseMs + at
         if (atMs >= dueMs - earlyToleranceMs) pass("webhook-schedule")
         else fail("webhook-schedule", early(d, attempt, atMs, dueMs))
-        if (atMs <= dueMs + options.toleranceMs || crashBetween(dueMs - options.timeoutMs - 60_000, atMs)) pass("webhook-schedule")
+        if (atMs <= dueMs + lateToleranceMs || crashBetween(dueMs - options.timeoutMs - 60_000, atMs)) pass("webhook-schedule")
         else fail("webhook-schedule", late(d, attempt, atMs, dueMs))
       }
     }
@@ -667,7 +713,8 @@ export const auditDeliveries = (
       const previousEnd = previous.endedAtMs
       d.readyAtMs = previousEnd === null ? null : Math.max(d.createdAtMs, previousEnd + options.timeoutMs)
       const firstMs = d.firstAttemptMs
-      auditor.check(firstMs === undefined || (previousEnd !== null && previousEnd <= firstMs), "webhook-order", () =>
+      // (Both times as recorded: by different instances, when a paused one resumed beside its replacement.)
+      auditor.check(firstMs === undefined || (previousEnd !== null && previousEnd <= firstMs + clockToleranceMs), "webhook-order", () =>
         `delivery ${d.id} (${d.eventType}, sequence ${d.sequence}): attempted at ${firstMs === undefined ? undefined : when(firstMs)} before delivery ${previous.id} ` +
         `(${previous.eventType}, sequence ${previous.sequence}) of the same payment had ended (${previousEnd === null ? "still open" : when(previousEnd)})`)
     }

@@ -35,6 +35,24 @@ export interface FaultRates {
   readonly crashAfterCommit: number
   /** Payments the network disputes (of those captured whose merchant script ended), sim/Disputes.ts. */
   readonly disputes?: number
+  /**
+   * Instance pauses per virtual hour (a stop-the-world GC pause, a frozen VM, SIGSTOP): the running
+   * instance stops for 61 s–4 min, longer than the idempotency and webhook leases (60 s), while a
+   * replacement serves; then it resumes and carries on with whatever it held (sim/Service.ts `pause`).
+   */
+  readonly pausesPerHour: number
+  /**
+   * Database freezes per virtual day (each 40 s–3 min): every main-store call hangs; its caller gives
+   * up after the statement bound (`storeCallTimeoutMs`) with `StoreUnavailable`, and what the
+   * database received runs when it thaws, in the order received (sim/StoreFaults.ts).
+   */
+  readonly storeFreezesPerDay: number
+  /**
+   * Largest clock offset of an instance, in ms: each instance's clock runs ahead or behind virtual
+   * time by up to this much, fixed for its life, so two instances disagree by up to twice it
+   * (docs/operations.md states the tolerance: 1 s between any two processes).
+   */
+  readonly clockSkewMs: number
 }
 
 export interface WorkloadMix {
@@ -108,7 +126,10 @@ export const noFaults: FaultRates = {
   storeLostCommit: 0,
   storeOutagesPerDay: 0,
   crashAfterCommit: 0,
-  disputes: 0
+  disputes: 0,
+  pausesPerHour: 0,
+  storeFreezesPerDay: 0,
+  clockSkewMs: 0
 }
 
 export const defaultFaults: FaultRates = {
@@ -127,7 +148,10 @@ export const defaultFaults: FaultRates = {
   storeLostCommit: 0.002,
   storeOutagesPerDay: 0.5,
   crashAfterCommit: 0.0005,
-  disputes: 0.01
+  disputes: 0.01,
+  pausesPerHour: 0.1,
+  storeFreezesPerDay: 0.5,
+  clockSkewMs: 500
 }
 
 export const heavyFaults: FaultRates = {
@@ -146,7 +170,10 @@ export const heavyFaults: FaultRates = {
   storeLostCommit: 0.01,
   storeOutagesPerDay: 3,
   crashAfterCommit: 0.003,
-  disputes: 0.05
+  disputes: 0.05,
+  pausesPerHour: 1,
+  storeFreezesPerDay: 3,
+  clockSkewMs: 500
 }
 
 export const defaultMix: WorkloadMix = {
@@ -182,6 +209,12 @@ export const defaultOptions: SimOptions = {
   traceTail: 40
 }
 
+/**
+ * The clock tolerance docs/operations.md states is 1 s between any two service processes: each
+ * instance is at most half of it from true time.
+ */
+export const maximumClockSkewMs = 500
+
 const faultNames: Record<string, keyof FaultRates> = {
   decline: "acquirerDecline",
   slow: "acquirerSlow",
@@ -198,7 +231,10 @@ const faultNames: Record<string, keyof FaultRates> = {
   storelost: "storeLostCommit",
   storeoutage: "storeOutagesPerDay",
   crashcommit: "crashAfterCommit",
-  dispute: "disputes"
+  dispute: "disputes",
+  pause: "pausesPerHour",
+  storefreeze: "storeFreezesPerDay",
+  skew: "clockSkewMs"
 }
 
 /**
@@ -208,7 +244,9 @@ const faultNames: Record<string, keyof FaultRates> = {
  * attempts), whoutage (outages per endpoint per day), storedown (fraction of store operations
  * failing before they run), storelost (fraction of payment commits answered as failures),
  * storeoutage (store outages per day), crashcommit (fraction of commits followed by a crash),
- * dispute (fraction of captured payments the network disputes, sim/Disputes.ts).
+ * dispute (fraction of captured payments the network disputes, sim/Disputes.ts), pause (instance
+ * pauses per hour), storefreeze (database freezes per day), skew (largest clock offset of an
+ * instance, ms; at most 500, the documented tolerance being 1 s between two processes).
  */
 export const parseFaults = (text: string): FaultRates => {
   let faults: { -readonly [K in keyof FaultRates]: FaultRates[K] } = { ...defaultFaults }
@@ -222,6 +260,9 @@ export const parseFaults = (text: string): FaultRates => {
       const rate = Number(value)
       if (key === undefined || value === undefined || !Number.isFinite(rate) || rate < 0) {
         throw new Error(`--faults: unknown or invalid '${part}' (names: ${Object.keys(faultNames).join(", ")}; presets: none, default, heavy)`)
+      }
+      if (key === "clockSkewMs" && rate > maximumClockSkewMs) {
+        throw new Error(`--faults: skew=${rate} is beyond the documented clock tolerance (at most ${maximumClockSkewMs} ms an instance, ${2 * maximumClockSkewMs} ms between two)`)
       }
       faults[key] = rate
     }

@@ -5,6 +5,7 @@ import type { WebhookTransportShape } from "../src/platform/WebhookTransport.ts"
 import type { StoreShape } from "../src/store/Store.ts"
 import type { PollInput, WebhookStoreShape } from "../src/store/WebhookStore.ts"
 import type { FaultRates, WorkloadMix } from "./Options.ts"
+import { isoAt } from "../src/domain/Time.ts"
 import { hash32 } from "./Prng.ts"
 
 /**
@@ -128,7 +129,8 @@ export const plantedBugs = {
     // of seeds 1-24, 3, 7-9, 11-15 and 17 report the law itself (the draws and the runtime's order
     // of fibers decide where the store faults land, so a change to the workload or to the runtime
     // moves them: 6, 9 and 15 did, and then 3, 7-9, 11-15 and 17 on Effect 4).
-    scenario: { seed: 3, payments: 150, mix: { refund: 0.9, manualCapture: 0.6, overRefund: 0, racingOperations: 0 }, faults: { storeLostCommit: 0.1 } }
+    // (Without pauses, freezes and skew: lost commits alone, as when the seed was chosen.)
+    scenario: { seed: 3, payments: 150, mix: { refund: 0.9, manualCapture: 0.6, overRefund: 0, racingOperations: 0 }, faults: { storeLostCommit: 0.1, pausesPerHour: 0, storeFreezesPerDay: 0, clockSkewMs: 0 } }
   },
   "skip-settlement": {
     law: "settled-by-cut-off",
@@ -194,10 +196,41 @@ export const plantedBugs = {
     scenario: { faults: { webhook5xx: 0.3 } },
     sweepSeed: 1
   },
+  "retry-time-truncated": {
+    law: "webhook-schedule",
+    description: "a retry's time is stored rounded down to the whole second (as a seconds-precision column keeps it): up to 999 ms early, within the clock tolerance the endpoints' times must allow; the times the service recorded show it",
+    // At seed 1 the endpoints' arrival times, skewed, stay within the tolerance: only the recorded ones show it.
+    scenario: { seed: 1, faults: { webhook5xx: 0.3 } },
+    sweepSeed: 1
+  },
   "lost-delivery": {
     law: "webhook-every-event-delivered",
     description: "some events leave the outbox without a delivery",
     scenario: {}
+  },
+  // Each of these four is revealed by one fault alone (test/sim/new-faults.test.ts runs it with that
+  // fault's rate at zero too, and it passes there); `recovery-misses-payments` by any fault that
+  // stops a flow mid-way (a crash, a pause, a store error, outage or freeze), as recovery resumes them all.
+  "freeze-waits-for-thaw": {
+    law: "answered-in-time",
+    description: "the database adapter sets no statement timeout: a call to a frozen database waits for the thaw instead of failing after 5.5 s",
+    scenario: { seed: 1, merchants: 4, payments: 300, hours: 12, faults: { storeFreezesPerDay: 4 } }
+  },
+  "unversioned-commit": {
+    law: "version",
+    description: "a flow step or command whose payment moved since it read it (another process changed it) is written anyway, on top of the newer record",
+    // Slow authorizations keep flows in flight when an instance pauses: its replacement resumes them.
+    scenario: { seed: 1, merchants: 4, payments: 600, hours: 6, faults: { pausesPerHour: 4, acquirerSlow: 0.5 } }
+  },
+  "attempt-time-from-receiver": {
+    law: "webhook-schedule",
+    description: "a delivery's first failure is timed by the receiver's clock (its Date header) instead of the service's own, so retries count from another clock",
+    scenario: { seed: 1, merchants: 4, payments: 300, hours: 12, faults: { webhook5xx: 0.3 } }
+  },
+  "recovery-misses-payments": {
+    law: "liveness",
+    description: "the recovery query misses some payments in flight, so a flow a crash stopped is never resumed and its payment stays pending",
+    scenario: { seed: 2, merchants: 4, payments: 300, hours: 6, faults: { crashesPerHour: 6, acquirerSlow: 0.5 } }
   }
 } as const satisfies Record<string, PlantedBugSpec>
 
@@ -353,6 +386,16 @@ export const resumedCreateBug = (bug: PlantedBug, change: Change): Change =>
 export const storedChangeBug = (bug: PlantedBug, change: Change): Change =>
   bug === "store-drops-event" && change.events.length > 1 ? { ...change, events: change.events.slice(0, -1) } : change
 
+/** A change decided on `before`, renumbered to follow `current` instead (what `unversioned-commit` writes). */
+const rebased = (before: Payment, change: Change, current: Payment): Change => {
+  const shift = current.version - before.version
+  return {
+    ...change,
+    payment: { ...change.payment, version: change.payment.version + shift },
+    events: change.events.map((e) => ({ ...e, sequence: e.sequence + shift }))
+  }
+}
+
 /** Store-level bugs outside decisions: idempotency records, command keys, the settlement query. */
 export const storeBug = (bug: PlantedBug, store: StoreShape): StoreShape => {
   switch (bug) {
@@ -369,6 +412,24 @@ export const storeBug = (bug: PlantedBug, store: StoreShape): StoreShape => {
         updatePayment: (target, decide) => store.updatePayment({ ...target, commandKey: undefined }, decide),
         ...(store.readForCommand === undefined ? {} : { readForCommand: (target) => store.readForCommand!({ ...target, commandKey: undefined }) })
       }
+    case "unversioned-commit":
+      return {
+        ...store,
+        commitChange: (commit) =>
+          Effect.flatMap(store.commitChange(commit), (committed) =>
+            committed
+              ? Effect.succeed(true)
+              : Effect.map(
+                store.updatePayment({ merchantId: null, paymentId: commit.before.id }, (current) => ({ ok: true, change: rebased(commit.before, commit.change, current) })),
+                (outcome) => outcome._tag === "Applied"
+              ))
+      }
+    case "recovery-misses-payments":
+      return {
+        ...store,
+        paymentsInFlight: (updatedBefore, limit) =>
+          Effect.map(store.paymentsInFlight(updatedBefore, limit + 64), (ids) => ids.filter((id) => !oneIn(3, id)).slice(0, limit))
+      }
     case "skip-settlement":
       return {
         ...store,
@@ -380,8 +441,23 @@ export const storeBug = (bug: PlantedBug, store: StoreShape): StoreShape => {
   }
 }
 
-export const webhookStoreBug = (bug: PlantedBug, store: WebhookStoreShape): WebhookStoreShape => {
+export const webhookStoreBug = (
+  bug: PlantedBug,
+  store: WebhookStoreShape,
+  /** The receivers' clock (true virtual time; an instance's own clock may be off it). */
+  receiverNowMs: () => number = () => Number.NaN
+): WebhookStoreShape => {
   switch (bug) {
+    case "attempt-time-from-receiver":
+      return {
+        ...store,
+        recordAttempt: (delivery, attempt, token, successor) => {
+          // The first failure, timed when the receiver got the request by its own clock.
+          if (delivery.firstFailedAt === null || delivery.firstFailedAt !== attempt.at) return store.recordAttempt(delivery, attempt, token, successor)
+          const receivedAt = isoAt(receiverNowMs() - attempt.durationMs)
+          return store.recordAttempt({ ...delivery, firstFailedAt: receivedAt }, attempt, token, successor)
+        }
+      }
     case "early-retry":
       return {
         ...store,
@@ -415,6 +491,15 @@ export const webhookStoreBug = (bug: PlantedBug, store: WebhookStoreShape): Webh
         }
       }
     }
+    case "retry-time-truncated":
+      return {
+        ...store,
+        recordAttempt: (delivery, attempt, token, successor) =>
+          store.recordAttempt(delivery.nextAttemptAt === null || delivery.status !== "retrying" ? delivery : {
+            ...delivery,
+            nextAttemptAt: isoAt(Math.floor(Date.parse(delivery.nextAttemptAt) / 1000) * 1000)
+          }, attempt, token, successor)
+      }
     case "give-up-early":
       return {
         ...store,
@@ -438,6 +523,13 @@ export const webhookStoreBug = (bug: PlantedBug, store: WebhookStoreShape): Webh
       return store
   }
 }
+
+/**
+ * How long a call waits for a frozen database (sim/StoreFaults.ts): the adapter's statement bound,
+ * or none at all with `freeze-waits-for-thaw` (every call then waits for the thaw).
+ */
+export const storeCallTimeoutBug = (bug: PlantedBug, timeoutMs: number): number =>
+  bug === "freeze-waits-for-thaw" ? Number.POSITIVE_INFINITY : timeoutMs
 
 export const transportBug = (bug: PlantedBug, transport: WebhookTransportShape): WebhookTransportShape => {
   switch (bug) {

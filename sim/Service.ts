@@ -1,4 +1,4 @@
-import { Cause, Context, Effect, Exit, Fiber, Layer, Scope } from "effect"
+import { Cause, Clock, Context, Effect, Exit, Fiber, Layer, Scope } from "effect"
 import { HttpRouter, HttpServer, HttpServerRequest, type HttpServerResponse } from "effect/http"
 import * as HttpServerError from "effect/http/HttpServerError"
 import { Acquirer, type AcquirerShape } from "../src/acquirer/Acquirer.ts"
@@ -13,6 +13,7 @@ import * as Workers from "../src/workers/Workers.ts"
 import * as WebhookDispatcher from "../src/workers/WebhookDispatcher.ts"
 import { WebhookTransport, type WebhookTransportShape } from "../src/platform/WebhookTransport.ts"
 import { WebhookStore, type WebhookStoreShape } from "../src/store/WebhookStore.ts"
+import { type Fence, heldBy } from "./Fence.ts"
 import { makeRequest, readResponse, type SimRequest, type SimResponse } from "./Http.ts"
 import type { ClientPort, IssuedKey, Merchant } from "./Workload.ts"
 
@@ -44,7 +45,22 @@ export interface Infrastructure {
   readonly webhookDispatcher: Partial<WebhookDispatcher.DispatcherOptions> | null
   /** Dispatchers per instance (default 1): each claims under its own leases, like separate processes. */
   readonly webhookDispatchers?: number
+  /**
+   * The clock of the instance of `generation` (clock skew: sim/Simulator.ts); absent or null: the
+   * run's own clock.
+   */
+  readonly clockOf?: (generation: number) => Clock.Clock | null
+  /** Calls `task` after `delayMs` of virtual time (the clients' timeout while an instance is paused). */
+  readonly timer?: (delayMs: number, task: () => void) => void
+  /** Virtual time, and what to tell of each answer that reached its client: how long it took. */
+  readonly nowMs?: () => number
+  readonly answered?: (request: SimRequest, elapsedMs: number) => void
 }
+
+/** How long a client waits for an answer from a paused instance before it gives up (a dropped connection). */
+export const clientTimeoutMs = 30_000
+
+export type { Fence } from "./Fence.ts"
 
 const appLayer = (infrastructure: Infrastructure) => {
   const base = Layer.mergeAll(
@@ -80,6 +96,8 @@ interface Instance {
   readonly send: <A>(request: SimRequest, then: (response: SimResponse | null) => Effect.Effect<A>) => Effect.Effect<A>
   readonly open: (request: SimRequest) => Effect.Effect<Pending>
   readonly requests: Set<Fiber.Fiber<void>>
+  /** The clients waiting for an answer, by request fiber: each gives up when called (a paused instance). */
+  readonly clients: Map<Fiber.Fiber<void>, () => void>
   readonly fence: Fence
 }
 
@@ -94,9 +112,11 @@ export interface Pending extends Served {
   readonly fence: Fence | null
   /** Resumes the fiber awaiting this request (set while one waits). */
   wake: (() => void) | null
+  /** The client gave up waiting (its instance was paused): no answer, whatever the fiber does later. */
+  gaveUp?: boolean
 }
 
-const isSettled = (pending: Pending) => pending.fence === null || pending.exit !== null
+const isSettled = (pending: Pending) => pending.fence === null || pending.exit !== null || pending.gaveUp === true
 
 /**
  * The first of two sent requests to be answered (`b` null: the one), the one that was answered
@@ -124,7 +144,7 @@ export const awaitEither = (a: Pending, b: Pending | null): Effect.Effect<Pendin
  * leaves the process.
  */
 export const answerOf = (pending: Pending): SimResponse | null =>
-  pending.fence !== null && pending.exit !== null ? replyOf(pending.exit, pending, pending.fence) : null
+  pending.fence !== null && pending.exit !== null && pending.gaveUp !== true ? replyOf(pending.exit, pending, pending.fence) : null
 
 /**
  * Where a request's fiber leaves its response (set as it succeeds): its exit carries no value, so
@@ -139,11 +159,6 @@ const replyOf = (exit: Exit.Exit<void>, served: Served, fence: Fence): SimRespon
   Exit.isSuccess(exit) && !fence.dead ? served.response : null
 
 const refused: Pending = { exit: null, fence: null, wake: null, response: null }
-
-/** Set when the instance dies: from then on it reaches nothing outside the process. */
-export interface Fence {
-  dead: boolean
-}
 
 /**
  * The instance's view of an outside system (store, webhook store, acquirer, webhook endpoints):
@@ -172,18 +187,18 @@ const fencedMember = (member: Member, fence: Fence): Member =>
   function(this: unknown, a?: unknown, b?: unknown, c?: unknown, d?: unknown) {
     switch (arguments.length) {
       case 0:
-        return Effect.suspend(() => (fence.dead ? Effect.interrupt : member()))
+        return Effect.suspend(() => (fence.dead ? Effect.interrupt : fence.held !== null ? heldBy(fence, () => member()) : member()))
       case 1:
-        return Effect.suspend(() => (fence.dead ? Effect.interrupt : member(a)))
+        return Effect.suspend(() => (fence.dead ? Effect.interrupt : fence.held !== null ? heldBy(fence, () => member(a)) : member(a)))
       case 2:
-        return Effect.suspend(() => (fence.dead ? Effect.interrupt : member(a, b)))
+        return Effect.suspend(() => (fence.dead ? Effect.interrupt : fence.held !== null ? heldBy(fence, () => member(a, b)) : member(a, b)))
       case 3:
-        return Effect.suspend(() => (fence.dead ? Effect.interrupt : member(a, b, c)))
+        return Effect.suspend(() => (fence.dead ? Effect.interrupt : fence.held !== null ? heldBy(fence, () => member(a, b, c)) : member(a, b, c)))
       case 4:
-        return Effect.suspend(() => (fence.dead ? Effect.interrupt : member(a, b, c, d)))
+        return Effect.suspend(() => (fence.dead ? Effect.interrupt : fence.held !== null ? heldBy(fence, () => member(a, b, c, d)) : member(a, b, c, d)))
       default: {
         const args = Array.prototype.slice.call(arguments)
-        return Effect.suspend(() => (fence.dead ? Effect.interrupt : member(...args)))
+        return Effect.suspend(() => (fence.dead ? Effect.interrupt : fence.held !== null ? heldBy(fence, () => member(...args)) : member(...args)))
       }
     }
   } as Member
@@ -204,8 +219,11 @@ export class SimulatedService implements ClientPort<SimRequest, Pending> {
   private instance: Instance | null = null
   /** Instances killed but not yet torn down (their fibers interrupted, their scope closed). */
   private dying: Array<Instance> = []
+  /** Instances paused, or resumed after a pause and still running beside the current one (they serve no new request). */
+  private detached: Array<Instance> = []
   generation = 0
   crashes = 0
+  pauses = 0
 
   constructor(private readonly infrastructure: Infrastructure) {}
 
@@ -213,20 +231,27 @@ export class SimulatedService implements ClientPort<SimRequest, Pending> {
     return this.instance !== null
   }
 
+  /** Paused instances, and resumed ones still running beside the current one. */
+  get detachedCount() {
+    return this.detached.length
+  }
+
   /** Builds a fresh instance (new layers, same store) and runs start-up recovery. */
   readonly start: Effect.Effect<void> = Effect.suspend(() => {
     if (this.instance !== null) return Effect.die(new Error("sim: service already running"))
-    ++this.generation
-    const self = this
-    return Effect.gen(function*() {
-      const fence: Fence = { dead: false }
+    const generation = ++this.generation
+    const clock = this.infrastructure.clockOf?.(generation) ?? null
+    const started = Effect.gen({ self: this }, function*() {
+      const fence: Fence = { dead: false, held: null }
       const scope = yield* Scope.make()
-      const context = yield* Layer.buildWithScope(appLayer(fencedInfrastructure(self.infrastructure, fence)), scope)
+      const context = yield* Layer.buildWithScope(appLayer(fencedInfrastructure(this.infrastructure, fence)), scope)
       const app = yield* Scope.provide(httpApp(context), scope)
       // The services a request fiber starts from: the run's own (scheduler, clock, random, log
-      // level), as the starting fiber holds them; interruptible, as the Node server's request fibers are.
+      // level; the instance's skewed clock if it has one), as the starting fiber holds them;
+      // interruptible, as the Node server's request fibers are.
       const runServices = yield* Effect.context<never>()
       const requests = new Set<Fiber.Fiber<void>>()
+      const clients = new Map<Fiber.Fiber<void>, () => void>()
       const serve = (scope: Scope.Closeable, served: Served) =>
         (app as unknown as Effect.Effect<HttpServerResponse.HttpServerResponse, unknown>).pipe(
           // The request's scope closes when it is answered (nothing in the request path adds to
@@ -275,9 +300,12 @@ export class SimulatedService implements ClientPort<SimRequest, Pending> {
         requests.add(fiber)
         return fiber
       }
+      const { nowMs, answered } = this.infrastructure
+      const timed = nowMs !== undefined && answered !== undefined
       const send = <A>(request: SimRequest, then: (response: SimResponse | null) => Effect.Effect<A>): Effect.Effect<A> =>
         Effect.flatMap(Scope.make(), (scope) => {
           const served: Served = { response: null }
+          const sentMs = timed ? nowMs() : 0
           const fiber = serveFiber(request, scope, served)
           // `Fiber.await` without its canceller (the caller is never interrupted while it waits;
           // if it were, the observer would resume nothing): `Fiber.await` wraps its async in an
@@ -285,26 +313,50 @@ export class SimulatedService implements ClientPort<SimRequest, Pending> {
           // The fence is read when the caller resumes, as after `Fiber.await`, and the caller's
           // handling of the answer runs in that same step.
           return Effect.callback<A>((resume) => {
+            let waiting = true
             fiber.addObserver((exit) => {
               requests.delete(fiber)
+              clients.delete(fiber)
+              if (!waiting) return
+              waiting = false
+              if (timed && !fence.dead) answered(request, nowMs() - sentMs)
               resume(Effect.suspend(() => then(replyOf(exit, served, fence))))
             })
+            // Given up while the instance is paused: the client sees a dropped connection.
+            if (waiting) {
+              clients.set(fiber, () => {
+                if (!waiting) return
+                waiting = false
+                resume(Effect.suspend(() => then(null)))
+              })
+            }
           })
         })
       // The same request, its answer awaited later (`awaitEither`).
       const open = (request: SimRequest): Effect.Effect<Pending> =>
         Effect.flatMap(Scope.make(), (scope) => {
           const pending: Pending = { exit: null, fence, wake: null, response: null }
+          const sentMs = timed ? nowMs() : 0
           const fiber = serveFiber(request, scope, pending)
           fiber.addObserver((exit) => {
             requests.delete(fiber)
+            clients.delete(fiber)
+            if (timed && !fence.dead && pending.gaveUp !== true) answered(request, nowMs() - sentMs)
             pending.exit = exit
             if (pending.wake !== null) pending.wake()
           })
+          if (pending.exit === null) {
+            clients.set(fiber, () => {
+              if (pending.exit !== null || pending.gaveUp === true) return
+              pending.gaveUp = true
+              if (pending.wake !== null) pending.wake()
+            })
+          }
           return Effect.succeed(pending)
         })
-      self.instance = { scope, context, send, open, requests, fence }
+      this.instance = { scope, context, send, open, requests, clients, fence }
     })
+    return clock === null ? started : Effect.provideService(started, Clock.Clock, clock)
   })
 
   /**
@@ -326,6 +378,62 @@ export class SimulatedService implements ClientPort<SimRequest, Pending> {
     this.instance = null
     this.dying.push(instance)
     return true
+  }
+
+  /**
+   * Pauses the running instance (a stop-the-world pause, a frozen VM): from now on every call it
+   * makes to the outside waits (`heldBy`), it takes no new connection (the service is down until
+   * a replacement starts), and the clients waiting on it give up after `clientTimeoutMs` (a
+   * dropped connection: they retry, with the same idempotency key, on the replacement). Its
+   * fibers, claims and leases stay as they are. Answers the paused instance's fence (null when
+   * none is running); `resume(fence)` lets it carry on.
+   */
+  pause(): Fence | null {
+    const instance = this.instance
+    if (instance === null) return null
+    instance.fence.held = []
+    this.instance = null
+    this.detached.push(instance)
+    this.pauses++
+    const timer = this.infrastructure.timer
+    if (timer !== undefined) {
+      const clients = [...instance.clients.values()]
+      timer(clientTimeoutMs, () => {
+        for (const giveUp of clients) giveUp()
+      })
+    }
+    return instance.fence
+  }
+
+  /**
+   * Resumes a paused instance: the calls it held are made in the order it made them, and it carries
+   * on beside the current instance (its workers run; it serves no new request) until `retire`.
+   */
+  resume(fence: Fence): void {
+    const held = fence.held
+    if (held === null) return
+    fence.held = null
+    for (const call of held) call()
+  }
+
+  /** Kills a paused or resumed instance (its orchestrator replaces it); `reap` tears it down. */
+  retire(fence: Fence): boolean {
+    const index = this.detached.findIndex((instance) => instance.fence === fence)
+    if (index < 0 || fence.dead) return false
+    const [instance] = this.detached.splice(index, 1)
+    fence.dead = true
+    if (fence.held !== null) {
+      const held = fence.held
+      fence.held = null
+      for (const call of held) call()
+    }
+    this.dying.push(instance!)
+    return true
+  }
+
+  /** Whether `fence` is the running instance's (not a paused or resumed one's). */
+  isCurrent(fence: Fence): boolean {
+    return this.instance !== null && this.instance.fence === fence
   }
 
   /** Tears down killed instances: in-flight requests and every fiber of their scope are interrupted. */
@@ -378,6 +486,7 @@ export class SimulatedService implements ClientPort<SimRequest, Pending> {
 
   readonly stop: Effect.Effect<void> = Effect.suspend(() => {
     this.kill()
+    for (const instance of [...this.detached]) this.retire(instance.fence)
     return this.reap
   })
 }

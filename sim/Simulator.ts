@@ -1,4 +1,4 @@
-import { Effect } from "effect"
+import { type Clock, Effect } from "effect"
 import { isSettleable } from "../src/domain/Payment.ts"
 import { isoAt } from "../src/domain/Time.ts"
 import * as Config from "../src/platform/Config.ts"
@@ -8,13 +8,13 @@ import { emptyState, memoryOperations } from "../src/store/MemoryStore.ts"
 import { memoryWebhookOperations, signingSecretsOf } from "../src/store/MemoryWebhookStore.ts"
 import { nextCutoffMs } from "../src/workers/Workers.ts"
 import { makeSimulatedAcquirer, type AcquirerStats } from "./Acquirer.ts"
-import { Auditor, auditedStore, type Violation } from "./Auditor.ts"
-import { transportBug, webhookStoreBug } from "./PlantedBugs.ts"
+import { Auditor, auditedStore, passed, type Violation } from "./Auditor.ts"
+import { storeCallTimeoutBug, transportBug, webhookStoreBug } from "./PlantedBugs.ts"
 import { auditDeliveries, type EndpointStats, makeSimulatedEndpoints } from "./Endpoints.ts"
 import type { SimOptions } from "./Options.ts"
 import { hash32, Prng } from "./Prng.ts"
-import { SimulatedService } from "./Service.ts"
-import { faultyStore, type StoreFaultStats } from "./StoreFaults.ts"
+import { type Fence, SimulatedService } from "./Service.ts"
+import { faultyStore, storeCallTimeoutMs, type StoreFaultStats } from "./StoreFaults.ts"
 import { Trace } from "./Trace.ts"
 import { VirtualTime } from "./VirtualTime.ts"
 import { type Merchant, makeWorkload, type WorkloadStats } from "./Workload.ts"
@@ -33,6 +33,20 @@ const dispatcherPollMs = 60_000
 const dispatcherEventsDelayMs = 1_000
 /** Lateness allowed a retry beyond the timeout and margin: a poll's worth, as when it polled every 5 s. */
 const retrySlackMs = 5_000
+/**
+ * Liveness (law `liveness`): once the faults stop at the horizon, within this much virtual time
+ * every payment leaves `pending` and its automatic flow, every idempotency claim and webhook lease
+ * is released, every delivery ends (succeeded, or failed after its 24 h retry) and the service
+ * answers again. The quiesce runs this long at most (it ends as soon as all of that holds).
+ */
+export const livenessMs = quiesceMs
+/**
+ * Every answer the service gives comes within this much virtual time of its request (law
+ * `answered-in-time`), a frozen database included: a create waits for its flow up to the request
+ * deadline (5 s), and each store call a request makes is given up after `storeCallTimeoutMs` while
+ * the database is frozen. (A paused instance's late answers are not counted: its clients gave up.)
+ */
+export const answerBoundMs = 5_000 + 4 * storeCallTimeoutMs
 
 export interface SimResult {
   readonly options: SimOptions
@@ -56,6 +70,11 @@ export interface SimResult {
   readonly crashes: number
   /** Of the crashes, those placed right after a store commit. */
   readonly commitCrashes: number
+  /** Instance pauses (each longer than the leases), and the clock offsets of the instances, ms. */
+  readonly pauses: number
+  readonly clockOffsetsMs: ReadonlyArray<number>
+  /** The slowest answer the service gave, in virtual ms (law `answered-in-time`). */
+  readonly slowestAnswerMs: number
   readonly store: StoreFaultStats
   /**
    * Payments captured before the last settlement cut-off that passed at least an hour before the
@@ -117,29 +136,77 @@ export const runSimulation = (options: SimOptions): SimResult => {
     {
       armed: () => booted,
       nowMs,
-      crashAfterCommit: (what) => {
+      crashAfterCommit: (what, fence) => {
+        if (fence !== null && !service.isCurrent(fence)) {
+          // A paused instance resumed beside the current one: it dies alone, nothing restarts.
+          if (time.nowMs >= horizonEndMs || !service.retire(fence)) return false
+          crashesMs.push(time.nowMs)
+          trace.record(`crash of a paused instance ${what}`)
+          // Queued behind a yield, as a fork is: Effect 4 starts a fiber inline.
+          Effect.runForkWith(runtime)(Effect.andThen(Effect.yieldNow, service.reap))
+          return true
+        }
         if (!crashNow(what)) return false
         // Queued, not run inline: the fiber that committed is still on the stack.
         Effect.runForkWith(runtime)(Effect.andThen(Effect.yieldNow, restartAfter(commitCrashPrng.int(1_000, 120_000))))
         return true
       },
-      record: (line) => trace.record(line)
+      record: (line) => trace.record(line),
+      at: (atMs, task) => {
+        const timer = time.at(atMs, task)
+        return () => time.cancel(timer)
+      },
+      runDetached: (effect, done) => {
+        Effect.runForkWith(runtime)(Effect.andThen(Effect.yieldNow, effect)).addObserver(done)
+      }
     },
-    audited.commits
+    audited.commits,
+    Prng.derive(seed, "store-freezes"),
+    storeCallTimeoutBug(options.plantedBug, storeCallTimeoutMs)
   )
+  // Clock skew: each instance's clock is off virtual time by an offset fixed for its life, drawn
+  // from its own stream: half the time at the very edge of the tolerance (either side), else
+  // anywhere within it. Offset 0 is the run's own clock.
+  const clockSkewMs = Math.round(options.faults.clockSkewMs)
+  const skewPrng = Prng.derive(seed, "clock-skew")
+  const clockOffsetsMs: Array<number> = []
+  const clockOf = (generation: number): Clock.Clock | null => {
+    if (clockSkewMs <= 0) return null
+    const edge = skewPrng.float()
+    const offsetMs = edge < 0.25 ? -clockSkewMs : edge < 0.5 ? clockSkewMs : skewPrng.int(-clockSkewMs, clockSkewMs)
+    clockOffsetsMs.push(offsetMs)
+    trace.record(`generation ${generation} clock ${offsetMs >= 0 ? "+" : ""}${offsetMs} ms`)
+    if (offsetMs === 0) return null
+    return {
+      ...time.clock,
+      currentTimeMillisUnsafe: () => time.nowMs + offsetMs,
+      currentTimeMillis: Effect.sync(() => time.nowMs + offsetMs),
+      currentTimeNanosUnsafe: () => BigInt(time.nowMs + offsetMs) * 1_000_000n,
+      currentTimeNanos: Effect.sync(() => BigInt(time.nowMs + offsetMs) * 1_000_000n)
+    } as Clock.Clock
+  }
+  let slowestAnswerMs = 0
   const service = new SimulatedService({
     store: faulty.store,
     fencedStore: faulty.fencedBy,
     ids: makeIds(seededBytes((seed ^ hash32("ids")) >>> 0)),
     config,
     acquirer,
-    webhookStore: webhookStoreBug(options.plantedBug, webhookStore),
+    webhookStore: webhookStoreBug(options.plantedBug, webhookStore, nowMs),
     webhookTransport: transportBug(options.plantedBug, endpoints.transport),
     // A planted bug wraps the fenced endpoints: every POST it makes still reaches them through
     // the fence, checked when the POST runs.
     fencedWebhookTransport: (fence) => transportBug(options.plantedBug, endpoints.fencedBy(fence)),
     webhookDispatcher: options.webhooks ? { pollIntervalMs: dispatcherPollMs, eventsDelayMs: dispatcherEventsDelayMs, concurrencyPerEndpoint: options.endpointConcurrency } : null,
-    webhookDispatchers: options.dispatchers
+    webhookDispatchers: options.dispatchers,
+    clockOf,
+    timer: (delayMs, task) => void time.at(time.nowMs + delayMs, task),
+    nowMs,
+    answered: (request, elapsedMs) => {
+      if (elapsedMs > slowestAnswerMs) slowestAnswerMs = elapsedMs
+      auditor.check(elapsedMs <= answerBoundMs, "answered-in-time", elapsedMs <= answerBoundMs ? passed : () =>
+        `${request.method} ${request.url} answered after ${elapsedMs} ms (at most ${answerBoundMs} ms, a frozen database included)`)
+    }
   })
   const workloadPrng = Prng.derive(seed, "workload")
   const workload = makeWorkload(options, workloadPrng, service, auditor, trace, horizonEndMs)
@@ -149,6 +216,7 @@ export const runSimulation = (options: SimOptions): SimResult => {
   const merchants: Array<Merchant> = []
   let workloadDone = false
   let crashActorDone = options.faults.crashesPerHour === 0
+  let pauseActorDone = options.faults.pausesPerHour === 0
 
   const fork = <A, E>(effect: Effect.Effect<A, E>) => Effect.runForkWith(runtime)(effect)
 
@@ -201,8 +269,47 @@ export const runSimulation = (options: SimOptions): SimResult => {
     }).pipe(Effect.ensuring(Effect.sync(() => void (crashActorDone = true)))))
   }
 
+  // Pauses: the running instance stops for longer than the leases (61 s–4 min) while its
+  // orchestrator starts a replacement (after 1–15 s); then it resumes, carries on with what it
+  // held beside the replacement, and is retired 0–5 min later. Drawn from their own stream.
+  if (options.faults.pausesPerHour > 0) {
+    const pausePrng = Prng.derive(seed, "pauses")
+    fork(Effect.gen(function*() {
+      while (true) {
+        yield* Effect.sleep(pausePrng.exponential(3_600_000 / options.faults.pausesPerHour))
+        if (time.nowMs >= horizonEndMs) return
+        const pauseMs = pausePrng.int(61_000, 240_000)
+        const failoverMs = pausePrng.int(1_000, 15_000)
+        const lingerMs = pausePrng.int(0, 300_000)
+        const fence: Fence | null = service.pause()
+        // Down already (a crash, restarting): nothing to pause.
+        if (fence === null) continue
+        crashesMs.push(time.nowMs)
+        trace.record(`pause #${service.pauses} for ${pauseMs} ms`)
+        yield* Effect.sleep(failoverMs)
+        if (!service.isUp) {
+          yield* service.start
+          trace.record(`replacement generation ${service.generation}`)
+        }
+        yield* Effect.sleep(pauseMs - failoverMs)
+        // (Not a time the webhook audits forgive, as the pause's start is: an attempt the paused
+        // instance sent before it may have gone unrecorded, and its replacement sends it again;
+        // nothing it does once resumed is forgiven.)
+        trace.record(`resume after pause #${service.pauses}`)
+        service.resume(fence)
+        yield* Effect.sleep(lingerMs)
+        if (service.retire(fence)) {
+          crashesMs.push(time.nowMs)
+          trace.record("paused instance retired")
+          yield* service.reap
+        }
+      }
+    }).pipe(Effect.ensuring(Effect.sync(() => void (pauseActorDone = true)))))
+  }
+
   const scriptsDone = () => workloadDone && workload.stats.scriptsFinished === workload.stats.scriptsStarted
-  time.run({ stop: () => auditor.failed || (scriptsDone() && (crashActorDone || time.nowMs >= horizonEndMs) && service.isUp) })
+  const faultActorsDone = () => (crashActorDone && pauseActorDone) || time.nowMs >= horizonEndMs
+  time.run({ stop: () => auditor.failed || (scriptsDone() && faultActorsDone() && service.isUp) })
   const stalled = !auditor.failed && !(scriptsDone() && service.isUp)
   if (stalled) auditor.fail("progress", `the run stalled: ${workload.stats.scriptsStarted - workload.stats.scriptsFinished} scripts unfinished, nothing scheduled`)
   // Quiesce: no new work, no crashes; flows, recovery, settlement and webhook retries finish.
@@ -219,12 +326,15 @@ export const runSimulation = (options: SimOptions): SimResult => {
     return true
   }
   const idle = () =>
-    state.inFlight.size === 0 && state.outbox.length === 0 && disputes.idle() &&
+    state.inFlight.size === 0 && state.outbox.length === 0 && disputes.idle() && service.detachedCount === 0 &&
     (!options.webhooks || deliveriesFinished())
   time.run({ untilMs: time.nowMs + 30 * 60_000, stop: () => auditor.failed })
   while (!auditor.failed && time.nowMs < quiesceEndMs && !idle()) {
     time.run({ untilMs: Math.min(quiesceEndMs, time.nowMs + 15 * 60_000), stop: () => auditor.failed })
   }
+
+  // Liveness, before the laws of the final state: a run that stays stuck fails naming what is stuck.
+  if (!auditor.failed) checkLiveness()
 
   // Final audit.
   let deliveries = { deliveries: 0, succeeded: 0, failed: 0, open: 0, attempts: 0 }
@@ -254,6 +364,7 @@ export const runSimulation = (options: SimOptions): SimResult => {
         // works at most 8 attempts at once, so a backlog behind slow answers delays its retries.
         toleranceMs: retrySlackMs + config.webhookTimeoutMs + 25_000,
         crashesMs,
+        clockToleranceMs: 2 * clockSkewMs,
         receipts: endpoints.receipts
       })
       deliveries = audited.totals
@@ -269,6 +380,63 @@ export const runSimulation = (options: SimOptions): SimResult => {
   }
   fork(service.stop)
   time.settle()
+
+  /**
+   * Law `liveness`: `livenessMs` after the horizon (or sooner, once idle), nothing is left stuck:
+   * no payment pending or half-way through its automatic flow, no idempotency claim or webhook
+   * lease still held, every delivery ended or on its schedule (the first open one of its payment's
+   * order has its next attempt ahead, within the schedule's last offset, none overdue), and the service answers a request (a few
+   * tries, a second apart, past the per-operation store faults that stay on).
+   */
+  function checkLiveness() {
+    const nowIso = isoAt(time.nowMs)
+    const stuck: Array<string> = []
+    for (const payment of state.payments.values()) {
+      if (payment.status === "pending" || state.inFlight.has(payment.id)) stuck.push(`payment ${payment.id} ${payment.status}${state.inFlight.has(payment.id) ? " mid-flow" : ""}`)
+    }
+    for (const [merchantId, key, row] of state.idempotency.entries()) {
+      if (row.state === "in_progress" && row.lockedUntil > nowIso) stuck.push(`idempotency claim ${merchantId}/${key} locked until ${row.lockedUntil}`)
+    }
+    // Deliveries: each ended, or on its schedule. One waits for the open delivery before it in its
+    // payment's order (to the same URL), so a chain of them may take a schedule each (law
+    // `webhook-deadline` bounds it); the first open one of each chain must have its next attempt
+    // ahead of it, or be no later than a poll, a timeout and a margin overdue.
+    const overdueMs = dispatcherPollMs + config.webhookTimeoutMs + 60_000
+    const aheadMs = (config.webhookRetryScheduleMs[config.webhookRetryScheduleMs.length - 1] ?? 0) + overdueMs
+    const onSchedule = (row: { readonly dueMs: number }) => row.dueMs >= time.nowMs - overdueMs && row.dueMs <= time.nowMs + aheadMs
+    const heads = new Map<string, { readonly sequence: number; readonly row: { readonly id: string; readonly status: string; readonly dueMs: number; readonly nextAttemptMs: number } }>()
+    for (const row of state.webhooks.deliveries.values()) {
+      if (!row.open) {
+        if (row.leaseUntilMs > time.nowMs) stuck.push(`webhook lease of delivery ${row.id} until ${isoAt(row.leaseUntilMs)}`)
+        continue
+      }
+      const paymentId = row.orderPaymentId
+      if (paymentId === null) {
+        if (!onSchedule(row)) stuck.push(`delivery ${row.id} ${row.status}, next attempt ${Number.isNaN(row.nextAttemptMs) ? "none" : isoAt(row.nextAttemptMs)}`)
+        continue
+      }
+      const chain = `${paymentId} ${row.url}`
+      const head = heads.get(chain)
+      if (head === undefined || row.sequence < head.sequence) heads.set(chain, { sequence: row.sequence, row })
+    }
+    for (const { row } of heads.values()) {
+      if (!onSchedule(row)) stuck.push(`delivery ${row.id} ${row.status}, next attempt ${Number.isNaN(row.nextAttemptMs) ? "none" : isoAt(row.nextAttemptMs)}`)
+    }
+    let answer: number | null = null
+    const merchant = merchants[0]
+    if (merchant !== undefined) {
+      fork(Effect.gen(function*() {
+        for (let attempt = 0; attempt < 10 && (answer === null || answer >= 500); attempt++) {
+          if (attempt > 0) yield* Effect.sleep(1_000)
+          answer = yield* service.send(service.request("GET", "/api/v1/merchants/me", merchant.apiKey, null, {}), (response) => Effect.succeed(response?.status ?? null))
+        }
+      }))
+      time.run({ untilMs: time.nowMs + 60_000, stop: () => answer !== null && answer < 500 })
+      if (answer === null || answer >= 500) stuck.push(`the service: GET /api/v1/merchants/me answered ${answer ?? "nothing"} (10 tries)`)
+    }
+    auditor.check(stuck.length === 0, "liveness", () =>
+      `${stuck.length} item(s) stuck ${((time.nowMs - horizonEndMs) / 3_600_000).toFixed(1)} h after the faults stopped (at most ${livenessMs / 3_600_000} h): ${stuck.slice(0, 10).join("; ")}${stuck.length > 10 ? "; ..." : ""}`)
+  }
   // The live set at its largest (everything a run keeps grows until now), when the caller lets us collect.
   // The collection is the measurement's, not the run's (a full mark-compact of ~800 MB, ~2.7 s
   // at 100,000 payments): its time is left out of `wallMs`.
@@ -326,6 +494,9 @@ export const runSimulation = (options: SimOptions): SimResult => {
     leaseTakeovers,
     crashes: service.crashes,
     commitCrashes: faulty.stats.commitCrashes,
+    pauses: service.pauses,
+    clockOffsetsMs,
+    slowestAnswerMs,
     store: faulty.stats,
     unsettled,
     tasks: time.tasksRun,

@@ -1,9 +1,9 @@
-import { Effect } from "effect"
+import { Effect, type Exit } from "effect"
 import { type StoreShape, StoreUnavailable } from "../src/store/Store.ts"
 import type { SplitCommit } from "./Auditor.ts"
 import type { FaultRates } from "./Options.ts"
 import type { Prng } from "./Prng.ts"
-import type { Fence } from "./Service.ts"
+import { type Fence, heldBy } from "./Fence.ts"
 
 /**
  * Infrastructure faults of the main store, between the service and the audited memory store:
@@ -18,10 +18,22 @@ import type { Fence } from "./Service.ts"
  *   (a lost rotation locks the merchant out: it must notice and get a new key out of band);
  * - `crashcommit`: right after a commit (payment create/change, key rotation, a stored response)
  *   the process crashes; the caller never continues (the operation does not return), and the
- *   service drops every reply still on its way.
+ *   service drops every reply still on its way;
+ * - `storefreeze`: windows in which the database answers nothing (SIGSTOP, a network that drops
+ *   packets): every call made in one is received but hangs; its caller gives up after
+ *   `storeCallTimeoutMs` with `StoreUnavailable` (as the pool's connect and statement timeouts
+ *   make it on PostgreSQL), and the call itself runs when the database thaws, in the order the
+ *   calls were received, whether or not its caller still waits (docs/operations.md: "what the
+ *   server received runs when it thaws"). A caller still waiting gets its outcome.
  *
- * Every decision is drawn from the store's own stream, in the order the operations run.
+ * Every decision is drawn from the store's own stream, in the order the operations run; the
+ * freeze windows from their own (`store-freezes`), so a run without them draws as before.
  */
+/**
+ * How long a call waits for a frozen database before its caller gets `StoreUnavailable`: the
+ * connect and statement timeouts and their margin (docs/operations.md: 2 s + 3 s + 0.5 s).
+ */
+export const storeCallTimeoutMs = 5_500
 export interface StoreFaultStats {
   /** Operations that ran while faults were armed (after the boot). */
   operations: number
@@ -34,16 +46,27 @@ export interface StoreFaultStats {
   lostCommits: number
   /** Committed, then the process crashed. */
   commitCrashes: number
+  freezes: number
+  /** Calls received while frozen, and of them those whose caller gave up before the thaw. */
+  frozenCalls: number
+  frozenTimeouts: number
 }
 
 export interface StoreFaultHooks {
   /** Faults are armed only while this holds (not while the merchants are created at boot). */
   readonly armed: () => boolean
   readonly nowMs: () => number
-  /** Crashes the service at once; false when it cannot (down already, past the horizon). */
-  readonly crashAfterCommit: (what: string) => boolean
+  /**
+   * Crashes the instance behind `fence` (null: the running one) at once; false when it cannot
+   * (down already, past the horizon).
+   */
+  readonly crashAfterCommit: (what: string, fence: Fence | null) => boolean
   /** A line for the trace. */
   readonly record: (line: string) => void
+  /** Calls `task` at virtual time `atMs`; the answer cancels it (needed only with freezes). */
+  readonly at?: (atMs: number, task: () => void) => () => void
+  /** Runs `effect` in a fiber of its own and hands its exit to `done` (needed only with freezes). */
+  readonly runDetached?: (effect: Effect.Effect<unknown, unknown>, done: (exit: Exit.Exit<unknown, unknown>) => void) => void
 }
 
 /** What an operation committed, if anything: the record it concerns and whether a lost acknowledgement is meaningful. */
@@ -88,7 +111,11 @@ export const faultyStore = (
   window: { readonly startMs: number; readonly endMs: number },
   hooks: StoreFaultHooks,
   /** Commits of `store` split for this wrapper to finish (sim/Auditor.ts auditedStore): by operation name; none: `{}`. */
-  splitCommits: Readonly<Record<string, SplitCommit>>
+  splitCommits: Readonly<Record<string, SplitCommit>>,
+  /** The freeze windows' own stream (absent: no freezes). */
+  freezePrng?: Prng,
+  /** How long a caller waits for a frozen database (a planted bug may make it wait for the thaw). */
+  callTimeoutMs: number = storeCallTimeoutMs
 ): { readonly store: StoreShape; readonly fencedBy: (fence: Fence) => StoreShape; readonly stats: StoreFaultStats } => {
   // Outage windows first, so the per-operation draws that follow do not move them.
   const outages: Array<readonly [number, number]> = []
@@ -98,7 +125,64 @@ export const faultyStore = (
     const start = window.startMs + Math.floor(prng.float() * (window.endMs - window.startMs))
     outages.push([start, start + prng.int(1_000, 90_000)])
   }
-  const stats: StoreFaultStats = { operations: 0, unavailable: 0, outageRefusals: 0, outages: count, lostCommits: 0, commitCrashes: 0 }
+  // Freeze windows: each ends with a thaw that runs what was received meanwhile, in order.
+  const freezes: Array<readonly [number, number]> = []
+  const freezeCount = freezePrng !== undefined && faults.storeFreezesPerDay > 0 ? Math.floor(faults.storeFreezesPerDay * days + freezePrng.float()) : 0
+  for (let i = 0; i < freezeCount; i++) {
+    const start = window.startMs + Math.floor(freezePrng!.float() * (window.endMs - window.startMs))
+    freezes.push([start, start + freezePrng!.int(40_000, 180_000)])
+  }
+  const received: Array<() => void> = []
+  if (freezes.length > 0) {
+    if (hooks.at === undefined || hooks.runDetached === undefined) throw new Error("sim: store freezes need the `at` and `runDetached` hooks")
+    for (const [, thawMs] of freezes) {
+      hooks.at(thawMs, () => {
+        // Calls received during the freeze run now, in order; a call received at the thaw itself
+        // (by a task these start) waits for no one.
+        const thawing = received.splice(0)
+        for (const run of thawing) run()
+      })
+    }
+  }
+  const stats: StoreFaultStats = {
+    operations: 0, unavailable: 0, outageRefusals: 0, outages: count, lostCommits: 0, commitCrashes: 0,
+    freezes: freezeCount, frozenCalls: 0, frozenTimeouts: 0
+  }
+
+  const frozen = (now: number) => {
+    for (let i = 0; i < freezes.length; i++) {
+      const [from, to] = freezes[i]!
+      if (now >= from && now < to) return true
+    }
+    return false
+  }
+
+  /**
+   * A call received by the frozen database: `operation` runs at the thaw (in a fiber of its own:
+   * the database does not wait for the caller), and the caller gets its outcome if still waiting,
+   * else `StoreUnavailable` once `callTimeoutMs` has passed.
+   */
+  const receivedFrozen = (name: string, operation: () => Effect.Effect<unknown, unknown>): Effect.Effect<unknown, unknown> =>
+    Effect.callback<unknown, unknown>((resume) => {
+      stats.frozenCalls++
+      let waiting = true
+      const cancel = Number.isFinite(callTimeoutMs)
+        ? hooks.at!(hooks.nowMs() + callTimeoutMs, () => {
+          if (!waiting) return
+          waiting = false
+          stats.frozenTimeouts++
+          resume(Effect.fail(new StoreUnavailable({ cause: `sim: database frozen, ${name} unanswered` })))
+        })
+        : () => {}
+      received.push(() =>
+        hooks.runDetached!(operation(), (exit) => {
+          if (!waiting) return
+          waiting = false
+          cancel()
+          resume(exit)
+        })
+      )
+    })
 
   const inOutage = (now: number) => {
     for (let i = 0; i < outages.length; i++) {
@@ -128,19 +212,19 @@ export const faultyStore = (
    * gone and nothing after the commit runs (the caller goes on with `Effect.never`; the crash
    * interrupts its fiber).
    */
-  const crashNow = (name: string, subject: string) => {
-    if (!hooks.crashAfterCommit(`after ${name} ${subject}`)) return false
+  const crashNow = (name: string, subject: string, fence: Fence | null) => {
+    if (!hooks.crashAfterCommit(`after ${name} ${subject}`, fence)) return false
     stats.commitCrashes++
     return true
   }
 
   /** After a commit drawn to crash: the crash, when the service can crash now (else the outcome goes back). */
-  const crashAfter = (name: string, subject: string, outcome: unknown): Effect.Effect<unknown> =>
-    crashNow(name, subject) ? Effect.never : Effect.succeed(outcome)
+  const crashAfter = (name: string, subject: string, outcome: unknown, fence: Fence | null): Effect.Effect<unknown> =>
+    crashNow(name, subject, fence) ? Effect.never : Effect.succeed(outcome)
 
-  const afterCommit = (name: string, subject: string, mayLose: boolean, outcome: unknown): Effect.Effect<unknown, StoreUnavailable> => {
+  const afterCommit = (name: string, subject: string, mayLose: boolean, outcome: unknown, fence: Fence | null): Effect.Effect<unknown, StoreUnavailable> => {
     if (!hooks.armed()) return Effect.succeed(outcome)
-    if (prng.chance(faults.crashAfterCommit) && crashNow(name, subject)) return Effect.never
+    if (prng.chance(faults.crashAfterCommit) && crashNow(name, subject, fence)) return Effect.never
     if (mayLose && prng.chance(faults.storeLostCommit)) {
       stats.lostCommits++
       hooks.record(`store: ${name} ${subject} committed, answered unavailable`)
@@ -165,11 +249,22 @@ export const faultyStore = (
       const split = Object.hasOwn(splitCommits, name) ? splitCommits[name] : undefined
       const finish = committed === undefined ? undefined : (args: ReadonlyArray<unknown>, outcome: unknown) => {
         const commit = committed(args, outcome)
-        return commit === null ? Effect.succeed(outcome) : afterCommit(name, commit.subject, commit.mayLose, outcome)
+        return commit === null ? Effect.succeed(outcome) : afterCommit(name, commit.subject, commit.mayLose, outcome, fence)
       }
-      wrapped[name] = (...args: Array<unknown>) =>
+      /** The operation as the thawing database runs it: the auditor sees its commit; no fault is drawn for it. */
+      const plain = (args: ReadonlyArray<unknown>) => (): Effect.Effect<unknown, unknown> => {
+        if (split === undefined) return (operation as (...a: Array<unknown>) => Effect.Effect<unknown, StoreUnavailable>)(...args)
+        const { effect, seen } = split(args)
+        return Effect.map(effect, (outcome) => {
+          seen(outcome)
+          return outcome
+        })
+      }
+      const call = (...args: Array<unknown>): Effect.Effect<unknown, unknown> =>
         Effect.suspend(() => {
           if (fence !== null && fence.dead) return Effect.interrupt
+          if (fence !== null && fence.held !== null) return heldBy(fence, () => call(...args))
+          if (freezes.length > 0 && hooks.armed() && frozen(hooks.nowMs())) return receivedFrozen(name, plain(args))
           const refusal = refuse()
           if (refusal !== null) return Effect.fail(refusal)
           if (split !== undefined) {
@@ -183,11 +278,12 @@ export const faultyStore = (
           const effect = (operation as (...a: Array<unknown>) => Effect.Effect<unknown, StoreUnavailable>)(...args)
           if (subjectOf !== undefined) {
             if (!hooks.armed() || !prng.chance(faults.crashAfterCommit)) return effect
-            return Effect.flatMap(effect, (outcome) => crashAfter(name, subjectOf(args), outcome))
+            return Effect.flatMap(effect, (outcome) => crashAfter(name, subjectOf(args), outcome, fence))
           }
           if (finish === undefined) return effect
           return Effect.flatMap(effect, (outcome) => finish(args, outcome))
         })
+      wrapped[name] = call
     }
     return wrapped as unknown as StoreShape
   }

@@ -3,10 +3,14 @@ import { availableParallelism } from "node:os"
 import { pathToFileURL } from "node:url"
 import { Worker } from "node:worker_threads"
 import { parseArguments } from "./main.ts"
+import { readFileSync } from "node:fs"
 import { replayCommand, type SimOptions } from "./Options.ts"
+import { userPath } from "./Replay.ts"
+import { drawSwarm, swarmOptions } from "./Swarm.ts"
 
 /**
- * `npm run sim:sweep -- --seeds 1..500 [--jobs N] [--json] [any scenario flag of npm run sim]`
+ * `npm run sim:sweep -- --seeds 1..500 [--jobs N] [--json] [--swarm] [--shard i/n] [any scenario flag of npm run sim]`
+ * `npm run sim:sweep -- merge [--json] shard-1.json shard-2.json ...`
  *
  * Runs one simulation per seed in worker threads (one per core by default), shows progress on
  * stderr, and ends with a table of the failed seeds (first violated law, replay command) and a
@@ -29,12 +33,39 @@ export interface SeedOutcome {
 }
 
 export interface SweepConfig {
+  /** The seeds this sweep runs (its shard of `allSeeds`). */
   readonly seeds: ReadonlyArray<number>
   readonly jobs: number
-  /** Every option but the seed. */
+  /** Every option but the seed (and, with `swarm`, but the faults and the mix). */
   readonly base: SimOptions
   readonly json: boolean
+  /** `--swarm`: each seed draws its faults and workload mix (sim/Swarm.ts). */
+  readonly swarm: boolean
+  /** `--seeds` as given, and every seed it names (all shards together). */
+  readonly seedsText: string
+  readonly allSeeds: ReadonlyArray<number>
+  /** `--shard i/n`: this sweep runs the seeds at positions i-1, i-1+n, ... of `allSeeds` (null: all). */
+  readonly shard: { readonly index: number; readonly count: number } | null
 }
+
+/** The options one seed of a sweep runs. */
+export const seedOptions = (config: Pick<SweepConfig, "base" | "swarm">, seed: number): SimOptions =>
+  config.swarm ? swarmOptions(config.base, seed) : { ...config.base, seed }
+
+/** `i/n` (1 ≤ i ≤ n): the shard of a seed list. */
+export const parseShard = (text: string): { readonly index: number; readonly count: number } => {
+  const match = /^(\d+)\/(\d+)$/.exec(text.trim())
+  const index = Number(match?.[1])
+  const count = Number(match?.[2])
+  if (match === null || !Number.isSafeInteger(index) || !Number.isSafeInteger(count) || count < 1 || index < 1 || index > count) {
+    throw new Error(`--shard must be i/n with 1 ≤ i ≤ n, got '${text}'`)
+  }
+  return { index, count }
+}
+
+/** The seeds of shard `index` of `count`: every count-th seed of the list, from position index-1 (deterministic, balanced). */
+export const shardOf = (seeds: ReadonlyArray<number>, shard: { readonly index: number; readonly count: number } | null): ReadonlyArray<number> =>
+  shard === null ? seeds : seeds.filter((_, position) => position % shard.count === shard.index - 1)
 
 export interface SweepProgress {
   readonly done: number
@@ -103,8 +134,11 @@ const notInSweep = ["--seed", "--shrink", "--shrink-runs", "--out", "--replay", 
 
 export const parseSweepArguments = (argv: ReadonlyArray<string>): SweepConfig => {
   let seeds: ReadonlyArray<number> | undefined
+  let seedsText = ""
   let jobs = availableParallelism()
   let json = false
+  let swarm = false
+  let shard: { readonly index: number; readonly count: number } | null = null
   const rest: Array<string> = []
   for (let i = 0; i < argv.length; i++) {
     const flag = argv[i]!
@@ -114,7 +148,9 @@ export const parseSweepArguments = (argv: ReadonlyArray<string>): SweepConfig =>
       return next
     }
     switch (flag) {
-      case "--seeds": seeds = parseSeeds(value()); break
+      case "--seeds": seeds = parseSeeds(seedsText = value()); break
+      case "--swarm": swarm = true; break
+      case "--shard": shard = parseShard(value()); break
       case "--jobs": {
         const text = value()
         jobs = Number(text)
@@ -130,8 +166,10 @@ export const parseSweepArguments = (argv: ReadonlyArray<string>): SweepConfig =>
     }
   }
   if (seeds === undefined) throw new Error("--seeds is required, e.g. --seeds 1..500")
+  if (swarm && (rest.includes("--faults") || rest.includes("--mix"))) throw new Error("--swarm draws each seed's faults and workload mix; remove --faults and --mix")
   const { options } = parseArguments([...sweepDefaults, ...rest])
-  return { seeds, jobs: Math.min(jobs, seeds.length), base: options, json }
+  const mine = shardOf(seeds, shard)
+  return { seeds: mine, jobs: Math.max(1, Math.min(jobs, mine.length)), base: options, json, swarm, seedsText, allSeeds: seeds, shard }
 }
 
 /**
@@ -168,7 +206,7 @@ export const runSweep = (config: SweepConfig, onProgress?: (progress: SweepProgr
           return
         }
         current = config.seeds[next++]!
-        worker.postMessage({ ...config.base, seed: current } satisfies SimOptions)
+        worker.postMessage(seedOptions(config, current) satisfies SimOptions)
       }
       worker.on("message", (outcome: SeedOutcome) => {
         record(outcome)
@@ -241,13 +279,15 @@ export const formatSweep = (result: SweepResult): string => {
   const failures = result.outcomes.filter((o) => !o.ok)
   const s = summarize(result)
   const o = result.config.base
-  lines.push(`scenario: ${o.merchants} merchants, ${o.payments} payments, ${o.hours} h, webhooks ${o.webhooks ? "on" : "off"}${o.plantedBug === "none" ? "" : `, planted bug ${o.plantedBug}`}`)
+  lines.push(`scenario: ${o.merchants} merchants, ${o.payments} payments, ${o.hours} h, webhooks ${o.webhooks ? "on" : "off"}${o.plantedBug === "none" ? "" : `, planted bug ${o.plantedBug}`}` +
+    `${result.config.swarm ? ", swarm (faults and workload drawn per seed)" : ""}${result.config.shard === null ? "" : `, shard ${result.config.shard.index}/${result.config.shard.count} of --seeds ${result.config.seedsText}`}`)
   if (failures.length > 0) {
     const lawWidth = Math.max(20, ...failures.map((f) => (f.firstViolation ?? "").length))
     lines.push("")
     lines.push(`${"seed".padStart(10)}  ${"first violated law".padEnd(lawWidth)}  replay`)
     for (const f of failures) {
-      lines.push(`${String(f.seed).padStart(10)}  ${(f.firstViolation ?? "").padEnd(lawWidth)}  ${replayCommand({ ...o, seed: f.seed })}`)
+      const swarm = result.config.swarm ? ` (swarm: ${drawSwarm(f.seed).classes.join(" ") || "no faults"}; or --seed ${f.seed} --swarm)` : ""
+      lines.push(`${String(f.seed).padStart(10)}  ${(f.firstViolation ?? "").padEnd(lawWidth)}  ${replayCommand(seedOptions(result.config, f.seed))}${swarm}`)
     }
     lines.push("")
     lines.push("add --shrink to a replay command to reduce that seed to a minimal replay file")
@@ -260,14 +300,71 @@ export const formatSweep = (result: SweepResult): string => {
 /** `--json`: every seed's outcome with its trace hash, and the summary. */
 export const sweepJson = (result: SweepResult) => {
   const { seed: _seed, ...scenario } = result.config.base
+  const c = result.config
   return {
     scenario,
+    swarm: c.swarm,
+    seedsText: c.seedsText,
+    shard: c.shard === null ? null : `${c.shard.index}/${c.shard.count}`,
     seeds: result.outcomes.map((o) => ({ seed: o.seed, ok: o.ok, firstViolation: o.firstViolation, message: o.message, traceHash: o.traceHash, wallMs: Math.round(o.wallMs) })),
     summary: summarize(result)
   }
 }
 
+type SweepJson = ReturnType<typeof sweepJson>
+
+/**
+ * `npm run sim:sweep -- merge [--json] FILE...`: the `--json` outputs of the shards of one sweep
+ * (same scenario, same `--seeds`, shards 1..n each once) as one sweep's result, seeds in the order
+ * `--seeds` named them: the table (or JSON) one unsharded sweep prints, but for its wall time
+ * (the longest shard's) and jobs (all shards' together).
+ */
+export const mergeShards = (files: ReadonlyArray<SweepJson>): SweepResult => {
+  if (files.length === 0) throw new Error("merge: name the shards' --json files")
+  const first = files[0]!
+  const scenario = JSON.stringify(first.scenario)
+  const counts = new Set<number>()
+  const taken = new Set<number>()
+  const outcomes = new Map<number, SeedOutcome>()
+  for (const file of files) {
+    if (JSON.stringify(file.scenario) !== scenario || file.swarm !== first.swarm || file.seedsText !== first.seedsText) {
+      throw new Error("merge: the files are not shards of one sweep (scenario, --swarm or --seeds differ)")
+    }
+    const shard = file.shard === null ? { index: 1, count: 1 } : parseShard(file.shard)
+    counts.add(shard.count)
+    if (taken.has(shard.index)) throw new Error(`merge: shard ${shard.index}/${shard.count} given twice`)
+    taken.add(shard.index)
+    for (const o of file.seeds) outcomes.set(o.seed, { ...o, violations: o.ok ? 0 : 1 })
+  }
+  const count = [...counts][0]!
+  if (counts.size !== 1 || taken.size !== count) throw new Error(`merge: expected shards 1..${[...counts].join("|")} each once, got ${[...taken].sort((a, b) => a - b).join(", ")}`)
+  const allSeeds = parseSeeds(first.seedsText)
+  const missing = allSeeds.filter((seed) => !outcomes.has(seed))
+  if (missing.length > 0) throw new Error(`merge: no outcome for seed(s) ${missing.slice(0, 10).join(", ")}${missing.length > 10 ? ", ..." : ""}`)
+  const base = { ...(first.scenario as Omit<SimOptions, "seed">), seed: 0 } as SimOptions
+  return {
+    config: { seeds: allSeeds, jobs: files.reduce((jobs, file) => jobs + file.summary.jobs, 0), base, json: false, swarm: first.swarm, seedsText: first.seedsText, allSeeds, shard: null },
+    outcomes: allSeeds.map((seed) => outcomes.get(seed)!),
+    wallMs: Math.max(...files.map((file) => file.summary.wallSeconds * 1000))
+  }
+}
+
+const mergeMain = (argv: ReadonlyArray<string>) => {
+  const json = argv.includes("--json")
+  const paths = argv.filter((a) => a !== "--json")
+  let result: SweepResult
+  try {
+    result = mergeShards(paths.map((path) => JSON.parse(readFileSync(userPath(path), "utf8")) as SweepJson))
+  } catch (error) {
+    console.error(String(error instanceof Error ? error.message : error))
+    process.exit(2)
+  }
+  console.log(json ? JSON.stringify(sweepJson(result), null, 2) : formatSweep(result))
+  process.exit(result.outcomes.some((o) => !o.ok) ? 1 : 0)
+}
+
 export const main = async () => {
+  if (process.argv[2] === "merge") return mergeMain(process.argv.slice(3))
   let config: SweepConfig
   try {
     config = parseSweepArguments(process.argv.slice(2))
@@ -278,7 +375,7 @@ export const main = async () => {
   const report = progressReporter()
   const start = performance.now()
   let last: SweepProgress = { done: 0, total: config.seeds.length, failed: 0, elapsedMs: 0 }
-  process.stderr.write(`sweeping ${config.seeds.length} seeds in ${config.jobs} worker thread(s)\n`)
+  process.stderr.write(`sweeping ${config.seeds.length} seeds${config.shard === null ? "" : ` (shard ${config.shard.index}/${config.shard.count} of ${config.allSeeds.length})`}${config.swarm ? ", swarm" : ""} in ${config.jobs} worker thread(s)\n`)
   // On a terminal the bar also moves between seeds (elapsed, ETA), redrawn every second.
   const ticker = process.stderr.isTTY ? setInterval(() => report({ ...last, elapsedMs: performance.now() - start }), 1000) : undefined
   if (process.stderr.isTTY) report(last)

@@ -1,11 +1,13 @@
 import { defaultMix, defaultOptions, isPlantedBug, parseFaults, plantedBugNames, replayCommand, type SimOptions, type WorkloadMix } from "./Options.ts"
 import { readReplayFile } from "./Replay.ts"
 import { shrinkToFile } from "./Shrink.ts"
+import { swarmOptions } from "./Swarm.ts"
 import { runSimulation, type SimResult } from "./Simulator.ts"
 
 /**
  * `npm run sim -- --seed 42 --merchants 20 --payments 10000 --hours 48 [--faults heavy,crash=2]
  *  [--no-webhooks] [--dispatchers N] [--endpoint-concurrency N] [--planted-bug refund-over-remainder] [--check-determinism] [--mix JSON]
+ *  [--swarm (faults and mix drawn from the seed, sim/Swarm.ts)]
  *  [--shrink [--shrink-runs 200] [--out FILE]]`
  * `npm run sim -- --replay FILE [--shrink [--out FILE]] [--check-determinism]`
  *
@@ -20,6 +22,8 @@ export interface Arguments {
   readonly shrinkRuns: number
   readonly out: string | undefined
   readonly replay: string | undefined
+  /** `--swarm`: the faults and the workload mix are drawn from the seed (sim/Swarm.ts). */
+  readonly swarm: boolean
   /** The scenario flags given (refused with `--replay`, whose file holds the scenario). */
   readonly scenarioFlags: ReadonlyArray<string>
 }
@@ -31,6 +35,7 @@ export const parseArguments = (argv: ReadonlyArray<string>): Arguments => {
   let shrinkRuns = 200
   let out: string | undefined
   let replay: string | undefined
+  let swarm = false
   const scenarioFlags: Array<string> = []
   for (let i = 0; i < argv.length; i++) {
     const flag = argv[i]!
@@ -66,6 +71,7 @@ export const parseArguments = (argv: ReadonlyArray<string>): Arguments => {
       case "--shrink-runs": shrinkRuns = Math.max(1, integer()); break
       case "--out": out = value(); break
       case "--replay": replay = value(); break
+      case "--swarm": swarm = true; break
       default: throw new Error(`unknown option ${flag}`)
     }
     if (!["--check-determinism", "--shrink", "--shrink-runs", "--out", "--replay"].includes(flag)) scenarioFlags.push(flag)
@@ -74,7 +80,11 @@ export const parseArguments = (argv: ReadonlyArray<string>): Arguments => {
     throw new Error(`--replay takes every option from its file; remove ${scenarioFlags.join(", ")} (edit the file to change the scenario)`)
   }
   if (out !== undefined && !shrink) throw new Error("--out names the file --shrink writes; add --shrink")
-  return { options, checkDeterminism, shrink, shrinkRuns, out, replay, scenarioFlags }
+  if (swarm && (scenarioFlags.includes("--faults") || scenarioFlags.includes("--mix"))) {
+    throw new Error("--swarm draws the faults and the workload mix from the seed; remove --faults and --mix")
+  }
+  if (swarm) options = swarmOptions(options, options.seed)
+  return { options, checkDeterminism, shrink, shrinkRuns, out, replay, swarm, scenarioFlags }
 }
 
 const pad = (text: string | number, width: number) => String(text).padStart(width)
@@ -104,7 +114,9 @@ export const formatReport = (result: SimResult): string => {
     `boundary scores ${result.workload.boundaryPlanned} aimed, exact ${Object.entries(result.workload.boundaryExact).map(([output, n]) => `${n} at output ${output}`).join(", ")}; ` +
     `disputes during scripts ${result.workload.disputesInScript} (${result.workload.operationsWhileDisputed} refunds, captures and voids while open)`)
   lines.push(`settlement: ${result.unsettled} payments captured before the last cut-off left unsettled`)
-  lines.push(`store faults: ${s.unavailable} unavailable + ${s.outageRefusals} in ${s.outages} outages of ${s.operations} operations; ${s.lostCommits} commits answered unavailable`)
+  lines.push(`store faults: ${s.unavailable} unavailable + ${s.outageRefusals} in ${s.outages} outages of ${s.operations} operations; ${s.lostCommits} commits answered unavailable; ` +
+    `${s.freezes} freezes (${s.frozenCalls} calls received frozen, ${s.frozenTimeouts} given up by their caller)`)
+  lines.push(`pauses ${result.pauses}  clock offsets ${result.clockOffsetsMs.length === 0 ? "none" : result.clockOffsetsMs.map((ms) => `${ms >= 0 ? "+" : ""}${ms}`).join(" ")} ms  slowest answer ${result.slowestAnswerMs} ms`)
   const a = result.acquirer
   lines.push(`acquirer: approved ${a.approved} declined ${a.declined} timed out ${a.timedOut} slow ${a.slow} transport failures ${a.transientFailures} calls ${a.calls}`)
   const d = result.deliveries

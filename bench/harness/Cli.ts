@@ -33,6 +33,8 @@ Options:
   --drain S             seconds the scenario may take to drain after the load (default 120)
   --profile DIR         without --target: run the service under V8's CPU profiler, its profile
                         written to DIR when it stops (read it with bench/profile.ts)
+  --statements N        without --target: the N statements that took PostgreSQL longest during the
+                        load (pg_stat_statements), with their calls per request
   --progress            the live progress line even when stderr is not a terminal
   --help                this text
 
@@ -58,6 +60,8 @@ export interface RunOptions {
   readonly sockets: number
   readonly drainSeconds: number
   readonly profileDirectory: string | null
+  /** How many of the statements that took PostgreSQL longest to list (0: none). */
+  readonly statements: number
   readonly progress: boolean
 }
 
@@ -74,7 +78,8 @@ const defaultReportDirectory = "bench/results/harness"
 /** Flags that take a value, and the check each value must pass. */
 const valueFlags = [
   "target", "keys", "rate", "arrival", "connections", "duration", "max-requests", "merchants", "seed", "scenario",
-  "shard", "webhook-host", "report", "slo", "timeout", "sockets", "drain", "profile"
+  "shard", "webhook-host", "report", "slo", "timeout", "sockets", "drain", "profile",
+  "statements"
 ] as const
 type ValueFlag = (typeof valueFlags)[number]
 const switchFlags = ["progress", "help"] as const
@@ -150,6 +155,7 @@ export const parseArguments = (argv: ReadonlyArray<string>): Parsed => {
     const keysFile = get("keys") ?? null
     if (keysFile !== null && targetUrl === null) throw new BadFlag("--keys goes with --target (without it the harness creates its own merchants)")
     if (get("profile") !== undefined && targetUrl !== null) throw new BadFlag("--profile profiles the service the harness starts: it does not go with --target")
+    if (get("statements") !== undefined && targetUrl !== null) throw new BadFlag("--statements reads the database the harness starts: it does not go with --target")
     if (targetUrl !== null && keysFile === null && scenario !== "health") throw new BadFlag("--target needs --keys FILE: the merchants' API keys, one a line (see docs/harness.md)")
 
     const shardText = get("shard") ?? "0/1"
@@ -185,6 +191,7 @@ export const parseArguments = (argv: ReadonlyArray<string>): Parsed => {
       sockets: whole("sockets", get("sockets") ?? "64", 1, 10_000),
       drainSeconds: positive("drain", get("drain") ?? "120", 86_400),
       profileDirectory: get("profile") ?? null,
+      statements: whole("statements", get("statements") ?? "0", 0, 1000),
       progress: switches.has("progress")
     }
   } catch (error) {

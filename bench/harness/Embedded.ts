@@ -50,9 +50,15 @@ export const startEmbeddedService = async (options: {
   readonly log: (line: string) => void
   /** Where the service writes a V8 CPU profile when it stops (null: not profiled). */
   readonly profileDirectory: string | null
+  /** Load pg_stat_statements (for `--statements`). */
+  readonly statementStats?: boolean
 }): Promise<EmbeddedService> => {
   const scratch = mkdtempSync(join(tmpdir(), "payments-harness-pg-"))
-  const database = await startEmbeddedPostgres({ directory: scratch, persistent: false, flags: ["-c", "max_connections=300"] })
+  const database = await startEmbeddedPostgres({
+    directory: scratch,
+    persistent: false,
+    flags: ["-c", "max_connections=300", ...(options.statementStats === true ? ["-c", "shared_preload_libraries=pg_stat_statements"] : [])]
+  })
   const port = await freePort()
   const environment: Record<string, string> = {
     DATABASE_URL: database.url,

@@ -10,7 +10,9 @@
  */
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
+import pg from "pg"
 import { fixed } from "../report.ts"
+import { type StatementStats, statementStats, statementsTable } from "../statements.ts"
 import { cpuSeconds, postgresCpuSeconds } from "../host.ts"
 import { parseArguments, type RunOptions, usage } from "./Cli.ts"
 import { type Clock, realClock } from "./Clock.ts"
@@ -94,7 +96,7 @@ export const runHarness = async (
   io: Io,
   /** Tests give their own scenario (else the one `--scenario` names) or clock. */
   given: { readonly scenario?: Scenario; readonly clock?: Clock } = {}
-): Promise<{ result: HarnessResult; files: Array<string> }> => {
+): Promise<{ result: HarnessResult; files: Array<string>; statements: Array<[string, string]> }> => {
   const scenario: Scenario = given.scenario ?? await loadScenario(options.scenario)
   const clock = given.clock ?? realClock
   const apiKeys = options.keysFile === null ? null : readKeys(options.keysFile)
@@ -108,7 +110,8 @@ export const runHarness = async (
       embedded = await startEmbeddedService({
         logFile: join(options.reportDirectory, `${name}.service.log`),
         log: io.log,
-        profileDirectory: options.profileDirectory
+        profileDirectory: options.profileDirectory,
+        statementStats: options.statements > 0
       })
     } catch (error) {
       await scenario.close().catch(() => {})
@@ -129,6 +132,8 @@ export const runHarness = async (
   let rssPeak = rssStart
   const rssSamples: Array<[number, number]> = [[0, Math.round(rssStart)]]
   let progress: ReturnType<typeof setInterval> | null = null
+  let statementsClient: pg.Client | null = null
+  let statements: Array<[string, string]> = []
   try {
     let setUp = false
     try {
@@ -148,6 +153,18 @@ export const runHarness = async (
       fail("set-up", error)
     }
 
+    // pg_stat_statements around the load, read on a connection of the harness's own.
+    statementsClient = options.statements > 0 && embedded !== null ? new pg.Client({ connectionString: embedded.target.databaseUrl }) : null
+    let statementsBefore: StatementStats = new Map()
+    if (statementsClient !== null) {
+      try {
+        await statementsClient.connect()
+        await statementsClient.query("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+        statementsBefore = await statementStats(statementsClient)
+      } catch (error) {
+        io.log(`pg_stat_statements is not available (${error instanceof Error ? error.message : String(error)}): no statements listed`)
+      }
+    }
     const loadStartMs = clock.now()
     const startEpochMs = Date.now()
     const recorder = new Recorder(loadStartMs)
@@ -194,10 +211,12 @@ export const runHarness = async (
     const cpuUsed = process.cpuUsage(cpuBefore)
     const serviceCpu = servicePid === null || serviceCpuBefore === null ? null : cpuSeconds(servicePid) - serviceCpuBefore
     const postgresCpuAfter = postgresCpuSeconds(embedded?.postmasterPid ?? null)
+    const statementsAfter: StatementStats = statementsClient === null ? new Map() : await statementStats(statementsClient)
     const postgresCpu = postgresCpuBefore === null || postgresCpuAfter === null ? null : postgresCpuAfter - postgresCpuBefore
     clearInterval(progress)
     if (showProgress && io.progress!.isTTY) io.progress!.write("\n")
     const load = recorder.finish(outcome.endedAtMs)
+    if (statementsClient !== null) statements = statementsTable(statementsBefore, statementsAfter, load.requests, options.statements)
     sink.recorder = outside
     const rssEnd = process.memoryUsage.rss() / 2 ** 20
     rssPeak = Math.max(rssPeak, rssEnd)
@@ -265,9 +284,10 @@ export const runHarness = async (
       slo,
       passed: passedOf(lawResults, slo)
     }
-    return { result, files: writeReport(options.reportDirectory, name, result) }
+    return { result, files: writeReport(options.reportDirectory, name, result), statements }
   } finally {
     if (progress !== null) clearInterval(progress)
+    await statementsClient?.end().catch(() => {})
     await scenario.close().catch((error) => io.log(`closing the scenario: ${String(error)}`))
     client.close()
     await embedded?.stop()
@@ -318,8 +338,9 @@ export const main = async (argv: ReadonlyArray<string>, io: Io = processIo): Pro
           return 2
         }
       }
-      const { result, files } = await runHarness(parsed, io, { scenario })
+      const { result, files, statements } = await runHarness(parsed, io, { scenario })
       io.out(summaryOf(result, files))
+      if (statements.length > 0) io.out(`\nstatements that took PostgreSQL longest during the load (execution time only):\n${table(statements)}`)
       return result.passed ? 0 : 1
     }
   }

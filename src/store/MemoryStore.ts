@@ -209,6 +209,10 @@ export class ScopedMap<V> {
   delete(merchantId: string, key: string): void {
     this.byMerchant.get(merchantId)?.delete(key)
   }
+  /** Every entry as (merchant, key, value), merchant by merchant (audits: the simulator's liveness check). */
+  *entries(): Generator<readonly [string, string, V]> {
+    for (const [merchantId, values] of this.byMerchant) for (const [key, value] of values) yield [merchantId, key, value]
+  }
 }
 
 /** The accounts a merchant's balance is made of; authorization holds are not money owed yet. */

@@ -48,6 +48,15 @@ describe("planted bugs: the auditor sees each law broken", () => {
     expect(result.violations[0]!.message).toMatch(/ms before its offset from the first attempt.s arrival \(recorded at/)
   })
 
+  it("retry-time-truncated: the times the service recorded show a retry early by less than the clock tolerance the endpoints' times allow", () => {
+    const result = runSimulation(scenario("retry-time-truncated"))
+    expect(result.violations.length).toBeGreaterThan(0)
+    for (const violation of result.violations) {
+      expect(violation.invariant).toBe("webhook-schedule")
+      expect(violation.message).toMatch(/recorded at \S+, \d{1,3} ms before its offset from the first attempt as recorded/)
+    }
+  })
+
   it("fee-off-chart: a balanced pair outside the chart is reported as ledger-account and nothing else", () => {
     // Every other ledger law reads only the chart's accounts: without `ledger-account` this run passes.
     const result = runSimulation(scenario("fee-off-chart"))

@@ -52,7 +52,10 @@ describe("simulator", () => {
         storeUnavailable: fc.double({ min: 0, max: 0.03, noNaN: true }),
         storeLostCommit: fc.double({ min: 0, max: 0.05, noNaN: true }),
         storeOutagesPerDay: fc.double({ min: 0, max: 6, noNaN: true }),
-        crashAfterCommit: fc.double({ min: 0, max: 0.02, noNaN: true })
+        crashAfterCommit: fc.double({ min: 0, max: 0.02, noNaN: true }),
+        pausesPerHour: fc.double({ min: 0, max: 2, noNaN: true }),
+        storeFreezesPerDay: fc.double({ min: 0, max: 6, noNaN: true }),
+        clockSkewMs: fc.integer({ min: 0, max: 500 })
       }),
       mix: fc.record({
         manualCapture: fc.double({ min: 0, max: 1, noNaN: true }),

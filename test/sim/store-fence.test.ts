@@ -46,7 +46,7 @@ describe("stores behind an instance's fence", () => {
       crashAfterCommit: () => false,
       record: () => {}
     }, {})
-    const fence: Fence = { dead: false }
+    const fence: Fence = { dead: false, held: null }
     const store = faulty.fencedBy(fence)
 
     // Built while alive (one of each kind: a read, a plain write, a commit whose outcome is
@@ -69,7 +69,7 @@ describe("stores behind an instance's fence", () => {
     expect(prng.next32()).toBe(twin.next32())
 
     // Another instance's fence is its own: its calls run (and draw) as before.
-    const live = faulty.fencedBy({ dead: false })
+    const live = faulty.fencedBy({ dead: false, held: null })
     Effect.runSyncExit(live.getMerchant("mer_1"))
     expect(spy.ran).toEqual(["getMerchant"])
     expect(faulty.stats.operations).toBe(1)
@@ -77,7 +77,7 @@ describe("stores behind an instance's fence", () => {
 
   it("a webhook store call built before the crash and run after it interrupts and runs nothing", () => {
     const spy = spyOn<WebhookStoreShape>(["renewLease", "recordAttempt", "poll", "releaseLease"])
-    const fence: Fence = { dead: false }
+    const fence: Fence = { dead: false, held: null }
     const store = fenced(spy.shape, fence)
     const alive = Effect.runSyncExit(store.releaseLease("whd_0", "token"))
     expect(Exit.isSuccess(alive)).toBe(true)

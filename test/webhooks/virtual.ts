@@ -161,7 +161,7 @@ export class VirtualWebhooks {
    */
   start(config: Partial<Config.AppConfigShape> = {}, options: Partial<WebhookDispatcher.DispatcherOptions> = {}): Engine {
     const full = Config.defaultsWith({ webhookAllowPrivateUrls: true, ...config })
-    const fence = { dead: false }
+    const fence = { dead: false, held: null }
     const stores = Layer.effect(
       WebhookStoreTag,
       Effect.map(WebhookStoreTag, (store) => fenced(this.wrapStore(store), fence))

@@ -45,6 +45,8 @@ describe("the harness's command line", () => {
     expect(error(["--rate", "NaN"])).toContain("--rate must be")
     expect(error(["--rate", "5", "--connections", "2"])).toContain("exclude each other")
     expect(error(["--target", "http://staging.example", "--keys", "k.txt", "--profile", "/tmp/p"])).toContain("--profile profiles the service the harness starts")
+    expect(error(["--target", "http://staging.example", "--keys", "k.txt", "--statements", "10"])).toContain("--statements reads the database the harness starts")
+    expect(error(["--statements", "ten"])).toContain("--statements must be a whole number")
     expect(error(["--connections", "2.5"])).toContain("--connections must be a whole number")
     expect(error(["--arrival", "burst"])).toContain("--arrival must be constant or poisson")
     expect(error(["--merchants", "0"])).toContain("--merchants must be a whole number from 1")
