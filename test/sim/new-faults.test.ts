@@ -60,7 +60,7 @@ describe("new faults: each reveals its planted bug within five seeds, and only i
   }
 
   it("a stuck run names what is stuck", () => {
-    const result = runSimulation(scenario("recovery-misses-payments", 2))
+    const result = runSimulation(scenario("recovery-misses-payments", plantedBugs["recovery-misses-payments"].scenario.seed))
     expect(result.violations[0]!.invariant).toBe("liveness")
     expect(result.violations[0]!.message).toMatch(/payment pay_\w+ pending mid-flow/)
   }, 120_000)
