@@ -1,4 +1,5 @@
-import { Effect, Runtime, RuntimeFlags, RuntimeFlagsPatch, Supervisor } from "effect"
+import { Context, type Fiber, Tracer } from "effect"
+import { instructionOf } from "../src/platform/EffectInternals.ts"
 import { formatReport, parseArguments } from "./main.ts"
 import { runSimulation } from "./Simulator.ts"
 import { VirtualTime } from "./VirtualTime.ts"
@@ -6,19 +7,26 @@ import { VirtualTime } from "./VirtualTime.ts"
 /**
  * `npm run sim:count -- --seed 1 --payments 1500 --hours 30`: the work of one simulation in exact,
  * deterministic counts, for comparing changes on a machine whose wall time is noisy. It prints
- * the Effect instructions every fiber ran and the fibers started (a counting `Supervisor` with op
- * supervision on), by instruction kind and by the 40 functions that ran the most. Slower than a
- * plain run (every instruction goes through the supervisor); the figures in docs/simulation.md
+ * the Effect instructions every fiber ran and the fibers that ran, by instruction kind and by the
+ * 40 functions that ran the most. Slower than a plain run; the figures in docs/simulation.md
  * ("Speed") were taken this way.
+ *
+ * Every fiber of the run starts from the run's services (sim/VirtualTime.ts `runtime`), which here
+ * hold Effect's own tracer with a `context` hook: a fiber's loop hands each instruction it runs to
+ * that hook, which counts it and runs it. The tracer stays Effect's native one (the HTTP layer
+ * skips span work for it), so the run does exactly what a plain run does: same trace hash.
+ * Instructions a continuation runs inline, without going back to the loop (a success passed
+ * straight to the next `flatMap`, up to 32 deep), are counted from the fiber's `currentOpCount`,
+ * as "inline continuation".
  */
 const byOp = new Map<string, number>()
 const byFunction = new Map<string, number>()
-const names = new WeakMap<object, string>()
+const names = new WeakMap<Function, string>()
+const seen = new WeakSet<Fiber.Fiber<unknown, unknown>>()
 let instructions = 0
 let fibers = 0
 
-const nameOf = (f: unknown) => {
-  if (typeof f !== "function") return undefined
+const nameOf = (f: Function) => {
   let name = names.get(f)
   if (name === undefined) {
     name = f.toString().slice(0, 120).replace(/\s+/g, " ")
@@ -27,31 +35,33 @@ const nameOf = (f: unknown) => {
   return name
 }
 
-class Counting extends Supervisor.AbstractSupervisor<void> {
-  readonly value = Effect.void
-  override onStart() {
+const add = (counts: Map<string, number>, key: string, n: number) => counts.set(key, (counts.get(key) ?? 0) + n)
+
+type Evaluate = <X>(primitive: Tracer.EffectPrimitive<X>, fiber: Fiber.Fiber<any, any>) => X
+const counting: Evaluate = (primitive, fiber) => {
+  if (!seen.has(fiber)) {
+    seen.add(fiber)
     fibers++
   }
-  override onEffect(_fiber: unknown, effect: unknown) {
-    instructions++
-    const e = effect as { readonly _op: string; readonly effect_instruction_i0?: unknown; readonly effect_instruction_i1?: unknown; readonly effect_instruction_i2?: unknown }
-    byOp.set(e._op, (byOp.get(e._op) ?? 0) + 1)
-    const f = e._op.startsWith("On") ? e.effect_instruction_i1 ?? e.effect_instruction_i2 : e.effect_instruction_i0
-    const name = nameOf(f)
-    if (name !== undefined) byFunction.set(`${e._op} ${name}`, (byFunction.get(`${e._op} ${name}`) ?? 0) + 1)
+  const { fn, kind } = instructionOf(primitive)
+  instructions++
+  add(byOp, kind, 1)
+  if (fn !== undefined) add(byFunction, `${kind} ${nameOf(fn)}`, 1)
+  const before = fiber.currentOpCount
+  const next = primitive["~effect/Effect/evaluate"](fiber)
+  const inline = fiber.currentOpCount - before
+  if (inline > 0) {
+    instructions += inline
+    add(byOp, "inline continuation", inline)
   }
+  return next
 }
-const counting = new Counting()
-const supervise = RuntimeFlagsPatch.enable(RuntimeFlags.OpSupervision)
+;(Tracer.nativeTracer as { context?: Evaluate }).context = counting
 
-// Every fiber the simulation forks from its runtime, and those started from the default runtime
-// (FiberMap.run starts the payment flows there), report to the counting supervisor.
 const plain = VirtualTime.prototype.runtime
 VirtualTime.prototype.runtime = function(seed, logger) {
-  const runtime = plain.call(this, seed, logger)
-  return Effect.runSync(Effect.runtime<never>().pipe(Effect.provide(runtime), Effect.supervised(counting), Effect.withRuntimeFlagsPatch(supervise)))
+  return Context.add(plain.call(this, seed, logger), Tracer.Tracer, Tracer.nativeTracer)
 }
-;(Runtime.defaultRuntime as { runtimeFlags: RuntimeFlags.RuntimeFlags }).runtimeFlags = RuntimeFlags.enable(Runtime.defaultRuntime.runtimeFlags, RuntimeFlags.OpSupervision)
 
 const { options } = parseArguments(process.argv.slice(2))
 const result = runSimulation(options)

@@ -50,3 +50,27 @@ export const withoutStack = <Args extends ReadonlyArray<unknown>, T>(Base: new(.
  */
 export const hasPendingInterrupt = (fiber: Fiber.Fiber<unknown, unknown>): boolean =>
   (fiber as unknown as { readonly _interruptedCause?: unknown })._interruptedCause !== undefined
+
+/**
+ * 4. What an Effect instruction is, for counting the instructions of a run (sim/count.ts). A
+ * tracer's `context` hook (public) is handed every instruction a fiber's loop runs; what kind it is
+ * and which function it carries are kept under keys Effect does not export: the kind under
+ * `~effect/Effect/identifier` ("Sync", "Suspend", "OnSuccess", ...), the thunk or the effect it
+ * continues under `~effect/Effect/args`, a continuation's function under
+ * `~effect/Effect/successCont` or, when that function is shared, its `payload`. Only the counting
+ * script reads them. Guard: `Effect.sync`'s instruction is a "Sync" carrying its thunk, a
+ * `flatMap`'s an "OnSuccess" carrying its function.
+ */
+export interface Instruction {
+  readonly kind: string
+  /** The function the instruction runs (a thunk, a continuation), when it carries one. */
+  readonly fn: Function | undefined
+}
+
+export const instructionOf = (primitive: unknown): Instruction => {
+  const p = primitive as Record<string, unknown>
+  const kind = typeof p["~effect/Effect/identifier"] === "string" ? p["~effect/Effect/identifier"] as string : "unknown"
+  const candidates = [p["~effect/Effect/args"], p["payload"], p["~effect/Effect/successCont"], p["~effect/Effect/failureCont"]]
+  const fn = candidates.find((c): c is Function => typeof c === "function")
+  return { kind, fn }
+}

@@ -1,7 +1,7 @@
 import { Clock, Data, Deferred, Effect, Fiber } from "effect"
 import * as TestClock from "effect/testing/TestClock"
 import { describe, expect, it } from "vitest"
-import { hasPendingInterrupt, isDefaultClock, withoutStack } from "../../src/platform/EffectInternals.ts"
+import { hasPendingInterrupt, instructionOf, isDefaultClock, withoutStack } from "../../src/platform/EffectInternals.ts"
 import { callbackTimerOf } from "../../src/platform/Timers.ts"
 
 // Guards of what src/platform/EffectInternals.ts relies on in Effect's implementation. A failure
@@ -40,5 +40,13 @@ describe("Effect internals this project relies on", () => {
       yield* Deferred.succeed(gate, undefined)
       yield* Fiber.await(fiber)
     }))
+  })
+
+  it("an instruction tells its kind and the function it carries", () => {
+    const thunk = () => 1
+    expect(instructionOf(Effect.sync(thunk))).toEqual({ kind: "Sync", fn: thunk })
+    const next = (n: number) => Effect.succeed(n + 1)
+    expect(instructionOf(Effect.flatMap(Effect.sync(thunk), next))).toEqual({ kind: "OnSuccess", fn: next })
+    expect(instructionOf(Effect.suspend(() => Effect.void)).kind).toBe("Suspend")
   })
 })

@@ -1,0 +1,40 @@
+import { execFile } from "node:child_process"
+import { resolve } from "node:path"
+import { describe, expect, it } from "vitest"
+
+const root = resolve(import.meta.dirname, "../..")
+const tiny = ["--seed", "5", "--merchants", "2", "--payments", "40", "--hours", "3"]
+
+const run = (args: ReadonlyArray<string>) =>
+  new Promise<{ code: number; stdout: string; stderr: string }>((done) => {
+    execFile(process.execPath, args, { cwd: root, encoding: "utf8", maxBuffer: 64 * 1024 * 1024 }, (error, stdout, stderr) => {
+      done({ code: error === null ? 0 : typeof error.code === "number" ? error.code : 1, stdout, stderr })
+    })
+  })
+
+const hashOf = (stdout: string) => /trace \d+ lines, hash ([0-9a-f]{64})/.exec(stdout)?.[1]
+
+/** `npm run sim:count` (sim/count.ts): exact counts of a run that is the plain run, seed for seed. */
+describe("the instruction count (sim/count.ts)", () => {
+  it("counts the instructions and fibers of a run, by kind and by function, without changing its trace", async () => {
+    const [counted, again, plain] = await Promise.all([
+      run(["--import", "tsx", "sim/count.ts", ...tiny]),
+      run(["--import", "tsx", "sim/count.ts", ...tiny]),
+      run(["--import", "tsx", "sim/main.ts", ...tiny])
+    ])
+    expect(counted.stderr).toBe("")
+    expect(counted.code).toBe(0)
+    expect(hashOf(counted.stdout)).toMatch(/^[0-9a-f]{64}$/)
+    expect(hashOf(counted.stdout)).toBe(hashOf(plain.stdout))
+    const totals = /Effect instructions (\d+) \((\d+) a payment\), fibers (\d+)/.exec(counted.stdout)
+    expect(totals).not.toBeNull()
+    // A payment takes hundreds of instructions (its requests, its flow, its webhooks) and several fibers.
+    expect(Number(totals![2])).toBeGreaterThan(100)
+    expect(Number(totals![3])).toBeGreaterThan(40)
+    for (const kind of ["Sync", "Suspend", "OnSuccess", "Async"]) expect(counted.stdout).toMatch(new RegExp(`^\\s+\\d+  ${kind}$`, "m"))
+    expect(counted.stdout).toMatch(/^\s+\d+  OnSuccess .+$/m)
+    // Exact: the same run counts the same.
+    const body = (stdout: string) => stdout.split("\n").filter((line) => !line.startsWith("virtual time")).join("\n")
+    expect(body(again.stdout)).toBe(body(counted.stdout))
+  }, 120_000)
+})
