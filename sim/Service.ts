@@ -274,12 +274,10 @@ export class SimulatedService implements ClientPort<SimRequest, Pending> {
               )
           })
         )
-      // One fiber for each request, started with its context (the request and its scope) and the
-      // run's runtime flags (a server's fiber does not take its client's flags; every client
-      // fiber here has those same flags anyway, so no step a request reads them): not forked
-      // from the caller, whose FiberRefs a fork would copy twice (`getFiberRefs` sets the runtime
-      // flags, then `forkAs`), with a third copy for the context set in the new fiber. Queued,
-      // not run at once, as a fork is.
+      // One fiber for each request, started from the run's services with its own (the request
+      // and its scope) added, interruptible: not forked from the client's fiber, whose child it
+      // would become (a server's fiber is nobody's child, and takes nothing of its client's).
+      // Queued, not run at once, as a fork is.
       //
       // The context holds only what the request path reads from its fiber at request time:
       // the request and its scope (the router adds the route and the search parameters, the
