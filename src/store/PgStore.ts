@@ -7,7 +7,7 @@ import type { ApiKey } from "../domain/Merchant.ts"
 import type { Change, Payment } from "../domain/Payment.ts"
 import { followsFrom } from "../domain/Payment.ts"
 import type { Currency } from "../domain/Money.ts"
-import type { AnalyticsPeriodRow, AnalyticsRow, StoreShape, UpdateOutcome } from "./Store.ts"
+import type { AnalyticsPeriodRow, AnalyticsRow, ClaimOutcome, StoreEffect, StoreShape, UpdateOutcome } from "./Store.ts"
 import { isCardTokenDisputeQuery, maximumSeriesRows, modelStats, Store, unrecordedModel } from "./Store.ts"
 import { iso, isoOrNull, run as runUnbounded, runWithin, secretColumnFor, toEvent, toMerchant, type Row } from "./PgRows.ts"
 import { AppConfig } from "../platform/Config.ts"
@@ -185,6 +185,35 @@ export const makePgStore = Effect.gen(function*() {
     { answerWithinMs: releaseAnswerMs }
   )
   const readForCommand = prepared(pool, "read_for_command_v1", readForCommandSql)
+  // A keyed command's claim in the common case and its stored response: named prepared statements,
+  // as the hot path's, with the pool's deadline (`query_timeout`) and no fiber of their own.
+  // Insert the claim, or take over a row that expired; a key claimed afresh no longer holds the
+  // payment it created before.
+  const claimKey = prepared(
+    pool,
+    "claim_idempotency_key_v1",
+    `WITH claimed AS (
+      INSERT INTO idempotency_keys (merchant_id, key, fingerprint, state, locked_until, created_at, expires_at, owner)
+      VALUES ($1::text, $2::text, $3::text, 'in_progress', $4::timestamptz, $5::timestamptz, $6::timestamptz, $7::text)
+      ON CONFLICT (merchant_id, key) DO UPDATE SET fingerprint = EXCLUDED.fingerprint, state = 'in_progress',
+        response_status = NULL, response_body = NULL, applied_to = NULL, locked_until = EXCLUDED.locked_until,
+        created_at = EXCLUDED.created_at, expires_at = EXCLUDED.expires_at, owner = EXCLUDED.owner
+      WHERE idempotency_keys.expires_at <= $5::timestamptz
+      RETURNING key
+    ),
+    released AS (
+      UPDATE payments SET idempotency_hold = NULL
+      WHERE merchant_id = $1::text AND idempotency_hold = $2::text AND created_at < $5::timestamptz
+        AND EXISTS (SELECT 1 FROM claimed)
+    )
+    SELECT key FROM claimed`
+  )
+  const completeKey = prepared(
+    pool,
+    "complete_idempotency_key_v1",
+    `UPDATE idempotency_keys SET state = 'completed', response_status = $3::int, response_body = $4::text
+    WHERE merchant_id = $1::text AND key = $2::text`
+  )
   // Authentication in one statement (`useApiKey`): the write of last_used_at, only for an active
   // key last used at or before $3 (so one write a key per interval, whichever process serves it),
   // and the read of the key with its merchant. The SELECT sees the statement's snapshot, from
@@ -529,29 +558,11 @@ export const makePgStore = Effect.gen(function*() {
     },
 
     claimIdempotencyKey: (claim) =>
-      run(Effect.gen(function*() {
-        // One statement in the common case: insert, or take over a row that expired. A key claimed
-        // afresh no longer holds the payment it created before.
-        const claimed = yield* sql`
-          WITH claimed AS (
-            INSERT INTO idempotency_keys (merchant_id, key, fingerprint, state, locked_until, created_at, expires_at, owner)
-            VALUES (${claim.merchantId}, ${claim.key}, ${claim.fingerprint}, 'in_progress', ${claim.lockedUntil},
-              ${claim.now}, ${claim.expiresAt}, ${claim.owner ?? null})
-            ON CONFLICT (merchant_id, key) DO UPDATE SET fingerprint = EXCLUDED.fingerprint, state = 'in_progress',
-              response_status = NULL, response_body = NULL, applied_to = NULL, locked_until = EXCLUDED.locked_until,
-              created_at = EXCLUDED.created_at, expires_at = EXCLUDED.expires_at, owner = EXCLUDED.owner
-            WHERE idempotency_keys.expires_at <= ${claim.now}
-            RETURNING key
-          ),
-          released AS (
-            UPDATE payments SET idempotency_hold = NULL
-            WHERE merchant_id = ${claim.merchantId} AND idempotency_hold = ${claim.key} AND created_at < ${claim.now}
-              AND EXISTS (SELECT 1 FROM claimed)
-          )
-          SELECT key FROM claimed`
-        if (claimed.length > 0) return { _tag: "Claimed" as const }
+      Effect.flatMap(
+        // One statement in the common case (`claimKey`).
+        claimKey([claim.merchantId, claim.key, claim.fingerprint, claim.lockedUntil, claim.now, claim.expiresAt, claim.owner ?? null]),
         // The key is live: decide under the row's lock.
-        return yield* sql.withTransaction(Effect.gen(function*() {
+        (claimed): StoreEffect<ClaimOutcome> => claimed.length > 0 ? Effect.succeed({ _tag: "Claimed" }) : run(sql.withTransaction(Effect.gen(function*() {
           // The holder is gone when its process stopped beating (killed), whatever its lease says.
           const rows = yield* sql`SELECT k.*, EXISTS (SELECT 1 FROM service_instances i
               WHERE i.id = k.owner AND i.alive_until <= ${claim.now}) AS owner_gone
@@ -568,11 +579,9 @@ export const makePgStore = Effect.gen(function*() {
           yield* sql`UPDATE idempotency_keys SET locked_until = ${claim.lockedUntil}, owner = ${claim.owner ?? null}
             WHERE merchant_id = ${claim.merchantId} AND key = ${claim.key}`
           return { _tag: "Claimed" as const }
-        }))
-      })),
-    completeIdempotencyKey: (merchantId, key, status, body) =>
-      run(sql`UPDATE idempotency_keys SET state = 'completed', response_status = ${status}, response_body = ${body}
-        WHERE merchant_id = ${merchantId} AND key = ${key}`).pipe(Effect.asVoid),
+        })))
+      ),
+    completeIdempotencyKey: (merchantId, key, status, body) => Effect.asVoid(completeKey([merchantId, key, status, body])),
     releaseIdempotencyKey: (merchantId, key) => Effect.asVoid(releaseKey([merchantId, key])),
     heartbeat: (instanceId, aliveUntil) =>
       // Processes gone for a day are forgotten (a claim of theirs is long past its lease).
