@@ -39,6 +39,24 @@ const secretsOf = (r: Row | undefined, secrets: SecretColumn): ReadonlyArray<str
 }
 
 /**
+ * The order rule of a delivery `d` of a payment: no earlier delivery of its payment to its URL is
+ * still open, and no earlier event of its payment is still in the outbox (another process is
+ * draining it). Both claims apply it: a poll's (`dueIds`) and an attempt's successor's
+ * (`recordAttemptsSql`), which names in `except` its own predecessor, still open in the
+ * statement's snapshot.
+ */
+const orderRule = (except?: string) => `NOT EXISTS (
+          SELECT 1 FROM webhook_deliveries earlier
+          WHERE earlier.payment_id = d.payment_id AND earlier.url = d.url
+            AND earlier.event_sequence < d.event_sequence AND earlier.status IN ('pending', 'retrying')${
+  except === undefined ? "" : `
+            AND earlier.id <> ${except}`}
+        ) AND NOT EXISTS (
+          SELECT 1 FROM payment_events e JOIN webhook_outbox o ON o.event_id = e.id
+          WHERE e.payment_id = d.payment_id AND e.sequence < d.event_sequence
+        )`
+
+/**
  * The attempts of a batch of `recordAttempt`s (group commit: `makeBatcher`), one statement: each
  * delivery's new state under its lease token, its attempt's row, and, for one that ended with
  * `successor` set, the lease of its payment's next delivery to its URL, all gated per unit on its
@@ -66,15 +84,7 @@ export const recordAttemptsSql = `WITH input AS (
       WHERE d.payment_id = i.payment_id AND d.url = i.url
         AND d.event_sequence > i.event_sequence AND d.status IN ('pending', 'retrying')
         AND d.next_attempt_at <= i.now AND (d.lease_until IS NULL OR d.lease_until <= i.now)
-        AND NOT EXISTS (
-          SELECT 1 FROM webhook_deliveries earlier
-          WHERE earlier.payment_id = d.payment_id AND earlier.url = d.url
-            AND earlier.event_sequence < d.event_sequence AND earlier.status IN ('pending', 'retrying')
-            AND earlier.id <> i.id
-        ) AND NOT EXISTS (
-          SELECT 1 FROM payment_events e JOIN webhook_outbox o ON o.event_id = e.id
-          WHERE e.payment_id = d.payment_id AND e.sequence < d.event_sequence
-        )
+        AND ${orderRule("i.id")}
       ORDER BY d.event_sequence LIMIT 1
       FOR UPDATE OF d SKIP LOCKED
     ) AS next_id
@@ -175,21 +185,6 @@ export const makePgWebhookStore = Effect.gen(function*() {
       : sql`INSERT INTO webhook_deliveries ${sql.insert(deliveries.map(deliveryRow) as any)}
           ON CONFLICT DO NOTHING RETURNING id`
 
-  /**
-   * The order rule of a delivery `d` of a payment: no earlier delivery of its payment to its URL is
-   * still open, and no earlier event of its payment is still in the outbox (another process is
-   * draining it). Both claims apply it: a poll's here, an attempt's successor in `recordAttemptsSql`.
-   */
-  const nothingBefore = () =>
-    sql`NOT EXISTS (
-          SELECT 1 FROM webhook_deliveries earlier
-          WHERE earlier.payment_id = d.payment_id AND earlier.url = d.url
-            AND earlier.event_sequence < d.event_sequence AND earlier.status IN ('pending', 'retrying')
-        ) AND NOT EXISTS (
-          SELECT 1 FROM payment_events e JOIN webhook_outbox o ON o.event_id = e.id
-          WHERE e.payment_id = d.payment_id AND e.sequence < d.event_sequence
-        )`
-
   /** When an open delivery `d` is next due: its next attempt, or the end of a live lease on it. */
   const dueAt = () => sql`GREATEST(d.next_attempt_at, coalesce(d.lease_until, d.next_attempt_at))`
 
@@ -221,7 +216,7 @@ export const makePgWebhookStore = Effect.gen(function*() {
     sql`SELECT d.id FROM webhook_deliveries d
         WHERE d.status IN ('pending', 'retrying') AND d.next_attempt_at <= ${now}
           AND (d.lease_until IS NULL OR d.lease_until <= ${now})
-          AND (d.payment_id IS NULL OR (${nothingBefore()}))
+          AND (d.payment_id IS NULL OR (${sql.literal(orderRule())}))
         ORDER BY d.next_attempt_at, d.id LIMIT ${limit}
         FOR UPDATE OF d SKIP LOCKED`
 
