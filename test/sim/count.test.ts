@@ -18,9 +18,9 @@ const hashOf = (stdout: string) => /trace \d+ lines, hash ([0-9a-f]{64})/.exec(s
 describe("the instruction count (sim/count.ts)", () => {
   it("counts the instructions and fibers of a run, by kind and by function, without changing its trace", async () => {
     const [counted, again, plain] = await Promise.all([
-      run(["--import", "tsx", "sim/count.ts", ...tiny]),
-      run(["--import", "tsx", "sim/count.ts", ...tiny]),
-      run(["--import", "tsx", "sim/main.ts", ...tiny])
+      run(["--import", "tsx", "sim/commands/count.ts", ...tiny]),
+      run(["--import", "tsx", "sim/commands/count.ts", ...tiny]),
+      run(["--import", "tsx", "sim/commands/main.ts", ...tiny])
     ])
     expect(counted.stderr).toBe("")
     expect(counted.code).toBe(0)

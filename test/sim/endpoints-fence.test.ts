@@ -1,12 +1,12 @@
 import { Effect, Exit } from "effect"
 import { describe, expect, it } from "vitest"
 import type { WebhookRequest } from "../../src/platform/WebhookTransport.ts"
-import { Auditor } from "../../sim/Auditor.ts"
-import { makeSimulatedEndpoints } from "../../sim/Endpoints.ts"
-import { noFaults } from "../../sim/Options.ts"
-import { Prng } from "../../sim/Prng.ts"
-import type { Fence } from "../../sim/Service.ts"
-import { VirtualTime } from "../../sim/VirtualTime.ts"
+import { Auditor } from "../../sim/checks/Auditor.ts"
+import { makeSimulatedEndpoints } from "../../sim/world/Endpoints.ts"
+import { noFaults } from "../../sim/engine/Options.ts"
+import { Prng } from "../../sim/engine/Prng.ts"
+import type { Fence } from "../../sim/world/Service.ts"
+import { VirtualTime } from "../../sim/engine/VirtualTime.ts"
 
 // The endpoints check an instance's fence themselves (sim/Endpoints.ts `fencedBy`): a POST of an
 // instance that died interrupts its caller and reaches no endpoint, even when the POST's effect

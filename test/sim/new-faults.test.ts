@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest"
-import { defaultMix, defaultOptions, type FaultRates, type SimOptions } from "../../sim/Options.ts"
-import { type PlantedBug, plantedBugs } from "../../sim/PlantedBugs.ts"
-import { runSimulation } from "../../sim/Simulator.ts"
+import { defaultMix, defaultOptions, type FaultRates, type SimOptions } from "../../sim/engine/Options.ts"
+import { type PlantedBug, plantedBugs } from "../../sim/checks/PlantedBugs.ts"
+import { runSimulation } from "../../sim/engine/Simulator.ts"
 
 /**
  * The faults of an instance pause, a database freeze and clock skew, and the liveness law: each

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest"
-import { defaultMix, defaultOptions, noFaults, type SimOptions } from "../../sim/Options.ts"
-import { plantedBugNames, plantedBugs } from "../../sim/PlantedBugs.ts"
-import { runSimulation } from "../../sim/Simulator.ts"
+import { defaultMix, defaultOptions, noFaults, type SimOptions } from "../../sim/engine/Options.ts"
+import { plantedBugNames, plantedBugs } from "../../sim/checks/PlantedBugs.ts"
+import { runSimulation } from "../../sim/engine/Simulator.ts"
 
 /**
  * Every law the simulator promises (docs/simulation.md) has a bug planted on purpose that breaks

@@ -15,7 +15,7 @@ import { Store } from "../../src/store/Store.ts"
 import * as SandboxDisputes from "../../src/workers/SandboxDisputes.ts"
 import * as WebhookDispatcher from "../../src/workers/WebhookDispatcher.ts"
 import * as Workers from "../../src/workers/Workers.ts"
-import { decisionBug, isPlantedBug } from "../../sim/PlantedBugs.ts"
+import { decisionBug, isPlantedBug } from "../../sim/checks/PlantedBugs.ts"
 
 const bug = process.env.PLANTED_BUG ?? "refund-over-remainder"
 if (!isPlantedBug(bug)) throw new Error(`PLANTED_BUG: no planted bug ${bug}`)

@@ -1,7 +1,7 @@
 import type { HttpMethod } from "effect/http"
 import { Context, Effect } from "effect"
-import type { SimResponse } from "../../../sim/Http.ts"
-import type { ClientPort, IssuedKey, Merchant, Pace } from "../../../sim/Workload.ts"
+import type { SimResponse } from "../../../sim/world/Http.ts"
+import type { ClientPort, IssuedKey, Merchant, Pace } from "../../../sim/world/Workload.ts"
 import type { Transport, WireRequest } from "../Contract.ts"
 
 /**

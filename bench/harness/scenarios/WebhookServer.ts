@@ -1,6 +1,6 @@
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http"
 import type { AddressInfo } from "node:net"
-import type { EndpointFate, makeSimulatedEndpoints } from "../../../sim/Endpoints.ts"
+import type { EndpointFate, makeSimulatedEndpoints } from "../../../sim/world/Endpoints.ts"
 
 /**
  * The simulator's webhook endpoints (sim/Endpoints.ts: signature and timestamp checked, the

@@ -87,8 +87,8 @@ export interface WorkloadMix {
   readonly boundaryScores?: number
 }
 
-import type { PlantedBug } from "./PlantedBugs.ts"
-export { isPlantedBug, type PlantedBug, plantedBugNames, plantedBugs } from "./PlantedBugs.ts"
+import type { PlantedBug } from "../checks/PlantedBugs.ts"
+export { isPlantedBug, type PlantedBug, plantedBugNames, plantedBugs } from "../checks/PlantedBugs.ts"
 
 export interface SimOptions {
   readonly seed: number

@@ -1,11 +1,11 @@
 import type { HttpMethod } from "effect/http"
 import { hash as oneShotHash } from "node:crypto"
 import { Effect } from "effect"
-import { type Auditor, passed } from "./Auditor.ts"
+import { type Auditor, passed } from "../checks/Auditor.ts"
 import type { SimResponse } from "./Http.ts"
-import type { SimOptions } from "./Options.ts"
-import type { Prng } from "./Prng.ts"
-import { isoAt } from "../src/domain/Time.ts"
+import type { SimOptions } from "../engine/Options.ts"
+import type { Prng } from "../engine/Prng.ts"
+import { isoAt } from "../../src/domain/Time.ts"
 import { type AmountHistory, type BoundaryPlan, boundaryTargets, planBoundary } from "./Boundary.ts"
 
 /**

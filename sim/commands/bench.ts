@@ -1,7 +1,7 @@
 import { hash } from "node:crypto"
 import v8 from "node:v8"
 import { parseArguments } from "./main.ts"
-import { runSimulation } from "./Simulator.ts"
+import { runSimulation } from "../engine/Simulator.ts"
 
 /**
  * `npm run sim:bench [-- --payments 100000 --hours 48 ...]`: simulated payments per wall-clock

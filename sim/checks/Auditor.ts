@@ -1,13 +1,13 @@
-import type { Account, LedgerEntry } from "../src/domain/Ledger.ts"
-import type { Change, Payment, PaymentEvent, PaymentStatus } from "../src/domain/Payment.ts"
-import { type FraudCase, minorUnitsPerMajor, model as fraudModel } from "../src/domain/Fraud.ts"
-import { sandboxReviewMaximumMajor } from "../src/acquirer/Acquirer.ts"
+import type { Account, LedgerEntry } from "../../src/domain/Ledger.ts"
+import type { Change, Payment, PaymentEvent, PaymentStatus } from "../../src/domain/Payment.ts"
+import { type FraudCase, minorUnitsPerMajor, model as fraudModel } from "../../src/domain/Fraud.ts"
+import { sandboxReviewMaximumMajor } from "../../src/acquirer/Acquirer.ts"
 import { Effect } from "effect"
-import { type MemoryState, memoryOperations } from "../src/store/MemoryStore.ts"
-import type { CommandKey, StoreShape } from "../src/store/Store.ts"
+import { type MemoryState, memoryOperations } from "../../src/store/MemoryStore.ts"
+import type { CommandKey, StoreShape } from "../../src/store/Store.ts"
 import { changeBug, decisionBug, needsLockingPath, type PlantedBug, resumedCreateBug, storeBug, storedChangeBug } from "./PlantedBugs.ts"
-import { chargedBackCents, disputeLedger, disputeTransitions } from "./Disputes.ts"
-import { grownTo } from "./Columns.ts"
+import { chargedBackCents, disputeLedger, disputeTransitions } from "../world/Disputes.ts"
+import { grownTo } from "../engine/Columns.ts"
 
 /**
  * The auditor: an independent reference model of CONTRACT sections 5–7. It sees every decision

@@ -1,4 +1,4 @@
-// `npm run sim`, `npm run sim:sweep` and `npm run sim:bench` start here: `node sim/launch.mjs main|sweep|bench [args]`.
+// `npm run sim`, `npm run sim:sweep` and `npm run sim:bench` start here: `node sim/commands/launch.mjs main|sweep|bench [args]`.
 //
 // The simulator runs from a bundle of sim/main.ts, sim/Sweep.ts, sim/sweep-worker.ts and
 // sim/bench.ts (scripts/bundle.mjs: built with esbuild on the first run after a change to src/,
@@ -8,13 +8,13 @@
 // The bundle runs the same code as the TypeScript (same modules, same order of evaluation), so
 // a seed gives the same trace hash either way; test/sim runs the TypeScript through vitest.
 // Stack traces point into the bundle; set SIM_SOURCE_MAPS=1 to map them back to the sources.
-import { importBundle, prepareBundle } from "../scripts/bundle.mjs"
+import { importBundle, prepareBundle } from "../../scripts/bundle.mjs"
 
-const entries = { main: "sim/main.ts", sweep: "sim/Sweep.ts", "sweep-worker": "sim/sweep-worker.ts", bench: "sim/bench.ts" }
+const entries = { main: "sim/commands/main.ts", sweep: "sim/commands/Sweep.ts", "sweep-worker": "sim/commands/sweep-worker.ts", bench: "sim/commands/bench.ts" }
 
 const [command, ...rest] = process.argv.slice(2)
 if (command !== "main" && command !== "sweep" && command !== "bench") {
-  console.error("usage: node sim/launch.mjs main|sweep|bench [arguments]")
+  console.error("usage: node sim/commands/launch.mjs main|sweep|bench [arguments]")
   process.exit(2)
 }
 if (process.env.SIM_SOURCE_MAPS === "1") process.setSourceMapsEnabled(true)

@@ -4,9 +4,9 @@ import { pathToFileURL } from "node:url"
 import { Worker } from "node:worker_threads"
 import { parseArguments } from "./main.ts"
 import { readFileSync } from "node:fs"
-import { replayCommand, type SimOptions } from "./Options.ts"
-import { userPath } from "./Replay.ts"
-import { drawSwarm, swarmOptions } from "./Swarm.ts"
+import { replayCommand, type SimOptions } from "../engine/Options.ts"
+import { userPath } from "../checks/Replay.ts"
+import { drawSwarm, swarmOptions } from "../engine/Swarm.ts"
 
 /**
  * `npm run sim:sweep -- --seeds 1..500 [--jobs N] [--json] [--swarm] [--shard i/n] [any scenario flag of npm run sim]`

@@ -1,8 +1,8 @@
-import { defaultMix, defaultOptions, isPlantedBug, parseFaults, plantedBugNames, replayCommand, type SimOptions, type WorkloadMix } from "./Options.ts"
-import { readReplayFile } from "./Replay.ts"
-import { shrinkToFile } from "./Shrink.ts"
-import { swarmOptions } from "./Swarm.ts"
-import { runSimulation, type SimResult } from "./Simulator.ts"
+import { defaultMix, defaultOptions, isPlantedBug, parseFaults, plantedBugNames, replayCommand, type SimOptions, type WorkloadMix } from "../engine/Options.ts"
+import { readReplayFile } from "../checks/Replay.ts"
+import { shrinkToFile } from "../checks/Shrink.ts"
+import { swarmOptions } from "../engine/Swarm.ts"
+import { runSimulation, type SimResult } from "../engine/Simulator.ts"
 
 /**
  * `npm run sim -- --seed 42 --merchants 20 --payments 10000 --hours 48 [--faults heavy,crash=2]

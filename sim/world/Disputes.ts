@@ -1,13 +1,13 @@
 import { Cause, Effect, Exit, Fiber, Option } from "effect"
-import type { DisputeNotification, DisputeOutcome } from "../src/domain/Dispute.ts"
-import { disputeReasons } from "../src/domain/Dispute.ts"
-import type { Payment } from "../src/domain/Payment.ts"
-import { Payments } from "../src/services/Payments.ts"
-import type { MemoryState } from "../src/store/MemoryStore.ts"
-import type { Auditor } from "./Auditor.ts"
-import type { Prng } from "./Prng.ts"
+import type { DisputeNotification, DisputeOutcome } from "../../src/domain/Dispute.ts"
+import { disputeReasons } from "../../src/domain/Dispute.ts"
+import type { Payment } from "../../src/domain/Payment.ts"
+import { Payments } from "../../src/services/Payments.ts"
+import type { MemoryState } from "../../src/store/MemoryStore.ts"
+import type { Auditor } from "../checks/Auditor.ts"
+import type { Prng } from "../engine/Prng.ts"
 import type { SimulatedService } from "./Service.ts"
-import type { Trace } from "./Trace.ts"
+import type { Trace } from "../engine/Trace.ts"
 
 /**
  * Runs `effect` on a fiber of its own and waits for it; interrupted, the wait ends at once and the

@@ -1,19 +1,19 @@
 import { Cause, Clock, Context, Effect, Exit, Fiber, Layer, Scope } from "effect"
 import { HttpRouter, HttpServer, HttpServerRequest, type HttpServerResponse } from "effect/http"
 import * as HttpServerError from "effect/http/HttpServerError"
-import { Acquirer, type AcquirerShape } from "../src/acquirer/Acquirer.ts"
-import { ApiLive, ServicesLive } from "../src/App.ts"
-import * as Config from "../src/platform/Config.ts"
-import { Ids, type IdsShape } from "../src/platform/Ids.ts"
-import { ApiKeys } from "../src/services/ApiKeys.ts"
-import type { Merchants } from "../src/services/Merchants.ts"
-import type { Payments } from "../src/services/Payments.ts"
-import { Store, type StoreShape } from "../src/store/Store.ts"
-import * as Workers from "../src/workers/Workers.ts"
-import * as WebhookDispatcher from "../src/workers/WebhookDispatcher.ts"
-import { WebhookTransport, type WebhookTransportShape } from "../src/platform/WebhookTransport.ts"
-import { WebhookStore, type WebhookStoreShape } from "../src/store/WebhookStore.ts"
-import { type Fence, heldBy } from "./Fence.ts"
+import { Acquirer, type AcquirerShape } from "../../src/acquirer/Acquirer.ts"
+import { ApiLive, ServicesLive } from "../../src/App.ts"
+import * as Config from "../../src/platform/Config.ts"
+import { Ids, type IdsShape } from "../../src/platform/Ids.ts"
+import { ApiKeys } from "../../src/services/ApiKeys.ts"
+import type { Merchants } from "../../src/services/Merchants.ts"
+import type { Payments } from "../../src/services/Payments.ts"
+import { Store, type StoreShape } from "../../src/store/Store.ts"
+import * as Workers from "../../src/workers/Workers.ts"
+import * as WebhookDispatcher from "../../src/workers/WebhookDispatcher.ts"
+import { WebhookTransport, type WebhookTransportShape } from "../../src/platform/WebhookTransport.ts"
+import { WebhookStore, type WebhookStoreShape } from "../../src/store/WebhookStore.ts"
+import { type Fence, heldBy } from "../engine/Fence.ts"
 import { makeRequest, readResponse, type SimRequest, type SimResponse } from "./Http.ts"
 import type { ClientPort, IssuedKey, Merchant } from "./Workload.ts"
 
@@ -60,7 +60,7 @@ export interface Infrastructure {
 /** How long a client waits for an answer from a paused instance before it gives up (a dropped connection). */
 export const clientTimeoutMs = 30_000
 
-export type { Fence } from "./Fence.ts"
+export type { Fence } from "../engine/Fence.ts"
 
 const appLayer = (infrastructure: Infrastructure) => {
   const base = Layer.mergeAll(

@@ -1,9 +1,9 @@
 import { Effect, type Exit } from "effect"
-import { type StoreShape, StoreUnavailable } from "../src/store/Store.ts"
-import type { SplitCommit } from "./Auditor.ts"
-import type { FaultRates } from "./Options.ts"
-import type { Prng } from "./Prng.ts"
-import { type Fence, heldBy } from "./Fence.ts"
+import { type StoreShape, StoreUnavailable } from "../../src/store/Store.ts"
+import type { SplitCommit } from "../checks/Auditor.ts"
+import type { FaultRates } from "../engine/Options.ts"
+import type { Prng } from "../engine/Prng.ts"
+import { type Fence, heldBy } from "../engine/Fence.ts"
 
 /**
  * Infrastructure faults of the main store, between the service and the audited memory store:

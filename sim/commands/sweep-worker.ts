@@ -1,6 +1,6 @@
 import { parentPort } from "node:worker_threads"
-import type { SimOptions } from "./Options.ts"
-import { runSimulation } from "./Simulator.ts"
+import type { SimOptions } from "../engine/Options.ts"
+import { runSimulation } from "../engine/Simulator.ts"
 import type { SeedOutcome } from "./Sweep.ts"
 
 /**

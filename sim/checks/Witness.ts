@@ -1,9 +1,9 @@
-import type { LedgerEntry } from "../src/domain/Ledger.ts"
-import type { Payment, PaymentEvent } from "../src/domain/Payment.ts"
-import type { DeliveryAudit } from "../src/store/MemoryWebhookStore.ts"
+import type { LedgerEntry } from "../../src/domain/Ledger.ts"
+import type { Payment, PaymentEvent } from "../../src/domain/Payment.ts"
+import type { DeliveryAudit } from "../../src/store/MemoryWebhookStore.ts"
 import { type Auditor, chartPosition, chartSize } from "./Auditor.ts"
-import { auditDeliveries, type Receipts } from "./Endpoints.ts"
-import type { Expectation } from "./Workload.ts"
+import { auditDeliveries, type Receipts } from "../world/Endpoints.ts"
+import type { Expectation } from "../world/Workload.ts"
 
 /**
  * The auditor's end-of-run laws read through the public API instead of the store: what a

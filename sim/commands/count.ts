@@ -1,8 +1,8 @@
 import { Context, type Fiber, Tracer } from "effect"
-import { instructionOf } from "../src/platform/EffectInternals.ts"
+import { instructionOf } from "../../src/platform/EffectInternals.ts"
 import { formatReport, parseArguments } from "./main.ts"
-import { runSimulation } from "./Simulator.ts"
-import { VirtualTime } from "./VirtualTime.ts"
+import { runSimulation } from "../engine/Simulator.ts"
+import { VirtualTime } from "../engine/VirtualTime.ts"
 
 /**
  * `npm run sim:count -- --seed 1 --payments 1500 --hours 30`: the work of one simulation in exact,
