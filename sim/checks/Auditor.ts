@@ -6,7 +6,7 @@ import { Effect } from "effect"
 import { type MemoryState, memoryOperations } from "../../src/store/MemoryStore.ts"
 import type { CommandKey, StoreShape } from "../../src/store/Store.ts"
 import { changeBug, decisionBug, needsLockingPath, type PlantedBug, resumedCreateBug, storeBug, storedChangeBug } from "./PlantedBugs.ts"
-import { chargedBackCents, disputeLedger, disputeTransitions } from "../world/Disputes.ts"
+import { chargedBackCents, disputeLedger, disputeTransitions } from "./DisputeLaws.ts"
 import { grownTo } from "../engine/Columns.ts"
 
 /**
