@@ -4,7 +4,7 @@ import type { Change, Decision, Payment, PaymentEvent } from "../../src/domain/P
 import type { WebhookTransportShape } from "../../src/platform/WebhookTransport.ts"
 import type { StoreShape } from "../../src/store/Store.ts"
 import type { PollInput, WebhookStoreShape } from "../../src/store/WebhookStore.ts"
-import type { FaultRates, WorkloadMix } from "../engine/Options.ts"
+import type { FaultRates, WorkloadMix } from "../engine/Rates.ts"
 import { isoAt } from "../../src/domain/Time.ts"
 import { hash32 } from "../engine/Prng.ts"
 
