@@ -527,7 +527,7 @@ export const webhookStoreBug = (
 }
 
 /**
- * How long a call waits for a frozen database (sim/StoreFaults.ts): the adapter's statement bound,
+ * How long a call waits for a frozen database (sim/world/StoreFaults.ts): the adapter's statement bound,
  * or none at all with `freeze-waits-for-thaw` (every call then waits for the thaw).
  */
 export const storeCallTimeoutBug = (bug: PlantedBug, timeoutMs: number): number =>

@@ -1,9 +1,9 @@
 // `npm run sim`, `npm run sim:sweep` and `npm run sim:bench` start here: `node sim/commands/launch.mjs main|sweep|bench [args]`.
 //
-// The simulator runs from a bundle of sim/main.ts, sim/Sweep.ts, sim/sweep-worker.ts and
-// sim/bench.ts (scripts/bundle.mjs: built with esbuild on the first run after a change to src/,
-// sim/ or the installed packages, cached in .data/sim-build/). It starts in ~0.3 s instead of
-// ~1.4 s through tsx; a 1,500-payment seed simulates in ~3 s.
+// The simulator runs from a bundle of the commands beside this file, main.ts, Sweep.ts,
+// sweep-worker.ts and bench.ts (scripts/bundle.mjs: built with esbuild on the first run after a
+// change to src/, sim/ or the installed packages, cached in .data/sim-build/). It starts in
+// ~0.3 s instead of ~1.4 s through tsx; a 1,500-payment seed simulates in ~3 s.
 //
 // The bundle runs the same code as the TypeScript (same modules, same order of evaluation), so
 // a seed gives the same trace hash either way; test/sim runs the TypeScript through vitest.

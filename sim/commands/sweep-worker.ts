@@ -4,7 +4,7 @@ import { runSimulation } from "../engine/Simulator.ts"
 import type { SeedOutcome } from "./Sweep.ts"
 
 /**
- * One sweep worker (sim/Sweep.ts): runs the seeds it is sent, one at a time, and answers each
+ * One sweep worker (sim/commands/Sweep.ts): runs the seeds it is sent, one at a time, and answers each
  * with its outcome. A run depends only on its options, so which worker runs a seed, and after
  * which others, changes nothing in its result.
  */

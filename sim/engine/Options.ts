@@ -159,7 +159,7 @@ const faultNames: Record<string, keyof FaultRates> = {
  * attempts), whoutage (outages per endpoint per day), storedown (fraction of store operations
  * failing before they run), storelost (fraction of payment commits answered as failures),
  * storeoutage (store outages per day), crashcommit (fraction of commits followed by a crash),
- * dispute (fraction of captured payments the network disputes, sim/Disputes.ts), pause (instance
+ * dispute (fraction of captured payments the network disputes, sim/world/Disputes.ts), pause (instance
  * pauses per hour), storefreeze (database freezes per day), skew (largest clock offset of an
  * instance, ms; at most 500, the documented tolerance being 1 s between two processes).
  */

@@ -37,18 +37,18 @@ export interface FaultRates {
    * the process crashes, before anything else runs: the reply never reaches the client.
    */
   readonly crashAfterCommit: number
-  /** Payments the network disputes (of those captured whose merchant script ended), sim/Disputes.ts. */
+  /** Payments the network disputes (of those captured whose merchant script ended), sim/world/Disputes.ts. */
   readonly disputes?: number
   /**
    * Instance pauses per virtual hour (a stop-the-world GC pause, a frozen VM, SIGSTOP): the running
    * instance stops for 61 s–4 min, longer than the idempotency and webhook leases (60 s), while a
-   * replacement serves; then it resumes and carries on with whatever it held (sim/Service.ts `pause`).
+   * replacement serves; then it resumes and carries on with whatever it held (sim/world/Service.ts `pause`).
    */
   readonly pausesPerHour: number
   /**
    * Database freezes per virtual day (each 40 s–3 min): every main-store call hangs; its caller gives
    * up after the statement bound (`storeCallTimeoutMs`) with `StoreUnavailable`, and what the
-   * database received runs when it thaws, in the order received (sim/StoreFaults.ts).
+   * database received runs when it thaws, in the order received (sim/world/StoreFaults.ts).
    */
   readonly storeFreezesPerDay: number
   /**
@@ -74,19 +74,19 @@ export interface WorkloadMix {
   /**
    * Payments made with the sandbox's dispute tokens (`tok_dispute_won`, `tok_dispute_lost`): the
    * harness against a remote target, where no card network of its own can dispute. The
-   * simulator's card network is sim/Disputes.ts (absent: none).
+   * simulator's card network is sim/world/Disputes.ts (absent: none).
    */
   readonly disputeTokens?: number
   /**
-   * How keyed creates send their key (sim/Workload.ts; the rest send it in the header only):
+   * How keyed creates send their key (sim/world/Workload.ts; the rest send it in the header only):
    * only in the body (`transaction.idempotency_key`), in both, or in both with different values
    * first (422, then sent again in the header). Absent: none.
    */
   readonly bodyKey?: number
   readonly bothKeys?: number
   readonly differentKeys?: number
-  /** Captured payments the card network disputes while the merchant's script still runs (sim/Disputes.ts `openNow`). */
+  /** Captured payments the card network disputes while the merchant's script still runs (sim/world/Disputes.ts `openNow`). */
   readonly disputeDuringScript?: number
-  /** Payments whose amount and card are chosen to put the fraud score on a threshold (sim/Boundary.ts). */
+  /** Payments whose amount and card are chosen to put the fraud score on a threshold (sim/world/Boundary.ts). */
   readonly boundaryScores?: number
 }

@@ -321,7 +321,7 @@ export const makeSimulatedEndpoints = (
 
   /**
    * The endpoints as one instance reaches them: with `fence`, a dead instance's POST interrupts
-   * its caller and a paused one's waits until it resumes (as `fenced` in sim/Service.ts does), checked in the step that receives it, when
+   * its caller and a paused one's waits until it resumes (as `fenced` in sim/world/Service.ts does), checked in the step that receives it, when
    * the effect runs (not when it is built): one Effect step a POST less than a fence around it.
    */
   const transportOf = (fence: Fence | null): WebhookTransportShape => {

@@ -28,7 +28,7 @@ export interface Infrastructure {
   readonly store: StoreShape
   /**
    * The main store behind an instance's fence, when the store can check the fence in its own
-   * wrapper's step (sim/StoreFaults.ts `fencedBy`: one Effect step a call less); else `fenced(store)`.
+   * wrapper's step (sim/world/StoreFaults.ts `fencedBy`: one Effect step a call less); else `fenced(store)`.
    */
   readonly fencedStore?: (fence: Fence) => StoreShape
   readonly ids: IdsShape
@@ -38,7 +38,7 @@ export interface Infrastructure {
   readonly webhookTransport: WebhookTransportShape
   /**
    * The webhook endpoints behind an instance's fence, when they check the fence in their own
-   * step (sim/Endpoints.ts `fencedBy`: one Effect step a POST less); else `fenced(webhookTransport)`.
+   * step (sim/world/Endpoints.ts `fencedBy`: one Effect step a POST less); else `fenced(webhookTransport)`.
    */
   readonly fencedWebhookTransport?: (fence: Fence) => WebhookTransportShape
   /** Run the webhook dispatcher worker (off: events stay in the outbox). */
@@ -46,7 +46,7 @@ export interface Infrastructure {
   /** Dispatchers per instance (default 1): each claims under its own leases, like separate processes. */
   readonly webhookDispatchers?: number
   /**
-   * The clock of the instance of `generation` (clock skew: sim/Simulator.ts); absent or null: the
+   * The clock of the instance of `generation` (clock skew: sim/engine/Simulator.ts); absent or null: the
    * run's own clock.
    */
   readonly clockOf?: (generation: number) => Clock.Clock | null
@@ -212,7 +212,7 @@ const fencedInfrastructure = (infrastructure: Infrastructure, fence: Fence): Inf
 })
 
 /**
- * The service run in-process; also the merchants' port to it (sim/Workload.ts `ClientPort`),
+ * The service run in-process; also the merchants' port to it (sim/world/Workload.ts `ClientPort`),
  * with no adapter between them: a request is the `SimRequest` the HttpApi reads.
  */
 export class SimulatedService implements ClientPort<SimRequest, Pending> {

@@ -17,10 +17,10 @@ const run = (args: ReadonlyArray<string>) =>
 const hashOf = (stdout: string) => /trace \d+ lines, hash ([0-9a-f]{64})/.exec(stdout)?.[1]
 
 /**
- * `npm run sim`, `npm run sim:sweep` and `npm run sim:bench` run a bundle of the simulator (sim/launch.mjs), the tests
+ * `npm run sim`, `npm run sim:sweep` and `npm run sim:bench` run a bundle of the simulator (sim/commands/launch.mjs), the tests
  * run its TypeScript: both must be the same program, seed for seed.
  */
-describe("the bundled simulator (sim/launch.mjs)", () => {
+describe("the bundled simulator (sim/commands/launch.mjs)", () => {
   it("gives a seed the trace the TypeScript gives, and fails a planted bug the same way", async () => {
     const bundled = await run(["sim/commands/launch.mjs", "main", "--seed", "5", ...tiny])
     const source = await run(["--import", "tsx", "sim/commands/main.ts", "--seed", "5", ...tiny])

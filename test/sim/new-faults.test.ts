@@ -5,7 +5,7 @@ import { runSimulation } from "../../sim/engine/Simulator.ts"
 
 /**
  * The faults of an instance pause, a database freeze and clock skew, and the liveness law: each
- * has a planted bug (sim/PlantedBugs.ts) that the simulator catches within five seeds of its
+ * has a planted bug (sim/checks/PlantedBugs.ts) that the simulator catches within five seeds of its
  * scenario, and that only that fault reveals: the same seed with the fault off passes.
  */
 const scenario = (name: PlantedBug, seed: number, off: Partial<FaultRates> = {}): SimOptions => {

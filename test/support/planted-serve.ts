@@ -1,7 +1,7 @@
 /**
  * The service with a planted bug, for tests that prove the harness catches it over HTTP: the
  * same layers as `src/main.ts serve` (src/App.ts `AppLive`, without the demo merchant), the
- * store wrapped by sim/PlantedBugs.ts's `decisionBug` (`PLANTED_BUG`, default
+ * store wrapped by sim/checks/PlantedBugs.ts's `decisionBug` (`PLANTED_BUG`, default
  * `refund-over-remainder`: a refund checked against an inflated capture, so one above the
  * remainder is accepted). The service code is not edited: the bug sits between the domain's
  * decision and the store, where the simulator plants it.

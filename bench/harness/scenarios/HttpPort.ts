@@ -5,7 +5,7 @@ import type { ClientPort, IssuedKey, Merchant, Pace } from "../../../sim/world/W
 import type { Transport, WireRequest } from "../Contract.ts"
 
 /**
- * The merchants' port to a real service (sim/Workload.ts `ClientPort`) over the harness's
+ * The merchants' port to a real service (sim/world/Workload.ts `ClientPort`) over the harness's
  * Transport, under real time: the same scripts the simulator runs in-process, one fiber each.
  */
 
