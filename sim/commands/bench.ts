@@ -79,7 +79,7 @@ const walkProbe = (): (() => number) => {
   }
 }
 
-/** The benchmark: `node sim/launch.mjs bench [args]` (npm run sim:bench) runs it from the bundle. */
+/** The benchmark: `node sim/commands/launch.mjs bench [args]` (npm run sim:bench) runs it from the bundle. */
 export const main = () => {
   const given = process.argv.slice(2)
   const defaults = ["--seed", "42", "--merchants", "20", "--payments", "100000", "--hours", "48"]

@@ -11,7 +11,7 @@ import { VirtualTime } from "../engine/VirtualTime.ts"
  * 40 functions that ran the most. Slower than a plain run; the figures in docs/simulation.md
  * ("Speed") were taken this way.
  *
- * Every fiber of the run starts from the run's services (sim/VirtualTime.ts `runtime`), which here
+ * Every fiber of the run starts from the run's services (sim/engine/VirtualTime.ts `runtime`), which here
  * hold Effect's own tracer with a `context` hook: a fiber's loop hands each instruction it runs to
  * that hook, which counts it and runs it. The tracer stays Effect's native one (the HTTP layer
  * skips span work for it), so the run does exactly what a plain run does: same trace hash.
