@@ -9,7 +9,8 @@ import { describe, expect, it } from "vitest"
 // but the two files still cannot be read, moved or tested apart, and it becomes a run-time cycle
 // the first time a value is imported along the same edge; a dynamic import is no way out either
 // (it only postpones the cycle to when the import runs). A cycle is broken by moving the type or
-// constant both sides need to a module both depend on.
+// constant both sides need to a module both depend on. And src/ imports nothing of the others:
+// the service runs in the simulator and under the harness without knowing it.
 
 const root = join(import.meta.dirname, "../..")
 const roots = ["src", "sim", "bench", "scripts"] as const
@@ -115,14 +116,21 @@ describe("import cycles", () => {
     ])
   })
 
+  const files = roots.flatMap((directory) => existsSync(join(root, directory)) ? sourceFiles(directory) : [])
+  const sources = new Map(files.map((file) => [normalize(file), readFileSync(join(root, file), "utf8")]))
+  const graph = importGraph(sources)
+
   it(`there are none between the files of ${roots.join("/, ")}/`, () => {
-    const files = roots.flatMap((directory) => existsSync(join(root, directory)) ? sourceFiles(directory) : [])
-    const sources = new Map(files.map((file) => [normalize(file), readFileSync(join(root, file), "utf8")]))
-    const graph = importGraph(sources)
     // The walk sees the tree: the simulator's run imports its world, the launcher the bundler.
     expect(sources.size).toBeGreaterThan(100)
     expect(graph.get(normalize("sim/engine/Simulator.ts"))).toContain(normalize("sim/world/Workload.ts"))
     expect(graph.get(normalize("sim/commands/launch.mjs"))).toContain(normalize("scripts/bundle.mjs"))
     expect(importCycles(graph).map(describeCycle), "import cycles").toEqual([])
+  })
+
+  it("src/ imports nothing of sim/, bench/ or scripts/ (the service does not know it is simulated or measured)", () => {
+    const outward = [...graph].flatMap(([file, targets]) =>
+      file.startsWith(normalize("src/")) ? targets.filter((target) => !target.startsWith(normalize("src/"))).map((target) => `${file} → ${target}`) : [])
+    expect(outward).toEqual([])
   })
 })
