@@ -1,6 +1,6 @@
 // Bundles a TypeScript entry point with esbuild and caches the bundle under `.data/<name>/<hash>/`,
 // where the hash covers every file the bundle is made of that can change without `npm ci`. The
-// command line (`bin/payments.mjs`) and the simulator (`sim/launch.mjs`) start from such bundles.
+// command line (`bin/payments.mjs`) and the simulator (`sim/commands/launch.mjs`) start from such bundles.
 //
 // Through tsx, a command spends seconds before its first statement: tsx transforms ~150 TypeScript
 // files and Node then loads ~1,500 ES modules of `effect` and `@effect/platform` (their barrels).

@@ -2,6 +2,8 @@ import * as Ledger from "./Ledger.ts"
 import { disputeFeeCents } from "./Money.ts"
 import type { Context, Decision, Payment } from "./Payment.ts"
 import { decide, invalidAmount, invalidState, isAmountWithin, refundableCents } from "./Payment.ts"
+import type { Dispute, DisputeReason } from "./DisputeRecord.ts"
+export { type Dispute, type DisputeReason, disputeReasons, type DisputeStatus } from "./DisputeRecord.ts"
 
 /**
  * Disputes (chargebacks) come from the acquirer, never from the API (CONTRACT section 6): the
@@ -13,22 +15,7 @@ import { decide, invalidAmount, invalidState, isAmountWithin, refundableCents } 
  * the payment's money is then; `lost` gives it to the network (`card_network`) and charges the
  * dispute fee of the currency (`disputeFeeCents`).
  */
-export const disputeReasons = ["fraudulent", "product_not_received", "duplicate", "other"] as const
-export type DisputeReason = (typeof disputeReasons)[number]
-export type DisputeStatus = "open" | "won" | "lost"
 export type DisputeOutcome = "won" | "lost"
-
-export interface Dispute {
-  /** The acquirer's id of the dispute: notifications are idempotent on it. */
-  readonly acquirerDisputeId: string
-  readonly status: DisputeStatus
-  readonly reason: DisputeReason
-  readonly amountCents: number
-  /** The dispute fee charged when the dispute was lost; 0 otherwise. */
-  readonly feeCents: number
-  readonly openedAt: string
-  readonly resolvedAt: string | null
-}
 
 export type DisputeAction =
   | { readonly _tag: "Open"; readonly reason: DisputeReason; readonly amountCents?: number | undefined }

@@ -4,7 +4,7 @@ import type { MintId } from "./Ids.ts"
 import * as Ledger from "./Ledger.ts"
 import type { Assessment, Explanation, FraudCase, Thresholds, Verdict } from "./Fraud.ts"
 import { priority as fraudPriority, topContributions, verdict as fraudVerdict } from "./Fraud.ts"
-import type { Dispute } from "./Dispute.ts"
+import type { Dispute } from "./DisputeRecord.ts"
 
 export const paymentStatuses = [
   "pending", "authorized", "captured", "settled", "refunded", "voided", "blocked", "failed"

@@ -1,11 +1,10 @@
 import * as PgClient from "@effect/sql-pg/PgClient"
 import { Duration, Effect, Layer, Option, Redacted } from "effect"
-import { SqlError, UnknownError } from "effect/sql/SqlError"
 import { createServer } from "node:net"
 import Pg from "pg"
 import { join, resolve } from "node:path"
 import { migrationTexts } from "../store/migrations.ts"
-import { PgPool } from "../store/PgPrepared.ts"
+import { PgPool, sqlErrorOf } from "../store/PgPrepared.ts"
 import * as Config from "./Config.ts"
 import { AppConfig, dataDirectory } from "./Config.ts"
 import * as Embedded from "./EmbeddedPostgres.ts"
@@ -191,9 +190,6 @@ export const poolTimeoutsOf = (config: Config.AppConfigShape): PoolTimeouts => (
   statementTimeoutMs: config.databaseStatementTimeoutMs,
   connectTimeoutMs: config.databaseConnectTimeoutMs
 })
-
-/** A failure of ours on the `pg` pool, as `effect/sql` reports one (its SQLSTATE stays on the cause). */
-export const sqlErrorOf = (cause: unknown, message: string) => new SqlError({ reason: new UnknownError({ cause, message }) })
 
 /**
  * Two clients of the database: the `pg` pool of the store's prepared statements (`PgPool`: the

@@ -52,7 +52,7 @@ export const hasPendingInterrupt = (fiber: Fiber.Fiber<unknown, unknown>): boole
   (fiber as unknown as { readonly _interruptedCause?: unknown })._interruptedCause !== undefined
 
 /**
- * 4. What an Effect instruction is, for counting the instructions of a run (sim/count.ts). A
+ * 4. What an Effect instruction is, for counting the instructions of a run (sim/commands/count.ts). A
  * tracer's `context` hook (public) is handed every instruction a fiber's loop runs; what kind it is
  * and which function it carries are kept under keys Effect does not export: the kind under
  * `~effect/Effect/identifier` ("Sync", "Suspend", "OnSuccess", ...), the thunk or the effect it

@@ -1,7 +1,7 @@
 /**
  * A binary min-heap ordered by `before` (which must be a strict total order, so that equal
  * inputs always come out in the same order): the one heap of the code base. The simulator's
- * wake-ups (sim/VirtualTime.ts), due webhook deliveries and the memory store's ordered queues
+ * wake-ups (sim/engine/VirtualTime.ts), due webhook deliveries and the memory store's ordered queues
  * (`OrderedQueue`, a FIFO in front of it) use it; stale entries are the caller's to skip when
  * they surface.
  */

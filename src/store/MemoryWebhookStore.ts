@@ -5,7 +5,6 @@ import { canonicalIsoMs, isoAt, isoMs } from "../domain/Time.ts"
 import type { EventType } from "../domain/Payment.ts"
 import { type Attempt, type Delivery, type DeliveryOrder, type DeliveryStatus, deliveryIdOf, eventPayload, isOpen } from "../domain/Webhook.ts"
 import { MinHeap } from "../platform/MinHeap.ts"
-import type { MemoryState } from "./MemoryStore.ts"
 import type { PageRequest } from "./Store.ts"
 import { emptyCounts, type Lease, WebhookStore, type WebhookStoreShape } from "./WebhookStore.ts"
 
@@ -346,6 +345,17 @@ export class DeliveryRow {
 /** The times of a row not kept compact (never read). */
 const noTimes: Array<number> = []
 
+/**
+ * What the webhook store works on of the memory store's state (`MemoryState`, ./MemoryStore.ts,
+ * which holds this and passes itself): the merchants (URLs and signing secrets), the outbox the
+ * main store's commits fill, and the webhook part below.
+ */
+export interface SharedState {
+  readonly merchants: Map<string, Merchant>
+  readonly outbox: Array<PaymentEvent>
+  readonly webhooks: WebhookMemoryState
+}
+
 /** The webhook part of the memory store's state (kept in MemoryState so a "restart" keeps it). */
 export interface WebhookMemoryState {
   readonly deliveries: Map<string, DeliveryRow>
@@ -443,7 +453,7 @@ const leaseLive = (row: DeliveryRow, nowMs: number) => row.leaseUntilMs > nowMs
  * overlap lasts: what `renewLease` answers; the simulated endpoints call it directly on every POST
  * they verify, without a fiber.
  */
-export const signingSecretsOf = (state: MemoryState, merchantId: string, now: string): ReadonlyArray<string> => {
+export const signingSecretsOf = (state: SharedState, merchantId: string, now: string): ReadonlyArray<string> => {
   const merchant = state.merchants.get(merchantId)
   // (Held as given: never sealed here, so never null; see docs/operations.md, "Webhook signing secrets at rest".)
   if (merchant === undefined || merchant.webhookSecret === null) return []
@@ -462,7 +472,7 @@ export interface MemoryWebhookObserver {
  * construction. `observer` is told of events inside the operation's own step,
  * so watching them costs the caller no Effect step of its own (a map on every renewal did).
  */
-export const memoryWebhookOperations = (state: MemoryState, observer: MemoryWebhookObserver = {}): WebhookStoreShape => {
+export const memoryWebhookOperations = (state: SharedState, observer: MemoryWebhookObserver = {}): WebhookStoreShape => {
   const w = state.webhooks
   const leaseLost = observer.leaseLost
   /** Sets or clears a row's lease, keeping `leased` true. */
@@ -764,5 +774,5 @@ export const memoryWebhookOperations = (state: MemoryState, observer: MemoryWebh
   }
 }
 
-export const layerMemoryFrom = (state: MemoryState) => Layer.succeed(WebhookStore, memoryWebhookOperations(state))
+export const layerMemoryFrom = (state: SharedState) => Layer.succeed(WebhookStore, memoryWebhookOperations(state))
 

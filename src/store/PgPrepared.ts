@@ -1,9 +1,11 @@
-import type { SqlError } from "effect/sql/SqlError"
-import { sqlErrorOf } from "../platform/Database.ts"
+import { SqlError, UnknownError } from "effect/sql/SqlError"
 import { Context, Effect } from "effect"
 import type * as Pg from "pg"
 import { run, type Row } from "./PgRows.ts"
 import type { StoreUnavailable } from "./Store.ts"
+
+/** A failure of ours on the `pg` pool, as `effect/sql` reports one (its SQLSTATE stays on the cause). */
+export const sqlErrorOf = (cause: unknown, message: string) => new SqlError({ reason: new UnknownError({ cause, message }) })
 
 /**
  * The `pg` pool under `@effect/sql-pg`'s client (one pool, one set of connections). The hot

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest"
 import { Clock, Effect } from "effect"
 import * as TestClock from "effect/testing/TestClock"
-import { VirtualTime } from "../../sim/VirtualTime.ts"
+import { VirtualTime } from "../../sim/engine/VirtualTime.ts"
 import { callbackTimerOf } from "../../src/platform/Timers.ts"
 
 describe("callbackTimerOf: a timer without a fiber, from the clock's own scheduler", () => {

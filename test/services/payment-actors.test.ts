@@ -1,6 +1,6 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Deferred, Effect, Exit, Fiber, Scope } from "effect"
-import { VirtualTime } from "../../sim/VirtualTime.ts"
+import { VirtualTime } from "../../sim/engine/VirtualTime.ts"
 import * as PaymentActors from "../../src/services/PaymentActors.ts"
 
 // The per-payment mutex of PaymentActors.serialize: one command at a time per payment, first

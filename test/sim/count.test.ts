@@ -14,13 +14,13 @@ const run = (args: ReadonlyArray<string>) =>
 
 const hashOf = (stdout: string) => /trace \d+ lines, hash ([0-9a-f]{64})/.exec(stdout)?.[1]
 
-/** `npm run sim:count` (sim/count.ts): exact counts of a run that is the plain run, seed for seed. */
-describe("the instruction count (sim/count.ts)", () => {
+/** `npm run sim:count` (sim/commands/count.ts): exact counts of a run that is the plain run, seed for seed. */
+describe("the instruction count (sim/commands/count.ts)", () => {
   it("counts the instructions and fibers of a run, by kind and by function, without changing its trace", async () => {
     const [counted, again, plain] = await Promise.all([
-      run(["--import", "tsx", "sim/count.ts", ...tiny]),
-      run(["--import", "tsx", "sim/count.ts", ...tiny]),
-      run(["--import", "tsx", "sim/main.ts", ...tiny])
+      run(["--import", "tsx", "sim/commands/count.ts", ...tiny]),
+      run(["--import", "tsx", "sim/commands/count.ts", ...tiny]),
+      run(["--import", "tsx", "sim/commands/main.ts", ...tiny])
     ])
     expect(counted.stderr).toBe("")
     expect(counted.code).toBe(0)

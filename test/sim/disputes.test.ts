@@ -1,9 +1,9 @@
 import { describe, expect, it } from "vitest"
 import * as Dispute from "../../src/domain/Dispute.ts"
 import * as Payment from "../../src/domain/Payment.ts"
-import { Auditor } from "../../sim/Auditor.ts"
-import { defaultOptions, formatFaults, noFaults, parseFaults, type SimOptions } from "../../sim/Options.ts"
-import { runSimulation } from "../../sim/Simulator.ts"
+import { Auditor } from "../../sim/checks/Auditor.ts"
+import { defaultOptions, formatFaults, noFaults, parseFaults, type SimOptions } from "../../sim/engine/Options.ts"
+import { runSimulation } from "../../sim/engine/Simulator.ts"
 import { accepted, assessmentWithScore, createInput, makeWorld } from "../domain/fixtures.ts"
 
 // Disputes in the simulator: injected at a rate, with crashes and store faults around

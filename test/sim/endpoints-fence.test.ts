@@ -1,14 +1,14 @@
 import { Effect, Exit } from "effect"
 import { describe, expect, it } from "vitest"
 import type { WebhookRequest } from "../../src/platform/WebhookTransport.ts"
-import { Auditor } from "../../sim/Auditor.ts"
-import { makeSimulatedEndpoints } from "../../sim/Endpoints.ts"
-import { noFaults } from "../../sim/Options.ts"
-import { Prng } from "../../sim/Prng.ts"
-import type { Fence } from "../../sim/Service.ts"
-import { VirtualTime } from "../../sim/VirtualTime.ts"
+import { Auditor } from "../../sim/checks/Auditor.ts"
+import { makeSimulatedEndpoints } from "../../sim/world/Endpoints.ts"
+import { noFaults } from "../../sim/engine/Options.ts"
+import { Prng } from "../../sim/engine/Prng.ts"
+import type { Fence } from "../../sim/world/Service.ts"
+import { VirtualTime } from "../../sim/engine/VirtualTime.ts"
 
-// The endpoints check an instance's fence themselves (sim/Endpoints.ts `fencedBy`): a POST of an
+// The endpoints check an instance's fence themselves (sim/world/Endpoints.ts `fencedBy`): a POST of an
 // instance that died interrupts its caller and reaches no endpoint, even when the POST's effect
 // was built before the crash. Both ways a POST is run are covered: before the clock's callback
 // timer is known (a suspend) and after (one async whose registration receives the POST).
@@ -87,7 +87,7 @@ describe("a 2xx read by an instance after its pause", () => {
     const time = new VirtualTime(startMs)
     const runtime = time.runtime(1)
     const auditor = new Auditor(() => time.nowMs)
-    // The pause's start is a time the endpoints forgive from, as a crash's is (sim/Simulator.ts).
+    // The pause's start is a time the endpoints forgive from, as a crash's is (sim/engine/Simulator.ts).
     let pausedAtMs = -1
     const endpoints = makeSimulatedEndpoints(
       Prng.derive(1, "webhooks"), noFaults, auditor, { startMs, endMs: startMs + 3_600_000 },

@@ -17,41 +17,41 @@ const run = (args: ReadonlyArray<string>) =>
 const hashOf = (stdout: string) => /trace \d+ lines, hash ([0-9a-f]{64})/.exec(stdout)?.[1]
 
 /**
- * `npm run sim`, `npm run sim:sweep` and `npm run sim:bench` run a bundle of the simulator (sim/launch.mjs), the tests
+ * `npm run sim`, `npm run sim:sweep` and `npm run sim:bench` run a bundle of the simulator (sim/commands/launch.mjs), the tests
  * run its TypeScript: both must be the same program, seed for seed.
  */
-describe("the bundled simulator (sim/launch.mjs)", () => {
+describe("the bundled simulator (sim/commands/launch.mjs)", () => {
   it("gives a seed the trace the TypeScript gives, and fails a planted bug the same way", async () => {
-    const bundled = await run(["sim/launch.mjs", "main", "--seed", "5", ...tiny])
-    const source = await run(["--import", "tsx", "sim/main.ts", "--seed", "5", ...tiny])
+    const bundled = await run(["sim/commands/launch.mjs", "main", "--seed", "5", ...tiny])
+    const source = await run(["--import", "tsx", "sim/commands/main.ts", "--seed", "5", ...tiny])
     expect(bundled.code).toBe(0)
     expect(source.code).toBe(0)
     expect(hashOf(bundled.stdout)).toMatch(/^[0-9a-f]{64}$/)
     expect(hashOf(bundled.stdout)).toBe(hashOf(source.stdout))
 
     // `npm run sim:bench` runs the same bundle: same scenario, same trace.
-    const bench = await run(["--expose-gc", "sim/launch.mjs", "bench", "--seed", "5", ...tiny])
+    const bench = await run(["--expose-gc", "sim/commands/launch.mjs", "bench", "--seed", "5", ...tiny])
     expect(bench.code).toBe(0)
     const measured = JSON.parse(bench.stdout) as { ok: boolean; traceHash: string; payments: number; liveHeapMBAtEnd: number | null }
     expect(measured).toMatchObject({ ok: true, payments: 40, traceHash: hashOf(source.stdout) })
     expect(measured.liveHeapMBAtEnd).toBeGreaterThan(0)
 
-    const planted = await run(["sim/launch.mjs", "main", "--seed", "7", ...tiny, "--planted-bug", "refund-over-remainder", "--mix", JSON.stringify({ refund: 0.9, overRefund: 0.5 })])
+    const planted = await run(["sim/commands/launch.mjs", "main", "--seed", "7", ...tiny, "--planted-bug", "refund-over-remainder", "--mix", JSON.stringify({ refund: 0.9, overRefund: 0.5 })])
     expect(planted.code).toBe(1)
     expect(planted.stdout).toContain("refunds-within-capture")
     expect(planted.stdout).toContain("replay: npm run sim -- --seed 7")
   }, slow)
 
   it("sweeps seeds in bundled worker threads", async () => {
-    const sweep = await run(["sim/launch.mjs", "sweep", "--seeds", "5,6", "--jobs", "2", ...tiny])
+    const sweep = await run(["sim/commands/launch.mjs", "sweep", "--seeds", "5,6", "--jobs", "2", ...tiny])
     expect(sweep.stderr).not.toContain("Error")
     expect(sweep.code).toBe(0)
     expect(sweep.stdout).toMatch(/seeds 2 {2}ok 2 {2}failed 0 {2}jobs 2/)
   }, slow)
 
   it("refuses an unknown command", async () => {
-    const wrong = await run(["sim/launch.mjs", "simulate"])
+    const wrong = await run(["sim/commands/launch.mjs", "simulate"])
     expect(wrong.code).toBe(2)
-    expect(wrong.stderr).toContain("usage: node sim/launch.mjs main|sweep")
+    expect(wrong.stderr).toContain("usage: node sim/commands/launch.mjs main|sweep")
   }, slow)
 })

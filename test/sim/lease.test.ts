@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest"
-import { defaultOptions, noFaults } from "../../sim/Options.ts"
-import { runSimulation } from "../../sim/Simulator.ts"
+import { defaultOptions, noFaults } from "../../sim/engine/Options.ts"
+import { runSimulation } from "../../sim/engine/Simulator.ts"
 
 // Endpoint queues that last longer than a lease, worked by two dispatchers: claims expire while
 // they wait, the other dispatcher takes them over, and no endpoint may see one attempt twice

@@ -1,11 +1,11 @@
 import { describe, expect, it } from "vitest"
-import { defaultMix, defaultOptions, type FaultRates, type SimOptions } from "../../sim/Options.ts"
-import { type PlantedBug, plantedBugs } from "../../sim/PlantedBugs.ts"
-import { runSimulation } from "../../sim/Simulator.ts"
+import { defaultMix, defaultOptions, type FaultRates, type SimOptions } from "../../sim/engine/Options.ts"
+import { type PlantedBug, plantedBugs } from "../../sim/checks/PlantedBugs.ts"
+import { runSimulation } from "../../sim/engine/Simulator.ts"
 
 /**
  * The faults of an instance pause, a database freeze and clock skew, and the liveness law: each
- * has a planted bug (sim/PlantedBugs.ts) that the simulator catches within five seeds of its
+ * has a planted bug (sim/checks/PlantedBugs.ts) that the simulator catches within five seeds of its
  * scenario, and that only that fault reveals: the same seed with the fault off passes.
  */
 const scenario = (name: PlantedBug, seed: number, off: Partial<FaultRates> = {}): SimOptions => {

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest"
-import { defaultOptions } from "../../sim/Options.ts"
-import { plantedBugNames, plantedBugs } from "../../sim/PlantedBugs.ts"
-import { runSimulation } from "../../sim/Simulator.ts"
+import { defaultOptions } from "../../sim/engine/Options.ts"
+import { plantedBugNames, plantedBugs } from "../../sim/checks/PlantedBugs.ts"
+import { runSimulation } from "../../sim/engine/Simulator.ts"
 
 /**
  * The default sweep's own scenario (`npm run sim:sweep`: 20 merchants, 1,500 payments, 30 h,

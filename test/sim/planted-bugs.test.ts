@@ -1,13 +1,13 @@
 import { describe, expect, it } from "vitest"
-import { defaultMix, defaultOptions, noFaults, type SimOptions } from "../../sim/Options.ts"
-import { plantedBugNames, plantedBugs } from "../../sim/PlantedBugs.ts"
-import { runSimulation } from "../../sim/Simulator.ts"
+import { defaultMix, defaultOptions, noFaults, type SimOptions } from "../../sim/engine/Options.ts"
+import { plantedBugNames, plantedBugs } from "../../sim/checks/PlantedBugs.ts"
+import { runSimulation } from "../../sim/engine/Simulator.ts"
 
 /**
  * Every law the simulator promises (docs/simulation.md) has a bug planted on purpose that breaks
  * it; the auditor must report that very law, at the first seed, in a small run. The bugs sit
  * between the service and its store, inside the store, or in the webhook transport
- * (sim/PlantedBugs.ts), never in src/.
+ * (sim/checks/PlantedBugs.ts), never in src/.
  */
 const scenario = (name: (typeof plantedBugNames)[number]): SimOptions => {
   const spec = plantedBugs[name].scenario as {

@@ -3,9 +3,9 @@ import { mkdtempSync, readFileSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join, resolve } from "node:path"
 import { describe, expect, it } from "vitest"
-import { defaultMix, defaultOptions, type SimOptions } from "../../sim/Options.ts"
-import { parseReplay, readReplayFile, replayFormat } from "../../sim/Replay.ts"
-import { runSimulation } from "../../sim/Simulator.ts"
+import { defaultMix, defaultOptions, type SimOptions } from "../../sim/engine/Options.ts"
+import { parseReplay, readReplayFile, replayFormat } from "../../sim/checks/Replay.ts"
+import { runSimulation } from "../../sim/engine/Simulator.ts"
 
 const root = resolve(import.meta.dirname, "../..")
 /** Each test runs a few dozen small simulations, some in child processes: minutes on a busy two-core host. */
@@ -17,7 +17,7 @@ const slow = 300_000
  */
 const sim = (args: ReadonlyArray<string>) =>
   new Promise<{ status: number | null; stdout: string; stderr: string }>((resolvePromise) => {
-    execFile(process.execPath, ["--import", "tsx", "sim/main.ts", ...args], { cwd: root, encoding: "utf8", env: { ...process.env, INIT_CWD: root }, maxBuffer: 64 * 1024 * 1024 }, (error, stdout, stderr) => {
+    execFile(process.execPath, ["--import", "tsx", "sim/commands/main.ts", ...args], { cwd: root, encoding: "utf8", env: { ...process.env, INIT_CWD: root }, maxBuffer: 64 * 1024 * 1024 }, (error, stdout, stderr) => {
       resolvePromise({ status: error === null ? 0 : typeof error.code === "number" ? error.code : null, stdout, stderr })
     })
   })

@@ -1,7 +1,7 @@
 import * as fc from "fast-check"
 import { describe, expect, it } from "vitest"
-import { defaultMix, defaultOptions, formatFaults, type SimOptions } from "../../sim/Options.ts"
-import { runSimulation } from "../../sim/Simulator.ts"
+import { defaultMix, defaultOptions, formatFaults, type SimOptions } from "../../sim/engine/Options.ts"
+import { runSimulation } from "../../sim/engine/Simulator.ts"
 
 /** Small scenarios: a few merchants, a few hours, enough traffic for races, crashes and retries. */
 const small = (overrides: Partial<SimOptions>): SimOptions => ({

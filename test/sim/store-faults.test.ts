@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest"
-import { defaultOptions, noFaults, type SimOptions } from "../../sim/Options.ts"
-import { runSimulation } from "../../sim/Simulator.ts"
+import { defaultOptions, noFaults, type SimOptions } from "../../sim/engine/Options.ts"
+import { runSimulation } from "../../sim/engine/Simulator.ts"
 
 /** A few hundred payments over a few hours: enough commits for the rare faults to land. */
 const small = (overrides: Partial<SimOptions>): SimOptions => ({

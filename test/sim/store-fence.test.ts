@@ -2,14 +2,14 @@ import { Effect, Exit } from "effect"
 import { describe, expect, it } from "vitest"
 import type { StoreShape } from "../../src/store/Store.ts"
 import type { WebhookStoreShape } from "../../src/store/WebhookStore.ts"
-import { noFaults } from "../../sim/Options.ts"
-import { Prng } from "../../sim/Prng.ts"
-import { type Fence, fenced } from "../../sim/Service.ts"
-import { faultyStore } from "../../sim/StoreFaults.ts"
+import { noFaults } from "../../sim/engine/Options.ts"
+import { Prng } from "../../sim/engine/Prng.ts"
+import { type Fence, fenced } from "../../sim/world/Service.ts"
+import { faultyStore } from "../../sim/world/StoreFaults.ts"
 
-// The main store checks an instance's fence in the step of its fault wrapper (sim/StoreFaults.ts
+// The main store checks an instance's fence in the step of its fault wrapper (sim/world/StoreFaults.ts
 // `fencedBy`: the fence, the refusal draw and the operation in one step); the webhook store sits
-// behind `fenced` (sim/Service.ts). Either way, a call of an instance that died interrupts its
+// behind `fenced` (sim/world/Service.ts). Either way, a call of an instance that died interrupts its
 // caller and touches nothing, even when the call's effect was built before the crash: the
 // operation is neither built nor run, and no fault is drawn (the draws of the live instances
 // stay where they are).

@@ -1,9 +1,9 @@
 import { describe, expect, it } from "vitest"
-import { parseArguments } from "../../sim/main.ts"
-import { defaultOptions } from "../../sim/Options.ts"
-import { validateOptions } from "../../sim/Replay.ts"
-import { formatSweep, mergeShards, parseShard, parseSweepArguments, runSweep, shardOf, sweepJson } from "../../sim/Sweep.ts"
-import { drawSwarm, swarmOptions } from "../../sim/Swarm.ts"
+import { parseArguments } from "../../sim/commands/main.ts"
+import { defaultOptions } from "../../sim/engine/Options.ts"
+import { validateOptions } from "../../sim/checks/Replay.ts"
+import { formatSweep, mergeShards, parseShard, parseSweepArguments, runSweep, shardOf, sweepJson } from "../../sim/commands/Sweep.ts"
+import { drawSwarm, swarmOptions } from "../../sim/engine/Swarm.ts"
 
 const slow = 300_000
 const tiny = ["--merchants", "2", "--payments", "30", "--hours", "2"]

@@ -1,7 +1,7 @@
 import { execFile } from "node:child_process"
 import { resolve } from "node:path"
 import { describe, expect, it } from "vitest"
-import { parseSeeds, parseSweepArguments, runSweep, type SweepProgress } from "../../sim/Sweep.ts"
+import { parseSeeds, parseSweepArguments, runSweep, type SweepProgress } from "../../sim/commands/Sweep.ts"
 
 const root = resolve(import.meta.dirname, "../..")
 /** Each test runs a few dozen small simulations, some in child processes: minutes on a busy two-core host. */
@@ -42,7 +42,7 @@ describe("seed sweeps", () => {
     const run = await new Promise<{ status: number | null; stdout: string; stderr: string }>((done) => {
       execFile(
         process.execPath,
-        ["--import", "tsx", "sim/Sweep.ts", "--seeds", "7,8", "--jobs", "2", ...tiny, "--planted-bug", "refund-over-remainder", "--mix", JSON.stringify({ refund: 0.9, overRefund: 0.5 })],
+        ["--import", "tsx", "sim/commands/Sweep.ts", "--seeds", "7,8", "--jobs", "2", ...tiny, "--planted-bug", "refund-over-remainder", "--mix", JSON.stringify({ refund: 0.9, overRefund: 0.5 })],
         { cwd: root, encoding: "utf8" },
         (error, stdout, stderr) => done({ status: error === null ? 0 : typeof error.code === "number" ? error.code : null, stdout, stderr })
       )

@@ -1,7 +1,7 @@
 /**
  * The service with a planted bug, for tests that prove the harness catches it over HTTP: the
  * same layers as `src/main.ts serve` (src/App.ts `AppLive`, without the demo merchant), the
- * store wrapped by sim/PlantedBugs.ts's `decisionBug` (`PLANTED_BUG`, default
+ * store wrapped by sim/checks/PlantedBugs.ts's `decisionBug` (`PLANTED_BUG`, default
  * `refund-over-remainder`: a refund checked against an inflated capture, so one above the
  * remainder is accepted). The service code is not edited: the bug sits between the domain's
  * decision and the store, where the simulator plants it.
@@ -15,7 +15,7 @@ import { Store } from "../../src/store/Store.ts"
 import * as SandboxDisputes from "../../src/workers/SandboxDisputes.ts"
 import * as WebhookDispatcher from "../../src/workers/WebhookDispatcher.ts"
 import * as Workers from "../../src/workers/Workers.ts"
-import { decisionBug, isPlantedBug } from "../../sim/PlantedBugs.ts"
+import { decisionBug, isPlantedBug } from "../../sim/checks/PlantedBugs.ts"
 
 const bug = process.env.PLANTED_BUG ?? "refund-over-remainder"
 if (!isPlantedBug(bug)) throw new Error(`PLANTED_BUG: no planted bug ${bug}`)

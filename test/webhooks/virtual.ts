@@ -1,6 +1,6 @@
 import { Cause, type Context, Effect, Exit, Layer, Logger, Scope } from "effect"
-import { fenced } from "../../sim/Service.ts"
-import { VirtualTime } from "../../sim/VirtualTime.ts"
+import { fenced } from "../../sim/world/Service.ts"
+import { VirtualTime } from "../../sim/engine/VirtualTime.ts"
 import type { Delivery } from "../../src/domain/Webhook.ts"
 import * as Config from "../../src/platform/Config.ts"
 import * as Ids from "../../src/platform/Ids.ts"

@@ -12,7 +12,7 @@ import { layerPg } from "../../../src/store/PgStore.ts"
  * The card network of a target the harness started itself (embedded): it applies dispute
  * notifications through the service's own operation (`Payments.applyDisputeNotification`, what
  * `payments dispute open|resolve` runs), in this process, on the service's database, as
- * sim/Disputes.ts's network does in the simulator. The running service sends the events it
+ * sim/world/Disputes.ts's network does in the simulator. The running service sends the events it
  * makes as webhooks like any other (its dispatcher reads the same outbox).
  */
 export interface CardNetwork {

@@ -1,11 +1,11 @@
 import type { HttpMethod } from "effect/http"
 import { Context, Effect } from "effect"
-import type { SimResponse } from "../../../sim/Http.ts"
-import type { ClientPort, IssuedKey, Merchant, Pace } from "../../../sim/Workload.ts"
+import type { SimResponse } from "../../../sim/world/Http.ts"
+import type { ClientPort, IssuedKey, Merchant, Pace } from "../../../sim/world/Workload.ts"
 import type { Transport, WireRequest } from "../Contract.ts"
 
 /**
- * The merchants' port to a real service (sim/Workload.ts `ClientPort`) over the harness's
+ * The merchants' port to a real service (sim/world/Workload.ts `ClientPort`) over the harness's
  * Transport, under real time: the same scripts the simulator runs in-process, one fiber each.
  */
 

@@ -1,9 +1,9 @@
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http"
 import type { AddressInfo } from "node:net"
-import type { EndpointFate, makeSimulatedEndpoints } from "../../../sim/Endpoints.ts"
+import type { EndpointFate, makeSimulatedEndpoints } from "../../../sim/world/Endpoints.ts"
 
 /**
- * The simulator's webhook endpoints (sim/Endpoints.ts: signature and timestamp checked, the
+ * The simulator's webhook endpoints (sim/world/Endpoints.ts: signature and timestamp checked, the
  * fate of each POST drawn from the seed) served over real HTTP by one node:http server, one
  * URL per merchant (`/m/<index>`). A fate becomes what a real endpoint does:
  * - an answer: its status, written after the simulated latency scaled to the service's webhook

@@ -1,20 +1,20 @@
 /**
  * The simulator's merchants, webhook endpoints and laws against a real service over HTTP
- * (docs/simulation.md, "Production mode"). The scripts are sim/Workload.ts's own, run on Effect's
+ * (docs/simulation.md, "Production mode"). The scripts are sim/world/Workload.ts's own, run on Effect's
  * default clock through the harness's Transport (./HttpPort.ts); the endpoints are
- * sim/Endpoints.ts's own, served by a node:http server (./WebhookServer.ts); the laws are
- * sim/Auditor.ts's, checked on every answer as it comes and, after the drain, on what the API
- * shows (sim/Witness.ts).
+ * sim/world/Endpoints.ts's own, served by a node:http server (./WebhookServer.ts); the laws are
+ * sim/checks/Auditor.ts's, checked on every answer as it comes and, after the drain, on what the API
+ * shows (sim/checks/Witness.ts).
  */
 import { Effect, Fiber } from "effect"
 import { type DisputeNotification, disputeReasons } from "../../../src/domain/Dispute.ts"
 import { parseDurationMs } from "../../../src/platform/Config.ts"
-import { Auditor, type Violation as AuditViolation } from "../../../sim/Auditor.ts"
-import { makeSimulatedEndpoints } from "../../../sim/Endpoints.ts"
-import { defaultFaults, defaultMix, type FaultRates, type WorkloadMix } from "../../../sim/Options.ts"
-import { Prng } from "../../../sim/Prng.ts"
-import { type ApiBalance, witnessThroughApi, type WitnessMerchant } from "../../../sim/Witness.ts"
-import { makeWorkload, type Merchant } from "../../../sim/Workload.ts"
+import { Auditor, type Violation as AuditViolation } from "../../../sim/checks/Auditor.ts"
+import { makeSimulatedEndpoints } from "../../../sim/world/Endpoints.ts"
+import { defaultFaults, defaultMix, type FaultRates, type WorkloadMix } from "../../../sim/engine/Options.ts"
+import { Prng } from "../../../sim/engine/Prng.ts"
+import { type ApiBalance, witnessThroughApi, type WitnessMerchant } from "../../../sim/checks/Witness.ts"
+import { makeWorkload, type Merchant } from "../../../sim/world/Workload.ts"
 import type { LawResult, Scenario, SetupContext, Violation, WireRequest, WireResponse } from "../Contract.ts"
 import { type HttpPending, makeHttpPort, scaledPace, type ScriptContext, scriptContext } from "./HttpPort.ts"
 import { type CardNetwork, makeCardNetwork } from "./CardNetwork.ts"
@@ -178,7 +178,7 @@ export const makeScenario = (options: MerchantsOptions = {}): Scenario => {
   }
 
   /**
-   * The card network of an embedded target (as sim/Disputes.ts's): a dispute opened some time
+   * The card network of an embedded target (as sim/world/Disputes.ts's): a dispute opened some time
    * after the merchant's story ended, sometimes notified twice, then resolved with a seeded
    * outcome; a notification the service could not take (store unavailable) is sent again.
    */

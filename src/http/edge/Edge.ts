@@ -12,24 +12,13 @@ import { ApiKeys } from "../../services/ApiKeys.ts"
 import { Store } from "../../store/Store.ts"
 import { isWellFormedApiKey } from "./Authentication.ts"
 import { storeRefusal } from "./Idempotency.ts"
+import { jsonResponse } from "./JsonResponse.ts"
 import { describeParseError, jsonShapeProblem } from "./JsonShape.ts"
 import { makeRouteOf } from "./Routes.ts"
 import { fromDecodeError, routeNotFound } from "./RequestErrors.ts"
 import { type RequestState, setRequestState } from "./RequestState.ts"
 
 export const maximumBodyBytes = 64 * 1024
-
-/** Without headers of its own a response shares `Headers.empty` (no headers object built per response). */
-export const jsonResponse = (status: number, body: string, headers?: Readonly<Record<string, string>>) =>
-  HttpServerResponse.text(
-    body,
-    headers === undefined || isEmpty(headers) ? { status, contentType: "application/json" } : { status, contentType: "application/json", headers }
-  )
-
-const isEmpty = (record: Readonly<Record<string, string>>) => {
-  for (const _ in record) return false
-  return true
-}
 
 const closingConnection = (response: HttpServerResponse.HttpServerResponse) => HttpServerResponse.setHeader(response, "connection", "close")
 

@@ -11,7 +11,7 @@ import type { Answer, InlineOutcome } from "../../services/Payments.ts"
 import type { CommandKey, IdempotencyClaim, StoreShape, StoreUnavailable } from "../../store/Store.ts"
 import { Store } from "../../store/Store.ts"
 import * as E from "../api/ApiError.ts"
-import { jsonResponse } from "./Edge.ts"
+import { jsonResponse } from "./JsonResponse.ts"
 import { noCaller, type RequestState, requestStateOf } from "./RequestState.ts"
 
 const keyPattern = /^[\x20-\x7e]{1,255}$/

@@ -1,19 +1,19 @@
-import { defaultMix, defaultOptions, isPlantedBug, parseFaults, plantedBugNames, replayCommand, type SimOptions, type WorkloadMix } from "./Options.ts"
-import { readReplayFile } from "./Replay.ts"
-import { shrinkToFile } from "./Shrink.ts"
-import { swarmOptions } from "./Swarm.ts"
-import { runSimulation, type SimResult } from "./Simulator.ts"
+import { defaultMix, defaultOptions, isPlantedBug, parseFaults, plantedBugNames, replayCommand, type SimOptions, type WorkloadMix } from "../engine/Options.ts"
+import { readReplayFile } from "../checks/Replay.ts"
+import { shrinkToFile } from "../checks/Shrink.ts"
+import { swarmOptions } from "../engine/Swarm.ts"
+import { runSimulation, type SimResult } from "../engine/Simulator.ts"
 
 /**
  * `npm run sim -- --seed 42 --merchants 20 --payments 10000 --hours 48 [--faults heavy,crash=2]
  *  [--no-webhooks] [--dispatchers N] [--endpoint-concurrency N] [--planted-bug refund-over-remainder] [--check-determinism] [--mix JSON]
- *  [--swarm (faults and mix drawn from the seed, sim/Swarm.ts)]
+ *  [--swarm (faults and mix drawn from the seed, sim/engine/Swarm.ts)]
  *  [--shrink [--shrink-runs 200] [--out FILE]]`
  * `npm run sim -- --replay FILE [--shrink [--out FILE]] [--check-determinism]`
  *
- * `--shrink`: when the run fails, fast-check reduces it (sim/Shrink.ts) to a smaller scenario that
+ * `--shrink`: when the run fails, fast-check reduces it (sim/checks/Shrink.ts) to a smaller scenario that
  * breaks the same law first, written as a replay file (`--out`, default
- * `sim-failure-<seed>.json`). `--replay FILE` runs the options of such a file (sim/Replay.ts).
+ * `sim-failure-<seed>.json`). `--replay FILE` runs the options of such a file (sim/checks/Replay.ts).
  */
 export interface Arguments {
   readonly options: SimOptions
@@ -22,7 +22,7 @@ export interface Arguments {
   readonly shrinkRuns: number
   readonly out: string | undefined
   readonly replay: string | undefined
-  /** `--swarm`: the faults and the workload mix are drawn from the seed (sim/Swarm.ts). */
+  /** `--swarm`: the faults and the workload mix are drawn from the seed (sim/engine/Swarm.ts). */
   readonly swarm: boolean
   /** The scenario flags given (refused with `--replay`, whose file holds the scenario). */
   readonly scenarioFlags: ReadonlyArray<string>

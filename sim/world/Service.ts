@@ -1,19 +1,19 @@
 import { Cause, Clock, Context, Effect, Exit, Fiber, Layer, Scope } from "effect"
 import { HttpRouter, HttpServer, HttpServerRequest, type HttpServerResponse } from "effect/http"
 import * as HttpServerError from "effect/http/HttpServerError"
-import { Acquirer, type AcquirerShape } from "../src/acquirer/Acquirer.ts"
-import { ApiLive, ServicesLive } from "../src/App.ts"
-import * as Config from "../src/platform/Config.ts"
-import { Ids, type IdsShape } from "../src/platform/Ids.ts"
-import { ApiKeys } from "../src/services/ApiKeys.ts"
-import type { Merchants } from "../src/services/Merchants.ts"
-import type { Payments } from "../src/services/Payments.ts"
-import { Store, type StoreShape } from "../src/store/Store.ts"
-import * as Workers from "../src/workers/Workers.ts"
-import * as WebhookDispatcher from "../src/workers/WebhookDispatcher.ts"
-import { WebhookTransport, type WebhookTransportShape } from "../src/platform/WebhookTransport.ts"
-import { WebhookStore, type WebhookStoreShape } from "../src/store/WebhookStore.ts"
-import { type Fence, heldBy } from "./Fence.ts"
+import { Acquirer, type AcquirerShape } from "../../src/acquirer/Acquirer.ts"
+import { ApiLive, ServicesLive } from "../../src/App.ts"
+import * as Config from "../../src/platform/Config.ts"
+import { Ids, type IdsShape } from "../../src/platform/Ids.ts"
+import { ApiKeys } from "../../src/services/ApiKeys.ts"
+import type { Merchants } from "../../src/services/Merchants.ts"
+import type { Payments } from "../../src/services/Payments.ts"
+import { Store, type StoreShape } from "../../src/store/Store.ts"
+import * as Workers from "../../src/workers/Workers.ts"
+import * as WebhookDispatcher from "../../src/workers/WebhookDispatcher.ts"
+import { WebhookTransport, type WebhookTransportShape } from "../../src/platform/WebhookTransport.ts"
+import { WebhookStore, type WebhookStoreShape } from "../../src/store/WebhookStore.ts"
+import { type Fence, heldBy } from "../engine/Fence.ts"
 import { makeRequest, readResponse, type SimRequest, type SimResponse } from "./Http.ts"
 import type { ClientPort, IssuedKey, Merchant } from "./Workload.ts"
 
@@ -28,7 +28,7 @@ export interface Infrastructure {
   readonly store: StoreShape
   /**
    * The main store behind an instance's fence, when the store can check the fence in its own
-   * wrapper's step (sim/StoreFaults.ts `fencedBy`: one Effect step a call less); else `fenced(store)`.
+   * wrapper's step (sim/world/StoreFaults.ts `fencedBy`: one Effect step a call less); else `fenced(store)`.
    */
   readonly fencedStore?: (fence: Fence) => StoreShape
   readonly ids: IdsShape
@@ -38,7 +38,7 @@ export interface Infrastructure {
   readonly webhookTransport: WebhookTransportShape
   /**
    * The webhook endpoints behind an instance's fence, when they check the fence in their own
-   * step (sim/Endpoints.ts `fencedBy`: one Effect step a POST less); else `fenced(webhookTransport)`.
+   * step (sim/world/Endpoints.ts `fencedBy`: one Effect step a POST less); else `fenced(webhookTransport)`.
    */
   readonly fencedWebhookTransport?: (fence: Fence) => WebhookTransportShape
   /** Run the webhook dispatcher worker (off: events stay in the outbox). */
@@ -46,7 +46,7 @@ export interface Infrastructure {
   /** Dispatchers per instance (default 1): each claims under its own leases, like separate processes. */
   readonly webhookDispatchers?: number
   /**
-   * The clock of the instance of `generation` (clock skew: sim/Simulator.ts); absent or null: the
+   * The clock of the instance of `generation` (clock skew: sim/engine/Simulator.ts); absent or null: the
    * run's own clock.
    */
   readonly clockOf?: (generation: number) => Clock.Clock | null
@@ -60,7 +60,7 @@ export interface Infrastructure {
 /** How long a client waits for an answer from a paused instance before it gives up (a dropped connection). */
 export const clientTimeoutMs = 30_000
 
-export type { Fence } from "./Fence.ts"
+export type { Fence } from "../engine/Fence.ts"
 
 const appLayer = (infrastructure: Infrastructure) => {
   const base = Layer.mergeAll(
@@ -212,7 +212,7 @@ const fencedInfrastructure = (infrastructure: Infrastructure, fence: Fence): Inf
 })
 
 /**
- * The service run in-process; also the merchants' port to it (sim/Workload.ts `ClientPort`),
+ * The service run in-process; also the merchants' port to it (sim/world/Workload.ts `ClientPort`),
  * with no adapter between them: a request is the `SimRequest` the HttpApi reads.
  */
 export class SimulatedService implements ClientPort<SimRequest, Pending> {

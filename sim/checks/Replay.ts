@@ -1,6 +1,6 @@
 import { readFileSync, writeFileSync } from "node:fs"
 import { resolve } from "node:path"
-import { defaultOptions, isPlantedBug, plantedBugNames, type SimOptions } from "./Options.ts"
+import { defaultOptions, isPlantedBug, plantedBugNames, type SimOptions } from "../engine/Options.ts"
 
 /**
  * Replay files (`npm run sim -- --replay FILE`): one JSON object holding every option of a run, so

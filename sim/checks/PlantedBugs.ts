@@ -1,12 +1,12 @@
 import { Effect } from "effect"
-import type { Account, LedgerEntry } from "../src/domain/Ledger.ts"
-import type { Change, Decision, Payment, PaymentEvent } from "../src/domain/Payment.ts"
-import type { WebhookTransportShape } from "../src/platform/WebhookTransport.ts"
-import type { StoreShape } from "../src/store/Store.ts"
-import type { PollInput, WebhookStoreShape } from "../src/store/WebhookStore.ts"
-import type { FaultRates, WorkloadMix } from "./Options.ts"
-import { isoAt } from "../src/domain/Time.ts"
-import { hash32 } from "./Prng.ts"
+import type { Account, LedgerEntry } from "../../src/domain/Ledger.ts"
+import type { Change, Decision, Payment, PaymentEvent } from "../../src/domain/Payment.ts"
+import type { WebhookTransportShape } from "../../src/platform/WebhookTransport.ts"
+import type { StoreShape } from "../../src/store/Store.ts"
+import type { PollInput, WebhookStoreShape } from "../../src/store/WebhookStore.ts"
+import type { FaultRates, WorkloadMix } from "../engine/Rates.ts"
+import { isoAt } from "../../src/domain/Time.ts"
+import { hash32 } from "../engine/Prng.ts"
 
 /**
  * Bugs a developer might write, planted on purpose (`--planted-bug NAME`) to prove that the
@@ -527,7 +527,7 @@ export const webhookStoreBug = (
 }
 
 /**
- * How long a call waits for a frozen database (sim/StoreFaults.ts): the adapter's statement bound,
+ * How long a call waits for a frozen database (sim/world/StoreFaults.ts): the adapter's statement bound,
  * or none at all with `freeze-waits-for-thaw` (every call then waits for the thaw).
  */
 export const storeCallTimeoutBug = (bug: PlantedBug, timeoutMs: number): number =>

@@ -1,14 +1,14 @@
 import { createHmac, createSecretKey, hash } from "node:crypto"
 import { Effect } from "effect"
-import { isoAt } from "../src/domain/Time.ts"
-import type { AttemptAudit, DeliveryAudit } from "../src/store/MemoryWebhookStore.ts"
-import { type CallbackTimer, callbackTimerOf } from "../src/platform/Timers.ts"
-import { timedOut, type TransportResult, type WebhookRequest, type WebhookTransportShape } from "../src/platform/WebhookTransport.ts"
-import { type Auditor, passed } from "./Auditor.ts"
-import { grownTo } from "./Columns.ts"
-import type { FaultRates } from "./Options.ts"
-import type { Prng } from "./Prng.ts"
-import { type Fence, heldBy } from "./Fence.ts"
+import { isoAt } from "../../src/domain/Time.ts"
+import type { AttemptAudit, DeliveryAudit } from "../../src/store/MemoryWebhookStore.ts"
+import { type CallbackTimer, callbackTimerOf } from "../../src/platform/Timers.ts"
+import { timedOut, type TransportResult, type WebhookRequest, type WebhookTransportShape } from "../../src/platform/WebhookTransport.ts"
+import { type Auditor, passed } from "../checks/Auditor.ts"
+import { grownTo } from "../engine/Columns.ts"
+import type { FaultRates } from "../engine/Options.ts"
+import type { Prng } from "../engine/Prng.ts"
+import { type Fence, heldBy } from "../engine/Fence.ts"
 
 export interface EndpointStats {
   posts: number
@@ -321,7 +321,7 @@ export const makeSimulatedEndpoints = (
 
   /**
    * The endpoints as one instance reaches them: with `fence`, a dead instance's POST interrupts
-   * its caller and a paused one's waits until it resumes (as `fenced` in sim/Service.ts does), checked in the step that receives it, when
+   * its caller and a paused one's waits until it resumes (as `fenced` in sim/world/Service.ts does), checked in the step that receives it, when
    * the effect runs (not when it is built): one Effect step a POST less than a fence around it.
    */
   const transportOf = (fence: Fence | null): WebhookTransportShape => {

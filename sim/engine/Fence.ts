@@ -4,7 +4,7 @@ import { Effect } from "effect"
 export interface Fence {
   dead: boolean
   /**
-   * While the instance is paused (sim/Service.ts `pause`): the calls it made to the outside since,
+   * While the instance is paused (sim/world/Service.ts `pause`): the calls it made to the outside since,
    * each resumed in order when it resumes. Null while it runs.
    */
   held: Array<() => void> | null

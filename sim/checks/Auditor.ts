@@ -1,13 +1,13 @@
-import type { Account, LedgerEntry } from "../src/domain/Ledger.ts"
-import type { Change, Payment, PaymentEvent, PaymentStatus } from "../src/domain/Payment.ts"
-import { type FraudCase, minorUnitsPerMajor, model as fraudModel } from "../src/domain/Fraud.ts"
-import { sandboxReviewMaximumMajor } from "../src/acquirer/Acquirer.ts"
+import type { Account, LedgerEntry } from "../../src/domain/Ledger.ts"
+import type { Change, Payment, PaymentEvent, PaymentStatus } from "../../src/domain/Payment.ts"
+import { type FraudCase, minorUnitsPerMajor, model as fraudModel } from "../../src/domain/Fraud.ts"
+import { sandboxReviewMaximumMajor } from "../../src/acquirer/Acquirer.ts"
 import { Effect } from "effect"
-import { type MemoryState, memoryOperations } from "../src/store/MemoryStore.ts"
-import type { CommandKey, StoreShape } from "../src/store/Store.ts"
+import { type MemoryState, memoryOperations } from "../../src/store/MemoryStore.ts"
+import type { CommandKey, StoreShape } from "../../src/store/Store.ts"
 import { changeBug, decisionBug, needsLockingPath, type PlantedBug, resumedCreateBug, storeBug, storedChangeBug } from "./PlantedBugs.ts"
-import { chargedBackCents, disputeLedger, disputeTransitions } from "./Disputes.ts"
-import { grownTo } from "./Columns.ts"
+import { chargedBackCents, disputeLedger, disputeTransitions } from "./DisputeLaws.ts"
+import { grownTo } from "../engine/Columns.ts"
 
 /**
  * The auditor: an independent reference model of CONTRACT sections 5–7. It sees every decision
@@ -561,7 +561,7 @@ export class Auditor {
     }
     const captured = status === "captured" || status === "settled" || status === "refunded"
     if (!this.counted(captured === (capturedAmountCents > 0))) this.fail("captured-amount", `payment ${id}: status ${status} with captured ${capturedAmountCents}`)
-    // A lost dispute returns money without a refund and leaves the status as it was (sim/Disputes.ts).
+    // A lost dispute returns money without a refund and leaves the status as it was (sim/world/Disputes.ts).
     const returned = captured && refundedAmountCents + chargedBack === capturedAmountCents
     if (!this.counted(status === "refunded" ? returned : !returned || chargedBack > 0)) {
       this.fail("refunded-status", `payment ${id}: status ${status} with refunded ${refundedAmountCents} of ${capturedAmountCents}`)
@@ -730,7 +730,7 @@ export class Auditor {
 }
 
 /**
- * A commit of the audited store split in two, for the fault wrapper below it (sim/StoreFaults.ts)
+ * A commit of the audited store split in two, for the fault wrapper below it (sim/world/StoreFaults.ts)
  * to finish in its own continuation: `effect` commits, `seen` is the auditor's look at the
  * outcome. One Effect step then serves the audit and the fault decision (a tap of its own cost
  * two steps a commit).
@@ -742,7 +742,7 @@ export type SplitCommit = (args: ReadonlyArray<unknown>) => {
 
 /**
  * The store as the simulator provides it: the memory store, with the auditor watching every
- * decision it commits, and (only when asked) a planted bug (sim/PlantedBugs.ts) between the
+ * decision it commits, and (only when asked) a planted bug (sim/checks/PlantedBugs.ts) between the
  * domain and the store, or inside the store. `commits` holds the commits the auditor sees after
  * the fact (create, open, change) split for the fault wrapper; `store` runs them whole.
  */

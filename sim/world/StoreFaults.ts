@@ -1,9 +1,9 @@
 import { Effect, type Exit } from "effect"
-import { type StoreShape, StoreUnavailable } from "../src/store/Store.ts"
-import type { SplitCommit } from "./Auditor.ts"
-import type { FaultRates } from "./Options.ts"
-import type { Prng } from "./Prng.ts"
-import { type Fence, heldBy } from "./Fence.ts"
+import { type StoreShape, StoreUnavailable } from "../../src/store/Store.ts"
+import type { SplitCommit } from "../checks/Auditor.ts"
+import type { FaultRates } from "../engine/Options.ts"
+import type { Prng } from "../engine/Prng.ts"
+import { type Fence, heldBy } from "../engine/Fence.ts"
 
 /**
  * Infrastructure faults of the main store, between the service and the audited memory store:
@@ -89,7 +89,7 @@ const committing: Readonly<Record<string, Committed>> = {
     return result._tag === "Applied" ? { subject: result.change.payment.id, mayLose: true } : null
   },
   // The old key is revoked and the new one stored: a lost answer locks the merchant out, and it
-  // must notice (its retry gets 401) and get a new key out of band (sim/Workload.ts recoverKey).
+  // must notice (its retry gets 401) and get a new key out of band (sim/world/Workload.ts recoverKey).
   rotateApiKey: (args, outcome) => (outcome === "rotated" ? { subject: `key ${String(args[1])}`, mayLose: true } : null)
 }
 
@@ -110,7 +110,7 @@ export const faultyStore = (
   faults: FaultRates,
   window: { readonly startMs: number; readonly endMs: number },
   hooks: StoreFaultHooks,
-  /** Commits of `store` split for this wrapper to finish (sim/Auditor.ts auditedStore): by operation name; none: `{}`. */
+  /** Commits of `store` split for this wrapper to finish (sim/checks/Auditor.ts auditedStore): by operation name; none: `{}`. */
   splitCommits: Readonly<Record<string, SplitCommit>>,
   /** The freeze windows' own stream (absent: no freezes). */
   freezePrng?: Prng,
@@ -235,7 +235,7 @@ export const faultyStore = (
 
   /**
    * The store as one instance sees it: with `fence`, a dead instance's calls interrupt their
-   * caller (as `fenced` in sim/Service.ts does), checked in the same step as the faults.
+   * caller (as `fenced` in sim/world/Service.ts does), checked in the same step as the faults.
    */
   const wrap = (fence: Fence | null): StoreShape => {
     const wrapped: Record<string, unknown> = {}

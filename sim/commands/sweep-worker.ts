@@ -1,10 +1,10 @@
 import { parentPort } from "node:worker_threads"
-import type { SimOptions } from "./Options.ts"
-import { runSimulation } from "./Simulator.ts"
+import type { SimOptions } from "../engine/Options.ts"
+import { runSimulation } from "../engine/Simulator.ts"
 import type { SeedOutcome } from "./Sweep.ts"
 
 /**
- * One sweep worker (sim/Sweep.ts): runs the seeds it is sent, one at a time, and answers each
+ * One sweep worker (sim/commands/Sweep.ts): runs the seeds it is sent, one at a time, and answers each
  * with its outcome. A run depends only on its options, so which worker runs a seed, and after
  * which others, changes nothing in its result.
  */

@@ -1,7 +1,7 @@
 import * as fc from "fast-check"
-import { type FaultRates, formatFaults, type SimOptions } from "./Options.ts"
+import { type FaultRates, formatFaults, type SimOptions } from "../engine/Options.ts"
 import { replayFileCommand, replayFormat, writeReplayFile } from "./Replay.ts"
-import { runSimulation, type SimResult } from "./Simulator.ts"
+import { runSimulation, type SimResult } from "../engine/Simulator.ts"
 
 /** The law a run broke first (null when it passed). */
 export const firstViolation = (result: SimResult): string | null => result.violations[0]?.invariant ?? null

@@ -1,13 +1,13 @@
 import { Cause, Effect, Exit, Fiber, Option } from "effect"
-import type { DisputeNotification, DisputeOutcome } from "../src/domain/Dispute.ts"
-import { disputeReasons } from "../src/domain/Dispute.ts"
-import type { Payment } from "../src/domain/Payment.ts"
-import { Payments } from "../src/services/Payments.ts"
-import type { MemoryState } from "../src/store/MemoryStore.ts"
-import type { Auditor } from "./Auditor.ts"
-import type { Prng } from "./Prng.ts"
+import type { DisputeNotification, DisputeOutcome } from "../../src/domain/Dispute.ts"
+import { disputeReasons } from "../../src/domain/Dispute.ts"
+import type { Payment } from "../../src/domain/Payment.ts"
+import { Payments } from "../../src/services/Payments.ts"
+import type { MemoryState } from "../../src/store/MemoryStore.ts"
+import type { Auditor } from "../checks/Auditor.ts"
+import type { Prng } from "../engine/Prng.ts"
 import type { SimulatedService } from "./Service.ts"
-import type { Trace } from "./Trace.ts"
+import type { Trace } from "../engine/Trace.ts"
 
 /**
  * Runs `effect` on a fiber of its own and waits for it; interrupted, the wait ends at once and the
@@ -24,41 +24,10 @@ const disconnect = <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.flatMap(E
  * (`crash=`, `crashcommit=`, `storelost=`): the notifications go through the service's one
  * command path, so every commit they make is one the store faults and the auditor see.
  *
- * The auditor's side (written from the issue, not from src/domain): the dispute transitions,
- * each payment's dispute share of the ledger (`disputeLedger`), and at the end `auditDisputes`:
- * reserved money is conserved and every dispute opens and resolves exactly once.
+ * The auditor's side: the dispute transitions and each payment's dispute share of the ledger
+ * (sim/checks/DisputeLaws.ts), and at the end the injector's `audit`: reserved money is conserved
+ * and every dispute opens and resolves exactly once.
  */
-
-/** (from, to, event) triples a dispute adds to the auditor's transition table: the status stays. */
-export const disputeTransitions: ReadonlyArray<string> = ["captured", "settled"].flatMap((status) => [
-  `${status}>${status}:payment.dispute_opened`,
-  `${status}>${status}:payment.dispute_resolved`
-])
-
-/** The network's dispute fee per currency, as docs/api.md states it. */
-const disputeFee: Readonly<Record<string, number>> = { USD: 1500, EUR: 1500, GBP: 1500, CAD: 1500, AUD: 2500, JPY: 2000 }
-
-/**
- * What a payment's dispute adds to its ledger equations: reserved holds an open dispute's
- * amount; a lost one went to the network (the card network owes us that much less) with the
- * fee taken from the merchant; a won one left no trace but its round trip.
- */
-const noDispute = Object.freeze({ reserved: 0, cardNetwork: 0, merchant: 0, feeRevenue: 0 })
-export const disputeLedger = (payment: Payment): { readonly reserved: number; readonly cardNetwork: number; readonly merchant: number; readonly feeRevenue: number } => {
-  const dispute = payment.dispute
-  if (dispute === null) return noDispute
-  const fee = dispute.status === "lost" ? disputeFee[payment.currency]! : 0
-  return {
-    reserved: dispute.status === "open" ? dispute.amountCents : 0,
-    cardNetwork: dispute.status === "lost" ? -dispute.amountCents : 0,
-    merchant: dispute.status === "won" ? 0 : -dispute.amountCents - fee,
-    feeRevenue: fee
-  }
-}
-
-/** Captured money a lost dispute charged back: no longer the merchant's to refund. */
-export const chargedBackCents = (payment: { readonly dispute?: Payment["dispute"] }) =>
-  payment.dispute?.status === "lost" ? payment.dispute.amountCents : 0
 
 interface Planned {
   readonly paymentId: string

@@ -1,94 +1,9 @@
 /** Everything one simulation run depends on: the same options and seed replay the same run. */
-export interface FaultRates {
-  /** Ordinary cards the network declines anyway (`do_not_honor`). */
-  readonly acquirerDecline: number
-  /** Authorizations answered slowly: past the 5 s request deadline, within the 10 s flow timeout. */
-  readonly acquirerSlow: number
-  /** Authorizations never answered (the flow fails with `network_timeout`). */
-  readonly acquirerTimeout: number
-  /** Authorizations whose first tries fail in transport (retried by the flow). */
-  readonly acquirerTransient: number
-  /** Crash-and-restart events per virtual hour. */
-  readonly crashesPerHour: number
-  /** Webhook endpoint behaviour, as fractions of attempts. */
-  readonly webhook4xx: number
-  readonly webhook5xx: number
-  readonly webhookSlow: number
-  /** Answered 2xx after 10–29 s: slow but inside the timeout, so an endpoint's queue backs up. */
-  readonly webhookLagging: number
-  readonly webhookNoAnswer: number
-  /** Outage windows per endpoint per virtual day (each 5 min to 3 h, every attempt fails). */
-  readonly webhookOutagesPerDay: number
-  /** Store operations that fail with `StoreUnavailable` before they run (nothing changes). */
-  readonly storeUnavailable: number
-  /**
-   * Payment commits (create, change) that commit but answer `StoreUnavailable`: the connection
-   * died before the commit was acknowledged, so the caller cannot tell whether it happened.
-   */
-  readonly storeLostCommit: number
-  /** Store outage windows per virtual day (each 1 s to 90 s, every store operation fails). */
-  readonly storeOutagesPerDay: number
-  /**
-   * Committing operations (payment create/change, a stored idempotent response) right after which
-   * the process crashes, before anything else runs: the reply never reaches the client.
-   */
-  readonly crashAfterCommit: number
-  /** Payments the network disputes (of those captured whose merchant script ended), sim/Disputes.ts. */
-  readonly disputes?: number
-  /**
-   * Instance pauses per virtual hour (a stop-the-world GC pause, a frozen VM, SIGSTOP): the running
-   * instance stops for 61 s–4 min, longer than the idempotency and webhook leases (60 s), while a
-   * replacement serves; then it resumes and carries on with whatever it held (sim/Service.ts `pause`).
-   */
-  readonly pausesPerHour: number
-  /**
-   * Database freezes per virtual day (each 40 s–3 min): every main-store call hangs; its caller gives
-   * up after the statement bound (`storeCallTimeoutMs`) with `StoreUnavailable`, and what the
-   * database received runs when it thaws, in the order received (sim/StoreFaults.ts).
-   */
-  readonly storeFreezesPerDay: number
-  /**
-   * Largest clock offset of an instance, in ms: each instance's clock runs ahead or behind virtual
-   * time by up to this much, fixed for its life, so two instances disagree by up to twice it
-   * (docs/operations.md states the tolerance: 1 s between any two processes).
-   */
-  readonly clockSkewMs: number
-}
 
-export interface WorkloadMix {
-  readonly manualCapture: number
-  readonly idempotencyKey: number
-  readonly duplicateCreate: number
-  readonly keyReuseMismatch: number
-  readonly refund: number
-  readonly overRefund: number
-  readonly racingOperations: number
-  readonly review: number
-  readonly keyRotationsPerMerchantDay: number
-  readonly riskyTokens: number
-  readonly declineTokens: number
-  /**
-   * Payments made with the sandbox's dispute tokens (`tok_dispute_won`, `tok_dispute_lost`): the
-   * harness against a remote target, where no card network of its own can dispute. The
-   * simulator's card network is sim/Disputes.ts (absent: none).
-   */
-  readonly disputeTokens?: number
-  /**
-   * How keyed creates send their key (sim/Workload.ts; the rest send it in the header only):
-   * only in the body (`transaction.idempotency_key`), in both, or in both with different values
-   * first (422, then sent again in the header). Absent: none.
-   */
-  readonly bodyKey?: number
-  readonly bothKeys?: number
-  readonly differentKeys?: number
-  /** Captured payments the card network disputes while the merchant's script still runs (sim/Disputes.ts `openNow`). */
-  readonly disputeDuringScript?: number
-  /** Payments whose amount and card are chosen to put the fraud score on a threshold (sim/Boundary.ts). */
-  readonly boundaryScores?: number
-}
-
-import type { PlantedBug } from "./PlantedBugs.ts"
-export { isPlantedBug, type PlantedBug, plantedBugNames, plantedBugs } from "./PlantedBugs.ts"
+import type { FaultRates, WorkloadMix } from "./Rates.ts"
+export type { FaultRates, WorkloadMix } from "./Rates.ts"
+import type { PlantedBug } from "../checks/PlantedBugs.ts"
+export { isPlantedBug, type PlantedBug, plantedBugNames, plantedBugs } from "../checks/PlantedBugs.ts"
 
 export interface SimOptions {
   readonly seed: number
@@ -244,7 +159,7 @@ const faultNames: Record<string, keyof FaultRates> = {
  * attempts), whoutage (outages per endpoint per day), storedown (fraction of store operations
  * failing before they run), storelost (fraction of payment commits answered as failures),
  * storeoutage (store outages per day), crashcommit (fraction of commits followed by a crash),
- * dispute (fraction of captured payments the network disputes, sim/Disputes.ts), pause (instance
+ * dispute (fraction of captured payments the network disputes, sim/world/Disputes.ts), pause (instance
  * pauses per hour), storefreeze (database freezes per day), skew (largest clock offset of an
  * instance, ms; at most 500, the documented tolerance being 1 s between two processes).
  */

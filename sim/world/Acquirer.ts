@@ -7,10 +7,10 @@ import {
   ordinaryRiskSignal,
   sandboxDeclines,
   sandboxRiskSignals
-} from "../src/acquirer/Acquirer.ts"
-import type { AuthorizationOutcome } from "../src/domain/Payment.ts"
-import type { FaultRates } from "./Options.ts"
-import type { Prng } from "./Prng.ts"
+} from "../../src/acquirer/Acquirer.ts"
+import type { AuthorizationOutcome } from "../../src/domain/Payment.ts"
+import type { FaultRates } from "../engine/Options.ts"
+import type { Prng } from "../engine/Prng.ts"
 
 interface Plan {
   readonly outcome: AuthorizationOutcome | null

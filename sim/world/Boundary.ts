@@ -1,5 +1,5 @@
-import { contribution, features, minorUnitsPerMajor, model, noHistory } from "../src/domain/Fraud.ts"
-import { ordinaryRiskSignal } from "../src/acquirer/Acquirer.ts"
+import { contribution, features, minorUnitsPerMajor, model, noHistory } from "../../src/domain/Fraud.ts"
+import { ordinaryRiskSignal } from "../../src/acquirer/Acquirer.ts"
 
 /**
  * Boundary-directed payments: the amount, card brand, currency and country metadata of a

@@ -1,4 +1,4 @@
-import { sfc32 } from "../src/platform/Ids.ts"
+import { sfc32 } from "../../src/platform/Ids.ts"
 
 /**
  * The simulator's seeded randomness: sfc32 seeded through splitmix32 (the generator behind

@@ -1,11 +1,11 @@
 import type { HttpMethod } from "effect/http"
 import { hash as oneShotHash } from "node:crypto"
 import { Effect } from "effect"
-import { type Auditor, passed } from "./Auditor.ts"
+import { type Auditor, passed } from "../checks/Auditor.ts"
 import type { SimResponse } from "./Http.ts"
-import type { SimOptions } from "./Options.ts"
-import type { Prng } from "./Prng.ts"
-import { isoAt } from "../src/domain/Time.ts"
+import type { SimOptions } from "../engine/Options.ts"
+import type { Prng } from "../engine/Prng.ts"
+import { isoAt } from "../../src/domain/Time.ts"
 import { type AmountHistory, type BoundaryPlan, boundaryTargets, planBoundary } from "./Boundary.ts"
 
 /**
@@ -71,7 +71,7 @@ export interface WorkloadStats {
   /** Keyed creates by how they sent the key, and of them those sent more than once (a dropped connection, a 503). */
   keyWays: Record<KeyWay, number>
   keyWaysRetried: Record<KeyWay, number>
-  /** Boundary-directed creates (sim/Boundary.ts): planned, and screened with exactly the planned score, by target output. */
+  /** Boundary-directed creates (sim/world/Boundary.ts): planned, and screened with exactly the planned score, by target output. */
   boundaryPlanned: number
   boundaryExact: Record<string, number>
   /** Disputes opened while the merchant's script ran, and the refunds, captures and voids it sent while one was open. */
@@ -88,7 +88,7 @@ export type KeyWay = "header" | "body" | "both" | "different"
 
 /**
  * What the merchants need of the service, and nothing more: the port the simulator provides
- * in-process under virtual time (sim/Service.ts `SimulatedService`) and the harness over real
+ * in-process under virtual time (sim/world/Service.ts `SimulatedService`) and the harness over real
  * HTTP under real time (bench/harness/scenarios/merchants.ts). `R` is the port's request, `P`
  * a request sent whose answer is awaited later.
  */
@@ -176,11 +176,11 @@ export const makeWorkload = <R, P>(
    * by payment (one entry a payment for the whole run, never looked up before the end).
    */
   const expectations: Array<Expectation> = []
-  /** The payment each script created, and what runs when its script ends (sim/Disputes.ts). */
+  /** The payment each script created, and what runs when its script ends (sim/world/Disputes.ts). */
   const scriptPayments = new Map<number, string>()
   const hooks: {
     onPaymentFinished: (paymentId: string) => Effect.Effect<void>
-    /** The card network disputes the payment now (sim/Disputes.ts `openNow`): true once opened. Null: no network to ask. */
+    /** The card network disputes the payment now (sim/world/Disputes.ts `openNow`): true once opened. Null: no network to ask. */
     disputeNow: ((paymentId: string) => Effect.Effect<boolean>) | null
   } = { onPaymentFinished: (_paymentId: string): Effect.Effect<void> => Effect.void, disputeNow: null }
   /**
@@ -535,7 +535,7 @@ export const makeWorkload = <R, P>(
       const key = prng.chance(mix.idempotencyKey) ? `create-${n}` : undefined
       const way = key === undefined ? null : keyWay()
       // Boundary-directed: a new card, and the amount, currency, brand and countries that put
-      // the score on a threshold (sim/Boundary.ts).
+      // the score on a threshold (sim/world/Boundary.ts).
       let boundary: BoundaryPlan | null = null
       if (prng.chance(mix.boundaryScores ?? 0)) {
         const target = prng.pick(boundaryTargets)

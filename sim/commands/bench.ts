@@ -1,7 +1,7 @@
 import { hash } from "node:crypto"
 import v8 from "node:v8"
 import { parseArguments } from "./main.ts"
-import { runSimulation } from "./Simulator.ts"
+import { runSimulation } from "../engine/Simulator.ts"
 
 /**
  * `npm run sim:bench [-- --payments 100000 --hours 48 ...]`: simulated payments per wall-clock
@@ -79,7 +79,7 @@ const walkProbe = (): (() => number) => {
   }
 }
 
-/** The benchmark: `node sim/launch.mjs bench [args]` (npm run sim:bench) runs it from the bundle. */
+/** The benchmark: `node sim/commands/launch.mjs bench [args]` (npm run sim:bench) runs it from the bundle. */
 export const main = () => {
   const given = process.argv.slice(2)
   const defaults = ["--seed", "42", "--merchants", "20", "--payments", "100000", "--hours", "48"]

@@ -1,9 +1,9 @@
-import type { LedgerEntry } from "../src/domain/Ledger.ts"
-import type { Payment, PaymentEvent } from "../src/domain/Payment.ts"
-import type { DeliveryAudit } from "../src/store/MemoryWebhookStore.ts"
+import type { LedgerEntry } from "../../src/domain/Ledger.ts"
+import type { Payment, PaymentEvent } from "../../src/domain/Payment.ts"
+import type { DeliveryAudit } from "../../src/store/MemoryWebhookStore.ts"
 import { type Auditor, chartPosition, chartSize } from "./Auditor.ts"
-import { auditDeliveries, type Receipts } from "./Endpoints.ts"
-import type { Expectation } from "./Workload.ts"
+import { auditDeliveries, type Receipts } from "../world/Endpoints.ts"
+import type { Expectation } from "../world/Workload.ts"
 
 /**
  * The auditor's end-of-run laws read through the public API instead of the store: what a
@@ -185,7 +185,7 @@ export interface WitnessInput {
   readonly merchants: ReadonlyArray<WitnessMerchant>
   /** Payments created since (ISO): the run's. */
   readonly sinceIso: string
-  /** What each merchant was told about its payments (sim/Workload.ts). */
+  /** What each merchant was told about its payments (sim/world/Workload.ts). */
   readonly expectations: ReadonlyArray<Expectation>
   /** What reached the endpoints; null: no webhooks checked. */
   readonly webhooks: {
@@ -197,7 +197,7 @@ export interface WitnessInput {
   /** Reads at once (the laws' reads are a burst after the run). */
   readonly concurrency: number
   /**
-   * One payment per key as the client knows its keys (sim/Workload.ts `auditCreateKeys`), given
+   * One payment per key as the client knows its keys (sim/world/Workload.ts `auditCreateKeys`), given
    * the run's payments as the API lists them. Absent: not checked.
    */
   readonly auditCreateKeys?: (payments: Iterable<{ readonly id: string; readonly merchantId: string; readonly idempotencyKey: string | null; readonly metadata: Readonly<Record<string, string>> | null }>) => void

@@ -1,8 +1,8 @@
 import { Context, type Fiber, Tracer } from "effect"
-import { instructionOf } from "../src/platform/EffectInternals.ts"
+import { instructionOf } from "../../src/platform/EffectInternals.ts"
 import { formatReport, parseArguments } from "./main.ts"
-import { runSimulation } from "./Simulator.ts"
-import { VirtualTime } from "./VirtualTime.ts"
+import { runSimulation } from "../engine/Simulator.ts"
+import { VirtualTime } from "../engine/VirtualTime.ts"
 
 /**
  * `npm run sim:count -- --seed 1 --payments 1500 --hours 30`: the work of one simulation in exact,
@@ -11,7 +11,7 @@ import { VirtualTime } from "./VirtualTime.ts"
  * 40 functions that ran the most. Slower than a plain run; the figures in docs/simulation.md
  * ("Speed") were taken this way.
  *
- * Every fiber of the run starts from the run's services (sim/VirtualTime.ts `runtime`), which here
+ * Every fiber of the run starts from the run's services (sim/engine/VirtualTime.ts `runtime`), which here
  * hold Effect's own tracer with a `context` hook: a fiber's loop hands each instruction it runs to
  * that hook, which counts it and runs it. The tracer stays Effect's native one (the HTTP layer
  * skips span work for it), so the run does exactly what a plain run does: same trace hash.

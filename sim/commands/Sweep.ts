@@ -4,9 +4,9 @@ import { pathToFileURL } from "node:url"
 import { Worker } from "node:worker_threads"
 import { parseArguments } from "./main.ts"
 import { readFileSync } from "node:fs"
-import { replayCommand, type SimOptions } from "./Options.ts"
-import { userPath } from "./Replay.ts"
-import { drawSwarm, swarmOptions } from "./Swarm.ts"
+import { replayCommand, type SimOptions } from "../engine/Options.ts"
+import { userPath } from "../checks/Replay.ts"
+import { drawSwarm, swarmOptions } from "../engine/Swarm.ts"
 
 /**
  * `npm run sim:sweep -- --seeds 1..500 [--jobs N] [--json] [--swarm] [--shard i/n] [any scenario flag of npm run sim]`
@@ -39,7 +39,7 @@ export interface SweepConfig {
   /** Every option but the seed (and, with `swarm`, but the faults and the mix). */
   readonly base: SimOptions
   readonly json: boolean
-  /** `--swarm`: each seed draws its faults and workload mix (sim/Swarm.ts). */
+  /** `--swarm`: each seed draws its faults and workload mix (sim/engine/Swarm.ts). */
   readonly swarm: boolean
   /** `--seeds` as given, and every seed it names (all shards together). */
   readonly seedsText: string
@@ -85,8 +85,8 @@ export interface SweepResult {
 export const sweepDefaults = ["--payments", "1500", "--hours", "30"] as const
 
 /**
- * The worker's entry: tsx's loader registered inside the worker, then sim/sweep-worker.ts, or the
- * bundled sweep-worker.mjs when sim/launch.mjs bundled the sweep. (On
+ * The worker's entry: tsx's loader registered inside the worker, then sim/commands/sweep-worker.ts, or the
+ * bundled sweep-worker.mjs when sim/commands/launch.mjs bundled the sweep. (On
  * Node 20 a worker started on a .ts file with `execArgv: ["--import", "tsx"]`, or inheriting the
  * parent's, fails with "Unknown file extension .ts": the preload does not reach the worker's
  * entry. Registering from an eval'd bootstrap does.)
@@ -96,7 +96,7 @@ const workerBootstrap = () => {
   // would take for its module's path (`createRequire(typeof __filename === "string" ? ...)`):
   // it is removed before anything is imported.
   const clean = "delete globalThis.__filename; delete globalThis.__dirname; "
-  // Bundled by sim/launch.mjs: the worker's bundle sits next to this code, no loader needed.
+  // Bundled by sim/commands/launch.mjs: the worker's bundle sits next to this code, no loader needed.
   if (import.meta.url.endsWith(".mjs")) return `${clean}import(${JSON.stringify(new URL("./sweep-worker.mjs", import.meta.url).href)})`
   const tsx = pathToFileURL(createRequire(import.meta.url).resolve("tsx/esm/api")).href
   const entry = new URL("./sweep-worker.ts", import.meta.url).href

@@ -1,6 +1,6 @@
 import { Clock, type Context, Duration, Effect, identity, type Logger, Random, References, Scheduler } from "effect"
-import { MinHeap } from "../src/platform/MinHeap.ts"
-import type { MillisecondScheduler } from "../src/platform/Timers.ts"
+import { MinHeap } from "../../src/platform/MinHeap.ts"
+import type { MillisecondScheduler } from "../../src/platform/Timers.ts"
 
 /**
  * Discrete-event virtual time.
