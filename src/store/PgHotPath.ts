@@ -319,7 +319,7 @@ const commitOutcomes = (rows: ReadonlyArray<Row>): Array<boolean> => rows.map((r
 
 /** Group commit tuning: units per statement, and statements of one kind in flight at once (of the pool's 8). */
 export const maximumBatch = 32
-export const maximumInFlight = 3
+export const maximumInFlight = 2
 
 interface Waiter<U, R> {
   readonly unit: U
