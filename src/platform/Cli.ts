@@ -7,6 +7,7 @@
  * Commands parse with `run` (the whole command: parse, then the handler) or `parse` (the flags
  * only, for a command whose work is plain synchronous code, and for tests).
  */
+import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import { Cause, Console, Data, Effect, FileSystem, Layer, Option, Path, Runtime, Schema, Stdio, Terminal } from "effect"
 import { CliConfig, CliError, CliOutput, Command, Flag, GlobalFlag } from "effect/cli"
 import { ChildProcessSpawner } from "effect/process"
@@ -132,6 +133,7 @@ const formatter = CliOutput.defaultFormatter({ colors: false, globalFlags: "summ
 const invocationLine = (commandPath: ReadonlyArray<string>, errors: ReadonlyArray<{ readonly message: string }>) => {
   const message = (errors[0]?.message ?? "a subcommand is needed")
     .replace("Expected: Schema validation failed: Expected", "expected")
+    .replace("Expected a string representing a finite number", "expected a number")
     .replace(/\s*\n\s*/g, "; ")
   return `${commandPath.join(" ")}: ${message} (see ${commandPath.join(" ")} --help)`
 }
@@ -196,41 +198,57 @@ export const run = <Name extends string, Input, E, R>(command: Command.Command<N
     Effect.provide(hostLayer)
   ) as Effect.Effect<void, Exclude<E, CliError.CliError> | CommandFailed, Exclude<R, Command.Environment>>
 
-/**
- * The parsed flags of `command`, or `undefined` when --help was asked for (printed already).
- * For commands whose work is plain synchronous code (the simulator), and for tests.
- */
-export const parse = <Name extends string, Input, E, R>(command: Command.Command<Name, Input, {}, E, R>, argv: ReadonlyArray<string>) => {
-  let parsed: Input | undefined
-  const capture = command.pipe(Command.withHandler((input: Input) => Effect.sync(() => {
-    parsed = input
+type Parsed<Input> =
+  | { readonly _tag: "Parsed"; readonly input: Input }
+  | { readonly _tag: "Help"; readonly text: string }
+  | { readonly _tag: "Invalid"; readonly line: string }
+
+/** Parses without running anything: the flags, the help text asked for, or the invocation's first complaint. */
+const parseOnly = <Name extends string, Input, E, R>(command: Command.Command<Name, Input, {}, E, R>, argv: ReadonlyArray<string>): Parsed<Input> => {
+  let outcome: Parsed<Input> | undefined
+  const capture = CliOutput.layerPresenter({
+    present: (event) => Effect.sync(() => {
+      if (event._tag === "InvalidInvocation") outcome = { _tag: "Invalid", line: invocationLine(event.commandPath, event.errors) }
+      else if (event._tag === "Help") outcome = { _tag: "Help", text: formatter.formatHelpDoc(event.helpDoc) }
+    })
+  })
+  const handled = command.pipe(Command.withHandler((input: Input) => Effect.sync(() => {
+    outcome = { _tag: "Parsed", input }
   })))
-  return run(capture, argv).pipe(Effect.map(() => parsed))
+  const exit = Effect.runSyncExit(
+    Command.runWith(handled, { version: "0.1.0" })(argv).pipe(Effect.provide(Layer.merge(hostLayer, capture))) as Effect.Effect<void, unknown>
+  )
+  if (outcome !== undefined) return outcome
+  const failure = exit._tag === "Failure" ? Cause.squash(exit.cause) : undefined
+  return { _tag: "Invalid", line: failure instanceof Error ? failure.message : "nothing was parsed" }
 }
 
 /**
- * `parse` for synchronous callers: the flags, or a thrown Error whose message is the invocation's
- * first complaint. Used by tests and by commands that build on another's flags.
+ * The parsed flags for synchronous callers (tests, and commands that build on another's flags),
+ * or a thrown Error whose message is the invocation's first complaint (or the help text).
  */
 export const parseSync = <Name extends string, Input, E, R>(command: Command.Command<Name, Input, {}, E, R>, argv: ReadonlyArray<string>): Input => {
-  let parsed: Input | undefined
-  let complaint: string | undefined
-  const quiet = CliOutput.layerPresenter({
-    present: (event) => Effect.sync(() => {
-      if (event._tag === "InvalidInvocation") complaint = invocationLine(event.commandPath, event.errors)
-    })
-  })
-  const capture = command.pipe(Command.withHandler((input: Input) => Effect.sync(() => {
-    parsed = input
-  })))
-  const exit = Effect.runSyncExit(
-    Command.runWith(capture, { version: "0.1.0" })(argv).pipe(Effect.provide(Layer.merge(hostLayer, quiet))) as Effect.Effect<void, unknown>
-  )
-  if (exit._tag === "Failure" || parsed === undefined) {
-    const failure = exit._tag === "Failure" ? Cause.squash(exit.cause) : undefined
-    throw new Error(complaint ?? (failure instanceof Error ? failure.message : "no command was run"))
+  const outcome = parseOnly(command, argv)
+  if (outcome._tag === "Parsed") return outcome.input
+  throw new Error(outcome._tag === "Help" ? outcome.text : outcome.line)
+}
+
+/**
+ * The parsed flags for a command whose work is plain synchronous code (sim:bench, sim:count):
+ * --help prints and exits 0, a bad invocation prints one line and exits 2.
+ */
+export const parseOrExit = <Name extends string, Input, E, R>(command: Command.Command<Name, Input, {}, E, R>, argv: ReadonlyArray<string>): Input => {
+  const outcome = parseOnly(command, argv)
+  switch (outcome._tag) {
+    case "Parsed":
+      return outcome.input
+    case "Help":
+      console.log(outcome.text)
+      return process.exit(0)
+    case "Invalid":
+      console.error(outcome.line)
+      return process.exit(usageExitCode)
   }
-  return parsed
 }
 
 /** One line for a person: the error, and what it wraps when its own message says nothing (a ServeError's EADDRINUSE). */
@@ -252,3 +270,11 @@ export const reportFailure = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
       return line === "" ? Effect.void : Console.error(line)
     })
   )
+
+/**
+ * Runs a command's effect as the process: a failure's one line on stderr and its exit code
+ * (`CommandFailed`'s, else 1); SIGINT and SIGTERM interrupt it. `teardown` decides the exit code
+ * otherwise (the service's exits 0 on a stop by signal).
+ */
+export const runMain = <E>(effect: Effect.Effect<void, E>, options: { readonly teardown?: Runtime.Teardown } = {}) =>
+  NodeRuntime.runMain(reportFailure(effect), { disableErrorReporting: true, ...options })
