@@ -22,6 +22,10 @@ for (const [flag, value] of defaults) {
   if (!given.some((argument) => argument === flag || argument.startsWith(`${flag}=`)) && !open) argv.push(flag, value)
 }
 const parsed = parseArguments(argv)
+if (parsed.command === "help") {
+  console.log(`harness:bench: the harness measuring itself (the health scenario at ${targetRate} requests/s for 20 s unless flags say otherwise); it takes the run flags of npm run harness.\n\n${parsed.text}`)
+  process.exit(0)
+}
 if (parsed.command !== "run") {
   console.error(parsed.command === "error" ? `harness:bench: ${parsed.message}` : "harness:bench takes the run flags of npm run harness")
   process.exit(2)

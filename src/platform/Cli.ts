@@ -129,14 +129,16 @@ export const printJson = (value: unknown, indent?: number) => Console.log(JSON.s
 
 const formatter = CliOutput.defaultFormatter({ colors: false, globalFlags: "summary" })
 
-/** The first complaint about an invocation, as one line that points at the command's --help. */
-const invocationLine = (commandPath: ReadonlyArray<string>, errors: ReadonlyArray<{ readonly message: string }>) => {
-  const message = (errors[0]?.message ?? "a subcommand is needed")
+/** The first complaint about an invocation, on one line. */
+const complaintOf = (errors: ReadonlyArray<{ readonly message: string }>) =>
+  (errors[0]?.message ?? "a subcommand is needed")
     .replace("Expected: Schema validation failed: Expected", "expected")
     .replace("Expected a string representing a finite number", "expected a number")
     .replace(/\s*\n\s*/g, "; ")
-  return `${commandPath.join(" ")}: ${message} (see ${commandPath.join(" ")} --help)`
-}
+
+/** The first complaint about an invocation, as one line that points at the command's --help. */
+const invocationLine = (commandPath: ReadonlyArray<string>, errors: ReadonlyArray<{ readonly message: string }>) =>
+  `${commandPath.join(" ")}: ${complaintOf(errors)} (see ${commandPath.join(" ")} --help)`
 
 /**
  * --help on stdout (exit 0); a bad invocation as one line on stderr; a command that needs a
@@ -198,17 +200,23 @@ export const run = <Name extends string, Input, E, R>(command: Command.Command<N
     Effect.provide(hostLayer)
   ) as Effect.Effect<void, Exclude<E, CliError.CliError> | CommandFailed, Exclude<R, Command.Environment>>
 
-type Parsed<Input> =
+export type Parsed<Input> =
   | { readonly _tag: "Parsed"; readonly input: Input }
   | { readonly _tag: "Help"; readonly text: string }
-  | { readonly _tag: "Invalid"; readonly line: string }
+  /** `line`: the complaint as `run` prints it; `message`: the complaint alone. */
+  | { readonly _tag: "Invalid"; readonly line: string; readonly message: string }
 
-/** Parses without running anything: the flags, the help text asked for, or the invocation's first complaint. */
-const parseOnly = <Name extends string, Input, E, R>(command: Command.Command<Name, Input, {}, E, R>, argv: ReadonlyArray<string>): Parsed<Input> => {
+/**
+ * Parses without running anything (but the handlers of subcommands, which a caller may give to
+ * learn which one was chosen): the flags, the help text asked for, or the invocation's first complaint.
+ */
+export const parseOnly = <Name extends string, Input, E, R>(command: Command.Command<Name, Input, {}, E, R>, argv: ReadonlyArray<string>): Parsed<Input> => {
   let outcome: Parsed<Input> | undefined
   const capture = CliOutput.layerPresenter({
     present: (event) => Effect.sync(() => {
-      if (event._tag === "InvalidInvocation") outcome = { _tag: "Invalid", line: invocationLine(event.commandPath, event.errors) }
+      if (event._tag === "InvalidInvocation") {
+        outcome = { _tag: "Invalid", line: invocationLine(event.commandPath, event.errors), message: complaintOf(event.errors) }
+      }
       else if (event._tag === "Help") outcome = { _tag: "Help", text: formatter.formatHelpDoc(event.helpDoc) }
     })
   })
@@ -220,7 +228,8 @@ const parseOnly = <Name extends string, Input, E, R>(command: Command.Command<Na
   )
   if (outcome !== undefined) return outcome
   const failure = exit._tag === "Failure" ? Cause.squash(exit.cause) : undefined
-  return { _tag: "Invalid", line: failure instanceof Error ? failure.message : "nothing was parsed" }
+  const message = failure instanceof Error ? failure.message : "nothing was parsed"
+  return { _tag: "Invalid", line: message, message }
 }
 
 /**
