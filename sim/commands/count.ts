@@ -24,7 +24,8 @@ import { VirtualTime } from "../engine/VirtualTime.ts"
  */
 const countCommand = Command.make("sim:count", {
   seed: Cli.integer("seed", "the seed of the run", { default: defaultOptions.seed }),
-  ...scenarioFlags(defaultOptions)
+  ...scenarioFlags(defaultOptions),
+  json: Cli.toggle("json", "print the counts as JSON instead of the tables")
 }).pipe(Command.withDescription(
   "Count the work of one simulation exactly (Effect instructions and fibers, by kind and by function): deterministic figures to compare changes " +
     "on a noisy machine. Prints the run's last summary lines (trace hash) first. Exits 2 on bad arguments."
@@ -87,6 +88,21 @@ VirtualTime.prototype.runtime = function(seed, logger) {
 const result = runSimulation(options)
 const top = (counts: Map<string, number>, n: number) =>
   [...counts].sort((a, b) => b[1] - a[1]).slice(0, n).map(([name, count]) => `${String(count).padStart(10)}  ${name}`).join("\n")
+const sorted = (counts: Map<string, number>, n: number) => Object.fromEntries([...counts].sort((a, b) => b[1] - a[1]).slice(0, n))
+if (input.json) {
+  console.log(JSON.stringify({
+    ok: result.ok,
+    seed: options.seed,
+    traceHash: result.traceHash,
+    instructions,
+    instructionsPerPayment: Math.round(instructions / Math.max(1, options.payments)),
+    fibers,
+    fiberTasks: result.tasks,
+    byKind: sorted(byOp, 20),
+    byFunction: sorted(byFunction, 40)
+  }, null, 2))
+  process.exit(0)
+}
 console.log(formatReport(result).split("\n").slice(-2).join("\n"))
 console.log(`Effect instructions ${instructions} (${Math.round(instructions / Math.max(1, options.payments))} a payment), fibers ${fibers}, fiber tasks ${result.tasks}`)
 console.log(`by kind\n${top(byOp, 20)}\nby function\n${top(byFunction, 40)}`)

@@ -96,6 +96,23 @@ describe("sim, sim:sweep and sim:bench on the command line", () => {
     }
   }, slow)
 
+  it("sim:count --json prints the counts as JSON; a bad flag exits 2", async () => {
+    const count = (args: ReadonlyArray<string>) =>
+      new Promise<{ code: number; stdout: string; stderr: string }>((done) => {
+        execFile(process.execPath, ["--import", "tsx", "sim/commands/count.ts", ...args], { cwd: root, encoding: "utf8", maxBuffer: 64 * 1024 * 1024 }, (error, stdout, stderr) => {
+          done({ code: error === null ? 0 : typeof error.code === "number" ? error.code : 1, stdout, stderr })
+        })
+      })
+    const [json, bad] = await Promise.all([count(["--seed", "3", ...tiny, "--json"]), count(["--seed", "x"])])
+    expect(json.code, json.stderr).toBe(0)
+    const parsed = JSON.parse(json.stdout)
+    expect(parsed).toMatchObject({ ok: true, seed: 3, traceHash: expect.stringMatching(/^[0-9a-f]{64}$/) })
+    expect(parsed.instructions).toBeGreaterThan(0)
+    expect(bad.code).toBe(2)
+    expect(bad.stdout).toBe("")
+    expect(bad.stderr.trim()).toMatch(/^sim:count: Invalid value for flag --seed: "x"/)
+  }, slow)
+
   it("parseArguments keeps every flag's meaning", () => {
     const parsed = parseArguments(["--seed", "9", "--merchants", "3", "--payments", "10", "--hours", "2", "--no-webhooks", "--dispatchers", "2", "--faults", "none", "--shrink", "--out", "f.json"])
     expect(parsed.options).toMatchObject({ seed: 9, merchants: 3, payments: 10, hours: 2, webhooks: false, dispatchers: 2 })
