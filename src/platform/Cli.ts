@@ -1,11 +1,12 @@
 /**
  * What every command of the project shares (`payments`, `sim`, `sim:sweep`, `sim:bench`,
- * `sim:count`, `bench`, `bench:report`, `fraud:train`): flags, `--help` and parsing from
- * effect/cli; a bad invocation answered with one line on stderr and exit code 2; tables a person
- * reads; `--json` for scripts.
+ * `sim:count`, `bench`, `bench:report`, `bench:ab`, `bench:explain`, `harness`, `fraud:train`):
+ * flags, `--help` and parsing from effect/cli; a bad invocation answered with one line on stderr
+ * and exit code 2; tables a person reads; `--json` for scripts.
  *
- * Commands parse with `run` (the whole command: parse, then the handler) or `parse` (the flags
- * only, for a command whose work is plain synchronous code, and for tests).
+ * A command runs with `run` and `runMain` (parse, then its handler, as an Effect), or reads its
+ * flags with `parseOrExit` when its work is plain synchronous code (sim:bench, bench); tests and
+ * commands that interpret flags themselves use `parseSync` and `parseOnly`.
  */
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import { Cause, Console, Data, Effect, FileSystem, Layer, Option, Path, Runtime, Schema, Stdio, Terminal } from "effect"
