@@ -52,6 +52,21 @@ describe("bench, bench:report and fraud:train on the command line", () => {
     }
   }, slow)
 
+  it("bench --rate offers a fixed rate and reports the achieved one beside it; --json prints the results", async () => {
+    const [json, table] = [
+      await run("bench/run.ts", ["--scenario", "health", "--duration", "2", "--connections", "4", "--rate", "40", "--json"]),
+      await run("bench/run.ts", ["--scenario", "health", "--duration", "1", "--connections", "2", "--rate", "30"])
+    ]
+    expect(json.code, json.stderr).toBe(0)
+    const report = JSON.parse(json.stdout)
+    expect(report).toMatchObject({ scenario: "health", offered_rate: 40, connections: 4, duration_s: 2 })
+    // Closed-loop /healthz runs at thousands a second on this machine; offered 40/s, it stays near 40.
+    expect(report.service.rps).toBeGreaterThan(10)
+    expect(report.service.rps).toBeLessThanOrEqual(45)
+    expect(table.code, table.stderr).toBe(0)
+    expect(table.stdout).toMatch(/requests\/s\s+[\d.]+ achieved of 30 offered/)
+  }, 240_000)
+
   it("bench:report --json prints what it wrote, as JSON", async () => {
     const directory = mkdtempSync(join(tmpdir(), "bench-report-"))
     try {
