@@ -1,4 +1,3 @@
-import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import { Console, Effect, Layer } from "effect"
 import { Argument, Command, Flag } from "effect/cli"
 import { mkdirSync, writeFileSync } from "node:fs"
@@ -182,8 +181,4 @@ const payments = Command.make("payments", {}, () => Effect.provide(serve, Config
 
 // One logger (LOG_FORMAT, JSON by default) on stderr, so stdout carries only command output;
 // runMain's own pretty logger stays off, or every line would be printed twice.
-Effect.suspend(() => Cli.run(payments, process.argv.slice(2))).pipe(
-  Effect.provide(Logging.layerFromEnvironment),
-  Cli.reportFailure,
-  NodeRuntime.runMain({ disableErrorReporting: true, teardown })
-)
+Cli.runMain(Effect.suspend(() => Cli.run(payments, process.argv.slice(2))).pipe(Effect.provide(Logging.layerFromEnvironment)), { teardown })
