@@ -7,26 +7,48 @@
  *
  *   npm run bench:ab -- --a-dir . --b-dir ../other-checkout [--rounds 3] [--scenarios create,read]
  *                       [--duration 10] [--connections 64] [--a-entry src/main.ts] [--b-entry src/main.ts]
- *                       [--a-label a] [--b-label b]
+ *                       [--a-label a] [--b-label b] [--json]
  *
  * Bounded: each run is bounded by bench/run.ts's own watchdog, and there are rounds × scenarios × 2 runs.
  */
+import { Command } from "effect/cli"
 import { spawnSync } from "node:child_process"
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
+import * as Cli from "../src/platform/Cli.ts"
 
-const argument = (name: string, fallback: string) => {
-  const index = process.argv.indexOf(`--${name}`)
-  return index === -1 ? fallback : process.argv[index + 1] ?? fallback
+const knownScenarios = ["create", "read", "mixed", "refund", "idempotent-retry", "webhooks", "health", "analytics"]
+
+const abCommand = Command.make("bench:ab", {
+  aDir: Cli.text("a-dir", "side A's checkout", { default: "." }),
+  bDir: Cli.text("b-dir", "side B's checkout", { default: "." }),
+  aEntry: Cli.text("a-entry", "side A's entry point", { default: "src/main.ts" }),
+  bEntry: Cli.text("b-entry", "side B's entry point", { default: "src/main.ts" }),
+  aLabel: Cli.text("a-label", "side A's name in the tables", { default: "a" }),
+  bLabel: Cli.text("b-label", "side B's name in the tables", { default: "b" }),
+  rounds: Cli.integer("rounds", "rounds, each running every scenario on both sides (order alternating)", { min: 1, max: 10, default: 3 }),
+  scenarios: Cli.text("scenarios", `comma-separated scenarios of npm run bench (${knownScenarios.join(", ")})`, { default: "create,read" }),
+  duration: Cli.integer("duration", "seconds of load per run", { min: 1, max: 120, default: 10 }),
+  connections: Cli.integer("connections", "connections per run", { min: 1, max: 256, default: 64 }),
+  json: Cli.toggle("json", "print the results (what bench/results/ab-*.json holds) as JSON instead of the tables")
+}).pipe(Command.withDescription(
+  "Measure two services (two checkouts, or two entry points) with npm run bench, alternately, round after round, each on a fresh embedded PostgreSQL; " +
+    "prints each side's figures and the B ÷ A ratios (min / median / max over the rounds). Exits 1 when a ledger audit failed, 2 on bad arguments."
+))
+
+const flags = Cli.parseOrExit(abCommand, process.argv.slice(2))
+const rounds = flags.rounds
+const scenarios = flags.scenarios.split(",").filter((s) => s !== "")
+const unknownScenarios = scenarios.filter((s) => !knownScenarios.includes(s))
+if (scenarios.length === 0 || unknownScenarios.length > 0) {
+  console.error(`bench:ab: --scenarios: unknown '${unknownScenarios.join(",")}' (one or more of ${knownScenarios.join(", ")}, comma-separated)`)
+  process.exit(Cli.usageExitCode)
 }
-
-const rounds = Math.max(1, Math.min(10, Number(argument("rounds", "3"))))
-const scenarios = argument("scenarios", "create,read").split(",").filter((s) => s !== "")
-const duration = argument("duration", "10")
-const connections = argument("connections", "64")
+const duration = String(flags.duration)
+const connections = String(flags.connections)
 const sides = [
-  { label: argument("a-label", "a"), dir: argument("a-dir", "."), entry: argument("a-entry", "src/main.ts") },
-  { label: argument("b-label", "b"), dir: argument("b-dir", "."), entry: argument("b-entry", "src/main.ts") }
+  { label: flags.aLabel, dir: flags.aDir, entry: flags.aEntry },
+  { label: flags.bLabel, dir: flags.bDir, entry: flags.bEntry }
 ] as const
 
 interface Run {
@@ -91,8 +113,9 @@ const spread = (values: ReadonlyArray<number>) => {
     : (sorted[sorted.length / 2 - 1]! + sorted[sorted.length / 2]!) / 2
   return { min: sorted[0]!, median, max: sorted[sorted.length - 1]! }
 }
+const figure = (value: number, digits: number) => (Number.isFinite(value) ? value.toFixed(digits) : "n/a")
 const show = (s: { min: number; median: number; max: number }, digits: number) =>
-  `${s.min.toFixed(digits)} / ${s.median.toFixed(digits)} / ${s.max.toFixed(digits)}`
+  `${figure(s.min, digits)} / ${figure(s.median, digits)} / ${figure(s.max, digits)}`
 
 const metrics: ReadonlyArray<readonly [string, (run: Run) => number | null, number]> = [
   ["req/s", (r) => r.rps, 0],
@@ -106,10 +129,11 @@ const metrics: ReadonlyArray<readonly [string, (run: Run) => number | null, numb
 ]
 
 const summary: Record<string, unknown> = {}
+const tables: Array<string> = []
 for (const scenario of scenarios) {
   const lines: Array<string> = [`\n${scenario}: ${rounds} rounds, ${duration} s each, ${connections} connections (min / median / max)`]
-  lines.push(`  ${"".padEnd(26)}  ${sides[0].label.padEnd(26)}  ${sides[1].label.padEnd(26)}  ${sides[1].label} ÷ ${sides[0].label} (same round)`)
   const rows: Record<string, unknown> = {}
+  const cells: Array<Array<string>> = []
   for (const [name, pick, digits] of metrics) {
     const of = (label: string) => runs.filter((r) => r.scenario === scenario && r.label === label).map(pick)
     const a = of(sides[0].label)
@@ -118,16 +142,19 @@ for (const scenario of scenarios) {
     const ratios = a.map((value, i) => (b[i] as number) / (value as number))
     const row = { a: spread(a as Array<number>), b: spread(b as Array<number>), ratio: spread(ratios) }
     rows[name] = row
-    lines.push(`  ${name.padEnd(26)}  ${show(row.a, digits).padEnd(26)}  ${show(row.b, digits).padEnd(26)}  ${show(row.ratio, 2)}`)
+    cells.push([name, show(row.a, digits), show(row.b, digits), show(row.ratio, 2)])
   }
+  lines.push(Cli.table(["", sides[0].label, sides[1].label, `${sides[1].label} ÷ ${sides[0].label} (same round)`], cells, "  "))
   const audits = runs.filter((r) => r.scenario === scenario).every((r) => r.auditOk)
   lines.push(`  ledger audits: ${audits ? "all passed" : "FAILED in some run"}`)
   summary[scenario] = rows
-  console.log(lines.join("\n"))
+  tables.push(lines.join("\n"))
 }
 
 mkdirSync("bench/results", { recursive: true })
 const file = join("bench/results", `ab-${new Date().toISOString().replace(/[:.]/g, "-")}.json`)
-writeFileSync(file, JSON.stringify({ date: new Date().toISOString(), rounds, duration, connections, sides, runs, summary }, null, 2) + "\n")
-console.log(`\nresults: ${file}`)
+const results = { date: new Date().toISOString(), rounds, duration, connections, sides, runs, summary }
+writeFileSync(file, JSON.stringify(results, null, 2) + "\n")
+if (flags.json) console.log(JSON.stringify(results, null, 2))
+else console.log(`${tables.join("\n")}\n\nresults: ${file}`)
 if (runs.some((r) => !r.auditOk)) process.exitCode = 1

@@ -5,6 +5,7 @@
  *
  *   npm run bench:explain -- [--payments 20000]
  */
+import { Command } from "effect/cli"
 import { execFileSync, spawnSync } from "node:child_process"
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
@@ -12,12 +13,18 @@ import { join } from "node:path"
 import pg from "pg"
 import { randomBytes } from "node:crypto"
 import { formatId } from "../src/domain/Ids.ts"
+import * as Cli from "../src/platform/Cli.ts"
 import { startEmbeddedPostgres } from "../src/platform/Database.ts"
 import { commitChangesSql, commitChangesValues, getPaymentSql, openPaymentsSql, openPaymentsValues, toHistory } from "../src/store/PgHotPath.ts"
 import { createUnit, pgbenchScript } from "./sql.ts"
 
-const index = process.argv.indexOf("--payments")
-const payments = index === -1 ? 20_000 : Number(process.argv[index + 1])
+const explainCommand = Command.make("bench:explain", {
+  payments: Cli.integer("payments", "creates made before the statements are explained", { max: 1_000_000, default: 20_000 })
+}).pipe(Command.withDescription(
+  "EXPLAIN (ANALYZE, BUFFERS) of the hot statements (the create's two, GET one transaction) on an embedded PostgreSQL holding --payments creates; " +
+    "each explained statement runs in a transaction that is rolled back. Exits 2 on bad arguments."
+))
+const { payments } = Cli.parseOrExit(explainCommand, process.argv.slice(2))
 const scratch = mkdtempSync(join(tmpdir(), "payments-explain-"))
 const database = await startEmbeddedPostgres({ directory: scratch, persistent: false })
 try {

@@ -3,10 +3,12 @@
  * no scripts, no network): per scenario, requests per second over the runs with the baselines of
  * the same run, latency percentiles, and the per-request counters.
  *
- *   npm run bench:report [-- --out bench/results/report.html]
+ *   npm run bench:report [-- --out bench/results/report.html] [--json]
  */
+import { Command } from "effect/cli"
 import { readdirSync, readFileSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
+import * as Cli from "../src/platform/Cli.ts"
 
 export interface Run {
   readonly scenario: string
@@ -98,15 +100,36 @@ ${sections.join("\n")}</body></html>
 `
 }
 
+const reportCommand = Command.make("bench:report", {
+  out: Cli.text("out", "the HTML page to write", { default: "bench/results/report.html" }),
+  json: Cli.toggle("json", "print the runs' summary as JSON instead of the table")
+}).pipe(Command.withDescription(
+  "Render every run in bench/results/*.json (npm run bench) as one self-contained HTML page, and list the runs. Exits 2 on bad arguments."
+))
+
 const main = () => {
+  const { json, out } = Cli.parseOrExit(reportCommand, process.argv.slice(2))
   const directory = "bench/results"
-  const outIndex = process.argv.indexOf("--out")
-  const out = outIndex === -1 ? join(directory, "report.html") : process.argv[outIndex + 1]!
   const runs = readdirSync(directory)
     .filter((name) => name.endsWith(".json"))
     .map((name) => JSON.parse(readFileSync(join(directory, name), "utf8")) as Run)
     .filter((run) => run.service?.per_request !== undefined)
   writeFileSync(out, renderReport(runs))
+  const summary = runs.map((run) => ({
+    scenario: run.scenario,
+    date: run.date,
+    connections: run.connections,
+    requestsPerSecond: Number.isFinite(run.service.rps) ? Number(run.service.rps.toFixed(1)) : null,
+    p99Ms: Number.isFinite(run.service.latency.p99) ? run.service.latency.p99 : null
+  }))
+  if (json) {
+    console.log(JSON.stringify({ out, runs: summary }, null, 2))
+    return
+  }
+  if (runs.length > 0) {
+    console.log(Cli.table(["scenario", "date", "connections", "requests/s", "p99 ms"], summary.map((run) => [run.scenario, run.date, run.connections, run.requestsPerSecond, run.p99Ms])))
+    console.log("")
+  }
   console.log(`${runs.length} runs -> ${out}`)
 }
 

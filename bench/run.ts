@@ -7,9 +7,13 @@
  * that SQL (bench/sql.ts, bench/baseline.ts). Then it audits the ledger. Bounded in time.
  *
  *   npm run bench -- [--scenario create|read|mixed|refund|idempotent-retry|webhooks|analytics]
- *                    [--duration 10] [--connections 64] [--url postgres://...] [--no-baselines] [--cards N]
+ *                    [--duration 10] [--connections 64] [--rate N] [--url postgres://...] [--no-baselines] [--cards N]
  *                    [--profile DIR] [--payments 1000000 (analytics)]
- *                    [--service-dir DIR] [--entry src/main.ts] [--label NAME] [--statements N]
+ *                    [--service-dir DIR] [--entry src/main.ts] [--label NAME] [--statements N] [--json]
+ *
+ * `--rate N` offers N requests a second in all (autocannon's overallRate) instead of sending the
+ * next request as soon as a connection is free: latency at a fixed load ("p99 of create at 1,000
+ * creates a second"); the table shows the achieved rate beside the offered one.
  *
  * `--service-dir` runs the service of another checkout (its own code and node_modules, e.g. a
  * worktree of another branch) and `--entry` another entry point of it (one that takes `serve` and
@@ -22,49 +26,69 @@
  * Results go to bench/results/<scenario>-<timestamp>.json; `npm run bench:report` renders them.
  */
 import autocannon from "autocannon"
+import { Command, Flag } from "effect/cli"
 import { execFileSync, spawn, spawnSync, type ChildProcess } from "node:child_process"
 import { existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { createServer, type Server } from "node:http"
 import { tmpdir } from "node:os"
 import { join, resolve } from "node:path"
 import pg from "pg"
+import * as Cli from "../src/platform/Cli.ts"
 import { freePort, startEmbeddedPostgres } from "../src/platform/Database.ts"
 import { analyticsSeriesSql, analyticsTotalsSql } from "../src/store/PgStore.ts"
 import { cpuSeconds, postgresCpuSeconds, rssMb, sleep, startNodeFlags, waitFor } from "./host.ts"
 import { pgbenchScript } from "./sql.ts"
 import { statementStats, statementsTable } from "./statements.ts"
 
-const argument = (name: string, fallback: string) => {
-  const index = process.argv.indexOf(`--${name}`)
-  return index === -1 ? fallback : process.argv[index + 1] ?? fallback
-}
 const scenarios = ["create", "read", "mixed", "refund", "idempotent-retry", "webhooks", "health", "analytics"] as const
 type Scenario = (typeof scenarios)[number]
-const scenario = argument("scenario", "create") as Scenario
-if (!scenarios.includes(scenario)) {
-  console.error(`unknown scenario ${scenario}; one of ${scenarios.join(", ")}`)
-  process.exit(2)
-}
-const durationSeconds = Math.max(1, Math.min(120, Number(argument("duration", "10"))))
-const connections = Math.max(1, Math.min(256, Number(argument("connections", "64"))))
-const externalUrl = argument("url", "")
-const baselines = !process.argv.includes("--no-baselines") && scenario === "create"
+
+const benchCommand = Command.make("bench", {
+  scenario: Cli.choice("scenario", scenarios, "what the load does", { default: "create" }),
+  duration: Cli.integer("duration", "seconds each load phase lasts", { min: 1, max: 120, default: 10 }),
+  connections: Cli.integer("connections", "connections autocannon keeps open (requests in flight at most)", { min: 1, max: 256, default: 64 }),
+  rate: Cli.integer("rate", "offered rate: requests a second over all connections, whatever the answers' speed (autocannon's overallRate; default: as fast as the connections go)", { min: 1 }).pipe(Flag.optional),
+  url: Cli.text("url", "the PostgreSQL to use (default: an embedded one, started and removed)").pipe(Flag.optional),
+  noBaselines: Cli.toggle("no-baselines", "create only: skip pgbench and the node:http + pg baseline"),
+  cards: Cli.integer("cards", "distinct card tokens the creates cycle through (0: all tok_visa, the fraud history's worst case)", { default: 0 }),
+  profile: Cli.text("profile", "a directory where the service writes a V8 CPU profile when it stops (bench/profile.ts summarises it)").pipe(Flag.optional),
+  nodeFlags: Cli.text("node-flags", "V8/Node flags for the service process (default: those of npm start)").pipe(Flag.optional),
+  serviceDir: Cli.text("service-dir", "the checkout whose service runs (its code and node_modules)", { default: "." }),
+  entry: Cli.text("entry", "the service's entry point in --service-dir (takes serve and merchant create --name)", { default: "src/main.ts" }),
+  label: Cli.text("label", "a name for this run in the results file and the report", { default: "", shown: "none" }),
+  statements: Cli.integer("statements", "list the N statements that took PostgreSQL longest, with their calls per request", { default: 0 }),
+  payments: Cli.integer("payments", "analytics only: payments bulk-loaded before the load", { min: 1, max: 5_000_000, default: 1_000_000 }),
+  json: Cli.toggle("json", "print the results (what bench/results/*.json holds) as JSON instead of the table")
+}).pipe(Command.withDescription(
+  "HTTP load against the real service on 127.0.0.1 (autocannon), with per-request counters (service and PostgreSQL CPU, statements, commits, RSS), " +
+    "pgbench and node:http + pg baselines for create, and a ledger audit. Writes bench/results/<scenario>-<time>.json. " +
+    "Exits 1 when the audit fails, 2 on bad arguments."
+))
+
+const flags = Cli.parseOrExit(benchCommand, process.argv.slice(2))
+const scenario: Scenario = flags.scenario
+const durationSeconds = flags.duration
+const connections = flags.connections
+/** `--rate N`: a fixed offered rate (requests a second over all connections); null: closed loop, as fast as answers come. */
+const offeredRate = Cli.given(flags.rate) ?? null
+const externalUrl = Cli.given(flags.url) ?? ""
+const baselines = !flags.noBaselines && scenario === "create"
 /**
  * Distinct card tokens the creates cycle through (0: every approved create uses `tok_visa`, the
  * fraud history's worst case: each create reads the newest 50 payments of one card).
  */
-const cards = Number(argument("cards", "0"))
+const cards = flags.cards
 /** `--profile DIR`: the service writes a V8 CPU profile there when it stops (summarise with bench/profile.ts). */
-const profileDirectory = argument("profile", "")
+const profileDirectory = Cli.given(flags.profile) ?? ""
 /** `--node-flags "..."`: V8/Node flags for the service process; by default those of `npm start`. */
-const nodeFlagsArgument = argument("node-flags", "")
+const nodeFlagsArgument = Cli.given(flags.nodeFlags) ?? ""
 const serviceNodeFlags = nodeFlagsArgument === "" ? startNodeFlags() : nodeFlagsArgument.split(" ").filter((flag) => flag !== "")
 /** The checkout whose service runs (its working directory: its code and its node_modules), and its entry point. */
-const serviceDirectory = resolve(argument("service-dir", "."))
-const serviceEntry = argument("entry", "src/main.ts")
-const label = argument("label", "")
+const serviceDirectory = resolve(flags.serviceDir)
+const serviceEntry = flags.entry
+const label = flags.label
 /** `--statements N`: the N statements that took PostgreSQL longest during the load, with their calls per request. */
-const topStatements = Number(argument("statements", "0"))
+const topStatements = flags.statements
 
 const log = (line: string) => process.stderr.write(`${line}\n`)
 
@@ -123,9 +147,10 @@ interface LoadResult {
 }
 
 const load = async (label: string, url: string, requests: Array<autocannon.Request>, headers: Record<string, string>) => {
-  log(`${label}: ${connections} connections for ${durationSeconds}s`)
+  log(`${label}: ${connections} connections for ${durationSeconds}s${offeredRate === null ? "" : `, ${offeredRate} requests/s offered`}`)
   const result = await new Promise<autocannon.Result>((done, fail) => {
-    const instance = autocannon({ url, connections, duration: durationSeconds, headers, requests }, (error, finished) =>
+    const rate = offeredRate === null ? {} : { overallRate: offeredRate }
+    const instance = autocannon({ url, connections, duration: durationSeconds, headers, requests, ...rate }, (error, finished) =>
       error ? fail(error) : done(finished))
     autocannon.track(instance, { renderProgressBar: true, renderResultsTable: false, renderLatencyTable: false, outputStream: process.stderr })
   })
@@ -173,11 +198,9 @@ const runPgbench = (databaseUrl: string, script: string) => {
 
 // ---------------------------------------------------------------------------------------------
 
-const table = (rows: Array<[string, string]>) => {
-  const width = Math.max(...rows.map(([k]) => k.length))
-  return rows.map(([k, v]) => `  ${k.padEnd(width)}  ${v}`).join("\n")
-}
-const fixed = (n: number | null | undefined, digits = 2) => (n === null || n === undefined ? "n/a" : n.toFixed(digits))
+const table = (rows: Array<[string, string]>) => Cli.fields(rows, "  ")
+/** A figure for the table: "n/a" when there is none (no requests, no baseline, a division by zero). */
+const fixed = (n: number | null | undefined, digits = 2) => (n === null || n === undefined || !Number.isFinite(n) ? "n/a" : n.toFixed(digits))
 
 /**
  * `count` payments of one merchant in one statement, spread over the last 90 days, in five
@@ -332,7 +355,7 @@ const main = async () => {
         break
       }
       case "analytics": {
-        const payments = Math.max(1, Math.min(5_000_000, Number(argument("payments", "1000000"))))
+        const payments = flags.payments
         const started = performance.now()
         await bulkLoadPayments(monitor, merchantId, payments)
         log(`loaded ${payments} payments in ${((performance.now() - started) / 1000).toFixed(1)} s`)
@@ -359,7 +382,7 @@ const main = async () => {
           times.sort((a, b) => a - b)
           alone.push([path.replace("/api/v1/merchants/me/analytics", "analytics"), `p50 ${times[7]!.toFixed(1)} ms, p90 ${times[13]!.toFixed(1)} ms, max ${times[14]!.toFixed(1)} ms`])
         }
-        console.log(`one at a time, 15 runs each, ${payments} payments:\n${table(alone)}`)
+        if (!flags.json) console.log(`one at a time, 15 runs each, ${payments} payments:\n${table(alone)}`)
         // The plans of the store's two queries (src/store/PgStore.ts), for docs/analytics.md.
         const explain = async (title: string, text: string, values: Array<unknown>) => {
           const plan = await monitor.query(`EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) ${text}`, values)
@@ -468,6 +491,7 @@ const main = async () => {
       date: new Date().toISOString(),
       connections,
       duration_s: durationSeconds,
+      offered_rate: offeredRate,
       machine: { cpus: (await import("node:os")).cpus().length, node: process.version },
       service: { ...result, per_request: counters, rss_peak_mb: Math.round(peakRss) },
       ...(webhooks ? { webhooks } : {}),
@@ -484,8 +508,8 @@ const main = async () => {
 
     const rows: Array<[string, string]> = [
       ["scenario", `${scenario}, ${connections} connections, ${durationSeconds}s${label === "" ? "" : `, ${label}`}`],
-      ["requests/s", fixed(result.rps, 1)],
-      ["latency p50/p90/p99/max ms", `${result.latency.p50} / ${result.latency.p90} / ${result.latency.p99} / ${result.latency.max}`],
+      ["requests/s", offeredRate === null ? fixed(result.rps, 1) : `${fixed(result.rps, 1)} achieved of ${offeredRate} offered`],
+      ["latency p50/p90/p99/max ms", [result.latency.p50, result.latency.p90, result.latency.p99, result.latency.max].map((ms) => fixed(ms, 0)).join(" / ")],
       ["status codes", JSON.stringify(result.statusCodes)],
       ["errors / timeouts", `${result.errors} / ${result.timeouts}`],
       ["service CPU ms per request", fixed(counters.service_cpu_ms)],
@@ -496,14 +520,15 @@ const main = async () => {
     ]
     if (webhooks) rows.push(["webhooks", JSON.stringify(webhooks)])
     if (pgbench) rows.push(["pgbench, same SQL", "tps" in pgbench ? `${fixed(pgbench.tps as number, 1)} tps (${pgbench.failed} failed)` : String(pgbench.skipped)])
-    if (baseline) rows.push(["node:http + pg, same SQL", `${fixed(baseline.rps as number, 1)} req/s, p99 ${(baseline.latency as any).p99} ms`])
+    if (baseline) rows.push(["node:http + pg, same SQL", `${fixed(baseline.rps as number, 1)} req/s, p99 ${fixed((baseline.latency as any).p99, 0)} ms`])
     if (report.ratios) {
       rows.push(["service / pgbench", fixed(report.ratios.vs_pgbench)])
       rows.push(["service / node:http + pg", fixed(report.ratios.vs_node_pg)])
     }
     rows.push(["audit", JSON.stringify(audit)])
-    console.log(table(rows))
-    if (topStatements > 0) {
+    if (flags.json) console.log(JSON.stringify(report, null, 2))
+    else console.log(table(rows))
+    if (topStatements > 0 && !flags.json) {
       console.log(`\nstatements that took PostgreSQL longest during the load (execution time only):`)
       console.log(table(statementsTable(statementsBefore, statementsAfter, result.requests, topStatements)))
     }
@@ -512,7 +537,7 @@ const main = async () => {
     const file = join("bench/results", `${scenario}${label === "" ? "" : `-${label}`}-${report.date.replace(/[:.]/g, "-")}.json`)
     writeFileSync(file, JSON.stringify(report, null, 2) + "\n")
     log(`results: ${file}`)
-    console.log(`results: ${file}`)
+    if (!flags.json) console.log(`results: ${file}`)
     const ok = audit.unbalanced_groups === 0 && audit.pending_payments === 0 && audit.double_captures === 0 && audit.over_refunded === 0
     if (!ok) {
       console.error("LEDGER AUDIT FAILED")

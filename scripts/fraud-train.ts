@@ -2,51 +2,54 @@
  * Trains the fraud model on a seeded synthetic data set and writes its artefact
  * (docs/fraud-model.md). The same options give a byte-identical file.
  *
- *   npm run fraud:train -- --seed 11 [--samples 60000] [--iterations 600] [--out src/domain/fraud-models/trained-logistic-2.json]
+ *   npm run fraud:train -- --seed 11 [--samples 60000] [--iterations 600] [--version V] [--out src/domain/fraud-models/trained-logistic-2.json] [--json]
  */
+import { Command, Flag } from "effect/cli"
 import { createHash } from "node:crypto"
 import { writeFileSync } from "node:fs"
 import { defaultTrainingOptions, serialise, train } from "../src/domain/FraudTraining.ts"
+import * as Cli from "../src/platform/Cli.ts"
 
-const argument = (name: string) => {
-  const at = process.argv.indexOf(`--${name}`)
-  return at === -1 ? undefined : process.argv[at + 1]
-}
-const integer = (name: string, fallback: number) => {
-  const text = argument(name)
-  if (text === undefined) return fallback
-  const value = Number(text)
-  if (!Number.isSafeInteger(value) || value < 0) {
-    console.error(`--${name} must be a non-negative integer, not ${text}`)
-    process.exit(2)
-  }
-  return value
-}
+const trainCommand = Command.make("fraud:train", {
+  seed: Cli.integer("seed", "the seed of the synthetic data set and of the training", { default: defaultTrainingOptions.seed }),
+  samples: Cli.integer("samples", "synthetic payments to train and evaluate on", { min: 1, default: defaultTrainingOptions.samples }),
+  iterations: Cli.integer("iterations", "gradient descent iterations", { min: 1, default: defaultTrainingOptions.iterations }),
+  version: Cli.text("version", "the model's version, also the artefact's file name", { default: defaultTrainingOptions.version }),
+  out: Cli.text("out", "the artefact to write (default: src/domain/fraud-models/<version>.json)").pipe(Flag.optional),
+  json: Cli.toggle("json", "print the evaluation as JSON instead of the tables")
+}).pipe(Command.withDescription(
+  "Train the fraud model on a seeded synthetic data set and write its artefact (docs/fraud-model.md); the same options give a byte-identical file. " +
+    "Prints the held-out evaluation. Exits 2 on bad arguments."
+))
 
-const options = {
-  ...defaultTrainingOptions,
-  seed: integer("seed", defaultTrainingOptions.seed),
-  samples: integer("samples", defaultTrainingOptions.samples),
-  iterations: integer("iterations", defaultTrainingOptions.iterations),
-  version: argument("version") ?? defaultTrainingOptions.version
-}
-const out = argument("out") ?? `src/domain/fraud-models/${options.version}.json`
+const flags = Cli.parseOrExit(trainCommand, process.argv.slice(2))
+const options = { ...defaultTrainingOptions, seed: flags.seed, samples: flags.samples, iterations: flags.iterations, version: flags.version }
+const out = Cli.given(flags.out) ?? `src/domain/fraud-models/${options.version}.json`
 const { artefact, metrics, baseline } = train(options)
 const text = serialise(artefact)
 writeFileSync(out, text)
+const sha256 = createHash("sha256").update(text).digest("hex")
 
-const percent = (value: number | null) => (value === null ? "   n/a" : `${(value * 100).toFixed(1).padStart(5)}%`)
-console.log(`model ${artefact.version}: seed ${options.seed}, ${options.samples} samples, ${options.iterations} iterations`)
-console.log(`held out: ${metrics.samples} payments, ${metrics.positives} fraud`)
-console.log(`AUC ${metrics.auc.toFixed(4)} (network signal alone: ${baseline.auc.toFixed(4)})`)
-for (const t of metrics.atThresholds) {
-  console.log(`score ≥ ${t.threshold.toFixed(2)}: precision ${percent(t.precision)}  recall ${percent(t.recall)}  flagged ${t.flagged}`)
+const percent = (value: number | null) => (value === null || !Number.isFinite(value) ? "n/a" : `${(value * 100).toFixed(1)}%`)
+if (flags.json) {
+  console.log(JSON.stringify({ model: artefact.version, options, out, sha256, metrics, baselineAuc: baseline.auc }, null, 2))
+} else {
+  console.log(`model ${artefact.version}: seed ${options.seed}, ${options.samples} samples, ${options.iterations} iterations`)
+  console.log(`held out: ${metrics.samples} payments, ${metrics.positives} fraud`)
+  console.log(`AUC ${metrics.auc.toFixed(4)} (network signal alone: ${baseline.auc.toFixed(4)})`)
+  console.log("")
+  console.log(Cli.table(["score ≥", "precision", "recall", "flagged"], metrics.atThresholds.map((t) => [t.threshold.toFixed(2), percent(t.precision), percent(t.recall), t.flagged]), "  "))
+  console.log("\ncalibration (held out)")
+  console.log(Cli.table(
+    ["score band", "payments", "mean score", "fraud rate"],
+    metrics.calibration.map((bin) => [`${bin.from.toFixed(2)}–${bin.to.toFixed(2)}`, bin.count, percent(bin.meanScore), percent(bin.fraudRate)]),
+    "  "
+  ))
+  console.log("\nweights (standardised features)")
+  console.log(Cli.table(
+    ["feature", "weight", "mean", "std"],
+    [...artefact.features.map((f) => [f.name, f.weight.toFixed(4), f.mean.toFixed(4), f.std.toFixed(4)]), ["(intercept: base value)", artefact.bias.toFixed(4), "", ""]],
+    "  "
+  ))
+  console.log(`\nwrote ${out} (sha256 ${sha256})`)
 }
-console.log("\ncalibration (held out)\n  score band     payments  mean score  fraud rate")
-for (const bin of metrics.calibration) {
-  console.log(`  ${bin.from.toFixed(2)}–${bin.to.toFixed(2)}  ${String(bin.count).padStart(10)}  ${percent(bin.meanScore).padStart(10)}  ${percent(bin.fraudRate).padStart(10)}`)
-}
-console.log("\nweights (standardised features)")
-for (const f of artefact.features) console.log(`  ${f.name.padEnd(28)} ${f.weight.toFixed(4).padStart(9)}   mean ${f.mean.toFixed(4)}  std ${f.std.toFixed(4)}`)
-console.log(`  ${"(intercept: base value)".padEnd(28)} ${artefact.bias.toFixed(4).padStart(9)}`)
-console.log(`\nwrote ${out} (sha256 ${createHash("sha256").update(text).digest("hex")})`)

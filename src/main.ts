@@ -1,9 +1,10 @@
-import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
-import { Cause, Console, Effect, Layer } from "effect"
+import { Console, Effect, Layer } from "effect"
+import { Argument, Command, Flag } from "effect/cli"
 import { mkdirSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
 import { InfrastructureLive, ServicesLive, teardown } from "./AppServices.ts"
 import * as Wire from "./http/api/Wire.ts"
+import * as Cli from "./platform/Cli.ts"
 import { AppConfig } from "./platform/Config.ts"
 import * as Config from "./platform/Config.ts"
 import * as Database from "./platform/Database.ts"
@@ -12,31 +13,9 @@ import { nowIso } from "./platform/Time.ts"
 import { Merchants } from "./services/Merchants.ts"
 import { Payments } from "./services/Payments.ts"
 import { Store } from "./store/Store.ts"
-import { type DisputeAction, type DisputeReason, disputeReasons } from "./domain/Dispute.ts"
+import { type DisputeAction, disputeReasons } from "./domain/Dispute.ts"
 import { maximumAmountCents } from "./domain/Money.ts"
 import { webhookUrlProblem } from "./domain/Network.ts"
-
-const usage = `Usage: payments <command>
-
-  serve                                         start the HTTP service (default)
-  migrate                                       apply database migrations and exit
-  merchant create --name NAME [--webhook-url U]  create a merchant and its first API key (JSON on stdout)
-  settle                                        run the settlement now (cut-off = now) and exit
-  dispute open PAYMENT_ID --reason R [--amount N] [--dispute-id ID]
-                                                open a dispute as the card network would (R: ${disputeReasons.join("|")})
-  dispute resolve PAYMENT_ID --outcome won|lost [--dispute-id ID]
-                                                resolve the payment's dispute as the card network would
-
-Configuration comes from the environment (docs/operations.md); without DATABASE_URL an
-embedded PostgreSQL runs under .data/.`
-
-const option = (args: ReadonlyArray<string>, name: string) => {
-  const index = args.indexOf(name)
-  if (index === -1) return undefined
-  const value = args[index + 1]
-  if (value === undefined || value.startsWith("--")) throw new Error(`${name} needs a value`)
-  return value
-}
 
 /** On the embedded database's first run, a demo merchant and key make the service usable at once. */
 const demoMerchant = Layer.effectDiscard(
@@ -73,113 +52,133 @@ const serve = Effect.gen(function*() {
 const withServices = <A, E>(effect: Effect.Effect<A, E, Merchants | Payments | Store | AppConfig>) =>
   Effect.scoped(Effect.provide(effect, ServicesLive.pipe(Layer.provideMerge(InfrastructureLive))))
 
-const program = (args: ReadonlyArray<string>): Effect.Effect<void, unknown> => {
-  const [command = "serve", sub] = args
-  switch (command) {
-    case "serve":
-      return Effect.provide(serve, Config.layer)
-    case "migrate":
-      return Effect.provide(Console.error("migrations applied"), Database.layer.pipe(Layer.provide(Config.layer)))
-    case "merchant": {
-      if (sub !== "create") return Effect.fail(new Error(usage))
-      const name = option(args, "--name")
-      if (name === undefined || name.length < 1 || name.length > 200) return Effect.fail(new Error("--name must be 1 to 200 characters"))
-      const webhookUrl = option(args, "--webhook-url") ?? null
-      return withServices(Effect.gen(function*() {
-        // The shape is checked here (absolute http(s), no credentials); the address is checked at delivery time.
-        const problem = webhookUrl === null ? null : webhookUrlProblem(webhookUrl, true)
-        if (problem !== null) return yield* Effect.fail(new Error(`--webhook-url: ${problem}`))
-        const created = yield* (yield* Merchants).create({ name, webhookUrl })
-        yield* Console.log(JSON.stringify({
+const json = Cli.json
+
+const serveCommand = Command.make("serve", {}, () => Effect.provide(serve, Config.layer)).pipe(
+  Command.withDescription("Start the HTTP service (what `payments` with no command does). Configuration comes from the environment (docs/operations.md).")
+)
+
+const migrate = Command.make("migrate", {}, () => Effect.provide(Console.error("migrations applied"), Database.layer.pipe(Layer.provide(Config.layer)))).pipe(
+  Command.withDescription("Apply the database migrations and exit.")
+)
+
+const merchantCreate = Command.make(
+  "create",
+  {
+    name: Cli.text("name", "the merchant's name, 1 to 200 characters"),
+    webhookUrl: Cli.text("webhook-url", "where the merchant's webhooks go: an absolute http(s) URL without credentials (default: none)").pipe(Flag.optional),
+    json
+  },
+  ({ name, webhookUrl }) =>
+    Effect.gen(function*() {
+      if (name.length < 1 || name.length > 200) return yield* Cli.usageError("--name must be 1 to 200 characters")
+      const url = Cli.given(webhookUrl) ?? null
+      // The shape is checked here (absolute http(s), no credentials); the address is checked at delivery time.
+      const problem = url === null ? null : webhookUrlProblem(url, true)
+      if (problem !== null) return yield* Cli.usageError(`--webhook-url: ${problem}`)
+      yield* withServices(Effect.gen(function*() {
+        const created = yield* (yield* Merchants).create({ name, webhookUrl: url })
+        // JSON either way: the secret is shown once, and scripts take it from here.
+        yield* Cli.printJson({
           merchant: Wire.merchant(created.merchant),
           api_key: Wire.apiKeyCreated(created.apiKey, created.secret)
-        }))
+        })
       }))
-    }
-    case "settle":
-      return withServices(Effect.gen(function*() {
-        const settled = yield* (yield* Payments).settle(yield* nowIso)
-        yield* Console.log(JSON.stringify({ settled }))
-      }))
-    case "dispute":
-      return dispute(args)
-    case "help":
-    case "--help":
-      return Console.log(usage)
-    default:
-      return Effect.fail(new Error(`unknown command '${command}'\n\n${usage}`))
-  }
-}
+    })
+).pipe(
+  Command.withDescription("Create a merchant and its first API key; prints one JSON object {\"merchant\", \"api_key\"} (the key's secret appears only here).")
+)
+
+const merchant = Command.make("merchant").pipe(
+  Command.withDescription("Merchants."),
+  Command.withSubcommands([merchantCreate])
+)
+
+const settle = Command.make("settle", { json }, ({ json }) =>
+  withServices(Effect.gen(function*() {
+    const settled = yield* (yield* Payments).settle(yield* nowIso)
+    yield* json ? Cli.printJson({ settled }) : Console.log(Cli.fields([["payments settled", settled]]))
+  }))).pipe(
+    Command.withDescription("Run the settlement now (cut-off: now) and exit: captured payments become settled, pending money becomes available.")
+  )
+
+const paymentId = Argument.String("payment-id").pipe(Argument.withDescription("the payment (pay_...)"))
+const disputeId = Cli.text("dispute-id", "the card network's dispute id, 1 to 255 printable ASCII characters (default: dp_operator_<payment id> for open, the payment's dispute for resolve)").pipe(Flag.optional)
+
+const disputeOpen = Command.make(
+  "open",
+  {
+    paymentId,
+    reason: Cli.choice("reason", disputeReasons, "why the cardholder disputes the payment"),
+    amount: Cli.integer("amount", "the disputed amount in minor units (default: what is left of the capture)", { min: 1, max: maximumAmountCents }).pipe(Flag.optional),
+    disputeId,
+    json
+  },
+  ({ amount, disputeId, json, paymentId, reason }) =>
+    applyDispute(paymentId, Cli.given(disputeId), { _tag: "Open", reason, amountCents: Cli.given(amount) }, json)
+).pipe(Command.withDescription("Open a dispute as the card network would (idempotent on the dispute id)."))
+
+const disputeResolve = Command.make(
+  "resolve",
+  { paymentId, outcome: Cli.choice("outcome", ["won", "lost"], "who the card network decided for"), disputeId, json },
+  ({ disputeId, json, outcome, paymentId }) => applyDispute(paymentId, Cli.given(disputeId), { _tag: "Resolve", outcome }, json)
+).pipe(Command.withDescription("Resolve the payment's dispute as the card network would (idempotent)."))
+
+const dispute = Command.make("dispute").pipe(
+  Command.withDescription("Disputes, spoken for the card network through the operation an acquirer's notification takes (docs/api.md)."),
+  Command.withSubcommands([disputeOpen, disputeResolve])
+)
 
 /**
  * `dispute open|resolve`: the operator speaks for the card network, through the same service
  * operation as an acquirer's notification (idempotent on the dispute id). Without --dispute-id,
  * `open` uses `dp_operator_<payment id>` (so repeating the command changes nothing) and
- * `resolve` the payment's current dispute. Prints `{"transaction": ..., "dispute_id", "applied"}`.
+ * `resolve` the payment's current dispute. `--json` prints `{"transaction": ..., "dispute_id", "applied"}`.
  */
-const dispute = (args: ReadonlyArray<string>): Effect.Effect<void, unknown> => {
-  const [, sub, paymentId] = args
-  if ((sub !== "open" && sub !== "resolve") || paymentId === undefined || paymentId.startsWith("--")) {
-    return Effect.fail(new Error(`dispute needs 'open PAYMENT_ID' or 'resolve PAYMENT_ID'\n\n${usage}`))
-  }
-  if (!/^pay_[A-Za-z0-9_-]{1,100}$/.test(paymentId)) return Effect.fail(new Error(`'${paymentId}' is not a payment id (pay_...)`))
-  const givenId = option(args, "--dispute-id")
-  if (givenId !== undefined && !/^[\x21-\x7e]{1,255}$/.test(givenId)) {
-    return Effect.fail(new Error("--dispute-id must be 1 to 255 printable ASCII characters without spaces"))
-  }
-  let action: DisputeAction
-  if (sub === "open") {
-    const reason = option(args, "--reason")
-    if (reason === undefined || !(disputeReasons as ReadonlyArray<string>).includes(reason)) {
-      return Effect.fail(new Error(`--reason must be one of ${disputeReasons.join(", ")}`))
+const applyDispute = (paymentId: string, givenId: string | undefined, action: DisputeAction, json: boolean) =>
+  Effect.gen(function*() {
+    if (!/^pay_[A-Za-z0-9_-]{1,100}$/.test(paymentId)) return yield* Cli.usageError(`'${paymentId}' is not a payment id (pay_...)`)
+    if (givenId !== undefined && !/^[\x21-\x7e]{1,255}$/.test(givenId)) {
+      return yield* Cli.usageError("--dispute-id must be 1 to 255 printable ASCII characters without spaces")
     }
-    const amountText = option(args, "--amount")
-    const amountCents = amountText === undefined ? undefined : Number(amountText)
-    if (amountCents !== undefined && (!/^\d+$/.test(amountText!) || amountCents < 1 || amountCents > maximumAmountCents)) {
-      return Effect.fail(new Error(`--amount must be an integer from 1 to ${maximumAmountCents} (minor units)`))
-    }
-    action = { _tag: "Open", reason: reason as DisputeReason, amountCents }
-  } else {
-    const outcome = option(args, "--outcome")
-    if (outcome !== "won" && outcome !== "lost") return Effect.fail(new Error("--outcome must be won or lost"))
-    action = { _tag: "Resolve", outcome }
-  }
-  return withServices(Effect.gen(function*() {
-    let acquirerDisputeId = givenId ?? `dp_operator_${paymentId}`
-    if (givenId === undefined && action._tag === "Resolve") {
-      const payment = yield* (yield* Store).getPayment(null, paymentId)
-      if (payment === null) return yield* Effect.fail(new Error(`no payment ${paymentId}`))
-      if (payment.dispute === null) return yield* Effect.fail(new Error(`payment ${paymentId} has no dispute to resolve`))
-      acquirerDisputeId = payment.dispute.acquirerDisputeId
-    }
-    const result = yield* (yield* Payments).applyDisputeNotification({ acquirerDisputeId, paymentId, action }).pipe(
-      Effect.catchTags({
-        NotFound: () => Effect.fail(new Error(`no payment ${paymentId}`)),
-        InvalidState: (refusal) => Effect.fail(new Error(refusal.message)),
-        InvalidInput: (refusal) => Effect.fail(new Error(`--amount: ${refusal.message}`))
-      })
-    )
-    yield* Console.log(JSON.stringify({
-      transaction: Wire.transaction(result.payment),
-      dispute_id: acquirerDisputeId,
-      applied: result.applied
+    yield* withServices(Effect.gen(function*() {
+      let acquirerDisputeId = givenId ?? `dp_operator_${paymentId}`
+      if (givenId === undefined && action._tag === "Resolve") {
+        const payment = yield* (yield* Store).getPayment(null, paymentId)
+        if (payment === null) return yield* Effect.fail(new Error(`no payment ${paymentId}`))
+        if (payment.dispute === null) return yield* Effect.fail(new Error(`payment ${paymentId} has no dispute to resolve`))
+        acquirerDisputeId = payment.dispute.acquirerDisputeId
+      }
+      const result = yield* (yield* Payments).applyDisputeNotification({ acquirerDisputeId, paymentId, action }).pipe(
+        Effect.catchTags({
+          NotFound: () => Effect.fail(new Error(`no payment ${paymentId}`)),
+          InvalidState: (refusal) => Effect.fail(new Error(refusal.message)),
+          InvalidInput: (refusal) => Effect.fail(new Error(`--amount: ${refusal.message}`))
+        })
+      )
+      const transaction = Wire.transaction(result.payment)
+      if (json) return yield* Cli.printJson({ transaction, dispute_id: acquirerDisputeId, applied: result.applied })
+      const disputed = result.payment.dispute
+      yield* Console.log(Cli.fields([
+        ["payment", transaction.id],
+        ["payment status", transaction.status],
+        ["dispute id", acquirerDisputeId],
+        ["applied", result.applied ? "yes" : "no (the network had said this already)"],
+        ["dispute status", disputed?.status ?? "none"],
+        ["reason", disputed?.reason ?? null],
+        ["disputed amount", disputed === null ? null : `${Cli.formatNumber(disputed.amountCents)} ${transaction.currency} (minor units)`]
+      ]))
     }))
-  }))
-}
+  })
 
-/** One line for an operator: the error, and what it wraps when its own message says nothing (a ServeError's EADDRINUSE). */
-const describeFailure = (cause: Cause.Cause<unknown>) => {
-  const failure = Cause.squash(cause)
-  if (!(failure instanceof Error)) return String(failure).split("\n")[0]
-  const inner: unknown = (failure as { readonly cause?: unknown }).cause
-  const detail = inner instanceof Error && !failure.message.includes(inner.message) ? `: ${inner.message}` : ""
-  return `${failure.name}: ${failure.message}${detail}`.split("\n")[0]
-}
-
-// One logger (LOG_FORMAT, JSON by default) on stderr, so stdout carries only command output (JSON);
-// runMain's own pretty logger stays off, or every line would be printed twice.
-Effect.suspend(() => program(process.argv.slice(2))).pipe(
-  Effect.provide(Logging.layerFromEnvironment),
-  Effect.tapCause((cause) => (Cause.hasInterruptsOnly(cause) ? Effect.void : Console.error(describeFailure(cause)))),
-  NodeRuntime.runMain({ disableErrorReporting: true, teardown })
+const payments = Command.make("payments", {}, () => Effect.provide(serve, Config.layer)).pipe(
+  Command.withDescription(
+    "A payment processing service for merchants. Without a command, starts the service. Configuration comes from the environment " +
+      "(docs/operations.md); without DATABASE_URL an embedded PostgreSQL runs under .data/. Bad arguments exit 2."
+  ),
+  Command.withSubcommands([serveCommand, migrate, merchant, settle, dispute])
 )
+
+// One logger (LOG_FORMAT, JSON by default) on stderr, so stdout carries only command output;
+// runMain's own pretty logger stays off, or every line would be printed twice.
+Cli.runMain(Effect.suspend(() => Cli.run(payments, process.argv.slice(2))).pipe(Effect.provide(Logging.layerFromEnvironment)), { teardown })

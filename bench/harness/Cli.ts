@@ -1,45 +1,12 @@
 /**
- * The harness's command line, read in one place: every flag checked, a clear message and exit
- * code 2 for a bad one.
+ * The harness's command line, read in one place: effect/cli reads the flags and writes --help
+ * (src/platform/Cli.ts, as every command of the project); each value is then checked here, with
+ * a clear message and exit code 2 for a bad one.
  */
+import { Argument, Command, Flag } from "effect/cli"
+import * as Cli from "../../src/platform/Cli.ts"
 import type { LoadModel } from "./LoadModel.ts"
 import { type Objective, parseSlo } from "./Slo.ts"
-
-export const usage = `Usage:
-  npm run harness -- [options]            drive a scenario against a service, write a report
-  npm run harness -- merge A.json B.json ... [--report DIR]
-                                          combine the results of several shards into one report
-
-Options:
-  --target URL          the service to drive (default: start one on its own embedded PostgreSQL)
-  --keys FILE           with --target: merchants' API keys, one sk_live_... a line
-  --rate N              open model: N requests per second (default 50); scripts start at N
-                        divided by the requests a script sends
-  --arrival constant|poisson
-                        open model: gaps between starts, constant or exponential (seeded)
-  --connections N       closed model: N scripts at a time, as fast as they go (instead of --rate)
-  --duration S          seconds of load (default 30)
-  --max-requests N      also stop starting scripts once N requests were sent
-  --merchants N         merchants the scenario uses (default: one per 20 requests/s of --rate,
-                        at least 5)
-  --seed S              seed of the scenario's and the arrivals' random choices (default 1)
-  --scenario NAME       merchants (default) | health | any bench/harness/scenarios/NAME.ts
-  --shard I/N           this process is shard I (0 to N-1) of N; each keeps its own merchants
-  --webhook-host H      host the scenario's webhook endpoints listen on and register (default 127.0.0.1)
-  --report DIR          where the JSON result and the HTML page go (default bench/results/harness)
-  --slo LIST            objectives, e.g. "p99<250ms,errors<0.1%,rate>100": exit 1 when one is missed
-  --timeout MS          client timeout of one request (default 10000)
-  --sockets N           keep-alive sockets to the target (default 64)
-  --drain S             seconds the scenario may take to drain after the load (default 120)
-  --profile DIR         without --target: run the service under V8's CPU profiler, its profile
-                        written to DIR when it stops (read it with bench/profile.ts)
-  --statements N        without --target: the N statements that took PostgreSQL longest during the
-                        load (pg_stat_statements), with their calls per request
-  --progress            the live progress line even when stderr is not a terminal
-  --help                this text
-
-Exit codes: 0 every law held and every objective was met; 1 a law was violated or an objective
-missed; 2 bad command line.`
 
 export interface RunOptions {
   readonly command: "run"
@@ -71,18 +38,50 @@ export interface MergeOptions {
   readonly reportDirectory: string
 }
 
-export type Parsed = RunOptions | MergeOptions | { readonly command: "help" } | { readonly command: "error"; readonly message: string }
+export type Parsed = RunOptions | MergeOptions | { readonly command: "help"; readonly text: string } | { readonly command: "error"; readonly message: string }
 
 const defaultReportDirectory = "bench/results/harness"
 
-/** Flags that take a value, and the check each value must pass. */
-const valueFlags = [
-  "target", "keys", "rate", "arrival", "connections", "duration", "max-requests", "merchants", "seed", "scenario",
-  "shard", "webhook-host", "report", "slo", "timeout", "sockets", "drain", "profile",
-  "statements"
-] as const
-type ValueFlag = (typeof valueFlags)[number]
-const switchFlags = ["progress", "help"] as const
+/** A flag with a value, read as text: its check below gives the message a person needs. */
+const value = (name: string, description: string) => Cli.text(name, description).pipe(Flag.optional)
+
+const runFlags = {
+  target: value("target", "the service to drive (default: start one on its own embedded PostgreSQL)"),
+  keys: value("keys", "with --target: merchants' API keys, one sk_live_... a line"),
+  rate: value("rate", "open model: N requests per second; scripts start at N divided by the requests a script sends (default: 50)"),
+  arrival: value("arrival", "open model: gaps between starts, constant or poisson (exponential, seeded) (default: constant)"),
+  connections: value("connections", "closed model: N scripts at a time, as fast as they go (instead of --rate)"),
+  duration: value("duration", "seconds of load (default: 30)"),
+  "max-requests": value("max-requests", "also stop starting scripts once N requests were sent (default: no limit)"),
+  merchants: value("merchants", "merchants the scenario uses (default: one per 20 requests/s of --rate, at least 5)"),
+  seed: value("seed", "seed of the scenario's and the arrivals' random choices (default: 1)"),
+  scenario: value("scenario", "merchants, health, or any bench/harness/scenarios/NAME.ts (default: merchants)"),
+  shard: value("shard", "I/N: this process is shard I (0 to N-1) of N; each keeps its own merchants (default: 0/1)"),
+  "webhook-host": value("webhook-host", "host the scenario's webhook endpoints listen on and register (default: 127.0.0.1)"),
+  report: value("report", `where the JSON result and the HTML page go (default: ${"bench/results/harness"})`),
+  slo: value("slo", "objectives, e.g. \"p99<250ms,errors<0.1%,rate>100\": exit 1 when one is missed (default: none)"),
+  timeout: value("timeout", "client timeout of one request, ms (default: 10000)"),
+  sockets: value("sockets", "keep-alive sockets to the target (default: 64)"),
+  drain: value("drain", "seconds the scenario may take to drain after the load (default: 120)"),
+  profile: value("profile", "without --target: run the service under V8's CPU profiler, its profile written to DIR when it stops (read it with bench/profile.ts)"),
+  statements: value("statements", "without --target: the N statements that took PostgreSQL longest during the load, with their calls per request (default: 0)"),
+  progress: Cli.toggle("progress", "the live progress line even when stderr is not a terminal")
+}
+type ValueFlag = Exclude<keyof typeof runFlags, "progress">
+
+const description =
+  "Drive a scenario's merchants, webhook endpoints and laws over real HTTP against a service (one it starts on its own embedded PostgreSQL, or --target), " +
+  "under an open (--rate) or closed (--connections) load model; write a JSON result and an HTML page. " +
+  "Exits 0 when every law held and every objective was met, 1 when a law was violated or an objective missed, 2 on a bad command line."
+
+const mergeCommand = Command.make("merge", {
+  files: Argument.String("file").pipe(Argument.withDescription("the JSON result each shard wrote"), Argument.variadic({ min: 1 })),
+  report: value("report", `where the merged JSON result and HTML page go (default: ${"bench/results/harness"})`)
+}).pipe(
+  Command.withDescription("Combine the results of several shards into one report (exit 1 when a law broke or an objective was missed in any).")
+)
+
+const harnessCommand = Command.make("harness", runFlags).pipe(Command.withDescription(description), Command.withSubcommands([mergeCommand]))
 
 class BadFlag extends Error {}
 
@@ -107,27 +106,30 @@ const positive = (flag: string, text: string, max: number) => {
 }
 
 export const parseArguments = (argv: ReadonlyArray<string>): Parsed => {
-  try {
-    if (argv[0] === "merge") return parseMerge(argv.slice(1))
-    const values = new Map<ValueFlag, string>()
-    const switches = new Set<string>()
-    for (let i = 0; i < argv.length; i++) {
-      const argument = argv[i]!
-      if (!argument.startsWith("--")) throw new BadFlag(`unexpected argument '${argument}'`)
-      const [name, inline] = argument.slice(2).split(/=(.*)/s, 2) as [string, string | undefined]
-      if ((switchFlags as ReadonlyArray<string>).includes(name)) {
-        if (inline !== undefined) throw new BadFlag(`--${name} takes no value`)
-        switches.add(name)
-        continue
-      }
-      if (!(valueFlags as ReadonlyArray<string>).includes(name)) throw new BadFlag(`unknown flag --${name}`)
-      const value = inline ?? argv[++i]
-      if (value === undefined || (inline === undefined && value.startsWith("--"))) throw new BadFlag(`--${name} needs a value`)
-      if (values.has(name as ValueFlag)) throw new BadFlag(`--${name} given twice`)
-      values.set(name as ValueFlag, value)
+  if (argv[0] === "merge") {
+    // Parsed on its own: the run's flags do not apply to it.
+    const merge = Cli.parseOnly(mergeCommand, argv.slice(1))
+    switch (merge._tag) {
+      case "Help":
+        return { command: "help", text: merge.text }
+      case "Invalid":
+        return { command: "error", message: `merge: ${merge.message}` }
+      case "Parsed":
+        return { command: "merge", files: merge.input.files, reportDirectory: Cli.given(merge.input.report) ?? defaultReportDirectory }
     }
-    if (switches.has("help")) return { command: "help" }
-    const get = (flag: ValueFlag) => values.get(flag)
+  }
+  const outcome = Cli.parseOnly(harnessCommand, argv)
+  switch (outcome._tag) {
+    case "Help":
+      return { command: "help", text: outcome.text }
+    case "Invalid":
+      return { command: "error", message: outcome.message }
+    case "Parsed":
+      break
+  }
+  const values = outcome.input as Command.Command.Config.Infer<typeof runFlags>
+  try {
+    const get = (flag: ValueFlag) => Cli.given(values[flag])
 
     if (get("rate") !== undefined && get("connections") !== undefined) throw new BadFlag("--rate and --connections exclude each other: open or closed model")
     if (get("arrival") !== undefined && get("connections") !== undefined) throw new BadFlag("--arrival is for the open model (--rate), not --connections")
@@ -192,7 +194,7 @@ export const parseArguments = (argv: ReadonlyArray<string>): Parsed => {
       drainSeconds: positive("drain", get("drain") ?? "120", 86_400),
       profileDirectory: get("profile") ?? null,
       statements: whole("statements", get("statements") ?? "0", 0, 1000),
-      progress: switches.has("progress")
+      progress: values.progress
     }
   } catch (error) {
     if (error instanceof BadFlag) return { command: "error", message: error.message }
@@ -200,23 +202,3 @@ export const parseArguments = (argv: ReadonlyArray<string>): Parsed => {
   }
 }
 
-const parseMerge = (argv: ReadonlyArray<string>): Parsed => {
-  const files: Array<string> = []
-  let reportDirectory = defaultReportDirectory
-  for (let i = 0; i < argv.length; i++) {
-    const argument = argv[i]!
-    if (argument === "--report") {
-      const value = argv[++i]
-      if (value === undefined || value.startsWith("--")) throw new BadFlag("--report needs a value")
-      reportDirectory = value
-    } else if (argument === "--help") {
-      return { command: "help" }
-    } else if (argument.startsWith("--")) {
-      throw new BadFlag(`merge: unknown flag ${argument} (merge takes result files and --report DIR)`)
-    } else {
-      files.push(argument)
-    }
-  }
-  if (files.length === 0) throw new BadFlag("merge needs at least one result file (the JSON each shard wrote)")
-  return { command: "merge", files, reportDirectory }
-}

@@ -14,7 +14,7 @@ import pg from "pg"
 import { fixed } from "../report.ts"
 import { type StatementStats, statementStats, statementsTable } from "../statements.ts"
 import { cpuSeconds, postgresCpuSeconds } from "../host.ts"
-import { parseArguments, type RunOptions, usage } from "./Cli.ts"
+import { parseArguments, type RunOptions } from "./Cli.ts"
 import { type Clock, realClock } from "./Clock.ts"
 import type { LawResult, Scenario } from "./Contract.ts"
 import { type EmbeddedService, startEmbeddedService, stopEveryEmbeddedService } from "./Embedded.ts"
@@ -298,10 +298,10 @@ export const main = async (argv: ReadonlyArray<string>, io: Io = processIo): Pro
   const parsed = parseArguments(argv)
   switch (parsed.command) {
     case "help":
-      io.out(usage)
+      io.out(parsed.text)
       return 0
     case "error":
-      io.log(`harness: ${parsed.message}\n(npm run harness -- --help lists the flags)`)
+      io.log(`harness: ${parsed.message} (npm run harness -- --help lists the flags)`)
       return 2
     case "merge": {
       let results: Array<HarnessResult>

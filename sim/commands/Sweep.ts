@@ -2,9 +2,12 @@ import { createRequire } from "node:module"
 import { availableParallelism } from "node:os"
 import { pathToFileURL } from "node:url"
 import { Worker } from "node:worker_threads"
-import { parseArguments } from "./main.ts"
+import { Effect, Option } from "effect"
+import { Argument, Command, Flag } from "effect/cli"
+import * as Cli from "../../src/platform/Cli.ts"
+import { scenarioFlags, scenarioOptions } from "./main.ts"
 import { readFileSync } from "node:fs"
-import { replayCommand, type SimOptions } from "../engine/Options.ts"
+import { defaultOptions, replayCommand, type SimOptions } from "../engine/Options.ts"
 import { userPath } from "../checks/Replay.ts"
 import { drawSwarm, swarmOptions } from "../engine/Swarm.ts"
 
@@ -81,8 +84,6 @@ export interface SweepResult {
   readonly wallMs: number
 }
 
-/** The defaults of a sweep seed (the issue's target scenario), before the flags given. */
-export const sweepDefaults = ["--payments", "1500", "--hours", "30"] as const
 
 /**
  * The worker's entry: tsx's loader registered inside the worker, then sim/commands/sweep-worker.ts, or the
@@ -130,47 +131,58 @@ export const parseSeeds = (text: string): ReadonlyArray<number> => {
   return seeds
 }
 
-const notInSweep = ["--seed", "--shrink", "--shrink-runs", "--out", "--replay", "--check-determinism"]
+/** The scenario of each seed unless flags change it (the 1,500-payment, 30-hour scenario with default faults). */
+export const sweepDefaults: SimOptions = { ...defaultOptions, payments: 1_500, hours: 30 }
 
-export const parseSweepArguments = (argv: ReadonlyArray<string>): SweepConfig => {
-  let seeds: ReadonlyArray<number> | undefined
-  let seedsText = ""
-  let jobs = availableParallelism()
-  let json = false
-  let swarm = false
-  let shard: { readonly index: number; readonly count: number } | null = null
-  const rest: Array<string> = []
-  for (let i = 0; i < argv.length; i++) {
-    const flag = argv[i]!
-    const value = () => {
-      const next = argv[++i]
-      if (next === undefined) throw new Error(`${flag} needs a value`)
-      return next
-    }
-    switch (flag) {
-      case "--seeds": seeds = parseSeeds(seedsText = value()); break
-      case "--swarm": swarm = true; break
-      case "--shard": shard = parseShard(value()); break
-      case "--jobs": {
-        const text = value()
-        jobs = Number(text)
-        if (!Number.isSafeInteger(jobs) || jobs < 1) throw new Error(`--jobs must be an integer ≥ 1, got '${text}'`)
-        break
-      }
-      case "--json": json = true; break
-      default:
-        if (notInSweep.includes(flag)) {
-          throw new Error(`${flag} is not a sweep option (sweep seeds with --seeds; shrink or replay one failed seed with npm run sim)`)
-        }
-        rest.push(flag)
+/** Flags of `npm run sim` that name one run: refused here, with the reason. */
+const notInSweep = { seed: "--seed", shrink: "--shrink", shrinkRuns: "--shrink-runs", out: "--out", replay: "--replay", checkDeterminism: "--check-determinism" } as const
+const refused = (name: string) => Cli.text(name, "not a sweep option").pipe(Flag.optional, Flag.withHidden)
+const refusedToggle = (name: string) => Cli.toggle(name, "not a sweep option").pipe(Flag.withHidden)
+
+const sweepFlags = {
+  seeds: Cli.text("seeds", "the seeds: 7, 1..500, 1,5,9 or 1..10,20..30 (required)").pipe(Flag.optional),
+  jobs: Cli.integer("jobs", "worker threads", { min: 1, default: availableParallelism(), shown: `one per core, ${availableParallelism()} here` }),
+  shard: Cli.text("shard", "i/n: run every n-th seed of --seeds from the i-th, to merge with `sim:sweep merge` (default: all)").pipe(Flag.optional),
+  json: Cli.toggle("json", "print every seed's outcome and trace hash as JSON instead of the table (what `merge` reads)"),
+  ...scenarioFlags(sweepDefaults),
+  seed: refused("seed"),
+  shrink: refusedToggle("shrink"),
+  shrinkRuns: refused("shrink-runs"),
+  out: refused("out"),
+  replay: refused("replay"),
+  checkDeterminism: refusedToggle("check-determinism")
+}
+
+type SweepInput = Command.Command.Config.Infer<typeof sweepFlags>
+
+const describeSweep = Command.withDescription(
+  "Run one simulation per seed in worker threads (progress on stderr), then a table of the failed seeds with the law each broke first " +
+    "and its replay command. Any scenario flag of `npm run sim` changes every seed's run. Exits 0 when every seed passed, 1 when one failed, 2 on bad arguments."
+)
+
+/** The sweep a parsed command line asks for; throws an Error with one line for the user when the flags do not fit together. */
+export const interpretSweep = (input: SweepInput): SweepConfig => {
+  for (const [key, flag] of Object.entries(notInSweep)) {
+    const value = input[key as keyof typeof notInSweep]
+    if (typeof value === "boolean" ? value : Option.isSome(value)) {
+      throw new Error(`${flag} is not a sweep option (sweep seeds with --seeds; shrink or replay one failed seed with npm run sim)`)
     }
   }
-  if (seeds === undefined) throw new Error("--seeds is required, e.g. --seeds 1..500")
-  if (swarm && (rest.includes("--faults") || rest.includes("--mix"))) throw new Error("--swarm draws each seed's faults and workload mix; remove --faults and --mix")
-  const { options } = parseArguments([...sweepDefaults, ...rest])
+  const seedsText = Cli.given(input.seeds)
+  if (seedsText === undefined) throw new Error("--seeds is required, e.g. --seeds 1..500")
+  const seeds = parseSeeds(seedsText)
+  const shardText = Cli.given(input.shard)
+  const shard = shardText === undefined ? null : parseShard(shardText)
+  if (input.swarm && (Option.isSome(input.faults) || Option.isSome(input.mix))) throw new Error("--swarm draws each seed's faults and workload mix; remove --faults and --mix")
+  // The swarm draw happens per seed (seedOptions), not once for the base.
+  const base = scenarioOptions({ ...input, swarm: false }, sweepDefaults)
   const mine = shardOf(seeds, shard)
-  return { seeds: mine, jobs: Math.max(1, Math.min(jobs, mine.length)), base: options, json, swarm, seedsText, allSeeds: seeds, shard }
+  return { seeds: mine, jobs: Math.max(1, Math.min(input.jobs, mine.length)), base, json: input.json, swarm: input.swarm, seedsText, allSeeds: seeds, shard }
 }
+
+/** `npm run sim:sweep` arguments (without node and the script); throws an Error with one line for the user when they are wrong. */
+export const parseSweepArguments = (argv: ReadonlyArray<string>): SweepConfig =>
+  interpretSweep(Cli.parseSync(Command.make("sim:sweep", sweepFlags).pipe(describeSweep), argv))
 
 /**
  * Runs every seed of `config` in `config.jobs` worker threads. Seeds are handed out one at a
@@ -279,16 +291,15 @@ export const formatSweep = (result: SweepResult): string => {
   const failures = result.outcomes.filter((o) => !o.ok)
   const s = summarize(result)
   const o = result.config.base
+  lines.push(s.failed === 0 ? `PASS  ${s.seeds} seed${s.seeds === 1 ? "" : "s"}: every law held` : `FAIL  ${s.failed} of ${s.seeds} seeds broke a law`)
   lines.push(`scenario: ${o.merchants} merchants, ${o.payments} payments, ${o.hours} h, webhooks ${o.webhooks ? "on" : "off"}${o.plantedBug === "none" ? "" : `, planted bug ${o.plantedBug}`}` +
     `${result.config.swarm ? ", swarm (faults and workload drawn per seed)" : ""}${result.config.shard === null ? "" : `, shard ${result.config.shard.index}/${result.config.shard.count} of --seeds ${result.config.seedsText}`}`)
   if (failures.length > 0) {
-    const lawWidth = Math.max(20, ...failures.map((f) => (f.firstViolation ?? "").length))
     lines.push("")
-    lines.push(`${"seed".padStart(10)}  ${"first violated law".padEnd(lawWidth)}  replay`)
-    for (const f of failures) {
+    lines.push(Cli.table(["seed", "first violated law", "replay"], failures.map((f) => {
       const swarm = result.config.swarm ? ` (swarm: ${drawSwarm(f.seed).classes.join(" ") || "no faults"}; or --seed ${f.seed} --swarm)` : ""
-      lines.push(`${String(f.seed).padStart(10)}  ${(f.firstViolation ?? "").padEnd(lawWidth)}  ${replayCommand(seedOptions(result.config, f.seed))}${swarm}`)
-    }
+      return [f.seed, f.firstViolation ?? "", `${replayCommand(seedOptions(result.config, f.seed))}${swarm}`]
+    }), "    "))
     lines.push("")
     lines.push("add --shrink to a replay command to reduce that seed to a minimal replay file")
   }
@@ -349,43 +360,57 @@ export const mergeShards = (files: ReadonlyArray<SweepJson>): SweepResult => {
   }
 }
 
-const mergeMain = (argv: ReadonlyArray<string>) => {
-  const json = argv.includes("--json")
-  const paths = argv.filter((a) => a !== "--json")
-  let result: SweepResult
-  try {
-    result = mergeShards(paths.map((path) => JSON.parse(readFileSync(userPath(path), "utf8")) as SweepJson))
-  } catch (error) {
-    console.error(String(error instanceof Error ? error.message : error))
-    process.exit(2)
-  }
-  console.log(json ? JSON.stringify(sweepJson(result), null, 2) : formatSweep(result))
-  process.exit(result.outcomes.some((o) => !o.ok) ? 1 : 0)
-}
+const message = (error: unknown) => String(error instanceof Error ? error.message : error)
 
-export const main = async () => {
-  if (process.argv[2] === "merge") return mergeMain(process.argv.slice(3))
-  let config: SweepConfig
-  try {
-    config = parseSweepArguments(process.argv.slice(2))
-  } catch (error) {
-    console.error(String(error instanceof Error ? error.message : error))
-    process.exit(2)
-  }
-  const report = progressReporter()
-  const start = performance.now()
-  let last: SweepProgress = { done: 0, total: config.seeds.length, failed: 0, elapsedMs: 0 }
-  process.stderr.write(`sweeping ${config.seeds.length} seeds${config.shard === null ? "" : ` (shard ${config.shard.index}/${config.shard.count} of ${config.allSeeds.length})`}${config.swarm ? ", swarm" : ""} in ${config.jobs} worker thread(s)\n`)
-  // On a terminal the bar also moves between seeds (elapsed, ETA), redrawn every second.
-  const ticker = process.stderr.isTTY ? setInterval(() => report({ ...last, elapsedMs: performance.now() - start }), 1000) : undefined
-  if (process.stderr.isTTY) report(last)
-  const result = await runSweep(config, (p) => {
-    last = p
-    report(p)
+/** Prints a sweep's result (table or JSON); fails with exit code 1 when a seed failed. */
+const finish = (result: SweepResult, json: boolean) =>
+  Effect.suspend(() => {
+    console.log(json ? JSON.stringify(sweepJson(result), null, 2) : formatSweep(result))
+    return result.outcomes.some((o) => !o.ok) ? Effect.fail(Cli.exitWith(1)) : Effect.void
   })
-  clearInterval(ticker)
-  console.log(config.json ? JSON.stringify(sweepJson(result), null, 2) : formatSweep(result))
-  process.exit(result.outcomes.some((o) => !o.ok) ? 1 : 0)
-}
 
-if (process.argv[1]?.endsWith("Sweep.ts")) void main()
+const merge = Command.make(
+  "merge",
+  {
+    files: Argument.String("file").pipe(Argument.withDescription("the --json outputs of the shards (sim:sweep --shard i/n --json)"), Argument.variadic({ min: 1 })),
+    json: Cli.toggle("json", "print the merged result as JSON instead of the table")
+  },
+  ({ files, json }) =>
+    Effect.suspend(() => {
+      let result: SweepResult
+      try {
+        result = mergeShards(files.map((path) => JSON.parse(readFileSync(userPath(path), "utf8")) as SweepJson))
+      } catch (error) {
+        return Effect.fail(Cli.usageError(`sim:sweep merge: ${message(error)}`))
+      }
+      return finish(result, json)
+    })
+).pipe(Command.withDescription("The --json results of the shards of one sweep as the result of one unsharded sweep (table, or --json). Exits 1 when a seed failed."))
+
+const sweep = Command.make("sim:sweep", sweepFlags, (input) =>
+  Effect.gen(function*() {
+    let config: SweepConfig
+    try {
+      config = interpretSweep(input)
+    } catch (error) {
+      return yield* Cli.usageError(`sim:sweep: ${message(error)}`)
+    }
+    const report = progressReporter()
+    const start = performance.now()
+    let last: SweepProgress = { done: 0, total: config.seeds.length, failed: 0, elapsedMs: 0 }
+    process.stderr.write(`sweeping ${config.seeds.length} seeds${config.shard === null ? "" : ` (shard ${config.shard.index}/${config.shard.count} of ${config.allSeeds.length})`}${config.swarm ? ", swarm" : ""} in ${config.jobs} worker thread(s)\n`)
+    // On a terminal the bar also moves between seeds (elapsed, ETA), redrawn every second.
+    const ticker = process.stderr.isTTY ? setInterval(() => report({ ...last, elapsedMs: performance.now() - start }), 1000) : undefined
+    if (process.stderr.isTTY) report(last)
+    const result = yield* Effect.promise(() =>
+      runSweep(config, (p) => {
+        last = p
+        report(p)
+      })
+    ).pipe(Effect.ensuring(Effect.sync(() => clearInterval(ticker))))
+    yield* finish(result, config.json)
+  })).pipe(describeSweep, Command.withSubcommands([merge]))
+
+export const main = () => Cli.runMain(Cli.run(sweep, process.argv.slice(2)))
+
+if (process.argv[1]?.endsWith("Sweep.ts")) main()

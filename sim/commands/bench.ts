@@ -1,6 +1,9 @@
 import { hash } from "node:crypto"
 import v8 from "node:v8"
-import { parseArguments } from "./main.ts"
+import { Command } from "effect/cli"
+import * as Cli from "../../src/platform/Cli.ts"
+import { defaultOptions, type SimOptions } from "../engine/Options.ts"
+import { scenarioFlags, scenarioOptions } from "./main.ts"
 import { runSimulation } from "../engine/Simulator.ts"
 
 /**
@@ -79,11 +82,22 @@ const walkProbe = (): (() => number) => {
   }
 }
 
-/** The benchmark: `node sim/commands/launch.mjs bench [args]` (npm run sim:bench) runs it from the bundle. */
-export const main = () => {
-  const given = process.argv.slice(2)
-  const defaults = ["--seed", "42", "--merchants", "20", "--payments", "100000", "--hours", "48"]
-  const { options } = parseArguments([...defaults, ...given])
+/** The benchmark's scenario unless flags change it: 100,000 payments, 20 merchants, 48 h, seed 42. */
+const benchDefaults: SimOptions = { ...defaultOptions, seed: 42, merchants: 20, payments: 100_000, hours: 48 }
+
+const benchCommand = Command.make("sim:bench", {
+  seed: Cli.integer("seed", "the seed of the run", { default: benchDefaults.seed }),
+  ...scenarioFlags(benchDefaults),
+  json: Cli.json
+}).pipe(Command.withDescription(
+  "Measure the simulator: simulated payments per wall-clock second, CPU, peak and live heap, against the targets of docs/benchmarks.md " +
+    "(heap ≤ 2,048 MB; 100,000 payments over 48 h in ≤ 90 s). Exits 1 when a law broke, 2 on bad arguments."
+))
+
+/** The figures of one run, as `--json` prints them. */
+type Measured = ReturnType<typeof measure>
+
+const measure = (options: SimOptions) => {
   const referenceBefore = referenceSeconds()
   const cpuStart = process.cpuUsage()
   const result = runSimulation(options)
@@ -93,7 +107,7 @@ export const main = () => {
   const heapLimitMB = Math.round(v8.getHeapStatistics().heap_size_limit / 1_048_576)
   const virtualMs = result.virtualEndMs - Date.UTC(2026, 0, 5)
   const seconds = result.wallMs / 1000
-  console.log(JSON.stringify({
+  const figures = {
     seed: options.seed,
     payments: options.payments,
     merchants: options.merchants,
@@ -126,9 +140,49 @@ export const main = () => {
     wakeUps: result.wakeUps,
     invariantChecks: result.checks,
     traceHash: result.traceHash
-  }, null, 2))
-  if (!result.ok) {
-    for (const v of result.violations.slice(0, 10)) console.error(`[${v.invariant}] ${v.message}`)
+  }
+  return { figures, violations: result.violations }
+}
+
+/** The figures for a person: the verdicts first, then a table. */
+export const formatBench = (m: Measured["figures"]): string => {
+  const verdict = m.ok && m.heap === "PASS" && m.speed !== "FAIL" ? "PASS" : "FAIL"
+  return [
+    `${verdict}  laws ${m.ok ? "held" : "BROKEN"}, heap ${m.heap} (≤ ${m.heapTargetMB} MB), speed ${m.speed ?? "n/a (only the 100,000-payment, 48 h scenario has a target)"}`,
+    `seed ${m.seed}  merchants ${m.merchants}  payments ${m.payments}  hours ${m.hours}  webhooks ${m.webhooks ? "on" : "off"}`,
+    "",
+    Cli.fields([
+      ["wall", `${Cli.formatNumber(m.wallSeconds, 2)} s (target ${m.speedTargetSeconds} s)`],
+      ["CPU", `${Cli.formatNumber(m.cpuSeconds, 2)} s`],
+      ["payments a second", m.paymentsPerSecond],
+      ["requests a second", m.requestsPerSecond],
+      ["virtual time", `${m.virtualHours} h, ${Cli.formatNumber(m.virtualToWallRatio)}x wall`],
+      ["peak heap", `${Cli.formatNumber(m.peakHeapMB)} MB of ${Cli.formatNumber(m.heapLimitMB)} MB (${m.heapKBPerPayment} KB a payment)`],
+      ["live heap at end", m.liveHeapMBAtEnd === null ? "n/a (run node with --expose-gc)" : `${Cli.formatNumber(m.liveHeapMBAtEnd)} MB (${m.liveHeapKBPerPayment} KB a payment)`],
+      ["max RSS", `${Cli.formatNumber(m.maxRssMB)} MB`],
+      ["machine reference", `cpu ${m.reference.before.cpu} → ${m.reference.after.cpu} s, memory ${m.reference.before.memory} → ${m.reference.after.memory} s`],
+      ["fiber tasks", m.fiberTasks],
+      ["wake-ups", m.wakeUps],
+      ["invariant checks", m.invariantChecks],
+      ["trace hash", m.traceHash]
+    ])
+  ].join("\n")
+}
+
+/** The benchmark: `node sim/commands/launch.mjs bench [args]` (npm run sim:bench) runs it from the bundle. */
+export const main = () => {
+  const input = Cli.parseOrExit(benchCommand, process.argv.slice(2))
+  let options: SimOptions
+  try {
+    options = scenarioOptions(input, { ...benchDefaults, seed: input.seed })
+  } catch (error) {
+    console.error(`sim:bench: ${error instanceof Error ? error.message : String(error)}`)
+    process.exit(Cli.usageExitCode)
+  }
+  const { figures, violations } = measure(options)
+  console.log(input.json ? JSON.stringify(figures, null, 2) : formatBench(figures))
+  if (!figures.ok) {
+    for (const v of violations.slice(0, 10)) console.error(`[${v.invariant}] ${v.message}`)
     process.exit(1)
   }
 }

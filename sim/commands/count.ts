@@ -1,6 +1,9 @@
 import { Context, type Fiber, Tracer } from "effect"
 import { instructionOf } from "../../src/platform/EffectInternals.ts"
-import { formatReport, parseArguments } from "./main.ts"
+import { Command } from "effect/cli"
+import * as Cli from "../../src/platform/Cli.ts"
+import { defaultOptions, type SimOptions } from "../engine/Options.ts"
+import { formatReport, scenarioFlags, scenarioOptions } from "./main.ts"
 import { runSimulation } from "../engine/Simulator.ts"
 import { VirtualTime } from "../engine/VirtualTime.ts"
 
@@ -19,6 +22,25 @@ import { VirtualTime } from "../engine/VirtualTime.ts"
  * straight to the next `flatMap`, up to 32 deep), are counted from the fiber's `currentOpCount`,
  * as "inline continuation".
  */
+const countCommand = Command.make("sim:count", {
+  seed: Cli.integer("seed", "the seed of the run", { default: defaultOptions.seed }),
+  ...scenarioFlags(defaultOptions),
+  json: Cli.toggle("json", "print the counts as JSON instead of the tables")
+}).pipe(Command.withDescription(
+  "Count the work of one simulation exactly (Effect instructions and fibers, by kind and by function): deterministic figures to compare changes " +
+    "on a noisy machine. Prints the run's last summary lines (trace hash) first. Exits 2 on bad arguments."
+))
+
+// Parsed before the counting hook below is installed, so that only the simulation's own work is counted.
+const input = Cli.parseOrExit(countCommand, process.argv.slice(2))
+let options: SimOptions
+try {
+  options = scenarioOptions(input, { ...defaultOptions, seed: input.seed })
+} catch (error) {
+  console.error(`sim:count: ${error instanceof Error ? error.message : String(error)}`)
+  process.exit(Cli.usageExitCode)
+}
+
 const byOp = new Map<string, number>()
 const byFunction = new Map<string, number>()
 const names = new WeakMap<Function, string>()
@@ -63,10 +85,24 @@ VirtualTime.prototype.runtime = function(seed, logger) {
   return Context.add(plain.call(this, seed, logger), Tracer.Tracer, Tracer.nativeTracer)
 }
 
-const { options } = parseArguments(process.argv.slice(2))
 const result = runSimulation(options)
 const top = (counts: Map<string, number>, n: number) =>
   [...counts].sort((a, b) => b[1] - a[1]).slice(0, n).map(([name, count]) => `${String(count).padStart(10)}  ${name}`).join("\n")
+const sorted = (counts: Map<string, number>, n: number) => Object.fromEntries([...counts].sort((a, b) => b[1] - a[1]).slice(0, n))
+if (input.json) {
+  console.log(JSON.stringify({
+    ok: result.ok,
+    seed: options.seed,
+    traceHash: result.traceHash,
+    instructions,
+    instructionsPerPayment: Math.round(instructions / Math.max(1, options.payments)),
+    fibers,
+    fiberTasks: result.tasks,
+    byKind: sorted(byOp, 20),
+    byFunction: sorted(byFunction, 40)
+  }, null, 2))
+  process.exit(0)
+}
 console.log(formatReport(result).split("\n").slice(-2).join("\n"))
 console.log(`Effect instructions ${instructions} (${Math.round(instructions / Math.max(1, options.payments))} a payment), fibers ${fibers}, fiber tasks ${result.tasks}`)
 console.log(`by kind\n${top(byOp, 20)}\nby function\n${top(byFunction, 40)}`)

@@ -1,4 +1,7 @@
-import { defaultMix, defaultOptions, isPlantedBug, parseFaults, plantedBugNames, replayCommand, type SimOptions, type WorkloadMix } from "../engine/Options.ts"
+import { Effect, Option } from "effect"
+import { Command, Flag } from "effect/cli"
+import * as Cli from "../../src/platform/Cli.ts"
+import { defaultMix, defaultOptions, parseFaults, plantedBugNames, replayCommand, type SimOptions, type WorkloadMix } from "../engine/Options.ts"
 import { readReplayFile } from "../checks/Replay.ts"
 import { shrinkToFile } from "../checks/Shrink.ts"
 import { swarmOptions } from "../engine/Swarm.ts"
@@ -8,12 +11,13 @@ import { runSimulation, type SimResult } from "../engine/Simulator.ts"
  * `npm run sim -- --seed 42 --merchants 20 --payments 10000 --hours 48 [--faults heavy,crash=2]
  *  [--no-webhooks] [--dispatchers N] [--endpoint-concurrency N] [--planted-bug refund-over-remainder] [--check-determinism] [--mix JSON]
  *  [--swarm (faults and mix drawn from the seed, sim/engine/Swarm.ts)]
- *  [--shrink [--shrink-runs 200] [--out FILE]]`
+ *  [--shrink [--shrink-runs 200] [--out FILE]] [--json]`
  * `npm run sim -- --replay FILE [--shrink [--out FILE]] [--check-determinism]`
  *
  * `--shrink`: when the run fails, fast-check reduces it (sim/checks/Shrink.ts) to a smaller scenario that
  * breaks the same law first, written as a replay file (`--out`, default
  * `sim-failure-<seed>.json`). `--replay FILE` runs the options of such a file (sim/checks/Replay.ts).
+ * Exits 0 when every law held, 1 when one broke (or two runs of a seed differed), 2 on bad arguments.
  */
 export interface Arguments {
   readonly options: SimOptions
@@ -26,82 +30,153 @@ export interface Arguments {
   readonly swarm: boolean
   /** The scenario flags given (refused with `--replay`, whose file holds the scenario). */
   readonly scenarioFlags: ReadonlyArray<string>
+  /** `--json`: the result as JSON on stdout instead of the summary. */
+  readonly json: boolean
 }
 
-export const parseArguments = (argv: ReadonlyArray<string>): Arguments => {
-  let options: SimOptions = { ...defaultOptions, seed: Math.floor(Math.random() * 2 ** 31) }
-  let checkDeterminism = false
-  let shrink = false
-  let shrinkRuns = 200
-  let out: string | undefined
-  let replay: string | undefined
-  let swarm = false
-  const scenarioFlags: Array<string> = []
-  for (let i = 0; i < argv.length; i++) {
-    const flag = argv[i]!
-    const value = () => {
-      const next = argv[++i]
-      if (next === undefined) throw new Error(`${flag} needs a value`)
-      return next
+/**
+ * The flags of one simulated scenario, shared by `sim`, `sim:sweep`, `sim:bench` and `sim:count`.
+ * Each is optional: a flag not given takes the command's default (`defaults`, shown in --help).
+ */
+export const scenarioFlags = (defaults: SimOptions) => ({
+  merchants: Cli.integer("merchants", `merchants, each with API keys and a webhook endpoint (default: ${defaults.merchants})`, { min: 1 }).pipe(Flag.optional),
+  payments: Cli.integer("payments", `payments the workload creates (default: ${defaults.payments})`).pipe(Flag.optional),
+  hours: Cli.integer("hours", `virtual hours the run lasts (default: ${defaults.hours})`, { min: 1 }).pipe(Flag.optional),
+  faults: Cli.text("faults", "fault rates: none, default or heavy, then name=rate changes, e.g. heavy,crash=2 (default: default)").pipe(Flag.optional),
+  noWebhooks: Cli.toggle("no-webhooks", "no webhook endpoints and no deliveries"),
+  dispatchers: Cli.integer("dispatchers", `webhook dispatchers sharing the store under leases (default: ${defaults.dispatchers})`, { min: 1 }).pipe(Flag.optional),
+  endpointConcurrency: Cli.integer("endpoint-concurrency", `attempts in flight per endpoint and dispatcher (default: ${defaults.endpointConcurrency})`, { min: 1 }).pipe(Flag.optional),
+  plantedBug: Cli.choice("planted-bug", plantedBugNames, "a known bug planted in the service, to see a law catch it (default: none)").pipe(Flag.optional),
+  mix: Cli.text("mix", "workload mix changes as JSON, e.g. '{\"refund\":0.5}' (default: sim/engine/Options.ts defaultMix)").pipe(Flag.optional),
+  swarm: Cli.toggle("swarm", "draw the faults and the workload mix from the seed (sim/engine/Swarm.ts)")
+})
+
+type ScenarioInput = Command.Command.Config.Infer<typeof scenarioFlagsShape>
+const scenarioFlagsShape = scenarioFlags(defaultOptions)
+
+/** The option names of the scenario flags (for messages). */
+const scenarioFlagNames: Record<keyof ScenarioInput, string> = {
+  merchants: "--merchants",
+  payments: "--payments",
+  hours: "--hours",
+  faults: "--faults",
+  noWebhooks: "--no-webhooks",
+  dispatchers: "--dispatchers",
+  endpointConcurrency: "--endpoint-concurrency",
+  plantedBug: "--planted-bug",
+  mix: "--mix",
+  swarm: "--swarm"
+}
+
+/** The scenario flags given, by flag name, in the order of `scenarioFlags`. */
+export const givenScenarioFlags = (input: ScenarioInput): ReadonlyArray<string> =>
+  (Object.keys(scenarioFlagNames) as Array<keyof ScenarioInput>).filter((key) => {
+    const value = input[key]
+    return typeof value === "boolean" ? value : Option.isSome(value as Option.Option<unknown>)
+  }).map((key) => scenarioFlagNames[key])
+
+/**
+ * The options the scenario flags describe, from `defaults` (the seed too, drawn by the caller).
+ * Throws an Error whose message is one line for the user on a malformed `--faults` or `--mix`.
+ */
+export const scenarioOptions = (input: ScenarioInput, defaults: SimOptions): SimOptions => {
+  let options = { ...defaults }
+  const get = Cli.given
+  if (Option.isSome(input.merchants)) options = { ...options, merchants: input.merchants.value }
+  if (Option.isSome(input.payments)) options = { ...options, payments: input.payments.value }
+  if (Option.isSome(input.hours)) options = { ...options, hours: input.hours.value }
+  const faults = get(input.faults)
+  if (faults !== undefined) options = { ...options, faults: parseFaults(faults) }
+  if (input.noWebhooks) options = { ...options, webhooks: false }
+  if (Option.isSome(input.dispatchers)) options = { ...options, dispatchers: input.dispatchers.value }
+  if (Option.isSome(input.endpointConcurrency)) options = { ...options, endpointConcurrency: input.endpointConcurrency.value }
+  if (Option.isSome(input.plantedBug)) options = { ...options, plantedBug: input.plantedBug.value }
+  const mix = get(input.mix)
+  if (mix !== undefined) {
+    let parsed: unknown
+    try {
+      parsed = JSON.parse(mix)
+    } catch {
+      throw new Error(`--mix must be a JSON object, e.g. '{"refund":0.5}', got '${mix}'`)
     }
-    const integer = () => {
-      const text = value()
-      const parsed = Number(text)
-      if (!Number.isSafeInteger(parsed) || parsed < 0) throw new Error(`${flag} must be a non-negative integer, got '${text}'`)
-      return parsed
-    }
-    switch (flag) {
-      case "--seed": options = { ...options, seed: integer() }; break
-      case "--merchants": options = { ...options, merchants: Math.max(1, integer()) }; break
-      case "--payments": options = { ...options, payments: integer() }; break
-      case "--hours": options = { ...options, hours: Math.max(1, integer()) }; break
-      case "--faults": options = { ...options, faults: parseFaults(value()) }; break
-      case "--no-webhooks": options = { ...options, webhooks: false }; break
-      case "--dispatchers": options = { ...options, dispatchers: Math.max(1, integer()) }; break
-      case "--endpoint-concurrency": options = { ...options, endpointConcurrency: Math.max(1, integer()) }; break
-      case "--planted-bug": {
-        const name = value()
-        if (!isPlantedBug(name)) throw new Error(`--planted-bug: unknown '${name}' (one of: ${plantedBugNames.join(", ")})`)
-        options = { ...options, plantedBug: name }
-        break
-      }
-      case "--mix": options = { ...options, mix: { ...defaultMix, ...(JSON.parse(value()) as Partial<WorkloadMix>) } }; break
-      case "--check-determinism": checkDeterminism = true; break
-      case "--shrink": shrink = true; break
-      case "--shrink-runs": shrinkRuns = Math.max(1, integer()); break
-      case "--out": out = value(); break
-      case "--replay": replay = value(); break
-      case "--swarm": swarm = true; break
-      default: throw new Error(`unknown option ${flag}`)
-    }
-    if (!["--check-determinism", "--shrink", "--shrink-runs", "--out", "--replay"].includes(flag)) scenarioFlags.push(flag)
+    if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) throw new Error(`--mix must be a JSON object, got '${mix}'`)
+    const unknown = Object.keys(parsed).filter((key) => !(key in defaultMix))
+    if (unknown.length > 0) throw new Error(`--mix: unknown field(s) ${unknown.join(", ")} (one of: ${Object.keys(defaultMix).join(", ")})`)
+    options = { ...options, mix: { ...defaultMix, ...(parsed as Partial<WorkloadMix>) } }
   }
-  if (replay !== undefined && scenarioFlags.length > 0) {
-    throw new Error(`--replay takes every option from its file; remove ${scenarioFlags.join(", ")} (edit the file to change the scenario)`)
-  }
-  if (out !== undefined && !shrink) throw new Error("--out names the file --shrink writes; add --shrink")
-  if (swarm && (scenarioFlags.includes("--faults") || scenarioFlags.includes("--mix"))) {
+  if (input.swarm && (Option.isSome(input.faults) || Option.isSome(input.mix))) {
     throw new Error("--swarm draws the faults and the workload mix from the seed; remove --faults and --mix")
   }
-  if (swarm) options = swarmOptions(options, options.seed)
-  return { options, checkDeterminism, shrink, shrinkRuns, out, replay, swarm, scenarioFlags }
+  return input.swarm ? swarmOptions(options, options.seed) : options
 }
 
-const pad = (text: string | number, width: number) => String(text).padStart(width)
+const simFlags = {
+  seed: Cli.integer("seed", "the seed every random choice of the run comes from (default: a random one, printed)").pipe(Flag.optional),
+  ...scenarioFlagsShape,
+  checkDeterminism: Cli.toggle("check-determinism", "run the seed twice and compare the trace hashes"),
+  shrink: Cli.toggle("shrink", "when a law breaks, reduce the run to a smaller one that breaks it first and write it as a replay file"),
+  shrinkRuns: Cli.integer("shrink-runs", "runs the shrinking may try", { min: 1, default: 200 }),
+  out: Cli.text("out", "the replay file --shrink writes (default: sim-failure-<seed>.json)").pipe(Flag.optional),
+  replay: Cli.text("replay", "run the scenario of a replay file (its options replace every scenario flag)").pipe(Flag.optional),
+  json: Cli.json
+}
+
+const describeSim = Command.withDescription(
+  "Run the payment service in a deterministic simulation: seeded workload and faults in virtual time, every law checked. " +
+    "Prints PASS or FAIL first, then a summary and the trace hash. Exits 0 when every law held, 1 when one broke, 2 on bad arguments."
+)
+
+/** The `sim` command's flags, parsed (for `parseArguments` and tests). */
+const simFlagsCommand = Command.make("sim", simFlags).pipe(describeSim)
+
+/** `sim`'s flags as the run needs them; throws an Error with one line for the user when they do not fit together. */
+export const interpretArguments = (input: Command.Command.Config.Infer<typeof simFlags>): Arguments => {
+  const scenarioGiven = [...(Option.isSome(input.seed) ? ["--seed"] : []), ...givenScenarioFlags(input)]
+  const seed = Cli.given(input.seed) ?? Math.floor(Math.random() * 2 ** 31)
+  const replay = Cli.given(input.replay)
+  if (replay !== undefined && scenarioGiven.length > 0) {
+    throw new Error(`--replay takes every option from its file; remove ${scenarioGiven.join(", ")} (edit the file to change the scenario)`)
+  }
+  const out = Cli.given(input.out)
+  if (out !== undefined && !input.shrink) throw new Error("--out names the file --shrink writes; add --shrink")
+  const options = scenarioOptions(input, { ...defaultOptions, seed })
+  return {
+    options,
+    checkDeterminism: input.checkDeterminism,
+    shrink: input.shrink,
+    shrinkRuns: input.shrinkRuns,
+    out,
+    replay,
+    swarm: input.swarm,
+    scenarioFlags: scenarioGiven,
+    json: input.json
+  }
+}
+
+/** `npm run sim` arguments (without node and the script); throws an Error with one line for the user when they are wrong. */
+export const parseArguments = (argv: ReadonlyArray<string>): Arguments => interpretArguments(Cli.parseSync(simFlagsCommand, argv))
+
+/** The first line of the summary: the verdict, then what it is about. */
+export const verdictLine = (result: SimResult): string => {
+  const o = result.options
+  if (result.ok) return `PASS  seed ${o.seed}: every law held (${result.checks} checks, ${o.payments} payments, ${o.hours} h)`
+  const first = result.violations[0]!
+  return `FAIL  seed ${o.seed}: ${first.invariant} broken first (${result.violations.length} violation${result.violations.length === 1 ? "" : "s"})`
+}
 
 export const formatReport = (result: SimResult): string => {
   const lines: Array<string> = []
   const o = result.options
   const virtualMs = result.virtualEndMs - Date.UTC(2026, 0, 5)
+  lines.push(verdictLine(result))
   lines.push(`seed ${o.seed}  merchants ${o.merchants}  payments ${o.payments}  hours ${o.hours}  webhooks ${o.webhooks ? "on" : "off"}`)
   lines.push("")
-  lines.push("payments by status")
-  for (const [status, count] of Object.entries(result.paymentsByStatus).sort()) lines.push(`  ${status.padEnd(12)} ${pad(count, 8)}`)
+  lines.push(Cli.table(["payments by status", "count"], Object.entries(result.paymentsByStatus).sort().map(([status, count]) => [status, count])))
   lines.push("")
-  lines.push("money moved (minor units)   captured      refunded          fees       settled")
-  for (const [currency, m] of Object.entries(result.money).sort()) {
-    lines.push(`  ${currency}                 ${pad(m.captured, 12)}  ${pad(m.refunded, 12)}  ${pad(m.fees, 12)}  ${pad(m.settled, 12)}`)
-  }
+  lines.push(Cli.table(
+    ["money moved (minor units)", "captured", "refunded", "fees", "settled"],
+    Object.entries(result.money).sort().map(([currency, m]) => [currency, m.captured, m.refunded, m.fees, m.settled])
+  ))
   lines.push("")
   const w = result.workload
   lines.push(`requests ${w.requests}  by status ${Object.entries(w.byStatus).sort().map(([s, c]) => `${s}:${c}`).join(" ")}`)
@@ -141,15 +216,29 @@ export const formatReport = (result: SimResult): string => {
   return lines.join("\n")
 }
 
-export const main = () => {
-  let parsed: ReturnType<typeof parseArguments>
-  try {
-    parsed = parseArguments(process.argv.slice(2))
-  } catch (error) {
-    console.error(String(error instanceof Error ? error.message : error))
-    process.exit(2)
-  }
-  const { checkDeterminism } = parsed
+/** `--json`: the run's verdict and figures for scripts. */
+export const simJson = (result: SimResult) => ({
+  ok: result.ok,
+  seed: result.options.seed,
+  options: result.options,
+  violations: result.violations.slice(0, 10),
+  violationCount: result.violations.length,
+  checks: result.checks,
+  paymentsByStatus: result.paymentsByStatus,
+  money: result.money,
+  traceLines: result.traceLines,
+  traceHash: result.traceHash,
+  wallMs: Math.round(result.wallMs),
+  replay: result.ok ? null : replayCommand(result.options)
+})
+
+const message = (error: unknown) => String(error instanceof Error ? error.message : error)
+
+/** One `npm run sim`, as parsed: prints as it goes and returns the exit code (0 pass, 1 a law broke or two runs differed, 2 a bad replay file). */
+const simulate = (parsed: Arguments): number => {
+  const { checkDeterminism, json } = parsed
+  // With --json, stdout carries the JSON alone and the running commentary goes to stderr.
+  const say = json ? (line: string) => console.error(line) : (line: string) => console.log(line)
   let options = parsed.options
   let recorded: string | null | undefined
   if (parsed.replay !== undefined) {
@@ -157,33 +246,49 @@ export const main = () => {
       const file = readReplayFile(parsed.replay)
       options = file.options
       recorded = file.firstViolation
-      console.log(`replaying ${parsed.replay} (first violation when written: ${file.firstViolation ?? "none"})`)
+      say(`replaying ${parsed.replay} (first violation when written: ${file.firstViolation ?? "none"})`)
     } catch (error) {
-      console.error(String(error instanceof Error ? error.message : error))
-      process.exit(2)
+      console.error(message(error))
+      return Cli.usageExitCode
     }
   }
-  console.log(`seed ${options.seed}`)
+  say(`seed ${options.seed}`)
   const first = runSimulation(options)
-  console.log(formatReport(first))
+  if (json) console.log(JSON.stringify(simJson(first), null, 2))
+  else console.log(formatReport(first))
   const firstLaw = first.violations[0]?.invariant ?? null
   if (recorded !== undefined) {
-    console.log(firstLaw === recorded ? `replay: first violation ${firstLaw ?? "none"}, as recorded` : `replay: first violation ${firstLaw ?? "none"}, recorded ${recorded ?? "none"}: the run no longer does what the file recorded`)
+    say(firstLaw === recorded ? `replay: first violation ${firstLaw ?? "none"}, as recorded` : `replay: first violation ${firstLaw ?? "none"}, recorded ${recorded ?? "none"}: the run no longer does what the file recorded`)
   }
   if (!first.ok) {
-    if (parsed.shrink) shrinkToFile(first, { out: parsed.out, maxRuns: parsed.shrinkRuns, log: (line) => console.error(line), print: (line) => console.log(line) })
-    process.exit(1)
+    if (parsed.shrink) shrinkToFile(first, { out: parsed.out, maxRuns: parsed.shrinkRuns, log: (line) => console.error(line), print: say })
+    return 1
   }
-  if (parsed.shrink) console.log("shrink: the run passed, nothing to shrink")
+  if (parsed.shrink) say("shrink: the run passed, nothing to shrink")
   if (checkDeterminism) {
     const second = runSimulation(options)
     const same = second.traceHash === first.traceHash
-    console.log(`determinism: run 1 ${first.traceHash}, run 2 ${second.traceHash}: ${same ? "identical" : "DIFFERENT"}`)
+    say(`determinism: run 1 ${first.traceHash}, run 2 ${second.traceHash}: ${same ? "identical" : "DIFFERENT"}`)
     if (!same) {
-      console.log(`replay: ${replayCommand(options)} --check-determinism`)
-      process.exit(1)
+      say(`replay: ${replayCommand(options)} --check-determinism`)
+      return 1
     }
   }
+  return 0
 }
+
+const simCommand = Command.make("sim", simFlags, (input) =>
+  Effect.suspend(() => {
+    let parsed: Arguments
+    try {
+      parsed = interpretArguments(input)
+    } catch (error) {
+      return Effect.fail(Cli.usageError(`sim: ${message(error)}`))
+    }
+    const code = simulate(parsed)
+    return code === 0 ? Effect.void : Effect.fail(Cli.exitWith(code))
+  })).pipe(describeSim)
+
+export const main = () => Cli.runMain(Cli.run(simCommand, process.argv.slice(2)))
 
 if (process.argv[1]?.endsWith("main.ts")) main()

@@ -128,7 +128,7 @@ describe("settle", () => {
     expect(before).toHaveLength(1)
     expect(before[0].available).toBe(0)
 
-    const run = await cli(url, ["settle"])
+    const run = await cli(url, ["settle", "--json"])
     expect(run.code).toBe(0)
     expect(JSON.parse(run.stdout)).toEqual({ settled: 2 })
 
@@ -145,7 +145,7 @@ describe("settle", () => {
     expect(after).toEqual([{ currency: "USD", pending: 0, available: before[0].pending, reserved: 0 }])
 
     // Nothing left to settle.
-    const again = await cli(url, ["settle"])
+    const again = await cli(url, ["settle", "--json"])
     expect(JSON.parse(again.stdout)).toEqual({ settled: 0 })
     expect((await api.get("/api/v1/merchants/me/balance")).body.balances).toEqual(after)
   })
@@ -168,5 +168,61 @@ describe("beside a running service's embedded PostgreSQL", () => {
       await server.stop()
       rmSync(dataDirectory, { recursive: true, force: true })
     }
+  })
+})
+
+describe("usage", () => {
+  it("--help says what each command does and names its flags with their defaults, on stdout, exit 0", async () => {
+    const [root, merchant, create, open] = await Promise.all([
+      payments(["--help"], {}),
+      payments(["merchant", "--help"], {}),
+      payments(["merchant", "create", "--help"], {}),
+      payments(["dispute", "open", "--help"], {})
+    ])
+    for (const run of [root, merchant, create, open]) {
+      expect(run.code, run.stderr).toBe(0)
+      expect(run.stdout).toContain("USAGE")
+    }
+    for (const command of ["serve", "migrate", "merchant", "settle", "dispute"]) expect(root.stdout).toMatch(new RegExp(`^\\s+${command}\\s`, "m"))
+    expect(merchant.stdout).toMatch(/^\s+create\s+Create a merchant/m)
+    expect(create.stdout).toContain("--name")
+    expect(create.stdout).toContain("--webhook-url")
+    expect(open.stdout).toMatch(/--reason .*fraudulent, product_not_received/)
+    expect(open.stdout).toMatch(/--dispute-id .*\(default: dp_operator_<payment id>/)
+  })
+
+  it("a command that needs a subcommand lists them on stderr and exits 2", async () => {
+    const run = await payments(["merchant"], {})
+    expect(run.code).toBe(2)
+    expect(run.stdout).toBe("")
+    expect(run.stderr).toMatch(/^\s+create\s+Create a merchant/m)
+  })
+
+  it("a bad invocation exits 2 with one line naming the problem, before touching a database", async () => {
+    const cases: ReadonlyArray<readonly [ReadonlyArray<string>, string]> = [
+      [["frobnicate"], `Unknown subcommand "frobnicate"`],
+      [["settle", "--bogus"], "Unrecognized flag: --bogus"],
+      [["merchant", "create"], "Missing required flag: --name"],
+      [["dispute", "open", "--reason", "fraudulent"], "Missing required argument: payment-id"],
+      [["dispute", "open", "pay_x", "--reason", "fraudulent", "--amount", "abc"], "--amount"],
+      [["dispute", "resolve", "pay_x", "--outcome", "maybe"], "--outcome"]
+    ]
+    // An unreachable database: a command that got past its arguments would fail otherwise.
+    const runs = await Promise.all(cases.map(([args]) => payments(args, { DATABASE_URL: "postgres://nobody@127.0.0.1:1/none" })))
+    for (const [index, run] of runs.entries()) {
+      const [args, message] = cases[index]!
+      expect(run.code, JSON.stringify(args)).toBe(2)
+      expect(run.stdout).toBe("")
+      expect(run.stderr.trim().split("\n"), run.stderr).toHaveLength(1)
+      expect(run.stderr).toContain(message)
+      expect(run.stderr).toContain("--help")
+    }
+  })
+
+  it("settle prints a table for a person and, with --json, the JSON object", async () => {
+    const [table, json] = [await cli(url, ["settle"]), await cli(url, ["settle", "--json"])]
+    expect(table.code, table.stderr).toBe(0)
+    expect(table.stdout).toMatch(/^payments settled\s+\d+\n$/)
+    expect(JSON.parse(json.stdout)).toEqual({ settled: expect.any(Number) })
   })
 })

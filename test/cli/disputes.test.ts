@@ -35,7 +35,7 @@ describe("dispute open / resolve", () => {
     const t = await createTransaction(api, { amount_cents: 10_000 })
     const fee = processingFeeCents(10_000, "USD")
 
-    const opened = await cli(app.databaseUrl, ["dispute", "open", t.id, "--reason", "product_not_received", "--amount", "3000"])
+    const opened = await cli(app.databaseUrl, ["dispute", "open", t.id, "--reason", "product_not_received", "--amount", "3000", "--json"])
     expect(opened.code, opened.stderr).toBe(0)
     const printed = JSON.parse(opened.stdout)
     expect(printed).toMatchObject({ dispute_id: `dp_operator_${t.id}`, applied: true })
@@ -48,19 +48,19 @@ describe("dispute open / resolve", () => {
 
     // The same command again is the same dispute (its derived id): nothing changes.
     const [again, refused] = await Promise.all([
-      cli(app.databaseUrl, ["dispute", "open", t.id, "--reason", "product_not_received", "--amount", "3000"]),
+      cli(app.databaseUrl, ["dispute", "open", t.id, "--reason", "product_not_received", "--amount", "3000", "--json"]),
       // Another dispute id on a payment with a dispute: refused, exit 1, nothing on stdout.
-      cli(app.databaseUrl, ["dispute", "open", t.id, "--reason", "other", "--dispute-id", "dp_other"])
+      cli(app.databaseUrl, ["dispute", "open", t.id, "--reason", "other", "--dispute-id", "dp_other", "--json"])
     ])
     expect(JSON.parse(again.stdout)).toMatchObject({ applied: false })
     expect(refused.code).not.toBe(0)
     expect(refused.stdout).toBe("")
     expect(refused.stderr).toContain("already has dispute")
 
-    const lost = await cli(app.databaseUrl, ["dispute", "resolve", t.id, "--outcome", "lost"])
+    const lost = await cli(app.databaseUrl, ["dispute", "resolve", t.id, "--outcome", "lost", "--json"])
     expect(lost.code, lost.stderr).toBe(0)
     expect(JSON.parse(lost.stdout).transaction.dispute).toMatchObject({ status: "lost", amount_cents: 3_000 })
-    const resolvedAgain = await cli(app.databaseUrl, ["dispute", "resolve", t.id, "--outcome", "lost"])
+    const resolvedAgain = await cli(app.databaseUrl, ["dispute", "resolve", t.id, "--outcome", "lost", "--json"])
     expect(JSON.parse(resolvedAgain.stdout)).toMatchObject({ applied: false })
     expect((await api.get("/api/v1/merchants/me/balance")).body.balances).toEqual([
       { currency: "USD", pending: 10_000 - fee - 3_000 - disputeFeeCents.USD, available: 0, reserved: 0 }

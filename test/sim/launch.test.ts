@@ -28,18 +28,26 @@ describe("the bundled simulator (sim/commands/launch.mjs)", () => {
     expect(source.code).toBe(0)
     expect(hashOf(bundled.stdout)).toMatch(/^[0-9a-f]{64}$/)
     expect(hashOf(bundled.stdout)).toBe(hashOf(source.stdout))
+    expect(bundled.stdout).toMatch(/^seed 5\nPASS {2}seed 5: every law held/)
 
     // `npm run sim:bench` runs the same bundle: same scenario, same trace.
-    const bench = await run(["--expose-gc", "sim/commands/launch.mjs", "bench", "--seed", "5", ...tiny])
+    const bench = await run(["--expose-gc", "sim/commands/launch.mjs", "bench", "--seed", "5", ...tiny, "--json"])
     expect(bench.code).toBe(0)
     const measured = JSON.parse(bench.stdout) as { ok: boolean; traceHash: string; payments: number; liveHeapMBAtEnd: number | null }
     expect(measured).toMatchObject({ ok: true, payments: 40, traceHash: hashOf(source.stdout) })
     expect(measured.liveHeapMBAtEnd).toBeGreaterThan(0)
+    // Without --json, a table for a person: the verdict first (heap FAIL here: this node runs without the
+    // npm script's heap cap, so the limit itself is above the target), the same trace.
+    const table = await run(["--expose-gc", "sim/commands/launch.mjs", "bench", "--seed", "5", ...tiny])
+    expect(table.code).toBe(0)
+    expect(table.stdout).toMatch(/^FAIL {2}laws held, heap FAIL \(≤ 2048 MB\), speed n\/a/)
+    expect(table.stdout).toMatch(new RegExp(`^trace hash\\s+${measured.traceHash}$`, "m"))
 
     const planted = await run(["sim/commands/launch.mjs", "main", "--seed", "7", ...tiny, "--planted-bug", "refund-over-remainder", "--mix", JSON.stringify({ refund: 0.9, overRefund: 0.5 })])
     expect(planted.code).toBe(1)
     expect(planted.stdout).toContain("refunds-within-capture")
     expect(planted.stdout).toContain("replay: npm run sim -- --seed 7")
+    expect(planted.stdout).toMatch(/^seed 7\nFAIL {2}seed 7: refunds-within-capture broken first/)
   }, slow)
 
   it("sweeps seeds in bundled worker threads", async () => {
