@@ -3,7 +3,7 @@ import v8 from "node:v8"
 import { Command } from "effect/cli"
 import * as Cli from "../../src/platform/Cli.ts"
 import { defaultOptions, type SimOptions } from "../engine/Options.ts"
-import { scenarioFlags, scenarioOptions } from "./main.ts"
+import { scenarioFlags, scenarioOptionsOrExit } from "./main.ts"
 import { runSimulation } from "../engine/Simulator.ts"
 
 /**
@@ -172,13 +172,7 @@ export const formatBench = (m: Measured["figures"]): string => {
 /** The benchmark: `node sim/commands/launch.mjs bench [args]` (npm run sim:bench) runs it from the bundle. */
 export const main = () => {
   const input = Cli.parseOrExit(benchCommand, process.argv.slice(2))
-  let options: SimOptions
-  try {
-    options = scenarioOptions(input, { ...benchDefaults, seed: input.seed })
-  } catch (error) {
-    console.error(`sim:bench: ${error instanceof Error ? error.message : String(error)}`)
-    process.exit(Cli.usageExitCode)
-  }
+  const options = scenarioOptionsOrExit("sim:bench", input, { ...benchDefaults, seed: input.seed })
   const { figures, violations } = measure(options)
   console.log(input.json ? JSON.stringify(figures, null, 2) : formatBench(figures))
   if (!figures.ok) {

@@ -2,8 +2,8 @@ import { Context, type Fiber, Tracer } from "effect"
 import { instructionOf } from "../../src/platform/EffectInternals.ts"
 import { Command } from "effect/cli"
 import * as Cli from "../../src/platform/Cli.ts"
-import { defaultOptions, type SimOptions } from "../engine/Options.ts"
-import { formatReport, scenarioFlags, scenarioOptions } from "./main.ts"
+import { defaultOptions } from "../engine/Options.ts"
+import { formatReport, scenarioFlags, scenarioOptionsOrExit } from "./main.ts"
 import { runSimulation } from "../engine/Simulator.ts"
 import { VirtualTime } from "../engine/VirtualTime.ts"
 
@@ -33,13 +33,7 @@ const countCommand = Command.make("sim:count", {
 
 // Parsed before the counting hook below is installed, so that only the simulation's own work is counted.
 const input = Cli.parseOrExit(countCommand, process.argv.slice(2))
-let options: SimOptions
-try {
-  options = scenarioOptions(input, { ...defaultOptions, seed: input.seed })
-} catch (error) {
-  console.error(`sim:count: ${error instanceof Error ? error.message : String(error)}`)
-  process.exit(Cli.usageExitCode)
-}
+const options = scenarioOptionsOrExit("sim:count", input, { ...defaultOptions, seed: input.seed })
 
 const byOp = new Map<string, number>()
 const byFunction = new Map<string, number>()

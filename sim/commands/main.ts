@@ -110,6 +110,16 @@ export const scenarioOptions = (input: ScenarioInput, defaults: SimOptions): Sim
   return input.swarm ? swarmOptions(options, options.seed) : options
 }
 
+/** `scenarioOptions` for a command's entry: a malformed flag is the one line `<command>: message` and exit 2. */
+export const scenarioOptionsOrExit = (command: string, input: ScenarioInput, defaults: SimOptions): SimOptions => {
+  try {
+    return scenarioOptions(input, defaults)
+  } catch (error) {
+    console.error(`${command}: ${error instanceof Error ? error.message : String(error)}`)
+    return process.exit(Cli.usageExitCode)
+  }
+}
+
 const simFlags = {
   seed: Cli.integer("seed", "the seed every random choice of the run comes from (default: a random one, printed)").pipe(Flag.optional),
   ...scenarioFlagsShape,
