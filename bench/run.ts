@@ -47,7 +47,7 @@ const benchCommand = Command.make("bench", {
   scenario: Cli.choice("scenario", scenarios, "what the load does", { default: "create" }),
   duration: Cli.integer("duration", "seconds each load phase lasts", { min: 1, max: 120, default: 10 }),
   connections: Cli.integer("connections", "connections autocannon keeps open (requests in flight at most)", { min: 1, max: 256, default: 64 }),
-  rate: Cli.integer("rate", "offered rate: requests a second over all connections, whatever the answers' speed (autocannon's overallRate; default: as fast as the connections go)", { min: 1 }).pipe(Flag.optional),
+  rate: Cli.integer("rate", "offered rate: requests a second over all connections, whatever the answers' speed (autocannon's overallRate: each connection's share of a second goes out at the start of that second, so the load comes in bursts; the harness spreads its arrivals evenly. Default: as fast as the connections go)", { min: 1 }).pipe(Flag.optional),
   url: Cli.text("url", "the PostgreSQL to use (default: an embedded one, started and removed)").pipe(Flag.optional),
   noBaselines: Cli.toggle("no-baselines", "create only: skip pgbench and the node:http + pg baseline"),
   cards: Cli.integer("cards", "distinct card tokens the creates cycle through (0: all tok_visa, the fraud history's worst case)", { default: 0 }),
