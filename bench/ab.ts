@@ -16,8 +16,9 @@ import { spawnSync } from "node:child_process"
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
 import * as Cli from "../src/platform/Cli.ts"
+import { benchScenarios } from "./scenarioNames.ts"
 
-const knownScenarios = ["create", "read", "mixed", "refund", "idempotent-retry", "webhooks", "health", "analytics"]
+const knownScenarios: ReadonlyArray<string> = benchScenarios
 
 const abCommand = Command.make("bench:ab", {
   aDir: Cli.text("a-dir", "side A's checkout", { default: "." }),

@@ -37,14 +37,12 @@ import * as Cli from "../src/platform/Cli.ts"
 import { freePort, startEmbeddedPostgres } from "../src/platform/Database.ts"
 import { analyticsSeriesSql, analyticsTotalsSql } from "../src/store/PgStore.ts"
 import { cpuSeconds, postgresCpuSeconds, rssMb, sleep, startNodeFlags, waitFor } from "./host.ts"
+import { type BenchScenario, benchScenarios } from "./scenarioNames.ts"
 import { pgbenchScript } from "./sql.ts"
 import { statementStats, statementsTable } from "./statements.ts"
 
-const scenarios = ["create", "read", "mixed", "refund", "idempotent-retry", "webhooks", "health", "analytics"] as const
-type Scenario = (typeof scenarios)[number]
-
 const benchCommand = Command.make("bench", {
-  scenario: Cli.choice("scenario", scenarios, "what the load does", { default: "create" }),
+  scenario: Cli.choice("scenario", benchScenarios, "what the load does", { default: "create" }),
   duration: Cli.integer("duration", "seconds each load phase lasts", { min: 1, max: 120, default: 10 }),
   connections: Cli.integer("connections", "connections autocannon keeps open (requests in flight at most)", { min: 1, max: 256, default: 64 }),
   rate: Cli.integer("rate", "offered rate: requests a second over all connections, whatever the answers' speed (autocannon's overallRate: each connection's share of a second goes out at the start of that second, so the load comes in bursts; the harness spreads its arrivals evenly. Default: as fast as the connections go)", { min: 1 }).pipe(Flag.optional),
@@ -66,7 +64,7 @@ const benchCommand = Command.make("bench", {
 ))
 
 const flags = Cli.parseOrExit(benchCommand, process.argv.slice(2))
-const scenario: Scenario = flags.scenario
+const scenario: BenchScenario = flags.scenario
 const durationSeconds = flags.duration
 const connections = flags.connections
 /** `--rate N`: a fixed offered rate (requests a second over all connections); null: closed loop, as fast as answers come. */
