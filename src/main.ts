@@ -49,12 +49,15 @@ const serve = Effect.gen(function*() {
   )
 })
 
+/** `serve` and `payments` without a command: the same service. */
+const serveFromEnvironment = () => Effect.provide(serve, Config.layer)
+
 const withServices = <A, E>(effect: Effect.Effect<A, E, Merchants | Payments | Store | AppConfig>) =>
   Effect.scoped(Effect.provide(effect, ServicesLive.pipe(Layer.provideMerge(InfrastructureLive))))
 
 const json = Cli.json
 
-const serveCommand = Command.make("serve", {}, () => Effect.provide(serve, Config.layer)).pipe(
+const serveCommand = Command.make("serve", {}, serveFromEnvironment).pipe(
   Command.withDescription("Start the HTTP service (what `payments` with no command does). Configuration comes from the environment (docs/operations.md).")
 )
 
@@ -171,7 +174,7 @@ const applyDispute = (paymentId: string, givenId: string | undefined, action: Di
     }))
   })
 
-const payments = Command.make("payments", {}, () => Effect.provide(serve, Config.layer)).pipe(
+const payments = Command.make("payments", {}, serveFromEnvironment).pipe(
   Command.withDescription(
     "A payment processing service for merchants. Without a command, starts the service. Configuration comes from the environment " +
       "(docs/operations.md); without DATABASE_URL an embedded PostgreSQL runs under .data/. Bad arguments exit 2."

@@ -185,7 +185,7 @@ const asExitCodes = <A, E, R>(effect: Effect.Effect<A, E | CliError.CliError, R>
   effect.pipe(
     Effect.catch((error): Effect.Effect<undefined, E | CommandFailed> => {
       if (CliError.isCliError(error)) {
-        return Effect.fail(new CommandFailed({ message: "", exitCode: usageExitCode }))
+        return Effect.fail(exitWith(usageExitCode))
       }
       return Effect.fail(error as E)
     })
