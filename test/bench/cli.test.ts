@@ -1,21 +1,15 @@
-import { execFile } from "node:child_process"
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
-import { join, resolve } from "node:path"
+import { join } from "node:path"
 import { describe, expect, it } from "vitest"
+import { runNode } from "../support/node.ts"
 
 // bench, bench:report and fraud:train as a person meets them: --help, one line and exit 2 for a
 // bad invocation (before any service or database starts), --json for scripts.
 
-const root = resolve(import.meta.dirname, "../..")
 const slow = 120_000
 
-const run = (script: string, args: ReadonlyArray<string>) =>
-  new Promise<{ code: number; stdout: string; stderr: string }>((done) => {
-    execFile(process.execPath, ["--import", "tsx", script, ...args], { cwd: root, encoding: "utf8", timeout: 60_000 }, (error, stdout, stderr) => {
-      done({ code: error === null ? 0 : typeof error.code === "number" ? error.code : 1, stdout, stderr })
-    })
-  })
+const run = (script: string, args: ReadonlyArray<string>) => runNode(["--import", "tsx", script, ...args], { timeoutMs: 60_000 })
 
 describe("bench, bench:report and fraud:train on the command line", () => {
   it("--help names every flag with its default", async () => {

@@ -1,23 +1,17 @@
-import { execFile } from "node:child_process"
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
-import { join, resolve } from "node:path"
+import { join } from "node:path"
 import { describe, expect, it } from "vitest"
+import { runNode } from "../support/node.ts"
 import { parseArguments } from "../../sim/commands/main.ts"
 
 // The simulator's commands as a person meets them: --help, one line and exit 2 for a bad
 // invocation, --json for scripts. Run through the bundle (sim/commands/launch.mjs), as npm runs them.
 
-const root = resolve(import.meta.dirname, "../..")
 const slow = 180_000
 const tiny = ["--merchants", "2", "--payments", "30", "--hours", "2"]
 
-const run = (args: ReadonlyArray<string>) =>
-  new Promise<{ code: number; stdout: string; stderr: string }>((done) => {
-    execFile(process.execPath, ["sim/commands/launch.mjs", ...args], { cwd: root, encoding: "utf8", maxBuffer: 64 * 1024 * 1024 }, (error, stdout, stderr) => {
-      done({ code: error === null ? 0 : typeof error.code === "number" ? error.code : 1, stdout, stderr })
-    })
-  })
+const run = (args: ReadonlyArray<string>) => runNode(["sim/commands/launch.mjs", ...args])
 
 /** stderr without the bundler's line (the first run after a change builds the bundle). */
 const complaint = (stderr: string) => stderr.split("\n").filter((line) => line !== "" && !line.includes("bundled in")).join("\n")
@@ -97,12 +91,7 @@ describe("sim, sim:sweep and sim:bench on the command line", () => {
   }, slow)
 
   it("sim:count --json prints the counts as JSON; a bad flag exits 2", async () => {
-    const count = (args: ReadonlyArray<string>) =>
-      new Promise<{ code: number; stdout: string; stderr: string }>((done) => {
-        execFile(process.execPath, ["--import", "tsx", "sim/commands/count.ts", ...args], { cwd: root, encoding: "utf8", maxBuffer: 64 * 1024 * 1024 }, (error, stdout, stderr) => {
-          done({ code: error === null ? 0 : typeof error.code === "number" ? error.code : 1, stdout, stderr })
-        })
-      })
+    const count = (args: ReadonlyArray<string>) => runNode(["--import", "tsx", "sim/commands/count.ts", ...args])
     const [json, bad] = await Promise.all([count(["--seed", "3", ...tiny, "--json"]), count(["--seed", "x"])])
     expect(json.code, json.stderr).toBe(0)
     const parsed = JSON.parse(json.stdout)

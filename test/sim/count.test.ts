@@ -1,18 +1,9 @@
-import { execFile } from "node:child_process"
-import { resolve } from "node:path"
 import { describe, expect, it } from "vitest"
+import { runNode, traceHashOf } from "../support/node.ts"
 
-const root = resolve(import.meta.dirname, "../..")
 const tiny = ["--seed", "5", "--merchants", "2", "--payments", "40", "--hours", "3"]
 
-const run = (args: ReadonlyArray<string>) =>
-  new Promise<{ code: number; stdout: string; stderr: string }>((done) => {
-    execFile(process.execPath, args, { cwd: root, encoding: "utf8", maxBuffer: 64 * 1024 * 1024 }, (error, stdout, stderr) => {
-      done({ code: error === null ? 0 : typeof error.code === "number" ? error.code : 1, stdout, stderr })
-    })
-  })
-
-const hashOf = (stdout: string) => /trace \d+ lines, hash ([0-9a-f]{64})/.exec(stdout)?.[1]
+const run = runNode
 
 /** `npm run sim:count` (sim/commands/count.ts): exact counts of a run that is the plain run, seed for seed. */
 describe("the instruction count (sim/commands/count.ts)", () => {
@@ -24,8 +15,8 @@ describe("the instruction count (sim/commands/count.ts)", () => {
     ])
     expect(counted.stderr).toBe("")
     expect(counted.code).toBe(0)
-    expect(hashOf(counted.stdout)).toMatch(/^[0-9a-f]{64}$/)
-    expect(hashOf(counted.stdout)).toBe(hashOf(plain.stdout))
+    expect(traceHashOf(counted.stdout)).toMatch(/^[0-9a-f]{64}$/)
+    expect(traceHashOf(counted.stdout)).toBe(traceHashOf(plain.stdout))
     const totals = /Effect instructions (\d+) \((\d+) a payment\), fibers (\d+)/.exec(counted.stdout)
     expect(totals).not.toBeNull()
     // A payment takes hundreds of instructions (its requests, its flow, its webhooks) and several fibers.

@@ -1,20 +1,11 @@
-import { execFile } from "node:child_process"
-import { resolve } from "node:path"
 import { describe, expect, it } from "vitest"
+import { runNode, traceHashOf } from "../support/node.ts"
 
-const root = resolve(import.meta.dirname, "../..")
 /** A bundle build (a few seconds) plus small simulations in child processes, on a busy two-core host. */
 const slow = 300_000
 const tiny = ["--merchants", "2", "--payments", "40", "--hours", "3"]
 
-const run = (args: ReadonlyArray<string>) =>
-  new Promise<{ code: number; stdout: string; stderr: string }>((done) => {
-    execFile(process.execPath, args, { cwd: root, encoding: "utf8", maxBuffer: 64 * 1024 * 1024 }, (error, stdout, stderr) => {
-      done({ code: error === null ? 0 : typeof error.code === "number" ? error.code : 1, stdout, stderr })
-    })
-  })
-
-const hashOf = (stdout: string) => /trace \d+ lines, hash ([0-9a-f]{64})/.exec(stdout)?.[1]
+const run = runNode
 
 /**
  * `npm run sim`, `npm run sim:sweep` and `npm run sim:bench` run a bundle of the simulator (sim/commands/launch.mjs), the tests
@@ -26,15 +17,15 @@ describe("the bundled simulator (sim/commands/launch.mjs)", () => {
     const source = await run(["--import", "tsx", "sim/commands/main.ts", "--seed", "5", ...tiny])
     expect(bundled.code).toBe(0)
     expect(source.code).toBe(0)
-    expect(hashOf(bundled.stdout)).toMatch(/^[0-9a-f]{64}$/)
-    expect(hashOf(bundled.stdout)).toBe(hashOf(source.stdout))
+    expect(traceHashOf(bundled.stdout)).toMatch(/^[0-9a-f]{64}$/)
+    expect(traceHashOf(bundled.stdout)).toBe(traceHashOf(source.stdout))
     expect(bundled.stdout).toMatch(/^seed 5\nPASS {2}seed 5: every law held/)
 
     // `npm run sim:bench` runs the same bundle: same scenario, same trace.
     const bench = await run(["--expose-gc", "sim/commands/launch.mjs", "bench", "--seed", "5", ...tiny, "--json"])
     expect(bench.code).toBe(0)
     const measured = JSON.parse(bench.stdout) as { ok: boolean; traceHash: string; payments: number; liveHeapMBAtEnd: number | null }
-    expect(measured).toMatchObject({ ok: true, payments: 40, traceHash: hashOf(source.stdout) })
+    expect(measured).toMatchObject({ ok: true, payments: 40, traceHash: traceHashOf(source.stdout) })
     expect(measured.liveHeapMBAtEnd).toBeGreaterThan(0)
     // Without --json, a table for a person: the verdict first (heap FAIL here: this node runs without the
     // npm script's heap cap, so the limit itself is above the target), the same trace.
