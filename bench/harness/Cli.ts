@@ -58,7 +58,7 @@ const runFlags = {
   scenario: value("scenario", "merchants, health, or any bench/harness/scenarios/NAME.ts (default: merchants)"),
   shard: value("shard", "I/N: this process is shard I (0 to N-1) of N; each keeps its own merchants (default: 0/1)"),
   "webhook-host": value("webhook-host", "host the scenario's webhook endpoints listen on and register (default: 127.0.0.1)"),
-  report: value("report", `where the JSON result and the HTML page go (default: ${"bench/results/harness"})`),
+  report: value("report", `where the JSON result and the HTML page go (default: ${defaultReportDirectory})`),
   slo: value("slo", "objectives, e.g. \"p99<250ms,errors<0.1%,rate>100\": exit 1 when one is missed (default: none)"),
   timeout: value("timeout", "client timeout of one request, ms (default: 10000)"),
   sockets: value("sockets", "keep-alive sockets to the target (default: 64)"),
@@ -76,7 +76,7 @@ const description =
 
 const mergeCommand = Command.make("merge", {
   files: Argument.String("file").pipe(Argument.withDescription("the JSON result each shard wrote"), Argument.variadic({ min: 1 })),
-  report: value("report", `where the merged JSON result and HTML page go (default: ${"bench/results/harness"})`)
+  report: value("report", `where the merged JSON result and HTML page go (default: ${defaultReportDirectory})`)
 }).pipe(
   Command.withDescription("Combine the results of several shards into one report (exit 1 when a law broke or an objective was missed in any).")
 )
