@@ -59,14 +59,22 @@ export const sfc32 = (seed: number): (() => number) => {
     z = Math.imul(z ^ (z >>> 13), 0xc2b2ae35) >>> 0
     return (z ^ (z >>> 16)) >>> 0
   }
-  let a = splitmix(), b = splitmix(), c = splitmix(), d = splitmix()
+  // The state [a, b, c, d] in a typed array: a store wraps modulo 2^32 as `>>> 0` would, and
+  // allocates nothing, where a closure's variable holding a uint32 above 2^30 (no small integer)
+  // took a fresh heap number on every draw (54 ns a draw against 6-15 ns, the same sequence).
+  const state = new Uint32Array(4)
+  state[0] = splitmix()
+  state[1] = splitmix()
+  state[2] = splitmix()
+  state[3] = splitmix()
   return () => {
-    const t = (((a + b) >>> 0) + d) >>> 0
-    d = (d + 1) >>> 0
-    a = b ^ (b >>> 9)
-    b = (c + (c << 3)) >>> 0
-    c = ((c << 21) | (c >>> 11)) >>> 0
-    c = (c + t) >>> 0
+    const a = state[0]!, b = state[1]!, c = state[2]!, d = state[3]!
+    // Below 3 * 2^32: exact in a double.
+    const t = (a + b + d) >>> 0
+    state[0] = b ^ (b >>> 9)
+    state[1] = c + (c << 3)
+    state[2] = ((c << 21) | (c >>> 11)) + t
+    state[3] = d + 1
     return t
   }
 }
