@@ -260,7 +260,9 @@ export class SimulatedService implements ClientPort<SimRequest, Pending> {
           Effect.matchCauseEffect({
             onSuccess: (response) => {
               served.response = readResponse(response)
-              return Scope.close(scope, Exit.void)
+              // Closed in this step: an empty scope (the usual case) has nothing to run.
+              const finalizing = Scope.closeUnsafe(scope, Exit.void)
+              return finalizing === undefined ? Effect.void : Effect.uninterruptible(finalizing)
             },
             // What the Node server does with an unhandled failure: answer from the cause.
             onFailure: (cause) =>
@@ -300,42 +302,42 @@ export class SimulatedService implements ClientPort<SimRequest, Pending> {
       }
       const { nowMs, answered } = this.infrastructure
       const timed = nowMs !== undefined && answered !== undefined
+      // The request's scope is made and its fiber started as the caller's step that sends it
+      // runs (the registration of the callback that awaits the answer): no steps of their own.
       const send = <A>(request: SimRequest, then: (response: SimResponse | null) => Effect.Effect<A>): Effect.Effect<A> =>
-        Effect.flatMap(Scope.make(), (scope) => {
+        // `Fiber.await` without its canceller (the caller is never interrupted while it waits;
+        // if it were, the observer would resume nothing): `Fiber.await` wraps its async in an
+        // onInterrupt, and asks the child fiber by message to add the observer (~12 steps more).
+        // The fence is read when the caller resumes, as after `Fiber.await`, and the caller's
+        // handling of the answer runs in that same step.
+        Effect.callback<A>((resume) => {
           const served: Served = { response: null }
           const sentMs = timed ? nowMs() : 0
-          const fiber = serveFiber(request, scope, served)
-          // `Fiber.await` without its canceller (the caller is never interrupted while it waits;
-          // if it were, the observer would resume nothing): `Fiber.await` wraps its async in an
-          // onInterrupt, and asks the child fiber by message to add the observer (~12 steps more).
-          // The fence is read when the caller resumes, as after `Fiber.await`, and the caller's
-          // handling of the answer runs in that same step.
-          return Effect.callback<A>((resume) => {
-            let waiting = true
-            fiber.addObserver((exit) => {
-              requests.delete(fiber)
-              clients.delete(fiber)
+          const fiber = serveFiber(request, Scope.makeUnsafe(), served)
+          let waiting = true
+          fiber.addObserver((exit) => {
+            requests.delete(fiber)
+            clients.delete(fiber)
+            if (!waiting) return
+            waiting = false
+            if (timed && !fence.dead) answered(request, nowMs() - sentMs)
+            resume(Effect.suspend(() => then(replyOf(exit, served, fence))))
+          })
+          // Given up while the instance is paused: the client sees a dropped connection.
+          if (waiting) {
+            clients.set(fiber, () => {
               if (!waiting) return
               waiting = false
-              if (timed && !fence.dead) answered(request, nowMs() - sentMs)
-              resume(Effect.suspend(() => then(replyOf(exit, served, fence))))
+              resume(Effect.suspend(() => then(null)))
             })
-            // Given up while the instance is paused: the client sees a dropped connection.
-            if (waiting) {
-              clients.set(fiber, () => {
-                if (!waiting) return
-                waiting = false
-                resume(Effect.suspend(() => then(null)))
-              })
-            }
-          })
+          }
         })
       // The same request, its answer awaited later (`awaitEither`).
       const open = (request: SimRequest): Effect.Effect<Pending> =>
-        Effect.flatMap(Scope.make(), (scope) => {
+        Effect.sync(() => {
           const pending: Pending = { exit: null, fence, wake: null, response: null }
           const sentMs = timed ? nowMs() : 0
-          const fiber = serveFiber(request, scope, pending)
+          const fiber = serveFiber(request, Scope.makeUnsafe(), pending)
           fiber.addObserver((exit) => {
             requests.delete(fiber)
             clients.delete(fiber)
@@ -350,7 +352,7 @@ export class SimulatedService implements ClientPort<SimRequest, Pending> {
               if (pending.wake !== null) pending.wake()
             })
           }
-          return Effect.succeed(pending)
+          return pending
         })
       this.instance = { scope, context, send, open, requests, clients, fence }
     })
