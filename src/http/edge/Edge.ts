@@ -1,4 +1,4 @@
-import { Cause, Clock, Context, Effect, Option, References } from "effect"
+import { Cause, Clock, Context, Effect, Exit, Option, References } from "effect"
 import * as LogLevel from "effect/LogLevel"
 import { HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
 import { HttpApiSchemaError } from "effect/http-api/HttpApiError"
@@ -200,11 +200,15 @@ const withCheckedBody = <A, X, R>(
   if (source instanceof IncomingMessage) return withNodeBody(source, request, state, app)
   const declaredLength = request.headers["content-length"]
   if (declaredLength !== undefined && Number(declaredLength) > maximumBodyBytes) return Effect.fail(E.bodyTooLarge(maximumBodyBytes))
-  return Effect.matchEffect(request.text, {
-    onFailure: () => Effect.fail(E.invalidJson("it could not be read.")),
-    onSuccess: (text): Effect.Effect<A, X | E.ApiError, R> =>
-      isOverLimit(text) ? Effect.fail(E.bodyTooLarge(maximumBodyBytes)) : withParsedBody(request, state, text, app)
-  })
+  const checkText = (text: string): Effect.Effect<A, X | E.ApiError, R> =>
+    isOverLimit(text) ? Effect.fail(E.bodyTooLarge(maximumBodyBytes)) : withParsedBody(request, state, text, app)
+  const read = request.text
+  // A body already in memory is answered as an Exit: read in this step, not in two more.
+  if (Exit.isExit(read)) {
+    const exit = read as Exit.Exit<string, unknown>
+    return Exit.isSuccess(exit) ? checkText(exit.value) : Effect.fail(E.invalidJson("it could not be read."))
+  }
+  return Effect.matchEffect(read, { onFailure: () => Effect.fail(E.invalidJson("it could not be read.")), onSuccess: checkText })
 }
 
 /**
