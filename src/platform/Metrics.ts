@@ -4,8 +4,9 @@ import { Context, Effect, Metric } from "effect"
  * Every metric of the service, from Effect's own `Metric` API, rendered by `prometheusText` for
  * `GET /metrics` (docs/operations.md lists them with example alerts).
  *
- * Labelled metrics are made once per label set (attributes fixed at creation) and updated with
- * `updateUnsafe` and one shared empty context: no effect, no context read on the request path.
+ * Labelled metrics are made once per label set (attributes fixed at creation) and updated through
+ * the update function of their registry entry, kept when they are made (`record`): no effect, no
+ * context read and no registry look-up on the request path.
  */
 
 const noContext = Context.empty()
