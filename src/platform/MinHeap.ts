@@ -34,6 +34,12 @@ export class MinHeap<A> {
     items[index] = item
   }
 
+  /**
+   * Bottom-up (Floyd): the hole left at the top moves down to a leaf along the smaller children,
+   * one comparison a level, then the last item sifts up from there. The last item came from the
+   * bottom, so it rarely rises far: about half the comparisons of sifting it down, which compares
+   * it with the smaller child at every level as well.
+   */
   pop(): A | undefined {
     const items = this.items
     const top = items[0]
@@ -46,18 +52,16 @@ export class MinHeap<A> {
         const left = 2 * index + 1
         if (left >= length) break
         const right = left + 1
-        let child = left
-        let smallest = items[left]!
-        if (right < length) {
-          const other = items[right]!
-          if (before(other, smallest)) {
-            child = right
-            smallest = other
-          }
-        }
-        if (!before(smallest, last)) break
-        items[index] = smallest
+        const child = right < length && before(items[right]!, items[left]!) ? right : left
+        items[index] = items[child]!
         index = child
+      }
+      while (index > 0) {
+        const parent = (index - 1) >> 1
+        const above = items[parent]!
+        if (!before(last, above)) break
+        items[index] = above
+        index = parent
       }
       items[index] = last
     }
