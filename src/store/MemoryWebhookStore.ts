@@ -3,7 +3,7 @@ import type { Merchant } from "../domain/Merchant.ts"
 import type { PaymentEvent } from "../domain/Payment.ts"
 import { canonicalIsoMs, isoAt, isoMs } from "../domain/Time.ts"
 import type { EventType } from "../domain/Payment.ts"
-import { type Attempt, type Delivery, type DeliveryOrder, type DeliveryStatus, deliveryIdOf, eventPayload, isOpen } from "../domain/Webhook.ts"
+import { type Attempt, type Delivery, type DeliveryOrder, type DeliveryStatus, deliveryIdOf, eventPayload, isDeliveryIdOf, isOpen } from "../domain/Webhook.ts"
 import { MinHeap } from "../platform/MinHeap.ts"
 import type { PageRequest } from "./Store.ts"
 import { emptyCounts, type Lease, WebhookStore, type WebhookStoreShape } from "./WebhookStore.ts"
@@ -64,6 +64,21 @@ export interface ErrorTexts {
 
 /** A time kept in a compact row's `times`: NaN for null, undefined when it would not rebuild byte for byte. */
 const endedMs = (iso: string | null) => (iso === null ? Number.NaN : canonicalIsoMs(iso))
+
+/** The text `msOf` last read, and its time. */
+let lastIso = ""
+let lastIsoMs = Number.NaN
+/**
+ * `isoMs(iso)`, reading a text only when it differs from the last one read: the deliveries a poll
+ * drains share their creation time, and the rows one claim leases share their lease's end.
+ */
+const msOf = (iso: string) => {
+  if (iso !== lastIso) {
+    lastIsoMs = isoMs(iso)
+    lastIso = iso
+  }
+  return lastIsoMs
+}
 const fromMs = (ms: number) => (Number.isNaN(ms) ? null : isoAt(ms))
 
 const rebuild = (
@@ -124,6 +139,9 @@ const compact = (
     delivery.merchantId !== source.merchantId || delivery.eventId !== source.id || delivery.eventType !== source.type
   ) return null
   const attempts = delivery.attempts
+  const firstFailedAt = delivery.firstFailedAt
+  /** `firstFailedAt` in ms, when it is one of the attempts' times (it is the first failed one's). */
+  let firstFailed: number | undefined
   const times = new Array<number>(2 + 4 * attempts.length)
   let i = 2
   for (let n = 0; n < attempts.length; n++) {
@@ -140,13 +158,14 @@ const compact = (
         errors.ids.set(attempt.error, error)
       }
     }
+    if (firstFailed === undefined && attempt.at === firstFailedAt) firstFailed = at
     times[i++] = at
     times[i++] = status ?? Number.NaN
     times[i++] = attempt.durationMs
     times[i++] = error
   }
   if (sourcePayload !== null ? delivery.payload !== sourcePayload : delivery.payload !== eventPayload(source)) return null
-  const firstFailed = endedMs(delivery.firstFailedAt)
+  if (firstFailed === undefined) firstFailed = endedMs(firstFailedAt)
   const completed = endedMs(delivery.completedAt)
   if (completed === undefined || firstFailed === undefined) return null
   times[0] = completed
@@ -177,7 +196,7 @@ class Live {
 
   keep(delivery: Delivery) {
     this.current = delivery
-    this.nextAttemptMs = delivery.nextAttemptAt === null ? Number.NaN : isoMs(delivery.nextAttemptAt)
+    this.nextAttemptMs = delivery.nextAttemptAt === null ? Number.NaN : msOf(delivery.nextAttemptAt)
   }
 }
 
@@ -230,7 +249,8 @@ export class DeliveryRow {
     }
   }
 
-  setLease(token: string | null, until: string | null) {
+  /** `untilMs`: `until` in ms (the caller has read it). */
+  setLease(token: string | null, until: string | null, untilMs: number) {
     const live = this.live
     if (live === null) {
       // A compact row has no lease to clear (one to set would need the row whole: never asked).
@@ -239,7 +259,7 @@ export class DeliveryRow {
     }
     live.leaseToken = token
     live.leaseUntil = until
-    live.leaseUntilMs = until === null ? Number.NEGATIVE_INFINITY : isoMs(until)
+    live.leaseUntilMs = until === null ? Number.NEGATIVE_INFINITY : untilMs
   }
 
   get leaseToken(): string | null {
@@ -475,11 +495,15 @@ export interface MemoryWebhookObserver {
 export const memoryWebhookOperations = (state: SharedState, observer: MemoryWebhookObserver = {}): WebhookStoreShape => {
   const w = state.webhooks
   const leaseLost = observer.leaseLost
-  /** Sets or clears a row's lease, keeping `leased` true. */
-  const setLease = (row: DeliveryRow, token: string | null, until: string | null) => {
-    row.setLease(token, until)
-    if (token === null) w.leased.delete(row.id)
-    else w.leased.set(row.id, row)
+  /** Sets a row's lease (`untilMs`: `until` in ms), keeping `leased` true. */
+  const setLease = (row: DeliveryRow, token: string, until: string, untilMs: number) => {
+    row.setLease(token, until, untilMs)
+    w.leased.set(row.id, row)
+  }
+  /** Clears a row's lease, keeping `leased` true. */
+  const clearLease = (row: DeliveryRow) => {
+    row.setLease(null, null, Number.NEGATIVE_INFINITY)
+    w.leased.delete(row.id)
   }
   /**
    * Records when a (changed) delivery next needs attention; finished ones need none. An open row
@@ -557,7 +581,7 @@ export const memoryWebhookOperations = (state: SharedState, observer: MemoryWebh
     const existing = w.deliveries.get(id)
     if (existing !== undefined && existing.eventId === eventId) return false
     const others = w.eventsOfOtherIds
-    if (id !== deliveryIdOf(eventId)) {
+    if (!isDeliveryIdOf(id, eventId)) {
       // An id of its own: the event's delivery may be under either kind of id.
       if (others.has(eventId) || w.deliveries.get(deliveryIdOf(eventId))?.eventId === eventId) return false
       others.add(eventId)
@@ -590,6 +614,8 @@ export const memoryWebhookOperations = (state: SharedState, observer: MemoryWebh
   const claim = (nowMs: number, makeLease: () => Lease, limit: number) => {
     const claimed: Array<Delivery> = []
     let lease: Lease | null = null
+    /** The lease's end in ms, read once for every row it leases. */
+    let leaseUntilMs = Number.NEGATIVE_INFINITY
     while (claimed.length < limit) {
       const top = peekDue()
       if (top === undefined || top.atMs > nowMs) break
@@ -607,8 +633,11 @@ export const memoryWebhookOperations = (state: SharedState, observer: MemoryWebh
         else if (!parked.includes(row)) parked.push(row)
         continue
       }
-      if (lease === null) lease = makeLease()
-      setLease(row, lease.token, lease.until)
+      if (lease === null) {
+        lease = makeLease()
+        leaseUntilMs = isoMs(lease.until)
+      }
+      setLease(row, lease.token, lease.until, leaseUntilMs)
       schedule(row)
       claimed.push(row.delivery)
     }
@@ -629,7 +658,7 @@ export const memoryWebhookOperations = (state: SharedState, observer: MemoryWebh
     if (next === null) return null
     const nowMs = isoMs(now)
     if (next.nextAttemptMs > nowMs || leaseLive(next, nowMs) || waitsForEarlier(next, paymentId)) return null
-    setLease(next, lease.token, lease.until)
+    setLease(next, lease.token, lease.until, isoMs(lease.until))
     schedule(next)
     return next.delivery
   }
@@ -681,7 +710,7 @@ export const memoryWebhookOperations = (state: SharedState, observer: MemoryWebh
           leaseLost?.()
           return null
         }
-        setLease(row, token, until)
+        setLease(row, token, until, isoMs(until))
         schedule(row)
         return signingSecretsOf(state, row.merchantId, now)
       }),
@@ -690,7 +719,7 @@ export const memoryWebhookOperations = (state: SharedState, observer: MemoryWebh
         const row = w.leased.get(delivery.id)
         if (row === undefined || row.leaseToken !== token) return false
         row.set(delivery)
-        setLease(row, null, null)
+        clearLease(row)
         track(row)
         schedule(row)
         return successor === undefined ? true : (claimNext(delivery, successor.now, successor.lease) ?? true)
@@ -699,7 +728,7 @@ export const memoryWebhookOperations = (state: SharedState, observer: MemoryWebh
       Effect.sync(() => {
         const row = w.leased.get(id)
         if (row !== undefined && row.leaseToken === token) {
-          setLease(row, null, null)
+          clearLease(row)
           schedule(row)
         }
       }),
@@ -733,7 +762,7 @@ export const memoryWebhookOperations = (state: SharedState, observer: MemoryWebh
         const next = decide(current)
         if (next === null) return { _tag: "Refused" as const, delivery: current }
         row.set(next)
-        setLease(row, null, null)
+        clearLease(row)
         track(row)
         schedule(row)
         return { _tag: "Resent" as const, delivery: next }
