@@ -20,10 +20,14 @@ export class MinHeap<A> {
 
   // Both sifts move a hole instead of swapping pairs: one write a level, no temporary arrays.
   push(item: A): void {
+    this.items.push(item)
+    this.siftUp(this.items.length - 1, item)
+  }
+
+  /** Moves the hole at `index` up while `item` goes before its parent, then puts `item` in it. */
+  private siftUp(index: number, item: A): void {
     const items = this.items
     const before = this.before
-    let index = items.length
-    items.push(item)
     while (index > 0) {
       const parent = (index - 1) >> 1
       const above = items[parent]!
@@ -56,14 +60,7 @@ export class MinHeap<A> {
         items[index] = items[child]!
         index = child
       }
-      while (index > 0) {
-        const parent = (index - 1) >> 1
-        const above = items[parent]!
-        if (!before(last, above)) break
-        items[index] = above
-        index = parent
-      }
-      items[index] = last
+      this.siftUp(index, last)
     }
     return top
   }
