@@ -92,7 +92,21 @@ export const canonicalIsoMs = (s: string): number | undefined => {
 let parsedDayKey = -1
 let parsedDayMs = 0
 
-/** `Date.parse(iso)`, the same number (NaN included), fast for a canonical timestamp. */
-export const isoMs = (iso: string): number => canonicalIsoMs(iso) ?? Date.parse(iso)
+/** The text `isoMs` last read, and its time. */
+let lastIso = ""
+let lastIsoMs = Number.NaN
+
+/**
+ * `Date.parse(iso)`, the same number (NaN included), fast for a canonical timestamp. The text
+ * last read is kept with its time: callers read the same text in runs (the deliveries one poll
+ * drains share their due time, the rows one claim leases share their lease's end).
+ */
+export const isoMs = (iso: string): number => {
+  if (iso !== lastIso) {
+    lastIsoMs = canonicalIsoMs(iso) ?? Date.parse(iso)
+    lastIso = iso
+  }
+  return lastIsoMs
+}
 
 export const addMs = (iso: string, ms: number) => isoAt(isoMs(iso) + ms)

@@ -65,20 +65,6 @@ export interface ErrorTexts {
 /** A time kept in a compact row's `times`: NaN for null, undefined when it would not rebuild byte for byte. */
 const endedMs = (iso: string | null) => (iso === null ? Number.NaN : canonicalIsoMs(iso))
 
-/** The text `msOf` last read, and its time. */
-let lastIso = ""
-let lastIsoMs = Number.NaN
-/**
- * `isoMs(iso)`, reading a text only when it differs from the last one read: the deliveries a poll
- * drains share their creation time, and the rows one claim leases share their lease's end.
- */
-const msOf = (iso: string) => {
-  if (iso !== lastIso) {
-    lastIsoMs = isoMs(iso)
-    lastIso = iso
-  }
-  return lastIsoMs
-}
 const fromMs = (ms: number) => (Number.isNaN(ms) ? null : isoAt(ms))
 
 const rebuild = (
@@ -196,7 +182,7 @@ class Live {
 
   keep(delivery: Delivery) {
     this.current = delivery
-    this.nextAttemptMs = delivery.nextAttemptAt === null ? Number.NaN : msOf(delivery.nextAttemptAt)
+    this.nextAttemptMs = delivery.nextAttemptAt === null ? Number.NaN : isoMs(delivery.nextAttemptAt)
   }
 }
 
@@ -249,8 +235,7 @@ export class DeliveryRow {
     }
   }
 
-  /** `untilMs`: `until` in ms (the caller has read it). */
-  setLease(token: string | null, until: string | null, untilMs: number) {
+  setLease(token: string | null, until: string | null) {
     const live = this.live
     if (live === null) {
       // A compact row has no lease to clear (one to set would need the row whole: never asked).
@@ -259,7 +244,7 @@ export class DeliveryRow {
     }
     live.leaseToken = token
     live.leaseUntil = until
-    live.leaseUntilMs = until === null ? Number.NEGATIVE_INFINITY : untilMs
+    live.leaseUntilMs = until === null ? Number.NEGATIVE_INFINITY : isoMs(until)
   }
 
   get leaseToken(): string | null {
@@ -495,15 +480,11 @@ export interface MemoryWebhookObserver {
 export const memoryWebhookOperations = (state: SharedState, observer: MemoryWebhookObserver = {}): WebhookStoreShape => {
   const w = state.webhooks
   const leaseLost = observer.leaseLost
-  /** Sets a row's lease (`untilMs`: `until` in ms), keeping `leased` true. */
-  const setLease = (row: DeliveryRow, token: string, until: string, untilMs: number) => {
-    row.setLease(token, until, untilMs)
-    w.leased.set(row.id, row)
-  }
-  /** Clears a row's lease, keeping `leased` true. */
-  const clearLease = (row: DeliveryRow) => {
-    row.setLease(null, null, Number.NEGATIVE_INFINITY)
-    w.leased.delete(row.id)
+  /** Sets or clears a row's lease, keeping `leased` true. */
+  const setLease = (row: DeliveryRow, token: string | null, until: string | null) => {
+    row.setLease(token, until)
+    if (token === null) w.leased.delete(row.id)
+    else w.leased.set(row.id, row)
   }
   /**
    * Records when a (changed) delivery next needs attention; finished ones need none. An open row
@@ -614,8 +595,6 @@ export const memoryWebhookOperations = (state: SharedState, observer: MemoryWebh
   const claim = (nowMs: number, makeLease: () => Lease, limit: number) => {
     const claimed: Array<Delivery> = []
     let lease: Lease | null = null
-    /** The lease's end in ms, read once for every row it leases. */
-    let leaseUntilMs = Number.NEGATIVE_INFINITY
     while (claimed.length < limit) {
       const top = peekDue()
       if (top === undefined || top.atMs > nowMs) break
@@ -633,11 +612,8 @@ export const memoryWebhookOperations = (state: SharedState, observer: MemoryWebh
         else if (!parked.includes(row)) parked.push(row)
         continue
       }
-      if (lease === null) {
-        lease = makeLease()
-        leaseUntilMs = isoMs(lease.until)
-      }
-      setLease(row, lease.token, lease.until, leaseUntilMs)
+      if (lease === null) lease = makeLease()
+      setLease(row, lease.token, lease.until)
       schedule(row)
       claimed.push(row.delivery)
     }
@@ -658,7 +634,7 @@ export const memoryWebhookOperations = (state: SharedState, observer: MemoryWebh
     if (next === null) return null
     const nowMs = isoMs(now)
     if (next.nextAttemptMs > nowMs || leaseLive(next, nowMs) || waitsForEarlier(next, paymentId)) return null
-    setLease(next, lease.token, lease.until, isoMs(lease.until))
+    setLease(next, lease.token, lease.until)
     schedule(next)
     return next.delivery
   }
@@ -710,7 +686,7 @@ export const memoryWebhookOperations = (state: SharedState, observer: MemoryWebh
           leaseLost?.()
           return null
         }
-        setLease(row, token, until, isoMs(until))
+        setLease(row, token, until)
         schedule(row)
         return signingSecretsOf(state, row.merchantId, now)
       }),
@@ -719,7 +695,7 @@ export const memoryWebhookOperations = (state: SharedState, observer: MemoryWebh
         const row = w.leased.get(delivery.id)
         if (row === undefined || row.leaseToken !== token) return false
         row.set(delivery)
-        clearLease(row)
+        setLease(row, null, null)
         track(row)
         schedule(row)
         return successor === undefined ? true : (claimNext(delivery, successor.now, successor.lease) ?? true)
@@ -728,7 +704,7 @@ export const memoryWebhookOperations = (state: SharedState, observer: MemoryWebh
       Effect.sync(() => {
         const row = w.leased.get(id)
         if (row !== undefined && row.leaseToken === token) {
-          clearLease(row)
+          setLease(row, null, null)
           schedule(row)
         }
       }),
@@ -762,7 +738,7 @@ export const memoryWebhookOperations = (state: SharedState, observer: MemoryWebh
         const next = decide(current)
         if (next === null) return { _tag: "Refused" as const, delivery: current }
         row.set(next)
-        clearLease(row)
+        setLease(row, null, null)
         track(row)
         schedule(row)
         return { _tag: "Resent" as const, delivery: next }

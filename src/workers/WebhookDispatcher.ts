@@ -249,20 +249,11 @@ export const run = (options: DispatcherOptions = defaultOptions) =>
         )
       })
 
-    /** The due time the last attempt's lag was measured from, and it in ms. */
-    let lastDueAt = ""
-    let lastDueMs = 0
     /** The POST of an attempt that starts at `at` with `secrets` read at `secretsAtMs`, then its record. */
     const send = (delivery: Delivery, token: string, secrets: ReadonlyArray<string>, secretsAtMs: number, atMs: number, at: string) => {
       const startMs = clock.currentTimeMillisUnsafe()
-      const dueAt = delivery.nextAttemptAt
-      if (dueAt !== null) {
-        // The deliveries one poll drained share their due time: read once for them all.
-        if (dueAt !== lastDueAt) {
-          lastDueMs = isoMs(dueAt)
-          lastDueAt = dueAt
-        }
-        Metrics.record(Metrics.webhookDeliveryLag, Math.max(0, startMs - lastDueMs) / 1000)
+      if (delivery.nextAttemptAt !== null) {
+        Metrics.record(Metrics.webhookDeliveryLag, Math.max(0, startMs - isoMs(delivery.nextAttemptAt)) / 1000)
       }
       const request: WebhookRequest = {
         url: delivery.url,
