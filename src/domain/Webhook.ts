@@ -85,21 +85,6 @@ export const deliveryIdOf = (eventId: string) =>
   // hand-made ids in tests) keeps its whole text.
   [idPrefixes.webhookDelivery, eventId.startsWith(eventIdPrefix) ? eventId.slice(eventIdPrefix.length) : eventId].join("_")
 
-const deliveryIdPrefix = `${idPrefixes.webhookDelivery}_`
-
-/**
- * `id === deliveryIdOf(eventId)`, read in place: no id text built to compare (a store checks it
- * on every delivery it inserts).
- */
-export const isDeliveryIdOf = (id: string, eventId: string) => {
-  if (!eventId.startsWith(eventIdPrefix)) return id === deliveryIdOf(eventId)
-  const from = eventIdPrefix.length
-  const offset = deliveryIdPrefix.length - from
-  if (id.length !== eventId.length + offset || !id.startsWith(deliveryIdPrefix)) return false
-  for (let i = from; i < eventId.length; i++) if (id.charCodeAt(i + offset) !== eventId.charCodeAt(i)) return false
-  return true
-}
-
 /** A fresh delivery for an event; the first attempt is due at once. */
 export const newDelivery = (input: {
   readonly id: string

@@ -3,7 +3,7 @@ import type { Merchant } from "../domain/Merchant.ts"
 import type { PaymentEvent } from "../domain/Payment.ts"
 import { canonicalIsoMs, isoAt, isoMs } from "../domain/Time.ts"
 import type { EventType } from "../domain/Payment.ts"
-import { type Attempt, type Delivery, type DeliveryOrder, type DeliveryStatus, deliveryIdOf, eventPayload, isDeliveryIdOf, isOpen } from "../domain/Webhook.ts"
+import { type Attempt, type Delivery, type DeliveryOrder, type DeliveryStatus, deliveryIdOf, eventPayload, isOpen } from "../domain/Webhook.ts"
 import { MinHeap } from "../platform/MinHeap.ts"
 import type { PageRequest } from "./Store.ts"
 import { emptyCounts, type Lease, WebhookStore, type WebhookStoreShape } from "./WebhookStore.ts"
@@ -64,7 +64,6 @@ export interface ErrorTexts {
 
 /** A time kept in a compact row's `times`: NaN for null, undefined when it would not rebuild byte for byte. */
 const endedMs = (iso: string | null) => (iso === null ? Number.NaN : canonicalIsoMs(iso))
-
 const fromMs = (ms: number) => (Number.isNaN(ms) ? null : isoAt(ms))
 
 const rebuild = (
@@ -125,9 +124,6 @@ const compact = (
     delivery.merchantId !== source.merchantId || delivery.eventId !== source.id || delivery.eventType !== source.type
   ) return null
   const attempts = delivery.attempts
-  const firstFailedAt = delivery.firstFailedAt
-  /** `firstFailedAt` in ms, when it is one of the attempts' times (it is the first failed one's). */
-  let firstFailed: number | undefined
   const times = new Array<number>(2 + 4 * attempts.length)
   let i = 2
   for (let n = 0; n < attempts.length; n++) {
@@ -144,14 +140,13 @@ const compact = (
         errors.ids.set(attempt.error, error)
       }
     }
-    if (firstFailed === undefined && attempt.at === firstFailedAt) firstFailed = at
     times[i++] = at
     times[i++] = status ?? Number.NaN
     times[i++] = attempt.durationMs
     times[i++] = error
   }
   if (sourcePayload !== null ? delivery.payload !== sourcePayload : delivery.payload !== eventPayload(source)) return null
-  if (firstFailed === undefined) firstFailed = endedMs(firstFailedAt)
+  const firstFailed = endedMs(delivery.firstFailedAt)
   const completed = endedMs(delivery.completedAt)
   if (completed === undefined || firstFailed === undefined) return null
   times[0] = completed
@@ -562,7 +557,7 @@ export const memoryWebhookOperations = (state: SharedState, observer: MemoryWebh
     const existing = w.deliveries.get(id)
     if (existing !== undefined && existing.eventId === eventId) return false
     const others = w.eventsOfOtherIds
-    if (!isDeliveryIdOf(id, eventId)) {
+    if (id !== deliveryIdOf(eventId)) {
       // An id of its own: the event's delivery may be under either kind of id.
       if (others.has(eventId) || w.deliveries.get(deliveryIdOf(eventId))?.eventId === eventId) return false
       others.add(eventId)
