@@ -202,13 +202,14 @@ const withCheckedBody = <A, X, R>(
   if (declaredLength !== undefined && Number(declaredLength) > maximumBodyBytes) return Effect.fail(E.bodyTooLarge(maximumBodyBytes))
   const checkText = (text: string): Effect.Effect<A, X | E.ApiError, R> =>
     isOverLimit(text) ? Effect.fail(E.bodyTooLarge(maximumBodyBytes)) : withParsedBody(request, state, text, app)
+  const unreadable = () => Effect.fail(E.invalidJson("it could not be read."))
   const read = request.text
   // A body already in memory is answered as an Exit: read in this step, not in two more.
   if (Exit.isExit(read)) {
     const exit = read as Exit.Exit<string, unknown>
-    return Exit.isSuccess(exit) ? checkText(exit.value) : Effect.fail(E.invalidJson("it could not be read."))
+    return Exit.isSuccess(exit) ? checkText(exit.value) : unreadable()
   }
-  return Effect.matchEffect(read, { onFailure: () => Effect.fail(E.invalidJson("it could not be read.")), onSuccess: checkText })
+  return Effect.matchEffect(read, { onFailure: unreadable, onSuccess: checkText })
 }
 
 /**
