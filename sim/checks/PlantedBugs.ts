@@ -429,8 +429,8 @@ export const storeBug = (bug: PlantedBug, store: StoreShape): StoreShape => {
     case "recovery-misses-payments":
       return {
         ...store,
-        paymentsInFlight: (updatedBefore, limit) =>
-          Effect.map(store.paymentsInFlight(updatedBefore, limit + 64), (ids) => ids.filter((id) => !oneIn(3, id)).slice(0, limit))
+        claimFlows: (claim) =>
+          Effect.map(store.claimFlows({ ...claim, limit: claim.limit + 64 }), (ids) => ids.filter((id) => !oneIn(3, id)).slice(0, claim.limit))
       }
     case "skip-settlement":
       return {

@@ -247,8 +247,28 @@ export const pgClientLayer = (url: string, maxConnections = 8, timeouts: PoolTim
   return Layer.merge(client, pool)
 }
 
-/** Applies every migration not recorded yet in `effect_sql_migrations`, in order, each in its own transaction, under a table lock. */
+/**
+ * The advisory lock every migration run holds (a session lock: PostgreSQL releases it when the
+ * connection ends, so a run killed half-way blocks nobody). Instances started together on an
+ * empty database queue on it; the first applies the migrations, the others find them recorded.
+ */
+export const migrationLockKey = 7_240_031_017
+
+/**
+ * Applies every migration not recorded yet in `effect_sql_migrations`, in order, each in its own
+ * transaction, under the migration lock (`migrationLockKey`): `CREATE TABLE IF NOT EXISTS` alone
+ * races when several instances start at once (two creators clash on pg_type's unique index).
+ */
 const applyMigrations = async (client: Pg.Client) => {
+  await client.query("SELECT pg_advisory_lock($1)", [migrationLockKey])
+  try {
+    await applyMigrationsLocked(client)
+  } finally {
+    await client.query("SELECT pg_advisory_unlock($1)", [migrationLockKey]).catch(() => {})
+  }
+}
+
+const applyMigrationsLocked = async (client: Pg.Client) => {
   await client.query(`CREATE TABLE IF NOT EXISTS effect_sql_migrations (
     migration_id integer primary key, created_at timestamp with time zone not null default now(), name text not null)`)
   const pending = Object.entries(migrationTexts)

@@ -8,6 +8,7 @@ import type { LedgerEntry } from "../domain/Ledger.ts"
 import { Acquirer, authorizeWithin } from "../acquirer/Acquirer.ts"
 import { AppConfig } from "../platform/Config.ts"
 import { Ids } from "../platform/Ids.ts"
+import * as Instance from "../platform/Instance.ts"
 import { isoAt } from "../platform/Time.ts"
 import type { CommandKey, FinishedResponse, IdempotencyClaim, PageOf, PageRequest, PaymentFilter, UpdateOutcome } from "../store/Store.ts"
 import { Store, type StoreUnavailable } from "../store/Store.ts"
@@ -84,10 +85,13 @@ export interface PaymentsShape {
   /** Settles what was captured before `cutoff`; returns how many payments were swept. */
   readonly settle: (cutoff: string) => Effect.Effect<number, StoreUnavailable>
   /**
-   * Restarts (and waits for) the flows of up to one batch of payments left in flight (after a
-   * crash), untouched since `updatedBefore`; returns the batch's size.
+   * Restarts (and waits for) the flows of up to one batch of payments left in flight: this
+   * instance's own or nobody's untouched since `staleBefore` (a flow that stopped on an error, or
+   * was left by a crash of a process without an identity), and with `takeOver` also those of
+   * instances that have stopped beating. They become this instance's first (`Store.claimFlows`), so
+   * no other instance resumes them too. Returns the batch's size.
    */
-  readonly resumeFlows: (updatedBefore: string) => Effect.Effect<number, StoreUnavailable>
+  readonly resumeFlows: (options: { readonly staleBefore: string; readonly takeOver: boolean }) => Effect.Effect<number, StoreUnavailable>
 }
 
 export class Payments extends Context.Service<Payments, PaymentsShape>()("payments/Payments") {}
@@ -156,6 +160,8 @@ export const make = Effect.gen(function*() {
   const acquirer = yield* Acquirer
   const fraud = yield* Fraud
   const actors = yield* PaymentActors
+  /** This process's instance: the owner of the flows it starts (null: a process without one). */
+  const instanceId = yield* Instance.currentId
 
   /** The domain's context: the time from Effect's Clock (virtual in tests and the simulator) and the id minter. */
   const contextAt = (clock: Clock.Clock): Payment.Context => ({ now: isoAt(clock.currentTimeMillisUnsafe()), mintId: ids.mint })
@@ -432,7 +438,13 @@ export const make = Effect.gen(function*() {
         const inline = Effect.flatMap(
           // `onClaimed` goes with the unit too: a request interrupted while its statement runs
           // never gets here, yet must release the claim the statement committed (Store.OpenPayment).
-          store.openPayment({ change: decision.change, claim: request.claim, history: historyWindows(payment.createdAt), onClaimed: request.onClaimed }),
+          store.openPayment({
+            change: decision.change,
+            claim: request.claim,
+            history: historyWindows(payment.createdAt),
+            onClaimed: request.onClaimed,
+            flowOwner: instanceId
+          }),
           (opened): Effect.Effect<InlineOutcome, StoreUnavailable> => {
             if (opened._tag === "KeyTaken") return Effect.succeed(opened)
             request.onClaimed()
@@ -456,7 +468,7 @@ export const make = Effect.gen(function*() {
       Effect.gen(function*() {
         const decision = Payment.create(input, yield* context)
         if (!decision.ok) return yield* Effect.die(new Error("create cannot be refused"))
-        const inserted = yield* store.insertPayment(decision.change)
+        const inserted = yield* store.insertPayment(decision.change, instanceId)
         if (inserted._tag === "Inserted") committed(decision.change)
         const payment = inserted._tag === "Inserted" ? decision.change.payment : inserted.payment
         const fiber = yield* startFlow(payment.id, payment)
@@ -526,8 +538,10 @@ export const make = Effect.gen(function*() {
           if (batch.length < settlementBatch || progressed === 0) return settled
         }
       }),
-    resumeFlows: (updatedBefore) =>
-      Effect.flatMap(store.paymentsInFlight(updatedBefore, resumeBatch), (inFlight) =>
+    resumeFlows: ({ staleBefore, takeOver }) =>
+      Effect.flatMap(
+        store.claimFlows({ owner: instanceId, now: isoAt(flowClock.currentTimeMillisUnsafe()), staleBefore, takeOver, limit: resumeBatch }),
+        (inFlight) =>
         inFlight.length === 0
           ? Effect.succeed(0)
           : Effect.gen(function*() {
@@ -535,7 +549,8 @@ export const make = Effect.gen(function*() {
             // One batch at a time: the next query must not find this batch's flows still running.
             yield* Effect.forEach(flows, Fiber.await, { discard: true })
             return inFlight.length
-          }))
+          })
+      )
   }
   return service
 })

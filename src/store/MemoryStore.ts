@@ -80,6 +80,10 @@ export interface MemoryState {
   readonly outbox: Array<PaymentEvent>
   /** Service processes and the time each said it is alive until (idempotency claims' owners). */
   readonly instances: Map<string, string>
+  /** The instance running each in-flight payment's flow, where one is named (`Store.claimFlows`). */
+  readonly flowOwners: Map<string, string>
+  /** The holder of each role (`Store.lead`). */
+  readonly leaders: Map<string, string>
   /** Payments per merchant and card token, and per merchant and currency, oldest first (fraud history). */
   /** (By merchant, then card token or currency: no key text built and hashed per look-up.) */
   readonly cardAttempts: Map<string, Map<string, Sightings>>
@@ -157,6 +161,8 @@ export const emptyState = (): MemoryState => ({
   settleableDue: { entries: [], head: 0 },
   outbox: [],
   instances: new Map(),
+  flowOwners: new Map(),
+  leaders: new Map(),
   cardAttempts: new Map(),
   merchantAmounts: new Map(),
   webhooks: emptyWebhookState()
@@ -366,6 +372,11 @@ const pushTo = <A>(map: Map<string, Array<A>>, key: string, values: ReadonlyArra
  * `state` to "restart" a service on the same data.
  */
 export const memoryOperations = (state: MemoryState): StoreShape => {
+  /** Whether `instanceId` beats at `now` (one never heard of, or forgotten, does not). */
+  const isAlive = (instanceId: string, now: string) => {
+    const aliveUntil = state.instances.get(instanceId)
+    return aliveUntil !== undefined && aliveUntil > now
+  }
   /** `previous`: the payment as it was before this change (undefined: a new payment, `remember`ed next). */
   const commit = (change: Change, previous: Payment | undefined) => {
     const payment = change.payment
@@ -377,8 +388,10 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
     state.payments.set(payment.id, payment)
     if (previous === undefined && state.payments.size !== known) state.paymentOrder.set(payment.id, state.paymentOrder.size)
     if (isSettleable(payment)) indexSettleable(payment)
-    if (nextStep(payment) === null) state.inFlight.delete(payment.id)
-    else state.inFlight.add(payment.id)
+    if (nextStep(payment) === null) {
+      state.inFlight.delete(payment.id)
+      state.flowOwners.delete(payment.id)
+    } else state.inFlight.add(payment.id)
     appendTo(state.events, payment.id, change.events)
     appendTo(state.ledger, payment.id, change.ledger)
     pushTo(state.ledgerByMerchant, payment.merchantId, change.ledger)
@@ -607,7 +620,7 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
         return "rotated" as const
       }),
 
-    insertPayment: (change) =>
+    insertPayment: (change, flowOwner = null) =>
       Effect.sync(() => {
         const payment = change.payment
         if (payment.idempotencyKey !== null) {
@@ -620,6 +633,7 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
         }
         commit(change, undefined)
         remember(payment, undefined, undefined)
+        if (flowOwner !== null) state.flowOwners.set(payment.id, flowOwner)
         return { _tag: "Inserted" as const }
       }),
     openPayment: (open) =>
@@ -642,6 +656,7 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
         const found = history(open.history, payment.merchantId, payment.cardToken, payment.currency, payment.createdAt, payment.id, card, amounts)
         commit(open.change, undefined)
         remember(payment, card, amounts)
+        if (open.flowOwner !== undefined && open.flowOwner !== null) state.flowOwners.set(payment.id, open.flowOwner)
         return { _tag: "Opened" as const, history: found }
       }),
     readForCommand: ({ merchantId, paymentId, commandKey }) =>
@@ -719,18 +734,26 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
             reserved: balanceOf(entries, "merchant_reserved")
           }))
       }),
-    paymentsInFlight: (updatedBefore, limit) =>
+    claimFlows: ({ limit, now, owner, staleBefore, takeOver }) =>
       Effect.sync(() => {
         // One pass over the set (the recovery worker asks often; most payments in flight are recent).
         const stale: Array<Payment> = []
         for (const id of state.inFlight) {
           const p = state.payments.get(id)!
-          if (p.updatedAt < updatedBefore) stale.push(p)
+          const flowOwner = state.flowOwners.get(id) ?? null
+          const claimable = flowOwner === null || flowOwner === owner
+            ? p.updatedAt < staleBefore
+            : takeOver && !isAlive(flowOwner, now)
+          if (claimable) stale.push(p)
         }
         if (stale.length === 0) return []
         stale.sort((a, b) => (a.updatedAt < b.updatedAt ? -1 : a.updatedAt > b.updatedAt ? 1 : a.id < b.id ? -1 : a.id > b.id ? 1 : 0))
         const ids: Array<string> = []
         for (let i = 0; i < stale.length && i < limit; i++) ids.push(stale[i]!.id)
+        for (const id of ids) {
+          if (owner === null) state.flowOwners.delete(id)
+          else state.flowOwners.set(id, owner)
+        }
         return ids
       }),
     settleablePayments: (capturedBefore, limit) =>
@@ -915,6 +938,16 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
         else row.lockedUntil = ""
       }),
     heartbeat: (instanceId, aliveUntil) => Effect.sync(() => void state.instances.set(instanceId, aliveUntil)),
+    lead: (role, instanceId, now) =>
+      Effect.sync(() => {
+        const holder = state.leaders.get(role)
+        if (holder === undefined || holder === instanceId || !isAlive(holder, now)) state.leaders.set(role, instanceId)
+        return state.leaders.get(role) === instanceId
+      }),
+    resign: (role, instanceId) =>
+      Effect.sync(() => {
+        if (state.leaders.get(role) === instanceId) state.leaders.delete(role)
+      }),
     purgeIdempotencyKeys: (expiredBefore) =>
       Effect.sync(() => {
         // Every row with expiresAt <= expiredBefore has an entry at or before it in the queue

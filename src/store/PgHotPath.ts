@@ -83,8 +83,8 @@ WITH input AS (
     fraud_score double precision, fraud_verdict text, fraud_case_id text, failure_code text, failure_message text,
     network_risk_signal double precision, in_flight boolean, version int, created_at timestamptz,
     updated_at timestamptz, captured_at timestamptz, settled_at timestamptz, claim_key text, fingerprint text,
-    locked_until timestamptz, claimed_at timestamptz, expires_at timestamptz, owner text, hour_since timestamptz,
-    day_since timestamptz, day_limit int, amount_window int)
+    locked_until timestamptz, claimed_at timestamptz, expires_at timestamptz, owner text, flow_owner text,
+    hour_since timestamptz, day_since timestamptz, day_limit int, amount_window int)
 ),
 claimed AS (
   INSERT INTO idempotency_keys (merchant_id, key, fingerprint, state, locked_until, created_at, expires_at, applied_to, owner)
@@ -97,11 +97,11 @@ payment AS (
   INSERT INTO payments (id, merchant_id, status, amount_cents, currency, captured_amount_cents, refunded_amount_cents,
     fee_cents, card_brand, card_last_four, card_token, capture_method, idempotency_key, idempotency_hold, metadata,
     fraud_score, fraud_verdict, fraud_case_id, failure_code, failure_message, network_risk_signal, in_flight, version,
-    created_at, updated_at, captured_at, settled_at)
+    created_at, updated_at, captured_at, settled_at, flow_owner)
   SELECT id, merchant_id, status, amount_cents, currency, captured_amount_cents, refunded_amount_cents, fee_cents,
     card_brand, card_last_four, card_token, capture_method, idempotency_key, idempotency_key, metadata, fraud_score,
     fraud_verdict, fraud_case_id, failure_code, failure_message, network_risk_signal, in_flight, version, created_at,
-    updated_at, captured_at, settled_at
+    updated_at, captured_at, settled_at, flow_owner
   FROM input i
   WHERE i.claim_key IS NULL OR i.id IN (SELECT applied_to FROM claimed)
   RETURNING id
@@ -234,7 +234,7 @@ export const paymentColumns = (p: Payment) => ({
 
 /** The parameters of `openPaymentsSql` for a batch (also used by the benchmark's baselines). */
 export const openPaymentsValues = (units: ReadonlyArray<OpenPayment>): Array<unknown> => [
-  JSON.stringify(units.map(({ change, claim, history }, ord) => {
+  JSON.stringify(units.map(({ change, claim, flowOwner, history }, ord) => {
     return {
       ord,
       ...paymentColumns(change.payment),
@@ -244,6 +244,7 @@ export const openPaymentsValues = (units: ReadonlyArray<OpenPayment>): Array<unk
       claimed_at: claim?.now ?? null,
       expires_at: claim?.expiresAt ?? null,
       owner: claim?.owner ?? null,
+      flow_owner: flowOwner ?? null,
       hour_since: history.hourSince,
       day_since: history.daySince,
       day_limit: history.dayLimit,
@@ -504,7 +505,7 @@ const releaseLateClaims = (pool: Pg.Pool) => (late: ReadonlyArray<{ readonly uni
 export const makeHotPath = (pool: Pg.Pool, deadlineMs?: number) => ({
   openPayment: makeBatcher<OpenPayment, OpenOutcome>({
     pool,
-    name: "open_payments_v1",
+    name: "open_payments_v2",
     text: openPaymentsSql,
     values: openPaymentsValues,
     outcomes: openOutcomes,

@@ -361,9 +361,9 @@ export const makePgStore = Effect.gen(function*() {
         return "rotated" as const
       }))),
 
-    insertPayment: (change) =>
+    insertPayment: (change, flowOwner = null) =>
       run(sql.withTransaction(Effect.gen(function*() {
-        const row = { ...paymentRow(change.payment), idempotency_hold: change.payment.idempotencyKey }
+        const row = { ...paymentRow(change.payment), idempotency_hold: change.payment.idempotencyKey, flow_owner: flowOwner }
         const inserted = yield* sql`INSERT INTO payments ${sql.insert(row)}
           ON CONFLICT (merchant_id, idempotency_hold) DO NOTHING RETURNING id`
         if (inserted.length === 0) {
@@ -471,9 +471,28 @@ export const makePgStore = Effect.gen(function*() {
           }))
         )
       ),
-    paymentsInFlight: (updatedBefore, limit) =>
-      run(sql`SELECT id FROM payments WHERE in_flight AND updated_at < ${updatedBefore}
-        ORDER BY updated_at, id LIMIT ${limit}`).pipe(Effect.map((rows) => rows.map((r) => r.id as string))),
+    claimFlows: ({ limit, now, owner, staleBefore, takeOver }) =>
+      // Read through the in-flight index; a payment whose flow commits meanwhile (its row locked)
+      // is skipped, and the next pass sees it as it is then. The owner's liveness is a primary-key
+      // probe per payment in flight, of which there are few.
+      run(sql`UPDATE payments p SET flow_owner = ${owner}
+        FROM (
+          SELECT c.id FROM payments c
+          WHERE c.in_flight AND (
+            (c.updated_at < ${staleBefore} AND (c.flow_owner IS NULL OR c.flow_owner = ${owner}))
+            OR (${takeOver} AND c.flow_owner IS NOT NULL AND c.flow_owner IS DISTINCT FROM ${owner}
+              AND NOT EXISTS (SELECT 1 FROM service_instances i WHERE i.id = c.flow_owner AND i.alive_until > ${now})))
+          ORDER BY c.updated_at, c.id LIMIT ${limit}
+          FOR UPDATE OF c SKIP LOCKED
+        ) claimed
+        WHERE p.id = claimed.id
+        RETURNING p.id, p.updated_at`).pipe(
+        Effect.map((rows) =>
+          rows.map((r) => ({ id: r.id as string, at: iso(r.updated_at) }))
+            .sort((a, b) => (a.at < b.at ? -1 : a.at > b.at ? 1 : a.id < b.id ? -1 : 1))
+            .map((r) => r.id)
+        )
+      ),
     settleablePayments: (capturedBefore, limit) =>
       run(sql`SELECT id FROM payments WHERE settled_at IS NULL AND captured_at IS NOT NULL
         AND captured_at < ${capturedBefore} AND status IN ('captured', 'refunded')
@@ -588,6 +607,15 @@ export const makePgStore = Effect.gen(function*() {
       run(sql`WITH forgotten AS (DELETE FROM service_instances WHERE alive_until < ${aliveUntil}::timestamptz - interval '1 day')
         INSERT INTO service_instances (id, alive_until) VALUES (${instanceId}, ${aliveUntil})
         ON CONFLICT (id) DO UPDATE SET alive_until = EXCLUDED.alive_until`).pipe(Effect.asVoid),
+    lead: (role, instanceId, now) =>
+      run(sql`INSERT INTO service_leaders AS l (role, holder, since) VALUES (${role}, ${instanceId}, ${now})
+        ON CONFLICT (role) DO UPDATE SET holder = EXCLUDED.holder,
+          since = CASE WHEN l.holder = EXCLUDED.holder THEN l.since ELSE EXCLUDED.since END
+        WHERE l.holder = EXCLUDED.holder
+          OR NOT EXISTS (SELECT 1 FROM service_instances i WHERE i.id = l.holder AND i.alive_until > EXCLUDED.since)
+        RETURNING holder`).pipe(Effect.map((rows) => rows.length > 0)),
+    resign: (role, instanceId) =>
+      run(sql`DELETE FROM service_leaders WHERE role = ${role} AND holder = ${instanceId}`).pipe(Effect.asVoid),
     purgeIdempotencyKeys: (expiredBefore) =>
       run(sql`
         WITH purged AS (DELETE FROM idempotency_keys WHERE expires_at <= ${expiredBefore} RETURNING merchant_id, key),

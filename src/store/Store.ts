@@ -83,6 +83,23 @@ export interface OpenPayment {
    * that answers in the same step as it commits (the memory store) need not: `Opened` says it.
    */
   readonly onClaimed?: (() => void) | undefined
+  /** The instance that runs the new payment's flow (`ServiceInstance`); null or absent: none named. */
+  readonly flowOwner?: string | null | undefined
+}
+
+/** `Store.claimFlows`' question: which payments left in flight an instance is to resume. */
+export interface FlowClaim {
+  /** The claiming instance (named as each claimed payment's flow owner), or null: a process without one. */
+  readonly owner: string | null
+  readonly now: string
+  /**
+   * Payments owned by `owner` or by nobody count when last touched before this (a flow that
+   * stopped on an error, or of a process without an identity).
+   */
+  readonly staleBefore: string
+  /** Also payments whose owner is another instance that has stopped beating at `now` (the leader's pass). */
+  readonly takeOver: boolean
+  readonly limit: number
 }
 
 /** The windows of `FraudHistory` (src/domain/Fraud.ts), as times and bounds. */
@@ -274,7 +291,7 @@ export interface StoreShape {
    * in-progress claim of that key is marked applied in the same transaction; a key claimed
    * afresh after it expired no longer holds the payment it created before.
    */
-  readonly insertPayment: (change: Change) => StoreEffect<InsertOutcome>
+  readonly insertPayment: (change: Change, flowOwner?: string | null) => StoreEffect<InsertOutcome>
   /** See `OpenPayment`: one round trip for a new payment. */
   readonly openPayment: (open: OpenPayment) => StoreEffect<OpenOutcome>
   /**
@@ -309,8 +326,12 @@ export interface StoreShape {
   readonly listEvents: (merchantId: string, paymentId: string) => StoreEffect<ReadonlyArray<PaymentEvent>>
   readonly listLedger: (merchantId: string, paymentId: string) => StoreEffect<ReadonlyArray<LedgerEntry>>
   readonly balances: (merchantId: string) => StoreEffect<ReadonlyArray<Balance>>
-  /** Payments whose automatic flow has a next step, least recently touched first. */
-  readonly paymentsInFlight: (updatedBefore: string, limit: number) => StoreEffect<ReadonlyArray<string>>
+  /**
+   * Payments whose automatic flow has a next step and no live owner but the claimer (see
+   * `FlowClaim`), least recently touched first; each becomes the claimer's in the same call, so two
+   * instances never resume one payment, and a flow whose owner still beats is never resumed by another.
+   */
+  readonly claimFlows: (claim: FlowClaim) => StoreEffect<ReadonlyArray<string>>
   /** Payments the settlement run has to sweep: captured before the cut-off and not yet settled. */
   readonly settleablePayments: (capturedBefore: string, limit: number) => StoreEffect<ReadonlyArray<string>>
   /**
@@ -343,6 +364,14 @@ export interface StoreShape {
   readonly purgeIdempotencyKeys: (expiredBefore: string) => StoreEffect<number>
   /** A service process says it is alive until `aliveUntil` (an earlier time: it has stopped). */
   readonly heartbeat: (instanceId: string, aliveUntil: string) => StoreEffect<void>
+  /**
+   * Takes or keeps `role` for `instanceId` at `now`: it is taken when nobody holds it or its
+   * holder has stopped beating (alive until `now` or earlier); true when `instanceId` holds it after
+   * the call.
+   */
+  readonly lead: (role: string, instanceId: string, now: string) => StoreEffect<boolean>
+  /** Gives `role` up if `instanceId` holds it (a graceful stop), so another takes it at its next beat. */
+  readonly resign: (role: string, instanceId: string) => StoreEffect<void>
 }
 
 export class Store extends Context.Service<Store, StoreShape>()("payments/Store") {}

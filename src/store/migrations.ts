@@ -351,5 +351,21 @@ ${rollupUpsert}      RETURN NULL;
       sum(d.captured_count), sum(d.disputed_count)
     FROM payments p, payment_rollup_deltas(1, p) d
     GROUP BY 1, 2, 3, 4;
+  `),
+  "0010_cluster": statements(`
+    -- Several instances on one database (docs/operations.md, "Running several instances").
+    -- The instance running a payment's automatic flow: another resumes it once this one's beats
+    -- stop, and never while they go on. Not indexed: the recovery pass reads the in-flight index.
+    ALTER TABLE payments ADD COLUMN flow_owner text;
+    -- The instance holding a delivery's lease: its lease is taken over once its beats stop.
+    ALTER TABLE webhook_deliveries ADD COLUMN lease_owner text;
+    -- The once-only jobs (settlement, the sandbox's disputes, the purge, the recovery of dead
+    -- instances' flows) run on the instance named here while it beats; another takes the row over
+    -- once they stop.
+    CREATE TABLE service_leaders (
+      role text COLLATE "C" PRIMARY KEY,
+      holder text NOT NULL,
+      since timestamptz NOT NULL
+    );
   `)
 }

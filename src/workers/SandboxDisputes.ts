@@ -1,6 +1,7 @@
 import { Duration, Effect, Layer, Schedule } from "effect"
 import { sandboxDisputableStatuses, sandboxDisputeNotification, sandboxDisputeTokens } from "../acquirer/Acquirer.ts"
 import { AppConfig } from "../platform/Config.ts"
+import * as Instance from "../platform/Instance.ts"
 import { addMs, nowIso } from "../platform/Time.ts"
 import { Payments } from "../services/Payments.ts"
 import { Store } from "../store/Store.ts"
@@ -47,16 +48,20 @@ export const sandboxDisputePass = Effect.gen(function*() {
   return applied
 })
 
-/** The sandbox network's dispute worker (serving processes only; Effect's Clock, so virtual time drives it in tests). */
+/**
+ * The sandbox network's dispute worker: serving processes only, on the leader among them
+ * (src/platform/Instance.ts); Effect's Clock, so virtual time drives it in tests.
+ */
 export const layer = Layer.effectDiscard(
   Effect.gen(function*() {
     const context = yield* Effect.context<Store | Payments | AppConfig>()
-    yield* Effect.forkScoped(
+    yield* Effect.forkScoped(Instance.whileLeading(
       sandboxDisputePass.pipe(
         Effect.provide(context),
         Effect.catch((error) => Effect.logWarning("sandbox dispute pass failed", error)),
-        Effect.repeat(Schedule.spaced(sandboxDisputePollInterval))
+        Effect.repeat(Schedule.spaced(sandboxDisputePollInterval)),
+        Effect.asVoid
       )
-    )
+    ))
   })
 )

@@ -1,46 +1,73 @@
 import { Clock, Duration, Effect, Layer, Schedule } from "effect"
 import { AppConfig } from "../platform/Config.ts"
+import * as Instance from "../platform/Instance.ts"
 import * as Metrics from "../platform/Metrics.ts"
 import { addMs, isoAt, nowIso } from "../platform/Time.ts"
 import { Payments, resumeBatch } from "../services/Payments.ts"
-import { Store } from "../store/Store.ts"
+import { Store, type StoreUnavailable } from "../store/Store.ts"
 
-/** How long a flow may sit untouched before another process presumes its owner dead and resumes it. */
+/** How long a flow may sit untouched before it is presumed stopped (its fiber ended on an error) and resumed. */
 export const staleFlowMs = 60_000
 const recoveryInterval = Duration.seconds(30)
+/**
+ * How often the leader looks for flows of instances that have stopped beating: with beats alive
+ * for 5 s, a dead instance's flows are resumed within about 7 s of its last beat.
+ */
+export const takeOverIntervalMs = 2_000
 const maximumStartBatches = 200
 
 /**
- * Recovery: at start every payment left in flight (by a crash) has its flow resumed; afterwards,
- * every 30 s, flows untouched for a minute (their process died) are resumed.
+ * Recovery of payments left in flight.
+ *
+ * In the service (a process with an instance identity, src/platform/Instance.ts): every instance
+ * resumes, every 30 s, its own flows untouched for a minute (a flow that stopped on an error); the
+ * leader, from the moment it leads and then every 2 s, resumes the flows of instances that have
+ * stopped beating (killed, paused, cut off) and those nobody owns that are a minute old. A flow
+ * whose owner still beats is never resumed by another instance.
+ *
+ * In a process without an identity (the simulator, tests of one service): at start every payment
+ * left in flight (by a crash) has its flow resumed; afterwards, every 30 s, flows untouched for a
+ * minute are resumed.
  */
 export const recovery = Layer.effectDiscard(
   Effect.gen(function*() {
     const payments = yield* Payments
-    // Batch after batch; bounded, so a failing database cannot keep the start looping (the
-    // periodic pass below picks up whatever is left).
-    const resumeAll = Effect.gen(function*() {
-      const now = yield* nowIso
-      for (let batch = 0; batch < maximumStartBatches; batch++) {
-        const resumed = yield* payments.resumeFlows(addMs(now, 1))
-        Metrics.record(Metrics.recoveredPayments, resumed)
-        if (resumed < resumeBatch) break
-      }
-      Metrics.record(Metrics.recoveryRuns("ok"), 1)
-    }).pipe(Effect.tapError(() => Effect.sync(() => Metrics.record(Metrics.recoveryRuns("failed"), 1))))
-    // In the background: serving does not wait for old flows (each waits on its payment's row).
-    yield* Effect.forkScoped(resumeAll.pipe(Effect.catch((error) => Effect.logWarning("recovery at start failed", error))))
-    // One pass in a handful of steps (it runs every 30 s, and nearly always finds nothing).
-    const pass = Effect.clockWith((clock) => payments.resumeFlows(isoAt(clock.currentTimeMillisUnsafe() - staleFlowMs))).pipe(
-      Effect.matchEffect({
-        onFailure: (error) =>
-          Effect.andThen(Effect.sync(() => Metrics.record(Metrics.recoveryRuns("failed"), 1)), Effect.logWarning("recovery pass failed", error)),
-        onSuccess: (resumed) => {
-          Metrics.record(Metrics.recoveryRuns("ok"), 1)
-          Metrics.record(Metrics.recoveredPayments, resumed)
-          return resumed > 0 ? Effect.logInfo(`recovery resumed ${resumed} stale payment flows`) : Effect.void
+    const identified = (yield* Instance.currentId) !== null
+    const counted = (what: string, passes: Effect.Effect<number, StoreUnavailable>) =>
+      passes.pipe(
+        Effect.matchEffect({
+          onFailure: (error) =>
+            Effect.andThen(Effect.sync(() => Metrics.record(Metrics.recoveryRuns("failed"), 1)), Effect.logWarning(`${what} failed`, error)),
+          onSuccess: (resumed) => {
+            Metrics.record(Metrics.recoveryRuns("ok"), 1)
+            Metrics.record(Metrics.recoveredPayments, resumed)
+            return resumed > 0 ? Effect.logInfo(`${what} resumed ${resumed} payment flows`) : Effect.void
+          }
+        })
+      )
+    /** Batch after batch; bounded, so a failing database cannot keep it looping (the next pass picks up whatever is left). */
+    const resumeAll = (options: { readonly staleBefore: string; readonly takeOver: boolean }) =>
+      Effect.gen(function*() {
+        let resumed = 0
+        for (let batch = 0; batch < maximumStartBatches; batch++) {
+          const count = yield* payments.resumeFlows(options)
+          resumed += count
+          if (count < resumeBatch) break
         }
+        return resumed
       })
+    const staleBefore = Effect.map(Clock.currentTimeMillis, (nowMs) => isoAt(nowMs - staleFlowMs))
+    if (identified) {
+      const takeOver = counted("recovery of stopped instances' flows", Effect.flatMap(staleBefore, (before) => resumeAll({ staleBefore: before, takeOver: true })))
+      yield* Effect.forkScoped(Instance.whileLeading(Effect.forever(Effect.andThen(takeOver, Effect.sleep(Duration.millis(takeOverIntervalMs))))))
+    } else {
+      // In the background: serving does not wait for old flows (each waits on its payment's row).
+      yield* Effect.forkScoped(counted("recovery at start", Effect.flatMap(nowIso, (now) => resumeAll({ staleBefore: addMs(now, 1), takeOver: false }))))
+    }
+    // One pass in a handful of steps (it runs every 30 s, and nearly always finds nothing).
+    const pass = counted(
+      "recovery pass",
+      Effect.clockWith((clock) => payments.resumeFlows({ staleBefore: isoAt(clock.currentTimeMillisUnsafe() - staleFlowMs), takeOver: false }))
     )
     // A pass every 30 s after the last one ended (a plain loop: a Schedule's driver costs more
     // than the pass itself finding nothing, which is what it does nearly every time).
@@ -64,9 +91,10 @@ export const settlementRetry = Schedule.min([Schedule.exponential(Duration.secon
 )
 
 /**
- * Settlement: at every daily cut-off, payments captured before it move to `settled`. At start,
- * the last cut-off is swept again: it may have passed while no process was running (the sweep is
- * idempotent, so when it did run this finds nothing).
+ * Settlement: at every daily cut-off, payments captured before it move to `settled`, on the leader
+ * (src/platform/Instance.ts). At start, and when an instance becomes the leader, the last cut-off
+ * is swept again: it may have passed while no process was running, or the last leader may have
+ * died in the middle (the sweep is idempotent, so when it did run this finds nothing).
  */
 export const settlement = Layer.effectDiscard(
   Effect.gen(function*() {
@@ -89,7 +117,9 @@ export const settlement = Layer.effectDiscard(
         Effect.flatMap((settled) => Effect.logInfo(`settlement at ${isoAt(cutoffMs)} settled ${settled} payments`)),
         Effect.catch((error) => Effect.logWarning("settlement run failed all day; it will run at the next cut-off", error))
       )
-    yield* Effect.forkScoped(Effect.gen(function*() {
+    // On the leader only; a new leader sweeps the last cut-off again first (one that died
+    // mid-sweep leaves the rest to it).
+    yield* Effect.forkScoped(Instance.whileLeading(Effect.gen(function*() {
       const startMs = yield* Clock.currentTimeMillis
       yield* sweep(nextCutoffMs(startMs, config.settlementCutoffMinutes) - dayMs)
       while (true) {
@@ -98,20 +128,21 @@ export const settlement = Layer.effectDiscard(
         yield* Effect.sleep(Duration.millis(cutoffMs - nowMs))
         yield* sweep(cutoffMs)
       }
-    }))
+    })))
   })
 )
 
-/** Idempotency keys are forgotten after IDEMPOTENCY_TTL; purged hourly. */
+/** Idempotency keys are forgotten after IDEMPOTENCY_TTL; purged hourly, by the leader. */
 export const idempotencyPurge = Layer.effectDiscard(
   Effect.gen(function*() {
     const store = yield* Store
-    yield* Effect.forkScoped(
+    yield* Effect.forkScoped(Instance.whileLeading(
       Effect.flatMap(nowIso, (now) => store.purgeIdempotencyKeys(now)).pipe(
         Effect.catch((error) => Effect.logWarning("idempotency purge failed", error)),
-        Effect.repeat(Schedule.spaced(Duration.hours(1)))
+        Effect.repeat(Schedule.spaced(Duration.hours(1))),
+        Effect.asVoid
       )
-    )
+    ))
   })
 )
 

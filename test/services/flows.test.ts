@@ -295,7 +295,7 @@ describe("recovery worker", () => {
       yield* Layer.launch(Workers.recovery).pipe(Effect.forkScoped)
       let inFlight = count
       for (let turn = 0; turn < 100_000 && inFlight > 0; turn++) {
-        inFlight = (yield* store.paymentsInFlight("9999-01-01T00:00:00.000Z", count)).length
+        inFlight = (yield* store.claimFlows({ owner: null, now: "9999-01-01T00:00:00.000Z", staleBefore: "9999-01-01T00:00:00.000Z", takeOver: false, limit: count })).length
         yield* Effect.yieldNow
       }
       expect(inFlight).toBe(0)

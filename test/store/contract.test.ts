@@ -508,7 +508,7 @@ export const storeContract = (name: string, makeLayer: () => Layer.Layer<Store, 
     })
 
     describe("work queues", () => {
-      it("paymentsInFlight: payments with a next step, least recently touched first, before the cut-off, up to the limit", () =>
+      it("claimFlows: payments with a next step, least recently touched first, before the cut-off, up to the limit", () =>
         run(Effect.gen(function*() {
           const store = yield* Store
           const w = testWorld("1990-01-01T00:00:00.000Z")
@@ -529,10 +529,12 @@ export const storeContract = (name: string, makeLayer: () => Layer.Layer<Store, 
 
           const cutoff = "1990-12-31T00:00:00.000Z"
           const expected = [pending, toScreen, toCapture].map((p) => p.payment.id)
-          expect(yield* store.paymentsInFlight(cutoff, 100)).toEqual(expected)
-          expect(yield* store.paymentsInFlight(cutoff, 2)).toEqual(expected.slice(0, 2))
-          expect(yield* store.paymentsInFlight(toScreen.payment.updatedAt, 100)).toEqual([pending.payment.id])
-          expect(yield* store.paymentsInFlight(pending.payment.updatedAt, 100)).toEqual([])
+          const inFlight = (staleBefore: string, limit: number) =>
+            store.claimFlows({ owner: null, now: cutoff, staleBefore, takeOver: false, limit })
+          expect(yield* inFlight(cutoff, 100)).toEqual(expected)
+          expect(yield* inFlight(cutoff, 2)).toEqual(expected.slice(0, 2))
+          expect(yield* inFlight(toScreen.payment.updatedAt, 100)).toEqual([pending.payment.id])
+          expect(yield* inFlight(pending.payment.updatedAt, 100)).toEqual([])
 
           // Touched at the same millisecond: ties by id, byte order ("B" before "a").
           const sameTime = "1989-06-01T00:00:00.000Z"
@@ -540,7 +542,61 @@ export const storeContract = (name: string, makeLayer: () => Layer.Layer<Store, 
             const base = accepted(Payment.create(createInput(w.merchantId), { now: sameTime, mintId: w.mintId }))
             yield* store.insertPayment({ ...base, payment: { ...base.payment, id: `pay_1989_${suffix}` }, events: [] })
           }
-          expect(yield* store.paymentsInFlight("1989-12-31T00:00:00.000Z", 100)).toEqual(["pay_1989_B", "pay_1989_a"])
+          expect(yield* inFlight("1989-12-31T00:00:00.000Z", 100)).toEqual(["pay_1989_B", "pay_1989_a"])
+        })))
+
+      it("claimFlows: an owner's flows are resumed by another instance only once it stops beating, and then by one only", () =>
+        run(Effect.gen(function*() {
+          const store = yield* Store
+          const w = testWorld("1991-01-01T00:00:00.000Z")
+          yield* givenMerchant(w)
+          const t0 = w.clock.advance()
+          const [a, b, c] = ["ins_flows_a", "ins_flows_b", "ins_flows_c"]
+          yield* store.heartbeat(a, at(t0, seconds(5)))
+          for (const instance of [b, c]) yield* store.heartbeat(instance, at(t0, seconds(60)))
+          const base = accepted(Payment.create(createInput(w.merchantId), { now: t0, mintId: w.mintId }))
+          const ofA = { ...base, payment: { ...base.payment, id: "pay_flow_of_a" }, events: [] }
+          expect(yield* store.insertPayment(ofA, a)).toEqual({ _tag: "Inserted" })
+          // (Payments of other tests, in flight with no owner, may be claimed too: only this one is looked at.)
+          const ours = (ids: ReadonlyArray<string>) => ids.filter((id) => id === ofA.payment.id)
+          const claim = (owner: string, now: string, takeOver: boolean) =>
+            Effect.map(store.claimFlows({ owner, now, staleBefore: "1900-01-01T00:00:00.000Z", takeOver, limit: 100 }), ours)
+          // A beats: nobody takes its flow over, however long it has been in flight.
+          expect(yield* claim(b, at(t0, seconds(4)), true)).toEqual([])
+          // Its own pass, stale-only, finds nothing young.
+          expect(yield* claim(a, at(t0, seconds(4)), true)).toEqual([])
+          // A stopped beating: a pass without takeOver leaves it; the leader's takes it, once.
+          expect(yield* claim(b, at(t0, seconds(6)), false)).toEqual([])
+          expect(yield* claim(b, at(t0, seconds(6)), true)).toEqual(["pay_flow_of_a"])
+          expect(yield* claim(c, at(t0, seconds(6)), true)).toEqual([])
+          // Now B's: stale for B itself only.
+          expect(ours(yield* store.claimFlows({ owner: b, now: at(t0, seconds(6)), staleBefore: at(t0, seconds(6)), takeOver: false, limit: 100 })))
+            .toEqual(["pay_flow_of_a"])
+          expect(ours(yield* store.claimFlows({ owner: c, now: at(t0, seconds(6)), staleBefore: at(t0, seconds(6)), takeOver: false, limit: 100 })))
+            .toEqual([])
+        })))
+
+      it("lead: one holder per role; taken over once the holder stops beating, and given up by resign", () =>
+        run(Effect.gen(function*() {
+          const store = yield* Store
+          const t0 = "1992-01-01T00:00:00.000Z"
+          const [a, b] = ["ins_lead_a", "ins_lead_b"]
+          const role = "jobs_contract"
+          yield* store.heartbeat(a, at(t0, seconds(5)))
+          yield* store.heartbeat(b, at(t0, seconds(9)))
+          expect(yield* store.lead(role, a, t0)).toBe(true)
+          expect(yield* store.lead(role, b, t0)).toBe(false)
+          expect(yield* store.lead(role, a, at(t0, seconds(4)))).toBe(true)
+          expect(yield* store.lead(role, b, at(t0, seconds(4)))).toBe(false)
+          // A stopped beating at +5 s.
+          expect(yield* store.lead(role, b, at(t0, seconds(5)))).toBe(true)
+          expect(yield* store.lead(role, a, at(t0, seconds(5)))).toBe(false)
+          // B resigns: the next asker takes the role at once.
+          yield* store.resign(role, a)
+          expect(yield* store.lead(role, b, at(t0, seconds(6)))).toBe(true)
+          yield* store.resign(role, b)
+          yield* store.heartbeat(a, at(t0, seconds(20)))
+          expect(yield* store.lead(role, a, at(t0, seconds(7)))).toBe(true)
         })))
 
       it("settleablePayments: captured (or refunded) before the cut-off and not yet settled", () =>
