@@ -17,6 +17,26 @@ export interface Attempt {
   readonly responseStatus: number | null
   readonly durationMs: number
   readonly error: string | null
+  /**
+   * Cut off: the instance holding the attempt stopped (killed, paused past its liveness, or stopped
+   * in the middle) before it recorded an answer. The endpoint may or may not have received it. A cut
+   * attempt is no failure: it schedules no retry; the delivery is sent again at once by the instance
+   * that takes it over, as the next attempt. Absent on attempts recorded before cuts were.
+   */
+  readonly cut?: boolean
+}
+
+/** The error text of a cut attempt. */
+export const cutAttemptError = "cut off: the instance sending this attempt stopped before it recorded an answer; sent again"
+
+/**
+ * `delivery` with a cut attempt recorded at `at` (see `Attempt.cut`): taken over from an instance
+ * that held it and stopped. Its status and next attempt stay as they were: it is due now.
+ */
+export const cutAttempt = (delivery: Delivery, at: string): Delivery => {
+  const attempts = delivery.attempts.slice()
+  attempts.push({ attempt: nextAttemptNumber(delivery), at, responseStatus: null, durationMs: 0, error: cutAttemptError, cut: true })
+  return changed(delivery, delivery.status, attempts, delivery.nextAttemptAt, delivery.firstFailedAt, delivery.completedAt)
 }
 
 export interface Delivery {
@@ -288,7 +308,7 @@ export const afterAttempt = (
   }
   const firstFailedAt = delivery.firstFailedAt ?? at
   let failures = 0
-  for (const a of attempts) if (a.error !== null && a.at >= firstFailedAt) failures++
+  for (const a of attempts) if (a.error !== null && a.cut !== true && a.at >= firstFailedAt) failures++
   const next = retryAt(firstFailedAt, failures, scheduleMs)
   return {
     attempt,

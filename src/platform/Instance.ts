@@ -29,11 +29,11 @@ export const aliveForMs = 5_000
 /** The role whose holder runs the once-only jobs. */
 export const jobsRole = "jobs"
 
-export const layer = Layer.effect(
+/** The instance `id` (tests name theirs; a service process gets a random one from `layer`). */
+export const layerWithId = (id: string) => Layer.effect(
   ServiceInstance,
   Effect.gen(function*() {
     const store = yield* Store
-    const id = `ins_${randomBytes(12).toString("hex")}`
     const leading = yield* Latch.make(false)
     const following = yield* Latch.make(true)
     const setLeading = (leads: boolean) =>
@@ -64,11 +64,14 @@ export const layer = Layer.effect(
         yield* setLeading(false)
         yield* store.resign(jobsRole, id)
         yield* store.heartbeat(id, isoAt(yield* Clock.currentTimeMillis))
-      }).pipe(Effect.ignore)
+      }).pipe(Effect.catchCause(() => Effect.void))
     )
     return { id, leading, following }
   })
 )
+
+/** A new instance: a fresh random id each process start (a restarted process is another instance). */
+export const layer = Layer.unwrap(Effect.sync(() => layerWithId(`ins_${randomBytes(12).toString("hex")}`)))
 
 /** This process's instance id, or null in a process without one (a CLI command, the simulator). */
 export const currentId = Effect.map(Effect.serviceOption(ServiceInstance), (instance) => Option.isSome(instance) ? instance.value.id : null)

@@ -131,7 +131,9 @@ const compact = (
     const at = canonicalIsoMs(attempt.at)
     const status = attempt.responseStatus
     // A duration that is not equal to itself (NaN) would not compare equal once rebuilt.
+    // (A delivery with a cut attempt, which a takeover leaves, rare, is kept whole.)
     if (at === undefined || attempt.attempt !== n + 1 || attempt.durationMs !== attempt.durationMs || (status !== null && !(status === status))) return null
+    if (attempt.cut !== undefined) return null
     let error = -1
     if (attempt.error !== null) {
       error = errors.ids.get(attempt.error) ?? errors.texts.length
@@ -161,6 +163,8 @@ const compact = (
 class Live {
   leaseToken: string | null = null
   leaseUntil: string | null = null
+  /** The instance holding the lease (null: none named). */
+  leaseOwner: string | null = null
   /** `leaseUntil` in ms (-Infinity: no lease). */
   leaseUntilMs = Number.NEGATIVE_INFINITY
   /**
@@ -230,13 +234,14 @@ export class DeliveryRow {
     }
   }
 
-  setLease(token: string | null, until: string | null) {
+  setLease(token: string | null, until: string | null, owner: string | null = null) {
     const live = this.live
     if (live === null) {
       // A compact row has no lease to clear (one to set would need the row whole: never asked).
       if (token === null && until === null) return
       throw new Error("store: a lease on an ended delivery")
     }
+    live.leaseOwner = owner
     live.leaseToken = token
     live.leaseUntil = until
     live.leaseUntilMs = until === null ? Number.NEGATIVE_INFINITY : isoMs(until)
@@ -244,6 +249,12 @@ export class DeliveryRow {
 
   get leaseToken(): string | null {
     return this.live === null ? null : this.live.leaseToken
+  }
+  get leaseOwner(): string | null {
+    return this.live === null ? null : this.live.leaseOwner
+  }
+  get leaseUntil(): string | null {
+    return this.live === null ? null : this.live.leaseUntil
   }
   /** `leaseUntil` in ms (-Infinity: no lease). */
   get leaseUntilMs(): number {
@@ -354,6 +365,8 @@ export interface SharedState {
   readonly merchants: Map<string, Merchant>
   readonly outbox: Array<PaymentEvent>
   readonly webhooks: WebhookMemoryState
+  /** Service processes and the time each said it is alive until (leases' owners); absent: none beat. */
+  readonly instances?: Map<string, string>
 }
 
 /** The webhook part of the memory store's state (kept in MemoryState so a "restart" keeps it). */
@@ -476,8 +489,8 @@ export const memoryWebhookOperations = (state: SharedState, observer: MemoryWebh
   const w = state.webhooks
   const leaseLost = observer.leaseLost
   /** Sets or clears a row's lease, keeping `leased` true. */
-  const setLease = (row: DeliveryRow, token: string | null, until: string | null) => {
-    row.setLease(token, until)
+  const setLease = (row: DeliveryRow, token: string | null, until: string | null, owner: string | null = null) => {
+    row.setLease(token, until, owner)
     if (token === null) w.leased.delete(row.id)
     else w.leased.set(row.id, row)
   }
@@ -586,10 +599,38 @@ export const memoryWebhookOperations = (state: SharedState, observer: MemoryWebh
     }
     return events.length
   }
-  /** A poll's claim at `nowMs`, under the lease `makeLease` makes at its first claim (none made when nothing is claimed). */
-  const claim = (nowMs: number, makeLease: () => Lease, limit: number) => {
+  /** Whether the instance `owner` beats at `nowMs` (one never heard of does not). */
+  const ownerAlive = (owner: string, nowMs: number) => {
+    const aliveUntil = state.instances?.get(owner)
+    return aliveUntil !== undefined && isoMs(aliveUntil) > nowMs
+  }
+  /**
+   * A poll's claim at `nowMs`, under the lease `makeLease` makes at its first claim (none made when
+   * nothing is claimed). Rows under a live lease whose owner has stopped beating are taken over
+   * first (found among the leased rows, which are few); then the due heap's. A row claimed while
+   * it still holds an instance's token (its lease ended or its owner stopped) is `takenOver`; one
+   * whose lease named no instance is claimed as if never leased.
+   */
+  const claim = (nowMs: number, makeLease: () => Lease, limit: number, takenOver: Set<string>) => {
     const claimed: Array<Delivery> = []
     let lease: Lease | null = null
+    const take = (row: DeliveryRow) => {
+      if (row.leaseToken !== null && row.leaseOwner !== null) takenOver.add(row.id)
+      if (lease === null) lease = makeLease()
+      setLease(row, lease.token, lease.until, lease.owner ?? null)
+      schedule(row)
+      claimed.push(row.delivery)
+    }
+    if (state.instances !== undefined && state.instances.size > 0) {
+      for (const row of [...w.leased.values()]) {
+        if (claimed.length >= limit) break
+        const owner = row.leaseOwner
+        if (owner === null || !leaseLive(row, nowMs) || ownerAlive(owner, nowMs) || !(row.nextAttemptMs <= nowMs)) continue
+        const paymentId = row.orderPaymentId
+        if (paymentId !== null && waitsForEarlier(row, paymentId)) continue
+        take(row)
+      }
+    }
     while (claimed.length < limit) {
       const top = peekDue()
       if (top === undefined || top.atMs > nowMs) break
@@ -607,10 +648,7 @@ export const memoryWebhookOperations = (state: SharedState, observer: MemoryWebh
         else if (!parked.includes(row)) parked.push(row)
         continue
       }
-      if (lease === null) lease = makeLease()
-      setLease(row, lease.token, lease.until)
-      schedule(row)
-      claimed.push(row.delivery)
+      take(row)
     }
     return claimed
   }
@@ -628,8 +666,10 @@ export const memoryWebhookOperations = (state: SharedState, observer: MemoryWebh
     }
     if (next === null) return null
     const nowMs = isoMs(now)
-    if (next.nextAttemptMs > nowMs || leaseLive(next, nowMs) || waitsForEarlier(next, paymentId)) return null
-    setLease(next, lease.token, lease.until)
+    // A row still holding an instance's token (a cut lease) is left to a poll, which records the cut.
+    if (next.nextAttemptMs > nowMs || leaseLive(next, nowMs) || (next.leaseToken !== null && next.leaseOwner !== null)) return null
+    if (waitsForEarlier(next, paymentId)) return null
+    setLease(next, lease.token, lease.until, lease.owner ?? null)
     schedule(next)
     return next.delivery
   }
@@ -651,13 +691,14 @@ export const memoryWebhookOperations = (state: SharedState, observer: MemoryWebh
           drained += taken
           if (taken < input.drainLimit) break
         }
-        const claimed = claim(isoMs(input.now), input.lease, input.claimLimit)
+        const takenOver = new Set<string>()
+        const claimed = claim(isoMs(input.now), input.lease, input.claimLimit, takenOver)
         const secrets = new Map<string, ReadonlyArray<string>>()
         for (const delivery of claimed) {
           if (!secrets.has(delivery.merchantId)) secrets.set(delivery.merchantId, signingSecretsOf(state, delivery.merchantId, input.now))
         }
         const next = peekDue()
-        return { drained, claimed, secrets, nextDueMs: next === undefined ? null : next.atMs }
+        return { drained, claimed, secrets, nextDueMs: next === undefined ? null : next.atMs, takenOver }
       }),
     insertDelivery: (delivery) => Effect.sync(() => void insert(delivery, null)),
     getDelivery: (merchantId, id) =>
@@ -681,7 +722,7 @@ export const memoryWebhookOperations = (state: SharedState, observer: MemoryWebh
           leaseLost?.()
           return null
         }
-        setLease(row, token, until)
+        setLease(row, token, until, row.leaseOwner)
         schedule(row)
         return signingSecretsOf(state, row.merchantId, now)
       }),
@@ -695,11 +736,12 @@ export const memoryWebhookOperations = (state: SharedState, observer: MemoryWebh
         schedule(row)
         return successor === undefined ? true : (claimNext(delivery, successor.now, successor.lease) ?? true)
       }),
-    releaseLease: (id, token) =>
+    releaseLease: (id, token, cutAt) =>
       Effect.sync(() => {
         const row = w.leased.get(id)
         if (row !== undefined && row.leaseToken === token) {
-          setLease(row, null, null)
+          if (cutAt === undefined) setLease(row, null, null)
+          else if (isoMs(cutAt) < row.leaseUntilMs) setLease(row, token, cutAt, row.leaseOwner)
           schedule(row)
         }
       }),

@@ -68,10 +68,11 @@ export const recordAttemptsSql = `WITH input AS (
     SELECT * FROM json_to_recordset($1::json) AS u(ord int, id text, token text, status text, attempts jsonb,
       next_attempt_at timestamptz, first_failed_at timestamptz, completed_at timestamptz,
       attempt int, merchant_id text, at timestamptz, response_status int, duration_ms int, error text,
-      successor boolean, payment_id text, url text, event_sequence int, now timestamptz, lease_token text, lease_until timestamptz)
+      successor boolean, payment_id text, url text, event_sequence int, now timestamptz, lease_token text, lease_until timestamptz,
+      lease_owner text)
   ), recorded AS (
     UPDATE webhook_deliveries d SET status = i.status, attempts = i.attempts, next_attempt_at = i.next_attempt_at,
-      first_failed_at = i.first_failed_at, completed_at = i.completed_at, lease_token = NULL, lease_until = NULL
+      first_failed_at = i.first_failed_at, completed_at = i.completed_at, lease_token = NULL, lease_until = NULL, lease_owner = NULL
     FROM input i WHERE d.id = i.id AND d.lease_token = i.token
     RETURNING d.id
   ), attempt AS (
@@ -79,11 +80,12 @@ export const recordAttemptsSql = `WITH input AS (
     SELECT i.id, i.attempt, i.merchant_id, i.at, i.response_status, i.duration_ms, i.error, i.error IS NULL
     FROM input i JOIN recorded r ON r.id = i.id
   ), next AS (
-    SELECT i.ord, i.lease_token, i.lease_until, (
+    SELECT i.ord, i.lease_token, i.lease_until, i.lease_owner, (
       SELECT d.id FROM webhook_deliveries d
       WHERE d.payment_id = i.payment_id AND d.url = i.url
         AND d.event_sequence > i.event_sequence AND d.status IN ('pending', 'retrying')
         AND d.next_attempt_at <= i.now AND (d.lease_until IS NULL OR d.lease_until <= i.now)
+        AND (d.lease_owner IS NULL OR d.lease_token IS NULL)
         AND ${orderRule("i.id")}
       ORDER BY d.event_sequence LIMIT 1
       FOR UPDATE OF d SKIP LOCKED
@@ -91,7 +93,7 @@ export const recordAttemptsSql = `WITH input AS (
     FROM input i
     WHERE i.successor AND EXISTS (SELECT 1 FROM recorded r WHERE r.id = i.id)
   ), successor AS (
-    UPDATE webhook_deliveries d SET lease_token = n.lease_token, lease_until = n.lease_until
+    UPDATE webhook_deliveries d SET lease_token = n.lease_token, lease_until = n.lease_until, lease_owner = n.lease_owner
     FROM next n WHERE d.id = n.next_id
     RETURNING n.ord AS successor_of, d.*
   )
@@ -129,7 +131,8 @@ const recordAttemptsValues = (units: ReadonlyArray<AttemptRecord>) => [
     event_sequence: delivery.order?.sequence ?? null,
     now: successor?.now ?? null,
     lease_token: successor?.lease.token ?? null,
-    lease_until: successor?.lease.until ?? null
+    lease_until: successor?.lease.until ?? null,
+    lease_owner: successor?.lease.owner ?? null
   })))
 ]
 
@@ -145,7 +148,7 @@ export const makePgWebhookStore = Effect.gen(function*() {
   const run = runWithin(config.databaseStatementTimeoutMs + statementGraceMs)
   const recordAttempts = makeBatcher<AttemptRecord, boolean | Delivery>({
     pool,
-    name: "record_webhook_attempts_v1",
+    name: "record_webhook_attempts_v2",
     text: recordAttemptsSql,
     values: recordAttemptsValues,
     outcomes: recordAttemptsOutcomes,
@@ -211,11 +214,18 @@ export const makePgWebhookStore = Effect.gen(function*() {
       return { drained: taken.length, created: built.filter((d) => inserted.has(d.id)) }
     })))
 
-  /** The deliveries a poll leases: due at `now`, no live lease, none of their payment before them open. */
-  const dueIds = (now: string, limit: number) =>
-    sql`SELECT d.id FROM webhook_deliveries d
+  /**
+   * The deliveries a poll leases: due at `now`, no live lease (none, one that has ended, or one
+   * whose owner has stopped beating), none of their payment before them open; and whether a lease
+   * an instance held and did not give back is taken over (a cut attempt). A lease that names no
+   * instance (a process without one) is taken over when it ends, as if never held.
+   */
+  const due = (now: string, limit: number) =>
+    sql`SELECT d.id, d.lease_token IS NOT NULL AND d.lease_owner IS NOT NULL AS taken_over FROM webhook_deliveries d
         WHERE d.status IN ('pending', 'retrying') AND d.next_attempt_at <= ${now}
-          AND (d.lease_until IS NULL OR d.lease_until <= ${now})
+          AND (d.lease_until IS NULL OR d.lease_until <= ${now}
+            OR (d.lease_owner IS NOT NULL
+              AND NOT EXISTS (SELECT 1 FROM service_instances i WHERE i.id = d.lease_owner AND i.alive_until > ${now})))
           AND (d.payment_id IS NULL OR (${sql.literal(orderRule())}))
         ORDER BY d.next_attempt_at, d.id LIMIT ${limit}
         FOR UPDATE OF d SKIP LOCKED`
@@ -248,10 +258,10 @@ export const makePgWebhookStore = Effect.gen(function*() {
         // The claim and the next due time in one statement: the claimed rows as JSON, and the
         // earliest due time among the others (the statement sees them as before its update; the
         // claimed ones are due next when their new lease ends).
-        return run(sql`WITH claimed AS (
-            UPDATE webhook_deliveries SET lease_token = ${lease.token}, lease_until = ${lease.until}
-            WHERE id IN (${dueIds(input.now, input.claimLimit)})
-            RETURNING *
+        return run(sql`WITH candidates AS (${due(input.now, input.claimLimit)}), claimed AS (
+            UPDATE webhook_deliveries d SET lease_token = ${lease.token}, lease_until = ${lease.until}, lease_owner = ${lease.owner ?? null}
+            FROM candidates c WHERE d.id = c.id
+            RETURNING d.*, c.taken_over
           )
           SELECT (SELECT coalesce(json_agg(c), '[]'::json) FROM claimed c) AS claimed,
             (SELECT coalesce(json_agg(json_build_object('id', m.id, 'webhook_secret', m.webhook_secret,
@@ -261,11 +271,13 @@ export const makePgWebhookStore = Effect.gen(function*() {
             (SELECT min(${dueAt()}) FROM webhook_deliveries d
               WHERE d.status IN ('pending', 'retrying') AND d.id NOT IN (SELECT id FROM claimed)) AS next_due`).pipe(
           Effect.map((rows) => {
-            const claimed = (rows[0]!.claimed as ReadonlyArray<Row>).map(toDelivery).sort(byDueTime)
+            const rowsClaimed = rows[0]!.claimed as ReadonlyArray<Row>
+            const claimed = rowsClaimed.map(toDelivery).sort(byDueTime)
+            const takenOver = new Set(rowsClaimed.filter((r) => r.taken_over === true).map((r) => r.id as string))
             const others = rows[0]!.next_due === null ? Infinity : isoMs(iso(rows[0]!.next_due))
             const nextDueMs = Math.min(others, claimed.length > 0 ? isoMs(lease.until) : Infinity)
             const signing = new Map((rows[0]!.secrets as ReadonlyArray<Row>).map((r) => [r.id as string, secretsOf(r, secrets)] as const))
-            return { drained, claimed, secrets: signing, nextDueMs: nextDueMs === Infinity ? null : nextDueMs }
+            return { drained, claimed, secrets: signing, nextDueMs: nextDueMs === Infinity ? null : nextDueMs, takenOver }
           })
         )
       }),
@@ -295,9 +307,14 @@ export const makePgWebhookStore = Effect.gen(function*() {
       // the update found the lease. A delivery that stays open holds its payment's order: it
       // claims no successor.
       recordAttempts({ delivery, attempt, token, successor: delivery.order === null || isOpen(delivery) ? undefined : successor }),
-    releaseLease: (id, token) =>
-      run(sql`UPDATE webhook_deliveries SET lease_token = NULL, lease_until = NULL
-        WHERE id = ${id} AND lease_token = ${token}`).pipe(Effect.asVoid),
+    releaseLease: (id, token, cutAt) =>
+      run(
+        cutAt === undefined
+          ? sql`UPDATE webhook_deliveries SET lease_token = NULL, lease_until = NULL, lease_owner = NULL
+            WHERE id = ${id} AND lease_token = ${token}`
+          : sql`UPDATE webhook_deliveries SET lease_until = LEAST(lease_until, ${cutAt}::timestamptz)
+            WHERE id = ${id} AND lease_token = ${token}`
+      ).pipe(Effect.asVoid),
     backlog: (now) =>
       run(sql`SELECT count(*)::int AS open,
           count(*) FILTER (WHERE next_attempt_at <= ${now} AND (lease_until IS NULL OR lease_until <= ${now}))::int AS due,
@@ -314,7 +331,7 @@ export const makePgWebhookStore = Effect.gen(function*() {
         const next = decide(current)
         if (next === null) return { _tag: "Refused" as const, delivery: current }
         yield* sql`UPDATE webhook_deliveries SET status = ${next.status}, next_attempt_at = ${next.nextAttemptAt},
-            completed_at = ${next.completedAt}, lease_token = NULL, lease_until = NULL WHERE id = ${id}`
+            completed_at = ${next.completedAt}, lease_token = NULL, lease_until = NULL, lease_owner = NULL WHERE id = ${id}`
         return { _tag: "Resent" as const, delivery: next }
       }))),
     stats: (merchantId, since) =>

@@ -8,6 +8,11 @@ export interface Lease {
   /** Names the holder; only the holder may record an attempt. */
   readonly token: string
   readonly until: string
+  /**
+   * The instance holding it (`ServiceInstance`; null or absent: none named). Once that instance
+   * stops beating, the lease is taken over at once, however long it had to run.
+   */
+  readonly owner?: string | null
 }
 
 export interface PollInput {
@@ -30,6 +35,13 @@ export interface PollResult {
   readonly secrets: ReadonlyMap<string, ReadonlyArray<string>>
   /** The earliest moment work becomes due after the claim, in ms (null: none), as `nextDueAt`. */
   readonly nextDueMs: number | null
+  /**
+   * The claimed deliveries taken over from an instance's lease that was cut (the instance stopped
+   * beating, its lease ran out, or a stop cut its attempt): their attempt may have reached the
+   * endpoint, and the dispatcher records it as cut (`cutAttempt`) before it sends the next one. A
+   * lease that named no instance is taken over when it ends, as if never held.
+   */
+  readonly takenOver: ReadonlySet<string>
 }
 
 export type ResendOutcome =
@@ -64,7 +76,8 @@ export interface WebhookStoreShape {
    * `drainLimit` events while they come full, at most `drainBatches`; none with 0), then leases,
    * under the lease `lease` makes once the outbox is drained (it mints a token: a store that
    * claims nothing may leave it uncalled), up to `claimLimit` deliveries due at
-   * `now` that no live lease holds (FOR UPDATE SKIP LOCKED), in due-time order, skipping one whose
+   * `now` that no live lease holds (FOR UPDATE SKIP LOCKED; a lease is live until it ends, or
+   * until its owner stops beating), in due-time order, skipping one whose
    * payment has an earlier delivery to the same URL still open (or an earlier event still in the
    * outbox); and tells when work is due next after that claim, as `nextDueAt` would.
    */
@@ -90,7 +103,12 @@ export interface WebhookStoreShape {
     token: string,
     successor?: { readonly now: string; readonly lease: Lease }
   ) => StoreEffect<boolean | Delivery>
-  readonly releaseLease: (deliveryId: string, token: string) => StoreEffect<void>
+  /**
+   * Gives a lease back. With `cutAt`, the holder's attempt was cut in the middle (a stop): the lease
+   * ends at `cutAt` but stays named, so the next claim takes it over as cut (`PollResult.takenOver`);
+   * without, nothing was sent and the delivery is claimed as if never leased.
+   */
+  readonly releaseLease: (deliveryId: string, token: string, cutAt?: string) => StoreEffect<void>
   /**
    * For the gauges: deliveries open (pending or retrying), how many of them are due at `now` and
    * unleased, and the earliest due time among those (null: none).

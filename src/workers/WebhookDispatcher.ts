@@ -1,9 +1,10 @@
 import { Cause, Clock, Duration, Effect, Fiber, Layer, Option, Scope } from "effect"
 import type { AttemptOutcome, Delivery } from "../domain/Webhook.ts"
-import { afterAttempt, isOpen, isSuccess, nextAttemptNumber, signatureHeader } from "../domain/Webhook.ts"
+import { afterAttempt, cutAttempt, isOpen, isSuccess, nextAttemptNumber, signatureHeader } from "../domain/Webhook.ts"
 import * as Metrics from "../platform/Metrics.ts"
 import { AppConfig } from "../platform/Config.ts"
 import { Ids } from "../platform/Ids.ts"
+import * as Instance from "../platform/Instance.ts"
 import { isoAt, isoMs } from "../platform/Time.ts"
 import { type CallbackTimer, callbackTimerOf } from "../platform/Timers.ts"
 import { timedOut, type TransportResult, WebhookTransport, type WebhookRequest } from "../platform/WebhookTransport.ts"
@@ -35,7 +36,8 @@ export interface DispatcherOptions {
   /**
    * An attempt whose claim came with the merchant's signing secrets read at most this long before
    * it starts goes without renewing its lease first, when the lease still covers WEBHOOK_TIMEOUT and
-   * half the margin: no other process takes a lease before it ends (a rotated-out secret keeps
+   * half the margin: no other process takes a lease before it ends while this one beats (and a
+   * process stopped for longer than its beats' liveness, 5 s, finds its claims stale and renews) (a rotated-out secret keeps
    * signing for 24 hours, so secrets this fresh still verify). Otherwise the attempt renews the
    * lease and reads the secrets again in one call.
    */
@@ -65,6 +67,22 @@ interface Claim {
   readonly secrets: ReadonlyArray<string> | null
   readonly secretsReadAtMs: number
 }
+
+/** A store call's claims, as `handOut` hands them to the endpoints. */
+interface ClaimBatch {
+  readonly claimed: ReadonlyArray<Delivery>
+  readonly token: string
+  /** When the claims' lease ends (ms). */
+  readonly leaseUntilMs: number
+  /** The signing secrets read with the claim, by merchant, and when. */
+  readonly secrets: ReadonlyMap<string, ReadonlyArray<string>>
+  readonly secretsReadAtMs: number
+  /** The deliveries taken over from a cut lease (`PollResult.takenOver`), and when. */
+  readonly takenOver: ReadonlySet<string>
+  readonly at: string
+}
+
+const noneTakenOver: ReadonlySet<string> = new Set()
 
 /** A worker's place among its mailbox's takers while it waits (null: not waiting). */
 interface WaitingPlace {
@@ -151,6 +169,8 @@ export const run = (options: DispatcherOptions = defaultOptions) =>
     const transport = yield* WebhookTransport
     const config = yield* AppConfig
     const ids = yield* Ids
+    /** This process's instance, named on every lease it takes (null: a process without one). */
+    const owner = yield* Instance.currentId
     const scope = yield* Effect.scope
     const clock = yield* Clock.Clock
     const timer = yield* callbackTimerOf(clock)
@@ -168,13 +188,19 @@ export const run = (options: DispatcherOptions = defaultOptions) =>
     /** Claims whose attempt has started and not finished (one left here was cut by a stop). */
     const inFlight = new Set<Claim>()
     // Last at shutdown (after the workers are interrupted): claims still waiting in an endpoint's
-    // queue, and those whose attempt the stop cut in the middle, go back to the store, so another
-    // process takes them now, not when their lease ends (a recorded attempt's token holds nothing,
-    // so giving it back changes nothing). A killed process reaches nothing: each give-back is
+    // queue, and those whose attempt the stop cut in the middle (given back as cut: the endpoint
+    // may have it), go back to the store, so another process takes them now, not when their lease
+    // ends (a recorded attempt's token holds nothing, so giving it back changes nothing). A killed
+    // process reaches nothing (its leases are taken over once it stops beating): each give-back is
     // best effort, whatever its outcome.
     yield* Effect.addFinalizer(() =>
-      Effect.forEach([...inFlight, ...mailboxes.flatMap((mailbox) => mailbox.takeAll())], ({ delivery, token }) =>
-        store.releaseLease(delivery.id, token).pipe(Effect.catchCause(() => Effect.void)), { discard: true })
+      Effect.gen(function*() {
+        const cutAt = isoAt(clock.currentTimeMillisUnsafe())
+        const giveBack = (claim: Claim, cut: string | undefined) =>
+          store.releaseLease(claim.delivery.id, claim.token, cut).pipe(Effect.catchCause(() => Effect.void))
+        yield* Effect.forEach([...inFlight], (claim) => giveBack(claim, cutAt), { discard: true })
+        yield* Effect.forEach(mailboxes.flatMap((mailbox) => mailbox.takeAll()), (claim) => giveBack(claim, undefined), { discard: true })
+      })
     )
 
     // The poller and the workers live in a scope of their own, closed after the graceful stop
@@ -291,13 +317,13 @@ export const run = (options: DispatcherOptions = defaultOptions) =>
           return Effect.flatMap(store.recordAttempt(next.delivery, next.attempt, token, undefined), (answer) => recorded(answer !== false))
         }
         const successorUntilMs = endMs + leaseMs
-        const successor = { now: endAt, lease: { token, until: isoAt(successorUntilMs) } }
+        const successor = { now: endAt, lease: { token, until: isoAt(successorUntilMs), owner } }
         return Effect.uninterruptible(Effect.flatMap(store.recordAttempt(next.delivery, next.attempt, token, successor), (answer) => {
           if (answer === true || answer === false) return recorded(answer)
           // Recorded, and a successor claimed: a store failure handing it out (a full mailbox's
           // claim given back) is not this attempt's; the successor's lease ends and it is taken over.
           // Same merchant: it signs with this attempt's secrets, as fresh as they were for this one.
-          const handed = handOut([answer], token, successorUntilMs, secretsByMerchant(delivery.merchantId, secrets), secretsAtMs, 0)
+          const handed = handOut({ claimed: [answer], token, leaseUntilMs: successorUntilMs, secrets: secretsByMerchant(delivery.merchantId, secrets), secretsReadAtMs: secretsAtMs, takenOver: noneTakenOver, at: endAt }, 0)
           if (handed === Effect.void) return recorded(true)
           return Effect.flatMap(
             Effect.catch(handed, (error) =>
@@ -361,28 +387,27 @@ export const run = (options: DispatcherOptions = defaultOptions) =>
       })
 
     /**
-     * Hands the claims from `from` on to their endpoints' mailboxes (starting an endpoint's actor
-     * the first time): synchronous but for those starts and a full mailbox's claim given back.
-     * When a give-back fails, the claims not handed out yet are given back too (best effort), for
-     * the next poll: not left under a lease nobody works until it ends.
+     * Hands the claims of `batch` from `from` on to their endpoints' mailboxes (starting an
+     * endpoint's actor the first time): synchronous but for those starts and a full mailbox's claim
+     * given back. A delivery taken over from a cut lease carries its cut attempt, recorded at
+     * `batch.at`, so the attempt that follows is the next one. When a give-back fails, the claims not
+     * handed out yet are given back too (best effort), for the next poll: not left under a lease
+     * nobody works until it ends.
      */
-    const handOut = (
-      claimed: ReadonlyArray<Delivery>,
-      token: string,
-      leaseUntilMs: number,
-      secrets: ReadonlyMap<string, ReadonlyArray<string>>,
-      secretsReadAtMs: number,
-      from: number
-    ): Effect.Effect<void, StoreUnavailable> => {
+    const handOut = (batch: ClaimBatch, from: number): Effect.Effect<void, StoreUnavailable> => {
+      const { claimed, token } = batch
       for (let i = from; i < claimed.length; i++) {
-        const delivery = claimed[i]!
+        const leased = claimed[i]!
+        const delivery = batch.takenOver.has(leased.id) ? cutAttempt(leased, batch.at) : leased
         const mailbox = actors.get(delivery.merchantId)?.get(delivery.url)
         if (mailbox === undefined) {
-          return Effect.flatMap(startActor(delivery.merchantId, delivery.url), () => handOut(claimed, token, leaseUntilMs, secrets, secretsReadAtMs, i))
+          return Effect.flatMap(startActor(delivery.merchantId, delivery.url), () => handOut(batch, i))
         }
-        if (!mailbox.offer({ delivery, token, leaseUntilMs, secrets: secrets.get(delivery.merchantId) ?? null, secretsReadAtMs })) {
+        const secrets = batch.secrets.get(delivery.merchantId) ?? null
+        if (!mailbox.offer({ delivery, token, leaseUntilMs: batch.leaseUntilMs, secrets, secretsReadAtMs: batch.secretsReadAtMs })) {
+          // Given back as it was leased: the cut stays to be recorded by the next claim.
           const givenBack = Effect.tapError(store.releaseLease(delivery.id, token), () => giveBackRest(claimed, token, i + 1))
-          return Effect.flatMap(givenBack, () => handOut(claimed, token, leaseUntilMs, secrets, secretsReadAtMs, i + 1))
+          return Effect.flatMap(givenBack, () => handOut(batch, i + 1))
         }
       }
       return Effect.void
@@ -435,16 +460,16 @@ export const run = (options: DispatcherOptions = defaultOptions) =>
       sleepingUntilMs = nowMs + options.pollIntervalMs
       let token = ""
       const leaseUntilMs = nowMs + leaseMs
-      const lease = () => ({ token: token = ids.secret("lease_"), until: isoAt(leaseUntilMs) })
+      const lease = () => ({ token: token = ids.secret("lease_"), until: isoAt(leaseUntilMs), owner })
       return Effect.matchCauseEffect(
         store.poll({ drainLimit: options.batchSize, drainBatches: 10, build: webhooks.deliveryBuilder(now), now, lease, claimLimit: options.batchSize }),
         {
           onFailure: pollEnded,
-          onSuccess: ({ claimed, nextDueMs, secrets }) => {
+          onSuccess: ({ claimed, nextDueMs, secrets, takenOver }) => {
             polledNextDueMs = nextDueMs === null ? Infinity : nextDueMs
             // A full batch polls again at once, without a wait.
             if (claimed.length === options.batchSize) sleepingUntilMs = Number.NEGATIVE_INFINITY
-            const handed = handOut(claimed, token, leaseUntilMs, secrets, nowMs, 0)
+            const handed = handOut({ claimed, token, leaseUntilMs, secrets, secretsReadAtMs: nowMs, takenOver, at: now }, 0)
             return handed === Effect.void ? Effect.succeed(claimed.length) : Effect.catch(Effect.as(handed, claimed.length), handOutFailed)
           }
         }

@@ -85,6 +85,42 @@ const webhookStoreContract = (name: string, layer: () => Layer.Layer<Store | Web
         expect([...polledG.secrets]).toEqual([["mer_c", ["whsec_new"]]])
       }).pipe(Effect.provide(layer())))
 
+    it.effect("an instance's lease is taken over once it stops beating, and reported as cut; a lease naming no instance is not", () =>
+      Effect.gen(function*() {
+        const main = yield* Store
+        yield* main.insertMerchant(merchant, apiKey)
+        const store = yield* WebhookStore
+        const polled = (now: string, lease: Lease) =>
+          store.poll({ drainLimit: 1, drainBatches: 0, build: () => null, now, lease: () => lease, claimLimit: 10 })
+        yield* store.insertDelivery(delivery(1))
+        yield* main.heartbeat("ins_a", at(5))
+        yield* main.heartbeat("ins_b", at(50))
+        const byA = yield* polled(at(1), { token: "a", until: at(30), owner: "ins_a" })
+        expect(byA.claimed.map((d) => d.id)).toEqual(["whd_1"])
+        expect([...byA.takenOver]).toEqual([])
+        // A beats until minute 5: its lease holds, whatever B asks.
+        expect((yield* polled(at(4), { token: "b", until: at(34), owner: "ins_b" })).claimed).toEqual([])
+        // A stopped beating: B takes the delivery over long before A's lease would end, as cut.
+        const byB = yield* polled(at(6), { token: "b", until: at(36), owner: "ins_b" })
+        expect(byB.claimed.map((d) => d.id)).toEqual(["whd_1"])
+        expect([...byB.takenOver]).toEqual(["whd_1"])
+        expect(yield* store.renewLease("whd_1", "a", at(6), at(40))).toBeNull()
+        // A stop that cuts B's attempt gives the lease back as cut: the next claim records it.
+        yield* store.releaseLease("whd_1", "b", at(7))
+        const afterCut = yield* polled(at(7), { token: "c", until: at(37), owner: "ins_b" })
+        expect([...afterCut.takenOver]).toEqual(["whd_1"])
+        // A plain give-back (nothing was sent): claimed as if never leased.
+        yield* store.releaseLease("whd_1", "c")
+        const afterRelease = yield* polled(at(8), { token: "d", until: at(9) })
+        expect(afterRelease.claimed.map((d) => d.id)).toEqual(["whd_1"])
+        expect([...afterRelease.takenOver]).toEqual([])
+        // A lease that names no instance ends at its time, and is not reported as cut.
+        expect((yield* polled(at(8), { token: "e", until: at(40) })).claimed).toEqual([])
+        const afterEnd = yield* polled(at(9), { token: "e", until: at(40) })
+        expect(afterEnd.claimed.map((d) => d.id)).toEqual(["whd_1"])
+        expect([...afterEnd.takenOver]).toEqual([])
+      }).pipe(Effect.provide(layer())))
+
     it.effect("claims a payment's delivery only when no earlier one of that payment to that URL is open", () =>
       Effect.gen(function*() {
         yield* Effect.flatMap(Store, (s) => s.insertMerchant(merchant, apiKey))

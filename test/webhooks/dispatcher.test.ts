@@ -279,6 +279,57 @@ describe("webhook dispatcher under virtual time", () => {
   })
 })
 
+describe("webhook dispatcher under virtual time: instances that beat", () => {
+  it("an instance killed mid-attempt: another sends the delivery again within seconds of its last beat, as the next attempt, the cut one recorded", () => {
+    const h = setUp(() => noAnswer)
+    seedEvent(h.state, { id: "evt_1", merchantId: "mer_1", atMs: t0 })
+    const a = h.start({}, {}, "ins_a")
+    h.runUntil(t0 + 100)
+    const b = h.start({}, {}, "ins_b")
+    h.runUntil(t0 + 10_000)
+    expect(h.posts).toHaveLength(1)
+    a.crash()
+    h.respond = () => status(200)
+    // A's last beat (at t0 + 10 s) keeps it alive for 5 s: its lease holds until then, not for its minute.
+    h.runUntil(t0 + 15_000)
+    expect(h.posts).toHaveLength(1)
+    h.runUntil(t0 + 16_000)
+    expect(h.posts).toHaveLength(2)
+    const takenOverAt = h.posts[1]!.atMs
+    expect(takenOverAt).toBeGreaterThan(t0 + 15_000)
+    expect(takenOverAt).toBeLessThanOrEqual(t0 + 15_250)
+    const delivery = h.delivery("mer_1")
+    expect(delivery.status).toBe("succeeded")
+    expect(delivery.attempts).toMatchObject([
+      { attempt: 1, at: iso(takenOverAt), responseStatus: null, error: expect.stringMatching(/^cut off/), cut: true },
+      { attempt: 2, at: iso(takenOverAt), responseStatus: 200, error: null }
+    ])
+    // The same event and delivery, the next attempt number: the receiver de-duplicates on the event id.
+    expectPostsOf(h.posts, delivery, [1, 2])
+    h.runUntil(t0 + 2 * day)
+    expect(h.posts).toHaveLength(2)
+    b.stop()
+  })
+
+  it("a cut attempt schedules no retry: a failure after it counts the schedule from itself", () => {
+    const h = setUp(() => noAnswer)
+    seedEvent(h.state, { id: "evt_1", merchantId: "mer_1", atMs: t0 })
+    const a = h.start({ webhookTimeoutMs: 30_000 }, {}, "ins_a")
+    h.runUntil(t0 + 1_000)
+    a.crash()
+    h.respond = () => status(500)
+    h.start({ webhookTimeoutMs: 30_000, webhookRetryScheduleMs: [60_000, 300_000] }, {}, "ins_b")
+    h.runUntil(t0 + 7_000)
+    const failedAt = h.posts[1]!.atMs
+    expect(h.delivery("mer_1")).toMatchObject({ status: "retrying", nextAttemptAt: iso(failedAt + 60_000) })
+    h.respond = () => status(200)
+    h.runUntil(failedAt + 60_000)
+    const delivery = h.delivery("mer_1")
+    expect(delivery.attempts.map((x) => [x.attempt, x.cut === true, x.responseStatus])).toEqual([[1, true, null], [2, false, 500], [3, false, 200]])
+    expect(delivery.status).toBe("succeeded")
+  })
+})
+
 describe("webhook dispatcher under virtual time: a graceful stop", () => {
   it("a stop (SIGTERM) mid-attempt hands the delivery back at once: the next process sends it on its first poll, not after the lease", () => {
     const h = setUp(() => noAnswer)

@@ -8,7 +8,8 @@ import { timedOut, type TransportResult, WebhookTransport } from "../../src/plat
 import * as Webhooks from "../../src/services/Webhooks.ts"
 import { emptyState, layerMemoryFrom, type MemoryState } from "../../src/store/MemoryStore.ts"
 import { memoryWebhookOperations } from "../../src/store/MemoryWebhookStore.ts"
-import type { Store } from "../../src/store/Store.ts"
+import { Store as StoreTag, type Store } from "../../src/store/Store.ts"
+import * as Instance from "../../src/platform/Instance.ts"
 import { WebhookStore as WebhookStoreTag, type WebhookStore, type WebhookStoreShape } from "../../src/store/WebhookStore.ts"
 import type * as WebhookDispatcher from "../../src/workers/WebhookDispatcher.ts"
 import { engineLayer } from "./support.ts"
@@ -159,13 +160,22 @@ export class VirtualWebhooks {
    * Starts a process over the shared state: the engine's layers, built in a fresh scope (its
    * dispatcher polls at once). Each process mints ids and lease tokens from its own seed.
    */
-  start(config: Partial<Config.AppConfigShape> = {}, options: Partial<WebhookDispatcher.DispatcherOptions> = {}): Engine {
+  start(
+    config: Partial<Config.AppConfigShape> = {},
+    options: Partial<WebhookDispatcher.DispatcherOptions> = {},
+    /** Run as a named service instance (src/platform/Instance.ts): it beats, and its leases name it. */
+    instanceId?: string
+  ): Engine {
     const full = Config.defaultsWith({ webhookAllowPrivateUrls: true, ...config })
     const fence = { dead: false, held: null }
-    const stores = Layer.effect(
-      WebhookStoreTag,
-      Effect.map(WebhookStoreTag, (store) => fenced(this.wrapStore(store), fence))
-    ).pipe(Layer.provideMerge(layerMemoryFrom(this.state)))
+    const memory = layerMemoryFrom(this.state)
+    const fencedStores = Layer.mergeAll(
+      Layer.effect(WebhookStoreTag, Effect.map(WebhookStoreTag, (store) => fenced(this.wrapStore(store), fence))),
+      Layer.effect(StoreTag, Effect.map(StoreTag, (store) => fenced(store, fence)))
+    ).pipe(Layer.provide(memory))
+    const stores = instanceId === undefined
+      ? fencedStores
+      : Instance.layerWithId(instanceId).pipe(Layer.provideMerge(fencedStores))
     const transport = this.transportAppliesTimeout
       ? WebhookTransport.of({
         post: this.transport.post,

@@ -208,7 +208,7 @@ export const delivery = {
   event_type: "payment.captured",
   url: merchant.webhook_url,
   status: "succeeded",
-  attempts: [{ attempt: 1, at: later, response_status: 200, duration_ms: 84, error: null }],
+  attempts: [{ attempt: 1, at: later, response_status: 200, duration_ms: 84, error: null, cut: false }],
   next_attempt_at: null,
   created_at: at,
   completed_at: later

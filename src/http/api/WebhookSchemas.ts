@@ -11,7 +11,11 @@ export const DeliveryAttempt = Schema.Struct({
   at: Timestamp,
   response_status: Schema.NullOr(Schema.Int),
   duration_ms: Schema.Int,
-  error: Schema.NullOr(Schema.String)
+  error: Schema.NullOr(Schema.String),
+  cut: Schema.Boolean.annotate({
+    description: "The instance sending this attempt stopped before it recorded an answer (the endpoint may have received it); " +
+      "the delivery was sent again at once as the next attempt, with the same event id. Not a failure: it schedules no retry."
+  })
 })
 
 export const Delivery = Schema.Struct({

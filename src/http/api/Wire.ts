@@ -112,7 +112,8 @@ export const delivery = (d: Delivery): typeof W.Delivery.Encoded => ({
     at: a.at,
     response_status: a.responseStatus,
     duration_ms: a.durationMs,
-    error: a.error
+    error: a.error,
+    cut: a.cut === true
   })),
   next_attempt_at: d.nextAttemptAt,
   created_at: d.createdAt,
