@@ -362,4 +362,24 @@ describe("rate limit", () => {
       await limited.close()
     }
   })
+
+  it("is per instance: behind two instances one key gets each instance's burst (docs/operations.md, Running several instances)", async () => {
+    const first = await startApp({ label: "ratelimit_two", config: { rateLimitPerSecond: 1 } })
+    const second = await startApp({ databaseUrl: first.databaseUrl, config: { rateLimitPerSecond: 1 } })
+    try {
+      const merchant = await first.createMerchant()
+      const statuses = async (baseUrl: string) => {
+        const api = client(baseUrl, merchant.key)
+        const answered: Array<number> = []
+        for (let i = 0; i < 3; i++) answered.push((await api.get("/api/v1/merchants/me")).status)
+        return answered
+      }
+      // A burst of twice the per-second rate on each: 2 × 2 for the key in all, then 429.
+      expect(await statuses(first.baseUrl)).toEqual([200, 200, 429])
+      expect(await statuses(second.baseUrl)).toEqual([200, 200, 429])
+    } finally {
+      await second.close()
+      await first.close()
+    }
+  })
 })
