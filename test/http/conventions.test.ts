@@ -1,4 +1,7 @@
 import { createHash } from "node:crypto"
+import { connect } from "node:net"
+import { HttpApi } from "effect/http-api"
+import { PaymentsApi } from "../../src/http/api/Api.ts"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { maximumBodyBytes } from "../../src/http/edge/Edge.ts"
 import { client, errorOf, rawRequest, request, startApp, type TestApp, transactionBody } from "../support/app.ts"
@@ -130,6 +133,77 @@ describe("bodies", () => {
     expect(untyped.status).toBe(415)
     expect(JSON.parse(untyped.text).error.code).toBe("unsupported_media_type")
     expect(await transactionCount()).toBe(0)
+  })
+
+  it("every route that takes a body answers 415 with the JSON envelope for another media type, with a body or without one", async () => {
+    const routes: Array<readonly [string, string]> = []
+    HttpApi.reflect(PaymentsApi, { onGroup: () => {}, onEndpoint: ({ endpoint }) => {
+      if (endpoint.method === "POST" || endpoint.method === "PATCH" || endpoint.method === "PUT") routes.push([endpoint.method, endpoint.path])
+    } })
+    expect(routes.length).toBeGreaterThan(8)
+    for (const [method, template] of routes) {
+      const path = template.replace(/:[a-z_]+/g, "pay_unknown")
+      for (const raw of ["", "{}"]) {
+        const reply = await api.send(method, path, { raw, headers: { "content-type": "text/plain" } })
+        expect([method, path, raw, reply.status]).toEqual([method, path, raw, 415])
+        expectError(reply, 415, "invalid_request_error", "unsupported_media_type", null)
+      }
+    }
+    // Without a Content-Type, an empty body is no body (a refund of the whole remainder). (A
+    // merchant of its own: the other tests count this one's transactions.)
+    const own = client(app.baseUrl, (await app.createMerchant()).key)
+    const payment = (await own.post("/api/v1/transactions", transactionBody())).body.transaction
+    const refund = await own.send("POST", `/api/v1/transactions/${payment.id}/refund`, {})
+    expect(refund.status).toBe(200)
+  })
+
+  it("answers 415 naming Content-Encoding for a compressed body (the API takes plain JSON only) and changes nothing", async () => {
+    const own = client(app.baseUrl, (await app.createMerchant()).key)
+    const count = async () => (await own.get("/api/v1/transactions")).body.meta.total_count as number
+    for (const coding of ["gzip", "deflate", "br"]) {
+      const reply = await own.send("POST", "/api/v1/transactions", {
+        raw: JSON.stringify(transactionBody()),
+        headers: { "content-type": "application/json", "content-encoding": coding }
+      })
+      expectError(reply, 415, "invalid_request_error", "unsupported_media_type", null)
+      expect(errorOf(reply).message).toContain("Content-Encoding")
+      expect(errorOf(reply).message).toContain(coding)
+    }
+    expect(await count()).toBe(0)
+    const identity = await own.send("POST", "/api/v1/transactions", {
+      raw: JSON.stringify(transactionBody()),
+      headers: { "content-type": "application/json", "content-encoding": "identity" }
+    })
+    expect(identity.status).toBe(201)
+    expect(await count()).toBe(1)
+  })
+
+  it("answers what the HTTP parser refuses (a malformed request line, headers too large) with the JSON envelope and Connection: close", async () => {
+    const { port } = new URL(app.baseUrl)
+    const exchange = (bytes: string) =>
+      new Promise<string>((done, fail) => {
+        const socket = connect(Number(port), "127.0.0.1")
+        let text = ""
+        socket.on("data", (chunk) => (text += chunk.toString()))
+        socket.on("error", fail)
+        socket.on("close", () => done(text))
+        socket.write(bytes)
+      })
+    const parse = (text: string) => {
+      const [head, body] = text.split("\r\n\r\n")
+      const lines = head!.split("\r\n")
+      return { statusLine: lines[0], headers: lines.slice(1).map((l) => l.toLowerCase()), body: JSON.parse(body!) }
+    }
+    const malformed = parse(await exchange("GARBAGE\r\n\r\n"))
+    expect(malformed.statusLine).toBe("HTTP/1.1 400 Bad Request")
+    expect(malformed.headers).toContain("connection: close")
+    expect(malformed.headers).toContain("content-type: application/json")
+    expect(malformed.body.error).toMatchObject({ type: "invalid_request_error", code: "malformed_request" })
+    expect(malformed.body.error.request_id).toMatch(requestIdPattern)
+    const huge = parse(await exchange(`GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: ${"a".repeat(40_000)}\r\n\r\n`))
+    expect(huge.statusLine).toBe("HTTP/1.1 431 Request Header Fields Too Large")
+    expect(huge.headers).toContain("connection: close")
+    expect(huge.body.error).toMatchObject({ type: "invalid_request_error", code: "headers_too_large" })
   })
 
   it("accepts a charset parameter on application/json", async () => {

@@ -99,6 +99,14 @@ export const bodyTooLarge = (limitBytes: number) =>
   new ApiError(413, "invalid_request_error", "body_too_large", `The request body is over the limit of ${limitBytes} bytes.`)
 export const unsupportedMediaType = () =>
   new ApiError(415, "invalid_request_error", "unsupported_media_type", "A request body must be sent with 'Content-Type: application/json'.")
+/** A body sent compressed (or in any coding but identity): refused, never decoded. */
+export const unsupportedContentEncoding = (coding: string) =>
+  new ApiError(
+    415,
+    "invalid_request_error",
+    "unsupported_media_type",
+    `A request body must be sent without Content-Encoding (this one says '${coding.slice(0, 40)}'): send it uncompressed.`
+  )
 export const validationFailed = (param: string | undefined, message: string) =>
   new ApiError(422, "invalid_request_error", "validation_failed", message, param)
 /** `param`: where the key came from, the `X-Idempotency-Key` header or a body field (`transaction.idempotency_key`). */
@@ -164,7 +172,7 @@ export const errorStatuses: ReadonlyArray<readonly [number, string]> = [
   [404, "not_found: no such record for this merchant, or no such route"],
   [409, "invalid_state / idempotency_in_progress"],
   [413, "body_too_large: over 64 KiB; the answer closes the connection"],
-  [415, "unsupported_media_type: a body without Content-Type: application/json"],
+  [415, "unsupported_media_type: a body without Content-Type: application/json, or with a Content-Encoding"],
   [422, "validation_failed / idempotency_key_reused"],
   [429, "rate_limited"],
   [500, "internal_error"],

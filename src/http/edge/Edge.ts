@@ -49,9 +49,13 @@ const hasJsonContentType = (request: HttpServerRequest.HttpServerRequest) => {
   return type !== undefined && /^application\/json\s*(;|$)/i.test(type.trim())
 }
 
-/** The body's text checked for media type (415), shape and JSON syntax (400): the parsed body, or the refusal. */
+/**
+ * The body's text checked for media type (415), shape and JSON syntax (400): the parsed body, or
+ * the refusal. An empty body is no body, unless its request declares another media type (a POST
+ * saying `text/plain` is refused whether or not it carries a body).
+ */
 const parseBody = (request: HttpServerRequest.HttpServerRequest, text: string): RequestState["body"] | E.ApiError => {
-  if (text.length === 0) return undefined
+  if (text.length === 0) return request.headers["content-type"] === undefined || hasJsonContentType(request) ? undefined : E.unsupportedMediaType()
   if (!hasJsonContentType(request)) return E.unsupportedMediaType()
   const shapeProblem = jsonShapeProblem(text)
   if (shapeProblem !== null) return E.invalidJson(shapeProblem)
@@ -196,6 +200,11 @@ const withCheckedBody = <A, X, R>(
   app: Effect.Effect<A, X, R>
 ): Effect.Effect<A, X | E.ApiError, R> => {
   if (request.method !== "POST" && request.method !== "PATCH" && request.method !== "PUT") return app
+  // A coded body (gzip, deflate, br) is refused before it is read: the API takes plain JSON only.
+  const coding = request.headers["content-encoding"]
+  if (coding !== undefined && coding.trim() !== "" && coding.trim().toLowerCase() !== "identity") {
+    return Effect.fail(E.unsupportedContentEncoding(coding.trim()))
+  }
   const source = request.source
   if (source instanceof IncomingMessage) return withNodeBody(source, request, state, app)
   const declaredLength = request.headers["content-length"]
