@@ -11,9 +11,11 @@ import { createServer } from "node:http"
 import pg from "pg"
 import { formatId } from "../src/domain/Ids.ts"
 import { commitChangesSql, commitChangesValues, openPaymentsSql, openPaymentsValues, toHistory } from "../src/store/PgHotPath.ts"
+import { hotPathPlannerOptions } from "../src/store/PgPrepared.ts"
 import { createUnit } from "./sql.ts"
 
-const pool = new pg.Pool({ connectionString: process.env.DATABASE_URL, max: 8 })
+// The service's planner settings too: the same SQL, planned the same way.
+const pool = new pg.Pool({ connectionString: process.env.DATABASE_URL, max: 8, options: hotPathPlannerOptions })
 const merchantId = process.env.MERCHANT_ID!
 const mintId = (kind: Parameters<typeof formatId>[0]) => formatId(kind, randomBytes(16))
 

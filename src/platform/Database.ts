@@ -4,7 +4,7 @@ import { createServer } from "node:net"
 import Pg from "pg"
 import { join, resolve } from "node:path"
 import { migrationTexts } from "../store/migrations.ts"
-import { PgPool, sqlErrorOf } from "../store/PgPrepared.ts"
+import { hotPathPlannerOptions, PgPool, sqlErrorOf } from "../store/PgPrepared.ts"
 import * as Config from "./Config.ts"
 import { AppConfig, dataDirectory } from "./Config.ts"
 import * as Embedded from "./EmbeddedPostgres.ts"
@@ -178,6 +178,8 @@ export const poolOptions = (url: string, maxConnections: number, timeouts: PoolT
   }),
   keepAlive: true,
   keepAliveInitialDelayMillis: 10_000,
+  // The hot path's statements plan as index lookups at any table size (`hotPathPlannerSettings`).
+  options: hotPathPlannerOptions,
   Client: DeadlineClient
 })
 

@@ -27,7 +27,7 @@ const eventsAndOutbox = `events AS (
 ),
 outbox AS (
   INSERT INTO webhook_outbox (event_id, merchant_id, created_at)
-  SELECT e.id, e.merchant_id, e.created_at FROM events e JOIN merchants m ON m.id = e.merchant_id
+  SELECT e.id, e.merchant_id, e.created_at FROM events e JOIN merchants m ON m.id = e.merchant_id COLLATE "C"
   WHERE m.webhook_url IS NOT NULL
 )`
 
@@ -178,7 +178,7 @@ SELECT u.ord, u.id IN (SELECT id FROM payment) AS committed FROM input u ORDER B
 export const readForCommandSql = `
 SELECT to_jsonb(p.*) AS payment, to_jsonb(c.*) AS fraud_case,
   EXISTS (SELECT 1 FROM idempotency_keys k WHERE k.merchant_id = $3 AND k.key = $4 AND k.applied_to = p.id) AS already_applied
-FROM payments p LEFT JOIN fraud_cases c ON c.id = p.fraud_case_id
+FROM payments p LEFT JOIN fraud_cases c ON c.id = p.fraud_case_id COLLATE "C"
 WHERE p.id = $1 AND ($2::text IS NULL OR p.merchant_id = $2)`
 
 export const getPaymentSql = `SELECT * FROM payments WHERE id = $1 AND ($2::text IS NULL OR merchant_id = $2)`

@@ -16,6 +16,30 @@ export const sqlErrorOf = (cause: unknown, message: string) => new SqlError({ re
 export class PgPool extends Context.Service<PgPool, Pg.Pool>()("payments/PgPool") {}
 
 /**
+ * The planner settings of the pool's connections, which run only the hot path's statements (point
+ * lookups and inserts by key, `hotStatements` in src/store/PgHotStatements.ts): no sequential
+ * scans, hash joins, merge joins or materialized inner sides (a whole index read once and joined
+ * by a filter), so every plan is index lookups whatever the tables' sizes. (Primary keys are
+ * `COLLATE "C"` and the columns that reference them are not: a join between the two names the
+ * collation, or it cannot probe the key's index.)
+ * Each connection plans a named statement once and PostgreSQL keeps its generic plan; on tables
+ * that were empty or small when it was planned (a fresh deployment, a bench) the cheapest plan of
+ * the commit's `UPDATE payments ... FROM json_to_recordset(...)` was a hash join over a sequential
+ * scan of `payments` (the input's estimate is a fixed 100 rows), kept while the table grew, so each
+ * batch read the whole table. test/store/plans.test.ts holds every hot statement to index plans on
+ * an empty and on a loaded database.
+ */
+export const hotPathPlannerSettings: Readonly<Record<string, string>> = {
+  enable_seqscan: "off",
+  enable_hashjoin: "off",
+  enable_mergejoin: "off",
+  enable_material: "off"
+}
+
+/** `hotPathPlannerSettings` as a connection's `options` startup parameter. */
+export const hotPathPlannerOptions = Object.entries(hotPathPlannerSettings).map(([name, value]) => `-c ${name}=${value}`).join(" ")
+
+/**
  * How long the pool waits for a statement's answer (`Database.poolOptions`: `statement_timeout`
  * and a grace); undefined for a pool without timeouts.
  */

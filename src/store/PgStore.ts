@@ -160,6 +160,44 @@ const checkSecretsAtStart = (sql: PgClient.PgClient, secrets: SecretColumn) =>
 /** How long a release of an idempotency claim waits for the database (see `releaseKey`). */
 export const releaseAnswerMs = 1_000
 
+/** A claim released after a failure (`releaseIdempotencyKey`): see its use in `makePgStore`. */
+export const releaseKeySql = `WITH deleted AS (
+      DELETE FROM idempotency_keys WHERE merchant_id = $1 AND key = $2 AND applied_to IS NULL AND state = 'in_progress'
+    )
+    UPDATE idempotency_keys SET locked_until = created_at
+    WHERE merchant_id = $1 AND key = $2 AND applied_to IS NOT NULL AND state = 'in_progress'`
+
+/** A keyed command's claim (`claimIdempotencyKey`'s common case). */
+export const claimKeySql = `WITH claimed AS (
+      INSERT INTO idempotency_keys (merchant_id, key, fingerprint, state, locked_until, created_at, expires_at, owner)
+      VALUES ($1::text, $2::text, $3::text, 'in_progress', $4::timestamptz, $5::timestamptz, $6::timestamptz, $7::text)
+      ON CONFLICT (merchant_id, key) DO UPDATE SET fingerprint = EXCLUDED.fingerprint, state = 'in_progress',
+        response_status = NULL, response_body = NULL, applied_to = NULL, locked_until = EXCLUDED.locked_until,
+        created_at = EXCLUDED.created_at, expires_at = EXCLUDED.expires_at, owner = EXCLUDED.owner
+      WHERE idempotency_keys.expires_at <= $5::timestamptz
+      RETURNING key
+    ),
+    released AS (
+      UPDATE payments SET idempotency_hold = NULL
+      WHERE merchant_id = $1::text AND idempotency_hold = $2::text AND created_at < $5::timestamptz
+        AND EXISTS (SELECT 1 FROM claimed)
+    )
+    SELECT key FROM claimed`
+
+/** A finished response stored under its key (`completeIdempotencyKey`). */
+export const completeKeySql = `UPDATE idempotency_keys SET state = 'completed', response_status = $3::int, response_body = $4::text
+    WHERE merchant_id = $1::text AND key = $2::text`
+
+/** Authentication in one statement (`useApiKey`). */
+export const useApiKeySql = `WITH touched AS (
+      UPDATE api_keys SET last_used_at = $2::timestamptz
+      WHERE key_hash = $1 AND status = 'active' AND (last_used_at IS NULL OR last_used_at <= $3::timestamptz)
+      RETURNING id, last_used_at
+    )
+    SELECT to_jsonb(k.*) AS key, to_jsonb(m.*) AS merchant, t.last_used_at AS touched_at
+    FROM api_keys k JOIN merchants m ON m.id = k.merchant_id COLLATE "C" LEFT JOIN touched t ON t.id = k.id
+    WHERE k.key_hash = $1`
+
 export const makePgStore = Effect.gen(function*() {
   const sql = yield* PgClient.PgClient
   const pool = yield* PgPool
@@ -177,11 +215,7 @@ export const makePgStore = Effect.gen(function*() {
   const releaseKey = prepared(
     pool,
     "release_idempotency_key_v1",
-    `WITH deleted AS (
-      DELETE FROM idempotency_keys WHERE merchant_id = $1 AND key = $2 AND applied_to IS NULL AND state = 'in_progress'
-    )
-    UPDATE idempotency_keys SET locked_until = created_at
-    WHERE merchant_id = $1 AND key = $2 AND applied_to IS NOT NULL AND state = 'in_progress'`,
+    releaseKeySql,
     { answerWithinMs: releaseAnswerMs }
   )
   const readForCommand = prepared(pool, "read_for_command_v1", readForCommandSql)
@@ -192,27 +226,12 @@ export const makePgStore = Effect.gen(function*() {
   const claimKey = prepared(
     pool,
     "claim_idempotency_key_v1",
-    `WITH claimed AS (
-      INSERT INTO idempotency_keys (merchant_id, key, fingerprint, state, locked_until, created_at, expires_at, owner)
-      VALUES ($1::text, $2::text, $3::text, 'in_progress', $4::timestamptz, $5::timestamptz, $6::timestamptz, $7::text)
-      ON CONFLICT (merchant_id, key) DO UPDATE SET fingerprint = EXCLUDED.fingerprint, state = 'in_progress',
-        response_status = NULL, response_body = NULL, applied_to = NULL, locked_until = EXCLUDED.locked_until,
-        created_at = EXCLUDED.created_at, expires_at = EXCLUDED.expires_at, owner = EXCLUDED.owner
-      WHERE idempotency_keys.expires_at <= $5::timestamptz
-      RETURNING key
-    ),
-    released AS (
-      UPDATE payments SET idempotency_hold = NULL
-      WHERE merchant_id = $1::text AND idempotency_hold = $2::text AND created_at < $5::timestamptz
-        AND EXISTS (SELECT 1 FROM claimed)
-    )
-    SELECT key FROM claimed`
+    claimKeySql
   )
   const completeKey = prepared(
     pool,
     "complete_idempotency_key_v1",
-    `UPDATE idempotency_keys SET state = 'completed', response_status = $3::int, response_body = $4::text
-    WHERE merchant_id = $1::text AND key = $2::text`
+    completeKeySql
   )
   // Authentication in one statement (`useApiKey`): the write of last_used_at, only for an active
   // key last used at or before $3 (so one write a key per interval, whichever process serves it),
@@ -221,14 +240,7 @@ export const makePgStore = Effect.gen(function*() {
   const useApiKey = prepared(
     pool,
     "use_api_key_v1",
-    `WITH touched AS (
-      UPDATE api_keys SET last_used_at = $2::timestamptz
-      WHERE key_hash = $1 AND status = 'active' AND (last_used_at IS NULL OR last_used_at <= $3::timestamptz)
-      RETURNING id, last_used_at
-    )
-    SELECT to_jsonb(k.*) AS key, to_jsonb(m.*) AS merchant, t.last_used_at AS touched_at
-    FROM api_keys k JOIN merchants m ON m.id = k.merchant_id LEFT JOIN touched t ON t.id = k.id
-    WHERE k.key_hash = $1`
+    useApiKeySql
   )
 
   const paymentRow = (p: Payment) => ({

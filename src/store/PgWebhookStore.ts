@@ -101,6 +101,14 @@ export const recordAttemptsSql = `WITH input AS (
     (SELECT row_to_json(s) FROM successor s WHERE s.successor_of = i.ord) AS successor
   FROM input i ORDER BY i.ord`
 
+/** A lease renewed by its holder, with the merchant's signing secrets (`renewLease`). */
+export const renewLeaseSql = `WITH renewed AS (
+      UPDATE webhook_deliveries SET lease_until = $2
+      WHERE id = $1 AND lease_token = $3 AND lease_until > $4 RETURNING merchant_id
+    )
+    SELECT m.id, m.webhook_secret, m.previous_webhook_secret, m.previous_webhook_secret_expires_at > $4 AS previous_live
+    FROM renewed LEFT JOIN merchants m ON m.id = renewed.merchant_id COLLATE "C"`
+
 interface AttemptRecord {
   readonly delivery: Delivery
   readonly attempt: Attempt
@@ -156,12 +164,7 @@ export const makePgWebhookStore = Effect.gen(function*() {
     keyOf: (u) => u.delivery.order?.paymentId ?? u.delivery.id,
     deadlineMs: statementDeadlineMs(pool)
   })
-  const renew = prepared(pool, "renew_webhook_lease_v1", `WITH renewed AS (
-      UPDATE webhook_deliveries SET lease_until = $2
-      WHERE id = $1 AND lease_token = $3 AND lease_until > $4 RETURNING merchant_id
-    )
-    SELECT m.id, m.webhook_secret, m.previous_webhook_secret, m.previous_webhook_secret_expires_at > $4 AS previous_live
-    FROM renewed LEFT JOIN merchants m ON m.id = renewed.merchant_id`)
+  const renew = prepared(pool, "renew_webhook_lease_v1", renewLeaseSql)
 
   const deliveryRow = (d: Delivery) => ({
     id: d.id,

@@ -367,5 +367,11 @@ ${rollupUpsert}      RETURN NULL;
       holder text NOT NULL,
       since timestamptz NOT NULL
     );
+  `),
+  "0011_outbox_collation": statements(`
+    -- The outbox's event id in the collation of the event ids it references ("C"): the webhooks'
+    -- order rule joins it to payment_events.id, and with two collations that join could not probe
+    -- the outbox's primary key (it read the whole outbox once per delivery checked).
+    ALTER TABLE webhook_outbox ALTER COLUMN event_id TYPE text COLLATE "C";
   `)
 }
