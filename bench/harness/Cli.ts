@@ -5,6 +5,7 @@
  */
 import { Argument, Command, Flag } from "effect/cli"
 import * as Cli from "../../src/platform/Cli.ts"
+import { parseShard, type Shard } from "../../sim/engine/Shard.ts"
 import type { LoadModel } from "./LoadModel.ts"
 import { type Objective, parseSlo } from "./Slo.ts"
 
@@ -18,7 +19,7 @@ export interface RunOptions {
   readonly merchants: number
   readonly seed: number
   readonly scenario: string
-  readonly shard: { readonly index: number; readonly count: number }
+  readonly shard: Shard
   readonly webhookHost: string
   readonly reportDirectory: string
   readonly sloText: string | null
@@ -105,6 +106,15 @@ const positive = (flag: string, text: string, max: number) => {
   return value
 }
 
+/** `I/N` as every sharded command reads it (sim/engine/Shard.ts), refused as a bad flag. */
+const shardFlag = (text: string, flag = "--shard") => {
+  try {
+    return parseShard(text, flag)
+  } catch (error) {
+    throw new BadFlag(error instanceof Error ? error.message : String(error))
+  }
+}
+
 export const parseArguments = (argv: ReadonlyArray<string>): Parsed => {
   if (argv[0] === "merge") {
     // Parsed on its own: the run's flags do not apply to it.
@@ -160,11 +170,7 @@ export const parseArguments = (argv: ReadonlyArray<string>): Parsed => {
     if (get("statements") !== undefined && targetUrl !== null) throw new BadFlag("--statements reads the database the harness starts: it does not go with --target")
     if (targetUrl !== null && keysFile === null && scenario !== "health") throw new BadFlag("--target needs --keys FILE: the merchants' API keys, one a line (see docs/harness.md)")
 
-    const shardText = get("shard") ?? "0/1"
-    const shard = /^(\d+)\/(\d+)$/.exec(shardText)
-    if (shard === null || Number(shard[2]) < 1 || Number(shard[1]) >= Number(shard[2]) || Number(shard[2]) > 10_000) {
-      throw new BadFlag(`--shard must be I/N with 0 <= I < N (e.g. 0/4 ... 3/4), not '${shardText}'`)
-    }
+    const shard = shardFlag(get("shard") ?? "0/1")
     const sloText = get("slo") ?? null
     let slo: ReadonlyArray<Objective> = []
     if (sloText !== null) {
@@ -184,7 +190,7 @@ export const parseArguments = (argv: ReadonlyArray<string>): Parsed => {
       merchants: whole("merchants", get("merchants") ?? String(defaultMerchants(model)), 1, 100_000),
       seed: whole("seed", get("seed") ?? "1", 0, 2 ** 32 - 1),
       scenario,
-      shard: { index: Number(shard[1]), count: Number(shard[2]) },
+      shard,
       webhookHost,
       reportDirectory: get("report") ?? defaultReportDirectory,
       sloText,

@@ -48,7 +48,7 @@ export interface SetupContext {
   readonly seed: number
   /** Host the scenario's webhook endpoints listen on and register (`--webhook-host`). */
   readonly webhookHost: string
-  /** `--shard i/n`: this process's share; scenarios keep their merchants and scripts apart by it. */
+  /** `--shard I/N` (0 ≤ I < N): this process's share; scenarios keep their merchants and scripts apart by it. */
   readonly shard: { readonly index: number; readonly count: number }
   readonly transport: Transport
   readonly log: (line: string) => void
