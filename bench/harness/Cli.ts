@@ -48,7 +48,7 @@ const value = (name: string, description: string) => Cli.text(name, description)
 
 const runFlags = {
   target: value("target", "the service to drive (default: start one on its own embedded PostgreSQL)"),
-  keys: value("keys", "with --target: merchants' API keys, one sk_live_... a line"),
+  keys: value("keys", "with --target: this shard's own keys file, one sk_live_... a line, every key driven by this shard only; or a directory of `keys`'s files (DIR/shard-I.keys)"),
   rate: value("rate", "open model: N requests per second; scripts start at N divided by the requests a script sends (default: 50)"),
   arrival: value("arrival", "open model: gaps between starts, constant or poisson (exponential, seeded) (default: constant)"),
   connections: value("connections", "closed model: N scripts at a time, as fast as they go (instead of --rate)"),
@@ -57,7 +57,7 @@ const runFlags = {
   merchants: value("merchants", "merchants the scenario uses (default: one per 20 requests/s of --rate, at least 5)"),
   seed: value("seed", "seed of the scenario's and the arrivals' random choices (default: 1)"),
   scenario: value("scenario", "merchants, health, or any bench/harness/scenarios/NAME.ts (default: merchants)"),
-  shard: value("shard", "I/N: this process is shard I (0 to N-1) of N; each keeps its own merchants (default: 0/1)"),
+  shard: value("shard", "I/N: this process is shard I (0 to N-1) of N; each keeps its own merchants (with --keys: its own file) (default: 0/1)"),
   "webhook-host": value("webhook-host", "host the scenario's webhook endpoints listen on and register (default: 127.0.0.1)"),
   report: value("report", `where the JSON result and the HTML page go (default: ${defaultReportDirectory})`),
   slo: value("slo", "objectives, e.g. \"p99<250ms,errors<0.1%,rate>100\": exit 1 when one is missed (default: none)"),

@@ -38,8 +38,9 @@ export interface SetupContext {
   /** Base URL of the service, e.g. `http://127.0.0.1:3000`. */
   readonly targetUrl: string
   /**
-   * Merchants' API keys (`--keys FILE`, one `sk_live_...` a line); null when the harness started
-   * the service itself, and the scenario creates its merchants with `createMerchant`.
+   * Merchants' API keys: every key of this shard's own keys file (`--keys`, bench/harness/KeyFile.ts:
+   * no other shard drives them); null when the harness started the service itself, and the
+   * scenario creates its merchants with `createMerchant`.
    */
   readonly apiKeys: ReadonlyArray<string> | null
   /** Present when the harness started the service on its own database (embedded mode). */

@@ -20,6 +20,7 @@ import type { LawResult, Scenario } from "./Contract.ts"
 import { type EmbeddedService, startEmbeddedService, stopEveryEmbeddedService } from "./Embedded.ts"
 import { renderHarnessReport } from "./Html.ts"
 import { type LoadOutcome, runLoad } from "./LoadModel.ts"
+import { readKeyFile } from "./KeyFile.ts"
 import { Recorder } from "./Recorder.ts"
 import { checkResult, type HarnessResult, lawFigures, mergeResults, passedOf } from "./Result.ts"
 import { loadScenario } from "./Scenarios.ts"
@@ -77,12 +78,6 @@ const writeReport = (directory: string, name: string, result: HarnessResult) => 
   return [json, html]
 }
 
-const readKeys = (file: string) => {
-  const keys = readFileSync(file, "utf8").split("\n").map((line) => line.trim()).filter((line) => line !== "" && !line.startsWith("#"))
-  if (keys.length === 0) throw new Error(`--keys ${file} holds no API key (one sk_live_... a line)`)
-  return keys
-}
-
 /** A failure of the scenario itself (set-up, a script, the drain, the law checks) is reported as a broken law. */
 const harnessLaw = (message: string): LawResult => ({
   law: "harness",
@@ -99,7 +94,9 @@ export const runHarness = async (
 ): Promise<{ result: HarnessResult; files: Array<string>; statements: Array<[string, string]> }> => {
   const scenario: Scenario = given.scenario ?? await loadScenario(options.scenario)
   const clock = given.clock ?? realClock
-  const apiKeys = options.keysFile === null ? null : readKeys(options.keysFile)
+  // The shard's own keys file, every key of it (KeyFile.ts: one file per shard, used whole).
+  const apiKeys = options.keysFile === null ? null : readKeyFile(options.keysFile, options.shard).keys
+  const merchants = apiKeys?.length ?? options.merchants
   const startedAt = new Date()
   const stamp = startedAt.toISOString().replace(/[:.]/g, "-")
   const name = `harness-${options.scenario}-${options.shard.index}of${options.shard.count}-${stamp}`
@@ -141,7 +138,7 @@ export const runHarness = async (
         targetUrl,
         apiKeys,
         embedded: embedded?.target ?? null,
-        merchants: options.merchants,
+        merchants,
         seed: options.seed,
         webhookHost: options.webhookHost,
         shard: options.shard,
@@ -255,7 +252,7 @@ export const runHarness = async (
         connections: model.kind === "closed" ? model.connections : null,
         duration_s: options.durationSeconds,
         max_requests: options.maxRequests,
-        merchants: options.merchants,
+        merchants,
         seed: options.seed,
         slo: options.sloText,
         shards: [`${options.shard.index}/${options.shard.count}`]
@@ -332,7 +329,7 @@ export const main = async (argv: ReadonlyArray<string>, io: Io = processIo): Pro
       }
       if (parsed.keysFile !== null) {
         try {
-          readKeys(parsed.keysFile)
+          readKeyFile(parsed.keysFile, parsed.shard)
         } catch (error) {
           io.log(`harness: ${error instanceof Error ? error.message : String(error)}`)
           return 2
