@@ -5,7 +5,7 @@
  */
 import { Argument, Command, Flag } from "effect/cli"
 import * as Cli from "../../src/platform/Cli.ts"
-import { parseShard, type Shard } from "../../sim/engine/Shard.ts"
+import { maxShards, parseShard, type Shard } from "../../sim/engine/Shard.ts"
 import type { LoadModel } from "./LoadModel.ts"
 import { type Objective, parseSlo } from "./Slo.ts"
 
@@ -39,7 +39,7 @@ export interface MergeOptions {
   readonly reportDirectory: string
 }
 
-export type Parsed = RunOptions | MergeOptions | { readonly command: "help"; readonly text: string } | { readonly command: "error"; readonly message: string }
+export type Parsed = RunOptions | MergeOptions | KeysOptions | { readonly command: "help"; readonly text: string } | { readonly command: "error"; readonly message: string }
 
 const defaultReportDirectory = "bench/results/harness"
 
@@ -82,7 +82,33 @@ const mergeCommand = Command.make("merge", {
   Command.withDescription("Combine the results of several shards into one report (exit 1 when a law broke or an objective was missed in any).")
 )
 
-const harnessCommand = Command.make("harness", runFlags).pipe(Command.withDescription(description), Command.withSubcommands([mergeCommand]))
+// ---------------------------------------------------------------------------------------------
+// `keys`: merchants for the shards of a run against a target, one keys file each (KeyFile.ts).
+
+export interface KeysOptions {
+  readonly command: "keys"
+  readonly merchants: number
+  readonly shards: number
+  readonly outDirectory: string
+  /** Base of the webhook URLs registered with the merchants (`{shard}` stands for the shard's index); null: none. */
+  readonly webhookUrl: string | null
+}
+
+const keysCommand = Command.make("keys", {
+  merchants: value("merchants", "merchants to create (required)"),
+  shards: value("shards", "shards to deal them to, one keys file each: merchant k goes to shard k mod N (default: 1)"),
+  out: value("out", "directory of the keys files, shard-0.keys to shard-<N-1>.keys (required; files already there are not overwritten)"),
+  "webhook-url": value("webhook-url", "register URL/m/<j> as the webhook URL of merchant j of a shard's file, as a run with --webhook-url URL does ({shard} in URL stands for the shard's index) (default: none)")
+}).pipe(
+  Command.withDescription(
+    "Create merchants in the database DATABASE_URL names, as `payments merchant create` does (the same variables: RESPONSE_ENCRYPTION_KEY as the deployment has it), " +
+      "and write one keys file per shard for --keys. Exits 2 when DATABASE_URL is not set."
+  )
+)
+
+// ---------------------------------------------------------------------------------------------
+
+const harnessCommand = Command.make("harness", runFlags).pipe(Command.withDescription(description), Command.withSubcommands([mergeCommand, keysCommand]))
 
 class BadFlag extends Error {}
 
@@ -116,6 +142,7 @@ const shardFlag = (text: string, flag = "--shard") => {
 }
 
 export const parseArguments = (argv: ReadonlyArray<string>): Parsed => {
+  if (argv[0] === "keys") return parseKeys(argv.slice(1))
   if (argv[0] === "merge") {
     // Parsed on its own: the run's flags do not apply to it.
     const merge = Cli.parseOnly(mergeCommand, argv.slice(1))
@@ -208,3 +235,51 @@ export const parseArguments = (argv: ReadonlyArray<string>): Parsed => {
   }
 }
 
+
+// ---------------------------------------------------------------------------------------------
+// `keys`, and the flags that place a shard among the others: its webhook receiver, its start.
+
+/**
+ * A webhook base URL given on the command line: http(s), no query, fragment or credentials, no
+ * trailing slash. `placeholder` is allowed in it (and checked in its place as a digit).
+ */
+const webhookBaseUrl = (flag: string, text: string, placeholder: string | null = null) => {
+  let url: URL
+  try {
+    url = new URL(placeholder === null ? text : text.replaceAll(placeholder, "0"))
+  } catch {
+    throw new BadFlag(`--${flag} must be a URL such as http://203.0.113.7:9000, not '${text}'`)
+  }
+  if (url.protocol !== "http:" && url.protocol !== "https:") throw new BadFlag(`--${flag} must be an http or https URL, not '${text}'`)
+  if (url.search !== "" || url.hash !== "" || url.username !== "" || url.password !== "") throw new BadFlag(`--${flag} must be a base URL without query, fragment or credentials`)
+  return text.replace(/\/+$/, "")
+}
+
+const parseKeys = (argv: ReadonlyArray<string>): Parsed => {
+  const outcome = Cli.parseOnly(keysCommand, argv)
+  switch (outcome._tag) {
+    case "Help":
+      return { command: "help", text: outcome.text }
+    case "Invalid":
+      return { command: "error", message: `keys: ${outcome.message}` }
+    case "Parsed":
+      break
+  }
+  try {
+    const get = (flag: keyof typeof outcome.input) => Cli.given(outcome.input[flag])
+    const merchantsText = get("merchants")
+    if (merchantsText === undefined) throw new BadFlag("keys needs --merchants N: how many merchants to create")
+    const outDirectory = get("out")
+    if (outDirectory === undefined || outDirectory === "") throw new BadFlag("keys needs --out DIR: where the keys files go")
+    const merchants = whole("merchants", merchantsText, 1, 100_000)
+    const shards = whole("shards", get("shards") ?? "1", 1, maxShards)
+    if (merchants < shards) {
+      throw new BadFlag(`--merchants ${merchants} for --shards ${shards} would leave shard ${merchants}/${shards} without a merchant: give at least one merchant per shard`)
+    }
+    const webhookText = get("webhook-url")
+    return { command: "keys", merchants, shards, outDirectory, webhookUrl: webhookText === undefined ? null : webhookBaseUrl("webhook-url", webhookText, "{shard}") }
+  } catch (error) {
+    if (error instanceof BadFlag) return { command: "error", message: `keys: ${error.message}` }
+    throw error
+  }
+}

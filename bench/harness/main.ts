@@ -21,6 +21,7 @@ import { type EmbeddedService, startEmbeddedService, stopEveryEmbeddedService } 
 import { renderHarnessReport } from "./Html.ts"
 import { type LoadOutcome, runLoad } from "./LoadModel.ts"
 import { readKeyFile } from "./KeyFile.ts"
+import { makeKeys } from "./MakeKeys.ts"
 import { Recorder } from "./Recorder.ts"
 import { checkResult, type HarnessResult, lawFigures, mergeResults, passedOf } from "./Result.ts"
 import { loadScenario } from "./Scenarios.ts"
@@ -298,8 +299,10 @@ export const main = async (argv: ReadonlyArray<string>, io: Io = processIo): Pro
       io.out(parsed.text)
       return 0
     case "error":
-      io.log(`harness: ${parsed.message} (npm run harness -- --help lists the flags)`)
+      io.log(`harness: ${parsed.message} (npm run harness -- ${argv[0] === "keys" || argv[0] === "merge" ? `${argv[0]} ` : ""}--help lists the flags)`)
       return 2
+    case "keys":
+      return makeKeys(parsed, io, process.env)
     case "merge": {
       let results: Array<HarnessResult>
       try {
@@ -346,8 +349,9 @@ export const main = async (argv: ReadonlyArray<string>, io: Io = processIo): Pro
 if (process.argv[1]?.endsWith("harness/main.ts")) {
   const argv = process.argv.slice(2)
   const parsed = parseArguments(argv)
-  // The whole run is bounded: the load, the drain, and five minutes for starting and checking.
-  const boundSeconds = parsed.command === "run" ? parsed.durationSeconds + parsed.drainSeconds + 300 : 600
+  // The whole run is bounded: the load, the drain, and five minutes for starting and checking;
+  // `keys`, by ten minutes and 50 ms a merchant.
+  const boundSeconds = parsed.command === "run" ? parsed.durationSeconds + parsed.drainSeconds + 300 : parsed.command === "keys" ? 600 + parsed.merchants / 20 : 600
   const stopNow = (why: string, code: number) => {
     process.stderr.write(`\nharness: ${why}; stopping\n`)
     setTimeout(() => process.exit(code), 20_000).unref()
