@@ -21,6 +21,10 @@ export interface RunOptions {
   readonly scenario: string
   readonly shard: Shard
   readonly webhookHost: string
+  /** `--webhook-port`: the webhook receiver's port (0: any free one). */
+  readonly webhookPort: number
+  /** `--webhook-url`: the base URL the receiver is registered under (null: `http://<webhookHost>:<port>`). */
+  readonly webhookUrl: string | null
   readonly reportDirectory: string
   readonly sloText: string | null
   readonly slo: ReadonlyArray<Objective>
@@ -58,7 +62,9 @@ const runFlags = {
   seed: value("seed", "seed of the scenario's and the arrivals' random choices (default: 1)"),
   scenario: value("scenario", "merchants, health, or any bench/harness/scenarios/NAME.ts (default: merchants)"),
   shard: value("shard", "I/N: this process is shard I (0 to N-1) of N; each keeps its own merchants (with --keys: its own file) (default: 0/1)"),
-  "webhook-host": value("webhook-host", "host the scenario's webhook endpoints listen on and register (default: 127.0.0.1)"),
+  "webhook-host": value("webhook-host", "host the scenario's webhook endpoints listen on and, without --webhook-url, register (default: 127.0.0.1)"),
+  "webhook-port": value("webhook-port", "port they listen on, e.g. the one a firewall or NAT forwards (default: any free port)"),
+  "webhook-url": value("webhook-url", "base URL they are registered under (URL/m/<j>; {shard} stands for the shard's index), for a receiver the target reaches through NAT, a proxy or another host; needs --webhook-port (default: http://<webhook-host>:<port>)"),
   report: value("report", `where the JSON result and the HTML page go (default: ${defaultReportDirectory})`),
   slo: value("slo", "objectives, e.g. \"p99<250ms,errors<0.1%,rate>100\": exit 1 when one is missed (default: none)"),
   timeout: value("timeout", "client timeout of one request, ms (default: 10000)"),
@@ -219,6 +225,7 @@ export const parseArguments = (argv: ReadonlyArray<string>): Parsed => {
       scenario,
       shard,
       webhookHost,
+      ...placementFlags(get, shard),
       reportDirectory: get("report") ?? defaultReportDirectory,
       sloText,
       slo,
@@ -282,4 +289,15 @@ const parseKeys = (argv: ReadonlyArray<string>): Parsed => {
     if (error instanceof BadFlag) return { command: "error", message: `keys: ${error.message}` }
     throw error
   }
+}
+
+/** Where this shard's webhook receiver listens and what it advertises (`{shard}` in --webhook-url: its index, as for `keys`). */
+const placementFlags = (get: (flag: ValueFlag) => string | undefined, shard: Shard) => {
+  const webhookPort = whole("webhook-port", get("webhook-port") ?? "0", 0, 65_535)
+  const webhookText = get("webhook-url")
+  if (webhookText !== undefined && webhookPort === 0) {
+    throw new BadFlag("--webhook-url advertises a receiver the target reaches through NAT, a proxy or another host, which forwards to a port known in advance: give --webhook-port too")
+  }
+  const webhookUrl = webhookText === undefined ? null : webhookBaseUrl("webhook-url", webhookText, "{shard}").replaceAll("{shard}", String(shard.index))
+  return { webhookPort, webhookUrl }
 }

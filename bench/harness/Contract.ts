@@ -47,8 +47,15 @@ export interface SetupContext {
   readonly embedded: EmbeddedTarget | null
   readonly merchants: number
   readonly seed: number
-  /** Host the scenario's webhook endpoints listen on and register (`--webhook-host`). */
+  /** Host the scenario's webhook endpoints listen on and, without `webhookUrl`, register (`--webhook-host`). */
   readonly webhookHost: string
+  /** Port they listen on (`--webhook-port`); 0 or absent: any free one. */
+  readonly webhookPort?: number
+  /**
+   * Base URL they are registered under, `<webhookUrl>/m/<j>` (`--webhook-url`: a receiver the
+   * target reaches through NAT, a proxy or another host); null or absent: `http://<webhookHost>:<port>`.
+   */
+  readonly webhookUrl?: string | null
   /** `--shard I/N` (0 ≤ I < N): this process's share; scenarios keep their merchants and scripts apart by it. */
   readonly shard: { readonly index: number; readonly count: number }
   readonly transport: Transport

@@ -142,6 +142,8 @@ export const runHarness = async (
         merchants,
         seed: options.seed,
         webhookHost: options.webhookHost,
+        webhookPort: options.webhookPort,
+        webhookUrl: options.webhookUrl,
         shard: options.shard,
         transport,
         log: io.log

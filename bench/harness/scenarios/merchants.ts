@@ -252,7 +252,9 @@ export const makeScenario = (options: MerchantsOptions = {}): Scenario => {
         (url) => secrets.get(url) ?? [],
         true
       )
-      server = await startWebhookServer({ host: setup.webhookHost, endpoints, timeoutMs, latencyScale: timeoutMs / 30_000 })
+      server = await startWebhookServer({
+        host: setup.webhookHost, port: setup.webhookPort, advertisedUrl: setup.webhookUrl, endpoints, timeoutMs, latencyScale: timeoutMs / 30_000
+      })
       for (const [index, m] of made.entries()) {
         // A spare key, never rotated: the reads of the laws and the recovery of a locked-out merchant.
         const spare = expectOk(await call("POST", "/api/v1/api_keys", m.apiKey, { name: `harness ${label} spare` }), "POST /api/v1/api_keys")
