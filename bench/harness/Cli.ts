@@ -25,6 +25,8 @@ export interface RunOptions {
   readonly webhookPort: number
   /** `--webhook-url`: the base URL the receiver is registered under (null: `http://<webhookHost>:<port>`). */
   readonly webhookUrl: string | null
+  /** `--start-at`: when the load starts, ms since the epoch, once set up (null: as soon as set up). */
+  readonly startAtMs: number | null
   readonly reportDirectory: string
   readonly sloText: string | null
   readonly slo: ReadonlyArray<Objective>
@@ -64,6 +66,7 @@ const runFlags = {
   shard: value("shard", "I/N: this process is shard I (0 to N-1) of N; each keeps its own merchants (with --keys: its own file) (default: 0/1)"),
   "webhook-host": value("webhook-host", "host the scenario's webhook endpoints listen on and, without --webhook-url, register (default: 127.0.0.1)"),
   "webhook-port": value("webhook-port", "port they listen on, e.g. the one a firewall or NAT forwards (default: any free port)"),
+  "start-at": value("start-at", "ISO time with its zone (2030-01-01T12:00:00Z) or epoch ms: set up, then start the load at that moment, so that shards start together (default: once set up)"),
   "webhook-url": value("webhook-url", "base URL they are registered under (URL/m/<j>; {shard} stands for the shard's index), for a receiver the target reaches through NAT, a proxy or another host; needs --webhook-port (default: http://<webhook-host>:<port>)"),
   report: value("report", `where the JSON result and the HTML page go (default: ${defaultReportDirectory})`),
   slo: value("slo", "objectives, e.g. \"p99<250ms,errors<0.1%,rate>100\": exit 1 when one is missed (default: none)"),
@@ -104,6 +107,7 @@ const keysCommand = Command.make("keys", {
   merchants: value("merchants", "merchants to create (required)"),
   shards: value("shards", "shards to deal them to, one keys file each: merchant k goes to shard k mod N (default: 1)"),
   out: value("out", "directory of the keys files, shard-0.keys to shard-<N-1>.keys (required; files already there are not overwritten)"),
+  "start-at": value("start-at", "ISO time with its zone (2030-01-01T12:00:00Z) or epoch ms: set up, then start the load at that moment, so that shards start together (default: once set up)"),
   "webhook-url": value("webhook-url", "register URL/m/<j> as the webhook URL of merchant j of a shard's file, as a run with --webhook-url URL does ({shard} in URL stands for the shard's index) (default: none)")
 }).pipe(
   Command.withDescription(
@@ -299,5 +303,50 @@ const placementFlags = (get: (flag: ValueFlag) => string | undefined, shard: Sha
     throw new BadFlag("--webhook-url advertises a receiver the target reaches through NAT, a proxy or another host, which forwards to a port known in advance: give --webhook-port too")
   }
   const webhookUrl = webhookText === undefined ? null : webhookBaseUrl("webhook-url", webhookText, "{shard}").replaceAll("{shard}", String(shard.index))
-  return { webhookPort, webhookUrl }
+  const startAtText = get("start-at")
+  return { webhookPort, webhookUrl, startAtMs: startAtText === undefined ? null : parseStartAt(startAtText) }
+}
+
+const isoTime = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2})(?::(\d{2})(\.\d{1,9})?)?(Z|[+-]\d{2}:\d{2})$/i
+
+/**
+ * `--start-at`: an ISO time with its zone (a time without one would be read in each machine's
+ * own zone, and shards in two zones would start hours apart), or milliseconds since the epoch.
+ */
+export const parseStartAt = (text: string): number => {
+  if (/^\d{1,16}$/.test(text)) {
+    const ms = Number(text)
+    if (ms < 1e11) throw new BadFlag(`--start-at ${text} reads as seconds since the epoch: give milliseconds (${text}000) or an ISO time`)
+    return ms
+  }
+  const iso = isoTime.exec(text)
+  const [, year, month, day, hour, minute, second] = (iso ?? []).map(Number)
+  const valid = iso !== null && month! >= 1 && month! <= 12 && day! >= 1 && day! <= new Date(Date.UTC(year!, month!, 0)).getUTCDate() &&
+    hour! < 24 && minute! < 60 && (iso[6] === undefined || second! < 60)
+  if (!valid) {
+    throw new BadFlag(
+      `--start-at must be an ISO time with its zone (2030-01-01T12:00:00Z, 2030-01-01T14:00:00+02:00) or milliseconds since the epoch, not '${text}'` +
+        (iso === null && /^\d{4}-\d{2}-\d{2}T[\d:.]+$/.test(text) ? ": without a zone each machine would read it in its own" : "")
+    )
+  }
+  return Date.parse(text.toUpperCase())
+}
+
+/** How far in the past a `--start-at` may be when the shard starts (it waits for nothing then). */
+export const startAtGraceMs = 5_000
+/** How far ahead a `--start-at` may be. */
+export const startAtHorizonMs = 86_400_000
+
+/**
+ * Why `--start-at` cannot be kept, read against the clock when the shard starts (null: it can).
+ * A time already past by more than a few seconds would start this shard apart from the others.
+ */
+export const startAtProblem = (startAtMs: number, nowMs: number): string | null => {
+  const at = new Date(startAtMs).toISOString()
+  if (startAtMs < nowMs - startAtGraceMs) {
+    return `--start-at ${at} is ${((nowMs - startAtMs) / 1000).toFixed(1)} s in the past (at most ${startAtGraceMs / 1000} s allowed): ` +
+      "this shard would start apart from the others; give every shard a time still ahead"
+  }
+  if (startAtMs > nowMs + startAtHorizonMs) return `--start-at ${at} is more than ${startAtHorizonMs / 3_600_000} h ahead`
+  return null
 }

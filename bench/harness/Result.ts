@@ -38,6 +38,8 @@ export interface HarnessResult {
     readonly seed: number
     readonly slo: string | null
     readonly shards: ReadonlyArray<string>
+    /** `--start-at`: the moment the shards' loads were to start together (absent in older files). */
+    readonly start_at?: string | null
   }
   /** Seconds of load: from the first script's start to the last one's end. */
   readonly load_s: number

@@ -14,8 +14,8 @@ import pg from "pg"
 import { fixed } from "../report.ts"
 import { type StatementStats, statementStats, statementsTable } from "../statements.ts"
 import { cpuSeconds, postgresCpuSeconds } from "../host.ts"
-import { parseArguments, type RunOptions } from "./Cli.ts"
-import { type Clock, realClock } from "./Clock.ts"
+import { parseArguments, type RunOptions, startAtProblem } from "./Cli.ts"
+import { type Clock, realClock, waitUntilEpoch } from "./Clock.ts"
 import type { LawResult, Scenario } from "./Contract.ts"
 import { type EmbeddedService, startEmbeddedService, stopEveryEmbeddedService } from "./Embedded.ts"
 import { renderHarnessReport } from "./Html.ts"
@@ -86,6 +86,15 @@ const harnessLaw = (message: string): LawResult => ({
   checked: 1,
   violations: [{ paymentId: null, message, requests: [] }]
 })
+
+/** `--start-at`: the load waits for the shards' common start (the set-up comes before it). */
+const startTogether = async (startAtMs: number, clock: Clock, io: Io) => {
+  const at = new Date(startAtMs).toISOString()
+  const aheadMs = startAtMs - Date.now()
+  if (aheadMs > 0) io.log(`set up; the load starts at ${at} (--start-at), in ${(aheadMs / 1000).toFixed(1)} s`)
+  else io.log(`set-up ended ${(-aheadMs / 1000).toFixed(1)} s after --start-at ${at}: this shard's load starts late`)
+  await waitUntilEpoch(startAtMs, clock)
+}
 
 export const runHarness = async (
   options: RunOptions,
@@ -165,6 +174,7 @@ export const runHarness = async (
         io.log(`pg_stat_statements is not available (${error instanceof Error ? error.message : String(error)}): no statements listed`)
       }
     }
+    if (options.startAtMs !== null && setUp) await startTogether(options.startAtMs, clock, io)
     const loadStartMs = clock.now()
     const startEpochMs = Date.now()
     const recorder = new Recorder(loadStartMs)
@@ -258,7 +268,8 @@ export const runHarness = async (
         merchants,
         seed: options.seed,
         slo: options.sloText,
-        shards: [`${options.shard.index}/${options.shard.count}`]
+        shards: [`${options.shard.index}/${options.shard.count}`],
+        start_at: options.startAtMs === null ? null : new Date(options.startAtMs).toISOString()
       },
       load_s: loadSeconds,
       scripts: outcome.scriptsStarted,
@@ -332,6 +343,11 @@ export const main = async (argv: ReadonlyArray<string>, io: Io = processIo): Pro
         io.log(`harness: ${error instanceof Error ? error.message : String(error)}`)
         return 2
       }
+      const startAt = parsed.startAtMs === null ? null : startAtProblem(parsed.startAtMs, Date.now())
+      if (startAt !== null) {
+        io.log(`harness: ${startAt}`)
+        return 2
+      }
       if (parsed.keysFile !== null) {
         try {
           readKeyFile(parsed.keysFile, parsed.shard)
@@ -351,9 +367,11 @@ export const main = async (argv: ReadonlyArray<string>, io: Io = processIo): Pro
 if (process.argv[1]?.endsWith("harness/main.ts")) {
   const argv = process.argv.slice(2)
   const parsed = parseArguments(argv)
-  // The whole run is bounded: the load, the drain, and five minutes for starting and checking;
-  // `keys`, by ten minutes and 50 ms a merchant.
-  const boundSeconds = parsed.command === "run" ? parsed.durationSeconds + parsed.drainSeconds + 300 : parsed.command === "keys" ? 600 + parsed.merchants / 20 : 600
+  // The whole run is bounded: the wait for --start-at, the load, the drain, and five minutes for
+  // starting and checking; `keys`, by ten minutes and 50 ms a merchant.
+  const boundSeconds = parsed.command === "run"
+    ? Math.max(0, ((parsed.startAtMs ?? 0) - Date.now()) / 1000) + parsed.durationSeconds + parsed.drainSeconds + 300
+    : parsed.command === "keys" ? 600 + parsed.merchants / 20 : 600
   const stopNow = (why: string, code: number) => {
     process.stderr.write(`\nharness: ${why}; stopping\n`)
     setTimeout(() => process.exit(code), 20_000).unref()

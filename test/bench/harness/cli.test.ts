@@ -96,7 +96,7 @@ describe("the harness's command line", () => {
     expect(help).toMatchObject({ command: "help" })
     // Every flag in the help, with its default.
     const text = help.command === "help" ? help.text : ""
-    for (const flag of ["--target", "--keys", "--rate", "--arrival", "--connections", "--duration", "--max-requests", "--merchants", "--seed", "--scenario", "--shard", "--webhook-host", "--webhook-port", "--webhook-url", "--report", "--slo", "--timeout", "--sockets", "--drain", "--profile", "--statements", "--progress"]) {
+    for (const flag of ["--target", "--keys", "--rate", "--arrival", "--connections", "--duration", "--max-requests", "--merchants", "--seed", "--scenario", "--shard", "--start-at", "--webhook-host", "--webhook-port", "--webhook-url", "--report", "--slo", "--timeout", "--sockets", "--drain", "--profile", "--statements", "--progress"]) {
       expect(text).toContain(flag)
     }
     expect(text).toMatch(/--duration string\s+seconds of load \(default: 30\)/)
