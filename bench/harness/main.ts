@@ -23,7 +23,7 @@ import { type LoadOutcome, runLoad } from "./LoadModel.ts"
 import { readKeyFile } from "./KeyFile.ts"
 import { makeKeys } from "./MakeKeys.ts"
 import { Recorder } from "./Recorder.ts"
-import { checkResult, type HarnessResult, lawFigures, mergeResults, passedOf } from "./Result.ts"
+import { checkResult, type HarnessResult, lawFigures, loadText, mergeResults, passedOf, type ShardFigures } from "./Result.ts"
 import { loadScenario } from "./Scenarios.ts"
 import { evaluateSlo } from "./Slo.ts"
 import { httpClient, recordingTransport } from "./Transport.ts"
@@ -48,12 +48,30 @@ const table = (rows: ReadonlyArray<readonly [string, string]>) => {
   return rows.map(([k, v]) => `  ${k.padEnd(width)}  ${v}`).join("\n")
 }
 
+/** A merged result's shards, a line each, and how far apart their loads started. */
+const shardRows = (shards: ReadonlyArray<ShardFigures>): Array<readonly [string, string]> => {
+  if (shards.length < 2) return []
+  const starts = shards.map((s) => s.start_epoch_ms)
+  return [
+    ...shards.map((s) => [
+      `shard ${s.shard}`,
+      `${s.rate === null ? `${s.connections} connections` : `${s.rate}/s offered`}, ${s.merchants} merchants, seed ${s.seed}: ` +
+        `${s.requests} requests, ${fixed(s.achieved_rate, 1)}/s, ${s.errors} errors, ${s.passed ? "passed" : "FAILED"}; against ${s.target}`
+    ] as const),
+    ["shard starts", `${fixed((Math.max(...starts) - Math.min(...starts)) / 1000, 3)} s apart`]
+  ]
+}
+
 /** The summary printed at the end of a run or a merge. */
 export const summaryOf = (result: HarnessResult, files: ReadonlyArray<string>) => {
   const p = result.latency_ms
+  const shards = result.per_shard ?? []
+  const total = shards.length > 1 ? ` (the total of ${shards.length} shards)` : ""
   const rows: Array<readonly [string, string]> = [
     ["scenario", `${result.scenario} against ${result.config.target}${result.config.embedded ? " (started by the harness)" : ""}`],
-    ["load", result.config.model === "open" ? `open, ${result.config.rate} requests/s ${result.config.arrival}` : `closed, ${result.config.connections} connections`],
+    ["load", loadText(result.config) + total],
+    ["merchants", `${result.config.merchants}${total}`],
+    ...shardRows(shards),
     ["requests", `${result.requests} in ${fixed(result.load_s, 1)} s: ${fixed(result.rate, 1)}/s (${result.scripts} scripts, ${result.scripts_late} started late)`],
     ["latency p50/p90/p99/p99.9/max ms", `${fixed(p.p50, 2)} / ${fixed(p.p90, 2)} / ${fixed(p.p99, 2)} / ${fixed(p.p999, 2)} / ${fixed(p.max, 2)}`],
     ["status codes", JSON.stringify(result.status_codes)],
@@ -305,6 +323,21 @@ export const runHarness = async (
   }
 }
 
+const distinct = <A>(values: ReadonlyArray<A>) => [...new Set(values)]
+
+/** Shards a merge lacks or has twice (a note: a merge of some shards is still worth reading). */
+export const missingShards = (shards: ReadonlyArray<string>): string | null => {
+  const counts = distinct(shards.map((s) => Number(s.split("/")[1])))
+  const twice = shards.filter((s, i) => shards.indexOf(s) !== i)
+  const missing = counts.length === 1 ? Array.from({ length: counts[0]! }, (_, i) => `${i}/${counts[0]}`).filter((s) => !shards.includes(s)) : []
+  const notes = [
+    ...(counts.length > 1 ? [`shards of ${counts.join(" and ")} merged together`] : []),
+    ...(missing.length > 0 ? [`shard${missing.length === 1 ? "" : "s"} ${missing.join(", ")} missing`] : []),
+    ...(twice.length > 0 ? [`shard${twice.length === 1 ? "" : "s"} ${distinct(twice).join(", ")} given more than once`] : [])
+  ]
+  return notes.length === 0 ? null : `${notes.join("; ")}: the totals are those of the results given`
+}
+
 export const main = async (argv: ReadonlyArray<string>, io: Io = processIo): Promise<number> => {
   const parsed = parseArguments(argv)
   switch (parsed.command) {
@@ -330,7 +363,15 @@ export const main = async (argv: ReadonlyArray<string>, io: Io = processIo): Pro
         io.log(`harness merge: ${error instanceof Error ? error.message : String(error)}`)
         return 2
       }
-      const merged = mergeResults(results)
+      let merged: HarnessResult
+      try {
+        merged = mergeResults(results)
+      } catch (error) {
+        io.log(`harness merge: ${error instanceof Error ? error.message : String(error)}`)
+        return 2
+      }
+      const missing = missingShards(merged.config.shards)
+      if (missing !== null) io.log(`harness merge: ${missing}`)
       const files = writeReport(parsed.reportDirectory, `harness-merged-${new Date().toISOString().replace(/[:.]/g, "-")}`, merged)
       io.out(summaryOf(merged, files))
       return merged.passed ? 0 : 1
