@@ -66,8 +66,8 @@ const runFlags = {
   shard: value("shard", "I/N: this process is shard I (0 to N-1) of N; each keeps its own merchants (with --keys: its own file) (default: 0/1)"),
   "webhook-host": value("webhook-host", "host the scenario's webhook endpoints listen on and, without --webhook-url, register (default: 127.0.0.1)"),
   "webhook-port": value("webhook-port", "port they listen on, e.g. the one a firewall or NAT forwards (default: any free port)"),
-  "start-at": value("start-at", "ISO time with its zone (2030-01-01T12:00:00Z) or epoch ms: set up, then start the load at that moment, so that shards start together (default: once set up)"),
   "webhook-url": value("webhook-url", "base URL they are registered under (URL/m/<j>; {shard} stands for the shard's index), for a receiver the target reaches through NAT, a proxy or another host; needs --webhook-port (default: http://<webhook-host>:<port>)"),
+  "start-at": value("start-at", "ISO time with its zone (2030-01-01T12:00:00Z) or epoch ms: set up, then start the load at that moment, so that shards start together (default: once set up)"),
   report: value("report", `where the JSON result and the HTML page go (default: ${defaultReportDirectory})`),
   slo: value("slo", "objectives, e.g. \"p99<250ms,errors<0.1%,rate>100\": exit 1 when one is missed (default: none)"),
   timeout: value("timeout", "client timeout of one request, ms (default: 10000)"),
@@ -107,7 +107,6 @@ const keysCommand = Command.make("keys", {
   merchants: value("merchants", "merchants to create (required)"),
   shards: value("shards", "shards to deal them to, one keys file each: merchant k goes to shard k mod N (default: 1)"),
   out: value("out", "directory of the keys files, shard-0.keys to shard-<N-1>.keys (required; files already there are not overwritten)"),
-  "start-at": value("start-at", "ISO time with its zone (2030-01-01T12:00:00Z) or epoch ms: set up, then start the load at that moment, so that shards start together (default: once set up)"),
   "webhook-url": value("webhook-url", "register URL/m/<j> as the webhook URL of merchant j of a shard's file, as a run with --webhook-url URL does ({shard} in URL stands for the shard's index) (default: none)")
 }).pipe(
   Command.withDescription(
@@ -245,7 +244,6 @@ export const parseArguments = (argv: ReadonlyArray<string>): Parsed => {
     throw error
   }
 }
-
 
 // ---------------------------------------------------------------------------------------------
 // `keys`, and the flags that place a shard among the others: its webhook receiver, its start.

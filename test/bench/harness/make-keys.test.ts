@@ -48,6 +48,7 @@ describe("harness keys: its command line", () => {
     expect(errorOf(["--merchants", "3", "--out", "k", "--webhook-url", "hooks.example"])).toContain("--webhook-url must be a URL")
     expect(errorOf(["--merchants", "3", "--out", "k", "--webhook-url", "http://u:p@hooks.example"])).toContain("without query, fragment or credentials")
     expect(errorOf(["--merchants", "3", "--out", "k", "--rate", "5"])).toContain("keys: Unrecognized flag: --rate")
+    expect(errorOf(["--merchants", "3", "--out", "k", "--start-at", "2030-01-01T12:00:00Z"])).toContain("keys: Unrecognized flag: --start-at")
     expect(parseArguments(["keys", "--help"])).toMatchObject({ command: "help" })
   })
 
