@@ -5,6 +5,7 @@
  */
 import { Argument, Command, Flag } from "effect/cli"
 import * as Cli from "../../src/platform/Cli.ts"
+import { maxShards, parseShard, type Shard } from "../../sim/engine/Shard.ts"
 import type { LoadModel } from "./LoadModel.ts"
 import { type Objective, parseSlo } from "./Slo.ts"
 
@@ -18,8 +19,14 @@ export interface RunOptions {
   readonly merchants: number
   readonly seed: number
   readonly scenario: string
-  readonly shard: { readonly index: number; readonly count: number }
+  readonly shard: Shard
   readonly webhookHost: string
+  /** `--webhook-port`: the webhook receiver's port (0: any free one). */
+  readonly webhookPort: number
+  /** `--webhook-url`: the base URL the receiver is registered under (null: `http://<webhookHost>:<port>`). */
+  readonly webhookUrl: string | null
+  /** `--start-at`: when the load starts, ms since the epoch, once set up (null: as soon as set up). */
+  readonly startAtMs: number | null
   readonly reportDirectory: string
   readonly sloText: string | null
   readonly slo: ReadonlyArray<Objective>
@@ -38,7 +45,7 @@ export interface MergeOptions {
   readonly reportDirectory: string
 }
 
-export type Parsed = RunOptions | MergeOptions | { readonly command: "help"; readonly text: string } | { readonly command: "error"; readonly message: string }
+export type Parsed = RunOptions | MergeOptions | KeysOptions | { readonly command: "help"; readonly text: string } | { readonly command: "error"; readonly message: string }
 
 const defaultReportDirectory = "bench/results/harness"
 
@@ -47,7 +54,7 @@ const value = (name: string, description: string) => Cli.text(name, description)
 
 const runFlags = {
   target: value("target", "the service to drive (default: start one on its own embedded PostgreSQL)"),
-  keys: value("keys", "with --target: merchants' API keys, one sk_live_... a line"),
+  keys: value("keys", "with --target: this shard's own keys file, one sk_live_... a line, every key driven by this shard only; or a directory of `keys`'s files (DIR/shard-I.keys)"),
   rate: value("rate", "open model: N requests per second; scripts start at N divided by the requests a script sends (default: 50)"),
   arrival: value("arrival", "open model: gaps between starts, constant or poisson (exponential, seeded) (default: constant)"),
   connections: value("connections", "closed model: N scripts at a time, as fast as they go (instead of --rate)"),
@@ -56,8 +63,11 @@ const runFlags = {
   merchants: value("merchants", "merchants the scenario uses (default: one per 20 requests/s of --rate, at least 5)"),
   seed: value("seed", "seed of the scenario's and the arrivals' random choices (default: 1)"),
   scenario: value("scenario", "merchants, health, or any bench/harness/scenarios/NAME.ts (default: merchants)"),
-  shard: value("shard", "I/N: this process is shard I (0 to N-1) of N; each keeps its own merchants (default: 0/1)"),
-  "webhook-host": value("webhook-host", "host the scenario's webhook endpoints listen on and register (default: 127.0.0.1)"),
+  shard: value("shard", "I/N: this process is shard I (0 to N-1) of N; each keeps its own merchants (with --keys: its own file) (default: 0/1)"),
+  "webhook-host": value("webhook-host", "host the scenario's webhook endpoints listen on and, without --webhook-url, register (default: 127.0.0.1)"),
+  "webhook-port": value("webhook-port", "port they listen on, e.g. the one a firewall or NAT forwards (default: any free port)"),
+  "webhook-url": value("webhook-url", "base URL they are registered under (URL/m/<j>; {shard} stands for the shard's index), for a receiver the target reaches through NAT, a proxy or another host; needs --webhook-port (default: http://<webhook-host>:<port>)"),
+  "start-at": value("start-at", "ISO time with its zone (2030-01-01T12:00:00Z) or epoch ms: set up, then start the load at that moment, so that shards start together (default: once set up)"),
   report: value("report", `where the JSON result and the HTML page go (default: ${defaultReportDirectory})`),
   slo: value("slo", "objectives, e.g. \"p99<250ms,errors<0.1%,rate>100\": exit 1 when one is missed (default: none)"),
   timeout: value("timeout", "client timeout of one request, ms (default: 10000)"),
@@ -81,7 +91,33 @@ const mergeCommand = Command.make("merge", {
   Command.withDescription("Combine the results of several shards into one report (exit 1 when a law broke or an objective was missed in any).")
 )
 
-const harnessCommand = Command.make("harness", runFlags).pipe(Command.withDescription(description), Command.withSubcommands([mergeCommand]))
+// ---------------------------------------------------------------------------------------------
+// `keys`: merchants for the shards of a run against a target, one keys file each (KeyFile.ts).
+
+export interface KeysOptions {
+  readonly command: "keys"
+  readonly merchants: number
+  readonly shards: number
+  readonly outDirectory: string
+  /** Base of the webhook URLs registered with the merchants (`{shard}` stands for the shard's index); null: none. */
+  readonly webhookUrl: string | null
+}
+
+const keysCommand = Command.make("keys", {
+  merchants: value("merchants", "merchants to create (required)"),
+  shards: value("shards", "shards to deal them to, one keys file each: merchant k goes to shard k mod N (default: 1)"),
+  out: value("out", "directory of the keys files, shard-0.keys to shard-<N-1>.keys (required; files already there are not overwritten)"),
+  "webhook-url": value("webhook-url", "register URL/m/<j> as the webhook URL of merchant j of a shard's file, as a run with --webhook-url URL does ({shard} in URL stands for the shard's index) (default: none)")
+}).pipe(
+  Command.withDescription(
+    "Create merchants in the database DATABASE_URL names, as `payments merchant create` does (the same variables: RESPONSE_ENCRYPTION_KEY as the deployment has it), " +
+      "and write one keys file per shard for --keys. Exits 2 when DATABASE_URL is not set."
+  )
+)
+
+// ---------------------------------------------------------------------------------------------
+
+const harnessCommand = Command.make("harness", runFlags).pipe(Command.withDescription(description), Command.withSubcommands([mergeCommand, keysCommand]))
 
 class BadFlag extends Error {}
 
@@ -105,7 +141,17 @@ const positive = (flag: string, text: string, max: number) => {
   return value
 }
 
+/** `I/N` as every sharded command reads it (sim/engine/Shard.ts), refused as a bad flag. */
+const shardFlag = (text: string, flag = "--shard") => {
+  try {
+    return parseShard(text, flag)
+  } catch (error) {
+    throw new BadFlag(error instanceof Error ? error.message : String(error))
+  }
+}
+
 export const parseArguments = (argv: ReadonlyArray<string>): Parsed => {
+  if (argv[0] === "keys") return parseKeys(argv.slice(1))
   if (argv[0] === "merge") {
     // Parsed on its own: the run's flags do not apply to it.
     const merge = Cli.parseOnly(mergeCommand, argv.slice(1))
@@ -160,11 +206,7 @@ export const parseArguments = (argv: ReadonlyArray<string>): Parsed => {
     if (get("statements") !== undefined && targetUrl !== null) throw new BadFlag("--statements reads the database the harness starts: it does not go with --target")
     if (targetUrl !== null && keysFile === null && scenario !== "health") throw new BadFlag("--target needs --keys FILE: the merchants' API keys, one a line (see docs/harness.md)")
 
-    const shardText = get("shard") ?? "0/1"
-    const shard = /^(\d+)\/(\d+)$/.exec(shardText)
-    if (shard === null || Number(shard[2]) < 1 || Number(shard[1]) >= Number(shard[2]) || Number(shard[2]) > 10_000) {
-      throw new BadFlag(`--shard must be I/N with 0 <= I < N (e.g. 0/4 ... 3/4), not '${shardText}'`)
-    }
+    const shard = shardFlag(get("shard") ?? "0/1")
     const sloText = get("slo") ?? null
     let slo: ReadonlyArray<Objective> = []
     if (sloText !== null) {
@@ -184,8 +226,9 @@ export const parseArguments = (argv: ReadonlyArray<string>): Parsed => {
       merchants: whole("merchants", get("merchants") ?? String(defaultMerchants(model)), 1, 100_000),
       seed: whole("seed", get("seed") ?? "1", 0, 2 ** 32 - 1),
       scenario,
-      shard: { index: Number(shard[1]), count: Number(shard[2]) },
+      shard,
       webhookHost,
+      ...placementFlags(get, shard),
       reportDirectory: get("report") ?? defaultReportDirectory,
       sloText,
       slo,
@@ -202,3 +245,106 @@ export const parseArguments = (argv: ReadonlyArray<string>): Parsed => {
   }
 }
 
+// ---------------------------------------------------------------------------------------------
+// `keys`, and the flags that place a shard among the others: its webhook receiver, its start.
+
+/**
+ * A webhook base URL given on the command line: http(s), no query, fragment or credentials, no
+ * trailing slash. `placeholder` is allowed in it (and checked in its place as a digit).
+ */
+const webhookBaseUrl = (flag: string, text: string, placeholder: string | null = null) => {
+  let url: URL
+  try {
+    url = new URL(placeholder === null ? text : text.replaceAll(placeholder, "0"))
+  } catch {
+    throw new BadFlag(`--${flag} must be a URL such as http://203.0.113.7:9000, not '${text}'`)
+  }
+  if (url.protocol !== "http:" && url.protocol !== "https:") throw new BadFlag(`--${flag} must be an http or https URL, not '${text}'`)
+  if (url.search !== "" || url.hash !== "" || url.username !== "" || url.password !== "") throw new BadFlag(`--${flag} must be a base URL without query, fragment or credentials`)
+  return text.replace(/\/+$/, "")
+}
+
+const parseKeys = (argv: ReadonlyArray<string>): Parsed => {
+  const outcome = Cli.parseOnly(keysCommand, argv)
+  switch (outcome._tag) {
+    case "Help":
+      return { command: "help", text: outcome.text }
+    case "Invalid":
+      return { command: "error", message: `keys: ${outcome.message}` }
+    case "Parsed":
+      break
+  }
+  try {
+    const get = (flag: keyof typeof outcome.input) => Cli.given(outcome.input[flag])
+    const merchantsText = get("merchants")
+    if (merchantsText === undefined) throw new BadFlag("keys needs --merchants N: how many merchants to create")
+    const outDirectory = get("out")
+    if (outDirectory === undefined || outDirectory === "") throw new BadFlag("keys needs --out DIR: where the keys files go")
+    const merchants = whole("merchants", merchantsText, 1, 100_000)
+    const shards = whole("shards", get("shards") ?? "1", 1, maxShards)
+    if (merchants < shards) {
+      throw new BadFlag(`--merchants ${merchants} for --shards ${shards} would leave shard ${merchants}/${shards} without a merchant: give at least one merchant per shard`)
+    }
+    const webhookText = get("webhook-url")
+    return { command: "keys", merchants, shards, outDirectory, webhookUrl: webhookText === undefined ? null : webhookBaseUrl("webhook-url", webhookText, "{shard}") }
+  } catch (error) {
+    if (error instanceof BadFlag) return { command: "error", message: `keys: ${error.message}` }
+    throw error
+  }
+}
+
+/** Where this shard's webhook receiver listens and what it advertises (`{shard}` in --webhook-url: its index, as for `keys`). */
+const placementFlags = (get: (flag: ValueFlag) => string | undefined, shard: Shard) => {
+  const webhookPort = whole("webhook-port", get("webhook-port") ?? "0", 0, 65_535)
+  const webhookText = get("webhook-url")
+  if (webhookText !== undefined && webhookPort === 0) {
+    throw new BadFlag("--webhook-url advertises a receiver the target reaches through NAT, a proxy or another host, which forwards to a port known in advance: give --webhook-port too")
+  }
+  const webhookUrl = webhookText === undefined ? null : webhookBaseUrl("webhook-url", webhookText, "{shard}").replaceAll("{shard}", String(shard.index))
+  const startAtText = get("start-at")
+  return { webhookPort, webhookUrl, startAtMs: startAtText === undefined ? null : parseStartAt(startAtText) }
+}
+
+const isoTime = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2})(?::(\d{2})(\.\d{1,9})?)?(Z|[+-]\d{2}:\d{2})$/i
+
+/**
+ * `--start-at`: an ISO time with its zone (a time without one would be read in each machine's
+ * own zone, and shards in two zones would start hours apart), or milliseconds since the epoch.
+ */
+export const parseStartAt = (text: string): number => {
+  if (/^\d{1,16}$/.test(text)) {
+    const ms = Number(text)
+    if (ms < 1e11) throw new BadFlag(`--start-at ${text} reads as seconds since the epoch: give milliseconds (${text}000) or an ISO time`)
+    return ms
+  }
+  const iso = isoTime.exec(text)
+  const [, year, month, day, hour, minute, second] = (iso ?? []).map(Number)
+  const valid = iso !== null && month! >= 1 && month! <= 12 && day! >= 1 && day! <= new Date(Date.UTC(year!, month!, 0)).getUTCDate() &&
+    hour! < 24 && minute! < 60 && (iso[6] === undefined || second! < 60)
+  if (!valid) {
+    throw new BadFlag(
+      `--start-at must be an ISO time with its zone (2030-01-01T12:00:00Z, 2030-01-01T14:00:00+02:00) or milliseconds since the epoch, not '${text}'` +
+        (iso === null && /^\d{4}-\d{2}-\d{2}T[\d:.]+$/.test(text) ? ": without a zone each machine would read it in its own" : "")
+    )
+  }
+  return Date.parse(text.toUpperCase())
+}
+
+/** How far in the past a `--start-at` may be when the shard starts (it waits for nothing then). */
+export const startAtGraceMs = 5_000
+/** How far ahead a `--start-at` may be. */
+export const startAtHorizonMs = 86_400_000
+
+/**
+ * Why `--start-at` cannot be kept, read against the clock when the shard starts (null: it can).
+ * A time already past by more than a few seconds would start this shard apart from the others.
+ */
+export const startAtProblem = (startAtMs: number, nowMs: number): string | null => {
+  const at = new Date(startAtMs).toISOString()
+  if (startAtMs < nowMs - startAtGraceMs) {
+    return `--start-at ${at} is ${((nowMs - startAtMs) / 1000).toFixed(1)} s in the past (at most ${startAtGraceMs / 1000} s allowed): ` +
+      "this shard would start apart from the others; give every shard a time still ahead"
+  }
+  if (startAtMs > nowMs + startAtHorizonMs) return `--start-at ${at} is more than ${startAtHorizonMs / 3_600_000} h ahead`
+  return null
+}

@@ -14,6 +14,21 @@ export const realClock: Clock = {
   sleep: (ms) => new Promise((done) => setTimeout(done, Math.max(0, ms)))
 }
 
+/**
+ * Waits on `clock` until the wall clock (`wallNowMs`, ms since the epoch) reads `epochMs`: the
+ * moment shards on several machines start their load together (`--start-at`). It sleeps at most a
+ * minute at a time and reads the wall clock again, so a long wait follows the wall clock rather
+ * than drifting from it. Resolves with how late it woke (ms past `epochMs`; a time already past
+ * resolves at once).
+ */
+export const waitUntilEpoch = async (epochMs: number, clock: Clock, wallNowMs: () => number = Date.now): Promise<number> => {
+  for (;;) {
+    const leftMs = epochMs - wallNowMs()
+    if (leftMs <= 0) return Math.max(0, -leftMs)
+    await clock.sleep(Math.min(leftMs, 60_000))
+  }
+}
+
 interface Waiter {
   readonly at: number
   readonly order: number

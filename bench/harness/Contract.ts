@@ -38,17 +38,25 @@ export interface SetupContext {
   /** Base URL of the service, e.g. `http://127.0.0.1:3000`. */
   readonly targetUrl: string
   /**
-   * Merchants' API keys (`--keys FILE`, one `sk_live_...` a line); null when the harness started
-   * the service itself, and the scenario creates its merchants with `createMerchant`.
+   * Merchants' API keys: every key of this shard's own keys file (`--keys`, bench/harness/KeyFile.ts:
+   * no other shard drives them); null when the harness started the service itself, and the
+   * scenario creates its merchants with `createMerchant`.
    */
   readonly apiKeys: ReadonlyArray<string> | null
   /** Present when the harness started the service on its own database (embedded mode). */
   readonly embedded: EmbeddedTarget | null
   readonly merchants: number
   readonly seed: number
-  /** Host the scenario's webhook endpoints listen on and register (`--webhook-host`). */
+  /** Host the scenario's webhook endpoints listen on and, without `webhookUrl`, register (`--webhook-host`). */
   readonly webhookHost: string
-  /** `--shard i/n`: this process's share; scenarios keep their merchants and scripts apart by it. */
+  /** Port they listen on (`--webhook-port`); 0 or absent: any free one. */
+  readonly webhookPort?: number
+  /**
+   * Base URL they are registered under, `<webhookUrl>/m/<j>` (`--webhook-url`: a receiver the
+   * target reaches through NAT, a proxy or another host); null or absent: `http://<webhookHost>:<port>`.
+   */
+  readonly webhookUrl?: string | null
+  /** `--shard I/N` (0 ≤ I < N): this process's share; scenarios keep their merchants and scripts apart by it. */
   readonly shard: { readonly index: number; readonly count: number }
   readonly transport: Transport
   readonly log: (line: string) => void

@@ -2,18 +2,17 @@
  * The harness's own service: a child process `src/main.ts serve` on an embedded PostgreSQL in a
  * scratch directory, as `npm run bench` starts it, with a short webhook retry schedule so a run of
  * minutes sees retries and give-ups. Merchants are created in this process through the service's
- * own Merchants service on the same database (what `payments merchant create` runs, without a
- * process start per merchant).
+ * own Merchants service on the same database (./MerchantMaker.ts: what `payments merchant create`
+ * runs, without a process start per merchant).
  */
-import type { ManagedRuntime } from "effect"
 import { type ChildProcess, spawn } from "node:child_process"
 import { mkdirSync, mkdtempSync, openSync, readFileSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join, resolve } from "node:path"
 import { freePort, startEmbeddedPostgres } from "../../src/platform/Database.ts"
-import type { Merchants } from "../../src/services/Merchants.ts"
 import { startNodeFlags, waitFor } from "../host.ts"
 import type { EmbeddedTarget } from "./Contract.ts"
+import { merchantMaker } from "./MerchantMaker.ts"
 
 const root = resolve(import.meta.dirname, "../..")
 
@@ -80,11 +79,12 @@ export const startEmbeddedService = async (options: {
     stdio: ["ignore", "ignore", serviceLog]
   })
   const baseUrl = `http://127.0.0.1:${port}`
-  let runtime: ManagedRuntime.ManagedRuntime<Merchants, unknown> | null = null
+  // The service's configuration, read from these variables rather than this process's environment.
+  const merchants = merchantMaker(environment)
   let stopping: Promise<void> | null = null
   const stop = () => (stopping ??= stopOnce().finally(() => running.delete(stop)))
   const stopOnce = async () => {
-    await runtime?.dispose().catch(() => {})
+    await merchants.close().catch(() => {})
     if (child.exitCode === null && child.signalCode === null) {
       const exited = new Promise((done) => child.once("exit", done))
       child.kill("SIGTERM")
@@ -107,26 +107,7 @@ export const startEmbeddedService = async (options: {
     databaseUrl: database.url,
     webhookRetryScheduleMs,
     webhookTimeoutMs,
-    createMerchant: async (name, webhookUrl) => {
-      // The service's modules load on the first merchant only: a scenario without merchants
-      // (health) keeps the harness's memory and start-up small.
-      const { Effect, Layer, ManagedRuntime, References } = await import("effect")
-      const { infrastructureWith, ServicesLive } = await import("../../src/App.ts")
-      const Config = await import("../../src/platform/Config.ts")
-      const { Merchants } = await import("../../src/services/Merchants.ts")
-      if (runtime === null) {
-        // The service's configuration, read from these variables rather than this process's environment.
-        // Its info lines (pool opened, closed) would land among the harness's summary on stdout.
-        runtime = ManagedRuntime.make(
-          ServicesLive.pipe(
-            Layer.provideMerge(infrastructureWith(Config.layerFrom(environment))),
-            Layer.provide(Layer.succeed(References.MinimumLogLevel, "Warn"))
-          )
-        )
-      }
-      const created = await runtime.runPromise(Effect.flatMap(Merchants, (merchants) => merchants.create({ name, webhookUrl })))
-      return { merchantId: created.merchant.id, apiKey: created.secret }
-    }
+    createMerchant: merchants.create
   }
   return { baseUrl, child, target, stop, postmasterPid: postmasterPidOf(database.directory) }
 }

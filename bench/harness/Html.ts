@@ -4,7 +4,7 @@
  * status codes, CPU of the harness beside the service's, each law and SLO objective.
  */
 import { barChart, escape, fixed } from "../report.ts"
-import type { HarnessResult } from "./Result.ts"
+import { type HarnessResult, loadText } from "./Result.ts"
 
 interface Series {
   readonly name: string
@@ -36,10 +36,25 @@ const percentileRow = (name: string, requests: number, errors: number, p: Harnes
   `<tr><td style="text-align:left">${escape(name)}</td><td>${requests}</td><td>${errors}</td><td>${fixed(p.p50, 2)}</td><td>${fixed(p.p90, 2)}</td>` +
   `<td>${fixed(p.p99, 2)}</td><td>${fixed(p.p999, 2)}</td><td>${fixed(p.max, 2)}</td><td>${fixed(p.mean, 2)}</td><td style="text-align:left">${escape(JSON.stringify(codes))}</td></tr>`
 
+/** A merged result's shards, each as it ran (nothing for one shard). */
+const shardTable = (result: HarnessResult) => {
+  const shards = result.per_shard ?? []
+  if (shards.length < 2) return ""
+  const first = Math.min(...shards.map((s) => s.start_epoch_ms))
+  return `<table><thead><tr><th>shard</th><th>target</th><th>offered</th><th>merchants</th><th>seed</th><th>load started</th><th>requests</th><th>requests/s</th><th>errors</th><th>verdict</th></tr></thead><tbody>${
+    shards.map((s) =>
+      `<tr><td style="text-align:left">${escape(s.shard)}</td><td style="text-align:left">${escape(s.target)}</td>` +
+      `<td>${s.rate === null ? `${s.connections} connections` : `${s.rate}/s`}</td><td>${s.merchants}</td><td>${s.seed}</td>` +
+      `<td>+${fixed((s.start_epoch_ms - first) / 1000, 3)} s</td><td>${s.requests}</td><td>${fixed(s.achieved_rate, 1)}</td><td>${s.errors}</td>` +
+      `<td class="${s.passed ? "pass" : "fail"}">${s.passed ? "passed" : "failed"}</td></tr>`
+    ).join("")
+  }</tbody></table>`
+}
+
 export const renderHarnessReport = (result: HarnessResult) => {
   const seconds = result.timeline.map((s) => s.second)
   const config = result.config
-  const load = config.model === "open" ? `open model, ${config.rate} requests/s (${config.arrival})` : `closed model, ${config.connections} connections`
+  const load = loadText(config)
   const verdict = result.passed ? `<p class="pass">PASSED: every law held${result.slo.length > 0 ? " and every objective was met" : ""}.</p>` : `<p class="fail">FAILED: ${result.laws.filter((l) => !l.held).length} law(s) violated, ${result.slo.filter((s) => !s.met).length} objective(s) missed.</p>`
   const codes = Object.entries(result.status_codes).sort(([a], [b]) => a.localeCompare(b))
   const laws = result.laws.length === 0
@@ -63,6 +78,7 @@ export const renderHarnessReport = (result: HarnessResult) => {
 </head><body><h1>Harness: ${escape(result.scenario)}</h1>
 <p>${escape(result.started_at)} to ${escape(result.ended_at)}; target ${escape(config.target)}${config.embedded ? " (started by the harness)" : ""}; ${escape(load)} for ${config.duration_s} s${config.max_requests === null ? "" : ` or ${config.max_requests} requests`}; ${config.merchants} merchants, seed ${config.seed}; shards ${escape(config.shards.join(", "))}.</p>
 ${verdict}
+${shardTable(result)}
 <p>${result.requests} requests in ${fixed(result.load_s, 1)} s of load: ${fixed(result.rate, 1)} requests/s; ${result.errors} errors (no answer or 5xx); ${result.scripts} scripts, ${result.scripts_late} started late.</p>
 <h2>Laws</h2>${laws}
 <h2>Objectives</h2>${slo}

@@ -28,7 +28,8 @@ export interface HarnessResult {
   readonly config: {
     readonly target: string
     readonly embedded: boolean
-    readonly model: "open" | "closed"
+    /** `mixed`: a merge of open and closed shards (`rate` and `connections` then both total their own). */
+    readonly model: "open" | "closed" | "mixed"
     readonly rate: number | null
     readonly arrival: string | null
     readonly connections: number | null
@@ -38,6 +39,8 @@ export interface HarnessResult {
     readonly seed: number
     readonly slo: string | null
     readonly shards: ReadonlyArray<string>
+    /** `--start-at`: the moment the shards' loads were to start together (absent in older files). */
+    readonly start_at?: string | null
   }
   /** Seconds of load: from the first script's start to the last one's end. */
   readonly load_s: number
@@ -74,7 +77,46 @@ export interface HarnessResult {
   readonly slo: ReadonlyArray<ObjectiveResult>
   /** Every law held and every objective was met. */
   readonly passed: boolean
+  /** A merged result's shards, each as it ran (absent in one shard's result: its `config` says it). */
+  readonly per_shard?: ReadonlyArray<ShardFigures>
 }
+
+/** One shard of a merged result: what it was told to do and what it did. */
+export interface ShardFigures {
+  readonly shard: string
+  readonly target: string
+  readonly model: HarnessResult["config"]["model"]
+  /** The rate it offered (open model), requests per second. */
+  readonly rate: number | null
+  readonly connections: number | null
+  readonly merchants: number
+  readonly seed: number
+  readonly start_epoch_ms: number
+  readonly load_s: number
+  readonly requests: number
+  readonly errors: number
+  /** Requests per second it sent and had answered (`rate` of its result). */
+  readonly achieved_rate: number
+  readonly passed: boolean
+}
+
+/** A result's shards: a merged result's list, or the one shard a run's result is. */
+export const shardFiguresOf = (result: HarnessResult): ReadonlyArray<ShardFigures> =>
+  result.per_shard ?? result.config.shards.map((shard) => ({
+    shard,
+    target: result.config.target,
+    model: result.config.model,
+    rate: result.config.rate,
+    connections: result.config.connections,
+    merchants: result.config.merchants,
+    seed: result.config.seed,
+    start_epoch_ms: result.start_epoch_ms,
+    load_s: result.load_s,
+    requests: result.requests,
+    errors: result.errors,
+    achieved_rate: result.rate,
+    passed: result.passed
+  }))
 
 export const lawFigures = (laws: ReadonlyArray<LawResult>): Array<LawFigures> =>
   laws.map((law) => ({
@@ -102,13 +144,65 @@ const mergedFigures = (histograms: ReadonlyArray<string>) => {
   return figures
 }
 
+const sum = (values: ReadonlyArray<number>) => values.reduce((n, v) => n + v, 0)
+const distinct = <A>(values: ReadonlyArray<A>) => [...new Set(values)]
+
+/** The load a configuration describes: `open, 175 requests/s constant`, `closed, 8 connections`, or both joined by `+`. */
+export const loadText = (config: HarnessResult["config"]) =>
+  [
+    ...(config.rate === null ? [] : [`open, ${config.rate} requests/s${config.arrival === null ? "" : ` ${config.arrival}`}`]),
+    ...(config.connections === null ? [] : [`closed, ${config.connections} connections`])
+  ].join(" + ")
+
+/**
+ * The configuration of several shards run side by side, as totals: the offered rate of the open
+ * shards and the connections of the closed ones add up, and so do the merchants (each shard
+ * drives its own: its own keys file, or its own embedded service) and the request limits; the
+ * targets are listed, the longest duration kept.
+ */
+const mergedConfig = (results: ReadonlyArray<HarnessResult>, sloText: string | null): HarnessResult["config"] => {
+  const shards = results.flatMap(shardFiguresOf)
+  const open = shards.filter((s) => s.rate !== null)
+  const closed = shards.filter((s) => s.connections !== null)
+  const configs = results.map((r) => r.config)
+  const limits = configs.map((c) => c.max_requests)
+  const starts = distinct(configs.map((c) => c.start_at ?? null))
+  return {
+    ...configs[0]!,
+    target: distinct(shards.map((s) => s.target)).join(", "),
+    embedded: configs.every((c) => c.embedded),
+    model: closed.length === 0 ? "open" : open.length === 0 ? "closed" : "mixed",
+    rate: open.length === 0 ? null : sum(open.map((s) => s.rate!)),
+    arrival: open.length === 0 ? null : distinct(configs.flatMap((c) => c.arrival ?? [])).join("+"),
+    connections: closed.length === 0 ? null : sum(closed.map((s) => s.connections!)),
+    duration_s: Math.max(...configs.map((c) => c.duration_s)),
+    max_requests: limits.every((l) => l !== null) ? sum(limits as Array<number>) : null,
+    merchants: sum(shards.map((s) => s.merchants)),
+    slo: sloText,
+    shards: shards.map((s) => s.shard),
+    start_at: starts.length === 1 ? starts[0]! : null
+  }
+}
+
+/** RSS of several processes: the largest of each, and every 10 s sample as the largest shard's then. */
+const mergedRss = (results: ReadonlyArray<HarnessResult>) => {
+  const rss = results.map((r) => r.cpu.harness_rss_mb)
+  const samples = new Map<number, number>()
+  for (const [second, mb] of rss.flatMap((r) => r.samples)) samples.set(second, Math.max(samples.get(second) ?? 0, mb))
+  return {
+    start: Math.max(...rss.map((r) => r.start)),
+    end: Math.max(...rss.map((r) => r.end)),
+    peak: Math.max(...rss.map((r) => r.peak)),
+    samples: [...samples].sort(([a], [b]) => a - b)
+  }
+}
+
 /** One result from several shards' results: counts and histograms added, laws side by side. */
 export const mergeResults = (results: ReadonlyArray<HarnessResult>): HarnessResult => {
   if (results.length === 0) throw new Error("nothing to merge")
   for (const result of results) {
     if (result.format !== "payments-harness/1") throw new Error(`not a harness result (format ${String(result.format)})`)
   }
-  const first = results[0]!
   const overall = mergedFigures(results.map((r) => r.histogram))
   const routeNames = [...new Set(results.flatMap((r) => r.routes.map((route) => route.route)))].sort()
   const routes: Array<RouteFigures> = routeNames.map((route) => {
@@ -168,15 +262,16 @@ export const mergeResults = (results: ReadonlyArray<HarnessResult>): HarnessResu
   const sloText = results.find((r) => r.config.slo !== null)?.config.slo ?? null
   const parsedSlo = sloText === null ? null : parseSlo(sloText)
   const slo = parsedSlo === null || "error" in parsedSlo ? [] : evaluateSlo(parsedSlo.objectives, { requests, errors, rate, latency_ms: overall.latency_ms })
-  const rss = results.map((r) => r.cpu.harness_rss_mb)
+  // From the first shard's start to the last one's end.
+  const endEpochMs = Math.max(...results.map((r) => r.start_epoch_ms + r.load_s * 1000))
   return {
     format: "payments-harness/1",
     scenario: [...new Set(results.map((r) => r.scenario))].join("+"),
     started_at: results.map((r) => r.started_at).sort()[0]!,
     ended_at: results.map((r) => r.ended_at).sort().at(-1)!,
     start_epoch_ms: startEpochMs,
-    config: { ...first.config, slo: sloText, shards: results.flatMap((r) => r.config.shards) },
-    load_s: Math.max(...results.map((r) => r.load_s)),
+    config: mergedConfig(results, sloText),
+    load_s: (endEpochMs - startEpochMs) / 1000,
     scripts: results.reduce((n, r) => n + r.scripts, 0),
     scripts_late: results.reduce((n, r) => n + r.scripts_late, 0),
     requests,
@@ -194,12 +289,12 @@ export const mergeResults = (results: ReadonlyArray<HarnessResult>): HarnessResu
       service_ms_per_request: serviceCpu === null || requests === 0 ? null : (serviceCpu * 1000) / requests,
       postgres_s: postgresCpu,
       postgres_ms_per_request: postgresCpu === null || requests === 0 ? null : (postgresCpu * 1000) / requests,
-      // Shards run in separate processes: the largest of each, and the samples of the first.
-      harness_rss_mb: { start: Math.max(...rss.map((r) => r.start)), end: Math.max(...rss.map((r) => r.end)), peak: Math.max(...rss.map((r) => r.peak)), samples: rss[0]!.samples }
+      harness_rss_mb: mergedRss(results)
     },
     laws,
     slo,
-    passed: passedOf(laws, slo)
+    passed: passedOf(laws, slo),
+    per_shard: results.flatMap(shardFiguresOf)
   }
 }
 

@@ -14,14 +14,16 @@ import pg from "pg"
 import { fixed } from "../report.ts"
 import { type StatementStats, statementStats, statementsTable } from "../statements.ts"
 import { cpuSeconds, postgresCpuSeconds } from "../host.ts"
-import { parseArguments, type RunOptions } from "./Cli.ts"
-import { type Clock, realClock } from "./Clock.ts"
+import { parseArguments, type RunOptions, startAtProblem } from "./Cli.ts"
+import { type Clock, realClock, waitUntilEpoch } from "./Clock.ts"
 import type { LawResult, Scenario } from "./Contract.ts"
 import { type EmbeddedService, startEmbeddedService, stopEveryEmbeddedService } from "./Embedded.ts"
 import { renderHarnessReport } from "./Html.ts"
 import { type LoadOutcome, runLoad } from "./LoadModel.ts"
+import { readKeyFile } from "./KeyFile.ts"
+import { makeKeys } from "./MakeKeys.ts"
 import { Recorder } from "./Recorder.ts"
-import { checkResult, type HarnessResult, lawFigures, mergeResults, passedOf } from "./Result.ts"
+import { checkResult, type HarnessResult, lawFigures, loadText, mergeResults, passedOf, type ShardFigures } from "./Result.ts"
 import { loadScenario } from "./Scenarios.ts"
 import { evaluateSlo } from "./Slo.ts"
 import { httpClient, recordingTransport } from "./Transport.ts"
@@ -46,12 +48,30 @@ const table = (rows: ReadonlyArray<readonly [string, string]>) => {
   return rows.map(([k, v]) => `  ${k.padEnd(width)}  ${v}`).join("\n")
 }
 
+/** A merged result's shards, a line each, and how far apart their loads started. */
+const shardRows = (shards: ReadonlyArray<ShardFigures>): Array<readonly [string, string]> => {
+  if (shards.length < 2) return []
+  const starts = shards.map((s) => s.start_epoch_ms)
+  return [
+    ...shards.map((s) => [
+      `shard ${s.shard}`,
+      `${s.rate === null ? `${s.connections} connections` : `${s.rate}/s offered`}, ${s.merchants} merchants, seed ${s.seed}: ` +
+        `${s.requests} requests, ${fixed(s.achieved_rate, 1)}/s, ${s.errors} errors, ${s.passed ? "passed" : "FAILED"}; against ${s.target}`
+    ] as const),
+    ["shard starts", `${fixed((Math.max(...starts) - Math.min(...starts)) / 1000, 3)} s apart`]
+  ]
+}
+
 /** The summary printed at the end of a run or a merge. */
 export const summaryOf = (result: HarnessResult, files: ReadonlyArray<string>) => {
   const p = result.latency_ms
+  const shards = result.per_shard ?? []
+  const total = shards.length > 1 ? ` (the total of ${shards.length} shards)` : ""
   const rows: Array<readonly [string, string]> = [
     ["scenario", `${result.scenario} against ${result.config.target}${result.config.embedded ? " (started by the harness)" : ""}`],
-    ["load", result.config.model === "open" ? `open, ${result.config.rate} requests/s ${result.config.arrival}` : `closed, ${result.config.connections} connections`],
+    ["load", loadText(result.config) + total],
+    ["merchants", `${result.config.merchants}${total}`],
+    ...shardRows(shards),
     ["requests", `${result.requests} in ${fixed(result.load_s, 1)} s: ${fixed(result.rate, 1)}/s (${result.scripts} scripts, ${result.scripts_late} started late)`],
     ["latency p50/p90/p99/p99.9/max ms", `${fixed(p.p50, 2)} / ${fixed(p.p90, 2)} / ${fixed(p.p99, 2)} / ${fixed(p.p999, 2)} / ${fixed(p.max, 2)}`],
     ["status codes", JSON.stringify(result.status_codes)],
@@ -77,12 +97,6 @@ const writeReport = (directory: string, name: string, result: HarnessResult) => 
   return [json, html]
 }
 
-const readKeys = (file: string) => {
-  const keys = readFileSync(file, "utf8").split("\n").map((line) => line.trim()).filter((line) => line !== "" && !line.startsWith("#"))
-  if (keys.length === 0) throw new Error(`--keys ${file} holds no API key (one sk_live_... a line)`)
-  return keys
-}
-
 /** A failure of the scenario itself (set-up, a script, the drain, the law checks) is reported as a broken law. */
 const harnessLaw = (message: string): LawResult => ({
   law: "harness",
@@ -90,6 +104,15 @@ const harnessLaw = (message: string): LawResult => ({
   checked: 1,
   violations: [{ paymentId: null, message, requests: [] }]
 })
+
+/** `--start-at`: the load waits for the shards' common start (the set-up comes before it). */
+const startTogether = async (startAtMs: number, clock: Clock, io: Io) => {
+  const at = new Date(startAtMs).toISOString()
+  const aheadMs = startAtMs - Date.now()
+  if (aheadMs > 0) io.log(`set up; the load starts at ${at} (--start-at), in ${(aheadMs / 1000).toFixed(1)} s`)
+  else io.log(`set-up ended ${(-aheadMs / 1000).toFixed(1)} s after --start-at ${at}: this shard's load starts late`)
+  await waitUntilEpoch(startAtMs, clock)
+}
 
 export const runHarness = async (
   options: RunOptions,
@@ -99,7 +122,9 @@ export const runHarness = async (
 ): Promise<{ result: HarnessResult; files: Array<string>; statements: Array<[string, string]> }> => {
   const scenario: Scenario = given.scenario ?? await loadScenario(options.scenario)
   const clock = given.clock ?? realClock
-  const apiKeys = options.keysFile === null ? null : readKeys(options.keysFile)
+  // The shard's own keys file, every key of it (KeyFile.ts: one file per shard, used whole).
+  const apiKeys = options.keysFile === null ? null : readKeyFile(options.keysFile, options.shard).keys
+  const merchants = apiKeys?.length ?? options.merchants
   const startedAt = new Date()
   const stamp = startedAt.toISOString().replace(/[:.]/g, "-")
   const name = `harness-${options.scenario}-${options.shard.index}of${options.shard.count}-${stamp}`
@@ -141,9 +166,11 @@ export const runHarness = async (
         targetUrl,
         apiKeys,
         embedded: embedded?.target ?? null,
-        merchants: options.merchants,
+        merchants,
         seed: options.seed,
         webhookHost: options.webhookHost,
+        webhookPort: options.webhookPort,
+        webhookUrl: options.webhookUrl,
         shard: options.shard,
         transport,
         log: io.log
@@ -165,6 +192,7 @@ export const runHarness = async (
         io.log(`pg_stat_statements is not available (${error instanceof Error ? error.message : String(error)}): no statements listed`)
       }
     }
+    if (options.startAtMs !== null && setUp) await startTogether(options.startAtMs, clock, io)
     const loadStartMs = clock.now()
     const startEpochMs = Date.now()
     const recorder = new Recorder(loadStartMs)
@@ -255,10 +283,11 @@ export const runHarness = async (
         connections: model.kind === "closed" ? model.connections : null,
         duration_s: options.durationSeconds,
         max_requests: options.maxRequests,
-        merchants: options.merchants,
+        merchants,
         seed: options.seed,
         slo: options.sloText,
-        shards: [`${options.shard.index}/${options.shard.count}`]
+        shards: [`${options.shard.index}/${options.shard.count}`],
+        start_at: options.startAtMs === null ? null : new Date(options.startAtMs).toISOString()
       },
       load_s: loadSeconds,
       scripts: outcome.scriptsStarted,
@@ -294,6 +323,21 @@ export const runHarness = async (
   }
 }
 
+const distinct = <A>(values: ReadonlyArray<A>) => [...new Set(values)]
+
+/** Shards a merge lacks or has twice (a note: a merge of some shards is still worth reading). */
+export const missingShards = (shards: ReadonlyArray<string>): string | null => {
+  const counts = distinct(shards.map((s) => Number(s.split("/")[1])))
+  const twice = shards.filter((s, i) => shards.indexOf(s) !== i)
+  const missing = counts.length === 1 ? Array.from({ length: counts[0]! }, (_, i) => `${i}/${counts[0]}`).filter((s) => !shards.includes(s)) : []
+  const notes = [
+    ...(counts.length > 1 ? [`shards of ${counts.join(" and ")} merged together`] : []),
+    ...(missing.length > 0 ? [`shard${missing.length === 1 ? "" : "s"} ${missing.join(", ")} missing`] : []),
+    ...(twice.length > 0 ? [`shard${twice.length === 1 ? "" : "s"} ${distinct(twice).join(", ")} given more than once`] : [])
+  ]
+  return notes.length === 0 ? null : `${notes.join("; ")}: the totals are those of the results given`
+}
+
 export const main = async (argv: ReadonlyArray<string>, io: Io = processIo): Promise<number> => {
   const parsed = parseArguments(argv)
   switch (parsed.command) {
@@ -301,8 +345,10 @@ export const main = async (argv: ReadonlyArray<string>, io: Io = processIo): Pro
       io.out(parsed.text)
       return 0
     case "error":
-      io.log(`harness: ${parsed.message} (npm run harness -- --help lists the flags)`)
+      io.log(`harness: ${parsed.message} (npm run harness -- ${argv[0] === "keys" || argv[0] === "merge" ? `${argv[0]} ` : ""}--help lists the flags)`)
       return 2
+    case "keys":
+      return makeKeys(parsed, io, process.env)
     case "merge": {
       let results: Array<HarnessResult>
       try {
@@ -317,7 +363,15 @@ export const main = async (argv: ReadonlyArray<string>, io: Io = processIo): Pro
         io.log(`harness merge: ${error instanceof Error ? error.message : String(error)}`)
         return 2
       }
-      const merged = mergeResults(results)
+      let merged: HarnessResult
+      try {
+        merged = mergeResults(results)
+      } catch (error) {
+        io.log(`harness merge: ${error instanceof Error ? error.message : String(error)}`)
+        return 2
+      }
+      const missing = missingShards(merged.config.shards)
+      if (missing !== null) io.log(`harness merge: ${missing}`)
       const files = writeReport(parsed.reportDirectory, `harness-merged-${new Date().toISOString().replace(/[:.]/g, "-")}`, merged)
       io.out(summaryOf(merged, files))
       return merged.passed ? 0 : 1
@@ -330,9 +384,14 @@ export const main = async (argv: ReadonlyArray<string>, io: Io = processIo): Pro
         io.log(`harness: ${error instanceof Error ? error.message : String(error)}`)
         return 2
       }
+      const startAt = parsed.startAtMs === null ? null : startAtProblem(parsed.startAtMs, Date.now())
+      if (startAt !== null) {
+        io.log(`harness: ${startAt}`)
+        return 2
+      }
       if (parsed.keysFile !== null) {
         try {
-          readKeys(parsed.keysFile)
+          readKeyFile(parsed.keysFile, parsed.shard)
         } catch (error) {
           io.log(`harness: ${error instanceof Error ? error.message : String(error)}`)
           return 2
@@ -349,8 +408,11 @@ export const main = async (argv: ReadonlyArray<string>, io: Io = processIo): Pro
 if (process.argv[1]?.endsWith("harness/main.ts")) {
   const argv = process.argv.slice(2)
   const parsed = parseArguments(argv)
-  // The whole run is bounded: the load, the drain, and five minutes for starting and checking.
-  const boundSeconds = parsed.command === "run" ? parsed.durationSeconds + parsed.drainSeconds + 300 : 600
+  // The whole run is bounded: the wait for --start-at, the load, the drain, and five minutes for
+  // starting and checking; `keys`, by ten minutes and 50 ms a merchant.
+  const boundSeconds = parsed.command === "run"
+    ? Math.max(0, ((parsed.startAtMs ?? 0) - Date.now()) / 1000) + parsed.durationSeconds + parsed.drainSeconds + 300
+    : parsed.command === "keys" ? 600 + parsed.merchants / 20 : 600
   const stopNow = (why: string, code: number) => {
     process.stderr.write(`\nharness: ${why}; stopping\n`)
     setTimeout(() => process.exit(code), 20_000).unref()

@@ -9,11 +9,12 @@ import { scenarioFlags, scenarioOptions } from "./main.ts"
 import { readFileSync } from "node:fs"
 import { defaultOptions, replayCommand, type SimOptions } from "../engine/Options.ts"
 import { userPath } from "../checks/Replay.ts"
+import { parseShard, type Shard, shardOf } from "../engine/Shard.ts"
 import { drawSwarm, swarmOptions } from "../engine/Swarm.ts"
 
 /**
- * `npm run sim:sweep -- --seeds 1..500 [--jobs N] [--json] [--swarm] [--shard i/n] [any scenario flag of npm run sim]`
- * `npm run sim:sweep -- merge [--json] shard-1.json shard-2.json ...`
+ * `npm run sim:sweep -- --seeds 1..500 [--jobs N] [--json] [--swarm] [--shard I/N] [any scenario flag of npm run sim]`
+ * `npm run sim:sweep -- merge [--json] shard-0.json shard-1.json ...`
  *
  * Runs one simulation per seed in worker threads (one per core by default), shows progress on
  * stderr, and ends with a table of the failed seeds (first violated law, replay command) and a
@@ -47,28 +48,13 @@ export interface SweepConfig {
   /** `--seeds` as given, and every seed it names (all shards together). */
   readonly seedsText: string
   readonly allSeeds: ReadonlyArray<number>
-  /** `--shard i/n`: this sweep runs the seeds at positions i-1, i-1+n, ... of `allSeeds` (null: all). */
-  readonly shard: { readonly index: number; readonly count: number } | null
+  /** `--shard I/N` (0 ≤ I < N): this sweep runs the seeds at positions I, I+N, ... of `allSeeds` (null: all). */
+  readonly shard: Shard | null
 }
 
 /** The options one seed of a sweep runs. */
 export const seedOptions = (config: Pick<SweepConfig, "base" | "swarm">, seed: number): SimOptions =>
   config.swarm ? swarmOptions(config.base, seed) : { ...config.base, seed }
-
-/** `i/n` (1 ≤ i ≤ n): the shard of a seed list. */
-export const parseShard = (text: string): { readonly index: number; readonly count: number } => {
-  const match = /^(\d+)\/(\d+)$/.exec(text.trim())
-  const index = Number(match?.[1])
-  const count = Number(match?.[2])
-  if (match === null || !Number.isSafeInteger(index) || !Number.isSafeInteger(count) || count < 1 || index < 1 || index > count) {
-    throw new Error(`--shard must be i/n with 1 ≤ i ≤ n, got '${text}'`)
-  }
-  return { index, count }
-}
-
-/** The seeds of shard `index` of `count`: every count-th seed of the list, from position index-1 (deterministic, balanced). */
-export const shardOf = (seeds: ReadonlyArray<number>, shard: { readonly index: number; readonly count: number } | null): ReadonlyArray<number> =>
-  shard === null ? seeds : seeds.filter((_, position) => position % shard.count === shard.index - 1)
 
 export interface SweepProgress {
   readonly done: number
@@ -142,7 +128,7 @@ const refusedToggle = (name: string) => Cli.toggle(name, "not a sweep option").p
 const sweepFlags = {
   seeds: Cli.text("seeds", "the seeds: 7, 1..500, 1,5,9 or 1..10,20..30 (required)").pipe(Flag.optional),
   jobs: Cli.integer("jobs", "worker threads", { min: 1, default: availableParallelism(), shown: `one per core, ${availableParallelism()} here` }),
-  shard: Cli.text("shard", "i/n: run every n-th seed of --seeds from the i-th, to merge with `sim:sweep merge` (default: all)").pipe(Flag.optional),
+  shard: Cli.text("shard", "I/N (0 <= I < N): run the seeds at positions I, I+N, I+2N, ... of --seeds, to merge with `sim:sweep merge` (default: all)").pipe(Flag.optional),
   json: Cli.toggle("json", "print every seed's outcome and trace hash as JSON instead of the table (what `merge` reads)"),
   ...scenarioFlags(sweepDefaults),
   seed: refused("seed"),
@@ -326,7 +312,7 @@ type SweepJson = ReturnType<typeof sweepJson>
 
 /**
  * `npm run sim:sweep -- merge [--json] FILE...`: the `--json` outputs of the shards of one sweep
- * (same scenario, same `--seeds`, shards 1..n each once) as one sweep's result, seeds in the order
+ * (same scenario, same `--seeds`, shards 0..N-1 each once) as one sweep's result, seeds in the order
  * `--seeds` named them: the table (or JSON) one unsharded sweep prints, but for its wall time
  * (the longest shard's) and jobs (all shards' together).
  */
@@ -341,14 +327,14 @@ export const mergeShards = (files: ReadonlyArray<SweepJson>): SweepResult => {
     if (JSON.stringify(file.scenario) !== scenario || file.swarm !== first.swarm || file.seedsText !== first.seedsText) {
       throw new Error("merge: the files are not shards of one sweep (scenario, --swarm or --seeds differ)")
     }
-    const shard = file.shard === null ? { index: 1, count: 1 } : parseShard(file.shard)
+    const shard = file.shard === null ? { index: 0, count: 1 } : parseShard(file.shard, "a file's shard (numbered from 0)")
     counts.add(shard.count)
     if (taken.has(shard.index)) throw new Error(`merge: shard ${shard.index}/${shard.count} given twice`)
     taken.add(shard.index)
     for (const o of file.seeds) outcomes.set(o.seed, { ...o, violations: o.ok ? 0 : 1 })
   }
   const count = [...counts][0]!
-  if (counts.size !== 1 || taken.size !== count) throw new Error(`merge: expected shards 1..${[...counts].join("|")} each once, got ${[...taken].sort((a, b) => a - b).join(", ")}`)
+  if (counts.size !== 1 || taken.size !== count) throw new Error(`merge: expected shards 0..${[...counts].map((n) => n - 1).join("|")} each once, got ${[...taken].sort((a, b) => a - b).join(", ")}`)
   const allSeeds = parseSeeds(first.seedsText)
   const missing = allSeeds.filter((seed) => !outcomes.has(seed))
   if (missing.length > 0) throw new Error(`merge: no outcome for seed(s) ${missing.slice(0, 10).join(", ")}${missing.length > 10 ? ", ..." : ""}`)
@@ -372,7 +358,7 @@ const finish = (result: SweepResult, json: boolean) =>
 const merge = Command.make(
   "merge",
   {
-    files: Argument.String("file").pipe(Argument.withDescription("the --json outputs of the shards (sim:sweep --shard i/n --json)"), Argument.variadic({ min: 1 })),
+    files: Argument.String("file").pipe(Argument.withDescription("the --json outputs of the shards (sim:sweep --shard I/N --json)"), Argument.variadic({ min: 1 })),
     json: Cli.toggle("json", "print the merged result as JSON instead of the table")
   },
   ({ files, json }) =>

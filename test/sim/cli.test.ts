@@ -63,11 +63,11 @@ describe("sim, sim:sweep and sim:bench on the command line", () => {
   it("prints PASS first for a person and parseable JSON with --json; merge reads shards' JSON", async () => {
     const directory = mkdtempSync(join(tmpdir(), "sim-cli-"))
     try {
-      const [table, json, shard1, shard2] = await Promise.all([
+      const [table, json, shard0, shard1] = await Promise.all([
         run(["main", "--seed", "3", ...tiny]),
         run(["main", "--seed", "3", ...tiny, "--json"]),
-        run(["sweep", "--seeds", "1..4", "--shard", "1/2", "--jobs", "1", ...tiny, "--json"]),
-        run(["sweep", "--seeds", "1..4", "--shard", "2/2", "--jobs", "1", ...tiny, "--json"])
+        run(["sweep", "--seeds", "1..4", "--shard", "0/2", "--jobs", "1", ...tiny, "--json"]),
+        run(["sweep", "--seeds", "1..4", "--shard", "1/2", "--jobs", "1", ...tiny, "--json"])
       ])
       expect(table.code, table.stderr).toBe(0)
       expect(table.stdout).toMatch(/^seed 3\nPASS {2}seed 3: every law held/)
@@ -75,9 +75,9 @@ describe("sim, sim:sweep and sim:bench on the command line", () => {
       const parsed = JSON.parse(json.stdout)
       expect(parsed).toMatchObject({ ok: true, seed: 3, violations: [], replay: null })
       expect(table.stdout).toContain(`hash ${parsed.traceHash}`)
-      const files = [shard1, shard2].map((shard, index) => {
+      const files = [shard0, shard1].map((shard, index) => {
         expect(shard.code, shard.stderr).toBe(0)
-        const path = join(directory, `shard-${index + 1}.json`)
+        const path = join(directory, `shard-${index}.json`)
         writeFileSync(path, shard.stdout)
         return path
       })

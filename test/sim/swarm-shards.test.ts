@@ -2,8 +2,10 @@ import { describe, expect, it } from "vitest"
 import { parseArguments } from "../../sim/commands/main.ts"
 import { defaultOptions } from "../../sim/engine/Options.ts"
 import { validateOptions } from "../../sim/checks/Replay.ts"
-import { formatSweep, mergeShards, parseShard, parseSweepArguments, runSweep, shardOf, sweepJson } from "../../sim/commands/Sweep.ts"
+import { formatSweep, mergeShards, parseSweepArguments, runSweep, sweepJson } from "../../sim/commands/Sweep.ts"
+import { parseShard, shardOf } from "../../sim/engine/Shard.ts"
 import { drawSwarm, swarmOptions } from "../../sim/engine/Swarm.ts"
+import { parseArguments as parseHarnessArguments } from "../../bench/harness/Cli.ts"
 
 const slow = 300_000
 const tiny = ["--merchants", "2", "--payments", "30", "--hours", "2"]
@@ -32,22 +34,31 @@ describe("swarm sweeps", () => {
 })
 
 describe("sharded sweeps", () => {
-  it("splits a seed list deterministically into disjoint shards that cover it", () => {
+  it("splits a seed list deterministically into disjoint shards that cover it, numbered from 0 as the harness's", () => {
     const seeds = [5, 1, 9, 2, 7, 3, 8]
-    const shards = [1, 2, 3].map((index) => shardOf(seeds, { index, count: 3 }))
+    const shards = [0, 1, 2].map((index) => shardOf(seeds, { index, count: 3 }))
     expect(shards).toEqual([[5, 2, 8], [1, 7], [9, 3]])
     expect(shards.flat().sort((a, b) => a - b)).toEqual([...seeds].sort((a, b) => a - b))
-    expect(() => parseShard("0/3")).toThrow("--shard must be i/n")
-    expect(() => parseShard("4/3")).toThrow("--shard must be i/n")
-    expect(parseSweepArguments(["--seeds", "1..10", "--shard", "2/3"]).seeds).toEqual([2, 5, 8])
+    expect(parseShard("0/3")).toEqual({ index: 0, count: 3 })
+    expect(() => parseShard("3/3")).toThrow("--shard must be I/N with 0 <= I < N")
+    expect(() => parseShard("4/3")).toThrow("--shard must be I/N")
+    expect(() => parseShard("1/0")).toThrow("--shard must be I/N")
+    expect(() => parseShard("-1/3")).toThrow("--shard must be I/N")
+    expect(parseSweepArguments(["--seeds", "1..10", "--shard", "1/3"]).seeds).toEqual([2, 5, 8])
+    expect(parseSweepArguments(["--seeds", "1..10", "--shard", "0/3"]).seeds).toEqual([1, 4, 7, 10])
+    expect(() => parseSweepArguments(["--seeds", "1..10", "--shard", "3/3"])).toThrow("--shard must be I/N")
+    // The harness reads --shard with the same rule and the same words.
+    const harness = parseHarnessArguments(["--shard", "3/3"])
+    expect(harness).toEqual({ command: "error", message: "--shard must be I/N with 0 <= I < N <= 10000 (the shards of 4 are 0/4, 1/4, 2/4 and 3/4), not '3/3'" })
+    expect(parseHarnessArguments(["--shard", "0/3"])).toMatchObject({ shard: { index: 0, count: 3 } })
   })
 
   it("merges shards' JSON results into the table one unsharded sweep prints", async () => {
     const args = ["--seeds", "1..6", "--swarm", "--jobs", "1", ...tiny, "--planted-bug", "refund-over-remainder"]
     const [whole, first, second] = await Promise.all([
       runSweep(parseSweepArguments(args)),
-      runSweep(parseSweepArguments([...args, "--shard", "1/2"])),
-      runSweep(parseSweepArguments([...args, "--shard", "2/2"]))
+      runSweep(parseSweepArguments([...args, "--shard", "0/2"])),
+      runSweep(parseSweepArguments([...args, "--shard", "1/2"]))
     ])
     expect(first.outcomes.map((o) => o.seed)).toEqual([1, 3, 5])
     const shardFiles = [second, first].map((r) => JSON.parse(JSON.stringify(sweepJson(r))) as ReturnType<typeof sweepJson>)
@@ -58,5 +69,7 @@ describe("sharded sweeps", () => {
     expect(table(formatSweep(merged))).toBe(table(formatSweep(whole)))
     expect(() => mergeShards([shardFiles[0]!])).toThrow("expected shards")
     expect(() => mergeShards([shardFiles[0]!, shardFiles[0]!])).toThrow("given twice")
+    // A shard numbered from 1 (n/n) is refused, not read as another shard.
+    expect(() => mergeShards([shardFiles[1]!, { ...shardFiles[0]!, shard: "2/2" }])).toThrow("a file's shard (numbered from 0) must be I/N")
   }, slow)
 })

@@ -18,7 +18,7 @@ import type { EndpointFate, makeSimulatedEndpoints } from "../../../sim/world/En
  * connection still open.
  */
 export interface WebhookServer {
-  /** `http://host:port` */
+  /** `http://host:port`, or the advertised base URL */
   readonly baseUrl: string
   readonly urlOf: (merchantIndex: number) => string
   /** POSTs being answered or held. */
@@ -29,7 +29,15 @@ export interface WebhookServer {
 type Endpoints = ReturnType<typeof makeSimulatedEndpoints>
 
 export const startWebhookServer = async (input: {
+  /** The address it listens on. */
   readonly host: string
+  /** The port it listens on (0 or absent: any free one). */
+  readonly port?: number
+  /**
+   * The base URL the service reaches it by, when that is not `http://host:port` (NAT, a proxy,
+   * another host forwarding to it); null or absent: `http://host:port`.
+   */
+  readonly advertisedUrl?: string | null
   readonly endpoints: Endpoints
   /** The service's webhook timeout (its `WEBHOOK_TIMEOUT`). */
   readonly timeoutMs: number
@@ -58,7 +66,10 @@ export const startWebhookServer = async (input: {
   const handle = (request: IncomingMessage, response: ServerResponse, body: string) => {
     const headers: Record<string, string> = {}
     for (const [name, value] of Object.entries(request.headers)) if (typeof value === "string") headers[name] = value
-    const fate: EndpointFate = endpoints.receive({ url: `${baseUrl}${request.url ?? "/"}`, headers, body })
+    // The URL the service posted to, as it was registered: the base and the endpoint's `/m/<j>`
+    // (a proxy in front may or may not have passed on the base URL's own path).
+    const path = request.url ?? "/"
+    const fate: EndpointFate = endpoints.receive({ url: `${baseUrl}${/\/m\/\d+$/.exec(path)?.[0] ?? path}`, headers, body })
     if (fate._tag === "Refused") {
       request.socket.destroy()
       return
@@ -91,11 +102,11 @@ export const startWebhookServer = async (input: {
   server.keepAliveTimeout = 65_000
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject)
-    server.listen(0, input.host, () => resolve())
+    server.listen(input.port ?? 0, input.host, () => resolve())
   })
-  // The URL names the host as it was given (the address the service reaches it by).
+  // The URL names the host as it was given (the address the service reaches it by), unless another is advertised.
   const address = server.address() as AddressInfo
-  baseUrl = `http://${input.host.includes(":") ? `[${input.host}]` : input.host}:${address.port}`
+  baseUrl = input.advertisedUrl ?? `http://${input.host.includes(":") ? `[${input.host}]` : input.host}:${address.port}`
   return {
     baseUrl,
     urlOf: (merchantIndex) => `${baseUrl}/m/${merchantIndex}`,

@@ -230,7 +230,7 @@ export const makeScenario = (options: MerchantsOptions = {}): Scenario => {
         [60_000, 300_000, 1_800_000, 7_200_000, 86_400_000]
       timeoutMs = options.webhookTimeoutMs ?? told?.webhookTimeoutMs ?? durationOf("HARNESS_WEBHOOK_TIMEOUT", process.env.HARNESS_WEBHOOK_TIMEOUT) ?? 30_000
       const label = `${seed}/${shard.index}`
-      // Merchants: made here (embedded), or the shard's share of the keys given.
+      // Merchants: made here (embedded), or every key of the shard's own keys file.
       const made: Array<{ readonly id: string; readonly apiKey: string }> = []
       if (setup.apiKeys === null) {
         const target = need(setup.embedded, "an embedded target or API keys")
@@ -239,9 +239,8 @@ export const makeScenario = (options: MerchantsOptions = {}): Scenario => {
           made.push({ id: created.merchantId, apiKey: created.apiKey })
         }
       } else {
-        const share = setup.apiKeys.filter((_, i) => i % shard.count === shard.index)
-        if (share.length === 0) throw new Error(`shard ${shard.index}/${shard.count} has no API key of the ${setup.apiKeys.length} given`)
-        for (const apiKey of share) {
+        if (setup.apiKeys.length === 0) throw new Error(`shard ${shard.index}/${shard.count} was given no API key`)
+        for (const apiKey of setup.apiKeys) {
           const me = expectOk(await call("GET", "/api/v1/merchants/me", apiKey), "GET /api/v1/merchants/me")
           made.push({ id: me.merchant.id as string, apiKey })
         }
@@ -253,7 +252,9 @@ export const makeScenario = (options: MerchantsOptions = {}): Scenario => {
         (url) => secrets.get(url) ?? [],
         true
       )
-      server = await startWebhookServer({ host: setup.webhookHost, endpoints, timeoutMs, latencyScale: timeoutMs / 30_000 })
+      server = await startWebhookServer({
+        host: setup.webhookHost, port: setup.webhookPort, advertisedUrl: setup.webhookUrl, endpoints, timeoutMs, latencyScale: timeoutMs / 30_000
+      })
       for (const [index, m] of made.entries()) {
         // A spare key, never rotated: the reads of the laws and the recovery of a locked-out merchant.
         const spare = expectOk(await call("POST", "/api/v1/api_keys", m.apiKey, { name: `harness ${label} spare` }), "POST /api/v1/api_keys")

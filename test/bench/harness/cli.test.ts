@@ -64,6 +64,26 @@ describe("the harness's command line", () => {
     expect(error(["stray"])).toContain(`Unknown subcommand "stray"`)
   })
 
+  it("reads where the webhook receiver listens (--webhook-port) and what it advertises (--webhook-url)", () => {
+    expect(parseArguments([])).toMatchObject({ webhookHost: "127.0.0.1", webhookPort: 0, webhookUrl: null })
+    expect(parseArguments(["--webhook-host", "0.0.0.0", "--webhook-port", "9000", "--webhook-url", "https://hooks.example:8443/harness/"])).toMatchObject({
+      webhookHost: "0.0.0.0", webhookPort: 9000, webhookUrl: "https://hooks.example:8443/harness"
+    })
+    // A pinned port alone: registered as http://<webhook-host>:<port>.
+    expect(parseArguments(["--webhook-host", "10.0.0.5", "--webhook-port", "9000"])).toMatchObject({ webhookHost: "10.0.0.5", webhookPort: 9000, webhookUrl: null })
+    // {shard} stands for the shard's index, as in `keys --webhook-url`.
+    expect(parseArguments(["--shard", "2/4", "--webhook-port", "9000", "--webhook-url", "http://harness-{shard}.example:9000"])).toMatchObject({ webhookUrl: "http://harness-2.example:9000" })
+    expect(error(["--webhook-url", "http://hooks.example"])).toBe(
+      "--webhook-url advertises a receiver the target reaches through NAT, a proxy or another host, which forwards to a port known in advance: give --webhook-port too"
+    )
+    expect(error(["--webhook-port", "65536"])).toBe("--webhook-port must be a whole number from 0 to 65535, not '65536'")
+    expect(error(["--webhook-port", "http"])).toContain("--webhook-port must be a whole number")
+    expect(error(["--webhook-port", "9000", "--webhook-url", "hooks.example"])).toBe("--webhook-url must be a URL such as http://203.0.113.7:9000, not 'hooks.example'")
+    expect(error(["--webhook-port", "9000", "--webhook-url", "hooks.example:9000"])).toContain("--webhook-url must be an http or https URL")
+    expect(error(["--webhook-port", "9000", "--webhook-url", "ftp://hooks.example"])).toContain("--webhook-url must be an http or https URL")
+    expect(error(["--webhook-port", "9000", "--webhook-url", "http://hooks.example/?a=1"])).toContain("without query, fragment or credentials")
+  })
+
   it("lets the health scenario run against a target without keys", () => {
     expect(parseArguments(["--target", "http://127.0.0.1:3000", "--scenario", "health"])).toMatchObject({ command: "run", keysFile: null })
   })
@@ -76,7 +96,7 @@ describe("the harness's command line", () => {
     expect(help).toMatchObject({ command: "help" })
     // Every flag in the help, with its default.
     const text = help.command === "help" ? help.text : ""
-    for (const flag of ["--target", "--keys", "--rate", "--arrival", "--connections", "--duration", "--max-requests", "--merchants", "--seed", "--scenario", "--shard", "--webhook-host", "--report", "--slo", "--timeout", "--sockets", "--drain", "--profile", "--statements", "--progress"]) {
+    for (const flag of ["--target", "--keys", "--rate", "--arrival", "--connections", "--duration", "--max-requests", "--merchants", "--seed", "--scenario", "--shard", "--start-at", "--webhook-host", "--webhook-port", "--webhook-url", "--report", "--slo", "--timeout", "--sockets", "--drain", "--profile", "--statements", "--progress"]) {
       expect(text).toContain(flag)
     }
     expect(text).toMatch(/--duration string\s+seconds of load \(default: 30\)/)

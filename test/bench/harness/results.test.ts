@@ -3,6 +3,7 @@ import { describe, expect, it } from "vitest"
 import { renderHarnessReport } from "../../../bench/harness/Html.ts"
 import { decodeHistogram, Recorder, routeTemplate } from "../../../bench/harness/Recorder.ts"
 import { type HarnessResult, mergeResults } from "../../../bench/harness/Result.ts"
+import { missingShards, summaryOf } from "../../../bench/harness/main.ts"
 
 interface Sample {
   readonly route: string
@@ -83,6 +84,72 @@ describe("results and their merge", () => {
     expect(html).toContain("pay_1")
     expect(html).toContain("POST /api/v1/transactions -&gt; 201")
     expect(html).toContain("FAILED")
+  })
+})
+
+describe("a merge's totals", () => {
+  /** Shard `index` of `count`: an open load of `rate`/s over `merchants` merchants, against `target`. */
+  const shard = (index: number, count: number, rate: number, merchants: number, target: string, startEpochMs: number, requests: number): HarnessResult => {
+    const samples = Array.from({ length: requests }, (_, i) => ({ route: "GET /healthz", status: 200, latencyMs: 1 + index, atMs: (i * 10) % 9_000 }))
+    const result = resultOf(samples, startEpochMs)
+    return {
+      ...result,
+      config: { ...result.config, target, rate, merchants, seed: 40 + index, max_requests: 1_000, shards: [`${index}/${count}`], start_at: "2027-01-15T08:00:00.000Z" },
+      cpu: { ...result.cpu, harness_rss_mb: { start: 50 + index, end: 60, peak: 70 + index, samples: [[0, 50], [10, 60 + index * 10]] } }
+    }
+  }
+  const start = 1_800_000_000_000
+  const shards = [
+    shard(0, 3, 100, 5, "http://a.example:3000", start, 30),
+    shard(1, 3, 50, 3, "http://b.example:3000", start + 250, 20),
+    shard(2, 3, 25, 2, "http://a.example:3000", start + 100, 10)
+  ]
+
+  it("states the total offered rate, every merchant and each shard, not shard 0's figures", () => {
+    const merged = mergeResults(shards)
+    expect(merged.config).toMatchObject({
+      model: "open", rate: 175, merchants: 10, max_requests: 3_000, target: "http://a.example:3000, http://b.example:3000",
+      shards: ["0/3", "1/3", "2/3"], start_at: "2027-01-15T08:00:00.000Z"
+    })
+    expect(merged.requests).toBe(60)
+    expect(merged.rate).toBeCloseTo(shards.reduce((n, r) => n + r.rate, 0))
+    expect(merged.per_shard!.map((s) => [s.shard, s.target, s.rate, s.merchants, s.seed, s.requests, s.start_epoch_ms])).toEqual([
+      ["0/3", "http://a.example:3000", 100, 5, 40, 30, start],
+      ["1/3", "http://b.example:3000", 50, 3, 41, 20, start + 250],
+      ["2/3", "http://a.example:3000", 25, 2, 42, 10, start + 100]
+    ])
+    // From the first shard's start to the last one's end; memory as the largest shard's.
+    expect(merged.load_s).toBeCloseTo(10.25)
+    expect(merged.cpu.harness_rss_mb).toEqual({ start: 52, end: 60, peak: 72, samples: [[0, 50], [10, 80]] })
+    // A merge of merges keeps every shard.
+    const again = mergeResults([mergeResults(shards.slice(0, 2)), shards[2]!])
+    expect(again.config).toMatchObject({ rate: 175, merchants: 10, shards: ["0/3", "1/3", "2/3"] })
+    expect(again.per_shard).toEqual(merged.per_shard)
+  })
+
+  it("prints and renders the totals and each shard, and notes a shard missing or given twice", () => {
+    const merged = mergeResults(shards)
+    const summary = summaryOf(merged, [])
+    expect(summary).toMatch(/load\s+open, 175 requests\/s constant \(the total of 3 shards\)/)
+    expect(summary).toMatch(/merchants\s+10 \(the total of 3 shards\)/)
+    expect(summary).toMatch(/shard 1\/3\s+50\/s offered, 3 merchants, seed 41: 20 requests, 2\.0\/s, 0 errors, passed; against http:\/\/b\.example:3000/)
+    expect(summary).toMatch(/shard starts\s+0\.250 s apart/)
+    const html = renderHarnessReport(merged)
+    expect(html).toContain("<td>+0.250 s</td>")
+    expect(html).toContain("175 requests/s")
+    expect(missingShards(merged.config.shards)).toBeNull()
+    expect(missingShards(["0/3", "2/3", "2/3"])).toBe("shard 1/3 missing; shard 2/3 given more than once: the totals are those of the results given")
+    expect(missingShards(["0/2", "0/3"])).toContain("shards of 2 and 3 merged together")
+  })
+
+  it("adds open shards' rates and closed shards' connections apart", () => {
+    const closed = { ...shards[1]!, config: { ...shards[1]!.config, model: "closed" as const, rate: null, arrival: null, connections: 8 } }
+    const closedToo = { ...closed, config: { ...closed.config, shards: ["0/3"] } }
+    expect(mergeResults([closedToo, closed]).config).toMatchObject({ model: "closed", connections: 16, rate: null, arrival: null })
+    const mixed = mergeResults([shards[0]!, closed, shards[2]!])
+    expect(mixed.config).toMatchObject({ model: "mixed", rate: 125, arrival: "constant", connections: 8 })
+    expect(summaryOf(mixed, [])).toMatch(/load\s+open, 125 requests\/s constant \+ closed, 8 connections \(the total of 3 shards\)/)
+    expect(summaryOf(mixed, [])).toMatch(/shard 1\/3\s+8 connections, 3 merchants/)
   })
 })
 
