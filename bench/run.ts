@@ -8,7 +8,7 @@
  *
  *   npm run bench -- [--scenario create|read|mixed|refund|idempotent-retry|webhooks|analytics]
  *                    [--duration 10] [--connections 64] [--rate N] [--url postgres://...] [--no-baselines] [--cards N]
- *                    [--profile DIR] [--payments 1000000 (analytics)]
+ *                    [--profile DIR] [--payments 1000000 (analytics)] [--preload N]
  *                    [--service-dir DIR] [--entry src/main.ts] [--label NAME] [--statements N] [--json]
  *
  * `--rate N` offers N requests a second in all (autocannon's overallRate) instead of sending the
@@ -36,6 +36,7 @@ import pg from "pg"
 import * as Cli from "../src/platform/Cli.ts"
 import { freePort, startEmbeddedPostgres } from "../src/platform/Database.ts"
 import { analyticsSeriesSql, analyticsTotalsSql } from "../src/store/PgStore.ts"
+import { preloadPayments } from "./preload.ts"
 import { cpuSeconds, postgresCpuSeconds, rssMb, sleep, startNodeFlags, waitFor } from "./host.ts"
 import { type BenchScenario, benchScenarios } from "./scenarioNames.ts"
 import { pgbenchScript } from "./sql.ts"
@@ -56,6 +57,7 @@ const benchCommand = Command.make("bench", {
   label: Cli.text("label", "a name for this run in the results file and the report", { default: "", shown: "none" }),
   statements: Cli.integer("statements", "list the N statements that took PostgreSQL longest, with their calls per request", { default: 0 }),
   payments: Cli.integer("payments", "analytics only: payments bulk-loaded before the load", { min: 1, max: 5_000_000, default: 1_000_000 }),
+  preload: Cli.integer("preload", "payments (with their events, ledger, keys and deliveries: bench/preload.ts) loaded before the service starts, to measure it as its tables grow", { min: 0, max: 20_000_000, default: 0 }),
   json: Cli.toggle("json", "print the results (what bench/results/*.json holds) as JSON instead of the table")
 }).pipe(Command.withDescription(
   "HTTP load against the real service on 127.0.0.1 (autocannon), with per-request counters (service and PostgreSQL CPU, statements, commits, RSS), " +
@@ -255,7 +257,7 @@ const main = async () => {
   // the service, pgbench, node:http + pg), and set-up, warm-up and the audit take well under
   // five minutes. A run past that is stuck (once: the embedded PostgreSQL vanished under it), so
   // it stops by itself, says so, and fails.
-  const boundSeconds = durationSeconds * 4 + 300
+  const boundSeconds = durationSeconds * 4 + 300 + Math.ceil(flags.preload / 5_000)
   const watchdog = setTimeout(() => {
     console.error(`bench: still running after ${boundSeconds} s (bound: 4 × --duration + 300 s); stopping, nothing measured`)
     for (const child of children) child.kill("SIGKILL")
@@ -278,6 +280,11 @@ const main = async () => {
       await monitor.query("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
     } catch {
       log("pg_stat_statements is not available: statements per request will read n/a")
+    }
+    if (flags.preload > 0) {
+      const started = performance.now()
+      await preloadPayments(monitor, { merchantId, payments: flags.preload })
+      log(`preloaded ${flags.preload} payments with their rows in ${((performance.now() - started) / 1000).toFixed(1)} s`)
     }
     const profiling = profileDirectory === "" ? [] : ["--cpu-prof", `--cpu-prof-dir=${profileDirectory}`]
     // The service logs a JSON line per request: to a file (its cost is measured, the terminal stays readable).
