@@ -5,6 +5,7 @@
  *
  *   npm run bench:explain -- [--payments 20000]
  */
+import { hotPathPlannerOptions } from "../src/store/PgPrepared.ts"
 import { Command } from "effect/cli"
 import { execFileSync, spawnSync } from "node:child_process"
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
@@ -31,7 +32,8 @@ try {
   const env = { ...process.env, DATABASE_URL: database.url, RESPONSE_ENCRYPTION_KEY: "ab".repeat(32) }
   const created = JSON.parse(execFileSync(process.execPath, ["--import", "tsx", "src/main.ts", "merchant", "create", "--name", "Explain"], { env, encoding: "utf8" }))
   const merchantId: string = created.merchant.id
-  const client = new pg.Client({ connectionString: database.url })
+  // Planned as the service's hot-path connections plan (hotPathPlannerSettings).
+  const client = new pg.Client({ connectionString: database.url, options: hotPathPlannerOptions })
   await client.connect()
   if (payments > 0) {
     const file = join(scratch, "create.sql")
