@@ -89,7 +89,8 @@ export interface PaymentsShape {
    * instance's own or nobody's untouched since `staleBefore` (a flow that stopped on an error, or
    * was left by a crash of a process without an identity), and with `takeOver` also those of
    * instances that have stopped beating. They become this instance's first (`Store.claimFlows`), so
-   * no other instance resumes them too. Returns the batch's size.
+   * no other instance resumes them too. Waits for the batch's flows, except those taken over.
+   * Returns the batch's size.
    */
   readonly resumeFlows: (options: { readonly staleBefore: string; readonly takeOver: boolean }) => Effect.Effect<number, StoreUnavailable>
 }
@@ -546,8 +547,11 @@ export const make = Effect.gen(function*() {
           ? Effect.succeed(0)
           : Effect.gen(function*() {
             const flows = yield* Effect.forEach(inFlight, (paymentId) => startFlow(paymentId))
-            // One batch at a time: the next query must not find this batch's flows still running.
-            yield* Effect.forEach(flows, Fiber.await, { discard: true })
+            // A stale pass goes one batch at a time: its next query must not find this batch's
+            // flows still running. Flows taken over are this instance's now (no later pass
+            // claims them again), and a pass that waited for them (up to ACQUIRER_TIMEOUT) would
+            // hold back the flows of another instance that died meanwhile.
+            if (!takeOver) yield* Effect.forEach(flows, Fiber.await, { discard: true })
             return inFlight.length
           })
       )

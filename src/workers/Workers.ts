@@ -20,10 +20,10 @@ const maximumStartBatches = 200
  * Recovery of payments left in flight.
  *
  * In the service (a process with an instance identity, src/platform/Instance.ts): every instance
- * resumes, every 30 s, its own flows untouched for a minute (a flow that stopped on an error); the
- * leader, from the moment it leads and then every 2 s, resumes the flows of instances that have
- * stopped beating (killed, paused, cut off) and those nobody owns that are a minute old. A flow
- * whose owner still beats is never resumed by another instance.
+ * resumes, every 30 s, its own flows and those nobody owns untouched for a minute (a flow that
+ * stopped on an error); the leader, from the moment it leads and then every 2 s, resumes the flows
+ * of instances that have stopped beating (killed, paused, cut off). A flow whose owner still beats
+ * is never resumed by another instance.
  *
  * In a process without an identity (the simulator, tests of one service): at start every payment
  * left in flight (by a crash) has its flow resumed; afterwards, every 30 s, flows untouched for a
@@ -56,9 +56,10 @@ export const recovery = Layer.effectDiscard(
         }
         return resumed
       })
-    const staleBefore = Effect.map(Clock.currentTimeMillis, (nowMs) => isoAt(nowMs - staleFlowMs))
     if (identified) {
-      const takeOver = counted("recovery of stopped instances' flows", Effect.flatMap(staleBefore, (before) => resumeAll({ staleBefore: before, takeOver: true })))
+      // Only the flows of instances that stopped (nothing is stale before the epoch): stale flows of
+      // this instance's own, or of nobody, are the 30 s pass's below.
+      const takeOver = counted("recovery of stopped instances' flows", resumeAll({ staleBefore: new Date(0).toISOString(), takeOver: true }))
       yield* Effect.forkScoped(Instance.whileLeading(Effect.forever(Effect.andThen(takeOver, Effect.sleep(Duration.millis(takeOverIntervalMs))))))
     } else {
       // In the background: serving does not wait for old flows (each waits on its payment's row).
