@@ -741,9 +741,8 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
         for (const id of state.inFlight) {
           const p = state.payments.get(id)!
           const flowOwner = state.flowOwners.get(id) ?? null
-          const claimable = flowOwner === null || flowOwner === owner
-            ? p.updatedAt < staleBefore
-            : takeOver && !isAlive(flowOwner, now)
+          const claimable = (flowOwner === null || flowOwner === owner) && p.updatedAt < staleBefore
+            || takeOver && flowOwner !== owner && (flowOwner === null || !isAlive(flowOwner, now))
           if (claimable) stale.push(p)
         }
         if (stale.length === 0) return []

@@ -492,8 +492,8 @@ export const makePgStore = Effect.gen(function*() {
           SELECT c.id FROM payments c
           WHERE c.in_flight AND (
             (c.updated_at < ${staleBefore} AND (c.flow_owner IS NULL OR c.flow_owner = ${owner}))
-            OR (${takeOver} AND c.flow_owner IS NOT NULL AND c.flow_owner IS DISTINCT FROM ${owner}
-              AND NOT EXISTS (SELECT 1 FROM service_instances i WHERE i.id = c.flow_owner AND i.alive_until > ${now})))
+            OR (${takeOver} AND c.flow_owner IS DISTINCT FROM ${owner} AND (c.flow_owner IS NULL
+              OR NOT EXISTS (SELECT 1 FROM service_instances i WHERE i.id = c.flow_owner AND i.alive_until > ${now}))))
           ORDER BY c.updated_at, c.id LIMIT ${limit}
           FOR UPDATE OF c SKIP LOCKED
         ) claimed

@@ -97,7 +97,11 @@ export interface FlowClaim {
    * stopped on an error, or of a process without an identity).
    */
   readonly staleBefore: string
-  /** Also payments whose owner is another instance that has stopped beating at `now` (the leader's pass). */
+  /**
+   * Also, however recent, payments no live instance owns: another instance that has stopped beating
+   * at `now`, or none named (a row of a process without an identity, or from before owners were
+   * recorded). The leader's pass.
+   */
   readonly takeOver: boolean
   readonly limit: number
 }

@@ -22,8 +22,9 @@ const maximumStartBatches = 200
  * In the service (a process with an instance identity, src/platform/Instance.ts): every instance
  * resumes, every 30 s, its own flows and those nobody owns untouched for a minute (a flow that
  * stopped on an error); the leader, from the moment it leads and then every 2 s, resumes the flows
- * of instances that have stopped beating (killed, paused, cut off). A flow whose owner still beats
- * is never resumed by another instance.
+ * of instances that have stopped beating (killed, paused, cut off) and those that name no instance
+ * (left by a process without one, or from before owners were recorded). A flow whose owner still
+ * beats is never resumed by another instance.
  *
  * In a process without an identity (the simulator, tests of one service): at start every payment
  * left in flight (by a crash) has its flow resumed; afterwards, every 30 s, flows untouched for a
@@ -57,9 +58,9 @@ export const recovery = Layer.effectDiscard(
         return resumed
       })
     if (identified) {
-      // Only the flows of instances that stopped (nothing is stale before the epoch): stale flows of
-      // this instance's own, or of nobody, are the 30 s pass's below.
-      const takeOver = counted("recovery of stopped instances' flows", resumeAll({ staleBefore: new Date(0).toISOString(), takeOver: true }))
+      // Only the flows no live instance owns (nothing is stale before the epoch): this instance's
+      // own stale flows are the 30 s pass's below.
+      const takeOver = counted("recovery of flows no live instance owns", resumeAll({ staleBefore: new Date(0).toISOString(), takeOver: true }))
       yield* Effect.forkScoped(Instance.whileLeading(Effect.forever(Effect.andThen(takeOver, Effect.sleep(Duration.millis(takeOverIntervalMs))))))
     } else {
       // In the background: serving does not wait for old flows (each waits on its payment's row).

@@ -574,6 +574,15 @@ export const storeContract = (name: string, makeLayer: () => Layer.Layer<Store, 
             .toEqual(["pay_flow_of_a"])
           expect(ours(yield* store.claimFlows({ owner: c, now: at(t0, seconds(6)), staleBefore: at(t0, seconds(6)), takeOver: false, limit: 100 })))
             .toEqual([])
+          // A flow nobody owns (a process without an identity, or a row from before owners were
+          // recorded) is the leader's at once; then it is owned.
+          const orphan = { ...base, payment: { ...base.payment, id: "pay_flow_of_nobody" }, events: [] }
+          expect(yield* store.insertPayment(orphan)).toEqual({ _tag: "Inserted" })
+          const orphans = (ids: ReadonlyArray<string>) => ids.filter((id) => id === orphan.payment.id)
+          const leaderPass = (owner: string) =>
+            store.claimFlows({ owner, now: at(t0, seconds(7)), staleBefore: "1900-01-01T00:00:00.000Z", takeOver: true, limit: 100 })
+          expect(orphans(yield* leaderPass(c))).toEqual(["pay_flow_of_nobody"])
+          expect(orphans(yield* leaderPass(b))).toEqual([])
         })))
 
       it("lead: one holder per role; taken over once the holder stops beating, and given up by resign", () =>
