@@ -48,15 +48,23 @@ export const layerWithId = (id: string) => Layer.effect(
         }
       })
     // A beat says the instance is alive, then takes or keeps the leader's role (its holder's
-    // liveness is read from the beats). A missed beat is logged, not fatal; one that fails leaves
-    // the role as it was: a leader cut off from the database is no longer seen alive and is
-    // replaced, and at worst two leaders run a job once each, which the jobs tolerate (their
-    // writes are version-checked and idempotent).
+    // liveness is read from the beats). A missed beat is logged, not fatal. A leader whose beats
+    // have failed for as long as a beat keeps it alive steps down: the others no longer see it
+    // alive and one of them takes the role (a leader cut off from the database, or paused, may
+    // still run a job once beside the new one, which the jobs tolerate: their writes are
+    // version-checked and idempotent).
+    let lastBeatMs = Number.NEGATIVE_INFINITY
     const beat = Effect.gen(function*() {
       const now = yield* Clock.currentTimeMillis
       yield* store.heartbeat(id, isoAt(now + aliveForMs))
+      lastBeatMs = now
       yield* setLeading(yield* store.lead(jobsRole, id, isoAt(now)))
-    }).pipe(Effect.catch((error) => Effect.logWarning("instance heartbeat failed", error)))
+    }).pipe(Effect.catch((error) =>
+      Effect.gen(function*() {
+        yield* Effect.logWarning("instance heartbeat failed", error)
+        if ((yield* Clock.currentTimeMillis) - lastBeatMs >= aliveForMs) yield* setLeading(false)
+      })
+    ))
     yield* beat
     yield* Effect.forkScoped(Effect.sleep(heartbeatEveryMs).pipe(Effect.andThen(beat), Effect.forever))
     yield* Effect.addFinalizer(() =>
