@@ -2,6 +2,7 @@
  * The harness's JSON result (for CI and for `harness merge`) and the merge of several shards'
  * results: histograms are decoded and added, then percentiles read from the sum.
  */
+import type { ClusterAvailability, FaultFigures } from "./Nemesis.ts"
 import type { LawResult, Violation } from "./Contract.ts"
 import { decodeHistogram, encodeHistogram, mergeEncoded, percentilesOf, type Percentiles, type RouteFigures, type SecondFigures } from "./Recorder.ts"
 import { evaluateSlo, type ObjectiveResult, parseSlo } from "./Slo.ts"
@@ -38,6 +39,10 @@ export interface HarnessResult {
     readonly seed: number
     readonly slo: string | null
     readonly shards: ReadonlyArray<string>
+    /** Service processes the harness started (absent in a file from before clusters). */
+    readonly instances?: number
+    /** `--nemesis` and its period, e.g. "kill,pause every 15s"; null without one. */
+    readonly nemesis?: string | null
   }
   /** Seconds of load: from the first script's start to the last one's end. */
   readonly load_s: number
@@ -74,6 +79,13 @@ export interface HarnessResult {
   readonly slo: ReadonlyArray<ObjectiveResult>
   /** Every law held and every objective was met. */
   readonly passed: boolean
+  // The cluster's figures (absent in a file from before them, and in a merge).
+  /** The faults the nemesis injected, on the timeline's seconds. */
+  readonly faults?: ReadonlyArray<FaultFigures>
+  /** Requests answered against refused or failed, overall and per fault window. */
+  readonly availability?: ClusterAvailability
+  /** The scenario's own counts (the merchants scenario: webhook `redeliveries`). */
+  readonly figures?: Readonly<Record<string, number>>
 }
 
 export const lawFigures = (laws: ReadonlyArray<LawResult>): Array<LawFigures> =>
