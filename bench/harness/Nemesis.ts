@@ -193,9 +193,9 @@ export const faultFigures = (marks: ReadonlyArray<FaultMark>, recorder: Availabi
     return {
       kind: mark.kind,
       instance: mark.instance,
-      planned_s: mark.plannedAtMs / 1000,
-      start_s: mark.startMs / 1000,
-      end_s: endMs / 1000,
+      planned_s: Math.round(mark.plannedAtMs) / 1000,
+      start_s: Math.round(mark.startMs) / 1000,
+      end_s: Math.round(endMs) / 1000,
       notes: [...mark.notes],
       availability: recorder.between(mark.startMs, endMs)
     }
