@@ -120,6 +120,8 @@ export const startEmbeddedService = async (options: {
   const ended = (child: ChildProcess) => child.exitCode !== null || child.signalCode !== null
   const exitOf = (child: ChildProcess) => (ended(child) ? Promise.resolve() : new Promise<void>((done) => child.once("exit", () => done())))
   const spawnInstance = (instance: number, append: boolean) => {
+    // A process started once the stop began would outlive it.
+    if (stopping !== null) throw new Error("the service is stopping")
     const serviceLog = openSync(logFileOf(instance), append ? "a" : "w")
     const child = spawn(process.execPath, [
       ...startNodeFlags(),
@@ -138,6 +140,7 @@ export const startEmbeddedService = async (options: {
   }
   const ready = (instance: number) => waitFor(`${baseUrls[instance]}/readyz`, 60_000)
   const live = (instance: number) => {
+    if (stopping !== null) throw new Error("the service is stopping")
     const child = processes[instance]
     if (child === null || child === undefined || ended(child)) throw new Error(`instance ${instance} is not running`)
     return child
@@ -202,6 +205,7 @@ export const startEmbeddedService = async (options: {
       return `pid ${child.pid} continued`
     },
     pauseDatabase: async () => {
+      if (stopping !== null) throw new Error("the service is stopping")
       if (postmasterPid === null) throw new Error("the postmaster's pid is unknown")
       databasePaused = signalEach(postgresPids(postmasterPid), "SIGSTOP")
       return `${databasePaused.length} PostgreSQL processes stopped`

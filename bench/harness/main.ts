@@ -335,6 +335,7 @@ export const runHarness = async (
     return { result, files: writeReport(options.reportDirectory, name, result), statements }
   } finally {
     if (progress !== null) clearInterval(progress)
+    await nemesis?.stop()
     await statementsClient?.end().catch(() => {})
     await scenario.close().catch((error) => io.log(`closing the scenario: ${String(error)}`))
     client.close()
