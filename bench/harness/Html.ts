@@ -114,7 +114,7 @@ export const renderHarnessReport = (result: HarnessResult) => {
 ${verdict}
 <p>${result.requests} requests in ${fixed(result.load_s, 1)} s of load: ${fixed(result.rate, 1)} requests/s; ${result.errors} errors (no answer or 5xx); ${result.scripts} scripts, ${result.scripts_late} started late.</p>
 <h2>Laws</h2>${laws}
-${Object.entries(result.figures ?? {}).map(([name, count]) => `<p>${escape(name)}: ${count}</p>`).join("")}
+${Object.keys(result.figures ?? {}).length === 0 ? "" : `<p>The scenario's figures: ${Object.entries(result.figures!).map(([name, count]) => `${escape(name)} ${count}`).join(", ")}.</p>`}
 ${faultsSection(result)}
 <h2>Objectives</h2>${slo}
 <h2>Latency</h2>

@@ -14,17 +14,12 @@
  * attempt cut off again as the NEXT number, so the same number twice is wrong there even across
  * a fault; `sameAttempt` lists those repeats for the final check.
  */
+import { grownTo } from "../../../sim/engine/Columns.ts"
 
 /** What the endpoint did with the latest POST of an event, as the service could have learnt it. */
-type LastAnswer = "none" | "2xx" | "failure"
-
-interface EventPosts {
-  /** Numbers the event's POSTs; an answer belongs to the latest only. */
-  posts: number
-  attempt: number
-  atMs: number
-  answer: LastAnswer
-}
+const unanswered = 0
+const answered2xx = 1
+const answeredFailure = 2
 
 /** A repeat of the same attempt number that a fault may explain (the final check reads it under section 8). */
 export interface SameAttemptRepeat {
@@ -38,8 +33,17 @@ export interface SameAttemptRepeat {
   readonly afterFault: boolean
 }
 
+/**
+ * The latest POST of each event, by the event's slot in the endpoints' receipts
+ * (`Receipts.ofEvent`), in columns as the receipts keep theirs: a long run delivers millions of
+ * events, and numbers in typed arrays cost the collector nothing.
+ */
 export class Redeliveries {
-  private readonly events = new Map<string, EventPosts>()
+  /** POSTs of the event so far (0: none); an answer belongs to the latest only. */
+  private posts = new Int32Array(0)
+  private attempt = new Float64Array(0)
+  private atMs = new Float64Array(0)
+  private answer = new Uint8Array(0)
   /** POSTs of an event after one whose outcome the service did not learn from the endpoint. */
   count = 0
   /** Of them, those after a fault began (a process killed or paused since the earlier POST). */
@@ -50,37 +54,40 @@ export class Redeliveries {
   constructor(private readonly lastFaultMs: () => number = () => Number.NEGATIVE_INFINITY) {}
 
   /**
-   * A POST of `eventId` reached the endpoint at `atMs` (epoch ms). Returns its number among the
-   * event's POSTs, for `answered`.
+   * A POST of the event in receipts slot `slot` reached the endpoint at `atMs` (epoch ms).
+   * Returns its number among the event's POSTs, for `answered`.
    */
-  received(eventId: string, deliveryId: string, attempt: number, atMs: number): number {
-    const last = this.events.get(eventId)
-    if (last === undefined) {
-      this.events.set(eventId, { posts: 1, attempt, atMs, answer: "none" })
-      return 1
-    }
-    if (last.answer !== "failure") {
-      const afterFault = this.lastFaultMs() >= last.atMs
+  received(slot: number, eventId: string, deliveryId: string, attempt: number, atMs: number): number {
+    if (slot >= this.posts.length) this.grow(slot + 1)
+    const posts = this.posts[slot]!
+    if (posts > 0 && this.answer[slot] !== answeredFailure) {
+      const afterFault = this.lastFaultMs() >= this.atMs[slot]!
       this.count++
       if (afterFault) this.afterFault++
-      if (attempt === last.attempt) this.sameAttempt.push({ eventId, deliveryId, attempt, firstAtMs: last.atMs, atMs, afterFault })
+      if (attempt === this.attempt[slot]) this.sameAttempt.push({ eventId, deliveryId, attempt, firstAtMs: this.atMs[slot]!, atMs, afterFault })
     }
-    last.posts++
-    last.attempt = attempt
-    last.atMs = atMs
-    last.answer = "none"
-    return last.posts
+    this.posts[slot] = posts + 1
+    this.attempt[slot] = attempt
+    this.atMs[slot] = atMs
+    this.answer[slot] = unanswered
+    return posts + 1
   }
 
   /**
-   * The endpoint wrote an answer to POST number `post` of the event (a 2xx, a failure status), or
-   * dropped its connection (`null`: a refused connection to the service). An answer never
-   * written (the POST held, its connection closed first) leaves it unanswered.
+   * The endpoint wrote an answer to POST number `post` of the event in `slot` (a 2xx, a failure
+   * status), or dropped its connection (`null`: a refused connection to the service). An answer
+   * never written (the POST held, its connection closed first) leaves it unanswered.
    */
-  answered(eventId: string, post: number, status: number | null) {
-    const last = this.events.get(eventId)
-    if (last === undefined || last.posts !== post) return
-    last.answer = status !== null && status >= 200 && status < 300 ? "2xx" : "failure"
+  answered(slot: number, post: number, status: number | null) {
+    if (slot < 0 || slot >= this.posts.length || this.posts[slot] !== post) return
+    this.answer[slot] = status !== null && status >= 200 && status < 300 ? answered2xx : answeredFailure
+  }
+
+  private grow(size: number) {
+    this.posts = grownTo(this.posts, size, (n) => new Int32Array(n))
+    this.attempt = grownTo(this.attempt, size, (n) => new Float64Array(n))
+    this.atMs = grownTo(this.atMs, size, (n) => new Float64Array(n))
+    this.answer = grownTo(this.answer, size, (n) => new Uint8Array(n))
   }
 }
 

@@ -61,11 +61,13 @@ export const startWebhookServer = async (input: {
   const handle = (request: IncomingMessage, response: ServerResponse, body: string) => {
     const headers: Record<string, string> = {}
     for (const [name, value] of Object.entries(request.headers)) if (typeof value === "string") headers[name] = value
-    const eventId = headers["x-service-event-id"] ?? "?"
-    const post = input.redeliveries?.received(eventId, headers["x-service-delivery-id"] ?? "?", Number(headers["x-service-delivery-attempt"]), Date.now()) ?? 0
     const fate: EndpointFate = endpoints.receive({ url: `${baseUrl}${request.url ?? "/"}`, headers, body })
+    // The event's slot in the receipts, which `receive` made at its first POST.
+    const slot = endpoints.receipts.ofEvent(headers["x-service-event-id"] ?? "?")
+    const post = input.redeliveries?.received(slot, headers["x-service-event-id"] ?? "?", headers["x-service-delivery-id"] ?? "?",
+      Number(headers["x-service-delivery-attempt"]), Date.now()) ?? 0
     if (fate._tag === "Refused") {
-      input.redeliveries?.answered(eventId, post, null)
+      input.redeliveries?.answered(slot, post, null)
       request.socket.destroy()
       return
     }
@@ -79,7 +81,7 @@ export const startWebhookServer = async (input: {
       inFlight--
       if (request.socket.destroyed) return
       endpoints.settle(fate)
-      input.redeliveries?.answered(eventId, post, fate.status)
+      input.redeliveries?.answered(slot, post, fate.status)
       response.writeHead(fate.status, { "content-type": "text/plain" })
       response.end(fate.status < 300 ? "ok" : "simulated failure")
     })

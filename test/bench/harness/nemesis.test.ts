@@ -170,7 +170,7 @@ describe("faults on the report's timeline", () => {
     expect(html).toContain("pid 41 killed")
     // A band on the latency chart and one on the throughput chart, titled with the fault.
     expect(html.match(/<rect [^>]*fill="#feb2b2"[^>]*><title>kill instance 1 4\.0-6\.0 s<\/title>/g)).toHaveLength(2)
-    expect(html).toContain("redeliveries: 4")
+    expect(html).toContain("The scenario's figures: redeliveries 4.")
     // A run without faults shows no band.
     expect(renderHarnessReport(resultWith({}))).not.toContain("<title>kill")
   })

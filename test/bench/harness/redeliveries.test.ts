@@ -18,24 +18,24 @@ describe("redeliveries as the endpoint counts them", () => {
     let faultMs = Number.NEGATIVE_INFINITY
     const log = new Redeliveries(() => faultMs)
     // Answered 500, then retried: an ordinary retry.
-    log.answered("evt_a", log.received("evt_a", "whd_a", 1, 1_000), 500)
-    log.received("evt_a", "whd_a", 2, 2_000)
+    log.answered(0, log.received(0, "evt_a", "whd_a", 1, 1_000), 500)
+    log.received(0, "evt_a", "whd_a", 2, 2_000)
     expect(log.count).toBe(0)
     // Held (no answer written: the service's timeout cut it), then the next attempt: a redelivery.
-    log.received("evt_b", "whd_b", 1, 1_000)
-    log.received("evt_b", "whd_b", 2, 4_000)
+    log.received(1, "evt_b", "whd_b", 1, 1_000)
+    log.received(1, "evt_b", "whd_b", 2, 4_000)
     expect([log.count, log.afterFault]).toEqual([1, 0])
     // A 2xx written, then the same number again after a fault began (an instance killed before it recorded the answer).
-    log.answered("evt_c", log.received("evt_c", "whd_c", 1, 1_000), 200)
+    log.answered(2, log.received(2, "evt_c", "whd_c", 1, 1_000), 200)
     faultMs = 1_500
-    log.received("evt_c", "whd_c", 1, 40_000)
+    log.received(2, "evt_c", "whd_c", 1, 40_000)
     expect([log.count, log.afterFault]).toEqual([2, 1])
     expect(log.sameAttempt).toEqual([{ eventId: "evt_c", deliveryId: "whd_c", attempt: 1, firstAtMs: 1_000, atMs: 40_000, afterFault: true }])
     // An answer to an earlier POST of the event does not stand for the latest.
-    const first = log.received("evt_d", "whd_d", 1, 50_000)
-    log.received("evt_d", "whd_d", 2, 53_000)
-    log.answered("evt_d", first, 503)
-    log.received("evt_d", "whd_d", 3, 56_000)
+    const first = log.received(3, "evt_d", "whd_d", 1, 50_000)
+    log.received(3, "evt_d", "whd_d", 2, 53_000)
+    log.answered(3, first, 503)
+    log.received(3, "evt_d", "whd_d", 3, 56_000)
     expect(log.count).toBe(4)
   })
 
