@@ -6,7 +6,9 @@
 import { Argument, Command, Flag } from "effect/cli"
 import * as Cli from "../../src/platform/Cli.ts"
 import { maxShards, parseShard, type Shard } from "../../sim/engine/Shard.ts"
+import { parseDurationMs } from "../../src/platform/Config.ts"
 import type { LoadModel } from "./LoadModel.ts"
+import { faultKinds, type NemesisOptions } from "./Nemesis.ts"
 import { type Objective, parseSlo } from "./Slo.ts"
 
 export interface RunOptions {
@@ -37,6 +39,13 @@ export interface RunOptions {
   /** How many of the statements that took PostgreSQL longest to list (0: none). */
   readonly statements: number
   readonly progress: boolean
+  // The cluster: several instances, and the faults among them (bench/harness/Nemesis.ts).
+  /** Every instance `--target` names, in its order (`targetUrl` is the first); empty without it. */
+  readonly targetUrls: ReadonlyArray<string>
+  /** Without --target: how many service processes the harness starts on its one database. */
+  readonly instances: number
+  /** `--nemesis`: the faults and their period; null without it. */
+  readonly nemesis: NemesisOptions | null
 }
 
 export interface MergeOptions {
@@ -53,7 +62,7 @@ const defaultReportDirectory = "bench/results/harness"
 const value = (name: string, description: string) => Cli.text(name, description).pipe(Flag.optional)
 
 const runFlags = {
-  target: value("target", "the service to drive (default: start one on its own embedded PostgreSQL)"),
+  target: value("target", "the service to drive, or its instances as URLs separated by commas, requests spread over them in turn (default: start it on its own embedded PostgreSQL)"),
   keys: value("keys", "with --target: this shard's own keys file, one sk_live_... a line, every key driven by this shard only; or a directory of `keys`'s files (DIR/shard-I.keys)"),
   rate: value("rate", "open model: N requests per second; scripts start at N divided by the requests a script sends (default: 50)"),
   arrival: value("arrival", "open model: gaps between starts, constant or poisson (exponential, seeded) (default: constant)"),
@@ -75,7 +84,10 @@ const runFlags = {
   drain: value("drain", "seconds the scenario may take to drain after the load (default: 120)"),
   profile: value("profile", "without --target: run the service under V8's CPU profiler, its profile written to DIR when it stops (read it with bench/profile.ts)"),
   statements: value("statements", "without --target: the N statements that took PostgreSQL longest during the load, with their calls per request (default: 0)"),
-  progress: Cli.toggle("progress", "the live progress line even when stderr is not a terminal")
+  progress: Cli.toggle("progress", "the live progress line even when stderr is not a terminal"),
+  instances: value("instances", "without --target: start the service N times on its one embedded PostgreSQL, each on its own port, requests spread over them in turn (default: 1)"),
+  nemesis: value("nemesis", "without --target: faults to inject during the load, any of kill (kill -9, then a restart on the same port), pause (SIGSTOP, then SIGCONT) and db-pause (SIGSTOP of every PostgreSQL process), separated by commas"),
+  "nemesis-every": value("nemesis-every", "with --nemesis: one fault every DURATION of load, on an instance drawn from --seed, e.g. 15s or 500ms (default: 15s)")
 }
 type ValueFlag = Exclude<keyof typeof runFlags, "progress">
 
@@ -150,6 +162,52 @@ const shardFlag = (text: string, flag = "--shard") => {
   }
 }
 
+// The cluster's flags: --target as a list, --instances, --nemesis and --nemesis-every.
+
+/** `--target`: one base URL, or several separated by commas (the instances of one service). */
+const parseTargets = (text: string): Array<string> => {
+  const urls = text.split(",").map((part) => part.trim())
+  if (urls.length > 64) throw new BadFlag(`--target names at most 64 instances, not ${urls.length}`)
+  return urls.map((part) => {
+    let url: URL
+    try {
+      url = new URL(part)
+    } catch {
+      throw new BadFlag(`--target must be a URL such as http://127.0.0.1:3000, or URLs separated by commas, not '${part}'`)
+    }
+    if (url.protocol !== "http:" && url.protocol !== "https:") throw new BadFlag(`--target must be an http or https URL, not '${part}'`)
+    if (url.search !== "" || url.hash !== "" || url.username !== "" || url.password !== "") throw new BadFlag("--target must be a base URL without query, fragment or credentials")
+    return url.toString().replace(/\/$/, "")
+  })
+}
+
+const parseNemesis = (kindsText: string | undefined, everyText: string | undefined, remote: boolean): NemesisOptions | null => {
+  if (kindsText === undefined) {
+    if (everyText !== undefined) throw new BadFlag("--nemesis-every goes with --nemesis (the faults to inject)")
+    return null
+  }
+  // Kills and pauses need a hold on the processes, which only the harness that started them has.
+  if (remote) throw new BadFlag("--nemesis kills and pauses processes the harness started: it does not go with --target (run it embedded, with --instances)")
+  const kinds = [...new Set(kindsText.split(",").map((kind) => kind.trim()))]
+  for (const kind of kinds) {
+    if (!(faultKinds as ReadonlyArray<string>).includes(kind)) throw new BadFlag(`--nemesis must be faults among ${faultKinds.join(", ")} separated by commas, not '${kind}'`)
+  }
+  const text = everyText ?? "15s"
+  const everyMs = parseDurationMs(text)
+  if (everyMs === null || everyMs < 1_000 || everyMs > 3_600_000) throw new BadFlag(`--nemesis-every must be a duration from 1s to 1h such as 15s or 1500ms, not '${text}'`)
+  return { kinds: kinds as NemesisOptions["kinds"], everyMs }
+}
+
+const clusterOptions = (get: (flag: ValueFlag) => string | undefined, targetUrls: ReadonlyArray<string>) => {
+  const remote = targetUrls.length > 0
+  if (get("instances") !== undefined && remote) throw new BadFlag("--instances starts the service N times: it does not go with --target (name each instance in --target, separated by commas)")
+  return {
+    targetUrls,
+    instances: whole("instances", get("instances") ?? "1", 1, 16),
+    nemesis: parseNemesis(get("nemesis"), get("nemesis-every"), remote)
+  }
+}
+
 export const parseArguments = (argv: ReadonlyArray<string>): Parsed => {
   if (argv[0] === "keys") return parseKeys(argv.slice(1))
   if (argv[0] === "merge") {
@@ -186,18 +244,9 @@ export const parseArguments = (argv: ReadonlyArray<string>): Parsed => {
       : { kind: "open", rate: positive("rate", get("rate") ?? "50", 1_000_000), arrival }
 
     const targetText = get("target")
-    let targetUrl: string | null = null
-    if (targetText !== undefined) {
-      let url: URL
-      try {
-        url = new URL(targetText)
-      } catch {
-        throw new BadFlag(`--target must be a URL such as http://127.0.0.1:3000, not '${targetText}'`)
-      }
-      if (url.protocol !== "http:" && url.protocol !== "https:") throw new BadFlag(`--target must be an http or https URL, not '${targetText}'`)
-      if (url.search !== "" || url.hash !== "" || url.username !== "" || url.password !== "") throw new BadFlag("--target must be a base URL without query, fragment or credentials")
-      targetUrl = url.toString().replace(/\/$/, "")
-    }
+    const targetUrls = targetText === undefined ? [] : parseTargets(targetText)
+    const targetUrl: string | null = targetUrls[0] ?? null
+    const cluster = clusterOptions(get, targetUrls)
     const scenario = get("scenario") ?? "merchants"
     if (!/^[a-z][a-z0-9-]{0,63}$/.test(scenario)) throw new BadFlag(`--scenario must be a name such as merchants or health, not '${scenario}'`)
     const keysFile = get("keys") ?? null
@@ -237,7 +286,8 @@ export const parseArguments = (argv: ReadonlyArray<string>): Parsed => {
       drainSeconds: positive("drain", get("drain") ?? "120", 86_400),
       profileDirectory: get("profile") ?? null,
       statements: whole("statements", get("statements") ?? "0", 0, 1000),
-      progress: values.progress
+      progress: values.progress,
+      ...cluster
     }
   } catch (error) {
     if (error instanceof BadFlag) return { command: "error", message: error.message }

@@ -60,6 +60,30 @@ export interface SetupContext {
   readonly shard: { readonly index: number; readonly count: number }
   readonly transport: Transport
   readonly log: (line: string) => void
+  /** The faults the harness injects into the service (`--nemesis`) as they happen; absent without one. */
+  readonly faults?: FaultLog
+}
+
+/** A fault the harness injected: a service instance killed or paused, or the database paused. */
+export interface FaultWindow {
+  readonly kind: string
+  /** The instance (from 0); null for the database, which every instance shares. */
+  readonly instance: number | null
+  /** Epoch ms. */
+  readonly startedAtMs: number
+  /** Epoch ms; null while it lasts. */
+  readonly endedAtMs: number | null
+}
+
+/**
+ * The faults so far, for laws that a fault may excuse: what a process that died or stalled had
+ * under way may be done again (a webhook attempt it had sent), and nothing else.
+ */
+export interface FaultLog {
+  /** When the latest fault began (epoch ms); -Infinity before the first. */
+  lastStartedAtMs(): number
+  /** Every fault so far, oldest first. */
+  windows(): ReadonlyArray<FaultWindow>
 }
 
 /** What only a harness that started the service itself can do (as the card network would). */
@@ -108,6 +132,8 @@ export interface Scenario {
   drain(deadlineMs: number): Promise<void>
   /** Every law, read through the public API (and what the endpoints received). */
   checkLaws(): Promise<ReadonlyArray<LawResult>>
+  /** Counts of the scenario's own worth reporting beside the laws (the merchants': webhook redeliveries), read after `checkLaws`. */
+  figures?(): Readonly<Record<string, number>>
   /** Closes the endpoints' servers and anything else the scenario opened. */
   close(): Promise<void>
 }

@@ -1,18 +1,21 @@
 /**
- * The harness's own service: a child process `src/main.ts serve` on an embedded PostgreSQL in a
- * scratch directory, as `npm run bench` starts it, with a short webhook retry schedule so a run of
- * minutes sees retries and give-ups. Merchants are created in this process through the service's
- * own Merchants service on the same database (./MerchantMaker.ts: what `payments merchant create`
- * runs, without a process start per merchant).
+ * The harness's own service: child processes `src/main.ts serve` (one, or `--instances` of them,
+ * each on its own port) on one embedded PostgreSQL in a scratch directory, as `npm run bench`
+ * starts it, with a short webhook retry schedule so a run of minutes sees retries and give-ups.
+ * Merchants are created in this process through the service's own Merchants service on the same
+ * database (./MerchantMaker.ts: what `payments merchant create` runs, without a process start per merchant). The
+ * nemesis's hands are here too: kill -9 and restart an instance, SIGSTOP and SIGCONT one, or
+ * every process of the database.
  */
 import { type ChildProcess, spawn } from "node:child_process"
-import { mkdirSync, mkdtempSync, openSync, readFileSync, rmSync } from "node:fs"
+import { closeSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join, resolve } from "node:path"
 import { freePort, startEmbeddedPostgres } from "../../src/platform/Database.ts"
-import { startNodeFlags, waitFor } from "../host.ts"
+import { cpuSeconds, startNodeFlags, waitFor } from "../host.ts"
 import type { EmbeddedTarget } from "./Contract.ts"
 import { merchantMaker } from "./MerchantMaker.ts"
+import type { FaultActuator } from "./Nemesis.ts"
 
 const root = resolve(import.meta.dirname, "../..")
 
@@ -21,13 +24,41 @@ export const webhookRetryScheduleMs = [1000, 2000, 4000, 8000]
 export const webhookTimeoutMs = 2000
 
 export interface EmbeddedService {
-  readonly baseUrl: string
-  readonly child: ChildProcess
+  /** Each instance's base URL, by instance number. */
+  readonly baseUrls: ReadonlyArray<string>
   readonly target: EmbeddedTarget
   /** The embedded database's postmaster, for its CPU. */
   readonly postmasterPid: number | null
+  /** CPU seconds of every service process so far, the killed ones' included (up to their kill). */
+  readonly serviceCpuSeconds: () => number
+  /** kill -9 and restart, SIGSTOP and SIGCONT of an instance or of the database: the nemesis's hands. */
+  readonly faults: FaultActuator
   readonly stop: () => Promise<void>
 }
+
+/** Every process of the database: the postmaster first (so it forks no backend meanwhile), then its children. */
+const postgresPids = (postmasterPid: number) => {
+  const pids = [postmasterPid]
+  for (const entry of readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, "utf8")
+      if (Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]) === postmasterPid) pids.push(Number(entry))
+    } catch { /* gone */ }
+  }
+  return pids
+}
+
+/** Sends `signal` to each pid that is still there; the ones it reached. */
+const signalEach = (pids: ReadonlyArray<number>, signal: NodeJS.Signals) =>
+  pids.filter((pid) => {
+    try {
+      process.kill(pid, signal)
+      return true
+    } catch {
+      return false
+    }
+  })
 
 /** The postmaster's pid, from its data directory (null when it cannot be read). */
 const postmasterPidOf = (directory: string): number | null => {
@@ -45,69 +76,158 @@ const running = new Set<() => Promise<void>>()
 export const stopEveryEmbeddedService = () => Promise.all([...running].map((stop) => stop())).then(() => {})
 
 export const startEmbeddedService = async (options: {
+  /** The service's log (`<name>.log`); with several instances each has its own, `<name>-<i>.log`. */
   readonly logFile: string
   readonly log: (line: string) => void
   /** Where the service writes a V8 CPU profile when it stops (null: not profiled). */
   readonly profileDirectory: string | null
   /** Load pg_stat_statements (for `--statements`). */
   readonly statementStats?: boolean
+  /** Service processes on the one database, each on its own port (default 1). */
+  readonly instances?: number
 }): Promise<EmbeddedService> => {
+  const count = options.instances ?? 1
   const scratch = mkdtempSync(join(tmpdir(), "payments-harness-pg-"))
   const database = await startEmbeddedPostgres({
     directory: scratch,
     persistent: false,
     flags: ["-c", "max_connections=300", ...(options.statementStats === true ? ["-c", "shared_preload_libraries=pg_stat_statements"] : [])]
   })
-  const port = await freePort()
+  const postmasterPid = postmasterPidOf(database.directory)
+  const ports: Array<number> = []
+  for (let i = 0; i < count; i++) ports.push(await freePort())
+  const baseUrls = ports.map((port) => `http://127.0.0.1:${port}`)
   const environment: Record<string, string> = {
     DATABASE_URL: database.url,
-    PORT: String(port),
     HOST: "127.0.0.1",
     WEBHOOK_ALLOW_PRIVATE_URLS: "true",
     WEBHOOK_RETRY_SCHEDULE: webhookRetryScheduleMs.map((ms) => `${ms / 1000}s`).join(","),
     WEBHOOK_TIMEOUT: `${webhookTimeoutMs / 1000}s`,
     RESPONSE_ENCRYPTION_KEY: "ab".repeat(32)
   }
+  const logFileOf = (instance: number) => (count === 1 ? options.logFile : options.logFile.replace(/(\.log)?$/, `-${instance}.log`))
   mkdirSync(join(options.logFile, ".."), { recursive: true })
-  const serviceLog = openSync(options.logFile, "w")
-  const child = spawn(process.execPath, [
-    ...startNodeFlags(),
-    ...(options.profileDirectory === null ? [] : ["--cpu-prof", `--cpu-prof-dir=${resolve(options.profileDirectory)}`]),
-    "--import", "tsx", "src/main.ts", "serve"], {
-    cwd: root,
-    env: { ...process.env, ...environment },
-    stdio: ["ignore", "ignore", serviceLog]
-  })
-  const baseUrl = `http://127.0.0.1:${port}`
-  // The service's configuration, read from these variables rather than this process's environment.
-  const merchants = merchantMaker(environment)
+  /** Each instance's current process (a restart replaces it). */
+  const processes: Array<ChildProcess | null> = ports.map(() => null)
+  /** Processes the harness itself killed or is stopping: their exit is no news. */
+  const expectedExits = new Set<ChildProcess>()
+  const paused = new Set<number>()
+  let databasePaused: Array<number> = []
+  /** CPU seconds of the processes killed so far, read just before their kill. */
+  let cpuOfKilled = 0
   let stopping: Promise<void> | null = null
+  const ended = (child: ChildProcess) => child.exitCode !== null || child.signalCode !== null
+  const exitOf = (child: ChildProcess) => (ended(child) ? Promise.resolve() : new Promise<void>((done) => child.once("exit", () => done())))
+  const spawnInstance = (instance: number, append: boolean) => {
+    // A process started once the stop began would outlive it.
+    if (stopping !== null) throw new Error("the service is stopping")
+    const serviceLog = openSync(logFileOf(instance), append ? "a" : "w")
+    const child = spawn(process.execPath, [
+      ...startNodeFlags(),
+      ...(options.profileDirectory === null ? [] : ["--cpu-prof", `--cpu-prof-dir=${resolve(options.profileDirectory)}`]),
+      "--import", "tsx", "src/main.ts", "serve"], {
+      cwd: root,
+      env: { ...process.env, ...environment, PORT: String(ports[instance]) },
+      stdio: ["ignore", "ignore", serviceLog]
+    })
+    closeSync(serviceLog)
+    processes[instance] = child
+    child.once("exit", (code, signal) => {
+      if (!expectedExits.has(child) && stopping === null) options.log(`instance ${instance} (pid ${child.pid}) exited by itself (${signal ?? code}); its log: ${logFileOf(instance)}`)
+    })
+    return child
+  }
+  const ready = (instance: number) => waitFor(`${baseUrls[instance]}/readyz`, 60_000)
+  const live = (instance: number) => {
+    if (stopping !== null) throw new Error("the service is stopping")
+    const child = processes[instance]
+    if (child === null || child === undefined || ended(child)) throw new Error(`instance ${instance} is not running`)
+    return child
+  }
+  // The service's configuration, read from these variables rather than this process's environment.
+  const merchants = merchantMaker({ ...environment, PORT: String(ports[0]) })
   const stop = () => (stopping ??= stopOnce().finally(() => running.delete(stop)))
   const stopOnce = async () => {
+    // A stopped process would not hear its SIGTERM, nor a stopped database its clients.
+    signalEach(databasePaused, "SIGCONT")
+    for (const instance of paused) processes[instance]?.kill("SIGCONT")
     await merchants.close().catch(() => {})
-    if (child.exitCode === null && child.signalCode === null) {
-      const exited = new Promise((done) => child.once("exit", done))
+    await Promise.all(processes.map(async (child) => {
+      if (child === null || ended(child)) return
+      expectedExits.add(child)
+      const exited = exitOf(child)
       child.kill("SIGTERM")
       const forced = setTimeout(() => child.kill("SIGKILL"), 15_000)
       await exited
       clearTimeout(forced)
-    }
+    }))
     await database.stop()
     rmSync(scratch, { recursive: true, force: true })
   }
   running.add(stop)
   try {
-    await waitFor(`${baseUrl}/readyz`, 60_000)
+    // The first instance applies the migrations; the others start once it is ready.
+    spawnInstance(0, false)
+    await ready(0)
+    for (let i = 1; i < count; i++) spawnInstance(i, false)
+    await Promise.all(ports.slice(1).map((_, i) => ready(i + 1)))
   } catch (error) {
     await stop()
-    throw new Error(`the service did not start (its log: ${options.logFile}): ${String(error)}`)
+    throw new Error(`the service did not start (its log: ${logFileOf(0)}${count > 1 ? " and the others'" : ""}): ${String(error)}`)
   }
-  options.log(`service: ${baseUrl} (pid ${child.pid}) on embedded PostgreSQL; log in ${options.logFile}`)
+  for (const [i, child] of processes.entries()) options.log(`service: ${baseUrls[i]} (pid ${child!.pid}) on embedded PostgreSQL; log in ${logFileOf(i)}`)
+  const faults: FaultActuator = {
+    kill: async (instance) => {
+      const child = live(instance)
+      cpuOfKilled += cpuSeconds(child.pid!)
+      expectedExits.add(child)
+      const exited = exitOf(child)
+      child.kill("SIGKILL")
+      await exited
+      paused.delete(instance)
+      return `pid ${child.pid} killed`
+    },
+    restart: async (instance) => {
+      const child = spawnInstance(instance, true)
+      await ready(instance)
+      return `pid ${child.pid} ready on port ${ports[instance]}`
+    },
+    pause: async (instance) => {
+      const child = live(instance)
+      child.kill("SIGSTOP")
+      paused.add(instance)
+      return `pid ${child.pid} stopped`
+    },
+    resume: async (instance) => {
+      const child = live(instance)
+      child.kill("SIGCONT")
+      paused.delete(instance)
+      return `pid ${child.pid} continued`
+    },
+    pauseDatabase: async () => {
+      if (stopping !== null) throw new Error("the service is stopping")
+      if (postmasterPid === null) throw new Error("the postmaster's pid is unknown")
+      databasePaused = signalEach(postgresPids(postmasterPid), "SIGSTOP")
+      return `${databasePaused.length} PostgreSQL processes stopped`
+    },
+    resumeDatabase: async () => {
+      const continued = signalEach(databasePaused, "SIGCONT")
+      databasePaused = []
+      return `${continued.length} PostgreSQL processes continued`
+    }
+  }
   const target: EmbeddedTarget = {
     databaseUrl: database.url,
     webhookRetryScheduleMs,
     webhookTimeoutMs,
     createMerchant: merchants.create
   }
-  return { baseUrl, child, target, stop, postmasterPid: postmasterPidOf(database.directory) }
+  return {
+    baseUrls,
+    target,
+    postmasterPid,
+    serviceCpuSeconds: () => processes.reduce((sum, child) => sum + (child === null || child.pid === undefined ? 0 : cpuSeconds(child.pid)), cpuOfKilled),
+    faults,
+    stop
+  }
 }

@@ -4,6 +4,7 @@
  * status codes, CPU of the harness beside the service's, each law and SLO objective.
  */
 import { barChart, escape, fixed } from "../report.ts"
+import type { AvailabilityFigures } from "./Availability.ts"
 import { type HarnessResult, loadText } from "./Result.ts"
 
 interface Series {
@@ -12,8 +13,26 @@ interface Series {
   readonly values: ReadonlyArray<number>
 }
 
-/** Lines over the run's seconds. */
-const lineChart = (title: string, unit: string, seconds: ReadonlyArray<number>, series: ReadonlyArray<Series>) => {
+/** A span of the run shaded behind a chart's lines: a fault, from its start to its end (seconds). */
+interface Band {
+  readonly fromSecond: number
+  readonly toSecond: number
+  readonly label: string
+  readonly color: string
+}
+
+const faultColors: Readonly<Record<string, string>> = { "kill": "#feb2b2", "pause": "#fbd38d", "db-pause": "#d6bcfa" }
+
+const bandsOf = (result: HarnessResult): Array<Band> =>
+  (result.faults ?? []).map((fault) => ({
+    fromSecond: fault.start_s,
+    toSecond: fault.end_s,
+    label: `${fault.kind} ${fault.instance === null ? "database" : `instance ${fault.instance}`} ${fixed(fault.start_s, 1)}-${fixed(fault.end_s, 1)} s`,
+    color: faultColors[fault.kind] ?? "#e2e8f0"
+  }))
+
+/** Lines over the run's seconds (consecutive, from the first), over the faults' bands. */
+const lineChart = (title: string, unit: string, seconds: ReadonlyArray<number>, series: ReadonlyArray<Series>, bands: ReadonlyArray<Band> = []) => {
   const width = 760, height = 240, left = 60, bottom = 40, top = 30, right = 10
   const max = Math.max(1e-9, ...series.flatMap((s) => s.values))
   const last = Math.max(1, seconds.length - 1)
@@ -23,13 +42,18 @@ const lineChart = (title: string, unit: string, seconds: ReadonlyArray<number>, 
     const points = s.values.map((v, i) => `${x(i).toFixed(1)},${y(v).toFixed(1)}`).join(" ")
     return `<polyline fill="none" stroke="${s.color}" stroke-width="1.5" points="${points}"><title>${escape(s.name)}</title></polyline>`
   })
+  const first = seconds[0] ?? 0
+  const xAt = (second: number) => Math.min(width - right, Math.max(left, x(second - first)))
+  const shaded = bands.map((b) =>
+    `<rect x="${xAt(b.fromSecond).toFixed(1)}" y="${top}" width="${Math.max(1, xAt(b.toSecond) - xAt(b.fromSecond)).toFixed(1)}" height="${height - top - bottom}" fill="${b.color}" opacity="0.6"><title>${escape(b.label)}</title></rect>`
+  )
   const ticks = [0, 0.25, 0.5, 0.75, 1].map((f) =>
     `<line x1="${left}" x2="${width - right}" y1="${y(max * f)}" y2="${y(max * f)}" stroke="#ddd"/><text x="${left - 6}" y="${y(max * f) + 4}" text-anchor="end">${fixed(max * f, max < 10 ? 2 : 0)}</text>`
   )
   const step = Math.max(1, Math.ceil(seconds.length / 10))
   const xLabels = seconds.flatMap((second, i) => (i % step === 0 ? [`<text x="${x(i)}" y="${height - bottom + 16}" text-anchor="middle">${second}s</text>`] : []))
   const legend = series.map((s, j) => `<rect x="${left + j * 150}" y="6" width="12" height="12" fill="${s.color}"/><text x="${left + j * 150 + 16}" y="16">${escape(s.name)}</text>`)
-  return `<figure><figcaption>${escape(title)} (${escape(unit)})</figcaption><svg viewBox="0 0 ${width} ${height}" width="${width}" height="${height}" font-size="11" font-family="sans-serif">${[...ticks, ...lines, ...xLabels, ...legend].join("")}</svg></figure>`
+  return `<figure><figcaption>${escape(title)} (${escape(unit)})</figcaption><svg viewBox="0 0 ${width} ${height}" width="${width}" height="${height}" font-size="11" font-family="sans-serif">${[...shaded, ...ticks, ...lines, ...xLabels, ...legend].join("")}</svg></figure>`
 }
 
 const percentileRow = (name: string, requests: number, errors: number, p: HarnessResult["latency_ms"], codes: Record<string, number>) =>
@@ -51,7 +75,32 @@ const shardTable = (result: HarnessResult) => {
   }</tbody></table>`
 }
 
+const availabilityCells = (a: AvailabilityFigures) =>
+  `<td>${a.requests}</td><td>${a.answered}</td><td>${a.refused}</td><td>${a.dropped}</td><td>${a.server_errors}</td><td>${a.availability === null ? "-" : `${fixed(a.availability * 100, 2)}%`}</td>`
+
+/** The faults on the timeline and the availability in and out of them (nothing for a run without them). */
+const faultsSection = (result: HarnessResult) => {
+  const faults = result.faults ?? []
+  const availability = result.availability
+  if (availability === undefined && faults.length === 0) return ""
+  const head = "<tr><th>window</th><th>from s</th><th>to s</th><th>requests</th><th>answered</th><th>refused</th><th>dropped</th><th>5xx</th><th>availability</th><th>notes</th></tr>"
+  const rows = faults.map((f) =>
+    `<tr><td style="text-align:left;background:${faultColors[f.kind] ?? "#fff"}">${escape(f.kind)} ${f.instance === null ? "database" : `instance ${f.instance}`}</td><td>${fixed(f.start_s, 1)}</td><td>${fixed(f.end_s, 1)}</td>${availabilityCells(f.availability)}<td style="text-align:left">${escape(f.notes.join("; "))}</td></tr>`
+  )
+  const totals = availability === undefined ? [] : [
+    `<tr><td style="text-align:left"><b>overall</b></td><td></td><td></td>${availabilityCells(availability.overall)}<td style="text-align:left">${availability.moved_on_refusal} request(s) sent on to the next instance after a refused connection</td></tr>`,
+    ...(faults.length === 0 ? [] : [
+      `<tr><td style="text-align:left">during faults</td><td></td><td></td>${availabilityCells(availability.during_faults)}<td></td></tr>`,
+      `<tr><td style="text-align:left">outside faults</td><td></td><td></td>${availabilityCells(availability.outside_faults)}<td></td></tr>`
+    ])
+  ]
+  return `<h2>Faults and availability</h2>
+<p>${faults.length === 0 ? "No fault injected." : `Nemesis: ${escape(result.config.nemesis ?? "")}; each fault is shaded on the charts below.`} A request counts in the window it was sent in; answered: any status below 500.</p>
+<table><thead>${head}</thead><tbody>${[...rows, ...totals].join("\n")}</tbody></table>`
+}
+
 export const renderHarnessReport = (result: HarnessResult) => {
+  const bands = bandsOf(result)
   const seconds = result.timeline.map((s) => s.second)
   const config = result.config
   const load = loadText(config)
@@ -81,13 +130,15 @@ ${verdict}
 ${shardTable(result)}
 <p>${result.requests} requests in ${fixed(result.load_s, 1)} s of load: ${fixed(result.rate, 1)} requests/s; ${result.errors} errors (no answer or 5xx); ${result.scripts} scripts, ${result.scripts_late} started late.</p>
 <h2>Laws</h2>${laws}
+${Object.keys(result.figures ?? {}).length === 0 ? "" : `<p>The scenario's figures: ${Object.entries(result.figures!).map(([name, count]) => `${escape(name)} ${count}`).join(", ")}.</p>`}
+${faultsSection(result)}
 <h2>Objectives</h2>${slo}
 <h2>Latency</h2>
 ${lineChart("latency over time, per second of answers", "ms", seconds, [
     { name: "p50", color: "#68d391", values: result.timeline.map((s) => s.latency_ms.p50) },
     { name: "p99", color: "#fc8181", values: result.timeline.map((s) => s.latency_ms.p99) },
     { name: "max", color: "#a0aec0", values: result.timeline.map((s) => s.latency_ms.max) }
-  ])}
+  ], bands)}
 <table><thead><tr><th>route</th><th>requests</th><th>errors</th><th>p50 ms</th><th>p90 ms</th><th>p99 ms</th><th>p99.9 ms</th><th>max ms</th><th>mean ms</th><th>status codes</th></tr></thead><tbody>
 ${percentileRow("all", result.requests, result.errors, result.latency_ms, result.status_codes)}
 ${result.routes.map((r) => percentileRow(r.route, r.requests, r.errors, r.latency_ms, r.status_codes)).join("\n")}
@@ -96,7 +147,7 @@ ${result.routes.map((r) => percentileRow(r.route, r.requests, r.errors, r.latenc
 ${lineChart("answers per second", "requests/s", seconds, [
     { name: "answers", color: "#2b6cb0", values: result.timeline.map((s) => s.requests) },
     { name: "errors", color: "#c53030", values: result.timeline.map((s) => s.errors) }
-  ])}
+  ], bands)}
 <h2>Status codes</h2>
 ${barChart("requests by status", codes.map(([code]) => code), [{ name: "requests", color: "#2b6cb0", values: codes.map(([, n]) => n) }])}
 <h2>CPU and memory</h2>

@@ -11,10 +11,11 @@ const highestMicros = 600_000_000
 const newHistogram = (digits: 2 | 3 = 3) =>
   hdr.build({ lowestDiscernibleValue: 1, highestTrackableValue: highestMicros, numberOfSignificantValueDigits: digits, autoResize: false })
 
-export type Status = number | "dropped"
+/** An HTTP status; "dropped": sent and no answer (reset, timed out); "refused": no instance took the connection. */
+export type Status = number | "dropped" | "refused"
 
-/** A failure for the error rate: no answer (dropped, timed out) or a 5xx. 4xx answers are the scenario's business. */
-export const isError = (status: Status) => status === "dropped" || status >= 500
+/** A failure for the error rate: no answer (dropped, timed out, refused) or a 5xx. 4xx answers are the scenario's business. */
+export const isError = (status: Status) => typeof status !== "number" || status >= 500
 
 /**
  * The route of a path: the query dropped and every id-like segment (`pay_3Fh...`, digits)

@@ -2,6 +2,7 @@
  * The harness's JSON result (for CI and for `harness merge`) and the merge of several shards'
  * results: histograms are decoded and added, then percentiles read from the sum.
  */
+import type { ClusterAvailability, FaultFigures } from "./Nemesis.ts"
 import type { LawResult, Violation } from "./Contract.ts"
 import { decodeHistogram, encodeHistogram, mergeEncoded, percentilesOf, type Percentiles, type RouteFigures, type SecondFigures } from "./Recorder.ts"
 import { evaluateSlo, type ObjectiveResult, parseSlo } from "./Slo.ts"
@@ -41,6 +42,10 @@ export interface HarnessResult {
     readonly shards: ReadonlyArray<string>
     /** `--start-at`: the moment the shards' loads were to start together (absent in older files). */
     readonly start_at?: string | null
+    /** Service processes the harness started (absent in a file from before clusters). */
+    readonly instances?: number
+    /** `--nemesis` and its period, e.g. "kill,pause every 15s"; null without one. */
+    readonly nemesis?: string | null
   }
   /** Seconds of load: from the first script's start to the last one's end. */
   readonly load_s: number
@@ -79,6 +84,13 @@ export interface HarnessResult {
   readonly passed: boolean
   /** A merged result's shards, each as it ran (absent in one shard's result: its `config` says it). */
   readonly per_shard?: ReadonlyArray<ShardFigures>
+  // The cluster's figures (absent in a file from before them, and in a merge).
+  /** The faults the nemesis injected, on the timeline's seconds. */
+  readonly faults?: ReadonlyArray<FaultFigures>
+  /** Requests answered against refused or failed, overall and per fault window. */
+  readonly availability?: ClusterAvailability
+  /** The scenario's own counts (the merchants scenario: webhook `redeliveries`). */
+  readonly figures?: Readonly<Record<string, number>>
 }
 
 /** One shard of a merged result: what it was told to do and what it did. */

@@ -1,17 +1,30 @@
 /**
  * The driver's HTTP client to the target: a keep-alive pool over node:http with a bounded number
- * of sockets and a client timeout, wrapped by `recordingTransport`, which bounds the requests in
- * flight and records each one (route, status or "dropped", latency from its intended start).
+ * of sockets and a client timeout; `balancedClient` spreads requests over several instances as a
+ * load balancer would; `recordingTransport` bounds the requests in flight and records each one
+ * (route, status, "dropped" or "refused", latency from its intended start).
  */
 import { Agent, request as httpRequest } from "node:http"
 import { Agent as HttpsAgent, request as httpsRequest } from "node:https"
 import type { Clock } from "./Clock.ts"
 import type { Transport, WireRequest, WireResponse } from "./Contract.ts"
+import type { AvailabilityRecorder } from "./Availability.ts"
 import { type Recorder, routeTemplate } from "./Recorder.ts"
 
-/** The wire alone: one request, its answer or null (dropped, refused, timed out). */
+/** What became of one request on the wire. */
+export type WireOutcome =
+  | { readonly _tag: "Answered"; readonly response: WireResponse }
+  /** The connection was refused: nothing was sent (no process listens there), so it may go elsewhere. */
+  | { readonly _tag: "Refused" }
+  /** Sent (or perhaps sent), then no answer: reset, dropped or timed out. Its outcome is unknown. */
+  | { readonly _tag: "Lost" }
+
+const refused: WireOutcome = { _tag: "Refused" }
+const lost: WireOutcome = { _tag: "Lost" }
+
+/** The wire alone: one request and what became of it. */
 export interface WireClient {
-  send(request: WireRequest): Promise<WireResponse | null>
+  send(request: WireRequest): Promise<WireOutcome>
   close(): void
 }
 
@@ -26,11 +39,11 @@ export const httpClient = (targetUrl: string, options: { readonly sockets: numbe
     send: (wire) =>
       new Promise((done) => {
         let finished = false
-        const finish = (response: WireResponse | null) => {
+        const finish = (outcome: WireOutcome) => {
           if (finished) return
           finished = true
           clearTimeout(timer)
-          done(response)
+          done(outcome)
         }
         const headers: Record<string, string | number> = { ...wire.headers }
         if (wire.body !== null) headers["content-length"] = Buffer.byteLength(wire.body)
@@ -51,23 +64,61 @@ export const httpClient = (targetUrl: string, options: { readonly sockets: numbe
               if (value !== undefined) responseHeaders[name] = Array.isArray(value) ? value.join(", ") : value
             }
             finish({
-              status: incoming.statusCode ?? 0,
-              headers: responseHeaders,
-              body: chunks.length === 1 ? chunks[0]!.toString("utf8") : Buffer.concat(chunks).toString("utf8")
+              _tag: "Answered",
+              response: {
+                status: incoming.statusCode ?? 0,
+                headers: responseHeaders,
+                body: chunks.length === 1 ? chunks[0]!.toString("utf8") : Buffer.concat(chunks).toString("utf8")
+              }
             })
           })
-          incoming.on("error", () => finish(null))
-          incoming.on("aborted", () => finish(null))
+          incoming.on("error", () => finish(lost))
+          incoming.on("aborted", () => finish(lost))
         })
         // The whole exchange, queueing for a socket included, is bounded by the client's timeout.
         const timer = setTimeout(() => {
           outgoing.destroy()
-          finish(null)
+          finish(lost)
         }, options.timeoutMs)
-        outgoing.on("error", () => finish(null))
+        // Only a refused connect is known to have sent nothing; a reset of a kept-alive socket
+        // may come after the request went out.
+        outgoing.on("error", (error: NodeJS.ErrnoException) => finish(error.code === "ECONNREFUSED" ? refused : lost))
         outgoing.end(wire.body ?? undefined)
       }),
     close: () => agent.destroy()
+  }
+}
+
+/** A client over several instances, and how often a refused connection sent a request on to the next one. */
+export interface BalancedClient extends WireClient {
+  readonly movedOn: () => number
+}
+
+/**
+ * Several instances of one service behind one client, as a round-robin load balancer spreads
+ * them: each request goes to the next instance in turn. A refused connection (nothing was sent:
+ * the instance is down) is tried on the following instance, each instance once at most, as a
+ * load balancer retries a connect failure; an answer, or no answer after the request went out,
+ * is the request's outcome (only the scenario may send it again: its idempotency key says how).
+ */
+export const balancedClient = (clients: ReadonlyArray<WireClient>): BalancedClient => {
+  if (clients.length === 0) throw new Error("balancedClient: no instance")
+  let next = 0
+  let movedOn = 0
+  return {
+    movedOn: () => movedOn,
+    send: async (request) => {
+      const first = next
+      next = (next + 1) % clients.length
+      for (let i = 0; ; i++) {
+        const outcome = await clients[(first + i) % clients.length]!.send(request)
+        if (outcome._tag !== "Refused" || i === clients.length - 1) return outcome
+        movedOn++
+      }
+    },
+    close: () => {
+      for (const client of clients) client.close()
+    }
   }
 }
 
@@ -84,8 +135,11 @@ export interface RecordingTransport extends Transport {
 export const recordingTransport = (
   client: WireClient,
   clock: Clock,
-  /** Where requests are recorded now (the driver switches it between set-up, load and checks). */
-  sink: { readonly recorder: Recorder },
+  /**
+   * Where requests are recorded now (the driver switches it between set-up, load and checks),
+   * and, during the load, their availability by the time each was handed over.
+   */
+  sink: { readonly recorder: Recorder; readonly availability?: AvailabilityRecorder | null },
   maxInFlight: number
 ): RecordingTransport => {
   let inFlight = 0
@@ -114,15 +168,18 @@ export const recordingTransport = (
       if (inFlight < maxInFlight) inFlight++
       else await new Promise<void>((turn) => waiting.push(turn))
       const fromMs = intendedStartMs ?? enqueuedMs
-      let response: WireResponse | null = null
+      let outcome: WireOutcome = lost
       try {
-        response = await client.send(request)
+        outcome = await client.send(request)
       } finally {
         release()
         const nowMs = clock.now()
-        sink.recorder.record(routeTemplate(request.method, request.path), response === null ? "dropped" : response.status, nowMs - fromMs, nowMs)
+        const status = outcome._tag === "Answered" ? outcome.response.status : outcome._tag === "Refused" ? "refused" : "dropped"
+        sink.recorder.record(routeTemplate(request.method, request.path), status, nowMs - fromMs, nowMs)
+        sink.availability?.record(status, enqueuedMs)
       }
-      return response
+      // A refused request is no answer to the scenario, as one lost: it sends it again or not.
+      return outcome._tag === "Answered" ? outcome.response : null
     }
   }
 }

@@ -13,7 +13,8 @@ import { join } from "node:path"
 import pg from "pg"
 import { fixed } from "../report.ts"
 import { type StatementStats, statementStats, statementsTable } from "../statements.ts"
-import { cpuSeconds, postgresCpuSeconds } from "../host.ts"
+import { postgresCpuSeconds } from "../host.ts"
+import { type AvailabilityFigures, AvailabilityRecorder } from "./Availability.ts"
 import { parseArguments, type RunOptions, startAtProblem } from "./Cli.ts"
 import { type Clock, realClock, waitUntilEpoch } from "./Clock.ts"
 import type { LawResult, Scenario } from "./Contract.ts"
@@ -22,11 +23,12 @@ import { renderHarnessReport } from "./Html.ts"
 import { type LoadOutcome, runLoad } from "./LoadModel.ts"
 import { readKeyFile } from "./KeyFile.ts"
 import { makeKeys } from "./MakeKeys.ts"
+import { clusterAvailability, faultFigures, makeNemesis, type Nemesis, planFaults } from "./Nemesis.ts"
 import { Recorder } from "./Recorder.ts"
 import { checkResult, type HarnessResult, lawFigures, loadText, mergeResults, passedOf, type ShardFigures } from "./Result.ts"
 import { loadScenario } from "./Scenarios.ts"
 import { evaluateSlo } from "./Slo.ts"
-import { httpClient, recordingTransport } from "./Transport.ts"
+import { balancedClient, httpClient, recordingTransport } from "./Transport.ts"
 
 export interface Io {
   /** Diagnostics and progress (stderr). */
@@ -81,11 +83,37 @@ export const summaryOf = (result: HarnessResult, files: ReadonlyArray<string>) =
     ["PostgreSQL CPU ms per request", (result.cpu.postgres_s ?? null) === null ? "n/a (not started by the harness)" : fixed(result.cpu.postgres_ms_per_request, 3)],
     ["harness RSS MB start/end/peak", `${fixed(result.cpu.harness_rss_mb.start, 0)} / ${fixed(result.cpu.harness_rss_mb.end, 0)} / ${fixed(result.cpu.harness_rss_mb.peak, 0)}`]
   ]
+  rows.push(...clusterRows(result))
   for (const law of result.laws) rows.push([`law ${law.law}`, law.held ? `held (${law.checked} checked)` : `VIOLATED ${law.violation_count} time(s); first: ${law.first_violations[0]?.paymentId ?? "-"}: ${law.first_violations[0]?.message ?? ""}`])
   for (const objective of result.slo) rows.push([`slo ${objective.objective}`, `${objective.met ? "met" : "MISSED"} (actual ${fixed(objective.actual, 3)})`])
   rows.push(["verdict", result.passed ? "PASSED" : "FAILED"])
   for (const file of files) rows.push(["report", file])
   return table(rows)
+}
+
+const percent = (figures: AvailabilityFigures) =>
+  figures.availability === null ? "no requests"
+    : `${fixed(figures.availability * 100, 2)}% answered (${figures.answered} of ${figures.requests}; refused ${figures.refused}, dropped ${figures.dropped}, 5xx ${figures.server_errors})`
+
+/** The summary's lines on the instances, the faults and availability, and the scenario's own figures. */
+const clusterRows = (result: HarnessResult): Array<readonly [string, string]> => {
+  const rows: Array<readonly [string, string]> = []
+  if ((result.config.instances ?? 1) > 1 || (result.config.nemesis ?? null) !== null) {
+    rows.push(["instances", `${result.config.instances ?? 1}${result.config.nemesis ? `; nemesis ${result.config.nemesis}` : ""}`])
+  }
+  for (const fault of result.faults ?? []) {
+    rows.push([`fault ${fault.kind} ${fault.instance === null ? "database" : `instance ${fault.instance}`}`, `${fixed(fault.start_s, 1)}-${fixed(fault.end_s, 1)} s: ${percent(fault.availability)}`])
+  }
+  if (result.availability !== undefined) {
+    rows.push(["availability", percent(result.availability.overall)])
+    if ((result.faults ?? []).length > 0) {
+      rows.push(["availability during faults", percent(result.availability.during_faults)])
+      rows.push(["availability outside faults", percent(result.availability.outside_faults)])
+    }
+    if (result.availability.moved_on_refusal > 0) rows.push(["sent on to another instance", `${result.availability.moved_on_refusal} (connection refused)`])
+  }
+  for (const [name, count] of Object.entries(result.figures ?? {})) rows.push([name, String(count)])
+  return rows
 }
 
 const writeReport = (directory: string, name: string, result: HarnessResult) => {
@@ -136,18 +164,22 @@ export const runHarness = async (
         logFile: join(options.reportDirectory, `${name}.service.log`),
         log: io.log,
         profileDirectory: options.profileDirectory,
-        statementStats: options.statements > 0
+        statementStats: options.statements > 0,
+        instances: options.instances
       })
     } catch (error) {
       await scenario.close().catch(() => {})
       throw error
     }
   }
-  const targetUrl = options.targetUrl ?? embedded!.baseUrl
-  const client = httpClient(targetUrl, { sockets: options.sockets, timeoutMs: options.timeoutMs })
+  // Every instance, requests spread over them in turn; the scenario is told the first.
+  const targetUrls = embedded?.baseUrls ?? options.targetUrls
+  const targetUrl = targetUrls[0]!
+  const client = balancedClient(targetUrls.map((url) => httpClient(url, { sockets: options.sockets, timeoutMs: options.timeoutMs })))
+  const nemesis: Nemesis | null = options.nemesis === null || embedded === null ? null : makeNemesis(embedded.faults, clock, Date.now, io.log)
   // Set-up, drain and law checks are counted apart: the figures are the load's.
   const outside = new Recorder(clock.now())
-  const sink = { recorder: outside }
+  const sink: { recorder: Recorder; availability: AvailabilityRecorder | null } = { recorder: outside, availability: null }
   // As many requests on the wire as sockets: the rest wait in the transport, where the wait counts
   // in their latency but not in the client timeout (which is the service's time to answer).
   const transport = recordingTransport(client, clock, sink, options.sockets)
@@ -173,7 +205,8 @@ export const runHarness = async (
         webhookUrl: options.webhookUrl,
         shard: options.shard,
         transport,
-        log: io.log
+        log: io.log,
+        ...(nemesis === null ? {} : { faults: nemesis.log })
       })
       setUp = true
     } catch (error) {
@@ -197,10 +230,12 @@ export const runHarness = async (
     const startEpochMs = Date.now()
     const recorder = new Recorder(loadStartMs)
     sink.recorder = recorder
+    const availability = new AvailabilityRecorder(loadStartMs)
+    sink.availability = availability
+    const movedBefore = client.movedOn()
     const sentBefore = transport.sent()
     const cpuBefore = process.cpuUsage()
-    const servicePid = embedded?.child.pid ?? null
-    const serviceCpuBefore = servicePid === null ? null : cpuSeconds(servicePid)
+    const serviceCpuBefore = embedded === null ? null : embedded.serviceCpuSeconds()
     const postgresCpuBefore = postgresCpuSeconds(embedded?.postmasterPid ?? null)
     const showProgress = io.progress !== null && (io.progress.isTTY || options.progress)
     let lastTickMs = loadStartMs
@@ -221,6 +256,7 @@ export const runHarness = async (
     const durationMs = options.durationSeconds * 1000
     let outcome: LoadOutcome = { scriptsStarted: 0, scriptsLate: 0, startedAtMs: loadStartMs, loadEndedAtMs: loadStartMs, endedAtMs: loadStartMs, scriptFailures: 0, firstFailure: null }
     if (setUp) {
+      nemesis?.start(planFaults(options.nemesis!, { seed: options.seed, instances: options.instances, durationMs }), loadStartMs)
       outcome = await runLoad(
         {
           model: options.model,
@@ -236,8 +272,13 @@ export const runHarness = async (
       )
       if (outcome.scriptFailures > 0) fail("scripts", `${outcome.scriptFailures} script(s) rejected; the first: ${outcome.firstFailure}`)
     }
+    // The faults stop with the load: the drain and the laws see the cluster whole again.
+    await nemesis?.stop()
+    sink.availability = null
+    const faults = nemesis === null ? undefined : faultFigures(nemesis.marks, availability, outcome.endedAtMs - loadStartMs)
+    const movedOnRefusal = client.movedOn() - movedBefore
     const cpuUsed = process.cpuUsage(cpuBefore)
-    const serviceCpu = servicePid === null || serviceCpuBefore === null ? null : cpuSeconds(servicePid) - serviceCpuBefore
+    const serviceCpu = embedded === null || serviceCpuBefore === null ? null : embedded.serviceCpuSeconds() - serviceCpuBefore
     const postgresCpuAfter = postgresCpuSeconds(embedded?.postmasterPid ?? null)
     const statementsAfter: StatementStats = statementsClient === null ? new Map() : await statementStats(statementsClient)
     const postgresCpu = postgresCpuBefore === null || postgresCpuAfter === null ? null : postgresCpuAfter - postgresCpuBefore
@@ -250,12 +291,14 @@ export const runHarness = async (
     rssPeak = Math.max(rssPeak, rssEnd)
 
     let laws: ReadonlyArray<LawResult> = []
+    let figures: Readonly<Record<string, number>> | undefined
     if (setUp) {
       try {
         io.log(`load done (${load.requests} requests); draining...`)
         await scenario.drain(options.drainSeconds * 1000)
         io.log("checking the laws through the API...")
         laws = await scenario.checkLaws()
+        figures = scenario.figures?.()
       } catch (error) {
         fail("drain and laws", error)
       }
@@ -275,7 +318,7 @@ export const runHarness = async (
       ended_at: new Date().toISOString(),
       start_epoch_ms: startEpochMs,
       config: {
-        target: targetUrl,
+        target: targetUrls.join(","),
         embedded: embedded !== null,
         model: model.kind,
         rate: model.kind === "open" ? model.rate : null,
@@ -287,7 +330,9 @@ export const runHarness = async (
         seed: options.seed,
         slo: options.sloText,
         shards: [`${options.shard.index}/${options.shard.count}`],
-        start_at: options.startAtMs === null ? null : new Date(options.startAtMs).toISOString()
+        start_at: options.startAtMs === null ? null : new Date(options.startAtMs).toISOString(),
+        instances: targetUrls.length,
+        nemesis: options.nemesis === null ? null : `${options.nemesis.kinds.join(",")} every ${options.nemesis.everyMs / 1000}s`
       },
       load_s: loadSeconds,
       scripts: outcome.scriptsStarted,
@@ -311,11 +356,15 @@ export const runHarness = async (
       },
       laws: lawResults,
       slo,
-      passed: passedOf(lawResults, slo)
+      passed: passedOf(lawResults, slo),
+      ...(faults === undefined ? {} : { faults }),
+      availability: clusterAvailability(availability, faults ?? [], movedOnRefusal),
+      ...(figures === undefined ? {} : { figures })
     }
     return { result, files: writeReport(options.reportDirectory, name, result), statements }
   } finally {
     if (progress !== null) clearInterval(progress)
+    await nemesis?.stop()
     await statementsClient?.end().catch(() => {})
     await scenario.close().catch((error) => io.log(`closing the scenario: ${String(error)}`))
     client.close()

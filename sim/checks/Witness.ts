@@ -2,7 +2,7 @@ import type { LedgerEntry } from "../../src/domain/Ledger.ts"
 import type { Payment, PaymentEvent } from "../../src/domain/Payment.ts"
 import type { DeliveryAudit } from "../../src/store/MemoryWebhookStore.ts"
 import { type Auditor, chartPosition, chartSize } from "./Auditor.ts"
-import { auditDeliveries, type Receipts } from "../world/Endpoints.ts"
+import { type AuditedDelivery, auditDeliveries, type Receipts } from "../world/Endpoints.ts"
 import type { Expectation } from "../world/Workload.ts"
 
 /**
@@ -91,7 +91,8 @@ interface ApiDelivery {
   readonly event_type: PaymentEvent["type"]
   readonly url: string
   readonly status: DeliveryAudit["status"]
-  readonly attempts: ReadonlyArray<{ readonly attempt: number; readonly at: string; readonly response_status: number | null; readonly error: string | null }>
+  /** `cut`: recorded as cut off by a lost instance (CONTRACT.md section 8); absent from a service that does not record cuts. */
+  readonly attempts: ReadonlyArray<{ readonly attempt: number; readonly at: string; readonly response_status: number | null; readonly error: string | null; readonly cut?: boolean }>
   readonly created_at: string
 }
 
@@ -193,6 +194,8 @@ export interface WitnessInput {
     readonly scheduleMs: ReadonlyArray<number>
     readonly timeoutMs: number
     readonly toleranceMs: number
+    /** When a service process died or stalled (epoch ms; absent: never): a retry due then may come late. */
+    readonly faultsMs?: ReadonlyArray<number>
   } | null
   /** Reads at once (the laws' reads are a burst after the run). */
   readonly concurrency: number
@@ -212,6 +215,9 @@ export interface Witnessed {
   readonly eventOfDelivery: ReadonlyMap<string, string>
   /** The run's payments as the API showed them at the end. */
   readonly finals: ReadonlyMap<string, ApiTransaction>
+  /** Does the service record cut attempts (a `cut` field on its attempts)? And how many it recorded. */
+  readonly recordsCuts: boolean
+  readonly cutAttempts: number
 }
 
 const is2xx = (status: number | null) => status !== null && status >= 200 && status < 300
@@ -245,7 +251,9 @@ export const witnessThroughApi = async (input: WitnessInput): Promise<Witnessed>
   }
   const paymentOfEvent = new Map<string, string>()
   const eventOfDelivery = new Map<string, string>()
-  const deliveries: Array<DeliveryAudit> = []
+  const deliveries: Array<AuditedDelivery> = []
+  let recordsCuts = false
+  let cutAttempts = 0
   const allEvents: Array<{ readonly event: ApiEvent; readonly paymentId: string; readonly delivered: boolean }> = []
   const finals = new Map<string, ApiTransaction>()
   let events = 0
@@ -321,13 +329,12 @@ export const witnessThroughApi = async (input: WitnessInput): Promise<Witnessed>
         const place = order.get(d.event_id)
         if (place === undefined) continue // not an event of the run's payments
         eventOfDelivery.set(d.id, d.event_id)
-        const attempts = [...d.attempts].sort((a, b) => a.attempt - b.attempt).map((a) => ({
-          attempt: a.attempt,
-          atMs: Date.parse(a.at),
-          responseStatus: a.response_status,
-          error: a.error
-        }))
-        const firstFailed = attempts.find((a) => !is2xx(a.responseStatus))
+        const attempts = [...d.attempts].sort((a, b) => a.attempt - b.attempt).map((a) => {
+          if (a.cut !== undefined) recordsCuts = true
+          if (a.cut === true) cutAttempts++
+          return { attempt: a.attempt, atMs: Date.parse(a.at), responseStatus: a.response_status, error: a.error, cut: a.cut === true }
+        })
+        const firstFailed = attempts.find((a) => !a.cut && !is2xx(a.responseStatus))
         deliveries.push({
           id: d.id,
           eventId: d.event_id,
@@ -366,7 +373,7 @@ export const witnessThroughApi = async (input: WitnessInput): Promise<Witnessed>
       scheduleMs: webhooks.scheduleMs,
       timeoutMs: webhooks.timeoutMs,
       toleranceMs: webhooks.toleranceMs,
-      crashesMs: [],
+      crashesMs: webhooks.faultsMs ?? [],
       receipts: webhooks.receipts,
       unansweredMayBeLost: true
     })
@@ -380,9 +387,12 @@ export const witnessThroughApi = async (input: WitnessInput): Promise<Witnessed>
         `delivery ${d.id} (event ${d.eventId} of ${d.order?.paymentId}): still ${d.status} after the drain, ${d.attempts.length} attempts`)
     }
     // An attempt after a 2xx the endpoint wrote: the service must have recorded the acknowledged
-    // attempt as unanswered (its timeout fired before the answer reached it), never as a 2xx.
+    // attempt as unanswered (its timeout fired before the answer reached it, or it was cut off),
+    // never as a 2xx. (The same number sent again is `webhook-once-per-attempt`'s to judge: what
+    // the service recorded under it may be the second sending's answer.)
     const byId = new Map(deliveries.map((d) => [d.id, d]))
     for (const { deliveryId, attempt, next } of webhooks.receipts.retriedAfterAck) {
+      if (next === attempt) continue
       const d = byId.get(deliveryId)
       const recorded = d?.attempts.find((a) => a.attempt === attempt)
       auditor.check(recorded === undefined || !is2xx(recorded.responseStatus), "webhook-nothing-after-2xx", () =>
@@ -396,5 +406,5 @@ export const witnessThroughApi = async (input: WitnessInput): Promise<Witnessed>
         `delivery ${d.id} (event ${d.eventId}) succeeded, but no endpoint answered it with a 2xx`)
     }
   }
-  return { payments: finals.size, events, deliveries: deliveries.length, paymentOfEvent, eventOfDelivery, finals }
+  return { payments: finals.size, events, deliveries: deliveries.length, paymentOfEvent, eventOfDelivery, finals, recordsCuts, cutAttempts }
 }

@@ -479,6 +479,15 @@ const bodyEventId = (body: string): string | undefined => {
 }
 
 /**
+ * A recorded attempt as the audit reads it. `cut`: the service recorded it as cut off by a lost
+ * instance (CONTRACT.md section 8: no answer was recorded, and the attempt is sent again, as the
+ * next attempt number, as soon as another instance takes the delivery over). A cut attempt is no
+ * failure and no place in the retry schedule: the attempt after it takes its place.
+ */
+export type AuditedAttempt = AttemptAudit & { readonly cut?: boolean }
+export type AuditedDelivery = Omit<DeliveryAudit, "attempts"> & { readonly attempts: ReadonlyArray<AuditedAttempt> }
+
+/**
  * Final webhook invariants over the stored deliveries: finished by their deadline, attempts at
  * the schedule's offsets (late only across a crash), nothing after a success, one delivery per event.
  */
@@ -488,7 +497,7 @@ export const auditDeliveries = (
    * The stored deliveries, times in ms (their payloads are not needed), read once, one at a time:
    * at 100,000 payments they are ~500,000 records, too many to hold at once under the 2 GB heap.
    */
-  deliveries: () => Iterable<DeliveryAudit>,
+  deliveries: () => Iterable<AuditedDelivery>,
   options: {
     readonly nowMs: number
     readonly scheduleMs: ReadonlyArray<number>
@@ -525,12 +534,20 @@ export const auditDeliveries = (
   const when = (ms: number) => (Number.isFinite(ms) ? isoAt(ms) : String(ms))
   const is2xx = (status: number | null) => status !== null && status >= 200 && status < 300
   /** When a delivery's last attempt ended it for good (a 2xx, or the last of the schedule); null while open. */
-  const endedAtMs = (d: DeliveryAudit) => {
+  const endedAtMs = (d: AuditedDelivery) => {
     const attempts = d.attempts
-    for (let i = 0; i < attempts.length; i++) {
-      if (is2xx(attempts[i]!.responseStatus) || i === scheduleMs.length) return attempts[i]!.atMs
+    for (let i = 0, place = 0; i < attempts.length; i++) {
+      if (attempts[i]!.cut === true) continue
+      if (is2xx(attempts[i]!.responseStatus) || place === scheduleMs.length) return attempts[i]!.atMs
+      place++
     }
     return null
+  }
+  /** Attempts recorded as cut off (none but over a real cluster that lost an instance). */
+  const cutsOf = (attempts: ReadonlyArray<AuditedAttempt>) => {
+    let cuts = 0
+    for (let i = 0; i < attempts.length; i++) if (attempts[i]!.cut === true) cuts++
+    return cuts
   }
   // Deliveries in order per payment and URL: each one waits for the one before it (by sequence).
   // What the order checks need of each ordered delivery, grouped by chain (payment and URL).
@@ -560,17 +577,17 @@ export const auditDeliveries = (
   const fail = (invariant: string, message: () => string) => {
     deferred.push(() => auditor.check(false, invariant, message))
   }
-  const moreThanOne = (d: DeliveryAudit) => () => `event ${d.eventId}: more than one delivery`
-  const misnumbered = (d: DeliveryAudit, index: number, attempt: AttemptAudit) => () => `delivery ${d.id}: attempt ${index} numbered ${attempt.attempt}`
-  const afterSuccess = (d: DeliveryAudit) => () => `delivery ${d.id}: attempts after a 2xx`
-  const early = (d: DeliveryAudit, attempt: AttemptAudit, atMs: number, dueMs: number) => () =>
+  const moreThanOne = (d: AuditedDelivery) => () => `event ${d.eventId}: more than one delivery`
+  const misnumbered = (d: AuditedDelivery, index: number, attempt: AuditedAttempt) => () => `delivery ${d.id}: attempt ${index} numbered ${attempt.attempt}`
+  const afterSuccess = (d: AuditedDelivery) => () => `delivery ${d.id}: attempts after a 2xx`
+  const early = (d: AuditedDelivery, attempt: AuditedAttempt, atMs: number, dueMs: number) => () =>
     `delivery ${d.id}: attempt ${attempt.attempt} reached the endpoint at ${when(atMs)}, ${dueMs - atMs} ms before its offset from the first attempt's arrival (recorded at ${when(attempt.atMs)})`
-  const late = (d: DeliveryAudit, attempt: AttemptAudit, atMs: number, dueMs: number) => () =>
+  const late = (d: AuditedDelivery, attempt: AuditedAttempt, atMs: number, dueMs: number) => () =>
     `delivery ${d.id}: attempt ${attempt.attempt} reached the endpoint at ${when(atMs)}, ${atMs - dueMs} ms after its offset`
-  const earlyRecorded = (d: DeliveryAudit, attempt: AttemptAudit, dueMs: number) => () =>
+  const earlyRecorded = (d: AuditedDelivery, attempt: AuditedAttempt, dueMs: number) => () =>
     `delivery ${d.id}: attempt ${attempt.attempt} recorded at ${when(attempt.atMs)}, ${dueMs - attempt.atMs} ms before its offset from the first attempt as recorded (${when(d.attempts[0]!.atMs)})`
-  const tooManyReceived = (d: DeliveryAudit, attempt: number) => () => `delivery ${d.id}: the endpoint received attempt ${attempt}`
-  const gaveUpUnseen = (d: DeliveryAudit) => () => `delivery ${d.id}: failed, but its last retry (attempt ${scheduleMs.length + 1}) never reached the endpoint`
+  const tooManyReceived = (d: AuditedDelivery, attempt: number) => () => `delivery ${d.id}: the endpoint received attempt ${attempt}`
+  const gaveUpUnseen = (d: AuditedDelivery) => () => `delivery ${d.id}: failed, but its last retry (attempt ${scheduleMs.length + 1}) never reached the endpoint`
   const baseMs = receipts.baseMs
   /**
    * How early a retry may reach its endpoint, counted from the first attempt's arrival: over a
@@ -580,12 +597,12 @@ export const auditDeliveries = (
    */
   const earlyToleranceMs = (lostOk ? 1_000 : 0) + clockToleranceMs
   const lateToleranceMs = options.toleranceMs + clockToleranceMs
-  const tooMany = (d: DeliveryAudit) => () => `delivery ${d.id}: ${d.attempts.length} attempts`
-  const wrongEnd = (d: DeliveryAudit, last: AttemptAudit | undefined) => () =>
+  const tooMany = (d: AuditedDelivery) => () => `delivery ${d.id}: ${d.attempts.length} attempts`
+  const wrongEnd = (d: AuditedDelivery, last: AuditedAttempt | undefined) => () =>
     `delivery ${d.id}: ${d.status} after ${d.attempts.length} attempts (last answered ${last?.responseStatus ?? last?.error ?? "nothing"})`
-  const neverReached = (d: DeliveryAudit, attempt: AttemptAudit) => () => `delivery ${d.id}: attempt ${attempt.attempt} recorded but never reached the endpoint`
+  const neverReached = (d: AuditedDelivery, attempt: AuditedAttempt) => () => `delivery ${d.id}: attempt ${attempt.attempt} recorded but never reached the endpoint`
   /** The deadline of a delivery still open, checked once its chain is known. */
-  const deferDeadline = (d: DeliveryAudit, open: Link | null) => {
+  const deferDeadline = (d: AuditedDelivery, open: Link | null) => {
     const createdMs = d.createdAtMs
     deferred.push(() => {
       // Deadline: the whole schedule, the last attempt's timeout, and slack for crashes and polling,
@@ -648,29 +665,35 @@ export const auditDeliveries = (
     // retry at its offset from the first attempt's arrival (every retried delivery's first attempt
     // failed). An attempt the endpoint never saw (over a network, one that got no answer) is not timed.
     const reached = attempts.length === 0 ? -1 : receipts.ofDeliveryAfter(first, d.id)
-    const firstAt = receipts.attemptAt(reached, 1)
+    // Attempts cut off take no place in the schedule: it starts at the first one not cut.
+    const cuts = cutsOf(attempts)
+    const firstIndex = cuts === 0 ? 0 : attempts.findIndex((a) => a.cut !== true)
+    const firstAt = receipts.attemptAt(reached, firstIndex + 1)
     // And as the service recorded them, exactly: an instance makes a retry only once its own clock
     // has passed the time stored from the first attempt's record (whichever instance made it), and
     // records the attempt by that clock, so no recorded retry precedes its offset from the recorded
     // first attempt, whatever the skew. (The first attempt's own time, not the delivery's
     // `firstFailedAt`: a wrong schedule start is what this catches.)
-    const firstRecordedMs = attempts.length === 0 ? 0 : attempts[0]!.atMs
-    for (let index = 0; index < attempts.length; index++) {
+    const firstRecordedMs = attempts.length === 0 || firstIndex < 0 ? 0 : attempts[firstIndex]!.atMs
+    for (let index = 0, place = -1; index < attempts.length; index++) {
       const attempt = attempts[index]!
       if (attempt.attempt === index + 1) pass("webhook-attempt-numbers")
       else fail("webhook-attempt-numbers", misnumbered(d, index, attempt))
       const success = is2xx(attempt.responseStatus)
       if (!success || index === attempts.length - 1) pass("webhook-nothing-after-2xx")
       else fail("webhook-nothing-after-2xx", afterSuccess(d))
-      const offsetMs = index === 0 ? undefined : scheduleMs[index - 1]
+      if (attempt.cut === true) continue
+      // Its place in the schedule (its index when nothing was cut).
+      place++
+      const offsetMs = place === 0 ? undefined : scheduleMs[place - 1]
       if (offsetMs !== undefined) {
         const recordedDueMs = firstRecordedMs + offsetMs
         if (attempt.atMs >= recordedDueMs) pass("webhook-schedule")
         else fail("webhook-schedule", earlyRecorded(d, attempt, recordedDueMs))
       }
-      const at = index === 0 || firstAt < 0 ? -1 : receipts.attemptAt(reached, index + 1)
+      const at = place === 0 || firstAt < 0 ? -1 : receipts.attemptAt(reached, index + 1)
       if (at >= 0) {
-        const dueMs = baseMs + firstAt + (scheduleMs[index - 1] ?? Number.NaN)
+        const dueMs = baseMs + firstAt + (scheduleMs[place - 1] ?? Number.NaN)
         const atMs = baseMs + at
         if (atMs >= dueMs - earlyToleranceMs) pass("webhook-schedule")
         else fail("webhook-schedule", early(d, attempt, atMs, dueMs))
@@ -680,26 +703,28 @@ export const auditDeliveries = (
     }
     // The endpoint saw no more attempts than the schedule allows, and a delivery given up had its
     // last retry reach it (unless, over a network, that attempt got no answer).
-    if (reached < 0 || receipts.lastAttempt[reached]! <= scheduleMs.length + 1) pass("webhook-attempt-limit")
+    // (An attempt cut off is sent again as the next number: each cut adds one.)
+    if (reached < 0 || receipts.lastAttempt[reached]! <= scheduleMs.length + 1 + cuts) pass("webhook-attempt-limit")
     else fail("webhook-attempt-limit", tooManyReceived(d, receipts.lastAttempt[reached]!))
-    if (d.status !== "failed" || receipts.has(reached, scheduleMs.length + 1) || (lostOk && attempts[attempts.length - 1]?.responseStatus === null)) {
+    if (d.status !== "failed" || receipts.has(reached, scheduleMs.length + 1 + cuts) || (lostOk && attempts[attempts.length - 1]?.responseStatus === null)) {
       pass("webhook-give-up")
     } else fail("webhook-give-up", gaveUpUnseen(d))
-    if (attempts.length <= scheduleMs.length + 1) pass("webhook-attempt-limit")
+    if (attempts.length - cuts <= scheduleMs.length + 1) pass("webhook-attempt-limit")
     else fail("webhook-attempt-limit", tooMany(d))
     // A 2xx ends the delivery and nothing else does: failed only after the last retry failed,
     // succeeded only on a 2xx, and nothing left open once the last retry failed.
     const last = attempts[attempts.length - 1]
     const lastSucceeded = last !== undefined && is2xx(last.responseStatus)
-    const exhausted = attempts.length === scheduleMs.length + 1 && !lastSucceeded
+    const exhausted = attempts.length - cuts === scheduleMs.length + 1 && !lastSucceeded
     if (d.status === "succeeded" ? lastSucceeded : d.status === "failed" ? exhausted : !lastSucceeded && !exhausted) pass("webhook-give-up")
     else fail("webhook-give-up", wrongEnd(d, last))
-    // Every attempt the store records reached the endpoint (none invented, none skipped).
+    // Every attempt the store records reached the endpoint (none invented, none skipped), but
+    // one cut off, which its instance may have lost before sending it.
     // The slot of the event's first POST is this delivery's when it carried this id (the
     // endpoints keep one slot per delivery id); none is looked up for no attempt (-1: nothing reached).
     for (let i = 0; i < attempts.length; i++) {
       const attempt = attempts[i]!
-      if (receipts.has(reached, attempt.attempt) || (lostOk && attempt.responseStatus === null)) pass("webhook-attempt-recorded")
+      if (receipts.has(reached, attempt.attempt) || (lostOk && attempt.responseStatus === null) || attempt.cut === true) pass("webhook-attempt-recorded")
       else fail("webhook-attempt-recorded", neverReached(d, attempt))
     }
   }

@@ -1,6 +1,7 @@
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http"
 import type { AddressInfo } from "node:net"
 import type { EndpointFate, makeSimulatedEndpoints } from "../../../sim/world/Endpoints.ts"
+import type { Redeliveries } from "./Redeliveries.ts"
 
 /**
  * The simulator's webhook endpoints (sim/world/Endpoints.ts: signature and timestamp checked, the
@@ -15,7 +16,7 @@ import type { EndpointFate, makeSimulatedEndpoints } from "../../../sim/world/En
  * - refused (an outage window of the endpoint): the connection is dropped as soon as the POST
  *   is read (a real server cannot refuse one request of a kept-alive connection).
  * A 2xx counts as acknowledged (the endpoints' receipts) only when it is written to a
- * connection still open.
+ * connection still open. Each POST and what was written back is told to `redeliveries`.
  */
 export interface WebhookServer {
   /** `http://host:port`, or the advertised base URL */
@@ -43,6 +44,8 @@ export const startWebhookServer = async (input: {
   readonly timeoutMs: number
   /** Multiplies the simulated latencies (the service's timeout over the simulator's 30 s). */
   readonly latencyScale: number
+  /** Counts the events that reach the endpoint again (absent: not counted). */
+  readonly redeliveries?: Redeliveries
 }): Promise<WebhookServer> => {
   const { endpoints, timeoutMs } = input
   const timers = new Set<NodeJS.Timeout>()
@@ -70,7 +73,12 @@ export const startWebhookServer = async (input: {
     // (a proxy in front may or may not have passed on the base URL's own path).
     const path = request.url ?? "/"
     const fate: EndpointFate = endpoints.receive({ url: `${baseUrl}${/\/m\/\d+$/.exec(path)?.[0] ?? path}`, headers, body })
+    // The event's slot in the receipts, which `receive` made at its first POST.
+    const slot = endpoints.receipts.ofEvent(headers["x-service-event-id"] ?? "?")
+    const post = input.redeliveries?.received(slot, headers["x-service-event-id"] ?? "?", headers["x-service-delivery-id"] ?? "?",
+      Number(headers["x-service-delivery-attempt"]), Date.now()) ?? 0
     if (fate._tag === "Refused") {
+      input.redeliveries?.answered(slot, post, null)
       request.socket.destroy()
       return
     }
@@ -84,6 +92,7 @@ export const startWebhookServer = async (input: {
       inFlight--
       if (request.socket.destroyed) return
       endpoints.settle(fate)
+      input.redeliveries?.answered(slot, post, fate.status)
       response.writeHead(fate.status, { "content-type": "text/plain" })
       response.end(fate.status < 300 ? "ok" : "simulated failure")
     })

@@ -4,7 +4,10 @@
  * default clock through the harness's Transport (./HttpPort.ts); the endpoints are
  * sim/world/Endpoints.ts's own, served by a node:http server (./WebhookServer.ts); the laws are
  * sim/checks/Auditor.ts's, checked on every answer as it comes and, after the drain, on what the API
- * shows (sim/checks/Witness.ts).
+ * shows (sim/checks/Witness.ts). Webhooks are read as CONTRACT.md section 8 promises them: at
+ * least once, an event sent again only when an earlier attempt was cut off (by the timeout, or by
+ * a fault the harness injected: `SetupContext.faults`), those redeliveries counted (./Redeliveries.ts);
+ * payments, money and events exactly once, faults or not.
  */
 import { Effect, Fiber } from "effect"
 import { type DisputeNotification, disputeReasons } from "../../../src/domain/Dispute.ts"
@@ -18,6 +21,7 @@ import { makeWorkload, type Merchant } from "../../../sim/world/Workload.ts"
 import type { LawResult, Scenario, SetupContext, Violation, WireRequest, WireResponse } from "../Contract.ts"
 import { type HttpPending, makeHttpPort, scaledPace, type ScriptContext, scriptContext } from "./HttpPort.ts"
 import { type CardNetwork, makeCardNetwork } from "./CardNetwork.ts"
+import { Redeliveries, sameNumberAfterCut } from "./Redeliveries.ts"
 import { startWebhookServer, type WebhookServer } from "./WebhookServer.ts"
 
 export interface MerchantsOptions {
@@ -85,13 +89,13 @@ const laws: ReadonlyArray<{ readonly law: string; readonly description: string; 
   },
   {
     law: "webhook-every-event-delivered",
-    description: "Every event gets one delivery, every attempt the service records reached the endpoint, and a succeeded delivery was answered 2xx by it.",
+    description: "Every event gets one delivery, every attempt the service records reached the endpoint (but one recorded as cut off), and a succeeded delivery was answered 2xx by it.",
     invariants: ["webhook-every-event-delivered", "webhook-one-delivery-per-event", "webhook-attempt-recorded"]
   },
   { law: "webhook-signed", description: "Every POST is signed with the merchant's secret, with a fresh timestamp, and names its event and delivery.", invariants: ["webhook-signature", "webhook-same-delivery-id"] },
   {
     law: "webhook-order",
-    description: "Deliveries reach the endpoint in per-payment order, attempts numbered onwards, each attempt once.",
+    description: "Deliveries reach the endpoint in per-payment order, attempts numbered onwards, each attempt once: an event comes again only after an attempt cut off (by the timeout or a fault), as the next attempt (CONTRACT.md section 8; a service that records no cuts may repeat the number, across a fault only).",
     invariants: ["webhook-order", "webhook-attempt-numbers", "webhook-once-per-attempt"]
   },
   {
@@ -149,6 +153,10 @@ export const makeScenario = (options: MerchantsOptions = {}): Scenario => {
   let workload: ReturnType<typeof makeWorkload<WireRequest, HttpPending>> | null = null
   let scriptPrng: Prng | null = null
   let receiptsOf: ReturnType<typeof makeSimulatedEndpoints>["receipts"] | null = null
+  /** When the latest fault the harness injected began (epoch ms; -Infinity: none): what a dead or stalled process had under way may come again. */
+  const lastFaultMs = () => context?.faults?.lastStartedAtMs() ?? Number.NEGATIVE_INFINITY
+  const redeliveries = new Redeliveries(lastFaultMs)
+  let cutAttempts = 0
   let sinceIso = ""
   let scheduleMs: ReadonlyArray<number> = []
   let timeoutMs = 30_000
@@ -248,12 +256,12 @@ export const makeScenario = (options: MerchantsOptions = {}): Scenario => {
       const secrets = new Map<string, Array<string>>()
       const endpoints = makeSimulatedEndpoints(
         Prng.derive(seed, `harness-webhooks-${shard.index}`), faults, auditor,
-        { startMs: Date.now(), endMs: Date.now() + 3_600_000 }, () => Date.now(), () => -1,
+        { startMs: Date.now(), endMs: Date.now() + 3_600_000 }, () => Date.now(), lastFaultMs,
         (url) => secrets.get(url) ?? [],
         true
       )
       server = await startWebhookServer({
-        host: setup.webhookHost, port: setup.webhookPort, advertisedUrl: setup.webhookUrl, endpoints, timeoutMs, latencyScale: timeoutMs / 30_000
+        host: setup.webhookHost, port: setup.webhookPort, advertisedUrl: setup.webhookUrl, endpoints, timeoutMs, latencyScale: timeoutMs / 30_000, redeliveries
       })
       for (const [index, m] of made.entries()) {
         // A spare key, never rotated: the reads of the laws and the recovery of a locked-out merchant.
@@ -391,9 +399,15 @@ export const makeScenario = (options: MerchantsOptions = {}): Scenario => {
         sinceIso,
         expectations: run.expectations,
         auditCreateKeys: run.auditCreateKeys,
-        webhooks: { receipts: need(receiptsOf, "the laws"), scheduleMs, timeoutMs, toleranceMs: options.retryToleranceMs ?? timeoutMs + 30_000 },
+        webhooks: {
+          receipts: need(receiptsOf, "the laws"), scheduleMs, timeoutMs, toleranceMs: options.retryToleranceMs ?? timeoutMs + 30_000,
+          faultsMs: setup.faults?.windows().map((fault) => fault.startedAtMs) ?? []
+        },
         concurrency: 8
       })
+      cutAttempts = witnessed.cutAttempts
+      // A service that records cut attempts sends the one cut off again as the next number.
+      for (const message of sameNumberAfterCut(redeliveries.sameAttempt, witnessed.recordsCuts)) auditor.fail("webhook-once-per-attempt", message)
       // Disputes as notified (embedded target): the record says what the network said.
       for (const entry of planned) {
         const recorded = witnessed.finals.get(entry.paymentId)?.dispute
@@ -465,6 +479,12 @@ export const makeScenario = (options: MerchantsOptions = {}): Scenario => {
       }
       return [...results.values()] satisfies ReadonlyArray<LawResult>
     },
+
+    figures: () => ({
+      redeliveries: redeliveries.count,
+      redeliveries_after_faults: redeliveries.afterFault,
+      cut_attempts_recorded: cutAttempts
+    }),
 
     async close() {
       if (rotations !== null) await Effect.runPromise(Fiber.interrupt(rotations))

@@ -1,21 +1,21 @@
 import fc from "fast-check"
 import { describe, expect, it } from "vitest"
 import { VirtualClock } from "../../../bench/harness/Clock.ts"
-import type { WireRequest, WireResponse } from "../../../bench/harness/Contract.ts"
+import type { WireRequest } from "../../../bench/harness/Contract.ts"
 import { arrivalOffsets, type LoadModel, runLoad } from "../../../bench/harness/LoadModel.ts"
 import { Recorder } from "../../../bench/harness/Recorder.ts"
-import { recordingTransport, type WireClient } from "../../../bench/harness/Transport.ts"
+import { recordingTransport, type WireClient, type WireOutcome } from "../../../bench/harness/Transport.ts"
 
 /**
  * A service on the virtual clock: it works on one request at a time for `serviceMs` (or on
  * `servers` at a time), and answers nothing between `stall.fromMs` and `stall.untilMs`.
  */
 const fakeService = (clock: VirtualClock, options: { serviceMs: number; stall?: { fromMs: number; untilMs: number } }): WireClient => ({
-  send: async (_request: WireRequest): Promise<WireResponse> => {
+  send: async (_request: WireRequest): Promise<WireOutcome> => {
     const stall = options.stall
     if (stall !== undefined && clock.now() >= stall.fromMs && clock.now() < stall.untilMs) await clock.sleep(stall.untilMs - clock.now())
     await clock.sleep(options.serviceMs)
-    return { status: 200, headers: {}, body: "{}" }
+    return { _tag: "Answered", response: { status: 200, headers: {}, body: "{}" } }
   },
   close: () => {}
 })

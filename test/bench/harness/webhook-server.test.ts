@@ -12,7 +12,8 @@ const recordingEndpoints = () => {
       urls.push(input.url)
       return { _tag: "Answer", status: 204, latencyMs: 0, slot: 0 } as const
     },
-    settle: () => {}
+    settle: () => {},
+    receipts: { ofEvent: () => 0 }
   } as unknown as ReturnType<typeof makeSimulatedEndpoints>
   return { urls, endpoints }
 }
