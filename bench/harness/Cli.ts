@@ -39,6 +39,8 @@ export interface RunOptions {
   /** How many of the statements that took PostgreSQL longest to list (0: none). */
   readonly statements: number
   readonly progress: boolean
+  /** `--allow-saturation`: an open-model run that fell behind its offered rate passes (docs/harness.md). */
+  readonly allowSaturation: boolean
   // The cluster: several instances, and the faults among them (bench/harness/Nemesis.ts).
   /** Every instance `--target` names, in its order (`targetUrl` is the first); empty without it. */
   readonly targetUrls: ReadonlyArray<string>
@@ -85,11 +87,12 @@ const runFlags = {
   profile: value("profile", "without --target: run the service under V8's CPU profiler, its profile written to DIR when it stops (read it with bench/profile.ts)"),
   statements: value("statements", "without --target: the N statements that took PostgreSQL longest during the load, with their calls per request (default: 0)"),
   progress: Cli.toggle("progress", "the live progress line even when stderr is not a terminal"),
+  "allow-saturation": Cli.toggle("allow-saturation", "open model: pass a run whose achieved rate fell under 97% of the offered one, or whose driver fell behind (default: such a run fails)"),
   instances: value("instances", "without --target: start the service N times on its one embedded PostgreSQL, each on its own port, requests spread over them in turn (default: 1)"),
   nemesis: value("nemesis", "without --target: faults to inject during the load, any of kill (kill -9, then a restart on the same port), pause (SIGSTOP, then SIGCONT) and db-pause (SIGSTOP of every PostgreSQL process), separated by commas"),
   "nemesis-every": value("nemesis-every", "with --nemesis: one fault every DURATION of load, on an instance drawn from --seed, e.g. 15s or 500ms (default: 15s)")
 }
-type ValueFlag = Exclude<keyof typeof runFlags, "progress">
+type ValueFlag = Exclude<keyof typeof runFlags, "progress" | "allow-saturation">
 
 const description =
   "Drive a scenario's merchants, webhook endpoints and laws over real HTTP against a service (one it starts on its own embedded PostgreSQL, or --target), " +
@@ -287,6 +290,7 @@ export const parseArguments = (argv: ReadonlyArray<string>): Parsed => {
       profileDirectory: get("profile") ?? null,
       statements: whole("statements", get("statements") ?? "0", 0, 1000),
       progress: values.progress,
+      allowSaturation: values["allow-saturation"],
       ...cluster
     }
   } catch (error) {

@@ -110,7 +110,21 @@ export class Recorder {
   private intervalRequests = 0
   private intervalErrors = 0
 
+  /** When each request was answered (ms), in recording order: for the achieved rate over a window. */
+  private answeredAt = new Float64Array(4096)
+  private answered = 0
+
   constructor(private readonly startMs: number) {}
+
+  /** Requests answered (or given up) from `fromMs` (inclusive) to `toMs` (exclusive). */
+  answeredBetween(fromMs: number, toMs: number): number {
+    let count = 0
+    for (let i = 0; i < this.answered; i++) {
+      const at = this.answeredAt[i]!
+      if (at >= fromMs && at < toMs) count++
+    }
+    return count
+  }
 
   record(route: string, status: Status, latencyMs: number, atMs: number) {
     const micros = Math.min(highestMicros, Math.max(1, Math.round(latencyMs * 1000)))
@@ -128,6 +142,12 @@ export class Recorder {
     counters.statusCodes.set(status, (counters.statusCodes.get(status) ?? 0) + 1)
     this.requests++
     this.intervalRequests++
+    if (this.answered === this.answeredAt.length) {
+      const grown = new Float64Array(this.answeredAt.length * 2)
+      grown.set(this.answeredAt)
+      this.answeredAt = grown
+    }
+    this.answeredAt[this.answered++] = atMs
     if (error) {
       counters.errors++
       this.errors++

@@ -2,6 +2,7 @@
  * The harness's JSON result (for CI and for `harness merge`) and the merge of several shards'
  * results: histograms are decoded and added, then percentiles read from the sum.
  */
+import type { SaturationFigures } from "./Saturation.ts"
 import type { ClusterAvailability, FaultFigures } from "./Nemesis.ts"
 import type { LawResult, Violation } from "./Contract.ts"
 import { decodeHistogram, encodeHistogram, mergeEncoded, percentilesOf, type Percentiles, type RouteFigures, type SecondFigures } from "./Recorder.ts"
@@ -54,8 +55,13 @@ export interface HarnessResult {
   readonly scripts_late: number
   readonly requests: number
   readonly errors: number
-  /** Requests per second over the load phase. */
+  /**
+   * Requests per second answered over the load window (the first intended start to the last; the
+   * drain's tail left out), as `saturation.achieved_per_s`. A merged result: the shards' sum.
+   */
   readonly rate: number
+  /** The open model's offered rate against the achieved one, the send lag, and who fell behind (absent in older files and merges). */
+  readonly saturation?: SaturationFigures
   readonly status_codes: Record<string, number>
   readonly latency_ms: Percentiles
   readonly histogram: string

@@ -20,13 +20,14 @@ import { type Clock, realClock, waitUntilEpoch } from "./Clock.ts"
 import type { LawResult, Scenario } from "./Contract.ts"
 import { type EmbeddedService, startEmbeddedService, stopEveryEmbeddedService } from "./Embedded.ts"
 import { renderHarnessReport } from "./Html.ts"
-import { type LoadOutcome, runLoad } from "./LoadModel.ts"
+import { lateStartMs, type LoadOutcome, runLoad } from "./LoadModel.ts"
 import { readKeyFile } from "./KeyFile.ts"
 import { makeKeys } from "./MakeKeys.ts"
 import { clusterAvailability, faultFigures, makeNemesis, type Nemesis, planFaults } from "./Nemesis.ts"
 import { Recorder } from "./Recorder.ts"
 import { checkResult, type HarnessResult, lawFigures, loadText, mergeResults, passedOf, type ShardFigures } from "./Result.ts"
 import { loadScenario } from "./Scenarios.ts"
+import { saturated, saturationLine, saturationOf } from "./Saturation.ts"
 import { evaluateSlo } from "./Slo.ts"
 import { balancedClient, httpClient, recordingTransport } from "./Transport.ts"
 
@@ -74,7 +75,8 @@ export const summaryOf = (result: HarnessResult, files: ReadonlyArray<string>) =
     ["load", loadText(result.config) + total],
     ["merchants", `${result.config.merchants}${total}`],
     ...shardRows(shards),
-    ["requests", `${result.requests} in ${fixed(result.load_s, 1)} s: ${fixed(result.rate, 1)}/s (${result.scripts} scripts, ${result.scripts_late} started late)`],
+    ["requests", `${result.requests} in ${fixed(result.load_s, 1)} s; ${fixed(result.rate, 1)}/s over the load window (${result.scripts} scripts, ${result.scripts_late} started over ${lateStartMs} ms late)`],
+    ...(result.saturation === undefined ? [] : [["pace", saturationLine(result.saturation)] as const]),
     ["latency p50/p90/p99/p99.9/max ms", `${fixed(p.p50, 2)} / ${fixed(p.p90, 2)} / ${fixed(p.p99, 2)} / ${fixed(p.p999, 2)} / ${fixed(p.max, 2)}`],
     ["status codes", JSON.stringify(result.status_codes)],
     ["errors (no answer or 5xx)", String(result.errors)],
@@ -254,7 +256,10 @@ export const runHarness = async (
     }, 1000)
     progress.unref()
     const durationMs = options.durationSeconds * 1000
-    let outcome: LoadOutcome = { scriptsStarted: 0, scriptsLate: 0, startedAtMs: loadStartMs, loadEndedAtMs: loadStartMs, endedAtMs: loadStartMs, scriptFailures: 0, firstFailure: null }
+    let outcome: LoadOutcome = {
+      scriptsStarted: 0, scriptsLate: 0, startLagMs: { p50: 0, p99: 0, max: 0 }, scriptsHeldBack: 0,
+      startedAtMs: loadStartMs, loadEndedAtMs: loadStartMs, endedAtMs: loadStartMs, scriptFailures: 0, firstFailure: null
+    }
     if (setUp) {
       nemesis?.start(planFaults(options.nemesis!, { seed: options.seed, instances: options.instances, durationMs }), loadStartMs)
       outcome = await runLoad(
@@ -304,11 +309,19 @@ export const runHarness = async (
       }
     }
     if (failures.length > 0) laws = [...laws, harnessLaw(failures.join("; "))]
-    // From the first script's start to the last one's end: the rate the service actually answered.
+    // From the first script's start to the last one's end (the figures' span); the rate is the
+    // load window's (first intended start to last), without the drain's tail.
     const loadSeconds = Math.max(0.001, outcome.endedAtMs - outcome.startedAtMs) / 1000
-    const rate = load.requests / loadSeconds
     const harnessCpu = (cpuUsed.user + cpuUsed.system) / 1e6
-    const slo = evaluateSlo(options.slo, { requests: load.requests, errors: load.errors, rate, latency_ms: load.latency_ms })
+    const saturation = saturationOf(options.model, outcome, (from, to) => recorder.answeredBetween(from, to), load.latency_ms.p50, harnessCpu)
+    const rate = saturation.achieved_per_s
+    const slo = [
+      ...evaluateSlo(options.slo, { requests: load.requests, errors: load.errors, rate, latency_ms: load.latency_ms }),
+      // Built in: a run that fell behind its offered rate measured a queue (docs/harness.md, "Saturation").
+      ...(saturation.offered_per_s === null || options.allowSaturation || !setUp
+        ? []
+        : [{ objective: `kept pace with the offered rate (${saturation.verdict})`, actual: saturation.achieved_share ?? 0, met: !saturated(saturation) }])
+    ]
     const lawResults = lawFigures(laws)
     const model = options.model
     const result: HarnessResult = {
@@ -340,6 +353,7 @@ export const runHarness = async (
       requests: load.requests,
       errors: load.errors,
       rate,
+      saturation,
       status_codes: load.status_codes,
       latency_ms: load.latency_ms,
       histogram: load.histogram,

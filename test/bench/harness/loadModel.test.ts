@@ -4,6 +4,7 @@ import { VirtualClock } from "../../../bench/harness/Clock.ts"
 import type { WireRequest } from "../../../bench/harness/Contract.ts"
 import { arrivalOffsets, type LoadModel, runLoad } from "../../../bench/harness/LoadModel.ts"
 import { Recorder } from "../../../bench/harness/Recorder.ts"
+import { driverLagBoundMs, saturated, saturationOf } from "../../../bench/harness/Saturation.ts"
 import { recordingTransport, type WireClient, type WireOutcome } from "../../../bench/harness/Transport.ts"
 
 /**
@@ -61,8 +62,71 @@ const drive = async (options: {
     },
     () => transport.sent()
   ))
-  return { outcome, intended, latencies, figures: recorder.finish(clock.now()), clock }
+  return { outcome, intended, latencies, figures: recorder.finish(clock.now()), clock, recorder }
 }
+
+/** The saturation verdict of a driven run (bench/harness/Saturation.ts). */
+const verdictOf = (run: Awaited<ReturnType<typeof drive>>, model: LoadModel) =>
+  saturationOf(model, run.outcome, (from, to) => run.recorder.answeredBetween(from, to), run.figures.latency_ms.p50)
+
+describe("saturation as a verdict", () => {
+  const open = (rate: number): LoadModel => ({ kind: "open", rate, arrival: "constant" })
+  it("a service that keeps up reads the offered rate over the load window, short runs included", async () => {
+    for (const durationMs of [1_000, 10_000]) {
+      const run = await drive({ model: open(100), durationMs, serviceMs: 5 })
+      const figures = verdictOf(run, open(100))
+      expect(figures.verdict).toBe("kept pace")
+      expect(figures.achieved_per_s).toBeCloseTo(100, 0)
+      expect(saturated(figures)).toBe(false)
+    }
+  })
+
+  it("a service slower than the offered rate: the service fell behind, and the achieved rate is what it answered", async () => {
+    // One request at a time, 20 ms each: 50 a second answered of 100 offered.
+    const run = await drive({ model: open(100), durationMs: 5_000, serviceMs: 20, maxInFlight: 1 })
+    const figures = verdictOf(run, open(100))
+    expect(figures.verdict).toBe("the service fell behind")
+    expect(figures.achieved_per_s).toBeGreaterThan(45)
+    expect(figures.achieved_per_s).toBeLessThan(55)
+    expect(saturated(figures)).toBe(true)
+  })
+
+  it("a stall the service catches up from within the load is latency, not lost pace; one it does not is", async () => {
+    // Frozen from 4 s to 5 s (virtual times start at 1,000 ms): every answer owed comes at 5 s,
+    // inside the window; the latency objectives see the stall.
+    const caughtUp = await drive({ model: open(100), durationMs: 10_000, serviceMs: 5, stall: { fromMs: 5_000, untilMs: 6_000 } })
+    expect(verdictOf(caughtUp, open(100)).verdict).toBe("kept pace")
+    expect(caughtUp.figures.latency_ms.max).toBeGreaterThanOrEqual(1_000)
+    // Frozen for the last 1.5 s and past the end: 15% of the load's answers come after its window.
+    const behind = await drive({ model: open(100), durationMs: 10_000, serviceMs: 5, stall: { fromMs: 9_500, untilMs: 14_000 } })
+    expect(verdictOf(behind, open(100)).verdict).toBe("the service fell behind")
+  })
+
+  it("scripts held back by slow answers: the service, not the driver", async () => {
+    const run = await drive({ model: open(100), durationMs: 1_000, serviceMs: 100, maxConcurrentScripts: 5 })
+    expect(run.outcome.scriptsHeldBack).toBe(95)
+    expect(verdictOf(run, open(100)).verdict).toBe("the service fell behind")
+  })
+
+  it("the closed model offers no rate", async () => {
+    const run = await drive({ model: { kind: "closed", connections: 2 }, durationMs: 1_000, serviceMs: 10 })
+    expect(verdictOf(run, { kind: "closed", connections: 2 }).verdict).toBe("closed model")
+  })
+
+  it("a driver that starts scripts late (its start lag p99 over the bound): the driver fell behind", () => {
+    const outcome = {
+      scriptsStarted: 1000, scriptsLate: 900, startLagMs: { p50: 120, p99: 400, max: 600 }, scriptsHeldBack: 0,
+      startedAtMs: 0, loadEndedAtMs: 10_000, endedAtMs: 10_050, scriptFailures: 0, firstFailure: null
+    }
+    const figures = saturationOf(open(100), outcome, () => 1000, 5)
+    expect(figures.verdict).toBe("the driver fell behind")
+    expect(figures.send_lag_ms.p99).toBeGreaterThan(driverLagBoundMs)
+    // Behind with scripts held back, but the driver's process busy all the load: the driver.
+    const busy = { ...outcome, startLagMs: { p50: 1, p99: 2, max: 3 }, scriptsHeldBack: 50 }
+    expect(saturationOf(open(100), busy, () => 500, 5, 9.9).verdict).toBe("the driver fell behind")
+    expect(saturationOf(open(100), busy, () => 500, 5, 2).verdict).toBe("the service fell behind")
+  })
+})
 
 describe("the open model under a virtual clock", () => {
   it("starts scripts at their intended times, a constant gap apart, for the duration", async () => {
