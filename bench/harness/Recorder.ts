@@ -110,17 +110,30 @@ export class Recorder {
   private intervalRequests = 0
   private intervalErrors = 0
 
-  /** When each request was answered (ms), in recording order: for the achieved rate over a window. */
+  /**
+   * When each request was answered, and when it was issued (its intended start, or its send):
+   * ms, in recording order, for the achieved rate over a window.
+   */
   private answeredAt = new Float64Array(4096)
+  private issuedAt = new Float64Array(4096)
   private answered = 0
 
   constructor(private readonly startMs: number) {}
 
   /** Requests answered (or given up) from `fromMs` (inclusive) to `toMs` (exclusive). */
   answeredBetween(fromMs: number, toMs: number): number {
+    return this.countBetween(this.answeredAt, fromMs, toMs)
+  }
+
+  /** Requests issued from `fromMs` (inclusive) to `toMs` (exclusive), of those recorded so far. */
+  issuedBetween(fromMs: number, toMs: number): number {
+    return this.countBetween(this.issuedAt, fromMs, toMs)
+  }
+
+  private countBetween(times: Float64Array, fromMs: number, toMs: number) {
     let count = 0
     for (let i = 0; i < this.answered; i++) {
-      const at = this.answeredAt[i]!
+      const at = times[i]!
       if (at >= fromMs && at < toMs) count++
     }
     return count
@@ -143,10 +156,14 @@ export class Recorder {
     this.requests++
     this.intervalRequests++
     if (this.answered === this.answeredAt.length) {
-      const grown = new Float64Array(this.answeredAt.length * 2)
-      grown.set(this.answeredAt)
-      this.answeredAt = grown
+      const grownAnswered = new Float64Array(this.answeredAt.length * 2)
+      grownAnswered.set(this.answeredAt)
+      this.answeredAt = grownAnswered
+      const grownIssued = new Float64Array(this.issuedAt.length * 2)
+      grownIssued.set(this.issuedAt)
+      this.issuedAt = grownIssued
     }
+    this.issuedAt[this.answered] = atMs - latencyMs
     this.answeredAt[this.answered++] = atMs
     if (error) {
       counters.errors++

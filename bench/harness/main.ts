@@ -313,7 +313,7 @@ export const runHarness = async (
     // load window's (first intended start to last), without the drain's tail.
     const loadSeconds = Math.max(0.001, outcome.endedAtMs - outcome.startedAtMs) / 1000
     const harnessCpu = (cpuUsed.user + cpuUsed.system) / 1e6
-    const saturation = saturationOf(options.model, outcome, (from, to) => recorder.answeredBetween(from, to), load.latency_ms.p50, harnessCpu)
+    const saturation = saturationOf(options.model, outcome, recorder, load.latency_ms.p50, harnessCpu)
     const rate = saturation.achieved_per_s
     const slo = [
       ...evaluateSlo(options.slo, { requests: load.requests, errors: load.errors, rate, latency_ms: load.latency_ms }),
