@@ -86,7 +86,7 @@ const runFlags = {
   drain: value("drain", "seconds the scenario may take to drain after the load (default: 120)"),
   profile: value("profile", "without --target: run the service under V8's CPU profiler, its profile written to DIR when it stops (read it with bench/profile.ts)"),
   statements: value("statements", "without --target: the N statements that took PostgreSQL longest during the load, with their calls per request (default: 0)"),
-  progress: Cli.toggle("progress", "the live progress line even when stderr is not a terminal"),
+  progress: Cli.toggle("progress", "the live progress line every second even when stderr is not a terminal (default there: every 5 s)"),
   "allow-saturation": Cli.toggle("allow-saturation", "open model: pass a run whose achieved rate fell under 97% of the offered one, or whose driver fell behind (default: such a run fails)"),
   instances: value("instances", "without --target: start the service N times on its one embedded PostgreSQL, each on its own port, requests spread over them in turn (default: 1)"),
   nemesis: value("nemesis", "without --target: faults to inject during the load, any of kill (kill -9, then a restart on the same port), pause (SIGSTOP, then SIGCONT) and db-pause (SIGSTOP of every PostgreSQL process), separated by commas"),

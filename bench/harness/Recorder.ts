@@ -109,6 +109,7 @@ export class Recorder {
   /** Since the last `takeInterval`: for the progress line. */
   private intervalRequests = 0
   private intervalErrors = 0
+  private interval = newHistogram(2)
 
   /**
    * When each request was answered, and when it was issued (its intended start, or its send):
@@ -146,6 +147,7 @@ export class Recorder {
     const error = isError(status)
     this.overall.recordValue(micros)
     this.current.recordValue(micros)
+    this.interval.recordValue(micros)
     let counters = this.routes.get(route)
     if (counters === undefined) {
       counters = { histogram: newHistogram(), statusCodes: new Map(), errors: 0 }
@@ -190,10 +192,12 @@ export class Recorder {
   }
 
   /** Requests and errors since the last call, and the whole run's p50 and p99 so far (ms). */
+  /** The requests answered since the last call, their errors and their own percentiles (not the run's so far). */
   takeInterval() {
-    const taken = { requests: this.intervalRequests, errors: this.intervalErrors, p50: this.overall.getValueAtPercentile(50) / 1000, p99: this.overall.getValueAtPercentile(99) / 1000 }
+    const taken = { requests: this.intervalRequests, errors: this.intervalErrors, p50: this.interval.getValueAtPercentile(50) / 1000, p99: this.interval.getValueAtPercentile(99) / 1000 }
     this.intervalRequests = 0
     this.intervalErrors = 0
+    this.interval.reset()
     return taken
   }
 
