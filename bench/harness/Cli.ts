@@ -39,6 +39,8 @@ export interface RunOptions {
   /** How many of the statements that took PostgreSQL longest to list (0: none). */
   readonly statements: number
   readonly progress: boolean
+  /** `--prometheus-port`: serve the harness's own metrics on 127.0.0.1 at this port (null: none). */
+  readonly prometheusPort: number | null
   /** `--allow-saturation`: an open-model run that fell behind its offered rate passes (docs/harness.md). */
   readonly allowSaturation: boolean
   // The cluster: several instances, and the faults among them (bench/harness/Nemesis.ts).
@@ -87,6 +89,7 @@ const runFlags = {
   profile: value("profile", "without --target: run the service under V8's CPU profiler, its profile written to DIR when it stops (read it with bench/profile.ts)"),
   statements: value("statements", "without --target: the N statements that took PostgreSQL longest during the load, with their calls per request (default: 0)"),
   progress: Cli.toggle("progress", "the live progress line every second even when stderr is not a terminal (default there: every 5 s)"),
+  "prometheus-port": value("prometheus-port", "serve the harness's own metrics (offered and achieved rate, latency per route, answers by status, laws violated) in the Prometheus text format at http://127.0.0.1:N/metrics during the run (default: none)"),
   "allow-saturation": Cli.toggle("allow-saturation", "open model: pass a run whose achieved rate fell under 97% of the offered one, or whose driver fell behind (default: such a run fails)"),
   instances: value("instances", "without --target: start the service N times on its one embedded PostgreSQL, each on its own port, requests spread over them in turn (default: 1)"),
   nemesis: value("nemesis", "without --target: faults to inject during the load, any of kill (kill -9, then a restart on the same port), pause (SIGSTOP, then SIGCONT) and db-pause (SIGSTOP of every PostgreSQL process), separated by commas"),
@@ -291,6 +294,7 @@ export const parseArguments = (argv: ReadonlyArray<string>): Parsed => {
       statements: whole("statements", get("statements") ?? "0", 0, 1000),
       progress: values.progress,
       allowSaturation: values["allow-saturation"],
+      prometheusPort: get("prometheus-port") === undefined ? null : whole("prometheus-port", get("prometheus-port")!, 1, 65_535),
       ...cluster
     }
   } catch (error) {

@@ -121,6 +121,16 @@ export class Recorder {
 
   constructor(private readonly startMs: number) {}
 
+  /** Each route's answers so far by status, and its latency percentiles (ms), for live telemetry. */
+  routesNow(): Array<{ readonly route: string; readonly statusCodes: ReadonlyMap<Status, number>; readonly count: number; readonly quantilesMs: ReadonlyArray<readonly [number, number]> }> {
+    return [...this.routes].map(([route, counters]) => ({
+      route,
+      statusCodes: counters.statusCodes,
+      count: counters.histogram.totalCount,
+      quantilesMs: [0.5, 0.9, 0.99, 0.999].map((q) => [q, counters.histogram.getValueAtPercentile(q * 100) / 1000] as const)
+    }))
+  }
+
   /** Requests answered (or given up) from `fromMs` (inclusive) to `toMs` (exclusive). */
   answeredBetween(fromMs: number, toMs: number): number {
     return this.countBetween(this.answeredAt, fromMs, toMs)

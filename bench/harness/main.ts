@@ -9,6 +9,7 @@
  * docs/harness.md says how to run it, against what, and what the report holds.
  */
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs"
+import type { Server } from "node:http"
 import { join } from "node:path"
 import pg from "pg"
 import { fixed } from "../report.ts"
@@ -28,6 +29,7 @@ import { Recorder } from "./Recorder.ts"
 import { checkResult, type HarnessResult, lawFigures, loadText, mergeResults, passedOf, type ShardFigures } from "./Result.ts"
 import { loadScenario } from "./Scenarios.ts"
 import { saturated, saturationLine, saturationOf } from "./Saturation.ts"
+import { servePrometheus } from "./Prometheus.ts"
 import { evaluateSlo } from "./Slo.ts"
 import { balancedClient, httpClient, recordingTransport } from "./Transport.ts"
 
@@ -191,6 +193,7 @@ export const runHarness = async (
   let rssPeak = rssStart
   const rssSamples: Array<[number, number]> = [[0, Math.round(rssStart)]]
   let progress: ReturnType<typeof setInterval> | null = null
+  let metricsServer: Server | null = null
   let statementsClient: pg.Client | null = null
   let statements: Array<[string, string]> = []
   try {
@@ -247,6 +250,19 @@ export const runHarness = async (
     const offered = options.model.kind === "open" ? ` of ${options.model.rate} offered` : ""
     let lastTickMs = loadStartMs
     let ticks = 0
+    let achievedPerSecond = 0
+    let lawsViolated = 0
+    if (options.prometheusPort !== null) {
+      metricsServer = await servePrometheus(options.prometheusPort, () => ({
+        offeredPerSecond: options.model.kind === "open" ? options.model.rate : null,
+        achievedPerSecond,
+        routes: recorder.routesNow(),
+        requestsSent: transport.sent() - sentBefore,
+        inFlight: transport.inFlight(),
+        lawsViolated
+      }))
+      io.log(`metrics: http://127.0.0.1:${options.prometheusPort}/metrics`)
+    }
     progress = setInterval(() => {
       const rss = process.memoryUsage.rss() / 2 ** 20
       rssPeak = Math.max(rssPeak, rss)
@@ -254,7 +270,8 @@ export const runHarness = async (
       if (!showProgress || ticks % everyTicks !== 0) return
       const nowMs = clock.now()
       const interval = recorder.takeInterval()
-      const line = `${((nowMs - loadStartMs) / 1000).toFixed(0)}s  ${(interval.requests / ((nowMs - lastTickMs) / 1000)).toFixed(0)} req/s${offered}  ` +
+      achievedPerSecond = interval.requests / ((nowMs - lastTickMs) / 1000)
+      const line = `${((nowMs - loadStartMs) / 1000).toFixed(0)}s  ${achievedPerSecond.toFixed(0)} req/s${offered}  ` +
         `p50 ${interval.p50.toFixed(1)} ms  p99 ${interval.p99.toFixed(1)} ms  errors ${interval.errors}  in flight ${transport.inFlight()}`
       lastTickMs = nowMs
       io.progress!.write(io.progress!.isTTY ? `\r\x1b[K${line}` : `${line}\n`)
@@ -328,6 +345,7 @@ export const runHarness = async (
         : [{ objective: `kept pace with the offered rate (${saturation.verdict})`, actual: saturation.achieved_share ?? 0, met: !saturated(saturation) }])
     ]
     const lawResults = lawFigures(laws)
+    lawsViolated = lawResults.filter((law) => !law.held).length
     const model = options.model
     const result: HarnessResult = {
       format: "payments-harness/1",
@@ -383,6 +401,7 @@ export const runHarness = async (
     return { result, files: writeReport(options.reportDirectory, name, result), statements }
   } finally {
     if (progress !== null) clearInterval(progress)
+    if (metricsServer !== null) await new Promise((done) => metricsServer!.close(done))
     await nemesis?.stop()
     await statementsClient?.end().catch(() => {})
     await scenario.close().catch((error) => io.log(`closing the scenario: ${String(error)}`))
