@@ -1,5 +1,4 @@
-import { createHmac } from "node:crypto"
-import { request } from "node:http"
+import { postEvent, signedWith } from "../support/webhookPost.ts"
 import { afterEach, describe, expect, it } from "vitest"
 import { startWebhookServer, type WebhookServer } from "../../bench/harness/scenarios/WebhookServer.ts"
 import { Auditor } from "../../sim/checks/Auditor.ts"
@@ -28,28 +27,8 @@ const start = async (faults: FaultRates, pastMs = 0) => {
 }
 
 /** POSTs an event as the service's dispatcher does; the status, or null when the connection dropped. */
-const post = (url: string, event: { id: string }, attempt: number, signature: (body: string, t: number) => string) =>
-  new Promise<number | null>((done) => {
-    const body = JSON.stringify(event)
-    const t = Math.floor(Date.now() / 1000)
-    const target = new URL(url)
-    const sent = request({
-      host: target.hostname, port: target.port, path: target.pathname, method: "POST",
-      headers: {
-        "content-type": "application/json",
-        "x-service-signature": signature(body, t),
-        "x-service-event-id": event.id,
-        "x-service-delivery-id": `whd_${event.id}`,
-        "x-service-delivery-attempt": String(attempt)
-      }
-    }, (response) => {
-      response.resume()
-      response.on("end", () => done(response.statusCode ?? null))
-    })
-    sent.on("error", () => done(null))
-    sent.end(body)
-  })
-const signed = (body: string, t: number) => `t=${t},v1=${createHmac("sha256", secret).update(`${t}.${body}`).digest("hex")}`
+const post = postEvent
+const signed = signedWith(secret)
 
 describe("harness webhook server", () => {
   it("answers a signed POST 200 and counts it acknowledged; a badly signed one breaks webhook-signature", async () => {

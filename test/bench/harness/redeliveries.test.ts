@@ -1,5 +1,4 @@
-import { createHmac } from "node:crypto"
-import { request } from "node:http"
+import { postEvent, signedWith } from "../../support/webhookPost.ts"
 import { afterEach, describe, expect, it } from "vitest"
 import { Redeliveries, sameNumberAfterCut } from "../../../bench/harness/scenarios/Redeliveries.ts"
 import { startWebhookServer, type WebhookServer } from "../../../bench/harness/scenarios/WebhookServer.ts"
@@ -60,27 +59,7 @@ afterEach(async () => {
   server = null
 })
 
-const post = (url: string, eventId: string, attempt: number) =>
-  new Promise<number | null>((done) => {
-    const body = JSON.stringify({ id: eventId })
-    const t = Math.floor(Date.now() / 1000)
-    const target = new URL(url)
-    const sent = request({
-      host: target.hostname, port: target.port, path: target.pathname, method: "POST",
-      headers: {
-        "content-type": "application/json",
-        "x-service-signature": `t=${t},v1=${createHmac("sha256", secret).update(`${t}.${body}`).digest("hex")}`,
-        "x-service-event-id": eventId,
-        "x-service-delivery-id": `whd_${eventId}`,
-        "x-service-delivery-attempt": String(attempt)
-      }
-    }, (response) => {
-      response.resume()
-      response.on("end", () => done(response.statusCode ?? null))
-    })
-    sent.on("error", () => done(null))
-    sent.end(body)
-  })
+const post = (url: string, eventId: string, attempt: number) => postEvent(url, { id: eventId }, attempt, signedWith(secret))
 
 describe("the endpoints over HTTP, told of the faults", () => {
   it("take the same attempt twice across a fault as a redelivery, and without one as a violation", async () => {
