@@ -87,8 +87,8 @@ export interface PaymentsShape {
   /**
    * Restarts (and waits for) the flows of up to one batch of payments left in flight: this
    * instance's own or nobody's untouched since `staleBefore` (a flow that stopped on an error, or
-   * was left by a crash of a process without an identity), and with `takeOver` also those of
-   * instances that have stopped beating. They become this instance's first (`Store.claimFlows`), so
+   * was left by a crash of a process without an identity), and with `takeOver` also those no live
+   * instance owns (their owner stopped beating, or none is named). They become this instance's first (`Store.claimFlows`), so
    * no other instance resumes them too. Waits for the batch's flows, except those taken over.
    * Returns the batch's size.
    */
