@@ -314,20 +314,20 @@ export const run = (options: DispatcherOptions = defaultOptions) =>
         // so it is claimed in the same call (under the same token) and queued behind this
         // endpoint's work, as a poll would: not cut in the middle by a stop.
         if (delivery.order === null || isOpen(next.delivery) || stopping) {
-          return Effect.flatMap(store.recordAttempt(next.delivery, next.attempt, token, undefined), (answer) => recorded(answer !== false))
+          return Effect.flatMap(store.recordAttempt(next.delivery, next.attempt, token, undefined), (answer) => recorded(answer._tag !== "LeaseLost"))
         }
         const successorUntilMs = endMs + leaseMs
         const successor = { now: endAt, lease: { token, until: isoAt(successorUntilMs), owner } }
         return Effect.uninterruptible(Effect.flatMap(store.recordAttempt(next.delivery, next.attempt, token, successor), (answer) => {
-          if (answer === true || answer === false) return recorded(answer)
+          if (answer._tag !== "RecordedWithSuccessor") return recorded(answer._tag === "Recorded")
           // Recorded, and a successor claimed: a store failure handing it out (a full mailbox's
           // claim given back) is not this attempt's; the successor's lease ends and it is taken over.
           // Same merchant: it signs with this attempt's secrets, as fresh as they were for this one.
-          const handed = handOut({ claimed: [answer], token, leaseUntilMs: successorUntilMs, secrets: secretsByMerchant(delivery.merchantId, secrets), secretsReadAtMs: secretsAtMs, takenOver: noneTakenOver, at: endAt }, 0)
+          const handed = handOut({ claimed: [answer.successor], token, leaseUntilMs: successorUntilMs, secrets: secretsByMerchant(delivery.merchantId, secrets), secretsReadAtMs: secretsAtMs, takenOver: noneTakenOver, at: endAt }, 0)
           if (handed === Effect.void) return recorded(true)
           return Effect.flatMap(
             Effect.catch(handed, (error) =>
-              Effect.logWarning(`webhook delivery ${answer.id} (successor of ${delivery.id}) not handed out; taken over when its lease ends`, error)),
+              Effect.logWarning(`webhook delivery ${answer.successor.id} (successor of ${delivery.id}) not handed out; taken over when its lease ends`, error)),
             () => recorded(true)
           )
         }))
