@@ -6,7 +6,7 @@ import type { EventType } from "../domain/Payment.ts"
 import { type Attempt, type Delivery, type DeliveryOrder, type DeliveryStatus, deliveryIdOf, eventPayload, isOpen } from "../domain/Webhook.ts"
 import { MinHeap } from "../platform/MinHeap.ts"
 import type { PageRequest } from "./Store.ts"
-import { emptyCounts, type Lease, WebhookStore, type WebhookStoreShape } from "./WebhookStore.ts"
+import { emptyCounts, type Lease, leaseLost, recorded, recordedWithSuccessor, WebhookStore, type WebhookStoreShape } from "./WebhookStore.ts"
 
 /** A delivery without its payload. */
 export type DeliveryRecord = Omit<Delivery, "payload">
@@ -487,7 +487,7 @@ export interface MemoryWebhookObserver {
  */
 export const memoryWebhookOperations = (state: SharedState, observer: MemoryWebhookObserver = {}): WebhookStoreShape => {
   const w = state.webhooks
-  const leaseLost = observer.leaseLost
+  const onLeaseLost = observer.leaseLost
   /** Sets or clears a row's lease, keeping `leased` true. */
   const setLease = (row: DeliveryRow, token: string | null, until: string | null, owner: string | null = null) => {
     row.setLease(token, until, owner)
@@ -719,7 +719,7 @@ export const memoryWebhookOperations = (state: SharedState, observer: MemoryWebh
         // A row not in `leased` holds no lease: no token matches it.
         const row = w.leased.get(id)
         if (row === undefined || row.leaseToken !== token || !leaseLive(row, isoMs(now))) {
-          leaseLost?.()
+          onLeaseLost?.()
           return null
         }
         setLease(row, token, until, row.leaseOwner)
@@ -729,12 +729,13 @@ export const memoryWebhookOperations = (state: SharedState, observer: MemoryWebh
     recordAttempt: (delivery, _attempt, token, successor) =>
       Effect.sync(() => {
         const row = w.leased.get(delivery.id)
-        if (row === undefined || row.leaseToken !== token) return false
+        if (row === undefined || row.leaseToken !== token) return leaseLost
         row.set(delivery)
         setLease(row, null, null)
         track(row)
         schedule(row)
-        return successor === undefined ? true : (claimNext(delivery, successor.now, successor.lease) ?? true)
+        const next = successor === undefined ? null : claimNext(delivery, successor.now, successor.lease)
+        return next === null ? recorded : recordedWithSuccessor(next)
       }),
     releaseLease: (id, token, cutAt) =>
       Effect.sync(() => {

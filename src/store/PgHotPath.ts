@@ -1,16 +1,15 @@
-import { Effect } from "effect"
 import type * as Pg from "pg"
 import type { FraudHistory } from "../domain/Fraud.ts"
 import type { Change, Payment } from "../domain/Payment.ts"
 import { nextStep } from "../domain/Payment.ts"
-import { ioDeadlineTimer } from "../platform/Timers.ts"
-import { isUnavailable, type Row } from "./PgRows.ts"
-import { type ChangeCommit, type OpenOutcome, type OpenPayment, StoreUnavailable } from "./Store.ts"
+import { makeBatcher } from "./GroupCommit.ts"
+import type { Row } from "./PgRows.ts"
+import type { ChangeCommit, OpenOutcome, OpenPayment } from "./Store.ts"
 
 /**
  * The create path on PostgreSQL (docs/performance.md): two fixed-shape statements, each a named
  * prepared statement planned once per connection, each taking any number of units as JSON rows,
- * so that concurrent creates share a round trip and a commit (group commit, `Batcher` below).
+ * so that concurrent creates share a round trip and a commit (group commit: ./GroupCommit.ts).
  */
 
 /**
@@ -317,162 +316,6 @@ const openOutcomes = (rows: ReadonlyArray<Row>): Array<OpenOutcome> =>
       }
   )
 const commitOutcomes = (rows: ReadonlyArray<Row>): Array<boolean> => rows.map((r) => r.committed === true)
-
-/** Group commit tuning: units per statement, and statements of one kind in flight at once (of the pool's 8). */
-export const maximumBatch = 32
-export const maximumInFlight = 2
-
-interface Waiter<U, R> {
-  readonly unit: U
-  readonly key: string
-  readonly resume: (effect: Effect.Effect<R, StoreUnavailable>) => void
-  /** Set once its statement has finished, and called then by a caller interrupted meanwhile. */
-  settled?: boolean
-  onSettled?: () => void
-  /** Answered `StoreUnavailable` at its deadline while its statement was still out: its outcome goes to `onLate`. */
-  late?: boolean
-  /** Cancels the deadline's timer. */
-  cancelDeadline?: () => void
-}
-
-const settle = <U, R>(waiter: Waiter<U, R>, outcome: Effect.Effect<R, StoreUnavailable>) => {
-  if (waiter.settled === true) return
-  waiter.settled = true
-  waiter.cancelDeadline?.()
-  waiter.resume(outcome)
-  waiter.onSettled?.()
-}
-
-/**
- * How long a batched statement may stay unanswered before its connection is given up: past the
- * deadline of its units (they were answered 503 then), it is kept for its outcome (`onLate`), so
- * a database that thaws within this time leaves nothing behind; one silent for longer (a host cut
- * off) costs at most what a claim's lease does.
- */
-export const lateStatementLimitMs = 60_000
-
-/**
- * Group commit: a unit goes out at once when fewer than `maximumInFlight` statements of its kind
- * are running; otherwise it waits, and the next statement takes everything that waited (up to
- * `maximumBatch`, never two units of one payment). Every unit gets its own outcome. When a batch
- * fails on its data (a defect), each of its units runs again alone, so one bad unit fails only
- * itself; when the database is unreachable, every unit of the batch is `StoreUnavailable`.
- *
- * With `deadlineMs`, a unit not answered within it (waiting, or its statement sent to a database
- * that does not answer) is `StoreUnavailable` then. A unit still waiting never goes out; the
- * statement of one already sent keeps its connection until the database answers, and the outcomes
- * of such late units go to `onLate` (a late commit must not leave behind what its caller, told
- * 503, will never finish).
- */
-export const makeBatcher = <U, R>(options: {
-  readonly pool: Pg.Pool
-  readonly name: string
-  readonly text: string
-  readonly values: (units: ReadonlyArray<U>) => Array<unknown>
-  readonly outcomes: (rows: ReadonlyArray<Row>) => Array<R>
-  readonly keyOf: (unit: U) => string
-  /**
-   * Told of each unit's outcome as its statement's result arrives, before the unit's caller
-   * resumes, and even when that caller was interrupted meanwhile: what the statement committed
-   * on behalf of a caller that will never see its outcome must still reach someone.
-   */
-  readonly arrived?: (unit: U, outcome: R) => void
-  readonly deadlineMs?: number | undefined
-  readonly onLate?: (late: ReadonlyArray<{ readonly unit: U; readonly outcome: R }>) => void
-}) => {
-  const waiting: Array<Waiter<U, R>> = []
-  let inFlight = 0
-  const deadlineMs = options.deadlineMs
-
-  const execute = (batch: ReadonlyArray<Waiter<U, R>>) => {
-    inFlight++
-    options.pool.query(
-      {
-        name: options.name,
-        text: options.text,
-        values: options.values(batch.map((w) => w.unit)),
-        ...(deadlineMs === undefined ? {} : { query_timeout: lateStatementLimitMs })
-      } as Pg.QueryConfig,
-      (error: (Error & { code?: string }) | undefined, result: Pg.QueryResult<Row>) => {
-        inFlight--
-        if (error === undefined || error === null) {
-          const outcomes = options.outcomes(result.rows)
-          const arrived = options.arrived
-          const late: Array<{ unit: U; outcome: R }> = []
-          batch.forEach((w, i) => {
-            const outcome = outcomes[i]!
-            // A unit answered 503 at its deadline is `onLate`'s; the others are told here first.
-            if (w.late === true) late.push({ unit: w.unit, outcome })
-            else {
-              if (arrived !== undefined) arrived(w.unit, outcome)
-              settle(w, Effect.succeed(outcome))
-            }
-          })
-          if (late.length > 0) options.onLate?.(late)
-        } else if (isUnavailable(typeof error.code === "string" ? error.code : undefined)) {
-          for (const w of batch) settle(w, Effect.fail(new StoreUnavailable({ cause: error })))
-        } else if (batch.length > 1) {
-          // A late unit's caller was answered already: nothing of it committed, nothing to run again.
-          for (const w of batch) if (w.late !== true) execute([w])
-        } else {
-          settle(batch[0]!, Effect.die(error))
-        }
-        pump()
-      }
-    )
-  }
-
-  const pump = () => {
-    while (inFlight < maximumInFlight && waiting.length > 0) {
-      const batch: Array<Waiter<U, R>> = []
-      const keys = new Set<string>()
-      for (let i = 0; i < waiting.length && batch.length < maximumBatch;) {
-        const waiter = waiting[i]!
-        if (keys.has(waiter.key)) {
-          i++
-          continue
-        }
-        keys.add(waiter.key)
-        batch.push(waiter)
-        waiting.splice(i, 1)
-      }
-      execute(batch)
-    }
-  }
-
-  const giveUp = (waiter: Waiter<U, R>) => () => {
-    if (waiter.settled === true) return
-    const at = waiting.indexOf(waiter)
-    if (at !== -1) waiting.splice(at, 1)
-    else waiter.late = true
-    settle(waiter, Effect.fail(new StoreUnavailable({ cause: new Error(`no answer from the database within ${deadlineMs} ms`) })))
-  }
-
-  return (unit: U): Effect.Effect<R, StoreUnavailable> =>
-    Effect.callback<R, StoreUnavailable>((resume) => {
-      const waiter: Waiter<U, R> = { unit, key: options.keyOf(unit), resume }
-      if (deadlineMs !== undefined) waiter.cancelDeadline = ioDeadlineTimer(deadlineMs, giveUp(waiter))
-      waiting.push(waiter)
-      pump()
-      // Interrupted while still waiting: it never goes out. Once sent, its outcome is the database's,
-      // and the interruption waits for it: whoever takes over after a hang-up (the payment's flow)
-      // must find the unit committed or not, never race the statement still running (it did:
-      // the flow looked for a payment the batch had not committed yet, and left it pending). The
-      // outcome itself reaches the interrupted caller only through `arrived`. With a deadline, it
-      // waits until then at most: a unit late past it is `onLate`'s.
-      return Effect.suspend(() => {
-        const at = waiting.indexOf(waiter)
-        if (at !== -1) {
-          waiting.splice(at, 1)
-          waiter.cancelDeadline?.()
-          return Effect.void
-        }
-        return waiter.settled === true ? Effect.void : Effect.callback<void>((done) => {
-          waiter.onSettled = () => done(Effect.void)
-        })
-      })
-    })
-}
 
 /**
  * Claims a late open committed for callers that were answered 503: each is released (its lease

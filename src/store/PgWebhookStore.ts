@@ -1,15 +1,25 @@
 import * as PgClient from "@effect/sql-pg/PgClient"
 import { Effect, Layer } from "effect"
 import { type Attempt, type Delivery, type DeliveryStatus, isOpen } from "../domain/Webhook.ts"
+import { makeBatcher } from "./GroupCommit.ts"
 import { iso, isoOrNull, runWithin, secretColumnFor, toEvent, toMerchant, type Row } from "./PgRows.ts"
 import { AppConfig } from "../platform/Config.ts"
 import { statementGraceMs } from "../platform/Database.ts"
 import type { SecretColumn } from "../platform/Sealing.ts"
 import { isoMs } from "../domain/Time.ts"
-import { makeBatcher } from "./PgHotPath.ts"
 import { PgPool, prepared, statementDeadlineMs } from "./PgPrepared.ts"
 import type { StoreUnavailable } from "./Store.ts"
-import { emptyCounts, type Lease, type PollInput, WebhookStore, type WebhookStoreShape } from "./WebhookStore.ts"
+import {
+  emptyCounts,
+  type Lease,
+  leaseLost,
+  type PollInput,
+  recorded,
+  recordedWithSuccessor,
+  type RecordOutcome,
+  WebhookStore,
+  type WebhookStoreShape
+} from "./WebhookStore.ts"
 
 const toDelivery = (r: Row): Delivery => ({
   id: r.id,
@@ -144,8 +154,10 @@ const recordAttemptsValues = (units: ReadonlyArray<AttemptRecord>) => [
   })))
 ]
 
-const recordAttemptsOutcomes = (rows: ReadonlyArray<Row>): Array<boolean | Delivery> =>
-  rows.map((r) => (r.recorded !== true ? false : r.successor === null || r.successor === undefined ? true : toDelivery(r.successor as Row)))
+const recordAttemptsOutcomes = (rows: ReadonlyArray<Row>): Array<RecordOutcome> =>
+  rows.map((r) =>
+    r.recorded !== true ? leaseLost : r.successor === null || r.successor === undefined ? recorded : recordedWithSuccessor(toDelivery(r.successor as Row))
+  )
 
 export const makePgWebhookStore = Effect.gen(function*() {
   const sql = yield* PgClient.PgClient
@@ -154,7 +166,7 @@ export const makePgWebhookStore = Effect.gen(function*() {
   const secrets = secretColumnFor(config)
   // Every statement of Effect 4's driver answers within the statement timeout and its grace, or is given up (a 503).
   const run = runWithin(config.databaseStatementTimeoutMs + statementGraceMs)
-  const recordAttempts = makeBatcher<AttemptRecord, boolean | Delivery>({
+  const recordAttempts = makeBatcher<AttemptRecord, RecordOutcome>({
     pool,
     name: "record_webhook_attempts_v2",
     text: recordAttemptsSql,

@@ -44,6 +44,20 @@ export interface PollResult {
   readonly takenOver: ReadonlySet<string>
 }
 
+/**
+ * What `recordAttempt` answers, in its precedence: the lease was lost (nothing recorded); the
+ * attempt was recorded; recorded, and the payment's next delivery claimed under the successor lease.
+ */
+export type RecordOutcome =
+  | { readonly _tag: "LeaseLost" }
+  | { readonly _tag: "Recorded" }
+  | { readonly _tag: "RecordedWithSuccessor"; readonly successor: Delivery }
+
+/** The outcomes without a payload, made once (an adapter answers one per attempt). */
+export const leaseLost: RecordOutcome = { _tag: "LeaseLost" }
+export const recorded: RecordOutcome = { _tag: "Recorded" }
+export const recordedWithSuccessor = (successor: Delivery): RecordOutcome => ({ _tag: "RecordedWithSuccessor", successor })
+
 export type ResendOutcome =
   | { readonly _tag: "NotFound" }
   | { readonly _tag: "Refused"; readonly delivery: Delivery }
@@ -90,19 +104,20 @@ export interface WebhookStoreShape {
    */
   readonly renewLease: (deliveryId: string, token: string, now: string, until: string) => StoreEffect<ReadonlyArray<string> | null>
   /**
-   * Commits an attempt and the delivery's new state, releasing the lease; false when `token` no
-   * longer holds it. With `successor` (for a delivery that has ended), then, in the same call,
-   * leases under `successor.lease` the next delivery of its payment to its URL, if that one is due
-   * at `successor.now`, no live lease holds it and no earlier one of its payment is open (or still
-   * in the outbox), so the payment's next event goes at once without a poll; and answers it when
-   * there is one (true: recorded, no successor claimed; never one for an unordered delivery).
+   * Commits an attempt and the delivery's new state, releasing the lease: `LeaseLost` (nothing
+   * recorded) when `token` no longer holds it. With `successor` (for a delivery that has ended),
+   * then, in the same call, leases under `successor.lease` the next delivery of its payment to its
+   * URL, if that one is due at `successor.now`, no live lease holds it and no earlier one of its
+   * payment is open (or still in the outbox), so the payment's next event goes at once without a
+   * poll: `RecordedWithSuccessor` with it; `Recorded` when none was claimed (never one for an
+   * unordered delivery, nor for one still open).
    */
   readonly recordAttempt: (
     delivery: Delivery,
     attempt: Attempt,
     token: string,
     successor?: { readonly now: string; readonly lease: Lease }
-  ) => StoreEffect<boolean | Delivery>
+  ) => StoreEffect<RecordOutcome>
   /**
    * Gives a lease back. With `cutAt`, the holder's attempt was cut in the middle (a stop): the lease
    * ends at `cutAt` but stays named, so the next claim takes it over as cut (`PollResult.takenOver`);

@@ -3,7 +3,7 @@ import { Effect, Layer } from "effect"
 import { afterAttempt, type Delivery, newDelivery } from "../../src/domain/Webhook.ts"
 import { layerMemory } from "../../src/store/MemoryStore.ts"
 import { Store } from "../../src/store/Store.ts"
-import { type Lease, WebhookStore, type WebhookStoreShape } from "../../src/store/WebhookStore.ts"
+import { type Lease, leaseLost, recorded, type RecordOutcome, WebhookStore, type WebhookStoreShape } from "../../src/store/WebhookStore.ts"
 import * as Payment from "../../src/domain/Payment.ts"
 import { accepted, createInput } from "../domain/fixtures.ts"
 import { freshDatabase, pgStoreLayer } from "../support/database.ts"
@@ -26,6 +26,9 @@ const delivery = (n: number) =>
       data: { id: "pay_x", merchant_id: "mer_c", status: "captured", amount_cents: 1, currency: "USD", captured_amount_cents: 1, refunded_amount_cents: 0, fraud_score: null, failure_code: null, dispute: null }
     }
   })
+
+/** The successor's id a record answered, or the outcome's tag when it claimed none. */
+const successorOf = (outcome: RecordOutcome) => (outcome._tag === "RecordedWithSuccessor" ? outcome.successor.id : outcome._tag)
 
 /** A poll that drains nothing (no batch): its claim alone, of up to `limit` deliveries due at `now` under `lease`. */
 const claim = (store: WebhookStoreShape, now: string, lease: Lease, limit: number) =>
@@ -52,10 +55,10 @@ const webhookStoreContract = (name: string, layer: () => Layer.Layer<Store | Web
         expect(claimedC.map((d) => d.id)).toEqual(["whd_1"])
         expect(yield* store.renewLease("whd_1", "a", at(10), at(30))).toBeNull()
         const failed = afterAttempt(claimedC[0]!, at(11), { _tag: "Failed", error: "connection error", durationMs: 5 }, [60_000], at(11))
-        expect(yield* store.recordAttempt(failed.delivery, failed.attempt, "a")).toBe(false)
+        expect(yield* store.recordAttempt(failed.delivery, failed.attempt, "a")).toEqual(leaseLost)
         // Renewed: the answer is the merchant's signing secrets.
         expect(yield* store.renewLease("whd_1", "c", at(11), at(21))).toEqual(["whsec_c"])
-        expect(yield* store.recordAttempt(failed.delivery, failed.attempt, "c")).toBe(true)
+        expect(yield* store.recordAttempt(failed.delivery, failed.attempt, "c")).toEqual(recorded)
         const stored = (yield* store.getDelivery("mer_c", "whd_1"))!
         expect(stored).toEqual(failed.delivery)
         expect(stored.status).toBe("retrying")
@@ -136,18 +139,18 @@ const webhookStoreContract = (name: string, layer: () => Layer.Layer<Store | Web
         expect(first.map((d) => d.id).sort()).toEqual(["whd_1", "whd_4", "whd_5", "whd_6"])
         // A's first fails and will be retried a minute later: A's second still waits.
         const failed = afterAttempt(first.find((d) => d.id === "whd_1")!, at(10), { _tag: "Failed", error: "connection error", durationMs: 5 }, [60_000], at(10))
-        expect(yield* store.recordAttempt(failed.delivery, failed.attempt, "a")).toBe(true)
+        expect(yield* store.recordAttempt(failed.delivery, failed.attempt, "a")).toEqual(recorded)
         expect(yield* claim(store, at(10), { token: "b", until: at(100) }, 10)).toEqual([])
         const retried = yield* claim(store, at(11), { token: "c", until: at(100) }, 10)
         expect(retried.map((d) => d.id)).toEqual(["whd_1"])
         // It fails for good: the next one goes (and only the next one).
         const gaveUp = afterAttempt(retried[0]!, at(11), { _tag: "Failed", error: "connection error", durationMs: 5 }, [60_000], at(11))
         expect(gaveUp.delivery.status).toBe("failed")
-        expect(yield* store.recordAttempt(gaveUp.delivery, gaveUp.attempt, "c")).toBe(true)
+        expect(yield* store.recordAttempt(gaveUp.delivery, gaveUp.attempt, "c")).toEqual(recorded)
         const next = yield* claim(store, at(11), { token: "d", until: at(100) }, 10)
         expect(next.map((d) => d.id)).toEqual(["whd_2"])
         const delivered = afterAttempt(next[0]!, at(11), { _tag: "Answered", status: 200, snippet: "", durationMs: 5 }, [60_000], at(11))
-        expect(yield* store.recordAttempt(delivered.delivery, delivered.attempt, "d")).toBe(true)
+        expect(yield* store.recordAttempt(delivered.delivery, delivered.attempt, "d")).toEqual(recorded)
         expect((yield* claim(store, at(11), { token: "e", until: at(100) }, 10)).map((d) => d.id)).toEqual(["whd_3"])
         // Open: whd_3..6, all leased, so none is due.
         expect(yield* store.backlog(at(40))).toEqual({ open: 4, due: 0, oldestDueAt: null })
@@ -180,10 +183,10 @@ const webhookStoreContract = (name: string, layer: () => Layer.Layer<Store | Web
         const byId = new Map(firsts.map((d, i) => [d.id, outcomes[i]!]))
         for (const p of payments) {
           const outcome = byId.get(`whd_${10 + 2 * p}`)
-          if (p % 2 === 1) expect(outcome).toBe(false)
-          else expect(typeof outcome === "object" ? outcome.id : outcome).toBe(`whd_${11 + 2 * p}`)
+          if (p % 2 === 1) expect(outcome).toEqual(leaseLost)
+          else expect(successorOf(outcome!)).toBe(`whd_${11 + 2 * p}`)
         }
-        expect(byId.get("whd_26")).toBe(true)
+        expect(byId.get("whd_26")).toEqual(recorded)
         // Each successor is leased to the token given with its own predecessor.
         for (const p of payments.filter((p) => p % 2 === 0)) {
           expect(yield* store.renewLease(`whd_${11 + 2 * p}`, `s_whd_${10 + 2 * p}`, at(32), at(100))).toEqual(["whsec_c"])
@@ -221,31 +224,31 @@ const webhookStoreContract = (name: string, layer: () => Layer.Layer<Store | Web
         // leaves the second.
         const retry = afterAttempt(byId("whd_1"), at(10), { _tag: "Failed", error: "connection error", durationMs: 5 }, [0], at(10))
         expect(retry.delivery.status).toBe("retrying")
-        expect(yield* store.recordAttempt(retry.delivery, retry.attempt, "a", { now: at(10), lease: lease("s") })).toBe(true)
+        expect(yield* store.recordAttempt(retry.delivery, retry.attempt, "a", { now: at(10), lease: lease("s") })).toEqual(recorded)
         const again = yield* claim(store, at(10), lease("a"), 10)
         expect(again.map((d) => d.id)).toEqual(["whd_1"])
         const done1 = answered(again[0]!, at(10))
         const second = yield* store.recordAttempt(done1.delivery, done1.attempt, "a", { now: at(10), lease: lease("s") })
-        expect(typeof second === "object" ? second.id : second).toBe("whd_2")
-        if (typeof second !== "object") return
+        expect(successorOf(second)).toBe("whd_2")
+        if (second._tag !== "RecordedWithSuccessor") return
         expect(yield* store.getDelivery("mer_c", "whd_1")).toEqual(done1.delivery)
         // Claimed under the lease: only its holder renews it, recording the first again (its lease is
         // gone) claims nothing, and a poll gets neither it nor the third, which waits for it.
         expect(yield* store.renewLease("whd_2", "t", at(10), at(100))).toBeNull()
         expect(yield* store.renewLease("whd_2", "s", at(10), at(100))).toEqual(["whsec_c"])
-        expect(yield* store.recordAttempt(done1.delivery, done1.attempt, "a", { now: at(10), lease: lease("t") })).toBe(false)
+        expect(yield* store.recordAttempt(done1.delivery, done1.attempt, "a", { now: at(10), lease: lease("t") })).toEqual(leaseLost)
         expect(yield* claim(store, at(10), lease("u"), 10)).toEqual([])
         // Recording with a successor claims it in the same call: none for a wrong token (nothing
         // recorded) nor when the successor is not due (the third is due at minute 3 only).
-        const done2 = answered(second, at(2))
-        expect(yield* store.recordAttempt(done2.delivery, done2.attempt, "x", { now: at(10), lease: lease("v") })).toBe(false)
-        expect(yield* store.recordAttempt(done2.delivery, done2.attempt, "s", { now: at(2), lease: lease("v") })).toBe(true)
+        const done2 = answered(second.successor, at(2))
+        expect(yield* store.recordAttempt(done2.delivery, done2.attempt, "x", { now: at(10), lease: lease("v") })).toEqual(leaseLost)
+        expect(yield* store.recordAttempt(done2.delivery, done2.attempt, "s", { now: at(2), lease: lease("v") })).toEqual(recorded)
         expect(yield* store.getDelivery("mer_c", "whd_2")).toEqual(done2.delivery)
         // The third is now due, unleased and first of its payment to its URL, yet nothing claims it as
         // the successor of another payment's only one, of an unordered one, nor across URLs.
-        expect(yield* succeed(byId("whd_4"), "a", at(10), lease("w"))).toBe(true)
-        expect(yield* succeed(byId("whd_5"), "a", at(10), lease("w"))).toBe(true)
-        expect(yield* succeed(byId("whd_6"), "a", at(10), lease("w"))).toBe(true)
+        expect(yield* succeed(byId("whd_4"), "a", at(10), lease("w"))).toEqual(recorded)
+        expect(yield* succeed(byId("whd_5"), "a", at(10), lease("w"))).toEqual(recorded)
+        expect(yield* succeed(byId("whd_6"), "a", at(10), lease("w"))).toEqual(recorded)
         // ... and it is claimable: the poll takes it (alone).
         const third = yield* claim(store, at(10), lease("v"), 10)
         expect(third.map((d) => d.id)).toEqual(["whd_3"])
@@ -255,12 +258,12 @@ const webhookStoreContract = (name: string, layer: () => Layer.Layer<Store | Web
         expect(resent._tag).toBe("Resent")
         const redo = yield* claim(store, at(10), lease("y"), 10)
         expect(redo.map((d) => d.id)).toEqual(["whd_2"])
-        expect(yield* succeed(redo[0]!, "y", at(10), lease("z"))).toBe(true)
+        expect(yield* succeed(redo[0]!, "y", at(10), lease("z"))).toEqual(recorded)
         expect(yield* store.renewLease("whd_3", "z", at(10), at(100))).toBeNull()
         // Nothing after the last of a payment.
         const done3 = afterAttempt(third[0]!, at(10), { _tag: "Failed", error: "connection error", durationMs: 5 }, [], at(10))
         expect(done3.delivery.status).toBe("failed")
-        expect(yield* store.recordAttempt(done3.delivery, done3.attempt, "v", { now: at(10), lease: lease("w") })).toBe(true)
+        expect(yield* store.recordAttempt(done3.delivery, done3.attempt, "v", { now: at(10), lease: lease("w") })).toEqual(recorded)
         // whd_3 ended (failed) with its attempt above: nothing is open.
         expect(yield* store.backlog(at(10))).toEqual({ open: 0, due: 0, oldestDueAt: null })
       }).pipe(Effect.provide(layer())))
@@ -307,7 +310,7 @@ const webhookStoreContract = (name: string, layer: () => Layer.Layer<Store | Web
         for (const d of first.claimed) expect(d).toEqual(yield* store.getDelivery(owner.id, d.id))
         const failedAt = new Date(nowMs + 1_234).toISOString()
         const failed = afterAttempt(first.claimed[0]!, failedAt, { _tag: "Answered", status: 503, snippet: "busy", durationMs: 17 }, [60_000], failedAt)
-        expect(yield* store.recordAttempt(failed.delivery, failed.attempt, "a")).toBe(true)
+        expect(yield* store.recordAttempt(failed.delivery, failed.attempt, "a")).toEqual(recorded)
         const retryMs = nowMs + 61_234
         const third = yield* store.poll({ drainLimit: 2, drainBatches: 1, build, now: new Date(retryMs).toISOString(), lease: lease("d", new Date(retryMs + 5_000).toISOString()), claimLimit: 10 })
         expect(third.claimed.map((d) => d.id).sort()).toEqual([...first.claimed, ...second.claimed].map((d) => d.id).sort())
@@ -339,8 +342,8 @@ const webhookStoreContract = (name: string, layer: () => Layer.Layer<Store | Web
         const succeeded = afterAttempt(first!, now, { _tag: "Answered", status: 200, snippet: "", durationMs: 5 }, [], now)
         const failed = afterAttempt(second!, now, { _tag: "Answered", status: 500, snippet: "", durationMs: 5 }, [], now)
         expect([succeeded.delivery.status, failed.delivery.status]).toEqual(["succeeded", "failed"])
-        expect(yield* store.recordAttempt(succeeded.delivery, succeeded.attempt, "t")).toBe(true)
-        expect(yield* store.recordAttempt(failed.delivery, failed.attempt, "t")).toBe(true)
+        expect(yield* store.recordAttempt(succeeded.delivery, succeeded.attempt, "t")).toEqual(recorded)
+        expect(yield* store.recordAttempt(failed.delivery, failed.attempt, "t")).toEqual(recorded)
         expect(yield* store.getDelivery(owner.id, first!.id)).toEqual(succeeded.delivery)
         expect(yield* store.getDelivery(owner.id, second!.id)).toEqual(failed.delivery)
         const listed = (yield* store.listDeliveries(owner.id, {}, { page: 1, perPage: 10 })).items
