@@ -11,16 +11,78 @@ export interface AuthorizationRequest {
   readonly cardBrand: string
 }
 
-/** A transport failure talking to the network: worth retrying within the flow's deadline. */
+/**
+ * The request never reached the processor (connection refused, a name that does not resolve, a
+ * request refused before it was read): nothing happened there, and asking again is safe.
+ */
 export class AcquirerUnavailable extends Data.TaggedError("AcquirerUnavailable")<{ readonly reason: string }> {}
 
 /**
- * The card network. `authorize` is idempotent on `paymentId` (a real acquirer gets it as the
- * idempotency key), so a flow resumed after a crash may ask again safely. Captures, voids and
- * refunds are booked locally and cleared with the network at settlement.
+ * The request may have reached the processor and its answer was lost (a timeout, a reset after
+ * sending, a 5xx): the operation may or may not have happened. It is never a decline. The caller
+ * asks again under the same idempotency key, or looks the payment up, until it knows.
+ */
+export class AcquirerOutcomeUnknown extends Data.TaggedError("AcquirerOutcomeUnknown")<{ readonly reason: string }> {}
+
+/** The processor answered and refused the operation (a capture of an expired authorization, a refund over what was captured): it did not happen. */
+export class AcquirerRefused extends Data.TaggedError("AcquirerRefused")<{ readonly code: string; readonly message: string }> {}
+
+export type ProcessorCallError = AcquirerUnavailable | AcquirerOutcomeUnknown
+
+/**
+ * The idempotency key of each operation, derived from the payment and the operation alone, so a
+ * call repeated after a lost answer, a crash or on another instance carries the same key and the
+ * processor does it at most once. A refund is named by its position among the payment's refunds.
+ */
+export const operationKeys = {
+  authorize: (paymentId: string) => `${paymentId}:authorize`,
+  capture: (paymentId: string) => `${paymentId}:capture`,
+  cancel: (paymentId: string) => `${paymentId}:cancel`,
+  refund: (paymentId: string, refundNumber: number) => `${paymentId}:refund:${refundNumber}`
+} as const
+
+/** A call on an existing authorization: our payment id, the processor's reference when known, the operation's key. */
+export interface OperationRequest {
+  readonly paymentId: string
+  /** The processor's id for the payment (a Stripe PaymentIntent id), when the authorization's answer gave one. */
+  readonly reference: string | null
+  readonly idempotencyKey: string
+  /** How long to wait for the answer; past it the outcome is unknown. */
+  readonly timeoutMs: number
+}
+
+export interface CaptureRequest extends OperationRequest {
+  readonly amountCents: number
+  readonly currency: string
+}
+
+export interface RefundRequest extends OperationRequest {
+  readonly amountCents: number
+  readonly currency: string
+}
+
+/** What the processor holds for one of our payments: the look-up's answer and reconciliation's input. */
+export interface ProcessorPayment {
+  readonly paymentId: string
+  readonly reference: string
+  readonly currency: string
+  /** Authorized and not yet captured or cancelled. */
+  readonly authorizedCents: number
+  readonly capturedCents: number
+  readonly refundedCents: number
+  /** The authorization was cancelled (voided, reversed) or expired. */
+  readonly cancelled: boolean
+  /** The authorization was declined: nothing is held. */
+  readonly declined: boolean
+}
+
+/**
+ * The card network. `authorize` is idempotent on `paymentId` (a remote processor gets
+ * `operationKeys.authorize(paymentId)` as the idempotency key), so a flow resumed after a crash,
+ * or one whose answer was lost, may ask again safely.
  */
 export interface AcquirerShape {
-  readonly authorize: (request: AuthorizationRequest) => Effect.Effect<AuthorizationOutcome, AcquirerUnavailable>
+  readonly authorize: (request: AuthorizationRequest) => Effect.Effect<AuthorizationOutcome, ProcessorCallError>
   /**
    * The outcome when the network can give it without waiting (the sandbox does, but for its
    * timeout token), else undefined. With an answer, a create runs its whole flow inline in the
@@ -35,10 +97,62 @@ export interface AcquirerShape {
   readonly authorizeWithin?: (
     request: AuthorizationRequest,
     timeoutMs: number
-  ) => Effect.Effect<AuthorizationOutcome | null, AcquirerUnavailable>
+  ) => Effect.Effect<AuthorizationOutcome | null, ProcessorCallError>
+  /**
+   * A remote processor's captures, cancels, refunds and look-ups. Without them (the in-process
+   * sandbox, the simulated network) captures, voids and refunds are booked locally and cleared
+   * with the network at settlement.
+   */
+  readonly operations?: ProcessorOperations
 }
 
+/**
+ * What a processor does besides authorizing. Each call carries its operation's idempotency key
+ * (`operationKeys`) and is bounded by its request's `timeoutMs`. An acquirer without them (the
+ * in-process sandbox, the simulated network) books captures, voids and refunds locally and
+ * clears them at settlement.
+ */
+export interface ProcessorOperations {
+  readonly capture: (request: CaptureRequest) => Effect.Effect<void, ProcessorCallError | AcquirerRefused>
+  /** Cancels (voids, reverses) whatever the payment's authorization holds; cancelling nothing or a cancelled one succeeds. */
+  readonly cancel: (request: OperationRequest) => Effect.Effect<void, ProcessorCallError>
+  readonly refund: (request: RefundRequest) => Effect.Effect<void, ProcessorCallError | AcquirerRefused>
+  /** The processor's record of a payment by our id (null: it never saw it). */
+  readonly lookup: (request: { readonly paymentId: string; readonly timeoutMs: number }) => Effect.Effect<ProcessorPayment | null, ProcessorCallError>
+  /** Every payment the processor created within `[fromMs, toMs)`, for reconciliation. */
+  readonly payments: (period: { readonly fromMs: number; readonly toMs: number }) => Effect.Effect<ReadonlyArray<ProcessorPayment>, ProcessorCallError>
+  /**
+   * An inbound notification (the raw body and the processor's signature header), verified with
+   * the processor's signature scheme at `nowMs` and read into our terms.
+   */
+  readonly notification: (input: {
+    readonly body: string
+    readonly signature: string | undefined
+    readonly nowMs: number
+  }) => Effect.Effect<ProcessorNotification, InvalidNotification | ProcessorCallError>
+}
+
+/** An inbound notification whose signature, timestamp or body does not hold: answered 400 and ignored. */
+export class InvalidNotification extends Data.TaggedError("InvalidNotification")<{ readonly reason: string }> {}
+
+/**
+ * A processor's notification in our terms. `eventId` is the processor's own id for it: applying
+ * one twice changes nothing.
+ */
+export type ProcessorNotification =
+  | { readonly _tag: "Dispute"; readonly eventId: string; readonly dispute: DisputeNotification }
+  | {
+    readonly _tag: "RefundFailed"
+    readonly eventId: string
+    readonly paymentId: string
+    readonly amountCents: number
+    readonly reason: string
+  }
+  /** A verified notification of a kind the service does not act on. */
+  | { readonly _tag: "Ignored"; readonly eventId: string; readonly type: string }
+
 export class Acquirer extends Context.Service<Acquirer, AcquirerShape>()("payments/Acquirer") {}
+
 
 /** Test tokens of the sandbox acquirer (CONTRACT section 6, docs/api.md). */
 export const sandboxDeclines: Record<string, { readonly code: string; readonly message: string }> = {
@@ -85,10 +199,10 @@ export const sandboxAuthorizeWithin = (request: AuthorizationRequest, timeoutMs:
  */
 export const authorizeWithin = (
   acquirer: AcquirerShape
-): (request: AuthorizationRequest, timeoutMs: number) => Effect.Effect<AuthorizationOutcome | null, AcquirerUnavailable> =>
+): (request: AuthorizationRequest, timeoutMs: number) => Effect.Effect<AuthorizationOutcome | null, ProcessorCallError> =>
   acquirer.authorizeWithin ??
     ((request, timeoutMs) =>
-      Effect.timeoutOrElse(acquirer.authorize(request) as Effect.Effect<AuthorizationOutcome | null, AcquirerUnavailable>, {
+      Effect.timeoutOrElse(acquirer.authorize(request) as Effect.Effect<AuthorizationOutcome | null, ProcessorCallError>, {
         duration: timeoutMs,
         orElse: () => Effect.succeed(null)
       }))

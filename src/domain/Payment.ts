@@ -277,7 +277,8 @@ export const create = (input: CreateInput, context: Context): Decision =>
   }, context)
 
 export type AuthorizationOutcome =
-  | { readonly _tag: "Approved"; readonly networkRiskSignal: number }
+  /** `reference`: the processor's id for the authorization, when a remote processor gave one. */
+  | { readonly _tag: "Approved"; readonly networkRiskSignal: number; readonly reference?: string }
   | { readonly _tag: "Declined"; readonly code: string; readonly message: string }
 
 export const applyAuthorization = (payment: Payment, outcome: AuthorizationOutcome, context: Context): Decision => {
