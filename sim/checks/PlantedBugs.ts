@@ -5,7 +5,6 @@ import type { WebhookTransportShape } from "../../src/platform/WebhookTransport.
 import type { StoreShape } from "../../src/store/Store.ts"
 import type { PollInput, WebhookStoreShape } from "../../src/store/WebhookStore.ts"
 import type { FaultRates, WorkloadMix } from "../engine/Rates.ts"
-import { isoAt } from "../../src/domain/Time.ts"
 import { hash32 } from "../engine/Prng.ts"
 
 /**
@@ -136,6 +135,12 @@ export const plantedBugs = {
     law: "settled-by-cut-off",
     description: "the settlement query misses some captured payments",
     scenario: settlementRun
+  },
+  "refunded-never-swept": {
+    law: "settled-by-cut-off",
+    description: "the settlement query leaves out payments fully refunded before the cut-off, so their pending balance (the fee) is never swept (as when `isSettleable` forgets them: the law decides from the record alone, not by asking it)",
+    scenario: { ...settlementRun, mix: { refund: 0.9, overRefund: 0 } },
+    sweepSeed: 1
   },
   "bad-signature": {
     law: "webhook-signature",
@@ -432,6 +437,16 @@ export const storeBug = (bug: PlantedBug, store: StoreShape): StoreShape => {
         claimFlows: (claim) =>
           Effect.map(store.claimFlows({ ...claim, limit: claim.limit + 64 }), (ids) => ids.filter((id) => !oneIn(3, id)).slice(0, claim.limit))
       }
+    case "refunded-never-swept":
+      return {
+        ...store,
+        settleablePayments: (capturedBefore, limit) =>
+          Effect.flatMap(store.settleablePayments(capturedBefore, limit), (ids) =>
+            Effect.map(
+              Effect.forEach(ids, (id) => Effect.map(store.getPayment(null, id), (payment) => (payment?.status === "refunded" ? null : id))),
+              (kept) => kept.filter((id): id is string => id !== null)
+            ))
+      }
     case "skip-settlement":
       return {
         ...store,
@@ -456,7 +471,7 @@ export const webhookStoreBug = (
         recordAttempt: (delivery, attempt, token, successor) => {
           // The first failure, timed when the receiver got the request by its own clock.
           if (delivery.firstFailedAt === null || delivery.firstFailedAt !== attempt.at) return store.recordAttempt(delivery, attempt, token, successor)
-          const receivedAt = isoAt(receiverNowMs() - attempt.durationMs)
+          const receivedAt = new Date(receiverNowMs() - attempt.durationMs).toISOString()
           return store.recordAttempt({ ...delivery, firstFailedAt: receivedAt }, attempt, token, successor)
         }
       }
@@ -499,7 +514,7 @@ export const webhookStoreBug = (
         recordAttempt: (delivery, attempt, token, successor) =>
           store.recordAttempt(delivery.nextAttemptAt === null || delivery.status !== "retrying" ? delivery : {
             ...delivery,
-            nextAttemptAt: isoAt(Math.floor(Date.parse(delivery.nextAttemptAt) / 1000) * 1000)
+            nextAttemptAt: new Date(Math.floor(Date.parse(delivery.nextAttemptAt) / 1000) * 1000).toISOString()
           }, attempt, token, successor)
       }
     case "give-up-early":

@@ -1,15 +1,14 @@
 import { type Clock, Effect } from "effect"
-import { isSettleable } from "../../src/domain/Payment.ts"
 import { isoAt } from "../../src/domain/Time.ts"
 import * as Config from "../../src/platform/Config.ts"
 import { makeIds, seededBytes } from "../../src/platform/Ids.ts"
 import { Merchants } from "../../src/services/Merchants.ts"
 import { emptyState, memoryOperations } from "../../src/store/MemoryStore.ts"
 import { memoryWebhookOperations, signingSecretsOf } from "../../src/store/MemoryWebhookStore.ts"
-import { nextCutoffMs } from "../../src/workers/Workers.ts"
 import { makeSimulatedAcquirer, type AcquirerStats } from "../world/Acquirer.ts"
 import { Auditor, auditedStore, passed, type Violation } from "../checks/Auditor.ts"
 import { storeCallTimeoutBug, transportBug, webhookStoreBug } from "../checks/PlantedBugs.ts"
+import { settlementLaw } from "../checks/Settlement.ts"
 import { auditDeliveries, type EndpointStats, makeSimulatedEndpoints } from "../world/Endpoints.ts"
 import type { SimOptions } from "./Options.ts"
 import { hash32, Prng } from "./Prng.ts"
@@ -448,10 +447,9 @@ export const runSimulation = (options: SimOptions): SimResult => {
 
   // Summary and trace fingerprint: the final store state is part of the hash.
   const paymentsByStatus: Record<string, number> = {}
-  // An hour's grace: a sweep may still be retrying past store faults right after a cut-off.
-  const lastCutoffMs = nextCutoffMs(time.nowMs - 3_600_000 - 86_400_000, config.settlementCutoffMinutes)
-  const lastCutoff = new Date(lastCutoffMs).toISOString()
-  let unsettled = 0
+  // Law `settled-by-cut-off` (sim/checks/Settlement.ts), with an hour's grace: a sweep may still be
+  // retrying past store faults right after a cut-off.
+  const settlement = settlementLaw(auditor, { nowMs: time.nowMs, startMs, cutoffMinutes: config.settlementCutoffMinutes, graceMs: 3_600_000 })
   const money: SimResult["money"] = {}
   for (const payment of state.payments.values()) {
     paymentsByStatus[payment.status] = (paymentsByStatus[payment.status] ?? 0) + 1
@@ -460,18 +458,7 @@ export const runSimulation = (options: SimOptions): SimResult => {
     row.refunded += payment.refundedAmountCents
     row.fees += payment.feeCents
     if (payment.settledAt !== null) row.settled += payment.capturedAmountCents - payment.feeCents
-    if (lastCutoffMs > startMs && isSettleable(payment) && payment.capturedAt !== null && payment.capturedAt < lastCutoff) {
-      unsettled++
-      auditor.check(false, "settled-by-cut-off", () =>
-        `payment ${payment.id}: captured ${payment.capturedAt}, still ${payment.status} after the ${lastCutoff} cut-off`)
-    } else if (payment.capturedAt !== null && payment.settledAt !== null) {
-      // Settled by the run of the first cut-off after its capture (that run may retry past faults
-      // and crash loops, but must finish before the next cut-off), never before it.
-      const cutoffMs = nextCutoffMs(Date.parse(payment.capturedAt), config.settlementCutoffMinutes)
-      const settledMs = Date.parse(payment.settledAt)
-      auditor.check(settledMs >= cutoffMs && settledMs < cutoffMs + 86_400_000, "settled-by-cut-off", () =>
-        `payment ${payment.id}: captured ${payment.capturedAt}, settled ${payment.settledAt}, its cut-off ${new Date(cutoffMs).toISOString()}`)
-    }
+    settlement.check(payment)
     trace.fingerprint(`final ${payment.id} ${payment.status} v${payment.version} ${payment.capturedAmountCents}/${payment.refundedAmountCents}`)
   }
   void warnings
@@ -498,7 +485,7 @@ export const runSimulation = (options: SimOptions): SimResult => {
     clockOffsetsMs,
     slowestAnswerMs,
     store: faulty.stats,
-    unsettled,
+    unsettled: settlement.unsettled,
     tasks: time.tasksRun,
     wakeUps: time.timersFired,
     peakHeapBytes: (time.sampleHeap(), time.peakHeapBytes),

@@ -1,6 +1,5 @@
 import { createHmac, createSecretKey, hash } from "node:crypto"
 import { Effect } from "effect"
-import { isoAt } from "../../src/domain/Time.ts"
 import type { AttemptAudit, DeliveryAudit } from "../../src/store/MemoryWebhookStore.ts"
 import { type CallbackTimer, callbackTimerOf } from "../../src/platform/Timers.ts"
 import { timedOut, type TransportResult, type WebhookRequest, type WebhookTransportShape } from "../../src/platform/WebhookTransport.ts"
@@ -522,7 +521,7 @@ export const auditDeliveries = (
   const lastOffset = scheduleMs[scheduleMs.length - 1] ?? 0
   const crashBetween = (fromMs: number, toMs: number) => options.crashesMs.some((c) => c >= fromMs && c <= toMs)
   /** A time for a message (a time that is no time is shown as it is). */
-  const when = (ms: number) => (Number.isFinite(ms) ? isoAt(ms) : String(ms))
+  const when = (ms: number) => (Number.isFinite(ms) ? new Date(ms).toISOString() : String(ms))
   const is2xx = (status: number | null) => status !== null && status >= 200 && status < 300
   /** When a delivery's last attempt ended it for good (a 2xx, or the last of the schedule); null while open. */
   const endedAtMs = (d: DeliveryAudit) => {
