@@ -100,6 +100,14 @@ export const plantedBugs = {
     description: "a refund after settlement is debited from pending instead of available",
     scenario: { ...settlementRun, payments: 80, mix: { refund: 0.9, overRefund: 0 } }
   },
+  "refund-posting-inverted": {
+    law: "ledger-matches-record",
+    description: "a refund's money is taken from the wrong side of settlement (available before it, pending after: the settled flag inverted); pending plus available stays right, so only the accounts one by one show it",
+    // Six hours: no cut-off passes, so no settlement sweep leaves pending non-zero: only the
+    // per-account equations before settlement see it.
+    scenario: { hours: 6, mix: { refund: 0.9, overRefund: 0 } },
+    sweepSeed: 1
+  },
   "fraud-band": {
     law: "fraud-band",
     description: "a score in the review band passes (thresholds compared the wrong way)",
@@ -357,6 +365,11 @@ export const changeBug = (bug: PlantedBug, before: Payment | null, change: Chang
     case "refund-from-pending-after-settlement": {
       if (before === null || before.settledAt === null || after.refundedAmountCents <= before.refundedAmountCents) return change
       return { ...change, ledger: change.ledger.map((e) => e.account === "merchant_available" ? { ...e, account: "merchant_pending" } : e) }
+    }
+    case "refund-posting-inverted": {
+      if (before === null || after.refundedAmountCents <= before.refundedAmountCents) return change
+      const swapped = (account: Account): Account => account === "merchant_pending" ? "merchant_available" : account === "merchant_available" ? "merchant_pending" : account
+      return { ...change, ledger: change.ledger.map((e) => ({ ...e, account: swapped(e.account) })) }
     }
     case "fraud-band": {
       if (before === null || before.fraudVerdict !== null || after.fraudVerdict !== "review") return change

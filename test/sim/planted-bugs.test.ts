@@ -65,6 +65,13 @@ describe("planted bugs: the auditor sees each law broken", () => {
     expect(result.violations.map((v) => v.message).join("\n")).toMatch(/posts to fee_receivable .*\n.*posts to fee_revenu /)
   })
 
+  it("refund-posting-inverted: the accounts one by one show the refund taken from available before settlement; their sum does not", () => {
+    const result = runSimulation(scenario("refund-posting-inverted"))
+    expect(new Set(result.violations.map((v) => v.invariant))).toEqual(new Set(["ledger-matches-record"]))
+    expect(result.violations[0]!.message).toMatch(/after a decision: merchant_pending \(before settlement\) is \d+, expected \d+/)
+    expect(result.violations.map((v) => v.message).join("\n")).toMatch(/merchant_available \(before settlement\) is -\d+, expected 0/)
+  })
+
   it("every planted bug names a law the auditor checks, and the laws are documented", async () => {
     const { readFileSync } = await import("node:fs")
     const doc = readFileSync(new URL("../../docs/simulation.md", import.meta.url), "utf8")
