@@ -160,6 +160,30 @@ export const plantedBugs = {
     description: "a retry is scheduled 20 s before its offset",
     scenario: { faults: { webhook5xx: 0.3 } }
   },
+  "attempt-timed-from-end": {
+    law: "webhook-schedule",
+    description: "an attempt is timed when its answer came, not when it started: a first failure so timed moves every retry later by its duration (up to the 30 s timeout)",
+    scenario: { faults: { webhook5xx: 0.3, webhookNoAnswer: 0.05 } },
+    sweepSeed: 1
+  },
+  "retry-from-last-attempt": {
+    law: "webhook-schedule",
+    description: "each retry's offset is counted from the attempt that just failed, not from the first failure (the wrong origin)",
+    scenario: { faults: { webhook5xx: 0.3 } },
+    sweepSeed: 1
+  },
+  "retry-index-off-by-one": {
+    law: "webhook-schedule",
+    description: "the n-th failure waits the schedule's (n+1)-th offset: the first retry after 5 min instead of 1",
+    scenario: { faults: { webhook5xx: 0.3 } },
+    sweepSeed: 1
+  },
+  "give-up-one-early": {
+    law: "webhook-give-up",
+    description: "a delivery is marked failed once as many attempts failed as the schedule has retries: its last retry is never made",
+    scenario: { hours: 30, faults: { webhook5xx: 0.6 } },
+    sweepSeed: 1
+  },
   "give-up-early": {
     law: "webhook-give-up",
     description: "a delivery is marked failed after its third failed attempt",
@@ -475,9 +499,64 @@ export const webhookStoreBug = (
   bug: PlantedBug,
   store: WebhookStoreShape,
   /** The receivers' clock (true virtual time; an instance's own clock may be off it). */
-  receiverNowMs: () => number = () => Number.NaN
+  receiverNowMs: () => number = () => Number.NaN,
+  /** The retry schedule the service runs with (the bugs that read it: `retry-index-off-by-one`, `give-up-one-early`). */
+  scheduleMs: ReadonlyArray<number> = []
 ): WebhookStoreShape => {
+  const shiftedIso = (iso: string, ms: number) => new Date(Date.parse(iso) + ms).toISOString()
+  /** The failures that count for the schedule: every failed attempt from the first failure on, cut ones aside. */
+  const failuresOf = (delivery: Parameters<WebhookStoreShape["recordAttempt"]>[0]) =>
+    delivery.attempts.filter((a) => a.error !== null && a.cut !== true && delivery.firstFailedAt !== null && a.at >= delivery.firstFailedAt).length
   switch (bug) {
+    case "attempt-timed-from-end":
+      return {
+        ...store,
+        recordAttempt: (delivery, attempt, token, successor) => {
+          // The attempt is timed when its answer came (or its timeout fired), not when it started:
+          // a first failure so timed moves the whole schedule by its duration.
+          const ended = { ...attempt, at: shiftedIso(attempt.at, attempt.durationMs) }
+          const attempts = [...delivery.attempts.slice(0, -1), ended]
+          const first = delivery.firstFailedAt !== null && delivery.firstFailedAt === attempt.at
+          return store.recordAttempt({
+            ...delivery,
+            attempts,
+            firstFailedAt: first ? ended.at : delivery.firstFailedAt,
+            nextAttemptAt: first && delivery.nextAttemptAt !== null ? shiftedIso(delivery.nextAttemptAt, attempt.durationMs) : delivery.nextAttemptAt
+          }, ended, token, successor)
+        }
+      }
+    case "retry-from-last-attempt":
+      return {
+        ...store,
+        recordAttempt: (delivery, attempt, token, successor) =>
+          // Each retry's offset counted from the attempt that just failed, not from the first failure.
+          store.recordAttempt(delivery.status !== "retrying" || delivery.nextAttemptAt === null || delivery.firstFailedAt === null ? delivery : {
+            ...delivery,
+            nextAttemptAt: shiftedIso(delivery.nextAttemptAt, Date.parse(attempt.at) - Date.parse(delivery.firstFailedAt))
+          }, attempt, token, successor)
+      }
+    case "retry-index-off-by-one":
+      return {
+        ...store,
+        recordAttempt: (delivery, attempt, token, successor) => {
+          // The n-th failure waits the offset of the (n+1)-th (the last one keeps its own).
+          if (delivery.status !== "retrying" || delivery.firstFailedAt === null) return store.recordAttempt(delivery, attempt, token, successor)
+          const offsetMs = scheduleMs[Math.min(failuresOf(delivery), scheduleMs.length - 1)]
+          return store.recordAttempt(offsetMs === undefined ? delivery : { ...delivery, nextAttemptAt: shiftedIso(delivery.firstFailedAt, offsetMs) }, attempt, token, successor)
+        }
+      }
+    case "give-up-one-early":
+      return {
+        ...store,
+        recordAttempt: (delivery, attempt, token, successor) =>
+          // Failed once as many attempts failed as the schedule has retries: its last retry never made.
+          store.recordAttempt(delivery.status !== "retrying" || failuresOf(delivery) < scheduleMs.length ? delivery : {
+            ...delivery,
+            status: "failed",
+            nextAttemptAt: null,
+            completedAt: attempt.at
+          }, attempt, token, successor)
+      }
     case "attempt-time-from-receiver":
       return {
         ...store,

@@ -30,8 +30,6 @@ const quiesceMs = 27 * 3_600_000
  */
 const dispatcherPollMs = 60_000
 const dispatcherEventsDelayMs = 1_000
-/** Lateness allowed a retry beyond the timeout and margin: a poll's worth, as when it polled every 5 s. */
-const retrySlackMs = 5_000
 /**
  * Liveness (law `liveness`): once the faults stop at the horizon, within this much virtual time
  * every payment leaves `pending` and its automatic flow, every idempotency claim and webhook lease
@@ -191,7 +189,7 @@ export const runSimulation = (options: SimOptions): SimResult => {
     ids: makeIds(seededBytes((seed ^ hash32("ids")) >>> 0)),
     config,
     acquirer,
-    webhookStore: webhookStoreBug(options.plantedBug, webhookStore, nowMs),
+    webhookStore: webhookStoreBug(options.plantedBug, webhookStore, nowMs, config.webhookRetryScheduleMs),
     webhookTransport: transportBug(options.plantedBug, endpoints.transport),
     // A planted bug wraps the fenced endpoints: every POST it makes still reaches them through
     // the fence, checked when the POST runs.
@@ -359,11 +357,15 @@ export const runSimulation = (options: SimOptions): SimResult => {
         nowMs: time.nowMs,
         scheduleMs: config.webhookRetryScheduleMs,
         timeoutMs: config.webhookTimeoutMs,
-        // Early is never allowed; late by up to a poll, a timeout and a margin is: an endpoint
-        // works at most 8 attempts at once, so a backlog behind slow answers delays its retries.
-        toleranceMs: retrySlackMs + config.webhookTimeoutMs + 25_000,
+        // A retry is never early and never late beyond the clocks' disagreement, but while its
+        // endpoint held every slot its dispatcher has (the endpoint concurrency the service runs
+        // with) or across a crash: no fixed tolerance, which a schedule's error could hide in. The
+        // deadline's slack: a poll and a timeout.
+        toleranceMs: dispatcherPollMs + config.webhookTimeoutMs,
+        backlog: { held: endpoints.held, concurrency: options.endpointConcurrency },
         crashesMs,
         clockToleranceMs: 2 * clockSkewMs,
+        attemptTimeToleranceMs: clockSkewMs,
         receipts: endpoints.receipts
       })
       deliveries = audited.totals
