@@ -579,7 +579,7 @@ export class Auditor {
 
   /**
    * The amount laws of a payment given field by field: a merchant's answer is checked as it was
-   * parsed (no record of the store's names built for it; it carries no lost dispute).
+   * parsed (no record of the store's names built for it), with what a lost dispute charged back.
    */
   checkAmountsOf(id: string, status: string, amountCents: number, capturedAmountCents: number, refundedAmountCents: number, failureCode: string | null, chargedBack = 0) {
     if (!this.counted(refundedAmountCents >= 0 && refundedAmountCents <= capturedAmountCents)) {

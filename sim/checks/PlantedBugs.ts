@@ -215,6 +215,12 @@ export const plantedBugs = {
     scenario: { hours: 6, mix: { disputeDuringScript: 0.5 } },
     sweepSeed: 1
   },
+  "refund-after-lost-dispute": {
+    law: "refunds-and-disputes-within-capture",
+    description: "a refund after a lost dispute is checked against captured − refunded, forgetting the charged-back amount: the cardholder gets that money twice",
+    scenario: { hours: 6, mix: { disputeDuringScript: 0.5, refundAfterDispute: 1 } },
+    sweepSeed: 1
+  },
   "case-drops-contribution": {
     law: "fraud-explanation",
     description: "a fraud case keeps every contribution but the smallest (a slice one short), so they no longer add up to the output its score came from",
@@ -311,11 +317,23 @@ export const decisionBug = (bug: PlantedBug, decide: Decide): Decide => {
         const fixed = { ...ignoring.change.payment, dispute: payment.dispute }
         return { ok: true, change: { ...ignoring.change, payment: fixed, events: ignoring.change.events.map((e) => withSnapshot(e, fixed)) } }
       }
+    case "refund-after-lost-dispute":
+      return (payment, fraudCase) => {
+        const decision = decide(payment, fraudCase)
+        if (payment.dispute?.status !== "lost") return decision
+        // Decided as if the payment had no dispute: only a refund's decision differs.
+        const forgetting = decide({ ...payment, dispute: null }, fraudCase)
+        if (!forgetting.ok || forgetting.change.payment.refundedAmountCents <= payment.refundedAmountCents) return decision
+        if (decision.ok && decision.change.payment.refundedAmountCents === forgetting.change.payment.refundedAmountCents) return decision
+        const fixed = { ...forgetting.change.payment, dispute: payment.dispute }
+        return { ok: true, change: { ...forgetting.change, payment: fixed, events: forgetting.change.events.map((e) => withSnapshot(e, fixed)) } }
+      }
     default:
       return decide
   }
 }
-export const needsLockingPath = (bug: PlantedBug) => bug === "refund-over-remainder" || bug === "void-after-capture" || bug === "refund-ignores-dispute"
+export const needsLockingPath = (bug: PlantedBug) =>
+  bug === "refund-over-remainder" || bug === "void-after-capture" || bug === "refund-ignores-dispute" || bug === "refund-after-lost-dispute"
 
 const withSnapshot = (event: PaymentEvent, payment: Payment): PaymentEvent => ({
   ...event,

@@ -107,6 +107,7 @@ export const defaultMix: WorkloadMix = {
   bothKeys: 0.2,
   differentKeys: 0.03,
   disputeDuringScript: 0.05,
+  refundAfterDispute: 0.5,
   boundaryScores: 0.03
 }
 

@@ -87,6 +87,11 @@ export interface WorkloadMix {
   readonly differentKeys?: number
   /** Captured payments the card network disputes while the merchant's script still runs (sim/world/Disputes.ts `openNow`). */
   readonly disputeDuringScript?: number
+  /**
+   * Of those, the share whose script waits for the dispute's outcome (the network resolves it at
+   * once, `resolveNow`) and then refunds: after a lost one, sometimes into the charged-back money.
+   */
+  readonly refundAfterDispute?: number
   /** Payments whose amount and card are chosen to put the fraud score on a threshold (sim/world/Boundary.ts). */
   readonly boundaryScores?: number
 }

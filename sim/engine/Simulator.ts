@@ -209,7 +209,10 @@ export const runSimulation = (options: SimOptions): SimResult => {
   const workload = makeWorkload(options, workloadPrng, service, auditor, trace, horizonEndMs)
   const disputes = makeDisputeInjector({ prng: Prng.derive(seed, "disputes"), rate: options.faults.disputes ?? 0, service, auditor, trace, state, horizonEndMs, nowMs })
   workload.hooks.onPaymentFinished = disputes.consider
-  if ((options.faults.disputes ?? 0) > 0) workload.hooks.disputeNow = disputes.openNow
+  if ((options.faults.disputes ?? 0) > 0) {
+    workload.hooks.disputeNow = disputes.openNow
+    workload.hooks.resolveDisputeNow = disputes.resolveNow
+  }
   const merchants: Array<Merchant> = []
   let workloadDone = false
   let crashActorDone = options.faults.crashesPerHour === 0

@@ -67,7 +67,9 @@ export const drawSwarm = (seed: number): SwarmDraw => {
     bothKeys: prng.float() * 0.4,
     differentKeys: prng.float() * 0.1,
     disputeDuringScript: prng.float() * 0.2,
-    boundaryScores: prng.float() * 0.1
+    boundaryScores: prng.float() * 0.1,
+    // The corners added later, drawn after those (a seed's earlier draws stay as they were).
+    refundAfterDispute: prng.float()
   }
   return { faults, mix, classes }
 }

@@ -77,6 +77,9 @@ export interface WorkloadStats {
   /** Disputes opened while the merchant's script ran, and the refunds, captures and voids it sent while one was open. */
   disputesInScript: number
   operationsWhileDisputed: number
+  /** Refunds a script sent once its dispute was resolved (`refundAfterDispute`), after a lost one and after a won one. */
+  refundsAfterLostDispute: number
+  refundsAfterWonDispute: number
 }
 
 /**
@@ -167,7 +170,9 @@ export const makeWorkload = <R, P>(
     boundaryPlanned: 0,
     boundaryExact: Object.fromEntries(boundaryTargets.map((t) => [String(t / 1e6), 0])),
     disputesInScript: 0,
-    operationsWhileDisputed: 0
+    operationsWhileDisputed: 0,
+    refundsAfterLostDispute: 0,
+    refundsAfterWonDispute: 0
   }
   /** The merchants' last payments by currency, as the client knows them (boundary-directed amounts). */
   const amountsOf = new Map<number, Map<string, Array<number>>>()
@@ -180,9 +185,14 @@ export const makeWorkload = <R, P>(
   const scriptPayments = new Map<number, string>()
   const hooks: {
     onPaymentFinished: (paymentId: string) => Effect.Effect<void>
-    /** The card network disputes the payment now (sim/world/Disputes.ts `openNow`): true once opened. Null: no network to ask. */
-    disputeNow: ((paymentId: string) => Effect.Effect<boolean>) | null
-  } = { onPaymentFinished: (_paymentId: string): Effect.Effect<void> => Effect.void, disputeNow: null }
+    /**
+     * The card network disputes the payment now (sim/world/Disputes.ts `openNow`): true once opened.
+     * With `resolveInScript`, its resolve waits for `resolveDisputeNow`. Null: no network to ask.
+     */
+    disputeNow: ((paymentId: string, resolveInScript?: boolean) => Effect.Effect<boolean>) | null
+    /** The network resolves now the dispute it opened to be resolved in the script (`resolveNow`): the outcome acknowledged, or null. */
+    resolveDisputeNow: ((paymentId: string) => Effect.Effect<"won" | "lost" | null>) | null
+  } = { onPaymentFinished: (_paymentId: string): Effect.Effect<void> => Effect.void, disputeNow: null, resolveDisputeNow: null }
   /**
    * Idempotency: per key, the request that owns it and the answer it got. A script's keys
    * (`create-n`, `capture-n`, `refund-n-r`...: its number n) are sent by no other script and never
@@ -403,7 +413,9 @@ export const makeWorkload = <R, P>(
       transaction.amount_cents,
       transaction.captured_amount_cents,
       transaction.refunded_amount_cents,
-      transaction.failure_code
+      transaction.failure_code,
+      // A lost dispute's amount went back to the cardholder without a refund (a refund of the rest then makes it `refunded`).
+      transaction.dispute?.status === "lost" ? transaction.dispute.amount_cents : 0
     )
     return transaction
   }
@@ -512,6 +524,39 @@ export const makeWorkload = <R, P>(
   const tokens = ["tok_decline_insufficient_funds", "tok_decline_do_not_honor", "tok_decline_expired_card"]
   const currencies = ["USD", "USD", "USD", "EUR", "GBP", "CAD", "AUD", "JPY"]
   const brands = ["visa", "mastercard", "amex", "discover", "jcb", "diners", "unionpay"]
+
+  /**
+   * A refund once the payment's dispute was resolved (docs/api.md, Disputes): after a lost one the
+   * charged-back amount is no longer refundable (above what is left: 422), after a won one it is
+   * again (the whole remainder: 200). The transaction as it is afterwards.
+   */
+  const refundAfterDispute = (merchant: Merchant, id: string, n: number, outcome: "won" | "lost", known: Known, expectation: Expectation, replays: Array<ReplayOwner>) =>
+    Effect.gen(function*() {
+      let transaction: Transaction = (yield* get(merchant, id, known)) ?? known.transaction
+      if (transaction.status !== "captured" && transaction.status !== "settled") return transaction
+      const unrefunded = transaction.captured_amount_cents - transaction.refunded_amount_cents
+      const chargedBack = outcome === "lost" ? transaction.dispute?.amount_cents ?? 0 : 0
+      const left = unrefunded - chargedBack
+      // After a lost dispute, half the time above what is left (into the charged-back money).
+      const above = outcome === "lost" && chargedBack > 0 && (left <= 0 || prng.chance(0.5))
+      if (!above && left <= 0) return transaction
+      const whole = !above && prng.chance(0.5)
+      const amountCents = above ? left + prng.int(1, chargedBack) : whole ? left : prng.int(1, left)
+      if (outcome === "lost") stats.refundsAfterLostDispute++
+      else stats.refundsAfterWonDispute++
+      const refund: SimResponse | null = yield* send({
+        merchant, method: "POST", path: `/api/v1/transactions/${id}/refund`, key: `refund-${n}-after-dispute`, replays,
+        body: whole ? "{}" : JSON.stringify({ amount_cents: amountCents })
+      })
+      if (refund === null) expectation.uncertain = true
+      if (refund?.status === 200) {
+        expectation.refundedCents += amountCents
+        transaction = parseKnown(refund, known) ?? transaction
+      }
+      expect(refund === null || refund.status === (above ? 422 : 200),
+        () => `refund ${amountCents} of ${id} after a ${outcome} dispute (${unrefunded} not refunded, ${chargedBack} charged back)`, refund)
+      return transaction
+    })
 
   const paymentScript = (merchant: Merchant, n: number) =>
     Effect.gen(function*() {
@@ -700,7 +745,11 @@ export const makeWorkload = <R, P>(
             transaction = parseKnown(refunded, known) ?? transaction
           }
         }
-        if (yield* disputeNow(id)) {
+        // Some scripts wait for the dispute's outcome and then refund (the network resolves it at
+        // once): a refund after a lost dispute may not take the charged-back money.
+        const resolveDisputeNow = hooks.resolveDisputeNow
+        const resolveInScript = resolveDisputeNow !== null && prng.chance(mix.refundAfterDispute ?? 0)
+        if (yield* disputeNow(id, resolveInScript)) {
           stats.disputesInScript++
           disputed = true
           transaction = (yield* get(merchant, id, known)) ?? transaction
@@ -737,6 +786,10 @@ export const makeWorkload = <R, P>(
               expect(outcome === "won" ? refund.status === 200 : outcome === "lost" && refund.status === 422,
                 () => `refund ${amountCents} of ${id} with ${dispute.amount_cents} of ${rest} disputed (dispute now ${outcome})`, refund)
             }
+          }
+          if (resolveInScript && resolveDisputeNow !== null) {
+            const outcome = yield* resolveDisputeNow(id)
+            if (outcome !== null) transaction = yield* refundAfterDispute(merchant, id, n, outcome, known, expectation, replays)
           }
         }
       }
