@@ -2,6 +2,7 @@ import { Effect } from "effect"
 import type { Account, LedgerEntry } from "../../src/domain/Ledger.ts"
 import type { Change, Decision, Payment, PaymentEvent } from "../../src/domain/Payment.ts"
 import type { WebhookTransportShape } from "../../src/platform/WebhookTransport.ts"
+import type { ApiKeysShape, Found } from "../../src/services/ApiKeys.ts"
 import type { StoreShape } from "../../src/store/Store.ts"
 import type { PollInput, WebhookStoreShape } from "../../src/store/WebhookStore.ts"
 import type { FaultRates, WorkloadMix } from "../engine/Rates.ts"
@@ -148,6 +149,12 @@ export const plantedBugs = {
     law: "settled-by-cut-off",
     description: "the settlement query leaves out payments fully refunded before the cut-off, so their pending balance (the fee) is never swept (as when `isSettleable` forgets them: the law decides from the record alone, not by asking it)",
     scenario: { ...settlementRun, mix: { refund: 0.9, overRefund: 0 } },
+    sweepSeed: 1
+  },
+  "api-key-cache-kept": {
+    law: "revoked-key-refused",
+    description: "the process's API key cache is cleared only when a rotation answers: one whose answer was lost (committed, then StoreUnavailable) leaves the old key trusted for the cache's TTL, and the client's retry is served with it",
+    scenario: { payments: 200, hours: 12, mix: { keyRotationsPerMerchantDay: 6 }, faults: { rotationLost: 0.5 } },
     sweepSeed: 1
   },
   "bad-signature": {
@@ -657,6 +664,33 @@ export const webhookStoreBug = (
  */
 export const storeCallTimeoutBug = (bug: PlantedBug, timeoutMs: number): number =>
   bug === "freeze-waits-for-thaw" ? Number.POSITIVE_INFINITY : timeoutMs
+
+/**
+ * The API keys the HTTP API sees, when a bug sits in their cache (`api-key-cache-kept`): a cache
+ * of its own in front of the service's, trusted for `ttlMs` as API_KEY_CACHE_TTL says, and
+ * cleared only when a rotation answers (where the service clears its own whatever the outcome).
+ */
+export const apiKeysBug = (bug: PlantedBug, ttlMs: number): ((apiKeys: ApiKeysShape) => ApiKeysShape) | undefined => {
+  if (bug !== "api-key-cache-kept") return undefined
+  return (apiKeys) => {
+    const cache = new Map<string, { readonly found: Found; readonly untilMs: number }>()
+    return {
+      ...apiKeys,
+      authenticateThen: (secret, nowMs, then) => {
+        const hit = cache.get(secret)
+        if (hit !== undefined && hit.untilMs > nowMs) return then.onFound(hit.found)
+        return apiKeys.authenticateThen(secret, nowMs, {
+          onFound: (found) => {
+            if (found !== null) cache.set(secret, { found, untilMs: nowMs + ttlMs })
+            return then.onFound(found)
+          },
+          onUnavailable: then.onUnavailable
+        })
+      },
+      rotate: (merchantId, keyId) => Effect.tap(apiKeys.rotate(merchantId, keyId), () => Effect.sync(() => cache.clear()))
+    }
+  }
+}
 
 export const transportBug = (bug: PlantedBug, transport: WebhookTransportShape): WebhookTransportShape => {
   switch (bug) {

@@ -190,7 +190,7 @@ export const formatReport = (result: SimResult): string => {
   lines.push("")
   const w = result.workload
   lines.push(`requests ${w.requests}  by status ${Object.entries(w.byStatus).sort().map(([s, c]) => `${s}:${c}`).join(" ")}`)
-  lines.push(`key rotations ${w.rotations} (${w.keyRecoveries} lost answers recovered out of band)  lost unkeyed creates ${w.lostCreates}  crashes ${result.crashes} (${result.commitCrashes} right after a commit)`)
+  lines.push(`key rotations ${w.rotations} (${result.store.lostRotations} answers lost by rotationlost; ${w.keyRecoveries} lost answers recovered out of band; ${result.keys.mustRefuse} requests with a revoked key that had to be refused)  lost unkeyed creates ${w.lostCreates}  crashes ${result.crashes} (${result.commitCrashes} right after a commit)`)
   const s = result.store
   lines.push(`disputes: ${result.disputes.planned} (${result.disputes.refusedOpens} opens refused, ${result.disputes.duplicates} duplicate notifications, ${result.disputes.retries} re-sent unacknowledged)`)
   const ways = result.workload.keyWays

@@ -33,6 +33,12 @@ export interface FaultRates {
   /** Store outage windows per virtual day (each 1 s to 90 s, every store operation fails). */
   readonly storeOutagesPerDay: number
   /**
+   * API key rotations that commit but answer `StoreUnavailable` (drawn on their own stream, after
+   * `storeLostCommit`): the old key is revoked and the merchant does not know it; its client retries
+   * the rotation with the old key, which must be refused at once (CONTRACT section 4). Absent: none.
+   */
+  readonly rotationLost?: number
+  /**
    * Committing operations (payment create/change, a stored idempotent response) right after which
    * the process crashes, before anything else runs: the reply never reaches the client.
    */

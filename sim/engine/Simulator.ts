@@ -7,8 +7,9 @@ import { emptyState, memoryOperations } from "../../src/store/MemoryStore.ts"
 import { memoryWebhookOperations, signingSecretsOf } from "../../src/store/MemoryWebhookStore.ts"
 import { makeSimulatedAcquirer, type AcquirerStats } from "../world/Acquirer.ts"
 import { Auditor, auditedStore, passed, type Violation } from "../checks/Auditor.ts"
-import { storeCallTimeoutBug, transportBug, webhookStoreBug } from "../checks/PlantedBugs.ts"
+import { apiKeysBug, storeCallTimeoutBug, transportBug, webhookStoreBug } from "../checks/PlantedBugs.ts"
 import { settlementLaw } from "../checks/Settlement.ts"
+import { keyLaw, type KeyLawStats } from "../checks/KeyLaws.ts"
 import { auditDeliveries, type EndpointStats, makeSimulatedEndpoints } from "../world/Endpoints.ts"
 import type { SimOptions } from "./Options.ts"
 import { hash32, Prng } from "./Prng.ts"
@@ -87,6 +88,8 @@ export interface SimResult {
   readonly liveHeapBytes: number | null
   readonly stalled: boolean
   readonly disputes: DisputeStats
+  /** Law `revoked-key-refused`: the requests it judged (sent with a revoked key, after its revocation committed). */
+  readonly keys: KeyLawStats
 }
 
 export const runSimulation = (options: SimOptions): SimResult => {
@@ -121,6 +124,8 @@ export const runSimulation = (options: SimOptions): SimResult => {
     }
   )
   const merchantOfUrl = new Map<string, string>()
+  // Law `revoked-key-refused` (sim/checks/KeyLaws.ts): revocations as the store commits them.
+  const keys = keyLaw(auditor, { cacheTtlMs: config.apiKeyCacheTtlMs })
   let booted = false
   // Crashes between commit and reply: the store wrapper asks, the service dies on the spot.
   const commitCrashPrng = Prng.derive(seed, "commit-crashes")
@@ -155,11 +160,17 @@ export const runSimulation = (options: SimOptions): SimResult => {
       },
       runDetached: (effect, done) => {
         Effect.runForkWith(runtime)(Effect.andThen(Effect.yieldNow, effect)).addObserver(done)
+      },
+      // The merchant rotating a key holds its secret until the rotation's answer reaches it.
+      keyRevoked: (keyId, fence) => {
+        const merchant = merchants.find((m) => m.keyId === keyId)
+        if (merchant !== undefined) keys.revoked(merchant.apiKey, keyId, time.nowMs, fence)
       }
     },
     audited.commits,
     Prng.derive(seed, "store-freezes"),
-    storeCallTimeoutBug(options.plantedBug, storeCallTimeoutMs)
+    storeCallTimeoutBug(options.plantedBug, storeCallTimeoutMs),
+    Prng.derive(seed, "rotation-lost")
   )
   // Clock skew: each instance's clock is off virtual time by an offset fixed for its life, drawn
   // from its own stream: half the time at the very edge of the tolerance (either side), else
@@ -196,13 +207,15 @@ export const runSimulation = (options: SimOptions): SimResult => {
     fencedWebhookTransport: (fence) => transportBug(options.plantedBug, endpoints.fencedBy(fence)),
     webhookDispatcher: options.webhooks ? { pollIntervalMs: dispatcherPollMs, eventsDelayMs: dispatcherEventsDelayMs, concurrencyPerEndpoint: options.endpointConcurrency } : null,
     webhookDispatchers: options.dispatchers,
+    apiKeys: apiKeysBug(options.plantedBug, config.apiKeyCacheTtlMs),
     clockOf,
     timer: (delayMs, task) => void time.at(time.nowMs + delayMs, task),
     nowMs,
-    answered: (request, elapsedMs) => {
+    answered: (request, elapsedMs, response, servedBy, sentMs) => {
       if (elapsedMs > slowestAnswerMs) slowestAnswerMs = elapsedMs
       auditor.check(elapsedMs <= answerBoundMs, "answered-in-time", elapsedMs <= answerBoundMs ? passed : () =>
         `${request.method} ${request.url} answered after ${elapsedMs} ms (at most ${answerBoundMs} ms, a frozen database included)`)
+      keys.answered(request.headers["authorization"]?.slice(7), sentMs, servedBy, response?.status ?? null, () => `${request.method} ${request.url}`)
     }
   })
   const workloadPrng = Prng.derive(seed, "workload")
@@ -496,6 +509,7 @@ export const runSimulation = (options: SimOptions): SimResult => {
     peakHeapBytes: (time.sampleHeap(), time.peakHeapBytes),
     liveHeapBytes,
     stalled,
-    disputes: disputes.stats
+    disputes: disputes.stats,
+    keys: keys.stats
   }
 }

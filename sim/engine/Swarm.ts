@@ -28,7 +28,7 @@ const faultClasses: ReadonlyArray<readonly [string, ReadonlyArray<keyof FaultRat
   ["pauses", ["pausesPerHour"]],
   ["webhook-errors", ["webhook4xx", "webhook5xx", "webhookSlow", "webhookNoAnswer"]],
   ["webhook-outages", ["webhookOutagesPerDay"]],
-  ["store-errors", ["storeUnavailable", "storeLostCommit"]],
+  ["store-errors", ["storeUnavailable", "storeLostCommit", "rotationLost"]],
   ["store-outages", ["storeOutagesPerDay"]],
   ["store-freezes", ["storeFreezesPerDay"]],
   ["disputes", ["disputes"]]

@@ -24,14 +24,17 @@ describe("planted bugs in the default sweep", () => {
     }, 180_000)
   }
 
-  it("the default sweep's scenario reaches every way to send a key, exact threshold scores, disputes during scripts and refunds after a lost one", () => {
-    const { workload } = runSimulation({ ...defaultOptions, seed: 1, merchants: 20, payments: 1500, hours: 30 })
+  it("the default sweep's scenario reaches every way to send a key, exact threshold scores, disputes during scripts, refunds after a lost one and requests with a key a lost rotation revoked", () => {
+    const { workload, store, keys } = runSimulation({ ...defaultOptions, seed: 1, merchants: 20, payments: 1500, hours: 30 })
     for (const way of ["header", "body", "both", "different"] as const) expect(workload.keyWays[way]).toBeGreaterThan(0)
     for (const way of ["header", "body", "both"] as const) expect(workload.keyWaysRetried[way]).toBeGreaterThan(0)
     for (const exact of Object.values(workload.boundaryExact)) expect(exact).toBeGreaterThan(0)
     expect(workload.disputesInScript).toBeGreaterThan(0)
     expect(workload.operationsWhileDisputed).toBeGreaterThan(0)
     expect(workload.refundsAfterLostDispute).toBeGreaterThan(0)
+    // A rotation whose answer was lost, and its retry with the old key, which must be refused.
+    expect(store.lostRotations).toBeGreaterThan(0)
+    expect(keys.mustRefuse).toBeGreaterThan(0)
   }, 180_000)
 
 })
