@@ -167,6 +167,13 @@ export const plantedBugs = {
     description: "a retry is scheduled 20 s before its offset",
     scenario: { faults: { webhook5xx: 0.3 } }
   },
+  "lease-renewal-ignored": {
+    law: "webhook-once-per-attempt",
+    description: "an attempt whose claim waited past its lease ignores the refused renewal and is sent anyway, beside the claim that took the delivery over",
+    // Backlogs (a lagging endpoint and a batch of payments) make claims wait past their lease.
+    scenario: { mix: { endpointBacklogsPerDay: 6 } },
+    sweepSeed: 1
+  },
   "attempt-timed-from-end": {
     law: "webhook-schedule",
     description: "an attempt is timed when its answer came, not when it started: a first failure so timed moves every retry later by its duration (up to the 30 s timeout)",
@@ -523,16 +530,30 @@ export const storeBug = (bug: PlantedBug, store: StoreShape): StoreShape => {
 export const webhookStoreBug = (
   bug: PlantedBug,
   store: WebhookStoreShape,
-  /** The receivers' clock (true virtual time; an instance's own clock may be off it). */
-  receiverNowMs: () => number = () => Number.NaN,
-  /** The retry schedule the service runs with (the bugs that read it: `retry-index-off-by-one`, `give-up-one-early`). */
-  scheduleMs: ReadonlyArray<number> = []
+  world: {
+    /** The receivers' clock (true virtual time; an instance's own clock may be off it). */
+    readonly receiverNowMs?: () => number
+    /** The retry schedule the service runs with (the bugs that read it: `retry-index-off-by-one`, `give-up-one-early`). */
+    readonly scheduleMs?: ReadonlyArray<number>
+    /** The signing secrets of a delivery's merchant at `now`, read from the store's state (`lease-renewal-ignored`). */
+    readonly secretsOf?: (deliveryId: string, now: string) => ReadonlyArray<string>
+  } = {}
 ): WebhookStoreShape => {
+  const receiverNowMs = world.receiverNowMs ?? (() => Number.NaN)
+  const scheduleMs = world.scheduleMs ?? []
   const shiftedIso = (iso: string, ms: number) => new Date(Date.parse(iso) + ms).toISOString()
   /** The failures that count for the schedule: every failed attempt from the first failure on, cut ones aside. */
   const failuresOf = (delivery: Parameters<WebhookStoreShape["recordAttempt"]>[0]) =>
     delivery.attempts.filter((a) => a.error !== null && a.cut !== true && delivery.firstFailedAt !== null && a.at >= delivery.firstFailedAt).length
   switch (bug) {
+    case "lease-renewal-ignored":
+      return {
+        ...store,
+        // A renewal the store refused (the lease ran out and another claim took it) is taken as
+        // granted: the attempt goes on with the merchant's secrets all the same.
+        renewLease: (deliveryId, token, now, until) =>
+          Effect.map(store.renewLease(deliveryId, token, now, until), (secrets) => secrets ?? world.secretsOf?.(deliveryId, now) ?? null)
+      }
     case "attempt-timed-from-end":
       return {
         ...store,

@@ -198,7 +198,8 @@ export const formatReport = (result: SimResult): string => {
   lines.push(`reach: create keys in header ${ways.header} / body ${ways.body} / both ${ways.both} / two different ${ways.different} (sent again after a lost answer: ${retried.header} / ${retried.body} / ${retried.both} / ${retried.different}); ` +
     `boundary scores ${result.workload.boundaryPlanned} aimed, exact ${Object.entries(result.workload.boundaryExact).map(([output, n]) => `${n} at output ${output}`).join(", ")}; ` +
     `disputes during scripts ${result.workload.disputesInScript} (${result.workload.operationsWhileDisputed} refunds, captures and voids while open; ` +
-    `refunds after the outcome: ${result.workload.refundsAfterLostDispute} lost, ${result.workload.refundsAfterWonDispute} won)`)
+    `refunds after the outcome: ${result.workload.refundsAfterLostDispute} lost, ${result.workload.refundsAfterWonDispute} won); ` +
+    `webhook backlogs: ${result.workload.batchPayments} payments in batches to lagging endpoints, ${result.leaseTakeovers} claims taken over after their lease`)
   lines.push(`settlement: ${result.unsettled} payments captured before the last cut-off left unsettled`)
   lines.push(`store faults: ${s.unavailable} unavailable + ${s.outageRefusals} in ${s.outages} outages of ${s.operations} operations; ${s.lostCommits} commits answered unavailable; ` +
     `${s.freezes} freezes (${s.frozenCalls} calls received frozen, ${s.frozenTimeouts} given up by their caller)`)

@@ -111,7 +111,8 @@ export const defaultMix: WorkloadMix = {
   differentKeys: 0.03,
   disputeDuringScript: 0.05,
   refundAfterDispute: 0.5,
-  boundaryScores: 0.03
+  boundaryScores: 0.03,
+  endpointBacklogsPerDay: 1
 }
 
 export const defaultOptions: SimOptions = {

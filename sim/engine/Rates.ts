@@ -100,4 +100,10 @@ export interface WorkloadMix {
   readonly refundAfterDispute?: number
   /** Payments whose amount and card are chosen to put the fraud score on a threshold (sim/world/Boundary.ts). */
   readonly boundaryScores?: number
+  /**
+   * Webhook backlogs per virtual day (sim/engine/Simulator.ts): a merchant's endpoint answers in
+   * 10–29 s for 20 minutes while the merchant sends a batch of 40 payments at once, so claims wait
+   * in the endpoint's queue past their 60 s lease and are taken over. Absent: none.
+   */
+  readonly endpointBacklogsPerDay?: number
 }

@@ -22,6 +22,9 @@ import { type DisputeStats, makeDisputeInjector } from "../world/Disputes.ts"
 
 /** Virtual time starts here (a Monday, 00:00 UTC, so the first settlement cut-off is a day in). */
 export const startMs = Date.UTC(2026, 0, 5, 0, 0, 0)
+/** A webhook backlog (mix `endpointBacklogsPerDay`): how long the endpoint lags, and the payments its merchant sends at once. */
+const backlogLagMs = 20 * 60_000
+const backlogBatch = 40
 /** After the workload: time for flows, recovery and webhook retries (24 h schedule) to finish. */
 const quiesceMs = 27 * 3_600_000
 /**
@@ -200,7 +203,14 @@ export const runSimulation = (options: SimOptions): SimResult => {
     ids: makeIds(seededBytes((seed ^ hash32("ids")) >>> 0)),
     config,
     acquirer,
-    webhookStore: webhookStoreBug(options.plantedBug, webhookStore, nowMs, config.webhookRetryScheduleMs),
+    webhookStore: webhookStoreBug(options.plantedBug, webhookStore, {
+      receiverNowMs: nowMs,
+      scheduleMs: config.webhookRetryScheduleMs,
+      secretsOf: (deliveryId, now) => {
+        const row = state.webhooks.deliveries.get(deliveryId)
+        return row === undefined ? [] : signingSecretsOf(state, row.merchantId, now)
+      }
+    }),
     webhookTransport: transportBug(options.plantedBug, endpoints.transport),
     // A planted bug wraps the fenced endpoints: every POST it makes still reaches them through
     // the fence, checked when the POST runs.
@@ -227,6 +237,27 @@ export const runSimulation = (options: SimOptions): SimResult => {
     workload.hooks.resolveDisputeNow = disputes.resolveNow
   }
   const merchants: Array<Merchant> = []
+  // Webhook backlogs (mix `endpointBacklogsPerDay`), from their own stream: at times drawn over the
+  // workload's 90% of the horizon, one merchant's endpoint answers in 10-29 s for 20 minutes while
+  // the merchant sends a batch of payments at once. Its deliveries (a chain each, in order) fill
+  // the endpoint's 8 slots and queue behind them longer than a lease (60 s), so claims run out
+  // while they wait, the next poll takes them over, and the claim that waited must see its
+  // renewal refused (`leaseTakeovers` counts them).
+  const backlogs = Effect.suspend(() => {
+    const rate = options.mix.endpointBacklogsPerDay ?? 0
+    if (rate <= 0 || !options.webhooks) return Effect.void
+    const draws = Prng.derive(seed, "backlog")
+    const spanMs = (horizonEndMs - startMs) * 0.9
+    const count = Math.floor(rate * (spanMs / 86_400_000) + draws.float())
+    const times = Array.from({ length: count }, () => startMs + draws.float() * spanMs).sort((a, b) => a - b)
+    return Effect.forEach(times, (atMs, k) =>
+      Effect.andThen(Effect.sleep(Math.max(0, atMs - time.nowMs)), Effect.suspend(() => {
+        const merchant = draws.pick(merchants)
+        endpoints.lagging(`https://m${merchant.index}.merchants.example/webhooks`, time.nowMs, time.nowMs + backlogLagMs, () => draws.int(10_000, 29_000))
+        trace.record(`backlog #${k + 1}: m${merchant.index} endpoint lags for ${backlogLagMs / 60_000} min, ${backlogBatch} payments at once`)
+        return Effect.asVoid(Effect.forkDetach(workload.batch(merchant, backlogBatch, `b${k + 1}`, draws)))
+      })), { discard: true })
+  })
   let workloadDone = false
   let crashActorDone = options.faults.crashesPerHour === 0
   let pauseActorDone = options.faults.pausesPerHour === 0
@@ -246,7 +277,8 @@ export const runSimulation = (options: SimOptions): SimResult => {
     booted = true
     yield* Effect.all([
       workload.arrivals(merchants, startMs),
-      Effect.forEach(merchants, workload.rotations, { concurrency: "unbounded", discard: true })
+      Effect.forEach(merchants, workload.rotations, { concurrency: "unbounded", discard: true }),
+      backlogs
     ], { concurrency: "unbounded", discard: true })
   }).pipe(Effect.ensuring(Effect.sync(() => void (workloadDone = true)))))
 

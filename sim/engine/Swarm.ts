@@ -69,7 +69,8 @@ export const drawSwarm = (seed: number): SwarmDraw => {
     disputeDuringScript: prng.float() * 0.2,
     boundaryScores: prng.float() * 0.1,
     // The corners added later, drawn after those (a seed's earlier draws stay as they were).
-    refundAfterDispute: prng.float()
+    refundAfterDispute: prng.float(),
+    endpointBacklogsPerDay: prng.float() * 3
   }
   return { faults, mix, classes }
 }

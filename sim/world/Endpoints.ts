@@ -308,8 +308,38 @@ export const makeSimulatedEndpoints = (
   }
   const answer = (fate: { readonly status: number; readonly latencyMs: number; readonly slot: number }) => after(fate.latencyMs, () => settle(fate))
 
+  /**
+   * Windows in which an endpoint answers slowly (`lagging`): each answer it gives then comes after
+   * a latency its window draws (from the caller's stream, so the fates stay as drawn), whatever
+   * the answer; refusals and silences stay as they are. By URL.
+   */
+  const lagWindows = new Map<string, Array<{ readonly fromMs: number; readonly toMs: number; readonly latencyMs: () => number }>>()
+  /** The endpoint at `url` answers after `latencyMs()` from `fromMs` until `toMs` (epoch ms). */
+  const lagging = (url: string, fromMs: number, toMs: number, latencyMs: () => number) => {
+    let windows = lagWindows.get(url)
+    if (windows === undefined) lagWindows.set(url, windows = [])
+    windows.push({ fromMs, toMs, latencyMs })
+  }
+  /** The fate as drawn, its latency replaced inside a lag window. */
+  const lagged = (url: string, fate: Fate): Fate => {
+    if (fate._tag !== "Answer" || lagWindows.size === 0) return fate
+    const windows = lagWindows.get(url)
+    if (windows === undefined) return fate
+    const now = nowMs()
+    for (const w of windows) {
+      if (now >= w.fromMs && now < w.toMs) {
+        stats.lagging++
+        return answerOf(fate.status, w.latencyMs(), fate.slot)
+      }
+    }
+    return fate
+  }
+
+  /** Checks the POST as the merchant would, draws its fate from the seed, and lags it in a lag window. */
+  const receive = (request: WebhookRequest): Fate => lagged(request.url, received(request))
+
   /** Checks the POST as the merchant would, and draws its fate from the seed. */
-  const receive = (request: WebhookRequest): Fate => {
+  const received = (request: WebhookRequest): Fate => {
     stats.posts++
     const eventId = request.headers["x-service-event-id"] ?? "?"
     const deliveryId = request.headers["x-service-delivery-id"] ?? "?"
@@ -430,7 +460,7 @@ export const makeSimulatedEndpoints = (
   // `receive` and `settle` serve the same endpoints over real HTTP too (the harness's webhook
   // server, bench/harness/scenarios/Endpoints.ts): a POST is received and its fate drawn, and a
   // 2xx is settled as it is written.
-  return { transport, fencedBy: transportOf, stats, receipts, held, receive, settle }
+  return { transport, fencedBy: transportOf, stats, receipts, held, receive, settle, lagging }
 }
 
 /** What an endpoint does with a POST (`receive`): refuse the connection, never answer, or answer after a latency. */

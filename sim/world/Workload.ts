@@ -80,6 +80,8 @@ export interface WorkloadStats {
   /** Refunds a script sent once its dispute was resolved (`refundAfterDispute`), after a lost one and after a won one. */
   refundsAfterLostDispute: number
   refundsAfterWonDispute: number
+  /** Payments sent in batches (`batch`): a merchant's many creates at once. */
+  batchPayments: number
 }
 
 /**
@@ -172,7 +174,8 @@ export const makeWorkload = <R, P>(
     disputesInScript: 0,
     operationsWhileDisputed: 0,
     refundsAfterLostDispute: 0,
-    refundsAfterWonDispute: 0
+    refundsAfterWonDispute: 0,
+    batchPayments: 0
   }
   /** The merchants' last payments by currency, as the client knows them (boundary-directed amounts). */
   const amountsOf = new Map<number, Map<string, Array<number>>>()
@@ -901,6 +904,34 @@ export const makeWorkload = <R, P>(
       }
     })
 
+  /**
+   * A batch of payments one merchant sends at once (a marketplace's payout run, a subscription
+   * renewal): `count` keyed creates in the same instant, automatic capture, then left to their
+   * flows. Each is a script of its own (the run waits for them). Its choices are drawn from
+   * `draws`, not the workload's stream. The simulator aims batches at an endpoint that answers
+   * slowly (sim/engine/Simulator.ts), so that endpoint's webhook queue outlives its leases.
+   */
+  const batch = (merchant: Merchant, count: number, tag: string, draws: Prng) =>
+    Effect.forEach(Array.from({ length: count }, (_, i) => i), (i) => {
+      stats.scriptsStarted++
+      stats.batchPayments++
+      const key = `batch-${tag}-${i}`
+      const body = `{"transaction":{"amount_cents":${draws.int(50, 50_000)},"currency":"USD","card_token":"tok_batch_${merchant.index}_${tag}_${i}",` +
+        `"card_last_four":"${draws.int(1000, 9999)}","card_brand":"visa","metadata":{"order":"${key}"}}}`
+      return Effect.ensuring(
+        send({ merchant, method: "POST", path: "/api/v1/transactions", body, key, replays: [] }, (response) => {
+          if (response === null) {
+            stats.lostCreates++
+            return
+          }
+          expect(response.status === 201, () => `batch create ${key}`, response)
+          const transaction = parseTransaction(response)
+          if (transaction !== null) expectations.push({ paymentId: transaction.id, capturedCents: null, refundedCents: 0, uncertain: false })
+        }),
+        Effect.sync(() => void stats.scriptsFinished++)
+      )
+    }, { concurrency: "unbounded", discard: true })
+
   /** Poisson arrivals of payments over the first 90% of the horizon, each script on its own fiber. */
   const arrivals = (merchants: ReadonlyArray<Merchant>, startMs: number) =>
     Effect.gen(function*() {
@@ -923,5 +954,5 @@ export const makeWorkload = <R, P>(
       return paymentId === undefined ? Effect.void : hooks.onPaymentFinished(paymentId)
     }))
 
-  return { stats, expectations, arrivals, script, rotations, hooks, auditCreateKeys }
+  return { stats, expectations, arrivals, script, rotations, batch, hooks, auditCreateKeys }
 }
