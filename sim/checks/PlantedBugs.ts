@@ -1,8 +1,9 @@
-import { Effect } from "effect"
+import { Effect, Layer } from "effect"
 import type { Account, LedgerEntry } from "../../src/domain/Ledger.ts"
 import type { Change, Decision, Payment, PaymentEvent } from "../../src/domain/Payment.ts"
 import type { WebhookTransportShape } from "../../src/platform/WebhookTransport.ts"
 import type { ApiKeysShape, Found } from "../../src/services/ApiKeys.ts"
+import { type RateDecision, RateLimiter } from "../../src/http/edge/RateLimiter.ts"
 import type { StoreShape } from "../../src/store/Store.ts"
 import type { PollInput, WebhookStoreShape } from "../../src/store/WebhookStore.ts"
 import type { FaultRates, WorkloadMix } from "../engine/Rates.ts"
@@ -155,6 +156,12 @@ export const plantedBugs = {
     law: "revoked-key-refused",
     description: "the process's API key cache is cleared only when a rotation answers: one whose answer was lost (committed, then StoreUnavailable) leaves the old key trusted for the cache's TTL, and the client's retry is served with it",
     scenario: { payments: 200, hours: 12, mix: { keyRotationsPerMerchantDay: 6 }, faults: { rotationLost: 0.5 } },
+    sweepSeed: 1
+  },
+  "rate-limit-refusal-keeps-clock": {
+    law: "rate-limit",
+    description: "a refused request adds the refill since the bucket's last update but leaves that time where it was, so the next request adds the same refill again: under pressure a key gets about half as much again as RATE_LIMIT_PER_SECOND",
+    scenario: { payments: 40, mix: { rateLimitPushesPerDay: 12 } },
     sweepSeed: 1
   },
   "bad-signature": {
@@ -711,6 +718,33 @@ export const apiKeysBug = (bug: PlantedBug, ttlMs: number): ((apiKeys: ApiKeysSh
       rotate: (merchantId, keyId) => Effect.tap(apiKeys.rotate(merchantId, keyId), () => Effect.sync(() => cache.clear()))
     }
   }
+}
+
+/**
+ * The rate limiter, when a bug sits in it (`rate-limit-refusal-keeps-clock`): the service's token
+ * bucket (src/http/edge/RateLimiter.ts) with a refusal that keeps the refill it computed but not
+ * the time it computed it at. Undefined: the service's own.
+ */
+export const rateLimiterBug = (bug: PlantedBug, perSecond: number): Layer.Layer<RateLimiter> | undefined => {
+  if (bug !== "rate-limit-refusal-keeps-clock") return undefined
+  const capacity = perSecond * 2
+  // Buckets per instance, as the service's (the layer is built once an instance).
+  return Layer.sync(RateLimiter, () => {
+    const buckets = new Map<string, { tokens: number; updatedMs: number }>()
+    const takeAt = (key: string, nowMs: number): RateDecision => {
+      let bucket = buckets.get(key)
+      if (bucket === undefined) buckets.set(key, bucket = { tokens: capacity, updatedMs: nowMs })
+      bucket.tokens = Math.min(capacity, bucket.tokens + ((nowMs - bucket.updatedMs) / 1000) * perSecond)
+      if (bucket.tokens < 1) {
+        // The bug: the refill is kept, the time it was computed at is not.
+        return { allowed: false, limit: perSecond, remaining: 0, retryAfterSeconds: Math.max(1, Math.ceil((1 - bucket.tokens) / perSecond)) }
+      }
+      bucket.updatedMs = nowMs
+      bucket.tokens -= 1
+      return { allowed: true, limit: perSecond, remaining: Math.floor(bucket.tokens), retryAfterSeconds: 0 }
+    }
+    return RateLimiter.of({ takeAt })
+  })
 }
 
 export const transportBug = (bug: PlantedBug, transport: WebhookTransportShape): WebhookTransportShape => {

@@ -199,7 +199,9 @@ export const formatReport = (result: SimResult): string => {
     `boundary scores ${result.workload.boundaryPlanned} aimed, exact ${Object.entries(result.workload.boundaryExact).map(([output, n]) => `${n} at output ${output}`).join(", ")}; ` +
     `disputes during scripts ${result.workload.disputesInScript} (${result.workload.operationsWhileDisputed} refunds, captures and voids while open; ` +
     `refunds after the outcome: ${result.workload.refundsAfterLostDispute} lost, ${result.workload.refundsAfterWonDispute} won); ` +
-    `webhook backlogs: ${result.workload.batchPayments} payments in batches to lagging endpoints, ${result.leaseTakeovers} claims taken over after their lease`)
+    `webhook backlogs: ${result.workload.batchPayments} payments in batches to lagging endpoints, ${result.leaseTakeovers} claims taken over after their lease; ` +
+    `rate limit: ${result.workload.rateLimitPushes} keys pushed past it, ${result.rateLimit.refused} requests refused (${result.rateLimit.refusedJudged} judged), ` +
+    `${result.rateLimit.keysPastBurst} keys past a full bucket`)
   lines.push(`settlement: ${result.unsettled} payments captured before the last cut-off left unsettled`)
   lines.push(`store faults: ${s.unavailable} unavailable + ${s.outageRefusals} in ${s.outages} outages of ${s.operations} operations; ${s.lostCommits} commits answered unavailable; ` +
     `${s.freezes} freezes (${s.frozenCalls} calls received frozen, ${s.frozenTimeouts} given up by their caller)`)

@@ -112,7 +112,8 @@ export const defaultMix: WorkloadMix = {
   disputeDuringScript: 0.05,
   refundAfterDispute: 0.5,
   boundaryScores: 0.03,
-  endpointBacklogsPerDay: 1
+  endpointBacklogsPerDay: 1,
+  rateLimitPushesPerDay: 1
 }
 
 export const defaultOptions: SimOptions = {

@@ -106,4 +106,10 @@ export interface WorkloadMix {
    * in the endpoint's queue past their 60 s lease and are taken over. Absent: none.
    */
   readonly endpointBacklogsPerDay?: number
+  /**
+   * Keys pushed past their rate limit per virtual day (sim/engine/Simulator.ts, `Workload.pushRateLimit`):
+   * a merchant's new key sends a burst of the bucket's size and a fifth more at once, then twice the
+   * refill rate for half a second. Absent: none.
+   */
+  readonly rateLimitPushesPerDay?: number
 }

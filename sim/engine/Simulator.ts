@@ -1,4 +1,6 @@
-import { type Clock, Effect } from "effect"
+import { type Clock, Effect, type Layer } from "effect"
+import type { RateLimiter } from "../../src/http/edge/RateLimiter.ts"
+import type { AppConfig } from "../../src/platform/Config.ts"
 import { isoAt } from "../../src/domain/Time.ts"
 import * as Config from "../../src/platform/Config.ts"
 import { makeIds, seededBytes } from "../../src/platform/Ids.ts"
@@ -7,9 +9,10 @@ import { emptyState, memoryOperations } from "../../src/store/MemoryStore.ts"
 import { memoryWebhookOperations, signingSecretsOf } from "../../src/store/MemoryWebhookStore.ts"
 import { makeSimulatedAcquirer, type AcquirerStats } from "../world/Acquirer.ts"
 import { Auditor, auditedStore, passed, type Violation } from "../checks/Auditor.ts"
-import { apiKeysBug, storeCallTimeoutBug, transportBug, webhookStoreBug } from "../checks/PlantedBugs.ts"
+import { apiKeysBug, rateLimiterBug, storeCallTimeoutBug, transportBug, webhookStoreBug } from "../checks/PlantedBugs.ts"
 import { settlementLaw } from "../checks/Settlement.ts"
 import { keyLaw, type KeyLawStats } from "../checks/KeyLaws.ts"
+import { rateLimitLaw, type RateLimitStats } from "../checks/RateLimitLaw.ts"
 import { auditDeliveries, type EndpointStats, makeSimulatedEndpoints } from "../world/Endpoints.ts"
 import type { SimOptions } from "./Options.ts"
 import { hash32, Prng } from "./Prng.ts"
@@ -93,9 +96,20 @@ export interface SimResult {
   readonly disputes: DisputeStats
   /** Law `revoked-key-refused`: the requests it judged (sent with a revoked key, after its revocation committed). */
   readonly keys: KeyLawStats
+  /** Law `rate-limit`: the refusals it judged, the keys that went past a full bucket. */
+  readonly rateLimit: RateLimitStats
 }
 
-export const runSimulation = (options: SimOptions): SimResult => {
+/**
+ * What a test may change of a run besides its options (never part of a replay): the HTTP API's
+ * rate limiter, built through `apiWithLimiter` instead of `ApiLive` (test/sim/rate-limit.test.ts
+ * checks that path answers as `ApiLive` does).
+ */
+export interface SimInternals {
+  readonly rateLimiter?: Layer.Layer<RateLimiter, never, AppConfig>
+}
+
+export const runSimulation = (options: SimOptions, internals: SimInternals = {}): SimResult => {
   const wallStart = performance.now()
   const seed = options.seed >>> 0
   const time = new VirtualTime(startMs)
@@ -129,6 +143,8 @@ export const runSimulation = (options: SimOptions): SimResult => {
   const merchantOfUrl = new Map<string, string>()
   // Law `revoked-key-refused` (sim/checks/KeyLaws.ts): revocations as the store commits them.
   const keys = keyLaw(auditor, { cacheTtlMs: config.apiKeyCacheTtlMs })
+  // Law `rate-limit` (sim/checks/RateLimitLaw.ts): every answer, by key and instance.
+  const rateLimit = rateLimitLaw(auditor, { perSecond: config.rateLimitPerSecond })
   let booted = false
   // Crashes between commit and reply: the store wrapper asks, the service dies on the spot.
   const commitCrashPrng = Prng.derive(seed, "commit-crashes")
@@ -218,6 +234,7 @@ export const runSimulation = (options: SimOptions): SimResult => {
     webhookDispatcher: options.webhooks ? { pollIntervalMs: dispatcherPollMs, eventsDelayMs: dispatcherEventsDelayMs, concurrencyPerEndpoint: options.endpointConcurrency } : null,
     webhookDispatchers: options.dispatchers,
     apiKeys: apiKeysBug(options.plantedBug, config.apiKeyCacheTtlMs),
+    rateLimiter: internals.rateLimiter ?? rateLimiterBug(options.plantedBug, config.rateLimitPerSecond),
     clockOf,
     timer: (delayMs, task) => void time.at(time.nowMs + delayMs, task),
     nowMs,
@@ -225,7 +242,13 @@ export const runSimulation = (options: SimOptions): SimResult => {
       if (elapsedMs > slowestAnswerMs) slowestAnswerMs = elapsedMs
       auditor.check(elapsedMs <= answerBoundMs, "answered-in-time", elapsedMs <= answerBoundMs ? passed : () =>
         `${request.method} ${request.url} answered after ${elapsedMs} ms (at most ${answerBoundMs} ms, a frozen database included)`)
-      keys.answered(request.headers["authorization"]?.slice(7), sentMs, servedBy, response?.status ?? null, () => `${request.method} ${request.url}`)
+      const secret = request.headers["authorization"]?.slice(7)
+      const status = response?.status ?? null
+      keys.answered(secret, sentMs, servedBy, status, () => `${request.method} ${request.url}`)
+      // The limiter saw the request when it was sent unless its key's look-up could wait: a
+      // frozen database, or a pause or crash of its instance meanwhile.
+      const exact = elapsedMs === 0 || !(faulty.frozenAt(sentMs) || crashesMs.some((c) => c >= sentMs && c <= sentMs + elapsedMs))
+      rateLimit.answered(secret, servedBy, sentMs, status, exact)
     }
   })
   const workloadPrng = Prng.derive(seed, "workload")
@@ -243,6 +266,22 @@ export const runSimulation = (options: SimOptions): SimResult => {
   // the endpoint's 8 slots and queue behind them longer than a lease (60 s), so claims run out
   // while they wait, the next poll takes them over, and the claim that waited must see its
   // renewal refused (`leaseTakeovers` counts them).
+  // Rate limit pushes (mix `rateLimitPushesPerDay`), from their own stream: at times drawn over
+  // the workload's span, a merchant's new key is pushed past its bucket (`Workload.pushRateLimit`):
+  // a burst of 1.2 buckets at once, then twice the refill rate for half a second.
+  const pushes = Effect.suspend(() => {
+    const rate = options.mix.rateLimitPushesPerDay ?? 0
+    if (rate <= 0) return Effect.void
+    const draws = Prng.derive(seed, "rate-limit")
+    const spanMs = (horizonEndMs - startMs) * 0.9
+    const count = Math.floor(rate * (spanMs / 86_400_000) + draws.float())
+    const times = Array.from({ length: count }, () => startMs + draws.float() * spanMs).sort((a, b) => a - b)
+    const perSecond = config.rateLimitPerSecond
+    const plan = { burst: Math.ceil(2.4 * perSecond), steady: perSecond, gapMs: 500 / perSecond }
+    return Effect.forEach(times, (atMs, k) =>
+      Effect.andThen(Effect.sleep(Math.max(0, atMs - time.nowMs)), Effect.suspend(() =>
+        Effect.asVoid(Effect.forkDetach(workload.pushRateLimit(draws.pick(merchants), `p${k + 1}`, plan))))), { discard: true })
+  })
   const backlogs = Effect.suspend(() => {
     const rate = options.mix.endpointBacklogsPerDay ?? 0
     if (rate <= 0 || !options.webhooks) return Effect.void
@@ -278,7 +317,8 @@ export const runSimulation = (options: SimOptions): SimResult => {
     yield* Effect.all([
       workload.arrivals(merchants, startMs),
       Effect.forEach(merchants, workload.rotations, { concurrency: "unbounded", discard: true }),
-      backlogs
+      backlogs,
+      pushes
     ], { concurrency: "unbounded", discard: true })
   }).pipe(Effect.ensuring(Effect.sync(() => void (workloadDone = true)))))
 
@@ -386,6 +426,7 @@ export const runSimulation = (options: SimOptions): SimResult => {
   if (!auditor.failed) {
     auditor.audit(state)
     disputes.audit()
+    rateLimit.audit()
     workload.auditCreateKeys(state.payments.values())
     for (const expected of workload.expectations) {
       const id = expected.paymentId
@@ -542,6 +583,7 @@ export const runSimulation = (options: SimOptions): SimResult => {
     liveHeapBytes,
     stalled,
     disputes: disputes.stats,
-    keys: keys.stats
+    keys: keys.stats,
+    rateLimit: rateLimit.stats
   }
 }

@@ -70,7 +70,8 @@ export const drawSwarm = (seed: number): SwarmDraw => {
     boundaryScores: prng.float() * 0.1,
     // The corners added later, drawn after those (a seed's earlier draws stay as they were).
     refundAfterDispute: prng.float(),
-    endpointBacklogsPerDay: prng.float() * 3
+    endpointBacklogsPerDay: prng.float() * 3,
+    rateLimitPushesPerDay: prng.float() * 2
   }
   return { faults, mix, classes }
 }

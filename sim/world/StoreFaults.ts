@@ -125,7 +125,13 @@ export const faultyStore = (
   callTimeoutMs: number = storeCallTimeoutMs,
   /** The stream of `rotationLost` (absent: no rotation answer lost that way). */
   rotationPrng?: Prng
-): { readonly store: StoreShape; readonly fencedBy: (fence: Fence) => StoreShape; readonly stats: StoreFaultStats } => {
+): {
+  readonly store: StoreShape
+  readonly fencedBy: (fence: Fence) => StoreShape
+  readonly stats: StoreFaultStats
+  /** Was the database frozen at `ms` (a call received then waits for the thaw or its timeout)? */
+  readonly frozenAt: (ms: number) => boolean
+} => {
   // Outage windows first, so the per-operation draws that follow do not move them.
   const outages: Array<readonly [number, number]> = []
   const days = (window.endMs - window.startMs) / 86_400_000
@@ -309,5 +315,5 @@ export const faultyStore = (
     }
     return wrapped as unknown as StoreShape
   }
-  return { store: wrap(null), fencedBy: wrap, stats }
+  return { store: wrap(null), fencedBy: wrap, stats, frozenAt: (ms: number) => freezes.length > 0 && frozen(ms) }
 }

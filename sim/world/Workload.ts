@@ -1,6 +1,6 @@
 import type { HttpMethod } from "effect/http"
 import { hash as oneShotHash } from "node:crypto"
-import { Effect } from "effect"
+import { Effect, Fiber } from "effect"
 import { type Auditor, passed } from "../checks/Auditor.ts"
 import type { SimResponse } from "./Http.ts"
 import type { SimOptions } from "../engine/Options.ts"
@@ -82,6 +82,8 @@ export interface WorkloadStats {
   refundsAfterWonDispute: number
   /** Payments sent in batches (`batch`): a merchant's many creates at once. */
   batchPayments: number
+  /** Keys pushed past their rate limit (`pushRateLimit`). */
+  rateLimitPushes: number
 }
 
 /**
@@ -175,7 +177,8 @@ export const makeWorkload = <R, P>(
     operationsWhileDisputed: 0,
     refundsAfterLostDispute: 0,
     refundsAfterWonDispute: 0,
-    batchPayments: 0
+    batchPayments: 0,
+    rateLimitPushes: 0
   }
   /** The merchants' last payments by currency, as the client knows them (boundary-directed amounts). */
   const amountsOf = new Map<number, Map<string, Array<number>>>()
@@ -932,6 +935,45 @@ export const makeWorkload = <R, P>(
       )
     }, { concurrency: "unbounded", discard: true })
 
+  /**
+   * Pushes one API key past its rate limit on purpose (the rate limiter's law, sim/checks/RateLimitLaw.ts):
+   * a new key of the merchant (`POST /api/v1/api_keys`, used by nothing else and never rotated),
+   * then `burst` requests in one instant and `steady` more, one every `gapMs` (faster than the
+   * refill), each `GET /api/v1/merchants/me` sent once (a 429 is not retried: it is the point).
+   * A script of its own (the run waits for it).
+   */
+  const pushRateLimit = (merchant: Merchant, tag: string, plan: { readonly burst: number; readonly steady: number; readonly gapMs: number }) =>
+    Effect.suspend(() => {
+      stats.scriptsStarted++
+      return Effect.ensuring(pushing(merchant, tag, plan), Effect.sync(() => void stats.scriptsFinished++))
+    })
+  const pushing = (merchant: Merchant, tag: string, plan: { readonly burst: number; readonly steady: number; readonly gapMs: number }) =>
+    Effect.gen(function*() {
+      const created = yield* send({ merchant, method: "POST", path: "/api/v1/api_keys", body: `{"name":"rate limit push ${tag}"}`, key: `push-key-${tag}`, replays: [] })
+      if (created === null || created.status !== 201) return
+      const secret = (JSON.parse(created.body) as { api_key: { key: string } }).api_key.key
+      stats.rateLimitPushes++
+      const counts: Record<string, number> = {}
+      const fire = Effect.suspend(() =>
+        service.send(service.request("GET", "/api/v1/merchants/me", secret, null, noHeaders), (response) =>
+          Effect.sync(() => {
+            stats.requests++
+            const status = response === null ? "dropped" : response.status
+            byStatus[status] = (byStatus[status] ?? 0) + 1
+            counts[status] = (counts[status] ?? 0) + 1
+            if (response !== null) auditor.check(response.status !== 500, "no-internal-errors", () => `GET /api/v1/merchants/me answered 500: ${response.body}`)
+          })))
+      const sent: Array<Fiber.Fiber<void>> = []
+      for (let i = 0; i < plan.burst; i++) sent.push(yield* Effect.forkDetach(fire))
+      for (let i = 0; i < plan.steady; i++) {
+        yield* Effect.sleep(plan.gapMs)
+        sent.push(yield* Effect.forkDetach(fire))
+      }
+      yield* Fiber.joinAll(sent)
+      trace.record(`m${merchant.index} rate limit push ${tag}: ${plan.burst} at once, ${plan.steady} every ${plan.gapMs} ms -> ${
+        Object.entries(counts).sort().map(([status, n]) => `${status}:${n}`).join(" ")}`)
+    })
+
   /** Poisson arrivals of payments over the first 90% of the horizon, each script on its own fiber. */
   const arrivals = (merchants: ReadonlyArray<Merchant>, startMs: number) =>
     Effect.gen(function*() {
@@ -954,5 +996,5 @@ export const makeWorkload = <R, P>(
       return paymentId === undefined ? Effect.void : hooks.onPaymentFinished(paymentId)
     }))
 
-  return { stats, expectations, arrivals, script, rotations, batch, hooks, auditCreateKeys }
+  return { stats, expectations, arrivals, script, rotations, batch, pushRateLimit, hooks, auditCreateKeys }
 }
