@@ -294,9 +294,10 @@ export const plantedBugs = {
   "recovery-misses-payments": {
     law: "liveness",
     description: "the recovery query misses some payments in flight, so a flow a crash stopped is never resumed and its payment stays pending",
-    // Of seeds 1-8, 1, 3, 4 and 8 leave a payment stuck (the runtime's order of fibers decides which
-    // flows a crash stops mid-way: seed 2 did on Effect 3, not on Effect 4).
-    scenario: { seed: 1, merchants: 4, payments: 300, hours: 6, faults: { crashesPerHour: 6, acquirerSlow: 0.5 } }
+    // Of seeds 1-8, 3, 4 and 7 leave a payment stuck (the runtime's order of fibers decides which
+    // flows a crash stops mid-way: seed 2 did on Effect 3, not on Effect 4; seed 1 did until the
+    // workload's rate limit pushes and webhook backlogs moved the crashes' victims).
+    scenario: { seed: 3, merchants: 4, payments: 300, hours: 6, faults: { crashesPerHour: 6, acquirerSlow: 0.5 } }
   }
 } as const satisfies Record<string, PlantedBugSpec>
 
