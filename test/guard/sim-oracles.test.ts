@@ -7,8 +7,8 @@ import { describe, expect, it } from "vitest"
 // the documented rules by itself (sim/checks: the auditor, the settlement, dispute and key laws;
 // the webhook laws of sim/world/Endpoints.ts), never by calling the code under test. A law that
 // imports a rule of src/domain or src/services shares its bugs: when the rule is wrong, the law
-// expects the wrong thing and agrees (a patched `isSettleable` once told the settlement law what
-// should have been swept). So a file of the laws may take from src/domain and src/services only
+// expects the wrong thing and agrees (a settlement law that asked `isSettleable` what is owed a
+// sweep would learn from a broken `isSettleable` that nothing is). So a file of the laws may take from src/domain and src/services only
 //
 //   - types (`import type`, or `type` on every name imported), which carry no behaviour, and
 //   - the documented constants of `allowedValues` below, each a plain value that a document of
