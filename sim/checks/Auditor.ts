@@ -1,7 +1,6 @@
 import type { Account, LedgerEntry } from "../../src/domain/Ledger.ts"
 import type { Change, Payment, PaymentEvent, PaymentStatus } from "../../src/domain/Payment.ts"
-import { type FraudCase, minorUnitsPerMajor, model as fraudModel } from "../../src/domain/Fraud.ts"
-import { sandboxReviewMaximumMajor } from "../../src/acquirer/Acquirer.ts"
+import type { FraudCase } from "../../src/domain/Fraud.ts"
 import { Effect } from "effect"
 import { type MemoryState, memoryOperations } from "../../src/store/MemoryStore.ts"
 import type { CommandKey, StoreShape } from "../../src/store/Store.ts"
@@ -66,9 +65,17 @@ const terminal: ReadonlySet<PaymentStatus> = new Set<PaymentStatus>(["refunded",
 const fixedFeeCents: Record<string, number> = { USD: 30, EUR: 25, GBP: 20, CAD: 30, AUD: 30, JPY: 0 }
 
 /**
- * The sandbox tokens whose fraud band is documented (docs/api.md): `tok_risk_review` lands in the
- * review band on a first attempt, and the card's velocity may push it higher; it never passes.
+ * Minor units in one major unit (docs/api.md: money in integer minor units; JPY has none below
+ * the yen, every other currency of the service a hundredth).
  */
+const minorUnitsPerMajor = (currency: string) => (currency === "JPY" ? 1 : 100)
+
+/**
+ * The largest amount, in major units, up to which `tok_risk_review` never passes
+ * (docs/fraud-model.md, `sandboxReviewMaximumMajor`: "never passes for amounts up to 1,000.00").
+ */
+const sandboxReviewMaximumMajor = 1_000
+
 /**
  * The bands the sandbox tokens are documented to land in (docs/fraud-model.md): `tok_risk_review`
  * never passes up to `sandboxReviewMaximumMajor` (a larger amount may take it under 0.50),
@@ -80,6 +87,28 @@ const sandboxBands = (payment: Payment): ReadonlyArray<string> | undefined =>
     : payment.cardToken === "tok_risk_review" && payment.amountCents <= sandboxReviewMaximumMajor * minorUnitsPerMajor(payment.currency)
     ? ["review", "blocked"]
     : undefined
+
+/**
+ * The model's features as docs/fraud-model.md lists them ("Features"): a case explains the
+ * output with one contribution for each, and for nothing else.
+ */
+const documentedFeatures: ReadonlySet<string> = new Set([
+  "network_risk_logit", "amount_log10", "amount_vs_merchant_log10", "card_attempts_last_hour", "card_attempts_last_day",
+  "card_declines_last_day", "card_first_seen", "new_card_above_usual_log10", "country_mismatch", "night_utc",
+  "card_brand_mastercard", "card_brand_amex", "card_brand_other",
+  "currency_EUR", "currency_GBP", "currency_CAD", "currency_AUD", "currency_JPY"
+])
+
+/** One contribution a documented feature, each once. */
+const explainsEachFeatureOnce = (explanations: ReadonlyArray<{ readonly feature: string }>) => {
+  if (explanations.length !== documentedFeatures.size) return false
+  const seen = new Set<string>()
+  for (const e of explanations) {
+    if (!documentedFeatures.has(e.feature) || seen.has(e.feature)) return false
+    seen.add(e.feature)
+  }
+  return true
+}
 
 export interface AuditRules {
   readonly reviewThreshold: number
@@ -503,8 +532,8 @@ export class Auditor {
     }
     if (fraudCase === null) return
     const base = fraudCase.baseValue
-    if (!this.counted(base !== null && isSixDecimals(base) && fraudCase.explanations.length === fraudModel.features.length)) {
-      return bad(`case base value ${base} with ${fraudCase.explanations.length} contributions (the model has ${fraudModel.features.length} features)`)
+    if (!this.counted(base !== null && isSixDecimals(base) && explainsEachFeatureOnce(fraudCase.explanations))) {
+      return bad(`case base value ${base} with contributions of [${fraudCase.explanations.map((e) => e.feature).join(", ")}] (docs/fraud-model.md lists ${documentedFeatures.size} features, one contribution each)`)
     }
     let millionths = Math.round(base! * 1e6)
     for (const e of fraudCase.explanations) millionths += Math.round(e.contribution * 1e6)
@@ -550,7 +579,7 @@ export class Auditor {
 
   /**
    * The amount laws of a payment given field by field: a merchant's answer is checked as it was
-   * parsed (no record of the store's names built for it; it carries no lost dispute).
+   * parsed (no record of the store's names built for it), with what a lost dispute charged back.
    */
   checkAmountsOf(id: string, status: string, amountCents: number, capturedAmountCents: number, refundedAmountCents: number, failureCode: string | null, chargedBack = 0) {
     if (!this.counted(refundedAmountCents >= 0 && refundedAmountCents <= capturedAmountCents)) {
@@ -599,20 +628,40 @@ export class Auditor {
     }
   }
 
-  /** The ledger of one payment must say what its record says (CONTRACT section 7). */
-  private checkLedgerEquations(p: Payment, balances: Float64Array, base: number, when: string) {
+  /**
+   * The ledger of one payment must say what its record says (CONTRACT section 7), account by
+   * account: a sum of accounts would hide money posted to the wrong one. Where the payment's
+   * merchant money is follows from its record alone (docs/architecture.md, ledger): in
+   * `merchant_pending` until the payment is settled (a refund, a dispute and its fee before
+   * settlement are taken from pending), then all of it in `merchant_available` (settlement moves
+   * what is pending; what comes after is taken from available), so one account holds the net and
+   * the other nothing. `settledKnown` false: the reader cannot tell whether a `refunded` payment
+   * was swept (the API shows no settled_at), so either account may hold it, the other nothing.
+   */
+  private checkLedgerEquations(p: Payment, balances: Float64Array, base: number, when: string, settledKnown = true) {
     const dispute = disputeLedger(p)
     const net = p.capturedAmountCents - p.feeCents - p.refundedAmountCents + dispute.merchant
     const held = p.status === "authorized" ? p.amountCents : 0
     // The chart's running balances read by position (the chart is fixed: no look-up by name).
     const a = balances
     this.equation(p, when, "card_network", a[base + at.card_network]!, p.capturedAmountCents - p.refundedAmountCents + dispute.cardNetwork)
-    this.equation(p, when, "merchant_pending+merchant_available", a[base + at.merchant_pending]! + a[base + at.merchant_available]!, net)
+    const pending = a[base + at.merchant_pending]!
+    const available = a[base + at.merchant_available]!
+    if (!settledKnown && p.settledAt === null) {
+      // Swept or not, all of it in one of the two: the other holds nothing.
+      const whole = (pending === net && available === 0) || (pending === 0 && available === net)
+      if (!this.counted(whole)) {
+        this.fail("ledger-matches-record", `payment ${p.id} (${p.status}) ${when}: merchant_pending is ${pending} and merchant_available ${available}, expected ${net} in one of them (settled or not) and 0 in the other`)
+      }
+    } else {
+      const settled = p.settledAt !== null
+      this.equation(p, when, settled ? "merchant_pending (settled)" : "merchant_pending (before settlement)", pending, settled ? 0 : net)
+      this.equation(p, when, settled ? "merchant_available (settled)" : "merchant_available (before settlement)", available, settled ? net : 0)
+    }
     this.equation(p, when, "fee_revenue", a[base + at.fee_revenue]!, p.feeCents + dispute.feeRevenue)
     this.equation(p, when, "authorization_holds", a[base + at.authorization_holds]!, held)
     this.equation(p, when, "cardholder_authorizations", a[base + at.cardholder_authorizations]!, held)
     this.equation(p, when, "merchant_reserved", a[base + at.merchant_reserved]!, dispute.reserved)
-    this.equation(p, when, "merchant_pending (settled)", p.settledAt === null ? 0 : a[base + at.merchant_pending]!, 0)
   }
 
   private equation(p: Payment, when: string, account: string, actual: number, expected: number) {
@@ -691,14 +740,15 @@ export class Auditor {
   /**
    * The laws of one payment's final ledger, whoever read it (the store at the end of a run, or
    * the harness through the API): every group balances, every entry on the payment's chart, the
-   * chart's balances what the record says (CONTRACT section 7), and the record's amounts. Leaves
+   * chart's balances what the record says (CONTRACT section 7; `settledKnown` false when the
+   * reader cannot tell whether a refunded payment was swept), and the record's amounts. Leaves
    * the payment's chart balances in `balances` (the chart in order).
    */
-  auditLedger(payment: Payment, entries: ReadonlyArray<LedgerEntry>, balances: Float64Array) {
+  auditLedger(payment: Payment, entries: ReadonlyArray<LedgerEntry>, balances: Float64Array, settledKnown = true) {
     this.checkLedgerGroup(payment, entries)
     balances.fill(0)
     for (const entry of entries) post(balances, 0, entry)
-    this.checkLedgerEquations(payment, balances, 0, "at the end")
+    this.checkLedgerEquations(payment, balances, 0, "at the end", settledKnown)
     this.checkAmounts(payment)
   }
 

@@ -1,11 +1,12 @@
-import { Effect } from "effect"
+import { Effect, Layer } from "effect"
 import type { Account, LedgerEntry } from "../../src/domain/Ledger.ts"
 import type { Change, Decision, Payment, PaymentEvent } from "../../src/domain/Payment.ts"
 import type { WebhookTransportShape } from "../../src/platform/WebhookTransport.ts"
+import type { ApiKeysShape, Found } from "../../src/services/ApiKeys.ts"
+import { type RateDecision, RateLimiter } from "../../src/http/edge/RateLimiter.ts"
 import type { StoreShape } from "../../src/store/Store.ts"
 import type { PollInput, WebhookStoreShape } from "../../src/store/WebhookStore.ts"
 import type { FaultRates, WorkloadMix } from "../engine/Rates.ts"
-import { isoAt } from "../../src/domain/Time.ts"
 import { hash32 } from "../engine/Prng.ts"
 
 /**
@@ -101,6 +102,14 @@ export const plantedBugs = {
     description: "a refund after settlement is debited from pending instead of available",
     scenario: { ...settlementRun, payments: 80, mix: { refund: 0.9, overRefund: 0 } }
   },
+  "refund-posting-inverted": {
+    law: "ledger-matches-record",
+    description: "a refund's money is taken from the wrong side of settlement (available before it, pending after: the settled flag inverted); pending plus available stays right, so only the accounts one by one show it",
+    // Six hours: no cut-off passes, so no settlement sweep leaves pending non-zero: only the
+    // per-account equations before settlement see it.
+    scenario: { hours: 6, mix: { refund: 0.9, overRefund: 0 } },
+    sweepSeed: 1
+  },
   "fraud-band": {
     law: "fraud-band",
     description: "a score in the review band passes (thresholds compared the wrong way)",
@@ -137,6 +146,24 @@ export const plantedBugs = {
     description: "the settlement query misses some captured payments",
     scenario: settlementRun
   },
+  "refunded-never-swept": {
+    law: "settled-by-cut-off",
+    description: "the settlement query leaves out payments fully refunded before the cut-off, so their pending balance (the fee) is never swept (as when `isSettleable` forgets them: the law decides from the record alone, not by asking it)",
+    scenario: { ...settlementRun, mix: { refund: 0.9, overRefund: 0 } },
+    sweepSeed: 1
+  },
+  "api-key-cache-kept": {
+    law: "revoked-key-refused",
+    description: "the process's API key cache is cleared only when a rotation answers: one whose answer was lost (committed, then StoreUnavailable) leaves the old key trusted for the cache's TTL, and the client's retry is served with it",
+    scenario: { payments: 200, hours: 12, mix: { keyRotationsPerMerchantDay: 6 }, faults: { rotationLost: 0.5 } },
+    sweepSeed: 1
+  },
+  "rate-limit-refusal-keeps-clock": {
+    law: "rate-limit",
+    description: "a refused request adds the refill since the bucket's last update but leaves that time where it was, so the next request adds the same refill again: under pressure a key gets about half as much again as RATE_LIMIT_PER_SECOND",
+    scenario: { payments: 40, mix: { rateLimitPushesPerDay: 12 } },
+    sweepSeed: 1
+  },
   "bad-signature": {
     law: "webhook-signature",
     description: "some webhook bodies are altered after signing",
@@ -146,6 +173,37 @@ export const plantedBugs = {
     law: "webhook-schedule",
     description: "a retry is scheduled 20 s before its offset",
     scenario: { faults: { webhook5xx: 0.3 } }
+  },
+  "lease-renewal-ignored": {
+    law: "webhook-once-per-attempt",
+    description: "an attempt whose claim waited past its lease ignores the refused renewal and is sent anyway, beside the claim that took the delivery over",
+    // Backlogs (a lagging endpoint and a batch of payments) make claims wait past their lease.
+    scenario: { mix: { endpointBacklogsPerDay: 6 } },
+    sweepSeed: 1
+  },
+  "attempt-timed-from-end": {
+    law: "webhook-schedule",
+    description: "an attempt is timed when its answer came, not when it started: a first failure so timed moves every retry later by its duration (up to the 30 s timeout)",
+    scenario: { faults: { webhook5xx: 0.3, webhookNoAnswer: 0.05 } },
+    sweepSeed: 1
+  },
+  "retry-from-last-attempt": {
+    law: "webhook-schedule",
+    description: "each retry's offset is counted from the attempt that just failed, not from the first failure (the wrong origin)",
+    scenario: { faults: { webhook5xx: 0.3 } },
+    sweepSeed: 1
+  },
+  "retry-index-off-by-one": {
+    law: "webhook-schedule",
+    description: "the n-th failure waits the schedule's (n+1)-th offset: the first retry after 5 min instead of 1",
+    scenario: { faults: { webhook5xx: 0.3 } },
+    sweepSeed: 1
+  },
+  "give-up-one-early": {
+    law: "webhook-give-up",
+    description: "a delivery is marked failed once as many attempts failed as the schedule has retries: its last retry is never made",
+    scenario: { hours: 30, faults: { webhook5xx: 0.6 } },
+    sweepSeed: 1
   },
   "give-up-early": {
     law: "webhook-give-up",
@@ -176,6 +234,12 @@ export const plantedBugs = {
     law: "refunds-and-disputes-within-capture",
     description: "a refund while a dispute is open is checked against the remainder alone, not the remainder less the disputed amount",
     scenario: { hours: 6, mix: { disputeDuringScript: 0.5 } },
+    sweepSeed: 1
+  },
+  "refund-after-lost-dispute": {
+    law: "refunds-and-disputes-within-capture",
+    description: "a refund after a lost dispute is checked against captured − refunded, forgetting the charged-back amount: the cardholder gets that money twice",
+    scenario: { hours: 6, mix: { disputeDuringScript: 0.5, refundAfterDispute: 1 } },
     sweepSeed: 1
   },
   "case-drops-contribution": {
@@ -230,9 +294,10 @@ export const plantedBugs = {
   "recovery-misses-payments": {
     law: "liveness",
     description: "the recovery query misses some payments in flight, so a flow a crash stopped is never resumed and its payment stays pending",
-    // Of seeds 1-8, 1, 3, 4 and 8 leave a payment stuck (the runtime's order of fibers decides which
-    // flows a crash stops mid-way: seed 2 did on Effect 3, not on Effect 4).
-    scenario: { seed: 1, merchants: 4, payments: 300, hours: 6, faults: { crashesPerHour: 6, acquirerSlow: 0.5 } }
+    // Of seeds 1-8, 3, 4 and 7 leave a payment stuck (the runtime's order of fibers decides which
+    // flows a crash stops mid-way: seed 2 did on Effect 3, not on Effect 4; seed 1 did until the
+    // workload's rate limit pushes and webhook backlogs moved the crashes' victims).
+    scenario: { seed: 3, merchants: 4, payments: 300, hours: 6, faults: { crashesPerHour: 6, acquirerSlow: 0.5 } }
   }
 } as const satisfies Record<string, PlantedBugSpec>
 
@@ -274,11 +339,23 @@ export const decisionBug = (bug: PlantedBug, decide: Decide): Decide => {
         const fixed = { ...ignoring.change.payment, dispute: payment.dispute }
         return { ok: true, change: { ...ignoring.change, payment: fixed, events: ignoring.change.events.map((e) => withSnapshot(e, fixed)) } }
       }
+    case "refund-after-lost-dispute":
+      return (payment, fraudCase) => {
+        const decision = decide(payment, fraudCase)
+        if (payment.dispute?.status !== "lost") return decision
+        // Decided as if the payment had no dispute: only a refund's decision differs.
+        const forgetting = decide({ ...payment, dispute: null }, fraudCase)
+        if (!forgetting.ok || forgetting.change.payment.refundedAmountCents <= payment.refundedAmountCents) return decision
+        if (decision.ok && decision.change.payment.refundedAmountCents === forgetting.change.payment.refundedAmountCents) return decision
+        const fixed = { ...forgetting.change.payment, dispute: payment.dispute }
+        return { ok: true, change: { ...forgetting.change, payment: fixed, events: forgetting.change.events.map((e) => withSnapshot(e, fixed)) } }
+      }
     default:
       return decide
   }
 }
-export const needsLockingPath = (bug: PlantedBug) => bug === "refund-over-remainder" || bug === "void-after-capture" || bug === "refund-ignores-dispute"
+export const needsLockingPath = (bug: PlantedBug) =>
+  bug === "refund-over-remainder" || bug === "void-after-capture" || bug === "refund-ignores-dispute" || bug === "refund-after-lost-dispute"
 
 const withSnapshot = (event: PaymentEvent, payment: Payment): PaymentEvent => ({
   ...event,
@@ -352,6 +429,11 @@ export const changeBug = (bug: PlantedBug, before: Payment | null, change: Chang
     case "refund-from-pending-after-settlement": {
       if (before === null || before.settledAt === null || after.refundedAmountCents <= before.refundedAmountCents) return change
       return { ...change, ledger: change.ledger.map((e) => e.account === "merchant_available" ? { ...e, account: "merchant_pending" } : e) }
+    }
+    case "refund-posting-inverted": {
+      if (before === null || after.refundedAmountCents <= before.refundedAmountCents) return change
+      const swapped = (account: Account): Account => account === "merchant_pending" ? "merchant_available" : account === "merchant_available" ? "merchant_pending" : account
+      return { ...change, ledger: change.ledger.map((e) => ({ ...e, account: swapped(e.account) })) }
     }
     case "fraud-band": {
       if (before === null || before.fraudVerdict !== null || after.fraudVerdict !== "review") return change
@@ -432,6 +514,16 @@ export const storeBug = (bug: PlantedBug, store: StoreShape): StoreShape => {
         claimFlows: (claim) =>
           Effect.map(store.claimFlows({ ...claim, limit: claim.limit + 64 }), (ids) => ids.filter((id) => !oneIn(3, id)).slice(0, claim.limit))
       }
+    case "refunded-never-swept":
+      return {
+        ...store,
+        settleablePayments: (capturedBefore, limit) =>
+          Effect.flatMap(store.settleablePayments(capturedBefore, limit), (ids) =>
+            Effect.map(
+              Effect.forEach(ids, (id) => Effect.map(store.getPayment(null, id), (payment) => (payment?.status === "refunded" ? null : id))),
+              (kept) => kept.filter((id): id is string => id !== null)
+            ))
+      }
     case "skip-settlement":
       return {
         ...store,
@@ -446,17 +538,86 @@ export const storeBug = (bug: PlantedBug, store: StoreShape): StoreShape => {
 export const webhookStoreBug = (
   bug: PlantedBug,
   store: WebhookStoreShape,
-  /** The receivers' clock (true virtual time; an instance's own clock may be off it). */
-  receiverNowMs: () => number = () => Number.NaN
+  world: {
+    /** The receivers' clock (true virtual time; an instance's own clock may be off it). */
+    readonly receiverNowMs?: () => number
+    /** The retry schedule the service runs with (the bugs that read it: `retry-index-off-by-one`, `give-up-one-early`). */
+    readonly scheduleMs?: ReadonlyArray<number>
+    /** The signing secrets of a delivery's merchant at `now`, read from the store's state (`lease-renewal-ignored`). */
+    readonly secretsOf?: (deliveryId: string, now: string) => ReadonlyArray<string>
+  } = {}
 ): WebhookStoreShape => {
+  const receiverNowMs = world.receiverNowMs ?? (() => Number.NaN)
+  const scheduleMs = world.scheduleMs ?? []
+  const shiftedIso = (iso: string, ms: number) => new Date(Date.parse(iso) + ms).toISOString()
+  /** The failures that count for the schedule: every failed attempt from the first failure on, cut ones aside. */
+  const failuresOf = (delivery: Parameters<WebhookStoreShape["recordAttempt"]>[0]) =>
+    delivery.attempts.filter((a) => a.error !== null && a.cut !== true && delivery.firstFailedAt !== null && a.at >= delivery.firstFailedAt).length
   switch (bug) {
+    case "lease-renewal-ignored":
+      return {
+        ...store,
+        // A renewal the store refused (the lease ran out and another claim took it) is taken as
+        // granted: the attempt goes on with the merchant's secrets all the same.
+        renewLease: (deliveryId, token, now, until) =>
+          Effect.map(store.renewLease(deliveryId, token, now, until), (secrets) => secrets ?? world.secretsOf?.(deliveryId, now) ?? null)
+      }
+    case "attempt-timed-from-end":
+      return {
+        ...store,
+        recordAttempt: (delivery, attempt, token, successor) => {
+          // The attempt is timed when its answer came (or its timeout fired), not when it started:
+          // a first failure so timed moves the whole schedule by its duration.
+          const ended = { ...attempt, at: shiftedIso(attempt.at, attempt.durationMs) }
+          const attempts = [...delivery.attempts.slice(0, -1), ended]
+          const first = delivery.firstFailedAt !== null && delivery.firstFailedAt === attempt.at
+          return store.recordAttempt({
+            ...delivery,
+            attempts,
+            firstFailedAt: first ? ended.at : delivery.firstFailedAt,
+            nextAttemptAt: first && delivery.nextAttemptAt !== null ? shiftedIso(delivery.nextAttemptAt, attempt.durationMs) : delivery.nextAttemptAt
+          }, ended, token, successor)
+        }
+      }
+    case "retry-from-last-attempt":
+      return {
+        ...store,
+        recordAttempt: (delivery, attempt, token, successor) =>
+          // Each retry's offset counted from the attempt that just failed, not from the first failure.
+          store.recordAttempt(delivery.status !== "retrying" || delivery.nextAttemptAt === null || delivery.firstFailedAt === null ? delivery : {
+            ...delivery,
+            nextAttemptAt: shiftedIso(delivery.nextAttemptAt, Date.parse(attempt.at) - Date.parse(delivery.firstFailedAt))
+          }, attempt, token, successor)
+      }
+    case "retry-index-off-by-one":
+      return {
+        ...store,
+        recordAttempt: (delivery, attempt, token, successor) => {
+          // The n-th failure waits the offset of the (n+1)-th (the last one keeps its own).
+          if (delivery.status !== "retrying" || delivery.firstFailedAt === null) return store.recordAttempt(delivery, attempt, token, successor)
+          const offsetMs = scheduleMs[Math.min(failuresOf(delivery), scheduleMs.length - 1)]
+          return store.recordAttempt(offsetMs === undefined ? delivery : { ...delivery, nextAttemptAt: shiftedIso(delivery.firstFailedAt, offsetMs) }, attempt, token, successor)
+        }
+      }
+    case "give-up-one-early":
+      return {
+        ...store,
+        recordAttempt: (delivery, attempt, token, successor) =>
+          // Failed once as many attempts failed as the schedule has retries: its last retry never made.
+          store.recordAttempt(delivery.status !== "retrying" || failuresOf(delivery) < scheduleMs.length ? delivery : {
+            ...delivery,
+            status: "failed",
+            nextAttemptAt: null,
+            completedAt: attempt.at
+          }, attempt, token, successor)
+      }
     case "attempt-time-from-receiver":
       return {
         ...store,
         recordAttempt: (delivery, attempt, token, successor) => {
           // The first failure, timed when the receiver got the request by its own clock.
           if (delivery.firstFailedAt === null || delivery.firstFailedAt !== attempt.at) return store.recordAttempt(delivery, attempt, token, successor)
-          const receivedAt = isoAt(receiverNowMs() - attempt.durationMs)
+          const receivedAt = new Date(receiverNowMs() - attempt.durationMs).toISOString()
           return store.recordAttempt({ ...delivery, firstFailedAt: receivedAt }, attempt, token, successor)
         }
       }
@@ -499,7 +660,7 @@ export const webhookStoreBug = (
         recordAttempt: (delivery, attempt, token, successor) =>
           store.recordAttempt(delivery.nextAttemptAt === null || delivery.status !== "retrying" ? delivery : {
             ...delivery,
-            nextAttemptAt: isoAt(Math.floor(Date.parse(delivery.nextAttemptAt) / 1000) * 1000)
+            nextAttemptAt: new Date(Math.floor(Date.parse(delivery.nextAttemptAt) / 1000) * 1000).toISOString()
           }, attempt, token, successor)
       }
     case "give-up-early":
@@ -532,6 +693,60 @@ export const webhookStoreBug = (
  */
 export const storeCallTimeoutBug = (bug: PlantedBug, timeoutMs: number): number =>
   bug === "freeze-waits-for-thaw" ? Number.POSITIVE_INFINITY : timeoutMs
+
+/**
+ * The API keys the HTTP API sees, when a bug sits in their cache (`api-key-cache-kept`): a cache
+ * of its own in front of the service's, trusted for `ttlMs` as API_KEY_CACHE_TTL says, and
+ * cleared only when a rotation answers (where the service clears its own whatever the outcome).
+ */
+export const apiKeysBug = (bug: PlantedBug, ttlMs: number): ((apiKeys: ApiKeysShape) => ApiKeysShape) | undefined => {
+  if (bug !== "api-key-cache-kept") return undefined
+  return (apiKeys) => {
+    const cache = new Map<string, { readonly found: Found; readonly untilMs: number }>()
+    return {
+      ...apiKeys,
+      authenticateThen: (secret, nowMs, then) => {
+        const hit = cache.get(secret)
+        if (hit !== undefined && hit.untilMs > nowMs) return then.onFound(hit.found)
+        return apiKeys.authenticateThen(secret, nowMs, {
+          onFound: (found) => {
+            if (found !== null) cache.set(secret, { found, untilMs: nowMs + ttlMs })
+            return then.onFound(found)
+          },
+          onUnavailable: then.onUnavailable
+        })
+      },
+      rotate: (merchantId, keyId) => Effect.tap(apiKeys.rotate(merchantId, keyId), () => Effect.sync(() => cache.clear()))
+    }
+  }
+}
+
+/**
+ * The rate limiter, when a bug sits in it (`rate-limit-refusal-keeps-clock`): the service's token
+ * bucket (src/http/edge/RateLimiter.ts) with a refusal that keeps the refill it computed but not
+ * the time it computed it at. Undefined: the service's own.
+ */
+export const rateLimiterBug = (bug: PlantedBug, perSecond: number): Layer.Layer<RateLimiter> | undefined => {
+  if (bug !== "rate-limit-refusal-keeps-clock") return undefined
+  const capacity = perSecond * 2
+  // Buckets per instance, as the service's (the layer is built once an instance).
+  return Layer.sync(RateLimiter, () => {
+    const buckets = new Map<string, { tokens: number; updatedMs: number }>()
+    const takeAt = (key: string, nowMs: number): RateDecision => {
+      let bucket = buckets.get(key)
+      if (bucket === undefined) buckets.set(key, bucket = { tokens: capacity, updatedMs: nowMs })
+      bucket.tokens = Math.min(capacity, bucket.tokens + ((nowMs - bucket.updatedMs) / 1000) * perSecond)
+      if (bucket.tokens < 1) {
+        // The bug: the refill is kept, the time it was computed at is not.
+        return { allowed: false, limit: perSecond, remaining: 0, retryAfterSeconds: Math.max(1, Math.ceil((1 - bucket.tokens) / perSecond)) }
+      }
+      bucket.updatedMs = nowMs
+      bucket.tokens -= 1
+      return { allowed: true, limit: perSecond, remaining: Math.floor(bucket.tokens), retryAfterSeconds: 0 }
+    }
+    return RateLimiter.of({ takeAt })
+  })
+}
 
 export const transportBug = (bug: PlantedBug, transport: WebhookTransportShape): WebhookTransportShape => {
   switch (bug) {

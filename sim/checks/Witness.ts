@@ -296,7 +296,8 @@ export const witnessThroughApi = async (input: WitnessInput): Promise<Witnessed>
         () => `payment ${t.id}: the last event says ${JSON.stringify(last)}, the record ${t.status} ${t.captured_amount_cents}/${t.refunded_amount_cents}`
       )
       const entries = ledgerOfApi(t, ledgerList.ledger_entries)
-      auditor.auditLedger(payment, entries, balances)
+      // The API shows no settled_at: a `refunded` payment may have been swept or not (a `settled` one was, any other not).
+      auditor.auditLedger(payment, entries, balances, payment.status !== "refunded")
       auditor.checkQuiescent(payment)
       if (entries.some((e) => e.account === "merchant_pending" || e.account === "merchant_available" || e.account === "merchant_reserved")) {
         const sum = moved.get(t.currency) ?? { pending: 0, available: 0, reserved: 0 }

@@ -190,14 +190,18 @@ export const formatReport = (result: SimResult): string => {
   lines.push("")
   const w = result.workload
   lines.push(`requests ${w.requests}  by status ${Object.entries(w.byStatus).sort().map(([s, c]) => `${s}:${c}`).join(" ")}`)
-  lines.push(`key rotations ${w.rotations} (${w.keyRecoveries} lost answers recovered out of band)  lost unkeyed creates ${w.lostCreates}  crashes ${result.crashes} (${result.commitCrashes} right after a commit)`)
+  lines.push(`key rotations ${w.rotations} (${result.store.lostRotations} answers lost by rotationlost; ${w.keyRecoveries} lost answers recovered out of band; ${result.keys.mustRefuse} requests with a revoked key that had to be refused)  lost unkeyed creates ${w.lostCreates}  crashes ${result.crashes} (${result.commitCrashes} right after a commit)`)
   const s = result.store
   lines.push(`disputes: ${result.disputes.planned} (${result.disputes.refusedOpens} opens refused, ${result.disputes.duplicates} duplicate notifications, ${result.disputes.retries} re-sent unacknowledged)`)
   const ways = result.workload.keyWays
   const retried = result.workload.keyWaysRetried
   lines.push(`reach: create keys in header ${ways.header} / body ${ways.body} / both ${ways.both} / two different ${ways.different} (sent again after a lost answer: ${retried.header} / ${retried.body} / ${retried.both} / ${retried.different}); ` +
     `boundary scores ${result.workload.boundaryPlanned} aimed, exact ${Object.entries(result.workload.boundaryExact).map(([output, n]) => `${n} at output ${output}`).join(", ")}; ` +
-    `disputes during scripts ${result.workload.disputesInScript} (${result.workload.operationsWhileDisputed} refunds, captures and voids while open)`)
+    `disputes during scripts ${result.workload.disputesInScript} (${result.workload.operationsWhileDisputed} refunds, captures and voids while open; ` +
+    `refunds after the outcome: ${result.workload.refundsAfterLostDispute} lost, ${result.workload.refundsAfterWonDispute} won); ` +
+    `webhook backlogs: ${result.workload.batchPayments} payments in batches to lagging endpoints, ${result.leaseTakeovers} claims taken over after their lease; ` +
+    `rate limit: ${result.workload.rateLimitPushes} keys pushed past it, ${result.rateLimit.refused} requests refused (${result.rateLimit.refusedJudged} judged), ` +
+    `${result.rateLimit.keysPastBurst} keys past a full bucket`)
   lines.push(`settlement: ${result.unsettled} payments captured before the last cut-off left unsettled`)
   lines.push(`store faults: ${s.unavailable} unavailable + ${s.outageRefusals} in ${s.outages} outages of ${s.operations} operations; ${s.lostCommits} commits answered unavailable; ` +
     `${s.freezes} freezes (${s.frozenCalls} calls received frozen, ${s.frozenTimeouts} given up by their caller)`)

@@ -40,6 +40,7 @@ export const noFaults: FaultRates = {
   storeUnavailable: 0,
   storeLostCommit: 0,
   storeOutagesPerDay: 0,
+  rotationLost: 0,
   crashAfterCommit: 0,
   disputes: 0,
   pausesPerHour: 0,
@@ -62,6 +63,7 @@ export const defaultFaults: FaultRates = {
   storeUnavailable: 0.002,
   storeLostCommit: 0.002,
   storeOutagesPerDay: 0.5,
+  rotationLost: 0.1,
   crashAfterCommit: 0.0005,
   disputes: 0.01,
   pausesPerHour: 0.1,
@@ -84,6 +86,7 @@ export const heavyFaults: FaultRates = {
   storeUnavailable: 0.01,
   storeLostCommit: 0.01,
   storeOutagesPerDay: 3,
+  rotationLost: 0.3,
   crashAfterCommit: 0.003,
   disputes: 0.05,
   pausesPerHour: 1,
@@ -107,7 +110,10 @@ export const defaultMix: WorkloadMix = {
   bothKeys: 0.2,
   differentKeys: 0.03,
   disputeDuringScript: 0.05,
-  boundaryScores: 0.03
+  refundAfterDispute: 0.5,
+  boundaryScores: 0.03,
+  endpointBacklogsPerDay: 1,
+  rateLimitPushesPerDay: 1
 }
 
 export const defaultOptions: SimOptions = {
@@ -145,6 +151,7 @@ const faultNames: Record<string, keyof FaultRates> = {
   storedown: "storeUnavailable",
   storelost: "storeLostCommit",
   storeoutage: "storeOutagesPerDay",
+  rotationlost: "rotationLost",
   crashcommit: "crashAfterCommit",
   dispute: "disputes",
   pause: "pausesPerHour",
@@ -158,7 +165,8 @@ const faultNames: Record<string, keyof FaultRates> = {
  * authorizations), crash (per hour), wh4xx, wh5xx, whslow, whlag, whnoanswer (fractions of webhook
  * attempts), whoutage (outages per endpoint per day), storedown (fraction of store operations
  * failing before they run), storelost (fraction of payment commits answered as failures),
- * storeoutage (store outages per day), crashcommit (fraction of commits followed by a crash),
+ * storeoutage (store outages per day), rotationlost (fraction of API key rotations committed but
+ * answered as failures), crashcommit (fraction of commits followed by a crash),
  * dispute (fraction of captured payments the network disputes, sim/world/Disputes.ts), pause (instance
  * pauses per hour), storefreeze (database freezes per day), skew (largest clock offset of an
  * instance, ms; at most 500, the documented tolerance being 1 s between two processes).

@@ -33,6 +33,12 @@ export interface FaultRates {
   /** Store outage windows per virtual day (each 1 s to 90 s, every store operation fails). */
   readonly storeOutagesPerDay: number
   /**
+   * API key rotations that commit but answer `StoreUnavailable` (drawn on their own stream, after
+   * `storeLostCommit`): the old key is revoked and the merchant does not know it; its client retries
+   * the rotation with the old key, which must be refused at once (CONTRACT section 4). Absent: none.
+   */
+  readonly rotationLost?: number
+  /**
    * Committing operations (payment create/change, a stored idempotent response) right after which
    * the process crashes, before anything else runs: the reply never reaches the client.
    */
@@ -87,6 +93,23 @@ export interface WorkloadMix {
   readonly differentKeys?: number
   /** Captured payments the card network disputes while the merchant's script still runs (sim/world/Disputes.ts `openNow`). */
   readonly disputeDuringScript?: number
+  /**
+   * Of those, the share whose script waits for the dispute's outcome (the network resolves it at
+   * once, `resolveNow`) and then refunds: after a lost one, sometimes into the charged-back money.
+   */
+  readonly refundAfterDispute?: number
   /** Payments whose amount and card are chosen to put the fraud score on a threshold (sim/world/Boundary.ts). */
   readonly boundaryScores?: number
+  /**
+   * Webhook backlogs per virtual day (sim/engine/Simulator.ts): a merchant's endpoint answers in
+   * 10–29 s for 20 minutes while the merchant sends a batch of 40 payments at once, so claims wait
+   * in the endpoint's queue past their 60 s lease and are taken over. Absent: none.
+   */
+  readonly endpointBacklogsPerDay?: number
+  /**
+   * Keys pushed past their rate limit per virtual day (sim/engine/Simulator.ts, `Workload.pushRateLimit`):
+   * a merchant's new key sends a burst of the bucket's size and a fifth more at once, then twice the
+   * refill rate for half a second. Absent: none.
+   */
+  readonly rateLimitPushesPerDay?: number
 }

@@ -1,4 +1,6 @@
-import { type Clock, Effect } from "effect"
+import { type Clock, Effect, type Layer } from "effect"
+import type { RateLimiter } from "../../src/http/edge/RateLimiter.ts"
+import type { AppConfig } from "../../src/platform/Config.ts"
 import { isoAt } from "../../src/domain/Time.ts"
 import * as Config from "../../src/platform/Config.ts"
 import { makeIds, seededBytes } from "../../src/platform/Ids.ts"
@@ -7,8 +9,10 @@ import { emptyState, memoryOperations } from "../../src/store/MemoryStore.ts"
 import { memoryWebhookOperations, signingSecretsOf } from "../../src/store/MemoryWebhookStore.ts"
 import { makeSimulatedAcquirer, type AcquirerStats } from "../world/Acquirer.ts"
 import { Auditor, auditedStore, passed, type Violation } from "../checks/Auditor.ts"
-import { checkSettledByCutoff } from "../checks/SettlementLaw.ts"
-import { storeCallTimeoutBug, transportBug, webhookStoreBug } from "../checks/PlantedBugs.ts"
+import { apiKeysBug, rateLimiterBug, storeCallTimeoutBug, transportBug, webhookStoreBug } from "../checks/PlantedBugs.ts"
+import { settlementLaw } from "../checks/Settlement.ts"
+import { keyLaw, type KeyLawStats } from "../checks/KeyLaws.ts"
+import { rateLimitLaw, type RateLimitStats } from "../checks/RateLimitLaw.ts"
 import { auditDeliveries, type EndpointStats, makeSimulatedEndpoints } from "../world/Endpoints.ts"
 import type { SimOptions } from "./Options.ts"
 import { hash32, Prng } from "./Prng.ts"
@@ -21,6 +25,9 @@ import { type DisputeStats, makeDisputeInjector } from "../world/Disputes.ts"
 
 /** Virtual time starts here (a Monday, 00:00 UTC, so the first settlement cut-off is a day in). */
 export const startMs = Date.UTC(2026, 0, 5, 0, 0, 0)
+/** A webhook backlog (mix `endpointBacklogsPerDay`): how long the endpoint lags, and the payments its merchant sends at once. */
+const backlogLagMs = 20 * 60_000
+const backlogBatch = 40
 /** After the workload: time for flows, recovery and webhook retries (24 h schedule) to finish. */
 const quiesceMs = 27 * 3_600_000
 /**
@@ -30,8 +37,6 @@ const quiesceMs = 27 * 3_600_000
  */
 const dispatcherPollMs = 60_000
 const dispatcherEventsDelayMs = 1_000
-/** Lateness allowed a retry beyond the timeout and margin: a poll's worth, as when it polled every 5 s. */
-const retrySlackMs = 5_000
 /**
  * Liveness (law `liveness`): once the faults stop at the horizon, within this much virtual time
  * every payment leaves `pending` and its automatic flow, every idempotency claim and webhook lease
@@ -89,9 +94,22 @@ export interface SimResult {
   readonly liveHeapBytes: number | null
   readonly stalled: boolean
   readonly disputes: DisputeStats
+  /** Law `revoked-key-refused`: the requests it judged (sent with a revoked key, after its revocation committed). */
+  readonly keys: KeyLawStats
+  /** Law `rate-limit`: the refusals it judged, the keys that went past a full bucket. */
+  readonly rateLimit: RateLimitStats
 }
 
-export const runSimulation = (options: SimOptions): SimResult => {
+/**
+ * What a test may change of a run besides its options (never part of a replay): the HTTP API's
+ * rate limiter, built through `apiWithLimiter` instead of `ApiLive` (test/sim/rate-limit.test.ts
+ * checks that path answers as `ApiLive` does).
+ */
+export interface SimInternals {
+  readonly rateLimiter?: Layer.Layer<RateLimiter, never, AppConfig>
+}
+
+export const runSimulation = (options: SimOptions, internals: SimInternals = {}): SimResult => {
   const wallStart = performance.now()
   const seed = options.seed >>> 0
   const time = new VirtualTime(startMs)
@@ -123,6 +141,10 @@ export const runSimulation = (options: SimOptions): SimResult => {
     }
   )
   const merchantOfUrl = new Map<string, string>()
+  // Law `revoked-key-refused` (sim/checks/KeyLaws.ts): revocations as the store commits them.
+  const keys = keyLaw(auditor, { cacheTtlMs: config.apiKeyCacheTtlMs })
+  // Law `rate-limit` (sim/checks/RateLimitLaw.ts): every answer, by key and instance.
+  const rateLimit = rateLimitLaw(auditor, { perSecond: config.rateLimitPerSecond })
   let booted = false
   // Crashes between commit and reply: the store wrapper asks, the service dies on the spot.
   const commitCrashPrng = Prng.derive(seed, "commit-crashes")
@@ -157,11 +179,17 @@ export const runSimulation = (options: SimOptions): SimResult => {
       },
       runDetached: (effect, done) => {
         Effect.runForkWith(runtime)(Effect.andThen(Effect.yieldNow, effect)).addObserver(done)
+      },
+      // The merchant rotating a key holds its secret until the rotation's answer reaches it.
+      keyRevoked: (keyId, fence) => {
+        const merchant = merchants.find((m) => m.keyId === keyId)
+        if (merchant !== undefined) keys.revoked(merchant.apiKey, keyId, time.nowMs, fence)
       }
     },
     audited.commits,
     Prng.derive(seed, "store-freezes"),
-    storeCallTimeoutBug(options.plantedBug, storeCallTimeoutMs)
+    storeCallTimeoutBug(options.plantedBug, storeCallTimeoutMs),
+    Prng.derive(seed, "rotation-lost")
   )
   // Clock skew: each instance's clock is off virtual time by an offset fixed for its life, drawn
   // from its own stream: half the time at the very edge of the tolerance (either side), else
@@ -191,28 +219,84 @@ export const runSimulation = (options: SimOptions): SimResult => {
     ids: makeIds(seededBytes((seed ^ hash32("ids")) >>> 0)),
     config,
     acquirer,
-    webhookStore: webhookStoreBug(options.plantedBug, webhookStore, nowMs),
+    webhookStore: webhookStoreBug(options.plantedBug, webhookStore, {
+      receiverNowMs: nowMs,
+      scheduleMs: config.webhookRetryScheduleMs,
+      secretsOf: (deliveryId, now) => {
+        const row = state.webhooks.deliveries.get(deliveryId)
+        return row === undefined ? [] : signingSecretsOf(state, row.merchantId, now)
+      }
+    }),
     webhookTransport: transportBug(options.plantedBug, endpoints.transport),
     // A planted bug wraps the fenced endpoints: every POST it makes still reaches them through
     // the fence, checked when the POST runs.
     fencedWebhookTransport: (fence) => transportBug(options.plantedBug, endpoints.fencedBy(fence)),
     webhookDispatcher: options.webhooks ? { pollIntervalMs: dispatcherPollMs, eventsDelayMs: dispatcherEventsDelayMs, concurrencyPerEndpoint: options.endpointConcurrency } : null,
     webhookDispatchers: options.dispatchers,
+    apiKeys: apiKeysBug(options.plantedBug, config.apiKeyCacheTtlMs),
+    rateLimiter: internals.rateLimiter ?? rateLimiterBug(options.plantedBug, config.rateLimitPerSecond),
     clockOf,
     timer: (delayMs, task) => void time.at(time.nowMs + delayMs, task),
     nowMs,
-    answered: (request, elapsedMs) => {
+    answered: (request, elapsedMs, response, servedBy, sentMs) => {
       if (elapsedMs > slowestAnswerMs) slowestAnswerMs = elapsedMs
       auditor.check(elapsedMs <= answerBoundMs, "answered-in-time", elapsedMs <= answerBoundMs ? passed : () =>
         `${request.method} ${request.url} answered after ${elapsedMs} ms (at most ${answerBoundMs} ms, a frozen database included)`)
+      const secret = request.headers["authorization"]?.slice(7)
+      const status = response?.status ?? null
+      keys.answered(secret, sentMs, servedBy, status, () => `${request.method} ${request.url}`)
+      // The limiter saw the request when it was sent unless its key's look-up could wait: a
+      // frozen database, or a pause or crash of its instance meanwhile.
+      const exact = elapsedMs === 0 || !(faulty.frozenAt(sentMs) || crashesMs.some((c) => c >= sentMs && c <= sentMs + elapsedMs))
+      rateLimit.answered(secret, servedBy, sentMs, status, exact)
     }
   })
   const workloadPrng = Prng.derive(seed, "workload")
   const workload = makeWorkload(options, workloadPrng, service, auditor, trace, horizonEndMs)
   const disputes = makeDisputeInjector({ prng: Prng.derive(seed, "disputes"), rate: options.faults.disputes ?? 0, service, auditor, trace, state, horizonEndMs, nowMs })
   workload.hooks.onPaymentFinished = disputes.consider
-  if ((options.faults.disputes ?? 0) > 0) workload.hooks.disputeNow = disputes.openNow
+  if ((options.faults.disputes ?? 0) > 0) {
+    workload.hooks.disputeNow = disputes.openNow
+    workload.hooks.resolveDisputeNow = disputes.resolveNow
+  }
   const merchants: Array<Merchant> = []
+  // Webhook backlogs (mix `endpointBacklogsPerDay`), from their own stream: at times drawn over the
+  // workload's 90% of the horizon, one merchant's endpoint answers in 10-29 s for 20 minutes while
+  // the merchant sends a batch of payments at once. Its deliveries (a chain each, in order) fill
+  // the endpoint's 8 slots and queue behind them longer than a lease (60 s), so claims run out
+  // while they wait, the next poll takes them over, and the claim that waited must see its
+  // renewal refused (`leaseTakeovers` counts them).
+  // Rate limit pushes (mix `rateLimitPushesPerDay`), from their own stream: at times drawn over
+  // the workload's span, a merchant's new key is pushed past its bucket (`Workload.pushRateLimit`):
+  // a burst of 1.2 buckets at once, then twice the refill rate for half a second.
+  const pushes = Effect.suspend(() => {
+    const rate = options.mix.rateLimitPushesPerDay ?? 0
+    if (rate <= 0) return Effect.void
+    const draws = Prng.derive(seed, "rate-limit")
+    const spanMs = (horizonEndMs - startMs) * 0.9
+    const count = Math.floor(rate * (spanMs / 86_400_000) + draws.float())
+    const times = Array.from({ length: count }, () => startMs + draws.float() * spanMs).sort((a, b) => a - b)
+    const perSecond = config.rateLimitPerSecond
+    const plan = { burst: Math.ceil(2.4 * perSecond), steady: perSecond, gapMs: 500 / perSecond }
+    return Effect.forEach(times, (atMs, k) =>
+      Effect.andThen(Effect.sleep(Math.max(0, atMs - time.nowMs)), Effect.suspend(() =>
+        Effect.asVoid(Effect.forkDetach(workload.pushRateLimit(draws.pick(merchants), `p${k + 1}`, plan))))), { discard: true })
+  })
+  const backlogs = Effect.suspend(() => {
+    const rate = options.mix.endpointBacklogsPerDay ?? 0
+    if (rate <= 0 || !options.webhooks) return Effect.void
+    const draws = Prng.derive(seed, "backlog")
+    const spanMs = (horizonEndMs - startMs) * 0.9
+    const count = Math.floor(rate * (spanMs / 86_400_000) + draws.float())
+    const times = Array.from({ length: count }, () => startMs + draws.float() * spanMs).sort((a, b) => a - b)
+    return Effect.forEach(times, (atMs, k) =>
+      Effect.andThen(Effect.sleep(Math.max(0, atMs - time.nowMs)), Effect.suspend(() => {
+        const merchant = draws.pick(merchants)
+        endpoints.lagging(`https://m${merchant.index}.merchants.example/webhooks`, time.nowMs, time.nowMs + backlogLagMs, () => draws.int(10_000, 29_000))
+        trace.record(`backlog #${k + 1}: m${merchant.index} endpoint lags for ${backlogLagMs / 60_000} min, ${backlogBatch} payments at once`)
+        return Effect.asVoid(Effect.forkDetach(workload.batch(merchant, backlogBatch, `b${k + 1}`, draws)))
+      })), { discard: true })
+  })
   let workloadDone = false
   let crashActorDone = options.faults.crashesPerHour === 0
   let pauseActorDone = options.faults.pausesPerHour === 0
@@ -232,7 +316,9 @@ export const runSimulation = (options: SimOptions): SimResult => {
     booted = true
     yield* Effect.all([
       workload.arrivals(merchants, startMs),
-      Effect.forEach(merchants, workload.rotations, { concurrency: "unbounded", discard: true })
+      Effect.forEach(merchants, workload.rotations, { concurrency: "unbounded", discard: true }),
+      backlogs,
+      pushes
     ], { concurrency: "unbounded", discard: true })
   }).pipe(Effect.ensuring(Effect.sync(() => void (workloadDone = true)))))
 
@@ -340,6 +426,7 @@ export const runSimulation = (options: SimOptions): SimResult => {
   if (!auditor.failed) {
     auditor.audit(state)
     disputes.audit()
+    rateLimit.audit()
     workload.auditCreateKeys(state.payments.values())
     for (const expected of workload.expectations) {
       const id = expected.paymentId
@@ -359,11 +446,15 @@ export const runSimulation = (options: SimOptions): SimResult => {
         nowMs: time.nowMs,
         scheduleMs: config.webhookRetryScheduleMs,
         timeoutMs: config.webhookTimeoutMs,
-        // Early is never allowed; late by up to a poll, a timeout and a margin is: an endpoint
-        // works at most 8 attempts at once, so a backlog behind slow answers delays its retries.
-        toleranceMs: retrySlackMs + config.webhookTimeoutMs + 25_000,
+        // A retry is never early and never late beyond the clocks' disagreement, but while its
+        // endpoint held every slot its dispatcher has (the endpoint concurrency the service runs
+        // with) or across a crash: no fixed tolerance, which a schedule's error could hide in. The
+        // deadline's slack: a poll and a timeout.
+        toleranceMs: dispatcherPollMs + config.webhookTimeoutMs,
+        backlog: { held: endpoints.held, concurrency: options.endpointConcurrency },
         crashesMs,
         clockToleranceMs: 2 * clockSkewMs,
+        attemptTimeToleranceMs: clockSkewMs,
         receipts: endpoints.receipts
       })
       deliveries = audited.totals
@@ -447,14 +538,9 @@ export const runSimulation = (options: SimOptions): SimResult => {
 
   // Summary and trace fingerprint: the final store state is part of the hash.
   const paymentsByStatus: Record<string, number> = {}
-  // The law settled-by-cut-off, by the laws' own reading of the rules (sim/checks/Reference.ts).
-  const unsettled = checkSettledByCutoff({
-    auditor,
-    payments: state.payments.values(),
-    cutoffMinutes: config.settlementCutoffMinutes,
-    startMs,
-    endMs: time.nowMs
-  })
+  // Law `settled-by-cut-off` (sim/checks/Settlement.ts), with an hour's grace: a sweep may still be
+  // retrying past store faults right after a cut-off.
+  const settlement = settlementLaw(auditor, { nowMs: time.nowMs, startMs, cutoffMinutes: config.settlementCutoffMinutes, graceMs: 3_600_000 })
   const money: SimResult["money"] = {}
   for (const payment of state.payments.values()) {
     paymentsByStatus[payment.status] = (paymentsByStatus[payment.status] ?? 0) + 1
@@ -463,6 +549,7 @@ export const runSimulation = (options: SimOptions): SimResult => {
     row.refunded += payment.refundedAmountCents
     row.fees += payment.feeCents
     if (payment.settledAt !== null) row.settled += payment.capturedAmountCents - payment.feeCents
+    settlement.check(payment)
     trace.fingerprint(`final ${payment.id} ${payment.status} v${payment.version} ${payment.capturedAmountCents}/${payment.refundedAmountCents}`)
   }
   void warnings
@@ -489,12 +576,14 @@ export const runSimulation = (options: SimOptions): SimResult => {
     clockOffsetsMs,
     slowestAnswerMs,
     store: faulty.stats,
-    unsettled,
+    unsettled: settlement.unsettled,
     tasks: time.tasksRun,
     wakeUps: time.timersFired,
     peakHeapBytes: (time.sampleHeap(), time.peakHeapBytes),
     liveHeapBytes,
     stalled,
-    disputes: disputes.stats
+    disputes: disputes.stats,
+    keys: keys.stats,
+    rateLimit: rateLimit.stats
   }
 }

@@ -28,7 +28,7 @@ const faultClasses: ReadonlyArray<readonly [string, ReadonlyArray<keyof FaultRat
   ["pauses", ["pausesPerHour"]],
   ["webhook-errors", ["webhook4xx", "webhook5xx", "webhookSlow", "webhookNoAnswer"]],
   ["webhook-outages", ["webhookOutagesPerDay"]],
-  ["store-errors", ["storeUnavailable", "storeLostCommit"]],
+  ["store-errors", ["storeUnavailable", "storeLostCommit", "rotationLost"]],
   ["store-outages", ["storeOutagesPerDay"]],
   ["store-freezes", ["storeFreezesPerDay"]],
   ["disputes", ["disputes"]]
@@ -67,7 +67,11 @@ export const drawSwarm = (seed: number): SwarmDraw => {
     bothKeys: prng.float() * 0.4,
     differentKeys: prng.float() * 0.1,
     disputeDuringScript: prng.float() * 0.2,
-    boundaryScores: prng.float() * 0.1
+    boundaryScores: prng.float() * 0.1,
+    // The corners added later, drawn after those (a seed's earlier draws stay as they were).
+    refundAfterDispute: prng.float(),
+    endpointBacklogsPerDay: prng.float() * 3,
+    rateLimitPushesPerDay: prng.float() * 2
   }
   return { faults, mix, classes }
 }

@@ -126,19 +126,34 @@ export const makeDisputeInjector = (input: {
           `a repeated open of ${entry.acquirerDisputeId} was refused`)
       }
       yield* Effect.sleep(prng.int(10 * 60_000, 12 * 3_600_000))
-      const resolve: DisputeNotification = { acquirerDisputeId: entry.acquirerDisputeId, paymentId: entry.paymentId, action: { _tag: "Resolve", outcome: entry.outcome } }
-      entry.resolve = yield* deliver(resolve, `resolve ${entry.outcome}`)
+      yield* resolve(entry)
+      yield* afterResolve(entry)
+    })
+
+  /** The resolve notification of a planned dispute, delivered until acknowledged or refused. */
+  const resolve = (entry: Planned) =>
+    Effect.map(deliver(resolveOf(entry, entry.outcome), `resolve ${entry.outcome}`), (answer) => void (entry.resolve = answer))
+  const resolveOf = (entry: Planned, outcome: DisputeOutcome): DisputeNotification =>
+    ({ acquirerDisputeId: entry.acquirerDisputeId, paymentId: entry.paymentId, action: { _tag: "Resolve", outcome } })
+
+  /** After the resolve: maybe a duplicate of it, maybe a conflicting one (which must be refused). */
+  const afterResolve = (entry: Planned) =>
+    Effect.gen(function*() {
+      const resolved = resolveOf(entry, entry.outcome)
       if (prng.chance(0.2)) {
         stats.duplicates++
-        auditor.check((yield* deliver(resolve, `resolve ${entry.outcome} (duplicate)`)) === "accepted", "dispute-idempotent", () =>
+        auditor.check((yield* deliver(resolved, `resolve ${entry.outcome} (duplicate)`)) === "accepted", "dispute-idempotent", () =>
           `a repeated resolve of ${entry.acquirerDisputeId} was refused`)
       }
       if (prng.chance(0.1)) {
         entry.conflicting = "pending"
         const other: DisputeOutcome = entry.outcome === "won" ? "lost" : "won"
-        entry.conflicting = yield* deliver({ ...resolve, action: { _tag: "Resolve", outcome: other } }, `resolve ${other} (conflicting)`)
+        entry.conflicting = yield* deliver(resolveOf(entry, other), `resolve ${other} (conflicting)`)
       }
     })
+
+  /** Disputes opened by `openNow` whose resolve the merchant's script waits for (`resolveNow`), by payment. */
+  const awaitingScript = new Map<string, Planned>()
 
   /** Forks `effect` as a dispute in progress (interruptible: see `consider`). */
   const inBackground = (effect: Effect.Effect<void>) => {
@@ -180,10 +195,11 @@ export const makeDisputeInjector = (input: {
     /**
      * Disputes the payment now, while its merchant's script still runs (so its refunds, captures
      * and voids meet an open dispute): the open is sent at once and acknowledged before this
-     * returns (true: opened); the resolve follows in the background, 10 min to 12 h later.
-     * False when there is nothing to dispute, the horizon passed, or the open was refused.
+     * returns (true: opened); the resolve follows in the background, 10 min to 12 h later, or,
+     * with `resolveInScript`, when the script asks for it (`resolveNow`). False when there is
+     * nothing to dispute, the horizon passed, or the open was refused.
      */
-    openNow: (paymentId: string): Effect.Effect<boolean> =>
+    openNow: (paymentId: string, resolveInScript = false): Effect.Effect<boolean> =>
       Effect.suspend(() => {
         const payment = state.payments.get(paymentId)
         if (payment === undefined || payment.dispute !== null || input.nowMs() >= input.horizonEndMs) return Effect.succeed(false)
@@ -198,8 +214,28 @@ export const makeDisputeInjector = (input: {
               entry.resolve = "skipped"
               return Effect.succeed(false)
             }
+            if (resolveInScript) {
+              awaitingScript.set(paymentId, entry)
+              return Effect.succeed(true)
+            }
             return Effect.as(inBackground(resolveLater(entry, open)), true)
           })
+        )
+      }),
+    /**
+     * Resolves now, with its planned outcome, the dispute `openNow(paymentId, true)` opened, and
+     * waits for the acknowledgement (so the script's next request meets the outcome); a duplicate
+     * or a conflicting resolve may follow in the background. The outcome once acknowledged (null:
+     * no such dispute, or the resolve was refused).
+     */
+    resolveNow: (paymentId: string): Effect.Effect<DisputeOutcome | null> =>
+      Effect.suspend(() => {
+        const entry = awaitingScript.get(paymentId)
+        if (entry === undefined) return Effect.succeed(null)
+        awaitingScript.delete(paymentId)
+        running++
+        return Effect.ensuring(resolve(entry), Effect.sync(() => void running--)).pipe(
+          Effect.flatMap(() => Effect.as(inBackground(afterResolve(entry)), entry.resolve === "accepted" ? entry.outcome : null))
         )
       }),
     /** At the end: every dispute opened and resolved exactly once, as notified; reserved money conserved. */

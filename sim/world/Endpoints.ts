@@ -1,6 +1,5 @@
 import { createHmac, createSecretKey, hash } from "node:crypto"
 import { Effect } from "effect"
-import { isoAt } from "../../src/domain/Time.ts"
 import type { AttemptAudit, DeliveryAudit } from "../../src/store/MemoryWebhookStore.ts"
 import { type CallbackTimer, callbackTimerOf } from "../../src/platform/Timers.ts"
 import { timedOut, type TransportResult, type WebhookRequest, type WebhookTransportShape } from "../../src/platform/WebhookTransport.ts"
@@ -163,6 +162,57 @@ export class Receipts {
 }
 
 /**
+ * When each POST held one of its dispatcher's slots for its endpoint, as the endpoint saw it: from
+ * its arrival until its answer, or the dispatcher's timeout when the answer comes later or never
+ * (a refused connection holds none). The witness of a backlog: a dispatcher works at most its
+ * endpoint concurrency of attempts at once, so a retry may start late only while that many are
+ * held (`saturated`). Times in ms since the window opened; per URL in arrival order.
+ */
+export class HeldSlots {
+  private readonly byUrl = new Map<string, Array<number>>()
+  /** The longest hold recorded (a hold's end is at most this after its start). */
+  private longestMs = 0
+
+  /** A POST to `url` held a slot over [fromMs, toMs). */
+  hold(url: string, fromMs: number, toMs: number) {
+    if (!(toMs > fromMs)) return
+    let spans = this.byUrl.get(url)
+    if (spans === undefined) this.byUrl.set(url, spans = [])
+    spans.push(fromMs, toMs)
+    if (toMs - fromMs > this.longestMs) this.longestMs = toMs - fromMs
+  }
+
+  /** How many POSTs to `url` held a slot at every moment of [fromMs, toMs): the least count over the span. */
+  leastHeld(url: string, fromMs: number, toMs: number): number {
+    const spans = this.byUrl.get(url)
+    if (spans === undefined || !(toMs > fromMs)) return 0
+    // The spans that overlap: those that start before `toMs` and end after `fromMs` (starts only
+    // grow, and a span lasts at most `longestMs`).
+    let count = 0
+    const changes: Array<number> = []
+    for (let i = spans.length - 2; i >= 0; i -= 2) {
+      const start = spans[i]!
+      const end = spans[i + 1]!
+      if (start < fromMs - this.longestMs) break
+      if (start >= toMs || end <= fromMs) continue
+      if (start <= fromMs) count++
+      else changes.push(start, 1)
+      if (end < toMs) changes.push(end, -1)
+    }
+    // In time order; at one instant a span ending and another starting leave the count as it was.
+    const order = Array.from({ length: changes.length / 2 }, (_, k) => k).sort((a, b) => changes[2 * a]! - changes[2 * b]! || changes[2 * b + 1]! - changes[2 * a + 1]!)
+    let least = count
+    for (let k = 0; k < order.length; k++) {
+      const at = changes[2 * order[k]!]!
+      count += changes[2 * order[k]! + 1]!
+      const next = k + 1 < order.length ? changes[2 * order[k + 1]!]! : Number.POSITIVE_INFINITY
+      if (next !== at && count < least) least = count
+    }
+    return least
+  }
+}
+
+/**
  * Simulated merchant webhook endpoints. Each POST draws its fate from the seed: 2xx, 4xx, 5xx,
  * an answer after 30 s (past the dispatcher's timeout), no answer at all, or a refused
  * connection inside one of the endpoint's outage windows. The endpoints also check what they
@@ -191,6 +241,8 @@ export const makeSimulatedEndpoints = (
   const outages = new Map<string, ReadonlyArray<readonly [number, number]>>()
   /** By delivery: the attempts received, and when one was acknowledged with a 2xx. */
   const receipts = new Receipts(window.startMs)
+  /** By endpoint: when each POST held a dispatcher's slot (the witness of a backlog). */
+  const held = new HeldSlots()
   /** Epoch ms of the run's window: the receipts' times are counted from it. */
   const baseMs = window.startMs
 
@@ -256,8 +308,38 @@ export const makeSimulatedEndpoints = (
   }
   const answer = (fate: { readonly status: number; readonly latencyMs: number; readonly slot: number }) => after(fate.latencyMs, () => settle(fate))
 
+  /**
+   * Windows in which an endpoint answers slowly (`lagging`): each answer it gives then comes after
+   * a latency its window draws (from the caller's stream, so the fates stay as drawn), whatever
+   * the answer; refusals and silences stay as they are. By URL.
+   */
+  const lagWindows = new Map<string, Array<{ readonly fromMs: number; readonly toMs: number; readonly latencyMs: () => number }>>()
+  /** The endpoint at `url` answers after `latencyMs()` from `fromMs` until `toMs` (epoch ms). */
+  const lagging = (url: string, fromMs: number, toMs: number, latencyMs: () => number) => {
+    let windows = lagWindows.get(url)
+    if (windows === undefined) lagWindows.set(url, windows = [])
+    windows.push({ fromMs, toMs, latencyMs })
+  }
+  /** The fate as drawn, its latency replaced inside a lag window. */
+  const lagged = (url: string, fate: Fate): Fate => {
+    if (fate._tag !== "Answer" || lagWindows.size === 0) return fate
+    const windows = lagWindows.get(url)
+    if (windows === undefined) return fate
+    const now = nowMs()
+    for (const w of windows) {
+      if (now >= w.fromMs && now < w.toMs) {
+        stats.lagging++
+        return answerOf(fate.status, w.latencyMs(), fate.slot)
+      }
+    }
+    return fate
+  }
+
+  /** Checks the POST as the merchant would, draws its fate from the seed, and lags it in a lag window. */
+  const receive = (request: WebhookRequest): Fate => lagged(request.url, received(request))
+
   /** Checks the POST as the merchant would, and draws its fate from the seed. */
-  const receive = (request: WebhookRequest): Fate => {
+  const received = (request: WebhookRequest): Fate => {
     stats.posts++
     const eventId = request.headers["x-service-event-id"] ?? "?"
     const deliveryId = request.headers["x-service-delivery-id"] ?? "?"
@@ -319,6 +401,15 @@ export const makeSimulatedEndpoints = (
     return answerOf(200, prng.int(5, 800), slot)
   }
 
+  /** The slot a POST holds from now: until its answer, or the dispatcher's timeout (`timeoutMs`; null: none). */
+  const holdOf = (url: string, fate: Fate, timeoutMs: number | null) => {
+    if (fate._tag === "Refused") return
+    const at = nowMs() - baseMs
+    const answerMs = fate._tag === "Answer" ? fate.latencyMs : Number.POSITIVE_INFINITY
+    const heldMs = timeoutMs === null ? answerMs : Math.min(answerMs, timeoutMs)
+    if (Number.isFinite(heldMs)) held.hold(url, at, at + heldMs)
+  }
+
   /**
    * The endpoints as one instance reaches them: with `fence`, a dead instance's POST interrupts
    * its caller and a paused one's waits until it resumes (as `fenced` in sim/world/Service.ts does), checked in the step that receives it, when
@@ -337,6 +428,7 @@ export const makeSimulatedEndpoints = (
           if (fence !== null && fence.dead) return Effect.interrupt
           if (fence !== null && fence.held !== null) return heldBy(fence, () => postOf(request, timeoutMs))
           const fate = receive(request)
+          holdOf(request.url, fate, timeoutMs)
           if (fate._tag === "Refused") return Effect.succeed(refusedResult)
           if (fate._tag === "Answer" && (timeoutMs === null || fate.latencyMs <= timeoutMs)) return answer(fate)
           return timeoutMs === null ? Effect.never : after(timeoutMs, () => timedOut(timeoutMs))
@@ -350,6 +442,7 @@ export const makeSimulatedEndpoints = (
         if (fence !== null && fence.dead) return resume(Effect.interrupt)
         if (fence !== null && fence.held !== null) return resume(heldBy(fence, () => postOf(request, timeoutMs)))
         const fate = receive(request)
+        holdOf(request.url, fate, timeoutMs)
         if (fate._tag === "Refused") return resume(Effect.succeed(refusedResult))
         if (fate._tag === "Answer" && (timeoutMs === null || fate.latencyMs <= timeoutMs)) {
           // An answer reaching a paused instance is read when it resumes (a dead one never reads it).
@@ -367,7 +460,7 @@ export const makeSimulatedEndpoints = (
   // `receive` and `settle` serve the same endpoints over real HTTP too (the harness's webhook
   // server, bench/harness/scenarios/Endpoints.ts): a POST is received and its fate drawn, and a
   // 2xx is settled as it is written.
-  return { transport, fencedBy: transportOf, stats, receipts, receive, settle }
+  return { transport, fencedBy: transportOf, stats, receipts, held, receive, settle, lagging }
 }
 
 /** What an endpoint does with a POST (`receive`): refuse the connection, never answer, or answer after a latency. */
@@ -502,8 +595,27 @@ export const auditDeliveries = (
     readonly nowMs: number
     readonly scheduleMs: ReadonlyArray<number>
     readonly timeoutMs: number
+    /**
+     * How late a retry may reach its endpoint beyond the clock tolerance, with no witness of the
+     * endpoint's backlog (`backlog` absent: the harness); and the slack of `webhook-deadline`.
+     */
     readonly toleranceMs: number
     readonly crashesMs: ReadonlyArray<number>
+    /**
+     * The witness of each endpoint's backlog (in-process: `HeldSlots`) and the attempts a
+     * dispatcher works at once per endpoint (its concurrency, as the service runs it). With it a
+     * retry may be late beyond the clock tolerance only while its endpoint held that many
+     * attempts at every moment from its due time to its arrival (the dispatcher had no slot free
+     * to start it): no fixed tolerance a schedule could hide in.
+     */
+    readonly backlog?: { readonly held: HeldSlots; readonly concurrency: number }
+    /**
+     * How far one instance's clock may be off true time (half the clock tolerance). With it, each
+     * attempt's recorded time must be when it reached the endpoint, within it: the time of its
+     * start, as the schedule counts from (`webhook-attempt-time`). Absent (the harness: the
+     * service's clock and the endpoints' are not the simulator's one clock): not checked.
+     */
+    readonly attemptTimeToleranceMs?: number
     /**
      * How far two instances' clocks may disagree (clock skew, docs/operations.md): times recorded
      * by different instances are compared within it (absent: 0).
@@ -531,7 +643,7 @@ export const auditDeliveries = (
   const lastOffset = scheduleMs[scheduleMs.length - 1] ?? 0
   const crashBetween = (fromMs: number, toMs: number) => options.crashesMs.some((c) => c >= fromMs && c <= toMs)
   /** A time for a message (a time that is no time is shown as it is). */
-  const when = (ms: number) => (Number.isFinite(ms) ? isoAt(ms) : String(ms))
+  const when = (ms: number) => (Number.isFinite(ms) ? new Date(ms).toISOString() : String(ms))
   const is2xx = (status: number | null) => status !== null && status >= 200 && status < 300
   /** When a delivery's last attempt ended it for good (a 2xx, or the last of the schedule); null while open. */
   const endedAtMs = (d: AuditedDelivery) => {
@@ -583,7 +695,12 @@ export const auditDeliveries = (
   const early = (d: AuditedDelivery, attempt: AuditedAttempt, atMs: number, dueMs: number) => () =>
     `delivery ${d.id}: attempt ${attempt.attempt} reached the endpoint at ${when(atMs)}, ${dueMs - atMs} ms before its offset from the first attempt's arrival (recorded at ${when(attempt.atMs)})`
   const late = (d: AuditedDelivery, attempt: AuditedAttempt, atMs: number, dueMs: number) => () =>
-    `delivery ${d.id}: attempt ${attempt.attempt} reached the endpoint at ${when(atMs)}, ${atMs - dueMs} ms after its offset`
+    `delivery ${d.id}: attempt ${attempt.attempt} reached the endpoint at ${when(atMs)}, ${atMs - dueMs} ms after its offset from the first attempt's arrival` +
+    (backlog === undefined
+      ? ""
+      : ` (first attempt recorded at ${when(d.attempts[0]!.atMs)}; the endpoint held at least ${backlog.held.leastHeld(d.url, dueMs + lateToleranceMs - baseMs, atMs - baseMs)} of the ${backlog.concurrency} slots at every moment since it was due + ${lateToleranceMs} ms)`)
+  const mistimed = (d: AuditedDelivery, attempt: AuditedAttempt, reachedMs: number) => () =>
+    `delivery ${d.id}: attempt ${attempt.attempt} recorded at ${when(attempt.atMs)}, reached the endpoint at ${when(reachedMs)} (${attempt.atMs - reachedMs} ms apart, at most ${attemptTimeToleranceMs} ms: the clock of one instance)`
   const earlyRecorded = (d: AuditedDelivery, attempt: AuditedAttempt, dueMs: number) => () =>
     `delivery ${d.id}: attempt ${attempt.attempt} recorded at ${when(attempt.atMs)}, ${dueMs - attempt.atMs} ms before its offset from the first attempt as recorded (${when(d.attempts[0]!.atMs)})`
   const tooManyReceived = (d: AuditedDelivery, attempt: number) => () => `delivery ${d.id}: the endpoint received attempt ${attempt}`
@@ -596,7 +713,16 @@ export const auditDeliveries = (
    * the tolerance docs/operations.md "Clocks" allows). Late likewise, by that disagreement.
    */
   const earlyToleranceMs = (lostOk ? 1_000 : 0) + clockToleranceMs
-  const lateToleranceMs = options.toleranceMs + clockToleranceMs
+  /**
+   * How late: by that disagreement, and, with a witness of the endpoint's backlog, by nothing
+   * more unless the endpoint was saturated; without one, by `toleranceMs` more.
+   */
+  const backlog = options.backlog
+  const lateToleranceMs = (backlog === undefined ? options.toleranceMs : 0) + clockToleranceMs
+  /** Saturated from `fromMs` until `toMs` (epoch ms): its dispatcher could start nothing more meanwhile. */
+  const saturated = (url: string, fromMs: number, toMs: number) =>
+    backlog !== undefined && backlog.held.leastHeld(url, fromMs - baseMs, toMs - baseMs) >= backlog.concurrency
+  const attemptTimeToleranceMs = options.attemptTimeToleranceMs
   const tooMany = (d: AuditedDelivery) => () => `delivery ${d.id}: ${d.attempts.length} attempts`
   const wrongEnd = (d: AuditedDelivery, last: AuditedAttempt | undefined) => () =>
     `delivery ${d.id}: ${d.status} after ${d.attempts.length} attempts (last answered ${last?.responseStatus ?? last?.error ?? "nothing"})`
@@ -697,8 +823,23 @@ export const auditDeliveries = (
         const atMs = baseMs + at
         if (atMs >= dueMs - earlyToleranceMs) pass("webhook-schedule")
         else fail("webhook-schedule", early(d, attempt, atMs, dueMs))
-        if (atMs <= dueMs + lateToleranceMs || crashBetween(dueMs - options.timeoutMs - 60_000, atMs)) pass("webhook-schedule")
-        else fail("webhook-schedule", late(d, attempt, atMs, dueMs))
+        if (atMs <= dueMs + lateToleranceMs || crashBetween(dueMs - options.timeoutMs - 60_000, atMs) || saturated(d.url, dueMs + lateToleranceMs, atMs)) {
+          pass("webhook-schedule")
+        } else fail("webhook-schedule", late(d, attempt, atMs, dueMs))
+      }
+      // The recorded time is the attempt's start, when it reached the endpoint (in-process, in the
+      // same instant), by the clock of the instance that made it: the time the schedule counts from.
+      // A cut attempt is recorded by the instance that took it over; a crash or a pause between
+      // the two may hold a POST back.
+      if (attemptTimeToleranceMs !== undefined) {
+        const reachedAt = receipts.attemptAt(reached, attempt.attempt)
+        if (reachedAt >= 0) {
+          const reachedMs = baseMs + reachedAt
+          if (Math.abs(attempt.atMs - reachedMs) <= attemptTimeToleranceMs + 1 ||
+            crashBetween(Math.min(attempt.atMs, reachedMs) - options.timeoutMs - 60_000, Math.max(attempt.atMs, reachedMs))) {
+            pass("webhook-attempt-time")
+          } else fail("webhook-attempt-time", mistimed(d, attempt, reachedMs))
+        }
       }
     }
     // The endpoint saw no more attempts than the schedule allows, and a delivery given up had its

@@ -2,10 +2,16 @@ import { Cause, Clock, Context, Effect, Exit, Fiber, Layer, Scope } from "effect
 import { HttpRouter, HttpServer, HttpServerRequest, type HttpServerResponse } from "effect/http"
 import * as HttpServerError from "effect/http/HttpServerError"
 import { Acquirer, type AcquirerShape } from "../../src/acquirer/Acquirer.ts"
+import { HttpApiBuilder } from "effect/http-api"
 import { ApiLive, ServicesLive } from "../../src/App.ts"
+import { PaymentsApi } from "../../src/http/api/Api.ts"
+import * as Authentication from "../../src/http/edge/Authentication.ts"
+import * as Edge from "../../src/http/edge/Edge.ts"
+import type { RateLimiter } from "../../src/http/edge/RateLimiter.ts"
+import * as Handlers from "../../src/http/handlers/Handlers.ts"
 import * as Config from "../../src/platform/Config.ts"
 import { Ids, type IdsShape } from "../../src/platform/Ids.ts"
-import { ApiKeys } from "../../src/services/ApiKeys.ts"
+import { ApiKeys, type ApiKeysShape } from "../../src/services/ApiKeys.ts"
 import type { Merchants } from "../../src/services/Merchants.ts"
 import type { Payments } from "../../src/services/Payments.ts"
 import { Store, type StoreShape } from "../../src/store/Store.ts"
@@ -52,9 +58,17 @@ export interface Infrastructure {
   readonly clockOf?: (generation: number) => Clock.Clock | null
   /** Calls `task` after `delayMs` of virtual time (the clients' timeout while an instance is paused). */
   readonly timer?: (delayMs: number, task: () => void) => void
-  /** Virtual time, and what to tell of each answer that reached its client: how long it took. */
+  /**
+   * Virtual time, and what to tell of each answer that reached its client (or the connection that
+   * dropped under it, `response` null): how long it took, when it was sent and which instance
+   * served it (its fence, compared by identity).
+   */
   readonly nowMs?: () => number
-  readonly answered?: (request: SimRequest, elapsedMs: number) => void
+  readonly answered?: (request: SimRequest, elapsedMs: number, response: SimResponse | null, servedBy: Fence, sentMs: number) => void
+  /** The API keys as the HTTP API (its authentication and handlers) sees them: a planted bug wraps them (sim/checks/PlantedBugs.ts). */
+  readonly apiKeys?: (apiKeys: ApiKeysShape) => ApiKeysShape
+  /** The HTTP API's rate limiter instead of the service's own (a planted bug's: sim/checks/PlantedBugs.ts). */
+  readonly rateLimiter?: Layer.Layer<RateLimiter, never, Config.AppConfig>
 }
 
 /** How long a client waits for an answer from a paused instance before it gives up (a dropped connection). */
@@ -84,9 +98,23 @@ const appLayer = (infrastructure: Infrastructure) => {
   )
 }
 
+/**
+ * `ApiLive` (src/App.ts) with another rate limiter: the same composition, its limiter aside, for a
+ * planted bug that sits in the limiter (ApiLive provides its own inside). test/sim/rate-limit.test.ts
+ * holds the two together: given the service's own limiter, a run answers the same (same trace).
+ */
+export const apiWithLimiter = (limiter: Layer.Layer<RateLimiter, never, Config.AppConfig>) =>
+  Layer.merge(HttpApiBuilder.layer(PaymentsApi, { openapiPath: "/api/v1/openapi.json" }), Edge.layer).pipe(
+    Layer.provide(Handlers.layer),
+    Layer.provide(Authentication.layer),
+    Layer.provide(limiter)
+  )
+
 /** The HttpApi over an instance's services, as an effect that answers the request in its context. */
-const httpApp = (services: Context.Context<AppContext>) =>
-  HttpRouter.toHttpEffect(ApiLive.pipe(Layer.provide(Layer.succeedContext(services)), Layer.provide(HttpServer.layerServices)))
+const httpApp = (services: Context.Context<AppContext>, limiter: Layer.Layer<RateLimiter, never, Config.AppConfig> | undefined) =>
+  HttpRouter.toHttpEffect(
+    (limiter === undefined ? ApiLive : apiWithLimiter(limiter)).pipe(Layer.provide(Layer.succeedContext(services)), Layer.provide(HttpServer.layerServices))
+  )
 
 type AppContext = Layer.Success<ReturnType<typeof appLayer>>
 
@@ -245,7 +273,9 @@ export class SimulatedService implements ClientPort<SimRequest, Pending> {
       const fence: Fence = { dead: false, held: null }
       const scope = yield* Scope.make()
       const context = yield* Layer.buildWithScope(appLayer(fencedInfrastructure(this.infrastructure, fence)), scope)
-      const app = yield* Scope.provide(httpApp(context), scope)
+      const wrapApiKeys = this.infrastructure.apiKeys
+      const served = wrapApiKeys === undefined ? context : Context.add(context, ApiKeys, wrapApiKeys(Context.get(context, ApiKeys)))
+      const app = yield* Scope.provide(httpApp(served, this.infrastructure.rateLimiter), scope)
       // The services a request fiber starts from: the run's own (scheduler, clock, random, log
       // level; the instance's skewed clock if it has one), as the starting fiber holds them;
       // interruptible, as the Node server's request fibers are.
@@ -320,7 +350,7 @@ export class SimulatedService implements ClientPort<SimRequest, Pending> {
             clients.delete(fiber)
             if (!waiting) return
             waiting = false
-            if (timed && !fence.dead) answered(request, nowMs() - sentMs)
+            if (timed && !fence.dead) answered(request, nowMs() - sentMs, replyOf(exit, served, fence), fence, sentMs)
             resume(Effect.suspend(() => then(replyOf(exit, served, fence))))
           })
           // Given up while the instance is paused: the client sees a dropped connection.
@@ -341,7 +371,7 @@ export class SimulatedService implements ClientPort<SimRequest, Pending> {
           fiber.addObserver((exit) => {
             requests.delete(fiber)
             clients.delete(fiber)
-            if (timed && !fence.dead && pending.gaveUp !== true) answered(request, nowMs() - sentMs)
+            if (timed && !fence.dead && pending.gaveUp !== true) answered(request, nowMs() - sentMs, replyOf(exit, pending, fence), fence, sentMs)
             pending.exit = exit
             if (pending.wake !== null) pending.wake()
           })

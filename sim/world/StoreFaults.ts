@@ -44,6 +44,8 @@ export interface StoreFaultStats {
   outages: number
   /** Committed, answered `StoreUnavailable`. */
   lostCommits: number
+  /** Of those, API key rotations lost by `rotationlost` (their own draw). */
+  lostRotations: number
   /** Committed, then the process crashed. */
   commitCrashes: number
   freezes: number
@@ -67,6 +69,11 @@ export interface StoreFaultHooks {
   readonly at?: (atMs: number, task: () => void) => () => void
   /** Runs `effect` in a fiber of its own and hands its exit to `done` (needed only with freezes). */
   readonly runDetached?: (effect: Effect.Effect<unknown, unknown>, done: (exit: Exit.Exit<unknown, unknown>) => void) => void
+  /**
+   * An API key rotation committed: `keyId` is revoked, by the instance behind `fence` (null: the
+   * unfenced store). Told whatever the caller is told (a lost answer, a crash, a thaw).
+   */
+  readonly keyRevoked?: (keyId: string, fence: Fence | null) => void
 }
 
 /** What an operation committed, if anything: the record it concerns and whether a lost acknowledgement is meaningful. */
@@ -115,8 +122,16 @@ export const faultyStore = (
   /** The freeze windows' own stream (absent: no freezes). */
   freezePrng?: Prng,
   /** How long a caller waits for a frozen database (a planted bug may make it wait for the thaw). */
-  callTimeoutMs: number = storeCallTimeoutMs
-): { readonly store: StoreShape; readonly fencedBy: (fence: Fence) => StoreShape; readonly stats: StoreFaultStats } => {
+  callTimeoutMs: number = storeCallTimeoutMs,
+  /** The stream of `rotationLost` (absent: no rotation answer lost that way). */
+  rotationPrng?: Prng
+): {
+  readonly store: StoreShape
+  readonly fencedBy: (fence: Fence) => StoreShape
+  readonly stats: StoreFaultStats
+  /** Was the database frozen at `ms` (a call received then waits for the thaw or its timeout)? */
+  readonly frozenAt: (ms: number) => boolean
+} => {
   // Outage windows first, so the per-operation draws that follow do not move them.
   const outages: Array<readonly [number, number]> = []
   const days = (window.endMs - window.startMs) / 86_400_000
@@ -145,7 +160,7 @@ export const faultyStore = (
     }
   }
   const stats: StoreFaultStats = {
-    operations: 0, unavailable: 0, outageRefusals: 0, outages: count, lostCommits: 0, commitCrashes: 0,
+    operations: 0, unavailable: 0, outageRefusals: 0, outages: count, lostCommits: 0, lostRotations: 0, commitCrashes: 0,
     freezes: freezeCount, frozenCalls: 0, frozenTimeouts: 0
   }
 
@@ -230,6 +245,12 @@ export const faultyStore = (
       hooks.record(`store: ${name} ${subject} committed, answered unavailable`)
       return Effect.fail(new StoreUnavailable({ cause: "sim: connection lost before the commit was acknowledged" }))
     }
+    if (name === "rotateApiKey" && rotationPrng !== undefined && rotationPrng.chance(faults.rotationLost ?? 0)) {
+      stats.lostCommits++
+      stats.lostRotations++
+      hooks.record(`store: ${name} ${subject} committed, answered unavailable (a lost rotation answer)`)
+      return Effect.fail(new StoreUnavailable({ cause: "sim: connection lost before the rotation was acknowledged" }))
+    }
     return Effect.succeed(outcome)
   }
 
@@ -239,11 +260,18 @@ export const faultyStore = (
    */
   const wrap = (fence: Fence | null): StoreShape => {
     const wrapped: Record<string, unknown> = {}
-    for (const [name, operation] of Object.entries(store)) {
-      if (typeof operation !== "function") {
-        wrapped[name] = operation
+    for (const [name, given] of Object.entries(store)) {
+      if (typeof given !== "function") {
+        wrapped[name] = given
         continue
       }
+      // A rotation's commit is told (`keyRevoked`) in the step that makes it, whoever waits for it.
+      const keyRevoked = hooks.keyRevoked
+      const operation = name !== "rotateApiKey" || keyRevoked === undefined ? given : (...args: Array<unknown>) =>
+        Effect.map((given as (...a: Array<unknown>) => Effect.Effect<unknown, unknown>)(...args), (outcome) => {
+          if (outcome === "rotated") keyRevoked(String(args[1]), fence)
+          return outcome
+        })
       const committed = committing[name]
       const subjectOf = Object.hasOwn(committedWhatever, name) ? committedWhatever[name] : undefined
       const split = Object.hasOwn(splitCommits, name) ? splitCommits[name] : undefined
@@ -287,5 +315,5 @@ export const faultyStore = (
     }
     return wrapped as unknown as StoreShape
   }
-  return { store: wrap(null), fencedBy: wrap, stats }
+  return { store: wrap(null), fencedBy: wrap, stats, frozenAt: (ms: number) => freezes.length > 0 && frozen(ms) }
 }

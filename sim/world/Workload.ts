@@ -1,6 +1,6 @@
 import type { HttpMethod } from "effect/http"
 import { hash as oneShotHash } from "node:crypto"
-import { Effect } from "effect"
+import { Effect, Fiber } from "effect"
 import { type Auditor, passed } from "../checks/Auditor.ts"
 import type { SimResponse } from "./Http.ts"
 import type { SimOptions } from "../engine/Options.ts"
@@ -77,6 +77,13 @@ export interface WorkloadStats {
   /** Disputes opened while the merchant's script ran, and the refunds, captures and voids it sent while one was open. */
   disputesInScript: number
   operationsWhileDisputed: number
+  /** Refunds a script sent once its dispute was resolved (`refundAfterDispute`), after a lost one and after a won one. */
+  refundsAfterLostDispute: number
+  refundsAfterWonDispute: number
+  /** Payments sent in batches (`batch`): a merchant's many creates at once. */
+  batchPayments: number
+  /** Keys pushed past their rate limit (`pushRateLimit`). */
+  rateLimitPushes: number
 }
 
 /**
@@ -167,7 +174,11 @@ export const makeWorkload = <R, P>(
     boundaryPlanned: 0,
     boundaryExact: Object.fromEntries(boundaryTargets.map((t) => [String(t / 1e6), 0])),
     disputesInScript: 0,
-    operationsWhileDisputed: 0
+    operationsWhileDisputed: 0,
+    refundsAfterLostDispute: 0,
+    refundsAfterWonDispute: 0,
+    batchPayments: 0,
+    rateLimitPushes: 0
   }
   /** The merchants' last payments by currency, as the client knows them (boundary-directed amounts). */
   const amountsOf = new Map<number, Map<string, Array<number>>>()
@@ -180,9 +191,14 @@ export const makeWorkload = <R, P>(
   const scriptPayments = new Map<number, string>()
   const hooks: {
     onPaymentFinished: (paymentId: string) => Effect.Effect<void>
-    /** The card network disputes the payment now (sim/world/Disputes.ts `openNow`): true once opened. Null: no network to ask. */
-    disputeNow: ((paymentId: string) => Effect.Effect<boolean>) | null
-  } = { onPaymentFinished: (_paymentId: string): Effect.Effect<void> => Effect.void, disputeNow: null }
+    /**
+     * The card network disputes the payment now (sim/world/Disputes.ts `openNow`): true once opened.
+     * With `resolveInScript`, its resolve waits for `resolveDisputeNow`. Null: no network to ask.
+     */
+    disputeNow: ((paymentId: string, resolveInScript?: boolean) => Effect.Effect<boolean>) | null
+    /** The network resolves now the dispute it opened to be resolved in the script (`resolveNow`): the outcome acknowledged, or null. */
+    resolveDisputeNow: ((paymentId: string) => Effect.Effect<"won" | "lost" | null>) | null
+  } = { onPaymentFinished: (_paymentId: string): Effect.Effect<void> => Effect.void, disputeNow: null, resolveDisputeNow: null }
   /**
    * Idempotency: per key, the request that owns it and the answer it got. A script's keys
    * (`create-n`, `capture-n`, `refund-n-r`...: its number n) are sent by no other script and never
@@ -403,7 +419,9 @@ export const makeWorkload = <R, P>(
       transaction.amount_cents,
       transaction.captured_amount_cents,
       transaction.refunded_amount_cents,
-      transaction.failure_code
+      transaction.failure_code,
+      // A lost dispute's amount went back to the cardholder without a refund (a refund of the rest then makes it `refunded`).
+      transaction.dispute?.status === "lost" ? transaction.dispute.amount_cents : 0
     )
     return transaction
   }
@@ -512,6 +530,39 @@ export const makeWorkload = <R, P>(
   const tokens = ["tok_decline_insufficient_funds", "tok_decline_do_not_honor", "tok_decline_expired_card"]
   const currencies = ["USD", "USD", "USD", "EUR", "GBP", "CAD", "AUD", "JPY"]
   const brands = ["visa", "mastercard", "amex", "discover", "jcb", "diners", "unionpay"]
+
+  /**
+   * A refund once the payment's dispute was resolved (docs/api.md, Disputes): after a lost one the
+   * charged-back amount is no longer refundable (above what is left: 422), after a won one it is
+   * again (the whole remainder: 200). The transaction as it is afterwards.
+   */
+  const refundAfterDispute = (merchant: Merchant, id: string, n: number, outcome: "won" | "lost", known: Known, expectation: Expectation, replays: Array<ReplayOwner>) =>
+    Effect.gen(function*() {
+      let transaction: Transaction = (yield* get(merchant, id, known)) ?? known.transaction
+      if (transaction.status !== "captured" && transaction.status !== "settled") return transaction
+      const unrefunded = transaction.captured_amount_cents - transaction.refunded_amount_cents
+      const chargedBack = outcome === "lost" ? transaction.dispute?.amount_cents ?? 0 : 0
+      const left = unrefunded - chargedBack
+      // After a lost dispute, half the time above what is left (into the charged-back money).
+      const above = outcome === "lost" && chargedBack > 0 && (left <= 0 || prng.chance(0.5))
+      if (!above && left <= 0) return transaction
+      const whole = !above && prng.chance(0.5)
+      const amountCents = above ? left + prng.int(1, chargedBack) : whole ? left : prng.int(1, left)
+      if (outcome === "lost") stats.refundsAfterLostDispute++
+      else stats.refundsAfterWonDispute++
+      const refund: SimResponse | null = yield* send({
+        merchant, method: "POST", path: `/api/v1/transactions/${id}/refund`, key: `refund-${n}-after-dispute`, replays,
+        body: whole ? "{}" : JSON.stringify({ amount_cents: amountCents })
+      })
+      if (refund === null) expectation.uncertain = true
+      if (refund?.status === 200) {
+        expectation.refundedCents += amountCents
+        transaction = parseKnown(refund, known) ?? transaction
+      }
+      expect(refund === null || refund.status === (above ? 422 : 200),
+        () => `refund ${amountCents} of ${id} after a ${outcome} dispute (${unrefunded} not refunded, ${chargedBack} charged back)`, refund)
+      return transaction
+    })
 
   const paymentScript = (merchant: Merchant, n: number) =>
     Effect.gen(function*() {
@@ -700,7 +751,11 @@ export const makeWorkload = <R, P>(
             transaction = parseKnown(refunded, known) ?? transaction
           }
         }
-        if (yield* disputeNow(id)) {
+        // Some scripts wait for the dispute's outcome and then refund (the network resolves it at
+        // once): a refund after a lost dispute may not take the charged-back money.
+        const resolveDisputeNow = hooks.resolveDisputeNow
+        const resolveInScript = resolveDisputeNow !== null && prng.chance(mix.refundAfterDispute ?? 0)
+        if (yield* disputeNow(id, resolveInScript)) {
           stats.disputesInScript++
           disputed = true
           transaction = (yield* get(merchant, id, known)) ?? transaction
@@ -737,6 +792,10 @@ export const makeWorkload = <R, P>(
               expect(outcome === "won" ? refund.status === 200 : outcome === "lost" && refund.status === 422,
                 () => `refund ${amountCents} of ${id} with ${dispute.amount_cents} of ${rest} disputed (dispute now ${outcome})`, refund)
             }
+          }
+          if (resolveInScript && resolveDisputeNow !== null) {
+            const outcome = yield* resolveDisputeNow(id)
+            if (outcome !== null) transaction = yield* refundAfterDispute(merchant, id, n, outcome, known, expectation, replays)
           }
         }
       }
@@ -848,6 +907,73 @@ export const makeWorkload = <R, P>(
       }
     })
 
+  /**
+   * A batch of payments one merchant sends at once (a marketplace's payout run, a subscription
+   * renewal): `count` keyed creates in the same instant, automatic capture, then left to their
+   * flows. Each is a script of its own (the run waits for them). Its choices are drawn from
+   * `draws`, not the workload's stream. The simulator aims batches at an endpoint that answers
+   * slowly (sim/engine/Simulator.ts), so that endpoint's webhook queue outlives its leases.
+   */
+  const batch = (merchant: Merchant, count: number, tag: string, draws: Prng) =>
+    Effect.forEach(Array.from({ length: count }, (_, i) => i), (i) => {
+      stats.scriptsStarted++
+      stats.batchPayments++
+      const key = `batch-${tag}-${i}`
+      const body = `{"transaction":{"amount_cents":${draws.int(50, 50_000)},"currency":"USD","card_token":"tok_batch_${merchant.index}_${tag}_${i}",` +
+        `"card_last_four":"${draws.int(1000, 9999)}","card_brand":"visa","metadata":{"order":"${key}"}}}`
+      return Effect.ensuring(
+        send({ merchant, method: "POST", path: "/api/v1/transactions", body, key, replays: [] }, (response) => {
+          if (response === null) {
+            stats.lostCreates++
+            return
+          }
+          expect(response.status === 201, () => `batch create ${key}`, response)
+          const transaction = parseTransaction(response)
+          if (transaction !== null) expectations.push({ paymentId: transaction.id, capturedCents: null, refundedCents: 0, uncertain: false })
+        }),
+        Effect.sync(() => void stats.scriptsFinished++)
+      )
+    }, { concurrency: "unbounded", discard: true })
+
+  /**
+   * Pushes one API key past its rate limit on purpose (the rate limiter's law, sim/checks/RateLimitLaw.ts):
+   * a new key of the merchant (`POST /api/v1/api_keys`, used by nothing else and never rotated),
+   * then `burst` requests in one instant and `steady` more, one every `gapMs` (faster than the
+   * refill), each `GET /api/v1/merchants/me` sent once (a 429 is not retried: it is the point).
+   * A script of its own (the run waits for it).
+   */
+  const pushRateLimit = (merchant: Merchant, tag: string, plan: { readonly burst: number; readonly steady: number; readonly gapMs: number }) =>
+    Effect.suspend(() => {
+      stats.scriptsStarted++
+      return Effect.ensuring(pushing(merchant, tag, plan), Effect.sync(() => void stats.scriptsFinished++))
+    })
+  const pushing = (merchant: Merchant, tag: string, plan: { readonly burst: number; readonly steady: number; readonly gapMs: number }) =>
+    Effect.gen(function*() {
+      const created = yield* send({ merchant, method: "POST", path: "/api/v1/api_keys", body: `{"name":"rate limit push ${tag}"}`, key: `push-key-${tag}`, replays: [] })
+      if (created === null || created.status !== 201) return
+      const secret = (JSON.parse(created.body) as { api_key: { key: string } }).api_key.key
+      stats.rateLimitPushes++
+      const counts: Record<string, number> = {}
+      const fire = Effect.suspend(() =>
+        service.send(service.request("GET", "/api/v1/merchants/me", secret, null, noHeaders), (response) =>
+          Effect.sync(() => {
+            stats.requests++
+            const status = response === null ? "dropped" : response.status
+            byStatus[status] = (byStatus[status] ?? 0) + 1
+            counts[status] = (counts[status] ?? 0) + 1
+            if (response !== null) auditor.check(response.status !== 500, "no-internal-errors", () => `GET /api/v1/merchants/me answered 500: ${response.body}`)
+          })))
+      const sent: Array<Fiber.Fiber<void>> = []
+      for (let i = 0; i < plan.burst; i++) sent.push(yield* Effect.forkDetach(fire))
+      for (let i = 0; i < plan.steady; i++) {
+        yield* Effect.sleep(plan.gapMs)
+        sent.push(yield* Effect.forkDetach(fire))
+      }
+      yield* Fiber.joinAll(sent)
+      trace.record(`m${merchant.index} rate limit push ${tag}: ${plan.burst} at once, ${plan.steady} every ${plan.gapMs} ms -> ${
+        Object.entries(counts).sort().map(([status, n]) => `${status}:${n}`).join(" ")}`)
+    })
+
   /** Poisson arrivals of payments over the first 90% of the horizon, each script on its own fiber. */
   const arrivals = (merchants: ReadonlyArray<Merchant>, startMs: number) =>
     Effect.gen(function*() {
@@ -870,5 +996,5 @@ export const makeWorkload = <R, P>(
       return paymentId === undefined ? Effect.void : hooks.onPaymentFinished(paymentId)
     }))
 
-  return { stats, expectations, arrivals, script, rotations, hooks, auditCreateKeys }
+  return { stats, expectations, arrivals, script, rotations, batch, pushRateLimit, hooks, auditCreateKeys }
 }

@@ -26,4 +26,20 @@ describe("simulator: claims that outlive their lease", () => {
     // One POST per delivery: every attempt reached its endpoint once.
     expect(result.endpoints.posts).toBe(result.deliveries.deliveries)
   })
+
+  it("the same backlog with the refused renewal ignored: the claim that waited sends the attempt the takeover sent", () => {
+    const result = runSimulation({
+      ...defaultOptions,
+      seed: 3,
+      merchants: 2,
+      payments: 300,
+      hours: 1,
+      faults: { ...noFaults, webhookLagging: 0.7 },
+      dispatchers: 2,
+      endpointConcurrency: 1,
+      plantedBug: "lease-renewal-ignored"
+    })
+    expect(result.ok).toBe(false)
+    expect(result.violations.map((v) => v.invariant)).toContain("webhook-once-per-attempt")
+  })
 })

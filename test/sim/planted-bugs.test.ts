@@ -44,8 +44,18 @@ describe("planted bugs: the auditor sees each law broken", () => {
 
   it("retry-recorded-on-time: the endpoint's arrival times show the early retry that the store's record hides", () => {
     const result = runSimulation(scenario("retry-recorded-on-time"))
-    expect(result.violations[0]!.invariant).toBe("webhook-schedule")
-    expect(result.violations[0]!.message).toMatch(/ms before its offset from the first attempt.s arrival \(recorded at/)
+    const messages = result.violations.map((v) => `${v.invariant}: ${v.message}`)
+    expect(messages.some((m) => /^webhook-schedule: .* ms before its offset from the first attempt.s arrival \(recorded at/.test(m))).toBe(true)
+    // The store's own times keep the schedule; and the first attempt is recorded 20 s before it reached the endpoint.
+    expect(messages.some((m) => /before its offset from the first attempt as recorded/.test(m))).toBe(false)
+    expect(messages.some((m) => /^webhook-attempt-time: .* \(-(19|20)\d{3} ms apart/.test(m))).toBe(true)
+  })
+
+  it("attempt-timed-from-end: the retries come late by the first attempt's duration, past any backlog; the recorded times are the ends", () => {
+    const result = runSimulation(scenario("attempt-timed-from-end"))
+    const messages = result.violations.map((v) => `${v.invariant}: ${v.message}`)
+    expect(messages.some((m) => /^webhook-schedule: .* ms after its offset from the first attempt.s arrival .*the endpoint held at least 0 of the 8 slots/.test(m))).toBe(true)
+    expect(messages.some((m) => /^webhook-attempt-time: .* recorded at .*, reached the endpoint at /.test(m))).toBe(true)
   })
 
   it("retry-time-truncated: the times the service recorded show a retry early by less than the clock tolerance the endpoints' times allow", () => {
@@ -63,6 +73,13 @@ describe("planted bugs: the auditor sees each law broken", () => {
     expect(result.ok).toBe(false)
     expect(new Set(result.violations.map((v) => v.invariant))).toEqual(new Set(["ledger-account"]))
     expect(result.violations.map((v) => v.message).join("\n")).toMatch(/posts to fee_receivable .*\n.*posts to fee_revenu /)
+  })
+
+  it("refund-posting-inverted: the accounts one by one show the refund taken from available before settlement; their sum does not", () => {
+    const result = runSimulation(scenario("refund-posting-inverted"))
+    expect(new Set(result.violations.map((v) => v.invariant))).toEqual(new Set(["ledger-matches-record"]))
+    expect(result.violations[0]!.message).toMatch(/after a decision: merchant_pending \(before settlement\) is \d+, expected \d+/)
+    expect(result.violations.map((v) => v.message).join("\n")).toMatch(/merchant_available \(before settlement\) is -\d+, expected 0/)
   })
 
   it("every planted bug names a law the auditor checks, and the laws are documented", async () => {

@@ -10,7 +10,7 @@
  * payments, money and events exactly once, faults or not.
  */
 import { Effect, Fiber } from "effect"
-import { type DisputeNotification, disputeReasons } from "../../../src/domain/Dispute.ts"
+import type { DisputeNotification, DisputeReason } from "../../../src/domain/Dispute.ts"
 import { parseDurationMs } from "../../../src/platform/Config.ts"
 import { Auditor, type Violation as AuditViolation } from "../../../sim/checks/Auditor.ts"
 import { makeSimulatedEndpoints } from "../../../sim/world/Endpoints.ts"
@@ -23,6 +23,9 @@ import { type HttpPending, makeHttpPort, scaledPace, type ScriptContext, scriptC
 import { type CardNetwork, makeCardNetwork } from "./CardNetwork.ts"
 import { Redeliveries, sameNumberAfterCut } from "./Redeliveries.ts"
 import { startWebhookServer, type WebhookServer } from "./WebhookServer.ts"
+
+/** The dispute reasons docs/api.md documents (`payments dispute open --reason`), written out again: the laws ask nothing of src/domain. */
+const disputeReasons: ReadonlyArray<DisputeReason> = ["fraudulent", "product_not_received", "duplicate", "other"]
 
 export interface MerchantsOptions {
   /** Real milliseconds per simulated millisecond of a merchant's pauses (default 1/500: 30 min → 3.6 s). */
