@@ -281,6 +281,32 @@ export type AuthorizationOutcome =
   | { readonly _tag: "Approved"; readonly networkRiskSignal: number; readonly reference?: string }
   | { readonly _tag: "Declined"; readonly code: string; readonly message: string }
 
+/** The failure code of a payment whose authorization got no answer within ACQUIRER_TIMEOUT. */
+export const networkTimeoutCode = "network_timeout"
+
+/**
+ * What a remote processor must have done before a change may commit (the ledger moves only on a
+ * known outcome): capture what the change captures, refund what it refunds, cancel the
+ * authorization it releases (fraud-blocked, voided) or may have left behind (no answer in time).
+ * A decline holds nothing. `refundedBeforeCents` names the refund among the payment's refunds:
+ * asked again after a lost answer, the same refund starts from the same refunded total.
+ */
+export type ProcessorOperation =
+  | { readonly _tag: "Capture"; readonly amountCents: number }
+  | { readonly _tag: "Refund"; readonly amountCents: number; readonly refundedBeforeCents: number }
+  | { readonly _tag: "Cancel" }
+
+export const processorOperation = (before: Payment, after: Payment): ProcessorOperation | null => {
+  if (after.capturedAmountCents > before.capturedAmountCents) return { _tag: "Capture", amountCents: after.capturedAmountCents }
+  if (after.refundedAmountCents > before.refundedAmountCents) {
+    return { _tag: "Refund", amountCents: after.refundedAmountCents - before.refundedAmountCents, refundedBeforeCents: before.refundedAmountCents }
+  }
+  if (after.status === before.status) return null
+  const released = after.status === "blocked" || after.status === "voided"
+  const unanswered = after.status === "failed" && after.failureCode === networkTimeoutCode
+  return released || unanswered ? { _tag: "Cancel" } : null
+}
+
 export const applyAuthorization = (payment: Payment, outcome: AuthorizationOutcome, context: Context): Decision => {
   if (payment.status !== "pending") return invalidState(payment, "record an authorization for")
   if (outcome._tag === "Declined") {

@@ -9,3 +9,10 @@ export class InvalidState extends withoutStack(Data.TaggedError("InvalidState")<
   readonly message: string
 }>) {}
 export class InvalidInput extends withoutStack(Data.TaggedError("InvalidInput")<{ readonly param: string; readonly message: string }>) {}
+
+/**
+ * The card processor did not answer in time (unreachable, or an answer lost): the operation's
+ * outcome is not known, so nothing was booked. Asking again repeats it under the same processor
+ * idempotency key, so it happens at most once.
+ */
+export class ProcessorUnavailable extends withoutStack(Data.TaggedError("ProcessorUnavailable")<{ readonly operation: string }>) {}

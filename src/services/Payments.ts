@@ -5,18 +5,21 @@ import * as Payment from "../domain/Payment.ts"
 import * as Dispute from "../domain/Dispute.ts"
 import type { Assessment as FraudAssessment, FraudCase, FraudHistory } from "../domain/Fraud.ts"
 import type { LedgerEntry } from "../domain/Ledger.ts"
-import { Acquirer, authorizeWithin } from "../acquirer/Acquirer.ts"
+import { Acquirer, type AcquirerRefused, authorizeWithin, operationKeys, type ProcessorCallError } from "../acquirer/Acquirer.ts"
 import { AppConfig } from "../platform/Config.ts"
 import { Ids } from "../platform/Ids.ts"
 import * as Instance from "../platform/Instance.ts"
 import { isoAt } from "../platform/Time.ts"
 import type { CommandKey, FinishedResponse, IdempotencyClaim, PageOf, PageRequest, PaymentFilter, UpdateOutcome } from "../store/Store.ts"
 import { Store, type StoreUnavailable } from "../store/Store.ts"
-import { InvalidInput, InvalidState, NotFound } from "./Errors.ts"
+import { InvalidInput, InvalidState, NotFound, ProcessorUnavailable } from "./Errors.ts"
 import { Fraud, historyWindows } from "./Fraud.ts"
 import { type FlowEnd, PaymentActors } from "./PaymentActors.ts"
 
-export type CommandError = NotFound | InvalidState | InvalidInput | StoreUnavailable
+export type CommandError = NotFound | InvalidState | InvalidInput | StoreUnavailable | ProcessorUnavailable
+
+/** Why a change could not go to a remote processor: its outcome is unknown, or the processor refused it. */
+export type ProcessorStepError = ProcessorUnavailable | InvalidState
 
 /** A finished response: as sent, and as stored under the request's idempotency key (sealed when it carries a secret). */
 export interface Answer {
@@ -174,6 +177,70 @@ export const make = Effect.gen(function*() {
    */
   const flowClock = yield* Clock.clockWith(Effect.succeed)
 
+  /** A remote processor's operations (`ACQUIRER=stripe`); undefined when captures, voids and refunds are booked locally. */
+  const operations = acquirer.operations
+
+  /**
+   * Asks a remote processor until its answer is known: a call whose request never arrived or
+   * whose answer was lost is asked again under the same idempotency key, after 200 ms, doubling,
+   * until ACQUIRER_TIMEOUT from the first call; then the outcome stays unknown
+   * (`ProcessorUnavailable`) and nothing is booked. A refusal is a known outcome.
+   */
+  const untilKnown = <A>(
+    operation: string,
+    call: (timeoutMs: number) => Effect.Effect<A, ProcessorCallError | AcquirerRefused>
+  ): Effect.Effect<A, ProcessorStepError> =>
+    Effect.suspend(() => {
+      const deadlineMs = flowClock.currentTimeMillisUnsafe() + config.acquirerTimeoutMs
+      const ask = (retryDelayMs: number): Effect.Effect<A, ProcessorStepError> => {
+        const remainingMs = deadlineMs - flowClock.currentTimeMillisUnsafe()
+        if (remainingMs <= 0) return Effect.fail(new ProcessorUnavailable({ operation }))
+        return Effect.matchEffect(call(remainingMs), {
+          onFailure: (error) =>
+            error._tag === "AcquirerRefused"
+              ? Effect.fail(new InvalidState({ status: "processor_refused", message: `The card processor refused the ${operation}: ${error.message} (${error.code}).` }))
+              : Effect.andThen(
+                Effect.sleep(Math.min(retryDelayMs, Math.max(0, deadlineMs - flowClock.currentTimeMillisUnsafe()))),
+                Effect.suspend(() => ask(retryDelayMs * 2))
+              ),
+          onSuccess: Effect.succeed
+        })
+      }
+      return ask(200)
+    })
+
+  /**
+   * The processor's part of a change, done before the change commits, so the ledger moves only on
+   * a known outcome (`Payment.processorOperation` says what is due). Every operation carries the
+   * key of `operationKeys`: asked again (a retry, a resumed flow, another instance), the
+   * processor does it at most once. `reference` is the processor's id for the authorization
+   * when the flow holds it.
+   */
+  const processorStep = (before: Payment.Payment, change: Payment.Change, reference: string | null): Effect.Effect<void, ProcessorStepError> => {
+    if (operations === undefined) return Effect.void
+    const operation = Payment.processorOperation(before, change.payment)
+    if (operation === null) return Effect.void
+    const paymentId = before.id
+    const currency = before.currency
+    switch (operation._tag) {
+      case "Capture":
+        return untilKnown("capture", (timeoutMs) =>
+          operations.capture({ paymentId, reference, idempotencyKey: operationKeys.capture(paymentId), timeoutMs, amountCents: operation.amountCents, currency }))
+      case "Refund":
+        return untilKnown("refund", (timeoutMs) =>
+          operations.refund({
+            paymentId,
+            reference,
+            idempotencyKey: operationKeys.refund(paymentId, operation.refundedBeforeCents),
+            timeoutMs,
+            amountCents: operation.amountCents,
+            currency
+          }))
+      case "Cancel":
+        return untilKnown("cancel", (timeoutMs) => operations.cancel({ paymentId, reference, idempotencyKey: operationKeys.cancel(paymentId), timeoutMs }))
+    }
+  }
+
   /**
    * One command on one payment, serialized per payment in this process. It reads the payment,
    * its fraud case and its key in one round trip, lets the domain decide, and commits the change
@@ -188,12 +255,12 @@ export const make = Effect.gen(function*() {
     // The caller's answer to the outcome, made in the outcome's own step (still under the lock:
     // it must not wait).
     finish: (outcome: UpdateOutcome) => Effect.Effect<A, E>
-  ): Effect.Effect<A, E | StoreUnavailable> =>
+  ): Effect.Effect<A, E | StoreUnavailable | ProcessorStepError> =>
     actors.serialize(
       paymentId,
       // Plain steps rather than a generator: every capture, refund and void runs this. (A
       // change is `committed` in the step that saw its commit: no step after the lock's.)
-      () => Effect.clockWith((clock) => {
+      () => Effect.clockWith((clock): Effect.Effect<A, E | StoreUnavailable | ProcessorStepError> => {
         const ctx = contextAt(clock)
         // Built only when needed (a racing process moved the payment): the common path commits without it.
         const locked = () =>
@@ -201,21 +268,30 @@ export const make = Effect.gen(function*() {
             if (outcome._tag === "Applied") committed(outcome.change)
             return finish(outcome)
           })
-        if (store.readForCommand === undefined) return locked()
-        return Effect.flatMap(store.readForCommand({ merchantId, paymentId, commandKey }), (read): Effect.Effect<A, E | StoreUnavailable> => {
-          if (read === null) return finish({ _tag: "NotFound" })
-          if (read.alreadyApplied) return finish({ _tag: "AlreadyApplied", payment: read.payment })
-          const decision = decide(read.payment, read.fraudCase, ctx)
-          if (!decision.ok) return finish({ _tag: "Refused", decision, payment: read.payment })
-          return Effect.flatMap(
-            store.commitChange({ before: read.payment, change: decision.change, response: null, commandKey }),
-            (done) => {
-              if (!done) return locked()
-              committed(decision.change)
-              return finish({ _tag: "Applied", change: decision.change })
-            }
-          )
-        })
+        const readForCommand = store.readForCommand
+        if (readForCommand === undefined) {
+          return operations === undefined ? locked() : Effect.die(new Error("a remote processor needs a store with readForCommand"))
+        }
+        // With a remote processor the processor acts first and the change commits on its known
+        // outcome; a change that then loses a race is decided again on a fresh read (never under
+        // the row lock, which must not wait on the network), each time under the same keys.
+        const attempt = (races: number): Effect.Effect<A, E | StoreUnavailable | ProcessorStepError> =>
+          Effect.flatMap(readForCommand({ merchantId, paymentId, commandKey }), (read) => {
+            if (read === null) return finish({ _tag: "NotFound" })
+            if (read.alreadyApplied) return finish({ _tag: "AlreadyApplied", payment: read.payment })
+            const decision = decide(read.payment, read.fraudCase, ctx)
+            if (!decision.ok) return finish({ _tag: "Refused", decision, payment: read.payment })
+            const commit = Effect.flatMap(
+              store.commitChange({ before: read.payment, change: decision.change, response: null, commandKey }),
+              (done): Effect.Effect<A, E | StoreUnavailable | ProcessorStepError> => {
+                if (!done) return operations === undefined ? locked() : races < 5 ? attempt(races + 1) : Effect.fail(new ProcessorUnavailable({ operation: "a command that kept losing races" }))
+                committed(decision.change)
+                return finish({ _tag: "Applied", change: decision.change })
+              }
+            )
+            return operations === undefined ? commit : Effect.andThen(processorStep(read.payment, decision.change, null), commit)
+          })
+        return attempt(0)
       })
     )
 
@@ -225,7 +301,7 @@ export const make = Effect.gen(function*() {
     paymentId: string,
     decide: (payment: Payment.Payment, fraudCase: FraudCase | null, context: Payment.Context) => Payment.Decision,
     commandKey?: CommandKey
-  ): Effect.Effect<UpdateOutcome, StoreUnavailable> => decideThen(merchantId, paymentId, decide, commandKey, Effect.succeed)
+  ): Effect.Effect<UpdateOutcome, StoreUnavailable | ProcessorStepError> => decideThen(merchantId, paymentId, decide, commandKey, Effect.succeed)
 
   /** A command's answer: the payment as it left it (counted and announced when it changed), or why not. */
   const command = (
@@ -244,22 +320,35 @@ export const make = Effect.gen(function*() {
    */
   const applyFlowStep = (
     held: Payment.Payment,
-    decide: (payment: Payment.Payment, context: Payment.Context) => Payment.Decision
-  ): Effect.Effect<UpdateOutcome, StoreUnavailable> =>
+    decide: (payment: Payment.Payment, context: Payment.Context) => Payment.Decision,
+    reference: string | null
+  ): Effect.Effect<UpdateOutcome, StoreUnavailable | ProcessorStepError> =>
     actors.serialize(
       held.id,
       // Plain steps rather than a generator: every payment's flow commits here.
-      () => {
+      (): Effect.Effect<UpdateOutcome, StoreUnavailable | ProcessorStepError> => {
         const ctx = contextAt(flowClock)
         const decision = decide(held, ctx)
+        // With a remote processor a step refused on the held record, or one that loses a race,
+        // is not decided again under the row lock (which must not wait on the network): the flow
+        // reads the payment again and takes its next round.
+        const moved: UpdateOutcome = {
+          _tag: "Refused",
+          decision: { ok: false, refusal: { _tag: "InvalidState", status: held.status, message: "The payment moved while its flow decided." } },
+          payment: held
+        }
         // Built only when needed (a racing command moved the payment, or the step was refused on the held record).
-        const locked = () => Effect.flatMap(store.updatePayment({ merchantId: null, paymentId: held.id }, (payment) => decide(payment, ctx)), counted)
+        const locked = () =>
+          operations === undefined
+            ? Effect.flatMap(store.updatePayment({ merchantId: null, paymentId: held.id }, (payment) => decide(payment, ctx)), counted)
+            : Effect.succeed(moved)
         if (!decision.ok) return locked()
-        return Effect.flatMap(store.commitChange({ before: held, change: decision.change, response: null }), (done) => {
+        const commit = Effect.flatMap(store.commitChange({ before: held, change: decision.change, response: null }), (done) => {
           if (!done) return locked()
           committed(decision.change)
           return Effect.succeed({ _tag: "Applied", change: decision.change } as const)
         })
+        return operations === undefined ? commit : Effect.andThen(processorStep(held, decision.change, reference), commit)
       }
     )
 
@@ -297,9 +386,12 @@ export const make = Effect.gen(function*() {
   ) => Payment.advanceFlow(payment, authorization, screening, config.fraudThresholds, ctx)
 
   const askNetwork = authorizeWithin(acquirer)
+  /** The processor's id for an authorization it just approved, when it gave one. */
+  const reference = (authorization: Payment.AuthorizationOutcome | null): string | null =>
+    authorization?._tag === "Approved" ? authorization.reference ?? null : null
   const timedOut: Payment.AuthorizationOutcome = {
     _tag: "Declined",
-    code: "network_timeout",
+    code: Payment.networkTimeoutCode,
     message: "The card network did not answer in time."
   }
 
@@ -344,18 +436,22 @@ export const make = Effect.gen(function*() {
     paymentId: string,
     initial: Payment.Payment | null,
     createdHistory: FraudHistory | null
-  ): Effect.Effect<Payment.Payment | undefined, StoreUnavailable> => {
+  ): Effect.Effect<Payment.Payment | undefined, StoreUnavailable | ProcessorStepError> => {
     // Plain steps rather than a generator (every payment runs this), one round per call:
     // `history` is the history the create read with its insert, which scores the first screening,
     // as on the inline path (docs/fraud-model.md); a flow resumed later, or a second screening,
     // reads it again.
-    const round = (payment: Payment.Payment | null, history: FraudHistory | null, rounds: number): Effect.Effect<Payment.Payment | undefined, StoreUnavailable> => {
+    const round = (
+      payment: Payment.Payment | null,
+      history: FraudHistory | null,
+      rounds: number
+    ): Effect.Effect<Payment.Payment | undefined, StoreUnavailable | ProcessorStepError> => {
       if (rounds >= 10) return Effect.die(new Error(`payment ${paymentId}: flow did not finish within 10 rounds`))
       if (payment === null) return Effect.succeed(undefined)
       const step = Payment.nextStep(payment)
       if (step === null) return Effect.succeed(payment)
       const commitStep = (authorization: Payment.AuthorizationOutcome | null, screening: FraudAssessment | null, next: FraudHistory | null) =>
-        Effect.flatMap(applyFlowStep(payment, (locked, ctx) => flowSteps(locked, authorization, screening, ctx)), (outcome) =>
+        Effect.flatMap(applyFlowStep(payment, (locked, ctx) => flowSteps(locked, authorization, screening, ctx), reference(authorization)), (outcome) =>
           // The committed record is the next starting point; after a refusal (a racing command won), read it again.
           outcome._tag === "Applied"
             ? round(outcome.change.payment, next, rounds + 1)
@@ -532,7 +628,11 @@ export const make = Effect.gen(function*() {
           const batch = yield* store.settleablePayments(cutoff, settlementBatch)
           let progressed = 0
           for (const paymentId of batch) {
-            const outcome = yield* apply(null, paymentId, (p, _, ctx) => Payment.settle(p, ctx))
+            // Settlement asks nothing of a processor (Payment.processorOperation): its errors cannot happen here.
+            const outcome = yield* Effect.catchTags(apply(null, paymentId, (p, _, ctx) => Payment.settle(p, ctx)), {
+              ProcessorUnavailable: Effect.die,
+              InvalidState: Effect.die
+            })
             if (outcome._tag === "Applied") progressed++
           }
           settled += progressed

@@ -4,7 +4,7 @@ import * as HttpServerResponse from "effect/http/HttpServerResponse"
 import { error as errorExample } from "./Examples.ts"
 import { requestStateOf } from "../edge/RequestState.ts"
 import { withoutStack } from "../../platform/EffectInternals.ts"
-import type { InvalidInput, InvalidState, NotFound } from "../../services/Errors.ts"
+import type { InvalidInput, InvalidState, NotFound, ProcessorUnavailable } from "../../services/Errors.ts"
 import type { StoreUnavailable } from "../../store/Store.ts"
 
 export type ErrorType =
@@ -136,10 +136,21 @@ export const serviceUnavailable = () =>
     { "retry-after": "1" }
   )
 
+/** The card processor's answer to an operation is not known: nothing was booked, and a retry repeats it at most once. */
+export const processorUnavailable = (operation: string) =>
+  new ApiError(
+    503,
+    "api_error",
+    "service_unavailable",
+    `The card processor did not answer the ${operation} in time, so its outcome is not known yet and nothing was booked; retry with the same idempotency key (the processor is asked again under the same key, so it happens at most once).`,
+    undefined,
+    { "retry-after": "1" }
+  )
+
 // ---------------------------------------------------------------------------------------------
 // From the application's outcomes
 
-export type ServiceError = NotFound | InvalidState | InvalidInput | StoreUnavailable
+export type ServiceError = NotFound | InvalidState | InvalidInput | StoreUnavailable | ProcessorUnavailable
 
 /** Application outcomes to CONTRACT errors (the one mapping every handler uses). */
 export const toApiError = (error: ServiceError): ApiError => {
@@ -152,6 +163,8 @@ export const toApiError = (error: ServiceError): ApiError => {
       return validationFailed(error.param, error.message)
     case "StoreUnavailable":
       return serviceUnavailable()
+    case "ProcessorUnavailable":
+      return processorUnavailable(error.operation)
   }
 }
 

@@ -1,0 +1,161 @@
+import { describe, expect, it } from "@effect/vitest"
+import { Duration, Effect, Fiber, Layer } from "effect"
+import * as TestClock from "effect/testing/TestClock"
+import { operationKeys } from "../../src/acquirer/Acquirer.ts"
+import { type CallInfo, type Fault, makeMemoryProcessor, type MemoryProcessor } from "../../src/acquirer/MemoryProcessor.ts"
+import { ServicesLive } from "../../src/App.ts"
+import type * as Payment from "../../src/domain/Payment.ts"
+import * as Config from "../../src/platform/Config.ts"
+import * as Ids from "../../src/platform/Ids.ts"
+import { Merchants } from "../../src/services/Merchants.ts"
+import { Payments } from "../../src/services/Payments.ts"
+import { emptyState, layerMemoryFrom } from "../../src/store/MemoryStore.ts"
+import { createInput } from "../domain/fixtures.ts"
+
+// The payment flow against a remote processor (captures, cancels and refunds at the processor,
+// answers lost after it acted), over the memory store, on Effect's TestClock.
+
+const config = Config.defaultsWith({ requestDeadlineMs: 5_000, acquirerTimeoutMs: 10_000 })
+
+const withProcessor = (processor: MemoryProcessor) =>
+  ServicesLive.pipe(
+    Layer.provideMerge(layerMemoryFrom(emptyState())),
+    Layer.provideMerge(Layer.mergeAll(Ids.layerSeeded(11), processor.layer, Config.layerWith(config)))
+  )
+
+const newMerchant = Effect.flatMap(Merchants, (m) => m.create({ name: "Processor Shop", webhookUrl: null })).pipe(
+  Effect.map((created) => created.merchant.id)
+)
+
+/** Creates a payment and lets its flow run `waitMs` of virtual time; the payment as it then is. */
+const createAndWait = (overrides: Partial<Payment.CreateInput>, waitMs = config.requestDeadlineMs) =>
+  Effect.gen(function*() {
+    const payments = yield* Payments
+    const merchantId = yield* newMerchant
+    const creating = yield* Effect.forkChild(payments.create(createInput(merchantId, { amountCents: 2_000, ...overrides })))
+    yield* TestClock.adjust(Duration.millis(Math.min(waitMs, config.requestDeadlineMs)))
+    const { payment } = yield* Fiber.join(creating)
+    if (waitMs > config.requestDeadlineMs) yield* TestClock.adjust(Duration.millis(waitMs - config.requestDeadlineMs))
+    return { payments, merchantId, payment: yield* payments.get(merchantId, payment.id) }
+  })
+
+const callsOf = (processor: MemoryProcessor, operation: CallInfo["operation"]) => processor.calls.filter((c) => c.operation === operation)
+
+/** Loses the answer to the first call of `operation` (after the processor acted). */
+const loseFirst = (operation: CallInfo["operation"]) => (call: CallInfo): Fault => (call.operation === operation && call.attempt === 0 ? "lost" : undefined)
+
+describe("the flow against a remote processor", () => {
+  it.effect("an approved payment is captured at the processor before it is booked captured", () => {
+    const processor = makeMemoryProcessor()
+    return Effect.gen(function*() {
+      const { payment } = yield* createAndWait({})
+      expect(payment.status).toBe("captured")
+      expect(processor.record(payment.id)).toMatchObject({ capturedCents: 2_000, authorizedCents: 0, cancelled: false })
+      expect(callsOf(processor, "capture").map((c) => c.idempotencyKey)).toEqual([operationKeys.capture(payment.id)])
+    }).pipe(Effect.provide(withProcessor(processor)))
+  })
+
+  it.effect("a capture whose answer was lost is asked again under the same key and happens once", () => {
+    const processor = makeMemoryProcessor({ fault: loseFirst("capture") })
+    return Effect.gen(function*() {
+      const { payment } = yield* createAndWait({})
+      expect(payment.status).toBe("captured")
+      const captures = callsOf(processor, "capture")
+      expect(captures.length).toBe(2)
+      expect(new Set(captures.map((c) => c.idempotencyKey))).toEqual(new Set([operationKeys.capture(payment.id)]))
+      expect(processor.record(payment.id)).toMatchObject({ capturedCents: 2_000 })
+    }).pipe(Effect.provide(withProcessor(processor)))
+  })
+
+  it.effect("an authorization whose answer was lost is asked again under the same key: one authorization, not a decline", () => {
+    const processor = makeMemoryProcessor({ fault: loseFirst("authorize") })
+    return Effect.gen(function*() {
+      const { payment } = yield* createAndWait({})
+      expect(payment.status).toBe("captured")
+      expect(callsOf(processor, "authorize").map((c) => c.idempotencyKey)).toEqual([
+        operationKeys.authorize(payment.id),
+        operationKeys.authorize(payment.id)
+      ])
+      expect(processor.record(payment.id)).toMatchObject({ capturedCents: 2_000 })
+    }).pipe(Effect.provide(withProcessor(processor)))
+  })
+
+  it.effect("an authorization never answered in time fails the payment and cancels whatever the processor may have authorized", () => {
+    // Every authorization answer is lost: the processor authorized, the service never learns it.
+    const processor = makeMemoryProcessor({ fault: (call) => (call.operation === "authorize" ? "lost" : undefined) })
+    return Effect.gen(function*() {
+      const { payments, merchantId, payment } = yield* createAndWait({}, config.acquirerTimeoutMs + 1_000)
+      expect(payment).toMatchObject({ status: "failed", failureCode: "network_timeout" })
+      expect(processor.record(payment.id)).toMatchObject({ authorizedCents: 0, capturedCents: 0, cancelled: true })
+      expect(callsOf(processor, "cancel").map((c) => c.idempotencyKey)).toEqual([operationKeys.cancel(payment.id)])
+      expect(yield* payments.ledger(merchantId, payment.id)).toEqual([])
+    }).pipe(Effect.provide(withProcessor(processor)))
+  })
+
+  it.effect("a fraud-blocked payment cancels its authorization at the processor", () => {
+    const processor = makeMemoryProcessor()
+    return Effect.gen(function*() {
+      const { payment } = yield* createAndWait({ cardToken: "tok_risk_highest" })
+      expect(payment.status).toBe("blocked")
+      expect(processor.record(payment.id)).toMatchObject({ authorizedCents: 0, capturedCents: 0, cancelled: true })
+    }).pipe(Effect.provide(withProcessor(processor)))
+  })
+
+  it.effect("a decline holds nothing and cancels nothing", () => {
+    const processor = makeMemoryProcessor()
+    return Effect.gen(function*() {
+      const { payment } = yield* createAndWait({ cardToken: "tok_decline_insufficient_funds" })
+      expect(payment).toMatchObject({ status: "failed", failureCode: "insufficient_funds" })
+      expect(callsOf(processor, "cancel")).toEqual([])
+    }).pipe(Effect.provide(withProcessor(processor)))
+  })
+
+  it.effect("a void cancels at the processor; a manual capture and refunds go to the processor, each refund under its own key", () => {
+    // The first refund's first answer is lost.
+    const processor = makeMemoryProcessor({ fault: (call) => (call.operation === "refund" && call.idempotencyKey.endsWith(":refund:0") ? loseFirst("refund")(call) : undefined) })
+    return Effect.gen(function*() {
+      const voided = yield* createAndWait({ captureMethod: "manual" })
+      expect(voided.payment.status).toBe("authorized")
+      const afterVoid = yield* voided.payments.void(voided.merchantId, voided.payment.id)
+      expect(afterVoid.status).toBe("voided")
+      expect(processor.record(voided.payment.id)).toMatchObject({ cancelled: true, authorizedCents: 0 })
+
+      const { payments, merchantId, payment } = yield* createAndWait({ captureMethod: "manual" })
+      const captured = yield* payments.capture(merchantId, payment.id, 1_500)
+      expect(captured).toMatchObject({ status: "captured", capturedAmountCents: 1_500 })
+      // The first refund's answer is lost: asked again under the same key, done once.
+      const refunding = yield* Effect.forkChild(payments.refund(merchantId, payment.id, 500))
+      yield* TestClock.adjust(Duration.seconds(1))
+      expect((yield* Fiber.join(refunding)).refundedAmountCents).toBe(500)
+      const second = yield* payments.refund(merchantId, payment.id, 1_000)
+      expect(second).toMatchObject({ status: "refunded", refundedAmountCents: 1_500 })
+      expect(processor.record(payment.id)).toMatchObject({ capturedCents: 1_500, refundedCents: 1_500 })
+      expect(callsOf(processor, "refund").map((c) => c.idempotencyKey)).toEqual([
+        operationKeys.refund(payment.id, 0),
+        operationKeys.refund(payment.id, 0),
+        operationKeys.refund(payment.id, 500)
+      ])
+    }).pipe(Effect.provide(withProcessor(processor)))
+  })
+
+  it.effect("a capture the processor cannot confirm in time books nothing; asked again, it happens once", () => {
+    let reachable = false
+    const processor = makeMemoryProcessor({ fault: (call) => (call.operation === "capture" && !reachable ? (call.attempt === 0 ? "lost" : "unreachable") : undefined) })
+    return Effect.gen(function*() {
+      const { payments, merchantId, payment } = yield* createAndWait({ captureMethod: "manual" })
+      const capturing = yield* Effect.forkChild(Effect.flip(payments.capture(merchantId, payment.id, undefined)))
+      yield* TestClock.adjust(Duration.millis(config.acquirerTimeoutMs))
+      const error = yield* Fiber.join(capturing)
+      expect(error._tag).toBe("ProcessorUnavailable")
+      expect((yield* payments.get(merchantId, payment.id)).status).toBe("authorized")
+      expect(yield* payments.events(merchantId, payment.id)).toHaveLength(3)
+      // The processor did capture (the first answer was lost); the retry learns it under the same key.
+      expect(processor.record(payment.id)).toMatchObject({ capturedCents: 2_000 })
+      reachable = true
+      const captured = yield* payments.capture(merchantId, payment.id, undefined)
+      expect(captured.status).toBe("captured")
+      expect(new Set(callsOf(processor, "capture").map((c) => c.idempotencyKey))).toEqual(new Set([operationKeys.capture(payment.id)]))
+      expect(processor.record(payment.id)).toMatchObject({ capturedCents: 2_000 })
+    }).pipe(Effect.provide(withProcessor(processor)))
+  })
+})
