@@ -10,6 +10,7 @@ import * as Fraud from "./services/Fraud.ts"
 import * as Merchants from "./services/Merchants.ts"
 import * as PaymentActors from "./services/PaymentActors.ts"
 import * as Payments from "./services/Payments.ts"
+import * as Reconciliation from "./services/Reconciliation.ts"
 import * as Webhooks from "./services/Webhooks.ts"
 import * as PgStore from "./store/PgStore.ts"
 
@@ -20,7 +21,7 @@ import * as PgStore from "./store/PgStore.ts"
  * The application services. They need a Store, Ids, AppConfig and an Acquirer: production
  * and the simulator differ only in which layers provide those.
  */
-export const ServicesLive = Layer.mergeAll(Payments.layer, Merchants.layer, Analytics.layer).pipe(
+export const ServicesLive = Layer.mergeAll(Payments.layer, Merchants.layer, Analytics.layer, Reconciliation.layer).pipe(
   // Merchants creates a merchant's first key through ApiKeys; provideMerge also offers it to the handlers.
   Layer.provideMerge(ApiKeys.layer),
   Layer.provideMerge(Webhooks.layer),

@@ -12,6 +12,7 @@ import * as Logging from "./platform/Logging.ts"
 import { nowIso } from "./platform/Time.ts"
 import { Merchants } from "./services/Merchants.ts"
 import { Payments } from "./services/Payments.ts"
+import { Reconciliation } from "./services/Reconciliation.ts"
 import { Store } from "./store/Store.ts"
 import { type DisputeAction, disputeReasons } from "./domain/Dispute.ts"
 import { maximumAmountCents } from "./domain/Money.ts"
@@ -52,7 +53,7 @@ const serve = Effect.gen(function*() {
 /** `serve` and `payments` without a command: the same service. */
 const serveFromEnvironment = () => Effect.provide(serve, Config.layer)
 
-const withServices = <A, E>(effect: Effect.Effect<A, E, Merchants | Payments | Store | AppConfig>) =>
+const withServices = <A, E>(effect: Effect.Effect<A, E, Merchants | Payments | Reconciliation | Store | AppConfig>) =>
   Effect.scoped(Effect.provide(effect, ServicesLive.pipe(Layer.provideMerge(InfrastructureLive))))
 
 const json = Cli.json
@@ -104,6 +105,52 @@ const settle = Command.make("settle", { json }, ({ json }) =>
   }))).pipe(
     Command.withDescription("Run the settlement now (cut-off: now) and exit: captured payments become settled, pending money becomes available.")
   )
+
+/** An instant given on the command line: ISO 8601 (a date alone is midnight UTC). */
+const instantMs = (flag: string, text: string) => {
+  const ms = Date.parse(text)
+  return Number.isNaN(ms) ? Effect.fail(Cli.usageError(`--${flag} must be an ISO 8601 date or time, like 2026-11-28 or 2026-11-28T12:00:00Z`)) : Effect.succeed(ms)
+}
+
+const reconcile = Command.make(
+  "reconcile",
+  {
+    from: Cli.text("from", "the period's start, ISO 8601 (default: 24 hours before --to)").pipe(Flag.optional),
+    to: Cli.text("to", "the period's end (excluded), ISO 8601 (default: now)").pipe(Flag.optional),
+    json
+  },
+  ({ from, json, to }) =>
+    withServices(Effect.gen(function*() {
+      const toGiven = Cli.given(to)
+      const toMs = toGiven === undefined ? Date.now() : yield* instantMs("to", toGiven)
+      const fromGiven = Cli.given(from)
+      const fromMs = fromGiven === undefined ? toMs - 86_400_000 : yield* instantMs("from", fromGiven)
+      if (fromMs >= toMs) return yield* Cli.usageError("--from must be before --to")
+      const report = yield* (yield* Reconciliation).run({ fromMs, toMs }).pipe(
+        Effect.catchTag("NoProcessor", () =>
+          Effect.fail(new Cli.CommandFailed({
+            message: "reconcile: the configured acquirer keeps no records to reconcile with (ACQUIRER=sandbox books captures, voids and refunds locally); set ACQUIRER=stripe",
+            exitCode: 1
+          })))
+      )
+      const period = { from: new Date(fromMs).toISOString(), to: new Date(toMs).toISOString() }
+      if (json) {
+        yield* Cli.printJson({ ...period, payments: report.ours, processor_records: report.processor, differences: report.differences.map((d) => ({ payment_id: d.paymentId, field: d.field, ours: d.ours, processor: d.processor })) })
+      } else {
+        yield* Console.log(Cli.fields([["period", `${period.from} to ${period.to}`], ["our payments", report.ours], ["processor records", report.processor], ["differences", report.differences.length]]))
+        if (report.differences.length > 0) {
+          yield* Console.log("\n" + Cli.table(["payment", "field", "ours", "processor"], report.differences.map((d) => [d.paymentId, d.field, String(d.ours), String(d.processor)])))
+        }
+      }
+      // A difference is something to look at: scripts and cron see it in the exit code.
+      if (report.differences.length > 0) return yield* Cli.exitWith(1)
+    }))
+).pipe(
+  Command.withDescription(
+    "Compare the processor's records of a period with the ledger, payment by payment (authorized, captured, refunded, cancelled); " +
+      "print every difference and exit 1 when there is one."
+  )
+)
 
 const paymentId = Argument.String("payment-id").pipe(Argument.withDescription("the payment (pay_...)"))
 const disputeId = Cli.text("dispute-id", "the card network's dispute id, 1 to 255 printable ASCII characters (default: dp_operator_<payment id> for open, the payment's dispute for resolve)").pipe(Flag.optional)
@@ -179,7 +226,7 @@ const payments = Command.make("payments", {}, serveFromEnvironment).pipe(
     "A payment processing service for merchants. Without a command, starts the service. Configuration comes from the environment " +
       "(docs/operations.md); without DATABASE_URL an embedded PostgreSQL runs under .data/. Bad arguments exit 2."
   ),
-  Command.withSubcommands([serveCommand, migrate, merchant, settle, dispute])
+  Command.withSubcommands([serveCommand, migrate, merchant, settle, dispute, reconcile])
 )
 
 // One logger (LOG_FORMAT, JSON by default) on stderr, so stdout carries only command output;

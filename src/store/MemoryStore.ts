@@ -755,6 +755,16 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
         }
         return ids
       }),
+    paymentsCreatedBetween: ({ after, from, limit, to }) =>
+      Effect.sync(() =>
+        [...state.payments.values()]
+          .filter((p) =>
+            p.createdAt >= from && p.createdAt < to &&
+            (after === null || p.createdAt > after.createdAt || (p.createdAt === after.createdAt && p.id > after.id))
+          )
+          .sort((a, b) => (a.createdAt < b.createdAt ? -1 : a.createdAt > b.createdAt ? 1 : a.id < b.id ? -1 : a.id > b.id ? 1 : 0))
+          .slice(0, limit)
+      ),
     settleablePayments: (capturedBefore, limit) =>
       Effect.sync(() => {
         // Entries this cut-off passed join the due ones (every indexed entry captured before the

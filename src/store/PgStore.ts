@@ -505,6 +505,13 @@ export const makePgStore = Effect.gen(function*() {
             .map((r) => r.id)
         )
       ),
+    paymentsCreatedBetween: ({ after, from, limit, to }) =>
+      run(
+        after === null
+          ? sql`SELECT * FROM payments WHERE created_at >= ${from} AND created_at < ${to} ORDER BY created_at, id LIMIT ${limit}`
+          : sql`SELECT * FROM payments WHERE created_at >= ${from} AND created_at < ${to}
+              AND (created_at, id) > (${after.createdAt}::timestamptz, ${after.id}) ORDER BY created_at, id LIMIT ${limit}`
+      ).pipe(Effect.map((rows) => rows.map(toPayment))),
     settleablePayments: (capturedBefore, limit) =>
       run(sql`SELECT id FROM payments WHERE settled_at IS NULL AND captured_at IS NOT NULL
         AND captured_at < ${capturedBefore} AND status IN ('captured', 'refunded')

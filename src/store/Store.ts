@@ -339,6 +339,16 @@ export interface StoreShape {
   /** Payments the settlement run has to sweep: captured before the cut-off and not yet settled. */
   readonly settleablePayments: (capturedBefore: string, limit: number) => StoreEffect<ReadonlyArray<string>>
   /**
+   * Every merchant's payments created in `[from, to)`, oldest first (then by id), `limit` at a
+   * time after `after` (the last one of the previous page): reconciliation's input.
+   */
+  readonly paymentsCreatedBetween: (window: {
+    readonly from: string
+    readonly to: string
+    readonly after: { readonly createdAt: string; readonly id: string } | null
+    readonly limit: number
+  }) => StoreEffect<ReadonlyArray<Payment>>
+  /**
    * Captured payments made with one of `query.cardTokens` whose dispute may change: those
    * without a dispute, in one of `undisputedStatuses`, captured before `capturedBefore`, and
    * those whose dispute is open and opened before `openedBefore`; oldest capture first (ties by

@@ -373,5 +373,11 @@ ${rollupUpsert}      RETURN NULL;
     -- order rule joins it to payment_events.id, and with two collations that join could not probe
     -- the outbox's primary key (it read the whole outbox once per delivery checked).
     ALTER TABLE webhook_outbox ALTER COLUMN event_id TYPE text COLLATE "C";
+  `),
+  "0012_payments_created_brin": statements(`
+    -- Reconciliation reads every merchant's payments of a period. A BRIN index (a few pages,
+    -- summarising blocks written in creation order) finds them without adding an index entry to
+    -- every create, as a B-tree on created_at would.
+    CREATE INDEX payments_created_brin ON payments USING brin (created_at);
   `)
 }

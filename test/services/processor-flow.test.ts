@@ -9,6 +9,7 @@ import * as Config from "../../src/platform/Config.ts"
 import * as Ids from "../../src/platform/Ids.ts"
 import { Merchants } from "../../src/services/Merchants.ts"
 import { Payments } from "../../src/services/Payments.ts"
+import { Reconciliation } from "../../src/services/Reconciliation.ts"
 import { emptyState, layerMemoryFrom } from "../../src/store/MemoryStore.ts"
 import { createInput } from "../domain/fixtures.ts"
 
@@ -156,6 +157,39 @@ describe("the flow against a remote processor", () => {
       expect(captured.status).toBe("captured")
       expect(new Set(callsOf(processor, "capture").map((c) => c.idempotencyKey))).toEqual(new Set([operationKeys.capture(payment.id)]))
       expect(processor.record(payment.id)).toMatchObject({ capturedCents: 2_000 })
+    }).pipe(Effect.provide(withProcessor(processor)))
+  })
+
+  it.effect("reconciliation finds no difference after every kind of flow, and names a capture the books never made", () => {
+    const processor = makeMemoryProcessor({ fault: loseFirst("capture") })
+    return Effect.gen(function*() {
+      yield* createAndWait({})
+      yield* createAndWait({ cardToken: "tok_risk_highest" })
+      yield* createAndWait({ cardToken: "tok_decline_expired_card" })
+      yield* createAndWait({ cardToken: "tok_network_timeout" }, config.acquirerTimeoutMs + 1_000)
+      const refunded = yield* createAndWait({})
+      yield* refunded.payments.refund(refunded.merchantId, refunded.payment.id, 700)
+      const manual = yield* createAndWait({ captureMethod: "manual" })
+      const reconciliation = yield* Reconciliation
+      const period = { fromMs: 0, toMs: 10 * 86_400_000 }
+      const clean = yield* reconciliation.run(period)
+      expect(clean.differences).toEqual([])
+      expect(clean.ours).toBe(6)
+
+      // The processor captures a payment the books hold as authorized (a capture whose booking was lost).
+      yield* processor.acquirer.operations!.capture({
+        paymentId: manual.payment.id,
+        reference: null,
+        idempotencyKey: "elsewhere",
+        timeoutMs: 1_000,
+        amountCents: 2_000,
+        currency: "USD"
+      }).pipe(Effect.ignore) // its answer is lost too (the first under its key); it captured all the same
+      const report = yield* reconciliation.run(period)
+      expect(report.differences).toEqual([
+        { paymentId: manual.payment.id, field: "authorized", ours: 2_000, processor: 0 },
+        { paymentId: manual.payment.id, field: "captured", ours: 0, processor: 2_000 }
+      ])
     }).pipe(Effect.provide(withProcessor(processor)))
   })
 })

@@ -608,6 +608,29 @@ export const storeContract = (name: string, makeLayer: () => Layer.Layer<Store, 
           expect(yield* store.lead(role, a, at(t0, seconds(7)))).toBe(true)
         })))
 
+      it("paymentsCreatedBetween: every merchant's payments of a period, oldest first, page by page", () =>
+        run(Effect.gen(function*() {
+          const store = yield* Store
+          const w = testWorld("1975-03-01T00:00:00.000Z")
+          yield* givenMerchant(w)
+          const from = w.clock.advance()
+          const first = yield* givenPayment(w, { path: toCaptured() })
+          const second = yield* givenPayment(w, { path: [steps.authorize, steps.voidIt] })
+          const other = testWorld("1975-03-01T00:00:30.000Z")
+          yield* givenMerchant(other)
+          const third = yield* givenPayment(other, { path: [] })
+          const to = at(from, hours(1))
+          const ids = (payments: ReadonlyArray<{ readonly id: string }>) => payments.map((p) => p.id)
+          const all = yield* store.paymentsCreatedBetween({ from, to, after: null, limit: 100 })
+          const expected = [first, second, third].map((p) => p.payment).sort((a, b) => (a.createdAt < b.createdAt ? -1 : a.createdAt > b.createdAt ? 1 : a.id < b.id ? -1 : 1))
+          expect(ids(all)).toEqual(ids(expected))
+          expect(all.find((p) => p.id === second.payment.id)?.status).toBe("voided")
+          const page = yield* store.paymentsCreatedBetween({ from, to, after: null, limit: 2 })
+          const rest = yield* store.paymentsCreatedBetween({ from, to, after: { createdAt: page[1]!.createdAt, id: page[1]!.id }, limit: 2 })
+          expect([...ids(page), ...ids(rest)]).toEqual(ids(expected))
+          expect(yield* store.paymentsCreatedBetween({ from: to, to: at(to, hours(1)), after: null, limit: 100 })).toEqual([])
+        })))
+
       it("settleablePayments: captured (or refunded) before the cut-off and not yet settled", () =>
         run(Effect.gen(function*() {
           const store = yield* Store
