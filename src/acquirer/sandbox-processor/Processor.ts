@@ -122,15 +122,16 @@ export const testPaymentMethods: Readonly<Record<string, CardBehaviour>> = {
 
 // Form bodies -----------------------------------------------------------------------------------
 
-/** A form body as Stripe reads it: `a[b]=1` nests, `a[0]=x` makes an array; values stay text. */
+/** A form body as Stripe reads it: `a[b]=1` nests, `a[0]=x` and `a[]=x` make an array; values stay text. */
 export const decodeForm = (text: string): Json => {
   const root: Json = {}
   for (const [name, value] of new URLSearchParams(text)) {
     const keys = name.replace(/\]/g, "").split("[")
     let at: Record<string, unknown> = root
-    keys.forEach((key, i) => {
+    keys.forEach((given, i) => {
+      const key = given === "" && Array.isArray(at) ? String(at.length) : given
       if (i === keys.length - 1) at[key] = value
-      else at = (at[key] ??= /^\d+$/.test(keys[i + 1]!) ? [] : {}) as Record<string, unknown>
+      else at = (at[key] ??= /^\d*$/.test(keys[i + 1]!) ? [] : {}) as Record<string, unknown>
     })
   }
   return root
