@@ -1,5 +1,5 @@
 import { Cause, Exit, Layer, Runtime } from "effect"
-import * as Acquirer from "./acquirer/Acquirer.ts"
+import * as AcquirerFromConfig from "./acquirer/FromConfig.ts"
 import * as Config from "./platform/Config.ts"
 import * as Database from "./platform/Database.ts"
 import * as Ids from "./platform/Ids.ts"
@@ -28,11 +28,11 @@ export const ServicesLive = Layer.mergeAll(Payments.layer, Merchants.layer, Anal
   Layer.provideMerge(Layer.merge(Fraud.layer, PaymentActors.layer))
 )
 
-/** The production infrastructure: configuration, database (embedded when no DATABASE_URL), ids, sandbox acquirer. */
+/** The production infrastructure: configuration, database (embedded when no DATABASE_URL), ids, the configured acquirer (ACQUIRER). */
 export const infrastructureWith = <E>(config: Layer.Layer<Config.AppConfig, E>) =>
   PgStore.layerPg.pipe(
     Layer.provideMerge(Database.layer),
-    Layer.provideMerge(Layer.mergeAll(Ids.layer, Acquirer.layerSandbox, WebhookTransport.layer)),
+    Layer.provideMerge(Layer.mergeAll(Ids.layer, AcquirerFromConfig.layerFromConfig, WebhookTransport.layer)),
     Layer.provideMerge(config)
   )
 export const InfrastructureLive = infrastructureWith(Config.layer)

@@ -92,7 +92,9 @@ export interface AcquirerShape {
   /**
    * `authorize` with the caller's deadline kept by the transport itself (a request timeout, as an
    * HTTP client's): the outcome, or null when the network has not answered within `timeoutMs`.
-   * Without it the flow races `authorize` against a timer, which costs two fibers a call.
+   * Without it the flow races `authorize` against a timer, which costs two fibers a call. A remote
+   * processor, whose request may have been done when the deadline passes, fails with
+   * `AcquirerOutcomeUnknown` instead of answering null.
    */
   readonly authorizeWithin?: (
     request: AuthorizationRequest,
@@ -114,11 +116,23 @@ export interface AcquirerShape {
  */
 export interface ProcessorOperations {
   readonly capture: (request: CaptureRequest) => Effect.Effect<void, ProcessorCallError | AcquirerRefused>
-  /** Cancels (voids, reverses) whatever the payment's authorization holds; cancelling nothing or a cancelled one succeeds. */
-  readonly cancel: (request: OperationRequest) => Effect.Effect<void, ProcessorCallError>
+  /**
+   * Cancels (voids, reverses) whatever the payment's authorization holds; cancelling nothing or a
+   * cancelled one succeeds. Refused when the processor has captured it (nothing left to cancel).
+   */
+  readonly cancel: (request: OperationRequest) => Effect.Effect<void, ProcessorCallError | AcquirerRefused>
   readonly refund: (request: RefundRequest) => Effect.Effect<void, ProcessorCallError | AcquirerRefused>
-  /** The processor's record of a payment by our id (null: it never saw it). */
-  readonly lookup: (request: { readonly paymentId: string; readonly timeoutMs: number }) => Effect.Effect<ProcessorPayment | null, ProcessorCallError>
+  /**
+   * The processor's record of a payment by our id (null: it never saw it). With the processor's
+   * `reference` the record is read directly; without one it is searched by our id, and a search
+   * may lag the processor's writes (Stripe's: up to a minute), so a null soon after an
+   * authorization was sent is not proof that none was made.
+   */
+  readonly lookup: (request: {
+    readonly paymentId: string
+    readonly reference?: string | null
+    readonly timeoutMs: number
+  }) => Effect.Effect<ProcessorPayment | null, ProcessorCallError>
   /** Every payment the processor created within `[fromMs, toMs)`, for reconciliation. */
   readonly payments: (period: { readonly fromMs: number; readonly toMs: number }) => Effect.Effect<ReadonlyArray<ProcessorPayment>, ProcessorCallError>
   /**

@@ -171,7 +171,7 @@ export const makeMemoryProcessor = (options: {
           h.authorizedCents = 0
           h.cancelled = true
           return { ok: true, value: undefined }
-        }).pipe(Effect.catchTag("AcquirerRefused", (error) => Effect.die(error))),
+        }),
       refund: (request) =>
         call<void>({ operation: "refund", idempotencyKey: request.idempotencyKey }, { amount: request.amountCents }, () => {
           const h = held.get(request.paymentId)

@@ -140,7 +140,44 @@ export interface AppConfigShape {
   readonly sandboxDisputeOpenAfterMs: number
   /** ...and resolves the dispute this long after it opened. */
   readonly sandboxDisputeResolveAfterMs: number
+  /** The card network: the in-process sandbox, or Stripe (`stripe` below). */
+  readonly acquirer: "sandbox" | "stripe"
+  /** Stripe's credentials and address; set when `acquirer` is `stripe`, else null. */
+  readonly stripe: StripeSettings | null
 }
+
+export interface StripeSettings {
+  /** `sk_…` or a restricted `rk_…` key; `_test_` keys map the sandbox tokens to Stripe's test cards. */
+  readonly secretKey: Redacted.Redacted<string>
+  /** The webhook endpoint's signing secret (`whsec_…`). */
+  readonly webhookSecret: Redacted.Redacted<string>
+  /** `https://api.stripe.com`, or an `http://` stand-in on a loopback address (the sandbox processor). */
+  readonly apiBase: string
+}
+
+/** An https URL, or http on a loopback host (a local stand-in such as the sandbox processor); no path, query or credentials. */
+const apiBaseText = (text: string): Rule<string> => {
+  let url: URL
+  try {
+    url = new URL(text)
+  } catch {
+    return invalid("must be a URL such as https://api.stripe.com")
+  }
+  const host = url.hostname.replace(/^\[|\]$/g, "")
+  const loopback = host === "localhost" || host === "::1" || /^127\.\d+\.\d+\.\d+$/.test(host)
+  const secure = url.protocol === "https:" || (url.protocol === "http:" && loopback)
+  const bare = url.username === "" && url.password === "" && (url.pathname === "/" || url.pathname === "") && url.search === "" && url.hash === ""
+  return secure && bare
+    ? valid(url.origin)
+    : invalid("must be an https:// origin (http:// only on a loopback address), with no path, such as https://api.stripe.com")
+}
+
+/** A secret with one of `prefixes` and nothing but letters, digits and underscores after it. */
+const secretText = (prefixes: ReadonlyArray<string>, example: string) => (text: string) =>
+  check(
+    prefixes.some((prefix) => text.startsWith(prefix)) && /^[A-Za-z0-9_]{8,255}$/.test(text) ? Redacted.make(text) : null,
+    `must be a key beginning ${prefixes.join(" or ")} (${example})`
+  )
 
 export class AppConfig extends Context.Service<AppConfig, AppConfigShape>()("payments/AppConfig") {}
 
@@ -175,7 +212,17 @@ const readers = {
     "DATABASE_CONNECT_TIMEOUT", "2s", 100, 600_000, "must be a duration from 100ms to 10m, such as 2s"
   ),
   sandboxDisputeOpenAfterMs: durationMs("SANDBOX_DISPUTE_OPEN_AFTER", "1m"),
-  sandboxDisputeResolveAfterMs: durationMs("SANDBOX_DISPUTE_RESOLVE_AFTER", "1m")
+  sandboxDisputeResolveAfterMs: durationMs("SANDBOX_DISPUTE_RESOLVE_AFTER", "1m"),
+  acquirer: variable(
+    "ACQUIRER",
+    (text) => check<"sandbox" | "stripe">(text === "sandbox" || text === "stripe" ? text : null, "must be sandbox or stripe"),
+    "sandbox" as "sandbox" | "stripe"
+  ),
+  stripeSecretKey: variable("STRIPE_SECRET_KEY", secretText(["sk_", "rk_"], "the secret key of the Stripe dashboard, sk_test_… or sk_live_…"), null, {
+    secret: true
+  }),
+  stripeWebhookSecret: variable("STRIPE_WEBHOOK_SECRET", secretText(["whsec_"], "the signing secret of the webhook endpoint"), null, { secret: true }),
+  stripeApiBase: variable("STRIPE_API_BASE", apiBaseText, "https://api.stripe.com")
 }
 
 /** Invalid configuration: every broken variable, named with its rule, on one line. */
@@ -197,11 +244,18 @@ export const appConfig = (environment: Environment): Effect.Effect<AppConfigShap
     if (problems.length === 0 && v.fraudReview >= v.fraudBlock) {
       problems.push(`FRAUD_REVIEW_THRESHOLD (${v.fraudReview}) must be below FRAUD_BLOCK_THRESHOLD (${v.fraudBlock})`)
     }
+    if (problems.length === 0 && v.acquirer === "stripe") {
+      if (v.stripeSecretKey === null) problems.push("STRIPE_SECRET_KEY must be set when ACQUIRER is stripe")
+      if (v.stripeWebhookSecret === null) problems.push("STRIPE_WEBHOOK_SECRET must be set when ACQUIRER is stripe")
+    }
     if (problems.length > 0) {
       return Effect.fail(new ConfigurationError({ message: `invalid configuration: ${[...new Set(problems)].join("; ")}` }))
     }
-    const { fraudBlock, fraudReview, ...rest } = v
-    return Effect.succeed({ ...rest, fraudThresholds: { review: fraudReview, block: fraudBlock } })
+    const { fraudBlock, fraudReview, stripeApiBase, stripeSecretKey, stripeWebhookSecret, ...rest } = v
+    const stripe = rest.acquirer === "stripe" && stripeSecretKey !== null && stripeWebhookSecret !== null
+      ? { secretKey: stripeSecretKey, webhookSecret: stripeWebhookSecret, apiBase: stripeApiBase }
+      : null
+    return Effect.succeed({ ...rest, stripe, fraudThresholds: { review: fraudReview, block: fraudBlock } })
   })
 
 export const dataDirectory = resolve(process.env.PAYMENTS_DATA_DIR ?? ".data")
