@@ -15,6 +15,7 @@ import {
   type OperationRequest,
   operationKeys,
   ordinaryRiskSignal,
+  sandboxRiskSignals,
   type ProcessorCallError,
   type ProcessorNotification,
   type ProcessorPayment,
@@ -53,9 +54,10 @@ export interface StripeOptions {
 /**
  * Our test tokens (docs/api.md) as Stripe's test PaymentMethods, so the same payments mean the
  * same thing against Stripe in test mode. Stripe has no test card that declines `do_not_honor`:
- * its generic decline (`generic_decline`) is read back as `do_not_honor`. `tok_risk_highest` is
- * blocked by Radar itself at Stripe (a decline), where our sandbox approves it and lets our fraud
- * model block it. Stripe's disputes are won or lost on evidence; both dispute tokens open a
+ * its generic decline (`generic_decline`) is read back as `do_not_honor`. The two risk tokens are
+ * Stripe's elevated- and highest-risk cards: with Radar's default block rule off (the service
+ * screens with its own model) Stripe approves them and reports the risk level, which
+ * `riskSignalOf` reads as the sandbox's signal for the same token. Stripe's disputes are won or lost on evidence; both dispute tokens open a
  * `fraudulent` dispute, and `metadata[sandbox_dispute_outcome]` tells the sandbox processor which
  * way to close it (Stripe ignores it).
  */
@@ -110,7 +112,7 @@ interface StripeError {
 }
 interface StripeCharge {
   readonly amount_refunded?: number
-  readonly outcome?: { readonly risk_score?: number | null } | null
+  readonly outcome?: { readonly risk_score?: number | null; readonly risk_level?: string | null } | null
 }
 export interface StripePaymentIntent {
   readonly id: string
@@ -188,13 +190,19 @@ export const declineOf = (error: StripeError): Extract<AuthorizationOutcome, { _
 }
 
 /**
- * The network's risk signal of an approval: Stripe's Radar `outcome.risk_score` (0–100, only
- * with Radar for Fraud Teams) of the intent's latest charge over 100; without one, the ordinary
- * signal, so our fraud model weighs the payment on its own features.
+ * The network's risk signal of an approval, from Radar's verdict on the intent's latest charge:
+ * a risk level of `highest` or `elevated` is the signal the sandbox gives its tokens of the same
+ * meaning (`tok_risk_highest`, `tok_risk_review`: docs/api.md), so a payment Stripe rates highest
+ * risk is blocked by our model and an elevated one held for review, as in the sandbox. A normal
+ * level reads Radar's `risk_score` (0–100, only with Radar for Fraud Teams) over 100; without
+ * one, the ordinary signal, and our fraud model weighs the payment on its own features.
  */
 export const riskSignalOf = (intent: StripePaymentIntent): number => {
   const charge = intent.latest_charge
-  const score = typeof charge === "object" && charge !== null ? charge.outcome?.risk_score : undefined
+  const outcome = typeof charge === "object" && charge !== null ? charge.outcome : undefined
+  if (outcome?.risk_level === "highest") return sandboxRiskSignals.tok_risk_highest!
+  if (outcome?.risk_level === "elevated") return sandboxRiskSignals.tok_risk_review!
+  const score = outcome?.risk_score
   return typeof score === "number" && Number.isFinite(score) ? Math.min(1, Math.max(0, score / 100)) : ordinaryRiskSignal
 }
 

@@ -5,7 +5,7 @@ import { createHmac } from "node:crypto"
 import { createServer } from "node:net"
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest"
 import type { AuthorizationRequest } from "../../src/acquirer/Acquirer.ts"
-import { operationKeys } from "../../src/acquirer/Acquirer.ts"
+import { operationKeys, sandboxRiskSignals } from "../../src/acquirer/Acquirer.ts"
 import { makeProcessor, type Processor } from "../../src/acquirer/sandbox-processor/Processor.ts"
 import { make, type StripeOptions } from "../../src/acquirer/Stripe.ts"
 import { checkEvent, checkRequest, checkResponse } from "./openapiCheck.ts"
@@ -78,15 +78,15 @@ describe("authorize", () => {
     expect(intent).toMatchObject({ status: "requires_capture", amount: 2_500, currency: "eur", capture_method: "manual", metadata: { payment_id: request.paymentId } })
   })
 
-  it("reads Radar's risk score over 100 as the network's signal", async () => {
-    expect(await run(connector().authorize(authorization("tok_risk_review")))).toMatchObject({ _tag: "Approved", networkRiskSignal: 0.75 })
+  it("reads Radar's risk level as the sandbox's signal for the token of the same meaning", async () => {
+    expect(await run(connector().authorize(authorization("tok_risk_review")))).toMatchObject({ _tag: "Approved", networkRiskSignal: sandboxRiskSignals.tok_risk_review })
+    expect(await run(connector().authorize(authorization("tok_risk_highest")))).toMatchObject({ _tag: "Approved", networkRiskSignal: sandboxRiskSignals.tok_risk_highest })
   })
 
   it.each([
     ["tok_decline_insufficient_funds", "insufficient_funds"],
     ["tok_decline_expired_card", "expired_card"],
-    ["tok_decline_do_not_honor", "do_not_honor"],
-    ["tok_risk_highest", "do_not_honor"]
+    ["tok_decline_do_not_honor", "do_not_honor"]
   ])("declines %s with %s", async (token, code) => {
     const outcome = await run(connector().authorize(authorization(token)))
     expect(outcome).toMatchObject({ _tag: "Declined", code })
