@@ -146,6 +146,10 @@ export const recoveryRuns = family(counterKey("recovery_runs_total", "Recovery p
 export const recoveredPayments = family(counterKey("recovery_resumed_payments_total", "Payment flows resumed by recovery"), [])()
 export const settlementRuns = family(counterKey("settlement_runs_total", "Settlement sweeps, by outcome (ok, failed)"), ["outcome"])
 export const settledPayments = family(counterKey("settlement_settled_payments_total", "Payments moved to settled"), [])()
+export const processorNotifications = family(
+  counterKey("processor_notifications_total", "Verified notifications from the card processor, by outcome (dispute_applied, already_applied, refund_failure_logged, ignored)"),
+  ["outcome"]
+)
 export const reconciliationRuns = family(counterKey("reconciliation_runs_total", "Reconciliations with the processor, by outcome (ok, failed)"), ["outcome"])
 export const reconciliationDifferences = family(
   gaugeKey("reconciliation_differences", "Differences the last reconciliation found between the books and the processor, by field"),

@@ -50,11 +50,13 @@ export const sandboxDisputePass = Effect.gen(function*() {
 
 /**
  * The sandbox network's dispute worker: serving processes only, on the leader among them
- * (src/platform/Instance.ts); Effect's Clock, so virtual time drives it in tests.
+ * (src/platform/Instance.ts); Effect's Clock, so virtual time drives it in tests. A remote
+ * processor (ACQUIRER=stripe) sends its own disputes as notifications: the worker is off then.
  */
 export const layer = Layer.effectDiscard(
   Effect.gen(function*() {
     const context = yield* Effect.context<Store | Payments | AppConfig>()
+    if ((yield* AppConfig).acquirer !== "sandbox") return
     yield* Effect.forkScoped(Instance.whileLeading(
       sandboxDisputePass.pipe(
         Effect.provide(context),

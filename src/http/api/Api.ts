@@ -187,6 +187,31 @@ export class WebhooksGroup extends HttpApiGroup.make("webhooks")
 
 const Ok = Schema.Struct({ status: Schema.Literal("ok") }).annotate({ examples: [{ status: "ok" }] })
 
+const NotificationReceived = Schema.Struct({
+  received: Schema.Literal(true),
+  event_id: Schema.String,
+  /** What the notification did: a dispute opened or resolved, a refund failure recorded, nothing (already applied, or a kind the service does not act on). */
+  outcome: Schema.Literals(["dispute_applied", "already_applied", "refund_failure_logged", "ignored"])
+}).annotate({ examples: [{ received: true, event_id: "evt_1Q2w3E4r5T6y", outcome: "dispute_applied" }] })
+
+export class ProcessorGroup extends HttpApiGroup.make("processor")
+  .add(
+    HttpApiEndpoint.post("notification", "/processor/notifications", {
+      headers: Schema.Struct({
+        "stripe-signature": Schema.optional(Schema.String.annotate({ description: "Stripe's signature of the raw body: t=<unix time>,v1=<HMAC-SHA256 hex>." }))
+      }),
+      success: NotificationReceived
+    }).annotateMerge(doc(
+      "Processor notification",
+      "The card processor's webhook (ACQUIRER=stripe): verified with STRIPE_WEBHOOK_SECRET against the raw body, then applied. Disputes opened " +
+        "and closed feed the dispute flow (idempotent on the processor's dispute id: a notification sent again changes nothing); a refund " +
+        "that failed later is logged and counted for an operator. 401 when the signature does not verify, 404 when no processor is configured."
+    ))
+  )
+  .prefix("/api/v1")
+  .annotateMerge(OpenApi.annotations({ description: "Inbound notifications from the card processor; signed by the processor, no API key." }))
+{}
+
 export class OperationsGroup extends HttpApiGroup.make("operations")
   .add(
     HttpApiEndpoint.get("healthz", "/healthz", { success: Ok }).annotateMerge(doc("Liveness", "Answers 200 while the process serves requests."))
@@ -236,6 +261,7 @@ export class PaymentsApi extends HttpApi.make("payments")
   .add(FraudGroup)
   .add(WebhooksGroup)
   .add(OperationsGroup)
+  .add(ProcessorGroup)
   // Unknown fields are errors, so a typo never passes silently (CONTRACT section 1): in bodies
   // and in query strings alike (headers keep Schema's defaults: every request has undeclared ones).
   .annotate(HttpApi.PayloadParseOptions, { onExcessProperty: "error" })

@@ -1,0 +1,109 @@
+import { Layer, Redacted } from "effect"
+import { createServer, type IncomingMessage } from "node:http"
+import type { AddressInfo } from "node:net"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { Acquirer } from "../../src/acquirer/Acquirer.ts"
+import { makeProcessor } from "../../src/acquirer/sandbox-processor/Processor.ts"
+import { type RunningProcessor, startProcessorServer } from "../../src/acquirer/sandbox-processor/Server.ts"
+import { make } from "../../src/acquirer/Stripe.ts"
+import { startApp, type TestApp } from "../support/app.ts"
+
+// The service with ACQUIRER=stripe's connector against the standalone sandbox processor over a
+// socket: payments go through the processor, and its signed dispute notifications, posted to
+// /api/v1/processor/notifications, feed the dispute flow once each.
+
+const secretKey = "sk_test_notify0123"
+const webhookSecret = "whsec_notify0123"
+
+/** What the processor posts, caught here so the test can deliver it (and deliver it again). */
+const caught: Array<{ readonly body: string; readonly signature: string }> = []
+let waiting: Array<() => void> = []
+const receiver = createServer((request: IncomingMessage, response) => {
+  const chunks: Array<Buffer> = []
+  request.on("data", (chunk: Buffer) => chunks.push(chunk))
+  request.on("end", () => {
+    caught.push({ body: Buffer.concat(chunks).toString("utf8"), signature: String(request.headers["stripe-signature"]) })
+    response.end("ok")
+    for (const wake of waiting.splice(0)) wake()
+  })
+})
+const notifications = async (count: number) => {
+  while (caught.length < count) await new Promise<void>((wake) => waiting.push(wake))
+  return caught.slice(0, count)
+}
+
+let processor: RunningProcessor
+let app: TestApp
+let sandboxApp: TestApp
+beforeAll(async () => {
+  await new Promise<void>((resolve) => receiver.listen(0, "127.0.0.1", resolve))
+  processor = await startProcessorServer({
+    processor: makeProcessor({ secretKey }),
+    port: 0,
+    webhook: { url: `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/`, secret: webhookSecret },
+    log: () => {}
+  })
+  const connector = make({ secretKey: Redacted.make(secretKey), webhookSecret: Redacted.make(webhookSecret), apiBase: processor.url, defaultTimeoutMs: 10_000 })
+  app = await startApp({ label: "processor_notifications", acquirer: Layer.succeed(Acquirer, connector), config: { acquirer: "stripe" } })
+  sandboxApp = await startApp({ label: "processor_notifications_sandbox" })
+}, 120_000)
+afterAll(async () => {
+  await app?.close()
+  await sandboxApp?.close()
+  await processor?.close()
+  waiting = []
+  receiver.closeAllConnections()
+  await new Promise<void>((resolve) => receiver.close(() => resolve()))
+})
+
+const post = (target: TestApp, body: string, signature: string | undefined) =>
+  fetch(`${target.baseUrl}/api/v1/processor/notifications`, {
+    method: "POST",
+    headers: { "content-type": "application/json", ...(signature === undefined ? {} : { "stripe-signature": signature }) },
+    body
+  }).then(async (response) => ({ status: response.status, body: await response.json() as any }))
+
+describe("POST /api/v1/processor/notifications", () => {
+  it("applies the processor's dispute notifications to the payment, each once; a bad signature is 401 and changes nothing", async () => {
+    const merchant = await app.createMerchant()
+    const created = await fetch(`${app.baseUrl}/api/v1/transactions`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${merchant.key}`, "content-type": "application/json" },
+      body: JSON.stringify({ transaction: { amount_cents: 3_100, currency: "USD", card_token: "tok_dispute_lost", card_brand: "visa", card_last_four: "4242" } })
+    }).then((response) => response.json() as any)
+    const paymentId = created.transaction.id as string
+    expect(created.transaction.status).toBe("captured")
+
+    await fetch(`${processor.url}/__advance`, { method: "POST", body: "{}" })
+    const [first, second] = await notifications(2)
+    const bodies = [first!, second!].sort((a, b) => (a.body.includes("dispute.created") ? -1 : b.body.includes("dispute.created") ? 1 : 0))
+    const [opened, closed] = bodies as [typeof first & {}, typeof first & {}]
+
+    expect((await post(app, opened.body, `${opened.signature.split(",")[0]},v1=${"0".repeat(64)}`)).status).toBe(401)
+    expect((await post(app, opened.body, undefined)).status).toBe(401)
+    const read = () =>
+      fetch(`${app.baseUrl}/api/v1/transactions/${paymentId}`, { headers: { authorization: `Bearer ${merchant.key}` } }).then((r) => r.json() as any)
+    expect((await read()).transaction.dispute).toBeNull()
+
+    const applied = await post(app, opened.body, opened.signature)
+    expect(applied).toMatchObject({ status: 200, body: { received: true, outcome: "dispute_applied" } })
+    expect((await read()).transaction.dispute).toMatchObject({ status: "open", reason: "fraudulent", amount_cents: 3_100 })
+    // The processor sends it again: nothing changes.
+    expect((await post(app, opened.body, opened.signature)).body.outcome).toBe("already_applied")
+    expect((await post(app, closed.body, closed.signature)).body.outcome).toBe("dispute_applied")
+    expect((await read()).transaction.dispute).toMatchObject({ status: "lost" })
+    expect((await post(app, closed.body, closed.signature)).body.outcome).toBe("already_applied")
+    const events = await fetch(`${app.baseUrl}/api/v1/transactions/${paymentId}/events`, { headers: { authorization: `Bearer ${merchant.key}` } })
+      .then((r) => r.json() as any)
+    expect(events.events.map((e: { type: string }) => e.type).filter((t: string) => t.startsWith("payment.dispute"))).toEqual([
+      "payment.dispute_opened",
+      "payment.dispute_resolved"
+    ])
+  })
+
+  it("is 404 when no processor is configured (the in-process sandbox)", async () => {
+    const answer = await post(sandboxApp, "{}", "t=1,v1=00")
+    expect(answer.status).toBe(404)
+    expect(answer.body.error.code).toBe("not_found")
+  })
+})
