@@ -52,6 +52,8 @@ export interface Payment {
   readonly failureCode: string | null
   readonly failureMessage: string | null
   readonly networkRiskSignal: number | null
+  /** The processor's id for the payment's authorization (a Stripe PaymentIntent), when a remote processor gave one. */
+  readonly processorReference: string | null
   readonly version: number
   readonly createdAt: string
   readonly updatedAt: string
@@ -186,6 +188,7 @@ const stamped = (p: Payment, version: number, updatedAt: string): Payment => ({
   failureCode: p.failureCode,
   failureMessage: p.failureMessage,
   networkRiskSignal: p.networkRiskSignal,
+  processorReference: p.processorReference,
   version,
   createdAt: p.createdAt,
   updatedAt,
@@ -263,6 +266,7 @@ export const create = (input: CreateInput, context: Context): Decision =>
       failureCode: null,
       failureMessage: null,
       networkRiskSignal: null,
+      processorReference: null,
       version: 0,
       createdAt: context.now,
       updatedAt: context.now,
@@ -317,7 +321,7 @@ export const applyAuthorization = (payment: Payment, outcome: AuthorizationOutco
     }, context)
   }
   return decide(payment, {
-    payment: { ...payment, status: "authorized", networkRiskSignal: outcome.networkRiskSignal },
+    payment: { ...payment, status: "authorized", networkRiskSignal: outcome.networkRiskSignal, processorReference: outcome.reference ?? null },
     event: "payment.authorized",
     postings: [Ledger.postings.hold(payment.amountCents)]
   }, context)

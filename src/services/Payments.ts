@@ -222,22 +222,24 @@ export const make = Effect.gen(function*() {
     if (operation === null) return Effect.void
     const paymentId = before.id
     const currency = before.currency
+    // The reference the flow holds, else the one stored with the authorization.
+    const known = reference ?? change.payment.processorReference
     switch (operation._tag) {
       case "Capture":
         return untilKnown("capture", (timeoutMs) =>
-          operations.capture({ paymentId, reference, idempotencyKey: operationKeys.capture(paymentId), timeoutMs, amountCents: operation.amountCents, currency }))
+          operations.capture({ paymentId, reference: known, idempotencyKey: operationKeys.capture(paymentId), timeoutMs, amountCents: operation.amountCents, currency }))
       case "Refund":
         return untilKnown("refund", (timeoutMs) =>
           operations.refund({
             paymentId,
-            reference,
+            reference: known,
             idempotencyKey: operationKeys.refund(paymentId, operation.refundedBeforeCents),
             timeoutMs,
             amountCents: operation.amountCents,
             currency
           }))
       case "Cancel":
-        return untilKnown("cancel", (timeoutMs) => operations.cancel({ paymentId, reference, idempotencyKey: operationKeys.cancel(paymentId), timeoutMs }))
+        return untilKnown("cancel", (timeoutMs) => operations.cancel({ paymentId, reference: known, idempotencyKey: operationKeys.cancel(paymentId), timeoutMs }))
     }
   }
 

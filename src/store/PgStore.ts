@@ -52,6 +52,7 @@ const toPayment = (r: Row): Payment => ({
   failureCode: r.failure_code,
   failureMessage: r.failure_message,
   networkRiskSignal: r.network_risk_signal,
+  processorReference: r.processor_reference ?? null,
   version: r.version,
   createdAt: iso(r.created_at),
   updatedAt: iso(r.updated_at),

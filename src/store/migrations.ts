@@ -379,5 +379,11 @@ ${rollupUpsert}      RETURN NULL;
     -- summarising blocks written in creation order) finds them without adding an index entry to
     -- every create, as a B-tree on created_at would.
     CREATE INDEX payments_created_brin ON payments USING brin (created_at);
+  `),
+  "0013_processor_reference": statements(`
+    -- The processor's id for a payment's authorization (a Stripe PaymentIntent), written with the
+    -- authorization: captures, cancels and refunds asked for later name it, rather than finding the
+    -- intent by the processor's search, which lags.
+    ALTER TABLE payments ADD COLUMN processor_reference text;
   `)
 }

@@ -101,6 +101,33 @@ describe("POST /api/v1/processor/notifications", () => {
     ])
   })
 
+  it("a capture and a refund asked for later name the intent stored with the authorization: the processor's lagging search is not needed", async () => {
+    const merchant = await app.createMerchant()
+    const api = (method: string, path: string, body?: unknown) =>
+      fetch(`${app.baseUrl}/api/v1${path}`, {
+        method,
+        headers: { authorization: `Bearer ${merchant.key}`, "content-type": "application/json" },
+        ...(body === undefined ? {} : { body: JSON.stringify(body) })
+      }).then(async (response) => ({ status: response.status, body: await response.json() as any }))
+    // Search finds nothing for ten minutes after a write.
+    await fetch(`${processor.url}/__faults`, { method: "POST", body: JSON.stringify({ searchLagMs: 600_000 }) })
+    try {
+      const created = await api("POST", "/transactions", {
+        transaction: { amount_cents: 5_000, currency: "USD", card_token: "tok_visa", card_brand: "visa", card_last_four: "4242", capture_method: "manual" }
+      })
+      expect(created.body.transaction.status).toBe("authorized")
+      const id = created.body.transaction.id as string
+      expect((await api("POST", `/transactions/${id}/capture`, { amount_cents: 4_000 })).body.transaction).toMatchObject({ status: "captured", captured_amount_cents: 4_000 })
+      expect((await api("POST", `/transactions/${id}/refund`, { amount_cents: 1_000 })).body.transaction).toMatchObject({ refunded_amount_cents: 1_000 })
+      const intents = await fetch(`${processor.url}/__intents`).then((r) => r.json() as any)
+      const intent = intents.find((i: any) => i.metadata.payment_id === id)
+      expect(intent).toMatchObject({ status: "succeeded", amount_received: 4_000 })
+      expect(intent.latest_charge.amount_refunded).toBe(1_000)
+    } finally {
+      await fetch(`${processor.url}/__faults`, { method: "POST", body: JSON.stringify({ searchLagMs: 0 }) })
+    }
+  })
+
   it("is 404 when no processor is configured (the in-process sandbox)", async () => {
     const answer = await post(sandboxApp, "{}", "t=1,v1=00")
     expect(answer.status).toBe(404)

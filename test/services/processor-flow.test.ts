@@ -51,6 +51,7 @@ describe("the flow against a remote processor", () => {
     return Effect.gen(function*() {
       const { payment } = yield* createAndWait({})
       expect(payment.status).toBe("captured")
+      expect(payment.processorReference).toBe(processor.record(payment.id)!.reference)
       expect(processor.record(payment.id)).toMatchObject({ capturedCents: 2_000, authorizedCents: 0, cancelled: false })
       expect(callsOf(processor, "capture").map((c) => c.idempotencyKey)).toEqual([operationKeys.capture(payment.id)])
     }).pipe(Effect.provide(withProcessor(processor)))
