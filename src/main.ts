@@ -1,4 +1,4 @@
-import { Console, Effect, Layer } from "effect"
+import { Clock, Console, Effect, Layer } from "effect"
 import { Argument, Command, Flag } from "effect/cli"
 import { mkdirSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
@@ -122,7 +122,7 @@ const reconcile = Command.make(
   ({ from, json, to }) =>
     withServices(Effect.gen(function*() {
       const toGiven = Cli.given(to)
-      const toMs = toGiven === undefined ? Date.now() : yield* instantMs("to", toGiven)
+      const toMs = toGiven === undefined ? yield* Clock.currentTimeMillis : yield* instantMs("to", toGiven)
       const fromGiven = Cli.given(from)
       const fromMs = fromGiven === undefined ? toMs - 86_400_000 : yield* instantMs("from", fromGiven)
       if (fromMs >= toMs) return yield* Cli.usageError("--from must be before --to")

@@ -27,7 +27,12 @@ const sourceFiles = (dir: string): Array<string> =>
 const withoutComments = (text: string) => text.replace(/\/\*[\s\S]*?\*\//g, "").replace(/(^|[^:"'`])\/\/.*$/gm, "$1")
 
 describe("determinism lint", () => {
-  const files = sourceFiles(join(root, "src")).filter((path) => !relative(join(root, "src"), path).startsWith("platform"))
+  // The sandbox processor's server is a stand-in for Stripe run as a process of its own (on real
+  // time, as Stripe is): the service and the simulator never run it.
+  const files = sourceFiles(join(root, "src")).filter((path) => {
+    const inSrc = relative(join(root, "src"), path)
+    return !inSrc.startsWith("platform") && !inSrc.startsWith(join("acquirer", "sandbox-processor", "Server.ts"))
+  })
 
   it("scans the source tree", () => {
     expect(files.length).toBeGreaterThan(10)
