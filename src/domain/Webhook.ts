@@ -1,4 +1,4 @@
-import { createHmac, createSecretKey, hash, type KeyObject, timingSafeEqual } from "node:crypto"
+import { createHmac, timingSafeEqual } from "node:crypto"
 import type { EventType, PaymentEvent, PaymentSnapshot } from "./Payment.ts"
 import { idPrefixes } from "./Ids.ts"
 import { addMs } from "./Time.ts"
@@ -74,21 +74,9 @@ type PayloadSource = {
   readonly data: PaymentSnapshot
 }
 
-/** The last event `eventPayload` wrote, and its text: a store checking a delivery built a moment ago reads it again. */
-let lastPayloadOf: PayloadSource | null = null
-let lastPayload = ""
-
-/**
- * The body merchants receive: the event exactly as `GET /transactions/:id/events` shows it.
- * Events are immutable, so the text of the event last asked for is kept (one, not a cache).
- */
-export const eventPayload = (event: PayloadSource) => {
-  if (event === lastPayloadOf) return lastPayload
-  const payload = JSON.stringify({ id: event.id, type: event.type, created_at: event.createdAt, data: event.data })
-  lastPayloadOf = event
-  lastPayload = payload
-  return payload
-}
+/** The body merchants receive: the event exactly as `GET /transactions/:id/events` shows it. */
+export const eventPayload = (event: PayloadSource) =>
+  JSON.stringify({ id: event.id, type: event.type, created_at: event.createdAt, data: event.data })
 
 const eventIdPrefix = `${idPrefixes.event}_`
 
@@ -132,88 +120,17 @@ export const newDelivery = (input: {
 
 // Signatures ------------------------------------------------------------------------------------
 
-/**
- * How a secret signs: for a secret of at most 64 ASCII bytes (every secret the service makes),
- * its HMAC-SHA256 pads, so a signature is two one-shot `hash` calls over bytes already in a
- * buffer (`createHmac` builds a native object per call, a third slower); any other secret as a
- * key object made once (`createHmac` with a string key converts it every call). A memo, not
- * state: the same secret always gives the same signer. Bounded: cleared past a few thousand secrets.
- */
-type Signer =
-  | {
-    readonly _tag: "Pads"
-    /** The key XOR 0x36, padded to the 64-byte block. */
-    readonly inner: Buffer
-    /** The key XOR 0x5c, padded, then room for the inner digest (written, then hashed, in one synchronous call). */
-    readonly outer: Buffer
-  }
-  | { readonly _tag: "Key"; readonly key: KeyObject }
-const signers = new Map<string, Signer>()
-const signerOf = (secret: string): Signer => {
-  let signer = signers.get(secret)
-  if (signer === undefined) {
-    if (signers.size >= 4096) signers.clear()
-    const bytes = Buffer.from(secret, "utf8")
-    if (bytes.length <= 64 && bytes.every((b) => b < 0x80)) {
-      // RFC 2104: a key of at most one block is zero-padded to it (a longer one would be hashed first).
-      const inner = Buffer.alloc(64)
-      const outer = Buffer.alloc(64 + 32)
-      for (let i = 0; i < 64; i++) {
-        const b = i < bytes.length ? bytes[i]! : 0
-        inner[i] = b ^ 0x36
-        outer[i] = b ^ 0x5c
-      }
-      signer = { _tag: "Pads", inner, outer }
-    } else signer = { _tag: "Key", key: createSecretKey(bytes) }
-    signers.set(secret, signer)
-  }
-  return signer
-}
-
-/**
- * The message being signed, as bytes: 64 bytes of room for an inner pad, then the UTF-8 of
- * "t." and the body, written once per delivery attempt (not once per secret, and with no
- * concatenated string flattened and encoded again). Grown when a body needs more; reused, as
- * every signature is made in one synchronous call.
- */
-let scratch = Buffer.allocUnsafe(4096)
-
-/** Writes "t.body" after the pad's room; answers the end of the message. */
-const writeMessage = (timestampSeconds: number, body: string) => {
-  // At most 3 bytes of UTF-8 per UTF-16 unit; the timestamp and "." fit in 24.
-  const room = 64 + 24 + body.length * 3
-  if (scratch.length < room) scratch = Buffer.allocUnsafe(Math.max(room, scratch.length * 2))
-  let end = 64 + scratch.write(`${timestampSeconds}.`, 64, "latin1")
-  end += scratch.write(body, end, "utf8")
-  return end
-}
-
-/**
- * HMAC-SHA256 of the message in `scratch` up to `end` under `secret`, in hex:
- * H(K^opad || H(K^ipad || message)), exactly what `createHmac` gives.
- */
-const signMessage = (secret: string, end: number) => {
-  const signer = signerOf(secret)
-  if (signer._tag === "Key") return createHmac("sha256", signer.key).update(scratch.subarray(64, end)).digest("hex")
-  signer.inner.copy(scratch, 0)
-  const outer = signer.outer
-  outer.write(hash("sha256", scratch.subarray(0, end), "hex"), 64, "hex")
-  return hash("sha256", outer, "hex")
-}
-
-/** HMAC-SHA256 of "t." then the body, in hex: exactly what `createHmac` gives. */
+/** HMAC-SHA256 of "t." then the body, in hex. */
 export const hmacHex = (secret: string, timestampSeconds: number, body: string) =>
-  signMessage(secret, writeMessage(timestampSeconds, body))
+  createHmac("sha256", secret).update(`${timestampSeconds}.`).update(body).digest("hex")
 
 /**
  * `t=<unix seconds>,v1=<hex>[,v1=<hex>]`: one `v1` per active secret, the current one first
- * (during a rotation's grace period the previous secret signs too). The message is encoded once
- * for all of them.
+ * (during a rotation's grace period the previous secret signs too).
  */
 export const signatureHeader = (secrets: ReadonlyArray<string>, timestampSeconds: number, body: string) => {
   let header = `t=${timestampSeconds}`
-  const end = writeMessage(timestampSeconds, body)
-  for (const secret of secrets) header += `,v1=${signMessage(secret, end)}`
+  for (const secret of secrets) header += `,v1=${hmacHex(secret, timestampSeconds, body)}`
   return header
 }
 
