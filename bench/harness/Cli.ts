@@ -8,6 +8,7 @@ import * as Cli from "../../src/platform/Cli.ts"
 import { maxShards, parseShard, type Shard } from "../../sim/engine/Shard.ts"
 import { parseDurationMs } from "../../src/platform/Config.ts"
 import type { LoadModel } from "./LoadModel.ts"
+import { parseStages, peakPerS, totalDurationMs } from "./Stages.ts"
 import { faultKinds, type NemesisOptions } from "./Nemesis.ts"
 import { type Objective, parseSlo } from "./Slo.ts"
 
@@ -72,6 +73,7 @@ const runFlags = {
   arrival: value("arrival", "open model: gaps between starts, constant or poisson (exponential, seeded) (default: constant)"),
   connections: value("connections", "closed model: N scripts at a time, as fast as they go (instead of --rate)"),
   duration: value("duration", "seconds of load (default: 30)"),
+  stages: value("stages", "open model: the offered rate as stages instead of --rate and --duration, DURATION:RATE a plateau, DURATION:FROM-TO a linear ramp, e.g. \"30s:0-200,60s:200,30s:200-0\""),
   "max-requests": value("max-requests", "also stop starting scripts once N requests were sent (default: no limit)"),
   merchants: value("merchants", "merchants the scenario uses (default: one per 20 requests/s of --rate, at least 5)"),
   seed: value("seed", "seed of the scenario's and the arrivals' random choices (default: 1)"),
@@ -168,6 +170,17 @@ const shardFlag = (text: string, flag = "--shard") => {
   }
 }
 
+/** `--stages`: the open model along a curve; it replaces --rate and --duration, and is no closed model. */
+const stagesModel = (get: (flag: ValueFlag) => string | undefined, arrival: "constant" | "poisson"): LoadModel => {
+  for (const other of ["rate", "duration", "connections"] as const) {
+    if (get(other) !== undefined) throw new BadFlag(`--stages gives the rate and the duration: it does not go with --${other}`)
+  }
+  const parsed = parseStages(get("stages")!, 1_000_000)
+  if ("error" in parsed) throw new BadFlag(parsed.error)
+  if (totalDurationMs(parsed.stages) > 86_400_000) throw new BadFlag("--stages: the stages last more than 24 h in all")
+  return { kind: "open", rate: peakPerS(parsed.stages), arrival, stages: parsed.stages }
+}
+
 // The cluster's flags: --target as a list, --instances, --nemesis and --nemesis-every.
 
 /** `--target`: one base URL, or several separated by commas (the instances of one service). */
@@ -245,9 +258,12 @@ export const parseArguments = (argv: ReadonlyArray<string>): Parsed => {
     if (get("arrival") !== undefined && get("connections") !== undefined) throw new BadFlag("--arrival is for the open model (--rate), not --connections")
     const arrival = get("arrival") ?? "constant"
     if (arrival !== "constant" && arrival !== "poisson") throw new BadFlag(`--arrival must be constant or poisson, not '${arrival}'`)
-    const model: LoadModel = get("connections") !== undefined
+    const model: LoadModel = get("stages") !== undefined
+      ? stagesModel(get, arrival)
+      : get("connections") !== undefined
       ? { kind: "closed", connections: whole("connections", get("connections")!, 1, 10_000) }
       : { kind: "open", rate: positive("rate", get("rate") ?? "50", 1_000_000), arrival }
+    const durationSeconds = model.kind === "open" && model.stages ? totalDurationMs(model.stages) / 1000 : positive("duration", get("duration") ?? "30", 86_400)
 
     const targetText = get("target")
     const targetUrls = targetText === undefined ? [] : parseTargets(targetText)
@@ -276,7 +292,7 @@ export const parseArguments = (argv: ReadonlyArray<string>): Parsed => {
       targetUrl,
       keysFile,
       model,
-      durationSeconds: positive("duration", get("duration") ?? "30", 86_400),
+      durationSeconds,
       maxRequests: get("max-requests") === undefined ? null : whole("max-requests", get("max-requests")!, 1, 1_000_000_000),
       merchants: whole("merchants", get("merchants") ?? String(defaultMerchants(model)), 1, 100_000),
       seed: whole("seed", get("seed") ?? "1", 0, 2 ** 32 - 1),

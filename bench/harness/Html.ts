@@ -99,6 +99,19 @@ const faultsSection = (result: HarnessResult) => {
 <table><thead>${head}</thead><tbody>${[...rows, ...totals].join("\n")}</tbody></table>`
 }
 
+/** `--stages`: the load window by window, offered (from the curve) against achieved. */
+const stagesSection = (result: HarnessResult) => {
+  const windows = result.saturation?.windows ?? []
+  if (windows.length === 0) return ""
+  const rows = windows.map((w) =>
+    `<tr><td>${w.stage + 1}</td><td style="text-align:left">${escape(w.stage_text)}</td><td>${fixed(w.from_s, 1)}</td><td>${fixed(w.to_s, 1)}</td>` +
+    `<td>${fixed(w.offered_per_s, 1)}</td><td>${fixed(w.achieved_per_s, 1)}</td><td>${w.issued}</td><td>${w.answered}</td>` +
+    `<td>${w.share === null ? "too few to judge" : `${fixed(w.share * 100, 1)}%`}</td></tr>`
+  )
+  return `<h2>Stages</h2><p>Offered rate along ${escape(result.config.stages ?? "")}; each window's offered rate is the curve's mean over it, its achieved rate the answers over it (shifted by the median latency).</p>
+<table><thead><tr><th>stage</th><th>shape</th><th>from s</th><th>to s</th><th>offered/s</th><th>achieved/s</th><th>issued</th><th>answered</th><th>answered share</th></tr></thead><tbody>${rows.join("")}</tbody></table>`
+}
+
 export const renderHarnessReport = (result: HarnessResult) => {
   const bands = bandsOf(result)
   const seconds = result.timeline.map((s) => s.second)
@@ -132,6 +145,7 @@ ${shardTable(result)}
 <h2>Laws</h2>${laws}
 ${Object.keys(result.figures ?? {}).length === 0 ? "" : `<p>The scenario's figures: ${Object.entries(result.figures!).map(([name, count]) => `${escape(name)} ${count}`).join(", ")}.</p>`}
 ${faultsSection(result)}
+${stagesSection(result)}
 <h2>Objectives</h2>${slo}
 <h2>Latency</h2>
 ${lineChart("latency over time, per second of answers", "ms", seconds, [

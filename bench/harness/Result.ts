@@ -34,6 +34,8 @@ export interface HarnessResult {
     readonly model: "open" | "closed" | "mixed"
     readonly rate: number | null
     readonly arrival: string | null
+    /** `--stages`: the offered rate's curve, e.g. "30s 0→200/s, 60s 200/s" (null without; absent in older files). */
+    readonly stages?: string | null
     readonly connections: number | null
     readonly duration_s: number
     readonly max_requests: number | null
@@ -168,7 +170,7 @@ const distinct = <A>(values: ReadonlyArray<A>) => [...new Set(values)]
 /** The load a configuration describes: `open, 175 requests/s constant`, `closed, 8 connections`, or both joined by `+`. */
 export const loadText = (config: HarnessResult["config"]) =>
   [
-    ...(config.rate === null ? [] : [`open, ${config.rate} requests/s${config.arrival === null ? "" : ` ${config.arrival}`}`]),
+    ...(config.rate === null ? [] : [`open, ${(config.stages ?? null) === null ? `${config.rate} requests/s` : `stages ${config.stages}`}${config.arrival === null ? "" : ` ${config.arrival}`}`]),
     ...(config.connections === null ? [] : [`closed, ${config.connections} connections`])
   ].join(" + ")
 

@@ -21,7 +21,8 @@ import { type Clock, realClock, waitUntilEpoch } from "./Clock.ts"
 import type { LawResult, Scenario } from "./Contract.ts"
 import { type EmbeddedService, startEmbeddedService, stopEveryEmbeddedService } from "./Embedded.ts"
 import { renderHarnessReport } from "./Html.ts"
-import { lateStartMs, type LoadOutcome, runLoad } from "./LoadModel.ts"
+import { lateStartMs, type LoadModel, type LoadOutcome, runLoad } from "./LoadModel.ts"
+import { rateAt, stageAt, stageText } from "./Stages.ts"
 import { readKeyFile } from "./KeyFile.ts"
 import { makeKeys } from "./MakeKeys.ts"
 import { clusterAvailability, faultFigures, makeNemesis, type Nemesis, planFaults } from "./Nemesis.ts"
@@ -137,6 +138,18 @@ const harnessLaw = (message: string): LawResult => ({
   violations: [{ paymentId: null, message, requests: [] }]
 })
 
+/** The offered rate `atMs` into the load (open model; null for the closed one). */
+const offeredAt = (model: LoadModel, atMs: number) =>
+  model.kind === "closed" ? null : model.stages ? rateAt(model.stages, atMs) : model.rate
+
+/** The progress line's offered rate: ` of 200 offered`, with stages ` of 120 offered (stage 1/3, 30s 0→200/s)`. */
+const offeredText = (model: LoadModel, atMs: number) => {
+  if (model.kind === "closed") return ""
+  if (!model.stages) return ` of ${model.rate} offered`
+  const { index, stage } = stageAt(model.stages, atMs)
+  return ` of ${rateAt(model.stages, atMs).toFixed(0)} offered (stage ${index + 1}/${model.stages.length}, ${stageText(stage)})`
+}
+
 /** `--start-at`: the load waits for the shards' common start (the set-up comes before it). */
 const startTogether = async (startAtMs: number, clock: Clock, io: Io) => {
   const at = new Date(startAtMs).toISOString()
@@ -247,14 +260,13 @@ export const runHarness = async (
     // figures (answers a second against the offered rate, percentiles, errors), not the run's so far.
     const showProgress = io.progress !== null
     const everyTicks = io.progress !== null && !io.progress.isTTY && !options.progress ? 5 : 1
-    const offered = options.model.kind === "open" ? ` of ${options.model.rate} offered` : ""
     let lastTickMs = loadStartMs
     let ticks = 0
     let achievedPerSecond = 0
     let lawsViolated = 0
     if (options.prometheusPort !== null) {
       metricsServer = await servePrometheus(options.prometheusPort, () => ({
-        offeredPerSecond: options.model.kind === "open" ? options.model.rate : null,
+        offeredPerSecond: offeredAt(options.model, clock.now() - loadStartMs),
         achievedPerSecond,
         routes: recorder.routesNow(),
         requestsSent: transport.sent() - sentBefore,
@@ -271,7 +283,7 @@ export const runHarness = async (
       const nowMs = clock.now()
       const interval = recorder.takeInterval()
       achievedPerSecond = interval.requests / ((nowMs - lastTickMs) / 1000)
-      const line = `${((nowMs - loadStartMs) / 1000).toFixed(0)}s  ${achievedPerSecond.toFixed(0)} req/s${offered}  ` +
+      const line = `${((nowMs - loadStartMs) / 1000).toFixed(0)}s  ${achievedPerSecond.toFixed(0)} req/s${offeredText(options.model, nowMs - loadStartMs)}  ` +
         `p50 ${interval.p50.toFixed(1)} ms  p99 ${interval.p99.toFixed(1)} ms  errors ${interval.errors}  in flight ${transport.inFlight()}`
       lastTickMs = nowMs
       io.progress!.write(io.progress!.isTTY ? `\r\x1b[K${line}` : `${line}\n`)
@@ -335,7 +347,7 @@ export const runHarness = async (
     // load window's (first intended start to last), without the drain's tail.
     const loadSeconds = Math.max(0.001, outcome.endedAtMs - outcome.startedAtMs) / 1000
     const harnessCpu = (cpuUsed.user + cpuUsed.system) / 1e6
-    const saturation = saturationOf(options.model, outcome, recorder, load.latency_ms.p50, harnessCpu)
+    const saturation = saturationOf({ model: options.model, outcome, times: recorder, shiftMs: load.latency_ms.p50, driverCpuSeconds: harnessCpu })
     const rate = saturation.achieved_per_s
     const slo = [
       ...evaluateSlo(options.slo, { requests: load.requests, errors: load.errors, rate, latency_ms: load.latency_ms }),
@@ -359,6 +371,7 @@ export const runHarness = async (
         model: model.kind,
         rate: model.kind === "open" ? model.rate : null,
         arrival: model.kind === "open" ? model.arrival : null,
+        stages: model.kind === "open" && model.stages ? model.stages.map(stageText).join(", ") : null,
         connections: model.kind === "closed" ? model.connections : null,
         duration_s: options.durationSeconds,
         max_requests: options.maxRequests,
