@@ -18,6 +18,8 @@ export interface RunOptions {
   readonly keysFile: string | null
   readonly model: LoadModel
   readonly durationSeconds: number
+  /** `--warmup`: requests issued in this first part of the load are recorded, not judged (0: none). */
+  readonly warmupMs: number
   readonly maxRequests: number | null
   readonly merchants: number
   readonly seed: number
@@ -74,6 +76,7 @@ const runFlags = {
   connections: value("connections", "closed model: N scripts at a time, as fast as they go (instead of --rate)"),
   duration: value("duration", "seconds of load (default: 30)"),
   stages: value("stages", "open model: the offered rate as stages instead of --rate and --duration, DURATION:RATE a plateau, DURATION:FROM-TO a linear ramp, e.g. \"30s:0-200,60s:200,30s:200-0\""),
+  warmup: value("warmup", "requests whose intended start falls in this first part of the load, e.g. 10s, are recorded but left out of the objectives and the saturation verdict (default: none)"),
   "max-requests": value("max-requests", "also stop starting scripts once N requests were sent (default: no limit)"),
   merchants: value("merchants", "merchants the scenario uses (default: one per 20 requests/s of --rate, at least 5)"),
   seed: value("seed", "seed of the scenario's and the arrivals' random choices (default: 1)"),
@@ -168,6 +171,15 @@ const shardFlag = (text: string, flag = "--shard") => {
   } catch (error) {
     throw new BadFlag(error instanceof Error ? error.message : String(error))
   }
+}
+
+/** `--warmup DURATION`: a first part of the load, shorter than the load. */
+const warmupFlag = (text: string | undefined, durationSeconds: number) => {
+  if (text === undefined) return 0
+  const ms = parseDurationMs(text)
+  if (ms === null) throw new BadFlag(`--warmup must be a duration such as 10s or 500ms, not '${text}'`)
+  if (ms >= durationSeconds * 1000) throw new BadFlag(`--warmup ${text} leaves nothing of the ${durationSeconds} s load to judge`)
+  return ms
 }
 
 /** `--stages`: the open model along a curve; it replaces --rate and --duration, and is no closed model. */
@@ -293,6 +305,7 @@ export const parseArguments = (argv: ReadonlyArray<string>): Parsed => {
       keysFile,
       model,
       durationSeconds,
+      warmupMs: warmupFlag(get("warmup"), durationSeconds),
       maxRequests: get("max-requests") === undefined ? null : whole("max-requests", get("max-requests")!, 1, 1_000_000_000),
       merchants: whole("merchants", get("merchants") ?? String(defaultMerchants(model)), 1, 100_000),
       seed: whole("seed", get("seed") ?? "1", 0, 2 ** 32 - 1),

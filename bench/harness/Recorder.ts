@@ -96,6 +96,18 @@ interface RouteCounters {
   errors: number
 }
 
+/**
+ * Which requests of the load the objectives and the verdict judge (`--warmup`, `--abort-on-fail`):
+ * those issued from `fromMs` on, at most `cap` of them in the order they were issued (null: no
+ * cap). The others are recorded all the same, in the run's own figures.
+ */
+export interface JudgeRules {
+  readonly fromMs: number
+  readonly cap: number | null
+  /** Sees every judged request as it is recorded (the abort watch). */
+  readonly onJudged?: (route: string, status: Status, latencyMs: number) => void
+}
+
 export class Recorder {
   private readonly overall = newHistogram()
   private readonly routes = new Map<string, RouteCounters>()
@@ -119,7 +131,26 @@ export class Recorder {
   private issuedAt = new Float64Array(4096)
   private answered = 0
 
-  constructor(private readonly startMs: number) {}
+  /** The judged requests' own figures; null when every request is judged (this recorder's figures are theirs). */
+  readonly judged: Recorder | null
+  private admitted = 0
+
+  constructor(private readonly startMs: number, private readonly rules: JudgeRules | null = null) {
+    this.judged = rules === null ? null : new Recorder(startMs)
+  }
+
+  /** Whether a request issued at `issuedAtMs` is judged; asked once, when it is sent. */
+  admit(issuedAtMs: number): boolean {
+    if (this.rules === null) return true
+    if (issuedAtMs < this.rules.fromMs || (this.rules.cap !== null && this.admitted >= this.rules.cap)) return false
+    this.admitted++
+    return true
+  }
+
+  /** The figures the objectives read: the judged requests'. */
+  judgedFigures(): Recorder {
+    return this.judged ?? this
+  }
 
   /** Each route's answers so far by status, and its latency percentiles (ms), for live telemetry. */
   routesNow(): Array<{ readonly route: string; readonly statusCodes: ReadonlyMap<Status, number>; readonly count: number; readonly quantilesMs: ReadonlyArray<readonly [number, number]> }> {
@@ -150,7 +181,11 @@ export class Recorder {
     return count
   }
 
-  record(route: string, status: Status, latencyMs: number, atMs: number) {
+  record(route: string, status: Status, latencyMs: number, atMs: number, judged = true) {
+    if (judged && this.judged !== null) {
+      this.judged.record(route, status, latencyMs, atMs)
+      this.rules!.onJudged?.(route, status, latencyMs)
+    }
     const micros = Math.min(highestMicros, Math.max(1, Math.round(latencyMs * 1000)))
     const second = Math.max(0, Math.floor((atMs - this.startMs) / 1000))
     if (second > this.currentSecond) this.closeSeconds(second)

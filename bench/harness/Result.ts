@@ -38,6 +38,8 @@ export interface HarnessResult {
     readonly stages?: string | null
     readonly connections: number | null
     readonly duration_s: number
+    /** `--warmup`: seconds at the load's start whose requests are recorded, not judged (absent in older files). */
+    readonly warmup_s?: number
     readonly max_requests: number | null
     readonly merchants: number
     readonly seed: number
@@ -57,6 +59,8 @@ export interface HarnessResult {
   readonly scripts_late: number
   readonly requests: number
   readonly errors: number
+  /** The requests the objectives and the verdict judged: all but the warm-up's (absent in older files and merges). */
+  readonly judged?: { readonly requests: number; readonly errors: number; readonly warmup_excluded: number }
   /**
    * Requests per second answered over the load window (the first intended start to the last; the
    * drain's tail left out), as `saturation.achieved_per_s`. A merged result: the shards' sum.

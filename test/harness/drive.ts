@@ -18,6 +18,8 @@ export interface FakeService {
   readonly servers?: number
   /** The status of the request answered at `atMs` (ms from the origin; default 200). */
   readonly statusAt?: (atMs: number, path: string) => number
+  /** Nothing is answered before this (ms from the origin): a cold start. */
+  readonly freeFromMs?: number
 }
 
 /** A service on the virtual clock: `servers` at a time, `serviceMs` each. */
@@ -26,6 +28,8 @@ export const fakeService = (clock: VirtualClock, service: FakeService): WireClie
   const queue: Array<() => void> = []
   return {
     send: async (request: WireRequest): Promise<WireOutcome> => {
+      const waitMs = (service.freeFromMs ?? 0) - (clock.now() - originMs)
+      if (waitMs > 0) await clock.sleep(waitMs)
       if (busy >= (service.servers ?? Infinity)) await new Promise<void>((turn) => queue.push(turn))
       else busy++
       await clock.sleep(service.serviceMs)
