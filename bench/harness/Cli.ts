@@ -10,7 +10,7 @@ import { parseDurationMs } from "../../src/platform/Config.ts"
 import type { LoadModel } from "./LoadModel.ts"
 import { parseStages, peakPerS, totalDurationMs } from "./Stages.ts"
 import { faultKinds, type NemesisOptions } from "./Nemesis.ts"
-import { type Objective, parseSlo } from "./Slo.ts"
+import { type Objective, parseSloFlags, sloSeparator } from "./Slo.ts"
 
 export interface RunOptions {
   readonly command: "run"
@@ -44,6 +44,8 @@ export interface RunOptions {
   readonly progress: boolean
   /** `--prometheus-port`: serve the harness's own metrics on 127.0.0.1 at this port (null: none). */
   readonly prometheusPort: number | null
+  /** `--abort-on-fail`: stop the load once an objective is lost for good (bench/harness/Abort.ts). */
+  readonly abortOnFail: boolean
   /** `--allow-saturation`: an open-model run that fell behind its offered rate passes (docs/harness.md). */
   readonly allowSaturation: boolean
   // The cluster: several instances, and the faults among them (bench/harness/Nemesis.ts).
@@ -87,7 +89,7 @@ const runFlags = {
   "webhook-url": value("webhook-url", "base URL they are registered under (URL/m/<j>; {shard} stands for the shard's index), for a receiver the target reaches through NAT, a proxy or another host; needs --webhook-port (default: http://<webhook-host>:<port>)"),
   "start-at": value("start-at", "ISO time with its zone (2030-01-01T12:00:00Z) or epoch ms: set up, then start the load at that moment, so that shards start together (default: once set up)"),
   report: value("report", `where the JSON result and the HTML page go (default: ${defaultReportDirectory})`),
-  slo: value("slo", "objectives, e.g. \"p99<250ms,errors<0.1%,rate>100\": exit 1 when one is missed (default: none)"),
+  slo: Cli.text("slo", "objectives, e.g. \"p99<250ms,errors<0.1%,rate>100\", or on one route as the report names it, \"POST /api/v1/transactions:p99<300ms,errors<0.1%\"; may be given several times: exit 1 when one is missed (default: none)").pipe(Flag.atLeast(0)),
   timeout: value("timeout", "client timeout of one request, ms (default: 10000)"),
   sockets: value("sockets", "keep-alive sockets to the target (default: 64)"),
   drain: value("drain", "seconds the scenario may take to drain after the load (default: 120)"),
@@ -95,12 +97,13 @@ const runFlags = {
   statements: value("statements", "without --target: the N statements that took PostgreSQL longest during the load, with their calls per request (default: 0)"),
   progress: Cli.toggle("progress", "the live progress line every second even when stderr is not a terminal (default there: every 5 s)"),
   "prometheus-port": value("prometheus-port", "serve the harness's own metrics (offered and achieved rate, latency per route, answers by status, laws violated) in the Prometheus text format at http://127.0.0.1:N/metrics during the run (default: none)"),
+  "abort-on-fail": Cli.toggle("abort-on-fail", "stop the load once an --slo objective is lost for good (missed whatever the planned requests still to come do), drain, check the laws and exit 1 (docs/harness.md)"),
   "allow-saturation": Cli.toggle("allow-saturation", "open model: pass a run whose achieved rate fell under 97% of the offered one, or whose driver fell behind (default: such a run fails)"),
   instances: value("instances", "without --target: start the service N times on its one embedded PostgreSQL, each on its own port, requests spread over them in turn (default: 1)"),
   nemesis: value("nemesis", "without --target: faults to inject during the load, any of kill (kill -9, then a restart on the same port), pause (SIGSTOP, then SIGCONT) and db-pause (SIGSTOP of every PostgreSQL process), separated by commas"),
   "nemesis-every": value("nemesis-every", "with --nemesis: one fault every DURATION of load, on an instance drawn from --seed, e.g. 15s or 500ms (default: 15s)")
 }
-type ValueFlag = Exclude<keyof typeof runFlags, "progress" | "allow-saturation">
+type ValueFlag = Exclude<keyof typeof runFlags, "progress" | "allow-saturation" | "abort-on-fail" | "slo">
 
 const description =
   "Drive a scenario's merchants, webhook endpoints and laws over real HTTP against a service (one it starts on its own embedded PostgreSQL, or --target), " +
@@ -171,6 +174,14 @@ const shardFlag = (text: string, flag = "--shard") => {
   } catch (error) {
     throw new BadFlag(error instanceof Error ? error.message : String(error))
   }
+}
+
+/** `--abort-on-fail` needs objectives to lose, and a planned count to lose them against. */
+const abortFlag = (given: boolean, slo: ReadonlyArray<Objective>, model: LoadModel, maxRequests: string | undefined) => {
+  if (!given) return false
+  if (slo.length === 0) throw new BadFlag("--abort-on-fail stops the load when an --slo objective is lost: give --slo")
+  if (model.kind === "closed" && maxRequests === undefined) throw new BadFlag("--abort-on-fail needs a planned count of requests: the open model (--rate, --stages) or --max-requests")
+  return true
 }
 
 /** `--warmup DURATION`: a first part of the load, shorter than the load. */
@@ -290,10 +301,11 @@ export const parseArguments = (argv: ReadonlyArray<string>): Parsed => {
     if (targetUrl !== null && keysFile === null && scenario !== "health") throw new BadFlag("--target needs --keys FILE: the merchants' API keys, one a line (see docs/harness.md)")
 
     const shard = shardFlag(get("shard") ?? "0/1")
-    const sloText = get("slo") ?? null
+    const sloTexts = values.slo.map((text) => text.trim())
+    const sloText = sloTexts.length === 0 ? null : sloTexts.join(sloSeparator)
     let slo: ReadonlyArray<Objective> = []
     if (sloText !== null) {
-      const parsed = parseSlo(sloText)
+      const parsed = parseSloFlags(sloTexts)
       if ("error" in parsed) throw new BadFlag(parsed.error)
       slo = parsed.objectives
     }
@@ -323,6 +335,7 @@ export const parseArguments = (argv: ReadonlyArray<string>): Parsed => {
       statements: whole("statements", get("statements") ?? "0", 0, 1000),
       progress: values.progress,
       allowSaturation: values["allow-saturation"],
+      abortOnFail: abortFlag(values["abort-on-fail"], slo, model, get("max-requests")),
       prometheusPort: get("prometheus-port") === undefined ? null : whole("prometheus-port", get("prometheus-port")!, 1, 65_535),
       ...cluster
     }

@@ -140,6 +140,7 @@ export const renderHarnessReport = (result: HarnessResult) => {
 </head><body><h1>Harness: ${escape(result.scenario)}</h1>
 <p>${escape(result.started_at)} to ${escape(result.ended_at)}; target ${escape(config.target)}${config.embedded ? " (started by the harness)" : ""}; ${escape(load)} for ${config.duration_s} s${config.max_requests === null ? "" : ` or ${config.max_requests} requests`}; ${config.merchants} merchants, seed ${config.seed}; shards ${escape(config.shards.join(", "))}.</p>
 ${verdict}
+${(result.aborted ?? null) === null ? "" : `<p class="fail">Aborted (--abort-on-fail) at ${fixed(result.aborted!.at_s, 1)} s of load: ${escape(result.aborted!.objective)} was lost for good (${escape(result.aborted!.reason)}); the load stopped, drained, and the laws were checked.</p>`}
 ${(config.warmup_s ?? 0) === 0 ? "" : `<p>Warm-up: the first ${config.warmup_s} s of the load; its ${result.judged?.warmup_excluded ?? 0} requests are in the latency and throughput figures below but left out of the objectives and the saturation verdict.</p>`}
 ${shardTable(result)}
 <p>${result.requests} requests in ${fixed(result.load_s, 1)} s of load: ${fixed(result.rate, 1)} requests/s; ${result.errors} errors (no answer or 5xx); ${result.scripts} scripts, ${result.scripts_late} started late.</p>

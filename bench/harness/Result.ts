@@ -6,7 +6,7 @@ import type { SaturationFigures } from "./Saturation.ts"
 import type { ClusterAvailability, FaultFigures } from "./Nemesis.ts"
 import type { LawResult, Violation } from "./Contract.ts"
 import { decodeHistogram, encodeHistogram, mergeEncoded, percentilesOf, type Percentiles, type RouteFigures, type SecondFigures } from "./Recorder.ts"
-import { evaluateSlo, type ObjectiveResult, parseSlo } from "./Slo.ts"
+import { evaluateSlo, type ObjectiveResult, parseSloFlags } from "./Slo.ts"
 
 /** At most this many violations of one law are kept in the result (the count is kept whole). */
 export const violationsKept = 20
@@ -40,6 +40,8 @@ export interface HarnessResult {
     readonly duration_s: number
     /** `--warmup`: seconds at the load's start whose requests are recorded, not judged (absent in older files). */
     readonly warmup_s?: number
+    /** `--abort-on-fail` (absent in older files). */
+    readonly abort_on_fail?: boolean
     readonly max_requests: number | null
     readonly merchants: number
     readonly seed: number
@@ -94,6 +96,8 @@ export interface HarnessResult {
   readonly slo: ReadonlyArray<ObjectiveResult>
   /** Every law held and every objective was met. */
   readonly passed: boolean
+  /** `--abort-on-fail` stopped the load: the objective lost for good, why, when (s into the load), against how many planned requests; null: it ran to its end. */
+  readonly aborted?: { readonly objective: string; readonly reason: string; readonly at_s: number; readonly planned_requests: number } | null
   /** A merged result's shards, each as it ran (absent in one shard's result: its `config` says it). */
   readonly per_shard?: ReadonlyArray<ShardFigures>
   // The cluster's figures (absent in a file from before them, and in a merge).
@@ -284,8 +288,8 @@ export const mergeResults = (results: ReadonlyArray<HarnessResult>): HarnessResu
   const postgresCpus = results.map((r) => r.cpu.postgres_s ?? null)
   const postgresCpu = postgresCpus.every((s) => s === null) ? null : postgresCpus.reduce<number>((n, s) => n + (s ?? 0), 0)
   const sloText = results.find((r) => r.config.slo !== null)?.config.slo ?? null
-  const parsedSlo = sloText === null ? null : parseSlo(sloText)
-  const slo = parsedSlo === null || "error" in parsedSlo ? [] : evaluateSlo(parsedSlo.objectives, { requests, errors, rate, latency_ms: overall.latency_ms })
+  const parsedSlo = sloText === null ? null : parseSloFlags([sloText])
+  const slo = parsedSlo === null || "error" in parsedSlo ? [] : evaluateSlo(parsedSlo.objectives, { requests, errors, rate, latency_ms: overall.latency_ms, routes })
   // From the first shard's start to the last one's end.
   const endEpochMs = Math.max(...results.map((r) => r.start_epoch_ms + r.load_s * 1000))
   return {

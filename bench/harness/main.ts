@@ -28,6 +28,7 @@ import { loadScenario } from "./Scenarios.ts"
 import { saturated, saturationLine, saturationOf } from "./Saturation.ts"
 import { evaluateSlo } from "./Slo.ts"
 import { stageText } from "./Stages.ts"
+import { abortWatch, plannedRequests } from "./Abort.ts"
 
 export type { Io }
 
@@ -56,6 +57,14 @@ const shardRows = (shards: ReadonlyArray<ShardFigures>): Array<readonly [string,
   ]
 }
 
+/** A note for an objective set on a route that saw no request: the routes there were. */
+const unknownRoute = (result: HarnessResult, route: string | null) =>
+  route === null || result.routes.some((r) => r.route === route) ? "" : `; no request on route '${route}': the routes were ${result.routes.map((r) => r.route).join(", ")}`
+
+/** Why and when `--abort-on-fail` stopped the load. */
+export const abortedText = (aborted: NonNullable<HarnessResult["aborted"]>) =>
+  `at ${fixed(aborted.at_s, 1)} s: ${aborted.objective} lost for good (${aborted.reason}); the load stopped, drained and the laws were checked`
+
 /** What the warm-up left out, for the summary and the report. */
 export const warmupText = (result: HarnessResult) =>
   `the first ${result.config.warmup_s} s: ${result.judged?.warmup_excluded ?? 0} requests recorded (in the latency and timeline figures) but left out of the objectives and the saturation verdict`
@@ -72,6 +81,7 @@ export const summaryOf = (result: HarnessResult, files: ReadonlyArray<string>) =
     ...shardRows(shards),
     ["requests", `${result.requests} in ${fixed(result.load_s, 1)} s; ${fixed(result.rate, 1)}/s over the load window (${result.scripts} scripts, ${result.scripts_late} started over ${lateStartMs} ms late)`],
     ...((result.config.warmup_s ?? 0) === 0 ? [] : [["warm-up", warmupText(result)] as const]),
+    ...((result.aborted ?? null) === null ? [] : [["aborted", abortedText(result.aborted!)] as const]),
     ...(result.saturation === undefined ? [] : [["pace", saturationLine(result.saturation)] as const]),
     ["latency p50/p90/p99/p99.9/max ms", `${fixed(p.p50, 2)} / ${fixed(p.p90, 2)} / ${fixed(p.p99, 2)} / ${fixed(p.p999, 2)} / ${fixed(p.max, 2)}`],
     ["status codes", JSON.stringify(result.status_codes)],
@@ -83,7 +93,7 @@ export const summaryOf = (result: HarnessResult, files: ReadonlyArray<string>) =
   ]
   rows.push(...clusterRows(result))
   for (const law of result.laws) rows.push([`law ${law.law}`, law.held ? `held (${law.checked} checked)` : `VIOLATED ${law.violation_count} time(s); first: ${law.first_violations[0]?.paymentId ?? "-"}: ${law.first_violations[0]?.message ?? ""}`])
-  for (const objective of result.slo) rows.push([`slo ${objective.objective}`, `${objective.met ? "met" : "MISSED"} (actual ${fixed(objective.actual, 3)})`])
+  for (const objective of result.slo) rows.push([`slo ${objective.objective}`, `${objective.met ? "met" : "MISSED"} (actual ${fixed(objective.actual, 3)})${unknownRoute(result, objective.route ?? null)}`])
   rows.push(["verdict", result.passed ? "PASSED" : "FAILED"])
   for (const file of files) rows.push(["report", file])
   return table(rows)
@@ -185,16 +195,19 @@ export const runHarness = async (
     const probe = await statementsProbe(session)
     try {
       if (options.startAtMs !== null && session.setUp) await startTogether(options.startAtMs, session.clock, io)
+      const abort = abortSpec(session)
       const figures = await driveLoad(session, {
         model: options.model,
         durationMs: options.durationSeconds * 1000,
         maxRequests: options.maxRequests,
         warmupMs: options.warmupMs,
-        judgedCap: null
+        ...abort.spec
       })
+      const aborted = abort.watch?.lost() ?? null
+      if (aborted !== null) io.log(`objective ${aborted.objective} lost for good (${aborted.reason}): load stopped (--abort-on-fail)`)
       const statements = await probe.read(figures.load.requests)
       const checked = await drainAndCheck(session, figures.load.requests)
-      const result = resultOf(session, figures, checked)
+      const result = resultOf(session, figures, checked, aborted === null ? null : { ...aborted, at_s: (figures.outcome.loadEndedAtMs - figures.loadStartMs) / 1000, planned_requests: abort.planned! })
       return { result, files: writeReport(options.reportDirectory, session.name, result), statements }
     } finally {
       await probe.close()
@@ -204,8 +217,27 @@ export const runHarness = async (
   }
 }
 
+/** `--abort-on-fail`: the watch over the judged requests, capped at the planned count (bench/harness/Abort.ts). */
+const abortSpec = (session: Session) => {
+  const { options } = session
+  if (!options.abortOnFail) return { spec: { judgedCap: null }, watch: null, planned: null }
+  const planned = plannedRequests({
+    model: options.model, durationMs: options.durationSeconds * 1000, warmupMs: options.warmupMs, maxRequests: options.maxRequests,
+    requestsPerScript: session.scenario.requestsPerScript, seed: options.seed
+  })
+  if (planned === null) return { spec: { judgedCap: null }, watch: null, planned: null }
+  const watch = abortWatch(options.slo, planned)
+  session.io.log(`--abort-on-fail: ${planned} requests planned after the warm-up; the objectives judge at most those`)
+  return { spec: { judgedCap: planned, onJudged: watch.observe, shouldStop: () => watch.lost() !== null }, watch, planned }
+}
+
 /** The result of a run: its configuration, one load's figures, its laws and objectives. */
-const resultOf = (session: Session, figures: LoadFigures, checked: Awaited<ReturnType<typeof drainAndCheck>>): HarnessResult => {
+const resultOf = (
+  session: Session,
+  figures: LoadFigures,
+  checked: Awaited<ReturnType<typeof drainAndCheck>>,
+  aborted: HarnessResult["aborted"] = null
+): HarnessResult => {
   const { options, embedded } = session
   const { outcome, load, judged } = figures
   // From the first script's start to the last one's end (the figures' span); the rate is the
@@ -216,7 +248,10 @@ const resultOf = (session: Session, figures: LoadFigures, checked: Awaited<Retur
   })
   const rate = saturation.achieved_per_s
   const slo = [
-    ...evaluateSlo(options.slo, { requests: judged.requests, errors: judged.errors, rate, latency_ms: judged.latency_ms }),
+    ...evaluateSlo(options.slo, {
+      requests: judged.requests, errors: judged.errors, rate, latency_ms: judged.latency_ms, routes: judged.routes,
+      windowSeconds: Math.max(0.001, outcome.loadEndedAtMs - Math.min(outcome.loadEndedAtMs, outcome.startedAtMs + options.warmupMs)) / 1000
+    }),
     // Built in: a run that fell behind its offered rate measured a queue (docs/harness.md, "Saturation").
     ...(saturation.offered_per_s === null || options.allowSaturation || !session.setUp
       ? []
@@ -243,6 +278,7 @@ const resultOf = (session: Session, figures: LoadFigures, checked: Awaited<Retur
       connections: model.kind === "closed" ? model.connections : null,
       duration_s: options.durationSeconds,
       warmup_s: options.warmupMs / 1000,
+      abort_on_fail: options.abortOnFail,
       max_requests: options.maxRequests,
       merchants: session.merchants,
       seed: options.seed,
@@ -277,6 +313,7 @@ const resultOf = (session: Session, figures: LoadFigures, checked: Awaited<Retur
     laws: checked.laws,
     slo,
     passed: passedOf(checked.laws, slo),
+    aborted,
     ...(figures.faults === undefined ? {} : { faults: figures.faults }),
     availability: figures.availability,
     ...(checked.figures === undefined ? {} : { figures: checked.figures })
