@@ -9,6 +9,7 @@ import { maxShards, parseShard, type Shard } from "../../sim/engine/Shard.ts"
 import { parseDurationMs } from "../../src/platform/Config.ts"
 import type { LoadModel } from "./LoadModel.ts"
 import { parseStages, peakPerS, totalDurationMs } from "./Stages.ts"
+import { type CapacitySearch, defaultSearch } from "./Capacity.ts"
 import { faultKinds, type NemesisOptions } from "./Nemesis.ts"
 import { type Objective, parseSloFlags, sloSeparator } from "./Slo.ts"
 
@@ -44,6 +45,8 @@ export interface RunOptions {
   readonly progress: boolean
   /** `--prometheus-port`: serve the harness's own metrics on 127.0.0.1 at this port (null: none). */
   readonly prometheusPort: number | null
+  /** `--find-capacity`: the search's steps (bench/harness/Capacity.ts); null without it. */
+  readonly findCapacity: { readonly stepMs: number; readonly search: CapacitySearch } | null
   /** `--abort-on-fail`: stop the load once an objective is lost for good (bench/harness/Abort.ts). */
   readonly abortOnFail: boolean
   /** `--allow-saturation`: an open-model run that fell behind its offered rate passes (docs/harness.md). */
@@ -97,13 +100,15 @@ const runFlags = {
   statements: value("statements", "without --target: the N statements that took PostgreSQL longest during the load, with their calls per request (default: 0)"),
   progress: Cli.toggle("progress", "the live progress line every second even when stderr is not a terminal (default there: every 5 s)"),
   "prometheus-port": value("prometheus-port", "serve the harness's own metrics (offered and achieved rate, latency per route, answers by status, laws violated) in the Prometheus text format at http://127.0.0.1:N/metrics during the run (default: none)"),
+  "find-capacity": Cli.toggle("find-capacity", "open model: step the offered rate from --rate (default 50) ×1.5 a step until an --slo objective is missed or the service falls behind, then bisect 3 times (12 steps at most); report the highest rate that met every objective and plot latency against offered rate"),
+  "step-duration": value("step-duration", "with --find-capacity: each step's load, e.g. 10s or 1m (default: 10s)"),
   "abort-on-fail": Cli.toggle("abort-on-fail", "stop the load once an --slo objective is lost for good (missed whatever the planned requests still to come do), drain, check the laws and exit 1 (docs/harness.md)"),
   "allow-saturation": Cli.toggle("allow-saturation", "open model: pass a run whose achieved rate fell under 97% of the offered one, or whose driver fell behind (default: such a run fails)"),
   instances: value("instances", "without --target: start the service N times on its one embedded PostgreSQL, each on its own port, requests spread over them in turn (default: 1)"),
   nemesis: value("nemesis", "without --target: faults to inject during the load, any of kill (kill -9, then a restart on the same port), pause (SIGSTOP, then SIGCONT) and db-pause (SIGSTOP of every PostgreSQL process), separated by commas"),
   "nemesis-every": value("nemesis-every", "with --nemesis: one fault every DURATION of load, on an instance drawn from --seed, e.g. 15s or 500ms (default: 15s)")
 }
-type ValueFlag = Exclude<keyof typeof runFlags, "progress" | "allow-saturation" | "abort-on-fail" | "slo">
+type ValueFlag = Exclude<keyof typeof runFlags, "progress" | "allow-saturation" | "abort-on-fail" | "find-capacity" | "slo">
 
 const description =
   "Drive a scenario's merchants, webhook endpoints and laws over real HTTP against a service (one it starts on its own embedded PostgreSQL, or --target), " +
@@ -174,6 +179,30 @@ const shardFlag = (text: string, flag = "--shard") => {
   } catch (error) {
     throw new BadFlag(error instanceof Error ? error.message : String(error))
   }
+}
+
+/**
+ * Merchants for a capacity search: one per 20 requests a second of the highest rate it may
+ * reach, at least 5, at most 40 (40 merchants' keys allow 4,000 requests a second under the
+ * production rate limit, far past what one machine serves).
+ */
+export const capacityMerchants = (search: CapacitySearch) =>
+  Math.min(40, Math.max(5, Math.ceil((search.startPerS * search.growth ** (search.maxSteps - 1)) / 20)))
+
+/** `--find-capacity` and `--step-duration`: steps of the open model at rates of its own. */
+const capacityFlags = (given: boolean, get: (flag: ValueFlag) => string | undefined, model: LoadModel) => {
+  if (!given) {
+    if (get("step-duration") !== undefined) throw new BadFlag("--step-duration goes with --find-capacity")
+    return null
+  }
+  for (const other of ["connections", "stages", "duration", "max-requests"] as const) {
+    if (get(other) !== undefined) throw new BadFlag(`--find-capacity steps the open model's rate itself: it does not go with --${other}`)
+  }
+  const text = get("step-duration") ?? "10s"
+  const stepMs = parseDurationMs(text)
+  if (stepMs === null || stepMs < 1_000 || stepMs > 3_600_000) throw new BadFlag(`--step-duration must be a duration from 1s to 1h such as 10s, not '${text}'`)
+  const startPerS = model.kind === "open" ? model.rate : 50
+  return { stepMs, search: { startPerS, ...defaultSearch } }
 }
 
 /** `--abort-on-fail` needs objectives to lose, and a planned count to lose them against. */
@@ -286,7 +315,10 @@ export const parseArguments = (argv: ReadonlyArray<string>): Parsed => {
       : get("connections") !== undefined
       ? { kind: "closed", connections: whole("connections", get("connections")!, 1, 10_000) }
       : { kind: "open", rate: positive("rate", get("rate") ?? "50", 1_000_000), arrival }
-    const durationSeconds = model.kind === "open" && model.stages ? totalDurationMs(model.stages) / 1000 : positive("duration", get("duration") ?? "30", 86_400)
+    const findCapacity = capacityFlags(values["find-capacity"], get, model)
+    const durationSeconds = findCapacity !== null
+      ? (findCapacity.stepMs * findCapacity.search.maxSteps) / 1000
+      : model.kind === "open" && model.stages ? totalDurationMs(model.stages) / 1000 : positive("duration", get("duration") ?? "30", 86_400)
 
     const targetText = get("target")
     const targetUrls = targetText === undefined ? [] : parseTargets(targetText)
@@ -317,9 +349,10 @@ export const parseArguments = (argv: ReadonlyArray<string>): Parsed => {
       keysFile,
       model,
       durationSeconds,
-      warmupMs: warmupFlag(get("warmup"), durationSeconds),
+      // With --find-capacity the warm-up is each step's.
+      warmupMs: warmupFlag(get("warmup"), findCapacity === null ? durationSeconds : findCapacity.stepMs / 1000),
       maxRequests: get("max-requests") === undefined ? null : whole("max-requests", get("max-requests")!, 1, 1_000_000_000),
-      merchants: whole("merchants", get("merchants") ?? String(defaultMerchants(model)), 1, 100_000),
+      merchants: whole("merchants", get("merchants") ?? String(findCapacity === null ? defaultMerchants(model) : capacityMerchants(findCapacity.search)), 1, 100_000),
       seed: whole("seed", get("seed") ?? "1", 0, 2 ** 32 - 1),
       scenario,
       shard,
@@ -335,6 +368,7 @@ export const parseArguments = (argv: ReadonlyArray<string>): Parsed => {
       statements: whole("statements", get("statements") ?? "0", 0, 1000),
       progress: values.progress,
       allowSaturation: values["allow-saturation"],
+      findCapacity,
       abortOnFail: abortFlag(values["abort-on-fail"], slo, model, get("max-requests")),
       prometheusPort: get("prometheus-port") === undefined ? null : whole("prometheus-port", get("prometheus-port")!, 1, 65_535),
       ...cluster

@@ -78,16 +78,18 @@ export interface RouteFigures {
   readonly errors: number
   readonly status_codes: Record<string, number>
   readonly latency_ms: Percentiles
-  readonly histogram: string
+  /** The HDR histogram of the latencies in microseconds, encoded (compressed base64). */
+  readonly histogram_us: string
 }
 
 export interface SecondFigures {
-  /** Seconds since the start of the run (when the answers came). */
-  readonly second: number
+  /** The second's start, in seconds since the start of the run (when the answers came). */
+  readonly at_s: number
   readonly requests: number
   readonly errors: number
   readonly latency_ms: Percentiles
-  readonly histogram: string
+  /** As `RouteFigures.histogram_us`, with 2 significant digits. */
+  readonly histogram_us: string
 }
 
 interface RouteCounters {
@@ -224,11 +226,11 @@ export class Recorder {
   private closeSeconds(second: number) {
     while (this.currentSecond < second) {
       this.seconds.push({
-        second: this.currentSecond,
+        at_s: this.currentSecond,
         requests: this.current.totalCount,
         errors: this.currentErrors,
         latency_ms: percentilesOf(this.current),
-        histogram: encodeHistogram(this.current)
+        histogram_us: encodeHistogram(this.current)
       })
       this.current.reset()
       this.currentErrors = 0
@@ -263,7 +265,7 @@ export class Recorder {
         errors: counters.errors,
         status_codes: codes,
         latency_ms: percentilesOf(counters.histogram),
-        histogram: encodeHistogram(counters.histogram)
+        histogram_us: encodeHistogram(counters.histogram)
       }
     })
     return {
@@ -271,7 +273,7 @@ export class Recorder {
       errors: this.errors,
       status_codes: statusCodes,
       latency_ms: percentilesOf(this.overall),
-      histogram: encodeHistogram(this.overall),
+      histogram_us: encodeHistogram(this.overall),
       routes,
       timeline: [...this.seconds]
     }

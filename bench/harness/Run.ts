@@ -17,7 +17,10 @@ import { type LoadModel, type LoadOutcome, runLoad } from "./LoadModel.ts"
 import { clusterAvailability, type ClusterAvailability, faultFigures, type FaultFigures, makeNemesis, type Nemesis, planFaults } from "./Nemesis.ts"
 import { servePrometheus } from "./Prometheus.ts"
 import { type JudgeRules, Recorder, type Status } from "./Recorder.ts"
+import { abortWatch, plannedRequests } from "./Abort.ts"
+import { saturated, saturationOf } from "./Saturation.ts"
 import { loadScenario } from "./Scenarios.ts"
+import { evaluateSlo, type ObjectiveResult } from "./Slo.ts"
 import { rateAt, stageAt, stageText } from "./Stages.ts"
 import { type BalancedClient, balancedClient, httpClient, type RecordingTransport, recordingTransport } from "./Transport.ts"
 
@@ -296,4 +299,40 @@ const startLiveFigures = async (session: Session, spec: LoadSpec, recorder: Reco
       if (metricsServer !== null) await new Promise((done) => metricsServer!.close(done))
     }
   }
+}
+
+/** `--abort-on-fail` (and each step of `--find-capacity`): the watch over the judged requests, capped at the planned count (bench/harness/Abort.ts). */
+export const abortSpec = (session: Session, model: LoadModel, durationMs: number, always = false) => {
+  const { options } = session
+  const none = { spec: { judgedCap: null }, watch: null, planned: null }
+  if ((!options.abortOnFail && !always) || options.slo.length === 0) return none
+  const planned = plannedRequests({
+    model, durationMs, warmupMs: options.warmupMs, maxRequests: options.maxRequests,
+    requestsPerScript: session.scenario.requestsPerScript, seed: options.seed
+  })
+  if (planned === null) return none
+  const watch = abortWatch(options.slo, planned)
+  if (!always) session.io.log(`--abort-on-fail: ${planned} requests planned after the warm-up; the objectives judge at most those`)
+  return { spec: { judgedCap: planned, onJudged: watch.observe, shouldStop: () => watch.lost() !== null }, watch, planned }
+}
+
+/** What a load is judged by: the saturation verdict and the objectives, over its judged requests. */
+export const judgeLoad = (session: Session, figures: LoadFigures, model: LoadModel, allowSaturation = session.options.allowSaturation) => {
+  const { options } = session
+  const { outcome, judged } = figures
+  const saturation = saturationOf({
+    model, outcome, times: figures.recorder, shiftMs: judged.latency_ms.p50, driverCpuSeconds: figures.harnessCpuSeconds, warmupMs: options.warmupMs
+  })
+  const rate = saturation.achieved_per_s
+  const slo: Array<ObjectiveResult> = [
+    ...evaluateSlo(options.slo, {
+      requests: judged.requests, errors: judged.errors, rate, latency_ms: judged.latency_ms, routes: judged.routes,
+      windowSeconds: Math.max(0.001, outcome.loadEndedAtMs - Math.min(outcome.loadEndedAtMs, outcome.startedAtMs + options.warmupMs)) / 1000
+    }),
+    // Built in: a run that fell behind its offered rate measured a queue (docs/harness.md, "Saturation").
+    ...(saturation.offered_per_s === null || allowSaturation || !session.setUp
+      ? []
+      : [{ objective: `kept pace with the offered rate (${saturation.verdict})`, route: null, measured_share: saturation.achieved_share ?? 0, met: !saturated(saturation) }])
+  ]
+  return { saturation, rate, slo }
 }

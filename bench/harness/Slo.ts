@@ -16,12 +16,32 @@ export type ObjectiveRule =
   | { readonly kind: "errors"; readonly limitPercent: number }
   | { readonly kind: "rate"; readonly minimum: number }
 
+/**
+ * An objective as judged: what it measured, in the key of its unit (exactly one of them): a
+ * latency in ms, an error rate in percent, a rate in requests/s, a share of requests (0 to 1).
+ */
 export interface ObjectiveResult {
   readonly objective: string
-  /** The route it was set on; null (or absent, in older files): the whole run. */
-  readonly route?: string | null
-  readonly actual: number
+  /** The route it was set on; null: the whole run. */
+  readonly route: string | null
+  readonly measured_ms?: number
+  readonly measured_percent?: number
+  readonly measured_per_s?: number
+  readonly measured_share?: number
   readonly met: boolean
+}
+
+/** The measured value of a judged objective and its unit, whichever key holds it. */
+export const measuredOf = (result: ObjectiveResult): { readonly value: number; readonly unit: "ms" | "%" | "/s" | "share" } =>
+  result.measured_ms !== undefined ? { value: result.measured_ms, unit: "ms" }
+    : result.measured_percent !== undefined ? { value: result.measured_percent, unit: "%" }
+    : result.measured_per_s !== undefined ? { value: result.measured_per_s, unit: "/s" }
+    : { value: result.measured_share ?? 0, unit: "share" }
+
+/** `12.5 ms`, `0.05 %`, `120.0/s`, `0.998 share`. */
+export const measuredText = (result: ObjectiveResult) => {
+  const { value, unit } = measuredOf(result)
+  return unit === "/s" ? `${value.toFixed(1)}/s` : unit === "ms" ? `${value.toFixed(2)} ms` : unit === "%" ? `${value.toFixed(3)}%` : `${value.toFixed(3)} of requests`
 }
 
 /** Objectives of several `--slo` flags, kept in one text (the result's `config.slo`), and read back. */
@@ -104,15 +124,15 @@ export const evaluateSlo = (objectives: ReadonlyArray<Objective>, run: RunFigure
     switch (objective.kind) {
       case "latency": {
         const actual = figures.latency_ms[objective.percentile]
-        return { ...common, actual, met: figures.requests > 0 && actual < objective.limitMs }
+        return { ...common, measured_ms: actual, met: figures.requests > 0 && actual < objective.limitMs }
       }
       case "errors": {
         const actual = figures.requests === 0 ? 0 : (figures.errors / figures.requests) * 100
-        return { ...common, actual, met: figures.requests > 0 && actual < objective.limitPercent }
+        return { ...common, measured_percent: actual, met: figures.requests > 0 && actual < objective.limitPercent }
       }
       case "rate": {
         const actual = objective.route === null ? run.rate : figures.requests / Math.max(0.001, run.windowSeconds ?? 1)
-        return { ...common, actual, met: actual > objective.minimum }
+        return { ...common, measured_per_s: actual, met: actual > objective.minimum }
       }
     }
   })

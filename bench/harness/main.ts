@@ -23,12 +23,14 @@ import { lateStartMs } from "./LoadModel.ts"
 import { readKeyFile } from "./KeyFile.ts"
 import { makeKeys } from "./MakeKeys.ts"
 import { checkResult, type HarnessResult, lawFigures, loadText, mergeResults, passedOf, type ShardFigures } from "./Result.ts"
-import { closeSession, driveLoad, failOf, harnessLaw, type Io, type LoadFigures, openSession, type Session } from "./Run.ts"
+import { abortSpec, closeSession, driveLoad, failOf, harnessLaw, type Io, judgeLoad, type LoadFigures, openSession, type Session } from "./Run.ts"
 import { loadScenario } from "./Scenarios.ts"
-import { saturated, saturationLine, saturationOf } from "./Saturation.ts"
-import { evaluateSlo } from "./Slo.ts"
+import { saturationLine } from "./Saturation.ts"
+import { measuredText } from "./Slo.ts"
 import { stageText } from "./Stages.ts"
-import { abortWatch, plannedRequests } from "./Abort.ts"
+import { capacityPlot, sustainedOf } from "./Capacity.ts"
+import { type CapacityFigures, latencyLimits, runCapacitySearch } from "./CapacityRun.ts"
+import type { LoadModel } from "./LoadModel.ts"
 
 export type { Io }
 
@@ -50,8 +52,8 @@ const shardRows = (shards: ReadonlyArray<ShardFigures>): Array<readonly [string,
   return [
     ...shards.map((s) => [
       `shard ${s.shard}`,
-      `${s.rate === null ? `${s.connections} connections` : `${s.rate}/s offered`}, ${s.merchants} merchants, seed ${s.seed}: ` +
-        `${s.requests} requests, ${fixed(s.achieved_rate, 1)}/s, ${s.errors} errors, ${s.passed ? "passed" : "FAILED"}; against ${s.target}`
+      `${s.rate_per_s === null ? `${s.connections} connections` : `${s.rate_per_s}/s offered`}, ${s.merchants} merchants, seed ${s.seed}: ` +
+        `${s.requests} requests, ${fixed(s.achieved_per_s, 1)}/s, ${s.errors} errors, ${s.passed ? "passed" : "FAILED"}; against ${s.target}`
     ] as const),
     ["shard starts", `${fixed((Math.max(...starts) - Math.min(...starts)) / 1000, 3)} s apart`]
   ]
@@ -61,13 +63,29 @@ const shardRows = (shards: ReadonlyArray<ShardFigures>): Array<readonly [string,
 const unknownRoute = (result: HarnessResult, route: string | null) =>
   route === null || result.routes.some((r) => r.route === route) ? "" : `; no request on route '${route}': the routes were ${result.routes.map((r) => r.route).join(", ")}`
 
+/** `--find-capacity`: each step, the sustained rate, what broke, the plot. */
+const capacityRows = (result: HarnessResult): Array<readonly [string, string]> => {
+  const capacity = result.capacity
+  if (capacity === undefined) return []
+  return [
+    ...capacity.steps.map((step, i) => [
+      `step ${i + 1}: ${step.offered_per_s}/s offered`,
+      `${fixed(step.achieved_per_s, 1)}/s achieved, p50 ${fixed(step.p50_ms, 2)} ms, p99 ${fixed(step.p99_ms, 2)} ms, ${step.errors} errors of ${step.requests}: ` +
+        (step.passed ? "passed" : `FAILED: ${step.failed_because}`)
+    ] as const),
+    ["sustained rate", capacity.sustained_per_s === null ? "NONE: no step met every objective" : `${capacity.sustained_per_s} requests/s offered met every objective and kept pace (the figures above are that step's)`],
+    ["limit", capacity.limit ?? `none found within ${capacity.steps.length} steps`],
+    ["plot", capacity.plot]
+  ]
+}
+
 /** Why and when `--abort-on-fail` stopped the load. */
 export const abortedText = (aborted: NonNullable<HarnessResult["aborted"]>) =>
   `at ${fixed(aborted.at_s, 1)} s: ${aborted.objective} lost for good (${aborted.reason}); the load stopped, drained and the laws were checked`
 
 /** What the warm-up left out, for the summary and the report. */
 export const warmupText = (result: HarnessResult) =>
-  `the first ${result.config.warmup_s} s: ${result.judged?.warmup_excluded ?? 0} requests recorded (in the latency and timeline figures) but left out of the objectives and the saturation verdict`
+  `the first ${result.config.warmup_s} s: ${result.judged?.left_out ?? 0} requests recorded (in the latency and timeline figures) but left out of the objectives and the saturation verdict`
 
 /** The summary printed at the end of a run or a merge. */
 export const summaryOf = (result: HarnessResult, files: ReadonlyArray<string>) => {
@@ -79,7 +97,7 @@ export const summaryOf = (result: HarnessResult, files: ReadonlyArray<string>) =
     ["load", loadText(result.config) + total],
     ["merchants", `${result.config.merchants}${total}`],
     ...shardRows(shards),
-    ["requests", `${result.requests} in ${fixed(result.load_s, 1)} s; ${fixed(result.rate, 1)}/s over the load window (${result.scripts} scripts, ${result.scripts_late} started over ${lateStartMs} ms late)`],
+    ["requests", `${result.requests} in ${fixed(result.load_s, 1)} s; ${fixed(result.rate_per_s, 1)}/s over the load window (${result.scripts} scripts, ${result.scripts_late} started over ${lateStartMs} ms late)`],
     ...((result.config.warmup_s ?? 0) === 0 ? [] : [["warm-up", warmupText(result)] as const]),
     ...((result.aborted ?? null) === null ? [] : [["aborted", abortedText(result.aborted!)] as const]),
     ...(result.saturation === undefined ? [] : [["pace", saturationLine(result.saturation)] as const]),
@@ -91,9 +109,9 @@ export const summaryOf = (result: HarnessResult, files: ReadonlyArray<string>) =
     ["PostgreSQL CPU ms per request", (result.cpu.postgres_s ?? null) === null ? "n/a (not started by the harness)" : fixed(result.cpu.postgres_ms_per_request, 3)],
     ["harness RSS MB start/end/peak", `${fixed(result.cpu.harness_rss_mb.start, 0)} / ${fixed(result.cpu.harness_rss_mb.end, 0)} / ${fixed(result.cpu.harness_rss_mb.peak, 0)}`]
   ]
-  rows.push(...clusterRows(result))
+  rows.push(...clusterRows(result), ...capacityRows(result))
   for (const law of result.laws) rows.push([`law ${law.law}`, law.held ? `held (${law.checked} checked)` : `VIOLATED ${law.violation_count} time(s); first: ${law.first_violations[0]?.paymentId ?? "-"}: ${law.first_violations[0]?.message ?? ""}`])
-  for (const objective of result.slo) rows.push([`slo ${objective.objective}`, `${objective.met ? "met" : "MISSED"} (actual ${fixed(objective.actual, 3)})${unknownRoute(result, objective.route ?? null)}`])
+  for (const objective of result.slo) rows.push([`slo ${objective.objective}`, `${objective.met ? "met" : "MISSED"} (measured ${measuredText(objective)})${unknownRoute(result, objective.route ?? null)}`])
   rows.push(["verdict", result.passed ? "PASSED" : "FAILED"])
   for (const file of files) rows.push(["report", file])
   return table(rows)
@@ -192,10 +210,11 @@ export const runHarness = async (
 ): Promise<{ result: HarnessResult; files: Array<string>; statements: Array<[string, string]> }> => {
   const session = await openSession(options, io, given)
   try {
+    if (options.findCapacity !== null) return await capacityRun(session)
     const probe = await statementsProbe(session)
     try {
       if (options.startAtMs !== null && session.setUp) await startTogether(options.startAtMs, session.clock, io)
-      const abort = abortSpec(session)
+      const abort = abortSpec(session, options.model, options.durationSeconds * 1000)
       const figures = await driveLoad(session, {
         model: options.model,
         durationMs: options.durationSeconds * 1000,
@@ -207,7 +226,9 @@ export const runHarness = async (
       if (aborted !== null) io.log(`objective ${aborted.objective} lost for good (${aborted.reason}): load stopped (--abort-on-fail)`)
       const statements = await probe.read(figures.load.requests)
       const checked = await drainAndCheck(session, figures.load.requests)
-      const result = resultOf(session, figures, checked, aborted === null ? null : { ...aborted, at_s: (figures.outcome.loadEndedAtMs - figures.loadStartMs) / 1000, planned_requests: abort.planned! })
+      const result = resultOf(session, figures, checked, {
+        aborted: aborted === null ? null : { ...aborted, at_s: (figures.outcome.loadEndedAtMs - figures.loadStartMs) / 1000, planned_requests: abort.planned! }
+      })
       return { result, files: writeReport(options.reportDirectory, session.name, result), statements }
     } finally {
       await probe.close()
@@ -217,18 +238,30 @@ export const runHarness = async (
   }
 }
 
-/** `--abort-on-fail`: the watch over the judged requests, capped at the planned count (bench/harness/Abort.ts). */
-const abortSpec = (session: Session) => {
+/** `--find-capacity`: the steps over one set-up, then the drain and the laws; the result's figures are the sustained step's. */
+const capacityRun = async (session: Session) => {
   const { options } = session
-  if (!options.abortOnFail) return { spec: { judgedCap: null }, watch: null, planned: null }
-  const planned = plannedRequests({
-    model: options.model, durationMs: options.durationSeconds * 1000, warmupMs: options.warmupMs, maxRequests: options.maxRequests,
-    requestsPerScript: session.scenario.requestsPerScript, seed: options.seed
-  })
-  if (planned === null) return { spec: { judgedCap: null }, watch: null, planned: null }
-  const watch = abortWatch(options.slo, planned)
-  session.io.log(`--abort-on-fail: ${planned} requests planned after the warm-up; the objectives judge at most those`)
-  return { spec: { judgedCap: planned, onJudged: watch.observe, shouldStop: () => watch.lost() !== null }, watch, planned }
+  const search = await runCapacitySearch(session)
+  const chosen = search.chosen
+  const checked = chosen === null ? await drainAndCheck(session, 0) : await drainAndCheck(session, chosen.figures.load.requests)
+  const plotName = `${session.name}.capacity.svg`
+  const capacity: CapacityFigures = {
+    start_per_s: options.findCapacity!.search.startPerS,
+    growth: options.findCapacity!.search.growth,
+    bisections: options.findCapacity!.search.bisections,
+    max_steps: options.findCapacity!.search.maxSteps,
+    step_s: options.findCapacity!.stepMs / 1000,
+    sustained_per_s: sustainedOf(search.steps),
+    limit: search.limit,
+    steps: search.steps,
+    plot: plotName
+  }
+  if (chosen === null) throw new Error("--find-capacity: no step ran")
+  const result = resultOf(session, chosen.figures, checked, { capacity, model: chosen.model })
+  const files = writeReport(options.reportDirectory, session.name, result)
+  const plot = join(options.reportDirectory, plotName)
+  writeFileSync(plot, capacityPlot(search.steps, latencyLimits(options.slo), `${result.scenario}: latency against offered rate`))
+  return { result, files: [...files, plot], statements: [] as Array<[string, string]> }
 }
 
 /** The result of a run: its configuration, one load's figures, its laws and objectives. */
@@ -236,34 +269,21 @@ const resultOf = (
   session: Session,
   figures: LoadFigures,
   checked: Awaited<ReturnType<typeof drainAndCheck>>,
-  aborted: HarnessResult["aborted"] = null
+  extras: { readonly aborted?: HarnessResult["aborted"]; readonly capacity?: CapacityFigures; readonly model?: LoadModel } = {}
 ): HarnessResult => {
   const { options, embedded } = session
   const { outcome, load, judged } = figures
+  const model = extras.model ?? options.model
   // From the first script's start to the last one's end (the figures' span); the rate is the
   // load window's (first intended start to last), without the drain's tail.
   const loadSeconds = Math.max(0.001, outcome.endedAtMs - outcome.startedAtMs) / 1000
-  const saturation = saturationOf({
-    model: options.model, outcome, times: figures.recorder, shiftMs: judged.latency_ms.p50, driverCpuSeconds: figures.harnessCpuSeconds, warmupMs: options.warmupMs
-  })
-  const rate = saturation.achieved_per_s
-  const slo = [
-    ...evaluateSlo(options.slo, {
-      requests: judged.requests, errors: judged.errors, rate, latency_ms: judged.latency_ms, routes: judged.routes,
-      windowSeconds: Math.max(0.001, outcome.loadEndedAtMs - Math.min(outcome.loadEndedAtMs, outcome.startedAtMs + options.warmupMs)) / 1000
-    }),
-    // Built in: a run that fell behind its offered rate measured a queue (docs/harness.md, "Saturation").
-    ...(saturation.offered_per_s === null || options.allowSaturation || !session.setUp
-      ? []
-      : [{ objective: `kept pace with the offered rate (${saturation.verdict})`, actual: saturation.achieved_share ?? 0, met: !saturated(saturation) }])
-  ]
-  const model = options.model
+  const { saturation, rate, slo } = judgeLoad(session, figures, model)
   const cpu = figures.harnessCpuSeconds
   const perRequest = (seconds: number | null) => seconds === null || load.requests === 0 ? null : (seconds * 1000) / load.requests
   const rssEnd = process.memoryUsage.rss() / 2 ** 20
   session.rss.peak = Math.max(session.rss.peak, rssEnd)
   return {
-    format: "payments-harness/1",
+    format: "payments-harness/2",
     scenario: session.scenario.name,
     started_at: session.startedAt.toISOString(),
     ended_at: new Date().toISOString(),
@@ -272,7 +292,7 @@ const resultOf = (
       target: session.targetUrls.join(","),
       embedded: embedded !== null,
       model: model.kind,
-      rate: model.kind === "open" ? model.rate : null,
+      rate_per_s: model.kind === "open" ? model.rate : null,
       arrival: model.kind === "open" ? model.arrival : null,
       stages: model.kind === "open" && model.stages ? model.stages.map(stageText).join(", ") : null,
       connections: model.kind === "closed" ? model.connections : null,
@@ -293,12 +313,12 @@ const resultOf = (
     scripts_late: outcome.scriptsLate,
     requests: load.requests,
     errors: load.errors,
-    judged: { requests: judged.requests, errors: judged.errors, warmup_excluded: options.warmupMs === 0 ? 0 : load.requests - judged.requests },
-    rate,
+    judged: { requests: judged.requests, errors: judged.errors, left_out: load.requests - judged.requests },
+    rate_per_s: rate,
     saturation,
     status_codes: load.status_codes,
     latency_ms: load.latency_ms,
-    histogram: load.histogram,
+    histogram_us: load.histogram_us,
     routes: load.routes,
     timeline: load.timeline,
     cpu: {
@@ -312,8 +332,9 @@ const resultOf = (
     },
     laws: checked.laws,
     slo,
-    passed: passedOf(checked.laws, slo),
-    aborted,
+    passed: passedOf(checked.laws, slo) && (extras.capacity === undefined || extras.capacity.sustained_per_s !== null),
+    aborted: extras.aborted ?? null,
+    ...(extras.capacity === undefined ? {} : { capacity: extras.capacity }),
     ...(figures.faults === undefined ? {} : { faults: figures.faults }),
     availability: figures.availability,
     ...(checked.figures === undefined ? {} : { figures: checked.figures })
@@ -408,7 +429,9 @@ if (process.argv[1]?.endsWith("harness/main.ts")) {
   // The whole run is bounded: the wait for --start-at, the load, the drain, and five minutes for
   // starting and checking; `keys`, by ten minutes and 50 ms a merchant.
   const boundSeconds = parsed.command === "run"
-    ? Math.max(0, ((parsed.startAtMs ?? 0) - Date.now()) / 1000) + parsed.durationSeconds + parsed.drainSeconds + 300
+    ? Math.max(0, ((parsed.startAtMs ?? 0) - Date.now()) / 1000) + parsed.durationSeconds + parsed.drainSeconds + 300 +
+      // Each capacity step may end a client timeout after its load.
+      (parsed.findCapacity === null ? 0 : parsed.findCapacity.search.maxSteps * (parsed.timeoutMs / 1000 + 5))
     : parsed.command === "keys" ? 600 + parsed.merchants / 20 : 600
   const stopNow = (why: string, code: number) => {
     process.stderr.write(`\nharness: ${why}; stopping\n`)

@@ -127,9 +127,9 @@ describe("--slo", () => {
     expect(evaluateSlo(slo.objectives, figures).map((r) => r.met)).toEqual([true, true, true])
     expect(evaluateSlo(slo.objectives, { ...figures, errors: 10, rate: 100, latency_ms: { ...figures.latency_ms, p99: 250 } }))
       .toEqual([
-        { objective: "p99<250ms", route: null, actual: 250, met: false },
-        { objective: "errors<1%", route: null, actual: 1, met: false },
-        { objective: "rate>100", route: null, actual: 100, met: false }
+        { objective: "p99<250ms", route: null, measured_ms: 250, met: false },
+        { objective: "errors<1%", route: null, measured_percent: 1, met: false },
+        { objective: "rate>100", route: null, measured_per_s: 100, met: false }
       ])
     expect(evaluateSlo(slo.objectives, { ...figures, requests: 0, errors: 0 }).slice(0, 2).map((r) => r.met)).toEqual([false, false])
   })
