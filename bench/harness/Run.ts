@@ -56,6 +56,12 @@ export interface Session {
   readonly rss: { readonly start: number; peak: number; readonly samples: Array<[number, number]> }
   /** Laws violated so far (for the metrics endpoint; known after the checks). */
   lawsViolated: number
+  /**
+   * Scripts started by the loads so far: a load numbers its scripts on from there, so that the
+   * steps of a capacity search never run two scripts of one index (a scenario derives its
+   * idempotency keys from it).
+   */
+  scriptsStarted: number
 }
 
 export const failOf = (session: Session) => (what: string, error: unknown) =>
@@ -109,7 +115,8 @@ export const openSession = async (options: RunOptions, io: Io, given: { readonly
     failures: [],
     setUp: false,
     rss: { start: rssStart, peak: rssStart, samples: [[0, Math.round(rssStart)]] },
-    lawsViolated: 0
+    lawsViolated: 0,
+    scriptsStarted: 0
   }
   await setUpScenario(session, apiKeys)
   return session
@@ -201,6 +208,7 @@ export const driveLoad = async (session: Session, spec: LoadSpec): Promise<LoadF
   const postgresCpuBefore = postgresCpuSeconds(embedded?.postmasterPid ?? null)
   const live = await startLiveFigures(session, spec, recorder, loadStartMs, sentBefore)
   let outcome = noOutcome(loadStartMs)
+  const firstScript = session.scriptsStarted
   try {
     if (session.setUp) {
       nemesis?.start(planFaults(options.nemesis!, { seed: options.seed, instances: options.instances, durationMs: spec.durationMs }), loadStartMs)
@@ -215,9 +223,10 @@ export const driveLoad = async (session: Session, spec: LoadSpec): Promise<LoadF
           ...(spec.shouldStop === undefined ? {} : { shouldStop: spec.shouldStop })
         },
         clock,
-        (index, intendedStartMs) => session.scenario.runScript(index, intendedStartMs),
+        (index, intendedStartMs) => session.scenario.runScript(firstScript + index, intendedStartMs),
         () => transport.sent() - sentBefore
       )
+      session.scriptsStarted += outcome.scriptsStarted
       if (outcome.scriptFailures > 0) failOf(session)("scripts", `${outcome.scriptFailures} script(s) rejected; the first: ${outcome.firstFailure}`)
     }
     // The faults stop with the load: the drain and the laws see the cluster whole again.
