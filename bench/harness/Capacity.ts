@@ -10,6 +10,7 @@
  * Pure: the next rate from the steps so far, and the plot of latency against offered rate.
  */
 import { escape, fixed } from "../report.ts"
+import type { Objective } from "./Slo.ts"
 
 export interface CapacitySearch {
   readonly startPerS: number
@@ -80,6 +81,10 @@ export interface PlotLimit {
   readonly text: string
   readonly limitMs: number
 }
+
+/** The whole run's latency objectives (route objectives have their own scale), drawn on the plot. */
+export const latencyLimits = (slo: ReadonlyArray<Objective>): Array<PlotLimit> =>
+  slo.flatMap((o) => (o.kind === "latency" && o.route === null ? [{ text: o.text, limitMs: o.limitMs }] : []))
 
 /**
  * p50 and p99 against the offered rate, a point a step (a failed one hollow), the objectives'

@@ -3,15 +3,11 @@
  * (bench/harness/Capacity.ts), each judged as a run is (the objectives over its judged requests,
  * the saturation verdict), a step that has lost an objective for good stopped at once.
  */
-import { type CapacityStep, nextRate, type PlotLimit } from "./Capacity.ts"
+import { type CapacityStep, nextRate } from "./Capacity.ts"
 export type { CapacityFigures } from "./Capacity.ts"
 import type { LoadModel } from "./LoadModel.ts"
 import { abortSpec, driveLoad, judgeLoad, type LoadFigures, type Session } from "./Run.ts"
-import { measuredText, type Objective } from "./Slo.ts"
-
-/** The latency objectives of the whole run, drawn on the plot. */
-export const latencyLimits = (slo: ReadonlyArray<Objective>): Array<PlotLimit> =>
-  slo.flatMap((o) => (o.kind === "latency" ? [{ text: o.text, limitMs: o.limitMs }] : []))
+import { measuredText } from "./Slo.ts"
 
 /** One step, driven and judged. */
 const runStep = async (session: Session, rate: number, index: number) => {

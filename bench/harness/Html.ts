@@ -5,9 +5,9 @@
  */
 import { barChart, escape, fixed } from "../report.ts"
 import type { AvailabilityFigures } from "./Availability.ts"
-import { capacityPlot } from "./Capacity.ts"
+import { capacityPlot, latencyLimits } from "./Capacity.ts"
 import { type HarnessResult, loadText } from "./Result.ts"
-import { measuredText } from "./Slo.ts"
+import { measuredText, parseSloFlags } from "./Slo.ts"
 
 interface Series {
   readonly name: string
@@ -105,10 +105,8 @@ const faultsSection = (result: HarnessResult) => {
 const capacitySection = (result: HarnessResult) => {
   const capacity = result.capacity
   if (capacity === undefined) return ""
-  const limits = result.slo.flatMap((o) => {
-    const match = /^(?:.*:)?(p50|p90|p99|p999|max)<(\d+(?:\.\d+)?)(ms|s)$/.exec(o.objective)
-    return match === null || (o.route ?? null) !== null ? [] : [{ text: o.objective, limitMs: Number(match[2]) * (match[3] === "s" ? 1000 : 1) }]
-  })
+  const parsed = result.config.slo === null ? null : parseSloFlags([result.config.slo])
+  const limits = parsed === null || "error" in parsed ? [] : latencyLimits(parsed.objectives)
   const rows = capacity.steps.map((s, i) =>
     `<tr><td>${i + 1}</td><td>${s.offered_per_s}</td><td>${fixed(s.achieved_per_s, 1)}</td><td>${s.requests}</td><td>${s.errors}</td><td>${fixed(s.p50_ms, 2)}</td><td>${fixed(s.p99_ms, 2)}</td>` +
     `<td class="${s.passed ? "pass" : "fail"}">${s.passed ? "passed" : "failed"}</td><td style="text-align:left">${escape(s.failed_because ?? "")}</td></tr>`

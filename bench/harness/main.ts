@@ -28,8 +28,8 @@ import { loadScenario } from "./Scenarios.ts"
 import { saturationLine } from "./Saturation.ts"
 import { measuredText } from "./Slo.ts"
 import { stageText } from "./Stages.ts"
-import { capacityPlot, sustainedOf } from "./Capacity.ts"
-import { type CapacityFigures, latencyLimits, runCapacitySearch } from "./CapacityRun.ts"
+import { capacityPlot, latencyLimits, sustainedOf } from "./Capacity.ts"
+import { type CapacityFigures, runCapacitySearch } from "./CapacityRun.ts"
 import type { LoadModel } from "./LoadModel.ts"
 
 export type { Io }
