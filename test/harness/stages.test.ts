@@ -2,6 +2,7 @@ import fc from "fast-check"
 import { describe, expect, it } from "vitest"
 import { parseArguments } from "../../bench/harness/Cli.ts"
 import { arrivalOffsets, type LoadModel } from "../../bench/harness/LoadModel.ts"
+import { offeredAt, offeredText } from "../../bench/harness/Run.ts"
 import { saturationOf } from "../../bench/harness/Saturation.ts"
 import { curveOffsets, offeredBetween, parseStages, rateAt, type Stage, stageAt } from "../../bench/harness/Stages.ts"
 import { drive } from "./drive.ts"
@@ -124,5 +125,16 @@ describe("the open model along stages, on the virtual clock", () => {
     expect(figures.windows!.map((w) => [w.stage, w.from_s, Math.round(w.to_s), Math.round(w.offered_per_s)])).toEqual([[0, 0, 10, 60], [0, 10, 20, 60], [1, 20, 30, 150]])
     expect(figures.windows![0]!.share).toBeGreaterThan(0.97)
     expect(figures.windows![2]!.share).toBeLessThan(0.97)
+  })
+})
+
+describe("the live figures along stages", () => {
+  it("the progress line and the metrics give the rate offered at that moment and the stage under way", () => {
+    const model: LoadModel = { kind: "open", rate: 200, arrival: "constant", stages: stagesOf("30s:0-200,60s:200,30s:200-0") }
+    expect(offeredText(model, 15_000)).toBe(" of 100 offered (stage 1/3, 30s 0→200/s)")
+    expect(offeredText(model, 45_000)).toBe(" of 200 offered (stage 2/3, 60s 200/s)")
+    expect(offeredAt(model, 105_000)).toBe(100)
+    expect(offeredText({ kind: "open", rate: 50, arrival: "constant" }, 1_000)).toBe(" of 50 offered")
+    expect(offeredAt({ kind: "closed", connections: 2 }, 0)).toBeNull()
   })
 })
