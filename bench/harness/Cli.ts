@@ -8,8 +8,10 @@ import * as Cli from "../../src/platform/Cli.ts"
 import { maxShards, parseShard, type Shard } from "../../sim/engine/Shard.ts"
 import { parseDurationMs } from "../../src/platform/Config.ts"
 import type { LoadModel } from "./LoadModel.ts"
+import { parseStages, peakPerS, totalDurationMs } from "./Stages.ts"
+import { type CapacitySearch, defaultSearch } from "./Capacity.ts"
 import { faultKinds, type NemesisOptions } from "./Nemesis.ts"
-import { type Objective, parseSlo } from "./Slo.ts"
+import { type Objective, parseSloFlags, sloSeparator } from "./Slo.ts"
 
 export interface RunOptions {
   readonly command: "run"
@@ -17,6 +19,8 @@ export interface RunOptions {
   readonly keysFile: string | null
   readonly model: LoadModel
   readonly durationSeconds: number
+  /** `--warmup`: requests issued in this first part of the load are recorded, not judged (0: none). */
+  readonly warmupMs: number
   readonly maxRequests: number | null
   readonly merchants: number
   readonly seed: number
@@ -41,6 +45,10 @@ export interface RunOptions {
   readonly progress: boolean
   /** `--prometheus-port`: serve the harness's own metrics on 127.0.0.1 at this port (null: none). */
   readonly prometheusPort: number | null
+  /** `--find-capacity`: the search's steps (bench/harness/Capacity.ts); null without it. */
+  readonly findCapacity: { readonly stepMs: number; readonly search: CapacitySearch } | null
+  /** `--abort-on-fail`: stop the load once an objective is lost for good (bench/harness/Abort.ts). */
+  readonly abortOnFail: boolean
   /** `--allow-saturation`: an open-model run that fell behind its offered rate passes (docs/harness.md). */
   readonly allowSaturation: boolean
   // The cluster: several instances, and the faults among them (bench/harness/Nemesis.ts).
@@ -72,6 +80,8 @@ const runFlags = {
   arrival: value("arrival", "open model: gaps between starts, constant or poisson (exponential, seeded) (default: constant)"),
   connections: value("connections", "closed model: N scripts at a time, as fast as they go (instead of --rate)"),
   duration: value("duration", "seconds of load (default: 30)"),
+  stages: value("stages", "open model: the offered rate as stages instead of --rate and --duration, DURATION:RATE a plateau, DURATION:FROM-TO a linear ramp, e.g. \"30s:0-200,60s:200,30s:200-0\""),
+  warmup: value("warmup", "requests whose intended start falls in this first part of the load, e.g. 10s, are recorded but left out of the objectives and the saturation verdict (default: none)"),
   "max-requests": value("max-requests", "also stop starting scripts once N requests were sent (default: no limit)"),
   merchants: value("merchants", "merchants the scenario uses (default: one per 20 requests/s of --rate, at least 5)"),
   seed: value("seed", "seed of the scenario's and the arrivals' random choices (default: 1)"),
@@ -82,7 +92,7 @@ const runFlags = {
   "webhook-url": value("webhook-url", "base URL they are registered under (URL/m/<j>; {shard} stands for the shard's index), for a receiver the target reaches through NAT, a proxy or another host; needs --webhook-port (default: http://<webhook-host>:<port>)"),
   "start-at": value("start-at", "ISO time with its zone (2030-01-01T12:00:00Z) or epoch ms: set up, then start the load at that moment, so that shards start together (default: once set up)"),
   report: value("report", `where the JSON result and the HTML page go (default: ${defaultReportDirectory})`),
-  slo: value("slo", "objectives, e.g. \"p99<250ms,errors<0.1%,rate>100\": exit 1 when one is missed (default: none)"),
+  slo: Cli.text("slo", "objectives, e.g. \"p99<250ms,errors<0.1%,rate>100\", or on one route as the report names it, \"POST /api/v1/transactions:p99<300ms,errors<0.1%\"; may be given several times: exit 1 when one is missed (default: none)").pipe(Flag.atLeast(0)),
   timeout: value("timeout", "client timeout of one request, ms (default: 10000)"),
   sockets: value("sockets", "keep-alive sockets to the target (default: 64)"),
   drain: value("drain", "seconds the scenario may take to drain after the load (default: 120)"),
@@ -90,12 +100,15 @@ const runFlags = {
   statements: value("statements", "without --target: the N statements that took PostgreSQL longest during the load, with their calls per request (default: 0)"),
   progress: Cli.toggle("progress", "the live progress line every second even when stderr is not a terminal (default there: every 5 s)"),
   "prometheus-port": value("prometheus-port", "serve the harness's own metrics (offered and achieved rate, latency per route, answers by status, laws violated) in the Prometheus text format at http://127.0.0.1:N/metrics during the run (default: none)"),
+  "find-capacity": Cli.toggle("find-capacity", "open model: step the offered rate from --rate (default 50) ×1.5 a step until an --slo objective is missed or the service falls behind, then bisect 3 times (12 steps at most); report the highest rate that met every objective and plot latency against offered rate"),
+  "step-duration": value("step-duration", "with --find-capacity: each step's load, e.g. 10s or 1m (default: 10s)"),
+  "abort-on-fail": Cli.toggle("abort-on-fail", "stop the load once an --slo objective is lost for good (missed whatever the planned requests still to come do), drain, check the laws and exit 1 (docs/harness.md)"),
   "allow-saturation": Cli.toggle("allow-saturation", "open model: pass a run whose achieved rate fell under 97% of the offered one, or whose driver fell behind (default: such a run fails)"),
   instances: value("instances", "without --target: start the service N times on its one embedded PostgreSQL, each on its own port, requests spread over them in turn (default: 1)"),
   nemesis: value("nemesis", "without --target: faults to inject during the load, any of kill (kill -9, then a restart on the same port), pause (SIGSTOP, then SIGCONT) and db-pause (SIGSTOP of every PostgreSQL process), separated by commas"),
   "nemesis-every": value("nemesis-every", "with --nemesis: one fault every DURATION of load, on an instance drawn from --seed, e.g. 15s or 500ms (default: 15s)")
 }
-type ValueFlag = Exclude<keyof typeof runFlags, "progress" | "allow-saturation">
+type ValueFlag = Exclude<keyof typeof runFlags, "progress" | "allow-saturation" | "abort-on-fail" | "find-capacity" | "slo">
 
 const description =
   "Drive a scenario's merchants, webhook endpoints and laws over real HTTP against a service (one it starts on its own embedded PostgreSQL, or --target), " +
@@ -166,6 +179,58 @@ const shardFlag = (text: string, flag = "--shard") => {
   } catch (error) {
     throw new BadFlag(error instanceof Error ? error.message : String(error))
   }
+}
+
+/**
+ * Merchants for a capacity search: one per 20 requests a second of the highest rate it may
+ * reach, at least 5, at most 40 (40 merchants' keys allow 4,000 requests a second under the
+ * production rate limit, far past what one machine serves).
+ */
+export const capacityMerchants = (search: CapacitySearch) =>
+  Math.min(40, Math.max(5, Math.ceil((search.startPerS * search.growth ** (search.maxSteps - 1)) / 20)))
+
+/** `--find-capacity` and `--step-duration`: steps of the open model at rates of its own. */
+const capacityFlags = (given: boolean, get: (flag: ValueFlag) => string | undefined, model: LoadModel) => {
+  if (!given) {
+    if (get("step-duration") !== undefined) throw new BadFlag("--step-duration goes with --find-capacity")
+    return null
+  }
+  for (const other of ["connections", "stages", "duration", "max-requests"] as const) {
+    if (get(other) !== undefined) throw new BadFlag(`--find-capacity steps the open model's rate itself: it does not go with --${other}`)
+  }
+  const text = get("step-duration") ?? "10s"
+  const stepMs = parseDurationMs(text)
+  if (stepMs === null || stepMs < 1_000 || stepMs > 3_600_000) throw new BadFlag(`--step-duration must be a duration from 1s to 1h such as 10s, not '${text}'`)
+  const startPerS = model.kind === "open" ? model.rate : 50
+  return { stepMs, search: { startPerS, ...defaultSearch } }
+}
+
+/** `--abort-on-fail` needs objectives to lose, and a planned count to lose them against. */
+const abortFlag = (given: boolean, slo: ReadonlyArray<Objective>, model: LoadModel, maxRequests: string | undefined) => {
+  if (!given) return false
+  if (slo.length === 0) throw new BadFlag("--abort-on-fail stops the load when an --slo objective is lost: give --slo")
+  if (model.kind === "closed" && maxRequests === undefined) throw new BadFlag("--abort-on-fail needs a planned count of requests: the open model (--rate, --stages) or --max-requests")
+  return true
+}
+
+/** `--warmup DURATION`: a first part of the load, shorter than the load. */
+const warmupFlag = (text: string | undefined, durationSeconds: number) => {
+  if (text === undefined) return 0
+  const ms = parseDurationMs(text)
+  if (ms === null) throw new BadFlag(`--warmup must be a duration such as 10s or 500ms, not '${text}'`)
+  if (ms >= durationSeconds * 1000) throw new BadFlag(`--warmup ${text} leaves nothing of the ${durationSeconds} s load to judge`)
+  return ms
+}
+
+/** `--stages`: the open model along a curve; it replaces --rate and --duration, and is no closed model. */
+const stagesModel = (get: (flag: ValueFlag) => string | undefined, arrival: "constant" | "poisson"): LoadModel => {
+  for (const other of ["rate", "duration", "connections"] as const) {
+    if (get(other) !== undefined) throw new BadFlag(`--stages gives the rate and the duration: it does not go with --${other}`)
+  }
+  const parsed = parseStages(get("stages")!, 1_000_000)
+  if ("error" in parsed) throw new BadFlag(parsed.error)
+  if (totalDurationMs(parsed.stages) > 86_400_000) throw new BadFlag("--stages: the stages last more than 24 h in all")
+  return { kind: "open", rate: peakPerS(parsed.stages), arrival, stages: parsed.stages }
 }
 
 // The cluster's flags: --target as a list, --instances, --nemesis and --nemesis-every.
@@ -245,9 +310,15 @@ export const parseArguments = (argv: ReadonlyArray<string>): Parsed => {
     if (get("arrival") !== undefined && get("connections") !== undefined) throw new BadFlag("--arrival is for the open model (--rate), not --connections")
     const arrival = get("arrival") ?? "constant"
     if (arrival !== "constant" && arrival !== "poisson") throw new BadFlag(`--arrival must be constant or poisson, not '${arrival}'`)
-    const model: LoadModel = get("connections") !== undefined
+    const model: LoadModel = get("stages") !== undefined
+      ? stagesModel(get, arrival)
+      : get("connections") !== undefined
       ? { kind: "closed", connections: whole("connections", get("connections")!, 1, 10_000) }
       : { kind: "open", rate: positive("rate", get("rate") ?? "50", 1_000_000), arrival }
+    const findCapacity = capacityFlags(values["find-capacity"], get, model)
+    const durationSeconds = findCapacity !== null
+      ? (findCapacity.stepMs * findCapacity.search.maxSteps) / 1000
+      : model.kind === "open" && model.stages ? totalDurationMs(model.stages) / 1000 : positive("duration", get("duration") ?? "30", 86_400)
 
     const targetText = get("target")
     const targetUrls = targetText === undefined ? [] : parseTargets(targetText)
@@ -262,10 +333,11 @@ export const parseArguments = (argv: ReadonlyArray<string>): Parsed => {
     if (targetUrl !== null && keysFile === null && scenario !== "health") throw new BadFlag("--target needs --keys FILE: the merchants' API keys, one a line (see docs/harness.md)")
 
     const shard = shardFlag(get("shard") ?? "0/1")
-    const sloText = get("slo") ?? null
+    const sloTexts = values.slo.map((text) => text.trim())
+    const sloText = sloTexts.length === 0 ? null : sloTexts.join(sloSeparator)
     let slo: ReadonlyArray<Objective> = []
     if (sloText !== null) {
-      const parsed = parseSlo(sloText)
+      const parsed = parseSloFlags(sloTexts)
       if ("error" in parsed) throw new BadFlag(parsed.error)
       slo = parsed.objectives
     }
@@ -276,9 +348,11 @@ export const parseArguments = (argv: ReadonlyArray<string>): Parsed => {
       targetUrl,
       keysFile,
       model,
-      durationSeconds: positive("duration", get("duration") ?? "30", 86_400),
+      durationSeconds,
+      // With --find-capacity the warm-up is each step's.
+      warmupMs: warmupFlag(get("warmup"), findCapacity === null ? durationSeconds : findCapacity.stepMs / 1000),
       maxRequests: get("max-requests") === undefined ? null : whole("max-requests", get("max-requests")!, 1, 1_000_000_000),
-      merchants: whole("merchants", get("merchants") ?? String(defaultMerchants(model)), 1, 100_000),
+      merchants: whole("merchants", get("merchants") ?? String(findCapacity === null ? defaultMerchants(model) : capacityMerchants(findCapacity.search)), 1, 100_000),
       seed: whole("seed", get("seed") ?? "1", 0, 2 ** 32 - 1),
       scenario,
       shard,
@@ -294,6 +368,8 @@ export const parseArguments = (argv: ReadonlyArray<string>): Parsed => {
       statements: whole("statements", get("statements") ?? "0", 0, 1000),
       progress: values.progress,
       allowSaturation: values["allow-saturation"],
+      findCapacity,
+      abortOnFail: abortFlag(values["abort-on-fail"], slo, model, get("max-requests")),
       prometheusPort: get("prometheus-port") === undefined ? null : whole("prometheus-port", get("prometheus-port")!, 1, 65_535),
       ...cluster
     }

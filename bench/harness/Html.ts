@@ -5,7 +5,9 @@
  */
 import { barChart, escape, fixed } from "../report.ts"
 import type { AvailabilityFigures } from "./Availability.ts"
+import { capacityPlot, latencyLimits } from "./Capacity.ts"
 import { type HarnessResult, loadText } from "./Result.ts"
+import { measuredText, parseSloFlags } from "./Slo.ts"
 
 interface Series {
   readonly name: string
@@ -68,8 +70,8 @@ const shardTable = (result: HarnessResult) => {
   return `<table><thead><tr><th>shard</th><th>target</th><th>offered</th><th>merchants</th><th>seed</th><th>load started</th><th>requests</th><th>requests/s</th><th>errors</th><th>verdict</th></tr></thead><tbody>${
     shards.map((s) =>
       `<tr><td style="text-align:left">${escape(s.shard)}</td><td style="text-align:left">${escape(s.target)}</td>` +
-      `<td>${s.rate === null ? `${s.connections} connections` : `${s.rate}/s`}</td><td>${s.merchants}</td><td>${s.seed}</td>` +
-      `<td>+${fixed((s.start_epoch_ms - first) / 1000, 3)} s</td><td>${s.requests}</td><td>${fixed(s.achieved_rate, 1)}</td><td>${s.errors}</td>` +
+      `<td>${s.rate_per_s === null ? `${s.connections} connections` : `${s.rate_per_s}/s`}</td><td>${s.merchants}</td><td>${s.seed}</td>` +
+      `<td>+${fixed((s.start_epoch_ms - first) / 1000, 3)} s</td><td>${s.requests}</td><td>${fixed(s.achieved_per_s, 1)}</td><td>${s.errors}</td>` +
       `<td class="${s.passed ? "pass" : "fail"}">${s.passed ? "passed" : "failed"}</td></tr>`
     ).join("")
   }</tbody></table>`
@@ -99,9 +101,38 @@ const faultsSection = (result: HarnessResult) => {
 <table><thead>${head}</thead><tbody>${[...rows, ...totals].join("\n")}</tbody></table>`
 }
 
+/** `--find-capacity`: the plot of latency against offered rate, and each step. */
+const capacitySection = (result: HarnessResult) => {
+  const capacity = result.capacity
+  if (capacity === undefined) return ""
+  const parsed = result.config.slo === null ? null : parseSloFlags([result.config.slo])
+  const limits = parsed === null || "error" in parsed ? [] : latencyLimits(parsed.objectives)
+  const rows = capacity.steps.map((s, i) =>
+    `<tr><td>${i + 1}</td><td>${s.offered_per_s}</td><td>${fixed(s.achieved_per_s, 1)}</td><td>${s.requests}</td><td>${s.errors}</td><td>${fixed(s.p50_ms, 2)}</td><td>${fixed(s.p99_ms, 2)}</td>` +
+    `<td class="${s.passed ? "pass" : "fail"}">${s.passed ? "passed" : "failed"}</td><td style="text-align:left">${escape(s.failed_because ?? "")}</td></tr>`
+  )
+  return `<h2>Capacity</h2><p>${capacity.sustained_per_s === null ? "<b>No step met every objective.</b>" : `<b>Sustained: ${capacity.sustained_per_s} requests/s offered</b> met every objective and kept pace; the figures below are that step's.`}
+Steps of ${capacity.step_s} s from ${capacity.start_per_s}/s, ×${capacity.growth} until one failed, then ${capacity.bisections} bisections at most (${capacity.max_steps} steps at most). Limit: ${escape(capacity.limit ?? "none found")}.</p>
+${capacityPlot(capacity.steps, limits, "latency against offered rate")}
+<table><thead><tr><th>step</th><th>offered/s</th><th>achieved/s</th><th>requests</th><th>errors</th><th>p50 ms</th><th>p99 ms</th><th>verdict</th><th>why</th></tr></thead><tbody>${rows.join("")}</tbody></table>`
+}
+
+/** `--stages`: the load window by window, offered (from the curve) against achieved. */
+const stagesSection = (result: HarnessResult) => {
+  const windows = result.saturation?.windows ?? []
+  if (windows.length === 0) return ""
+  const rows = windows.map((w) =>
+    `<tr><td>${w.stage + 1}</td><td style="text-align:left">${escape(w.stage_text)}</td><td>${fixed(w.from_s, 1)}</td><td>${fixed(w.to_s, 1)}</td>` +
+    `<td>${fixed(w.offered_per_s, 1)}</td><td>${fixed(w.achieved_per_s, 1)}</td><td>${w.issued}</td><td>${w.answered}</td>` +
+    `<td>${w.share === null ? "too few to judge" : `${fixed(w.share * 100, 1)}%`}</td></tr>`
+  )
+  return `<h2>Stages</h2><p>Offered rate along ${escape(result.config.stages ?? "")}; each window's offered rate is the curve's mean over it, its achieved rate the answers over it (shifted by the median latency).</p>
+<table><thead><tr><th>stage</th><th>shape</th><th>from s</th><th>to s</th><th>offered/s</th><th>achieved/s</th><th>issued</th><th>answered</th><th>answered share</th></tr></thead><tbody>${rows.join("")}</tbody></table>`
+}
+
 export const renderHarnessReport = (result: HarnessResult) => {
   const bands = bandsOf(result)
-  const seconds = result.timeline.map((s) => s.second)
+  const seconds = result.timeline.map((s) => s.at_s)
   const config = result.config
   const load = loadText(config)
   const verdict = result.passed ? `<p class="pass">PASSED: every law held${result.slo.length > 0 ? " and every objective was met" : ""}.</p>` : `<p class="fail">FAILED: ${result.laws.filter((l) => !l.held).length} law(s) violated, ${result.slo.filter((s) => !s.met).length} objective(s) missed.</p>`
@@ -119,7 +150,7 @@ export const renderHarnessReport = (result: HarnessResult) => {
   const slo = result.slo.length === 0
     ? "<p>No objectives given (--slo).</p>"
     : `<table><thead><tr><th>objective</th><th>actual</th><th>verdict</th></tr></thead><tbody>${
-      result.slo.map((s) => `<tr><td style="text-align:left">${escape(s.objective)}</td><td>${fixed(s.actual, 3)}</td><td class="${s.met ? "pass" : "fail"}">${s.met ? "met" : "missed"}</td></tr>`).join("")
+      result.slo.map((s) => `<tr><td style="text-align:left">${escape(s.objective)}</td><td>${escape(measuredText(s))}</td><td class="${s.met ? "pass" : "fail"}">${s.met ? "met" : "missed"}</td></tr>`).join("")
     }</tbody></table>`
   const cpu = result.cpu
   return `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>payments harness: ${escape(result.scenario)}</title>
@@ -127,11 +158,15 @@ export const renderHarnessReport = (result: HarnessResult) => {
 </head><body><h1>Harness: ${escape(result.scenario)}</h1>
 <p>${escape(result.started_at)} to ${escape(result.ended_at)}; target ${escape(config.target)}${config.embedded ? " (started by the harness)" : ""}; ${escape(load)} for ${config.duration_s} s${config.max_requests === null ? "" : ` or ${config.max_requests} requests`}; ${config.merchants} merchants, seed ${config.seed}; shards ${escape(config.shards.join(", "))}.</p>
 ${verdict}
+${(result.aborted ?? null) === null ? "" : `<p class="fail">Aborted (--abort-on-fail) at ${fixed(result.aborted!.at_s, 1)} s of load: ${escape(result.aborted!.objective)} was lost for good (${escape(result.aborted!.reason)}); the load stopped, drained, and the laws were checked.</p>`}
+${(config.warmup_s ?? 0) === 0 ? "" : `<p>Warm-up: the first ${config.warmup_s} s of the load; its ${result.judged?.left_out ?? 0} requests are in the latency and throughput figures below but left out of the objectives and the saturation verdict.</p>`}
 ${shardTable(result)}
-<p>${result.requests} requests in ${fixed(result.load_s, 1)} s of load: ${fixed(result.rate, 1)} requests/s; ${result.errors} errors (no answer or 5xx); ${result.scripts} scripts, ${result.scripts_late} started late.</p>
+<p>${result.requests} requests in ${fixed(result.load_s, 1)} s of load: ${fixed(result.rate_per_s, 1)} requests/s; ${result.errors} errors (no answer or 5xx); ${result.scripts} scripts, ${result.scripts_late} started late.</p>
 <h2>Laws</h2>${laws}
 ${Object.keys(result.figures ?? {}).length === 0 ? "" : `<p>The scenario's figures: ${Object.entries(result.figures!).map(([name, count]) => `${escape(name)} ${count}`).join(", ")}.</p>`}
 ${faultsSection(result)}
+${capacitySection(result)}
+${stagesSection(result)}
 <h2>Objectives</h2>${slo}
 <h2>Latency</h2>
 ${lineChart("latency over time, per second of answers", "ms", seconds, [

@@ -16,10 +16,15 @@
  * and resolve when every started script has ended (a script that rejects is counted, not fatal).
  */
 import type { Clock } from "./Clock.ts"
+import { seededRandom } from "./Random.ts"
+import { curveOffsets, type Stage } from "./Stages.ts"
 
 export type LoadModel =
-  /** `rate`: requests per second. */
-  | { readonly kind: "open"; readonly rate: number; readonly arrival: "constant" | "poisson" }
+  /**
+   * `rate`: requests per second; with `stages` (`--stages`, bench/harness/Stages.ts) the curve's
+   * peak, the arrivals following the curve.
+   */
+  | { readonly kind: "open"; readonly rate: number; readonly arrival: "constant" | "poisson"; readonly stages?: ReadonlyArray<Stage> | null }
   | { readonly kind: "closed"; readonly connections: number }
 
 export interface LoadPlan {
@@ -36,7 +41,18 @@ export interface LoadPlan {
   readonly maxConcurrentScripts: number
   /** Open model: the requests a script sends on average (1 for one request a script). */
   readonly requestsPerScript: number
+  /** Asked before each script starts: true stops the load there (`--abort-on-fail`); absent: never. */
+  readonly shouldStop?: () => boolean
 }
+
+/** The open model's intended starts, ms from the load's start: along the stages' curve, or `rate`'s gaps. */
+export const openOffsets = (model: Extract<LoadModel, { kind: "open" }>, requestsPerScript: number, seed: number): Generator<number> =>
+  model.stages === undefined || model.stages === null
+    ? arrivalOffsets(requestsPerScript * 1000 / model.rate, model.arrival, seed)
+    : curveOffsets(model.stages, requestsPerScript, model.arrival, seed)
+
+/** A sleep of the open model, in slices short enough that a stop is seen within one. */
+const stopSliceMs = 250
 
 /**
  * A script that starts this much after its intended time counts as late: the driver (or the bound
@@ -65,17 +81,7 @@ export interface LoadOutcome {
   readonly firstFailure: string | null
 }
 
-/** A small seeded generator (mulberry32): the same seed gives the same arrivals. */
-export const seededRandom = (seed: number) => {
-  let state = seed >>> 0
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0
-    let t = state
-    t = Math.imul(t ^ (t >>> 15), t | 1)
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
-  }
-}
+export { seededRandom }
 
 /** Offsets (ms from the start) of the open model's arrivals, `gapMs` apart on average, in order, without end. */
 export function* arrivalOffsets(gapMs: number, arrival: "constant" | "poisson", seed: number): Generator<number> {
@@ -106,7 +112,8 @@ export const runLoad = async (
 ): Promise<LoadOutcome> => {
   const startedAtMs = clock.now()
   const endMs = startedAtMs + plan.durationMs
-  const full = () => plan.maxRequests !== null && requestsSent() >= plan.maxRequests
+  const stopped = () => plan.shouldStop?.() === true
+  const full = () => (plan.maxRequests !== null && requestsSent() >= plan.maxRequests) || stopped()
   let started = 0
   let late = 0
   let heldBack = 0
@@ -133,11 +140,12 @@ export const runLoad = async (
   const scriptCap = plan.maxRequests ?? Infinity
 
   if (plan.model.kind === "open") {
-    for (const offset of arrivalOffsets(plan.requestsPerScript * 1000 / plan.model.rate, plan.model.arrival, plan.seed)) {
+    for (const offset of openOffsets(plan.model, plan.requestsPerScript, plan.seed)) {
       const intendedStartMs = startedAtMs + offset
       if (intendedStartMs >= endMs || full() || started >= scriptCap) break
-      const waitMs = intendedStartMs - clock.now()
-      if (waitMs >= 1) await clock.sleep(waitMs)
+      for (let waitMs = intendedStartMs - clock.now(); waitMs >= 1 && !stopped(); waitMs = intendedStartMs - clock.now()) {
+        await clock.sleep(plan.shouldStop === undefined ? waitMs : Math.min(waitMs, stopSliceMs))
+      }
       if (running.size >= plan.maxConcurrentScripts) heldBack++
       while (running.size >= plan.maxConcurrentScripts) await new Promise<void>((wake) => (slotFreed = wake))
       if (full()) break

@@ -78,22 +78,36 @@ export interface RouteFigures {
   readonly errors: number
   readonly status_codes: Record<string, number>
   readonly latency_ms: Percentiles
-  readonly histogram: string
+  /** The HDR histogram of the latencies in microseconds, encoded (compressed base64). */
+  readonly histogram_us: string
 }
 
 export interface SecondFigures {
-  /** Seconds since the start of the run (when the answers came). */
-  readonly second: number
+  /** The second's start, in seconds since the start of the run (when the answers came). */
+  readonly at_s: number
   readonly requests: number
   readonly errors: number
   readonly latency_ms: Percentiles
-  readonly histogram: string
+  /** As `RouteFigures.histogram_us`, with 2 significant digits. */
+  readonly histogram_us: string
 }
 
 interface RouteCounters {
   readonly histogram: hdr.Histogram
   readonly statusCodes: Map<Status, number>
   errors: number
+}
+
+/**
+ * Which requests of the load the objectives and the verdict judge (`--warmup`, `--abort-on-fail`):
+ * those issued from `fromMs` on, at most `cap` of them in the order they were issued (null: no
+ * cap). The others are recorded all the same, in the run's own figures.
+ */
+export interface JudgeRules {
+  readonly fromMs: number
+  readonly cap: number | null
+  /** Sees every judged request as it is recorded (the abort watch). */
+  readonly onJudged?: (route: string, status: Status, latencyMs: number) => void
 }
 
 export class Recorder {
@@ -119,7 +133,26 @@ export class Recorder {
   private issuedAt = new Float64Array(4096)
   private answered = 0
 
-  constructor(private readonly startMs: number) {}
+  /** The judged requests' own figures; null when every request is judged (this recorder's figures are theirs). */
+  readonly judged: Recorder | null
+  private admitted = 0
+
+  constructor(private readonly startMs: number, private readonly rules: JudgeRules | null = null) {
+    this.judged = rules === null ? null : new Recorder(startMs)
+  }
+
+  /** Whether a request issued at `issuedAtMs` is judged; asked once, when it is sent. */
+  admit(issuedAtMs: number): boolean {
+    if (this.rules === null) return true
+    if (issuedAtMs < this.rules.fromMs || (this.rules.cap !== null && this.admitted >= this.rules.cap)) return false
+    this.admitted++
+    return true
+  }
+
+  /** The figures the objectives read: the judged requests'. */
+  judgedFigures(): Recorder {
+    return this.judged ?? this
+  }
 
   /** Each route's answers so far by status, and its latency percentiles (ms), for live telemetry. */
   routesNow(): Array<{ readonly route: string; readonly statusCodes: ReadonlyMap<Status, number>; readonly count: number; readonly quantilesMs: ReadonlyArray<readonly [number, number]> }> {
@@ -150,7 +183,11 @@ export class Recorder {
     return count
   }
 
-  record(route: string, status: Status, latencyMs: number, atMs: number) {
+  record(route: string, status: Status, latencyMs: number, atMs: number, judged = true) {
+    if (judged && this.judged !== null) {
+      this.judged.record(route, status, latencyMs, atMs)
+      this.rules!.onJudged?.(route, status, latencyMs)
+    }
     const micros = Math.min(highestMicros, Math.max(1, Math.round(latencyMs * 1000)))
     const second = Math.max(0, Math.floor((atMs - this.startMs) / 1000))
     if (second > this.currentSecond) this.closeSeconds(second)
@@ -189,11 +226,11 @@ export class Recorder {
   private closeSeconds(second: number) {
     while (this.currentSecond < second) {
       this.seconds.push({
-        second: this.currentSecond,
+        at_s: this.currentSecond,
         requests: this.current.totalCount,
         errors: this.currentErrors,
         latency_ms: percentilesOf(this.current),
-        histogram: encodeHistogram(this.current)
+        histogram_us: encodeHistogram(this.current)
       })
       this.current.reset()
       this.currentErrors = 0
@@ -228,7 +265,7 @@ export class Recorder {
         errors: counters.errors,
         status_codes: codes,
         latency_ms: percentilesOf(counters.histogram),
-        histogram: encodeHistogram(counters.histogram)
+        histogram_us: encodeHistogram(counters.histogram)
       }
     })
     return {
@@ -236,7 +273,7 @@ export class Recorder {
       errors: this.errors,
       status_codes: statusCodes,
       latency_ms: percentilesOf(this.overall),
-      histogram: encodeHistogram(this.overall),
+      histogram_us: encodeHistogram(this.overall),
       routes,
       timeline: [...this.seconds]
     }

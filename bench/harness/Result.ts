@@ -3,10 +3,11 @@
  * results: histograms are decoded and added, then percentiles read from the sum.
  */
 import type { SaturationFigures } from "./Saturation.ts"
+import type { CapacityFigures } from "./Capacity.ts"
 import type { ClusterAvailability, FaultFigures } from "./Nemesis.ts"
 import type { LawResult, Violation } from "./Contract.ts"
 import { decodeHistogram, encodeHistogram, mergeEncoded, percentilesOf, type Percentiles, type RouteFigures, type SecondFigures } from "./Recorder.ts"
-import { evaluateSlo, type ObjectiveResult, parseSlo } from "./Slo.ts"
+import { evaluateSlo, type ObjectiveResult, parseSloFlags } from "./Slo.ts"
 
 /** At most this many violations of one law are kept in the result (the count is kept whole). */
 export const violationsKept = 20
@@ -21,7 +22,7 @@ export interface LawFigures {
 }
 
 export interface HarnessResult {
-  readonly format: "payments-harness/1"
+  readonly format: "payments-harness/2"
   readonly scenario: string
   readonly started_at: string
   readonly ended_at: string
@@ -32,10 +33,17 @@ export interface HarnessResult {
     readonly embedded: boolean
     /** `mixed`: a merge of open and closed shards (`rate` and `connections` then both total their own). */
     readonly model: "open" | "closed" | "mixed"
-    readonly rate: number | null
+    /** The offered rate, requests/s (the stages' peak with `stages`; a merge: the open shards' sum). */
+    readonly rate_per_s: number | null
     readonly arrival: string | null
+    /** `--stages`: the offered rate's curve, e.g. "30s 0→200/s, 60s 200/s" (null without; absent in older files). */
+    readonly stages?: string | null
     readonly connections: number | null
     readonly duration_s: number
+    /** `--warmup`: seconds at the load's start whose requests are recorded, not judged (absent in older files). */
+    readonly warmup_s?: number
+    /** `--abort-on-fail` (absent in older files). */
+    readonly abort_on_fail?: boolean
     readonly max_requests: number | null
     readonly merchants: number
     readonly seed: number
@@ -55,16 +63,19 @@ export interface HarnessResult {
   readonly scripts_late: number
   readonly requests: number
   readonly errors: number
+  /** The requests the objectives and the verdict judged: all but the warm-up's and, with --abort-on-fail, those past the planned count (`left_out`); absent in older files and merges. */
+  readonly judged?: { readonly requests: number; readonly errors: number; readonly left_out: number }
   /**
    * Requests per second answered over the load window (the first intended start to the last; the
    * drain's tail left out), as `saturation.achieved_per_s`. A merged result: the shards' sum.
    */
-  readonly rate: number
+  readonly rate_per_s: number
   /** The open model's offered rate against the achieved one, the send lag, and who fell behind (absent in older files and merges). */
   readonly saturation?: SaturationFigures
   readonly status_codes: Record<string, number>
   readonly latency_ms: Percentiles
-  readonly histogram: string
+  /** The HDR histogram of every latency in microseconds, encoded (compressed base64). */
+  readonly histogram_us: string
   readonly routes: ReadonlyArray<RouteFigures>
   readonly timeline: ReadonlyArray<SecondFigures>
   readonly cpu: {
@@ -88,6 +99,10 @@ export interface HarnessResult {
   readonly slo: ReadonlyArray<ObjectiveResult>
   /** Every law held and every objective was met. */
   readonly passed: boolean
+  /** `--abort-on-fail` stopped the load: the objective lost for good, why, when (s into the load), against how many planned requests; null: it ran to its end. */
+  readonly aborted?: { readonly objective: string; readonly reason: string; readonly at_s: number; readonly planned_requests: number } | null
+  /** `--find-capacity`: the search, its steps and the sustained rate; the result's own figures are the sustained step's (absent without it). */
+  readonly capacity?: CapacityFigures
   /** A merged result's shards, each as it ran (absent in one shard's result: its `config` says it). */
   readonly per_shard?: ReadonlyArray<ShardFigures>
   // The cluster's figures (absent in a file from before them, and in a merge).
@@ -105,7 +120,7 @@ export interface ShardFigures {
   readonly target: string
   readonly model: HarnessResult["config"]["model"]
   /** The rate it offered (open model), requests per second. */
-  readonly rate: number | null
+  readonly rate_per_s: number | null
   readonly connections: number | null
   readonly merchants: number
   readonly seed: number
@@ -113,8 +128,8 @@ export interface ShardFigures {
   readonly load_s: number
   readonly requests: number
   readonly errors: number
-  /** Requests per second it sent and had answered (`rate` of its result). */
-  readonly achieved_rate: number
+  /** Requests per second it sent and had answered (`rate_per_s` of its result). */
+  readonly achieved_per_s: number
   readonly passed: boolean
 }
 
@@ -124,7 +139,7 @@ export const shardFiguresOf = (result: HarnessResult): ReadonlyArray<ShardFigure
     shard,
     target: result.config.target,
     model: result.config.model,
-    rate: result.config.rate,
+    rate_per_s: result.config.rate_per_s,
     connections: result.config.connections,
     merchants: result.config.merchants,
     seed: result.config.seed,
@@ -132,7 +147,7 @@ export const shardFiguresOf = (result: HarnessResult): ReadonlyArray<ShardFigure
     load_s: result.load_s,
     requests: result.requests,
     errors: result.errors,
-    achieved_rate: result.rate,
+    achieved_per_s: result.rate_per_s,
     passed: result.passed
   }))
 
@@ -157,7 +172,7 @@ const sumCounts = (parts: ReadonlyArray<Record<string, number>>) => {
 
 const mergedFigures = (histograms: ReadonlyArray<string>) => {
   const histogram = mergeEncoded(histograms)
-  const figures = { latency_ms: percentilesOf(histogram), histogram: encodeHistogram(histogram), count: histogram.totalCount }
+  const figures = { latency_ms: percentilesOf(histogram), histogram_us: encodeHistogram(histogram), count: histogram.totalCount }
   histogram.destroy()
   return figures
 }
@@ -168,7 +183,7 @@ const distinct = <A>(values: ReadonlyArray<A>) => [...new Set(values)]
 /** The load a configuration describes: `open, 175 requests/s constant`, `closed, 8 connections`, or both joined by `+`. */
 export const loadText = (config: HarnessResult["config"]) =>
   [
-    ...(config.rate === null ? [] : [`open, ${config.rate} requests/s${config.arrival === null ? "" : ` ${config.arrival}`}`]),
+    ...(config.rate_per_s === null ? [] : [`open, ${(config.stages ?? null) === null ? `${config.rate_per_s} requests/s` : `stages ${config.stages}`}${config.arrival === null ? "" : ` ${config.arrival}`}`]),
     ...(config.connections === null ? [] : [`closed, ${config.connections} connections`])
   ].join(" + ")
 
@@ -180,7 +195,7 @@ export const loadText = (config: HarnessResult["config"]) =>
  */
 const mergedConfig = (results: ReadonlyArray<HarnessResult>, sloText: string | null): HarnessResult["config"] => {
   const shards = results.flatMap(shardFiguresOf)
-  const open = shards.filter((s) => s.rate !== null)
+  const open = shards.filter((s) => s.rate_per_s !== null)
   const closed = shards.filter((s) => s.connections !== null)
   const configs = results.map((r) => r.config)
   const limits = configs.map((c) => c.max_requests)
@@ -190,7 +205,7 @@ const mergedConfig = (results: ReadonlyArray<HarnessResult>, sloText: string | n
     target: distinct(shards.map((s) => s.target)).join(", "),
     embedded: configs.every((c) => c.embedded),
     model: closed.length === 0 ? "open" : open.length === 0 ? "closed" : "mixed",
-    rate: open.length === 0 ? null : sum(open.map((s) => s.rate!)),
+    rate_per_s: open.length === 0 ? null : sum(open.map((s) => s.rate_per_s!)),
     arrival: open.length === 0 ? null : distinct(configs.flatMap((c) => c.arrival ?? [])).join("+"),
     connections: closed.length === 0 ? null : sum(closed.map((s) => s.connections!)),
     duration_s: Math.max(...configs.map((c) => c.duration_s)),
@@ -219,20 +234,22 @@ const mergedRss = (results: ReadonlyArray<HarnessResult>) => {
 export const mergeResults = (results: ReadonlyArray<HarnessResult>): HarnessResult => {
   if (results.length === 0) throw new Error("nothing to merge")
   for (const result of results) {
-    if (result.format !== "payments-harness/1") throw new Error(`not a harness result (format ${String(result.format)})`)
+    if (result.format !== "payments-harness/2") {
+      throw new Error(`not a harness result of this version (format ${String(result.format)}; payments-harness/1 files, from before the units in keys, are not merged)`)
+    }
   }
-  const overall = mergedFigures(results.map((r) => r.histogram))
+  const overall = mergedFigures(results.map((r) => r.histogram_us))
   const routeNames = [...new Set(results.flatMap((r) => r.routes.map((route) => route.route)))].sort()
   const routes: Array<RouteFigures> = routeNames.map((route) => {
     const parts = results.flatMap((r) => r.routes.filter((x) => x.route === route))
-    const merged = mergedFigures(parts.map((p) => p.histogram))
+    const merged = mergedFigures(parts.map((p) => p.histogram_us))
     return {
       route,
       requests: parts.reduce((n, p) => n + p.requests, 0),
       errors: parts.reduce((n, p) => n + p.errors, 0),
       status_codes: sumCounts(parts.map((p) => p.status_codes)),
       latency_ms: merged.latency_ms,
-      histogram: merged.histogram
+      histogram_us: merged.histogram_us
     }
   })
   // Timelines line up by wall-clock second from the earliest shard's start.
@@ -241,18 +258,18 @@ export const mergeResults = (results: ReadonlyArray<HarnessResult>): HarnessResu
   for (const result of results) {
     const shift = Math.round((result.start_epoch_ms - startEpochMs) / 1000)
     for (const second of result.timeline) {
-      const at = second.second + shift
+      const at = second.at_s + shift
       bySecond.set(at, [...(bySecond.get(at) ?? []), second])
     }
   }
   const timeline: Array<SecondFigures> = [...bySecond].sort(([a], [b]) => a - b).map(([second, parts]) => {
-    const merged = mergedFigures(parts.map((p) => p.histogram))
+    const merged = mergedFigures(parts.map((p) => p.histogram_us))
     return {
-      second,
+      at_s: second,
       requests: parts.reduce((n, p) => n + p.requests, 0),
       errors: parts.reduce((n, p) => n + p.errors, 0),
       latency_ms: merged.latency_ms,
-      histogram: merged.histogram
+      histogram_us: merged.histogram_us
     }
   })
   const lawNames = [...new Set(results.flatMap((r) => r.laws.map((law) => law.law)))]
@@ -271,19 +288,19 @@ export const mergeResults = (results: ReadonlyArray<HarnessResult>): HarnessResu
   const requests = results.reduce((n, r) => n + r.requests, 0)
   const errors = results.reduce((n, r) => n + r.errors, 0)
   // Shards run side by side: their rates add up.
-  const rate = results.reduce((n, r) => n + r.rate, 0)
+  const rate = results.reduce((n, r) => n + r.rate_per_s, 0)
   const harnessCpu = results.reduce((n, r) => n + r.cpu.harness_s, 0)
   const serviceCpus = results.map((r) => r.cpu.service_s)
   const serviceCpu = serviceCpus.every((s) => s === null) ? null : serviceCpus.reduce<number>((n, s) => n + (s ?? 0), 0)
   const postgresCpus = results.map((r) => r.cpu.postgres_s ?? null)
   const postgresCpu = postgresCpus.every((s) => s === null) ? null : postgresCpus.reduce<number>((n, s) => n + (s ?? 0), 0)
   const sloText = results.find((r) => r.config.slo !== null)?.config.slo ?? null
-  const parsedSlo = sloText === null ? null : parseSlo(sloText)
-  const slo = parsedSlo === null || "error" in parsedSlo ? [] : evaluateSlo(parsedSlo.objectives, { requests, errors, rate, latency_ms: overall.latency_ms })
+  const parsedSlo = sloText === null ? null : parseSloFlags([sloText])
+  const slo = parsedSlo === null || "error" in parsedSlo ? [] : evaluateSlo(parsedSlo.objectives, { requests, errors, rate, latency_ms: overall.latency_ms, routes })
   // From the first shard's start to the last one's end.
   const endEpochMs = Math.max(...results.map((r) => r.start_epoch_ms + r.load_s * 1000))
   return {
-    format: "payments-harness/1",
+    format: "payments-harness/2",
     scenario: [...new Set(results.map((r) => r.scenario))].join("+"),
     started_at: results.map((r) => r.started_at).sort()[0]!,
     ended_at: results.map((r) => r.ended_at).sort().at(-1)!,
@@ -294,10 +311,10 @@ export const mergeResults = (results: ReadonlyArray<HarnessResult>): HarnessResu
     scripts_late: results.reduce((n, r) => n + r.scripts_late, 0),
     requests,
     errors,
-    rate,
+    rate_per_s: rate,
     status_codes: sumCounts(results.map((r) => r.status_codes)),
     latency_ms: overall.latency_ms,
-    histogram: overall.histogram,
+    histogram_us: overall.histogram_us,
     routes,
     timeline,
     cpu: {
@@ -318,6 +335,7 @@ export const mergeResults = (results: ReadonlyArray<HarnessResult>): HarnessResu
 
 /** Checks an encoded histogram decodes (a result file that was cut or edited fails here, not in the sum). */
 export const checkResult = (result: HarnessResult) => {
-  decodeHistogram(result.histogram).destroy()
+  if (result.format !== "payments-harness/2") throw new Error(`format ${String(result.format)}, not payments-harness/2`)
+  decodeHistogram(result.histogram_us).destroy()
   return result
 }

@@ -168,6 +168,8 @@ export const recordingTransport = (
       if (inFlight < maxInFlight) inFlight++
       else await new Promise<void>((turn) => waiting.push(turn))
       const fromMs = intendedStartMs ?? enqueuedMs
+      const recorder = sink.recorder
+      const judged = recorder.admit(fromMs)
       let outcome: WireOutcome = lost
       try {
         outcome = await client.send(request)
@@ -175,7 +177,7 @@ export const recordingTransport = (
         release()
         const nowMs = clock.now()
         const status = outcome._tag === "Answered" ? outcome.response.status : outcome._tag === "Refused" ? "refused" : "dropped"
-        sink.recorder.record(routeTemplate(request.method, request.path), status, nowMs - fromMs, nowMs)
+        recorder.record(routeTemplate(request.method, request.path), status, nowMs - fromMs, nowMs, judged)
         sink.availability?.record(status, enqueuedMs)
       }
       // A refused request is no answer to the scenario, as one lost: it sends it again or not.

@@ -39,7 +39,7 @@ console.log(summaryOf(result, files))
 const cpuMs = result.cpu.harness_ms_per_request ?? Infinity
 const rss = result.cpu.harness_rss_mb
 const checks = [
-  [`rate ${result.rate.toFixed(0)}/s >= ${targetRate}/s`, result.rate >= targetRate * 0.99],
+  [`rate ${result.rate_per_s.toFixed(0)}/s >= ${targetRate}/s`, result.rate_per_s >= targetRate * 0.99],
   [`harness CPU ${Number.isFinite(cpuMs) ? cpuMs.toFixed(3) : "n/a"} ms per request < ${targetCpuMs} ms`, cpuMs < targetCpuMs],
   [`no errors (${result.errors})`, result.errors === 0]
 ] as const

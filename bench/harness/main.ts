@@ -9,38 +9,30 @@
  * docs/harness.md says how to run it, against what, and what the report holds.
  */
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs"
-import type { Server } from "node:http"
 import { join } from "node:path"
 import pg from "pg"
 import { fixed } from "../report.ts"
 import { type StatementStats, statementStats, statementsTable } from "../statements.ts"
-import { postgresCpuSeconds } from "../host.ts"
-import { type AvailabilityFigures, AvailabilityRecorder } from "./Availability.ts"
+import type { AvailabilityFigures } from "./Availability.ts"
 import { parseArguments, type RunOptions, startAtProblem } from "./Cli.ts"
-import { type Clock, realClock, waitUntilEpoch } from "./Clock.ts"
+import { type Clock, waitUntilEpoch } from "./Clock.ts"
 import type { LawResult, Scenario } from "./Contract.ts"
-import { type EmbeddedService, startEmbeddedService, stopEveryEmbeddedService } from "./Embedded.ts"
+import { stopEveryEmbeddedService } from "./Embedded.ts"
 import { renderHarnessReport } from "./Html.ts"
-import { lateStartMs, type LoadOutcome, runLoad } from "./LoadModel.ts"
+import { lateStartMs } from "./LoadModel.ts"
 import { readKeyFile } from "./KeyFile.ts"
 import { makeKeys } from "./MakeKeys.ts"
-import { clusterAvailability, faultFigures, makeNemesis, type Nemesis, planFaults } from "./Nemesis.ts"
-import { Recorder } from "./Recorder.ts"
 import { checkResult, type HarnessResult, lawFigures, loadText, mergeResults, passedOf, type ShardFigures } from "./Result.ts"
+import { abortSpec, closeSession, driveLoad, failOf, harnessLaw, type Io, judgeLoad, type LoadFigures, openSession, type Session } from "./Run.ts"
 import { loadScenario } from "./Scenarios.ts"
-import { saturated, saturationLine, saturationOf } from "./Saturation.ts"
-import { servePrometheus } from "./Prometheus.ts"
-import { evaluateSlo } from "./Slo.ts"
-import { balancedClient, httpClient, recordingTransport } from "./Transport.ts"
+import { saturationLine } from "./Saturation.ts"
+import { measuredText } from "./Slo.ts"
+import { stageText } from "./Stages.ts"
+import { capacityPlot, latencyLimits, sustainedOf } from "./Capacity.ts"
+import { type CapacityFigures, runCapacitySearch } from "./CapacityRun.ts"
+import type { LoadModel } from "./LoadModel.ts"
 
-export interface Io {
-  /** Diagnostics and progress (stderr). */
-  readonly log: (line: string) => void
-  /** The summary (stdout). */
-  readonly out: (line: string) => void
-  /** Where the live progress line goes, or null for none. */
-  readonly progress: { readonly write: (text: string) => void; readonly isTTY: boolean } | null
-}
+export type { Io }
 
 const processIo: Io = {
   log: (line) => process.stderr.write(`${line}\n`),
@@ -60,12 +52,40 @@ const shardRows = (shards: ReadonlyArray<ShardFigures>): Array<readonly [string,
   return [
     ...shards.map((s) => [
       `shard ${s.shard}`,
-      `${s.rate === null ? `${s.connections} connections` : `${s.rate}/s offered`}, ${s.merchants} merchants, seed ${s.seed}: ` +
-        `${s.requests} requests, ${fixed(s.achieved_rate, 1)}/s, ${s.errors} errors, ${s.passed ? "passed" : "FAILED"}; against ${s.target}`
+      `${s.rate_per_s === null ? `${s.connections} connections` : `${s.rate_per_s}/s offered`}, ${s.merchants} merchants, seed ${s.seed}: ` +
+        `${s.requests} requests, ${fixed(s.achieved_per_s, 1)}/s, ${s.errors} errors, ${s.passed ? "passed" : "FAILED"}; against ${s.target}`
     ] as const),
     ["shard starts", `${fixed((Math.max(...starts) - Math.min(...starts)) / 1000, 3)} s apart`]
   ]
 }
+
+/** A note for an objective set on a route that saw no request: the routes there were. */
+const unknownRoute = (result: HarnessResult, route: string | null) =>
+  route === null || result.routes.some((r) => r.route === route) ? "" : `; no request on route '${route}': the routes were ${result.routes.map((r) => r.route).join(", ")}`
+
+/** `--find-capacity`: each step, the sustained rate, what broke, the plot. */
+const capacityRows = (result: HarnessResult): Array<readonly [string, string]> => {
+  const capacity = result.capacity
+  if (capacity === undefined) return []
+  return [
+    ...capacity.steps.map((step, i) => [
+      `step ${i + 1}: ${step.offered_per_s}/s offered`,
+      `${fixed(step.achieved_per_s, 1)}/s achieved, p50 ${fixed(step.p50_ms, 2)} ms, p99 ${fixed(step.p99_ms, 2)} ms, ${step.errors} errors of ${step.requests}: ` +
+        (step.passed ? "passed" : `FAILED: ${step.failed_because}`)
+    ] as const),
+    ["sustained rate", capacity.sustained_per_s === null ? "NONE: no step met every objective" : `${capacity.sustained_per_s} requests/s offered met every objective and kept pace (the figures above are that step's)`],
+    ["limit", capacity.limit ?? `none found within ${capacity.steps.length} steps`],
+    ["plot", capacity.plot]
+  ]
+}
+
+/** Why and when `--abort-on-fail` stopped the load. */
+export const abortedText = (aborted: NonNullable<HarnessResult["aborted"]>) =>
+  `at ${fixed(aborted.at_s, 1)} s: ${aborted.objective} lost for good (${aborted.reason}); the load stopped, drained and the laws were checked`
+
+/** What the warm-up left out, for the summary and the report. */
+export const warmupText = (result: HarnessResult) =>
+  `the first ${result.config.warmup_s} s: ${result.judged?.left_out ?? 0} requests recorded (in the latency and timeline figures) but left out of the objectives and the saturation verdict`
 
 /** The summary printed at the end of a run or a merge. */
 export const summaryOf = (result: HarnessResult, files: ReadonlyArray<string>) => {
@@ -77,7 +97,9 @@ export const summaryOf = (result: HarnessResult, files: ReadonlyArray<string>) =
     ["load", loadText(result.config) + total],
     ["merchants", `${result.config.merchants}${total}`],
     ...shardRows(shards),
-    ["requests", `${result.requests} in ${fixed(result.load_s, 1)} s; ${fixed(result.rate, 1)}/s over the load window (${result.scripts} scripts, ${result.scripts_late} started over ${lateStartMs} ms late)`],
+    ["requests", `${result.requests} in ${fixed(result.load_s, 1)} s; ${fixed(result.rate_per_s, 1)}/s over the load window (${result.scripts} scripts, ${result.scripts_late} started over ${lateStartMs} ms late)`],
+    ...((result.config.warmup_s ?? 0) === 0 ? [] : [["warm-up", warmupText(result)] as const]),
+    ...((result.aborted ?? null) === null ? [] : [["aborted", abortedText(result.aborted!)] as const]),
     ...(result.saturation === undefined ? [] : [["pace", saturationLine(result.saturation)] as const]),
     ["latency p50/p90/p99/p99.9/max ms", `${fixed(p.p50, 2)} / ${fixed(p.p90, 2)} / ${fixed(p.p99, 2)} / ${fixed(p.p999, 2)} / ${fixed(p.max, 2)}`],
     ["status codes", JSON.stringify(result.status_codes)],
@@ -87,9 +109,9 @@ export const summaryOf = (result: HarnessResult, files: ReadonlyArray<string>) =
     ["PostgreSQL CPU ms per request", (result.cpu.postgres_s ?? null) === null ? "n/a (not started by the harness)" : fixed(result.cpu.postgres_ms_per_request, 3)],
     ["harness RSS MB start/end/peak", `${fixed(result.cpu.harness_rss_mb.start, 0)} / ${fixed(result.cpu.harness_rss_mb.end, 0)} / ${fixed(result.cpu.harness_rss_mb.peak, 0)}`]
   ]
-  rows.push(...clusterRows(result))
+  rows.push(...clusterRows(result), ...capacityRows(result))
   for (const law of result.laws) rows.push([`law ${law.law}`, law.held ? `held (${law.checked} checked)` : `VIOLATED ${law.violation_count} time(s); first: ${law.first_violations[0]?.paymentId ?? "-"}: ${law.first_violations[0]?.message ?? ""}`])
-  for (const objective of result.slo) rows.push([`slo ${objective.objective}`, `${objective.met ? "met" : "MISSED"} (actual ${fixed(objective.actual, 3)})`])
+  for (const objective of result.slo) rows.push([`slo ${objective.objective}`, `${objective.met ? "met" : "MISSED"} (measured ${measuredText(objective)})${unknownRoute(result, objective.route ?? null)}`])
   rows.push(["verdict", result.passed ? "PASSED" : "FAILED"])
   for (const file of files) rows.push(["report", file])
   return table(rows)
@@ -129,14 +151,6 @@ const writeReport = (directory: string, name: string, result: HarnessResult) => 
   return [json, html]
 }
 
-/** A failure of the scenario itself (set-up, a script, the drain, the law checks) is reported as a broken law. */
-const harnessLaw = (message: string): LawResult => ({
-  law: "harness",
-  description: "The scenario set up, ran its scripts, drained and checked its laws without an error of its own.",
-  checked: 1,
-  violations: [{ paymentId: null, message, requests: [] }]
-})
-
 /** `--start-at`: the load waits for the shards' common start (the set-up comes before it). */
 const startTogether = async (startAtMs: number, clock: Clock, io: Io) => {
   const at = new Date(startAtMs).toISOString()
@@ -146,267 +160,184 @@ const startTogether = async (startAtMs: number, clock: Clock, io: Io) => {
   await waitUntilEpoch(startAtMs, clock)
 }
 
+/** pg_stat_statements around the load, read on a connection of the harness's own (`--statements N`). */
+const statementsProbe = async (session: Session) => {
+  const { options, embedded, io } = session
+  const client = options.statements > 0 && embedded !== null ? new pg.Client({ connectionString: embedded.target.databaseUrl }) : null
+  let before: StatementStats = new Map()
+  if (client !== null) {
+    try {
+      await client.connect()
+      await client.query("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+      before = await statementStats(client)
+    } catch (error) {
+      io.log(`pg_stat_statements is not available (${error instanceof Error ? error.message : String(error)}): no statements listed`)
+    }
+  }
+  return {
+    read: async (requests: number): Promise<Array<[string, string]>> =>
+      client === null ? [] : statementsTable(before, await statementStats(client), requests, options.statements),
+    close: async () => void await client?.end().catch(() => {})
+  }
+}
+
+/** After the load: the drain and the laws, through the same transport, counted apart. */
+const drainAndCheck = async (session: Session, requests: number) => {
+  let laws: ReadonlyArray<LawResult> = []
+  let figures: Readonly<Record<string, number>> | undefined
+  if (session.setUp) {
+    try {
+      session.io.log(`load done (${requests} requests); draining...`)
+      await session.scenario.drain(session.options.drainSeconds * 1000)
+      session.io.log("checking the laws through the API...")
+      laws = await session.scenario.checkLaws()
+      figures = session.scenario.figures?.()
+    } catch (error) {
+      failOf(session)("drain and laws", error)
+    }
+  }
+  if (session.failures.length > 0) laws = [...laws, harnessLaw(session.failures.join("; "))]
+  const lawResults = lawFigures(laws)
+  session.lawsViolated = lawResults.filter((law) => !law.held).length
+  return { laws: lawResults, figures }
+}
+
 export const runHarness = async (
   options: RunOptions,
   io: Io,
   /** Tests give their own scenario (else the one `--scenario` names) or clock. */
   given: { readonly scenario?: Scenario; readonly clock?: Clock } = {}
 ): Promise<{ result: HarnessResult; files: Array<string>; statements: Array<[string, string]> }> => {
-  const scenario: Scenario = given.scenario ?? await loadScenario(options.scenario)
-  const clock = given.clock ?? realClock
-  // The shard's own keys file, every key of it (KeyFile.ts: one file per shard, used whole).
-  const apiKeys = options.keysFile === null ? null : readKeyFile(options.keysFile, options.shard).keys
-  const merchants = apiKeys?.length ?? options.merchants
-  const startedAt = new Date()
-  const stamp = startedAt.toISOString().replace(/[:.]/g, "-")
-  const name = `harness-${options.scenario}-${options.shard.index}of${options.shard.count}-${stamp}`
-  let embedded: EmbeddedService | null = null
-  if (options.targetUrl === null) {
-    io.log("starting the service on an embedded PostgreSQL...")
-    try {
-      embedded = await startEmbeddedService({
-        logFile: join(options.reportDirectory, `${name}.service.log`),
-        log: io.log,
-        profileDirectory: options.profileDirectory,
-        statementStats: options.statements > 0,
-        instances: options.instances
-      })
-    } catch (error) {
-      await scenario.close().catch(() => {})
-      throw error
-    }
-  }
-  // Every instance, requests spread over them in turn; the scenario is told the first.
-  const targetUrls = embedded?.baseUrls ?? options.targetUrls
-  const targetUrl = targetUrls[0]!
-  const client = balancedClient(targetUrls.map((url) => httpClient(url, { sockets: options.sockets, timeoutMs: options.timeoutMs })))
-  const nemesis: Nemesis | null = options.nemesis === null || embedded === null ? null : makeNemesis(embedded.faults, clock, Date.now, io.log)
-  // Set-up, drain and law checks are counted apart: the figures are the load's.
-  const outside = new Recorder(clock.now())
-  const sink: { recorder: Recorder; availability: AvailabilityRecorder | null } = { recorder: outside, availability: null }
-  // As many requests on the wire as sockets: the rest wait in the transport, where the wait counts
-  // in their latency but not in the client timeout (which is the service's time to answer).
-  const transport = recordingTransport(client, clock, sink, options.sockets)
-  const failures: Array<string> = []
-  const fail = (what: string, error: unknown) => failures.push(`${what}: ${error instanceof Error ? error.message : String(error)}`)
-  const rssStart = process.memoryUsage.rss() / 2 ** 20
-  let rssPeak = rssStart
-  const rssSamples: Array<[number, number]> = [[0, Math.round(rssStart)]]
-  let progress: ReturnType<typeof setInterval> | null = null
-  let metricsServer: Server | null = null
-  let statementsClient: pg.Client | null = null
-  let statements: Array<[string, string]> = []
+  const session = await openSession(options, io, given)
   try {
-    let setUp = false
+    if (options.findCapacity !== null) return await capacityRun(session)
+    const probe = await statementsProbe(session)
     try {
-      await scenario.setup({
-        targetUrl,
-        apiKeys,
-        embedded: embedded?.target ?? null,
-        merchants,
-        seed: options.seed,
-        webhookHost: options.webhookHost,
-        webhookPort: options.webhookPort,
-        webhookUrl: options.webhookUrl,
-        shard: options.shard,
-        transport,
-        log: io.log,
-        ...(nemesis === null ? {} : { faults: nemesis.log })
+      if (options.startAtMs !== null && session.setUp) await startTogether(options.startAtMs, session.clock, io)
+      const abort = abortSpec(session, options.model, options.durationSeconds * 1000)
+      const figures = await driveLoad(session, {
+        model: options.model,
+        durationMs: options.durationSeconds * 1000,
+        maxRequests: options.maxRequests,
+        warmupMs: options.warmupMs,
+        ...abort.spec
       })
-      setUp = true
-    } catch (error) {
-      fail("set-up", error)
+      const aborted = abort.watch?.lost() ?? null
+      if (aborted !== null) io.log(`objective ${aborted.objective} lost for good (${aborted.reason}): load stopped (--abort-on-fail)`)
+      const statements = await probe.read(figures.load.requests)
+      const checked = await drainAndCheck(session, figures.load.requests)
+      const result = resultOf(session, figures, checked, {
+        aborted: aborted === null ? null : { ...aborted, at_s: (figures.outcome.loadEndedAtMs - figures.loadStartMs) / 1000, planned_requests: abort.planned! }
+      })
+      return { result, files: writeReport(options.reportDirectory, session.name, result), statements }
+    } finally {
+      await probe.close()
     }
-
-    // pg_stat_statements around the load, read on a connection of the harness's own.
-    statementsClient = options.statements > 0 && embedded !== null ? new pg.Client({ connectionString: embedded.target.databaseUrl }) : null
-    let statementsBefore: StatementStats = new Map()
-    if (statementsClient !== null) {
-      try {
-        await statementsClient.connect()
-        await statementsClient.query("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
-        statementsBefore = await statementStats(statementsClient)
-      } catch (error) {
-        io.log(`pg_stat_statements is not available (${error instanceof Error ? error.message : String(error)}): no statements listed`)
-      }
-    }
-    if (options.startAtMs !== null && setUp) await startTogether(options.startAtMs, clock, io)
-    const loadStartMs = clock.now()
-    const startEpochMs = Date.now()
-    const recorder = new Recorder(loadStartMs)
-    sink.recorder = recorder
-    const availability = new AvailabilityRecorder(loadStartMs)
-    sink.availability = availability
-    const movedBefore = client.movedOn()
-    const sentBefore = transport.sent()
-    const cpuBefore = process.cpuUsage()
-    const serviceCpuBefore = embedded === null ? null : embedded.serviceCpuSeconds()
-    const postgresCpuBefore = postgresCpuSeconds(embedded?.postmasterPid ?? null)
-    // Live progress on stderr: on a terminal a line rewritten every second; elsewhere (CI, a
-    // log) a line every 5 s, or every second with --progress. Each gives the interval's own
-    // figures (answers a second against the offered rate, percentiles, errors), not the run's so far.
-    const showProgress = io.progress !== null
-    const everyTicks = io.progress !== null && !io.progress.isTTY && !options.progress ? 5 : 1
-    const offered = options.model.kind === "open" ? ` of ${options.model.rate} offered` : ""
-    let lastTickMs = loadStartMs
-    let ticks = 0
-    let achievedPerSecond = 0
-    let lawsViolated = 0
-    if (options.prometheusPort !== null) {
-      metricsServer = await servePrometheus(options.prometheusPort, () => ({
-        offeredPerSecond: options.model.kind === "open" ? options.model.rate : null,
-        achievedPerSecond,
-        routes: recorder.routesNow(),
-        requestsSent: transport.sent() - sentBefore,
-        inFlight: transport.inFlight(),
-        lawsViolated
-      }))
-      io.log(`metrics: http://127.0.0.1:${options.prometheusPort}/metrics`)
-    }
-    progress = setInterval(() => {
-      const rss = process.memoryUsage.rss() / 2 ** 20
-      rssPeak = Math.max(rssPeak, rss)
-      if (++ticks % 10 === 0) rssSamples.push([ticks, Math.round(rss)])
-      if (!showProgress || ticks % everyTicks !== 0) return
-      const nowMs = clock.now()
-      const interval = recorder.takeInterval()
-      achievedPerSecond = interval.requests / ((nowMs - lastTickMs) / 1000)
-      const line = `${((nowMs - loadStartMs) / 1000).toFixed(0)}s  ${achievedPerSecond.toFixed(0)} req/s${offered}  ` +
-        `p50 ${interval.p50.toFixed(1)} ms  p99 ${interval.p99.toFixed(1)} ms  errors ${interval.errors}  in flight ${transport.inFlight()}`
-      lastTickMs = nowMs
-      io.progress!.write(io.progress!.isTTY ? `\r\x1b[K${line}` : `${line}\n`)
-    }, 1000)
-    progress.unref()
-    const durationMs = options.durationSeconds * 1000
-    let outcome: LoadOutcome = {
-      scriptsStarted: 0, scriptsLate: 0, startLagMs: { p50: 0, p99: 0, max: 0 }, scriptsHeldBack: 0,
-      startedAtMs: loadStartMs, loadEndedAtMs: loadStartMs, endedAtMs: loadStartMs, scriptFailures: 0, firstFailure: null
-    }
-    if (setUp) {
-      nemesis?.start(planFaults(options.nemesis!, { seed: options.seed, instances: options.instances, durationMs }), loadStartMs)
-      outcome = await runLoad(
-        {
-          model: options.model,
-          durationMs,
-          maxRequests: options.maxRequests,
-          seed: options.seed,
-          maxConcurrentScripts: 10_000,
-          requestsPerScript: scenario.requestsPerScript
-        },
-        clock,
-        (index, intendedStartMs) => scenario.runScript(index, intendedStartMs),
-        () => transport.sent() - sentBefore
-      )
-      if (outcome.scriptFailures > 0) fail("scripts", `${outcome.scriptFailures} script(s) rejected; the first: ${outcome.firstFailure}`)
-    }
-    // The faults stop with the load: the drain and the laws see the cluster whole again.
-    await nemesis?.stop()
-    sink.availability = null
-    const faults = nemesis === null ? undefined : faultFigures(nemesis.marks, availability, outcome.endedAtMs - loadStartMs)
-    const movedOnRefusal = client.movedOn() - movedBefore
-    const cpuUsed = process.cpuUsage(cpuBefore)
-    const serviceCpu = embedded === null || serviceCpuBefore === null ? null : embedded.serviceCpuSeconds() - serviceCpuBefore
-    const postgresCpuAfter = postgresCpuSeconds(embedded?.postmasterPid ?? null)
-    const statementsAfter: StatementStats = statementsClient === null ? new Map() : await statementStats(statementsClient)
-    const postgresCpu = postgresCpuBefore === null || postgresCpuAfter === null ? null : postgresCpuAfter - postgresCpuBefore
-    clearInterval(progress)
-    if (showProgress && io.progress!.isTTY) io.progress!.write("\n")
-    const load = recorder.finish(outcome.endedAtMs)
-    if (statementsClient !== null) statements = statementsTable(statementsBefore, statementsAfter, load.requests, options.statements)
-    sink.recorder = outside
-    const rssEnd = process.memoryUsage.rss() / 2 ** 20
-    rssPeak = Math.max(rssPeak, rssEnd)
-
-    let laws: ReadonlyArray<LawResult> = []
-    let figures: Readonly<Record<string, number>> | undefined
-    if (setUp) {
-      try {
-        io.log(`load done (${load.requests} requests); draining...`)
-        await scenario.drain(options.drainSeconds * 1000)
-        io.log("checking the laws through the API...")
-        laws = await scenario.checkLaws()
-        figures = scenario.figures?.()
-      } catch (error) {
-        fail("drain and laws", error)
-      }
-    }
-    if (failures.length > 0) laws = [...laws, harnessLaw(failures.join("; "))]
-    // From the first script's start to the last one's end (the figures' span); the rate is the
-    // load window's (first intended start to last), without the drain's tail.
-    const loadSeconds = Math.max(0.001, outcome.endedAtMs - outcome.startedAtMs) / 1000
-    const harnessCpu = (cpuUsed.user + cpuUsed.system) / 1e6
-    const saturation = saturationOf(options.model, outcome, recorder, load.latency_ms.p50, harnessCpu)
-    const rate = saturation.achieved_per_s
-    const slo = [
-      ...evaluateSlo(options.slo, { requests: load.requests, errors: load.errors, rate, latency_ms: load.latency_ms }),
-      // Built in: a run that fell behind its offered rate measured a queue (docs/harness.md, "Saturation").
-      ...(saturation.offered_per_s === null || options.allowSaturation || !setUp
-        ? []
-        : [{ objective: `kept pace with the offered rate (${saturation.verdict})`, actual: saturation.achieved_share ?? 0, met: !saturated(saturation) }])
-    ]
-    const lawResults = lawFigures(laws)
-    lawsViolated = lawResults.filter((law) => !law.held).length
-    const model = options.model
-    const result: HarnessResult = {
-      format: "payments-harness/1",
-      scenario: scenario.name,
-      started_at: startedAt.toISOString(),
-      ended_at: new Date().toISOString(),
-      start_epoch_ms: startEpochMs,
-      config: {
-        target: targetUrls.join(","),
-        embedded: embedded !== null,
-        model: model.kind,
-        rate: model.kind === "open" ? model.rate : null,
-        arrival: model.kind === "open" ? model.arrival : null,
-        connections: model.kind === "closed" ? model.connections : null,
-        duration_s: options.durationSeconds,
-        max_requests: options.maxRequests,
-        merchants,
-        seed: options.seed,
-        slo: options.sloText,
-        shards: [`${options.shard.index}/${options.shard.count}`],
-        start_at: options.startAtMs === null ? null : new Date(options.startAtMs).toISOString(),
-        instances: targetUrls.length,
-        nemesis: options.nemesis === null ? null : `${options.nemesis.kinds.join(",")} every ${options.nemesis.everyMs / 1000}s`
-      },
-      load_s: loadSeconds,
-      scripts: outcome.scriptsStarted,
-      scripts_late: outcome.scriptsLate,
-      requests: load.requests,
-      errors: load.errors,
-      rate,
-      saturation,
-      status_codes: load.status_codes,
-      latency_ms: load.latency_ms,
-      histogram: load.histogram,
-      routes: load.routes,
-      timeline: load.timeline,
-      cpu: {
-        harness_s: harnessCpu,
-        harness_ms_per_request: load.requests === 0 ? null : (harnessCpu * 1000) / load.requests,
-        service_s: serviceCpu,
-        service_ms_per_request: serviceCpu === null || load.requests === 0 ? null : (serviceCpu * 1000) / load.requests,
-        postgres_s: postgresCpu,
-        postgres_ms_per_request: postgresCpu === null || load.requests === 0 ? null : (postgresCpu * 1000) / load.requests,
-        harness_rss_mb: { start: rssStart, end: rssEnd, peak: rssPeak, samples: rssSamples }
-      },
-      laws: lawResults,
-      slo,
-      passed: passedOf(lawResults, slo),
-      ...(faults === undefined ? {} : { faults }),
-      availability: clusterAvailability(availability, faults ?? [], movedOnRefusal),
-      ...(figures === undefined ? {} : { figures })
-    }
-    return { result, files: writeReport(options.reportDirectory, name, result), statements }
   } finally {
-    if (progress !== null) clearInterval(progress)
-    if (metricsServer !== null) await new Promise((done) => metricsServer!.close(done))
-    await nemesis?.stop()
-    await statementsClient?.end().catch(() => {})
-    await scenario.close().catch((error) => io.log(`closing the scenario: ${String(error)}`))
-    client.close()
-    await embedded?.stop()
+    await closeSession(session)
+  }
+}
+
+/** `--find-capacity`: the steps over one set-up, then the drain and the laws; the result's figures are the sustained step's. */
+const capacityRun = async (session: Session) => {
+  const { options } = session
+  const search = await runCapacitySearch(session)
+  const chosen = search.chosen
+  const checked = chosen === null ? await drainAndCheck(session, 0) : await drainAndCheck(session, chosen.figures.load.requests)
+  const plotName = `${session.name}.capacity.svg`
+  const capacity: CapacityFigures = {
+    start_per_s: options.findCapacity!.search.startPerS,
+    growth: options.findCapacity!.search.growth,
+    bisections: options.findCapacity!.search.bisections,
+    max_steps: options.findCapacity!.search.maxSteps,
+    step_s: options.findCapacity!.stepMs / 1000,
+    sustained_per_s: sustainedOf(search.steps),
+    limit: search.limit,
+    steps: search.steps,
+    plot: plotName
+  }
+  if (chosen === null) throw new Error("--find-capacity: no step ran")
+  const result = resultOf(session, chosen.figures, checked, { capacity, model: chosen.model })
+  const files = writeReport(options.reportDirectory, session.name, result)
+  const plot = join(options.reportDirectory, plotName)
+  writeFileSync(plot, capacityPlot(search.steps, latencyLimits(options.slo), `${result.scenario}: latency against offered rate`))
+  return { result, files: [...files, plot], statements: [] as Array<[string, string]> }
+}
+
+/** The result of a run: its configuration, one load's figures, its laws and objectives. */
+const resultOf = (
+  session: Session,
+  figures: LoadFigures,
+  checked: Awaited<ReturnType<typeof drainAndCheck>>,
+  extras: { readonly aborted?: HarnessResult["aborted"]; readonly capacity?: CapacityFigures; readonly model?: LoadModel } = {}
+): HarnessResult => {
+  const { options, embedded } = session
+  const { outcome, load, judged } = figures
+  const model = extras.model ?? options.model
+  // From the first script's start to the last one's end (the figures' span); the rate is the
+  // load window's (first intended start to last), without the drain's tail.
+  const loadSeconds = Math.max(0.001, outcome.endedAtMs - outcome.startedAtMs) / 1000
+  const { saturation, rate, slo } = judgeLoad(session, figures, model)
+  const cpu = figures.harnessCpuSeconds
+  const perRequest = (seconds: number | null) => seconds === null || load.requests === 0 ? null : (seconds * 1000) / load.requests
+  const rssEnd = process.memoryUsage.rss() / 2 ** 20
+  session.rss.peak = Math.max(session.rss.peak, rssEnd)
+  return {
+    format: "payments-harness/2",
+    scenario: session.scenario.name,
+    started_at: session.startedAt.toISOString(),
+    ended_at: new Date().toISOString(),
+    start_epoch_ms: figures.startEpochMs,
+    config: {
+      target: session.targetUrls.join(","),
+      embedded: embedded !== null,
+      model: model.kind,
+      rate_per_s: model.kind === "open" ? model.rate : null,
+      arrival: model.kind === "open" ? model.arrival : null,
+      stages: model.kind === "open" && model.stages ? model.stages.map(stageText).join(", ") : null,
+      connections: model.kind === "closed" ? model.connections : null,
+      duration_s: options.durationSeconds,
+      warmup_s: options.warmupMs / 1000,
+      abort_on_fail: options.abortOnFail,
+      max_requests: options.maxRequests,
+      merchants: session.merchants,
+      seed: options.seed,
+      slo: options.sloText,
+      shards: [`${options.shard.index}/${options.shard.count}`],
+      start_at: options.startAtMs === null ? null : new Date(options.startAtMs).toISOString(),
+      instances: session.targetUrls.length,
+      nemesis: options.nemesis === null ? null : `${options.nemesis.kinds.join(",")} every ${options.nemesis.everyMs / 1000}s`
+    },
+    load_s: loadSeconds,
+    scripts: outcome.scriptsStarted,
+    scripts_late: outcome.scriptsLate,
+    requests: load.requests,
+    errors: load.errors,
+    judged: { requests: judged.requests, errors: judged.errors, left_out: load.requests - judged.requests },
+    rate_per_s: rate,
+    saturation,
+    status_codes: load.status_codes,
+    latency_ms: load.latency_ms,
+    histogram_us: load.histogram_us,
+    routes: load.routes,
+    timeline: load.timeline,
+    cpu: {
+      harness_s: cpu,
+      harness_ms_per_request: perRequest(cpu),
+      service_s: figures.serviceCpuSeconds,
+      service_ms_per_request: perRequest(figures.serviceCpuSeconds),
+      postgres_s: figures.postgresCpuSeconds,
+      postgres_ms_per_request: perRequest(figures.postgresCpuSeconds),
+      harness_rss_mb: { start: session.rss.start, end: rssEnd, peak: session.rss.peak, samples: session.rss.samples }
+    },
+    laws: checked.laws,
+    slo,
+    passed: passedOf(checked.laws, slo) && (extras.capacity === undefined || extras.capacity.sustained_per_s !== null),
+    aborted: extras.aborted ?? null,
+    ...(extras.capacity === undefined ? {} : { capacity: extras.capacity }),
+    ...(figures.faults === undefined ? {} : { faults: figures.faults }),
+    availability: figures.availability,
+    ...(checked.figures === undefined ? {} : { figures: checked.figures })
   }
 }
 
@@ -498,7 +429,9 @@ if (process.argv[1]?.endsWith("harness/main.ts")) {
   // The whole run is bounded: the wait for --start-at, the load, the drain, and five minutes for
   // starting and checking; `keys`, by ten minutes and 50 ms a merchant.
   const boundSeconds = parsed.command === "run"
-    ? Math.max(0, ((parsed.startAtMs ?? 0) - Date.now()) / 1000) + parsed.durationSeconds + parsed.drainSeconds + 300
+    ? Math.max(0, ((parsed.startAtMs ?? 0) - Date.now()) / 1000) + parsed.durationSeconds + parsed.drainSeconds + 300 +
+      // Each capacity step may end a client timeout after its load.
+      (parsed.findCapacity === null ? 0 : parsed.findCapacity.search.maxSteps * (parsed.timeoutMs / 1000 + 5))
     : parsed.command === "keys" ? 600 + parsed.merchants / 20 : 600
   const stopNow = (why: string, code: number) => {
     process.stderr.write(`\nharness: ${why}; stopping\n`)

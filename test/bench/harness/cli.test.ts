@@ -109,12 +109,12 @@ describe("--slo", () => {
   it("reads percentiles, errors and rate", () => {
     const parsed = parseSlo("p50<20ms, p99<250ms,p999<1.5s,max<2s,errors<0.1%,rate>100")
     expect("objectives" in parsed && parsed.objectives).toEqual([
-      { text: "p50<20ms", kind: "latency", percentile: "p50", limitMs: 20 },
-      { text: "p99<250ms", kind: "latency", percentile: "p99", limitMs: 250 },
-      { text: "p999<1.5s", kind: "latency", percentile: "p999", limitMs: 1500 },
-      { text: "max<2s", kind: "latency", percentile: "max", limitMs: 2000 },
-      { text: "errors<0.1%", kind: "errors", limitPercent: 0.1 },
-      { text: "rate>100", kind: "rate", minimum: 100 }
+      { text: "p50<20ms", route: null, kind: "latency", percentile: "p50", limitMs: 20 },
+      { text: "p99<250ms", route: null, kind: "latency", percentile: "p99", limitMs: 250 },
+      { text: "p999<1.5s", route: null, kind: "latency", percentile: "p999", limitMs: 1500 },
+      { text: "max<2s", route: null, kind: "latency", percentile: "max", limitMs: 2000 },
+      { text: "errors<0.1%", route: null, kind: "errors", limitPercent: 0.1 },
+      { text: "rate>100", route: null, kind: "rate", minimum: 100 }
     ])
     expect(parseSlo("p99 < 250ms")).not.toHaveProperty("error")
     for (const bad of ["p99<250", "p99>250ms", "errors<0.1", "rate<5", "p99<-1ms", "", "latency<5ms"]) expect(parseSlo(bad)).toHaveProperty("error")
@@ -126,7 +126,11 @@ describe("--slo", () => {
     const figures = { requests: 1000, errors: 9, rate: 150, latency_ms: { p50: 5, p90: 50, p99: 249.9, p999: 400, max: 900 } }
     expect(evaluateSlo(slo.objectives, figures).map((r) => r.met)).toEqual([true, true, true])
     expect(evaluateSlo(slo.objectives, { ...figures, errors: 10, rate: 100, latency_ms: { ...figures.latency_ms, p99: 250 } }))
-      .toEqual([{ objective: "p99<250ms", actual: 250, met: false }, { objective: "errors<1%", actual: 1, met: false }, { objective: "rate>100", actual: 100, met: false }])
+      .toEqual([
+        { objective: "p99<250ms", route: null, measured_ms: 250, met: false },
+        { objective: "errors<1%", route: null, measured_percent: 1, met: false },
+        { objective: "rate>100", route: null, measured_per_s: 100, met: false }
+      ])
     expect(evaluateSlo(slo.objectives, { ...figures, requests: 0, errors: 0 }).slice(0, 2).map((r) => r.met)).toEqual([false, false])
   })
 })

@@ -67,7 +67,7 @@ const drive = async (options: {
 
 /** The saturation verdict of a driven run (bench/harness/Saturation.ts). */
 const verdictOf = (run: Awaited<ReturnType<typeof drive>>, model: LoadModel) =>
-  saturationOf(model, run.outcome, run.recorder, run.figures.latency_ms.p50)
+  saturationOf({ model, outcome: run.outcome, times: run.recorder, shiftMs: run.figures.latency_ms.p50 })
 
 describe("saturation as a verdict", () => {
   const open = (rate: number): LoadModel => ({ kind: "open", rate, arrival: "constant" })
@@ -120,13 +120,13 @@ describe("saturation as a verdict", () => {
     }
     const all = { answeredBetween: () => 1000, issuedBetween: () => 1000 }
     const half = { answeredBetween: () => 500, issuedBetween: () => 1000 }
-    const figures = saturationOf(open(100), outcome, all, 5)
+    const figures = saturationOf({ model: open(100), outcome, times: all, shiftMs: 5 })
     expect(figures.verdict).toBe("the driver fell behind")
     expect(figures.send_lag_ms.p99).toBeGreaterThan(driverLagBoundMs)
     // Behind with scripts held back, but the driver's process busy all the load: the driver.
     const busy = { ...outcome, startLagMs: { p50: 1, p99: 2, max: 3 }, scriptsHeldBack: 50 }
-    expect(saturationOf(open(100), busy, half, 5, 9.9).verdict).toBe("the driver fell behind")
-    expect(saturationOf(open(100), busy, half, 5, 2).verdict).toBe("the service fell behind")
+    expect(saturationOf({ model: open(100), outcome: busy, times: half, shiftMs: 5, driverCpuSeconds: 9.9 }).verdict).toBe("the driver fell behind")
+    expect(saturationOf({ model: open(100), outcome: busy, times: half, shiftMs: 5, driverCpuSeconds: 2 }).verdict).toBe("the service fell behind")
   })
 })
 

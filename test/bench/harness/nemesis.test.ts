@@ -124,9 +124,9 @@ const resultWith = (extra: Partial<HarnessResult>): HarnessResult => {
   for (let ms = 0; ms < 10_000; ms += 100) recorder.record("GET /healthz", ms >= 4_000 && ms < 6_000 ? "refused" : 200, 5, ms)
   const figures = recorder.finish(10_000)
   return {
-    format: "payments-harness/1", scenario: "test", started_at: "2026-11-28T10:00:00.000Z", ended_at: "2026-11-28T10:00:10.000Z", start_epoch_ms: 0,
-    config: { target: "http://127.0.0.1:1,http://127.0.0.1:2", embedded: true, model: "open", rate: 10, arrival: "constant", connections: null, duration_s: 10, max_requests: null, merchants: 1, seed: 1, slo: null, shards: ["0/1"], instances: 2, nemesis: "kill every 4s" },
-    load_s: 10, scripts: 100, scripts_late: 0, ...figures, rate: 10,
+    format: "payments-harness/2", scenario: "test", started_at: "2026-11-28T10:00:00.000Z", ended_at: "2026-11-28T10:00:10.000Z", start_epoch_ms: 0,
+    config: { target: "http://127.0.0.1:1,http://127.0.0.1:2", embedded: true, model: "open", rate_per_s: 10, arrival: "constant", connections: null, duration_s: 10, max_requests: null, merchants: 1, seed: 1, slo: null, shards: ["0/1"], instances: 2, nemesis: "kill every 4s" },
+    load_s: 10, scripts: 100, scripts_late: 0, ...figures, rate_per_s: 10,
     cpu: { harness_s: 1, harness_ms_per_request: 10, service_s: 1, service_ms_per_request: 10, harness_rss_mb: { start: 1, end: 1, peak: 1, samples: [[0, 1]] } },
     laws: [], slo: [], passed: true,
     ...extra

@@ -18,20 +18,20 @@ const resultOf = (samples: ReadonlyArray<Sample>, startEpochMs = 1_800_000_000_0
   for (const s of [...samples].sort((a, b) => a.atMs - b.atMs)) recorder.record(s.route, s.status, s.latencyMs, s.atMs)
   const figures = recorder.finish(Math.max(0, ...samples.map((s) => s.atMs)))
   return {
-    format: "payments-harness/1",
+    format: "payments-harness/2",
     scenario: "test",
     started_at: new Date(startEpochMs).toISOString(),
     ended_at: new Date(startEpochMs + 10_000).toISOString(),
     start_epoch_ms: startEpochMs,
     config: {
-      target: "http://127.0.0.1:1", embedded: false, model: "open", rate: 10, arrival: "constant", connections: null,
+      target: "http://127.0.0.1:1", embedded: false, model: "open", rate_per_s: 10, arrival: "constant", connections: null,
       duration_s: 10, max_requests: null, merchants: 1, seed: 1, slo: "p99<500ms", shards: ["0/1"]
     },
     load_s: 10,
     scripts: samples.length,
     scripts_late: 0,
     ...figures,
-    rate: figures.requests / 10,
+    rate_per_s: figures.requests / 10,
     cpu: { harness_s: 1, harness_ms_per_request: null, service_s: null, service_ms_per_request: null, harness_rss_mb: { start: 1, end: 1, peak: 1, samples: [[0, 1]] } },
     laws,
     slo: [],
@@ -55,13 +55,13 @@ describe("results and their merge", () => {
       expect(merged.errors).toBe(whole.errors)
       expect(merged.status_codes).toEqual(whole.status_codes)
       expect(merged.latency_ms).toEqual(whole.latency_ms)
-      expect(merged.routes.map(({ histogram: _, ...rest }) => rest)).toEqual(whole.routes.map(({ histogram: _, ...rest }) => rest))
+      expect(merged.routes.map(({ histogram_us: _, ...rest }) => rest)).toEqual(whole.routes.map(({ histogram_us: _, ...rest }) => rest))
       // The encoded histograms hold the same counts.
-      const m = decodeHistogram(merged.histogram), w = decodeHistogram(whole.histogram)
+      const m = decodeHistogram(merged.histogram_us), w = decodeHistogram(whole.histogram_us)
       expect(m.totalCount).toBe(w.totalCount)
       expect(m.outputPercentileDistribution()).toBe(w.outputPercentileDistribution())
       // The timeline, second by second (both shards started together).
-      expect(merged.timeline.map((s) => [s.second, s.requests, s.errors, s.latency_ms])).toEqual(whole.timeline.map((s) => [s.second, s.requests, s.errors, s.latency_ms]))
+      expect(merged.timeline.map((s) => [s.at_s, s.requests, s.errors, s.latency_ms])).toEqual(whole.timeline.map((s) => [s.at_s, s.requests, s.errors, s.latency_ms]))
       expect(merged.config.shards).toEqual(["0/1", "0/1"])
     }), { numRuns: 8, seed: 26 })
   })
@@ -70,8 +70,8 @@ describe("results and their merge", () => {
     const a = resultOf([{ route: "GET /healthz", status: 200, latencyMs: 1, atMs: 500 }], 1_800_000_000_000)
     const b = resultOf([{ route: "GET /healthz", status: 200, latencyMs: 2, atMs: 500 }], 1_800_000_002_000)
     const merged = mergeResults([a, b])
-    expect(merged.timeline.map((s) => [s.second, s.requests])).toEqual([[0, 1], [2, 1]])
-    expect(merged.rate).toBeCloseTo(a.rate + b.rate)
+    expect(merged.timeline.map((s) => [s.at_s, s.requests])).toEqual([[0, 1], [2, 1]])
+    expect(merged.rate_per_s).toBeCloseTo(a.rate_per_s + b.rate_per_s)
   })
 
   it("keeps every law: a violation in one shard fails the merge and is listed", () => {
@@ -94,7 +94,7 @@ describe("a merge's totals", () => {
     const result = resultOf(samples, startEpochMs)
     return {
       ...result,
-      config: { ...result.config, target, rate, merchants, seed: 40 + index, max_requests: 1_000, shards: [`${index}/${count}`], start_at: "2027-01-15T08:00:00.000Z" },
+      config: { ...result.config, target, rate_per_s: rate, merchants, seed: 40 + index, max_requests: 1_000, shards: [`${index}/${count}`], start_at: "2027-01-15T08:00:00.000Z" },
       cpu: { ...result.cpu, harness_rss_mb: { start: 50 + index, end: 60, peak: 70 + index, samples: [[0, 50], [10, 60 + index * 10]] } }
     }
   }
@@ -108,12 +108,12 @@ describe("a merge's totals", () => {
   it("states the total offered rate, every merchant and each shard, not shard 0's figures", () => {
     const merged = mergeResults(shards)
     expect(merged.config).toMatchObject({
-      model: "open", rate: 175, merchants: 10, max_requests: 3_000, target: "http://a.example:3000, http://b.example:3000",
+      model: "open", rate_per_s: 175, merchants: 10, max_requests: 3_000, target: "http://a.example:3000, http://b.example:3000",
       shards: ["0/3", "1/3", "2/3"], start_at: "2027-01-15T08:00:00.000Z"
     })
     expect(merged.requests).toBe(60)
-    expect(merged.rate).toBeCloseTo(shards.reduce((n, r) => n + r.rate, 0))
-    expect(merged.per_shard!.map((s) => [s.shard, s.target, s.rate, s.merchants, s.seed, s.requests, s.start_epoch_ms])).toEqual([
+    expect(merged.rate_per_s).toBeCloseTo(shards.reduce((n, r) => n + r.rate_per_s, 0))
+    expect(merged.per_shard!.map((s) => [s.shard, s.target, s.rate_per_s, s.merchants, s.seed, s.requests, s.start_epoch_ms])).toEqual([
       ["0/3", "http://a.example:3000", 100, 5, 40, 30, start],
       ["1/3", "http://b.example:3000", 50, 3, 41, 20, start + 250],
       ["2/3", "http://a.example:3000", 25, 2, 42, 10, start + 100]
@@ -123,7 +123,7 @@ describe("a merge's totals", () => {
     expect(merged.cpu.harness_rss_mb).toEqual({ start: 52, end: 60, peak: 72, samples: [[0, 50], [10, 80]] })
     // A merge of merges keeps every shard.
     const again = mergeResults([mergeResults(shards.slice(0, 2)), shards[2]!])
-    expect(again.config).toMatchObject({ rate: 175, merchants: 10, shards: ["0/3", "1/3", "2/3"] })
+    expect(again.config).toMatchObject({ rate_per_s: 175, merchants: 10, shards: ["0/3", "1/3", "2/3"] })
     expect(again.per_shard).toEqual(merged.per_shard)
   })
 
@@ -143,11 +143,11 @@ describe("a merge's totals", () => {
   })
 
   it("adds open shards' rates and closed shards' connections apart", () => {
-    const closed = { ...shards[1]!, config: { ...shards[1]!.config, model: "closed" as const, rate: null, arrival: null, connections: 8 } }
+    const closed = { ...shards[1]!, config: { ...shards[1]!.config, model: "closed" as const, rate_per_s: null, arrival: null, connections: 8 } }
     const closedToo = { ...closed, config: { ...closed.config, shards: ["0/3"] } }
-    expect(mergeResults([closedToo, closed]).config).toMatchObject({ model: "closed", connections: 16, rate: null, arrival: null })
+    expect(mergeResults([closedToo, closed]).config).toMatchObject({ model: "closed", connections: 16, rate_per_s: null, arrival: null })
     const mixed = mergeResults([shards[0]!, closed, shards[2]!])
-    expect(mixed.config).toMatchObject({ model: "mixed", rate: 125, arrival: "constant", connections: 8 })
+    expect(mixed.config).toMatchObject({ model: "mixed", rate_per_s: 125, arrival: "constant", connections: 8 })
     expect(summaryOf(mixed, [])).toMatch(/load\s+open, 125 requests\/s constant \+ closed, 8 connections \(the total of 3 shards\)/)
     expect(summaryOf(mixed, [])).toMatch(/shard 1\/3\s+8 connections, 3 merchants/)
   })
