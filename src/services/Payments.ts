@@ -150,13 +150,13 @@ export const make = Effect.gen(function*() {
    * A committed change: counted, and the dispatcher told when it wrote events. A plain call, made
    * in the step that saw the commit succeed (every caller runs already): no step of its own.
    */
-  const committed = (change: Payment.Change): void => {
+  const recordCommitted = (change: Payment.Change): void => {
     countChange(change)
     if (change.events.length > 0) webhooks.eventsSignal.notify()
   }
-  /** `outcome` once `committed` when it applied a change: the slow path's (`updatePayment`) answer. */
-  const counted = (outcome: UpdateOutcome): Effect.Effect<UpdateOutcome> => {
-    if (outcome._tag === "Applied") committed(outcome.change)
+  /** `outcome` once `recordCommitted` when it applied a change: the slow path's (`updatePayment`) answer. */
+  const recordIfApplied = (outcome: UpdateOutcome): Effect.Effect<UpdateOutcome> => {
+    if (outcome._tag === "Applied") recordCommitted(outcome.change)
     return Effect.succeed(outcome)
   }
   const ids = yield* Ids
@@ -261,13 +261,13 @@ export const make = Effect.gen(function*() {
     actors.serialize(
       paymentId,
       // Plain steps rather than a generator: every capture, refund and void runs this. (A
-      // change is `committed` in the step that saw its commit: no step after the lock's.)
+      // change is recorded (`recordCommitted`) in the step that saw its commit: no step after the lock's.)
       () => Effect.clockWith((clock): Effect.Effect<A, E | StoreUnavailable | ProcessorStepError> => {
         const ctx = contextAt(clock)
         // Built only when needed (a racing process moved the payment): the common path commits without it.
         const locked = () =>
           Effect.flatMap(store.updatePayment({ merchantId, paymentId, commandKey }, (payment, fraudCase) => decide(payment, fraudCase, ctx)), (outcome) => {
-            if (outcome._tag === "Applied") committed(outcome.change)
+            if (outcome._tag === "Applied") recordCommitted(outcome.change)
             return finish(outcome)
           })
         const readForCommand = store.readForCommand
@@ -287,7 +287,7 @@ export const make = Effect.gen(function*() {
               store.commitChange({ before: read.payment, change: decision.change, response: null, commandKey }),
               (done): Effect.Effect<A, E | StoreUnavailable | ProcessorStepError> => {
                 if (!done) return operations === undefined ? locked() : races < 5 ? attempt(races + 1) : Effect.fail(new ProcessorUnavailable({ operation: "a command that kept losing races" }))
-                committed(decision.change)
+                recordCommitted(decision.change)
                 return finish({ _tag: "Applied", change: decision.change })
               }
             )
@@ -342,12 +342,12 @@ export const make = Effect.gen(function*() {
         // Built only when needed (a racing command moved the payment, or the step was refused on the held record).
         const locked = () =>
           operations === undefined
-            ? Effect.flatMap(store.updatePayment({ merchantId: null, paymentId: held.id }, (payment) => decide(payment, ctx)), counted)
+            ? Effect.flatMap(store.updatePayment({ merchantId: null, paymentId: held.id }, (payment) => decide(payment, ctx)), recordIfApplied)
             : Effect.succeed(moved)
         if (!decision.ok) return locked()
         const commit = Effect.flatMap(store.commitChange({ before: held, change: decision.change, response: null }), (done) => {
           if (!done) return locked()
-          committed(decision.change)
+          recordCommitted(decision.change)
           return Effect.succeed({ _tag: "Applied", change: decision.change } as const)
         })
         return operations === undefined ? commit : Effect.andThen(processorStep(held, decision.change, reference), commit)
@@ -510,7 +510,7 @@ export const make = Effect.gen(function*() {
         response: claim === null ? null : { merchantId: claim.merchantId, key: claim.key, status: answer.status, body: answer.stored }
       })
       if (!done) return null
-      committed(decision.change)
+      recordCommitted(decision.change)
       return answer
     })
 
@@ -547,7 +547,7 @@ export const make = Effect.gen(function*() {
           (opened): Effect.Effect<InlineOutcome, StoreUnavailable> => {
             if (opened._tag === "KeyTaken") return Effect.succeed(opened)
             request.onClaimed()
-            committed(decision.change)
+            recordCommitted(decision.change)
             // An acquirer that never answers at once (the simulated network) skips the attempt.
             if (acquirer.answerNow === undefined) return answerLater(opened.history)
             return Effect.flatMap(finishInline(payment, opened.history, request), (answer) =>
@@ -568,7 +568,7 @@ export const make = Effect.gen(function*() {
         const decision = Payment.create(input, yield* context)
         if (!decision.ok) return yield* Effect.die(new Error("create cannot be refused"))
         const inserted = yield* store.insertPayment(decision.change, instanceId)
-        if (inserted._tag === "Inserted") committed(decision.change)
+        if (inserted._tag === "Inserted") recordCommitted(decision.change)
         const payment = inserted._tag === "Inserted" ? decision.change.payment : inserted.payment
         const fiber = yield* startFlow(payment.id, payment)
         // Answer with the record as the flow left it; past the deadline the flow goes on alone.

@@ -272,8 +272,8 @@ export const layer = HttpRouter.middleware(
      * too) closes the connection, which Node ends once the answer is written, since reading the
      * rest only to discard it is what the limit is there to prevent.
      */
-    const answerRefusal = (request: HttpServerRequest.HttpServerRequest, error: E.ApiError, requestId: string, taken: boolean) => {
-      const answered = taken
+    const answerRefusal = (request: HttpServerRequest.HttpServerRequest, error: E.ApiError, requestId: string, keyHandled: boolean) => {
+      const answered = keyHandled
         ? Effect.succeed(renderError(error, requestId))
         : storeRefusal(request, error, requestId, merchantOf(request), store, config).pipe(
           Effect.map((stored) => stored ?? renderError(error, requestId)),
@@ -290,14 +290,14 @@ export const layer = HttpRouter.middleware(
         const startNanos = clock.currentTimeNanosUnsafe()
         const minimumLevel = fiber.getRef(References.MinimumLogLevel)
         const requestId = ids.mint("request")
-        const state: RequestState = { id: requestId, body: undefined, taken: false, caller: null }
+        const state: RequestState = { id: requestId, body: undefined, keyHandled: false, caller: null }
         // Recorded against the request (no fiber-local value set): the rest of the request reads it from there.
         setRequestState(request, state)
         const checked = withCheckedBody(request, state, app)
         const refuse = (cause: Cause.Cause<unknown>): Effect.Effect<HttpServerResponse.HttpServerResponse, E.ApiError> =>
           Cause.hasInterruptsOnly(cause)
             ? Effect.failCause(cause as Cause.Cause<never>)
-            : Effect.flatMap(toApiError(cause, request), (error) => answerRefusal(request, error, requestId, state.taken))
+            : Effect.flatMap(toApiError(cause, request), (error) => answerRefusal(request, error, requestId, state.keyHandled))
         const finish = (response: HttpServerResponse.HttpServerResponse) => {
           const seconds = Number(clock.currentTimeNanosUnsafe() - startNanos) / 1e9
           const answer = HttpServerResponse.setHeader(response, "x-request-id", requestId)

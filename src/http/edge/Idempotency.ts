@@ -133,7 +133,7 @@ const served = <A>(f: (served: Served) => Effect.Effect<A, E.ApiError, HttpServe
     const context = fiber.context
     const current = requestStateOf(fiber)
     if (current.caller === null) return noCaller
-    current.taken = true
+    current.keyHandled = true
     const nowMs = Math.floor(fiber.getRef(Clock.Clock).currentTimeMillisUnsafe())
     return f({
       current,

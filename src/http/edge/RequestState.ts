@@ -15,14 +15,14 @@ export interface Caller {
  * context service, would cost an acquire/use/release of ~20 Effect steps each):
  * - `id`: echoed in `X-Request-Id` and in error bodies;
  * - `body`: the body as the edge parsed it (`undefined`: no body), so nothing parses it again for the fingerprint;
- * - `taken`: whether the handler's own idempotency wrapper took the key. When it did not (the
+ * - `keyHandled`: whether the handler's own idempotency wrapper took charge of the key. When it did not (the
  *   edge refused the body or its decoding failed), the edge stores the refusal itself;
  * - `caller`: set by the Authentication middleware once the key is checked (null before).
  */
 export interface RequestState {
   readonly id: string
   body: { readonly text: string; readonly value: unknown } | undefined
-  taken: boolean
+  keyHandled: boolean
   caller: Caller | null
 }
 
@@ -38,7 +38,7 @@ interface WithState {
 }
 
 /** Outside any request (or for one the edge never saw), a state of its own: no caller, nothing taken. */
-const unknownState = (): RequestState => ({ id: "req_unknown", body: undefined, taken: false, caller: null })
+const unknownState = (): RequestState => ({ id: "req_unknown", body: undefined, keyHandled: false, caller: null })
 
 /** Records the state of `request` (the edge, once per request, before anything reads it). */
 export const setRequestState = (request: HttpServerRequest, state: RequestState): void => {
