@@ -21,8 +21,9 @@ import type { Auditor } from "./Auditor.ts"
  * - `processor-money-matches-books`: per payment, what the processor captured and refunded is
  *   what the books say was captured and refunded (the processor acts first and the change
  *   commits on its known outcome; an unknown one is asked again under the same key).
- * - `processor-no-capture-after-cancel`: once a cancel of a payment was applied at the processor,
- *   nothing of that payment is captured there afterwards.
+ * - `processor-no-capture-after-cancel`: once an authorization of a payment was cancelled at the
+ *   processor, nothing of that payment is captured there afterwards (a cancel that found nothing
+ *   to cancel is no cancel of its money: an authorization made later is a new hold).
  * - `processor-reconciled`: what reconciliation compares (docs/processor.md): per payment, the
  *   processor holds what our books say it must (authorized: the amount held, nothing captured;
  *   captured, settled, refunded: the captured and refunded amounts, nothing still held; voided,

@@ -34,8 +34,8 @@ import type { Prng } from "../engine/Prng.ts"
  * (`processorOutagesPerDay`, 10 s–3 min each, within the horizon) in which no call arrives.
  *
  * It keeps what happened for the processor laws (sim/checks/ProcessorLaws.ts): every
- * authorization with the times it was captured or cancelled, the amounts, every cancel applied
- * to a payment, and its counters (`stats`).
+ * authorization with the times it was captured or cancelled, the amounts, when each payment's
+ * authorization was cancelled, and its counters (`stats`).
  */
 
 /** One authorization at the processor (a PaymentIntent), as the laws read it. */
@@ -80,7 +80,7 @@ export interface ProcessorStats {
 export interface ProcessorRecords {
   /** Every authorization, in the order made. */
   readonly authorizations: ReadonlyArray<SimAuthorization>
-  /** Per payment, when a cancel for it was first applied (an authorization cancelled, or nothing there to cancel). */
+  /** Per payment, when one of its authorizations was first cancelled. */
   readonly cancelsMs: ReadonlyMap<string, number>
   /** Per payment, the times a capture was applied. */
   readonly capturesMs: ReadonlyMap<string, ReadonlyArray<number>>
@@ -273,17 +273,15 @@ export const makeSimulatedProcessor = (options: {
       operation(request.timeoutMs, request.idempotencyKey, { op: "cancel" }, () => {
         const a = target(request.paymentId, request.reference)
         // Nothing there (the authorization never arrived): nothing to cancel.
-        if (a === undefined) {
-          cancelled(request.paymentId)
-          return { ok: true, value: undefined }
-        }
+        // (Not a cancel of the payment's money: an authorization made later is a new hold.)
+        if (a === undefined) return { ok: true, value: undefined }
         if (a.capturedMs !== null) return refused("payment_intent_unexpected_state", "A captured payment cannot be cancelled.")
         if (a.cancelledMs === null) {
           stats.cancels++
           a.cancelledMs = nowMs()
           a.authorizedCents = 0
+          cancelled(request.paymentId)
         }
-        cancelled(request.paymentId)
         return { ok: true, value: undefined }
       }),
     refund: (request) =>
