@@ -330,8 +330,9 @@ export const plantedBugs = {
   },
   "reauthorize-after-cancel": {
     law: "processor-no-capture-after-cancel",
-    description: "once the connector has cancelled a payment's authorization, an authorization asked for that payment again goes under a new key, and the new authorization is captured",
-    scenario: { seed: 1, payments: 600, hours: 8, processor: true, faults: processorHeavy }
+    description: "once the connector has cancelled a payment's authorization, an authorization asked for that payment again (a flow resumed before the failure committed) goes under a new key, and the new authorization is captured",
+    // Store errors stop a flow between its cancel and the failure's commit: recovery authorizes it again.
+    scenario: { seed: 1, payments: 600, hours: 8, processor: true, faults: { ...processorHeavy, storeUnavailable: 0.1 } }
   }
 } as const satisfies Record<string, PlantedBugSpec>
 
@@ -850,11 +851,7 @@ export const processorBug = (bug: PlantedBug, port: AcquirerShape, processor: Si
         },
         operations: {
           ...operations,
-          cancel: (request) =>
-            Effect.suspend(() => {
-              cancelled.add(request.paymentId)
-              return operations.cancel(request)
-            })
+          cancel: (request) => Effect.tap(operations.cancel(request), () => Effect.sync(() => void cancelled.add(request.paymentId)))
         }
       }
     }

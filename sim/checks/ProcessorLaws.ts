@@ -1,5 +1,5 @@
 import type { Payment } from "../../src/domain/Payment.ts"
-import type { ProcessorRecords } from "../world/Processor.ts"
+import type { ProcessorObserver, ProcessorRecords, SimAuthorization } from "../world/Processor.ts"
 import type { Auditor } from "./Auditor.ts"
 
 /**
@@ -59,15 +59,66 @@ interface Amounts {
   refunded: number
 }
 
-export const processorLaws = (auditor: Auditor, config: ProcessorLawConfig) => {
+export const processorLaws = (auditor: Auditor, config: ProcessorLawConfig, records: ProcessorRecords) => {
   const boundMs = config.acquirerTimeoutMs + resumeRounds * (config.staleFlowMs + config.recoveryIntervalMs + config.acquirerTimeoutMs) + config.disruptionMs
   const stats: ProcessorLawStats = { authorizations: 0, heldOpen: 0, slowestEndMs: 0, boundMs }
   /** When our books last stopped holding each payment authorized. */
   const heldUntilMs = new Map<string, number>()
 
-  /** Every committed change (Auditor.committed). */
+  /** The books as last committed, per payment (what a refund at the processor is judged against). */
+  const booked = new Map<string, Payment>()
+  const sumOf = (paymentId: string) => {
+    const sum: Amounts = { authorized: 0, captured: 0, refunded: 0 }
+    for (const a of records.of(paymentId)) {
+      sum.authorized += a.authorizedCents
+      sum.captured += a.capturedCents
+      sum.refunded += a.refundedCents
+    }
+    return sum
+  }
+
+  /**
+   * Every committed change (Auditor.onCommitted). The processor acts before the change commits,
+   * so a commit never books more captured or refunded money than the processor holds as such.
+   */
   const committed = (before: Payment | null, after: Payment) => {
+    booked.set(after.id, after)
     if (before?.status === "authorized" && after.status !== "authorized") heldUntilMs.set(after.id, config.nowMs())
+    if (after.capturedAmountCents === (before?.capturedAmountCents ?? 0) && after.refundedAmountCents === (before?.refundedAmountCents ?? 0)) return
+    const theirs = sumOf(after.id)
+    auditor.check(after.capturedAmountCents <= theirs.captured && after.refundedAmountCents <= theirs.refunded, "processor-money-matches-books", () =>
+      `payment ${after.id}: a commit books captured ${after.capturedAmountCents} and refunded ${after.refundedAmountCents}; the processor holds ${theirs.captured} and ${theirs.refunded}`)
+  }
+
+  /** As the processor acts: a second authorization, a capture after a cancel, a refund beyond what is booked and asked. */
+  const observer: ProcessorObserver = {
+    // Two holds at once as it happens (the end of the run counts every authorization ever made).
+    authorized: (made: SimAuthorization) => {
+      const open = records.of(made.paymentId).filter((a) => a.cancelledMs === null)
+      auditor.check(open.length <= 1, "processor-one-authorization", () =>
+        `payment ${made.paymentId}: ${open.length} authorizations open at once at the processor (keys ${open.map((a) => a.idempotencyKey).join(", ")})`)
+    },
+    captured: (paymentId: string) => {
+      const cancelMs = records.cancelsMs.get(paymentId)
+      auditor.check(cancelMs === undefined, "processor-no-capture-after-cancel", () =>
+        `payment ${paymentId}: captured at the processor after one of its authorizations was cancelled there at ${new Date(cancelMs!).toISOString()}`)
+    },
+    // One refund is asked at a time under the key of what was refunded before it: the processor
+    // never holds more refunded than the books plus the refund being asked.
+    // A new refund is asked under the key of what the books refunded: the processor then holds no
+    // refund the books lack (one asked again after a lost answer carries its old key).
+    refundAsked: (paymentId: string) => {
+      const refunded = sumOf(paymentId).refunded
+      const books = booked.get(paymentId)?.refundedAmountCents ?? 0
+      auditor.check(refunded <= books, "processor-money-matches-books", () =>
+        `payment ${paymentId}: a refund under a new key arrives while the processor has refunded ${refunded} and the books ${books}`)
+    },
+    refunded: (paymentId: string, amountCents: number) => {
+      const refunded = sumOf(paymentId).refunded
+      const books = booked.get(paymentId)?.refundedAmountCents ?? 0
+      auditor.check(refunded <= books + amountCents, "processor-money-matches-books", () =>
+        `payment ${paymentId}: the processor has refunded ${refunded} after a refund of ${amountCents}; the books ${books}`)
+    }
   }
 
   /** The laws over the whole run, once it has quiesced. */
@@ -132,7 +183,7 @@ export const processorLaws = (auditor: Auditor, config: ProcessorLawConfig) => {
     for (const difference of reconcile(books, atProcessor)) auditor.fail("processor-reconciled", difference)
   }
 
-  return { committed, audit, stats }
+  return { committed, observer, audit, stats }
 }
 
 /**

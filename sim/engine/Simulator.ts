@@ -169,8 +169,11 @@ export const runSimulation = (options: SimOptions, internals: SimInternals = {})
     // Downtime of every kind, added up: a crash's restart (≤ 120 s), a pause until its replacement
     // and past it (≤ 4 min), a database freeze (≤ 3 min) and outage (≤ 90 s), a processor outage (≤ 3 min).
     disruptionMs: 120_000 + 240_000 + 180_000 + 90_000 + 180_000
-  })
-  if (processorLaw !== null) auditor.onCommitted = processorLaw.committed
+  }, processor.records)
+  if (processorLaw !== null) {
+    auditor.onCommitted = processorLaw.committed
+    processor!.observe(processorLaw.observer)
+  }
   const endpoints = makeSimulatedEndpoints(
     Prng.derive(seed, "webhooks"), options.faults, auditor,
     { startMs, endMs: horizonEndMs + quiesceMs }, nowMs, () => crashesMs[crashesMs.length - 1] ?? -1,

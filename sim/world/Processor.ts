@@ -84,6 +84,17 @@ export interface ProcessorRecords {
   readonly cancelsMs: ReadonlyMap<string, number>
   /** Per payment, the times a capture was applied. */
   readonly capturesMs: ReadonlyMap<string, ReadonlyArray<number>>
+  /** A payment's authorizations, in the order made. */
+  readonly of: (paymentId: string) => ReadonlyArray<SimAuthorization>
+}
+
+/** Told as the processor applies an operation (the processor laws judge each as it happens). */
+export interface ProcessorObserver {
+  readonly authorized?: (made: SimAuthorization) => void
+  readonly captured?: (paymentId: string) => void
+  readonly refunded?: (paymentId: string, amountCents: number) => void
+  /** A refund arrived under a key the processor had not seen. */
+  readonly refundAsked?: (paymentId: string) => void
 }
 
 type Answer = { readonly ok: true; readonly value: unknown } | { readonly ok: false; readonly error: AcquirerRefused }
@@ -127,6 +138,7 @@ export const makeSimulatedProcessor = (options: {
   const answers = new Map<string, { readonly params: string; readonly answer: Answer }>()
   const cancelsMs = new Map<string, number>()
   const capturesMs = new Map<string, Array<number>>()
+  const observer: { current: ProcessorObserver } = { current: {} }
 
   const inOutage = () => {
     const now = nowMs()
@@ -213,6 +225,7 @@ export const makeSimulatedProcessor = (options: {
         const all = byPayment.get(request.paymentId)
         if (all === undefined) byPayment.set(request.paymentId, [made])
         else all.push(made)
+        observer.current.authorized?.(made)
         return { ok: true, value: { ...planned, reference } }
       })
       const how = fate()
@@ -253,6 +266,15 @@ export const makeSimulatedProcessor = (options: {
     declined: false
   })
 
+  const refund = (request: { readonly paymentId: string; readonly reference: string | null; readonly amountCents: number }): Answer => {
+    const a = target(request.paymentId, request.reference)
+    if (a === undefined || request.amountCents > a.capturedCents - a.refundedCents) return refused("amount_too_large", "More than is left to refund.")
+    stats.refunds++
+    a.refundedCents += request.amountCents
+    observer.current.refunded?.(a.paymentId, request.amountCents)
+    return { ok: true, value: undefined }
+  }
+
   const operations: NonNullable<AcquirerShape["operations"]> = {
     capture: (request) =>
       operation(request.timeoutMs, request.idempotencyKey, { op: "capture", amount: request.amountCents }, () => {
@@ -267,6 +289,7 @@ export const makeSimulatedProcessor = (options: {
         const times = capturesMs.get(a.paymentId)
         if (times === undefined) capturesMs.set(a.paymentId, [a.capturedMs])
         else times.push(a.capturedMs)
+        observer.current.captured?.(a.paymentId)
         return { ok: true, value: undefined }
       }),
     cancel: (request) =>
@@ -286,11 +309,9 @@ export const makeSimulatedProcessor = (options: {
       }),
     refund: (request) =>
       operation(request.timeoutMs, request.idempotencyKey, { op: "refund", amount: request.amountCents }, () => {
-        const a = target(request.paymentId, request.reference)
-        if (a === undefined || request.amountCents > a.capturedCents - a.refundedCents) return refused("amount_too_large", "More than is left to refund.")
-        stats.refunds++
-        a.refundedCents += request.amountCents
-        return { ok: true, value: undefined }
+        // `act` runs for a key the processor has not seen.
+        observer.current.refundAsked?.(request.paymentId)
+        return refund(request)
       }),
     lookup: (request) =>
       Effect.suspend(() => {
@@ -308,8 +329,9 @@ export const makeSimulatedProcessor = (options: {
   }
 
   const calls: ProcessorCalls = { authorize }
-  const records: ProcessorRecords = { authorizations, cancelsMs, capturesMs }
-  return { calls, operations, records, stats, acquirerTimeoutMs: options.acquirerTimeoutMs }
+  const records: ProcessorRecords = { authorizations, cancelsMs, capturesMs, of: (paymentId) => byPayment.get(paymentId) ?? [] }
+  const observe = (o: ProcessorObserver) => void (observer.current = o)
+  return { calls, operations, records, stats, observe, acquirerTimeoutMs: options.acquirerTimeoutMs }
 }
 
 export type SimulatedProcessor = ReturnType<typeof makeSimulatedProcessor>
