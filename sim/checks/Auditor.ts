@@ -297,6 +297,9 @@ export class Auditor {
     this.onViolation(violation)
   }
 
+  /** Told of every committed change (the processor laws follow which payments our books hold authorized). */
+  onCommitted: ((before: Payment | null, after: Payment) => void) | undefined = undefined
+
   /** `message` is called only when the check fails (callers that pass `passed` build none). */
   check(condition: boolean, invariant: string, message: () => string) {
     this.checks++
@@ -316,6 +319,7 @@ export class Auditor {
   onChange(before: Payment | null, change: Change, commandKey?: CommandKey) {
     const after = change.payment
     const id = after.id
+    this.onCommitted?.(before, after)
     // A change may chain several steps (authorize → screen → capture in one unit of work): each
     // event is one step, so walk them through the transition table in sequence order.
     let status: PaymentStatus | "null" = before?.status ?? "null"

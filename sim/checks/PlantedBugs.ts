@@ -7,6 +7,8 @@ import { type RateDecision, RateLimiter } from "../../src/http/edge/RateLimiter.
 import type { StoreShape } from "../../src/store/Store.ts"
 import type { PollInput, WebhookStoreShape } from "../../src/store/WebhookStore.ts"
 import type { FaultRates, WorkloadMix } from "../engine/Rates.ts"
+import { type AcquirerShape, operationKeys } from "../../src/acquirer/Acquirer.ts"
+import type { SimulatedProcessor } from "../world/Processor.ts"
 import { hash32 } from "../engine/Prng.ts"
 
 /**
@@ -29,6 +31,8 @@ export interface PlantedBugSpec {
     readonly hours?: number
     readonly mix?: Partial<WorkloadMix>
     readonly faults?: Partial<FaultRates>
+    /** Run against the simulated remote processor (`--processor`). */
+    readonly processor?: boolean
   }
   /**
    * The first seed of the default sweep (`npm run sim:sweep`: 20 merchants, 1,500 payments,
@@ -39,6 +43,8 @@ export interface PlantedBugSpec {
 }
 
 const settlementRun = { hours: 30, payments: 60 }
+/** The processor's faults of the heavy profile (sim/engine/Options.ts `heavyFaults`). */
+const processorHeavy = { processorLost: 0.1, processorDuplicate: 0.1, processorLate: 0.05, processorOutagesPerDay: 3 }
 
 export const plantedBugs = {
   "none": { law: "", description: "no bug", scenario: {} },
@@ -298,6 +304,35 @@ export const plantedBugs = {
     // flows a crash stops mid-way: seed 2 did on Effect 3, not on Effect 4; seed 1 did until the
     // workload's rate limit pushes and webhook backlogs moved the crashes' victims).
     scenario: { seed: 3, merchants: 4, payments: 300, hours: 6, faults: { crashesPerHour: 6, acquirerSlow: 0.5 } }
+  },
+  // The processor's laws (sim/checks/ProcessorLaws.ts): each bug sits in the connector, between
+  // the service and the simulated processor (`processorBug`), and each is caught at seed 1 with
+  // the processor's heavy faults.
+  "authorize-retry-new-key": {
+    law: "processor-one-authorization",
+    description: "an authorization asked again after an unknown outcome goes under a new idempotency key (the attempt number in it): the processor makes a second authorization",
+    scenario: { seed: 1, payments: 300, hours: 6, processor: true, faults: processorHeavy }
+  },
+  "capture-not-asked": {
+    law: "processor-money-matches-books",
+    description: "the connector answers a capture as done without sending it: the books capture what the processor still only holds",
+    scenario: { seed: 1, payments: 40, hours: 2, processor: true, faults: processorHeavy }
+  },
+  "blocked-not-cancelled": {
+    law: "processor-authorization-ends",
+    description: "the flow's cancel of a fraud-blocked payment (the one that carries the authorization's reference) is answered as done without being sent: the cardholder's money stays held",
+    scenario: { seed: 1, payments: 300, hours: 6, processor: true, faults: processorHeavy, mix: { riskyTokens: 0.4 } }
+  },
+  "refund-key-per-attempt": {
+    law: "processor-money-matches-books",
+    description: "a refund's idempotency key carries the attempt number, which changes between retries: a refund whose answer was lost is refunded again",
+    scenario: { seed: 1, payments: 300, hours: 6, processor: true, faults: processorHeavy, mix: { refund: 0.9, overRefund: 0 } }
+  },
+  "reauthorize-after-cancel": {
+    law: "processor-no-capture-after-cancel",
+    description: "once the connector has cancelled a payment's authorization, an authorization asked for that payment again (a flow resumed before the failure committed) goes under a new key, and the new authorization is captured",
+    // Store errors stop a flow between its cancel and the failure's commit: recovery authorizes it again.
+    scenario: { seed: 1, payments: 600, hours: 8, processor: true, faults: { ...processorHeavy, storeUnavailable: 0.1 } }
   }
 } as const satisfies Record<string, PlantedBugSpec>
 
@@ -767,5 +802,60 @@ export const transportBug = (bug: PlantedBug, transport: WebhookTransportShape):
       }
     default:
       return transport
+  }
+}
+
+/**
+ * Connector bugs (`--processor`): the port the service sees, between it and the simulated
+ * processor. `processor` is the simulated processor's own calls, for a bug that sends an
+ * authorization under a key of its own making.
+ */
+export const processorBug = (bug: PlantedBug, port: AcquirerShape, processor: SimulatedProcessor): AcquirerShape => {
+  const operations = port.operations!
+  switch (bug) {
+    case "authorize-retry-new-key": {
+      const asked = new Map<string, number>()
+      const authorizeWithin = (request: Parameters<NonNullable<AcquirerShape["authorizeWithin"]>>[0], timeoutMs: number) => {
+        const n = asked.get(request.paymentId) ?? 0
+        asked.set(request.paymentId, n + 1)
+        const key = operationKeys.authorize(request.paymentId)
+        return processor.calls.authorize(request, n === 0 ? key : `${key}:${n}`, timeoutMs)
+      }
+      return { ...port, authorizeWithin }
+    }
+    case "capture-not-asked":
+      return { ...port, operations: { ...operations, capture: () => Effect.void } }
+    case "blocked-not-cancelled":
+      return { ...port, operations: { ...operations, cancel: (request) => (request.reference !== null ? Effect.void : operations.cancel(request)) } }
+    case "refund-key-per-attempt": {
+      const attempts = new Map<string, number>()
+      return {
+        ...port,
+        operations: {
+          ...operations,
+          refund: (request) => {
+            const n = attempts.get(request.idempotencyKey) ?? 0
+            attempts.set(request.idempotencyKey, n + 1)
+            return operations.refund({ ...request, idempotencyKey: `${request.idempotencyKey}:${n}` })
+          }
+        }
+      }
+    }
+    case "reauthorize-after-cancel": {
+      const cancelled = new Set<string>()
+      return {
+        ...port,
+        authorizeWithin: (request, timeoutMs) => {
+          const key = operationKeys.authorize(request.paymentId)
+          return processor.calls.authorize(request, cancelled.has(request.paymentId) ? `${key}:again` : key, timeoutMs)
+        },
+        operations: {
+          ...operations,
+          cancel: (request) => Effect.tap(operations.cancel(request), () => Effect.sync(() => void cancelled.add(request.paymentId)))
+        }
+      }
+    }
+    default:
+      return port
   }
 }

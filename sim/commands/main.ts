@@ -48,7 +48,8 @@ export const scenarioFlags = (defaults: SimOptions) => ({
   endpointConcurrency: Cli.integer("endpoint-concurrency", `attempts in flight per endpoint and dispatcher (default: ${defaults.endpointConcurrency})`, { min: 1 }).pipe(Flag.optional),
   plantedBug: Cli.choice("planted-bug", plantedBugNames, "a known bug planted in the service, to see a law catch it (default: none)").pipe(Flag.optional),
   mix: Cli.text("mix", "workload mix changes as JSON, e.g. '{\"refund\":0.5}' (default: sim/engine/Options.ts defaultMix)").pipe(Flag.optional),
-  swarm: Cli.toggle("swarm", "draw the faults and the workload mix from the seed (sim/engine/Swarm.ts)")
+  swarm: Cli.toggle("swarm", "draw the faults and the workload mix from the seed (sim/engine/Swarm.ts)"),
+  processor: Cli.toggle("processor", "the network is a remote processor: captures, cancels and refunds go to it, with its faults plost, pdup, plate, poutage (sim/world/Processor.ts)")
 })
 
 type ScenarioInput = Command.Command.Config.Infer<typeof scenarioFlagsShape>
@@ -65,7 +66,8 @@ const scenarioFlagNames: Record<keyof ScenarioInput, string> = {
   endpointConcurrency: "--endpoint-concurrency",
   plantedBug: "--planted-bug",
   mix: "--mix",
-  swarm: "--swarm"
+  swarm: "--swarm",
+  processor: "--processor"
 }
 
 /** The scenario flags given, by flag name, in the order of `scenarioFlags`. */
@@ -91,6 +93,7 @@ export const scenarioOptions = (input: ScenarioInput, defaults: SimOptions): Sim
   if (Option.isSome(input.dispatchers)) options = { ...options, dispatchers: input.dispatchers.value }
   if (Option.isSome(input.endpointConcurrency)) options = { ...options, endpointConcurrency: input.endpointConcurrency.value }
   if (Option.isSome(input.plantedBug)) options = { ...options, plantedBug: input.plantedBug.value }
+  if (input.processor) options = { ...options, processor: true }
   const mix = get(input.mix)
   if (mix !== undefined) {
     let parsed: unknown
@@ -179,7 +182,7 @@ export const formatReport = (result: SimResult): string => {
   const o = result.options
   const virtualMs = result.virtualEndMs - Date.UTC(2026, 0, 5)
   lines.push(verdictLine(result))
-  lines.push(`seed ${o.seed}  merchants ${o.merchants}  payments ${o.payments}  hours ${o.hours}  webhooks ${o.webhooks ? "on" : "off"}`)
+  lines.push(`seed ${o.seed}  merchants ${o.merchants}  payments ${o.payments}  hours ${o.hours}  webhooks ${o.webhooks ? "on" : "off"}${o.processor ? "  processor on" : ""}`)
   lines.push("")
   lines.push(Cli.table(["payments by status", "count"], Object.entries(result.paymentsByStatus).sort().map(([status, count]) => [status, count])))
   lines.push("")
@@ -202,6 +205,15 @@ export const formatReport = (result: SimResult): string => {
     `webhook backlogs: ${result.workload.batchPayments} payments in batches to lagging endpoints, ${result.leaseTakeovers} claims taken over after their lease; ` +
     `rate limit: ${result.workload.rateLimitPushes} keys pushed past it, ${result.rateLimit.refused} requests refused (${result.rateLimit.refusedJudged} judged), ` +
     `${result.rateLimit.keysPastBurst} keys past a full bucket`)
+  const p = result.processor
+  if (p !== null) {
+    const ps = p.stats
+    const sr = p.serviceReconciliation
+    lines.push(`processor: ${ps.arrived} calls arrived, ${ps.authorizations} authorizations, ${ps.declines} declines, ${ps.captures} captures, ${ps.cancels} cancels, ${ps.refunds} refunds, ${ps.refusals} refused, ${ps.replays} answered from their key; ` +
+      `${p.laws.heldOpen} authorizations held open by our books at the end; slowest to end ${p.laws.slowestEndMs} ms (bound ${p.laws.boundMs} ms); ` +
+      `service reconciliation: ${typeof sr === "string" ? sr : `${sr.differences} differences (${sr.ours} ours, ${sr.processor} at the processor)`}`)
+    lines.push(`reach: processor answers lost ${ps.lostAnswers}, duplicates ${ps.duplicates} (${ps.duplicatesAbsorbed} absorbed by their key), answers past the deadline ${ps.lateAnswers}, outages ${ps.outages} (${ps.outageRefusals} calls unreachable)`)
+  }
   lines.push(`settlement: ${result.unsettled} payments captured before the last cut-off left unsettled`)
   lines.push(`store faults: ${s.unavailable} unavailable + ${s.outageRefusals} in ${s.outages} outages of ${s.operations} operations; ${s.lostCommits} commits answered unavailable; ` +
     `${s.freezes} freezes (${s.frozenCalls} calls received frozen, ${s.frozenTimeouts} given up by their caller)`)
@@ -243,6 +255,7 @@ export const simJson = (result: SimResult) => ({
   traceLines: result.traceLines,
   traceHash: result.traceHash,
   wallMs: Math.round(result.wallMs),
+  processor: result.processor,
   replay: result.ok ? null : replayCommand(result.options)
 })
 

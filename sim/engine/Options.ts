@@ -23,6 +23,13 @@ export interface SimOptions {
   readonly plantedBug: PlantedBug
   /** Lines of the trace kept for a failure report. */
   readonly traceTail: number
+  /**
+   * The simulated network is a remote processor (sim/world/Processor.ts): captures, cancels and
+   * refunds go to it under their idempotency keys, with the faults `processorLost`,
+   * `processorDuplicate`, `processorLate` and `processorOutagesPerDay`, and the processor laws
+   * (sim/checks/ProcessorLaws.ts) judge the run. Off, nothing is drawn for it.
+   */
+  readonly processor: boolean
 }
 
 export const noFaults: FaultRates = {
@@ -45,7 +52,11 @@ export const noFaults: FaultRates = {
   disputes: 0,
   pausesPerHour: 0,
   storeFreezesPerDay: 0,
-  clockSkewMs: 0
+  clockSkewMs: 0,
+  processorLost: 0,
+  processorDuplicate: 0,
+  processorLate: 0,
+  processorOutagesPerDay: 0
 }
 
 export const defaultFaults: FaultRates = {
@@ -68,7 +79,11 @@ export const defaultFaults: FaultRates = {
   disputes: 0.01,
   pausesPerHour: 0.1,
   storeFreezesPerDay: 0.5,
-  clockSkewMs: 500
+  clockSkewMs: 500,
+  processorLost: 0.02,
+  processorDuplicate: 0.02,
+  processorLate: 0.01,
+  processorOutagesPerDay: 0.5
 }
 
 export const heavyFaults: FaultRates = {
@@ -91,7 +106,11 @@ export const heavyFaults: FaultRates = {
   disputes: 0.05,
   pausesPerHour: 1,
   storeFreezesPerDay: 3,
-  clockSkewMs: 500
+  clockSkewMs: 500,
+  processorLost: 0.1,
+  processorDuplicate: 0.1,
+  processorLate: 0.05,
+  processorOutagesPerDay: 3
 }
 
 export const defaultMix: WorkloadMix = {
@@ -127,7 +146,8 @@ export const defaultOptions: SimOptions = {
   dispatchers: 1,
   endpointConcurrency: 8,
   plantedBug: "none",
-  traceTail: 40
+  traceTail: 40,
+  processor: false
 }
 
 /**
@@ -156,7 +176,11 @@ const faultNames: Record<string, keyof FaultRates> = {
   dispute: "disputes",
   pause: "pausesPerHour",
   storefreeze: "storeFreezesPerDay",
-  skew: "clockSkewMs"
+  skew: "clockSkewMs",
+  plost: "processorLost",
+  pdup: "processorDuplicate",
+  plate: "processorLate",
+  poutage: "processorOutagesPerDay"
 }
 
 /**
@@ -169,7 +193,9 @@ const faultNames: Record<string, keyof FaultRates> = {
  * answered as failures), crashcommit (fraction of commits followed by a crash),
  * dispute (fraction of captured payments the network disputes, sim/world/Disputes.ts), pause (instance
  * pauses per hour), storefreeze (database freezes per day), skew (largest clock offset of an
- * instance, ms; at most 500, the documented tolerance being 1 s between two processes).
+ * instance, ms; at most 500, the documented tolerance being 1 s between two processes), and,
+ * drawn only with `--processor`, plost, pdup, plate (fractions of processor calls answered lost,
+ * arriving twice, answered past the caller's deadline) and poutage (processor outages per day).
  */
 export const parseFaults = (text: string): FaultRates => {
   let faults: { -readonly [K in keyof FaultRates]: FaultRates[K] } = { ...defaultFaults }
@@ -210,5 +236,6 @@ export const replayCommand = (options: SimOptions): string =>
     options.dispatchers === defaultOptions.dispatchers ? "" : `--dispatchers ${options.dispatchers}`,
     options.endpointConcurrency === defaultOptions.endpointConcurrency ? "" : `--endpoint-concurrency ${options.endpointConcurrency}`,
     options.plantedBug === "none" ? "" : `--planted-bug ${options.plantedBug}`,
+    options.processor ? "--processor" : "",
     JSON.stringify(options.mix) === JSON.stringify(defaultMix) ? "" : `--mix '${JSON.stringify(options.mix)}'`
   ].filter((part) => part !== "").join(" ")

@@ -63,6 +63,17 @@ export interface FaultRates {
    * (docs/operations.md states the tolerance: 1 s between any two processes).
    */
   readonly clockSkewMs: number
+  /**
+   * The remote processor's faults (sim/world/Processor.ts), drawn only when the run has one
+   * (`SimOptions.processor`): calls answered by the processor after it acted, with the answer lost
+   * (the caller sees an unknown outcome); calls that arrive twice (the duplicate meets the first's
+   * idempotency key); calls answered after the caller's deadline (acted, then unknown); and
+   * outage windows per virtual day (10 s–3 min each, every call unreachable). Absent: none.
+   */
+  readonly processorLost?: number
+  readonly processorDuplicate?: number
+  readonly processorLate?: number
+  readonly processorOutagesPerDay?: number
 }
 
 export interface WorkloadMix {

@@ -9,7 +9,7 @@ import { emptyState, memoryOperations } from "../../src/store/MemoryStore.ts"
 import { memoryWebhookOperations, signingSecretsOf } from "../../src/store/MemoryWebhookStore.ts"
 import { makeSimulatedAcquirer, type AcquirerStats } from "../world/Acquirer.ts"
 import { Auditor, auditedStore, passed, type Violation } from "../checks/Auditor.ts"
-import { apiKeysBug, rateLimiterBug, storeCallTimeoutBug, transportBug, webhookStoreBug } from "../checks/PlantedBugs.ts"
+import { apiKeysBug, processorBug, rateLimiterBug, storeCallTimeoutBug, transportBug, webhookStoreBug } from "../checks/PlantedBugs.ts"
 import { settlementLaw } from "../checks/Settlement.ts"
 import { keyLaw, type KeyLawStats } from "../checks/KeyLaws.ts"
 import { rateLimitLaw, type RateLimitStats } from "../checks/RateLimitLaw.ts"
@@ -22,6 +22,10 @@ import { Trace } from "./Trace.ts"
 import { VirtualTime } from "./VirtualTime.ts"
 import { type Merchant, makeWorkload, type WorkloadStats } from "../world/Workload.ts"
 import { type DisputeStats, makeDisputeInjector } from "../world/Disputes.ts"
+import { makeSimulatedProcessor, processorPort, type ProcessorStats } from "../world/Processor.ts"
+import { processorLaws, type ProcessorLawStats } from "../checks/ProcessorLaws.ts"
+import { recoveryIntervalMs, staleFlowMs } from "../../src/workers/Workers.ts"
+import { Reconciliation } from "../../src/services/Reconciliation.ts"
 
 /** Virtual time starts here (a Monday, 00:00 UTC, so the first settlement cut-off is a day in). */
 export const startMs = Date.UTC(2026, 0, 5, 0, 0, 0)
@@ -98,6 +102,16 @@ export interface SimResult {
   readonly keys: KeyLawStats
   /** Law `rate-limit`: the refusals it judged, the keys that went past a full bucket. */
   readonly rateLimit: RateLimitStats
+  /**
+   * With `--processor`: what the simulated processor did and saw (sim/world/Processor.ts), the
+   * processor laws' figures, and what the service's own reconciliation said at the end (its
+   * differences, or why it could not run). Null without a processor.
+   */
+  readonly processor: {
+    readonly stats: ProcessorStats
+    readonly laws: ProcessorLawStats
+    readonly serviceReconciliation: { readonly ours: number; readonly processor: number; readonly differences: number } | string
+  } | null
 }
 
 /**
@@ -131,7 +145,35 @@ export const runSimulation = (options: SimOptions, internals: SimInternals = {})
   // steps an attempt).
   let leaseTakeovers = 0
   const webhookStore = memoryWebhookOperations(state, { leaseLost: () => void leaseTakeovers++ })
-  const { acquirer, stats: acquirerStats } = makeSimulatedAcquirer(Prng.derive(seed, "acquirer"), options.faults)
+  const network = makeSimulatedAcquirer(Prng.derive(seed, "acquirer"), options.faults)
+  const acquirerStats = network.stats
+  // A remote processor (`--processor`): the same network's plans behind the port's operations,
+  // with the processor's faults from a stream of its own (nothing is drawn from it without one).
+  const processor = options.processor
+    ? makeSimulatedProcessor({
+      prng: Prng.derive(seed, "processor"),
+      faults: options.faults,
+      networkCall: network.nextCall,
+      window: { startMs, endMs: horizonEndMs },
+      nowMs,
+      acquirerTimeoutMs: config.acquirerTimeoutMs
+    })
+    : null
+  const acquirer = processor === null ? network.acquirer : processorBug(options.plantedBug, processorPort(processor), processor)
+  // Its laws (sim/checks/ProcessorLaws.ts) follow every commit: which payments the books hold authorized.
+  const processorLaw = processor === null ? null : processorLaws(auditor, {
+    nowMs,
+    acquirerTimeoutMs: config.acquirerTimeoutMs,
+    staleFlowMs,
+    recoveryIntervalMs,
+    // Downtime of every kind, added up: a crash's restart (≤ 120 s), a pause until its replacement
+    // and past it (≤ 4 min), a database freeze (≤ 3 min) and outage (≤ 90 s), a processor outage (≤ 3 min).
+    disruptionMs: 120_000 + 240_000 + 180_000 + 90_000 + 180_000
+  }, processor.records)
+  if (processorLaw !== null) {
+    auditor.onCommitted = processorLaw.committed
+    processor!.observe(processorLaw.observer)
+  }
   const endpoints = makeSimulatedEndpoints(
     Prng.derive(seed, "webhooks"), options.faults, auditor,
     { startMs, endMs: horizonEndMs + quiesceMs }, nowMs, () => crashesMs[crashesMs.length - 1] ?? -1,
@@ -427,6 +469,7 @@ export const runSimulation = (options: SimOptions, internals: SimInternals = {})
     auditor.audit(state)
     disputes.audit()
     rateLimit.audit()
+    if (processor !== null) processorLaw!.audit(state.payments.values(), processor.records)
     workload.auditCreateKeys(state.payments.values())
     for (const expected of workload.expectations) {
       const id = expected.paymentId
@@ -467,6 +510,15 @@ export const runSimulation = (options: SimOptions, internals: SimInternals = {})
         }
       }
     }
+  }
+  // The service's own reconciliation over the whole run, reported beside the law (it is the code under test).
+  let serviceReconciliation: string | { ours: number; processor: number; differences: number } = "not run"
+  if (processor !== null && !auditor.failed && service.isUp) {
+    fork(Effect.matchCause(service.withServices(Effect.flatMap(Reconciliation, (r) => r.run({ fromMs: startMs - 86_400_000, toMs: time.nowMs + 86_400_000 }))), {
+      onFailure: (cause) => void (serviceReconciliation = `failed: ${String(cause).slice(0, 200)}`),
+      onSuccess: (report) => void (serviceReconciliation = { ours: report.ours, processor: report.processor, differences: report.differences.length })
+    }))
+    time.run({ untilMs: time.nowMs + 60_000, stop: () => typeof serviceReconciliation !== "string" || serviceReconciliation !== "not run" })
   }
   fork(service.stop)
   time.settle()
@@ -584,6 +636,7 @@ export const runSimulation = (options: SimOptions, internals: SimInternals = {})
     stalled,
     disputes: disputes.stats,
     keys: keys.stats,
-    rateLimit: rateLimit.stats
+    rateLimit: rateLimit.stats,
+    processor: processor === null ? null : { stats: processor.stats, laws: processorLaw!.stats, serviceReconciliation }
   }
 }

@@ -18,7 +18,12 @@ export interface SwarmDraw {
   readonly mix: WorkloadMix
   /** The classes of fault switched on, for the trace and the sweep's table. */
   readonly classes: ReadonlyArray<string>
+  /** The network is a remote processor (sim/world/Processor.ts), with its faults scaled as a class. */
+  readonly processor: boolean
 }
+
+/** The share of swarm seeds run against the simulated remote processor. */
+export const processorWeight = 0.3
 
 /** Classes of fault, each switched on or off as a whole, and the rates each covers. */
 const faultClasses: ReadonlyArray<readonly [string, ReadonlyArray<keyof FaultRates>]> = [
@@ -73,11 +78,19 @@ export const drawSwarm = (seed: number): SwarmDraw => {
     endpointBacklogsPerDay: prng.float() * 3,
     rateLimitPushesPerDay: prng.float() * 2
   }
-  return { faults, mix, classes }
+  // The remote processor, drawn after everything else (a seed's earlier draws stay as they were):
+  // on for a share of the seeds, its faults at the default rates scaled by 0.5–4×.
+  const processor = prng.chance(processorWeight)
+  const processorScale = 0.5 + prng.float() * 3.5
+  for (const rate of ["processorLost", "processorDuplicate", "processorLate", "processorOutagesPerDay"] as const) {
+    faults[rate] = (defaultFaults[rate] ?? 0) * processorScale
+  }
+  if (processor) classes.push("processor")
+  return { faults, mix, classes, processor }
 }
 
 /** `base` with the faults and the workload mix the swarm draws for `seed`. */
 export const swarmOptions = (base: SimOptions, seed: number): SimOptions => {
-  const { faults, mix } = drawSwarm(seed)
-  return { ...base, seed, faults, mix }
+  const { faults, mix, processor } = drawSwarm(seed)
+  return { ...base, seed, faults, mix, processor: base.processor || processor }
 }

@@ -90,5 +90,8 @@ export const makeSimulatedAcquirer = (prng: Prng, faults: FaultRates) => {
         return Effect.as(Effect.sleep(call.latencyMs), call.answer)
       })
   }
-  return { acquirer, stats }
+  return { acquirer, stats, nextCall }
 }
+
+/** One call's fate as the simulated network planned it (sim/world/Processor.ts asks it for an authorization's). */
+export type NetworkCall = ReturnType<ReturnType<typeof makeSimulatedAcquirer>["nextCall"]>

@@ -14,6 +14,7 @@ import { Ids, type IdsShape } from "../../src/platform/Ids.ts"
 import { ApiKeys, type ApiKeysShape } from "../../src/services/ApiKeys.ts"
 import type { Merchants } from "../../src/services/Merchants.ts"
 import type { Payments } from "../../src/services/Payments.ts"
+import type { Reconciliation } from "../../src/services/Reconciliation.ts"
 import { Store, type StoreShape } from "../../src/store/Store.ts"
 import * as Workers from "../../src/workers/Workers.ts"
 import * as WebhookDispatcher from "../../src/workers/WebhookDispatcher.ts"
@@ -506,7 +507,7 @@ export class SimulatedService implements ClientPort<SimRequest, Pending> {
   }
 
   /** Runs an effect against the running instance's services (bootstrap, like the CLI does). */
-  withServices<A, E>(effect: Effect.Effect<A, E, Payments | Merchants | ApiKeys | Store>): Effect.Effect<A, E> {
+  withServices<A, E>(effect: Effect.Effect<A, E, Payments | Merchants | ApiKeys | Store | Reconciliation>): Effect.Effect<A, E> {
     return Effect.suspend(() => {
       const instance = this.instance
       if (instance === null) return Effect.die(new Error("sim: service is down"))

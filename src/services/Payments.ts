@@ -429,6 +429,28 @@ export const make = Effect.gen(function*() {
   }
 
   /**
+   * An approval that may be a remote processor's stored answer to an authorization it has since
+   * cancelled: a flow whose authorization was never answered in time cancels it before it commits
+   * `network_timeout`, and when that cancel's own outcome stays unknown the flow stops with the
+   * payment still pending; resumed, it asks again under the same key and the processor replays its
+   * approval. So a flow older than half of ACQUIRER_TIMEOUT (only such a flow can have sent that
+   * cancel) looks the authorization up first, and a cancelled one is read as unanswered in time
+   * (the cancel is asked again, idempotently, before the failure commits).
+   */
+  const unlessCancelled = <A, E>(
+    payment: Payment.Payment,
+    outcome: Payment.AuthorizationOutcome,
+    then: (outcome: Payment.AuthorizationOutcome) => Effect.Effect<A, E>
+  ): Effect.Effect<A, E | ProcessorStepError> => {
+    if (operations === undefined || outcome._tag !== "Approved") return then(outcome)
+    if (flowClock.currentTimeMillisUnsafe() - Date.parse(payment.createdAt) < config.acquirerTimeoutMs / 2) return then(outcome)
+    return Effect.matchEffect(operations.lookup({ paymentId: payment.id, reference: outcome.reference ?? null, timeoutMs: config.acquirerTimeoutMs }), {
+      onFailure: () => Effect.fail(new ProcessorUnavailable({ operation: "lookup" })),
+      onSuccess: (record) => then(record !== null && record.cancelled ? timedOut : outcome)
+    })
+  }
+
+  /**
    * Drives a payment through authorize → screen → capture until the domain says it is done.
    * What the network and the fraud model say is gathered first; then everything up to the next
    * wait commits as one unit of work: authorization, screening and an automatic capture are
@@ -465,7 +487,7 @@ export const make = Effect.gen(function*() {
           ? Effect.flatMap(fraud.assess(screened), (screening) => commitStep(authorization, screening, null))
           : commitStep(authorization, fraud.score(screened, history), null)
       }
-      return step === "authorize" ? authorizeNow(payment, screenAndCommit) : screenAndCommit(null)
+      return step === "authorize" ? authorizeNow(payment, (outcome) => unlessCancelled(payment, outcome, screenAndCommit)) : screenAndCommit(null)
     }
     // Built when it runs: a flow started while another runs is dropped before it does anything.
     return Effect.suspend(() =>

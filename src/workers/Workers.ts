@@ -8,7 +8,9 @@ import { Store, type StoreUnavailable } from "../store/Store.ts"
 
 /** How long a flow may sit untouched before it is presumed stopped (its fiber ended on an error) and resumed. */
 export const staleFlowMs = 60_000
-const recoveryInterval = Duration.seconds(30)
+/** How often every instance looks for its own stale flows (and, without an identity, for any). */
+export const recoveryIntervalMs = 30_000
+const recoveryInterval = Duration.millis(recoveryIntervalMs)
 /**
  * How often the leader looks for flows of instances that have stopped beating: with beats alive
  * for 5 s, a dead instance's flows are resumed within about 7 s of its last beat.

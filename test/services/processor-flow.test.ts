@@ -94,6 +94,22 @@ describe("the flow against a remote processor", () => {
     }).pipe(Effect.provide(withProcessor(processor)))
   })
 
+  it.effect("an unanswered authorization whose cancel went unconfirmed stays cancelled when its flow is resumed: the processor's replayed approval is looked up", () => {
+    // The processor authorizes but every answer is lost, then the cancel's answers too: the flow
+    // stops with the payment pending. Resumed, the authorization's key replays the approval.
+    let reachable = false
+    const processor = makeMemoryProcessor({ fault: (call) => (!reachable && (call.operation === "authorize" || call.operation === "cancel") ? "lost" : undefined) })
+    return Effect.gen(function*() {
+      const { payments, merchantId, payment } = yield* createAndWait({ captureMethod: "manual" }, 2 * config.acquirerTimeoutMs + 1_000)
+      expect(payment.status).toBe("pending")
+      expect(processor.record(payment.id)).toMatchObject({ cancelled: true, authorizedCents: 0 })
+      reachable = true
+      yield* payments.resumeFlows({ staleBefore: "2100-01-01T00:00:00.000Z", takeOver: false })
+      expect(yield* payments.get(merchantId, payment.id)).toMatchObject({ status: "failed", failureCode: "network_timeout" })
+      expect(processor.record(payment.id)).toMatchObject({ cancelled: true, authorizedCents: 0, capturedCents: 0 })
+    }).pipe(Effect.provide(withProcessor(processor)))
+  })
+
   it.effect("a fraud-blocked payment cancels its authorization at the processor", () => {
     const processor = makeMemoryProcessor()
     return Effect.gen(function*() {

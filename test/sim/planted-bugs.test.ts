@@ -6,12 +6,13 @@ import { runSimulation } from "../../sim/engine/Simulator.ts"
 /**
  * Every law the simulator promises (docs/simulation.md) has a bug planted on purpose that breaks
  * it; the auditor must report that very law, at the first seed, in a small run. The bugs sit
- * between the service and its store, inside the store, or in the webhook transport
+ * between the service and its store, inside the store, in the webhook transport, or (with the
+ * simulated processor) in the connector between the service and the processor
  * (sim/checks/PlantedBugs.ts), never in src/.
  */
 const scenario = (name: (typeof plantedBugNames)[number]): SimOptions => {
   const spec = plantedBugs[name].scenario as {
-    seed?: number; merchants?: number; payments?: number; hours?: number; mix?: Partial<typeof defaultMix>; faults?: Partial<typeof noFaults>
+    seed?: number; merchants?: number; payments?: number; hours?: number; mix?: Partial<typeof defaultMix>; faults?: Partial<typeof noFaults>; processor?: boolean
   }
   return {
     ...defaultOptions,
@@ -21,7 +22,8 @@ const scenario = (name: (typeof plantedBugNames)[number]): SimOptions => {
     hours: spec.hours ?? 4,
     faults: { ...defaultOptions.faults, ...spec.faults },
     mix: { ...defaultMix, ...spec.mix },
-    plantedBug: name
+    plantedBug: name,
+    processor: spec.processor ?? false
   }
 }
 
