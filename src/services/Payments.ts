@@ -5,7 +5,7 @@ import * as Payment from "../domain/Payment.ts"
 import * as Dispute from "../domain/Dispute.ts"
 import type { Assessment as FraudAssessment, FraudCase, FraudHistory } from "../domain/Fraud.ts"
 import type { LedgerEntry } from "../domain/Ledger.ts"
-import { Acquirer, type AcquirerRefused, authorizeWithin, operationKeys, type ProcessorCallError } from "../acquirer/Acquirer.ts"
+import { Acquirer, AcquirerOutcomeUnknown, type AcquirerRefused, authorizeWithin, operationKeys, type ProcessorCallError } from "../acquirer/Acquirer.ts"
 import { AppConfig } from "../platform/Config.ts"
 import { Ids } from "../platform/Ids.ts"
 import * as Instance from "../platform/Instance.ts"
@@ -238,10 +238,32 @@ export const make = Effect.gen(function*() {
             amountCents: operation.amountCents,
             currency
           }))
-      case "Cancel":
-        return untilKnown("cancel", (timeoutMs) => operations.cancel({ paymentId, reference: known, idempotencyKey: operationKeys.cancel(paymentId), timeoutMs }))
+      case "Cancel": {
+        const cancel = (target: string | null) =>
+          untilKnown("cancel", (timeoutMs) => operations.cancel({ paymentId, reference: target, idempotencyKey: operationKeys.cancel(paymentId), timeoutMs }))
+        if (known !== null || before.status !== "pending") return cancel(known)
+        return Effect.flatMap(claimAuthorization(before), (claimed) => (claimed === "declined" ? Effect.void : cancel(claimed)))
+      }
     }
   }
+
+  /**
+   * Before an authorization never answered in time is cancelled, its key is claimed: asked once
+   * more under the same key, the processor either answers what that key did (the authorization
+   * to cancel, found by its reference) or, if the first request never arrived, does it now, so a
+   * first request still held somewhere on the way, arriving later, is only a replay of this one
+   * and makes no hold of its own. When the processor stays silent for ACQUIRER_TIMEOUT more, the
+   * payment's cancel goes without a reference (it cancels whatever the processor finds by our id)
+   * and a request still on the way is left to reconciliation. "declined": nothing to cancel.
+   */
+  const claimAuthorization = (payment: Payment.Payment): Effect.Effect<string | null | "declined"> =>
+    untilKnown("authorization", (timeoutMs) =>
+      Effect.flatMap(askNetwork(authorizationRequest(payment), timeoutMs), (outcome) =>
+        outcome === null ? Effect.fail(new AcquirerOutcomeUnknown({ reason: "no answer within the deadline" })) : Effect.succeed(outcome))
+    ).pipe(
+      Effect.map((outcome) => (outcome._tag === "Declined" ? "declined" as const : outcome.reference ?? null)),
+      Effect.orElseSucceed(() => null)
+    )
 
   /**
    * One command on one payment, serialized per payment in this process. It reads the payment,
@@ -451,6 +473,39 @@ export const make = Effect.gen(function*() {
   }
 
   /**
+   * An approval this flow holds that the books will never hold: another instance ended the payment
+   * meanwhile (it timed the authorization out, its cancel finding nothing yet, while this
+   * instance's request was held). The processor's authorization is cancelled, under a key naming
+   * it (`operationKeys.cancel`'s `late`), so the cardholder's money is not held for nothing.
+   */
+  const cancelStranded = (latest: Payment.Payment | null, authorization: Payment.AuthorizationOutcome | null): Effect.Effect<void, ProcessorStepError> => {
+    if (operations === undefined || authorization?._tag !== "Approved" || latest === null || latest.status === "pending") return Effect.void
+    const late = authorization.reference
+    if (late === undefined || latest.processorReference === late) return Effect.void
+    return Effect.andThen(
+      Effect.logWarning(`payment ${latest.id} ended ${latest.status} before its authorization ${late} arrived: cancelling it at the processor`),
+      untilKnown("cancel", (timeoutMs) =>
+        operations.cancel({ paymentId: latest.id, reference: late, idempotencyKey: operationKeys.cancel(latest.id, late), timeoutMs }))
+    )
+  }
+
+  /**
+   * The other side of that race: this flow gave up on an authorization (no answer in time), and
+   * its cancel reached the processor, while another instance, its request answered, booked the
+   * authorization as `authorized`. The processor holds nothing for it any more: the payment is
+   * voided (through the command path, whose own cancel replays this one's), so the books say
+   * what the processor does.
+   */
+  const voidCancelled = (latest: Payment.Payment | null, authorization: Payment.AuthorizationOutcome | null): Effect.Effect<void, StoreUnavailable | ProcessorStepError> => {
+    if (operations === undefined || latest === null || latest.status !== "authorized") return Effect.void
+    if (authorization?._tag !== "Declined" || authorization.code !== Payment.networkTimeoutCode) return Effect.void
+    return Effect.andThen(
+      Effect.logWarning(`payment ${latest.id}: its authorization was cancelled at the processor after no answer in time, as another instance booked it: voiding it`),
+      apply(null, latest.id, (p, _, ctx) => Payment.voidAuthorization(p, ctx))
+    )
+  }
+
+  /**
    * Drives a payment through authorize → screen → capture until the domain says it is done.
    * What the network and the fraud model say is gathered first; then everything up to the next
    * wait commits as one unit of work: authorization, screening and an automatic capture are
@@ -479,7 +534,11 @@ export const make = Effect.gen(function*() {
           // The committed record is the next starting point; after a refusal (a racing command won), read it again.
           outcome._tag === "Applied"
             ? round(outcome.change.payment, next, rounds + 1)
-            : Effect.flatMap(store.getPayment(null, paymentId), (latest) => round(latest, next, rounds + 1)))
+            : Effect.flatMap(store.getPayment(null, paymentId), (latest) =>
+              Effect.andThen(
+                Effect.andThen(cancelStranded(latest, authorization), voidCancelled(latest, authorization)),
+                Effect.flatMap(store.getPayment(null, paymentId), (now) => round(now, next, rounds + 1))
+              )))
       const screenAndCommit = (authorization: Payment.AuthorizationOutcome | null) => {
         if (step === "capture" || authorization?._tag === "Declined") return commitStep(authorization, null, history)
         const screened = authorization?._tag === "Approved" ? { ...payment, networkRiskSignal: authorization.networkRiskSignal } : payment

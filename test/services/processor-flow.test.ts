@@ -86,7 +86,8 @@ describe("the flow against a remote processor", () => {
     // Every authorization answer is lost: the processor authorized, the service never learns it.
     const processor = makeMemoryProcessor({ fault: (call) => (call.operation === "authorize" ? "lost" : undefined) })
     return Effect.gen(function*() {
-      const { payments, merchantId, payment } = yield* createAndWait({}, config.acquirerTimeoutMs + 1_000)
+      // ACQUIRER_TIMEOUT for the authorization, and as much again to claim its key before the cancel.
+      const { payments, merchantId, payment } = yield* createAndWait({}, 2 * config.acquirerTimeoutMs + 1_000)
       expect(payment).toMatchObject({ status: "failed", failureCode: "network_timeout" })
       expect(processor.record(payment.id)).toMatchObject({ authorizedCents: 0, capturedCents: 0, cancelled: true })
       expect(callsOf(processor, "cancel").map((c) => c.idempotencyKey)).toEqual([operationKeys.cancel(payment.id)])
@@ -100,7 +101,8 @@ describe("the flow against a remote processor", () => {
     let reachable = false
     const processor = makeMemoryProcessor({ fault: (call) => (!reachable && (call.operation === "authorize" || call.operation === "cancel") ? "lost" : undefined) })
     return Effect.gen(function*() {
-      const { payments, merchantId, payment } = yield* createAndWait({ captureMethod: "manual" }, 2 * config.acquirerTimeoutMs + 1_000)
+      // The authorization's deadline, the claim of its key, then the cancel's own deadline.
+      const { payments, merchantId, payment } = yield* createAndWait({ captureMethod: "manual" }, 3 * config.acquirerTimeoutMs + 1_000)
       expect(payment.status).toBe("pending")
       expect(processor.record(payment.id)).toMatchObject({ cancelled: true, authorizedCents: 0 })
       reachable = true
@@ -183,7 +185,7 @@ describe("the flow against a remote processor", () => {
       yield* createAndWait({})
       yield* createAndWait({ cardToken: "tok_risk_highest" })
       yield* createAndWait({ cardToken: "tok_decline_expired_card" })
-      yield* createAndWait({ cardToken: "tok_network_timeout" }, config.acquirerTimeoutMs + 1_000)
+      yield* createAndWait({ cardToken: "tok_network_timeout" }, 2 * config.acquirerTimeoutMs + 1_000)
       const refunded = yield* createAndWait({})
       yield* refunded.payments.refund(refunded.merchantId, refunded.payment.id, 700)
       const manual = yield* createAndWait({ captureMethod: "manual" })
