@@ -74,6 +74,7 @@ export const summaryOf = (result: HarnessResult, files: ReadonlyArray<string>) =
   const total = shards.length > 1 ? ` (the total of ${shards.length} shards)` : ""
   const rows: Array<readonly [string, string]> = [
     ["scenario", `${result.scenario} against ${result.config.target}${result.config.embedded ? " (started by the harness)" : ""}`],
+    ...(result.config.planted_bug === undefined ? [] : [["planted bug", `${result.config.planted_bug} (bench/harness/PlantedService.ts)`] as const]),
     ["load", loadText(result.config) + total],
     ["merchants", `${result.config.merchants}${total}`],
     ...shardRows(shards),
@@ -169,7 +170,8 @@ export const runHarness = async (
         log: io.log,
         profileDirectory: options.profileDirectory,
         statementStats: options.statements > 0,
-        instances: options.instances
+        instances: options.instances,
+        plantedBug: options.plantedBug
       })
     } catch (error) {
       await scenario.close().catch(() => {})
@@ -368,7 +370,8 @@ export const runHarness = async (
         shards: [`${options.shard.index}/${options.shard.count}`],
         start_at: options.startAtMs === null ? null : new Date(options.startAtMs).toISOString(),
         instances: targetUrls.length,
-        nemesis: options.nemesis === null ? null : `${options.nemesis.kinds.join(",")} every ${options.nemesis.everyMs / 1000}s`
+        nemesis: options.nemesis === null ? null : `${options.nemesis.kinds.join(",")} every ${options.nemesis.everyMs / 1000}s`,
+        ...(options.plantedBug === null ? {} : { planted_bug: options.plantedBug })
       },
       load_s: loadSeconds,
       scripts: outcome.scriptsStarted,
