@@ -16,7 +16,7 @@ import { Auditor, type Violation as AuditViolation } from "../../../sim/checks/A
 import { makeSimulatedEndpoints } from "../../../sim/world/Endpoints.ts"
 import { defaultFaults, defaultMix, type FaultRates, type WorkloadMix } from "../../../sim/engine/Options.ts"
 import { Prng } from "../../../sim/engine/Prng.ts"
-import { type ApiBalance, witnessThroughApi, type WitnessMerchant } from "../../../sim/checks/Witness.ts"
+import { type ApiBalance, witnessSettledLedger, witnessThroughApi, type WitnessMerchant } from "../../../sim/checks/Witness.ts"
 import { makeWorkload, type Merchant } from "../../../sim/world/Workload.ts"
 import type { LawResult, Scenario, SetupContext, Violation, WireRequest, WireResponse } from "../Contract.ts"
 import { type HttpPending, makeHttpPort, scaledPace, type ScriptContext, scriptContext } from "./HttpPort.ts"
@@ -45,11 +45,21 @@ export interface MerchantsOptions {
   readonly webhookRetryScheduleMs?: ReadonlyArray<number>
   readonly webhookTimeoutMs?: number
   /**
-   * How late a retry may reach the endpoint after its offset (default: the timeout and 30 s, as
-   * the simulator allows: a dispatcher's poll, an attempt's timeout, and a backlog behind slow
-   * answers, as the service works at most 8 attempts of one endpoint at once).
+   * How late a retry may reach the endpoint after its offset with a slot of the endpoint free: the
+   * dispatcher's wake and claim, the database's answer, the wire and this process's event loop.
+   * Later than that only while the endpoint held all the attempts the service works at once for
+   * it (8, `endpointConcurrency`; the witness is the receiver's `HeldSlots`). Default:
+   * `HARNESS_RETRY_TOLERANCE` (a duration), else 1 s for the embedded target (one machine,
+   * loopback), 2 s for a remote one (docs/harness.md says why).
    */
   readonly retryToleranceMs?: number
+  /**
+   * How far the target's instances' clocks may disagree: a retry made by another instance than
+   * the first attempt may come early or late by it. Default: `HARNESS_CLOCK_TOLERANCE`, else 0
+   * for the embedded target (its instances share this machine's clock), 1 s for a remote one
+   * (docs/operations.md "Clocks").
+   */
+  readonly clockToleranceMs?: number
   /** Disputes the card network opens (embedded target) or sandbox dispute tokens (remote), of the payments. Default 0.02. */
   readonly disputes?: number
 }
@@ -76,10 +86,15 @@ const laws: ReadonlyArray<{ readonly law: string; readonly description: string; 
   },
   {
     law: "ledger-balanced",
-    description: "Every payment's ledger balances, on its merchant's chart, and says what its record says (captured, fee, refunded, held, disputed).",
+    description: "Every payment's ledger balances, on its merchant's chart, and says what its record says, account by account (card network, pending, available, reserved, fee revenue, the hold), before settlement and, embedded, again after the settlement the harness runs.",
     invariants: ["ledger-entry", "ledger-account", "ledger-balanced", "ledger-matches-record", "fee-within-capture", "capture-within-authorization", "captured-amount", "refunded-status", "failure-code"]
   },
-  { law: "balances", description: "Balance by type equals the sum of the ledger.", invariants: ["balances"] },
+  { law: "balances", description: "Balance by type equals the sum of the ledger (embedded: also after the settlement the harness runs).", invariants: ["balances"] },
+  {
+    law: "settlement",
+    description: "Embedded: the settlement the harness runs after the drain (payments settle, cut-off now) settles every payment with money captured (a refunded one is swept, its status kept).",
+    invariants: ["settled-by-cut-off"]
+  },
   {
     law: "refunds-within-capture",
     description: "Refunds never exceed the capture, nor do refunds and an open or lost dispute together.",
@@ -106,7 +121,11 @@ const laws: ReadonlyArray<{ readonly law: string; readonly description: string; 
     description: "Only a 2xx ends a delivery as succeeded; nothing is sent after it; it fails only after the last retry failed.",
     invariants: ["webhook-nothing-after-2xx", "webhook-give-up", "webhook-attempt-limit"]
   },
-  { law: "webhook-retry-schedule", description: "Failed deliveries are retried at the documented offsets from the first failure (never early; late by at most the stated tolerance).", invariants: ["webhook-schedule"] },
+  {
+    law: "webhook-retry-schedule",
+    description: "Failed deliveries are retried at the configured offsets from the first attempt: never early, and late by no more than the wire and the clocks need unless the endpoint held every slot the service works it with, or a fault came between.",
+    invariants: ["webhook-schedule"]
+  },
   {
     law: "nothing-pending",
     description: "After the drain nothing is left pending: no payment half-way through its automatic flow, no delivery open.",
@@ -130,6 +149,30 @@ const durationOf = (name: string, text: string | undefined) => {
   const ms = parseDurationMs(text)
   if (ms === null) throw new Error(`${name} must be a duration such as 2s or 30s, got '${text}'`)
   return ms
+}
+
+/**
+ * The attempts the service works at once for one endpoint, per instance (docs/operations.md
+ * "Limits are per instance"), written out again: the laws ask nothing of src/workers. With several
+ * instances a retry waits only for its own instance's slots; the witness cannot tell which
+ * instance sent a POST, so 8 held at once is read as a full dispatcher (the lenient reading).
+ */
+const endpointConcurrency = 8
+
+/** Does a daily cut-off (`minutes` after midnight UTC) fall within [fromMs, toMs]? */
+export const cutoffWithin = (minutes: number, fromMs: number, toMs: number) => {
+  const dayMs = 86_400_000
+  let cutoffMs = Math.floor(fromMs / dayMs) * dayMs + minutes * 60_000
+  if (cutoffMs < fromMs) cutoffMs += dayMs
+  return cutoffMs <= toMs
+}
+
+/** `HARNESS_SETTLEMENT_CUTOFF` (HH:MM, UTC, the target's `SETTLEMENT_CUTOFF`): minutes after midnight, or null when not given. */
+const cutoffOf = (text: string | undefined) => {
+  if (text === undefined || text.trim() === "") return null
+  const match = /^([01]\d|2[0-3]):([0-5]\d)$/.exec(text.trim())
+  if (match === null) throw new Error(`HARNESS_SETTLEMENT_CUTOFF must be a time of day HH:MM (UTC), got '${text}'`)
+  return Number(match[1]) * 60 + Number(match[2])
 }
 
 const idsIn = (text: string, prefix: string) => text.match(new RegExp(`\\b${prefix}_[A-Za-z0-9]+`, "g")) ?? []
@@ -156,13 +199,17 @@ export const makeScenario = (options: MerchantsOptions = {}): Scenario => {
   let workload: ReturnType<typeof makeWorkload<WireRequest, HttpPending>> | null = null
   let scriptPrng: Prng | null = null
   let receiptsOf: ReturnType<typeof makeSimulatedEndpoints>["receipts"] | null = null
+  let heldOf: ReturnType<typeof makeSimulatedEndpoints>["held"] | null = null
   /** When the latest fault the harness injected began (epoch ms; -Infinity: none): what a dead or stalled process had under way may come again. */
   const lastFaultMs = () => context?.faults?.lastStartedAtMs() ?? Number.NEGATIVE_INFINITY
   const redeliveries = new Redeliveries(lastFaultMs)
   let cutAttempts = 0
+  let settledChecked = 0
   let sinceIso = ""
   let scheduleMs: ReadonlyArray<number> = []
   let timeoutMs = 30_000
+  let retryToleranceMs = 1_000
+  let clockToleranceMs = 0
   /** Script numbers of this run: unique across runs against one target (idempotency keys are built from them). */
   const runBase = Math.floor(Math.random() * 1e6) * 1e9
 
@@ -240,6 +287,10 @@ export const makeScenario = (options: MerchantsOptions = {}): Scenario => {
       scheduleMs = options.webhookRetryScheduleMs ?? told?.webhookRetryScheduleMs ?? scheduleOf(process.env.HARNESS_WEBHOOK_RETRY_SCHEDULE) ??
         [60_000, 300_000, 1_800_000, 7_200_000, 86_400_000]
       timeoutMs = options.webhookTimeoutMs ?? told?.webhookTimeoutMs ?? durationOf("HARNESS_WEBHOOK_TIMEOUT", process.env.HARNESS_WEBHOOK_TIMEOUT) ?? 30_000
+      // What the wire and the clocks honestly need, not a margin a schedule's error could hide in.
+      const remote = setup.embedded === null
+      retryToleranceMs = options.retryToleranceMs ?? durationOf("HARNESS_RETRY_TOLERANCE", process.env.HARNESS_RETRY_TOLERANCE) ?? (remote ? 2_000 : 1_000)
+      clockToleranceMs = options.clockToleranceMs ?? durationOf("HARNESS_CLOCK_TOLERANCE", process.env.HARNESS_CLOCK_TOLERANCE) ?? (remote ? 1_000 : 0)
       const label = `${seed}/${shard.index}`
       // Merchants: made here (embedded), or every key of the shard's own keys file.
       const made: Array<{ readonly id: string; readonly apiKey: string }> = []
@@ -282,6 +333,7 @@ export const makeScenario = (options: MerchantsOptions = {}): Scenario => {
         merchants.push({ index, id: m.id, apiKey: working.key as string, keyId: working.id as string, keyGeneration: 0 })
       }
       receiptsOf = endpoints.receipts
+      heldOf = endpoints.held
       const port = makeHttpPort({
         transport: setup.transport,
         spareKeys,
@@ -317,7 +369,8 @@ export const makeScenario = (options: MerchantsOptions = {}): Scenario => {
             void work.finally(() => disputesInFlight.delete(work))
           }))
       rotations = Effect.runFork(Effect.forEach(merchants, made_.rotations, { concurrency: "unbounded", discard: true }))
-      setup.log(`merchants: ${merchants.length} merchants, endpoints at ${server.baseUrl}, webhook schedule ${scheduleMs.map((ms) => `${ms / 1000}s`).join(",")} timeout ${timeoutMs / 1000}s`)
+      setup.log(`merchants: ${merchants.length} merchants, endpoints at ${server.baseUrl}, webhook schedule ${scheduleMs.map((ms) => `${ms / 1000}s`).join(",")} ` +
+        `timeout ${timeoutMs / 1000}s, retries late by at most ${retryToleranceMs / 1000}s with a slot free, clocks within ${clockToleranceMs / 1000}s`)
     },
 
     runScript(index, intendedStartMs) {
@@ -400,20 +453,36 @@ export const makeScenario = (options: MerchantsOptions = {}): Scenario => {
     async checkLaws() {
       const setup = need(context, "the laws")
       const run = need(workload, "the laws")
+      const get = (path: string, apiKey: string) => setup.transport.send({ method: "GET", path, headers: { authorization: `Bearer ${apiKey}` }, body: null }, null)
+      // Which side of settlement each payment is on: known when no cut-off of the target passed
+      // since the run began (the embedded target's is set 12 h away; a remote one's from
+      // HARNESS_SETTLEMENT_CUTOFF), else open for a refunded payment (the API shows no settled_at).
+      const cutoffMinutes = setup.embedded?.settlementCutoffMinutes ?? cutoffOf(process.env.HARNESS_SETTLEMENT_CUTOFF)
+      const cutoffPassed = cutoffMinutes === null || cutoffWithin(cutoffMinutes, Date.parse(sinceIso), Date.now()) ? "unknown" as const : "none" as const
       const witnessed = await witnessThroughApi({
+        cutoffPassed,
         auditor,
-        get: (path, apiKey) => setup.transport.send({ method: "GET", path, headers: { authorization: `Bearer ${apiKey}` }, body: null }, null),
+        get,
         merchants: witnessMerchants,
         sinceIso,
         expectations: run.expectations,
         auditCreateKeys: run.auditCreateKeys,
         webhooks: {
-          receipts: need(receiptsOf, "the laws"), scheduleMs, timeoutMs, toleranceMs: options.retryToleranceMs ?? timeoutMs + 30_000,
+          receipts: need(receiptsOf, "the laws"), scheduleMs, timeoutMs, toleranceMs: retryToleranceMs, clockToleranceMs,
+          backlog: { held: need(heldOf, "the laws"), concurrency: endpointConcurrency },
+          attemptEndedAtMs: need(server, "the laws").attemptEndedAtMs,
           faultsMs: setup.faults?.windows().map((fault) => fault.startedAtMs) ?? []
         },
         concurrency: 8
       })
       cutAttempts = witnessed.cutAttempts
+      // Embedded: the settlement, run now as an operator runs it, then every account again.
+      if (setup.embedded !== null) {
+        const settledAtIso = new Date().toISOString()
+        const settled = await setup.embedded.settle()
+        setup.log(`settlement run after the drain: ${settled} payments settled; the ledger read again`)
+        settledChecked = (await witnessSettledLedger({ auditor, get, merchants: witnessMerchants, sinceIso, settledAtIso, concurrency: 8 })).payments
+      }
       // A service that records cut attempts sends the one cut off again as the next number.
       for (const message of sameNumberAfterCut(redeliveries.sameAttempt, witnessed.recordsCuts)) auditor.fail("webhook-once-per-attempt", message)
       // Disputes as notified (embedded target): the record says what the network said.
@@ -461,7 +530,8 @@ export const makeScenario = (options: MerchantsOptions = {}): Scenario => {
         "answers-match-record": run.stats.requests,
         "event-per-change": witnessed.payments,
         "ledger-balanced": witnessed.payments,
-        "balances": witnessMerchants.length,
+        "balances": witnessMerchants.length * (setup.embedded === null ? 1 : 2),
+        "settlement": settledChecked,
         "refunds-within-capture": witnessed.payments,
         "fraud-explanation": witnessed.payments,
         "webhook-every-event-delivered": witnessed.events,
