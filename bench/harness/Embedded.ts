@@ -269,7 +269,9 @@ export const settleNow = (plantedBug: string | null, environment: Readonly<Recor
     const entry = plantedBug === null ? ["src/main.ts", "settle", "--json"] : ["bench/harness/PlantedService.ts", "settle"]
     execFile(process.execPath, ["--import", "tsx", ...entry], { cwd: root, env: { ...process.env, ...environment }, timeout: 120_000 }, (error, stdout, stderr) => {
       if (error !== null) return fail(new Error(`the settlement failed: ${error.message} ${stderr.slice(0, 500)}`))
-      const settled = (JSON.parse(stdout.trim().split("\n").pop() ?? "{}") as { settled?: unknown }).settled
+      // The count is the JSON line; the service's log lines may come around it.
+      const line = stdout.split("\n").find((text) => text.startsWith("{\"settled\""))
+      const settled = line === undefined ? undefined : (JSON.parse(line) as { settled?: unknown }).settled
       if (typeof settled !== "number") return fail(new Error(`the settlement printed no count: ${stdout.slice(0, 300)}`))
       done(settled)
     })
