@@ -60,6 +60,8 @@ export interface SetupContext {
   readonly shard: { readonly index: number; readonly count: number }
   readonly transport: Transport
   readonly log: (line: string) => void
+  /** The instances the transport spreads requests over, in turn (absent: 1). Per-instance limits (the rate limit) need it. */
+  readonly instances?: number
   /** The faults the harness injects into the service (`--nemesis`) as they happen; absent without one. */
   readonly faults?: FaultLog
 }

@@ -212,6 +212,7 @@ export const runHarness = async (
         webhookUrl: options.webhookUrl,
         shard: options.shard,
         transport,
+        instances: targetUrls.length,
         log: io.log,
         ...(nemesis === null ? {} : { faults: nemesis.log })
       })

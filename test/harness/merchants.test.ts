@@ -31,6 +31,8 @@ const scenarioOptions = (extra: Partial<MerchantsOptions>): MerchantsOptions => 
   timeScale: 1 / 20_000,
   maxThinkMs: 1_000,
   maxBackoffMs: 300,
+  // The service here has no practical rate limit; the harness's own tests push one (test/harness/planted-laws.test.ts).
+  rateLimitPush: false,
   ...extra
 })
 

@@ -14,6 +14,7 @@ import type { DisputeNotification, DisputeReason } from "../../../src/domain/Dis
 import { parseDurationMs } from "../../../src/platform/Config.ts"
 import { Auditor, type Violation as AuditViolation } from "../../../sim/checks/Auditor.ts"
 import { makeSimulatedEndpoints } from "../../../sim/world/Endpoints.ts"
+import { type RateLimitLaw, rateLimitLaw } from "../../../sim/checks/RateLimitLaw.ts"
 import { defaultFaults, defaultMix, type FaultRates, type WorkloadMix } from "../../../sim/engine/Options.ts"
 import { Prng } from "../../../sim/engine/Prng.ts"
 import { type ApiBalance, witnessSettledLedger, witnessThroughApi, type WitnessMerchant } from "../../../sim/checks/Witness.ts"
@@ -49,8 +50,8 @@ export interface MerchantsOptions {
    * dispatcher's wake and claim, the database's answer, the wire and this process's event loop.
    * Later than that only while the endpoint held all the attempts the service works at once for
    * it (8, `endpointConcurrency`; the witness is the receiver's `HeldSlots`). Default:
-   * `HARNESS_RETRY_TOLERANCE` (a duration), else 1 s for the embedded target (one machine,
-   * loopback), 2 s for a remote one (docs/harness.md says why).
+   * `HARNESS_RETRY_TOLERANCE` (a duration), else 2 s, embedded or remote (a busy machine
+   * delays the service by a second now and then; docs/harness.md says why).
    */
   readonly retryToleranceMs?: number
   /**
@@ -60,6 +61,17 @@ export interface MerchantsOptions {
    * (docs/operations.md "Clocks").
    */
   readonly clockToleranceMs?: number
+  /**
+   * Push one new API key past its rate limit after the load (`pushRateLimit`) and judge it with law
+   * `rate-limit`. Default: on, unless `HARNESS_RATE_LIMIT_PUSH=off`; skipped when requests are
+   * spread over several instances (each keeps its own buckets).
+   */
+  readonly rateLimitPush?: boolean
+  /**
+   * The target's `RATE_LIMIT_PER_SECOND`. Default: what the embedded target says, else
+   * `HARNESS_RATE_LIMIT_PER_SECOND`, else the service's default, 100.
+   */
+  readonly rateLimitPerSecond?: number
   /** Disputes the card network opens (embedded target) or sandbox dispute tokens (remote), of the payments. Default 0.02. */
   readonly disputes?: number
 }
@@ -132,6 +144,11 @@ const laws: ReadonlyArray<{ readonly law: string; readonly description: string; 
     invariants: ["no-pending-after-quiesce", "webhook-deadline", "webhook-drained"]
   },
   {
+    law: "rate-limit",
+    description: "A key pushed past its rate limit gets through what the documented token bucket allows (RATE_LIMIT_PER_SECOND refill, bursts of twice that, per instance), within one token and what the answers' times leave open: no more in any window, and a 429 only once the bucket ran dry.",
+    invariants: ["rate-limit"]
+  },
+  {
     law: "disputes",
     description: "Every dispute the network notified is recorded as notified: opened once, resolved once with its outcome.",
     invariants: ["dispute-recorded", "dispute-resolved-as-notified", "dispute-idempotent"]
@@ -143,6 +160,12 @@ const scheduleOf = (text: string | undefined) => {
   const parts = text.split(",").map(parseDurationMs)
   if (parts.some((ms) => ms === null)) throw new Error(`HARNESS_WEBHOOK_RETRY_SCHEDULE must be durations separated by commas (1s,5s,30s), got '${text}'`)
   return parts as Array<number>
+}
+const wholeOf = (name: string, text: string | undefined) => {
+  if (text === undefined || text.trim() === "") return null
+  const n = Number(text)
+  if (!Number.isInteger(n) || n < 1) throw new Error(`${name} must be a whole number of requests a second, got '${text}'`)
+  return n
 }
 const durationOf = (name: string, text: string | undefined) => {
   if (text === undefined || text.trim() === "") return null
@@ -175,6 +198,43 @@ const cutoffOf = (text: string | undefined) => {
   return Number(match[1]) * 60 + Number(match[2])
 }
 
+/**
+ * One new key pushed past its rate limit, over HTTP: 1.2 buckets (2r each) sent 16 at a time, as
+ * fast as they are answered, then twice the refill rate for a second (one every 1/(2r) s), never
+ * retrying a 429, as sim/world/Workload.ts `pushRateLimit` does in the simulator. Each answer
+ * with its send and answer times, for the law.
+ */
+export const pushRateLimit = async (
+  send: (request: WireRequest) => Promise<WireResponse | null>,
+  secret: string,
+  perSecond: number
+): Promise<Array<{ readonly sentMs: number; readonly answeredMs: number; readonly status: number | null }>> => {
+  const answers: Array<{ readonly sentMs: number; readonly answeredMs: number; readonly status: number | null }> = []
+  const request: WireRequest = { method: "GET", path: "/api/v1/merchants/me", headers: { authorization: `Bearer ${secret}` }, body: null }
+  const one = async () => {
+    const sentMs = Date.now()
+    const response = await send(request)
+    answers.push({ sentMs, answeredMs: Date.now(), status: response?.status ?? null })
+  }
+  let left = Math.ceil(1.2 * 2 * perSecond)
+  await Promise.all(Array.from({ length: 16 }, async () => {
+    while (left > 0) {
+      left--
+      await one()
+    }
+  }))
+  const gapMs = 1000 / (2 * perSecond)
+  const steady: Array<Promise<void>> = []
+  const startMs = Date.now()
+  for (let i = 0; i < 2 * perSecond; i++) {
+    const waitMs = startMs + i * gapMs - Date.now()
+    if (waitMs > 0) await new Promise((wake) => setTimeout(wake, waitMs))
+    steady.push(one())
+  }
+  await Promise.all(steady)
+  return answers
+}
+
 const idsIn = (text: string, prefix: string) => text.match(new RegExp(`\\b${prefix}_[A-Za-z0-9]+`, "g")) ?? []
 
 export const makeScenario = (options: MerchantsOptions = {}): Scenario => {
@@ -205,10 +265,12 @@ export const makeScenario = (options: MerchantsOptions = {}): Scenario => {
   const redeliveries = new Redeliveries(lastFaultMs)
   let cutAttempts = 0
   let settledChecked = 0
+  const rateLimit = { perSecond: 100, pushed: 0, refused: 0, skipped: "" }
+  let limitLaw: RateLimitLaw | null = null
   let sinceIso = ""
   let scheduleMs: ReadonlyArray<number> = []
   let timeoutMs = 30_000
-  let retryToleranceMs = 1_000
+  let retryToleranceMs = 2_000
   let clockToleranceMs = 0
   /** Script numbers of this run: unique across runs against one target (idempotency keys are built from them). */
   const runBase = Math.floor(Math.random() * 1e6) * 1e9
@@ -270,6 +332,34 @@ export const makeScenario = (options: MerchantsOptions = {}): Scenario => {
     auditor.check(entry.resolved, "dispute-resolved-as-notified", () => `payment ${paymentId}: resolve ${outcome} answered ${resolved}`)
   }
 
+  /**
+   * Law `rate-limit` over HTTP: one new key of the first merchant pushed past its limit once the
+   * load stopped (its 429s are no figure of the load's), judged from each answer's times. Only
+   * against one instance: behind several, each keeps its own buckets and the harness cannot see
+   * which one answered.
+   */
+  const pushPastRateLimit = async () => {
+    const setup = need(context, "the rate-limit push")
+    const wanted = options.rateLimitPush ?? process.env.HARNESS_RATE_LIMIT_PUSH !== "off"
+    if (!wanted) return void (rateLimit.skipped = "off")
+    if ((setup.instances ?? 1) > 1) {
+      rateLimit.skipped = `${setup.instances} instances`
+      setup.log(`rate-limit push skipped: requests go to ${setup.instances} instances, each with its own buckets (docs/harness.md)`)
+      return
+    }
+    const merchant = witnessMerchants[0]
+    if (merchant === undefined) return
+    const created = expectOk(await call("POST", "/api/v1/api_keys", merchant.readKey, { name: "harness rate-limit push" }), "POST /api/v1/api_keys").api_key
+    const secret = created.key as string
+    const answers = await pushRateLimit((request) => setup.transport.send(request, null), secret, rateLimit.perSecond)
+    const law = limitLaw = rateLimitLaw(auditor, { perSecond: rateLimit.perSecond })
+    const instance = {}
+    for (const answer of answers) law.answered(secret, instance, answer.sentMs, answer.status, true, answer.answeredMs)
+    rateLimit.pushed = answers.length
+    rateLimit.refused = answers.filter((a) => a.status === 429).length
+    setup.log(`rate-limit push: ${answers.length} requests with one new key at ${rateLimit.perSecond}/s (bursts of ${2 * rateLimit.perSecond}), ${rateLimit.refused} refused with 429`)
+  }
+
   const scenario: Scenario = {
     name: "merchants",
     // What the default mix's scripts send on average (creates with retries and duplicates, reads,
@@ -289,7 +379,8 @@ export const makeScenario = (options: MerchantsOptions = {}): Scenario => {
       timeoutMs = options.webhookTimeoutMs ?? told?.webhookTimeoutMs ?? durationOf("HARNESS_WEBHOOK_TIMEOUT", process.env.HARNESS_WEBHOOK_TIMEOUT) ?? 30_000
       // What the wire and the clocks honestly need, not a margin a schedule's error could hide in.
       const remote = setup.embedded === null
-      retryToleranceMs = options.retryToleranceMs ?? durationOf("HARNESS_RETRY_TOLERANCE", process.env.HARNESS_RETRY_TOLERANCE) ?? (remote ? 2_000 : 1_000)
+      rateLimit.perSecond = options.rateLimitPerSecond ?? setup.embedded?.rateLimitPerSecond ?? wholeOf("HARNESS_RATE_LIMIT_PER_SECOND", process.env.HARNESS_RATE_LIMIT_PER_SECOND) ?? 100
+      retryToleranceMs = options.retryToleranceMs ?? durationOf("HARNESS_RETRY_TOLERANCE", process.env.HARNESS_RETRY_TOLERANCE) ?? 2_000
       clockToleranceMs = options.clockToleranceMs ?? durationOf("HARNESS_CLOCK_TOLERANCE", process.env.HARNESS_CLOCK_TOLERANCE) ?? (remote ? 1_000 : 0)
       const label = `${seed}/${shard.index}`
       // Merchants: made here (embedded), or every key of the shard's own keys file.
@@ -388,6 +479,7 @@ export const makeScenario = (options: MerchantsOptions = {}): Scenario => {
       const endMs = Date.now() + deadlineMs
       if (rotations !== null) await Effect.runPromise(Fiber.interrupt(rotations))
       rotations = null
+      await pushPastRateLimit()
       const until = async (done: () => Promise<boolean> | boolean) => {
         while (Date.now() < endMs) {
           if (await done()) return true
@@ -476,6 +568,7 @@ export const makeScenario = (options: MerchantsOptions = {}): Scenario => {
         concurrency: 8
       })
       cutAttempts = witnessed.cutAttempts
+      limitLaw?.audit()
       // Embedded: the settlement, run now as an operator runs it, then every account again.
       if (setup.embedded !== null) {
         const settledAtIso = new Date().toISOString()
@@ -532,6 +625,7 @@ export const makeScenario = (options: MerchantsOptions = {}): Scenario => {
         "ledger-balanced": witnessed.payments,
         "balances": witnessMerchants.length * (setup.embedded === null ? 1 : 2),
         "settlement": settledChecked,
+        "rate-limit": rateLimit.pushed,
         "refunds-within-capture": witnessed.payments,
         "fraud-explanation": witnessed.payments,
         "webhook-every-event-delivered": witnessed.events,
@@ -561,7 +655,9 @@ export const makeScenario = (options: MerchantsOptions = {}): Scenario => {
     figures: () => ({
       redeliveries: redeliveries.count,
       redeliveries_after_faults: redeliveries.afterFault,
-      cut_attempts_recorded: cutAttempts
+      cut_attempts_recorded: cutAttempts,
+      rate_limit_push_requests: rateLimit.pushed,
+      rate_limit_push_refused: rateLimit.refused
     }),
 
     async close() {
