@@ -26,11 +26,13 @@ export { infrastructureWith, InfrastructureLive, ServicesLive, teardown }
  * with no server: tests can serve it in-process. Its OpenAPI document is served at
  * /api/v1/openapi.json.
  */
-export const ApiLive = Layer.merge(HttpApiBuilder.layer(PaymentsApi, { openapiPath: "/api/v1/openapi.json" }), Edge.layer).pipe(
-  Layer.provide(Handlers.layer),
-  Layer.provide(Authentication.layer),
-  Layer.provide(RateLimiter.layer)
-)
+export const apiWith = <E, R>(rateLimiter: Layer.Layer<RateLimiter.RateLimiter, E, R>) =>
+  Layer.merge(HttpApiBuilder.layer(PaymentsApi, { openapiPath: "/api/v1/openapi.json" }), Edge.layer).pipe(
+    Layer.provide(Handlers.layer),
+    Layer.provide(Authentication.layer),
+    Layer.provide(rateLimiter)
+  )
+export const ApiLive = apiWith(RateLimiter.layer)
 
 /**
  * `GET /` points to the API's documentation: a browser is sent on to the docs page, and the body
@@ -49,11 +51,21 @@ const RootLive = HttpRouter.add(
     ))
 )
 
+/** Routes over an API layer: it, its OpenAPI document, a docs page and `/` pointing to them. */
+const routesOf = <E, R>(api: Layer.Layer<never, E, R>) => Layer.mergeAll(api, HttpApiScalar.layer(PaymentsApi, { path: "/docs" }), RootLive)
+
 /** Routes: the API, its OpenAPI document, a docs page and `/` pointing to them (src/http/edge/Routes.ts lists them). */
-export const HttpRoutesLive = Layer.mergeAll(ApiLive, HttpApiScalar.layer(PaymentsApi, { path: "/docs" }), RootLive)
+export const HttpRoutesLive = routesOf(ApiLive)
 
 /** The HTTP server with a graceful stop (src/http/Drain.ts). */
 export const serverLayer = (port: number, host = "127.0.0.1") => Drain.serverLayer(HttpRoutesLive, port, host)
+
+/**
+ * The same server with another rate limiter: the harness's planted bugs (bench/harness/PlantedService.ts)
+ * put theirs in; production uses `serverLayer`.
+ */
+export const serverLayerWith = <E, R>(port: number, host: string, rateLimiter: Layer.Layer<RateLimiter.RateLimiter, E, R>) =>
+  Drain.serverLayer(routesOf(apiWith(rateLimiter)), port, host)
 
 /** The whole service: HTTP server and workers over the services and production infrastructure. */
 export const AppLive = <E>(port: number, host: string, startup: Layer.Layer<never, E, Payments.Payments | Merchants.Merchants | Store | Config.AppConfig>) =>

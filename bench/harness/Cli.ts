@@ -6,6 +6,7 @@
 import { Argument, Command, Flag } from "effect/cli"
 import * as Cli from "../../src/platform/Cli.ts"
 import { maxShards, parseShard, type Shard } from "../../sim/engine/Shard.ts"
+import { isPlantedBug, plantedBugNames } from "../../sim/checks/PlantedBugs.ts"
 import { parseDurationMs } from "../../src/platform/Config.ts"
 import type { LoadModel } from "./LoadModel.ts"
 import { parseStages, peakPerS, totalDurationMs } from "./Stages.ts"
@@ -58,6 +59,8 @@ export interface RunOptions {
   readonly instances: number
   /** `--nemesis`: the faults and their period; null without it. */
   readonly nemesis: NemesisOptions | null
+  /** Without --target: a bug of sim/checks/PlantedBugs.ts planted in the service the harness starts (tests of the laws); null: none. */
+  readonly plantedBug: string | null
 }
 
 export interface MergeOptions {
@@ -106,6 +109,7 @@ const runFlags = {
   "allow-saturation": Cli.toggle("allow-saturation", "open model: pass a run whose achieved rate fell under 97% of the offered one, or whose driver fell behind (default: such a run fails)"),
   instances: value("instances", "without --target: start the service N times on its one embedded PostgreSQL, each on its own port, requests spread over them in turn (default: 1)"),
   nemesis: value("nemesis", "without --target: faults to inject during the load, any of kill (kill -9, then a restart on the same port), pause (SIGSTOP, then SIGCONT) and db-pause (SIGSTOP of every PostgreSQL process), separated by commas"),
+  "planted-bug": value("planted-bug", "without --target, for testing the laws: start the service with this bug of sim/checks/PlantedBugs.ts planted (bench/harness/PlantedService.ts; e.g. retry-from-last-attempt, refund-posting-inverted); the run must fail naming its law (default: none)"),
   "nemesis-every": value("nemesis-every", "with --nemesis: one fault every DURATION of load, on an instance drawn from --seed, e.g. 15s or 500ms (default: 15s)")
 }
 type ValueFlag = Exclude<keyof typeof runFlags, "progress" | "allow-saturation" | "abort-on-fail" | "find-capacity" | "slo">
@@ -269,13 +273,21 @@ const parseNemesis = (kindsText: string | undefined, everyText: string | undefin
   return { kinds: kinds as NemesisOptions["kinds"], everyMs }
 }
 
+const parsePlantedBug = (name: string | undefined, remote: boolean): string | null => {
+  if (name === undefined) return null
+  if (remote) throw new BadFlag("--planted-bug plants a bug in the service the harness starts: it does not go with --target")
+  if (!isPlantedBug(name)) throw new BadFlag(`--planted-bug must name a bug of sim/checks/PlantedBugs.ts (${plantedBugNames.join(", ")}), not '${name}'`)
+  return name
+}
+
 const clusterOptions = (get: (flag: ValueFlag) => string | undefined, targetUrls: ReadonlyArray<string>) => {
   const remote = targetUrls.length > 0
   if (get("instances") !== undefined && remote) throw new BadFlag("--instances starts the service N times: it does not go with --target (name each instance in --target, separated by commas)")
   return {
     targetUrls,
     instances: whole("instances", get("instances") ?? "1", 1, 16),
-    nemesis: parseNemesis(get("nemesis"), get("nemesis-every"), remote)
+    nemesis: parseNemesis(get("nemesis"), get("nemesis-every"), remote),
+    plantedBug: parsePlantedBug(get("planted-bug"), remote)
   }
 }
 

@@ -60,6 +60,8 @@ export interface SetupContext {
   readonly shard: { readonly index: number; readonly count: number }
   readonly transport: Transport
   readonly log: (line: string) => void
+  /** The instances the transport spreads requests over, in turn (absent: 1). Per-instance limits (the rate limit) need it. */
+  readonly instances?: number
   /** The faults the harness injects into the service (`--nemesis`) as they happen; absent without one. */
   readonly faults?: FaultLog
 }
@@ -94,8 +96,14 @@ export interface EmbeddedTarget {
   readonly webhookRetryScheduleMs: ReadonlyArray<number>
   /** The service's `WEBHOOK_TIMEOUT`: an endpoint slower than this fails the attempt. */
   readonly webhookTimeoutMs: number
+  /** The service's `RATE_LIMIT_PER_SECOND` (per key and per instance; bursts of twice that). */
+  readonly rateLimitPerSecond: number
+  /** The service's `SETTLEMENT_CUTOFF`, minutes after midnight UTC: set far from the run, so none passes during it. */
+  readonly settlementCutoffMinutes: number
   /** Creates a merchant as `payments merchant create` does; returns its id and API key. */
   createMerchant(name: string, webhookUrl: string | null): Promise<{ readonly merchantId: string; readonly apiKey: string }>
+  /** Runs the settlement now (`payments settle`, cut-off now) on the service's database; the payments settled. */
+  settle(): Promise<number>
 }
 
 export interface Violation {

@@ -7,7 +7,7 @@
  * nemesis's hands are here too: kill -9 and restart an instance, SIGSTOP and SIGCONT one, or
  * every process of the database.
  */
-import { type ChildProcess, spawn } from "node:child_process"
+import { type ChildProcess, execFile, spawn } from "node:child_process"
 import { closeSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join, resolve } from "node:path"
@@ -16,12 +16,24 @@ import { cpuSeconds, startNodeFlags, waitFor } from "../host.ts"
 import type { EmbeddedTarget } from "./Contract.ts"
 import { merchantMaker } from "./MerchantMaker.ts"
 import type { FaultActuator } from "./Nemesis.ts"
+import { plantedBugVariable } from "./PlantedService.ts"
 
 const root = resolve(import.meta.dirname, "../..")
 
 /** Retries after 1, 2, 4 and 8 s, then the delivery gives up; attempts time out after 2 s. */
 export const webhookRetryScheduleMs = [1000, 2000, 4000, 8000]
 export const webhookTimeoutMs = 2000
+/** The production default (docs/operations.md): what the embedded service runs with, and the rate-limit law reads. */
+export const rateLimitPerSecond = 100
+
+/**
+ * The daily settlement cut-off, 12 hours from `nowMs` (minutes after midnight UTC): no cut-off
+ * passes during a run shorter than that, so every payment stays unsettled until the harness runs
+ * the settlement itself (`EmbeddedTarget.settle`), and the ledger law knows which side of it each
+ * payment is on.
+ */
+export const cutoffAwayFrom = (nowMs: number) => Math.floor(((nowMs + 12 * 3_600_000) % 86_400_000) / 60_000)
+const cutoffText = (minutes: number) => `${String(Math.floor(minutes / 60)).padStart(2, "0")}:${String(minutes % 60).padStart(2, "0")}`
 
 export interface EmbeddedService {
   /** Each instance's base URL, by instance number. */
@@ -85,7 +97,13 @@ export const startEmbeddedService = async (options: {
   readonly statementStats?: boolean
   /** Service processes on the one database, each on its own port (default 1). */
   readonly instances?: number
+  /**
+   * A bug of sim/checks/PlantedBugs.ts planted in every instance (`--planted-bug`): the service
+   * runs as ./PlantedService.ts instead of `src/main.ts serve`. Null or absent: the service as it is.
+   */
+  readonly plantedBug?: string | null
 }): Promise<EmbeddedService> => {
+  const plantedBug = options.plantedBug ?? null
   const count = options.instances ?? 1
   const scratch = mkdtempSync(join(tmpdir(), "payments-harness-pg-"))
   const database = await startEmbeddedPostgres({
@@ -97,14 +115,20 @@ export const startEmbeddedService = async (options: {
   const ports: Array<number> = []
   for (let i = 0; i < count; i++) ports.push(await freePort())
   const baseUrls = ports.map((port) => `http://127.0.0.1:${port}`)
+  const settlementCutoffMinutes = cutoffAwayFrom(Date.now())
   const environment: Record<string, string> = {
     DATABASE_URL: database.url,
     HOST: "127.0.0.1",
     WEBHOOK_ALLOW_PRIVATE_URLS: "true",
     WEBHOOK_RETRY_SCHEDULE: webhookRetryScheduleMs.map((ms) => `${ms / 1000}s`).join(","),
     WEBHOOK_TIMEOUT: `${webhookTimeoutMs / 1000}s`,
-    RESPONSE_ENCRYPTION_KEY: "ab".repeat(32)
+    RATE_LIMIT_PER_SECOND: String(rateLimitPerSecond),
+    SETTLEMENT_CUTOFF: cutoffText(settlementCutoffMinutes),
+    RESPONSE_ENCRYPTION_KEY: "ab".repeat(32),
+    ...(plantedBug === null ? {} : { [plantedBugVariable]: plantedBug })
   }
+  /** The entry each instance runs: the service, or the service with the planted bug. */
+  const entry = plantedBug === null ? ["src/main.ts", "serve"] : ["bench/harness/PlantedService.ts"]
   const logFileOf = (instance: number) => (count === 1 ? options.logFile : options.logFile.replace(/(\.log)?$/, `-${instance}.log`))
   mkdirSync(join(options.logFile, ".."), { recursive: true })
   /** Each instance's current process (a restart replaces it). */
@@ -125,7 +149,7 @@ export const startEmbeddedService = async (options: {
     const child = spawn(process.execPath, [
       ...startNodeFlags(),
       ...(options.profileDirectory === null ? [] : ["--cpu-prof", `--cpu-prof-dir=${resolve(options.profileDirectory)}`]),
-      "--import", "tsx", "src/main.ts", "serve"], {
+      "--import", "tsx", ...entry], {
       cwd: root,
       env: { ...process.env, ...environment, PORT: String(ports[instance]) },
       stdio: ["ignore", "ignore", serviceLog]
@@ -220,7 +244,10 @@ export const startEmbeddedService = async (options: {
     databaseUrl: database.url,
     webhookRetryScheduleMs,
     webhookTimeoutMs,
-    createMerchant: merchants.create
+    rateLimitPerSecond,
+    settlementCutoffMinutes,
+    createMerchant: merchants.create,
+    settle: () => settleNow(plantedBug, { ...environment, PORT: String(ports[0]) })
   }
   return {
     baseUrls,
@@ -231,3 +258,21 @@ export const startEmbeddedService = async (options: {
     stop
   }
 }
+
+/**
+ * The settlement run now, as an operator runs it (`payments settle --json`: cut-off now), on the
+ * service's database with its settings; with a planted bug, by ./PlantedService.ts with the bug
+ * in its store. The number of payments settled.
+ */
+export const settleNow = (plantedBug: string | null, environment: Readonly<Record<string, string>>) =>
+  new Promise<number>((done, fail) => {
+    const entry = plantedBug === null ? ["src/main.ts", "settle", "--json"] : ["bench/harness/PlantedService.ts", "settle"]
+    execFile(process.execPath, ["--import", "tsx", ...entry], { cwd: root, env: { ...process.env, ...environment }, timeout: 120_000 }, (error, stdout, stderr) => {
+      if (error !== null) return fail(new Error(`the settlement failed: ${error.message} ${stderr.slice(0, 500)}`))
+      // The count is the JSON line; the service's log lines may come around it.
+      const line = stdout.split("\n").find((text) => text.startsWith("{\"settled\""))
+      const settled = line === undefined ? undefined : (JSON.parse(line) as { settled?: unknown }).settled
+      if (typeof settled !== "number") return fail(new Error(`the settlement printed no count: ${stdout.slice(0, 300)}`))
+      done(settled)
+    })
+  })

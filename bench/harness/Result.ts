@@ -55,6 +55,8 @@ export interface HarnessResult {
     readonly instances?: number
     /** `--nemesis` and its period, e.g. "kill,pause every 15s"; null without one. */
     readonly nemesis?: string | null
+    /** `--planted-bug`: the bug planted in the service the harness started (absent: none). */
+    readonly planted_bug?: string
   }
   /** Seconds of load: from the first script's start to the last one's end. */
   readonly load_s: number

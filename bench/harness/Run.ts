@@ -92,7 +92,8 @@ export const openSession = async (options: RunOptions, io: Io, given: { readonly
         log: io.log,
         profileDirectory: options.profileDirectory,
         statementStats: options.statements > 0,
-        instances: options.instances
+        instances: options.instances,
+        plantedBug: options.plantedBug
       })
     } catch (error) {
       await scenario.close().catch(() => {})
@@ -136,6 +137,7 @@ const setUpScenario = async (session: Session, apiKeys: ReadonlyArray<string> | 
       webhookUrl: options.webhookUrl,
       shard: options.shard,
       transport: session.transport,
+      instances: session.targetUrls.length,
       log: session.io.log,
       ...(nemesis === null ? {} : { faults: nemesis.log })
     })

@@ -94,6 +94,7 @@ export const summaryOf = (result: HarnessResult, files: ReadonlyArray<string>) =
   const total = shards.length > 1 ? ` (the total of ${shards.length} shards)` : ""
   const rows: Array<readonly [string, string]> = [
     ["scenario", `${result.scenario} against ${result.config.target}${result.config.embedded ? " (started by the harness)" : ""}`],
+    ...(result.config.planted_bug === undefined ? [] : [["planted bug", `${result.config.planted_bug} (bench/harness/PlantedService.ts)`] as const]),
     ["load", loadText(result.config) + total],
     ["merchants", `${result.config.merchants}${total}`],
     ...shardRows(shards),
@@ -306,7 +307,8 @@ const resultOf = (
       shards: [`${options.shard.index}/${options.shard.count}`],
       start_at: options.startAtMs === null ? null : new Date(options.startAtMs).toISOString(),
       instances: session.targetUrls.length,
-      nemesis: options.nemesis === null ? null : `${options.nemesis.kinds.join(",")} every ${options.nemesis.everyMs / 1000}s`
+      nemesis: options.nemesis === null ? null : `${options.nemesis.kinds.join(",")} every ${options.nemesis.everyMs / 1000}s`,
+      ...(options.plantedBug === null ? {} : { planted_bug: options.plantedBug })
     },
     load_s: loadSeconds,
     scripts: outcome.scriptsStarted,

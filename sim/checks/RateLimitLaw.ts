@@ -30,6 +30,11 @@ export interface RateLimitStats {
 
 interface Group {
   readonly secret: string
+  /**
+   * Over a real network (the harness): each request as [sent, answered], the limiter saw it
+   * between the two. Absent: the times above are exact (in-process).
+   */
+  readonly spans: Array<{ readonly fromMs: number; readonly toMs: number; readonly status: number | null }>
   /** Exact times of requests that surely got through (a 2xx). */
   readonly through: Array<number>
   /** Exact times of requests that may have taken a token (any answer but 429 and 401, or none). */
@@ -50,7 +55,7 @@ export const rateLimitLaw = (auditor: Auditor, options: { readonly perSecond: nu
     let ofInstance = groups.get(instance)
     if (ofInstance === undefined) groups.set(instance, ofInstance = new Map())
     let group = ofInstance.get(secret)
-    if (group === undefined) ofInstance.set(secret, group = { secret, through: [], maybe: [], refused: [], uncertain: false })
+    if (group === undefined) ofInstance.set(secret, group = { secret, spans: [], through: [], maybe: [], refused: [], uncertain: false })
     return group
   }
   const name = (secret: string) => `key …${secret.slice(-4)}`
@@ -105,16 +110,70 @@ export const rateLimitLaw = (auditor: Auditor, options: { readonly perSecond: nu
     }
   }
 
+  /**
+   * Both rules when each request is known only within [sent, answered] (the harness): the limiter
+   * saw it somewhere in between. A violation is reported only when every placement of the
+   * requests in their spans breaks the bucket: requests j..k that got through all fall within
+   * [sent of the first, the latest answer among them], and a refusal at L in [sent, answered] had
+   * spent at most the requests whose spans meet [u, answered] since u, over at least sent − u.
+   */
+  const checkSpans = (group: Group, instance: number) => {
+    const spans = [...group.spans].sort((a, b) => a.fromMs - b.fromMs)
+    const through = spans.filter((r) => r.status !== null && r.status >= 200 && r.status < 300)
+    if (through.length > capacity + 1) {
+      stats.keysPastBurst++
+      for (let j = 0, done = false; j < through.length && !done; j++) {
+        let latestMs = Number.NEGATIVE_INFINITY
+        for (let k = j; k < through.length; k++) {
+          latestMs = Math.max(latestMs, through[k]!.toMs)
+          if (k - j + 1 > capacity + perMs * (latestMs - through[j]!.fromMs) + 1 + 1e-9) {
+            auditor.fail("rate-limit",
+              `${name(group.secret)} on instance ${instance}: ${k - j + 1} requests got through, all sent from ${at(through[j]!.fromMs)} and answered by ${at(latestMs)} ` +
+                `(${latestMs - through[j]!.fromMs} ms), the token bucket lets through at most ${capacity} + ${options.perSecond}/s × ${(latestMs - through[j]!.fromMs) / 1000} s = ` +
+                `${capacity + perMs * (latestMs - through[j]!.fromMs)} (one more for rounding)`)
+            done = true
+            break
+          }
+        }
+      }
+    }
+    const maybe = spans.filter((r) => r.status !== 429)
+    for (const refusal of spans) {
+      if (refusal.status !== 429) continue
+      stats.refusedJudged++
+      // The most the requests could have spent since some u (a request's time, the bucket's first use), less the refill since.
+      let most = Number.NEGATIVE_INFINITY
+      for (const from of maybe) {
+        if (from.fromMs > refusal.toMs) break
+        let spent = 0
+        for (const r of maybe) if (r.toMs >= from.fromMs && r.fromMs <= refusal.toMs) spent++
+        most = Math.max(most, spent - perMs * (refusal.fromMs - from.toMs))
+      }
+      if (!(most >= capacity - 2 - 1e-9)) {
+        auditor.fail("rate-limit",
+          `${name(group.secret)} on instance ${instance}: refused, sent at ${at(refusal.fromMs)} and answered at ${at(refusal.toMs)}, when at most ` +
+            `${Number.isFinite(most) ? most.toFixed(1) : 0} tokens of the bucket (${capacity} + ${options.perSecond}/s) could have been spent`)
+        return
+      }
+    }
+  }
+
   return {
     stats,
     /**
      * A request sent with `secret` at `sentMs`, served by `instance`, answered `status` (null: no
      * answer reached the client); `exact`: the limiter saw it at `sentMs`.
      */
-    answered: (secret: string | undefined, instance: object, sentMs: number, status: number | null, exact: boolean) => {
+    answered: (secret: string | undefined, instance: object, sentMs: number, status: number | null, exact: boolean, answeredMs?: number) => {
       if (secret === undefined || status === 401) return
       if (status === 429) stats.refused++
       const group = groupOf(instance, secret)
+      // Over a real network the limiter saw it between the send and the answer (none: not judged).
+      if (answeredMs !== undefined) {
+        if (status === null) group.uncertain = true
+        else group.spans.push({ fromMs: sentMs, toMs: answeredMs, status })
+        return
+      }
       // Through for sure: a 2xx (a 4xx might have been decided before the limiter saw it).
       const through = status !== null && status >= 200 && status < 300
       const maybe = status !== 429
@@ -136,6 +195,12 @@ export const rateLimitLaw = (auditor: Auditor, options: { readonly perSecond: nu
           group.through.sort(ascending)
           group.maybe.sort(ascending)
           group.refused.sort(ascending)
+          if (group.spans.length > 0) {
+            // A request with no answer may or may not have taken a token: the refusals are not judged.
+            if (group.uncertain) group.spans.splice(0, group.spans.length, ...group.spans.filter((r) => r.status !== 429))
+            checkSpans(group, instance)
+            continue
+          }
           checkThrough(group, instance)
           checkRefused(group, instance)
         }

@@ -2,7 +2,7 @@ import type { LedgerEntry } from "../../src/domain/Ledger.ts"
 import type { Payment, PaymentEvent } from "../../src/domain/Payment.ts"
 import type { DeliveryAudit } from "../../src/store/MemoryWebhookStore.ts"
 import { type Auditor, chartPosition, chartSize } from "./Auditor.ts"
-import { type AuditedDelivery, auditDeliveries, type Receipts } from "../world/Endpoints.ts"
+import { type AuditedDelivery, auditDeliveries, type HeldSlots, type Receipts } from "../world/Endpoints.ts"
 import type { Expectation } from "../world/Workload.ts"
 
 /**
@@ -196,9 +196,27 @@ export interface WitnessInput {
     readonly toleranceMs: number
     /** When a service process died or stalled (epoch ms; absent: never): a retry due then may come late. */
     readonly faultsMs?: ReadonlyArray<number>
+    /**
+     * The witness of each endpoint's backlog (`HeldSlots`, as the receiver saw its POSTs) and the
+     * attempts the service works at once per endpoint: with it a retry may be later than
+     * `toleranceMs` only while the endpoint held that many (`auditDeliveries`'s `backlog`).
+     */
+    readonly backlog?: { readonly held: HeldSlots; readonly concurrency: number }
+    /** How far two instances' clocks may disagree (absent: 0). */
+    readonly clockToleranceMs?: number
+    /** When the endpoint saw each attempt end (`auditDeliveries`'s `attemptEndedAtMs`); absent: not read. */
+    readonly attemptEndedAtMs?: (deliveryId: string, attempt: number) => number
   } | null
   /** Reads at once (the laws' reads are a burst after the run). */
   readonly concurrency: number
+  /**
+   * Whether a settlement cut-off passed since the run's payments were made: "none" (the reader
+   * knows, e.g. the harness set the cut-off away from the run) makes every payment's ledger
+   * checked account by account as unsettled but for a `settled` one, a `refunded` one included;
+   * "unknown" (absent) leaves a `refunded` payment's settlement open (the API shows no
+   * `settled_at`): one of pending and available holds its net, the other nothing.
+   */
+  readonly cutoffPassed?: "none" | "unknown"
   /**
    * One payment per key as the client knows its keys (sim/world/Workload.ts `auditCreateKeys`), given
    * the run's payments as the API lists them. Absent: not checked.
@@ -222,17 +240,8 @@ export interface Witnessed {
 
 const is2xx = (status: number | null) => status !== null && status >= 200 && status < 300
 
-/** Runs `work` over `items`, `concurrency` at a time. */
-const pool = async <A>(items: ReadonlyArray<A>, concurrency: number, work: (item: A) => Promise<void>) => {
-  let next = 0
-  const worker = async () => {
-    while (next < items.length) await work(items[next++]!)
-  }
-  await Promise.all(Array.from({ length: Math.max(1, Math.min(concurrency, items.length)) }, worker))
-}
-
-export const witnessThroughApi = async (input: WitnessInput): Promise<Witnessed> => {
-  const { auditor, get } = input
+/** Pages of a list, read until the last (`meta.has_more`), each read tried again a few times. */
+const reader = (get: ApiGet) => {
   const read = async <A>(path: string, apiKey: string): Promise<A> => {
     for (let attempt = 0; ; attempt++) {
       const answer = await get(path, apiKey)
@@ -249,6 +258,78 @@ export const witnessThroughApi = async (input: WitnessInput): Promise<Witnessed>
       if (!body.meta.has_more) return all
     }
   }
+  return { read, pages }
+}
+
+/**
+ * The ledger law after a settlement the reader ran itself with the cut-off at that moment
+ * (`payments settle`), once nothing else moved: every payment with money captured was swept (a
+ * `captured` one is `settled` now, a `refunded` one swept though its status stays), so each
+ * account is checked as settled (`merchant_pending` 0, `merchant_available` the net), and the
+ * balances by type are again the sums of the entries (`balancesBefore`: the merchant's before
+ * the run). Payments read through the API, as `witnessThroughApi` reads them.
+ */
+export const witnessSettledLedger = async (input: {
+  readonly auditor: Auditor
+  readonly get: ApiGet
+  readonly merchants: ReadonlyArray<WitnessMerchant>
+  readonly sinceIso: string
+  readonly settledAtIso: string
+  readonly concurrency: number
+}): Promise<{ readonly payments: number }> => {
+  const { auditor } = input
+  const { read, pages } = reader(input.get)
+  let payments = 0
+  for (const merchant of input.merchants) {
+    const transactions = await pages<ApiTransaction>(`/api/v1/transactions?from=${encodeURIComponent(input.sinceIso)}`, "transactions", merchant.readKey)
+    const moved = new Map<string, { pending: number; available: number; reserved: number }>()
+    await pool(transactions, input.concurrency, async (t) => {
+      const ledgerList = await read<{ ledger_entries: Array<ApiLedgerEntry> }>(`/api/v1/transactions/${t.id}/ledger`, merchant.readKey)
+      const swept = t.captured_amount_cents > 0
+      auditor.check(!swept || t.status === "settled" || t.status === "refunded", "settled-by-cut-off", () =>
+        `payment ${t.id}: captured ${t.captured_amount_cents} before the settlement at ${input.settledAtIso}, still ${t.status} after it`)
+      const record = paymentOfApi(t)
+      const payment: Payment = swept && record.settledAt === null ? { ...record, settledAt: input.settledAtIso } : record
+      const balances = new Float64Array(chartSize)
+      const entries = ledgerOfApi(t, ledgerList.ledger_entries)
+      auditor.auditLedger(payment, entries, balances, true)
+      payments++
+      if (entries.some((e) => e.account === "merchant_pending" || e.account === "merchant_available" || e.account === "merchant_reserved")) {
+        const sum = moved.get(t.currency) ?? { pending: 0, available: 0, reserved: 0 }
+        moved.set(t.currency, {
+          pending: sum.pending + balances[chartPosition.merchant_pending]!,
+          available: sum.available + balances[chartPosition.merchant_available]!,
+          reserved: sum.reserved + balances[chartPosition.merchant_reserved]!
+        })
+      }
+    })
+    const after = (await read<{ balances: Array<ApiBalance> }>("/api/v1/merchants/me/balance", merchant.readKey)).balances
+    for (const currency of new Set([...after.map((b) => b.currency), ...merchant.balancesBefore.map((b) => b.currency), ...moved.keys()])) {
+      const now = after.find((b) => b.currency === currency) ?? { pending: 0, available: 0, reserved: 0 }
+      const before = merchant.balancesBefore.find((b) => b.currency === currency) ?? { pending: 0, available: 0, reserved: 0 }
+      const sum = moved.get(currency) ?? { pending: 0, available: 0, reserved: 0 }
+      auditor.check(
+        now.pending - before.pending === sum.pending && now.available - before.available === sum.available && now.reserved - before.reserved === sum.reserved,
+        "balances",
+        () => `merchant ${merchant.id} ${currency} after the settlement: balance ${JSON.stringify(now)} (before the run ${JSON.stringify(before)}) but the run's entries sum to ${JSON.stringify(sum)}`
+      )
+    }
+  }
+  return { payments }
+}
+
+/** Runs `work` over `items`, `concurrency` at a time. */
+const pool = async <A>(items: ReadonlyArray<A>, concurrency: number, work: (item: A) => Promise<void>) => {
+  let next = 0
+  const worker = async () => {
+    while (next < items.length) await work(items[next++]!)
+  }
+  await Promise.all(Array.from({ length: Math.max(1, Math.min(concurrency, items.length)) }, worker))
+}
+
+export const witnessThroughApi = async (input: WitnessInput): Promise<Witnessed> => {
+  const { auditor } = input
+  const { read, pages } = reader(input.get)
   const paymentOfEvent = new Map<string, string>()
   const eventOfDelivery = new Map<string, string>()
   const deliveries: Array<AuditedDelivery> = []
@@ -297,7 +378,7 @@ export const witnessThroughApi = async (input: WitnessInput): Promise<Witnessed>
       )
       const entries = ledgerOfApi(t, ledgerList.ledger_entries)
       // The API shows no settled_at: a `refunded` payment may have been swept or not (a `settled` one was, any other not).
-      auditor.auditLedger(payment, entries, balances, payment.status !== "refunded")
+      auditor.auditLedger(payment, entries, balances, input.cutoffPassed === "none" || payment.status !== "refunded")
       auditor.checkQuiescent(payment)
       if (entries.some((e) => e.account === "merchant_pending" || e.account === "merchant_available" || e.account === "merchant_reserved")) {
         const sum = moved.get(t.currency) ?? { pending: 0, available: 0, reserved: 0 }
@@ -375,6 +456,9 @@ export const witnessThroughApi = async (input: WitnessInput): Promise<Witnessed>
       timeoutMs: webhooks.timeoutMs,
       toleranceMs: webhooks.toleranceMs,
       crashesMs: webhooks.faultsMs ?? [],
+      ...(webhooks.backlog === undefined ? {} : { backlog: webhooks.backlog, networkToleranceMs: webhooks.toleranceMs }),
+      clockToleranceMs: webhooks.clockToleranceMs ?? 0,
+      ...(webhooks.attemptEndedAtMs === undefined ? {} : { attemptEndedAtMs: webhooks.attemptEndedAtMs }),
       receipts: webhooks.receipts,
       unansweredMayBeLost: true
     })

@@ -610,6 +610,21 @@ export const auditDeliveries = (
      */
     readonly backlog?: { readonly held: HeldSlots; readonly concurrency: number }
     /**
+     * Over a real network (the harness), with a backlog witness: how late beyond the clock
+     * tolerance a retry may still reach its endpoint with a slot free (the dispatcher's wake and
+     * claim, the database's answer, the wire, the receiver's event loop). In-process (absent): 0.
+     */
+    readonly networkToleranceMs?: number
+    /**
+     * Over a real network (the harness): when the endpoint saw attempt `attempt` of a delivery end
+     * (epoch ms: its answer written, or its connection closed by the service's timeout; NaN:
+     * unknown). A retry is made once the attempt before it failed (docs/webhooks.md: "after the
+     * first failed attempt"), so it is due at the later of its offset and that end: with offsets
+     * shorter than the timeout (the harness's 1 s, 2 s... against 2 s) an attempt that timed out
+     * pushes the next one past its offset. Absent (in-process, where offsets exceed the timeout): not read.
+     */
+    readonly attemptEndedAtMs?: (deliveryId: string, attempt: number) => number
+    /**
      * How far one instance's clock may be off true time (half the clock tolerance). With it, each
      * attempt's recorded time must be when it reached the endpoint, within it: the time of its
      * start, as the schedule counts from (`webhook-attempt-time`). Absent (the harness: the
@@ -695,7 +710,7 @@ export const auditDeliveries = (
   const early = (d: AuditedDelivery, attempt: AuditedAttempt, atMs: number, dueMs: number) => () =>
     `delivery ${d.id}: attempt ${attempt.attempt} reached the endpoint at ${when(atMs)}, ${dueMs - atMs} ms before its offset from the first attempt's arrival (recorded at ${when(attempt.atMs)})`
   const late = (d: AuditedDelivery, attempt: AuditedAttempt, atMs: number, dueMs: number) => () =>
-    `delivery ${d.id}: attempt ${attempt.attempt} reached the endpoint at ${when(atMs)}, ${atMs - dueMs} ms after its offset from the first attempt's arrival` +
+    `delivery ${d.id}: attempt ${attempt.attempt} reached the endpoint at ${when(atMs)}, ${atMs - dueMs} ms after its offset from the first attempt's arrival (or the end of the attempt before it, whichever is later)` +
     (backlog === undefined
       ? ""
       : ` (first attempt recorded at ${when(d.attempts[0]!.atMs)}; the endpoint held at least ${backlog.held.leastHeld(d.url, dueMs + lateToleranceMs - baseMs, atMs - baseMs)} of the ${backlog.concurrency} slots at every moment since it was due + ${lateToleranceMs} ms)`)
@@ -718,7 +733,7 @@ export const auditDeliveries = (
    * more unless the endpoint was saturated; without one, by `toleranceMs` more.
    */
   const backlog = options.backlog
-  const lateToleranceMs = (backlog === undefined ? options.toleranceMs : 0) + clockToleranceMs
+  const lateToleranceMs = (backlog === undefined ? options.toleranceMs : options.networkToleranceMs ?? 0) + clockToleranceMs
   /** Saturated from `fromMs` until `toMs` (epoch ms): its dispatcher could start nothing more meanwhile. */
   const saturated = (url: string, fromMs: number, toMs: number) =>
     backlog !== undefined && backlog.held.leastHeld(url, fromMs - baseMs, toMs - baseMs) >= backlog.concurrency
@@ -819,7 +834,9 @@ export const auditDeliveries = (
       }
       const at = place === 0 || firstAt < 0 ? -1 : receipts.attemptAt(reached, index + 1)
       if (at >= 0) {
-        const dueMs = baseMs + firstAt + (scheduleMs[place - 1] ?? Number.NaN)
+        const offsetDueMs = baseMs + firstAt + (scheduleMs[place - 1] ?? Number.NaN)
+        const previousEndMs = index === 0 || options.attemptEndedAtMs === undefined ? Number.NaN : options.attemptEndedAtMs(d.id, attempts[index - 1]!.attempt)
+        const dueMs = previousEndMs > offsetDueMs ? previousEndMs : offsetDueMs
         const atMs = baseMs + at
         if (atMs >= dueMs - earlyToleranceMs) pass("webhook-schedule")
         else fail("webhook-schedule", early(d, attempt, atMs, dueMs))

@@ -7,6 +7,8 @@ import { killServices } from "../support/service.ts"
 import { servicesOn } from "../../bench/harness/scenarios/CardNetwork.ts"
 import { Effect } from "effect"
 import { Merchants } from "../../src/services/Merchants.ts"
+import { cutoffAwayFrom, settleNow } from "../../bench/harness/Embedded.ts"
+import { plantedBugVariable } from "../../bench/harness/PlantedService.ts"
 
 /**
  * The simulator's merchants, endpoints and laws against the real service over HTTP (the
@@ -15,17 +17,22 @@ import { Merchants } from "../../src/services/Merchants.ts"
  */
 afterAll(() => killServices())
 
+const settlementCutoffMinutes = cutoffAwayFrom(Date.now())
 const serviceEnvironment = {
   WEBHOOK_ALLOW_PRIVATE_URLS: "true",
   WEBHOOK_RETRY_SCHEDULE: "1s,2s",
   WEBHOOK_TIMEOUT: "2s",
-  RATE_LIMIT_PER_SECOND: "100000"
+  RATE_LIMIT_PER_SECOND: "100000",
+  // No cut-off during the test: the harness settles once the laws read the payments unsettled.
+  SETTLEMENT_CUTOFF: `${String(Math.floor(settlementCutoffMinutes / 60)).padStart(2, "0")}:${String(settlementCutoffMinutes % 60).padStart(2, "0")}`
 }
 
 const scenarioOptions = (extra: Partial<MerchantsOptions>): MerchantsOptions => ({
   timeScale: 1 / 20_000,
   maxThinkMs: 1_000,
   maxBackoffMs: 300,
+  // The service here has no practical rate limit; the harness's own tests push one (test/harness/planted-laws.test.ts).
+  rateLimitPush: false,
   ...extra
 })
 
@@ -44,6 +51,9 @@ const run = async (entry: string, options: MerchantsOptions, scripts: number, ex
       databaseUrl,
       webhookRetryScheduleMs: [1_000, 2_000],
       webhookTimeoutMs: 2_000,
+      rateLimitPerSecond: 100_000,
+      settlementCutoffMinutes,
+      settle: () => settleNow(extraEnv[plantedBugVariable] ?? null, { ...serviceEnvironment, ...extraEnv, DATABASE_URL: databaseUrl, RESPONSE_ENCRYPTION_KEY: "ab".repeat(32) }),
       createMerchant: (name: string, webhookUrl: string | null) =>
         services.runPromise(Effect.flatMap(Merchants, (m) => m.create({ name, webhookUrl }))).then((created) => ({
           merchantId: created.merchant.id,
@@ -107,10 +117,10 @@ describe("harness: the merchants scenario over HTTP", () => {
   }, 240_000)
 
   it("names the law a planted refund bug breaks, with the payment and its requests", async () => {
-    const { laws } = await run("test/support/planted-serve.ts", scenarioOptions({
+    const { laws } = await run("bench/harness/PlantedService.ts", scenarioOptions({
       mix: { refund: 0.95, overRefund: 0.6, manualCapture: 0, racingOperations: 0, duplicateCreate: 0, keyReuseMismatch: 0, keyRotationsPerMerchantDay: 0, declineTokens: 0, riskyTokens: 0 },
       disputes: 0
-    }), 24, { PLANTED_BUG: "refund-over-remainder" })
+    }), 24, { [plantedBugVariable]: "refund-over-remainder" })
     const violated = laws.filter((l) => l.violations.length > 0)
     // The database refuses to record a refund above the capture, so the bug surfaces as the
     // answer: a 500 where the documented answer to a refund above the remainder is a 422.

@@ -39,7 +39,7 @@ export const testTransport = (baseUrl: string, timeoutMs = 15_000): Transport & 
 
 /**
  * The service as `src/main.ts serve` runs it, or (with `entry`) a test entry point that builds
- * the same layers with a planted bug (test/support/planted-serve.ts).
+ * the same layers with a planted bug (bench/harness/PlantedService.ts).
  */
 export const startServiceEntry = (entry: string, databaseUrl: string, extra: Record<string, string>): Promise<ServiceProcess> =>
   startService(databaseUrl, extra, entry)

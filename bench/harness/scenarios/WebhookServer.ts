@@ -17,6 +17,9 @@ import type { Redeliveries } from "./Redeliveries.ts"
  *   is read (a real server cannot refuse one request of a kept-alive connection).
  * A 2xx counts as acknowledged (the endpoints' receipts) only when it is written to a
  * connection still open. Each POST and what was written back is told to `redeliveries`.
+ * Each POST's hold of one of the service's slots for the endpoint (from its arrival until its
+ * answer was written or its connection closed, at most the service's timeout) goes to the
+ * endpoints' `HeldSlots`: the witness of a backlog the retry schedule's law reads.
  */
 export interface WebhookServer {
   /** `http://host:port`, or the advertised base URL */
@@ -24,6 +27,8 @@ export interface WebhookServer {
   readonly urlOf: (merchantIndex: number) => string
   /** POSTs being answered or held. */
   readonly inFlight: () => number
+  /** When attempt `attempt` of the delivery ended here (epoch ms: answer written, connection closed or dropped; NaN: not seen or not ended). */
+  readonly attemptEndedAtMs: (deliveryId: string, attempt: number) => number
   readonly close: () => Promise<void>
 }
 
@@ -66,30 +71,45 @@ export const startWebhookServer = async (input: {
       timers.delete(timer)
     })
   }
+  /** When each attempt ended here, by `<delivery id> <attempt>` (the first end seen). */
+  const ends = new Map<string, number>()
+  /** The POST to `url` that arrived at `arrivedMs` held a slot until now (at most the timeout), and ended now. */
+  const held = (url: string, arrivedMs: number, attemptKey: string) => {
+    const nowMs = Date.now()
+    const baseMs = endpoints.receipts.baseMs
+    endpoints.held.hold(url, arrivedMs - baseMs, Math.min(nowMs, arrivedMs + timeoutMs) - baseMs)
+    if (!ends.has(attemptKey)) ends.set(attemptKey, nowMs)
+  }
   const handle = (request: IncomingMessage, response: ServerResponse, body: string) => {
+    const arrivedMs = Date.now()
     const headers: Record<string, string> = {}
     for (const [name, value] of Object.entries(request.headers)) if (typeof value === "string") headers[name] = value
     // The URL the service posted to, as it was registered: the base and the endpoint's `/m/<j>`
     // (a proxy in front may or may not have passed on the base URL's own path).
     const path = request.url ?? "/"
-    const fate: EndpointFate = endpoints.receive({ url: `${baseUrl}${/\/m\/\d+$/.exec(path)?.[0] ?? path}`, headers, body })
+    const url = `${baseUrl}${/\/m\/\d+$/.exec(path)?.[0] ?? path}`
+    const fate: EndpointFate = endpoints.receive({ url, headers, body })
+    const attemptKey = `${headers["x-service-delivery-id"] ?? "?"} ${headers["x-service-delivery-attempt"] ?? "?"}`
     // The event's slot in the receipts, which `receive` made at its first POST.
     const slot = endpoints.receipts.ofEvent(headers["x-service-event-id"] ?? "?")
     const post = input.redeliveries?.received(slot, headers["x-service-event-id"] ?? "?", headers["x-service-delivery-id"] ?? "?",
       Number(headers["x-service-delivery-attempt"]), Date.now()) ?? 0
     if (fate._tag === "Refused") {
+      if (!ends.has(attemptKey)) ends.set(attemptKey, arrivedMs)
       input.redeliveries?.answered(slot, post, null)
       request.socket.destroy()
       return
     }
     const latencyMs = fate._tag === "Answer" ? fate.latencyMs * input.latencyScale : Number.POSITIVE_INFINITY
     if (fate._tag === "NoAnswer" || latencyMs > timeoutMs * 0.9) {
+      request.socket.once("close", () => held(url, arrivedMs, attemptKey))
       hold(request)
       return
     }
     inFlight++
     later(latencyMs, () => {
       inFlight--
+      held(url, arrivedMs, attemptKey)
       if (request.socket.destroyed) return
       endpoints.settle(fate)
       input.redeliveries?.answered(slot, post, fate.status)
@@ -120,6 +140,7 @@ export const startWebhookServer = async (input: {
     baseUrl,
     urlOf: (merchantIndex) => `${baseUrl}/m/${merchantIndex}`,
     inFlight: () => inFlight,
+    attemptEndedAtMs: (deliveryId, attempt) => ends.get(`${deliveryId} ${attempt}`) ?? Number.NaN,
     close: async () => {
       for (const timer of timers) clearTimeout(timer)
       timers.clear()

@@ -14,9 +14,10 @@ import type { DisputeNotification, DisputeReason } from "../../../src/domain/Dis
 import { parseDurationMs } from "../../../src/platform/Config.ts"
 import { Auditor, type Violation as AuditViolation } from "../../../sim/checks/Auditor.ts"
 import { makeSimulatedEndpoints } from "../../../sim/world/Endpoints.ts"
+import { type RateLimitLaw, rateLimitLaw } from "../../../sim/checks/RateLimitLaw.ts"
 import { defaultFaults, defaultMix, type FaultRates, type WorkloadMix } from "../../../sim/engine/Options.ts"
 import { Prng } from "../../../sim/engine/Prng.ts"
-import { type ApiBalance, witnessThroughApi, type WitnessMerchant } from "../../../sim/checks/Witness.ts"
+import { type ApiBalance, witnessSettledLedger, witnessThroughApi, type WitnessMerchant } from "../../../sim/checks/Witness.ts"
 import { makeWorkload, type Merchant } from "../../../sim/world/Workload.ts"
 import type { LawResult, Scenario, SetupContext, Violation, WireRequest, WireResponse } from "../Contract.ts"
 import { type HttpPending, makeHttpPort, scaledPace, type ScriptContext, scriptContext } from "./HttpPort.ts"
@@ -45,11 +46,32 @@ export interface MerchantsOptions {
   readonly webhookRetryScheduleMs?: ReadonlyArray<number>
   readonly webhookTimeoutMs?: number
   /**
-   * How late a retry may reach the endpoint after its offset (default: the timeout and 30 s, as
-   * the simulator allows: a dispatcher's poll, an attempt's timeout, and a backlog behind slow
-   * answers, as the service works at most 8 attempts of one endpoint at once).
+   * How late a retry may reach the endpoint after its offset with a slot of the endpoint free: the
+   * dispatcher's wake and claim, the database's answer, the wire and this process's event loop.
+   * Later than that only while the endpoint held all the attempts the service works at once for
+   * it (8, `endpointConcurrency`; the witness is the receiver's `HeldSlots`). Default:
+   * `HARNESS_RETRY_TOLERANCE` (a duration), else 2 s, embedded or remote (a busy machine
+   * delays the service by a second now and then; docs/harness.md says why).
    */
   readonly retryToleranceMs?: number
+  /**
+   * How far the target's instances' clocks may disagree: a retry made by another instance than
+   * the first attempt may come early or late by it. Default: `HARNESS_CLOCK_TOLERANCE`, else 0
+   * for the embedded target (its instances share this machine's clock), 1 s for a remote one
+   * (docs/operations.md "Clocks").
+   */
+  readonly clockToleranceMs?: number
+  /**
+   * Push one new API key past its rate limit after the load (`pushRateLimit`) and judge it with law
+   * `rate-limit`. Default: on, unless `HARNESS_RATE_LIMIT_PUSH=off`; skipped when requests are
+   * spread over several instances (each keeps its own buckets).
+   */
+  readonly rateLimitPush?: boolean
+  /**
+   * The target's `RATE_LIMIT_PER_SECOND`. Default: what the embedded target says, else
+   * `HARNESS_RATE_LIMIT_PER_SECOND`, else the service's default, 100.
+   */
+  readonly rateLimitPerSecond?: number
   /** Disputes the card network opens (embedded target) or sandbox dispute tokens (remote), of the payments. Default 0.02. */
   readonly disputes?: number
 }
@@ -76,10 +98,15 @@ const laws: ReadonlyArray<{ readonly law: string; readonly description: string; 
   },
   {
     law: "ledger-balanced",
-    description: "Every payment's ledger balances, on its merchant's chart, and says what its record says (captured, fee, refunded, held, disputed).",
+    description: "Every payment's ledger balances, on its merchant's chart, and says what its record says, account by account (card network, pending, available, reserved, fee revenue, the hold), before settlement and, embedded, again after the settlement the harness runs.",
     invariants: ["ledger-entry", "ledger-account", "ledger-balanced", "ledger-matches-record", "fee-within-capture", "capture-within-authorization", "captured-amount", "refunded-status", "failure-code"]
   },
-  { law: "balances", description: "Balance by type equals the sum of the ledger.", invariants: ["balances"] },
+  { law: "balances", description: "Balance by type equals the sum of the ledger (embedded: also after the settlement the harness runs).", invariants: ["balances"] },
+  {
+    law: "settlement",
+    description: "Embedded: the settlement the harness runs after the drain (payments settle, cut-off now) settles every payment with money captured (a refunded one is swept, its status kept).",
+    invariants: ["settled-by-cut-off"]
+  },
   {
     law: "refunds-within-capture",
     description: "Refunds never exceed the capture, nor do refunds and an open or lost dispute together.",
@@ -106,11 +133,20 @@ const laws: ReadonlyArray<{ readonly law: string; readonly description: string; 
     description: "Only a 2xx ends a delivery as succeeded; nothing is sent after it; it fails only after the last retry failed.",
     invariants: ["webhook-nothing-after-2xx", "webhook-give-up", "webhook-attempt-limit"]
   },
-  { law: "webhook-retry-schedule", description: "Failed deliveries are retried at the documented offsets from the first failure (never early; late by at most the stated tolerance).", invariants: ["webhook-schedule"] },
+  {
+    law: "webhook-retry-schedule",
+    description: "Failed deliveries are retried at the configured offsets from the first attempt: never early, and late by no more than the wire and the clocks need unless the endpoint held every slot the service works it with, or a fault came between.",
+    invariants: ["webhook-schedule"]
+  },
   {
     law: "nothing-pending",
     description: "After the drain nothing is left pending: no payment half-way through its automatic flow, no delivery open.",
     invariants: ["no-pending-after-quiesce", "webhook-deadline", "webhook-drained"]
+  },
+  {
+    law: "rate-limit",
+    description: "A key pushed past its rate limit gets through what the documented token bucket allows (RATE_LIMIT_PER_SECOND refill, bursts of twice that, per instance), within one token and what the answers' times leave open: no more in any window, and a 429 only once the bucket ran dry.",
+    invariants: ["rate-limit"]
   },
   {
     law: "disputes",
@@ -125,11 +161,78 @@ const scheduleOf = (text: string | undefined) => {
   if (parts.some((ms) => ms === null)) throw new Error(`HARNESS_WEBHOOK_RETRY_SCHEDULE must be durations separated by commas (1s,5s,30s), got '${text}'`)
   return parts as Array<number>
 }
+const wholeOf = (name: string, text: string | undefined) => {
+  if (text === undefined || text.trim() === "") return null
+  const n = Number(text)
+  if (!Number.isInteger(n) || n < 1) throw new Error(`${name} must be a whole number of requests a second, got '${text}'`)
+  return n
+}
 const durationOf = (name: string, text: string | undefined) => {
   if (text === undefined || text.trim() === "") return null
   const ms = parseDurationMs(text)
   if (ms === null) throw new Error(`${name} must be a duration such as 2s or 30s, got '${text}'`)
   return ms
+}
+
+/**
+ * The attempts the service works at once for one endpoint, per instance (docs/operations.md
+ * "Limits are per instance"), written out again: the laws ask nothing of src/workers. With several
+ * instances a retry waits only for its own instance's slots; the witness cannot tell which
+ * instance sent a POST, so 8 held at once is read as a full dispatcher (the lenient reading).
+ */
+const endpointConcurrency = 8
+
+/** Does a daily cut-off (`minutes` after midnight UTC) fall within [fromMs, toMs]? */
+export const cutoffWithin = (minutes: number, fromMs: number, toMs: number) => {
+  const dayMs = 86_400_000
+  let cutoffMs = Math.floor(fromMs / dayMs) * dayMs + minutes * 60_000
+  if (cutoffMs < fromMs) cutoffMs += dayMs
+  return cutoffMs <= toMs
+}
+
+/** `HARNESS_SETTLEMENT_CUTOFF` (HH:MM, UTC, the target's `SETTLEMENT_CUTOFF`): minutes after midnight, or null when not given. */
+const cutoffOf = (text: string | undefined) => {
+  if (text === undefined || text.trim() === "") return null
+  const match = /^([01]\d|2[0-3]):([0-5]\d)$/.exec(text.trim())
+  if (match === null) throw new Error(`HARNESS_SETTLEMENT_CUTOFF must be a time of day HH:MM (UTC), got '${text}'`)
+  return Number(match[1]) * 60 + Number(match[2])
+}
+
+/**
+ * One new key pushed past its rate limit, over HTTP: 1.2 buckets (2r each) sent 16 at a time, as
+ * fast as they are answered, then twice the refill rate for a second (one every 1/(2r) s), never
+ * retrying a 429, as sim/world/Workload.ts `pushRateLimit` does in the simulator. Each answer
+ * with its send and answer times, for the law.
+ */
+export const pushRateLimit = async (
+  send: (request: WireRequest) => Promise<WireResponse | null>,
+  secret: string,
+  perSecond: number
+): Promise<Array<{ readonly sentMs: number; readonly answeredMs: number; readonly status: number | null }>> => {
+  const answers: Array<{ readonly sentMs: number; readonly answeredMs: number; readonly status: number | null }> = []
+  const request: WireRequest = { method: "GET", path: "/api/v1/merchants/me", headers: { authorization: `Bearer ${secret}` }, body: null }
+  const one = async () => {
+    const sentMs = Date.now()
+    const response = await send(request)
+    answers.push({ sentMs, answeredMs: Date.now(), status: response?.status ?? null })
+  }
+  let left = Math.ceil(1.2 * 2 * perSecond)
+  await Promise.all(Array.from({ length: 16 }, async () => {
+    while (left > 0) {
+      left--
+      await one()
+    }
+  }))
+  const gapMs = 1000 / (2 * perSecond)
+  const steady: Array<Promise<void>> = []
+  const startMs = Date.now()
+  for (let i = 0; i < 2 * perSecond; i++) {
+    const waitMs = startMs + i * gapMs - Date.now()
+    if (waitMs > 0) await new Promise((wake) => setTimeout(wake, waitMs))
+    steady.push(one())
+  }
+  await Promise.all(steady)
+  return answers
 }
 
 const idsIn = (text: string, prefix: string) => text.match(new RegExp(`\\b${prefix}_[A-Za-z0-9]+`, "g")) ?? []
@@ -156,13 +259,19 @@ export const makeScenario = (options: MerchantsOptions = {}): Scenario => {
   let workload: ReturnType<typeof makeWorkload<WireRequest, HttpPending>> | null = null
   let scriptPrng: Prng | null = null
   let receiptsOf: ReturnType<typeof makeSimulatedEndpoints>["receipts"] | null = null
+  let heldOf: ReturnType<typeof makeSimulatedEndpoints>["held"] | null = null
   /** When the latest fault the harness injected began (epoch ms; -Infinity: none): what a dead or stalled process had under way may come again. */
   const lastFaultMs = () => context?.faults?.lastStartedAtMs() ?? Number.NEGATIVE_INFINITY
   const redeliveries = new Redeliveries(lastFaultMs)
   let cutAttempts = 0
+  let settledChecked = 0
+  const rateLimit = { perSecond: 100, pushed: 0, refused: 0, skipped: "" }
+  let limitLaw: RateLimitLaw | null = null
   let sinceIso = ""
   let scheduleMs: ReadonlyArray<number> = []
   let timeoutMs = 30_000
+  let retryToleranceMs = 2_000
+  let clockToleranceMs = 0
   /** Script numbers of this run: unique across runs against one target (idempotency keys are built from them). */
   const runBase = Math.floor(Math.random() * 1e6) * 1e9
 
@@ -223,6 +332,34 @@ export const makeScenario = (options: MerchantsOptions = {}): Scenario => {
     auditor.check(entry.resolved, "dispute-resolved-as-notified", () => `payment ${paymentId}: resolve ${outcome} answered ${resolved}`)
   }
 
+  /**
+   * Law `rate-limit` over HTTP: one new key of the first merchant pushed past its limit once the
+   * load stopped (its 429s are no figure of the load's), judged from each answer's times. Only
+   * against one instance: behind several, each keeps its own buckets and the harness cannot see
+   * which one answered.
+   */
+  const pushPastRateLimit = async () => {
+    const setup = need(context, "the rate-limit push")
+    const wanted = options.rateLimitPush ?? process.env.HARNESS_RATE_LIMIT_PUSH !== "off"
+    if (!wanted) return void (rateLimit.skipped = "off")
+    if ((setup.instances ?? 1) > 1) {
+      rateLimit.skipped = `${setup.instances} instances`
+      setup.log(`rate-limit push skipped: requests go to ${setup.instances} instances, each with its own buckets (docs/harness.md)`)
+      return
+    }
+    const merchant = witnessMerchants[0]
+    if (merchant === undefined) return
+    const created = expectOk(await call("POST", "/api/v1/api_keys", merchant.readKey, { name: "harness rate-limit push" }), "POST /api/v1/api_keys").api_key
+    const secret = created.key as string
+    const answers = await pushRateLimit((request) => setup.transport.send(request, null), secret, rateLimit.perSecond)
+    const law = limitLaw = rateLimitLaw(auditor, { perSecond: rateLimit.perSecond })
+    const instance = {}
+    for (const answer of answers) law.answered(secret, instance, answer.sentMs, answer.status, true, answer.answeredMs)
+    rateLimit.pushed = answers.length
+    rateLimit.refused = answers.filter((a) => a.status === 429).length
+    setup.log(`rate-limit push: ${answers.length} requests with one new key at ${rateLimit.perSecond}/s (bursts of ${2 * rateLimit.perSecond}), ${rateLimit.refused} refused with 429`)
+  }
+
   const scenario: Scenario = {
     name: "merchants",
     // What the default mix's scripts send on average (creates with retries and duplicates, reads,
@@ -240,6 +377,11 @@ export const makeScenario = (options: MerchantsOptions = {}): Scenario => {
       scheduleMs = options.webhookRetryScheduleMs ?? told?.webhookRetryScheduleMs ?? scheduleOf(process.env.HARNESS_WEBHOOK_RETRY_SCHEDULE) ??
         [60_000, 300_000, 1_800_000, 7_200_000, 86_400_000]
       timeoutMs = options.webhookTimeoutMs ?? told?.webhookTimeoutMs ?? durationOf("HARNESS_WEBHOOK_TIMEOUT", process.env.HARNESS_WEBHOOK_TIMEOUT) ?? 30_000
+      // What the wire and the clocks honestly need, not a margin a schedule's error could hide in.
+      const remote = setup.embedded === null
+      rateLimit.perSecond = options.rateLimitPerSecond ?? setup.embedded?.rateLimitPerSecond ?? wholeOf("HARNESS_RATE_LIMIT_PER_SECOND", process.env.HARNESS_RATE_LIMIT_PER_SECOND) ?? 100
+      retryToleranceMs = options.retryToleranceMs ?? durationOf("HARNESS_RETRY_TOLERANCE", process.env.HARNESS_RETRY_TOLERANCE) ?? 2_000
+      clockToleranceMs = options.clockToleranceMs ?? durationOf("HARNESS_CLOCK_TOLERANCE", process.env.HARNESS_CLOCK_TOLERANCE) ?? (remote ? 1_000 : 0)
       const label = `${seed}/${shard.index}`
       // Merchants: made here (embedded), or every key of the shard's own keys file.
       const made: Array<{ readonly id: string; readonly apiKey: string }> = []
@@ -282,6 +424,7 @@ export const makeScenario = (options: MerchantsOptions = {}): Scenario => {
         merchants.push({ index, id: m.id, apiKey: working.key as string, keyId: working.id as string, keyGeneration: 0 })
       }
       receiptsOf = endpoints.receipts
+      heldOf = endpoints.held
       const port = makeHttpPort({
         transport: setup.transport,
         spareKeys,
@@ -317,7 +460,8 @@ export const makeScenario = (options: MerchantsOptions = {}): Scenario => {
             void work.finally(() => disputesInFlight.delete(work))
           }))
       rotations = Effect.runFork(Effect.forEach(merchants, made_.rotations, { concurrency: "unbounded", discard: true }))
-      setup.log(`merchants: ${merchants.length} merchants, endpoints at ${server.baseUrl}, webhook schedule ${scheduleMs.map((ms) => `${ms / 1000}s`).join(",")} timeout ${timeoutMs / 1000}s`)
+      setup.log(`merchants: ${merchants.length} merchants, endpoints at ${server.baseUrl}, webhook schedule ${scheduleMs.map((ms) => `${ms / 1000}s`).join(",")} ` +
+        `timeout ${timeoutMs / 1000}s, retries late by at most ${retryToleranceMs / 1000}s with a slot free, clocks within ${clockToleranceMs / 1000}s`)
     },
 
     runScript(index, intendedStartMs) {
@@ -335,6 +479,7 @@ export const makeScenario = (options: MerchantsOptions = {}): Scenario => {
       const endMs = Date.now() + deadlineMs
       if (rotations !== null) await Effect.runPromise(Fiber.interrupt(rotations))
       rotations = null
+      await pushPastRateLimit()
       const until = async (done: () => Promise<boolean> | boolean) => {
         while (Date.now() < endMs) {
           if (await done()) return true
@@ -400,20 +545,37 @@ export const makeScenario = (options: MerchantsOptions = {}): Scenario => {
     async checkLaws() {
       const setup = need(context, "the laws")
       const run = need(workload, "the laws")
+      const get = (path: string, apiKey: string) => setup.transport.send({ method: "GET", path, headers: { authorization: `Bearer ${apiKey}` }, body: null }, null)
+      // Which side of settlement each payment is on: known when no cut-off of the target passed
+      // since the run began (the embedded target's is set 12 h away; a remote one's from
+      // HARNESS_SETTLEMENT_CUTOFF), else open for a refunded payment (the API shows no settled_at).
+      const cutoffMinutes = setup.embedded?.settlementCutoffMinutes ?? cutoffOf(process.env.HARNESS_SETTLEMENT_CUTOFF)
+      const cutoffPassed = cutoffMinutes === null || cutoffWithin(cutoffMinutes, Date.parse(sinceIso), Date.now()) ? "unknown" as const : "none" as const
       const witnessed = await witnessThroughApi({
+        cutoffPassed,
         auditor,
-        get: (path, apiKey) => setup.transport.send({ method: "GET", path, headers: { authorization: `Bearer ${apiKey}` }, body: null }, null),
+        get,
         merchants: witnessMerchants,
         sinceIso,
         expectations: run.expectations,
         auditCreateKeys: run.auditCreateKeys,
         webhooks: {
-          receipts: need(receiptsOf, "the laws"), scheduleMs, timeoutMs, toleranceMs: options.retryToleranceMs ?? timeoutMs + 30_000,
+          receipts: need(receiptsOf, "the laws"), scheduleMs, timeoutMs, toleranceMs: retryToleranceMs, clockToleranceMs,
+          backlog: { held: need(heldOf, "the laws"), concurrency: endpointConcurrency },
+          attemptEndedAtMs: need(server, "the laws").attemptEndedAtMs,
           faultsMs: setup.faults?.windows().map((fault) => fault.startedAtMs) ?? []
         },
         concurrency: 8
       })
       cutAttempts = witnessed.cutAttempts
+      limitLaw?.audit()
+      // Embedded: the settlement, run now as an operator runs it, then every account again.
+      if (setup.embedded !== null) {
+        const settledAtIso = new Date().toISOString()
+        const settled = await setup.embedded.settle()
+        setup.log(`settlement run after the drain: ${settled} payments settled; the ledger read again`)
+        settledChecked = (await witnessSettledLedger({ auditor, get, merchants: witnessMerchants, sinceIso, settledAtIso, concurrency: 8 })).payments
+      }
       // A service that records cut attempts sends the one cut off again as the next number.
       for (const message of sameNumberAfterCut(redeliveries.sameAttempt, witnessed.recordsCuts)) auditor.fail("webhook-once-per-attempt", message)
       // Disputes as notified (embedded target): the record says what the network said.
@@ -461,7 +623,9 @@ export const makeScenario = (options: MerchantsOptions = {}): Scenario => {
         "answers-match-record": run.stats.requests,
         "event-per-change": witnessed.payments,
         "ledger-balanced": witnessed.payments,
-        "balances": witnessMerchants.length,
+        "balances": witnessMerchants.length * (setup.embedded === null ? 1 : 2),
+        "settlement": settledChecked,
+        "rate-limit": rateLimit.pushed,
         "refunds-within-capture": witnessed.payments,
         "fraud-explanation": witnessed.payments,
         "webhook-every-event-delivered": witnessed.events,
@@ -491,7 +655,9 @@ export const makeScenario = (options: MerchantsOptions = {}): Scenario => {
     figures: () => ({
       redeliveries: redeliveries.count,
       redeliveries_after_faults: redeliveries.afterFault,
-      cut_attempts_recorded: cutAttempts
+      cut_attempts_recorded: cutAttempts,
+      rate_limit_push_requests: rateLimit.pushed,
+      rate_limit_push_refused: rateLimit.refused
     }),
 
     async close() {

@@ -1,7 +1,7 @@
 import { request } from "node:http"
 import { describe, expect, it } from "vitest"
 import { startWebhookServer } from "../../../bench/harness/scenarios/WebhookServer.ts"
-import type { makeSimulatedEndpoints } from "../../../sim/world/Endpoints.ts"
+import { HeldSlots, type makeSimulatedEndpoints } from "../../../sim/world/Endpoints.ts"
 import { freePort } from "../../../src/platform/Database.ts"
 
 /** Endpoints that answer 204 at once and remember the URL each POST was matched by. */
@@ -13,7 +13,8 @@ const recordingEndpoints = () => {
       return { _tag: "Answer", status: 204, latencyMs: 0, slot: 0 } as const
     },
     settle: () => {},
-    receipts: { ofEvent: () => 0 }
+    receipts: { ofEvent: () => 0, baseMs: 0 },
+    held: new HeldSlots()
   } as unknown as ReturnType<typeof makeSimulatedEndpoints>
   return { urls, endpoints }
 }
