@@ -61,6 +61,8 @@ export interface RunOptions {
   readonly nemesis: NemesisOptions | null
   /** Without --target: a bug of sim/checks/PlantedBugs.ts planted in the service the harness starts (tests of the laws); null: none. */
   readonly plantedBug: string | null
+  /** `--processor`: the service the harness starts talks to the sandbox processor over HTTP (ACQUIRER=stripe); null: the in-process sandbox. */
+  readonly processor: { readonly lostAnswerRate: number } | null
 }
 
 export interface MergeOptions {
@@ -109,6 +111,7 @@ const runFlags = {
   "allow-saturation": Cli.toggle("allow-saturation", "open model: pass a run whose achieved rate fell under 97% of the offered one, or whose driver fell behind (default: such a run fails)"),
   instances: value("instances", "without --target: start the service N times on its one embedded PostgreSQL, each on its own port, requests spread over them in turn (default: 1)"),
   nemesis: value("nemesis", "without --target: faults to inject during the load, any of kill (kill -9, then a restart on the same port), pause (SIGSTOP, then SIGCONT) and db-pause (SIGSTOP of every PostgreSQL process), separated by commas"),
+  processor: value("processor", "without --target: the service runs with ACQUIRER=stripe against the sandbox processor the harness serves on 127.0.0.1, losing this share of its answers after acting (0 to 0.5, e.g. 0.05); the laws then also read the processor: one authorization per payment, and payments reconcile finding no difference (default: the in-process sandbox)"),
   "planted-bug": value("planted-bug", "without --target, for testing the laws: start the service with this bug of sim/checks/PlantedBugs.ts planted (bench/harness/PlantedService.ts; e.g. retry-from-last-attempt, refund-posting-inverted); the run must fail naming its law (default: none)"),
   "nemesis-every": value("nemesis-every", "with --nemesis: one fault every DURATION of load, on an instance drawn from --seed, e.g. 15s or 500ms (default: 15s)")
 }
@@ -280,6 +283,14 @@ const parsePlantedBug = (name: string | undefined, remote: boolean): string | nu
   return name
 }
 
+const parseProcessor = (text: string | undefined, remote: boolean): { readonly lostAnswerRate: number } | null => {
+  if (text === undefined) return null
+  if (remote) throw new BadFlag("--processor points the service the harness starts at its sandbox processor: it does not go with --target")
+  const rate = /^\d+(\.\d+)?$/.test(text) ? Number(text) : Number.NaN
+  if (!(rate >= 0 && rate <= 0.5)) throw new BadFlag(`--processor must be the share of answers lost, from 0 to 0.5 such as 0.05, not '${text}'`)
+  return { lostAnswerRate: rate }
+}
+
 const clusterOptions = (get: (flag: ValueFlag) => string | undefined, targetUrls: ReadonlyArray<string>) => {
   const remote = targetUrls.length > 0
   if (get("instances") !== undefined && remote) throw new BadFlag("--instances starts the service N times: it does not go with --target (name each instance in --target, separated by commas)")
@@ -287,7 +298,8 @@ const clusterOptions = (get: (flag: ValueFlag) => string | undefined, targetUrls
     targetUrls,
     instances: whole("instances", get("instances") ?? "1", 1, 16),
     nemesis: parseNemesis(get("nemesis"), get("nemesis-every"), remote),
-    plantedBug: parsePlantedBug(get("planted-bug"), remote)
+    plantedBug: parsePlantedBug(get("planted-bug"), remote),
+    processor: parseProcessor(get("processor"), remote)
   }
 }
 

@@ -45,6 +45,8 @@ export interface EmbeddedService {
   readonly serviceCpuSeconds: () => number
   /** kill -9 and restart, SIGSTOP and SIGCONT of an instance or of the database: the nemesis's hands. */
   readonly faults: FaultActuator
+  /** The services' environment (without PORT): what a command run on their database needs. */
+  readonly environment: Readonly<Record<string, string>>
   readonly stop: () => Promise<void>
 }
 
@@ -102,6 +104,8 @@ export const startEmbeddedService = async (options: {
    * runs as ./PlantedService.ts instead of `src/main.ts serve`. Null or absent: the service as it is.
    */
   readonly plantedBug?: string | null
+  /** More of the service's environment (the sandbox processor's ACQUIRER and STRIPE_* settings). */
+  readonly environment?: Readonly<Record<string, string>>
 }): Promise<EmbeddedService> => {
   const plantedBug = options.plantedBug ?? null
   const count = options.instances ?? 1
@@ -125,7 +129,8 @@ export const startEmbeddedService = async (options: {
     RATE_LIMIT_PER_SECOND: String(rateLimitPerSecond),
     SETTLEMENT_CUTOFF: cutoffText(settlementCutoffMinutes),
     RESPONSE_ENCRYPTION_KEY: "ab".repeat(32),
-    ...(plantedBug === null ? {} : { [plantedBugVariable]: plantedBug })
+    ...(plantedBug === null ? {} : { [plantedBugVariable]: plantedBug }),
+    ...options.environment
   }
   /** The entry each instance runs: the service, or the service with the planted bug. */
   const entry = plantedBug === null ? ["src/main.ts", "serve"] : ["bench/harness/PlantedService.ts"]
@@ -252,6 +257,7 @@ export const startEmbeddedService = async (options: {
   return {
     baseUrls,
     target,
+    environment,
     postmasterPid,
     serviceCpuSeconds: () => processes.reduce((sum, child) => sum + (child === null || child.pid === undefined ? 0 : cpuSeconds(child.pid)), cpuOfKilled),
     faults,

@@ -12,6 +12,8 @@
  */
 import { NodeRuntime } from "@effect/platform-node"
 import { Context, Effect, Layer } from "effect"
+import { Acquirer, type AcquirerShape, operationKeys } from "../../src/acquirer/Acquirer.ts"
+import * as Stripe from "../../src/acquirer/Stripe.ts"
 import type { Change } from "../../src/domain/Payment.ts"
 import { InfrastructureLive, serverLayerWith, ServicesLive, teardown } from "../../src/App.ts"
 import * as RateLimiter from "../../src/http/edge/RateLimiter.ts"
@@ -64,14 +66,31 @@ export const plantedStore = (bug: PlantedBug, inner: StoreShape): StoreShape => 
   }
 }
 
-/** The production infrastructure with the bug's wrappers in its store, webhook store and webhook transport. */
+/**
+ * The Stripe connector with the bug `authorize-retry-new-key` (ACQUIRER=stripe, `--processor`):
+ * an authorization asked again after an unknown outcome goes under a new idempotency key (the
+ * attempt number in it), so the processor makes a second authorization. Other bugs leave it be.
+ */
+const plantedAcquirer = (bug: PlantedBug, config: Config.AppConfigShape, acquirer: AcquirerShape): AcquirerShape => {
+  if (bug !== "authorize-retry-new-key" || config.stripe === null) return acquirer
+  const asked = new Map<string, number>()
+  const authorizeKey = (paymentId: string) => {
+    const n = asked.get(paymentId) ?? 0
+    asked.set(paymentId, n + 1)
+    return n === 0 ? operationKeys.authorize(paymentId) : `${operationKeys.authorize(paymentId)}:${n}`
+  }
+  return Stripe.make({ ...config.stripe, defaultTimeoutMs: config.acquirerTimeoutMs, authorizeKey })
+}
+
+/** The production infrastructure with the bug's wrappers in its store, webhook store, webhook transport and acquirer. */
 const plantedInfrastructure = (bug: PlantedBug) =>
   InfrastructureLive.pipe(
     Layer.flatMap((context) => {
       const config = Context.get(context, Config.AppConfig)
       const withStore = Context.add(context, Store, plantedStore(bug, Context.get(context, Store)))
       const withWebhooks = Context.add(withStore, WebhookStore, webhookStoreBug(bug, Context.get(context, WebhookStore), { scheduleMs: config.webhookRetryScheduleMs }))
-      return Layer.succeedContext(Context.add(withWebhooks, WebhookTransport, transportBug(bug, Context.get(context, WebhookTransport))))
+      const withAcquirer = Context.add(withWebhooks, Acquirer, plantedAcquirer(bug, config, Context.get(context, Acquirer)))
+      return Layer.succeedContext(Context.add(withAcquirer, WebhookTransport, transportBug(bug, Context.get(context, WebhookTransport))))
     })
   )
 

@@ -57,6 +57,8 @@ export interface HarnessResult {
     readonly nemesis?: string | null
     /** `--planted-bug`: the bug planted in the service the harness started (absent: none). */
     readonly planted_bug?: string
+    /** `--processor`: the share of the sandbox processor's answers lost after it acted. */
+    readonly processor_lost_answer_share?: number
   }
   /** Seconds of load: from the first script's start to the last one's end. */
   readonly load_s: number

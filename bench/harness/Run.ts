@@ -11,6 +11,7 @@ import { AvailabilityRecorder } from "./Availability.ts"
 import type { RunOptions } from "./Cli.ts"
 import { type Clock, realClock } from "./Clock.ts"
 import type { LawResult, Scenario } from "./Contract.ts"
+import { type HarnessProcessor, startHarnessProcessor } from "./HarnessProcessor.ts"
 import { type EmbeddedService, startEmbeddedService } from "./Embedded.ts"
 import { readKeyFile } from "./KeyFile.ts"
 import { type LoadModel, type LoadOutcome, runLoad } from "./LoadModel.ts"
@@ -43,6 +44,8 @@ export interface Session {
   readonly startedAt: Date
   readonly merchants: number
   readonly embedded: EmbeddedService | null
+  /** `--processor`: the sandbox processor the embedded service talks to. */
+  readonly processor: HarnessProcessor | null
   readonly targetUrls: ReadonlyArray<string>
   readonly client: BalancedClient
   readonly transport: RecordingTransport
@@ -84,18 +87,22 @@ export const openSession = async (options: RunOptions, io: Io, given: { readonly
   const startedAt = new Date()
   const name = `harness-${options.scenario}-${options.shard.index}of${options.shard.count}-${startedAt.toISOString().replace(/[:.]/g, "-")}`
   let embedded: EmbeddedService | null = null
+  let processor: HarnessProcessor | null = null
   if (options.targetUrl === null) {
     io.log("starting the service on an embedded PostgreSQL...")
     try {
+      if (options.processor !== null) processor = await startHarnessProcessor({ lostAnswerRate: options.processor.lostAnswerRate, log: io.log })
       embedded = await startEmbeddedService({
         logFile: join(options.reportDirectory, `${name}.service.log`),
         log: io.log,
         profileDirectory: options.profileDirectory,
         statementStats: options.statements > 0,
         instances: options.instances,
-        plantedBug: options.plantedBug
+        plantedBug: options.plantedBug,
+        ...(processor === null ? {} : { environment: processor.environment })
       })
     } catch (error) {
+      await processor?.close().catch(() => {})
       await scenario.close().catch(() => {})
       throw error
     }
@@ -107,7 +114,7 @@ export const openSession = async (options: RunOptions, io: Io, given: { readonly
   const sink: Session["sink"] = { recorder: outside, availability: null }
   const rssStart = process.memoryUsage.rss() / 2 ** 20
   const session: Session = {
-    options, io, scenario, clock, name, startedAt, embedded, targetUrls, client, sink, outside,
+    options, io, scenario, clock, name, startedAt, embedded, processor, targetUrls, client, sink, outside,
     merchants: apiKeys?.length ?? options.merchants,
     nemesis: options.nemesis === null || embedded === null ? null : makeNemesis(embedded.faults, clock, Date.now, io.log),
     // As many requests on the wire as sockets: the rest wait in the transport, where the wait counts
@@ -152,6 +159,7 @@ export const closeSession = async (session: Session) => {
   await session.scenario.close().catch((error) => session.io.log(`closing the scenario: ${String(error)}`))
   session.client.close()
   await session.embedded?.stop()
+  await session.processor?.close()
 }
 
 /** One load over a session: its shape, and which of its requests are judged. */

@@ -193,6 +193,10 @@ const drainAndCheck = async (session: Session, requests: number) => {
       session.io.log("checking the laws through the API...")
       laws = await session.scenario.checkLaws()
       figures = session.scenario.figures?.()
+      if (session.processor !== null && session.embedded !== null) {
+        session.io.log("checking the processor's records...")
+        laws = [...laws, ...await session.processor.checkLaws(session.embedded.environment, session.startedAt.getTime() - 60_000)]
+      }
     } catch (error) {
       failOf(session)("drain and laws", error)
     }
@@ -308,7 +312,8 @@ const resultOf = (
       start_at: options.startAtMs === null ? null : new Date(options.startAtMs).toISOString(),
       instances: session.targetUrls.length,
       nemesis: options.nemesis === null ? null : `${options.nemesis.kinds.join(",")} every ${options.nemesis.everyMs / 1000}s`,
-      ...(options.plantedBug === null ? {} : { planted_bug: options.plantedBug })
+      ...(options.plantedBug === null ? {} : { planted_bug: options.plantedBug }),
+      ...(options.processor === null ? {} : { processor_lost_answer_share: options.processor.lostAnswerRate })
     },
     load_s: loadSeconds,
     scripts: outcome.scriptsStarted,

@@ -47,6 +47,8 @@ export interface StripeOptions {
   readonly defaultTimeoutMs: number
   /** How far a notification's signed timestamp may be from now (Stripe's libraries: 300 s). */
   readonly signatureToleranceMs?: number
+  /** The authorization's idempotency key (default `operationKeys.authorize`): replaced only to plant a bug that the harness must catch. */
+  readonly authorizeKey?: (paymentId: string) => string
 }
 
 // Our sandbox tokens as Stripe's test PaymentMethods --------------------------------------------
@@ -324,7 +326,7 @@ export const make = (options: StripeOptions): AcquirerShape => {
       })
       const answer = yield* request("POST", "/v1/payment_intents", {
         form,
-        idempotencyKey: operationKeys.authorize(authorization.paymentId),
+        idempotencyKey: (options.authorizeKey ?? operationKeys.authorize)(authorization.paymentId),
         timeoutMs
       })
       if (ok(answer)) {

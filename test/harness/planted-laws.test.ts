@@ -54,4 +54,19 @@ describe("the harness with a bug planted in the service it starts", () => {
     expect(checked.get("rate-limit")).toBeGreaterThan(400)
     expect(result.figures?.["rate_limit_push_refused"]).toBeGreaterThan(0)
   }, 240_000)
+
+  it("through the Stripe connector and the sandbox processor losing answers: passes as it is, fails on an authorization retried under a new key", async () => {
+    // A third of the processor's answers lost after it acted: many retries in six seconds.
+    const clean = await runWith(["--processor", "0.3"], {})
+    expect(clean.violated, clean.lines.join("\n")).toEqual([])
+    expect(clean.result.config.processor_lost_answer_share).toBe(0.3)
+    const checked = new Map(clean.result.laws.map((law) => [law.law, law.checked]))
+    expect(checked.get("processor-one-authorization")).toBeGreaterThan(20)
+    expect(checked.get("processor-reconciled")).toBeGreaterThan(20)
+
+    const planted = await runWith(["--processor", "0.3", "--planted-bug", "authorize-retry-new-key"], {})
+    expect(planted.result.passed).toBe(false)
+    expect(planted.violated).toContain("processor-one-authorization")
+    expect(planted.messages.some((m) => /^payment pay_\S+: [2-9] PaymentIntents at the processor/.test(m))).toBe(true)
+  }, 480_000)
 })
