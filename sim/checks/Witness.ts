@@ -261,6 +261,32 @@ const reader = (get: ApiGet) => {
   return { read, pages }
 }
 
+type Moved = { pending: number; available: number; reserved: number }
+
+/**
+ * Law `balances`: a merchant's balance by type, read through the API, is what it was before the
+ * run plus what the run's ledger entries moved (`when`: which reading it is, for the message).
+ */
+const checkBalances = async (
+  auditor: Auditor,
+  read: ReturnType<typeof reader>["read"],
+  merchant: WitnessMerchant,
+  moved: ReadonlyMap<string, Moved>,
+  when: string
+) => {
+  const after = (await read<{ balances: Array<ApiBalance> }>("/api/v1/merchants/me/balance", merchant.readKey)).balances
+  for (const currency of new Set([...after.map((b) => b.currency), ...merchant.balancesBefore.map((b) => b.currency), ...moved.keys()])) {
+    const now = after.find((b) => b.currency === currency) ?? { pending: 0, available: 0, reserved: 0 }
+    const before = merchant.balancesBefore.find((b) => b.currency === currency) ?? { pending: 0, available: 0, reserved: 0 }
+    const sum = moved.get(currency) ?? { pending: 0, available: 0, reserved: 0 }
+    auditor.check(
+      now.pending - before.pending === sum.pending && now.available - before.available === sum.available && now.reserved - before.reserved === sum.reserved,
+      "balances",
+      () => `merchant ${merchant.id} ${currency}${when}: balance ${JSON.stringify(now)} (before the run ${JSON.stringify(before)}) but the run's entries sum to ${JSON.stringify(sum)}`
+    )
+  }
+}
+
 /**
  * The ledger law after a settlement the reader ran itself with the cut-off at that moment
  * (`payments settle`), once nothing else moved: every payment with money captured was swept (a
@@ -303,17 +329,7 @@ export const witnessSettledLedger = async (input: {
         })
       }
     })
-    const after = (await read<{ balances: Array<ApiBalance> }>("/api/v1/merchants/me/balance", merchant.readKey)).balances
-    for (const currency of new Set([...after.map((b) => b.currency), ...merchant.balancesBefore.map((b) => b.currency), ...moved.keys()])) {
-      const now = after.find((b) => b.currency === currency) ?? { pending: 0, available: 0, reserved: 0 }
-      const before = merchant.balancesBefore.find((b) => b.currency === currency) ?? { pending: 0, available: 0, reserved: 0 }
-      const sum = moved.get(currency) ?? { pending: 0, available: 0, reserved: 0 }
-      auditor.check(
-        now.pending - before.pending === sum.pending && now.available - before.available === sum.available && now.reserved - before.reserved === sum.reserved,
-        "balances",
-        () => `merchant ${merchant.id} ${currency} after the settlement: balance ${JSON.stringify(now)} (before the run ${JSON.stringify(before)}) but the run's entries sum to ${JSON.stringify(sum)}`
-      )
-    }
+    await checkBalances(auditor, read, merchant, moved, " after the settlement")
   }
   return { payments }
 }
@@ -395,17 +411,7 @@ export const witnessThroughApi = async (input: WitnessInput): Promise<Witnessed>
       }
     })
     // Balance by type equals the sum of the ledger: what the run's payments moved, over what was there before.
-    const after = (await read<{ balances: Array<ApiBalance> }>("/api/v1/merchants/me/balance", merchant.readKey)).balances
-    for (const currency of new Set([...after.map((b) => b.currency), ...merchant.balancesBefore.map((b) => b.currency), ...moved.keys()])) {
-      const now = after.find((b) => b.currency === currency) ?? { pending: 0, available: 0, reserved: 0 }
-      const before = merchant.balancesBefore.find((b) => b.currency === currency) ?? { pending: 0, available: 0, reserved: 0 }
-      const sum = moved.get(currency) ?? { pending: 0, available: 0, reserved: 0 }
-      auditor.check(
-        now.pending - before.pending === sum.pending && now.available - before.available === sum.available && now.reserved - before.reserved === sum.reserved,
-        "balances",
-        () => `merchant ${merchant.id} ${currency}: balance ${JSON.stringify(now)} (before the run ${JSON.stringify(before)}) but the run's entries sum to ${JSON.stringify(sum)}`
-      )
-    }
+    await checkBalances(auditor, read, merchant, moved, "")
     if (input.webhooks !== null && merchant.webhookUrl !== null) {
       for (const d of await pages<ApiDelivery>("/api/v1/webhooks/deliveries", "deliveries", merchant.readKey)) {
         const place = order.get(d.event_id)

@@ -6,18 +6,21 @@ import { runSimulation } from "../../sim/engine/Simulator.ts"
 // they wait, the other dispatcher takes them over, and no endpoint may see one attempt twice
 // (the endpoints' `webhook-attempt-numbers` and `webhook-nothing-after-2xx` checks).
 
+/** Long endpoint queues worked by two dispatchers, one attempt at a time per endpoint. */
+const backlog = {
+  ...defaultOptions,
+  seed: 3,
+  merchants: 2,
+  payments: 300,
+  hours: 1,
+  faults: { ...noFaults, webhookLagging: 0.7 },
+  dispatchers: 2,
+  endpointConcurrency: 1
+}
+
 describe("simulator: claims that outlive their lease", () => {
   it("two dispatchers, one attempt at a time per endpoint, answers of 10–29 s: takeovers happen and no attempt is sent twice", () => {
-    const result = runSimulation({
-      ...defaultOptions,
-      seed: 3,
-      merchants: 2,
-      payments: 300,
-      hours: 1,
-      faults: { ...noFaults, webhookLagging: 0.7 },
-      dispatchers: 2,
-      endpointConcurrency: 1
-    })
+    const result = runSimulation(backlog)
     expect(result.violations).toEqual([])
     expect(result.ok).toBe(true)
     expect(result.leaseTakeovers).toBeGreaterThan(0)
@@ -29,14 +32,7 @@ describe("simulator: claims that outlive their lease", () => {
 
   it("the same backlog with the refused renewal ignored: the claim that waited sends the attempt the takeover sent", () => {
     const result = runSimulation({
-      ...defaultOptions,
-      seed: 3,
-      merchants: 2,
-      payments: 300,
-      hours: 1,
-      faults: { ...noFaults, webhookLagging: 0.7 },
-      dispatchers: 2,
-      endpointConcurrency: 1,
+      ...backlog,
       plantedBug: "lease-renewal-ignored"
     })
     expect(result.ok).toBe(false)
