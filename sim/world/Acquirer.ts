@@ -9,7 +9,7 @@ import {
   sandboxRiskSignals
 } from "../../src/acquirer/Acquirer.ts"
 import type { AuthorizationOutcome } from "../../src/domain/Payment.ts"
-import type { FaultRates } from "../engine/Options.ts"
+import type { FaultRates } from "../engine/Rates.ts"
 import type { Prng } from "../engine/Prng.ts"
 
 interface Plan {
