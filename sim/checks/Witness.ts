@@ -263,6 +263,17 @@ const reader = (get: ApiGet) => {
 
 type Moved = { pending: number; available: number; reserved: number }
 
+/** Adds what a payment's entries moved on the merchant's accounts (its `balances`, by chart position) to its currency's sum. */
+const addMoved = (moved: Map<string, Moved>, currency: string, entries: ReadonlyArray<LedgerEntry>, balances: Float64Array) => {
+  if (!entries.some((e) => e.account === "merchant_pending" || e.account === "merchant_available" || e.account === "merchant_reserved")) return
+  const sum = moved.get(currency) ?? { pending: 0, available: 0, reserved: 0 }
+  moved.set(currency, {
+    pending: sum.pending + balances[chartPosition.merchant_pending]!,
+    available: sum.available + balances[chartPosition.merchant_available]!,
+    reserved: sum.reserved + balances[chartPosition.merchant_reserved]!
+  })
+}
+
 /**
  * Law `balances`: a merchant's balance by type, read through the API, is what it was before the
  * run plus what the run's ledger entries moved (`when`: which reading it is, for the message).
@@ -308,7 +319,7 @@ export const witnessSettledLedger = async (input: {
   let payments = 0
   for (const merchant of input.merchants) {
     const transactions = await pages<ApiTransaction>(`/api/v1/transactions?from=${encodeURIComponent(input.sinceIso)}`, "transactions", merchant.readKey)
-    const moved = new Map<string, { pending: number; available: number; reserved: number }>()
+    const moved = new Map<string, Moved>()
     await pool(transactions, input.concurrency, async (t) => {
       const ledgerList = await read<{ ledger_entries: Array<ApiLedgerEntry> }>(`/api/v1/transactions/${t.id}/ledger`, merchant.readKey)
       const swept = t.captured_amount_cents > 0
@@ -320,14 +331,7 @@ export const witnessSettledLedger = async (input: {
       const entries = ledgerOfApi(t, ledgerList.ledger_entries)
       auditor.auditLedger(payment, entries, balances, true)
       payments++
-      if (entries.some((e) => e.account === "merchant_pending" || e.account === "merchant_available" || e.account === "merchant_reserved")) {
-        const sum = moved.get(t.currency) ?? { pending: 0, available: 0, reserved: 0 }
-        moved.set(t.currency, {
-          pending: sum.pending + balances[chartPosition.merchant_pending]!,
-          available: sum.available + balances[chartPosition.merchant_available]!,
-          reserved: sum.reserved + balances[chartPosition.merchant_reserved]!
-        })
-      }
+      addMoved(moved, t.currency, entries, balances)
     })
     await checkBalances(auditor, read, merchant, moved, " after the settlement")
   }
@@ -358,7 +362,7 @@ export const witnessThroughApi = async (input: WitnessInput): Promise<Witnessed>
   for (const merchant of input.merchants) {
     const transactions = await pages<ApiTransaction>(`/api/v1/transactions?from=${encodeURIComponent(input.sinceIso)}`, "transactions", merchant.readKey)
     /** Merchant money moved by the run's payments, by currency (`balances`: the delta since the run began). */
-    const moved = new Map<string, { pending: number; available: number; reserved: number }>()
+    const moved = new Map<string, Moved>()
     const byKey = new Map<string, string>()
     const fraudCases = new Map((await pages<ApiFraudCase & { readonly id: string }>("/api/v1/fraud/cases", "fraud_cases", merchant.readKey)).map((c) => [c.id, c]))
     const order = new Map<string, { readonly paymentId: string; readonly sequence: number }>()
@@ -396,14 +400,7 @@ export const witnessThroughApi = async (input: WitnessInput): Promise<Witnessed>
       // The API shows no settled_at: a `refunded` payment may have been swept or not (a `settled` one was, any other not).
       auditor.auditLedger(payment, entries, balances, input.cutoffPassed === "none" || payment.status !== "refunded")
       auditor.checkQuiescent(payment)
-      if (entries.some((e) => e.account === "merchant_pending" || e.account === "merchant_available" || e.account === "merchant_reserved")) {
-        const sum = moved.get(t.currency) ?? { pending: 0, available: 0, reserved: 0 }
-        moved.set(t.currency, {
-          pending: sum.pending + balances[chartPosition.merchant_pending]!,
-          available: sum.available + balances[chartPosition.merchant_available]!,
-          reserved: sum.reserved + balances[chartPosition.merchant_reserved]!
-        })
-      }
+      addMoved(moved, t.currency, entries, balances)
       if (t.idempotency_key !== null) {
         const other = byKey.get(t.idempotency_key)
         auditor.check(other === undefined, "one-transaction-per-key", () => `idempotency key ${t.idempotency_key} of ${merchant.id}: transactions ${other} and ${t.id}`)
