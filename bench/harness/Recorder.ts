@@ -80,6 +80,16 @@ export interface RouteFigures {
   readonly latency_ms: Percentiles
   /** The HDR histogram of the latencies in microseconds, encoded (compressed base64). */
   readonly histogram_us: string
+  /** The route's answers second by second (seconds without one left out); absent in a merge and in older files. */
+  readonly timeline?: ReadonlyArray<RouteSecond>
+}
+
+/** One second of a route's answers: how many, and their p50 and p99 (2 significant digits). */
+export interface RouteSecond {
+  readonly at_s: number
+  readonly requests: number
+  readonly p50_ms: number
+  readonly p99_ms: number
 }
 
 export interface SecondFigures {
@@ -90,12 +100,23 @@ export interface SecondFigures {
   readonly latency_ms: Percentiles
   /** As `RouteFigures.histogram_us`, with 2 significant digits. */
   readonly histogram_us: string
+  /**
+   * Requests issued in this second (by intended start, or send for a script's later requests),
+   * whenever they were answered: the load offered as it was met, against `requests` answered
+   * (absent in older files).
+   */
+  readonly issued?: number
+  /** The load model's offered rate at the middle of this second (null: closed model; absent in older files). */
+  readonly offered_per_s?: number | null
 }
 
 interface RouteCounters {
   readonly histogram: hdr.Histogram
   readonly statusCodes: Map<Status, number>
   errors: number
+  /** The second being filled, for the route's own timeline (2 digits, reset each second). */
+  readonly second: hdr.Histogram
+  readonly seconds: Array<RouteSecond>
 }
 
 /**
@@ -132,6 +153,8 @@ export class Recorder {
   private answeredAt = new Float64Array(4096)
   private issuedAt = new Float64Array(4096)
   private answered = 0
+  /** Requests issued in each second of the run (index: the second), counted when they are recorded. */
+  private issuedPerSecond: Array<number> = []
 
   /** The judged requests' own figures; null when every request is judged (this recorder's figures are theirs). */
   readonly judged: Recorder | null
@@ -197,10 +220,11 @@ export class Recorder {
     this.interval.recordValue(micros)
     let counters = this.routes.get(route)
     if (counters === undefined) {
-      counters = { histogram: newHistogram(), statusCodes: new Map(), errors: 0 }
+      counters = { histogram: newHistogram(), statusCodes: new Map(), errors: 0, second: newHistogram(2), seconds: [] }
       this.routes.set(route, counters)
     }
     counters.histogram.recordValue(micros)
+    counters.second.recordValue(micros)
     counters.statusCodes.set(status, (counters.statusCodes.get(status) ?? 0) + 1)
     this.requests++
     this.intervalRequests++
@@ -212,7 +236,11 @@ export class Recorder {
       grownIssued.set(this.issuedAt)
       this.issuedAt = grownIssued
     }
-    this.issuedAt[this.answered] = atMs - latencyMs
+    const issuedAtMs = atMs - latencyMs
+    const issuedSecond = Math.max(0, Math.floor((issuedAtMs - this.startMs) / 1000))
+    while (this.issuedPerSecond.length <= issuedSecond) this.issuedPerSecond.push(0)
+    this.issuedPerSecond[issuedSecond]!++
+    this.issuedAt[this.answered] = issuedAtMs
     this.answeredAt[this.answered++] = atMs
     if (error) {
       counters.errors++
@@ -234,6 +262,16 @@ export class Recorder {
       })
       this.current.reset()
       this.currentErrors = 0
+      for (const counters of this.routes.values()) {
+        if (counters.second.totalCount === 0) continue
+        counters.seconds.push({
+          at_s: this.currentSecond,
+          requests: counters.second.totalCount,
+          p50_ms: Math.round(counters.second.getValueAtPercentile(50)) / 1000,
+          p99_ms: Math.round(counters.second.getValueAtPercentile(99)) / 1000
+        })
+        counters.second.reset()
+      }
       this.currentSecond++
     }
   }
@@ -265,7 +303,8 @@ export class Recorder {
         errors: counters.errors,
         status_codes: codes,
         latency_ms: percentilesOf(counters.histogram),
-        histogram_us: encodeHistogram(counters.histogram)
+        histogram_us: encodeHistogram(counters.histogram),
+        timeline: [...counters.seconds]
       }
     })
     return {
@@ -275,7 +314,7 @@ export class Recorder {
       latency_ms: percentilesOf(this.overall),
       histogram_us: encodeHistogram(this.overall),
       routes,
-      timeline: [...this.seconds]
+      timeline: this.seconds.map((second) => ({ ...second, issued: this.issuedPerSecond[second.at_s] ?? 0 }))
     }
   }
 }

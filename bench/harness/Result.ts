@@ -78,6 +78,8 @@ export interface HarnessResult {
   readonly histogram_us: string
   readonly routes: ReadonlyArray<RouteFigures>
   readonly timeline: ReadonlyArray<SecondFigures>
+  /** `--stages`: each stage's span on the timeline, seconds from the load's start (absent without stages and in merges). */
+  readonly stage_spans?: ReadonlyArray<{ readonly stage: number; readonly text: string; readonly from_s: number; readonly to_s: number }>
   readonly cpu: {
     readonly harness_s: number
     readonly harness_ms_per_request: number | null
@@ -264,12 +266,16 @@ export const mergeResults = (results: ReadonlyArray<HarnessResult>): HarnessResu
   }
   const timeline: Array<SecondFigures> = [...bySecond].sort(([a], [b]) => a - b).map(([second, parts]) => {
     const merged = mergedFigures(parts.map((p) => p.histogram_us))
+    const offered = parts.map((p) => p.offered_per_s ?? null)
     return {
       at_s: second,
       requests: parts.reduce((n, p) => n + p.requests, 0),
       errors: parts.reduce((n, p) => n + p.errors, 0),
       latency_ms: merged.latency_ms,
-      histogram_us: merged.histogram_us
+      histogram_us: merged.histogram_us,
+      // Shards that ran this second side by side: what they issued and offered adds up.
+      ...(parts.every((p) => p.issued !== undefined) ? { issued: parts.reduce((n, p) => n + p.issued!, 0) } : {}),
+      ...(offered.some((o) => o !== null) ? { offered_per_s: offered.reduce<number>((n, o) => n + (o ?? 0), 0) } : {})
     }
   })
   const lawNames = [...new Set(results.flatMap((r) => r.laws.map((law) => law.law)))]
