@@ -97,7 +97,7 @@ const distributionTicks = ["0%", "90%", "99%", "99.9%", "99.99%", "99.999%"]
  * 99%, 99.9%... sit at equal steps and the tail gets the room; y latency in ms. One line per
  * route, read from its histogram; each line ends at the percentile its count can resolve.
  */
-export const percentileDistributionChart = (curves: ReadonlyArray<{ readonly name: string; readonly histogramUs: string }>) => {
+export const percentileDistributionChart = (caption: string, curves: ReadonlyArray<{ readonly name: string; readonly histogramUs: string }>) => {
   const width = 760, height = 300, left = 60, right = 30, top = 30, bottom = 40
   const pointsPerDecade = 20
   const read = curves.map((curve) => {
@@ -130,7 +130,7 @@ export const percentileDistributionChart = (curves: ReadonlyArray<{ readonly nam
     `<rect x="${left + (j % 3) * 230}" y="${height - 12 + Math.floor(j / 3) * 14}" width="10" height="10" fill="${routeColors[j % routeColors.length]}"/><text x="${left + (j % 3) * 230 + 14}" y="${height - 3 + Math.floor(j / 3) * 14}">${escape(r.name)}</text>`
   )
   const legendRows = Math.ceil(read.length / 3)
-  return `<figure><figcaption>latency by percentile (ms; x: percentile on a log scale of 1/(1-p))</figcaption><svg viewBox="0 0 ${width} ${height + legendRows * 14}" width="${width}" height="${height + legendRows * 14}" font-size="11" font-family="sans-serif">${[...xTicks, ...yTicks, ...lines, ...legend].join("")}</svg></figure>`
+  return `<figure><figcaption>${escape(caption)} (ms; x: percentile on a log scale of 1/(1-p))</figcaption><svg viewBox="0 0 ${width} ${height + legendRows * 14}" width="${width}" height="${height + legendRows * 14}" font-size="11" font-family="sans-serif">${[...xTicks, ...yTicks, ...lines, ...legend].join("")}</svg></figure>`
 }
 
 /** A value per second of the run from a series that skips seconds: null where it has none. */
@@ -150,6 +150,26 @@ const routeTimelines = (result: HarnessResult, seconds: ReadonlyArray<number>, t
       { name: "p99", color: "#fc8181", values: bySecond(seconds, route.timeline!, (s) => s.p99_ms) }
     ], timeline)
   ).join("\n")
+
+const phaseRow = (name: string, latency: HarnessResult["latency_ms"], wait: HarnessResult["latency_ms"] | undefined, service: HarnessResult["latency_ms"] | undefined) =>
+  `<tr><td style="text-align:left">${escape(name)}</td>${[latency, wait, service].map((p) => p === undefined ? "<td>-</td><td>-</td><td>-</td>" : `<td>${fixed(p.p50, 2)}</td><td>${fixed(p.p99, 2)}</td><td>${fixed(p.max, 2)}</td>`).join("")}</tr>`
+
+/** Where the answered requests' time went: waiting for a socket on the driver's side, then the service's time. */
+const phasesSection = (result: HarnessResult) => {
+  if (result.socket_wait_histogram_us === undefined || result.service_histogram_us === undefined) return ""
+  return `<h2>Socket wait and service time</h2>
+<p>Of the answered requests: the <b>socket wait</b> (from the request handed to the transport to a socket ready to write on: its turn among the requests in flight, the agent's queue, a new connection's connect) and the <b>service time</b> (from the write to the whole answer read). The latency from the intended start adds the script's start lag to both.</p>
+<table><thead><tr><th rowspan="2">route</th><th colspan="3">latency from intended start, ms</th><th colspan="3">socket wait, ms</th><th colspan="3">service time, ms</th></tr>
+<tr>${"<th>p50</th><th>p99</th><th>max</th>".repeat(3)}</tr></thead><tbody>
+${phaseRow("all", result.latency_ms, result.socket_wait_ms, result.service_ms)}
+${result.routes.map((r) => phaseRow(r.route, r.latency_ms, r.socket_wait_ms, r.service_ms)).join("\n")}
+</tbody></table>
+${percentileDistributionChart("latency, socket wait and service time by percentile (all routes)", [
+    { name: "latency from intended start", histogramUs: result.histogram_us },
+    { name: "socket wait", histogramUs: result.socket_wait_histogram_us },
+    { name: "service time", histogramUs: result.service_histogram_us }
+  ])}`
+}
 
 /** Offered (the model's curve, and the requests issued each second) against achieved (answered each second). */
 const offeredChart = (result: HarnessResult, seconds: ReadonlyArray<number>, timeline: Timeline) => {
@@ -278,12 +298,13 @@ ${lineChart("latency over time, per second of answers", "ms", seconds, [
     { name: "p99", color: "#fc8181", values: result.timeline.map((s) => s.latency_ms.p99) },
     { name: "max", color: "#a0aec0", values: result.timeline.map((s) => s.latency_ms.max) }
   ], timeline)}
-${result.requests === 0 ? "" : percentileDistributionChart([{ name: "all", histogramUs: result.histogram_us }, ...result.routes.map((r) => ({ name: r.route, histogramUs: r.histogram_us }))])}
+${result.requests === 0 ? "" : percentileDistributionChart("latency by percentile", [{ name: "all", histogramUs: result.histogram_us }, ...result.routes.map((r) => ({ name: r.route, histogramUs: r.histogram_us }))])}
 <table><thead><tr><th>route</th><th>requests</th><th>errors</th><th>p50 ms</th><th>p90 ms</th><th>p99 ms</th><th>p99.9 ms</th><th>max ms</th><th>mean ms</th><th>status codes</th></tr></thead><tbody>
 ${percentileRow("all", result.requests, result.errors, result.latency_ms, result.status_codes)}
 ${result.routes.map((r) => percentileRow(r.route, r.requests, r.errors, r.latency_ms, r.status_codes)).join("\n")}
 </tbody></table>
 ${routeTimelines(result, seconds, timeline)}
+${phasesSection(result)}
 <h2>Throughput</h2>
 ${offeredChart(result, seconds, timeline)}
 <h2>Status codes</h2>

@@ -11,6 +11,8 @@ const highestMicros = 600_000_000
 const newHistogram = (digits: 2 | 3 = 3) =>
   hdr.build({ lowestDiscernibleValue: 1, highestTrackableValue: highestMicros, numberOfSignificantValueDigits: digits, autoResize: false })
 
+const toMicros = (ms: number) => Math.min(highestMicros, Math.max(1, Math.round(ms * 1000)))
+
 /** An HTTP status; "dropped": sent and no answer (reset, timed out); "refused": no instance took the connection. */
 export type Status = number | "dropped" | "refused"
 
@@ -82,6 +84,17 @@ export interface RouteFigures {
   readonly histogram_us: string
   /** The route's answers second by second (seconds without one left out); absent in a merge and in older files. */
   readonly timeline?: ReadonlyArray<RouteSecond>
+  /** Of its answered requests: the wait for a socket, and the service's time from the write to the answer (absent in a merge and in older files). */
+  readonly socket_wait_ms?: Percentiles
+  readonly service_ms?: Percentiles
+}
+
+/** Where an answered request's time went on the driver's side of the wire. */
+export interface Phases {
+  /** From the request handed to the transport to a socket ready to write on: its turn among the requests in flight, the agent's queue, a connect. */
+  readonly socketWaitMs: number
+  /** From the write to the whole answer read. */
+  readonly serviceMs: number
 }
 
 /** One second of a route's answers: how many, and their p50 and p99 (2 significant digits). */
@@ -117,6 +130,8 @@ interface RouteCounters {
   /** The second being filled, for the route's own timeline (2 digits, reset each second). */
   readonly second: hdr.Histogram
   readonly seconds: Array<RouteSecond>
+  readonly socketWait: hdr.Histogram
+  readonly service: hdr.Histogram
 }
 
 /**
@@ -133,6 +148,8 @@ export interface JudgeRules {
 
 export class Recorder {
   private readonly overall = newHistogram()
+  private readonly socketWait = newHistogram()
+  private readonly service = newHistogram()
   private readonly routes = new Map<string, RouteCounters>()
   private readonly seconds: Array<SecondFigures> = []
   /** The second being filled: a smaller histogram, encoded and dropped when the second ends (memory stays flat). */
@@ -206,12 +223,12 @@ export class Recorder {
     return count
   }
 
-  record(route: string, status: Status, latencyMs: number, atMs: number, judged = true) {
+  record(route: string, status: Status, latencyMs: number, atMs: number, judged = true, phases: Phases | null = null) {
     if (judged && this.judged !== null) {
       this.judged.record(route, status, latencyMs, atMs)
       this.rules!.onJudged?.(route, status, latencyMs)
     }
-    const micros = Math.min(highestMicros, Math.max(1, Math.round(latencyMs * 1000)))
+    const micros = toMicros(latencyMs)
     const second = Math.max(0, Math.floor((atMs - this.startMs) / 1000))
     if (second > this.currentSecond) this.closeSeconds(second)
     const error = isError(status)
@@ -220,11 +237,19 @@ export class Recorder {
     this.interval.recordValue(micros)
     let counters = this.routes.get(route)
     if (counters === undefined) {
-      counters = { histogram: newHistogram(), statusCodes: new Map(), errors: 0, second: newHistogram(2), seconds: [] }
+      counters = { histogram: newHistogram(), statusCodes: new Map(), errors: 0, second: newHistogram(2), seconds: [], socketWait: newHistogram(2), service: newHistogram(2) }
       this.routes.set(route, counters)
     }
     counters.histogram.recordValue(micros)
     counters.second.recordValue(micros)
+    if (phases !== null) {
+      const waitMicros = toMicros(phases.socketWaitMs)
+      const serviceMicros = toMicros(phases.serviceMs)
+      this.socketWait.recordValue(waitMicros)
+      this.service.recordValue(serviceMicros)
+      counters.socketWait.recordValue(waitMicros)
+      counters.service.recordValue(serviceMicros)
+    }
     counters.statusCodes.set(status, (counters.statusCodes.get(status) ?? 0) + 1)
     this.requests++
     this.intervalRequests++
@@ -304,7 +329,9 @@ export class Recorder {
         status_codes: codes,
         latency_ms: percentilesOf(counters.histogram),
         histogram_us: encodeHistogram(counters.histogram),
-        timeline: [...counters.seconds]
+        timeline: [...counters.seconds],
+        socket_wait_ms: percentilesOf(counters.socketWait),
+        service_ms: percentilesOf(counters.service)
       }
     })
     return {
@@ -314,7 +341,11 @@ export class Recorder {
       latency_ms: percentilesOf(this.overall),
       histogram_us: encodeHistogram(this.overall),
       routes,
-      timeline: this.seconds.map((second) => ({ ...second, issued: this.issuedPerSecond[second.at_s] ?? 0 }))
+      timeline: this.seconds.map((second) => ({ ...second, issued: this.issuedPerSecond[second.at_s] ?? 0 })),
+      socket_wait_ms: percentilesOf(this.socketWait),
+      socket_wait_histogram_us: encodeHistogram(this.socketWait),
+      service_ms: percentilesOf(this.service),
+      service_histogram_us: encodeHistogram(this.service)
     }
   }
 }

@@ -102,6 +102,10 @@ export const summaryOf = (result: HarnessResult, files: ReadonlyArray<string>) =
     ...((result.aborted ?? null) === null ? [] : [["aborted", abortedText(result.aborted!)] as const]),
     ...(result.saturation === undefined ? [] : [["pace", saturationLine(result.saturation)] as const]),
     ["latency p50/p90/p99/p99.9/max ms", `${fixed(p.p50, 2)} / ${fixed(p.p90, 2)} / ${fixed(p.p99, 2)} / ${fixed(p.p999, 2)} / ${fixed(p.max, 2)}`],
+    ...(result.socket_wait_ms === undefined || result.service_ms === undefined ? [] : [
+      ["socket wait p50/p99/max ms", `${fixed(result.socket_wait_ms.p50, 2)} / ${fixed(result.socket_wait_ms.p99, 2)} / ${fixed(result.socket_wait_ms.max, 2)} (answered requests: a turn among those in flight, the agent's queue, a connect)`] as const,
+      ["service time p50/p99/max ms", `${fixed(result.service_ms.p50, 2)} / ${fixed(result.service_ms.p99, 2)} / ${fixed(result.service_ms.max, 2)} (from the write to the whole answer)`] as const
+    ]),
     ["status codes", JSON.stringify(result.status_codes)],
     ["errors (no answer or 5xx)", String(result.errors)],
     ["harness CPU ms per request", fixed(result.cpu.harness_ms_per_request, 3)],
@@ -337,6 +341,10 @@ const resultOf = (
     latency_ms: load.latency_ms,
     histogram_us: load.histogram_us,
     routes: load.routes,
+    socket_wait_ms: load.socket_wait_ms,
+    socket_wait_histogram_us: load.socket_wait_histogram_us,
+    service_ms: load.service_ms,
+    service_histogram_us: load.service_histogram_us,
     timeline: load.timeline.map((second) => ({ ...second, offered_per_s: offeredInSecond(model, second.at_s, outcome.loadEndedAtMs - figures.loadStartMs) })),
     ...(model.kind === "open" && model.stages ? { stage_spans: stageSpans(model.stages) } : {}),
     cpu: {

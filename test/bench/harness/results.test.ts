@@ -56,7 +56,7 @@ describe("results and their merge", () => {
       expect(merged.status_codes).toEqual(whole.status_codes)
       expect(merged.latency_ms).toEqual(whole.latency_ms)
       // A route's own seconds hold percentiles, which do not add up: a merge leaves them out.
-      expect(merged.routes.map(({ histogram_us: _, ...rest }) => rest)).toEqual(whole.routes.map(({ histogram_us: _, timeline: __, ...rest }) => rest))
+      expect(merged.routes.map(({ histogram_us: _, ...rest }) => rest)).toEqual(whole.routes.map(({ histogram_us: _, timeline: __, socket_wait_ms: ___, service_ms: ____, ...rest }) => rest))
       // The encoded histograms hold the same counts.
       const m = decodeHistogram(merged.histogram_us), w = decodeHistogram(whole.histogram_us)
       expect(m.totalCount).toBe(w.totalCount)
@@ -173,8 +173,8 @@ describe("the HTML report", () => {
       { route: "GET /<script>", status: "dropped", latencyMs: 10_000, atMs: 1_500 }
     ]))
     expect(html.startsWith("<!doctype html>")).toBe(true)
-    // Latency over time, by percentile, each route's over time (2), offered against achieved, status codes, CPU.
-    expect(html.match(/<svg /g)?.length).toBe(7)
+    // Latency over time, by percentile, each route's over time (2), socket wait and service time, offered against achieved, status codes, CPU.
+    expect(html.match(/<svg /g)?.length).toBe(8)
     expect(html).toContain("latency by percentile")
     expect(html).toContain("GET /healthz: latency over time")
     expect(html).toContain("GET /healthz")

@@ -91,6 +91,57 @@ describe("spreading requests over the instances", () => {
   })
 })
 
+describe("socket wait apart from service time", () => {
+  it("counts a request's turn behind the one socket and the agent's wait as socket wait, the rest as service time", async () => {
+    const clock = new VirtualClock(0)
+    // Each exchange: 3 ms in the agent before a socket is ready, 7 ms from the write to the answer.
+    const client: WireClient = {
+      send: async () => {
+        await clock.sleep(10)
+        return { _tag: "Answered", socketWaitMs: 3, response: { status: 200, headers: {}, body: "" } }
+      },
+      close: () => {}
+    }
+    const recorder = new Recorder(0)
+    const transport = recordingTransport(client, clock, { recorder }, 1)
+    // Three requests handed over at 0, one socket: they wait 0, 10 and 20 ms for their turn.
+    await clock.run(Promise.all([0, 1, 2].map(() => transport.send(request, 0))))
+    const figures = recorder.finish(clock.now())
+    expect(figures.latency_ms.max).toBeCloseTo(30, 1)
+    // As the histograms read them (3 significant digits).
+    expect(figures.socket_wait_ms.p50).toBeCloseTo(13, 1)
+    expect(figures.socket_wait_ms.max).toBeCloseTo(23, 1)
+    expect(figures.service_ms.p50).toBeCloseTo(7, 1)
+    expect(figures.service_ms.max).toBeCloseTo(7, 1)
+    expect(figures.routes[0]!.service_ms!.p50).toBeCloseTo(7, 1)
+  })
+
+  it("measures the agent's wait on the real client: a second request waits for the only socket", async () => {
+    let answer: (() => void) | null = null
+    const server = createServer((_incoming, response) => {
+      if (answer === null) answer = () => response.writeHead(204).end()
+      else response.writeHead(204).end()
+    })
+    await new Promise<void>((listening) => server.listen(0, "127.0.0.1", listening))
+    const client = httpClient(`http://127.0.0.1:${(server.address() as AddressInfo).port}`, { sockets: 1, timeoutMs: 5_000 })
+    try {
+      const first = client.send(request)
+      const second = client.send(request)
+      // The second cannot have a socket before the first is answered: its wait spans the first's
+      // connect and exchange, which the server holds until the first request has reached it.
+      while (answer === null) await new Promise((tick) => setImmediate(tick))
+      ;(answer as () => void)()
+      const [a, b] = await Promise.all([first, second])
+      if (a._tag !== "Answered" || b._tag !== "Answered") throw new Error(`not answered: ${a._tag}, ${b._tag}`)
+      expect(a.socketWaitMs).toBeGreaterThan(0)
+      expect(b.socketWaitMs!).toBeGreaterThan(a.socketWaitMs!)
+    } finally {
+      client.close()
+      await new Promise((closed) => server.close(closed))
+    }
+  })
+})
+
 describe("the HTTP client's outcomes", () => {
   it("tells a refused connection (nothing sent) from one reset after the request went out", async () => {
     const nobody = httpClient(`http://127.0.0.1:${await freePort()}`, { sockets: 1, timeoutMs: 5_000 })
