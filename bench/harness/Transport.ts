@@ -33,10 +33,26 @@ export interface WireClient {
   close(): void
 }
 
-export const httpClient = (targetUrl: string, options: { readonly sockets: number; readonly timeoutMs: number }): WireClient => {
+/**
+ * How long a kept-alive socket may sit idle in the pool before the harness closes it: below the
+ * keep-alive timeout of the servers it drives (Node's default 5 s, which our service keeps), so
+ * the client, never the server, closes an idle connection. A server that closes first races the
+ * next request written on that socket (its FIN still unread by a busy driver): the request is
+ * reset after it went out, its outcome unknown, and recorded as `dropped`. Node's agent lowers
+ * this further to a shorter `Keep-Alive: timeout=N` hint from the server, less 1 s, but only when
+ * it has a timeout of its own (without one it keeps idle sockets forever and ignores the hint).
+ */
+export const idleSocketTimeoutMs = 4_000
+
+export const httpClient = (targetUrl: string, options: { readonly sockets: number; readonly timeoutMs: number; readonly idleSocketTimeoutMs?: number }): WireClient => {
   const base = new URL(targetUrl)
   const secure = base.protocol === "https:"
-  const agentOptions = { keepAlive: true, maxSockets: options.sockets, maxFreeSockets: options.sockets, scheduling: "lifo" as const }
+  // `timeout` is the socket's inactivity timeout: the agent destroys a free socket when it fires; on
+  // a socket in use it only emits an event nothing here listens to (the client timeout below rules).
+  const agentOptions = {
+    keepAlive: true, maxSockets: options.sockets, maxFreeSockets: options.sockets, scheduling: "lifo" as const,
+    timeout: options.idleSocketTimeoutMs ?? idleSocketTimeoutMs
+  }
   const agent = secure ? new HttpsAgent(agentOptions) : new Agent(agentOptions)
   const send = secure ? httpsRequest : httpRequest
   const prefix = base.pathname.replace(/\/$/, "")

@@ -1,11 +1,11 @@
-import { createServer } from "node:http"
+import { createServer, Server } from "node:http"
 import type { AddressInfo } from "node:net"
 import { describe, expect, it } from "vitest"
 import { AvailabilityRecorder } from "../../../bench/harness/Availability.ts"
 import { VirtualClock } from "../../../bench/harness/Clock.ts"
 import type { WireRequest } from "../../../bench/harness/Contract.ts"
 import { Recorder } from "../../../bench/harness/Recorder.ts"
-import { balancedClient, httpClient, recordingTransport, type WireClient, type WireOutcome } from "../../../bench/harness/Transport.ts"
+import { balancedClient, httpClient, idleSocketTimeoutMs, recordingTransport, type WireClient, type WireOutcome } from "../../../bench/harness/Transport.ts"
 import { freePort } from "../../../src/platform/Database.ts"
 
 const request: WireRequest = { method: "GET", path: "/healthz", headers: {}, body: null }
@@ -135,6 +135,31 @@ describe("socket wait apart from service time", () => {
       if (a._tag !== "Answered" || b._tag !== "Answered") throw new Error(`not answered: ${a._tag}, ${b._tag}`)
       expect(a.socketWaitMs).toBeGreaterThan(0)
       expect(b.socketWaitMs!).toBeGreaterThan(a.socketWaitMs!)
+    } finally {
+      client.close()
+      await new Promise((closed) => server.close(closed))
+    }
+  })
+})
+
+describe("idle kept-alive sockets", () => {
+  it("are closed by the harness before the server's keep-alive timeout would close them (a server closing first races the next write)", () => {
+    // Node's server closes an idle socket 1 s after its keepAliveTimeout, which is 5 s by default.
+    expect(idleSocketTimeoutMs).toBeLessThan(new Server().keepAliveTimeout)
+  })
+
+  it("the client ends an idle socket itself, with the server's keep-alive far longer", async () => {
+    const server = createServer((_incoming, response) => response.writeHead(204).end())
+    server.keepAliveTimeout = 600_000
+    const clientEnded = new Promise<void>((ended) => server.on("connection", (socket) => socket.once("end", () => ended())))
+    await new Promise<void>((listening) => server.listen(0, "127.0.0.1", listening))
+    const client = httpClient(`http://127.0.0.1:${(server.address() as AddressInfo).port}`, { sockets: 1, timeoutMs: 5_000, idleSocketTimeoutMs: 20 })
+    try {
+      expect((await client.send(request))._tag).toBe("Answered")
+      // The server would keep the socket ten minutes: an end before that is the client's.
+      await clientEnded
+      // A request after the close gets a new connection and its answer.
+      expect((await client.send(request))._tag).toBe("Answered")
     } finally {
       client.close()
       await new Promise((closed) => server.close(closed))
