@@ -6,13 +6,16 @@
 import { barChart, escape, fixed } from "../report.ts"
 import type { AvailabilityFigures } from "./Availability.ts"
 import { capacityPlot, latencyLimits } from "./Capacity.ts"
+import { decodeHistogram } from "./Recorder.ts"
 import { type HarnessResult, loadText } from "./Result.ts"
 import { measuredText, parseSloFlags } from "./Slo.ts"
 
 interface Series {
   readonly name: string
   readonly color: string
-  readonly values: ReadonlyArray<number>
+  /** One value a second; null: nothing that second (the line breaks there). */
+  readonly values: ReadonlyArray<number | null>
+  readonly dashed?: boolean
 }
 
 /** A span of the run shaded behind a chart's lines: a fault, from its start to its end (seconds). */
@@ -23,31 +26,59 @@ interface Band {
   readonly color: string
 }
 
-const faultColors: Readonly<Record<string, string>> = { "kill": "#feb2b2", "pause": "#fbd38d", "db-pause": "#d6bcfa" }
+/** A moment of the run drawn as a vertical line across a chart: a stage's start, the warm-up's end. */
+interface Mark {
+  readonly atSecond: number
+  readonly label: string
+}
 
-const bandsOf = (result: HarnessResult): Array<Band> =>
-  (result.faults ?? []).map((fault) => ({
+/** What every chart over time draws behind its lines: the faults shaded, the stages and the warm-up marked. */
+interface Timeline {
+  readonly bands: ReadonlyArray<Band>
+  readonly marks: ReadonlyArray<Mark>
+}
+
+const faultColors: Readonly<Record<string, string>> = { "kill": "#feb2b2", "pause": "#fbd38d", "db-pause": "#d6bcfa" }
+const routeColors = ["#2b6cb0", "#c05621", "#2f855a", "#6b46c1", "#b83280", "#2c7a7b", "#975a16", "#4a5568", "#c53030", "#38a169"]
+
+const timelineOf = (result: HarnessResult): Timeline => ({
+  bands: (result.faults ?? []).map((fault) => ({
     fromSecond: fault.start_s,
     toSecond: fault.end_s,
     label: `${fault.kind} ${fault.instance === null ? "database" : `instance ${fault.instance}`} ${fixed(fault.start_s, 1)}-${fixed(fault.end_s, 1)} s`,
     color: faultColors[fault.kind] ?? "#e2e8f0"
-  }))
+  })),
+  marks: [
+    ...(result.stage_spans ?? []).map((span) => ({ atSecond: span.from_s, label: `stage ${span.stage + 1}: ${span.text}` })),
+    ...((result.config.warmup_s ?? 0) > 0 ? [{ atSecond: result.config.warmup_s!, label: "end of warm-up" }] : [])
+  ]
+})
 
-/** Lines over the run's seconds (consecutive, from the first), over the faults' bands. */
-const lineChart = (title: string, unit: string, seconds: ReadonlyArray<number>, series: ReadonlyArray<Series>, bands: ReadonlyArray<Band> = []) => {
+/** Lines over the run's seconds (consecutive, from the first), over the faults' bands and the stages' marks. */
+const lineChart = (title: string, unit: string, seconds: ReadonlyArray<number>, series: ReadonlyArray<Series>, timeline: Timeline = { bands: [], marks: [] }) => {
   const width = 760, height = 240, left = 60, bottom = 40, top = 30, right = 10
-  const max = Math.max(1e-9, ...series.flatMap((s) => s.values))
+  const max = Math.max(1e-9, ...series.flatMap((s) => s.values.filter((v): v is number => v !== null)))
   const last = Math.max(1, seconds.length - 1)
   const x = (i: number) => left + ((width - left - right) * i) / last
   const y = (v: number) => top + (height - top - bottom) * (1 - v / max)
-  const lines = series.map((s) => {
-    const points = s.values.map((v, i) => `${x(i).toFixed(1)},${y(v).toFixed(1)}`).join(" ")
-    return `<polyline fill="none" stroke="${s.color}" stroke-width="1.5" points="${points}"><title>${escape(s.name)}</title></polyline>`
+  const lines = series.flatMap((s) => {
+    // A run of consecutive values is one polyline; a null breaks it.
+    const runs: Array<Array<string>> = [[]]
+    s.values.forEach((v, i) => v === null ? runs.push([]) : runs[runs.length - 1]!.push(`${x(i).toFixed(1)},${y(v).toFixed(1)}`))
+    return runs.filter((run) => run.length > 0).map((run) =>
+      run.length === 1
+        ? `<circle cx="${run[0]!.split(",")[0]}" cy="${run[0]!.split(",")[1]}" r="1.5" fill="${s.color}"/>`
+        : `<polyline fill="none" stroke="${s.color}" stroke-width="1.5"${s.dashed ? " stroke-dasharray=\"5 3\"" : ""} points="${run.join(" ")}"><title>${escape(s.name)}</title></polyline>`
+    )
   })
   const first = seconds[0] ?? 0
   const xAt = (second: number) => Math.min(width - right, Math.max(left, x(second - first)))
-  const shaded = bands.map((b) =>
+  const shaded = timeline.bands.map((b) =>
     `<rect x="${xAt(b.fromSecond).toFixed(1)}" y="${top}" width="${Math.max(1, xAt(b.toSecond) - xAt(b.fromSecond)).toFixed(1)}" height="${height - top - bottom}" fill="${b.color}" opacity="0.6"><title>${escape(b.label)}</title></rect>`
+  )
+  const marked = timeline.marks.map((m, j) =>
+    `<line x1="${xAt(m.atSecond).toFixed(1)}" x2="${xAt(m.atSecond).toFixed(1)}" y1="${top}" y2="${height - bottom}" stroke="#4a5568" stroke-dasharray="3 3"><title>${escape(m.label)}</title></line>` +
+    `<text x="${(xAt(m.atSecond) + 3).toFixed(1)}" y="${top + 10 + (j % 3) * 11}" fill="#4a5568" font-size="9">${escape(m.label)}</text>`
   )
   const ticks = [0, 0.25, 0.5, 0.75, 1].map((f) =>
     `<line x1="${left}" x2="${width - right}" y1="${y(max * f)}" y2="${y(max * f)}" stroke="#ddd"/><text x="${left - 6}" y="${y(max * f) + 4}" text-anchor="end">${fixed(max * f, max < 10 ? 2 : 0)}</text>`
@@ -55,7 +86,100 @@ const lineChart = (title: string, unit: string, seconds: ReadonlyArray<number>, 
   const step = Math.max(1, Math.ceil(seconds.length / 10))
   const xLabels = seconds.flatMap((second, i) => (i % step === 0 ? [`<text x="${x(i)}" y="${height - bottom + 16}" text-anchor="middle">${second}s</text>`] : []))
   const legend = series.map((s, j) => `<rect x="${left + j * 150}" y="6" width="12" height="12" fill="${s.color}"/><text x="${left + j * 150 + 16}" y="16">${escape(s.name)}</text>`)
-  return `<figure><figcaption>${escape(title)} (${escape(unit)})</figcaption><svg viewBox="0 0 ${width} ${height}" width="${width}" height="${height}" font-size="11" font-family="sans-serif">${[...shaded, ...ticks, ...lines, ...xLabels, ...legend].join("")}</svg></figure>`
+  return `<figure><figcaption>${escape(title)} (${escape(unit)})</figcaption><svg viewBox="0 0 ${width} ${height}" width="${width}" height="${height}" font-size="11" font-family="sans-serif">${[...shaded, ...ticks, ...marked, ...lines, ...xLabels, ...legend].join("")}</svg></figure>`
+}
+
+/** The percentiles the distribution plot's x axis names: x = log10(1 / (1 - p)). */
+const distributionTicks = ["0%", "90%", "99%", "99.9%", "99.99%", "99.999%"]
+
+/**
+ * Latency by percentile as HdrHistogram's plotter draws it: x on a log scale of 1/(1-p), so 90%,
+ * 99%, 99.9%... sit at equal steps and the tail gets the room; y latency in ms. One line per
+ * route, read from its histogram; each line ends at the percentile its count can resolve.
+ */
+export const percentileDistributionChart = (caption: string, curves: ReadonlyArray<{ readonly name: string; readonly histogramUs: string }>) => {
+  const width = 760, height = 300, left = 60, right = 30, top = 30, bottom = 40
+  const pointsPerDecade = 20
+  const read = curves.map((curve) => {
+    const histogram = decodeHistogram(curve.histogramUs)
+    const count = histogram.totalCount
+    // 1/(1-p) no finer than the count: 1,000 answers resolve p99.9, no further.
+    const reach = count === 0 ? 0 : Math.min(distributionTicks.length - 1, Math.log10(count))
+    const points: Array<readonly [number, number]> = []
+    for (let i = 0; count > 0 && i <= Math.ceil(reach * pointsPerDecade); i++) {
+      const decades = Math.min(reach, i / pointsPerDecade)
+      points.push([decades, histogram.getValueAtPercentile(100 * (1 - 10 ** -decades)) / 1000])
+    }
+    histogram.destroy()
+    return { name: curve.name, points }
+  })
+  const maxX = Math.max(1, Math.ceil(Math.max(...read.map((r) => r.points.at(-1)?.[0] ?? 0))))
+  const maxMs = Math.max(1e-3, ...read.flatMap((r) => r.points.map(([, ms]) => ms)))
+  const x = (decades: number) => left + ((width - left - right) * decades) / maxX
+  const y = (ms: number) => top + (height - top - bottom) * (1 - ms / maxMs)
+  const lines = read.map((r, j) =>
+    `<polyline fill="none" stroke="${routeColors[j % routeColors.length]}" stroke-width="1.5" points="${r.points.map(([d, ms]) => `${x(d).toFixed(1)},${y(ms).toFixed(1)}`).join(" ")}"><title>${escape(r.name)}</title></polyline>`
+  )
+  const xTicks = distributionTicks.slice(0, maxX + 1).map((label, d) =>
+    `<line x1="${x(d)}" x2="${x(d)}" y1="${top}" y2="${height - bottom}" stroke="#eee"/><text x="${x(d)}" y="${height - bottom + 16}" text-anchor="middle">${label}</text>`
+  )
+  const yTicks = [0, 0.25, 0.5, 0.75, 1].map((f) =>
+    `<line x1="${left}" x2="${width - right}" y1="${y(maxMs * f)}" y2="${y(maxMs * f)}" stroke="#ddd"/><text x="${left - 6}" y="${y(maxMs * f) + 4}" text-anchor="end">${fixed(maxMs * f, maxMs < 10 ? 2 : 0)}</text>`
+  )
+  const legend = read.map((r, j) =>
+    `<rect x="${left + (j % 3) * 230}" y="${height - 12 + Math.floor(j / 3) * 14}" width="10" height="10" fill="${routeColors[j % routeColors.length]}"/><text x="${left + (j % 3) * 230 + 14}" y="${height - 3 + Math.floor(j / 3) * 14}">${escape(r.name)}</text>`
+  )
+  const legendRows = Math.ceil(read.length / 3)
+  return `<figure><figcaption>${escape(caption)} (ms; x: percentile on a log scale of 1/(1-p))</figcaption><svg viewBox="0 0 ${width} ${height + legendRows * 14}" width="${width}" height="${height + legendRows * 14}" font-size="11" font-family="sans-serif">${[...xTicks, ...yTicks, ...lines, ...legend].join("")}</svg></figure>`
+}
+
+/** A value per second of the run from a series that skips seconds: null where it has none. */
+const bySecond = <A>(seconds: ReadonlyArray<number>, entries: ReadonlyArray<A & { readonly at_s: number }>, value: (entry: A) => number) => {
+  const at = new Map(entries.map((entry) => [entry.at_s, entry]))
+  return seconds.map((second) => {
+    const entry = at.get(second)
+    return entry === undefined ? null : value(entry)
+  })
+}
+
+/** Each route's p50 and p99 second by second (the busiest routes first, ten at most). */
+const routeTimelines = (result: HarnessResult, seconds: ReadonlyArray<number>, timeline: Timeline) =>
+  [...result.routes].filter((r) => (r.timeline ?? []).length > 0).sort((a, b) => b.requests - a.requests).slice(0, 10).map((route) =>
+    lineChart(`${route.route}: latency over time`, "ms", seconds, [
+      { name: "p50", color: "#68d391", values: bySecond(seconds, route.timeline!, (s) => s.p50_ms) },
+      { name: "p99", color: "#fc8181", values: bySecond(seconds, route.timeline!, (s) => s.p99_ms) }
+    ], timeline)
+  ).join("\n")
+
+const phaseRow = (name: string, latency: HarnessResult["latency_ms"], wait: HarnessResult["latency_ms"] | undefined, service: HarnessResult["latency_ms"] | undefined) =>
+  `<tr><td style="text-align:left">${escape(name)}</td>${[latency, wait, service].map((p) => p === undefined ? "<td>-</td><td>-</td><td>-</td>" : `<td>${fixed(p.p50, 2)}</td><td>${fixed(p.p99, 2)}</td><td>${fixed(p.max, 2)}</td>`).join("")}</tr>`
+
+/** Where the answered requests' time went: waiting for a socket on the driver's side, then the service's time. */
+const phasesSection = (result: HarnessResult) => {
+  if (result.socket_wait_histogram_us === undefined || result.service_histogram_us === undefined) return ""
+  return `<h2>Socket wait and service time</h2>
+<p>Of the answered requests: the <b>socket wait</b> (from the request handed to the transport to a socket ready to write on: its turn among the requests in flight, the agent's queue, a new connection's connect) and the <b>service time</b> (from the write to the whole answer read). The latency from the intended start adds the script's start lag to both.</p>
+<table><thead><tr><th rowspan="2">route</th><th colspan="3">latency from intended start, ms</th><th colspan="3">socket wait, ms</th><th colspan="3">service time, ms</th></tr>
+<tr>${"<th>p50</th><th>p99</th><th>max</th>".repeat(3)}</tr></thead><tbody>
+${phaseRow("all", result.latency_ms, result.socket_wait_ms, result.service_ms)}
+${result.routes.map((r) => phaseRow(r.route, r.latency_ms, r.socket_wait_ms, r.service_ms)).join("\n")}
+</tbody></table>
+${percentileDistributionChart("latency, socket wait and service time by percentile (all routes)", [
+    { name: "latency from intended start", histogramUs: result.histogram_us },
+    { name: "socket wait", histogramUs: result.socket_wait_histogram_us },
+    { name: "service time", histogramUs: result.service_histogram_us }
+  ])}`
+}
+
+/** Offered (the model's curve, and the requests issued each second) against achieved (answered each second). */
+const offeredChart = (result: HarnessResult, seconds: ReadonlyArray<number>, timeline: Timeline) => {
+  const offered = result.timeline.map((s) => s.offered_per_s ?? null)
+  return lineChart("offered against achieved, per second", "requests/s", seconds, [
+    ...(offered.some((o) => o !== null) ? [{ name: "offered (the model)", color: "#a0aec0", values: offered, dashed: true }] : []),
+    ...(result.timeline.some((s) => s.issued !== undefined) ? [{ name: "issued (by intended start)", color: "#d69e2e", values: result.timeline.map((s) => s.issued ?? null) }] : []),
+    { name: "answered", color: "#2b6cb0", values: result.timeline.map((s) => s.requests) },
+    { name: "errors", color: "#c53030", values: result.timeline.map((s) => s.errors) }
+  ], timeline)
 }
 
 const percentileRow = (name: string, requests: number, errors: number, p: HarnessResult["latency_ms"], codes: Record<string, number>) =>
@@ -131,7 +255,7 @@ const stagesSection = (result: HarnessResult) => {
 }
 
 export const renderHarnessReport = (result: HarnessResult) => {
-  const bands = bandsOf(result)
+  const timeline = timelineOf(result)
   const seconds = result.timeline.map((s) => s.at_s)
   const config = result.config
   const load = loadText(config)
@@ -173,16 +297,16 @@ ${lineChart("latency over time, per second of answers", "ms", seconds, [
     { name: "p50", color: "#68d391", values: result.timeline.map((s) => s.latency_ms.p50) },
     { name: "p99", color: "#fc8181", values: result.timeline.map((s) => s.latency_ms.p99) },
     { name: "max", color: "#a0aec0", values: result.timeline.map((s) => s.latency_ms.max) }
-  ], bands)}
+  ], timeline)}
+${result.requests === 0 ? "" : percentileDistributionChart("latency by percentile", [{ name: "all", histogramUs: result.histogram_us }, ...result.routes.map((r) => ({ name: r.route, histogramUs: r.histogram_us }))])}
 <table><thead><tr><th>route</th><th>requests</th><th>errors</th><th>p50 ms</th><th>p90 ms</th><th>p99 ms</th><th>p99.9 ms</th><th>max ms</th><th>mean ms</th><th>status codes</th></tr></thead><tbody>
 ${percentileRow("all", result.requests, result.errors, result.latency_ms, result.status_codes)}
 ${result.routes.map((r) => percentileRow(r.route, r.requests, r.errors, r.latency_ms, r.status_codes)).join("\n")}
 </tbody></table>
+${routeTimelines(result, seconds, timeline)}
+${phasesSection(result)}
 <h2>Throughput</h2>
-${lineChart("answers per second", "requests/s", seconds, [
-    { name: "answers", color: "#2b6cb0", values: result.timeline.map((s) => s.requests) },
-    { name: "errors", color: "#c53030", values: result.timeline.map((s) => s.errors) }
-  ], bands)}
+${offeredChart(result, seconds, timeline)}
 <h2>Status codes</h2>
 ${barChart("requests by status", codes.map(([code]) => code), [{ name: "requests", color: "#2b6cb0", values: codes.map(([, n]) => n) }])}
 <h2>CPU and memory</h2>

@@ -11,6 +11,8 @@ const highestMicros = 600_000_000
 const newHistogram = (digits: 2 | 3 = 3) =>
   hdr.build({ lowestDiscernibleValue: 1, highestTrackableValue: highestMicros, numberOfSignificantValueDigits: digits, autoResize: false })
 
+const toMicros = (ms: number) => Math.min(highestMicros, Math.max(1, Math.round(ms * 1000)))
+
 /** An HTTP status; "dropped": sent and no answer (reset, timed out); "refused": no instance took the connection. */
 export type Status = number | "dropped" | "refused"
 
@@ -80,6 +82,27 @@ export interface RouteFigures {
   readonly latency_ms: Percentiles
   /** The HDR histogram of the latencies in microseconds, encoded (compressed base64). */
   readonly histogram_us: string
+  /** The route's answers second by second (seconds without one left out); absent in a merge and in older files. */
+  readonly timeline?: ReadonlyArray<RouteSecond>
+  /** Of its answered requests: the wait for a socket, and the service's time from the write to the answer (absent in a merge and in older files). */
+  readonly socket_wait_ms?: Percentiles
+  readonly service_ms?: Percentiles
+}
+
+/** Where an answered request's time went on the driver's side of the wire. */
+export interface Phases {
+  /** From the request handed to the transport to a socket ready to write on: its turn among the requests in flight, the agent's queue, a connect. */
+  readonly socketWaitMs: number
+  /** From the write to the whole answer read. */
+  readonly serviceMs: number
+}
+
+/** One second of a route's answers: how many, and their p50 and p99 (2 significant digits). */
+export interface RouteSecond {
+  readonly at_s: number
+  readonly requests: number
+  readonly p50_ms: number
+  readonly p99_ms: number
 }
 
 export interface SecondFigures {
@@ -90,12 +113,25 @@ export interface SecondFigures {
   readonly latency_ms: Percentiles
   /** As `RouteFigures.histogram_us`, with 2 significant digits. */
   readonly histogram_us: string
+  /**
+   * Requests issued in this second (by intended start, or send for a script's later requests),
+   * whenever they were answered: the load offered as it was met, against `requests` answered
+   * (absent in older files).
+   */
+  readonly issued?: number
+  /** The load model's offered rate at the middle of this second (null: closed model; absent in older files). */
+  readonly offered_per_s?: number | null
 }
 
 interface RouteCounters {
   readonly histogram: hdr.Histogram
   readonly statusCodes: Map<Status, number>
   errors: number
+  /** The second being filled, for the route's own timeline (2 digits, reset each second). */
+  readonly second: hdr.Histogram
+  readonly seconds: Array<RouteSecond>
+  readonly socketWait: hdr.Histogram
+  readonly service: hdr.Histogram
 }
 
 /**
@@ -112,6 +148,8 @@ export interface JudgeRules {
 
 export class Recorder {
   private readonly overall = newHistogram()
+  private readonly socketWait = newHistogram()
+  private readonly service = newHistogram()
   private readonly routes = new Map<string, RouteCounters>()
   private readonly seconds: Array<SecondFigures> = []
   /** The second being filled: a smaller histogram, encoded and dropped when the second ends (memory stays flat). */
@@ -132,6 +170,8 @@ export class Recorder {
   private answeredAt = new Float64Array(4096)
   private issuedAt = new Float64Array(4096)
   private answered = 0
+  /** Requests issued in each second of the run (index: the second), counted when they are recorded. */
+  private issuedPerSecond: Array<number> = []
 
   /** The judged requests' own figures; null when every request is judged (this recorder's figures are theirs). */
   readonly judged: Recorder | null
@@ -183,12 +223,12 @@ export class Recorder {
     return count
   }
 
-  record(route: string, status: Status, latencyMs: number, atMs: number, judged = true) {
+  record(route: string, status: Status, latencyMs: number, atMs: number, judged = true, phases: Phases | null = null) {
     if (judged && this.judged !== null) {
       this.judged.record(route, status, latencyMs, atMs)
       this.rules!.onJudged?.(route, status, latencyMs)
     }
-    const micros = Math.min(highestMicros, Math.max(1, Math.round(latencyMs * 1000)))
+    const micros = toMicros(latencyMs)
     const second = Math.max(0, Math.floor((atMs - this.startMs) / 1000))
     if (second > this.currentSecond) this.closeSeconds(second)
     const error = isError(status)
@@ -197,10 +237,19 @@ export class Recorder {
     this.interval.recordValue(micros)
     let counters = this.routes.get(route)
     if (counters === undefined) {
-      counters = { histogram: newHistogram(), statusCodes: new Map(), errors: 0 }
+      counters = { histogram: newHistogram(), statusCodes: new Map(), errors: 0, second: newHistogram(2), seconds: [], socketWait: newHistogram(2), service: newHistogram(2) }
       this.routes.set(route, counters)
     }
     counters.histogram.recordValue(micros)
+    counters.second.recordValue(micros)
+    if (phases !== null) {
+      const waitMicros = toMicros(phases.socketWaitMs)
+      const serviceMicros = toMicros(phases.serviceMs)
+      this.socketWait.recordValue(waitMicros)
+      this.service.recordValue(serviceMicros)
+      counters.socketWait.recordValue(waitMicros)
+      counters.service.recordValue(serviceMicros)
+    }
     counters.statusCodes.set(status, (counters.statusCodes.get(status) ?? 0) + 1)
     this.requests++
     this.intervalRequests++
@@ -212,7 +261,11 @@ export class Recorder {
       grownIssued.set(this.issuedAt)
       this.issuedAt = grownIssued
     }
-    this.issuedAt[this.answered] = atMs - latencyMs
+    const issuedAtMs = atMs - latencyMs
+    const issuedSecond = Math.max(0, Math.floor((issuedAtMs - this.startMs) / 1000))
+    while (this.issuedPerSecond.length <= issuedSecond) this.issuedPerSecond.push(0)
+    this.issuedPerSecond[issuedSecond]!++
+    this.issuedAt[this.answered] = issuedAtMs
     this.answeredAt[this.answered++] = atMs
     if (error) {
       counters.errors++
@@ -234,6 +287,16 @@ export class Recorder {
       })
       this.current.reset()
       this.currentErrors = 0
+      for (const counters of this.routes.values()) {
+        if (counters.second.totalCount === 0) continue
+        counters.seconds.push({
+          at_s: this.currentSecond,
+          requests: counters.second.totalCount,
+          p50_ms: Math.round(counters.second.getValueAtPercentile(50)) / 1000,
+          p99_ms: Math.round(counters.second.getValueAtPercentile(99)) / 1000
+        })
+        counters.second.reset()
+      }
       this.currentSecond++
     }
   }
@@ -265,7 +328,10 @@ export class Recorder {
         errors: counters.errors,
         status_codes: codes,
         latency_ms: percentilesOf(counters.histogram),
-        histogram_us: encodeHistogram(counters.histogram)
+        histogram_us: encodeHistogram(counters.histogram),
+        timeline: [...counters.seconds],
+        socket_wait_ms: percentilesOf(counters.socketWait),
+        service_ms: percentilesOf(counters.service)
       }
     })
     return {
@@ -275,7 +341,11 @@ export class Recorder {
       latency_ms: percentilesOf(this.overall),
       histogram_us: encodeHistogram(this.overall),
       routes,
-      timeline: [...this.seconds]
+      timeline: this.seconds.map((second) => ({ ...second, issued: this.issuedPerSecond[second.at_s] ?? 0 })),
+      socket_wait_ms: percentilesOf(this.socketWait),
+      socket_wait_histogram_us: encodeHistogram(this.socketWait),
+      service_ms: percentilesOf(this.service),
+      service_histogram_us: encodeHistogram(this.service)
     }
   }
 }

@@ -81,7 +81,18 @@ export interface HarnessResult {
   /** The HDR histogram of every latency in microseconds, encoded (compressed base64). */
   readonly histogram_us: string
   readonly routes: ReadonlyArray<RouteFigures>
+  /**
+   * Of the answered requests, where the time went on the driver's side of the wire: the wait for a
+   * socket (a turn among the requests in flight, the agent's queue, a connect) and the service's
+   * time from the write to the whole answer, with their HDR histograms (absent in older files).
+   */
+  readonly socket_wait_ms?: Percentiles
+  readonly socket_wait_histogram_us?: string
+  readonly service_ms?: Percentiles
+  readonly service_histogram_us?: string
   readonly timeline: ReadonlyArray<SecondFigures>
+  /** `--stages`: each stage's span on the timeline, seconds from the load's start (absent without stages and in merges). */
+  readonly stage_spans?: ReadonlyArray<{ readonly stage: number; readonly text: string; readonly from_s: number; readonly to_s: number }>
   readonly cpu: {
     readonly harness_s: number
     readonly harness_ms_per_request: number | null
@@ -268,12 +279,16 @@ export const mergeResults = (results: ReadonlyArray<HarnessResult>): HarnessResu
   }
   const timeline: Array<SecondFigures> = [...bySecond].sort(([a], [b]) => a - b).map(([second, parts]) => {
     const merged = mergedFigures(parts.map((p) => p.histogram_us))
+    const offered = parts.map((p) => p.offered_per_s ?? null)
     return {
       at_s: second,
       requests: parts.reduce((n, p) => n + p.requests, 0),
       errors: parts.reduce((n, p) => n + p.errors, 0),
       latency_ms: merged.latency_ms,
-      histogram_us: merged.histogram_us
+      histogram_us: merged.histogram_us,
+      // Shards that ran this second side by side: what they issued and offered adds up.
+      ...(parts.every((p) => p.issued !== undefined) ? { issued: parts.reduce((n, p) => n + p.issued!, 0) } : {}),
+      ...(offered.some((o) => o !== null) ? { offered_per_s: offered.reduce<number>((n, o) => n + (o ?? 0), 0) } : {})
     }
   })
   const lawNames = [...new Set(results.flatMap((r) => r.laws.map((law) => law.law)))]
@@ -289,6 +304,9 @@ export const mergeResults = (results: ReadonlyArray<HarnessResult>): HarnessResu
       first_violations: parts.flatMap((p) => p.first_violations).slice(0, violationsKept)
     }
   })
+  const phases = results.every((r) => r.socket_wait_histogram_us !== undefined && r.service_histogram_us !== undefined)
+    ? { wait: mergedFigures(results.map((r) => r.socket_wait_histogram_us!)), service: mergedFigures(results.map((r) => r.service_histogram_us!)) }
+    : null
   const requests = results.reduce((n, r) => n + r.requests, 0)
   const errors = results.reduce((n, r) => n + r.errors, 0)
   // Shards run side by side: their rates add up.
@@ -320,6 +338,12 @@ export const mergeResults = (results: ReadonlyArray<HarnessResult>): HarnessResu
     latency_ms: overall.latency_ms,
     histogram_us: overall.histogram_us,
     routes,
+    ...(phases === null ? {} : {
+      socket_wait_ms: phases.wait.latency_ms,
+      socket_wait_histogram_us: phases.wait.histogram_us,
+      service_ms: phases.service.latency_ms,
+      service_histogram_us: phases.service.histogram_us
+    }),
     timeline,
     cpu: {
       harness_s: harnessCpu,

@@ -13,7 +13,12 @@ import { type Recorder, routeTemplate } from "./Recorder.ts"
 
 /** What became of one request on the wire. */
 export type WireOutcome =
-  | { readonly _tag: "Answered"; readonly response: WireResponse }
+  /**
+   * `socketWaitMs`: from the send to a socket ready to write on (waiting in the agent's queue for
+   * a free socket, and the connect of a new one); the rest of the exchange is the service's time.
+   * Absent from clients that do not measure it.
+   */
+  | { readonly _tag: "Answered"; readonly response: WireResponse; readonly socketWaitMs?: number }
   /** The connection was refused: nothing was sent (no process listens there), so it may go elsewhere. */
   | { readonly _tag: "Refused" }
   /** Sent (or perhaps sent), then no answer: reset, dropped or timed out. Its outcome is unknown. */
@@ -28,16 +33,34 @@ export interface WireClient {
   close(): void
 }
 
-export const httpClient = (targetUrl: string, options: { readonly sockets: number; readonly timeoutMs: number }): WireClient => {
+/**
+ * How long a kept-alive socket may sit idle in the pool before the harness closes it: below the
+ * keep-alive timeout of the servers it drives (Node's default 5 s, which our service keeps), so
+ * the client, never the server, closes an idle connection. A server that closes first races the
+ * next request written on that socket (its FIN still unread by a busy driver): the request is
+ * reset after it went out, its outcome unknown, and recorded as `dropped`. Node's agent lowers
+ * this further to a shorter `Keep-Alive: timeout=N` hint from the server, less 1 s, but only when
+ * it has a timeout of its own (without one it keeps idle sockets forever and ignores the hint).
+ */
+export const idleSocketTimeoutMs = 4_000
+
+export const httpClient = (targetUrl: string, options: { readonly sockets: number; readonly timeoutMs: number; readonly idleSocketTimeoutMs?: number }): WireClient => {
   const base = new URL(targetUrl)
   const secure = base.protocol === "https:"
-  const agentOptions = { keepAlive: true, maxSockets: options.sockets, maxFreeSockets: options.sockets, scheduling: "lifo" as const }
+  // `timeout` is the socket's inactivity timeout: the agent destroys a free socket when it fires; on
+  // a socket in use it only emits an event nothing here listens to (the client timeout below rules).
+  const agentOptions = {
+    keepAlive: true, maxSockets: options.sockets, maxFreeSockets: options.sockets, scheduling: "lifo" as const,
+    timeout: options.idleSocketTimeoutMs ?? idleSocketTimeoutMs
+  }
   const agent = secure ? new HttpsAgent(agentOptions) : new Agent(agentOptions)
   const send = secure ? httpsRequest : httpRequest
   const prefix = base.pathname.replace(/\/$/, "")
   return {
     send: (wire) =>
       new Promise((done) => {
+        const sentAt = performance.now()
+        let socketWaitMs = 0
         let finished = false
         const finish = (outcome: WireOutcome) => {
           if (finished) return
@@ -65,6 +88,7 @@ export const httpClient = (targetUrl: string, options: { readonly sockets: numbe
             }
             finish({
               _tag: "Answered",
+              socketWaitMs,
               response: {
                 status: incoming.statusCode ?? 0,
                 headers: responseHeaders,
@@ -74,6 +98,12 @@ export const httpClient = (targetUrl: string, options: { readonly sockets: numbe
           })
           incoming.on("error", () => finish(lost))
           incoming.on("aborted", () => finish(lost))
+        })
+        // A socket is handed over when the agent has one free (at once on a kept-alive one, after a
+        // connect on a new one): until then the request waits on the driver's side, not the service's.
+        outgoing.once("socket", (socket) => {
+          if (!socket.connecting) socketWaitMs = performance.now() - sentAt
+          else socket.once("connect", () => void (socketWaitMs = performance.now() - sentAt))
         })
         // The whole exchange, queueing for a socket included, is bounded by the client's timeout.
         const timer = setTimeout(() => {
@@ -170,6 +200,7 @@ export const recordingTransport = (
       const fromMs = intendedStartMs ?? enqueuedMs
       const recorder = sink.recorder
       const judged = recorder.admit(fromMs)
+      const turnMs = clock.now()
       let outcome: WireOutcome = lost
       try {
         outcome = await client.send(request)
@@ -177,7 +208,10 @@ export const recordingTransport = (
         release()
         const nowMs = clock.now()
         const status = outcome._tag === "Answered" ? outcome.response.status : outcome._tag === "Refused" ? "refused" : "dropped"
-        recorder.record(routeTemplate(request.method, request.path), status, nowMs - fromMs, nowMs, judged)
+        // Socket wait: the turn awaited here and the agent's own wait for a socket; service: the rest.
+        const agentWaitMs = outcome._tag === "Answered" ? Math.min(outcome.socketWaitMs ?? 0, nowMs - turnMs) : 0
+        const phases = outcome._tag === "Answered" ? { socketWaitMs: turnMs - enqueuedMs + agentWaitMs, serviceMs: nowMs - turnMs - agentWaitMs } : null
+        recorder.record(routeTemplate(request.method, request.path), status, nowMs - fromMs, nowMs, judged, phases)
         sink.availability?.record(status, enqueuedMs)
       }
       // A refused request is no answer to the scenario, as one lost: it sends it again or not.

@@ -23,11 +23,11 @@ import { lateStartMs } from "./LoadModel.ts"
 import { readKeyFile } from "./KeyFile.ts"
 import { makeKeys } from "./MakeKeys.ts"
 import { checkResult, type HarnessResult, lawFigures, loadText, mergeResults, passedOf, type ShardFigures } from "./Result.ts"
-import { abortSpec, closeSession, driveLoad, failOf, harnessLaw, type Io, judgeLoad, type LoadFigures, openSession, type Session } from "./Run.ts"
+import { abortSpec, closeSession, driveLoad, failOf, harnessLaw, type Io, judgeLoad, type LoadFigures, offeredAt, openSession, type Session } from "./Run.ts"
 import { loadScenario } from "./Scenarios.ts"
 import { saturationLine } from "./Saturation.ts"
 import { measuredText } from "./Slo.ts"
-import { stageText } from "./Stages.ts"
+import { type Stage, stageText } from "./Stages.ts"
 import { capacityPlot, latencyLimits, sustainedOf } from "./Capacity.ts"
 import { type CapacityFigures, runCapacitySearch } from "./CapacityRun.ts"
 import type { LoadModel } from "./LoadModel.ts"
@@ -103,6 +103,10 @@ export const summaryOf = (result: HarnessResult, files: ReadonlyArray<string>) =
     ...((result.aborted ?? null) === null ? [] : [["aborted", abortedText(result.aborted!)] as const]),
     ...(result.saturation === undefined ? [] : [["pace", saturationLine(result.saturation)] as const]),
     ["latency p50/p90/p99/p99.9/max ms", `${fixed(p.p50, 2)} / ${fixed(p.p90, 2)} / ${fixed(p.p99, 2)} / ${fixed(p.p999, 2)} / ${fixed(p.max, 2)}`],
+    ...(result.socket_wait_ms === undefined || result.service_ms === undefined ? [] : [
+      ["socket wait p50/p99/max ms", `${fixed(result.socket_wait_ms.p50, 2)} / ${fixed(result.socket_wait_ms.p99, 2)} / ${fixed(result.socket_wait_ms.max, 2)} (answered requests: a turn among those in flight, the agent's queue, a connect)`] as const,
+      ["service time p50/p99/max ms", `${fixed(result.service_ms.p50, 2)} / ${fixed(result.service_ms.p99, 2)} / ${fixed(result.service_ms.max, 2)} (from the write to the whole answer)`] as const
+    ]),
     ["status codes", JSON.stringify(result.status_codes)],
     ["errors (no answer or 5xx)", String(result.errors)],
     ["harness CPU ms per request", fixed(result.cpu.harness_ms_per_request, 3)],
@@ -269,6 +273,23 @@ const capacityRun = async (session: Session) => {
   return { result, files: [...files, plot], statements: [] as Array<[string, string]> }
 }
 
+/** The model's offered rate at the middle of a second of the load (0 once the load's intended starts are over; null: closed model). */
+const offeredInSecond = (model: LoadModel, second: number, loadEndMs: number) => {
+  const middleMs = second * 1000 + 500
+  const offered = offeredAt(model, middleMs)
+  return offered === null ? null : second * 1000 > loadEndMs ? 0 : offered
+}
+
+/** Where each stage of the curve starts and ends, seconds from the load's start, for the report's timeline. */
+const stageSpans = (stages: ReadonlyArray<Stage>) => {
+  let fromMs = 0
+  return stages.map((stage, index) => {
+    const span = { stage: index, text: stageText(stage), from_s: fromMs / 1000, to_s: (fromMs + stage.durationMs) / 1000 }
+    fromMs += stage.durationMs
+    return span
+  })
+}
+
 /** The result of a run: its configuration, one load's figures, its laws and objectives. */
 const resultOf = (
   session: Session,
@@ -327,7 +348,12 @@ const resultOf = (
     latency_ms: load.latency_ms,
     histogram_us: load.histogram_us,
     routes: load.routes,
-    timeline: load.timeline,
+    socket_wait_ms: load.socket_wait_ms,
+    socket_wait_histogram_us: load.socket_wait_histogram_us,
+    service_ms: load.service_ms,
+    service_histogram_us: load.service_histogram_us,
+    timeline: load.timeline.map((second) => ({ ...second, offered_per_s: offeredInSecond(model, second.at_s, outcome.loadEndedAtMs - figures.loadStartMs) })),
+    ...(model.kind === "open" && model.stages ? { stage_spans: stageSpans(model.stages) } : {}),
     cpu: {
       harness_s: cpu,
       harness_ms_per_request: perRequest(cpu),

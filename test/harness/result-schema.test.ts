@@ -53,6 +53,12 @@ describe("the result's JSON Schema (docs/harness-result.schema.json) against rea
     const plain = await run("plain", ["--rate", "200", "--max-requests", "200", "--slo", "p99<5s,errors<1%", "--allow-saturation"])
     expect(plain.code, plain.lines.join("\n")).toBe(0)
     expect(plain.result).toMatchObject({ format: "payments-harness/2", requests: 200, config: { rate_per_s: 200 } })
+    // The report's series over time: what was issued and offered each second, each route's own percentiles.
+    const seconds = plain.result["timeline"] as Array<{ issued: number; requests: number; offered_per_s: number | null }>
+    expect(seconds.reduce((n, s) => n + s.issued, 0)).toBe(200)
+    expect(seconds[0]!.offered_per_s).toBe(200)
+    const route = (plain.result["routes"] as Array<{ timeline: Array<{ requests: number }> }>)[0]!
+    expect(route.timeline.reduce((n, s) => n + s.requests, 0)).toBe(200)
     // p99 under a microsecond cannot hold: the run stops long before its 3 s.
     const shaped = await run("shaped", [
       "--stages", "1s:100,2s:100-200", "--warmup", "500ms", "--slo", "p99<0.001ms",
@@ -61,6 +67,7 @@ describe("the result's JSON Schema (docs/harness-result.schema.json) against rea
     expect(shaped.code).toBe(1)
     expect(shaped.result).toMatchObject({ config: { stages: "1s 100/s, 2s 100→200/s", warmup_s: 0.5, abort_on_fail: true }, aborted: { objective: "p99<0.001ms" } })
     expect((shaped.result["slo"] as Array<{ route: string | null }>).map((o) => o.route)).toEqual([null, "GET /healthz", "GET /healthz"])
+    expect(shaped.result["stage_spans"]).toEqual([{ stage: 0, text: "1s 100/s", from_s: 0, to_s: 1 }, { stage: 1, text: "2s 100→200/s", from_s: 1, to_s: 3 }])
     const merging = quietIo()
     // The merge judges the first result's objectives (p99<5s, errors<1%) over both: met.
     expect(await main(["merge", plain.file, shaped.file, "--report", join(directory, "merged")], merging.io)).toBe(0)

@@ -55,7 +55,8 @@ describe("results and their merge", () => {
       expect(merged.errors).toBe(whole.errors)
       expect(merged.status_codes).toEqual(whole.status_codes)
       expect(merged.latency_ms).toEqual(whole.latency_ms)
-      expect(merged.routes.map(({ histogram_us: _, ...rest }) => rest)).toEqual(whole.routes.map(({ histogram_us: _, ...rest }) => rest))
+      // A route's own seconds hold percentiles, which do not add up: a merge leaves them out.
+      expect(merged.routes.map(({ histogram_us: _, ...rest }) => rest)).toEqual(whole.routes.map(({ histogram_us: _, timeline: __, socket_wait_ms: ___, service_ms: ____, ...rest }) => rest))
       // The encoded histograms hold the same counts.
       const m = decodeHistogram(merged.histogram_us), w = decodeHistogram(whole.histogram_us)
       expect(m.totalCount).toBe(w.totalCount)
@@ -172,11 +173,44 @@ describe("the HTML report", () => {
       { route: "GET /<script>", status: "dropped", latencyMs: 10_000, atMs: 1_500 }
     ]))
     expect(html.startsWith("<!doctype html>")).toBe(true)
-    expect(html.match(/<svg /g)?.length).toBe(4)
+    // Latency over time, by percentile, each route's over time (2), socket wait and service time, offered against achieved, status codes, CPU.
+    expect(html.match(/<svg /g)?.length).toBe(8)
+    expect(html).toContain("latency by percentile")
+    expect(html).toContain("GET /healthz: latency over time")
     expect(html).toContain("GET /healthz")
     expect(html).toContain("GET /&lt;script&gt;")
     expect(html).toContain("dropped")
     expect(html).toContain("This scenario checks no laws.")
     expect(html).not.toMatch(/<script|https?:\/\/(?!127\.0\.0\.1)/)
+  })
+})
+
+describe("the series over time", () => {
+  it("counts each request in the second it was issued (its intended start) and each route's answers in the second they came", () => {
+    const recorder = new Recorder(0)
+    // In the order answered: issued and answered within second 1; issued at 2.2 s, answered at 2.3 s; issued at 0.5 s, answered at 2.5 s.
+    recorder.record("GET /b", 200, 100, 1_200)
+    recorder.record("GET /b", 200, 100, 2_300)
+    recorder.record("GET /a", 200, 2_000, 2_500)
+    const figures = recorder.finish(3_000)
+    expect(figures.timeline.map((s) => [s.at_s, s.issued, s.requests])).toEqual([[0, 1, 0], [1, 1, 1], [2, 1, 2]])
+    expect(figures.routes.map((r) => [r.route, r.timeline!.map((s) => [s.at_s, s.requests])])).toEqual([["GET /a", [[2, 1]]], ["GET /b", [[1, 1], [2, 1]]]])
+    // Two significant digits: within 1% of the latency recorded.
+    expect(Math.abs(figures.routes[0]!.timeline![0]!.p99_ms - 2_000) / 2_000).toBeLessThan(0.01)
+  })
+
+  it("plots latency by percentile out to what the count resolves, and marks the stages and the warm-up on the timeline", () => {
+    const samples = Array.from({ length: 1_000 }, (_, i) => ({ route: "GET /healthz", status: 200, latencyMs: 1 + i / 100, atMs: i * 10 }))
+    const base = resultOf(samples)
+    const html = renderHarnessReport({
+      ...base,
+      config: { ...base.config, warmup_s: 2, stages: "5s 0→100/s, 5s 100/s" },
+      stage_spans: [{ stage: 0, text: "5s 0→100/s", from_s: 0, to_s: 5 }, { stage: 1, text: "5s 100/s", from_s: 5, to_s: 10 }]
+    })
+    // 1,000 answers resolve p99.9, not p99.99.
+    expect(html).toContain(">99.9%</text>")
+    expect(html).not.toContain(">99.99%</text>")
+    expect(html).toContain("stage 2: 5s 100/s")
+    expect(html).toContain("end of warm-up")
   })
 })

@@ -1,11 +1,11 @@
-import { createServer } from "node:http"
+import { createServer, Server } from "node:http"
 import type { AddressInfo } from "node:net"
 import { describe, expect, it } from "vitest"
 import { AvailabilityRecorder } from "../../../bench/harness/Availability.ts"
 import { VirtualClock } from "../../../bench/harness/Clock.ts"
 import type { WireRequest } from "../../../bench/harness/Contract.ts"
 import { Recorder } from "../../../bench/harness/Recorder.ts"
-import { balancedClient, httpClient, recordingTransport, type WireClient, type WireOutcome } from "../../../bench/harness/Transport.ts"
+import { balancedClient, httpClient, idleSocketTimeoutMs, recordingTransport, type WireClient, type WireOutcome } from "../../../bench/harness/Transport.ts"
 import { freePort } from "../../../src/platform/Database.ts"
 
 const request: WireRequest = { method: "GET", path: "/healthz", headers: {}, body: null }
@@ -88,6 +88,82 @@ describe("spreading requests over the instances", () => {
     expect(figures.errors).toBe(3)
     // Counted by when each was handed over (all at 0 here, queued behind one socket).
     expect(availability.overall()).toEqual({ requests: 5, answered: 2, server_errors: 1, dropped: 1, refused: 1, availability: 0.4 })
+  })
+})
+
+describe("socket wait apart from service time", () => {
+  it("counts a request's turn behind the one socket and the agent's wait as socket wait, the rest as service time", async () => {
+    const clock = new VirtualClock(0)
+    // Each exchange: 3 ms in the agent before a socket is ready, 7 ms from the write to the answer.
+    const client: WireClient = {
+      send: async () => {
+        await clock.sleep(10)
+        return { _tag: "Answered", socketWaitMs: 3, response: { status: 200, headers: {}, body: "" } }
+      },
+      close: () => {}
+    }
+    const recorder = new Recorder(0)
+    const transport = recordingTransport(client, clock, { recorder }, 1)
+    // Three requests handed over at 0, one socket: they wait 0, 10 and 20 ms for their turn.
+    await clock.run(Promise.all([0, 1, 2].map(() => transport.send(request, 0))))
+    const figures = recorder.finish(clock.now())
+    expect(figures.latency_ms.max).toBeCloseTo(30, 1)
+    // As the histograms read them (3 significant digits).
+    expect(figures.socket_wait_ms.p50).toBeCloseTo(13, 1)
+    expect(figures.socket_wait_ms.max).toBeCloseTo(23, 1)
+    expect(figures.service_ms.p50).toBeCloseTo(7, 1)
+    expect(figures.service_ms.max).toBeCloseTo(7, 1)
+    expect(figures.routes[0]!.service_ms!.p50).toBeCloseTo(7, 1)
+  })
+
+  it("measures the agent's wait on the real client: a second request waits for the only socket", async () => {
+    let answer: (() => void) | null = null
+    const server = createServer((_incoming, response) => {
+      if (answer === null) answer = () => response.writeHead(204).end()
+      else response.writeHead(204).end()
+    })
+    await new Promise<void>((listening) => server.listen(0, "127.0.0.1", listening))
+    const client = httpClient(`http://127.0.0.1:${(server.address() as AddressInfo).port}`, { sockets: 1, timeoutMs: 5_000 })
+    try {
+      const first = client.send(request)
+      const second = client.send(request)
+      // The second cannot have a socket before the first is answered: its wait spans the first's
+      // connect and exchange, which the server holds until the first request has reached it.
+      while (answer === null) await new Promise((tick) => setImmediate(tick))
+      ;(answer as () => void)()
+      const [a, b] = await Promise.all([first, second])
+      if (a._tag !== "Answered" || b._tag !== "Answered") throw new Error(`not answered: ${a._tag}, ${b._tag}`)
+      expect(a.socketWaitMs).toBeGreaterThan(0)
+      expect(b.socketWaitMs!).toBeGreaterThan(a.socketWaitMs!)
+    } finally {
+      client.close()
+      await new Promise((closed) => server.close(closed))
+    }
+  })
+})
+
+describe("idle kept-alive sockets", () => {
+  it("are closed by the harness before the server's keep-alive timeout would close them (a server closing first races the next write)", () => {
+    // Node's server closes an idle socket 1 s after its keepAliveTimeout, which is 5 s by default.
+    expect(idleSocketTimeoutMs).toBeLessThan(new Server().keepAliveTimeout)
+  })
+
+  it("the client ends an idle socket itself, with the server's keep-alive far longer", async () => {
+    const server = createServer((_incoming, response) => response.writeHead(204).end())
+    server.keepAliveTimeout = 600_000
+    const clientEnded = new Promise<void>((ended) => server.on("connection", (socket) => socket.once("end", () => ended())))
+    await new Promise<void>((listening) => server.listen(0, "127.0.0.1", listening))
+    const client = httpClient(`http://127.0.0.1:${(server.address() as AddressInfo).port}`, { sockets: 1, timeoutMs: 5_000, idleSocketTimeoutMs: 20 })
+    try {
+      expect((await client.send(request))._tag).toBe("Answered")
+      // The server would keep the socket ten minutes: an end before that is the client's.
+      await clientEnded
+      // A request after the close gets a new connection and its answer.
+      expect((await client.send(request))._tag).toBe("Answered")
+    } finally {
+      client.close()
+      await new Promise((closed) => server.close(closed))
+    }
   })
 })
 
