@@ -168,8 +168,8 @@ describe("faults on the report's timeline", () => {
     const html = renderHarnessReport(result)
     expect(html).toContain("Faults and availability")
     expect(html).toContain("pid 41 killed")
-    // A band on the latency chart and one on the throughput chart, titled with the fault.
-    expect(html.match(/<rect [^>]*fill="#feb2b2"[^>]*><title>kill instance 1 4\.0-6\.0 s<\/title>/g)).toHaveLength(2)
+    // A band on each time chart (latency, throughput, the route's latency over time), titled with the fault.
+    expect(html.match(/<rect [^>]*fill="#feb2b2"[^>]*><title>kill instance 1 4\.0-6\.0 s<\/title>/g)).toHaveLength(3)
     expect(html).toContain("The scenario's figures: redeliveries 4.")
     // A run without faults shows no band.
     expect(renderHarnessReport(resultWith({}))).not.toContain("<title>kill")
