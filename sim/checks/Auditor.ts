@@ -40,6 +40,13 @@ const transitions = new Set([
   "voided>voided:-",
   "captured>captured:-",
   "settled>settled:-",
+  "failed>failed:-", // the cancel a payment with no answer in time owed, sent and answered
+  // With a remote processor (docs/api.md, "Unknown outcomes at the processor"): an operation with no
+  // answer in time, or one the processor refused once it answered, in any status.
+  ...(["authorized", "captured", "settled", "refunded", "voided", "blocked", "failed"] as const).flatMap((status) => [
+    `${status}>${status}:payment.processor_outcome_unknown`,
+    `${status}>${status}:payment.processor_operation_refused`
+  ]),
   ...disputeTransitions
 ])
 
@@ -426,6 +433,19 @@ export class Auditor {
     const disputeAfter = after.dispute?.status ?? null
     if (disputeBefore === null && disputeAfter !== null) expected.push("payment.dispute_opened")
     if (disputeAfter !== null && disputeAfter !== "open" && disputeBefore !== disputeAfter) expected.push("payment.dispute_resolved")
+    // An operation at the processor (docs/api.md): no answer in time is said once; an answer that
+    // it did not happen (a capture or refund that moved nothing, or a cancel refused) is said too.
+    const pendingBefore = before?.processorPending ?? null
+    const pendingAfter = after.processorPending
+    if (pendingAfter?.outcome === "unknown" && pendingBefore?.outcome !== "unknown") expected.push("payment.processor_outcome_unknown")
+    if (pendingBefore !== null && pendingAfter === null) {
+      const refused = pendingBefore.operation === "capture"
+        ? after.capturedAmountCents === from.capturedAmountCents
+        : pendingBefore.operation === "refund"
+        ? after.refundedAmountCents === from.refundedAmountCents
+        : change.events.some((e) => e.type === "payment.processor_operation_refused")
+      if (refused) expected.push("payment.processor_operation_refused")
+    }
     const events = change.events
     let same = events.length === expected.length
     for (let i = 0; same && i < events.length; i++) same = events[i]!.type === expected[i]

@@ -330,9 +330,8 @@ export const plantedBugs = {
   },
   "reauthorize-after-cancel": {
     law: "processor-no-capture-after-cancel",
-    description: "once the connector has cancelled a payment's authorization, an authorization asked for that payment again (a flow resumed before the failure committed) goes under a new key, and the new authorization is captured",
-    // Store errors stop a flow between its cancel and the failure's commit: recovery authorizes it again.
-    scenario: { seed: 1, payments: 600, hours: 8, processor: true, faults: { ...processorHeavy, storeUnavailable: 0.1 } }
+    description: "a connector that reverses an authorization whose answer did not come and asks again under a key of its own: the payment is authorized and captured anew after its first hold was cancelled",
+    scenario: { seed: 1, payments: 300, hours: 6, processor: true, faults: processorHeavy }
   }
 } as const satisfies Record<string, PlantedBugSpec>
 
@@ -842,16 +841,21 @@ export const processorBug = (bug: PlantedBug, port: AcquirerShape, processor: Si
       }
     }
     case "reauthorize-after-cancel": {
-      const cancelled = new Set<string>()
+      // The connector reverses an authorization whose answer did not come, then asks again under
+      // a key of its own: the payment is authorized (and captured) anew after its first hold was
+      // cancelled.
       return {
         ...port,
         authorizeWithin: (request, timeoutMs) => {
           const key = operationKeys.authorize(request.paymentId)
-          return processor.calls.authorize(request, cancelled.has(request.paymentId) ? `${key}:again` : key, timeoutMs)
-        },
-        operations: {
-          ...operations,
-          cancel: (request) => Effect.tap(operations.cancel(request), () => Effect.sync(() => void cancelled.add(request.paymentId)))
+          const reverseAndAskAgain = Effect.andThen(
+            Effect.ignore(operations.cancel({ paymentId: request.paymentId, reference: null, idempotencyKey: `${operationKeys.cancel(request.paymentId)}:reversal`, timeoutMs })),
+            processor.calls.authorize(request, `${key}:again`, timeoutMs)
+          )
+          return Effect.matchEffect(processor.calls.authorize(request, key, timeoutMs), {
+            onFailure: () => reverseAndAskAgain,
+            onSuccess: (outcome) => (outcome === null ? reverseAndAskAgain : Effect.succeed(outcome))
+          })
         }
       }
     }

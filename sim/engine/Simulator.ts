@@ -534,7 +534,10 @@ export const runSimulation = (options: SimOptions, internals: SimInternals = {})
     const nowIso = isoAt(time.nowMs)
     const stuck: Array<string> = []
     for (const payment of state.payments.values()) {
-      if (payment.status === "pending" || state.inFlight.has(payment.id)) stuck.push(`payment ${payment.id} ${payment.status}${state.inFlight.has(payment.id) ? " mid-flow" : ""}`)
+      if (payment.status === "pending" || state.inFlight.has(payment.id)) {
+        const awaiting = payment.processorPending === null ? "" : ` awaiting the processor's answer to its ${payment.processorPending.operation} (${payment.processorPending.outcome})`
+        stuck.push(`payment ${payment.id} ${payment.status}${state.inFlight.has(payment.id) ? " mid-flow" : ""}${awaiting}`)
+      }
     }
     for (const [merchantId, key, row] of state.idempotency.entries()) {
       if (row.state === "in_progress" && row.lockedUntil > nowIso) stuck.push(`idempotency claim ${merchantId}/${key} locked until ${row.lockedUntil}`)

@@ -283,6 +283,9 @@ export const makeWorkload = <R, P>(
    * `Effect.map` of two steps after it). The first attempt is sent when this is called: call it
    * as the request is sent, from the running client (`yield* send(...)`, or inside a suspend).
    */
+  const commandPath = /\/transactions\/[^/]+\/(capture|refund|void)$/
+  /** A capture or refund not yet in the books (a cancel the service owes is its own business: the void is booked). */
+  const awaitedMoney = /"processor_pending":\{"operation":"(capture|refund)"/
   const send: {
     (call: Call): Effect.Effect<SimResponse | null>
     <A>(call: Call, finish: (response: SimResponse | null) => A): Effect.Effect<A>
@@ -346,8 +349,32 @@ export const makeWorkload = <R, P>(
       const retryAfterSeconds = Number(response.headers["retry-after"] ?? "1")
       return Effect.andThen(backoff(Math.max(1, retryAfterSeconds) * 1_000 + prng.int(0, 1_000)), again(call, attempt, finish))
     }
+    if (status === 200 && awaitsProcessor(call, response)) return untilProcessorAnswered(call, 0, finish)
     return response
   }
+
+  /**
+   * A capture or refund whose outcome at a remote processor is not known yet (docs/api.md,
+   * "Unknown outcomes at the processor"): accepted, and answered with the transaction still
+   * showing it in `processor_pending`. That answer is stored under the request's key (a retry
+   * replays it), so the merchant reads the transaction now and then until the processor has
+   * answered, and takes that record as the command's answer.
+   */
+  const awaitsProcessor = (call: Call, response: SimResponse): boolean =>
+    call.method === "POST" && commandPath.test(call.path) && awaitedMoney.test(response.body)
+
+  const untilProcessorAnswered = <A>(call: Call, polls: number, finish: (response: SimResponse | null) => A): Effect.Effect<A> =>
+    polls >= maximumAttempts
+      ? Effect.succeed(finish(null))
+      : Effect.andThen(
+        backoff(5_000 + prng.int(0, 1_000)),
+        // Sent when it runs, after the wait (`send` is eager: built now, it would go to the instance running now).
+        Effect.suspend(() =>
+          Effect.flatMap(send({ merchant: call.merchant, method: "GET", path: call.path.slice(0, call.path.lastIndexOf("/")), body: null }), (read) =>
+            read !== null && read.status === 200 && !awaitedMoney.test(read.body)
+              ? Effect.succeed(finish(read))
+              : untilProcessorAnswered(call, polls + 1, finish)))
+      )
   /** The next attempt, sent when it runs (after a wait). */
   const again = <A>(call: Call, attempt: number, finish: (response: SimResponse | null) => A) =>
     Effect.suspend(() => attemptAt(call, attempt + 1, finish))

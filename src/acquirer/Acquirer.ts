@@ -33,14 +33,14 @@ export type ProcessorCallError = AcquirerUnavailable | AcquirerOutcomeUnknown
  * The idempotency key of each operation, derived from the payment and the operation alone, so a
  * call repeated after a lost answer, a crash or on another instance carries the same key and the
  * processor does it at most once. A refund is named by the payment's refunded total when it was
- * asked for. The cancel of an authorization that arrived after its payment had ended names that
- * authorization (`late`: its reference), so it is not answered with the replay of the payment's
- * earlier cancel, made when there was nothing to cancel yet.
+ * asked for. A payment has one authorization (one key), so one cancel: it is sent only after the
+ * authorization was claimed (Payments' `claimAuthorization`), never while the hold could still be
+ * on its way.
  */
 export const operationKeys = {
   authorize: (paymentId: string) => `${paymentId}:authorize`,
   capture: (paymentId: string) => `${paymentId}:capture`,
-  cancel: (paymentId: string, late?: string) => (late === undefined ? `${paymentId}:cancel` : `${paymentId}:cancel:${late}`),
+  cancel: (paymentId: string) => `${paymentId}:cancel`,
   refund: (paymentId: string, refundedBeforeCents: number) => `${paymentId}:refund:${refundedBeforeCents}`
 } as const
 

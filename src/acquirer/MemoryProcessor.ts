@@ -31,9 +31,10 @@ export interface CallInfo {
 
 /**
  * A fault for one call: `lost` acts and then loses the answer (the caller sees an unknown
- * outcome), `unreachable` never arrives (nothing happens); undefined answers normally.
+ * outcome), `late` acts and answers only after the caller stopped waiting, `unreachable` never
+ * arrives (nothing happens); undefined answers normally.
  */
-export type Fault = "lost" | "unreachable" | undefined
+export type Fault = "lost" | "late" | "unreachable" | undefined
 
 interface Held {
   readonly paymentId: string
@@ -106,8 +107,13 @@ export const makeMemoryProcessor = (options: {
         answer = { ok: false, error: new AcquirerRefused({ code: "idempotency_key_reused", message: "The key was used with other parameters." }) }
       } else answer = seen.answer
       if (fault === "lost") return Effect.fail(new AcquirerOutcomeUnknown({ reason: "the answer was lost after the processor acted" }))
+      if (fault === "late") return Effect.never
       return answer.ok ? Effect.succeed(answer.value as A) : Effect.fail(answer.error)
     })
+
+  /** An operation's answer within the caller's `timeoutMs`, else an unknown outcome. */
+  const within = (timeoutMs: number) => <A, E>(effect: Effect.Effect<A, E>): Effect.Effect<A, E | AcquirerOutcomeUnknown> =>
+    Effect.timeoutOrElse(effect, { duration: timeoutMs, orElse: () => Effect.fail(new AcquirerOutcomeUnknown({ reason: "no answer within the deadline" })) })
 
   const refused = (code: string, message: string): Answer => ({ ok: false, error: new AcquirerRefused({ code, message }) })
 
@@ -148,7 +154,7 @@ export const makeMemoryProcessor = (options: {
           h.capturedCents = request.amountCents
           h.authorizedCents = 0
           return { ok: true, value: undefined }
-        }),
+        }).pipe(within(request.timeoutMs)),
       cancel: (request) =>
         call<void>({ operation: "cancel", idempotencyKey: request.idempotencyKey }, {}, () => {
           const h = held.get(request.paymentId)
@@ -171,14 +177,14 @@ export const makeMemoryProcessor = (options: {
           h.authorizedCents = 0
           h.cancelled = true
           return { ok: true, value: undefined }
-        }),
+        }).pipe(within(request.timeoutMs)),
       refund: (request) =>
         call<void>({ operation: "refund", idempotencyKey: request.idempotencyKey }, { amount: request.amountCents }, () => {
           const h = held.get(request.paymentId)
           if (h === undefined || request.amountCents > h.capturedCents - h.refundedCents) return refused("amount_too_large", "More than is left to refund.")
           h.refundedCents += request.amountCents
           return { ok: true, value: undefined }
-        }),
+        }).pipe(within(request.timeoutMs)),
       lookup: (request) =>
         Effect.suspend(() => {
           const h = held.get(request.paymentId)

@@ -27,7 +27,9 @@ export const eventTypes = [
   "payment.partially_refunded",
   "payment.voided",
   "payment.dispute_opened",
-  "payment.dispute_resolved"
+  "payment.dispute_resolved",
+  "payment.processor_outcome_unknown",
+  "payment.processor_operation_refused"
 ] as const
 export type EventType = (typeof eventTypes)[number]
 
@@ -54,6 +56,11 @@ export interface Payment {
   readonly networkRiskSignal: number | null
   /** The processor's id for the payment's authorization (a Stripe PaymentIntent), when a remote processor gave one. */
   readonly processorReference: string | null
+  /**
+   * An operation the service owes a remote processor, or asked for and got no answer to
+   * (`ProcessorPending`); null when the processor knows everything the books say.
+   */
+  readonly processorPending: ProcessorPending | null
   readonly version: number
   readonly createdAt: string
   readonly updatedAt: string
@@ -64,6 +71,25 @@ export interface Payment {
   /** The fraud model that screened the payment, and its largest contributions (the case keeps them all). */
   readonly fraudModelVersion: string | null
   readonly fraudExplanations: ReadonlyArray<Explanation> | null
+}
+
+/**
+ * An operation at a remote processor the books wait on (`owingFor`). `owed`: recorded before it
+ * is sent: a capture or refund, not booked until the processor answers; or the cancel of an
+ * authorization, booked with the change that released it (fraud-blocked, voided, or no answer in
+ * time). A change that loses a race to another instance's sends nothing. `unknown`: asked for
+ * until ACQUIRER_TIMEOUT without an answer. Either way the payment stays in flight and its flow
+ * asks again under the operation's idempotency key (`amountCents` and `refundedBeforeCents` name
+ * it) until the processor answers.
+ */
+export interface ProcessorPending {
+  readonly operation: "capture" | "refund" | "cancel"
+  readonly outcome: "owed" | "unknown"
+  /** The capture's total, the refund's amount; the amount held for a cancel. */
+  readonly amountCents: number
+  /** A refund's place among the payment's refunds (the refunded total before it); else 0. */
+  readonly refundedBeforeCents: number
+  readonly since: string
 }
 
 /** The payment snapshot carried by every event (`data` of the webhook payload). */
@@ -189,6 +215,7 @@ const stamped = (p: Payment, version: number, updatedAt: string): Payment => ({
   failureMessage: p.failureMessage,
   networkRiskSignal: p.networkRiskSignal,
   processorReference: p.processorReference,
+  processorPending: p.processorPending,
   version,
   createdAt: p.createdAt,
   updatedAt,
@@ -267,6 +294,7 @@ export const create = (input: CreateInput, context: Context): Decision =>
       failureMessage: null,
       networkRiskSignal: null,
       processorReference: null,
+      processorPending: null,
       version: 0,
       createdAt: context.now,
       updatedAt: context.now,
@@ -310,6 +338,105 @@ export const processorOperation = (before: Payment, after: Payment): ProcessorOp
   const unanswered = after.status === "failed" && after.failureCode === networkTimeoutCode
   return released || unanswered ? { _tag: "Cancel" } : null
 }
+
+/**
+ * The change with the cancel it owes a remote processor (`ProcessorPending`, `owed`): the release
+ * is booked first and the cancel sent once it committed, so a change that loses a race to another
+ * instance's sends nothing, and a crash in between leaves the cancel owed in the record.
+ */
+export const owingCancel = (change: Change): Change => ({
+  ...change,
+  payment: {
+    ...change.payment,
+    processorPending: { operation: "cancel", outcome: "owed", amountCents: change.payment.amountCents, refundedBeforeCents: 0, since: change.payment.updatedAt }
+  }
+})
+
+const pendingOf = (operation: ProcessorOperation, payment: Payment, outcome: ProcessorPending["outcome"], since: string): ProcessorPending => {
+  switch (operation._tag) {
+    case "Capture":
+      return { operation: "capture", outcome, amountCents: operation.amountCents, refundedBeforeCents: 0, since }
+    case "Refund":
+      return { operation: "refund", outcome, amountCents: operation.amountCents, refundedBeforeCents: operation.refundedBeforeCents, since }
+    case "Cancel":
+      return { operation: "cancel", outcome, amountCents: payment.amountCents, refundedBeforeCents: 0, since }
+  }
+}
+
+/**
+ * What commits first when `change` needs a remote processor (`processorOperation`): a capture or
+ * refund is not booked yet; the record says it is owed (no event, no ledger), and once the
+ * processor answers, `processorAnswered` books it (or `processorRefused` says it did not happen).
+ * A release is booked at once with the cancel it owes (`owingCancel`). So whatever stops the
+ * service between the processor's act and our books (a lost answer, a crash, an interrupted
+ * request), the record says what to ask again, and the payment stays in flight until it is asked.
+ */
+export const owingFor = (before: Payment, change: Change, context: Context): Change => {
+  // A change made while the payment awaits the processor records its answer (or is none of its business).
+  if (before.processorPending !== null) return change
+  const operation = processorOperation(before, change.payment)
+  if (operation === null) return change
+  if (operation._tag === "Cancel") return owingCancel(change)
+  const owed = decide(before, { payment: { ...before, processorPending: pendingOf(operation, before, "owed", context.now) }, event: null, postings: [] }, context)
+  return owed.ok ? owed.change : change
+}
+
+/** Whether the payment still awaits the very operation `asked` (a record decided again under a lock may have moved on). */
+const stillAwaits = (payment: Payment, asked: ProcessorPending): boolean => {
+  const pending = payment.processorPending
+  return pending !== null && pending.operation === asked.operation && pending.amountCents === asked.amountCents &&
+    pending.refundedBeforeCents === asked.refundedBeforeCents && pending.since === asked.since
+}
+
+const notAwaiting = (payment: Payment, asked: ProcessorPending): Decision =>
+  invalidState(payment, "record the processor's answer for", `it no longer awaits that ${asked.operation}`)
+
+/**
+ * No answer came within ACQUIRER_TIMEOUT to the operation the payment owes (`asked`): the record
+ * says so and the books do not move; the flow asks again under the same key until the processor
+ * answers (`processorAnswered`, `processorRefused`).
+ */
+export const processorOutcomeUnknown = (payment: Payment, asked: ProcessorPending, context: Context): Decision => {
+  if (!stillAwaits(payment, asked)) return notAwaiting(payment, asked)
+  if (payment.processorPending!.outcome === "unknown") return invalidState(payment, "record an unknown outcome for", "it is recorded already")
+  return decide(payment, {
+    payment: { ...payment, processorPending: { ...asked, outcome: "unknown" } },
+    event: "payment.processor_outcome_unknown",
+    postings: []
+  }, context)
+}
+
+/**
+ * The processor did the operation the payment awaits (`asked`): a capture or refund is booked
+ * now, with its usual event and ledger groups; a cancel's release was booked already, and only
+ * the record changes.
+ */
+export const processorAnswered = (payment: Payment, asked: ProcessorPending, context: Context): Decision => {
+  if (!stillAwaits(payment, asked)) return notAwaiting(payment, asked)
+  const cleared: Payment = { ...payment, processorPending: null }
+  switch (asked.operation) {
+    case "capture":
+      return capture(cleared, asked.amountCents, context)
+    case "refund":
+      return refund(cleared, asked.amountCents, context)
+    case "cancel":
+      return decide(payment, { payment: cleared, event: null, postings: [] }, context)
+  }
+}
+
+/** The processor refused the operation the payment awaits (`asked`): it did not happen, and the books stay as they were. */
+export const processorRefused = (payment: Payment, asked: ProcessorPending, context: Context): Decision => {
+  if (!stillAwaits(payment, asked)) return notAwaiting(payment, asked)
+  return decide(payment, { payment: { ...payment, processorPending: null }, event: "payment.processor_operation_refused", postings: [] }, context)
+}
+
+/** Refuses a merchant's command while an operation at the processor awaits its answer. */
+const awaitingProcessor = (payment: Payment, action: string): Decision | null =>
+  payment.processorPending === null ? null : invalidState(
+    payment,
+    action,
+    `its ${payment.processorPending.operation} awaits the card processor's answer (processor_pending); try again once it has cleared`
+  )
 
 export const applyAuthorization = (payment: Payment, outcome: AuthorizationOutcome, context: Context): Decision => {
   if (payment.status !== "pending") return invalidState(payment, "record an authorization for")
@@ -376,6 +503,8 @@ export const applyFraudAssessment = (
 /** Captures `amountCents` (default: the whole authorization); the rest of the hold is released. */
 export const capture = (payment: Payment, amountCents: number | undefined, context: Context): Decision => {
   if (payment.status !== "authorized") return invalidState(payment, "capture")
+  const awaiting = awaitingProcessor(payment, "capture")
+  if (awaiting !== null) return awaiting
   if (payment.fraudVerdict === null) return invalidState(payment, "capture", "fraud screening has not finished")
   if (payment.fraudVerdict === "review") return invalidState(payment, "capture", "it is held for fraud review")
   const captured = amountCents ?? payment.amountCents
@@ -392,6 +521,8 @@ export const capture = (payment: Payment, amountCents: number | undefined, conte
 
 export const voidAuthorization = (payment: Payment, context: Context): Decision => {
   if (payment.status !== "authorized") return invalidState(payment, "void")
+  const awaiting = awaitingProcessor(payment, "void")
+  if (awaiting !== null) return awaiting
   return decide(payment, {
     payment: { ...payment, status: "voided" },
     event: "payment.voided",
@@ -410,6 +541,8 @@ export const refundableCents = (payment: Payment): number =>
 /** Refunds `amountCents` (default: the whole remainder). Fees are not returned. */
 export const refund = (payment: Payment, amountCents: number | undefined, context: Context): Decision => {
   if (payment.status !== "captured" && payment.status !== "settled") return invalidState(payment, "refund")
+  const awaiting = awaitingProcessor(payment, "refund")
+  if (awaiting !== null) return awaiting
   const remainder = refundableCents(payment)
   const refunded = amountCents ?? remainder
   if (!isAmountWithin(refunded, remainder)) {
@@ -547,10 +680,12 @@ export const sequence = (
 // ---------------------------------------------------------------------------------------------
 // The automatic flow
 
-export type Step = "authorize" | "screen" | "capture"
+/** `processor`: an operation at a remote processor awaits its answer (`ProcessorPending`), asked before anything else. */
+export type Step = "processor" | "authorize" | "screen" | "capture"
 
 /** What the orchestrator must do next for this payment, or null when the flow is finished. */
 export const nextStep = (payment: Payment): Step | null => {
+  if (payment.processorPending !== null) return "processor"
   if (payment.status === "pending") return "authorize"
   if (payment.status !== "authorized") return null
   if (payment.fraudVerdict === null) return "screen"
@@ -574,3 +709,22 @@ export const advanceFlow = (
     (p) => (screening === null || nextStep(p) !== "screen" ? null : applyFraudAssessment(p, screening, thresholds, context)),
     (p) => (nextStep(p) !== "capture" ? null : capture(p, undefined, context))
   ])
+
+/**
+ * `advanceFlow` up to an automatic capture, not including it: with a remote processor the
+ * authorization and screening are booked first, and the capture, asked of the processor, is the
+ * flow's next step (a capture whose answer is lost then leaves the authorization in the books).
+ */
+export const advanceFlowBeforeCapture = (
+  payment: Payment,
+  authorization: AuthorizationOutcome | null,
+  screening: Assessment | null,
+  thresholds: Thresholds,
+  context: Context
+): Decision =>
+  authorization === null && screening === null
+    ? advanceFlow(payment, null, null, thresholds, context)
+    : sequence(payment, [
+      (p) => (authorization === null ? null : applyAuthorization(p, authorization, context)),
+      (p) => (screening === null || nextStep(p) !== "screen" ? null : applyFraudAssessment(p, screening, thresholds, context))
+    ])

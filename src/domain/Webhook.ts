@@ -285,7 +285,9 @@ const sampleStatus: Record<EventType, PaymentSnapshot["status"]> = {
   "payment.partially_refunded": "captured",
   "payment.voided": "voided",
   "payment.dispute_opened": "settled",
-  "payment.dispute_resolved": "settled"
+  "payment.dispute_resolved": "settled",
+  "payment.processor_outcome_unknown": "authorized",
+  "payment.processor_operation_refused": "authorized"
 }
 
 /** A sample event of a type, for `POST /webhooks/test`; its payment id says it is a test. */

@@ -210,29 +210,30 @@ export const make = Effect.gen(function*() {
     })
 
   /**
-   * The processor's part of a change, done before the change commits, so the ledger moves only on
-   * a known outcome (`Payment.processorOperation` says what is due). Every operation carries the
-   * key of `operationKeys`: asked again (a retry, a resumed flow, another instance), the
-   * processor does it at most once. `reference` is the processor's id for the authorization
-   * when the flow holds it.
+   * Asks the processor for `operation` on `payment` until its answer is known (`untilKnown`),
+   * under the operation's key of `operationKeys`: asked again (a retry, a resumed flow, another
+   * instance), the processor does it at most once. `reference` is the processor's id for the
+   * authorization when known. The cancel of a payment that failed with no answer in time first
+   * claims its authorization (`claimAuthorization`), so it cancels the hold that may have been
+   * made, found by its reference.
    */
-  const processorStep = (before: Payment.Payment, change: Payment.Change, reference: string | null): Effect.Effect<void, ProcessorStepError> => {
-    if (operations === undefined) return Effect.void
-    const operation = Payment.processorOperation(before, change.payment)
-    if (operation === null) return Effect.void
-    const paymentId = before.id
-    const currency = before.currency
-    // The reference the flow holds, else the one stored with the authorization.
-    const known = reference ?? change.payment.processorReference
+  const askProcessor = (
+    processor: NonNullable<typeof operations>,
+    payment: Payment.Payment,
+    operation: Payment.ProcessorOperation,
+    reference: string | null
+  ): Effect.Effect<void, ProcessorStepError> => {
+    const paymentId = payment.id
+    const currency = payment.currency
     switch (operation._tag) {
       case "Capture":
         return untilKnown("capture", (timeoutMs) =>
-          operations.capture({ paymentId, reference: known, idempotencyKey: operationKeys.capture(paymentId), timeoutMs, amountCents: operation.amountCents, currency }))
+          processor.capture({ paymentId, reference, idempotencyKey: operationKeys.capture(paymentId), timeoutMs, amountCents: operation.amountCents, currency }))
       case "Refund":
         return untilKnown("refund", (timeoutMs) =>
-          operations.refund({
+          processor.refund({
             paymentId,
-            reference: known,
+            reference,
             idempotencyKey: operationKeys.refund(paymentId, operation.refundedBeforeCents),
             timeoutMs,
             amountCents: operation.amountCents,
@@ -240,29 +241,94 @@ export const make = Effect.gen(function*() {
           }))
       case "Cancel": {
         const cancel = (target: string | null) =>
-          untilKnown("cancel", (timeoutMs) => operations.cancel({ paymentId, reference: target, idempotencyKey: operationKeys.cancel(paymentId), timeoutMs }))
-        if (known !== null || before.status !== "pending") return cancel(known)
-        return Effect.flatMap(claimAuthorization(before), (claimed) => (claimed === "declined" ? Effect.void : cancel(claimed)))
+          untilKnown("cancel", (timeoutMs) => processor.cancel({ paymentId, reference: target, idempotencyKey: operationKeys.cancel(paymentId), timeoutMs }))
+        if (reference !== null || payment.status !== "failed") return cancel(reference)
+        return Effect.flatMap(claimAuthorization(payment), (claimed) => (claimed === "declined" ? Effect.void : cancel(claimed)))
       }
     }
   }
+
+  /**
+   * What the processor says to the operation a payment awaits (`Payment.ProcessorPending`): asks
+   * under the operation's key until known, and answers how to record it (`record`, committed by
+   * the caller as a flow step) and, when the processor refused, why (`refusal`). An operation
+   * still owed and not answered within ACQUIRER_TIMEOUT is recorded as unknown here; then this
+   * fails with ProcessorUnavailable, and the payment's flow, resumed by recovery on any
+   * instance, asks again.
+   */
+  interface Resolution {
+    readonly record: (payment: Payment.Payment, context: Payment.Context) => Payment.Decision
+    readonly refusal: InvalidState | null
+  }
+  const resolvePending = (payment: Payment.Payment): Effect.Effect<Resolution, StoreUnavailable | ProcessorUnavailable> => {
+    const pending = payment.processorPending
+    if (operations === undefined || pending === null) return Effect.die(new Error(`payment ${payment.id} awaits nothing of a processor`))
+    const operation: Payment.ProcessorOperation = pending.operation === "capture"
+      ? { _tag: "Capture", amountCents: pending.amountCents }
+      : pending.operation === "refund"
+      ? { _tag: "Refund", amountCents: pending.amountCents, refundedBeforeCents: pending.refundedBeforeCents }
+      : { _tag: "Cancel" }
+    return Effect.matchEffect(askProcessor(operations, payment, operation, payment.processorReference), {
+      onSuccess: () => Effect.succeed({ record: (p, ctx) => Payment.processorAnswered(p, pending, ctx), refusal: null }),
+      onFailure: (error): Effect.Effect<Resolution, StoreUnavailable | ProcessorUnavailable> => {
+        if (error._tag === "InvalidState") {
+          return Effect.as(
+            Effect.logWarning(`payment ${payment.id}: the processor refused its ${pending.operation}: ${error.message}`),
+            { record: (p, ctx) => Payment.processorRefused(p, pending, ctx), refusal: error }
+          )
+        }
+        if (pending.outcome === "unknown") return Effect.fail(error)
+        return Effect.andThen(applyFlowStep(payment, (p, ctx) => Payment.processorOutcomeUnknown(p, pending, ctx)), Effect.fail(error))
+      }
+    })
+  }
+
+  /**
+   * A command's operation at the processor, right after the command recorded it as owed: asked
+   * and recorded in the command's own request (a request that stops meanwhile leaves it owed, for
+   * recovery). The payment as recorded; a refusal is the command's answer. A capture or refund
+   * with no answer in time is the command's ProcessorUnavailable; a cancel so left (a void) is
+   * the service's to finish: the void is booked, and the record shows the cancel pending.
+   */
+  const settleOwed = (payment: Payment.Payment): Effect.Effect<Payment.Payment, StoreUnavailable | ProcessorStepError> => {
+    if (operations === undefined || payment.processorPending?.outcome !== "owed") return Effect.succeed(payment)
+    const settle = Effect.flatMap(resolvePending(payment), ({ record, refusal }) =>
+      Effect.flatMap(applyFlowStep(payment, record), (outcome): Effect.Effect<Payment.Payment, StoreUnavailable | ProcessorStepError> => {
+        if (refusal !== null) return Effect.fail(refusal)
+        return outcome._tag === "Applied" ? Effect.succeed(outcome.change.payment) : latestOf(payment)
+      }))
+    return payment.processorPending.operation === "cancel"
+      ? Effect.catchTag(settle, "ProcessorUnavailable", () => latestOf(payment))
+      : settle
+  }
+
+  /** The payment as stored now (the record held when it is gone, which it never is). */
+  const latestOf = (payment: Payment.Payment) => Effect.map(store.getPayment(null, payment.id), (latest) => latest ?? payment)
 
   /**
    * Before an authorization never answered in time is cancelled, its key is claimed: asked once
    * more under the same key, the processor either answers what that key did (the authorization
    * to cancel, found by its reference) or, if the first request never arrived, does it now, so a
    * first request still held somewhere on the way, arriving later, is only a replay of this one
-   * and makes no hold of its own. When the processor stays silent for ACQUIRER_TIMEOUT more, the
-   * payment's cancel goes without a reference (it cancels whatever the processor finds by our id)
-   * and a request still on the way is left to reconciliation. "declined": nothing to cancel.
+   * and makes no hold of its own. When that answer is lost too, the payment is looked up by our
+   * id: an authorization found there is the one to cancel. Until one of them answers, nothing is
+   * cancelled (a cancel by our id alone could find nothing yet and miss a hold made a moment
+   * later): the outcome stays unknown and the flow asks again later. "declined": nothing to
+   * cancel; null: approved without a reference (the cancel finds it by our id).
    */
-  const claimAuthorization = (payment: Payment.Payment): Effect.Effect<string | null | "declined"> =>
+  const claimAuthorization = (payment: Payment.Payment): Effect.Effect<string | null | "declined", ProcessorStepError> =>
     untilKnown("authorization", (timeoutMs) =>
       Effect.flatMap(askNetwork(authorizationRequest(payment), timeoutMs), (outcome) =>
         outcome === null ? Effect.fail(new AcquirerOutcomeUnknown({ reason: "no answer within the deadline" })) : Effect.succeed(outcome))
     ).pipe(
       Effect.map((outcome) => (outcome._tag === "Declined" ? "declined" as const : outcome.reference ?? null)),
-      Effect.orElseSucceed(() => null)
+      Effect.catchTag("ProcessorUnavailable", (unknown) =>
+        operations === undefined
+          ? Effect.fail(unknown)
+          : Effect.matchEffect(operations.lookup({ paymentId: payment.id, reference: null, timeoutMs: config.acquirerTimeoutMs }), {
+            onFailure: () => Effect.fail(unknown),
+            onSuccess: (record) => (record === null ? Effect.fail(unknown) : Effect.succeed(record.declined ? "declined" as const : record.reference))
+          }))
     )
 
   /**
@@ -279,62 +345,73 @@ export const make = Effect.gen(function*() {
     // The caller's answer to the outcome, made in the outcome's own step (still under the lock:
     // it must not wait).
     finish: (outcome: UpdateOutcome) => Effect.Effect<A, E>
-  ): Effect.Effect<A, E | StoreUnavailable | ProcessorStepError> =>
+  ): Effect.Effect<A, E | StoreUnavailable> =>
     actors.serialize(
       paymentId,
       // Plain steps rather than a generator: every capture, refund and void runs this. (A
       // change is recorded (`recordCommitted`) in the step that saw its commit: no step after the lock's.)
-      () => Effect.clockWith((clock): Effect.Effect<A, E | StoreUnavailable | ProcessorStepError> => {
+      () => Effect.clockWith((clock): Effect.Effect<A, E | StoreUnavailable> => {
         const ctx = contextAt(clock)
+        const decideHere = withProcessor(decide)
         // Built only when needed (a racing process moved the payment): the common path commits without it.
         const locked = () =>
-          Effect.flatMap(store.updatePayment({ merchantId, paymentId, commandKey }, (payment, fraudCase) => decide(payment, fraudCase, ctx)), (outcome) => {
+          Effect.flatMap(store.updatePayment({ merchantId, paymentId, commandKey }, (payment, fraudCase) => decideHere(payment, fraudCase, ctx)), (outcome) => {
             if (outcome._tag === "Applied") recordCommitted(outcome.change)
             return finish(outcome)
           })
         const readForCommand = store.readForCommand
-        if (readForCommand === undefined) {
-          return operations === undefined ? locked() : Effect.die(new Error("a remote processor needs a store with readForCommand"))
-        }
-        // With a remote processor the processor acts first and the change commits on its known
-        // outcome; a change that then loses a race is decided again on a fresh read (never under
-        // the row lock, which must not wait on the network), each time under the same keys.
-        const attempt = (races: number): Effect.Effect<A, E | StoreUnavailable | ProcessorStepError> =>
-          Effect.flatMap(readForCommand({ merchantId, paymentId, commandKey }), (read) => {
-            if (read === null) return finish({ _tag: "NotFound" })
-            if (read.alreadyApplied) return finish({ _tag: "AlreadyApplied", payment: read.payment })
-            const decision = decide(read.payment, read.fraudCase, ctx)
-            if (!decision.ok) return finish({ _tag: "Refused", decision, payment: read.payment })
-            const commit = Effect.flatMap(
-              store.commitChange({ before: read.payment, change: decision.change, response: null, commandKey }),
-              (done): Effect.Effect<A, E | StoreUnavailable | ProcessorStepError> => {
-                if (!done) return operations === undefined ? locked() : races < 5 ? attempt(races + 1) : Effect.fail(new ProcessorUnavailable({ operation: "a command that kept losing races" }))
-                recordCommitted(decision.change)
-                return finish({ _tag: "Applied", change: decision.change })
-              }
-            )
-            return operations === undefined ? commit : Effect.andThen(processorStep(read.payment, decision.change, null), commit)
+        if (readForCommand === undefined) return locked()
+        return Effect.flatMap(readForCommand({ merchantId, paymentId, commandKey }), (read) => {
+          if (read === null) return finish({ _tag: "NotFound" })
+          if (read.alreadyApplied) return finish({ _tag: "AlreadyApplied", payment: read.payment })
+          const decision = decideHere(read.payment, read.fraudCase, ctx)
+          if (!decision.ok) return finish({ _tag: "Refused", decision, payment: read.payment })
+          return Effect.flatMap(store.commitChange({ before: read.payment, change: decision.change, response: null, commandKey }), (done) => {
+            if (!done) return locked()
+            recordCommitted(decision.change)
+            return finish({ _tag: "Applied", change: decision.change })
           })
-        return attempt(0)
+        })
       })
     )
 
-  /** `decideThen` answering the outcome itself. */
+  /**
+   * A decision as it commits with a remote processor (`Payment.owingFor`): a capture or refund is
+   * recorded as owed, to be booked once the processor answers; a release is booked with the
+   * cancel it owes. Without one, the decision itself.
+   */
+  const withProcessor = <Args extends ReadonlyArray<unknown>>(
+    decide: (payment: Payment.Payment, ...rest: Args) => Payment.Decision
+  ): (payment: Payment.Payment, ...rest: Args) => Payment.Decision =>
+    operations === undefined ? decide : (payment, ...rest) => {
+      const decision = decide(payment, ...rest)
+      const ctx = rest[rest.length - 1] as Payment.Context
+      return decision.ok ? { ok: true, change: Payment.owingFor(payment, decision.change, ctx) } : decision
+    }
+
+  /** `decideThen` answering the outcome itself, and asking the processor what the change owes it (`settleOwed`). */
   const apply = (
     merchantId: string | null,
     paymentId: string,
     decide: (payment: Payment.Payment, fraudCase: FraudCase | null, context: Payment.Context) => Payment.Decision,
     commandKey?: CommandKey
-  ): Effect.Effect<UpdateOutcome, StoreUnavailable | ProcessorStepError> => decideThen(merchantId, paymentId, decide, commandKey, Effect.succeed)
+  ): Effect.Effect<UpdateOutcome, StoreUnavailable | ProcessorStepError> =>
+    Effect.flatMap(decideThen(merchantId, paymentId, decide, commandKey, Effect.succeed), (outcome) =>
+      outcome._tag === "Applied" && outcome.change.payment.processorPending?.outcome === "owed"
+        ? Effect.map(settleOwed(outcome.change.payment), (payment): UpdateOutcome => ({ _tag: "Applied", change: { ...outcome.change, payment } }))
+        : Effect.succeed(outcome))
 
-  /** A command's answer: the payment as it left it (counted and announced when it changed), or why not. */
+  /**
+   * A command's answer: the payment as it left it (counted and announced when it changed), or why
+   * not. With a remote processor, after what the processor said to the operation it owed.
+   */
   const command = (
     merchantId: string,
     paymentId: string,
     decide: (payment: Payment.Payment, fraudCase: FraudCase | null, context: Payment.Context) => Payment.Decision,
     commandKey?: CommandKey
   ): Effect.Effect<Payment.Payment, CommandError> =>
-    decideThen(merchantId, paymentId, decide, commandKey, (outcome) => toResult(paymentId, outcome))
+    Effect.flatMap(decideThen(merchantId, paymentId, decide, commandKey, (outcome) => toResult(paymentId, outcome)), settleOwed)
 
   /**
    * A step of a payment's flow, decided on the record the flow holds (the one it created or last
@@ -344,35 +421,23 @@ export const make = Effect.gen(function*() {
    */
   const applyFlowStep = (
     held: Payment.Payment,
-    decide: (payment: Payment.Payment, context: Payment.Context) => Payment.Decision,
-    reference: string | null
-  ): Effect.Effect<UpdateOutcome, StoreUnavailable | ProcessorStepError> =>
+    decide: (payment: Payment.Payment, context: Payment.Context) => Payment.Decision
+  ): Effect.Effect<UpdateOutcome, StoreUnavailable> =>
     actors.serialize(
       held.id,
       // Plain steps rather than a generator: every payment's flow commits here.
-      (): Effect.Effect<UpdateOutcome, StoreUnavailable | ProcessorStepError> => {
+      (): Effect.Effect<UpdateOutcome, StoreUnavailable> => {
         const ctx = contextAt(flowClock)
-        const decision = decide(held, ctx)
-        // With a remote processor a step refused on the held record, or one that loses a race,
-        // is not decided again under the row lock (which must not wait on the network): the flow
-        // reads the payment again and takes its next round.
-        const moved: UpdateOutcome = {
-          _tag: "Refused",
-          decision: { ok: false, refusal: { _tag: "InvalidState", status: held.status, message: "The payment moved while its flow decided." } },
-          payment: held
-        }
+        const decideHere = withProcessor(decide)
+        const decision = decideHere(held, ctx)
         // Built only when needed (a racing command moved the payment, or the step was refused on the held record).
-        const locked = () =>
-          operations === undefined
-            ? Effect.flatMap(store.updatePayment({ merchantId: null, paymentId: held.id }, (payment) => decide(payment, ctx)), recordIfApplied)
-            : Effect.succeed(moved)
+        const locked = () => Effect.flatMap(store.updatePayment({ merchantId: null, paymentId: held.id }, (payment) => decideHere(payment, ctx)), recordIfApplied)
         if (!decision.ok) return locked()
-        const commit = Effect.flatMap(store.commitChange({ before: held, change: decision.change, response: null }), (done) => {
+        return Effect.flatMap(store.commitChange({ before: held, change: decision.change, response: null }), (done) => {
           if (!done) return locked()
           recordCommitted(decision.change)
           return Effect.succeed({ _tag: "Applied", change: decision.change } as const)
         })
-        return operations === undefined ? commit : Effect.andThen(processorStep(held, decision.change, reference), commit)
       }
     )
 
@@ -407,12 +472,14 @@ export const make = Effect.gen(function*() {
     authorization: Payment.AuthorizationOutcome | null,
     screening: FraudAssessment | null,
     ctx: Payment.Context
-  ) => Payment.advanceFlow(payment, authorization, screening, config.fraudThresholds, ctx)
+  ) =>
+    // With a remote processor the authorization and screening are booked before the capture is
+    // asked of it (the flow's next round): a capture whose answer is lost leaves them booked.
+    operations === undefined
+      ? Payment.advanceFlow(payment, authorization, screening, config.fraudThresholds, ctx)
+      : Payment.advanceFlowBeforeCapture(payment, authorization, screening, config.fraudThresholds, ctx)
 
   const askNetwork = authorizeWithin(acquirer)
-  /** The processor's id for an authorization it just approved, when it gave one. */
-  const reference = (authorization: Payment.AuthorizationOutcome | null): string | null =>
-    authorization?._tag === "Approved" ? authorization.reference ?? null : null
   const timedOut: Payment.AuthorizationOutcome = {
     _tag: "Declined",
     code: Payment.networkTimeoutCode,
@@ -451,61 +518,6 @@ export const make = Effect.gen(function*() {
   }
 
   /**
-   * An approval that may be a remote processor's stored answer to an authorization it has since
-   * cancelled: a flow whose authorization was never answered in time cancels it before it commits
-   * `network_timeout`, and when that cancel's own outcome stays unknown the flow stops with the
-   * payment still pending; resumed, it asks again under the same key and the processor replays its
-   * approval. So a flow older than half of ACQUIRER_TIMEOUT (only such a flow can have sent that
-   * cancel) looks the authorization up first, and a cancelled one is read as unanswered in time
-   * (the cancel is asked again, idempotently, before the failure commits).
-   */
-  const unlessCancelled = <A, E>(
-    payment: Payment.Payment,
-    outcome: Payment.AuthorizationOutcome,
-    then: (outcome: Payment.AuthorizationOutcome) => Effect.Effect<A, E>
-  ): Effect.Effect<A, E | ProcessorStepError> => {
-    if (operations === undefined || outcome._tag !== "Approved") return then(outcome)
-    if (flowClock.currentTimeMillisUnsafe() - Date.parse(payment.createdAt) < config.acquirerTimeoutMs / 2) return then(outcome)
-    return Effect.matchEffect(operations.lookup({ paymentId: payment.id, reference: outcome.reference ?? null, timeoutMs: config.acquirerTimeoutMs }), {
-      onFailure: () => Effect.fail(new ProcessorUnavailable({ operation: "lookup" })),
-      onSuccess: (record) => then(record !== null && record.cancelled ? timedOut : outcome)
-    })
-  }
-
-  /**
-   * An approval this flow holds that the books will never hold: another instance ended the payment
-   * meanwhile (it timed the authorization out, its cancel finding nothing yet, while this
-   * instance's request was held). The processor's authorization is cancelled, under a key naming
-   * it (`operationKeys.cancel`'s `late`), so the cardholder's money is not held for nothing.
-   */
-  const cancelStranded = (latest: Payment.Payment | null, authorization: Payment.AuthorizationOutcome | null): Effect.Effect<void, ProcessorStepError> => {
-    if (operations === undefined || authorization?._tag !== "Approved" || latest === null || latest.status === "pending") return Effect.void
-    const late = authorization.reference
-    if (late === undefined || latest.processorReference === late) return Effect.void
-    return Effect.andThen(
-      Effect.logWarning(`payment ${latest.id} ended ${latest.status} before its authorization ${late} arrived: cancelling it at the processor`),
-      untilKnown("cancel", (timeoutMs) =>
-        operations.cancel({ paymentId: latest.id, reference: late, idempotencyKey: operationKeys.cancel(latest.id, late), timeoutMs }))
-    )
-  }
-
-  /**
-   * The other side of that race: this flow gave up on an authorization (no answer in time), and
-   * its cancel reached the processor, while another instance, its request answered, booked the
-   * authorization as `authorized`. The processor holds nothing for it any more: the payment is
-   * voided (through the command path, whose own cancel replays this one's), so the books say
-   * what the processor does.
-   */
-  const voidCancelled = (latest: Payment.Payment | null, authorization: Payment.AuthorizationOutcome | null): Effect.Effect<void, StoreUnavailable | ProcessorStepError> => {
-    if (operations === undefined || latest === null || latest.status !== "authorized") return Effect.void
-    if (authorization?._tag !== "Declined" || authorization.code !== Payment.networkTimeoutCode) return Effect.void
-    return Effect.andThen(
-      Effect.logWarning(`payment ${latest.id}: its authorization was cancelled at the processor after no answer in time, as another instance booked it: voiding it`),
-      apply(null, latest.id, (p, _, ctx) => Payment.voidAuthorization(p, ctx))
-    )
-  }
-
-  /**
    * Drives a payment through authorize → screen → capture until the domain says it is done.
    * What the network and the fraud model say is gathered first; then everything up to the next
    * wait commits as one unit of work: authorization, screening and an automatic capture are
@@ -530,15 +542,25 @@ export const make = Effect.gen(function*() {
       const step = Payment.nextStep(payment)
       if (step === null) return Effect.succeed(payment)
       const commitStep = (authorization: Payment.AuthorizationOutcome | null, screening: FraudAssessment | null, next: FraudHistory | null) =>
-        Effect.flatMap(applyFlowStep(payment, (locked, ctx) => flowSteps(locked, authorization, screening, ctx), reference(authorization)), (outcome) =>
-          // The committed record is the next starting point; after a refusal (a racing command won), read it again.
+        commitAndGoOn(applyFlowStep(payment, (locked, ctx) => flowSteps(locked, authorization, screening, ctx)), next)
+      // The committed record is the next starting point; after a refusal (a racing command won,
+      // perhaps another instance's flow), read it again. (An approval this flow holds for a
+      // payment that ended meanwhile is the one authorization of the payment's key, which the
+      // cancel the payment owes claims and cancels.)
+      const commitAndGoOn = (step: Effect.Effect<UpdateOutcome, StoreUnavailable | ProcessorStepError>, next: FraudHistory | null) =>
+        Effect.flatMap(step, (outcome) =>
           outcome._tag === "Applied"
             ? round(outcome.change.payment, next, rounds + 1)
-            : Effect.flatMap(store.getPayment(null, paymentId), (latest) =>
-              Effect.andThen(
-                Effect.andThen(cancelStranded(latest, authorization), voidCancelled(latest, authorization)),
-                Effect.flatMap(store.getPayment(null, paymentId), (now) => round(now, next, rounds + 1))
-              )))
+            : Effect.flatMap(store.getPayment(null, paymentId), (latest) => round(latest, next, rounds + 1)))
+      if (step === "processor") {
+        // A refusal ends the flow here: the processor will not do it, and the next round would
+        // only ask for it again (an automatic capture it refused stays to the merchant and to
+        // reconciliation).
+        return Effect.flatMap(resolvePending(payment), ({ record, refusal }) =>
+          refusal === null
+            ? commitAndGoOn(applyFlowStep(payment, record), history)
+            : Effect.map(applyFlowStep(payment, record), (outcome) => (outcome._tag === "Applied" ? outcome.change.payment : payment)))
+      }
       const screenAndCommit = (authorization: Payment.AuthorizationOutcome | null) => {
         if (step === "capture" || authorization?._tag === "Declined") return commitStep(authorization, null, history)
         const screened = authorization?._tag === "Approved" ? { ...payment, networkRiskSignal: authorization.networkRiskSignal } : payment
@@ -546,7 +568,7 @@ export const make = Effect.gen(function*() {
           ? Effect.flatMap(fraud.assess(screened), (screening) => commitStep(authorization, screening, null))
           : commitStep(authorization, fraud.score(screened, history), null)
       }
-      return step === "authorize" ? authorizeNow(payment, (outcome) => unlessCancelled(payment, outcome, screenAndCommit)) : screenAndCommit(null)
+      return step === "authorize" ? authorizeNow(payment, screenAndCommit) : screenAndCommit(null)
     }
     // Built when it runs: a flow started while another runs is dropped before it does anything.
     return Effect.suspend(() =>

@@ -53,6 +53,7 @@ const toPayment = (r: Row): Payment => ({
   failureMessage: r.failure_message,
   networkRiskSignal: r.network_risk_signal,
   processorReference: r.processor_reference ?? null,
+  processorPending: r.processor_pending ?? null,
   version: r.version,
   createdAt: iso(r.created_at),
   updatedAt: iso(r.updated_at),
@@ -248,6 +249,7 @@ export const makePgStore = Effect.gen(function*() {
     ...paymentColumns(p),
     metadata: sql.json(p.metadata),
     dispute: p.dispute === null ? null : sql.json(p.dispute),
+    processor_pending: p.processorPending === null ? null : sql.json(p.processorPending),
     fraud_explanations: p.fraudExplanations === null ? null : JSON.stringify(p.fraudExplanations)
   })
 

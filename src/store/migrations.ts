@@ -385,5 +385,12 @@ ${rollupUpsert}      RETURN NULL;
     -- authorization: captures, cancels and refunds asked for later name it, rather than finding the
     -- intent by the processor's search, which lags.
     ALTER TABLE payments ADD COLUMN processor_reference text;
+  `),
+  "0014_processor_pending": statements(`
+    -- An operation the service owes a remote processor, or asked for without an answer (a cancel
+    -- booked with the change that released the authorization; a capture, refund or cancel whose
+    -- outcome is unknown): the payment stays in flight, so its flow, resumed by recovery on any
+    -- instance, asks again under the operation's idempotency key until the processor answers.
+    ALTER TABLE payments ADD COLUMN processor_pending jsonb;
   `)
 }

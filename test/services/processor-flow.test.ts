@@ -86,28 +86,47 @@ describe("the flow against a remote processor", () => {
     // Every authorization answer is lost: the processor authorized, the service never learns it.
     const processor = makeMemoryProcessor({ fault: (call) => (call.operation === "authorize" ? "lost" : undefined) })
     return Effect.gen(function*() {
-      // ACQUIRER_TIMEOUT for the authorization, and as much again to claim its key before the cancel.
+      // ACQUIRER_TIMEOUT for the authorization, and as much again to claim its key (its answers
+      // lost, the look-up by our id finds it) before the cancel.
       const { payments, merchantId, payment } = yield* createAndWait({}, 2 * config.acquirerTimeoutMs + 1_000)
-      expect(payment).toMatchObject({ status: "failed", failureCode: "network_timeout" })
+      expect(payment).toMatchObject({ status: "failed", failureCode: "network_timeout", processorPending: null })
       expect(processor.record(payment.id)).toMatchObject({ authorizedCents: 0, capturedCents: 0, cancelled: true })
       expect(callsOf(processor, "cancel").map((c) => c.idempotencyKey)).toEqual([operationKeys.cancel(payment.id)])
       expect(yield* payments.ledger(merchantId, payment.id)).toEqual([])
+      expect((yield* payments.events(merchantId, payment.id)).map((e) => e.type)).toEqual(["payment.initiated", "payment.authorization_failed"])
     }).pipe(Effect.provide(withProcessor(processor)))
   })
 
-  it.effect("an unanswered authorization whose cancel went unconfirmed stays cancelled when its flow is resumed: the processor's replayed approval is looked up", () => {
-    // The processor authorizes but every answer is lost, then the cancel's answers too: the flow
-    // stops with the payment pending. Resumed, the authorization's key replays the approval.
+  it.effect("a cancel owed and unanswered is recorded as unknown, and the resumed flow sends it again under the same key", () => {
+    // The processor authorizes but every answer is lost, then the cancel's answers too.
     let reachable = false
     const processor = makeMemoryProcessor({ fault: (call) => (!reachable && (call.operation === "authorize" || call.operation === "cancel") ? "lost" : undefined) })
     return Effect.gen(function*() {
       // The authorization's deadline, the claim of its key, then the cancel's own deadline.
       const { payments, merchantId, payment } = yield* createAndWait({ captureMethod: "manual" }, 3 * config.acquirerTimeoutMs + 1_000)
-      expect(payment.status).toBe("pending")
-      expect(processor.record(payment.id)).toMatchObject({ cancelled: true, authorizedCents: 0 })
+      expect(payment).toMatchObject({ status: "failed", failureCode: "network_timeout", processorPending: { operation: "cancel", outcome: "unknown" } })
+      expect((yield* payments.events(merchantId, payment.id)).map((e) => e.type)).toEqual([
+        "payment.initiated",
+        "payment.authorization_failed",
+        "payment.processor_outcome_unknown"
+      ])
+      // The merchant's commands wait for the processor's answer.
+      yield* TestClock.adjust(Duration.seconds(1))
       reachable = true
       yield* payments.resumeFlows({ staleBefore: "2100-01-01T00:00:00.000Z", takeOver: false })
-      expect(yield* payments.get(merchantId, payment.id)).toMatchObject({ status: "failed", failureCode: "network_timeout" })
+      expect(yield* payments.get(merchantId, payment.id)).toMatchObject({ status: "failed", failureCode: "network_timeout", processorPending: null })
+      expect(processor.record(payment.id)).toMatchObject({ cancelled: true, authorizedCents: 0, capturedCents: 0 })
+      expect(new Set(callsOf(processor, "cancel").map((c) => c.idempotencyKey))).toEqual(new Set([operationKeys.cancel(payment.id)]))
+    }).pipe(Effect.provide(withProcessor(processor)))
+  })
+
+  it.effect("an approval that arrives after its payment failed is the one authorization the owed cancel claims and cancels", () => {
+    // The processor answers the first authorization only after ACQUIRER_TIMEOUT has passed.
+    const processor = makeMemoryProcessor({ fault: (call) => (call.operation === "authorize" && call.attempt === 0 ? "late" : undefined) })
+    return Effect.gen(function*() {
+      const { payment } = yield* createAndWait({}, 2 * config.acquirerTimeoutMs + 1_000)
+      expect(payment).toMatchObject({ status: "failed", failureCode: "network_timeout", processorPending: null })
+      expect(callsOf(processor, "authorize").map((c) => c.idempotencyKey)).toEqual([operationKeys.authorize(payment.id), operationKeys.authorize(payment.id)])
       expect(processor.record(payment.id)).toMatchObject({ cancelled: true, authorizedCents: 0, capturedCents: 0 })
     }).pipe(Effect.provide(withProcessor(processor)))
   })
@@ -158,7 +177,7 @@ describe("the flow against a remote processor", () => {
     }).pipe(Effect.provide(withProcessor(processor)))
   })
 
-  it.effect("a capture the processor cannot confirm in time books nothing; asked again, it happens once", () => {
+  it.effect("a capture the processor cannot confirm in time books nothing and says so; asked again, it happens once", () => {
     let reachable = false
     const processor = makeMemoryProcessor({ fault: (call) => (call.operation === "capture" && !reachable ? (call.attempt === 0 ? "lost" : "unreachable") : undefined) })
     return Effect.gen(function*() {
@@ -167,15 +186,41 @@ describe("the flow against a remote processor", () => {
       yield* TestClock.adjust(Duration.millis(config.acquirerTimeoutMs))
       const error = yield* Fiber.join(capturing)
       expect(error._tag).toBe("ProcessorUnavailable")
-      expect((yield* payments.get(merchantId, payment.id)).status).toBe("authorized")
-      expect(yield* payments.events(merchantId, payment.id)).toHaveLength(3)
-      // The processor did capture (the first answer was lost); the retry learns it under the same key.
+      const waiting = yield* payments.get(merchantId, payment.id)
+      expect(waiting).toMatchObject({ status: "authorized", capturedAmountCents: 0, processorPending: { operation: "capture", outcome: "unknown", amountCents: 2_000 } })
+      expect((yield* payments.events(merchantId, payment.id)).at(-1)!.type).toBe("payment.processor_outcome_unknown")
+      expect((yield* payments.ledger(merchantId, payment.id)).some((e) => e.account === "merchant_pending")).toBe(false)
+      // The processor did capture (the first answer was lost). Another capture waits for the
+      // processor's answer.
       expect(processor.record(payment.id)).toMatchObject({ capturedCents: 2_000 })
+      expect((yield* Effect.flip(payments.capture(merchantId, payment.id, undefined)))._tag).toBe("InvalidState")
+      // Recovery resumes the payment's flow: asked again under the same key, the capture is booked.
       reachable = true
-      const captured = yield* payments.capture(merchantId, payment.id, undefined)
-      expect(captured.status).toBe("captured")
+      yield* payments.resumeFlows({ staleBefore: "2100-01-01T00:00:00.000Z", takeOver: false })
+      const captured = yield* payments.get(merchantId, payment.id)
+      expect(captured).toMatchObject({ status: "captured", capturedAmountCents: 2_000, processorPending: null })
+      expect((yield* payments.events(merchantId, payment.id)).at(-1)!.type).toBe("payment.captured")
       expect(new Set(callsOf(processor, "capture").map((c) => c.idempotencyKey))).toEqual(new Set([operationKeys.capture(payment.id)]))
       expect(processor.record(payment.id)).toMatchObject({ capturedCents: 2_000 })
+    }).pipe(Effect.provide(withProcessor(processor)))
+  })
+
+  it.effect("a refund the processor refuses after its outcome was unknown leaves the books as they were", () => {
+    let reachable = false
+    const processor = makeMemoryProcessor({ fault: (call) => (call.operation === "refund" && !reachable ? "unreachable" : undefined) })
+    return Effect.gen(function*() {
+      const { payments, merchantId, payment } = yield* createAndWait({})
+      const refunding = yield* Effect.forkChild(Effect.flip(payments.refund(merchantId, payment.id, 700)))
+      yield* TestClock.adjust(Duration.millis(config.acquirerTimeoutMs))
+      expect((yield* Fiber.join(refunding))._tag).toBe("ProcessorUnavailable")
+      expect(yield* payments.get(merchantId, payment.id)).toMatchObject({ refundedAmountCents: 0, processorPending: { operation: "refund", amountCents: 700 } })
+      // Meanwhile the processor refunded the payment in full under another key (its dashboard):
+      // asked for the 700, it refuses (nothing left to refund).
+      reachable = true
+      yield* processor.acquirer.operations!.refund({ paymentId: payment.id, reference: null, idempotencyKey: "dashboard", timeoutMs: 1_000, amountCents: 2_000, currency: "USD" })
+      yield* payments.resumeFlows({ staleBefore: "2100-01-01T00:00:00.000Z", takeOver: false })
+      expect(yield* payments.get(merchantId, payment.id)).toMatchObject({ status: "captured", refundedAmountCents: 0, processorPending: null })
+      expect((yield* payments.events(merchantId, payment.id)).at(-1)!.type).toBe("payment.processor_operation_refused")
     }).pipe(Effect.provide(withProcessor(processor)))
   })
 

@@ -827,6 +827,36 @@ export const storeContract = (name: string, makeLayer: () => Layer.Layer<Store, 
         })))
     })
 
+    describe("operations awaiting a remote processor", () => {
+      it("processor_pending is stored by commitChange and updatePayment, read back whole, and keeps the payment in flight until it clears", () =>
+        run(Effect.gen(function*() {
+          const store = yield* Store
+          const w = testWorld()
+          yield* givenMerchant(w)
+          const given = yield* givenPayment(w, { input: { captureMethod: "manual" }, path: [steps.authorize, steps.screen(0.1)] })
+          const captured = accepted(Payment.capture(given.payment, 6_000, w.context()))
+          const owed = Payment.owingFor(given.payment, captured, w.context())
+          expect(owed.payment.processorPending).toMatchObject({ operation: "capture", outcome: "owed", amountCents: 6_000 })
+          expect(owed.events).toEqual([])
+          expect(owed.ledger).toEqual([])
+          expect(yield* store.commitChange({ before: given.payment, change: owed, response: null })).toBe(true)
+          expect(yield* store.getPayment(null, given.payment.id)).toEqual(owed.payment)
+          const asked = owed.payment.processorPending!
+          const unknown = yield* applied(w, w.merchantId, given.payment.id, (p, _, ctx) => Payment.processorOutcomeUnknown(p, asked, ctx))
+          expect(unknown.payment.processorPending).toEqual({ ...asked, outcome: "unknown" })
+          expect((yield* store.readForCommand!({ merchantId: null, paymentId: given.payment.id }))?.payment).toEqual(unknown.payment)
+          const far = "2999-01-01T00:00:00.000Z"
+          expect(yield* store.claimFlows({ owner: null, now: far, staleBefore: far, takeOver: false, limit: 100 })).toContain(given.payment.id)
+          const answered = yield* applied(w, w.merchantId, given.payment.id, (p, _, ctx) => Payment.processorAnswered(p, asked, ctx))
+          expect(answered.payment).toMatchObject({ status: "captured", capturedAmountCents: 6_000, processorPending: null })
+          expect(yield* store.getPayment(null, given.payment.id)).toEqual(answered.payment)
+          expect((yield* store.listEvents(w.merchantId, given.payment.id)).map((e) => e.type).slice(-2)).toEqual([
+            "payment.processor_outcome_unknown", "payment.captured"
+          ])
+          expect(yield* store.claimFlows({ owner: null, now: far, staleBefore: far, takeOver: false, limit: 100 })).not.toContain(given.payment.id)
+        })))
+    })
+
     describe("disputes", () => {
       const open = (id: string, amountCents?: number) => ((p: Payment.Payment, _: unknown, ctx: Payment.Context) =>
         Dispute.apply(p, { acquirerDisputeId: id, paymentId: p.id, action: { _tag: "Open", reason: "fraudulent", amountCents } }, ctx))

@@ -142,7 +142,7 @@ export const processorUnavailable = (operation: string) =>
     503,
     "api_error",
     "service_unavailable",
-    `The card processor did not answer the ${operation} in time, so its outcome is not known yet and nothing was booked; retry with the same idempotency key (the processor is asked again under the same key, so it happens at most once).`,
+    `The card processor did not answer the ${operation} in time, so its outcome is not known yet and nothing was booked; the service keeps asking under the same processor idempotency key (it happens at most once) and the transaction's processor_pending says so meanwhile. Read the transaction, or retry with the same idempotency key, to see the outcome.`,
     undefined,
     { "retry-after": "1" }
   )

@@ -30,6 +30,7 @@ export const transaction = {
   failure_code: null,
   failure_message: null,
   dispute: null,
+  processor_pending: null,
   created_at: at,
   updated_at: at
 } as const

@@ -177,6 +177,18 @@ export const Dispute = Schema.Struct({
   description: "A chargeback the card network opened on the payment (at most one); null when there is none"
 })
 
+export const ProcessorPending = Schema.Struct({
+  operation: Schema.Literals(["capture", "refund", "cancel"]).annotate({
+    description: "capture, refund, or cancel of the authorization (a fraud-blocked, voided or unanswered payment's)"
+  }),
+  outcome: Schema.Literals(["owed", "unknown"]).annotate({
+    description: "owed: booked here and being sent (a cancel); unknown: asked for, and no answer came within ACQUIRER_TIMEOUT " +
+      "(a capture or refund is not in the ledger until the processor answers)"
+  }),
+  amount_cents: Schema.Int.annotate({ description: "the capture's total, the refund's amount, or the amount held for a cancel" }),
+  since: Timestamp
+}).annotate({ identifier: "ProcessorPending" })
+
 export const Transaction = Schema.Struct({
   id: Schema.String,
   merchant_id: Schema.String,
@@ -203,6 +215,10 @@ export const Transaction = Schema.Struct({
   failure_code: Schema.NullOr(Schema.String),
   failure_message: Schema.NullOr(Schema.String),
   dispute: Schema.NullOr(Dispute),
+  processor_pending: Schema.NullOr(ProcessorPending).annotate({
+    description: "an operation the card processor has not confirmed yet (only with a remote processor, ACQUIRER=stripe); " +
+      "null when the processor knows everything the record says. See docs/api.md, \"Unknown outcomes at the processor\""
+  }),
   created_at: Timestamp,
   updated_at: Timestamp
 }).annotate({ identifier: "Transaction", examples: [X.transaction as any] })

@@ -39,6 +39,12 @@ export const transaction = (p: Payment): typeof S.Transaction.Encoded => ({
   failure_code: p.failureCode,
   failure_message: p.failureMessage,
   dispute: disputeSnapshot(p.dispute),
+  processor_pending: p.processorPending === null ? null : {
+    operation: p.processorPending.operation,
+    outcome: p.processorPending.outcome,
+    amount_cents: p.processorPending.amountCents,
+    since: p.processorPending.since
+  },
   created_at: p.createdAt,
   updated_at: p.updatedAt
 })
