@@ -137,6 +137,8 @@ export const runSimulation = (options: SimOptions, internals: SimInternals = {})
   const warnings: Array<string> = []
   const runtime = time.runtime(seed, undefined)
   const crashesMs: Array<number> = []
+  /** Each pause of an instance, until its resume (the webhook audit forgives a retry due within one). */
+  const pausesMs: Array<{ readonly fromMs: number; toMs: number }> = []
   const horizonEndMs = startMs + options.hours * 3_600_000
 
   const state = emptyState()
@@ -412,6 +414,8 @@ export const runSimulation = (options: SimOptions, internals: SimInternals = {})
         // Down already (a crash, restarting): nothing to pause.
         if (fence === null) continue
         crashesMs.push(time.nowMs)
+        const pause = { fromMs: time.nowMs, toMs: Number.POSITIVE_INFINITY }
+        pausesMs.push(pause)
         trace.record(`pause #${service.pauses} for ${pauseMs} ms`)
         yield* Effect.sleep(failoverMs)
         if (!service.isUp) {
@@ -423,6 +427,7 @@ export const runSimulation = (options: SimOptions, internals: SimInternals = {})
         // instance sent before it may have gone unrecorded, and its replacement sends it again;
         // nothing it does once resumed is forgiven.)
         trace.record(`resume after pause #${service.pauses}`)
+        pause.toMs = time.nowMs
         service.resume(fence)
         yield* Effect.sleep(lingerMs)
         if (service.retire(fence)) {
@@ -496,6 +501,7 @@ export const runSimulation = (options: SimOptions, internals: SimInternals = {})
         toleranceMs: dispatcherPollMs + config.webhookTimeoutMs,
         backlog: { held: endpoints.held, concurrency: options.endpointConcurrency },
         crashesMs,
+        pausesMs,
         clockToleranceMs: 2 * clockSkewMs,
         attemptTimeToleranceMs: clockSkewMs,
         receipts: endpoints.receipts

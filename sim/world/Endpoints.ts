@@ -602,6 +602,13 @@ export const auditDeliveries = (
     readonly toleranceMs: number
     readonly crashesMs: ReadonlyArray<number>
     /**
+     * The pauses of an instance, from the pause to its resume (Infinity: never resumed). A retry
+     * due within a lease of one may be late: the paused instance holds the delivery's lease and
+     * its POST waits with every other call it makes; resumed, it may hold a lease it then never
+     * uses (it serves nothing new and is retired), which another dispatcher waits out.
+     */
+    readonly pausesMs?: ReadonlyArray<{ readonly fromMs: number; toMs: number }>
+    /**
      * The witness of each endpoint's backlog (in-process: `HeldSlots`) and the attempts a
      * dispatcher works at once per endpoint (its concurrency, as the service runs it). With it a
      * retry may be late beyond the clock tolerance only while its endpoint held that many
@@ -657,6 +664,13 @@ export const auditDeliveries = (
   const scheduleMs = options.scheduleMs
   const lastOffset = scheduleMs[scheduleMs.length - 1] ?? 0
   const crashBetween = (fromMs: number, toMs: number) => options.crashesMs.some((c) => c >= fromMs && c <= toMs)
+  /**
+   * Whether a pause overlaps `[fromMs, toMs]`: as a crash's instant does, but for the whole pause,
+   * since the paused instance keeps its leases (a successor lease taken as its held attempt ends
+   * at the resume, too) until they expire, unless it uses them.
+   */
+  const pausedBetween = (fromMs: number, toMs: number) =>
+    options.pausesMs?.some((pause) => pause.fromMs <= toMs && pause.toMs >= fromMs) === true
   /** A time for a message (a time that is no time is shown as it is). */
   const when = (ms: number) => (Number.isFinite(ms) ? new Date(ms).toISOString() : String(ms))
   const is2xx = (status: number | null) => status !== null && status >= 200 && status < 300
@@ -840,7 +854,10 @@ export const auditDeliveries = (
         const atMs = baseMs + at
         if (atMs >= dueMs - earlyToleranceMs) pass("webhook-schedule")
         else fail("webhook-schedule", early(d, attempt, atMs, dueMs))
-        if (atMs <= dueMs + lateToleranceMs || crashBetween(dueMs - options.timeoutMs - 60_000, atMs) || saturated(d.url, dueMs + lateToleranceMs, atMs)) {
+        if (
+          atMs <= dueMs + lateToleranceMs || crashBetween(dueMs - options.timeoutMs - 60_000, atMs) || pausedBetween(dueMs - options.timeoutMs - 60_000, atMs) ||
+          saturated(d.url, dueMs + lateToleranceMs, atMs)
+        ) {
           pass("webhook-schedule")
         } else fail("webhook-schedule", late(d, attempt, atMs, dueMs))
       }
