@@ -41,6 +41,11 @@ const transitions = new Set([
   "captured>captured:-",
   "settled>settled:-",
   "failed>failed:-", // the cancel a payment with no answer in time owed, sent and answered
+  // A refund the processor failed after accepting it (docs/api.md): taken back.
+  "refunded>captured:payment.refund_failed",
+  "refunded>settled:payment.refund_failed",
+  "captured>captured:payment.refund_failed",
+  "settled>settled:payment.refund_failed",
   // With a remote processor (docs/api.md, "Unknown outcomes at the processor"): an operation with no
   // answer in time, or one the processor refused once it answered, in any status.
   ...(["authorized", "captured", "settled", "refunded", "voided", "blocked", "failed"] as const).flatMap((status) => [
@@ -428,6 +433,7 @@ export class Auditor {
     if (from.capturedAmountCents === 0 && after.capturedAmountCents > 0) expected.push("payment.captured")
     if (from.status !== "voided" && after.status === "voided") expected.push("payment.voided")
     if (after.refundedAmountCents > from.refundedAmountCents) expected.push(after.status === "refunded" ? "payment.refunded" : "payment.partially_refunded")
+    if (after.refundedAmountCents < from.refundedAmountCents) expected.push("payment.refund_failed")
     if (from.status !== "settled" && after.status === "settled") expected.push("payment.settled")
     const disputeBefore = before?.dispute?.status ?? null
     const disputeAfter = after.dispute?.status ?? null
@@ -460,10 +466,15 @@ export class Auditor {
     if (!this.counted(distinct)) this.fail("event-per-change", `payment ${after.id}: one event id twice in a change`)
   }
 
-  /** Terminal states are final: a refunded, voided, blocked or failed payment never changes again (but for the settlement sweep and case labels). */
+  /**
+   * Terminal states are final: a refunded, voided, blocked or failed payment never changes again
+   * (but for the settlement sweep, case labels, and a refund the processor failed later).
+   */
   private checkTerminal(before: Payment | null, change: Change) {
     if (before === null || !terminal.has(before.status)) return
     const after = change.payment
+    // A refund the processor failed after accepting it takes a refunded payment back (docs/api.md).
+    if (before.status === "refunded" && change.events.length === 1 && change.events[0]!.type === "payment.refund_failed") return
     const sweep = before.status === "refunded" && before.settledAt === null && after.settledAt !== null
     this.check(
       after.status === before.status && after.capturedAmountCents === before.capturedAmountCents &&

@@ -41,7 +41,9 @@ export const operationKeys = {
   authorize: (paymentId: string) => `${paymentId}:authorize`,
   capture: (paymentId: string) => `${paymentId}:capture`,
   cancel: (paymentId: string) => `${paymentId}:cancel`,
-  refund: (paymentId: string, refundedBeforeCents: number) => `${paymentId}:refund:${refundedBeforeCents}`
+  /** `failedBefore`: refunds of the payment the processor failed before this one was asked (a failure gives the refunded total back, and the next refund must not reuse the failed one's key). */
+  refund: (paymentId: string, refundedBeforeCents: number, failedBefore = 0) =>
+    failedBefore === 0 ? `${paymentId}:refund:${refundedBeforeCents}` : `${paymentId}:refund:${refundedBeforeCents}:after-${failedBefore}-failed`
 } as const
 
 /** A call on an existing authorization: our payment id, the processor's reference when known, the operation's key. */
@@ -161,6 +163,8 @@ export type ProcessorNotification =
   | {
     readonly _tag: "RefundFailed"
     readonly eventId: string
+    /** The processor's id for the refund: one refund fails once, whichever of its events says so. */
+    readonly refundId: string
     readonly paymentId: string
     readonly amountCents: number
     readonly reason: string

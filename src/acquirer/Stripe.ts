@@ -73,7 +73,8 @@ export const stripeTestPaymentMethods: Readonly<Record<string, string>> = {
   tok_risk_review: "pm_card_riskLevelElevated",
   tok_risk_highest: "pm_card_riskLevelHighest",
   tok_dispute_won: "pm_card_createDispute",
-  tok_dispute_lost: "pm_card_createDispute"
+  tok_dispute_lost: "pm_card_createDispute",
+  tok_refund_fail: "pm_card_refundFail"
 }
 const sandboxDisputeOutcomes: Readonly<Record<string, string>> = { tok_dispute_won: "won", tok_dispute_lost: "lost" }
 
@@ -504,6 +505,7 @@ export const make = (options: StripeOptions): AcquirerShape => {
       return {
         _tag: "RefundFailed",
         eventId: event.id,
+        refundId: String(refund.id),
         paymentId,
         amountCents: Number(refund.amount),
         reason: typeof refund.failure_reason === "string" ? refund.failure_reason : "failed"

@@ -95,6 +95,12 @@ export const postings = {
     credit: "card_network",
     amountCents
   }),
+  /** A refund the network failed after accepting it: the money comes back to where the payment's money is now. */
+  refundFailed: (amountCents: number, settled: boolean): Posting => ({
+    debit: "card_network",
+    credit: settled ? "merchant_available" : "merchant_pending",
+    amountCents
+  }),
   settle: (netCents: number): Posting => ({ debit: "merchant_pending", credit: "merchant_available", amountCents: netCents }),
   /** Disputed money moves from where the payment's money is (available once settled, else pending) to reserved. */
   disputeHold: (amountCents: number, settled: boolean): Posting => ({

@@ -29,7 +29,8 @@ export const eventTypes = [
   "payment.dispute_opened",
   "payment.dispute_resolved",
   "payment.processor_outcome_unknown",
-  "payment.processor_operation_refused"
+  "payment.processor_operation_refused",
+  "payment.refund_failed"
 ] as const
 export type EventType = (typeof eventTypes)[number]
 
@@ -61,6 +62,11 @@ export interface Payment {
    * (`ProcessorPending`); null when the processor knows everything the books say.
    */
   readonly processorPending: ProcessorPending | null
+  /**
+   * The processor's ids of refunds it accepted and later failed (`refundFailed`), oldest first:
+   * a failure it reports twice is applied once.
+   */
+  readonly failedRefunds: ReadonlyArray<string>
   readonly version: number
   readonly createdAt: string
   readonly updatedAt: string
@@ -87,8 +93,9 @@ export interface ProcessorPending {
   readonly outcome: "owed" | "unknown"
   /** The capture's total, the refund's amount; the amount held for a cancel. */
   readonly amountCents: number
-  /** A refund's place among the payment's refunds (the refunded total before it); else 0. */
+  /** A refund's place among the payment's refunds (the refunded total before it, and how many had failed); else 0. */
   readonly refundedBeforeCents: number
+  readonly failedRefundsBefore: number
   readonly since: string
 }
 
@@ -216,6 +223,7 @@ const stamped = (p: Payment, version: number, updatedAt: string): Payment => ({
   networkRiskSignal: p.networkRiskSignal,
   processorReference: p.processorReference,
   processorPending: p.processorPending,
+  failedRefunds: p.failedRefunds,
   version,
   createdAt: p.createdAt,
   updatedAt,
@@ -295,6 +303,7 @@ export const create = (input: CreateInput, context: Context): Decision =>
       networkRiskSignal: null,
       processorReference: null,
       processorPending: null,
+      failedRefunds: [],
       version: 0,
       createdAt: context.now,
       updatedAt: context.now,
@@ -325,13 +334,18 @@ export const networkTimeoutCode = "network_timeout"
  */
 export type ProcessorOperation =
   | { readonly _tag: "Capture"; readonly amountCents: number }
-  | { readonly _tag: "Refund"; readonly amountCents: number; readonly refundedBeforeCents: number }
+  | { readonly _tag: "Refund"; readonly amountCents: number; readonly refundedBeforeCents: number; readonly failedBefore: number }
   | { readonly _tag: "Cancel" }
 
 export const processorOperation = (before: Payment, after: Payment): ProcessorOperation | null => {
   if (after.capturedAmountCents > before.capturedAmountCents) return { _tag: "Capture", amountCents: after.capturedAmountCents }
   if (after.refundedAmountCents > before.refundedAmountCents) {
-    return { _tag: "Refund", amountCents: after.refundedAmountCents - before.refundedAmountCents, refundedBeforeCents: before.refundedAmountCents }
+    return {
+      _tag: "Refund",
+      amountCents: after.refundedAmountCents - before.refundedAmountCents,
+      refundedBeforeCents: before.refundedAmountCents,
+      failedBefore: before.failedRefunds.length
+    }
   }
   if (after.status === before.status) return null
   const released = after.status === "blocked" || after.status === "voided"
@@ -348,18 +362,32 @@ export const owingCancel = (change: Change): Change => ({
   ...change,
   payment: {
     ...change.payment,
-    processorPending: { operation: "cancel", outcome: "owed", amountCents: change.payment.amountCents, refundedBeforeCents: 0, since: change.payment.updatedAt }
+    processorPending: {
+      operation: "cancel",
+      outcome: "owed",
+      amountCents: change.payment.amountCents,
+      refundedBeforeCents: 0,
+      failedRefundsBefore: 0,
+      since: change.payment.updatedAt
+    }
   }
 })
 
 const pendingOf = (operation: ProcessorOperation, payment: Payment, outcome: ProcessorPending["outcome"], since: string): ProcessorPending => {
   switch (operation._tag) {
     case "Capture":
-      return { operation: "capture", outcome, amountCents: operation.amountCents, refundedBeforeCents: 0, since }
+      return { operation: "capture", outcome, amountCents: operation.amountCents, refundedBeforeCents: 0, failedRefundsBefore: 0, since }
     case "Refund":
-      return { operation: "refund", outcome, amountCents: operation.amountCents, refundedBeforeCents: operation.refundedBeforeCents, since }
+      return {
+        operation: "refund",
+        outcome,
+        amountCents: operation.amountCents,
+        refundedBeforeCents: operation.refundedBeforeCents,
+        failedRefundsBefore: operation.failedBefore,
+        since
+      }
     case "Cancel":
-      return { operation: "cancel", outcome, amountCents: payment.amountCents, refundedBeforeCents: 0, since }
+      return { operation: "cancel", outcome, amountCents: payment.amountCents, refundedBeforeCents: 0, failedRefundsBefore: 0, since }
   }
 }
 
@@ -385,7 +413,8 @@ export const owingFor = (before: Payment, change: Change, context: Context): Cha
 const stillAwaits = (payment: Payment, asked: ProcessorPending): boolean => {
   const pending = payment.processorPending
   return pending !== null && pending.operation === asked.operation && pending.amountCents === asked.amountCents &&
-    pending.refundedBeforeCents === asked.refundedBeforeCents && pending.since === asked.since
+    pending.refundedBeforeCents === asked.refundedBeforeCents && pending.failedRefundsBefore === asked.failedRefundsBefore &&
+    pending.since === asked.since
 }
 
 const notAwaiting = (payment: Payment, asked: ProcessorPending): Decision =>
@@ -566,6 +595,36 @@ export const refund = (payment: Payment, amountCents: number | undefined, contex
     },
     event: full ? "payment.refunded" : "payment.partially_refunded",
     postings: [Ledger.postings.refund(refunded, payment.settledAt !== null)]
+  }, context)
+}
+
+/**
+ * A refund the processor accepted and later failed (its notification, `failure.refundId`): the
+ * money stays the merchant's. The refunded amount goes down by the refund's, the ledger takes it
+ * back from the network to where the payment's money is now (available once settled, else
+ * pending), and a fully refunded payment is `captured` (or `settled`) again. Refused when the
+ * failure names more than the books have refunded, or was applied already.
+ */
+export const refundFailed = (
+  payment: Payment,
+  failure: { readonly refundId: string; readonly amountCents: number },
+  context: Context
+): Decision => {
+  if (payment.failedRefunds.includes(failure.refundId)) return invalidState(payment, "fail the refund of", `refund ${failure.refundId} has failed already`)
+  if (!isAmountWithin(failure.amountCents, payment.refundedAmountCents)) {
+    return invalidAmount(`the failed refund's ${failure.amountCents} is more than the ${payment.refundedAmountCents} refunded.`)
+  }
+  const settled = payment.settledAt !== null
+  const status: PaymentStatus = payment.status === "refunded" ? (settled ? "settled" : "captured") : payment.status
+  return decide(payment, {
+    payment: {
+      ...payment,
+      status,
+      refundedAmountCents: payment.refundedAmountCents - failure.amountCents,
+      failedRefunds: [...payment.failedRefunds, failure.refundId]
+    },
+    event: "payment.refund_failed",
+    postings: [Ledger.postings.refundFailed(failure.amountCents, settled)]
   }, context)
 }
 

@@ -287,7 +287,8 @@ const sampleStatus: Record<EventType, PaymentSnapshot["status"]> = {
   "payment.dispute_opened": "settled",
   "payment.dispute_resolved": "settled",
   "payment.processor_outcome_unknown": "authorized",
-  "payment.processor_operation_refused": "authorized"
+  "payment.processor_operation_refused": "authorized",
+  "payment.refund_failed": "captured"
 }
 
 /** A sample event of a type, for `POST /webhooks/test`; its payment id says it is a test. */

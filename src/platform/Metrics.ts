@@ -147,7 +147,7 @@ export const recoveredPayments = family(counterKey("recovery_resumed_payments_to
 export const settlementRuns = family(counterKey("settlement_runs_total", "Settlement sweeps, by outcome (ok, failed)"), ["outcome"])
 export const settledPayments = family(counterKey("settlement_settled_payments_total", "Payments moved to settled"), [])()
 export const processorNotifications = family(
-  counterKey("processor_notifications_total", "Verified notifications from the card processor, by outcome (dispute_applied, already_applied, refund_failure_logged, ignored)"),
+  counterKey("processor_notifications_total", "Verified notifications from the card processor, by outcome (dispute_applied, refund_failure_applied, already_applied, refund_failure_unmatched, ignored)"),
   ["outcome"]
 )
 export const reconciliationRuns = family(counterKey("reconciliation_runs_total", "Reconciliations with the processor, by outcome (ok, failed)"), ["outcome"])

@@ -85,6 +85,14 @@ export interface PaymentsShape {
   readonly applyDisputeNotification: (
     notification: Dispute.DisputeNotification
   ) => Effect.Effect<{ readonly payment: Payment.Payment; readonly applied: boolean }, CommandError>
+  /**
+   * Takes back a refund the processor accepted and later failed (`Payment.refundFailed`), once
+   * per refund: one applied already changes nothing and answers the record as it is
+   * (`applied: false`).
+   */
+  readonly applyRefundFailure: (
+    failure: { readonly paymentId: string; readonly refundId: string; readonly amountCents: number }
+  ) => Effect.Effect<{ readonly payment: Payment.Payment; readonly applied: boolean }, CommandError>
   /** Settles what was captured before `cutoff`; returns how many payments were swept. */
   readonly settle: (cutoff: string) => Effect.Effect<number, StoreUnavailable>
   /**
@@ -234,7 +242,7 @@ export const make = Effect.gen(function*() {
           processor.refund({
             paymentId,
             reference,
-            idempotencyKey: operationKeys.refund(paymentId, operation.refundedBeforeCents),
+            idempotencyKey: operationKeys.refund(paymentId, operation.refundedBeforeCents, operation.failedBefore),
             timeoutMs,
             amountCents: operation.amountCents,
             currency
@@ -266,7 +274,7 @@ export const make = Effect.gen(function*() {
     const operation: Payment.ProcessorOperation = pending.operation === "capture"
       ? { _tag: "Capture", amountCents: pending.amountCents }
       : pending.operation === "refund"
-      ? { _tag: "Refund", amountCents: pending.amountCents, refundedBeforeCents: pending.refundedBeforeCents }
+      ? { _tag: "Refund", amountCents: pending.amountCents, refundedBeforeCents: pending.refundedBeforeCents, failedBefore: pending.failedRefundsBefore }
       : { _tag: "Cancel" }
     return Effect.matchEffect(askProcessor(operations, payment, operation, payment.processorReference), {
       onSuccess: () => Effect.succeed({ record: (p, ctx) => Payment.processorAnswered(p, pending, ctx), refusal: null }),
@@ -725,6 +733,14 @@ export const make = Effect.gen(function*() {
           return { payment: outcome.payment, applied: false }
         }
         return { payment: yield* toResult(notification.paymentId, outcome), applied: outcome._tag === "Applied" }
+      }),
+    applyRefundFailure: (failure) =>
+      Effect.gen(function*() {
+        const outcome = yield* apply(null, failure.paymentId, (p, _, ctx) => Payment.refundFailed(p, failure, ctx))
+        if (outcome._tag === "Refused" && outcome.payment.failedRefunds.includes(failure.refundId)) {
+          return { payment: outcome.payment, applied: false }
+        }
+        return { payment: yield* toResult(failure.paymentId, outcome), applied: outcome._tag === "Applied" }
       }),
     settle: (cutoff) =>
       Effect.gen(function*() {

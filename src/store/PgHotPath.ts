@@ -124,7 +124,7 @@ WITH input AS (
   SELECT * FROM json_to_recordset($1::json) AS u(ord int, id text, before_version int, status text,
     captured_amount_cents int, refunded_amount_cents int, fee_cents int, fraud_score double precision,
     fraud_verdict text, fraud_case_id text, failure_code text, failure_message text,
-    network_risk_signal double precision, processor_reference text, processor_pending jsonb, in_flight boolean, version int, updated_at timestamptz,
+    network_risk_signal double precision, processor_reference text, processor_pending jsonb, failed_refunds jsonb, in_flight boolean, version int, updated_at timestamptz,
     captured_at timestamptz, settled_at timestamptz, dispute jsonb, fraud_model_version text, fraud_explanations jsonb,
     response_merchant_id text, response_key text,
     response_status int, response_body text, command_merchant_id text, command_key text)
@@ -134,7 +134,7 @@ payment AS (
     refunded_amount_cents = u.refunded_amount_cents, fee_cents = u.fee_cents, fraud_score = u.fraud_score,
     fraud_verdict = u.fraud_verdict, fraud_case_id = u.fraud_case_id, failure_code = u.failure_code,
     failure_message = u.failure_message, network_risk_signal = u.network_risk_signal,
-    processor_reference = u.processor_reference, processor_pending = u.processor_pending, in_flight = u.in_flight,
+    processor_reference = u.processor_reference, processor_pending = u.processor_pending, failed_refunds = u.failed_refunds, in_flight = u.in_flight,
     version = u.version, updated_at = u.updated_at, captured_at = u.captured_at, settled_at = u.settled_at,
     dispute = u.dispute, fraud_model_version = u.fraud_model_version, fraud_explanations = u.fraud_explanations
   FROM input u
@@ -208,6 +208,7 @@ export const changingColumns = (p: Payment) => ({
   network_risk_signal: p.networkRiskSignal,
   processor_reference: p.processorReference,
   processor_pending: p.processorPending as unknown,
+  failed_refunds: p.failedRefunds.length === 0 ? null : p.failedRefunds as unknown,
   in_flight: nextStep(p) !== null,
   version: p.version,
   updated_at: p.updatedAt,

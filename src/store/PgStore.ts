@@ -54,6 +54,7 @@ const toPayment = (r: Row): Payment => ({
   networkRiskSignal: r.network_risk_signal,
   processorReference: r.processor_reference ?? null,
   processorPending: r.processor_pending ?? null,
+  failedRefunds: r.failed_refunds ?? [],
   version: r.version,
   createdAt: iso(r.created_at),
   updatedAt: iso(r.updated_at),
@@ -250,6 +251,7 @@ export const makePgStore = Effect.gen(function*() {
     metadata: sql.json(p.metadata),
     dispute: p.dispute === null ? null : sql.json(p.dispute),
     processor_pending: p.processorPending === null ? null : sql.json(p.processorPending),
+    failed_refunds: p.failedRefunds.length === 0 ? null : sql.json(p.failedRefunds),
     fraud_explanations: p.fraudExplanations === null ? null : JSON.stringify(p.fraudExplanations)
   })
 

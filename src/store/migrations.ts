@@ -392,5 +392,7 @@ ${rollupUpsert}      RETURN NULL;
     -- outcome is unknown): the payment stays in flight, so its flow, resumed by recovery on any
     -- instance, asks again under the operation's idempotency key until the processor answers.
     ALTER TABLE payments ADD COLUMN processor_pending jsonb;
+    -- The processor's ids of refunds it accepted and later failed, applied once each (null: none).
+    ALTER TABLE payments ADD COLUMN failed_refunds jsonb;
   `)
 }

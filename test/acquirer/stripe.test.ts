@@ -316,6 +316,7 @@ describe("notifications", () => {
       expect(await run(notify(text, sign(text, seconds), now))).toEqual({
         _tag: "RefundFailed",
         eventId: JSON.parse(text).id,
+        refundId: "re_1",
         paymentId: "pay_r",
         amountCents: 700,
         reason: "expired_or_canceled_card"

@@ -142,6 +142,59 @@ describe("payment decisions (examples)", () => {
   })
 })
 
+describe("operations awaiting a remote processor", () => {
+  it("a capture is owed before it is booked: the answer books it, a refusal says so, an answer for another operation is refused", () => {
+    const { payment, world } = authorizedWith("passed", "manual")
+    const owed = Payment.owingFor(payment, accepted(Payment.capture(payment, 1_000, world.context())), world.context())
+    expect(owed.payment).toMatchObject({ status: "authorized", capturedAmountCents: 0, processorPending: { operation: "capture", outcome: "owed", amountCents: 1_000 } })
+    expect([owed.events, owed.ledger]).toEqual([[], []])
+    expect(Payment.nextStep(owed.payment)).toBe("processor")
+    // Commands wait for the processor's answer.
+    expect(Payment.voidAuthorization(owed.payment, world.context())).toMatchObject({ ok: false, refusal: { _tag: "InvalidState" } })
+    const asked = owed.payment.processorPending!
+    const unknown = accepted(Payment.processorOutcomeUnknown(owed.payment, asked, world.context()))
+    expect(unknown.events.map((e) => e.type)).toEqual(["payment.processor_outcome_unknown"])
+    expect(Payment.processorOutcomeUnknown(unknown.payment, asked, world.context()).ok).toBe(false)
+    const booked = accepted(Payment.processorAnswered(unknown.payment, asked, world.context()))
+    expect(booked.payment).toMatchObject({ status: "captured", capturedAmountCents: 1_000, processorPending: null })
+    expect(booked.events.map((e) => e.type)).toEqual(["payment.captured"])
+    expect(Payment.processorAnswered(booked.payment, asked, world.context()).ok).toBe(false)
+    const refused = accepted(Payment.processorRefused(unknown.payment, asked, world.context()))
+    expect(refused.payment).toMatchObject({ status: "authorized", capturedAmountCents: 0, processorPending: null })
+    expect(refused.events.map((e) => e.type)).toEqual(["payment.processor_operation_refused"])
+    expect(Payment.processorAnswered(unknown.payment, { ...asked, since: "2000-01-01T00:00:00.000Z" }, world.context()).ok).toBe(false)
+  })
+
+  it("a release is booked at once with the cancel it owes", () => {
+    const { payment, world } = authorizedWith("passed", "manual")
+    const voided = Payment.owingFor(payment, accepted(Payment.voidAuthorization(payment, world.context())), world.context())
+    expect(voided.payment).toMatchObject({ status: "voided", processorPending: { operation: "cancel", outcome: "owed" } })
+    expect(voided.events.map((e) => e.type)).toEqual(["payment.voided"])
+    expect(Ledger.balanceOf(voided.ledger, "authorization_holds")).toBe(-payment.amountCents)
+  })
+
+  it("a refund the processor failed later is taken back once, to where the payment's money is", () => {
+    const { payment: authorized, world } = authorizedWith("passed")
+    const captured = accepted(Payment.capture(authorized, undefined, world.context())).payment
+    const refunded = accepted(Payment.refund(captured, undefined, world.context())).payment
+    expect(refunded.status).toBe("refunded")
+    const failure = { refundId: "re_1", amountCents: refunded.refundedAmountCents }
+    const back = accepted(Payment.refundFailed(refunded, failure, world.context()))
+    expect(back.payment).toMatchObject({ status: "captured", refundedAmountCents: 0, failedRefunds: ["re_1"] })
+    expect(back.events.map((e) => e.type)).toEqual(["payment.refund_failed"])
+    expect(Ledger.isBalanced(back.ledger)).toBe(true)
+    expect(Ledger.balanceOf(back.ledger, "merchant_pending")).toBe(refunded.refundedAmountCents)
+    expect(Payment.refundFailed(back.payment, failure, world.context()).ok).toBe(false)
+    expect(Payment.refundFailed(back.payment, { refundId: "re_2", amountCents: 1 }, world.context()).ok).toBe(false)
+    // After settlement the money returns to available, and the payment is settled again.
+    const settled = accepted(Payment.settle(captured, world.context())).payment
+    const refundedLater = accepted(Payment.refund(settled, 500, world.context())).payment
+    const backLater = accepted(Payment.refundFailed(refundedLater, { refundId: "re_3", amountCents: 500 }, world.context()))
+    expect(backLater.payment).toMatchObject({ status: "settled", refundedAmountCents: 0 })
+    expect(Ledger.balanceOf(backLater.ledger, "merchant_available")).toBe(500)
+  })
+})
+
 describe("ledger postings", () => {
   const context: Ledger.PostingContext = {
     paymentId: "pay_1",

@@ -128,6 +128,46 @@ describe("POST /api/v1/processor/notifications", () => {
     }
   })
 
+  it("takes back a refund the processor failed after accepting it, once; the ledger returns the money to the merchant", async () => {
+    const merchant = await app.createMerchant()
+    const api = (method: string, path: string, body?: unknown) =>
+      fetch(`${app.baseUrl}/api/v1${path}`, {
+        method,
+        headers: { authorization: `Bearer ${merchant.key}`, "content-type": "application/json" },
+        ...(body === undefined ? {} : { body: JSON.stringify(body) })
+      }).then(async (response) => ({ status: response.status, body: await response.json() as any }))
+    const created = await api("POST", "/transactions", {
+      transaction: { amount_cents: 3_100, currency: "USD", card_token: "tok_refund_fail", card_brand: "visa", card_last_four: "4242" }
+    })
+    const id = created.body.transaction.id as string
+    expect(created.body.transaction.status).toBe("captured")
+    expect((await api("POST", `/transactions/${id}/refund`, {})).body.transaction).toMatchObject({ status: "refunded", refunded_amount_cents: 3_100 })
+    const pendingBefore = (await api("GET", "/balances")).body
+
+    const seen = caught.length
+    await fetch(`${processor.url}/__advance`, { method: "POST", body: "{}" })
+    const failed = (await notifications(seen + 1))[seen]!
+    expect(JSON.parse(failed.body)).toMatchObject({ type: "refund.failed", data: { object: { status: "failed", amount: 3_100 } } })
+
+    expect(await post(app, failed.body, failed.signature)).toMatchObject({ status: 200, body: { received: true, outcome: "refund_failure_applied" } })
+    const after = (await api("GET", `/transactions/${id}`)).body.transaction
+    expect(after).toMatchObject({ status: "captured", refunded_amount_cents: 0 })
+    const events = (await api("GET", `/transactions/${id}/events`)).body.events.map((e: { type: string }) => e.type)
+    expect(events.slice(-2)).toEqual(["payment.refunded", "payment.refund_failed"])
+    const ledger = (await api("GET", `/transactions/${id}/ledger`)).body
+    const entries = (ledger.entries ?? ledger.ledger_entries ?? ledger.data) as Array<{ account: string; direction: string; amount_cents: number }>
+    const net = (account: string) =>
+      entries.filter((e) => e.account === account).reduce((sum, e) => sum + (e.direction === "credit" ? e.amount_cents : -e.amount_cents), 0)
+    // Captured, less the fee: the refund taken back returns the 3,100 to pending.
+    expect(net("merchant_pending")).toBe(3_100 - after.fee_cents)
+    expect(pendingBefore).toBeDefined()
+    // The processor reports it again: nothing changes.
+    expect((await post(app, failed.body, failed.signature)).body.outcome).toBe("already_applied")
+    expect((await api("GET", `/transactions/${id}`)).body.transaction).toMatchObject({ status: "captured", refunded_amount_cents: 0 })
+    // The money is the merchant's to refund again.
+    expect((await api("POST", `/transactions/${id}/refund`, { amount_cents: 100 })).status).toBe(200)
+  })
+
   it("is 404 when no processor is configured (the in-process sandbox)", async () => {
     const answer = await post(sandboxApp, "{}", "t=1,v1=00")
     expect(answer.status).toBe(404)

@@ -39,6 +39,8 @@ export interface ProcessorOptions {
   /** After a capture, a dispute payment's dispute opens this much later, and closes this much after it opened (see `advance`). */
   readonly disputeOpenAfterMs?: number
   readonly disputeCloseAfterMs?: number
+  /** A refund of a `pm_card_refundFail` payment succeeds, then fails this much later (see `advance`). */
+  readonly refundFailAfterMs?: number
 }
 
 type Json = Record<string, unknown>
@@ -98,7 +100,7 @@ export interface StripeEvent {
 
 /** A card test PaymentMethod's behaviour: approved with a Radar score, or declined. */
 type CardBehaviour =
-  | { readonly approve: true; readonly riskScore: number; readonly riskLevel: string; readonly dispute?: true }
+  | { readonly approve: true; readonly riskScore: number; readonly riskLevel: string; readonly dispute?: true; readonly refundFails?: true }
   | { readonly approve: false; readonly code: string; readonly declineCode: string; readonly message: string; readonly riskScore: number }
 
 const normal = { approve: true, riskScore: 5, riskLevel: "normal" } as const
@@ -107,6 +109,8 @@ export const testPaymentMethods: Readonly<Record<string, CardBehaviour>> = {
   pm_card_mastercard: normal,
   pm_card_amex: normal,
   pm_card_createDispute: { ...normal, dispute: true },
+  // Stripe's: the charge succeeds, a refund of it succeeds and fails some time later (refund.failed).
+  pm_card_refundFail: { ...normal, refundFails: true },
   pm_card_riskLevelElevated: { approve: true, riskScore: 75, riskLevel: "elevated" },
   // Approved with Radar's verdict, as Stripe does with its default block rule turned off: the
   // service screens with its own model (src/acquirer/Stripe.ts, riskSignalOf).
@@ -148,6 +152,8 @@ export const makeProcessor = (options: ProcessorOptions = {}) => {
   let faults: Faults = noFaults
   const intents = new Map<string, Intent>()
   const disputes = new Map<string, Dispute>()
+  /** Refunds of `pm_card_refundFail` payments that have not failed yet, with when they were made. */
+  const failingRefunds: Array<{ readonly refund: Json; readonly intent: Intent; readonly createdMs: number }> = []
   const idempotency = new Map<string, { readonly fingerprint: string; readonly status: number; readonly body: Json }>()
   const running = new Set<string>()
   const events: Array<StripeEvent> = []
@@ -374,6 +380,8 @@ export const makeProcessor = (options: ProcessorOptions = {}) => {
       payment_intent: intent.id,
       status: "succeeded"
     }
+    const card = testPaymentMethods[intent.paymentMethod]
+    if (card?.approve === true && card.refundFails === true) failingRefunds.push({ refund: body, intent, createdMs: now() })
     return { status: 200, body }
   }
 
@@ -424,7 +432,8 @@ export const makeProcessor = (options: ProcessorOptions = {}) => {
 
   /**
    * Opens the disputes due at `nowMs` (a dispute payment captured `disputeOpenAfterMs` ago) and
-   * closes those due (open `disputeCloseAfterMs`), with events. The standalone server calls it on
+   * closes those due (open `disputeCloseAfterMs`), and fails the refunds of `pm_card_refundFail`
+   * payments made `refundFailAfterMs` ago, with events. The standalone server calls it on
    * a timer; tests call it when they want time to have passed.
    */
   const advance = (nowMs: number = now()) => {
@@ -451,6 +460,18 @@ export const makeProcessor = (options: ProcessorOptions = {}) => {
       if (dispute.status !== "needs_response" || nowMs < dispute.openedAtMs + closeAfter) continue
       dispute.status = dispute.outcome
       emit("charge.dispute.closed", disputeJson(dispute))
+    }
+    // Refunds of pm_card_refundFail payments fail: the money goes back to the charge.
+    const failAfter = options.refundFailAfterMs ?? 0
+    for (let i = 0; i < failingRefunds.length;) {
+      const { createdMs, intent, refund } = failingRefunds[i]!
+      if (nowMs < createdMs + failAfter) {
+        i++
+        continue
+      }
+      failingRefunds.splice(i, 1)
+      intent.charge!.amountRefunded -= Number(refund.amount)
+      emit("refund.failed", { ...refund, status: "failed", failure_reason: "expired_or_canceled_card" })
     }
   }
 

@@ -11,7 +11,7 @@ import { parseFaults, startProcessorServer } from "./Server.ts"
 const usage = `usage: npm run processor:sandbox -- [--port 12111] [--secret-key sk_test_…]
   [--webhook-url http://127.0.0.1:3000/… --webhook-secret whsec_…]
   [--error-rate 0..1] [--lost-answer-rate 0..1] [--latency-ms N] [--duplicate-rate 0..1] [--search-lag-ms N]
-  [--dispute-open-after-ms N] [--dispute-close-after-ms N]`
+  [--dispute-open-after-ms N] [--dispute-close-after-ms N] [--refund-fail-after-ms N]`
 
 const fail = (message: string): never => {
   process.stderr.write(`${message}\n${usage}\n`)
@@ -32,7 +32,8 @@ const { values } = (() => {
         "duplicate-rate": { type: "string" },
         "search-lag-ms": { type: "string" },
         "dispute-open-after-ms": { type: "string", default: "60000" },
-        "dispute-close-after-ms": { type: "string", default: "60000" }
+        "dispute-close-after-ms": { type: "string", default: "60000" },
+        "refund-fail-after-ms": { type: "string", default: "60000" }
       },
       strict: true
     })
@@ -61,7 +62,8 @@ if ((values["webhook-url"] === undefined) !== (values["webhook-secret"] === unde
 const processor = makeProcessor({
   ...(values["secret-key"] === undefined ? {} : { secretKey: values["secret-key"] }),
   disputeOpenAfterMs: integer("dispute-open-after-ms", values["dispute-open-after-ms"], 86_400_000),
-  disputeCloseAfterMs: integer("dispute-close-after-ms", values["dispute-close-after-ms"], 86_400_000)
+  disputeCloseAfterMs: integer("dispute-close-after-ms", values["dispute-close-after-ms"], 86_400_000),
+  refundFailAfterMs: integer("refund-fail-after-ms", values["refund-fail-after-ms"], 60_000)
 })
 processor.setFaults(faults as Exclude<typeof faults, string>)
 

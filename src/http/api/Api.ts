@@ -191,7 +191,7 @@ const NotificationReceived = Schema.Struct({
   received: Schema.Literal(true),
   event_id: Schema.String,
   /** What the notification did: a dispute opened or resolved, a refund failure recorded, nothing (already applied, or a kind the service does not act on). */
-  outcome: Schema.Literals(["dispute_applied", "already_applied", "refund_failure_logged", "ignored"])
+  outcome: Schema.Literals(["dispute_applied", "refund_failure_applied", "already_applied", "refund_failure_unmatched", "ignored"])
 }).annotate({ examples: [{ received: true, event_id: "evt_1Q2w3E4r5T6y", outcome: "dispute_applied" }] })
 
 export class ProcessorGroup extends HttpApiGroup.make("processor")

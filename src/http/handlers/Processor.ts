@@ -8,7 +8,7 @@ import * as E from "../api/ApiError.ts"
 import { mapErrors } from "../api/ApiError.ts"
 import { PaymentsApi } from "../api/Api.ts"
 
-type Outcome = "dispute_applied" | "already_applied" | "refund_failure_logged" | "ignored"
+type Outcome = "dispute_applied" | "refund_failure_applied" | "already_applied" | "refund_failure_unmatched" | "ignored"
 
 /**
  * The processor group: the card processor's signed notifications. The signature covers the raw
@@ -26,15 +26,31 @@ export const ProcessorLive = HttpApiBuilder.group(PaymentsApi, "processor", (han
             Effect.map((result): Outcome => (result.applied ? "dispute_applied" : "already_applied"))
           )
         case "RefundFailed":
-          // The refund was booked on the processor's earlier answer; its failure is for an operator
-          // (and reconciliation shows the refunded amounts differ until it is dealt with).
-          return Effect.logError(
-            `processor: a refund of ${notification.amountCents} on payment ${notification.paymentId} failed after it was accepted: ${notification.reason}`
-          ).pipe(Effect.annotateLogs({ payment_id: notification.paymentId, processor_event_id: notification.eventId }), Effect.as("refund_failure_logged" as const))
+          // The refund was booked on the processor's earlier answer: its failure takes it back
+          // (once per refund). One the books cannot match (an unknown payment, more than was
+          // refunded) is answered 200, so the processor does not send it again, and is an
+          // operator's: logged, and reconciliation shows the refunded amounts apart.
+          return payments.applyRefundFailure(notification).pipe(
+            Effect.map((result): Outcome => (result.applied ? "refund_failure_applied" : "already_applied")),
+            Effect.catchTags({
+              NotFound: (error) => unmatched(notification, error.message),
+              InvalidInput: (error) => unmatched(notification, error.message),
+              InvalidState: (error) => unmatched(notification, error.message)
+            }),
+            mapErrors
+          )
         case "Ignored":
           return Effect.succeed("ignored")
       }
     }
+
+    const unmatched = (notification: Extract<ProcessorNotification, { _tag: "RefundFailed" }>, why: string) =>
+      Effect.logError(
+        `processor: refund ${notification.refundId} of ${notification.amountCents} on payment ${notification.paymentId} failed after it was accepted (${notification.reason}), and the books cannot take it back: ${why}`
+      ).pipe(
+        Effect.annotateLogs({ payment_id: notification.paymentId, processor_event_id: notification.eventId }),
+        Effect.as("refund_failure_unmatched" as const)
+      )
 
     return handlers.handle("notification", ({ headers }) =>
       E.asAnswered(Effect.gen(function*() {
