@@ -1,7 +1,7 @@
 import { type Clock, Effect, type Layer } from "effect"
 import type { RateLimiter } from "../../src/http/edge/RateLimiter.ts"
 import type { AppConfig } from "../../src/platform/Config.ts"
-import { isoAt } from "../../src/domain/Time.ts"
+import { isoAt } from "../../src/platform/IsoTime.ts"
 import * as Config from "../../src/platform/Config.ts"
 import { makeIds, seededBytes } from "../../src/platform/Ids.ts"
 import { Merchants } from "../../src/services/Merchants.ts"

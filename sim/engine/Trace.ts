@@ -1,5 +1,5 @@
 import { createHash, type Hash } from "node:crypto"
-import { isoAt } from "../../src/domain/Time.ts"
+import { isoAt } from "../../src/platform/IsoTime.ts"
 
 /**
  * The ordered trace of a run: every request and response, every committed payment event, every

@@ -5,7 +5,7 @@ import { type Auditor, passed } from "../checks/Auditor.ts"
 import type { SimResponse } from "./Http.ts"
 import type { SimOptions } from "../engine/Options.ts"
 import type { Prng } from "../engine/Prng.ts"
-import { isoAt } from "../../src/domain/Time.ts"
+import { isoAt } from "../../src/platform/IsoTime.ts"
 import { type AmountHistory, type BoundaryPlan, boundaryTargets, planBoundary } from "./Boundary.ts"
 
 /**

@@ -11,7 +11,7 @@ import { isCardTokenDisputeQuery, maximumSeriesRows, modelStats, periodStart, St
 import { emptyWebhookState, memoryWebhookOperations, type WebhookMemoryState } from "./MemoryWebhookStore.ts"
 import { WebhookStore } from "./WebhookStore.ts"
 import { MinHeap } from "../platform/MinHeap.ts"
-import { canonicalIsoMs, isoAt } from "../domain/Time.ts"
+import { canonicalIsoMs, isoAt } from "../platform/IsoTime.ts"
 
 interface IdempotencyRow {
   owner?: string | null

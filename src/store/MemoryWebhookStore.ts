@@ -1,7 +1,7 @@
 import { Effect, Layer } from "effect"
 import type { Merchant } from "../domain/Merchant.ts"
 import type { PaymentEvent } from "../domain/Payment.ts"
-import { canonicalIsoMs, isoAt, isoMs } from "../domain/Time.ts"
+import { canonicalIsoMs, isoAt, isoMs } from "../platform/IsoTime.ts"
 import type { EventType } from "../domain/Payment.ts"
 import { type Attempt, type Delivery, type DeliveryOrder, type DeliveryStatus, deliveryIdOf, eventPayload, isOpen } from "../domain/Webhook.ts"
 import { MinHeap } from "../platform/MinHeap.ts"

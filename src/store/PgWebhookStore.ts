@@ -6,7 +6,7 @@ import { iso, isoOrNull, runWithin, secretColumnFor, toEvent, toMerchant, type R
 import { AppConfig } from "../platform/Config.ts"
 import { statementGraceMs } from "../platform/Database.ts"
 import type { SecretColumn } from "../platform/Sealing.ts"
-import { isoMs } from "../domain/Time.ts"
+import { isoMs } from "../platform/IsoTime.ts"
 import { PgPool, prepared, statementDeadlineMs } from "./PgPrepared.ts"
 import type { StoreUnavailable } from "./Store.ts"
 import {

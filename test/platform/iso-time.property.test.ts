@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest"
 import * as fc from "fast-check"
-import { addMs, canonicalIsoMs, isoAt, isoMs } from "../../src/domain/Time.ts"
+import { addMs as plainAddMs } from "../../src/domain/Time.ts"
+import { addMs, canonicalIsoMs, isoAt, isoMs } from "../../src/platform/IsoTime.ts"
 
 // The fast paths (a second's prefix, parsing digit by digit, texts remembered by their last two
 // digits) give exactly what `Date` gives, whatever was written or read before.
@@ -70,5 +71,15 @@ describe("ISO timestamps", () => {
     expect(isoMs("2026-01-05T00:00:00.042Z")).toBe(1_767_571_200_042)
     expect(canonicalIsoMs("2026-01-05T00:00:00.042+")).toBeUndefined()
     expect(addMs(first, 1_000)).toBe("2026-01-05T00:00:01.042Z")
+  })
+
+  it("the domain's plain addMs and the platform's memoized one agree", () => {
+    fc.assert(
+      fc.property(fc.integer({ min: 0, max: 4_102_444_800_000 }), fc.integer({ min: -86_400_000, max: 86_400_000 }), (ms, delta) => {
+        const iso = new Date(ms).toISOString()
+        return plainAddMs(iso, delta) === addMs(iso, delta)
+      }),
+      { numRuns: 2000 }
+    )
   })
 })
