@@ -755,35 +755,23 @@ export const nextStep = (payment: Payment): Step | null => {
 /**
  * Everything of the flow up to its next wait, as one decision: the network's answer (if asked),
  * the fraud screening (if scored) and an automatic capture, each applied only where it is due.
+ * With `captureApart` (a remote processor) a capture is not in the same decision as the
+ * authorization or screening: those are booked first, and the capture, asked of the processor,
+ * is the flow's next step (a capture whose answer is lost then leaves the authorization in the
+ * books).
  */
 export const advanceFlow = (
   payment: Payment,
   authorization: AuthorizationOutcome | null,
   screening: Assessment | null,
   thresholds: Thresholds,
-  context: Context
-): Decision =>
-  sequence(payment, [
+  context: Context,
+  options: { readonly captureApart: boolean } = { captureApart: false }
+): Decision => {
+  const captureNow = !options.captureApart || (authorization === null && screening === null)
+  return sequence(payment, [
     (p) => (authorization === null ? null : applyAuthorization(p, authorization, context)),
     (p) => (screening === null || nextStep(p) !== "screen" ? null : applyFraudAssessment(p, screening, thresholds, context)),
-    (p) => (nextStep(p) !== "capture" ? null : capture(p, undefined, context))
+    (p) => (!captureNow || nextStep(p) !== "capture" ? null : capture(p, undefined, context))
   ])
-
-/**
- * `advanceFlow` up to an automatic capture, not including it: with a remote processor the
- * authorization and screening are booked first, and the capture, asked of the processor, is the
- * flow's next step (a capture whose answer is lost then leaves the authorization in the books).
- */
-export const advanceFlowBeforeCapture = (
-  payment: Payment,
-  authorization: AuthorizationOutcome | null,
-  screening: Assessment | null,
-  thresholds: Thresholds,
-  context: Context
-): Decision =>
-  authorization === null && screening === null
-    ? advanceFlow(payment, null, null, thresholds, context)
-    : sequence(payment, [
-      (p) => (authorization === null ? null : applyAuthorization(p, authorization, context)),
-      (p) => (screening === null || nextStep(p) !== "screen" ? null : applyFraudAssessment(p, screening, thresholds, context))
-    ])
+}

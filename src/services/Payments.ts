@@ -475,6 +475,7 @@ export const make = Effect.gen(function*() {
     cardBrand: payment.cardBrand
   })
 
+  const captureApart = { captureApart: operations !== undefined }
   const flowSteps = (
     payment: Payment.Payment,
     authorization: Payment.AuthorizationOutcome | null,
@@ -483,9 +484,7 @@ export const make = Effect.gen(function*() {
   ) =>
     // With a remote processor the authorization and screening are booked before the capture is
     // asked of it (the flow's next round): a capture whose answer is lost leaves them booked.
-    operations === undefined
-      ? Payment.advanceFlow(payment, authorization, screening, config.fraudThresholds, ctx)
-      : Payment.advanceFlowBeforeCapture(payment, authorization, screening, config.fraudThresholds, ctx)
+    Payment.advanceFlow(payment, authorization, screening, config.fraudThresholds, ctx, captureApart)
 
   const askNetwork = authorizeWithin(acquirer)
   const timedOut: Payment.AuthorizationOutcome = {
