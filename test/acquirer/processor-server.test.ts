@@ -1,11 +1,10 @@
 import { Effect, Redacted } from "effect"
-import { createServer, type IncomingMessage } from "node:http"
-import type { AddressInfo } from "node:net"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { operationKeys } from "../../src/acquirer/Acquirer.ts"
 import { makeProcessor } from "../../src/acquirer/sandbox-processor/Processor.ts"
 import { type RunningProcessor, startProcessorServer } from "../../src/acquirer/sandbox-processor/Server.ts"
 import { make } from "../../src/acquirer/Stripe.ts"
+import { startNotificationReceiver } from "../support/notificationReceiver.ts"
 import { checkEvent } from "./openapiCheck.ts"
 
 // The standalone sandbox processor on a real socket: the connector drives it over HTTP, a lost
@@ -15,38 +14,22 @@ import { checkEvent } from "./openapiCheck.ts"
 const secretKey = "sk_test_standalone01"
 const webhookSecret = "whsec_standalone01"
 
-const received: Array<{ readonly body: string; readonly signature: string }> = []
-let waiting: Array<() => void> = []
-const receiver = createServer((request: IncomingMessage, response) => {
-  const chunks: Array<Buffer> = []
-  request.on("data", (chunk: Buffer) => chunks.push(chunk))
-  request.on("end", () => {
-    received.push({ body: Buffer.concat(chunks).toString("utf8"), signature: String(request.headers["stripe-signature"]) })
-    response.end("ok")
-    for (const wake of waiting.splice(0)) wake()
-  })
-})
-const deliveries = async (count: number) => {
-  while (received.length < count) await new Promise<void>((wake) => waiting.push(wake))
-  return received.slice(0, count)
-}
+let receiver: Awaited<ReturnType<typeof startNotificationReceiver>>
+const deliveries = (count: number) => receiver.first(count)
 
 let running: RunningProcessor
 beforeAll(async () => {
-  await new Promise<void>((resolve) => receiver.listen(0, "127.0.0.1", resolve))
-  const receiverUrl = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/stripe`
+  receiver = await startNotificationReceiver()
   running = await startProcessorServer({
     processor: makeProcessor({ secretKey }),
     port: 0,
-    webhook: { url: receiverUrl, secret: webhookSecret },
+    webhook: { url: receiver.url("/stripe"), secret: webhookSecret },
     log: () => {}
   })
 })
 afterAll(async () => {
   await running.close()
-  waiting = []
-  receiver.closeAllConnections()
-  await new Promise<void>((resolve) => receiver.close(() => resolve()))
+  await receiver.close()
 })
 
 const connector = () =>

@@ -1,12 +1,11 @@
 import { Layer, Redacted } from "effect"
-import { createServer, type IncomingMessage } from "node:http"
-import type { AddressInfo } from "node:net"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { Acquirer } from "../../src/acquirer/Acquirer.ts"
 import { makeProcessor } from "../../src/acquirer/sandbox-processor/Processor.ts"
 import { type RunningProcessor, startProcessorServer } from "../../src/acquirer/sandbox-processor/Server.ts"
 import { make } from "../../src/acquirer/Stripe.ts"
 import { startApp, type TestApp } from "../support/app.ts"
+import { startNotificationReceiver } from "../support/notificationReceiver.ts"
 
 // The service with ACQUIRER=stripe's connector against the standalone sandbox processor over a
 // socket: payments go through the processor, and its signed dispute notifications, posted to
@@ -16,31 +15,18 @@ const secretKey = "sk_test_notify0123"
 const webhookSecret = "whsec_notify0123"
 
 /** What the processor posts, caught here so the test can deliver it (and deliver it again). */
-const caught: Array<{ readonly body: string; readonly signature: string }> = []
-let waiting: Array<() => void> = []
-const receiver = createServer((request: IncomingMessage, response) => {
-  const chunks: Array<Buffer> = []
-  request.on("data", (chunk: Buffer) => chunks.push(chunk))
-  request.on("end", () => {
-    caught.push({ body: Buffer.concat(chunks).toString("utf8"), signature: String(request.headers["stripe-signature"]) })
-    response.end("ok")
-    for (const wake of waiting.splice(0)) wake()
-  })
-})
-const notifications = async (count: number) => {
-  while (caught.length < count) await new Promise<void>((wake) => waiting.push(wake))
-  return caught.slice(0, count)
-}
+let receiver: Awaited<ReturnType<typeof startNotificationReceiver>>
+const notifications = (count: number) => receiver.first(count)
 
 let processor: RunningProcessor
 let app: TestApp
 let sandboxApp: TestApp
 beforeAll(async () => {
-  await new Promise<void>((resolve) => receiver.listen(0, "127.0.0.1", resolve))
+  receiver = await startNotificationReceiver()
   processor = await startProcessorServer({
     processor: makeProcessor({ secretKey }),
     port: 0,
-    webhook: { url: `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/`, secret: webhookSecret },
+    webhook: { url: receiver.url(), secret: webhookSecret },
     log: () => {}
   })
   const connector = make({ secretKey: Redacted.make(secretKey), webhookSecret: Redacted.make(webhookSecret), apiBase: processor.url, defaultTimeoutMs: 10_000 })
@@ -51,9 +37,7 @@ afterAll(async () => {
   await app?.close()
   await sandboxApp?.close()
   await processor?.close()
-  waiting = []
-  receiver.closeAllConnections()
-  await new Promise<void>((resolve) => receiver.close(() => resolve()))
+  await receiver?.close()
 })
 
 const post = (target: TestApp, body: string, signature: string | undefined) =>
@@ -141,7 +125,7 @@ describe("POST /api/v1/processor/notifications", () => {
     expect(created.body.transaction.status).toBe("captured")
     expect((await api("POST", `/transactions/${id}/refund`, {})).body.transaction).toMatchObject({ status: "refunded", refunded_amount_cents: 3_100 })
 
-    const seen = caught.length
+    const seen = receiver.caught.length
     await fetch(`${processor.url}/__advance`, { method: "POST", body: "{}" })
     const failed = (await notifications(seen + 1))[seen]!
     expect(JSON.parse(failed.body)).toMatchObject({ type: "refund.failed", data: { object: { status: "failed", amount: 3_100 } } })
