@@ -194,7 +194,6 @@ interface Exchange {
   readonly head: boolean
   readonly sentAt: number
   readonly done: (outcome: WireOutcome) => void
-  timer: ReturnType<typeof setTimeout> | null
   settled: boolean
   /** From the send to a connection ready to write on; -1 until then. */
   socketWaitMs: number
@@ -253,7 +252,6 @@ export const netClient = (targetUrl: string, options: NetClientOptions): NetClie
   const finish = (exchange: Exchange, outcome: WireOutcome) => {
     if (exchange.settled) return
     exchange.settled = true
-    if (exchange.timer !== null) clearTimeout(exchange.timer)
     exchange.connection = null
     exchange.done(outcome)
   }
@@ -367,7 +365,6 @@ export const netClient = (targetUrl: string, options: NetClientOptions): NetClie
   }
 
   const timedOut = (exchange: Exchange) => {
-    exchange.timer = null
     const connection = exchange.connection
     finish(exchange, lost)
     // Its connection may still bring the late answer: it cannot carry another request.
@@ -378,16 +375,33 @@ export const netClient = (targetUrl: string, options: NetClientOptions): NetClie
    * Idle connections are closed before `idleSocketTimeoutMs` passes (checked every quarter of it,
    * at most every 250 ms): the oldest idle are first in `idle`.
    */
-  const sweepEveryMs = Math.max(1, Math.min(250, options.idleSocketTimeoutMs / 4))
-  const sweeper = setInterval(() => {
-    const oldest = performance.now() - (options.idleSocketTimeoutMs - sweepEveryMs)
+  const idleSweepMs = Math.max(1, Math.min(250, options.idleSocketTimeoutMs / 4))
+  const idleSweeper = setInterval(() => {
+    const oldest = performance.now() - (options.idleSocketTimeoutMs - idleSweepMs)
     while (idle.length > 0 && idle[0]!.idleSince <= oldest) {
       const connection = idle[0]!
       retire(connection)
       connection.socket.end()
     }
-  }, sweepEveryMs)
-  sweeper.unref()
+  }, idleSweepMs)
+  idleSweeper.unref()
+
+  /**
+   * The client timeout, checked every twentieth of it (between 1 and 100 ms) over the requests on
+   * a connection and those waiting, rather than a timer per request (set and cleared at every
+   * request, a measured share of the driver's CPU): a request is lost between `timeoutMs` and
+   * `timeoutMs` plus that period after its send. Waiting requests are in the order they were sent.
+   */
+  const timeoutSweepMs = Math.max(1, Math.min(100, options.timeoutMs / 20))
+  const timeoutSweeper = setInterval(() => {
+    const sentBefore = performance.now() - options.timeoutMs
+    for (const connection of live) {
+      const exchange = connection.exchange
+      if (exchange !== null && !exchange.settled && exchange.sentAt <= sentBefore) timedOut(exchange)
+    }
+    for (let at = head; at < waiting.length && waiting[at]!.sentAt <= sentBefore; at++) finish(waiting[at]!, lost)
+  }, timeoutSweepMs)
+  timeoutSweeper.unref()
 
   const take = (exchange: Exchange) => {
     const connection = idle.pop()
@@ -408,16 +422,13 @@ export const netClient = (targetUrl: string, options: NetClientOptions): NetClie
     send: (wire) =>
       new Promise<WireOutcome>((done) => {
         if (closed) return done(lost)
-        const exchange: Exchange = {
-          payload: payloadOf(wire), head: wire.method === "HEAD", sentAt: performance.now(), done, timer: null, settled: false, socketWaitMs: -1, connection: null
-        }
         // The whole exchange, the wait for a connection included, is bounded by the client's timeout.
-        exchange.timer = setTimeout(timedOut, options.timeoutMs, exchange)
-        take(exchange)
+        take({ payload: payloadOf(wire), head: wire.method === "HEAD", sentAt: performance.now(), done, settled: false, socketWaitMs: -1, connection: null })
       }),
     close: () => {
       closed = true
-      clearInterval(sweeper)
+      clearInterval(idleSweeper)
+      clearInterval(timeoutSweeper)
       for (let exchange = nextWaiting(); exchange !== null; exchange = nextWaiting()) finish(exchange, lost)
       // Requests in flight are lost as their sockets close.
       for (const connection of [...live]) connection.socket.destroy()
