@@ -28,6 +28,52 @@ const enum Reading {
   UntilClose
 }
 
+/** A header's value in a lower-cased response head (`name` with its leading CRLF and colon), trimmed; the first if several. */
+const fieldOf = (lower: string, name: string): string | undefined => {
+  const at = lower.indexOf(name)
+  if (at < 0) return undefined
+  const end = lower.indexOf("\r\n", at + name.length)
+  return lower.slice(at + name.length, end < 0 ? lower.length : end).trim()
+}
+
+/** Header lines of a response head by lower-cased name; repeated names joined by ", " as node:http does. */
+const headersOf = (head: string): Record<string, string> => {
+  const headers: Record<string, string> = {}
+  let lineStart = head.indexOf("\r\n")
+  while (lineStart >= 0) {
+    const lineEnd = head.indexOf("\r\n", lineStart + 2)
+    const line = head.slice(lineStart + 2, lineEnd < 0 ? head.length : lineEnd)
+    const colon = line.indexOf(":")
+    if (colon > 0) {
+      const name = line.slice(0, colon).toLowerCase()
+      const value = line.slice(colon + 1).trim()
+      headers[name] = headers[name] === undefined ? value : `${headers[name]}, ${value}`
+    }
+    lineStart = lineEnd
+  }
+  return headers
+}
+
+/**
+ * A response whose headers are split out of its head when first read: most answers are judged by
+ * status and body alone, and building every header record was a measured share of the driver's
+ * CPU. `toJSON` gives the plain record.
+ */
+export class ParsedResponse implements WireResponse {
+  private parsed: Record<string, string> | null = null
+
+  constructor(readonly status: number, private readonly head: string, readonly body: string) {}
+
+  get headers(): Readonly<Record<string, string>> {
+    if (this.parsed === null) this.parsed = headersOf(this.head)
+    return this.parsed
+  }
+
+  toJSON(): WireResponse {
+    return { status: this.status, headers: this.headers, body: this.body }
+  }
+}
+
 /** A response as read: the response, and whether its connection may carry another request. */
 export type ResponseReady = (response: WireResponse, keepAlive: boolean) => void
 
@@ -42,7 +88,8 @@ export class ResponseParser {
   /** Bytes received but not yet read (a head, a chunk-size line or a chunk's CRLF split across reads). */
   private pending: Buffer | null = null
   private status = 0
-  private headers: Record<string, string> = {}
+  /** The head of the response being read (status line and header lines). */
+  private head = ""
   private keepAlive = true
   private body: Array<Buffer> = []
   private remaining = 0
@@ -138,32 +185,20 @@ export class ResponseParser {
     if (!head.startsWith("HTTP/1.")) throw new Error("not an HTTP/1.x response")
     const status = Number(head.slice(9, 12))
     if (!Number.isInteger(status) || status < 100) throw new Error("bad status line")
-    const headers: Record<string, string> = {}
-    let lineStart = head.indexOf("\r\n")
-    while (lineStart >= 0) {
-      const lineEnd = head.indexOf("\r\n", lineStart + 2)
-      const line = head.slice(lineStart + 2, lineEnd < 0 ? head.length : lineEnd)
-      const colon = line.indexOf(":")
-      if (colon > 0) {
-        const name = line.slice(0, colon).toLowerCase()
-        const value = line.slice(colon + 1).trim()
-        headers[name] = headers[name] === undefined ? value : `${headers[name]}, ${value}`
-      }
-      lineStart = lineEnd
-    }
     if (status < 200) return // interim (100 Continue, 103 Early Hints): the answer follows
-    const connection = headers["connection"]?.toLowerCase()
+    // Only the fields that frame the body are read now; the rest when someone asks (ParsedResponse).
+    const lower = head.toLowerCase()
+    const connection = fieldOf(lower, "\r\nconnection:")
     this.keepAlive = head[7] === "1" ? connection === undefined || !connection.includes("close") : connection?.includes("keep-alive") === true
     this.status = status
-    this.headers = headers
-    this.startBody(headers)
+    this.head = head
+    const transferEncoding = fieldOf(lower, "\r\ntransfer-encoding:")
+    this.startBody(transferEncoding !== undefined && transferEncoding.includes("chunked"), fieldOf(lower, "\r\ncontent-length:"))
   }
 
-  private startBody(headers: Record<string, string>): void {
-    const transferEncoding = headers["transfer-encoding"]
-    const contentLength = headers["content-length"]
+  private startBody(chunked: boolean, contentLength: string | undefined): void {
     if (this.headRequest || this.status === 204 || this.status === 304) this.complete(this.keepAlive)
-    else if (transferEncoding !== undefined && transferEncoding.toLowerCase().includes("chunked")) this.reading = Reading.ChunkSize
+    else if (chunked) this.reading = Reading.ChunkSize
     else if (contentLength !== undefined) {
       const length = Number(contentLength)
       if (!Number.isSafeInteger(length) || length < 0) throw new Error("bad content-length")
@@ -179,10 +214,9 @@ export class ResponseParser {
   private complete(keepAlive: boolean): void {
     const body = this.body
     const text = body.length === 0 ? "" : body.length === 1 ? body[0]!.toString("utf8") : Buffer.concat(body).toString("utf8")
-    const response: WireResponse = { status: this.status, headers: this.headers, body: text }
+    const response = new ParsedResponse(this.status, this.head, text)
     this.reading = Reading.Head
     this.body = []
-    this.headers = {}
     this.ready(response, keepAlive)
   }
 }

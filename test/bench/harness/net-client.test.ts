@@ -11,7 +11,8 @@ const get = (path: string): WireRequest => ({ method: "GET", path, headers: {}, 
 /** Every response `bytes` parses into, fed in the pieces `cuts` makes. */
 const parse = (bytes: string, cuts: ReadonlyArray<number> = [], head = false) => {
   const read: Array<{ response: WireResponse; keepAlive: boolean }> = []
-  const parser = new ResponseParser((response, keepAlive) => read.push({ response, keepAlive }))
+  // As a plain record: its headers are read from the head when asked for.
+  const parser = new ResponseParser((response, keepAlive) => read.push({ response: { status: response.status, headers: { ...response.headers }, body: response.body }, keepAlive }))
   parser.headRequest = head
   const buffer = Buffer.from(bytes, "utf8")
   let from = 0
@@ -41,6 +42,13 @@ describe("reading responses", () => {
       expect(parse(bytes, Array.from({ length: bytes.length - 1 }, (_, i) => i + 1)).read).toEqual(whole)
     }
     expect(parse(chunked).read[0]!.response).toEqual({ status: 201, headers: { "transfer-encoding": "chunked", "retry-after": "2" }, body: "hello, world" })
+  })
+
+  it("joins a repeated header as node:http does, and serializes as a plain response", () => {
+    const read: Array<WireResponse> = []
+    new ResponseParser((response) => read.push(response)).feed(Buffer.from("HTTP/1.1 200 OK\r\nVary: a\r\nvary:b\r\nContent-Length: 2\r\n\r\nok"))
+    expect(read[0]!.headers).toEqual({ "vary": "a, b", "content-length": "2" })
+    expect(JSON.parse(JSON.stringify(read[0]))).toEqual({ status: 200, headers: { "vary": "a, b", "content-length": "2" }, body: "ok" })
   })
 
   it("reads several responses from one read, in order", () => {
