@@ -1,11 +1,12 @@
 /**
  * The driver's HTTP/1.1 client for plain `http:` targets, on `node:net` sockets: node:http's
- * client (ClientRequest, the agent, its parser and header checks) cost the driver 3 to 5 times
+ * client (ClientRequest, the agent, its parser and header checks) cost the driver 3 to 6 times
  * autocannon's CPU per request, so this one does only what the harness needs. A pool of at most
  * `sockets` kept-alive connections, the most recently freed reused first, made on demand; requests
  * beyond them wait in a queue, oldest first. Each request goes out as one write (its head, built
  * from a prefix made once, and its body); one request is in flight per socket (no pipelining);
- * the answer is read by `ResponseParser`, which keeps every response header, lower-cased.
+ * the answer is read by `ResponseParser`, which reads the fields that frame the body and leaves
+ * the other headers (lower-cased) to be split out when something asks for them.
  *
  * Outcomes as `WireOutcome` says: `Refused` only for a refused connect (nothing was written),
  * `Lost` once the request was written and the connection then failed, closed or outlived the
@@ -225,6 +226,7 @@ export class ResponseParser {
 interface Exchange {
   /** Head and body, written in one go. */
   readonly payload: string
+  /** A HEAD request: its answer has no body. */
   readonly head: boolean
   readonly sentAt: number
   readonly done: (outcome: WireOutcome) => void
