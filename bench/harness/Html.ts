@@ -158,7 +158,7 @@ const phaseRow = (name: string, latency: HarnessResult["latency_ms"], wait: Harn
 const phasesSection = (result: HarnessResult) => {
   if (result.socket_wait_histogram_us === undefined || result.service_histogram_us === undefined) return ""
   return `<h2>Socket wait and service time</h2>
-<p>Of the answered requests: the <b>socket wait</b> (from the request handed to the transport to a socket ready to write on: its turn among the requests in flight, the agent's queue, a new connection's connect) and the <b>service time</b> (from the write to the whole answer read). The latency from the intended start adds the script's start lag to both.</p>
+<p>Of the answered requests: the <b>socket wait</b> (from the request handed to the transport to a socket ready to write on: its turn among the requests in flight, the client's queue, a new connection's connect) and the <b>service time</b> (from the write to the whole answer read). The latency from the intended start adds the script's start lag to both.</p>
 <table><thead><tr><th rowspan="2">route</th><th colspan="3">latency from intended start, ms</th><th colspan="3">socket wait, ms</th><th colspan="3">service time, ms</th></tr>
 <tr>${"<th>p50</th><th>p99</th><th>max</th>".repeat(3)}</tr></thead><tbody>
 ${phaseRow("all", result.latency_ms, result.socket_wait_ms, result.service_ms)}

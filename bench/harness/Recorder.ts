@@ -91,7 +91,7 @@ export interface RouteFigures {
 
 /** Where an answered request's time went on the driver's side of the wire. */
 export interface Phases {
-  /** From the request handed to the transport to a socket ready to write on: its turn among the requests in flight, the agent's queue, a connect. */
+  /** From the request handed to the transport to a socket ready to write on: its turn among the requests in flight, the client's queue, a connect. */
   readonly socketWaitMs: number
   /** From the write to the whole answer read. */
   readonly serviceMs: number

@@ -83,7 +83,7 @@ export interface HarnessResult {
   readonly routes: ReadonlyArray<RouteFigures>
   /**
    * Of the answered requests, where the time went on the driver's side of the wire: the wait for a
-   * socket (a turn among the requests in flight, the agent's queue, a connect) and the service's
+   * socket (a turn among the requests in flight, the client's queue, a connect) and the service's
    * time from the write to the whole answer, with their HDR histograms (absent in older files).
    */
   readonly socket_wait_ms?: Percentiles

@@ -1,50 +1,51 @@
 /**
- * The driver's HTTP client to the target: a keep-alive pool over node:http with a bounded number
- * of sockets and a client timeout; `balancedClient` spreads requests over several instances as a
+ * The driver's HTTP client to the target: a keep-alive pool with a bounded number of sockets and
+ * a client timeout (for `http:` the lean client of NetClient.ts, on `node:net`; for `https:`
+ * node:https's agent); `balancedClient` spreads requests over several instances as a
  * load balancer would; `recordingTransport` bounds the requests in flight and records each one
  * (route, status, "dropped" or "refused", latency from its intended start).
  */
 import { Agent, request as httpRequest } from "node:http"
 import { Agent as HttpsAgent, request as httpsRequest } from "node:https"
 import type { Clock } from "./Clock.ts"
-import type { Transport, WireRequest, WireResponse } from "./Contract.ts"
+import type { Transport } from "./Contract.ts"
 import type { AvailabilityRecorder } from "./Availability.ts"
+import { netClient } from "./NetClient.ts"
 import { type Recorder, routeTemplate } from "./Recorder.ts"
+import type { WireClient, WireOutcome } from "./Wire.ts"
 
-/** What became of one request on the wire. */
-export type WireOutcome =
-  /**
-   * `socketWaitMs`: from the send to a socket ready to write on (waiting in the agent's queue for
-   * a free socket, and the connect of a new one); the rest of the exchange is the service's time.
-   * Absent from clients that do not measure it.
-   */
-  | { readonly _tag: "Answered"; readonly response: WireResponse; readonly socketWaitMs?: number }
-  /** The connection was refused: nothing was sent (no process listens there), so it may go elsewhere. */
-  | { readonly _tag: "Refused" }
-  /** Sent (or perhaps sent), then no answer: reset, dropped or timed out. Its outcome is unknown. */
-  | { readonly _tag: "Lost" }
+export type { WireClient, WireOutcome } from "./Wire.ts"
 
 const refused: WireOutcome = { _tag: "Refused" }
 const lost: WireOutcome = { _tag: "Lost" }
-
-/** The wire alone: one request and what became of it. */
-export interface WireClient {
-  send(request: WireRequest): Promise<WireOutcome>
-  close(): void
-}
 
 /**
  * How long a kept-alive socket may sit idle in the pool before the harness closes it: below the
  * keep-alive timeout of the servers it drives (Node's default 5 s, which our service keeps), so
  * the client, never the server, closes an idle connection. A server that closes first races the
  * next request written on that socket (its FIN still unread by a busy driver): the request is
- * reset after it went out, its outcome unknown, and recorded as `dropped`. Node's agent lowers
+ * reset after it went out, its outcome unknown, and recorded as `dropped`. The `http:` client
+ * (NetClient.ts) closes an idle socket within this, and drops at once one the server closed while
+ * idle; it ignores the server's `Keep-Alive: timeout=N` hint. Node's agent (`https:`) lowers
  * this further to a shorter `Keep-Alive: timeout=N` hint from the server, less 1 s, but only when
  * it has a timeout of its own (without one it keeps idle sockets forever and ignores the hint).
  */
 export const idleSocketTimeoutMs = 4_000
 
-export const httpClient = (targetUrl: string, options: { readonly sockets: number; readonly timeoutMs: number; readonly idleSocketTimeoutMs?: number }): WireClient => {
+export interface HttpClientOptions {
+  readonly sockets: number
+  readonly timeoutMs: number
+  readonly idleSocketTimeoutMs?: number
+}
+
+/** The client for `targetUrl`: NetClient.ts's for plain `http:`, node:https's agent for `https:`. */
+export const httpClient = (targetUrl: string, options: HttpClientOptions): WireClient =>
+  new URL(targetUrl).protocol === "http:"
+    ? netClient(targetUrl, { ...options, idleSocketTimeoutMs: options.idleSocketTimeoutMs ?? idleSocketTimeoutMs })
+    : nodeHttpClient(targetUrl, options)
+
+/** node:http's (or node:https's) client: ClientRequest over a keep-alive agent. */
+export const nodeHttpClient = (targetUrl: string, options: HttpClientOptions): WireClient => {
   const base = new URL(targetUrl)
   const secure = base.protocol === "https:"
   // `timeout` is the socket's inactivity timeout: the agent destroys a free socket when it fires; on

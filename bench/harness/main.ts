@@ -104,7 +104,7 @@ export const summaryOf = (result: HarnessResult, files: ReadonlyArray<string>) =
     ...(result.saturation === undefined ? [] : [["pace", saturationLine(result.saturation)] as const]),
     ["latency p50/p90/p99/p99.9/max ms", `${fixed(p.p50, 2)} / ${fixed(p.p90, 2)} / ${fixed(p.p99, 2)} / ${fixed(p.p999, 2)} / ${fixed(p.max, 2)}`],
     ...(result.socket_wait_ms === undefined || result.service_ms === undefined ? [] : [
-      ["socket wait p50/p99/max ms", `${fixed(result.socket_wait_ms.p50, 2)} / ${fixed(result.socket_wait_ms.p99, 2)} / ${fixed(result.socket_wait_ms.max, 2)} (answered requests: a turn among those in flight, the agent's queue, a connect)`] as const,
+      ["socket wait p50/p99/max ms", `${fixed(result.socket_wait_ms.p50, 2)} / ${fixed(result.socket_wait_ms.p99, 2)} / ${fixed(result.socket_wait_ms.max, 2)} (answered requests: a turn among those in flight, the client's queue, a connect)`] as const,
       ["service time p50/p99/max ms", `${fixed(result.service_ms.p50, 2)} / ${fixed(result.service_ms.p99, 2)} / ${fixed(result.service_ms.max, 2)} (from the write to the whole answer)`] as const
     ]),
     ["status codes", JSON.stringify(result.status_codes)],
