@@ -63,6 +63,7 @@ interface Run {
   readonly postgresCpuMs: number | null
   readonly statements: number | null
   readonly commits: number | null
+  readonly walBytes: number | null
   readonly rssMb: number
   readonly statusCodes: Record<string, number>
   readonly auditOk: boolean
@@ -92,6 +93,8 @@ const runOnce = (round: number, scenario: string, side: (typeof sides)[number]):
     postgresCpuMs: report.service.per_request.postgres_cpu_ms,
     statements: report.service.per_request.statements,
     commits: report.service.per_request.commits,
+    // Results of a bench from before the WAL counter have none.
+    walBytes: report.service.per_request.wal_bytes ?? null,
     rssMb: report.service.rss_peak_mb,
     statusCodes: report.service.statusCodes,
     auditOk: audit.unbalanced_groups === 0 && audit.pending_payments === 0 && audit.double_captures === 0 && audit.over_refunded === 0,
@@ -126,6 +129,7 @@ const metrics: ReadonlyArray<readonly [string, (run: Run) => number | null, numb
   ["PostgreSQL CPU ms/request", (r) => r.postgresCpuMs, 3],
   ["statements/request", (r) => r.statements, 2],
   ["commits/request", (r) => r.commits, 2],
+  ["WAL bytes/request", (r) => r.walBytes, 0],
   ["RSS peak MB", (r) => r.rssMb, 0]
 ]
 

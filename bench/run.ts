@@ -2,9 +2,10 @@
  * Load harness: starts the real service (a child process on its own embedded PostgreSQL, or on
  * `--url`), drives one scenario with autocannon on 127.0.0.1, and reads per-request counters:
  * service and PostgreSQL CPU, SQL statements and commits (pg_stat_statements, pg_stat_database),
- * RSS. For `create` it measures, in the same run and at the same concurrency, the limit beside
- * it: pgbench running the service's own create SQL, and a minimal node:http + pg server doing
- * that SQL (bench/sql.ts, bench/baseline.ts). Then it audits the ledger. Bounded in time.
+ * WAL bytes and full-page images (pg_current_wal_insert_lsn, pg_stat_wal), RSS. For `create` it
+ * measures, in the same run and at the same concurrency, the limit beside it: pgbench running the
+ * service's own create SQL, and a minimal node:http + pg server doing that SQL (bench/sql.ts,
+ * bench/baseline.ts). Then it audits the ledger. Bounded in time.
  *
  *   npm run bench -- [--scenario create|read|mixed|refund|idempotent-retry|webhooks|analytics]
  *                    [--duration 10] [--connections 64] [--rate N] [--url postgres://...] [--no-baselines] [--cards N]
@@ -98,16 +99,27 @@ const log = (line: string) => process.stderr.write(`${line}\n`)
 interface DbCounters {
   readonly statements: number | null
   readonly commits: number
+  /** The WAL's insert position in bytes (the whole cluster's: this run's service and the bench's monitor). */
+  readonly walBytes: number
+  /** Full-page images written to the WAL so far (pg_stat_wal; null where the server keeps none). */
+  readonly walFullPages: number | null
 }
 const dbCounters = async (client: pg.Client): Promise<DbCounters> => {
-  const commits = await client.query(`SELECT xact_commit::bigint AS n FROM pg_stat_database WHERE datname = current_database()`)
+  const commits = await client.query(`SELECT xact_commit::bigint AS n,
+      (pg_current_wal_insert_lsn() - '0/0'::pg_lsn)::bigint::text AS wal FROM pg_stat_database WHERE datname = current_database()`)
+  let walFullPages: number | null = null
+  try {
+    // Flushed first, so the figure counts this backend's own records too; only other backends' may lag by a second.
+    await client.query("SELECT pg_stat_force_next_flush()")
+    walFullPages = Number((await client.query(`SELECT wal_fpi::bigint AS n FROM pg_stat_wal`)).rows[0].n)
+  } catch { /* a server without these views */ }
   let statements: number | null = null
   try {
     const rows = await client.query(`SELECT coalesce(sum(calls), 0)::bigint AS n FROM pg_stat_statements
       WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())`)
     statements = Number(rows.rows[0].n)
   } catch { /* pg_stat_statements not loaded */ }
-  return { statements, commits: Number(commits.rows[0].n) }
+  return { statements, commits: Number(commits.rows[0].n), walBytes: Number(commits.rows[0].wal), walFullPages }
 }
 
 interface Sample {
@@ -174,7 +186,11 @@ const perRequest = (before: Sample, after: Sample, requests: number) => ({
   statements: requests === 0 || before.db.statements === null || after.db.statements === null
     ? null
     : (after.db.statements - before.db.statements) / requests,
-  commits: requests === 0 ? null : (after.db.commits - before.db.commits) / requests
+  commits: requests === 0 ? null : (after.db.commits - before.db.commits) / requests,
+  wal_bytes: requests === 0 ? null : (after.db.walBytes - before.db.walBytes) / requests,
+  wal_full_pages: requests === 0 || before.db.walFullPages === null || after.db.walFullPages === null
+    ? null
+    : (after.db.walFullPages - before.db.walFullPages) / requests
 })
 
 const runPgbench = (databaseUrl: string, script: string) => {
@@ -521,6 +537,8 @@ const main = async () => {
       ["PostgreSQL CPU ms per request", fixed(counters.postgres_cpu_ms)],
       ["SQL statements per request", fixed(counters.statements)],
       ["commits per request", fixed(counters.commits)],
+      ["WAL bytes per request", fixed(counters.wal_bytes, 0)],
+      ["WAL full-page images per request", fixed(counters.wal_full_pages, 3)],
       ["service RSS peak MB", String(Math.round(peakRss))]
     ]
     if (webhooks) rows.push(["webhooks", JSON.stringify(webhooks)])

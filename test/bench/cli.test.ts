@@ -58,11 +58,32 @@ describe("bench, bench:report and fraud:train on the command line", () => {
     // tens. autocannon sends each second's share in bursts, and on a busy host a late timer sends
     // the next burst early (133 requests in 2 s were seen): the bound says the rate was offered, not
     // how exactly a loaded host kept it.
+    // WAL per request beside statements and commits: a number (a health check writes next to none).
+    expect(typeof report.service.per_request.wal_bytes).toBe("number")
+    expect(report.service.per_request.wal_bytes).toBeGreaterThanOrEqual(0)
     expect(report.service.rps).toBeGreaterThan(10)
     expect(report.service.rps).toBeLessThanOrEqual(40 * 2.5)
     expect(table.code, table.stderr).toBe(0)
     expect(table.stdout).toMatch(/requests\/s\s+[\d.]+ achieved of 30 offered/)
+    expect(table.stdout).toMatch(/WAL bytes per request\s+\d+/)
   }, 240_000)
+
+  it("bench:wal counts what a create writes: WAL bytes, full-page images, index entries, updates, per create", async () => {
+    const result = await run("bench/wal.ts", ["--creates", "20", "--warmup", "10", "--batch", "5", "--json"])
+    expect(result.code, result.stderr).toBe(0)
+    const report = JSON.parse(result.stdout)
+    expect(report).toMatchObject({ creates: 20, warmup: 10, batch: 5 })
+    const p = report.per_create
+    // Every create inserts a payment, its events and ledger entries and a key, each with index entries.
+    expect(p.wal_bytes).toBeGreaterThan(1_000)
+    expect(p.index_entries).toBeGreaterThan(5)
+    expect(p.heap_inserts).toBeGreaterThan(5)
+    expect(p.statements).toBeCloseTo(0.4)
+    expect(p.commits).toBeCloseTo(0.4)
+    expect(p.fpi_bytes).toBeLessThanOrEqual(p.wal_bytes)
+    expect(report.tables.map((t: { table: string }) => t.table)).toEqual(expect.arrayContaining(["payments", "ledger_entries", "idempotency_keys"]))
+    expect(report.wal_by_kind.some((k: { kind: string }) => k.kind === "Btree/INSERT_LEAF")).toBe(true)
+  }, slow)
 
   it("bench:report --json prints what it wrote, as JSON", async () => {
     const directory = mkdtempSync(join(tmpdir(), "bench-report-"))
