@@ -76,6 +76,14 @@ const createBatch = async (client: pg.Client, merchantId: string, size: number) 
 
 const lsn = async (client: pg.Client) => String((await client.query("SELECT pg_current_wal_insert_lsn() AS l")).rows[0].l)
 
+/** Milliseconds spent in each PL/pgSQL function (the triggers' own time), by name. */
+const functionTimes = async (client: pg.Client) => {
+  await client.query("SELECT pg_stat_force_next_flush()")
+  await client.query("SELECT pg_stat_clear_snapshot()")
+  const rows = (await client.query(`SELECT funcname, calls::bigint AS calls, self_time FROM pg_stat_user_functions`)).rows
+  return new Map(rows.map((r) => [r.funcname as string, { calls: Number(r.calls), ms: Number(r.self_time) }]))
+}
+
 const tableStats = async (client: pg.Client) => {
   await client.query("SELECT pg_stat_force_next_flush()")
   await client.query("SELECT pg_stat_clear_snapshot()")
@@ -97,6 +105,8 @@ const main = async () => {
     // The pool's settings for these statements (src/store/PgPrepared.ts), where the checkout has them.
     const prepared = await import(pathToFileURL(join(codeDir, "src/store/PgPrepared.ts")).href).catch(() => ({}))
     for (const [name, value] of Object.entries((prepared as any).hotPathPlannerSettings ?? {})) await client.query(`SET ${name} = ${value}`)
+    // The time spent in PL/pgSQL functions (the triggers), read from pg_stat_user_functions.
+    await client.query("SET track_functions = 'pl'")
     const merchantId = ids.mint("merchant")
     await client.query(`INSERT INTO merchants (id, name, webhook_url, webhook_secret, created_at, updated_at)
       VALUES ($1, 'WAL', NULL, 'whsec_wal', now(), now())`, [merchantId])
@@ -104,12 +114,21 @@ const main = async () => {
     await client.query("VACUUM ANALYZE")
     await client.query("CHECKPOINT")
     const tablesBefore = await tableStats(client)
+    const functionsBefore = await functionTimes(client)
     const start = await lsn(client)
     const cpuBefore = postgresCpuSeconds(postmasterPid)
+    const startedAt = performance.now()
     for (let done = 0; done < flags.creates; done += flags.batch) await createBatch(client, merchantId, Math.min(flags.batch, flags.creates - done))
+    const statementsMs = performance.now() - startedAt
     const cpuAfter = postgresCpuSeconds(postmasterPid)
     const end = await lsn(client)
     const tablesAfter = await tableStats(client)
+    const functionsAfter = await functionTimes(client)
+    const triggers = [...functionsAfter].map(([name, after]) => ({
+      function: name,
+      calls: after.calls - (functionsBefore.get(name)?.calls ?? 0),
+      ms: after.ms - (functionsBefore.get(name)?.ms ?? 0)
+    })).filter((f) => f.calls > 0)
     const n = flags.creates
     const walBytes = Number((await client.query("SELECT ($2::pg_lsn - $1::pg_lsn)::bigint AS b", [start, end])).rows[0].b)
     const byKind = (await client.query(`SELECT "resource_manager/record_type" AS kind, count::bigint AS count,
@@ -154,8 +173,12 @@ const main = async () => {
         hot_updates: sum((k) => k.count, (kind) => /^Heap\/HOT_UPDATE/.test(kind)) / n,
         statements: 2 / flags.batch,
         commits: sum((k) => k.count, (kind) => kind === "Transaction/COMMIT") / n,
-        postgres_cpu_ms: cpuBefore === null || cpuAfter === null ? null : ((cpuAfter - cpuBefore) * 1000) / n
+        postgres_cpu_ms: cpuBefore === null || cpuAfter === null ? null : ((cpuAfter - cpuBefore) * 1000) / n,
+        // The statements' round trips as the client waited for them (the Node side of a batch aside).
+        statement_ms: statementsMs / n,
+        trigger_ms: triggers.reduce((total, f) => total + f.ms, 0) / n
       },
+      triggers: triggers.map((f) => ({ function: f.function, calls_per_create: f.calls / n, ms_per_create: f.ms / n })),
       full_page_images_by_relation: imagesByRelation.map((r) => ({ relation: r.relation, per_create: r.pages / n, bytes: r.bytes / n })),
       wal_by_kind: byKind.map((k) => ({ kind: k.kind, per_create: k.count / n, record_bytes: k.recordBytes / n, fpi_bytes: k.fpiBytes / n })),
       tables
@@ -174,7 +197,9 @@ const main = async () => {
       ["B-tree entries per create", f(p.index_entries, 1)],
       ["heap inserts / updates / HOT updates per create", `${f(p.heap_inserts, 2)} / ${f(p.updates, 2)} / ${f(p.hot_updates, 2)}`],
       ["statements / commits per create", `${f(p.statements, 2)} / ${f(p.commits, 2)}`],
-      ["PostgreSQL CPU ms per create", f(p.postgres_cpu_ms, 3)]
+      ["PostgreSQL CPU ms per create", f(p.postgres_cpu_ms, 3)],
+      ["statements' wall time ms per create", f(p.statement_ms, 3)],
+      ["of which in PL/pgSQL triggers", `${f(p.trigger_ms, 3)} (${report.triggers.map((t) => `${t.function} ${f(t.ms_per_create, 3)}`).join(", ")})`]
     ], "  "))
     console.log("\nWAL by record kind, per create:")
     console.log(Cli.table(["kind", "records", "record bytes", "full-page bytes"],
