@@ -394,5 +394,20 @@ ${rollupUpsert}      RETURN NULL;
     ALTER TABLE payments ADD COLUMN processor_pending jsonb;
     -- The processor's ids of refunds it accepted and later failed, applied once each (null: none).
     ALTER TABLE payments ADD COLUMN failed_refunds jsonb;
+  `),
+  "0015_ledger_keys": statements(`
+    -- A ledger entry is found by its payment (the ledger of a transaction) or summed by merchant
+    -- (balances); never by its id alone. One key local to the payment replaces the primary key on
+    -- the random id and the payment index: a create's eight entries go to one leaf page instead
+    -- of sixteen random ones. An entry's id stays unique in practice (128 random bits) and within
+    -- its payment by this key.
+    ALTER TABLE ledger_entries DROP CONSTRAINT ledger_entries_pkey;
+    DROP INDEX ledger_entries_payment;
+    ALTER TABLE ledger_entries ADD CONSTRAINT ledger_entries_pkey PRIMARY KEY (payment_id, id);
+    -- Balances read the merchant's three balance accounts only; the holds, the card network and
+    -- fee revenue (six of a capture's eight entries) need no entry in this index.
+    DROP INDEX ledger_entries_merchant;
+    CREATE INDEX ledger_entries_merchant ON ledger_entries (merchant_id, currency, account)
+      WHERE account IN ('merchant_pending', 'merchant_available', 'merchant_reserved');
   `)
 }
