@@ -293,14 +293,22 @@ export const runSimulation = (options: SimOptions, internals: SimInternals = {})
       rateLimit.answered(secret, servedBy, sentMs, status, exact)
     }
   })
-  const workloadPrng = Prng.derive(seed, "workload")
-  const workload = makeWorkload(options, workloadPrng, service, auditor, trace, horizonEndMs)
   const disputes = makeDisputeInjector({ prng: Prng.derive(seed, "disputes"), rate: options.faults.disputes ?? 0, service, auditor, trace, state, horizonEndMs, nowMs })
-  workload.hooks.onPaymentFinished = disputes.consider
-  if ((options.faults.disputes ?? 0) > 0) {
-    workload.hooks.disputeNow = disputes.openNow
-    workload.hooks.resolveDisputeNow = disputes.resolveNow
-  }
+  // Without disputes in the faults, no script asks the network for one.
+  const disputesInScripts = (options.faults.disputes ?? 0) > 0
+  const workload = makeWorkload({
+    options,
+    prng: Prng.derive(seed, "workload"),
+    service,
+    auditor,
+    trace,
+    horizonEndMs,
+    hooks: {
+      onPaymentFinished: disputes.consider,
+      disputeNow: disputesInScripts ? disputes.openNow : null,
+      resolveDisputeNow: disputesInScripts ? disputes.resolveNow : null
+    }
+  })
   const merchants: Array<Merchant> = []
   // Webhook backlogs (mix `endpointBacklogsPerDay`), from their own stream: at times drawn over the
   // workload's 90% of the horizon, one merchant's endpoint answers in 10-29 s for 20 minutes while

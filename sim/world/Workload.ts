@@ -157,15 +157,36 @@ const noHeaders: Readonly<Record<string, string>> = {}
 /** A request's final answer as it is (`send` without a `finish`). */
 const final = (response: SimResponse | null) => response
 
-export const makeWorkload = <R, P>(
-  options: Pick<SimOptions, "mix" | "payments">,
-  prng: Prng,
-  service: ClientPort<R, P>,
-  auditor: Auditor,
-  trace: { record(line: string): void },
-  horizonEndMs: number,
-  pace: Pace = exactPace
-) => {
+/**
+ * What the workload runs after a script's payment is settled and while it runs: given when the
+ * workload is made. Defaults: nothing after a script, no card network to ask.
+ */
+export interface WorkloadHooks {
+  readonly onPaymentFinished: (paymentId: string) => Effect.Effect<void>
+  /**
+   * The card network disputes the payment now (sim/world/Disputes.ts `openNow`): true once opened.
+   * With `resolveInScript`, its resolve waits for `resolveDisputeNow`. Null: no network to ask.
+   */
+  readonly disputeNow: ((paymentId: string, resolveInScript?: boolean) => Effect.Effect<boolean>) | null
+  /** The network resolves now the dispute it opened to be resolved in the script (`resolveNow`): the outcome acknowledged, or null. */
+  readonly resolveDisputeNow: ((paymentId: string) => Effect.Effect<"won" | "lost" | null>) | null
+}
+
+export interface WorkloadOptions<R, P> {
+  readonly options: Pick<SimOptions, "mix" | "payments">
+  /** Every choice of the merchants is drawn from it, in a fixed order (the trace depends on it). */
+  readonly prng: Prng
+  readonly service: ClientPort<R, P>
+  readonly auditor: Auditor
+  readonly trace: { record(line: string): void }
+  /** No story waits past it (a refund's delay, a rotation's gap). */
+  readonly horizonEndMs: number
+  readonly pace?: Pace
+  readonly hooks?: Partial<WorkloadHooks>
+}
+
+export const makeWorkload = <R, P>(setup: WorkloadOptions<R, P>) => {
+  const { options, prng, service, auditor, trace, horizonEndMs, pace = exactPace } = setup
   const { think, backoff, idle } = pace
   const stats: WorkloadStats = {
     requests: 0, byStatus: {}, dropped: 0, lostCreates: 0, scriptsStarted: 0, scriptsFinished: 0, rotations: 0, keyRecoveries: 0,
@@ -189,16 +210,11 @@ export const makeWorkload = <R, P>(
   const expectations: Array<Expectation> = []
   /** The payment each script created, and what runs when its script ends (sim/world/Disputes.ts). */
   const scriptPayments = new Map<number, string>()
-  const hooks: {
-    onPaymentFinished: (paymentId: string) => Effect.Effect<void>
-    /**
-     * The card network disputes the payment now (sim/world/Disputes.ts `openNow`): true once opened.
-     * With `resolveInScript`, its resolve waits for `resolveDisputeNow`. Null: no network to ask.
-     */
-    disputeNow: ((paymentId: string, resolveInScript?: boolean) => Effect.Effect<boolean>) | null
-    /** The network resolves now the dispute it opened to be resolved in the script (`resolveNow`): the outcome acknowledged, or null. */
-    resolveDisputeNow: ((paymentId: string) => Effect.Effect<"won" | "lost" | null>) | null
-  } = { onPaymentFinished: (_paymentId: string): Effect.Effect<void> => Effect.void, disputeNow: null, resolveDisputeNow: null }
+  const hooks: WorkloadHooks = {
+    onPaymentFinished: setup.hooks?.onPaymentFinished ?? ((_paymentId: string): Effect.Effect<void> => Effect.void),
+    disputeNow: setup.hooks?.disputeNow ?? null,
+    resolveDisputeNow: setup.hooks?.resolveDisputeNow ?? null
+  }
   /**
    * Idempotency: per key, the request that owns it and the answer it got. A script's keys
    * (`create-n`, `capture-n`, `refund-n-r`...: its number n) are sent by no other script and never
@@ -996,5 +1012,5 @@ export const makeWorkload = <R, P>(
       return paymentId === undefined ? Effect.void : hooks.onPaymentFinished(paymentId)
     }))
 
-  return { stats, expectations, arrivals, script, rotations, batch, pushRateLimit, hooks, auditCreateKeys }
+  return { stats, expectations, arrivals, script, rotations, batch, pushRateLimit, auditCreateKeys }
 }

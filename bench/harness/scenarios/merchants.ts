@@ -443,10 +443,8 @@ export const makeScenario = (options: MerchantsOptions = {}): Scenario => {
       scriptPrng = prng
       // Remote targets: the sandbox's dispute tokens stand for the card network.
       const workloadMix = setup.embedded === null ? { ...mix, disputeTokens: disputeRate } : mix
-      const made_ = workload = makeWorkload({ mix: workloadMix, payments: 0 }, prng, port, auditor, { record: () => {} }, Number.POSITIVE_INFINITY,
-        scaledPace(timeScale, options.maxThinkMs ?? 5_000, options.maxBackoffMs ?? 2_000))
       const disputePrng = Prng.derive(seed, `harness-disputes-${shard.index}`)
-      made_.hooks.onPaymentFinished = (paymentId) =>
+      const onPaymentFinished = (paymentId: string) =>
         Effect.withFiber((fiber) =>
           Effect.sync(() => {
             const script = fiber.getRef(scriptContext)
@@ -459,6 +457,16 @@ export const makeScenario = (options: MerchantsOptions = {}): Scenario => {
             disputesInFlight.add(work)
             void work.finally(() => disputesInFlight.delete(work))
           }))
+      const made_ = workload = makeWorkload({
+        options: { mix: workloadMix, payments: 0 },
+        prng,
+        service: port,
+        auditor,
+        trace: { record: () => {} },
+        horizonEndMs: Number.POSITIVE_INFINITY,
+        pace: scaledPace(timeScale, options.maxThinkMs ?? 5_000, options.maxBackoffMs ?? 2_000),
+        hooks: { onPaymentFinished }
+      })
       rotations = Effect.runFork(Effect.forEach(merchants, made_.rotations, { concurrency: "unbounded", discard: true }))
       setup.log(`merchants: ${merchants.length} merchants, endpoints at ${server.baseUrl}, webhook schedule ${scheduleMs.map((ms) => `${ms / 1000}s`).join(",")} ` +
         `timeout ${timeoutMs / 1000}s, retries late by at most ${retryToleranceMs / 1000}s with a slot free, clocks within ${clockToleranceMs / 1000}s`)
