@@ -521,289 +521,345 @@ interface Run {
   closed: boolean
 }
 
+/**
+ * What the scenario holds for its whole life, whether set up or not: its settings from the
+ * options, the auditor, what the scripts and the card network leave for the laws, and the figures.
+ */
+interface Scenery {
+  readonly options: MerchantsOptions
+  readonly timeScale: number
+  readonly mix: WorkloadMix
+  readonly faults: FaultRates
+  /** Disputes the card network opens (embedded target) or sandbox dispute tokens (remote), of the payments. */
+  readonly disputeRate: number
+  readonly auditor: Auditor
+  /** The story of each payment: the requests of the script that made it. */
+  readonly stories: Map<string, ReadonlyArray<string>>
+  /** The scripts running. */
+  readonly running: Set<Promise<void>>
+  readonly disputes: ReturnType<typeof makeHarnessDisputes>
+  /** Payments created with a sandbox dispute token: the outcome the token stands for, and their merchant. */
+  readonly tokenDisputes: Map<string, { readonly outcome: "won" | "lost"; readonly merchantId: string }>
+  readonly rateLimit: { pushed: number; refused: number; skipped: string; law: RateLimitLaw | null }
+  readonly checkedFigures: { cutAttempts: number; settled: number }
+  /** Script numbers of this run: unique across runs against one target (idempotency keys are built from them). */
+  readonly runBase: number
+}
+
+/** Setup: the settings, the shard's merchants, the endpoints and their server, then the run. */
+const setUp = async (scenery: Scenery, setup: SetupContext): Promise<Run> => {
+  const { seed, shard } = setup
+  const call = callerOf(setup.transport)
+  // Until the first spare key is made, on the target's clock (a minute early meanwhile: the
+  // payments listed are the run's, not a previous run's with the same merchants).
+  const sinceIso = new Date(Date.now() - 60_000).toISOString()
+  const settings = settingsOf(scenery.options, setup)
+  const made = await shardMerchants(setup, call, `${seed}/${shard.index}`)
+  /** When the latest fault the harness injected began (epoch ms; -Infinity: none): what a dead or stalled process had under way may come again. */
+  const lastFaultMs = () => setup.faults?.lastStartedAtMs() ?? Number.NEGATIVE_INFINITY
+  const redeliveries = new Redeliveries(lastFaultMs)
+  const secrets = new Map<string, Array<string>>()
+  const endpoints = makeSimulatedEndpoints(
+    Prng.derive(seed, `harness-webhooks-${shard.index}`), scenery.faults, scenery.auditor,
+    { startMs: Date.now(), endMs: Date.now() + 3_600_000 }, () => Date.now(), lastFaultMs,
+    (url) => secrets.get(url) ?? [],
+    true
+  )
+  const { timeoutMs } = settings
+  const server = await startWebhookServer({
+    host: setup.webhookHost, port: setup.webhookPort, advertisedUrl: setup.webhookUrl, endpoints, timeoutMs, latencyScale: timeoutMs / 30_000, redeliveries
+  })
+  try {
+    return await startRun(scenery, { setup, settings, call, server, endpoints, redeliveries, made, secrets, sinceIso })
+  } catch (error) {
+    // No run to close it later.
+    await server.close()
+    throw error
+  }
+}
+
+/** Setup, once the endpoints' server is up: the merchants' keys and webhook URLs, then the workload and its rotations. */
+const startRun = async (scenery: Scenery, parts: {
+  readonly setup: SetupContext
+  readonly settings: Settings
+  readonly call: Call
+  readonly server: WebhookServer
+  readonly endpoints: SimulatedEndpoints
+  readonly redeliveries: Redeliveries
+  readonly made: ReadonlyArray<{ readonly id: string; readonly apiKey: string }>
+  readonly secrets: Map<string, Array<string>>
+  readonly sinceIso: string
+}): Promise<Run> => {
+  const { setup, settings, call, server } = parts
+  const { seed, shard } = setup
+  const label = `${seed}/${shard.index}`
+  const spareKeys = new Map<string, string>()
+  const witnessMerchants: Array<WitnessMerchant> = []
+  const merchants: Array<Merchant> = []
+  let sinceIso = parts.sinceIso
+  for (const [index, m] of parts.made.entries()) {
+    // A spare key, never rotated: the reads of the laws and the recovery of a locked-out merchant.
+    const spare = expectOk(await call("POST", "/api/v1/api_keys", m.apiKey, { name: `harness ${label} spare` }), "POST /api/v1/api_keys")
+    spareKeys.set(m.id, spare.api_key.key as string)
+    if (index === 0) sinceIso = spare.api_key.created_at as string
+    const url = server.urlOf(index)
+    const patched = expectOk(await call("PATCH", "/api/v1/merchants/me", m.apiKey, { webhook_url: url }), "PATCH /api/v1/merchants/me")
+    parts.secrets.set(url, [patched.merchant.webhook_secret as string])
+    const balances = expectOk(await call("GET", "/api/v1/merchants/me/balance", m.apiKey), "GET /api/v1/merchants/me/balance").balances as Array<ApiBalance>
+    witnessMerchants.push({ id: m.id, readKey: spare.api_key.key as string, webhookUrl: url, balancesBefore: balances })
+    // The scripts' own key, which their rotations revoke and replace: the key the harness was
+    // given (a keys file's) is never rotated, so the same file serves the next run.
+    const working = expectOk(await call("POST", "/api/v1/api_keys", m.apiKey, { name: `harness ${label} scripts` }), "POST /api/v1/api_keys").api_key
+    merchants.push({ index, id: m.id, apiKey: working.key as string, keyId: working.id as string, keyGeneration: 0 })
+  }
+  const { workload, prng } = harnessWorkload(scenery, setup, spareKeys)
+  const rotations = Effect.runFork(Effect.forEach(merchants, workload.rotations, { concurrency: "unbounded", discard: true }))
+  const { scheduleMs, timeoutMs, retryToleranceMs, clockToleranceMs } = settings
+  setup.log(`merchants: ${merchants.length} merchants, endpoints at ${server.baseUrl}, webhook schedule ${scheduleMs.map((ms) => `${ms / 1000}s`).join(",")} ` +
+    `timeout ${timeoutMs / 1000}s, retries late by at most ${retryToleranceMs / 1000}s with a slot free, clocks within ${clockToleranceMs / 1000}s`)
+  return {
+    setup, settings, call, sinceIso, server, endpoints: parts.endpoints, redeliveries: parts.redeliveries,
+    merchants, witnessMerchants, spareKeys, workload, scriptPrng: prng, rotations, closed: false
+  }
+}
+
+/**
+ * The simulator's workload over HTTP: the scripts' port, their stream of choices, and what runs
+ * after each script (its story kept; embedded, now and then a dispute by the card network).
+ */
+const harnessWorkload = (scenery: Scenery, setup: SetupContext, spareKeys: ReadonlyMap<string, string>) => {
+  const { seed, shard } = setup
+  const { auditor, disputeRate, options } = scenery
+  // Payments made with a sandbox dispute token: the sandbox network disputes them.
+  const port = makeHttpPort({ transport: setup.transport, spareKeys, onAnswer: noteTokenDisputes(scenery.tokenDisputes) })
+  const prng = Prng.derive(seed, `harness-workload-${shard.index}`)
+  // Remote targets: the sandbox's dispute tokens stand for the card network.
+  const workloadMix = setup.embedded === null ? { ...scenery.mix, disputeTokens: disputeRate } : scenery.mix
+  const disputePrng = Prng.derive(seed, `harness-disputes-${shard.index}`)
+  const onPaymentFinished = (paymentId: string) =>
+    Effect.withFiber((fiber) =>
+      Effect.sync(() => {
+        const script = fiber.getRef(scriptContext)
+        if (script !== null) scenery.stories.set(paymentId, script.log)
+        const embedded = setup.embedded
+        if (embedded === null || !disputePrng.chance(disputeRate)) return
+        scenery.disputes.start(embedded.databaseUrl, paymentId, disputePrng)
+      }))
+  const workload = makeWorkload({
+    options: { mix: workloadMix, payments: 0 },
+    prng,
+    service: port,
+    auditor,
+    trace: { record: () => {} },
+    horizonEndMs: Number.POSITIVE_INFINITY,
+    pace: scaledPace(scenery.timeScale, options.maxThinkMs ?? 5_000, options.maxBackoffMs ?? 2_000),
+    hooks: { onPaymentFinished }
+  })
+  return { workload, prng }
+}
+
+const stopRotations = async (run: Run) => {
+  if (run.rotations !== null) await Effect.runPromise(Fiber.interrupt(run.rotations))
+  run.rotations = null
+}
+
+/**
+ * Law `rate-limit` over HTTP: one new key of the first merchant pushed past its limit once the
+ * load stopped (its 429s are no figure of the load's), judged from each answer's times. Only
+ * against one instance: behind several, each keeps its own buckets and the harness cannot see
+ * which one answered.
+ */
+const pushPastRateLimit = async ({ options, auditor, rateLimit }: Scenery, { setup, settings, call, witnessMerchants }: Run) => {
+  const wanted = options.rateLimitPush ?? process.env.HARNESS_RATE_LIMIT_PUSH !== "off"
+  if (!wanted) return void (rateLimit.skipped = "off")
+  if ((setup.instances ?? 1) > 1) {
+    rateLimit.skipped = `${setup.instances} instances`
+    setup.log(`rate-limit push skipped: requests go to ${setup.instances} instances, each with its own buckets (docs/harness.md)`)
+    return
+  }
+  const merchant = witnessMerchants[0]
+  if (merchant === undefined) return
+  const perSecond = settings.rateLimitPerSecond
+  const created = expectOk(await call("POST", "/api/v1/api_keys", merchant.readKey, { name: "harness rate-limit push" }), "POST /api/v1/api_keys").api_key
+  const secret = created.key as string
+  const answers = await pushRateLimit((request) => setup.transport.send(request, null), secret, perSecond)
+  const law = rateLimit.law = rateLimitLaw(auditor, { perSecond })
+  const instance = {}
+  for (const answer of answers) law.answered(secret, instance, answer.sentMs, answer.status, true, answer.answeredMs)
+  rateLimit.pushed = answers.length
+  rateLimit.refused = answers.filter((a) => a.status === 429).length
+  setup.log(`rate-limit push: ${answers.length} requests with one new key at ${perSecond}/s (bursts of ${2 * perSecond}), ${rateLimit.refused} refused with 429`)
+}
+
+/** The drain: rotations stopped, the rate-limit push, then waits until scripts, payments, deliveries and token disputes are done (or `deadlineMs` passed). */
+const drainRun = async (scenery: Scenery, run: Run, deadlineMs: number) => {
+  const { running, disputes, tokenDisputes } = scenery
+  const endMs = Date.now() + deadlineMs
+  await stopRotations(run)
+  await pushPastRateLimit(scenery, run)
+  const tell = throttledLog(run.setup.log)
+  await until(endMs, () => {
+    tell(() => `${running.size} scripts and ${disputes.inFlight.size} disputes in flight`)
+    return running.size === 0 && disputes.inFlight.size === 0
+  })
+  // Payments final and deliveries ended: read as the laws will read them.
+  await quietly(run, endMs, tell)
+  await tokenDisputesResolved(tokenDisputes, run, endMs, tell)
+  // A dispute resolved meanwhile made events: their deliveries end before the laws read them.
+  if (tokenDisputes.size > 0) await quietly(run, endMs, tell)
+}
+
+/** Until nothing is pending or open at any merchant and no POST is in flight, twice in a row. */
+const quietly = ({ call, server, witnessMerchants, sinceIso }: Run, endMs: number, tell: ReturnType<typeof throttledLog>) => {
+  let quiet = 0
+  return until(endMs, async () => {
+    let left = server.inFlight()
+    for (const merchant of witnessMerchants) left += await openOf(call, merchant, sinceIso)
+    // Twice in a row: an event just committed becomes a delivery within a poll of the dispatcher.
+    quiet = left === 0 ? quiet + 1 : 0
+    tell(() => `${left} payments pending, deliveries open and posts in flight`)
+    return quiet >= 2
+  })
+}
+
+/**
+ * The sandbox network's disputes of dispute-token payments (a remote target; SANDBOX_DISPUTE_OPEN_AFTER
+ * and SANDBOX_DISPUTE_RESOLVE_AFTER after the capture): resolved before the laws read the
+ * balances, and before a next run with the same merchants reads its balances before.
+ */
+const tokenDisputesResolved = (
+  tokenDisputes: ReadonlyMap<string, { readonly merchantId: string }>,
+  { call, spareKeys }: Run,
+  endMs: number,
+  tell: ReturnType<typeof throttledLog>
+) => {
+  const unresolved = new Map(tokenDisputes)
+  return until(endMs, async () => {
+    for (const [paymentId, { merchantId }] of [...unresolved]) {
+      if (await tokenDisputeSettled(call, spareKeys.get(merchantId), paymentId)) unresolved.delete(paymentId)
+    }
+    if (unresolved.size > 0) tell(() => `${unresolved.size} sandbox dispute-token payments not yet resolved`)
+    return unresolved.size === 0
+  })
+}
+
+/** Every law, read through the API after the drain (and, embedded, again after a settlement run), with what each checked. */
+const checkRunLaws = async (scenery: Scenery, run: Run): Promise<ReadonlyArray<LawResult>> => {
+  const { auditor, rateLimit, checkedFigures, disputes, tokenDisputes } = scenery
+  const { setup, settings, workload, witnessMerchants, sinceIso, endpoints, server, redeliveries } = run
+  const get = (path: string, apiKey: string) => setup.transport.send({ method: "GET", path, headers: { authorization: `Bearer ${apiKey}` }, body: null }, null)
+  // Which side of settlement each payment is on: known when no cut-off of the target passed
+  // since the run began (the embedded target's is set 12 h away; a remote one's from
+  // HARNESS_SETTLEMENT_CUTOFF), else open for a refunded payment (the API shows no settled_at).
+  const cutoffMinutes = setup.embedded?.settlementCutoffMinutes ?? cutoffOf(process.env.HARNESS_SETTLEMENT_CUTOFF)
+  const cutoffPassed = cutoffMinutes === null || cutoffWithin(cutoffMinutes, Date.parse(sinceIso), Date.now()) ? "unknown" as const : "none" as const
+  const witnessed = await witnessThroughApi({
+    cutoffPassed,
+    auditor,
+    get,
+    merchants: witnessMerchants,
+    sinceIso,
+    expectations: workload.expectations,
+    auditCreateKeys: workload.auditCreateKeys,
+    webhooks: {
+      receipts: endpoints.receipts,
+      scheduleMs: settings.scheduleMs,
+      timeoutMs: settings.timeoutMs,
+      toleranceMs: settings.retryToleranceMs,
+      clockToleranceMs: settings.clockToleranceMs,
+      backlog: { held: endpoints.held, concurrency: endpointConcurrency },
+      attemptEndedAtMs: server.attemptEndedAtMs,
+      faultsMs: setup.faults?.windows().map((fault) => fault.startedAtMs) ?? []
+    },
+    concurrency: 8
+  })
+  checkedFigures.cutAttempts = witnessed.cutAttempts
+  rateLimit.law?.audit()
+  // Embedded: the settlement, run now as an operator runs it, then every account again.
+  if (setup.embedded !== null) {
+    const settledAtIso = new Date().toISOString()
+    const settled = await setup.embedded.settle()
+    setup.log(`settlement run after the drain: ${settled} payments settled; the ledger read again`)
+    checkedFigures.settled = (await witnessSettledLedger({ auditor, get, merchants: witnessMerchants, sinceIso, settledAtIso, concurrency: 8 })).payments
+  }
+  // A service that records cut attempts sends the one cut off again as the next number.
+  for (const message of sameNumberAfterCut(redeliveries.sameAttempt, witnessed.recordsCuts)) auditor.fail("webhook-once-per-attempt", message)
+  const tokenDisputesSeen = checkDisputes(auditor, witnessed, disputes.planned, tokenDisputes)
+  const checked: Record<string, number> = {
+    "one-payment-per-key": workload.stats.requests,
+    "answers-match-record": workload.stats.requests,
+    "event-per-change": witnessed.payments,
+    "ledger-balanced": witnessed.payments,
+    "balances": witnessMerchants.length * (setup.embedded === null ? 1 : 2),
+    "settlement": checkedFigures.settled,
+    "rate-limit": rateLimit.pushed,
+    "refunds-within-capture": witnessed.payments,
+    "fraud-explanation": witnessed.payments,
+    "webhook-every-event-delivered": witnessed.events,
+    "webhook-signed": endpoints.receipts.deliveryIds.length,
+    "webhook-order": witnessed.deliveries,
+    "webhook-2xx-ends-delivery": witnessed.deliveries,
+    "webhook-retry-schedule": witnessed.deliveries,
+    "nothing-pending": witnessed.payments + witnessed.deliveries,
+    "disputes": disputes.planned.length + tokenDisputesSeen
+  }
+  return lawResults(auditor.violations, checked, witnessed, scenery.stories)
+}
+
 export const makeScenario = (options: MerchantsOptions = {}): Scenario => {
   const timeScale = options.timeScale ?? 1 / 500
-  const mix: WorkloadMix = { ...defaultMix, ...options.mix }
-  const faults: FaultRates = { ...defaultFaults, ...options.faults }
-  const disputeRate = options.disputes ?? 0.02
   const auditor = new Auditor(() => Date.now())
-  /** The story of each payment: the requests of the script that made it. */
-  const stories = new Map<string, ReadonlyArray<string>>()
-  const running = new Set<Promise<void>>()
-  const disputes = makeHarnessDisputes(auditor, (ms) => Math.min(ms * timeScale, options.maxThinkMs ?? 5_000))
-  /** Payments created with a sandbox dispute token: the outcome the token stands for, and their merchant. */
-  const tokenDisputes = new Map<string, { readonly outcome: "won" | "lost"; readonly merchantId: string }>()
-  const rateLimit = { pushed: 0, refused: 0, skipped: "", law: null as RateLimitLaw | null }
-  const checkedFigures = { cutAttempts: 0, settled: 0 }
-  /** Script numbers of this run: unique across runs against one target (idempotency keys are built from them). */
-  const runBase = Math.floor(Math.random() * 1e6) * 1e9
+  const scenery: Scenery = {
+    options,
+    timeScale,
+    mix: { ...defaultMix, ...options.mix },
+    faults: { ...defaultFaults, ...options.faults },
+    disputeRate: options.disputes ?? 0.02,
+    auditor,
+    stories: new Map(),
+    running: new Set(),
+    disputes: makeHarnessDisputes(auditor, (ms) => Math.min(ms * timeScale, options.maxThinkMs ?? 5_000)),
+    tokenDisputes: new Map(),
+    rateLimit: { pushed: 0, refused: 0, skipped: "", law: null },
+    checkedFigures: { cutAttempts: 0, settled: 0 },
+    runBase: Math.floor(Math.random() * 1e6) * 1e9
+  }
   let run: Run | null = null
-
   const current = (what: string): Run => {
     if (run === null) throw new Error(`merchants scenario: ${what} before setup`)
     return run
   }
-
-  /** Setup, once the endpoints' server is up: the merchants' keys and webhook URLs, then the workload and its rotations. */
-  const startRun = async (setup: SetupContext, settings: Settings, call: Call, parts: {
-    readonly server: WebhookServer
-    readonly endpoints: SimulatedEndpoints
-    readonly redeliveries: Redeliveries
-    readonly made: ReadonlyArray<{ readonly id: string; readonly apiKey: string }>
-    readonly secrets: Map<string, Array<string>>
-    readonly sinceIso: string
-  }): Promise<Run> => {
-    const { seed, shard } = setup
-    const { server } = parts
-    const label = `${seed}/${shard.index}`
-    const spareKeys = new Map<string, string>()
-    const witnessMerchants: Array<WitnessMerchant> = []
-    const merchants: Array<Merchant> = []
-    let sinceIso = parts.sinceIso
-    for (const [index, m] of parts.made.entries()) {
-      // A spare key, never rotated: the reads of the laws and the recovery of a locked-out merchant.
-      const spare = expectOk(await call("POST", "/api/v1/api_keys", m.apiKey, { name: `harness ${label} spare` }), "POST /api/v1/api_keys")
-      spareKeys.set(m.id, spare.api_key.key as string)
-      if (index === 0) sinceIso = spare.api_key.created_at as string
-      const url = server.urlOf(index)
-      const patched = expectOk(await call("PATCH", "/api/v1/merchants/me", m.apiKey, { webhook_url: url }), "PATCH /api/v1/merchants/me")
-      parts.secrets.set(url, [patched.merchant.webhook_secret as string])
-      const balances = expectOk(await call("GET", "/api/v1/merchants/me/balance", m.apiKey), "GET /api/v1/merchants/me/balance").balances as Array<ApiBalance>
-      witnessMerchants.push({ id: m.id, readKey: spare.api_key.key as string, webhookUrl: url, balancesBefore: balances })
-      // The scripts' own key, which their rotations revoke and replace: the key the harness was
-      // given (a keys file's) is never rotated, so the same file serves the next run.
-      const working = expectOk(await call("POST", "/api/v1/api_keys", m.apiKey, { name: `harness ${label} scripts` }), "POST /api/v1/api_keys").api_key
-      merchants.push({ index, id: m.id, apiKey: working.key as string, keyId: working.id as string, keyGeneration: 0 })
-    }
-    // Payments made with a sandbox dispute token: the sandbox network disputes them.
-    const port = makeHttpPort({ transport: setup.transport, spareKeys, onAnswer: noteTokenDisputes(tokenDisputes) })
-    const prng = Prng.derive(seed, `harness-workload-${shard.index}`)
-    // Remote targets: the sandbox's dispute tokens stand for the card network.
-    const workloadMix = setup.embedded === null ? { ...mix, disputeTokens: disputeRate } : mix
-    const disputePrng = Prng.derive(seed, `harness-disputes-${shard.index}`)
-    const onPaymentFinished = (paymentId: string) =>
-      Effect.withFiber((fiber) =>
-        Effect.sync(() => {
-          const script = fiber.getRef(scriptContext)
-          if (script !== null) stories.set(paymentId, script.log)
-          const embedded = setup.embedded
-          if (embedded === null || !disputePrng.chance(disputeRate)) return
-          disputes.start(embedded.databaseUrl, paymentId, disputePrng)
-        }))
-    const workload = makeWorkload({
-      options: { mix: workloadMix, payments: 0 },
-      prng,
-      service: port,
-      auditor,
-      trace: { record: () => {} },
-      horizonEndMs: Number.POSITIVE_INFINITY,
-      pace: scaledPace(timeScale, options.maxThinkMs ?? 5_000, options.maxBackoffMs ?? 2_000),
-      hooks: { onPaymentFinished }
-    })
-    const rotations = Effect.runFork(Effect.forEach(merchants, workload.rotations, { concurrency: "unbounded", discard: true }))
-    const { scheduleMs, timeoutMs, retryToleranceMs, clockToleranceMs } = settings
-    setup.log(`merchants: ${merchants.length} merchants, endpoints at ${server.baseUrl}, webhook schedule ${scheduleMs.map((ms) => `${ms / 1000}s`).join(",")} ` +
-      `timeout ${timeoutMs / 1000}s, retries late by at most ${retryToleranceMs / 1000}s with a slot free, clocks within ${clockToleranceMs / 1000}s`)
-    return {
-      setup, settings, call, sinceIso, server, endpoints: parts.endpoints, redeliveries: parts.redeliveries,
-      merchants, witnessMerchants, spareKeys, workload, scriptPrng: prng, rotations, closed: false
-    }
-  }
-
-  const stopRotations = async (current: Run) => {
-    if (current.rotations !== null) await Effect.runPromise(Fiber.interrupt(current.rotations))
-    current.rotations = null
-  }
-
-  /**
-   * Law `rate-limit` over HTTP: one new key of the first merchant pushed past its limit once the
-   * load stopped (its 429s are no figure of the load's), judged from each answer's times. Only
-   * against one instance: behind several, each keeps its own buckets and the harness cannot see
-   * which one answered.
-   */
-  const pushPastRateLimit = async ({ setup, settings, call, witnessMerchants }: Run) => {
-    const wanted = options.rateLimitPush ?? process.env.HARNESS_RATE_LIMIT_PUSH !== "off"
-    if (!wanted) return void (rateLimit.skipped = "off")
-    if ((setup.instances ?? 1) > 1) {
-      rateLimit.skipped = `${setup.instances} instances`
-      setup.log(`rate-limit push skipped: requests go to ${setup.instances} instances, each with its own buckets (docs/harness.md)`)
-      return
-    }
-    const merchant = witnessMerchants[0]
-    if (merchant === undefined) return
-    const perSecond = settings.rateLimitPerSecond
-    const created = expectOk(await call("POST", "/api/v1/api_keys", merchant.readKey, { name: "harness rate-limit push" }), "POST /api/v1/api_keys").api_key
-    const secret = created.key as string
-    const answers = await pushRateLimit((request) => setup.transport.send(request, null), secret, perSecond)
-    const law = rateLimit.law = rateLimitLaw(auditor, { perSecond })
-    const instance = {}
-    for (const answer of answers) law.answered(secret, instance, answer.sentMs, answer.status, true, answer.answeredMs)
-    rateLimit.pushed = answers.length
-    rateLimit.refused = answers.filter((a) => a.status === 429).length
-    setup.log(`rate-limit push: ${answers.length} requests with one new key at ${perSecond}/s (bursts of ${2 * perSecond}), ${rateLimit.refused} refused with 429`)
-  }
-
-  /** Until nothing is pending or open at any merchant and no POST is in flight, twice in a row. */
-  const quietly = ({ call, server, witnessMerchants, sinceIso }: Run, endMs: number, tell: ReturnType<typeof throttledLog>) => {
-    let quiet = 0
-    return until(endMs, async () => {
-      let left = server.inFlight()
-      for (const merchant of witnessMerchants) left += await openOf(call, merchant, sinceIso)
-      // Twice in a row: an event just committed becomes a delivery within a poll of the dispatcher.
-      quiet = left === 0 ? quiet + 1 : 0
-      tell(() => `${left} payments pending, deliveries open and posts in flight`)
-      return quiet >= 2
-    })
-  }
-
-  /**
-   * The sandbox network's disputes of dispute-token payments (a remote target; SANDBOX_DISPUTE_OPEN_AFTER
-   * and SANDBOX_DISPUTE_RESOLVE_AFTER after the capture): resolved before the laws read the
-   * balances, and before a next run with the same merchants reads its balances before.
-   */
-  const tokenDisputesResolved = ({ call, spareKeys }: Run, endMs: number, tell: ReturnType<typeof throttledLog>) => {
-    const unresolved = new Map(tokenDisputes)
-    return until(endMs, async () => {
-      for (const [paymentId, { merchantId }] of [...unresolved]) {
-        if (await tokenDisputeSettled(call, spareKeys.get(merchantId), paymentId)) unresolved.delete(paymentId)
-      }
-      if (unresolved.size > 0) tell(() => `${unresolved.size} sandbox dispute-token payments not yet resolved`)
-      return unresolved.size === 0
-    })
-  }
-
-  const scenario: Scenario = {
+  return {
     name: "merchants",
     // What the default mix's scripts send on average (creates with retries and duplicates, reads,
     // captures, refunds, voids, reviews), measured: 2.3 to 2.5 over runs of 1,500 to 12,000 scripts.
     requestsPerScript: 2.4,
 
     async setup(setup) {
-      const { seed, shard } = setup
-      const call = callerOf(setup.transport)
-      // Until the first spare key is made, on the target's clock (a minute early meanwhile: the
-      // payments listed are the run's, not a previous run's with the same merchants).
-      const sinceIso = new Date(Date.now() - 60_000).toISOString()
-      const settings = settingsOf(options, setup)
-      const made = await shardMerchants(setup, call, `${seed}/${shard.index}`)
-      /** When the latest fault the harness injected began (epoch ms; -Infinity: none): what a dead or stalled process had under way may come again. */
-      const lastFaultMs = () => setup.faults?.lastStartedAtMs() ?? Number.NEGATIVE_INFINITY
-      const redeliveries = new Redeliveries(lastFaultMs)
-      const secrets = new Map<string, Array<string>>()
-      const endpoints = makeSimulatedEndpoints(
-        Prng.derive(seed, `harness-webhooks-${shard.index}`), faults, auditor,
-        { startMs: Date.now(), endMs: Date.now() + 3_600_000 }, () => Date.now(), lastFaultMs,
-        (url) => secrets.get(url) ?? [],
-        true
-      )
-      const { timeoutMs } = settings
-      const server = await startWebhookServer({
-        host: setup.webhookHost, port: setup.webhookPort, advertisedUrl: setup.webhookUrl, endpoints, timeoutMs, latencyScale: timeoutMs / 30_000, redeliveries
-      })
-      try {
-        run = await startRun(setup, settings, call, { server, endpoints, redeliveries, made, secrets, sinceIso })
-      } catch (error) {
-        // No run to close it later.
-        await server.close()
-        throw error
-      }
+      run = await setUp(scenery, setup)
     },
 
     runScript(index, intendedStartMs) {
       const { workload, scriptPrng, merchants } = current("a script")
       const merchant = scriptPrng.pick(merchants)
       const script: ScriptContext = { intendedStartMs, log: [] }
-      const promise = Effect.runPromise(Effect.provideService(workload.script(merchant, runBase + index), scriptContext, script)).catch((error) => {
+      const promise = Effect.runPromise(Effect.provideService(workload.script(merchant, scenery.runBase + index), scriptContext, script)).catch((error) => {
         auditor.fail("expected-answer", `script ${index} of merchant ${merchant.id} died: ${String(error)}`)
       })
-      running.add(promise)
-      return promise.finally(() => running.delete(promise))
+      scenery.running.add(promise)
+      return promise.finally(() => scenery.running.delete(promise))
     },
 
-    async drain(deadlineMs) {
-      const endMs = Date.now() + deadlineMs
-      const drained = current("the drain")
-      await stopRotations(drained)
-      await pushPastRateLimit(drained)
-      const tell = throttledLog(drained.setup.log)
-      await until(endMs, () => {
-        tell(() => `${running.size} scripts and ${disputes.inFlight.size} disputes in flight`)
-        return running.size === 0 && disputes.inFlight.size === 0
-      })
-      // Payments final and deliveries ended: read as the laws will read them.
-      await quietly(drained, endMs, tell)
-      await tokenDisputesResolved(drained, endMs, tell)
-      // A dispute resolved meanwhile made events: their deliveries end before the laws read them.
-      if (tokenDisputes.size > 0) await quietly(drained, endMs, tell)
-    },
+    drain: (deadlineMs) => drainRun(scenery, current("the drain"), deadlineMs),
 
-    async checkLaws() {
-      const { setup, settings, workload, witnessMerchants, sinceIso, endpoints, server, redeliveries } = current("the laws")
-      const get = (path: string, apiKey: string) => setup.transport.send({ method: "GET", path, headers: { authorization: `Bearer ${apiKey}` }, body: null }, null)
-      // Which side of settlement each payment is on: known when no cut-off of the target passed
-      // since the run began (the embedded target's is set 12 h away; a remote one's from
-      // HARNESS_SETTLEMENT_CUTOFF), else open for a refunded payment (the API shows no settled_at).
-      const cutoffMinutes = setup.embedded?.settlementCutoffMinutes ?? cutoffOf(process.env.HARNESS_SETTLEMENT_CUTOFF)
-      const cutoffPassed = cutoffMinutes === null || cutoffWithin(cutoffMinutes, Date.parse(sinceIso), Date.now()) ? "unknown" as const : "none" as const
-      const witnessed = await witnessThroughApi({
-        cutoffPassed,
-        auditor,
-        get,
-        merchants: witnessMerchants,
-        sinceIso,
-        expectations: workload.expectations,
-        auditCreateKeys: workload.auditCreateKeys,
-        webhooks: {
-          receipts: endpoints.receipts,
-          scheduleMs: settings.scheduleMs,
-          timeoutMs: settings.timeoutMs,
-          toleranceMs: settings.retryToleranceMs,
-          clockToleranceMs: settings.clockToleranceMs,
-          backlog: { held: endpoints.held, concurrency: endpointConcurrency },
-          attemptEndedAtMs: server.attemptEndedAtMs,
-          faultsMs: setup.faults?.windows().map((fault) => fault.startedAtMs) ?? []
-        },
-        concurrency: 8
-      })
-      checkedFigures.cutAttempts = witnessed.cutAttempts
-      rateLimit.law?.audit()
-      // Embedded: the settlement, run now as an operator runs it, then every account again.
-      if (setup.embedded !== null) {
-        const settledAtIso = new Date().toISOString()
-        const settled = await setup.embedded.settle()
-        setup.log(`settlement run after the drain: ${settled} payments settled; the ledger read again`)
-        checkedFigures.settled = (await witnessSettledLedger({ auditor, get, merchants: witnessMerchants, sinceIso, settledAtIso, concurrency: 8 })).payments
-      }
-      // A service that records cut attempts sends the one cut off again as the next number.
-      for (const message of sameNumberAfterCut(redeliveries.sameAttempt, witnessed.recordsCuts)) auditor.fail("webhook-once-per-attempt", message)
-      const tokenDisputesSeen = checkDisputes(auditor, witnessed, disputes.planned, tokenDisputes)
-      const checked: Record<string, number> = {
-        "one-payment-per-key": workload.stats.requests,
-        "answers-match-record": workload.stats.requests,
-        "event-per-change": witnessed.payments,
-        "ledger-balanced": witnessed.payments,
-        "balances": witnessMerchants.length * (setup.embedded === null ? 1 : 2),
-        "settlement": checkedFigures.settled,
-        "rate-limit": rateLimit.pushed,
-        "refunds-within-capture": witnessed.payments,
-        "fraud-explanation": witnessed.payments,
-        "webhook-every-event-delivered": witnessed.events,
-        "webhook-signed": endpoints.receipts.deliveryIds.length,
-        "webhook-order": witnessed.deliveries,
-        "webhook-2xx-ends-delivery": witnessed.deliveries,
-        "webhook-retry-schedule": witnessed.deliveries,
-        "nothing-pending": witnessed.payments + witnessed.deliveries,
-        "disputes": disputes.planned.length + tokenDisputesSeen
-      }
-      return lawResults(auditor.violations, checked, witnessed, stories)
-    },
+    checkLaws: () => checkRunLaws(scenery, current("the laws")),
 
     figures: () => ({
       redeliveries: run?.redeliveries.count ?? 0,
       redeliveries_after_faults: run?.redeliveries.afterFault ?? 0,
-      cut_attempts_recorded: checkedFigures.cutAttempts,
-      rate_limit_push_requests: rateLimit.pushed,
-      rate_limit_push_refused: rateLimit.refused
+      cut_attempts_recorded: scenery.checkedFigures.cutAttempts,
+      rate_limit_push_requests: scenery.rateLimit.pushed,
+      rate_limit_push_refused: scenery.rateLimit.refused
     }),
 
     async close() {
@@ -812,8 +868,7 @@ export const makeScenario = (options: MerchantsOptions = {}): Scenario => {
         await stopRotations(run)
         await run.server.close()
       }
-      await disputes.close()
+      await scenery.disputes.close()
     }
   }
-  return scenario
 }
