@@ -174,14 +174,18 @@ export const runSimulation = (options: SimOptions, internals: SimInternals = {})
     auditor.onCommitted = processorLaw.committed
     processor!.observe(processorLaw.observer)
   }
-  const endpoints = makeSimulatedEndpoints(
-    Prng.derive(seed, "webhooks"), options.faults, auditor,
-    { startMs, endMs: horizonEndMs + quiesceMs }, nowMs, () => crashesMs[crashesMs.length - 1] ?? -1,
-    (url) => {
+  const endpoints = makeSimulatedEndpoints({
+    prng: Prng.derive(seed, "webhooks"),
+    faults: options.faults,
+    auditor,
+    window: { startMs, endMs: horizonEndMs + quiesceMs },
+    nowMs,
+    lastCrashMs: () => crashesMs[crashesMs.length - 1] ?? -1,
+    secretsOf: (url) => {
       const merchantId = merchantOfUrl.get(url)
       return merchantId === undefined ? [] : signingSecretsOf(state, merchantId, isoAt(time.nowMs))
     }
-  )
+  })
   const merchantOfUrl = new Map<string, string>()
   // Law `revoked-key-refused` (sim/checks/KeyLaws.ts): revocations as the store commits them.
   const keys = keyLaw(auditor, { cacheTtlMs: config.apiKeyCacheTtlMs })
@@ -191,12 +195,12 @@ export const runSimulation = (options: SimOptions, internals: SimInternals = {})
   // Crashes between commit and reply: the store wrapper asks, the service dies on the spot.
   const commitCrashPrng = Prng.derive(seed, "commit-crashes")
   const audited = auditedStore(memoryOperations(state), auditor, options.plantedBug)
-  const faulty = faultyStore(
-    audited.store,
-    Prng.derive(seed, "store"),
-    options.faults,
-    { startMs, endMs: horizonEndMs },
-    {
+  const faulty = faultyStore({
+    store: audited.store,
+    prng: Prng.derive(seed, "store"),
+    faults: options.faults,
+    window: { startMs, endMs: horizonEndMs },
+    hooks: {
       armed: () => booted,
       nowMs,
       crashAfterCommit: (what, fence) => {
@@ -228,11 +232,11 @@ export const runSimulation = (options: SimOptions, internals: SimInternals = {})
         if (merchant !== undefined) keys.revoked(merchant.apiKey, keyId, time.nowMs, fence)
       }
     },
-    audited.commits,
-    Prng.derive(seed, "store-freezes"),
-    storeCallTimeoutBug(options.plantedBug, storeCallTimeoutMs),
-    Prng.derive(seed, "rotation-lost")
-  )
+    splitCommits: audited.commits,
+    freezePrng: Prng.derive(seed, "store-freezes"),
+    callTimeoutMs: storeCallTimeoutBug(options.plantedBug, storeCallTimeoutMs),
+    rotationPrng: Prng.derive(seed, "rotation-lost")
+  })
   const { clockOf, clockOffsetsMs, clockSkewMs } = clockSkew(options, Prng.derive(seed, "clock-skew"), time, trace)
   let slowestAnswerMs = 0
   const service = new SimulatedService({

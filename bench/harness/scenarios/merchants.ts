@@ -559,12 +559,16 @@ const setUp = async (scenery: Scenery, setup: SetupContext): Promise<Run> => {
   const lastFaultMs = () => setup.faults?.lastStartedAtMs() ?? Number.NEGATIVE_INFINITY
   const redeliveries = new Redeliveries(lastFaultMs)
   const secrets = new Map<string, Array<string>>()
-  const endpoints = makeSimulatedEndpoints(
-    Prng.derive(seed, `harness-webhooks-${shard.index}`), scenery.faults, scenery.auditor,
-    { startMs: Date.now(), endMs: Date.now() + 3_600_000 }, () => Date.now(), lastFaultMs,
-    (url) => secrets.get(url) ?? [],
-    true
-  )
+  const endpoints = makeSimulatedEndpoints({
+    prng: Prng.derive(seed, `harness-webhooks-${shard.index}`),
+    faults: scenery.faults,
+    auditor: scenery.auditor,
+    window: { startMs: Date.now(), endMs: Date.now() + 3_600_000 },
+    nowMs: () => Date.now(),
+    lastCrashMs: lastFaultMs,
+    secretsOf: (url) => secrets.get(url) ?? [],
+    overNetwork: true
+  })
   const { timeoutMs } = settings
   const server = await startWebhookServer({
     host: setup.webhookHost, port: setup.webhookPort, advertisedUrl: setup.webhookUrl, endpoints, timeoutMs, latencyScale: timeoutMs / 30_000, redeliveries
