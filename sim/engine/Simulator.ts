@@ -147,33 +147,9 @@ export const runSimulation = (options: SimOptions, internals: SimInternals = {})
   const webhookStore = memoryWebhookOperations(state, { leaseLost: () => void leaseTakeovers++ })
   const network = makeSimulatedAcquirer(Prng.derive(seed, "acquirer"), options.faults)
   const acquirerStats = network.stats
-  // A remote processor (`--processor`): the same network's plans behind the port's operations,
-  // with the processor's faults from a stream of its own (nothing is drawn from it without one).
-  const processor = options.processor
-    ? makeSimulatedProcessor({
-      prng: Prng.derive(seed, "processor"),
-      faults: options.faults,
-      networkCall: network.nextCall,
-      window: { startMs, endMs: horizonEndMs },
-      nowMs,
-      acquirerTimeoutMs: config.acquirerTimeoutMs
-    })
-    : null
-  const acquirer = processor === null ? network.acquirer : processorBug(options.plantedBug, processorPort(processor), processor)
-  // Its laws (sim/checks/ProcessorLaws.ts) follow every commit: which payments the books hold authorized.
-  const processorLaw = processor === null ? null : processorLaws(auditor, {
-    nowMs,
-    acquirerTimeoutMs: config.acquirerTimeoutMs,
-    staleFlowMs,
-    recoveryIntervalMs,
-    // Downtime of every kind, added up: a crash's restart (≤ 120 s), a pause until its replacement
-    // and past it (≤ 4 min), a database freeze (≤ 3 min) and outage (≤ 90 s), a processor outage (≤ 3 min).
-    disruptionMs: 120_000 + 240_000 + 180_000 + 90_000 + 180_000
-  }, processor.records)
-  if (processorLaw !== null) {
-    auditor.onCommitted = processorLaw.committed
-    processor!.observe(processorLaw.observer)
-  }
+  const { processor, acquirer, processorLaw } = options.processor
+    ? remoteProcessor({ seed, options, network, config, auditor, nowMs, horizonEndMs })
+    : { processor: null, acquirer: network.acquirer, processorLaw: null }
   const endpoints = makeSimulatedEndpoints({
     prng: Prng.derive(seed, "webhooks"),
     faults: options.faults,
@@ -203,21 +179,7 @@ export const runSimulation = (options: SimOptions, internals: SimInternals = {})
     hooks: {
       armed: () => booted,
       nowMs,
-      crashAfterCommit: (what, fence) => {
-        if (fence !== null && !service.isCurrent(fence)) {
-          // A paused instance resumed beside the current one: it dies alone, nothing restarts.
-          if (time.nowMs >= horizonEndMs || !service.retire(fence)) return false
-          crashesMs.push(time.nowMs)
-          trace.record(`crash of a paused instance ${what}`)
-          // Queued behind a yield, as a fork is: Effect 4 starts a fiber inline.
-          Effect.runForkWith(runtime)(Effect.andThen(Effect.yieldNow, service.reap))
-          return true
-        }
-        if (!crashNow(world, what)) return false
-        // Queued, not run inline: the fiber that committed is still on the stack.
-        Effect.runForkWith(runtime)(Effect.andThen(Effect.yieldNow, restartAfter(world, commitCrashPrng.int(1_000, 120_000))))
-        return true
-      },
+      crashAfterCommit: (what, fence) => crashAfterCommit(world, commitCrashPrng, what, fence),
       record: (line) => trace.record(line),
       at: (atMs, task) => {
         const timer = time.at(atMs, task)
@@ -238,44 +200,10 @@ export const runSimulation = (options: SimOptions, internals: SimInternals = {})
     rotationPrng: Prng.derive(seed, "rotation-lost")
   })
   const { clockOf, clockOffsetsMs, clockSkewMs } = clockSkew(options, Prng.derive(seed, "clock-skew"), time, trace)
-  let slowestAnswerMs = 0
-  const service = new SimulatedService({
-    store: faulty.store,
-    fencedStore: faulty.fencedBy,
-    ids: makeIds(seededBytes((seed ^ hash32("ids")) >>> 0)),
-    config,
-    acquirer,
-    webhookStore: webhookStoreBug(options.plantedBug, webhookStore, {
-      receiverNowMs: nowMs,
-      scheduleMs: config.webhookRetryScheduleMs,
-      secretsOf: (deliveryId, now) => {
-        const row = state.webhooks.deliveries.get(deliveryId)
-        return row === undefined ? [] : signingSecretsOf(state, row.merchantId, now)
-      }
-    }),
-    webhookTransport: transportBug(options.plantedBug, endpoints.transport),
-    // A planted bug wraps the fenced endpoints: every POST it makes still reaches them through
-    // the fence, checked when the POST runs.
-    fencedWebhookTransport: (fence) => transportBug(options.plantedBug, endpoints.fencedBy(fence)),
-    webhookDispatcher: options.webhooks ? { pollIntervalMs: dispatcherPollMs, eventsDelayMs: dispatcherEventsDelayMs, concurrencyPerEndpoint: options.endpointConcurrency } : null,
-    webhookDispatchers: options.dispatchers,
-    apiKeys: apiKeysBug(options.plantedBug, config.apiKeyCacheTtlMs),
-    rateLimiter: internals.rateLimiter ?? rateLimiterBug(options.plantedBug, config.rateLimitPerSecond),
-    clockOf,
-    timer: (delayMs, task) => void time.at(time.nowMs + delayMs, task),
-    nowMs,
-    answered: (request, elapsedMs, response, servedBy, sentMs) => {
-      if (elapsedMs > slowestAnswerMs) slowestAnswerMs = elapsedMs
-      auditor.check(elapsedMs <= answerBoundMs, "answered-in-time", elapsedMs <= answerBoundMs ? passed : () =>
-        `${request.method} ${request.url} answered after ${elapsedMs} ms (at most ${answerBoundMs} ms, a frozen database included)`)
-      const secret = request.headers["authorization"]?.slice(7)
-      const status = response?.status ?? null
-      keys.answered(secret, sentMs, servedBy, status, () => `${request.method} ${request.url}`)
-      // The limiter saw the request when it was sent unless its key's look-up could wait: a
-      // frozen database, or a pause or crash of its instance meanwhile.
-      const exact = elapsedMs === 0 || !(faulty.frozenAt(sentMs) || crashesMs.some((c) => c >= sentMs && c <= sentMs + elapsedMs))
-      rateLimit.answered(secret, servedBy, sentMs, status, exact)
-    }
+  const answers = { slowestMs: 0 }
+  const service = simulatedService({
+    seed, options, internals, config, state, webhookStore, endpoints, faulty, acquirer, clockOf, time,
+    answered: answerLaws({ answers, auditor, keys, rateLimit, frozenAt: faulty.frozenAt, crashesMs })
   })
   const disputes = makeDisputeInjector({ prng: Prng.derive(seed, "disputes"), rate: options.faults.disputes ?? 0, service, auditor, trace, state, horizonEndMs, nowMs })
   // Without disputes in the faults, no script asks the network for one.
@@ -344,7 +272,7 @@ export const runSimulation = (options: SimOptions, internals: SimInternals = {})
     commitCrashes: faulty.stats.commitCrashes,
     pauses: service.pauses,
     clockOffsetsMs,
-    slowestAnswerMs,
+    slowestAnswerMs: answers.slowestMs,
     store: faulty.stats,
     unsettled,
     tasks: time.tasksRun,
@@ -763,4 +691,132 @@ const finalState = ({ auditor, time, config, state, trace }: World) => {
     trace.fingerprint(`final ${payment.id} ${payment.status} v${payment.version} ${payment.capturedAmountCents}/${payment.refundedAmountCents}`)
   }
   return { paymentsByStatus, money, unsettled: settlement.unsettled }
+}
+
+/**
+ * A remote processor (`--processor`): the same network's plans behind the port's operations,
+ * with the processor's faults from a stream of its own (nothing is drawn from it without one).
+ * Its laws (sim/checks/ProcessorLaws.ts) follow every commit: which payments the books hold authorized.
+ */
+const remoteProcessor = ({ seed, options, network, config, auditor, nowMs, horizonEndMs }: {
+  readonly seed: number
+  readonly options: SimOptions
+  readonly network: ReturnType<typeof makeSimulatedAcquirer>
+  readonly config: ReturnType<typeof Config.defaultsWith>
+  readonly auditor: Auditor
+  readonly nowMs: () => number
+  readonly horizonEndMs: number
+}) => {
+  const processor = makeSimulatedProcessor({
+    prng: Prng.derive(seed, "processor"),
+    faults: options.faults,
+    networkCall: network.nextCall,
+    window: { startMs, endMs: horizonEndMs },
+    nowMs,
+    acquirerTimeoutMs: config.acquirerTimeoutMs
+  })
+  const acquirer = processorBug(options.plantedBug, processorPort(processor), processor)
+  const processorLaw = processorLaws(auditor, {
+    nowMs,
+    acquirerTimeoutMs: config.acquirerTimeoutMs,
+    staleFlowMs,
+    recoveryIntervalMs,
+    // Downtime of every kind, added up: a crash's restart (≤ 120 s), a pause until its replacement
+    // and past it (≤ 4 min), a database freeze (≤ 3 min) and outage (≤ 90 s), a processor outage (≤ 3 min).
+    disruptionMs: 120_000 + 240_000 + 180_000 + 90_000 + 180_000
+  }, processor.records)
+  auditor.onCommitted = processorLaw.committed
+  processor.observe(processorLaw.observer)
+  return { processor, acquirer, processorLaw }
+}
+
+/**
+ * A crash right after a store commit, when the store wrapper draws one (the service dies on the
+ * spot): whether it crashed. A paused instance resumed beside the current one dies alone and
+ * nothing restarts; the current one restarts after a downtime drawn from `commitCrashPrng`.
+ */
+const crashAfterCommit = (world: World, commitCrashPrng: Prng, what: string, fence: Fence | null): boolean => {
+  const { time, horizonEndMs, service, crashesMs, trace, fork } = world
+  if (fence !== null && !service.isCurrent(fence)) {
+    if (time.nowMs >= horizonEndMs || !service.retire(fence)) return false
+    crashesMs.push(time.nowMs)
+    trace.record(`crash of a paused instance ${what}`)
+    // Queued behind a yield, as a fork is: Effect 4 starts a fiber inline.
+    fork(Effect.andThen(Effect.yieldNow, service.reap))
+    return true
+  }
+  if (!crashNow(world, what)) return false
+  // Queued, not run inline: the fiber that committed is still on the stack.
+  fork(Effect.andThen(Effect.yieldNow, restartAfter(world, commitCrashPrng.int(1_000, 120_000))))
+  return true
+}
+
+/**
+ * The laws of every answer the service gives: `answered-in-time`, `revoked-key-refused` (the key
+ * law) and `rate-limit`; `answers.slowestMs` keeps the slowest.
+ */
+const answerLaws = ({ answers, auditor, keys, rateLimit, frozenAt, crashesMs }: {
+  readonly answers: { slowestMs: number }
+  readonly auditor: Auditor
+  readonly keys: ReturnType<typeof keyLaw>
+  readonly rateLimit: ReturnType<typeof rateLimitLaw>
+  readonly frozenAt: (ms: number) => boolean
+  readonly crashesMs: ReadonlyArray<number>
+}): ConstructorParameters<typeof SimulatedService>[0]["answered"] =>
+(request, elapsedMs, response, servedBy, sentMs) => {
+  if (elapsedMs > answers.slowestMs) answers.slowestMs = elapsedMs
+  auditor.check(elapsedMs <= answerBoundMs, "answered-in-time", elapsedMs <= answerBoundMs ? passed : () =>
+    `${request.method} ${request.url} answered after ${elapsedMs} ms (at most ${answerBoundMs} ms, a frozen database included)`)
+  const secret = request.headers["authorization"]?.slice(7)
+  const status = response?.status ?? null
+  keys.answered(secret, sentMs, servedBy, status, () => `${request.method} ${request.url}`)
+  // The limiter saw the request when it was sent unless its key's look-up could wait: a
+  // frozen database, or a pause or crash of its instance meanwhile.
+  const exact = elapsedMs === 0 || !(frozenAt(sentMs) || crashesMs.some((c) => c >= sentMs && c <= sentMs + elapsedMs))
+  rateLimit.answered(secret, servedBy, sentMs, status, exact)
+}
+
+/** The service under test on the run's faulty store, acquirer, endpoints and clocks, with the planted bug (if any) in place. */
+const simulatedService = ({ seed, options, internals, config, state, webhookStore, endpoints, faulty, acquirer, clockOf, time, answered }: {
+  readonly seed: number
+  readonly options: SimOptions
+  readonly internals: SimInternals
+  readonly config: ReturnType<typeof Config.defaultsWith>
+  readonly state: ReturnType<typeof emptyState>
+  readonly webhookStore: ReturnType<typeof memoryWebhookOperations>
+  readonly endpoints: ReturnType<typeof makeSimulatedEndpoints>
+  readonly faulty: ReturnType<typeof faultyStore>
+  readonly acquirer: ConstructorParameters<typeof SimulatedService>[0]["acquirer"]
+  readonly clockOf: (generation: number) => Clock.Clock | null
+  readonly time: VirtualTime
+  readonly answered: ConstructorParameters<typeof SimulatedService>[0]["answered"]
+}) => {
+  const nowMs = () => time.nowMs
+  return new SimulatedService({
+    store: faulty.store,
+    fencedStore: faulty.fencedBy,
+    ids: makeIds(seededBytes((seed ^ hash32("ids")) >>> 0)),
+    config,
+    acquirer,
+    webhookStore: webhookStoreBug(options.plantedBug, webhookStore, {
+      receiverNowMs: nowMs,
+      scheduleMs: config.webhookRetryScheduleMs,
+      secretsOf: (deliveryId, now) => {
+        const row = state.webhooks.deliveries.get(deliveryId)
+        return row === undefined ? [] : signingSecretsOf(state, row.merchantId, now)
+      }
+    }),
+    webhookTransport: transportBug(options.plantedBug, endpoints.transport),
+    // A planted bug wraps the fenced endpoints: every POST it makes still reaches them through
+    // the fence, checked when the POST runs.
+    fencedWebhookTransport: (fence) => transportBug(options.plantedBug, endpoints.fencedBy(fence)),
+    webhookDispatcher: options.webhooks ? { pollIntervalMs: dispatcherPollMs, eventsDelayMs: dispatcherEventsDelayMs, concurrencyPerEndpoint: options.endpointConcurrency } : null,
+    webhookDispatchers: options.dispatchers,
+    apiKeys: apiKeysBug(options.plantedBug, config.apiKeyCacheTtlMs),
+    rateLimiter: internals.rateLimiter ?? rateLimiterBug(options.plantedBug, config.rateLimitPerSecond),
+    clockOf,
+    timer: (delayMs, task) => void time.at(time.nowMs + delayMs, task),
+    nowMs,
+    answered
+  })
 }
