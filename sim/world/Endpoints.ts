@@ -220,22 +220,27 @@ export class HeldSlots {
  * crashed before it could record that answer, or the answer reached an instance that a pause
  * held past its lease), attempt numbers that never go backwards.
  */
-export const makeSimulatedEndpoints = (
-  prng: Prng,
-  faults: FaultRates,
-  auditor: Auditor,
-  window: { readonly startMs: number; readonly endMs: number },
-  nowMs: () => number,
-  lastCrashMs: () => number,
+/** What `makeSimulatedEndpoints` draws from, checks with, and reads of the run. */
+export interface SimulatedEndpointsOptions {
+  readonly prng: Prng
+  readonly faults: FaultRates
+  readonly auditor: Auditor
+  readonly window: { readonly startMs: number; readonly endMs: number }
+  readonly nowMs: () => number
+  readonly lastCrashMs: () => number
   /** The signing secrets the merchant behind this URL accepts now (current, and a rotated one in its overlap). */
-  secretsOf: (url: string) => ReadonlyArray<string>,
+  readonly secretsOf: (url: string) => ReadonlyArray<string>
   /**
    * Over a real network (the harness): a 2xx the endpoint wrote may reach the service after its
    * timeout fired (a stalled process). An attempt after it is then only noted
    * (`Receipts.retriedAfterAck`), for the final audit to check that the service recorded the
-   * acknowledged attempt as unanswered; in-process the answer is read when it is given.
+   * acknowledged attempt as unanswered; in-process the answer is read when it is given. Default false.
    */
-  overNetwork = false
+  readonly overNetwork?: boolean
+}
+
+export const makeSimulatedEndpoints = (
+  { prng, faults, auditor, window, nowMs, lastCrashMs, secretsOf, overNetwork = false }: SimulatedEndpointsOptions
 ) => {
   const stats: EndpointStats = { posts: 0, answered2xx: 0, answered4xx: 0, answered5xx: 0, slow: 0, lagging: 0, noAnswer: 0, outageRefusals: 0 }
   const outages = new Map<string, ReadonlyArray<readonly [number, number]>>()

@@ -111,20 +111,25 @@ const committedWhatever: Readonly<Record<string, (args: ReadonlyArray<unknown>) 
   completeIdempotencyKey: (args) => `key ${String(args[1])}`
 }
 
-export const faultyStore = (
-  store: StoreShape,
-  prng: Prng,
-  faults: FaultRates,
-  window: { readonly startMs: number; readonly endMs: number },
-  hooks: StoreFaultHooks,
+/** What `faultyStore` wraps, and the streams and hooks its faults come from. */
+export interface StoreFaultOptions {
+  readonly store: StoreShape
+  readonly prng: Prng
+  readonly faults: FaultRates
+  readonly window: { readonly startMs: number; readonly endMs: number }
+  readonly hooks: StoreFaultHooks
   /** Commits of `store` split for this wrapper to finish (sim/checks/Auditor.ts auditedStore): by operation name; none: `{}`. */
-  splitCommits: Readonly<Record<string, SplitCommit>>,
+  readonly splitCommits: Readonly<Record<string, SplitCommit>>
   /** The freeze windows' own stream (absent: no freezes). */
-  freezePrng?: Prng,
-  /** How long a caller waits for a frozen database (a planted bug may make it wait for the thaw). */
-  callTimeoutMs: number = storeCallTimeoutMs,
+  readonly freezePrng?: Prng
+  /** How long a caller waits for a frozen database (a planted bug may make it wait for the thaw). Default `storeCallTimeoutMs`. */
+  readonly callTimeoutMs?: number
   /** The stream of `rotationLost` (absent: no rotation answer lost that way). */
-  rotationPrng?: Prng
+  readonly rotationPrng?: Prng
+}
+
+export const faultyStore = (
+  { store, prng, faults, window, hooks, splitCommits, freezePrng, callTimeoutMs = storeCallTimeoutMs, rotationPrng }: StoreFaultOptions
 ): {
   readonly store: StoreShape
   readonly fencedBy: (fence: Fence) => StoreShape

@@ -20,8 +20,9 @@ const quiet: FaultRates = { ...defaultFaults, webhook4xx: 0, webhook5xx: 0, webh
 const start = async (faults: FaultRates, pastMs = 0) => {
   const auditor = new Auditor(() => Date.now())
   const window = { startMs: Date.now() - pastMs, endMs: Date.now() }
-  const endpoints = makeSimulatedEndpoints(new Prng(1), faults, auditor, window, () => Date.now(), () => -1,
-    () => [secret], true)
+  const endpoints = makeSimulatedEndpoints({
+    prng: new Prng(1), faults, auditor, window, nowMs: () => Date.now(), lastCrashMs: () => -1, secretsOf: () => [secret], overNetwork: true
+  })
   server = await startWebhookServer({ host: "127.0.0.1", endpoints, timeoutMs: 2_000, latencyScale: 1 / 100 })
   return { auditor, endpoints, url: server.urlOf(0) }
 }

@@ -31,10 +31,10 @@ const setUp = () => {
   const time = new VirtualTime(startMs)
   const runtime = time.runtime(1)
   const auditor = new Auditor(() => time.nowMs)
-  const endpoints = makeSimulatedEndpoints(
-    Prng.derive(1, "webhooks"), noFaults, auditor, { startMs, endMs: startMs + 3_600_000 },
-    () => time.nowMs, () => -1, () => []
-  )
+  const endpoints = makeSimulatedEndpoints({
+    prng: Prng.derive(1, "webhooks"), faults: noFaults, auditor, window: { startMs, endMs: startMs + 3_600_000 },
+    nowMs: () => time.nowMs, lastCrashMs: () => -1, secretsOf: () => []
+  })
   const run = <A>(effect: Effect.Effect<A>) => {
     let exit: Exit.Exit<A> | null = null
     Effect.runForkWith(runtime)(effect).addObserver((e) => (exit = e))
@@ -89,10 +89,10 @@ describe("a 2xx read by an instance after its pause", () => {
     const auditor = new Auditor(() => time.nowMs)
     // The pause's start is a time the endpoints forgive from, as a crash's is (sim/engine/Simulator.ts).
     let pausedAtMs = -1
-    const endpoints = makeSimulatedEndpoints(
-      Prng.derive(1, "webhooks"), noFaults, auditor, { startMs, endMs: startMs + 3_600_000 },
-      () => time.nowMs, () => pausedAtMs, () => []
-    )
+    const endpoints = makeSimulatedEndpoints({
+      prng: Prng.derive(1, "webhooks"), faults: noFaults, auditor, window: { startMs, endMs: startMs + 3_600_000 },
+      nowMs: () => time.nowMs, lastCrashMs: () => pausedAtMs, secretsOf: () => []
+    })
     const post = (transport: ReturnType<typeof endpoints.fencedBy>, r: WebhookRequest) => Effect.runForkWith(runtime)(Effect.andThen(Effect.yieldNow, transport.postWithin!(r, 10_000)))
     const attempt = (n: number): WebhookRequest => ({ ...request(1), headers: { ...request(1).headers, "x-service-delivery-attempt": String(n) } })
     const paused: Fence = { dead: false, held: null }

@@ -40,12 +40,19 @@ describe("stores behind an instance's fence", () => {
     const twin = Prng.derive(1, "store")
     // Every fault armed and likely: a draw, had one been made, would show in the stats and the stream.
     const faults = { ...noFaults, storeUnavailable: 0.5, storeLostCommit: 0.5, crashAfterCommit: 0.5 }
-    const faulty = faultyStore(spy.shape, prng, faults, { startMs: 0, endMs: 0 }, {
-      armed: () => true,
-      nowMs: () => 0,
-      crashAfterCommit: () => false,
-      record: () => {}
-    }, {})
+    const faulty = faultyStore({
+      store: spy.shape,
+      prng,
+      faults,
+      window: { startMs: 0, endMs: 0 },
+      hooks: {
+        armed: () => true,
+        nowMs: () => 0,
+        crashAfterCommit: () => false,
+        record: () => {}
+      },
+      splitCommits: {}
+    })
     const fence: Fence = { dead: false, held: null }
     const store = faulty.fencedBy(fence)
 

@@ -66,7 +66,10 @@ describe("the endpoints over HTTP, told of the faults", () => {
     const auditor = new Auditor(() => Date.now())
     let faultMs = Number.NEGATIVE_INFINITY
     const lastFault = () => faultMs
-    const endpoints = makeSimulatedEndpoints(new Prng(1), quiet, auditor, { startMs: Date.now(), endMs: Date.now() + 60_000 }, () => Date.now(), lastFault, () => [secret], true)
+    const endpoints = makeSimulatedEndpoints({
+      prng: new Prng(1), faults: quiet, auditor, window: { startMs: Date.now(), endMs: Date.now() + 60_000 },
+      nowMs: () => Date.now(), lastCrashMs: lastFault, secretsOf: () => [secret], overNetwork: true
+    })
     const redeliveries = new Redeliveries(lastFault)
     server = await startWebhookServer({ host: "127.0.0.1", endpoints, timeoutMs: 2_000, latencyScale: 1 / 100, redeliveries })
     const url = server.urlOf(0)
@@ -85,7 +88,10 @@ describe("the endpoints over HTTP, told of the faults", () => {
 
   it("count a redelivery after a POST held past the timeout", async () => {
     const auditor = new Auditor(() => Date.now())
-    const endpoints = makeSimulatedEndpoints(new Prng(1), { ...quiet, webhookNoAnswer: 1 }, auditor, { startMs: Date.now(), endMs: Date.now() + 60_000 }, () => Date.now(), () => -1, () => [secret], true)
+    const endpoints = makeSimulatedEndpoints({
+      prng: new Prng(1), faults: { ...quiet, webhookNoAnswer: 1 }, auditor, window: { startMs: Date.now(), endMs: Date.now() + 60_000 },
+      nowMs: () => Date.now(), lastCrashMs: () => -1, secretsOf: () => [secret], overNetwork: true
+    })
     const redeliveries = new Redeliveries()
     // The server holds an unanswered POST for its timeout and a second, then drops it.
     server = await startWebhookServer({ host: "127.0.0.1", endpoints, timeoutMs: 100, latencyScale: 1 / 100, redeliveries })
