@@ -123,6 +123,17 @@ const rawServer = async (onData: (socket: Socket, data: Buffer, connection: numb
 const response = (body: string, extra = "") => `HTTP/1.1 200 OK\r\ncontent-length: ${Buffer.byteLength(body)}\r\n${extra}\r\n${body}`
 const bodyOf = (outcome: WireOutcome) => (outcome._tag === "Answered" ? outcome.response.body : outcome._tag)
 const turn = () => new Promise((tick) => setImmediate(tick))
+/** What became of one GET to a raw server that answers it with `onData`. */
+const oneRequestTo = async (onData: (socket: Socket, data: Buffer, connection: number) => void) => {
+  const server = await rawServer(onData)
+  const client = netClient(server.url, { sockets: 1, timeoutMs: 5_000, idleSocketTimeoutMs: 4_000 })
+  try {
+    return await client.send(get("/"))
+  } finally {
+    client.close()
+    await server.close()
+  }
+}
 
 describe("the net client against a server", () => {
   it("sends method, path under the target's own path, host, headers and a body with its byte length", async () => {
@@ -227,25 +238,11 @@ describe("the net client against a server", () => {
     expect(await nobody.send(get("/"))).toEqual({ _tag: "Refused" })
     expect(nobody.pool()).toEqual({ open: 0, idle: 0 })
     nobody.close()
-    const server = await rawServer((socket) => socket.resetAndDestroy())
-    const client = netClient(server.url, { sockets: 1, timeoutMs: 5_000, idleSocketTimeoutMs: 4_000 })
-    try {
-      expect(await client.send(get("/"))).toEqual({ _tag: "Lost" })
-    } finally {
-      client.close()
-      await server.close()
-    }
+    expect(await oneRequestTo((socket) => socket.resetAndDestroy())).toEqual({ _tag: "Lost" })
   })
 
   it("loses a request whose connection closes mid-answer", async () => {
-    const server = await rawServer((socket) => socket.end(response("the whole body").slice(0, -4)))
-    const client = netClient(server.url, { sockets: 1, timeoutMs: 5_000, idleSocketTimeoutMs: 4_000 })
-    try {
-      expect(await client.send(get("/"))).toEqual({ _tag: "Lost" })
-    } finally {
-      client.close()
-      await server.close()
-    }
+    expect(await oneRequestTo((socket) => socket.end(response("the whole body").slice(0, -4)))).toEqual({ _tag: "Lost" })
   })
 
   it("loses a request unanswered within the client timeout, and serves the next on a new connection", async () => {
