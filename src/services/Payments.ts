@@ -256,6 +256,12 @@ export const make = Effect.gen(function*() {
     }
   }
 
+  /** How to record the processor's answer to an operation a payment awaits, and its refusal if it refused. */
+  interface Resolution {
+    readonly record: (payment: Payment.Payment, context: Payment.Context) => Payment.Decision
+    readonly refusal: InvalidState | null
+  }
+
   /**
    * What the processor says to the operation a payment awaits (`Payment.ProcessorPending`): asks
    * under the operation's key until known, and answers how to record it (`record`, committed by
@@ -264,10 +270,6 @@ export const make = Effect.gen(function*() {
    * fails with ProcessorUnavailable, and the payment's flow, resumed by recovery on any
    * instance, asks again.
    */
-  interface Resolution {
-    readonly record: (payment: Payment.Payment, context: Payment.Context) => Payment.Decision
-    readonly refusal: InvalidState | null
-  }
   const resolvePending = (payment: Payment.Payment): Effect.Effect<Resolution, StoreUnavailable | ProcessorUnavailable> => {
     const pending = payment.processorPending
     if (operations === undefined || pending === null) return Effect.die(new Error(`payment ${payment.id} awaits nothing of a processor`))
