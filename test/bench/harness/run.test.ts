@@ -37,8 +37,10 @@ describe("the harness against a running service", () => {
   })
 
   it("drives the health scenario for a bounded number of requests and writes the JSON result and the HTML page", async () => {
+    // The load lasts 0.6 s: one pause of the service can leave a few answers past its window, and
+    // the saturation verdict (tested on its own in test/harness) would fail a run this test is not about.
     const first = quietIo()
-    const code = await main(["--target", service.baseUrl, "--scenario", "health", "--rate", "500", "--duration", "60", "--max-requests", "300", "--report", join(directory, "a")], first.io)
+    const code = await main(["--target", service.baseUrl, "--scenario", "health", "--rate", "500", "--duration", "60", "--max-requests", "300", "--allow-saturation", "--report", join(directory, "a")], first.io)
     expect(code, first.lines.join("\n")).toBe(0)
     const files = reportOf(join(directory, "a"))
     const json = files.find((f) => f.endsWith(".json"))!
