@@ -360,19 +360,10 @@ export const processorOperation = (before: Payment, after: Payment): ProcessorOp
  */
 export const owingCancel = (change: Change): Change => ({
   ...change,
-  payment: {
-    ...change.payment,
-    processorPending: {
-      operation: "cancel",
-      outcome: "owed",
-      amountCents: change.payment.amountCents,
-      refundedBeforeCents: 0,
-      failedRefundsBefore: 0,
-      since: change.payment.updatedAt
-    }
-  }
+  payment: { ...change.payment, processorPending: pendingOf({ _tag: "Cancel" }, change.payment, "owed", change.payment.updatedAt) }
 })
 
+/** The record of `operation` awaiting the processor; `operationOf` reads it back. */
 const pendingOf = (operation: ProcessorOperation, payment: Payment, outcome: ProcessorPending["outcome"], since: string): ProcessorPending => {
   switch (operation._tag) {
     case "Capture":
@@ -388,6 +379,18 @@ const pendingOf = (operation: ProcessorOperation, payment: Payment, outcome: Pro
       }
     case "Cancel":
       return { operation: "cancel", outcome, amountCents: payment.amountCents, refundedBeforeCents: 0, failedRefundsBefore: 0, since }
+  }
+}
+
+/** The operation a payment awaits, to ask the processor for again under its key. */
+export const operationOf = (pending: ProcessorPending): ProcessorOperation => {
+  switch (pending.operation) {
+    case "capture":
+      return { _tag: "Capture", amountCents: pending.amountCents }
+    case "refund":
+      return { _tag: "Refund", amountCents: pending.amountCents, refundedBeforeCents: pending.refundedBeforeCents, failedBefore: pending.failedRefundsBefore }
+    case "cancel":
+      return { _tag: "Cancel" }
   }
 }
 

@@ -273,12 +273,7 @@ export const make = Effect.gen(function*() {
   const resolvePending = (payment: Payment.Payment): Effect.Effect<Resolution, StoreUnavailable | ProcessorUnavailable> => {
     const pending = payment.processorPending
     if (operations === undefined || pending === null) return Effect.die(new Error(`payment ${payment.id} awaits nothing of a processor`))
-    const operation: Payment.ProcessorOperation = pending.operation === "capture"
-      ? { _tag: "Capture", amountCents: pending.amountCents }
-      : pending.operation === "refund"
-      ? { _tag: "Refund", amountCents: pending.amountCents, refundedBeforeCents: pending.refundedBeforeCents, failedBefore: pending.failedRefundsBefore }
-      : { _tag: "Cancel" }
-    return Effect.matchEffect(askProcessor(operations, payment, operation, payment.processorReference), {
+    return Effect.matchEffect(askProcessor(operations, payment, Payment.operationOf(pending), payment.processorReference), {
       onSuccess: () => Effect.succeed({ record: (p, ctx) => Payment.processorAnswered(p, pending, ctx), refusal: null }),
       onFailure: (error): Effect.Effect<Resolution, StoreUnavailable | ProcessorUnavailable> => {
         if (error._tag === "InvalidState") {
@@ -600,6 +595,21 @@ export const make = Effect.gen(function*() {
       )
     )
 
+  /**
+   * A processor's notification applied through the one command path (any merchant's payment),
+   * once: refused because `alreadyApplied` says the payment has it, it changes nothing and
+   * answers the record as it is (`applied: false`).
+   */
+  const applyOnce = (
+    paymentId: string,
+    decide: (payment: Payment.Payment, context: Payment.Context) => Payment.Decision,
+    alreadyApplied: (payment: Payment.Payment) => boolean
+  ): Effect.Effect<{ readonly payment: Payment.Payment; readonly applied: boolean }, CommandError> =>
+    Effect.flatMap(apply(null, paymentId, (p, _, ctx) => decide(p, ctx)), (outcome) =>
+      outcome._tag === "Refused" && alreadyApplied(outcome.payment)
+        ? Effect.succeed({ payment: outcome.payment, applied: false })
+        : Effect.map(toResult(paymentId, outcome), (payment) => ({ payment, applied: outcome._tag === "Applied" })))
+
   const mustGet = (merchantId: string, paymentId: string) =>
     Effect.flatMap(store.getPayment(merchantId, paymentId), (payment) =>
       payment === null ? Effect.fail(new NotFound({ resource: "transaction", id: paymentId })) : Effect.succeed(payment))
@@ -728,21 +738,9 @@ export const make = Effect.gen(function*() {
         return reviewed ?? fraudCase
       }),
     applyDisputeNotification: (notification) =>
-      Effect.gen(function*() {
-        const outcome = yield* apply(null, notification.paymentId, (p, _, ctx) => Dispute.apply(p, notification, ctx))
-        if (outcome._tag === "Refused" && Dispute.alreadyApplied(outcome.payment, notification)) {
-          return { payment: outcome.payment, applied: false }
-        }
-        return { payment: yield* toResult(notification.paymentId, outcome), applied: outcome._tag === "Applied" }
-      }),
+      applyOnce(notification.paymentId, (p, ctx) => Dispute.apply(p, notification, ctx), (p) => Dispute.alreadyApplied(p, notification)),
     applyRefundFailure: (failure) =>
-      Effect.gen(function*() {
-        const outcome = yield* apply(null, failure.paymentId, (p, _, ctx) => Payment.refundFailed(p, failure, ctx))
-        if (outcome._tag === "Refused" && outcome.payment.failedRefunds.includes(failure.refundId)) {
-          return { payment: outcome.payment, applied: false }
-        }
-        return { payment: yield* toResult(failure.paymentId, outcome), applied: outcome._tag === "Applied" }
-      }),
+      applyOnce(failure.paymentId, (p, ctx) => Payment.refundFailed(p, failure, ctx), (p) => p.failedRefunds.includes(failure.refundId)),
     settle: (cutoff) =>
       Effect.gen(function*() {
         let settled = 0
