@@ -27,8 +27,14 @@ const abCommand = Command.make("bench:ab", {
   bEntry: Cli.text("b-entry", "side B's entry point", { default: "src/main.ts" }),
   aLabel: Cli.text("a-label", "side A's name in the tables", { default: "a" }),
   bLabel: Cli.text("b-label", "side B's name in the tables", { default: "b" }),
-  rounds: Cli.integer("rounds", "rounds, each running every scenario on both sides (order alternating)", { min: 1, max: 10, default: 3 }),
-  scenarios: Cli.text("scenarios", `comma-separated scenarios of npm run bench (${knownScenarios.join(", ")})`, { default: "create,read" }),
+  rounds: Cli.integer("rounds", "rounds, each running every scenario on both sides (order alternating)", {
+    min: 1,
+    max: 10,
+    default: 3
+  }),
+  scenarios: Cli.text("scenarios", `comma-separated scenarios of npm run bench (${knownScenarios.join(", ")})`, {
+    default: "create,read"
+  }),
   duration: Cli.integer("duration", "seconds of load per run", { min: 1, max: 120, default: 10 }),
   connections: Cli.integer("connections", "connections per run", { min: 1, max: 256, default: 64 }),
   json: Cli.toggle("json", "print the results (what bench/results/ab-*.json holds) as JSON instead of the tables")
@@ -42,7 +48,11 @@ const rounds = flags.rounds
 const scenarios = flags.scenarios.split(",").filter((s) => s !== "")
 const unknownScenarios = scenarios.filter((s) => !knownScenarios.includes(s))
 if (scenarios.length === 0 || unknownScenarios.length > 0) {
-  console.error(`bench:ab: --scenarios: unknown '${unknownScenarios.join(",")}' (one or more of ${knownScenarios.join(", ")}, comma-separated)`)
+  console.error(
+    `bench:ab: --scenarios: unknown '${unknownScenarios.join(",")}' (one or more of ${
+      knownScenarios.join(", ")
+    }, comma-separated)`
+  )
   process.exit(Cli.usageExitCode)
 }
 const duration = String(flags.duration)
@@ -73,13 +83,28 @@ interface Run {
 const runOnce = (round: number, scenario: string, side: (typeof sides)[number]): Run => {
   process.stderr.write(`\n=== round ${round}, ${scenario}, ${side.label} (${side.dir} ${side.entry})\n`)
   const result = spawnSync(process.execPath, [
-    "--import", "tsx", "bench/run.ts",
-    "--scenario", scenario, "--duration", duration, "--connections", connections, "--no-baselines",
-    "--service-dir", side.dir, "--entry", side.entry, "--label", side.label
+    "--import",
+    "tsx",
+    "bench/run.ts",
+    "--scenario",
+    scenario,
+    "--duration",
+    duration,
+    "--connections",
+    connections,
+    "--no-baselines",
+    "--service-dir",
+    side.dir,
+    "--entry",
+    side.entry,
+    "--label",
+    side.label
   ], { encoding: "utf8", stdio: ["ignore", "pipe", "inherit"], timeout: (Number(duration) * 4 + 360) * 1000 })
   process.stderr.write(result.stdout ?? "")
   const file = /results: (\S+)/.exec(result.stdout ?? "")?.[1]
-  if (file === undefined) throw new Error(`bench/run.ts wrote no result for ${side.label} ${scenario} (exit ${result.status})`)
+  if (file === undefined) {
+    throw new Error(`bench/run.ts wrote no result for ${side.label} ${scenario} (exit ${result.status})`)
+  }
   const report = JSON.parse(readFileSync(file, "utf8"))
   const audit = report.audit
   return {
@@ -97,7 +122,8 @@ const runOnce = (round: number, scenario: string, side: (typeof sides)[number]):
     walBytes: report.service.per_request.wal_bytes ?? null,
     rssMb: report.service.rss_peak_mb,
     statusCodes: report.service.statusCodes,
-    auditOk: audit.unbalanced_groups === 0 && audit.pending_payments === 0 && audit.double_captures === 0 && audit.over_refunded === 0,
+    auditOk: audit.unbalanced_groups === 0 && audit.pending_payments === 0 && audit.double_captures === 0 &&
+      audit.over_refunded === 0,
     file
   }
 }
@@ -136,7 +162,9 @@ const metrics: ReadonlyArray<readonly [string, (run: Run) => number | null, numb
 const summary: Record<string, unknown> = {}
 const tables: Array<string> = []
 for (const scenario of scenarios) {
-  const lines: Array<string> = [`\n${scenario}: ${rounds} rounds, ${duration} s each, ${connections} connections (min / median / max)`]
+  const lines: Array<string> = [
+    `\n${scenario}: ${rounds} rounds, ${duration} s each, ${connections} connections (min / median / max)`
+  ]
   const rows: Record<string, unknown> = {}
   const cells: Array<Array<string>> = []
   for (const [name, pick, digits] of metrics) {
@@ -149,7 +177,9 @@ for (const scenario of scenarios) {
     rows[name] = row
     cells.push([name, show(row.a, digits), show(row.b, digits), show(row.ratio, 2)])
   }
-  lines.push(Cli.table(["", sides[0].label, sides[1].label, `${sides[1].label} ÷ ${sides[0].label} (same round)`], cells, "  "))
+  lines.push(
+    Cli.table(["", sides[0].label, sides[1].label, `${sides[1].label} ÷ ${sides[0].label} (same round)`], cells, "  ")
+  )
   const audits = runs.filter((r) => r.scenario === scenario).every((r) => r.auditOk)
   lines.push(`  ledger audits: ${audits ? "all passed" : "FAILED in some run"}`)
   summary[scenario] = rows

@@ -10,7 +10,13 @@ import { randomBytes } from "node:crypto"
 import { createServer } from "node:http"
 import pg from "pg"
 import { formatId } from "../src/domain/Ids.ts"
-import { commitChangesSql, commitChangesValues, openPaymentsSql, openPaymentsValues, toHistory } from "../src/store/PgHotPath.ts"
+import {
+  commitChangesSql,
+  commitChangesValues,
+  openPaymentsSql,
+  openPaymentsValues,
+  toHistory
+} from "../src/store/PgHotPath.ts"
 import { hotPathPlannerOptions } from "../src/store/PgPrepared.ts"
 import { createUnit } from "./sql.ts"
 
@@ -30,8 +36,16 @@ const server = createServer((request, response) => {
     try {
       const t = JSON.parse(Buffer.concat(chunks).toString("utf8")).transaction
       const key = request.headers["x-idempotency-key"]
-      const unit = createUnit(merchantId, mintId, { amountCents: t.amount_cents, currency: t.currency, cardToken: t.card_token }, typeof key === "string" ? key : null)
-      const opened = await pool.query({ name: "open_payments_v1", text: openPaymentsSql, values: openPaymentsValues([unit.open]) })
+      const unit = createUnit(merchantId, mintId, {
+        amountCents: t.amount_cents,
+        currency: t.currency,
+        cardToken: t.card_token
+      }, typeof key === "string" ? key : null)
+      const opened = await pool.query({
+        name: "open_payments_v1",
+        text: openPaymentsSql,
+        values: openPaymentsValues([unit.open])
+      })
       const commit = unit.commit(toHistory(opened.rows[0]))
       await pool.query({ name: "commit_changes_v1", text: commitChangesSql, values: commitChangesValues([commit]) })
       response.writeHead(201, { "content-type": "application/json" })

@@ -14,7 +14,10 @@ import { resolve } from "node:path"
 export const startNodeFlags = (): Array<string> => {
   const start: string = JSON.parse(readFileSync(resolve(import.meta.dirname, "../package.json"), "utf8")).scripts.start
   // `exec`: the shell npm runs the script in becomes node, so npm's SIGTERM reaches the service.
-  const words = start.replace(/\$\{PAYMENTS_HEAP_MB:-(\d+)\}/, (_, fallback: string) => process.env.PAYMENTS_HEAP_MB ?? fallback).split(/\s+/)
+  const words = start.replace(
+    /\$\{PAYMENTS_HEAP_MB:-(\d+)\}/,
+    (_, fallback: string) => process.env.PAYMENTS_HEAP_MB ?? fallback
+  ).split(/\s+/)
   if (words[0] !== "exec" || words[1] !== "node" || !words.includes("--import")) {
     throw new Error(`package.json's start script is not 'exec node <flags> --import ...': ${start}`)
   }

@@ -60,14 +60,22 @@ const batchStatements = (from: string, to: string, outbox: boolean) => [
 export const preloadPayments = async (client: pg.Client, options: PreloadOptions) => {
   const batch = options.batch ?? 100_000
   for (let m = 1; m <= (options.extraMerchants ?? 0); m++) {
-    await client.query(`INSERT INTO merchants (id, name, webhook_url, webhook_secret, created_at, updated_at)
-      VALUES ($1, 'Preloaded', NULL, 'whsec_preload', now(), now())`, [`mer_pre_${m}`])
-    await client.query(`INSERT INTO api_keys (id, merchant_id, name, key_hash, prefix, last_four, status, created_at)
-      VALUES ($1, $2, 'k', $3, 'sk_live_pre0', 'pre0', 'active', now())`, [`key_pre_${m}`, `mer_pre_${m}`, `hash_pre_${m}`])
+    await client.query(
+      `INSERT INTO merchants (id, name, webhook_url, webhook_secret, created_at, updated_at)
+      VALUES ($1, 'Preloaded', NULL, 'whsec_preload', now(), now())`,
+      [`mer_pre_${m}`]
+    )
+    await client.query(
+      `INSERT INTO api_keys (id, merchant_id, name, key_hash, prefix, last_four, status, created_at)
+      VALUES ($1, $2, 'k', $3, 'sk_live_pre0', 'pre0', 'active', now())`,
+      [`key_pre_${m}`, `mer_pre_${m}`, `hash_pre_${m}`]
+    )
   }
   for (let from = 1; from <= options.payments; from += batch) {
     const to = Math.min(options.payments, from + batch - 1)
-    for (const text of batchStatements(String(from), String(to), options.outbox === true)) await client.query(text, [options.merchantId])
+    for (const text of batchStatements(String(from), String(to), options.outbox === true)) {
+      await client.query(text, [options.merchantId])
+    }
   }
   await client.query("VACUUM ANALYZE")
 }

@@ -12,7 +12,11 @@ interface Node {
 const file = process.argv[2]!
 const topIndex = process.argv.indexOf("--top")
 const top = topIndex === -1 ? 30 : Number(process.argv[topIndex + 1])
-const profile = JSON.parse(readFileSync(file, "utf8")) as { nodes: Array<Node>; samples: Array<number>; timeDeltas: Array<number> }
+const profile = JSON.parse(readFileSync(file, "utf8")) as {
+  nodes: Array<Node>
+  samples: Array<number>
+  timeDeltas: Array<number>
+}
 const selfMs = new Map<number, number>()
 profile.samples.forEach((id, i) => selfMs.set(id, (selfMs.get(id) ?? 0) + (profile.timeDeltas[i] ?? 0) / 1000))
 const byFunction = new Map<string, number>()
@@ -23,8 +27,14 @@ for (const node of profile.nodes) {
   total += ms
   const url = node.callFrame.url
   const where = url.includes("node_modules/")
-    ? url.slice(url.lastIndexOf("node_modules/") + 13).split("/").slice(0, url.includes("node_modules/@") ? 2 : 1).join("/")
-    : url.startsWith("node:") ? url : url === "" ? `(${node.callFrame.functionName || "native"})` : url.replace(/^.*\/(src|sim|bench)\//, "$1/")
+    ? url.slice(url.lastIndexOf("node_modules/") + 13).split("/").slice(0, url.includes("node_modules/@") ? 2 : 1).join(
+      "/"
+    )
+    : url.startsWith("node:")
+    ? url
+    : url === ""
+    ? `(${node.callFrame.functionName || "native"})`
+    : url.replace(/^.*\/(src|sim|bench)\//, "$1/")
   const name = `${node.callFrame.functionName || "(anonymous)"} ${where}:${node.callFrame.lineNumber + 1}`
   byFunction.set(name, (byFunction.get(name) ?? 0) + ms)
   byPackage.set(where, (byPackage.get(where) ?? 0) + ms)

@@ -32,11 +32,19 @@ export interface Run {
   readonly audit: Record<string, number>
 }
 
-export const escape = (text: string) => text.replace(/[&<>"]/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", "\"": "&quot;" })[c]!)
-export const fixed = (n: number | null | undefined, digits = 1) => (n === null || n === undefined ? "n/a" : n.toFixed(digits))
+export const escape = (text: string) =>
+  text.replace(/[&<>"]/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", "\"": "&quot;" })[c]!)
+export const fixed = (
+  n: number | null | undefined,
+  digits = 1
+) => (n === null || n === undefined ? "n/a" : n.toFixed(digits))
 
 /** Grouped bars: one group per run, one bar per series. */
-export const barChart = (title: string, labels: ReadonlyArray<string>, series: ReadonlyArray<{ name: string; color: string; values: ReadonlyArray<number | null> }>) => {
+export const barChart = (
+  title: string,
+  labels: ReadonlyArray<string>,
+  series: ReadonlyArray<{ name: string; color: string; values: ReadonlyArray<number | null> }>
+) => {
   const width = 760, height = 240, left = 60, bottom = 50, top = 30
   const max = Math.max(1, ...series.flatMap((s) => s.values.map((v) => v ?? 0)))
   const groupWidth = (width - left - 10) / Math.max(1, labels.length)
@@ -47,17 +55,31 @@ export const barChart = (title: string, labels: ReadonlyArray<string>, series: R
       const v = s.values[i]
       if (v === null || v === undefined) return ""
       const x = left + i * groupWidth + 4 + j * barWidth
-      return `<rect x="${x.toFixed(1)}" y="${y(v).toFixed(1)}" width="${(barWidth - 1).toFixed(1)}" height="${(height - bottom - y(v)).toFixed(1)}" fill="${s.color}"><title>${escape(s.name)}: ${fixed(v)}</title></rect>`
+      return `<rect x="${x.toFixed(1)}" y="${y(v).toFixed(1)}" width="${(barWidth - 1).toFixed(1)}" height="${
+        (height - bottom - y(v)).toFixed(1)
+      }" fill="${s.color}"><title>${escape(s.name)}: ${fixed(v)}</title></rect>`
     })
   )
   const ticks = [0, 0.25, 0.5, 0.75, 1].map((f) =>
-    `<line x1="${left}" x2="${width - 10}" y1="${y(max * f)}" y2="${y(max * f)}" stroke="#ddd"/><text x="${left - 6}" y="${y(max * f) + 4}" text-anchor="end">${fixed(max * f, max < 10 ? 2 : 0)}</text>`
+    `<line x1="${left}" x2="${width - 10}" y1="${y(max * f)}" y2="${y(max * f)}" stroke="#ddd"/><text x="${
+      left - 6
+    }" y="${y(max * f) + 4}" text-anchor="end">${fixed(max * f, max < 10 ? 2 : 0)}</text>`
   )
   const xLabels = labels.map((label, i) =>
-    `<text x="${left + i * groupWidth + groupWidth / 2}" y="${height - bottom + 16}" text-anchor="middle">${escape(label)}</text>`
+    `<text x="${left + i * groupWidth + groupWidth / 2}" y="${height - bottom + 16}" text-anchor="middle">${
+      escape(label)
+    }</text>`
   )
-  const legend = series.map((s, j) => `<rect x="${left + j * 190}" y="6" width="12" height="12" fill="${s.color}"/><text x="${left + j * 190 + 16}" y="16">${escape(s.name)}</text>`)
-  return `<figure><figcaption>${escape(title)}</figcaption><svg viewBox="0 0 ${width} ${height}" width="${width}" height="${height}" font-size="11" font-family="sans-serif">${[...ticks, ...bars, ...xLabels, ...legend].join("")}</svg></figure>`
+  const legend = series.map((s, j) =>
+    `<rect x="${left + j * 190}" y="6" width="12" height="12" fill="${s.color}"/><text x="${
+      left + j * 190 + 16
+    }" y="16">${escape(s.name)}</text>`
+  )
+  return `<figure><figcaption>${
+    escape(title)
+  }</figcaption><svg viewBox="0 0 ${width} ${height}" width="${width}" height="${height}" font-size="11" font-family="sans-serif">${
+    [...ticks, ...bars, ...xLabels, ...legend].join("")
+  }</svg></figure>`
 }
 
 export const renderReport = (runs: ReadonlyArray<Run>) => {
@@ -70,26 +92,42 @@ export const renderReport = (runs: ReadonlyArray<Run>) => {
     const rows = list.map((r) =>
       `<tr><td>${escape(r.date)}</td><td>${r.connections}</td><td>${fixed(r.service.rps)}</td>` +
       `<td>${r.service.latency.p50} / ${r.service.latency.p90} / ${r.service.latency.p99} / ${r.service.latency.max}</td>` +
-      `<td>${fixed(r.service.per_request.service_cpu_ms, 2)}</td><td>${fixed(r.service.per_request.postgres_cpu_ms, 2)}</td>` +
+      `<td>${fixed(r.service.per_request.service_cpu_ms, 2)}</td><td>${
+        fixed(r.service.per_request.postgres_cpu_ms, 2)
+      }</td>` +
       `<td>${fixed(r.service.per_request.statements, 2)}</td><td>${fixed(r.service.per_request.commits, 2)}</td>` +
       `<td>${r.service.rss_peak_mb}</td><td>${fixed(r.pgbench?.tps)}</td><td>${fixed(r.baseline?.rps)}</td>` +
       `<td>${escape(JSON.stringify(r.service.statusCodes))}</td><td>${escape(JSON.stringify(r.audit))}</td></tr>`
     )
     return `<section><h2>${escape(scenario)}</h2>
-${barChart("requests per second (service, and for create the same SQL under pgbench and behind node:http + pg)", labels, [
-      { name: "service", color: "#2b6cb0", values: list.map((r) => r.service.rps) },
-      { name: "pgbench, same SQL", color: "#a0aec0", values: list.map((r) => r.pgbench?.tps ?? null) },
-      { name: "node:http + pg, same SQL", color: "#ed8936", values: list.map((r) => r.baseline?.rps ?? null) }
-    ])}
-${barChart("latency, ms", labels, [
-      { name: "p50", color: "#68d391", values: list.map((r) => r.service.latency.p50) },
-      { name: "p90", color: "#f6ad55", values: list.map((r) => r.service.latency.p90) },
-      { name: "p99", color: "#fc8181", values: list.map((r) => r.service.latency.p99) }
-    ])}
-${barChart("CPU ms per request", labels, [
-      { name: "service", color: "#2b6cb0", values: list.map((r) => r.service.per_request.service_cpu_ms) },
-      { name: "PostgreSQL", color: "#805ad5", values: list.map((r) => r.service.per_request.postgres_cpu_ms) }
-    ])}
+${
+      barChart(
+        "requests per second (service, and for create the same SQL under pgbench and behind node:http + pg)",
+        labels,
+        [
+          {
+            name: "service",
+            color: "#2b6cb0",
+            values: list.map((r) => r.service.rps)
+          },
+          { name: "pgbench, same SQL", color: "#a0aec0", values: list.map((r) => r.pgbench?.tps ?? null) },
+          { name: "node:http + pg, same SQL", color: "#ed8936", values: list.map((r) => r.baseline?.rps ?? null) }
+        ]
+      )
+    }
+${
+      barChart("latency, ms", labels, [
+        { name: "p50", color: "#68d391", values: list.map((r) => r.service.latency.p50) },
+        { name: "p90", color: "#f6ad55", values: list.map((r) => r.service.latency.p90) },
+        { name: "p99", color: "#fc8181", values: list.map((r) => r.service.latency.p99) }
+      ])
+    }
+${
+      barChart("CPU ms per request", labels, [
+        { name: "service", color: "#2b6cb0", values: list.map((r) => r.service.per_request.service_cpu_ms) },
+        { name: "PostgreSQL", color: "#805ad5", values: list.map((r) => r.service.per_request.postgres_cpu_ms) }
+      ])
+    }
 <table><thead><tr><th>run</th><th>conn.</th><th>req/s</th><th>p50/p90/p99/max ms</th><th>service CPU ms</th><th>PG CPU ms</th><th>statements</th><th>commits</th><th>RSS MB</th><th>pgbench tps</th><th>node:http+pg req/s</th><th>status codes</th><th>audit</th></tr></thead>
 <tbody>${rows.join("\n")}</tbody></table></section>`
   })
@@ -127,7 +165,12 @@ const main = () => {
     return
   }
   if (runs.length > 0) {
-    console.log(Cli.table(["scenario", "date", "connections", "requests/s", "p99 ms"], summary.map((run) => [run.scenario, run.date, run.connections, run.requestsPerSecond, run.p99Ms])))
+    console.log(
+      Cli.table(
+        ["scenario", "date", "connections", "requests/s", "p99 ms"],
+        summary.map((run) => [run.scenario, run.date, run.connections, run.requestsPerSecond, run.p99Ms])
+      )
+    )
     console.log("")
   }
   console.log(`${runs.length} runs -> ${out}`)

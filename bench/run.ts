@@ -28,7 +28,7 @@
  */
 import autocannon from "autocannon"
 import { Command, Flag } from "effect/cli"
-import { execFileSync, spawn, spawnSync, type ChildProcess } from "node:child_process"
+import { type ChildProcess, execFileSync, spawn, spawnSync } from "node:child_process"
 import { existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { createServer, type Server } from "node:http"
 import { tmpdir } from "node:os"
@@ -37,28 +37,59 @@ import pg from "pg"
 import * as Cli from "../src/platform/Cli.ts"
 import { freePort, startEmbeddedPostgres } from "../src/platform/Database.ts"
 import { analyticsSeriesSql, analyticsTotalsSql } from "../src/store/PgStore.ts"
-import { preloadPayments } from "./preload.ts"
 import { cpuSeconds, postgresCpuSeconds, rssMb, sleep, startNodeFlags, waitFor } from "./host.ts"
+import { preloadPayments } from "./preload.ts"
 import { type BenchScenario, benchScenarios } from "./scenarioNames.ts"
 import { pgbenchScript } from "./sql.ts"
-import { statementStats, statementsTable } from "./statements.ts"
+import { statementsTable, statementStats } from "./statements.ts"
 
 const benchCommand = Command.make("bench", {
   scenario: Cli.choice("scenario", benchScenarios, "what the load does", { default: "create" }),
   duration: Cli.integer("duration", "seconds each load phase lasts", { min: 1, max: 120, default: 10 }),
-  connections: Cli.integer("connections", "connections autocannon keeps open (requests in flight at most)", { min: 1, max: 256, default: 64 }),
-  rate: Cli.integer("rate", "offered rate: requests a second over all connections, whatever the answers' speed (autocannon's overallRate: each connection's share of a second goes out at the start of that second, so the load comes in bursts; the harness spreads its arrivals evenly. Default: as fast as the connections go)", { min: 1 }).pipe(Flag.optional),
+  connections: Cli.integer("connections", "connections autocannon keeps open (requests in flight at most)", {
+    min: 1,
+    max: 256,
+    default: 64
+  }),
+  rate: Cli.integer(
+    "rate",
+    "offered rate: requests a second over all connections, whatever the answers' speed (autocannon's overallRate: each connection's share of a second goes out at the start of that second, so the load comes in bursts; the harness spreads its arrivals evenly. Default: as fast as the connections go)",
+    { min: 1 }
+  ).pipe(Flag.optional),
   url: Cli.text("url", "the PostgreSQL to use (default: an embedded one, started and removed)").pipe(Flag.optional),
   noBaselines: Cli.toggle("no-baselines", "create only: skip pgbench and the node:http + pg baseline"),
-  cards: Cli.integer("cards", "distinct card tokens the creates cycle through (0: all tok_visa, the fraud history's worst case)", { default: 0 }),
-  profile: Cli.text("profile", "a directory where the service writes a V8 CPU profile when it stops (bench/profile.ts summarises it)").pipe(Flag.optional),
-  nodeFlags: Cli.text("node-flags", "V8/Node flags for the service process (default: those of npm start)").pipe(Flag.optional),
+  cards: Cli.integer(
+    "cards",
+    "distinct card tokens the creates cycle through (0: all tok_visa, the fraud history's worst case)",
+    { default: 0 }
+  ),
+  profile: Cli.text(
+    "profile",
+    "a directory where the service writes a V8 CPU profile when it stops (bench/profile.ts summarises it)"
+  ).pipe(Flag.optional),
+  nodeFlags: Cli.text("node-flags", "V8/Node flags for the service process (default: those of npm start)").pipe(
+    Flag.optional
+  ),
   serviceDir: Cli.text("service-dir", "the checkout whose service runs (its code and node_modules)", { default: "." }),
-  entry: Cli.text("entry", "the service's entry point in --service-dir (takes serve and merchant create --name)", { default: "src/main.ts" }),
+  entry: Cli.text("entry", "the service's entry point in --service-dir (takes serve and merchant create --name)", {
+    default: "src/main.ts"
+  }),
   label: Cli.text("label", "a name for this run in the results file and the report", { default: "", shown: "none" }),
-  statements: Cli.integer("statements", "list the N statements that took PostgreSQL longest, with their calls per request", { default: 0 }),
-  payments: Cli.integer("payments", "analytics only: payments bulk-loaded before the load", { min: 1, max: 5_000_000, default: 1_000_000 }),
-  preload: Cli.integer("preload", "payments (with their events, ledger, keys and deliveries: bench/preload.ts) loaded before the service starts, to measure it as its tables grow", { min: 0, max: 20_000_000, default: 0 }),
+  statements: Cli.integer(
+    "statements",
+    "list the N statements that took PostgreSQL longest, with their calls per request",
+    { default: 0 }
+  ),
+  payments: Cli.integer("payments", "analytics only: payments bulk-loaded before the load", {
+    min: 1,
+    max: 5_000_000,
+    default: 1_000_000
+  }),
+  preload: Cli.integer(
+    "preload",
+    "payments (with their events, ledger, keys and deliveries: bench/preload.ts) loaded before the service starts, to measure it as its tables grow",
+    { min: 0, max: 20_000_000, default: 0 }
+  ),
   json: Cli.toggle("json", "print the results (what bench/results/*.json holds) as JSON instead of the table")
 }).pipe(Command.withDescription(
   "HTTP load against the real service on 127.0.0.1 (autocannon), with per-request counters (service and PostgreSQL CPU, statements, commits, RSS), " +
@@ -83,7 +114,9 @@ const cards = flags.cards
 const profileDirectory = Cli.given(flags.profile) ?? ""
 /** `--node-flags "..."`: V8/Node flags for the service process; by default those of `npm start`. */
 const nodeFlagsArgument = Cli.given(flags.nodeFlags) ?? ""
-const serviceNodeFlags = nodeFlagsArgument === "" ? startNodeFlags() : nodeFlagsArgument.split(" ").filter((flag) => flag !== "")
+const serviceNodeFlags = nodeFlagsArgument === ""
+  ? startNodeFlags()
+  : nodeFlagsArgument.split(" ").filter((flag) => flag !== "")
 /** The checkout whose service runs (its working directory: its code and its node_modules), and its entry point. */
 const serviceDirectory = resolve(flags.serviceDir)
 const serviceEntry = flags.entry
@@ -158,16 +191,34 @@ interface LoadResult {
   readonly timeouts: number
 }
 
-const load = async (label: string, url: string, requests: Array<autocannon.Request>, headers: Record<string, string>) => {
-  log(`${label}: ${connections} connections for ${durationSeconds}s${offeredRate === null ? "" : `, ${offeredRate} requests/s offered`}`)
+const load = async (
+  label: string,
+  url: string,
+  requests: Array<autocannon.Request>,
+  headers: Record<string, string>
+) => {
+  log(
+    `${label}: ${connections} connections for ${durationSeconds}s${
+      offeredRate === null ? "" : `, ${offeredRate} requests/s offered`
+    }`
+  )
   const result = await new Promise<autocannon.Result>((done, fail) => {
     const rate = offeredRate === null ? {} : { overallRate: offeredRate }
-    const instance = autocannon({ url, connections, duration: durationSeconds, headers, requests, ...rate }, (error, finished) =>
-      error ? fail(error) : done(finished))
-    autocannon.track(instance, { renderProgressBar: true, renderResultsTable: false, renderLatencyTable: false, outputStream: process.stderr })
+    const instance = autocannon(
+      { url, connections, duration: durationSeconds, headers, requests, ...rate },
+      (error, finished) => error ? fail(error) : done(finished)
+    )
+    autocannon.track(instance, {
+      renderProgressBar: true,
+      renderResultsTable: false,
+      renderLatencyTable: false,
+      outputStream: process.stderr
+    })
   })
   const statusCodes: Record<string, number> = {}
-  for (const [code, count] of Object.entries(result.statusCodeStats ?? {})) statusCodes[code] = (count as { count: number }).count
+  for (const [code, count] of Object.entries(result.statusCodeStats ?? {})) {
+    statusCodes[code] = (count as { count: number }).count
+  }
   return {
     requests: result.requests.total,
     rps: result.requests.total / durationSeconds,
@@ -200,30 +251,53 @@ const runPgbench = (databaseUrl: string, script: string) => {
   const file = join(directory, "create.sql")
   writeFileSync(file, script)
   log(`pgbench: the service's create SQL, ${connections} clients for ${durationSeconds}s`)
-  const run = spawnSync("pgbench", ["-n", "-M", "prepared", "-c", String(connections), "-j", "2", "-T", String(durationSeconds), "-f", file, databaseUrl], {
+  const run = spawnSync("pgbench", [
+    "-n",
+    "-M",
+    "prepared",
+    "-c",
+    String(connections),
+    "-j",
+    "2",
+    "-T",
+    String(durationSeconds),
+    "-f",
+    file,
+    databaseUrl
+  ], {
     encoding: "utf8",
     timeout: (durationSeconds + 60) * 1000
   })
   rmSync(directory, { recursive: true, force: true })
   const tps = /tps = ([\d.]+) \(without initial connection time\)/.exec(run.stdout ?? "")
   const latency = /latency average = ([\d.]+) ms/.exec(run.stdout ?? "")
-  if (run.status !== 0 || tps === null) return { skipped: `pgbench failed: ${(run.stderr || run.stdout || "").split("\n").slice(-3).join(" ")}` }
+  if (run.status !== 0 || tps === null) {
+    return { skipped: `pgbench failed: ${(run.stderr || run.stdout || "").split("\n").slice(-3).join(" ")}` }
+  }
   const failed = /number of failed transactions: (\d+)/.exec(run.stdout ?? "")
-  return { tps: Number(tps[1]), latency_avg_ms: latency ? Number(latency[1]) : null, failed: failed ? Number(failed[1]) : 0 }
+  return {
+    tps: Number(tps[1]),
+    latency_avg_ms: latency ? Number(latency[1]) : null,
+    failed: failed ? Number(failed[1]) : 0
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
 
 const table = (rows: Array<[string, string]>) => Cli.fields(rows, "  ")
 /** A figure for the table: "n/a" when there is none (no requests, no baseline, a division by zero). */
-const fixed = (n: number | null | undefined, digits = 2) => (n === null || n === undefined || !Number.isFinite(n) ? "n/a" : n.toFixed(digits))
+const fixed = (
+  n: number | null | undefined,
+  digits = 2
+) => (n === null || n === undefined || !Number.isFinite(n) ? "n/a" : n.toFixed(digits))
 
 /**
  * `count` payments of one merchant in one statement, spread over the last 90 days, in five
  * currencies and every final status (none pending, so the ledger audit still holds).
  */
 const bulkLoadPayments = async (client: pg.Client, merchantId: string, count: number) => {
-  await client.query(`
+  await client.query(
+    `
     INSERT INTO payments (id, merchant_id, status, amount_cents, currency, captured_amount_cents, refunded_amount_cents,
       fee_cents, card_brand, card_last_four, card_token, capture_method, metadata, fraud_score, fraud_verdict,
       in_flight, version, created_at, updated_at)
@@ -238,7 +312,9 @@ const bulkLoadPayments = async (client: pg.Client, merchantId: string, count: nu
       false, 3, created, created
     FROM (SELECT g, g % 8 AS kind, (100 + (g::bigint * 7919) % 50000)::int AS amount,
         now() - ((g::bigint * 7919) % 7776000) * interval '1 second' AS created
-      FROM generate_series(1, $2::int) g) s`, [merchantId, count])
+      FROM generate_series(1, $2::int) g) s`,
+    [merchantId, count]
+  )
   await client.query("VACUUM ANALYZE payments")
 }
 
@@ -256,7 +332,9 @@ const main = async () => {
     database = started
     databaseUrl = started.url
   }
-  const postmasterPid = database === null ? null : Number(readFileSync(join(database.directory, "postmaster.pid"), "utf8").split("\n")[0])
+  const postmasterPid = database === null
+    ? null
+    : Number(readFileSync(join(database.directory, "postmaster.pid"), "utf8").split("\n")[0])
   const port = await freePort()
   const env = {
     ...process.env,
@@ -275,7 +353,9 @@ const main = async () => {
   // it stops by itself, says so, and fails.
   const boundSeconds = durationSeconds * 4 + 300 + Math.ceil(flags.preload / 5_000)
   const watchdog = setTimeout(() => {
-    console.error(`bench: still running after ${boundSeconds} s (bound: 4 × --duration + 300 s); stopping, nothing measured`)
+    console.error(
+      `bench: still running after ${boundSeconds} s (bound: 4 × --duration + 300 s); stopping, nothing measured`
+    )
     for (const child of children) child.kill("SIGKILL")
     void (database?.stop() ?? Promise.resolve()).finally(() => process.exit(1))
     setTimeout(() => process.exit(1), 10_000).unref()
@@ -283,7 +363,15 @@ const main = async () => {
   watchdog.unref()
   const monitor = new pg.Client({ connectionString: databaseUrl })
   try {
-    const createdText = execFileSync(process.execPath, ["--import", "tsx", serviceEntry, "merchant", "create", "--name", "Bench"], {
+    const createdText = execFileSync(process.execPath, [
+      "--import",
+      "tsx",
+      serviceEntry,
+      "merchant",
+      "create",
+      "--name",
+      "Bench"
+    ], {
       env,
       cwd: serviceDirectory,
       encoding: "utf8"
@@ -300,13 +388,22 @@ const main = async () => {
     if (flags.preload > 0) {
       const started = performance.now()
       await preloadPayments(monitor, { merchantId, payments: flags.preload })
-      log(`preloaded ${flags.preload} payments with their rows in ${((performance.now() - started) / 1000).toFixed(1)} s`)
+      log(
+        `preloaded ${flags.preload} payments with their rows in ${((performance.now() - started) / 1000).toFixed(1)} s`
+      )
     }
     const profiling = profileDirectory === "" ? [] : ["--cpu-prof", `--cpu-prof-dir=${profileDirectory}`]
     // The service logs a JSON line per request: to a file (its cost is measured, the terminal stays readable).
     mkdirSync("bench/results", { recursive: true })
     const serviceLog = openSync(join("bench/results", "service.log"), "w")
-    const service = spawn(process.execPath, [...serviceNodeFlags, ...profiling, "--import", "tsx", serviceEntry, "serve"], {
+    const service = spawn(process.execPath, [
+      ...serviceNodeFlags,
+      ...profiling,
+      "--import",
+      "tsx",
+      serviceEntry,
+      "serve"
+    ], {
       env,
       cwd: serviceDirectory,
       stdio: ["ignore", "ignore", serviceLog]
@@ -316,14 +413,21 @@ const main = async () => {
     await waitFor(`${base}/healthz`, 30_000)
     const headers = { authorization: `Bearer ${key}`, "content-type": "application/json" }
     const post = (path: string, body: string, extra: Record<string, string> = {}) =>
-      fetch(`${base}${path}`, { method: "POST", headers: { ...headers, ...extra }, body }).then(async (r) => ({ status: r.status, body: await r.json() as any }))
+      fetch(`${base}${path}`, { method: "POST", headers: { ...headers, ...extra }, body }).then(async (r) => ({
+        status: r.status,
+        body: await r.json() as any
+      }))
 
     let counter = 0
     let requests: Array<autocannon.Request>
     const createRequest: autocannon.Request = {
       method: "POST",
       path: "/api/v1/transactions",
-      setupRequest: (r: any) => ({ ...r, headers: { ...headers, "x-idempotency-key": `bench-${++counter}` }, body: transactionBody(counter) })
+      setupRequest: (r: any) => ({
+        ...r,
+        headers: { ...headers, "x-idempotency-key": `bench-${++counter}` },
+        body: transactionBody(counter)
+      })
     }
     let receivedWebhooks = 0
     switch (scenario) {
@@ -340,14 +444,30 @@ const main = async () => {
         requests = [{ method: "GET", path: "/healthz" }]
         break
       case "mixed":
-        requests = [createRequest, { method: "GET", path: "/api/v1/transactions?per_page=20" }, { method: "GET", path: "/api/v1/merchants/me/balance" }]
+        requests = [createRequest, { method: "GET", path: "/api/v1/transactions?per_page=20" }, {
+          method: "GET",
+          path: "/api/v1/merchants/me/balance"
+        }]
         break
       case "refund": {
         // Captured payments large enough for a million 1-cent refunds each, refunded round robin.
         const ids: Array<string> = []
         for (let batch = 0; batch < 16; batch++) {
-          const made = await Promise.all(Array.from({ length: 32 }, () =>
-            post("/api/v1/transactions", JSON.stringify({ transaction: { amount_cents: 99_000_000, currency: "USD", card_token: "tok_visa", card_last_four: "4242", card_brand: "visa" } }))))
+          const made = await Promise.all(
+            Array.from({ length: 32 }, () =>
+              post(
+                "/api/v1/transactions",
+                JSON.stringify({
+                  transaction: {
+                    amount_cents: 99_000_000,
+                    currency: "USD",
+                    card_token: "tok_visa",
+                    card_last_four: "4242",
+                    card_brand: "visa"
+                  }
+                })
+              ))
+          )
           ids.push(...made.map((m) => m.body.transaction.id as string))
         }
         requests = [{
@@ -355,7 +475,12 @@ const main = async () => {
           path: "/api/v1/transactions",
           setupRequest: (r: any) => {
             const n = ++counter
-            return { ...r, path: `/api/v1/transactions/${ids[n % ids.length]}/refund`, headers: { ...headers, "x-idempotency-key": `refund-${n}` }, body: JSON.stringify({ amount_cents: 1 }) }
+            return {
+              ...r,
+              path: `/api/v1/transactions/${ids[n % ids.length]}/refund`,
+              headers: { ...headers, "x-idempotency-key": `refund-${n}` },
+              body: JSON.stringify({ amount_cents: 1 })
+            }
           }
         }]
         break
@@ -363,7 +488,12 @@ const main = async () => {
       case "idempotent-retry": {
         // 200 keys, each created once; the load replays them.
         for (let batch = 0; batch < 8; batch++) {
-          await Promise.all(Array.from({ length: 25 }, (_, i) => post("/api/v1/transactions", transactionBody(batch * 25 + i), { "x-idempotency-key": `retry-${batch * 25 + i}` })))
+          await Promise.all(
+            Array.from({ length: 25 }, (_, i) =>
+              post("/api/v1/transactions", transactionBody(batch * 25 + i), {
+                "x-idempotency-key": `retry-${batch * 25 + i}`
+              }))
+          )
         }
         requests = [{
           method: "POST",
@@ -401,7 +531,10 @@ const main = async () => {
             times.push(performance.now() - started)
           }
           times.sort((a, b) => a - b)
-          alone.push([path.replace("/api/v1/merchants/me/analytics", "analytics"), `p50 ${times[7]!.toFixed(1)} ms, p90 ${times[13]!.toFixed(1)} ms, max ${times[14]!.toFixed(1)} ms`])
+          alone.push([
+            path.replace("/api/v1/merchants/me/analytics", "analytics"),
+            `p50 ${times[7]!.toFixed(1)} ms, p90 ${times[13]!.toFixed(1)} ms, max ${times[14]!.toFixed(1)} ms`
+          ])
         }
         if (!flags.json) console.log(`one at a time, 15 runs each, ${payments} payments:\n${table(alone)}`)
         // The plans of the store's two queries (src/store/PgStore.ts), for docs/analytics.md.
@@ -410,10 +543,25 @@ const main = async () => {
           log(`\n## ${title}\n${plan.rows.map((r) => r["QUERY PLAN"]).join("\n")}`)
         }
         await explain("totals per currency, all time", analyticsTotalsSql, [merchantId, null, null])
-        await explain("day series, 30 days", analyticsSeriesSql, [merchantId, `${day(30)}T00:00:00.000Z`, `${day(0)}T23:59:59.999Z`, "day", 5001])
-        await explain("hour series, a window with partial hours at both ends", analyticsSeriesSql,
-          [merchantId, `${day(1)}T10:30:00.000Z`, `${day(0)}T09:15:00.000Z`, "hour", 5001])
-        requests = [{ method: "GET", path: paths[0]!, setupRequest: (r: any) => ({ ...r, path: paths[++counter % paths.length] }) }]
+        await explain("day series, 30 days", analyticsSeriesSql, [
+          merchantId,
+          `${day(30)}T00:00:00.000Z`,
+          `${day(0)}T23:59:59.999Z`,
+          "day",
+          5001
+        ])
+        await explain("hour series, a window with partial hours at both ends", analyticsSeriesSql, [
+          merchantId,
+          `${day(1)}T10:30:00.000Z`,
+          `${day(0)}T09:15:00.000Z`,
+          "hour",
+          5001
+        ])
+        requests = [{
+          method: "GET",
+          path: paths[0]!,
+          setupRequest: (r: any) => ({ ...r, path: paths[++counter % paths.length] })
+        }]
         break
       }
       case "webhooks": {
@@ -454,7 +602,11 @@ const main = async () => {
       const until = performance.now() + 60_000
       let open = Infinity
       while (performance.now() < until) {
-        open = Number((await monitor.query(`SELECT count(*) FILTER (WHERE status <> 'succeeded')::int AS open FROM webhook_deliveries`)).rows[0].open)
+        open = Number(
+          (await monitor.query(
+            `SELECT count(*) FILTER (WHERE status <> 'succeeded')::int AS open FROM webhook_deliveries`
+          )).rows[0].open
+        )
         const outbox = Number((await monitor.query(`SELECT count(*)::int AS n FROM webhook_outbox`)).rows[0].n)
         if (open === 0 && outbox === 0) break
         await sleep(500)
@@ -464,7 +616,13 @@ const main = async () => {
           percentile_cont(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM completed_at - created_at) * 1000) AS p99
         FROM webhook_deliveries WHERE status = 'succeeded'`)
       const events = Number((await monitor.query(`SELECT count(*)::int AS n FROM payment_events`)).rows[0].n)
-      webhooks = { events, delivered: lag.rows[0].n, received: receivedWebhooks, still_open: open, lag_ms: { p50: lag.rows[0].p50, p99: lag.rows[0].p99 } }
+      webhooks = {
+        events,
+        delivered: lag.rows[0].n,
+        received: receivedWebhooks,
+        still_open: open,
+        lag_ms: { p50: lag.rows[0].p50, p99: lag.rows[0].p99 }
+      }
     }
 
     // The limit beside it: the service's own create SQL under pgbench and behind a minimal server.
@@ -486,7 +644,12 @@ const main = async () => {
       children.push(server)
       await waitFor(`http://127.0.0.1:${baselinePort}/`, 30_000)
       const bBefore = await sample(monitor, server.pid!, postmasterPid)
-      const bResult = await load("node:http + pg baseline", `http://127.0.0.1:${baselinePort}`, [createRequest], headers)
+      const bResult = await load(
+        "node:http + pg baseline",
+        `http://127.0.0.1:${baselinePort}`,
+        [createRequest],
+        headers
+      )
       const bAfter = await sample(monitor, server.pid!, postmasterPid)
       baseline = { ...bResult, per_request: perRequest(bBefore, bAfter, bResult.requests) }
     }
@@ -495,12 +658,16 @@ const main = async () => {
     await sleep(1_000)
     const one = async (text: string) => Number((await monitor.query(text)).rows[0].n)
     const audit = {
-      unbalanced_groups: await one(`SELECT count(*)::int AS n FROM (SELECT group_id FROM ledger_entries GROUP BY group_id, currency
-        HAVING sum(CASE direction WHEN 'debit' THEN amount_cents ELSE -amount_cents END) <> 0) g`),
+      unbalanced_groups: await one(
+        `SELECT count(*)::int AS n FROM (SELECT group_id FROM ledger_entries GROUP BY group_id, currency
+        HAVING sum(CASE direction WHEN 'debit' THEN amount_cents ELSE -amount_cents END) <> 0) g`
+      ),
       pending_payments: await one(`SELECT count(*)::int AS n FROM payments WHERE status = 'pending'`),
       double_captures: await one(`SELECT count(*)::int AS n FROM (SELECT payment_id FROM payment_events
         WHERE type = 'payment.captured' GROUP BY payment_id HAVING count(*) > 1) d`),
-      over_refunded: await one(`SELECT count(*)::int AS n FROM payments WHERE refunded_amount_cents > captured_amount_cents`),
+      over_refunded: await one(
+        `SELECT count(*)::int AS n FROM payments WHERE refunded_amount_cents > captured_amount_cents`
+      ),
       payments: await one(`SELECT count(*)::int AS n FROM payments`)
     }
 
@@ -529,8 +696,16 @@ const main = async () => {
 
     const rows: Array<[string, string]> = [
       ["scenario", `${scenario}, ${connections} connections, ${durationSeconds}s${label === "" ? "" : `, ${label}`}`],
-      ["requests/s", offeredRate === null ? fixed(result.rps, 1) : `${fixed(result.rps, 1)} achieved of ${offeredRate} offered`],
-      ["latency p50/p90/p99/max ms", [result.latency.p50, result.latency.p90, result.latency.p99, result.latency.max].map((ms) => fixed(ms, 0)).join(" / ")],
+      [
+        "requests/s",
+        offeredRate === null ? fixed(result.rps, 1) : `${fixed(result.rps, 1)} achieved of ${offeredRate} offered`
+      ],
+      [
+        "latency p50/p90/p99/max ms",
+        [result.latency.p50, result.latency.p90, result.latency.p99, result.latency.max].map((ms) => fixed(ms, 0)).join(
+          " / "
+        )
+      ],
       ["status codes", JSON.stringify(result.statusCodes)],
       ["errors / timeouts", `${result.errors} / ${result.timeouts}`],
       ["service CPU ms per request", fixed(counters.service_cpu_ms)],
@@ -542,8 +717,18 @@ const main = async () => {
       ["service RSS peak MB", String(Math.round(peakRss))]
     ]
     if (webhooks) rows.push(["webhooks", JSON.stringify(webhooks)])
-    if (pgbench) rows.push(["pgbench, same SQL", "tps" in pgbench ? `${fixed(pgbench.tps as number, 1)} tps (${pgbench.failed} failed)` : String(pgbench.skipped)])
-    if (baseline) rows.push(["node:http + pg, same SQL", `${fixed(baseline.rps as number, 1)} req/s, p99 ${fixed((baseline.latency as any).p99, 0)} ms`])
+    if (pgbench) {
+      rows.push([
+        "pgbench, same SQL",
+        "tps" in pgbench ? `${fixed(pgbench.tps as number, 1)} tps (${pgbench.failed} failed)` : String(pgbench.skipped)
+      ])
+    }
+    if (baseline) {
+      rows.push([
+        "node:http + pg, same SQL",
+        `${fixed(baseline.rps as number, 1)} req/s, p99 ${fixed((baseline.latency as any).p99, 0)} ms`
+      ])
+    }
     if (report.ratios) {
       rows.push(["service / pgbench", fixed(report.ratios.vs_pgbench)])
       rows.push(["service / node:http + pg", fixed(report.ratios.vs_node_pg)])
@@ -557,11 +742,15 @@ const main = async () => {
     }
 
     mkdirSync("bench/results", { recursive: true })
-    const file = join("bench/results", `${scenario}${label === "" ? "" : `-${label}`}-${report.date.replace(/[:.]/g, "-")}.json`)
+    const file = join(
+      "bench/results",
+      `${scenario}${label === "" ? "" : `-${label}`}-${report.date.replace(/[:.]/g, "-")}.json`
+    )
     writeFileSync(file, JSON.stringify(report, null, 2) + "\n")
     log(`results: ${file}`)
     if (!flags.json) console.log(`results: ${file}`)
-    const ok = audit.unbalanced_groups === 0 && audit.pending_payments === 0 && audit.double_captures === 0 && audit.over_refunded === 0
+    const ok = audit.unbalanced_groups === 0 && audit.pending_payments === 0 && audit.double_captures === 0 &&
+      audit.over_refunded === 0
     if (!ok) {
       console.error("LEDGER AUDIT FAILED")
       process.exitCode = 1

@@ -5,11 +5,11 @@
  */
 import type pg from "pg"
 import { sandboxAnswer } from "../src/acquirer/Acquirer.ts"
-import { idPrefixes, type IdKind } from "../src/domain/Ids.ts"
+import { type FraudHistory, noHistory } from "../src/domain/Fraud.ts"
+import { type IdKind, idPrefixes } from "../src/domain/Ids.ts"
 import * as Payment from "../src/domain/Payment.ts"
 import * as Wire from "../src/http/api/Wire.ts"
 import { defaults } from "../src/platform/Config.ts"
-import { noHistory, type FraudHistory } from "../src/domain/Fraud.ts"
 import { historyWindows, score } from "../src/services/Fraud.ts"
 import { commitChangesSql, commitChangesValues, openPaymentsSql, openPaymentsValues } from "../src/store/PgHotPath.ts"
 import type { ChangeCommit, OpenPayment } from "../src/store/Store.ts"
@@ -22,7 +22,11 @@ export const createUnit = (
   mintId: (kind: IdKind) => string,
   body: { readonly amountCents: number; readonly currency: Payment.Payment["currency"]; readonly cardToken: string },
   idempotencyKey: string | null
-): { readonly open: OpenPayment; readonly commit: (history: FraudHistory) => ChangeCommit; readonly payment: () => Payment.Payment } => {
+): {
+  readonly open: OpenPayment
+  readonly commit: (history: FraudHistory) => ChangeCommit
+  readonly payment: () => Payment.Payment
+} => {
   const now = new Date().toISOString()
   const ctx: Payment.Context = { now, mintId }
   const created = Payment.create({
@@ -50,11 +54,15 @@ export const createUnit = (
   return {
     open: { change: created.change, claim, history: historyWindows(now) },
     commit: (history) => {
-      const authorization = sandboxAnswer({ ...pending, paymentId: pending.id }) ?? { _tag: "Approved", networkRiskSignal: 0.05 }
+      const authorization = sandboxAnswer({ ...pending, paymentId: pending.id }) ??
+        { _tag: "Approved", networkRiskSignal: 0.05 }
       const screening = authorization._tag === "Approved"
         ? score({ ...pending, networkRiskSignal: authorization.networkRiskSignal }, history)
         : null
-      const flow = Payment.advanceFlow(pending, authorization, screening, defaults.fraudThresholds, { now: new Date().toISOString(), mintId })
+      const flow = Payment.advanceFlow(pending, authorization, screening, defaults.fraudThresholds, {
+        now: new Date().toISOString(),
+        mintId
+      })
       if (!flow.ok) throw new Error("flow refused")
       committed = flow.change.payment
       const responseBody = JSON.stringify({ transaction: Wire.transaction(committed) })
@@ -92,8 +100,11 @@ export const pgbenchScript = async (client: pg.Client, merchantId: string) => {
   for (const [index, [text, values]] of statements.entries()) {
     const name = `pgbench_types_${index}`
     await client.query(`PREPARE ${name} AS ${text}`)
-    const types = (await client.query(`SELECT parameter_types::text[] AS types FROM pg_prepared_statements WHERE name = $1`, [name]))
-      .rows[0].types as Array<string>
+    const types =
+      (await client.query(`SELECT parameter_types::text[] AS types FROM pg_prepared_statements WHERE name = $1`, [
+        name
+      ]))
+        .rows[0].types as Array<string>
     await client.query(`DEALLOCATE ${name}`)
     const literal = (value: unknown, type: string) => {
       if (value === null || value === undefined) return `NULL::${type}`

@@ -12,24 +12,36 @@
  * src/store/PgHotPath.ts and src/platform/Database.ts, with its node_modules), so two schemas are
  * compared on the same creates: the decisions, ids and bodies are this checkout's domain's.
  */
-import { Command } from "effect/cli"
 import { Effect } from "effect"
+import { Command } from "effect/cli"
 import { mkdtempSync, readFileSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join, resolve } from "node:path"
 import { pathToFileURL } from "node:url"
 import pg from "pg"
-import * as Cli from "../src/platform/Cli.ts"
-import { makeIds, pooledRandomBytes } from "../src/platform/Ids.ts"
-import { startEmbeddedPostgres } from "../src/platform/Database.ts"
 import type { Currency } from "../src/domain/Money.ts"
+import * as Cli from "../src/platform/Cli.ts"
+import { startEmbeddedPostgres } from "../src/platform/Database.ts"
+import { makeIds, pooledRandomBytes } from "../src/platform/Ids.ts"
 import { postgresCpuSeconds } from "./host.ts"
 import { createUnit } from "./sql.ts"
 
 const walCommand = Command.make("bench:wal", {
-  creates: Cli.integer("creates", "creates measured (after the warm-up and a checkpoint)", { min: 10, max: 1_000_000, default: 2_000 }),
-  warmup: Cli.integer("warmup", "creates made before the checkpoint, so the tables and their indexes are not empty", { min: 0, max: 1_000_000, default: 2_000 }),
-  batch: Cli.integer("batch", "creates a statement carries (the group commit's batch)", { min: 1, max: 32, default: 10 }),
+  creates: Cli.integer("creates", "creates measured (after the warm-up and a checkpoint)", {
+    min: 10,
+    max: 1_000_000,
+    default: 2_000
+  }),
+  warmup: Cli.integer("warmup", "creates made before the checkpoint, so the tables and their indexes are not empty", {
+    min: 0,
+    max: 1_000_000,
+    default: 2_000
+  }),
+  batch: Cli.integer("batch", "creates a statement carries (the group commit's batch)", {
+    min: 1,
+    max: 32,
+    default: 10
+  }),
   codeDir: Cli.text("code-dir", "the checkout whose create statements and migrations run", { default: "." }),
   json: Cli.json
 }).pipe(Command.withDescription(
@@ -65,32 +77,54 @@ const createBatch = async (client: pg.Client, merchantId: string, size: number) 
       cardToken: n % 20 === 0 ? "tok_decline_do_not_honor" : "tok_visa"
     }, `wal-${n}-${ids.mint("request")}`)
   })
-  const opened = await client.query({ name: "open", text: hot.openPaymentsSql, values: hot.openPaymentsValues(units.map((u) => u.open)) })
+  const opened = await client.query({
+    name: "open",
+    text: hot.openPaymentsSql,
+    values: hot.openPaymentsValues(units.map((u) => u.open))
+  })
   const commits = opened.rows.map((row, i) => {
     if (row.opened !== true) throw new Error("a create of the batch was not opened")
     return units[i]!.commit(hot.toHistory(row))
   })
-  const committed = await client.query({ name: "commit", text: hot.commitChangesSql, values: hot.commitChangesValues(commits) })
+  const committed = await client.query({
+    name: "commit",
+    text: hot.commitChangesSql,
+    values: hot.commitChangesValues(commits)
+  })
   if (!committed.rows.every((row) => row.committed === true)) throw new Error("a create of the batch was not committed")
 }
 
-const lsn = async (client: pg.Client) => String((await client.query("SELECT pg_current_wal_insert_lsn() AS l")).rows[0].l)
+const lsn = async (client: pg.Client) =>
+  String((await client.query("SELECT pg_current_wal_insert_lsn() AS l")).rows[0].l)
 
 /** Milliseconds spent in each PL/pgSQL function (the triggers' own time), by name. */
 const functionTimes = async (client: pg.Client) => {
   await client.query("SELECT pg_stat_force_next_flush()")
   await client.query("SELECT pg_stat_clear_snapshot()")
-  const rows = (await client.query(`SELECT funcname, calls::bigint AS calls, self_time FROM pg_stat_user_functions`)).rows
+  const rows =
+    (await client.query(`SELECT funcname, calls::bigint AS calls, self_time FROM pg_stat_user_functions`)).rows
   return new Map(rows.map((r) => [r.funcname as string, { calls: Number(r.calls), ms: Number(r.self_time) }]))
 }
 
 const tableStats = async (client: pg.Client) => {
   await client.query("SELECT pg_stat_force_next_flush()")
   await client.query("SELECT pg_stat_clear_snapshot()")
-  const rows = (await client.query(`SELECT relname, n_tup_ins::bigint AS ins, n_tup_upd::bigint AS upd, n_tup_hot_upd::bigint AS hot,
+  const rows = (await client.query(
+    `SELECT relname, n_tup_ins::bigint AS ins, n_tup_upd::bigint AS upd, n_tup_hot_upd::bigint AS hot,
       pg_table_size(relid)::bigint AS heap_bytes, pg_indexes_size(relid)::bigint AS index_bytes
-    FROM pg_stat_user_tables ORDER BY relname`)).rows
-  return new Map(rows.map((r) => [r.relname as string, { ins: Number(r.ins), upd: Number(r.upd), hot: Number(r.hot), heap: Number(r.heap_bytes), index: Number(r.index_bytes) }]))
+    FROM pg_stat_user_tables ORDER BY relname`
+  )).rows
+  return new Map(
+    rows.map((
+      r
+    ) => [r.relname as string, {
+      ins: Number(r.ins),
+      upd: Number(r.upd),
+      hot: Number(r.hot),
+      heap: Number(r.heap_bytes),
+      index: Number(r.index_bytes)
+    }])
+  )
 }
 
 const main = async () => {
@@ -104,13 +138,20 @@ const main = async () => {
     await client.query("CREATE EXTENSION IF NOT EXISTS pg_walinspect")
     // The pool's settings for these statements (src/store/PgPrepared.ts), where the checkout has them.
     const prepared = await import(pathToFileURL(join(codeDir, "src/store/PgPrepared.ts")).href).catch(() => ({}))
-    for (const [name, value] of Object.entries((prepared as any).hotPathPlannerSettings ?? {})) await client.query(`SET ${name} = ${value}`)
+    for (const [name, value] of Object.entries((prepared as any).hotPathPlannerSettings ?? {})) {
+      await client.query(`SET ${name} = ${value}`)
+    }
     // The time spent in PL/pgSQL functions (the triggers), read from pg_stat_user_functions.
     await client.query("SET track_functions = 'pl'")
     const merchantId = ids.mint("merchant")
-    await client.query(`INSERT INTO merchants (id, name, webhook_url, webhook_secret, created_at, updated_at)
-      VALUES ($1, 'WAL', NULL, 'whsec_wal', now(), now())`, [merchantId])
-    for (let done = 0; done < flags.warmup; done += flags.batch) await createBatch(client, merchantId, Math.min(flags.batch, flags.warmup - done))
+    await client.query(
+      `INSERT INTO merchants (id, name, webhook_url, webhook_secret, created_at, updated_at)
+      VALUES ($1, 'WAL', NULL, 'whsec_wal', now(), now())`,
+      [merchantId]
+    )
+    for (let done = 0; done < flags.warmup; done += flags.batch) {
+      await createBatch(client, merchantId, Math.min(flags.batch, flags.warmup - done))
+    }
     await client.query("VACUUM ANALYZE")
     await client.query("CHECKPOINT")
     const tablesBefore = await tableStats(client)
@@ -118,7 +159,9 @@ const main = async () => {
     const start = await lsn(client)
     const cpuBefore = postgresCpuSeconds(postmasterPid)
     const startedAt = performance.now()
-    for (let done = 0; done < flags.creates; done += flags.batch) await createBatch(client, merchantId, Math.min(flags.batch, flags.creates - done))
+    for (let done = 0; done < flags.creates; done += flags.batch) {
+      await createBatch(client, merchantId, Math.min(flags.batch, flags.creates - done))
+    }
     const statementsMs = performance.now() - startedAt
     const cpuAfter = postgresCpuSeconds(postmasterPid)
     const end = await lsn(client)
@@ -130,16 +173,29 @@ const main = async () => {
       ms: after.ms - (functionsBefore.get(name)?.ms ?? 0)
     })).filter((f) => f.calls > 0)
     const n = flags.creates
-    const walBytes = Number((await client.query("SELECT ($2::pg_lsn - $1::pg_lsn)::bigint AS b", [start, end])).rows[0].b)
-    const byKind = (await client.query(`SELECT "resource_manager/record_type" AS kind, count::bigint AS count,
+    const walBytes = Number(
+      (await client.query("SELECT ($2::pg_lsn - $1::pg_lsn)::bigint AS b", [start, end])).rows[0].b
+    )
+    const byKind = (await client.query(
+      `SELECT "resource_manager/record_type" AS kind, count::bigint AS count,
         record_size::bigint AS record_bytes, fpi_size::bigint AS fpi_bytes
-      FROM pg_get_wal_stats($1::pg_lsn, $2::pg_lsn, true) WHERE count > 0 ORDER BY combined_size DESC`, [start, end])).rows
-      .map((r) => ({ kind: String(r.kind), count: Number(r.count), recordBytes: Number(r.record_bytes), fpiBytes: Number(r.fpi_bytes) }))
+      FROM pg_get_wal_stats($1::pg_lsn, $2::pg_lsn, true) WHERE count > 0 ORDER BY combined_size DESC`,
+      [start, end]
+    )).rows
+      .map((r) => ({
+        kind: String(r.kind),
+        count: Number(r.count),
+        recordBytes: Number(r.record_bytes),
+        fpiBytes: Number(r.fpi_bytes)
+      }))
     // Full-page images by relation (heap or index): which pages a checkpoint makes the creates copy whole.
-    const imagesByRelation = (await client.query(`SELECT coalesce(c.relname, b.relfilenode::text) AS relation, count(*)::bigint AS n,
+    const imagesByRelation = (await client.query(
+      `SELECT coalesce(c.relname, b.relfilenode::text) AS relation, count(*)::bigint AS n,
         sum(b.block_fpi_length)::bigint AS bytes
       FROM pg_get_wal_block_info($1::pg_lsn, $2::pg_lsn) b LEFT JOIN pg_class c ON c.relfilenode = b.relfilenode
-      WHERE b.block_fpi_length > 0 GROUP BY 1 ORDER BY 3 DESC`, [start, end])).rows
+      WHERE b.block_fpi_length > 0 GROUP BY 1 ORDER BY 3 DESC`,
+      [start, end]
+    )).rows
       .map((r) => ({ relation: String(r.relation), pages: Number(r.n), bytes: Number(r.bytes) }))
     const fullPageImages = imagesByRelation.reduce((total, r) => total + r.pages, 0)
     const sum = (pick: (k: typeof byKind[number]) => number, match: (kind: string) => boolean = () => true) =>
@@ -167,7 +223,8 @@ const main = async () => {
         full_page_images: fullPageImages / n,
         records: sum((k) => k.count) / n,
         // Leaf entries a B-tree gained: an insert into a leaf, into a posting list, or the one a split places.
-        index_entries: sum((k) => k.count, (kind) => /^Btree\/(INSERT_LEAF|INSERT_POST|SPLIT_L|SPLIT_R)$/.test(kind)) / n,
+        index_entries: sum((k) => k.count, (kind) => /^Btree\/(INSERT_LEAF|INSERT_POST|SPLIT_L|SPLIT_R)$/.test(kind)) /
+          n,
         heap_inserts: sum((k) => k.count, (kind) => /^Heap2?\/(INSERT|MULTI_INSERT)/.test(kind)) / n,
         updates: sum((k) => k.count, (kind) => /^Heap\/UPDATE/.test(kind)) / n,
         hot_updates: sum((k) => k.count, (kind) => /^Heap\/HOT_UPDATE/.test(kind)) / n,
@@ -179,8 +236,17 @@ const main = async () => {
         trigger_ms: triggers.reduce((total, f) => total + f.ms, 0) / n
       },
       triggers: triggers.map((f) => ({ function: f.function, calls_per_create: f.calls / n, ms_per_create: f.ms / n })),
-      full_page_images_by_relation: imagesByRelation.map((r) => ({ relation: r.relation, per_create: r.pages / n, bytes: r.bytes / n })),
-      wal_by_kind: byKind.map((k) => ({ kind: k.kind, per_create: k.count / n, record_bytes: k.recordBytes / n, fpi_bytes: k.fpiBytes / n })),
+      full_page_images_by_relation: imagesByRelation.map((r) => ({
+        relation: r.relation,
+        per_create: r.pages / n,
+        bytes: r.bytes / n
+      })),
+      wal_by_kind: byKind.map((k) => ({
+        kind: k.kind,
+        per_create: k.count / n,
+        record_bytes: k.recordBytes / n,
+        fpi_bytes: k.fpiBytes / n
+      })),
       tables
     }
     if (flags.json) {
@@ -190,26 +256,52 @@ const main = async () => {
     const f = (value: number | null, digits = 0) => Cli.formatNumber(value, digits)
     const p = report.per_create
     console.log(Cli.fields([
-      ["creates", `${f(n)} measured after ${f(flags.warmup)} and a checkpoint, ${flags.batch} a statement (${codeDir})`],
+      [
+        "creates",
+        `${f(n)} measured after ${f(flags.warmup)} and a checkpoint, ${flags.batch} a statement (${codeDir})`
+      ],
       ["WAL bytes per create", f(p.wal_bytes)],
       ["of which full-page images", `${f(p.fpi_bytes)} bytes (${f(p.full_page_images, 2)} pages)`],
       ["WAL records per create", f(p.records, 1)],
       ["B-tree entries per create", f(p.index_entries, 1)],
-      ["heap inserts / updates / HOT updates per create", `${f(p.heap_inserts, 2)} / ${f(p.updates, 2)} / ${f(p.hot_updates, 2)}`],
+      [
+        "heap inserts / updates / HOT updates per create",
+        `${f(p.heap_inserts, 2)} / ${f(p.updates, 2)} / ${f(p.hot_updates, 2)}`
+      ],
       ["statements / commits per create", `${f(p.statements, 2)} / ${f(p.commits, 2)}`],
       ["PostgreSQL CPU ms per create", f(p.postgres_cpu_ms, 3)],
       ["statements' wall time ms per create", f(p.statement_ms, 3)],
-      ["of which in PL/pgSQL triggers", `${f(p.trigger_ms, 3)} (${report.triggers.map((t) => `${t.function} ${f(t.ms_per_create, 3)}`).join(", ")})`]
+      [
+        "of which in PL/pgSQL triggers",
+        `${f(p.trigger_ms, 3)} (${report.triggers.map((t) => `${t.function} ${f(t.ms_per_create, 3)}`).join(", ")})`
+      ]
     ], "  "))
     console.log("\nWAL by record kind, per create:")
-    console.log(Cli.table(["kind", "records", "record bytes", "full-page bytes"],
-      report.wal_by_kind.slice(0, 16).map((k) => [k.kind, f(k.per_create, 2), f(k.record_bytes), f(k.fpi_bytes)]), "  "))
+    console.log(
+      Cli.table(
+        ["kind", "records", "record bytes", "full-page bytes"],
+        report.wal_by_kind.slice(0, 16).map((k) => [k.kind, f(k.per_create, 2), f(k.record_bytes), f(k.fpi_bytes)]),
+        "  "
+      )
+    )
     console.log("\nfull-page images by relation, per create:")
-    console.log(Cli.table(["relation", "pages", "bytes"],
-      report.full_page_images_by_relation.slice(0, 16).map((r) => [r.relation, f(r.per_create, 3), f(r.bytes)]), "  "))
+    console.log(
+      Cli.table(
+        ["relation", "pages", "bytes"],
+        report.full_page_images_by_relation.slice(0, 16).map((r) => [r.relation, f(r.per_create, 3), f(r.bytes)]),
+        "  "
+      )
+    )
     console.log("\ntables written, per create, and their size after the run:")
-    console.log(Cli.table(["table", "inserts", "updates", "HOT", "heap bytes", "index bytes"],
-      tables.map((t) => [t.table, f(t.inserts, 2), f(t.updates, 2), f(t.hot_updates, 2), f(t.heap_bytes), f(t.index_bytes)]), "  "))
+    console.log(
+      Cli.table(
+        ["table", "inserts", "updates", "HOT", "heap bytes", "index bytes"],
+        tables.map((
+          t
+        ) => [t.table, f(t.inserts, 2), f(t.updates, 2), f(t.hot_updates, 2), f(t.heap_bytes), f(t.index_bytes)]),
+        "  "
+      )
+    )
   } finally {
     await client.end().catch(() => {})
     await server.stop()

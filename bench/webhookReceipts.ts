@@ -77,7 +77,12 @@ export const classifyReceipts = (
     else list.push(r)
   }
 
-  const duplicates: Record<DuplicateKind, number> = { same_attempt_twice: 0, second_delivery_for_event: 0, attempt_after_2xx: 0, unexplained: 0 }
+  const duplicates: Record<DuplicateKind, number> = {
+    same_attempt_twice: 0,
+    second_delivery_for_event: 0,
+    attempt_after_2xx: 0,
+    unexplained: 0
+  }
   const examples: Array<string> = []
   const duplicate = (kind: DuplicateKind, text: () => string) => {
     duplicates[kind]++
@@ -87,14 +92,25 @@ export const classifyReceipts = (
   let redeliveredAfterOtherFailure = 0
   const timedOutReceived: Array<{ startedMs: number; answeredMs: number | null }> = []
   const describe = (d: Delivery | undefined) =>
-    d === undefined ? "no delivery record" : `recorded attempts ${JSON.stringify(d.attempts.map((a) => [a.attempt, a.responseStatus ?? a.error]))}, status ${d.status}`
+    d === undefined
+      ? "no delivery record"
+      : `recorded attempts ${
+        JSON.stringify(d.attempts.map((a) => [a.attempt, a.responseStatus ?? a.error]))
+      }, status ${d.status}`
 
   for (const r of receipts) {
     const recorded = deliveryById.get(r.deliveryId)?.attempts.find((a) => a.attempt === r.attempt)
-    if (recorded !== undefined && isTimeout(recorded.error)) timedOutReceived.push({ startedMs: isoMs(recorded.at), answeredMs: r.answeredMs })
+    if (recorded !== undefined && isTimeout(recorded.error)) {
+      timedOutReceived.push({ startedMs: isoMs(recorded.at), answeredMs: r.answeredMs })
+    }
   }
   for (const [eventId, stored] of deliveriesOfEvent) {
-    if (stored.length > 1) duplicate("second_delivery_for_event", () => `${eventId} has ${stored.length} deliveries in the store (${stored.map((d) => d.id).join(", ")})`)
+    if (stored.length > 1) {
+      duplicate(
+        "second_delivery_for_event",
+        () => `${eventId} has ${stored.length} deliveries in the store (${stored.map((d) => d.id).join(", ")})`
+      )
+    }
   }
   for (const [eventId, arrived] of receiptsOfEvent) {
     // By attempt number (then arrival): an attempt that timed out can still reach the receiver
@@ -108,8 +124,13 @@ export const classifyReceipts = (
       if (r.deliveryId !== first.deliveryId) {
         duplicate("second_delivery_for_event", () => `${eventId} came as ${first.deliveryId} and as ${r.deliveryId}`)
       } else if (seenAttempts.has(r.attempt)) {
-        duplicate("same_attempt_twice", () => `${r.deliveryId} attempt ${r.attempt} received twice; ${describe(delivery)}`)
-      } else if (delivery !== undefined && delivery.attempts.some((a) => a.attempt < r.attempt && is2xx(a.responseStatus))) {
+        duplicate(
+          "same_attempt_twice",
+          () => `${r.deliveryId} attempt ${r.attempt} received twice; ${describe(delivery)}`
+        )
+      } else if (
+        delivery !== undefined && delivery.attempts.some((a) => a.attempt < r.attempt && is2xx(a.responseStatus))
+      ) {
         duplicate("attempt_after_2xx", () => `${r.deliveryId} attempt ${r.attempt} after a 2xx; ${describe(delivery)}`)
       } else {
         // The attempt the receiver got before this one: its failure, as recorded, explains the retry.
@@ -119,7 +140,13 @@ export const classifyReceipts = (
         } else if (before !== undefined && !is2xx(before.responseStatus)) {
           redeliveredAfterOtherFailure++
         } else {
-          duplicate("unexplained", () => `${r.deliveryId} attempt ${r.attempt} after attempt ${previous.attempt} the receiver got; ${describe(delivery)}`)
+          duplicate(
+            "unexplained",
+            () =>
+              `${r.deliveryId} attempt ${r.attempt} after attempt ${previous.attempt} the receiver got; ${
+                describe(delivery)
+              }`
+          )
         }
       }
       seenAttempts.add(r.attempt)
@@ -133,7 +160,8 @@ export const classifyReceipts = (
     if (receiptsOfEvent.has(eventId)) delivered++
     if ((deliveriesOfEvent.get(eventId) ?? []).some((d) => d.status === "succeeded")) acknowledged++
   }
-  const total = duplicates.same_attempt_twice + duplicates.second_delivery_for_event + duplicates.attempt_after_2xx + duplicates.unexplained
+  const total = duplicates.same_attempt_twice + duplicates.second_delivery_for_event + duplicates.attempt_after_2xx +
+    duplicates.unexplained
   return {
     expected: liveEventIds.size,
     delivered,

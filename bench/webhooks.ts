@@ -37,11 +37,15 @@ const fail = (message: string): never => {
 }
 const count = (name: string, fallback: number, low: number, high: number) => {
   const value = Number(argument(name, String(fallback)))
-  return Number.isInteger(value) && value >= low && value <= high ? value : fail(`--${name} must be an integer in ${low}..${high}`)
+  return Number.isInteger(value) && value >= low && value <= high
+    ? value
+    : fail(`--${name} must be an integer in ${low}..${high}`)
 }
 const duration = (name: string, fallback: string, highMs: number) => {
   const value = Config.parseDurationMs(argument(name, fallback))
-  return value !== null && value <= highMs ? value : fail(`--${name} must be a duration such as 500ms, 30s or 2m, at most ${highMs / 1000} s`)
+  return value !== null && value <= highMs
+    ? value
+    : fail(`--${name} must be a duration such as 500ms, 30s or 2m, at most ${highMs / 1000} s`)
 }
 
 const endpoints = count("endpoints", 100, 1, 1_000)
@@ -54,42 +58,47 @@ const slowFirstAnswerMs = duration("slow-first-answer", "0ms", 600_000)
 const receiverKeepAliveMs = duration("receiver-keep-alive", "5s", 600_000)
 const retryScheduleText = argument("retry-schedule", "1m,5m,30m,2h,24h")
 const retrySchedule = retryScheduleText.split(",").map(Config.parseDurationMs)
-if (retrySchedule.some((ms) => ms === null || ms <= 0)) fail("--retry-schedule must be durations separated by commas, such as 1m,5m")
+if (retrySchedule.some((ms) => ms === null || ms <= 0)) {
+  fail("--retry-schedule must be durations separated by commas, such as 1m,5m")
+}
 
 const receipts: Array<Receipt> = []
 const firstArrivalMs = new Map<string, number>()
 const answers = new Set<ReturnType<typeof setTimeout>>()
-const servers = await Promise.all(Array.from({ length: endpoints - dead }, () => new Promise<ReturnType<typeof createServer>>((done) => {
-  const server = createServer((req, res) => {
-    const eventId = String(req.headers["x-service-event-id"])
-    const receipt = {
-      eventId,
-      deliveryId: String(req.headers["x-service-delivery-id"]),
-      attempt: Number(req.headers["x-service-delivery-attempt"]),
-      receivedMs: Date.now(),
-      answeredMs: null as number | null
-    }
-    receipts.push(receipt)
-    if (!firstArrivalMs.has(eventId)) firstArrivalMs.set(eventId, receipt.receivedMs)
-    req.resume()
-    req.on("end", () => {
-      const answer = () => {
-        receipt.answeredMs = Date.now()
-        res.writeHead(200).end()
-      }
-      if (slowFirstAnswerMs === 0 || receipt.attempt !== 1) return answer()
-      const timer = setTimeout(() => {
-        answers.delete(timer)
-        answer()
-      }, slowFirstAnswerMs)
-      answers.add(timer)
-    })
-  })
-  // A late answer's connection may be gone already (the client timed out): nothing to do about it.
-  server.on("clientError", (_error, socket) => socket.destroy())
-  server.keepAliveTimeout = receiverKeepAliveMs
-  server.listen(0, "127.0.0.1", () => done(server))
-})))
+const servers = await Promise.all(
+  Array.from({ length: endpoints - dead }, () =>
+    new Promise<ReturnType<typeof createServer>>((done) => {
+      const server = createServer((req, res) => {
+        const eventId = String(req.headers["x-service-event-id"])
+        const receipt = {
+          eventId,
+          deliveryId: String(req.headers["x-service-delivery-id"]),
+          attempt: Number(req.headers["x-service-delivery-attempt"]),
+          receivedMs: Date.now(),
+          answeredMs: null as number | null
+        }
+        receipts.push(receipt)
+        if (!firstArrivalMs.has(eventId)) firstArrivalMs.set(eventId, receipt.receivedMs)
+        req.resume()
+        req.on("end", () => {
+          const answer = () => {
+            receipt.answeredMs = Date.now()
+            res.writeHead(200).end()
+          }
+          if (slowFirstAnswerMs === 0 || receipt.attempt !== 1) return answer()
+          const timer = setTimeout(() => {
+            answers.delete(timer)
+            answer()
+          }, slowFirstAnswerMs)
+          answers.add(timer)
+        })
+      })
+      // A late answer's connection may be gone already (the client timed out): nothing to do about it.
+      server.on("clientError", (_error, socket) => socket.destroy())
+      server.keepAliveTimeout = receiverKeepAliveMs
+      server.listen(0, "127.0.0.1", () => done(server))
+    }))
+)
 const urls = [
   ...servers.map((s) => `http://127.0.0.1:${(s.address() as AddressInfo).port}/hook`),
   ...Array.from({ length: dead }, (_, i) => `http://127.0.0.1:${1 + i}/dead`)
@@ -97,7 +106,16 @@ const urls = [
 const isLive = (url: string) => !url.endsWith("/dead")
 
 const state = emptyState()
-urls.forEach((url, i) => state.merchants.set(`mer_${i}`, { id: `mer_${i}`, name: `m${i}`, webhookUrl: url, webhookSecret: `whsec_${i}`, createdAt: "2026-01-01T00:00:00.000Z", updatedAt: "2026-01-01T00:00:00.000Z" }))
+urls.forEach((url, i) =>
+  state.merchants.set(`mer_${i}`, {
+    id: `mer_${i}`,
+    name: `m${i}`,
+    webhookUrl: url,
+    webhookSecret: `whsec_${i}`,
+    createdAt: "2026-01-01T00:00:00.000Z",
+    updatedAt: "2026-01-01T00:00:00.000Z"
+  })
+)
 const createdMs = new Map<string, number>()
 const liveEventIds = new Set<string>()
 
@@ -124,12 +142,32 @@ const program = Effect.gen(function*() {
   for (let i = 0; i < events; i++) {
     const merchantId = `mer_${i % endpoints}`
     const now = new Date(start).toISOString()
-    state.outbox.push({ id: `evt_${i}`, paymentId: `pay_${i}`, merchantId, type: "payment.captured", sequence: 1, createdAt: now,
-      data: { id: `pay_${i}`, merchant_id: merchantId, status: "captured", amount_cents: 100, currency: "USD", captured_amount_cents: 100, refunded_amount_cents: 0, fraud_score: null, failure_code: null, dispute: null } })
+    state.outbox.push({
+      id: `evt_${i}`,
+      paymentId: `pay_${i}`,
+      merchantId,
+      type: "payment.captured",
+      sequence: 1,
+      createdAt: now,
+      data: {
+        id: `pay_${i}`,
+        merchant_id: merchantId,
+        status: "captured",
+        amount_cents: 100,
+        currency: "USD",
+        captured_amount_cents: 100,
+        refunded_amount_cents: 0,
+        fraud_score: null,
+        failure_code: null,
+        dispute: null
+      }
+    })
     createdMs.set(`evt_${i}`, Date.now())
     if (isLive(urls[i % endpoints]!)) liveEventIds.add(`evt_${i}`)
   }
-  while (Date.now() - start < limitMs && (firstArrivalMs.size < liveEventIds.size || acknowledgedNow() < liveEventIds.size)) {
+  while (
+    Date.now() - start < limitMs && (firstArrivalMs.size < liveEventIds.size || acknowledgedNow() < liveEventIds.size)
+  ) {
     yield* Effect.promise(() => new Promise((r) => setTimeout(r, 100)))
   }
   return Date.now() - start
@@ -141,8 +179,11 @@ for (const timer of answers) clearTimeout(timer)
 const deliveries = [...state.webhooks.deliveries.values()].map((row) => row.delivery)
 const counts = classifyReceipts(receipts, deliveries, liveEventIds)
 const lags = [...firstArrivalMs].map(([id, at]) => at - createdMs.get(id)!).sort((a, b) => a - b)
-const percentile = (sorted: ReadonlyArray<number>, p: number) => sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? null
-const answeredAfter = counts.timedOutReceived.flatMap((t) => (t.answeredMs === null ? [] : [t.answeredMs - t.startedMs])).sort((a, b) => a - b)
+const percentile = (sorted: ReadonlyArray<number>, p: number) =>
+  sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? null
+const answeredAfter = counts.timedOutReceived.flatMap((
+  t
+) => (t.answeredMs === null ? [] : [t.answeredMs - t.startedMs])).sort((a, b) => a - b)
 const startedAt = counts.timedOutReceived.map((t) => t.startedMs - startMs).sort((a, b) => a - b)
 const limitReached = counts.acknowledged < counts.expected
 /** The failed attempts to live endpoints, by error, and whether the receiver got them. */
@@ -152,7 +193,9 @@ for (const d of deliveries) {
   if (!isLive(d.url)) continue
   for (const a of d.attempts) {
     if (a.error === null && a.responseStatus !== null && a.responseStatus < 300) continue
-    const key = `${(a.error ?? `HTTP ${a.responseStatus}`).replace(/ within \d+ ms$/, "")}, ${receivedAttempts.has(`${d.id}#${a.attempt}`) ? "received" : "not received"}`
+    const key = `${(a.error ?? `HTTP ${a.responseStatus}`).replace(/ within \d+ ms$/, "")}, ${
+      receivedAttempts.has(`${d.id}#${a.attempt}`) ? "received" : "not received"
+    }`
     failedAttempts.set(key, (failedAttempts.get(key) ?? 0) + 1)
   }
 }
@@ -165,32 +208,60 @@ for (const eventId of liveEventIds) {
   const d = deliveryOfEvent.get(eventId)
   if (d?.status === "succeeded") continue
   const last = d?.attempts.at(-1)
-  const key = d === undefined ? "no delivery yet" : `${d.status}, ${last === undefined ? "no attempt recorded" : `attempt ${last.attempt}: ${last.error ?? last.responseStatus}`}`
+  const key = d === undefined
+    ? "no delivery yet"
+    : `${d.status}, ${
+      last === undefined ? "no attempt recorded" : `attempt ${last.attempt}: ${last.error ?? last.responseStatus}`
+    }`
   const states = received.has(eventId) ? notAcknowledgedStates : notDeliveredStates
   states.set(key, (states.get(key) ?? 0) + 1)
 }
-console.log(JSON.stringify({
-  events, endpoints, dead_endpoints: dead, webhook_timeout_ms: timeoutMs, retry_schedule: retryScheduleText, slow_first_answer_ms: slowFirstAnswerMs,
-  elapsed_ms: elapsedMs, limit_ms: limitMs, limit_reached: limitReached,
-  live_events: counts.expected,
-  delivered: counts.delivered,
-  acknowledged: counts.acknowledged,
-  redelivered_after_timeout: counts.redeliveredAfterTimeout,
-  redelivered_after_other_failure: counts.redeliveredAfterOtherFailure,
-  duplicates: counts.duplicates,
-  not_delivered_within_run: counts.notDeliveredWithinRun,
-  not_delivered_stood: Object.fromEntries(notDeliveredStates),
-  receipts: receipts.length,
-  failed_attempts_to_live_endpoints: Object.fromEntries(failedAttempts),
-  received_not_acknowledged_stood: Object.fromEntries(notAcknowledgedStates),
-  timed_out_attempts_received: {
-    count: counts.timedOutReceived.length,
-    answered_after_ms: { min: answeredAfter[0] ?? null, p50: percentile(answeredAfter, 50), max: answeredAfter.at(-1) ?? null },
-    started_after_run_start_ms: { min: startedAt[0] ?? null, p50: percentile(startedAt, 50), max: startedAt.at(-1) ?? null }
+console.log(JSON.stringify(
+  {
+    events,
+    endpoints,
+    dead_endpoints: dead,
+    webhook_timeout_ms: timeoutMs,
+    retry_schedule: retryScheduleText,
+    slow_first_answer_ms: slowFirstAnswerMs,
+    elapsed_ms: elapsedMs,
+    limit_ms: limitMs,
+    limit_reached: limitReached,
+    live_events: counts.expected,
+    delivered: counts.delivered,
+    acknowledged: counts.acknowledged,
+    redelivered_after_timeout: counts.redeliveredAfterTimeout,
+    redelivered_after_other_failure: counts.redeliveredAfterOtherFailure,
+    duplicates: counts.duplicates,
+    not_delivered_within_run: counts.notDeliveredWithinRun,
+    not_delivered_stood: Object.fromEntries(notDeliveredStates),
+    receipts: receipts.length,
+    failed_attempts_to_live_endpoints: Object.fromEntries(failedAttempts),
+    received_not_acknowledged_stood: Object.fromEntries(notAcknowledgedStates),
+    timed_out_attempts_received: {
+      count: counts.timedOutReceived.length,
+      answered_after_ms: {
+        min: answeredAfter[0] ?? null,
+        p50: percentile(answeredAfter, 50),
+        max: answeredAfter.at(-1) ?? null
+      },
+      started_after_run_start_ms: {
+        min: startedAt[0] ?? null,
+        p50: percentile(startedAt, 50),
+        max: startedAt.at(-1) ?? null
+      }
+    },
+    dead_deliveries_retrying: deliveries.filter((d) => !isLive(d.url) && d.status === "retrying").length,
+    lag_ms: {
+      p50: percentile(lags, 50),
+      p90: percentile(lags, 90),
+      p99: percentile(lags, 99),
+      max: lags.at(-1) ?? null
+    }
   },
-  dead_deliveries_retrying: deliveries.filter((d) => !isLive(d.url) && d.status === "retrying").length,
-  lag_ms: { p50: percentile(lags, 50), p90: percentile(lags, 90), p99: percentile(lags, 99), max: lags.at(-1) ?? null }
-}, null, 2))
+  null,
+  2
+))
 for (const example of counts.examples) console.error(`duplicate (bug) ${example}`)
 for (const s of servers) s.close()
 process.exit(exitStatus(counts))

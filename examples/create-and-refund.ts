@@ -22,23 +22,25 @@ interface Received {
 
 /** A minimal webhook endpoint: answers 204 to every POST and keeps what it received. */
 const startReceiver = Effect.acquireRelease(
-  Effect.callback<{ readonly url: string; readonly received: Array<Received>; readonly close: () => void }>((resume) => {
-    const received: Array<Received> = []
-    const server = createServer((request, response) => {
-      let body = ""
-      request.setEncoding("utf8")
-      request.on("data", (chunk: string) => (body += chunk))
-      request.on("end", () => {
-        received.push({ headers: request.headers, body })
-        response.writeHead(204).end()
+  Effect.callback<{ readonly url: string; readonly received: Array<Received>; readonly close: () => void }>(
+    (resume) => {
+      const received: Array<Received> = []
+      const server = createServer((request, response) => {
+        let body = ""
+        request.setEncoding("utf8")
+        request.on("data", (chunk: string) => (body += chunk))
+        request.on("end", () => {
+          received.push({ headers: request.headers, body })
+          response.writeHead(204).end()
+        })
       })
-    })
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address()
-      const port = typeof address === "object" && address !== null ? address.port : 0
-      resume(Effect.succeed({ url: `http://127.0.0.1:${port}/webhooks`, received, close: () => server.close() }))
-    })
-  }),
+      server.listen(0, "127.0.0.1", () => {
+        const address = server.address()
+        const port = typeof address === "object" && address !== null ? address.port : 0
+        resume(Effect.succeed({ url: `http://127.0.0.1:${port}/webhooks`, received, close: () => server.close() }))
+      })
+    }
+  ),
   (receiver) => Effect.sync(receiver.close)
 )
 
@@ -96,10 +98,28 @@ export const main = (options: { readonly baseUrl: string; readonly apiKey: strin
     const nowSeconds = Math.floor(Date.now() / 1000)
     // (null when the service can no longer open the stored secret: rotating it gives a new one.)
     const secret = merchant.webhook_secret
-    if (secret === null) return yield* Effect.fail(new Error("the webhook secret cannot be shown: rotate it (POST /api/v1/webhooks/secret/rotate)"))
-    const valid = verifyWebhookSignature(secret, typeof header === "string" ? header : undefined, delivery.body, nowSeconds)
-    const tampered = verifyWebhookSignature(secret, typeof header === "string" ? header : undefined, delivery.body.replace("2500", "9999"), nowSeconds)
-    console.log(`webhook ${JSON.parse(delivery.body).type}: signature ${valid ? "valid" : "INVALID"}; a tampered body is ${tampered ? "ACCEPTED" : "rejected"}`)
+    if (secret === null) {
+      return yield* Effect.fail(
+        new Error("the webhook secret cannot be shown: rotate it (POST /api/v1/webhooks/secret/rotate)")
+      )
+    }
+    const valid = verifyWebhookSignature(
+      secret,
+      typeof header === "string" ? header : undefined,
+      delivery.body,
+      nowSeconds
+    )
+    const tampered = verifyWebhookSignature(
+      secret,
+      typeof header === "string" ? header : undefined,
+      delivery.body.replace("2500", "9999"),
+      nowSeconds
+    )
+    console.log(
+      `webhook ${JSON.parse(delivery.body).type}: signature ${valid ? "valid" : "INVALID"}; a tampered body is ${
+        tampered ? "ACCEPTED" : "rejected"
+      }`
+    )
     if (!valid || tampered) return yield* Effect.fail(new Error("webhook signature check failed"))
     return { paymentId: payment.id, refundedCents: refunded.refunded_amount_cents, signatureValid: valid }
   }).pipe(Effect.scoped, Effect.provide(layerFetch))

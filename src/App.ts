@@ -1,25 +1,25 @@
 import { Effect, Layer } from "effect"
 import { HttpRouter, HttpServerResponse } from "effect/http"
 import { HttpApiBuilder, HttpApiScalar } from "effect/http-api"
-import { infrastructureWith, InfrastructureLive, ServicesLive, teardown } from "./AppServices.ts"
+import { InfrastructureLive, infrastructureWith, ServicesLive, teardown } from "./AppServices.ts"
 import { PaymentsApi } from "./http/api/Api.ts"
 import * as Authentication from "./http/edge/Authentication.ts"
-import * as Drain from "./http/server/Drain.ts"
 import * as Edge from "./http/edge/Edge.ts"
-import * as Handlers from "./http/handlers/Handlers.ts"
 import * as RateLimiter from "./http/edge/RateLimiter.ts"
+import * as Handlers from "./http/handlers/Handlers.ts"
+import * as Drain from "./http/server/Drain.ts"
 import * as Config from "./platform/Config.ts"
 import * as Instance from "./platform/Instance.ts"
 import * as Merchants from "./services/Merchants.ts"
 import * as Payments from "./services/Payments.ts"
-import * as Workers from "./workers/Workers.ts"
+import type { Store } from "./store/Store.ts"
 import * as SandboxDisputes from "./workers/SandboxDisputes.ts"
 import * as WebhookDispatcher from "./workers/WebhookDispatcher.ts"
-import type { Store } from "./store/Store.ts"
+import * as Workers from "./workers/Workers.ts"
 
 // Defined apart so that the command line's other commands load no HTTP code; the tests, the
 // simulator and the harness take them from here with the rest.
-export { infrastructureWith, InfrastructureLive, ServicesLive, teardown }
+export { InfrastructureLive, infrastructureWith, ServicesLive, teardown }
 
 /**
  * The HttpApi with its handlers and middleware, and the edge (a global middleware of the router),
@@ -39,20 +39,21 @@ export const ApiLive = apiWith(RateLimiter.layer)
  * says where both documents are for a client that does not follow redirects.
  */
 const RootLive = HttpRouter.add(
-    "GET",
-    "/",
-    Effect.succeed(HttpServerResponse.jsonUnsafe(
-      {
-        message: "Payments API. Documentation: GET /docs (human), GET /api/v1/openapi.json (OpenAPI 3.1).",
-        docs: "/docs",
-        openapi: "/api/v1/openapi.json"
-      },
-      { status: 302, headers: { location: "/docs" } }
-    ))
+  "GET",
+  "/",
+  Effect.succeed(HttpServerResponse.jsonUnsafe(
+    {
+      message: "Payments API. Documentation: GET /docs (human), GET /api/v1/openapi.json (OpenAPI 3.1).",
+      docs: "/docs",
+      openapi: "/api/v1/openapi.json"
+    },
+    { status: 302, headers: { location: "/docs" } }
+  ))
 )
 
 /** Routes over an API layer: it, its OpenAPI document, a docs page and `/` pointing to them. */
-const routesOf = <E, R>(api: Layer.Layer<never, E, R>) => Layer.mergeAll(api, HttpApiScalar.layer(PaymentsApi, { path: "/docs" }), RootLive)
+const routesOf = <E, R>(api: Layer.Layer<never, E, R>) =>
+  Layer.mergeAll(api, HttpApiScalar.layer(PaymentsApi, { path: "/docs" }), RootLive)
 
 /** Routes: the API, its OpenAPI document, a docs page and `/` pointing to them (src/http/edge/Routes.ts lists them). */
 export const HttpRoutesLive = routesOf(ApiLive)
@@ -64,11 +65,18 @@ export const serverLayer = (port: number, host = "127.0.0.1") => Drain.serverLay
  * The same server with another rate limiter: the harness's planted bugs (bench/harness/PlantedService.ts)
  * put theirs in; production uses `serverLayer`.
  */
-export const serverLayerWith = <E, R>(port: number, host: string, rateLimiter: Layer.Layer<RateLimiter.RateLimiter, E, R>) =>
-  Drain.serverLayer(routesOf(apiWith(rateLimiter)), port, host)
+export const serverLayerWith = <E, R>(
+  port: number,
+  host: string,
+  rateLimiter: Layer.Layer<RateLimiter.RateLimiter, E, R>
+) => Drain.serverLayer(routesOf(apiWith(rateLimiter)), port, host)
 
 /** The whole service: HTTP server and workers over the services and production infrastructure. */
-export const AppLive = <E>(port: number, host: string, startup: Layer.Layer<never, E, Payments.Payments | Merchants.Merchants | Store | Config.AppConfig>) =>
+export const AppLive = <E>(
+  port: number,
+  host: string,
+  startup: Layer.Layer<never, E, Payments.Payments | Merchants.Merchants | Store | Config.AppConfig>
+) =>
   Layer.mergeAll(serverLayer(port, host), Workers.layer, WebhookDispatcher.layer, SandboxDisputes.layer).pipe(
     // Start-up work (the demo merchant and its key file) is done before the server listens:
     // `mergeAll` builds its layers concurrently, so a ready service could answer before the key
@@ -79,5 +87,3 @@ export const AppLive = <E>(port: number, host: string, startup: Layer.Layer<neve
     Layer.provideMerge(Instance.layer),
     Layer.provideMerge(InfrastructureLive)
   )
-
-

@@ -24,7 +24,9 @@ export const makeClient = (options: { readonly baseUrl: string; readonly apiKey:
       client.pipe(
         HttpClient.mapRequest(HttpClientRequest.bearerToken(options.apiKey)),
         // The refusal is an ApiError in the failure channel, which the client's type (HttpClientError) does not name.
-        HttpClient.transformResponse(Effect.flatMap((response) => (response.status < 400 ? Effect.succeed(response) : refusal(response))))
+        HttpClient.transformResponse(
+          Effect.flatMap((response) => (response.status < 400 ? Effect.succeed(response) : refusal(response)))
+        )
       ) as HttpClient.HttpClient
   })
 
@@ -34,7 +36,13 @@ const refusal = (response: HttpClientResponse.HttpClientResponse) =>
     const error = (body as { readonly error?: Record<string, unknown> } | undefined)?.error
     const text = (key: string) => (typeof error?.[key] === "string" ? (error[key] as string) : undefined)
     return Effect.fail(
-      new ApiError(response.status, (text("type") ?? "api_error") as ErrorType, text("code") ?? "unknown", text("message") ?? "", text("param"))
+      new ApiError(
+        response.status,
+        (text("type") ?? "api_error") as ErrorType,
+        text("code") ?? "unknown",
+        text("message") ?? "",
+        text("param")
+      )
     )
   })
 
@@ -43,6 +51,6 @@ export type PaymentsClient = Effect.Success<ReturnType<typeof makeClient>>
 /** The client as a service over the platform's fetch. */
 export const layerFetch = FetchHttpClient.layer satisfies Layer.Layer<HttpClient.HttpClient>
 
-export { ApiError } from "./http/api/ApiError.ts"
 export { verifyWebhookSignature } from "./domain/Webhook.ts"
+export { ApiError } from "./http/api/ApiError.ts"
 export { PaymentsApi }

@@ -3,6 +3,9 @@ import { Argument, Command, Flag } from "effect/cli"
 import { mkdirSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
 import { InfrastructureLive, ServicesLive, teardown } from "./AppServices.ts"
+import { type DisputeAction, disputeReasons } from "./domain/Dispute.ts"
+import { maximumAmountCents } from "./domain/Money.ts"
+import { webhookUrlProblem } from "./domain/Network.ts"
 import * as Wire from "./http/api/Wire.ts"
 import * as Cli from "./platform/Cli.ts"
 import { AppConfig } from "./platform/Config.ts"
@@ -14,9 +17,6 @@ import { Merchants } from "./services/Merchants.ts"
 import { Payments } from "./services/Payments.ts"
 import { Reconciliation } from "./services/Reconciliation.ts"
 import { Store } from "./store/Store.ts"
-import { type DisputeAction, disputeReasons } from "./domain/Dispute.ts"
-import { maximumAmountCents } from "./domain/Money.ts"
-import { webhookUrlProblem } from "./domain/Network.ts"
 
 /** On the embedded database's first run, a demo merchant and key make the service usable at once. */
 const demoMerchant = Layer.effectDiscard(
@@ -59,10 +59,16 @@ const withServices = <A, E>(effect: Effect.Effect<A, E, Merchants | Payments | R
 const json = Cli.json
 
 const serveCommand = Command.make("serve", {}, serveFromEnvironment).pipe(
-  Command.withDescription("Start the HTTP service (what `payments` with no command does). Configuration comes from the environment (docs/operations.md).")
+  Command.withDescription(
+    "Start the HTTP service (what `payments` with no command does). Configuration comes from the environment (docs/operations.md)."
+  )
 )
 
-const migrate = Command.make("migrate", {}, () => Effect.provide(Console.error("migrations applied"), Database.layer.pipe(Layer.provide(Config.layer)))).pipe(
+const migrate = Command.make(
+  "migrate",
+  {},
+  () => Effect.provide(Console.error("migrations applied"), Database.layer.pipe(Layer.provide(Config.layer)))
+).pipe(
   Command.withDescription("Apply the database migrations and exit.")
 )
 
@@ -70,7 +76,10 @@ const merchantCreate = Command.make(
   "create",
   {
     name: Cli.text("name", "the merchant's name, 1 to 200 characters"),
-    webhookUrl: Cli.text("webhook-url", "where the merchant's webhooks go: an absolute http(s) URL without credentials (default: none)").pipe(Flag.optional),
+    webhookUrl: Cli.text(
+      "webhook-url",
+      "where the merchant's webhooks go: an absolute http(s) URL without credentials (default: none)"
+    ).pipe(Flag.optional),
     json
   },
   ({ name, webhookUrl }) =>
@@ -90,7 +99,9 @@ const merchantCreate = Command.make(
       }))
     })
 ).pipe(
-  Command.withDescription("Create a merchant and its first API key; prints one JSON object {\"merchant\", \"api_key\"} (the key's secret appears only here).")
+  Command.withDescription(
+    "Create a merchant and its first API key; prints one JSON object {\"merchant\", \"api_key\"} (the key's secret appears only here)."
+  )
 )
 
 const merchant = Command.make("merchant").pipe(
@@ -103,13 +114,17 @@ const settle = Command.make("settle", { json }, ({ json }) =>
     const settled = yield* (yield* Payments).settle(yield* nowIso)
     yield* json ? Cli.printJson({ settled }) : Console.log(Cli.fields([["payments settled", settled]]))
   }))).pipe(
-    Command.withDescription("Run the settlement now (cut-off: now) and exit: captured payments become settled, pending money becomes available.")
+    Command.withDescription(
+      "Run the settlement now (cut-off: now) and exit: captured payments become settled, pending money becomes available."
+    )
   )
 
 /** An instant given on the command line: ISO 8601 (a date alone is midnight UTC). */
 const instantMs = (flag: string, text: string) => {
   const ms = Date.parse(text)
-  return Number.isNaN(ms) ? Effect.fail(Cli.usageError(`--${flag} must be an ISO 8601 date or time, like 2026-11-28 or 2026-11-28T12:00:00Z`)) : Effect.succeed(ms)
+  return Number.isNaN(ms)
+    ? Effect.fail(Cli.usageError(`--${flag} must be an ISO 8601 date or time, like 2026-11-28 or 2026-11-28T12:00:00Z`))
+    : Effect.succeed(ms)
 }
 
 const reconcile = Command.make(
@@ -128,18 +143,42 @@ const reconcile = Command.make(
       if (fromMs >= toMs) return yield* Cli.usageError("--from must be before --to")
       const report = yield* (yield* Reconciliation).run({ fromMs, toMs }).pipe(
         Effect.catchTag("NoProcessor", () =>
-          Effect.fail(new Cli.CommandFailed({
-            message: "reconcile: the configured acquirer keeps no records to reconcile with (ACQUIRER=sandbox books captures, voids and refunds locally); set ACQUIRER=stripe",
-            exitCode: 1
-          })))
+          Effect.fail(
+            new Cli.CommandFailed({
+              message:
+                "reconcile: the configured acquirer keeps no records to reconcile with (ACQUIRER=sandbox books captures, voids and refunds locally); set ACQUIRER=stripe",
+              exitCode: 1
+            })
+          ))
       )
       const period = { from: new Date(fromMs).toISOString(), to: new Date(toMs).toISOString() }
       if (json) {
-        yield* Cli.printJson({ ...period, payments: report.ours, processor_records: report.processor, differences: report.differences.map((d) => ({ payment_id: d.paymentId, field: d.field, ours: d.ours, processor: d.processor })) })
+        yield* Cli.printJson({
+          ...period,
+          payments: report.ours,
+          processor_records: report.processor,
+          differences: report.differences.map((d) => ({
+            payment_id: d.paymentId,
+            field: d.field,
+            ours: d.ours,
+            processor: d.processor
+          }))
+        })
       } else {
-        yield* Console.log(Cli.fields([["period", `${period.from} to ${period.to}`], ["our payments", report.ours], ["processor records", report.processor], ["differences", report.differences.length]]))
+        yield* Console.log(
+          Cli.fields([["period", `${period.from} to ${period.to}`], ["our payments", report.ours], [
+            "processor records",
+            report.processor
+          ], ["differences", report.differences.length]])
+        )
         if (report.differences.length > 0) {
-          yield* Console.log("\n" + Cli.table(["payment", "field", "ours", "processor"], report.differences.map((d) => [d.paymentId, d.field, String(d.ours), String(d.processor)])))
+          yield* Console.log(
+            "\n" +
+              Cli.table(
+                ["payment", "field", "ours", "processor"],
+                report.differences.map((d) => [d.paymentId, d.field, String(d.ours), String(d.processor)])
+              )
+          )
         }
       }
       // A difference is something to look at: scripts and cron see it in the exit code.
@@ -153,14 +192,20 @@ const reconcile = Command.make(
 )
 
 const paymentId = Argument.String("payment-id").pipe(Argument.withDescription("the payment (pay_...)"))
-const disputeId = Cli.text("dispute-id", "the card network's dispute id, 1 to 255 printable ASCII characters (default: dp_operator_<payment id> for open, the payment's dispute for resolve)").pipe(Flag.optional)
+const disputeId = Cli.text(
+  "dispute-id",
+  "the card network's dispute id, 1 to 255 printable ASCII characters (default: dp_operator_<payment id> for open, the payment's dispute for resolve)"
+).pipe(Flag.optional)
 
 const disputeOpen = Command.make(
   "open",
   {
     paymentId,
     reason: Cli.choice("reason", disputeReasons, "why the cardholder disputes the payment"),
-    amount: Cli.integer("amount", "the disputed amount in minor units (default: what is left of the capture)", { min: 1, max: maximumAmountCents }).pipe(Flag.optional),
+    amount: Cli.integer("amount", "the disputed amount in minor units (default: what is left of the capture)", {
+      min: 1,
+      max: maximumAmountCents
+    }).pipe(Flag.optional),
     disputeId,
     json
   },
@@ -171,11 +216,14 @@ const disputeOpen = Command.make(
 const disputeResolve = Command.make(
   "resolve",
   { paymentId, outcome: Cli.choice("outcome", ["won", "lost"], "who the card network decided for"), disputeId, json },
-  ({ disputeId, json, outcome, paymentId }) => applyDispute(paymentId, Cli.given(disputeId), { _tag: "Resolve", outcome }, json)
+  ({ disputeId, json, outcome, paymentId }) =>
+    applyDispute(paymentId, Cli.given(disputeId), { _tag: "Resolve", outcome }, json)
 ).pipe(Command.withDescription("Resolve the payment's dispute as the card network would (idempotent)."))
 
 const dispute = Command.make("dispute").pipe(
-  Command.withDescription("Disputes, spoken for the card network through the operation an acquirer's notification takes (docs/api.md)."),
+  Command.withDescription(
+    "Disputes, spoken for the card network through the operation an acquirer's notification takes (docs/api.md)."
+  ),
   Command.withSubcommands([disputeOpen, disputeResolve])
 )
 
@@ -187,7 +235,9 @@ const dispute = Command.make("dispute").pipe(
  */
 const applyDispute = (paymentId: string, givenId: string | undefined, action: DisputeAction, json: boolean) =>
   Effect.gen(function*() {
-    if (!/^pay_[A-Za-z0-9_-]{1,100}$/.test(paymentId)) return yield* Cli.usageError(`'${paymentId}' is not a payment id (pay_...)`)
+    if (!/^pay_[A-Za-z0-9_-]{1,100}$/.test(paymentId)) {
+      return yield* Cli.usageError(`'${paymentId}' is not a payment id (pay_...)`)
+    }
     if (givenId !== undefined && !/^[\x21-\x7e]{1,255}$/.test(givenId)) {
       return yield* Cli.usageError("--dispute-id must be 1 to 255 printable ASCII characters without spaces")
     }
@@ -196,7 +246,9 @@ const applyDispute = (paymentId: string, givenId: string | undefined, action: Di
       if (givenId === undefined && action._tag === "Resolve") {
         const payment = yield* (yield* Store).getPayment(null, paymentId)
         if (payment === null) return yield* Effect.fail(new Error(`no payment ${paymentId}`))
-        if (payment.dispute === null) return yield* Effect.fail(new Error(`payment ${paymentId} has no dispute to resolve`))
+        if (payment.dispute === null) {
+          return yield* Effect.fail(new Error(`payment ${paymentId} has no dispute to resolve`))
+        }
         acquirerDisputeId = payment.dispute.acquirerDisputeId
       }
       const result = yield* (yield* Payments).applyDisputeNotification({ acquirerDisputeId, paymentId, action }).pipe(
@@ -216,7 +268,10 @@ const applyDispute = (paymentId: string, givenId: string | undefined, action: Di
         ["applied", result.applied ? "yes" : "no (the network had said this already)"],
         ["dispute status", disputed?.status ?? "none"],
         ["reason", disputed?.reason ?? null],
-        ["disputed amount", disputed === null ? null : `${Cli.formatNumber(disputed.amountCents)} ${transaction.currency} (minor units)`]
+        [
+          "disputed amount",
+          disputed === null ? null : `${Cli.formatNumber(disputed.amountCents)} ${transaction.currency} (minor units)`
+        ]
       ]))
     }))
   })
@@ -231,4 +286,7 @@ const payments = Command.make("payments", {}, serveFromEnvironment).pipe(
 
 // One logger (LOG_FORMAT, JSON by default) on stderr, so stdout carries only command output;
 // runMain's own pretty logger stays off, or every line would be printed twice.
-Cli.runMain(Effect.suspend(() => Cli.run(payments, process.argv.slice(2))).pipe(Effect.provide(Logging.layerFromEnvironment)), { teardown })
+Cli.runMain(
+  Effect.suspend(() => Cli.run(payments, process.argv.slice(2))).pipe(Effect.provide(Logging.layerFromEnvironment)),
+  { teardown }
+)

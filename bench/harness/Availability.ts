@@ -58,14 +58,31 @@ export class AvailabilityRecorder {
   }
 }
 
-export const figuresOf = (answered: number, serverErrors: number, dropped: number, refused: number): AvailabilityFigures => {
+export const figuresOf = (
+  answered: number,
+  serverErrors: number,
+  dropped: number,
+  refused: number
+): AvailabilityFigures => {
   const requests = answered + serverErrors + dropped + refused
-  return { requests, answered, server_errors: serverErrors, dropped, refused, availability: requests === 0 ? null : answered / requests }
+  return {
+    requests,
+    answered,
+    server_errors: serverErrors,
+    dropped,
+    refused,
+    availability: requests === 0 ? null : answered / requests
+  }
 }
 
 /** `whole` less `part` (the requests outside the faults' windows). */
 export const without = (whole: AvailabilityFigures, part: AvailabilityFigures): AvailabilityFigures =>
-  figuresOf(whole.answered - part.answered, whole.server_errors - part.server_errors, whole.dropped - part.dropped, whole.refused - part.refused)
+  figuresOf(
+    whole.answered - part.answered,
+    whole.server_errors - part.server_errors,
+    whole.dropped - part.dropped,
+    whole.refused - part.refused
+  )
 
 export const sumOf = (parts: ReadonlyArray<AvailabilityFigures>): AvailabilityFigures =>
   figuresOf(
@@ -74,4 +91,3 @@ export const sumOf = (parts: ReadonlyArray<AvailabilityFigures>): AvailabilityFi
     parts.reduce((n, p) => n + p.dropped, 0),
     parts.reduce((n, p) => n + p.refused, 0)
   )
-

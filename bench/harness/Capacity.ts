@@ -90,40 +90,66 @@ export const latencyLimits = (slo: ReadonlyArray<Objective>): Array<PlotLimit> =
  * p50 and p99 against the offered rate, a point a step (a failed one hollow), the objectives'
  * latency limits as dashed lines and the sustained rate as a vertical one: the knee.
  */
-export const capacityPlot = (steps: ReadonlyArray<CapacityStep>, limits: ReadonlyArray<PlotLimit>, title: string): string => {
+export const capacityPlot = (
+  steps: ReadonlyArray<CapacityStep>,
+  limits: ReadonlyArray<PlotLimit>,
+  title: string
+): string => {
   const width = 760, height = 360, left = 64, right = 16, top = 40, bottom = 48
   const sorted = [...steps].sort((a, b) => a.offered_per_s - b.offered_per_s)
   const maxRate = Math.max(1, ...sorted.map((s) => s.offered_per_s)) * 1.05
   const maxMs = Math.max(1e-3, ...sorted.map((s) => s.p99_ms), ...limits.map((l) => l.limitMs)) * 1.1
   const x = (rate: number) => left + ((width - left - right) * rate) / maxRate
   const y = (ms: number) => top + (height - top - bottom) * (1 - ms / maxMs)
-  const series = [{ name: "p50", color: "#2f855a", of: (s: CapacityStep) => s.p50_ms }, { name: "p99", color: "#c53030", of: (s: CapacityStep) => s.p99_ms }]
+  const series = [{ name: "p50", color: "#2f855a", of: (s: CapacityStep) => s.p50_ms }, {
+    name: "p99",
+    color: "#c53030",
+    of: (s: CapacityStep) => s.p99_ms
+  }]
   const lines = series.map((line) => {
     const points = sorted.map((s) => `${x(s.offered_per_s).toFixed(1)},${y(line.of(s)).toFixed(1)}`).join(" ")
     const dots = sorted.map((s) =>
-      `<circle cx="${x(s.offered_per_s).toFixed(1)}" cy="${y(line.of(s)).toFixed(1)}" r="4" fill="${s.passed ? line.color : "#fff"}" stroke="${line.color}" stroke-width="1.5">` +
-      `<title>${escape(`${line.name} ${fixed(line.of(s), 2)} ms at ${s.offered_per_s}/s offered (${fixed(s.achieved_per_s, 1)} achieved)${s.passed ? "" : `: ${s.failed_because ?? "failed"}`}`)}</title></circle>`
+      `<circle cx="${x(s.offered_per_s).toFixed(1)}" cy="${y(line.of(s)).toFixed(1)}" r="4" fill="${
+        s.passed ? line.color : "#fff"
+      }" stroke="${line.color}" stroke-width="1.5">` +
+      `<title>${
+        escape(
+          `${line.name} ${fixed(line.of(s), 2)} ms at ${s.offered_per_s}/s offered (${
+            fixed(s.achieved_per_s, 1)
+          } achieved)${s.passed ? "" : `: ${s.failed_because ?? "failed"}`}`
+        )
+      }</title></circle>`
     ).join("")
     return `<polyline fill="none" stroke="${line.color}" stroke-width="1.5" points="${points}"/>${dots}`
   })
   const limitLines = limits.map((l) =>
-    `<line x1="${left}" x2="${width - right}" y1="${y(l.limitMs).toFixed(1)}" y2="${y(l.limitMs).toFixed(1)}" stroke="#718096" stroke-dasharray="6 4"/>` +
+    `<line x1="${left}" x2="${width - right}" y1="${y(l.limitMs).toFixed(1)}" y2="${
+      y(l.limitMs).toFixed(1)
+    }" stroke="#718096" stroke-dasharray="6 4"/>` +
     `<text x="${width - right - 4}" y="${(y(l.limitMs) - 4).toFixed(1)}" text-anchor="end">${escape(l.text)}</text>`
   )
   const sustained = sustainedOf(steps)
   const knee = sustained === null ? [] : [
-    `<line x1="${x(sustained).toFixed(1)}" x2="${x(sustained).toFixed(1)}" y1="${top}" y2="${height - bottom}" stroke="#2b6cb0" stroke-width="1.5"/>` +
+    `<line x1="${x(sustained).toFixed(1)}" x2="${x(sustained).toFixed(1)}" y1="${top}" y2="${
+      height - bottom
+    }" stroke="#2b6cb0" stroke-width="1.5"/>` +
     `<text x="${(x(sustained) + 4).toFixed(1)}" y="${top + 12}">sustained ${sustained}/s</text>`
   ]
   const ticks = [0, 0.25, 0.5, 0.75, 1].flatMap((f) => [
-    `<line x1="${left}" x2="${width - right}" y1="${y(maxMs * f)}" y2="${y(maxMs * f)}" stroke="#eee"/><text x="${left - 6}" y="${y(maxMs * f) + 4}" text-anchor="end">${fixed(maxMs * f, maxMs < 10 ? 2 : 0)}</text>`,
+    `<line x1="${left}" x2="${width - right}" y1="${y(maxMs * f)}" y2="${y(maxMs * f)}" stroke="#eee"/><text x="${
+      left - 6
+    }" y="${y(maxMs * f) + 4}" text-anchor="end">${fixed(maxMs * f, maxMs < 10 ? 2 : 0)}</text>`,
     `<text x="${x(maxRate * f)}" y="${height - bottom + 16}" text-anchor="middle">${fixed(maxRate * f, 0)}</text>`
   ])
   const labels = [
     `<text x="${width / 2}" y="${height - 8}" text-anchor="middle">offered requests/s</text>`,
     `<text x="14" y="${height / 2}" transform="rotate(-90 14 ${height / 2})" text-anchor="middle">latency ms</text>`,
     `<text x="${left}" y="18" font-weight="bold">${escape(title)}</text>`,
-    ...series.map((s, i) => `<rect x="${left + 300 + i * 70}" y="8" width="12" height="12" fill="${s.color}"/><text x="${left + 316 + i * 70}" y="18">${s.name}</text>`),
+    ...series.map((s, i) =>
+      `<rect x="${left + 300 + i * 70}" y="8" width="12" height="12" fill="${s.color}"/><text x="${
+        left + 316 + i * 70
+      }" y="18">${s.name}</text>`
+    ),
     `<text x="${left + 450}" y="18">hollow: step failed</text>`
   ]
   return `<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 ${width} ${height}" width="${width}" height="${height}" font-size="11" font-family="sans-serif">` +

@@ -13,10 +13,21 @@ import { measuredText } from "./Slo.ts"
 const runStep = async (session: Session, rate: number, index: number) => {
   const { options, io } = session
   const stepMs = options.findCapacity!.stepMs
-  const model: LoadModel = { kind: "open", rate, arrival: options.model.kind === "open" ? options.model.arrival : "constant" }
+  const model: LoadModel = {
+    kind: "open",
+    rate,
+    arrival: options.model.kind === "open" ? options.model.arrival : "constant"
+  }
   const abort = abortSpec(session, model, stepMs, true)
   io.log(`step ${index}: ${rate} requests/s offered for ${stepMs / 1000} s`)
-  const figures = await driveLoad(session, { model, durationMs: stepMs, maxRequests: null, warmupMs: options.warmupMs, label: `step ${index} `, ...abort.spec })
+  const figures = await driveLoad(session, {
+    model,
+    durationMs: stepMs,
+    maxRequests: null,
+    warmupMs: options.warmupMs,
+    label: `step ${index} `,
+    ...abort.spec
+  })
   const judged = judgeLoad(session, figures, model, false)
   const missed = judged.slo.filter((o) => !o.met).map((o) => `${o.objective} missed (${measuredText(o)})`)
   const lost = abort.watch?.lost() ?? null
@@ -28,11 +39,17 @@ const runStep = async (session: Session, rate: number, index: number) => {
     p50_ms: figures.judged.latency_ms.p50,
     p99_ms: figures.judged.latency_ms.p99,
     passed: missed.length === 0 && session.setUp,
-    failed_because: missed.length === 0 ? (session.setUp ? null : "the scenario did not set up") : missed.join("; ") + (lost === null ? "" : `; stopped early: ${lost.reason}`),
+    failed_because: missed.length === 0
+      ? (session.setUp ? null : "the scenario did not set up")
+      : missed.join("; ") + (lost === null ? "" : `; stopped early: ${lost.reason}`),
     driver_bound: judged.saturation.verdict === "the driver fell behind"
   }
-  io.log(`step ${index}: ${rate}/s offered, ${step.achieved_per_s.toFixed(1)}/s achieved, p50 ${step.p50_ms.toFixed(2)} ms, p99 ${step.p99_ms.toFixed(2)} ms, ` +
-    `${step.errors} errors: ${step.passed ? "passed" : `FAILED (${step.failed_because})`}`)
+  io.log(
+    `step ${index}: ${rate}/s offered, ${step.achieved_per_s.toFixed(1)}/s achieved, p50 ${
+      step.p50_ms.toFixed(2)
+    } ms, p99 ${step.p99_ms.toFixed(2)} ms, ` +
+      `${step.errors} errors: ${step.passed ? "passed" : `FAILED (${step.failed_because})`}`
+  )
   return { step, figures, model }
 }
 

@@ -21,7 +21,11 @@ export const realClock: Clock = {
  * than drifting from it. Resolves with how late it woke (ms past `epochMs`; a time already past
  * resolves at once).
  */
-export const waitUntilEpoch = async (epochMs: number, clock: Clock, wallNowMs: () => number = Date.now): Promise<number> => {
+export const waitUntilEpoch = async (
+  epochMs: number,
+  clock: Clock,
+  wallNowMs: () => number = Date.now
+): Promise<number> => {
   for (;;) {
     const leftMs = epochMs - wallNowMs()
     if (leftMs <= 0) return Math.max(0, -leftMs)

@@ -101,7 +101,10 @@ export interface EmbeddedTarget {
   /** The service's `SETTLEMENT_CUTOFF`, minutes after midnight UTC: set far from the run, so none passes during it. */
   readonly settlementCutoffMinutes: number
   /** Creates a merchant as `payments merchant create` does; returns its id and API key. */
-  createMerchant(name: string, webhookUrl: string | null): Promise<{ readonly merchantId: string; readonly apiKey: string }>
+  createMerchant(
+    name: string,
+    webhookUrl: string | null
+  ): Promise<{ readonly merchantId: string; readonly apiKey: string }>
   /** Runs the settlement now (`payments settle`, cut-off now) on the service's database; the payments settled. */
   settle(): Promise<number>
 }

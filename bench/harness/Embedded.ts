@@ -33,7 +33,8 @@ export const rateLimitPerSecond = 100
  * payment is on.
  */
 export const cutoffAwayFrom = (nowMs: number) => Math.floor(((nowMs + 12 * 3_600_000) % 86_400_000) / 60_000)
-const cutoffText = (minutes: number) => `${String(Math.floor(minutes / 60)).padStart(2, "0")}:${String(minutes % 60).padStart(2, "0")}`
+const cutoffText = (minutes: number) =>
+  `${String(Math.floor(minutes / 60)).padStart(2, "0")}:${String(minutes % 60).padStart(2, "0")}`
 
 export interface EmbeddedService {
   /** Each instance's base URL, by instance number. */
@@ -113,7 +114,11 @@ export const startEmbeddedService = async (options: {
   const database = await startEmbeddedPostgres({
     directory: scratch,
     persistent: false,
-    flags: ["-c", "max_connections=300", ...(options.statementStats === true ? ["-c", "shared_preload_libraries=pg_stat_statements"] : [])]
+    flags: [
+      "-c",
+      "max_connections=300",
+      ...(options.statementStats === true ? ["-c", "shared_preload_libraries=pg_stat_statements"] : [])
+    ]
   })
   const postmasterPid = postmasterPidOf(database.directory)
   const ports: Array<number> = []
@@ -134,7 +139,9 @@ export const startEmbeddedService = async (options: {
   }
   /** The entry each instance runs: the service, or the service with the planted bug. */
   const entry = plantedBug === null ? ["src/main.ts", "serve"] : ["bench/harness/PlantedService.ts"]
-  const logFileOf = (instance: number) => (count === 1 ? options.logFile : options.logFile.replace(/(\.log)?$/, `-${instance}.log`))
+  const logFileOf = (
+    instance: number
+  ) => (count === 1 ? options.logFile : options.logFile.replace(/(\.log)?$/, `-${instance}.log`))
   mkdirSync(join(options.logFile, ".."), { recursive: true })
   /** Each instance's current process (a restart replaces it). */
   const processes: Array<ChildProcess | null> = ports.map(() => null)
@@ -146,15 +153,22 @@ export const startEmbeddedService = async (options: {
   let cpuOfKilled = 0
   let stopping: Promise<void> | null = null
   const ended = (child: ChildProcess) => child.exitCode !== null || child.signalCode !== null
-  const exitOf = (child: ChildProcess) => (ended(child) ? Promise.resolve() : new Promise<void>((done) => child.once("exit", () => done())))
+  const exitOf = (
+    child: ChildProcess
+  ) => (ended(child) ? Promise.resolve() : new Promise<void>((done) => child.once("exit", () => done())))
   const spawnInstance = (instance: number, append: boolean) => {
     // A process started once the stop began would outlive it.
     if (stopping !== null) throw new Error("the service is stopping")
     const serviceLog = openSync(logFileOf(instance), append ? "a" : "w")
     const child = spawn(process.execPath, [
       ...startNodeFlags(),
-      ...(options.profileDirectory === null ? [] : ["--cpu-prof", `--cpu-prof-dir=${resolve(options.profileDirectory)}`]),
-      "--import", "tsx", ...entry], {
+      ...(options.profileDirectory === null
+        ? []
+        : ["--cpu-prof", `--cpu-prof-dir=${resolve(options.profileDirectory)}`]),
+      "--import",
+      "tsx",
+      ...entry
+    ], {
       cwd: root,
       env: { ...process.env, ...environment, PORT: String(ports[instance]) },
       stdio: ["ignore", "ignore", serviceLog]
@@ -162,7 +176,13 @@ export const startEmbeddedService = async (options: {
     closeSync(serviceLog)
     processes[instance] = child
     child.once("exit", (code, signal) => {
-      if (!expectedExits.has(child) && stopping === null) options.log(`instance ${instance} (pid ${child.pid}) exited by itself (${signal ?? code}); its log: ${logFileOf(instance)}`)
+      if (!expectedExits.has(child) && stopping === null) {
+        options.log(
+          `instance ${instance} (pid ${child.pid}) exited by itself (${signal ?? code}); its log: ${
+            logFileOf(instance)
+          }`
+        )
+      }
     })
     return child
   }
@@ -202,9 +222,13 @@ export const startEmbeddedService = async (options: {
     await Promise.all(ports.slice(1).map((_, i) => ready(i + 1)))
   } catch (error) {
     await stop()
-    throw new Error(`the service did not start (its log: ${logFileOf(0)}${count > 1 ? " and the others'" : ""}): ${String(error)}`)
+    throw new Error(
+      `the service did not start (its log: ${logFileOf(0)}${count > 1 ? " and the others'" : ""}): ${String(error)}`
+    )
   }
-  for (const [i, child] of processes.entries()) options.log(`service: ${baseUrls[i]} (pid ${child!.pid}) on embedded PostgreSQL; log in ${logFileOf(i)}`)
+  for (const [i, child] of processes.entries()) {
+    options.log(`service: ${baseUrls[i]} (pid ${child!.pid}) on embedded PostgreSQL; log in ${logFileOf(i)}`)
+  }
   const faults: FaultActuator = {
     kill: async (instance) => {
       const child = live(instance)
@@ -259,7 +283,11 @@ export const startEmbeddedService = async (options: {
     target,
     environment,
     postmasterPid,
-    serviceCpuSeconds: () => processes.reduce((sum, child) => sum + (child === null || child.pid === undefined ? 0 : cpuSeconds(child.pid)), cpuOfKilled),
+    serviceCpuSeconds: () =>
+      processes.reduce(
+        (sum, child) => sum + (child === null || child.pid === undefined ? 0 : cpuSeconds(child.pid)),
+        cpuOfKilled
+      ),
     faults,
     stop
   }
@@ -272,13 +300,21 @@ export const startEmbeddedService = async (options: {
  */
 export const settleNow = (plantedBug: string | null, environment: Readonly<Record<string, string>>) =>
   new Promise<number>((done, fail) => {
-    const entry = plantedBug === null ? ["src/main.ts", "settle", "--json"] : ["bench/harness/PlantedService.ts", "settle"]
-    execFile(process.execPath, ["--import", "tsx", ...entry], { cwd: root, env: { ...process.env, ...environment }, timeout: 120_000 }, (error, stdout, stderr) => {
+    const entry = plantedBug === null
+      ? ["src/main.ts", "settle", "--json"]
+      : ["bench/harness/PlantedService.ts", "settle"]
+    execFile(process.execPath, ["--import", "tsx", ...entry], {
+      cwd: root,
+      env: { ...process.env, ...environment },
+      timeout: 120_000
+    }, (error, stdout, stderr) => {
       if (error !== null) return fail(new Error(`the settlement failed: ${error.message} ${stderr.slice(0, 500)}`))
       // The count is the JSON line; the service's log lines may come around it.
       const line = stdout.split("\n").find((text) => text.startsWith("{\"settled\""))
       const settled = line === undefined ? undefined : (JSON.parse(line) as { settled?: unknown }).settled
-      if (typeof settled !== "number") return fail(new Error(`the settlement printed no count: ${stdout.slice(0, 300)}`))
+      if (typeof settled !== "number") {
+        return fail(new Error(`the settlement printed no count: ${stdout.slice(0, 300)}`))
+      }
       done(settled)
     })
   })

@@ -27,7 +27,10 @@ export const keyFileText = (shard: Shard, keys: ReadonlyArray<string>, comments:
   [`# shard ${shardText(shard)}`, ...comments.map((line) => `# ${line}`), ...keys].join("\n") + "\n"
 
 /** The keys of a file's text, and the shard it names (null: none). */
-export const parseKeyFile = (text: string, path: string): { readonly keys: ReadonlyArray<string>; readonly shard: Shard | null } => {
+export const parseKeyFile = (
+  text: string,
+  path: string
+): { readonly keys: ReadonlyArray<string>; readonly shard: Shard | null } => {
   const keys: Array<string> = []
   const lineOf = new Map<string, number>()
   let shard: Shard | null = null
@@ -37,7 +40,9 @@ export const parseKeyFile = (text: string, path: string): { readonly keys: Reado
     if (line.startsWith("#")) {
       const named = shardLine.exec(line)
       if (named === null) continue
-      if (shard !== null) throw new KeyFileProblem(`${path}: line ${index + 1} names a shard again (one '# shard I/N' line a file)`)
+      if (shard !== null) {
+        throw new KeyFileProblem(`${path}: line ${index + 1} names a shard again (one '# shard I/N' line a file)`)
+      }
       try {
         shard = parseShard(named[1]!, `${path}: line ${index + 1}'s shard`)
       } catch (error) {
@@ -45,9 +50,15 @@ export const parseKeyFile = (text: string, path: string): { readonly keys: Reado
       }
       continue
     }
-    if (/\s/.test(line)) throw new KeyFileProblem(`${path}: line ${index + 1} is not one API key (one sk_live_... a line, # for comments)`)
+    if (/\s/.test(line)) {
+      throw new KeyFileProblem(`${path}: line ${index + 1} is not one API key (one sk_live_... a line, # for comments)`)
+    }
     const first = lineOf.get(line)
-    if (first !== undefined) throw new KeyFileProblem(`${path}: line ${index + 1} repeats the key of line ${first} (one merchant, driven once)`)
+    if (first !== undefined) {
+      throw new KeyFileProblem(
+        `${path}: line ${index + 1} repeats the key of line ${first} (one merchant, driven once)`
+      )
+    }
     lineOf.set(line, index + 1)
     keys.push(line)
   }
@@ -69,19 +80,30 @@ export const keyFilePath = (path: string, shard: Shard) => {
  * The keys shard `shard` drives: every key of its file (`--keys`, a file or a directory of
  * `harness keys`'s files), after checking the file is this shard's and holds a key.
  */
-export const readKeyFile = (path: string, shard: Shard): { readonly path: string; readonly keys: ReadonlyArray<string> } => {
+export const readKeyFile = (
+  path: string,
+  shard: Shard
+): { readonly path: string; readonly keys: ReadonlyArray<string> } => {
   const file = keyFilePath(path, shard)
   const me = shardText(shard)
   let text: string
   try {
     text = readFileSync(file, "utf8")
   } catch (error) {
-    const why = (error as NodeJS.ErrnoException).code === "ENOENT" ? "does not exist" : `cannot be read (${error instanceof Error ? error.message : String(error)})`
-    throw new KeyFileProblem(`--keys: ${file}, the keys file of shard ${me}, ${why} (npm run harness -- keys --shards ${shard.count} --out DIR makes one per shard)`)
+    const why = (error as NodeJS.ErrnoException).code === "ENOENT"
+      ? "does not exist"
+      : `cannot be read (${error instanceof Error ? error.message : String(error)})`
+    throw new KeyFileProblem(
+      `--keys: ${file}, the keys file of shard ${me}, ${why} (npm run harness -- keys --shards ${shard.count} --out DIR makes one per shard)`
+    )
   }
   const { keys, shard: named } = parseKeyFile(text, file)
   if (named !== null && (named.index !== shard.index || named.count !== shard.count)) {
-    throw new KeyFileProblem(`--keys: ${file} is the keys file of shard ${shardText(named)} (its line '# shard ${shardText(named)}'), not of --shard ${me}: each shard drives the merchants of its own file`)
+    throw new KeyFileProblem(
+      `--keys: ${file} is the keys file of shard ${shardText(named)} (its line '# shard ${
+        shardText(named)
+      }'), not of --shard ${me}: each shard drives the merchants of its own file`
+    )
   }
   if (named === null && shard.count > 1) {
     throw new KeyFileProblem(
@@ -89,6 +111,10 @@ export const readKeyFile = (path: string, shard: Shard): { readonly path: string
         `(a line '# shard ${me}'; npm run harness -- keys --shards ${shard.count} writes them)`
     )
   }
-  if (keys.length === 0) throw new KeyFileProblem(`--keys: ${file} holds no API key for shard ${me} (one sk_live_... a line): this shard would drive no merchant`)
+  if (keys.length === 0) {
+    throw new KeyFileProblem(
+      `--keys: ${file} holds no API key for shard ${me} (one sk_live_... a line): this shard would drive no merchant`
+    )
+  }
   return { path: file, keys }
 }

@@ -24,7 +24,12 @@ export type LoadModel =
    * `rate`: requests per second; with `stages` (`--stages`, bench/harness/Stages.ts) the curve's
    * peak, the arrivals following the curve.
    */
-  | { readonly kind: "open"; readonly rate: number; readonly arrival: "constant" | "poisson"; readonly stages?: ReadonlyArray<Stage> | null }
+  | {
+    readonly kind: "open"
+    readonly rate: number
+    readonly arrival: "constant" | "poisson"
+    readonly stages?: ReadonlyArray<Stage> | null
+  }
   | { readonly kind: "closed"; readonly connections: number }
 
 export interface LoadPlan {
@@ -46,7 +51,11 @@ export interface LoadPlan {
 }
 
 /** The open model's intended starts, ms from the load's start: along the stages' curve, or `rate`'s gaps. */
-export const openOffsets = (model: Extract<LoadModel, { kind: "open" }>, requestsPerScript: number, seed: number): Generator<number> =>
+export const openOffsets = (
+  model: Extract<LoadModel, { kind: "open" }>,
+  requestsPerScript: number,
+  seed: number
+): Generator<number> =>
   model.stages === undefined || model.stages === null
     ? arrivalOffsets(requestsPerScript * 1000 / model.rate, model.arrival, seed)
     : curveOffsets(model.stages, requestsPerScript, model.arrival, seed)
@@ -143,7 +152,11 @@ export const runLoad = async (
     for (const offset of openOffsets(plan.model, plan.requestsPerScript, plan.seed)) {
       const intendedStartMs = startedAtMs + offset
       if (intendedStartMs >= endMs || full() || started >= scriptCap) break
-      for (let waitMs = intendedStartMs - clock.now(); waitMs >= 1 && !stopped(); waitMs = intendedStartMs - clock.now()) {
+      for (
+        let waitMs = intendedStartMs - clock.now();
+        waitMs >= 1 && !stopped();
+        waitMs = intendedStartMs - clock.now()
+      ) {
         await clock.sleep(plan.shouldStop === undefined ? waitMs : Math.min(waitMs, stopSliceMs))
       }
       if (running.size >= plan.maxConcurrentScripts) heldBack++

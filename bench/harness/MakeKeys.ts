@@ -65,7 +65,11 @@ export const makeKeys = async (
   }))
   const there = files.filter((file) => existsSync(file.path))
   if (there.length > 0) {
-    io.log(`harness keys: ${there[0]!.path} exists (${there.length} of the ${files.length} files): its keys would be lost; choose another --out or remove them`)
+    io.log(
+      `harness keys: ${
+        there[0]!.path
+      } exists (${there.length} of the ${files.length} files): its keys would be lost; choose another --out or remove them`
+    )
     return 2
   }
   // Made before the merchants: a directory that cannot be, fails before any merchant exists.
@@ -83,18 +87,31 @@ export const makeKeys = async (
       }
     }
   } catch (error) {
-    io.log(`harness keys: creating merchant ${made + 1} of ${options.merchants} in ${shown(databaseUrl)} failed: ${error instanceof Error ? error.message : String(error)} (no keys file written)`)
+    io.log(
+      `harness keys: creating merchant ${made + 1} of ${options.merchants} in ${shown(databaseUrl)} failed: ${
+        error instanceof Error ? error.message : String(error)
+      } (no keys file written)`
+    )
     return 1
   } finally {
     await maker.close().catch(() => {})
   }
   for (const file of files) {
-    const comments = [`${keys[file.shard.index]!.length} merchants made by npm run harness -- keys at ${madeAt} in ${shown(databaseUrl)}`]
+    const comments = [
+      `${keys[file.shard.index]!.length} merchants made by npm run harness -- keys at ${madeAt} in ${
+        shown(databaseUrl)
+      }`
+    ]
     writeFileSync(file.path, keyFileText(file.shard, keys[file.shard.index]!, comments), { mode: 0o600, flag: "wx" })
   }
   const rows: Array<readonly [string, string]> = [
     ["merchants", `${made} created in ${shown(databaseUrl)}`],
-    ["webhook URLs", options.webhookUrl === null ? "none (a run registers its receiver's)" : `${webhookUrlOf(options.webhookUrl, 0, 0)} ... (${options.webhookUrl}/m/<j>)`],
+    [
+      "webhook URLs",
+      options.webhookUrl === null
+        ? "none (a run registers its receiver's)"
+        : `${webhookUrlOf(options.webhookUrl, 0, 0)} ... (${options.webhookUrl}/m/<j>)`
+    ],
     ...files.map((file) => {
       const count = keys[file.shard.index]!.length
       return [`shard ${shardText(file.shard)}`, `${count} key${count === 1 ? "" : "s"} in ${file.path}`] as const

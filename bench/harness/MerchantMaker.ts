@@ -10,7 +10,10 @@ import type { Environment } from "../../src/platform/Config.ts"
 import type { Merchants } from "../../src/services/Merchants.ts"
 
 export interface MerchantMaker {
-  readonly create: (name: string, webhookUrl: string | null) => Promise<{ readonly merchantId: string; readonly apiKey: string }>
+  readonly create: (
+    name: string,
+    webhookUrl: string | null
+  ) => Promise<{ readonly merchantId: string; readonly apiKey: string }>
   /** Closes the database pool (once no create is in flight). */
   readonly close: () => Promise<void>
 }
@@ -32,7 +35,9 @@ export const merchantMaker = (environment: Environment): MerchantMaker => {
           Layer.provide(Layer.succeed(References.MinimumLogLevel, "Warn"))
         )
       )
-      const created = await runtime.runPromise(Effect.flatMap(Merchants, (merchants) => merchants.create({ name, webhookUrl })))
+      const created = await runtime.runPromise(
+        Effect.flatMap(Merchants, (merchants) => merchants.create({ name, webhookUrl }))
+      )
       return { merchantId: created.merchant.id, apiKey: created.secret }
     },
     close: async () => {

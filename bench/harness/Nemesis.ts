@@ -12,8 +12,8 @@
  */
 import { Prng } from "../../sim/engine/Prng.ts"
 import { type AvailabilityFigures, type AvailabilityRecorder, sumOf, without } from "./Availability.ts"
-import type { FaultLog, FaultWindow } from "./Contract.ts"
 import type { Clock } from "./Clock.ts"
+import type { FaultLog, FaultWindow } from "./Contract.ts"
 
 export const faultKinds = ["kill", "pause", "db-pause"] as const
 export type FaultKind = (typeof faultKinds)[number]
@@ -47,7 +47,10 @@ export const faultLengthsMs: Readonly<Record<FaultKind, readonly [number, number
 }
 
 /** The faults of a load of `durationMs`: at every period strictly inside it, a kind and an instance drawn from the seed. */
-export const planFaults = (options: NemesisOptions, run: { readonly seed: number; readonly instances: number; readonly durationMs: number }): Array<PlannedFault> => {
+export const planFaults = (
+  options: NemesisOptions,
+  run: { readonly seed: number; readonly instances: number; readonly durationMs: number }
+): Array<PlannedFault> => {
   const prng = Prng.derive(run.seed, "harness-nemesis")
   const faults: Array<PlannedFault> = []
   for (let atMs = options.everyMs; atMs < run.durationMs; atMs += options.everyMs) {
@@ -95,7 +98,12 @@ export interface Nemesis {
   stop(): Promise<void>
 }
 
-export const makeNemesis = (actuator: FaultActuator, clock: Clock, wallClock: () => number, log: (line: string) => void): Nemesis => {
+export const makeNemesis = (
+  actuator: FaultActuator,
+  clock: Clock,
+  wallClock: () => number,
+  log: (line: string) => void
+): Nemesis => {
   const marks: Array<FaultMark> = []
   let stopped = false
   let wakeStop: () => void = () => {}
@@ -128,13 +136,31 @@ export const makeNemesis = (actuator: FaultActuator, clock: Clock, wallClock: ()
     }
     marks.push(mark)
     const target = fault.instance === null ? "the database" : `instance ${fault.instance}`
-    log(`nemesis: ${fault.kind} of ${target} at ${(mark.startMs / 1000).toFixed(1)} s for ${(fault.lengthMs / 1000).toFixed(1)} s`)
+    log(
+      `nemesis: ${fault.kind} of ${target} at ${(mark.startMs / 1000).toFixed(1)} s for ${
+        (fault.lengthMs / 1000).toFixed(1)
+      } s`
+    )
     const instance = fault.instance ?? 0
-    await note(mark, fault.kind === "kill" ? actuator.kill(instance) : fault.kind === "pause" ? actuator.pause(instance) : actuator.pauseDatabase())
+    await note(
+      mark,
+      fault.kind === "kill"
+        ? actuator.kill(instance)
+        : fault.kind === "pause"
+        ? actuator.pause(instance)
+        : actuator.pauseDatabase()
+    )
     // Over at its length, or at once when the load ends first.
     const endAtMs = clock.now() - originMs + fault.lengthMs
     await until(endAtMs)
-    await note(mark, fault.kind === "kill" ? actuator.restart(instance) : fault.kind === "pause" ? actuator.resume(instance) : actuator.resumeDatabase())
+    await note(
+      mark,
+      fault.kind === "kill"
+        ? actuator.restart(instance)
+        : fault.kind === "pause"
+        ? actuator.resume(instance)
+        : actuator.resumeDatabase()
+    )
     mark.endMs = clock.now() - originMs
     mark.endEpochMs = wallClock()
     log(`nemesis: ${fault.kind} of ${target} over at ${(mark.endMs / 1000).toFixed(1)} s (${mark.notes.join("; ")})`)
@@ -143,7 +169,13 @@ export const makeNemesis = (actuator: FaultActuator, clock: Clock, wallClock: ()
     marks,
     log: {
       lastStartedAtMs: () => marks.length === 0 ? Number.NEGATIVE_INFINITY : marks[marks.length - 1]!.startEpochMs,
-      windows: () => marks.map((m): FaultWindow => ({ kind: m.kind, instance: m.instance, startedAtMs: m.startEpochMs, endedAtMs: m.endEpochMs }))
+      windows: () =>
+        marks.map((m): FaultWindow => ({
+          kind: m.kind,
+          instance: m.instance,
+          startedAtMs: m.startEpochMs,
+          endedAtMs: m.endEpochMs
+        }))
     },
     start(plan, origin) {
       originMs = origin
@@ -187,7 +219,11 @@ export interface ClusterAvailability {
 }
 
 /** The faults of the load as the report shows them, each with its window's availability; one still open ends at `loadEndMs`. */
-export const faultFigures = (marks: ReadonlyArray<FaultMark>, recorder: AvailabilityRecorder, loadEndMs: number): Array<FaultFigures> =>
+export const faultFigures = (
+  marks: ReadonlyArray<FaultMark>,
+  recorder: AvailabilityRecorder,
+  loadEndMs: number
+): Array<FaultFigures> =>
   marks.map((mark) => {
     const endMs = mark.endMs ?? loadEndMs
     return {
@@ -201,7 +237,11 @@ export const faultFigures = (marks: ReadonlyArray<FaultMark>, recorder: Availabi
     }
   })
 
-export const clusterAvailability = (recorder: AvailabilityRecorder, faults: ReadonlyArray<FaultFigures>, movedOnRefusal: number): ClusterAvailability => {
+export const clusterAvailability = (
+  recorder: AvailabilityRecorder,
+  faults: ReadonlyArray<FaultFigures>,
+  movedOnRefusal: number
+): ClusterAvailability => {
   const overall = recorder.overall()
   const during = sumOf(faults.map((fault) => fault.availability))
   return { overall, during_faults: during, outside_faults: without(overall, during), moved_on_refusal: movedOnRefusal }

@@ -190,11 +190,16 @@ export class ResponseParser {
     // Only the fields that frame the body are read now; the rest when someone asks (ParsedResponse).
     const lower = head.toLowerCase()
     const connection = fieldOf(lower, "\r\nconnection:")
-    this.keepAlive = head[7] === "1" ? connection === undefined || !connection.includes("close") : connection?.includes("keep-alive") === true
+    this.keepAlive = head[7] === "1"
+      ? connection === undefined || !connection.includes("close")
+      : connection?.includes("keep-alive") === true
     this.status = status
     this.head = head
     const transferEncoding = fieldOf(lower, "\r\ntransfer-encoding:")
-    this.startBody(transferEncoding !== undefined && transferEncoding.includes("chunked"), fieldOf(lower, "\r\ncontent-length:"))
+    this.startBody(
+      transferEncoding !== undefined && transferEncoding.includes("chunked"),
+      fieldOf(lower, "\r\ncontent-length:")
+    )
   }
 
   private startBody(chunked: boolean, contentLength: string | undefined): void {
@@ -214,7 +219,11 @@ export class ResponseParser {
 
   private complete(keepAlive: boolean): void {
     const body = this.body
-    const text = body.length === 0 ? "" : body.length === 1 ? body[0]!.toString("utf8") : Buffer.concat(body).toString("utf8")
+    const text = body.length === 0
+      ? ""
+      : body.length === 1
+      ? body[0]!.toString("utf8")
+      : Buffer.concat(body).toString("utf8")
     const response = new ParsedResponse(this.status, this.head, text)
     this.reading = Reading.Head
     this.body = []
@@ -338,7 +347,9 @@ export const netClient = (targetUrl: string, options: NetClientOptions): NetClie
     const exchange = connection.exchange
     if (exchange !== null && !exchange.settled) {
       const answeredAtClose = connection.connected && connection.parser.end()
-      if (!answeredAtClose) finish(exchange, !connection.connected && connection.error?.code === "ECONNREFUSED" ? refused : lost)
+      if (!answeredAtClose) {
+        finish(exchange, !connection.connected && connection.error?.code === "ECONNREFUSED" ? refused : lost)
+      }
     }
     connection.exchange = null
     while (!closed && open < options.sockets) {
@@ -459,7 +470,15 @@ export const netClient = (targetUrl: string, options: NetClientOptions): NetClie
       new Promise<WireOutcome>((done) => {
         if (closed) return done(lost)
         // The whole exchange, the wait for a connection included, is bounded by the client's timeout.
-        take({ payload: payloadOf(wire), head: wire.method === "HEAD", sentAt: performance.now(), done, settled: false, socketWaitMs: -1, connection: null })
+        take({
+          payload: payloadOf(wire),
+          head: wire.method === "HEAD",
+          sentAt: performance.now(),
+          done,
+          settled: false,
+          socketWaitMs: -1,
+          connection: null
+        })
       }),
     close: () => {
       closed = true

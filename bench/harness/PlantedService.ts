@@ -12,20 +12,6 @@
  */
 import { NodeRuntime } from "@effect/platform-node"
 import { Context, Effect, Layer } from "effect"
-import { Acquirer, type AcquirerShape, operationKeys } from "../../src/acquirer/Acquirer.ts"
-import * as Stripe from "../../src/acquirer/Stripe.ts"
-import type { Change } from "../../src/domain/Payment.ts"
-import { InfrastructureLive, serverLayerWith, ServicesLive, teardown } from "../../src/App.ts"
-import * as RateLimiter from "../../src/http/edge/RateLimiter.ts"
-import * as Config from "../../src/platform/Config.ts"
-import * as Instance from "../../src/platform/Instance.ts"
-import { Payments } from "../../src/services/Payments.ts"
-import { WebhookTransport } from "../../src/platform/WebhookTransport.ts"
-import { Store, type StoreShape } from "../../src/store/Store.ts"
-import { WebhookStore } from "../../src/store/WebhookStore.ts"
-import * as SandboxDisputes from "../../src/workers/SandboxDisputes.ts"
-import * as WebhookDispatcher from "../../src/workers/WebhookDispatcher.ts"
-import * as Workers from "../../src/workers/Workers.ts"
 import {
   changeBug,
   decisionBug,
@@ -39,6 +25,20 @@ import {
   transportBug,
   webhookStoreBug
 } from "../../sim/checks/PlantedBugs.ts"
+import { Acquirer, type AcquirerShape, operationKeys } from "../../src/acquirer/Acquirer.ts"
+import * as Stripe from "../../src/acquirer/Stripe.ts"
+import { InfrastructureLive, serverLayerWith, ServicesLive, teardown } from "../../src/App.ts"
+import type { Change } from "../../src/domain/Payment.ts"
+import * as RateLimiter from "../../src/http/edge/RateLimiter.ts"
+import * as Config from "../../src/platform/Config.ts"
+import * as Instance from "../../src/platform/Instance.ts"
+import { WebhookTransport } from "../../src/platform/WebhookTransport.ts"
+import { Payments } from "../../src/services/Payments.ts"
+import { Store, type StoreShape } from "../../src/store/Store.ts"
+import { WebhookStore } from "../../src/store/WebhookStore.ts"
+import * as SandboxDisputes from "../../src/workers/SandboxDisputes.ts"
+import * as WebhookDispatcher from "../../src/workers/WebhookDispatcher.ts"
+import * as Workers from "../../src/workers/Workers.ts"
 
 /** The variable naming the bug (`Embedded.ts` sets it from `--planted-bug`). */
 export const plantedBugVariable = "HARNESS_PLANTED_BUG"
@@ -50,7 +50,8 @@ export const plantedBugVariable = "HARNESS_PLANTED_BUG"
  */
 export const plantedStore = (bug: PlantedBug, inner: StoreShape): StoreShape => {
   const store = storeBug(bug, inner)
-  const planted = (before: Parameters<typeof changeBug>[1], change: Change) => storedChangeBug(bug, changeBug(bug, before, change))
+  const planted = (before: Parameters<typeof changeBug>[1], change: Change) =>
+    storedChangeBug(bug, changeBug(bug, before, change))
   return {
     ...store,
     insertPayment: (change, flowOwner) => store.insertPayment(planted(null, resumedCreateBug(bug, change)), flowOwner),
@@ -88,9 +89,19 @@ const plantedInfrastructure = (bug: PlantedBug) =>
     Layer.flatMap((context) => {
       const config = Context.get(context, Config.AppConfig)
       const withStore = Context.add(context, Store, plantedStore(bug, Context.get(context, Store)))
-      const withWebhooks = Context.add(withStore, WebhookStore, webhookStoreBug(bug, Context.get(context, WebhookStore), { scheduleMs: config.webhookRetryScheduleMs }))
-      const withAcquirer = Context.add(withWebhooks, Acquirer, plantedAcquirer(bug, config, Context.get(context, Acquirer)))
-      return Layer.succeedContext(Context.add(withAcquirer, WebhookTransport, transportBug(bug, Context.get(context, WebhookTransport))))
+      const withWebhooks = Context.add(
+        withStore,
+        WebhookStore,
+        webhookStoreBug(bug, Context.get(context, WebhookStore), { scheduleMs: config.webhookRetryScheduleMs })
+      )
+      const withAcquirer = Context.add(
+        withWebhooks,
+        Acquirer,
+        plantedAcquirer(bug, config, Context.get(context, Acquirer))
+      )
+      return Layer.succeedContext(
+        Context.add(withAcquirer, WebhookTransport, transportBug(bug, Context.get(context, WebhookTransport)))
+      )
     })
   )
 
@@ -115,7 +126,12 @@ const settle = (bug: PlantedBug) =>
 
 if (process.argv[1]?.endsWith("harness/PlantedService.ts")) {
   const bug = process.env[plantedBugVariable] ?? ""
-  if (!isPlantedBug(bug)) throw new Error(`${plantedBugVariable}: no planted bug '${bug}' (sim/checks/PlantedBugs.ts lists them)`)
+  if (!isPlantedBug(bug)) {
+    throw new Error(`${plantedBugVariable}: no planted bug '${bug}' (sim/checks/PlantedBugs.ts lists them)`)
+  }
   if (process.argv[2] === "settle") NodeRuntime.runMain(settle(bug), { teardown })
-  else NodeRuntime.runMain(Effect.flatMap(Config.AppConfig, (config) => Layer.launch(app(bug, config))).pipe(Effect.provide(Config.layer)), { teardown })
+  else {NodeRuntime.runMain(
+      Effect.flatMap(Config.AppConfig, (config) => Layer.launch(app(bug, config))).pipe(Effect.provide(Config.layer)),
+      { teardown }
+    )}
 }

@@ -28,19 +28,36 @@ const label = (value: string) => value.replace(/\\/g, "\\\\").replace(/"/g, "\\\
 /** The figures as Prometheus text (format 0.0.4). */
 export const prometheusText = (figures: LiveFigures): string => {
   const lines: Array<string> = []
-  const gauge = (name: string, help: string, value: number) => lines.push(`# HELP ${name} ${help}`, `# TYPE ${name} gauge`, `${name} ${value}`)
-  if (figures.offeredPerSecond !== null) gauge("harness_offered_requests_per_second", "Requests a second the open model offers.", figures.offeredPerSecond)
-  gauge("harness_achieved_requests_per_second", "Requests a second answered over the last progress interval.", figures.achievedPerSecond)
+  const gauge = (name: string, help: string, value: number) =>
+    lines.push(`# HELP ${name} ${help}`, `# TYPE ${name} gauge`, `${name} ${value}`)
+  if (figures.offeredPerSecond !== null) {
+    gauge("harness_offered_requests_per_second", "Requests a second the open model offers.", figures.offeredPerSecond)
+  }
+  gauge(
+    "harness_achieved_requests_per_second",
+    "Requests a second answered over the last progress interval.",
+    figures.achievedPerSecond
+  )
   gauge("harness_requests_in_flight", "Requests sent and not answered yet.", figures.inFlight)
   gauge("harness_requests_sent", "Requests sent so far.", figures.requestsSent)
   gauge("harness_laws_violated", "Laws violated so far (checked after the drain).", figures.lawsViolated)
-  lines.push("# HELP harness_responses_total Answers by route and status (dropped, refused: no answer).", "# TYPE harness_responses_total counter")
+  lines.push(
+    "# HELP harness_responses_total Answers by route and status (dropped, refused: no answer).",
+    "# TYPE harness_responses_total counter"
+  )
   for (const route of figures.routes) {
-    for (const [status, count] of route.statusCodes) lines.push(`harness_responses_total{route="${label(route.route)}",status="${label(String(status))}"} ${count}`)
+    for (const [status, count] of route.statusCodes) {
+      lines.push(`harness_responses_total{route="${label(route.route)}",status="${label(String(status))}"} ${count}`)
+    }
   }
-  lines.push("# HELP harness_latency_seconds Latency from each request's intended start, by route.", "# TYPE harness_latency_seconds summary")
+  lines.push(
+    "# HELP harness_latency_seconds Latency from each request's intended start, by route.",
+    "# TYPE harness_latency_seconds summary"
+  )
   for (const route of figures.routes) {
-    for (const [quantile, ms] of route.quantilesMs) lines.push(`harness_latency_seconds{route="${label(route.route)}",quantile="${quantile}"} ${ms / 1000}`)
+    for (const [quantile, ms] of route.quantilesMs) {
+      lines.push(`harness_latency_seconds{route="${label(route.route)}",quantile="${quantile}"} ${ms / 1000}`)
+    }
     lines.push(`harness_latency_seconds_count{route="${label(route.route)}"} ${route.count}`)
   }
   return `${lines.join("\n")}\n`

@@ -9,7 +9,12 @@ import * as hdr from "hdr-histogram-js"
 /** Latencies are recorded in microseconds, from 1 µs to 10 minutes, with 3 significant digits. */
 const highestMicros = 600_000_000
 const newHistogram = (digits: 2 | 3 = 3) =>
-  hdr.build({ lowestDiscernibleValue: 1, highestTrackableValue: highestMicros, numberOfSignificantValueDigits: digits, autoResize: false })
+  hdr.build({
+    lowestDiscernibleValue: 1,
+    highestTrackableValue: highestMicros,
+    numberOfSignificantValueDigits: digits,
+    autoResize: false
+  })
 
 const toMicros = (ms: number) => Math.min(highestMicros, Math.max(1, Math.round(ms * 1000)))
 
@@ -27,8 +32,10 @@ export const routeTemplate = (method: string, path: string) => {
   const query = path.indexOf("?")
   const bare = query === -1 ? path : path.slice(0, query)
   const segments = bare.split("/").map((segment) =>
-    /^v\d+$/.test(segment) || segment === "" ? segment
-      : /^\d+$/.test(segment) || /^[a-z]{2,8}_[A-Za-z0-9_-]{8,}$/.test(segment) || /\d/.test(segment) ? ":id"
+    /^v\d+$/.test(segment) || segment === "" ?
+      segment
+      : /^\d+$/.test(segment) || /^[a-z]{2,8}_[A-Za-z0-9_-]{8,}$/.test(segment) || /\d/.test(segment) ?
+      ":id"
       : segment
   )
   return `${method} ${segments.join("/")}`
@@ -195,12 +202,21 @@ export class Recorder {
   }
 
   /** Each route's answers so far by status, and its latency percentiles (ms), for live telemetry. */
-  routesNow(): Array<{ readonly route: string; readonly statusCodes: ReadonlyMap<Status, number>; readonly count: number; readonly quantilesMs: ReadonlyArray<readonly [number, number]> }> {
+  routesNow(): Array<
+    {
+      readonly route: string
+      readonly statusCodes: ReadonlyMap<Status, number>
+      readonly count: number
+      readonly quantilesMs: ReadonlyArray<readonly [number, number]>
+    }
+  > {
     return [...this.routes].map(([route, counters]) => ({
       route,
       statusCodes: counters.statusCodes,
       count: counters.histogram.totalCount,
-      quantilesMs: [0.5, 0.9, 0.99, 0.999].map((q) => [q, counters.histogram.getValueAtPercentile(q * 100) / 1000] as const)
+      quantilesMs: [0.5, 0.9, 0.99, 0.999].map((q) =>
+        [q, counters.histogram.getValueAtPercentile(q * 100) / 1000] as const
+      )
     }))
   }
 
@@ -237,7 +253,15 @@ export class Recorder {
     this.interval.recordValue(micros)
     let counters = this.routes.get(route)
     if (counters === undefined) {
-      counters = { histogram: newHistogram(), statusCodes: new Map(), errors: 0, second: newHistogram(2), seconds: [], socketWait: newHistogram(2), service: newHistogram(2) }
+      counters = {
+        histogram: newHistogram(),
+        statusCodes: new Map(),
+        errors: 0,
+        second: newHistogram(2),
+        seconds: [],
+        socketWait: newHistogram(2),
+        service: newHistogram(2)
+      }
       this.routes.set(route, counters)
     }
     counters.histogram.recordValue(micros)
@@ -304,7 +328,12 @@ export class Recorder {
   /** Requests and errors since the last call, and the whole run's p50 and p99 so far (ms). */
   /** The requests answered since the last call, their errors and their own percentiles (not the run's so far). */
   takeInterval() {
-    const taken = { requests: this.intervalRequests, errors: this.intervalErrors, p50: this.interval.getValueAtPercentile(50) / 1000, p99: this.interval.getValueAtPercentile(99) / 1000 }
+    const taken = {
+      requests: this.intervalRequests,
+      errors: this.intervalErrors,
+      p50: this.interval.getValueAtPercentile(50) / 1000,
+      p99: this.interval.getValueAtPercentile(99) / 1000
+    }
     this.intervalRequests = 0
     this.intervalErrors = 0
     this.interval.reset()
@@ -314,26 +343,30 @@ export class Recorder {
   /** The figures so far; the second in progress is closed at `endMs`. */
   finish(endMs: number) {
     const last = Math.max(0, Math.ceil((endMs - this.startMs) / 1000))
-    if (this.current.totalCount > 0 || this.currentSecond < last) this.closeSeconds(Math.max(last, this.currentSecond + (this.current.totalCount > 0 ? 1 : 0)))
+    if (this.current.totalCount > 0 || this.currentSecond < last) {
+      this.closeSeconds(Math.max(last, this.currentSecond + (this.current.totalCount > 0 ? 1 : 0)))
+    }
     const statusCodes: Record<string, number> = {}
-    const routes: Array<RouteFigures> = [...this.routes].sort(([a], [b]) => a.localeCompare(b)).map(([route, counters]) => {
-      const codes: Record<string, number> = {}
-      for (const [status, count] of counters.statusCodes) {
-        codes[String(status)] = count
-        statusCodes[String(status)] = (statusCodes[String(status)] ?? 0) + count
+    const routes: Array<RouteFigures> = [...this.routes].sort(([a], [b]) => a.localeCompare(b)).map(
+      ([route, counters]) => {
+        const codes: Record<string, number> = {}
+        for (const [status, count] of counters.statusCodes) {
+          codes[String(status)] = count
+          statusCodes[String(status)] = (statusCodes[String(status)] ?? 0) + count
+        }
+        return {
+          route,
+          requests: counters.histogram.totalCount,
+          errors: counters.errors,
+          status_codes: codes,
+          latency_ms: percentilesOf(counters.histogram),
+          histogram_us: encodeHistogram(counters.histogram),
+          timeline: [...counters.seconds],
+          socket_wait_ms: percentilesOf(counters.socketWait),
+          service_ms: percentilesOf(counters.service)
+        }
       }
-      return {
-        route,
-        requests: counters.histogram.totalCount,
-        errors: counters.errors,
-        status_codes: codes,
-        latency_ms: percentilesOf(counters.histogram),
-        histogram_us: encodeHistogram(counters.histogram),
-        timeline: [...counters.seconds],
-        socket_wait_ms: percentilesOf(counters.socketWait),
-        service_ms: percentilesOf(counters.service)
-      }
-    })
+    )
     return {
       requests: this.requests,
       errors: this.errors,

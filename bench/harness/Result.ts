@@ -2,11 +2,19 @@
  * The harness's JSON result (for CI and for `harness merge`) and the merge of several shards'
  * results: histograms are decoded and added, then percentiles read from the sum.
  */
-import type { SaturationFigures } from "./Saturation.ts"
 import type { CapacityFigures } from "./Capacity.ts"
-import type { ClusterAvailability, FaultFigures } from "./Nemesis.ts"
 import type { LawResult, Violation } from "./Contract.ts"
-import { decodeHistogram, encodeHistogram, mergeEncoded, percentilesOf, type Percentiles, type RouteFigures, type SecondFigures } from "./Recorder.ts"
+import type { ClusterAvailability, FaultFigures } from "./Nemesis.ts"
+import {
+  decodeHistogram,
+  encodeHistogram,
+  mergeEncoded,
+  type Percentiles,
+  percentilesOf,
+  type RouteFigures,
+  type SecondFigures
+} from "./Recorder.ts"
+import type { SaturationFigures } from "./Saturation.ts"
 import { evaluateSlo, type ObjectiveResult, parseSloFlags } from "./Slo.ts"
 
 /** At most this many violations of one law are kept in the result (the count is kept whole). */
@@ -92,7 +100,9 @@ export interface HarnessResult {
   readonly service_histogram_us?: string
   readonly timeline: ReadonlyArray<SecondFigures>
   /** `--stages`: each stage's span on the timeline, seconds from the load's start (absent without stages and in merges). */
-  readonly stage_spans?: ReadonlyArray<{ readonly stage: number; readonly text: string; readonly from_s: number; readonly to_s: number }>
+  readonly stage_spans?: ReadonlyArray<
+    { readonly stage: number; readonly text: string; readonly from_s: number; readonly to_s: number }
+  >
   readonly cpu: {
     readonly harness_s: number
     readonly harness_ms_per_request: number | null
@@ -115,7 +125,12 @@ export interface HarnessResult {
   /** Every law held and every objective was met. */
   readonly passed: boolean
   /** `--abort-on-fail` stopped the load: the objective lost for good, why, when (s into the load), against how many planned requests; null: it ran to its end. */
-  readonly aborted?: { readonly objective: string; readonly reason: string; readonly at_s: number; readonly planned_requests: number } | null
+  readonly aborted?: {
+    readonly objective: string
+    readonly reason: string
+    readonly at_s: number
+    readonly planned_requests: number
+  } | null
   /** `--find-capacity`: the search, its steps and the sustained rate; the result's own figures are the sustained step's (absent without it). */
   readonly capacity?: CapacityFigures
   /** A merged result's shards, each as it ran (absent in one shard's result: its `config` says it). */
@@ -187,7 +202,11 @@ const sumCounts = (parts: ReadonlyArray<Record<string, number>>) => {
 
 const mergedFigures = (histograms: ReadonlyArray<string>) => {
   const histogram = mergeEncoded(histograms)
-  const figures = { latency_ms: percentilesOf(histogram), histogram_us: encodeHistogram(histogram), count: histogram.totalCount }
+  const figures = {
+    latency_ms: percentilesOf(histogram),
+    histogram_us: encodeHistogram(histogram),
+    count: histogram.totalCount
+  }
   histogram.destroy()
   return figures
 }
@@ -198,7 +217,13 @@ const distinct = <A>(values: ReadonlyArray<A>) => [...new Set(values)]
 /** The load a configuration describes: `open, 175 requests/s constant`, `closed, 8 connections`, or both joined by `+`. */
 export const loadText = (config: HarnessResult["config"]) =>
   [
-    ...(config.rate_per_s === null ? [] : [`open, ${(config.stages ?? null) === null ? `${config.rate_per_s} requests/s` : `stages ${config.stages}`}${config.arrival === null ? "" : ` ${config.arrival}`}`]),
+    ...(config.rate_per_s === null
+      ? []
+      : [
+        `open, ${(config.stages ?? null) === null ? `${config.rate_per_s} requests/s` : `stages ${config.stages}`}${
+          config.arrival === null ? "" : ` ${config.arrival}`
+        }`
+      ]),
     ...(config.connections === null ? [] : [`closed, ${config.connections} connections`])
   ].join(" + ")
 
@@ -250,7 +275,11 @@ export const mergeResults = (results: ReadonlyArray<HarnessResult>): HarnessResu
   if (results.length === 0) throw new Error("nothing to merge")
   for (const result of results) {
     if (result.format !== "payments-harness/2") {
-      throw new Error(`not a harness result of this version (format ${String(result.format)}; payments-harness/1 files, from before the units in keys, are not merged)`)
+      throw new Error(
+        `not a harness result of this version (format ${
+          String(result.format)
+        }; payments-harness/1 files, from before the units in keys, are not merged)`
+      )
     }
   }
   const overall = mergedFigures(results.map((r) => r.histogram_us))
@@ -305,7 +334,10 @@ export const mergeResults = (results: ReadonlyArray<HarnessResult>): HarnessResu
     }
   })
   const phases = results.every((r) => r.socket_wait_histogram_us !== undefined && r.service_histogram_us !== undefined)
-    ? { wait: mergedFigures(results.map((r) => r.socket_wait_histogram_us!)), service: mergedFigures(results.map((r) => r.service_histogram_us!)) }
+    ? {
+      wait: mergedFigures(results.map((r) => r.socket_wait_histogram_us!)),
+      service: mergedFigures(results.map((r) => r.service_histogram_us!))
+    }
     : null
   const requests = results.reduce((n, r) => n + r.requests, 0)
   const errors = results.reduce((n, r) => n + r.errors, 0)
@@ -315,10 +347,14 @@ export const mergeResults = (results: ReadonlyArray<HarnessResult>): HarnessResu
   const serviceCpus = results.map((r) => r.cpu.service_s)
   const serviceCpu = serviceCpus.every((s) => s === null) ? null : serviceCpus.reduce<number>((n, s) => n + (s ?? 0), 0)
   const postgresCpus = results.map((r) => r.cpu.postgres_s ?? null)
-  const postgresCpu = postgresCpus.every((s) => s === null) ? null : postgresCpus.reduce<number>((n, s) => n + (s ?? 0), 0)
+  const postgresCpu = postgresCpus.every((s) => s === null)
+    ? null
+    : postgresCpus.reduce<number>((n, s) => n + (s ?? 0), 0)
   const sloText = results.find((r) => r.config.slo !== null)?.config.slo ?? null
   const parsedSlo = sloText === null ? null : parseSloFlags([sloText])
-  const slo = parsedSlo === null || "error" in parsedSlo ? [] : evaluateSlo(parsedSlo.objectives, { requests, errors, rate, latency_ms: overall.latency_ms, routes })
+  const slo = parsedSlo === null || "error" in parsedSlo
+    ? []
+    : evaluateSlo(parsedSlo.objectives, { requests, errors, rate, latency_ms: overall.latency_ms, routes })
   // From the first shard's start to the last one's end.
   const endEpochMs = Math.max(...results.map((r) => r.start_epoch_ms + r.load_s * 1000))
   return {

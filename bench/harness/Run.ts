@@ -7,23 +7,37 @@
 import type { Server } from "node:http"
 import { join } from "node:path"
 import { postgresCpuSeconds } from "../host.ts"
+import { abortWatch, plannedRequests } from "./Abort.ts"
 import { AvailabilityRecorder } from "./Availability.ts"
 import type { RunOptions } from "./Cli.ts"
 import { type Clock, realClock } from "./Clock.ts"
 import type { LawResult, Scenario } from "./Contract.ts"
-import { type HarnessProcessor, startHarnessProcessor } from "./HarnessProcessor.ts"
 import { type EmbeddedService, startEmbeddedService } from "./Embedded.ts"
+import { type HarnessProcessor, startHarnessProcessor } from "./HarnessProcessor.ts"
 import { readKeyFile } from "./KeyFile.ts"
 import { type LoadModel, type LoadOutcome, runLoad } from "./LoadModel.ts"
-import { clusterAvailability, type ClusterAvailability, faultFigures, type FaultFigures, makeNemesis, type Nemesis, planFaults } from "./Nemesis.ts"
+import {
+  type ClusterAvailability,
+  clusterAvailability,
+  type FaultFigures,
+  faultFigures,
+  makeNemesis,
+  type Nemesis,
+  planFaults
+} from "./Nemesis.ts"
 import { servePrometheus } from "./Prometheus.ts"
 import { type JudgeRules, Recorder, type Status } from "./Recorder.ts"
-import { abortWatch, plannedRequests } from "./Abort.ts"
 import { saturated, saturationOf } from "./Saturation.ts"
 import { loadScenario } from "./Scenarios.ts"
 import { evaluateSlo, type ObjectiveResult } from "./Slo.ts"
 import { rateAt, stageAt, stageText } from "./Stages.ts"
-import { type BalancedClient, balancedClient, httpClient, type RecordingTransport, recordingTransport } from "./Transport.ts"
+import {
+  type BalancedClient,
+  balancedClient,
+  httpClient,
+  type RecordingTransport,
+  recordingTransport
+} from "./Transport.ts"
 
 export interface Io {
   /** Diagnostics and progress (stderr). */
@@ -79,19 +93,27 @@ export const harnessLaw = (message: string): LawResult => ({
 })
 
 /** Starts (or reaches) the service and sets the scenario up on it; a failed set-up is a failure, not a throw. */
-export const openSession = async (options: RunOptions, io: Io, given: { readonly scenario?: Scenario; readonly clock?: Clock }): Promise<Session> => {
+export const openSession = async (
+  options: RunOptions,
+  io: Io,
+  given: { readonly scenario?: Scenario; readonly clock?: Clock }
+): Promise<Session> => {
   const scenario: Scenario = given.scenario ?? await loadScenario(options.scenario)
   const clock = given.clock ?? realClock
   // The shard's own keys file, every key of it (KeyFile.ts: one file per shard, used whole).
   const apiKeys = options.keysFile === null ? null : readKeyFile(options.keysFile, options.shard).keys
   const startedAt = new Date()
-  const name = `harness-${options.scenario}-${options.shard.index}of${options.shard.count}-${startedAt.toISOString().replace(/[:.]/g, "-")}`
+  const name = `harness-${options.scenario}-${options.shard.index}of${options.shard.count}-${
+    startedAt.toISOString().replace(/[:.]/g, "-")
+  }`
   let embedded: EmbeddedService | null = null
   let processor: HarnessProcessor | null = null
   if (options.targetUrl === null) {
     io.log("starting the service on an embedded PostgreSQL...")
     try {
-      if (options.processor !== null) processor = await startHarnessProcessor({ lostAnswerRate: options.processor.lostAnswerRate, log: io.log })
+      if (options.processor !== null) {
+        processor = await startHarnessProcessor({ lostAnswerRate: options.processor.lostAnswerRate, log: io.log })
+      }
       embedded = await startEmbeddedService({
         logFile: join(options.reportDirectory, `${name}.service.log`),
         log: io.log,
@@ -109,14 +131,29 @@ export const openSession = async (options: RunOptions, io: Io, given: { readonly
   }
   // Every instance, requests spread over them in turn; the scenario is told the first.
   const targetUrls = embedded?.baseUrls ?? options.targetUrls
-  const client = balancedClient(targetUrls.map((url) => httpClient(url, { sockets: options.sockets, timeoutMs: options.timeoutMs })))
+  const client = balancedClient(
+    targetUrls.map((url) => httpClient(url, { sockets: options.sockets, timeoutMs: options.timeoutMs }))
+  )
   const outside = new Recorder(clock.now())
   const sink: Session["sink"] = { recorder: outside, availability: null }
   const rssStart = process.memoryUsage.rss() / 2 ** 20
   const session: Session = {
-    options, io, scenario, clock, name, startedAt, embedded, processor, targetUrls, client, sink, outside,
+    options,
+    io,
+    scenario,
+    clock,
+    name,
+    startedAt,
+    embedded,
+    processor,
+    targetUrls,
+    client,
+    sink,
+    outside,
     merchants: apiKeys?.length ?? options.merchants,
-    nemesis: options.nemesis === null || embedded === null ? null : makeNemesis(embedded.faults, clock, Date.now, io.log),
+    nemesis: options.nemesis === null || embedded === null
+      ? null
+      : makeNemesis(embedded.faults, clock, Date.now, io.log),
     // As many requests on the wire as sockets: the rest wait in the transport, where the wait counts
     // in their latency but not in the client timeout (which is the service's time to answer).
     transport: recordingTransport(client, clock, sink, options.sockets),
@@ -195,8 +232,15 @@ export interface LoadFigures {
 }
 
 const noOutcome = (atMs: number): LoadOutcome => ({
-  scriptsStarted: 0, scriptsLate: 0, startLagMs: { p50: 0, p99: 0, max: 0 }, scriptsHeldBack: 0,
-  startedAtMs: atMs, loadEndedAtMs: atMs, endedAtMs: atMs, scriptFailures: 0, firstFailure: null
+  scriptsStarted: 0,
+  scriptsLate: 0,
+  startLagMs: { p50: 0, p99: 0, max: 0 },
+  scriptsHeldBack: 0,
+  startedAtMs: atMs,
+  loadEndedAtMs: atMs,
+  endedAtMs: atMs,
+  scriptFailures: 0,
+  firstFailure: null
 })
 
 /** Drives one load over the session (nothing when the set-up failed) and reads its figures. */
@@ -206,7 +250,11 @@ export const driveLoad = async (session: Session, spec: LoadSpec): Promise<LoadF
   const startEpochMs = Date.now()
   const rules: JudgeRules | null = spec.warmupMs === 0 && spec.judgedCap === null && spec.onJudged === undefined
     ? null
-    : { fromMs: loadStartMs + spec.warmupMs, cap: spec.judgedCap, ...(spec.onJudged === undefined ? {} : { onJudged: spec.onJudged }) }
+    : {
+      fromMs: loadStartMs + spec.warmupMs,
+      cap: spec.judgedCap,
+      ...(spec.onJudged === undefined ? {} : { onJudged: spec.onJudged })
+    }
   const recorder = new Recorder(loadStartMs, rules)
   const availability = new AvailabilityRecorder(loadStartMs)
   session.sink.recorder = recorder
@@ -221,7 +269,10 @@ export const driveLoad = async (session: Session, spec: LoadSpec): Promise<LoadF
   const firstScript = session.scriptsStarted
   try {
     if (session.setUp) {
-      nemesis?.start(planFaults(options.nemesis!, { seed: options.seed, instances: options.instances, durationMs: spec.durationMs }), loadStartMs)
+      nemesis?.start(
+        planFaults(options.nemesis!, { seed: options.seed, instances: options.instances, durationMs: spec.durationMs }),
+        loadStartMs
+      )
       outcome = await runLoad(
         {
           model: spec.model,
@@ -237,7 +288,9 @@ export const driveLoad = async (session: Session, spec: LoadSpec): Promise<LoadF
         () => transport.sent() - sentBefore
       )
       session.scriptsStarted += outcome.scriptsStarted
-      if (outcome.scriptFailures > 0) failOf(session)("scripts", `${outcome.scriptFailures} script(s) rejected; the first: ${outcome.firstFailure}`)
+      if (outcome.scriptFailures > 0) {
+        failOf(session)("scripts", `${outcome.scriptFailures} script(s) rejected; the first: ${outcome.firstFailure}`)
+      }
     }
     // The faults stop with the load: the drain and the laws see the cluster whole again.
     await nemesis?.stop()
@@ -246,16 +299,27 @@ export const driveLoad = async (session: Session, spec: LoadSpec): Promise<LoadF
   }
   session.sink.availability = null
   session.sink.recorder = session.outside
-  const faults = nemesis === null ? undefined : faultFigures(nemesis.marks, availability, outcome.endedAtMs - loadStartMs)
+  const faults = nemesis === null
+    ? undefined
+    : faultFigures(nemesis.marks, availability, outcome.endedAtMs - loadStartMs)
   const cpuUsed = process.cpuUsage(cpuBefore)
   const postgresCpuAfter = postgresCpuSeconds(embedded?.postmasterPid ?? null)
   const load = recorder.finish(outcome.endedAtMs)
   return {
-    outcome, recorder, load, loadStartMs, startEpochMs, faults,
+    outcome,
+    recorder,
+    load,
+    loadStartMs,
+    startEpochMs,
+    faults,
     judged: recorder.judged === null ? load : recorder.judged.finish(outcome.endedAtMs),
     harnessCpuSeconds: (cpuUsed.user + cpuUsed.system) / 1e6,
-    serviceCpuSeconds: embedded === null || serviceCpuBefore === null ? null : embedded.serviceCpuSeconds() - serviceCpuBefore,
-    postgresCpuSeconds: postgresCpuBefore === null || postgresCpuAfter === null ? null : postgresCpuAfter - postgresCpuBefore,
+    serviceCpuSeconds: embedded === null || serviceCpuBefore === null
+      ? null
+      : embedded.serviceCpuSeconds() - serviceCpuBefore,
+    postgresCpuSeconds: postgresCpuBefore === null || postgresCpuAfter === null
+      ? null
+      : postgresCpuAfter - postgresCpuBefore,
     availability: clusterAvailability(availability, faults ?? [], session.client.movedOn() - movedBefore)
   }
 }
@@ -269,7 +333,9 @@ export const offeredText = (model: LoadModel, atMs: number) => {
   if (model.kind === "closed") return ""
   if (!model.stages) return ` of ${model.rate} offered`
   const { index, stage } = stageAt(model.stages, atMs)
-  return ` of ${rateAt(model.stages, atMs).toFixed(0)} offered (stage ${index + 1}/${model.stages.length}, ${stageText(stage)})`
+  return ` of ${rateAt(model.stages, atMs).toFixed(0)} offered (stage ${index + 1}/${model.stages.length}, ${
+    stageText(stage)
+  })`
 }
 
 /**
@@ -278,7 +344,13 @@ export const offeredText = (model: LoadModel, atMs: number) => {
  * (answers a second against the offered rate, percentiles, errors), not the run's so far. Also
  * the RSS samples and, with --prometheus-port, the metrics endpoint.
  */
-const startLiveFigures = async (session: Session, spec: LoadSpec, recorder: Recorder, loadStartMs: number, sentBefore: number) => {
+const startLiveFigures = async (
+  session: Session,
+  spec: LoadSpec,
+  recorder: Recorder,
+  loadStartMs: number,
+  sentBefore: number
+) => {
   const { io, options, clock, transport } = session
   const showProgress = io.progress !== null
   const everyTicks = io.progress !== null && !io.progress.isTTY && !options.progress ? 5 : 1
@@ -305,8 +377,13 @@ const startLiveFigures = async (session: Session, spec: LoadSpec, recorder: Reco
     const nowMs = clock.now()
     const interval = recorder.takeInterval()
     achievedPerSecond = interval.requests / ((nowMs - lastTickMs) / 1000)
-    const line = `${spec.label ?? ""}${((nowMs - loadStartMs) / 1000).toFixed(0)}s  ${achievedPerSecond.toFixed(0)} req/s${offeredText(spec.model, nowMs - loadStartMs)}  ` +
-      `p50 ${interval.p50.toFixed(1)} ms  p99 ${interval.p99.toFixed(1)} ms  errors ${interval.errors}  in flight ${transport.inFlight()}`
+    const line =
+      `${spec.label ?? ""}${((nowMs - loadStartMs) / 1000).toFixed(0)}s  ${achievedPerSecond.toFixed(0)} req/s${
+        offeredText(spec.model, nowMs - loadStartMs)
+      }  ` +
+      `p50 ${interval.p50.toFixed(1)} ms  p99 ${
+        interval.p99.toFixed(1)
+      } ms  errors ${interval.errors}  in flight ${transport.inFlight()}`
     lastTickMs = nowMs
     io.progress!.write(io.progress!.isTTY ? `\r\x1b[K${line}` : `${line}\n`)
   }, 1000)
@@ -326,32 +403,64 @@ export const abortSpec = (session: Session, model: LoadModel, durationMs: number
   const none = { spec: { judgedCap: null }, watch: null, planned: null }
   if ((!options.abortOnFail && !always) || options.slo.length === 0) return none
   const planned = plannedRequests({
-    model, durationMs, warmupMs: options.warmupMs, maxRequests: options.maxRequests,
-    requestsPerScript: session.scenario.requestsPerScript, seed: options.seed
+    model,
+    durationMs,
+    warmupMs: options.warmupMs,
+    maxRequests: options.maxRequests,
+    requestsPerScript: session.scenario.requestsPerScript,
+    seed: options.seed
   })
   if (planned === null) return none
   const watch = abortWatch(options.slo, planned)
-  if (!always) session.io.log(`--abort-on-fail: ${planned} requests planned after the warm-up; the objectives judge at most those`)
-  return { spec: { judgedCap: planned, onJudged: watch.observe, shouldStop: () => watch.lost() !== null }, watch, planned }
+  if (!always) {
+    session.io.log(`--abort-on-fail: ${planned} requests planned after the warm-up; the objectives judge at most those`)
+  }
+  return {
+    spec: { judgedCap: planned, onJudged: watch.observe, shouldStop: () => watch.lost() !== null },
+    watch,
+    planned
+  }
 }
 
 /** What a load is judged by: the saturation verdict and the objectives, over its judged requests. */
-export const judgeLoad = (session: Session, figures: LoadFigures, model: LoadModel, allowSaturation = session.options.allowSaturation) => {
+export const judgeLoad = (
+  session: Session,
+  figures: LoadFigures,
+  model: LoadModel,
+  allowSaturation = session.options.allowSaturation
+) => {
   const { options } = session
   const { outcome, judged } = figures
   const saturation = saturationOf({
-    model, outcome, times: figures.recorder, shiftMs: judged.latency_ms.p50, driverCpuSeconds: figures.harnessCpuSeconds, warmupMs: options.warmupMs
+    model,
+    outcome,
+    times: figures.recorder,
+    shiftMs: judged.latency_ms.p50,
+    driverCpuSeconds: figures.harnessCpuSeconds,
+    warmupMs: options.warmupMs
   })
   const rate = saturation.achieved_per_s
   const slo: Array<ObjectiveResult> = [
     ...evaluateSlo(options.slo, {
-      requests: judged.requests, errors: judged.errors, rate, latency_ms: judged.latency_ms, routes: judged.routes,
-      windowSeconds: Math.max(0.001, outcome.loadEndedAtMs - Math.min(outcome.loadEndedAtMs, outcome.startedAtMs + options.warmupMs)) / 1000
+      requests: judged.requests,
+      errors: judged.errors,
+      rate,
+      latency_ms: judged.latency_ms,
+      routes: judged.routes,
+      windowSeconds: Math.max(
+        0.001,
+        outcome.loadEndedAtMs - Math.min(outcome.loadEndedAtMs, outcome.startedAtMs + options.warmupMs)
+      ) / 1000
     }),
     // Built in: a run that fell behind its offered rate measured a queue (docs/harness.md, "Saturation").
     ...(saturation.offered_per_s === null || allowSaturation || !session.setUp
       ? []
-      : [{ objective: `kept pace with the offered rate (${saturation.verdict})`, route: null, measured_share: saturation.achieved_share ?? 0, met: !saturated(saturation) }])
+      : [{
+        objective: `kept pace with the offered rate (${saturation.verdict})`,
+        route: null,
+        measured_share: saturation.achieved_share ?? 0,
+        met: !saturated(saturation)
+      }])
   ]
   return { saturation, rate, slo }
 }

@@ -96,25 +96,45 @@ export const saturationOf = (input: SaturationInput): SaturationFigures => {
   const answered = times.answeredBetween(fromMs + shiftMs, outcome.loadEndedAtMs + shiftMs)
   const issued = times.issuedBetween(fromMs, outcome.loadEndedAtMs)
   const achieved = answered / (spanMs / 1000)
-  const common = { achieved_per_s: achieved, send_lag_ms: outcome.startLagMs, scripts_held_back: outcome.scriptsHeldBack }
+  const common = {
+    achieved_per_s: achieved,
+    send_lag_ms: outcome.startLagMs,
+    scripts_held_back: outcome.scriptsHeldBack
+  }
   if (model.kind === "closed") return { verdict: "closed model", offered_per_s: null, achieved_share: null, ...common }
-  const windows = model.stages === undefined || model.stages === null ? undefined : stageWindows(model.stages, { ...input, fromMs })
+  const windows = model.stages === undefined || model.stages === null
+    ? undefined
+    : stageWindows(model.stages, { ...input, fromMs })
   const share = issued === 0 ? 0 : Math.min(1, answered / issued)
   const windowBehind = (windows ?? []).some((w) => w.share !== null && w.share < achievedShare)
-  const behind = share < achievedShare || windowBehind || outcome.scriptsHeldBack > 0 || outcome.startLagMs.p99 > driverLagBoundMs
+  const behind = share < achievedShare || windowBehind || outcome.scriptsHeldBack > 0 ||
+    outcome.startLagMs.p99 > driverLagBoundMs
   const cpu = input.driverCpuSeconds ?? null
-  const driverBusy = cpu !== null && cpu / Math.max(0.001, (outcome.endedAtMs - outcome.startedAtMs) / 1000) >= driverBusyShare
+  const driverBusy = cpu !== null &&
+    cpu / Math.max(0.001, (outcome.endedAtMs - outcome.startedAtMs) / 1000) >= driverBusyShare
   const verdict: SaturationVerdict = !behind
     ? "kept pace"
     : driverBusy || (outcome.scriptsHeldBack === 0 && outcome.startLagMs.p99 > driverLagBoundMs)
     ? "the driver fell behind"
     : "the service fell behind"
-  const offered = windows === undefined ? model.rate : offeredBetween(model.stages!, fromMs - outcome.startedAtMs, outcome.loadEndedAtMs - outcome.startedAtMs) / (spanMs / 1000)
-  return { verdict, offered_per_s: offered, achieved_share: share, ...common, ...(windows === undefined ? {} : { windows }) }
+  const offered = windows === undefined
+    ? model.rate
+    : offeredBetween(model.stages!, fromMs - outcome.startedAtMs, outcome.loadEndedAtMs - outcome.startedAtMs) /
+      (spanMs / 1000)
+  return {
+    verdict,
+    offered_per_s: offered,
+    achieved_share: share,
+    ...common,
+    ...(windows === undefined ? {} : { windows })
+  }
 }
 
 /** The load window by window along the curve, from `fromMs` (after the warm-up) to the last script's start. */
-const stageWindows = (stages: ReadonlyArray<Stage>, input: SaturationInput & { readonly fromMs: number }): Array<SaturationWindow> => {
+const stageWindows = (
+  stages: ReadonlyArray<Stage>,
+  input: SaturationInput & { readonly fromMs: number }
+): Array<SaturationWindow> => {
   const { outcome, times, shiftMs } = input
   const windows: Array<SaturationWindow> = []
   const endMs = outcome.loadEndedAtMs - outcome.startedAtMs
@@ -148,8 +168,12 @@ export const saturated = (figures: SaturationFigures) =>
 export const saturationLine = (figures: SaturationFigures) =>
   figures.offered_per_s === null
     ? `closed model: ${figures.achieved_per_s.toFixed(1)} requests/s answered`
-    : `${figures.verdict}: ${figures.achieved_per_s.toFixed(1)} requests/s answered over the load window, ${figures.offered_per_s.toFixed(1)} offered; ` +
-      `${((figures.achieved_share ?? 0) * 100).toFixed(1)}% of the load's requests answered in it; send lag p50/p99/max ${figures.send_lag_ms.p50.toFixed(1)} / ` +
+    : `${figures.verdict}: ${figures.achieved_per_s.toFixed(1)} requests/s answered over the load window, ${
+      figures.offered_per_s.toFixed(1)
+    } offered; ` +
+      `${
+        ((figures.achieved_share ?? 0) * 100).toFixed(1)
+      }% of the load's requests answered in it; send lag p50/p99/max ${figures.send_lag_ms.p50.toFixed(1)} / ` +
       `${figures.send_lag_ms.p99.toFixed(1)} / ${figures.send_lag_ms.max.toFixed(1)} ms` +
       (figures.scripts_held_back > 0 ? `, ${figures.scripts_held_back} scripts held back by slow answers` : "") +
       behindWindows(figures)
@@ -157,6 +181,10 @@ export const saturationLine = (figures: SaturationFigures) =>
 /** The stages' windows that fell behind, for the summary line. */
 const behindWindows = (figures: SaturationFigures) => {
   const behind = (figures.windows ?? []).filter((w) => w.share !== null && w.share < achievedShare)
-  return behind.length === 0 ? "" : `; behind in ${behind.length} window(s), first ${behind[0]!.from_s}-${behind[0]!.to_s} s (${behind[0]!.stage_text}): ` +
+  return behind.length === 0 ?
+    "" :
+    `; behind in ${behind.length} window(s), first ${behind[0]!.from_s}-${behind[0]!.to_s} s (${
+      behind[0]!.stage_text
+    }): ` +
     `${behind[0]!.achieved_per_s.toFixed(1)} of ${behind[0]!.offered_per_s.toFixed(1)}/s`
 }

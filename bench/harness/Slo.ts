@@ -32,16 +32,27 @@ export interface ObjectiveResult {
 }
 
 /** The measured value of a judged objective and its unit, whichever key holds it. */
-export const measuredOf = (result: ObjectiveResult): { readonly value: number; readonly unit: "ms" | "%" | "/s" | "share" } =>
-  result.measured_ms !== undefined ? { value: result.measured_ms, unit: "ms" }
-    : result.measured_percent !== undefined ? { value: result.measured_percent, unit: "%" }
-    : result.measured_per_s !== undefined ? { value: result.measured_per_s, unit: "/s" }
+export const measuredOf = (
+  result: ObjectiveResult
+): { readonly value: number; readonly unit: "ms" | "%" | "/s" | "share" } =>
+  result.measured_ms !== undefined ?
+    { value: result.measured_ms, unit: "ms" }
+    : result.measured_percent !== undefined ?
+    { value: result.measured_percent, unit: "%" }
+    : result.measured_per_s !== undefined ?
+    { value: result.measured_per_s, unit: "/s" }
     : { value: result.measured_share ?? 0, unit: "share" }
 
 /** `12.5 ms`, `0.05 %`, `120.0/s`, `0.998 share`. */
 export const measuredText = (result: ObjectiveResult) => {
   const { value, unit } = measuredOf(result)
-  return unit === "/s" ? `${value.toFixed(1)}/s` : unit === "ms" ? `${value.toFixed(2)} ms` : unit === "%" ? `${value.toFixed(3)}%` : `${value.toFixed(3)} of requests`
+  return unit === "/s"
+    ? `${value.toFixed(1)}/s`
+    : unit === "ms"
+    ? `${value.toFixed(2)} ms`
+    : unit === "%"
+    ? `${value.toFixed(3)}%`
+    : `${value.toFixed(3)} of requests`
 }
 
 /** Objectives of several `--slo` flags, kept in one text (the result's `config.slo`), and read back. */
@@ -53,7 +64,9 @@ const errorsPattern = new RegExp(`^errors<${number}%$`)
 const ratePattern = new RegExp(`^rate>${number}$`)
 
 /** The objectives of every `--slo` text (or of a `config.slo` joined by `sloSeparator`), or the first part one cannot read. */
-export const parseSloFlags = (texts: ReadonlyArray<string>): { readonly objectives: ReadonlyArray<Objective> } | { readonly error: string } => {
+export const parseSloFlags = (
+  texts: ReadonlyArray<string>
+): { readonly objectives: ReadonlyArray<Objective> } | { readonly error: string } => {
   const objectives: Array<Objective> = []
   for (const text of texts.flatMap((t) => t.split(sloSeparator.trim()))) {
     if (text.trim() === "") continue
@@ -70,7 +83,9 @@ export const parseSloFlags = (texts: ReadonlyArray<string>): { readonly objectiv
  * the text's last colon (route names hold colons of their own: `/:id/`), and applies to every
  * objective of the text.
  */
-export const parseSlo = (text: string): { readonly objectives: ReadonlyArray<Objective> } | { readonly error: string } => {
+export const parseSlo = (
+  text: string
+): { readonly objectives: ReadonlyArray<Objective> } | { readonly error: string } => {
   const colon = text.lastIndexOf(":")
   const route = colon === -1 ? null : text.slice(0, colon).trim().replace(/\s+/g, " ")
   if (route === "") return { error: `--slo: '${text.trim()}' names no route before its colon` }
@@ -91,7 +106,8 @@ export const parseSlo = (text: string): { readonly objectives: ReadonlyArray<Obj
       objectives.push({ ...common, kind: "rate", minimum: Number(rate[1]) })
     } else {
       return {
-        error: `--slo: cannot read '${raw.trim()}'; write objectives such as p50<20ms, p99<250ms, p999<1s, max<2s, errors<0.1%, rate>100, separated by commas, ` +
+        error:
+          `--slo: cannot read '${raw.trim()}'; write objectives such as p50<20ms, p99<250ms, p999<1s, max<2s, errors<0.1%, rate>100, separated by commas, ` +
           "after ROUTE: to set them on one route (\"POST /api/v1/transactions:p99<300ms\")"
       }
     }
@@ -103,7 +119,13 @@ export const parseSlo = (text: string): { readonly objectives: ReadonlyArray<Obj
 export interface Figures {
   readonly requests: number
   readonly errors: number
-  readonly latency_ms: { readonly p50: number; readonly p90: number; readonly p99: number; readonly p999: number; readonly max: number }
+  readonly latency_ms: {
+    readonly p50: number
+    readonly p90: number
+    readonly p99: number
+    readonly p999: number
+    readonly max: number
+  }
 }
 
 export interface RunFigures extends Figures {

@@ -25,9 +25,13 @@ export const maxStages = 100
 const ratePattern = /^(\d+(?:\.\d+)?)(?:-(\d+(?:\.\d+)?))?$/
 
 /** The stages of a `--stages` text, or why it cannot be read. */
-export const parseStages = (text: string, maxRatePerS: number): { readonly stages: ReadonlyArray<Stage> } | { readonly error: string } => {
+export const parseStages = (
+  text: string,
+  maxRatePerS: number
+): { readonly stages: ReadonlyArray<Stage> } | { readonly error: string } => {
   const parts = text.split(",").map((part) => part.trim()).filter((part) => part !== "")
-  const hint = "write stages as DURATION:RATE (a plateau) or DURATION:FROM-TO (a ramp), separated by commas, e.g. 30s:0-200,60s:200,30s:200-0"
+  const hint =
+    "write stages as DURATION:RATE (a plateau) or DURATION:FROM-TO (a ramp), separated by commas, e.g. 30s:0-200,60s:200,30s:200-0"
   if (parts.length === 0) return { error: `--stages: no stage given; ${hint}` }
   if (parts.length > maxStages) return { error: `--stages: at most ${maxStages} stages, not ${parts.length}` }
   const stages: Array<Stage> = []
@@ -35,24 +39,34 @@ export const parseStages = (text: string, maxRatePerS: number): { readonly stage
     const colon = part.indexOf(":")
     const durationMs = colon === -1 ? null : parseDurationMs(part.slice(0, colon))
     const rate = colon === -1 ? null : ratePattern.exec(part.slice(colon + 1))
-    if (durationMs === null || rate === null || durationMs <= 0 || durationMs > 86_400_000) return { error: `--stages: cannot read '${part}'; ${hint}` }
+    if (durationMs === null || rate === null || durationMs <= 0 || durationMs > 86_400_000) {
+      return { error: `--stages: cannot read '${part}'; ${hint}` }
+    }
     const fromPerS = Number(rate[1])
     const toPerS = rate[2] === undefined ? fromPerS : Number(rate[2])
-    if (fromPerS > maxRatePerS || toPerS > maxRatePerS) return { error: `--stages: '${part}' offers more than ${maxRatePerS} requests/s` }
+    if (fromPerS > maxRatePerS || toPerS > maxRatePerS) {
+      return { error: `--stages: '${part}' offers more than ${maxRatePerS} requests/s` }
+    }
     stages.push({ durationMs, fromPerS, toPerS })
   }
-  if (stages.every((stage) => stage.fromPerS === 0 && stage.toPerS === 0)) return { error: "--stages: every stage offers 0 requests/s" }
+  if (stages.every((stage) => stage.fromPerS === 0 && stage.toPerS === 0)) {
+    return { error: "--stages: every stage offers 0 requests/s" }
+  }
   return { stages }
 }
 
-export const totalDurationMs = (stages: ReadonlyArray<Stage>) => stages.reduce((sum, stage) => sum + stage.durationMs, 0)
+export const totalDurationMs = (stages: ReadonlyArray<Stage>) =>
+  stages.reduce((sum, stage) => sum + stage.durationMs, 0)
 
 /** The highest rate of the curve, requests/s. */
-export const peakPerS = (stages: ReadonlyArray<Stage>) => Math.max(...stages.map((stage) => Math.max(stage.fromPerS, stage.toPerS)))
+export const peakPerS = (stages: ReadonlyArray<Stage>) =>
+  Math.max(...stages.map((stage) => Math.max(stage.fromPerS, stage.toPerS)))
 
 /** A stage as text: `30s 0→200/s` or `60s 200/s`. */
 export const stageText = (stage: Stage) =>
-  `${stage.durationMs / 1000}s ${stage.fromPerS === stage.toPerS ? `${stage.fromPerS}/s` : `${stage.fromPerS}→${stage.toPerS}/s`}`
+  `${stage.durationMs / 1000}s ${
+    stage.fromPerS === stage.toPerS ? `${stage.fromPerS}/s` : `${stage.fromPerS}→${stage.toPerS}/s`
+  }`
 
 /** Requests a stage offers from its start to `ms` into it. */
 const offeredWithin = (stage: Stage, ms: number) => {
@@ -107,7 +121,12 @@ const timeOfCount = (stage: Stage, count: number) => {
  * Offsets (ms from the load's start) of the scripts' intended starts along the curve, in order,
  * until its end: a script every `requestsPerScript` requests the curve offers.
  */
-export function* curveOffsets(stages: ReadonlyArray<Stage>, requestsPerScript: number, arrival: "constant" | "poisson", seed: number): Generator<number> {
+export function* curveOffsets(
+  stages: ReadonlyArray<Stage>,
+  requestsPerScript: number,
+  arrival: "constant" | "poisson",
+  seed: number
+): Generator<number> {
   const random = seededRandom(seed)
   let count = 0
   let stageStartMs = 0

@@ -7,9 +7,9 @@
  */
 import { Agent, request as httpRequest } from "node:http"
 import { Agent as HttpsAgent, request as httpsRequest } from "node:https"
+import type { AvailabilityRecorder } from "./Availability.ts"
 import type { Clock } from "./Clock.ts"
 import type { Transport } from "./Contract.ts"
-import type { AvailabilityRecorder } from "./Availability.ts"
 import { netClient } from "./NetClient.ts"
 import { type Recorder, routeTemplate } from "./Recorder.ts"
 import type { WireClient, WireOutcome } from "./Wire.ts"
@@ -51,7 +51,10 @@ export const nodeHttpClient = (targetUrl: string, options: HttpClientOptions): W
   // `timeout` is the socket's inactivity timeout: the agent destroys a free socket when it fires; on
   // a socket in use it only emits an event nothing here listens to (the client timeout below rules).
   const agentOptions = {
-    keepAlive: true, maxSockets: options.sockets, maxFreeSockets: options.sockets, scheduling: "lifo" as const,
+    keepAlive: true,
+    maxSockets: options.sockets,
+    maxFreeSockets: options.sockets,
+    scheduling: "lifo" as const,
     timeout: options.idleSocketTimeoutMs ?? idleSocketTimeoutMs
   }
   const agent = secure ? new HttpsAgent(agentOptions) : new Agent(agentOptions)
@@ -141,7 +144,7 @@ export const balancedClient = (clients: ReadonlyArray<WireClient>): BalancedClie
     send: async (request) => {
       const first = next
       next = (next + 1) % clients.length
-      for (let i = 0; ; i++) {
+      for (let i = 0;; i++) {
         const outcome = await clients[(first + i) % clients.length]!.send(request)
         if (outcome._tag !== "Refused" || i === clients.length - 1) return outcome
         movedOn++
@@ -208,10 +211,16 @@ export const recordingTransport = (
       } finally {
         release()
         const nowMs = clock.now()
-        const status = outcome._tag === "Answered" ? outcome.response.status : outcome._tag === "Refused" ? "refused" : "dropped"
+        const status = outcome._tag === "Answered"
+          ? outcome.response.status
+          : outcome._tag === "Refused"
+          ? "refused"
+          : "dropped"
         // Socket wait: the turn awaited here and the agent's own wait for a socket; service: the rest.
         const agentWaitMs = outcome._tag === "Answered" ? Math.min(outcome.socketWaitMs ?? 0, nowMs - turnMs) : 0
-        const phases = outcome._tag === "Answered" ? { socketWaitMs: turnMs - enqueuedMs + agentWaitMs, serviceMs: nowMs - turnMs - agentWaitMs } : null
+        const phases = outcome._tag === "Answered"
+          ? { socketWaitMs: turnMs - enqueuedMs + agentWaitMs, serviceMs: nowMs - turnMs - agentWaitMs }
+          : null
         recorder.record(routeTemplate(request.method, request.path), status, nowMs - fromMs, nowMs, judged, phases)
         sink.availability?.record(status, enqueuedMs)
       }

@@ -3,7 +3,7 @@
  * Its own module so that the clients (Transport.ts, NetClient.ts) and what records their requests
  * share it without importing each other.
  */
-import type { WireResponse, WireRequest } from "./Contract.ts"
+import type { WireRequest, WireResponse } from "./Contract.ts"
 
 /** What became of one request on the wire. */
 export type WireOutcome =

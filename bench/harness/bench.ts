@@ -23,8 +23,9 @@ if (process.argv[2] === "responder") {
   const { createServer } = await import("node:http")
   const body = "{\"status\":\"ok\"}"
   const server = createServer((request, response) => {
-    if (request.url === "/healthz") response.writeHead(200, { "content-type": "application/json", "content-length": body.length }).end(body)
-    else response.writeHead(204).end()
+    if (request.url === "/healthz") {
+      response.writeHead(200, { "content-type": "application/json", "content-length": body.length }).end(body)
+    } else response.writeHead(204).end()
   })
   server.listen(0, "127.0.0.1", () => process.send!((server.address() as { port: number }).port))
   await new Promise(() => {})
@@ -36,12 +37,20 @@ const targetCpuMs = 0.3
 const given = process.argv.slice(2)
 const responder = given.some((argument) => argument === "--target" || argument.startsWith("--target="))
   ? null
-  : fork(fileURLToPath(import.meta.url), ["responder"], { execArgv: ["--import", "tsx"], stdio: ["ignore", "inherit", "inherit", "ipc"] })
+  : fork(fileURLToPath(import.meta.url), ["responder"], {
+    execArgv: ["--import", "tsx"],
+    stdio: ["ignore", "inherit", "inherit", "ipc"]
+  })
 if (responder !== null) {
-  const port = await new Promise<number>((listening) => responder.once("message", (message) => listening(message as number)))
+  const port = await new Promise<number>((listening) =>
+    responder.once("message", (message) => listening(message as number))
+  )
   given.push("--target", `http://127.0.0.1:${port}`)
 }
-const defaults: Array<[string, string]> = [["--scenario", "health"], ["--rate", String(targetRate)], ["--duration", "20"], ["--report", "bench/results/harness-bench"]]
+const defaults: Array<[string, string]> = [["--scenario", "health"], ["--rate", String(targetRate)], [
+  "--duration",
+  "20"
+], ["--report", "bench/results/harness-bench"]]
 const argv = [...given]
 for (const [flag, value] of defaults) {
   const open = flag === "--rate" && given.includes("--connections")
@@ -50,12 +59,18 @@ for (const [flag, value] of defaults) {
 const parsed = parseArguments(argv)
 if (parsed.command === "help") {
   responder?.kill()
-  console.log(`harness:bench: the harness measuring itself (the health scenario at ${targetRate} requests/s for 20 s unless flags say otherwise); it takes the run flags of npm run harness.\n\n${parsed.text}`)
+  console.log(
+    `harness:bench: the harness measuring itself (the health scenario at ${targetRate} requests/s for 20 s unless flags say otherwise); it takes the run flags of npm run harness.\n\n${parsed.text}`
+  )
   process.exit(0)
 }
 if (parsed.command !== "run") {
   responder?.kill()
-  console.error(parsed.command === "error" ? `harness:bench: ${parsed.message}` : "harness:bench takes the run flags of npm run harness")
+  console.error(
+    parsed.command === "error"
+      ? `harness:bench: ${parsed.message}`
+      : "harness:bench takes the run flags of npm run harness"
+  )
   process.exit(2)
 }
 const { result, files } = await runHarness(parsed, {
@@ -77,22 +92,41 @@ const autocannonCost = async () => {
   })
   const used = process.cpuUsage(before)
   const requests = run.requests.total
-  return { requests, rate: requests / parsed.durationSeconds, errors: run.errors + run.non2xx + run.timeouts, cpuMs: requests === 0 ? Infinity : (used.user + used.system) / 1000 / requests, p99: run.latency.p99 }
+  return {
+    requests,
+    rate: requests / parsed.durationSeconds,
+    errors: run.errors + run.non2xx + run.timeouts,
+    cpuMs: requests === 0 ? Infinity : (used.user + used.system) / 1000 / requests,
+    p99: run.latency.p99
+  }
 }
 const cannon = await autocannonCost()
 responder?.kill()
 const cpuMs = result.cpu.harness_ms_per_request ?? Infinity
 const rss = result.cpu.harness_rss_mb
-console.log(`autocannon, same target, rate and duration (${parsed.sockets} connections): ${cannon.requests} requests, ${cannon.rate.toFixed(0)}/s, ` +
-  `${cannon.errors} errors, p99 ${cannon.p99} ms, ${cannon.cpuMs.toFixed(3)} ms CPU per request`)
-console.log(`harness: ${result.requests} requests, ${result.rate_per_s.toFixed(0)}/s, ${cpuMs.toFixed(3)} ms CPU per request = ${(cpuMs / cannon.cpuMs).toFixed(2)}× autocannon's`)
+console.log(
+  `autocannon, same target, rate and duration (${parsed.sockets} connections): ${cannon.requests} requests, ${
+    cannon.rate.toFixed(0)
+  }/s, ` +
+    `${cannon.errors} errors, p99 ${cannon.p99} ms, ${cannon.cpuMs.toFixed(3)} ms CPU per request`
+)
+console.log(
+  `harness: ${result.requests} requests, ${result.rate_per_s.toFixed(0)}/s, ${cpuMs.toFixed(3)} ms CPU per request = ${
+    (cpuMs / cannon.cpuMs).toFixed(2)
+  }× autocannon's`
+)
 const checks = [
   [`rate ${result.rate_per_s.toFixed(0)}/s >= ${targetRate}/s`, result.rate_per_s >= targetRate * 0.99],
-  [`harness CPU ${Number.isFinite(cpuMs) ? cpuMs.toFixed(3) : "n/a"} ms per request < ${targetCpuMs} ms`, cpuMs < targetCpuMs],
+  [
+    `harness CPU ${Number.isFinite(cpuMs) ? cpuMs.toFixed(3) : "n/a"} ms per request < ${targetCpuMs} ms`,
+    cpuMs < targetCpuMs
+  ],
   [`harness CPU per request ${(cpuMs / cannon.cpuMs).toFixed(2)}× autocannon's <= 2×`, cpuMs <= 2 * cannon.cpuMs],
   [`no errors (${result.errors})`, result.errors === 0]
 ] as const
 for (const [what, ok] of checks) console.log(`${ok ? "PASS" : "FAIL"}  ${what}`)
-console.log(`RSS MB: ${rss.start.toFixed(0)} at the start, ${rss.end.toFixed(0)} at the end, ${rss.peak.toFixed(0)} peak`)
+console.log(
+  `RSS MB: ${rss.start.toFixed(0)} at the start, ${rss.end.toFixed(0)} at the end, ${rss.peak.toFixed(0)} peak`
+)
 console.log(`RSS MB every 10 s: ${rss.samples.map(([second, mb]) => `${second}s ${mb}`).join(", ")}`)
 process.exit(checks.every(([, ok]) => ok) ? 0 : 1)

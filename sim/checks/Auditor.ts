@@ -1,12 +1,20 @@
+import { Effect } from "effect"
+import type { FraudCase } from "../../src/domain/Fraud.ts"
 import type { Account, LedgerEntry } from "../../src/domain/Ledger.ts"
 import type { Change, Payment, PaymentEvent, PaymentStatus } from "../../src/domain/Payment.ts"
-import type { FraudCase } from "../../src/domain/Fraud.ts"
-import { Effect } from "effect"
-import { type MemoryState, memoryOperations } from "../../src/store/MemoryStore.ts"
+import { memoryOperations, type MemoryState } from "../../src/store/MemoryStore.ts"
 import type { CommandKey, StoreShape } from "../../src/store/Store.ts"
-import { changeBug, decisionBug, needsLockingPath, type PlantedBug, resumedCreateBug, storeBug, storedChangeBug } from "./PlantedBugs.ts"
-import { chargedBackCents, disputeLedger, disputeTransitions } from "./DisputeLaws.ts"
 import { grownTo } from "../engine/Columns.ts"
+import { chargedBackCents, disputeLedger, disputeTransitions } from "./DisputeLaws.ts"
+import {
+  changeBug,
+  decisionBug,
+  needsLockingPath,
+  type PlantedBug,
+  resumedCreateBug,
+  storeBug,
+  storedChangeBug
+} from "./PlantedBugs.ts"
 
 /**
  * The auditor: an independent reference model of CONTRACT sections 5–7. It sees every decision
@@ -96,7 +104,8 @@ const sandboxReviewMaximumMajor = 1_000
 const sandboxBands = (payment: Payment): ReadonlyArray<string> | undefined =>
   payment.cardToken === "tok_risk_highest"
     ? ["blocked"]
-    : payment.cardToken === "tok_risk_review" && payment.amountCents <= sandboxReviewMaximumMajor * minorUnitsPerMajor(payment.currency)
+    : payment.cardToken === "tok_risk_review" &&
+        payment.amountCents <= sandboxReviewMaximumMajor * minorUnitsPerMajor(payment.currency)
     ? ["review", "blocked"]
     : undefined
 
@@ -105,10 +114,24 @@ const sandboxBands = (payment: Payment): ReadonlyArray<string> | undefined =>
  * output with one contribution for each, and for nothing else.
  */
 const documentedFeatures: ReadonlySet<string> = new Set([
-  "network_risk_logit", "amount_log10", "amount_vs_merchant_log10", "card_attempts_last_hour", "card_attempts_last_day",
-  "card_declines_last_day", "card_first_seen", "new_card_above_usual_log10", "country_mismatch", "night_utc",
-  "card_brand_mastercard", "card_brand_amex", "card_brand_other",
-  "currency_EUR", "currency_GBP", "currency_CAD", "currency_AUD", "currency_JPY"
+  "network_risk_logit",
+  "amount_log10",
+  "amount_vs_merchant_log10",
+  "card_attempts_last_hour",
+  "card_attempts_last_day",
+  "card_declines_last_day",
+  "card_first_seen",
+  "new_card_above_usual_log10",
+  "country_mismatch",
+  "night_utc",
+  "card_brand_mastercard",
+  "card_brand_amex",
+  "card_brand_other",
+  "currency_EUR",
+  "currency_GBP",
+  "currency_CAD",
+  "currency_AUD",
+  "currency_JPY"
 ])
 
 /** One contribution a documented feature, each once. */
@@ -132,7 +155,15 @@ const debitNormal: ReadonlySet<Account> = new Set<Account>(["card_network", "car
 
 /** The chart of accounts (CONTRACT section 7), written out again; running balances are kept in this order. */
 const accountIndex = new Map<string, number>(
-  ["card_network", "merchant_pending", "merchant_available", "merchant_reserved", "fee_revenue", "authorization_holds", "cardholder_authorizations"]
+  [
+    "card_network",
+    "merchant_pending",
+    "merchant_available",
+    "merchant_reserved",
+    "fee_revenue",
+    "authorization_holds",
+    "cardholder_authorizations"
+  ]
     .map((account, i) => [account, i])
 )
 
@@ -147,7 +178,9 @@ const at = Object.fromEntries(accountIndex) as Readonly<Record<Account, number>>
 export const chartPosition = at
 
 /** `debitNormal` by chart position, so a posting looks its account up once. */
-const debitNormalAt: ReadonlyArray<boolean> = [...accountIndex.keys()].map((account) => debitNormal.has(account as Account))
+const debitNormalAt: ReadonlyArray<boolean> = [...accountIndex.keys()].map((account) =>
+  debitNormal.has(account as Account)
+)
 
 /**
  * Posts an entry to the running balances at `base` (the chart in order). An account outside the
@@ -157,7 +190,8 @@ const debitNormalAt: ReadonlyArray<boolean> = [...accountIndex.keys()].map((acco
 const post = (balances: Float64Array, base: number, entry: LedgerEntry) => {
   const i = accountIndex.get(entry.account)
   if (i === undefined) return
-  balances[base + i] = balances[base + i]! + ((entry.direction === "debit") === debitNormalAt[i]! ? 1 : -1) * entry.amountCents
+  balances[base + i] = balances[base + i]! +
+    ((entry.direction === "debit") === debitNormalAt[i]! ? 1 : -1) * entry.amountCents
 }
 
 /** A column of numbers that grows as slots are added (doubling; new numbers 0). */
@@ -212,7 +246,7 @@ class IdLog {
       /** The slot's ids, for a message. */
       of: (slot: number) => {
         const list: Array<string> = []
-        if (slot >= 0) for (let k = start[slot]!; k < start[slot + 1]!; k++) list.push(ids[order[k]!]!)
+        if (slot >= 0) { for (let k = start[slot]!; k < start[slot + 1]!; k++) list.push(ids[order[k]!]!) }
         return list
       }
     }
@@ -259,7 +293,12 @@ class CommittedPayments {
 }
 
 /** What `checkEventsExact` compares a new payment's first change with: the record before it was created. */
-const beforeCreation = { status: "pending", fraudVerdict: null, capturedAmountCents: 0, refundedAmountCents: 0 } as const
+const beforeCreation = {
+  status: "pending",
+  fraudVerdict: null,
+  capturedAmountCents: 0,
+  refundedAmountCents: 0
+} as const
 /** Scratch lists of the checks of one change (see their uses): no list allocated a change. */
 const expectedScratch: Array<string> = []
 const groupScratch: Array<string> = []
@@ -340,9 +379,14 @@ export class Auditor {
     // with the message built only on a failure: a closure per check allocated ~200 a payment.
     for (const event of change.events) {
       const to = event.data.status
-      if (!this.counted(legal(status, to, event.type))) this.fail("transition", `payment ${id}: illegal transition ${status}>${to}:${event.type}`)
+      if (!this.counted(legal(status, to, event.type))) {
+        this.fail("transition", `payment ${id}: illegal transition ${status}>${to}:${event.type}`)
+      }
       if (!this.counted(event.sequence > sequence && event.sequence <= after.version)) {
-        this.fail("event-sequence", `payment ${id}: event ${event.type} has sequence ${event.sequence} after ${sequence} (version ${after.version})`)
+        this.fail(
+          "event-sequence",
+          `payment ${id}: event ${event.type} has sequence ${event.sequence} after ${sequence} (version ${after.version})`
+        )
       }
       this.checkEvent(after, event)
       status = to
@@ -351,17 +395,24 @@ export class Auditor {
     if (!this.counted(status === after.status || legal(status, after.status, "-"))) {
       this.fail("transition", `payment ${id}: illegal transition ${status}>${after.status} without an event`)
     }
-    if (!this.counted(after.version > (before?.version ?? 0))) this.fail("version", `payment ${id}: version ${before?.version} → ${after.version}`)
+    if (!this.counted(after.version > (before?.version ?? 0))) {
+      this.fail("version", `payment ${id}: version ${before?.version} → ${after.version}`)
+    }
     if (before !== null) {
       if (
         !this.counted(
-          before.amountCents === after.amountCents && before.currency === after.currency && before.merchantId === after.merchantId &&
-            before.captureMethod === after.captureMethod && before.idempotencyKey === after.idempotencyKey && before.id === id
+          before.amountCents === after.amountCents && before.currency === after.currency &&
+            before.merchantId === after.merchantId &&
+            before.captureMethod === after.captureMethod && before.idempotencyKey === after.idempotencyKey &&
+            before.id === id
         )
       ) this.fail("immutable-fields", `payment ${id}: an immutable field changed`)
       if (change.events.length === 0 && change.ledger.length > 0) {
-        this.check(after.status === "refunded" && before.settledAt === null && after.settledAt !== null, "silent-money", () =>
-          `payment ${id}: money moved without an event (${before.status} → ${after.status})`)
+        this.check(
+          after.status === "refunded" && before.settledAt === null && after.settledAt !== null,
+          "silent-money",
+          () => `payment ${id}: money moved without an event (${before.status} → ${after.status})`
+        )
       }
     } else if (after.idempotencyKey !== null) {
       let keys = this.createKeys.get(after.merchantId)
@@ -371,7 +422,10 @@ export class Auditor {
       const size = keys.size
       keys.add(after.idempotencyKey)
       if (!this.counted(keys.size > size)) {
-        this.fail("one-transaction-per-key", `idempotency key ${after.idempotencyKey} of ${after.merchantId}: second transaction ${id}`)
+        this.fail(
+          "one-transaction-per-key",
+          `idempotency key ${after.idempotencyKey} of ${after.merchantId}: second transaction ${id}`
+        )
       }
     }
     this.checkAmounts(after)
@@ -386,7 +440,12 @@ export class Auditor {
       const size = applied.size
       applied.add(commandKey.key)
       if (!this.counted(applied.size > size)) {
-        this.fail("command-key-once", `payment ${id}: idempotency key ${commandKey.key} took effect a second time (${change.events.map((e) => e.type).join(", ") || "no event"})`)
+        this.fail(
+          "command-key-once",
+          `payment ${id}: idempotency key ${commandKey.key} took effect a second time (${
+            change.events.map((e) => e.type).join(", ") || "no event"
+          })`
+        )
       }
     }
     // A payment's changes often come one after another (a third of them, seed 1): the last
@@ -403,7 +462,10 @@ export class Auditor {
     // this auditor has not seen committed, as in unit tests that start mid-way.)
     const lastVersion = committed.versions[slot]!
     if (before !== null && lastVersion !== 0 && !this.counted(lastVersion === before.version)) {
-      this.fail("version", `payment ${id}: a change decided on version ${before.version} committed over version ${lastVersion}`)
+      this.fail(
+        "version",
+        `payment ${id}: a change decided on version ${before.version} committed over version ${lastVersion}`
+      )
     }
     for (const event of change.events) committed.events.add(slot, event.id)
     for (const entry of change.ledger) committed.ledger.add(slot, entry.id)
@@ -427,23 +489,31 @@ export class Auditor {
     const expected = expectedScratch
     expected.length = 0
     if (before === null) expected.push("payment.initiated")
-    if (from.status === "pending" && after.status !== "pending") expected.push(after.status === "failed" ? "payment.authorization_failed" : "payment.authorized")
+    if (from.status === "pending" && after.status !== "pending") {
+      expected.push(after.status === "failed" ? "payment.authorization_failed" : "payment.authorized")
+    }
     if (from.fraudVerdict !== "passed" && after.fraudVerdict === "passed") expected.push("payment.fraud_passed")
     if (from.status !== "blocked" && after.status === "blocked") expected.push("payment.fraud_blocked")
     if (from.capturedAmountCents === 0 && after.capturedAmountCents > 0) expected.push("payment.captured")
     if (from.status !== "voided" && after.status === "voided") expected.push("payment.voided")
-    if (after.refundedAmountCents > from.refundedAmountCents) expected.push(after.status === "refunded" ? "payment.refunded" : "payment.partially_refunded")
+    if (after.refundedAmountCents > from.refundedAmountCents) {
+      expected.push(after.status === "refunded" ? "payment.refunded" : "payment.partially_refunded")
+    }
     if (after.refundedAmountCents < from.refundedAmountCents) expected.push("payment.refund_failed")
     if (from.status !== "settled" && after.status === "settled") expected.push("payment.settled")
     const disputeBefore = before?.dispute?.status ?? null
     const disputeAfter = after.dispute?.status ?? null
     if (disputeBefore === null && disputeAfter !== null) expected.push("payment.dispute_opened")
-    if (disputeAfter !== null && disputeAfter !== "open" && disputeBefore !== disputeAfter) expected.push("payment.dispute_resolved")
+    if (disputeAfter !== null && disputeAfter !== "open" && disputeBefore !== disputeAfter) {
+      expected.push("payment.dispute_resolved")
+    }
     // An operation at the processor (docs/api.md): no answer in time is said once; an answer that
     // it did not happen (a capture or refund that moved nothing, or a cancel refused) is said too.
     const pendingBefore = before?.processorPending ?? null
     const pendingAfter = after.processorPending
-    if (pendingAfter?.outcome === "unknown" && pendingBefore?.outcome !== "unknown") expected.push("payment.processor_outcome_unknown")
+    if (pendingAfter?.outcome === "unknown" && pendingBefore?.outcome !== "unknown") {
+      expected.push("payment.processor_outcome_unknown")
+    }
     if (pendingBefore !== null && pendingAfter === null) {
       const refused = pendingBefore.operation === "capture"
         ? after.capturedAmountCents === from.capturedAmountCents
@@ -456,7 +526,12 @@ export class Auditor {
     let same = events.length === expected.length
     for (let i = 0; same && i < events.length; i++) same = events[i]!.type === expected[i]
     if (!this.counted(same)) {
-      this.fail("event-per-change", `payment ${after.id} (${before?.status ?? "new"} → ${after.status}): events [${events.map((e) => e.type).join(", ")}], the change calls for [${expected.join(", ")}]`)
+      this.fail(
+        "event-per-change",
+        `payment ${after.id} (${before?.status ?? "new"} → ${after.status}): events [${
+          events.map((e) => e.type).join(", ")
+        }], the change calls for [${expected.join(", ")}]`
+      )
     }
     // A change carries a handful of events: comparing each pair beats building a set.
     let distinct = true
@@ -474,14 +549,17 @@ export class Auditor {
     if (before === null || !terminal.has(before.status)) return
     const after = change.payment
     // A refund the processor failed after accepting it takes a refunded payment back (docs/api.md).
-    if (before.status === "refunded" && change.events.length === 1 && change.events[0]!.type === "payment.refund_failed") return
+    if (
+      before.status === "refunded" && change.events.length === 1 && change.events[0]!.type === "payment.refund_failed"
+    ) return
     const sweep = before.status === "refunded" && before.settledAt === null && after.settledAt !== null
     this.check(
       after.status === before.status && after.capturedAmountCents === before.capturedAmountCents &&
         after.refundedAmountCents === before.refundedAmountCents && after.feeCents === before.feeCents &&
         (change.ledger.length === 0 || sweep),
       "terminal-final",
-      () => `payment ${after.id}: terminal status ${before.status} changed (→ ${after.status}, ${change.ledger.length} ledger entries)`
+      () =>
+        `payment ${after.id}: terminal status ${before.status} changed (→ ${after.status}, ${change.ledger.length} ledger entries)`
     )
   }
 
@@ -489,8 +567,16 @@ export class Auditor {
   private checkFee(p: Payment) {
     const expected = p.capturedAmountCents === 0
       ? 0
-      : Math.min(p.capturedAmountCents, Math.floor((p.capturedAmountCents * 29 + 500) / 1000) + (fixedFeeCents[p.currency] ?? Number.NaN))
-    if (!this.counted(p.feeCents === expected)) this.fail("fee-exact", `payment ${p.id}: fee ${p.feeCents} on ${p.capturedAmountCents} ${p.currency}, expected ${expected}`)
+      : Math.min(
+        p.capturedAmountCents,
+        Math.floor((p.capturedAmountCents * 29 + 500) / 1000) + (fixedFeeCents[p.currency] ?? Number.NaN)
+      )
+    if (!this.counted(p.feeCents === expected)) {
+      this.fail(
+        "fee-exact",
+        `payment ${p.id}: fee ${p.feeCents} on ${p.capturedAmountCents} ${p.currency}, expected ${expected}`
+      )
+    }
   }
 
   /**
@@ -504,24 +590,45 @@ export class Auditor {
     const fraudCase: FraudCase | null = change.fraudCase
     if (before !== null && before.fraudVerdict === null && after.fraudVerdict !== null) {
       const score = after.fraudScore ?? Number.NaN
-      const band = score < this.rules.reviewThreshold ? "passed" : score < this.rules.blockThreshold ? "review" : "blocked"
+      const band = score < this.rules.reviewThreshold
+        ? "passed"
+        : score < this.rules.blockThreshold
+        ? "review"
+        : "blocked"
       // Counted and tested in place (`counted`): the message is built only on a failure.
-      if (!this.counted(after.fraudVerdict === band)) this.fail("fraud-band", `payment ${after.id}: score ${score} screened ${after.fraudVerdict}, its band is ${band}`)
+      if (!this.counted(after.fraudVerdict === band)) {
+        this.fail(
+          "fraud-band",
+          `payment ${after.id}: score ${score} screened ${after.fraudVerdict}, its band is ${band}`
+        )
+      }
       const bandsOfToken = sandboxBands(after)
       if (!this.counted(bandsOfToken === undefined || bandsOfToken.includes(band))) {
-        this.fail("fraud-band", `payment ${after.id}: ${after.cardToken} scored ${score} (${band}), documented ${bandsOfToken?.join(" or ")}`)
+        this.fail(
+          "fraud-band",
+          `payment ${after.id}: ${after.cardToken} scored ${score} (${band}), documented ${bandsOfToken?.join(" or ")}`
+        )
       }
       const opened = fraudCase !== null && fraudCase.status === "open" && fraudCase.id === after.fraudCaseId &&
         fraudCase.paymentId === after.id && fraudCase.riskScore === after.fraudScore
       if (!this.counted(band === "passed" ? fraudCase === null && after.fraudCaseId === null : opened)) {
-        this.fail("fraud-case", `payment ${after.id}: screened ${band} with case ${JSON.stringify(fraudCase?.status ?? null)} (${after.fraudCaseId})`)
+        this.fail(
+          "fraud-case",
+          `payment ${after.id}: screened ${band} with case ${
+            JSON.stringify(fraudCase?.status ?? null)
+          } (${after.fraudCaseId})`
+        )
       }
       this.checkFraudExplanation(after.id, score, after.fraudExplanations ?? [], fraudCase)
     }
     if (fraudCase === null) return
     const previous = this.caseStatus.get(fraudCase.id)
     if (fraudCase.status !== "open") {
-      this.check(previous === "open", "fraud-review", () => `fraud case ${fraudCase.id}: reviewed from ${previous ?? "nowhere"} to ${fraudCase.status}`)
+      this.check(
+        previous === "open",
+        "fraud-review",
+        () => `fraud case ${fraudCase.id}: reviewed from ${previous ?? "nowhere"} to ${fraudCase.status}`
+      )
       if (before !== null) {
         const held = before.status === "authorized" && before.fraudVerdict === "review"
         const ok = !held
@@ -529,8 +636,12 @@ export class Auditor {
           : fraudCase.status === "confirmed_fraud"
           ? after.status === "blocked" && after.fraudVerdict === "blocked"
           : after.status === "authorized" && after.fraudVerdict === "passed"
-        this.check(ok, "fraud-review", () =>
-          `payment ${after.id} (${before.status}, verdict ${before.fraudVerdict}): review ${fraudCase.status} left it ${after.status}, verdict ${after.fraudVerdict}`)
+        this.check(
+          ok,
+          "fraud-review",
+          () =>
+            `payment ${after.id} (${before.status}, verdict ${before.fraudVerdict}): review ${fraudCase.status} left it ${after.status}, verdict ${after.fraudVerdict}`
+        )
       }
     }
     this.caseStatus.set(fraudCase.id, fraudCase.status)
@@ -550,33 +661,57 @@ export class Auditor {
     paymentId: string,
     score: number | null,
     explanations: ReadonlyArray<{ readonly feature: string; readonly value: number; readonly contribution: number }>,
-    fraudCase: { readonly riskScore: number; readonly baseValue: number | null; readonly explanations: ReadonlyArray<{ readonly feature: string; readonly value: number; readonly contribution: number }> } | null,
+    fraudCase: {
+      readonly riskScore: number
+      readonly baseValue: number | null
+      readonly explanations: ReadonlyArray<
+        { readonly feature: string; readonly value: number; readonly contribution: number }
+      >
+    } | null,
     modelOutput: number | null = null
   ) {
     const bad = (why: string) => this.fail("fraud-explanation", `payment ${paymentId}: ${why}`)
-    if (!this.counted(typeof score === "number" && score >= 0 && score <= 1)) return bad(`score ${score} is not a probability`)
+    if (!this.counted(typeof score === "number" && score >= 0 && score <= 1)) {
+      return bad(`score ${score} is not a probability`)
+    }
     const s = score as number
-    if (!this.counted(s === 1 || s === 0 || isSigmoidOfMillionths(s))) bad(`score ${s} is not 1 / (1 + e^-output) of any output with 6 decimals`)
+    if (!this.counted(s === 1 || s === 0 || isSigmoidOfMillionths(s))) {
+      bad(`score ${s} is not 1 / (1 + e^-output) of any output with 6 decimals`)
+    }
     for (let i = 0; i < explanations.length; i++) {
       const e = explanations[i]!
       const previous = explanations[i - 1]
       const ordered = previous === undefined || Math.abs(previous.contribution) >= Math.abs(e.contribution)
       if (!this.counted(isSixDecimals(e.contribution) && isSixDecimals(e.value) && ordered)) {
-        bad(`explanation ${i} ${JSON.stringify(e)} after ${JSON.stringify(previous ?? null)}: not 6 decimals, or not largest |contribution| first`)
+        bad(
+          `explanation ${i} ${JSON.stringify(e)} after ${
+            JSON.stringify(previous ?? null)
+          }: not 6 decimals, or not largest |contribution| first`
+        )
       }
     }
     if (fraudCase === null) return
     const base = fraudCase.baseValue
     if (!this.counted(base !== null && isSixDecimals(base) && explainsEachFeatureOnce(fraudCase.explanations))) {
-      return bad(`case base value ${base} with contributions of [${fraudCase.explanations.map((e) => e.feature).join(", ")}] (docs/fraud-model.md lists ${documentedFeatures.size} features, one contribution each)`)
+      return bad(
+        `case base value ${base} with contributions of [${
+          fraudCase.explanations.map((e) => e.feature).join(", ")
+        }] (docs/fraud-model.md lists ${documentedFeatures.size} features, one contribution each)`
+      )
     }
     let millionths = Math.round(base! * 1e6)
     for (const e of fraudCase.explanations) millionths += Math.round(e.contribution * 1e6)
     const output = millionths / 1e6
     if (!this.counted(1 / (1 + Math.exp(-output)) === s && fraudCase.riskScore === s)) {
-      bad(`base ${base} + Σ contributions = ${output}, whose sigmoid is ${1 / (1 + Math.exp(-output))}; case score ${fraudCase.riskScore}, payment score ${s}`)
+      bad(
+        `base ${base} + Σ contributions = ${output}, whose sigmoid is ${
+          1 / (1 + Math.exp(-output))
+        }; case score ${fraudCase.riskScore}, payment score ${s}`
+      )
     }
-    if (modelOutput !== null && !this.counted(Math.round(modelOutput * 1e6) === millionths)) bad(`model_output ${modelOutput}, base + Σ contributions ${output}`)
+    if (modelOutput !== null && !this.counted(Math.round(modelOutput * 1e6) === millionths)) {
+      bad(`model_output ${modelOutput}, base + Σ contributions ${output}`)
+    }
     let same = explanations.length === Math.min(fraudCase.explanations.length, explanations.length)
     for (let i = 0; same && i < explanations.length; i++) {
       const a = explanations[i]!
@@ -590,25 +725,55 @@ export class Auditor {
   private checkEvent(payment: Payment, event: PaymentEvent) {
     if (
       !this.counted(
-        event.paymentId === payment.id && event.merchantId === payment.merchantId && event.data.amount_cents === payment.amountCents &&
+        event.paymentId === payment.id && event.merchantId === payment.merchantId &&
+          event.data.amount_cents === payment.amountCents &&
           (event.sequence !== payment.version || (event.data.status === payment.status &&
-            event.data.captured_amount_cents === payment.capturedAmountCents && event.data.refunded_amount_cents === payment.refundedAmountCents))
+            event.data.captured_amount_cents === payment.capturedAmountCents &&
+            event.data.refunded_amount_cents === payment.refundedAmountCents))
       )
-    ) this.fail("event-snapshot", `payment ${payment.id}: event ${event.type} (sequence ${event.sequence}) does not carry the committed record`)
+    ) {
+      this.fail(
+        "event-snapshot",
+        `payment ${payment.id}: event ${event.type} (sequence ${event.sequence}) does not carry the committed record`
+      )
+    }
   }
 
-  checkAmounts(p: { readonly id: string; readonly status: PaymentStatus; readonly amountCents: number; readonly capturedAmountCents: number; readonly refundedAmountCents: number; readonly feeCents?: number; readonly failureCode: string | null; readonly dispute?: Payment["dispute"] }) {
-    this.checkAmountsOf(p.id, p.status, p.amountCents, p.capturedAmountCents, p.refundedAmountCents, p.failureCode, chargedBackCents(p))
+  checkAmounts(
+    p: {
+      readonly id: string
+      readonly status: PaymentStatus
+      readonly amountCents: number
+      readonly capturedAmountCents: number
+      readonly refundedAmountCents: number
+      readonly feeCents?: number
+      readonly failureCode: string | null
+      readonly dispute?: Payment["dispute"]
+    }
+  ) {
+    this.checkAmountsOf(
+      p.id,
+      p.status,
+      p.amountCents,
+      p.capturedAmountCents,
+      p.refundedAmountCents,
+      p.failureCode,
+      chargedBackCents(p)
+    )
     // Captured money is refunded or disputed, never both: an open dispute holds its amount and a
     // lost one gave it back to the cardholder, so neither may also be refunded (a won one returned it).
     const dispute = p.dispute
     const disputed = dispute === undefined || dispute === null || dispute.status === "won" ? 0 : dispute.amountCents
     if (!this.counted(p.refundedAmountCents + disputed <= p.capturedAmountCents)) {
-      this.fail("refunds-and-disputes-within-capture",
-        `payment ${p.id}: refunded ${p.refundedAmountCents} + disputed ${disputed} (${dispute?.status}) > captured ${p.capturedAmountCents}`)
+      this.fail(
+        "refunds-and-disputes-within-capture",
+        `payment ${p.id}: refunded ${p.refundedAmountCents} + disputed ${disputed} (${dispute?.status}) > captured ${p.capturedAmountCents}`
+      )
     }
     if (p.feeCents !== undefined) {
-      if (!this.counted(p.feeCents >= 0 && p.feeCents <= p.capturedAmountCents)) this.fail("fee-within-capture", `payment ${p.id}: fee ${p.feeCents}`)
+      if (!this.counted(p.feeCents >= 0 && p.feeCents <= p.capturedAmountCents)) {
+        this.fail("fee-within-capture", `payment ${p.id}: fee ${p.feeCents}`)
+      }
     }
   }
 
@@ -616,21 +781,42 @@ export class Auditor {
    * The amount laws of a payment given field by field: a merchant's answer is checked as it was
    * parsed (no record of the store's names built for it), with what a lost dispute charged back.
    */
-  checkAmountsOf(id: string, status: string, amountCents: number, capturedAmountCents: number, refundedAmountCents: number, failureCode: string | null, chargedBack = 0) {
+  checkAmountsOf(
+    id: string,
+    status: string,
+    amountCents: number,
+    capturedAmountCents: number,
+    refundedAmountCents: number,
+    failureCode: string | null,
+    chargedBack = 0
+  ) {
     if (!this.counted(refundedAmountCents >= 0 && refundedAmountCents <= capturedAmountCents)) {
-      this.fail("refunds-within-capture", `payment ${id}: refunded ${refundedAmountCents} > captured ${capturedAmountCents}`)
+      this.fail(
+        "refunds-within-capture",
+        `payment ${id}: refunded ${refundedAmountCents} > captured ${capturedAmountCents}`
+      )
     }
     if (!this.counted(capturedAmountCents >= 0 && capturedAmountCents <= amountCents)) {
-      this.fail("capture-within-authorization", `payment ${id}: captured ${capturedAmountCents} > authorized ${amountCents}`)
+      this.fail(
+        "capture-within-authorization",
+        `payment ${id}: captured ${capturedAmountCents} > authorized ${amountCents}`
+      )
     }
     const captured = status === "captured" || status === "settled" || status === "refunded"
-    if (!this.counted(captured === (capturedAmountCents > 0))) this.fail("captured-amount", `payment ${id}: status ${status} with captured ${capturedAmountCents}`)
+    if (!this.counted(captured === (capturedAmountCents > 0))) {
+      this.fail("captured-amount", `payment ${id}: status ${status} with captured ${capturedAmountCents}`)
+    }
     // A lost dispute returns money without a refund and leaves the status as it was (sim/world/Disputes.ts).
     const returned = captured && refundedAmountCents + chargedBack === capturedAmountCents
     if (!this.counted(status === "refunded" ? returned : !returned || chargedBack > 0)) {
-      this.fail("refunded-status", `payment ${id}: status ${status} with refunded ${refundedAmountCents} of ${capturedAmountCents}`)
+      this.fail(
+        "refunded-status",
+        `payment ${id}: status ${status} with refunded ${refundedAmountCents} of ${capturedAmountCents}`
+      )
     }
-    if (!this.counted((status === "failed") === (failureCode !== null))) this.fail("failure-code", `payment ${id}: status ${status}, failure code ${failureCode}`)
+    if (!this.counted((status === "failed") === (failureCode !== null))) {
+      this.fail("failure-code", `payment ${id}: status ${status}, failure code ${failureCode}`)
+    }
   }
 
   private checkLedgerGroup(payment: Payment, entries: ReadonlyArray<LedgerEntry>) {
@@ -641,7 +827,12 @@ export class Auditor {
     groups.length = 0
     sums.length = 0
     for (const entry of entries) {
-      if (!this.counted(Number.isSafeInteger(entry.amountCents) && entry.amountCents > 0 && entry.currency === payment.currency && entry.paymentId === payment.id)) {
+      if (
+        !this.counted(
+          Number.isSafeInteger(entry.amountCents) && entry.amountCents > 0 && entry.currency === payment.currency &&
+            entry.paymentId === payment.id
+        )
+      ) {
         this.fail("ledger-entry", `payment ${payment.id}: malformed ledger entry ${entry.id}`)
       }
       // The entry posts to the payment's own chart: one of its accounts (a look-up by name) of
@@ -649,7 +840,10 @@ export class Auditor {
       // `ledger-entry`'s). A balanced pair elsewhere would pass every equation, which read only
       // the chart (`post` does not keep other accounts).
       if (!this.counted(accountIndex.has(entry.account) && entry.merchantId === payment.merchantId)) {
-        this.fail("ledger-account", `payment ${payment.id} of ${payment.merchantId}: ledger entry ${entry.id} (${entry.direction}) posts to ${entry.account} of ${entry.merchantId}, outside the chart`)
+        this.fail(
+          "ledger-account",
+          `payment ${payment.id} of ${payment.merchantId}: ledger entry ${entry.id} (${entry.direction}) posts to ${entry.account} of ${entry.merchantId}, outside the chart`
+        )
       }
       const signed = entry.direction === "debit" ? entry.amountCents : -entry.amountCents
       const i = groups.indexOf(entry.groupId)
@@ -659,7 +853,9 @@ export class Auditor {
       } else sums[i] = sums[i]! + signed
     }
     for (let i = 0; i < groups.length; i++) {
-      if (!this.counted(sums[i] === 0)) this.fail("ledger-balanced", `payment ${payment.id}: ledger group ${groups[i]} off by ${sums[i]}`)
+      if (!this.counted(sums[i] === 0)) {
+        this.fail("ledger-balanced", `payment ${payment.id}: ledger group ${groups[i]} off by ${sums[i]}`)
+      }
     }
   }
 
@@ -679,19 +875,40 @@ export class Auditor {
     const held = p.status === "authorized" ? p.amountCents : 0
     // The chart's running balances read by position (the chart is fixed: no look-up by name).
     const a = balances
-    this.equation(p, when, "card_network", a[base + at.card_network]!, p.capturedAmountCents - p.refundedAmountCents + dispute.cardNetwork)
+    this.equation(
+      p,
+      when,
+      "card_network",
+      a[base + at.card_network]!,
+      p.capturedAmountCents - p.refundedAmountCents + dispute.cardNetwork
+    )
     const pending = a[base + at.merchant_pending]!
     const available = a[base + at.merchant_available]!
     if (!settledKnown && p.settledAt === null) {
       // Swept or not, all of it in one of the two: the other holds nothing.
       const whole = (pending === net && available === 0) || (pending === 0 && available === net)
       if (!this.counted(whole)) {
-        this.fail("ledger-matches-record", `payment ${p.id} (${p.status}) ${when}: merchant_pending is ${pending} and merchant_available ${available}, expected ${net} in one of them (settled or not) and 0 in the other`)
+        this.fail(
+          "ledger-matches-record",
+          `payment ${p.id} (${p.status}) ${when}: merchant_pending is ${pending} and merchant_available ${available}, expected ${net} in one of them (settled or not) and 0 in the other`
+        )
       }
     } else {
       const settled = p.settledAt !== null
-      this.equation(p, when, settled ? "merchant_pending (settled)" : "merchant_pending (before settlement)", pending, settled ? 0 : net)
-      this.equation(p, when, settled ? "merchant_available (settled)" : "merchant_available (before settlement)", available, settled ? net : 0)
+      this.equation(
+        p,
+        when,
+        settled ? "merchant_pending (settled)" : "merchant_pending (before settlement)",
+        pending,
+        settled ? 0 : net
+      )
+      this.equation(
+        p,
+        when,
+        settled ? "merchant_available (settled)" : "merchant_available (before settlement)",
+        available,
+        settled ? net : 0
+      )
     }
     this.equation(p, when, "fee_revenue", a[base + at.fee_revenue]!, p.feeCents + dispute.feeRevenue)
     this.equation(p, when, "authorization_holds", a[base + at.authorization_holds]!, held)
@@ -700,7 +917,12 @@ export class Auditor {
   }
 
   private equation(p: Payment, when: string, account: string, actual: number, expected: number) {
-    if (!this.counted(actual === expected)) this.fail("ledger-matches-record", `payment ${p.id} (${p.status}) ${when}: ${account} is ${actual}, expected ${expected}`)
+    if (!this.counted(actual === expected)) {
+      this.fail(
+        "ledger-matches-record",
+        `payment ${p.id} (${p.status}) ${when}: ${account} is ${actual}, expected ${expected}`
+      )
+    }
   }
 
   // -------------------------------------------------------------------------------------------
@@ -725,33 +947,48 @@ export class Auditor {
       // What the store holds is exactly what was committed: every event and entry once, in order.
       const slot = committed.slotOf(payment.id)
       if (!this.counted(committedEvents.same(slot, events))) {
-        this.fail("event-stream-stored",
-          `payment ${payment.id}: stored events [${events.map((e) => e.id).join(" ")}], committed [${slot < 0 ? "" : committedEvents.of(slot).join(" ")}]`)
+        this.fail(
+          "event-stream-stored",
+          `payment ${payment.id}: stored events [${events.map((e) => e.id).join(" ")}], committed [${
+            slot < 0 ? "" : committedEvents.of(slot).join(" ")
+          }]`
+        )
       }
       const version = slot < 0 ? undefined : committed.versions[slot]
       if (!this.counted(committedLedger.same(slot, entries) && version === payment.version)) {
-        this.fail("ledger-stored",
-          `payment ${payment.id} v${payment.version}: stored ledger [${entries.map((e) => e.id).join(" ")}], committed [${slot < 0 ? "" : committedLedger.of(slot).join(" ")}] v${version}`)
+        this.fail(
+          "ledger-stored",
+          `payment ${payment.id} v${payment.version}: stored ledger [${
+            entries.map((e) => e.id).join(" ")
+          }], committed [${slot < 0 ? "" : committedLedger.of(slot).join(" ")}] v${version}`
+        )
       }
       this.auditLedger(payment, entries, balances)
       const byCurrency = balancesByMerchant.get(payment.merchantId) ?? new Map()
       balancesByMerchant.set(payment.merchantId, byCurrency)
       const sum = byCurrency.get(payment.currency) ?? { pending: 0, available: 0, reserved: 0 }
       // A currency shows in the balances once merchant money moved in it (holds alone do not count).
-      const merchantMoney = entries.some((e) => e.account === "merchant_pending" || e.account === "merchant_available" || e.account === "merchant_reserved")
+      const merchantMoney = entries.some((e) =>
+        e.account === "merchant_pending" || e.account === "merchant_available" || e.account === "merchant_reserved"
+      )
       // The chart's balances read by position, as the equations read them.
       const a = balances
-      if (merchantMoney) byCurrency.set(payment.currency, {
-        pending: sum.pending + a[at.merchant_pending]!,
-        available: sum.available + a[at.merchant_available]!,
-        reserved: sum.reserved + a[at.merchant_reserved]!
-      })
+      if (merchantMoney) {
+        byCurrency.set(payment.currency, {
+          pending: sum.pending + a[at.merchant_pending]!,
+          available: sum.available + a[at.merchant_available]!,
+          reserved: sum.reserved + a[at.merchant_reserved]!
+        })
+      }
       if (payment.idempotencyKey !== null) {
         let ofMerchant = keys.get(payment.merchantId)
         if (ofMerchant === undefined) keys.set(payment.merchantId, ofMerchant = new Map())
         const existing = ofMerchant.get(payment.idempotencyKey)
         if (!this.counted(existing === undefined)) {
-          this.fail("one-transaction-per-key", `idempotency key ${payment.idempotencyKey}: transactions ${existing} and ${payment.id}`)
+          this.fail(
+            "one-transaction-per-key",
+            `idempotency key ${payment.idempotencyKey}: transactions ${existing} and ${payment.id}`
+          )
         }
         ofMerchant.set(payment.idempotencyKey, payment.id)
       }
@@ -764,10 +1001,20 @@ export class Auditor {
       const expected = balancesByMerchant.get(merchantId) ?? new Map()
       for (const row of reported) {
         const sum = expected.get(row.currency) ?? { pending: 0, available: 0, reserved: 0 }
-        this.check(row.pending === sum.pending && row.available === sum.available && row.reserved === sum.reserved, "balances", () =>
-          `merchant ${merchantId} ${row.currency}: balance ${JSON.stringify(row)} but entries sum to ${JSON.stringify(sum)}`)
+        this.check(
+          row.pending === sum.pending && row.available === sum.available && row.reserved === sum.reserved,
+          "balances",
+          () =>
+            `merchant ${merchantId} ${row.currency}: balance ${JSON.stringify(row)} but entries sum to ${
+              JSON.stringify(sum)
+            }`
+        )
       }
-      this.check(reported.length === expected.size, "balances", () => `merchant ${merchantId}: ${reported.length} currencies reported, ${expected.size} in the ledger`)
+      this.check(
+        reported.length === expected.size,
+        "balances",
+        () => `merchant ${merchantId}: ${reported.length} currencies reported, ${expected.size} in the ledger`
+      )
     }
     return { payments: state.payments.size }
   }
@@ -790,9 +1037,13 @@ export class Auditor {
   /** Quiescence: nothing is left half-way through its automatic flow. */
   checkQuiescent(payment: Pick<Payment, "id" | "status" | "fraudVerdict" | "captureMethod">) {
     const waiting = payment.status === "pending" ||
-      (payment.status === "authorized" && (payment.fraudVerdict === null || (payment.fraudVerdict === "passed" && payment.captureMethod === "automatic")))
+      (payment.status === "authorized" &&
+        (payment.fraudVerdict === null || (payment.fraudVerdict === "passed" && payment.captureMethod === "automatic")))
     if (!this.counted(!waiting)) {
-      this.fail("no-pending-after-quiesce", `payment ${payment.id} still in flight (${payment.status}, verdict ${payment.fraudVerdict}) after the run quiesced`)
+      this.fail(
+        "no-pending-after-quiesce",
+        `payment ${payment.id} still in flight (${payment.status}, verdict ${payment.fraudVerdict}) after the run quiesced`
+      )
     }
   }
 
@@ -806,11 +1057,15 @@ export class Auditor {
       if (!this.counted(legal(status, event.data.status, event.type))) {
         this.fail("event-trace", `payment ${payment.id}: event ${event.type} takes ${status} to ${event.data.status}`)
       }
-      if (!this.counted(event.sequence > sequence)) this.fail("event-order", `payment ${payment.id}: event sequence ${event.sequence} after ${sequence}`)
+      if (!this.counted(event.sequence > sequence)) {
+        this.fail("event-order", `payment ${payment.id}: event sequence ${event.sequence} after ${sequence}`)
+      }
       status = event.data.status
       sequence = event.sequence
     }
-    if (!this.counted(status === payment.status)) this.fail("trace-matches-status", `payment ${payment.id}: events end in ${status}, record says ${payment.status}`)
+    if (!this.counted(status === payment.status)) {
+      this.fail("trace-matches-status", `payment ${payment.id}: events end in ${status}, record says ${payment.status}`)
+    }
   }
 }
 
@@ -835,14 +1090,19 @@ export const auditedStore = (
   inner: StoreShape,
   auditor: Auditor,
   plantedBug: PlantedBug
-): { readonly store: StoreShape; readonly commits: Readonly<Record<"insertPayment" | "openPayment" | "commitChange", SplitCommit>> } => {
+): {
+  readonly store: StoreShape
+  readonly commits: Readonly<Record<"insertPayment" | "openPayment" | "commitChange", SplitCommit>>
+} => {
   const store = storeBug(plantedBug, inner)
   const planted = (before: Payment | null, change: Change) => changeBug(plantedBug, before, change)
   const stored = (change: Change) => storedChangeBug(plantedBug, change)
   // Payments a planted bug created without their key (`resumedCreateBug`): keyless from then on,
   // in what the store holds and what the auditor sees, as if the service never knew the key.
   const keyless = new Set<string>()
-  const withoutKey = (payment: Payment): Payment => (payment.idempotencyKey === null ? payment : { ...payment, idempotencyKey: null })
+  const withoutKey = (
+    payment: Payment
+  ): Payment => (payment.idempotencyKey === null ? payment : { ...payment, idempotencyKey: null })
   const commits = {
     insertPayment: (args: ReadonlyArray<unknown>) => {
       const decided = resumedCreateBug(plantedBug, args[0] as Change)
@@ -869,7 +1129,11 @@ export const auditedStore = (
       const given = args[0] as Parameters<StoreShape["commitChange"]>[0]
       const commit = keyless.size === 0 || !keyless.has(given.before.id)
         ? given
-        : { ...given, before: withoutKey(given.before), change: { ...given.change, payment: withoutKey(given.change.payment) } }
+        : {
+          ...given,
+          before: withoutKey(given.before),
+          change: { ...given.change, payment: withoutKey(given.change.payment) }
+        }
       const change = planted(commit.before, commit.change)
       return {
         effect: store.commitChange({ ...commit, change: stored(change) }),

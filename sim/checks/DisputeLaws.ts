@@ -13,7 +13,14 @@ export const disputeTransitions: ReadonlyArray<string> = ["captured", "settled"]
 ])
 
 /** The network's dispute fee per currency, as docs/api.md states it. */
-const disputeFee: Readonly<Record<string, number>> = { USD: 1500, EUR: 1500, GBP: 1500, CAD: 1500, AUD: 2500, JPY: 2000 }
+const disputeFee: Readonly<Record<string, number>> = {
+  USD: 1500,
+  EUR: 1500,
+  GBP: 1500,
+  CAD: 1500,
+  AUD: 2500,
+  JPY: 2000
+}
 
 /**
  * What a payment's dispute adds to its ledger equations: reserved holds an open dispute's
@@ -21,7 +28,14 @@ const disputeFee: Readonly<Record<string, number>> = { USD: 1500, EUR: 1500, GBP
  * fee taken from the merchant; a won one left no trace but its round trip.
  */
 const noDispute = Object.freeze({ reserved: 0, cardNetwork: 0, merchant: 0, feeRevenue: 0 })
-export const disputeLedger = (payment: Payment): { readonly reserved: number; readonly cardNetwork: number; readonly merchant: number; readonly feeRevenue: number } => {
+export const disputeLedger = (
+  payment: Payment
+): {
+  readonly reserved: number
+  readonly cardNetwork: number
+  readonly merchant: number
+  readonly feeRevenue: number
+} => {
   const dispute = payment.dispute
   if (dispute === null) return noDispute
   const fee = dispute.status === "lost" ? disputeFee[payment.currency]! : 0

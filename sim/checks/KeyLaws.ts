@@ -41,9 +41,13 @@ export const keyLaw = (auditor: Auditor, options: { readonly cacheTtlMs: number 
       if (!mustRefuse) return
       stats.mustRefuse++
       if (status === null || status === 401 || status === 503) return
-      auditor.fail("revoked-key-refused",
+      auditor.fail(
+        "revoked-key-refused",
         `${what()} with key ${revocation.keyId}, sent ${sentAtMs - revocation.atMs} ms after its rotation committed ` +
-          `(${by === revocation.by ? "on the instance that made it" : `past the ${options.cacheTtlMs} ms cache TTL`}), answered ${status} instead of 401`)
+          `(${
+            by === revocation.by ? "on the instance that made it" : `past the ${options.cacheTtlMs} ms cache TTL`
+          }), answered ${status} instead of 401`
+      )
     }
   }
 }

@@ -1,15 +1,15 @@
 import { Effect, Layer } from "effect"
+import { type AcquirerShape, operationKeys } from "../../src/acquirer/Acquirer.ts"
 import type { Account, LedgerEntry } from "../../src/domain/Ledger.ts"
 import type { Change, Decision, Payment, PaymentEvent } from "../../src/domain/Payment.ts"
+import { type RateDecision, RateLimiter } from "../../src/http/edge/RateLimiter.ts"
 import type { WebhookTransportShape } from "../../src/platform/WebhookTransport.ts"
 import type { ApiKeysShape, Found } from "../../src/services/ApiKeys.ts"
-import { type RateDecision, RateLimiter } from "../../src/http/edge/RateLimiter.ts"
 import type { StoreShape } from "../../src/store/Store.ts"
 import type { PollInput, WebhookStoreShape } from "../../src/store/WebhookStore.ts"
-import type { FaultRates, WorkloadMix } from "../engine/Rates.ts"
-import { type AcquirerShape, operationKeys } from "../../src/acquirer/Acquirer.ts"
-import type { SimulatedProcessor } from "../world/Processor.ts"
 import { hash32 } from "../engine/Prng.ts"
+import type { FaultRates, WorkloadMix } from "../engine/Rates.ts"
+import type { SimulatedProcessor } from "../world/Processor.ts"
 
 /**
  * Bugs a developer might write, planted on purpose (`--planted-bug NAME`) to prove that the
@@ -95,7 +95,8 @@ export const plantedBugs = {
   },
   "fee-off-chart": {
     law: "ledger-account",
-    description: "a capture also books its fee from an invented fee_receivable to a misspelled fee_revenu: a balanced pair outside the chart",
+    description:
+      "a capture also books its fee from an invented fee_receivable to a misspelled fee_revenu: a balanced pair outside the chart",
     scenario: {}
   },
   "wrong-fee": {
@@ -110,7 +111,8 @@ export const plantedBugs = {
   },
   "refund-posting-inverted": {
     law: "ledger-matches-record",
-    description: "a refund's money is taken from the wrong side of settlement (available before it, pending after: the settled flag inverted); pending plus available stays right, so only the accounts one by one show it",
+    description:
+      "a refund's money is taken from the wrong side of settlement (available before it, pending after: the settled flag inverted); pending plus available stays right, so only the accounts one by one show it",
     // Six hours: no cut-off passes, so no settlement sweep leaves pending non-zero: only the
     // per-account equations before settlement see it.
     scenario: { hours: 6, mix: { refund: 0.9, overRefund: 0 } },
@@ -123,13 +125,15 @@ export const plantedBugs = {
   },
   "review-threshold-exclusive": {
     law: "fraud-band",
-    description: "a score exactly on the review threshold passes (`>` where the documentation says `≥`); only boundary-directed payments score exactly 0.50",
+    description:
+      "a score exactly on the review threshold passes (`>` where the documentation says `≥`); only boundary-directed payments score exactly 0.50",
     scenario: { payments: 200, hours: 8, mix: { boundaryScores: 0.5 } },
     sweepSeed: 1
   },
   "confirm-keeps-hold": {
     law: "fraud-review",
-    description: "confirming fraud on a held payment labels the case but neither blocks the payment nor releases its hold",
+    description:
+      "confirming fraud on a held payment labels the case but neither blocks the payment nor releases its hold",
     scenario: { mix: { riskyTokens: 0.5, review: 1 } }
   },
   "replay-differs": {
@@ -145,7 +149,12 @@ export const plantedBugs = {
     // of fibers decide where the store faults land, so a change to the workload or to the runtime
     // moves them: 6, 9 and 15 did, and then 3, 7-9, 11-15 and 17 on Effect 4).
     // (Without pauses, freezes and skew: lost commits alone, as when the seed was chosen.)
-    scenario: { seed: 3, payments: 150, mix: { refund: 0.9, manualCapture: 0.6, overRefund: 0, racingOperations: 0 }, faults: { storeLostCommit: 0.1, pausesPerHour: 0, storeFreezesPerDay: 0, clockSkewMs: 0 } }
+    scenario: {
+      seed: 3,
+      payments: 150,
+      mix: { refund: 0.9, manualCapture: 0.6, overRefund: 0, racingOperations: 0 },
+      faults: { storeLostCommit: 0.1, pausesPerHour: 0, storeFreezesPerDay: 0, clockSkewMs: 0 }
+    }
   },
   "skip-settlement": {
     law: "settled-by-cut-off",
@@ -154,19 +163,22 @@ export const plantedBugs = {
   },
   "refunded-never-swept": {
     law: "settled-by-cut-off",
-    description: "the settlement query leaves out payments fully refunded before the cut-off, so their pending balance (the fee) is never swept (as when `isSettleable` forgets them: the law decides from the record alone, not by asking it)",
+    description:
+      "the settlement query leaves out payments fully refunded before the cut-off, so their pending balance (the fee) is never swept (as when `isSettleable` forgets them: the law decides from the record alone, not by asking it)",
     scenario: { ...settlementRun, mix: { refund: 0.9, overRefund: 0 } },
     sweepSeed: 1
   },
   "api-key-cache-kept": {
     law: "revoked-key-refused",
-    description: "the process's API key cache is cleared only when a rotation answers: one whose answer was lost (committed, then StoreUnavailable) leaves the old key trusted for the cache's TTL, and the client's retry is served with it",
+    description:
+      "the process's API key cache is cleared only when a rotation answers: one whose answer was lost (committed, then StoreUnavailable) leaves the old key trusted for the cache's TTL, and the client's retry is served with it",
     scenario: { payments: 200, hours: 12, mix: { keyRotationsPerMerchantDay: 6 }, faults: { rotationLost: 0.5 } },
     sweepSeed: 1
   },
   "rate-limit-refusal-keeps-clock": {
     law: "rate-limit",
-    description: "a refused request adds the refill since the bucket's last update but leaves that time where it was, so the next request adds the same refill again: under pressure a key gets about half as much again as RATE_LIMIT_PER_SECOND",
+    description:
+      "a refused request adds the refill since the bucket's last update but leaves that time where it was, so the next request adds the same refill again: under pressure a key gets about half as much again as RATE_LIMIT_PER_SECOND",
     scenario: { payments: 40, mix: { rateLimitPushesPerDay: 12 } },
     sweepSeed: 1
   },
@@ -182,20 +194,23 @@ export const plantedBugs = {
   },
   "lease-renewal-ignored": {
     law: "webhook-once-per-attempt",
-    description: "an attempt whose claim waited past its lease ignores the refused renewal and is sent anyway, beside the claim that took the delivery over",
+    description:
+      "an attempt whose claim waited past its lease ignores the refused renewal and is sent anyway, beside the claim that took the delivery over",
     // Backlogs (a lagging endpoint and a batch of payments) make claims wait past their lease.
     scenario: { mix: { endpointBacklogsPerDay: 6 } },
     sweepSeed: 1
   },
   "attempt-timed-from-end": {
     law: "webhook-schedule",
-    description: "an attempt is timed when its answer came, not when it started: a first failure so timed moves every retry later by its duration (up to the 30 s timeout)",
+    description:
+      "an attempt is timed when its answer came, not when it started: a first failure so timed moves every retry later by its duration (up to the 30 s timeout)",
     scenario: { faults: { webhook5xx: 0.3, webhookNoAnswer: 0.05 } },
     sweepSeed: 1
   },
   "retry-from-last-attempt": {
     law: "webhook-schedule",
-    description: "each retry's offset is counted from the attempt that just failed, not from the first failure (the wrong origin)",
+    description:
+      "each retry's offset is counted from the attempt that just failed, not from the first failure (the wrong origin)",
     scenario: { faults: { webhook5xx: 0.3 } },
     sweepSeed: 1
   },
@@ -207,7 +222,8 @@ export const plantedBugs = {
   },
   "give-up-one-early": {
     law: "webhook-give-up",
-    description: "a delivery is marked failed once as many attempts failed as the schedule has retries: its last retry is never made",
+    description:
+      "a delivery is marked failed once as many attempts failed as the schedule has retries: its last retry is never made",
     scenario: { hours: 30, faults: { webhook5xx: 0.6 } },
     sweepSeed: 1
   },
@@ -238,37 +254,43 @@ export const plantedBugs = {
   },
   "refund-ignores-dispute": {
     law: "refunds-and-disputes-within-capture",
-    description: "a refund while a dispute is open is checked against the remainder alone, not the remainder less the disputed amount",
+    description:
+      "a refund while a dispute is open is checked against the remainder alone, not the remainder less the disputed amount",
     scenario: { hours: 6, mix: { disputeDuringScript: 0.5 } },
     sweepSeed: 1
   },
   "refund-after-lost-dispute": {
     law: "refunds-and-disputes-within-capture",
-    description: "a refund after a lost dispute is checked against captured − refunded, forgetting the charged-back amount: the cardholder gets that money twice",
+    description:
+      "a refund after a lost dispute is checked against captured − refunded, forgetting the charged-back amount: the cardholder gets that money twice",
     scenario: { hours: 6, mix: { disputeDuringScript: 0.5, refundAfterDispute: 1 } },
     sweepSeed: 1
   },
   "case-drops-contribution": {
     law: "fraud-explanation",
-    description: "a fraud case keeps every contribution but the smallest (a slice one short), so they no longer add up to the output its score came from",
+    description:
+      "a fraud case keeps every contribution but the smallest (a slice one short), so they no longer add up to the output its score came from",
     scenario: { mix: { riskyTokens: 0.3 } },
     sweepSeed: 1
   },
   "resumed-create-drops-key": {
     law: "one-transaction-per-key",
-    description: "a create resumed after a crash or a lost commit acknowledgement takes the path that ignores the idempotency key, and the payment row records none",
+    description:
+      "a create resumed after a crash or a lost commit acknowledgement takes the path that ignores the idempotency key, and the payment row records none",
     scenario: { payments: 150, faults: { storeLostCommit: 0.05, crashAfterCommit: 0.01 } },
     sweepSeed: 1
   },
   "retry-recorded-on-time": {
     law: "webhook-schedule",
-    description: "a payment's first delivery records its first failed attempt 20 s early and schedules the retries from that record: sent early, on time by the store's times",
+    description:
+      "a payment's first delivery records its first failed attempt 20 s early and schedules the retries from that record: sent early, on time by the store's times",
     scenario: { faults: { webhook5xx: 0.3 } },
     sweepSeed: 1
   },
   "retry-time-truncated": {
     law: "webhook-schedule",
-    description: "a retry's time is stored rounded down to the whole second (as a seconds-precision column keeps it): up to 999 ms early, within the clock tolerance the endpoints' times must allow; the times the service recorded show it",
+    description:
+      "a retry's time is stored rounded down to the whole second (as a seconds-precision column keeps it): up to 999 ms early, within the clock tolerance the endpoints' times must allow; the times the service recorded show it",
     // At seed 1 the endpoints' arrival times, skewed, stay within the tolerance: only the recorded ones show it.
     scenario: { seed: 1, faults: { webhook5xx: 0.3 } },
     sweepSeed: 1
@@ -283,23 +305,27 @@ export const plantedBugs = {
   // stops a flow mid-way (a crash, a pause, a store error, outage or freeze), as recovery resumes them all.
   "freeze-waits-for-thaw": {
     law: "answered-in-time",
-    description: "the database adapter sets no statement timeout: a call to a frozen database waits for the thaw instead of failing after 5.5 s",
+    description:
+      "the database adapter sets no statement timeout: a call to a frozen database waits for the thaw instead of failing after 5.5 s",
     scenario: { seed: 1, merchants: 4, payments: 300, hours: 12, faults: { storeFreezesPerDay: 4 } }
   },
   "unversioned-commit": {
     law: "version",
-    description: "a flow step or command whose payment moved since it read it (another process changed it) is written anyway, on top of the newer record",
+    description:
+      "a flow step or command whose payment moved since it read it (another process changed it) is written anyway, on top of the newer record",
     // Slow authorizations keep flows in flight when an instance pauses: its replacement resumes them.
     scenario: { seed: 1, merchants: 4, payments: 600, hours: 6, faults: { pausesPerHour: 4, acquirerSlow: 0.5 } }
   },
   "attempt-time-from-receiver": {
     law: "webhook-schedule",
-    description: "a delivery's first failure is timed by the receiver's clock (its Date header) instead of the service's own, so retries count from another clock",
+    description:
+      "a delivery's first failure is timed by the receiver's clock (its Date header) instead of the service's own, so retries count from another clock",
     scenario: { seed: 1, merchants: 4, payments: 300, hours: 12, faults: { webhook5xx: 0.3 } }
   },
   "recovery-misses-payments": {
     law: "liveness",
-    description: "the recovery query misses some payments in flight, so a flow a crash stopped is never resumed and its payment stays pending",
+    description:
+      "the recovery query misses some payments in flight, so a flow a crash stopped is never resumed and its payment stays pending",
     // Of seeds 1-8, 3, 4 and 7 leave a payment stuck (the runtime's order of fibers decides which
     // flows a crash stops mid-way: seed 2 did on Effect 3, not on Effect 4; seed 1 did until the
     // workload's rate limit pushes and webhook backlogs moved the crashes' victims).
@@ -310,27 +336,39 @@ export const plantedBugs = {
   // the processor's heavy faults.
   "authorize-retry-new-key": {
     law: "processor-one-authorization",
-    description: "an authorization asked again after an unknown outcome goes under a new idempotency key (the attempt number in it): the processor makes a second authorization",
+    description:
+      "an authorization asked again after an unknown outcome goes under a new idempotency key (the attempt number in it): the processor makes a second authorization",
     scenario: { seed: 1, payments: 300, hours: 6, processor: true, faults: processorHeavy }
   },
   "capture-not-asked": {
     law: "processor-money-matches-books",
-    description: "the connector answers a capture as done without sending it: the books capture what the processor still only holds",
+    description:
+      "the connector answers a capture as done without sending it: the books capture what the processor still only holds",
     scenario: { seed: 1, payments: 40, hours: 2, processor: true, faults: processorHeavy }
   },
   "blocked-not-cancelled": {
     law: "processor-authorization-ends",
-    description: "the flow's cancel of a fraud-blocked payment (the one that carries the authorization's reference) is answered as done without being sent: the cardholder's money stays held",
+    description:
+      "the flow's cancel of a fraud-blocked payment (the one that carries the authorization's reference) is answered as done without being sent: the cardholder's money stays held",
     scenario: { seed: 1, payments: 300, hours: 6, processor: true, faults: processorHeavy, mix: { riskyTokens: 0.4 } }
   },
   "refund-key-per-attempt": {
     law: "processor-money-matches-books",
-    description: "a refund's idempotency key carries the attempt number, which changes between retries: a refund whose answer was lost is refunded again",
-    scenario: { seed: 1, payments: 300, hours: 6, processor: true, faults: processorHeavy, mix: { refund: 0.9, overRefund: 0 } }
+    description:
+      "a refund's idempotency key carries the attempt number, which changes between retries: a refund whose answer was lost is refunded again",
+    scenario: {
+      seed: 1,
+      payments: 300,
+      hours: 6,
+      processor: true,
+      faults: processorHeavy,
+      mix: { refund: 0.9, overRefund: 0 }
+    }
   },
   "reauthorize-after-cancel": {
     law: "processor-no-capture-after-cancel",
-    description: "a connector that reverses an authorization whose answer did not come and asks again under a key of its own: the payment is authorized and captured anew after its first hold was cancelled",
+    description:
+      "a connector that reverses an authorization whose answer did not come and asks again under a key of its own: the payment is authorized and captured anew after its first hold was cancelled",
     scenario: { seed: 1, payments: 300, hours: 6, processor: true, faults: processorHeavy }
   }
 } as const satisfies Record<string, PlantedBugSpec>
@@ -350,28 +388,57 @@ export const decisionBug = (bug: PlantedBug, decide: Decide): Decide => {
     case "refund-over-remainder":
       return (payment, fraudCase) => {
         const decision = decide(payment, fraudCase)
-        if (decision.ok || decision.refusal._tag !== "InvalidAmount" || (payment.status !== "captured" && payment.status !== "settled")) return decision
+        if (
+          decision.ok || decision.refusal._tag !== "InvalidAmount" ||
+          (payment.status !== "captured" && payment.status !== "settled")
+        ) return decision
         const inflated = decide({ ...payment, capturedAmountCents: payment.amountCents * 2 + 1_000_000 }, fraudCase)
         if (!inflated.ok) return decision
         const fixed = { ...inflated.change.payment, capturedAmountCents: payment.capturedAmountCents }
-        return { ok: true, change: { ...inflated.change, payment: fixed, events: inflated.change.events.map((e) => withSnapshot(e, fixed)) } }
+        return {
+          ok: true,
+          change: {
+            ...inflated.change,
+            payment: fixed,
+            events: inflated.change.events.map((e) => withSnapshot(e, fixed))
+          }
+        }
       }
     case "void-after-capture":
       return (payment, fraudCase) => {
         const decision = decide(payment, fraudCase)
-        if (decision.ok || payment.status !== "captured" || !decision.refusal.message.startsWith("Cannot void")) return decision
+        if (decision.ok || payment.status !== "captured" || !decision.refusal.message.startsWith("Cannot void")) {
+          return decision
+        }
         const voided: Payment = { ...payment, status: "voided", version: payment.version + 1 }
-        return { ok: true, change: { payment: voided, events: [eventFor(voided, "payment.voided", payment.id + "v")], ledger: [], fraudCase: null } }
+        return {
+          ok: true,
+          change: {
+            payment: voided,
+            events: [eventFor(voided, "payment.voided", payment.id + "v")],
+            ledger: [],
+            fraudCase: null
+          }
+        }
       }
     case "refund-ignores-dispute":
       return (payment, fraudCase) => {
         const decision = decide(payment, fraudCase)
-        if (decision.ok || payment.dispute?.status !== "open" || decision.refusal._tag !== "InvalidState") return decision
+        if (decision.ok || payment.dispute?.status !== "open" || decision.refusal._tag !== "InvalidState") {
+          return decision
+        }
         const ignoring = decide({ ...payment, dispute: null }, fraudCase)
         // Only a refund (a repeated open of the dispute would be accepted too without it).
         if (!ignoring.ok || ignoring.change.payment.refundedAmountCents <= payment.refundedAmountCents) return decision
         const fixed = { ...ignoring.change.payment, dispute: payment.dispute }
-        return { ok: true, change: { ...ignoring.change, payment: fixed, events: ignoring.change.events.map((e) => withSnapshot(e, fixed)) } }
+        return {
+          ok: true,
+          change: {
+            ...ignoring.change,
+            payment: fixed,
+            events: ignoring.change.events.map((e) => withSnapshot(e, fixed))
+          }
+        }
       }
     case "refund-after-lost-dispute":
       return (payment, fraudCase) => {
@@ -379,21 +446,38 @@ export const decisionBug = (bug: PlantedBug, decide: Decide): Decide => {
         if (payment.dispute?.status !== "lost") return decision
         // Decided as if the payment had no dispute: only a refund's decision differs.
         const forgetting = decide({ ...payment, dispute: null }, fraudCase)
-        if (!forgetting.ok || forgetting.change.payment.refundedAmountCents <= payment.refundedAmountCents) return decision
-        if (decision.ok && decision.change.payment.refundedAmountCents === forgetting.change.payment.refundedAmountCents) return decision
+        if (!forgetting.ok || forgetting.change.payment.refundedAmountCents <= payment.refundedAmountCents) {
+          return decision
+        }
+        if (
+          decision.ok && decision.change.payment.refundedAmountCents === forgetting.change.payment.refundedAmountCents
+        ) return decision
         const fixed = { ...forgetting.change.payment, dispute: payment.dispute }
-        return { ok: true, change: { ...forgetting.change, payment: fixed, events: forgetting.change.events.map((e) => withSnapshot(e, fixed)) } }
+        return {
+          ok: true,
+          change: {
+            ...forgetting.change,
+            payment: fixed,
+            events: forgetting.change.events.map((e) => withSnapshot(e, fixed))
+          }
+        }
       }
     default:
       return decide
   }
 }
 export const needsLockingPath = (bug: PlantedBug) =>
-  bug === "refund-over-remainder" || bug === "void-after-capture" || bug === "refund-ignores-dispute" || bug === "refund-after-lost-dispute"
+  bug === "refund-over-remainder" || bug === "void-after-capture" || bug === "refund-ignores-dispute" ||
+  bug === "refund-after-lost-dispute"
 
 const withSnapshot = (event: PaymentEvent, payment: Payment): PaymentEvent => ({
   ...event,
-  data: { ...event.data, status: payment.status, captured_amount_cents: payment.capturedAmountCents, refunded_amount_cents: payment.refundedAmountCents }
+  data: {
+    ...event.data,
+    status: payment.status,
+    captured_amount_cents: payment.capturedAmountCents,
+    refunded_amount_cents: payment.refundedAmountCents
+  }
 })
 const eventFor = (after: Payment, type: PaymentEvent["type"], id: string): PaymentEvent => ({
   id: `evt_planted${hash32(id).toString(36)}`,
@@ -402,11 +486,21 @@ const eventFor = (after: Payment, type: PaymentEvent["type"], id: string): Payme
   type,
   sequence: after.version,
   data: {
-    id: after.id, merchant_id: after.merchantId, status: after.status, amount_cents: after.amountCents, currency: after.currency,
-    captured_amount_cents: after.capturedAmountCents, refunded_amount_cents: after.refundedAmountCents, fraud_score: after.fraudScore, failure_code: after.failureCode,
+    id: after.id,
+    merchant_id: after.merchantId,
+    status: after.status,
+    amount_cents: after.amountCents,
+    currency: after.currency,
+    captured_amount_cents: after.capturedAmountCents,
+    refunded_amount_cents: after.refundedAmountCents,
+    fraud_score: after.fraudScore,
+    failure_code: after.failureCode,
     dispute: after.dispute === null ? null : {
-      status: after.dispute.status, reason: after.dispute.reason, amount_cents: after.dispute.amountCents,
-      opened_at: after.dispute.openedAt, resolved_at: after.dispute.resolvedAt
+      status: after.dispute.status,
+      reason: after.dispute.reason,
+      amount_cents: after.dispute.amountCents,
+      opened_at: after.dispute.openedAt,
+      resolved_at: after.dispute.resolvedAt
     }
   },
   createdAt: after.updatedAt
@@ -419,10 +513,16 @@ export const changeBug = (bug: PlantedBug, before: Payment | null, change: Chang
     case "capture-above-authorization": {
       if (before === null || before.capturedAmountCents > 0 || after.capturedAmountCents === 0) return change
       const payment = { ...after, capturedAmountCents: after.amountCents + 1 }
-      return { ...change, payment, events: change.events.map((e) => e.sequence === payment.version ? withSnapshot(e, payment) : e) }
+      return {
+        ...change,
+        payment,
+        events: change.events.map((e) => e.sequence === payment.version ? withSnapshot(e, payment) : e)
+      }
     }
     case "settle-refunded": {
-      if (before === null || before.status !== "refunded" || before.settledAt !== null || after.settledAt === null) return change
+      if (before === null || before.status !== "refunded" || before.settledAt !== null || after.settledAt === null) {
+        return change
+      }
       const payment: Payment = { ...after, status: "settled" }
       return { ...change, payment }
     }
@@ -434,50 +534,95 @@ export const changeBug = (bug: PlantedBug, before: Payment | null, change: Chang
       return { ...change, events: change.events.filter((e) => e.type !== "payment.fraud_passed") }
     case "duplicate-refund-event": {
       const refund = change.events.find((e) => e.type === "payment.partially_refunded")
-      return refund === undefined ? change : { ...change, events: [...change.events, { ...refund, id: `${refund.id}x` }] }
+      return refund === undefined
+        ? change
+        : { ...change, events: [...change.events, { ...refund, id: `${refund.id}x` }] }
     }
     case "spurious-settled-event": {
-      if (before === null || before.status !== "refunded" || before.settledAt !== null || after.settledAt === null) return change
+      if (before === null || before.status !== "refunded" || before.settledAt !== null || after.settledAt === null) {
+        return change
+      }
       return { ...change, events: [eventFor(after, "payment.settled", after.id + "s")] }
     }
     case "ledger-unbalanced": {
       if (!change.events.some((e) => e.type === "payment.captured")) return change
-      return { ...change, ledger: change.ledger.map((e) => e.account === "merchant_pending" && e.direction === "credit" ? { ...e, amountCents: e.amountCents + 1 } : e) }
+      return {
+        ...change,
+        ledger: change.ledger.map((e) =>
+          e.account === "merchant_pending" && e.direction === "credit" ? { ...e, amountCents: e.amountCents + 1 } : e
+        )
+      }
     }
     case "fee-off-chart": {
       // The pair joins the fee's group (which stays balanced) with ids derived from the fee's
       // entries (no id minted: the rest of the run keeps its ids); the chart accounts are untouched.
       const fee = change.ledger.find((e) => e.account === "fee_revenue" && e.direction === "credit")
       if (fee === undefined || !change.events.some((e) => e.type === "payment.captured")) return change
-      const offChart = (account: string, direction: "debit" | "credit"): LedgerEntry => ({ ...fee, id: `${fee.id}${direction[0]}`, account: account as Account, direction })
-      return { ...change, ledger: [...change.ledger, offChart("fee_receivable", "debit"), offChart("fee_revenu", "credit")] }
+      const offChart = (account: string, direction: "debit" | "credit"): LedgerEntry => ({
+        ...fee,
+        id: `${fee.id}${direction[0]}`,
+        account: account as Account,
+        direction
+      })
+      return {
+        ...change,
+        ledger: [...change.ledger, offChart("fee_receivable", "debit"), offChart("fee_revenu", "credit")]
+      }
     }
     case "wrong-fee": {
-      if (!change.events.some((e) => e.type === "payment.captured") || after.feeCents >= after.capturedAmountCents) return change
+      if (!change.events.some((e) => e.type === "payment.captured") || after.feeCents >= after.capturedAmountCents) {
+        return change
+      }
       return {
         ...change,
         payment: { ...after, feeCents: after.feeCents + 1 },
-        ledger: change.ledger.map((e) => e.account === "fee_revenue" || (e.account === "merchant_pending" && e.direction === "debit") ? { ...e, amountCents: e.amountCents + 1 } : e)
+        ledger: change.ledger.map((e) =>
+          e.account === "fee_revenue" || (e.account === "merchant_pending" && e.direction === "debit")
+            ? { ...e, amountCents: e.amountCents + 1 }
+            : e
+        )
       }
     }
     case "refund-from-pending-after-settlement": {
-      if (before === null || before.settledAt === null || after.refundedAmountCents <= before.refundedAmountCents) return change
-      return { ...change, ledger: change.ledger.map((e) => e.account === "merchant_available" ? { ...e, account: "merchant_pending" } : e) }
+      if (before === null || before.settledAt === null || after.refundedAmountCents <= before.refundedAmountCents) {
+        return change
+      }
+      return {
+        ...change,
+        ledger: change.ledger.map((e) => e.account === "merchant_available" ? { ...e, account: "merchant_pending" } : e)
+      }
     }
     case "refund-posting-inverted": {
       if (before === null || after.refundedAmountCents <= before.refundedAmountCents) return change
-      const swapped = (account: Account): Account => account === "merchant_pending" ? "merchant_available" : account === "merchant_available" ? "merchant_pending" : account
+      const swapped = (account: Account): Account =>
+        account === "merchant_pending"
+          ? "merchant_available"
+          : account === "merchant_available"
+          ? "merchant_pending"
+          : account
       return { ...change, ledger: change.ledger.map((e) => ({ ...e, account: swapped(e.account) })) }
     }
     case "fraud-band": {
       if (before === null || before.fraudVerdict !== null || after.fraudVerdict !== "review") return change
       const payment: Payment = { ...after, fraudVerdict: "passed", fraudCaseId: null }
-      return { ...change, payment, fraudCase: null, events: [...change.events, eventFor(payment, "payment.fraud_passed", after.id + "p")] }
+      return {
+        ...change,
+        payment,
+        fraudCase: null,
+        events: [...change.events, eventFor(payment, "payment.fraud_passed", after.id + "p")]
+      }
     }
     case "review-threshold-exclusive": {
-      if (before === null || before.fraudVerdict !== null || after.fraudVerdict !== "review" || after.fraudScore !== 0.5) return change
+      if (
+        before === null || before.fraudVerdict !== null || after.fraudVerdict !== "review" || after.fraudScore !== 0.5
+      ) return change
       const payment: Payment = { ...after, fraudVerdict: "passed", fraudCaseId: null }
-      return { ...change, payment, fraudCase: null, events: [...change.events, eventFor(payment, "payment.fraud_passed", after.id + "p")] }
+      return {
+        ...change,
+        payment,
+        fraudCase: null,
+        events: [...change.events, eventFor(payment, "payment.fraud_passed", after.id + "p")]
+      }
     }
     case "case-drops-contribution": {
       const fraudCase = change.fraudCase
@@ -485,8 +630,16 @@ export const changeBug = (bug: PlantedBug, before: Payment | null, change: Chang
       return { ...change, fraudCase: { ...fraudCase, explanations: fraudCase.explanations.slice(0, -1) } }
     }
     case "confirm-keeps-hold": {
-      if (before === null || change.fraudCase?.status !== "confirmed_fraud" || before.status !== "authorized" || before.fraudVerdict !== "review") return change
-      return { ...change, payment: { ...before, version: before.version + 1, updatedAt: after.updatedAt }, events: [], ledger: [] }
+      if (
+        before === null || change.fraudCase?.status !== "confirmed_fraud" || before.status !== "authorized" ||
+        before.fraudVerdict !== "review"
+      ) return change
+      return {
+        ...change,
+        payment: { ...before, version: before.version + 1, updatedAt: after.updatedAt },
+        events: [],
+        ledger: []
+      }
     }
     default:
       return change
@@ -498,7 +651,9 @@ export const changeBug = (bug: PlantedBug, before: Payment | null, change: Chang
  * after a crash or a lost acknowledgement resumes there; the first try goes through `openPayment`).
  */
 export const resumedCreateBug = (bug: PlantedBug, change: Change): Change =>
-  bug === "resumed-create-drops-key" && change.payment.idempotencyKey !== null ? { ...change, payment: { ...change.payment, idempotencyKey: null } } : change
+  bug === "resumed-create-drops-key" && change.payment.idempotencyKey !== null
+    ? { ...change, payment: { ...change.payment, idempotencyKey: null } }
+    : change
 
 /** What the store persists when it differs from the decision (a bug in the adapter). */
 export const storedChangeBug = (bug: PlantedBug, change: Change): Change =>
@@ -520,15 +675,23 @@ export const storeBug = (bug: PlantedBug, store: StoreShape): StoreShape => {
     case "replay-differs":
       return {
         ...store,
-        completeIdempotencyKey: (merchantId, key, status, body) => store.completeIdempotencyKey(merchantId, key, status, `${body} `),
-        commitChange: (commit) => store.commitChange(commit.response === null ? commit : { ...commit, response: { ...commit.response, body: `${commit.response.body} ` } })
+        completeIdempotencyKey: (merchantId, key, status, body) =>
+          store.completeIdempotencyKey(merchantId, key, status, `${body} `),
+        commitChange: (commit) =>
+          store.commitChange(
+            commit.response === null
+              ? commit
+              : { ...commit, response: { ...commit.response, body: `${commit.response.body} ` } }
+          )
       }
     case "key-applied-twice":
       return {
         ...store,
         commitChange: (commit) => store.commitChange({ ...commit, commandKey: undefined }),
         updatePayment: (target, decide) => store.updatePayment({ ...target, commandKey: undefined }, decide),
-        ...(store.readForCommand === undefined ? {} : { readForCommand: (target) => store.readForCommand!({ ...target, commandKey: undefined }) })
+        ...(store.readForCommand === undefined
+          ? {}
+          : { readForCommand: (target) => store.readForCommand!({ ...target, commandKey: undefined }) })
       }
     case "unversioned-commit":
       return {
@@ -538,7 +701,10 @@ export const storeBug = (bug: PlantedBug, store: StoreShape): StoreShape => {
             committed
               ? Effect.succeed(true)
               : Effect.map(
-                store.updatePayment({ merchantId: null, paymentId: commit.before.id }, (current) => ({ ok: true, change: rebased(commit.before, commit.change, current) })),
+                store.updatePayment(
+                  { merchantId: null, paymentId: commit.before.id },
+                  (current) => ({ ok: true, change: rebased(commit.before, commit.change, current) })
+                ),
                 (outcome) => outcome._tag === "Applied"
               ))
       }
@@ -546,7 +712,10 @@ export const storeBug = (bug: PlantedBug, store: StoreShape): StoreShape => {
       return {
         ...store,
         claimFlows: (claim) =>
-          Effect.map(store.claimFlows({ ...claim, limit: claim.limit + 64 }), (ids) => ids.filter((id) => !oneIn(3, id)).slice(0, claim.limit))
+          Effect.map(
+            store.claimFlows({ ...claim, limit: claim.limit + 64 }),
+            (ids) => ids.filter((id) => !oneIn(3, id)).slice(0, claim.limit)
+          )
       }
     case "refunded-never-swept":
       return {
@@ -554,15 +723,20 @@ export const storeBug = (bug: PlantedBug, store: StoreShape): StoreShape => {
         settleablePayments: (capturedBefore, limit) =>
           Effect.flatMap(store.settleablePayments(capturedBefore, limit), (ids) =>
             Effect.map(
-              Effect.forEach(ids, (id) => Effect.map(store.getPayment(null, id), (payment) => (payment?.status === "refunded" ? null : id))),
-              (kept) => kept.filter((id): id is string => id !== null)
+              Effect.forEach(ids, (id) =>
+                Effect.map(store.getPayment(null, id), (payment) => (payment?.status === "refunded" ? null : id))),
+              (kept) =>
+                kept.filter((id): id is string => id !== null)
             ))
       }
     case "skip-settlement":
       return {
         ...store,
         settleablePayments: (capturedBefore, limit) =>
-          Effect.map(store.settleablePayments(capturedBefore, limit + 64), (ids) => ids.filter((id) => !oneIn(5, id)).slice(0, limit))
+          Effect.map(
+            store.settleablePayments(capturedBefore, limit + 64),
+            (ids) => ids.filter((id) => !oneIn(5, id)).slice(0, limit)
+          )
       }
     default:
       return store
@@ -586,7 +760,9 @@ export const webhookStoreBug = (
   const shiftedIso = (iso: string, ms: number) => new Date(Date.parse(iso) + ms).toISOString()
   /** The failures that count for the schedule: every failed attempt from the first failure on, cut ones aside. */
   const failuresOf = (delivery: Parameters<WebhookStoreShape["recordAttempt"]>[0]) =>
-    delivery.attempts.filter((a) => a.error !== null && a.cut !== true && delivery.firstFailedAt !== null && a.at >= delivery.firstFailedAt).length
+    delivery.attempts.filter((a) =>
+      a.error !== null && a.cut !== true && delivery.firstFailedAt !== null && a.at >= delivery.firstFailedAt
+    ).length
   switch (bug) {
     case "lease-renewal-ignored":
       return {
@@ -594,7 +770,10 @@ export const webhookStoreBug = (
         // A renewal the store refused (the lease ran out and another claim took it) is taken as
         // granted: the attempt goes on with the merchant's secrets all the same.
         renewLease: (deliveryId, token, now, until) =>
-          Effect.map(store.renewLease(deliveryId, token, now, until), (secrets) => secrets ?? world.secretsOf?.(deliveryId, now) ?? null)
+          Effect.map(
+            store.renewLease(deliveryId, token, now, until),
+            (secrets) => secrets ?? world.secretsOf?.(deliveryId, now) ?? null
+          )
       }
     case "attempt-timed-from-end":
       return {
@@ -605,12 +784,19 @@ export const webhookStoreBug = (
           const ended = { ...attempt, at: shiftedIso(attempt.at, attempt.durationMs) }
           const attempts = [...delivery.attempts.slice(0, -1), ended]
           const first = delivery.firstFailedAt !== null && delivery.firstFailedAt === attempt.at
-          return store.recordAttempt({
-            ...delivery,
-            attempts,
-            firstFailedAt: first ? ended.at : delivery.firstFailedAt,
-            nextAttemptAt: first && delivery.nextAttemptAt !== null ? shiftedIso(delivery.nextAttemptAt, attempt.durationMs) : delivery.nextAttemptAt
-          }, ended, token, successor)
+          return store.recordAttempt(
+            {
+              ...delivery,
+              attempts,
+              firstFailedAt: first ? ended.at : delivery.firstFailedAt,
+              nextAttemptAt: first && delivery.nextAttemptAt !== null
+                ? shiftedIso(delivery.nextAttemptAt, attempt.durationMs)
+                : delivery.nextAttemptAt
+            },
+            ended,
+            token,
+            successor
+          )
         }
       }
     case "retry-from-last-attempt":
@@ -618,19 +804,38 @@ export const webhookStoreBug = (
         ...store,
         recordAttempt: (delivery, attempt, token, successor) =>
           // Each retry's offset counted from the attempt that just failed, not from the first failure.
-          store.recordAttempt(delivery.status !== "retrying" || delivery.nextAttemptAt === null || delivery.firstFailedAt === null ? delivery : {
-            ...delivery,
-            nextAttemptAt: shiftedIso(delivery.nextAttemptAt, Date.parse(attempt.at) - Date.parse(delivery.firstFailedAt))
-          }, attempt, token, successor)
+          store.recordAttempt(
+            delivery.status !== "retrying" || delivery.nextAttemptAt === null || delivery.firstFailedAt === null ?
+              delivery :
+              {
+                ...delivery,
+                nextAttemptAt: shiftedIso(
+                  delivery.nextAttemptAt,
+                  Date.parse(attempt.at) - Date.parse(delivery.firstFailedAt)
+                )
+              },
+            attempt,
+            token,
+            successor
+          )
       }
     case "retry-index-off-by-one":
       return {
         ...store,
         recordAttempt: (delivery, attempt, token, successor) => {
           // The n-th failure waits the offset of the (n+1)-th (the last one keeps its own).
-          if (delivery.status !== "retrying" || delivery.firstFailedAt === null) return store.recordAttempt(delivery, attempt, token, successor)
+          if (delivery.status !== "retrying" || delivery.firstFailedAt === null) {
+            return store.recordAttempt(delivery, attempt, token, successor)
+          }
           const offsetMs = scheduleMs[Math.min(failuresOf(delivery), scheduleMs.length - 1)]
-          return store.recordAttempt(offsetMs === undefined ? delivery : { ...delivery, nextAttemptAt: shiftedIso(delivery.firstFailedAt, offsetMs) }, attempt, token, successor)
+          return store.recordAttempt(
+            offsetMs === undefined
+              ? delivery
+              : { ...delivery, nextAttemptAt: shiftedIso(delivery.firstFailedAt, offsetMs) },
+            attempt,
+            token,
+            successor
+          )
         }
       }
     case "give-up-one-early":
@@ -638,19 +843,26 @@ export const webhookStoreBug = (
         ...store,
         recordAttempt: (delivery, attempt, token, successor) =>
           // Failed once as many attempts failed as the schedule has retries: its last retry never made.
-          store.recordAttempt(delivery.status !== "retrying" || failuresOf(delivery) < scheduleMs.length ? delivery : {
-            ...delivery,
-            status: "failed",
-            nextAttemptAt: null,
-            completedAt: attempt.at
-          }, attempt, token, successor)
+          store.recordAttempt(
+            delivery.status !== "retrying" || failuresOf(delivery) < scheduleMs.length ? delivery : {
+              ...delivery,
+              status: "failed",
+              nextAttemptAt: null,
+              completedAt: attempt.at
+            },
+            attempt,
+            token,
+            successor
+          )
       }
     case "attempt-time-from-receiver":
       return {
         ...store,
         recordAttempt: (delivery, attempt, token, successor) => {
           // The first failure, timed when the receiver got the request by its own clock.
-          if (delivery.firstFailedAt === null || delivery.firstFailedAt !== attempt.at) return store.recordAttempt(delivery, attempt, token, successor)
+          if (delivery.firstFailedAt === null || delivery.firstFailedAt !== attempt.at) {
+            return store.recordAttempt(delivery, attempt, token, successor)
+          }
           const receivedAt = new Date(receiverNowMs() - attempt.durationMs).toISOString()
           return store.recordAttempt({ ...delivery, firstFailedAt: receivedAt }, attempt, token, successor)
         }
@@ -659,10 +871,15 @@ export const webhookStoreBug = (
       return {
         ...store,
         recordAttempt: (delivery, attempt, token, successor) =>
-          store.recordAttempt(delivery.nextAttemptAt === null || delivery.status !== "retrying" ? delivery : {
-            ...delivery,
-            nextAttemptAt: new Date(Date.parse(delivery.nextAttemptAt) - 20_000).toISOString()
-          }, attempt, token, successor)
+          store.recordAttempt(
+            delivery.nextAttemptAt === null || delivery.status !== "retrying" ? delivery : {
+              ...delivery,
+              nextAttemptAt: new Date(Date.parse(delivery.nextAttemptAt) - 20_000).toISOString()
+            },
+            attempt,
+            token,
+            successor
+          )
       }
     case "retry-recorded-on-time": {
       // The first failed attempt of a payment's first delivery (no delivery before it in the
@@ -674,17 +891,25 @@ export const webhookStoreBug = (
         ...store,
         recordAttempt: (delivery, attempt, token, successor) => {
           const first = delivery.attempts[0]
-          if (delivery.attempts.length !== 1 || first === undefined || delivery.status !== "retrying" || delivery.order?.sequence !== 1 ||
-            delivery.firstFailedAt === null || delivery.nextAttemptAt === null) {
+          if (
+            delivery.attempts.length !== 1 || first === undefined || delivery.status !== "retrying" ||
+            delivery.order?.sequence !== 1 ||
+            delivery.firstFailedAt === null || delivery.nextAttemptAt === null
+          ) {
             return store.recordAttempt(delivery, attempt, token, successor)
           }
           const recorded = { ...first, at: earlier(first.at) }
-          return store.recordAttempt({
-            ...delivery,
-            attempts: [recorded],
-            firstFailedAt: earlier(delivery.firstFailedAt),
-            nextAttemptAt: earlier(delivery.nextAttemptAt)
-          }, recorded, token, successor)
+          return store.recordAttempt(
+            {
+              ...delivery,
+              attempts: [recorded],
+              firstFailedAt: earlier(delivery.firstFailedAt),
+              nextAttemptAt: earlier(delivery.nextAttemptAt)
+            },
+            recorded,
+            token,
+            successor
+          )
         }
       }
     }
@@ -692,24 +917,35 @@ export const webhookStoreBug = (
       return {
         ...store,
         recordAttempt: (delivery, attempt, token, successor) =>
-          store.recordAttempt(delivery.nextAttemptAt === null || delivery.status !== "retrying" ? delivery : {
-            ...delivery,
-            nextAttemptAt: new Date(Math.floor(Date.parse(delivery.nextAttemptAt) / 1000) * 1000).toISOString()
-          }, attempt, token, successor)
+          store.recordAttempt(
+            delivery.nextAttemptAt === null || delivery.status !== "retrying" ? delivery : {
+              ...delivery,
+              nextAttemptAt: new Date(Math.floor(Date.parse(delivery.nextAttemptAt) / 1000) * 1000).toISOString()
+            },
+            attempt,
+            token,
+            successor
+          )
       }
     case "give-up-early":
       return {
         ...store,
         recordAttempt: (delivery, attempt, token, successor) =>
-          store.recordAttempt(delivery.status !== "retrying" || delivery.attempts.length < 3 ? delivery : {
-            ...delivery,
-            status: "failed",
-            nextAttemptAt: null,
-            completedAt: attempt.at
-          }, attempt, token, successor)
+          store.recordAttempt(
+            delivery.status !== "retrying" || delivery.attempts.length < 3 ? delivery : {
+              ...delivery,
+              status: "failed",
+              nextAttemptAt: null,
+              completedAt: attempt.at
+            },
+            attempt,
+            token,
+            successor
+          )
       }
     case "lost-delivery": {
-      const lose = (build: PollInput["build"]): PollInput["build"] => (event, merchant) => oneIn(20, event.id) ? null : build(event, merchant)
+      const lose = (build: PollInput["build"]): PollInput["build"] => (event, merchant) =>
+        oneIn(20, event.id) ? null : build(event, merchant)
       return {
         ...store,
         drainOutbox: (limit, build) => store.drainOutbox(limit, lose(build)),
@@ -750,7 +986,8 @@ export const apiKeysBug = (bug: PlantedBug, ttlMs: number): ((apiKeys: ApiKeysSh
           onUnavailable: then.onUnavailable
         })
       },
-      rotate: (merchantId, keyId) => Effect.tap(apiKeys.rotate(merchantId, keyId), () => Effect.sync(() => cache.clear()))
+      rotate: (merchantId, keyId) =>
+        Effect.tap(apiKeys.rotate(merchantId, keyId), () => Effect.sync(() => cache.clear()))
     }
   }
 }
@@ -772,7 +1009,12 @@ export const rateLimiterBug = (bug: PlantedBug, perSecond: number): Layer.Layer<
       bucket.tokens = Math.min(capacity, bucket.tokens + ((nowMs - bucket.updatedMs) / 1000) * perSecond)
       if (bucket.tokens < 1) {
         // The bug: the refill is kept, the time it was computed at is not.
-        return { allowed: false, limit: perSecond, remaining: 0, retryAfterSeconds: Math.max(1, Math.ceil((1 - bucket.tokens) / perSecond)) }
+        return {
+          allowed: false,
+          limit: perSecond,
+          remaining: 0,
+          retryAfterSeconds: Math.max(1, Math.ceil((1 - bucket.tokens) / perSecond))
+        }
       }
       bucket.updatedMs = nowMs
       bucket.tokens -= 1
@@ -786,18 +1028,29 @@ export const transportBug = (bug: PlantedBug, transport: WebhookTransportShape):
   switch (bug) {
     case "bad-signature":
       return {
-        post: (request) => transport.post(oneIn(10, request.headers["x-service-event-id"] ?? "") ? { ...request, body: `${request.body} ` } : request)
+        post: (request) =>
+          transport.post(
+            oneIn(10, request.headers["x-service-event-id"] ?? "") ? { ...request, body: `${request.body} ` } : request
+          )
       }
     case "retry-after-2xx":
       return {
         post: (request) =>
-          Effect.map(transport.post(request), (result) =>
-            result._tag === "Answered" && result.status < 300 && oneIn(10, request.headers["x-service-event-id"] ?? "") ? { ...result, status: 500 } : result)
+          Effect.map(
+            transport.post(request),
+            (result) =>
+              result._tag === "Answered" && result.status < 300 &&
+                oneIn(10, request.headers["x-service-event-id"] ?? "")
+                ? { ...result, status: 500 }
+                : result
+          )
       }
     case "duplicate-post":
       return {
         post: (request) =>
-          oneIn(10, request.headers["x-service-event-id"] ?? "") ? Effect.andThen(transport.post(request), transport.post(request)) : transport.post(request)
+          oneIn(10, request.headers["x-service-event-id"] ?? "")
+            ? Effect.andThen(transport.post(request), transport.post(request))
+            : transport.post(request)
       }
     default:
       return transport
@@ -814,7 +1067,10 @@ export const processorBug = (bug: PlantedBug, port: AcquirerShape, processor: Si
   switch (bug) {
     case "authorize-retry-new-key": {
       const asked = new Map<string, number>()
-      const authorizeWithin = (request: Parameters<NonNullable<AcquirerShape["authorizeWithin"]>>[0], timeoutMs: number) => {
+      const authorizeWithin = (
+        request: Parameters<NonNullable<AcquirerShape["authorizeWithin"]>>[0],
+        timeoutMs: number
+      ) => {
         const n = asked.get(request.paymentId) ?? 0
         asked.set(request.paymentId, n + 1)
         const key = operationKeys.authorize(request.paymentId)
@@ -825,7 +1081,13 @@ export const processorBug = (bug: PlantedBug, port: AcquirerShape, processor: Si
     case "capture-not-asked":
       return { ...port, operations: { ...operations, capture: () => Effect.void } }
     case "blocked-not-cancelled":
-      return { ...port, operations: { ...operations, cancel: (request) => (request.reference !== null ? Effect.void : operations.cancel(request)) } }
+      return {
+        ...port,
+        operations: {
+          ...operations,
+          cancel: (request) => (request.reference !== null ? Effect.void : operations.cancel(request))
+        }
+      }
     case "refund-key-per-attempt": {
       const attempts = new Map<string, number>()
       return {
@@ -849,7 +1111,14 @@ export const processorBug = (bug: PlantedBug, port: AcquirerShape, processor: Si
         authorizeWithin: (request, timeoutMs) => {
           const key = operationKeys.authorize(request.paymentId)
           const reverseAndAskAgain = Effect.andThen(
-            Effect.ignore(operations.cancel({ paymentId: request.paymentId, reference: null, idempotencyKey: `${operationKeys.cancel(request.paymentId)}:reversal`, timeoutMs })),
+            Effect.ignore(
+              operations.cancel({
+                paymentId: request.paymentId,
+                reference: null,
+                idempotencyKey: `${operationKeys.cancel(request.paymentId)}:reversal`,
+                timeoutMs
+              })
+            ),
             processor.calls.authorize(request, `${key}:again`, timeoutMs)
           )
           return Effect.matchEffect(processor.calls.authorize(request, key, timeoutMs), {

@@ -60,7 +60,8 @@ interface Amounts {
 }
 
 export const processorLaws = (auditor: Auditor, config: ProcessorLawConfig, records: ProcessorRecords) => {
-  const boundMs = config.acquirerTimeoutMs + resumeRounds * (config.staleFlowMs + config.recoveryIntervalMs + config.acquirerTimeoutMs) + config.disruptionMs
+  const boundMs = config.acquirerTimeoutMs +
+    resumeRounds * (config.staleFlowMs + config.recoveryIntervalMs + config.acquirerTimeoutMs) + config.disruptionMs
   const stats: ProcessorLawStats = { authorizations: 0, heldOpen: 0, slowestEndMs: 0, boundMs }
   /** When our books last stopped holding each payment authorized. */
   const heldUntilMs = new Map<string, number>()
@@ -84,10 +85,17 @@ export const processorLaws = (auditor: Auditor, config: ProcessorLawConfig, reco
   const committed = (before: Payment | null, after: Payment) => {
     booked.set(after.id, after)
     if (before?.status === "authorized" && after.status !== "authorized") heldUntilMs.set(after.id, config.nowMs())
-    if (after.capturedAmountCents === (before?.capturedAmountCents ?? 0) && after.refundedAmountCents === (before?.refundedAmountCents ?? 0)) return
+    if (
+      after.capturedAmountCents === (before?.capturedAmountCents ?? 0) &&
+      after.refundedAmountCents === (before?.refundedAmountCents ?? 0)
+    ) return
     const theirs = sumOf(after.id)
-    auditor.check(after.capturedAmountCents <= theirs.captured && after.refundedAmountCents <= theirs.refunded, "processor-money-matches-books", () =>
-      `payment ${after.id}: a commit books captured ${after.capturedAmountCents} and refunded ${after.refundedAmountCents}; the processor holds ${theirs.captured} and ${theirs.refunded}`)
+    auditor.check(
+      after.capturedAmountCents <= theirs.captured && after.refundedAmountCents <= theirs.refunded,
+      "processor-money-matches-books",
+      () =>
+        `payment ${after.id}: a commit books captured ${after.capturedAmountCents} and refunded ${after.refundedAmountCents}; the processor holds ${theirs.captured} and ${theirs.refunded}`
+    )
   }
 
   /** As the processor acts: a second authorization, a capture after a cancel, a refund beyond what is booked and asked. */
@@ -95,13 +103,25 @@ export const processorLaws = (auditor: Auditor, config: ProcessorLawConfig, reco
     // Two holds at once as it happens (the end of the run counts every authorization ever made).
     authorized: (made: SimAuthorization) => {
       const open = records.of(made.paymentId).filter((a) => a.cancelledMs === null)
-      auditor.check(open.length <= 1, "processor-one-authorization", () =>
-        `payment ${made.paymentId}: ${open.length} authorizations open at once at the processor (keys ${open.map((a) => a.idempotencyKey).join(", ")})`)
+      auditor.check(
+        open.length <= 1,
+        "processor-one-authorization",
+        () =>
+          `payment ${made.paymentId}: ${open.length} authorizations open at once at the processor (keys ${
+            open.map((a) => a.idempotencyKey).join(", ")
+          })`
+      )
     },
     captured: (paymentId: string) => {
       const cancelMs = records.cancelsMs.get(paymentId)
-      auditor.check(cancelMs === undefined, "processor-no-capture-after-cancel", () =>
-        `payment ${paymentId}: captured at the processor after one of its authorizations was cancelled there at ${new Date(cancelMs!).toISOString()}`)
+      auditor.check(
+        cancelMs === undefined,
+        "processor-no-capture-after-cancel",
+        () =>
+          `payment ${paymentId}: captured at the processor after one of its authorizations was cancelled there at ${
+            new Date(cancelMs!).toISOString()
+          }`
+      )
     },
     // One refund is asked at a time under the key of what was refunded before it: the processor
     // never holds more refunded than the books plus the refund being asked.
@@ -110,14 +130,22 @@ export const processorLaws = (auditor: Auditor, config: ProcessorLawConfig, reco
     refundAsked: (paymentId: string) => {
       const refunded = sumOf(paymentId).refunded
       const books = booked.get(paymentId)?.refundedAmountCents ?? 0
-      auditor.check(refunded <= books, "processor-money-matches-books", () =>
-        `payment ${paymentId}: a refund under a new key arrives while the processor has refunded ${refunded} and the books ${books}`)
+      auditor.check(
+        refunded <= books,
+        "processor-money-matches-books",
+        () =>
+          `payment ${paymentId}: a refund under a new key arrives while the processor has refunded ${refunded} and the books ${books}`
+      )
     },
     refunded: (paymentId: string, amountCents: number) => {
       const refunded = sumOf(paymentId).refunded
       const books = booked.get(paymentId)?.refundedAmountCents ?? 0
-      auditor.check(refunded <= books + amountCents, "processor-money-matches-books", () =>
-        `payment ${paymentId}: the processor has refunded ${refunded} after a refund of ${amountCents}; the books ${books}`)
+      auditor.check(
+        refunded <= books + amountCents,
+        "processor-money-matches-books",
+        () =>
+          `payment ${paymentId}: the processor has refunded ${refunded} after a refund of ${amountCents}; the books ${books}`
+      )
     }
   }
 
@@ -139,7 +167,14 @@ export const processorLaws = (auditor: Auditor, config: ProcessorLawConfig, reco
 
     // (a) At most one authorization per payment.
     for (const [paymentId, n] of count) {
-      auditor.check(n <= 1, "processor-one-authorization", () => `payment ${paymentId}: ${n} authorizations at the processor (keys ${records.authorizations.filter((a) => a.paymentId === paymentId).map((a) => a.idempotencyKey).join(", ")})`)
+      auditor.check(
+        n <= 1,
+        "processor-one-authorization",
+        () =>
+          `payment ${paymentId}: ${n} authorizations at the processor (keys ${
+            records.authorizations.filter((a) => a.paymentId === paymentId).map((a) => a.idempotencyKey).join(", ")
+          })`
+      )
     }
 
     // (b) Every authorization ends within the bound, unless our books hold it.
@@ -151,14 +186,23 @@ export const processorLaws = (auditor: Auditor, config: ProcessorLawConfig, reco
           stats.heldOpen++
           continue
         }
-        auditor.fail("processor-authorization-ends", `payment ${a.paymentId}: authorization ${a.reference} made at ${new Date(a.createdMs).toISOString()} is still open (neither captured nor cancelled) at the end; our books say ${payment?.status ?? "nothing"}`)
+        auditor.fail(
+          "processor-authorization-ends",
+          `payment ${a.paymentId}: authorization ${a.reference} made at ${
+            new Date(a.createdMs).toISOString()
+          } is still open (neither captured nor cancelled) at the end; our books say ${payment?.status ?? "nothing"}`
+        )
         continue
       }
       const dueMs = Math.max(a.createdMs, heldUntilMs.get(a.paymentId) ?? Number.NEGATIVE_INFINITY)
       const tookMs = endedMs - dueMs
       if (tookMs > stats.slowestEndMs) stats.slowestEndMs = tookMs
-      auditor.check(tookMs <= boundMs, "processor-authorization-ends", () =>
-        `payment ${a.paymentId}: authorization ${a.reference} ended ${tookMs} ms after it was due to (at most ${boundMs} ms)`)
+      auditor.check(
+        tookMs <= boundMs,
+        "processor-authorization-ends",
+        () =>
+          `payment ${a.paymentId}: authorization ${a.reference} ended ${tookMs} ms after it was due to (at most ${boundMs} ms)`
+      )
     }
 
     // (c) Captured and refunded amounts at the processor are the books'.
@@ -168,15 +212,27 @@ export const processorLaws = (auditor: Auditor, config: ProcessorLawConfig, reco
       const theirs = atProcessor.get(id) ?? { authorized: 0, captured: 0, refunded: 0 }
       const captured = payment?.capturedAmountCents ?? 0
       const refunded = payment?.refundedAmountCents ?? 0
-      auditor.check(theirs.captured === captured && theirs.refunded === refunded, "processor-money-matches-books", () =>
-        `payment ${id}: the processor captured ${theirs.captured} and refunded ${theirs.refunded}; the books ${captured} and ${refunded} (${payment?.status ?? "unknown to the books"})`)
+      auditor.check(
+        theirs.captured === captured && theirs.refunded === refunded,
+        "processor-money-matches-books",
+        () =>
+          `payment ${id}: the processor captured ${theirs.captured} and refunded ${theirs.refunded}; the books ${captured} and ${refunded} (${
+            payment?.status ?? "unknown to the books"
+          })`
+      )
     }
 
     // (d) Nothing captured after a cancel.
     for (const [paymentId, cancelMs] of records.cancelsMs) {
       const late = (records.capturesMs.get(paymentId) ?? []).filter((ms) => ms > cancelMs)
-      auditor.check(late.length === 0, "processor-no-capture-after-cancel", () =>
-        `payment ${paymentId}: cancelled at the processor at ${new Date(cancelMs).toISOString()}, captured there after it at ${late.map((ms) => new Date(ms).toISOString()).join(", ")}`)
+      auditor.check(
+        late.length === 0,
+        "processor-no-capture-after-cancel",
+        () =>
+          `payment ${paymentId}: cancelled at the processor at ${
+            new Date(cancelMs).toISOString()
+          }, captured there after it at ${late.map((ms) => new Date(ms).toISOString()).join(", ")}`
+      )
     }
 
     // (e) Reconciliation finds no difference.
@@ -213,11 +269,17 @@ const reconcile = (books: ReadonlyMap<string, Payment>, atProcessor: ReadonlyMap
     }
     if (expected === null) continue
     for (const field of ["authorized", "captured", "refunded"] as const) {
-      if (expected[field] !== theirs[field]) differences.push(`payment ${id} (${payment.status}): ${field} ours ${expected[field]}, processor ${theirs[field]}`)
+      if (expected[field] !== theirs[field]) {
+        differences.push(
+          `payment ${id} (${payment.status}): ${field} ours ${expected[field]}, processor ${theirs[field]}`
+        )
+      }
     }
   }
   for (const [id, theirs] of atProcessor) {
-    if (!books.has(id) && theirs.authorized + theirs.captured > 0) differences.push(`payment ${id}: unknown to us, the processor holds ${theirs.authorized + theirs.captured}`)
+    if (!books.has(id) && theirs.authorized + theirs.captured > 0) {
+      differences.push(`payment ${id}: unknown to us, the processor holds ${theirs.authorized + theirs.captured}`)
+    }
   }
   return differences
 }

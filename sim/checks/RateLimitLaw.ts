@@ -55,7 +55,9 @@ export const rateLimitLaw = (auditor: Auditor, options: { readonly perSecond: nu
     let ofInstance = groups.get(instance)
     if (ofInstance === undefined) groups.set(instance, ofInstance = new Map())
     let group = ofInstance.get(secret)
-    if (group === undefined) ofInstance.set(secret, group = { secret, spans: [], through: [], maybe: [], refused: [], uncertain: false })
+    if (group === undefined) {
+      ofInstance.set(secret, group = { secret, spans: [], through: [], maybe: [], refused: [], uncertain: false })
+    }
     return group
   }
   const name = (secret: string) => `key …${secret.slice(-4)}`
@@ -78,9 +80,15 @@ export const rateLimitLaw = (auditor: Auditor, options: { readonly perSecond: nu
       }
       if (k - perMs * t[k]! + best > capacity + 1e-9) {
         const spanMs = t[k]! - t[bestJ]!
-        auditor.fail("rate-limit",
-          `${name(group.secret)} on instance ${instance}: ${k - bestJ + 1} requests got through from ${at(t[bestJ]!)} to ${at(t[k]!)} (${spanMs} ms), ` +
-            `the token bucket lets through at most ${capacity} + ${options.perSecond}/s × ${spanMs / 1000} s = ${capacity + perMs * spanMs} (one more for rounding)`)
+        auditor.fail(
+          "rate-limit",
+          `${name(group.secret)} on instance ${instance}: ${k - bestJ + 1} requests got through from ${
+            at(t[bestJ]!)
+          } to ${at(t[k]!)} (${spanMs} ms), ` +
+            `the token bucket lets through at most ${capacity} + ${options.perSecond}/s × ${spanMs / 1000} s = ${
+              capacity + perMs * spanMs
+            } (one more for rounding)`
+        )
         return
       }
     }
@@ -102,9 +110,13 @@ export const rateLimitLaw = (auditor: Auditor, options: { readonly perSecond: nu
       }
       // Spent at least 2r − 1 + r (l − u) since some u, within one token: N − perMs l + best ≥ capacity − 2.
       if (!(j - perMs * l + best >= capacity - 2 - 1e-9)) {
-        auditor.fail("rate-limit",
-          `${name(group.secret)} on instance ${instance}: refused at ${at(l)} with ${j} requests through or undecided before it on this instance, ` +
-            `fewer than the token bucket (${capacity} + ${options.perSecond}/s) needs to run dry`)
+        auditor.fail(
+          "rate-limit",
+          `${name(group.secret)} on instance ${instance}: refused at ${
+            at(l)
+          } with ${j} requests through or undecided before it on this instance, ` +
+            `fewer than the token bucket (${capacity} + ${options.perSecond}/s) needs to run dry`
+        )
         return
       }
     }
@@ -127,10 +139,18 @@ export const rateLimitLaw = (auditor: Auditor, options: { readonly perSecond: nu
         for (let k = j; k < through.length; k++) {
           latestMs = Math.max(latestMs, through[k]!.toMs)
           if (k - j + 1 > capacity + perMs * (latestMs - through[j]!.fromMs) + 1 + 1e-9) {
-            auditor.fail("rate-limit",
-              `${name(group.secret)} on instance ${instance}: ${k - j + 1} requests got through, all sent from ${at(through[j]!.fromMs)} and answered by ${at(latestMs)} ` +
-                `(${latestMs - through[j]!.fromMs} ms), the token bucket lets through at most ${capacity} + ${options.perSecond}/s × ${(latestMs - through[j]!.fromMs) / 1000} s = ` +
-                `${capacity + perMs * (latestMs - through[j]!.fromMs)} (one more for rounding)`)
+            auditor.fail(
+              "rate-limit",
+              `${name(group.secret)} on instance ${instance}: ${k - j + 1} requests got through, all sent from ${
+                at(through[j]!.fromMs)
+              } and answered by ${at(latestMs)} ` +
+                `(${
+                  latestMs - through[j]!.fromMs
+                } ms), the token bucket lets through at most ${capacity} + ${options.perSecond}/s × ${
+                  (latestMs - through[j]!.fromMs) / 1000
+                } s = ` +
+                `${capacity + perMs * (latestMs - through[j]!.fromMs)} (one more for rounding)`
+            )
             done = true
             break
           }
@@ -150,9 +170,15 @@ export const rateLimitLaw = (auditor: Auditor, options: { readonly perSecond: nu
         most = Math.max(most, spent - perMs * (refusal.fromMs - from.toMs))
       }
       if (!(most >= capacity - 2 - 1e-9)) {
-        auditor.fail("rate-limit",
-          `${name(group.secret)} on instance ${instance}: refused, sent at ${at(refusal.fromMs)} and answered at ${at(refusal.toMs)}, when at most ` +
-            `${Number.isFinite(most) ? most.toFixed(1) : 0} tokens of the bucket (${capacity} + ${options.perSecond}/s) could have been spent`)
+        auditor.fail(
+          "rate-limit",
+          `${name(group.secret)} on instance ${instance}: refused, sent at ${at(refusal.fromMs)} and answered at ${
+            at(refusal.toMs)
+          }, when at most ` +
+            `${
+              Number.isFinite(most) ? most.toFixed(1) : 0
+            } tokens of the bucket (${capacity} + ${options.perSecond}/s) could have been spent`
+        )
         return
       }
     }
@@ -164,7 +190,14 @@ export const rateLimitLaw = (auditor: Auditor, options: { readonly perSecond: nu
      * A request sent with `secret` at `sentMs`, served by `instance`, answered `status` (null: no
      * answer reached the client); `exact`: the limiter saw it at `sentMs`.
      */
-    answered: (secret: string | undefined, instance: object, sentMs: number, status: number | null, exact: boolean, answeredMs?: number) => {
+    answered: (
+      secret: string | undefined,
+      instance: object,
+      sentMs: number,
+      status: number | null,
+      exact: boolean,
+      answeredMs?: number
+    ) => {
       if (secret === undefined || status === 401) return
       if (status === 429) stats.refused++
       const group = groupOf(instance, secret)
@@ -197,7 +230,13 @@ export const rateLimitLaw = (auditor: Auditor, options: { readonly perSecond: nu
           group.refused.sort(ascending)
           if (group.spans.length > 0) {
             // A request with no answer may or may not have taken a token: the refusals are not judged.
-            if (group.uncertain) group.spans.splice(0, group.spans.length, ...group.spans.filter((r) => r.status !== 429))
+            if (group.uncertain) {
+              group.spans.splice(
+                0,
+                group.spans.length,
+                ...group.spans.filter((r) => r.status !== 429)
+              )
+            }
             checkSpans(group, instance)
             continue
           }

@@ -23,7 +23,12 @@ export interface ReplayFile {
   readonly firstViolation: string | null
   readonly options: SimOptions
   /** Optional, informative only: the scenario this one was shrunk from. */
-  readonly shrunkFrom?: { readonly merchants: number; readonly payments: number; readonly hours: number; readonly runs: number }
+  readonly shrunkFrom?: {
+    readonly merchants: number
+    readonly payments: number
+    readonly hours: number
+    readonly runs: number
+  }
 }
 
 /** Options that are whole numbers, with their least value; every other number is a rate ≥ 0. */
@@ -37,9 +42,18 @@ const integers: Partial<Record<keyof SimOptions, number>> = {
   traceTail: 0
 }
 
-const describe = (value: unknown) => (value === null ? "null" : Array.isArray(value) ? "an array" : typeof value === "object" ? "an object" : JSON.stringify(value))
+const describe = (
+  value: unknown
+) => (value === null
+  ? "null"
+  : Array.isArray(value)
+  ? "an array"
+  : typeof value === "object"
+  ? "an object"
+  : JSON.stringify(value))
 
-const isObject = (value: unknown): value is Record<string, unknown> => typeof value === "object" && value !== null && !Array.isArray(value)
+const isObject = (value: unknown): value is Record<string, unknown> =>
+  typeof value === "object" && value !== null && !Array.isArray(value)
 
 /** Exactly the keys of `template`, each of the same kind: the errors name every bad field. */
 const checkKeys = (where: string, value: Record<string, unknown>, template: object, errors: Array<string>) => {
@@ -55,7 +69,9 @@ const checkRates = (where: string, value: unknown, template: object, errors: Arr
   checkKeys(`${where}.`, value, template, errors)
   for (const [key, rate] of Object.entries(value)) {
     if (!Object.hasOwn(template, key)) continue
-    if (typeof rate !== "number" || !Number.isFinite(rate) || rate < 0) errors.push(`${where}.${key}: must be a finite number ≥ 0, got ${describe(rate)}`)
+    if (typeof rate !== "number" || !Number.isFinite(rate) || rate < 0) {
+      errors.push(`${where}.${key}: must be a finite number ≥ 0, got ${describe(rate)}`)
+    }
   }
 }
 
@@ -69,14 +85,20 @@ export const validateOptions = (value: unknown, where = "options"): SimOptions =
     const at = `${where}.${key}`
     if (key === "faults" || key === "mix") checkRates(at, field, defaultOptions[key], errors)
     else if (key === "plantedBug") {
-      if (typeof field !== "string" || !isPlantedBug(field)) errors.push(`${at}: must be one of ${plantedBugNames.join(", ")}; got ${describe(field)}`)
+      if (typeof field !== "string" || !isPlantedBug(field)) {
+        errors.push(`${at}: must be one of ${plantedBugNames.join(", ")}; got ${describe(field)}`)
+      }
     } else if (typeof defaultOptions[key] === "boolean") {
       if (typeof field !== "boolean") errors.push(`${at}: must be true or false, got ${describe(field)}`)
     } else if (typeof defaultOptions[key] === "number") {
       const least = integers[key]
       if (least !== undefined) {
-        if (typeof field !== "number" || !Number.isSafeInteger(field) || field < least) errors.push(`${at}: must be an integer ≥ ${least}, got ${describe(field)}`)
-      } else if (typeof field !== "number" || !Number.isFinite(field) || field < 0) errors.push(`${at}: must be a finite number ≥ 0, got ${describe(field)}`)
+        if (typeof field !== "number" || !Number.isSafeInteger(field) || field < least) {
+          errors.push(`${at}: must be an integer ≥ ${least}, got ${describe(field)}`)
+        }
+      } else if (typeof field !== "number" || !Number.isFinite(field) || field < 0) {
+        errors.push(`${at}: must be a finite number ≥ 0, got ${describe(field)}`)
+      }
     } else if (JSON.stringify(field) !== JSON.stringify(defaultOptions[key])) {
       // A field of a kind this validator does not know yet: only its default value is accepted.
       errors.push(`${at}: unsupported value ${describe(field)}`)
@@ -94,15 +116,26 @@ export const parseReplay = (text: string, source = "replay file"): ReplayFile =>
   } catch (error) {
     throw new Error(`${source}: not JSON (${error instanceof Error ? error.message : String(error)})`)
   }
-  if (!isObject(parsed)) throw new Error(`${source}: must be a JSON object with "format", "firstViolation" and "options", got ${describe(parsed)}`)
+  if (!isObject(parsed)) {
+    throw new Error(
+      `${source}: must be a JSON object with "format", "firstViolation" and "options", got ${describe(parsed)}`
+    )
+  }
   const errors: Array<string> = []
   const known = ["format", "firstViolation", "options", "shrunkFrom"]
-  for (const key of Object.keys(parsed)) if (!known.includes(key)) errors.push(`${key}: unknown field (fields: ${known.join(", ")})`)
+  for (const key of Object.keys(parsed)) {
+    if (!known.includes(key)) errors.push(`${key}: unknown field (fields: ${known.join(", ")})`)
+  }
   if (parsed.format !== replayFormat) errors.push(`format: must be "${replayFormat}", got ${describe(parsed.format)}`)
-  if (!Object.hasOwn(parsed, "firstViolation") || (parsed.firstViolation !== null && typeof parsed.firstViolation !== "string")) {
+  if (
+    !Object.hasOwn(parsed, "firstViolation") ||
+    (parsed.firstViolation !== null && typeof parsed.firstViolation !== "string")
+  ) {
     errors.push(`firstViolation: must be an invariant name or null, got ${describe(parsed.firstViolation)}`)
   }
-  if (parsed.shrunkFrom !== undefined && !isObject(parsed.shrunkFrom)) errors.push(`shrunkFrom: must be an object, got ${describe(parsed.shrunkFrom)}`)
+  if (parsed.shrunkFrom !== undefined && !isObject(parsed.shrunkFrom)) {
+    errors.push(`shrunkFrom: must be an object, got ${describe(parsed.shrunkFrom)}`)
+  }
   let options: SimOptions | undefined
   if (!Object.hasOwn(parsed, "options")) errors.push("options: missing")
   else {
@@ -112,7 +145,9 @@ export const parseReplay = (text: string, source = "replay file"): ReplayFile =>
       errors.push(...(error instanceof Error ? error.message : String(error)).split("\n"))
     }
   }
-  if (errors.length > 0 || options === undefined) throw new Error(`${source}: invalid replay file\n  ${errors.join("\n  ")}`)
+  if (errors.length > 0 || options === undefined) {
+    throw new Error(`${source}: invalid replay file\n  ${errors.join("\n  ")}`)
+  }
   return { ...(parsed as unknown as ReplayFile), options }
 }
 
@@ -138,4 +173,5 @@ export const writeReplayFile = (path: string, file: ReplayFile): void => {
 }
 
 /** The command that replays a file. */
-export const replayFileCommand = (path: string): string => `npm run sim -- --replay ${/^[\w./-]+$/.test(path) ? path : `'${path.replaceAll("'", "'\\''")}'`}`
+export const replayFileCommand = (path: string): string =>
+  `npm run sim -- --replay ${/^[\w./-]+$/.test(path) ? path : `'${path.replaceAll("'", "'\\''")}'`}`

@@ -25,7 +25,8 @@ export const cutoffAfter = (ms: number, cutoffMinutes: number): number => {
  * part), its pending balance is swept once. Status alone does not say it (a `refunded` payment may
  * be swept or not); the capture time does.
  */
-const owedSweep = (payment: Pick<Payment, "capturedAt">, cutoff: string) => payment.capturedAt !== null && payment.capturedAt < cutoff
+const owedSweep = (payment: Pick<Payment, "capturedAt">, cutoff: string) =>
+  payment.capturedAt !== null && payment.capturedAt < cutoff
 
 /**
  * Law `settled-by-cut-off` over the final records: every payment captured before the last
@@ -36,7 +37,12 @@ const owedSweep = (payment: Pick<Payment, "capturedAt">, cutoff: string) => paym
  */
 export const settlementLaw = (
   auditor: Auditor,
-  options: { readonly nowMs: number; readonly startMs: number; readonly cutoffMinutes: number; readonly graceMs: number }
+  options: {
+    readonly nowMs: number
+    readonly startMs: number
+    readonly cutoffMinutes: number
+    readonly graceMs: number
+  }
 ) => {
   // The last cut-off at least `graceMs` before now: a sweep may still be retrying right after one.
   const lastCutoffMs = cutoffAfter(options.nowMs - options.graceMs - dayMs, options.cutoffMinutes)
@@ -48,17 +54,30 @@ export const settlementLaw = (
       if (payment.settledAt === null) {
         if (anyCutoff && owedSweep(payment, lastCutoff)) {
           law.unsettled++
-          auditor.fail("settled-by-cut-off", `payment ${payment.id}: captured ${payment.capturedAt}, still ${payment.status} and never swept after the ${lastCutoff} cut-off`)
+          auditor.fail(
+            "settled-by-cut-off",
+            `payment ${payment.id}: captured ${payment.capturedAt}, still ${payment.status} and never swept after the ${lastCutoff} cut-off`
+          )
         }
         return
       }
       const capturedAt = payment.capturedAt
-      auditor.check(capturedAt !== null, "settled-by-cut-off", () => `payment ${payment.id}: settled ${payment.settledAt} without a capture`)
+      auditor.check(
+        capturedAt !== null,
+        "settled-by-cut-off",
+        () => `payment ${payment.id}: settled ${payment.settledAt} without a capture`
+      )
       if (capturedAt === null) return
       const cutoffMs = cutoffAfter(Date.parse(capturedAt), options.cutoffMinutes)
       const settledMs = Date.parse(payment.settledAt)
-      auditor.check(settledMs >= cutoffMs && settledMs < cutoffMs + dayMs, "settled-by-cut-off", () =>
-        `payment ${payment.id}: captured ${capturedAt}, settled ${payment.settledAt}, its cut-off ${new Date(cutoffMs).toISOString()}`)
+      auditor.check(
+        settledMs >= cutoffMs && settledMs < cutoffMs + dayMs,
+        "settled-by-cut-off",
+        () =>
+          `payment ${payment.id}: captured ${capturedAt}, settled ${payment.settledAt}, its cut-off ${
+            new Date(cutoffMs).toISOString()
+          }`
+      )
     }
   }
   return law

@@ -1,7 +1,7 @@
 import * as fc from "fast-check"
 import { type FaultRates, formatFaults, type SimOptions } from "../engine/Options.ts"
-import { replayFileCommand, replayFormat, writeReplayFile } from "./Replay.ts"
 import { runSimulation, type SimResult } from "../engine/Simulator.ts"
+import { replayFileCommand, replayFormat, writeReplayFile } from "./Replay.ts"
 
 /** The law a run broke first (null when it passed). */
 export const firstViolation = (result: SimResult): string | null => result.violations[0]?.invariant ?? null
@@ -45,7 +45,8 @@ const reducible = (o: SimOptions): Reducible => ({
   faults: activeFaults(o.faults)
 })
 
-const activeFaults = (faults: FaultRates) => (Object.keys(faults) as Array<keyof FaultRates>).filter((name) => faults[name] !== 0)
+const activeFaults = (faults: FaultRates) =>
+  (Object.keys(faults) as Array<keyof FaultRates>).filter((name) => faults[name] !== 0)
 
 /**
  * Values no larger than the failing scenario's: fast-check shrinks each toward its smallest
@@ -104,12 +105,18 @@ export const shrinkFailure = (
   }
   const originalResult = run(original)
   const law = originalResult === undefined ? null : firstViolation(originalResult)
-  if (originalResult === undefined || law === null) throw new Error(`seed ${original.seed}: the scenario passes, nothing to shrink`)
+  if (originalResult === undefined || law === null) {
+    throw new Error(`seed ${original.seed}: the scenario passes, nothing to shrink`)
+  }
 
   const scenario = (r: Reducible): SimOptions => ({
     ...original,
     ...r,
-    faults: Object.fromEntries(Object.entries(original.faults).map(([name, rate]) => [name, r.faults.includes(name as keyof FaultRates) ? rate : 0])) as unknown as FaultRates
+    faults: Object.fromEntries(
+      Object.entries(original.faults).map((
+        [name, rate]
+      ) => [name, r.faults.includes(name as keyof FaultRates) ? rate : 0])
+    ) as unknown as FaultRates
   })
   const start = reducible(original)
   let smallest: SimOptions = original
@@ -120,11 +127,17 @@ export const shrinkFailure = (
     const first = firstViolation(result)
     const same = first === law
     if (same) smallest = candidate
-    if (candidate !== original && keyOf(candidate) !== keyOf(original)) options.onStep?.({ run: runs, options: candidate, failsTheSameWay: same, firstViolation: first })
+    if (candidate !== original && keyOf(candidate) !== keyOf(original)) {
+      options.onStep?.({ run: runs, options: candidate, failsTheSameWay: same, firstViolation: first })
+    }
     return !same
   })
   const details = fc.check(property, { examples: [[start]], numRuns: 1, seed: 20_261_123, endOnFailure: false })
-  if (!details.failed) throw new Error(`seed ${original.seed}: the scenario did not fail again while shrinking (is the run deterministic?)`)
+  if (!details.failed) {
+    throw new Error(
+      `seed ${original.seed}: the scenario did not fail again while shrinking (is the run deterministic?)`
+    )
+  }
   // fast-check's counterexample is the last failing candidate, the same as the smallest kept above.
   const counterexample = details.counterexample?.[0]
   const shrunk = counterexample === undefined ? smallest : scenario(counterexample)
@@ -137,16 +150,27 @@ export const shrinkFailure = (
  */
 export const shrinkToFile = (
   failed: SimResult,
-  io: { readonly out?: string | undefined; readonly maxRuns?: number; readonly log: (line: string) => void; readonly print: (line: string) => void }
+  io: {
+    readonly out?: string | undefined
+    readonly maxRuns?: number
+    readonly log: (line: string) => void
+    readonly print: (line: string) => void
+  }
 ): { path: string; shrink: ShrinkResult } => {
   const o = failed.options
   const path = io.out ?? `sim-failure-${o.seed}.json`
-  io.log(`shrink: reducing seed ${o.seed} (${o.merchants} merchants, ${o.payments} payments, ${o.hours} h) while it breaks [${firstViolation(failed)}] first, at most ${io.maxRuns ?? 200} runs`)
+  io.log(
+    `shrink: reducing seed ${o.seed} (${o.merchants} merchants, ${o.payments} payments, ${o.hours} h) while it breaks [${
+      firstViolation(failed)
+    }] first, at most ${io.maxRuns ?? 200} runs`
+  )
   const shrink = shrinkFailure(o, {
     originalResult: failed,
     ...(io.maxRuns === undefined ? {} : { maxRuns: io.maxRuns }),
     onStep: (step) => {
-      if (step.failsTheSameWay) io.log(`shrink: run ${step.run}: ${describeScenario(step.options)} still breaks [${step.firstViolation}]`)
+      if (step.failsTheSameWay) {
+        io.log(`shrink: run ${step.run}: ${describeScenario(step.options)} still breaks [${step.firstViolation}]`)
+      }
     }
   })
   const s = shrink.shrunk
@@ -157,7 +181,11 @@ export const shrinkToFile = (
     shrunkFrom: { merchants: o.merchants, payments: o.payments, hours: o.hours, runs: shrink.runs }
   })
   io.print("")
-  io.print(`shrunk in ${shrink.runs} runs${shrink.budgetExhausted ? " (run budget reached: smaller may exist, raise --shrink-runs)" : ""}: ${describeScenario(s)} breaks [${shrink.law}] first`)
+  io.print(
+    `shrunk in ${shrink.runs} runs${
+      shrink.budgetExhausted ? " (run budget reached: smaller may exist, raise --shrink-runs)" : ""
+    }: ${describeScenario(s)} breaks [${shrink.law}] first`
+  )
   for (const v of shrink.result.violations.slice(0, 3)) io.print(`  [${v.invariant}] ${v.message}`)
   io.print(`written ${path}`)
   io.print(`replay: ${replayFileCommand(path)}`)

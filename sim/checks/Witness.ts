@@ -1,9 +1,9 @@
 import type { LedgerEntry } from "../../src/domain/Ledger.ts"
 import type { Payment, PaymentEvent } from "../../src/domain/Payment.ts"
 import type { DeliveryAudit } from "../../src/store/MemoryWebhookStore.ts"
-import { type Auditor, chartPosition, chartSize } from "./Auditor.ts"
-import { type AuditedDelivery, auditDeliveries, type HeldSlots, type Receipts } from "../world/Endpoints.ts"
+import { auditDeliveries, type AuditedDelivery, type HeldSlots, type Receipts } from "../world/Endpoints.ts"
 import type { Expectation } from "../world/Workload.ts"
+import { type Auditor, chartPosition, chartSize } from "./Auditor.ts"
 
 /**
  * The auditor's end-of-run laws read through the public API instead of the store: what a
@@ -18,7 +18,10 @@ import type { Expectation } from "../world/Workload.ts"
  */
 
 /** One GET with a merchant's key: the answer, or null when none came. */
-export type ApiGet = (path: string, apiKey: string) => Promise<{ readonly status: number; readonly body: string } | null>
+export type ApiGet = (
+  path: string,
+  apiKey: string
+) => Promise<{ readonly status: number; readonly body: string } | null>
 
 interface ApiDispute {
   readonly status: "open" | "won" | "lost"
@@ -92,7 +95,15 @@ interface ApiDelivery {
   readonly url: string
   readonly status: DeliveryAudit["status"]
   /** `cut`: recorded as cut off by a lost instance (CONTRACT.md section 8); absent from a service that does not record cuts. */
-  readonly attempts: ReadonlyArray<{ readonly attempt: number; readonly at: string; readonly response_status: number | null; readonly error: string | null; readonly cut?: boolean }>
+  readonly attempts: ReadonlyArray<
+    {
+      readonly attempt: number
+      readonly at: string
+      readonly response_status: number | null
+      readonly error: string | null
+      readonly cut?: boolean
+    }
+  >
   readonly created_at: string
 }
 
@@ -221,7 +232,16 @@ export interface WitnessInput {
    * One payment per key as the client knows its keys (sim/world/Workload.ts `auditCreateKeys`), given
    * the run's payments as the API lists them. Absent: not checked.
    */
-  readonly auditCreateKeys?: (payments: Iterable<{ readonly id: string; readonly merchantId: string; readonly idempotencyKey: string | null; readonly metadata: Readonly<Record<string, string>> | null }>) => void
+  readonly auditCreateKeys?: (
+    payments: Iterable<
+      {
+        readonly id: string
+        readonly merchantId: string
+        readonly idempotencyKey: string | null
+        readonly metadata: Readonly<Record<string, string>> | null
+      }
+    >
+  ) => void
 }
 
 export interface Witnessed {
@@ -243,17 +263,24 @@ const is2xx = (status: number | null) => status !== null && status >= 200 && sta
 /** Pages of a list, read until the last (`meta.has_more`), each read tried again a few times. */
 const reader = (get: ApiGet) => {
   const read = async <A>(path: string, apiKey: string): Promise<A> => {
-    for (let attempt = 0; ; attempt++) {
+    for (let attempt = 0;; attempt++) {
       const answer = await get(path, apiKey)
       if (answer !== null && answer.status === 200) return JSON.parse(answer.body) as A
-      if (attempt >= 5) throw new Error(`GET ${path} answered ${answer === null ? "nothing" : `${answer.status} ${answer.body.slice(0, 200)}`}`)
+      if (attempt >= 5) {
+        throw new Error(
+          `GET ${path} answered ${answer === null ? "nothing" : `${answer.status} ${answer.body.slice(0, 200)}`}`
+        )
+      }
       await new Promise((resolve) => setTimeout(resolve, 200 * (attempt + 1)))
     }
   }
   const pages = async <A>(path: string, field: string, apiKey: string): Promise<Array<A>> => {
     const all: Array<A> = []
-    for (let page = 1; ; page++) {
-      const body = await read<Record<string, unknown> & { meta: { has_more: boolean } }>(`${path}${path.includes("?") ? "&" : "?"}per_page=100&page=${page}`, apiKey)
+    for (let page = 1;; page++) {
+      const body = await read<Record<string, unknown> & { meta: { has_more: boolean } }>(
+        `${path}${path.includes("?") ? "&" : "?"}per_page=100&page=${page}`,
+        apiKey
+      )
       all.push(...(body[field] as Array<A>))
       if (!body.meta.has_more) return all
     }
@@ -264,8 +291,17 @@ const reader = (get: ApiGet) => {
 type Moved = { pending: number; available: number; reserved: number }
 
 /** Adds what a payment's entries moved on the merchant's accounts (its `balances`, by chart position) to its currency's sum. */
-const addMoved = (moved: Map<string, Moved>, currency: string, entries: ReadonlyArray<LedgerEntry>, balances: Float64Array) => {
-  if (!entries.some((e) => e.account === "merchant_pending" || e.account === "merchant_available" || e.account === "merchant_reserved")) return
+const addMoved = (
+  moved: Map<string, Moved>,
+  currency: string,
+  entries: ReadonlyArray<LedgerEntry>,
+  balances: Float64Array
+) => {
+  if (
+    !entries.some((e) =>
+      e.account === "merchant_pending" || e.account === "merchant_available" || e.account === "merchant_reserved"
+    )
+  ) return
   const sum = moved.get(currency) ?? { pending: 0, available: 0, reserved: 0 }
   moved.set(currency, {
     pending: sum.pending + balances[chartPosition.merchant_pending]!,
@@ -286,14 +322,25 @@ const checkBalances = async (
   when: string
 ) => {
   const after = (await read<{ balances: Array<ApiBalance> }>("/api/v1/merchants/me/balance", merchant.readKey)).balances
-  for (const currency of new Set([...after.map((b) => b.currency), ...merchant.balancesBefore.map((b) => b.currency), ...moved.keys()])) {
+  for (
+    const currency of new Set([
+      ...after.map((b) => b.currency),
+      ...merchant.balancesBefore.map((b) => b.currency),
+      ...moved.keys()
+    ])
+  ) {
     const now = after.find((b) => b.currency === currency) ?? { pending: 0, available: 0, reserved: 0 }
-    const before = merchant.balancesBefore.find((b) => b.currency === currency) ?? { pending: 0, available: 0, reserved: 0 }
+    const before = merchant.balancesBefore.find((b) => b.currency === currency) ??
+      { pending: 0, available: 0, reserved: 0 }
     const sum = moved.get(currency) ?? { pending: 0, available: 0, reserved: 0 }
     auditor.check(
-      now.pending - before.pending === sum.pending && now.available - before.available === sum.available && now.reserved - before.reserved === sum.reserved,
+      now.pending - before.pending === sum.pending && now.available - before.available === sum.available &&
+        now.reserved - before.reserved === sum.reserved,
       "balances",
-      () => `merchant ${merchant.id} ${currency}${when}: balance ${JSON.stringify(now)} (before the run ${JSON.stringify(before)}) but the run's entries sum to ${JSON.stringify(sum)}`
+      () =>
+        `merchant ${merchant.id} ${currency}${when}: balance ${JSON.stringify(now)} (before the run ${
+          JSON.stringify(before)
+        }) but the run's entries sum to ${JSON.stringify(sum)}`
     )
   }
 }
@@ -318,15 +365,28 @@ export const witnessSettledLedger = async (input: {
   const { read, pages } = reader(input.get)
   let payments = 0
   for (const merchant of input.merchants) {
-    const transactions = await pages<ApiTransaction>(`/api/v1/transactions?from=${encodeURIComponent(input.sinceIso)}`, "transactions", merchant.readKey)
+    const transactions = await pages<ApiTransaction>(
+      `/api/v1/transactions?from=${encodeURIComponent(input.sinceIso)}`,
+      "transactions",
+      merchant.readKey
+    )
     const moved = new Map<string, Moved>()
     await pool(transactions, input.concurrency, async (t) => {
-      const ledgerList = await read<{ ledger_entries: Array<ApiLedgerEntry> }>(`/api/v1/transactions/${t.id}/ledger`, merchant.readKey)
+      const ledgerList = await read<{ ledger_entries: Array<ApiLedgerEntry> }>(
+        `/api/v1/transactions/${t.id}/ledger`,
+        merchant.readKey
+      )
       const swept = t.captured_amount_cents > 0
-      auditor.check(!swept || t.status === "settled" || t.status === "refunded", "settled-by-cut-off", () =>
-        `payment ${t.id}: captured ${t.captured_amount_cents} before the settlement at ${input.settledAtIso}, still ${t.status} after it`)
+      auditor.check(
+        !swept || t.status === "settled" || t.status === "refunded",
+        "settled-by-cut-off",
+        () =>
+          `payment ${t.id}: captured ${t.captured_amount_cents} before the settlement at ${input.settledAtIso}, still ${t.status} after it`
+      )
       const record = paymentOfApi(t)
-      const payment: Payment = swept && record.settledAt === null ? { ...record, settledAt: input.settledAtIso } : record
+      const payment: Payment = swept && record.settledAt === null
+        ? { ...record, settledAt: input.settledAtIso }
+        : record
       const balances = new Float64Array(chartSize)
       const entries = ledgerOfApi(t, ledgerList.ledger_entries)
       auditor.auditLedger(payment, entries, balances, true)
@@ -360,11 +420,19 @@ export const witnessThroughApi = async (input: WitnessInput): Promise<Witnessed>
   let events = 0
   const balances = new Float64Array(chartSize)
   for (const merchant of input.merchants) {
-    const transactions = await pages<ApiTransaction>(`/api/v1/transactions?from=${encodeURIComponent(input.sinceIso)}`, "transactions", merchant.readKey)
+    const transactions = await pages<ApiTransaction>(
+      `/api/v1/transactions?from=${encodeURIComponent(input.sinceIso)}`,
+      "transactions",
+      merchant.readKey
+    )
     /** Merchant money moved by the run's payments, by currency (`balances`: the delta since the run began). */
     const moved = new Map<string, Moved>()
     const byKey = new Map<string, string>()
-    const fraudCases = new Map((await pages<ApiFraudCase & { readonly id: string }>("/api/v1/fraud/cases", "fraud_cases", merchant.readKey)).map((c) => [c.id, c]))
+    const fraudCases = new Map(
+      (await pages<ApiFraudCase & { readonly id: string }>("/api/v1/fraud/cases", "fraud_cases", merchant.readKey)).map(
+        (c) => [c.id, c]
+      )
+    )
     const order = new Map<string, { readonly paymentId: string; readonly sequence: number }>()
     await pool(transactions, input.concurrency, async (t) => {
       const [eventList, ledgerList] = await Promise.all([
@@ -374,9 +442,18 @@ export const witnessThroughApi = async (input: WitnessInput): Promise<Witnessed>
       // The fraud explanation of every screened payment: the record's, and its case's in full.
       if (t.fraud_score !== null) {
         const c = t.fraud_case_id === null ? null : fraudCases.get(t.fraud_case_id) ?? null
-        auditor.check(t.fraud_case_id === null || c !== null, "fraud-explanation", () => `payment ${t.id}: its fraud case ${t.fraud_case_id} is not listed`)
-        auditor.checkFraudExplanation(t.id, t.fraud_score, t.fraud_explanations ?? [],
-          c === null ? null : { riskScore: c.risk_score, baseValue: c.base_value, explanations: c.explanations }, c?.model_output ?? null)
+        auditor.check(
+          t.fraud_case_id === null || c !== null,
+          "fraud-explanation",
+          () => `payment ${t.id}: its fraud case ${t.fraud_case_id} is not listed`
+        )
+        auditor.checkFraudExplanation(
+          t.id,
+          t.fraud_score,
+          t.fraud_explanations ?? [],
+          c === null ? null : { riskScore: c.risk_score, baseValue: c.base_value, explanations: c.explanations },
+          c?.model_output ?? null
+        )
       }
       const payment = paymentOfApi(t)
       const stream = eventsOfApi(t, eventList.events)
@@ -394,7 +471,10 @@ export const witnessThroughApi = async (input: WitnessInput): Promise<Witnessed>
         last !== undefined && last.status === t.status && last.captured_amount_cents === t.captured_amount_cents &&
           last.refunded_amount_cents === t.refunded_amount_cents,
         "trace-matches-status",
-        () => `payment ${t.id}: the last event says ${JSON.stringify(last)}, the record ${t.status} ${t.captured_amount_cents}/${t.refunded_amount_cents}`
+        () =>
+          `payment ${t.id}: the last event says ${
+            JSON.stringify(last)
+          }, the record ${t.status} ${t.captured_amount_cents}/${t.refunded_amount_cents}`
       )
       const entries = ledgerOfApi(t, ledgerList.ledger_entries)
       // The API shows no settled_at: a `refunded` payment may have been swept or not (a `settled` one was, any other not).
@@ -403,7 +483,11 @@ export const witnessThroughApi = async (input: WitnessInput): Promise<Witnessed>
       addMoved(moved, t.currency, entries, balances)
       if (t.idempotency_key !== null) {
         const other = byKey.get(t.idempotency_key)
-        auditor.check(other === undefined, "one-transaction-per-key", () => `idempotency key ${t.idempotency_key} of ${merchant.id}: transactions ${other} and ${t.id}`)
+        auditor.check(
+          other === undefined,
+          "one-transaction-per-key",
+          () => `idempotency key ${t.idempotency_key} of ${merchant.id}: transactions ${other} and ${t.id}`
+        )
         byKey.set(t.idempotency_key, t.id)
       }
     })
@@ -417,7 +501,13 @@ export const witnessThroughApi = async (input: WitnessInput): Promise<Witnessed>
         const attempts = [...d.attempts].sort((a, b) => a.attempt - b.attempt).map((a) => {
           if (a.cut !== undefined) recordsCuts = true
           if (a.cut === true) cutAttempts++
-          return { attempt: a.attempt, atMs: Date.parse(a.at), responseStatus: a.response_status, error: a.error, cut: a.cut === true }
+          return {
+            attempt: a.attempt,
+            atMs: Date.parse(a.at),
+            responseStatus: a.response_status,
+            error: a.error,
+            cut: a.cut === true
+          }
         })
         const firstFailed = attempts.find((a) => !a.cut && !is2xx(a.responseStatus))
         deliveries.push({
@@ -434,21 +524,35 @@ export const witnessThroughApi = async (input: WitnessInput): Promise<Witnessed>
       }
     }
   }
-  input.auditCreateKeys?.(Array.from(finals.values(), (t) => ({ id: t.id, merchantId: t.merchant_id, idempotencyKey: t.idempotency_key, metadata: t.metadata ?? null })))
+  input.auditCreateKeys?.(
+    Array.from(
+      finals.values(),
+      (t) => ({ id: t.id, merchantId: t.merchant_id, idempotencyKey: t.idempotency_key, metadata: t.metadata ?? null })
+    )
+  )
   // Every answer a merchant got is what the final record says (unless the answer never came).
   for (const expected of input.expectations) {
     const t = finals.get(expected.paymentId)
     if (t === undefined) {
-      auditor.fail("money-as-answered", `payment ${expected.paymentId}: created for the merchant, not listed by the API`)
+      auditor.fail(
+        "money-as-answered",
+        `payment ${expected.paymentId}: created for the merchant, not listed by the API`
+      )
       continue
     }
     if (expected.uncertain) continue
     if (expected.capturedCents !== null) {
-      auditor.check(t.captured_amount_cents === expected.capturedCents, "money-as-answered", () =>
-        `payment ${t.id}: captured ${t.captured_amount_cents}, the merchant was told ${expected.capturedCents}`)
+      auditor.check(
+        t.captured_amount_cents === expected.capturedCents,
+        "money-as-answered",
+        () => `payment ${t.id}: captured ${t.captured_amount_cents}, the merchant was told ${expected.capturedCents}`
+      )
     }
-    auditor.check(t.refunded_amount_cents === expected.refundedCents, "money-as-answered", () =>
-      `payment ${t.id}: refunded ${t.refunded_amount_cents}, the merchant was told ${expected.refundedCents}`)
+    auditor.check(
+      t.refunded_amount_cents === expected.refundedCents,
+      "money-as-answered",
+      () => `payment ${t.id}: refunded ${t.refunded_amount_cents}, the merchant was told ${expected.refundedCents}`
+    )
   }
   if (input.webhooks !== null) {
     const webhooks = input.webhooks
@@ -459,7 +563,9 @@ export const witnessThroughApi = async (input: WitnessInput): Promise<Witnessed>
       timeoutMs: webhooks.timeoutMs,
       toleranceMs: webhooks.toleranceMs,
       crashesMs: webhooks.faultsMs ?? [],
-      ...(webhooks.backlog === undefined ? {} : { backlog: webhooks.backlog, networkToleranceMs: webhooks.toleranceMs }),
+      ...(webhooks.backlog === undefined
+        ? {}
+        : { backlog: webhooks.backlog, networkToleranceMs: webhooks.toleranceMs }),
       clockToleranceMs: webhooks.clockToleranceMs ?? 0,
       ...(webhooks.attemptEndedAtMs === undefined ? {} : { attemptEndedAtMs: webhooks.attemptEndedAtMs }),
       receipts: webhooks.receipts,
@@ -467,12 +573,20 @@ export const witnessThroughApi = async (input: WitnessInput): Promise<Witnessed>
     })
     for (const { event, paymentId, delivered } of allEvents) {
       if (!delivered) continue
-      auditor.check(audited.hasStoredDelivery(event.id), "webhook-every-event-delivered", () => `event ${event.id} (${event.type} of ${paymentId}) has no delivery`)
+      auditor.check(
+        audited.hasStoredDelivery(event.id),
+        "webhook-every-event-delivered",
+        () => `event ${event.id} (${event.type} of ${paymentId}) has no delivery`
+      )
     }
     // Nothing left pending once the run drained (a delivery still open is reported with its age).
     for (const d of deliveries) {
-      auditor.check(d.status === "succeeded" || d.status === "failed", "webhook-drained", () =>
-        `delivery ${d.id} (event ${d.eventId} of ${d.order?.paymentId}): still ${d.status} after the drain, ${d.attempts.length} attempts`)
+      auditor.check(
+        d.status === "succeeded" || d.status === "failed",
+        "webhook-drained",
+        () =>
+          `delivery ${d.id} (event ${d.eventId} of ${d.order?.paymentId}): still ${d.status} after the drain, ${d.attempts.length} attempts`
+      )
     }
     // An attempt after a 2xx the endpoint wrote: the service must have recorded the acknowledged
     // attempt as unanswered (its timeout fired before the answer reached it, or it was cut off),
@@ -483,16 +597,32 @@ export const witnessThroughApi = async (input: WitnessInput): Promise<Witnessed>
       if (next === attempt) continue
       const d = byId.get(deliveryId)
       const recorded = d?.attempts.find((a) => a.attempt === attempt)
-      auditor.check(recorded === undefined || !is2xx(recorded.responseStatus), "webhook-nothing-after-2xx", () =>
-        `delivery ${deliveryId}: attempt ${next} arrived after attempt ${attempt}, which the service recorded as answered ${recorded?.responseStatus}`)
+      auditor.check(
+        recorded === undefined || !is2xx(recorded.responseStatus),
+        "webhook-nothing-after-2xx",
+        () =>
+          `delivery ${deliveryId}: attempt ${next} arrived after attempt ${attempt}, which the service recorded as answered ${recorded?.responseStatus}`
+      )
     }
     // A delivery that succeeded was acknowledged by the endpoint (its 2xx was written there).
     for (const d of deliveries) {
       if (d.status !== "succeeded") continue
       const slot = webhooks.receipts.ofDelivery(d.id)
-      auditor.check(slot >= 0 && !Number.isNaN(webhooks.receipts.ackedAtMs[slot]!), "webhook-every-event-delivered", () =>
-        `delivery ${d.id} (event ${d.eventId}) succeeded, but no endpoint answered it with a 2xx`)
+      auditor.check(
+        slot >= 0 && !Number.isNaN(webhooks.receipts.ackedAtMs[slot]!),
+        "webhook-every-event-delivered",
+        () => `delivery ${d.id} (event ${d.eventId}) succeeded, but no endpoint answered it with a 2xx`
+      )
     }
   }
-  return { payments: finals.size, events, deliveries: deliveries.length, paymentOfEvent, eventOfDelivery, finals, recordsCuts, cutAttempts }
+  return {
+    payments: finals.size,
+    events,
+    deliveries: deliveries.length,
+    paymentOfEvent,
+    eventOfDelivery,
+    finals,
+    recordsCuts,
+    cutAttempts
+  }
 }

@@ -1,16 +1,16 @@
+import { Effect, Option } from "effect"
+import { Argument, Command, Flag } from "effect/cli"
+import { readFileSync } from "node:fs"
 import { createRequire } from "node:module"
 import { availableParallelism } from "node:os"
 import { pathToFileURL } from "node:url"
 import { Worker } from "node:worker_threads"
-import { Effect, Option } from "effect"
-import { Argument, Command, Flag } from "effect/cli"
 import * as Cli from "../../src/platform/Cli.ts"
-import { scenarioFlags, scenarioOptions } from "./main.ts"
-import { readFileSync } from "node:fs"
-import { defaultOptions, replayCommand, type SimOptions } from "../engine/Options.ts"
 import { userPath } from "../checks/Replay.ts"
+import { defaultOptions, replayCommand, type SimOptions } from "../engine/Options.ts"
 import { parseShard, type Shard, shardOf } from "../engine/Shard.ts"
 import { drawSwarm, swarmOptions } from "../engine/Swarm.ts"
+import { scenarioFlags, scenarioOptions } from "./main.ts"
 
 /**
  * `npm run sim:sweep -- --seeds 1..500 [--jobs N] [--json] [--swarm] [--shard I/N] [any scenario flag of npm run sim]`
@@ -70,7 +70,6 @@ export interface SweepResult {
   readonly wallMs: number
 }
 
-
 /**
  * The worker's entry: tsx's loader registered inside the worker, then sim/commands/sweep-worker.ts, or the
  * bundled sweep-worker.mjs when sim/commands/launch.mjs bundled the sweep. (On
@@ -84,10 +83,14 @@ const workerBootstrap = () => {
   // it is removed before anything is imported.
   const clean = "delete globalThis.__filename; delete globalThis.__dirname; "
   // Bundled by sim/commands/launch.mjs: the worker's bundle sits next to this code, no loader needed.
-  if (import.meta.url.endsWith(".mjs")) return `${clean}import(${JSON.stringify(new URL("./sweep-worker.mjs", import.meta.url).href)})`
+  if (import.meta.url.endsWith(".mjs")) {
+    return `${clean}import(${JSON.stringify(new URL("./sweep-worker.mjs", import.meta.url).href)})`
+  }
   const tsx = pathToFileURL(createRequire(import.meta.url).resolve("tsx/esm/api")).href
   const entry = new URL("./sweep-worker.ts", import.meta.url).href
-  return `${clean}import(${JSON.stringify(tsx)}).then(({ register }) => { register(); return import(${JSON.stringify(entry)}) })`
+  return `${clean}import(${JSON.stringify(tsx)}).then(({ register }) => { register(); return import(${
+    JSON.stringify(entry)
+  }) })`
 }
 
 /** The heap limits of the `sim` script in package.json (`--max-old-space-size=12288 --max-semi-space-size=64`). */
@@ -99,7 +102,11 @@ export const parseSeeds = (text: string): ReadonlyArray<number> => {
   const seen = new Set<number>()
   const seed = (part: string, s: string) => {
     const n = Number(s)
-    if (s.trim() === "" || !Number.isSafeInteger(n) || n < 0) throw new Error(`--seeds: '${part}' is not a seed, a range A..B or a comma-separated list of them (seeds are integers ≥ 0)`)
+    if (s.trim() === "" || !Number.isSafeInteger(n) || n < 0) {
+      throw new Error(
+        `--seeds: '${part}' is not a seed, a range A..B or a comma-separated list of them (seeds are integers ≥ 0)`
+      )
+    }
     return n
   }
   for (const part of text.split(",").map((p) => p.trim())) {
@@ -121,15 +128,32 @@ export const parseSeeds = (text: string): ReadonlyArray<number> => {
 export const sweepDefaults: SimOptions = { ...defaultOptions, payments: 1_500, hours: 30 }
 
 /** Flags of `npm run sim` that name one run: refused here, with the reason. */
-const notInSweep = { seed: "--seed", shrink: "--shrink", shrinkRuns: "--shrink-runs", out: "--out", replay: "--replay", checkDeterminism: "--check-determinism" } as const
+const notInSweep = {
+  seed: "--seed",
+  shrink: "--shrink",
+  shrinkRuns: "--shrink-runs",
+  out: "--out",
+  replay: "--replay",
+  checkDeterminism: "--check-determinism"
+} as const
 const refused = (name: string) => Cli.text(name, "not a sweep option").pipe(Flag.optional, Flag.withHidden)
 const refusedToggle = (name: string) => Cli.toggle(name, "not a sweep option").pipe(Flag.withHidden)
 
 const sweepFlags = {
   seeds: Cli.text("seeds", "the seeds: 7, 1..500, 1,5,9 or 1..10,20..30 (required)").pipe(Flag.optional),
-  jobs: Cli.integer("jobs", "worker threads", { min: 1, default: availableParallelism(), shown: `one per core, ${availableParallelism()} here` }),
-  shard: Cli.text("shard", "I/N (0 <= I < N): run the seeds at positions I, I+N, I+2N, ... of --seeds, to merge with `sim:sweep merge` (default: all)").pipe(Flag.optional),
-  json: Cli.toggle("json", "print every seed's outcome and trace hash as JSON instead of the table (what `merge` reads)"),
+  jobs: Cli.integer("jobs", "worker threads", {
+    min: 1,
+    default: availableParallelism(),
+    shown: `one per core, ${availableParallelism()} here`
+  }),
+  shard: Cli.text(
+    "shard",
+    "I/N (0 <= I < N): run the seeds at positions I, I+N, I+2N, ... of --seeds, to merge with `sim:sweep merge` (default: all)"
+  ).pipe(Flag.optional),
+  json: Cli.toggle(
+    "json",
+    "print every seed's outcome and trace hash as JSON instead of the table (what `merge` reads)"
+  ),
   ...scenarioFlags(sweepDefaults),
   seed: refused("seed"),
   shrink: refusedToggle("shrink"),
@@ -151,7 +175,9 @@ export const interpretSweep = (input: SweepInput): SweepConfig => {
   for (const [key, flag] of Object.entries(notInSweep)) {
     const value = input[key as keyof typeof notInSweep]
     if (typeof value === "boolean" ? value : Option.isSome(value)) {
-      throw new Error(`${flag} is not a sweep option (sweep seeds with --seeds; shrink or replay one failed seed with npm run sim)`)
+      throw new Error(
+        `${flag} is not a sweep option (sweep seeds with --seeds; shrink or replay one failed seed with npm run sim)`
+      )
     }
   }
   const seedsText = Cli.given(input.seeds)
@@ -159,11 +185,22 @@ export const interpretSweep = (input: SweepInput): SweepConfig => {
   const seeds = parseSeeds(seedsText)
   const shardText = Cli.given(input.shard)
   const shard = shardText === undefined ? null : parseShard(shardText)
-  if (input.swarm && (Option.isSome(input.faults) || Option.isSome(input.mix))) throw new Error("--swarm draws each seed's faults and workload mix; remove --faults and --mix")
+  if (input.swarm && (Option.isSome(input.faults) || Option.isSome(input.mix))) {
+    throw new Error("--swarm draws each seed's faults and workload mix; remove --faults and --mix")
+  }
   // The swarm draw happens per seed (seedOptions), not once for the base.
   const base = scenarioOptions({ ...input, swarm: false }, sweepDefaults)
   const mine = shardOf(seeds, shard)
-  return { seeds: mine, jobs: Math.max(1, Math.min(input.jobs, mine.length)), base, json: input.json, swarm: input.swarm, seedsText, allSeeds: seeds, shard }
+  return {
+    seeds: mine,
+    jobs: Math.max(1, Math.min(input.jobs, mine.length)),
+    base,
+    json: input.json,
+    swarm: input.swarm,
+    seedsText,
+    allSeeds: seeds,
+    shard
+  }
 }
 
 /** `npm run sim:sweep` arguments (without node and the script); throws an Error with one line for the user when they are wrong. */
@@ -212,7 +249,15 @@ export const runSweep = (config: SweepConfig, onProgress?: (progress: SweepProgr
       })
       worker.on("error", (error) => {
         if (current !== undefined) {
-          record({ seed: current, ok: false, firstViolation: "worker-died", message: error.message, violations: 1, traceHash: "", wallMs: 0 })
+          record({
+            seed: current,
+            ok: false,
+            firstViolation: "worker-died",
+            message: error.message,
+            violations: 1,
+            traceHash: "",
+            wallMs: 0
+          })
           current = undefined
           if (next < total) spawn()
         }
@@ -229,20 +274,26 @@ export const runSweep = (config: SweepConfig, onProgress?: (progress: SweepProgr
 
 const duration = (ms: number) => {
   const s = Math.round(ms / 1000)
-  return s < 60 ? `${s}s` : s < 3600 ? `${Math.floor(s / 60)}m${String(s % 60).padStart(2, "0")}s` : `${Math.floor(s / 3600)}h${String(Math.floor(s / 60) % 60).padStart(2, "0")}m`
+  return s < 60
+    ? `${s}s`
+    : s < 3600
+    ? `${Math.floor(s / 60)}m${String(s % 60).padStart(2, "0")}s`
+    : `${Math.floor(s / 3600)}h${String(Math.floor(s / 60) % 60).padStart(2, "0")}m`
 }
 
 export const formatProgress = (p: SweepProgress, width = 30): string => {
   const filled = Math.round((p.done / p.total) * width)
   const eta = p.done === 0 ? "?" : duration((p.elapsedMs / p.done) * (p.total - p.done))
-  return `[${"#".repeat(filled)}${".".repeat(width - filled)}] ${p.done}/${p.total} seeds  ${p.failed} failed  elapsed ${duration(p.elapsedMs)}  ETA ${eta}`
+  return `[${"#".repeat(filled)}${
+    ".".repeat(width - filled)
+  }] ${p.done}/${p.total} seeds  ${p.failed} failed  elapsed ${duration(p.elapsedMs)}  ETA ${eta}`
 }
 
 /**
  * Progress on stderr: redrawn in place on a terminal, otherwise a line at each tenth of the
  * seeds (and at the end), so that logs stay short.
  */
-export const progressReporter = (stream: NodeJS.WriteStream = process.stderr): ((p: SweepProgress) => void) => {
+export const progressReporter = (stream: NodeJS.WriteStream = process.stderr): (p: SweepProgress) => void => {
   let lastTenth = 0
   return (p) => {
     if (p.total === 0) return
@@ -277,20 +328,42 @@ export const formatSweep = (result: SweepResult): string => {
   const failures = result.outcomes.filter((o) => !o.ok)
   const s = summarize(result)
   const o = result.config.base
-  lines.push(s.failed === 0 ? `PASS  ${s.seeds} seed${s.seeds === 1 ? "" : "s"}: every law held` : `FAIL  ${s.failed} of ${s.seeds} seeds broke a law`)
-  lines.push(`scenario: ${o.merchants} merchants, ${o.payments} payments, ${o.hours} h, webhooks ${o.webhooks ? "on" : "off"}${o.plantedBug === "none" ? "" : `, planted bug ${o.plantedBug}`}` +
-    `${result.config.swarm ? ", swarm (faults and workload drawn per seed)" : ""}${result.config.shard === null ? "" : `, shard ${result.config.shard.index}/${result.config.shard.count} of --seeds ${result.config.seedsText}`}`)
+  lines.push(
+    s.failed === 0
+      ? `PASS  ${s.seeds} seed${s.seeds === 1 ? "" : "s"}: every law held`
+      : `FAIL  ${s.failed} of ${s.seeds} seeds broke a law`
+  )
+  lines.push(
+    `scenario: ${o.merchants} merchants, ${o.payments} payments, ${o.hours} h, webhooks ${o.webhooks ? "on" : "off"}${
+      o.plantedBug === "none" ? "" : `, planted bug ${o.plantedBug}`
+    }` +
+      `${result.config.swarm ? ", swarm (faults and workload drawn per seed)" : ""}${
+        result.config.shard === null
+          ? ""
+          : `, shard ${result.config.shard.index}/${result.config.shard.count} of --seeds ${result.config.seedsText}`
+      }`
+  )
   if (failures.length > 0) {
     lines.push("")
-    lines.push(Cli.table(["seed", "first violated law", "replay"], failures.map((f) => {
-      const swarm = result.config.swarm ? ` (swarm: ${drawSwarm(f.seed).classes.join(" ") || "no faults"}; or --seed ${f.seed} --swarm)` : ""
-      return [f.seed, f.firstViolation ?? "", `${replayCommand(seedOptions(result.config, f.seed))}${swarm}`]
-    }), "    "))
+    lines.push(Cli.table(
+      ["seed", "first violated law", "replay"],
+      failures.map((f) => {
+        const swarm = result.config.swarm
+          ? ` (swarm: ${drawSwarm(f.seed).classes.join(" ") || "no faults"}; or --seed ${f.seed} --swarm)`
+          : ""
+        return [f.seed, f.firstViolation ?? "", `${replayCommand(seedOptions(result.config, f.seed))}${swarm}`]
+      }),
+      "    "
+    ))
     lines.push("")
     lines.push("add --shrink to a replay command to reduce that seed to a minimal replay file")
   }
   lines.push("")
-  lines.push(`seeds ${s.seeds}  ok ${s.ok}  failed ${s.failed}  jobs ${s.jobs}  wall ${duration(result.wallMs)} (${s.wallSeconds} s)  ${s.paymentsPerSecond} payments/s`)
+  lines.push(
+    `seeds ${s.seeds}  ok ${s.ok}  failed ${s.failed}  jobs ${s.jobs}  wall ${
+      duration(result.wallMs)
+    } (${s.wallSeconds} s)  ${s.paymentsPerSecond} payments/s`
+  )
   return lines.join("\n")
 }
 
@@ -303,7 +376,14 @@ export const sweepJson = (result: SweepResult) => {
     swarm: c.swarm,
     seedsText: c.seedsText,
     shard: c.shard === null ? null : `${c.shard.index}/${c.shard.count}`,
-    seeds: result.outcomes.map((o) => ({ seed: o.seed, ok: o.ok, firstViolation: o.firstViolation, message: o.message, traceHash: o.traceHash, wallMs: Math.round(o.wallMs) })),
+    seeds: result.outcomes.map((o) => ({
+      seed: o.seed,
+      ok: o.ok,
+      firstViolation: o.firstViolation,
+      message: o.message,
+      traceHash: o.traceHash,
+      wallMs: Math.round(o.wallMs)
+    })),
     summary: summarize(result)
   }
 }
@@ -324,23 +404,46 @@ export const mergeShards = (files: ReadonlyArray<SweepJson>): SweepResult => {
   const taken = new Set<number>()
   const outcomes = new Map<number, SeedOutcome>()
   for (const file of files) {
-    if (JSON.stringify(file.scenario) !== scenario || file.swarm !== first.swarm || file.seedsText !== first.seedsText) {
+    if (
+      JSON.stringify(file.scenario) !== scenario || file.swarm !== first.swarm || file.seedsText !== first.seedsText
+    ) {
       throw new Error("merge: the files are not shards of one sweep (scenario, --swarm or --seeds differ)")
     }
-    const shard = file.shard === null ? { index: 0, count: 1 } : parseShard(file.shard, "a file's shard (numbered from 0)")
+    const shard = file.shard === null
+      ? { index: 0, count: 1 }
+      : parseShard(file.shard, "a file's shard (numbered from 0)")
     counts.add(shard.count)
     if (taken.has(shard.index)) throw new Error(`merge: shard ${shard.index}/${shard.count} given twice`)
     taken.add(shard.index)
     for (const o of file.seeds) outcomes.set(o.seed, { ...o, violations: o.ok ? 0 : 1 })
   }
   const count = [...counts][0]!
-  if (counts.size !== 1 || taken.size !== count) throw new Error(`merge: expected shards 0..${[...counts].map((n) => n - 1).join("|")} each once, got ${[...taken].sort((a, b) => a - b).join(", ")}`)
+  if (counts.size !== 1 || taken.size !== count) {
+    throw new Error(
+      `merge: expected shards 0..${[...counts].map((n) => n - 1).join("|")} each once, got ${
+        [...taken].sort((a, b) => a - b).join(", ")
+      }`
+    )
+  }
   const allSeeds = parseSeeds(first.seedsText)
   const missing = allSeeds.filter((seed) => !outcomes.has(seed))
-  if (missing.length > 0) throw new Error(`merge: no outcome for seed(s) ${missing.slice(0, 10).join(", ")}${missing.length > 10 ? ", ..." : ""}`)
+  if (missing.length > 0) {
+    throw new Error(
+      `merge: no outcome for seed(s) ${missing.slice(0, 10).join(", ")}${missing.length > 10 ? ", ..." : ""}`
+    )
+  }
   const base = { ...(first.scenario as Omit<SimOptions, "seed">), seed: 0 } as SimOptions
   return {
-    config: { seeds: allSeeds, jobs: files.reduce((jobs, file) => jobs + file.summary.jobs, 0), base, json: false, swarm: first.swarm, seedsText: first.seedsText, allSeeds, shard: null },
+    config: {
+      seeds: allSeeds,
+      jobs: files.reduce((jobs, file) => jobs + file.summary.jobs, 0),
+      base,
+      json: false,
+      swarm: first.swarm,
+      seedsText: first.seedsText,
+      allSeeds,
+      shard: null
+    },
     outcomes: allSeeds.map((seed) => outcomes.get(seed)!),
     wallMs: Math.max(...files.map((file) => file.summary.wallSeconds * 1000))
   }
@@ -358,7 +461,10 @@ const finish = (result: SweepResult, json: boolean) =>
 const merge = Command.make(
   "merge",
   {
-    files: Argument.String("file").pipe(Argument.withDescription("the --json outputs of the shards (sim:sweep --shard I/N --json)"), Argument.variadic({ min: 1 })),
+    files: Argument.String("file").pipe(
+      Argument.withDescription("the --json outputs of the shards (sim:sweep --shard I/N --json)"),
+      Argument.variadic({ min: 1 })
+    ),
     json: Cli.toggle("json", "print the merged result as JSON instead of the table")
   },
   ({ files, json }) =>
@@ -371,7 +477,11 @@ const merge = Command.make(
       }
       return finish(result, json)
     })
-).pipe(Command.withDescription("The --json results of the shards of one sweep as the result of one unsharded sweep (table, or --json). Exits 1 when a seed failed."))
+).pipe(
+  Command.withDescription(
+    "The --json results of the shards of one sweep as the result of one unsharded sweep (table, or --json). Exits 1 when a seed failed."
+  )
+)
 
 const sweep = Command.make("sim:sweep", sweepFlags, (input) =>
   Effect.gen(function*() {
@@ -384,9 +494,15 @@ const sweep = Command.make("sim:sweep", sweepFlags, (input) =>
     const report = progressReporter()
     const start = performance.now()
     let last: SweepProgress = { done: 0, total: config.seeds.length, failed: 0, elapsedMs: 0 }
-    process.stderr.write(`sweeping ${config.seeds.length} seeds${config.shard === null ? "" : ` (shard ${config.shard.index}/${config.shard.count} of ${config.allSeeds.length})`}${config.swarm ? ", swarm" : ""} in ${config.jobs} worker thread(s)\n`)
+    process.stderr.write(
+      `sweeping ${config.seeds.length} seeds${
+        config.shard === null ? "" : ` (shard ${config.shard.index}/${config.shard.count} of ${config.allSeeds.length})`
+      }${config.swarm ? ", swarm" : ""} in ${config.jobs} worker thread(s)\n`
+    )
     // On a terminal the bar also moves between seeds (elapsed, ETA), redrawn every second.
-    const ticker = process.stderr.isTTY ? setInterval(() => report({ ...last, elapsedMs: performance.now() - start }), 1000) : undefined
+    const ticker = process.stderr.isTTY
+      ? setInterval(() => report({ ...last, elapsedMs: performance.now() - start }), 1000)
+      : undefined
     if (process.stderr.isTTY) report(last)
     const result = yield* Effect.promise(() =>
       runSweep(config, (p) => {

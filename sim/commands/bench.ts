@@ -1,10 +1,10 @@
+import { Command } from "effect/cli"
 import { hash } from "node:crypto"
 import v8 from "node:v8"
-import { Command } from "effect/cli"
 import * as Cli from "../../src/platform/Cli.ts"
 import { defaultOptions, type SimOptions } from "../engine/Options.ts"
-import { scenarioFlags, scenarioOptionsOrExit } from "./main.ts"
 import { runSimulation } from "../engine/Simulator.ts"
+import { scenarioFlags, scenarioOptionsOrExit } from "./main.ts"
 
 /**
  * `npm run sim:bench [-- --payments 100000 --hours 48 ...]`: simulated payments per wall-clock
@@ -66,7 +66,7 @@ const hashProbe = (): number => {
  * lands far from the last. Built afresh for each measurement rather than kept: 32 MB held through
  * the run would add to its RSS and to the external memory the collector weighs.
  */
-const walkProbe = (): (() => number) => {
+const walkProbe = (): () => number => {
   const size = 1 << 23
   const next = new Int32Array(size)
   for (let i = 0; i < size; i++) next[i] = i
@@ -132,7 +132,9 @@ const measure = (options: SimOptions) => {
     fiberTasks: result.tasks,
     peakHeapMB,
     liveHeapMBAtEnd: result.liveHeapBytes === null ? null : Math.round(result.liveHeapBytes / 1_048_576),
-    liveHeapKBPerPayment: result.liveHeapBytes === null ? null : Math.round(result.liveHeapBytes / 1024 / Math.max(1, options.payments)),
+    liveHeapKBPerPayment: result.liveHeapBytes === null
+      ? null
+      : Math.round(result.liveHeapBytes / 1024 / Math.max(1, options.payments)),
     heapLimitMB,
     heapTargetMB,
     heapCapMB,
@@ -140,7 +142,9 @@ const measure = (options: SimOptions) => {
     maxRssMB: Math.round(process.resourceUsage().maxRSS / 1024),
     heapKBPerPayment: Math.round(result.peakHeapBytes / 1024 / Math.max(1, options.payments)),
     speedTargetSeconds,
-    speed: options.payments === 100_000 && options.hours === 48 && options.webhooks ? (seconds <= speedTargetSeconds ? "PASS" : "FAIL") : null,
+    speed: options.payments === 100_000 && options.hours === 48 && options.webhooks
+      ? (seconds <= speedTargetSeconds ? "PASS" : "FAIL")
+      : null,
     wakeUps: result.wakeUps,
     invariantChecks: result.checks,
     traceHash: result.traceHash
@@ -152,8 +156,14 @@ const measure = (options: SimOptions) => {
 export const formatBench = (m: Measured["figures"]): string => {
   const verdict = m.ok && m.heap === "PASS" && m.speed !== "FAIL" ? "PASS" : "FAIL"
   return [
-    `${verdict}  laws ${m.ok ? "held" : "BROKEN"}, heap ${m.heap} (peak ≤ ${m.heapTargetMB} MB, limit ≤ ${m.heapCapMB} MB), speed ${m.speed ?? "n/a (only the 100,000-payment, 48 h scenario has a target)"}`,
-    `seed ${m.seed}  merchants ${m.merchants}  payments ${m.payments}  hours ${m.hours}  webhooks ${m.webhooks ? "on" : "off"}`,
+    `${verdict}  laws ${
+      m.ok ? "held" : "BROKEN"
+    }, heap ${m.heap} (peak ≤ ${m.heapTargetMB} MB, limit ≤ ${m.heapCapMB} MB), speed ${
+      m.speed ?? "n/a (only the 100,000-payment, 48 h scenario has a target)"
+    }`,
+    `seed ${m.seed}  merchants ${m.merchants}  payments ${m.payments}  hours ${m.hours}  webhooks ${
+      m.webhooks ? "on" : "off"
+    }`,
     "",
     Cli.fields([
       ["wall", `${Cli.formatNumber(m.wallSeconds, 2)} s (target ${m.speedTargetSeconds} s)`],
@@ -161,10 +171,23 @@ export const formatBench = (m: Measured["figures"]): string => {
       ["payments a second", m.paymentsPerSecond],
       ["requests a second", m.requestsPerSecond],
       ["virtual time", `${m.virtualHours} h, ${Cli.formatNumber(m.virtualToWallRatio)}x wall`],
-      ["peak heap", `${Cli.formatNumber(m.peakHeapMB)} MB of ${Cli.formatNumber(m.heapLimitMB)} MB (${m.heapKBPerPayment} KB a payment)`],
-      ["live heap at end", m.liveHeapMBAtEnd === null ? "n/a (run node with --expose-gc)" : `${Cli.formatNumber(m.liveHeapMBAtEnd)} MB (${m.liveHeapKBPerPayment} KB a payment)`],
+      [
+        "peak heap",
+        `${Cli.formatNumber(m.peakHeapMB)} MB of ${
+          Cli.formatNumber(m.heapLimitMB)
+        } MB (${m.heapKBPerPayment} KB a payment)`
+      ],
+      [
+        "live heap at end",
+        m.liveHeapMBAtEnd === null
+          ? "n/a (run node with --expose-gc)"
+          : `${Cli.formatNumber(m.liveHeapMBAtEnd)} MB (${m.liveHeapKBPerPayment} KB a payment)`
+      ],
       ["max RSS", `${Cli.formatNumber(m.maxRssMB)} MB`],
-      ["machine reference", `cpu ${m.reference.before.cpu} → ${m.reference.after.cpu} s, memory ${m.reference.before.memory} → ${m.reference.after.memory} s`],
+      [
+        "machine reference",
+        `cpu ${m.reference.before.cpu} → ${m.reference.after.cpu} s, memory ${m.reference.before.memory} → ${m.reference.after.memory} s`
+      ],
       ["fiber tasks", m.fiberTasks],
       ["wake-ups", m.wakeUps],
       ["invariant checks", m.invariantChecks],

@@ -1,11 +1,11 @@
 import { Context, type Fiber, Tracer } from "effect"
-import { instructionOf } from "../../src/platform/EffectInternals.ts"
 import { Command } from "effect/cli"
 import * as Cli from "../../src/platform/Cli.ts"
+import { instructionOf } from "../../src/platform/EffectInternals.ts"
 import { defaultOptions } from "../engine/Options.ts"
-import { formatReport, scenarioFlags, scenarioOptionsOrExit } from "./main.ts"
 import { runSimulation } from "../engine/Simulator.ts"
 import { VirtualTime } from "../engine/VirtualTime.ts"
+import { formatReport, scenarioFlags, scenarioOptionsOrExit } from "./main.ts"
 
 /**
  * `npm run sim:count -- --seed 1 --payments 1500 --hours 30`: the work of one simulation in exact,
@@ -81,22 +81,32 @@ VirtualTime.prototype.runtime = function(seed, logger) {
 
 const result = runSimulation(options)
 const top = (counts: Map<string, number>, n: number) =>
-  [...counts].sort((a, b) => b[1] - a[1]).slice(0, n).map(([name, count]) => `${String(count).padStart(10)}  ${name}`).join("\n")
-const sorted = (counts: Map<string, number>, n: number) => Object.fromEntries([...counts].sort((a, b) => b[1] - a[1]).slice(0, n))
+  [...counts].sort((a, b) => b[1] - a[1]).slice(0, n).map(([name, count]) => `${String(count).padStart(10)}  ${name}`)
+    .join("\n")
+const sorted = (counts: Map<string, number>, n: number) =>
+  Object.fromEntries([...counts].sort((a, b) => b[1] - a[1]).slice(0, n))
 if (input.json) {
-  console.log(JSON.stringify({
-    ok: result.ok,
-    seed: options.seed,
-    traceHash: result.traceHash,
-    instructions,
-    instructionsPerPayment: Math.round(instructions / Math.max(1, options.payments)),
-    fibers,
-    fiberTasks: result.tasks,
-    byKind: sorted(byOp, 20),
-    byFunction: sorted(byFunction, 40)
-  }, null, 2))
+  console.log(JSON.stringify(
+    {
+      ok: result.ok,
+      seed: options.seed,
+      traceHash: result.traceHash,
+      instructions,
+      instructionsPerPayment: Math.round(instructions / Math.max(1, options.payments)),
+      fibers,
+      fiberTasks: result.tasks,
+      byKind: sorted(byOp, 20),
+      byFunction: sorted(byFunction, 40)
+    },
+    null,
+    2
+  ))
   process.exit(0)
 }
 console.log(formatReport(result).split("\n").slice(-2).join("\n"))
-console.log(`Effect instructions ${instructions} (${Math.round(instructions / Math.max(1, options.payments))} a payment), fibers ${fibers}, fiber tasks ${result.tasks}`)
+console.log(
+  `Effect instructions ${instructions} (${
+    Math.round(instructions / Math.max(1, options.payments))
+  } a payment), fibers ${fibers}, fiber tasks ${result.tasks}`
+)
 console.log(`by kind\n${top(byOp, 20)}\nby function\n${top(byFunction, 40)}`)

@@ -1,11 +1,19 @@
 import { Effect, Option } from "effect"
 import { Command, Flag } from "effect/cli"
 import * as Cli from "../../src/platform/Cli.ts"
-import { defaultMix, defaultOptions, parseFaults, plantedBugNames, replayCommand, type SimOptions, type WorkloadMix } from "../engine/Options.ts"
 import { readReplayFile } from "../checks/Replay.ts"
 import { shrinkToFile } from "../checks/Shrink.ts"
-import { swarmOptions } from "../engine/Swarm.ts"
+import {
+  defaultMix,
+  defaultOptions,
+  parseFaults,
+  plantedBugNames,
+  replayCommand,
+  type SimOptions,
+  type WorkloadMix
+} from "../engine/Options.ts"
 import { runSimulation, type SimResult } from "../engine/Simulator.ts"
+import { swarmOptions } from "../engine/Swarm.ts"
 
 /**
  * `npm run sim -- --seed 42 --merchants 20 --payments 10000 --hours 48 [--faults heavy,crash=2]
@@ -39,17 +47,46 @@ export interface Arguments {
  * Each is optional: a flag not given takes the command's default (`defaults`, shown in --help).
  */
 export const scenarioFlags = (defaults: SimOptions) => ({
-  merchants: Cli.integer("merchants", `merchants, each with API keys and a webhook endpoint (default: ${defaults.merchants})`, { min: 1 }).pipe(Flag.optional),
-  payments: Cli.integer("payments", `payments the workload creates (default: ${defaults.payments})`).pipe(Flag.optional),
-  hours: Cli.integer("hours", `virtual hours the run lasts (default: ${defaults.hours})`, { min: 1 }).pipe(Flag.optional),
-  faults: Cli.text("faults", "fault rates: none, default or heavy, then name=rate changes, e.g. heavy,crash=2 (default: default)").pipe(Flag.optional),
+  merchants: Cli.integer(
+    "merchants",
+    `merchants, each with API keys and a webhook endpoint (default: ${defaults.merchants})`,
+    { min: 1 }
+  ).pipe(Flag.optional),
+  payments: Cli.integer("payments", `payments the workload creates (default: ${defaults.payments})`).pipe(
+    Flag.optional
+  ),
+  hours: Cli.integer("hours", `virtual hours the run lasts (default: ${defaults.hours})`, { min: 1 }).pipe(
+    Flag.optional
+  ),
+  faults: Cli.text(
+    "faults",
+    "fault rates: none, default or heavy, then name=rate changes, e.g. heavy,crash=2 (default: default)"
+  ).pipe(Flag.optional),
   noWebhooks: Cli.toggle("no-webhooks", "no webhook endpoints and no deliveries"),
-  dispatchers: Cli.integer("dispatchers", `webhook dispatchers sharing the store under leases (default: ${defaults.dispatchers})`, { min: 1 }).pipe(Flag.optional),
-  endpointConcurrency: Cli.integer("endpoint-concurrency", `attempts in flight per endpoint and dispatcher (default: ${defaults.endpointConcurrency})`, { min: 1 }).pipe(Flag.optional),
-  plantedBug: Cli.choice("planted-bug", plantedBugNames, "a known bug planted in the service, to see a law catch it (default: none)").pipe(Flag.optional),
-  mix: Cli.text("mix", "workload mix changes as JSON, e.g. '{\"refund\":0.5}' (default: sim/engine/Options.ts defaultMix)").pipe(Flag.optional),
+  dispatchers: Cli.integer(
+    "dispatchers",
+    `webhook dispatchers sharing the store under leases (default: ${defaults.dispatchers})`,
+    { min: 1 }
+  ).pipe(Flag.optional),
+  endpointConcurrency: Cli.integer(
+    "endpoint-concurrency",
+    `attempts in flight per endpoint and dispatcher (default: ${defaults.endpointConcurrency})`,
+    { min: 1 }
+  ).pipe(Flag.optional),
+  plantedBug: Cli.choice(
+    "planted-bug",
+    plantedBugNames,
+    "a known bug planted in the service, to see a law catch it (default: none)"
+  ).pipe(Flag.optional),
+  mix: Cli.text(
+    "mix",
+    "workload mix changes as JSON, e.g. '{\"refund\":0.5}' (default: sim/engine/Options.ts defaultMix)"
+  ).pipe(Flag.optional),
   swarm: Cli.toggle("swarm", "draw the faults and the workload mix from the seed (sim/engine/Swarm.ts)"),
-  processor: Cli.toggle("processor", "the network is a remote processor: captures, cancels and refunds go to it, with its faults plost, pdup, plate, poutage (sim/world/Processor.ts)")
+  processor: Cli.toggle(
+    "processor",
+    "the network is a remote processor: captures, cancels and refunds go to it, with its faults plost, pdup, plate, poutage (sim/world/Processor.ts)"
+  )
 })
 
 type ScenarioInput = Command.Command.Config.Infer<typeof scenarioFlagsShape>
@@ -91,7 +128,9 @@ export const scenarioOptions = (input: ScenarioInput, defaults: SimOptions): Sim
   if (faults !== undefined) options = { ...options, faults: parseFaults(faults) }
   if (input.noWebhooks) options = { ...options, webhooks: false }
   if (Option.isSome(input.dispatchers)) options = { ...options, dispatchers: input.dispatchers.value }
-  if (Option.isSome(input.endpointConcurrency)) options = { ...options, endpointConcurrency: input.endpointConcurrency.value }
+  if (Option.isSome(input.endpointConcurrency)) {
+    options = { ...options, endpointConcurrency: input.endpointConcurrency.value }
+  }
   if (Option.isSome(input.plantedBug)) options = { ...options, plantedBug: input.plantedBug.value }
   if (input.processor) options = { ...options, processor: true }
   const mix = get(input.mix)
@@ -102,9 +141,13 @@ export const scenarioOptions = (input: ScenarioInput, defaults: SimOptions): Sim
     } catch {
       throw new Error(`--mix must be a JSON object, e.g. '{"refund":0.5}', got '${mix}'`)
     }
-    if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) throw new Error(`--mix must be a JSON object, got '${mix}'`)
+    if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) {
+      throw new Error(`--mix must be a JSON object, got '${mix}'`)
+    }
     const unknown = Object.keys(parsed).filter((key) => !(key in defaultMix))
-    if (unknown.length > 0) throw new Error(`--mix: unknown field(s) ${unknown.join(", ")} (one of: ${Object.keys(defaultMix).join(", ")})`)
+    if (unknown.length > 0) {
+      throw new Error(`--mix: unknown field(s) ${unknown.join(", ")} (one of: ${Object.keys(defaultMix).join(", ")})`)
+    }
     options = { ...options, mix: { ...defaultMix, ...(parsed as Partial<WorkloadMix>) } }
   }
   if (input.swarm && (Option.isSome(input.faults) || Option.isSome(input.mix))) {
@@ -124,13 +167,20 @@ export const scenarioOptionsOrExit = (command: string, input: ScenarioInput, def
 }
 
 const simFlags = {
-  seed: Cli.integer("seed", "the seed every random choice of the run comes from (default: a random one, printed)").pipe(Flag.optional),
+  seed: Cli.integer("seed", "the seed every random choice of the run comes from (default: a random one, printed)").pipe(
+    Flag.optional
+  ),
   ...scenarioFlagsShape,
   checkDeterminism: Cli.toggle("check-determinism", "run the seed twice and compare the trace hashes"),
-  shrink: Cli.toggle("shrink", "when a law breaks, reduce the run to a smaller one that breaks it first and write it as a replay file"),
+  shrink: Cli.toggle(
+    "shrink",
+    "when a law breaks, reduce the run to a smaller one that breaks it first and write it as a replay file"
+  ),
   shrinkRuns: Cli.integer("shrink-runs", "runs the shrinking may try", { min: 1, default: 200 }),
   out: Cli.text("out", "the replay file --shrink writes (default: sim-failure-<seed>.json)").pipe(Flag.optional),
-  replay: Cli.text("replay", "run the scenario of a replay file (its options replace every scenario flag)").pipe(Flag.optional),
+  replay: Cli.text("replay", "run the scenario of a replay file (its options replace every scenario flag)").pipe(
+    Flag.optional
+  ),
   json: Cli.json
 }
 
@@ -148,7 +198,11 @@ export const interpretArguments = (input: Command.Command.Config.Infer<typeof si
   const seed = Cli.given(input.seed) ?? Math.floor(Math.random() * 2 ** 31)
   const replay = Cli.given(input.replay)
   if (replay !== undefined && scenarioGiven.length > 0) {
-    throw new Error(`--replay takes every option from its file; remove ${scenarioGiven.join(", ")} (edit the file to change the scenario)`)
+    throw new Error(
+      `--replay takes every option from its file; remove ${
+        scenarioGiven.join(", ")
+      } (edit the file to change the scenario)`
+    )
   }
   const out = Cli.given(input.out)
   if (out !== undefined && !input.shrink) throw new Error("--out names the file --shrink writes; add --shrink")
@@ -167,14 +221,19 @@ export const interpretArguments = (input: Command.Command.Config.Infer<typeof si
 }
 
 /** `npm run sim` arguments (without node and the script); throws an Error with one line for the user when they are wrong. */
-export const parseArguments = (argv: ReadonlyArray<string>): Arguments => interpretArguments(Cli.parseSync(simFlagsCommand, argv))
+export const parseArguments = (argv: ReadonlyArray<string>): Arguments =>
+  interpretArguments(Cli.parseSync(simFlagsCommand, argv))
 
 /** The first line of the summary: the verdict, then what it is about. */
 export const verdictLine = (result: SimResult): string => {
   const o = result.options
-  if (result.ok) return `PASS  seed ${o.seed}: every law held (${result.checks} checks, ${o.payments} payments, ${o.hours} h)`
+  if (result.ok) {
+    return `PASS  seed ${o.seed}: every law held (${result.checks} checks, ${o.payments} payments, ${o.hours} h)`
+  }
   const first = result.violations[0]!
-  return `FAIL  seed ${o.seed}: ${first.invariant} broken first (${result.violations.length} violation${result.violations.length === 1 ? "" : "s"})`
+  return `FAIL  seed ${o.seed}: ${first.invariant} broken first (${result.violations.length} violation${
+    result.violations.length === 1 ? "" : "s"
+  })`
 }
 
 export const formatReport = (result: SimResult): string => {
@@ -182,9 +241,18 @@ export const formatReport = (result: SimResult): string => {
   const o = result.options
   const virtualMs = result.virtualEndMs - Date.UTC(2026, 0, 5)
   lines.push(verdictLine(result))
-  lines.push(`seed ${o.seed}  merchants ${o.merchants}  payments ${o.payments}  hours ${o.hours}  webhooks ${o.webhooks ? "on" : "off"}${o.processor ? "  processor on" : ""}`)
+  lines.push(
+    `seed ${o.seed}  merchants ${o.merchants}  payments ${o.payments}  hours ${o.hours}  webhooks ${
+      o.webhooks ? "on" : "off"
+    }${o.processor ? "  processor on" : ""}`
+  )
   lines.push("")
-  lines.push(Cli.table(["payments by status", "count"], Object.entries(result.paymentsByStatus).sort().map(([status, count]) => [status, count])))
+  lines.push(
+    Cli.table(
+      ["payments by status", "count"],
+      Object.entries(result.paymentsByStatus).sort().map(([status, count]) => [status, count])
+    )
+  )
   lines.push("")
   lines.push(Cli.table(
     ["money moved (minor units)", "captured", "refunded", "fees", "settled"],
@@ -192,48 +260,88 @@ export const formatReport = (result: SimResult): string => {
   ))
   lines.push("")
   const w = result.workload
-  lines.push(`requests ${w.requests}  by status ${Object.entries(w.byStatus).sort().map(([s, c]) => `${s}:${c}`).join(" ")}`)
-  lines.push(`key rotations ${w.rotations} (${result.store.lostRotations} answers lost by rotationlost; ${w.keyRecoveries} lost answers recovered out of band; ${result.keys.mustRefuse} requests with a revoked key that had to be refused)  lost unkeyed creates ${w.lostCreates}  crashes ${result.crashes} (${result.commitCrashes} right after a commit)`)
+  lines.push(
+    `requests ${w.requests}  by status ${Object.entries(w.byStatus).sort().map(([s, c]) => `${s}:${c}`).join(" ")}`
+  )
+  lines.push(
+    `key rotations ${w.rotations} (${result.store.lostRotations} answers lost by rotationlost; ${w.keyRecoveries} lost answers recovered out of band; ${result.keys.mustRefuse} requests with a revoked key that had to be refused)  lost unkeyed creates ${w.lostCreates}  crashes ${result.crashes} (${result.commitCrashes} right after a commit)`
+  )
   const s = result.store
-  lines.push(`disputes: ${result.disputes.planned} (${result.disputes.refusedOpens} opens refused, ${result.disputes.duplicates} duplicate notifications, ${result.disputes.retries} re-sent unacknowledged)`)
+  lines.push(
+    `disputes: ${result.disputes.planned} (${result.disputes.refusedOpens} opens refused, ${result.disputes.duplicates} duplicate notifications, ${result.disputes.retries} re-sent unacknowledged)`
+  )
   const ways = result.workload.keyWays
   const retried = result.workload.keyWaysRetried
-  lines.push(`reach: create keys in header ${ways.header} / body ${ways.body} / both ${ways.both} / two different ${ways.different} (sent again after a lost answer: ${retried.header} / ${retried.body} / ${retried.both} / ${retried.different}); ` +
-    `boundary scores ${result.workload.boundaryPlanned} aimed, exact ${Object.entries(result.workload.boundaryExact).map(([output, n]) => `${n} at output ${output}`).join(", ")}; ` +
-    `disputes during scripts ${result.workload.disputesInScript} (${result.workload.operationsWhileDisputed} refunds, captures and voids while open; ` +
-    `refunds after the outcome: ${result.workload.refundsAfterLostDispute} lost, ${result.workload.refundsAfterWonDispute} won); ` +
-    `webhook backlogs: ${result.workload.batchPayments} payments in batches to lagging endpoints, ${result.leaseTakeovers} claims taken over after their lease; ` +
-    `rate limit: ${result.workload.rateLimitPushes} keys pushed past it, ${result.rateLimit.refused} requests refused (${result.rateLimit.refusedJudged} judged), ` +
-    `${result.rateLimit.keysPastBurst} keys past a full bucket`)
+  lines.push(
+    `reach: create keys in header ${ways.header} / body ${ways.body} / both ${ways.both} / two different ${ways.different} (sent again after a lost answer: ${retried.header} / ${retried.body} / ${retried.both} / ${retried.different}); ` +
+      `boundary scores ${result.workload.boundaryPlanned} aimed, exact ${
+        Object.entries(result.workload.boundaryExact).map(([output, n]) => `${n} at output ${output}`).join(", ")
+      }; ` +
+      `disputes during scripts ${result.workload.disputesInScript} (${result.workload.operationsWhileDisputed} refunds, captures and voids while open; ` +
+      `refunds after the outcome: ${result.workload.refundsAfterLostDispute} lost, ${result.workload.refundsAfterWonDispute} won); ` +
+      `webhook backlogs: ${result.workload.batchPayments} payments in batches to lagging endpoints, ${result.leaseTakeovers} claims taken over after their lease; ` +
+      `rate limit: ${result.workload.rateLimitPushes} keys pushed past it, ${result.rateLimit.refused} requests refused (${result.rateLimit.refusedJudged} judged), ` +
+      `${result.rateLimit.keysPastBurst} keys past a full bucket`
+  )
   const p = result.processor
   if (p !== null) {
     const ps = p.stats
     const sr = p.serviceReconciliation
-    lines.push(`processor: ${ps.arrived} calls arrived, ${ps.authorizations} authorizations, ${ps.declines} declines, ${ps.captures} captures, ${ps.cancels} cancels, ${ps.refunds} refunds, ${ps.refusals} refused, ${ps.replays} answered from their key; ` +
-      `${p.laws.heldOpen} authorizations held open by our books at the end; slowest to end ${p.laws.slowestEndMs} ms (bound ${p.laws.boundMs} ms); ` +
-      `service reconciliation: ${typeof sr === "string" ? sr : `${sr.differences} differences (${sr.ours} ours, ${sr.processor} at the processor)`}`)
-    lines.push(`reach: processor answers lost ${ps.lostAnswers}, duplicates ${ps.duplicates} (${ps.duplicatesAbsorbed} absorbed by their key), answers past the deadline ${ps.lateAnswers}, outages ${ps.outages} (${ps.outageRefusals} calls unreachable)`)
+    lines.push(
+      `processor: ${ps.arrived} calls arrived, ${ps.authorizations} authorizations, ${ps.declines} declines, ${ps.captures} captures, ${ps.cancels} cancels, ${ps.refunds} refunds, ${ps.refusals} refused, ${ps.replays} answered from their key; ` +
+        `${p.laws.heldOpen} authorizations held open by our books at the end; slowest to end ${p.laws.slowestEndMs} ms (bound ${p.laws.boundMs} ms); ` +
+        `service reconciliation: ${
+          typeof sr === "string"
+            ? sr
+            : `${sr.differences} differences (${sr.ours} ours, ${sr.processor} at the processor)`
+        }`
+    )
+    lines.push(
+      `reach: processor answers lost ${ps.lostAnswers}, duplicates ${ps.duplicates} (${ps.duplicatesAbsorbed} absorbed by their key), answers past the deadline ${ps.lateAnswers}, outages ${ps.outages} (${ps.outageRefusals} calls unreachable)`
+    )
   }
   lines.push(`settlement: ${result.unsettled} payments captured before the last cut-off left unsettled`)
-  lines.push(`store faults: ${s.unavailable} unavailable + ${s.outageRefusals} in ${s.outages} outages of ${s.operations} operations; ${s.lostCommits} commits answered unavailable; ` +
-    `${s.freezes} freezes (${s.frozenCalls} calls received frozen, ${s.frozenTimeouts} given up by their caller)`)
-  lines.push(`pauses ${result.pauses}  clock offsets ${result.clockOffsetsMs.length === 0 ? "none" : result.clockOffsetsMs.map((ms) => `${ms >= 0 ? "+" : ""}${ms}`).join(" ")} ms  slowest answer ${result.slowestAnswerMs} ms`)
+  lines.push(
+    `store faults: ${s.unavailable} unavailable + ${s.outageRefusals} in ${s.outages} outages of ${s.operations} operations; ${s.lostCommits} commits answered unavailable; ` +
+      `${s.freezes} freezes (${s.frozenCalls} calls received frozen, ${s.frozenTimeouts} given up by their caller)`
+  )
+  lines.push(
+    `pauses ${result.pauses}  clock offsets ${
+      result.clockOffsetsMs.length === 0
+        ? "none"
+        : result.clockOffsetsMs.map((ms) => `${ms >= 0 ? "+" : ""}${ms}`).join(" ")
+    } ms  slowest answer ${result.slowestAnswerMs} ms`
+  )
   const a = result.acquirer
-  lines.push(`acquirer: approved ${a.approved} declined ${a.declined} timed out ${a.timedOut} slow ${a.slow} transport failures ${a.transientFailures} calls ${a.calls}`)
+  lines.push(
+    `acquirer: approved ${a.approved} declined ${a.declined} timed out ${a.timedOut} slow ${a.slow} transport failures ${a.transientFailures} calls ${a.calls}`
+  )
   const d = result.deliveries
   const e = result.endpoints
-  lines.push(`webhook deliveries ${d.deliveries}: succeeded ${d.succeeded} failed ${d.failed} open ${d.open}; attempts ${d.attempts}; ` +
-    `${o.dispatchers} dispatcher(s), ${result.leaseTakeovers} claims taken over after their lease`)
-  lines.push(`endpoint answers: 2xx ${e.answered2xx} 4xx ${e.answered4xx} 5xx ${e.answered5xx} slow ${e.slow} lagging ${e.lagging} no answer ${e.noAnswer} outage ${e.outageRefusals}`)
+  lines.push(
+    `webhook deliveries ${d.deliveries}: succeeded ${d.succeeded} failed ${d.failed} open ${d.open}; attempts ${d.attempts}; ` +
+      `${o.dispatchers} dispatcher(s), ${result.leaseTakeovers} claims taken over after their lease`
+  )
+  lines.push(
+    `endpoint answers: 2xx ${e.answered2xx} 4xx ${e.answered4xx} 5xx ${e.answered5xx} slow ${e.slow} lagging ${e.lagging} no answer ${e.noAnswer} outage ${e.outageRefusals}`
+  )
   lines.push("")
   lines.push(`invariant checks run ${result.checks}`)
-  lines.push(`virtual time ${(virtualMs / 3_600_000).toFixed(1)} h in ${(result.wallMs / 1000).toFixed(2)} s wall` +
-    ` (ratio ${Math.round(virtualMs / result.wallMs)}x, ${Math.round(o.payments / (result.wallMs / 1000))} payments/s,` +
-    ` ${result.tasks} fiber tasks, ${result.wakeUps} wake-ups, peak heap ${Math.round(result.peakHeapBytes / 1_048_576)} MB)`)
+  lines.push(
+    `virtual time ${(virtualMs / 3_600_000).toFixed(1)} h in ${(result.wallMs / 1000).toFixed(2)} s wall` +
+      ` (ratio ${Math.round(virtualMs / result.wallMs)}x, ${
+        Math.round(o.payments / (result.wallMs / 1000))
+      } payments/s,` +
+      ` ${result.tasks} fiber tasks, ${result.wakeUps} wake-ups, peak heap ${
+        Math.round(result.peakHeapBytes / 1_048_576)
+      } MB)`
+  )
   lines.push(`trace ${result.traceLines} lines, hash ${result.traceHash}`)
   if (!result.ok) {
     lines.push("")
-    lines.push(`INVARIANT VIOLATED (seed ${o.seed}) at virtual time ${new Date(result.violations[0]!.atMs).toISOString()}`)
+    lines.push(
+      `INVARIANT VIOLATED (seed ${o.seed}) at virtual time ${new Date(result.violations[0]!.atMs).toISOString()}`
+    )
     for (const v of result.violations.slice(0, 10)) lines.push(`  [${v.invariant}] ${v.message}`)
     lines.push("trace tail:")
     for (const line of result.traceTail) lines.push(`  ${line.length > 400 ? `${line.slice(0, 400)}…` : line}`)
@@ -285,10 +393,23 @@ const simulate = (parsed: Arguments): number => {
   else console.log(formatReport(first))
   const firstLaw = first.violations[0]?.invariant ?? null
   if (recorded !== undefined) {
-    say(firstLaw === recorded ? `replay: first violation ${firstLaw ?? "none"}, as recorded` : `replay: first violation ${firstLaw ?? "none"}, recorded ${recorded ?? "none"}: the run no longer does what the file recorded`)
+    say(
+      firstLaw === recorded
+        ? `replay: first violation ${firstLaw ?? "none"}, as recorded`
+        : `replay: first violation ${firstLaw ?? "none"}, recorded ${
+          recorded ?? "none"
+        }: the run no longer does what the file recorded`
+    )
   }
   if (!first.ok) {
-    if (parsed.shrink) shrinkToFile(first, { out: parsed.out, maxRuns: parsed.shrinkRuns, log: (line) => console.error(line), print: say })
+    if (parsed.shrink) {
+      shrinkToFile(first, {
+        out: parsed.out,
+        maxRuns: parsed.shrinkRuns,
+        log: (line) => console.error(line),
+        print: say
+      })
+    }
     return 1
   }
   if (parsed.shrink) say("shrink: the run passed, nothing to shrink")

@@ -208,10 +208,18 @@ export const parseFaults = (text: string): FaultRates => {
       const key = faultNames[name ?? ""]
       const rate = Number(value)
       if (key === undefined || value === undefined || !Number.isFinite(rate) || rate < 0) {
-        throw new Error(`--faults: unknown or invalid '${part}' (names: ${Object.keys(faultNames).join(", ")}; presets: none, default, heavy)`)
+        throw new Error(
+          `--faults: unknown or invalid '${part}' (names: ${
+            Object.keys(faultNames).join(", ")
+          }; presets: none, default, heavy)`
+        )
       }
       if (key === "clockSkewMs" && rate > maximumClockSkewMs) {
-        throw new Error(`--faults: skew=${rate} is beyond the documented clock tolerance (at most ${maximumClockSkewMs} ms an instance, ${2 * maximumClockSkewMs} ms between two)`)
+        throw new Error(
+          `--faults: skew=${rate} is beyond the documented clock tolerance (at most ${maximumClockSkewMs} ms an instance, ${
+            2 * maximumClockSkewMs
+          } ms between two)`
+        )
       }
       faults[key] = rate
     }
@@ -221,7 +229,12 @@ export const parseFaults = (text: string): FaultRates => {
 
 /** The `--faults` text that reproduces these rates exactly (for replay commands). */
 export const formatFaults = (faults: FaultRates): string =>
-  ["none", ...Object.entries(faultNames).filter(([, key]) => (faults[key] ?? 0) !== 0).map(([name, key]) => `${name}=${faults[key]}`)].join(",")
+  [
+    "none",
+    ...Object.entries(faultNames).filter(([, key]) => (faults[key] ?? 0) !== 0).map(([name, key]) =>
+      `${name}=${faults[key]}`
+    )
+  ].join(",")
 
 /** The exact command that replays a run. */
 export const replayCommand = (options: SimOptions): string =>
@@ -234,7 +247,9 @@ export const replayCommand = (options: SimOptions): string =>
     `--faults ${formatFaults(options.faults)}`,
     options.webhooks ? "" : "--no-webhooks",
     options.dispatchers === defaultOptions.dispatchers ? "" : `--dispatchers ${options.dispatchers}`,
-    options.endpointConcurrency === defaultOptions.endpointConcurrency ? "" : `--endpoint-concurrency ${options.endpointConcurrency}`,
+    options.endpointConcurrency === defaultOptions.endpointConcurrency
+      ? ""
+      : `--endpoint-concurrency ${options.endpointConcurrency}`,
     options.plantedBug === "none" ? "" : `--planted-bug ${options.plantedBug}`,
     options.processor ? "--processor" : "",
     JSON.stringify(options.mix) === JSON.stringify(defaultMix) ? "" : `--mix '${JSON.stringify(options.mix)}'`

@@ -21,7 +21,9 @@ export const parseShard = (text: string, flag = "--shard"): Shard => {
   const index = Number(match?.[1])
   const count = Number(match?.[2])
   if (match === null || count < 1 || count > maxShards || index >= count) {
-    throw new Error(`${flag} must be I/N with 0 <= I < N <= ${maxShards} (the shards of 4 are 0/4, 1/4, 2/4 and 3/4), not '${text}'`)
+    throw new Error(
+      `${flag} must be I/N with 0 <= I < N <= ${maxShards} (the shards of 4 are 0/4, 1/4, 2/4 and 3/4), not '${text}'`
+    )
   }
   return { index, count }
 }

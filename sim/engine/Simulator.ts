@@ -1,31 +1,38 @@
 import { type Clock, Effect, type Fiber, type Layer } from "effect"
 import type { RateLimiter } from "../../src/http/edge/RateLimiter.ts"
 import type { AppConfig } from "../../src/platform/Config.ts"
-import { isoAt } from "../../src/platform/IsoTime.ts"
 import * as Config from "../../src/platform/Config.ts"
 import { makeIds, seededBytes } from "../../src/platform/Ids.ts"
+import { isoAt } from "../../src/platform/IsoTime.ts"
 import { Merchants } from "../../src/services/Merchants.ts"
+import { Reconciliation } from "../../src/services/Reconciliation.ts"
 import { emptyState, memoryOperations } from "../../src/store/MemoryStore.ts"
 import { memoryWebhookOperations, signingSecretsOf } from "../../src/store/MemoryWebhookStore.ts"
-import { makeSimulatedAcquirer, type AcquirerStats } from "../world/Acquirer.ts"
-import { Auditor, auditedStore, passed, type Violation } from "../checks/Auditor.ts"
-import { apiKeysBug, processorBug, rateLimiterBug, storeCallTimeoutBug, transportBug, webhookStoreBug } from "../checks/PlantedBugs.ts"
-import { settlementLaw } from "../checks/Settlement.ts"
+import { recoveryIntervalMs, staleFlowMs } from "../../src/workers/Workers.ts"
+import { auditedStore, Auditor, passed, type Violation } from "../checks/Auditor.ts"
 import { keyLaw, type KeyLawStats } from "../checks/KeyLaws.ts"
+import {
+  apiKeysBug,
+  processorBug,
+  rateLimiterBug,
+  storeCallTimeoutBug,
+  transportBug,
+  webhookStoreBug
+} from "../checks/PlantedBugs.ts"
+import { processorLaws, type ProcessorLawStats } from "../checks/ProcessorLaws.ts"
 import { rateLimitLaw, type RateLimitStats } from "../checks/RateLimitLaw.ts"
+import { settlementLaw } from "../checks/Settlement.ts"
+import { type AcquirerStats, makeSimulatedAcquirer } from "../world/Acquirer.ts"
+import { type DisputeStats, makeDisputeInjector } from "../world/Disputes.ts"
 import { auditDeliveries, type EndpointStats, makeSimulatedEndpoints } from "../world/Endpoints.ts"
-import type { SimOptions } from "./Options.ts"
-import { hash32, Prng } from "./Prng.ts"
+import { makeSimulatedProcessor, processorPort, type ProcessorStats } from "../world/Processor.ts"
 import { type Fence, SimulatedService } from "../world/Service.ts"
 import { faultyStore, storeCallTimeoutMs, type StoreFaultStats } from "../world/StoreFaults.ts"
+import { makeWorkload, type Merchant, type WorkloadStats } from "../world/Workload.ts"
+import type { SimOptions } from "./Options.ts"
+import { hash32, Prng } from "./Prng.ts"
 import { Trace } from "./Trace.ts"
 import { VirtualTime } from "./VirtualTime.ts"
-import { type Merchant, makeWorkload, type WorkloadStats } from "../world/Workload.ts"
-import { type DisputeStats, makeDisputeInjector } from "../world/Disputes.ts"
-import { makeSimulatedProcessor, processorPort, type ProcessorStats } from "../world/Processor.ts"
-import { processorLaws, type ProcessorLawStats } from "../checks/ProcessorLaws.ts"
-import { recoveryIntervalMs, staleFlowMs } from "../../src/workers/Workers.ts"
-import { Reconciliation } from "../../src/services/Reconciliation.ts"
 
 /** Virtual time starts here (a Monday, 00:00 UTC, so the first settlement cut-off is a day in). */
 export const startMs = Date.UTC(2026, 0, 5, 0, 0, 0)
@@ -110,7 +117,9 @@ export interface SimResult {
   readonly processor: {
     readonly stats: ProcessorStats
     readonly laws: ProcessorLawStats
-    readonly serviceReconciliation: { readonly ours: number; readonly processor: number; readonly differences: number } | string
+    readonly serviceReconciliation:
+      | { readonly ours: number; readonly processor: number; readonly differences: number }
+      | string
   } | null
 }
 
@@ -204,10 +213,29 @@ export const runSimulation = (options: SimOptions, internals: SimInternals = {})
   const { clockOf, clockOffsetsMs, clockSkewMs } = clockSkew(options, Prng.derive(seed, "clock-skew"), time, trace)
   const answers = { slowestMs: 0 }
   const service = simulatedService({
-    seed, options, internals, config, state, webhookStore, endpoints, faulty, acquirer, clockOf, time,
+    seed,
+    options,
+    internals,
+    config,
+    state,
+    webhookStore,
+    endpoints,
+    faulty,
+    acquirer,
+    clockOf,
+    time,
     answered: answerLaws({ answers, auditor, keys, rateLimit, frozenAt: faulty.frozenAt, crashesMs })
   })
-  const disputes = makeDisputeInjector({ prng: Prng.derive(seed, "disputes"), rate: options.faults.disputes ?? 0, service, auditor, trace, state, horizonEndMs, nowMs })
+  const disputes = makeDisputeInjector({
+    prng: Prng.derive(seed, "disputes"),
+    rate: options.faults.disputes ?? 0,
+    service,
+    auditor,
+    trace,
+    state,
+    horizonEndMs,
+    nowMs
+  })
   // Without disputes in the faults, no script asks the network for one.
   const disputesInScripts = (options.faults.disputes ?? 0) > 0
   const workload = makeWorkload({
@@ -226,18 +254,44 @@ export const runSimulation = (options: SimOptions, internals: SimInternals = {})
   const merchants: Array<Merchant> = []
   const fork = <A, E>(effect: Effect.Effect<A, E>) => Effect.runForkWith(runtime)(effect)
   const world: World = {
-    options, seed, config, time, trace, auditor, state, webhookStore, service, workload, disputes, endpoints, rateLimit,
-    processor, processorLaw, merchants, merchantOfUrl, crashesMs, pausesMs, horizonEndMs, clockSkewMs, fork
+    options,
+    seed,
+    config,
+    time,
+    trace,
+    auditor,
+    state,
+    webhookStore,
+    service,
+    workload,
+    disputes,
+    endpoints,
+    rateLimit,
+    processor,
+    processorLaw,
+    merchants,
+    merchantOfUrl,
+    crashesMs,
+    pausesMs,
+    horizonEndMs,
+    clockSkewMs,
+    fork
   }
   const progress = boot(world, () => void (booted = true))
-  if (options.faults.crashesPerHour > 0) fork(crashActor(world).pipe(Effect.ensuring(Effect.sync(() => void (progress.crashActorDone = true)))))
-  if (options.faults.pausesPerHour > 0) fork(pauseActor(world).pipe(Effect.ensuring(Effect.sync(() => void (progress.pauseActorDone = true)))))
+  if (options.faults.crashesPerHour > 0) {
+    fork(crashActor(world).pipe(Effect.ensuring(Effect.sync(() => void (progress.crashActorDone = true)))))
+  }
+  if (options.faults.pausesPerHour > 0) {
+    fork(pauseActor(world).pipe(Effect.ensuring(Effect.sync(() => void (progress.pauseActorDone = true)))))
+  }
 
   const stalled = runWorkload(world, progress)
   quiesce(world)
   // Liveness, before the laws of the final state: a run that stays stuck fails naming what is stuck.
   if (!auditor.failed) checkLiveness(world)
-  const deliveries = auditor.failed ? { deliveries: 0, succeeded: 0, failed: 0, open: 0, attempts: 0 } : finalAudit(world)
+  const deliveries = auditor.failed
+    ? { deliveries: 0, succeeded: 0, failed: 0, open: 0, attempts: 0 }
+    : finalAudit(world)
   const serviceReconciliation = reconcileAsTheServiceDoes(world)
   fork(service.stop)
   time.settle()
@@ -364,23 +418,36 @@ const boot = (world: World, booted: () => void): Progress => {
     crashActorDone: options.faults.crashesPerHour === 0,
     pauseActorDone: options.faults.pausesPerHour === 0
   }
-  world.fork(Effect.gen(function*() {
-    yield* service.start
-    for (let i = 0; i < options.merchants; i++) {
-      const created = yield* service.withServices(Effect.flatMap(Merchants, (m) =>
-        m.create({ name: `Merchant ${i}`, webhookUrl: options.webhooks ? `https://m${i}.merchants.example/webhooks` : null })))
-      merchants.push({ index: i, id: created.merchant.id, apiKey: created.secret, keyId: created.apiKey.id, keyGeneration: 0 })
-      if (created.merchant.webhookUrl !== null) merchantOfUrl.set(created.merchant.webhookUrl, created.merchant.id)
-      trace.record(`merchant m${i} ${created.merchant.id} key ${created.apiKey.id}`)
-    }
-    booted()
-    yield* Effect.all([
-      workload.arrivals(merchants, startMs),
-      Effect.forEach(merchants, workload.rotations, { concurrency: "unbounded", discard: true }),
-      webhookBacklogs(world),
-      rateLimitPushes(world)
-    ], { concurrency: "unbounded", discard: true })
-  }).pipe(Effect.ensuring(Effect.sync(() => void (progress.workloadDone = true)))))
+  world.fork(
+    Effect.gen(function*() {
+      yield* service.start
+      for (let i = 0; i < options.merchants; i++) {
+        const created = yield* service.withServices(Effect.flatMap(Merchants, (m) =>
+          m.create({
+            name: `Merchant ${i}`,
+            webhookUrl: options.webhooks ? `https://m${i}.merchants.example/webhooks` : null
+          })))
+        merchants.push({
+          index: i,
+          id: created.merchant.id,
+          apiKey: created.secret,
+          keyId: created.apiKey.id,
+          keyGeneration: 0
+        })
+        if (created.merchant.webhookUrl !== null) {
+          merchantOfUrl.set(created.merchant.webhookUrl, created.merchant.id)
+        }
+        trace.record(`merchant m${i} ${created.merchant.id} key ${created.apiKey.id}`)
+      }
+      booted()
+      yield* Effect.all([
+        workload.arrivals(merchants, startMs),
+        Effect.forEach(merchants, workload.rotations, { concurrency: "unbounded", discard: true }),
+        webhookBacklogs(world),
+        rateLimitPushes(world)
+      ], { concurrency: "unbounded", discard: true })
+    }).pipe(Effect.ensuring(Effect.sync(() => void (progress.workloadDone = true))))
+  )
   return progress
 }
 
@@ -404,9 +471,17 @@ const rateLimitPushes = ({ options, seed, config, time, workload, merchants, hor
     const times = timesOverWorkload(draws, rate, horizonEndMs)
     const perSecond = config.rateLimitPerSecond
     const plan = { burst: Math.ceil(2.4 * perSecond), steady: perSecond, gapMs: 500 / perSecond }
-    return Effect.forEach(times, (atMs, k) =>
-      Effect.andThen(Effect.sleep(Math.max(0, atMs - time.nowMs)), Effect.suspend(() =>
-        Effect.asVoid(Effect.forkDetach(workload.pushRateLimit(draws.pick(merchants), `p${k + 1}`, plan))))), { discard: true })
+    return Effect.forEach(
+      times,
+      (atMs, k) =>
+        Effect.andThen(
+          Effect.sleep(Math.max(0, atMs - time.nowMs)),
+          Effect.suspend(() =>
+            Effect.asVoid(Effect.forkDetach(workload.pushRateLimit(draws.pick(merchants), `p${k + 1}`, plan)))
+          )
+        ),
+      { discard: true }
+    )
   })
 
 /**
@@ -423,13 +498,29 @@ const webhookBacklogs = ({ options, seed, time, trace, endpoints, workload, merc
     if (rate <= 0 || !options.webhooks) return Effect.void
     const draws = Prng.derive(seed, "backlog")
     const times = timesOverWorkload(draws, rate, horizonEndMs)
-    return Effect.forEach(times, (atMs, k) =>
-      Effect.andThen(Effect.sleep(Math.max(0, atMs - time.nowMs)), Effect.suspend(() => {
-        const merchant = draws.pick(merchants)
-        endpoints.lagging(`https://m${merchant.index}.merchants.example/webhooks`, time.nowMs, time.nowMs + backlogLagMs, () => draws.int(10_000, 29_000))
-        trace.record(`backlog #${k + 1}: m${merchant.index} endpoint lags for ${backlogLagMs / 60_000} min, ${backlogBatch} payments at once`)
-        return Effect.asVoid(Effect.forkDetach(workload.batch(merchant, backlogBatch, `b${k + 1}`, draws)))
-      })), { discard: true })
+    return Effect.forEach(
+      times,
+      (atMs, k) =>
+        Effect.andThen(
+          Effect.sleep(Math.max(0, atMs - time.nowMs)),
+          Effect.suspend(() => {
+            const merchant = draws.pick(merchants)
+            endpoints.lagging(
+              `https://m${merchant.index}.merchants.example/webhooks`,
+              time.nowMs,
+              time.nowMs + backlogLagMs,
+              () => draws.int(10_000, 29_000)
+            )
+            trace.record(
+              `backlog #${k + 1}: m${merchant.index} endpoint lags for ${
+                backlogLagMs / 60_000
+              } min, ${backlogBatch} payments at once`
+            )
+            return Effect.asVoid(Effect.forkDetach(workload.batch(merchant, backlogBatch, `b${k + 1}`, draws)))
+          })
+        ),
+      { discard: true }
+    )
   })
 
 // Crashes: stop the service at random points, restart it from the store after a downtime.
@@ -513,7 +604,14 @@ const runWorkload = ({ time, auditor, workload, service, horizonEndMs }: World, 
   const faultActorsDone = () => (progress.crashActorDone && progress.pauseActorDone) || time.nowMs >= horizonEndMs
   time.run({ stop: () => auditor.failed || (scriptsDone() && faultActorsDone() && service.isUp) })
   const stalled = !auditor.failed && !(scriptsDone() && service.isUp)
-  if (stalled) auditor.fail("progress", `the run stalled: ${workload.stats.scriptsStarted - workload.stats.scriptsFinished} scripts unfinished, nothing scheduled`)
+  if (stalled) {
+    auditor.fail(
+      "progress",
+      `the run stalled: ${
+        workload.stats.scriptsStarted - workload.stats.scriptsFinished
+      } scripts unfinished, nothing scheduled`
+    )
+  }
   return stalled
 }
 
@@ -555,18 +653,34 @@ const checkLiveness = (world: World) => {
   const stuck: Array<string> = []
   for (const payment of state.payments.values()) {
     if (payment.status === "pending" || state.inFlight.has(payment.id)) {
-      const awaiting = payment.processorPending === null ? "" : ` awaiting the processor's answer to its ${payment.processorPending.operation} (${payment.processorPending.outcome})`
-      stuck.push(`payment ${payment.id} ${payment.status}${state.inFlight.has(payment.id) ? " mid-flow" : ""}${awaiting}`)
+      const awaiting = payment.processorPending === null
+        ? ""
+        : ` awaiting the processor's answer to its ${payment.processorPending.operation} (${payment.processorPending.outcome})`
+      stuck.push(
+        `payment ${payment.id} ${payment.status}${state.inFlight.has(payment.id) ? " mid-flow" : ""}${awaiting}`
+      )
     }
   }
   for (const [merchantId, key, row] of state.idempotency.entries()) {
-    if (row.state === "in_progress" && row.lockedUntil > nowIso) stuck.push(`idempotency claim ${merchantId}/${key} locked until ${row.lockedUntil}`)
+    if (row.state === "in_progress" && row.lockedUntil > nowIso) {
+      stuck.push(`idempotency claim ${merchantId}/${key} locked until ${row.lockedUntil}`)
+    }
   }
   stuck.push(...stuckDeliveries(world))
   const answer = serviceAnswer(world)
-  if (answer !== undefined && (answer === null || answer >= 500)) stuck.push(`the service: GET /api/v1/merchants/me answered ${answer ?? "nothing"} (10 tries)`)
-  auditor.check(stuck.length === 0, "liveness", () =>
-    `${stuck.length} item(s) stuck ${((time.nowMs - horizonEndMs) / 3_600_000).toFixed(1)} h after the faults stopped (at most ${livenessMs / 3_600_000} h): ${stuck.slice(0, 10).join("; ")}${stuck.length > 10 ? "; ..." : ""}`)
+  if (answer !== undefined && (answer === null || answer >= 500)) {
+    stuck.push(`the service: GET /api/v1/merchants/me answered ${answer ?? "nothing"} (10 tries)`)
+  }
+  auditor.check(
+    stuck.length === 0,
+    "liveness",
+    () =>
+      `${stuck.length} item(s) stuck ${
+        ((time.nowMs - horizonEndMs) / 3_600_000).toFixed(1)
+      } h after the faults stopped (at most ${livenessMs / 3_600_000} h): ${stuck.slice(0, 10).join("; ")}${
+        stuck.length > 10 ? "; ..." : ""
+      }`
+  )
 }
 
 /**
@@ -579,16 +693,36 @@ const stuckDeliveries = ({ time, state, config }: World) => {
   const stuck: Array<string> = []
   const overdueMs = dispatcherPollMs + config.webhookTimeoutMs + 60_000
   const aheadMs = (config.webhookRetryScheduleMs[config.webhookRetryScheduleMs.length - 1] ?? 0) + overdueMs
-  const onSchedule = (row: { readonly dueMs: number }) => row.dueMs >= time.nowMs - overdueMs && row.dueMs <= time.nowMs + aheadMs
-  const heads = new Map<string, { readonly sequence: number; readonly row: { readonly id: string; readonly status: string; readonly dueMs: number; readonly nextAttemptMs: number } }>()
+  const onSchedule = (row: { readonly dueMs: number }) =>
+    row.dueMs >= time.nowMs - overdueMs && row.dueMs <= time.nowMs + aheadMs
+  const heads = new Map<
+    string,
+    {
+      readonly sequence: number
+      readonly row: {
+        readonly id: string
+        readonly status: string
+        readonly dueMs: number
+        readonly nextAttemptMs: number
+      }
+    }
+  >()
   for (const row of state.webhooks.deliveries.values()) {
     if (!row.open) {
-      if (row.leaseUntilMs > time.nowMs) stuck.push(`webhook lease of delivery ${row.id} until ${isoAt(row.leaseUntilMs)}`)
+      if (row.leaseUntilMs > time.nowMs) {
+        stuck.push(`webhook lease of delivery ${row.id} until ${isoAt(row.leaseUntilMs)}`)
+      }
       continue
     }
     const paymentId = row.orderPaymentId
     if (paymentId === null) {
-      if (!onSchedule(row)) stuck.push(`delivery ${row.id} ${row.status}, next attempt ${Number.isNaN(row.nextAttemptMs) ? "none" : isoAt(row.nextAttemptMs)}`)
+      if (!onSchedule(row)) {
+        stuck.push(
+          `delivery ${row.id} ${row.status}, next attempt ${
+            Number.isNaN(row.nextAttemptMs) ? "none" : isoAt(row.nextAttemptMs)
+          }`
+        )
+      }
       continue
     }
     const chain = `${paymentId} ${row.url}`
@@ -596,7 +730,13 @@ const stuckDeliveries = ({ time, state, config }: World) => {
     if (head === undefined || row.sequence < head.sequence) heads.set(chain, { sequence: row.sequence, row })
   }
   for (const { row } of heads.values()) {
-    if (!onSchedule(row)) stuck.push(`delivery ${row.id} ${row.status}, next attempt ${Number.isNaN(row.nextAttemptMs) ? "none" : isoAt(row.nextAttemptMs)}`)
+    if (!onSchedule(row)) {
+      stuck.push(
+        `delivery ${row.id} ${row.status}, next attempt ${
+          Number.isNaN(row.nextAttemptMs) ? "none" : isoAt(row.nextAttemptMs)
+        }`
+      )
+    }
   }
   return stuck
 }
@@ -609,7 +749,10 @@ const serviceAnswer = ({ time, service, merchants, fork }: World): number | null
   fork(Effect.gen(function*() {
     for (let attempt = 0; attempt < 10 && (answer === null || answer >= 500); attempt++) {
       if (attempt > 0) yield* Effect.sleep(1_000)
-      answer = yield* service.send(service.request("GET", "/api/v1/merchants/me", merchant.apiKey, null, {}), (response) => Effect.succeed(response?.status ?? null))
+      answer = yield* service.send(
+        service.request("GET", "/api/v1/merchants/me", merchant.apiKey, null, {}),
+        (response) => Effect.succeed(response?.status ?? null)
+      )
     }
   }))
   time.run({ untilMs: time.nowMs + 60_000, stop: () => answer !== null && answer < 500 })
@@ -629,17 +772,25 @@ const finalAudit = (world: World) => {
     const payment = state.payments.get(id)
     if (payment === undefined || expected.uncertain) continue
     if (expected.capturedCents !== null) {
-      auditor.check(payment.capturedAmountCents === expected.capturedCents, "money-as-answered", () =>
-        `payment ${id}: captured ${payment.capturedAmountCents}, the merchant was told ${expected.capturedCents}`)
+      auditor.check(
+        payment.capturedAmountCents === expected.capturedCents,
+        "money-as-answered",
+        () => `payment ${id}: captured ${payment.capturedAmountCents}, the merchant was told ${expected.capturedCents}`
+      )
     }
-    auditor.check(payment.refundedAmountCents === expected.refundedCents, "money-as-answered", () =>
-      `payment ${id}: refunded ${payment.refundedAmountCents}, the merchant was told ${expected.refundedCents}`)
+    auditor.check(
+      payment.refundedAmountCents === expected.refundedCents,
+      "money-as-answered",
+      () => `payment ${id}: refunded ${payment.refundedAmountCents}, the merchant was told ${expected.refundedCents}`
+    )
   }
   return options.webhooks ? auditWebhooks(world) : { deliveries: 0, succeeded: 0, failed: 0, open: 0, attempts: 0 }
 }
 
 /** The webhook laws over every delivery, the outbox drained, and every event delivered: the deliveries' totals. */
-const auditWebhooks = ({ auditor, state, config, options, endpoints, time, crashesMs, pausesMs, clockSkewMs }: World) => {
+const auditWebhooks = (
+  { auditor, state, config, options, endpoints, time, crashesMs, pausesMs, clockSkewMs }: World
+) => {
   const audited = auditDeliveries(auditor, function*() {
     for (const row of state.webhooks.deliveries.values()) yield row.audit
   }, {
@@ -658,12 +809,21 @@ const auditWebhooks = ({ auditor, state, config, options, endpoints, time, crash
     attemptTimeToleranceMs: clockSkewMs,
     receipts: endpoints.receipts
   })
-  auditor.check(state.outbox.length === 0, "webhook-outbox-drained", () => `${state.outbox.length} events never became deliveries`)
+  auditor.check(
+    state.outbox.length === 0,
+    "webhook-outbox-drained",
+    () => `${state.outbox.length} events never became deliveries`
+  )
   // Every event of a merchant with a webhook URL (all of them here) gets its delivery.
   // (Read from the audit's marks: no second set of them.)
   for (const events of state.events.values()) {
     for (const event of events) {
-      if (!audited.hasStoredDelivery(event.id)) auditor.fail("webhook-every-event-delivered", `event ${event.id} (${event.type} of ${event.paymentId}) has no delivery`)
+      if (!audited.hasStoredDelivery(event.id)) {
+        auditor.fail(
+          "webhook-every-event-delivered",
+          `event ${event.id} (${event.type} of ${event.paymentId}) has no delivery`
+        )
+      }
     }
   }
   return audited.totals
@@ -673,11 +833,26 @@ const auditWebhooks = ({ auditor, state, config, options, endpoints, time, crash
 const reconcileAsTheServiceDoes = ({ processor, auditor, service, time, fork }: World) => {
   let serviceReconciliation: string | { ours: number; processor: number; differences: number } = "not run"
   if (processor !== null && !auditor.failed && service.isUp) {
-    fork(Effect.matchCause(service.withServices(Effect.flatMap(Reconciliation, (r) => r.run({ fromMs: startMs - 86_400_000, toMs: time.nowMs + 86_400_000 }))), {
-      onFailure: (cause) => void (serviceReconciliation = `failed: ${String(cause).slice(0, 200)}`),
-      onSuccess: (report) => void (serviceReconciliation = { ours: report.ours, processor: report.processor, differences: report.differences.length })
-    }))
-    time.run({ untilMs: time.nowMs + 60_000, stop: () => typeof serviceReconciliation !== "string" || serviceReconciliation !== "not run" })
+    fork(
+      Effect.matchCause(
+        service.withServices(
+          Effect.flatMap(Reconciliation, (r) => r.run({ fromMs: startMs - 86_400_000, toMs: time.nowMs + 86_400_000 }))
+        ),
+        {
+          onFailure: (cause) => void (serviceReconciliation = `failed: ${String(cause).slice(0, 200)}`),
+          onSuccess: (report) =>
+            void (serviceReconciliation = {
+              ours: report.ours,
+              processor: report.processor,
+              differences: report.differences.length
+            })
+        }
+      )
+    )
+    time.run({
+      untilMs: time.nowMs + 60_000,
+      stop: () => typeof serviceReconciliation !== "string" || serviceReconciliation !== "not run"
+    })
   }
   return serviceReconciliation
 }
@@ -689,7 +864,12 @@ const reconcileAsTheServiceDoes = ({ processor, auditor, service, time, fork }: 
  */
 const finalState = ({ auditor, time, config, state, trace }: World) => {
   const paymentsByStatus: Record<string, number> = {}
-  const settlement = settlementLaw(auditor, { nowMs: time.nowMs, startMs, cutoffMinutes: config.settlementCutoffMinutes, graceMs: 3_600_000 })
+  const settlement = settlementLaw(auditor, {
+    nowMs: time.nowMs,
+    startMs,
+    cutoffMinutes: config.settlementCutoffMinutes,
+    graceMs: 3_600_000
+  })
   const money: SimResult["money"] = {}
   for (const payment of state.payments.values()) {
     paymentsByStatus[payment.status] = (paymentsByStatus[payment.status] ?? 0) + 1
@@ -699,7 +879,9 @@ const finalState = ({ auditor, time, config, state, trace }: World) => {
     row.fees += payment.feeCents
     if (payment.settledAt !== null) row.settled += payment.capturedAmountCents - payment.feeCents
     settlement.check(payment)
-    trace.fingerprint(`final ${payment.id} ${payment.status} v${payment.version} ${payment.capturedAmountCents}/${payment.refundedAmountCents}`)
+    trace.fingerprint(
+      `final ${payment.id} ${payment.status} v${payment.version} ${payment.capturedAmountCents}/${payment.refundedAmountCents}`
+    )
   }
   return { paymentsByStatus, money, unsettled: settlement.unsettled }
 }
@@ -776,8 +958,14 @@ const answerLaws = ({ answers, auditor, keys, rateLimit, frozenAt, crashesMs }: 
 }): ConstructorParameters<typeof SimulatedService>[0]["answered"] =>
 (request, elapsedMs, response, servedBy, sentMs) => {
   if (elapsedMs > answers.slowestMs) answers.slowestMs = elapsedMs
-  auditor.check(elapsedMs <= answerBoundMs, "answered-in-time", elapsedMs <= answerBoundMs ? passed : () =>
-    `${request.method} ${request.url} answered after ${elapsedMs} ms (at most ${answerBoundMs} ms, a frozen database included)`)
+  auditor.check(
+    elapsedMs <= answerBoundMs,
+    "answered-in-time",
+    elapsedMs <= answerBoundMs ?
+      passed :
+      () =>
+        `${request.method} ${request.url} answered after ${elapsedMs} ms (at most ${answerBoundMs} ms, a frozen database included)`
+  )
   const secret = request.headers["authorization"]?.slice(7)
   const status = response?.status ?? null
   keys.answered(secret, sentMs, servedBy, status, () => `${request.method} ${request.url}`)
@@ -788,20 +976,22 @@ const answerLaws = ({ answers, auditor, keys, rateLimit, frozenAt, crashesMs }: 
 }
 
 /** The service under test on the run's faulty store, acquirer, endpoints and clocks, with the planted bug (if any) in place. */
-const simulatedService = ({ seed, options, internals, config, state, webhookStore, endpoints, faulty, acquirer, clockOf, time, answered }: {
-  readonly seed: number
-  readonly options: SimOptions
-  readonly internals: SimInternals
-  readonly config: ReturnType<typeof Config.defaultsWith>
-  readonly state: ReturnType<typeof emptyState>
-  readonly webhookStore: ReturnType<typeof memoryWebhookOperations>
-  readonly endpoints: ReturnType<typeof makeSimulatedEndpoints>
-  readonly faulty: ReturnType<typeof faultyStore>
-  readonly acquirer: ConstructorParameters<typeof SimulatedService>[0]["acquirer"]
-  readonly clockOf: (generation: number) => Clock.Clock | null
-  readonly time: VirtualTime
-  readonly answered: ConstructorParameters<typeof SimulatedService>[0]["answered"]
-}) => {
+const simulatedService = (
+  { seed, options, internals, config, state, webhookStore, endpoints, faulty, acquirer, clockOf, time, answered }: {
+    readonly seed: number
+    readonly options: SimOptions
+    readonly internals: SimInternals
+    readonly config: ReturnType<typeof Config.defaultsWith>
+    readonly state: ReturnType<typeof emptyState>
+    readonly webhookStore: ReturnType<typeof memoryWebhookOperations>
+    readonly endpoints: ReturnType<typeof makeSimulatedEndpoints>
+    readonly faulty: ReturnType<typeof faultyStore>
+    readonly acquirer: ConstructorParameters<typeof SimulatedService>[0]["acquirer"]
+    readonly clockOf: (generation: number) => Clock.Clock | null
+    readonly time: VirtualTime
+    readonly answered: ConstructorParameters<typeof SimulatedService>[0]["answered"]
+  }
+) => {
   const nowMs = () => time.nowMs
   return new SimulatedService({
     store: faulty.store,
@@ -821,7 +1011,13 @@ const simulatedService = ({ seed, options, internals, config, state, webhookStor
     // A planted bug wraps the fenced endpoints: every POST it makes still reaches them through
     // the fence, checked when the POST runs.
     fencedWebhookTransport: (fence) => transportBug(options.plantedBug, endpoints.fencedBy(fence)),
-    webhookDispatcher: options.webhooks ? { pollIntervalMs: dispatcherPollMs, eventsDelayMs: dispatcherEventsDelayMs, concurrencyPerEndpoint: options.endpointConcurrency } : null,
+    webhookDispatcher: options.webhooks
+      ? {
+        pollIntervalMs: dispatcherPollMs,
+        eventsDelayMs: dispatcherEventsDelayMs,
+        concurrencyPerEndpoint: options.endpointConcurrency
+      }
+      : null,
     webhookDispatchers: options.dispatchers,
     apiKeys: apiKeysBug(options.plantedBug, config.apiKeyCacheTtlMs),
     rateLimiter: internals.rateLimiter ?? rateLimiterBug(options.plantedBug, config.rateLimitPerSecond),

@@ -1,4 +1,11 @@
-import { defaultFaults, defaultMix, type FaultRates, maximumClockSkewMs, type SimOptions, type WorkloadMix } from "./Options.ts"
+import {
+  defaultFaults,
+  defaultMix,
+  type FaultRates,
+  maximumClockSkewMs,
+  type SimOptions,
+  type WorkloadMix
+} from "./Options.ts"
 import { Prng } from "./Prng.ts"
 
 /**

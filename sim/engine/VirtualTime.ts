@@ -136,7 +136,9 @@ export class VirtualTime {
       if (limits.stop !== undefined && limits.stop()) return
       const next = this.nextWakeUpMs()
       if (next === null || next > untilMs) {
-        if (next !== null || untilMs !== Number.POSITIVE_INFINITY) this.nowMs = Math.max(this.nowMs, Math.min(untilMs, next ?? untilMs))
+        if (next !== null || untilMs !== Number.POSITIVE_INFINITY) {
+          this.nowMs = Math.max(this.nowMs, Math.min(untilMs, next ?? untilMs))
+        }
         return
       }
       const timer = this.heap.pop()!

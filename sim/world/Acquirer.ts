@@ -1,7 +1,7 @@
 import { Effect } from "effect"
 import {
-  AcquirerUnavailable,
   type AcquirerShape,
+  AcquirerUnavailable,
   type AuthorizationRequest,
   networkTimeoutToken,
   ordinaryRiskSignal,
@@ -9,8 +9,8 @@ import {
   sandboxRiskSignals
 } from "../../src/acquirer/Acquirer.ts"
 import type { AuthorizationOutcome } from "../../src/domain/Payment.ts"
-import type { FaultRates } from "../engine/Rates.ts"
 import type { Prng } from "../engine/Prng.ts"
+import type { FaultRates } from "../engine/Rates.ts"
 
 interface Plan {
   readonly outcome: AuthorizationOutcome | null
@@ -48,8 +48,12 @@ export const makeSimulatedAcquirer = (prng: Prng, faults: FaultRates) => {
     const decline = sandboxDeclines[request.cardToken]
     if (request.cardToken === networkTimeoutToken || prng.chance(faults.acquirerTimeout)) outcome = null
     else if (decline !== undefined) outcome = { _tag: "Declined", ...decline }
-    else if (prng.chance(faults.acquirerDecline)) outcome = { _tag: "Declined", code: "do_not_honor", message: "The card issuer declined the payment." }
-    else outcome = { _tag: "Approved", networkRiskSignal: sandboxRiskSignals[request.cardToken] ?? ordinaryRiskSignal }
+    else if (prng.chance(faults.acquirerDecline)) {
+      outcome = { _tag: "Declined", code: "do_not_honor", message: "The card issuer declined the payment." }
+    } else {outcome = {
+        _tag: "Approved",
+        networkRiskSignal: sandboxRiskSignals[request.cardToken] ?? ordinaryRiskSignal
+      }}
     if (slow) stats.slow++
     if (outcome === null) stats.timedOut++
     else if (outcome._tag === "Approved") stats.approved++
@@ -76,7 +80,9 @@ export const makeSimulatedAcquirer = (prng: Prng, faults: FaultRates) => {
     authorize: (request) =>
       Effect.suspend(() => {
         const call = nextCall(request)
-        if (call.answer === "transport-failure") return Effect.andThen(Effect.sleep(call.latencyMs), Effect.fail(transportFailure))
+        if (call.answer === "transport-failure") {
+          return Effect.andThen(Effect.sleep(call.latencyMs), Effect.fail(transportFailure))
+        }
         const outcome = call.answer
         return outcome === null ? Effect.never : Effect.as(Effect.sleep(call.latencyMs), outcome)
       }),
@@ -86,7 +92,9 @@ export const makeSimulatedAcquirer = (prng: Prng, faults: FaultRates) => {
       Effect.suspend(() => {
         const call = nextCall(request)
         if (call.latencyMs >= timeoutMs) return Effect.as(Effect.sleep(timeoutMs), null)
-        if (call.answer === "transport-failure") return Effect.andThen(Effect.sleep(call.latencyMs), Effect.fail(transportFailure))
+        if (call.answer === "transport-failure") {
+          return Effect.andThen(Effect.sleep(call.latencyMs), Effect.fail(transportFailure))
+        }
         return Effect.as(Effect.sleep(call.latencyMs), call.answer)
       })
   }

@@ -1,5 +1,5 @@
-import { contribution, features, minorUnitsPerMajor, model, noHistory } from "../../src/domain/Fraud.ts"
 import { ordinaryRiskSignal } from "../../src/acquirer/Acquirer.ts"
+import { contribution, features, minorUnitsPerMajor, model, noHistory } from "../../src/domain/Fraud.ts"
 
 /**
  * Boundary-directed payments: the amount, card brand, currency and country metadata of a
@@ -64,7 +64,9 @@ const fixedMillionths = (values: Readonly<Record<string, number>>) => {
 }
 
 const amountMillionths = (amountCents: number, currency: string, count: number, sumCents: number) => {
-  const vs = count >= minimumCount && sumCents > 0 ? Math.min(1, Math.max(0, Math.log10((amountCents * count) / sumCents))) : 0
+  const vs = count >= minimumCount && sumCents > 0
+    ? Math.min(1, Math.max(0, Math.log10((amountCents * count) / sumCents)))
+    : 0
   let sum = 0
   for (const f of amountModel) {
     const value = f.name === "amount_log10" ? Math.log10(1 + amountCents / minorUnitsPerMajor(currency)) : vs
@@ -88,7 +90,11 @@ export const planBoundary = (
   for (const countryMismatch of [true, false]) {
     for (const currency of currencies) {
       const known = historyOf(currency)
-      const history = { ...noHistory, merchantAmountCount: Math.min(known.count, 50), merchantAmountSumCents: known.sumCents }
+      const history = {
+        ...noHistory,
+        merchantAmountCount: Math.min(known.count, 50),
+        merchantAmountSumCents: known.sumCents
+      }
       for (const cardBrand of brands) {
         const inputAt = (amountCents: number) => ({
           networkRiskSignal: ordinaryRiskSignal,
@@ -102,17 +108,25 @@ export const planBoundary = (
         // The features that do not move with the amount, summed once; the three that do
         // (`amountFeatures`) per amount tried. The amount found is checked with `features` whole.
         const fixed = fixedMillionths(features(inputAt(1)))
-        const at = (amountCents: number) => fixed + amountMillionths(amountCents, currency, history.merchantAmountCount, history.merchantAmountSumCents)
+        const at = (amountCents: number) =>
+          fixed + amountMillionths(amountCents, currency, history.merchantAmountCount, history.merchantAmountSumCents)
         // Monotone pieces of the output in the amount: below the merchant's usual amount and at
         // ten times it or more the amount feature alone moves it (down); between, the amount
         // against the usual one does (up).
         const usual = history.merchantAmountCount >= minimumCount && history.merchantAmountSumCents > 0
           ? history.merchantAmountSumCents / history.merchantAmountCount
           : Infinity
-        const cuts = [1, Math.min(maximumAmountCents, Math.ceil(usual)), Math.min(maximumAmountCents, Math.ceil(10 * usual)), maximumAmountCents]
+        const cuts = [
+          1,
+          Math.min(maximumAmountCents, Math.ceil(usual)),
+          Math.min(maximumAmountCents, Math.ceil(10 * usual)),
+          maximumAmountCents
+        ]
         for (let i = 0; i + 1 < cuts.length; i++) {
           const found = crossing(at, cuts[i]!, cuts[i + 1]!, target)
-          if (found !== null && outputMillionths(features(inputAt(found))) === target) return { amountCents: found, currency, cardBrand, countryMismatch, outputMillionths: target }
+          if (found !== null && outputMillionths(features(inputAt(found))) === target) {
+            return { amountCents: found, currency, cardBrand, countryMismatch, outputMillionths: target }
+          }
         }
       }
     }
@@ -136,6 +150,8 @@ const crossing = (at: (amountCents: number) => number, low: number, high: number
     if (rising ? value >= target : value <= target) b = middle
     else a = middle
   }
-  for (let amount = Math.max(low, a - 2); amount <= Math.min(high, b + 2); amount++) if (at(amount) === target) return amount
+  for (let amount = Math.max(low, a - 2); amount <= Math.min(high, b + 2); amount++) {
+    if (at(amount) === target) return amount
+  }
   return null
 }

@@ -6,8 +6,8 @@ import { Payments } from "../../src/services/Payments.ts"
 import type { MemoryState } from "../../src/store/MemoryStore.ts"
 import type { Auditor } from "../checks/Auditor.ts"
 import type { Prng } from "../engine/Prng.ts"
-import type { SimulatedService } from "./Service.ts"
 import type { Trace } from "../engine/Trace.ts"
+import type { SimulatedService } from "./Service.ts"
 
 /**
  * Runs `effect` on a fiber of its own and waits for it; interrupted, the wait ends at once and the
@@ -73,7 +73,9 @@ export const makeDisputeInjector = (input: {
     Effect.gen(function*() {
       for (let attempt = 1; attempt <= maximumAttempts; attempt++) {
         stats.notifications++
-        const exit = yield* service.withServices(Effect.flatMap(Payments, (p) => p.applyDisputeNotification(notification))).pipe(
+        const exit = yield* service.withServices(
+          Effect.flatMap(Payments, (p) => p.applyDisputeNotification(notification))
+        ).pipe(
           // A crash right after the commit never answers: the network times out and sends again,
           // without waiting for the dead call to unwind (it may be inside an uninterruptible region).
           disconnect,
@@ -81,20 +83,31 @@ export const makeDisputeInjector = (input: {
           Effect.exit
         )
         if (Exit.isSuccess(exit)) {
-          trace.record(`dispute ${what} ${notification.paymentId} ${notification.acquirerDisputeId} ${exit.value.applied ? "applied" : "already applied"}`)
+          trace.record(
+            `dispute ${what} ${notification.paymentId} ${notification.acquirerDisputeId} ${
+              exit.value.applied ? "applied" : "already applied"
+            }`
+          )
           return "accepted" as const
         }
         const failure = Option.getOrNull(Cause.findErrorOption(exit.cause))
-        if (failure !== null && typeof failure === "object" && "_tag" in failure &&
-          (failure._tag === "InvalidState" || failure._tag === "InvalidInput" || failure._tag === "NotFound")) {
-          trace.record(`dispute ${what} ${notification.paymentId} ${notification.acquirerDisputeId} refused (${failure._tag})`)
+        if (
+          failure !== null && typeof failure === "object" && "_tag" in failure &&
+          (failure._tag === "InvalidState" || failure._tag === "InvalidInput" || failure._tag === "NotFound")
+        ) {
+          trace.record(
+            `dispute ${what} ${notification.paymentId} ${notification.acquirerDisputeId} refused (${failure._tag})`
+          )
           return "refused" as const
         }
         // Down, crashed, store unavailable or no answer in time: the network retries.
         stats.retries++
         yield* Effect.sleep(prng.int(5_000, 120_000))
       }
-      auditor.fail("dispute-delivery", `${what} of ${notification.acquirerDisputeId} never acknowledged in ${maximumAttempts} attempts`)
+      auditor.fail(
+        "dispute-delivery",
+        `${what} of ${notification.acquirerDisputeId} never acknowledged in ${maximumAttempts} attempts`
+      )
       return "refused" as const
     })
 
@@ -113,7 +126,11 @@ export const makeDisputeInjector = (input: {
     stats.planned++
     const amountCents = prng.chance(0.5) ? undefined : prng.int(1, disputable)
     const reason = prng.pick(disputeReasons)
-    const open: DisputeNotification = { acquirerDisputeId: entry.acquirerDisputeId, paymentId: payment.id, action: { _tag: "Open", reason, amountCents } }
+    const open: DisputeNotification = {
+      acquirerDisputeId: entry.acquirerDisputeId,
+      paymentId: payment.id,
+      action: { _tag: "Open", reason, amountCents }
+    }
     return { entry, open }
   }
 
@@ -132,9 +149,15 @@ export const makeDisputeInjector = (input: {
 
   /** The resolve notification of a planned dispute, delivered until acknowledged or refused. */
   const resolve = (entry: Planned) =>
-    Effect.map(deliver(resolveOf(entry, entry.outcome), `resolve ${entry.outcome}`), (answer) => void (entry.resolve = answer))
-  const resolveOf = (entry: Planned, outcome: DisputeOutcome): DisputeNotification =>
-    ({ acquirerDisputeId: entry.acquirerDisputeId, paymentId: entry.paymentId, action: { _tag: "Resolve", outcome } })
+    Effect.map(
+      deliver(resolveOf(entry, entry.outcome), `resolve ${entry.outcome}`),
+      (answer) => void (entry.resolve = answer)
+    )
+  const resolveOf = (entry: Planned, outcome: DisputeOutcome): DisputeNotification => ({
+    acquirerDisputeId: entry.acquirerDisputeId,
+    paymentId: entry.paymentId,
+    action: { _tag: "Resolve", outcome }
+  })
 
   /** After the resolve: maybe a duplicate of it, maybe a conflicting one (which must be refused). */
   const afterResolve = (entry: Planned) =>
@@ -142,8 +165,11 @@ export const makeDisputeInjector = (input: {
       const resolved = resolveOf(entry, entry.outcome)
       if (prng.chance(0.2)) {
         stats.duplicates++
-        auditor.check((yield* deliver(resolved, `resolve ${entry.outcome} (duplicate)`)) === "accepted", "dispute-idempotent", () =>
-          `a repeated resolve of ${entry.acquirerDisputeId} was refused`)
+        auditor.check(
+          (yield* deliver(resolved, `resolve ${entry.outcome} (duplicate)`)) === "accepted",
+          "dispute-idempotent",
+          () => `a repeated resolve of ${entry.acquirerDisputeId} was refused`
+        )
       }
       if (prng.chance(0.1)) {
         entry.conflicting = "pending"
@@ -158,7 +184,9 @@ export const makeDisputeInjector = (input: {
   /** Forks `effect` as a dispute in progress (interruptible: see `consider`). */
   const inBackground = (effect: Effect.Effect<void>) => {
     running++
-    return Effect.asVoid(Effect.forkDetach(Effect.interruptible(Effect.ensuring(effect, Effect.sync(() => void running--)))))
+    return Effect.asVoid(
+      Effect.forkDetach(Effect.interruptible(Effect.ensuring(effect, Effect.sync(() => void running--))))
+    )
   }
 
   const script = (payment: Payment) =>
@@ -186,8 +214,13 @@ export const makeDisputeInjector = (input: {
       Effect.suspend(() => {
         const payment = state.payments.get(paymentId)
         // A payment disputed while its script ran (`openNow`) has its one dispute already.
-        if (payment === undefined || payment.dispute !== null || input.nowMs() >= input.horizonEndMs || !prng.chance(rate)) return Effect.void
-        if ((payment.status !== "captured" && payment.status !== "settled") || payment.capturedAmountCents - payment.refundedAmountCents <= 0) return Effect.void
+        if (
+          payment === undefined || payment.dispute !== null || input.nowMs() >= input.horizonEndMs || !prng.chance(rate)
+        ) return Effect.void
+        if (
+          (payment.status !== "captured" && payment.status !== "settled") ||
+          payment.capturedAmountCents - payment.refundedAmountCents <= 0
+        ) return Effect.void
         // Called from a finalizer (uninterruptible), whose flags a fork inherits: the script must be
         // interruptible, or its acknowledgement timeout can never cut a call a crash left hanging.
         return inBackground(script(payment))
@@ -202,8 +235,13 @@ export const makeDisputeInjector = (input: {
     openNow: (paymentId: string, resolveInScript = false): Effect.Effect<boolean> =>
       Effect.suspend(() => {
         const payment = state.payments.get(paymentId)
-        if (payment === undefined || payment.dispute !== null || input.nowMs() >= input.horizonEndMs) return Effect.succeed(false)
-        if ((payment.status !== "captured" && payment.status !== "settled") || payment.capturedAmountCents - payment.refundedAmountCents <= 0) return Effect.succeed(false)
+        if (payment === undefined || payment.dispute !== null || input.nowMs() >= input.horizonEndMs) {
+          return Effect.succeed(false)
+        }
+        if (
+          (payment.status !== "captured" && payment.status !== "settled") ||
+          payment.capturedAmountCents - payment.refundedAmountCents <= 0
+        ) return Effect.succeed(false)
         const { entry, open } = plan(payment)
         running++
         return Effect.ensuring(deliver(open, "open"), Effect.sync(() => void running--)).pipe(
@@ -235,7 +273,9 @@ export const makeDisputeInjector = (input: {
         awaitingScript.delete(paymentId)
         running++
         return Effect.ensuring(resolve(entry), Effect.sync(() => void running--)).pipe(
-          Effect.flatMap(() => Effect.as(inBackground(afterResolve(entry)), entry.resolve === "accepted" ? entry.outcome : null))
+          Effect.flatMap(() =>
+            Effect.as(inBackground(afterResolve(entry)), entry.resolve === "accepted" ? entry.outcome : null)
+          )
         )
       }),
     /** At the end: every dispute opened and resolved exactly once, as notified; reserved money conserved. */
@@ -244,19 +284,39 @@ export const makeDisputeInjector = (input: {
         const payment = state.payments.get(entry.paymentId)!
         const dispute = payment.dispute
         if (entry.open === "accepted") {
-          auditor.check(dispute?.acquirerDisputeId === entry.acquirerDisputeId, "dispute-recorded", () =>
-            `payment ${payment.id}: dispute ${entry.acquirerDisputeId} was acknowledged, the record has ${JSON.stringify(dispute)}`)
+          auditor.check(
+            dispute?.acquirerDisputeId === entry.acquirerDisputeId,
+            "dispute-recorded",
+            () =>
+              `payment ${payment.id}: dispute ${entry.acquirerDisputeId} was acknowledged, the record has ${
+                JSON.stringify(dispute)
+              }`
+          )
         } else {
-          auditor.check(dispute === null, "dispute-recorded", () => `payment ${payment.id}: a refused dispute was recorded`)
+          auditor.check(
+            dispute === null,
+            "dispute-recorded",
+            () => `payment ${payment.id}: a refused dispute was recorded`
+          )
         }
         if (entry.resolve === "accepted") {
-          auditor.check(dispute?.status === entry.outcome, "dispute-resolved-as-notified", () =>
-            `payment ${payment.id}: resolved ${entry.outcome} was acknowledged, the record says ${dispute?.status}`)
+          auditor.check(
+            dispute?.status === entry.outcome,
+            "dispute-resolved-as-notified",
+            () =>
+              `payment ${payment.id}: resolved ${entry.outcome} was acknowledged, the record says ${dispute?.status}`
+          )
         } else if (entry.open === "accepted") {
-          auditor.fail("dispute-resolved-once", `payment ${payment.id}: dispute ${entry.acquirerDisputeId} was never resolved (${entry.resolve})`)
+          auditor.fail(
+            "dispute-resolved-once",
+            `payment ${payment.id}: dispute ${entry.acquirerDisputeId} was never resolved (${entry.resolve})`
+          )
         }
-        auditor.check(entry.conflicting !== "accepted", "dispute-resolved-once", () =>
-          `payment ${payment.id}: dispute ${entry.acquirerDisputeId} accepted a second, different outcome`)
+        auditor.check(
+          entry.conflicting !== "accepted",
+          "dispute-resolved-once",
+          () => `payment ${payment.id}: dispute ${entry.acquirerDisputeId} accepted a second, different outcome`
+        )
       }
       const reservedByBook = new Map<string, number>()
       for (const payment of state.payments.values()) {
@@ -278,9 +338,16 @@ export const makeDisputeInjector = (input: {
           }
         }
         const dispute = payment.dispute
-        auditor.check(opened === (dispute === null ? 0 : 1) && resolved === (dispute === null || dispute.status === "open" ? 0 : 1) &&
-          (resolved === 0 || firstOpened < firstResolved), "dispute-resolved-once", () =>
-          `payment ${payment.id}: ${opened} dispute_opened and ${resolved} dispute_resolved events for dispute ${JSON.stringify(dispute)}`)
+        auditor.check(
+          opened === (dispute === null ? 0 : 1) &&
+            resolved === (dispute === null || dispute.status === "open" ? 0 : 1) &&
+            (resolved === 0 || firstOpened < firstResolved),
+          "dispute-resolved-once",
+          () =>
+            `payment ${payment.id}: ${opened} dispute_opened and ${resolved} dispute_resolved events for dispute ${
+              JSON.stringify(dispute)
+            }`
+        )
         const book = `${payment.merchantId} ${payment.currency}`
         if (dispute?.status === "open") reservedByBook.set(book, (reservedByBook.get(book) ?? 0) + dispute.amountCents)
       }
@@ -290,12 +357,21 @@ export const makeDisputeInjector = (input: {
         for (const entry of entries) {
           if (entry.account !== "merchant_reserved") continue
           const book = `${entry.merchantId} ${entry.currency}`
-          reservedInLedger.set(book, (reservedInLedger.get(book) ?? 0) + (entry.direction === "credit" ? entry.amountCents : -entry.amountCents))
+          reservedInLedger.set(
+            book,
+            (reservedInLedger.get(book) ?? 0) + (entry.direction === "credit" ? entry.amountCents : -entry.amountCents)
+          )
         }
       }
       for (const book of new Set([...reservedByBook.keys(), ...reservedInLedger.keys()])) {
-        auditor.check((reservedInLedger.get(book) ?? 0) === (reservedByBook.get(book) ?? 0), "reserved-conserved", () =>
-          `${book}: reserved ${reservedInLedger.get(book) ?? 0} in the ledger, open disputes hold ${reservedByBook.get(book) ?? 0}`)
+        auditor.check(
+          (reservedInLedger.get(book) ?? 0) === (reservedByBook.get(book) ?? 0),
+          "reserved-conserved",
+          () =>
+            `${book}: reserved ${reservedInLedger.get(book) ?? 0} in the ledger, open disputes hold ${
+              reservedByBook.get(book) ?? 0
+            }`
+        )
       }
     }
   }

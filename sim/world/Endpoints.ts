@@ -1,13 +1,18 @@
-import { createHmac, createSecretKey, hash } from "node:crypto"
 import { Effect } from "effect"
-import type { AttemptAudit, DeliveryAudit } from "../../src/store/MemoryWebhookStore.ts"
+import { createHmac, createSecretKey, hash } from "node:crypto"
 import { type CallbackTimer, callbackTimerOf } from "../../src/platform/Timers.ts"
-import { timedOut, type TransportResult, type WebhookRequest, type WebhookTransportShape } from "../../src/platform/WebhookTransport.ts"
+import {
+  timedOut,
+  type TransportResult,
+  type WebhookRequest,
+  type WebhookTransportShape
+} from "../../src/platform/WebhookTransport.ts"
+import type { AttemptAudit, DeliveryAudit } from "../../src/store/MemoryWebhookStore.ts"
 import { type Auditor, passed } from "../checks/Auditor.ts"
 import { grownTo } from "../engine/Columns.ts"
+import { type Fence, heldBy } from "../engine/Fence.ts"
 import type { FaultRates } from "../engine/Options.ts"
 import type { Prng } from "../engine/Prng.ts"
-import { type Fence, heldBy } from "../engine/Fence.ts"
 
 export interface EndpointStats {
   posts: number
@@ -134,7 +139,9 @@ export class Receipts {
 
   /** When attempt `attempt` of the slot's delivery first reached the endpoint (ms from the window start; -1: it did not, or it is not timed). */
   attemptAt(slot: number, attempt: number) {
-    return slot < 0 || !(attempt >= 1 && attempt <= timedAttempts) ? -1 : this.attemptAtMs[slot * timedAttempts + attempt - 1]!
+    return slot < 0 || !(attempt >= 1 && attempt <= timedAttempts)
+      ? -1
+      : this.attemptAtMs[slot * timedAttempts + attempt - 1]!
   }
 
   /** Attempt `attempt` of the slot's delivery reached the endpoint at `atMs`. */
@@ -143,7 +150,10 @@ export class Receipts {
     this.lastAtMs[slot] = atMs
     // A retry's first arrival; the first attempt's last (sent again only when a crash lost its
     // outcome, and the schedule starts from the one the service recorded).
-    if (Number.isInteger(attempt) && attempt >= 1 && attempt <= timedAttempts && (attempt === 1 || this.attemptAtMs[slot * timedAttempts + attempt - 1] === -1)) {
+    if (
+      Number.isInteger(attempt) && attempt >= 1 && attempt <= timedAttempts &&
+      (attempt === 1 || this.attemptAtMs[slot * timedAttempts + attempt - 1] === -1)
+    ) {
       this.attemptAtMs[slot * timedAttempts + attempt - 1] = Math.round(atMs)
     }
     if (Number.isInteger(attempt) && attempt >= 0 && attempt <= 30) this.mask[slot] = this.mask[slot]! | (1 << attempt)
@@ -157,7 +167,9 @@ export class Receipts {
   /** Did attempt `attempt` of the slot's delivery reach the endpoint? (Slot -1: nothing did.) */
   has(slot: number, attempt: number) {
     if (slot < 0) return false
-    return Number.isInteger(attempt) && attempt >= 0 && attempt <= 30 ? (this.mask[slot]! & (1 << attempt)) !== 0 : this.others.get(slot)?.has(attempt) === true
+    return Number.isInteger(attempt) && attempt >= 0 && attempt <= 30
+      ? (this.mask[slot]! & (1 << attempt)) !== 0
+      : this.others.get(slot)?.has(attempt) === true
   }
 }
 
@@ -200,7 +212,9 @@ export class HeldSlots {
       if (end < toMs) changes.push(end, -1)
     }
     // In time order; at one instant a span ending and another starting leave the count as it was.
-    const order = Array.from({ length: changes.length / 2 }, (_, k) => k).sort((a, b) => changes[2 * a]! - changes[2 * b]! || changes[2 * b + 1]! - changes[2 * a + 1]!)
+    const order = Array.from({ length: changes.length / 2 }, (_, k) => k).sort((a, b) =>
+      changes[2 * a]! - changes[2 * b]! || changes[2 * b + 1]! - changes[2 * a + 1]!
+    )
     let least = count
     for (let k = 0; k < order.length; k++) {
       const at = changes[2 * order[k]!]!
@@ -242,7 +256,16 @@ export interface SimulatedEndpointsOptions {
 export const makeSimulatedEndpoints = (
   { prng, faults, auditor, window, nowMs, lastCrashMs, secretsOf, overNetwork = false }: SimulatedEndpointsOptions
 ) => {
-  const stats: EndpointStats = { posts: 0, answered2xx: 0, answered4xx: 0, answered5xx: 0, slow: 0, lagging: 0, noAnswer: 0, outageRefusals: 0 }
+  const stats: EndpointStats = {
+    posts: 0,
+    answered2xx: 0,
+    answered4xx: 0,
+    answered5xx: 0,
+    slow: 0,
+    lagging: 0,
+    noAnswer: 0,
+    outageRefusals: 0
+  }
   const outages = new Map<string, ReadonlyArray<readonly [number, number]>>()
   /** By delivery: the attempts received, and when one was acknowledged with a 2xx. */
   const receipts = new Receipts(window.startMs)
@@ -261,7 +284,7 @@ export const makeSimulatedEndpoints = (
         const start = window.startMs + Math.floor(prng.float() * (window.endMs - window.startMs))
         list.push([start, start + prng.int(5 * 60_000, 3 * 3_600_000)])
       }
-      outages.set(url, (windows = list))
+      outages.set(url, windows = list)
     }
     return windows
   }
@@ -275,7 +298,12 @@ export const makeSimulatedEndpoints = (
   const noAnswer: Fate = { _tag: "NoAnswer" }
   const refusedResult: TransportResult = { _tag: "Failed", error: "connection error: ECONNREFUSED" }
   /** `slot`: the receipts of the delivery answered. */
-  const answerOf = (status: number, latencyMs: number, slot: number): Fate => ({ _tag: "Answer", status, latencyMs, slot })
+  const answerOf = (status: number, latencyMs: number, slot: number): Fate => ({
+    _tag: "Answer",
+    status,
+    latencyMs,
+    slot
+  })
 
   /**
    * The clock's callback timer (null: none, as with `TestClock`; undefined until the first POST
@@ -301,7 +329,10 @@ export const makeSimulatedEndpoints = (
    * The answer as the dispatcher reads it, once `latencyMs` passed (a 2xx acknowledges the
    * delivery then), or when the paused instance it reached resumes (`afterPause`).
    */
-  const settle = ({ slot, status }: { readonly status: number; readonly slot: number }, afterPause = false): TransportResult => {
+  const settle = (
+    { slot, status }: { readonly status: number; readonly slot: number },
+    afterPause = false
+  ): TransportResult => {
     if (status >= 200 && status < 300) {
       stats.answered2xx++
       receipts.ackedAtMs[slot] = nowMs() - baseMs
@@ -311,14 +342,18 @@ export const makeSimulatedEndpoints = (
     else stats.answered5xx++
     return { _tag: "Answered", status, snippet: status < 300 ? "ok" : "simulated failure" }
   }
-  const answer = (fate: { readonly status: number; readonly latencyMs: number; readonly slot: number }) => after(fate.latencyMs, () => settle(fate))
+  const answer = (fate: { readonly status: number; readonly latencyMs: number; readonly slot: number }) =>
+    after(fate.latencyMs, () => settle(fate))
 
   /**
    * Windows in which an endpoint answers slowly (`lagging`): each answer it gives then comes after
    * a latency its window draws (from the caller's stream, so the fates stay as drawn), whatever
    * the answer; refusals and silences stay as they are. By URL.
    */
-  const lagWindows = new Map<string, Array<{ readonly fromMs: number; readonly toMs: number; readonly latencyMs: () => number }>>()
+  const lagWindows = new Map<
+    string,
+    Array<{ readonly fromMs: number; readonly toMs: number; readonly latencyMs: () => number }>
+  >()
   /** The endpoint at `url` answers after `latencyMs()` from `fromMs` until `toMs` (epoch ms). */
   const lagging = (url: string, fromMs: number, toMs: number, latencyMs: () => number) => {
     let windows = lagWindows.get(url)
@@ -356,8 +391,14 @@ export const makeSimulatedEndpoints = (
     const firstDelivery = first < 0 ? undefined : receipts.deliveryIds[first]
     // Each check's message is a closure made only when it fails (`passed` otherwise): five a POST.
     const sameDelivery = deliveryId.startsWith("whd_") && (firstDelivery === undefined || firstDelivery === deliveryId)
-    auditor.check(sameDelivery, "webhook-same-delivery-id", sameDelivery ? passed : () =>
-      `event ${eventId}: attempt ${attempt} carries delivery id ${deliveryId}, earlier attempts ${firstDelivery}`)
+    auditor.check(
+      sameDelivery,
+      "webhook-same-delivery-id",
+      sameDelivery ?
+        passed :
+        () =>
+          `event ${eventId}: attempt ${attempt} carries delivery id ${deliveryId}, earlier attempts ${firstDelivery}`
+    )
     // The slot of `deliveryId`: the one the event's first POST made when it is that delivery (-1: none yet).
     const known = receipts.ofDeliveryAfter(first, deliveryId)
     const crashAt = lastCrashMs() - baseMs
@@ -367,20 +408,37 @@ export const makeSimulatedEndpoints = (
       receipts.retriedAfterAck.push({ deliveryId, attempt: receipts.lastAttempt[known]!, next: attempt })
       notAcked = true
     }
-    auditor.check(notAcked, "webhook-nothing-after-2xx", notAcked ? passed : () =>
-      `delivery ${deliveryId} (event ${eventId}): attempt ${attempt} arrived after the endpoint acknowledged it`)
+    auditor.check(
+      notAcked,
+      "webhook-nothing-after-2xx",
+      notAcked ?
+        passed :
+        () => `delivery ${deliveryId} (event ${eventId}): attempt ${attempt} arrived after the endpoint acknowledged it`
+    )
     const lastAttempt = known < 0 ? 0 : receipts.lastAttempt[known]!
     const lastAt = known < 0 ? 0 : receipts.lastAtMs[known]!
     const onwards = known < 0 || attempt >= lastAttempt || crashAt >= lastAt
-    auditor.check(onwards, "webhook-attempt-numbers", onwards ? passed : () => `delivery ${deliveryId}: attempt ${attempt} after attempt ${lastAttempt}`)
+    auditor.check(
+      onwards,
+      "webhook-attempt-numbers",
+      onwards ? passed : () => `delivery ${deliveryId}: attempt ${attempt} after attempt ${lastAttempt}`
+    )
     // One attempt reaches the endpoint once; only a crash may make the service send it again.
     const once = known < 0 || attempt !== lastAttempt || crashAt >= lastAt
-    auditor.check(once, "webhook-once-per-attempt", once ? passed : () => `delivery ${deliveryId}: attempt ${attempt} arrived twice`)
+    auditor.check(
+      once,
+      "webhook-once-per-attempt",
+      once ? passed : () => `delivery ${deliveryId}: attempt ${attempt} arrived twice`
+    )
     const slot = known >= 0 ? known : receipts.add(deliveryId)
     if (first < 0) receipts.firstOfEvent(eventId, slot)
     receipts.received(slot, attempt, at)
     const verified = verifySignature(request.headers["x-service-signature"], request.body, secretsOf(request.url), now)
-    auditor.check(verified === null, "webhook-signature", verified === null ? passed : () => `event ${eventId} attempt ${attempt}: ${verified}`)
+    auditor.check(
+      verified === null,
+      "webhook-signature",
+      verified === null ? passed : () => `event ${eventId} attempt ${attempt}: ${verified}`
+    )
     const named = namesEvent(receipts, slot, request.body, eventId)
     auditor.check(named, "webhook-signature", named ? passed : () => `event ${eventId}: the body names another event`)
     if (inOutage(outagesOf(request.url), now)) {
@@ -452,8 +510,9 @@ export const makeSimulatedEndpoints = (
         if (fate._tag === "Answer" && (timeoutMs === null || fate.latencyMs <= timeoutMs)) {
           // An answer reaching a paused instance is read when it resumes (a dead one never reads it).
           t(fate.latencyMs, () => {
-            if (fence !== null && fence.held !== null) fence.held.push(() => resume(fence.dead ? Effect.interrupt : Effect.sync(() => settle(fate, true))))
-            else resume(Effect.sync(() => settle(fate)))
+            if (fence !== null && fence.held !== null) {
+              fence.held.push(() => resume(fence.dead ? Effect.interrupt : Effect.sync(() => settle(fate, true))))
+            } else resume(Effect.sync(() => settle(fate)))
           })
         } else if (timeoutMs !== null) t(timeoutMs, () => resume(Effect.sync(() => timedOut(timeoutMs))))
         // No answer and no timeout: never resumed, as `Effect.never`.
@@ -517,7 +576,12 @@ const endpointHmac = (secret: string): EndpointHmac => {
 }
 
 /** The merchant's check (docs/webhooks.md): a fresh timestamp and an HMAC of "t.body" under an accepted secret. Null when valid. */
-const verifySignature = (header: string | undefined, body: string, secrets: ReadonlyArray<string>, nowMs: number): string | null => {
+const verifySignature = (
+  header: string | undefined,
+  body: string,
+  secrets: ReadonlyArray<string>,
+  nowMs: number
+): string | null => {
   if (header === undefined) return "unsigned POST"
   let timestamp: number | undefined
   const signatures: Array<string> = []
@@ -545,7 +609,9 @@ const verifySignature = (header: string | undefined, body: string, secrets: Read
     if (isT && timestamp === undefined) timestamp = Number(value)
     else signatures.push(value ?? "")
   }
-  if (timestamp === undefined || !Number.isSafeInteger(timestamp) || Math.abs(nowMs / 1000 - timestamp) > 300) return `timestamp ${timestamp ?? Number.NaN} is not within 5 minutes of now`
+  if (timestamp === undefined || !Number.isSafeInteger(timestamp) || Math.abs(nowMs / 1000 - timestamp) > 300) {
+    return `timestamp ${timestamp ?? Number.NaN} is not within 5 minutes of now`
+  }
   const message = `${timestamp}.${body}`
   for (const secret of secrets) {
     const expected = endpointHmac(secret)(message)
@@ -724,21 +790,34 @@ export const auditDeliveries = (
     deferred.push(() => auditor.check(false, invariant, message))
   }
   const moreThanOne = (d: AuditedDelivery) => () => `event ${d.eventId}: more than one delivery`
-  const misnumbered = (d: AuditedDelivery, index: number, attempt: AuditedAttempt) => () => `delivery ${d.id}: attempt ${index} numbered ${attempt.attempt}`
+  const misnumbered = (d: AuditedDelivery, index: number, attempt: AuditedAttempt) => () =>
+    `delivery ${d.id}: attempt ${index} numbered ${attempt.attempt}`
   const afterSuccess = (d: AuditedDelivery) => () => `delivery ${d.id}: attempts after a 2xx`
   const early = (d: AuditedDelivery, attempt: AuditedAttempt, atMs: number, dueMs: number) => () =>
-    `delivery ${d.id}: attempt ${attempt.attempt} reached the endpoint at ${when(atMs)}, ${dueMs - atMs} ms before its offset from the first attempt's arrival (recorded at ${when(attempt.atMs)})`
+    `delivery ${d.id}: attempt ${attempt.attempt} reached the endpoint at ${when(atMs)}, ${
+      dueMs - atMs
+    } ms before its offset from the first attempt's arrival (recorded at ${when(attempt.atMs)})`
   const late = (d: AuditedDelivery, attempt: AuditedAttempt, atMs: number, dueMs: number) => () =>
-    `delivery ${d.id}: attempt ${attempt.attempt} reached the endpoint at ${when(atMs)}, ${atMs - dueMs} ms after its offset from the first attempt's arrival (or the end of the attempt before it, whichever is later)` +
+    `delivery ${d.id}: attempt ${attempt.attempt} reached the endpoint at ${when(atMs)}, ${
+      atMs - dueMs
+    } ms after its offset from the first attempt's arrival (or the end of the attempt before it, whichever is later)` +
     (backlog === undefined
       ? ""
-      : ` (first attempt recorded at ${when(d.attempts[0]!.atMs)}; the endpoint held at least ${backlog.held.leastHeld(d.url, dueMs + lateToleranceMs - baseMs, atMs - baseMs)} of the ${backlog.concurrency} slots at every moment since it was due + ${lateToleranceMs} ms)`)
+      : ` (first attempt recorded at ${when(d.attempts[0]!.atMs)}; the endpoint held at least ${
+        backlog.held.leastHeld(d.url, dueMs + lateToleranceMs - baseMs, atMs - baseMs)
+      } of the ${backlog.concurrency} slots at every moment since it was due + ${lateToleranceMs} ms)`)
   const mistimed = (d: AuditedDelivery, attempt: AuditedAttempt, reachedMs: number) => () =>
-    `delivery ${d.id}: attempt ${attempt.attempt} recorded at ${when(attempt.atMs)}, reached the endpoint at ${when(reachedMs)} (${attempt.atMs - reachedMs} ms apart, at most ${attemptTimeToleranceMs} ms: the clock of one instance)`
+    `delivery ${d.id}: attempt ${attempt.attempt} recorded at ${when(attempt.atMs)}, reached the endpoint at ${
+      when(reachedMs)
+    } (${attempt.atMs - reachedMs} ms apart, at most ${attemptTimeToleranceMs} ms: the clock of one instance)`
   const earlyRecorded = (d: AuditedDelivery, attempt: AuditedAttempt, dueMs: number) => () =>
-    `delivery ${d.id}: attempt ${attempt.attempt} recorded at ${when(attempt.atMs)}, ${dueMs - attempt.atMs} ms before its offset from the first attempt as recorded (${when(d.attempts[0]!.atMs)})`
-  const tooManyReceived = (d: AuditedDelivery, attempt: number) => () => `delivery ${d.id}: the endpoint received attempt ${attempt}`
-  const gaveUpUnseen = (d: AuditedDelivery) => () => `delivery ${d.id}: failed, but its last retry (attempt ${scheduleMs.length + 1}) never reached the endpoint`
+    `delivery ${d.id}: attempt ${attempt.attempt} recorded at ${when(attempt.atMs)}, ${
+      dueMs - attempt.atMs
+    } ms before its offset from the first attempt as recorded (${when(d.attempts[0]!.atMs)})`
+  const tooManyReceived = (d: AuditedDelivery, attempt: number) => () =>
+    `delivery ${d.id}: the endpoint received attempt ${attempt}`
+  const gaveUpUnseen = (d: AuditedDelivery) => () =>
+    `delivery ${d.id}: failed, but its last retry (attempt ${scheduleMs.length + 1}) never reached the endpoint`
   const baseMs = receipts.baseMs
   /**
    * How early a retry may reach its endpoint, counted from the first attempt's arrival: over a
@@ -752,15 +831,19 @@ export const auditDeliveries = (
    * more unless the endpoint was saturated; without one, by `toleranceMs` more.
    */
   const backlog = options.backlog
-  const lateToleranceMs = (backlog === undefined ? options.toleranceMs : options.networkToleranceMs ?? 0) + clockToleranceMs
+  const lateToleranceMs = (backlog === undefined ? options.toleranceMs : options.networkToleranceMs ?? 0) +
+    clockToleranceMs
   /** Saturated from `fromMs` until `toMs` (epoch ms): its dispatcher could start nothing more meanwhile. */
   const saturated = (url: string, fromMs: number, toMs: number) =>
     backlog !== undefined && backlog.held.leastHeld(url, fromMs - baseMs, toMs - baseMs) >= backlog.concurrency
   const attemptTimeToleranceMs = options.attemptTimeToleranceMs
   const tooMany = (d: AuditedDelivery) => () => `delivery ${d.id}: ${d.attempts.length} attempts`
   const wrongEnd = (d: AuditedDelivery, last: AuditedAttempt | undefined) => () =>
-    `delivery ${d.id}: ${d.status} after ${d.attempts.length} attempts (last answered ${last?.responseStatus ?? last?.error ?? "nothing"})`
-  const neverReached = (d: AuditedDelivery, attempt: AuditedAttempt) => () => `delivery ${d.id}: attempt ${attempt.attempt} recorded but never reached the endpoint`
+    `delivery ${d.id}: ${d.status} after ${d.attempts.length} attempts (last answered ${
+      last?.responseStatus ?? last?.error ?? "nothing"
+    })`
+  const neverReached = (d: AuditedDelivery, attempt: AuditedAttempt) => () =>
+    `delivery ${d.id}: attempt ${attempt.attempt} recorded but never reached the endpoint`
   /** The deadline of a delivery still open, checked once its chain is known. */
   const deferDeadline = (d: AuditedDelivery, open: Link | null) => {
     const createdMs = d.createdAtMs
@@ -768,16 +851,30 @@ export const auditDeliveries = (
       // Deadline: the whole schedule, the last attempt's timeout, and slack for crashes and polling,
       // counted from when the delivery before it in its payment's order ended (null: it has not).
       const readyMs = open === null || open.readyAtMs === undefined ? createdMs : open.readyAtMs
-      const deadlineMs = readyMs === null ? Infinity : readyMs + lastOffset + options.timeoutMs + options.toleranceMs + 2 * 3_600_000
-      auditor.check(options.nowMs < deadlineMs, "webhook-deadline", () =>
-        `delivery ${d.id}: still ${d.status} ${((options.nowMs - createdMs) / 3_600_000).toFixed(1)} h after creation`)
+      const deadlineMs = readyMs === null
+        ? Infinity
+        : readyMs + lastOffset + options.timeoutMs + options.toleranceMs + 2 * 3_600_000
+      auditor.check(
+        options.nowMs < deadlineMs,
+        "webhook-deadline",
+        () =>
+          `delivery ${d.id}: still ${d.status} ${((options.nowMs - createdMs) / 3_600_000).toFixed(1)} h after creation`
+      )
     })
   }
   for (const d of deliveries()) {
     let link: Link | null = null
     if (d.order !== null) {
       const url = d.url
-      link = { id: d.id, eventType: d.eventType, url, sequence: d.order.sequence, createdAtMs: d.createdAtMs, endedAtMs: endedAtMs(d), firstAttemptMs: d.attempts[0]?.atMs }
+      link = {
+        id: d.id,
+        eventType: d.eventType,
+        url,
+        sequence: d.order.sequence,
+        createdAtMs: d.createdAtMs,
+        endedAtMs: endedAtMs(d),
+        firstAttemptMs: d.attempts[0]?.atMs
+      }
       const ofPayment = chainsOf.get(d.order.paymentId)
       if (ofPayment === undefined) {
         const chain = [link]
@@ -854,13 +951,16 @@ export const auditDeliveries = (
       const at = place === 0 || firstAt < 0 ? -1 : receipts.attemptAt(reached, index + 1)
       if (at >= 0) {
         const offsetDueMs = baseMs + firstAt + (scheduleMs[place - 1] ?? Number.NaN)
-        const previousEndMs = index === 0 || options.attemptEndedAtMs === undefined ? Number.NaN : options.attemptEndedAtMs(d.id, attempts[index - 1]!.attempt)
+        const previousEndMs = index === 0 || options.attemptEndedAtMs === undefined
+          ? Number.NaN
+          : options.attemptEndedAtMs(d.id, attempts[index - 1]!.attempt)
         const dueMs = previousEndMs > offsetDueMs ? previousEndMs : offsetDueMs
         const atMs = baseMs + at
         if (atMs >= dueMs - earlyToleranceMs) pass("webhook-schedule")
         else fail("webhook-schedule", early(d, attempt, atMs, dueMs))
         if (
-          atMs <= dueMs + lateToleranceMs || crashBetween(dueMs - options.timeoutMs - 60_000, atMs) || pausedBetween(dueMs - options.timeoutMs - 60_000, atMs) ||
+          atMs <= dueMs + lateToleranceMs || crashBetween(dueMs - options.timeoutMs - 60_000, atMs) ||
+          pausedBetween(dueMs - options.timeoutMs - 60_000, atMs) ||
           saturated(d.url, dueMs + lateToleranceMs, atMs)
         ) {
           pass("webhook-schedule")
@@ -874,8 +974,13 @@ export const auditDeliveries = (
         const reachedAt = receipts.attemptAt(reached, attempt.attempt)
         if (reachedAt >= 0) {
           const reachedMs = baseMs + reachedAt
-          if (Math.abs(attempt.atMs - reachedMs) <= attemptTimeToleranceMs + 1 ||
-            crashBetween(Math.min(attempt.atMs, reachedMs) - options.timeoutMs - 60_000, Math.max(attempt.atMs, reachedMs))) {
+          if (
+            Math.abs(attempt.atMs - reachedMs) <= attemptTimeToleranceMs + 1 ||
+            crashBetween(
+              Math.min(attempt.atMs, reachedMs) - options.timeoutMs - 60_000,
+              Math.max(attempt.atMs, reachedMs)
+            )
+          ) {
             pass("webhook-attempt-time")
           } else fail("webhook-attempt-time", mistimed(d, attempt, reachedMs))
         }
@@ -886,7 +991,10 @@ export const auditDeliveries = (
     // (An attempt cut off is sent again as the next number: each cut adds one.)
     if (reached < 0 || receipts.lastAttempt[reached]! <= scheduleMs.length + 1 + cuts) pass("webhook-attempt-limit")
     else fail("webhook-attempt-limit", tooManyReceived(d, receipts.lastAttempt[reached]!))
-    if (d.status !== "failed" || receipts.has(reached, scheduleMs.length + 1 + cuts) || (lostOk && attempts[attempts.length - 1]?.responseStatus === null)) {
+    if (
+      d.status !== "failed" || receipts.has(reached, scheduleMs.length + 1 + cuts) ||
+      (lostOk && attempts[attempts.length - 1]?.responseStatus === null)
+    ) {
       pass("webhook-give-up")
     } else fail("webhook-give-up", gaveUpUnseen(d))
     if (attempts.length - cuts <= scheduleMs.length + 1) pass("webhook-attempt-limit")
@@ -896,15 +1004,18 @@ export const auditDeliveries = (
     const last = attempts[attempts.length - 1]
     const lastSucceeded = last !== undefined && is2xx(last.responseStatus)
     const exhausted = attempts.length - cuts === scheduleMs.length + 1 && !lastSucceeded
-    if (d.status === "succeeded" ? lastSucceeded : d.status === "failed" ? exhausted : !lastSucceeded && !exhausted) pass("webhook-give-up")
-    else fail("webhook-give-up", wrongEnd(d, last))
+    if (d.status === "succeeded" ? lastSucceeded : d.status === "failed" ? exhausted : !lastSucceeded && !exhausted) {
+      pass("webhook-give-up")
+    } else fail("webhook-give-up", wrongEnd(d, last))
     // Every attempt the store records reached the endpoint (none invented, none skipped), but
     // one cut off, which its instance may have lost before sending it.
     // The slot of the event's first POST is this delivery's when it carried this id (the
     // endpoints keep one slot per delivery id); none is looked up for no attempt (-1: nothing reached).
     for (let i = 0; i < attempts.length; i++) {
       const attempt = attempts[i]!
-      if (receipts.has(reached, attempt.attempt) || (lostOk && attempt.responseStatus === null) || attempt.cut === true) pass("webhook-attempt-recorded")
+      if (
+        receipts.has(reached, attempt.attempt) || (lostOk && attempt.responseStatus === null) || attempt.cut === true
+      ) pass("webhook-attempt-recorded")
       else fail("webhook-attempt-recorded", neverReached(d, attempt))
     }
   }
@@ -919,9 +1030,17 @@ export const auditDeliveries = (
       d.readyAtMs = previousEnd === null ? null : Math.max(d.createdAtMs, previousEnd + options.timeoutMs)
       const firstMs = d.firstAttemptMs
       // (Both times as recorded: by different instances, when a paused one resumed beside its replacement.)
-      auditor.check(firstMs === undefined || (previousEnd !== null && previousEnd <= firstMs + clockToleranceMs), "webhook-order", () =>
-        `delivery ${d.id} (${d.eventType}, sequence ${d.sequence}): attempted at ${firstMs === undefined ? undefined : when(firstMs)} before delivery ${previous.id} ` +
-        `(${previous.eventType}, sequence ${previous.sequence}) of the same payment had ended (${previousEnd === null ? "still open" : when(previousEnd)})`)
+      auditor.check(
+        firstMs === undefined || (previousEnd !== null && previousEnd <= firstMs + clockToleranceMs),
+        "webhook-order",
+        () =>
+          `delivery ${d.id} (${d.eventType}, sequence ${d.sequence}): attempted at ${
+            firstMs === undefined ? undefined : when(firstMs)
+          } before delivery ${previous.id} ` +
+          `(${previous.eventType}, sequence ${previous.sequence}) of the same payment had ended (${
+            previousEnd === null ? "still open" : when(previousEnd)
+          })`
+      )
     }
   }
   // Then each delivery's own laws that failed (and the deadlines of those still open), in their turn.

@@ -41,7 +41,9 @@ export class SimRequest extends Inspectable.Class implements HttpServerRequest.H
     try {
       return Exit.succeed((this.body === "" ? null : JSON.parse(this.body)) as unknown)
     } catch (cause) {
-      return Exit.fail(new HttpServerError({ reason: new RequestParseError({ request: this, reason: "Parse", cause }) }))
+      return Exit.fail(
+        new HttpServerError({ reason: new RequestParseError({ request: this, reason: "Parse", cause }) })
+      )
     }
   }
   get urlParamsBody(): Effect.Effect<never, HttpServerError> {
@@ -66,7 +68,15 @@ export class SimRequest extends Inspectable.Class implements HttpServerRequest.H
   readonly modify = (options: { readonly url?: string; readonly headers?: Headers.Headers }) =>
     new SimRequest(this.method, options.url ?? this.url, options.headers ?? this.headers, this.body)
   private unsupported(what: string) {
-    return Effect.fail(new HttpServerError({ reason: new RequestParseError({ request: this, reason: "Parse", description: `SimRequest: ${what} are not simulated` }) }))
+    return Effect.fail(
+      new HttpServerError({
+        reason: new RequestParseError({
+          request: this,
+          reason: "Parse",
+          description: `SimRequest: ${what} are not simulated`
+        })
+      })
+    )
   }
 }
 

@@ -11,9 +11,9 @@ import {
   type ProcessorPayment
 } from "../../src/acquirer/Acquirer.ts"
 import type { AuthorizationOutcome } from "../../src/domain/Payment.ts"
-import type { NetworkCall } from "./Acquirer.ts"
-import type { FaultRates } from "../engine/Rates.ts"
 import type { Prng } from "../engine/Prng.ts"
+import type { FaultRates } from "../engine/Rates.ts"
+import type { NetworkCall } from "./Acquirer.ts"
 
 /**
  * The simulated remote processor (`--processor`): the simulated network of ./Acquirer.ts behind
@@ -105,7 +105,11 @@ type Answer = { readonly ok: true; readonly value: unknown } | { readonly ok: fa
  * otherwise).
  */
 export interface ProcessorCalls {
-  readonly authorize: (request: AuthorizationRequest, idempotencyKey: string, timeoutMs: number) => Effect.Effect<AuthorizationOutcome | null, ProcessorCallError>
+  readonly authorize: (
+    request: AuthorizationRequest,
+    idempotencyKey: string,
+    timeoutMs: number
+  ) => Effect.Effect<AuthorizationOutcome | null, ProcessorCallError>
 }
 
 export const makeSimulatedProcessor = (options: {
@@ -129,8 +133,20 @@ export const makeSimulatedProcessor = (options: {
     outages.push([start, start + prng.int(10_000, 180_000)])
   }
   const stats: ProcessorStats = {
-    arrived: 0, authorizations: 0, declines: 0, captures: 0, cancels: 0, refunds: 0, refusals: 0, replays: 0,
-    lostAnswers: 0, duplicates: 0, duplicatesAbsorbed: 0, lateAnswers: 0, outages: count, outageRefusals: 0
+    arrived: 0,
+    authorizations: 0,
+    declines: 0,
+    captures: 0,
+    cancels: 0,
+    refunds: 0,
+    refusals: 0,
+    replays: 0,
+    lostAnswers: 0,
+    duplicates: 0,
+    duplicatesAbsorbed: 0,
+    lateAnswers: 0,
+    outages: count,
+    outageRefusals: 0
   }
   const authorizations: Array<SimAuthorization> = []
   const byReference = new Map<string, SimAuthorization>()
@@ -174,7 +190,9 @@ export const makeSimulatedProcessor = (options: {
         return answer
       }
       stats.replays++
-      return seen.params === text ? seen.answer : refused("idempotency_error", "The key was used with other parameters.")
+      return seen.params === text
+        ? seen.answer
+        : refused("idempotency_error", "The key was used with other parameters.")
     }
     const answer = once()
     if (prng.chance(faults.processorDuplicate ?? 0)) {
@@ -203,13 +221,20 @@ export const makeSimulatedProcessor = (options: {
       if (call.answer === "transport-failure") {
         return call.latencyMs >= timeoutMs
           ? Effect.as(Effect.sleep(timeoutMs), null)
-          : Effect.andThen(Effect.sleep(call.latencyMs), Effect.fail(new AcquirerUnavailable({ reason: "simulated connection reset" })))
+          : Effect.andThen(
+            Effect.sleep(call.latencyMs),
+            Effect.fail(new AcquirerUnavailable({ reason: "simulated connection reset" }))
+          )
       }
       // A plan that never answers: the processor approves, and this call's answer never comes. (A
       // slow plan past the deadline arrives and acts too; its answer comes too late.)
       const neverAnswers = call.answer === null
       const planned: AuthorizationOutcome = call.answer ?? { _tag: "Approved", networkRiskSignal: 0.05 }
-      const answer = arrive(idempotencyKey, { amount: request.amountCents, currency: request.currency, token: request.cardToken }, () => {
+      const answer = arrive(idempotencyKey, {
+        amount: request.amountCents,
+        currency: request.currency,
+        token: request.cardToken
+      }, () => {
         if (planned._tag === "Declined") {
           stats.declines++
           return { ok: true, value: planned }
@@ -217,8 +242,17 @@ export const makeSimulatedProcessor = (options: {
         stats.authorizations++
         const reference = `pi_sim${authorizations.length}`
         const made: SimAuthorization = {
-          paymentId: request.paymentId, reference, idempotencyKey, currency: request.currency, amountCents: request.amountCents,
-          createdMs: nowMs(), authorizedCents: request.amountCents, capturedCents: 0, refundedCents: 0, capturedMs: null, cancelledMs: null
+          paymentId: request.paymentId,
+          reference,
+          idempotencyKey,
+          currency: request.currency,
+          amountCents: request.amountCents,
+          createdMs: nowMs(),
+          authorizedCents: request.amountCents,
+          capturedCents: 0,
+          refundedCents: 0,
+          capturedMs: null,
+          cancelledMs: null
         }
         authorizations.push(made)
         byReference.set(reference, made)
@@ -231,13 +265,23 @@ export const makeSimulatedProcessor = (options: {
       const how = fate()
       const latencyMs = neverAnswers || how === "late" ? Number.POSITIVE_INFINITY : call.latencyMs
       if (latencyMs >= timeoutMs) return Effect.as(Effect.sleep(timeoutMs), null)
-      if (how === "lost") return Effect.andThen(Effect.sleep(latencyMs), Effect.fail(unknown("simulated: the answer was lost after the processor acted")))
+      if (how === "lost") {
+        return Effect.andThen(
+          Effect.sleep(latencyMs),
+          Effect.fail(unknown("simulated: the answer was lost after the processor acted"))
+        )
+      }
       // An authorization's key is never refused here: its parameters do not change.
       return Effect.as(Effect.sleep(latencyMs), answer.ok ? answer.value as AuthorizationOutcome : null)
     })
 
   /** A capture, cancel or refund: it arrives (or not, in an outage), acts or replays, and its answer comes back (or not). */
-  const operation = (timeoutMs: number, key: string, params: unknown, act: () => Answer): Effect.Effect<void, ProcessorCallError | AcquirerRefused> =>
+  const operation = (
+    timeoutMs: number,
+    key: string,
+    params: unknown,
+    act: () => Answer
+  ): Effect.Effect<void, ProcessorCallError | AcquirerRefused> =>
     Effect.suspend((): Effect.Effect<void, ProcessorCallError | AcquirerRefused> => {
       if (inOutage()) {
         stats.outageRefusals++
@@ -246,8 +290,15 @@ export const makeSimulatedProcessor = (options: {
       const answer = arrive(key, params, act)
       const how = fate()
       const latencyMs = how === "late" ? Number.POSITIVE_INFINITY : prng.int(20, 400)
-      if (latencyMs >= timeoutMs) return Effect.andThen(Effect.sleep(timeoutMs), Effect.fail(unknown("simulated: no answer within the deadline")))
-      if (how === "lost") return Effect.andThen(Effect.sleep(latencyMs), Effect.fail(unknown("simulated: the answer was lost after the processor acted")))
+      if (latencyMs >= timeoutMs) {
+        return Effect.andThen(Effect.sleep(timeoutMs), Effect.fail(unknown("simulated: no answer within the deadline")))
+      }
+      if (how === "lost") {
+        return Effect.andThen(
+          Effect.sleep(latencyMs),
+          Effect.fail(unknown("simulated: the answer was lost after the processor acted"))
+        )
+      }
       return Effect.andThen(Effect.sleep(latencyMs), answer.ok ? Effect.void : Effect.fail(answer.error))
     })
 
@@ -266,9 +317,13 @@ export const makeSimulatedProcessor = (options: {
     declined: false
   })
 
-  const refund = (request: { readonly paymentId: string; readonly reference: string | null; readonly amountCents: number }): Answer => {
+  const refund = (
+    request: { readonly paymentId: string; readonly reference: string | null; readonly amountCents: number }
+  ): Answer => {
     const a = target(request.paymentId, request.reference)
-    if (a === undefined || request.amountCents > a.capturedCents - a.refundedCents) return refused("amount_too_large", "More than is left to refund.")
+    if (a === undefined || request.amountCents > a.capturedCents - a.refundedCents) {
+      return refused("amount_too_large", "More than is left to refund.")
+    }
     stats.refunds++
     a.refundedCents += request.amountCents
     observer.current.refunded?.(a.paymentId, request.amountCents)
@@ -280,7 +335,9 @@ export const makeSimulatedProcessor = (options: {
       operation(request.timeoutMs, request.idempotencyKey, { op: "capture", amount: request.amountCents }, () => {
         const a = target(request.paymentId, request.reference)
         if (a === undefined) return refused("resource_missing", "No such payment.")
-        if (a.cancelledMs !== null || a.capturedMs !== null) return refused("payment_intent_unexpected_state", "The payment is not awaiting capture.")
+        if (a.cancelledMs !== null || a.capturedMs !== null) {
+          return refused("payment_intent_unexpected_state", "The payment is not awaiting capture.")
+        }
         if (request.amountCents > a.authorizedCents) return refused("amount_too_large", "More than was authorized.")
         stats.captures++
         a.capturedCents = request.amountCents
@@ -298,7 +355,9 @@ export const makeSimulatedProcessor = (options: {
         // Nothing there (the authorization never arrived): nothing to cancel.
         // (Not a cancel of the payment's money: an authorization made later is a new hold.)
         if (a === undefined) return { ok: true, value: undefined }
-        if (a.capturedMs !== null) return refused("payment_intent_unexpected_state", "A captured payment cannot be cancelled.")
+        if (a.capturedMs !== null) {
+          return refused("payment_intent_unexpected_state", "A captured payment cannot be cancelled.")
+        }
         if (a.cancelledMs === null) {
           stats.cancels++
           a.cancelledMs = nowMs()
@@ -323,13 +382,21 @@ export const makeSimulatedProcessor = (options: {
       Effect.suspend(() =>
         inOutage()
           ? Effect.fail(unreachable)
-          : Effect.succeed(authorizations.filter((a) => a.createdMs >= period.fromMs && a.createdMs < period.toMs).map(snapshot))
+          : Effect.succeed(
+            authorizations.filter((a) => a.createdMs >= period.fromMs && a.createdMs < period.toMs).map(snapshot)
+          )
       ),
-    notification: () => Effect.fail(new InvalidNotification({ reason: "the simulated processor sends no notifications" }))
+    notification: () =>
+      Effect.fail(new InvalidNotification({ reason: "the simulated processor sends no notifications" }))
   }
 
   const calls: ProcessorCalls = { authorize }
-  const records: ProcessorRecords = { authorizations, cancelsMs, capturesMs, of: (paymentId) => byPayment.get(paymentId) ?? [] }
+  const records: ProcessorRecords = {
+    authorizations,
+    cancelsMs,
+    capturesMs,
+    of: (paymentId) => byPayment.get(paymentId) ?? []
+  }
   const observe = (o: ProcessorObserver) => void (observer.current = o)
   return { calls, operations, records, stats, observe, acquirerTimeoutMs: options.acquirerTimeoutMs }
 }
@@ -346,8 +413,13 @@ export const processorPort = (processor: SimulatedProcessor): AcquirerShape => {
     processor.calls.authorize(request, operationKeys.authorize(request.paymentId), timeoutMs)
   return {
     authorize: (request) =>
-      Effect.flatMap(authorizeWithin(request, processor.acquirerTimeoutMs), (outcome) =>
-        outcome === null ? Effect.fail(new AcquirerOutcomeUnknown({ reason: "no answer within the deadline" })) : Effect.succeed(outcome)),
+      Effect.flatMap(
+        authorizeWithin(request, processor.acquirerTimeoutMs),
+        (outcome) =>
+          outcome === null
+            ? Effect.fail(new AcquirerOutcomeUnknown({ reason: "no answer within the deadline" }))
+            : Effect.succeed(outcome)
+      ),
     authorizeWithin,
     operations: processor.operations
   }

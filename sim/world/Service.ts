@@ -1,8 +1,8 @@
 import { Cause, Clock, Context, Effect, Exit, Fiber, Layer, Scope } from "effect"
 import { HttpRouter, HttpServer, HttpServerRequest, type HttpServerResponse } from "effect/http"
+import { HttpApiBuilder } from "effect/http-api"
 import * as HttpServerError from "effect/http/HttpServerError"
 import { Acquirer, type AcquirerShape } from "../../src/acquirer/Acquirer.ts"
-import { HttpApiBuilder } from "effect/http-api"
 import { ApiLive, ServicesLive } from "../../src/App.ts"
 import { PaymentsApi } from "../../src/http/api/Api.ts"
 import * as Authentication from "../../src/http/edge/Authentication.ts"
@@ -11,15 +11,15 @@ import type { RateLimiter } from "../../src/http/edge/RateLimiter.ts"
 import * as Handlers from "../../src/http/handlers/Handlers.ts"
 import * as Config from "../../src/platform/Config.ts"
 import { Ids, type IdsShape } from "../../src/platform/Ids.ts"
+import { WebhookTransport, type WebhookTransportShape } from "../../src/platform/WebhookTransport.ts"
 import { ApiKeys, type ApiKeysShape } from "../../src/services/ApiKeys.ts"
 import type { Merchants } from "../../src/services/Merchants.ts"
 import type { Payments } from "../../src/services/Payments.ts"
 import type { Reconciliation } from "../../src/services/Reconciliation.ts"
 import { Store, type StoreShape } from "../../src/store/Store.ts"
-import * as Workers from "../../src/workers/Workers.ts"
-import * as WebhookDispatcher from "../../src/workers/WebhookDispatcher.ts"
-import { WebhookTransport, type WebhookTransportShape } from "../../src/platform/WebhookTransport.ts"
 import { WebhookStore, type WebhookStoreShape } from "../../src/store/WebhookStore.ts"
+import * as WebhookDispatcher from "../../src/workers/WebhookDispatcher.ts"
+import * as Workers from "../../src/workers/Workers.ts"
 import { type Fence, heldBy } from "../engine/Fence.ts"
 import { makeRequest, readResponse, type SimRequest, type SimResponse } from "./Http.ts"
 import type { ClientPort, IssuedKey, Merchant } from "./Workload.ts"
@@ -65,7 +65,13 @@ export interface Infrastructure {
    * served it (its fence, compared by identity).
    */
   readonly nowMs?: () => number
-  readonly answered?: (request: SimRequest, elapsedMs: number, response: SimResponse | null, servedBy: Fence, sentMs: number) => void
+  readonly answered?: (
+    request: SimRequest,
+    elapsedMs: number,
+    response: SimResponse | null,
+    servedBy: Fence,
+    sentMs: number
+  ) => void
   /** The API keys as the HTTP API (its authentication and handlers) sees them: a planted bug wraps them (sim/checks/PlantedBugs.ts). */
   readonly apiKeys?: (apiKeys: ApiKeysShape) => ApiKeysShape
   /** The HTTP API's rate limiter instead of the service's own (a planted bug's: sim/checks/PlantedBugs.ts). */
@@ -91,7 +97,10 @@ const appLayer = (infrastructure: Infrastructure) => {
     : Layer.mergeAll(
       Workers.layer,
       // Distinct layer values, so each is built: N dispatchers, not one memoised.
-      ...Array.from({ length: Math.max(1, infrastructure.webhookDispatchers ?? 1) }, () => WebhookDispatcher.layerWith(infrastructure.webhookDispatcher!))
+      ...Array.from(
+        { length: Math.max(1, infrastructure.webhookDispatchers ?? 1) },
+        () => WebhookDispatcher.layerWith(infrastructure.webhookDispatcher!)
+      )
     )
   return workers.pipe(
     Layer.provideMerge(ServicesLive),
@@ -112,9 +121,15 @@ export const apiWithLimiter = (limiter: Layer.Layer<RateLimiter, never, Config.A
   )
 
 /** The HttpApi over an instance's services, as an effect that answers the request in its context. */
-const httpApp = (services: Context.Context<AppContext>, limiter: Layer.Layer<RateLimiter, never, Config.AppConfig> | undefined) =>
+const httpApp = (
+  services: Context.Context<AppContext>,
+  limiter: Layer.Layer<RateLimiter, never, Config.AppConfig> | undefined
+) =>
   HttpRouter.toHttpEffect(
-    (limiter === undefined ? ApiLive : apiWithLimiter(limiter)).pipe(Layer.provide(Layer.succeedContext(services)), Layer.provide(HttpServer.layerServices))
+    (limiter === undefined ? ApiLive : apiWithLimiter(limiter)).pipe(
+      Layer.provide(Layer.succeedContext(services)),
+      Layer.provide(HttpServer.layerServices)
+    )
   )
 
 type AppContext = Layer.Success<ReturnType<typeof appLayer>>
@@ -173,7 +188,9 @@ export const awaitEither = (a: Pending, b: Pending | null): Effect.Effect<Pendin
  * leaves the process.
  */
 export const answerOf = (pending: Pending): SimResponse | null =>
-  pending.fence !== null && pending.exit !== null && pending.gaveUp !== true ? replyOf(pending.exit, pending, pending.fence) : null
+  pending.fence !== null && pending.exit !== null && pending.gaveUp !== true
+    ? replyOf(pending.exit, pending, pending.fence)
+    : null
 
 /**
  * Where a request's fiber leaves its response (set as it succeeds): its exit carries no value, so
@@ -216,18 +233,40 @@ const fencedMember = (member: Member, fence: Fence): Member =>
   function(this: unknown, a?: unknown, b?: unknown, c?: unknown, d?: unknown) {
     switch (arguments.length) {
       case 0:
-        return Effect.suspend(() => (fence.dead ? Effect.interrupt : fence.held !== null ? heldBy(fence, () => member()) : member()))
+        return Effect.suspend(() => (fence.dead ? Effect.interrupt : fence.held !== null
+          ? heldBy(fence, () => member())
+          : member())
+        )
       case 1:
-        return Effect.suspend(() => (fence.dead ? Effect.interrupt : fence.held !== null ? heldBy(fence, () => member(a)) : member(a)))
+        return Effect.suspend(
+          () => (fence.dead ? Effect.interrupt : fence.held !== null ? heldBy(fence, () => member(a)) : member(a))
+        )
       case 2:
-        return Effect.suspend(() => (fence.dead ? Effect.interrupt : fence.held !== null ? heldBy(fence, () => member(a, b)) : member(a, b)))
+        return Effect.suspend(
+          () => (fence.dead ? Effect.interrupt : fence.held !== null ? heldBy(fence, () => member(a, b)) : member(a, b))
+        )
       case 3:
-        return Effect.suspend(() => (fence.dead ? Effect.interrupt : fence.held !== null ? heldBy(fence, () => member(a, b, c)) : member(a, b, c)))
+        return Effect.suspend(() => (fence.dead
+          ? Effect.interrupt
+          : fence.held !== null
+          ? heldBy(fence, () => member(a, b, c))
+          : member(a, b, c))
+        )
       case 4:
-        return Effect.suspend(() => (fence.dead ? Effect.interrupt : fence.held !== null ? heldBy(fence, () => member(a, b, c, d)) : member(a, b, c, d)))
+        return Effect.suspend(() => (fence.dead
+          ? Effect.interrupt
+          : fence.held !== null
+          ? heldBy(fence, () => member(a, b, c, d))
+          : member(a, b, c, d))
+        )
       default: {
         const args = Array.prototype.slice.call(arguments)
-        return Effect.suspend(() => (fence.dead ? Effect.interrupt : fence.held !== null ? heldBy(fence, () => member(...args)) : member(...args)))
+        return Effect.suspend(() => (fence.dead
+          ? Effect.interrupt
+          : fence.held !== null
+          ? heldBy(fence, () => member(...args))
+          : member(...args))
+        )
       }
     }
   } as Member
@@ -275,7 +314,9 @@ export class SimulatedService implements ClientPort<SimRequest, Pending> {
       const scope = yield* Scope.make()
       const context = yield* Layer.buildWithScope(appLayer(fencedInfrastructure(this.infrastructure, fence)), scope)
       const wrapApiKeys = this.infrastructure.apiKeys
-      const served = wrapApiKeys === undefined ? context : Context.add(context, ApiKeys, wrapApiKeys(Context.get(context, ApiKeys)))
+      const served = wrapApiKeys === undefined
+        ? context
+        : Context.add(context, ApiKeys, wrapApiKeys(Context.get(context, ApiKeys)))
       const app = yield* Scope.provide(httpApp(served, this.infrastructure.rateLimiter), scope)
       // The services a request fiber starts from: the run's own (scheduler, clock, random, log
       // level; the instance's skewed clock if it has one), as the starting fiber holds them;
@@ -325,7 +366,11 @@ export class SimulatedService implements ClientPort<SimRequest, Pending> {
       // the platform copies the request's context twice a request (the router's `new Map`,
       // the group's `Context.merge`), and those copies are of four entries here, not ~50.
       const serveFiber = (request: SimRequest, scope: Scope.Closeable, served: Served) => {
-        const services = Context.add(Context.add(runServices, Scope.Scope, scope), HttpServerRequest.HttpServerRequest, request)
+        const services = Context.add(
+          Context.add(runServices, Scope.Scope, scope),
+          HttpServerRequest.HttpServerRequest,
+          request
+        )
         // Queued behind a yield, as a fork is: Effect 4 starts a fiber inline.
         const fiber = Effect.runForkWith(services)(Effect.andThen(Effect.yieldNow, serve(scope, served)))
         requests.add(fiber)
@@ -335,7 +380,10 @@ export class SimulatedService implements ClientPort<SimRequest, Pending> {
       const timed = nowMs !== undefined && answered !== undefined
       // The request's scope is made and its fiber started as the caller's step that sends it
       // runs (the registration of the callback that awaits the answer): no steps of their own.
-      const send = <A>(request: SimRequest, then: (response: SimResponse | null) => Effect.Effect<A>): Effect.Effect<A> =>
+      const send = <A>(
+        request: SimRequest,
+        then: (response: SimResponse | null) => Effect.Effect<A>
+      ): Effect.Effect<A> =>
         // `Fiber.await` without its canceller (the caller is never interrupted while it waits;
         // if it were, the observer would resume nothing): `Fiber.await` wraps its async in an
         // onInterrupt, and asks the child fiber by message to add the observer (~12 steps more).
@@ -372,9 +420,13 @@ export class SimulatedService implements ClientPort<SimRequest, Pending> {
           fiber.addObserver((exit) => {
             requests.delete(fiber)
             clients.delete(fiber)
-            if (timed && !fence.dead && pending.gaveUp !== true) answered(request, nowMs() - sentMs, replyOf(exit, pending, fence), fence, sentMs)
+            if (timed && !fence.dead && pending.gaveUp !== true) {
+              answered(request, nowMs() - sentMs, replyOf(exit, pending, fence), fence, sentMs)
+            }
             pending.exit = exit
-            if (pending.wake !== null) pending.wake()
+            if (pending.wake !== null) {
+              pending.wake()
+            }
           })
           if (pending.exit === null) {
             clients.set(fiber, () => {
@@ -475,7 +527,9 @@ export class SimulatedService implements ClientPort<SimRequest, Pending> {
       // The dead instance's own clean-up is interrupted by its fence (a finalizer that would
       // release a claim or a lease); that interruption is the corpse's, not the caller's: it must
       // not stop the restart that reaps it (it did, and left the service down for good).
-      Effect.exit(Effect.andThen(Fiber.interruptAll(instance.requests), Scope.close(instance.scope, Exit.void))), { discard: true })
+      Effect.exit(Effect.andThen(Fiber.interruptAll(instance.requests), Scope.close(instance.scope, Exit.void))), {
+      discard: true
+    })
   })
 
   /**
@@ -507,7 +561,9 @@ export class SimulatedService implements ClientPort<SimRequest, Pending> {
   }
 
   /** Runs an effect against the running instance's services (bootstrap, like the CLI does). */
-  withServices<A, E>(effect: Effect.Effect<A, E, Payments | Merchants | ApiKeys | Store | Reconciliation>): Effect.Effect<A, E> {
+  withServices<A, E>(
+    effect: Effect.Effect<A, E, Payments | Merchants | ApiKeys | Store | Reconciliation>
+  ): Effect.Effect<A, E> {
     return Effect.suspend(() => {
       const instance = this.instance
       if (instance === null) return Effect.die(new Error("sim: service is down"))

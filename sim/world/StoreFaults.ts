@@ -1,9 +1,9 @@
 import { Effect, type Exit } from "effect"
 import { type StoreShape, StoreUnavailable } from "../../src/store/Store.ts"
 import type { SplitCommit } from "../checks/Auditor.ts"
+import { type Fence, heldBy } from "../engine/Fence.ts"
 import type { FaultRates } from "../engine/Options.ts"
 import type { Prng } from "../engine/Prng.ts"
-import { type Fence, heldBy } from "../engine/Fence.ts"
 
 /**
  * Infrastructure faults of the main store, between the service and the audited memory store:
@@ -68,7 +68,10 @@ export interface StoreFaultHooks {
   /** Calls `task` at virtual time `atMs`; the answer cancels it (needed only with freezes). */
   readonly at?: (atMs: number, task: () => void) => () => void
   /** Runs `effect` in a fiber of its own and hands its exit to `done` (needed only with freezes). */
-  readonly runDetached?: (effect: Effect.Effect<unknown, unknown>, done: (exit: Exit.Exit<unknown, unknown>) => void) => void
+  readonly runDetached?: (
+    effect: Effect.Effect<unknown, unknown>,
+    done: (exit: Exit.Exit<unknown, unknown>) => void
+  ) => void
   /**
    * An API key rotation committed: `keyId` is revoked, by the instance behind `fence` (null: the
    * unfenced store). Told whatever the caller is told (a lost answer, a crash, a thaw).
@@ -77,7 +80,10 @@ export interface StoreFaultHooks {
 }
 
 /** What an operation committed, if anything: the record it concerns and whether a lost acknowledgement is meaningful. */
-type Committed = (args: ReadonlyArray<unknown>, outcome: unknown) => { readonly subject: string; readonly mayLose: boolean } | null
+type Committed = (
+  args: ReadonlyArray<unknown>,
+  outcome: unknown
+) => { readonly subject: string; readonly mayLose: boolean } | null
 
 const committing: Readonly<Record<string, Committed>> = {
   insertPayment: (args, outcome) =>
@@ -90,7 +96,9 @@ const committing: Readonly<Record<string, Committed>> = {
       : null,
   // The change and, with a key, the stored response: a lost acknowledgement leaves the retry a replay.
   commitChange: (args, outcome) =>
-    outcome === true ? { subject: (args[0] as Parameters<StoreShape["commitChange"]>[0]).change.payment.id, mayLose: true } : null,
+    outcome === true
+      ? { subject: (args[0] as Parameters<StoreShape["commitChange"]>[0]).change.payment.id, mayLose: true }
+      : null,
   updatePayment: (_, outcome) => {
     const result = outcome as Effect.Success<ReturnType<StoreShape["updatePayment"]>>
     return result._tag === "Applied" ? { subject: result.change.payment.id, mayLose: true } : null
@@ -129,7 +137,8 @@ export interface StoreFaultOptions {
 }
 
 export const faultyStore = (
-  { store, prng, faults, window, hooks, splitCommits, freezePrng, callTimeoutMs = storeCallTimeoutMs, rotationPrng }: StoreFaultOptions
+  { store, prng, faults, window, hooks, splitCommits, freezePrng, callTimeoutMs = storeCallTimeoutMs, rotationPrng }:
+    StoreFaultOptions
 ): {
   readonly store: StoreShape
   readonly fencedBy: (fence: Fence) => StoreShape
@@ -147,14 +156,18 @@ export const faultyStore = (
   }
   // Freeze windows: each ends with a thaw that runs what was received meanwhile, in order.
   const freezes: Array<readonly [number, number]> = []
-  const freezeCount = freezePrng !== undefined && faults.storeFreezesPerDay > 0 ? Math.floor(faults.storeFreezesPerDay * days + freezePrng.float()) : 0
+  const freezeCount = freezePrng !== undefined && faults.storeFreezesPerDay > 0
+    ? Math.floor(faults.storeFreezesPerDay * days + freezePrng.float())
+    : 0
   for (let i = 0; i < freezeCount; i++) {
     const start = window.startMs + Math.floor(freezePrng!.float() * (window.endMs - window.startMs))
     freezes.push([start, start + freezePrng!.int(40_000, 180_000)])
   }
   const received: Array<() => void> = []
   if (freezes.length > 0) {
-    if (hooks.at === undefined || hooks.runDetached === undefined) throw new Error("sim: store freezes need the `at` and `runDetached` hooks")
+    if (hooks.at === undefined || hooks.runDetached === undefined) {
+      throw new Error("sim: store freezes need the `at` and `runDetached` hooks")
+    }
     for (const [, thawMs] of freezes) {
       hooks.at(thawMs, () => {
         // Calls received during the freeze run now, in order; a call received at the thaw itself
@@ -165,8 +178,16 @@ export const faultyStore = (
     }
   }
   const stats: StoreFaultStats = {
-    operations: 0, unavailable: 0, outageRefusals: 0, outages: count, lostCommits: 0, lostRotations: 0, commitCrashes: 0,
-    freezes: freezeCount, frozenCalls: 0, frozenTimeouts: 0
+    operations: 0,
+    unavailable: 0,
+    outageRefusals: 0,
+    outages: count,
+    lostCommits: 0,
+    lostRotations: 0,
+    commitCrashes: 0,
+    freezes: freezeCount,
+    frozenCalls: 0,
+    frozenTimeouts: 0
   }
 
   const frozen = (now: number) => {
@@ -182,7 +203,10 @@ export const faultyStore = (
    * the database does not wait for the caller), and the caller gets its outcome if still waiting,
    * else `StoreUnavailable` once `callTimeoutMs` has passed.
    */
-  const receivedFrozen = (name: string, operation: () => Effect.Effect<unknown, unknown>): Effect.Effect<unknown, unknown> =>
+  const receivedFrozen = (
+    name: string,
+    operation: () => Effect.Effect<unknown, unknown>
+  ): Effect.Effect<unknown, unknown> =>
     Effect.callback<unknown, unknown>((resume) => {
       stats.frozenCalls++
       let waiting = true
@@ -242,7 +266,13 @@ export const faultyStore = (
   const crashAfter = (name: string, subject: string, outcome: unknown, fence: Fence | null): Effect.Effect<unknown> =>
     crashNow(name, subject, fence) ? Effect.never : Effect.succeed(outcome)
 
-  const afterCommit = (name: string, subject: string, mayLose: boolean, outcome: unknown, fence: Fence | null): Effect.Effect<unknown, StoreUnavailable> => {
+  const afterCommit = (
+    name: string,
+    subject: string,
+    mayLose: boolean,
+    outcome: unknown,
+    fence: Fence | null
+  ): Effect.Effect<unknown, StoreUnavailable> => {
     if (!hooks.armed()) return Effect.succeed(outcome)
     if (prng.chance(faults.crashAfterCommit) && crashNow(name, subject, fence)) return Effect.never
     if (mayLose && prng.chance(faults.storeLostCommit)) {
@@ -272,21 +302,27 @@ export const faultyStore = (
       }
       // A rotation's commit is told (`keyRevoked`) in the step that makes it, whoever waits for it.
       const keyRevoked = hooks.keyRevoked
-      const operation = name !== "rotateApiKey" || keyRevoked === undefined ? given : (...args: Array<unknown>) =>
-        Effect.map((given as (...a: Array<unknown>) => Effect.Effect<unknown, unknown>)(...args), (outcome) => {
-          if (outcome === "rotated") keyRevoked(String(args[1]), fence)
-          return outcome
-        })
+      const operation = name !== "rotateApiKey" || keyRevoked === undefined ?
+        given :
+        (...args: Array<unknown>) =>
+          Effect.map((given as (...a: Array<unknown>) => Effect.Effect<unknown, unknown>)(...args), (outcome) => {
+            if (outcome === "rotated") keyRevoked(String(args[1]), fence)
+            return outcome
+          })
       const committed = committing[name]
       const subjectOf = Object.hasOwn(committedWhatever, name) ? committedWhatever[name] : undefined
       const split = Object.hasOwn(splitCommits, name) ? splitCommits[name] : undefined
       const finish = committed === undefined ? undefined : (args: ReadonlyArray<unknown>, outcome: unknown) => {
         const commit = committed(args, outcome)
-        return commit === null ? Effect.succeed(outcome) : afterCommit(name, commit.subject, commit.mayLose, outcome, fence)
+        return commit === null
+          ? Effect.succeed(outcome)
+          : afterCommit(name, commit.subject, commit.mayLose, outcome, fence)
       }
       /** The operation as the thawing database runs it: the auditor sees its commit; no fault is drawn for it. */
       const plain = (args: ReadonlyArray<unknown>) => (): Effect.Effect<unknown, unknown> => {
-        if (split === undefined) return (operation as (...a: Array<unknown>) => Effect.Effect<unknown, StoreUnavailable>)(...args)
+        if (split === undefined) {
+          return (operation as (...a: Array<unknown>) => Effect.Effect<unknown, StoreUnavailable>)(...args)
+        }
         const { effect, seen } = split(args)
         return Effect.map(effect, (outcome) => {
           seen(outcome)

@@ -22,7 +22,16 @@ import type { ClientPort, Expectation, Merchant, Pace, WorkloadHooks, WorkloadSt
  * (Reading.ts) and the payment script's phases (PaymentScript.ts).
  */
 
-export type { ClientPort, Expectation, IssuedKey, KeyWay, Merchant, Pace, WorkloadHooks, WorkloadStats } from "./workload/Types.ts"
+export type {
+  ClientPort,
+  Expectation,
+  IssuedKey,
+  KeyWay,
+  Merchant,
+  Pace,
+  WorkloadHooks,
+  WorkloadStats
+} from "./workload/Types.ts"
 
 /** Virtual time: every wait as the story says. */
 export const exactPace: Pace = { think: Effect.sleep, backoff: Effect.sleep, idle: Effect.sleep }
@@ -56,7 +65,14 @@ interface WorkloadWorld<R, P> extends ScriptWorld {
 export const makeWorkload = <R, P>(setup: WorkloadOptions<R, P>) => {
   const { options, prng, service, auditor, trace, horizonEndMs, pace = exactPace } = setup
   const stats: WorkloadStats = {
-    requests: 0, byStatus: {}, dropped: 0, lostCreates: 0, scriptsStarted: 0, scriptsFinished: 0, rotations: 0, keyRecoveries: 0,
+    requests: 0,
+    byStatus: {},
+    dropped: 0,
+    lostCreates: 0,
+    scriptsStarted: 0,
+    scriptsFinished: 0,
+    rotations: 0,
+    keyRecoveries: 0,
     keyWays: { header: 0, body: 0, both: 0, different: 0 },
     keyWaysRetried: { header: 0, body: 0, both: 0, different: 0 },
     boundaryPlanned: 0,
@@ -74,7 +90,15 @@ export const makeWorkload = <R, P>(setup: WorkloadOptions<R, P>) => {
     resolveDisputeNow: setup.hooks?.resolveDisputeNow ?? null
   }
   const reading = makeReading(auditor)
-  const { send, sendBoth } = makeClient({ service, auditor, trace, stats, prng, backoff: pace.backoff, errorOf: reading.errorOf })
+  const { send, sendBoth } = makeClient({
+    service,
+    auditor,
+    trace,
+    stats,
+    prng,
+    backoff: pace.backoff,
+    errorOf: reading.errorOf
+  })
   const world: WorkloadWorld<R, P> = {
     mix: options.mix,
     prng,
@@ -137,7 +161,9 @@ const recoverKey = <R, P>(world: WorkloadWorld<R, P>, merchant: Merchant) =>
         merchant.keyId = issued.record.id
         merchant.keyGeneration++
         world.stats.keyRecoveries++
-        world.trace.record(`m${merchant.index} locked out by a lost rotation answer; new key ${issued.record.id} issued out of band`)
+        world.trace.record(
+          `m${merchant.index} locked out by a lost rotation answer; new key ${issued.record.id} issued out of band`
+        )
         return
       }
       yield* world.backoff(60_000)
@@ -154,16 +180,30 @@ export const rotations = <R, P>(world: WorkloadWorld<R, P>, merchant: Merchant) 
       const gapMs = world.prng.exponential(meanMs)
       if (before + gapMs >= world.horizonEndMs) return
       yield* world.idle(gapMs)
-      const call: Call = { merchant, method: "POST", path: `/api/v1/api_keys/${merchant.keyId}/rotate`, body: "{}", allow401: true }
+      const call: Call = {
+        merchant,
+        method: "POST",
+        path: `/api/v1/api_keys/${merchant.keyId}/rotate`,
+        body: "{}",
+        allow401: true
+      }
       const racing = world.prng.chance(world.mix.racingOperations)
       // From the first commit of a rotation until the merchant holds its answer, the key it
       // uses may already be revoked (a twin rotation won, or a reply was lost and retried).
       merchant.keyUncertain = true
       const answers = racing ? yield* world.sendBoth(call, call) : [yield* world.send(call)]
       const won = answers.filter((a) => a?.status === 201)
-      world.auditor.check(won.length <= 1, "one-rotation-wins", () => `two rotations of ${merchant.keyId} both succeeded`)
+      world.auditor.check(
+        won.length <= 1,
+        "one-rotation-wins",
+        () => `two rotations of ${merchant.keyId} both succeeded`
+      )
       for (const answer of answers) {
-        world.reading.expect(answer === null || answer.status === 201 || answer.status === 401 || answer.status === 409, () => `rotate ${merchant.keyId}`, answer)
+        world.reading.expect(
+          answer === null || answer.status === 201 || answer.status === 401 || answer.status === 409,
+          () => `rotate ${merchant.keyId}`,
+          answer
+        )
       }
       const winner = won[0]
       if (winner !== undefined && winner !== null) {
@@ -177,7 +217,13 @@ export const rotations = <R, P>(world: WorkloadWorld<R, P>, merchant: Merchant) 
         // crash between its commit and the reply). The merchant finds out with the key it
         // holds; when that key is revoked, it is locked out of the API and gets a new key out
         // of band, as from the operator's CLI.
-        const probe = yield* world.send({ merchant, method: "GET", path: "/api/v1/merchants/me", body: null, allow401: true })
+        const probe = yield* world.send({
+          merchant,
+          method: "GET",
+          path: "/api/v1/merchants/me",
+          body: null,
+          allow401: true
+        })
         if (probe?.status === 401) yield* recoverKey(world, merchant)
       }
       merchant.keyUncertain = false
@@ -196,7 +242,10 @@ export const batch = <R, P>(world: WorkloadWorld<R, P>, merchant: Merchant, coun
     world.stats.scriptsStarted++
     world.stats.batchPayments++
     const key = `batch-${tag}-${i}`
-    const body = `{"transaction":{"amount_cents":${draws.int(50, 50_000)},"currency":"USD","card_token":"tok_batch_${merchant.index}_${tag}_${i}",` +
+    const body =
+      `{"transaction":{"amount_cents":${
+        draws.int(50, 50_000)
+      },"currency":"USD","card_token":"tok_batch_${merchant.index}_${tag}_${i}",` +
       `"card_last_four":"${draws.int(1000, 9999)}","card_brand":"visa","metadata":{"order":"${key}"}}}`
     return Effect.ensuring(
       world.send({ merchant, method: "POST", path: "/api/v1/transactions", body, key, replays: [] }, (response) => {
@@ -206,7 +255,14 @@ export const batch = <R, P>(world: WorkloadWorld<R, P>, merchant: Merchant, coun
         }
         world.reading.expect(response.status === 201, () => `batch create ${key}`, response)
         const transaction = world.reading.parseTransaction(response)
-        if (transaction !== null) world.expectations.push({ paymentId: transaction.id, capturedCents: null, refundedCents: 0, uncertain: false })
+        if (transaction !== null) {
+          world.expectations.push({
+            paymentId: transaction.id,
+            capturedCents: null,
+            refundedCents: 0,
+            uncertain: false
+          })
+        }
       }),
       Effect.sync(() => void world.stats.scriptsFinished++)
     )
@@ -226,20 +282,37 @@ export const pushRateLimit = <R, P>(world: WorkloadWorld<R, P>, merchant: Mercha
   })
 const pushing = <R, P>(world: WorkloadWorld<R, P>, merchant: Merchant, tag: string, plan: RateLimitPush) =>
   Effect.gen(function*() {
-    const created = yield* world.send({ merchant, method: "POST", path: "/api/v1/api_keys", body: `{"name":"rate limit push ${tag}"}`, key: `push-key-${tag}`, replays: [] })
+    const created = yield* world.send({
+      merchant,
+      method: "POST",
+      path: "/api/v1/api_keys",
+      body: `{"name":"rate limit push ${tag}"}`,
+      key: `push-key-${tag}`,
+      replays: []
+    })
     if (created === null || created.status !== 201) return
     const secret = (JSON.parse(created.body) as { api_key: { key: string } }).api_key.key
     world.stats.rateLimitPushes++
     const counts: Record<string, number> = {}
     const fire = Effect.suspend(() =>
-      world.service.send(world.service.request("GET", "/api/v1/merchants/me", secret, null, noHeaders), (response) =>
-        Effect.sync(() => {
-          world.stats.requests++
-          const status = response === null ? "dropped" : response.status
-          world.stats.byStatus[status] = (world.stats.byStatus[status] ?? 0) + 1
-          counts[status] = (counts[status] ?? 0) + 1
-          if (response !== null) world.auditor.check(response.status !== 500, "no-internal-errors", () => `GET /api/v1/merchants/me answered 500: ${response.body}`)
-        })))
+      world.service.send(
+        world.service.request("GET", "/api/v1/merchants/me", secret, null, noHeaders),
+        (response) =>
+          Effect.sync(() => {
+            world.stats.requests++
+            const status = response === null ? "dropped" : response.status
+            world.stats.byStatus[status] = (world.stats.byStatus[status] ?? 0) + 1
+            counts[status] = (counts[status] ?? 0) + 1
+            if (response !== null) {
+              world.auditor.check(
+                response.status !== 500,
+                "no-internal-errors",
+                () => `GET /api/v1/merchants/me answered 500: ${response.body}`
+              )
+            }
+          })
+      )
+    )
     const sent: Array<Fiber.Fiber<void>> = []
     for (let i = 0; i < plan.burst; i++) sent.push(yield* Effect.forkDetach(fire))
     for (let i = 0; i < plan.steady; i++) {
@@ -247,8 +320,11 @@ const pushing = <R, P>(world: WorkloadWorld<R, P>, merchant: Merchant, tag: stri
       sent.push(yield* Effect.forkDetach(fire))
     }
     yield* Fiber.joinAll(sent)
-    world.trace.record(`m${merchant.index} rate limit push ${tag}: ${plan.burst} at once, ${plan.steady} every ${plan.gapMs} ms -> ${
-      Object.entries(counts).sort().map(([status, n]) => `${status}:${n}`).join(" ")}`)
+    world.trace.record(
+      `m${merchant.index} rate limit push ${tag}: ${plan.burst} at once, ${plan.steady} every ${plan.gapMs} ms -> ${
+        Object.entries(counts).sort().map(([status, n]) => `${status}:${n}`).join(" ")
+      }`
+    )
   })
 
 /** Poisson arrivals of payments over the first 90% of the horizon, each script on its own fiber. */
@@ -266,12 +342,15 @@ export const arrivals = <R, P>(world: WorkloadWorld<R, P>, merchants: ReadonlyAr
 
 /** Script number `n` of `merchant`, to its end (and what runs then: `hooks.onPaymentFinished`). */
 export const script = <R, P>(world: WorkloadWorld<R, P>, merchant: Merchant, n: number) =>
-  Effect.ensuring(paymentScript(world, merchant, n), Effect.suspend(() => {
-    world.stats.scriptsFinished++
-    const paymentId = world.scriptPayments.get(n)
-    world.scriptPayments.delete(n)
-    return paymentId === undefined ? Effect.void : world.hooks.onPaymentFinished(paymentId)
-  }))
+  Effect.ensuring(
+    paymentScript(world, merchant, n),
+    Effect.suspend(() => {
+      world.stats.scriptsFinished++
+      const paymentId = world.scriptPayments.get(n)
+      world.scriptPayments.delete(n)
+      return paymentId === undefined ? Effect.void : world.hooks.onPaymentFinished(paymentId)
+    })
+  )
 
 /**
  * One payment per key, as the client knows its keys (CONTRACT section 5), whichever way it sent
@@ -288,9 +367,15 @@ export const auditCreateKeys = <R, P>(world: WorkloadWorld<R, P>, payments: Iter
     if (code === undefined) continue
     const scoped = `${payment.merchantId} ${order}`
     const other = seen.get(scoped)
-    world.auditor.check(other === undefined, "one-transaction-per-key", () =>
-      `idempotency key create-${order.slice(6)} of ${payment.merchantId} (sent ${keyWayNames[code]}): transactions ${other?.id} and ${payment.id} ` +
-      `(their rows record the keys ${other?.key ?? "none"} and ${payment.idempotencyKey ?? "none"})`)
+    world.auditor.check(
+      other === undefined,
+      "one-transaction-per-key",
+      () =>
+        `idempotency key create-${order.slice(6)} of ${payment.merchantId} (sent ${
+          keyWayNames[code]
+        }): transactions ${other?.id} and ${payment.id} ` +
+        `(their rows record the keys ${other?.key ?? "none"} and ${payment.idempotencyKey ?? "none"})`
+    )
     if (other === undefined) seen.set(scoped, { id: payment.id, key: payment.idempotencyKey })
   }
 }

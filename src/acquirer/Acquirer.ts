@@ -25,7 +25,9 @@ export class AcquirerUnavailable extends Data.TaggedError("AcquirerUnavailable")
 export class AcquirerOutcomeUnknown extends Data.TaggedError("AcquirerOutcomeUnknown")<{ readonly reason: string }> {}
 
 /** The processor answered and refused the operation (a capture of an expired authorization, a refund over what was captured): it did not happen. */
-export class AcquirerRefused extends Data.TaggedError("AcquirerRefused")<{ readonly code: string; readonly message: string }> {}
+export class AcquirerRefused
+  extends Data.TaggedError("AcquirerRefused")<{ readonly code: string; readonly message: string }>
+{}
 
 export type ProcessorCallError = AcquirerUnavailable | AcquirerOutcomeUnknown
 
@@ -43,7 +45,9 @@ export const operationKeys = {
   cancel: (paymentId: string) => `${paymentId}:cancel`,
   /** `failedBefore`: refunds of the payment the processor failed before this one was asked (a failure gives the refunded total back, and the next refund must not reuse the failed one's key). */
   refund: (paymentId: string, refundedBeforeCents: number, failedBefore = 0) =>
-    failedBefore === 0 ? `${paymentId}:refund:${refundedBeforeCents}` : `${paymentId}:refund:${refundedBeforeCents}:after-${failedBefore}-failed`
+    failedBefore === 0
+      ? `${paymentId}:refund:${refundedBeforeCents}`
+      : `${paymentId}:refund:${refundedBeforeCents}:after-${failedBefore}-failed`
 } as const
 
 /** A call on an existing authorization: our payment id, the processor's reference when known, the operation's key. */
@@ -139,7 +143,9 @@ export interface ProcessorOperations {
     readonly timeoutMs: number
   }) => Effect.Effect<ProcessorPayment | null, ProcessorCallError>
   /** Every payment the processor created within `[fromMs, toMs)`, for reconciliation. */
-  readonly payments: (period: { readonly fromMs: number; readonly toMs: number }) => Effect.Effect<ReadonlyArray<ProcessorPayment>, ProcessorCallError>
+  readonly payments: (
+    period: { readonly fromMs: number; readonly toMs: number }
+  ) => Effect.Effect<ReadonlyArray<ProcessorPayment>, ProcessorCallError>
   /**
    * An inbound notification (the raw body and the processor's signature header), verified with
    * the processor's signature scheme at `nowMs` and read into our terms.
@@ -173,7 +179,6 @@ export type ProcessorNotification =
   | { readonly _tag: "Ignored"; readonly eventId: string; readonly type: string }
 
 export class Acquirer extends Context.Service<Acquirer, AcquirerShape>()("payments/Acquirer") {}
-
 
 /** Test tokens of the sandbox acquirer (CONTRACT section 6, docs/api.md). */
 export const sandboxDeclines: Record<string, { readonly code: string; readonly message: string }> = {
@@ -209,7 +214,10 @@ export const sandboxAuthorize = (request: AuthorizationRequest): Effect.Effect<A
 }
 
 /** The sandbox's answer, or (its timeout token) no answer once `timeoutMs` has passed. */
-export const sandboxAuthorizeWithin = (request: AuthorizationRequest, timeoutMs: number): Effect.Effect<AuthorizationOutcome | null> => {
+export const sandboxAuthorizeWithin = (
+  request: AuthorizationRequest,
+  timeoutMs: number
+): Effect.Effect<AuthorizationOutcome | null> => {
   const answer = sandboxAnswer(request)
   return answer === undefined ? Effect.as(Effect.sleep(timeoutMs), null) : Effect.succeed(answer)
 }
@@ -220,13 +228,19 @@ export const sandboxAuthorizeWithin = (request: AuthorizationRequest, timeoutMs:
  */
 export const authorizeWithin = (
   acquirer: AcquirerShape
-): (request: AuthorizationRequest, timeoutMs: number) => Effect.Effect<AuthorizationOutcome | null, ProcessorCallError> =>
+): (
+  request: AuthorizationRequest,
+  timeoutMs: number
+) => Effect.Effect<AuthorizationOutcome | null, ProcessorCallError> =>
   acquirer.authorizeWithin ??
     ((request, timeoutMs) =>
-      Effect.timeoutOrElse(acquirer.authorize(request) as Effect.Effect<AuthorizationOutcome | null, ProcessorCallError>, {
-        duration: timeoutMs,
-        orElse: () => Effect.succeed(null)
-      }))
+      Effect.timeoutOrElse(
+        acquirer.authorize(request) as Effect.Effect<AuthorizationOutcome | null, ProcessorCallError>,
+        {
+          duration: timeoutMs,
+          orElse: () => Effect.succeed(null)
+        }
+      ))
 
 export const layerSandbox = Layer.succeed(Acquirer, {
   authorize: sandboxAuthorize,

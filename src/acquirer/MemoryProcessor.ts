@@ -96,7 +96,9 @@ export const makeMemoryProcessor = (options: {
       const full: CallInfo = { ...info, attempt }
       calls.push(full)
       const fault = options.fault?.(full)
-      if (fault === "unreachable") return Effect.fail(new AcquirerOutcomeUnknown({ reason: "no answer (the request did not arrive)" }))
+      if (fault === "unreachable") {
+        return Effect.fail(new AcquirerOutcomeUnknown({ reason: "no answer (the request did not arrive)" }))
+      }
       const text = JSON.stringify(params)
       const seen = answers.get(info.idempotencyKey)
       let answer: Answer
@@ -104,26 +106,46 @@ export const makeMemoryProcessor = (options: {
         answer = act()
         answers.set(info.idempotencyKey, { params: text, answer })
       } else if (seen.params !== text) {
-        answer = { ok: false, error: new AcquirerRefused({ code: "idempotency_key_reused", message: "The key was used with other parameters." }) }
+        answer = {
+          ok: false,
+          error: new AcquirerRefused({
+            code: "idempotency_key_reused",
+            message: "The key was used with other parameters."
+          })
+        }
       } else answer = seen.answer
-      if (fault === "lost") return Effect.fail(new AcquirerOutcomeUnknown({ reason: "the answer was lost after the processor acted" }))
+      if (fault === "lost") {
+        return Effect.fail(new AcquirerOutcomeUnknown({ reason: "the answer was lost after the processor acted" }))
+      }
       if (fault === "late") return Effect.never
       return answer.ok ? Effect.succeed(answer.value as A) : Effect.fail(answer.error)
     })
 
   /** An operation's answer within the caller's `timeoutMs`, else an unknown outcome. */
-  const within = (timeoutMs: number) => <A, E>(effect: Effect.Effect<A, E>): Effect.Effect<A, E | AcquirerOutcomeUnknown> =>
-    Effect.timeoutOrElse(effect, { duration: timeoutMs, orElse: () => Effect.fail(new AcquirerOutcomeUnknown({ reason: "no answer within the deadline" })) })
+  const within =
+    (timeoutMs: number) => <A, E>(effect: Effect.Effect<A, E>): Effect.Effect<A, E | AcquirerOutcomeUnknown> =>
+      Effect.timeoutOrElse(effect, {
+        duration: timeoutMs,
+        orElse: () => Effect.fail(new AcquirerOutcomeUnknown({ reason: "no answer within the deadline" }))
+      })
 
-  const refused = (code: string, message: string): Answer => ({ ok: false, error: new AcquirerRefused({ code, message }) })
+  const refused = (code: string, message: string): Answer => ({
+    ok: false,
+    error: new AcquirerRefused({ code, message })
+  })
 
   const authorize = (request: AuthorizationRequest): Effect.Effect<AuthorizationOutcome, ProcessorCallError> => {
-    if (request.cardToken === networkTimeoutToken) return Effect.fail(new AcquirerOutcomeUnknown({ reason: "no answer" }))
+    if (request.cardToken === networkTimeoutToken) {
+      return Effect.fail(new AcquirerOutcomeUnknown({ reason: "no answer" }))
+    }
     const key = operationKeys.authorize(request.paymentId)
     return call<AuthorizationOutcome>({ operation: "authorize", idempotencyKey: key }, request, () => {
       const existing = held.get(request.paymentId)
       if (existing !== undefined && existing.cancelled) {
-        return { ok: true, value: { _tag: "Declined", code: "do_not_honor", message: "The authorization was cancelled." } }
+        return {
+          ok: true,
+          value: { _tag: "Declined", code: "do_not_honor", message: "The authorization was cancelled." }
+        }
       }
       const outcome = sandboxAnswer(request)!
       const reference = `mp_${request.paymentId}`
@@ -144,17 +166,26 @@ export const makeMemoryProcessor = (options: {
 
   const acquirer: AcquirerShape = {
     authorize,
-    authorizeWithin: (request, timeoutMs) => Effect.timeoutOrElse(authorize(request), { duration: timeoutMs, orElse: () => Effect.succeed(null) }),
+    authorizeWithin: (request, timeoutMs) =>
+      Effect.timeoutOrElse(authorize(request), { duration: timeoutMs, orElse: () => Effect.succeed(null) }),
     operations: {
       capture: (request) =>
-        call<void>({ operation: "capture", idempotencyKey: request.idempotencyKey }, { amount: request.amountCents }, () => {
-          const h = held.get(request.paymentId)
-          if (h === undefined || h.declined || h.cancelled || h.authorizedCents === 0) return refused("payment_intent_unexpected_state", "Nothing to capture.")
-          if (request.amountCents > h.authorizedCents) return refused("amount_too_large", "More than was authorized.")
-          h.capturedCents = request.amountCents
-          h.authorizedCents = 0
-          return { ok: true, value: undefined }
-        }).pipe(within(request.timeoutMs)),
+        call<void>(
+          { operation: "capture", idempotencyKey: request.idempotencyKey },
+          { amount: request.amountCents },
+          () => {
+            const h = held.get(request.paymentId)
+            if (h === undefined || h.declined || h.cancelled || h.authorizedCents === 0) {
+              return refused("payment_intent_unexpected_state", "Nothing to capture.")
+            }
+            if (request.amountCents > h.authorizedCents) {
+              return refused("amount_too_large", "More than was authorized.")
+            }
+            h.capturedCents = request.amountCents
+            h.authorizedCents = 0
+            return { ok: true, value: undefined }
+          }
+        ).pipe(within(request.timeoutMs)),
       cancel: (request) =>
         call<void>({ operation: "cancel", idempotencyKey: request.idempotencyKey }, {}, () => {
           const h = held.get(request.paymentId)
@@ -173,26 +204,37 @@ export const makeMemoryProcessor = (options: {
             })
             return { ok: true, value: undefined }
           }
-          if (h.capturedCents > 0) return refused("payment_intent_unexpected_state", "A captured payment cannot be cancelled.")
+          if (h.capturedCents > 0) {
+            return refused("payment_intent_unexpected_state", "A captured payment cannot be cancelled.")
+          }
           h.authorizedCents = 0
           h.cancelled = true
           return { ok: true, value: undefined }
         }).pipe(within(request.timeoutMs)),
       refund: (request) =>
-        call<void>({ operation: "refund", idempotencyKey: request.idempotencyKey }, { amount: request.amountCents }, () => {
-          const h = held.get(request.paymentId)
-          if (h === undefined || request.amountCents > h.capturedCents - h.refundedCents) return refused("amount_too_large", "More than is left to refund.")
-          h.refundedCents += request.amountCents
-          return { ok: true, value: undefined }
-        }).pipe(within(request.timeoutMs)),
+        call<void>(
+          { operation: "refund", idempotencyKey: request.idempotencyKey },
+          { amount: request.amountCents },
+          () => {
+            const h = held.get(request.paymentId)
+            if (h === undefined || request.amountCents > h.capturedCents - h.refundedCents) {
+              return refused("amount_too_large", "More than is left to refund.")
+            }
+            h.refundedCents += request.amountCents
+            return { ok: true, value: undefined }
+          }
+        ).pipe(within(request.timeoutMs)),
       lookup: (request) =>
         Effect.suspend(() => {
           const h = held.get(request.paymentId)
           return Effect.succeed(h === undefined ? null : snapshot(h))
         }),
       payments: (period) =>
-        Effect.sync(() => [...held.values()].filter((h) => h.createdMs >= period.fromMs && h.createdMs < period.toMs).map(snapshot)),
-      notification: () => Effect.fail(new InvalidNotification({ reason: "the memory processor sends no notifications" }))
+        Effect.sync(() =>
+          [...held.values()].filter((h) => h.createdMs >= period.fromMs && h.createdMs < period.toMs).map(snapshot)
+        ),
+      notification: () =>
+        Effect.fail(new InvalidNotification({ reason: "the memory processor sends no notifications" }))
     }
   }
   return {

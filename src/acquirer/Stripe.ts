@@ -12,15 +12,15 @@ import {
   type AuthorizationRequest,
   type CaptureRequest,
   InvalidNotification,
-  type OperationRequest,
   operationKeys,
+  type OperationRequest,
   ordinaryRiskSignal,
-  sandboxRiskSignals,
   type ProcessorCallError,
   type ProcessorNotification,
   type ProcessorPayment,
   type RefundRequest,
-  sandboxDeclines
+  sandboxDeclines,
+  sandboxRiskSignals
 } from "./Acquirer.ts"
 
 /**
@@ -94,8 +94,9 @@ export type FormValue = string | number | boolean | ReadonlyArray<FormValue> | {
 
 const appendForm = (params: URLSearchParams, name: string, value: FormValue): void => {
   if (Array.isArray(value)) value.forEach((item, i) => appendForm(params, `${name}[${i}]`, item))
-  else if (typeof value === "object") for (const [key, item] of Object.entries(value)) appendForm(params, `${name}[${key}]`, item as FormValue)
-  else params.append(name, String(value))
+  else if (typeof value === "object") {
+    for (const [key, item] of Object.entries(value)) appendForm(params, `${name}[${key}]`, item as FormValue)
+  } else params.append(name, String(value))
 }
 
 export const encodeForm = (values: { readonly [key: string]: FormValue }): URLSearchParams => {
@@ -137,17 +138,28 @@ interface Answer {
 }
 
 const errorOf = (answer: Answer): StripeError =>
-  (typeof answer.body === "object" && answer.body !== null && "error" in answer.body ? (answer.body as { error: StripeError }).error : {}) ?? {}
+  (typeof answer.body === "object" && answer.body !== null && "error" in answer.body
+    ? (answer.body as { error: StripeError }).error
+    : {}) ?? {}
 
 const describe = (answer: Answer) => {
   const error = errorOf(answer)
-  return `Stripe answered ${answer.status}${error.code ? ` ${error.code}` : ""}${error.message ? `: ${error.message}` : ""}`
+  return `Stripe answered ${answer.status}${error.code ? ` ${error.code}` : ""}${
+    error.message ? `: ${error.message}` : ""
+  }`
 }
 
 // Classification of failures --------------------------------------------------------------------
 
 /** Failures of the transport that happen before a byte of the request is sent. */
-const notSentCodes = new Set(["ECONNREFUSED", "ENOTFOUND", "EAI_AGAIN", "EHOSTUNREACH", "ENETUNREACH", "UND_ERR_CONNECT_TIMEOUT"])
+const notSentCodes = new Set([
+  "ECONNREFUSED",
+  "ENOTFOUND",
+  "EAI_AGAIN",
+  "EHOSTUNREACH",
+  "ENETUNREACH",
+  "UND_ERR_CONNECT_TIMEOUT"
+])
 
 const causeCode = (error: unknown): string | undefined => {
   for (let at: unknown = error, depth = 0; at !== null && typeof at === "object" && depth < 4; depth++) {
@@ -165,11 +177,17 @@ const causeCode = (error: unknown): string | undefined => {
  */
 export const classifyTransportFailure = (error: unknown, timeoutMs: number): ProcessorCallError => {
   const name = error instanceof Error ? error.name : ""
-  if (name === "TimeoutError") return new AcquirerOutcomeUnknown({ reason: `no answer from Stripe within ${timeoutMs} ms` })
+  if (name === "TimeoutError") {
+    return new AcquirerOutcomeUnknown({ reason: `no answer from Stripe within ${timeoutMs} ms` })
+  }
   const code = causeCode(error)
-  if (code !== undefined && notSentCodes.has(code)) return new AcquirerUnavailable({ reason: `cannot reach Stripe (${code})` })
+  if (code !== undefined && notSentCodes.has(code)) {
+    return new AcquirerUnavailable({ reason: `cannot reach Stripe (${code})` })
+  }
   const message = error instanceof Error ? error.message : String(error)
-  return new AcquirerOutcomeUnknown({ reason: `the request to Stripe failed after it may have been sent (${code ?? message})` })
+  return new AcquirerOutcomeUnknown({
+    reason: `the request to Stripe failed after it may have been sent (${code ?? message})`
+  })
 }
 
 /**
@@ -188,8 +206,14 @@ const classifyAnswer = (answer: Answer): ProcessorCallError => {
 /** Stripe's decline codes in our terms (CONTRACT section 6): the two we name, else do_not_honor. */
 export const declineOf = (error: StripeError): Extract<AuthorizationOutcome, { _tag: "Declined" }> => {
   const code = error.decline_code ?? error.code ?? "card_declined"
-  if (code === "insufficient_funds" || code === "expired_card") return { _tag: "Declined", ...sandboxDeclines[`tok_decline_${code}`]! }
-  return { _tag: "Declined", code: "do_not_honor", message: `${sandboxDeclines.tok_decline_do_not_honor!.message} (Stripe: ${code})` }
+  if (code === "insufficient_funds" || code === "expired_card") {
+    return { _tag: "Declined", ...sandboxDeclines[`tok_decline_${code}`]! }
+  }
+  return {
+    _tag: "Declined",
+    code: "do_not_honor",
+    message: `${sandboxDeclines.tok_decline_do_not_honor!.message} (Stripe: ${code})`
+  }
 }
 
 /**
@@ -206,7 +230,9 @@ export const riskSignalOf = (intent: StripePaymentIntent): number => {
   if (outcome?.risk_level === "highest") return sandboxRiskSignals.tok_risk_highest!
   if (outcome?.risk_level === "elevated") return sandboxRiskSignals.tok_risk_review!
   const score = outcome?.risk_score
-  return typeof score === "number" && Number.isFinite(score) ? Math.min(1, Math.max(0, score / 100)) : ordinaryRiskSignal
+  return typeof score === "number" && Number.isFinite(score)
+    ? Math.min(1, Math.max(0, score / 100))
+    : ordinaryRiskSignal
 }
 
 /** A PaymentIntent in the look-up's terms. */
@@ -230,9 +256,15 @@ const authorizationOf = (intent: StripePaymentIntent): AuthorizationOutcome | Pr
   if (intent.status === "requires_capture" || intent.status === "succeeded") {
     return { _tag: "Approved", reference: intent.id, networkRiskSignal: riskSignalOf(intent) }
   }
-  if (intent.status === "requires_payment_method" && intent.last_payment_error != null) return declineOf(intent.last_payment_error)
+  if (intent.status === "requires_payment_method" && intent.last_payment_error != null) {
+    return declineOf(intent.last_payment_error)
+  }
   if (intent.status === "requires_action") {
-    return { _tag: "Declined", code: "do_not_honor", message: "The card requires the cardholder's authentication (3-D Secure), which this service cannot ask for." }
+    return {
+      _tag: "Declined",
+      code: "do_not_honor",
+      message: "The card requires the cardholder's authentication (3-D Secure), which this service cannot ask for."
+    }
   }
   return new AcquirerOutcomeUnknown({ reason: `Stripe left PaymentIntent ${intent.id} in status ${intent.status}` })
 }
@@ -251,7 +283,8 @@ interface StripeEvent {
 const parseEvent = (body: string): StripeEvent | null => {
   try {
     const event = JSON.parse(body) as Partial<StripeEvent>
-    const valid = typeof event.id === "string" && typeof event.type === "string" && typeof event.data?.object === "object" && event.data.object !== null
+    const valid = typeof event.id === "string" && typeof event.type === "string" &&
+      typeof event.data?.object === "object" && event.data.object !== null
     return valid ? (event as StripeEvent) : null
   } catch {
     return null
@@ -340,7 +373,11 @@ export const make = (options: StripeOptions): AcquirerShape => {
       if (answer.status === 402) return declineOf(error)
       if (answer.status === 400 && error.type === "card_error") return declineOf(error)
       if ((answer.status === 400 || answer.status === 404) && error.type === "invalid_request_error") {
-        return { _tag: "Declined", code: "do_not_honor", message: `Stripe refused the authorization: ${error.message ?? error.code ?? "invalid request"}` } as const
+        return {
+          _tag: "Declined",
+          code: "do_not_honor",
+          message: `Stripe refused the authorization: ${error.message ?? error.code ?? "invalid request"}`
+        } as const
       }
       return yield* Effect.fail(classifyAnswer(answer))
     })
@@ -353,7 +390,10 @@ export const make = (options: StripeOptions): AcquirerShape => {
 
   const searchIntent = (paymentId: string, timeoutMs: number) =>
     Effect.gen(function*() {
-      const query = new URLSearchParams({ query: `metadata['payment_id']:'${paymentId.replace(/['\\]/g, "")}'`, limit: "10" })
+      const query = new URLSearchParams({
+        query: `metadata['payment_id']:'${paymentId.replace(/['\\]/g, "")}'`,
+        limit: "10"
+      })
       query.append("expand[]", "data.latest_charge")
       const answer = yield* request("GET", `/v1/payment_intents/search?${query}`, { timeoutMs })
       if (!ok(answer)) return yield* Effect.fail(classifyAnswer(answer))
@@ -361,17 +401,23 @@ export const make = (options: StripeOptions): AcquirerShape => {
         .filter((intent) => intent.metadata?.payment_id === paymentId)
       // One key per authorization makes one intent per payment; should there be more, the one
       // that holds or moved money speaks for the payment.
-      return intents.find((intent) => intent.status === "requires_capture" || intent.status === "succeeded") ?? intents[0] ?? null
+      return intents.find((intent) => intent.status === "requires_capture" || intent.status === "succeeded") ??
+        intents[0] ?? null
     })
 
   /** The operation could not be sent: Stripe does not (yet) list an intent for the payment. */
   const notFound = (operation: OperationRequest) =>
-    new AcquirerUnavailable({ reason: `Stripe's search finds no PaymentIntent for ${operation.paymentId} (search lags writes by up to a minute)` })
+    new AcquirerUnavailable({
+      reason: `Stripe's search finds no PaymentIntent for ${operation.paymentId} (search lags writes by up to a minute)`
+    })
 
   const refusedOrUnknown = (answer: Answer): AcquirerRefused | ProcessorCallError => {
     const error = errorOf(answer)
     if (answer.status === 400 || answer.status === 402 || answer.status === 404) {
-      return new AcquirerRefused({ code: error.code ?? error.type ?? `http_${answer.status}`, message: error.message ?? describe(answer) })
+      return new AcquirerRefused({
+        code: error.code ?? error.type ?? `http_${answer.status}`,
+        message: error.message ?? describe(answer)
+      })
     }
     return classifyAnswer(answer)
   }
@@ -409,31 +455,42 @@ export const make = (options: StripeOptions): AcquirerShape => {
       const id = yield* intentId(refund)
       if (id === null) return yield* Effect.fail(notFound(refund))
       const answer = yield* request("POST", "/v1/refunds", {
-        form: encodeForm({ payment_intent: id, amount: refund.amountCents, metadata: { payment_id: refund.paymentId } }),
+        form: encodeForm({
+          payment_intent: id,
+          amount: refund.amountCents,
+          metadata: { payment_id: refund.paymentId }
+        }),
         idempotencyKey: refund.idempotencyKey,
         timeoutMs: refund.timeoutMs
       })
       if (!ok(answer)) return yield* Effect.fail(refusedOrUnknown(answer))
       const status = (answer.body as { status?: string }).status
       if (status === "failed" || status === "canceled") {
-        return yield* Effect.fail(new AcquirerRefused({ code: `refund_${status}`, message: `Stripe's refund ended ${status}` }))
+        return yield* Effect.fail(
+          new AcquirerRefused({ code: `refund_${status}`, message: `Stripe's refund ended ${status}` })
+        )
       }
     })
 
   const retrieve = (id: string, timeoutMs: number) =>
     Effect.gen(function*() {
-      const answer = yield* request("GET", `/v1/payment_intents/${encodeURIComponent(id)}?expand%5B%5D=latest_charge`, { timeoutMs })
+      const answer = yield* request("GET", `/v1/payment_intents/${encodeURIComponent(id)}?expand%5B%5D=latest_charge`, {
+        timeoutMs
+      })
       if (answer.status === 404) return null
       if (!ok(answer)) return yield* Effect.fail(classifyAnswer(answer))
       return answer.body as StripePaymentIntent
     })
 
-  const lookup = (query: { readonly paymentId: string; readonly reference?: string | null; readonly timeoutMs: number }) =>
+  const lookup = (
+    query: { readonly paymentId: string; readonly reference?: string | null; readonly timeoutMs: number }
+  ) =>
     Effect.gen(function*() {
       const intent = query.reference != null
         ? yield* retrieve(query.reference, query.timeoutMs)
         : yield* searchIntent(query.paymentId, query.timeoutMs)
-      return intent === null || (intent.metadata?.payment_id !== undefined && intent.metadata.payment_id !== query.paymentId)
+      return intent === null ||
+          (intent.metadata?.payment_id !== undefined && intent.metadata.payment_id !== query.paymentId)
         ? null
         : processorPaymentOf(intent, query.paymentId)
     })
@@ -467,11 +524,15 @@ export const make = (options: StripeOptions): AcquirerShape => {
   /** Our payment id of an intent, read from the intent itself (disputes carry the intent's id, not its metadata). */
   const paymentIdOfIntent = (intentId: unknown) =>
     Effect.gen(function*() {
-      if (typeof intentId !== "string") return yield* Effect.fail(new InvalidNotification({ reason: "the event names no payment_intent" }))
+      if (typeof intentId !== "string") {
+        return yield* Effect.fail(new InvalidNotification({ reason: "the event names no payment_intent" }))
+      }
       const intent = yield* retrieve(intentId, options.defaultTimeoutMs)
       const paymentId = intent?.metadata?.payment_id
       if (paymentId === undefined) {
-        return yield* Effect.fail(new InvalidNotification({ reason: `PaymentIntent ${intentId} is not one of ours (no metadata.payment_id)` }))
+        return yield* Effect.fail(
+          new InvalidNotification({ reason: `PaymentIntent ${intentId} is not one of ours (no metadata.payment_id)` })
+        )
       }
       return paymentId
     })
@@ -512,21 +573,43 @@ export const make = (options: StripeOptions): AcquirerShape => {
       } as const
     })
 
-  const notification = (input: { readonly body: string; readonly signature: string | undefined; readonly nowMs: number }) =>
+  const notification = (
+    input: { readonly body: string; readonly signature: string | undefined; readonly nowMs: number }
+  ) =>
     Effect.gen(function*() {
-      if (options.webhookSecret === null) return yield* Effect.fail(new InvalidNotification({ reason: "no STRIPE_WEBHOOK_SECRET is configured" }))
-      if (input.signature === undefined) return yield* Effect.fail(new InvalidNotification({ reason: "no Stripe-Signature header" }))
+      if (options.webhookSecret === null) {
+        return yield* Effect.fail(new InvalidNotification({ reason: "no STRIPE_WEBHOOK_SECRET is configured" }))
+      }
+      if (input.signature === undefined) {
+        return yield* Effect.fail(new InvalidNotification({ reason: "no Stripe-Signature header" }))
+      }
       const signedAt = signedAtSeconds(input.signature)
-      if (signedAt === null) return yield* Effect.fail(new InvalidNotification({ reason: "the Stripe-Signature header has no timestamp" }))
+      if (signedAt === null) {
+        return yield* Effect.fail(new InvalidNotification({ reason: "the Stripe-Signature header has no timestamp" }))
+      }
       if (Math.abs(input.nowMs - signedAt * 1000) > toleranceMs) {
-        return yield* Effect.fail(new InvalidNotification({ reason: `the signature's timestamp is more than ${toleranceMs / 1000} s from now` }))
+        return yield* Effect.fail(
+          new InvalidNotification({ reason: `the signature's timestamp is more than ${toleranceMs / 1000} s from now` })
+        )
       }
       const nowSeconds = Math.floor(input.nowMs / 1000)
-      if (!verifyWebhookSignature(Redacted.value(options.webhookSecret), input.signature, input.body, nowSeconds, Math.ceil(toleranceMs / 1000) + 1)) {
-        return yield* Effect.fail(new InvalidNotification({ reason: "no v1 signature of the body matches the endpoint's secret" }))
+      if (
+        !verifyWebhookSignature(
+          Redacted.value(options.webhookSecret),
+          input.signature,
+          input.body,
+          nowSeconds,
+          Math.ceil(toleranceMs / 1000) + 1
+        )
+      ) {
+        return yield* Effect.fail(
+          new InvalidNotification({ reason: "no v1 signature of the body matches the endpoint's secret" })
+        )
       }
       const event = parseEvent(input.body)
-      if (event === null) return yield* Effect.fail(new InvalidNotification({ reason: "the body is not a Stripe event" }))
+      if (event === null) {
+        return yield* Effect.fail(new InvalidNotification({ reason: "the body is not a Stripe event" }))
+      }
       switch (event.type) {
         case "charge.dispute.created":
         case "charge.dispute.closed":
@@ -550,7 +633,8 @@ export const make = (options: StripeOptions): AcquirerShape => {
       refund,
       lookup,
       payments,
-      notification: (input) => notification(input) as Effect.Effect<ProcessorNotification, InvalidNotification | ProcessorCallError>
+      notification: (input) =>
+        notification(input) as Effect.Effect<ProcessorNotification, InvalidNotification | ProcessorCallError>
     }
   }
 }
@@ -562,7 +646,9 @@ export const layerStripe = Layer.effect(
     const config = yield* Config.AppConfig
     const stripe = config.stripe
     if (stripe === null) {
-      return yield* Effect.die(new Error("layerStripe needs STRIPE_SECRET_KEY (ACQUIRER=stripe): the configuration check should have said so"))
+      return yield* Effect.die(
+        new Error("layerStripe needs STRIPE_SECRET_KEY (ACQUIRER=stripe): the configuration check should have said so")
+      )
     }
     return make({ ...stripe, defaultTimeoutMs: config.acquirerTimeoutMs })
   })

@@ -1,8 +1,8 @@
+import type { Dispute, DisputeReason } from "./DisputeRecord.ts"
 import * as Ledger from "./Ledger.ts"
 import { disputeFeeCents } from "./Money.ts"
 import type { Context, Decision, Payment } from "./Payment.ts"
 import { decide, invalidAmount, invalidState, isAmountWithin, refundableCents } from "./Payment.ts"
-import type { Dispute, DisputeReason } from "./DisputeRecord.ts"
 export { type Dispute, type DisputeReason, disputeReasons, type DisputeStatus } from "./DisputeRecord.ts"
 
 /**
@@ -45,12 +45,22 @@ export const alreadyApplied = (payment: Payment, notification: DisputeNotificati
 /** Captured money that a new dispute may cover: the refundable remainder. */
 export const disputableCents = (payment: Payment): number => refundableCents(payment)
 
-const open = (payment: Payment, notification: DisputeNotification, reason: DisputeReason, amountCents: number | undefined, context: Context): Decision => {
+const open = (
+  payment: Payment,
+  notification: DisputeNotification,
+  reason: DisputeReason,
+  amountCents: number | undefined,
+  context: Context
+): Decision => {
   const existing = payment.dispute
   if (existing !== null) {
     return existing.acquirerDisputeId === notification.acquirerDisputeId
       ? invalidState(payment, "open a dispute on", `dispute ${notification.acquirerDisputeId} was already opened`)
-      : invalidState(payment, "open a dispute on", `it already has dispute ${existing.acquirerDisputeId} (${existing.status})`)
+      : invalidState(
+        payment,
+        "open a dispute on",
+        `it already has dispute ${existing.acquirerDisputeId} (${existing.status})`
+      )
   }
   if (payment.status !== "captured" && payment.status !== "settled") return invalidState(payment, "open a dispute on")
   const disputable = disputableCents(payment)
@@ -74,13 +84,22 @@ const open = (payment: Payment, notification: DisputeNotification, reason: Dispu
   }, context)
 }
 
-const resolve = (payment: Payment, notification: DisputeNotification, outcome: DisputeOutcome, context: Context): Decision => {
+const resolve = (
+  payment: Payment,
+  notification: DisputeNotification,
+  outcome: DisputeOutcome,
+  context: Context
+): Decision => {
   const dispute = payment.dispute
   if (dispute === null || dispute.acquirerDisputeId !== notification.acquirerDisputeId) {
     return invalidState(payment, "resolve a dispute of", `it has no dispute ${notification.acquirerDisputeId}`)
   }
   if (dispute.status !== "open") {
-    return invalidState(payment, "resolve a dispute of", `dispute ${dispute.acquirerDisputeId} was already resolved as '${dispute.status}'`)
+    return invalidState(
+      payment,
+      "resolve a dispute of",
+      `dispute ${dispute.acquirerDisputeId} was already resolved as '${dispute.status}'`
+    )
   }
   const settled = isSettled(payment)
   const feeCents = outcome === "lost" ? disputeFeeCents[payment.currency] : 0
@@ -98,7 +117,9 @@ const resolve = (payment: Payment, notification: DisputeNotification, outcome: D
  * refused like any other that does not fit (see `alreadyApplied` to tell them apart).
  */
 export const apply = (payment: Payment, notification: DisputeNotification, context: Context): Decision => {
-  if (payment.id !== notification.paymentId) return invalidState(payment, "apply a dispute notification to", "it names another payment")
+  if (payment.id !== notification.paymentId) {
+    return invalidState(payment, "apply a dispute notification to", "it names another payment")
+  }
   const action = notification.action
   return action._tag === "Open"
     ? open(payment, notification, action.reason, action.amountCents, context)

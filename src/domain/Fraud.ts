@@ -107,7 +107,9 @@ export const features = (input: FraudInput): FraudFeatures => {
   // Visa is the reference; the rare brands are pooled (too few payments each for a weight of their own).
   values.card_brand_mastercard = input.cardBrand === "mastercard" ? 1 : 0
   values.card_brand_amex = input.cardBrand === "amex" ? 1 : 0
-  values.card_brand_other = input.cardBrand === "visa" || input.cardBrand === "mastercard" || input.cardBrand === "amex" ? 0 : 1
+  values.card_brand_other = input.cardBrand === "visa" || input.cardBrand === "mastercard" || input.cardBrand === "amex"
+    ? 0
+    : 1
   for (const currency of currencies.slice(1)) values[`currency_${currency}`] = input.currency === currency ? 1 : 0
   return values
 }
@@ -118,14 +120,17 @@ export interface ModelArtefact {
   readonly kind: "logistic-regression"
   /** The intercept on standardised features: the log-odds at the training mean (the base value). */
   readonly bias: number
-  readonly features: ReadonlyArray<{ readonly name: string; readonly mean: number; readonly std: number; readonly weight: number }>
+  readonly features: ReadonlyArray<
+    { readonly name: string; readonly mean: number; readonly std: number; readonly weight: number }
+  >
   readonly training: Readonly<Record<string, unknown>>
 }
 
 export const model: ModelArtefact = trainedModel as ModelArtefact
 
 /** What one feature adds to the log-odds: weight × its standardised deviation from the training mean. */
-export const contribution = (feature: ModelArtefact["features"][number], value: number) => feature.weight * (value - feature.mean) / feature.std
+export const contribution = (feature: ModelArtefact["features"][number], value: number) =>
+  feature.weight * (value - feature.mean) / feature.std
 
 export interface Explanation {
   readonly feature: string

@@ -84,8 +84,14 @@ export const generator = {
   fraudRate: 0.04,
   labelNoise: 0.003,
   signalBeta: { a: 0.6, b: 0.6 / 0.04 * 0.96 },
-  patterns: { card_testing: 30, amount_spike: 20, country_mismatch: 20, new_card_high_amount: 30 } as Record<Exclude<Pattern, "legitimate">, number>,
-  brands: { visa: 50, mastercard: 30, amex: 9, discover: 4, jcb: 2, diners: 1, unionpay: 4 } as Record<(typeof cardBrands)[number], number>,
+  patterns: { card_testing: 30, amount_spike: 20, country_mismatch: 20, new_card_high_amount: 30 } as Record<
+    Exclude<Pattern, "legitimate">,
+    number
+  >,
+  brands: { visa: 50, mastercard: 30, amex: 9, discover: 4, jcb: 2, diners: 1, unionpay: 4 } as Record<
+    (typeof cardBrands)[number],
+    number
+  >,
   currencies: { USD: 40, EUR: 20, GBP: 12, CAD: 10, AUD: 8, JPY: 10 } as Record<(typeof currencies)[number], number>
 } as const
 
@@ -98,13 +104,16 @@ const sample = (random: Random, pattern: Pattern): Sample => {
   // Amounts are drawn in a dollar-like major unit, then scaled to the currency (a yen is about a cent).
   const priceLevel = currency === "JPY" ? 100 : 1
   const usualMajor = Math.pow(10, random.uniform(0.7, 2.4))
-  const merchantCount = random.chance(0.15) ? random.int(0, merchantAmountMinimumCount - 1) : random.int(merchantAmountMinimumCount, 50)
+  const merchantCount = random.chance(0.15)
+    ? random.int(0, merchantAmountMinimumCount - 1)
+    : random.int(merchantAmountMinimumCount, 50)
   const { a, b } = generator.signalBeta
   const signal = fraud ? random.beta(a + 1, b) : random.beta(a, b + 1)
   // The hour: fraud a little more often at night (00–06 UTC).
   const night = random.chance(fraud ? 0.3 : 0.24)
   const hour = night ? random.int(0, 5) : random.int(6, 23)
-  const createdAt = new Date(baseTime + random.int(0, 27) * 86_400_000 + hour * cardHourMs + random.int(0, 3_599_999)).toISOString()
+  const createdAt = new Date(baseTime + random.int(0, 27) * 86_400_000 + hour * cardHourMs + random.int(0, 3_599_999))
+    .toISOString()
   let amountMajor = usualMajor * Math.pow(10, random.normal(0, 0.25))
   let seenBefore = random.chance(0.6)
   let hourAttempts = 0
@@ -154,7 +163,8 @@ const sample = (random: Random, pattern: Pattern): Sample => {
       amountMajor = usualMajor * Math.pow(10, random.uniform(0.4, 1.5))
       break
   }
-  const toMinor = (major: number) => Math.min(99_999_999, Math.max(1, Math.round(major * priceLevel * minorUnitsPerMajor(currency))))
+  const toMinor = (major: number) =>
+    Math.min(99_999_999, Math.max(1, Math.round(major * priceLevel * minorUnitsPerMajor(currency))))
   const amountCents = toMinor(amountMajor)
   const usualCents = toMinor(usualMajor * Math.pow(10, random.normal(0, 0.05)))
   const metadata: Record<string, string> = metadataPresent
@@ -186,8 +196,10 @@ const sample = (random: Random, pattern: Pattern): Sample => {
 /** A labelled data set of `size` payments, drawn from `seed`. */
 export const generate = (seed: number, size: number): Array<Sample> => {
   const random = seededRandom(seed)
-  return Array.from({ length: size }, () =>
-    sample(random, random.chance(generator.fraudRate) ? random.weighted(generator.patterns) : "legitimate"))
+  return Array.from(
+    { length: size },
+    () => sample(random, random.chance(generator.fraudRate) ? random.weighted(generator.patterns) : "legitimate")
+  )
 }
 
 export interface TrainingOptions {
@@ -228,8 +240,18 @@ export interface Metrics {
   readonly samples: number
   readonly positives: number
   readonly auc: number
-  readonly atThresholds: ReadonlyArray<{ readonly threshold: number; readonly precision: number | null; readonly recall: number; readonly flagged: number }>
-  readonly calibration: ReadonlyArray<{ readonly from: number; readonly to: number; readonly count: number; readonly meanScore: number | null; readonly fraudRate: number | null }>
+  readonly atThresholds: ReadonlyArray<
+    { readonly threshold: number; readonly precision: number | null; readonly recall: number; readonly flagged: number }
+  >
+  readonly calibration: ReadonlyArray<
+    {
+      readonly from: number
+      readonly to: number
+      readonly count: number
+      readonly meanScore: number | null
+      readonly fraudRate: number | null
+    }
+  >
 }
 
 /** AUC by ranks (Mann–Whitney), ties sharing their mean rank. */
@@ -245,10 +267,16 @@ export const areaUnderCurve = (scores: ReadonlyArray<number>, labels: ReadonlyAr
     i = j
   }
   const negatives = order.length - positives
-  return positives === 0 || negatives === 0 ? 0.5 : (rankSum - (positives * (positives + 1)) / 2) / (positives * negatives)
+  return positives === 0 || negatives === 0
+    ? 0.5
+    : (rankSum - (positives * (positives + 1)) / 2) / (positives * negatives)
 }
 
-export const evaluate = (scores: ReadonlyArray<number>, labels: ReadonlyArray<0 | 1>, thresholds: ReadonlyArray<number>): Metrics => {
+export const evaluate = (
+  scores: ReadonlyArray<number>,
+  labels: ReadonlyArray<0 | 1>,
+  thresholds: ReadonlyArray<number>
+): Metrics => {
   const positives = labels.filter((l) => l === 1).length
   const atThresholds = thresholds.map((threshold) => {
     let flagged = 0
@@ -318,7 +346,12 @@ export const fit = (rows: ReadonlyArray<FraudFeatures>, labels: ReadonlyArray<0 
   }
   return {
     bias: round(bias),
-    features: names.map((name, j) => ({ name, mean: round(stats[j]!.mean), std: round(stats[j]!.std), weight: round(weights[j]!) }))
+    features: names.map((name, j) => ({
+      name,
+      mean: round(stats[j]!.mean),
+      std: round(stats[j]!.std),
+      weight: round(weights[j]!)
+    }))
   }
 }
 
@@ -359,7 +392,13 @@ export const train = (options: TrainingOptions, thresholds: ReadonlyArray<number
       learning_rate: options.learningRate,
       l2: options.l2,
       l2_indicators: options.l2Indicators,
-      held_out: { samples: metrics.samples, positives: metrics.positives, auc: metrics.auc, network_signal_auc: baseline.auc, at_thresholds: metrics.atThresholds }
+      held_out: {
+        samples: metrics.samples,
+        positives: metrics.positives,
+        auc: metrics.auc,
+        network_signal_auc: baseline.auc,
+        at_thresholds: metrics.atThresholds
+      }
     }
   }
   return { artefact, metrics, baseline }

@@ -34,6 +34,8 @@ export const encodeIdBody = (bytes: Uint8Array): string => encodeCodes(bytes, []
 
 /** Per kind, the character codes of `prefix_`. */
 const prefixCodes = {} as Record<IdKind, ReadonlyArray<number>>
-for (const [kind, prefix] of Object.entries(idPrefixes)) prefixCodes[kind as IdKind] = [...Array.from(prefix, (c) => c.charCodeAt(0)), 95]
+for (const [kind, prefix] of Object.entries(idPrefixes)) {
+  prefixCodes[kind as IdKind] = [...Array.from(prefix, (c) => c.charCodeAt(0)), 95]
+}
 
 export const formatId = (kind: IdKind, bytes: Uint8Array): string => encodeCodes(bytes, prefixCodes[kind].slice())

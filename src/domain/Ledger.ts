@@ -1,5 +1,5 @@
-import type { Currency } from "./Money.ts"
 import type { MintId } from "./Ids.ts"
+import type { Currency } from "./Money.ts"
 
 /**
  * Chart of accounts, kept per merchant and currency.
@@ -53,7 +53,14 @@ export interface PostingContext {
  * One entry, written out as a literal: spreading a shared base (`{ ...base, id }`) gave V8 a
  * hidden class per entry (about 300 bytes each, the largest part of a stored ledger).
  */
-const entry = (groupId: string, context: PostingContext, amountCents: number, id: string, account: Account, direction: Direction): LedgerEntry => ({
+const entry = (
+  groupId: string,
+  context: PostingContext,
+  amountCents: number,
+  id: string,
+  account: Account,
+  direction: Direction
+): LedgerEntry => ({
   groupId,
   paymentId: context.paymentId,
   merchantId: context.merchantId,
@@ -86,8 +93,16 @@ export const group = (context: PostingContext, postings: ReadonlyArray<Posting>)
 }
 
 export const postings = {
-  hold: (amountCents: number): Posting => ({ debit: "cardholder_authorizations", credit: "authorization_holds", amountCents }),
-  release: (amountCents: number): Posting => ({ debit: "authorization_holds", credit: "cardholder_authorizations", amountCents }),
+  hold: (amountCents: number): Posting => ({
+    debit: "cardholder_authorizations",
+    credit: "authorization_holds",
+    amountCents
+  }),
+  release: (amountCents: number): Posting => ({
+    debit: "authorization_holds",
+    credit: "cardholder_authorizations",
+    amountCents
+  }),
   capture: (amountCents: number): Posting => ({ debit: "card_network", credit: "merchant_pending", amountCents }),
   fee: (feeCents: number): Posting => ({ debit: "merchant_pending", credit: "fee_revenue", amountCents: feeCents }),
   refund: (amountCents: number, settled: boolean): Posting => ({
@@ -101,7 +116,11 @@ export const postings = {
     credit: settled ? "merchant_available" : "merchant_pending",
     amountCents
   }),
-  settle: (netCents: number): Posting => ({ debit: "merchant_pending", credit: "merchant_available", amountCents: netCents }),
+  settle: (netCents: number): Posting => ({
+    debit: "merchant_pending",
+    credit: "merchant_available",
+    amountCents: netCents
+  }),
   /** Disputed money moves from where the payment's money is (available once settled, else pending) to reserved. */
   disputeHold: (amountCents: number, settled: boolean): Posting => ({
     debit: settled ? "merchant_available" : "merchant_pending",

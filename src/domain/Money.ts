@@ -24,4 +24,11 @@ export const processingFeeCents = (amountCents: number, currency: Currency): num
  * The fee the network charges the merchant for a lost dispute (chargeback), per currency
  * (docs/api.md). Not charged when the merchant wins.
  */
-export const disputeFeeCents: Record<Currency, number> = { USD: 1500, EUR: 1500, GBP: 1500, CAD: 1500, AUD: 2500, JPY: 2000 }
+export const disputeFeeCents: Record<Currency, number> = {
+  USD: 1500,
+  EUR: 1500,
+  GBP: 1500,
+  CAD: 1500,
+  AUD: 2500,
+  JPY: 2000
+}

@@ -1,13 +1,20 @@
-import type { Currency } from "./Money.ts"
-import { processingFeeCents } from "./Money.ts"
-import type { MintId } from "./Ids.ts"
-import * as Ledger from "./Ledger.ts"
+import type { Dispute } from "./DisputeRecord.ts"
 import type { Assessment, Explanation, FraudCase, Thresholds, Verdict } from "./Fraud.ts"
 import { priority as fraudPriority, topContributions, verdict as fraudVerdict } from "./Fraud.ts"
-import type { Dispute } from "./DisputeRecord.ts"
+import type { MintId } from "./Ids.ts"
+import * as Ledger from "./Ledger.ts"
+import type { Currency } from "./Money.ts"
+import { processingFeeCents } from "./Money.ts"
 
 export const paymentStatuses = [
-  "pending", "authorized", "captured", "settled", "refunded", "voided", "blocked", "failed"
+  "pending",
+  "authorized",
+  "captured",
+  "settled",
+  "refunded",
+  "voided",
+  "blocked",
+  "failed"
 ] as const
 export type PaymentStatus = (typeof paymentStatuses)[number]
 
@@ -153,7 +160,10 @@ export type Refusal =
   | { readonly _tag: "InvalidState"; readonly status: PaymentStatus; readonly message: string }
   | { readonly _tag: "InvalidAmount"; readonly param: "amount_cents"; readonly message: string }
 
-export type Decision = { readonly ok: true; readonly change: Change } | { readonly ok: false; readonly refusal: Refusal }
+export type Decision = { readonly ok: true; readonly change: Change } | {
+  readonly ok: false
+  readonly refusal: Refusal
+}
 
 export interface Context {
   readonly now: string
@@ -334,11 +344,18 @@ export const networkTimeoutCode = "network_timeout"
  */
 export type ProcessorOperation =
   | { readonly _tag: "Capture"; readonly amountCents: number }
-  | { readonly _tag: "Refund"; readonly amountCents: number; readonly refundedBeforeCents: number; readonly failedBefore: number }
+  | {
+    readonly _tag: "Refund"
+    readonly amountCents: number
+    readonly refundedBeforeCents: number
+    readonly failedBefore: number
+  }
   | { readonly _tag: "Cancel" }
 
 export const processorOperation = (before: Payment, after: Payment): ProcessorOperation | null => {
-  if (after.capturedAmountCents > before.capturedAmountCents) return { _tag: "Capture", amountCents: after.capturedAmountCents }
+  if (after.capturedAmountCents > before.capturedAmountCents) {
+    return { _tag: "Capture", amountCents: after.capturedAmountCents }
+  }
   if (after.refundedAmountCents > before.refundedAmountCents) {
     return {
       _tag: "Refund",
@@ -360,14 +377,29 @@ export const processorOperation = (before: Payment, after: Payment): ProcessorOp
  */
 export const owingCancel = (change: Change): Change => ({
   ...change,
-  payment: { ...change.payment, processorPending: pendingOf({ _tag: "Cancel" }, change.payment, "owed", change.payment.updatedAt) }
+  payment: {
+    ...change.payment,
+    processorPending: pendingOf({ _tag: "Cancel" }, change.payment, "owed", change.payment.updatedAt)
+  }
 })
 
 /** The record of `operation` awaiting the processor; `operationOf` reads it back. */
-const pendingOf = (operation: ProcessorOperation, payment: Payment, outcome: ProcessorPending["outcome"], since: string): ProcessorPending => {
+const pendingOf = (
+  operation: ProcessorOperation,
+  payment: Payment,
+  outcome: ProcessorPending["outcome"],
+  since: string
+): ProcessorPending => {
   switch (operation._tag) {
     case "Capture":
-      return { operation: "capture", outcome, amountCents: operation.amountCents, refundedBeforeCents: 0, failedRefundsBefore: 0, since }
+      return {
+        operation: "capture",
+        outcome,
+        amountCents: operation.amountCents,
+        refundedBeforeCents: 0,
+        failedRefundsBefore: 0,
+        since
+      }
     case "Refund":
       return {
         operation: "refund",
@@ -378,7 +410,14 @@ const pendingOf = (operation: ProcessorOperation, payment: Payment, outcome: Pro
         since
       }
     case "Cancel":
-      return { operation: "cancel", outcome, amountCents: payment.amountCents, refundedBeforeCents: 0, failedRefundsBefore: 0, since }
+      return {
+        operation: "cancel",
+        outcome,
+        amountCents: payment.amountCents,
+        refundedBeforeCents: 0,
+        failedRefundsBefore: 0,
+        since
+      }
   }
 }
 
@@ -388,7 +427,12 @@ export const operationOf = (pending: ProcessorPending): ProcessorOperation => {
     case "capture":
       return { _tag: "Capture", amountCents: pending.amountCents }
     case "refund":
-      return { _tag: "Refund", amountCents: pending.amountCents, refundedBeforeCents: pending.refundedBeforeCents, failedBefore: pending.failedRefundsBefore }
+      return {
+        _tag: "Refund",
+        amountCents: pending.amountCents,
+        refundedBeforeCents: pending.refundedBeforeCents,
+        failedBefore: pending.failedRefundsBefore
+      }
     case "cancel":
       return { _tag: "Cancel" }
   }
@@ -408,7 +452,11 @@ export const owingFor = (before: Payment, change: Change, context: Context): Cha
   const operation = processorOperation(before, change.payment)
   if (operation === null) return change
   if (operation._tag === "Cancel") return owingCancel(change)
-  const owed = decide(before, { payment: { ...before, processorPending: pendingOf(operation, before, "owed", context.now) }, event: null, postings: [] }, context)
+  const owed = decide(before, {
+    payment: { ...before, processorPending: pendingOf(operation, before, "owed", context.now) },
+    event: null,
+    postings: []
+  }, context)
   return owed.ok ? owed.change : change
 }
 
@@ -416,7 +464,8 @@ export const owingFor = (before: Payment, change: Change, context: Context): Cha
 const stillAwaits = (payment: Payment, asked: ProcessorPending): boolean => {
   const pending = payment.processorPending
   return pending !== null && pending.operation === asked.operation && pending.amountCents === asked.amountCents &&
-    pending.refundedBeforeCents === asked.refundedBeforeCents && pending.failedRefundsBefore === asked.failedRefundsBefore &&
+    pending.refundedBeforeCents === asked.refundedBeforeCents &&
+    pending.failedRefundsBefore === asked.failedRefundsBefore &&
     pending.since === asked.since
 }
 
@@ -430,7 +479,9 @@ const notAwaiting = (payment: Payment, asked: ProcessorPending): Decision =>
  */
 export const processorOutcomeUnknown = (payment: Payment, asked: ProcessorPending, context: Context): Decision => {
   if (!stillAwaits(payment, asked)) return notAwaiting(payment, asked)
-  if (payment.processorPending!.outcome === "unknown") return invalidState(payment, "record an unknown outcome for", "it is recorded already")
+  if (payment.processorPending!.outcome === "unknown") {
+    return invalidState(payment, "record an unknown outcome for", "it is recorded already")
+  }
   return decide(payment, {
     payment: { ...payment, processorPending: { ...asked, outcome: "unknown" } },
     event: "payment.processor_outcome_unknown",
@@ -459,7 +510,11 @@ export const processorAnswered = (payment: Payment, asked: ProcessorPending, con
 /** The processor refused the operation the payment awaits (`asked`): it did not happen, and the books stay as they were. */
 export const processorRefused = (payment: Payment, asked: ProcessorPending, context: Context): Decision => {
   if (!stillAwaits(payment, asked)) return notAwaiting(payment, asked)
-  return decide(payment, { payment: { ...payment, processorPending: null }, event: "payment.processor_operation_refused", postings: [] }, context)
+  return decide(payment, {
+    payment: { ...payment, processorPending: null },
+    event: "payment.processor_operation_refused",
+    postings: []
+  }, context)
 }
 
 /** Refuses a merchant's command while an operation at the processor awaits its answer. */
@@ -480,7 +535,12 @@ export const applyAuthorization = (payment: Payment, outcome: AuthorizationOutco
     }, context)
   }
   return decide(payment, {
-    payment: { ...payment, status: "authorized", networkRiskSignal: outcome.networkRiskSignal, processorReference: outcome.reference ?? null },
+    payment: {
+      ...payment,
+      status: "authorized",
+      networkRiskSignal: outcome.networkRiskSignal,
+      processorReference: outcome.reference ?? null
+    },
     event: "payment.authorized",
     postings: [Ledger.postings.hold(payment.amountCents)]
   }, context)
@@ -522,7 +582,11 @@ export const applyFraudAssessment = (
     updatedAt: context.now
   }
   if (verdict === "review") {
-    return decide(payment, { payment: { ...scored, fraudCaseId: fraudCase.id }, event: null, postings: [], fraudCase }, context)
+    return decide(
+      payment,
+      { payment: { ...scored, fraudCaseId: fraudCase.id }, event: null, postings: [], fraudCase },
+      context
+    )
   }
   return decide(payment, {
     payment: { ...scored, status: "blocked", fraudCaseId: fraudCase.id },
@@ -547,7 +611,11 @@ export const capture = (payment: Payment, amountCents: number | undefined, conte
   return decide(payment, {
     payment: { ...payment, status: "captured", capturedAmountCents: captured, feeCents, capturedAt: context.now },
     event: "payment.captured",
-    postings: [Ledger.postings.release(payment.amountCents), Ledger.postings.capture(captured), Ledger.postings.fee(feeCents)]
+    postings: [
+      Ledger.postings.release(payment.amountCents),
+      Ledger.postings.capture(captured),
+      Ledger.postings.fee(feeCents)
+    ]
   }, context)
 }
 
@@ -586,7 +654,9 @@ export const refund = (payment: Payment, amountCents: number | undefined, contex
     return invalidState(
       payment,
       "refund",
-      `${disputed} of its ${remainder} refundable are held for an open dispute; at most ${remainder - disputed} can be refunded until it is resolved`
+      `${disputed} of its ${remainder} refundable are held for an open dispute; at most ${
+        remainder - disputed
+      } can be refunded until it is resolved`
     )
   }
   const full = refunded === remainder
@@ -613,9 +683,13 @@ export const refundFailed = (
   failure: { readonly refundId: string; readonly amountCents: number },
   context: Context
 ): Decision => {
-  if (payment.failedRefunds.includes(failure.refundId)) return invalidState(payment, "fail the refund of", `refund ${failure.refundId} has failed already`)
+  if (payment.failedRefunds.includes(failure.refundId)) {
+    return invalidState(payment, "fail the refund of", `refund ${failure.refundId} has failed already`)
+  }
   if (!isAmountWithin(failure.amountCents, payment.refundedAmountCents)) {
-    return invalidAmount(`the failed refund's ${failure.amountCents} is more than the ${payment.refundedAmountCents} refunded.`)
+    return invalidAmount(
+      `the failed refund's ${failure.amountCents} is more than the ${payment.refundedAmountCents} refunded.`
+    )
   }
   const settled = payment.settledAt !== null
   const status: PaymentStatus = payment.status === "refunded" ? (settled ? "settled" : "captured") : payment.status
@@ -633,7 +707,8 @@ export const refundFailed = (
 
 /** True when the settlement run has something to do for this payment. */
 export const isSettleable = (payment: Payment): boolean =>
-  payment.settledAt === null && (payment.status === "captured" || (payment.status === "refunded" && payment.capturedAt !== null))
+  payment.settledAt === null &&
+  (payment.status === "captured" || (payment.status === "refunded" && payment.capturedAt !== null))
 
 /**
  * What the payment still has in `merchant_pending` before its settlement: captured − fee −
@@ -678,7 +753,14 @@ export const review = (
   context: Context
 ): Decision => {
   if (fraudCase.status !== "open") {
-    return { ok: false, refusal: { _tag: "InvalidState", status: payment.status, message: `Cannot review a fraud case in status '${fraudCase.status}'.` } }
+    return {
+      ok: false,
+      refusal: {
+        _tag: "InvalidState",
+        status: payment.status,
+        message: `Cannot review a fraud case in status '${fraudCase.status}'.`
+      }
+    }
   }
   const labelled: FraudCase = { ...fraudCase, status: decision, notes, reviewedAt: context.now, updatedAt: context.now }
   const held = payment.status === "authorized" && payment.fraudVerdict === "review"
@@ -774,7 +856,11 @@ export const advanceFlow = (
   const captureNow = !options.captureApart || (authorization === null && screening === null)
   return sequence(payment, [
     (p) => (authorization === null ? null : applyAuthorization(p, authorization, context)),
-    (p) => (screening === null || nextStep(p) !== "screen" ? null : applyFraudAssessment(p, screening, thresholds, context)),
+    (
+      p
+    ) => (screening === null || nextStep(p) !== "screen"
+      ? null
+      : applyFraudAssessment(p, screening, thresholds, context)),
     (p) => (!captureNow || nextStep(p) !== "capture" ? null : capture(p, undefined, context))
   ])
 }

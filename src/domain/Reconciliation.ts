@@ -16,7 +16,13 @@ export interface ProcessorAmounts {
   readonly cancelled: boolean
 }
 
-export type ReconciledField = "authorized" | "captured" | "refunded" | "cancelled" | "missing_at_processor" | "unknown_to_us"
+export type ReconciledField =
+  | "authorized"
+  | "captured"
+  | "refunded"
+  | "cancelled"
+  | "missing_at_processor"
+  | "unknown_to_us"
 
 /** One difference between the books and the processor: the field, what we expect and what the processor says. */
 export interface Difference {
@@ -51,14 +57,18 @@ export const expectedAtProcessor = (payment: Payment): ProcessorAmounts | null =
   }
 }
 
-const holdsMoney = (amounts: ProcessorAmounts) => amounts.authorizedCents > 0 || amounts.capturedCents > 0 || amounts.refundedCents > 0
+const holdsMoney = (amounts: ProcessorAmounts) =>
+  amounts.authorizedCents > 0 || amounts.capturedCents > 0 || amounts.refundedCents > 0
 
 /**
  * Every difference between our payments and the processor's records of one period, payment by
  * payment, in payment id order. A payment the processor never saw differs when we booked money
  * for it; a processor record we do not know differs when it holds money.
  */
-export const reconcile = (ours: ReadonlyArray<Payment>, processor: ReadonlyArray<ProcessorAmounts>): Array<Difference> => {
+export const reconcile = (
+  ours: ReadonlyArray<Payment>,
+  processor: ReadonlyArray<ProcessorAmounts>
+): Array<Difference> => {
   const theirs = new Map(processor.map((record) => [record.paymentId, record]))
   const differences: Array<Difference> = []
   const seen = new Set<string>()
@@ -69,13 +79,20 @@ export const reconcile = (ours: ReadonlyArray<Payment>, processor: ReadonlyArray
     if (payment.status === "pending") continue
     if (expected === null) {
       if (record !== undefined && holdsMoney(record)) {
-        differences.push({ paymentId: payment.id, field: "authorized", ours: 0, processor: record.authorizedCents + record.capturedCents })
+        differences.push({
+          paymentId: payment.id,
+          field: "authorized",
+          ours: 0,
+          processor: record.authorizedCents + record.capturedCents
+        })
       }
       continue
     }
     if (record === undefined) {
       // A cancel of an authorization that never reached the processor leaves nothing there: no difference.
-      if (holdsMoney(expected)) differences.push({ paymentId: payment.id, field: "missing_at_processor", ours: true, processor: false })
+      if (holdsMoney(expected)) {
+        differences.push({ paymentId: payment.id, field: "missing_at_processor", ours: true, processor: false })
+      }
       continue
     }
     const compare = (field: ReconciledField, a: number | boolean, b: number | boolean) => {
@@ -89,7 +106,12 @@ export const reconcile = (ours: ReadonlyArray<Payment>, processor: ReadonlyArray
   }
   for (const record of processor) {
     if (!seen.has(record.paymentId) && holdsMoney(record)) {
-      differences.push({ paymentId: record.paymentId, field: "unknown_to_us", ours: null, processor: record.authorizedCents + record.capturedCents })
+      differences.push({
+        paymentId: record.paymentId,
+        field: "unknown_to_us",
+        ours: null,
+        processor: record.authorizedCents + record.capturedCents
+      })
     }
   }
   return differences.sort((a, b) => (a.paymentId < b.paymentId ? -1 : a.paymentId > b.paymentId ? 1 : 0))

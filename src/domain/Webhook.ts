@@ -1,6 +1,6 @@
 import { createHmac, timingSafeEqual } from "node:crypto"
-import type { EventType, PaymentEvent, PaymentSnapshot } from "./Payment.ts"
 import { idPrefixes } from "./Ids.ts"
+import type { EventType, PaymentEvent, PaymentSnapshot } from "./Payment.ts"
 import { addMs } from "./Time.ts"
 
 /**
@@ -27,7 +27,8 @@ export interface Attempt {
 }
 
 /** The error text of a cut attempt. */
-export const cutAttemptError = "cut off: the instance sending this attempt stopped before it recorded an answer; sent again"
+export const cutAttemptError =
+  "cut off: the instance sending this attempt stopped before it recorded an answer; sent again"
 
 /**
  * `delivery` with a cut attempt recorded at `at` (see `Attempt.cut`): taken over from an instance
@@ -35,8 +36,22 @@ export const cutAttemptError = "cut off: the instance sending this attempt stopp
  */
 export const cutAttempt = (delivery: Delivery, at: string): Delivery => {
   const attempts = delivery.attempts.slice()
-  attempts.push({ attempt: nextAttemptNumber(delivery), at, responseStatus: null, durationMs: 0, error: cutAttemptError, cut: true })
-  return changed(delivery, delivery.status, attempts, delivery.nextAttemptAt, delivery.firstFailedAt, delivery.completedAt)
+  attempts.push({
+    attempt: nextAttemptNumber(delivery),
+    at,
+    responseStatus: null,
+    durationMs: 0,
+    error: cutAttemptError,
+    cut: true
+  })
+  return changed(
+    delivery,
+    delivery.status,
+    attempts,
+    delivery.nextAttemptAt,
+    delivery.firstFailedAt,
+    delivery.completedAt
+  )
 }
 
 export interface Delivery {
@@ -91,7 +106,9 @@ export const deliveryIdOf = (eventId: string) =>
   // Joined, not concatenated: one flat string, as a minted id is (a `+` leaves V8 a cons-string,
   // one more object and an indirection per delivery kept). An id without the event prefix (only
   // hand-made ids in tests) keeps its whole text.
-  [idPrefixes.webhookDelivery, eventId.startsWith(eventIdPrefix) ? eventId.slice(eventIdPrefix.length) : eventId].join("_")
+  [idPrefixes.webhookDelivery, eventId.startsWith(eventIdPrefix) ? eventId.slice(eventIdPrefix.length) : eventId].join(
+    "_"
+  )
 
 /** A fresh delivery for an event; the first attempt is due at once. */
 export const newDelivery = (input: {
@@ -166,14 +183,20 @@ export const verifyWebhookSignature = (
  * When the retry after `failedAttempts` failures is due: the schedule's offsets count from the
  * first failed attempt. `null` when the schedule is exhausted (the delivery has failed).
  */
-export const retryAt = (firstFailedAt: string, failedAttempts: number, scheduleMs: ReadonlyArray<number>): string | null => {
+export const retryAt = (
+  firstFailedAt: string,
+  failedAttempts: number,
+  scheduleMs: ReadonlyArray<number>
+): string | null => {
   const offset = scheduleMs[failedAttempts - 1]
   return offset === undefined ? null : addMs(firstFailedAt, offset)
 }
 
 /** Every attempt time of a delivery that never succeeds, first attempt at `firstAttemptAt`. */
-export const attemptTimes = (firstAttemptAt: string, scheduleMs: ReadonlyArray<number>) =>
-  [firstAttemptAt, ...scheduleMs.map((offset) => addMs(firstAttemptAt, offset))]
+export const attemptTimes = (
+  firstAttemptAt: string,
+  scheduleMs: ReadonlyArray<number>
+) => [firstAttemptAt, ...scheduleMs.map((offset) => addMs(firstAttemptAt, offset))]
 
 export type AttemptOutcome =
   | { readonly _tag: "Answered"; readonly status: number; readonly durationMs: number; readonly snippet: string }
@@ -313,7 +336,11 @@ export const sampleEvent = (input: {
       amount_cents: amountCents,
       currency: "USD",
       captured_amount_cents: captured,
-      refunded_amount_cents: input.type === "payment.refunded" ? amountCents : input.type === "payment.partially_refunded" ? 250 : 0,
+      refunded_amount_cents: input.type === "payment.refunded"
+        ? amountCents
+        : input.type === "payment.partially_refunded"
+        ? 250
+        : 0,
       fraud_score: input.type === "payment.fraud_blocked" ? 0.93 : input.type === "payment.initiated" ? null : 0.12,
       failure_code: input.type === "payment.authorization_failed" ? "do_not_honor" : null,
       dispute: input.type === "payment.dispute_opened" || input.type === "payment.dispute_resolved"

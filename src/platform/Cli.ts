@@ -20,7 +20,9 @@ export const usageExitCode = 2
  * A command that cannot go on: its one-line `message` goes to stderr (nothing when empty: the
  * command has said why itself) and the process exits with `exitCode`.
  */
-export class CommandFailed extends Data.TaggedError("CommandFailed")<{ readonly message: string; readonly exitCode: number }> {
+export class CommandFailed
+  extends Data.TaggedError("CommandFailed")<{ readonly message: string; readonly exitCode: number }>
+{
   override get [Runtime.errorExitCode](): number {
     return this.exitCode
   }
@@ -35,10 +37,17 @@ export const exitWith = (exitCode: number) => new CommandFailed({ message: "", e
 // ---------------------------------------------------------------------------------------------
 // Flags: each states its default in --help.
 
-const describe = <A>(flag: Flag.Flag<A>, description: string, fallback: { readonly value: A; readonly shown?: string } | undefined): Flag.Flag<A> =>
+const describe = <A>(
+  flag: Flag.Flag<A>,
+  description: string,
+  fallback: { readonly value: A; readonly shown?: string } | undefined
+): Flag.Flag<A> =>
   fallback === undefined
     ? flag.pipe(Flag.withDescription(description))
-    : flag.pipe(Flag.withDescription(`${description} (default: ${fallback.shown ?? String(fallback.value)})`), Flag.withDefault(fallback.value))
+    : flag.pipe(
+      Flag.withDescription(`${description} (default: ${fallback.shown ?? String(fallback.value)})`),
+      Flag.withDefault(fallback.value)
+    )
 
 export interface Bounds {
   readonly min?: number
@@ -52,7 +61,9 @@ export interface Default<A> {
   readonly shown?: string
 }
 
-const fallback = <A>(options: Default<A>) => (options.default === undefined ? undefined : { value: options.default, shown: options.shown })
+const fallback = <A>(
+  options: Default<A>
+) => (options.default === undefined ? undefined : { value: options.default, shown: options.shown })
 
 const bounded = (schema: Schema.Number, bounds: Bounds) => {
   const checks = [
@@ -64,7 +75,11 @@ const bounded = (schema: Schema.Number, bounds: Bounds) => {
 
 /** An integer flag, at least 0 unless `min` says otherwise. */
 export const integer = (name: string, description: string, options: Bounds & Default<number> = {}): Flag.Flag<number> =>
-  describe(Flag.Int(name).pipe(Flag.withSchema(bounded(Schema.Int, { min: 0, ...options }))), description, fallback(options))
+  describe(
+    Flag.Int(name).pipe(Flag.withSchema(bounded(Schema.Int, { min: 0, ...options }))),
+    description,
+    fallback(options)
+  )
 
 /** A decimal number flag (finite). */
 export const number = (name: string, description: string, options: Bounds & Default<number> = {}): Flag.Flag<number> =>
@@ -101,7 +116,9 @@ export const formatNumber = (value: number | null | undefined, fractionDigits = 
 
 export type Cell = string | number | null | undefined
 
-const cellText = (cell: Cell) => (typeof cell === "number" ? formatNumber(cell, Number.isInteger(cell) ? 0 : 2) : cell ?? "n/a")
+const cellText = (
+  cell: Cell
+) => (typeof cell === "number" ? formatNumber(cell, Number.isInteger(cell) ? 0 : 2) : cell ?? "n/a")
 
 /**
  * Columns padded to their widest cell, two spaces apart: numbers to the right, text to the left
@@ -109,10 +126,15 @@ const cellText = (cell: Cell) => (typeof cell === "number" ? formatNumber(cell, 
  */
 export const table = (header: ReadonlyArray<string>, rows: ReadonlyArray<ReadonlyArray<Cell>>, indent = ""): string => {
   const texts = rows.map((row) => header.map((_, column) => cellText(row[column])))
-  const numeric = header.map((_, column) => rows.length > 0 && rows.every((row) => typeof row[column] === "number" || row[column] == null))
+  const numeric = header.map((_, column) =>
+    rows.length > 0 && rows.every((row) => typeof row[column] === "number" || row[column] == null)
+  )
   const widths = header.map((title, column) => Math.max(title.length, ...texts.map((row) => row[column]!.length)))
   const line = (cells: ReadonlyArray<string>) =>
-    indent + cells.map((cell, column) => (numeric[column] ? cell.padStart(widths[column]!) : cell.padEnd(widths[column]!))).join("  ").trimEnd()
+    indent +
+    cells.map((cell, column) => (numeric[column] ? cell.padStart(widths[column]!) : cell.padEnd(widths[column]!))).join(
+      "  "
+    ).trimEnd()
   return [line(header), ...texts.map(line)].join("\n")
 }
 
@@ -149,7 +171,9 @@ const presenter: CliOutput.Presenter = {
   present: (event) => {
     switch (event._tag) {
       case "Help":
-        return event.reason === "Requested" ? Console.log(formatter.formatHelpDoc(event.helpDoc)) : Console.error(formatter.formatHelpDoc(event.helpDoc))
+        return event.reason === "Requested"
+          ? Console.log(formatter.formatHelpDoc(event.helpDoc))
+          : Console.error(formatter.formatHelpDoc(event.helpDoc))
       case "InvalidInvocation":
         return Console.error(invocationLine(event.commandPath, event.errors))
       case "Version":
@@ -174,14 +198,18 @@ const hostLayer = Layer.mergeAll(
     readLine: Effect.die("the commands read no terminal input"),
     display: (text) => Console.log(text)
   })),
-  Layer.succeed(ChildProcessSpawner.ChildProcessSpawner)(ChildProcessSpawner.make(() => Effect.die("the commands spawn nothing through effect/cli"))),
+  Layer.succeed(ChildProcessSpawner.ChildProcessSpawner)(
+    ChildProcessSpawner.make(() => Effect.die("the commands spawn nothing through effect/cli"))
+  ),
   CliOutput.layerPresenter(presenter),
   // --help only: no --version, --wizard, --completions or --log-level (LOG_LEVEL configures the service's logs).
   CliConfig.layer({ builtIns: [GlobalFlag.Help] })
 )
 
 /** effect/cli's parse failures (reported already by the presenter) as exit 2; --help as success. */
-const asExitCodes = <A, E, R>(effect: Effect.Effect<A, E | CliError.CliError, R>): Effect.Effect<A | undefined, E | CommandFailed, R> =>
+const asExitCodes = <A, E, R>(
+  effect: Effect.Effect<A, E | CliError.CliError, R>
+): Effect.Effect<A | undefined, E | CommandFailed, R> =>
   effect.pipe(
     Effect.catch((error): Effect.Effect<undefined, E | CommandFailed> => {
       if (CliError.isCliError(error)) {
@@ -195,7 +223,10 @@ const asExitCodes = <A, E, R>(effect: Effect.Effect<A, E | CliError.CliError, R>
  * Parses `argv` (without node and the script) against `command` and runs its handler. --help
  * prints and succeeds; a bad invocation prints one line and fails with exit code 2.
  */
-export const run = <Name extends string, Input, E, R>(command: Command.Command<Name, Input, {}, E, R>, argv: ReadonlyArray<string>) =>
+export const run = <Name extends string, Input, E, R>(
+  command: Command.Command<Name, Input, {}, E, R>,
+  argv: ReadonlyArray<string>
+) =>
   asExitCodes(Command.runWith(command, { version: "0.1.0" })(argv)).pipe(
     Effect.asVoid,
     Effect.provide(hostLayer)
@@ -211,21 +242,32 @@ export type Parsed<Input> =
  * Parses without running anything (but the handlers of subcommands, which a caller may give to
  * learn which one was chosen): the flags, the help text asked for, or the invocation's first complaint.
  */
-export const parseOnly = <Name extends string, Input, E, R>(command: Command.Command<Name, Input, {}, E, R>, argv: ReadonlyArray<string>): Parsed<Input> => {
+export const parseOnly = <Name extends string, Input, E, R>(
+  command: Command.Command<Name, Input, {}, E, R>,
+  argv: ReadonlyArray<string>
+): Parsed<Input> => {
   let outcome: Parsed<Input> | undefined
   const capture = CliOutput.layerPresenter({
-    present: (event) => Effect.sync(() => {
-      if (event._tag === "InvalidInvocation") {
-        outcome = { _tag: "Invalid", line: invocationLine(event.commandPath, event.errors), message: complaintOf(event.errors) }
-      }
-      else if (event._tag === "Help") outcome = { _tag: "Help", text: formatter.formatHelpDoc(event.helpDoc) }
-    })
+    present: (event) =>
+      Effect.sync(() => {
+        if (event._tag === "InvalidInvocation") {
+          outcome = {
+            _tag: "Invalid",
+            line: invocationLine(event.commandPath, event.errors),
+            message: complaintOf(event.errors)
+          }
+        } else if (event._tag === "Help") outcome = { _tag: "Help", text: formatter.formatHelpDoc(event.helpDoc) }
+      })
   })
-  const handled = command.pipe(Command.withHandler((input: Input) => Effect.sync(() => {
-    outcome = { _tag: "Parsed", input }
-  })))
+  const handled = command.pipe(Command.withHandler((input: Input) =>
+    Effect.sync(() => {
+      outcome = { _tag: "Parsed", input }
+    })
+  ))
   const exit = Effect.runSyncExit(
-    Command.runWith(handled, { version: "0.1.0" })(argv).pipe(Effect.provide(Layer.merge(hostLayer, capture))) as Effect.Effect<void, unknown>
+    Command.runWith(handled, { version: "0.1.0" })(argv).pipe(
+      Effect.provide(Layer.merge(hostLayer, capture))
+    ) as Effect.Effect<void, unknown>
   )
   if (outcome !== undefined) return outcome
   const failure = exit._tag === "Failure" ? Cause.squash(exit.cause) : undefined
@@ -237,7 +279,10 @@ export const parseOnly = <Name extends string, Input, E, R>(command: Command.Com
  * The parsed flags for synchronous callers (tests, and commands that build on another's flags),
  * or a thrown Error whose message is the invocation's first complaint (or the help text).
  */
-export const parseSync = <Name extends string, Input, E, R>(command: Command.Command<Name, Input, {}, E, R>, argv: ReadonlyArray<string>): Input => {
+export const parseSync = <Name extends string, Input, E, R>(
+  command: Command.Command<Name, Input, {}, E, R>,
+  argv: ReadonlyArray<string>
+): Input => {
   const outcome = parseOnly(command, argv)
   if (outcome._tag === "Parsed") return outcome.input
   throw new Error(outcome._tag === "Help" ? outcome.text : outcome.line)
@@ -247,7 +292,10 @@ export const parseSync = <Name extends string, Input, E, R>(command: Command.Com
  * The parsed flags for a command whose work is plain synchronous code (sim:bench, sim:count):
  * --help prints and exits 0, a bad invocation prints one line and exits 2.
  */
-export const parseOrExit = <Name extends string, Input, E, R>(command: Command.Command<Name, Input, {}, E, R>, argv: ReadonlyArray<string>): Input => {
+export const parseOrExit = <Name extends string, Input, E, R>(
+  command: Command.Command<Name, Input, {}, E, R>,
+  argv: ReadonlyArray<string>
+): Input => {
   const outcome = parseOnly(command, argv)
   switch (outcome._tag) {
     case "Parsed":

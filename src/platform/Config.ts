@@ -33,19 +33,29 @@ const invalid = (rule: string): Rule<never> => ({ ok: false, rule })
  * `FRAUD_REVIEW_THRESHOLD must be a number between 0 and 1, got 'abc'` and knows what to fix.
  * Unset, the variable takes `fallback`.
  */
-const variable = <A, B = A>(name: string, parse: (text: string) => Rule<A>, fallback: B, options: { readonly secret?: boolean } = {}) =>
+const variable = <A, B = A>(
+  name: string,
+  parse: (text: string) => Rule<A>,
+  fallback: B,
+  options: { readonly secret?: boolean } = {}
+) =>
 (environment: Environment): Read<A | B> => {
   const text = environment[name]
   if (text === undefined) return { ok: true, value: fallback }
   const parsed = parse(text.trim())
-  return parsed.ok ? parsed : { ok: false, problem: `${name} ${parsed.rule}${options.secret === true ? "" : `, got '${text}'`}` }
+  return parsed.ok
+    ? parsed
+    : { ok: false, problem: `${name} ${parsed.rule}${options.secret === true ? "" : `, got '${text}'`}` }
 }
 
 const check = <A>(value: A | null, rule: string): Rule<A> => (value === null ? invalid(rule) : valid(value))
 
 const integerIn = (minimum: number, maximum: number) => (text: string) => {
   const n = /^\d+$/.test(text) ? Number(text) : Number.NaN
-  return check(Number.isSafeInteger(n) && n >= minimum && n <= maximum ? n : null, `must be an integer between ${minimum} and ${maximum}`)
+  return check(
+    Number.isSafeInteger(n) && n >= minimum && n <= maximum ? n : null,
+    `must be an integer between ${minimum} and ${maximum}`
+  )
 }
 
 const booleanText = (text: string): Rule<boolean> => {
@@ -57,12 +67,20 @@ const booleanText = (text: string): Rule<boolean> => {
 
 /** An IP address (v4 or v6) or a host name of letters, digits and hyphens in dot-separated labels. */
 const hostText = (text: string) => {
-  const hostName = text.length <= 253 && text.split(".").every((label) => /^[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?$/.test(label))
-  return check(isIP(text) !== 0 || hostName ? text : null, "must be an IP address or a host name to listen on, such as 127.0.0.1, 0.0.0.0 or ::1")
+  const hostName = text.length <= 253 &&
+    text.split(".").every((label) => /^[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?$/.test(label))
+  return check(
+    isIP(text) !== 0 || hostName ? text : null,
+    "must be an IP address or a host name to listen on, such as 127.0.0.1, 0.0.0.0 or ::1"
+  )
 }
 
 const durationMs = (name: string, fallback: string) =>
-  variable(name, (text) => check(parseDurationMs(text), "must be a duration such as 30s, 5m or 24h"), parseDurationMs(fallback)!)
+  variable(
+    name,
+    (text) => check(parseDurationMs(text), "must be a duration such as 30s, 5m or 24h"),
+    parseDurationMs(fallback)!
+  )
 
 /** A duration that must be at least `minimumMs` and at most `maximumMs` (a timeout of 0 would mean none). */
 const boundedDurationMs = (name: string, fallback: string, minimumMs: number, maximumMs: number, rule: string) =>
@@ -76,7 +94,10 @@ const scheduleMs = (name: string, fallback: string) => {
     const parts = text.split(",").map(parseDurationMs)
     const isValid = parts.length > 0 && parts.length <= 20 && parts.every((p) => p !== null && p > 0) &&
       parts.every((p, i) => i === 0 || p! > parts[i - 1]!)
-    return check(isValid ? (parts as Array<number>) : null, "must be 1 to 20 increasing durations separated by commas, such as 1m,5m,30m")
+    return check(
+      isValid ? (parts as Array<number>) : null,
+      "must be 1 to 20 increasing durations separated by commas, such as 1m,5m,30m"
+    )
   }
   const parsed = parse(fallback)
   if (!parsed.ok) throw new Error(`${name}'s default breaks its own rule`)
@@ -91,7 +112,10 @@ const probability = (name: string, fallback: number) =>
 
 const cutoff = variable("SETTLEMENT_CUTOFF", (text) => {
   const match = /^([01]\d|2[0-3]):([0-5]\d)$/.exec(text)
-  return check(match === null ? null : Number(match[1]) * 60 + Number(match[2]), "must be a time of day HH:MM (UTC), such as 00:00")
+  return check(
+    match === null ? null : Number(match[1]) * 60 + Number(match[2]),
+    "must be a time of day HH:MM (UTC), such as 00:00"
+  )
 }, 0)
 
 export interface AppConfigShape {
@@ -166,16 +190,21 @@ const apiBaseText = (text: string): Rule<string> => {
   const host = url.hostname.replace(/^\[|\]$/g, "")
   const loopback = host === "localhost" || host === "::1" || /^127\.\d+\.\d+\.\d+$/.test(host)
   const secure = url.protocol === "https:" || (url.protocol === "http:" && loopback)
-  const bare = url.username === "" && url.password === "" && (url.pathname === "/" || url.pathname === "") && url.search === "" && url.hash === ""
+  const bare = url.username === "" && url.password === "" && (url.pathname === "/" || url.pathname === "") &&
+    url.search === "" && url.hash === ""
   return secure && bare
     ? valid(url.origin)
-    : invalid("must be an https:// origin (http:// only on a loopback address), with no path, such as https://api.stripe.com")
+    : invalid(
+      "must be an https:// origin (http:// only on a loopback address), with no path, such as https://api.stripe.com"
+    )
 }
 
 /** A secret with one of `prefixes` and nothing but letters, digits and underscores after it. */
 const secretText = (prefixes: ReadonlyArray<string>, example: string) => (text: string) =>
   check(
-    prefixes.some((prefix) => text.startsWith(prefix)) && /^[A-Za-z0-9_]{8,255}$/.test(text) ? Redacted.make(text) : null,
+    prefixes.some((prefix) => text.startsWith(prefix)) && /^[A-Za-z0-9_]{8,255}$/.test(text)
+      ? Redacted.make(text)
+      : null,
     `must be a key beginning ${prefixes.join(" or ")} (${example})`
   )
 
@@ -201,34 +230,59 @@ const readers = {
   shutdownGraceMs: durationMs("SHUTDOWN_GRACE", "10s"),
   responseEncryptionKey: variable(
     "RESPONSE_ENCRYPTION_KEY",
-    (text) => check(parseKey(text) === null ? null : Redacted.make(text), "must be 64 hexadecimal characters (32 bytes; e.g. openssl rand -hex 32)"),
+    (text) =>
+      check(
+        parseKey(text) === null ? null : Redacted.make(text),
+        "must be 64 hexadecimal characters (32 bytes; e.g. openssl rand -hex 32)"
+      ),
     null,
     { secret: true }
   ),
   databaseStatementTimeoutMs: boundedDurationMs(
-    "DATABASE_STATEMENT_TIMEOUT", "3s", 100, 3_600_000, "must be a duration from 100ms to 1h, such as 3s"
+    "DATABASE_STATEMENT_TIMEOUT",
+    "3s",
+    100,
+    3_600_000,
+    "must be a duration from 100ms to 1h, such as 3s"
   ),
   databaseConnectTimeoutMs: boundedDurationMs(
-    "DATABASE_CONNECT_TIMEOUT", "2s", 100, 600_000, "must be a duration from 100ms to 10m, such as 2s"
+    "DATABASE_CONNECT_TIMEOUT",
+    "2s",
+    100,
+    600_000,
+    "must be a duration from 100ms to 10m, such as 2s"
   ),
   sandboxDisputeOpenAfterMs: durationMs("SANDBOX_DISPUTE_OPEN_AFTER", "1m"),
   sandboxDisputeResolveAfterMs: durationMs("SANDBOX_DISPUTE_RESOLVE_AFTER", "1m"),
   acquirer: variable(
     "ACQUIRER",
-    (text) => check<"sandbox" | "stripe">(text === "sandbox" || text === "stripe" ? text : null, "must be sandbox or stripe"),
+    (text) =>
+      check<"sandbox" | "stripe">(text === "sandbox" || text === "stripe" ? text : null, "must be sandbox or stripe"),
     "sandbox" as "sandbox" | "stripe"
   ),
-  stripeSecretKey: variable("STRIPE_SECRET_KEY", secretText(["sk_", "rk_"], "the secret key of the Stripe dashboard, sk_test_… or sk_live_…"), null, {
-    secret: true
-  }),
-  stripeWebhookSecret: variable("STRIPE_WEBHOOK_SECRET", secretText(["whsec_"], "the signing secret of the webhook endpoint"), null, { secret: true }),
+  stripeSecretKey: variable(
+    "STRIPE_SECRET_KEY",
+    secretText(["sk_", "rk_"], "the secret key of the Stripe dashboard, sk_test_… or sk_live_…"),
+    null,
+    {
+      secret: true
+    }
+  ),
+  stripeWebhookSecret: variable(
+    "STRIPE_WEBHOOK_SECRET",
+    secretText(["whsec_"], "the signing secret of the webhook endpoint"),
+    null,
+    { secret: true }
+  ),
   stripeApiBase: variable("STRIPE_API_BASE", apiBaseText, "https://api.stripe.com")
 }
 
 /** Invalid configuration: every broken variable, named with its rule, on one line. */
 export class ConfigurationError extends Data.TaggedError("ConfigurationError")<{ readonly message: string }> {}
 
-type Values = { -readonly [K in keyof typeof readers]: ReturnType<(typeof readers)[K]> extends Read<infer A> ? A : never }
+type Values = {
+  -readonly [K in keyof typeof readers]: ReturnType<(typeof readers)[K]> extends Read<infer A> ? A : never
+}
 
 /** The configuration of `environment`, or every problem with it. */
 export const appConfig = (environment: Environment): Effect.Effect<AppConfigShape, ConfigurationError> =>
@@ -249,7 +303,9 @@ export const appConfig = (environment: Environment): Effect.Effect<AppConfigShap
       if (v.stripeWebhookSecret === null) problems.push("STRIPE_WEBHOOK_SECRET must be set when ACQUIRER is stripe")
     }
     if (problems.length > 0) {
-      return Effect.fail(new ConfigurationError({ message: `invalid configuration: ${[...new Set(problems)].join("; ")}` }))
+      return Effect.fail(
+        new ConfigurationError({ message: `invalid configuration: ${[...new Set(problems)].join("; ")}` })
+      )
     }
     const { fraudBlock, fraudReview, stripeApiBase, stripeSecretKey, stripeWebhookSecret, ...rest } = v
     const stripe = rest.acquirer === "stripe" && stripeSecretKey !== null && stripeWebhookSecret !== null
@@ -282,13 +338,17 @@ const withLocalResponseKey = (config: AppConfigShape) =>
     },
     catch: (cause) =>
       new DataDirectoryError({
-        message: `cannot keep the response encryption key in ${dataDirectory} (${cause instanceof Error ? cause.message : String(cause)}): ` +
+        message:
+          `cannot keep the response encryption key in ${dataDirectory} (${
+            cause instanceof Error ? cause.message : String(cause)
+          }): ` +
           "set PAYMENTS_DATA_DIR to a writable directory, or set RESPONSE_ENCRYPTION_KEY and DATABASE_URL"
       })
   })
 
 /** The configuration read from `environment` (the variables of another process, say), as `layer` reads this one's. */
-export const layerFrom = (environment: Environment) => Layer.effect(AppConfig, Effect.flatMap(appConfig(environment), withLocalResponseKey))
+export const layerFrom = (environment: Environment) =>
+  Layer.effect(AppConfig, Effect.flatMap(appConfig(environment), withLocalResponseKey))
 export const layer = Layer.unwrap(Effect.sync(() => layerFrom(process.env)))
 export const layerWith = (config: AppConfigShape) => Layer.succeed(AppConfig, config)
 

@@ -1,8 +1,8 @@
 import * as PgClient from "@effect/sql-pg/PgClient"
 import { Duration, Effect, Layer, Option, Redacted } from "effect"
 import { createServer } from "node:net"
-import Pg from "pg"
 import { join, resolve } from "node:path"
+import Pg from "pg"
 import { migrationTexts } from "../store/migrations.ts"
 import { hotPathPlannerOptions, PgPool, sqlErrorOf } from "../store/PgPrepared.ts"
 import * as Config from "./Config.ts"
@@ -18,7 +18,9 @@ export const freePort = () =>
     server.once("error", fail)
     server.listen(0, "127.0.0.1", () => {
       const address = server.address()
-      server.close(() => (typeof address === "object" && address !== null ? done(address.port) : fail(new Error("no port"))))
+      server.close(
+        () => (typeof address === "object" && address !== null ? done(address.port) : fail(new Error("no port")))
+      )
     })
   })
 
@@ -54,11 +56,17 @@ export const embeddedPostgres = (directory: string, options: { readonly persiste
   Effect.acquireRelease(
     Effect.tryPromise({
       // A server left running by a killed service keeps its data safe: reuse it.
-      try: async () => Embedded.reuseRunningServer(directory) ?? await startEmbeddedPostgres({ directory, persistent: options.persistent }),
+      try: async () =>
+        Embedded.reuseRunningServer(directory) ??
+          await startEmbeddedPostgres({ directory, persistent: options.persistent }),
       catch: (cause) =>
         cause instanceof Embedded.EmbeddedPostgresError
           ? cause
-          : new Embedded.EmbeddedPostgresError(`embedded PostgreSQL failed to start in ${directory}: ${String(cause)}; set DATABASE_URL to use your own PostgreSQL instead`)
+          : new Embedded.EmbeddedPostgresError(
+            `embedded PostgreSQL failed to start in ${directory}: ${
+              String(cause)
+            }; set DATABASE_URL to use your own PostgreSQL instead`
+          )
     }),
     // A server another process started (the service, while a command runs beside it) is theirs to stop.
     ({ reused, stop }) =>
@@ -77,7 +85,9 @@ export const embeddedPostgres = (directory: string, options: { readonly persiste
     Effect.tap((server) =>
       server.directory === resolve(directory)
         ? Effect.void
-        : Effect.logInfo(`embedded PostgreSQL keeps its data in ${server.directory} (the postgres user cannot reach ${directory})`)
+        : Effect.logInfo(
+          `embedded PostgreSQL keeps its data in ${server.directory} (the postgres user cannot reach ${directory})`
+        )
     ),
     Effect.map(({ url }) => url)
   )
@@ -97,8 +107,10 @@ export const readiness = (pool: Option.Option<Pg.Pool>): Effect.Effect<void, Err
   Option.isNone(pool)
     ? Effect.void
     : Effect.callback<void, Error>((resume) => {
-      pool.value.query({ text: "SELECT 1", query_timeout: readinessTimeoutMs } as Pg.QueryConfig, (error: Error | undefined) =>
-        resume(error ? Effect.fail(error) : Effect.void))
+      pool.value.query(
+        { text: "SELECT 1", query_timeout: readinessTimeoutMs } as Pg.QueryConfig,
+        (error: Error | undefined) => resume(error ? Effect.fail(error) : Effect.void)
+      )
     }).pipe(Effect.timeoutOrElse({ duration: readinessTimeoutMs, orElse: () => Effect.fail(new Error("no answer")) }))
 
 export const databaseUrl = Effect.gen(function*() {
@@ -287,7 +299,10 @@ const applyMigrationsLocked = async (client: Pg.Client) => {
       const done = await client.query("SELECT 1 FROM effect_sql_migrations WHERE migration_id = $1", [migration.id])
       if (done.rowCount === 0) {
         await client.query(migration.text)
-        await client.query("INSERT INTO effect_sql_migrations (migration_id, name) VALUES ($1, $2)", [migration.id, migration.name])
+        await client.query("INSERT INTO effect_sql_migrations (migration_id, name) VALUES ($1, $2)", [
+          migration.id,
+          migration.name
+        ])
       }
       await client.query("COMMIT")
     } catch (error) {
@@ -305,7 +320,11 @@ const applyMigrationsLocked = async (client: Pg.Client) => {
 export const migrate = (url: string, timeouts: PoolTimeouts) =>
   Effect.tryPromise({
     try: async () => {
-      const client = new Pg.Client({ connectionString: url, connectionTimeoutMillis: timeouts.connectTimeoutMs, application_name: "payments" })
+      const client = new Pg.Client({
+        connectionString: url,
+        connectionTimeoutMillis: timeouts.connectTimeoutMs,
+        application_name: "payments"
+      })
       await client.connect()
       try {
         await applyMigrations(client)

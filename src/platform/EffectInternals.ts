@@ -70,7 +70,12 @@ export interface Instruction {
 export const instructionOf = (primitive: unknown): Instruction => {
   const p = primitive as Record<string, unknown>
   const kind = typeof p["~effect/Effect/identifier"] === "string" ? p["~effect/Effect/identifier"] as string : "unknown"
-  const candidates = [p["~effect/Effect/args"], p["payload"], p["~effect/Effect/successCont"], p["~effect/Effect/failureCont"]]
+  const candidates = [
+    p["~effect/Effect/args"],
+    p["payload"],
+    p["~effect/Effect/successCont"],
+    p["~effect/Effect/failureCont"]
+  ]
   const fn = candidates.find((c): c is Function => typeof c === "function")
   return { kind, fn }
 }

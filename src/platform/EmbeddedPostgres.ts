@@ -63,7 +63,9 @@ const loadBinaries = async (): Promise<Binaries> => {
   try {
     module = await import(name)
   } catch {
-    throw new EmbeddedPostgresError(`no PostgreSQL binaries for ${platform()}-${arch()} (package ${name} is not installed): run npm ci, or ${hint}`)
+    throw new EmbeddedPostgresError(
+      `no PostgreSQL binaries for ${platform()}-${arch()} (package ${name} is not installed): run npm ci, or ${hint}`
+    )
   }
   return { nativeDirectory: dirname(dirname(module.postgres)), initdb: module.initdb, postgres: module.postgres }
 }
@@ -75,7 +77,8 @@ interface RunAs {
 
 const isRoot = () => process.getuid?.() === 0
 
-const idOf = (flag: "-u" | "-g") => Number(execFileSync("id", [flag, user], { encoding: "utf8", stdio: ["ignore", "pipe", "ignore"] }).trim())
+const idOf = (flag: "-u" | "-g") =>
+  Number(execFileSync("id", [flag, user], { encoding: "utf8", stdio: ["ignore", "pipe", "ignore"] }).trim())
 
 let knownServerUser: RunAs | null = null
 
@@ -87,10 +90,16 @@ const findOrCreateServerUser = (): RunAs => {
     return { uid: idOf("-u"), gid: idOf("-g") }
   } catch {
     try {
-      execFileSync("useradd", ["--system", "--user-group", "--no-create-home", "--shell", "/usr/sbin/nologin", user], { stdio: "ignore" })
+      execFileSync("useradd", ["--system", "--user-group", "--no-create-home", "--shell", "/usr/sbin/nologin", user], {
+        stdio: "ignore"
+      })
       return { uid: idOf("-u"), gid: idOf("-g") }
     } catch (cause) {
-      throw new EmbeddedPostgresError(`running as root, PostgreSQL needs a '${user}' user and it could not be created (${String(cause)}): create it (useradd ${user}), run as another user, or ${hint}`)
+      throw new EmbeddedPostgresError(
+        `running as root, PostgreSQL needs a '${user}' user and it could not be created (${
+          String(cause)
+        }): create it (useradd ${user}), run as another user, or ${hint}`
+      )
     }
   }
 }
@@ -172,8 +181,11 @@ const lastLines = (text: string) =>
   text.split("\n").map((line) => line.trim()).filter((line) => line.length > 0).slice(-2).join(" / ") || "no output"
 
 /** initdb and postgres: as the server user when root, messages in English on stderr only. */
-const spawnOptions = (runAs: RunAs | null): SpawnOptionsWithStdioTuple<"ignore", "ignore", "pipe"> =>
-  ({ ...(runAs ?? {}), stdio: ["ignore", "ignore", "pipe"], env: { ...process.env, LC_ALL: "C" } })
+const spawnOptions = (runAs: RunAs | null): SpawnOptionsWithStdioTuple<"ignore", "ignore", "pipe"> => ({
+  ...(runAs ?? {}),
+  stdio: ["ignore", "ignore", "pipe"],
+  env: { ...process.env, LC_ALL: "C" }
+})
 
 const run = (command: string, args: ReadonlyArray<string>, runAs: RunAs | null) =>
   new Promise<void>((done, fail) => {
@@ -210,12 +222,17 @@ const initialise = async (binaries: Binaries, directory: string, runAs: RunAs | 
 const awaitReady = (binaries: Binaries, options: StartOptions, directory: string, runAs: RunAs | null) =>
   new Promise<ReturnType<typeof spawn>>((done, fail) => {
     const child = spawn(binaries.postgres, [
-      "-D", directory,
-      "-p", String(options.port),
-      "-c", "listen_addresses=127.0.0.1",
+      "-D",
+      directory,
+      "-p",
+      String(options.port),
+      "-c",
+      "listen_addresses=127.0.0.1",
       // TCP only: no socket files in /tmp to collide with or to need permissions for.
-      "-c", "unix_socket_directories=",
-      "-c", "max_connections=200",
+      "-c",
+      "unix_socket_directories=",
+      "-c",
+      "max_connections=200",
       ...(options.flags ?? [])
     ], spawnOptions(runAs))
     let stderr = ""
@@ -249,11 +266,18 @@ export const startEmbeddedPostgres = async (options: StartOptions): Promise<Embe
     } catch (cause) {
       if (cause instanceof EmbeddedPostgresError) throw cause
       const reason = cause instanceof Error ? cause.message : String(cause)
-      throw new EmbeddedPostgresError(`embedded PostgreSQL: ${what} failed in ${directory}: ${reason.split("\n")[0]}; ${hint}, or remove ${directory} to start afresh`)
+      throw new EmbeddedPostgresError(
+        `embedded PostgreSQL: ${what} failed in ${directory}: ${
+          reason.split("\n")[0]
+        }; ${hint}, or remove ${directory} to start afresh`
+      )
     }
   }
   if (runAs !== null) {
-    binaries = await step("copying the binaries where the postgres user can read them", () => reachableBinaries(binaries, runAs))
+    binaries = await step(
+      "copying the binaries where the postgres user can read them",
+      () => reachableBinaries(binaries, runAs)
+    )
   }
   await step("preparing the data directory", async () => {
     if (runAs !== null && directory.startsWith(rootRuntimeDirectory())) await openDirectory(dirname(directory))
@@ -273,22 +297,21 @@ export const startEmbeddedPostgres = async (options: StartOptions): Promise<Embe
   }
   process.once("exit", stopAtExit)
   let stopping: Promise<void> | null = null
-  const stop = () =>
-    (stopping ??= (async () => {
-      process.removeListener("exit", stopAtExit)
-      if (child.exitCode === null && child.signalCode === null) {
-        await new Promise<void>((done) => {
-          const force = setTimeout(() => child.kill("SIGQUIT"), 15_000)
-          child.once("exit", () => {
-            clearTimeout(force)
-            done()
-          })
-          // Fast shutdown: active transactions roll back, committed data is safe.
-          child.kill("SIGINT")
+  const stop = () => (stopping ??= (async () => {
+    process.removeListener("exit", stopAtExit)
+    if (child.exitCode === null && child.signalCode === null) {
+      await new Promise<void>((done) => {
+        const force = setTimeout(() => child.kill("SIGQUIT"), 15_000)
+        child.once("exit", () => {
+          clearTimeout(force)
+          done()
         })
-      }
-      if (!options.persistent) await rm(directory, { recursive: true, force: true })
-    })())
+        // Fast shutdown: active transactions roll back, committed data is safe.
+        child.kill("SIGINT")
+      })
+    }
+    if (!options.persistent) await rm(directory, { recursive: true, force: true })
+  })())
   return { url: urlFor(options.port), port: options.port, directory, stop, reused: false }
 }
 
@@ -298,4 +321,3 @@ export const reuseRunningServer = (directory: string): EmbeddedServer | null => 
   if (port === null) return null
   return { url: urlFor(port), port, directory: clusterDirectory(directory), stop: async () => {}, reused: true }
 }
-

@@ -1,5 +1,5 @@
-import { randomBytes } from "node:crypto"
 import { Context, Layer } from "effect"
+import { randomBytes } from "node:crypto"
 import type { IdKind, MintId } from "../domain/Ids.ts"
 import { encodeIdBody, formatId } from "../domain/Ids.ts"
 
@@ -50,7 +50,7 @@ export const layer = Layer.sync(Ids, () => makeIds(pooledRandomBytes()))
  * sfc32 seeded through splitmix32: a small, fast PRNG in 32-bit integer arithmetic only, so the
  * same seed gives the same sequence on every machine. Returns the generator of uint32 values.
  */
-export const sfc32 = (seed: number): (() => number) => {
+export const sfc32 = (seed: number): () => number => {
   let s = seed >>> 0
   const splitmix = () => {
     s = (s + 0x9e3779b9) >>> 0

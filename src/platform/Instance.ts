@@ -22,7 +22,9 @@ export interface ServiceInstanceShape {
   readonly following: Latch.Latch
 }
 
-export class ServiceInstance extends Context.Service<ServiceInstance, ServiceInstanceShape>()("payments/ServiceInstance") {}
+export class ServiceInstance
+  extends Context.Service<ServiceInstance, ServiceInstanceShape>()("payments/ServiceInstance")
+{}
 
 export const heartbeatEveryMs = 1_000
 export const aliveForMs = 5_000
@@ -30,59 +32,63 @@ export const aliveForMs = 5_000
 export const jobsRole = "jobs"
 
 /** The instance `id` (tests name theirs; a service process gets a random one from `layer`). */
-export const layerWithId = (id: string) => Layer.effect(
-  ServiceInstance,
-  Effect.gen(function*() {
-    const store = yield* Store
-    const leading = yield* Latch.make(false)
-    const following = yield* Latch.make(true)
-    const setLeading = (leads: boolean) =>
-      Effect.sync(() => {
-        if (leads === Latch.isOpen(leading)) return
-        if (leads) {
-          Latch.closeUnsafe(following)
-          Latch.openUnsafe(leading)
-        } else {
-          Latch.closeUnsafe(leading)
-          Latch.openUnsafe(following)
-        }
-      })
-    // A beat says the instance is alive, then takes or keeps the leader's role (its holder's
-    // liveness is read from the beats). A missed beat is logged, not fatal. A leader whose beats
-    // have failed for as long as a beat keeps it alive steps down: the others no longer see it
-    // alive and one of them takes the role (a leader cut off from the database, or paused, may
-    // still run a job once beside the new one, which the jobs tolerate: their writes are
-    // version-checked and idempotent).
-    let lastBeatMs = Number.NEGATIVE_INFINITY
-    const beat = Effect.gen(function*() {
-      const now = yield* Clock.currentTimeMillis
-      yield* store.heartbeat(id, isoAt(now + aliveForMs))
-      lastBeatMs = now
-      yield* setLeading(yield* store.lead(jobsRole, id, isoAt(now)))
-    }).pipe(Effect.catch((error) =>
-      Effect.gen(function*() {
-        yield* Effect.logWarning("instance heartbeat failed", error)
-        if ((yield* Clock.currentTimeMillis) - lastBeatMs >= aliveForMs) yield* setLeading(false)
-      })
-    ))
-    yield* beat
-    yield* Effect.forkScoped(Effect.sleep(heartbeatEveryMs).pipe(Effect.andThen(beat), Effect.forever))
-    yield* Effect.addFinalizer(() =>
-      Effect.gen(function*() {
-        yield* setLeading(false)
-        yield* store.resign(jobsRole, id)
-        yield* store.heartbeat(id, isoAt(yield* Clock.currentTimeMillis))
-      }).pipe(Effect.catchCause(() => Effect.void))
-    )
-    return { id, leading, following }
-  })
-)
+export const layerWithId = (id: string) =>
+  Layer.effect(
+    ServiceInstance,
+    Effect.gen(function*() {
+      const store = yield* Store
+      const leading = yield* Latch.make(false)
+      const following = yield* Latch.make(true)
+      const setLeading = (leads: boolean) =>
+        Effect.sync(() => {
+          if (leads === Latch.isOpen(leading)) return
+          if (leads) {
+            Latch.closeUnsafe(following)
+            Latch.openUnsafe(leading)
+          } else {
+            Latch.closeUnsafe(leading)
+            Latch.openUnsafe(following)
+          }
+        })
+      // A beat says the instance is alive, then takes or keeps the leader's role (its holder's
+      // liveness is read from the beats). A missed beat is logged, not fatal. A leader whose beats
+      // have failed for as long as a beat keeps it alive steps down: the others no longer see it
+      // alive and one of them takes the role (a leader cut off from the database, or paused, may
+      // still run a job once beside the new one, which the jobs tolerate: their writes are
+      // version-checked and idempotent).
+      let lastBeatMs = Number.NEGATIVE_INFINITY
+      const beat = Effect.gen(function*() {
+        const now = yield* Clock.currentTimeMillis
+        yield* store.heartbeat(id, isoAt(now + aliveForMs))
+        lastBeatMs = now
+        yield* setLeading(yield* store.lead(jobsRole, id, isoAt(now)))
+      }).pipe(Effect.catch((error) =>
+        Effect.gen(function*() {
+          yield* Effect.logWarning("instance heartbeat failed", error)
+          if ((yield* Clock.currentTimeMillis) - lastBeatMs >= aliveForMs) yield* setLeading(false)
+        })
+      ))
+      yield* beat
+      yield* Effect.forkScoped(Effect.sleep(heartbeatEveryMs).pipe(Effect.andThen(beat), Effect.forever))
+      yield* Effect.addFinalizer(() =>
+        Effect.gen(function*() {
+          yield* setLeading(false)
+          yield* store.resign(jobsRole, id)
+          yield* store.heartbeat(id, isoAt(yield* Clock.currentTimeMillis))
+        }).pipe(Effect.catchCause(() => Effect.void))
+      )
+      return { id, leading, following }
+    })
+  )
 
 /** A new instance: a fresh random id each process start (a restarted process is another instance). */
 export const layer = Layer.unwrap(Effect.sync(() => layerWithId(`ins_${randomBytes(12).toString("hex")}`)))
 
 /** This process's instance id, or null in a process without one (a CLI command, the simulator). */
-export const currentId = Effect.map(Effect.serviceOption(ServiceInstance), (instance) => Option.isSome(instance) ? instance.value.id : null)
+export const currentId = Effect.map(
+  Effect.serviceOption(ServiceInstance),
+  (instance) => Option.isSome(instance) ? instance.value.id : null
+)
 
 /**
  * Runs `job` while this instance leads: started each time it becomes the leader, interrupted when

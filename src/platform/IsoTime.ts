@@ -65,7 +65,8 @@ const digit = (s: string, i: number) => {
  */
 export const canonicalIsoMs = (s: string): number | undefined => {
   if (
-    s.length !== 24 || s.charCodeAt(4) !== 45 || s.charCodeAt(7) !== 45 || s.charCodeAt(10) !== 84 || s.charCodeAt(13) !== 58 ||
+    s.length !== 24 || s.charCodeAt(4) !== 45 || s.charCodeAt(7) !== 45 || s.charCodeAt(10) !== 84 ||
+    s.charCodeAt(13) !== 58 ||
     s.charCodeAt(16) !== 58 || s.charCodeAt(19) !== 46 || s.charCodeAt(23) !== 90
   ) return undefined
   const year = digit(s, 0) * 1000 + digit(s, 1) * 100 + digit(s, 2) * 10 + digit(s, 3)
@@ -76,7 +77,10 @@ export const canonicalIsoMs = (s: string): number | undefined => {
   const seconds = digit(s, 17) * 10 + digit(s, 18)
   const millis = digit(s, 20) * 100 + digit(s, 21) * 10 + digit(s, 22)
   // NaN (a non-digit) fails every comparison below.
-  if (!(year >= 100 && month >= 1 && month <= 12 && day >= 1 && hours <= 23 && minutes <= 59 && seconds <= 59 && millis >= 0)) return undefined
+  if (
+    !(year >= 100 && month >= 1 && month <= 12 && day >= 1 && hours <= 23 && minutes <= 59 && seconds <= 59 &&
+      millis >= 0)
+  ) return undefined
   const dayKey = year * 10_000 + month * 100 + day
   if (dayKey !== parsedDayKey) {
     const leap = month === 2 && year % 4 === 0 && (year % 100 !== 0 || year % 400 === 0)

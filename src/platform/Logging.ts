@@ -14,7 +14,10 @@ const secretPrefix = /sk_live_|whsec_|tok_/
 export const redact = (text: string) => (secretPrefix.test(text) ? text.replace(secretPattern, "$1[redacted]") : text)
 
 /** One JSON line per event on stderr, the whole line redacted. */
-export const jsonLogger: Logger.Logger<unknown, void> = Logger.formatJson.pipe(Logger.map(redact), Logger.withConsoleError)
+export const jsonLogger: Logger.Logger<unknown, void> = Logger.formatJson.pipe(
+  Logger.map(redact),
+  Logger.withConsoleError
+)
 
 /**
  * Effect's pretty logger. Unlike the JSON lines it is not redacted on this port yet: Effect 4's
@@ -28,19 +31,26 @@ export const prettyLogger: Logger.Logger<unknown, void> = Logger.consolePretty()
  */
 export const layer = (format: LogFormat) => Logger.layer([format === "pretty" ? prettyLogger : jsonLogger])
 
-const levels = { debug: "Debug", info: "Info", warning: "Warn", error: "Error" } as const satisfies Record<string, LogLevel.LogLevel>
+const levels = { debug: "Debug", info: "Info", warning: "Warn", error: "Error" } as const satisfies Record<
+  string,
+  LogLevel.LogLevel
+>
 export type LogLevelName = keyof typeof levels
 
 /**
  * `LOG_FORMAT` (`json`, the default, or `pretty`) and `LOG_LEVEL` (`info`, the default: a line
  * per request; `warning`/`error` keep only problems; or `debug`).
  */
-export const fromEnvironment = (environment: Environment): Effect.Effect<{ format: LogFormat; level: LogLevelName }, ConfigurationError> => {
+export const fromEnvironment = (
+  environment: Environment
+): Effect.Effect<{ format: LogFormat; level: LogLevelName }, ConfigurationError> => {
   const format = environment.LOG_FORMAT ?? "json"
   const level = environment.LOG_LEVEL ?? "info"
   const problems: Array<string> = []
   if (format !== "json" && format !== "pretty") problems.push(`LOG_FORMAT must be json or pretty, got '${format}'`)
-  if (!Object.hasOwn(levels, level)) problems.push(`LOG_LEVEL must be one of debug, info, warning, error, got '${level}'`)
+  if (!Object.hasOwn(levels, level)) {
+    problems.push(`LOG_LEVEL must be one of debug, info, warning, error, got '${level}'`)
+  }
   return problems.length > 0
     ? Effect.fail(new ConfigurationError({ message: `invalid configuration: ${problems.join("; ")}` }))
     : Effect.succeed({ format: format as LogFormat, level: level as LogLevelName })

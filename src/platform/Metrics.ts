@@ -86,8 +86,9 @@ const counterKey = (name: string, description: string): Definition => (attribute
   Metric.counter(name, { description, incremental: true, ...(attributes === undefined ? {} : { attributes }) })
 const gaugeKey = (name: string, description: string): Definition => (attributes) =>
   Metric.gauge(name, { description, ...(attributes === undefined ? {} : { attributes }) })
-const histogramKey = (name: string, description: string, boundaries: ReadonlyArray<number>): Definition => (attributes) =>
-  Metric.histogram(name, { description, boundaries, ...(attributes === undefined ? {} : { attributes }) })
+const histogramKey =
+  (name: string, description: string, boundaries: ReadonlyArray<number>): Definition => (attributes) =>
+    Metric.histogram(name, { description, boundaries, ...(attributes === undefined ? {} : { attributes }) })
 
 /** Seconds, from 1 ms to 10 s: request latencies. */
 const latencyBounds = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
@@ -95,64 +96,136 @@ const latencyBounds = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 
 const lagBounds = [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600, 14_400, 86_400]
 
 // HTTP
-export const httpRequests = family(counterKey("http_requests_total", "HTTP requests answered, by method, route template and status"), ["method", "route", "status"])
+export const httpRequests = family(
+  counterKey("http_requests_total", "HTTP requests answered, by method, route template and status"),
+  ["method", "route", "status"]
+)
 /** Requests this process has begun and not yet ended: answered, refused, or cut off (a client hung up) and cleaned up after. */
-export const httpRequestsInFlight = family(gaugeKey("http_requests_in_flight", "HTTP requests begun and not yet ended (answered, or cut off and cleaned up after)"), [])()
+export const httpRequestsInFlight = family(
+  gaugeKey(
+    "http_requests_in_flight",
+    "HTTP requests begun and not yet ended (answered, or cut off and cleaned up after)"
+  ),
+  []
+)()
 export const httpRequestDuration = family(
-  histogramKey("http_request_duration_seconds", "Time from request to response, by method, route template and status", latencyBounds),
+  histogramKey(
+    "http_request_duration_seconds",
+    "Time from request to response, by method, route template and status",
+    latencyBounds
+  ),
   ["method", "route", "status"]
 )
 
 // Payments and money
 export const paymentEvents = family(counterKey("payment_events_total", "Payment events emitted, by type"), ["type"])
 export const paymentOutcomes = family(
-  counterKey("payments_total", "Payments reaching an outcome: authorized, failed (with failure_code), fraud_blocked, captured, voided, refunded, settled"),
+  counterKey(
+    "payments_total",
+    "Payments reaching an outcome: authorized, failed (with failure_code), fraud_blocked, captured, voided, refunded, settled"
+  ),
   ["outcome", "failure_code"]
 )
-export const ledgerPostings = family(counterKey("ledger_postings_total", "Balanced ledger groups committed, by currency"), ["currency"])
-export const ledgerEntries = family(counterKey("ledger_entries_total", "Ledger entries committed, by currency"), ["currency"])
+export const ledgerPostings = family(
+  counterKey("ledger_postings_total", "Balanced ledger groups committed, by currency"),
+  ["currency"]
+)
+export const ledgerEntries = family(counterKey("ledger_entries_total", "Ledger entries committed, by currency"), [
+  "currency"
+])
 
 // Idempotency
-export const idempotencyReplays = family(counterKey("idempotency_replays_total", "Stored responses replayed for a repeated idempotency key"), [])()
+export const idempotencyReplays = family(
+  counterKey("idempotency_replays_total", "Stored responses replayed for a repeated idempotency key"),
+  []
+)()
 export const idempotencyConflicts = family(
-  counterKey("idempotency_conflicts_total", "Idempotency keys refused: in_progress (409) or reused with another request (422)"),
+  counterKey(
+    "idempotency_conflicts_total",
+    "Idempotency keys refused: in_progress (409) or reused with another request (422)"
+  ),
   ["reason"]
 )
 
 // Webhooks
 export const webhookAttempts = family(
-  counterKey("webhook_attempts_total", "Webhook attempts, by outcome: succeeded (2xx), rejected (other status), error (no answer, timeout, refused address)"),
+  counterKey(
+    "webhook_attempts_total",
+    "Webhook attempts, by outcome: succeeded (2xx), rejected (other status), error (no answer, timeout, refused address)"
+  ),
   ["outcome"]
 )
-export const webhookDeliveriesFailed = family(counterKey("webhook_deliveries_failed_total", "Webhook deliveries that failed for good (retries exhausted)"), [])()
-export const webhookDeliveryLag = family(
-  histogramKey("webhook_delivery_lag_seconds", "Seconds between a webhook attempt becoming due and its start", lagBounds),
+export const webhookDeliveriesFailed = family(
+  counterKey("webhook_deliveries_failed_total", "Webhook deliveries that failed for good (retries exhausted)"),
   []
 )()
-export const webhookQueueDepth = family(gaugeKey("webhook_queue_depth", "Webhook deliveries pending or retrying (all processes)"), [])()
-export const webhookDueDeliveries = family(gaugeKey("webhook_due_deliveries", "Webhook deliveries due now and not yet attempted"), [])()
+export const webhookDeliveryLag = family(
+  histogramKey(
+    "webhook_delivery_lag_seconds",
+    "Seconds between a webhook attempt becoming due and its start",
+    lagBounds
+  ),
+  []
+)()
+export const webhookQueueDepth = family(
+  gaugeKey("webhook_queue_depth", "Webhook deliveries pending or retrying (all processes)"),
+  []
+)()
+export const webhookDueDeliveries = family(
+  gaugeKey("webhook_due_deliveries", "Webhook deliveries due now and not yet attempted"),
+  []
+)()
 export const webhookOldestDueSeconds = family(
-  gaugeKey("webhook_oldest_due_age_seconds", "Age of the oldest webhook delivery that is due and not yet attempted (0: none)"),
+  gaugeKey(
+    "webhook_oldest_due_age_seconds",
+    "Age of the oldest webhook delivery that is due and not yet attempted (0: none)"
+  ),
   []
 )()
 
 // Database pool (this process)
-export const databasePoolConnections = family(gaugeKey("db_pool_connections", "Connections of this process's pool, by state (in_use, idle)"), ["state"])
-export const databasePoolWaiting = family(gaugeKey("db_pool_waiting", "Queries waiting for a connection of this process's pool"), [])()
+export const databasePoolConnections = family(
+  gaugeKey("db_pool_connections", "Connections of this process's pool, by state (in_use, idle)"),
+  ["state"]
+)
+export const databasePoolWaiting = family(
+  gaugeKey("db_pool_waiting", "Queries waiting for a connection of this process's pool"),
+  []
+)()
 export const databasePoolMax = family(gaugeKey("db_pool_max_connections", "Size limit of this process's pool"), [])()
 
 // Workers
-export const recoveryRuns = family(counterKey("recovery_runs_total", "Recovery passes, by outcome (ok, failed)"), ["outcome"])
-export const recoveredPayments = family(counterKey("recovery_resumed_payments_total", "Payment flows resumed by recovery"), [])()
-export const settlementRuns = family(counterKey("settlement_runs_total", "Settlement sweeps, by outcome (ok, failed)"), ["outcome"])
-export const settledPayments = family(counterKey("settlement_settled_payments_total", "Payments moved to settled"), [])()
-export const processorNotifications = family(
-  counterKey("processor_notifications_total", "Verified notifications from the card processor, by outcome (dispute_applied, refund_failure_applied, already_applied, refund_failure_unmatched, ignored)"),
+export const recoveryRuns = family(counterKey("recovery_runs_total", "Recovery passes, by outcome (ok, failed)"), [
+  "outcome"
+])
+export const recoveredPayments = family(
+  counterKey("recovery_resumed_payments_total", "Payment flows resumed by recovery"),
+  []
+)()
+export const settlementRuns = family(
+  counterKey("settlement_runs_total", "Settlement sweeps, by outcome (ok, failed)"),
   ["outcome"]
 )
-export const reconciliationRuns = family(counterKey("reconciliation_runs_total", "Reconciliations with the processor, by outcome (ok, failed)"), ["outcome"])
+export const settledPayments = family(
+  counterKey("settlement_settled_payments_total", "Payments moved to settled"),
+  []
+)()
+export const processorNotifications = family(
+  counterKey(
+    "processor_notifications_total",
+    "Verified notifications from the card processor, by outcome (dispute_applied, refund_failure_applied, already_applied, refund_failure_unmatched, ignored)"
+  ),
+  ["outcome"]
+)
+export const reconciliationRuns = family(
+  counterKey("reconciliation_runs_total", "Reconciliations with the processor, by outcome (ok, failed)"),
+  ["outcome"]
+)
 export const reconciliationDifferences = family(
-  gaugeKey("reconciliation_differences", "Differences the last reconciliation found between the books and the processor, by field"),
+  gaugeKey(
+    "reconciliation_differences",
+    "Differences the last reconciliation found between the books and the processor, by field"
+  ),
   ["field"]
 )
 
@@ -161,11 +234,28 @@ export const reconciliationDifferences = family(
  * or absence works before the first event (labelled ones with their known label values).
  */
 const alwaysPresent = () => [
-  httpRequestsInFlight, idempotencyReplays, idempotencyConflicts("in_progress"), idempotencyConflicts("key_reused"),
-  webhookAttempts("succeeded"), webhookAttempts("rejected"), webhookAttempts("error"), webhookDeliveriesFailed, webhookDeliveryLag,
-  webhookQueueDepth, webhookDueDeliveries, webhookOldestDueSeconds,
-  databasePoolConnections("in_use"), databasePoolConnections("idle"), databasePoolWaiting, databasePoolMax,
-  recoveryRuns("ok"), recoveryRuns("failed"), recoveredPayments, settlementRuns("ok"), settlementRuns("failed"), settledPayments
+  httpRequestsInFlight,
+  idempotencyReplays,
+  idempotencyConflicts("in_progress"),
+  idempotencyConflicts("key_reused"),
+  webhookAttempts("succeeded"),
+  webhookAttempts("rejected"),
+  webhookAttempts("error"),
+  webhookDeliveriesFailed,
+  webhookDeliveryLag,
+  webhookQueueDepth,
+  webhookDueDeliveries,
+  webhookOldestDueSeconds,
+  databasePoolConnections("in_use"),
+  databasePoolConnections("idle"),
+  databasePoolWaiting,
+  databasePoolMax,
+  recoveryRuns("ok"),
+  recoveryRuns("failed"),
+  recoveredPayments,
+  settlementRuns("ok"),
+  settlementRuns("failed"),
+  settledPayments
 ]
 let registered = false
 
@@ -197,7 +287,9 @@ export const prometheusText: Effect.Effect<string> = Effect.sync(() => {
       return group.lines
     }
     if (snapshot.type === "Counter") {
-      groupOf(snapshot.state.incremental ? "counter" : "gauge").push(`${metricName}${tagText} ${Number(snapshot.state.count)}`)
+      groupOf(snapshot.state.incremental ? "counter" : "gauge").push(
+        `${metricName}${tagText} ${Number(snapshot.state.count)}`
+      )
     } else if (snapshot.type === "Gauge") {
       groupOf("gauge").push(`${metricName}${tagText} ${Number(snapshot.state.value)}`)
     } else if (snapshot.type === "Histogram") {

@@ -20,7 +20,9 @@ export const isSealed = (stored: string) => stored.startsWith(sealedPrefix)
 export const parseKey = (hex: string): Buffer | null => (/^[0-9a-fA-F]{64}$/.test(hex) ? Buffer.from(hex, "hex") : null)
 
 /** The durable key a configuration holds (RESPONSE_ENCRYPTION_KEY, or the embedded mode's key in `.data/`); null without one. */
-export const configuredKey = (config: { readonly responseEncryptionKey: Redacted.Redacted<string> | null }): Buffer | null =>
+export const configuredKey = (
+  config: { readonly responseEncryptionKey: Redacted.Redacted<string> | null }
+): Buffer | null =>
   config.responseEncryptionKey === null ? null : parseKey(Redacted.value(config.responseEncryptionKey))
 
 export const newKeyHex = () => randomBytes(32).toString("hex")

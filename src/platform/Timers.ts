@@ -15,7 +15,9 @@ export type CallbackTimer = (delayMs: number, task: () => void) => () => void
  */
 export const callbackTimerOf = (clock: Clock.Clock): Effect.Effect<CallbackTimer | null> => {
   const own = (clock as Clock.Clock & Partial<MillisecondScheduler>).scheduleMs
-  if (typeof own === "function") return Effect.succeed((delayMs, task) => own.call(clock, task, delayMs > 0 ? delayMs : 0))
+  if (typeof own === "function") {
+    return Effect.succeed((delayMs, task) => own.call(clock, task, delayMs > 0 ? delayMs : 0))
+  }
   if (isDefaultClock(clock)) return Effect.succeed(ioDeadlineTimer)
   return Effect.succeed(null)
 }

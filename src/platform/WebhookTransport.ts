@@ -1,8 +1,8 @@
 import { Clock, Context, Effect, Layer } from "effect"
-import * as http from "node:http"
-import * as https from "node:https"
 import { lookup as dnsLookup } from "node:dns"
 import type { LookupAddress, LookupOptions } from "node:dns"
+import * as http from "node:http"
+import * as https from "node:https"
 import { isIP } from "node:net"
 import { isPublicAddress } from "../domain/Network.ts"
 import { AppConfig } from "./Config.ts"
@@ -36,9 +36,14 @@ export interface WebhookTransportShape {
 }
 
 /** The failure of an attempt whose endpoint did not answer within the timeout. */
-export const timedOut = (timeoutMs: number): TransportResult => ({ _tag: "Failed", error: `timeout: no answer within ${timeoutMs} ms` })
+export const timedOut = (timeoutMs: number): TransportResult => ({
+  _tag: "Failed",
+  error: `timeout: no answer within ${timeoutMs} ms`
+})
 
-export class WebhookTransport extends Context.Service<WebhookTransport, WebhookTransportShape>()("payments/WebhookTransport") {}
+export class WebhookTransport
+  extends Context.Service<WebhookTransport, WebhookTransportShape>()("payments/WebhookTransport")
+{}
 
 /** At most this much of an endpoint's answer is read; the rest is discarded unread. */
 export const responseReadLimitBytes = 4096
@@ -87,7 +92,11 @@ const describe = (error: unknown): string => {
 
 const answered = (status: number, chunks: ReadonlyArray<Buffer>): TransportResult => {
   const bytes = Buffer.concat(chunks as Array<Buffer>)
-  return { _tag: "Answered", status, snippet: bytes.toString("utf8", 0, Math.min(bytes.length, responseReadLimitBytes)) }
+  return {
+    _tag: "Answered",
+    status,
+    snippet: bytes.toString("utf8", 0, Math.min(bytes.length, responseReadLimitBytes))
+  }
 }
 
 export interface HttpAgents {
@@ -183,10 +192,11 @@ export const layer = Layer.effect(
     }
     const agents = yield* Effect.acquireRelease(
       Effect.sync(() => ({ http: new http.Agent(options), https: new https.Agent(options) })),
-      (agents) => Effect.sync(() => {
-        agents.http.destroy()
-        agents.https.destroy()
-      })
+      (agents) =>
+        Effect.sync(() => {
+          agents.http.destroy()
+          agents.https.destroy()
+        })
     )
     return makeHttpTransport(config.webhookAllowPrivateUrls, agents, yield* callbackTimerOf(yield* Clock.Clock))
   })

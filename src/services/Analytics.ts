@@ -21,20 +21,24 @@ const ratio = (numerator: number, denominator: number): number | null =>
   denominator === 0 ? null : Math.round((numerator / denominator) * 1e6) / 1e6
 
 /** Payments the card network approved, of those it decided on (approved or declined; not `pending`). */
-export const approvalRate = (counts: { readonly approved: number; readonly decided: number }) => ratio(counts.approved, counts.decided)
+export const approvalRate = (counts: { readonly approved: number; readonly decided: number }) =>
+  ratio(counts.approved, counts.decided)
 
 /** Payments the fraud screening blocked, of those the card network approved (all of which are screened). */
-export const fraudRate = (counts: { readonly blocked: number; readonly approved: number }) => ratio(counts.blocked, counts.approved)
+export const fraudRate = (counts: { readonly blocked: number; readonly approved: number }) =>
+  ratio(counts.blocked, counts.approved)
 
 /** Payments whose dispute was lost (fraud the screening let through), of those the card network approved. */
-export const lostDisputeRate = (counts: { readonly lost: number; readonly approved: number }) => ratio(counts.lost, counts.approved)
+export const lostDisputeRate = (counts: { readonly lost: number; readonly approved: number }) =>
+  ratio(counts.lost, counts.approved)
 
 /** Money refunded, of the money captured: minor units of ONE currency. */
 export const refundRate = (money: { readonly refundedCents: number; readonly capturedCents: number }) =>
   ratio(money.refundedCents, money.capturedCents)
 
 /** Payments disputed, of those with captured money. */
-export const disputeRate = (counts: { readonly disputed: number; readonly captured: number }) => ratio(counts.disputed, counts.captured)
+export const disputeRate = (counts: { readonly disputed: number; readonly captured: number }) =>
+  ratio(counts.disputed, counts.captured)
 
 /** Reviewed fraud cases confirmed as fraud, of all reviewed (confirmed or false positive). */
 export const reviewPrecision = (cases: Readonly<Record<FraudCaseStatus, number>>) =>
@@ -43,8 +47,11 @@ export const reviewPrecision = (cases: Readonly<Record<FraudCaseStatus, number>>
 // ---------------------------------------------------------------------------------------------
 
 /** One currency's figures over a window or a period: money in that currency's minor units. */
-export interface CurrencyFigures
-  extends Pick<AnalyticsRow, "currency" | "transactionCount" | "volumeCents" | "capturedCents" | "refundedCents" | "feesCents">
+export interface CurrencyFigures extends
+  Pick<
+    AnalyticsRow,
+    "currency" | "transactionCount" | "volumeCents" | "capturedCents" | "refundedCents" | "feesCents"
+  >
 {
   /** captured − refunded − fees. */
   readonly revenueCents: number
@@ -94,7 +101,9 @@ export interface FraudStatsReport {
   readonly approvedCount: number
   readonly screenedCount: number
   readonly blockedCount: number
-  readonly blockedByCurrency: ReadonlyArray<{ readonly currency: string; readonly count: number; readonly amountCents: number }>
+  readonly blockedByCurrency: ReadonlyArray<
+    { readonly currency: string; readonly count: number; readonly amountCents: number }
+  >
   readonly lostDisputeCount: number
   readonly fraudRate: number | null
   readonly lostDisputeRate: number | null
@@ -106,7 +115,10 @@ export interface FraudStatsReport {
 
 /** A merchant's figures: analytics of its payments and statistics of its fraud screening. */
 export interface AnalyticsShape {
-  readonly analytics: (merchantId: string, window: AnalyticsWindow) => Effect.Effect<AnalyticsReport, InvalidInput | StoreUnavailable>
+  readonly analytics: (
+    merchantId: string,
+    window: AnalyticsWindow
+  ) => Effect.Effect<AnalyticsReport, InvalidInput | StoreUnavailable>
   readonly fraudStats: (merchantId: string) => Effect.Effect<FraudStatsReport, StoreUnavailable>
 }
 
@@ -164,11 +176,14 @@ export const layer = Layer.effect(
       analytics: (merchantId, window) =>
         Effect.gen(function*() {
           const rows = yield* store.analytics(merchantId, window.from, window.to)
-          const periods = window.interval === null ? [] : yield* store.analyticsSeries(merchantId, window.interval, window.from, window.to)
+          const periods = window.interval === null
+            ? []
+            : yield* store.analyticsSeries(merchantId, window.interval, window.from, window.to)
           if (periods.length > maximumSeriesRows) {
             return yield* new InvalidInput({
               param: "interval",
-              message: `The series would have more than ${maximumSeriesRows} periods; narrow from/to or use a longer interval.`
+              message:
+                `The series would have more than ${maximumSeriesRows} periods; narrow from/to or use a longer interval.`
             })
           }
           return analyticsReport(window, rows, periods)

@@ -1,5 +1,5 @@
-import { hash as oneShotHash } from "node:crypto"
 import { Context, Effect, Layer } from "effect"
+import { hash as oneShotHash } from "node:crypto"
 import type { ApiKey, Merchant } from "../domain/Merchant.ts"
 import { apiKeySecretPrefix, displayPrefix } from "../domain/Merchant.ts"
 import { AppConfig } from "../platform/Config.ts"
@@ -23,7 +23,10 @@ export interface ApiKeysShape {
   readonly issue: (merchantId: string, name: string) => Effect.Effect<IssuedKey>
   readonly create: (merchantId: string, name: string) => Effect.Effect<IssuedKey, StoreUnavailable>
   readonly list: (merchantId: string, page: PageRequest) => Effect.Effect<PageOf<ApiKey>, StoreUnavailable>
-  readonly rotate: (merchantId: string, keyId: string) => Effect.Effect<IssuedKey, NotFound | InvalidState | StoreUnavailable>
+  readonly rotate: (
+    merchantId: string,
+    keyId: string
+  ) => Effect.Effect<IssuedKey, NotFound | InvalidState | StoreUnavailable>
   /** The active key and its merchant for a presented secret, or null. */
   readonly authenticate: (secret: string) => Effect.Effect<Found | null, StoreUnavailable>
   /**
@@ -33,7 +36,11 @@ export interface ApiKeysShape {
    * which writes last_used_at when due) goes on to `onFound`, or to `onUnavailable` when the
    * store fails, from the step that handles its outcome (no step of its own to answer the caller).
    */
-  readonly authenticateThen: <A, E, R>(secret: string, nowMs: number, then: AuthenticationThen<A, E, R>) => Effect.Effect<A, E, R>
+  readonly authenticateThen: <A, E, R>(
+    secret: string,
+    nowMs: number,
+    then: AuthenticationThen<A, E, R>
+  ) => Effect.Effect<A, E, R>
 }
 
 /** What `authenticateThen` goes on with: the key found (null: none active), or the store's failure. */
@@ -78,7 +85,11 @@ export const layer = Layer.effect(
     })
 
     /** A cache hit is no step of its own (the caller's holds the clock): authentication runs on every request. */
-    const authenticateThen = <A, E, R>(secret: string, nowMs: number, then: AuthenticationThen<A, E, R>): Effect.Effect<A, E, R> => {
+    const authenticateThen = <A, E, R>(
+      secret: string,
+      nowMs: number,
+      then: AuthenticationThen<A, E, R>
+    ): Effect.Effect<A, E, R> => {
       // Hashed on every request, cache hit or not: the process keeps no plaintext secret (a map
       // from secrets to their hashes would save the SHA-256, ~0.3% of a simulated run, and leave
       // every active key readable in a heap dump).
@@ -109,7 +120,10 @@ export const layer = Layer.effect(
     }
 
     /** `authenticate`'s continuations: the answer itself. */
-    const answerFound: AuthenticationThen<Found | null, StoreUnavailable, never> = { onFound: Effect.succeed, onUnavailable: Effect.fail }
+    const answerFound: AuthenticationThen<Found | null, StoreUnavailable, never> = {
+      onFound: Effect.succeed,
+      onUnavailable: Effect.fail
+    }
 
     const issue = (merchantId: string, name: string) =>
       Effect.map(nowIso, (now): IssuedKey => {
@@ -133,8 +147,7 @@ export const layer = Layer.effect(
 
     return ApiKeys.of({
       issue,
-      create: (merchantId, name) =>
-        Effect.tap(issue(merchantId, name), (issued) => store.insertApiKey(issued.record)),
+      create: (merchantId, name) => Effect.tap(issue(merchantId, name), (issued) => store.insertApiKey(issued.record)),
       list: (merchantId, page) => store.listApiKeys(merchantId, page),
       rotate: (merchantId, keyId) =>
         Effect.gen(function*() {
@@ -143,16 +156,20 @@ export const layer = Layer.effect(
           // The new key keeps the old one's name; the store re-checks the status under its lock.
           const replacement = yield* issue(merchantId, current.name)
           // Whatever the outcome (even unknown, after a lost connection), the old key is looked up again.
-          const outcome = yield* store.rotateApiKey(merchantId, keyId, replacement.record, replacement.record.createdAt).pipe(
-            Effect.ensuring(invalidate)
-          )
+          const outcome = yield* store.rotateApiKey(merchantId, keyId, replacement.record, replacement.record.createdAt)
+            .pipe(
+              Effect.ensuring(invalidate)
+            )
           if (outcome === "not_found") return yield* Effect.fail(new NotFound({ resource: "api_key", id: keyId }))
           if (outcome === "revoked") {
-            return yield* Effect.fail(new InvalidState({ status: "revoked", message: "Cannot rotate an API key in status 'revoked'." }))
+            return yield* Effect.fail(
+              new InvalidState({ status: "revoked", message: "Cannot rotate an API key in status 'revoked'." })
+            )
           }
           return replacement
         }),
-      authenticate: (secret) => Effect.clockWith((clock) => authenticateThen(secret, clock.currentTimeMillisUnsafe(), answerFound)),
+      authenticate: (secret) =>
+        Effect.clockWith((clock) => authenticateThen(secret, clock.currentTimeMillisUnsafe(), answerFound)),
       authenticateThen
     })
   })

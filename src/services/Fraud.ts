@@ -1,8 +1,15 @@
 import { Context, Effect, Layer } from "effect"
 import * as FraudModel from "../domain/Fraud.ts"
 import type { Payment } from "../domain/Payment.ts"
-import { type FraudCaseFilter, type HistoryWindows, type PageOf, type PageRequest, Store, type StoreUnavailable } from "../store/Store.ts"
 import { addMs } from "../platform/Time.ts"
+import {
+  type FraudCaseFilter,
+  type HistoryWindows,
+  type PageOf,
+  type PageRequest,
+  Store,
+  type StoreUnavailable
+} from "../store/Store.ts"
 
 /** Scores an authorized payment. The model is pure; this service gathers its features. */
 export interface FraudShape {
@@ -10,7 +17,11 @@ export interface FraudShape {
   /** The same score when the history is known already (the create path reads it with the insert). */
   readonly score: (payment: Payment, history: FraudModel.FraudHistory) => FraudModel.Assessment
   /** The merchant's fraud cases, newest first, filtered by status and priority. */
-  readonly cases: (merchantId: string, filter: FraudCaseFilter, page: PageRequest) => Effect.Effect<PageOf<FraudModel.FraudCase>, StoreUnavailable>
+  readonly cases: (
+    merchantId: string,
+    filter: FraudCaseFilter,
+    page: PageRequest
+  ) => Effect.Effect<PageOf<FraudModel.FraudCase>, StoreUnavailable>
 }
 
 export class Fraud extends Context.Service<Fraud, FraudShape>()("payments/Fraud") {}

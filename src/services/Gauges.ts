@@ -25,7 +25,10 @@ export const makeGaugeSampler = (webhookStore: Option.Option<WebhookStoreShape>,
         const { open, due, oldestDueAt } = backlog.value
         Metrics.record(Metrics.webhookQueueDepth, open)
         Metrics.record(Metrics.webhookDueDeliveries, due)
-        Metrics.record(Metrics.webhookOldestDueSeconds, oldestDueAt === null ? 0 : Math.max(0, nowMs - Date.parse(oldestDueAt)) / 1000)
+        Metrics.record(
+          Metrics.webhookOldestDueSeconds,
+          oldestDueAt === null ? 0 : Math.max(0, nowMs - Date.parse(oldestDueAt)) / 1000
+        )
       }
     }
   })

@@ -24,7 +24,10 @@ export interface MerchantsShape {
   >
   readonly get: (merchantId: string) => Effect.Effect<Merchant, NotFound | StoreUnavailable>
   /** A webhook URL must pass `webhookUrlProblem` (private addresses as WEBHOOK_ALLOW_PRIVATE_URLS says). */
-  readonly update: (merchantId: string, patch: MerchantPatch) => Effect.Effect<Merchant, InvalidInput | NotFound | StoreUnavailable>
+  readonly update: (
+    merchantId: string,
+    patch: MerchantPatch
+  ) => Effect.Effect<Merchant, InvalidInput | NotFound | StoreUnavailable>
   /** The merchant's balances per currency, derived from its ledger entries (CONTRACT section 7). */
   readonly balances: (merchantId: string) => Effect.Effect<ReadonlyArray<Balance>, StoreUnavailable>
 }
@@ -40,8 +43,13 @@ export const layer = Layer.effect(
     const config = yield* AppConfig
 
     const get = (merchantId: string) =>
-      Effect.flatMap(store.getMerchant(merchantId), (merchant) =>
-        merchant === null ? Effect.fail(new NotFound({ resource: "merchant", id: merchantId })) : Effect.succeed(merchant))
+      Effect.flatMap(
+        store.getMerchant(merchantId),
+        (merchant) =>
+          merchant === null
+            ? Effect.fail(new NotFound({ resource: "merchant", id: merchantId }))
+            : Effect.succeed(merchant)
+      )
 
     return Merchants.of({
       create: ({ name, webhookUrl }) =>
@@ -62,7 +70,9 @@ export const layer = Layer.effect(
       get,
       update: (merchantId, patch) =>
         Effect.gen(function*() {
-          const problem = typeof patch.webhookUrl === "string" ? webhookUrlProblem(patch.webhookUrl, config.webhookAllowPrivateUrls) : null
+          const problem = typeof patch.webhookUrl === "string"
+            ? webhookUrlProblem(patch.webhookUrl, config.webhookAllowPrivateUrls)
+            : null
           if (problem !== null) return yield* new InvalidInput({ param: "webhook_url", message: problem })
           const current = yield* get(merchantId)
           const updated: Merchant = {

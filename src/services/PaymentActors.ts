@@ -1,6 +1,6 @@
 import { Clock, Context, Effect, Exit, Fiber, FiberMap, Layer, Option } from "effect"
-import { type CallbackTimer, callbackTimerOf } from "../platform/Timers.ts"
 import type { Payment } from "../domain/Payment.ts"
+import { type CallbackTimer, callbackTimerOf } from "../platform/Timers.ts"
 
 /** What a flow ends with: the payment as it left it (nothing when it stopped early or does not say). */
 export type FlowEnd = Payment | void
@@ -24,7 +24,11 @@ export interface PaymentActorsShape {
    * with the effect `then` makes (the waiter's next step, without a step between): one
    * `Effect.callback` on the fiber's exit and the clock's callback timer, no forked fibers.
    */
-  readonly awaitFlow: <A, E>(flow: Fiber.Fiber<FlowEnd>, timeoutMs: number, then: () => Effect.Effect<A, E>) => Effect.Effect<A, E>
+  readonly awaitFlow: <A, E>(
+    flow: Fiber.Fiber<FlowEnd>,
+    timeoutMs: number,
+    then: () => Effect.Effect<A, E>
+  ) => Effect.Effect<A, E>
   readonly activeFlows: Effect.Effect<number>
 }
 
@@ -113,7 +117,12 @@ export const make = Effect.gen(function*() {
       })
     })
 
-  const awaitWithTimer = <A, E>(flow: Fiber.Fiber<FlowEnd>, timeoutMs: number, timer: CallbackTimer, then: () => Effect.Effect<A, E>) =>
+  const awaitWithTimer = <A, E>(
+    flow: Fiber.Fiber<FlowEnd>,
+    timeoutMs: number,
+    timer: CallbackTimer,
+    then: () => Effect.Effect<A, E>
+  ) =>
     Effect.callback<A, E>((resume) => {
       let removeObserver = () => {}
       const cancelTimer = timer(timeoutMs, () => {
@@ -132,7 +141,11 @@ export const make = Effect.gen(function*() {
       })
     })
 
-  const awaitFlow = <A, E>(flow: Fiber.Fiber<FlowEnd>, timeoutMs: number, then: () => Effect.Effect<A, E>): Effect.Effect<A, E> =>
+  const awaitFlow = <A, E>(
+    flow: Fiber.Fiber<FlowEnd>,
+    timeoutMs: number,
+    then: () => Effect.Effect<A, E>
+  ): Effect.Effect<A, E> =>
     timer === null
       // A clock without a callback timer (TestClock): race a sleep.
       ? Effect.flatMap(Effect.ignore(Effect.timeout(Fiber.await(flow), timeoutMs)), then)
@@ -149,7 +162,9 @@ export const make = Effect.gen(function*() {
     startFlow: (paymentId, flow) =>
       Effect.suspend(() => {
         const running = FiberMap.getUnsafe(flows, paymentId)
-        return Option.isSome(running) ? Effect.succeed(running.value as Fiber.Fiber<FlowEnd>) : FiberMap.run(flows, paymentId, flow, { onlyIfMissing: true })
+        return Option.isSome(running)
+          ? Effect.succeed(running.value as Fiber.Fiber<FlowEnd>)
+          : FiberMap.run(flows, paymentId, flow, { onlyIfMissing: true })
       }),
     activeFlows: FiberMap.size(flows)
   })

@@ -1,20 +1,35 @@
 import { Cause, Clock, Context, Effect, Exit, Fiber, Layer } from "effect"
-import * as Metrics from "../platform/Metrics.ts"
-import { Webhooks } from "./Webhooks.ts"
-import * as Payment from "../domain/Payment.ts"
+import {
+  Acquirer,
+  AcquirerOutcomeUnknown,
+  type AcquirerRefused,
+  authorizeWithin,
+  operationKeys,
+  type ProcessorCallError
+} from "../acquirer/Acquirer.ts"
 import * as Dispute from "../domain/Dispute.ts"
 import type { Assessment as FraudAssessment, FraudCase, FraudHistory } from "../domain/Fraud.ts"
 import type { LedgerEntry } from "../domain/Ledger.ts"
-import { Acquirer, AcquirerOutcomeUnknown, type AcquirerRefused, authorizeWithin, operationKeys, type ProcessorCallError } from "../acquirer/Acquirer.ts"
+import * as Payment from "../domain/Payment.ts"
 import { AppConfig } from "../platform/Config.ts"
 import { Ids } from "../platform/Ids.ts"
 import * as Instance from "../platform/Instance.ts"
+import * as Metrics from "../platform/Metrics.ts"
 import { isoAt } from "../platform/Time.ts"
-import type { CommandKey, FinishedResponse, IdempotencyClaim, PageOf, PageRequest, PaymentFilter, UpdateOutcome } from "../store/Store.ts"
+import type {
+  CommandKey,
+  FinishedResponse,
+  IdempotencyClaim,
+  PageOf,
+  PageRequest,
+  PaymentFilter,
+  UpdateOutcome
+} from "../store/Store.ts"
 import { Store, type StoreUnavailable } from "../store/Store.ts"
 import { InvalidInput, InvalidState, NotFound, ProcessorUnavailable } from "./Errors.ts"
 import { Fraud, historyWindows } from "./Fraud.ts"
 import { type FlowEnd, PaymentActors } from "./PaymentActors.ts"
+import { Webhooks } from "./Webhooks.ts"
 
 export type CommandError = NotFound | InvalidState | InvalidInput | StoreUnavailable | ProcessorUnavailable
 
@@ -55,7 +70,10 @@ export interface PaymentsShape {
    * screen, capture) is decided inline and committed with the stored response in a second one.
    * Otherwise, or if a racing command moved the payment, the supervised flow takes over.
    */
-  readonly createInline: (input: Payment.CreateInput, request: InlineRequest) => Effect.Effect<InlineOutcome, StoreUnavailable>
+  readonly createInline: (
+    input: Payment.CreateInput,
+    request: InlineRequest
+  ) => Effect.Effect<InlineOutcome, StoreUnavailable>
   /** The general create: also resumes the payment of a claimed key after a crash. */
   readonly create: (
     input: Payment.CreateInput
@@ -63,12 +81,36 @@ export interface PaymentsShape {
   readonly get: (merchantId: string, paymentId: string) => Effect.Effect<Payment.Payment, NotFound | StoreUnavailable>
   /** The merchant's payment, or null (`get` without its step that turns null into NotFound: the caller's step does). */
   readonly find: (merchantId: string, paymentId: string) => Effect.Effect<Payment.Payment | null, StoreUnavailable>
-  readonly list: (merchantId: string, filter: PaymentFilter, page: PageRequest) => Effect.Effect<PageOf<Payment.Payment>, StoreUnavailable>
-  readonly events: (merchantId: string, paymentId: string) => Effect.Effect<ReadonlyArray<Payment.PaymentEvent>, NotFound | StoreUnavailable>
-  readonly ledger: (merchantId: string, paymentId: string) => Effect.Effect<ReadonlyArray<LedgerEntry>, NotFound | StoreUnavailable>
-  readonly capture: (merchantId: string, paymentId: string, amountCents: number | undefined, key?: CommandKey) => Effect.Effect<Payment.Payment, CommandError>
-  readonly refund: (merchantId: string, paymentId: string, amountCents: number | undefined, key?: CommandKey) => Effect.Effect<Payment.Payment, CommandError>
-  readonly void: (merchantId: string, paymentId: string, key?: CommandKey) => Effect.Effect<Payment.Payment, CommandError>
+  readonly list: (
+    merchantId: string,
+    filter: PaymentFilter,
+    page: PageRequest
+  ) => Effect.Effect<PageOf<Payment.Payment>, StoreUnavailable>
+  readonly events: (
+    merchantId: string,
+    paymentId: string
+  ) => Effect.Effect<ReadonlyArray<Payment.PaymentEvent>, NotFound | StoreUnavailable>
+  readonly ledger: (
+    merchantId: string,
+    paymentId: string
+  ) => Effect.Effect<ReadonlyArray<LedgerEntry>, NotFound | StoreUnavailable>
+  readonly capture: (
+    merchantId: string,
+    paymentId: string,
+    amountCents: number | undefined,
+    key?: CommandKey
+  ) => Effect.Effect<Payment.Payment, CommandError>
+  readonly refund: (
+    merchantId: string,
+    paymentId: string,
+    amountCents: number | undefined,
+    key?: CommandKey
+  ) => Effect.Effect<Payment.Payment, CommandError>
+  readonly void: (
+    merchantId: string,
+    paymentId: string,
+    key?: CommandKey
+  ) => Effect.Effect<Payment.Payment, CommandError>
   readonly review: (
     merchantId: string,
     caseId: string,
@@ -103,7 +145,9 @@ export interface PaymentsShape {
    * no other instance resumes them too. Waits for the batch's flows, except those taken over.
    * Returns the batch's size.
    */
-  readonly resumeFlows: (options: { readonly staleBefore: string; readonly takeOver: boolean }) => Effect.Effect<number, StoreUnavailable>
+  readonly resumeFlows: (
+    options: { readonly staleBefore: string; readonly takeOver: boolean }
+  ) => Effect.Effect<number, StoreUnavailable>
 }
 
 export class Payments extends Context.Service<Payments, PaymentsShape>()("payments/Payments") {}
@@ -125,7 +169,10 @@ const countChange = (change: Payment.Change) => {
     Metrics.record(Metrics.paymentEvents(event.type), 1)
     const outcome = outcomeOf[event.type]
     if (outcome !== undefined) {
-      Metrics.record(Metrics.paymentOutcomes(outcome, outcome === "failed" ? event.data.failure_code ?? "unknown" : ""), 1)
+      Metrics.record(
+        Metrics.paymentOutcomes(outcome, outcome === "failed" ? event.data.failure_code ?? "unknown" : ""),
+        1
+      )
     }
   }
   let group: string | null = null
@@ -176,7 +223,10 @@ export const make = Effect.gen(function*() {
   const instanceId = yield* Instance.currentId
 
   /** The domain's context: the time from Effect's Clock (virtual in tests and the simulator) and the id minter. */
-  const contextAt = (clock: Clock.Clock): Payment.Context => ({ now: isoAt(clock.currentTimeMillisUnsafe()), mintId: ids.mint })
+  const contextAt = (clock: Clock.Clock): Payment.Context => ({
+    now: isoAt(clock.currentTimeMillisUnsafe()),
+    mintId: ids.mint
+  })
   const context = Effect.clockWith((clock) => Effect.succeed(contextAt(clock)))
   /**
    * The clock the service was built with, for the steps of a flow: a flow runs apart from any
@@ -206,7 +256,12 @@ export const make = Effect.gen(function*() {
         return Effect.matchEffect(call(remainingMs), {
           onFailure: (error) =>
             error._tag === "AcquirerRefused"
-              ? Effect.fail(new InvalidState({ status: "processor_refused", message: `The card processor refused the ${operation}: ${error.message} (${error.code}).` }))
+              ? Effect.fail(
+                new InvalidState({
+                  status: "processor_refused",
+                  message: `The card processor refused the ${operation}: ${error.message} (${error.code}).`
+                })
+              )
               : Effect.andThen(
                 Effect.sleep(Math.min(retryDelayMs, Math.max(0, deadlineMs - flowClock.currentTimeMillisUnsafe()))),
                 Effect.suspend(() => ask(retryDelayMs * 2))
@@ -235,8 +290,18 @@ export const make = Effect.gen(function*() {
     const currency = payment.currency
     switch (operation._tag) {
       case "Capture":
-        return untilKnown("capture", (timeoutMs) =>
-          processor.capture({ paymentId, reference, idempotencyKey: operationKeys.capture(paymentId), timeoutMs, amountCents: operation.amountCents, currency }))
+        return untilKnown(
+          "capture",
+          (timeoutMs) =>
+            processor.capture({
+              paymentId,
+              reference,
+              idempotencyKey: operationKeys.capture(paymentId),
+              timeoutMs,
+              amountCents: operation.amountCents,
+              currency
+            })
+        )
       case "Refund":
         return untilKnown("refund", (timeoutMs) =>
           processor.refund({
@@ -249,9 +314,21 @@ export const make = Effect.gen(function*() {
           }))
       case "Cancel": {
         const cancel = (target: string | null) =>
-          untilKnown("cancel", (timeoutMs) => processor.cancel({ paymentId, reference: target, idempotencyKey: operationKeys.cancel(paymentId), timeoutMs }))
+          untilKnown(
+            "cancel",
+            (timeoutMs) =>
+              processor.cancel({
+                paymentId,
+                reference: target,
+                idempotencyKey: operationKeys.cancel(paymentId),
+                timeoutMs
+              })
+          )
         if (reference !== null || payment.status !== "failed") return cancel(reference)
-        return Effect.flatMap(claimAuthorization(payment), (claimed) => (claimed === "declined" ? Effect.void : cancel(claimed)))
+        return Effect.flatMap(
+          claimAuthorization(payment),
+          (claimed) => (claimed === "declined" ? Effect.void : cancel(claimed))
+        )
       }
     }
   }
@@ -270,22 +347,35 @@ export const make = Effect.gen(function*() {
    * fails with ProcessorUnavailable, and the payment's flow, resumed by recovery on any
    * instance, asks again.
    */
-  const resolvePending = (payment: Payment.Payment): Effect.Effect<Resolution, StoreUnavailable | ProcessorUnavailable> => {
+  const resolvePending = (
+    payment: Payment.Payment
+  ): Effect.Effect<Resolution, StoreUnavailable | ProcessorUnavailable> => {
     const pending = payment.processorPending
-    if (operations === undefined || pending === null) return Effect.die(new Error(`payment ${payment.id} awaits nothing of a processor`))
-    return Effect.matchEffect(askProcessor(operations, payment, Payment.operationOf(pending), payment.processorReference), {
-      onSuccess: () => Effect.succeed({ record: (p, ctx) => Payment.processorAnswered(p, pending, ctx), refusal: null }),
-      onFailure: (error): Effect.Effect<Resolution, StoreUnavailable | ProcessorUnavailable> => {
-        if (error._tag === "InvalidState") {
-          return Effect.as(
-            Effect.logWarning(`payment ${payment.id}: the processor refused its ${pending.operation}: ${error.message}`),
-            { record: (p, ctx) => Payment.processorRefused(p, pending, ctx), refusal: error }
+    if (operations === undefined || pending === null) {
+      return Effect.die(new Error(`payment ${payment.id} awaits nothing of a processor`))
+    }
+    return Effect.matchEffect(
+      askProcessor(operations, payment, Payment.operationOf(pending), payment.processorReference),
+      {
+        onSuccess: () =>
+          Effect.succeed({ record: (p, ctx) => Payment.processorAnswered(p, pending, ctx), refusal: null }),
+        onFailure: (error): Effect.Effect<Resolution, StoreUnavailable | ProcessorUnavailable> => {
+          if (error._tag === "InvalidState") {
+            return Effect.as(
+              Effect.logWarning(
+                `payment ${payment.id}: the processor refused its ${pending.operation}: ${error.message}`
+              ),
+              { record: (p, ctx) => Payment.processorRefused(p, pending, ctx), refusal: error }
+            )
+          }
+          if (pending.outcome === "unknown") return Effect.fail(error)
+          return Effect.andThen(
+            applyFlowStep(payment, (p, ctx) => Payment.processorOutcomeUnknown(p, pending, ctx)),
+            Effect.fail(error)
           )
         }
-        if (pending.outcome === "unknown") return Effect.fail(error)
-        return Effect.andThen(applyFlowStep(payment, (p, ctx) => Payment.processorOutcomeUnknown(p, pending, ctx)), Effect.fail(error))
       }
-    })
+    )
   }
 
   /**
@@ -295,20 +385,29 @@ export const make = Effect.gen(function*() {
    * with no answer in time is the command's ProcessorUnavailable; a cancel so left (a void) is
    * the service's to finish: the void is booked, and the record shows the cancel pending.
    */
-  const settleOwed = (payment: Payment.Payment): Effect.Effect<Payment.Payment, StoreUnavailable | ProcessorStepError> => {
+  const settleOwed = (
+    payment: Payment.Payment
+  ): Effect.Effect<Payment.Payment, StoreUnavailable | ProcessorStepError> => {
     if (operations === undefined || payment.processorPending?.outcome !== "owed") return Effect.succeed(payment)
-    const settle = Effect.flatMap(resolvePending(payment), ({ record, refusal }) =>
-      Effect.flatMap(applyFlowStep(payment, record), (outcome): Effect.Effect<Payment.Payment, StoreUnavailable | ProcessorStepError> => {
-        if (refusal !== null) return Effect.fail(refusal)
-        return outcome._tag === "Applied" ? Effect.succeed(outcome.change.payment) : latestOf(payment)
-      }))
+    const settle = Effect.flatMap(
+      resolvePending(payment),
+      ({ record, refusal }) =>
+        Effect.flatMap(
+          applyFlowStep(payment, record),
+          (outcome): Effect.Effect<Payment.Payment, StoreUnavailable | ProcessorStepError> => {
+            if (refusal !== null) return Effect.fail(refusal)
+            return outcome._tag === "Applied" ? Effect.succeed(outcome.change.payment) : latestOf(payment)
+          }
+        )
+    )
     return payment.processorPending.operation === "cancel"
       ? Effect.catchTag(settle, "ProcessorUnavailable", () => latestOf(payment))
       : settle
   }
 
   /** The payment as stored now (the record held when it is gone, which it never is). */
-  const latestOf = (payment: Payment.Payment) => Effect.map(store.getPayment(null, payment.id), (latest) => latest ?? payment)
+  const latestOf = (payment: Payment.Payment) =>
+    Effect.map(store.getPayment(null, payment.id), (latest) => latest ?? payment)
 
   /**
    * Before an authorization never answered in time is cancelled, its key is claimed: asked once
@@ -321,19 +420,30 @@ export const make = Effect.gen(function*() {
    * later): the outcome stays unknown and the flow asks again later. "declined": nothing to
    * cancel; null: approved without a reference (the cancel finds it by our id).
    */
-  const claimAuthorization = (payment: Payment.Payment): Effect.Effect<string | null | "declined", ProcessorStepError> =>
-    untilKnown("authorization", (timeoutMs) =>
-      Effect.flatMap(askNetwork(authorizationRequest(payment), timeoutMs), (outcome) =>
-        outcome === null ? Effect.fail(new AcquirerOutcomeUnknown({ reason: "no answer within the deadline" })) : Effect.succeed(outcome))
+  const claimAuthorization = (
+    payment: Payment.Payment
+  ): Effect.Effect<string | null | "declined", ProcessorStepError> =>
+    untilKnown(
+      "authorization",
+      (timeoutMs) =>
+        Effect.flatMap(askNetwork(authorizationRequest(payment), timeoutMs), (outcome) =>
+          outcome === null
+            ? Effect.fail(new AcquirerOutcomeUnknown({ reason: "no answer within the deadline" }))
+            : Effect.succeed(outcome))
     ).pipe(
       Effect.map((outcome) => (outcome._tag === "Declined" ? "declined" as const : outcome.reference ?? null)),
       Effect.catchTag("ProcessorUnavailable", (unknown) =>
         operations === undefined
           ? Effect.fail(unknown)
-          : Effect.matchEffect(operations.lookup({ paymentId: payment.id, reference: null, timeoutMs: config.acquirerTimeoutMs }), {
-            onFailure: () => Effect.fail(unknown),
-            onSuccess: (record) => (record === null ? Effect.fail(unknown) : Effect.succeed(record.declined ? "declined" as const : record.reference))
-          }))
+          : Effect.matchEffect(
+            operations.lookup({ paymentId: payment.id, reference: null, timeoutMs: config.acquirerTimeoutMs }),
+            {
+              onFailure: () => Effect.fail(unknown),
+              onSuccess: (record) => (record === null
+                ? Effect.fail(unknown)
+                : Effect.succeed(record.declined ? "declined" as const : record.reference))
+            }
+          ))
     )
 
   /**
@@ -355,29 +465,39 @@ export const make = Effect.gen(function*() {
       paymentId,
       // Plain steps rather than a generator: every capture, refund and void runs this. (A
       // change is recorded (`recordCommitted`) in the step that saw its commit: no step after the lock's.)
-      () => Effect.clockWith((clock): Effect.Effect<A, E | StoreUnavailable> => {
-        const ctx = contextAt(clock)
-        const decideHere = withProcessor(decide)
-        // Built only when needed (a racing process moved the payment): the common path commits without it.
-        const locked = () =>
-          Effect.flatMap(store.updatePayment({ merchantId, paymentId, commandKey }, (payment, fraudCase) => decideHere(payment, fraudCase, ctx)), (outcome) => {
-            if (outcome._tag === "Applied") recordCommitted(outcome.change)
-            return finish(outcome)
-          })
-        const readForCommand = store.readForCommand
-        if (readForCommand === undefined) return locked()
-        return Effect.flatMap(readForCommand({ merchantId, paymentId, commandKey }), (read) => {
-          if (read === null) return finish({ _tag: "NotFound" })
-          if (read.alreadyApplied) return finish({ _tag: "AlreadyApplied", payment: read.payment })
-          const decision = decideHere(read.payment, read.fraudCase, ctx)
-          if (!decision.ok) return finish({ _tag: "Refused", decision, payment: read.payment })
-          return Effect.flatMap(store.commitChange({ before: read.payment, change: decision.change, response: null, commandKey }), (done) => {
-            if (!done) return locked()
-            recordCommitted(decision.change)
-            return finish({ _tag: "Applied", change: decision.change })
+      () =>
+        Effect.clockWith((clock): Effect.Effect<A, E | StoreUnavailable> => {
+          const ctx = contextAt(clock)
+          const decideHere = withProcessor(decide)
+          // Built only when needed (a racing process moved the payment): the common path commits without it.
+          const locked = () =>
+            Effect.flatMap(
+              store.updatePayment(
+                { merchantId, paymentId, commandKey },
+                (payment, fraudCase) => decideHere(payment, fraudCase, ctx)
+              ),
+              (outcome) => {
+                if (outcome._tag === "Applied") recordCommitted(outcome.change)
+                return finish(outcome)
+              }
+            )
+          const readForCommand = store.readForCommand
+          if (readForCommand === undefined) return locked()
+          return Effect.flatMap(readForCommand({ merchantId, paymentId, commandKey }), (read) => {
+            if (read === null) return finish({ _tag: "NotFound" })
+            if (read.alreadyApplied) return finish({ _tag: "AlreadyApplied", payment: read.payment })
+            const decision = decideHere(read.payment, read.fraudCase, ctx)
+            if (!decision.ok) return finish({ _tag: "Refused", decision, payment: read.payment })
+            return Effect.flatMap(
+              store.commitChange({ before: read.payment, change: decision.change, response: null, commandKey }),
+              (done) => {
+                if (!done) return locked()
+                recordCommitted(decision.change)
+                return finish({ _tag: "Applied", change: decision.change })
+              }
+            )
           })
         })
-      })
     )
 
   /**
@@ -401,10 +521,16 @@ export const make = Effect.gen(function*() {
     decide: (payment: Payment.Payment, fraudCase: FraudCase | null, context: Payment.Context) => Payment.Decision,
     commandKey?: CommandKey
   ): Effect.Effect<UpdateOutcome, StoreUnavailable | ProcessorStepError> =>
-    Effect.flatMap(decideThen(merchantId, paymentId, decide, commandKey, Effect.succeed), (outcome) =>
-      outcome._tag === "Applied" && outcome.change.payment.processorPending?.outcome === "owed"
-        ? Effect.map(settleOwed(outcome.change.payment), (payment): UpdateOutcome => ({ _tag: "Applied", change: { ...outcome.change, payment } }))
-        : Effect.succeed(outcome))
+    Effect.flatMap(
+      decideThen(merchantId, paymentId, decide, commandKey, Effect.succeed),
+      (outcome) =>
+        outcome._tag === "Applied" && outcome.change.payment.processorPending?.outcome === "owed"
+          ? Effect.map(
+            settleOwed(outcome.change.payment),
+            (payment): UpdateOutcome => ({ _tag: "Applied", change: { ...outcome.change, payment } })
+          )
+          : Effect.succeed(outcome)
+    )
 
   /**
    * A command's answer: the payment as it left it (counted and announced when it changed), or why
@@ -416,7 +542,10 @@ export const make = Effect.gen(function*() {
     decide: (payment: Payment.Payment, fraudCase: FraudCase | null, context: Payment.Context) => Payment.Decision,
     commandKey?: CommandKey
   ): Effect.Effect<Payment.Payment, CommandError> =>
-    Effect.flatMap(decideThen(merchantId, paymentId, decide, commandKey, (outcome) => toResult(paymentId, outcome)), settleOwed)
+    Effect.flatMap(
+      decideThen(merchantId, paymentId, decide, commandKey, (outcome) => toResult(paymentId, outcome)),
+      settleOwed
+    )
 
   /**
    * A step of a payment's flow, decided on the record the flow holds (the one it created or last
@@ -436,7 +565,11 @@ export const make = Effect.gen(function*() {
         const decideHere = withProcessor(decide)
         const decision = decideHere(held, ctx)
         // Built only when needed (a racing command moved the payment, or the step was refused on the held record).
-        const locked = () => Effect.flatMap(store.updatePayment({ merchantId: null, paymentId: held.id }, (payment) => decideHere(payment, ctx)), recordIfApplied)
+        const locked = () =>
+          Effect.flatMap(
+            store.updatePayment({ merchantId: null, paymentId: held.id }, (payment) => decideHere(payment, ctx)),
+            recordIfApplied
+          )
         if (!decision.ok) return locked()
         return Effect.flatMap(store.commitChange({ before: held, change: decision.change, response: null }), (done) => {
           if (!done) return locked()
@@ -545,13 +678,20 @@ export const make = Effect.gen(function*() {
       if (payment === null) return Effect.succeed(undefined)
       const step = Payment.nextStep(payment)
       if (step === null) return Effect.succeed(payment)
-      const commitStep = (authorization: Payment.AuthorizationOutcome | null, screening: FraudAssessment | null, next: FraudHistory | null) =>
+      const commitStep = (
+        authorization: Payment.AuthorizationOutcome | null,
+        screening: FraudAssessment | null,
+        next: FraudHistory | null
+      ) =>
         commitAndGoOn(applyFlowStep(payment, (locked, ctx) => flowSteps(locked, authorization, screening, ctx)), next)
       // The committed record is the next starting point; after a refusal (a racing command won,
       // perhaps another instance's flow), read it again. (An approval this flow holds for a
       // payment that ended meanwhile is the one authorization of the payment's key, which the
       // cancel the payment owes claims and cancels.)
-      const commitAndGoOn = (step: Effect.Effect<UpdateOutcome, StoreUnavailable | ProcessorStepError>, next: FraudHistory | null) =>
+      const commitAndGoOn = (
+        step: Effect.Effect<UpdateOutcome, StoreUnavailable | ProcessorStepError>,
+        next: FraudHistory | null
+      ) =>
         Effect.flatMap(step, (outcome) =>
           outcome._tag === "Applied"
             ? round(outcome.change.payment, next, rounds + 1)
@@ -563,11 +703,16 @@ export const make = Effect.gen(function*() {
         return Effect.flatMap(resolvePending(payment), ({ record, refusal }) =>
           refusal === null
             ? commitAndGoOn(applyFlowStep(payment, record), history)
-            : Effect.map(applyFlowStep(payment, record), (outcome) => (outcome._tag === "Applied" ? outcome.change.payment : payment)))
+            : Effect.map(
+              applyFlowStep(payment, record),
+              (outcome) => (outcome._tag === "Applied" ? outcome.change.payment : payment)
+            ))
       }
       const screenAndCommit = (authorization: Payment.AuthorizationOutcome | null) => {
         if (step === "capture" || authorization?._tag === "Declined") return commitStep(authorization, null, history)
-        const screened = authorization?._tag === "Approved" ? { ...payment, networkRiskSignal: authorization.networkRiskSignal } : payment
+        const screened = authorization?._tag === "Approved"
+          ? { ...payment, networkRiskSignal: authorization.networkRiskSignal }
+          : payment
         return history === null
           ? Effect.flatMap(fraud.assess(screened), (screening) => commitStep(authorization, screening, null))
           : commitStep(authorization, fraud.score(screened, history), null)
@@ -590,7 +735,9 @@ export const make = Effect.gen(function*() {
         // The annotation on the one line the flow logs, not around the whole flow (a FiberRef
         // set and restored, ~10 steps, for every payment).
         Effect.catchCause((cause) =>
-          Effect.logWarning(`flow of ${paymentId} stopped; recovery will resume it`, cause).pipe(Effect.annotateLogs("payment_id", paymentId))
+          Effect.logWarning(`flow of ${paymentId} stopped; recovery will resume it`, cause).pipe(
+            Effect.annotateLogs("payment_id", paymentId)
+          )
         )
       )
     )
@@ -605,14 +752,22 @@ export const make = Effect.gen(function*() {
     decide: (payment: Payment.Payment, context: Payment.Context) => Payment.Decision,
     alreadyApplied: (payment: Payment.Payment) => boolean
   ): Effect.Effect<{ readonly payment: Payment.Payment; readonly applied: boolean }, CommandError> =>
-    Effect.flatMap(apply(null, paymentId, (p, _, ctx) => decide(p, ctx)), (outcome) =>
-      outcome._tag === "Refused" && alreadyApplied(outcome.payment)
-        ? Effect.succeed({ payment: outcome.payment, applied: false })
-        : Effect.map(toResult(paymentId, outcome), (payment) => ({ payment, applied: outcome._tag === "Applied" })))
+    Effect.flatMap(
+      apply(null, paymentId, (p, _, ctx) => decide(p, ctx)),
+      (outcome) =>
+        outcome._tag === "Refused" && alreadyApplied(outcome.payment)
+          ? Effect.succeed({ payment: outcome.payment, applied: false })
+          : Effect.map(toResult(paymentId, outcome), (payment) => ({ payment, applied: outcome._tag === "Applied" }))
+    )
 
   const mustGet = (merchantId: string, paymentId: string) =>
-    Effect.flatMap(store.getPayment(merchantId, paymentId), (payment) =>
-      payment === null ? Effect.fail(new NotFound({ resource: "transaction", id: paymentId })) : Effect.succeed(payment))
+    Effect.flatMap(
+      store.getPayment(merchantId, paymentId),
+      (payment) =>
+        payment === null
+          ? Effect.fail(new NotFound({ resource: "transaction", id: paymentId }))
+          : Effect.succeed(payment)
+    )
 
   /** The flow in the request itself, when the acquirer answers at once; false when it cannot (or lost a race). */
   const finishInline = (payment: Payment.Payment, history: FraudHistory, request: InlineRequest) =>
@@ -629,7 +784,9 @@ export const make = Effect.gen(function*() {
       const done = yield* store.commitChange({
         before: payment,
         change: decision.change,
-        response: claim === null ? null : { merchantId: claim.merchantId, key: claim.key, status: answer.status, body: answer.stored }
+        response: claim === null
+          ? null
+          : { merchantId: claim.merchantId, key: claim.key, status: answer.status, body: answer.stored }
       })
       if (!done) return null
       recordCommitted(decision.change)
@@ -652,9 +809,16 @@ export const make = Effect.gen(function*() {
         const answerLater = (history: FraudHistory) =>
           Effect.flatMap(startFlow(payment.id, payment, history), (fiber) =>
             actors.awaitFlow(fiber, config.requestDeadlineMs, () => {
-              const answered = (latest: Payment.Payment): InlineOutcome => ({ _tag: "Answered", answer: request.respond(latest), stored: false })
+              const answered = (latest: Payment.Payment): InlineOutcome => ({
+                _tag: "Answered",
+                answer: request.respond(latest),
+                stored: false
+              })
               const end = flowEnd(fiber)
-              return end !== null ? Effect.succeed(answered(end)) : Effect.map(store.getPayment(null, payment.id), (latest) => answered(latest ?? payment))
+              return end !== null
+                ? Effect.succeed(answered(end))
+                : Effect.map(store.getPayment(null, payment.id), (latest) =>
+                  answered(latest ?? payment))
             }))
         const inline = Effect.flatMap(
           // `onClaimed` goes with the unit too: a request interrupted while its statement runs
@@ -667,13 +831,19 @@ export const make = Effect.gen(function*() {
             flowOwner: instanceId
           }),
           (opened): Effect.Effect<InlineOutcome, StoreUnavailable> => {
-            if (opened._tag === "KeyTaken") return Effect.succeed(opened)
+            if (opened._tag === "KeyTaken") {
+              return Effect.succeed(opened)
+            }
             request.onClaimed()
             recordCommitted(decision.change)
             // An acquirer that never answers at once (the simulated network) skips the attempt.
-            if (acquirer.answerNow === undefined) return answerLater(opened.history)
+            if (acquirer.answerNow === undefined) {
+              return answerLater(opened.history)
+            }
             return Effect.flatMap(finishInline(payment, opened.history, request), (answer) =>
-              answer === null ? answerLater(opened.history) : Effect.succeed({ _tag: "Answered", answer, stored: request.claim !== null } as const))
+              answer === null
+                ? answerLater(opened.history)
+                : Effect.succeed({ _tag: "Answered", answer, stored: request.claim !== null } as const))
           }
         )
         // A client that hangs up (or a stop) once the payment may exist does not leave it pending
@@ -681,7 +851,10 @@ export const make = Effect.gen(function*() {
         // payment first, and stops if the insert never happened; when it runs already, that one
         // goes on).
         return Effect.matchCauseEffect(restore(inline), {
-          onFailure: (cause) => Cause.hasInterruptsOnly(cause) ? Effect.andThen(startFlow(payment.id), Effect.failCause(cause)) : Effect.failCause(cause),
+          onFailure: (cause) =>
+            Cause.hasInterruptsOnly(cause)
+              ? Effect.andThen(startFlow(payment.id), Effect.failCause(cause))
+              : Effect.failCause(cause),
           onSuccess: Effect.succeed
         })
       }),
@@ -719,7 +892,14 @@ export const make = Effect.gen(function*() {
         if (fraudCase === null) return yield* Effect.fail(new NotFound({ resource: "fraud_case", id: caseId }))
         const outcome = yield* apply(merchantId, fraudCase.paymentId, (p, current, ctx) => {
           if (current === null || current.id !== caseId) {
-            return { ok: false, refusal: { _tag: "InvalidState", status: p.status, message: "The fraud case no longer belongs to its payment." } }
+            return {
+              ok: false,
+              refusal: {
+                _tag: "InvalidState",
+                status: p.status,
+                message: "The fraud case no longer belongs to its payment."
+              }
+            }
           }
           return Payment.review(p, current, decision, notes, ctx)
         }, key)
@@ -738,9 +918,17 @@ export const make = Effect.gen(function*() {
         return reviewed ?? fraudCase
       }),
     applyDisputeNotification: (notification) =>
-      applyOnce(notification.paymentId, (p, ctx) => Dispute.apply(p, notification, ctx), (p) => Dispute.alreadyApplied(p, notification)),
+      applyOnce(
+        notification.paymentId,
+        (p, ctx) => Dispute.apply(p, notification, ctx),
+        (p) => Dispute.alreadyApplied(p, notification)
+      ),
     applyRefundFailure: (failure) =>
-      applyOnce(failure.paymentId, (p, ctx) => Payment.refundFailed(p, failure, ctx), (p) => p.failedRefunds.includes(failure.refundId)),
+      applyOnce(
+        failure.paymentId,
+        (p, ctx) => Payment.refundFailed(p, failure, ctx),
+        (p) => p.failedRefunds.includes(failure.refundId)
+      ),
     settle: (cutoff) =>
       Effect.gen(function*() {
         let settled = 0
@@ -761,23 +949,28 @@ export const make = Effect.gen(function*() {
       }),
     resumeFlows: ({ staleBefore, takeOver }) =>
       Effect.flatMap(
-        store.claimFlows({ owner: instanceId, now: isoAt(flowClock.currentTimeMillisUnsafe()), staleBefore, takeOver, limit: resumeBatch }),
+        store.claimFlows({
+          owner: instanceId,
+          now: isoAt(flowClock.currentTimeMillisUnsafe()),
+          staleBefore,
+          takeOver,
+          limit: resumeBatch
+        }),
         (inFlight) =>
-        inFlight.length === 0
-          ? Effect.succeed(0)
-          : Effect.gen(function*() {
-            const flows = yield* Effect.forEach(inFlight, (paymentId) => startFlow(paymentId))
-            // A stale pass goes one batch at a time: its next query must not find this batch's
-            // flows still running. Flows taken over are this instance's now (no later pass
-            // claims them again), and a pass that waited for them (up to ACQUIRER_TIMEOUT) would
-            // hold back the flows of another instance that died meanwhile.
-            if (!takeOver) yield* Effect.forEach(flows, Fiber.await, { discard: true })
-            return inFlight.length
-          })
+          inFlight.length === 0
+            ? Effect.succeed(0)
+            : Effect.gen(function*() {
+              const flows = yield* Effect.forEach(inFlight, (paymentId) => startFlow(paymentId))
+              // A stale pass goes one batch at a time: its next query must not find this batch's
+              // flows still running. Flows taken over are this instance's now (no later pass
+              // claims them again), and a pass that waited for them (up to ACQUIRER_TIMEOUT) would
+              // hold back the flows of another instance that died meanwhile.
+              if (!takeOver) yield* Effect.forEach(flows, Fiber.await, { discard: true })
+              return inFlight.length
+            })
       )
   }
   return service
 })
 
 export const layer = Layer.effect(Payments, make)
-

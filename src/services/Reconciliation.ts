@@ -1,7 +1,7 @@
 import { Context, Data, Effect, Layer } from "effect"
 import { Acquirer, type ProcessorCallError } from "../acquirer/Acquirer.ts"
 import type { Payment } from "../domain/Payment.ts"
-import { type Difference, type ProcessorAmounts, type ReconciledField, reconcile } from "../domain/Reconciliation.ts"
+import { type Difference, type ProcessorAmounts, reconcile, type ReconciledField } from "../domain/Reconciliation.ts"
 import * as Metrics from "../platform/Metrics.ts"
 import { isoAt } from "../platform/Time.ts"
 import { Store, type StoreUnavailable } from "../store/Store.ts"
@@ -24,13 +24,22 @@ export interface ReconciliationShape {
    * (authorized, captured, refunded, cancelled), and reports every difference: returned, logged
    * one line each, and counted in `reconciliation_differences`.
    */
-  readonly run: (period: { readonly fromMs: number; readonly toMs: number }) => Effect.Effect<Report, NoProcessor | ProcessorCallError | StoreUnavailable>
+  readonly run: (
+    period: { readonly fromMs: number; readonly toMs: number }
+  ) => Effect.Effect<Report, NoProcessor | ProcessorCallError | StoreUnavailable>
 }
 
 export class Reconciliation extends Context.Service<Reconciliation, ReconciliationShape>()("payments/Reconciliation") {}
 
 const pageSize = 500
-const fields: ReadonlyArray<ReconciledField> = ["authorized", "captured", "refunded", "cancelled", "missing_at_processor", "unknown_to_us"]
+const fields: ReadonlyArray<ReconciledField> = [
+  "authorized",
+  "captured",
+  "refunded",
+  "cancelled",
+  "missing_at_processor",
+  "unknown_to_us"
+]
 
 export const make = Effect.gen(function*() {
   const store = yield* Store
@@ -66,9 +75,16 @@ export const make = Effect.gen(function*() {
         if (payment !== null) edges.push(payment)
       }
       const differences = reconcile([...ours, ...edges], processor)
-      for (const field of fields) Metrics.record(Metrics.reconciliationDifferences(field), differences.filter((d) => d.field === field).length)
+      for (const field of fields) {
+        Metrics.record(
+          Metrics.reconciliationDifferences(field),
+          differences.filter((d) => d.field === field).length
+        )
+      }
       for (const d of differences) {
-        yield* Effect.logWarning(`reconciliation: payment ${d.paymentId} ${d.field}: ours ${String(d.ours)}, processor ${String(d.processor)}`).pipe(
+        yield* Effect.logWarning(
+          `reconciliation: payment ${d.paymentId} ${d.field}: ours ${String(d.ours)}, processor ${String(d.processor)}`
+        ).pipe(
           Effect.annotateLogs({ payment_id: d.paymentId, field: d.field })
         )
       }

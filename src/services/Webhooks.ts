@@ -7,8 +7,8 @@ import { deliveryIdOf, newDelivery, resend, sampleEvent } from "../domain/Webhoo
 import { Ids } from "../platform/Ids.ts"
 import { addMs, nowIso } from "../platform/Time.ts"
 import type { PageOf, PageRequest, StoreUnavailable } from "../store/Store.ts"
-import { WebhookStore } from "../store/WebhookStore.ts"
 import { Store } from "../store/Store.ts"
+import { WebhookStore } from "../store/WebhookStore.ts"
 import { InvalidState, NotFound } from "./Errors.ts"
 
 /** How long a rotated-out signing secret keeps signing beside the new one. */
@@ -24,7 +24,10 @@ export interface WebhooksShape {
   /** The delivery of an outbox event at `now` (null: the merchant has no webhook_url), for a store's `poll` or `drainOutbox`. */
   readonly deliveryBuilder: (now: string) => (event: PaymentEvent, merchant: Merchant) => Delivery | null
   /** A sample event of `eventType` sent through the same pipeline. */
-  readonly sendTest: (merchantId: string, eventType: EventType) => Effect.Effect<Delivery, NotFound | InvalidState | StoreUnavailable>
+  readonly sendTest: (
+    merchantId: string,
+    eventType: EventType
+  ) => Effect.Effect<Delivery, NotFound | InvalidState | StoreUnavailable>
   readonly list: (
     merchantId: string,
     filter: { readonly status?: DeliveryStatus | undefined },
@@ -33,9 +36,17 @@ export interface WebhooksShape {
   readonly get: (merchantId: string, deliveryId: string) => Effect.Effect<Delivery, NotFound | StoreUnavailable>
   readonly status: (merchantId: string) => Effect.Effect<WebhookStatus, NotFound | StoreUnavailable>
   /** Sends a `failed` delivery again now. */
-  readonly retry: (merchantId: string, deliveryId: string) => Effect.Effect<Delivery, NotFound | InvalidState | StoreUnavailable>
+  readonly retry: (
+    merchantId: string,
+    deliveryId: string
+  ) => Effect.Effect<Delivery, NotFound | InvalidState | StoreUnavailable>
   /** A new signing secret; the old one keeps signing beside it for 24 hours. */
-  readonly rotateSecret: (merchantId: string) => Effect.Effect<{ readonly merchant: MerchantWithSecret; readonly previousExpiresAt: string }, NotFound | StoreUnavailable>
+  readonly rotateSecret: (
+    merchantId: string
+  ) => Effect.Effect<
+    { readonly merchant: MerchantWithSecret; readonly previousExpiresAt: string },
+    NotFound | StoreUnavailable
+  >
   /** Tells the dispatcher new work may be due (it also polls). */
   readonly wake: Effect.Effect<void>
   /** Waits for the next `wake` (the dispatcher's side). */
@@ -117,11 +128,21 @@ export const layer = Layer.effect(
     const committed = makeSignal()
 
     const merchantOf = (merchantId: string) =>
-      Effect.flatMap(store.getMerchant(merchantId), (merchant) =>
-        merchant === null ? Effect.fail(new NotFound({ resource: "merchant", id: merchantId })) : Effect.succeed(merchant))
+      Effect.flatMap(
+        store.getMerchant(merchantId),
+        (merchant) =>
+          merchant === null
+            ? Effect.fail(new NotFound({ resource: "merchant", id: merchantId }))
+            : Effect.succeed(merchant)
+      )
     const get = (merchantId: string, deliveryId: string) =>
-      Effect.flatMap(webhookStore.getDelivery(merchantId, deliveryId), (delivery) =>
-        delivery === null ? Effect.fail(new NotFound({ resource: "delivery", id: deliveryId })) : Effect.succeed(delivery))
+      Effect.flatMap(
+        webhookStore.getDelivery(merchantId, deliveryId),
+        (delivery) =>
+          delivery === null
+            ? Effect.fail(new NotFound({ resource: "delivery", id: deliveryId }))
+            : Effect.succeed(delivery)
+      )
 
     // A delivery's id is its event's (`deliveryIdOf`): no id drawn per delivery, and a second
     // delivery of an event has the first one's id.
@@ -143,7 +164,10 @@ export const layer = Layer.effect(
         Effect.gen(function*() {
           const merchant = yield* merchantOf(merchantId)
           if (merchant.webhookUrl === null) {
-            return yield* new InvalidState({ status: "no_webhook_url", message: "The merchant has no webhook_url; set one with PATCH /api/v1/merchants/me first." })
+            return yield* new InvalidState({
+              status: "no_webhook_url",
+              message: "The merchant has no webhook_url; set one with PATCH /api/v1/merchants/me first."
+            })
           }
           const now = yield* nowIso
           const event = sampleEvent({

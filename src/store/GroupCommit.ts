@@ -25,7 +25,10 @@ export const lateStatementLimitMs = 60_000
 
 /** What the batcher needs of a pool: `pg`'s `query` with a callback (a `Pg.Pool` is one). */
 export interface StatementPool {
-  readonly query: (config: Pg.QueryConfig, callback: (error: Error | undefined, result: Pg.QueryResult<Row>) => void) => void
+  readonly query: (
+    config: Pg.QueryConfig,
+    callback: (error: Error | undefined, result: Pg.QueryResult<Row>) => void
+  ) => void
 }
 
 export interface BatcherOptions<U, R> {
@@ -173,7 +176,10 @@ export const makeBatcher = <U, R>(options: BatcherOptions<U, R>) => {
     const at = waiting.indexOf(waiter)
     if (at !== -1) waiting.splice(at, 1)
     else waiter.late = true
-    settle(waiter, Effect.fail(new StoreUnavailable({ cause: new Error(`no answer from the database within ${deadlineMs} ms`) })))
+    settle(
+      waiter,
+      Effect.fail(new StoreUnavailable({ cause: new Error(`no answer from the database within ${deadlineMs} ms`) }))
+    )
   }
 
   /**

@@ -1,17 +1,26 @@
 import { Effect, Layer } from "effect"
+import type { FraudCase, FraudCaseStatus, FraudHistory } from "../domain/Fraud.ts"
 import type { Account, Balance, LedgerEntry } from "../domain/Ledger.ts"
 import { balanceOf } from "../domain/Ledger.ts"
-import type { FraudCase, FraudCaseStatus, FraudHistory } from "../domain/Fraud.ts"
 import type { ApiKey, Merchant } from "../domain/Merchant.ts"
+import type { Currency } from "../domain/Money.ts"
 import type { Change, Payment, PaymentEvent } from "../domain/Payment.ts"
 import { followsFrom, isSettleable, nextStep } from "../domain/Payment.ts"
-import type { Currency } from "../domain/Money.ts"
-import type { AnalyticsRow, FraudCaseFilter, HistoryWindows, IdempotencyClaim, PageOf, PageRequest, PaymentFilter, StoreShape } from "./Store.ts"
-import { isCardTokenDisputeQuery, maximumSeriesRows, modelStats, periodStart, Store, unrecordedModel } from "./Store.ts"
-import { emptyWebhookState, memoryWebhookOperations, type WebhookMemoryState } from "./MemoryWebhookStore.ts"
-import { WebhookStore } from "./WebhookStore.ts"
-import { MinHeap } from "../platform/MinHeap.ts"
 import { canonicalIsoMs, isoAt } from "../platform/IsoTime.ts"
+import { MinHeap } from "../platform/MinHeap.ts"
+import { emptyWebhookState, memoryWebhookOperations, type WebhookMemoryState } from "./MemoryWebhookStore.ts"
+import type {
+  AnalyticsRow,
+  FraudCaseFilter,
+  HistoryWindows,
+  IdempotencyClaim,
+  PageOf,
+  PageRequest,
+  PaymentFilter,
+  StoreShape
+} from "./Store.ts"
+import { isCardTokenDisputeQuery, maximumSeriesRows, modelStats, periodStart, Store, unrecordedModel } from "./Store.ts"
+import { WebhookStore } from "./WebhookStore.ts"
 
 interface IdempotencyRow {
   owner?: string | null
@@ -217,12 +226,18 @@ export class ScopedMap<V> {
   }
   /** Every entry as (merchant, key, value), merchant by merchant (audits: the simulator's liveness check). */
   *entries(): Generator<readonly [string, string, V]> {
-    for (const [merchantId, values] of this.byMerchant) for (const [key, value] of values) yield [merchantId, key, value]
+    for (const [merchantId, values] of this.byMerchant) {
+      for (const [key, value] of values) yield [merchantId, key, value]
+    }
   }
 }
 
 /** The accounts a merchant's balance is made of; authorization holds are not money owed yet. */
-const merchantAccounts: ReadonlySet<Account> = new Set<Account>(["merchant_pending", "merchant_available", "merchant_reserved"])
+const merchantAccounts: ReadonlySet<Account> = new Set<Account>([
+  "merchant_pending",
+  "merchant_available",
+  "merchant_reserved"
+])
 
 /**
  * A history list (a card's payments at a merchant, or a merchant's in a currency), ordered by
@@ -386,7 +401,9 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
     // (which never loses one) iff it is new to `paymentOrder`: its size says so, no look-up.
     const known = state.payments.size
     state.payments.set(payment.id, payment)
-    if (previous === undefined && state.payments.size !== known) state.paymentOrder.set(payment.id, state.paymentOrder.size)
+    if (previous === undefined && state.payments.size !== known) {
+      state.paymentOrder.set(payment.id, state.paymentOrder.size)
+    }
     if (isSettleable(payment)) indexSettleable(payment)
     if (nextStep(payment) === null) {
       state.inFlight.delete(payment.id)
@@ -424,7 +441,9 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
   }
   const releaseHold = (merchantId: string, idempotencyKey: string, before: string) => {
     const held = state.paymentsByIdempotencyKey.get(merchantId, idempotencyKey)
-    if (held !== undefined && state.payments.get(held)!.createdAt < before) state.paymentsByIdempotencyKey.delete(merchantId, idempotencyKey)
+    if (held !== undefined && state.payments.get(held)!.createdAt < before) {
+      state.paymentsByIdempotencyKey.delete(merchantId, idempotencyKey)
+    }
   }
   /**
    * The rows of `historyColumns`, counted without building lists: the card's newest rows created
@@ -528,15 +547,31 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
     state.idempotencyExpiries.push({ expiresAt: row.expiresAt, merchantId, key })
   }
   /** Per-currency aggregates of a merchant's payments in a window, grouped by `keyOf` (sorted by it). */
-  const aggregate = (merchantId: string, createdFrom: string | null, createdTo: string | null, keyOf: (p: Payment) => string) => {
+  const aggregate = (
+    merchantId: string,
+    createdFrom: string | null,
+    createdTo: string | null,
+    keyOf: (p: Payment) => string
+  ) => {
     const rows = new Map<string, AnalyticsRow>()
     for (const p of state.payments.values()) {
       if (p.merchantId !== merchantId) continue
-      if ((createdFrom !== null && p.createdAt < createdFrom) || (createdTo !== null && p.createdAt > createdTo)) continue
+      if ((createdFrom !== null && p.createdAt < createdFrom) || (createdTo !== null && p.createdAt > createdTo)) {
+        continue
+      }
       const key = keyOf(p)
       const row = rows.get(key) ?? {
-        currency: p.currency, transactionCount: 0, volumeCents: 0, capturedCents: 0, refundedCents: 0,
-        feesCents: 0, decidedCount: 0, approvedCount: 0, blockedCount: 0, capturedCount: 0, disputedCount: 0
+        currency: p.currency,
+        transactionCount: 0,
+        volumeCents: 0,
+        capturedCents: 0,
+        refundedCents: 0,
+        feesCents: 0,
+        decidedCount: 0,
+        approvedCount: 0,
+        blockedCount: 0,
+        capturedCount: 0,
+        disputedCount: 0
       }
       rows.set(key, {
         ...row,
@@ -574,8 +609,7 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
         const { name, webhookUrl, updatedAt } = merchant
         state.merchants.set(merchant.id, { ...current, name, webhookUrl, updatedAt })
       }),
-    firstMerchant: () =>
-      Effect.sync(() => [...state.merchants.values()].sort((a, b) => -newestFirst(a, b))[0] ?? null),
+    firstMerchant: () => Effect.sync(() => [...state.merchants.values()].sort((a, b) => -newestFirst(a, b))[0] ?? null),
 
     insertApiKey: (apiKey) =>
       Effect.sync(() => {
@@ -643,9 +677,14 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
         if (claim !== null) {
           const known = state.idempotency.get(claim.merchantId, claim.key)
           if (known !== undefined && known.state === "completed" && known.expiresAt > claim.now) {
-            return { _tag: "KeyTaken" as const, finished: { fingerprint: known.fingerprint, status: known.status!, body: known.body! } }
+            return {
+              _tag: "KeyTaken" as const,
+              finished: { fingerprint: known.fingerprint, status: known.status!, body: known.body! }
+            }
           }
-          if (known !== undefined || state.paymentsByIdempotencyKey.has(claim.merchantId, claim.key)) return { _tag: "KeyTaken" as const }
+          if (known !== undefined || state.paymentsByIdempotencyKey.has(claim.merchantId, claim.key)) {
+            return { _tag: "KeyTaken" as const }
+          }
           setIdempotency(claim.merchantId, claim.key, claimRow(claim, payment.id))
           state.paymentsByIdempotencyKey.set(claim.merchantId, claim.key, payment.id)
         }
@@ -653,7 +692,16 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
         // remembered in the very same lists (nothing changes them between).
         const card = state.cardAttempts.get(payment.merchantId)?.get(payment.cardToken)
         const amounts = state.merchantAmounts.get(payment.merchantId)?.get(payment.currency)
-        const found = history(open.history, payment.merchantId, payment.cardToken, payment.currency, payment.createdAt, payment.id, card, amounts)
+        const found = history(
+          open.history,
+          payment.merchantId,
+          payment.cardToken,
+          payment.currency,
+          payment.createdAt,
+          payment.id,
+          card,
+          amounts
+        )
         commit(open.change, undefined)
         remember(payment, card, amounts)
         if (open.flowOwner !== undefined && open.flowOwner !== null) state.flowOwners.set(payment.id, open.flowOwner)
@@ -663,7 +711,9 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
       Effect.sync(() => {
         const payment = ownPayment(merchantId, paymentId)
         if (payment === null) return null
-        const keyRow = commandKey === undefined ? undefined : state.idempotency.get(commandKey.merchantId, commandKey.key)
+        const keyRow = commandKey === undefined
+          ? undefined
+          : state.idempotency.get(commandKey.merchantId, commandKey.key)
         return {
           payment,
           fraudCase: payment.fraudCaseId === null ? null : state.fraudCases.get(payment.fraudCaseId) ?? null,
@@ -674,15 +724,21 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
       Effect.sync(() => {
         const current = state.payments.get(before.id)
         if (current === undefined || current.version !== before.version) return false
-        if (!followsFrom(current, change)) throw new Error("store: a change must follow from the record it was decided on")
+        if (!followsFrom(current, change)) {
+          throw new Error("store: a change must follow from the record it was decided on")
+        }
         commit(change, current)
         if (response !== null) {
           const row = state.idempotency.get(response.merchantId, response.key)
-          if (row !== undefined && row.state === "in_progress") Object.assign(row, { state: "completed", status: response.status, body: response.body })
+          if (row !== undefined && row.state === "in_progress") {
+            Object.assign(row, { state: "completed", status: response.status, body: response.body })
+          }
         }
         if (commandKey !== undefined) {
           const row = state.idempotency.get(commandKey.merchantId, commandKey.key)
-          if (row !== undefined) row.appliedTo = change.payment.id
+          if (row !== undefined) {
+            row.appliedTo = change.payment.id
+          }
         }
         return true
       }),
@@ -710,7 +766,9 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
         const fraudCase = payment.fraudCaseId === null ? null : state.fraudCases.get(payment.fraudCaseId) ?? null
         const decision = decide(payment, fraudCase)
         if (!decision.ok) return { _tag: "Refused" as const, decision, payment }
-        if (!followsFrom(payment, decision.change)) throw new Error("store: a decision must follow from the locked record")
+        if (!followsFrom(payment, decision.change)) {
+          throw new Error("store: a decision must follow from the locked record")
+        }
         commit(decision.change, payment)
         if (keyRow !== undefined) keyRow.appliedTo = payment.id
         return { _tag: "Applied" as const, change: decision.change }
@@ -746,7 +804,10 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
           if (claimable) stale.push(p)
         }
         if (stale.length === 0) return []
-        stale.sort((a, b) => (a.updatedAt < b.updatedAt ? -1 : a.updatedAt > b.updatedAt ? 1 : a.id < b.id ? -1 : a.id > b.id ? 1 : 0))
+        stale.sort((
+          a,
+          b
+        ) => (a.updatedAt < b.updatedAt ? -1 : a.updatedAt > b.updatedAt ? 1 : a.id < b.id ? -1 : a.id > b.id ? 1 : 0))
         const ids: Array<string> = []
         for (let i = 0; i < stale.length && i < limit; i++) ids.push(stale[i]!.id)
         for (const id of ids) {
@@ -762,7 +823,19 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
             p.createdAt >= from && p.createdAt < to &&
             (after === null || p.createdAt > after.createdAt || (p.createdAt === after.createdAt && p.id > after.id))
           )
-          .sort((a, b) => (a.createdAt < b.createdAt ? -1 : a.createdAt > b.createdAt ? 1 : a.id < b.id ? -1 : a.id > b.id ? 1 : 0))
+          .sort((
+            a,
+            b
+          ) => (a.createdAt < b.createdAt
+            ? -1
+            : a.createdAt > b.createdAt
+            ? 1
+            : a.id < b.id
+            ? -1
+            : a.id > b.id
+            ? 1
+            : 0)
+          )
           .slice(0, limit)
       ),
     settleablePayments: (capturedBefore, limit) =>
@@ -828,7 +901,9 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
       }),
     paymentsByCardTokenAndDispute: (query, limit) =>
       Effect.sync(() => {
-        if (!isCardTokenDisputeQuery(query)) throw new Error(`not a card token query: ${JSON.stringify(query.cardTokens)}`)
+        if (!isCardTokenDisputeQuery(query)) {
+          throw new Error(`not a card token query: ${JSON.stringify(query.cardTokens)}`)
+        }
         return [...state.payments.values()]
           .filter((p) =>
             query.cardTokens.includes(p.cardToken) && p.capturedAt !== null &&
@@ -836,7 +911,16 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
               ? query.undisputedStatuses.includes(p.status) && p.capturedAt < query.capturedBefore
               : p.dispute.status === "open" && p.dispute.openedAt < query.openedBefore)
           )
-          .sort((a, b) => (a.capturedAt! < b.capturedAt! ? -1 : a.capturedAt! > b.capturedAt! ? 1 : a.id < b.id ? -1 : a.id > b.id ? 1 : 0))
+          .sort((a, b) => (a.capturedAt! < b.capturedAt!
+            ? -1
+            : a.capturedAt! > b.capturedAt!
+            ? 1
+            : a.id < b.id
+            ? -1
+            : a.id > b.id
+            ? 1
+            : 0)
+          )
           .slice(0, limit)
       }),
     analytics: (merchantId, createdFrom, createdTo) =>
@@ -872,7 +956,11 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
           if (p.fraudScore === null) continue
           screenedCount++
           scoreHistogram[Math.min(Math.floor(p.fraudScore * 10), 9)]!++
-          models.push({ version: p.fraudModelVersion ?? unrecordedModel, screened: 1, blocked: p.status === "blocked" ? 1 : 0 })
+          models.push({
+            version: p.fraudModelVersion ?? unrecordedModel,
+            screened: 1,
+            blocked: p.status === "blocked" ? 1 : 0
+          })
           if (p.dispute?.status === "lost") lostDisputeCount++
           if (p.status !== "blocked") continue
           const row = blocked.get(p.currency) ?? { currency: p.currency, count: 0, amountCents: 0 }
@@ -924,7 +1012,9 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
         if (row.fingerprint !== claim.fingerprint) return { _tag: "Mismatch" as const }
         if (row.state === "completed") return { _tag: "Replay" as const, status: row.status!, body: row.body! }
         // The holder is gone when its process stopped beating (killed), whatever its lease says.
-        const ownerAliveUntil = row.owner === undefined || row.owner === null ? undefined : state.instances.get(row.owner)
+        const ownerAliveUntil = row.owner === undefined || row.owner === null
+          ? undefined
+          : state.instances.get(row.owner)
         const ownerGone = ownerAliveUntil !== undefined && ownerAliveUntil <= claim.now
         if (row.lockedUntil > claim.now && !ownerGone) return { _tag: "InProgress" as const }
         // The holder's lease ran out or its process died: this request resumes the same operation.
@@ -978,6 +1068,9 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
 
 /** A memory store over existing state: the simulator's "restart" keeps the data, drops the rest. */
 export const layerMemoryFrom = (state: MemoryState) =>
-  Layer.merge(Layer.succeed(Store, memoryOperations(state)), Layer.succeed(WebhookStore, memoryWebhookOperations(state)))
+  Layer.merge(
+    Layer.succeed(Store, memoryOperations(state)),
+    Layer.succeed(WebhookStore, memoryWebhookOperations(state))
+  )
 /** Store and WebhookStore over a fresh state. */
 export const layerMemory = Layer.unwrap(Effect.sync(() => layerMemoryFrom(emptyState())))

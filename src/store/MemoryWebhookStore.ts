@@ -1,12 +1,28 @@
 import { Effect, Layer } from "effect"
 import type { Merchant } from "../domain/Merchant.ts"
 import type { PaymentEvent } from "../domain/Payment.ts"
-import { canonicalIsoMs, isoAt, isoMs } from "../platform/IsoTime.ts"
 import type { EventType } from "../domain/Payment.ts"
-import { type Attempt, type Delivery, type DeliveryOrder, type DeliveryStatus, deliveryIdOf, eventPayload, isOpen } from "../domain/Webhook.ts"
+import {
+  type Attempt,
+  type Delivery,
+  deliveryIdOf,
+  type DeliveryOrder,
+  type DeliveryStatus,
+  eventPayload,
+  isOpen
+} from "../domain/Webhook.ts"
+import { canonicalIsoMs, isoAt, isoMs } from "../platform/IsoTime.ts"
 import { MinHeap } from "../platform/MinHeap.ts"
 import type { PageRequest } from "./Store.ts"
-import { emptyCounts, type Lease, leaseLost, recorded, recordedWithSuccessor, WebhookStore, type WebhookStoreShape } from "./WebhookStore.ts"
+import {
+  emptyCounts,
+  type Lease,
+  leaseLost,
+  recorded,
+  recordedWithSuccessor,
+  WebhookStore,
+  type WebhookStoreShape
+} from "./WebhookStore.ts"
 
 /** A delivery without its payload. */
 export type DeliveryRecord = Omit<Delivery, "payload">
@@ -44,7 +60,12 @@ const auditOf = (d: DeliveryRecord): DeliveryAudit => ({
   order: d.order,
   createdAtMs: isoMs(d.createdAt),
   firstFailedAtMs: d.firstFailedAt === null ? null : isoMs(d.firstFailedAt),
-  attempts: d.attempts.map((a) => ({ attempt: a.attempt, atMs: isoMs(a.at), responseStatus: a.responseStatus, error: a.error }))
+  attempts: d.attempts.map((a) => ({
+    attempt: a.attempt,
+    atMs: isoMs(a.at),
+    responseStatus: a.responseStatus,
+    error: a.error
+  }))
 })
 
 /**
@@ -120,7 +141,8 @@ const compact = (
   if (status !== "succeeded" && status !== "failed") return null
   const order = delivery.order
   if (
-    delivery.nextAttemptAt !== null || order === null || order.paymentId !== source.paymentId || order.sequence !== source.sequence ||
+    delivery.nextAttemptAt !== null || order === null || order.paymentId !== source.paymentId ||
+    order.sequence !== source.sequence ||
     delivery.merchantId !== source.merchantId || delivery.eventId !== source.id || delivery.eventType !== source.type
   ) return null
   const attempts = delivery.attempts
@@ -132,7 +154,10 @@ const compact = (
     const status = attempt.responseStatus
     // A duration that is not equal to itself (NaN) would not compare equal once rebuilt.
     // (A delivery with a cut attempt, which a takeover leaves, rare, is kept whole.)
-    if (at === undefined || attempt.attempt !== n + 1 || attempt.durationMs !== attempt.durationMs || (status !== null && !(status === status))) return null
+    if (
+      at === undefined || attempt.attempt !== n + 1 || attempt.durationMs !== attempt.durationMs ||
+      (status !== null && !(status === status))
+    ) return null
     if (attempt.cut !== undefined) return null
     let error = -1
     if (attempt.error !== null) {
@@ -147,7 +172,9 @@ const compact = (
     times[i++] = attempt.durationMs
     times[i++] = error
   }
-  if (sourcePayload !== null ? delivery.payload !== sourcePayload : delivery.payload !== eventPayload(source)) return null
+  if (sourcePayload !== null ? delivery.payload !== sourcePayload : delivery.payload !== eventPayload(source)) {
+    return null
+  }
   const firstFailed = endedMs(delivery.firstFailedAt)
   const completed = endedMs(delivery.completedAt)
   if (completed === undefined || firstFailed === undefined) return null
@@ -324,7 +351,16 @@ export class DeliveryRow {
   }
   /** The delivery rebuilt from the compact form (only while compact). */
   private rebuild(payload: string | undefined) {
-    return rebuild(this.id, this.endedUrl, this.endedStatus, this.endedCreatedAt, this.times, this.source!, this.errors, payload)
+    return rebuild(
+      this.id,
+      this.endedUrl,
+      this.endedStatus,
+      this.endedCreatedAt,
+      this.times,
+      this.source!,
+      this.errors,
+      payload
+    )
   }
   /**
    * The payment whose order it is in (null: unordered); its order is with the deliveries of that
@@ -471,7 +507,9 @@ export const signingSecretsOf = (state: SharedState, merchantId: string, now: st
   // (Held as given: never sealed here, so never null; see docs/operations.md, "Webhook signing secrets at rest".)
   if (merchant === undefined || merchant.webhookSecret === null) return []
   const previous = state.webhooks.previousSecrets.get(merchantId)
-  return previous !== undefined && previous.until > now ? [merchant.webhookSecret, previous.secret] : [merchant.webhookSecret]
+  return previous !== undefined && previous.until > now
+    ? [merchant.webhookSecret, previous.secret]
+    : [merchant.webhookSecret]
 }
 
 /** What a caller of the memory webhook store may watch (the simulator counts lost leases). */
@@ -485,7 +523,10 @@ export interface MemoryWebhookObserver {
  * construction. `observer` is told of events inside the operation's own step,
  * so watching them costs the caller no Effect step of its own (a map on every renewal did).
  */
-export const memoryWebhookOperations = (state: SharedState, observer: MemoryWebhookObserver = {}): WebhookStoreShape => {
+export const memoryWebhookOperations = (
+  state: SharedState,
+  observer: MemoryWebhookObserver = {}
+): WebhookStoreShape => {
   const w = state.webhooks
   const onLeaseLost = observer.leaseLost
   /** Sets or clears a row's lease, keeping `leased` true. */
@@ -590,7 +631,11 @@ export const memoryWebhookOperations = (state: SharedState, observer: MemoryWebh
     return true
   }
   /** Drains up to `limit` outbox events into deliveries (those created pushed onto `created`, when given); the number drained. */
-  const drain = (limit: number, build: (event: PaymentEvent, merchant: Merchant) => Delivery | null, created: Array<Delivery> | null) => {
+  const drain = (
+    limit: number,
+    build: (event: PaymentEvent, merchant: Merchant) => Delivery | null,
+    created: Array<Delivery> | null
+  ) => {
     const events = state.outbox.splice(0, limit)
     for (const event of events) {
       const merchant = state.merchants.get(event.merchantId)
@@ -625,7 +670,9 @@ export const memoryWebhookOperations = (state: SharedState, observer: MemoryWebh
       for (const row of [...w.leased.values()]) {
         if (claimed.length >= limit) break
         const owner = row.leaseOwner
-        if (owner === null || !leaseLive(row, nowMs) || ownerAlive(owner, nowMs) || !(row.nextAttemptMs <= nowMs)) continue
+        if (owner === null || !leaseLive(row, nowMs) || ownerAlive(owner, nowMs) || !(row.nextAttemptMs <= nowMs)) {
+          continue
+        }
         const paymentId = row.orderPaymentId
         if (paymentId !== null && waitsForEarlier(row, paymentId)) continue
         take(row)
@@ -662,12 +709,16 @@ export const memoryWebhookOperations = (state: SharedState, observer: MemoryWebh
     let next: DeliveryRow | null = null
     for (const other of open) {
       const sequence = other.sequence
-      if (sequence > delivery.order.sequence && other.url === url && (next === null || sequence < next.sequence)) next = other
+      if (sequence > delivery.order.sequence && other.url === url && (next === null || sequence < next.sequence)) {
+        next = other
+      }
     }
     if (next === null) return null
     const nowMs = isoMs(now)
     // A row still holding an instance's token (a cut lease) is left to a poll, which records the cut.
-    if (next.nextAttemptMs > nowMs || leaseLive(next, nowMs) || (next.leaseToken !== null && next.leaseOwner !== null)) return null
+    if (
+      next.nextAttemptMs > nowMs || leaseLive(next, nowMs) || (next.leaseToken !== null && next.leaseOwner !== null)
+    ) return null
     if (waitsForEarlier(next, paymentId)) return null
     setLease(next, lease.token, lease.until, lease.owner ?? null)
     schedule(next)
@@ -695,7 +746,9 @@ export const memoryWebhookOperations = (state: SharedState, observer: MemoryWebh
         const claimed = claim(isoMs(input.now), input.lease, input.claimLimit, takenOver)
         const secrets = new Map<string, ReadonlyArray<string>>()
         for (const delivery of claimed) {
-          if (!secrets.has(delivery.merchantId)) secrets.set(delivery.merchantId, signingSecretsOf(state, delivery.merchantId, input.now))
+          if (!secrets.has(delivery.merchantId)) {
+            secrets.set(delivery.merchantId, signingSecretsOf(state, delivery.merchantId, input.now))
+          }
         }
         const next = peekDue()
         return { drained, claimed, secrets, nextDueMs: next === undefined ? null : next.atMs, takenOver }
@@ -709,7 +762,9 @@ export const memoryWebhookOperations = (state: SharedState, observer: MemoryWebh
     listDeliveries: (merchantId, filter, page) =>
       Effect.sync(() => {
         const rows = [...w.deliveries.values()]
-          .filter((row) => row.merchantId === merchantId && (filter.status === undefined || row.status === filter.status))
+          .filter((row) =>
+            row.merchantId === merchantId && (filter.status === undefined || row.status === filter.status)
+          )
           .sort(newestFirst)
         const found = paginate(rows, page)
         return { items: found.items.map((row) => row.delivery), totalCount: found.totalCount }
@@ -818,4 +873,3 @@ export const memoryWebhookOperations = (state: SharedState, observer: MemoryWebh
 }
 
 export const layerMemoryFrom = (state: SharedState) => Layer.succeed(WebhookStore, memoryWebhookOperations(state))
-

@@ -40,8 +40,15 @@ outbox AS (
  * card_seen, amount_count, amount_sum.
  */
 export const historyColumns = (
-  merchantId: string, cardToken: string, currency: string, until: string, self: string,
-  hourSince: string, daySince: string, dayLimit: string, amountWindow: string
+  merchantId: string,
+  cardToken: string,
+  currency: string,
+  until: string,
+  self: string,
+  hourSince: string,
+  daySince: string,
+  dayLimit: string,
+  amountWindow: string
 ) => `
 SELECT c.card_hour, c.card_day, c.card_declines,
   (c.card_day > 0 OR EXISTS (SELECT 1 FROM payments s WHERE s.merchant_id = ${merchantId} AND s.card_token = ${cardToken}
@@ -109,7 +116,19 @@ ${eventsAndOutbox}
 SELECT i.ord, i.id IN (SELECT id FROM payment) AS opened, h.*,
   k.fingerprint AS finished_fingerprint, k.response_status AS finished_status, k.response_body AS finished_body
 FROM input i
-CROSS JOIN LATERAL (${historyColumns("i.merchant_id", "i.card_token", "i.currency", "i.created_at", "i.id", "i.hour_since", "i.day_since", "i.day_limit", "i.amount_window")}) h
+CROSS JOIN LATERAL (${
+  historyColumns(
+    "i.merchant_id",
+    "i.card_token",
+    "i.currency",
+    "i.created_at",
+    "i.id",
+    "i.hour_since",
+    "i.day_since",
+    "i.day_limit",
+    "i.amount_window"
+  )
+}) h
 LEFT JOIN idempotency_keys k ON k.merchant_id = i.merchant_id AND k.key = i.claim_key AND k.state = 'completed'
   AND k.expires_at > i.claimed_at
 ORDER BY i.ord`
@@ -316,7 +335,11 @@ const openOutcomes = (rows: ReadonlyArray<Row>): Array<OpenOutcome> =>
       ? { _tag: "KeyTaken" }
       : {
         _tag: "KeyTaken",
-        finished: { fingerprint: r.finished_fingerprint, status: r.finished_status as number, body: r.finished_body as string }
+        finished: {
+          fingerprint: r.finished_fingerprint,
+          status: r.finished_status as number,
+          body: r.finished_body as string
+        }
       }
   )
 const commitOutcomes = (rows: ReadonlyArray<Row>): Array<boolean> => rows.map((r) => r.committed === true)
@@ -327,22 +350,23 @@ const commitOutcomes = (rows: ReadonlyArray<Row>): Array<boolean> => rows.map((r
  * takes the key over at once and resumes the payment instead of waiting out the lease. Only the
  * claim as that unit wrote it (same `locked_until`): never one a retry took over since.
  */
-const releaseLateClaims = (pool: Pg.Pool) => (late: ReadonlyArray<{ readonly unit: OpenPayment; readonly outcome: OpenOutcome }>) => {
-  const claims = late.flatMap(({ outcome, unit }) =>
-    outcome._tag === "Opened" && unit.claim !== null
-      ? [{ merchant_id: unit.claim.merchantId, key: unit.claim.key, locked_until: unit.claim.lockedUntil }]
-      : []
-  )
-  if (claims.length === 0) return
-  pool.query(
-    `UPDATE idempotency_keys k SET locked_until = k.created_at
+const releaseLateClaims =
+  (pool: Pg.Pool) => (late: ReadonlyArray<{ readonly unit: OpenPayment; readonly outcome: OpenOutcome }>) => {
+    const claims = late.flatMap(({ outcome, unit }) =>
+      outcome._tag === "Opened" && unit.claim !== null
+        ? [{ merchant_id: unit.claim.merchantId, key: unit.claim.key, locked_until: unit.claim.lockedUntil }]
+        : []
+    )
+    if (claims.length === 0) return
+    pool.query(
+      `UPDATE idempotency_keys k SET locked_until = k.created_at
     FROM json_to_recordset($1::json) AS c(merchant_id text, key text, locked_until timestamptz)
     WHERE k.merchant_id = c.merchant_id AND k.key = c.key AND k.locked_until = c.locked_until AND k.state = 'in_progress'`,
-    [JSON.stringify(claims)],
-    // Not released (the database went away again): the claim's lease ends it.
-    () => {}
-  )
-}
+      [JSON.stringify(claims)],
+      // Not released (the database went away again): the claim's lease ends it.
+      () => {}
+    )
+  }
 
 /**
  * The create path's two statements. With `deadlineMs` (the pool's wait for an answer), a unit the

@@ -1,11 +1,12 @@
-import { SqlError, UnknownError } from "effect/sql/SqlError"
 import { Context, Effect } from "effect"
+import { SqlError, UnknownError } from "effect/sql/SqlError"
 import type * as Pg from "pg"
-import { run, type Row } from "./PgRows.ts"
+import { type Row, run } from "./PgRows.ts"
 import type { StoreUnavailable } from "./Store.ts"
 
 /** A failure of ours on the `pg` pool, as `effect/sql` reports one (its SQLSTATE stays on the cause). */
-export const sqlErrorOf = (cause: unknown, message: string) => new SqlError({ reason: new UnknownError({ cause, message }) })
+export const sqlErrorOf = (cause: unknown, message: string) =>
+  new SqlError({ reason: new UnknownError({ cause, message }) })
 
 /**
  * The `pg` pool under `@effect/sql-pg`'s client (one pool, one set of connections). The hot
@@ -37,7 +38,9 @@ export const hotPathPlannerSettings: Readonly<Record<string, string>> = {
 }
 
 /** `hotPathPlannerSettings` as a connection's `options` startup parameter. */
-export const hotPathPlannerOptions = Object.entries(hotPathPlannerSettings).map(([name, value]) => `-c ${name}=${value}`).join(" ")
+export const hotPathPlannerOptions = Object.entries(hotPathPlannerSettings).map(([name, value]) =>
+  `-c ${name}=${value}`
+).join(" ")
 
 /**
  * How long the pool waits for a statement's answer (`Database.poolOptions`: `statement_timeout`
@@ -54,17 +57,18 @@ export const statementDeadlineMs = (pool: Pg.Pool): number | undefined => {
  * Errors map as every store error does (`PgRows.run`): an outage is
  * `StoreUnavailable`, anything else a defect.
  */
-export const prepared = (pool: Pg.Pool, name: string, text: string, options: { readonly answerWithinMs?: number } = {}) =>
-(values: ReadonlyArray<unknown>): Effect.Effect<Array<Row>, StoreUnavailable> =>
-  run(Effect.callback<Array<Row>, SqlError>((resume) => {
-    const query = options.answerWithinMs === undefined
-      ? { name, text, values: values as Array<unknown> }
-      : { name, text, values: values as Array<unknown>, query_timeout: options.answerWithinMs }
-    pool.query(query, (cause: Error | undefined, result: Pg.QueryResult<Row>) => {
-      resume(
-        cause === undefined || cause === null
-          ? Effect.succeed(result.rows)
-          : Effect.fail(sqlErrorOf(cause, `Failed to execute statement ${name}`))
-      )
-    })
-  }))
+export const prepared =
+  (pool: Pg.Pool, name: string, text: string, options: { readonly answerWithinMs?: number } = {}) =>
+  (values: ReadonlyArray<unknown>): Effect.Effect<Array<Row>, StoreUnavailable> =>
+    run(Effect.callback<Array<Row>, SqlError>((resume) => {
+      const query = options.answerWithinMs === undefined
+        ? { name, text, values: values as Array<unknown> }
+        : { name, text, values: values as Array<unknown>, query_timeout: options.answerWithinMs }
+      pool.query(query, (cause: Error | undefined, result: Pg.QueryResult<Row>) => {
+        resume(
+          cause === undefined || cause === null
+            ? Effect.succeed(result.rows)
+            : Effect.fail(sqlErrorOf(cause, `Failed to execute statement ${name}`))
+        )
+      })
+    }))

@@ -9,7 +9,9 @@ import { StoreUnavailable } from "./Store.ts"
 /** Row mapping and error handling shared by the PostgreSQL adapters. */
 export type Row = Record<string, any>
 
-export const iso = (value: unknown): string => (value instanceof Date ? value.toISOString() : new Date(String(value)).toISOString())
+export const iso = (
+  value: unknown
+): string => (value instanceof Date ? value.toISOString() : new Date(String(value)).toISOString())
 export const isoOrNull = (value: unknown): string | null => (value === null || value === undefined ? null : iso(value))
 
 const sqlStatePattern = /^[0-9A-Z]{5}$/
@@ -29,7 +31,8 @@ const sqlStatePattern = /^[0-9A-Z]{5}$/
 export const isUnavailable = (code: string | undefined): boolean => {
   if (code === undefined || !sqlStatePattern.test(code)) return true
   const sqlClass = code.slice(0, 2)
-  return ["08", "28", "53", "55", "57", "58"].includes(sqlClass) || code === "3D000" || code === "40001" || code === "40P01"
+  return ["08", "28", "53", "55", "57", "58"].includes(sqlClass) || code === "3D000" || code === "40001" ||
+    code === "40P01"
 }
 
 /** Infrastructure failures leave the store as StoreUnavailable (503); everything else is a defect (500). */
@@ -49,11 +52,20 @@ export const run = <A>(effect: Effect.Effect<A, SqlError>): Effect.Effect<A, Sto
  * (a 503, as any outage) while the abandoned statement ends when its connection does. `pg`'s
  * statements have this deadline in the pool (`query_timeout`, src/platform/Database.ts).
  */
-export const runWithin = (deadlineMs: number) => <A>(effect: Effect.Effect<A, SqlError>): Effect.Effect<A, StoreUnavailable> =>
-  run(Effect.timeoutOrElse(Effect.flatMap(Effect.forkDetach(effect), Fiber.join), {
-    duration: deadlineMs,
-    orElse: () => Effect.fail(new SqlError({ reason: new UnknownError({ cause: new Error("no answer"), message: `the database did not answer within ${deadlineMs} ms` }) }))
-  }))
+export const runWithin =
+  (deadlineMs: number) => <A>(effect: Effect.Effect<A, SqlError>): Effect.Effect<A, StoreUnavailable> =>
+    run(Effect.timeoutOrElse(Effect.flatMap(Effect.forkDetach(effect), Fiber.join), {
+      duration: deadlineMs,
+      orElse: () =>
+        Effect.fail(
+          new SqlError({
+            reason: new UnknownError({
+              cause: new Error("no answer"),
+              message: `the database did not answer within ${deadlineMs} ms`
+            })
+          })
+        )
+    }))
 
 const secretColumns = new WeakMap<AppConfigShape, SecretColumn>()
 

@@ -1,21 +1,37 @@
-import type * as Statement from "effect/sql/Statement"
 import * as PgClient from "@effect/sql-pg/PgClient"
 import { Effect, Layer } from "effect"
-import type { Account, Balance, LedgerEntry } from "../domain/Ledger.ts"
+import type * as Statement from "effect/sql/Statement"
 import type { FraudCase, FraudCaseStatus } from "../domain/Fraud.ts"
+import type { Account, Balance, LedgerEntry } from "../domain/Ledger.ts"
 import type { ApiKey } from "../domain/Merchant.ts"
+import type { Currency } from "../domain/Money.ts"
 import type { Change, Payment } from "../domain/Payment.ts"
 import { followsFrom } from "../domain/Payment.ts"
-import type { Currency } from "../domain/Money.ts"
-import type { AnalyticsPeriodRow, AnalyticsRow, ClaimOutcome, StoreEffect, StoreShape, UpdateOutcome } from "./Store.ts"
-import { isCardTokenDisputeQuery, maximumSeriesRows, modelStats, Store, unrecordedModel } from "./Store.ts"
-import { iso, isoOrNull, run as runUnbounded, runWithin, secretColumnFor, toEvent, toMerchant, type Row } from "./PgRows.ts"
 import { AppConfig } from "../platform/Config.ts"
 import { statementGraceMs } from "../platform/Database.ts"
 import { isSealed, sealedPrefix, type SecretColumn } from "../platform/Sealing.ts"
+import {
+  getPaymentSql,
+  historyColumns,
+  makeHotPath,
+  paymentColumns,
+  readForCommandSql,
+  toHistory
+} from "./PgHotPath.ts"
 import { PgPool, prepared, statementDeadlineMs } from "./PgPrepared.ts"
-import { getPaymentSql, historyColumns, makeHotPath, paymentColumns, readForCommandSql, toHistory } from "./PgHotPath.ts"
+import {
+  iso,
+  isoOrNull,
+  type Row,
+  run as runUnbounded,
+  runWithin,
+  secretColumnFor,
+  toEvent,
+  toMerchant
+} from "./PgRows.ts"
 import * as PgWebhookStore from "./PgWebhookStore.ts"
+import type { AnalyticsPeriodRow, AnalyticsRow, ClaimOutcome, StoreEffect, StoreShape, UpdateOutcome } from "./Store.ts"
+import { isCardTokenDisputeQuery, maximumSeriesRows, modelStats, Store, unrecordedModel } from "./Store.ts"
 import type { WebhookStore } from "./WebhookStore.ts"
 
 const toApiKey = (r: Row): ApiKey => ({
@@ -112,14 +128,19 @@ export const sealPlaintextSecrets = (sql: PgClient.PgClient, secrets: SecretColu
           OR NOT starts_with(previous_webhook_secret, ${sealedPrefix}))
         ORDER BY id LIMIT ${sealBatchSize}`
       if (rows.length === 0) return sealed
-      const sealOrKeep = (id: string, stored: string | null) => (stored === null || isSealed(stored) ? stored : secrets.toStored(id, stored))
+      const sealOrKeep = (
+        id: string,
+        stored: string | null
+      ) => (stored === null || isSealed(stored) ? stored : secrets.toStored(id, stored))
       const ids = rows.map((r) => r.id as string)
       const currents = rows.map((r) => r.webhook_secret as string)
       const previouses = rows.map((r) => r.previous_webhook_secret as string | null)
       const updated = yield* sql`UPDATE merchants m SET
           webhook_secret = CASE WHEN m.webhook_secret = v.current THEN v.current_sealed ELSE m.webhook_secret END,
           previous_webhook_secret = CASE WHEN m.previous_webhook_secret = v.previous THEN v.previous_sealed ELSE m.previous_webhook_secret END
-        FROM unnest(${ids}::text[], ${currents}::text[], ${currents.map((stored, i) => sealOrKeep(ids[i]!, stored))}::text[],
+        FROM unnest(${ids}::text[], ${currents}::text[], ${
+        currents.map((stored, i) => sealOrKeep(ids[i]!, stored))
+      }::text[],
           ${previouses}::text[], ${previouses.map((stored, i) => sealOrKeep(ids[i]!, stored))}::text[])
           AS v(id, current, current_sealed, previous, previous_sealed)
         WHERE m.id = v.id
@@ -144,7 +165,9 @@ const checkSecretsAtStart = (sql: PgClient.PgClient, secrets: SecretColumn) =>
   Effect.gen(function*() {
     const guide = "docs/operations.md, \"Webhook signing secrets at rest\""
     if (!secrets.sealing) {
-      yield* Effect.logWarning(`RESPONSE_ENCRYPTION_KEY is not set: webhook signing secrets are stored readable in the database (${guide})`)
+      yield* Effect.logWarning(
+        `RESPONSE_ENCRYPTION_KEY is not set: webhook signing secrets are stored readable in the database (${guide})`
+      )
     } else {
       const sealed = yield* runUnbounded(sealPlaintextSecrets(sql, secrets))
       if (sealed > 0) yield* Effect.logInfo(`sealed ${sealed} webhook signing secrets stored readable`)
@@ -157,7 +180,11 @@ const checkSecretsAtStart = (sql: PgClient.PgClient, secrets: SecretColumn) =>
     }
   }).pipe(
     Effect.catch((error) =>
-      Effect.logWarning("webhook signing secrets not checked at start (the database did not answer); the next start does it", error))
+      Effect.logWarning(
+        "webhook signing secrets not checked at start (the database did not answer); the next start does it",
+        error
+      )
+    )
   )
 
 /** How long a release of an idempotency claim waits for the database (see `releaseKey`). */
@@ -188,7 +215,8 @@ export const claimKeySql = `WITH claimed AS (
     SELECT key FROM claimed`
 
 /** A finished response stored under its key (`completeIdempotencyKey`). */
-export const completeKeySql = `UPDATE idempotency_keys SET state = 'completed', response_status = $3::int, response_body = $4::text
+export const completeKeySql =
+  `UPDATE idempotency_keys SET state = 'completed', response_status = $3::int, response_body = $4::text
     WHERE merchant_id = $1::text AND key = $2::text`
 
 /** Authentication in one statement (`useApiKey`). */
@@ -337,7 +365,9 @@ export const makePgStore = Effect.gen(function*() {
         yield* insertApiKey(apiKey)
       }))),
     getMerchant: (id) =>
-      run(sql`SELECT * FROM merchants WHERE id = ${id}`).pipe(Effect.map((rows) => (rows[0] ? toMerchant(rows[0], secrets) : null))),
+      run(sql`SELECT * FROM merchants WHERE id = ${id}`).pipe(
+        Effect.map((rows) => (rows[0] ? toMerchant(rows[0], secrets) : null))
+      ),
     updateMerchant: (m) =>
       run(sql`UPDATE merchants SET name = ${m.name}, webhook_url = ${m.webhookUrl}, updated_at = ${m.updatedAt}
         WHERE id = ${m.id}`).pipe(Effect.asVoid),
@@ -352,7 +382,9 @@ export const makePgStore = Effect.gen(function*() {
         Effect.map((rows) => (rows[0] ? toApiKey(rows[0]) : null))
       ),
     findApiKeyByHash: (hash) =>
-      run(sql`SELECT * FROM api_keys WHERE key_hash = ${hash}`).pipe(Effect.map((rows) => (rows[0] ? toApiKey(rows[0]) : null))),
+      run(sql`SELECT * FROM api_keys WHERE key_hash = ${hash}`).pipe(
+        Effect.map((rows) => (rows[0] ? toApiKey(rows[0]) : null))
+      ),
     useApiKey: (hash, now, touchBefore) =>
       Effect.map(useApiKey([hash, now, touchBefore]), (rows) => {
         const row = rows[0]
@@ -370,7 +402,8 @@ export const makePgStore = Effect.gen(function*() {
       ])).pipe(Effect.map(([rows, count]) => ({ items: rows.map(toApiKey), totalCount: Number(count[0]!.n) }))),
     rotateApiKey: (merchantId, keyId, replacement, now) =>
       run(sql.withTransaction(Effect.gen(function*() {
-        const rows = yield* sql`SELECT status FROM api_keys WHERE id = ${keyId} AND merchant_id = ${merchantId} FOR UPDATE`
+        const rows =
+          yield* sql`SELECT status FROM api_keys WHERE id = ${keyId} AND merchant_id = ${merchantId} FOR UPDATE`
         if (rows.length === 0) return "not_found" as const
         if (rows[0]!.status === "revoked") return "revoked" as const
         yield* sql`UPDATE api_keys SET status = 'revoked', revoked_at = ${now} WHERE id = ${keyId}`
@@ -380,7 +413,11 @@ export const makePgStore = Effect.gen(function*() {
 
     insertPayment: (change, flowOwner = null) =>
       run(sql.withTransaction(Effect.gen(function*() {
-        const row = { ...paymentRow(change.payment), idempotency_hold: change.payment.idempotencyKey, flow_owner: flowOwner }
+        const row = {
+          ...paymentRow(change.payment),
+          idempotency_hold: change.payment.idempotencyKey,
+          flow_owner: flowOwner
+        }
         const inserted = yield* sql`INSERT INTO payments ${sql.insert(row)}
           ON CONFLICT (merchant_id, idempotency_hold) DO NOTHING RETURNING id`
         if (inserted.length === 0) {
@@ -451,7 +488,9 @@ export const makePgStore = Effect.gen(function*() {
         const decision = decide(payment, fraudCase)
         if (!decision.ok) return { _tag: "Refused", decision, payment } satisfies UpdateOutcome
         const next = decision.change.payment
-        if (!followsFrom(payment, decision.change)) return yield* Effect.die(new Error("store: a decision must follow from the locked record"))
+        if (!followsFrom(payment, decision.change)) {
+          return yield* Effect.die(new Error("store: a decision must follow from the locked record"))
+        }
         const { id: _id, ...fields } = paymentRow(next)
         yield* sql`UPDATE payments SET ${sql.update(fields)} WHERE id = ${payment.id} AND version = ${payment.version}`
         yield* writeChildren(decision.change)
@@ -522,7 +561,9 @@ export const makePgStore = Effect.gen(function*() {
         AND captured_at < ${capturedBefore} AND status IN ('captured', 'refunded')
         ORDER BY captured_at, id LIMIT ${limit}`).pipe(Effect.map((rows) => rows.map((r) => r.id as string))),
     paymentsByCardTokenAndDispute: (query, limit) => {
-      if (!isCardTokenDisputeQuery(query)) return Effect.die(new Error(`not a card token query: ${JSON.stringify(query.cardTokens)}`))
+      if (!isCardTokenDisputeQuery(query)) {
+        return Effect.die(new Error(`not a card token query: ${JSON.stringify(query.cardTokens)}`))
+      }
       // The tokens are written into the statement as literals (checked above: letters, digits and
       // underscores only), so that a partial index over them (migration 0007's, over the
       // sandbox's dispute tokens) is provably usable; a parameter would hide the values.
@@ -530,16 +571,23 @@ export const makePgStore = Effect.gen(function*() {
       return run(sql`SELECT * FROM payments
         WHERE card_token IN ${tokens} AND captured_at IS NOT NULL
           AND (dispute IS NULL OR dispute->>'status' = 'open')
-          AND ((dispute IS NULL AND status IN ${sql.in(query.undisputedStatuses)} AND captured_at < ${query.capturedBefore})
+          AND ((dispute IS NULL AND status IN ${
+        sql.in(query.undisputedStatuses)
+      } AND captured_at < ${query.capturedBefore})
             OR (dispute->>'status' = 'open' AND dispute->>'openedAt' < ${query.openedBefore}))
         ORDER BY captured_at, id LIMIT ${limit}`).pipe(Effect.map((rows) => rows.map(toPayment)))
     },
     analytics: (merchantId, createdFrom, createdTo) =>
-      run(sql.unsafe(analyticsTotalsSql, [merchantId, createdFrom, createdTo])).pipe(Effect.map((rows) => rows.map(toAnalyticsRow))),
-    analyticsSeries: (merchantId, interval, createdFrom, createdTo) =>
-      run(sql.unsafe<Row>(analyticsSeriesSql, [merchantId, createdFrom, createdTo, interval, maximumSeriesRows + 1])).pipe(
-        Effect.map((rows) => rows.map((r): AnalyticsPeriodRow => ({ ...toAnalyticsRow(r), periodStart: iso(r.period_start) })))
+      run(sql.unsafe(analyticsTotalsSql, [merchantId, createdFrom, createdTo])).pipe(
+        Effect.map((rows) => rows.map(toAnalyticsRow))
       ),
+    analyticsSeries: (merchantId, interval, createdFrom, createdTo) =>
+      run(sql.unsafe<Row>(analyticsSeriesSql, [merchantId, createdFrom, createdTo, interval, maximumSeriesRows + 1]))
+        .pipe(
+          Effect.map((rows) =>
+            rows.map((r): AnalyticsPeriodRow => ({ ...toAnalyticsRow(r), periodStart: iso(r.period_start) }))
+          )
+        ),
     fraudStats: (merchantId) =>
       run(Effect.all([
         sql`SELECT status, priority, count(*)::int AS n FROM fraud_cases WHERE merchant_id = ${merchantId}
@@ -571,18 +619,56 @@ export const makePgStore = Effect.gen(function*() {
           approvedCount: Number(screened[0]!.approved),
           screenedCount: Number(screened[0]!.n),
           lostDisputeCount: Number(screened[0]!.lost),
-          blocked: blocked.map((r) => ({ currency: String(r.currency), count: Number(r.n), amountCents: Number(r.amount) })),
-          scoreHistogram: Array.from({ length: 10 }, (_, bin) => Number(bins.find((r) => Number(r.bin) === bin)?.n ?? 0)),
+          blocked: blocked.map((r) => ({
+            currency: String(r.currency),
+            count: Number(r.n),
+            amountCents: Number(r.amount)
+          })),
+          scoreHistogram: Array.from(
+            { length: 10 },
+            (_, bin) => Number(bins.find((r) => Number(r.bin) === bin)?.n ?? 0)
+          ),
           byModel: modelStats(
-            models.map((r) => ({ version: String(r.version), screened: Number(r.screened), blocked: Number(r.blocked) })),
-            modelCases.map((r) => ({ version: String(r.version), status: r.status as FraudCaseStatus, count: Number(r.n) }))
+            models.map((r) => ({
+              version: String(r.version),
+              screened: Number(r.screened),
+              blocked: Number(r.blocked)
+            })),
+            modelCases.map((r) => ({
+              version: String(r.version),
+              status: r.status as FraudCaseStatus,
+              count: Number(r.n)
+            }))
           )
         }
       })),
     fraudHistory: (q) =>
-      run(sql.unsafe(historyColumns("$1", "$2", "$3", "$4::timestamptz", "$5", "$6::timestamptz", "$7::timestamptz", "$8::int", "$9::int"), [
-        q.merchantId, q.cardToken, q.currency, q.until, q.excludePaymentId, q.hourSince, q.daySince, q.dayLimit, q.amountWindow
-      ])).pipe(Effect.map((rows) => toHistory(rows[0]!))),
+      run(
+        sql.unsafe(
+          historyColumns(
+            "$1",
+            "$2",
+            "$3",
+            "$4::timestamptz",
+            "$5",
+            "$6::timestamptz",
+            "$7::timestamptz",
+            "$8::int",
+            "$9::int"
+          ),
+          [
+            q.merchantId,
+            q.cardToken,
+            q.currency,
+            q.until,
+            q.excludePaymentId,
+            q.hourSince,
+            q.daySince,
+            q.dayLimit,
+            q.amountWindow
+          ]
+        )
+      ).pipe(Effect.map((rows) => toHistory(rows[0]!))),
 
     getFraudCase: (merchantId, caseId) =>
       run(sql`SELECT * FROM fraud_cases WHERE id = ${caseId} AND merchant_id = ${merchantId}`).pipe(
@@ -603,34 +689,50 @@ export const makePgStore = Effect.gen(function*() {
     claimIdempotencyKey: (claim) =>
       Effect.flatMap(
         // One statement in the common case (`claimKey`).
-        claimKey([claim.merchantId, claim.key, claim.fingerprint, claim.lockedUntil, claim.now, claim.expiresAt, claim.owner ?? null]),
+        claimKey([
+          claim.merchantId,
+          claim.key,
+          claim.fingerprint,
+          claim.lockedUntil,
+          claim.now,
+          claim.expiresAt,
+          claim.owner ?? null
+        ]),
         // The key is live: decide under the row's lock.
-        (claimed): StoreEffect<ClaimOutcome> => claimed.length > 0 ? Effect.succeed({ _tag: "Claimed" }) : run(sql.withTransaction(Effect.gen(function*() {
-          // The holder is gone when its process stopped beating (killed), whatever its lease says.
-          const rows = yield* sql`SELECT k.*, EXISTS (SELECT 1 FROM service_instances i
+        (claimed): StoreEffect<ClaimOutcome> =>
+          claimed.length > 0 ? Effect.succeed({ _tag: "Claimed" }) : run(sql.withTransaction(Effect.gen(function*() {
+            // The holder is gone when its process stopped beating (killed), whatever its lease says.
+            const rows = yield* sql`SELECT k.*, EXISTS (SELECT 1 FROM service_instances i
               WHERE i.id = k.owner AND i.alive_until <= ${claim.now}) AS owner_gone
             FROM idempotency_keys k
             WHERE k.merchant_id = ${claim.merchantId} AND k.key = ${claim.key} FOR UPDATE OF k`
-          const row = rows[0]
-          if (row === undefined) return { _tag: "InProgress" as const }
-          if (row.fingerprint !== claim.fingerprint) return { _tag: "Mismatch" as const }
-          if (row.state === "completed") {
-            return { _tag: "Replay" as const, status: row.response_status as number, body: row.response_body as string }
-          }
-          if (iso(row.locked_until) > claim.now && row.owner_gone !== true) return { _tag: "InProgress" as const }
-          // The holder's lease ran out or its process died: this request resumes the same operation.
-          yield* sql`UPDATE idempotency_keys SET locked_until = ${claim.lockedUntil}, owner = ${claim.owner ?? null}
+            const row = rows[0]
+            if (row === undefined) return { _tag: "InProgress" as const }
+            if (row.fingerprint !== claim.fingerprint) return { _tag: "Mismatch" as const }
+            if (row.state === "completed") {
+              return {
+                _tag: "Replay" as const,
+                status: row.response_status as number,
+                body: row.response_body as string
+              }
+            }
+            if (iso(row.locked_until) > claim.now && row.owner_gone !== true) return { _tag: "InProgress" as const }
+            // The holder's lease ran out or its process died: this request resumes the same operation.
+            yield* sql`UPDATE idempotency_keys SET locked_until = ${claim.lockedUntil}, owner = ${claim.owner ?? null}
             WHERE merchant_id = ${claim.merchantId} AND key = ${claim.key}`
-          return { _tag: "Claimed" as const }
-        })))
+            return { _tag: "Claimed" as const }
+          })))
       ),
-    completeIdempotencyKey: (merchantId, key, status, body) => Effect.asVoid(completeKey([merchantId, key, status, body])),
+    completeIdempotencyKey: (merchantId, key, status, body) =>
+      Effect.asVoid(completeKey([merchantId, key, status, body])),
     releaseIdempotencyKey: (merchantId, key) => Effect.asVoid(releaseKey([merchantId, key])),
     heartbeat: (instanceId, aliveUntil) =>
       // Processes gone for a day are forgotten (a claim of theirs is long past its lease).
-      run(sql`WITH forgotten AS (DELETE FROM service_instances WHERE alive_until < ${aliveUntil}::timestamptz - interval '1 day')
+      run(
+        sql`WITH forgotten AS (DELETE FROM service_instances WHERE alive_until < ${aliveUntil}::timestamptz - interval '1 day')
         INSERT INTO service_instances (id, alive_until) VALUES (${instanceId}, ${aliveUntil})
-        ON CONFLICT (id) DO UPDATE SET alive_until = EXCLUDED.alive_until`).pipe(Effect.asVoid),
+        ON CONFLICT (id) DO UPDATE SET alive_until = EXCLUDED.alive_until`
+      ).pipe(Effect.asVoid),
     lead: (role, instanceId, now) =>
       run(sql`INSERT INTO service_leaders AS l (role, holder, since) VALUES (${role}, ${instanceId}, ${now})
         ON CONFLICT (role) DO UPDATE SET holder = EXCLUDED.holder,
@@ -707,7 +809,8 @@ parts AS (
   WHERE p.merchant_id = $1 AND (SELECT lo < hi FROM b) AND p.created_at >= (SELECT hi FROM b) AND p.created_at <= (SELECT t FROM b)
 )`
 
-const analyticsFigures = `sum(n)::int AS transaction_count, sum(volume)::text AS volume, sum(captured)::text AS captured,
+const analyticsFigures =
+  `sum(n)::int AS transaction_count, sum(volume)::text AS volume, sum(captured)::text AS captured,
   sum(refunded)::text AS refunded, sum(fees)::text AS fees, sum(decided)::int AS decided, sum(approved)::int AS approved,
   sum(blocked)::int AS blocked, sum(captured_count)::int AS captured_count, sum(disputed)::int AS disputed`
 
@@ -739,4 +842,3 @@ export const layerPg: Layer.Layer<Store | WebhookStore, never, PgClient.PgClient
   Layer.effect(Store, makePgStore),
   PgWebhookStore.layerPg
 )
-

@@ -1,13 +1,13 @@
 import * as PgClient from "@effect/sql-pg/PgClient"
 import { Effect, Layer } from "effect"
 import { type Attempt, type Delivery, type DeliveryStatus, isOpen } from "../domain/Webhook.ts"
-import { makeBatcher } from "./GroupCommit.ts"
-import { iso, isoOrNull, runWithin, secretColumnFor, toEvent, toMerchant, type Row } from "./PgRows.ts"
 import { AppConfig } from "../platform/Config.ts"
 import { statementGraceMs } from "../platform/Database.ts"
-import type { SecretColumn } from "../platform/Sealing.ts"
 import { isoMs } from "../platform/IsoTime.ts"
+import type { SecretColumn } from "../platform/Sealing.ts"
+import { makeBatcher } from "./GroupCommit.ts"
 import { PgPool, prepared, statementDeadlineMs } from "./PgPrepared.ts"
+import { iso, isoOrNull, type Row, runWithin, secretColumnFor, toEvent, toMerchant } from "./PgRows.ts"
 import type { StoreUnavailable } from "./Store.ts"
 import {
   emptyCounts,
@@ -34,7 +34,9 @@ const toDelivery = (r: Row): Delivery => ({
   firstFailedAt: isoOrNull(r.first_failed_at),
   createdAt: iso(r.created_at),
   completedAt: isoOrNull(r.completed_at),
-  order: r.payment_id === null || r.payment_id === undefined ? null : { paymentId: r.payment_id, sequence: Number(r.event_sequence) }
+  order: r.payment_id === null || r.payment_id === undefined
+    ? null
+    : { paymentId: r.payment_id, sequence: Number(r.event_sequence) }
 })
 
 /**
@@ -44,7 +46,9 @@ const toDelivery = (r: Row): Delivery => ({
 const secretsOf = (r: Row | undefined, secrets: SecretColumn): ReadonlyArray<string> => {
   if (r === undefined || r.webhook_secret === null || r.webhook_secret === undefined) return []
   const current = secrets.fromStored(r.id, r.webhook_secret)
-  const previous = r.previous_webhook_secret !== null && r.previous_live === true ? secrets.fromStored(r.id, r.previous_webhook_secret) : null
+  const previous = r.previous_webhook_secret !== null && r.previous_live === true
+    ? secrets.fromStored(r.id, r.previous_webhook_secret)
+    : null
   return current === null ? (previous === null ? [] : [previous]) : previous === null ? [current] : [current, previous]
 }
 
@@ -55,12 +59,14 @@ const secretsOf = (r: Row | undefined, secrets: SecretColumn): ReadonlyArray<str
  * (`recordAttemptsSql`), which names in `except` its own predecessor, still open in the
  * statement's snapshot.
  */
-const orderRule = (except?: string) => `NOT EXISTS (
+const orderRule = (except?: string) =>
+  `NOT EXISTS (
           SELECT 1 FROM webhook_deliveries earlier
           WHERE earlier.payment_id = d.payment_id AND earlier.url = d.url
             AND earlier.event_sequence < d.event_sequence AND earlier.status IN ('pending', 'retrying')${
-  except === undefined ? "" : `
-            AND earlier.id <> ${except}`}
+    except === undefined ? "" : `
+            AND earlier.id <> ${except}`
+  }
         ) AND NOT EXISTS (
           SELECT 1 FROM payment_events e JOIN webhook_outbox o ON o.event_id = e.id
           WHERE e.payment_id = d.payment_id AND e.sequence < d.event_sequence
@@ -156,7 +162,11 @@ const recordAttemptsValues = (units: ReadonlyArray<AttemptRecord>) => [
 
 const recordAttemptsOutcomes = (rows: ReadonlyArray<Row>): Array<RecordOutcome> =>
   rows.map((r) =>
-    r.recorded !== true ? leaseLost : r.successor === null || r.successor === undefined ? recorded : recordedWithSuccessor(toDelivery(r.successor as Row))
+    r.recorded !== true
+      ? leaseLost
+      : r.successor === null || r.successor === undefined
+      ? recorded
+      : recordedWithSuccessor(toDelivery(r.successor as Row))
   )
 
 export const makePgWebhookStore = Effect.gen(function*() {
@@ -213,7 +223,9 @@ export const makePgWebhookStore = Effect.gen(function*() {
         ) RETURNING event_id`
       if (taken.length === 0) return { drained: 0, created: [] }
       const ids = taken.map((r) => r.event_id as string)
-      const events = yield* sql`SELECT * FROM payment_events WHERE id IN ${sql.in(ids)} ORDER BY created_at, payment_id, sequence`
+      const events = yield* sql`SELECT * FROM payment_events WHERE id IN ${
+        sql.in(ids)
+      } ORDER BY created_at, payment_id, sequence`
       const merchantIds = [...new Set(events.map((e) => e.merchant_id as string))]
       const merchants = new Map(
         (merchantIds.length === 0 ? [] : yield* sql`SELECT * FROM merchants WHERE id IN ${sql.in(merchantIds)}`)
@@ -245,7 +257,10 @@ export const makePgWebhookStore = Effect.gen(function*() {
         ORDER BY d.next_attempt_at, d.id LIMIT ${limit}
         FOR UPDATE OF d SKIP LOCKED`
 
-  const byDueTime = (a: Delivery, b: Delivery) => (a.nextAttemptAt! < b.nextAttemptAt! ? -1 : a.nextAttemptAt! > b.nextAttemptAt! ? 1 : a.id < b.id ? -1 : 1)
+  const byDueTime = (
+    a: Delivery,
+    b: Delivery
+  ) => (a.nextAttemptAt! < b.nextAttemptAt! ? -1 : a.nextAttemptAt! > b.nextAttemptAt! ? 1 : a.id < b.id ? -1 : 1)
 
   const nextDueAt = () =>
     run(sql`SELECT min(${dueAt()}) AS at FROM webhook_deliveries d WHERE d.status IN ('pending', 'retrying')`).pipe(
@@ -254,8 +269,13 @@ export const makePgWebhookStore = Effect.gen(function*() {
 
   /** Outbox batches while they come full (each its own transaction, as `drainOutbox`). */
   const drainBatches = (input: PollInput, batch: number, drained: number): Effect.Effect<number, StoreUnavailable> =>
-    Effect.flatMap(drain(input.drainLimit, input.build), ({ drained: taken }) =>
-      taken === input.drainLimit && batch + 1 < input.drainBatches ? drainBatches(input, batch + 1, drained + taken) : Effect.succeed(drained + taken))
+    Effect.flatMap(
+      drain(input.drainLimit, input.build),
+      ({ drained: taken }) =>
+        taken === input.drainLimit && batch + 1 < input.drainBatches
+          ? drainBatches(input, batch + 1, drained + taken)
+          : Effect.succeed(drained + taken)
+    )
 
   /**
    * The drain of a poll, after a look whether the outbox holds anything: most polls find it empty,
@@ -263,8 +283,10 @@ export const makePgWebhookStore = Effect.gen(function*() {
    * just after the look waits for the next poll, as one committed just after the drain would.)
    */
   const drainIfAny = (input: PollInput) =>
-    Effect.flatMap(run(sql`SELECT EXISTS (SELECT 1 FROM webhook_outbox) AS any`), (rows) =>
-      rows[0]?.any === true ? drainBatches(input, 0, 0) : Effect.succeed(0))
+    Effect.flatMap(
+      run(sql`SELECT EXISTS (SELECT 1 FROM webhook_outbox) AS any`),
+      (rows) => rows[0]?.any === true ? drainBatches(input, 0, 0) : Effect.succeed(0)
+    )
 
   const store: WebhookStoreShape = {
     poll: (input) =>
@@ -274,7 +296,9 @@ export const makePgWebhookStore = Effect.gen(function*() {
         // earliest due time among the others (the statement sees them as before its update; the
         // claimed ones are due next when their new lease ends).
         return run(sql`WITH candidates AS (${due(input.now, input.claimLimit)}), claimed AS (
-            UPDATE webhook_deliveries d SET lease_token = ${lease.token}, lease_until = ${lease.until}, lease_owner = ${lease.owner ?? null}
+            UPDATE webhook_deliveries d SET lease_token = ${lease.token}, lease_until = ${lease.until}, lease_owner = ${
+          lease.owner ?? null
+        }
             FROM candidates c WHERE d.id = c.id
             RETURNING d.*, c.taken_over
           )
@@ -291,8 +315,16 @@ export const makePgWebhookStore = Effect.gen(function*() {
             const takenOver = new Set(rowsClaimed.filter((r) => r.taken_over === true).map((r) => r.id as string))
             const others = rows[0]!.next_due === null ? Infinity : isoMs(iso(rows[0]!.next_due))
             const nextDueMs = Math.min(others, claimed.length > 0 ? isoMs(lease.until) : Infinity)
-            const signing = new Map((rows[0]!.secrets as ReadonlyArray<Row>).map((r) => [r.id as string, secretsOf(r, secrets)] as const))
-            return { drained, claimed, secrets: signing, nextDueMs: nextDueMs === Infinity ? null : nextDueMs, takenOver }
+            const signing = new Map(
+              (rows[0]!.secrets as ReadonlyArray<Row>).map((r) => [r.id as string, secretsOf(r, secrets)] as const)
+            )
+            return {
+              drained,
+              claimed,
+              secrets: signing,
+              nextDueMs: nextDueMs === Infinity ? null : nextDueMs,
+              takenOver
+            }
           })
         )
       }),
@@ -321,7 +353,12 @@ export const makePgWebhookStore = Effect.gen(function*() {
       // under the lease token, the attempt's row and the successor's claim, the last two only if
       // the update found the lease. A delivery that stays open holds its payment's order: it
       // claims no successor.
-      recordAttempts({ delivery, attempt, token, successor: delivery.order === null || isOpen(delivery) ? undefined : successor }),
+      recordAttempts({
+        delivery,
+        attempt,
+        token,
+        successor: delivery.order === null || isOpen(delivery) ? undefined : successor
+      }),
     releaseLease: (id, token, cutAt) =>
       run(
         cutAt === undefined
@@ -335,12 +372,17 @@ export const makePgWebhookStore = Effect.gen(function*() {
           count(*) FILTER (WHERE next_attempt_at <= ${now} AND (lease_until IS NULL OR lease_until <= ${now}))::int AS due,
           min(next_attempt_at) FILTER (WHERE next_attempt_at <= ${now} AND (lease_until IS NULL OR lease_until <= ${now})) AS oldest
         FROM webhook_deliveries WHERE status IN ('pending', 'retrying')`).pipe(
-        Effect.map((rows) => ({ open: Number(rows[0]?.open ?? 0), due: Number(rows[0]?.due ?? 0), oldestDueAt: isoOrNull(rows[0]?.oldest) }))
+        Effect.map((rows) => ({
+          open: Number(rows[0]?.open ?? 0),
+          due: Number(rows[0]?.due ?? 0),
+          oldestDueAt: isoOrNull(rows[0]?.oldest)
+        }))
       ),
     nextDueAt,
     resend: (merchantId, id, decide) =>
       run(sql.withTransaction(Effect.gen(function*() {
-        const rows = yield* sql`SELECT * FROM webhook_deliveries WHERE id = ${id} AND merchant_id = ${merchantId} FOR UPDATE`
+        const rows =
+          yield* sql`SELECT * FROM webhook_deliveries WHERE id = ${id} AND merchant_id = ${merchantId} FOR UPDATE`
         if (rows.length === 0) return { _tag: "NotFound" as const }
         const current = toDelivery(rows[0]!)
         const next = decide(current)
@@ -380,10 +422,17 @@ export const makePgWebhookStore = Effect.gen(function*() {
       ),
     rotateSecret: (merchantId, secret, previousUntil, now) =>
       run(sql`UPDATE merchants SET previous_webhook_secret = webhook_secret,
-          previous_webhook_secret_expires_at = ${previousUntil}, webhook_secret = ${secrets.toStored(merchantId, secret)}, updated_at = ${now}
-        WHERE id = ${merchantId} RETURNING *`).pipe(Effect.map((rows) => (rows[0] ? toMerchant(rows[0], secrets) : null)))
+          previous_webhook_secret_expires_at = ${previousUntil}, webhook_secret = ${
+        secrets.toStored(merchantId, secret)
+      }, updated_at = ${now}
+        WHERE id = ${merchantId} RETURNING *`).pipe(
+        Effect.map((rows) => (rows[0] ? toMerchant(rows[0], secrets) : null))
+      )
   }
   return store
 })
 
-export const layerPg: Layer.Layer<WebhookStore, never, PgClient.PgClient | PgPool | AppConfig> = Layer.effect(WebhookStore, makePgWebhookStore)
+export const layerPg: Layer.Layer<WebhookStore, never, PgClient.PgClient | PgPool | AppConfig> = Layer.effect(
+  WebhookStore,
+  makePgWebhookStore
+)

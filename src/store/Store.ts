@@ -1,6 +1,6 @@
 import { Context, Data, type Effect } from "effect"
-import type { Balance, LedgerEntry } from "../domain/Ledger.ts"
 import type { FraudCase, FraudCaseStatus, FraudHistory, Priority } from "../domain/Fraud.ts"
+import type { Balance, LedgerEntry } from "../domain/Ledger.ts"
 import type { ApiKey, Merchant, MerchantWithSecret } from "../domain/Merchant.ts"
 import type { Change, Decision, Payment, PaymentEvent, PaymentStatus } from "../domain/Payment.ts"
 
@@ -152,7 +152,12 @@ export interface ChangeCommit {
   /** The command's idempotency key, marked as applied to the payment in the same commit (never with `response`). */
   readonly commandKey?: CommandKey | undefined
   /** A finished response stored under the request's key in the same commit. */
-  readonly response: { readonly merchantId: string; readonly key: string; readonly status: number; readonly body: string } | null
+  readonly response: {
+    readonly merchantId: string
+    readonly key: string
+    readonly status: number
+    readonly body: string
+  } | null
 }
 
 export type ClaimOutcome =
@@ -248,15 +253,37 @@ export const modelStats = (
   payments: ReadonlyArray<{ readonly version: string; readonly screened: number; readonly blocked: number }>,
   cases: ReadonlyArray<{ readonly version: string; readonly status: FraudCaseStatus; readonly count: number }>
 ): Array<ModelStatsRow> => {
-  const rows = new Map<string, { modelVersion: string; screenedCount: number; blockedCount: number; casesByStatus: Record<FraudCaseStatus, number> }>()
+  const rows = new Map<
+    string,
+    {
+      modelVersion: string
+      screenedCount: number
+      blockedCount: number
+      casesByStatus: Record<FraudCaseStatus, number>
+    }
+  >()
   const row = (version: string) => {
-    const found = rows.get(version) ?? { modelVersion: version, screenedCount: 0, blockedCount: 0, casesByStatus: { open: 0, confirmed_fraud: 0, false_positive: 0 } }
+    const found = rows.get(version) ??
+      {
+        modelVersion: version,
+        screenedCount: 0,
+        blockedCount: 0,
+        casesByStatus: { open: 0, confirmed_fraud: 0, false_positive: 0 }
+      }
     rows.set(version, found)
     return found
   }
-  for (const p of payments) Object.assign(row(p.version), { screenedCount: row(p.version).screenedCount + p.screened, blockedCount: row(p.version).blockedCount + p.blocked })
+  for (const p of payments) {
+    Object.assign(row(p.version), {
+      screenedCount: row(p.version).screenedCount + p.screened,
+      blockedCount: row(p.version).blockedCount + p.blocked
+    })
+  }
   for (const c of cases) row(c.version).casesByStatus[c.status] += c.count
-  return [...rows.values()].sort((a, b) => (a.modelVersion < b.modelVersion ? -1 : a.modelVersion > b.modelVersion ? 1 : 0))
+  return [...rows.values()].sort((
+    a,
+    b
+  ) => (a.modelVersion < b.modelVersion ? -1 : a.modelVersion > b.modelVersion ? 1 : 0))
 }
 
 export type RotateOutcome = "rotated" | "not_found" | "revoked"
@@ -285,10 +312,19 @@ export interface StoreShape {
    * per interval, whichever process serves it, and a look-up never needs a second call to record
    * the use. A revoked key is returned as it is, never written.
    */
-  readonly useApiKey: (keyHash: string, now: string, touchBefore: string) => StoreEffect<{ readonly key: ApiKey; readonly merchant: Merchant } | null>
+  readonly useApiKey: (
+    keyHash: string,
+    now: string,
+    touchBefore: string
+  ) => StoreEffect<{ readonly key: ApiKey; readonly merchant: Merchant } | null>
   readonly listApiKeys: (merchantId: string, page: PageRequest) => StoreEffect<PageOf<ApiKey>>
   /** Revokes `keyId` and inserts `replacement` atomically. */
-  readonly rotateApiKey: (merchantId: string, keyId: string, replacement: ApiKey, now: string) => StoreEffect<RotateOutcome>
+  readonly rotateApiKey: (
+    merchantId: string,
+    keyId: string,
+    replacement: ApiKey,
+    now: string
+  ) => StoreEffect<RotateOutcome>
 
   /**
    * Inserts a new payment (its `create` decision); one per live merchant idempotency key. An
@@ -316,7 +352,9 @@ export interface StoreShape {
     readonly merchantId: string | null
     readonly paymentId: string
     readonly commandKey?: CommandKey | undefined
-  }) => StoreEffect<{ readonly payment: Payment; readonly fraudCase: FraudCase | null; readonly alreadyApplied: boolean } | null>
+  }) => StoreEffect<
+    { readonly payment: Payment; readonly fraudCase: FraudCase | null; readonly alreadyApplied: boolean } | null
+  >
   readonly listPayments: (merchantId: string, filter: PaymentFilter, page: PageRequest) => StoreEffect<PageOf<Payment>>
   /**
    * Locks the payment (row lock on PostgreSQL), asks `decide` for the change and commits it with
@@ -324,7 +362,11 @@ export interface StoreShape {
    * reported as `AlreadyApplied` instead of being applied twice.
    */
   readonly updatePayment: (
-    target: { readonly merchantId: string | null; readonly paymentId: string; readonly commandKey?: CommandKey | undefined },
+    target: {
+      readonly merchantId: string | null
+      readonly paymentId: string
+      readonly commandKey?: CommandKey | undefined
+    },
     decide: (payment: Payment, fraudCase: FraudCase | null) => Decision
   ) => StoreEffect<UpdateOutcome>
   readonly listEvents: (merchantId: string, paymentId: string) => StoreEffect<ReadonlyArray<PaymentEvent>>
@@ -354,8 +396,15 @@ export interface StoreShape {
    * those whose dispute is open and opened before `openedBefore`; oldest capture first (ties by
    * id). The caller (the sandbox network's worker) decides which tokens and times those are.
    */
-  readonly paymentsByCardTokenAndDispute: (query: CardTokenDisputeQuery, limit: number) => StoreEffect<ReadonlyArray<Payment>>
-  readonly analytics: (merchantId: string, createdFrom: string | null, createdTo: string | null) => StoreEffect<ReadonlyArray<AnalyticsRow>>
+  readonly paymentsByCardTokenAndDispute: (
+    query: CardTokenDisputeQuery,
+    limit: number
+  ) => StoreEffect<ReadonlyArray<Payment>>
+  readonly analytics: (
+    merchantId: string,
+    createdFrom: string | null,
+    createdTo: string | null
+  ) => StoreEffect<ReadonlyArray<AnalyticsRow>>
   /** The same aggregates per currency and period, by currency then period; at most `maximumSeriesRows + 1` rows. */
   readonly analyticsSeries: (
     merchantId: string,
@@ -368,7 +417,11 @@ export interface StoreShape {
   readonly fraudHistory: (query: HistoryQuery) => StoreEffect<FraudHistory>
 
   readonly getFraudCase: (merchantId: string, caseId: string) => StoreEffect<FraudCase | null>
-  readonly listFraudCases: (merchantId: string, filter: FraudCaseFilter, page: PageRequest) => StoreEffect<PageOf<FraudCase>>
+  readonly listFraudCases: (
+    merchantId: string,
+    filter: FraudCaseFilter,
+    page: PageRequest
+  ) => StoreEffect<PageOf<FraudCase>>
 
   /** Claims an idempotency key for a request, or says why not (replay, in flight, different request). */
   readonly claimIdempotencyKey: (claim: IdempotencyClaim) => StoreEffect<ClaimOutcome>

@@ -56,7 +56,10 @@ export type RecordOutcome =
 /** The outcomes without a payload, made once (an adapter answers one per attempt). */
 export const leaseLost: RecordOutcome = { _tag: "LeaseLost" }
 export const recorded: RecordOutcome = { _tag: "Recorded" }
-export const recordedWithSuccessor = (successor: Delivery): RecordOutcome => ({ _tag: "RecordedWithSuccessor", successor })
+export const recordedWithSuccessor = (successor: Delivery): RecordOutcome => ({
+  _tag: "RecordedWithSuccessor",
+  successor
+})
 
 export type ResendOutcome =
   | { readonly _tag: "NotFound" }
@@ -102,7 +105,12 @@ export interface WebhookStoreShape {
    * current one first, then a rotated-out one still in its grace period. Null when the lease was
    * lost.
    */
-  readonly renewLease: (deliveryId: string, token: string, now: string, until: string) => StoreEffect<ReadonlyArray<string> | null>
+  readonly renewLease: (
+    deliveryId: string,
+    token: string,
+    now: string,
+    until: string
+  ) => StoreEffect<ReadonlyArray<string> | null>
   /**
    * Commits an attempt and the delivery's new state, releasing the lease: `LeaseLost` (nothing
    * recorded) when `token` no longer holds it. With `successor` (for a delivery that has ended),
@@ -128,14 +136,25 @@ export interface WebhookStoreShape {
    * For the gauges: deliveries open (pending or retrying), how many of them are due at `now` and
    * unleased, and the earliest due time among those (null: none).
    */
-  readonly backlog: (now: string) => StoreEffect<{ readonly open: number; readonly due: number; readonly oldestDueAt: string | null }>
+  readonly backlog: (
+    now: string
+  ) => StoreEffect<{ readonly open: number; readonly due: number; readonly oldestDueAt: string | null }>
   /** The earliest moment work becomes due: an attempt time or a lease expiry (null: none). */
   readonly nextDueAt: () => StoreEffect<string | null>
   /** Changes an unleased delivery with `decide` (null refuses), for a manual resend. */
-  readonly resend: (merchantId: string, deliveryId: string, decide: (delivery: Delivery) => Delivery | null) => StoreEffect<ResendOutcome>
+  readonly resend: (
+    merchantId: string,
+    deliveryId: string,
+    decide: (delivery: Delivery) => Delivery | null
+  ) => StoreEffect<ResendOutcome>
   readonly stats: (merchantId: string, since: string) => StoreEffect<DeliveryStats>
   /** Replaces the signing secret; the old one keeps signing until `previousUntil`. */
-  readonly rotateSecret: (merchantId: string, secret: string, previousUntil: string, now: string) => StoreEffect<Merchant | null>
+  readonly rotateSecret: (
+    merchantId: string,
+    secret: string,
+    previousUntil: string,
+    now: string
+  ) => StoreEffect<Merchant | null>
 }
 
 export class WebhookStore extends Context.Service<WebhookStore, WebhookStoreShape>()("payments/WebhookStore") {}

@@ -1,9 +1,9 @@
-
 /** Versioned migrations; applied at start and by `payments migrate`, recorded in effect_sql_migrations. */
 const statements = (text: string) => text
 
 /** The rollup triggers' summed columns and their upsert (one text, two triggers). */
-const rollupSums = `      SELECT d.merchant_id, d.currency, d.hour, d.shard, sum(d.transaction_count), sum(d.volume_cents), sum(d.captured_cents),
+const rollupSums =
+  `      SELECT d.merchant_id, d.currency, d.hour, d.shard, sum(d.transaction_count), sum(d.volume_cents), sum(d.captured_cents),
         sum(d.refunded_cents), sum(d.fees_cents), sum(d.decided_count), sum(d.approved_count), sum(d.blocked_count),
         sum(d.captured_count), sum(d.disputed_count)
 `

@@ -38,8 +38,10 @@ export const sandboxDisputePass = Effect.gen(function*() {
     const outcome = yield* payments.applyDisputeNotification(notification).pipe(
       // A payment that no longer fits (refunded meanwhile) is skipped; an outage ends the pass.
       Effect.catchTags({
-        InvalidState: (refusal) => Effect.as(Effect.logWarning(`sandbox dispute of ${payment.id} refused: ${refusal.message}`), null),
-        InvalidInput: (refusal) => Effect.as(Effect.logWarning(`sandbox dispute of ${payment.id} refused: ${refusal.message}`), null),
+        InvalidState: (refusal) =>
+          Effect.as(Effect.logWarning(`sandbox dispute of ${payment.id} refused: ${refusal.message}`), null),
+        InvalidInput: (refusal) =>
+          Effect.as(Effect.logWarning(`sandbox dispute of ${payment.id} refused: ${refusal.message}`), null),
         NotFound: () => Effect.succeed(null)
       })
     )

@@ -46,7 +46,9 @@ const giveBackAll = (ctx: DispatcherContext, endpoints: Endpoints) =>
       ctx.store.releaseLease(claim.delivery.id, claim.token, cut).pipe(Effect.catchCause(() => Effect.void))
     return Effect.andThen(
       Effect.forEach([...ctx.state.inFlight], (claim) => giveBack(claim, cutAt), { discard: true }),
-      Effect.suspend(() => Effect.forEach(endpoints.takeAllQueued(), (claim) => giveBack(claim, undefined), { discard: true }))
+      Effect.suspend(() =>
+        Effect.forEach(endpoints.takeAllQueued(), (claim) => giveBack(claim, undefined), { discard: true })
+      )
     )
   })
 
@@ -66,7 +68,9 @@ const stop = Effect.fnUntraced(function*(ctx: DispatcherContext, endpoints: Endp
     while (ctx.state.inFlight.size > 0) yield* Effect.sleep(Duration.millis(10))
   }).pipe(Effect.timeoutOption(Duration.millis(ctx.config.shutdownGraceMs)))
   yield* Option.isSome(finished)
-    ? Effect.logInfo(`shutting down: webhook dispatcher stopped; ${startedInFlight} attempts in flight finished, ${queued.length} queued claims released`)
+    ? Effect.logInfo(
+      `shutting down: webhook dispatcher stopped; ${startedInFlight} attempts in flight finished, ${queued.length} queued claims released`
+    )
     : Effect.logWarning(
       `shutting down: webhook dispatcher stopped; ${ctx.state.inFlight.size} attempts cut off after SHUTDOWN_GRACE (their claims released), ${queued.length} queued claims released`
     )

@@ -40,7 +40,10 @@ export const recovery = Layer.effectDiscard(
       passes.pipe(
         Effect.matchEffect({
           onFailure: (error) =>
-            Effect.andThen(Effect.sync(() => Metrics.record(Metrics.recoveryRuns("failed"), 1)), Effect.logWarning(`${what} failed`, error)),
+            Effect.andThen(
+              Effect.sync(() => Metrics.record(Metrics.recoveryRuns("failed"), 1)),
+              Effect.logWarning(`${what} failed`, error)
+            ),
           onSuccess: (resumed) => {
             Metrics.record(Metrics.recoveryRuns("ok"), 1)
             Metrics.record(Metrics.recoveredPayments, resumed)
@@ -62,20 +65,37 @@ export const recovery = Layer.effectDiscard(
     if (identified) {
       // Only the flows no live instance owns (nothing is stale before the epoch): this instance's
       // own stale flows are the 30 s pass's below.
-      const takeOver = counted("recovery of flows no live instance owns", resumeAll({ staleBefore: new Date(0).toISOString(), takeOver: true }))
-      yield* Effect.forkScoped(Instance.whileLeading(Effect.forever(Effect.andThen(takeOver, Effect.sleep(Duration.millis(takeOverIntervalMs))))))
+      const takeOver = counted(
+        "recovery of flows no live instance owns",
+        resumeAll({ staleBefore: new Date(0).toISOString(), takeOver: true })
+      )
+      yield* Effect.forkScoped(
+        Instance.whileLeading(
+          Effect.forever(Effect.andThen(takeOver, Effect.sleep(Duration.millis(takeOverIntervalMs))))
+        )
+      )
     } else {
       // In the background: serving does not wait for old flows (each waits on its payment's row).
-      yield* Effect.forkScoped(counted("recovery at start", Effect.flatMap(nowIso, (now) => resumeAll({ staleBefore: addMs(now, 1), takeOver: false }))))
+      yield* Effect.forkScoped(
+        counted(
+          "recovery at start",
+          Effect.flatMap(nowIso, (now) => resumeAll({ staleBefore: addMs(now, 1), takeOver: false }))
+        )
+      )
     }
     // One pass in a handful of steps (it runs every 30 s, and nearly always finds nothing).
     const pass = counted(
       "recovery pass",
-      Effect.clockWith((clock) => payments.resumeFlows({ staleBefore: isoAt(clock.currentTimeMillisUnsafe() - staleFlowMs), takeOver: false }))
+      Effect.clockWith((clock) =>
+        payments.resumeFlows({ staleBefore: isoAt(clock.currentTimeMillisUnsafe() - staleFlowMs), takeOver: false })
+      )
     )
     // A pass every 30 s after the last one ended (a plain loop: a Schedule's driver costs more
     // than the pass itself finding nothing, which is what it does nearly every time).
-    const passes: Effect.Effect<never> = Effect.andThen(Effect.sleep(recoveryInterval), Effect.andThen(pass, Effect.suspend(() => passes)))
+    const passes: Effect.Effect<never> = Effect.andThen(
+      Effect.sleep(recoveryInterval),
+      Effect.andThen(pass, Effect.suspend(() => passes))
+    )
     yield* Effect.forkScoped(passes)
   })
 )
@@ -90,7 +110,10 @@ export const nextCutoffMs = (nowMs: number, cutoffMinutes: number) => {
 }
 
 /** Retries of a failed settlement sweep: 1 s doubling up to every 5 minutes, for at most 23 hours. */
-export const settlementRetry = Schedule.min([Schedule.exponential(Duration.seconds(1), 2), Schedule.spaced(Duration.minutes(5))]).pipe(
+export const settlementRetry = Schedule.min([
+  Schedule.exponential(Duration.seconds(1), 2),
+  Schedule.spaced(Duration.minutes(5))
+]).pipe(
   Schedule.upTo({ duration: Duration.hours(23) })
 )
 
@@ -109,7 +132,10 @@ export const settlement = Layer.effectDiscard(
     const sweep = (cutoffMs: number) =>
       payments.settle(isoAt(cutoffMs)).pipe(
         Effect.tapError((error) =>
-          Effect.andThen(Effect.sync(() => Metrics.record(Metrics.settlementRuns("failed"), 1)), Effect.logWarning("settlement run failed; retrying", error))
+          Effect.andThen(
+            Effect.sync(() => Metrics.record(Metrics.settlementRuns("failed"), 1)),
+            Effect.logWarning("settlement run failed; retrying", error)
+          )
         ),
         Effect.retry(settlementRetry),
         Effect.tap((settled) =>
@@ -119,7 +145,9 @@ export const settlement = Layer.effectDiscard(
           })
         ),
         Effect.flatMap((settled) => Effect.logInfo(`settlement at ${isoAt(cutoffMs)} settled ${settled} payments`)),
-        Effect.catch((error) => Effect.logWarning("settlement run failed all day; it will run at the next cut-off", error))
+        Effect.catch((error) =>
+          Effect.logWarning("settlement run failed all day; it will run at the next cut-off", error)
+        )
       )
     // On the leader only; a new leader sweeps the last cut-off again first (one that died
     // mid-sweep leaves the rest to it).

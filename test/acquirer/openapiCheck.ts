@@ -13,12 +13,16 @@ import { decodeForm } from "../../src/acquirer/sandbox-processor/Processor.ts"
 
 type Schema = Record<string, unknown>
 interface Operation {
-  readonly parameters?: ReadonlyArray<{ readonly name: string; readonly in: string; readonly schema: Schema; readonly required?: boolean }>
+  readonly parameters?: ReadonlyArray<
+    { readonly name: string; readonly in: string; readonly schema: Schema; readonly required?: boolean }
+  >
   readonly requestBody?: { readonly content: Record<string, { readonly schema: Schema }> }
   readonly responses: Record<string, { readonly content?: Record<string, { readonly schema: Schema }> }>
 }
 
-export const stripeDocument = JSON.parse(readFileSync(join(import.meta.dirname, "fixtures/stripe-openapi.json"), "utf8")) as {
+export const stripeDocument = JSON.parse(
+  readFileSync(join(import.meta.dirname, "fixtures/stripe-openapi.json"), "utf8")
+) as {
   readonly info: { readonly version: string }
   readonly paths: Record<string, Record<string, Operation>>
   readonly components: { readonly schemas: Record<string, Schema> }
@@ -39,19 +43,31 @@ export const checkValue = (given: Schema, value: unknown, path: string, text: bo
   const alternatives = (schema.anyOf ?? schema.oneOf) as Array<Schema> | undefined
   if (alternatives !== undefined) {
     const problems = alternatives.map((alternative) => checkValue(alternative, value, path, text))
-    return problems.some((p) => p.length === 0) ? [] : [`${path}: matches none of its alternatives (${problems.map((p) => p[0]).join(" | ")})`]
+    return problems.some((p) => p.length === 0)
+      ? []
+      : [`${path}: matches none of its alternatives (${problems.map((p) => p[0]).join(" | ")})`]
   }
-  if (Array.isArray(schema.enum) && !schema.enum.includes(value)) return [`${path}: ${JSON.stringify(value)} is not one of ${schema.enum.join(", ")}`]
+  if (Array.isArray(schema.enum) && !schema.enum.includes(value)) {
+    return [`${path}: ${JSON.stringify(value)} is not one of ${schema.enum.join(", ")}`]
+  }
   switch (schema.type) {
     case "string":
       if (typeof value !== "string") return [`${path}: expected a string, got ${JSON.stringify(value)}`]
-      return typeof schema.maxLength === "number" && value.length > schema.maxLength ? [`${path}: longer than ${schema.maxLength}`] : []
+      return typeof schema.maxLength === "number" && value.length > schema.maxLength
+        ? [`${path}: longer than ${schema.maxLength}`]
+        : []
     case "integer":
-      return (text ? typeof value === "string" && /^-?\d+$/.test(value) : Number.isSafeInteger(value)) ? [] : [`${path}: expected an integer, got ${JSON.stringify(value)}`]
+      return (text ? typeof value === "string" && /^-?\d+$/.test(value) : Number.isSafeInteger(value))
+        ? []
+        : [`${path}: expected an integer, got ${JSON.stringify(value)}`]
     case "number":
-      return (text ? typeof value === "string" && Number.isFinite(Number(value)) : typeof value === "number") ? [] : [`${path}: expected a number`]
+      return (text ? typeof value === "string" && Number.isFinite(Number(value)) : typeof value === "number")
+        ? []
+        : [`${path}: expected a number`]
     case "boolean":
-      return (text ? value === "true" || value === "false" : typeof value === "boolean") ? [] : [`${path}: expected a boolean, got ${JSON.stringify(value)}`]
+      return (text ? value === "true" || value === "false" : typeof value === "boolean")
+        ? []
+        : [`${path}: expected a boolean, got ${JSON.stringify(value)}`]
     case "array":
       if (!Array.isArray(value)) return [`${path}: expected an array`]
       return value.flatMap((item, i) => checkValue((schema.items ?? {}) as Schema, item, `${path}[${i}]`, text))
@@ -66,21 +82,27 @@ const checkObject = (schema: Schema, value: unknown, path: string, text: boolean
   if (typeof value !== "object" || value === null || Array.isArray(value)) return [`${path}: expected an object`]
   const properties = (schema.properties ?? {}) as Record<string, Schema>
   const record = value as Record<string, unknown>
-  const problems = ((schema.required ?? []) as Array<string>).filter((name) => !(name in record)).map((name) => `${path}.${name}: required, missing`)
+  const problems = ((schema.required ?? []) as Array<string>).filter((name) => !(name in record)).map((name) =>
+    `${path}.${name}: required, missing`
+  )
   const additional = schema.additionalProperties
   // Stripe's answers name every field they carry, so an object with named properties is closed.
   const closed = additional === false || (additional === undefined && schema.properties !== undefined)
   for (const [name, item] of Object.entries(record)) {
     const property = properties[name]
     if (property !== undefined) problems.push(...checkValue(property, item, `${path}.${name}`, text))
-    else if (typeof additional === "object" && additional !== null) problems.push(...checkValue(additional as Schema, item, `${path}.${name}`, text))
-    else if (closed) problems.push(`${path}.${name}: not in the schema`)
+    else if (typeof additional === "object" && additional !== null) {
+      problems.push(...checkValue(additional as Schema, item, `${path}.${name}`, text))
+    } else if (closed) problems.push(`${path}.${name}: not in the schema`)
   }
   return problems
 }
 
 /** The document's operation for a method and a concrete path (`/v1/payment_intents/pi_1/capture`). */
-export const operationFor = (method: string, pathname: string): { readonly template: string; readonly operation: Operation } | null => {
+export const operationFor = (
+  method: string,
+  pathname: string
+): { readonly template: string; readonly operation: Operation } | null => {
   const templates = Object.keys(stripeDocument.paths).sort((a, b) => Number(a.includes("{")) - Number(b.includes("{")))
   for (const template of templates) {
     const pattern = new RegExp(`^${template.replace(/\{[^}]+\}/g, "[^/]+")}$`)
@@ -126,6 +148,12 @@ export const checkEvent = (event: unknown): Array<string> => {
   const problems = checkValue({ $ref: "#/components/schemas/event" }, event, "event", false)
   const type = (event as { type?: string }).type ?? ""
   const object = (event as { data?: { object?: unknown } }).data?.object
-  const schema = type.startsWith("charge.dispute.") ? "dispute" : type.startsWith("refund.") || type === "charge.refund.updated" ? "refund" : null
-  return schema === null ? problems : [...problems, ...checkValue({ $ref: `#/components/schemas/${schema}` }, object, `event.data.object`, false)]
+  const schema = type.startsWith("charge.dispute.")
+    ? "dispute"
+    : type.startsWith("refund.") || type === "charge.refund.updated"
+    ? "refund"
+    : null
+  return schema === null
+    ? problems
+    : [...problems, ...checkValue({ $ref: `#/components/schemas/${schema}` }, object, `event.data.object`, false)]
 }

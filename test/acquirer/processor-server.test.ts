@@ -33,16 +33,31 @@ afterAll(async () => {
 })
 
 const connector = () =>
-  make({ secretKey: Redacted.make(secretKey), webhookSecret: Redacted.make(webhookSecret), apiBase: running.url, defaultTimeoutMs: 10_000 })
+  make({
+    secretKey: Redacted.make(secretKey),
+    webhookSecret: Redacted.make(webhookSecret),
+    apiBase: running.url,
+    defaultTimeoutMs: 10_000
+  })
 
 const admin = async (path: string, body?: unknown) => {
-  const response = await fetch(`${running.url}${path}`, body === undefined ? {} : { method: "POST", body: JSON.stringify(body) })
+  const response = await fetch(
+    `${running.url}${path}`,
+    body === undefined ? {} : { method: "POST", body: JSON.stringify(body) }
+  )
   return { status: response.status, body: await response.json() as unknown }
 }
 
 describe("the standalone sandbox processor", () => {
   it("answers the connector over a socket; a lost answer is a reset, and the replay finds the one intent", async () => {
-    const request = { paymentId: "pay_socket1", merchantId: "mer_1", amountCents: 1_200, currency: "USD", cardToken: "tok_dispute_won", cardBrand: "visa" }
+    const request = {
+      paymentId: "pay_socket1",
+      merchantId: "mer_1",
+      amountCents: 1_200,
+      currency: "USD",
+      cardToken: "tok_dispute_won",
+      cardBrand: "visa"
+    }
     expect((await admin("/__faults", { lostAnswerRate: 1 })).body).toMatchObject({ lostAnswerRate: 1 })
     const lost = await Effect.runPromiseExit(connector().authorize(request))
     expect(lost._tag === "Failure" && String(lost.cause)).toContain("AcquirerOutcomeUnknown")

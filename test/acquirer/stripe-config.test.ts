@@ -18,7 +18,11 @@ describe("the Stripe configuration", () => {
     const missing = await problems({ ACQUIRER: "stripe" })
     expect(missing).toContain("STRIPE_SECRET_KEY must be set when ACQUIRER is stripe")
     expect(missing).toContain("STRIPE_WEBHOOK_SECRET must be set when ACQUIRER is stripe")
-    const wrong = await problems({ ACQUIRER: "paypal", STRIPE_SECRET_KEY: "pk_test_notsecret1", STRIPE_API_BASE: "http://stripe.example.com" })
+    const wrong = await problems({
+      ACQUIRER: "paypal",
+      STRIPE_SECRET_KEY: "pk_test_notsecret1",
+      STRIPE_API_BASE: "http://stripe.example.com"
+    })
     expect(wrong).toContain("ACQUIRER must be sandbox or stripe, got 'paypal'")
     expect(wrong).toContain("STRIPE_SECRET_KEY must be a key beginning sk_ or rk_")
     expect(wrong).not.toContain("pk_test_notsecret1")

@@ -45,7 +45,13 @@ afterEach(async () => {
 afterAll(() => server.close())
 
 const connector = (overrides: Partial<StripeOptions> = {}) =>
-  make({ secretKey: Redacted.make(secretKey), webhookSecret: Redacted.make(webhookSecret), apiBase, defaultTimeoutMs: 5_000, ...overrides })
+  make({
+    secretKey: Redacted.make(secretKey),
+    webhookSecret: Redacted.make(webhookSecret),
+    apiBase,
+    defaultTimeoutMs: 5_000,
+    ...overrides
+  })
 
 let paymentCounter = 0
 const authorization = (cardToken: string, amountCents = 2_500): AuthorizationRequest => ({
@@ -66,7 +72,12 @@ const failure = async <A, E>(effect: Effect.Effect<A, E>): Promise<E> => {
   return (error as unknown as { error: E }).error
 }
 
-const operation = (paymentId: string, reference: string | null, idempotencyKey: string) => ({ paymentId, reference, idempotencyKey, timeoutMs: 5_000 })
+const operation = (paymentId: string, reference: string | null, idempotencyKey: string) => ({
+  paymentId,
+  reference,
+  idempotencyKey,
+  timeoutMs: 5_000
+})
 
 describe("authorize", () => {
   it("approves with the PaymentIntent as the reference, holding the amount under manual capture", async () => {
@@ -75,12 +86,24 @@ describe("authorize", () => {
     expect(outcome).toMatchObject({ _tag: "Approved", networkRiskSignal: 0.05 })
     const [intent] = processor.intents()
     expect(outcome._tag === "Approved" && outcome.reference).toBe(intent!.id)
-    expect(intent).toMatchObject({ status: "requires_capture", amount: 2_500, currency: "eur", capture_method: "manual", metadata: { payment_id: request.paymentId } })
+    expect(intent).toMatchObject({
+      status: "requires_capture",
+      amount: 2_500,
+      currency: "eur",
+      capture_method: "manual",
+      metadata: { payment_id: request.paymentId }
+    })
   })
 
   it("reads Radar's risk level as the sandbox's signal for the token of the same meaning", async () => {
-    expect(await run(connector().authorize(authorization("tok_risk_review")))).toMatchObject({ _tag: "Approved", networkRiskSignal: sandboxRiskSignals.tok_risk_review })
-    expect(await run(connector().authorize(authorization("tok_risk_highest")))).toMatchObject({ _tag: "Approved", networkRiskSignal: sandboxRiskSignals.tok_risk_highest })
+    expect(await run(connector().authorize(authorization("tok_risk_review")))).toMatchObject({
+      _tag: "Approved",
+      networkRiskSignal: sandboxRiskSignals.tok_risk_review
+    })
+    expect(await run(connector().authorize(authorization("tok_risk_highest")))).toMatchObject({
+      _tag: "Approved",
+      networkRiskSignal: sandboxRiskSignals.tok_risk_highest
+    })
   })
 
   it.each([
@@ -120,13 +143,22 @@ describe("authorize", () => {
   })
 
   it("a 409 (the key's first request still running) is an unknown outcome", async () => {
-    server.use(http.post(`${apiBase}/v1/payment_intents`, () =>
-      Response.json({ error: { type: "idempotency_error", message: "There is currently another in-progress request using this Idempotent Key." } }, { status: 409 })))
+    server.use(
+      http.post(`${apiBase}/v1/payment_intents`, () =>
+        Response.json({
+          error: {
+            type: "idempotency_error",
+            message: "There is currently another in-progress request using this Idempotent Key."
+          }
+        }, { status: 409 }))
+    )
     expect((await failure(connector().authorize(authorization("tok_visa"))))._tag).toBe("AcquirerOutcomeUnknown")
   })
 
   it("a wrong key (401) is unavailability: Stripe did nothing", async () => {
-    const error = await failure(connector({ secretKey: Redacted.make("sk_test_wrongwrong") }).authorize(authorization("tok_visa")))
+    const error = await failure(
+      connector({ secretKey: Redacted.make("sk_test_wrongwrong") }).authorize(authorization("tok_visa"))
+    )
     expect(error._tag).toBe("AcquirerUnavailable")
   })
 
@@ -159,7 +191,11 @@ const approved = async (cardToken = "tok_visa", amountCents = 2_500) => {
 describe("operations", () => {
   it("captures the whole amount, and a repeated capture under its key changes nothing", async () => {
     const { paymentId, reference } = await approved()
-    const capture = { ...operation(paymentId, reference, operationKeys.capture(paymentId)), amountCents: 2_500, currency: "EUR" }
+    const capture = {
+      ...operation(paymentId, reference, operationKeys.capture(paymentId)),
+      amountCents: 2_500,
+      currency: "EUR"
+    }
     await run(connector().operations!.capture(capture))
     await run(connector().operations!.capture(capture))
     expect(await run(connector().operations!.lookup({ paymentId, reference, timeoutMs: 5_000 }))).toMatchObject({
@@ -173,51 +209,119 @@ describe("operations", () => {
 
   it("captures part, and a capture over what is held is refused", async () => {
     const { paymentId, reference } = await approved()
-    const over = await failure(connector().operations!.capture({ ...operation(paymentId, reference, "other-key"), amountCents: 9_000, currency: "EUR" }))
+    const over = await failure(
+      connector().operations!.capture({
+        ...operation(paymentId, reference, "other-key"),
+        amountCents: 9_000,
+        currency: "EUR"
+      })
+    )
     expect(over).toMatchObject({ _tag: "AcquirerRefused", code: "amount_too_large" })
-    await run(connector().operations!.capture({ ...operation(paymentId, reference, operationKeys.capture(paymentId)), amountCents: 1_000, currency: "EUR" }))
-    expect(await run(connector().operations!.lookup({ paymentId, reference, timeoutMs: 5_000 }))).toMatchObject({ capturedCents: 1_000, authorizedCents: 0 })
+    await run(
+      connector().operations!.capture({
+        ...operation(paymentId, reference, operationKeys.capture(paymentId)),
+        amountCents: 1_000,
+        currency: "EUR"
+      })
+    )
+    expect(await run(connector().operations!.lookup({ paymentId, reference, timeoutMs: 5_000 }))).toMatchObject({
+      capturedCents: 1_000,
+      authorizedCents: 0
+    })
   })
 
   it("cancels an authorization, cancelling it again succeeds, and a captured one is refused", async () => {
     const { paymentId, reference } = await approved()
     await run(connector().operations!.cancel(operation(paymentId, reference, operationKeys.cancel(paymentId))))
     await run(connector().operations!.cancel(operation(paymentId, reference, "another-cancel-key")))
-    expect(await run(connector().operations!.lookup({ paymentId, reference, timeoutMs: 5_000 }))).toMatchObject({ cancelled: true, authorizedCents: 0 })
+    expect(await run(connector().operations!.lookup({ paymentId, reference, timeoutMs: 5_000 }))).toMatchObject({
+      cancelled: true,
+      authorizedCents: 0
+    })
     const captured = await approved()
-    await run(connector().operations!.capture({ ...operation(captured.paymentId, captured.reference, "capture"), amountCents: 2_500, currency: "EUR" }))
-    const refused = await failure(connector().operations!.cancel(operation(captured.paymentId, captured.reference, "cancel")))
+    await run(
+      connector().operations!.capture({
+        ...operation(captured.paymentId, captured.reference, "capture"),
+        amountCents: 2_500,
+        currency: "EUR"
+      })
+    )
+    const refused = await failure(
+      connector().operations!.cancel(operation(captured.paymentId, captured.reference, "cancel"))
+    )
     expect(refused).toMatchObject({ _tag: "AcquirerRefused", code: "payment_intent_unexpected_state" })
   })
 
   it("refunds in parts up to the captured amount, then refuses", async () => {
     const { paymentId, reference } = await approved()
     const ops = connector().operations!
-    await run(ops.capture({ ...operation(paymentId, reference, operationKeys.capture(paymentId)), amountCents: 2_000, currency: "EUR" }))
-    await run(ops.refund({ ...operation(paymentId, reference, operationKeys.refund(paymentId, 1)), amountCents: 500, currency: "EUR" }))
-    await run(ops.refund({ ...operation(paymentId, reference, operationKeys.refund(paymentId, 1)), amountCents: 500, currency: "EUR" }))
-    await run(ops.refund({ ...operation(paymentId, reference, operationKeys.refund(paymentId, 2)), amountCents: 1_500, currency: "EUR" }))
-    const over = await failure(ops.refund({ ...operation(paymentId, reference, operationKeys.refund(paymentId, 3)), amountCents: 1, currency: "EUR" }))
+    await run(
+      ops.capture({
+        ...operation(paymentId, reference, operationKeys.capture(paymentId)),
+        amountCents: 2_000,
+        currency: "EUR"
+      })
+    )
+    await run(
+      ops.refund({
+        ...operation(paymentId, reference, operationKeys.refund(paymentId, 1)),
+        amountCents: 500,
+        currency: "EUR"
+      })
+    )
+    await run(
+      ops.refund({
+        ...operation(paymentId, reference, operationKeys.refund(paymentId, 1)),
+        amountCents: 500,
+        currency: "EUR"
+      })
+    )
+    await run(
+      ops.refund({
+        ...operation(paymentId, reference, operationKeys.refund(paymentId, 2)),
+        amountCents: 1_500,
+        currency: "EUR"
+      })
+    )
+    const over = await failure(
+      ops.refund({
+        ...operation(paymentId, reference, operationKeys.refund(paymentId, 3)),
+        amountCents: 1,
+        currency: "EUR"
+      })
+    )
     expect(over).toMatchObject({ _tag: "AcquirerRefused", code: "charge_already_refunded" })
-    expect(await run(ops.lookup({ paymentId, reference, timeoutMs: 5_000 }))).toMatchObject({ capturedCents: 2_000, refundedCents: 2_000 })
+    expect(await run(ops.lookup({ paymentId, reference, timeoutMs: 5_000 }))).toMatchObject({
+      capturedCents: 2_000,
+      refundedCents: 2_000
+    })
   })
 
   it("looks a payment up by our id alone (search), null when the processor never saw it", async () => {
     const { paymentId, reference } = await approved()
-    expect(await run(connector().operations!.lookup({ paymentId, timeoutMs: 5_000 }))).toMatchObject({ paymentId, reference, authorizedCents: 2_500 })
+    expect(await run(connector().operations!.lookup({ paymentId, timeoutMs: 5_000 }))).toMatchObject({
+      paymentId,
+      reference,
+      authorizedCents: 2_500
+    })
     expect(await run(connector().operations!.lookup({ paymentId: "pay_never", timeoutMs: 5_000 }))).toBeNull()
     const declined = authorization("tok_decline_insufficient_funds")
     await run(connector().authorize(declined))
-    expect(await run(connector().operations!.lookup({ paymentId: declined.paymentId, timeoutMs: 5_000 }))).toMatchObject({ declined: true, authorizedCents: 0 })
+    expect(await run(connector().operations!.lookup({ paymentId: declined.paymentId, timeoutMs: 5_000 })))
+      .toMatchObject({ declined: true, authorizedCents: 0 })
   })
 
   it("without a reference, an operation on a payment search cannot find yet is not sent (unavailable)", async () => {
     const { paymentId } = await approved()
     processor.setFaults({ searchLagMs: 60_000 })
-    const error = await failure(connector().operations!.capture({ ...operation(paymentId, null, "capture"), amountCents: 100, currency: "EUR" }))
+    const error = await failure(
+      connector().operations!.capture({ ...operation(paymentId, null, "capture"), amountCents: 100, currency: "EUR" })
+    )
     expect(error._tag).toBe("AcquirerUnavailable")
     processor.setFaults({ searchLagMs: 0 })
-    await run(connector().operations!.capture({ ...operation(paymentId, null, "capture"), amountCents: 100, currency: "EUR" }))
+    await run(
+      connector().operations!.capture({ ...operation(paymentId, null, "capture"), amountCents: 100, currency: "EUR" })
+    )
   })
 
   it("lists the period's payments across pages", async () => {
@@ -226,7 +330,9 @@ describe("operations", () => {
     const nowMs = Date.now()
     const found = await run(connector().operations!.payments({ fromMs: nowMs - 3_600_000, toMs: nowMs + 3_600_000 }))
     expect(found.map((p) => p.paymentId).sort()).toEqual(created.map((p) => p.paymentId).sort())
-    expect(await run(connector().operations!.payments({ fromMs: nowMs + 3_600_000, toMs: nowMs + 7_200_000 }))).toEqual([])
+    expect(await run(connector().operations!.payments({ fromMs: nowMs + 3_600_000, toMs: nowMs + 7_200_000 }))).toEqual(
+      []
+    )
   })
 })
 
@@ -257,8 +363,14 @@ describe("notifications", () => {
   const seconds = Math.floor(now / 1000)
 
   it("are verified: a good signature passes, a bad one, a stale one, another secret's and none fail", async () => {
-    expect(await run(notify(body, sign(body, seconds), now))).toEqual({ _tag: "Ignored", eventId: "evt_payment_intentcreated", type: "payment_intent.created" })
-    expect(await run(notify(body, `${sign(body, seconds)},v1=${"0".repeat(64)}`, now))).toMatchObject({ _tag: "Ignored" })
+    expect(await run(notify(body, sign(body, seconds), now))).toEqual({
+      _tag: "Ignored",
+      eventId: "evt_payment_intentcreated",
+      type: "payment_intent.created"
+    })
+    expect(await run(notify(body, `${sign(body, seconds)},v1=${"0".repeat(64)}`, now))).toMatchObject({
+      _tag: "Ignored"
+    })
     const cases = [
       sign(`${body} `, seconds),
       sign(body, seconds - 301),
@@ -268,7 +380,9 @@ describe("notifications", () => {
       "v1=abc",
       undefined
     ]
-    for (const signature of cases) expect((await failure(notify(body, signature, now)))._tag, String(signature)).toBe("InvalidNotification")
+    for (const signature of cases) {
+      expect((await failure(notify(body, signature, now)))._tag, String(signature)).toBe("InvalidNotification")
+    }
   })
 
   it("within the tolerance, an old signature still passes", async () => {
@@ -278,9 +392,17 @@ describe("notifications", () => {
   it("map a dispute's opening and its end to our dispute notifications, naming our payment", async () => {
     for (const [token, outcome] of [["tok_dispute_lost", "lost"], ["tok_dispute_won", "won"]] as const) {
       const { paymentId, reference } = await approved(token)
-      await run(connector().operations!.capture({ ...operation(paymentId, reference, operationKeys.capture(paymentId)), amountCents: 2_500, currency: "EUR" }))
+      await run(
+        connector().operations!.capture({
+          ...operation(paymentId, reference, operationKeys.capture(paymentId)),
+          amountCents: 2_500,
+          currency: "EUR"
+        })
+      )
       processor.advance()
-      const events = processor.events().filter((event) => (event.data.object as { payment_intent?: string }).payment_intent === reference)
+      const events = processor.events().filter((event) =>
+        (event.data.object as { payment_intent?: string }).payment_intent === reference
+      )
       expect(events.map((event) => event.type)).toEqual(["charge.dispute.created", "charge.dispute.closed"])
       const [opened, closed] = await Promise.all(events.map((event) => {
         expect(checkEvent(event)).toEqual([])
@@ -291,25 +413,60 @@ describe("notifications", () => {
       expect(opened).toEqual({
         _tag: "Dispute",
         eventId: events[0]!.id,
-        dispute: { acquirerDisputeId: disputeId, paymentId, action: { _tag: "Open", reason: "fraudulent", amountCents: 2_500 } }
+        dispute: {
+          acquirerDisputeId: disputeId,
+          paymentId,
+          action: { _tag: "Open", reason: "fraudulent", amountCents: 2_500 }
+        }
       })
-      expect(closed).toEqual({ _tag: "Dispute", eventId: events[1]!.id, dispute: { acquirerDisputeId: disputeId, paymentId, action: { _tag: "Resolve", outcome } } })
+      expect(closed).toEqual({
+        _tag: "Dispute",
+        eventId: events[1]!.id,
+        dispute: { acquirerDisputeId: disputeId, paymentId, action: { _tag: "Resolve", outcome } }
+      })
     }
   })
 
   it("map Stripe's dispute reasons onto ours, and an inquiry to nothing", async () => {
     const { paymentId, reference } = await approved()
-    const dispute = (reason: string, status = "needs_response") => ({ id: "dp_1", object: "dispute", amount: 100, payment_intent: reference, reason, status })
-    for (const [reason, ours] of [["fraudulent", "fraudulent"], ["product_not_received", "product_not_received"], ["duplicate", "duplicate"], ["credit_not_processed", "other"], ["unrecognized", "other"]]) {
+    const dispute = (reason: string, status = "needs_response") => ({
+      id: "dp_1",
+      object: "dispute",
+      amount: 100,
+      payment_intent: reference,
+      reason,
+      status
+    })
+    for (
+      const [reason, ours] of [
+        ["fraudulent", "fraudulent"],
+        ["product_not_received", "product_not_received"],
+        ["duplicate", "duplicate"],
+        ["credit_not_processed", "other"],
+        ["unrecognized", "other"]
+      ]
+    ) {
       const text = eventBody("charge.dispute.created", dispute(reason!))
-      expect(await run(notify(text, sign(text, seconds), now))).toMatchObject({ dispute: { paymentId, action: { reason: ours } } })
+      expect(await run(notify(text, sign(text, seconds), now))).toMatchObject({
+        dispute: { paymentId, action: { reason: ours } }
+      })
     }
     const inquiry = eventBody("charge.dispute.created", dispute("fraudulent", "warning_needs_response"))
     expect(await run(notify(inquiry, sign(inquiry, seconds), now))).toMatchObject({ _tag: "Ignored" })
   })
 
   it("map a failed refund (refund.failed, or charge.refund.updated to failed) and ignore one that succeeded", async () => {
-    const refund = { id: "re_1", object: "refund", amount: 700, currency: "eur", created: 1, payment_intent: "pi_x", metadata: { payment_id: "pay_r" }, status: "failed", failure_reason: "expired_or_canceled_card" }
+    const refund = {
+      id: "re_1",
+      object: "refund",
+      amount: 700,
+      currency: "eur",
+      created: 1,
+      payment_intent: "pi_x",
+      metadata: { payment_id: "pay_r" },
+      status: "failed",
+      failure_reason: "expired_or_canceled_card"
+    }
     for (const type of ["refund.failed", "charge.refund.updated"]) {
       const text = eventBody(type, refund)
       expect(checkEvent(JSON.parse(text))).toEqual([])
@@ -323,7 +480,10 @@ describe("notifications", () => {
       })
     }
     const succeeded = eventBody("charge.refund.updated", { ...refund, status: "succeeded" })
-    expect(await run(notify(succeeded, sign(succeeded, seconds), now))).toMatchObject({ _tag: "Ignored", type: "charge.refund.updated" })
+    expect(await run(notify(succeeded, sign(succeeded, seconds), now))).toMatchObject({
+      _tag: "Ignored",
+      type: "charge.refund.updated"
+    })
   })
 
   it("a body that is no event fails", async () => {

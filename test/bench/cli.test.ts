@@ -9,17 +9,36 @@ import { runNode } from "../support/node.ts"
 
 const slow = 120_000
 
-const run = (script: string, args: ReadonlyArray<string>) => runNode(["--import", "tsx", script, ...args], { timeoutMs: 60_000 })
+const run = (script: string, args: ReadonlyArray<string>) =>
+  runNode(["--import", "tsx", script, ...args], { timeoutMs: 60_000 })
 
 describe("bench, bench:report and fraud:train on the command line", () => {
   it("--help names every flag with its default", async () => {
-    const [bench, report, train] = await Promise.all([run("bench/run.ts", ["--help"]), run("bench/report.ts", ["--help"]), run("scripts/fraud-train.ts", ["--help"])])
+    const [bench, report, train] = await Promise.all([
+      run("bench/run.ts", ["--help"]),
+      run("bench/report.ts", ["--help"]),
+      run("scripts/fraud-train.ts", ["--help"])
+    ])
     for (const help of [bench, report, train]) expect(help.code, help.stderr).toBe(0)
     expect(bench.stdout).toMatch(/--duration integer\s+.*\(default: 10\)/)
     expect(bench.stdout).toMatch(/--connections integer\s+.*\(default: 64\)/)
     expect(bench.stdout).toMatch(/--rate integer\s+offered rate/)
     expect(bench.stdout).toMatch(/--scenario choice\s+.*\(default: create\).*analytics/)
-    for (const flag of ["--url", "--no-baselines", "--cards", "--profile", "--node-flags", "--service-dir", "--entry", "--label", "--statements", "--payments", "--json"]) {
+    for (
+      const flag of [
+        "--url",
+        "--no-baselines",
+        "--cards",
+        "--profile",
+        "--node-flags",
+        "--service-dir",
+        "--entry",
+        "--label",
+        "--statements",
+        "--payments",
+        "--json"
+      ]
+    ) {
       expect(bench.stdout).toContain(flag)
     }
     expect(report.stdout).toMatch(/--out string\s+.*\(default: bench\/results\/report.html\)/)
@@ -48,7 +67,17 @@ describe("bench, bench:report and fraud:train on the command line", () => {
 
   it("bench --rate offers a fixed rate and reports the achieved one beside it; --json prints the results", async () => {
     const [json, table] = [
-      await run("bench/run.ts", ["--scenario", "health", "--duration", "2", "--connections", "4", "--rate", "40", "--json"]),
+      await run("bench/run.ts", [
+        "--scenario",
+        "health",
+        "--duration",
+        "2",
+        "--connections",
+        "4",
+        "--rate",
+        "40",
+        "--json"
+      ]),
       await run("bench/run.ts", ["--scenario", "health", "--duration", "1", "--connections", "2", "--rate", "30"])
     ]
     expect(json.code, json.stderr).toBe(0)
@@ -68,22 +97,28 @@ describe("bench, bench:report and fraud:train on the command line", () => {
     expect(table.stdout).toMatch(/WAL bytes per request\s+\d+/)
   }, 240_000)
 
-  it("bench:wal counts what a create writes: WAL bytes, full-page images, index entries, updates, per create", async () => {
-    const result = await run("bench/wal.ts", ["--creates", "20", "--warmup", "10", "--batch", "5", "--json"])
-    expect(result.code, result.stderr).toBe(0)
-    const report = JSON.parse(result.stdout)
-    expect(report).toMatchObject({ creates: 20, warmup: 10, batch: 5 })
-    const p = report.per_create
-    // Every create inserts a payment, its events and ledger entries and a key, each with index entries.
-    expect(p.wal_bytes).toBeGreaterThan(1_000)
-    expect(p.index_entries).toBeGreaterThan(5)
-    expect(p.heap_inserts).toBeGreaterThan(5)
-    expect(p.statements).toBeCloseTo(0.4)
-    expect(p.commits).toBeCloseTo(0.4)
-    expect(p.fpi_bytes).toBeLessThanOrEqual(p.wal_bytes)
-    expect(report.tables.map((t: { table: string }) => t.table)).toEqual(expect.arrayContaining(["payments", "ledger_entries", "idempotency_keys"]))
-    expect(report.wal_by_kind.some((k: { kind: string }) => k.kind === "Btree/INSERT_LEAF")).toBe(true)
-  }, slow)
+  it(
+    "bench:wal counts what a create writes: WAL bytes, full-page images, index entries, updates, per create",
+    async () => {
+      const result = await run("bench/wal.ts", ["--creates", "20", "--warmup", "10", "--batch", "5", "--json"])
+      expect(result.code, result.stderr).toBe(0)
+      const report = JSON.parse(result.stdout)
+      expect(report).toMatchObject({ creates: 20, warmup: 10, batch: 5 })
+      const p = report.per_create
+      // Every create inserts a payment, its events and ledger entries and a key, each with index entries.
+      expect(p.wal_bytes).toBeGreaterThan(1_000)
+      expect(p.index_entries).toBeGreaterThan(5)
+      expect(p.heap_inserts).toBeGreaterThan(5)
+      expect(p.statements).toBeCloseTo(0.4)
+      expect(p.commits).toBeCloseTo(0.4)
+      expect(p.fpi_bytes).toBeLessThanOrEqual(p.wal_bytes)
+      expect(report.tables.map((t: { table: string }) => t.table)).toEqual(
+        expect.arrayContaining(["payments", "ledger_entries", "idempotency_keys"])
+      )
+      expect(report.wal_by_kind.some((k: { kind: string }) => k.kind === "Btree/INSERT_LEAF")).toBe(true)
+    },
+    slow
+  )
 
   it("bench:report --json prints what it wrote, as JSON", async () => {
     const directory = mkdtempSync(join(tmpdir(), "bench-report-"))

@@ -9,9 +9,27 @@ import type { Attempt, Delivery } from "../../src/domain/Webhook.ts"
  */
 const t0 = Date.parse("2026-01-01T00:00:00.000Z")
 const at = (ms: number) => new Date(t0 + ms).toISOString()
-const timedOut = (attempt: number, startMs: number): Attempt => ({ attempt, at: at(startMs), responseStatus: null, durationMs: 30_000, error: "timeout: no answer within 30000 ms" })
-const reset = (attempt: number, startMs: number): Attempt => ({ attempt, at: at(startMs), responseStatus: null, durationMs: 3, error: "connection error: ECONNRESET" })
-const ok = (attempt: number, startMs: number): Attempt => ({ attempt, at: at(startMs), responseStatus: 200, durationMs: 5, error: null })
+const timedOut = (attempt: number, startMs: number): Attempt => ({
+  attempt,
+  at: at(startMs),
+  responseStatus: null,
+  durationMs: 30_000,
+  error: "timeout: no answer within 30000 ms"
+})
+const reset = (attempt: number, startMs: number): Attempt => ({
+  attempt,
+  at: at(startMs),
+  responseStatus: null,
+  durationMs: 3,
+  error: "connection error: ECONNRESET"
+})
+const ok = (attempt: number, startMs: number): Attempt => ({
+  attempt,
+  at: at(startMs),
+  responseStatus: 200,
+  durationMs: 5,
+  error: null
+})
 
 const delivery = (eventId: string, attempts: ReadonlyArray<Attempt>, id = `whd_${eventId}`): Delivery => ({
   id,
@@ -28,8 +46,13 @@ const delivery = (eventId: string, attempts: ReadonlyArray<Attempt>, id = `whd_$
   completedAt: null,
   order: null
 })
-const receipt = (eventId: string, attempt: number, receivedMs: number, deliveryId = `whd_${eventId}`): Receipt =>
-  ({ eventId, deliveryId, attempt, receivedMs: t0 + receivedMs, answeredMs: t0 + receivedMs + 1 })
+const receipt = (eventId: string, attempt: number, receivedMs: number, deliveryId = `whd_${eventId}`): Receipt => ({
+  eventId,
+  deliveryId,
+  attempt,
+  receivedMs: t0 + receivedMs,
+  answeredMs: t0 + receivedMs + 1
+})
 
 describe("the webhook bench's receipts", () => {
   it("counts an event received once as delivered, and an event never received as not delivered within the run", () => {
@@ -38,7 +61,13 @@ describe("the webhook bench's receipts", () => {
       [delivery("evt_1", [ok(1, 5)]), delivery("evt_2", [reset(1, 5)])],
       new Set(["evt_1", "evt_2"])
     )
-    expect(counts).toMatchObject({ expected: 2, delivered: 1, acknowledged: 1, notDeliveredWithinRun: 1, redeliveredAfterTimeout: 0 })
+    expect(counts).toMatchObject({
+      expected: 2,
+      delivered: 1,
+      acknowledged: 1,
+      notDeliveredWithinRun: 1,
+      redeliveredAfterTimeout: 0
+    })
     expect(counts.duplicates.total).toBe(0)
     expect(exitStatus(counts)).toBe(2)
   })
@@ -49,7 +78,12 @@ describe("the webhook bench's receipts", () => {
       [delivery("evt_1", [timedOut(1, 0), ok(2, 90_000)]), delivery("evt_2", [reset(1, 0), ok(2, 60_000)])],
       new Set(["evt_1", "evt_2"])
     )
-    expect(counts).toMatchObject({ delivered: 2, acknowledged: 2, redeliveredAfterTimeout: 1, redeliveredAfterOtherFailure: 1 })
+    expect(counts).toMatchObject({
+      delivered: 2,
+      acknowledged: 2,
+      redeliveredAfterTimeout: 1,
+      redeliveredAfterOtherFailure: 1
+    })
     expect(counts.duplicates.total).toBe(0)
     expect(counts.timedOutReceived).toEqual([{ startedMs: t0, answeredMs: t0 + 11 }])
     expect(exitStatus(counts)).toBe(0)
@@ -68,8 +102,12 @@ describe("the webhook bench's receipts", () => {
   it("the same attempt twice, a second delivery of an event, an attempt after a 2xx and a retry no failure explains are duplicates: the bench fails", () => {
     const cases: ReadonlyArray<[string, ReadonlyArray<Receipt>, ReadonlyArray<Delivery>]> = [
       ["same_attempt_twice", [receipt("evt_1", 1, 10), receipt("evt_1", 1, 20)], [delivery("evt_1", [ok(1, 0)])]],
-      ["second_delivery_for_event", [receipt("evt_1", 1, 10), receipt("evt_1", 1, 20, "whd_other")], [delivery("evt_1", [ok(1, 0)])]],
-      ["attempt_after_2xx", [receipt("evt_1", 1, 10), receipt("evt_1", 2, 20)], [delivery("evt_1", [ok(1, 0), ok(2, 15)])]],
+      ["second_delivery_for_event", [receipt("evt_1", 1, 10), receipt("evt_1", 1, 20, "whd_other")], [
+        delivery("evt_1", [ok(1, 0)])
+      ]],
+      ["attempt_after_2xx", [receipt("evt_1", 1, 10), receipt("evt_1", 2, 20)], [
+        delivery("evt_1", [ok(1, 0), ok(2, 15)])
+      ]],
       ["unexplained", [receipt("evt_1", 1, 10), receipt("evt_1", 2, 20)], [delivery("evt_1", [])]]
     ]
     for (const [kind, receipts, deliveries] of cases) {
@@ -80,7 +118,10 @@ describe("the webhook bench's receipts", () => {
       expect(exitStatus(counts), kind).toBe(1)
     }
     // Two deliveries of one event in the store are a duplicate even if only one reached the receiver.
-    const stored = classifyReceipts([receipt("evt_1", 1, 10)], [delivery("evt_1", [ok(1, 0)]), delivery("evt_1", [], "whd_second")], new Set(["evt_1"]))
+    const stored = classifyReceipts([receipt("evt_1", 1, 10)], [
+      delivery("evt_1", [ok(1, 0)]),
+      delivery("evt_1", [], "whd_second")
+    ], new Set(["evt_1"]))
     expect(stored.duplicates).toMatchObject({ second_delivery_for_event: 1, total: 1 })
   })
 })

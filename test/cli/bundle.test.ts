@@ -17,7 +17,14 @@ const write = (file: string, text: string) => {
 }
 const launcher = join(project, "launch.mjs")
 const prepare = () =>
-  prepareBundle({ root: project, name: "test-build", label: "test", entries: { main: "src/main.ts" }, directories: ["src"], launcher })
+  prepareBundle({
+    root: project,
+    name: "test-build",
+    label: "test",
+    entries: { main: "src/main.ts" },
+    directories: ["src"],
+    launcher
+  })
 const runs = (outdir: string) => execFileSync(process.execPath, [join(outdir, "main.mjs")], { encoding: "utf8" }).trim()
 
 describe("the bundle cache", () => {

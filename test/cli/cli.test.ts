@@ -44,7 +44,8 @@ const query = async (databaseUrl: string, text: string) => {
     await connection.end()
   }
 }
-const countMerchants = async (databaseUrl: string) => Number((await query(databaseUrl, "SELECT count(*) AS n FROM merchants"))[0].n)
+const countMerchants = async (databaseUrl: string) =>
+  Number((await query(databaseUrl, "SELECT count(*) AS n FROM merchants"))[0].n)
 
 // One database for the whole file: `migrate` prepares it, and every later command runs the
 // migrations again on start, which must be harmless.
@@ -63,7 +64,17 @@ describe("migrate", () => {
     expect(run.code).toBe(0)
     expect(run.stdout).toBe("")
     const tables = await query(url, "SELECT table_name FROM information_schema.tables WHERE table_schema = 'public'")
-    for (const table of ["merchants", "api_keys", "payments", "payment_events", "ledger_entries", "fraud_cases", "idempotency_keys"]) {
+    for (
+      const table of [
+        "merchants",
+        "api_keys",
+        "payments",
+        "payment_events",
+        "ledger_entries",
+        "fraud_cases",
+        "idempotency_keys"
+      ]
+    ) {
       expect(tables.map((r) => r.table_name)).toContain(table)
     }
   })
@@ -71,7 +82,14 @@ describe("migrate", () => {
 
 describe("merchant create", () => {
   it("prints exactly one JSON object with the merchant and its first key, which works against the API", async () => {
-    const run = await cli(url, ["merchant", "create", "--name", "CLI Shop", "--webhook-url", "https://example.com/hook"])
+    const run = await cli(url, [
+      "merchant",
+      "create",
+      "--name",
+      "CLI Shop",
+      "--webhook-url",
+      "https://example.com/hook"
+    ])
     expect(run.code).toBe(0)
     // From the bundle, not the slower fallback through tsx.
     expect(run.stderr).not.toContain("through tsx")
@@ -155,7 +173,11 @@ describe("beside a running service's embedded PostgreSQL", () => {
   it("uses the server another process started and leaves it running, without claiming to stop it", async () => {
     // As `npm start` leaves it: the embedded server under PAYMENTS_DATA_DIR/postgres, started by another process.
     const dataDirectory = mkdtempSync(join(tmpdir(), "payments-cli-data-"))
-    const server = await startEmbeddedPostgres({ directory: join(dataDirectory, "postgres"), persistent: false, flags: ["-c", "fsync=off"] })
+    const server = await startEmbeddedPostgres({
+      directory: join(dataDirectory, "postgres"),
+      persistent: false,
+      flags: ["-c", "fsync=off"]
+    })
     try {
       const run = await payments(["merchant", "create", "--name", "Beside"], { PAYMENTS_DATA_DIR: dataDirectory })
       expect(run.code, run.stderr).toBe(0)
@@ -183,7 +205,9 @@ describe("usage", () => {
       expect(run.code, run.stderr).toBe(0)
       expect(run.stdout).toContain("USAGE")
     }
-    for (const command of ["serve", "migrate", "merchant", "settle", "dispute"]) expect(root.stdout).toMatch(new RegExp(`^\\s+${command}\\s`, "m"))
+    for (const command of ["serve", "migrate", "merchant", "settle", "dispute"]) {
+      expect(root.stdout).toMatch(new RegExp(`^\\s+${command}\\s`, "m"))
+    }
     expect(merchant.stdout).toMatch(/^\s+create\s+Create a merchant/m)
     expect(create.stdout).toContain("--name")
     expect(create.stdout).toContain("--webhook-url")
@@ -208,7 +232,9 @@ describe("usage", () => {
       [["dispute", "resolve", "pay_x", "--outcome", "maybe"], "--outcome"]
     ]
     // An unreachable database: a command that got past its arguments would fail otherwise.
-    const runs = await Promise.all(cases.map(([args]) => payments(args, { DATABASE_URL: "postgres://nobody@127.0.0.1:1/none" })))
+    const runs = await Promise.all(
+      cases.map(([args]) => payments(args, { DATABASE_URL: "postgres://nobody@127.0.0.1:1/none" }))
+    )
     for (const [index, run] of runs.entries()) {
       const [args, message] = cases[index]!
       expect(run.code, JSON.stringify(args)).toBe(2)

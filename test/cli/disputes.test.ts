@@ -35,11 +35,25 @@ describe("dispute open / resolve", () => {
     const t = await createTransaction(api, { amount_cents: 10_000 })
     const fee = processingFeeCents(10_000, "USD")
 
-    const opened = await cli(app.databaseUrl, ["dispute", "open", t.id, "--reason", "product_not_received", "--amount", "3000", "--json"])
+    const opened = await cli(app.databaseUrl, [
+      "dispute",
+      "open",
+      t.id,
+      "--reason",
+      "product_not_received",
+      "--amount",
+      "3000",
+      "--json"
+    ])
     expect(opened.code, opened.stderr).toBe(0)
     const printed = JSON.parse(opened.stdout)
     expect(printed).toMatchObject({ dispute_id: `dp_operator_${t.id}`, applied: true })
-    expect(printed.transaction.dispute).toMatchObject({ status: "open", reason: "product_not_received", amount_cents: 3_000, resolved_at: null })
+    expect(printed.transaction.dispute).toMatchObject({
+      status: "open",
+      reason: "product_not_received",
+      amount_cents: 3_000,
+      resolved_at: null
+    })
     expect((await api.get("/api/v1/merchants/me/balance")).body.balances).toEqual([
       { currency: "USD", pending: 10_000 - fee - 3_000, available: 0, reserved: 3_000 }
     ])
@@ -66,7 +80,10 @@ describe("dispute open / resolve", () => {
       { currency: "USD", pending: 10_000 - fee - 3_000 - disputeFeeCents.USD, available: 0, reserved: 0 }
     ])
     const types = (await api.get(`/api/v1/transactions/${t.id}/events`)).body.events.map((e: any) => e.type)
-    expect(types.filter((type: string) => type.startsWith("payment.dispute"))).toEqual(["payment.dispute_opened", "payment.dispute_resolved"])
+    expect(types.filter((type: string) => type.startsWith("payment.dispute"))).toEqual([
+      "payment.dispute_opened",
+      "payment.dispute_resolved"
+    ])
   })
 
   it("refuses bad arguments: non-zero exit, a message on stderr, nothing on stdout, nothing changed", async () => {

@@ -1,6 +1,6 @@
+import { Effect, Result } from "effect"
 import { type ChildProcess, execFile, execFileSync, spawn } from "node:child_process"
 import { resolve } from "node:path"
-import { Effect, Result } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { ApiError, layerFetch, makeClient } from "../../src/client.ts"
 import { freePort } from "../../src/platform/Database.ts"
@@ -25,11 +25,19 @@ beforeAll(async () => {
     WEBHOOK_ALLOW_PRIVATE_URLS: "true"
   })
   const created = JSON.parse(
-    execFileSync(process.execPath, ["--import", "tsx", "src/main.ts", "merchant", "create", "--name", "Example"], { cwd: root, env, encoding: "utf8" })
+    execFileSync(process.execPath, ["--import", "tsx", "src/main.ts", "merchant", "create", "--name", "Example"], {
+      cwd: root,
+      env,
+      encoding: "utf8"
+    })
   )
   apiKey = created.api_key.key
   const port = await freePort()
-  service = spawn(process.execPath, ["--import", "tsx", "src/main.ts", "serve"], { cwd: root, env: { ...env, PORT: String(port) }, stdio: ["ignore", "ignore", "pipe"] })
+  service = spawn(process.execPath, ["--import", "tsx", "src/main.ts", "serve"], {
+    cwd: root,
+    env: { ...env, PORT: String(port) },
+    stdio: ["ignore", "ignore", "pipe"]
+  })
   let output = ""
   service.stderr!.on("data", (chunk: Buffer) => (output += chunk.toString()))
   baseUrl = `http://127.0.0.1:${port}`
@@ -50,7 +58,8 @@ describe("examples/create-and-refund.ts", () => {
         process.execPath,
         ["--import", "tsx", "examples/create-and-refund.ts"],
         { cwd: root, env: freshShellEnv({ PAYMENTS_BASE_URL: baseUrl, PAYMENTS_API_KEY: apiKey }), timeout: 60_000 },
-        (error, stdout, stderr) => done({ code: error === null ? 0 : typeof error.code === "number" ? error.code : null, stdout, stderr })
+        (error, stdout, stderr) =>
+          done({ code: error === null ? 0 : typeof error.code === "number" ? error.code : null, stdout, stderr })
       )
     })
     expect(run.code, run.stderr).toBe(0)
@@ -61,11 +70,15 @@ describe("examples/create-and-refund.ts", () => {
     expect(result).toMatchObject({ refundedCents: 2500, signatureValid: true })
 
     // What the example did is what the API holds.
-    const reply = await fetch(`${baseUrl}/api/v1/transactions/${result.paymentId}`, { headers: { authorization: `Bearer ${apiKey}` } })
+    const reply = await fetch(`${baseUrl}/api/v1/transactions/${result.paymentId}`, {
+      headers: { authorization: `Bearer ${apiKey}` }
+    })
     const { transaction } = (await reply.json()) as { transaction: Record<string, unknown> }
     expect(transaction).toMatchObject({ status: "captured", amount_cents: 10_000, refunded_amount_cents: 2_500 })
     // And it cleaned up after itself.
-    const me = (await (await fetch(`${baseUrl}/api/v1/merchants/me`, { headers: { authorization: `Bearer ${apiKey}` } })).json()) as { merchant: { webhook_url: string | null } }
+    const me =
+      (await (await fetch(`${baseUrl}/api/v1/merchants/me`, { headers: { authorization: `Bearer ${apiKey}` } }))
+        .json()) as { merchant: { webhook_url: string | null } }
     expect(me.merchant.webhook_url).toBeNull()
   })
 

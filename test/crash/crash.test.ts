@@ -1,9 +1,9 @@
 import { type ChildProcess, execFile, spawn } from "node:child_process"
-import { freePort } from "../../src/platform/Database.ts"
 import { resolve } from "node:path"
 import pg from "pg"
 import { afterAll, expect, it } from "vitest"
-import { client, type Client, type Reply, transactionBody } from "../support/app.ts"
+import { freePort } from "../../src/platform/Database.ts"
+import { type Client, client, type Reply, transactionBody } from "../support/app.ts"
 import { freshDatabase } from "../support/database.ts"
 
 /**
@@ -93,11 +93,20 @@ const startService = async (databaseUrl: string) => {
 
 const createMerchantViaCli = (databaseUrl: string) =>
   new Promise<{ merchant: { id: string }; api_key: { key: string } }>((done, fail) => {
-    execFile(tsx, ["src/main.ts", "merchant", "create", "--name", "Crash Test Shop"], {
-      cwd: root,
-      env: { ...process.env, DATABASE_URL: databaseUrl },
-      timeout: 60_000
-    }, (error, stdout, stderr) => (error === null ? done(JSON.parse(stdout)) : fail(new Error(`${error.message}\n${stderr}`))))
+    execFile(
+      tsx,
+      ["src/main.ts", "merchant", "create", "--name", "Crash Test Shop"],
+      {
+        cwd: root,
+        env: { ...process.env, DATABASE_URL: databaseUrl },
+        timeout: 60_000
+      },
+      (
+        error,
+        stdout,
+        stderr
+      ) => (error === null ? done(JSON.parse(stdout)) : fail(new Error(`${error.message}\n${stderr}`)))
+    )
   })
 
 interface Job {
@@ -116,9 +125,13 @@ const attempt = (send: () => Promise<Reply>) => send().catch(() => undefined)
  * Idempotency keys are fixed per job, so running a job again is a retry of the same requests.
  * After the restart `patient` retries a 409 in progress (the dead process's claim) until its lease ends.
  */
-const runJob = async (api: Client, job: Job, options: { readonly patient: boolean; readonly onCreate?: (reply: Reply) => void }) => {
+const runJob = async (
+  api: Client,
+  job: Job,
+  options: { readonly patient: boolean; readonly onCreate?: (reply: Reply) => void }
+) => {
   const send = async (go: () => Promise<Reply>): Promise<Reply | undefined> => {
-    for (let tries = 0; ; tries++) {
+    for (let tries = 0;; tries++) {
       const reply = await attempt(go)
       if (!options.patient || tries >= 100) return reply
       if (reply !== undefined && reply.status === 409 && reply.body?.error?.code === "idempotency_in_progress") {
@@ -132,7 +145,11 @@ const runJob = async (api: Client, job: Job, options: { readonly patient: boolea
       return reply
     }
   }
-  const body = transactionBody({ amount_cents: job.amountCents, capture_method: job.manual ? "manual" : "automatic", metadata: { job: String(job.index) } })
+  const body = transactionBody({
+    amount_cents: job.amountCents,
+    capture_method: job.manual ? "manual" : "automatic",
+    metadata: { job: String(job.index) }
+  })
   const created = await send(() => api.post("/api/v1/transactions", body, { idempotencyKey: `create-${job.index}` }))
   if (created === undefined) return { created }
   options.onCreate?.(created)
@@ -145,10 +162,14 @@ const runJob = async (api: Client, job: Job, options: { readonly patient: boolea
     })
     : (created.body.transaction.status as string)
   if (authorized !== "authorized" && !options.patient) return { created }
-  const captured = await send(() => api.post(`/api/v1/transactions/${id}/capture`, undefined, { idempotencyKey: `capture-${job.index}` }))
+  const captured = await send(() =>
+    api.post(`/api/v1/transactions/${id}/capture`, undefined, { idempotencyKey: `capture-${job.index}` })
+  )
   if (captured === undefined || captured.status !== 200) return { created, captured }
   const refunded = await send(() =>
-    api.post(`/api/v1/transactions/${id}/refund`, { amount_cents: refundCents }, { idempotencyKey: `refund-${job.index}` })
+    api.post(`/api/v1/transactions/${id}/refund`, { amount_cents: refundCents }, {
+      idempotencyKey: `refund-${job.index}`
+    })
   )
   return { created, captured, refunded }
 }
@@ -184,7 +205,10 @@ it("survives SIGKILL in the middle of a burst: nothing lost, nothing doubled, no
   await Promise.all(Array.from({ length: 40 }, async () => {
     for (let job = queue.shift(); job !== undefined; job = queue.shift()) {
       const current = job
-      await runJob(countingApi, current, { patient: false, onCreate: (reply) => void (reply.status === 201 && (current.created = reply)) })
+      await runJob(countingApi, current, {
+        patient: false,
+        onCreate: (reply) => void (reply.status === 201 && (current.created = reply))
+      })
     }
   }))
   await (killing ?? first.kill())
@@ -258,7 +282,10 @@ it("survives SIGKILL in the middle of a burst: nothing lost, nothing doubled, no
       expect(refundEvents.rows.filter((r) => r.n !== 1)).toEqual([])
 
       // Balances agree with the payments: pending = Σ (captured − fee − refunded).
-      const expectedPending = payments.reduce((sum, p) => sum + p.captured_amount_cents - p.fee_cents - p.refunded_amount_cents, 0)
+      const expectedPending = payments.reduce(
+        (sum, p) => sum + p.captured_amount_cents - p.fee_cents - p.refunded_amount_cents,
+        0
+      )
       const balance = await retryApi.get("/api/v1/merchants/me/balance")
       expect(balance.body.balances).toEqual([{ currency: "USD", pending: expectedPending, available: 0, reserved: 0 }])
     } finally {

@@ -10,7 +10,10 @@ import { accepted, assessmentWithScore, createInput, makeWorld } from "./fixture
 // issue's rules, over random sequences of refunds, settlement and acquirer notifications
 // (duplicates, unknown ids and late ones included) on a captured payment.
 
-type Choice = { readonly _tag: "Default" } | { readonly _tag: "Fraction"; readonly fraction: number } | { readonly _tag: "Raw"; readonly value: number }
+type Choice = { readonly _tag: "Default" } | { readonly _tag: "Fraction"; readonly fraction: number } | {
+  readonly _tag: "Raw"
+  readonly value: number
+}
 
 type Command =
   | { readonly _tag: "Refund"; readonly amount: Choice }
@@ -20,7 +23,10 @@ type Command =
 
 const choice: fc.Arbitrary<Choice> = fc.oneof(
   { weight: 2, arbitrary: fc.constant({ _tag: "Default" as const }) },
-  { weight: 5, arbitrary: fc.double({ min: 0, max: 1, noNaN: true }).map((fraction) => ({ _tag: "Fraction" as const, fraction })) },
+  {
+    weight: 5,
+    arbitrary: fc.double({ min: 0, max: 1, noNaN: true }).map((fraction) => ({ _tag: "Fraction" as const, fraction }))
+  },
   { weight: 1, arbitrary: fc.integer({ min: -5, max: 200_000 }).map((value) => ({ _tag: "Raw" as const, value })) }
 )
 const disputeId = fc.constantFrom("dp_a", "dp_b")
@@ -46,7 +52,13 @@ interface Model {
   status: Payment.PaymentStatus
   settled: boolean
   dispute: { id: string; status: Dispute.DisputeStatus; amount: number } | null
-  accounts: { merchant_pending: number; merchant_available: number; merchant_reserved: number; card_network: number; fee_revenue: number }
+  accounts: {
+    merchant_pending: number
+    merchant_available: number
+    merchant_reserved: number
+    card_network: number
+    fee_revenue: number
+  }
 }
 
 type Expected =
@@ -54,9 +66,17 @@ type Expected =
   | { readonly ok: false; readonly tag: "InvalidState" | "InvalidAmount"; readonly alreadyApplied: boolean }
 
 const resolveAmount = (amount: Choice, available: number): number | undefined =>
-  amount._tag === "Default" ? undefined : amount._tag === "Raw" ? amount.value : Math.max(1, Math.floor(amount.fraction * available))
+  amount._tag === "Default"
+    ? undefined
+    : amount._tag === "Raw"
+    ? amount.value
+    : Math.max(1, Math.floor(amount.fraction * available))
 
-const refused = (tag: "InvalidState" | "InvalidAmount", alreadyApplied = false): Expected => ({ ok: false, tag, alreadyApplied })
+const refused = (tag: "InvalidState" | "InvalidAmount", alreadyApplied = false): Expected => ({
+  ok: false,
+  tag,
+  alreadyApplied
+})
 
 /** Applies a command to the model; returns what the domain must answer. */
 const step = (m: Model, c: Command, currency: Currency): Expected => {
@@ -123,14 +143,28 @@ const decideOn = (payment: Payment.Payment, c: Command, context: Payment.Context
       return Dispute.apply(payment, {
         acquirerDisputeId: c.id,
         paymentId: payment.id,
-        action: { _tag: "Open", reason: c.reason, amountCents: resolveAmount(c.amount, payment.capturedAmountCents - payment.refundedAmountCents) }
+        action: {
+          _tag: "Open",
+          reason: c.reason,
+          amountCents: resolveAmount(c.amount, payment.capturedAmountCents - payment.refundedAmountCents)
+        }
       }, context)
     case "Resolve":
-      return Dispute.apply(payment, { acquirerDisputeId: c.id, paymentId: payment.id, action: { _tag: "Resolve", outcome: c.outcome } }, context)
+      return Dispute.apply(payment, {
+        acquirerDisputeId: c.id,
+        paymentId: payment.id,
+        action: { _tag: "Resolve", outcome: c.outcome }
+      }, context)
   }
 }
 
-const trackedAccounts = ["merchant_pending", "merchant_available", "merchant_reserved", "card_network", "fee_revenue"] as const
+const trackedAccounts = [
+  "merchant_pending",
+  "merchant_available",
+  "merchant_reserved",
+  "card_network",
+  "fee_revenue"
+] as const
 
 describe("disputes: the state machine against a reference model", () => {
   it("money, events, refusals and idempotency agree with the model after every step", () => {
@@ -141,7 +175,8 @@ describe("disputes: the state machine against a reference model", () => {
         fc.array(command, { minLength: 1, maxLength: 14 }),
         (amountCents, currency, commands) => {
           const world = makeWorld()
-          let payment = accepted(Payment.create(createInput("mer_1", { amountCents, currency }), world.context())).payment
+          let payment =
+            accepted(Payment.create(createInput("mer_1", { amountCents, currency }), world.context())).payment
           const ledger: Array<Ledger.LedgerEntry> = []
           const start = accepted(Payment.advanceFlow(
             payment,
@@ -159,17 +194,31 @@ describe("disputes: the state machine against a reference model", () => {
             status: "captured",
             settled: false,
             dispute: null,
-            accounts: { merchant_pending: amountCents - fee, merchant_available: 0, merchant_reserved: 0, card_network: amountCents, fee_revenue: fee }
+            accounts: {
+              merchant_pending: amountCents - fee,
+              merchant_available: 0,
+              merchant_reserved: 0,
+              card_network: amountCents,
+              fee_revenue: fee
+            }
           }
           for (const c of commands) {
             const expected = step(model, c, currency)
             const decision = decideOn(payment, c, world.context())
-            expect(decision.ok, JSON.stringify({ c, expected, decision: decision.ok ? null : decision.refusal })).toBe(expected.ok)
+            expect(decision.ok, JSON.stringify({ c, expected, decision: decision.ok ? null : decision.refusal })).toBe(
+              expected.ok
+            )
             if (!decision.ok) {
               if (expected.ok) continue
               expect(decision.refusal._tag).toBe(expected.tag)
               if (c._tag === "Open" || c._tag === "Resolve") {
-                const notification = { acquirerDisputeId: c.id, paymentId: payment.id, action: c._tag === "Open" ? { _tag: "Open" as const, reason: c.reason } : { _tag: "Resolve" as const, outcome: c.outcome } }
+                const notification = {
+                  acquirerDisputeId: c.id,
+                  paymentId: payment.id,
+                  action: c._tag === "Open"
+                    ? { _tag: "Open" as const, reason: c.reason }
+                    : { _tag: "Resolve" as const, outcome: c.outcome }
+                }
                 expect(Dispute.alreadyApplied(payment, notification)).toBe(expected.alreadyApplied)
               }
               continue
@@ -193,7 +242,9 @@ describe("disputes: the state machine against a reference model", () => {
             expect(payment.dispute?.amountCents ?? null).toBe(model.dispute?.amount ?? null)
           }
           // Laws: reserved holds exactly an open dispute's money; once settled nothing is left pending.
-          expect(Ledger.balanceOf(ledger, "merchant_reserved")).toBe(model.dispute?.status === "open" ? model.dispute.amount : 0)
+          expect(Ledger.balanceOf(ledger, "merchant_reserved")).toBe(
+            model.dispute?.status === "open" ? model.dispute.amount : 0
+          )
           if (payment.settledAt !== null) expect(Ledger.balanceOf(ledger, "merchant_pending")).toBe(0)
           expect(Ledger.isBalanced(ledger)).toBe(true)
         }
@@ -205,14 +256,29 @@ describe("disputes: the state machine against a reference model", () => {
   it("a notification for another payment is refused", () => {
     const world = makeWorld()
     const payment = accepted(Payment.create(createInput("mer_1"), world.context())).payment
-    const decision = Dispute.apply(payment, { acquirerDisputeId: "dp_x", paymentId: "pay_other", action: { _tag: "Resolve", outcome: "won" } }, world.context())
+    const decision = Dispute.apply(payment, {
+      acquirerDisputeId: "dp_x",
+      paymentId: "pay_other",
+      action: { _tag: "Resolve", outcome: "won" }
+    }, world.context())
     expect(decision.ok).toBe(false)
   })
 
   it("the fraud label: a lost dispute is fraud whatever the review said", () => {
     const world = makeWorld()
     const payment = accepted(Payment.create(createInput("mer_1"), world.context())).payment
-    const lost = { ...payment, dispute: { acquirerDisputeId: "dp", status: "lost" as const, reason: "fraudulent" as const, amountCents: 1, feeCents: 1500, openedAt: payment.createdAt, resolvedAt: payment.createdAt } }
+    const lost = {
+      ...payment,
+      dispute: {
+        acquirerDisputeId: "dp",
+        status: "lost" as const,
+        reason: "fraudulent" as const,
+        amountCents: 1,
+        feeCents: 1500,
+        openedAt: payment.createdAt,
+        resolvedAt: payment.createdAt
+      }
+    }
     expect(Dispute.fraudLabel(lost, "false_positive")).toBe("fraud")
     expect(Dispute.fraudLabel(lost, null)).toBe("fraud")
     expect(Dispute.fraudLabel(payment, "false_positive")).toBe("legitimate")

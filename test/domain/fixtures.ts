@@ -1,5 +1,5 @@
-import { idPrefixes, type IdKind, type MintId } from "../../src/domain/Ids.ts"
 import type { Assessment } from "../../src/domain/Fraud.ts"
+import { type IdKind, idPrefixes, type MintId } from "../../src/domain/Ids.ts"
 import * as Payment from "../../src/domain/Payment.ts"
 
 /** Ids from a counter: deterministic, unique within a run, and sorted in minting order. */
@@ -13,7 +13,7 @@ export const steppingClock = (startIso: string) => {
   let ms = Date.parse(startIso)
   return {
     now: () => new Date(ms).toISOString(),
-    advance: (byMs = 1_000) => new Date((ms += byMs)).toISOString()
+    advance: (byMs = 1_000) => new Date(ms += byMs).toISOString()
   }
 }
 
@@ -53,6 +53,8 @@ export const assessmentWithScore = (score: number): Assessment => ({
 
 /** The change of an accepted decision; a refusal here is a broken test setup. */
 export const accepted = (decision: Payment.Decision): Payment.Change => {
-  if (!decision.ok) throw new Error(`expected the decision to be accepted, got ${decision.refusal._tag}: ${decision.refusal.message}`)
+  if (!decision.ok) {
+    throw new Error(`expected the decision to be accepted, got ${decision.refusal._tag}: ${decision.refusal.message}`)
+  }
   return decision.change
 }

@@ -1,6 +1,12 @@
 import fc from "fast-check"
 import { describe, expect, it } from "vitest"
-import { type Currency, isCurrency, maximumAmountCents, processingFeeCents, supportedCurrencies } from "../../src/domain/Money.ts"
+import {
+  type Currency,
+  isCurrency,
+  maximumAmountCents,
+  processingFeeCents,
+  supportedCurrencies
+} from "../../src/domain/Money.ts"
 
 describe("processingFeeCents", () => {
   // 2.9 % (half-up to the cent) plus a fixed part per currency, never more than the amount.

@@ -77,11 +77,24 @@ type Command =
 
 const amountChoice: fc.Arbitrary<AmountChoice> = fc.oneof(
   { weight: 3, arbitrary: fc.constant({ _tag: "Default" as const }) },
-  { weight: 5, arbitrary: fc.double({ min: 0, max: 1, noNaN: true }).map((fraction) => ({ _tag: "Fraction" as const, fraction })) },
+  {
+    weight: 5,
+    arbitrary: fc.double({ min: 0, max: 1, noNaN: true }).map((fraction) => ({ _tag: "Fraction" as const, fraction }))
+  },
   { weight: 1, arbitrary: fc.constant({ _tag: "Over" as const }) },
   {
     weight: 1,
-    arbitrary: fc.constantFrom(0, -1, -250, 0.5, 1.5, 99.99, Number.NaN, Number.POSITIVE_INFINITY, maximumAmountCents + 1)
+    arbitrary: fc.constantFrom(
+      0,
+      -1,
+      -250,
+      0.5,
+      1.5,
+      99.99,
+      Number.NaN,
+      Number.POSITIVE_INFINITY,
+      maximumAmountCents + 1
+    )
       .map((value) => ({ _tag: "Raw" as const, value }))
   }
 )
@@ -227,16 +240,27 @@ const expectation = (state: State, command: Command): Expected => {
       return stateRule(p.status === "authorized")
     case "Refund": {
       const remainder = p.capturedAmountCents - p.refundedAmountCents
-      return amountRule(p.status === "captured" || p.status === "settled", resolveAmount(command.amount, remainder), remainder)
+      return amountRule(
+        p.status === "captured" || p.status === "settled",
+        resolveAmount(command.amount, remainder),
+        remainder
+      )
     }
     case "Settle":
-      return stateRule(p.settledAt === null && (p.status === "captured" || (p.status === "refunded" && p.capturedAt !== null)))
+      return stateRule(
+        p.settledAt === null && (p.status === "captured" || (p.status === "refunded" && p.capturedAt !== null))
+      )
     case "Review":
       return stateRule(state.fraudCase !== null && state.fraudCase.status === "open")
   }
 }
 
-const decideCommand = (state: State, command: Command, amount: number | undefined, context: Payment.Context): Payment.Decision => {
+const decideCommand = (
+  state: State,
+  command: Command,
+  amount: number | undefined,
+  context: Payment.Context
+): Payment.Decision => {
   const p = state.payment
   switch (command._tag) {
     case "Authorize":
@@ -311,12 +335,17 @@ const checkChange = (trigger: Trigger, before: State, change: Payment.Change) =>
 /** What must hold of the payment and everything recorded about it, after any number of commands. */
 const checkState = (state: State) => {
   const { payment: p, events, ledger } = state
-  expect(0 <= p.refundedAmountCents && p.refundedAmountCents <= p.capturedAmountCents && p.capturedAmountCents <= p.amountCents)
+  expect(
+    0 <= p.refundedAmountCents && p.refundedAmountCents <= p.capturedAmountCents &&
+      p.capturedAmountCents <= p.amountCents
+  )
     .toBe(true)
   expect(p.feeCents).toBe(p.capturedAmountCents > 0 ? processingFeeCents(p.capturedAmountCents, p.currency) : 0)
   // `refunded` exactly when everything captured went back; money moves only after a capture.
   if (p.status === "refunded") expect(p.refundedAmountCents).toBe(p.capturedAmountCents)
-  if (p.status === "captured" || p.status === "settled") expect(p.refundedAmountCents).toBeLessThan(p.capturedAmountCents)
+  if (p.status === "captured" || p.status === "settled") {
+    expect(p.refundedAmountCents).toBeLessThan(p.capturedAmountCents)
+  }
   if (p.capturedAt === null) expect(p.capturedAmountCents).toBe(0)
 
   // Events: strictly increasing sequences; the last one tells the current status.
@@ -346,7 +375,10 @@ const checkState = (state: State) => {
     expect(balance("merchant_available"))
       .toBe(p.capturedAmountCents - p.feeCents - state.refundedAtSettlement - refundedAfterSettlement)
   }
-  if (p.status === "captured" || p.status === "voided" || p.status === "blocked" || p.status === "settled" || p.status === "refunded") {
+  if (
+    p.status === "captured" || p.status === "voided" || p.status === "blocked" || p.status === "settled" ||
+    p.status === "refunded"
+  ) {
     expect(balance("authorization_holds")).toBe(0)
   }
 }
@@ -364,7 +396,11 @@ const run = (
 ) => {
   const world = makeWorld()
   const created = Payment.create(
-    createInput("mer_property", { amountCents: payment.amountCents, currency: payment.currency, captureMethod: payment.captureMethod }),
+    createInput("mer_property", {
+      amountCents: payment.amountCents,
+      currency: payment.currency,
+      captureMethod: payment.captureMethod
+    }),
     world.context()
   )
   if (!created.ok) throw new Error("create was refused")
@@ -483,7 +519,9 @@ describe("payment state machine (property)", () => {
         expect(p.settledAt).not.toBeNull()
         expect(state.refundedAtSettlement).not.toBeNull()
         expect(Ledger.balanceOf(state.ledger, "merchant_pending")).toBe(0)
-        expect(Ledger.balanceOf(state.ledger, "merchant_available")).toBe(p.capturedAmountCents - p.feeCents - p.refundedAmountCents)
+        expect(Ledger.balanceOf(state.ledger, "merchant_available")).toBe(
+          p.capturedAmountCents - p.feeCents - p.refundedAmountCents
+        )
       }),
       settings
     )

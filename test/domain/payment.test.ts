@@ -14,7 +14,9 @@ const authorizedWith = (verdict: Verdict | null, captureMethod: Payment.CaptureM
   const scores: Record<Verdict, number> = { passed: 0.1, review: 0.6, blocked: 0.9 }
   let fraudCase = null
   if (verdict !== null) {
-    const change = accepted(Payment.applyFraudAssessment(payment, assessmentWithScore(scores[verdict]), defaultThresholds, world.context()))
+    const change = accepted(
+      Payment.applyFraudAssessment(payment, assessmentWithScore(scores[verdict]), defaultThresholds, world.context())
+    )
     payment = change.payment
     fraudCase = change.fraudCase
   }
@@ -26,9 +28,21 @@ describe("nextStep (the automatic flow)", () => {
   it.each<[string, Partial<Payment.Payment>, Payment.Step | null]>([
     ["pending → authorize", { status: "pending" }, "authorize"],
     ["authorized, not screened → screen", { status: "authorized", fraudVerdict: null }, "screen"],
-    ["authorized, passed, automatic → capture", { status: "authorized", fraudVerdict: "passed", captureMethod: "automatic" }, "capture"],
-    ["authorized, passed, manual → done (waits for POST capture)", { status: "authorized", fraudVerdict: "passed", captureMethod: "manual" }, null],
-    ["authorized, held for review → done (waits for the review)", { status: "authorized", fraudVerdict: "review" }, null],
+    ["authorized, passed, automatic → capture", {
+      status: "authorized",
+      fraudVerdict: "passed",
+      captureMethod: "automatic"
+    }, "capture"],
+    ["authorized, passed, manual → done (waits for POST capture)", {
+      status: "authorized",
+      fraudVerdict: "passed",
+      captureMethod: "manual"
+    }, null],
+    [
+      "authorized, held for review → done (waits for the review)",
+      { status: "authorized", fraudVerdict: "review" },
+      null
+    ],
     ["captured → done", { status: "captured", fraudVerdict: "passed" }, null],
     ["settled → done", { status: "settled", fraudVerdict: "passed" }, null],
     ["refunded → done", { status: "refunded", fraudVerdict: "passed" }, null],
@@ -42,8 +56,16 @@ describe("nextStep (the automatic flow)", () => {
 
 describe("payment decisions (examples)", () => {
   it("create: pending, version 1, one payment.initiated event, no ledger entries", () => {
-    const change = accepted(Payment.create(createInput("mer_1", { amountCents: 2_500, idempotencyKey: "k1" }), makeWorld().context()))
-    expect(change.payment).toMatchObject({ status: "pending", version: 1, amountCents: 2_500, capturedAmountCents: 0, idempotencyKey: "k1" })
+    const change = accepted(
+      Payment.create(createInput("mer_1", { amountCents: 2_500, idempotencyKey: "k1" }), makeWorld().context())
+    )
+    expect(change.payment).toMatchObject({
+      status: "pending",
+      version: 1,
+      amountCents: 2_500,
+      capturedAmountCents: 0,
+      idempotencyKey: "k1"
+    })
     expect(change.events.map((e) => [e.type, e.sequence])).toEqual([["payment.initiated", 1]])
     expect(change.ledger).toEqual([])
   })
@@ -74,13 +96,17 @@ describe("payment decisions (examples)", () => {
 
   it("review false_positive releases the payment to capture; confirmed_fraud blocks it and releases the hold", () => {
     const held = authorizedWith("review")
-    const released = accepted(Payment.review(held.payment, held.fraudCase!, "false_positive", "known customer", held.world.context()))
+    const released = accepted(
+      Payment.review(held.payment, held.fraudCase!, "false_positive", "known customer", held.world.context())
+    )
     expect(released.payment.fraudVerdict).toBe("passed")
     expect(released.events.map((e) => e.type)).toEqual(["payment.fraud_passed"])
     expect(released.fraudCase).toMatchObject({ status: "false_positive", notes: "known customer" })
     expect(Payment.nextStep(released.payment)).toBe("capture")
 
-    const blocked = accepted(Payment.review(held.payment, held.fraudCase!, "confirmed_fraud", null, held.world.context()))
+    const blocked = accepted(
+      Payment.review(held.payment, held.fraudCase!, "confirmed_fraud", null, held.world.context())
+    )
     expect(blocked.payment.status).toBe("blocked")
     expect(blocked.events.map((e) => e.type)).toEqual(["payment.fraud_blocked"])
     expect(Ledger.balanceOf(blocked.ledger, "authorization_holds")).toBe(-held.payment.amountCents)
@@ -92,7 +118,9 @@ describe("payment decisions (examples)", () => {
   it("reviewing the case of an already blocked payment only labels it", () => {
     const { world, payment, fraudCase } = authorizedWith("blocked")
     expect(payment.status).toBe("blocked")
-    const labelled = accepted(Payment.review(payment, fraudCase!, "false_positive", "not fraud after all", world.context()))
+    const labelled = accepted(
+      Payment.review(payment, fraudCase!, "false_positive", "not fraud after all", world.context())
+    )
     expect(labelled.payment.status).toBe("blocked")
     expect(labelled.events).toEqual([])
     expect(labelled.ledger).toEqual([])
@@ -108,11 +136,17 @@ describe("payment decisions (examples)", () => {
     expect(Ledger.balanceOf(change.ledger, "fee_revenue")).toBe(146)
   })
 
-  it.each([0, -1, 10_001, 1.5, Number.NaN, Number.POSITIVE_INFINITY])("capture of %s is refused as an invalid amount", (amount) => {
-    const { world, payment } = authorizedWith("passed", "manual")
-    const decision = Payment.capture(payment, amount, world.context())
-    expect(decision).toEqual({ ok: false, refusal: expect.objectContaining({ _tag: "InvalidAmount", param: "amount_cents" }) })
-  })
+  it.each([0, -1, 10_001, 1.5, Number.NaN, Number.POSITIVE_INFINITY])(
+    "capture of %s is refused as an invalid amount",
+    (amount) => {
+      const { world, payment } = authorizedWith("passed", "manual")
+      const decision = Payment.capture(payment, amount, world.context())
+      expect(decision).toEqual({
+        ok: false,
+        refusal: expect.objectContaining({ _tag: "InvalidAmount", param: "amount_cents" })
+      })
+    }
+  )
 
   it("refunds: partial keeps the status, the remainder refunds in full, more than the remainder is refused", () => {
     const { world, payment } = authorizedWith("passed")
@@ -146,11 +180,18 @@ describe("operations awaiting a remote processor", () => {
   it("a capture is owed before it is booked: the answer books it, a refusal says so, an answer for another operation is refused", () => {
     const { payment, world } = authorizedWith("passed", "manual")
     const owed = Payment.owingFor(payment, accepted(Payment.capture(payment, 1_000, world.context())), world.context())
-    expect(owed.payment).toMatchObject({ status: "authorized", capturedAmountCents: 0, processorPending: { operation: "capture", outcome: "owed", amountCents: 1_000 } })
+    expect(owed.payment).toMatchObject({
+      status: "authorized",
+      capturedAmountCents: 0,
+      processorPending: { operation: "capture", outcome: "owed", amountCents: 1_000 }
+    })
     expect([owed.events, owed.ledger]).toEqual([[], []])
     expect(Payment.nextStep(owed.payment)).toBe("processor")
     // Commands wait for the processor's answer.
-    expect(Payment.voidAuthorization(owed.payment, world.context())).toMatchObject({ ok: false, refusal: { _tag: "InvalidState" } })
+    expect(Payment.voidAuthorization(owed.payment, world.context())).toMatchObject({
+      ok: false,
+      refusal: { _tag: "InvalidState" }
+    })
     const asked = owed.payment.processorPending!
     const unknown = accepted(Payment.processorOutcomeUnknown(owed.payment, asked, world.context()))
     expect(unknown.events.map((e) => e.type)).toEqual(["payment.processor_outcome_unknown"])
@@ -162,13 +203,22 @@ describe("operations awaiting a remote processor", () => {
     const refused = accepted(Payment.processorRefused(unknown.payment, asked, world.context()))
     expect(refused.payment).toMatchObject({ status: "authorized", capturedAmountCents: 0, processorPending: null })
     expect(refused.events.map((e) => e.type)).toEqual(["payment.processor_operation_refused"])
-    expect(Payment.processorAnswered(unknown.payment, { ...asked, since: "2000-01-01T00:00:00.000Z" }, world.context()).ok).toBe(false)
+    expect(
+      Payment.processorAnswered(unknown.payment, { ...asked, since: "2000-01-01T00:00:00.000Z" }, world.context()).ok
+    ).toBe(false)
   })
 
   it("a release is booked at once with the cancel it owes", () => {
     const { payment, world } = authorizedWith("passed", "manual")
-    const voided = Payment.owingFor(payment, accepted(Payment.voidAuthorization(payment, world.context())), world.context())
-    expect(voided.payment).toMatchObject({ status: "voided", processorPending: { operation: "cancel", outcome: "owed" } })
+    const voided = Payment.owingFor(
+      payment,
+      accepted(Payment.voidAuthorization(payment, world.context())),
+      world.context()
+    )
+    expect(voided.payment).toMatchObject({
+      status: "voided",
+      processorPending: { operation: "cancel", outcome: "owed" }
+    })
     expect(voided.events.map((e) => e.type)).toEqual(["payment.voided"])
     expect(Ledger.balanceOf(voided.ledger, "authorization_holds")).toBe(-payment.amountCents)
   })
@@ -189,7 +239,9 @@ describe("operations awaiting a remote processor", () => {
     // After settlement the money returns to available, and the payment is settled again.
     const settled = accepted(Payment.settle(captured, world.context())).payment
     const refundedLater = accepted(Payment.refund(settled, 500, world.context())).payment
-    const backLater = accepted(Payment.refundFailed(refundedLater, { refundId: "re_3", amountCents: 500 }, world.context()))
+    const backLater = accepted(
+      Payment.refundFailed(refundedLater, { refundId: "re_3", amountCents: 500 }, world.context())
+    )
     expect(backLater.payment).toMatchObject({ status: "settled", refundedAmountCents: 0 })
     expect(Ledger.balanceOf(backLater.ledger, "merchant_available")).toBe(500)
   })
@@ -205,7 +257,11 @@ describe("ledger postings", () => {
   }
 
   it("drops zero postings, swaps the sides of negative ones, and keeps one group", () => {
-    const entries = Ledger.group(context, [Ledger.postings.settle(-30), Ledger.postings.fee(0), Ledger.postings.capture(100)])
+    const entries = Ledger.group(context, [
+      Ledger.postings.settle(-30),
+      Ledger.postings.fee(0),
+      Ledger.postings.capture(100)
+    ])
     expect(entries.map((e) => [e.account, e.direction, e.amountCents])).toEqual([
       ["merchant_available", "debit", 30],
       ["merchant_pending", "credit", 30],
@@ -231,7 +287,11 @@ describe("sequence (one unit of work for several steps)", () => {
     const context = world.context()
     return [
       (p: Payment.Payment) => Payment.applyAuthorization(p, approved, context),
-      (p: Payment.Payment) => (Payment.nextStep(p) === "screen" ? Payment.applyFraudAssessment(p, assessmentWithScore(score), defaultThresholds, context) : null),
+      (
+        p: Payment.Payment
+      ) => (Payment.nextStep(p) === "screen"
+        ? Payment.applyFraudAssessment(p, assessmentWithScore(score), defaultThresholds, context)
+        : null),
       (p: Payment.Payment) => (Payment.nextStep(p) === "capture" ? Payment.capture(p, undefined, context) : null)
     ]
   }
@@ -275,7 +335,14 @@ describe("sequence (one unit of work for several steps)", () => {
     const created = accepted(Payment.create(createInput("mer_1"), world.context())).payment
     const change = accepted(Payment.applyAuthorization(created, approved, world.context()))
     expect(Payment.followsFrom(created, change)).toBe(true)
-    expect(Payment.followsFrom(created, { ...change, payment: { ...change.payment, version: created.version } })).toBe(false)
-    expect(Payment.followsFrom(created, { ...change, events: change.events.map((e) => ({ ...e, sequence: created.version })) })).toBe(false)
+    expect(Payment.followsFrom(created, { ...change, payment: { ...change.payment, version: created.version } })).toBe(
+      false
+    )
+    expect(
+      Payment.followsFrom(created, {
+        ...change,
+        events: change.events.map((e) => ({ ...e, sequence: created.version }))
+      })
+    ).toBe(false)
   })
 })

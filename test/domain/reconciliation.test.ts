@@ -7,7 +7,8 @@ import { accepted, createInput, makeWorld } from "./fixtures.ts"
 
 const world = makeWorld()
 const created = accepted(Payment.create(createInput("mer_1", { amountCents: 5_000 }), world.context())).payment
-const authorized = accepted(Payment.applyAuthorization(created, { _tag: "Approved", networkRiskSignal: 0.05 }, world.context())).payment
+const authorized =
+  accepted(Payment.applyAuthorization(created, { _tag: "Approved", networkRiskSignal: 0.05 }, world.context())).payment
 const withStatus = (overrides: Partial<Payment.Payment>): Payment.Payment => ({ ...authorized, ...overrides })
 const at = (overrides: Partial<ProcessorAmounts>): ProcessorAmounts => ({
   paymentId: authorized.id,
@@ -54,8 +55,9 @@ describe("reconcile", () => {
       { paymentId: authorized.id, field: "missing_at_processor", ours: true, processor: false }
     ])
     // A decline the processor holds money for.
-    expect(reconcile([withStatus({ status: "failed", failureCode: "do_not_honor" })], [at({ authorizedCents: 5_000 })])).toEqual([
-      { paymentId: authorized.id, field: "authorized", ours: 0, processor: 5_000 }
-    ])
+    expect(reconcile([withStatus({ status: "failed", failureCode: "do_not_honor" })], [at({ authorizedCents: 5_000 })]))
+      .toEqual([
+        { paymentId: authorized.id, field: "authorized", ours: 0, processor: 5_000 }
+      ])
   })
 })

@@ -21,8 +21,16 @@ interface Run {
 
 const runChild = (command: string, args: ReadonlyArray<string>, env: Record<string, string>) =>
   new Promise<Run>((done) => {
-    execFile(command, args, { cwd: root, env: freshShellEnv(env), timeout: 90_000 }, (error, stdout, stderr) =>
-      done({ code: error === null ? 0 : typeof error.code === "number" ? error.code : null, output: `${stdout}\n${stderr}` }))
+    execFile(
+      command,
+      args,
+      { cwd: root, env: freshShellEnv(env), timeout: 90_000 },
+      (error, stdout, stderr) =>
+        done({
+          code: error === null ? 0 : typeof error.code === "number" ? error.code : null,
+          output: `${stdout}\n${stderr}`
+        })
+    )
   })
 
 const runFixture = (fixture: string, setup?: string) =>
@@ -87,7 +95,9 @@ describe("npm start's error paths exit non-zero with one clear line", () => {
   it("invalid configuration: names the variable", async () => {
     const run = await start({ FRAUD_REVIEW_THRESHOLD: "abc", DATABASE_URL: "postgres://127.0.0.1:1/none" })
     expect(run.code).not.toBe(0)
-    expect(run.output).toContain("ConfigurationError: invalid configuration: FRAUD_REVIEW_THRESHOLD must be a number between 0 and 1, such as 0.5, got 'abc'")
+    expect(run.output).toContain(
+      "ConfigurationError: invalid configuration: FRAUD_REVIEW_THRESHOLD must be a number between 0 and 1, such as 0.5, got 'abc'"
+    )
     expect(run.output).not.toContain("Invalid data at")
     expect(run.output).not.toMatch(/\n\s+at /)
   })
@@ -102,7 +112,11 @@ describe("npm start's error paths exit non-zero with one clear line", () => {
     const notADirectory = join(scratch, "file")
     writeFileSync(notADirectory, "")
     // With a response key given, the first thing to fail is the embedded database itself.
-    const run = await start({ PAYMENTS_DATA_DIR: notADirectory, PORT: String(occupiedPort + 1), RESPONSE_ENCRYPTION_KEY: "ab".repeat(32) })
+    const run = await start({
+      PAYMENTS_DATA_DIR: notADirectory,
+      PORT: String(occupiedPort + 1),
+      RESPONSE_ENCRYPTION_KEY: "ab".repeat(32)
+    })
     expect(run.code).not.toBe(0)
     expect(run.output).toContain("EmbeddedPostgresError")
     expect(run.output).toContain("DATABASE_URL")
@@ -137,7 +151,9 @@ describe("npm start's error paths exit non-zero with one clear line", () => {
     for (const host of ["not a host", "127.0.0.1:3000", "-bad.example"]) {
       const run = await start({ HOST: host, DATABASE_URL: "postgres://127.0.0.1:1/none" })
       expect(run.code).not.toBe(0)
-      expect(run.output).toContain(`ConfigurationError: invalid configuration: HOST must be an IP address or a host name to listen on, such as 127.0.0.1, 0.0.0.0 or ::1, got '${host}'`)
+      expect(run.output).toContain(
+        `ConfigurationError: invalid configuration: HOST must be an IP address or a host name to listen on, such as 127.0.0.1, 0.0.0.0 or ::1, got '${host}'`
+      )
       expect(run.output).not.toMatch(/\n\s+at /)
     }
   })

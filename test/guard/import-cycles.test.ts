@@ -86,7 +86,9 @@ const importCycles = (graph: ReadonlyMap<string, ReadonlyArray<string>>): Array<
         if (!members.has(target)) continue
         if (target === start) {
           const cycle = [start]
-          for (let at: string | undefined = file; at !== undefined && at !== start; at = cameFrom.get(at)) cycle.splice(1, 0, at)
+          for (let at: string | undefined = file; at !== undefined && at !== start; at = cameFrom.get(at)) {
+            cycle.splice(1, 0, at)
+          }
           return [...cycle, start]
         }
         if (!cameFrom.has(target)) {
@@ -130,7 +132,10 @@ describe("import cycles", () => {
 
   it("src/ imports nothing of sim/, bench/ or scripts/ (the service does not know it is simulated or measured)", () => {
     const outward = [...graph].flatMap(([file, targets]) =>
-      file.startsWith(normalize("src/")) ? targets.filter((target) => !target.startsWith(normalize("src/"))).map((target) => `${file} → ${target}`) : [])
+      file.startsWith(normalize("src/"))
+        ? targets.filter((target) => !target.startsWith(normalize("src/"))).map((target) => `${file} → ${target}`)
+        : []
+    )
     expect(outward).toEqual([])
   })
 })

@@ -21,7 +21,11 @@ afterAll(() => {
 const startService = async (databaseUrl: string) => {
   const port = await freePort()
   const env = freshShellEnv({ DATABASE_URL: databaseUrl, PORT: String(port), RESPONSE_ENCRYPTION_KEY: "ab".repeat(32) })
-  const service = spawn(process.execPath, ["--import", "tsx", "src/main.ts", "serve"], { cwd: root, env, stdio: ["ignore", "ignore", "pipe"] })
+  const service = spawn(process.execPath, ["--import", "tsx", "src/main.ts", "serve"], {
+    cwd: root,
+    env,
+    stdio: ["ignore", "ignore", "pipe"]
+  })
   children.push(service)
   let output = ""
   service.stderr!.on("data", (chunk: Buffer) => (output += chunk.toString()))
@@ -38,20 +42,40 @@ describe("a keyed create whose process stops in the middle", () => {
   it("is resumed by the retry as soon as the dead process stops beating, not after the lease", async () => {
     const databaseUrl = await freshDatabase("kill_retry")
     const env = freshShellEnv({ DATABASE_URL: databaseUrl, RESPONSE_ENCRYPTION_KEY: "ab".repeat(32) })
-    const created = JSON.parse(execFileSync(process.execPath, ["--import", "tsx", "src/main.ts", "merchant", "create", "--name", "Kill"], { cwd: root, env, encoding: "utf8" }))
+    const created = JSON.parse(
+      execFileSync(process.execPath, ["--import", "tsx", "src/main.ts", "merchant", "create", "--name", "Kill"], {
+        cwd: root,
+        env,
+        encoding: "utf8"
+      })
+    )
     const key: string = created.api_key.key
     const db = new pg.Client({ connectionString: databaseUrl })
     await db.connect()
     try {
       const first = await startService(databaseUrl)
       // The network never answers this token: the request holds its claim up to REQUEST_DEADLINE (5 s).
-      const body = JSON.stringify({ transaction: { amount_cents: 1500, currency: "USD", card_token: "tok_network_timeout", card_last_four: "4242", card_brand: "visa" } })
-      const headers = { authorization: `Bearer ${key}`, "content-type": "application/json", "x-idempotency-key": "order-killed" }
+      const body = JSON.stringify({
+        transaction: {
+          amount_cents: 1500,
+          currency: "USD",
+          card_token: "tok_network_timeout",
+          card_last_four: "4242",
+          card_brand: "visa"
+        }
+      })
+      const headers = {
+        authorization: `Bearer ${key}`,
+        "content-type": "application/json",
+        "x-idempotency-key": "order-killed"
+      }
       const send = (baseUrl: string) => fetch(`${baseUrl}/api/v1/transactions`, { method: "POST", headers, body })
       const lost = send(first.baseUrl).catch(() => null)
       // Killed while the claim is held, named after its process.
       const owner = await eventually(async () => {
-        const rows = await db.query(`SELECT owner FROM idempotency_keys WHERE key = 'order-killed' AND state = 'in_progress'`)
+        const rows = await db.query(
+          `SELECT owner FROM idempotency_keys WHERE key = 'order-killed' AND state = 'in_progress'`
+        )
         return rows.rows[0]?.owner as string | undefined
       }, { timeoutMs: 10_000, what: "the claim" })
       expect(owner).toMatch(/^ins_/)
@@ -60,7 +84,9 @@ describe("a keyed create whose process stops in the middle", () => {
 
       const second = await startService(databaseUrl)
       // While the dead process's last beat still counts, the retry is told to wait, as for any claim in flight.
-      const lease = await db.query(`SELECT locked_until > now() + interval '30 seconds' AS long FROM idempotency_keys WHERE key = 'order-killed'`)
+      const lease = await db.query(
+        `SELECT locked_until > now() + interval '30 seconds' AS long FROM idempotency_keys WHERE key = 'order-killed'`
+      )
       expect(lease.rows[0].long).toBe(true)
       await eventually(async () => {
         const rows = await db.query(`SELECT alive_until <= now() AS gone FROM service_instances WHERE id = $1`, [owner])
@@ -81,17 +107,37 @@ describe("a keyed create whose process stops in the middle", () => {
   it("a graceful stop (SIGTERM) in the middle finishes the request first: the retry on the next process replays its answer", async () => {
     const databaseUrl = await freshDatabase("stop_retry")
     const env = freshShellEnv({ DATABASE_URL: databaseUrl, RESPONSE_ENCRYPTION_KEY: "ab".repeat(32) })
-    const created = JSON.parse(execFileSync(process.execPath, ["--import", "tsx", "src/main.ts", "merchant", "create", "--name", "Stop"], { cwd: root, env, encoding: "utf8" }))
+    const created = JSON.parse(
+      execFileSync(process.execPath, ["--import", "tsx", "src/main.ts", "merchant", "create", "--name", "Stop"], {
+        cwd: root,
+        env,
+        encoding: "utf8"
+      })
+    )
     const db = new pg.Client({ connectionString: databaseUrl })
     await db.connect()
     try {
       const first = await startService(databaseUrl)
-      const body = JSON.stringify({ transaction: { amount_cents: 1500, currency: "USD", card_token: "tok_network_timeout", card_last_four: "4242", card_brand: "visa" } })
-      const headers = { authorization: `Bearer ${created.api_key.key}`, "content-type": "application/json", "x-idempotency-key": "order-stopped" }
+      const body = JSON.stringify({
+        transaction: {
+          amount_cents: 1500,
+          currency: "USD",
+          card_token: "tok_network_timeout",
+          card_last_four: "4242",
+          card_brand: "visa"
+        }
+      })
+      const headers = {
+        authorization: `Bearer ${created.api_key.key}`,
+        "content-type": "application/json",
+        "x-idempotency-key": "order-stopped"
+      }
       const send = (baseUrl: string) => fetch(`${baseUrl}/api/v1/transactions`, { method: "POST", headers, body })
       const inFlight = send(first.baseUrl).then(async (r) => ({ status: r.status, text: await r.text() }))
       await eventually(async () => {
-        const rows = await db.query(`SELECT 1 FROM idempotency_keys WHERE key = 'order-stopped' AND state = 'in_progress'`)
+        const rows = await db.query(
+          `SELECT 1 FROM idempotency_keys WHERE key = 'order-stopped' AND state = 'in_progress'`
+        )
         return rows.rows.length === 1 ? true : undefined
       }, { timeoutMs: 10_000, what: "the claim" })
       const exited = new Promise<number | null>((done) => first.service.once("exit", (code) => done(code)))

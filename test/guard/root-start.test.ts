@@ -28,13 +28,22 @@ describe.skipIf(!isRoot)("the first start as root from a 0700 directory", () => 
     chmodSync(runtime, 0o755)
     const checkout = join(home, "payments")
     mkdirSync(checkout)
-    for (const entry of ["src", "bin", "package.json", "tsconfig.json"]) cpSync(join(root, entry), join(checkout, entry), { recursive: true })
+    for (const entry of ["src", "bin", "package.json", "tsconfig.json"]) {
+      cpSync(join(root, entry), join(checkout, entry), { recursive: true })
+    }
     // A real node_modules inside the private directory (its binaries are unreachable for postgres).
     cpSync(join(root, "node_modules"), join(checkout, "node_modules"), { recursive: true, verbatimSymlinks: true })
     const port = await freePort()
     const env = freshShellEnv({ PORT: String(port), PAYMENTS_EMBEDDED_ROOT: runtime })
     // What `npm start` runs (package.json), without npm's own process in between.
-    const service = spawn(process.execPath, ["--max-old-space-size=192", "--max-semi-space-size=16", "--import", "tsx", "src/main.ts", "serve"], {
+    const service = spawn(process.execPath, [
+      "--max-old-space-size=192",
+      "--max-semi-space-size=16",
+      "--import",
+      "tsx",
+      "src/main.ts",
+      "serve"
+    ], {
       cwd: checkout,
       env,
       stdio: ["ignore", "pipe", "pipe"]

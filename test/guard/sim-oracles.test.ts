@@ -38,11 +38,12 @@ const allowedValues: Readonly<Record<string, Readonly<Record<string, string>>>> 
 const tools = new Set(["sim/checks/Shrink.ts", "sim/checks/Replay.ts"])
 
 /** The law files: every file of sim/checks, the webhook laws of sim/world/Endpoints.ts, and the harness's scenario laws. */
-const lawFiles = (): Array<string> => [
-  ...readdirSync(join(root, "sim/checks")).filter((name) => name.endsWith(".ts")).map((name) => `sim/checks/${name}`),
-  "sim/world/Endpoints.ts",
-  "bench/harness/scenarios/merchants.ts"
-].sort()
+const lawFiles = (): Array<string> =>
+  [
+    ...readdirSync(join(root, "sim/checks")).filter((name) => name.endsWith(".ts")).map((name) => `sim/checks/${name}`),
+    "sim/world/Endpoints.ts",
+    "bench/harness/scenarios/merchants.ts"
+  ].sort()
 
 interface Imported {
   readonly target: string
@@ -78,7 +79,9 @@ const importsOfText = (file: string, text: string): Array<Imported> => {
         const bindings = clause.namedBindings
         if (bindings !== undefined && ts.isNamespaceImport(bindings)) values.push("*")
         if (bindings !== undefined && ts.isNamedImports(bindings)) {
-          for (const element of bindings.elements) if (!element.isTypeOnly) values.push((element.propertyName ?? element.name).text)
+          for (const element of bindings.elements) {
+            if (!element.isTypeOnly) values.push((element.propertyName ?? element.name).text)
+          }
         }
         add(node.moduleSpecifier, values)
       }
@@ -88,7 +91,11 @@ const importsOfText = (file: string, text: string): Array<Imported> => {
         ? ["*"]
         : clause.elements.filter((e) => !e.isTypeOnly).map((e) => (e.propertyName ?? e.name).text)
       add(node.moduleSpecifier, values)
-    } else if (ts.isCallExpression(node) && (node.expression.kind === ts.SyntaxKind.ImportKeyword || (ts.isIdentifier(node.expression) && node.expression.text === "require"))) {
+    } else if (
+      ts.isCallExpression(node) &&
+      (node.expression.kind === ts.SyntaxKind.ImportKeyword ||
+        (ts.isIdentifier(node.expression) && node.expression.text === "require"))
+    ) {
       add(node.arguments[0], ["(module)"])
     }
     ts.forEachChild(node, visit)
@@ -128,13 +135,19 @@ describe("the simulator's laws are independent oracles", () => {
       // The harness's scenario file holds its laws beside the actors it drives (the simulator's
       // workload, the in-process card network): the file itself is held to the rule, what it drives is not followed.
       const reached = tools.has(law) || law.startsWith("bench/") ? new Map([[law, [law]]]) : reachedFrom(law)
-      for (const [file, way] of reached) for (const message of refusedIn(file)) if (!refused.has(message)) refused.set(message, way)
+      for (const [file, way] of reached) {
+        for (const message of refusedIn(file)) if (!refused.has(message)) refused.set(message, way)
+      }
     }
-    expect([...refused].map(([message, way]) => (way.length > 1 ? `${message} (reached from ${way.join(" → ")})` : message))).toEqual([])
+    expect(
+      [...refused].map(([message, way]) => (way.length > 1 ? `${message} (reached from ${way.join(" → ")})` : message))
+    ).toEqual([])
   })
 
   it("every allowed value is a constant a document names", () => {
-    const docs = readdirSync(join(root, "docs")).filter((name) => name.endsWith(".md")).map((name) => readFileSync(join(root, "docs", name), "utf8")).join("\n")
+    const docs = readdirSync(join(root, "docs")).filter((name) => name.endsWith(".md")).map((name) =>
+      readFileSync(join(root, "docs", name), "utf8")
+    ).join("\n")
     for (const [file, names] of Object.entries(allowedValues)) {
       expect(existsSync(join(root, file))).toBe(true)
       for (const [name, document] of Object.entries(names)) {
@@ -163,7 +176,9 @@ describe("the simulator's laws are independent oracles", () => {
     ])
     // The law files really are read: the auditor's imports from src/domain are seen (and every
     // name they take is a type), and the walk follows its value imports into sim/.
-    expect(importsOf("sim/checks/Auditor.ts").some((i) => i.target === "src/domain/Payment.ts" && i.values.length === 0)).toBe(true)
+    expect(
+      importsOf("sim/checks/Auditor.ts").some((i) => i.target === "src/domain/Payment.ts" && i.values.length === 0)
+    ).toBe(true)
     expect(reachedFrom("sim/checks/Auditor.ts").has("sim/checks/PlantedBugs.ts")).toBe(true)
   })
 })

@@ -21,6 +21,10 @@ const startFlags = () => {
 it("npm start's heap, old and young generations together, is at most 240 MB", () => {
   const flags = startFlags()
   expect(flags).toContain("--max-old-space-size=192")
-  const limit = Number(execFileSync(process.execPath, [...flags, "-p", "require('node:v8').getHeapStatistics().heap_size_limit"], { encoding: "utf8" }))
+  const limit = Number(
+    execFileSync(process.execPath, [...flags, "-p", "require('node:v8').getHeapStatistics().heap_size_limit"], {
+      encoding: "utf8"
+    })
+  )
   expect(limit / 2 ** 20).toBeLessThanOrEqual(240)
 })

@@ -35,25 +35,47 @@ describe("--abort-on-fail: an objective lost for good", () => {
   })
 
   it("is never wrong: once lost, no way of ending the run meets the objective (property)", () => {
-    const request = fc.record({ latencyMs: fc.integer({ min: 1, max: 400 }), status: fc.constantFrom(200, 200, 200, 500) })
-    const text = fc.constantFrom("p50<100ms", "p90<200ms", "p99<300ms", "p999<350ms", "max<390ms", "errors<5%", "errors<30%")
-    fc.assert(fc.property(text, fc.array(request, { minLength: 1, maxLength: 300 }), fc.integer({ min: 0, max: 300 }), (sloText, sent, extra) => {
-      const slo = objectives(sloText)
-      const planned = sent.length + extra
-      const watch = abortWatch(slo, planned)
-      let lostAt = -1
-      sent.forEach((r, i) => {
-        watch.observe("GET /healthz", r.status, r.latencyMs)
-        if (lostAt === -1 && watch.lost() !== null) lostAt = i + 1
-      })
-      if (lostAt === -1) return
-      const seen = sent.slice(0, lostAt)
-      // Every end in [seen, planned]: the rest of the planned requests all fast and answered, or none of them.
-      for (const rest of [0, Math.floor((planned - lostAt) / 2), planned - lostAt]) {
-        const ended = [...seen, ...Array.from({ length: rest }, () => ({ latencyMs: 1, status: 200 }))]
-        expect(judge(slo, ended)[0]!.met, `${sloText} lost after ${lostAt} of ${planned}, ended with ${ended.length}`).toBe(false)
-      }
-    }), { numRuns: 400, seed: 38 })
+    const request = fc.record({
+      latencyMs: fc.integer({ min: 1, max: 400 }),
+      status: fc.constantFrom(200, 200, 200, 500)
+    })
+    const text = fc.constantFrom(
+      "p50<100ms",
+      "p90<200ms",
+      "p99<300ms",
+      "p999<350ms",
+      "max<390ms",
+      "errors<5%",
+      "errors<30%"
+    )
+    fc.assert(
+      fc.property(
+        text,
+        fc.array(request, { minLength: 1, maxLength: 300 }),
+        fc.integer({ min: 0, max: 300 }),
+        (sloText, sent, extra) => {
+          const slo = objectives(sloText)
+          const planned = sent.length + extra
+          const watch = abortWatch(slo, planned)
+          let lostAt = -1
+          sent.forEach((r, i) => {
+            watch.observe("GET /healthz", r.status, r.latencyMs)
+            if (lostAt === -1 && watch.lost() !== null) lostAt = i + 1
+          })
+          if (lostAt === -1) return
+          const seen = sent.slice(0, lostAt)
+          // Every end in [seen, planned]: the rest of the planned requests all fast and answered, or none of them.
+          for (const rest of [0, Math.floor((planned - lostAt) / 2), planned - lostAt]) {
+            const ended = [...seen, ...Array.from({ length: rest }, () => ({ latencyMs: 1, status: 200 }))]
+            expect(
+              judge(slo, ended)[0]!.met,
+              `${sloText} lost after ${lostAt} of ${planned}, ended with ${ended.length}`
+            ).toBe(false)
+          }
+        }
+      ),
+      { numRuns: 400, seed: 38 }
+    )
   })
 
   it("is not too late: p99 of 100 planned is lost at the second slow request, errors<10% at the tenth error", () => {
@@ -79,11 +101,49 @@ describe("--abort-on-fail: an objective lost for good", () => {
 
   it("plans the count from the arrivals after the warm-up, or --max-requests", () => {
     const open = { kind: "open", rate: 100, arrival: "constant" } as const
-    expect(plannedRequests({ model: open, durationMs: 10_000, warmupMs: 0, maxRequests: null, requestsPerScript: 1, seed: 1 })).toBe(1_000)
-    expect(plannedRequests({ model: open, durationMs: 10_000, warmupMs: 2_000, maxRequests: null, requestsPerScript: 1, seed: 1 })).toBe(800)
-    expect(plannedRequests({ model: open, durationMs: 10_000, warmupMs: 0, maxRequests: 300, requestsPerScript: 1, seed: 1 })).toBe(300)
-    expect(plannedRequests({ model: open, durationMs: 10_000, warmupMs: 0, maxRequests: null, requestsPerScript: 2.4, seed: 1 })).toBe(1_001)
-    expect(plannedRequests({ model: { kind: "closed", connections: 4 }, durationMs: 10_000, warmupMs: 0, maxRequests: null, requestsPerScript: 1, seed: 1 })).toBeNull()
+    expect(
+      plannedRequests({
+        model: open,
+        durationMs: 10_000,
+        warmupMs: 0,
+        maxRequests: null,
+        requestsPerScript: 1,
+        seed: 1
+      })
+    ).toBe(1_000)
+    expect(
+      plannedRequests({
+        model: open,
+        durationMs: 10_000,
+        warmupMs: 2_000,
+        maxRequests: null,
+        requestsPerScript: 1,
+        seed: 1
+      })
+    ).toBe(800)
+    expect(
+      plannedRequests({ model: open, durationMs: 10_000, warmupMs: 0, maxRequests: 300, requestsPerScript: 1, seed: 1 })
+    ).toBe(300)
+    expect(
+      plannedRequests({
+        model: open,
+        durationMs: 10_000,
+        warmupMs: 0,
+        maxRequests: null,
+        requestsPerScript: 2.4,
+        seed: 1
+      })
+    ).toBe(1_001)
+    expect(
+      plannedRequests({
+        model: { kind: "closed", connections: 4 },
+        durationMs: 10_000,
+        warmupMs: 0,
+        maxRequests: null,
+        requestsPerScript: 1,
+        seed: 1
+      })
+    ).toBeNull()
   })
 
   it("stops the load early on the virtual clock, with every started script drained", async () => {
@@ -103,23 +163,37 @@ describe("--abort-on-fail: an objective lost for good", () => {
   })
 
   it("the command line: needs objectives and a planned count", () => {
-    expect(parseArguments(["--abort-on-fail", "--slo", "p99<10ms"])).toMatchObject({ command: "run", abortOnFail: true })
-    expect(parseArguments(["--abort-on-fail"])).toMatchObject({ command: "error", message: expect.stringContaining("give --slo") })
-    expect(parseArguments(["--abort-on-fail", "--slo", "p99<10ms", "--connections", "4"])).toMatchObject({ command: "error", message: expect.stringContaining("planned count") })
-    expect(parseArguments(["--abort-on-fail", "--slo", "p99<10ms", "--connections", "4", "--max-requests", "100"])).toMatchObject({ command: "run", abortOnFail: true })
+    expect(parseArguments(["--abort-on-fail", "--slo", "p99<10ms"])).toMatchObject({
+      command: "run",
+      abortOnFail: true
+    })
+    expect(parseArguments(["--abort-on-fail"])).toMatchObject({
+      command: "error",
+      message: expect.stringContaining("give --slo")
+    })
+    expect(parseArguments(["--abort-on-fail", "--slo", "p99<10ms", "--connections", "4"])).toMatchObject({
+      command: "error",
+      message: expect.stringContaining("planned count")
+    })
+    expect(parseArguments(["--abort-on-fail", "--slo", "p99<10ms", "--connections", "4", "--max-requests", "100"]))
+      .toMatchObject({ command: "run", abortOnFail: true })
   })
 })
 
 describe("per-route objectives", () => {
   it("reads a route prefix for every objective of its flag, and several flags", () => {
-    expect(objectives("POST /api/v1/transactions/:id/refund:p99<300ms,errors<0.1%").map((o) => [o.route, o.text])).toEqual([
-      ["POST /api/v1/transactions/:id/refund", "POST /api/v1/transactions/:id/refund:p99<300ms"],
-      ["POST /api/v1/transactions/:id/refund", "POST /api/v1/transactions/:id/refund:errors<0.1%"]
-    ])
+    expect(objectives("POST /api/v1/transactions/:id/refund:p99<300ms,errors<0.1%").map((o) => [o.route, o.text]))
+      .toEqual([
+        ["POST /api/v1/transactions/:id/refund", "POST /api/v1/transactions/:id/refund:p99<300ms"],
+        ["POST /api/v1/transactions/:id/refund", "POST /api/v1/transactions/:id/refund:errors<0.1%"]
+      ])
     const parsed = parseArguments(["--slo", "p99<250ms", "--slo", "GET /healthz:p50<5ms"])
     expect(parsed).toMatchObject({ command: "run", sloText: "p99<250ms ; GET /healthz:p50<5ms" })
     expect(parsed.command === "run" && parsed.slo.map((o) => o.route)).toEqual([null, "GET /healthz"])
-    expect(parseArguments(["--slo", ":p99<5ms"])).toMatchObject({ command: "error", message: expect.stringContaining("names no route") })
+    expect(parseArguments(["--slo", ":p99<5ms"])).toMatchObject({
+      command: "error",
+      message: expect.stringContaining("names no route")
+    })
   })
 
   it("judges each route by its own figures; a route without requests meets nothing", () => {
@@ -128,7 +202,11 @@ describe("per-route objectives", () => {
     for (let i = 0; i < 100; i++) recorder.record("POST /api/v1/transactions", i < 5 ? 500 : 201, 400, 0)
     const figures = recorder.finish(0)
     const results = evaluateSlo(
-      [...objectives("GET /healthz:p99<10ms,errors<1%"), ...objectives("POST /api/v1/transactions:p99<300ms,errors<1%,rate>10"), ...objectives("GET /nothing:p99<1s")],
+      [
+        ...objectives("GET /healthz:p99<10ms,errors<1%"),
+        ...objectives("POST /api/v1/transactions:p99<300ms,errors<1%,rate>10"),
+        ...objectives("GET /nothing:p99<1s")
+      ],
       { ...figures, rate: 20, windowSeconds: 5 }
     )
     expect(results.map((r) => [r.objective, r.met, measuredOf(r).value])).toEqual([

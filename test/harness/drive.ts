@@ -36,7 +36,10 @@ export const fakeService = (clock: VirtualClock, service: FakeService): WireClie
       const next = queue.shift()
       if (next === undefined) busy--
       else next()
-      return { _tag: "Answered", response: { status: service.statusAt?.(clock.now() - originMs, request.path) ?? 200, headers: {}, body: "{}" } }
+      return {
+        _tag: "Answered",
+        response: { status: service.statusAt?.(clock.now() - originMs, request.path) ?? 200, headers: {}, body: "{}" }
+      }
     },
     close: () => {}
   }
@@ -71,7 +74,10 @@ export const drive = async (options: Drive) => {
     clock,
     async (index, intendedStartMs) => {
       intended.push(intendedStartMs - originMs)
-      await transport.send({ method: "GET", path: options.pathOf?.(index) ?? "/healthz", headers: {}, body: null }, intendedStartMs)
+      await transport.send(
+        { method: "GET", path: options.pathOf?.(index) ?? "/healthz", headers: {}, body: null },
+        intendedStartMs
+      )
     },
     () => transport.sent()
   ))

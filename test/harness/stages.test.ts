@@ -58,22 +58,36 @@ describe("--stages: the offered rate as a curve", () => {
     // 0 to 200 over 10 s: second k offers 20k + 10 requests.
     const offsets = take(curveOffsets(stagesOf("10s:0-200"), 1, "constant", 1))
     expect(offsets).toHaveLength(1_000)
-    const perSecond = Array.from({ length: 10 }, (_, k) => offsets.filter((o) => o >= k * 1000 && o < (k + 1) * 1000).length)
+    const perSecond = Array.from(
+      { length: 10 },
+      (_, k) => offsets.filter((o) => o >= k * 1000 && o < (k + 1) * 1000).length
+    )
     perSecond.forEach((count, k) => expect(Math.abs(count - (20 * k + 10))).toBeLessThanOrEqual(1))
     for (let i = 1; i < offsets.length; i++) expect(offsets[i]!).toBeGreaterThan(offsets[i - 1]!)
   })
 
   it("any curve: the starts are increasing, inside the load, and as many as it offers (property)", () => {
-    const stage = fc.record({ seconds: fc.integer({ min: 1, max: 20 }), from: fc.integer({ min: 0, max: 300 }), to: fc.integer({ min: 0, max: 300 }) })
-    fc.assert(fc.property(fc.array(stage, { minLength: 1, maxLength: 4 }), fc.integer({ min: 1, max: 4 }), (parts, perScript) => {
-      const stages = parts.map((p) => ({ durationMs: p.seconds * 1000, fromPerS: p.from, toPerS: p.to }))
-      const totalMs = stages.reduce((n, s) => n + s.durationMs, 0)
-      const offsets = take(curveOffsets(stages, perScript, "constant", 1))
-      for (let i = 1; i < offsets.length; i++) expect(offsets[i]!).toBeGreaterThanOrEqual(offsets[i - 1]!)
-      expect(offsets.every((o) => o >= 0 && o <= totalMs)).toBe(true)
-      const offered = offeredBetween(stages, 0, totalMs) / perScript
-      expect(Math.abs(offsets.length - offered)).toBeLessThanOrEqual(stages.length + 1)
-    }), { numRuns: 200, seed: 38 })
+    const stage = fc.record({
+      seconds: fc.integer({ min: 1, max: 20 }),
+      from: fc.integer({ min: 0, max: 300 }),
+      to: fc.integer({ min: 0, max: 300 })
+    })
+    fc.assert(
+      fc.property(
+        fc.array(stage, { minLength: 1, maxLength: 4 }),
+        fc.integer({ min: 1, max: 4 }),
+        (parts, perScript) => {
+          const stages = parts.map((p) => ({ durationMs: p.seconds * 1000, fromPerS: p.from, toPerS: p.to }))
+          const totalMs = stages.reduce((n, s) => n + s.durationMs, 0)
+          const offsets = take(curveOffsets(stages, perScript, "constant", 1))
+          for (let i = 1; i < offsets.length; i++) expect(offsets[i]!).toBeGreaterThanOrEqual(offsets[i - 1]!)
+          expect(offsets.every((o) => o >= 0 && o <= totalMs)).toBe(true)
+          const offered = offeredBetween(stages, 0, totalMs) / perScript
+          expect(Math.abs(offsets.length - offered)).toBeLessThanOrEqual(stages.length + 1)
+        }
+      ),
+      { numRuns: 200, seed: 38 }
+    )
   })
 
   it("Poisson arrivals along a curve are seeded and average its count", () => {
@@ -87,11 +101,22 @@ describe("--stages: the offered rate as a curve", () => {
 
   it("the command line: --stages replaces --rate and --duration", () => {
     const parsed = parseArguments(["--stages", "30s:0-200,60s:200,30s:200-0", "--scenario", "health"])
-    expect(parsed).toMatchObject({ command: "run", durationSeconds: 120, model: { kind: "open", rate: 200, stages: stagesOf("30s:0-200,60s:200,30s:200-0") }, merchants: 10 })
+    expect(parsed).toMatchObject({
+      command: "run",
+      durationSeconds: 120,
+      model: { kind: "open", rate: 200, stages: stagesOf("30s:0-200,60s:200,30s:200-0") },
+      merchants: 10
+    })
     for (const other of [["--rate", "5"], ["--duration", "5"], ["--connections", "2"]]) {
-      expect(parseArguments(["--stages", "10s:5", ...other])).toMatchObject({ command: "error", message: expect.stringContaining("--stages gives the rate and the duration") })
+      expect(parseArguments(["--stages", "10s:5", ...other])).toMatchObject({
+        command: "error",
+        message: expect.stringContaining("--stages gives the rate and the duration")
+      })
     }
-    expect(parseArguments(["--stages", "ten"])).toMatchObject({ command: "error", message: expect.stringContaining("--stages: cannot read 'ten'") })
+    expect(parseArguments(["--stages", "ten"])).toMatchObject({
+      command: "error",
+      message: expect.stringContaining("--stages: cannot read 'ten'")
+    })
   })
 })
 
@@ -115,14 +140,28 @@ describe("the open model along stages, on the virtual clock", () => {
     const service = { serviceMs: 10, servers: 1 }
     const within = model("10s:0-90")
     const kept = await drive({ model: within, durationMs: 10_000, service })
-    const keptFigures = saturationOf({ model: within, outcome: kept.outcome, times: kept.recorder, shiftMs: kept.figures.latency_ms.p50 })
+    const keptFigures = saturationOf({
+      model: within,
+      outcome: kept.outcome,
+      times: kept.recorder,
+      shiftMs: kept.figures.latency_ms.p50
+    })
     expect(keptFigures.verdict).toBe("kept pace")
     expect(keptFigures.windows!.map((w) => Math.round(w.offered_per_s))).toEqual([45])
     const over = model("20s:60,10s:150")
     const behind = await drive({ model: over, durationMs: 30_000, service })
-    const figures = saturationOf({ model: over, outcome: behind.outcome, times: behind.recorder, shiftMs: behind.figures.latency_ms.p50 })
+    const figures = saturationOf({
+      model: over,
+      outcome: behind.outcome,
+      times: behind.recorder,
+      shiftMs: behind.figures.latency_ms.p50
+    })
     expect(figures.verdict).toBe("the service fell behind")
-    expect(figures.windows!.map((w) => [w.stage, w.from_s, Math.round(w.to_s), Math.round(w.offered_per_s)])).toEqual([[0, 0, 10, 60], [0, 10, 20, 60], [1, 20, 30, 150]])
+    expect(figures.windows!.map((w) => [w.stage, w.from_s, Math.round(w.to_s), Math.round(w.offered_per_s)])).toEqual([
+      [0, 0, 10, 60],
+      [0, 10, 20, 60],
+      [1, 20, 30, 150]
+    ])
     expect(figures.windows![0]!.share).toBeGreaterThan(0.97)
     expect(figures.windows![2]!.share).toBeLessThan(0.97)
   })
@@ -130,7 +169,12 @@ describe("the open model along stages, on the virtual clock", () => {
 
 describe("the live figures along stages", () => {
   it("the progress line and the metrics give the rate offered at that moment and the stage under way", () => {
-    const model: LoadModel = { kind: "open", rate: 200, arrival: "constant", stages: stagesOf("30s:0-200,60s:200,30s:200-0") }
+    const model: LoadModel = {
+      kind: "open",
+      rate: 200,
+      arrival: "constant",
+      stages: stagesOf("30s:0-200,60s:200,30s:200-0")
+    }
     expect(offeredText(model, 15_000)).toBe(" of 100 offered (stage 1/3, 30s 0→200/s)")
     expect(offeredText(model, 45_000)).toBe(" of 200 offered (stage 2/3, 60s 200/s)")
     expect(offeredAt(model, 105_000)).toBe(100)

@@ -1,10 +1,10 @@
-import { postEvent, signedWith } from "../support/webhookPost.ts"
 import { afterEach, describe, expect, it } from "vitest"
 import { startWebhookServer, type WebhookServer } from "../../bench/harness/scenarios/WebhookServer.ts"
 import { Auditor } from "../../sim/checks/Auditor.ts"
-import { makeSimulatedEndpoints } from "../../sim/world/Endpoints.ts"
 import { defaultFaults, type FaultRates } from "../../sim/engine/Options.ts"
 import { Prng } from "../../sim/engine/Prng.ts"
+import { makeSimulatedEndpoints } from "../../sim/world/Endpoints.ts"
+import { postEvent, signedWith } from "../support/webhookPost.ts"
 
 /** The simulator's endpoints behind the harness's node:http server: the same checks and seeded fates, over a socket. */
 const secret = "whsec_test_secret"
@@ -14,14 +14,29 @@ afterEach(async () => {
   server = null
 })
 
-const quiet: FaultRates = { ...defaultFaults, webhook4xx: 0, webhook5xx: 0, webhookSlow: 0, webhookLagging: 0, webhookNoAnswer: 0, webhookOutagesPerDay: 0 }
+const quiet: FaultRates = {
+  ...defaultFaults,
+  webhook4xx: 0,
+  webhook5xx: 0,
+  webhookSlow: 0,
+  webhookLagging: 0,
+  webhookNoAnswer: 0,
+  webhookOutagesPerDay: 0
+}
 
 /** `faults`; the endpoints' window (where outages fall) began `pastMs` ago. */
 const start = async (faults: FaultRates, pastMs = 0) => {
   const auditor = new Auditor(() => Date.now())
   const window = { startMs: Date.now() - pastMs, endMs: Date.now() }
   const endpoints = makeSimulatedEndpoints({
-    prng: new Prng(1), faults, auditor, window, nowMs: () => Date.now(), lastCrashMs: () => -1, secretsOf: () => [secret], overNetwork: true
+    prng: new Prng(1),
+    faults,
+    auditor,
+    window,
+    nowMs: () => Date.now(),
+    lastCrashMs: () => -1,
+    secretsOf: () => [secret],
+    overNetwork: true
   })
   server = await startWebhookServer({ host: "127.0.0.1", endpoints, timeoutMs: 2_000, latencyScale: 1 / 100 })
   return { auditor, endpoints, url: server.urlOf(0) }

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { client, type Client, createTransaction, errorOf, startApp, type TestApp } from "../support/app.ts"
+import { type Client, client, createTransaction, errorOf, startApp, type TestApp } from "../support/app.ts"
 
 /**
  * GET /api/v1/merchants/me/analytics?interval=hour|day|week (docs/analytics.md) on PostgreSQL:
@@ -24,8 +24,18 @@ const expectedSeries = (transactions: ReadonlyArray<Transaction>, periodOf: (cre
   for (const t of transactions) {
     const key = `${t.currency} ${periodOf(t.created_at)}`
     const row = rows.get(key) ?? {
-      currency: t.currency, period_start: periodOf(t.created_at), transaction_count: 0, volume_cents: 0, captured_cents: 0,
-      refunded_cents: 0, fees_cents: 0, decided: 0, approved: 0, blocked: 0, captured: 0, disputed: 0
+      currency: t.currency,
+      period_start: periodOf(t.created_at),
+      transaction_count: 0,
+      volume_cents: 0,
+      captured_cents: 0,
+      refunded_cents: 0,
+      fees_cents: 0,
+      decided: 0,
+      approved: 0,
+      blocked: 0,
+      captured: 0,
+      disputed: 0
     }
     row.transaction_count++
     row.volume_cents += t.amount_cents
@@ -41,12 +51,19 @@ const expectedSeries = (transactions: ReadonlyArray<Transaction>, periodOf: (cre
   }
   const ratio = (a: number, b: number) => (b === 0 ? null : Math.round((a / b) * 1e6) / 1e6)
   return [...rows.entries()].sort(([a], [b]) => (a < b ? -1 : 1)).map(([, r]) => ({
-    currency: r.currency, period_start: r.period_start, transaction_count: r.transaction_count, volume_cents: r.volume_cents,
-    captured_cents: r.captured_cents, refunded_cents: r.refunded_cents, fees_cents: r.fees_cents,
+    currency: r.currency,
+    period_start: r.period_start,
+    transaction_count: r.transaction_count,
+    volume_cents: r.volume_cents,
+    captured_cents: r.captured_cents,
+    refunded_cents: r.refunded_cents,
+    fees_cents: r.fees_cents,
     revenue_cents: r.captured_cents - r.refunded_cents - r.fees_cents,
     // The definitions of docs/api.md ("Rates"), written out again here.
-    approval_rate: ratio(r.approved, r.decided), fraud_rate: ratio(r.blocked, r.approved),
-    refund_rate: ratio(r.refunded_cents, r.captured_cents), dispute_rate: ratio(r.disputed, r.captured)
+    approval_rate: ratio(r.approved, r.decided),
+    fraud_rate: ratio(r.blocked, r.approved),
+    refund_rate: ratio(r.refunded_cents, r.captured_cents),
+    dispute_rate: ratio(r.disputed, r.captured)
   }))
 }
 
@@ -88,7 +105,16 @@ describe("analytics series", () => {
     // The series adds up to the totals, per currency.
     for (const total of reply.body.analytics.by_currency) {
       const periods = reply.body.analytics.series.filter((r: Transaction) => r.currency === total.currency)
-      for (const field of ["transaction_count", "volume_cents", "captured_cents", "refunded_cents", "fees_cents", "revenue_cents"]) {
+      for (
+        const field of [
+          "transaction_count",
+          "volume_cents",
+          "captured_cents",
+          "refunded_cents",
+          "fees_cents",
+          "revenue_cents"
+        ]
+      ) {
         expect(periods.reduce((sum: number, r: Transaction) => sum + r[field], 0)).toBe(total[field])
       }
     }
@@ -109,13 +135,16 @@ describe("analytics series", () => {
       const day = Date.parse(dayOf(iso))
       return new Date(day - days((new Date(day).getUTCDay() + 6) % 7)).toISOString()
     }
-    expect((await api.get("/api/v1/merchants/me/analytics?interval=week")).body.analytics.series).toEqual(expectedSeries(all, monday))
+    expect((await api.get("/api/v1/merchants/me/analytics?interval=week")).body.analytics.series).toEqual(
+      expectedSeries(all, monday)
+    )
     const plain = (await api.get("/api/v1/merchants/me/analytics")).body.analytics
     expect(plain).toMatchObject({ interval: null, series: [] })
   })
 
   it("the rollups the triggers keep equal the payments' own figures, per currency and hour", async () => {
-    const figures = `sum(transaction_count)::int AS n, sum(volume_cents)::int AS volume, sum(captured_cents)::int AS captured,
+    const figures =
+      `sum(transaction_count)::int AS n, sum(volume_cents)::int AS volume, sum(captured_cents)::int AS captured,
       sum(refunded_cents)::int AS refunded, sum(fees_cents)::int AS fees, sum(decided_count)::int AS decided,
       sum(approved_count)::int AS approved, sum(blocked_count)::int AS blocked`
     const rollups = await app.query(`SELECT merchant_id, currency, hour, ${figures} FROM payment_rollups
@@ -133,10 +162,21 @@ describe("analytics series", () => {
 
   it("the OpenAPI document describes the interval, the series and the new fraud fields", async () => {
     const openapi = (await api.get("/api/v1/openapi.json")).body
-    const parameters = openapi.paths["/api/v1/merchants/me/analytics"].get.parameters.map((p: { name: string }) => p.name)
+    const parameters = openapi.paths["/api/v1/merchants/me/analytics"].get.parameters.map((p: { name: string }) =>
+      p.name
+    )
     expect(parameters).toEqual(expect.arrayContaining(["from", "to", "interval"]))
     const text = JSON.stringify(openapi)
-    for (const name of ["period_start", "score_histogram", "by_model_version", "fraud_explanations", "model_output", "base_value"]) {
+    for (
+      const name of [
+        "period_start",
+        "score_histogram",
+        "by_model_version",
+        "fraud_explanations",
+        "model_output",
+        "base_value"
+      ]
+    ) {
       expect(text).toContain(`"${name}"`)
     }
   })

@@ -62,7 +62,9 @@ describe("list", () => {
   it("lists the merchant's keys newest first, never with the secret", async () => {
     const { api, key } = await newMerchant()
     const created = []
-    for (const name of ["one", "two", "three"]) created.push((await api.post("/api/v1/api_keys", { name })).body.api_key)
+    for (const name of ["one", "two", "three"]) {
+      created.push((await api.post("/api/v1/api_keys", { name })).body.api_key)
+    }
     const reply = await api.get("/api/v1/api_keys")
     expect(reply.status).toBe(200)
     expect(Object.keys(reply.body).sort()).toEqual(["api_keys", "meta"])
@@ -77,7 +79,11 @@ describe("list", () => {
       expect(k.revoked_at).toBeNull()
     }
     for (const secret of [key, ...created.map((c) => c.key as string)]) expect(reply.text).not.toContain(secret)
-    expect(listed[0]).toMatchObject({ id: created[2].id, prefix: created[2].prefix, last_four: created[2].key.slice(-4) })
+    expect(listed[0]).toMatchObject({
+      id: created[2].id,
+      prefix: created[2].prefix,
+      last_four: created[2].key.slice(-4)
+    })
     // The key in use has been seen.
     expect(listed.at(-1)!.last_used_at).toMatch(/Z$/)
 
@@ -116,7 +122,10 @@ describe("rotate", () => {
     expect((await client(app.baseUrl, fresh.key).get("/api/v1/merchants/me")).status).toBe(200)
 
     const listed = (await api.get("/api/v1/api_keys")).body.api_keys as Array<any>
-    expect(listed.find((k) => k.id === old.id)).toMatchObject({ status: "revoked", revoked_at: expect.stringMatching(/Z$/) })
+    expect(listed.find((k) => k.id === old.id)).toMatchObject({
+      status: "revoked",
+      revoked_at: expect.stringMatching(/Z$/)
+    })
     expect(listed.find((k) => k.id === fresh.id)).toMatchObject({ status: "active", revoked_at: null })
     expect((await api.get("/api/v1/api_keys")).text).not.toContain(fresh.key)
 
@@ -156,7 +165,9 @@ describe("rotate", () => {
       api.post(`/api/v1/api_keys/${target.id}/rotate`)
     ])
     expect(replies.map((r) => r.status).sort()).toEqual([201, 409])
-    const active = (await api.get("/api/v1/api_keys")).body.api_keys.filter((k: any) => k.name === "contended" && k.status === "active")
+    const active = (await api.get("/api/v1/api_keys")).body.api_keys.filter((k: any) =>
+      k.name === "contended" && k.status === "active"
+    )
     expect(active).toHaveLength(1)
   })
 })

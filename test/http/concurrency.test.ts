@@ -1,5 +1,13 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { client, type Client, createTransaction, errorOf, startApp, type TestApp, unbalancedGroups } from "../support/app.ts"
+import {
+  type Client,
+  client,
+  createTransaction,
+  errorOf,
+  startApp,
+  type TestApp,
+  unbalancedGroups
+} from "../support/app.ts"
 
 // Racing commands on one payment: exactly one wins, the loser gets the answer the winner's
 // state implies, and the ledger never moves twice. Run in one process (per-payment actors)
@@ -35,7 +43,9 @@ describe.each(settings)("racing commands %s", (_, instances) => {
     const { key } = await first.createMerchant()
     const a = client(first.baseUrl, key)
     const b = client(second.baseUrl, key)
-    const payments = await Promise.all(Array.from({ length: rounds }, () => createTransaction(a, { amount_cents: 100 })))
+    const payments = await Promise.all(
+      Array.from({ length: rounds }, () => createTransaction(a, { amount_cents: 100 }))
+    )
     await Promise.all(payments.map(async (t) => {
       const replies = await Promise.all([
         a.post(`/api/v1/transactions/${t.id}/refund`, { amount_cents: 60 }),
@@ -77,7 +87,9 @@ describe.each(settings)("racing commands %s", (_, instances) => {
       const after = (await a.get(`/api/v1/transactions/${t.id}`)).body.transaction
       expect(after.status).toBe(winner)
       const types = (await a.get(`/api/v1/transactions/${t.id}/events`)).body.events.map((e: any) => e.type)
-      expect(types.filter((type: string) => type === "payment.captured" || type === "payment.voided")).toEqual([`payment.${winner}`])
+      expect(types.filter((type: string) => type === "payment.captured" || type === "payment.voided")).toEqual([
+        `payment.${winner}`
+      ])
       const entries = await checkLedger(a, t.id)
       const holds = entries.filter((e) => e.account === "authorization_holds")
         .reduce((sum, e) => sum + (e.direction === "credit" ? e.amount_cents : -e.amount_cents), 0)
@@ -97,6 +109,9 @@ describe.each(settings)("racing commands %s", (_, instances) => {
     ])
     expect(replies.map((r) => r.status).sort()).toEqual([200, 409])
     const entries = await checkLedger(a, t.id)
-    expect(new Set(entries.filter((e) => e.account === "card_network" && e.direction === "debit").map((e) => e.group_id)).size).toBe(1)
+    expect(
+      new Set(entries.filter((e) => e.account === "card_network" && e.direction === "debit").map((e) => e.group_id))
+        .size
+    ).toBe(1)
   })
 })

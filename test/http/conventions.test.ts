@@ -1,8 +1,8 @@
+import { HttpApi } from "effect/http-api"
 import { createHash } from "node:crypto"
 import { connect } from "node:net"
-import { HttpApi } from "effect/http-api"
-import { PaymentsApi } from "../../src/http/api/Api.ts"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { PaymentsApi } from "../../src/http/api/Api.ts"
 import { maximumBodyBytes } from "../../src/http/edge/Edge.ts"
 import { client, errorOf, rawRequest, request, startApp, type TestApp, transactionBody } from "../support/app.ts"
 
@@ -71,7 +71,10 @@ describe("request ids", () => {
 describe("bodies", () => {
   it("answers 400 invalid_json, as JSON, when the body does not parse", async () => {
     for (const raw of ["{", "{\"transaction\": }", "nope", "{\"a\":1}}"]) {
-      const reply = await api.send("POST", "/api/v1/transactions", { raw, headers: { "content-type": "application/json" } })
+      const reply = await api.send("POST", "/api/v1/transactions", {
+        raw,
+        headers: { "content-type": "application/json" }
+      })
       expectError(reply, 400, "invalid_request_error", "invalid_json", null)
     }
     expect(await transactionCount()).toBe(0)
@@ -84,7 +87,10 @@ describe("bodies", () => {
     }
     const atLimit = padded(maximumBodyBytes)
     expect(Buffer.byteLength(atLimit)).toBe(64 * 1024)
-    const accepted = await api.send("POST", "/api/v1/transactions", { raw: atLimit, headers: { "content-type": "application/json" } })
+    const accepted = await api.send("POST", "/api/v1/transactions", {
+      raw: atLimit,
+      headers: { "content-type": "application/json" }
+    })
     // Within the limit the body is read and validated: the padding is an unknown field.
     expectError(accepted, 422, "invalid_request_error", "validation_failed", "padding")
 
@@ -93,7 +99,10 @@ describe("bodies", () => {
       headers: { "content-type": "application/json" }
     })
     expectError(over, 413, "invalid_request_error", "body_too_large", null)
-    const huge = await api.send("POST", "/api/v1/transactions", { raw: "x".repeat(1_000_000), headers: { "content-type": "application/json" } })
+    const huge = await api.send("POST", "/api/v1/transactions", {
+      raw: "x".repeat(1_000_000),
+      headers: { "content-type": "application/json" }
+    })
     expectError(huge, 413, "invalid_request_error", "body_too_large", null)
     expect(await transactionCount()).toBe(0)
   })
@@ -119,7 +128,10 @@ describe("bodies", () => {
       const reply = await api.send("POST", "/api/v1/transactions", { raw: body, headers: { "content-type": type } })
       expectError(reply, 415, "invalid_request_error", "unsupported_media_type", null)
     }
-    const patch = await api.send("PATCH", "/api/v1/merchants/me", { raw: "{\"name\":\"x\"}", headers: { "content-type": "text/plain" } })
+    const patch = await api.send("PATCH", "/api/v1/merchants/me", {
+      raw: "{\"name\":\"x\"}",
+      headers: { "content-type": "text/plain" }
+    })
     expectError(patch, 415, "invalid_request_error", "unsupported_media_type", null)
     expect((await api.get("/api/v1/merchants/me")).body.merchant.name).not.toBe("x")
 
@@ -137,9 +149,14 @@ describe("bodies", () => {
 
   it("every route that takes a body answers 415 with the JSON envelope for another media type, with a body or without one", async () => {
     const routes: Array<readonly [string, string]> = []
-    HttpApi.reflect(PaymentsApi, { onGroup: () => {}, onEndpoint: ({ endpoint }) => {
-      if (endpoint.method === "POST" || endpoint.method === "PATCH" || endpoint.method === "PUT") routes.push([endpoint.method, endpoint.path])
-    } })
+    HttpApi.reflect(PaymentsApi, {
+      onGroup: () => {},
+      onEndpoint: ({ endpoint }) => {
+        if (endpoint.method === "POST" || endpoint.method === "PATCH" || endpoint.method === "PUT") {
+          routes.push([endpoint.method, endpoint.path])
+        }
+      }
+    })
     expect(routes.length).toBeGreaterThan(8)
     for (const [method, template] of routes) {
       const path = template.replace(/:[a-z_]+/g, "pay_unknown")
@@ -237,7 +254,11 @@ describe("validation (422 validation_failed with param)", () => {
     ["metadata value not a string", { metadata: { n: 1 } }, "transaction.metadata.n"],
     ["metadata value too long", { metadata: { note: "x".repeat(501) } }, "transaction.metadata.note"],
     ["metadata key too long", { metadata: { ["k".repeat(41)]: "v" } }, "transaction.metadata"],
-    ["metadata with 51 keys", { metadata: Object.fromEntries(Array.from({ length: 51 }, (_, i) => [`k${i}`, "v"])) }, "transaction.metadata"],
+    [
+      "metadata with 51 keys",
+      { metadata: Object.fromEntries(Array.from({ length: 51 }, (_, i) => [`k${i}`, "v"])) },
+      "transaction.metadata"
+    ],
     ["an unknown field", { amount: 100 }, "transaction.amount"]
   ]
 
@@ -248,40 +269,66 @@ describe("validation (422 validation_failed with param)", () => {
     expect(error.message).toContain(param.split(".").slice(0, 2).join("."))
   })
 
-  it.each(["amount_cents", "currency", "card_token", "card_last_four", "card_brand"])("requires transaction.%s", async (field) => {
-    const body = transactionBody()
-    delete (body.transaction as Record<string, unknown>)[field]
-    const reply = await api.post("/api/v1/transactions", body)
-    expectError(reply, 422, "invalid_request_error", "validation_failed", `transaction.${field}`)
-  })
+  it.each(["amount_cents", "currency", "card_token", "card_last_four", "card_brand"])(
+    "requires transaction.%s",
+    async (field) => {
+      const body = transactionBody()
+      delete (body.transaction as Record<string, unknown>)[field]
+      const reply = await api.post("/api/v1/transactions", body)
+      expectError(reply, 422, "invalid_request_error", "validation_failed", `transaction.${field}`)
+    }
+  )
 
   it("accepts the limits themselves: 1 and 99,999,999 cents, 50 metadata keys, 500-character values", async () => {
-    const metadata = Object.fromEntries(Array.from({ length: 50 }, (_, i) => [`${"k".repeat(38)}${String(i).padStart(2, "0")}`, "v".repeat(500)]))
-    for (const fields of [{ amount_cents: 1 }, { amount_cents: 99_999_999, capture_method: "manual" as const }, { metadata }]) {
+    const metadata = Object.fromEntries(
+      Array.from({ length: 50 }, (_, i) => [`${"k".repeat(38)}${String(i).padStart(2, "0")}`, "v".repeat(500)])
+    )
+    for (
+      const fields of [{ amount_cents: 1 }, { amount_cents: 99_999_999, capture_method: "manual" as const }, {
+        metadata
+      }]
+    ) {
       const reply = await api.post("/api/v1/transactions", transactionBody(fields))
       expect(reply.status).toBe(201)
       expect(reply.body.transaction.amount_cents).toBe(fields.amount_cents ?? 10_000)
       if ("metadata" in fields) expect(reply.body.transaction.metadata).toEqual(metadata)
-      if (reply.body.transaction.status === "captured") await api.post(`/api/v1/transactions/${reply.body.transaction.id}/refund`)
-      else await api.post(`/api/v1/transactions/${reply.body.transaction.id}/void`)
+      if (reply.body.transaction.status === "captured") {
+        await api.post(`/api/v1/transactions/${reply.body.transaction.id}/refund`)
+      } else await api.post(`/api/v1/transactions/${reply.body.transaction.id}/void`)
     }
   })
 
   it("refuses an unknown top-level field, a missing transaction and a body that is not an object", async () => {
-    expectError(await api.post("/api/v1/transactions", { ...transactionBody(), extra: true }), 422, "invalid_request_error", "validation_failed", "extra")
-    expectError(await api.post("/api/v1/transactions", {}), 422, "invalid_request_error", "validation_failed", "transaction")
+    expectError(
+      await api.post("/api/v1/transactions", { ...transactionBody(), extra: true }),
+      422,
+      "invalid_request_error",
+      "validation_failed",
+      "extra"
+    )
+    expectError(
+      await api.post("/api/v1/transactions", {}),
+      422,
+      "invalid_request_error",
+      "validation_failed",
+      "transaction"
+    )
     const array = await api.post("/api/v1/transactions", [transactionBody()])
     expect(array.status).toBe(422)
     expect(errorOf(array).code).toBe("validation_failed")
     expect(errorOf(array).message).toBe("The request body is missing or is not a JSON object of the documented shape.")
     const missing = await api.post("/api/v1/transactions", undefined)
     expect(missing.status).toBe(422)
-    expect(errorOf(missing).message).toBe("The request body is missing or is not a JSON object of the documented shape.")
+    expect(errorOf(missing).message).toBe(
+      "The request body is missing or is not a JSON object of the documented shape."
+    )
   })
 
   it("refuses a header key that differs from transaction.idempotency_key, and a malformed header key", async () => {
     const before = await transactionCount()
-    const mismatch = await api.post("/api/v1/transactions", transactionBody({ idempotency_key: "idem_a" }), { idempotencyKey: "idem_b" })
+    const mismatch = await api.post("/api/v1/transactions", transactionBody({ idempotency_key: "idem_a" }), {
+      idempotencyKey: "idem_b"
+    })
     expectError(mismatch, 422, "invalid_request_error", "validation_failed", "transaction.idempotency_key")
     const tooLong = await api.post("/api/v1/transactions", transactionBody(), { idempotencyKey: "k".repeat(256) })
     expect(tooLong.status).toBe(422)
@@ -291,7 +338,9 @@ describe("validation (422 validation_failed with param)", () => {
   })
 
   it("none of the refused requests created anything", async () => {
-    const all = (await api.get("/api/v1/transactions?per_page=100")).body.transactions as Array<{ amount_cents: number }>
+    const all = (await api.get("/api/v1/transactions?per_page=100")).body.transactions as Array<
+      { amount_cents: number }
+    >
     // Only the accepted ones of this file exist (charset test and the limits test).
     expect(all.map((t) => t.amount_cents).sort((a, b) => a - b)).toEqual([1, 150, 10_000, 99_999_999])
   })
@@ -299,13 +348,15 @@ describe("validation (422 validation_failed with param)", () => {
 
 describe("routes", () => {
   it("answers unknown routes with a JSON 404, with or without credentials", async () => {
-    for (const [method, path, withKey] of [
-      ["GET", "/api/v1/nothing", true],
-      ["GET", "/api/v2/transactions", true],
-      ["DELETE", "/api/v1/transaction", true],
-      ["GET", "/nothing", false],
-      ["POST", "/api/v1/unknown", false]
-    ] as const) {
+    for (
+      const [method, path, withKey] of [
+        ["GET", "/api/v1/nothing", true],
+        ["GET", "/api/v2/transactions", true],
+        ["DELETE", "/api/v1/transaction", true],
+        ["GET", "/nothing", false],
+        ["POST", "/api/v1/unknown", false]
+      ] as const
+    ) {
       const reply = await request(app.baseUrl, method, path, withKey ? { key } : {})
       expectError(reply, 404, "invalid_request_error", "not_found", null)
     }
@@ -323,22 +374,24 @@ describe("routes", () => {
     const openapi = await request(app.baseUrl, "GET", "/api/v1/openapi.json")
     expect(openapi.status).toBe(200)
     expect(openapi.body.openapi).toMatch(/^3\.1/)
-    for (const path of [
-      "/api/v1/transactions",
-      "/api/v1/transactions/{id}",
-      "/api/v1/transactions/{id}/capture",
-      "/api/v1/transactions/{id}/refund",
-      "/api/v1/transactions/{id}/void",
-      "/api/v1/transactions/{id}/events",
-      "/api/v1/transactions/{id}/ledger",
-      "/api/v1/merchants/me",
-      "/api/v1/merchants/me/analytics",
-      "/api/v1/merchants/me/balance",
-      "/api/v1/api_keys",
-      "/api/v1/api_keys/{id}/rotate",
-      "/api/v1/fraud/cases",
-      "/api/v1/fraud/cases/{id}/review"
-    ]) expect(Object.keys(openapi.body.paths)).toContain(path)
+    for (
+      const path of [
+        "/api/v1/transactions",
+        "/api/v1/transactions/{id}",
+        "/api/v1/transactions/{id}/capture",
+        "/api/v1/transactions/{id}/refund",
+        "/api/v1/transactions/{id}/void",
+        "/api/v1/transactions/{id}/events",
+        "/api/v1/transactions/{id}/ledger",
+        "/api/v1/merchants/me",
+        "/api/v1/merchants/me/analytics",
+        "/api/v1/merchants/me/balance",
+        "/api/v1/api_keys",
+        "/api/v1/api_keys/{id}/rotate",
+        "/api/v1/fraud/cases",
+        "/api/v1/fraud/cases/{id}/review"
+      ]
+    ) expect(Object.keys(openapi.body.paths)).toContain(path)
     const docs = await request(app.baseUrl, "GET", "/docs")
     expect(docs.status).toBe(200)
     expect(docs.headers.get("content-type")).toMatch(/^text\/html/)
@@ -402,7 +455,13 @@ describe("authentication", () => {
     expect(errorOf(reply).message).toBe("The API key is not valid: it is unknown or has been revoked.")
     // A one-character change of a real key is just as unknown.
     const altered = key.slice(0, -1) + (key.endsWith("A") ? "B" : "A")
-    expectError(await client(app.baseUrl, altered).get("/api/v1/merchants/me"), 401, "authentication_error", "invalid_api_key", null)
+    expectError(
+      await client(app.baseUrl, altered).get("/api/v1/merchants/me"),
+      401,
+      "authentication_error",
+      "invalid_api_key",
+      null
+    )
   })
 
   it("stores only a SHA-256 hash of each key, never the secret", async () => {

@@ -7,7 +7,7 @@ import { nowIso } from "../../src/platform/Time.ts"
 import { Payments } from "../../src/services/Payments.ts"
 import { WebhookStore } from "../../src/store/WebhookStore.ts"
 import { sandboxDisputePass } from "../../src/workers/SandboxDisputes.ts"
-import { client, createTransaction, errorOf, startApp, type Client, type TestApp } from "../support/app.ts"
+import { type Client, client, createTransaction, errorOf, startApp, type TestApp } from "../support/app.ts"
 import { pgStoreLayer } from "../support/database.ts"
 import { answer, engineLayer, eventually, startReceiver, verifySignature } from "../webhooks/support.ts"
 
@@ -27,8 +27,16 @@ const fee = processingFeeCents(10_000, "USD")
 const notify = (paymentId: string, acquirerDisputeId: string, action: DisputeAction) =>
   app.run(Effect.flatMap(Payments, (p) => p.applyDisputeNotification({ acquirerDisputeId, paymentId, action })))
 const notifyExit = (paymentId: string, acquirerDisputeId: string, action: DisputeAction) =>
-  app.run(Effect.flatMap(Payments, (p) => p.applyDisputeNotification({ acquirerDisputeId, paymentId, action })).pipe(Effect.result))
-const settleNow = () => app.run(Effect.flatMap(Payments, (p) => Effect.flatMap(nowIso, (now) => p.settle(new Date(Date.parse(now) + 1).toISOString()))))
+  app.run(
+    Effect.flatMap(Payments, (p) => p.applyDisputeNotification({ acquirerDisputeId, paymentId, action })).pipe(
+      Effect.result
+    )
+  )
+const settleNow = () =>
+  app.run(
+    Effect.flatMap(Payments, (p) =>
+      Effect.flatMap(nowIso, (now) => p.settle(new Date(Date.parse(now) + 1).toISOString())))
+  )
 
 /** The sandbox network's pass as it would run `aheadMs` from now (a clock that is ahead, not a sleep). */
 const passIn = (aheadMs: number) =>
@@ -48,8 +56,10 @@ const passIn = (aheadMs: number) =>
 const newMerchant = async () => client(app.baseUrl, (await app.createMerchant("Disputed Shop")).key)
 const balance = async (api: Client) => (await api.get("/api/v1/merchants/me/balance")).body.balances[0]
 const transaction = async (api: Client, id: string) => (await api.get(`/api/v1/transactions/${id}`)).body.transaction
-const events = async (api: Client, id: string) => (await api.get(`/api/v1/transactions/${id}/events`)).body.events as Array<any>
-const ledger = async (api: Client, id: string) => (await api.get(`/api/v1/transactions/${id}/ledger`)).body.ledger_entries as Array<any>
+const events = async (api: Client, id: string) =>
+  (await api.get(`/api/v1/transactions/${id}/events`)).body.events as Array<any>
+const ledger = async (api: Client, id: string) =>
+  (await api.get(`/api/v1/transactions/${id}/ledger`)).body.ledger_entries as Array<any>
 /** The last ledger group of a payment as [account, direction, amount] rows. */
 const lastGroup = async (api: Client, id: string) => {
   const entries = await ledger(api, id)
@@ -70,10 +80,23 @@ describe("a dispute on a captured payment", () => {
     const record = await transaction(api, t.id)
     expect(record.status).toBe("captured")
     expect(record.dispute).toEqual({
-      status: "open", reason: "product_not_received", amount_cents: 4_000, opened_at: record.updated_at, resolved_at: null
+      status: "open",
+      reason: "product_not_received",
+      amount_cents: 4_000,
+      opened_at: record.updated_at,
+      resolved_at: null
     })
-    expect(await balance(api)).toEqual({ currency: "USD", pending: 10_000 - fee - 4_000, available: 0, reserved: 4_000 })
-    expect(await lastGroup(api, t.id)).toEqual([["merchant_pending", "debit", 4_000], ["merchant_reserved", "credit", 4_000]])
+    expect(await balance(api)).toEqual({
+      currency: "USD",
+      pending: 10_000 - fee - 4_000,
+      available: 0,
+      reserved: 4_000
+    })
+    expect(await lastGroup(api, t.id)).toEqual([["merchant_pending", "debit", 4_000], [
+      "merchant_reserved",
+      "credit",
+      4_000
+    ]])
 
     // The undisputed 6,000 may be refunded; a cent more, or "the whole remainder", is 409 and changes nothing.
     for (const body of [{ amount_cents: 6_001 }, undefined]) {
@@ -92,10 +115,18 @@ describe("a dispute on a captured payment", () => {
     const after = await transaction(api, t.id)
     expect(after.dispute).toMatchObject({ status: "won", amount_cents: 4_000, resolved_at: after.updated_at })
     expect(await balance(api)).toEqual({ currency: "USD", pending: 10_000 - fee - 1_000, available: 0, reserved: 0 })
-    expect(await lastGroup(api, t.id)).toEqual([["merchant_pending", "credit", 4_000], ["merchant_reserved", "debit", 4_000]])
+    expect(await lastGroup(api, t.id)).toEqual([["merchant_pending", "credit", 4_000], [
+      "merchant_reserved",
+      "debit",
+      4_000
+    ]])
 
     const types = (await events(api, t.id)).map((e) => e.type)
-    expect(types.slice(-3)).toEqual(["payment.dispute_opened", "payment.partially_refunded", "payment.dispute_resolved"])
+    expect(types.slice(-3)).toEqual([
+      "payment.dispute_opened",
+      "payment.partially_refunded",
+      "payment.dispute_resolved"
+    ])
     const [openedEvent, , resolvedEvent] = (await events(api, t.id)).slice(-3)
     expect(openedEvent.data.dispute).toMatchObject({ status: "open", amount_cents: 4_000, resolved_at: null })
     expect(resolvedEvent.data.dispute).toMatchObject({ status: "won", amount_cents: 4_000 })
@@ -112,7 +143,10 @@ describe("a dispute on a captured payment", () => {
     expect(await ledger(api, t.id)).toEqual(entriesBefore)
     expect((await events(api, t.id)).length).toBe(types.length)
     // After a won dispute the remaining 9,000 are refundable again.
-    expect((await api.post(`/api/v1/transactions/${t.id}/refund`)).body.transaction).toMatchObject({ status: "refunded", refunded_amount_cents: 10_000 })
+    expect((await api.post(`/api/v1/transactions/${t.id}/refund`)).body.transaction).toMatchObject({
+      status: "refunded",
+      refunded_amount_cents: 10_000
+    })
   })
 
   it("settlement while a dispute is open settles only what is still pending; a dispute won after settlement returns to available", async () => {
@@ -121,8 +155,17 @@ describe("a dispute on a captured payment", () => {
     await notify(t.id, "dp_http_2", { _tag: "Open", reason: "duplicate", amountCents: 4_000 })
     await settleNow()
     expect((await transaction(api, t.id)).status).toBe("settled")
-    expect(await balance(api)).toEqual({ currency: "USD", pending: 0, available: 10_000 - fee - 4_000, reserved: 4_000 })
-    expect(await lastGroup(api, t.id)).toEqual([["merchant_available", "credit", 10_000 - fee - 4_000], ["merchant_pending", "debit", 10_000 - fee - 4_000]])
+    expect(await balance(api)).toEqual({
+      currency: "USD",
+      pending: 0,
+      available: 10_000 - fee - 4_000,
+      reserved: 4_000
+    })
+    expect(await lastGroup(api, t.id)).toEqual([["merchant_available", "credit", 10_000 - fee - 4_000], [
+      "merchant_pending",
+      "debit",
+      10_000 - fee - 4_000
+    ]])
     await notify(t.id, "dp_http_2", { _tag: "Resolve", outcome: "won" })
     expect(await balance(api)).toEqual({ currency: "USD", pending: 0, available: 10_000 - fee, reserved: 0 })
   })
@@ -138,7 +181,12 @@ describe("a lost dispute", () => {
     expect((await transaction(api, t.id)).dispute).toMatchObject({ status: "open", amount_cents: 10_000 })
     expect(await balance(api)).toEqual({ currency: "USD", pending: 0, available: -fee, reserved: 10_000 })
     await notify(t.id, "dp_http_3", { _tag: "Resolve", outcome: "lost" })
-    expect(await balance(api)).toEqual({ currency: "USD", pending: 0, available: -fee - disputeFeeCents.USD, reserved: 0 })
+    expect(await balance(api)).toEqual({
+      currency: "USD",
+      pending: 0,
+      available: -fee - disputeFeeCents.USD,
+      reserved: 0
+    })
     expect(await lastGroup(api, t.id)).toEqual([
       ["card_network", "credit", 10_000],
       ["fee_revenue", "credit", disputeFeeCents.USD],
@@ -203,7 +251,11 @@ describe("sandbox tokens", () => {
     expect(await app.run(sandboxDisputePass)).toBe(0)
     // A pass a minute and a second later opens both disputes; one two minutes later resolves them.
     expect(await app.run(passIn(61_000))).toBe(2)
-    expect((await transaction(api, won.id)).dispute).toMatchObject({ status: "open", reason: "fraudulent", amount_cents: 5_000 })
+    expect((await transaction(api, won.id)).dispute).toMatchObject({
+      status: "open",
+      reason: "fraudulent",
+      amount_cents: 5_000
+    })
     expect((await balance(api)).reserved).toBe(10_000)
     expect(await app.run(passIn(61_000))).toBe(0)
     expect(await app.run(passIn(122_000))).toBe(2)
@@ -214,7 +266,12 @@ describe("sandbox tokens", () => {
     const row = await app.query("SELECT dispute->>'acquirerDisputeId' AS id FROM payments WHERE id = $1", [won.id])
     expect(row[0]?.id).toBe(sandboxDisputeId(won.id))
     const fee5000 = processingFeeCents(5_000, "USD")
-    expect(await balance(api)).toEqual({ currency: "USD", pending: 2 * (5_000 - fee5000) - 5_000 - disputeFeeCents.USD, available: 0, reserved: 0 })
+    expect(await balance(api)).toEqual({
+      currency: "USD",
+      pending: 2 * (5_000 - fee5000) - 5_000 - disputeFeeCents.USD,
+      available: 0,
+      reserved: 0
+    })
   })
 })
 
@@ -229,22 +286,42 @@ describe("webhooks", () => {
       await notify(t.id, "dp_hook", { _tag: "Open", reason: "fraudulent", amountCents: 500 })
       await notify(t.id, "dp_hook", { _tag: "Resolve", outcome: "lost" })
       await notify(t.id, "dp_hook", { _tag: "Resolve", outcome: "lost" })
-      const dispatcher = engineLayer(pgStoreLayer(app.databaseUrl), { webhookAllowPrivateUrls: true }, { pollIntervalMs: 50 }, 99)
-      const listDeliveries = Effect.flatMap(WebhookStore, (s) => s.listDeliveries(merchant.merchantId, {}, { page: 1, perPage: 100 }))
+      const dispatcher = engineLayer(pgStoreLayer(app.databaseUrl), { webhookAllowPrivateUrls: true }, {
+        pollIntervalMs: 50
+      }, 99)
+      const listDeliveries = Effect.flatMap(
+        WebhookStore,
+        (s) => s.listDeliveries(merchant.merchantId, {}, { page: 1, perPage: 100 })
+      )
       await Effect.runPromise(Effect.scoped(Effect.gen(function*() {
         const context = yield* Layer.build(dispatcher)
         yield* Effect.provide(
-          eventually(listDeliveries, (page) => page.items.filter((d) => d.eventType.startsWith("payment.dispute") && d.status === "succeeded").length === 2),
+          eventually(
+            listDeliveries,
+            (page) =>
+              page.items.filter((d) => d.eventType.startsWith("payment.dispute") && d.status === "succeeded").length ===
+                2
+          ),
           context
         )
       })))
-      const bodies = receiver.received.map((r) => ({ r, body: JSON.parse(r.body) })).filter(({ body }) => body.type.startsWith("payment.dispute"))
+      const bodies = receiver.received.map((r) => ({ r, body: JSON.parse(r.body) })).filter(({ body }) =>
+        body.type.startsWith("payment.dispute")
+      )
       // One delivery per event (in any order: an endpoint's deliveries run concurrently); the repeated resolve sent nothing.
       expect(bodies.map(({ body }) => body.type).sort()).toEqual(["payment.dispute_opened", "payment.dispute_resolved"])
       const resolved = bodies.find(({ body }) => body.type === "payment.dispute_resolved")
       expect(resolved?.body.data.dispute).toMatchObject({ status: "lost", reason: "fraudulent", amount_cents: 500 })
       for (const { r } of bodies) {
-        expect(verifySignature(String(r.headers["x-service-signature"]), r.body, merchant.webhookSecret, 300, Math.floor(Date.now() / 1000))).toBe(true)
+        expect(
+          verifySignature(
+            String(r.headers["x-service-signature"]),
+            r.body,
+            merchant.webhookSecret,
+            300,
+            Math.floor(Date.now() / 1000)
+          )
+        ).toBe(true)
       }
     } finally {
       await receiver.close()

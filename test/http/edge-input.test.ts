@@ -65,7 +65,8 @@ const open = (): Promise<Connection> =>
           })
         }
       })
-    socket.once("connect", () => resolve({ socket, write, received: () => Buffer.concat(chunks).toString("latin1"), closed }))
+    socket.once("connect", () =>
+      resolve({ socket, write, received: () => Buffer.concat(chunks).toString("latin1"), closed }))
     socket.once("error", reject)
   })
 
@@ -99,14 +100,20 @@ const responsesIn = (text: string): Array<RawResponse> => {
       headers[line.slice(0, colon).trim().toLowerCase()] = line.slice(colon + 1).trim()
     }
     const length = Number(headers["content-length"] ?? 0)
-    responses.push({ status: Number(/^HTTP\/1\.1 (\d{3})/.exec(statusLine!)?.[1]), headers, body: text.slice(headEnd + 4, headEnd + 4 + length) })
+    responses.push({
+      status: Number(/^HTTP\/1\.1 (\d{3})/.exec(statusLine!)?.[1]),
+      headers,
+      body: text.slice(headEnd + 4, headEnd + 4 + length)
+    })
     at = headEnd + 4 + length
   }
   return responses
 }
 
 const head = (method: string, path: string, headers: Record<string, string>) =>
-  `${method} ${path} HTTP/1.1\r\nhost: 127.0.0.1\r\n${Object.entries(headers).map(([name, value]) => `${name}: ${value}\r\n`).join("")}\r\n`
+  `${method} ${path} HTTP/1.1\r\nhost: 127.0.0.1\r\n${
+    Object.entries(headers).map(([name, value]) => `${name}: ${value}\r\n`).join("")
+  }\r\n`
 
 const createRequest = (body: string) =>
   head("POST", "/api/v1/transactions", {
@@ -179,22 +186,36 @@ describe("a body over the limit ends its connection", () => {
   })
 
   const chunkedOverLimit = (headers: Record<string, string>) =>
-    head("POST", "/api/v1/transactions", { authorization: `Bearer ${key}`, "content-type": "application/json", "transfer-encoding": "chunked", ...headers }) +
+    head("POST", "/api/v1/transactions", {
+      authorization: `Bearer ${key}`,
+      "content-type": "application/json",
+      "transfer-encoding": "chunked",
+      ...headers
+    }) +
     Array.from({ length: 9 }, () => chunked("x".repeat(8 * 1024))).join("") + "0\r\n\r\n"
-  it.each([
-    ["a declared body one byte over", () => createRequest("x".repeat(64 * 1024 + 1))],
-    ["a chunked body past the limit", () => chunkedOverLimit({})],
-    // Storing the refusal under the key takes a round trip to the database before the answer:
-    // Node has parsed the create behind the body by then.
-    ["a chunked body past the limit with an idempotency key", () => chunkedOverLimit({ "x-idempotency-key": `too-large-${Math.random()}` })]
-  ] as const)("%s with writes pipelined behind it: only the 413 is answered and nothing is written", async (_name, refused) => {
+  it.each(
+    [
+      ["a declared body one byte over", () => createRequest("x".repeat(64 * 1024 + 1))],
+      ["a chunked body past the limit", () => chunkedOverLimit({})],
+      // Storing the refusal under the key takes a round trip to the database before the answer:
+      // Node has parsed the create behind the body by then.
+      [
+        "a chunked body past the limit with an idempotency key",
+        () => chunkedOverLimit({ "x-idempotency-key": `too-large-${Math.random()}` })
+      ]
+    ] as const
+  )("%s with writes pipelined behind it: only the 413 is answered and nothing is written", async (_name, refused) => {
     const before = await paymentCount()
     const merchant = (await api.get("/api/v1/merchants/me")).body.merchant
     const rename = JSON.stringify({ name: `Renamed ${Math.random()}` })
     const connection = await open()
     await connection.write(
       refused() +
-        head("PATCH", "/api/v1/merchants/me", { authorization: `Bearer ${key}`, "content-type": "application/json", "content-length": String(rename.length) }) +
+        head("PATCH", "/api/v1/merchants/me", {
+          authorization: `Bearer ${key}`,
+          "content-type": "application/json",
+          "content-length": String(rename.length)
+        }) +
         rename +
         createRequest(JSON.stringify(transactionBody({ amount_cents: 4321 })))
     )
@@ -208,9 +229,13 @@ describe("a body over the limit ends its connection", () => {
 
   it("a body within the limit keeps the connection open for the next request", async () => {
     const connection = await open()
-    await connection.write(createRequest(JSON.stringify(transactionBody({ amount_cents: 1234 }))) + head("GET", "/healthz", {}))
+    await connection.write(
+      createRequest(JSON.stringify(transactionBody({ amount_cents: 1234 }))) + head("GET", "/healthz", {})
+    )
     const bothAnswered = async () => {
-      while (responsesIn(connection.received()).length < 2) await new Promise((done) => connection.socket.once("data", done))
+      while (responsesIn(connection.received()).length < 2) {
+        await new Promise((done) => connection.socket.once("data", done))
+      }
     }
     await within(bothAnswered(), 5_000, "both answers")
     expect(responsesIn(connection.received()).map((response) => response.status)).toEqual([201, 200])
@@ -231,7 +256,13 @@ const isWellFormedUtf8 = (bytes: Uint8Array) => {
       i++
       continue
     }
-    const length = first >= 0xc2 && first <= 0xdf ? 2 : first >= 0xe0 && first <= 0xef ? 3 : first >= 0xf0 && first <= 0xf4 ? 4 : 0
+    const length = first >= 0xc2 && first <= 0xdf
+      ? 2
+      : first >= 0xe0 && first <= 0xef
+      ? 3
+      : first >= 0xf0 && first <= 0xf4
+      ? 4
+      : 0
     if (length === 0 || i + length > bytes.length) return false
     let codePoint = first & (0xff >> (length + 1))
     for (let k = 1; k < length; k++) {
@@ -283,7 +314,11 @@ describe("a body that is not UTF-8 is refused, never repaired", () => {
   it.each(illFormed)("%s in a metadata value: 400 invalid_json, nothing created", async (_name, sequence) => {
     expect(isWellFormedUtf8(sequence)).toBe(false)
     const before = await paymentCount()
-    const reply = await sendBytes("POST", "/api/v1/transactions", createWithNote(Buffer.concat([Buffer.from("ok "), sequence, Buffer.from(" ok")])))
+    const reply = await sendBytes(
+      "POST",
+      "/api/v1/transactions",
+      createWithNote(Buffer.concat([Buffer.from("ok "), sequence, Buffer.from(" ok")]))
+    )
     expect(reply.status).toBe(400)
     expect(reply.body.error.code).toBe("invalid_json")
     expect(reply.body.error.message).toBe("The request body is not valid JSON: it is not valid UTF-8.")
@@ -308,14 +343,20 @@ describe("a body that is not UTF-8 is refused, never repaired", () => {
   })
 
   it("a body not declared JSON is a 415 first, whatever its bytes", async () => {
-    const reply = await sendBytes("POST", "/api/v1/transactions", createWithNote(bytes(0xff)), { "content-type": "text/plain; charset=latin1" })
+    const reply = await sendBytes("POST", "/api/v1/transactions", createWithNote(bytes(0xff)), {
+      "content-type": "text/plain; charset=latin1"
+    })
     expect(reply.status).toBe(415)
     expect(reply.body.error.code).toBe("unsupported_media_type")
   })
 
   it("a merchant name with a stray byte leaves the merchant as it was", async () => {
     const before = (await api.get("/api/v1/merchants/me")).body.merchant
-    const reply = await sendBytes("PATCH", "/api/v1/merchants/me", Buffer.concat([Buffer.from("{\"name\":\"Caf"), bytes(0xe9), Buffer.from("\"}")]))
+    const reply = await sendBytes(
+      "PATCH",
+      "/api/v1/merchants/me",
+      Buffer.concat([Buffer.from("{\"name\":\"Caf"), bytes(0xe9), Buffer.from("\"}")])
+    )
     expect(reply.status).toBe(400)
     expect(reply.body.error.code).toBe("invalid_json")
     expect((await api.get("/api/v1/merchants/me")).body.merchant).toEqual(before)
@@ -331,7 +372,9 @@ describe("a body that is not UTF-8 is refused, never repaired", () => {
     expect(second.bytes.equals(first.bytes)).toBe(true)
     expect(second.headers.get("idempotent-replayed")).toBe("true")
     // The same text, repaired as a lenient decoder would (U+FFFD), is another request.
-    const repaired = await sendBytes("POST", "/api/v1/transactions", createWithNote(Buffer.from("a\ufffd")), { "x-idempotency-key": idempotencyKey })
+    const repaired = await sendBytes("POST", "/api/v1/transactions", createWithNote(Buffer.from("a\ufffd")), {
+      "x-idempotency-key": idempotencyKey
+    })
     expect(repaired.status).toBe(422)
     expect(repaired.body.error.code).toBe("idempotency_key_reused")
   })
@@ -342,52 +385,62 @@ describe("a body that is not UTF-8 is refused, never repaired", () => {
       const reply = await sendBytes("POST", "/api/v1/transactions", createWithNote(sent))
       expect(reply.status).toBe(201)
       expect(Buffer.from(reply.body.transaction.metadata.note, "utf8").equals(sent)).toBe(true)
-      const stored = await app.query<{ note: string }>("SELECT metadata->>'note' AS note FROM payments WHERE id = $1", [reply.body.transaction.id])
+      const stored = await app.query<{ note: string }>("SELECT metadata->>'note' AS note FROM payments WHERE id = $1", [
+        reply.body.transaction.id
+      ])
       expect(Buffer.from(stored[0]!.note, "utf8").equals(sent)).toBe(true)
       const read = await api.get(`/api/v1/transactions/${reply.body.transaction.id}`)
       expect(Buffer.from(read.body.transaction.metadata.note, "utf8").equals(sent)).toBe(true)
     }
-    const renamed = await sendBytes("PATCH", "/api/v1/merchants/me", Buffer.from(JSON.stringify({ name: "Café 日本 😀" }), "utf8"))
+    const renamed = await sendBytes(
+      "PATCH",
+      "/api/v1/merchants/me",
+      Buffer.from(JSON.stringify({ name: "Café 日本 😀" }), "utf8")
+    )
     expect(renamed.status).toBe(200)
     expect(renamed.body.merchant.name).toBe("Café 日本 😀")
   })
 
-  it("property: over random byte strings, a create is accepted exactly when its bytes are well-formed UTF-8", async () => {
-    // Pieces that are text the field accepts (no control characters, no quote or backslash),
-    // ill-formed sequences, and raw high bytes that sometimes happen to form a valid sequence.
-    const codePoint = fc.oneof(
-      fc.integer({ min: 0x20, max: 0x7e }).filter((c) => c !== 0x22 && c !== 0x5c),
-      fc.integer({ min: 0x80, max: 0x7ff }),
-      fc.integer({ min: 0x800, max: 0xffff }).filter((c) => c < 0xd800 || c > 0xdfff),
-      fc.integer({ min: 0x10000, max: 0x10ffff })
-    )
-    const piece = fc.oneof(
-      { weight: 4, arbitrary: codePoint.map((c) => Buffer.from(String.fromCodePoint(c), "utf8")) },
-      { weight: 1, arbitrary: fc.constantFrom(...illFormed.map(([, sequence]) => sequence)) },
-      { weight: 2, arbitrary: fc.uint8Array({ minLength: 1, maxLength: 4 }).map((raw) => raw.map((b) => b | 0x80)) }
-    )
-    const note = fc.array(piece, { minLength: 1, maxLength: 24 }).map((pieces) => Buffer.concat(pieces))
-    const before = await paymentCount()
-    let accepted = 0
-    let refused = 0
-    await fc.assert(
-      fc.asyncProperty(note, async (sent) => {
-        const reply = await sendBytes("POST", "/api/v1/transactions", createWithNote(sent))
-        if (isWellFormedUtf8(sent)) {
-          expect(reply.status).toBe(201)
-          expect(Buffer.from(reply.body.transaction.metadata.note, "utf8").equals(sent)).toBe(true)
-          accepted++
-        } else {
-          expect(reply.status).toBe(400)
-          expect(reply.body.error.code).toBe("invalid_json")
-          refused++
-        }
-      }),
-      { numRuns: 150, seed: 20261126 }
-    )
-    // Both kinds were drawn, and only the accepted ones were stored.
-    expect(accepted).toBeGreaterThan(10)
-    expect(refused).toBeGreaterThan(10)
-    expect(await paymentCount()).toBe(before + accepted)
-  }, 120_000)
+  it(
+    "property: over random byte strings, a create is accepted exactly when its bytes are well-formed UTF-8",
+    async () => {
+      // Pieces that are text the field accepts (no control characters, no quote or backslash),
+      // ill-formed sequences, and raw high bytes that sometimes happen to form a valid sequence.
+      const codePoint = fc.oneof(
+        fc.integer({ min: 0x20, max: 0x7e }).filter((c) => c !== 0x22 && c !== 0x5c),
+        fc.integer({ min: 0x80, max: 0x7ff }),
+        fc.integer({ min: 0x800, max: 0xffff }).filter((c) => c < 0xd800 || c > 0xdfff),
+        fc.integer({ min: 0x10000, max: 0x10ffff })
+      )
+      const piece = fc.oneof(
+        { weight: 4, arbitrary: codePoint.map((c) => Buffer.from(String.fromCodePoint(c), "utf8")) },
+        { weight: 1, arbitrary: fc.constantFrom(...illFormed.map(([, sequence]) => sequence)) },
+        { weight: 2, arbitrary: fc.uint8Array({ minLength: 1, maxLength: 4 }).map((raw) => raw.map((b) => b | 0x80)) }
+      )
+      const note = fc.array(piece, { minLength: 1, maxLength: 24 }).map((pieces) => Buffer.concat(pieces))
+      const before = await paymentCount()
+      let accepted = 0
+      let refused = 0
+      await fc.assert(
+        fc.asyncProperty(note, async (sent) => {
+          const reply = await sendBytes("POST", "/api/v1/transactions", createWithNote(sent))
+          if (isWellFormedUtf8(sent)) {
+            expect(reply.status).toBe(201)
+            expect(Buffer.from(reply.body.transaction.metadata.note, "utf8").equals(sent)).toBe(true)
+            accepted++
+          } else {
+            expect(reply.status).toBe(400)
+            expect(reply.body.error.code).toBe("invalid_json")
+            refused++
+          }
+        }),
+        { numRuns: 150, seed: 20261126 }
+      )
+      // Both kinds were drawn, and only the accepted ones were stored.
+      expect(accepted).toBeGreaterThan(10)
+      expect(refused).toBeGreaterThan(10)
+      expect(await paymentCount()).toBe(before + accepted)
+    },
+    120_000
+  )
 })

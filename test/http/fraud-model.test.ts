@@ -2,9 +2,9 @@ import { Effect, Layer } from "effect"
 import fc from "fast-check"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { Acquirer, type AuthorizationRequest, sandboxAnswer } from "../../src/acquirer/Acquirer.ts"
-import type { AuthorizationOutcome } from "../../src/domain/Payment.ts"
 import * as Fraud from "../../src/domain/Fraud.ts"
-import { client, type Client, createTransaction, startApp, type TestApp } from "../support/app.ts"
+import type { AuthorizationOutcome } from "../../src/domain/Payment.ts"
+import { type Client, client, createTransaction, startApp, type TestApp } from "../support/app.ts"
 
 /**
  * The trained model through the API on PostgreSQL (docs/fraud-model.md): the documented fraud
@@ -28,10 +28,11 @@ const scripted = (request: AuthorizationRequest): AuthorizationOutcome | undefin
   return sandboxAnswer(request)
 }
 const scriptedAcquirer = Layer.succeed(Acquirer, {
-  authorize: (request) => Effect.suspend(() => {
-    const answer = scripted(request)
-    return answer === undefined ? Effect.never : Effect.succeed(answer)
-  }),
+  authorize: (request) =>
+    Effect.suspend(() => {
+      const answer = scripted(request)
+      return answer === undefined ? Effect.never : Effect.succeed(answer)
+    }),
   answerNow: scripted
 })
 
@@ -67,7 +68,9 @@ describe("the trained model's bands through the API", () => {
     expect(approved.status).toBe("blocked")
     expect(band(approved.fraud_score)).toBe("blocked")
     const fraudCase = await caseOf(api, approved.fraud_case_id)
-    const values = Object.fromEntries((fraudCase.explanations as Array<{ feature: string; value: number }>).map((e) => [e.feature, e.value]))
+    const values = Object.fromEntries(
+      (fraudCase.explanations as Array<{ feature: string; value: number }>).map((e) => [e.feature, e.value])
+    )
     // Read from the store in the create's first statement: six earlier attempts, all declined.
     expect(values.card_attempts_last_hour).toBeCloseTo(Math.log2(7), 6)
     expect(values.card_declines_last_day).toBe(6)
@@ -79,9 +82,17 @@ describe("the trained model's bands through the API", () => {
 
   it("country mismatch (metadata.ip_country ≠ metadata.card_country) with an unsure network: held for review; matching countries pass", async () => {
     const api = await withUsualAmounts(await newMerchant())
-    const matching = await createTransaction(api, { card_token: "tok_signal_30_a", metadata: { ip_country: "US", card_country: "us" }, amount_cents: 5_000 })
+    const matching = await createTransaction(api, {
+      card_token: "tok_signal_30_a",
+      metadata: { ip_country: "US", card_country: "us" },
+      amount_cents: 5_000
+    })
     expect(matching.status).toBe("captured")
-    const mismatch = await createTransaction(api, { card_token: "tok_signal_30_b", metadata: { ip_country: "US", card_country: "NG" }, amount_cents: 5_000 })
+    const mismatch = await createTransaction(api, {
+      card_token: "tok_signal_30_b",
+      metadata: { ip_country: "US", card_country: "NG" },
+      amount_cents: 5_000
+    })
     expect(mismatch.status).toBe("authorized")
     expect(band(mismatch.fraud_score)).toBe("review")
     expect(mismatch.fraud_explanations.map((e: { feature: string }) => e.feature)).toContain("country_mismatch")
@@ -89,10 +100,14 @@ describe("the trained model's bands through the API", () => {
 
   it("a new card going far above the merchant's usual amount with an unsure network: review; at the usual amount: passed", async () => {
     const api = await withUsualAmounts(await newMerchant())
-    expect((await createTransaction(api, { card_token: "tok_signal_30_c", amount_cents: 5_000 })).status).toBe("captured")
+    expect((await createTransaction(api, { card_token: "tok_signal_30_c", amount_cents: 5_000 })).status).toBe(
+      "captured"
+    )
     const high = await createTransaction(api, { card_token: "tok_signal_30_d", amount_cents: 200_000 })
     expect(band(high.fraud_score)).toBe("review")
-    const values = Object.fromEntries((await caseOf(api, high.fraud_case_id)).explanations.map((e: any) => [e.feature, e.value]))
+    const values = Object.fromEntries(
+      (await caseOf(api, high.fraud_case_id)).explanations.map((e: any) => [e.feature, e.value])
+    )
     // The merchant's usual amount (its last payments in USD) came from the store: 2,000.00 is 40× it, capped at 10×.
     expect(values.amount_vs_merchant_log10).toBe(1)
     expect(values.card_first_seen).toBe(1)
@@ -109,9 +124,13 @@ describe("the trained model's bands through the API", () => {
 
   it("the sandbox tokens keep their bands on the trained model", async () => {
     const api = await newMerchant()
-    expect(band((await createTransaction(api, { card_token: "tok_visa", amount_cents: 5_000 })).fraud_score)).toBe("passed")
-    expect(band((await createTransaction(api, { card_token: "tok_risk_review", amount_cents: 5_000 })).fraud_score)).toBe("review")
-    expect(band((await createTransaction(api, { card_token: "tok_risk_highest", amount_cents: 5_000 })).fraud_score)).toBe("blocked")
+    expect(band((await createTransaction(api, { card_token: "tok_visa", amount_cents: 5_000 })).fraud_score)).toBe(
+      "passed"
+    )
+    expect(band((await createTransaction(api, { card_token: "tok_risk_review", amount_cents: 5_000 })).fraud_score))
+      .toBe("review")
+    expect(band((await createTransaction(api, { card_token: "tok_risk_highest", amount_cents: 5_000 })).fraud_score))
+      .toBe("blocked")
   })
 
   it("every case and transaction names the model, and its explanations add up to its output", async () => {
@@ -132,12 +151,18 @@ describe("the score is the sigmoid of the case's model output, exactly, through 
   const millionths = (value: number) => Math.round(value * 1e6)
   const payment = fc.record({
     // Unsure networks (tok_signal_NN) and the sandbox's review and block tokens, so every band is reached.
-    signal: fc.oneof(fc.integer({ min: 0, max: 99 }).map((n) => `tok_signal_${String(n).padStart(2, "0")}`), fc.constantFrom("tok_risk_review", "tok_risk_highest", "tok_visa")),
+    signal: fc.oneof(
+      fc.integer({ min: 0, max: 99 }).map((n) => `tok_signal_${String(n).padStart(2, "0")}`),
+      fc.constantFrom("tok_risk_review", "tok_risk_highest", "tok_visa")
+    ),
     card: fc.integer({ min: 0, max: 2 }),
     amount_cents: fc.integer({ min: 100, max: 5_000_000 }),
     currency: fc.constantFrom(...Fraud.currencies),
     card_brand: fc.constantFrom(...Fraud.cardBrands),
-    metadata: fc.oneof(fc.constant({}), fc.record({ ip_country: fc.constantFrom("US", "NG"), card_country: fc.constantFrom("US", "GB") }))
+    metadata: fc.oneof(
+      fc.constant({}),
+      fc.record({ ip_country: fc.constantFrom("US", "NG"), card_country: fc.constantFrom("US", "GB") })
+    )
   })
   const checked = { passed: 0, review: 0, blocked: 0 }
 
@@ -149,7 +174,11 @@ describe("the score is the sigmoid of the case's model output, exactly, through 
         for (const [index, p] of payments.entries()) {
           const token = p.signal === "tok_visa" || p.signal.startsWith("tok_risk_") ? p.signal : `${p.signal}_${p.card}`
           const created = await createTransaction(api, {
-            card_token: token, amount_cents: p.amount_cents, currency: p.currency, card_brand: p.card_brand, metadata: p.metadata
+            card_token: token,
+            amount_cents: p.amount_cents,
+            currency: p.currency,
+            card_brand: p.card_brand,
+            metadata: p.metadata
           }, `score-${index}`)
           const transaction = (await api.get(`/api/v1/transactions/${created.id}`)).body.transaction
           const score: number = transaction.fraud_score
@@ -158,8 +187,12 @@ describe("the score is the sigmoid of the case's model output, exactly, through 
           // The thresholds compare the very score the API returns.
           const verdict = band(score)
           checked[verdict]++
-          expect(transaction.status).toBe(verdict === "blocked" ? "blocked" : verdict === "review" ? "authorized" : "captured")
-          const events = (await api.get(`/api/v1/transactions/${created.id}/events`)).body.events as Array<{ data: { fraud_score: number | null } }>
+          expect(transaction.status).toBe(
+            verdict === "blocked" ? "blocked" : verdict === "review" ? "authorized" : "captured"
+          )
+          const events = (await api.get(`/api/v1/transactions/${created.id}/events`)).body.events as Array<
+            { data: { fraud_score: number | null } }
+          >
           for (const event of events) if (event.data.fraud_score !== null) expect(event.data.fraud_score).toBe(score)
           if (verdict === "passed") {
             expect(transaction.fraud_case_id).toBeNull()
@@ -170,7 +203,10 @@ describe("the score is the sigmoid of the case's model output, exactly, through 
           expect(fraudCase.risk_score).toBe(Fraud.sigmoid(fraudCase.model_output))
           expect(fraudCase.risk_score).toBe(1 / (1 + Math.exp(-fraudCase.model_output)))
           // Exact in decimal: the millionths of the base value and the contributions add up to the output's.
-          const contributions = fraudCase.explanations.reduce((sum: number, e: { contribution: number }) => sum + millionths(e.contribution), 0)
+          const contributions = fraudCase.explanations.reduce(
+            (sum: number, e: { contribution: number }) => sum + millionths(e.contribution),
+            0
+          )
           expect(millionths(fraudCase.base_value) + contributions).toBe(millionths(fraudCase.model_output))
           expect(fraudCase.model_output).toBe((millionths(fraudCase.base_value) + contributions) / 1e6)
         }

@@ -1,6 +1,6 @@
-import { HttpMiddleware, HttpServer, HttpServerResponse } from "effect/http"
 import { NodeHttpServer } from "@effect/platform-node"
 import { Deferred, Effect, Layer } from "effect"
+import { HttpMiddleware, HttpServer, HttpServerResponse } from "effect/http"
 import type { AddressInfo } from "node:net"
 import { describe, expect, it } from "vitest"
 import { createHttpServer } from "../../src/http/server/NodeResponse.ts"
@@ -15,7 +15,9 @@ import { createHttpServer } from "../../src/http/server/NodeResponse.ts"
 /** A request whose client is gone (the server saw its response close) before it is answered. */
 const hungUp = (port: number, arrived: Promise<void>) => {
   const controller = new AbortController()
-  const sent = fetch(`http://127.0.0.1:${port}/`, { method: "POST", body: "{}", signal: controller.signal }).catch(() => null)
+  const sent = fetch(`http://127.0.0.1:${port}/`, { method: "POST", body: "{}", signal: controller.signal }).catch(() =>
+    null
+  )
   return arrived.then(() => {
     controller.abort()
     return sent
@@ -62,10 +64,18 @@ describe("an answer written after the client hung up", () => {
       })
       // The handler answers only after the hang-up, and the hang-up's interrupt cannot stop it
       // (as when the interrupt comes in just behind the handler's last resumption).
-      const app = Effect.uninterruptible(Effect.as(Deferred.await(clientGone), HttpServerResponse.text("{}", { contentType: "application/json" })))
+      const app = Effect.uninterruptible(
+        Effect.as(Deferred.await(clientGone), HttpServerResponse.text("{}", { contentType: "application/json" }))
+      )
       // Around the platform's error handling and its write of the answer, as the service's drain counts requests.
-      const whole = HttpMiddleware.make((handled) => Effect.onExit(handled, (exit) => Deferred.succeed(requestEnded, exit._tag)))
-      yield* Layer.launch(HttpServer.serve(app, whole).pipe(Layer.provide(NodeHttpServer.layer(() => server, { port: 0, host: "127.0.0.1" })))).pipe(
+      const whole = HttpMiddleware.make((handled) =>
+        Effect.onExit(handled, (exit) => Deferred.succeed(requestEnded, exit._tag))
+      )
+      yield* Layer.launch(
+        HttpServer.serve(app, whole).pipe(
+          Layer.provide(NodeHttpServer.layer(() => server, { port: 0, host: "127.0.0.1" }))
+        )
+      ).pipe(
         Effect.forkScoped
       )
       const port = yield* Effect.callback<number>((resume) => {

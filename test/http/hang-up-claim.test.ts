@@ -1,7 +1,7 @@
 import { Effect, type Fiber } from "effect"
-import { hasPendingInterrupt } from "../../src/platform/EffectInternals.ts"
 import pg from "pg"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { hasPendingInterrupt } from "../../src/platform/EffectInternals.ts"
 import type { StoreShape } from "../../src/store/Store.ts"
 import { client, eventually, startApp, type TestApp, transactionBody } from "../support/app.ts"
 
@@ -50,7 +50,11 @@ describe("a create whose client hangs up while its first statement is on its way
     const abort = new AbortController()
     const cut = fetch(`${app.baseUrl}/api/v1/transactions`, {
       method: "POST",
-      headers: { authorization: `Bearer ${key}`, "content-type": "application/json", "x-idempotency-key": "cut-in-flight" },
+      headers: {
+        authorization: `Bearer ${key}`,
+        "content-type": "application/json",
+        "x-idempotency-key": "cut-in-flight"
+      },
       body: JSON.stringify(body),
       signal: abort.signal
     }).catch(() => null)
@@ -73,7 +77,9 @@ describe("a create whose client hangs up while its first statement is on its way
       await blocker.query("COMMIT")
     }
     const sender = senders.get("cut-in-flight")!
-    await eventually(async () => (sender.pollUnsafe() !== undefined ? true : undefined), { what: "the cut-off request to end" })
+    await eventually(async () => (sender.pollUnsafe() !== undefined ? true : undefined), {
+      what: "the cut-off request to end"
+    })
 
     // The statement committed the claim and the payment after the request was interrupted.
     const claims = await app.query(
@@ -82,7 +88,11 @@ describe("a create whose client hangs up while its first statement is on its way
     expect(claims).toHaveLength(1)
     const opened = await app.query(`SELECT id FROM payments WHERE idempotency_key = 'cut-in-flight'`)
     expect(opened).toHaveLength(1)
-    expect(claims[0], "the claim is still locked: every retry answers 409 until the lease ends").toEqual({ state: "in_progress", released: true, applied_to: opened[0]!.id })
+    expect(claims[0], "the claim is still locked: every retry answers 409 until the lease ends").toEqual({
+      state: "in_progress",
+      released: true,
+      applied_to: opened[0]!.id
+    })
 
     // The retry is answered at once with the payment the cut-off request opened, and stored.
     const retry = await api.post("/api/v1/transactions", body, { idempotencyKey: "cut-in-flight" })

@@ -75,17 +75,25 @@ describe("claims of requests that do not finish normally", () => {
     const abort = new AbortController()
     const cut = fetch(`${app.baseUrl}/api/v1/transactions`, {
       method: "POST",
-      headers: { authorization: `Bearer ${key}`, "content-type": "application/json", "x-idempotency-key": "create-cut" },
+      headers: {
+        authorization: `Bearer ${key}`,
+        "content-type": "application/json",
+        "x-idempotency-key": "create-cut"
+      },
       body: JSON.stringify(transactionBody({ card_token: "tok_gated" })),
       signal: abort.signal
     }).catch(() => null)
     await gated.entered()
     abort.abort()
     expect(await cut).toBeNull()
-    await eventually(async () => ((await lockState("create-cut"))?.released === true ? true : undefined), { what: "the claim to be released" })
+    await eventually(async () => ((await lockState("create-cut"))?.released === true ? true : undefined), {
+      what: "the claim to be released"
+    })
 
     await gated.open()
-    const retry = await api.post("/api/v1/transactions", transactionBody({ card_token: "tok_gated" }), { idempotencyKey: "create-cut" })
+    const retry = await api.post("/api/v1/transactions", transactionBody({ card_token: "tok_gated" }), {
+      idempotencyKey: "create-cut"
+    })
     expect(retry.status).toBe(201)
     expect(retry.body.transaction.status).toBe("captured")
     const list = await api.get("/api/v1/transactions")

@@ -1,5 +1,14 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { client, createTransaction, errorOf, eventually, gatedAcquirer, startApp, type TestApp, transactionBody } from "../support/app.ts"
+import {
+  client,
+  createTransaction,
+  errorOf,
+  eventually,
+  gatedAcquirer,
+  startApp,
+  type TestApp,
+  transactionBody
+} from "../support/app.ts"
 
 // CONTRACT section 5 through the public API, on PostgreSQL.
 
@@ -72,9 +81,13 @@ describe("replay", () => {
   it("stores a finished refusal too: a repeated over-refund replays the same 422", async () => {
     const { api } = await newApi()
     const t = await createTransaction(api, { amount_cents: 500 })
-    const first = await api.post(`/api/v1/transactions/${t.id}/refund`, { amount_cents: 600 }, { idempotencyKey: "refund-too-much" })
+    const first = await api.post(`/api/v1/transactions/${t.id}/refund`, { amount_cents: 600 }, {
+      idempotencyKey: "refund-too-much"
+    })
     expect(first.status).toBe(422)
-    const again = await api.post(`/api/v1/transactions/${t.id}/refund`, { amount_cents: 600 }, { idempotencyKey: "refund-too-much" })
+    const again = await api.post(`/api/v1/transactions/${t.id}/refund`, { amount_cents: 600 }, {
+      idempotencyKey: "refund-too-much"
+    })
     expect(again.status).toBe(422)
     expect(again.text).toBe(first.text)
     expect(again.headers.get("idempotent-replayed")).toBe("true")
@@ -83,8 +96,12 @@ describe("replay", () => {
   it("applies a repeated refund once", async () => {
     const { api } = await newApi()
     const t = await createTransaction(api, { amount_cents: 1_000 })
-    const first = await api.post(`/api/v1/transactions/${t.id}/refund`, { amount_cents: 300 }, { idempotencyKey: "refund-1" })
-    const again = await api.post(`/api/v1/transactions/${t.id}/refund`, { amount_cents: 300 }, { idempotencyKey: "refund-1" })
+    const first = await api.post(`/api/v1/transactions/${t.id}/refund`, { amount_cents: 300 }, {
+      idempotencyKey: "refund-1"
+    })
+    const again = await api.post(`/api/v1/transactions/${t.id}/refund`, { amount_cents: 300 }, {
+      idempotencyKey: "refund-1"
+    })
     expect(first.status).toBe(200)
     expect(again.text).toBe(first.text)
     const current = await api.get(`/api/v1/transactions/${t.id}`)
@@ -96,17 +113,28 @@ describe("replay", () => {
   it("replays capture, void and review answers", async () => {
     const { api } = await newApi()
     const manual = await createTransaction(api, { capture_method: "manual" })
-    const capture = await api.post(`/api/v1/transactions/${manual.id}/capture`, { amount_cents: 100 }, { idempotencyKey: "cap" })
-    expect((await api.post(`/api/v1/transactions/${manual.id}/capture`, { amount_cents: 100 }, { idempotencyKey: "cap" })).text)
+    const capture = await api.post(`/api/v1/transactions/${manual.id}/capture`, { amount_cents: 100 }, {
+      idempotencyKey: "cap"
+    })
+    expect(
+      (await api.post(`/api/v1/transactions/${manual.id}/capture`, { amount_cents: 100 }, { idempotencyKey: "cap" }))
+        .text
+    )
       .toBe(capture.text)
     const other = await createTransaction(api, { capture_method: "manual" })
     const voided = await api.post(`/api/v1/transactions/${other.id}/void`, undefined, { idempotencyKey: "void" })
     expect(voided.status).toBe(200)
-    expect((await api.post(`/api/v1/transactions/${other.id}/void`, undefined, { idempotencyKey: "void" })).text).toBe(voided.text)
+    expect((await api.post(`/api/v1/transactions/${other.id}/void`, undefined, { idempotencyKey: "void" })).text).toBe(
+      voided.text
+    )
     const held = await createTransaction(api, { card_token: "tok_risk_review", capture_method: "manual" })
-    const review = await api.post(`/api/v1/fraud/cases/${held.fraud_case_id}/review`, { status: "confirmed_fraud" }, { idempotencyKey: "rev" })
+    const review = await api.post(`/api/v1/fraud/cases/${held.fraud_case_id}/review`, { status: "confirmed_fraud" }, {
+      idempotencyKey: "rev"
+    })
     expect(review.status).toBe(200)
-    const replay = await api.post(`/api/v1/fraud/cases/${held.fraud_case_id}/review`, { status: "confirmed_fraud" }, { idempotencyKey: "rev" })
+    const replay = await api.post(`/api/v1/fraud/cases/${held.fraud_case_id}/review`, { status: "confirmed_fraud" }, {
+      idempotencyKey: "rev"
+    })
     expect(replay.status).toBe(200)
     expect(replay.text).toBe(review.text)
   })
@@ -115,19 +143,32 @@ describe("replay", () => {
 describe("reuse", () => {
   it("refuses the same key with a different request: 422 idempotency_key_reused, nothing created", async () => {
     const { api, merchantId } = await newApi()
-    const first = await api.post("/api/v1/transactions", transactionBody({ amount_cents: 1_000 }), { idempotencyKey: "k-1" })
+    const first = await api.post("/api/v1/transactions", transactionBody({ amount_cents: 1_000 }), {
+      idempotencyKey: "k-1"
+    })
     expect(first.status).toBe(201)
-    const differentBody = await api.post("/api/v1/transactions", transactionBody({ amount_cents: 1_001 }), { idempotencyKey: "k-1" })
+    const differentBody = await api.post("/api/v1/transactions", transactionBody({ amount_cents: 1_001 }), {
+      idempotencyKey: "k-1"
+    })
     expect(differentBody.status).toBe(422)
-    expect(errorOf(differentBody)).toMatchObject({ type: "idempotency_error", code: "idempotency_key_reused", param: "X-Idempotency-Key" })
+    expect(errorOf(differentBody)).toMatchObject({
+      type: "idempotency_error",
+      code: "idempotency_key_reused",
+      param: "X-Idempotency-Key"
+    })
     expect(errorOf(differentBody).message).toContain("X-Idempotency-Key")
     expect(errorOf(differentBody).request_id).toBe(differentBody.headers.get("x-request-id"))
     // Another path is another request.
-    const differentPath = await api.post(`/api/v1/transactions/${first.body.transaction.id}/refund`, undefined, { idempotencyKey: "k-1" })
+    const differentPath = await api.post(`/api/v1/transactions/${first.body.transaction.id}/refund`, undefined, {
+      idempotencyKey: "k-1"
+    })
     expect(differentPath.status).toBe(422)
     expect(errorOf(differentPath)).toMatchObject({ code: "idempotency_key_reused", param: "X-Idempotency-Key" })
     // A key given in the body alone is named as the body's field.
-    const inBody = await api.post("/api/v1/transactions", transactionBody({ amount_cents: 1_002, idempotency_key: "k-1" }))
+    const inBody = await api.post(
+      "/api/v1/transactions",
+      transactionBody({ amount_cents: 1_002, idempotency_key: "k-1" })
+    )
     expect(inBody.status).toBe(422)
     expect(errorOf(inBody)).toMatchObject({ code: "idempotency_key_reused", param: "transaction.idempotency_key" })
     expect(errorOf(inBody).message).toContain("transaction.idempotency_key")
@@ -182,7 +223,10 @@ describe("requests in flight", () => {
       const merchant = await gated.createMerchant()
       const api = client(gated.baseUrl, merchant.key)
       const body = transactionBody({ card_token: "tok_gated", amount_cents: 2_500 })
-      const requests = Array.from({ length: 25 }, () => api.post("/api/v1/transactions", body, { idempotencyKey: "burst" }))
+      const requests = Array.from(
+        { length: 25 },
+        () => api.post("/api/v1/transactions", body, { idempotencyKey: "burst" })
+      )
       await acquirer.entered()
       // The first claim holds the key until the gate opens: every other request has its answer already.
       const settled: Array<Awaited<(typeof requests)[number]>> = []
@@ -204,7 +248,9 @@ describe("requests in flight", () => {
   it("25 concurrent identical requests against the plain sandbox agree on one transaction", async () => {
     const { api, merchantId } = await newApi()
     const body = transactionBody({ amount_cents: 3_300 })
-    const replies = await Promise.all(Array.from({ length: 25 }, () => api.post("/api/v1/transactions", body, { idempotencyKey: "race" })))
+    const replies = await Promise.all(
+      Array.from({ length: 25 }, () => api.post("/api/v1/transactions", body, { idempotencyKey: "race" }))
+    )
     for (const r of replies) expect([201, 409]).toContain(r.status)
     const created = replies.filter((r) => r.status === 201)
     expect(created.length).toBeGreaterThanOrEqual(1)
@@ -243,10 +289,14 @@ describe("expiry", () => {
       expect(again.body.api_key.id).not.toBe(reused.body.api_key.id)
 
       const t = await createTransaction(api, { amount_cents: 1_000 })
-      const refund = await api.post(`/api/v1/transactions/${t.id}/refund`, { amount_cents: 100 }, { idempotencyKey: "ttl-refund" })
+      const refund = await api.post(`/api/v1/transactions/${t.id}/refund`, { amount_cents: 100 }, {
+        idempotencyKey: "ttl-refund"
+      })
       expect(refund.status).toBe(200)
       await expired(shortLived, "ttl-refund")
-      const secondRefund = await api.post(`/api/v1/transactions/${t.id}/refund`, { amount_cents: 100 }, { idempotencyKey: "ttl-refund" })
+      const secondRefund = await api.post(`/api/v1/transactions/${t.id}/refund`, { amount_cents: 100 }, {
+        idempotencyKey: "ttl-refund"
+      })
       expect(secondRefund.status).toBe(200)
       expect(secondRefund.body.transaction.refunded_amount_cents).toBe(200)
     } finally {
@@ -259,10 +309,14 @@ describe("expiry", () => {
     try {
       const merchant = await shortLived.createMerchant()
       const api = client(shortLived.baseUrl, merchant.key)
-      const first = await api.post("/api/v1/transactions", transactionBody({ amount_cents: 100 }), { idempotencyKey: "ttl-create" })
+      const first = await api.post("/api/v1/transactions", transactionBody({ amount_cents: 100 }), {
+        idempotencyKey: "ttl-create"
+      })
       expect(first.status).toBe(201)
       await expired(shortLived, "ttl-create")
-      const second = await api.post("/api/v1/transactions", transactionBody({ amount_cents: 200 }), { idempotencyKey: "ttl-create" })
+      const second = await api.post("/api/v1/transactions", transactionBody({ amount_cents: 200 }), {
+        idempotencyKey: "ttl-create"
+      })
       expect(second.status).toBe(201)
       expect(second.body.transaction.amount_cents).toBe(200)
       expect(second.body.transaction.id).not.toBe(first.body.transaction.id)

@@ -2,7 +2,7 @@ import { Effect } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { processingFeeCents } from "../../src/domain/Money.ts"
 import { Payments } from "../../src/services/Payments.ts"
-import { client, type Client, createTransaction, errorOf, startApp, type TestApp } from "../support/app.ts"
+import { type Client, client, createTransaction, errorOf, startApp, type TestApp } from "../support/app.ts"
 
 // CONTRACT sections 7 and 9: the merchant profile, balances from the ledger, analytics.
 
@@ -36,9 +36,10 @@ const balancesFromLedger = async (api: Client) => {
   for (const t of list.body.transactions) {
     const entries = (await api.get(`/api/v1/transactions/${t.id}/ledger`)).body.ledger_entries as Array<any>
     for (const e of entries) {
-      const kind = ({ merchant_pending: "pending", merchant_available: "available", merchant_reserved: "reserved" } as const)[
-        e.account as "merchant_pending"
-      ]
+      const kind =
+        ({ merchant_pending: "pending", merchant_available: "available", merchant_reserved: "reserved" } as const)[
+          e.account as "merchant_pending"
+        ]
       if (kind === undefined) continue
       const total = totals.get(e.currency) ?? { pending: 0, available: 0, reserved: 0 }
       total[kind] += e.direction === "credit" ? e.amount_cents : -e.amount_cents
@@ -95,11 +96,32 @@ describe("profile", () => {
     [{ webhook_url: "http://[::1]/hook" }, "webhook_url"],
     // Every spelling of loopback and of the metadata address (normalised, then classified).
     ...[
-      "http://[::ffff:127.0.0.1]/", "http://[::ffff:a9fe:a9fe]/", "http://[0:0:0:0:0:ffff:7f00:1]/", "http://[::127.0.0.1]/",
-      "http://[64:ff9b::7f00:1]/", "http://[64:ff9b::a9fe:a9fe]/", "http://[2002:7f00:1::]/", "http://[2002:a9fe:a9fe::1]/",
-      "http://2130706433/", "http://0x7f.1/", "http://017700000001/", "http://0177.0.0.01/", "http://127.1/", "http://127.0.0.1./",
-      "http://2852039166/", "http://0xa9.0xfe.0xa9.0xfe/", "http://[fe80::1%25eth0]/", "http://[fc00::1]/", "http://0.0.0.0/",
-      "http://[::]/", "http://localhost/", "http://localhost./", "http://LocalHost:8080/", "http://api.localhost/", "http://100.64.0.1/", "http://[2001:0:4136:e378:8000:63bf:80ff:fffe]/"
+      "http://[::ffff:127.0.0.1]/",
+      "http://[::ffff:a9fe:a9fe]/",
+      "http://[0:0:0:0:0:ffff:7f00:1]/",
+      "http://[::127.0.0.1]/",
+      "http://[64:ff9b::7f00:1]/",
+      "http://[64:ff9b::a9fe:a9fe]/",
+      "http://[2002:7f00:1::]/",
+      "http://[2002:a9fe:a9fe::1]/",
+      "http://2130706433/",
+      "http://0x7f.1/",
+      "http://017700000001/",
+      "http://0177.0.0.01/",
+      "http://127.1/",
+      "http://127.0.0.1./",
+      "http://2852039166/",
+      "http://0xa9.0xfe.0xa9.0xfe/",
+      "http://[fe80::1%25eth0]/",
+      "http://[fc00::1]/",
+      "http://0.0.0.0/",
+      "http://[::]/",
+      "http://localhost/",
+      "http://localhost./",
+      "http://LocalHost:8080/",
+      "http://api.localhost/",
+      "http://100.64.0.1/",
+      "http://[2001:0:4136:e378:8000:63bf:80ff:fffe]/"
     ].map((url) => [{ webhook_url: url }, "webhook_url"] as const),
     [{ webhok_url: "https://93.184.215.14/" }, "webhok_url"]
   ])("PATCH refuses %j with 422 naming %s and changes nothing", async (body, param) => {
@@ -123,7 +145,9 @@ describe("profile", () => {
     const permissive = await startApp({ label: "private", config: { webhookAllowPrivateUrls: true } })
     try {
       const merchant = await permissive.createMerchant()
-      const reply = await client(permissive.baseUrl, merchant.key).patch("/api/v1/merchants/me", { webhook_url: "http://127.0.0.1:9/hook" })
+      const reply = await client(permissive.baseUrl, merchant.key).patch("/api/v1/merchants/me", {
+        webhook_url: "http://127.0.0.1:9/hook"
+      })
       expect(reply.status).toBe(200)
       expect(reply.body.merchant.webhook_url).toBe("http://127.0.0.1:9/hook")
     } finally {
@@ -150,7 +174,12 @@ describe("balances", () => {
     expect(await balances(api)).toEqual([{ currency: "USD", pending: 10_000 - fee, available: 0, reserved: 0 }])
     await api.post(`/api/v1/transactions/${manual.id}/capture`, { amount_cents: 2_000 })
     const fee2 = processingFeeCents(2_000, "USD")
-    expect(await balances(api)).toEqual([{ currency: "USD", pending: 10_000 - fee + 2_000 - fee2, available: 0, reserved: 0 }])
+    expect(await balances(api)).toEqual([{
+      currency: "USD",
+      pending: 10_000 - fee + 2_000 - fee2,
+      available: 0,
+      reserved: 0
+    }])
 
     // A refund before settlement comes out of pending.
     await api.post(`/api/v1/transactions/${manual.id}/refund`, { amount_cents: 500 })
@@ -201,7 +230,11 @@ describe("balances", () => {
     const before = await balances(api)
     await settle(new Date().toISOString())
     expect(await balances(api)).toEqual(before)
-    expect((await api.get(`/api/v1/transactions/${t.id}/events`)).body.events.filter((e: any) => e.type === "payment.settled"))
+    expect(
+      (await api.get(`/api/v1/transactions/${t.id}/events`)).body.events.filter((e: any) =>
+        e.type === "payment.settled"
+      )
+    )
       .toHaveLength(1)
   })
 })
@@ -211,7 +244,13 @@ describe("analytics", () => {
     const { api } = await newMerchant()
     const empty = await api.get("/api/v1/merchants/me/analytics")
     expect(empty.status).toBe(200)
-    expect(empty.body.analytics).toMatchObject({ transaction_count: 0, approval_rate: null, fraud_rate: null, refund_rate: null, by_currency: [] })
+    expect(empty.body.analytics).toMatchObject({
+      transaction_count: 0,
+      approval_rate: null,
+      fraud_rate: null,
+      refund_rate: null,
+      by_currency: []
+    })
 
     const a = await createTransaction(api, { amount_cents: 10_000 })
     await createTransaction(api, { amount_cents: 2_000 })
@@ -265,12 +304,20 @@ describe("analytics", () => {
     const single = await newMerchant()
     const usd = await createTransaction(single.api, { amount_cents: 8_000 })
     await single.api.post(`/api/v1/transactions/${usd.id}/refund`, { amount_cents: 2_000 })
-    expect((await single.api.get("/api/v1/merchants/me/analytics")).body.analytics).toMatchObject({ refund_rate: 0.25, by_currency: [{ refund_rate: 0.25 }] })
+    expect((await single.api.get("/api/v1/merchants/me/analytics")).body.analytics).toMatchObject({
+      refund_rate: 0.25,
+      by_currency: [{ refund_rate: 0.25 }]
+    })
 
     const outside = await api.get("/api/v1/merchants/me/analytics?from=2000-01-01&to=2000-12-31")
-    expect(outside.body.analytics).toMatchObject({ from: "2000-01-01T00:00:00.000Z", to: "2000-12-31T23:59:59.999Z", transaction_count: 0 })
+    expect(outside.body.analytics).toMatchObject({
+      from: "2000-01-01T00:00:00.000Z",
+      to: "2000-12-31T23:59:59.999Z",
+      transaction_count: 0
+    })
     const today = a.created_at.slice(0, 10)
-    expect((await api.get(`/api/v1/merchants/me/analytics?from=${today}&to=${today}`)).body.analytics.transaction_count).toBe(5)
+    expect((await api.get(`/api/v1/merchants/me/analytics?from=${today}&to=${today}`)).body.analytics.transaction_count)
+      .toBe(5)
 
     const bad = await api.get("/api/v1/merchants/me/analytics?from=last-week")
     expect(bad.status).toBe(422)

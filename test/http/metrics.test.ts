@@ -29,7 +29,7 @@ const scrape = async () => {
   return { samples, types, text: reply.text }
 }
 
-const createRoute = 'method="POST",route="/api/v1/transactions",status="201"'
+const createRoute = "method=\"POST\",route=\"/api/v1/transactions\",status=\"201\""
 
 describe("GET /metrics", () => {
   it("moves the latency histogram, the request, payment, ledger and idempotency counters after traffic", async () => {
@@ -39,8 +39,15 @@ describe("GET /metrics", () => {
     await createTransaction(api, { card_token: "tok_decline_insufficient_funds" })
     const keyed = transactionBody({ amount_cents: 777 })
     expect((await api.post("/api/v1/transactions", keyed, { idempotencyKey: "metrics-1" })).status).toBe(201)
-    expect((await api.post("/api/v1/transactions", keyed, { idempotencyKey: "metrics-1" })).headers.get("idempotent-replayed")).toBe("true")
-    expect((await api.post("/api/v1/transactions", transactionBody({ amount_cents: 778 }), { idempotencyKey: "metrics-1" })).status).toBe(422)
+    expect(
+      (await api.post("/api/v1/transactions", keyed, { idempotencyKey: "metrics-1" })).headers.get(
+        "idempotent-replayed"
+      )
+    ).toBe("true")
+    expect(
+      (await api.post("/api/v1/transactions", transactionBody({ amount_cents: 778 }), { idempotencyKey: "metrics-1" }))
+        .status
+    ).toBe(422)
     const missing = await api.get("/api/v1/transactions/pay_doesnotexist000")
     expect(missing.status).toBe(404)
     const after = await scrape()
@@ -48,24 +55,42 @@ describe("GET /metrics", () => {
     const s1 = after.samples
 
     // Histogram by route template and status: count, +Inf bucket and sum move together.
-    const created = count(s1, `http_request_duration_seconds_count{${createRoute}}`) - count(s0, `http_request_duration_seconds_count{${createRoute}}`)
+    const created = count(s1, `http_request_duration_seconds_count{${createRoute}}`) -
+      count(s0, `http_request_duration_seconds_count{${createRoute}}`)
     expect(created).toBe(4) // two creates, the keyed one and its replay (the 422 is another series)
-    expect(count(s1, `http_request_duration_seconds_bucket{${createRoute},le="+Inf"}`)).toBe(count(s1, `http_request_duration_seconds_count{${createRoute}}`))
-    expect(count(s1, `http_request_duration_seconds_sum{${createRoute}}`)).toBeGreaterThan(count(s0, `http_request_duration_seconds_sum{${createRoute}}`))
+    expect(count(s1, `http_request_duration_seconds_bucket{${createRoute},le="+Inf"}`)).toBe(
+      count(s1, `http_request_duration_seconds_count{${createRoute}}`)
+    )
+    expect(count(s1, `http_request_duration_seconds_sum{${createRoute}}`)).toBeGreaterThan(
+      count(s0, `http_request_duration_seconds_sum{${createRoute}}`)
+    )
     expect(count(s1, `http_requests_total{${createRoute}}`) - count(s0, `http_requests_total{${createRoute}}`)).toBe(4)
     // The route template, never the raw path (a label value per payment would grow without bound).
-    expect(s1.get('http_requests_total{method="GET",route="/api/v1/transactions/:id",status="404"}')).toBeGreaterThanOrEqual(1)
+    expect(s1.get("http_requests_total{method=\"GET\",route=\"/api/v1/transactions/:id\",status=\"404\"}"))
+      .toBeGreaterThanOrEqual(1)
     expect(after.text).not.toContain("pay_doesnotexist000")
 
-    expect(count(s1, 'payments_total{outcome="failed",failure_code="insufficient_funds"}') - count(s0, 'payments_total{outcome="failed",failure_code="insufficient_funds"}')).toBe(1)
-    expect(count(s1, 'payments_total{outcome="captured",failure_code=""}') - count(s0, 'payments_total{outcome="captured",failure_code=""}')).toBe(2)
-    expect(count(s1, 'ledger_postings_total{currency="USD"}')).toBeGreaterThan(count(s0, 'ledger_postings_total{currency="USD"}'))
+    expect(
+      count(s1, "payments_total{outcome=\"failed\",failure_code=\"insufficient_funds\"}") -
+        count(s0, "payments_total{outcome=\"failed\",failure_code=\"insufficient_funds\"}")
+    ).toBe(1)
+    expect(
+      count(s1, "payments_total{outcome=\"captured\",failure_code=\"\"}") -
+        count(s0, "payments_total{outcome=\"captured\",failure_code=\"\"}")
+    ).toBe(2)
+    expect(count(s1, "ledger_postings_total{currency=\"USD\"}")).toBeGreaterThan(
+      count(s0, "ledger_postings_total{currency=\"USD\"}")
+    )
     expect(count(s1, "idempotency_replays_total") - count(s0, "idempotency_replays_total")).toBe(1)
-    expect(count(s1, 'idempotency_conflicts_total{reason="key_reused"}') - count(s0, 'idempotency_conflicts_total{reason="key_reused"}')).toBe(1)
+    expect(
+      count(s1, "idempotency_conflicts_total{reason=\"key_reused\"}") -
+        count(s0, "idempotency_conflicts_total{reason=\"key_reused\"}")
+    ).toBe(1)
     // The pool of this process (10 connections in tests), none waiting once the traffic is over.
     expect(s1.get("db_pool_max_connections")).toBe(10)
     expect(s1.get("db_pool_waiting")).toBe(0)
-    expect(count(s1, 'db_pool_connections{state="in_use"}') + count(s1, 'db_pool_connections{state="idle"}')).toBeGreaterThan(0)
+    expect(count(s1, "db_pool_connections{state=\"in_use\"}") + count(s1, "db_pool_connections{state=\"idle\"}"))
+      .toBeGreaterThan(0)
     expect(s1.get("webhook_queue_depth")).toBe(0)
   })
 })
@@ -102,7 +127,10 @@ const expectedTypes: Record<string, "counter" | "gauge" | "histogram"> = {
 
 /** The series of a family as they appear in samples (a histogram's `_bucket`, `_sum` and `_count` included). */
 const seriesOf = (samples: Map<string, number>, family: string) =>
-  [...samples].filter(([series]) => series === family || series.startsWith(`${family}{`) || /^(.+)_(bucket|sum|count)($|\{)/.exec(series)?.[1] === family)
+  [...samples].filter(([series]) =>
+    series === family || series.startsWith(`${family}{`) ||
+    /^(.+)_(bucket|sum|count)($|\{)/.exec(series)?.[1] === family
+  )
 
 describe("every family's type matches its behaviour", () => {
   it("each family on /metrics has the type of the table, and every family is in the table", async () => {
@@ -121,11 +149,15 @@ describe("every family's type matches its behaviour", () => {
         const buckets = bySeries.get(bucket[1]!) ?? []
         buckets.push(value)
         bySeries.set(bucket[1]!, buckets)
-        if (bucket[2] === "+Inf") expect(value, series).toBe(samples.get(`${family}_count${bucket[1] === "" ? "" : `{${bucket[1]}}`}`))
+        if (bucket[2] === "+Inf") {
+          expect(value, series).toBe(samples.get(`${family}_count${bucket[1] === "" ? "" : `{${bucket[1]}}`}`))
+        }
       }
       expect(bySeries.size, family).toBeGreaterThan(0)
       for (const [labels, buckets] of bySeries) {
-        for (let i = 1; i < buckets.length; i++) expect(buckets[i]!, `${family}{${labels}}`).toBeGreaterThanOrEqual(buckets[i - 1]!)
+        for (let i = 1; i < buckets.length; i++) {
+          expect(buckets[i]!, `${family}{${labels}}`).toBeGreaterThanOrEqual(buckets[i - 1]!)
+        }
       }
     }
   })
@@ -151,7 +183,17 @@ describe("every family's type matches its behaviour", () => {
 
   it("the families that hold a current level are gauges", async () => {
     const { types } = await scrape()
-    for (const family of ["http_requests_in_flight", "db_pool_connections", "db_pool_waiting", "db_pool_max_connections", "webhook_queue_depth", "webhook_due_deliveries", "webhook_oldest_due_age_seconds"]) {
+    for (
+      const family of [
+        "http_requests_in_flight",
+        "db_pool_connections",
+        "db_pool_waiting",
+        "db_pool_max_connections",
+        "webhook_queue_depth",
+        "webhook_due_deliveries",
+        "webhook_oldest_due_age_seconds"
+      ]
+    ) {
       expect(types.get(family), family).toBe("gauge")
     }
   })

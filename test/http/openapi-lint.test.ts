@@ -3,8 +3,8 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join, resolve } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { freshShellEnv } from "../support/childEnv.ts"
 import { request, startApp, type TestApp } from "../support/app.ts"
+import { freshShellEnv } from "../support/childEnv.ts"
 
 // Issue 12, item 4: the OpenAPI document the service serves passes the ecosystem's standard
 // linter (Redocly CLI, `recommended` rules) with no error and no warning.
@@ -29,8 +29,13 @@ const lint = (file: string) =>
       process.execPath,
       [redocly, "lint", "--extends=recommended", "--format=json", file],
       // No telemetry and no update check: the test runs offline and sends nothing anywhere.
-      { cwd: scratch, env: freshShellEnv({ REDOCLY_TELEMETRY: "off", REDOCLY_SUPPRESS_UPDATE_NOTICE: "true" }), timeout: 120_000 },
-      (error, stdout, stderr) => done({ code: error === null ? 0 : typeof error.code === "number" ? error.code : null, stdout, stderr })
+      {
+        cwd: scratch,
+        env: freshShellEnv({ REDOCLY_TELEMETRY: "off", REDOCLY_SUPPRESS_UPDATE_NOTICE: "true" }),
+        timeout: 120_000
+      },
+      (error, stdout, stderr) =>
+        done({ code: error === null ? 0 : typeof error.code === "number" ? error.code : null, stdout, stderr })
     )
   })
 
@@ -49,7 +54,9 @@ describe("GET /api/v1/openapi.json under redocly lint (recommended)", () => {
 
   it("the linter is not vacuous: a document without summaries fails it", async () => {
     const spec = (await request(app.baseUrl, "GET", "/api/v1/openapi.json")).body
-    for (const path of Object.values<any>(spec.paths)) for (const operation of Object.values<any>(path)) delete operation.summary
+    for (const path of Object.values<any>(spec.paths)) {
+      for (const operation of Object.values<any>(path)) delete operation.summary
+    }
     spec.servers = []
     const file = join(scratch, "broken.json")
     writeFileSync(file, JSON.stringify(spec))
@@ -63,7 +70,9 @@ describe("GET /api/v1/openapi.json under redocly lint (recommended)", () => {
     const spec = (await request(app.baseUrl, "GET", "/api/v1/openapi.json")).body
     expect(spec.servers.length).toBeGreaterThan(0)
     expect(spec.components.securitySchemes.bearer).toEqual({ type: "http", scheme: "bearer" })
-    const resolveRef = (schema: any): any => (schema?.$ref ? spec.components.schemas[schema.$ref.split("/").pop()] : schema)
+    const resolveRef = (
+      schema: any
+    ): any => (schema?.$ref ? spec.components.schemas[schema.$ref.split("/").pop()] : schema)
     const hasExample = (schema: any): boolean => {
       const target = resolveRef(schema)
       if (target?.examples !== undefined) return true
@@ -77,11 +86,16 @@ describe("GET /api/v1/openapi.json under redocly lint (recommended)", () => {
         const where = `${method.toUpperCase()} ${path}`
         expect(operation.summary, where).toMatch(/\S/)
         expect(operation.description, where).toMatch(/\S/)
-        expect(Object.keys(operation.responses).filter((status) => Number(status) >= 400).length, where).toBeGreaterThan(3)
+        expect(Object.keys(operation.responses).filter((status) => Number(status) >= 400).length, where)
+          .toBeGreaterThan(3)
         for (const response of Object.values<any>(operation.responses)) {
-          for (const content of Object.values<any>(response.content ?? {})) expect(hasExample(content.schema), `${where} response`).toBe(true)
+          for (const content of Object.values<any>(response.content ?? {})) {
+            expect(hasExample(content.schema), `${where} response`).toBe(true)
+          }
         }
-        for (const content of Object.values<any>(operation.requestBody?.content ?? {})) expect(hasExample(content.schema), `${where} body`).toBe(true)
+        for (const content of Object.values<any>(operation.requestBody?.content ?? {})) {
+          expect(hasExample(content.schema), `${where} body`).toBe(true)
+        }
         // The processor's notifications are signed by the processor and applied once per its own
         // ids: no API key, no idempotency key of ours.
         if (path === "/api/v1/processor/notifications") {

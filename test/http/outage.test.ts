@@ -22,7 +22,10 @@ const setConnections = async (allowed: boolean) => {
     const name = new URL(app.databaseUrl).pathname.slice(1)
     await admin.query(`ALTER DATABASE ${name} ALLOW_CONNECTIONS ${allowed}`)
     if (!allowed) {
-      await admin.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()", [name])
+      await admin.query(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()",
+        [name]
+      )
     }
   } finally {
     await admin.end()

@@ -29,8 +29,17 @@ beforeAll(async () => {
     webhook: { url: receiver.url(), secret: webhookSecret },
     log: () => {}
   })
-  const connector = make({ secretKey: Redacted.make(secretKey), webhookSecret: Redacted.make(webhookSecret), apiBase: processor.url, defaultTimeoutMs: 10_000 })
-  app = await startApp({ label: "processor_notifications", acquirer: Layer.succeed(Acquirer, connector), config: { acquirer: "stripe" } })
+  const connector = make({
+    secretKey: Redacted.make(secretKey),
+    webhookSecret: Redacted.make(webhookSecret),
+    apiBase: processor.url,
+    defaultTimeoutMs: 10_000
+  })
+  app = await startApp({
+    label: "processor_notifications",
+    acquirer: Layer.succeed(Acquirer, connector),
+    config: { acquirer: "stripe" }
+  })
   sandboxApp = await startApp({ label: "processor_notifications_sandbox" })
 }, 120_000)
 afterAll(async () => {
@@ -43,7 +52,10 @@ afterAll(async () => {
 const post = (target: TestApp, body: string, signature: string | undefined) =>
   fetch(`${target.baseUrl}/api/v1/processor/notifications`, {
     method: "POST",
-    headers: { "content-type": "application/json", ...(signature === undefined ? {} : { "stripe-signature": signature }) },
+    headers: {
+      "content-type": "application/json",
+      ...(signature === undefined ? {} : { "stripe-signature": signature })
+    },
     body
   }).then(async (response) => ({ status: response.status, body: await response.json() as any }))
 
@@ -61,36 +73,55 @@ describe("POST /api/v1/processor/notifications", () => {
     const created = await fetch(`${app.baseUrl}/api/v1/transactions`, {
       method: "POST",
       headers: { authorization: `Bearer ${merchant.key}`, "content-type": "application/json" },
-      body: JSON.stringify({ transaction: { amount_cents: 3_100, currency: "USD", card_token: "tok_dispute_lost", card_brand: "visa", card_last_four: "4242" } })
+      body: JSON.stringify({
+        transaction: {
+          amount_cents: 3_100,
+          currency: "USD",
+          card_token: "tok_dispute_lost",
+          card_brand: "visa",
+          card_last_four: "4242"
+        }
+      })
     }).then((response) => response.json() as any)
     const paymentId = created.transaction.id as string
     expect(created.transaction.status).toBe("captured")
 
     await fetch(`${processor.url}/__advance`, { method: "POST", body: "{}" })
     const [first, second] = await notifications(2)
-    const bodies = [first!, second!].sort((a, b) => (a.body.includes("dispute.created") ? -1 : b.body.includes("dispute.created") ? 1 : 0))
+    const bodies = [first!, second!].sort((
+      a,
+      b
+    ) => (a.body.includes("dispute.created") ? -1 : b.body.includes("dispute.created") ? 1 : 0))
     const [opened, closed] = bodies as [typeof first & {}, typeof first & {}]
 
     expect((await post(app, opened.body, `${opened.signature.split(",")[0]},v1=${"0".repeat(64)}`)).status).toBe(401)
     expect((await post(app, opened.body, undefined)).status).toBe(401)
     const read = () =>
-      fetch(`${app.baseUrl}/api/v1/transactions/${paymentId}`, { headers: { authorization: `Bearer ${merchant.key}` } }).then((r) => r.json() as any)
+      fetch(`${app.baseUrl}/api/v1/transactions/${paymentId}`, { headers: { authorization: `Bearer ${merchant.key}` } })
+        .then((r) => r.json() as any)
     expect((await read()).transaction.dispute).toBeNull()
 
     const applied = await post(app, opened.body, opened.signature)
     expect(applied).toMatchObject({ status: 200, body: { received: true, outcome: "dispute_applied" } })
-    expect((await read()).transaction.dispute).toMatchObject({ status: "open", reason: "fraudulent", amount_cents: 3_100 })
+    expect((await read()).transaction.dispute).toMatchObject({
+      status: "open",
+      reason: "fraudulent",
+      amount_cents: 3_100
+    })
     // The processor sends it again: nothing changes.
     expect((await post(app, opened.body, opened.signature)).body.outcome).toBe("already_applied")
     expect((await post(app, closed.body, closed.signature)).body.outcome).toBe("dispute_applied")
     expect((await read()).transaction.dispute).toMatchObject({ status: "lost" })
     expect((await post(app, closed.body, closed.signature)).body.outcome).toBe("already_applied")
-    const events = await fetch(`${app.baseUrl}/api/v1/transactions/${paymentId}/events`, { headers: { authorization: `Bearer ${merchant.key}` } })
+    const events = await fetch(`${app.baseUrl}/api/v1/transactions/${paymentId}/events`, {
+      headers: { authorization: `Bearer ${merchant.key}` }
+    })
       .then((r) => r.json() as any)
-    expect(events.events.map((e: { type: string }) => e.type).filter((t: string) => t.startsWith("payment.dispute"))).toEqual([
-      "payment.dispute_opened",
-      "payment.dispute_resolved"
-    ])
+    expect(events.events.map((e: { type: string }) => e.type).filter((t: string) => t.startsWith("payment.dispute")))
+      .toEqual([
+        "payment.dispute_opened",
+        "payment.dispute_resolved"
+      ])
   })
 
   it("a capture and a refund asked for later name the intent stored with the authorization: the processor's lagging search is not needed", async () => {
@@ -100,12 +131,22 @@ describe("POST /api/v1/processor/notifications", () => {
     await fetch(`${processor.url}/__faults`, { method: "POST", body: JSON.stringify({ searchLagMs: 600_000 }) })
     try {
       const created = await api("POST", "/transactions", {
-        transaction: { amount_cents: 5_000, currency: "USD", card_token: "tok_visa", card_brand: "visa", card_last_four: "4242", capture_method: "manual" }
+        transaction: {
+          amount_cents: 5_000,
+          currency: "USD",
+          card_token: "tok_visa",
+          card_brand: "visa",
+          card_last_four: "4242",
+          capture_method: "manual"
+        }
       })
       expect(created.body.transaction.status).toBe("authorized")
       const id = created.body.transaction.id as string
-      expect((await api("POST", `/transactions/${id}/capture`, { amount_cents: 4_000 })).body.transaction).toMatchObject({ status: "captured", captured_amount_cents: 4_000 })
-      expect((await api("POST", `/transactions/${id}/refund`, { amount_cents: 1_000 })).body.transaction).toMatchObject({ refunded_amount_cents: 1_000 })
+      expect((await api("POST", `/transactions/${id}/capture`, { amount_cents: 4_000 })).body.transaction)
+        .toMatchObject({ status: "captured", captured_amount_cents: 4_000 })
+      expect((await api("POST", `/transactions/${id}/refund`, { amount_cents: 1_000 })).body.transaction).toMatchObject(
+        { refunded_amount_cents: 1_000 }
+      )
       const intents = await fetch(`${processor.url}/__intents`).then((r) => r.json() as any)
       const intent = intents.find((i: any) => i.metadata.payment_id === id)
       expect(intent).toMatchObject({ status: "succeeded", amount_received: 4_000 })
@@ -119,18 +160,33 @@ describe("POST /api/v1/processor/notifications", () => {
     const merchant = await app.createMerchant()
     const api = apiOf(merchant)
     const created = await api("POST", "/transactions", {
-      transaction: { amount_cents: 3_100, currency: "USD", card_token: "tok_refund_fail", card_brand: "visa", card_last_four: "4242" }
+      transaction: {
+        amount_cents: 3_100,
+        currency: "USD",
+        card_token: "tok_refund_fail",
+        card_brand: "visa",
+        card_last_four: "4242"
+      }
     })
     const id = created.body.transaction.id as string
     expect(created.body.transaction.status).toBe("captured")
-    expect((await api("POST", `/transactions/${id}/refund`, {})).body.transaction).toMatchObject({ status: "refunded", refunded_amount_cents: 3_100 })
+    expect((await api("POST", `/transactions/${id}/refund`, {})).body.transaction).toMatchObject({
+      status: "refunded",
+      refunded_amount_cents: 3_100
+    })
 
     const seen = receiver.caught.length
     await fetch(`${processor.url}/__advance`, { method: "POST", body: "{}" })
     const failed = (await notifications(seen + 1))[seen]!
-    expect(JSON.parse(failed.body)).toMatchObject({ type: "refund.failed", data: { object: { status: "failed", amount: 3_100 } } })
+    expect(JSON.parse(failed.body)).toMatchObject({
+      type: "refund.failed",
+      data: { object: { status: "failed", amount: 3_100 } }
+    })
 
-    expect(await post(app, failed.body, failed.signature)).toMatchObject({ status: 200, body: { received: true, outcome: "refund_failure_applied" } })
+    expect(await post(app, failed.body, failed.signature)).toMatchObject({
+      status: 200,
+      body: { received: true, outcome: "refund_failure_applied" }
+    })
     const after = (await api("GET", `/transactions/${id}`)).body.transaction
     expect(after).toMatchObject({ status: "captured", refunded_amount_cents: 0 })
     const events = (await api("GET", `/transactions/${id}/events`)).body.events.map((e: { type: string }) => e.type)
@@ -138,12 +194,18 @@ describe("POST /api/v1/processor/notifications", () => {
     const ledger = (await api("GET", `/transactions/${id}/ledger`)).body
     const entries = ledger.ledger_entries as Array<{ account: string; direction: string; amount_cents: number }>
     const net = (account: string) =>
-      entries.filter((e) => e.account === account).reduce((sum, e) => sum + (e.direction === "credit" ? e.amount_cents : -e.amount_cents), 0)
+      entries.filter((e) => e.account === account).reduce(
+        (sum, e) => sum + (e.direction === "credit" ? e.amount_cents : -e.amount_cents),
+        0
+      )
     // Captured, less the fee: the refund taken back returns the 3,100 to pending.
     expect(net("merchant_pending")).toBe(3_100 - after.fee_cents)
     // The processor reports it again: nothing changes.
     expect((await post(app, failed.body, failed.signature)).body.outcome).toBe("already_applied")
-    expect((await api("GET", `/transactions/${id}`)).body.transaction).toMatchObject({ status: "captured", refunded_amount_cents: 0 })
+    expect((await api("GET", `/transactions/${id}`)).body.transaction).toMatchObject({
+      status: "captured",
+      refunded_amount_cents: 0
+    })
     // The money is the merchant's to refund again.
     expect((await api("POST", `/transactions/${id}/refund`, { amount_cents: 100 })).status).toBe(200)
   })

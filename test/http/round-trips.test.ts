@@ -2,7 +2,7 @@ import { Effect } from "effect"
 import type * as Statement from "effect/sql/Statement"
 import pg from "pg"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { client, type Client, startApp, type TestApp } from "../support/app.ts"
+import { type Client, client, startApp, type TestApp } from "../support/app.ts"
 
 /**
  * The create path's budget (docs/performance.md), counted, not timed: SQL statements sent to the
@@ -41,7 +41,12 @@ let api: Client
 beforeAll(async () => {
   // The API key lookup is cached for API_KEY_CACHE_TTL (5 s); on a loaded machine a measured run
   // can outlast it and count one more statement. The budget is about the request path, not the cache.
-  app = await startApp({ label: "round-trips", fiberMetrics: fibers, sqlTransformer: countEffectSql, config: { apiKeyCacheTtlMs: 3_600_000 } })
+  app = await startApp({
+    label: "round-trips",
+    fiberMetrics: fibers,
+    sqlTransformer: countEffectSql,
+    config: { apiKeyCacheTtlMs: 3_600_000 }
+  })
   counter.database = new URL(app.databaseUrl).pathname.slice(1)
   pg.Client.prototype.query = function(this: pg.Client & { database?: string }, ...args: Array<any>) {
     if (this.database === counter.database) {
@@ -69,7 +74,13 @@ afterAll(async () => {
 })
 
 const transactionBody = (n: number) => ({
-  transaction: { amount_cents: 1_000 + n, currency: "USD", card_token: "tok_visa", card_last_four: "4242", card_brand: "visa" }
+  transaction: {
+    amount_cents: 1_000 + n,
+    currency: "USD",
+    card_token: "tok_visa",
+    card_last_four: "4242",
+    card_brand: "visa"
+  }
 })
 
 /** Statements, commits and fibers per request over `count` requests made by `send`. */
@@ -100,7 +111,9 @@ describe("the create path's budget", () => {
 
   it("a create without a key: the same", async () => {
     const used = await perRequest(20, async (count) => {
-      for (let n = 0; n < count; n++) expect((await api.post("/api/v1/transactions", transactionBody(n))).status).toBe(201)
+      for (let n = 0; n < count; n++) {
+        expect((await api.post("/api/v1/transactions", transactionBody(n))).status).toBe(201)
+      }
     })
     expect(used.statements).toBe(2)
     expect(used.commits).toBe(2)
@@ -109,8 +122,12 @@ describe("the create path's budget", () => {
 
   it("concurrent creates share round trips: never more than 2 statements and 2 commits each", async () => {
     const used = await perRequest(48, async (count) => {
-      const replies = await Promise.all(Array.from({ length: count }, (_, n) =>
-        api.post("/api/v1/transactions", transactionBody(n), { idempotencyKey: `burst-${n}` })))
+      const replies = await Promise.all(
+        Array.from(
+          { length: count },
+          (_, n) => api.post("/api/v1/transactions", transactionBody(n), { idempotencyKey: `burst-${n}` })
+        )
+      )
       expect(replies.map((r) => r.status)).toEqual(Array(count).fill(201))
       expect(new Set(replies.map((r) => r.body.transaction.id)).size).toBe(count)
     })
@@ -133,11 +150,15 @@ describe("the create path's budget", () => {
   })
 
   it("a keyed refund: 4 statements (claim, read, version-checked commit, stored response)", async () => {
-    const created = await api.post("/api/v1/transactions", { transaction: { ...transactionBody(9).transaction, amount_cents: 100_000 } })
+    const created = await api.post("/api/v1/transactions", {
+      transaction: { ...transactionBody(9).transaction, amount_cents: 100_000 }
+    })
     const id = created.body.transaction.id
     const used = await perRequest(10, async (count) => {
       for (let n = 0; n < count; n++) {
-        const refund = await api.post(`/api/v1/transactions/${id}/refund`, { amount_cents: 100 }, { idempotencyKey: `refund-${n}` })
+        const refund = await api.post(`/api/v1/transactions/${id}/refund`, { amount_cents: 100 }, {
+          idempotencyKey: `refund-${n}`
+        })
         expect(refund.status).toBe(200)
       }
     })
@@ -149,7 +170,9 @@ describe("the create path's budget", () => {
   it("GET one transaction: 1 statement, 1 commit", async () => {
     const created = await api.post("/api/v1/transactions", transactionBody(1))
     const used = await perRequest(20, async (count) => {
-      for (let n = 0; n < count; n++) expect((await api.get(`/api/v1/transactions/${created.body.transaction.id}`)).status).toBe(200)
+      for (let n = 0; n < count; n++) {
+        expect((await api.get(`/api/v1/transactions/${created.body.transaction.id}`)).status).toBe(200)
+      }
     })
     expect(used.statements).toBe(1)
     expect(used.commits).toBe(1)

@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { processingFeeCents } from "../../src/domain/Money.ts"
 import {
-  client,
   type Client,
+  client,
   createTransaction,
   errorOf,
   startApp,
@@ -72,12 +72,15 @@ const expectAmountRefused = (reply: { status: number; body: any }) => {
 describe("create and the automatic flow", () => {
   it("tok_visa is authorized, screened and captured, with the record of CONTRACT section 6", async () => {
     const { api, merchantId } = await newMerchant()
-    const reply = await api.post("/api/v1/transactions", transactionBody({
-      amount_cents: 10_000,
-      currency: "USD",
-      card_token: "tok_visa",
-      metadata: { order_id: "A-1" }
-    }))
+    const reply = await api.post(
+      "/api/v1/transactions",
+      transactionBody({
+        amount_cents: 10_000,
+        currency: "USD",
+        card_token: "tok_visa",
+        metadata: { order_id: "A-1" }
+      })
+    )
     expect(reply.status).toBe(201)
     expect(reply.headers.get("content-type")).toMatch(/^application\/json/)
     expect(Object.keys(reply.body)).toEqual(["transaction"])
@@ -105,12 +108,30 @@ describe("create and the automatic flow", () => {
     expect(t.updated_at).toMatch(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/)
     // The card token is never echoed.
     expect(reply.text).not.toContain("tok_visa")
-    for (const field of [
-      "id", "merchant_id", "status", "amount_cents", "currency", "captured_amount_cents", "refunded_amount_cents",
-      "card_brand", "card_last_four", "capture_method", "idempotency_key", "metadata", "fraud_score", "fraud_model_version",
-      "fraud_explanations", "fraud_case_id",
-      "failure_code", "failure_message", "created_at", "updated_at"
-    ]) expect(t).toHaveProperty(field)
+    for (
+      const field of [
+        "id",
+        "merchant_id",
+        "status",
+        "amount_cents",
+        "currency",
+        "captured_amount_cents",
+        "refunded_amount_cents",
+        "card_brand",
+        "card_last_four",
+        "capture_method",
+        "idempotency_key",
+        "metadata",
+        "fraud_score",
+        "fraud_model_version",
+        "fraud_explanations",
+        "fraud_case_id",
+        "failure_code",
+        "failure_message",
+        "created_at",
+        "updated_at"
+      ]
+    ) expect(t).toHaveProperty(field)
 
     expect(await getTransaction(api, t.id)).toEqual(t)
     expect(await eventTypes(api, t.id)).toEqual([
@@ -154,7 +175,10 @@ describe("create and the automatic flow", () => {
     expect(unbalancedGroups(entries as any)).toEqual([])
     const fee = processingFeeCents(10_000, "USD")
     const credited = (account: string) =>
-      entries.filter((e) => e.account === account).reduce((sum, e) => sum + (e.direction === "credit" ? e.amount_cents : -e.amount_cents), 0)
+      entries.filter((e) => e.account === account).reduce(
+        (sum, e) => sum + (e.direction === "credit" ? e.amount_cents : -e.amount_cents),
+        0
+      )
     expect(credited("merchant_pending")).toBe(10_000 - fee)
     expect(credited("fee_revenue")).toBe(fee)
     // The authorization hold is fully released once captured.
@@ -211,7 +235,10 @@ describe("create and the automatic flow", () => {
     // Exact: the contributions sum to the model output (log-odds of the score) minus the base value (docs/fraud-model.md).
     const output = Math.log(fraudCase.risk_score / (1 - fraudCase.risk_score))
     expect(fraudCase.model_output).toBeCloseTo(output, 4)
-    expect(fraudCase.base_value + explanations.reduce((sum, e) => sum + e.contribution, 0)).toBeCloseTo(fraudCase.model_output, 9)
+    expect(fraudCase.base_value + explanations.reduce((sum, e) => sum + e.contribution, 0)).toBeCloseTo(
+      fraudCase.model_output,
+      9
+    )
     // The transaction record shows the model and its largest contributions.
     const record = await getTransaction(api, t.id)
     expect(record.fraud_model_version).toBe(fraudCase.model_version)
@@ -231,7 +258,11 @@ describe("create and the automatic flow", () => {
     expect(unbalancedGroups(entries as any)).toEqual([])
     expect(entries.some((e) => e.account === "merchant_pending")).toBe(false)
     const cases = await api.get("/api/v1/fraud/cases")
-    expect(cases.body.fraud_cases.map((c: any) => [c.id, c.status, c.transaction_id])).toEqual([[t.fraud_case_id, "open", t.id]])
+    expect(cases.body.fraud_cases.map((c: any) => [c.id, c.status, c.transaction_id])).toEqual([[
+      t.fraud_case_id,
+      "open",
+      t.id
+    ]])
     expectInvalidState(await api.post(`/api/v1/transactions/${t.id}/capture`), "blocked")
     expectInvalidState(await api.post(`/api/v1/transactions/${t.id}/refund`), "blocked")
   })
@@ -250,12 +281,19 @@ describe("manual capture, capture and void", () => {
 
     const captured = await api.post(`/api/v1/transactions/${t.id}/capture`, { amount_cents: 6_000 })
     expect(captured.status).toBe(200)
-    expect(captured.body.transaction).toMatchObject({ status: "captured", amount_cents: 10_000, captured_amount_cents: 6_000 })
+    expect(captured.body.transaction).toMatchObject({
+      status: "captured",
+      amount_cents: 10_000,
+      captured_amount_cents: 6_000
+    })
     expect((await eventTypes(api, t.id)).at(-1)).toBe("payment.captured")
     const entries = await ledgerOf(api, t.id)
     expect(unbalancedGroups(entries as any)).toEqual([])
     const net = (account: string) =>
-      entries.filter((e) => e.account === account).reduce((s, e) => s + (e.direction === "credit" ? e.amount_cents : -e.amount_cents), 0)
+      entries.filter((e) => e.account === account).reduce(
+        (s, e) => s + (e.direction === "credit" ? e.amount_cents : -e.amount_cents),
+        0
+      )
     expect(net("authorization_holds")).toBe(0)
     expect(net("merchant_pending")).toBe(6_000 - processingFeeCents(6_000, "USD"))
 
@@ -376,7 +414,12 @@ describe("listing", () => {
   it("lists newest first with pagination metadata and the filters of the interface", async () => {
     const { api } = await newMerchant()
     const created: Array<Record<string, any>> = []
-    for (const [amount, token] of [[100, "tok_visa"], [200, "tok_decline_do_not_honor"], [300, "tok_visa"], [400, "tok_visa"], [500, "tok_decline_expired_card"]] as const) {
+    for (
+      const [amount, token] of [[100, "tok_visa"], [200, "tok_decline_do_not_honor"], [300, "tok_visa"], [
+        400,
+        "tok_visa"
+      ], [500, "tok_decline_expired_card"]] as const
+    ) {
       created.push(await createTransaction(api, { amount_cents: amount, card_token: token }))
     }
     const all = await api.get("/api/v1/transactions")
@@ -457,10 +500,17 @@ describe("fraud review", () => {
   it("false_positive releases a held automatic payment, which is then captured", async () => {
     const { api } = await newMerchant()
     const t = await createTransaction(api, { card_token: "tok_risk_review", amount_cents: 5_000 })
-    const reply = await api.post(`/api/v1/fraud/cases/${t.fraud_case_id}/review`, { status: "false_positive", notes: "known customer" })
+    const reply = await api.post(`/api/v1/fraud/cases/${t.fraud_case_id}/review`, {
+      status: "false_positive",
+      notes: "known customer"
+    })
     expect(reply.status).toBe(200)
     expect(Object.keys(reply.body)).toEqual(["fraud_case"])
-    expect(reply.body.fraud_case).toMatchObject({ id: t.fraud_case_id, status: "false_positive", notes: "known customer" })
+    expect(reply.body.fraud_case).toMatchObject({
+      id: t.fraud_case_id,
+      status: "false_positive",
+      notes: "known customer"
+    })
     expect(reply.body.fraud_case.reviewed_at).toMatch(/Z$/)
     // The review answers once the resumed flow has captured (within the request deadline).
     const captured = await getTransaction(api, t.id)
@@ -490,7 +540,10 @@ describe("fraud review", () => {
   it("confirmed_fraud blocks a held payment and releases its hold", async () => {
     const { api } = await newMerchant()
     const t = await createTransaction(api, { card_token: "tok_risk_review" })
-    const reply = await api.post(`/api/v1/fraud/cases/${t.fraud_case_id}/review`, { status: "confirmed_fraud", notes: "stolen card" })
+    const reply = await api.post(`/api/v1/fraud/cases/${t.fraud_case_id}/review`, {
+      status: "confirmed_fraud",
+      notes: "stolen card"
+    })
     expect(reply.status).toBe(200)
     expect(reply.body.fraud_case.status).toBe("confirmed_fraud")
     const blocked = await getTransaction(api, t.id)
@@ -498,8 +551,10 @@ describe("fraud review", () => {
     expect((await eventTypes(api, t.id)).at(-1)).toBe("payment.fraud_blocked")
     const entries = await ledgerOf(api, t.id)
     expect(unbalancedGroups(entries as any)).toEqual([])
-    expect(entries.filter((e) => e.account === "authorization_holds")
-      .reduce((s, e) => s + (e.direction === "credit" ? e.amount_cents : -e.amount_cents), 0)).toBe(0)
+    expect(
+      entries.filter((e) => e.account === "authorization_holds")
+        .reduce((s, e) => s + (e.direction === "credit" ? e.amount_cents : -e.amount_cents), 0)
+    ).toBe(0)
   })
 
   it("reviewing a case of an already blocked payment only labels it", async () => {
@@ -550,7 +605,11 @@ describe("fraud review", () => {
     expect(empty.status).toBe(200)
     expect(empty.body).toEqual({
       fraud_stats: {
-        cases: { total: 0, by_status: { open: 0, confirmed_fraud: 0, false_positive: 0 }, by_priority: { low: 0, medium: 0, high: 0, critical: 0 } },
+        cases: {
+          total: 0,
+          by_status: { open: 0, confirmed_fraud: 0, false_positive: 0 },
+          by_priority: { low: 0, medium: 0, high: 0, critical: 0 }
+        },
         approved_count: 0,
         screened_count: 0,
         blocked: { count: 0, by_currency: [] },
@@ -563,9 +622,21 @@ describe("fraud review", () => {
       }
     })
     const visa = await createTransaction(api, { card_token: "tok_visa", amount_cents: 1_000 })
-    const held = await createTransaction(api, { card_token: "tok_risk_review", amount_cents: 1_000, capture_method: "manual" })
-    const released = await createTransaction(api, { card_token: "tok_risk_review", amount_cents: 1_000, capture_method: "manual" })
-    const blocked = await createTransaction(api, { card_token: "tok_risk_highest", amount_cents: 2_500, currency: "EUR" })
+    const held = await createTransaction(api, {
+      card_token: "tok_risk_review",
+      amount_cents: 1_000,
+      capture_method: "manual"
+    })
+    const released = await createTransaction(api, {
+      card_token: "tok_risk_review",
+      amount_cents: 1_000,
+      capture_method: "manual"
+    })
+    const blocked = await createTransaction(api, {
+      card_token: "tok_risk_highest",
+      amount_cents: 2_500,
+      currency: "EUR"
+    })
     await createTransaction(api, { card_token: "tok_decline_do_not_honor" })
     await api.post(`/api/v1/fraud/cases/${held.fraud_case_id}/review`, { status: "confirmed_fraud" })
     await api.post(`/api/v1/fraud/cases/${released.fraud_case_id}/review`, { status: "false_positive" })
@@ -578,7 +649,11 @@ describe("fraud review", () => {
     expect(stats.screened_count).toBe(4)
     expect(stats.blocked).toEqual({
       count: 2,
-      by_currency: [{ currency: "EUR", count: 1, amount_cents: 2_500 }, { currency: "USD", count: 1, amount_cents: 1_000 }]
+      by_currency: [{ currency: "EUR", count: 1, amount_cents: 2_500 }, {
+        currency: "USD",
+        count: 1,
+        amount_cents: 1_000
+      }]
     })
     // fraud_rate: blocked / approved (docs/api.md, "Rates").
     expect(stats.fraud_rate).toBe(0.5)

@@ -26,13 +26,25 @@ describe("idempotency keys of creates abandoned by their clients in a storm", ()
     const service = await startService(databaseUrl, { RATE_LIMIT_PER_SECOND: "1000000" })
     const db = new pg.Client({ connectionString: databaseUrl })
     await db.connect()
-    const body = JSON.stringify({ transaction: { amount_cents: 1_500, currency: "EUR", card_token: "tok_visa", card_last_four: "4242", card_brand: "visa" } })
+    const body = JSON.stringify({
+      transaction: {
+        amount_cents: 1_500,
+        currency: "EUR",
+        card_token: "tok_visa",
+        card_last_four: "4242",
+        card_brand: "visa"
+      }
+    })
     const send = (idempotencyKey: string, signal?: AbortSignal) =>
       fetch(`${service.baseUrl}/api/v1/transactions`, {
         method: "POST",
         body,
         ...(signal === undefined ? {} : { signal }),
-        headers: { authorization: `Bearer ${key}`, "content-type": "application/json", "x-idempotency-key": idempotencyKey }
+        headers: {
+          authorization: `Bearer ${key}`,
+          "content-type": "application/json",
+          "x-idempotency-key": idempotencyKey
+        }
       })
     const stormKey = (i: number) => `storm-${i}`
     try {
@@ -68,7 +80,9 @@ describe("idempotency keys of creates abandoned by their clients in a storm", ()
       }, { timeoutMs: 60_000, intervalMs: 50, what: "the storm's requests to end" })
 
       const opened = new Set(
-        (await db.query(`SELECT idempotency_key AS key FROM payments WHERE idempotency_key LIKE 'storm-%'`)).rows.map((r: { key: string }) => r.key)
+        (await db.query(`SELECT idempotency_key AS key FROM payments WHERE idempotency_key LIKE 'storm-%'`)).rows.map((
+          r: { key: string }
+        ) => r.key)
       )
       // No claim of an ended request still locked (a claim is `in_progress` until its response is stored).
       const locked = (await db.query(
@@ -76,7 +90,12 @@ describe("idempotency keys of creates abandoned by their clients in a storm", ()
       )).rows.map((r: { key: string }) => r.key)
 
       // Every key retried once, a few at a time.
-      interface Outcome { readonly key: string; readonly status: number; readonly id: string | null; readonly replayed: boolean }
+      interface Outcome {
+        readonly key: string
+        readonly status: number
+        readonly id: string | null
+        readonly replayed: boolean
+      }
       const outcomes: Array<Outcome> = []
       let next = 0
       await Promise.all(Array.from({ length: retryWorkers }, async () => {
@@ -84,7 +103,12 @@ describe("idempotency keys of creates abandoned by their clients in a storm", ()
           const idempotencyKey = stormKey(next++)
           const response = await send(idempotencyKey)
           const answer = await response.json() as { transaction?: { id: string } }
-          outcomes.push({ key: idempotencyKey, status: response.status, id: answer.transaction?.id ?? null, replayed: response.headers.get("idempotent-replayed") === "true" })
+          outcomes.push({
+            key: idempotencyKey,
+            status: response.status,
+            id: answer.transaction?.id ?? null,
+            replayed: response.headers.get("idempotent-replayed") === "true"
+          })
         }
       }))
       const conflicts = outcomes.filter((o) => o.status === 409).map((o) => o.key)
@@ -95,7 +119,8 @@ describe("idempotency keys of creates abandoned by their clients in a storm", ()
       // Not a storm that missed: some originals were cut off after their first commit and before
       // their response was stored, and their retry resumed the payment they had opened.
       const resumed = outcomes.filter((o) => opened.has(o.key) && !o.replayed).length
-      expect(resumed, `the storm (aborts over ${Math.round(spreadMs)} ms) cut no create off after its first commit`).toBeGreaterThan(0)
+      expect(resumed, `the storm (aborts over ${Math.round(spreadMs)} ms) cut no create off after its first commit`)
+        .toBeGreaterThan(0)
 
       // Money stays safe: one payment per key, the one its retry answered with.
       const rows = (await db.query(

@@ -17,7 +17,15 @@ describe("creates abandoned by their clients", () => {
     const databaseUrl = await freshDatabase("hangup")
     const key = createMerchantWithCli(databaseUrl, "Hang-up").api_key.key
     const service = await startService(databaseUrl)
-    const body = JSON.stringify({ transaction: { amount_cents: 1_000, currency: "USD", card_token: "tok_visa", card_last_four: "4242", card_brand: "visa" } })
+    const body = JSON.stringify({
+      transaction: {
+        amount_cents: 1_000,
+        currency: "USD",
+        card_token: "tok_visa",
+        card_last_four: "4242",
+        card_brand: "visa"
+      }
+    })
     // Aborts spread over the first milliseconds of each request: some before it is read, some while
     // its insert or its flow's commit is in a batch, some after the answer. Which is which does not
     // matter; only that the outcome below holds for all of them.
@@ -28,11 +36,17 @@ describe("creates abandoned by their clients", () => {
         method: "POST",
         body,
         signal: controller.signal,
-        headers: { authorization: `Bearer ${key}`, "content-type": "application/json", "x-idempotency-key": `hang-up-${i}` }
+        headers: {
+          authorization: `Bearer ${key}`,
+          "content-type": "application/json",
+          "x-idempotency-key": `hang-up-${i}`
+        }
       }).then((response) => response.arrayBuffer()).catch(() => null)
       clearTimeout(timer)
     }
-    for (let round = 0; round < 12; round++) await Promise.all(Array.from({ length: 64 }, (_, i) => create(round * 64 + i)))
+    for (let round = 0; round < 12; round++) {
+      await Promise.all(Array.from({ length: 64 }, (_, i) => create(round * 64 + i)))
+    }
     const db = new pg.Client({ connectionString: databaseUrl })
     await db.connect()
     try {

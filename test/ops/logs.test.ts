@@ -1,5 +1,5 @@
-import { createServer, type Server } from "node:http"
 import { Effect, Logger, References } from "effect"
+import { createServer, type Server } from "node:http"
 import { afterAll, describe, expect, it } from "vitest"
 import type { StoreShape } from "../../src/store/Store.ts"
 import { client, eventually, request, startApp, transactionBody } from "../support/app.ts"
@@ -41,8 +41,18 @@ describe("the service's log (a child process, as an operator runs it)", () => {
     const service = await startService(databaseUrl, { WEBHOOK_ALLOW_PRIVATE_URLS: "true" })
     const secrets = new Set<string>([firstKey, created.merchant.webhook_secret])
     const requestIds: Array<string> = []
-    const send = async (method: string, path: string, key: string | null, json?: unknown, headers: Record<string, string> = {}) => {
-      const reply = await request(service.baseUrl, method, path, { key, ...(json === undefined ? {} : { json }), headers })
+    const send = async (
+      method: string,
+      path: string,
+      key: string | null,
+      json?: unknown,
+      headers: Record<string, string> = {}
+    ) => {
+      const reply = await request(service.baseUrl, method, path, {
+        key,
+        ...(json === undefined ? {} : { json }),
+        headers
+      })
       requestIds.push(reply.headers.get("x-request-id")!)
       return reply
     }
@@ -51,25 +61,48 @@ describe("the service's log (a child process, as an operator runs it)", () => {
     expect((await send("PATCH", "/api/v1/merchants/me", firstKey, { webhook_url: hooks.url })).status).toBe(200)
     const me = await send("GET", "/api/v1/merchants/me", firstKey)
     secrets.add(me.body.merchant.webhook_secret)
-    const tokens = ["tok_visa", "tok_decline_do_not_honor", "tok_risk_review", "tok_risk_highest", "tok_customer_4242abcd"]
+    const tokens = [
+      "tok_visa",
+      "tok_decline_do_not_honor",
+      "tok_risk_review",
+      "tok_risk_highest",
+      "tok_customer_4242abcd"
+    ]
     const paymentIds: Array<string> = []
     for (const card_token of tokens) {
-      const reply = await send("POST", "/api/v1/transactions", firstKey, transactionBody({ card_token }), { "x-idempotency-key": `logs-${card_token}` })
+      const reply = await send("POST", "/api/v1/transactions", firstKey, transactionBody({ card_token }), {
+        "x-idempotency-key": `logs-${card_token}`
+      })
       expect(reply.status).toBe(201)
       paymentIds.push(reply.body.transaction.id)
       // The replay, from the stored response.
-      expect((await send("POST", "/api/v1/transactions", firstKey, transactionBody({ card_token }), { "x-idempotency-key": `logs-${card_token}` })).status).toBe(201)
+      expect(
+        (await send("POST", "/api/v1/transactions", firstKey, transactionBody({ card_token }), {
+          "x-idempotency-key": `logs-${card_token}`
+        })).status
+      ).toBe(201)
     }
-    const manual = await send("POST", "/api/v1/transactions", firstKey, transactionBody({ card_token: "tok_manual_secret", capture_method: "manual" }))
+    const manual = await send(
+      "POST",
+      "/api/v1/transactions",
+      firstKey,
+      transactionBody({ card_token: "tok_manual_secret", capture_method: "manual" })
+    )
     expect((await send("POST", `/api/v1/transactions/${manual.body.transaction.id}/void`, firstKey)).status).toBe(200)
-    expect((await send("POST", `/api/v1/transactions/${paymentIds[0]}/refund`, firstKey, { amount_cents: 100 })).status).toBe(200)
+    expect((await send("POST", `/api/v1/transactions/${paymentIds[0]}/refund`, firstKey, { amount_cents: 100 })).status)
+      .toBe(200)
     // Bad input carrying secrets: malformed JSON, a token that breaks the rules, an unknown key.
-    expect((await request(service.baseUrl, "POST", "/api/v1/transactions", {
-      key: firstKey,
-      raw: `{"transaction": {"card_token": "tok_broken_json_value", `,
-      headers: { "content-type": "application/json" }
-    }).then((r) => (requestIds.push(r.headers.get("x-request-id")!), r))).status).toBe(400)
-    expect((await send("POST", "/api/v1/transactions", firstKey, transactionBody({ card_token: `tok_${"x".repeat(80)}` }))).status).toBe(422)
+    expect(
+      (await request(service.baseUrl, "POST", "/api/v1/transactions", {
+        key: firstKey,
+        raw: `{"transaction": {"card_token": "tok_broken_json_value", `,
+        headers: { "content-type": "application/json" }
+      }).then((r) => (requestIds.push(r.headers.get("x-request-id")!), r))).status
+    ).toBe(400)
+    expect(
+      (await send("POST", "/api/v1/transactions", firstKey, transactionBody({ card_token: `tok_${"x".repeat(80)}` })))
+        .status
+    ).toBe(422)
     expect((await send("GET", "/api/v1/merchants/me", `sk_live_${"Z".repeat(40)}`)).status).toBe(401)
     // A new key, then a rotation: the old one is refused from then on.
     const newKey = await send("POST", "/api/v1/api_keys", firstKey, { name: "second" })
@@ -83,14 +116,22 @@ describe("the service's log (a child process, as an operator runs it)", () => {
     expect(rotatedSecret.status).toBe(200)
     secrets.add(JSON.stringify(rotatedSecret.body).match(/whsec_[A-Za-z0-9_-]+/)![0])
     // Webhooks go out (signed with those secrets) before the service stops.
-    await eventually(async () => (hooks.received.length >= 5 ? true : undefined), { timeoutMs: 30_000, what: "webhooks" })
+    await eventually(async () => (hooks.received.length >= 5 ? true : undefined), {
+      timeoutMs: 30_000,
+      what: "webhooks"
+    })
     service.child.kill("SIGTERM")
     expect(await service.exited).toBe(0)
 
     const lines = service.stderr().split("\n").filter((line) => line !== "")
     const entries = lines.map((line) => {
       try {
-        return JSON.parse(line) as { message: string; logLevel: string; timestamp: string; annotations: Record<string, unknown> }
+        return JSON.parse(line) as {
+          message: string
+          logLevel: string
+          timestamp: string
+          annotations: Record<string, unknown>
+        }
       } catch {
         throw new Error(`not a JSON line: ${line}`)
       }
@@ -113,7 +154,9 @@ describe("the service's log (a child process, as an operator runs it)", () => {
 
     // No secret, token or key in any line: neither the values used nor anything shaped like one.
     const text = lines.join("\n")
-    for (const secret of [...secrets, ...tokens, "tok_manual_secret", "tok_broken_json_value"]) expect(text).not.toContain(secret)
+    for (const secret of [...secrets, ...tokens, "tok_manual_secret", "tok_broken_json_value"]) {
+      expect(text).not.toContain(secret)
+    }
     expect(text).not.toMatch(/sk_live_(?!\[redacted\])/)
     expect(text).not.toMatch(/whsec_(?!\[redacted\])/)
     expect(text).not.toMatch(/(?<![A-Za-z0-9])tok_(?!\[redacted\])/)
@@ -127,7 +170,10 @@ describe("lines logged within a request (in-process, logger captured)", () => {
       lines.push({ message, annotations: { ...fiber.getRef(References.CurrentLogAnnotations) } })
     })
     // A defect in the store while serving: the edge logs it (500) within the request.
-    const failingList = (store: StoreShape): StoreShape => ({ ...store, listPayments: () => Effect.die(new Error("boom with tok_leaky_token")) })
+    const failingList = (store: StoreShape): StoreShape => ({
+      ...store,
+      listPayments: () => Effect.die(new Error("boom with tok_leaky_token"))
+    })
     const app = await startApp({ label: "log_context", logger: capture, wrapStore: failingList })
     try {
       const api = client(app.baseUrl, (await app.createMerchant()).key)
@@ -135,7 +181,10 @@ describe("lines logged within a request (in-process, logger captured)", () => {
       expect(reply.status).toBe(500)
       const requestId = reply.headers.get("x-request-id")
       const ofRequest = lines.filter((l) => l.annotations.request_id === requestId)
-      expect(ofRequest.map((l) => String(l.message))).toEqual(["request failed with a defect", "GET /api/v1/transactions 500"])
+      expect(ofRequest.map((l) => String(l.message))).toEqual([
+        "request failed with a defect",
+        "GET /api/v1/transactions 500"
+      ])
     } finally {
       await app.close()
     }

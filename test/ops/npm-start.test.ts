@@ -81,12 +81,18 @@ it("SIGTERM to npm start's own process stops the service: the port closes and no
     return ready?.status === 200 ? true : undefined
   }, { timeoutMs: 60_000, intervalMs: 100, what: "npm start to serve" })
   // The service itself (without `exec` the shell's command line names it too).
-  const nodes = groupMembers(groupId).filter((pid) => /^(\S*\/)?node /.test(commandOf(pid)) && commandOf(pid).includes("src/main.ts serve"))
+  const nodes = groupMembers(groupId).filter((pid) =>
+    /^(\S*\/)?node /.test(commandOf(pid)) && commandOf(pid).includes("src/main.ts serve")
+  )
   expect(nodes.length).toBe(1)
 
   process.kill(groupId, "SIGTERM")
   await npmExited
-  await eventually(async () => ((await listening(port)) ? undefined : true), { timeoutMs: 20_000, intervalMs: 100, what: "the port to close" })
+  await eventually(async () => ((await listening(port)) ? undefined : true), {
+    timeoutMs: 20_000,
+    intervalMs: 100,
+    what: "the port to close"
+  })
   await eventually(async () => (groupMembers(groupId).length === 0 ? true : undefined), {
     timeoutMs: 20_000,
     intervalMs: 100,

@@ -12,8 +12,20 @@ describe("a stop with a request that will not finish within SHUTDOWN_GRACE", () 
     const databaseUrl = await freshDatabase("grace")
     const key = createMerchantWithCli(databaseUrl, "Grace").api_key.key
     // The network never answers tok_network_timeout: the create waits REQUEST_DEADLINE (60 s).
-    const service = await startService(databaseUrl, { SHUTDOWN_GRACE: "1s", REQUEST_DEADLINE: "60s", ACQUIRER_TIMEOUT: "60s" })
-    const body = JSON.stringify({ transaction: { amount_cents: 1_000, currency: "USD", card_token: "tok_network_timeout", card_last_four: "0000", card_brand: "visa" } })
+    const service = await startService(databaseUrl, {
+      SHUTDOWN_GRACE: "1s",
+      REQUEST_DEADLINE: "60s",
+      ACQUIRER_TIMEOUT: "60s"
+    })
+    const body = JSON.stringify({
+      transaction: {
+        amount_cents: 1_000,
+        currency: "USD",
+        card_token: "tok_network_timeout",
+        card_last_four: "0000",
+        card_brand: "visa"
+      }
+    })
     const answered = fetch(`${service.baseUrl}/api/v1/transactions`, {
       method: "POST",
       body,
@@ -23,7 +35,10 @@ describe("a stop with a request that will not finish within SHUTDOWN_GRACE", () 
     await new Promise((done) => setTimeout(done, 1_000))
     const stoppedAt = Date.now()
     service.child.kill("SIGTERM")
-    const exit = await Promise.race([service.exited, new Promise((done) => setTimeout(() => done("still running after 20 s"), 20_000))])
+    const exit = await Promise.race([
+      service.exited,
+      new Promise((done) => setTimeout(() => done("still running after 20 s"), 20_000))
+    ])
     expect(exit).toBe(0)
     expect(Date.now() - stoppedAt).toBeLessThan(20_000)
     expect(service.stderr()).toContain("requests still in flight after SHUTDOWN_GRACE were cut off")

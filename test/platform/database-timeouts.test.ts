@@ -20,20 +20,29 @@ afterAll(async () => {
 })
 
 const query = (client: Pg.PoolClient, config: Pg.QueryConfig & { query_timeout?: number }) =>
-  new Promise<Pg.QueryResult>((done, fail) => client.query(config, (error: Error | undefined, result: Pg.QueryResult) => (error ? fail(error) : done(result))))
+  new Promise<Pg.QueryResult>((done, fail) =>
+    client.query(config, (error: Error | undefined, result: Pg.QueryResult) => (error ? fail(error) : done(result)))
+  )
 
 describe("the service's database pool", () => {
   it("has the documented defaults", () => {
     expect(defaults.databaseStatementTimeoutMs).toBe(3_000)
     expect(defaults.databaseConnectTimeoutMs).toBe(2_000)
     const options = poolOptions(url, 8, { statementTimeoutMs: 3_000, connectTimeoutMs: 2_000 })
-    expect(options).toMatchObject({ statement_timeout: 3_000, query_timeout: 3_500, connectionTimeoutMillis: 2_000, keepAlive: true })
+    expect(options).toMatchObject({
+      statement_timeout: 3_000,
+      query_timeout: 3_500,
+      connectionTimeoutMillis: 2_000,
+      keepAlive: true
+    })
   })
 
   it("closes a connection whose statement's answer did not come in time, instead of lending it again", async () => {
     const client = await pool.connect()
     const pid = (await query(client, { text: "SELECT pg_backend_pid() AS pid" })).rows[0].pid
-    await expect(query(client, { text: "SELECT pg_sleep(5)", query_timeout: 200 } as Pg.QueryConfig)).rejects.toThrow("Query read timeout")
+    await expect(query(client, { text: "SELECT pg_sleep(5)", query_timeout: 200 } as Pg.QueryConfig)).rejects.toThrow(
+      "Query read timeout"
+    )
     // Released without an error, as @effect/sql-pg releases a connection after a failed statement.
     client.release()
     const started = performance.now()

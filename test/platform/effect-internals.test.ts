@@ -31,7 +31,9 @@ describe("Effect internals this project relies on", () => {
     await Effect.runPromise(Effect.gen(function*() {
       const gate = yield* Deferred.make<void>()
       const started = yield* Deferred.make<void>()
-      const fiber = yield* Effect.forkChild(Effect.uninterruptible(Effect.andThen(Deferred.succeed(started, undefined), Deferred.await(gate))))
+      const fiber = yield* Effect.forkChild(
+        Effect.uninterruptible(Effect.andThen(Deferred.succeed(started, undefined), Deferred.await(gate)))
+      )
       yield* Deferred.await(started)
       expect(hasPendingInterrupt(fiber)).toBe(false)
       fiber.interruptUnsafe()

@@ -11,7 +11,17 @@ describe("sfc32: the seeded generator", () => {
   it("draws the reference sequence, early and 100,000 draws in", () => {
     const reference: Record<number, ReadonlyArray<number>> = {
       1: [587941090, 3698788925, 2524488572, 3535790054, 330041027, 2125978803, 1112819093, 1554127126, 1879782832],
-      0xdeadbeef: [3664269045, 2410741774, 632354693, 2669692859, 2039993387, 1691691096, 4024867171, 2980924946, 1081172264]
+      0xdeadbeef: [
+        3664269045,
+        2410741774,
+        632354693,
+        2669692859,
+        2039993387,
+        1691691096,
+        4024867171,
+        2980924946,
+        1081172264
+      ]
     }
     for (const [seed, expected] of Object.entries(reference)) {
       const next = sfc32(Number(seed))

@@ -18,7 +18,9 @@ const cuttable = (store: StoreShape, cut: { value: boolean }): StoreShape =>
       const member = target[name as keyof StoreShape] as unknown
       if (typeof member !== "function") return member
       return (...args: Array<unknown>) =>
-        cut.value ? Effect.fail(new StoreUnavailable({ cause: "cut off" })) : (member as (...xs: Array<unknown>) => unknown)(...args)
+        cut.value
+          ? Effect.fail(new StoreUnavailable({ cause: "cut off" }))
+          : (member as (...xs: Array<unknown>) => unknown)(...args)
     }
   })
 
@@ -32,7 +34,10 @@ const countingJob = (runs: Ref.Ref<number>, running: Ref.Ref<boolean>) =>
 const startInstance = (id: string, store: StoreShape, runs: Ref.Ref<number>, running: Ref.Ref<boolean>) =>
   Effect.gen(function*() {
     const scope = yield* Scope.make()
-    const context = yield* Layer.buildWithScope(Instance.layerWithId(id).pipe(Layer.provide(Layer.succeed(Store, store))), scope)
+    const context = yield* Layer.buildWithScope(
+      Instance.layerWithId(id).pipe(Layer.provide(Layer.succeed(Store, store))),
+      scope
+    )
     yield* Effect.forkIn(Effect.provideContext(Instance.whileLeading(countingJob(runs, running)), context), scope)
     return scope
   })

@@ -1,5 +1,5 @@
-import { describe, expect, it } from "vitest"
 import * as fc from "fast-check"
+import { describe, expect, it } from "vitest"
 import { addMs as plainAddMs } from "../../src/domain/Time.ts"
 import { addMs, canonicalIsoMs, isoAt, isoMs } from "../../src/platform/IsoTime.ts"
 
@@ -32,14 +32,29 @@ const times = fc.oneof(
 /** Texts: written by `isoAt`, written then changed by one character, and other forms `Date.parse` reads. */
 const texts = fc.oneof(
   times.map(toIso).filter((s) => s !== "RangeError"),
-  fc.tuple(times.map(toIso).filter((s) => s !== "RangeError"), fc.nat(30), fc.constantFrom("0", "9", "5", ":", "-", "Z", "T", ".", "x", " ")).map(
+  fc.tuple(
+    times.map(toIso).filter((s) => s !== "RangeError"),
+    fc.nat(30),
+    fc.constantFrom("0", "9", "5", ":", "-", "Z", "T", ".", "x", " ")
+  ).map(
     ([s, i, c]) => s.slice(0, i % (s.length + 1)) + c + s.slice((i % (s.length + 1)) + 1)
   ),
-  fc.constantFrom("2026-01-05T00:00:00Z", "2026-01-05", "2026-02-30T00:00:00.000Z", "0099-01-01T00:00:00.000Z", "0100-01-01T00:00:00.000Z", "+010000-01-01T00:00:00.000Z", "", "garbage")
+  fc.constantFrom(
+    "2026-01-05T00:00:00Z",
+    "2026-01-05",
+    "2026-02-30T00:00:00.000Z",
+    "0099-01-01T00:00:00.000Z",
+    "0100-01-01T00:00:00.000Z",
+    "+010000-01-01T00:00:00.000Z",
+    "",
+    "garbage"
+  )
 )
 
 type Step = { readonly write: number } | { readonly read: string }
-const steps = fc.array(fc.oneof(times.map((write): Step => ({ write })), texts.map((read): Step => ({ read }))), { maxLength: 60 })
+const steps = fc.array(fc.oneof(times.map((write): Step => ({ write })), texts.map((read): Step => ({ read }))), {
+  maxLength: 60
+})
 
 describe("ISO timestamps", () => {
   it("isoAt is toISOString and isoMs is Date.parse, in any sequence of writes and reads", () => {
@@ -75,10 +90,14 @@ describe("ISO timestamps", () => {
 
   it("the domain's plain addMs and the platform's memoized one agree", () => {
     fc.assert(
-      fc.property(fc.integer({ min: 0, max: 4_102_444_800_000 }), fc.integer({ min: -86_400_000, max: 86_400_000 }), (ms, delta) => {
-        const iso = new Date(ms).toISOString()
-        return plainAddMs(iso, delta) === addMs(iso, delta)
-      }),
+      fc.property(
+        fc.integer({ min: 0, max: 4_102_444_800_000 }),
+        fc.integer({ min: -86_400_000, max: 86_400_000 }),
+        (ms, delta) => {
+          const iso = new Date(ms).toISOString()
+          return plainAddMs(iso, delta) === addMs(iso, delta)
+        }
+      ),
       { numRuns: 2000 }
     )
   })

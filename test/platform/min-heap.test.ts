@@ -14,7 +14,13 @@ describe("MinHeap", () => {
   it("pops in order under any interleaving of pushes and pops", () => {
     fc.assert(
       fc.property(
-        fc.array(fc.oneof(fc.record({ push: fc.integer({ min: 0, max: 50 }) }), fc.record({ pops: fc.integer({ min: 1, max: 4 }) })), { maxLength: 400 }),
+        fc.array(
+          fc.oneof(
+            fc.record({ push: fc.integer({ min: 0, max: 50 }) }),
+            fc.record({ pops: fc.integer({ min: 1, max: 4 }) })
+          ),
+          { maxLength: 400 }
+        ),
         (steps) => {
           const heap = new MinHeap<Item>(before)
           const model: Array<Item> = []

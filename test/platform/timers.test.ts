@@ -1,6 +1,6 @@
-import { describe, expect, it } from "vitest"
 import { Clock, Effect } from "effect"
 import * as TestClock from "effect/testing/TestClock"
+import { describe, expect, it } from "vitest"
 import { VirtualTime } from "../../sim/engine/VirtualTime.ts"
 import { callbackTimerOf } from "../../src/platform/Timers.ts"
 

@@ -15,7 +15,9 @@ let abandoned = 0
 beforeAll(async () => {
   server = createServer((request, response) => {
     received++
-    if (request.url === "/moved") return void response.writeHead(302, { location: `http://127.0.0.1:${port}/target` }).end()
+    if (request.url === "/moved") {
+      return void response.writeHead(302, { location: `http://127.0.0.1:${port}/target` }).end()
+    }
     if (request.url === "/target") targetHits++
     if (request.url === "/reset") return void request.socket.destroy()
     if (request.url === "/silent") return void request.on("close", () => abandoned++)
@@ -33,7 +35,9 @@ afterAll(async () => {
 const postWithin = (url: string, timeoutMs: number) =>
   Effect.runPromise(
     Effect.flatMap(WebhookTransport, (transport) =>
-      transport.postWithin === undefined ? Effect.die("the live clock's transport applies the timeout itself") : transport.postWithin({ url, headers: {}, body: "{}" }, timeoutMs)).pipe(
+      transport.postWithin === undefined
+        ? Effect.die("the live clock's transport applies the timeout itself")
+        : transport.postWithin({ url, headers: {}, body: "{}" }, timeoutMs)).pipe(
         Effect.provide(transportLayer),
         Effect.provide(Config.layerWith(Config.defaultsWith({ webhookAllowPrivateUrls: true })))
       )
@@ -51,7 +55,10 @@ describe("the production webhook transport checks resolved addresses at connect 
   it("refuses a name that resolves to loopback, without sending anything", async () => {
     const before = received
     const result = await post(`http://localhost:${port}/hook`, false)
-    expect(result).toEqual({ _tag: "Failed", error: "refused: the host resolves to a loopback, private or link-local address" })
+    expect(result).toEqual({
+      _tag: "Failed",
+      error: "refused: the host resolves to a loopback, private or link-local address"
+    })
     expect(received).toBe(before)
   })
 
@@ -88,19 +95,29 @@ describe("the production webhook transport and what an endpoint does to a POST",
     const address = closed.address()
     const closedPort = typeof address === "object" && address !== null ? address.port : 0
     await new Promise((done) => closed.close(done))
-    expect(await post(`http://127.0.0.1:${closedPort}/hook`, true)).toEqual({ _tag: "Failed", error: "connection error: ECONNREFUSED" })
+    expect(await post(`http://127.0.0.1:${closedPort}/hook`, true)).toEqual({
+      _tag: "Failed",
+      error: "connection error: ECONNREFUSED"
+    })
   })
 })
 
 describe("the production webhook transport on the live clock", () => {
   it("applies the timeout itself: a socket that never answers is a timeout, and the request is abandoned", async () => {
     const before = abandoned
-    expect(await postWithin(`http://127.0.0.1:${port}/silent`, 50)).toEqual({ _tag: "Failed", error: "timeout: no answer within 50 ms" })
+    expect(await postWithin(`http://127.0.0.1:${port}/silent`, 50)).toEqual({
+      _tag: "Failed",
+      error: "timeout: no answer within 50 ms"
+    })
     await expect.poll(() => abandoned).toBe(before + 1)
   })
 
   it("an answer within the timeout is the answer", async () => {
-    expect(await postWithin(`http://127.0.0.1:${port}/hook`, 10_000)).toEqual({ _tag: "Answered", status: 200, snippet: "ok" })
+    expect(await postWithin(`http://127.0.0.1:${port}/hook`, 10_000)).toEqual({
+      _tag: "Answered",
+      status: 200,
+      snippet: "ok"
+    })
   })
 
   it("reads at most the first 4,096 bytes of an answer", async () => {

@@ -1,7 +1,13 @@
-import { Effect, Result, Layer } from "effect"
+import { Effect, Layer, Result } from "effect"
 import { describe, expect, it } from "vitest"
 import * as Analytics from "../../src/services/Analytics.ts"
-import { type AnalyticsPeriodRow, type AnalyticsRow, maximumSeriesRows, Store, type StoreShape } from "../../src/store/Store.ts"
+import {
+  type AnalyticsPeriodRow,
+  type AnalyticsRow,
+  maximumSeriesRows,
+  Store,
+  type StoreShape
+} from "../../src/store/Store.ts"
 
 // The Analytics service over a store that answers fixed aggregates: the rules of the figures
 // (docs/api.md, "Rates"), apart from how each store computes its aggregates (the contract suite).
@@ -27,23 +33,36 @@ const serviceOver = (totals: ReadonlyArray<AnalyticsRow>, periods: ReadonlyArray
     analyticsSeries: () => Effect.succeed(periods)
   } as unknown as StoreShape)))
 
-const analytics = (totals: ReadonlyArray<AnalyticsRow>, periods: ReadonlyArray<AnalyticsPeriodRow>, interval: "day" | null) =>
+const analytics = (
+  totals: ReadonlyArray<AnalyticsRow>,
+  periods: ReadonlyArray<AnalyticsPeriodRow>,
+  interval: "day" | null
+) =>
   Effect.runPromise(
-    Effect.flatMap(Analytics.Analytics, (service) => Effect.result(service.analytics("mer_1", { from: null, to: null, interval }))).pipe(
-      Effect.provide(serviceOver(totals, periods))
-    )
+    Effect.flatMap(Analytics.Analytics, (service) =>
+      Effect.result(service.analytics("mer_1", { from: null, to: null, interval }))).pipe(
+        Effect.provide(serviceOver(totals, periods))
+      )
   )
 
 describe("Analytics", () => {
   it("count rates over every currency; money rates per currency only, never summed across currencies", async () => {
-    const report = await analytics([row("JPY", { refundedCents: 500, capturedCents: 1_000 }), row("USD", { approvedCount: 2, blockedCount: 1 })], [], null)
+    const report = await analytics(
+      [row("JPY", { refundedCents: 500, capturedCents: 1_000 }), row("USD", { approvedCount: 2, blockedCount: 1 })],
+      [],
+      null
+    )
     if (Result.isFailure(report)) throw new Error("refused")
     const r = report.success
     // Counts add up: 18 approved of 20 decided, 3 blocked of 10 approved, 6 disputed of 12 captured.
     expect(r).toMatchObject({ transactionCount: 20, approvalRate: 0.5, fraudRate: 0.3, disputeRate: 0.5 })
     // 500 yen of 1,000 and 2,000 cents of 8,000: two rates, no third made of yen plus cents.
     expect(r.refundRate).toBeNull()
-    expect(r.byCurrency.map((c) => [c.currency, c.refundRate, c.fraudRate])).toEqual([["JPY", 0.5, 0.25], ["USD", 0.25, 0.5]])
+    expect(r.byCurrency.map((c) => [c.currency, c.refundRate, c.fraudRate])).toEqual([["JPY", 0.5, 0.25], [
+      "USD",
+      0.25,
+      0.5
+    ]])
     expect(r.byCurrency[1]!.revenueCents).toBe(8_000 - 2_000 - 300)
   })
 
@@ -53,12 +72,24 @@ describe("Analytics", () => {
   })
 
   it("a rate with nothing to divide by is null", async () => {
-    const report = await analytics([row("EUR", { decidedCount: 0, approvedCount: 0, blockedCount: 0, capturedCents: 0, capturedCount: 0 })], [], null)
-    expect(Result.isSuccess(report) && report.success.byCurrency[0]).toMatchObject({ approvalRate: null, fraudRate: null, refundRate: null, disputeRate: null })
+    const report = await analytics(
+      [row("EUR", { decidedCount: 0, approvedCount: 0, blockedCount: 0, capturedCents: 0, capturedCount: 0 })],
+      [],
+      null
+    )
+    expect(Result.isSuccess(report) && report.success.byCurrency[0]).toMatchObject({
+      approvalRate: null,
+      fraudRate: null,
+      refundRate: null,
+      disputeRate: null
+    })
   })
 
   it(`a series of more than ${maximumSeriesRows} periods is refused on interval`, async () => {
-    const periods = Array.from({ length: maximumSeriesRows + 1 }, (_, i) => ({ ...row("USD"), periodStart: new Date(i * 3_600_000).toISOString() }))
+    const periods = Array.from(
+      { length: maximumSeriesRows + 1 },
+      (_, i) => ({ ...row("USD"), periodStart: new Date(i * 3_600_000).toISOString() })
+    )
     const refused = await analytics([row("USD")], periods, "day")
     expect(Result.isFailure(refused) && refused.failure).toMatchObject({ _tag: "InvalidInput", param: "interval" })
     const accepted = await analytics([row("USD")], periods.slice(0, maximumSeriesRows), "day")
@@ -75,10 +106,19 @@ describe("Analytics", () => {
               casesByPriority: { low: 1, medium: 1, high: 2, critical: 1 },
               approvedCount: 40,
               screenedCount: 40,
-              blocked: [{ currency: "EUR", count: 2, amountCents: 900 }, { currency: "USD", count: 2, amountCents: 1_000 }],
+              blocked: [{ currency: "EUR", count: 2, amountCents: 900 }, {
+                currency: "USD",
+                count: 2,
+                amountCents: 1_000
+              }],
               lostDisputeCount: 1,
               scoreHistogram: [30, 5, 1, 0, 0, 1, 1, 0, 1, 1],
-              byModel: [{ modelVersion: "m1", screenedCount: 40, blockedCount: 4, casesByStatus: { open: 1, confirmed_fraud: 3, false_positive: 1 } }]
+              byModel: [{
+                modelVersion: "m1",
+                screenedCount: 40,
+                blockedCount: 4,
+                casesByStatus: { open: 1, confirmed_fraud: 3, false_positive: 1 }
+              }]
             })
         } as unknown as StoreShape))))
       )

@@ -2,8 +2,8 @@ import { describe, expect, it } from "@effect/vitest"
 import { Deferred, Effect, Fiber, Layer } from "effect"
 import * as Config from "../../src/platform/Config.ts"
 import * as Ids from "../../src/platform/Ids.ts"
-import { ApiKeys, type AuthenticationThen, type Found, layer as apiKeysLayer } from "../../src/services/ApiKeys.ts"
 import { isoAt } from "../../src/platform/Time.ts"
+import { ApiKeys, type AuthenticationThen, type Found, layer as apiKeysLayer } from "../../src/services/ApiKeys.ts"
 import { emptyState, memoryOperations } from "../../src/store/MemoryStore.ts"
 import { Store, type StoreShape, StoreUnavailable } from "../../src/store/Store.ts"
 import { apiKeyFor, merchantFor, testWorld } from "../store/harness.ts"
@@ -21,19 +21,24 @@ const setup = () => {
   // says it has read through `hold.read`: a look-up overtaken by something else.
   let hold: { readonly read: Deferred.Deferred<void>; readonly release: Deferred.Deferred<void> } | null = null
   // Every operation counted by name; `down` fails them all as an unreachable database does.
-  const store = Object.fromEntries(Object.entries(memory).map(([name, operation]) => [
-    name,
-    (...args: Array<unknown>) =>
-      Effect.suspend(() => {
-        calls.push(name)
-        if (down) return Effect.fail(new StoreUnavailable({ cause: "test: down" }))
-        const run = (operation as (...a: Array<unknown>) => Effect.Effect<unknown, StoreUnavailable>)(...args)
-        const held = name === "useApiKey" ? hold : null
-        if (held === null) return run
-        return Effect.flatMap(run, (answer) =>
-          Effect.andThen(Effect.andThen(Deferred.succeed(held.read, undefined), Deferred.await(held.release)), Effect.succeed(answer)))
-      })
-  ])) as unknown as StoreShape
+  const store = Object.fromEntries(
+    Object.entries(memory).map(([name, operation]) => [
+      name,
+      (...args: Array<unknown>) =>
+        Effect.suspend(() => {
+          calls.push(name)
+          if (down) return Effect.fail(new StoreUnavailable({ cause: "test: down" }))
+          const run = (operation as (...a: Array<unknown>) => Effect.Effect<unknown, StoreUnavailable>)(...args)
+          const held = name === "useApiKey" ? hold : null
+          if (held === null) return run
+          return Effect.flatMap(run, (answer) =>
+            Effect.andThen(
+              Effect.andThen(Deferred.succeed(held.read, undefined), Deferred.await(held.release)),
+              Effect.succeed(answer)
+            ))
+        })
+    ])
+  ) as unknown as StoreShape
   const layer = apiKeysLayer.pipe(
     Layer.provide(Layer.mergeAll(
       Layer.succeed(Store, store),
@@ -124,7 +129,9 @@ describe("ApiKeys.authenticateThen", () => {
       expect(yield* authenticateAt(fresh.secret, t0)).toBe("unavailable")
       setDown(false)
       // The failure cached nothing: the next call looks the key up and writes last_used_at.
-      expect(yield* authenticateAt(fresh.secret, t0 + 1)).toMatchObject({ key: { id: fresh.record.id, lastUsedAt: isoAt(t0 + 1) } })
+      expect(yield* authenticateAt(fresh.secret, t0 + 1)).toMatchObject({
+        key: { id: fresh.record.id, lastUsedAt: isoAt(t0 + 1) }
+      })
     }).pipe(Effect.provide(layer))
   })
 

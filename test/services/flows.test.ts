@@ -3,12 +3,12 @@ import { Clock, Duration, Effect, Fiber, Layer } from "effect"
 import * as TestClock from "effect/testing/TestClock"
 import * as Acquirer from "../../src/acquirer/Acquirer.ts"
 import { ServicesLive } from "../../src/App.ts"
+import type { MintId } from "../../src/domain/Ids.ts"
 import * as Payment from "../../src/domain/Payment.ts"
 import * as Config from "../../src/platform/Config.ts"
 import * as Ids from "../../src/platform/Ids.ts"
 import { Merchants } from "../../src/services/Merchants.ts"
 import { Payments, resumeBatch } from "../../src/services/Payments.ts"
-import type { MintId } from "../../src/domain/Ids.ts"
 import { emptyState, layerMemoryFrom, memoryOperations } from "../../src/store/MemoryStore.ts"
 import { memoryWebhookOperations } from "../../src/store/MemoryWebhookStore.ts"
 import { Store, StoreUnavailable } from "../../src/store/Store.ts"
@@ -27,7 +27,13 @@ const servicesWith = (options: {
 } = {}) =>
   ServicesLive.pipe(
     Layer.provideMerge(options.store ?? layerMemoryFrom(emptyState())),
-    Layer.provideMerge(Layer.mergeAll(Ids.layerSeeded(7), options.acquirer ?? Acquirer.layerSandbox, Config.layerWith(options.config ?? config)))
+    Layer.provideMerge(
+      Layer.mergeAll(
+        Ids.layerSeeded(7),
+        options.acquirer ?? Acquirer.layerSandbox,
+        Config.layerWith(options.config ?? config)
+      )
+    )
   )
 
 const input = (merchantId: string, overrides: Partial<Payment.CreateInput> = {}): Payment.CreateInput =>
@@ -60,7 +66,9 @@ const createUntilDeadline = Effect.gen(function*() {
 })
 
 const eventTypes = (merchantId: string, paymentId: string) =>
-  Effect.flatMap(Payments, (p) => p.events(merchantId, paymentId)).pipe(Effect.map((events) => events.map((e) => e.type)))
+  Effect.flatMap(Payments, (p) => p.events(merchantId, paymentId)).pipe(
+    Effect.map((events) => events.map((e) => e.type))
+  )
 
 describe("tok_network_timeout", () => {
   it.effect("create answers pending at the request deadline; the flow fails with network_timeout at the acquirer timeout", () =>
@@ -96,7 +104,11 @@ describe("tok_network_timeout", () => {
       yield* TestClock.adjust(Duration.seconds(2))
       const { payment } = yield* Fiber.join(creating)
       expect(payment).toMatchObject({ status: "failed", failureCode: "network_timeout" })
-    }).pipe(Effect.provide(servicesWith({ config: Config.defaultsWith({ requestDeadlineMs: 5_000, acquirerTimeoutMs: 2_000 }) }))))
+    }).pipe(
+      Effect.provide(
+        servicesWith({ config: Config.defaultsWith({ requestDeadlineMs: 5_000, acquirerTimeoutMs: 2_000 }) })
+      )
+    ))
 
   it.effect("a slow but answering network finishes the flow within the request deadline", () =>
     Effect.gen(function*() {
@@ -142,7 +154,9 @@ describe("an acquirer keeping the deadline itself (authorizeWithin)", () => {
       authorizeWithin: (request, timeoutMs) =>
         Effect.flatMap(Clock.currentTimeMillis, (atMs) => {
           calls.push({ atMs, timeoutMs })
-          if (calls.length <= failures) return Effect.fail(new Acquirer.AcquirerUnavailable({ reason: "connection reset" }))
+          if (calls.length <= failures) {
+            return Effect.fail(new Acquirer.AcquirerUnavailable({ reason: "connection reset" }))
+          }
           return latencyMs >= timeoutMs
             ? Effect.as(Effect.sleep(timeoutMs), null)
             : Effect.as(Effect.sleep(latencyMs), Acquirer.sandboxAnswer(request) ?? null)
@@ -202,7 +216,10 @@ describe("settlement worker", () => {
       const [balance] = yield* store.balances(merchantId)
       expect(balance).toMatchObject({ currency: "USD", pending: 0, available: 10_000 - payment.feeCents })
       expect((yield* eventTypes(merchantId, payment.id)).at(-1)).toBe("payment.settled")
-    }).pipe(Effect.scoped, Effect.provide(servicesWith({ config: Config.defaultsWith({ settlementCutoffMinutes: 6 * 60 }) }))))
+    }).pipe(
+      Effect.scoped,
+      Effect.provide(servicesWith({ config: Config.defaultsWith({ settlementCutoffMinutes: 6 * 60 }) }))
+    ))
 })
 
 describe("settlement worker after downtime", () => {
@@ -221,7 +238,10 @@ describe("settlement worker after downtime", () => {
       expect(settled.settledAt).toBe("1970-01-01T07:00:00.000Z")
       // Captured after that cut-off: waits for the next one.
       expect((yield* payments.get(merchantId, late.payment.id)).status).toBe("captured")
-    }).pipe(Effect.scoped, Effect.provide(servicesWith({ config: Config.defaultsWith({ settlementCutoffMinutes: 6 * 60 }) }))))
+    }).pipe(
+      Effect.scoped,
+      Effect.provide(servicesWith({ config: Config.defaultsWith({ settlementCutoffMinutes: 6 * 60 }) }))
+    ))
 })
 
 describe("settlement worker under database failures", () => {
@@ -234,7 +254,9 @@ describe("settlement worker under database failures", () => {
     Layer.succeed(Store, {
       ...store,
       settleablePayments: (capturedBefore: string, limit: number) =>
-        capturedBefore === "1970-01-01T06:00:00.000Z" && failures++ < 4 ? Effect.fail(new StoreUnavailable({ cause: "connection reset" })) : store.settleablePayments(capturedBefore, limit)
+        capturedBefore === "1970-01-01T06:00:00.000Z" && failures++ < 4
+          ? Effect.fail(new StoreUnavailable({ cause: "connection reset" }))
+          : store.settleablePayments(capturedBefore, limit)
     }),
     Layer.succeed(WebhookStore, memoryWebhookOperations(state))
   )
@@ -258,7 +280,12 @@ describe("settlement worker under database failures", () => {
       expect(settled.status).toBe("settled")
       // Settled when the sweep finally ran, for the cut-off it was meant for.
       expect(settled.settledAt).toBe("1970-01-01T06:00:15.000Z")
-    }).pipe(Effect.scoped, Effect.provide(servicesWith({ config: Config.defaultsWith({ settlementCutoffMinutes: 6 * 60 }), store: flakyStore }))))
+    }).pipe(
+      Effect.scoped,
+      Effect.provide(
+        servicesWith({ config: Config.defaultsWith({ settlementCutoffMinutes: 6 * 60 }), store: flakyStore })
+      )
+    ))
 })
 
 describe("recovery worker", () => {
@@ -268,13 +295,18 @@ describe("recovery worker", () => {
       const payments = yield* Payments
       const merchantId = yield* newMerchant
       // What a crash leaves behind: the create committed, the flow never ran.
-      const decision = Payment.create(input(merchantId), { now: "1970-01-01T00:00:00.000Z", mintId: (kind) => `${kind === "payment" ? "pay" : "evt"}_crashed${kind}` })
+      const decision = Payment.create(input(merchantId), {
+        now: "1970-01-01T00:00:00.000Z",
+        mintId: (kind) => `${kind === "payment" ? "pay" : "evt"}_crashed${kind}`
+      })
       if (!decision.ok) throw new Error("create refused")
       yield* store.insertPayment(decision.change)
       yield* TestClock.adjust(Duration.seconds(1))
       yield* Layer.launch(Workers.recovery).pipe(Effect.forkScoped)
       const resumed = yield* settleFibers(merchantId, decision.change.payment.id, "pending")
-      const finished = resumed.status === "captured" ? resumed : yield* settleFibers(merchantId, resumed.id, resumed.status)
+      const finished = resumed.status === "captured"
+        ? resumed
+        : yield* settleFibers(merchantId, resumed.id, resumed.status)
       expect(finished.status).toBe("captured")
       expect(yield* payments.events(merchantId, finished.id)).toHaveLength(4)
     }).pipe(Effect.scoped, Effect.provide(servicesWith())))
@@ -287,7 +319,10 @@ describe("recovery worker", () => {
       let serial = 0
       const mintId: MintId = (kind) => `${kind}_crashed_${++serial}`
       for (let i = 0; i < count; i++) {
-        const decision = Payment.create(input(merchantId, { cardToken: `tok_card_${i}` }), { now: "1970-01-01T00:00:00.000Z", mintId })
+        const decision = Payment.create(input(merchantId, { cardToken: `tok_card_${i}` }), {
+          now: "1970-01-01T00:00:00.000Z",
+          mintId
+        })
         if (!decision.ok) throw new Error("create refused")
         yield* store.insertPayment(decision.change)
       }
@@ -295,7 +330,13 @@ describe("recovery worker", () => {
       yield* Layer.launch(Workers.recovery).pipe(Effect.forkScoped)
       let inFlight = count
       for (let turn = 0; turn < 100_000 && inFlight > 0; turn++) {
-        inFlight = (yield* store.claimFlows({ owner: null, now: "9999-01-01T00:00:00.000Z", staleBefore: "9999-01-01T00:00:00.000Z", takeOver: false, limit: count })).length
+        inFlight = (yield* store.claimFlows({
+          owner: null,
+          now: "9999-01-01T00:00:00.000Z",
+          staleBefore: "9999-01-01T00:00:00.000Z",
+          takeOver: false,
+          limit: count
+        })).length
         yield* Effect.yieldNow
       }
       expect(inFlight).toBe(0)

@@ -3,7 +3,7 @@ import { Cause, Effect, Exit, Layer, Option } from "effect"
 import * as Config from "../../src/platform/Config.ts"
 import * as Ids from "../../src/platform/Ids.ts"
 import * as ApiKeys from "../../src/services/ApiKeys.ts"
-import { Merchants, layer as merchantsLayer } from "../../src/services/Merchants.ts"
+import { layer as merchantsLayer, Merchants } from "../../src/services/Merchants.ts"
 import { emptyState, memoryOperations } from "../../src/store/MemoryStore.ts"
 import { Store } from "../../src/store/Store.ts"
 
@@ -25,13 +25,25 @@ describe("Merchants.update and the webhook URL", () => {
     Effect.gen(function*() {
       const merchants = yield* Merchants
       const { merchant } = yield* merchants.create({ name: "Shop", webhookUrl: null })
-      for (const url of ["http://127.0.0.1/hook", "http://localhost:8080/x", "ftp://example.com/x", "https://user:pw@example.com/"]) {
+      for (
+        const url of [
+          "http://127.0.0.1/hook",
+          "http://localhost:8080/x",
+          "ftp://example.com/x",
+          "https://user:pw@example.com/"
+        ]
+      ) {
         const refused = yield* Effect.exit(merchants.update(merchant.id, { webhookUrl: url }))
-        expect(Exit.isFailure(refused) && Option.getOrUndefined(Cause.findErrorOption(refused.cause))).toMatchObject({ _tag: "InvalidInput", param: "webhook_url" })
+        expect(Exit.isFailure(refused) && Option.getOrUndefined(Cause.findErrorOption(refused.cause))).toMatchObject({
+          _tag: "InvalidInput",
+          param: "webhook_url"
+        })
       }
       expect((yield* merchants.get(merchant.id)).webhookUrl).toBeNull()
       // A public URL, and removing it, are accepted.
-      expect((yield* merchants.update(merchant.id, { webhookUrl: "https://shop.example/hooks" })).webhookUrl).toBe("https://shop.example/hooks")
+      expect((yield* merchants.update(merchant.id, { webhookUrl: "https://shop.example/hooks" })).webhookUrl).toBe(
+        "https://shop.example/hooks"
+      )
       expect((yield* merchants.update(merchant.id, { webhookUrl: null })).webhookUrl).toBeNull()
     }).pipe(Effect.provide(merchantsOver(false))))
 
@@ -39,6 +51,8 @@ describe("Merchants.update and the webhook URL", () => {
     Effect.gen(function*() {
       const merchants = yield* Merchants
       const { merchant } = yield* merchants.create({ name: "Shop", webhookUrl: null })
-      expect((yield* merchants.update(merchant.id, { webhookUrl: "http://127.0.0.1:9/hook" })).webhookUrl).toBe("http://127.0.0.1:9/hook")
+      expect((yield* merchants.update(merchant.id, { webhookUrl: "http://127.0.0.1:9/hook" })).webhookUrl).toBe(
+        "http://127.0.0.1:9/hook"
+      )
     }).pipe(Effect.provide(merchantsOver(true))))
 })

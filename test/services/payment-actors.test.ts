@@ -21,7 +21,12 @@ describe("PaymentActors.serialize", () => {
     Effect.gen(function*() {
       const actors = yield* PaymentActors.make
       const log: Array<string> = []
-      const gates = yield* Effect.all([Deferred.make<void>(), Deferred.make<void>(), Deferred.make<void>(), Deferred.make<void>()])
+      const gates = yield* Effect.all([
+        Deferred.make<void>(),
+        Deferred.make<void>(),
+        Deferred.make<void>(),
+        Deferred.make<void>()
+      ])
       const first = yield* Effect.forkChild(actors.serialize("pay_1", () => gated(log, "a", gates[0])))
       yield* settle
       const second = yield* Effect.forkChild(actors.serialize("pay_1", () => gated(log, "b", gates[1])))
@@ -82,9 +87,11 @@ describe("PaymentActors.serialize", () => {
       const waiters: Array<Fiber.Fiber<unknown>> = []
       // The holder ends, its release hands the lock to the first waiter, and in the same step,
       // before that waiter runs, it is interrupted.
-      const holder = yield* Effect.forkChild(actors.serialize("pay_1", () => Deferred.await(gate)).pipe(
-        Effect.andThen(Effect.withFiber((fiber) => Effect.sync(() => waiters[0]!.interruptUnsafe(fiber.id))))
-      ))
+      const holder = yield* Effect.forkChild(
+        actors.serialize("pay_1", () => Deferred.await(gate)).pipe(
+          Effect.andThen(Effect.withFiber((fiber) => Effect.sync(() => waiters[0]!.interruptUnsafe(fiber.id))))
+        )
+      )
       yield* settle
       waiters.push(yield* Effect.forkChild(actors.serialize("pay_1", () => Effect.never)))
       const next = yield* Effect.forkChild(actors.serialize("pay_1", () => Effect.succeed("next ran")))
@@ -104,8 +111,11 @@ describe("PaymentActors.awaitFlow on a clock with a callback timer (the simulato
     let result: { readonly value: A; readonly atMs: number } | undefined
     const scope = Effect.runSync(Scope.make())
     Effect.runForkWith(runtime)(
-      Effect.flatMap(Scope.provide(PaymentActors.make, scope), (actors) =>
-        Effect.tap(body(actors, time), (value) => Effect.sync(() => void (result = { value, atMs: time.nowMs }))))
+      Effect.flatMap(
+        Scope.provide(PaymentActors.make, scope),
+        (actors) =>
+          Effect.tap(body(actors, time), (value) => Effect.sync(() => void (result = { value, atMs: time.nowMs })))
+      )
     )
     time.run()
     return { result, time }
@@ -117,7 +127,8 @@ describe("PaymentActors.awaitFlow on a clock with a callback timer (the simulato
         const flow = yield* actors.startFlow("pay_1", Effect.sleep(3_000))
         yield* actors.awaitFlow(flow, 5_000, () => Effect.void)
         return flow.pollUnsafe() !== undefined
-      }))
+      })
+    )
     expect(result).toEqual({ value: true, atMs: 3_000 })
     // A timer left armed would have moved virtual time on to 5 s.
     expect(time.nowMs).toBe(3_000)
@@ -127,10 +138,14 @@ describe("PaymentActors.awaitFlow on a clock with a callback timer (the simulato
     const ended: Array<number> = []
     const { result, time } = runVirtual((actors, time) =>
       Effect.gen(function*() {
-        const flow = yield* actors.startFlow("pay_1", Effect.andThen(Effect.sleep(9_000), Effect.sync(() => void ended.push(time.nowMs))))
+        const flow = yield* actors.startFlow(
+          "pay_1",
+          Effect.andThen(Effect.sleep(9_000), Effect.sync(() => void ended.push(time.nowMs)))
+        )
         yield* actors.awaitFlow(flow, 5_000, () => Effect.void)
         return flow.pollUnsafe() === undefined
-      }))
+      })
+    )
     expect(result).toEqual({ value: true, atMs: 5_000 })
     expect(ended).toEqual([9_000])
     expect(time.nowMs).toBe(9_000)
@@ -143,7 +158,8 @@ describe("PaymentActors.awaitFlow on a clock with a callback timer (the simulato
         yield* Fiber.await(flow)
         yield* actors.awaitFlow(flow, 5_000, () => Effect.void)
         return "done"
-      }))
+      })
+    )
     expect(result).toEqual({ value: "done", atMs: 0 })
   })
 
@@ -156,7 +172,8 @@ describe("PaymentActors.awaitFlow on a clock with a callback timer (the simulato
         yield* Fiber.interrupt(waiting)
         yield* Fiber.await(flow)
         return Exit.hasInterrupts(yield* Fiber.await(waiting))
-      }))
+      })
+    )
     expect(result).toEqual({ value: true, atMs: 1_000 })
     expect(time.nowMs).toBe(1_000)
   })

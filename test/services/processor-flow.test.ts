@@ -2,7 +2,12 @@ import { describe, expect, it } from "@effect/vitest"
 import { Duration, Effect, Fiber, Layer } from "effect"
 import * as TestClock from "effect/testing/TestClock"
 import { operationKeys } from "../../src/acquirer/Acquirer.ts"
-import { type CallInfo, type Fault, makeMemoryProcessor, type MemoryProcessor } from "../../src/acquirer/MemoryProcessor.ts"
+import {
+  type CallInfo,
+  type Fault,
+  makeMemoryProcessor,
+  type MemoryProcessor
+} from "../../src/acquirer/MemoryProcessor.ts"
 import { ServicesLive } from "../../src/App.ts"
 import type * as Payment from "../../src/domain/Payment.ts"
 import * as Config from "../../src/platform/Config.ts"
@@ -33,17 +38,23 @@ const createAndWait = (overrides: Partial<Payment.CreateInput>, waitMs = config.
   Effect.gen(function*() {
     const payments = yield* Payments
     const merchantId = yield* newMerchant
-    const creating = yield* Effect.forkChild(payments.create(createInput(merchantId, { amountCents: 2_000, ...overrides })))
+    const creating = yield* Effect.forkChild(
+      payments.create(createInput(merchantId, { amountCents: 2_000, ...overrides }))
+    )
     yield* TestClock.adjust(Duration.millis(Math.min(waitMs, config.requestDeadlineMs)))
     const { payment } = yield* Fiber.join(creating)
     if (waitMs > config.requestDeadlineMs) yield* TestClock.adjust(Duration.millis(waitMs - config.requestDeadlineMs))
     return { payments, merchantId, payment: yield* payments.get(merchantId, payment.id) }
   })
 
-const callsOf = (processor: MemoryProcessor, operation: CallInfo["operation"]) => processor.calls.filter((c) => c.operation === operation)
+const callsOf = (processor: MemoryProcessor, operation: CallInfo["operation"]) =>
+  processor.calls.filter((c) => c.operation === operation)
 
 /** Loses the answer to the first call of `operation` (after the processor acted). */
-const loseFirst = (operation: CallInfo["operation"]) => (call: CallInfo): Fault => (call.operation === operation && call.attempt === 0 ? "lost" : undefined)
+const loseFirst = (operation: CallInfo["operation"]) =>
+(
+  call: CallInfo
+): Fault => (call.operation === operation && call.attempt === 0 ? "lost" : undefined)
 
 describe("the flow against a remote processor", () => {
   it.effect("an approved payment is captured at the processor before it is booked captured", () => {
@@ -93,18 +104,32 @@ describe("the flow against a remote processor", () => {
       expect(processor.record(payment.id)).toMatchObject({ authorizedCents: 0, capturedCents: 0, cancelled: true })
       expect(callsOf(processor, "cancel").map((c) => c.idempotencyKey)).toEqual([operationKeys.cancel(payment.id)])
       expect(yield* payments.ledger(merchantId, payment.id)).toEqual([])
-      expect((yield* payments.events(merchantId, payment.id)).map((e) => e.type)).toEqual(["payment.initiated", "payment.authorization_failed"])
+      expect((yield* payments.events(merchantId, payment.id)).map((e) => e.type)).toEqual([
+        "payment.initiated",
+        "payment.authorization_failed"
+      ])
     }).pipe(Effect.provide(withProcessor(processor)))
   })
 
   it.effect("a cancel owed and unanswered is recorded as unknown, and the resumed flow sends it again under the same key", () => {
     // The processor authorizes but every answer is lost, then the cancel's answers too.
     let reachable = false
-    const processor = makeMemoryProcessor({ fault: (call) => (!reachable && (call.operation === "authorize" || call.operation === "cancel") ? "lost" : undefined) })
+    const processor = makeMemoryProcessor({
+      fault: (
+        call
+      ) => (!reachable && (call.operation === "authorize" || call.operation === "cancel") ? "lost" : undefined)
+    })
     return Effect.gen(function*() {
       // The authorization's deadline, the claim of its key, then the cancel's own deadline.
-      const { payments, merchantId, payment } = yield* createAndWait({ captureMethod: "manual" }, 3 * config.acquirerTimeoutMs + 1_000)
-      expect(payment).toMatchObject({ status: "failed", failureCode: "network_timeout", processorPending: { operation: "cancel", outcome: "unknown" } })
+      const { payments, merchantId, payment } = yield* createAndWait(
+        { captureMethod: "manual" },
+        3 * config.acquirerTimeoutMs + 1_000
+      )
+      expect(payment).toMatchObject({
+        status: "failed",
+        failureCode: "network_timeout",
+        processorPending: { operation: "cancel", outcome: "unknown" }
+      })
       expect((yield* payments.events(merchantId, payment.id)).map((e) => e.type)).toEqual([
         "payment.initiated",
         "payment.authorization_failed",
@@ -114,19 +139,30 @@ describe("the flow against a remote processor", () => {
       yield* TestClock.adjust(Duration.seconds(1))
       reachable = true
       yield* payments.resumeFlows({ staleBefore: "2100-01-01T00:00:00.000Z", takeOver: false })
-      expect(yield* payments.get(merchantId, payment.id)).toMatchObject({ status: "failed", failureCode: "network_timeout", processorPending: null })
+      expect(yield* payments.get(merchantId, payment.id)).toMatchObject({
+        status: "failed",
+        failureCode: "network_timeout",
+        processorPending: null
+      })
       expect(processor.record(payment.id)).toMatchObject({ cancelled: true, authorizedCents: 0, capturedCents: 0 })
-      expect(new Set(callsOf(processor, "cancel").map((c) => c.idempotencyKey))).toEqual(new Set([operationKeys.cancel(payment.id)]))
+      expect(new Set(callsOf(processor, "cancel").map((c) => c.idempotencyKey))).toEqual(
+        new Set([operationKeys.cancel(payment.id)])
+      )
     }).pipe(Effect.provide(withProcessor(processor)))
   })
 
   it.effect("an approval that arrives after its payment failed is the one authorization the owed cancel claims and cancels", () => {
     // The processor answers the first authorization only after ACQUIRER_TIMEOUT has passed.
-    const processor = makeMemoryProcessor({ fault: (call) => (call.operation === "authorize" && call.attempt === 0 ? "late" : undefined) })
+    const processor = makeMemoryProcessor({
+      fault: (call) => (call.operation === "authorize" && call.attempt === 0 ? "late" : undefined)
+    })
     return Effect.gen(function*() {
       const { payment } = yield* createAndWait({}, 2 * config.acquirerTimeoutMs + 1_000)
       expect(payment).toMatchObject({ status: "failed", failureCode: "network_timeout", processorPending: null })
-      expect(callsOf(processor, "authorize").map((c) => c.idempotencyKey)).toEqual([operationKeys.authorize(payment.id), operationKeys.authorize(payment.id)])
+      expect(callsOf(processor, "authorize").map((c) => c.idempotencyKey)).toEqual([
+        operationKeys.authorize(payment.id),
+        operationKeys.authorize(payment.id)
+      ])
       expect(processor.record(payment.id)).toMatchObject({ cancelled: true, authorizedCents: 0, capturedCents: 0 })
     }).pipe(Effect.provide(withProcessor(processor)))
   })
@@ -151,7 +187,11 @@ describe("the flow against a remote processor", () => {
 
   it.effect("a void cancels at the processor; a manual capture and refunds go to the processor, each refund under its own key", () => {
     // The first refund's first answer is lost.
-    const processor = makeMemoryProcessor({ fault: (call) => (call.operation === "refund" && call.idempotencyKey.endsWith(":refund:0") ? loseFirst("refund")(call) : undefined) })
+    const processor = makeMemoryProcessor({
+      fault: (call) => (call.operation === "refund" && call.idempotencyKey.endsWith(":refund:0")
+        ? loseFirst("refund")(call)
+        : undefined)
+    })
     return Effect.gen(function*() {
       const voided = yield* createAndWait({ captureMethod: "manual" })
       expect(voided.payment.status).toBe("authorized")
@@ -179,7 +219,11 @@ describe("the flow against a remote processor", () => {
 
   it.effect("a capture the processor cannot confirm in time books nothing and says so; asked again, it happens once", () => {
     let reachable = false
-    const processor = makeMemoryProcessor({ fault: (call) => (call.operation === "capture" && !reachable ? (call.attempt === 0 ? "lost" : "unreachable") : undefined) })
+    const processor = makeMemoryProcessor({
+      fault: (
+        call
+      ) => (call.operation === "capture" && !reachable ? (call.attempt === 0 ? "lost" : "unreachable") : undefined)
+    })
     return Effect.gen(function*() {
       const { payments, merchantId, payment } = yield* createAndWait({ captureMethod: "manual" })
       const capturing = yield* Effect.forkChild(Effect.flip(payments.capture(merchantId, payment.id, undefined)))
@@ -187,7 +231,11 @@ describe("the flow against a remote processor", () => {
       const error = yield* Fiber.join(capturing)
       expect(error._tag).toBe("ProcessorUnavailable")
       const waiting = yield* payments.get(merchantId, payment.id)
-      expect(waiting).toMatchObject({ status: "authorized", capturedAmountCents: 0, processorPending: { operation: "capture", outcome: "unknown", amountCents: 2_000 } })
+      expect(waiting).toMatchObject({
+        status: "authorized",
+        capturedAmountCents: 0,
+        processorPending: { operation: "capture", outcome: "unknown", amountCents: 2_000 }
+      })
       expect((yield* payments.events(merchantId, payment.id)).at(-1)!.type).toBe("payment.processor_outcome_unknown")
       expect((yield* payments.ledger(merchantId, payment.id)).some((e) => e.account === "merchant_pending")).toBe(false)
       // The processor did capture (the first answer was lost). Another capture waits for the
@@ -200,26 +248,44 @@ describe("the flow against a remote processor", () => {
       const captured = yield* payments.get(merchantId, payment.id)
       expect(captured).toMatchObject({ status: "captured", capturedAmountCents: 2_000, processorPending: null })
       expect((yield* payments.events(merchantId, payment.id)).at(-1)!.type).toBe("payment.captured")
-      expect(new Set(callsOf(processor, "capture").map((c) => c.idempotencyKey))).toEqual(new Set([operationKeys.capture(payment.id)]))
+      expect(new Set(callsOf(processor, "capture").map((c) => c.idempotencyKey))).toEqual(
+        new Set([operationKeys.capture(payment.id)])
+      )
       expect(processor.record(payment.id)).toMatchObject({ capturedCents: 2_000 })
     }).pipe(Effect.provide(withProcessor(processor)))
   })
 
   it.effect("a refund the processor refuses after its outcome was unknown leaves the books as they were", () => {
     let reachable = false
-    const processor = makeMemoryProcessor({ fault: (call) => (call.operation === "refund" && !reachable ? "unreachable" : undefined) })
+    const processor = makeMemoryProcessor({
+      fault: (call) => (call.operation === "refund" && !reachable ? "unreachable" : undefined)
+    })
     return Effect.gen(function*() {
       const { payments, merchantId, payment } = yield* createAndWait({})
       const refunding = yield* Effect.forkChild(Effect.flip(payments.refund(merchantId, payment.id, 700)))
       yield* TestClock.adjust(Duration.millis(config.acquirerTimeoutMs))
       expect((yield* Fiber.join(refunding))._tag).toBe("ProcessorUnavailable")
-      expect(yield* payments.get(merchantId, payment.id)).toMatchObject({ refundedAmountCents: 0, processorPending: { operation: "refund", amountCents: 700 } })
+      expect(yield* payments.get(merchantId, payment.id)).toMatchObject({
+        refundedAmountCents: 0,
+        processorPending: { operation: "refund", amountCents: 700 }
+      })
       // Meanwhile the processor refunded the payment in full under another key (its dashboard):
       // asked for the 700, it refuses (nothing left to refund).
       reachable = true
-      yield* processor.acquirer.operations!.refund({ paymentId: payment.id, reference: null, idempotencyKey: "dashboard", timeoutMs: 1_000, amountCents: 2_000, currency: "USD" })
+      yield* processor.acquirer.operations!.refund({
+        paymentId: payment.id,
+        reference: null,
+        idempotencyKey: "dashboard",
+        timeoutMs: 1_000,
+        amountCents: 2_000,
+        currency: "USD"
+      })
       yield* payments.resumeFlows({ staleBefore: "2100-01-01T00:00:00.000Z", takeOver: false })
-      expect(yield* payments.get(merchantId, payment.id)).toMatchObject({ status: "captured", refundedAmountCents: 0, processorPending: null })
+      expect(yield* payments.get(merchantId, payment.id)).toMatchObject({
+        status: "captured",
+        refundedAmountCents: 0,
+        processorPending: null
+      })
       expect((yield* payments.events(merchantId, payment.id)).at(-1)!.type).toBe("payment.processor_operation_refused")
     }).pipe(Effect.provide(withProcessor(processor)))
   })

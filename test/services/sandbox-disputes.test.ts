@@ -35,12 +35,23 @@ describe("sandbox dispute worker", () => {
       yield* TestClock.adjust(Duration.seconds(29))
       expect(yield* disputeOf(won.id)).toBeNull()
       yield* TestClock.adjust(Duration.seconds(6))
-      expect([yield* disputeOf(won.id), yield* disputeOf(lost.id), yield* disputeOf(plain.id)]).toEqual(["open", "open", null])
+      expect([yield* disputeOf(won.id), yield* disputeOf(lost.id), yield* disputeOf(plain.id)]).toEqual([
+        "open",
+        "open",
+        null
+      ])
       yield* TestClock.adjust(Duration.seconds(55))
       expect(yield* disputeOf(won.id)).toBe("open")
       yield* TestClock.adjust(Duration.seconds(10))
-      expect([yield* disputeOf(won.id), yield* disputeOf(lost.id), yield* disputeOf(plain.id)]).toEqual(["won", "lost", null])
+      expect([yield* disputeOf(won.id), yield* disputeOf(lost.id), yield* disputeOf(plain.id)]).toEqual([
+        "won",
+        "lost",
+        null
+      ])
       const types = (yield* payments.events(merchantId, lost.id)).map((e) => e.type)
-      expect(types.filter((t) => t.startsWith("payment.dispute"))).toEqual(["payment.dispute_opened", "payment.dispute_resolved"])
+      expect(types.filter((t) => t.startsWith("payment.dispute"))).toEqual([
+        "payment.dispute_opened",
+        "payment.dispute_resolved"
+      ])
     }).pipe(Effect.provide(services)))
 })

@@ -2,8 +2,8 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { describe, expect, it } from "vitest"
-import { runNode } from "../support/node.ts"
 import { parseArguments } from "../../sim/commands/main.ts"
+import { runNode } from "../support/node.ts"
 
 // The simulator's commands as a person meets them: --help, one line and exit 2 for a bad
 // invocation, --json for scripts. Run through the bundle (sim/commands/launch.mjs), as npm runs them.
@@ -14,7 +14,8 @@ const tiny = ["--merchants", "2", "--payments", "30", "--hours", "2"]
 const run = (args: ReadonlyArray<string>) => runNode(["sim/commands/launch.mjs", ...args])
 
 /** stderr without the bundler's line (the first run after a change builds the bundle). */
-const complaint = (stderr: string) => stderr.split("\n").filter((line) => line !== "" && !line.includes("bundled in")).join("\n")
+const complaint = (stderr: string) =>
+  stderr.split("\n").filter((line) => line !== "" && !line.includes("bundled in")).join("\n")
 
 describe("sim, sim:sweep and sim:bench on the command line", () => {
   it("--help says what each command does and names its flags with their defaults", async () => {
@@ -30,7 +31,9 @@ describe("sim, sim:sweep and sim:bench on the command line", () => {
     }
     expect(sim.stdout).toMatch(/--payments integer\s+.*\(default: 10000\)/)
     expect(sim.stdout).toMatch(/--shrink-runs integer\s+.*\(default: 200\)/)
-    for (const flag of ["--seed", "--faults", "--planted-bug", "--replay", "--check-determinism", "--json"]) expect(sim.stdout).toContain(flag)
+    for (const flag of ["--seed", "--faults", "--planted-bug", "--replay", "--check-determinism", "--json"]) {
+      expect(sim.stdout).toContain(flag)
+    }
     expect(sweep.stdout).toMatch(/--payments integer\s+.*\(default: 1500\)/)
     expect(sweep.stdout).toMatch(/^\s+merge\s/m)
     expect(merge.stdout).toContain("<file...>")
@@ -81,7 +84,10 @@ describe("sim, sim:sweep and sim:bench on the command line", () => {
         writeFileSync(path, shard.stdout)
         return path
       })
-      const [merged, mergedJson] = await Promise.all([run(["sweep", "merge", ...files]), run(["sweep", "merge", "--json", ...files])])
+      const [merged, mergedJson] = await Promise.all([
+        run(["sweep", "merge", ...files]),
+        run(["sweep", "merge", "--json", ...files])
+      ])
       expect(merged.code, merged.stderr).toBe(0)
       expect(merged.stdout).toMatch(/^PASS {2}4 seeds: every law held/)
       expect(JSON.parse(mergedJson.stdout).seeds.map((s: { seed: number }) => s.seed)).toEqual([1, 2, 3, 4])
@@ -103,10 +109,42 @@ describe("sim, sim:sweep and sim:bench on the command line", () => {
   }, slow)
 
   it("parseArguments keeps every flag's meaning", () => {
-    const parsed = parseArguments(["--seed", "9", "--merchants", "3", "--payments", "10", "--hours", "2", "--no-webhooks", "--dispatchers", "2", "--faults", "none", "--shrink", "--out", "f.json"])
-    expect(parsed.options).toMatchObject({ seed: 9, merchants: 3, payments: 10, hours: 2, webhooks: false, dispatchers: 2 })
+    const parsed = parseArguments([
+      "--seed",
+      "9",
+      "--merchants",
+      "3",
+      "--payments",
+      "10",
+      "--hours",
+      "2",
+      "--no-webhooks",
+      "--dispatchers",
+      "2",
+      "--faults",
+      "none",
+      "--shrink",
+      "--out",
+      "f.json"
+    ])
+    expect(parsed.options).toMatchObject({
+      seed: 9,
+      merchants: 3,
+      payments: 10,
+      hours: 2,
+      webhooks: false,
+      dispatchers: 2
+    })
     expect(parsed).toMatchObject({ shrink: true, out: "f.json", json: false, replay: undefined })
-    expect(parsed.scenarioFlags).toEqual(["--seed", "--merchants", "--payments", "--hours", "--faults", "--no-webhooks", "--dispatchers"])
+    expect(parsed.scenarioFlags).toEqual([
+      "--seed",
+      "--merchants",
+      "--payments",
+      "--hours",
+      "--faults",
+      "--no-webhooks",
+      "--dispatchers"
+    ])
     expect(() => parseArguments(["--out", "f.json"])).toThrow("add --shrink")
   })
 })

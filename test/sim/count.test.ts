@@ -22,8 +22,10 @@ describe("the instruction count (sim/commands/count.ts)", () => {
     // A payment takes hundreds of instructions (its requests, its flow, its webhooks) and several fibers.
     expect(Number(totals![2])).toBeGreaterThan(100)
     expect(Number(totals![3])).toBeGreaterThan(40)
-    for (const kind of ["Sync", "Suspend", "OnSuccess", "Async"]) expect(counted.stdout).toMatch(new RegExp(`^\\s+\\d+  ${kind}$`, "m"))
-    expect(counted.stdout).toMatch(/^\s+\d+  OnSuccess .+$/m)
+    for (const kind of ["Sync", "Suspend", "OnSuccess", "Async"]) {
+      expect(counted.stdout).toMatch(new RegExp(`^\\s+\\d+  ${kind}$`, "m"))
+    }
+    expect(counted.stdout).toMatch(/^\s+\d+ {2}OnSuccess .+$/m)
     // Exact: the same run counts the same.
     const body = (stdout: string) => stdout.split("\n").filter((line) => !line.startsWith("virtual time")).join("\n")
     expect(body(again.stdout)).toBe(body(counted.stdout))

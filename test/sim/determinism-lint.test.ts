@@ -41,7 +41,10 @@ describe("determinism lint", () => {
   it.each(files.map((path) => [relative(root, path), path]))("%s uses no real time or randomness", (_name, path) => {
     const lines = withoutComments(readFileSync(path, "utf8")).split("\n")
     const hits = lines.flatMap((line, index) =>
-      forbidden.filter(([, pattern]) => pattern.test(line)).map(([what]) => `line ${index + 1}: ${what}: ${line.trim()}`))
+      forbidden.filter(([, pattern]) => pattern.test(line)).map(([what]) =>
+        `line ${index + 1}: ${what}: ${line.trim()}`
+      )
+    )
     expect(hits).toEqual([])
   })
 })

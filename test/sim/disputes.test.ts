@@ -1,18 +1,26 @@
 import { describe, expect, it } from "vitest"
-import * as Dispute from "../../src/domain/Dispute.ts"
-import * as Payment from "../../src/domain/Payment.ts"
 import { Auditor } from "../../sim/checks/Auditor.ts"
 import { defaultOptions, formatFaults, noFaults, parseFaults, type SimOptions } from "../../sim/engine/Options.ts"
 import { runSimulation } from "../../sim/engine/Simulator.ts"
+import * as Dispute from "../../src/domain/Dispute.ts"
+import * as Payment from "../../src/domain/Payment.ts"
 import { accepted, assessmentWithScore, createInput, makeWorld } from "../domain/fixtures.ts"
 
 // Disputes in the simulator: injected at a rate, with crashes and store faults around
 // them; the auditor checks reserved money is conserved and every dispute resolves exactly once.
 
-const small = (overrides: Partial<SimOptions>): SimOptions => ({ ...defaultOptions, merchants: 3, payments: 120, hours: 6, ...overrides })
+const small = (overrides: Partial<SimOptions>): SimOptions => ({
+  ...defaultOptions,
+  merchants: 3,
+  payments: 120,
+  hours: 6,
+  ...overrides
+})
 
 const describeFailure = (result: ReturnType<typeof runSimulation>) =>
-  result.ok ? "ok" : `${result.violations.map((v) => `[${v.invariant}] ${v.message}`).join("\n")}\n${result.traceTail.join("\n")}`
+  result.ok
+    ? "ok"
+    : `${result.violations.map((v) => `[${v.invariant}] ${v.message}`).join("\n")}\n${result.traceTail.join("\n")}`
 
 describe("disputes in the simulator", () => {
   it("`dispute=` is a fault option that round-trips through the replay command", () => {
@@ -27,7 +35,13 @@ describe("disputes in the simulator", () => {
       // A seed whose run has notifications sent again (seed 13's had none once authentication
       // became one store call, which moved where the store faults land).
       seed: 16,
-      faults: { ...defaultOptions.faults, disputes: 0.4, crashesPerHour: 2, crashAfterCommit: 0.01, storeLostCommit: 0.02 }
+      faults: {
+        ...defaultOptions.faults,
+        disputes: 0.4,
+        crashesPerHour: 2,
+        crashAfterCommit: 0.01,
+        storeLostCommit: 0.02
+      }
     })
     const result = runSimulation(options)
     expect(describeFailure(result)).toBe("ok")
@@ -44,7 +58,13 @@ describe("disputes in the simulator", () => {
     // so the timeout never fired and the dispute was left half-told).
     const result = runSimulation(small({
       seed: 3,
-      faults: { ...defaultOptions.faults, disputes: 0.4, crashesPerHour: 2, crashAfterCommit: 0.01, storeLostCommit: 0.02 }
+      faults: {
+        ...defaultOptions.faults,
+        disputes: 0.4,
+        crashesPerHour: 2,
+        crashAfterCommit: 0.01,
+        storeLostCommit: 0.02
+      }
     }))
     expect(describeFailure(result)).toBe("ok")
     expect(result.commitCrashes).toBeGreaterThan(0)
@@ -62,13 +82,30 @@ describe("disputes in the simulator", () => {
     auditor.onChange(null, accepted(Payment.create(createInput("mer_1"), world.context())))
     // A score the model can give (the sigmoid of an output with 6 decimals): the auditor checks that too.
     const score = 1 / (1 + Math.exp(2.197225))
-    const flow = accepted(Payment.advanceFlow(payment, { _tag: "Approved", networkRiskSignal: 0.05 }, assessmentWithScore(score), { review: 0.5, block: 0.8 }, world.context()))
+    const flow = accepted(
+      Payment.advanceFlow(payment, { _tag: "Approved", networkRiskSignal: 0.05 }, assessmentWithScore(score), {
+        review: 0.5,
+        block: 0.8
+      }, world.context())
+    )
     commit(flow)
-    const open = accepted(Dispute.apply(payment, { acquirerDisputeId: "dp_1", paymentId: payment.id, action: { _tag: "Open", reason: "fraudulent", amountCents: 4_000 } }, world.context()))
+    const open = accepted(
+      Dispute.apply(payment, {
+        acquirerDisputeId: "dp_1",
+        paymentId: payment.id,
+        action: { _tag: "Open", reason: "fraudulent", amountCents: 4_000 }
+      }, world.context())
+    )
     commit(open)
     expect(auditor.violations).toEqual([])
     // A "won" that forgets to release the reserved money.
-    const won = accepted(Dispute.apply(payment, { acquirerDisputeId: "dp_1", paymentId: payment.id, action: { _tag: "Resolve", outcome: "won" } }, world.context()))
+    const won = accepted(
+      Dispute.apply(payment, {
+        acquirerDisputeId: "dp_1",
+        paymentId: payment.id,
+        action: { _tag: "Resolve", outcome: "won" }
+      }, world.context())
+    )
     commit({ ...won, ledger: [] })
     expect(auditor.violations.map((v) => v.invariant)).toContain("ledger-matches-record")
   })

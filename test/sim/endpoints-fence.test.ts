@@ -1,12 +1,12 @@
 import { Effect, Exit } from "effect"
 import { describe, expect, it } from "vitest"
-import type { WebhookRequest } from "../../src/platform/WebhookTransport.ts"
 import { Auditor } from "../../sim/checks/Auditor.ts"
-import { makeSimulatedEndpoints } from "../../sim/world/Endpoints.ts"
 import { noFaults } from "../../sim/engine/Options.ts"
 import { Prng } from "../../sim/engine/Prng.ts"
-import type { Fence } from "../../sim/world/Service.ts"
 import { VirtualTime } from "../../sim/engine/VirtualTime.ts"
+import { makeSimulatedEndpoints } from "../../sim/world/Endpoints.ts"
+import type { Fence } from "../../sim/world/Service.ts"
+import type { WebhookRequest } from "../../src/platform/WebhookTransport.ts"
 
 // The endpoints check an instance's fence themselves (sim/world/Endpoints.ts `fencedBy`): a POST of an
 // instance that died interrupts its caller and reaches no endpoint, even when the POST's effect
@@ -32,8 +32,13 @@ const setUp = () => {
   const runtime = time.runtime(1)
   const auditor = new Auditor(() => time.nowMs)
   const endpoints = makeSimulatedEndpoints({
-    prng: Prng.derive(1, "webhooks"), faults: noFaults, auditor, window: { startMs, endMs: startMs + 3_600_000 },
-    nowMs: () => time.nowMs, lastCrashMs: () => -1, secretsOf: () => []
+    prng: Prng.derive(1, "webhooks"),
+    faults: noFaults,
+    auditor,
+    window: { startMs, endMs: startMs + 3_600_000 },
+    nowMs: () => time.nowMs,
+    lastCrashMs: () => -1,
+    secretsOf: () => []
   })
   const run = <A>(effect: Effect.Effect<A>) => {
     let exit: Exit.Exit<A> | null = null
@@ -90,11 +95,20 @@ describe("a 2xx read by an instance after its pause", () => {
     // The pause's start is a time the endpoints forgive from, as a crash's is (sim/engine/Simulator.ts).
     let pausedAtMs = -1
     const endpoints = makeSimulatedEndpoints({
-      prng: Prng.derive(1, "webhooks"), faults: noFaults, auditor, window: { startMs, endMs: startMs + 3_600_000 },
-      nowMs: () => time.nowMs, lastCrashMs: () => pausedAtMs, secretsOf: () => []
+      prng: Prng.derive(1, "webhooks"),
+      faults: noFaults,
+      auditor,
+      window: { startMs, endMs: startMs + 3_600_000 },
+      nowMs: () => time.nowMs,
+      lastCrashMs: () => pausedAtMs,
+      secretsOf: () => []
     })
-    const post = (transport: ReturnType<typeof endpoints.fencedBy>, r: WebhookRequest) => Effect.runForkWith(runtime)(Effect.andThen(Effect.yieldNow, transport.postWithin!(r, 10_000)))
-    const attempt = (n: number): WebhookRequest => ({ ...request(1), headers: { ...request(1).headers, "x-service-delivery-attempt": String(n) } })
+    const post = (transport: ReturnType<typeof endpoints.fencedBy>, r: WebhookRequest) =>
+      Effect.runForkWith(runtime)(Effect.andThen(Effect.yieldNow, transport.postWithin!(r, 10_000)))
+    const attempt = (n: number): WebhookRequest => ({
+      ...request(1),
+      headers: { ...request(1).headers, "x-service-delivery-attempt": String(n) }
+    })
     const paused: Fence = { dead: false, held: null }
     const replacement: Fence = { dead: false, held: null }
     // An earlier POST makes the clock's callback timer known (the path that holds a paused instance's answers).

@@ -19,13 +19,20 @@ describe("HeldSlots: the least number of slots held over a span", () => {
   it("equals counting at every moment where the count can change", () => {
     const hold = fc.tuple(fc.integer({ min: 0, max: 200 }), fc.integer({ min: 1, max: 40 }))
     fc.assert(
-      fc.property(fc.array(hold, { maxLength: 40 }), fc.integer({ min: 0, max: 220 }), fc.integer({ min: 1, max: 60 }), (holds, fromMs, lengthMs) => {
-        // Arrivals in time order, as the endpoints record them.
-        const spans = [...holds].sort((x, y) => x[0] - y[0]).map(([start, heldMs]) => [start, start + heldMs] as const)
-        const held = new HeldSlots()
-        for (const [a, b] of spans) held.hold("u", a, b)
-        expect(held.leastHeld("u", fromMs, fromMs + lengthMs)).toBe(leastByCounting(spans, fromMs, fromMs + lengthMs))
-      }),
+      fc.property(
+        fc.array(hold, { maxLength: 40 }),
+        fc.integer({ min: 0, max: 220 }),
+        fc.integer({ min: 1, max: 60 }),
+        (holds, fromMs, lengthMs) => {
+          // Arrivals in time order, as the endpoints record them.
+          const spans = [...holds].sort((x, y) => x[0] - y[0]).map(([start, heldMs]) =>
+            [start, start + heldMs] as const
+          )
+          const held = new HeldSlots()
+          for (const [a, b] of spans) held.hold("u", a, b)
+          expect(held.leastHeld("u", fromMs, fromMs + lengthMs)).toBe(leastByCounting(spans, fromMs, fromMs + lengthMs))
+        }
+      ),
       { numRuns: 500, seed: 1 }
     )
   })

@@ -24,7 +24,12 @@ describe("the bundled simulator (sim/commands/launch.mjs)", () => {
     // `npm run sim:bench` runs the same bundle: same scenario, same trace.
     const bench = await run(["--expose-gc", "sim/commands/launch.mjs", "bench", "--seed", "5", ...tiny, "--json"])
     expect(bench.code).toBe(0)
-    const measured = JSON.parse(bench.stdout) as { ok: boolean; traceHash: string; payments: number; liveHeapMBAtEnd: number | null }
+    const measured = JSON.parse(bench.stdout) as {
+      ok: boolean
+      traceHash: string
+      payments: number
+      liveHeapMBAtEnd: number | null
+    }
     expect(measured).toMatchObject({ ok: true, payments: 40, traceHash: traceHashOf(source.stdout) })
     expect(measured.liveHeapMBAtEnd).toBeGreaterThan(0)
     // Without --json, a table for a person: the verdict first (heap FAIL here: this node runs without the
@@ -34,7 +39,17 @@ describe("the bundled simulator (sim/commands/launch.mjs)", () => {
     expect(table.stdout).toMatch(/^FAIL {2}laws held, heap FAIL \(peak ≤ 1536 MB, limit ≤ 2048 MB\), speed n\/a/)
     expect(table.stdout).toMatch(new RegExp(`^trace hash\\s+${measured.traceHash}$`, "m"))
 
-    const planted = await run(["sim/commands/launch.mjs", "main", "--seed", "7", ...tiny, "--planted-bug", "refund-over-remainder", "--mix", JSON.stringify({ refund: 0.9, overRefund: 0.5 })])
+    const planted = await run([
+      "sim/commands/launch.mjs",
+      "main",
+      "--seed",
+      "7",
+      ...tiny,
+      "--planted-bug",
+      "refund-over-remainder",
+      "--mix",
+      JSON.stringify({ refund: 0.9, overRefund: 0.5 })
+    ])
     expect(planted.code).toBe(1)
     expect(planted.stdout).toContain("refunds-within-capture")
     expect(planted.stdout).toContain("replay: npm run sim -- --seed 7")

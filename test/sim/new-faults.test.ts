@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest"
-import { defaultMix, defaultOptions, type FaultRates, type SimOptions } from "../../sim/engine/Options.ts"
 import { type PlantedBug, plantedBugs } from "../../sim/checks/PlantedBugs.ts"
+import { defaultMix, defaultOptions, type FaultRates, type SimOptions } from "../../sim/engine/Options.ts"
 import { runSimulation } from "../../sim/engine/Simulator.ts"
 
 /**
@@ -10,7 +10,11 @@ import { runSimulation } from "../../sim/engine/Simulator.ts"
  */
 const scenario = (name: PlantedBug, seed: number, off: Partial<FaultRates> = {}): SimOptions => {
   const spec = plantedBugs[name].scenario as {
-    merchants?: number; payments?: number; hours?: number; mix?: Partial<typeof defaultMix>; faults?: Partial<FaultRates>
+    merchants?: number
+    payments?: number
+    hours?: number
+    mix?: Partial<typeof defaultMix>
+    faults?: Partial<FaultRates>
   }
   return {
     ...defaultOptions,
@@ -34,7 +38,13 @@ const cases: ReadonlyArray<readonly [PlantedBug, string, Partial<FaultRates>]> =
   // Recovery resumes every flow stopped mid-way: by a crash or a pause, and by a store error,
   // outage or freeze that failed one of its steps. With all of those off the bug stays hidden.
   ["recovery-misses-payments", "the faults that stop a flow mid-way (liveness)", {
-    crashesPerHour: 0, crashAfterCommit: 0, pausesPerHour: 0, storeUnavailable: 0, storeLostCommit: 0, storeOutagesPerDay: 0, storeFreezesPerDay: 0
+    crashesPerHour: 0,
+    crashAfterCommit: 0,
+    pausesPerHour: 0,
+    storeUnavailable: 0,
+    storeLostCommit: 0,
+    storeOutagesPerDay: 0,
+    storeFreezesPerDay: 0
   }]
 ]
 
@@ -60,28 +70,34 @@ describe("new faults: each reveals its planted bug within five seeds, and only i
   }
 
   it("a stuck run names what is stuck", () => {
-    const result = runSimulation(scenario("recovery-misses-payments", plantedBugs["recovery-misses-payments"].scenario.seed))
+    const result = runSimulation(
+      scenario("recovery-misses-payments", plantedBugs["recovery-misses-payments"].scenario.seed)
+    )
     expect(result.violations[0]!.invariant).toBe("liveness")
     expect(result.violations[0]!.message).toMatch(/payment pay_\w+ pending mid-flow/)
   }, 120_000)
 
-  it("clock skew at the edge of the tolerance breaks no retry schedule: the endpoints see a retry up to 1 s early, the recorded times never", async () => {
-    // Each instance up to 500 ms off: a retry made by another instance than its first attempt
-    // reaches the endpoint early (or late) by their disagreement, never by more than 1 s.
-    for (let seed = 1; seed <= 3; seed++) {
-      await turn()
-      const result = runSimulation({
-        ...defaultOptions,
-        seed,
-        merchants: 3,
-        payments: 80,
-        hours: 12,
-        faults: { ...defaultOptions.faults, webhook5xx: 0.3, pausesPerHour: 1, crashesPerHour: 2, clockSkewMs: 500 }
-      })
-      expect(result.violations).toEqual([])
-      expect(new Set(result.clockOffsetsMs.map(Math.sign)).size).toBeGreaterThan(1)
-    }
-  }, 300_000)
+  it(
+    "clock skew at the edge of the tolerance breaks no retry schedule: the endpoints see a retry up to 1 s early, the recorded times never",
+    async () => {
+      // Each instance up to 500 ms off: a retry made by another instance than its first attempt
+      // reaches the endpoint early (or late) by their disagreement, never by more than 1 s.
+      for (let seed = 1; seed <= 3; seed++) {
+        await turn()
+        const result = runSimulation({
+          ...defaultOptions,
+          seed,
+          merchants: 3,
+          payments: 80,
+          hours: 12,
+          faults: { ...defaultOptions.faults, webhook5xx: 0.3, pausesPerHour: 1, crashesPerHour: 2, clockSkewMs: 500 }
+        })
+        expect(result.violations).toEqual([])
+        expect(new Set(result.clockOffsetsMs.map(Math.sign)).size).toBeGreaterThan(1)
+      }
+    },
+    300_000
+  )
 
   it("a run with every new fault is deterministic and passes", async () => {
     const options: SimOptions = {

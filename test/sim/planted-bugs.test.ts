@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest"
-import { defaultMix, defaultOptions, noFaults, type SimOptions } from "../../sim/engine/Options.ts"
 import { plantedBugNames, plantedBugs } from "../../sim/checks/PlantedBugs.ts"
+import { defaultMix, defaultOptions, noFaults, type SimOptions } from "../../sim/engine/Options.ts"
 import { runSimulation } from "../../sim/engine/Simulator.ts"
 
 /**
@@ -12,7 +12,13 @@ import { runSimulation } from "../../sim/engine/Simulator.ts"
  */
 const scenario = (name: (typeof plantedBugNames)[number]): SimOptions => {
   const spec = plantedBugs[name].scenario as {
-    seed?: number; merchants?: number; payments?: number; hours?: number; mix?: Partial<typeof defaultMix>; faults?: Partial<typeof noFaults>; processor?: boolean
+    seed?: number
+    merchants?: number
+    payments?: number
+    hours?: number
+    mix?: Partial<typeof defaultMix>
+    faults?: Partial<typeof noFaults>
+    processor?: boolean
   }
   return {
     ...defaultOptions,
@@ -47,7 +53,11 @@ describe("planted bugs: the auditor sees each law broken", () => {
   it("retry-recorded-on-time: the endpoint's arrival times show the early retry that the store's record hides", () => {
     const result = runSimulation(scenario("retry-recorded-on-time"))
     const messages = result.violations.map((v) => `${v.invariant}: ${v.message}`)
-    expect(messages.some((m) => /^webhook-schedule: .* ms before its offset from the first attempt.s arrival \(recorded at/.test(m))).toBe(true)
+    expect(
+      messages.some((m) =>
+        /^webhook-schedule: .* ms before its offset from the first attempt.s arrival \(recorded at/.test(m)
+      )
+    ).toBe(true)
     // The store's own times keep the schedule; and the first attempt is recorded 20 s before it reached the endpoint.
     expect(messages.some((m) => /before its offset from the first attempt as recorded/.test(m))).toBe(false)
     expect(messages.some((m) => /^webhook-attempt-time: .* \(-(19|20)\d{3} ms apart/.test(m))).toBe(true)
@@ -56,8 +66,15 @@ describe("planted bugs: the auditor sees each law broken", () => {
   it("attempt-timed-from-end: the retries come late by the first attempt's duration, past any backlog; the recorded times are the ends", () => {
     const result = runSimulation(scenario("attempt-timed-from-end"))
     const messages = result.violations.map((v) => `${v.invariant}: ${v.message}`)
-    expect(messages.some((m) => /^webhook-schedule: .* ms after its offset from the first attempt.s arrival .*the endpoint held at least 0 of the 8 slots/.test(m))).toBe(true)
-    expect(messages.some((m) => /^webhook-attempt-time: .* recorded at .*, reached the endpoint at /.test(m))).toBe(true)
+    expect(
+      messages.some((m) =>
+        /^webhook-schedule: .* ms after its offset from the first attempt.s arrival .*the endpoint held at least 0 of the 8 slots/
+          .test(m)
+      )
+    ).toBe(true)
+    expect(messages.some((m) => /^webhook-attempt-time: .* recorded at .*, reached the endpoint at /.test(m))).toBe(
+      true
+    )
   })
 
   it("retry-time-truncated: the times the service recorded show a retry early by less than the clock tolerance the endpoints' times allow", () => {
@@ -65,7 +82,9 @@ describe("planted bugs: the auditor sees each law broken", () => {
     expect(result.violations.length).toBeGreaterThan(0)
     for (const violation of result.violations) {
       expect(violation.invariant).toBe("webhook-schedule")
-      expect(violation.message).toMatch(/recorded at \S+, \d{1,3} ms before its offset from the first attempt as recorded/)
+      expect(violation.message).toMatch(
+        /recorded at \S+, \d{1,3} ms before its offset from the first attempt as recorded/
+      )
     }
   })
 
@@ -74,19 +93,27 @@ describe("planted bugs: the auditor sees each law broken", () => {
     const result = runSimulation(scenario("fee-off-chart"))
     expect(result.ok).toBe(false)
     expect(new Set(result.violations.map((v) => v.invariant))).toEqual(new Set(["ledger-account"]))
-    expect(result.violations.map((v) => v.message).join("\n")).toMatch(/posts to fee_receivable .*\n.*posts to fee_revenu /)
+    expect(result.violations.map((v) => v.message).join("\n")).toMatch(
+      /posts to fee_receivable .*\n.*posts to fee_revenu /
+    )
   })
 
   it("refund-posting-inverted: the accounts one by one show the refund taken from available before settlement; their sum does not", () => {
     const result = runSimulation(scenario("refund-posting-inverted"))
     expect(new Set(result.violations.map((v) => v.invariant))).toEqual(new Set(["ledger-matches-record"]))
-    expect(result.violations[0]!.message).toMatch(/after a decision: merchant_pending \(before settlement\) is \d+, expected \d+/)
-    expect(result.violations.map((v) => v.message).join("\n")).toMatch(/merchant_available \(before settlement\) is -\d+, expected 0/)
+    expect(result.violations[0]!.message).toMatch(
+      /after a decision: merchant_pending \(before settlement\) is \d+, expected \d+/
+    )
+    expect(result.violations.map((v) => v.message).join("\n")).toMatch(
+      /merchant_available \(before settlement\) is -\d+, expected 0/
+    )
   })
 
   it("every planted bug names a law the auditor checks, and the laws are documented", async () => {
     const { readFileSync } = await import("node:fs")
     const doc = readFileSync(new URL("../../docs/simulation.md", import.meta.url), "utf8")
-    for (const name of plantedBugNames.filter((n) => n !== "none")) expect(doc).toContain(`\`${plantedBugs[name].law}\``)
+    for (const name of plantedBugNames.filter((n) => n !== "none")) {
+      expect(doc).toContain(`\`${plantedBugs[name].law}\``)
+    }
   })
 })

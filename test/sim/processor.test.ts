@@ -9,7 +9,15 @@ import { runSimulation } from "../../sim/engine/Simulator.ts"
 // reconciliation agrees with the books at the end.
 describe("the simulated processor", () => {
   it("holds every law under lost, duplicated and late answers and outages, and reconciles clean", () => {
-    const result = runSimulation({ ...defaultOptions, seed: 1, merchants: 4, payments: 300, hours: 6, faults: heavyFaults, processor: true })
+    const result = runSimulation({
+      ...defaultOptions,
+      seed: 1,
+      merchants: 4,
+      payments: 300,
+      hours: 6,
+      faults: heavyFaults,
+      processor: true
+    })
     expect(result.violations).toEqual([])
     const processor = result.processor!
     expect(processor.stats.lostAnswers).toBeGreaterThan(0)
@@ -25,7 +33,10 @@ describe("the simulated processor", () => {
     const plain = runSimulation(options)
     expect(plain.processor).toBeNull()
     // The processor's rates are inert without the option.
-    const withRates = runSimulation({ ...options, faults: { ...options.faults, processorLost: 0.5, processorOutagesPerDay: 10 } })
+    const withRates = runSimulation({
+      ...options,
+      faults: { ...options.faults, processorLost: 0.5, processorOutagesPerDay: 10 }
+    })
     expect(withRates.traceHash).toBe(plain.traceHash)
   })
 })

@@ -1,8 +1,8 @@
 import { Layer } from "effect"
 import { describe, expect, it } from "vitest"
-import * as RateLimiter from "../../src/http/edge/RateLimiter.ts"
 import { defaultMix, defaultOptions, noFaults, type SimOptions } from "../../sim/engine/Options.ts"
 import { runSimulation } from "../../sim/engine/Simulator.ts"
+import * as RateLimiter from "../../src/http/edge/RateLimiter.ts"
 
 // The rate limiter's law (sim/checks/RateLimitLaw.ts) in runs that push keys past their limit on
 // purpose (mix `rateLimitPushesPerDay`: a new key's burst of 1.2 buckets, then twice the refill
@@ -37,12 +37,16 @@ describe("rate limit: the token bucket, in virtual time", () => {
     const result = runSimulation(pushing, { rateLimiter: Layer.effect(RateLimiter.RateLimiter, RateLimiter.make(50)) })
     expect(result.ok).toBe(false)
     expect(result.violations[0]!.invariant).toBe("rate-limit")
-    expect(result.violations[0]!.message).toMatch(/refused at .* fewer than the token bucket \(200 \+ 100\/s\) needs to run dry/)
+    expect(result.violations[0]!.message).toMatch(
+      /refused at .* fewer than the token bucket \(200 \+ 100\/s\) needs to run dry/
+    )
   })
 
   it("sees a limiter that lets too much through (refills counted twice after a refusal: rate-limit-refusal-keeps-clock)", () => {
     const result = runSimulation({ ...pushing, plantedBug: "rate-limit-refusal-keeps-clock" })
     expect(new Set(result.violations.map((v) => v.invariant))).toEqual(new Set(["rate-limit"]))
-    expect(result.violations[0]!.message).toMatch(/requests got through from .* the token bucket lets through at most 200 \+ 100\/s/)
+    expect(result.violations[0]!.message).toMatch(
+      /requests got through from .* the token bucket lets through at most 200 \+ 100\/s/
+    )
   })
 })

@@ -13,7 +13,9 @@ const small = (overrides: Partial<SimOptions>): SimOptions => ({
 })
 
 const describeFailure = (result: ReturnType<typeof runSimulation>) =>
-  result.ok ? "ok" : `${result.violations.map((v) => `[${v.invariant}] ${v.message}`).join("\n")}\n${result.traceTail.join("\n")}`
+  result.ok
+    ? "ok"
+    : `${result.violations.map((v) => `[${v.invariant}] ${v.message}`).join("\n")}\n${result.traceTail.join("\n")}`
 
 describe("simulator", () => {
   it("replays a seed exactly (same trace hash twice)", () => {
@@ -27,7 +29,9 @@ describe("simulator", () => {
 
   it("catches the planted bug: a refund above the remainder is accepted", () => {
     // The over-refund rate is raised so that the buggy path is exercised within a small run.
-    const result = runSimulation(small({ seed: 7, plantedBug: "refund-over-remainder", mix: { ...defaultMix, refund: 0.9, overRefund: 0.5 } }))
+    const result = runSimulation(
+      small({ seed: 7, plantedBug: "refund-over-remainder", mix: { ...defaultMix, refund: 0.9, overRefund: 0.5 } })
+    )
     expect(result.ok).toBe(false)
     expect(result.violations.map((v) => v.invariant)).toContain("refunds-within-capture")
   })
@@ -67,7 +71,13 @@ describe("simulator", () => {
     })
     fc.assert(
       fc.property(scenario, (s) => {
-        const options = small({ seed: s.seed, merchants: s.merchants, payments: s.payments, faults: s.faults, mix: { ...defaultMix, ...s.mix } })
+        const options = small({
+          seed: s.seed,
+          merchants: s.merchants,
+          payments: s.payments,
+          faults: s.faults,
+          mix: { ...defaultMix, ...s.mix }
+        })
         const result = runSimulation(options)
         if (!result.ok) {
           throw new Error(`seed ${s.seed} faults ${formatFaults(s.faults)}:\n${describeFailure(result)}`)

@@ -12,7 +12,9 @@ const small = (overrides: Partial<SimOptions>): SimOptions => ({
 })
 
 const describeFailure = (result: ReturnType<typeof runSimulation>) =>
-  result.ok ? "ok" : `${result.violations.map((v) => `[${v.invariant}] ${v.message}`).join("\n")}\n${result.traceTail.join("\n")}`
+  result.ok
+    ? "ok"
+    : `${result.violations.map((v) => `[${v.invariant}] ${v.message}`).join("\n")}\n${result.traceTail.join("\n")}`
 
 describe("simulator: store faults and crashes inside an instant", () => {
   it("injects StoreUnavailable (before the operation, in outages, after a payment commit) and every invariant holds", () => {
@@ -45,7 +47,13 @@ describe("simulator: store faults and crashes inside an instant", () => {
     const options = small({
       seed: 13,
       payments: 150,
-      faults: { ...defaultOptions.faults, crashesPerHour: 3, crashAfterCommit: 0.005, storeUnavailable: 0.01, storeLostCommit: 0.02 }
+      faults: {
+        ...defaultOptions.faults,
+        crashesPerHour: 3,
+        crashAfterCommit: 0.005,
+        storeUnavailable: 0.01,
+        storeLostCommit: 0.02
+      }
     })
     const first = runSimulation(options)
     expect(describeFailure(first)).toBe("ok")

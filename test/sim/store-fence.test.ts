@@ -1,11 +1,11 @@
 import { Effect, Exit } from "effect"
 import { describe, expect, it } from "vitest"
-import type { StoreShape } from "../../src/store/Store.ts"
-import type { WebhookStoreShape } from "../../src/store/WebhookStore.ts"
 import { noFaults } from "../../sim/engine/Options.ts"
 import { Prng } from "../../sim/engine/Prng.ts"
 import { type Fence, fenced } from "../../sim/world/Service.ts"
 import { faultyStore } from "../../sim/world/StoreFaults.ts"
+import type { StoreShape } from "../../src/store/Store.ts"
+import type { WebhookStoreShape } from "../../src/store/WebhookStore.ts"
 
 // The main store checks an instance's fence in the step of its fault wrapper (sim/world/StoreFaults.ts
 // `fencedBy`: the fence, the refusal draw and the operation in one step); the webhook store sits

@@ -1,11 +1,11 @@
 import { describe, expect, it } from "vitest"
-import { parseArguments } from "../../sim/commands/main.ts"
-import { defaultOptions } from "../../sim/engine/Options.ts"
+import { parseArguments as parseHarnessArguments } from "../../bench/harness/Cli.ts"
 import { validateOptions } from "../../sim/checks/Replay.ts"
+import { parseArguments } from "../../sim/commands/main.ts"
 import { formatSweep, mergeShards, parseSweepArguments, runSweep, sweepJson } from "../../sim/commands/Sweep.ts"
+import { defaultOptions } from "../../sim/engine/Options.ts"
 import { parseShard, shardOf } from "../../sim/engine/Shard.ts"
 import { drawSwarm, swarmOptions } from "../../sim/engine/Swarm.ts"
-import { parseArguments as parseHarnessArguments } from "../../bench/harness/Cli.ts"
 
 const slow = 300_000
 const tiny = ["--merchants", "2", "--payments", "30", "--hours", "2"]
@@ -16,7 +16,11 @@ describe("swarm sweeps", () => {
     const draws = Array.from({ length: 60 }, (_, i) => drawSwarm(i + 1))
     // Mixes one profile never reaches: no crash and many disputes; pauses without crashes; nothing at all.
     expect(draws.some((d) => !d.classes.includes("crashes") && (d.faults.disputes ?? 0) > 0.1)).toBe(true)
-    expect(draws.some((d) => d.classes.includes("pauses") && !d.classes.includes("crashes") && !d.classes.includes("commit-crashes"))).toBe(true)
+    expect(
+      draws.some((d) =>
+        d.classes.includes("pauses") && !d.classes.includes("crashes") && !d.classes.includes("commit-crashes")
+      )
+    ).toBe(true)
     expect(new Set(draws.map((d) => d.classes.join(" "))).size).toBeGreaterThan(30)
     expect(new Set(draws.map((d) => d.mix.refund)).size).toBe(60)
     // The workload's corners are drawn too: some seeds aim far more at them than the default mix.
@@ -49,7 +53,10 @@ describe("sharded sweeps", () => {
     expect(() => parseSweepArguments(["--seeds", "1..10", "--shard", "3/3"])).toThrow("--shard must be I/N")
     // The harness reads --shard with the same rule and the same words.
     const harness = parseHarnessArguments(["--shard", "3/3"])
-    expect(harness).toEqual({ command: "error", message: "--shard must be I/N with 0 <= I < N <= 10000 (the shards of 4 are 0/4, 1/4, 2/4 and 3/4), not '3/3'" })
+    expect(harness).toEqual({
+      command: "error",
+      message: "--shard must be I/N with 0 <= I < N <= 10000 (the shards of 4 are 0/4, 1/4, 2/4 and 3/4), not '3/3'"
+    })
     expect(parseHarnessArguments(["--shard", "0/3"])).toMatchObject({ shard: { index: 0, count: 3 } })
   })
 
@@ -61,7 +68,9 @@ describe("sharded sweeps", () => {
       runSweep(parseSweepArguments([...args, "--shard", "1/2"]))
     ])
     expect(first.outcomes.map((o) => o.seed)).toEqual([1, 3, 5])
-    const shardFiles = [second, first].map((r) => JSON.parse(JSON.stringify(sweepJson(r))) as ReturnType<typeof sweepJson>)
+    const shardFiles = [second, first].map((r) =>
+      JSON.parse(JSON.stringify(sweepJson(r))) as ReturnType<typeof sweepJson>
+    )
     const merged = mergeShards(shardFiles)
     const seedsOf = (json: ReturnType<typeof sweepJson>) => json.seeds.map(({ wallMs: _wallMs, ...rest }) => rest)
     expect(seedsOf(sweepJson(merged))).toEqual(seedsOf(sweepJson(whole)))
@@ -70,6 +79,8 @@ describe("sharded sweeps", () => {
     expect(() => mergeShards([shardFiles[0]!])).toThrow("expected shards")
     expect(() => mergeShards([shardFiles[0]!, shardFiles[0]!])).toThrow("given twice")
     // A shard numbered from 1 (n/n) is refused, not read as another shard.
-    expect(() => mergeShards([shardFiles[1]!, { ...shardFiles[0]!, shard: "2/2" }])).toThrow("a file's shard (numbered from 0) must be I/N")
+    expect(() => mergeShards([shardFiles[1]!, { ...shardFiles[0]!, shard: "2/2" }])).toThrow(
+      "a file's shard (numbered from 0) must be I/N"
+    )
   }, slow)
 })

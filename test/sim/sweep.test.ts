@@ -16,7 +16,9 @@ describe("seed sweeps", () => {
     expect(() => parseSeeds("5..1")).toThrow("ends before it starts")
     expect(() => parseSeeds("a..3")).toThrow("is not a seed")
     expect(() => parseSweepArguments(["--jobs", "2"])).toThrow("--seeds is required")
-    expect(() => parseSweepArguments(["--seeds", "1..3", "--jobs", "0"])).toThrow(`--jobs: "0". expected a value greater than or equal to 1`)
+    expect(() => parseSweepArguments(["--seeds", "1..3", "--jobs", "0"])).toThrow(
+      `--jobs: "0". expected a value greater than or equal to 1`
+    )
     expect(() => parseSweepArguments(["--seeds", "1..3", "--seed", "4"])).toThrow("--seed is not a sweep option")
     expect(() => parseSweepArguments(["--seeds", "1..3", "--bogus"])).toThrow("Unrecognized flag: --bogus")
     const defaults = parseSweepArguments(["--seeds", "1..3"])
@@ -30,7 +32,8 @@ describe("seed sweeps", () => {
       runSweep(parseSweepArguments(["--seeds", "1..4", "--jobs", "1", ...tiny]), (p) => progress.push(p)),
       runSweep(parseSweepArguments(["--seeds", "1..4", "--jobs", "2", ...tiny]))
     ])
-    const perSeed = (r: typeof one) => r.outcomes.map((o) => ({ seed: o.seed, ok: o.ok, first: o.firstViolation, hash: o.traceHash }))
+    const perSeed = (r: typeof one) =>
+      r.outcomes.map((o) => ({ seed: o.seed, ok: o.ok, first: o.firstViolation, hash: o.traceHash }))
     expect(perSeed(one).map((o) => o.seed)).toEqual([1, 2, 3, 4])
     for (const o of one.outcomes) expect(o.traceHash).toMatch(/^[0-9a-f]{64}$/)
     expect(new Set(one.outcomes.map((o) => o.traceHash)).size).toBe(4)
@@ -42,13 +45,29 @@ describe("seed sweeps", () => {
     const run = await new Promise<{ status: number | null; stdout: string; stderr: string }>((done) => {
       execFile(
         process.execPath,
-        ["--import", "tsx", "sim/commands/Sweep.ts", "--seeds", "7,8", "--jobs", "2", ...tiny, "--planted-bug", "refund-over-remainder", "--mix", JSON.stringify({ refund: 0.9, overRefund: 0.5 })],
+        [
+          "--import",
+          "tsx",
+          "sim/commands/Sweep.ts",
+          "--seeds",
+          "7,8",
+          "--jobs",
+          "2",
+          ...tiny,
+          "--planted-bug",
+          "refund-over-remainder",
+          "--mix",
+          JSON.stringify({ refund: 0.9, overRefund: 0.5 })
+        ],
         { cwd: root, encoding: "utf8" },
-        (error, stdout, stderr) => done({ status: error === null ? 0 : typeof error.code === "number" ? error.code : null, stdout, stderr })
+        (error, stdout, stderr) =>
+          done({ status: error === null ? 0 : typeof error.code === "number" ? error.code : null, stdout, stderr })
       )
     })
     expect(run.status).toBe(1)
-    expect(run.stdout).toMatch(/\n\s+7 {2}refunds-within-capture\s+npm run sim -- --seed 7 --merchants 2 --payments 40 --hours 3 .*--planted-bug refund-over-remainder/)
+    expect(run.stdout).toMatch(
+      /\n\s+7 {2}refunds-within-capture\s+npm run sim -- --seed 7 --merchants 2 --payments 40 --hours 3 .*--planted-bug refund-over-remainder/
+    )
     expect(run.stdout).toMatch(/seeds 2 {2}ok \d {2}failed \d {2}jobs 2 {2}wall .* payments\/s/)
     // Not a terminal: one progress line per tenth of the seeds, not redrawn in place.
     expect(run.stderr).toContain("2/2 seeds")

@@ -1,20 +1,26 @@
 import * as PgClient from "@effect/sql-pg/PgClient"
 import { Cause, Context, Effect, Exit, Layer, ManagedRuntime } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import * as Dispute from "../../src/domain/Dispute.ts"
 import { defaultThresholds, sigmoid, verdict } from "../../src/domain/Fraud.ts"
 import * as Ledger from "../../src/domain/Ledger.ts"
 import type { Currency } from "../../src/domain/Money.ts"
-import * as Payment from "../../src/domain/Payment.ts"
-import * as Dispute from "../../src/domain/Dispute.ts"
 import { disputeFeeCents } from "../../src/domain/Money.ts"
+import * as Payment from "../../src/domain/Payment.ts"
 import { layerMemory } from "../../src/store/MemoryStore.ts"
-import { type AnalyticsInterval, type CardTokenDisputeQuery, Store, type IdempotencyClaim, type OpenOutcome } from "../../src/store/Store.ts"
+import {
+  type AnalyticsInterval,
+  type CardTokenDisputeQuery,
+  type IdempotencyClaim,
+  type OpenOutcome,
+  Store
+} from "../../src/store/Store.ts"
 import { accepted, createInput } from "../domain/fixtures.ts"
 import { freshDatabase, pgStoreLayer } from "../support/database.ts"
 import {
   apiKeyFor,
-  apply,
   applied,
+  apply,
   eventsOf,
   givenMerchant,
   givenPayment,
@@ -152,11 +158,16 @@ export const storeContract = (name: string, makeLayer: () => Layer.Layer<Store, 
           const now = w.clock.advance()
           const replacement = apiKeyFor(w, w.merchantId, now)
 
-          expect(yield* store.rotateApiKey(other.merchant.id, apiKey.id, apiKeyFor(w, other.merchant.id, now), now)).toBe("not_found")
+          expect(yield* store.rotateApiKey(other.merchant.id, apiKey.id, apiKeyFor(w, other.merchant.id, now), now))
+            .toBe("not_found")
           expect(yield* store.getApiKey(w.merchantId, apiKey.id)).toEqual(apiKey)
 
           expect(yield* store.rotateApiKey(w.merchantId, apiKey.id, replacement, now)).toBe("rotated")
-          expect(yield* store.getApiKey(w.merchantId, apiKey.id)).toEqual({ ...apiKey, status: "revoked", revokedAt: now })
+          expect(yield* store.getApiKey(w.merchantId, apiKey.id)).toEqual({
+            ...apiKey,
+            status: "revoked",
+            revokedAt: now
+          })
           expect(yield* store.findApiKeyByHash(replacement.keyHash)).toEqual(replacement)
 
           const again = apiKeyFor(w, w.merchantId, w.clock.advance())
@@ -175,8 +186,12 @@ export const storeContract = (name: string, makeLayer: () => Layer.Layer<Store, 
           yield* givenMerchant(w)
           const other = yield* givenMerchant(w, w.mintId("merchant"))
           const input = { idempotencyKey: "order-1", metadata: { order: "1", note: "first" } }
-          const original = accepted(Payment.create(createInput(w.merchantId, { ...input, amountCents: 1_000 }), w.context()))
-          const retry = accepted(Payment.create(createInput(w.merchantId, { ...input, amountCents: 2_000 }), w.context()))
+          const original = accepted(
+            Payment.create(createInput(w.merchantId, { ...input, amountCents: 1_000 }), w.context())
+          )
+          const retry = accepted(
+            Payment.create(createInput(w.merchantId, { ...input, amountCents: 2_000 }), w.context())
+          )
           const elsewhere = accepted(Payment.create(createInput(other.merchant.id, input), w.context()))
 
           expect(yield* store.insertPayment(original)).toEqual({ _tag: "Inserted" })
@@ -239,7 +254,10 @@ export const storeContract = (name: string, makeLayer: () => Layer.Layer<Store, 
           expect(yield* ids({ status: "pending" })).toEqual({ ids: [p6, p4, p2], total: 3 })
           expect(yield* ids({ status: "captured" })).toEqual({ ids: [], total: 0 })
           // Bounds are inclusive.
-          expect(yield* ids({ createdFrom: created[1]!.createdAt, createdTo: created[3]!.createdAt })).toEqual({ ids: [p4, p3, p2], total: 3 })
+          expect(yield* ids({ createdFrom: created[1]!.createdAt, createdTo: created[3]!.createdAt })).toEqual({
+            ids: [p4, p3, p2],
+            total: 3
+          })
           expect(yield* ids({ minAmountCents: 200, maxAmountCents: 400 })).toEqual({ ids: [p4, p3, p2], total: 3 })
           expect(yield* ids({ status: "failed", minAmountCents: 300 })).toEqual({ ids: [p5, p3], total: 2 })
           expect(yield* ids({}, { page: 2, perPage: 4 })).toEqual({ ids: [p2, p1], total: 6 })
@@ -330,8 +348,12 @@ export const storeContract = (name: string, makeLayer: () => Layer.Layer<Store, 
             asked++
             return Payment.voidAuthorization(p, w.context())
           }
-          expect(yield* store.updatePayment({ merchantId: other.merchant.id, paymentId: payment.id }, decide)).toEqual({ _tag: "NotFound" })
-          expect(yield* store.updatePayment({ merchantId: null, paymentId: "pay_unknown" }, decide)).toEqual({ _tag: "NotFound" })
+          expect(yield* store.updatePayment({ merchantId: other.merchant.id, paymentId: payment.id }, decide)).toEqual({
+            _tag: "NotFound"
+          })
+          expect(yield* store.updatePayment({ merchantId: null, paymentId: "pay_unknown" }, decide)).toEqual({
+            _tag: "NotFound"
+          })
           expect(asked).toBe(0)
           expect(yield* store.getPayment(w.merchantId, payment.id)).toEqual(payment)
         })))
@@ -352,7 +374,11 @@ export const storeContract = (name: string, makeLayer: () => Layer.Layer<Store, 
             expiresAt: at(now, hours(24))
           })
           expect(yield* store.claimIdempotencyKey(claim("refund-1"))).toEqual({ _tag: "Claimed" })
-          const target = { merchantId: w.merchantId, paymentId: payment.id, commandKey: { merchantId: w.merchantId, key: "refund-1" } }
+          const target = {
+            merchantId: w.merchantId,
+            paymentId: payment.id,
+            commandKey: { merchantId: w.merchantId, key: "refund-1" }
+          }
 
           const first = yield* apply(w, target, steps.refund(1_000))
           expect(first._tag).toBe("Applied")
@@ -365,9 +391,15 @@ export const storeContract = (name: string, makeLayer: () => Layer.Layer<Store, 
 
           // Another key is another command.
           yield* store.claimIdempotencyKey(claim("refund-2"))
-          const second = yield* apply(w, { ...target, commandKey: { merchantId: w.merchantId, key: "refund-2" } }, steps.refund(1_000))
+          const second = yield* apply(
+            w,
+            { ...target, commandKey: { merchantId: w.merchantId, key: "refund-2" } },
+            steps.refund(1_000)
+          )
           expect(second._tag).toBe("Applied")
-          const refunds = (yield* store.listEvents(w.merchantId, payment.id)).filter((e) => e.type === "payment.partially_refunded")
+          const refunds = (yield* store.listEvents(w.merchantId, payment.id)).filter((e) =>
+            e.type === "payment.partially_refunded"
+          )
           expect(refunds).toHaveLength(2)
         })))
 
@@ -377,13 +409,21 @@ export const storeContract = (name: string, makeLayer: () => Layer.Layer<Store, 
           const w = testWorld()
           yield* givenMerchant(w)
           const { payment, changes } = yield* givenPayment(w)
-          const exit = yield* Effect.exit(store.updatePayment({ merchantId: w.merchantId, paymentId: payment.id }, (p) => {
-            const decision = Payment.applyAuthorization(p, { _tag: "Approved", networkRiskSignal: 0 }, w.context())
-            // Its event claims a sequence the record already used.
-            return decision.ok
-              ? { ok: true, change: { ...decision.change, events: decision.change.events.map((e) => ({ ...e, sequence: p.version })) } }
-              : decision
-          }))
+          const exit = yield* Effect.exit(
+            store.updatePayment({ merchantId: w.merchantId, paymentId: payment.id }, (p) => {
+              const decision = Payment.applyAuthorization(p, { _tag: "Approved", networkRiskSignal: 0 }, w.context())
+              // Its event claims a sequence the record already used.
+              return decision.ok
+                ? {
+                  ok: true,
+                  change: {
+                    ...decision.change,
+                    events: decision.change.events.map((e) => ({ ...e, sequence: p.version }))
+                  }
+                }
+                : decision
+            })
+          )
           expect(Exit.isFailure(exit) && Cause.hasDies(exit.cause)).toBe(true)
           expect(yield* store.getPayment(w.merchantId, payment.id)).toEqual(payment)
           expect(yield* store.listEvents(w.merchantId, payment.id)).toEqual(eventsOf(changes))
@@ -399,8 +439,14 @@ export const storeContract = (name: string, makeLayer: () => Layer.Layer<Store, 
           yield* givenMerchant(w)
           const other = yield* givenMerchant(w, w.mintId("merchant"))
           yield* givenPayment(w, { path: toCaptured() }) // passed: no case
-          const held = yield* givenPayment(w, { input: { amountCents: 5_000 }, path: [steps.authorize, steps.screen(0.6)] })
-          const blocked = yield* givenPayment(w, { input: { amountCents: 5_000 }, path: [steps.authorize, steps.screen(0.95)] })
+          const held = yield* givenPayment(w, {
+            input: { amountCents: 5_000 },
+            path: [steps.authorize, steps.screen(0.6)]
+          })
+          const blocked = yield* givenPayment(w, {
+            input: { amountCents: 5_000 },
+            path: [steps.authorize, steps.screen(0.95)]
+          })
           const heldCase = held.changes.at(-1)!.fraudCase!
           const blockedCase = blocked.changes.at(-1)!.fraudCase!
           expect(heldCase).toMatchObject({ status: "open", priority: "low", paymentId: held.payment.id })
@@ -411,24 +457,40 @@ export const storeContract = (name: string, makeLayer: () => Layer.Layer<Store, 
           expect(yield* store.getFraudCase(other.merchant.id, heldCase.id)).toBeNull()
           expect(yield* store.getFraudCase(w.merchantId, "fc_unknown")).toBeNull()
           const ids = (filter: Parameters<typeof store.listFraudCases>[1]) =>
-            Effect.map(store.listFraudCases(w.merchantId, filter, allPages), (page) => ({ ids: page.items.map((c) => c.id), total: page.totalCount }))
+            Effect.map(
+              store.listFraudCases(w.merchantId, filter, allPages),
+              (page) => ({ ids: page.items.map((c) => c.id), total: page.totalCount })
+            )
           expect(yield* ids({})).toEqual({ ids: [blockedCase.id, heldCase.id], total: 2 })
           expect(yield* ids({ status: "open", priority: "low" })).toEqual({ ids: [heldCase.id], total: 1 })
           expect(yield* ids({ priority: "critical" })).toEqual({ ids: [blockedCase.id], total: 1 })
           expect(yield* ids({ status: "false_positive" })).toEqual({ ids: [], total: 0 })
           expect((yield* store.listFraudCases(other.merchant.id, {}, allPages)).totalCount).toBe(0)
 
-          const review = yield* applied(w, w.merchantId, held.payment.id, steps.review("false_positive", "known customer"))
+          const review = yield* applied(
+            w,
+            w.merchantId,
+            held.payment.id,
+            steps.review("false_positive", "known customer")
+          )
           expect(review.events.map((e) => e.type)).toEqual(["payment.fraud_passed"])
           const reviewed = yield* store.getFraudCase(w.merchantId, heldCase.id)
           expect(reviewed).toEqual(review.fraudCase)
-          expect(reviewed).toMatchObject({ status: "false_positive", notes: "known customer", reviewedAt: review.payment.updatedAt })
+          expect(reviewed).toMatchObject({
+            status: "false_positive",
+            notes: "known customer",
+            reviewedAt: review.payment.updatedAt
+          })
           expect((yield* store.getPayment(w.merchantId, held.payment.id))?.fraudVerdict).toBe("passed")
           expect(yield* ids({ status: "open" })).toEqual({ ids: [blockedCase.id], total: 1 })
           expect(yield* ids({ status: "false_positive" })).toEqual({ ids: [heldCase.id], total: 1 })
 
           // A second review of the same case is refused and changes nothing.
-          const again = yield* apply(w, { merchantId: w.merchantId, paymentId: held.payment.id }, steps.review("confirmed_fraud", null))
+          const again = yield* apply(
+            w,
+            { merchantId: w.merchantId, paymentId: held.payment.id },
+            steps.review("confirmed_fraud", null)
+          )
           expect(again._tag).toBe("Refused")
           expect(yield* store.getFraudCase(w.merchantId, heldCase.id)).toEqual(reviewed)
         })))
@@ -441,8 +503,17 @@ export const storeContract = (name: string, makeLayer: () => Layer.Layer<Store, 
           // Scores as the model gives them (sigmoid of an output in millionths, not rounded), the
           // ends of the range and doubles with 17 significant digits; passed, held and blocked.
           const scores = [
-            sigmoid(-1.234567), sigmoid(0.575), sigmoid(1.386294), sigmoid(2.197225), sigmoid(-30), sigmoid(30),
-            0.1 + 0.2, 0.5 - Number.EPSILON / 4, 0.8 - Number.EPSILON / 2, 1 - Number.EPSILON / 2, Number.MIN_VALUE * 2 ** 52
+            sigmoid(-1.234567),
+            sigmoid(0.575),
+            sigmoid(1.386294),
+            sigmoid(2.197225),
+            sigmoid(-30),
+            sigmoid(30),
+            0.1 + 0.2,
+            0.5 - Number.EPSILON / 4,
+            0.8 - Number.EPSILON / 2,
+            1 - Number.EPSILON / 2,
+            Number.MIN_VALUE * 2 ** 52
           ]
           for (const score of scores) {
             const { payment } = yield* givenPayment(w, { path: [steps.authorize, steps.screen(score)] })
@@ -452,7 +523,9 @@ export const storeContract = (name: string, makeLayer: () => Layer.Layer<Store, 
             for (const event of yield* store.listEvents(w.merchantId, payment.id)) {
               if (event.data.fraud_score !== null) expect(event.data.fraud_score).toBe(score)
             }
-            if (stored.fraudCaseId !== null) expect((yield* store.getFraudCase(w.merchantId, stored.fraudCaseId))!.riskScore).toBe(score)
+            if (stored.fraudCaseId !== null) {
+              expect((yield* store.getFraudCase(w.merchantId, stored.fraudCaseId))!.riskScore).toBe(score)
+            }
           }
           const listed = (yield* store.listFraudCases(w.merchantId, {}, allPages)).items.map((c) => c.riskScore)
           expect(listed.sort()).toEqual(scores.filter((score) => score >= defaultThresholds.review).sort())
@@ -488,8 +561,14 @@ export const storeContract = (name: string, makeLayer: () => Layer.Layer<Store, 
           yield* givenPayment(w, { merchantId: other.merchant.id, path: toCaptured() })
 
           // Currencies in which the merchant's own accounts have moved, in code order.
-          const merchantAccounts: ReadonlyArray<Ledger.Account> = ["merchant_pending", "merchant_available", "merchant_reserved"]
-          const currencies = [...new Set(entries.filter((e) => merchantAccounts.includes(e.account)).map((e) => e.currency))].sort()
+          const merchantAccounts: ReadonlyArray<Ledger.Account> = [
+            "merchant_pending",
+            "merchant_available",
+            "merchant_reserved"
+          ]
+          const currencies = [
+            ...new Set(entries.filter((e) => merchantAccounts.includes(e.account)).map((e) => e.currency))
+          ].sort()
           const expected = currencies.map((currency: Currency): Ledger.Balance => {
             const of = entries.filter((e) => e.currency === currency)
             return {
@@ -502,7 +581,12 @@ export const storeContract = (name: string, makeLayer: () => Layer.Layer<Store, 
           expect(currencies).toEqual(["EUR", "JPY", "USD"])
           expect(yield* store.balances(w.merchantId)).toEqual(expected)
           // Spelled out for USD: pending 7,000 − 233 fee − 500; available 10,000 − 320 − 2,000, and −320.
-          expect(expected.find((b) => b.currency === "USD")).toEqual({ currency: "USD", pending: 6_267, available: 7_360, reserved: 0 })
+          expect(expected.find((b) => b.currency === "USD")).toEqual({
+            currency: "USD",
+            pending: 6_267,
+            available: 7_360,
+            reserved: 0
+          })
           expect(yield* store.balances("mer_without_entries")).toEqual([])
         })))
     })
@@ -560,7 +644,10 @@ export const storeContract = (name: string, makeLayer: () => Layer.Layer<Store, 
           // (Payments of other tests, in flight with no owner, may be claimed too: only this one is looked at.)
           const ours = (ids: ReadonlyArray<string>) => ids.filter((id) => id === ofA.payment.id)
           const claim = (owner: string, now: string, takeOver: boolean) =>
-            Effect.map(store.claimFlows({ owner, now, staleBefore: "1900-01-01T00:00:00.000Z", takeOver, limit: 100 }), ours)
+            Effect.map(
+              store.claimFlows({ owner, now, staleBefore: "1900-01-01T00:00:00.000Z", takeOver, limit: 100 }),
+              ours
+            )
           // A beats: nobody takes its flow over, however long it has been in flight.
           expect(yield* claim(b, at(t0, seconds(4)), true)).toEqual([])
           // Its own pass, stale-only, finds nothing young.
@@ -570,9 +657,29 @@ export const storeContract = (name: string, makeLayer: () => Layer.Layer<Store, 
           expect(yield* claim(b, at(t0, seconds(6)), true)).toEqual(["pay_flow_of_a"])
           expect(yield* claim(c, at(t0, seconds(6)), true)).toEqual([])
           // Now B's: stale for B itself only.
-          expect(ours(yield* store.claimFlows({ owner: b, now: at(t0, seconds(6)), staleBefore: at(t0, seconds(6)), takeOver: false, limit: 100 })))
+          expect(
+            ours(
+              yield* store.claimFlows({
+                owner: b,
+                now: at(t0, seconds(6)),
+                staleBefore: at(t0, seconds(6)),
+                takeOver: false,
+                limit: 100
+              })
+            )
+          )
             .toEqual(["pay_flow_of_a"])
-          expect(ours(yield* store.claimFlows({ owner: c, now: at(t0, seconds(6)), staleBefore: at(t0, seconds(6)), takeOver: false, limit: 100 })))
+          expect(
+            ours(
+              yield* store.claimFlows({
+                owner: c,
+                now: at(t0, seconds(6)),
+                staleBefore: at(t0, seconds(6)),
+                takeOver: false,
+                limit: 100
+              })
+            )
+          )
             .toEqual([])
           // A flow nobody owns (a process without an identity, or a row from before owners were
           // recorded) is the leader's at once; then it is owned.
@@ -580,7 +687,13 @@ export const storeContract = (name: string, makeLayer: () => Layer.Layer<Store, 
           expect(yield* store.insertPayment(orphan)).toEqual({ _tag: "Inserted" })
           const orphans = (ids: ReadonlyArray<string>) => ids.filter((id) => id === orphan.payment.id)
           const leaderPass = (owner: string) =>
-            store.claimFlows({ owner, now: at(t0, seconds(7)), staleBefore: "1900-01-01T00:00:00.000Z", takeOver: true, limit: 100 })
+            store.claimFlows({
+              owner,
+              now: at(t0, seconds(7)),
+              staleBefore: "1900-01-01T00:00:00.000Z",
+              takeOver: true,
+              limit: 100
+            })
           expect(orphans(yield* leaderPass(c))).toEqual(["pay_flow_of_nobody"])
           expect(orphans(yield* leaderPass(b))).toEqual([])
         })))
@@ -615,7 +728,10 @@ export const storeContract = (name: string, makeLayer: () => Layer.Layer<Store, 
           yield* givenMerchant(w)
           const from = w.clock.advance()
           // None captured: settleablePayments' test reads every captured payment before its cut-off.
-          const first = yield* givenPayment(w, { input: { captureMethod: "manual" }, path: [steps.authorize, steps.screen(0.1)] })
+          const first = yield* givenPayment(w, {
+            input: { captureMethod: "manual" },
+            path: [steps.authorize, steps.screen(0.1)]
+          })
           const second = yield* givenPayment(w, { path: [steps.authorize, steps.voidIt] })
           const other = testWorld("1975-03-01T00:00:30.000Z")
           yield* givenMerchant(other)
@@ -623,13 +739,22 @@ export const storeContract = (name: string, makeLayer: () => Layer.Layer<Store, 
           const to = at(from, hours(1))
           const ids = (payments: ReadonlyArray<{ readonly id: string }>) => payments.map((p) => p.id)
           const all = yield* store.paymentsCreatedBetween({ from, to, after: null, limit: 100 })
-          const expected = [first, second, third].map((p) => p.payment).sort((a, b) => (a.createdAt < b.createdAt ? -1 : a.createdAt > b.createdAt ? 1 : a.id < b.id ? -1 : 1))
+          const expected = [first, second, third].map((p) => p.payment).sort((
+            a,
+            b
+          ) => (a.createdAt < b.createdAt ? -1 : a.createdAt > b.createdAt ? 1 : a.id < b.id ? -1 : 1))
           expect(ids(all)).toEqual(ids(expected))
           expect(all.find((p) => p.id === second.payment.id)?.status).toBe("voided")
           const page = yield* store.paymentsCreatedBetween({ from, to, after: null, limit: 2 })
-          const rest = yield* store.paymentsCreatedBetween({ from, to, after: { createdAt: page[1]!.createdAt, id: page[1]!.id }, limit: 2 })
+          const rest = yield* store.paymentsCreatedBetween({
+            from,
+            to,
+            after: { createdAt: page[1]!.createdAt, id: page[1]!.id },
+            limit: 2
+          })
           expect([...ids(page), ...ids(rest)]).toEqual(ids(expected))
-          expect(yield* store.paymentsCreatedBetween({ from: to, to: at(to, hours(1)), after: null, limit: 100 })).toEqual([])
+          expect(yield* store.paymentsCreatedBetween({ from: to, to: at(to, hours(1)), after: null, limit: 100 }))
+            .toEqual([])
         })))
 
       it("settleablePayments: captured (or refunded) before the cut-off and not yet settled", () =>
@@ -653,11 +778,15 @@ export const storeContract = (name: string, makeLayer: () => Layer.Layer<Store, 
           const limited = yield* store.settleablePayments(cutoff, 2)
           expect(limited).toHaveLength(2)
           for (const id of limited) expect(expected).toContain(id)
-          expect([...(yield* store.settleablePayments(at(cutoff, hours(1)), 100))].sort()).toEqual([...expected, late.payment.id].sort())
+          expect([...(yield* store.settleablePayments(at(cutoff, hours(1)), 100))].sort()).toEqual(
+            [...expected, late.payment.id].sort()
+          )
 
           // Settling removes a payment from the queue.
           yield* applied(w, w.merchantId, captured.payment.id, steps.settle)
-          expect([...(yield* store.settleablePayments(cutoff, 100))].sort()).toEqual([refunded, partlyRefunded].map((p) => p.payment.id).sort())
+          expect([...(yield* store.settleablePayments(cutoff, 100))].sort()).toEqual(
+            [refunded, partlyRefunded].map((p) => p.payment.id).sort()
+          )
 
           // Nothing is due before the first capture; once the due ones are settled, a sweep of the
           // same cut-off again (as every service start does) finds nothing, and the next still finds the late one.
@@ -675,41 +804,99 @@ export const storeContract = (name: string, makeLayer: () => Layer.Layer<Store, 
           const other = yield* givenMerchant(w, w.mintId("merchant"))
           const t0 = w.clock.now()
           const t = (minutes: number) => at(t0, seconds(minutes * 60))
-          const insert = (merchantId: string, cardToken: string, createdAt: string, input: Partial<Payment.CreateInput> = {}) =>
+          const insert = (
+            merchantId: string,
+            cardToken: string,
+            createdAt: string,
+            input: Partial<Payment.CreateInput> = {}
+          ) =>
             Effect.map(
-              store.insertPayment(accepted(Payment.create(createInput(merchantId, { cardToken, ...input }), { now: createdAt, mintId: w.mintId }))),
+              store.insertPayment(
+                accepted(
+                  Payment.create(createInput(merchantId, { cardToken, ...input }), { now: createdAt, mintId: w.mintId })
+                )
+              ),
               () => undefined
             )
           // Concurrent creates may commit out of their creation order. Times in minutes after t0.
           for (const n of [30, 10, 20, 100]) yield* insert(w.merchantId, "tok_velocity", t(n), { amountCents: n * 100 })
-          const declined = accepted(Payment.create(createInput(w.merchantId, { cardToken: "tok_velocity", amountCents: 5_000 }), { now: t(50), mintId: w.mintId }))
+          const declined = accepted(
+            Payment.create(createInput(w.merchantId, { cardToken: "tok_velocity", amountCents: 5_000 }), {
+              now: t(50),
+              mintId: w.mintId
+            })
+          )
           yield* store.insertPayment(declined)
           yield* applied(w, w.merchantId, declined.payment.id, steps.decline)
           yield* insert(w.merchantId, "tok_other", t(40), { amountCents: 4_000, currency: "EUR" })
           yield* insert(other.merchant.id, "tok_velocity", t(40))
           const windows = (now: string, dayLimit = 50, amountWindow = 50) => ({
-            merchantId: w.merchantId, cardToken: "tok_velocity", currency: "USD", until: now, excludePaymentId: "pay_none",
-            hourSince: at(now, -3_600_000), daySince: at(now, -86_400_000), dayLimit, amountWindow
+            merchantId: w.merchantId,
+            cardToken: "tok_velocity",
+            currency: "USD",
+            until: now,
+            excludePaymentId: "pay_none",
+            hourSince: at(now, -3_600_000),
+            daySince: at(now, -86_400_000),
+            dayLimit,
+            amountWindow
           })
 
           // At t0+60: 10, 20, 30, 50 (declined) within the hour; 100 is later and never counts.
           expect(yield* store.fraudHistory(windows(t(60)))).toEqual({
-            cardAttemptsLastHour: 4, cardAttemptsLastDay: 4, cardDeclinesLastDay: 1, cardSeenBefore: true,
-            merchantAmountCount: 4, merchantAmountSumCents: 1_000 + 2_000 + 3_000 + 5_000
+            cardAttemptsLastHour: 4,
+            cardAttemptsLastDay: 4,
+            cardDeclinesLastDay: 1,
+            cardSeenBefore: true,
+            merchantAmountCount: 4,
+            merchantAmountSumCents: 1_000 + 2_000 + 3_000 + 5_000
           })
           // At t0+85: the hour holds 30 and 50; the day all four.
-          expect(yield* store.fraudHistory(windows(t(85)))).toMatchObject({ cardAttemptsLastHour: 2, cardAttemptsLastDay: 4, cardDeclinesLastDay: 1 })
+          expect(yield* store.fraudHistory(windows(t(85)))).toMatchObject({
+            cardAttemptsLastHour: 2,
+            cardAttemptsLastDay: 4,
+            cardDeclinesLastDay: 1
+          })
           // Bounded: the newest `dayLimit` card attempts, the newest `amountWindow` amounts.
           expect(yield* store.fraudHistory(windows(t(60), 2, 3))).toEqual({
-            cardAttemptsLastHour: 2, cardAttemptsLastDay: 2, cardDeclinesLastDay: 1, cardSeenBefore: true,
-            merchantAmountCount: 3, merchantAmountSumCents: 2_000 + 3_000 + 5_000
+            cardAttemptsLastHour: 2,
+            cardAttemptsLastDay: 2,
+            cardDeclinesLastDay: 1,
+            cardSeenBefore: true,
+            merchantAmountCount: 3,
+            merchantAmountSumCents: 2_000 + 3_000 + 5_000
           })
           // The payment itself never counts; a day later the card is still known, with nothing recent.
-          expect(yield* store.fraudHistory({ ...windows(t(10)), excludePaymentId: (yield* store.listPayments(w.merchantId, { createdFrom: t(10), createdTo: t(10) }, { page: 1, perPage: 5 })).items[0]!.id }))
-            .toEqual({ cardAttemptsLastHour: 0, cardAttemptsLastDay: 0, cardDeclinesLastDay: 0, cardSeenBefore: false, merchantAmountCount: 0, merchantAmountSumCents: 0 })
-          expect(yield* store.fraudHistory(windows(t(60 * 24 * 2)))).toMatchObject({ cardAttemptsLastDay: 0, cardSeenBefore: true, merchantAmountCount: 5 })
-          expect(yield* store.fraudHistory({ ...windows(t(60)), cardToken: "tok_unused" })).toMatchObject({ cardAttemptsLastDay: 0, cardSeenBefore: false })
-          expect(yield* store.fraudHistory({ ...windows(t(60)), currency: "EUR" })).toMatchObject({ merchantAmountCount: 1, merchantAmountSumCents: 4_000 })
+          expect(
+            yield* store.fraudHistory({
+              ...windows(t(10)),
+              excludePaymentId: (yield* store.listPayments(w.merchantId, { createdFrom: t(10), createdTo: t(10) }, {
+                page: 1,
+                perPage: 5
+              })).items[0]!.id
+            })
+          )
+            .toEqual({
+              cardAttemptsLastHour: 0,
+              cardAttemptsLastDay: 0,
+              cardDeclinesLastDay: 0,
+              cardSeenBefore: false,
+              merchantAmountCount: 0,
+              merchantAmountSumCents: 0
+            })
+          expect(yield* store.fraudHistory(windows(t(60 * 24 * 2)))).toMatchObject({
+            cardAttemptsLastDay: 0,
+            cardSeenBefore: true,
+            merchantAmountCount: 5
+          })
+          expect(yield* store.fraudHistory({ ...windows(t(60)), cardToken: "tok_unused" })).toMatchObject({
+            cardAttemptsLastDay: 0,
+            cardSeenBefore: false
+          })
+          expect(yield* store.fraudHistory({ ...windows(t(60)), currency: "EUR" })).toMatchObject({
+            merchantAmountCount: 1,
+            merchantAmountSumCents: 4_000
+          })
         })))
     })
 
@@ -721,9 +908,18 @@ export const storeContract = (name: string, makeLayer: () => Layer.Layer<Store, 
           yield* givenMerchant(w)
           yield* givenPayment(w, { path: toCaptured() }) // 0.1
           yield* givenPayment(w, { input: { amountCents: 700 }, path: [steps.authorize, steps.screen(0.3)] })
-          yield* givenPayment(w, { input: { amountCents: 900 }, path: [steps.authorize, steps.screen(0.6), steps.review("confirmed_fraud", null)] })
-          yield* givenPayment(w, { input: { amountCents: 1_100 }, path: [steps.authorize, steps.screen(0.7), steps.review("false_positive", null)] })
-          yield* givenPayment(w, { input: { amountCents: 2_500, currency: "EUR" }, path: [steps.authorize, steps.screen(0.95)] })
+          yield* givenPayment(w, {
+            input: { amountCents: 900 },
+            path: [steps.authorize, steps.screen(0.6), steps.review("confirmed_fraud", null)]
+          })
+          yield* givenPayment(w, {
+            input: { amountCents: 1_100 },
+            path: [steps.authorize, steps.screen(0.7), steps.review("false_positive", null)]
+          })
+          yield* givenPayment(w, {
+            input: { amountCents: 2_500, currency: "EUR" },
+            path: [steps.authorize, steps.screen(0.95)]
+          })
           yield* givenPayment(w, { input: { amountCents: 3_000 }, path: [steps.authorize, steps.screen(1)] })
           yield* givenPayment(w, { path: [steps.decline] })
           // Approved, not screened yet; and not decided yet.
@@ -733,11 +929,17 @@ export const storeContract = (name: string, makeLayer: () => Layer.Layer<Store, 
           expect(stats.casesByStatus).toEqual({ open: 2, confirmed_fraud: 1, false_positive: 1 })
           expect(stats.approvedCount).toBe(7)
           expect(stats.screenedCount).toBe(6)
-          expect(stats.blocked).toEqual([{ currency: "EUR", count: 1, amountCents: 2_500 }, { currency: "USD", count: 2, amountCents: 3_900 }])
+          expect(stats.blocked).toEqual([{ currency: "EUR", count: 1, amountCents: 2_500 }, {
+            currency: "USD",
+            count: 2,
+            amountCents: 3_900
+          }])
           // Scores 0.1, 0.3, 0.6, 0.7, 0.95 and 1.0 (the last bin includes 1).
           expect(stats.scoreHistogram).toEqual([0, 1, 0, 1, 0, 0, 1, 1, 0, 2])
           expect(stats.byModel).toEqual([{
-            modelVersion: "test-model", screenedCount: 6, blockedCount: 3,
+            modelVersion: "test-model",
+            screenedCount: 6,
+            blockedCount: 3,
             casesByStatus: { open: 2, confirmed_fraud: 1, false_positive: 1 }
           }])
         })))
@@ -759,12 +961,30 @@ export const storeContract = (name: string, makeLayer: () => Layer.Layer<Store, 
 
           expect(yield* store.analytics(w.merchantId, null, null)).toEqual([
             {
-              currency: "EUR", transactionCount: 1, volumeCents: 2_000, capturedCents: 2_000, refundedCents: 0,
-              feesCents: eur.payment.feeCents, decidedCount: 1, approvedCount: 1, blockedCount: 0, capturedCount: 1, disputedCount: 0
+              currency: "EUR",
+              transactionCount: 1,
+              volumeCents: 2_000,
+              capturedCents: 2_000,
+              refundedCents: 0,
+              feesCents: eur.payment.feeCents,
+              decidedCount: 1,
+              approvedCount: 1,
+              blockedCount: 0,
+              capturedCount: 1,
+              disputedCount: 0
             },
             {
-              currency: "USD", transactionCount: 4, volumeCents: 30_500, capturedCents: 10_000, refundedCents: 1_000,
-              feesCents: first.payment.feeCents, decidedCount: 3, approvedCount: 2, blockedCount: 1, capturedCount: 1, disputedCount: 0
+              currency: "USD",
+              transactionCount: 4,
+              volumeCents: 30_500,
+              capturedCents: 10_000,
+              refundedCents: 1_000,
+              feesCents: first.payment.feeCents,
+              decidedCount: 3,
+              approvedCount: 2,
+              blockedCount: 1,
+              capturedCount: 1,
+              disputedCount: 0
             }
           ])
           const window = yield* store.analytics(w.merchantId, eur.payment.createdAt, null)
@@ -779,14 +999,22 @@ export const storeContract = (name: string, makeLayer: () => Layer.Layer<Store, 
           const w = testWorld()
           yield* givenMerchant(w)
           const create = (now: string, input: Partial<Payment.CreateInput>) =>
-            Effect.map(store.insertPayment(accepted(Payment.create(createInput(w.merchantId, input), { now, mintId: w.mintId }))), () => undefined)
+            Effect.map(
+              store.insertPayment(
+                accepted(Payment.create(createInput(w.merchantId, input), { now, mintId: w.mintId }))
+              ),
+              () => undefined
+            )
           // 2026-03-01 is a Sunday: its week starts on Monday 2026-02-23; 2026-03-02 starts the next.
           yield* create("2026-03-01T22:30:00.000Z", { amountCents: 1_000 })
           yield* create("2026-03-01T22:59:59.999Z", { amountCents: 2_000 })
           yield* create("2026-03-01T23:00:00.000Z", { amountCents: 4_000, currency: "EUR" })
           yield* create("2026-03-02T01:10:00.000Z", { amountCents: 8_000 })
           const series = (interval: AnalyticsInterval, from: string | null = null, to: string | null = null) =>
-            Effect.map(store.analyticsSeries(w.merchantId, interval, from, to), (rows) => rows.map((r) => [r.currency, r.periodStart, r.transactionCount, r.volumeCents]))
+            Effect.map(
+              store.analyticsSeries(w.merchantId, interval, from, to),
+              (rows) => rows.map((r) => [r.currency, r.periodStart, r.transactionCount, r.volumeCents])
+            )
 
           expect(yield* series("hour")).toEqual([
             ["EUR", "2026-03-01T23:00:00.000Z", 1, 4_000],
@@ -808,21 +1036,52 @@ export const storeContract = (name: string, makeLayer: () => Layer.Layer<Store, 
             ["USD", "2026-03-01T00:00:00.000Z", 1, 2_000]
           ])
           // Windows inside one hour, open on one side, or ending on an hour's last millisecond.
-          expect(yield* series("hour", "2026-03-01T22:40:00.000Z", "2026-03-01T22:59:59.999Z")).toEqual([["USD", "2026-03-01T22:00:00.000Z", 1, 2_000]])
-          expect(yield* series("day", null, "2026-03-01T22:59:59.998Z")).toEqual([["USD", "2026-03-01T00:00:00.000Z", 1, 1_000]])
+          expect(yield* series("hour", "2026-03-01T22:40:00.000Z", "2026-03-01T22:59:59.999Z")).toEqual([[
+            "USD",
+            "2026-03-01T22:00:00.000Z",
+            1,
+            2_000
+          ]])
+          expect(yield* series("day", null, "2026-03-01T22:59:59.998Z")).toEqual([[
+            "USD",
+            "2026-03-01T00:00:00.000Z",
+            1,
+            1_000
+          ]])
           expect(yield* series("week", "2026-03-01T23:00:00.000Z", null)).toEqual([
             ["EUR", "2026-02-23T00:00:00.000Z", 1, 4_000],
             ["USD", "2026-03-02T00:00:00.000Z", 1, 8_000]
           ])
           const totals = (from: string | null, to: string | null) =>
-            Effect.map(store.analytics(w.merchantId, from, to), (rows) => rows.map((r) => [r.currency, r.transactionCount, r.volumeCents]))
-          expect(yield* totals("2026-03-01T22:30:00.001Z", "2026-03-02T01:10:00.000Z")).toEqual([["EUR", 1, 4_000], ["USD", 2, 10_000]])
-          expect(yield* totals("2026-03-01T22:30:00.000Z", "2026-03-02T01:09:59.999Z")).toEqual([["EUR", 1, 4_000], ["USD", 2, 3_000]])
+            Effect.map(
+              store.analytics(w.merchantId, from, to),
+              (rows) => rows.map((r) => [r.currency, r.transactionCount, r.volumeCents])
+            )
+          expect(yield* totals("2026-03-01T22:30:00.001Z", "2026-03-02T01:10:00.000Z")).toEqual([["EUR", 1, 4_000], [
+            "USD",
+            2,
+            10_000
+          ]])
+          expect(yield* totals("2026-03-01T22:30:00.000Z", "2026-03-02T01:09:59.999Z")).toEqual([["EUR", 1, 4_000], [
+            "USD",
+            2,
+            3_000
+          ]])
           expect(yield* totals("2026-03-02T02:00:00.000Z", null)).toEqual([])
           // Every figure of the totals, per period: a pending payment is neither decided nor approved.
           expect((yield* store.analyticsSeries(w.merchantId, "week", null, null))[0]).toEqual({
-            currency: "EUR", periodStart: "2026-02-23T00:00:00.000Z", transactionCount: 1, volumeCents: 4_000, capturedCents: 0,
-            refundedCents: 0, feesCents: 0, decidedCount: 0, approvedCount: 0, blockedCount: 0, capturedCount: 0, disputedCount: 0
+            currency: "EUR",
+            periodStart: "2026-02-23T00:00:00.000Z",
+            transactionCount: 1,
+            volumeCents: 4_000,
+            capturedCents: 0,
+            refundedCents: 0,
+            feesCents: 0,
+            decidedCount: 0,
+            approvedCount: 0,
+            blockedCount: 0,
+            capturedCount: 0,
+            disputedCount: 0
           })
         })))
     })
@@ -833,34 +1092,70 @@ export const storeContract = (name: string, makeLayer: () => Layer.Layer<Store, 
           const store = yield* Store
           const w = testWorld()
           yield* givenMerchant(w)
-          const given = yield* givenPayment(w, { input: { captureMethod: "manual" }, path: [steps.authorize, steps.screen(0.1)] })
+          const given = yield* givenPayment(w, {
+            input: { captureMethod: "manual" },
+            path: [steps.authorize, steps.screen(0.1)]
+          })
           const captured = accepted(Payment.capture(given.payment, 6_000, w.context()))
           const owed = Payment.owingFor(given.payment, captured, w.context())
-          expect(owed.payment.processorPending).toMatchObject({ operation: "capture", outcome: "owed", amountCents: 6_000 })
+          expect(owed.payment.processorPending).toMatchObject({
+            operation: "capture",
+            outcome: "owed",
+            amountCents: 6_000
+          })
           expect(owed.events).toEqual([])
           expect(owed.ledger).toEqual([])
           expect(yield* store.commitChange({ before: given.payment, change: owed, response: null })).toBe(true)
           expect(yield* store.getPayment(null, given.payment.id)).toEqual(owed.payment)
           const asked = owed.payment.processorPending!
-          const unknown = yield* applied(w, w.merchantId, given.payment.id, (p, _, ctx) => Payment.processorOutcomeUnknown(p, asked, ctx))
+          const unknown = yield* applied(
+            w,
+            w.merchantId,
+            given.payment.id,
+            (p, _, ctx) => Payment.processorOutcomeUnknown(p, asked, ctx)
+          )
           expect(unknown.payment.processorPending).toEqual({ ...asked, outcome: "unknown" })
-          expect((yield* store.readForCommand!({ merchantId: null, paymentId: given.payment.id }))?.payment).toEqual(unknown.payment)
+          expect((yield* store.readForCommand!({ merchantId: null, paymentId: given.payment.id }))?.payment).toEqual(
+            unknown.payment
+          )
           const far = "2999-01-01T00:00:00.000Z"
-          expect(yield* store.claimFlows({ owner: null, now: far, staleBefore: far, takeOver: false, limit: 100 })).toContain(given.payment.id)
-          const answered = yield* applied(w, w.merchantId, given.payment.id, (p, _, ctx) => Payment.processorAnswered(p, asked, ctx))
-          expect(answered.payment).toMatchObject({ status: "captured", capturedAmountCents: 6_000, processorPending: null })
+          expect(yield* store.claimFlows({ owner: null, now: far, staleBefore: far, takeOver: false, limit: 100 }))
+            .toContain(given.payment.id)
+          const answered = yield* applied(
+            w,
+            w.merchantId,
+            given.payment.id,
+            (p, _, ctx) => Payment.processorAnswered(p, asked, ctx)
+          )
+          expect(answered.payment).toMatchObject({
+            status: "captured",
+            capturedAmountCents: 6_000,
+            processorPending: null
+          })
           expect(yield* store.getPayment(null, given.payment.id)).toEqual(answered.payment)
           expect((yield* store.listEvents(w.merchantId, given.payment.id)).map((e) => e.type).slice(-2)).toEqual([
-            "payment.processor_outcome_unknown", "payment.captured"
+            "payment.processor_outcome_unknown",
+            "payment.captured"
           ])
-          expect(yield* store.claimFlows({ owner: null, now: far, staleBefore: far, takeOver: false, limit: 100 })).not.toContain(given.payment.id)
+          expect(yield* store.claimFlows({ owner: null, now: far, staleBefore: far, takeOver: false, limit: 100 })).not
+            .toContain(given.payment.id)
         })))
     })
 
     describe("disputes", () => {
-      const open = (id: string, amountCents?: number) => ((p: Payment.Payment, _: unknown, ctx: Payment.Context) =>
-        Dispute.apply(p, { acquirerDisputeId: id, paymentId: p.id, action: { _tag: "Open", reason: "fraudulent", amountCents } }, ctx))
-      const resolve = (id: string, outcome: Dispute.DisputeOutcome) => ((p: Payment.Payment, _: unknown, ctx: Payment.Context) =>
+      const open = (
+        id: string,
+        amountCents?: number
+      ) => ((p: Payment.Payment, _: unknown, ctx: Payment.Context) =>
+        Dispute.apply(p, {
+          acquirerDisputeId: id,
+          paymentId: p.id,
+          action: { _tag: "Open", reason: "fraudulent", amountCents }
+        }, ctx))
+      const resolve = (
+        id: string,
+        outcome: Dispute.DisputeOutcome
+      ) => ((p: Payment.Payment, _: unknown, ctx: Payment.Context) =>
         Dispute.apply(p, { acquirerDisputeId: id, paymentId: p.id, action: { _tag: "Resolve", outcome } }, ctx))
 
       it("a dispute is stored with the payment, by updatePayment and by commitChange, and read back whole", () =>
@@ -870,18 +1165,25 @@ export const storeContract = (name: string, makeLayer: () => Layer.Layer<Store, 
           yield* givenMerchant(w)
           const given = yield* givenPayment(w, { path: toCaptured() })
           const opened = yield* applied(w, w.merchantId, given.payment.id, open("dp_contract", 4_000))
-          expect(opened.payment.dispute).toMatchObject({ acquirerDisputeId: "dp_contract", status: "open", amountCents: 4_000 })
+          expect(opened.payment.dispute).toMatchObject({
+            acquirerDisputeId: "dp_contract",
+            status: "open",
+            amountCents: 4_000
+          })
           expect(yield* store.getPayment(w.merchantId, given.payment.id)).toEqual(opened.payment)
           const read = yield* store.readForCommand!({ merchantId: null, paymentId: given.payment.id })
           expect(read?.payment).toEqual(opened.payment)
 
           const lost = accepted(Dispute.apply(opened.payment, {
-            acquirerDisputeId: "dp_contract", paymentId: given.payment.id, action: { _tag: "Resolve", outcome: "lost" }
+            acquirerDisputeId: "dp_contract",
+            paymentId: given.payment.id,
+            action: { _tag: "Resolve", outcome: "lost" }
           }, w.context()))
           expect(yield* store.commitChange({ before: opened.payment, change: lost, response: null })).toBe(true)
           expect(yield* store.getPayment(null, given.payment.id)).toEqual(lost.payment)
           expect((yield* store.listEvents(w.merchantId, given.payment.id)).map((e) => e.type).slice(-2)).toEqual([
-            "payment.dispute_opened", "payment.dispute_resolved"
+            "payment.dispute_opened",
+            "payment.dispute_resolved"
           ])
           const [balance] = yield* store.balances(w.merchantId)
           expect(balance).toEqual({
@@ -902,17 +1204,33 @@ export const storeContract = (name: string, makeLayer: () => Layer.Layer<Store, 
           const w = testWorld("1985-01-01T00:00:00.000Z")
           yield* givenMerchant(w)
           const toOpen = yield* givenPayment(w, { input: { cardToken: "tok_dispute_won" }, path: toCaptured() })
-          const settledToOpen = yield* givenPayment(w, { input: { cardToken: "tok_dispute_lost" }, path: [...toCaptured(), steps.settle] })
-          const opened = yield* givenPayment(w, { input: { cardToken: "tok_dispute_lost" }, path: [...toCaptured(), open("dp_s1")] })
-          const resolved = yield* givenPayment(w, { input: { cardToken: "tok_dispute_won" }, path: [...toCaptured(), open("dp_s2"), resolve("dp_s2", "won")] })
+          const settledToOpen = yield* givenPayment(w, {
+            input: { cardToken: "tok_dispute_lost" },
+            path: [...toCaptured(), steps.settle]
+          })
+          const opened = yield* givenPayment(w, {
+            input: { cardToken: "tok_dispute_lost" },
+            path: [...toCaptured(), open("dp_s1")]
+          })
+          const resolved = yield* givenPayment(w, {
+            input: { cardToken: "tok_dispute_won" },
+            path: [...toCaptured(), open("dp_s2"), resolve("dp_s2", "won")]
+          })
           // Not asked for: another token; never captured; fully refunded (a status not asked for).
           const visa = yield* givenPayment(w, { path: toCaptured() })
-          yield* givenPayment(w, { input: { cardToken: "tok_dispute_won", captureMethod: "manual" }, path: [steps.authorize, steps.screen(0.1)] })
+          yield* givenPayment(w, {
+            input: { cardToken: "tok_dispute_won", captureMethod: "manual" },
+            path: [steps.authorize, steps.screen(0.1)]
+          })
           yield* givenPayment(w, { input: { cardToken: "tok_dispute_won" }, path: [...toCaptured(), steps.refund()] })
           const later = w.clock.advance()
           const ids = (payments: ReadonlyArray<Payment.Payment>) => payments.map((p) => p.id)
           const epoch = "1970-01-01T00:00:00.000Z"
-          const query = (capturedBefore: string, openedBefore: string, changes: Partial<CardTokenDisputeQuery> = {}): CardTokenDisputeQuery => ({
+          const query = (
+            capturedBefore: string,
+            openedBefore: string,
+            changes: Partial<CardTokenDisputeQuery> = {}
+          ): CardTokenDisputeQuery => ({
             cardTokens: ["tok_dispute_won", "tok_dispute_lost"],
             undisputedStatuses: ["captured", "settled"],
             capturedBefore,
@@ -923,26 +1241,55 @@ export const storeContract = (name: string, makeLayer: () => Layer.Layer<Store, 
           const due = yield* store.paymentsByCardTokenAndDispute(query(later, later), 100)
           expect(ids(due)).toEqual([toOpen, settledToOpen, opened].map((p) => p.payment.id))
           expect(due[2]!.dispute?.status).toBe("open")
-          expect(ids(yield* store.paymentsByCardTokenAndDispute(query(later, epoch), 100))).toEqual([toOpen, settledToOpen].map((p) => p.payment.id))
-          expect(ids(yield* store.paymentsByCardTokenAndDispute(query("1970-01-01T00:00:00.000Z", later), 100))).toEqual([opened.payment.id])
+          expect(ids(yield* store.paymentsByCardTokenAndDispute(query(later, epoch), 100))).toEqual(
+            [toOpen, settledToOpen].map((p) => p.payment.id)
+          )
+          expect(ids(yield* store.paymentsByCardTokenAndDispute(query("1970-01-01T00:00:00.000Z", later), 100)))
+            .toEqual([opened.payment.id])
           expect(ids(yield* store.paymentsByCardTokenAndDispute(query(later, later), 1))).toEqual([toOpen.payment.id])
           // The caller's tokens and statuses, nothing of its own.
-          expect(ids(yield* store.paymentsByCardTokenAndDispute(query(later, later, { cardTokens: ["tok_dispute_lost"] }), 100)))
+          expect(
+            ids(
+              yield* store.paymentsByCardTokenAndDispute(query(later, later, { cardTokens: ["tok_dispute_lost"] }), 100)
+            )
+          )
             .toEqual([settledToOpen, opened].map((p) => p.payment.id))
-          expect(ids(yield* store.paymentsByCardTokenAndDispute(query(later, epoch, { undisputedStatuses: ["settled"] }), 100)))
+          expect(
+            ids(
+              yield* store.paymentsByCardTokenAndDispute(query(later, epoch, { undisputedStatuses: ["settled"] }), 100)
+            )
+          )
             .toEqual([settledToOpen.payment.id])
           // (The PostgreSQL suite shares its database: other tests' tok_visa payments are found too.)
-          expect(ids(yield* store.paymentsByCardTokenAndDispute(query(later, epoch, { cardTokens: ["tok_visa"] }), 1_000))).toContain(visa.payment.id)
+          expect(
+            ids(yield* store.paymentsByCardTokenAndDispute(query(later, epoch, { cardTokens: ["tok_visa"] }), 1_000))
+          ).toContain(visa.payment.id)
           // A token that is not one (it would be written into SQL) is the caller's defect.
-          const malformed = yield* Effect.exit(store.paymentsByCardTokenAndDispute(query(later, later, { cardTokens: ["tok_x') OR (1=1"] }), 100))
+          const malformed = yield* Effect.exit(
+            store.paymentsByCardTokenAndDispute(query(later, later, { cardTokens: ["tok_x') OR (1=1"] }), 100)
+          )
           expect(Exit.isFailure(malformed) && Cause.hasDies(malformed.cause)).toBe(true)
           expect(resolved.payment.dispute?.status).toBe("won")
         })))
     })
 
     describe("idempotency keys", () => {
-      const claimAt = (w: ReturnType<typeof testWorld>, key: string, fingerprint: string, now: string, leaseMs = seconds(30), ttlMs = hours(24)) =>
-        ({ merchantId: w.merchantId, key, fingerprint, now, lockedUntil: at(now, leaseMs), expiresAt: at(now, ttlMs) }) satisfies IdempotencyClaim
+      const claimAt = (
+        w: ReturnType<typeof testWorld>,
+        key: string,
+        fingerprint: string,
+        now: string,
+        leaseMs = seconds(30),
+        ttlMs = hours(24)
+      ) =>
+        ({
+          merchantId: w.merchantId,
+          key,
+          fingerprint,
+          now,
+          lockedUntil: at(now, leaseMs),
+          expiresAt: at(now, ttlMs)
+        }) satisfies IdempotencyClaim
 
       it("claims a key; the same request while in flight is InProgress, another request is a Mismatch, a finished one replays", () =>
         run(Effect.gen(function*() {
@@ -950,16 +1297,31 @@ export const storeContract = (name: string, makeLayer: () => Layer.Layer<Store, 
           const w = testWorld()
           const t0 = w.clock.now()
           expect(yield* store.claimIdempotencyKey(claimAt(w, "k", "fp-1", t0))).toEqual({ _tag: "Claimed" })
-          expect(yield* store.claimIdempotencyKey(claimAt(w, "k", "fp-1", at(t0, seconds(1))))).toEqual({ _tag: "InProgress" })
-          expect(yield* store.claimIdempotencyKey(claimAt(w, "k", "fp-2", at(t0, seconds(1))))).toEqual({ _tag: "Mismatch" })
+          expect(yield* store.claimIdempotencyKey(claimAt(w, "k", "fp-1", at(t0, seconds(1))))).toEqual({
+            _tag: "InProgress"
+          })
+          expect(yield* store.claimIdempotencyKey(claimAt(w, "k", "fp-2", at(t0, seconds(1))))).toEqual({
+            _tag: "Mismatch"
+          })
           // Keys are per merchant.
-          expect(yield* store.claimIdempotencyKey({ ...claimAt(w, "k", "fp-2", t0), merchantId: "mer_elsewhere" })).toEqual({ _tag: "Claimed" })
+          expect(yield* store.claimIdempotencyKey({ ...claimAt(w, "k", "fp-2", t0), merchantId: "mer_elsewhere" }))
+            .toEqual({ _tag: "Claimed" })
 
-          const body = '{"transaction":{"id":"pay_1","amount_cents":1000,"note":"ünïcode ✓"}}'
+          const body = "{\"transaction\":{\"id\":\"pay_1\",\"amount_cents\":1000,\"note\":\"ünïcode ✓\"}}"
           yield* store.completeIdempotencyKey(w.merchantId, "k", 201, body)
-          expect(yield* store.claimIdempotencyKey(claimAt(w, "k", "fp-1", at(t0, seconds(2))))).toEqual({ _tag: "Replay", status: 201, body })
-          expect(yield* store.claimIdempotencyKey(claimAt(w, "k", "fp-1", at(t0, hours(1))))).toEqual({ _tag: "Replay", status: 201, body })
-          expect(yield* store.claimIdempotencyKey(claimAt(w, "k", "fp-2", at(t0, seconds(2))))).toEqual({ _tag: "Mismatch" })
+          expect(yield* store.claimIdempotencyKey(claimAt(w, "k", "fp-1", at(t0, seconds(2))))).toEqual({
+            _tag: "Replay",
+            status: 201,
+            body
+          })
+          expect(yield* store.claimIdempotencyKey(claimAt(w, "k", "fp-1", at(t0, hours(1))))).toEqual({
+            _tag: "Replay",
+            status: 201,
+            body
+          })
+          expect(yield* store.claimIdempotencyKey(claimAt(w, "k", "fp-2", at(t0, seconds(2))))).toEqual({
+            _tag: "Mismatch"
+          })
         })))
 
       it("a lease that ran out is claimed again (resume); a key past its expiry is claimed fresh", () =>
@@ -968,19 +1330,33 @@ export const storeContract = (name: string, makeLayer: () => Layer.Layer<Store, 
           const w = testWorld()
           const t0 = w.clock.now()
           yield* store.claimIdempotencyKey(claimAt(w, "crashed", "fp-1", t0))
-          expect(yield* store.claimIdempotencyKey(claimAt(w, "crashed", "fp-1", at(t0, seconds(30))))).toEqual({ _tag: "Claimed" })
+          expect(yield* store.claimIdempotencyKey(claimAt(w, "crashed", "fp-1", at(t0, seconds(30))))).toEqual({
+            _tag: "Claimed"
+          })
           // The resumed claim holds a new lease.
-          expect(yield* store.claimIdempotencyKey(claimAt(w, "crashed", "fp-1", at(t0, seconds(31))))).toEqual({ _tag: "InProgress" })
-          expect(yield* store.claimIdempotencyKey(claimAt(w, "crashed", "fp-2", at(t0, seconds(90))))).toEqual({ _tag: "Mismatch" })
+          expect(yield* store.claimIdempotencyKey(claimAt(w, "crashed", "fp-1", at(t0, seconds(31))))).toEqual({
+            _tag: "InProgress"
+          })
+          expect(yield* store.claimIdempotencyKey(claimAt(w, "crashed", "fp-2", at(t0, seconds(90))))).toEqual({
+            _tag: "Mismatch"
+          })
 
           yield* store.claimIdempotencyKey(claimAt(w, "old", "fp-1", t0, seconds(30), hours(24)))
           yield* store.completeIdempotencyKey(w.merchantId, "old", 200, "{}")
           const expiry = at(t0, hours(24))
-          expect(yield* store.claimIdempotencyKey(claimAt(w, "old", "fp-1", at(expiry, -1)))).toEqual({ _tag: "Replay", status: 200, body: "{}" })
+          expect(yield* store.claimIdempotencyKey(claimAt(w, "old", "fp-1", at(expiry, -1)))).toEqual({
+            _tag: "Replay",
+            status: 200,
+            body: "{}"
+          })
           // At expiry the key is free again, for any request, and starts over in progress.
           expect(yield* store.claimIdempotencyKey(claimAt(w, "old", "fp-2", expiry))).toEqual({ _tag: "Claimed" })
-          expect(yield* store.claimIdempotencyKey(claimAt(w, "old", "fp-2", at(expiry, seconds(1))))).toEqual({ _tag: "InProgress" })
-          expect(yield* store.claimIdempotencyKey(claimAt(w, "old", "fp-1", at(expiry, seconds(1))))).toEqual({ _tag: "Mismatch" })
+          expect(yield* store.claimIdempotencyKey(claimAt(w, "old", "fp-2", at(expiry, seconds(1))))).toEqual({
+            _tag: "InProgress"
+          })
+          expect(yield* store.claimIdempotencyKey(claimAt(w, "old", "fp-1", at(expiry, seconds(1))))).toEqual({
+            _tag: "Mismatch"
+          })
         })))
 
       it("release forgets a claim that moved no money, keeps one that did, and never forgets a stored response", () =>
@@ -997,7 +1373,11 @@ export const storeContract = (name: string, makeLayer: () => Layer.Layer<Store, 
           // A refund that committed before its request failed: the retry resumes and finds it applied.
           const { payment } = yield* givenPayment(w, { path: toCaptured() })
           yield* store.claimIdempotencyKey(claimAt(w, "moved", "fp-1", t0))
-          const target = { merchantId: w.merchantId, paymentId: payment.id, commandKey: { merchantId: w.merchantId, key: "moved" } }
+          const target = {
+            merchantId: w.merchantId,
+            paymentId: payment.id,
+            commandKey: { merchantId: w.merchantId, key: "moved" }
+          }
           expect((yield* apply(w, target, steps.refund(100)))._tag).toBe("Applied")
           yield* store.releaseIdempotencyKey(w.merchantId, "moved")
           expect(yield* store.claimIdempotencyKey(claimAt(w, "moved", "fp-2", at(t0, 1)))).toEqual({ _tag: "Mismatch" })
@@ -1007,9 +1387,13 @@ export const storeContract = (name: string, makeLayer: () => Layer.Layer<Store, 
 
           // A late release (from a request whose lease had run out) leaves the finished response alone.
           yield* store.claimIdempotencyKey(claimAt(w, "done", "fp-1", t0))
-          yield* store.completeIdempotencyKey(w.merchantId, "done", 201, '{"ok":true}')
+          yield* store.completeIdempotencyKey(w.merchantId, "done", 201, "{\"ok\":true}")
           yield* store.releaseIdempotencyKey(w.merchantId, "done")
-          expect(yield* store.claimIdempotencyKey(claimAt(w, "done", "fp-1", at(t0, 1)))).toEqual({ _tag: "Replay", status: 201, body: '{"ok":true}' })
+          expect(yield* store.claimIdempotencyKey(claimAt(w, "done", "fp-1", at(t0, 1)))).toEqual({
+            _tag: "Replay",
+            status: 201,
+            body: "{\"ok\":true}"
+          })
         })))
 
       it("a created payment holds its key: a retry after a failed request resumes it, an expired key creates anew", () =>
@@ -1026,13 +1410,16 @@ export const storeContract = (name: string, makeLayer: () => Layer.Layer<Store, 
           const first = keyed("order-1")
           expect(yield* store.insertPayment(first)).toEqual({ _tag: "Inserted" })
           yield* store.releaseIdempotencyKey(w.merchantId, "order-1")
-          expect(yield* store.claimIdempotencyKey(claimAt(w, "order-1", "fp-1", at(t0, 1), seconds(30), hours(1)))).toEqual({ _tag: "Claimed" })
+          expect(yield* store.claimIdempotencyKey(claimAt(w, "order-1", "fp-1", at(t0, 1), seconds(30), hours(1))))
+            .toEqual({ _tag: "Claimed" })
           expect(yield* store.insertPayment(keyed("order-1"))).toEqual({ _tag: "Exists", payment: first.payment })
 
           // Past IDEMPOTENCY_TTL the key may be reused, and then it creates a new payment.
           yield* store.completeIdempotencyKey(w.merchantId, "order-1", 201, "{}")
           const later = at(t0, hours(2))
-          expect(yield* store.claimIdempotencyKey(claimAt(w, "order-1", "fp-2", later, seconds(30), hours(1)))).toEqual({ _tag: "Claimed" })
+          expect(yield* store.claimIdempotencyKey(claimAt(w, "order-1", "fp-2", later, seconds(30), hours(1)))).toEqual(
+            { _tag: "Claimed" }
+          )
           w.clock.advance(hours(2))
           const second = keyed("order-1")
           expect(yield* store.insertPayment(second)).toEqual({ _tag: "Inserted" })
@@ -1059,21 +1446,35 @@ export const storeContract = (name: string, makeLayer: () => Layer.Layer<Store, 
 
           expect(yield* store.claimIdempotencyKey(owned("owned", t0, alive))).toEqual({ _tag: "Claimed" })
           // Its process still beats: the claim is in flight.
-          expect(yield* store.claimIdempotencyKey(owned("owned", at(t0, seconds(4)), other))).toEqual({ _tag: "InProgress" })
+          expect(yield* store.claimIdempotencyKey(owned("owned", at(t0, seconds(4)), other))).toEqual({
+            _tag: "InProgress"
+          })
           // Its last beat ran out (killed): the retry takes the claim over, its lease notwithstanding.
-          expect(yield* store.claimIdempotencyKey(owned("owned", at(t0, seconds(5)), other))).toEqual({ _tag: "Claimed" })
+          expect(yield* store.claimIdempotencyKey(owned("owned", at(t0, seconds(5)), other))).toEqual({
+            _tag: "Claimed"
+          })
           // Now the new owner holds it; it never beat here, so its lease decides.
-          expect(yield* store.claimIdempotencyKey(owned("owned", at(t0, seconds(6)), alive))).toEqual({ _tag: "InProgress" })
+          expect(yield* store.claimIdempotencyKey(owned("owned", at(t0, seconds(6)), alive))).toEqual({
+            _tag: "InProgress"
+          })
           // A process that stopped gracefully says so: its claims are free at once.
           yield* store.heartbeat(alive, at(t0, seconds(7)))
-          expect(yield* store.claimIdempotencyKey(owned("second", at(t0, seconds(6)), alive))).toEqual({ _tag: "Claimed" })
+          expect(yield* store.claimIdempotencyKey(owned("second", at(t0, seconds(6)), alive))).toEqual({
+            _tag: "Claimed"
+          })
           yield* store.heartbeat(alive, at(t0, seconds(7)))
-          expect(yield* store.claimIdempotencyKey(owned("second", at(t0, seconds(7)), other))).toEqual({ _tag: "Claimed" })
+          expect(yield* store.claimIdempotencyKey(owned("second", at(t0, seconds(7)), other))).toEqual({
+            _tag: "Claimed"
+          })
 
           // Without an owner (the simulator, tests), only the lease counts.
           expect(yield* store.claimIdempotencyKey(owned("anonymous", t0, null))).toEqual({ _tag: "Claimed" })
-          expect(yield* store.claimIdempotencyKey(owned("anonymous", at(t0, seconds(29)), other))).toEqual({ _tag: "InProgress" })
-          expect(yield* store.claimIdempotencyKey(owned("anonymous", at(t0, seconds(30)), other))).toEqual({ _tag: "Claimed" })
+          expect(yield* store.claimIdempotencyKey(owned("anonymous", at(t0, seconds(29)), other))).toEqual({
+            _tag: "InProgress"
+          })
+          expect(yield* store.claimIdempotencyKey(owned("anonymous", at(t0, seconds(30)), other))).toEqual({
+            _tag: "Claimed"
+          })
         })))
 
       it("openPayment: claims a new key, inserts the payment and counts the card's earlier attempts, in one commit", () =>
@@ -1083,7 +1484,9 @@ export const storeContract = (name: string, makeLayer: () => Layer.Layer<Store, 
           yield* givenMerchant(w)
           const t0 = w.clock.now()
           const open = (key: string | null, fingerprint = "fp-1") => {
-            const change = accepted(Payment.create(createInput(w.merchantId, { idempotencyKey: key, cardToken: "tok_velocity" }), w.context()))
+            const change = accepted(
+              Payment.create(createInput(w.merchantId, { idempotencyKey: key, cardToken: "tok_velocity" }), w.context())
+            )
             const now = change.payment.createdAt
             return {
               change,
@@ -1096,7 +1499,11 @@ export const storeContract = (name: string, makeLayer: () => Layer.Layer<Store, 
           }
 
           const first = open(null)
-          const counts = (outcome: OpenOutcome) => (outcome._tag === "Opened" ? [outcome.history.cardAttemptsLastHour, outcome.history.cardSeenBefore] : null)
+          const counts = (
+            outcome: OpenOutcome
+          ) => (outcome._tag === "Opened"
+            ? [outcome.history.cardAttemptsLastHour, outcome.history.cardSeenBefore]
+            : null)
           expect(counts(yield* first.outcome)).toEqual([0, false])
           expect(yield* store.getPayment(w.merchantId, first.change.payment.id)).toEqual(first.change.payment)
           expect(yield* store.listEvents(w.merchantId, first.change.payment.id)).toEqual(first.change.events)
@@ -1108,16 +1515,22 @@ export const storeContract = (name: string, makeLayer: () => Layer.Layer<Store, 
           // With a key: claimed for this request and already applied to the payment.
           const keyed = open("order-9")
           expect((yield* keyed.outcome)._tag).toBe("Opened")
-          expect(yield* store.claimIdempotencyKey(claimAt(w, "order-9", "fp-1", at(keyed.change.payment.createdAt, 1)))).toEqual({ _tag: "InProgress" })
-          expect(yield* store.claimIdempotencyKey(claimAt(w, "order-9", "fp-2", at(keyed.change.payment.createdAt, 1)))).toEqual({ _tag: "Mismatch" })
+          expect(yield* store.claimIdempotencyKey(claimAt(w, "order-9", "fp-1", at(keyed.change.payment.createdAt, 1))))
+            .toEqual({ _tag: "InProgress" })
+          expect(yield* store.claimIdempotencyKey(claimAt(w, "order-9", "fp-2", at(keyed.change.payment.createdAt, 1))))
+            .toEqual({ _tag: "Mismatch" })
           // A known key is never claimed here, whatever its state: nothing is written.
           const again = open("order-9")
           expect(yield* again.outcome).toEqual({ _tag: "KeyTaken" })
           expect(yield* store.getPayment(w.merchantId, again.change.payment.id)).toBeNull()
           // After a failed request the claim is released; the retry resumes the same payment.
           yield* store.releaseIdempotencyKey(w.merchantId, "order-9")
-          expect(yield* store.claimIdempotencyKey(claimAt(w, "order-9", "fp-1", at(keyed.change.payment.createdAt, 2)))).toEqual({ _tag: "Claimed" })
-          expect(yield* store.insertPayment(open("order-9").change)).toEqual({ _tag: "Exists", payment: keyed.change.payment })
+          expect(yield* store.claimIdempotencyKey(claimAt(w, "order-9", "fp-1", at(keyed.change.payment.createdAt, 2))))
+            .toEqual({ _tag: "Claimed" })
+          expect(yield* store.insertPayment(open("order-9").change)).toEqual({
+            _tag: "Exists",
+            payment: keyed.change.payment
+          })
         })))
 
       it("commitChange: commits a change with its response if the version has not moved, else nothing", () =>
@@ -1128,7 +1541,13 @@ export const storeContract = (name: string, makeLayer: () => Layer.Layer<Store, 
           const change = accepted(Payment.create(createInput(w.merchantId, { idempotencyKey: "order-1" }), w.context()))
           const payment = change.payment
           const claim = claimAt(w, "order-1", "fp-1", payment.createdAt)
-          expect((yield* store.openPayment({ change, claim, history: { hourSince: payment.createdAt, daySince: payment.createdAt, dayLimit: 5, amountWindow: 5 } }))._tag).toBe("Opened")
+          expect(
+            (yield* store.openPayment({
+              change,
+              claim,
+              history: { hourSince: payment.createdAt, daySince: payment.createdAt, dayLimit: 5, amountWindow: 5 }
+            }))._tag
+          ).toBe("Opened")
 
           const ctx = w.context()
           const flow = Payment.sequence(payment, toCaptured().map((step) => (p: Payment.Payment) => step(p, null, ctx)))
@@ -1136,30 +1555,50 @@ export const storeContract = (name: string, makeLayer: () => Layer.Layer<Store, 
           // A racing command moved the payment first: nothing of this change is written.
           const racing = yield* apply(w, { merchantId: w.merchantId, paymentId: payment.id }, steps.authorize)
           expect(racing._tag).toBe("Applied")
-          const body = '{"transaction":{"id":"x"}}'
+          const body = "{\"transaction\":{\"id\":\"x\"}}"
           const response = { merchantId: w.merchantId, key: "order-1", status: 201, body }
           expect(yield* store.commitChange({ before: payment, change: flow.change, response })).toBe(false)
-          expect(yield* store.claimIdempotencyKey(claimAt(w, "order-1", "fp-1", at(payment.createdAt, 1)))).toEqual({ _tag: "InProgress" })
+          expect(yield* store.claimIdempotencyKey(claimAt(w, "order-1", "fp-1", at(payment.createdAt, 1)))).toEqual({
+            _tag: "InProgress"
+          })
 
           // On the current record it commits whole: payment, events, ledger, and the stored response.
           const current = (yield* store.getPayment(w.merchantId, payment.id))!
           const later = w.context()
-          const rest = Payment.sequence(current, toCaptured().slice(1).map((step) => (p: Payment.Payment) => step(p, null, later)))
+          const rest = Payment.sequence(
+            current,
+            toCaptured().slice(1).map((step) => (p: Payment.Payment) => step(p, null, later))
+          )
           if (!rest.ok) throw new Error("the flow was refused")
           expect(yield* store.commitChange({ before: current, change: rest.change, response })).toBe(true)
           expect(yield* store.getPayment(w.merchantId, payment.id)).toEqual(rest.change.payment)
           const events = yield* store.listEvents(w.merchantId, payment.id)
-          expect(events).toEqual([...change.events, ...(racing._tag === "Applied" ? racing.change.events : []), ...rest.change.events])
+          expect(events).toEqual([
+            ...change.events,
+            ...(racing._tag === "Applied" ? racing.change.events : []),
+            ...rest.change.events
+          ])
           expect(yield* store.listLedger(w.merchantId, payment.id)).toEqual(
             [...(racing._tag === "Applied" ? racing.change.ledger : []), ...rest.change.ledger]
           )
-          expect(yield* store.claimIdempotencyKey(claimAt(w, "order-1", "fp-1", at(payment.createdAt, 2)))).toEqual({ _tag: "Replay", status: 201, body })
+          expect(yield* store.claimIdempotencyKey(claimAt(w, "order-1", "fp-1", at(payment.createdAt, 2)))).toEqual({
+            _tag: "Replay",
+            status: 201,
+            body
+          })
           // The create path's first round trip reads the stored response of a taken key (a replay in
           // one round trip), with its fingerprint for the caller to compare; past its expiry, not.
           const again = accepted(Payment.create(createInput(w.merchantId, { idempotencyKey: "order-1" }), w.context()))
           const reopen = (now: string) =>
-            store.openPayment({ change: again, claim: claimAt(w, "order-1", "fp-2", now), history: { hourSince: now, daySince: now, dayLimit: 5, amountWindow: 5 } })
-          expect(yield* reopen(at(payment.createdAt, 3))).toEqual({ _tag: "KeyTaken", finished: { fingerprint: "fp-1", status: 201, body } })
+            store.openPayment({
+              change: again,
+              claim: claimAt(w, "order-1", "fp-2", now),
+              history: { hourSince: now, daySince: now, dayLimit: 5, amountWindow: 5 }
+            })
+          expect(yield* reopen(at(payment.createdAt, 3))).toEqual({
+            _tag: "KeyTaken",
+            finished: { fingerprint: "fp-1", status: 201, body }
+          })
           expect(yield* reopen(at(payment.createdAt, hours(25)))).toEqual({ _tag: "KeyTaken" })
           expect(yield* store.getPayment(w.merchantId, again.payment.id)).toBeNull()
           // The same change again: the version moved.
@@ -1179,8 +1618,12 @@ export const storeContract = (name: string, makeLayer: () => Layer.Layer<Store, 
           expect(yield* store.purgeIdempotencyKeys(at(t0, hours(2)))).toBe(2)
           expect(yield* store.purgeIdempotencyKeys(at(t0, hours(2)))).toBe(0)
           // "c" is still there, in flight.
-          expect(yield* store.claimIdempotencyKey(claimAt(w, "c", "fp", at(t0, seconds(1))))).toEqual({ _tag: "InProgress" })
-          expect(yield* store.claimIdempotencyKey(claimAt(w, "b", "fp-other", at(t0, seconds(1))))).toEqual({ _tag: "Claimed" })
+          expect(yield* store.claimIdempotencyKey(claimAt(w, "c", "fp", at(t0, seconds(1))))).toEqual({
+            _tag: "InProgress"
+          })
+          expect(yield* store.claimIdempotencyKey(claimAt(w, "b", "fp-other", at(t0, seconds(1))))).toEqual({
+            _tag: "Claimed"
+          })
         })))
     })
   })
@@ -1250,17 +1693,28 @@ describe("PostgreSQL adapter", () => {
           created_at: w.clock.advance()
         })
         const count = (groupId: string) =>
-          Effect.map(sql`SELECT count(*)::int AS n FROM ledger_entries WHERE group_id = ${groupId}`, (rows) => rows[0]!.n)
+          Effect.map(
+            sql`SELECT count(*)::int AS n FROM ledger_entries WHERE group_id = ${groupId}`,
+            (rows) => rows[0]!.n
+          )
         const refusal = (exit: Exit.Exit<unknown, unknown>) =>
-          Exit.isFailure(exit) ? (Cause.squash(exit.cause) as { reason?: { cause?: { message?: string } } }).reason?.cause?.message : undefined
+          Exit.isFailure(exit)
+            ? (Cause.squash(exit.cause) as { reason?: { cause?: { message?: string } } }).reason?.cause?.message
+            : undefined
 
         // A group is checked by the statement that inserts it (once per statement, not per row).
         const balanced = w.mintId("ledgerGroup")
-        yield* sql`INSERT INTO ledger_entries ${sql.insert([entry(balanced, "debit", 50), entry(balanced, "credit", 50)])}`
+        yield* sql`INSERT INTO ledger_entries ${
+          sql.insert([entry(balanced, "debit", 50), entry(balanced, "credit", 50)])
+        }`
         expect(yield* count(balanced)).toBe(2)
 
         const unbalanced = w.mintId("ledgerGroup")
-        const exit = yield* Effect.exit(sql`INSERT INTO ledger_entries ${sql.insert([entry(unbalanced, "debit", 50), entry(unbalanced, "credit", 49)])}`)
+        const exit = yield* Effect.exit(
+          sql`INSERT INTO ledger_entries ${
+            sql.insert([entry(unbalanced, "debit", 50), entry(unbalanced, "credit", 49)])
+          }`
+        )
         expect(refusal(exit)).toMatch(/ledger group .* does not balance/)
         expect(yield* count(unbalanced)).toBe(0)
 
@@ -1276,7 +1730,10 @@ describe("PostgreSQL adapter", () => {
         // The one-statement commit of the create path: nothing of the change is written.
         const fresh = yield* givenPayment(w, { path: [] })
         const ctx = w.context()
-        const flow = Payment.sequence(fresh.payment, toCaptured().map((step) => (p: Payment.Payment) => step(p, null, ctx)))
+        const flow = Payment.sequence(
+          fresh.payment,
+          toCaptured().map((step) => (p: Payment.Payment) => step(p, null, ctx))
+        )
         if (!flow.ok) throw new Error("the flow was refused")
         const change = { ...flow.change, ledger: flow.change.ledger.slice(0, 1) }
         const viaCommit = yield* Effect.exit(store.commitChange({ before: fresh.payment, change, response: null }))
@@ -1285,13 +1742,19 @@ describe("PostgreSQL adapter", () => {
 
         // Through the store: the whole decision is rolled back and the failure is a defect.
         const before = yield* store.getPayment(w.merchantId, payment.id)
-        const viaStore = yield* Effect.exit(store.updatePayment({ merchantId: w.merchantId, paymentId: payment.id }, (p) => {
-          const decision = Payment.refund(p, 100, w.context())
-          return decision.ok ? { ok: true, change: { ...decision.change, ledger: decision.change.ledger.slice(0, 1) } } : decision
-        }))
+        const viaStore = yield* Effect.exit(
+          store.updatePayment({ merchantId: w.merchantId, paymentId: payment.id }, (p) => {
+            const decision = Payment.refund(p, 100, w.context())
+            return decision.ok
+              ? { ok: true, change: { ...decision.change, ledger: decision.change.ledger.slice(0, 1) } }
+              : decision
+          })
+        )
         expect(Exit.isFailure(viaStore) && Cause.hasDies(viaStore.cause)).toBe(true)
         expect(yield* store.getPayment(w.merchantId, payment.id)).toEqual(before)
-        expect((yield* store.listEvents(w.merchantId, payment.id)).map((e) => e.type)).not.toContain("payment.partially_refunded")
+        expect((yield* store.listEvents(w.merchantId, payment.id)).map((e) => e.type)).not.toContain(
+          "payment.partially_refunded"
+        )
       })))
 
     it("group commit: concurrent units share statements, and one bad unit fails alone", () =>
@@ -1305,29 +1768,55 @@ describe("PostgreSQL adapter", () => {
           // The database refuses an amount of 0 (a CHECK constraint); the domain never makes one.
           const bad = amountCents === 0
           const payment = bad ? { ...change.payment, amountCents: 0 } : change.payment
-          return { change: { ...change, payment }, claim: null, history: { hourSince: payment.createdAt, daySince: payment.createdAt, dayLimit: 5, amountWindow: 5 } }
+          return {
+            change: { ...change, payment },
+            claim: null,
+            history: { hourSince: payment.createdAt, daySince: payment.createdAt, dayLimit: 5, amountWindow: 5 }
+          }
         }
         const units = [1, 2, 3, 0, 5, 6, 7, 8].map((n) => opening(n === 0 ? 0 : 1_000))
-        const before = Number((yield* sql`SELECT count(*)::int AS n FROM payments WHERE merchant_id = ${w.merchantId}`)[0]!.n)
-        const exits = yield* Effect.all(units.map((u) => Effect.exit(store.openPayment(u))), { concurrency: "unbounded" })
-        expect(exits.map((e) => (Exit.isSuccess(e) ? e.value._tag : Cause.hasDies(e.cause) ? "died" : "failed"))).toEqual(
-          ["Opened", "Opened", "Opened", "died", "Opened", "Opened", "Opened", "Opened"]
+        const before = Number(
+          (yield* sql`SELECT count(*)::int AS n FROM payments WHERE merchant_id = ${w.merchantId}`)[0]!.n
         )
-        const after = Number((yield* sql`SELECT count(*)::int AS n FROM payments WHERE merchant_id = ${w.merchantId}`)[0]!.n)
+        const exits = yield* Effect.all(units.map((u) => Effect.exit(store.openPayment(u))), {
+          concurrency: "unbounded"
+        })
+        expect(exits.map((e) => (Exit.isSuccess(e) ? e.value._tag : Cause.hasDies(e.cause) ? "died" : "failed")))
+          .toEqual(
+            ["Opened", "Opened", "Opened", "died", "Opened", "Opened", "Opened", "Opened"]
+          )
+        const after = Number(
+          (yield* sql`SELECT count(*)::int AS n FROM payments WHERE merchant_id = ${w.merchantId}`)[0]!.n
+        )
         expect(after - before).toBe(7)
 
         // The same for the commits: one change with an unbalanced ledger group, among good ones.
         const ctx = w.context()
         const commits = units.filter((_, i) => i !== 3).map((u, i) => {
-          const flow = Payment.sequence(u.change.payment, toCaptured().map((step) => (p: Payment.Payment) => step(p, null, ctx)))
+          const flow = Payment.sequence(
+            u.change.payment,
+            toCaptured().map((step) => (p: Payment.Payment) => step(p, null, ctx))
+          )
           if (!flow.ok) throw new Error("the flow was refused")
           const change = i === 2 ? { ...flow.change, ledger: flow.change.ledger.slice(1) } : flow.change
           return { before: u.change.payment, change, response: null }
         })
-        const committed = yield* Effect.all(commits.map((c) => Effect.exit(store.commitChange(c))), { concurrency: "unbounded" })
-        expect(committed.map((e) => (Exit.isSuccess(e) ? e.value : "died"))).toEqual([true, true, "died", true, true, true, true])
+        const committed = yield* Effect.all(commits.map((c) => Effect.exit(store.commitChange(c))), {
+          concurrency: "unbounded"
+        })
+        expect(committed.map((e) => (Exit.isSuccess(e) ? e.value : "died"))).toEqual([
+          true,
+          true,
+          "died",
+          true,
+          true,
+          true,
+          true
+        ])
         for (const [i, c] of commits.entries()) {
-          expect((yield* store.getPayment(w.merchantId, c.change.payment.id))!.status).toBe(i === 2 ? "pending" : "captured")
+          expect((yield* store.getPayment(w.merchantId, c.change.payment.id))!.status).toBe(
+            i === 2 ? "pending" : "captured"
+          )
         }
       })))
 
@@ -1356,7 +1845,9 @@ describe("PostgreSQL adapter", () => {
           })
           const ledger = yield* store.listLedger(w.merchantId, payment.id)
           expect(Ledger.balanceOf(ledger, "card_network")).toBe(40)
-          expect((yield* store.listEvents(w.merchantId, payment.id)).filter((e) => e.type === "payment.partially_refunded")).toHaveLength(1)
+          expect(
+            (yield* store.listEvents(w.merchantId, payment.id)).filter((e) => e.type === "payment.partially_refunded")
+          ).toHaveLength(1)
         }
       })))
   })

@@ -1,8 +1,15 @@
-import { describe, expect, it } from "vitest"
 import { Cause, Effect, Exit, Fiber } from "effect"
 import type * as Pg from "pg"
+import { describe, expect, it } from "vitest"
 import { VirtualTime } from "../../sim/engine/VirtualTime.ts"
-import { type BatcherOptions, lateStatementLimitMs, makeBatcher, maximumBatch, maximumInFlight, type StatementPool } from "../../src/store/GroupCommit.ts"
+import {
+  type BatcherOptions,
+  lateStatementLimitMs,
+  makeBatcher,
+  maximumBatch,
+  maximumInFlight,
+  type StatementPool
+} from "../../src/store/GroupCommit.ts"
 import type { Row } from "../../src/store/PgRows.ts"
 
 /**
@@ -30,7 +37,9 @@ interface ManualTimer {
   cancelled: boolean
 }
 
-type Fate = "waiting" | "interrupted" | { readonly ok: string } | { readonly unavailable: true } | { readonly defect: string }
+type Fate = "waiting" | "interrupted" | { readonly ok: string } | { readonly unavailable: true } | {
+  readonly defect: string
+}
 
 const setUp = (options: Partial<BatcherOptions<Unit, string>> = {}) => {
   const time = new VirtualTime(0)
@@ -84,7 +93,10 @@ const setUp = (options: Partial<BatcherOptions<Unit, string>> = {}) => {
     expect(statement.answered).toBe(false)
     statement.answered = true
     inFlight--
-    statement.callback(error, { rows: rows ?? statement.units.map((u) => ({ outcome: `done ${u.id}` })) } as Pg.QueryResult<Row>)
+    statement.callback(
+      error,
+      { rows: rows ?? statement.units.map((u) => ({ outcome: `done ${u.id}` })) } as Pg.QueryResult<Row>
+    )
     time.settle()
   }
   return {
@@ -97,7 +109,8 @@ const setUp = (options: Partial<BatcherOptions<Unit, string>> = {}) => {
     /** Answers a statement with one row per unit (or `rows`). */
     answer: (statement: Statement, rows?: ReadonlyArray<Row>) => finish(statement, undefined, rows),
     /** Fails a statement with a SQLSTATE. */
-    fail: (statement: Statement, code: string) => finish(statement, Object.assign(new Error(`sqlstate ${code}`), { code })),
+    fail: (statement: Statement, code: string) =>
+      finish(statement, Object.assign(new Error(`sqlstate ${code}`), { code })),
     /** Fires a unit's deadline. */
     deadline: (unitId: string) => {
       const timer = timers.get(unitId)!
@@ -152,7 +165,9 @@ describe("group commit (makeBatcher)", () => {
     b.answer(b.statements[3]!)
     b.fail(b.statements[4]!, "23505")
     b.answer(b.statements[5]!)
-    expect([x, y, z].map((f) => b.fateOf(f!))).toEqual([{ ok: "done x" }, { defect: "sqlstate 23505" }, { ok: "done z" }])
+    expect([x, y, z].map((f) => b.fateOf(f!))).toEqual([{ ok: "done x" }, { defect: "sqlstate 23505" }, {
+      ok: "done z"
+    }])
     // The connection lost (08006): every unit of the batch is unavailable, none runs again.
     const alone = b.call(unit("p"))
     const [q, r] = ["q", "r"].map((id) => b.call(unit(id)))
@@ -200,7 +215,11 @@ describe("group commit (makeBatcher)", () => {
   it("deadline: a unit whose statement is out then is unavailable at once; its outcome, when the statement answers, goes to onLate and not to arrived", () => {
     const arrived: Array<[string, string]> = []
     const late: Array<Array<{ readonly unit: Unit; readonly outcome: string }>> = []
-    const b = setUp({ deadlineMs: 5_000, arrived: (u, outcome) => arrived.push([u.id, outcome]), onLate: (units) => late.push([...units]) })
+    const b = setUp({
+      deadlineMs: 5_000,
+      arrived: (u, outcome) => arrived.push([u.id, outcome]),
+      onLate: (units) => late.push([...units])
+    })
     b.call(unit("a"))
     b.call(unit("b"))
     const [c, d] = ["c", "d"].map((id) => b.call(unit(id)))

@@ -2,15 +2,16 @@ import { Cause, Effect, Exit, type Layer } from "effect"
 import { defaultThresholds, type FraudCase } from "../../src/domain/Fraud.ts"
 import type { ApiKey, MerchantWithSecret } from "../../src/domain/Merchant.ts"
 import * as Payment from "../../src/domain/Payment.ts"
-import { Store, type CommandKey, type UpdateOutcome } from "../../src/store/Store.ts"
+import { type CommandKey, Store, type UpdateOutcome } from "../../src/store/Store.ts"
 import { accepted, assessmentWithScore, createInput, makeWorld } from "../domain/fixtures.ts"
 
 /** Runs a test body against a layer; a failed assertion surfaces as itself, not wrapped in a FiberFailure. */
-export const runner = <R>(layer: () => Layer.Layer<R, unknown>) => async <A, E>(effect: Effect.Effect<A, E, R>): Promise<A> => {
-  const exit = await Effect.runPromiseExit(Effect.provide(effect, layer()))
-  if (Exit.isSuccess(exit)) return exit.value
-  throw Cause.squash(exit.cause)
-}
+export const runner =
+  <R>(layer: () => Layer.Layer<R, unknown>) => async <A, E>(effect: Effect.Effect<A, E, R>): Promise<A> => {
+    const exit = await Effect.runPromiseExit(Effect.provide(effect, layer()))
+    if (Exit.isSuccess(exit)) return exit.value
+    throw Cause.squash(exit.cause)
+  }
 
 let worlds = 0
 
@@ -24,7 +25,12 @@ export const testWorld = (startIso = "2026-03-01T00:00:00.000Z") => {
 }
 export type TestWorld = ReturnType<typeof testWorld>
 
-export const apiKeyFor = (world: TestWorld, merchantId: string, createdAt: string, id = world.mintId("apiKey")): ApiKey => ({
+export const apiKeyFor = (
+  world: TestWorld,
+  merchantId: string,
+  createdAt: string,
+  id = world.mintId("apiKey")
+): ApiKey => ({
   id,
   merchantId,
   name: `key ${id}`,
@@ -37,7 +43,11 @@ export const apiKeyFor = (world: TestWorld, merchantId: string, createdAt: strin
   revokedAt: null
 })
 
-export const merchantFor = (world: TestWorld, id = world.merchantId, createdAt = world.clock.now()): MerchantWithSecret => ({
+export const merchantFor = (
+  world: TestWorld,
+  id = world.merchantId,
+  createdAt = world.clock.now()
+): MerchantWithSecret => ({
   id,
   name: `Merchant ${id}`,
   webhookUrl: "https://merchant.example/webhooks",
@@ -60,9 +70,11 @@ export type Step = (payment: Payment.Payment, fraudCase: FraudCase | null, conte
 
 export const steps = {
   authorize: ((p, _, ctx) => Payment.applyAuthorization(p, { _tag: "Approved", networkRiskSignal: 0.05 }, ctx)) as Step,
-  decline: ((p, _, ctx) =>
-    Payment.applyAuthorization(p, { _tag: "Declined", code: "do_not_honor", message: "Declined." }, ctx)) as Step,
-  screen: (score: number): Step => (p, _, ctx) => Payment.applyFraudAssessment(p, assessmentWithScore(score), defaultThresholds, ctx),
+  decline:
+    ((p, _, ctx) =>
+      Payment.applyAuthorization(p, { _tag: "Declined", code: "do_not_honor", message: "Declined." }, ctx)) as Step,
+  screen: (score: number): Step => (p, _, ctx) =>
+    Payment.applyFraudAssessment(p, assessmentWithScore(score), defaultThresholds, ctx),
   capture: (amountCents?: number): Step => (p, _, ctx) => Payment.capture(p, amountCents, ctx),
   voidIt: ((p, _, ctx) => Payment.voidAuthorization(p, ctx)) as Step,
   refund: (amountCents?: number): Step => (p, _, ctx) => Payment.refund(p, amountCents, ctx),
@@ -81,8 +93,10 @@ export const apply = (
   step: Step,
   advanceMs = 1_000
 ): Effect.Effect<UpdateOutcome, unknown, Store> =>
-  Effect.flatMap(Store, (store) =>
-    store.updatePayment(target, (payment, fraudCase) => step(payment, fraudCase, world.context(advanceMs))))
+  Effect.flatMap(
+    Store,
+    (store) => store.updatePayment(target, (payment, fraudCase) => step(payment, fraudCase, world.context(advanceMs)))
+  )
 
 /** Applies a step that must be accepted and returns its change. */
 export const applied = (world: TestWorld, merchantId: string, paymentId: string, step: Step, advanceMs = 1_000) =>
@@ -97,7 +111,11 @@ export const applied = (world: TestWorld, merchantId: string, paymentId: string,
  */
 export const givenPayment = (
   world: TestWorld,
-  options: { readonly merchantId?: string; readonly input?: Partial<Payment.CreateInput>; readonly path?: ReadonlyArray<Step> } = {}
+  options: {
+    readonly merchantId?: string
+    readonly input?: Partial<Payment.CreateInput>
+    readonly path?: ReadonlyArray<Step>
+  } = {}
 ) =>
   Effect.gen(function*() {
     const merchantId = options.merchantId ?? world.merchantId

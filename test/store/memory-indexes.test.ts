@@ -33,21 +33,44 @@ const base = (id: string, card: string, createdAt: string): Payment => ({
 
 type Op =
   | { readonly _tag: "create"; readonly card: number; readonly at: number }
-  | { readonly _tag: "change"; readonly pick: number; readonly status: PaymentStatus; readonly capturedAt: number | null; readonly settled: boolean }
+  | {
+    readonly _tag: "change"
+    readonly pick: number
+    readonly status: PaymentStatus
+    readonly capturedAt: number | null
+    readonly settled: boolean
+  }
   | { readonly _tag: "sweep"; readonly cutoff: number; readonly limit: number }
   | { readonly _tag: "history"; readonly pick: number }
 
 const op: fc.Arbitrary<Op> = fc.oneof(
-  fc.record({ _tag: fc.constant("create" as const), card: fc.integer({ min: 0, max: 2 }), at: fc.integer({ min: 0, max: 60 }) }),
+  fc.record({
+    _tag: fc.constant("create" as const),
+    card: fc.integer({ min: 0, max: 2 }),
+    at: fc.integer({ min: 0, max: 60 })
+  }),
   fc.record({
     _tag: fc.constant("change" as const),
     pick: fc.nat(),
     // Mostly settleable (captured or refunded, not settled), some leaving and rejoining the set.
-    status: fc.constantFrom<PaymentStatus>("captured", "captured", "captured", "refunded", "failed", "pending", "authorized", "settled"),
+    status: fc.constantFrom<PaymentStatus>(
+      "captured",
+      "captured",
+      "captured",
+      "refunded",
+      "failed",
+      "pending",
+      "authorized",
+      "settled"
+    ),
     capturedAt: fc.option(fc.integer({ min: 0, max: 60 }), { nil: null, freq: 6 }),
     settled: fc.integer({ min: 0, max: 5 }).map((n) => n === 0)
   }),
-  fc.record({ _tag: fc.constant("sweep" as const), cutoff: fc.integer({ min: 0, max: 70 }), limit: fc.integer({ min: 1, max: 4 }) }),
+  fc.record({
+    _tag: fc.constant("sweep" as const),
+    cutoff: fc.integer({ min: 0, max: 70 }),
+    limit: fc.integer({ min: 1, max: 4 })
+  }),
   fc.record({ _tag: fc.constant("history" as const), pick: fc.nat() })
 )
 
@@ -76,7 +99,13 @@ describe("memory store indexes", () => {
               capturedAt: o.capturedAt === null ? null : minute(o.capturedAt),
               settledAt: o.settled ? minute(61) : null
             }
-            const done = Effect.runSync(store.commitChange({ before, change: { payment, events: [], ledger: [], fraudCase: null }, response: null }))
+            const done = Effect.runSync(
+              store.commitChange({
+                before,
+                change: { payment, events: [], ledger: [], fraudCase: null },
+                response: null
+              })
+            )
             expect(done).toBe(true)
           } else if (o._tag === "sweep") {
             const cutoff = minute(o.cutoff)
@@ -101,7 +130,9 @@ describe("memory store indexes", () => {
               dayLimit: 1_000,
               amountWindow: 10
             }))
-            const declines = order.map((id) => state.payments.get(id)!).filter((p) => p.cardToken === payment.cardToken && p.status === "failed")
+            const declines = order.map((id) => state.payments.get(id)!).filter((p) =>
+              p.cardToken === payment.cardToken && p.status === "failed"
+            )
             expect(found.cardDeclinesLastDay).toBe(declines.length)
             if (declines.length > 0) declined++
           }
@@ -125,26 +156,62 @@ describe("memory store fraud history", () => {
     const iso = new Date(Date.UTC(2030, 0, 1) + n * 60_000).toISOString()
     return plain ? iso.replace(".000Z", "Z") : iso
   }
-  const time = fc.record({ n: fc.integer({ min: 0, max: 40 }), plain: fc.integer({ min: 0, max: 9 }).map((k) => k === 0) })
+  const time = fc.record({
+    n: fc.integer({ min: 0, max: 40 }),
+    plain: fc.integer({ min: 0, max: 9 }).map((k) => k === 0)
+  })
   type HistoryOp =
-    | { readonly _tag: "create"; readonly merchant: number; readonly card: number; readonly currency: number; readonly at: { n: number; plain: boolean }; readonly amount: number; readonly failed: boolean }
+    | {
+      readonly _tag: "create"
+      readonly merchant: number
+      readonly card: number
+      readonly currency: number
+      readonly at: { n: number; plain: boolean }
+      readonly amount: number
+      readonly failed: boolean
+    }
     | { readonly _tag: "change"; readonly pick: number; readonly failed: boolean }
     | {
-      readonly _tag: "history"; readonly merchant: number; readonly card: number; readonly currency: number; readonly pick: number | null
-      readonly until: { n: number; plain: boolean }; readonly day: { n: number; plain: boolean }; readonly hour: { n: number; plain: boolean }
-      readonly dayLimit: number; readonly amountWindow: number
+      readonly _tag: "history"
+      readonly merchant: number
+      readonly card: number
+      readonly currency: number
+      readonly pick: number | null
+      readonly until: { n: number; plain: boolean }
+      readonly day: { n: number; plain: boolean }
+      readonly hour: { n: number; plain: boolean }
+      readonly dayLimit: number
+      readonly amountWindow: number
     }
   const historyOp: fc.Arbitrary<HistoryOp> = fc.oneof(
-    { weight: 3, arbitrary: fc.record({
-      _tag: fc.constant("create" as const), merchant: fc.integer({ min: 0, max: 1 }), card: fc.integer({ min: 0, max: 2 }),
-      currency: fc.integer({ min: 0, max: 1 }), at: time, amount: fc.integer({ min: 1, max: 10_000 }), failed: fc.boolean()
-    }) },
+    {
+      weight: 3,
+      arbitrary: fc.record({
+        _tag: fc.constant("create" as const),
+        merchant: fc.integer({ min: 0, max: 1 }),
+        card: fc.integer({ min: 0, max: 2 }),
+        currency: fc.integer({ min: 0, max: 1 }),
+        at: time,
+        amount: fc.integer({ min: 1, max: 10_000 }),
+        failed: fc.boolean()
+      })
+    },
     { weight: 1, arbitrary: fc.record({ _tag: fc.constant("change" as const), pick: fc.nat(), failed: fc.boolean() }) },
-    { weight: 2, arbitrary: fc.record({
-      _tag: fc.constant("history" as const), merchant: fc.integer({ min: 0, max: 1 }), card: fc.integer({ min: 0, max: 3 }),
-      currency: fc.integer({ min: 0, max: 2 }), pick: fc.option(fc.nat(), { nil: null }), until: time, day: time, hour: time,
-      dayLimit: fc.integer({ min: 1, max: 8 }), amountWindow: fc.integer({ min: 1, max: 8 })
-    }) }
+    {
+      weight: 2,
+      arbitrary: fc.record({
+        _tag: fc.constant("history" as const),
+        merchant: fc.integer({ min: 0, max: 1 }),
+        card: fc.integer({ min: 0, max: 3 }),
+        currency: fc.integer({ min: 0, max: 2 }),
+        pick: fc.option(fc.nat(), { nil: null }),
+        until: time,
+        day: time,
+        hour: time,
+        dayLimit: fc.integer({ min: 1, max: 8 }),
+        amountWindow: fc.integer({ min: 1, max: 8 })
+      })
+    }
   )
   it("answers as the definition does", () => {
     fc.assert(
@@ -166,8 +233,20 @@ describe("memory store fraud history", () => {
             order.push(id)
           } else if (o._tag === "change" && order.length > 0) {
             const before = state.payments.get(order[o.pick % order.length]!)!
-            const payment = { ...before, status: o.failed ? "failed" : "authorized", version: before.version + 1 } as Payment
-            expect(Effect.runSync(store.commitChange({ before, change: { payment, events: [], ledger: [], fraudCase: null }, response: null }))).toBe(true)
+            const payment = {
+              ...before,
+              status: o.failed ? "failed" : "authorized",
+              version: before.version + 1
+            } as Payment
+            expect(
+              Effect.runSync(
+                store.commitChange({
+                  before,
+                  change: { payment, events: [], ledger: [], fraudCase: null },
+                  response: null
+                })
+              )
+            ).toBe(true)
           } else if (o._tag === "history") {
             const q = {
               merchantId: `mer_${o.merchant}`,
@@ -209,31 +288,38 @@ describe("OrderedQueue (idempotency expiries, captures waiting for settlement)",
     type Item = { readonly at: number; readonly key: number }
     const before = (a: Item, b: Item) => a.at < b.at || (a.at === b.at && a.key < b.key)
     const step = fc.oneof(
-      fc.record({ push: fc.constant(true as const), ahead: fc.integer({ min: -3, max: 5 }), key: fc.integer({ min: 0, max: 9 }) }),
+      fc.record({
+        push: fc.constant(true as const),
+        ahead: fc.integer({ min: -3, max: 5 }),
+        key: fc.integer({ min: 0, max: 9 })
+      }),
       fc.record({ push: fc.constant(false as const), pops: fc.integer({ min: 1, max: 3 }) })
     )
-    fc.assert(fc.property(fc.array(step, { maxLength: 3_000 }), (steps) => {
-      const queue = new OrderedQueue<Item>(before)
-      const heap = new MinHeap<Item>(before)
-      let now = 0
-      for (const s of steps) {
-        if (s.push) {
-          now = Math.max(0, now + s.ahead)
-          const item = { at: now, key: s.key }
-          queue.push(item)
-          heap.push(item)
-        } else {
-          for (let i = 0; i < s.pops; i++) {
-            // Items equal under the order are interchangeable (the same key and time): compared by value.
-            expect(queue.peek()).toEqual(heap.peek())
-            expect(queue.pop()).toEqual(heap.pop())
+    fc.assert(
+      fc.property(fc.array(step, { maxLength: 3_000 }), (steps) => {
+        const queue = new OrderedQueue<Item>(before)
+        const heap = new MinHeap<Item>(before)
+        let now = 0
+        for (const s of steps) {
+          if (s.push) {
+            now = Math.max(0, now + s.ahead)
+            const item = { at: now, key: s.key }
+            queue.push(item)
+            heap.push(item)
+          } else {
+            for (let i = 0; i < s.pops; i++) {
+              // Items equal under the order are interchangeable (the same key and time): compared by value.
+              expect(queue.peek()).toEqual(heap.peek())
+              expect(queue.pop()).toEqual(heap.pop())
+            }
           }
+          expect(queue.size).toBe(heap.size)
         }
-        expect(queue.size).toBe(heap.size)
-      }
-      while (heap.size > 0) expect(queue.pop()).toEqual(heap.pop())
-      expect(queue.pop()).toBeUndefined()
-    }), { numRuns: 200 })
+        while (heap.size > 0) expect(queue.pop()).toEqual(heap.pop())
+        expect(queue.pop()).toBeUndefined()
+      }),
+      { numRuns: 200 }
+    )
   })
 
   it("keeps its order across the compaction of a long in-order run", () => {
@@ -249,4 +335,3 @@ describe("OrderedQueue (idempotency expiries, captures waiting for settlement)",
     expect(queue.size).toBe(0)
   })
 })
-

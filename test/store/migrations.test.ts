@@ -1,9 +1,9 @@
 import { Effect } from "effect"
 import pg from "pg"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { preloadPayments } from "../../bench/preload.ts"
 import { defaultPoolTimeouts, migrate } from "../../src/platform/Database.ts"
 import { migrationTexts } from "../../src/store/migrations.ts"
-import { preloadPayments } from "../../bench/preload.ts"
 import { freshDatabase } from "../support/database.ts"
 
 /**
@@ -17,8 +17,20 @@ import { freshDatabase } from "../support/database.ts"
 /** The last migration of the schema the rows are written in. */
 const before = 13
 
-const tables = ["merchants", "api_keys", "payments", "payment_events", "ledger_entries", "fraud_cases", "idempotency_keys",
-  "webhook_outbox", "webhook_deliveries", "webhook_attempts", "payment_rollups", "service_instances"] as const
+const tables = [
+  "merchants",
+  "api_keys",
+  "payments",
+  "payment_events",
+  "ledger_entries",
+  "fraud_cases",
+  "idempotency_keys",
+  "webhook_outbox",
+  "webhook_deliveries",
+  "webhook_attempts",
+  "payment_rollups",
+  "service_instances"
+] as const
 
 const applyUpTo = async (db: pg.Client, last: number) => {
   await db.query(`CREATE TABLE IF NOT EXISTS effect_sql_migrations (
@@ -36,15 +48,19 @@ const applyUpTo = async (db: pg.Client, last: number) => {
 }
 
 const columnsOf = async (db: pg.Client, table: string) =>
-  (await db.query(`SELECT column_name FROM information_schema.columns WHERE table_schema = 'public' AND table_name = $1
-    ORDER BY ordinal_position`, [table])).rows.map((r) => r.column_name as string)
+  (await db.query(
+    `SELECT column_name FROM information_schema.columns WHERE table_schema = 'public' AND table_name = $1
+    ORDER BY ordinal_position`,
+    [table]
+  )).rows.map((r) => r.column_name as string)
 
 /** Each table's rows in the given columns: how many, and a digest of them in a fixed order. */
 const contents = async (db: pg.Client, columns: ReadonlyMap<string, ReadonlyArray<string>>) => {
   const found: Record<string, { rows: number; digest: string }> = {}
   for (const [table, names] of columns) {
     const list = names.map((c) => `t.${pg.escapeIdentifier(c)}`).join(", ")
-    const r = (await db.query(`SELECT count(*)::int AS n, md5(coalesce(string_agg(x.r, E'\\n' ORDER BY x.r), '')) AS digest
+    const r =
+      (await db.query(`SELECT count(*)::int AS n, md5(coalesce(string_agg(x.r, E'\\n' ORDER BY x.r), '')) AS digest
       FROM (SELECT row(${list})::text AS r FROM ${table} t) x`)).rows[0]
     found[table] = { rows: r.n, digest: r.digest }
   }
@@ -67,10 +83,18 @@ describe("migrations over a database with rows", () => {
     await applyUpTo(db, before)
     await db.query(`INSERT INTO merchants (id, name, webhook_url, webhook_secret, created_at, updated_at)
       VALUES ('mer_migrations', 'Migrations', 'https://shop.example/hooks', 'whsec_migrations', now(), now())`)
-    await preloadPayments(db, { merchantId: "mer_migrations", payments: 3_000, extraMerchants: 3, batch: 1_000, outbox: true })
+    await preloadPayments(db, {
+      merchantId: "mer_migrations",
+      payments: 3_000,
+      extraMerchants: 3,
+      batch: 1_000,
+      outbox: true
+    })
     await db.query(`INSERT INTO service_instances (id, alive_until) VALUES ('ins_preload', now())`)
-    await db.query(`INSERT INTO webhook_attempts (delivery_id, attempt, merchant_id, at, response_status, duration_ms, error, succeeded)
-      SELECT id, 1, merchant_id, created_at, 200, 12, NULL, true FROM webhook_deliveries`)
+    await db.query(
+      `INSERT INTO webhook_attempts (delivery_id, attempt, merchant_id, at, response_status, duration_ms, error, succeeded)
+      SELECT id, 1, merchant_id, created_at, 200, 12, NULL, true FROM webhook_deliveries`
+    )
     const columns = new Map<string, ReadonlyArray<string>>()
     for (const table of tables) columns.set(table, await columnsOf(db, table))
     const was = await contents(db, columns)

@@ -1,10 +1,10 @@
 import { Effect } from "effect"
 import pg from "pg"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { preloadPayments } from "../../bench/preload.ts"
 import { defaultPoolTimeouts, migrate } from "../../src/platform/Database.ts"
 import { hotStatements } from "../../src/store/PgHotStatements.ts"
 import { hotPathPlannerSettings } from "../../src/store/PgPrepared.ts"
-import { preloadPayments } from "../../bench/preload.ts"
 import { freshDatabase } from "../support/database.ts"
 
 /**
@@ -30,7 +30,10 @@ export const scansOf = (node: PlanNode): Array<string> => {
   const type = node["Node Type"]
   if (type === "Seq Scan") own.push(`Seq Scan on ${node["Relation Name"]}`)
   if (type === "Hash Join" || type === "Merge Join") own.push(type)
-  if ((type === "Index Scan" || type === "Index Only Scan" || type === "Bitmap Index Scan") && node["Index Cond"] === undefined) {
+  if (
+    (type === "Index Scan" || type === "Index Only Scan" || type === "Bitmap Index Scan") &&
+    node["Index Cond"] === undefined
+  ) {
     own.push(`${type} of all of ${node["Index Name"]}`)
   }
   return [...own, ...(node.Plans ?? []).flatMap(scansOf)]

@@ -1,6 +1,6 @@
-import { HttpMiddleware, HttpRouter, HttpServer } from "effect/http"
 import { NodeHttpServer } from "@effect/platform-node"
 import { Context, Deferred, Effect, Layer, Logger, ManagedRuntime, Metric, References } from "effect"
+import { HttpMiddleware, HttpRouter, HttpServer } from "effect/http"
 import * as Statement from "effect/sql/Statement"
 import { request as httpRequest } from "node:http"
 import pg from "pg"
@@ -63,7 +63,10 @@ export interface AppOptions {
  * Tests share one API key per merchant and fire bursts; the rate limit has its own test. The
  * encryption key is set, as in production, so webhook secrets are sealed at rest.
  */
-const testDefaults: Partial<Config.AppConfigShape> = { rateLimitPerSecond: 100_000, responseEncryptionKey: testEncryptionKey }
+const testDefaults: Partial<Config.AppConfigShape> = {
+  rateLimitPerSecond: 100_000,
+  responseEncryptionKey: testEncryptionKey
+}
 
 /**
  * The real service (HttpApi routes, services, PostgreSQL store) on a fresh database, listening
@@ -77,7 +80,10 @@ export const startApp = async (options: AppOptions = {}): Promise<TestApp> => {
   const storeLayer = wrapStore === undefined
     ? layerPg
     : Layer.effectContext(
-      Effect.map(Effect.context<Store | WebhookStore>(), (context) => Context.add(context, Store, wrapStore(Context.get(context, Store))))
+      Effect.map(
+        Effect.context<Store | WebhookStore>(),
+        (context) => Context.add(context, Store, wrapStore(Context.get(context, Store)))
+      )
     ).pipe(Layer.provide(layerPg))
   const infrastructure = storeLayer.pipe(
     Layer.provideMerge(pgLayer(databaseUrl)),
@@ -91,8 +97,14 @@ export const startApp = async (options: AppOptions = {}): Promise<TestApp> => {
   const appLayer = server.pipe(
     Layer.provideMerge(ServicesLive),
     Layer.provideMerge(infrastructure),
-    Layer.provide(options.fiberMetrics === undefined ? Layer.empty : Layer.succeed(Metric.FiberRuntimeMetrics, options.fiberMetrics)),
-    Layer.provide(options.sqlTransformer === undefined ? Layer.empty : Layer.succeed(Statement.CurrentTransformer, options.sqlTransformer)),
+    Layer.provide(
+      options.fiberMetrics === undefined ? Layer.empty : Layer.succeed(Metric.FiberRuntimeMetrics, options.fiberMetrics)
+    ),
+    Layer.provide(
+      options.sqlTransformer === undefined
+        ? Layer.empty
+        : Layer.succeed(Statement.CurrentTransformer, options.sqlTransformer)
+    ),
     Layer.provide(
       options.logger === undefined
         ? Layer.succeed(References.MinimumLogLevel, "Warn")
@@ -147,7 +159,12 @@ export interface RequestOptions {
   readonly key?: string | null
 }
 
-export const request = async (baseUrl: string, method: string, path: string, options: RequestOptions = {}): Promise<Reply> => {
+export const request = async (
+  baseUrl: string,
+  method: string,
+  path: string,
+  options: RequestOptions = {}
+): Promise<Reply> => {
   const headers: Record<string, string> = { ...options.headers }
   if (options.key !== undefined && options.key !== null) headers["authorization"] = `Bearer ${options.key}`
   if (options.idempotencyKey !== undefined) headers["x-idempotency-key"] = options.idempotencyKey
@@ -208,7 +225,11 @@ export const transactionBody = (fields: TransactionFields = {}) => ({
 
 /** Creates a transaction and insists on 201; returns the record. */
 export const createTransaction = async (api: Client, fields: TransactionFields = {}, idempotencyKey?: string) => {
-  const reply = await api.post("/api/v1/transactions", transactionBody(fields), idempotencyKey === undefined ? {} : { idempotencyKey })
+  const reply = await api.post(
+    "/api/v1/transactions",
+    transactionBody(fields),
+    idempotencyKey === undefined ? {} : { idempotencyKey }
+  )
   if (reply.status !== 201) throw new Error(`create answered ${reply.status}: ${reply.text}`)
   return reply.body.transaction as Record<string, any>
 }
@@ -216,12 +237,16 @@ export const createTransaction = async (api: Client, fields: TransactionFields =
 /** Asserts the CONTRACT error envelope and returns the error object. */
 export const errorOf = (reply: Reply) => {
   const error = reply.body?.error
-  if (error === undefined || typeof error !== "object") throw new Error(`expected an error body, got ${reply.status}: ${reply.text}`)
+  if (error === undefined || typeof error !== "object") {
+    throw new Error(`expected an error body, got ${reply.status}: ${reply.text}`)
+  }
   return error as { type: string; code: string; message: string; param?: string; request_id: string }
 }
 
 /** Debits minus credits per ledger group (and currency): every value must be zero. */
-export const unbalancedGroups = (entries: ReadonlyArray<{ group_id: string; direction: string; amount_cents: number; currency: string }>) => {
+export const unbalancedGroups = (
+  entries: ReadonlyArray<{ group_id: string; direction: string; amount_cents: number; currency: string }>
+) => {
   const sums = new Map<string, number>()
   for (const e of entries) {
     const k = `${e.group_id}:${e.currency}`
@@ -244,7 +269,9 @@ export const eventually = async <A>(
   for (;;) {
     const value = await check()
     if (value !== undefined) return value
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${options.what ?? "a condition"}`)
+    if (Date.now() > deadline) {
+      throw new Error(`timed out after ${timeoutMs} ms waiting for ${options.what ?? "a condition"}`)
+    }
     await new Promise((resolve) => setTimeout(resolve, intervalMs))
   }
 }
@@ -262,7 +289,9 @@ export const rawRequest = (
     readonly headers?: Record<string, string>
     readonly chunks?: ReadonlyArray<string>
   }
-): Promise<{ status: number; headers: Record<string, string | string[] | undefined>; text: string } | { error: string }> =>
+): Promise<
+  { status: number; headers: Record<string, string | string[] | undefined>; text: string } | { error: string }
+> =>
   new Promise((resolve) => {
     const url = new URL(options.path, baseUrl)
     const req = httpRequest(url, { method: options.method, headers: options.headers ?? {} }, (res) => {
@@ -287,7 +316,10 @@ export const gatedAcquirer = () => {
   const layer = Layer.succeed(Acquirer.Acquirer, {
     authorize: (request) =>
       request.cardToken === "tok_gated"
-        ? Deferred.succeed(entered, undefined).pipe(Effect.andThen(Deferred.await(gate)), Effect.andThen(Acquirer.sandboxAuthorize(request)))
+        ? Deferred.succeed(entered, undefined).pipe(
+          Effect.andThen(Deferred.await(gate)),
+          Effect.andThen(Acquirer.sandboxAuthorize(request))
+        )
         : Acquirer.sandboxAuthorize(request)
   })
   return {

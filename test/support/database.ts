@@ -1,6 +1,6 @@
 import { Effect, Layer, Redacted } from "effect"
-import pg from "pg"
 import { randomBytes } from "node:crypto"
+import pg from "pg"
 import { inject } from "vitest"
 import * as Config from "../../src/platform/Config.ts"
 import { defaultPoolTimeouts, migrate, pgClientLayer } from "../../src/platform/Database.ts"
@@ -23,7 +23,8 @@ export const freshDatabase = async (label = "t"): Promise<string> => {
 }
 
 /** The database clients for a database URL, with the migrations applied first. */
-export const pgLayer = (url: string) => Layer.unwrap(Effect.as(migrate(url, defaultPoolTimeouts), pgClientLayer(url, 10)))
+export const pgLayer = (url: string) =>
+  Layer.unwrap(Effect.as(migrate(url, defaultPoolTimeouts), pgClientLayer(url, 10)))
 
 /**
  * The RESPONSE_ENCRYPTION_KEY of the tests (as test/support/service.ts gives child processes):

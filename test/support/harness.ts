@@ -7,7 +7,10 @@ import { type ServiceProcess, startService } from "./service.ts"
  * latency recording, is bench/harness/Transport.ts): resolves null when the connection drops or
  * `timeoutMs` passes, as the Contract says. Counts what it sent.
  */
-export const testTransport = (baseUrl: string, timeoutMs = 15_000): Transport & { readonly sent: () => number; readonly close: () => void } => {
+export const testTransport = (
+  baseUrl: string,
+  timeoutMs = 15_000
+): Transport & { readonly sent: () => number; readonly close: () => void } => {
   const agent = new Agent({ keepAlive: true, maxSockets: 32 })
   const url = new URL(baseUrl)
   let sent = 0
@@ -19,12 +22,21 @@ export const testTransport = (baseUrl: string, timeoutMs = 15_000): Transport & 
         sent++
         const headers: Record<string, string> = { ...wire.headers }
         if (wire.body !== null) headers["content-length"] = String(Buffer.byteLength(wire.body))
-        const request = httpRequest({ agent, host: url.hostname, port: url.port, method: wire.method, path: wire.path, headers }, (response) => {
+        const request = httpRequest({
+          agent,
+          host: url.hostname,
+          port: url.port,
+          method: wire.method,
+          path: wire.path,
+          headers
+        }, (response) => {
           const chunks: Array<Buffer> = []
           response.on("data", (chunk: Buffer) => chunks.push(chunk))
           response.on("end", () => {
             const out: Record<string, string> = {}
-            for (const [name, value] of Object.entries(response.headers)) if (typeof value === "string") out[name] = value
+            for (const [name, value] of Object.entries(response.headers)) {
+              if (typeof value === "string") out[name] = value
+            }
             done({ status: response.statusCode ?? 0, headers: out, body: Buffer.concat(chunks).toString("utf8") })
           })
           response.on("error", () => done(null))
@@ -36,10 +48,12 @@ export const testTransport = (baseUrl: string, timeoutMs = 15_000): Transport & 
   }
 }
 
-
 /**
  * The service as `src/main.ts serve` runs it, or (with `entry`) a test entry point that builds
  * the same layers with a planted bug (bench/harness/PlantedService.ts).
  */
-export const startServiceEntry = (entry: string, databaseUrl: string, extra: Record<string, string>): Promise<ServiceProcess> =>
-  startService(databaseUrl, extra, entry)
+export const startServiceEntry = (
+  entry: string,
+  databaseUrl: string,
+  extra: Record<string, string>
+): Promise<ServiceProcess> => startService(databaseUrl, extra, entry)

@@ -20,7 +20,12 @@ export const runNode = (args: ReadonlyArray<string>, options: { readonly timeout
     execFile(
       process.execPath,
       args,
-      { cwd: root, encoding: "utf8", maxBuffer: 64 * 1024 * 1024, ...(options.timeoutMs === undefined ? {} : { timeout: options.timeoutMs }) },
+      {
+        cwd: root,
+        encoding: "utf8",
+        maxBuffer: 64 * 1024 * 1024,
+        ...(options.timeoutMs === undefined ? {} : { timeout: options.timeoutMs })
+      },
       (error, stdout, stderr) => {
         done({ code: error === null ? 0 : typeof error.code === "number" ? error.code : 1, stdout, stderr })
       }

@@ -18,7 +18,10 @@ export const startNotificationReceiver = async () => {
     const chunks: Array<Buffer> = []
     request.on("data", (chunk: Buffer) => chunks.push(chunk))
     request.on("end", () => {
-      caught.push({ body: Buffer.concat(chunks).toString("utf8"), signature: String(request.headers["stripe-signature"]) })
+      caught.push({
+        body: Buffer.concat(chunks).toString("utf8"),
+        signature: String(request.headers["stripe-signature"])
+      })
       response.end("ok")
       for (const wake of waiting.splice(0)) wake()
     })

@@ -28,7 +28,15 @@ export const serviceEnv = (databaseUrl: string, extra: Record<string, string> = 
 
 /** `payments merchant create` through the CLI; returns the merchant and its key as printed on stdout. */
 export const createMerchantWithCli = (databaseUrl: string, name: string) => {
-  const output = execFileSync(process.execPath, ["--import", "tsx", "src/main.ts", "merchant", "create", "--name", name], {
+  const output = execFileSync(process.execPath, [
+    "--import",
+    "tsx",
+    "src/main.ts",
+    "merchant",
+    "create",
+    "--name",
+    name
+  ], {
     cwd: root,
     env: serviceEnv(databaseUrl),
     encoding: "utf8",
@@ -38,7 +46,11 @@ export const createMerchantWithCli = (databaseUrl: string, name: string) => {
 }
 
 /** `entry`: another entry point with the same `serve` command (a test's service with a planted bug). */
-export const startService = async (databaseUrl: string, extra: Record<string, string> = {}, entry = "src/main.ts"): Promise<ServiceProcess> => {
+export const startService = async (
+  databaseUrl: string,
+  extra: Record<string, string> = {},
+  entry = "src/main.ts"
+): Promise<ServiceProcess> => {
   const port = await freePort()
   const child = spawn(process.execPath, ["--import", "tsx", entry, "serve"], {
     cwd: root,
@@ -49,7 +61,9 @@ export const startService = async (databaseUrl: string, extra: Record<string, st
   let output = ""
   child.stderr!.on("data", (chunk: Buffer) => (output += chunk.toString()))
   // On `close`, not `exit`: only then has all of stderr been read (the stop's last lines come last).
-  const exited = new Promise<number | string>((done) => child.once("close", (code, signal) => done(code ?? signal ?? "unknown")))
+  const exited = new Promise<number | string>((done) =>
+    child.once("close", (code, signal) => done(code ?? signal ?? "unknown"))
+  )
   const baseUrl = `http://127.0.0.1:${port}`
   await eventually(async () => {
     if (child.exitCode !== null) throw new Error(`the service exited ${child.exitCode}: ${output}`)

@@ -9,13 +9,21 @@ export const signedWith = (secret: string) => (body: string, t: number) =>
  * POSTs an event to a webhook endpoint as the service's dispatcher does (its headers, attempt
  * number and signature); resolves with the status, or null when the connection dropped.
  */
-export const postEvent = (url: string, event: { readonly id: string }, attempt: number, signature: (body: string, t: number) => string) =>
+export const postEvent = (
+  url: string,
+  event: { readonly id: string },
+  attempt: number,
+  signature: (body: string, t: number) => string
+) =>
   new Promise<number | null>((done) => {
     const body = JSON.stringify(event)
     const t = Math.floor(Date.now() / 1000)
     const target = new URL(url)
     const sent = request({
-      host: target.hostname, port: target.port, path: target.pathname, method: "POST",
+      host: target.hostname,
+      port: target.port,
+      path: target.pathname,
+      method: "POST",
       headers: {
         "content-type": "application/json",
         "x-service-signature": signature(body, t),

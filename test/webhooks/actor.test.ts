@@ -1,5 +1,5 @@
-import { describe, expect, it } from "vitest"
 import { Effect } from "effect"
+import { describe, expect, it } from "vitest"
 import { Webhooks } from "../../src/services/Webhooks.ts"
 import { StoreUnavailable } from "../../src/store/Store.ts"
 import * as WebhookDispatcher from "../../src/workers/WebhookDispatcher.ts"
@@ -12,7 +12,8 @@ const t0 = Date.parse("2026-11-22T04:00:00.000Z")
 const iso = (ms: number) => new Date(ms).toISOString()
 const day = 86_400_000
 
-const merchant = (h: VirtualWebhooks, id: string, url: string) => seedMerchant(h.state, { id, url, secret: `whsec_${id}`, atMs: t0 })
+const merchant = (h: VirtualWebhooks, id: string, url: string) =>
+  seedMerchant(h.state, { id, url, secret: `whsec_${id}`, atMs: t0 })
 
 describe("webhook endpoint actors", () => {
   it("an attempt the store fails to record is logged as such; the worker goes on, and the delivery is retried after its lease", () => {
@@ -23,7 +24,9 @@ describe("webhook endpoint actors", () => {
       wrapStore: (store) => ({
         ...store,
         recordAttempt: (...args) =>
-          failRecords-- > 0 ? Effect.fail(new StoreUnavailable({ cause: "test: connection lost" })) : store.recordAttempt(...args)
+          failRecords-- > 0
+            ? Effect.fail(new StoreUnavailable({ cause: "test: connection lost" }))
+            : store.recordAttempt(...args)
       })
     })
     merchant(h, "mer_a", "https://a.example/hook")
@@ -41,7 +44,10 @@ describe("webhook endpoint actors", () => {
     const leaseMs = engine.config.webhookTimeoutMs + WebhookDispatcher.defaultOptions.leaseMarginMs
     h.runUntil(t0 + leaseMs)
     expect(h.posts.map((p) => p.atMs)).toEqual([t0, t0, t0 + leaseMs])
-    expect(h.deliveries("mer_a").find((d) => d.id === a.id)).toMatchObject({ status: "succeeded", attempts: [{ attempt: 1, at: iso(t0 + leaseMs) }] })
+    expect(h.deliveries("mer_a").find((d) => d.id === a.id)).toMatchObject({
+      status: "succeeded",
+      attempts: [{ attempt: 1, at: iso(t0 + leaseMs) }]
+    })
     expect(h.logs).toHaveLength(1)
   })
 
@@ -52,10 +58,11 @@ describe("webhook endpoint actors", () => {
       respond: () => after(6_000, status(200)),
       wrapStore: (store) => ({
         ...store,
-        renewLease: (...args) => Effect.suspend(() => {
-          renewals.push(h.nowMs)
-          return store.renewLease(...args)
-        })
+        renewLease: (...args) =>
+          Effect.suspend(() => {
+            renewals.push(h.nowMs)
+            return store.renewLease(...args)
+          })
       })
     })
     merchant(h, "mer_a", "https://a.example/hook")
@@ -81,7 +88,9 @@ describe("webhook endpoint actors", () => {
       wrapStore: (store) => ({
         ...store,
         releaseLease: (...args) =>
-          failReleases-- > 0 ? Effect.fail(new StoreUnavailable({ cause: "test: connection lost" })) : store.releaseLease(...args)
+          failReleases-- > 0
+            ? Effect.fail(new StoreUnavailable({ cause: "test: connection lost" }))
+            : store.releaseLease(...args)
       })
     })
     merchant(h, "mer_a", "https://a.example/hook")
@@ -90,7 +99,10 @@ describe("webhook endpoint actors", () => {
     // the second does not fit; its give-back fails, and the last two are given back.
     const engine = h.start({}, { pollIntervalMs: 1_000, concurrencyPerEndpoint: 1, queueCapacity: 1 })
     expect(h.logs.map((l) => [l.level, l.message])).toEqual([
-      ["WARN", "webhook claim not given back (a full mailbox): taken over when its lease ends; the poll's claims after it were given back"]
+      [
+        "WARN",
+        "webhook claim not given back (a full mailbox): taken over when its lease ends; the poll's claims after it were given back"
+      ]
     ])
     expect(h.logs[0]!.details).toContain("StoreUnavailable")
     // The two given back are claimed by the next poll and delivered one after the other.
@@ -142,7 +154,9 @@ describe("webhook endpoint actors", () => {
       startMs: t0,
       seed: 3,
       respond: (post) =>
-        post.url.startsWith("https://a.") && ++postsToA <= crashes ? Effect.die(new Error("bug in the transport")) : status(200)
+        post.url.startsWith("https://a.") && ++postsToA <= crashes
+          ? Effect.die(new Error("bug in the transport"))
+          : status(200)
     })
     merchant(h, "mer_a", "https://a.example/hook")
     merchant(h, "mer_b", "https://b.example/hook")
@@ -155,7 +169,10 @@ describe("webhook endpoint actors", () => {
       ["https://a.example/hook", t0, "died"],
       ["https://b.example/hook", t0, "answered"]
     ])
-    expect(h.delivery("mer_b")).toMatchObject({ status: "succeeded", attempts: [{ attempt: 1, at: iso(t0), responseStatus: 200 }] })
+    expect(h.delivery("mer_b")).toMatchObject({
+      status: "succeeded",
+      attempts: [{ attempt: 1, at: iso(t0), responseStatus: 200 }]
+    })
     // The crash was logged as such; it is not a failed attempt.
     expect(h.logs.map((l) => [l.level, l.message])).toEqual([["ERROR", "webhook endpoint worker crashed; restarting"]])
     expect(h.logs[0]!.details).toContain("bug in the transport")
@@ -180,7 +197,13 @@ describe("webhook endpoint actors", () => {
     const retried = h.delivery("mer_a")
     expect(retried.id).toBe(a.id)
     expect(retried.status).toBe("succeeded")
-    expect(retried.attempts).toEqual([{ attempt: 1, at: iso(deliveredMs), responseStatus: 200, durationMs: 0, error: null }])
+    expect(retried.attempts).toEqual([{
+      attempt: 1,
+      at: iso(deliveredMs),
+      responseStatus: 200,
+      durationMs: 0,
+      error: null
+    }])
     const toA = h.postsTo("https://a.")
     expect(new Set(toA.map((p) => p.headers["x-service-delivery-id"]))).toEqual(new Set([a.id]))
     expect(new Set(toA.map((p) => p.headers["x-service-delivery-attempt"]))).toEqual(new Set(["1"]))
@@ -200,7 +223,10 @@ describe("webhook endpoint actors", () => {
   it("a dead endpoint holds only its own 8 slots: the other endpoint is served at once, its 9th attempt waits for a slot", () => {
     const slots = WebhookDispatcher.defaultOptions.concurrencyPerEndpoint
     expect(slots).toBe(8)
-    const h = new VirtualWebhooks({ startMs: t0, respond: (post) => (post.url.startsWith("https://dead.") ? noAnswer : status(200)) })
+    const h = new VirtualWebhooks({
+      startMs: t0,
+      respond: (post) => (post.url.startsWith("https://dead.") ? noAnswer : status(200))
+    })
     merchant(h, "mer_dead", "https://dead.example/hook")
     merchant(h, "mer_live", "https://live.example/hook")
     for (let i = 1; i <= slots + 1; i++) seedEvent(h.state, { id: `evt_dead_${i}`, merchantId: "mer_dead", atMs: t0 })

@@ -1,5 +1,5 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { Effect } from "effect"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { nowIso } from "../../src/platform/Time.ts"
 import { Webhooks } from "../../src/services/Webhooks.ts"
 import { WebhookStore } from "../../src/store/WebhookStore.ts"
@@ -36,7 +36,9 @@ describe("webhooks API", () => {
     expect(list.status).toBe(200)
     const deliveries = list.body.deliveries as Array<any>
     expect(deliveries.map((d) => d.event_id).sort()).toEqual(events.map((e) => e.id).sort())
-    expect(deliveries.every((d) => d.id.startsWith("whd_") && d.status === "pending" && d.url === "http://127.0.0.1:9/hooks")).toBe(true)
+    expect(
+      deliveries.every((d) => d.id.startsWith("whd_") && d.status === "pending" && d.url === "http://127.0.0.1:9/hooks")
+    ).toBe(true)
     expect(deliveries.every((d) => d.attempts.length === 0 && d.completed_at === null)).toBe(true)
     expect(list.body.meta).toMatchObject({ page: 1, per_page: 100, total_count: events.length, has_more: false })
     expect(deliveries.some((d) => d.event_id.includes(before.id))).toBe(false)
@@ -84,6 +86,8 @@ describe("webhooks API", () => {
     expect(rotated.body.merchant.webhook_secret).toMatch(/^whsec_/)
     expect(rotated.body.merchant.webhook_secret).not.toBe(merchant.webhookSecret)
     expect(Date.parse(rotated.body.previous_secret_expires_at) - Date.now()).toBeGreaterThan(23 * 3_600_000)
-    expect((await api.get("/api/v1/merchants/me")).body.merchant.webhook_secret).toBe(rotated.body.merchant.webhook_secret)
+    expect((await api.get("/api/v1/merchants/me")).body.merchant.webhook_secret).toBe(
+      rotated.body.merchant.webhook_secret
+    )
   })
 })

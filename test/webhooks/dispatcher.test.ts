@@ -1,5 +1,5 @@
-import { describe, expect, it } from "vitest"
 import { Effect } from "effect"
+import { describe, expect, it } from "vitest"
 import { attemptTimes, type Delivery } from "../../src/domain/Webhook.ts"
 import { Webhooks } from "../../src/services/Webhooks.ts"
 import * as WebhookDispatcher from "../../src/workers/WebhookDispatcher.ts"
@@ -51,9 +51,19 @@ describe("webhook dispatcher under virtual time", () => {
     engine.run(Effect.flatMap(Webhooks, (w) => w.wake))
     expect(woken.nowMs).toBe(t0)
     const delivery = woken.delivery("mer_1")
-    expect(delivery).toMatchObject({ eventId: event.id, status: "succeeded", nextAttemptAt: null, completedAt: iso(t0) })
+    expect(delivery).toMatchObject({
+      eventId: event.id,
+      status: "succeeded",
+      nextAttemptAt: null,
+      completedAt: iso(t0)
+    })
     expect(delivery.attempts).toEqual([{ attempt: 1, at: iso(t0), responseStatus: 204, durationMs: 0, error: null }])
-    expect(JSON.parse(woken.posts[0]!.body)).toEqual({ id: event.id, type: event.type, created_at: event.createdAt, data: event.data })
+    expect(JSON.parse(woken.posts[0]!.body)).toEqual({
+      id: event.id,
+      type: event.type,
+      created_at: event.createdAt,
+      data: event.data
+    })
     expectPostsOf(woken.posts, delivery, [1])
 
     // Not woken: an outbox event waits for the dispatcher's next poll (default interval), exactly.
@@ -139,36 +149,43 @@ describe("webhook dispatcher under virtual time", () => {
     expect(h.logs).toEqual([])
   })
 
-  it.each([false, true])("an endpoint that does not answer within WEBHOOK_TIMEOUT: abandoned at 30 s exactly, a failure, retried 60 s after it started (timeout applied by the transport: %s)", (transportAppliesTimeout) => {
-    const h = new VirtualWebhooks({ startMs: t0, respond: () => noAnswer, transportAppliesTimeout })
-    seedMerchant(h.state, { id: "mer_1", url, secret, atMs: t0 })
-    seedEvent(h.state, { id: "evt_1", merchantId: "mer_1", atMs: t0 })
-    const engine = h.start({}, { pollIntervalMs: 2 * day })
-    expect(engine.config.webhookTimeoutMs).toBe(30_000)
-    expect(h.posts).toMatchObject([{ atMs: t0, end: "in flight" }])
-    h.runUntil(t0 + 29_999)
-    expect(h.posts).toMatchObject([{ atMs: t0, end: "in flight" }])
-    expect(h.delivery("mer_1")).toMatchObject({ status: "pending", attempts: [] })
-    h.runUntil(t0 + 30_000)
-    // The POST was given up (interrupted) at 30 s, and the attempt recorded then.
-    expect(h.posts).toMatchObject([{ atMs: t0, end: "interrupted", endedAtMs: t0 + 30_000 }])
-    const failed = h.delivery("mer_1")
-    expect(failed.attempts).toHaveLength(1)
-    expect(failed.attempts[0]).toMatchObject({ attempt: 1, at: iso(t0), responseStatus: null, durationMs: 30_000 })
-    expect(failed.attempts[0]!.error).toBe("timeout: no answer within 30000 ms")
-    expect(failed.status).toBe("retrying")
-    expect(failed.nextAttemptAt).toBe(iso(t0 + 60_000))
-    // The endpoint is back: the retry goes out at +60 s, not before.
-    h.respond = () => status(200)
-    h.runUntil(t0 + 59_999)
-    expect(h.posts).toHaveLength(1)
-    h.runUntil(t0 + 60_000)
-    const delivery = h.delivery("mer_1")
-    expect(delivery.status).toBe("succeeded")
-    expect(delivery.attempts.map((a) => [a.attempt, a.at, a.responseStatus])).toEqual([[1, iso(t0), null], [2, iso(t0 + 60_000), 200]])
-    expectPostsOf(h.posts, delivery, [1, 2])
-    expect(h.logs).toEqual([])
-  })
+  it.each([false, true])(
+    "an endpoint that does not answer within WEBHOOK_TIMEOUT: abandoned at 30 s exactly, a failure, retried 60 s after it started (timeout applied by the transport: %s)",
+    (transportAppliesTimeout) => {
+      const h = new VirtualWebhooks({ startMs: t0, respond: () => noAnswer, transportAppliesTimeout })
+      seedMerchant(h.state, { id: "mer_1", url, secret, atMs: t0 })
+      seedEvent(h.state, { id: "evt_1", merchantId: "mer_1", atMs: t0 })
+      const engine = h.start({}, { pollIntervalMs: 2 * day })
+      expect(engine.config.webhookTimeoutMs).toBe(30_000)
+      expect(h.posts).toMatchObject([{ atMs: t0, end: "in flight" }])
+      h.runUntil(t0 + 29_999)
+      expect(h.posts).toMatchObject([{ atMs: t0, end: "in flight" }])
+      expect(h.delivery("mer_1")).toMatchObject({ status: "pending", attempts: [] })
+      h.runUntil(t0 + 30_000)
+      // The POST was given up (interrupted) at 30 s, and the attempt recorded then.
+      expect(h.posts).toMatchObject([{ atMs: t0, end: "interrupted", endedAtMs: t0 + 30_000 }])
+      const failed = h.delivery("mer_1")
+      expect(failed.attempts).toHaveLength(1)
+      expect(failed.attempts[0]).toMatchObject({ attempt: 1, at: iso(t0), responseStatus: null, durationMs: 30_000 })
+      expect(failed.attempts[0]!.error).toBe("timeout: no answer within 30000 ms")
+      expect(failed.status).toBe("retrying")
+      expect(failed.nextAttemptAt).toBe(iso(t0 + 60_000))
+      // The endpoint is back: the retry goes out at +60 s, not before.
+      h.respond = () => status(200)
+      h.runUntil(t0 + 59_999)
+      expect(h.posts).toHaveLength(1)
+      h.runUntil(t0 + 60_000)
+      const delivery = h.delivery("mer_1")
+      expect(delivery.status).toBe("succeeded")
+      expect(delivery.attempts.map((a) => [a.attempt, a.at, a.responseStatus])).toEqual([[1, iso(t0), null], [
+        2,
+        iso(t0 + 60_000),
+        200
+      ]])
+      expectPostsOf(h.posts, delivery, [1, 2])
+      expect(h.logs).toEqual([])
+    }
+  )
 
   it("slow answers: one 1 ms inside the timeout counts with its duration; a slow failure's retry counts from its start", () => {
     // 29,999 ms: answered in time, a success.
@@ -270,7 +287,13 @@ describe("webhook dispatcher under virtual time", () => {
     expect(h.posts.map((p) => p.atMs)).toEqual([t0, leaseEndMs])
     const delivery = h.delivery("mer_1")
     expect(delivery.status).toBe("succeeded")
-    expect(delivery.attempts).toEqual([{ attempt: 1, at: iso(leaseEndMs), responseStatus: 200, durationMs: 0, error: null }])
+    expect(delivery.attempts).toEqual([{
+      attempt: 1,
+      at: iso(leaseEndMs),
+      responseStatus: 200,
+      durationMs: 0,
+      error: null
+    }])
     // Both POSTs were attempt 1 of the same delivery: the receiver can de-duplicate them.
     expectPostsOf(h.posts, delivery, [1, 1])
     h.runUntil(t0 + 7 * day)
@@ -325,7 +348,11 @@ describe("webhook dispatcher under virtual time: instances that beat", () => {
     h.respond = () => status(200)
     h.runUntil(failedAt + 60_000)
     const delivery = h.delivery("mer_1")
-    expect(delivery.attempts.map((x) => [x.attempt, x.cut === true, x.responseStatus])).toEqual([[1, true, null], [2, false, 500], [3, false, 200]])
+    expect(delivery.attempts.map((x) => [x.attempt, x.cut === true, x.responseStatus])).toEqual([[1, true, null], [
+      2,
+      false,
+      500
+    ], [3, false, 200]])
     expect(delivery.status).toBe("succeeded")
   })
 })
@@ -341,7 +368,10 @@ describe("webhook dispatcher under virtual time: a graceful stop", () => {
     h.respond = () => status(200)
     h.start({}, { pollIntervalMs: 2 * day })
     expect(h.posts.map((p) => p.atMs)).toEqual([t0, t0 + 10_000])
-    expect(h.delivery("mer_1")).toMatchObject({ status: "succeeded", attempts: [{ attempt: 1, at: iso(t0 + 10_000), responseStatus: 200 }] })
+    expect(h.delivery("mer_1")).toMatchObject({
+      status: "succeeded",
+      attempts: [{ attempt: 1, at: iso(t0 + 10_000), responseStatus: 200 }]
+    })
   })
 
   it("claims still queued behind a busy endpoint go back at a stop too", () => {
@@ -366,7 +396,11 @@ describe("webhook dispatcher under virtual time: 4xx answers and leases outlived
       h.start({}, { pollIntervalMs: 2 * day })
       const expected = attemptTimes(iso(t0), schedule).map(Date.parse)
       for (let i = 1; i < expected.length; i++) {
-        expect(h.delivery("mer_1")).toMatchObject({ status: "retrying", nextAttemptAt: iso(expected[i]!), completedAt: null })
+        expect(h.delivery("mer_1")).toMatchObject({
+          status: "retrying",
+          nextAttemptAt: iso(expected[i]!),
+          completedAt: null
+        })
         h.runUntil(expected[i]! - 1)
         expect(h.posts).toHaveLength(i)
         h.runUntil(expected[i]!)
@@ -374,7 +408,9 @@ describe("webhook dispatcher under virtual time: 4xx answers and leases outlived
       }
       const delivery = h.delivery("mer_1")
       expect(delivery.status).toBe("failed")
-      expect(delivery.attempts.map((a) => [a.at, a.responseStatus, a.error])).toEqual(expected.map((ms) => [iso(ms), code, `HTTP ${code}: nope`]))
+      expect(delivery.attempts.map((a) => [a.at, a.responseStatus, a.error])).toEqual(
+        expected.map((ms) => [iso(ms), code, `HTTP ${code}: nope`])
+      )
       expectPostsOf(h.posts, delivery, [1, 2, 3, 4, 5, 6])
     })
   }

@@ -1,8 +1,8 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
 import * as TestClock from "effect/testing/TestClock"
-import { emptyState, layerMemoryFrom, type MemoryState } from "../../src/store/MemoryStore.ts"
 import { Webhooks } from "../../src/services/Webhooks.ts"
+import { emptyState, layerMemoryFrom, type MemoryState } from "../../src/store/MemoryStore.ts"
 import { WebhookStore } from "../../src/store/WebhookStore.ts"
 import { answer, engineLayer, eventually, seedEvent, seedMerchant, startReceiver, verifySignature } from "./support.ts"
 
@@ -52,10 +52,22 @@ describe("webhook dispatcher over real HTTP", () => {
         expect(request.headers["x-service-delivery-id"]).toBe(delivery!.id)
         // Only the documented headers (and HTTP's own): nothing internal such as trace context.
         expect(Object.keys(request.headers).sort()).toEqual([
-          "connection", "content-length", "content-type", "host", "user-agent",
-          "x-service-delivery-attempt", "x-service-delivery-id", "x-service-event-id", "x-service-signature"
+          "connection",
+          "content-length",
+          "content-type",
+          "host",
+          "user-agent",
+          "x-service-delivery-attempt",
+          "x-service-delivery-id",
+          "x-service-event-id",
+          "x-service-signature"
         ])
-        expect(JSON.parse(request.body)).toEqual({ id: event.id, type: event.type, created_at: event.createdAt, data: event.data })
+        expect(JSON.parse(request.body)).toEqual({
+          id: event.id,
+          type: event.type,
+          created_at: event.createdAt,
+          data: event.data
+        })
         const header = String(request.headers["x-service-signature"])
         expect(header).toMatch(/^t=\d+,v1=[0-9a-f]{64}$/)
         expect(header.startsWith(`t=${Math.floor(t0 / 1000)},`)).toBe(true)
@@ -91,7 +103,11 @@ describe("webhook dispatcher over real HTTP", () => {
         // The retry, over the connection the unread rest of that answer was left on.
         yield* TestClock.adjust(60_000)
         const second = (yield* eventually(firstDelivery, (d) => d?.attempts.length === 2))!
-        expect(second.attempts[1]).toMatchObject({ attempt: 2, at: new Date(t0 + 60_000).toISOString(), responseStatus: 500 })
+        expect(second.attempts[1]).toMatchObject({
+          attempt: 2,
+          at: new Date(t0 + 60_000).toISOString(),
+          responseStatus: 500
+        })
         expect(second.attempts[1]!.error!.length).toBe(200)
         expect(receiver.received.map((r) => r.headers["x-service-delivery-attempt"])).toEqual(["1", "2"])
         expect(receiver.received.map((r) => r.headers["x-service-delivery-id"])).toEqual([first.id, first.id])

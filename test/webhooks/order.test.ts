@@ -10,7 +10,12 @@ import { after, type Post, type Respond, status, VirtualWebhooks } from "./virtu
 
 const t0 = Date.parse("2026-11-22T04:00:00.000Z")
 const url = "https://shop.example/hooks"
-const types: ReadonlyArray<EventType> = ["payment.initiated", "payment.authorized", "payment.fraud_passed", "payment.captured"]
+const types: ReadonlyArray<EventType> = [
+  "payment.initiated",
+  "payment.authorized",
+  "payment.fraud_passed",
+  "payment.captured"
+]
 
 /** Events of `payments` payments, all in the outbox at once, interleaved across payments. */
 const seedPayments = (state: MemoryState, payments: number, perPayment = types.length) => {
@@ -25,8 +30,16 @@ const seedPayments = (state: MemoryState, payments: number, perPayment = types.l
         sequence,
         createdAt: new Date(t0).toISOString(),
         data: {
-          id: paymentId, merchant_id: "mer_1", status: "captured", amount_cents: 100, currency: "USD",
-          captured_amount_cents: 100, refunded_amount_cents: 0, fraud_score: 0.1, failure_code: null, dispute: null
+          id: paymentId,
+          merchant_id: "mer_1",
+          status: "captured",
+          amount_cents: 100,
+          currency: "USD",
+          captured_amount_cents: 100,
+          refunded_amount_cents: 0,
+          fraud_score: 0.1,
+          failure_code: null,
+          dispute: null
         }
       }
       state.outbox.push(event)

@@ -41,8 +41,18 @@ const merchantsDump = async () =>
  * Each one its own seed: its ids (a test event's, so its delivery's) are new.
  */
 let dispatchers = 0
-const dispatchUntil = (merchantId: string, key: Redacted.Redacted<string>, done: (deliveries: ReadonlyArray<Delivery>) => boolean, before: Effect.Effect<unknown, unknown, Webhooks> = Effect.void) => {
-  const dispatcher = engineLayer(pgStoreLayer(app.databaseUrl, { responseEncryptionKey: key }), { webhookAllowPrivateUrls: true }, { pollIntervalMs: 20 }, ++dispatchers)
+const dispatchUntil = (
+  merchantId: string,
+  key: Redacted.Redacted<string>,
+  done: (deliveries: ReadonlyArray<Delivery>) => boolean,
+  before: Effect.Effect<unknown, unknown, Webhooks> = Effect.void
+) => {
+  const dispatcher = engineLayer(
+    pgStoreLayer(app.databaseUrl, { responseEncryptionKey: key }),
+    { webhookAllowPrivateUrls: true },
+    { pollIntervalMs: 20 },
+    ++dispatchers
+  )
   const deliveries = Effect.map(
     Effect.flatMap(WebhookStore, (store) => store.listDeliveries(merchantId, {}, { page: 1, perPage: 100 })),
     (page) => page.items
@@ -55,9 +65,15 @@ const dispatchUntil = (merchantId: string, key: Redacted.Redacted<string>, done:
 }
 
 const signedBy = (secret: string, request: { readonly headers: Record<string, unknown>; readonly body: string }) =>
-  verifyWebhookSignature(secret, String(request.headers["x-service-signature"]), request.body, Math.floor(Date.now() / 1000))
+  verifyWebhookSignature(
+    secret,
+    String(request.headers["x-service-signature"]),
+    request.body,
+    Math.floor(Date.now() / 1000)
+  )
 
-const succeeded = (count: number) => (deliveries: ReadonlyArray<Delivery>) => deliveries.filter((d) => d.status === "succeeded").length >= count
+const succeeded = (count: number) => (deliveries: ReadonlyArray<Delivery>) =>
+  deliveries.filter((d) => d.status === "succeeded").length >= count
 
 describe("webhook signing secrets at rest", () => {
   let merchant: { merchantId: string; key: string; webhookSecret: string }
@@ -73,7 +89,9 @@ describe("webhook signing secrets at rest", () => {
     expect(rotated).toMatch(/^whsec_/)
     expect(rotated).not.toBe(merchant.webhookSecret)
 
-    const [row] = await app.query("SELECT webhook_secret, previous_webhook_secret FROM merchants WHERE id = $1", [merchant.merchantId])
+    const [row] = await app.query("SELECT webhook_secret, previous_webhook_secret FROM merchants WHERE id = $1", [
+      merchant.merchantId
+    ])
     expect(row!.webhook_secret).toMatch(/^sealed:v1:/)
     expect(row!.previous_webhook_secret).toMatch(/^sealed:v1:/)
     const dump = await merchantsDump()
@@ -88,7 +106,11 @@ describe("webhook signing secrets at rest", () => {
     const payment = await createTransaction(api, { amount_cents: 1_500 })
     const events = (await api.get(`/api/v1/transactions/${payment.id}/events`)).body.events.length as number
     // All of them, so that no attempt is left in flight for the next test's receiver count.
-    await dispatchUntil(merchant.merchantId, testEncryptionKey, (deliveries) => deliveries.length === events && succeeded(events)(deliveries))
+    await dispatchUntil(
+      merchant.merchantId,
+      testEncryptionKey,
+      (deliveries) => deliveries.length === events && succeeded(events)(deliveries)
+    )
     const mine = receiver.received.filter((r) => JSON.parse(r.body).data?.merchant_id === merchant.merchantId)
     expect(mine.length).toBeGreaterThan(0)
     for (const request of mine) {
@@ -151,7 +173,8 @@ describe("webhook signing secrets at rest", () => {
       // Only the fresh secret signs: the previous one was sealed under a key this service lacks.
       for (const request of after) {
         expect(signedBy(fresh, request)).toBe(true)
-        expect(String(request.headers["x-service-signature"]).split(",").filter((p) => p.startsWith("v1="))).toHaveLength(1)
+        expect(String(request.headers["x-service-signature"]).split(",").filter((p) => p.startsWith("v1=")))
+          .toHaveLength(1)
       }
     } finally {
       await copy.close()
@@ -195,10 +218,17 @@ describe("webhook signing secrets at rest", () => {
       const issued = await restarted.run(Effect.flatMap(ApiKeys, (keys) => keys.create(id, "legacy")))
       const me = await client(restarted.baseUrl, issued.secret).get("/api/v1/merchants/me")
       expect(me.body.merchant.webhook_secret).toBe(legacy)
-      expect((await restarted.run(Effect.flatMap(Merchants, (merchants) => merchants.get(id)))).webhookSecret).toBe(legacy)
+      expect((await restarted.run(Effect.flatMap(Merchants, (merchants) => merchants.get(id)))).webhookSecret).toBe(
+        legacy
+      )
 
       const sentBefore = receiver.received.length
-      await dispatchUntil(id, testEncryptionKey, succeeded(1), Effect.flatMap(Webhooks, (webhooks) => webhooks.sendTest(id, "payment.captured")))
+      await dispatchUntil(
+        id,
+        testEncryptionKey,
+        succeeded(1),
+        Effect.flatMap(Webhooks, (webhooks) => webhooks.sendTest(id, "payment.captured"))
+      )
       const sent = receiver.received.slice(sentBefore)
       expect(sent.length).toBeGreaterThan(0)
       for (const request of sent) {

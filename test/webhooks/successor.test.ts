@@ -1,5 +1,5 @@
-import { describe, expect, it } from "vitest"
 import { Effect } from "effect"
+import { describe, expect, it } from "vitest"
 import type { PaymentEvent } from "../../src/domain/Payment.ts"
 import { StoreUnavailable } from "../../src/store/Store.ts"
 import * as WebhookDispatcher from "../../src/workers/WebhookDispatcher.ts"
@@ -23,8 +23,16 @@ const event = (paymentId: string, sequence: number, id: string): PaymentEvent =>
   sequence,
   createdAt: new Date(t0).toISOString(),
   data: {
-    id: paymentId, merchant_id: "mer_1", status: "captured", amount_cents: 100, currency: "USD",
-    captured_amount_cents: 100, refunded_amount_cents: 0, fraud_score: 0.1, failure_code: null, dispute: null
+    id: paymentId,
+    merchant_id: "mer_1",
+    status: "captured",
+    amount_cents: 100,
+    currency: "USD",
+    captured_amount_cents: 100,
+    refunded_amount_cents: 0,
+    fraud_score: 0.1,
+    failure_code: null,
+    dispute: null
   }
 })
 

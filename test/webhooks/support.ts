@@ -57,7 +57,13 @@ export const answer = (status: number) => (_: Received, response: ServerResponse
  * Signature verification as a merchant would write it (docs/webhooks.md), independent of the
  * service's code: every v1 value is compared in constant time against the HMAC of "t.body".
  */
-export const verifySignature = (header: string, body: string, secret: string, toleranceSeconds: number | null, nowSeconds: number) => {
+export const verifySignature = (
+  header: string,
+  body: string,
+  secret: string,
+  toleranceSeconds: number | null,
+  nowSeconds: number
+) => {
   const parts = header.split(",").map((part) => {
     const index = part.indexOf("=")
     return [part.slice(0, index), part.slice(index + 1)] as const
@@ -90,15 +96,28 @@ export const eventually = <A, E, R>(probe: Effect.Effect<A, E, R>, check: (a: A)
   })
 
 /** A merchant with a webhook URL and secret, straight into a memory state. */
-export const seedMerchant = (state: MemoryState, merchant: { readonly id: string; readonly url: string; readonly secret: string; readonly atMs: number }) => {
+export const seedMerchant = (
+  state: MemoryState,
+  merchant: { readonly id: string; readonly url: string; readonly secret: string; readonly atMs: number }
+) => {
   const at = new Date(merchant.atMs).toISOString()
-  const row: Merchant = { id: merchant.id, name: merchant.id, webhookUrl: merchant.url, webhookSecret: merchant.secret, createdAt: at, updatedAt: at }
+  const row: Merchant = {
+    id: merchant.id,
+    name: merchant.id,
+    webhookUrl: merchant.url,
+    webhookSecret: merchant.secret,
+    createdAt: at,
+    updatedAt: at
+  }
   state.merchants.set(row.id, row)
   return row
 }
 
 /** A `payment.captured` event of the merchant in the outbox (the dispatcher's next poll makes it a delivery). */
-export const seedEvent = (state: MemoryState, event: { readonly id: string; readonly merchantId: string; readonly atMs: number }): PaymentEvent => {
+export const seedEvent = (
+  state: MemoryState,
+  event: { readonly id: string; readonly merchantId: string; readonly atMs: number }
+): PaymentEvent => {
   const paymentId = `pay_${event.id}`
   const row: PaymentEvent = {
     id: event.id,

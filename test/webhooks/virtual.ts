@@ -1,16 +1,20 @@
 import { Cause, type Context, Effect, Exit, Layer, Logger, Scope } from "effect"
-import { fenced } from "../../sim/world/Service.ts"
 import { VirtualTime } from "../../sim/engine/VirtualTime.ts"
+import { fenced } from "../../sim/world/Service.ts"
 import type { Delivery } from "../../src/domain/Webhook.ts"
 import * as Config from "../../src/platform/Config.ts"
 import * as Ids from "../../src/platform/Ids.ts"
+import * as Instance from "../../src/platform/Instance.ts"
 import { timedOut, type TransportResult, WebhookTransport } from "../../src/platform/WebhookTransport.ts"
 import * as Webhooks from "../../src/services/Webhooks.ts"
 import { emptyState, layerMemoryFrom, type MemoryState } from "../../src/store/MemoryStore.ts"
 import { memoryWebhookOperations } from "../../src/store/MemoryWebhookStore.ts"
-import { Store as StoreTag, type Store } from "../../src/store/Store.ts"
-import * as Instance from "../../src/platform/Instance.ts"
-import { WebhookStore as WebhookStoreTag, type WebhookStore, type WebhookStoreShape } from "../../src/store/WebhookStore.ts"
+import { type Store, Store as StoreTag } from "../../src/store/Store.ts"
+import {
+  type WebhookStore,
+  WebhookStore as WebhookStoreTag,
+  type WebhookStoreShape
+} from "../../src/store/WebhookStore.ts"
 import type * as WebhookDispatcher from "../../src/workers/WebhookDispatcher.ts"
 import { engineLayer } from "./support.ts"
 
@@ -180,10 +184,19 @@ export class VirtualWebhooks {
       ? WebhookTransport.of({
         post: this.transport.post,
         postWithin: (request, timeoutMs) =>
-          Effect.timeoutOrElse(this.transport.post(request), { duration: timeoutMs, orElse: () => Effect.succeed(timedOut(timeoutMs)) })
+          Effect.timeoutOrElse(this.transport.post(request), {
+            duration: timeoutMs,
+            orElse: () => Effect.succeed(timedOut(timeoutMs))
+          })
       })
       : this.transport
-    const layer = engineLayer(stores, full, options, this.seed * 1000 + ++this.generation, Layer.succeed(WebhookTransport, transport))
+    const layer = engineLayer(
+      stores,
+      full,
+      options,
+      this.seed * 1000 + ++this.generation,
+      Layer.succeed(WebhookTransport, transport)
+    )
     const { context, scope } = this.runNow(Effect.gen(function*() {
       const scope = yield* Scope.make()
       const context = yield* Layer.buildWithScope(layer, scope)
@@ -210,7 +223,8 @@ export class VirtualWebhooks {
 
   /** A merchant's deliveries, newest first, read from the shared state (whether or not a process runs). */
   deliveries(merchantId: string): ReadonlyArray<Delivery> {
-    return this.runNow(memoryWebhookOperations(this.state).listDeliveries(merchantId, {}, { page: 1, perPage: 1000 })).items
+    return this.runNow(memoryWebhookOperations(this.state).listDeliveries(merchantId, {}, { page: 1, perPage: 1000 }))
+      .items
   }
 
   /** The merchant's only delivery (fails the test when there is not exactly one). */

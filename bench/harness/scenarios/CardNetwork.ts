@@ -26,9 +26,15 @@ export interface CardNetwork {
  * database, configured as the service reads its environment: this process's, with `environment`
  * over it (the service's own settings, such as RESPONSE_ENCRYPTION_KEY, when the caller knows them).
  */
-export const servicesOn = (databaseUrl: string, environment: Readonly<Record<string, string>> = {}, logLevel: LogLevel.LogLevel = "Warn") => {
+export const servicesOn = (
+  databaseUrl: string,
+  environment: Readonly<Record<string, string>> = {},
+  logLevel: LogLevel.LogLevel = "Warn"
+) => {
   const variables: Record<string, string> = {}
-  for (const [name, value] of Object.entries({ ...process.env, ...environment })) if (typeof value === "string") variables[name] = value
+  for (const [name, value] of Object.entries({ ...process.env, ...environment })) {
+    if (typeof value === "string") variables[name] = value
+  }
   variables["DATABASE_URL"] = databaseUrl
   const infrastructure = layerPg.pipe(
     Layer.provideMerge(pgClientLayer(databaseUrl, 2)),
@@ -36,7 +42,12 @@ export const servicesOn = (databaseUrl: string, environment: Readonly<Record<str
     Layer.provideMerge(Config.layerFrom(variables))
   )
   // Its own log lines (the pool closing) are not the harness's output.
-  return ManagedRuntime.make(ServicesLive.pipe(Layer.provideMerge(infrastructure), Layer.provide(Layer.succeed(References.MinimumLogLevel, logLevel))))
+  return ManagedRuntime.make(
+    ServicesLive.pipe(
+      Layer.provideMerge(infrastructure),
+      Layer.provide(Layer.succeed(References.MinimumLogLevel, logLevel))
+    )
+  )
 }
 
 export const makeCardNetwork = (databaseUrl: string): CardNetwork => {
@@ -48,7 +59,11 @@ export const makeCardNetwork = (databaseUrl: string): CardNetwork => {
       runtime.runPromise(
         Effect.flatMap(Payments, (payments) => payments.applyDisputeNotification(notification)).pipe(
           Effect.map(() => "applied"),
-          Effect.catch((error) => Effect.succeed(typeof error === "object" && error !== null && "_tag" in error ? String(error._tag) : String(error)))
+          Effect.catch((error) =>
+            Effect.succeed(
+              typeof error === "object" && error !== null && "_tag" in error ? String(error._tag) : String(error)
+            )
+          )
         )
       ),
     close: () => runtime.dispose()

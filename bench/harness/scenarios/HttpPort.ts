@@ -1,5 +1,5 @@
-import type { HttpMethod } from "effect/http"
 import { Context, Effect } from "effect"
+import type { HttpMethod } from "effect/http"
 import type { SimResponse } from "../../../sim/world/Http.ts"
 import type { ClientPort, IssuedKey, Merchant, Pace } from "../../../sim/world/Workload.ts"
 import type { Transport, WireRequest } from "../Contract.ts"
@@ -18,7 +18,9 @@ export interface ScriptContext {
 }
 
 /** The script context of the running fiber (null outside a script: key rotations). */
-export const scriptContext = Context.Reference<ScriptContext | null>("bench/harness/ScriptContext", { defaultValue: () => null })
+export const scriptContext = Context.Reference<ScriptContext | null>("bench/harness/ScriptContext", {
+  defaultValue: () => null
+})
 
 const maximumLogLines = 60
 
@@ -39,13 +41,19 @@ export interface HttpPortOptions {
 
 const lineOf = (request: WireRequest, response: SimResponse | null) => {
   const key = request.headers["x-idempotency-key"]
-  return `${request.method} ${request.path}${key === undefined ? "" : ` key=${key}`} -> ${response === null ? "no answer" : response.status}`
+  return `${request.method} ${request.path}${key === undefined ? "" : ` key=${key}`} -> ${
+    response === null ? "no answer" : response.status
+  }`
 }
 
 export const makeHttpPort = (options: HttpPortOptions): ClientPort<WireRequest, HttpPending> => {
   const { transport } = options
   /** Sends now, with the script's intended start (its first request only), and logs the answer in the script's story. */
-  const dispatch = (request: WireRequest, context: ScriptContext | null, done: (response: SimResponse | null) => void) => {
+  const dispatch = (
+    request: WireRequest,
+    context: ScriptContext | null,
+    done: (response: SimResponse | null) => void
+  ) => {
     const intended = context === null ? null : context.intendedStartMs
     if (context !== null) context.intendedStartMs = null
     transport.send(request, intended).then(
@@ -70,7 +78,9 @@ export const makeHttpPort = (options: HttpPortOptions): ClientPort<WireRequest, 
     send: (request, then) =>
       Effect.withFiber((fiber) => {
         const context = fiber.getRef(scriptContext)
-        return Effect.callback((resume) => dispatch(request, context, (response) => resume(Effect.suspend(() => then(response)))))
+        return Effect.callback((resume) =>
+          dispatch(request, context, (response) => resume(Effect.suspend(() => then(response))))
+        )
       }),
     open: (request) =>
       Effect.withFiber((fiber) => {
@@ -107,7 +117,13 @@ export const makeHttpPort = (options: HttpPortOptions): ClientPort<WireRequest, 
       Effect.suspend(() => {
         const spare = options.spareKeys.get(merchant.id)
         if (spare === undefined) return Effect.succeed(null)
-        const request = port.request("POST", "/api/v1/api_keys", spare, JSON.stringify({ name: "harness recovered" }), {})
+        const request = port.request(
+          "POST",
+          "/api/v1/api_keys",
+          spare,
+          JSON.stringify({ name: "harness recovered" }),
+          {}
+        )
         return port.send(request, (response): Effect.Effect<IssuedKey | null> => {
           if (response === null || response.status !== 201) return Effect.succeed(null)
           const issued = (JSON.parse(response.body) as { api_key: { id: string; key: string } }).api_key

@@ -64,7 +64,9 @@ export class Redeliveries {
       const afterFault = this.lastFaultMs() >= this.atMs[slot]!
       this.count++
       if (afterFault) this.afterFault++
-      if (attempt === this.attempt[slot]) this.sameAttempt.push({ eventId, deliveryId, attempt, firstAtMs: this.atMs[slot]!, atMs, afterFault })
+      if (attempt === this.attempt[slot]) {
+        this.sameAttempt.push({ eventId, deliveryId, attempt, firstAtMs: this.atMs[slot]!, atMs, afterFault })
+      }
     }
     this.posts[slot] = posts + 1
     this.attempt[slot] = attempt
@@ -98,6 +100,13 @@ export class Redeliveries {
  * it came.
  */
 export const sameNumberAfterCut = (repeats: ReadonlyArray<SameAttemptRepeat>, recordsCuts: boolean): Array<string> =>
-  !recordsCuts ? [] : repeats.filter((repeat) => repeat.afterFault).map((repeat) =>
-    `delivery ${repeat.deliveryId} (event ${repeat.eventId}): attempt ${repeat.attempt} arrived again at ${new Date(repeat.atMs).toISOString()} ` +
-    `(first at ${new Date(repeat.firstAtMs).toISOString()}, a fault between): an attempt cut off is sent again as the next attempt number`)
+  !recordsCuts ?
+    [] :
+    repeats.filter((repeat) => repeat.afterFault).map((repeat) =>
+      `delivery ${repeat.deliveryId} (event ${repeat.eventId}): attempt ${repeat.attempt} arrived again at ${
+        new Date(repeat.atMs).toISOString()
+      } ` +
+      `(first at ${
+        new Date(repeat.firstAtMs).toISOString()
+      }, a fault between): an attempt cut off is sent again as the next attempt number`
+    )

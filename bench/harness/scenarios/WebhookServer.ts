@@ -92,8 +92,13 @@ export const startWebhookServer = async (input: {
     const attemptKey = `${headers["x-service-delivery-id"] ?? "?"} ${headers["x-service-delivery-attempt"] ?? "?"}`
     // The event's slot in the receipts, which `receive` made at its first POST.
     const slot = endpoints.receipts.ofEvent(headers["x-service-event-id"] ?? "?")
-    const post = input.redeliveries?.received(slot, headers["x-service-event-id"] ?? "?", headers["x-service-delivery-id"] ?? "?",
-      Number(headers["x-service-delivery-attempt"]), Date.now()) ?? 0
+    const post = input.redeliveries?.received(
+      slot,
+      headers["x-service-event-id"] ?? "?",
+      headers["x-service-delivery-id"] ?? "?",
+      Number(headers["x-service-delivery-attempt"]),
+      Date.now()
+    ) ?? 0
     if (fate._tag === "Refused") {
       if (!ends.has(attemptKey)) ends.set(attemptKey, arrivedMs)
       input.redeliveries?.answered(slot, post, null)

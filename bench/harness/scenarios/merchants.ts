@@ -10,18 +10,23 @@
  * payments, money and events exactly once, faults or not.
  */
 import { Effect, Fiber } from "effect"
-import type { DisputeNotification, DisputeReason } from "../../../src/domain/Dispute.ts"
-import { parseDurationMs } from "../../../src/platform/Config.ts"
 import { Auditor, type Violation as AuditViolation } from "../../../sim/checks/Auditor.ts"
-import { makeSimulatedEndpoints } from "../../../sim/world/Endpoints.ts"
 import { type RateLimitLaw, rateLimitLaw } from "../../../sim/checks/RateLimitLaw.ts"
+import {
+  type ApiBalance,
+  type WitnessMerchant,
+  witnessSettledLedger,
+  witnessThroughApi
+} from "../../../sim/checks/Witness.ts"
 import { defaultFaults, defaultMix, type FaultRates, type WorkloadMix } from "../../../sim/engine/Options.ts"
 import { Prng } from "../../../sim/engine/Prng.ts"
-import { type ApiBalance, witnessSettledLedger, witnessThroughApi, type WitnessMerchant } from "../../../sim/checks/Witness.ts"
+import { makeSimulatedEndpoints } from "../../../sim/world/Endpoints.ts"
 import { makeWorkload, type Merchant } from "../../../sim/world/Workload.ts"
+import type { DisputeNotification, DisputeReason } from "../../../src/domain/Dispute.ts"
+import { parseDurationMs } from "../../../src/platform/Config.ts"
 import type { LawResult, Scenario, SetupContext, Transport, Violation, WireRequest, WireResponse } from "../Contract.ts"
-import { type HttpPending, makeHttpPort, scaledPace, type ScriptContext, scriptContext } from "./HttpPort.ts"
 import { type CardNetwork, makeCardNetwork } from "./CardNetwork.ts"
+import { type HttpPending, makeHttpPort, scaledPace, type ScriptContext, scriptContext } from "./HttpPort.ts"
 import { Redeliveries, sameNumberAfterCut } from "./Redeliveries.ts"
 import { startWebhookServer, type WebhookServer } from "./WebhookServer.ts"
 
@@ -80,31 +85,60 @@ export interface MerchantsOptions {
  * The laws as the harness reports them: each gathers the auditor's invariants that make it up.
  * An invariant of no law here is reported under its own name (none is ever dropped).
  */
-const laws: ReadonlyArray<{ readonly law: string; readonly description: string; readonly invariants: ReadonlyArray<string> }> = [
+const laws: ReadonlyArray<
+  { readonly law: string; readonly description: string; readonly invariants: ReadonlyArray<string> }
+> = [
   {
     law: "one-payment-per-key",
-    description: "One payment per idempotency key, as the client sent its keys; a replay answers the first answer, a reused key with another request is refused.",
+    description:
+      "One payment per idempotency key, as the client sent its keys; a replay answers the first answer, a reused key with another request is refused.",
     invariants: ["one-transaction-per-key", "idempotent-replay", "idempotency-key-reused"]
   },
   {
     law: "answers-match-record",
-    description: "Every answer a client got is the documented one and consistent with the final record (the money it was told moved is what moved).",
-    invariants: ["money-as-answered", "expected-answer", "refund-above-remainder-refused", "valid-key-accepted", "one-rotation-wins", "no-internal-errors", "service-unavailable-answer"]
+    description:
+      "Every answer a client got is the documented one and consistent with the final record (the money it was told moved is what moved).",
+    invariants: [
+      "money-as-answered",
+      "expected-answer",
+      "refund-above-remainder-refused",
+      "valid-key-accepted",
+      "one-rotation-wins",
+      "no-internal-errors",
+      "service-unavailable-answer"
+    ]
   },
   {
     law: "event-per-change",
-    description: "Each state change has its event, in sequence: the event stream is a legal path of the transition table ending in the record.",
+    description:
+      "Each state change has its event, in sequence: the event stream is a legal path of the transition table ending in the record.",
     invariants: ["event-trace", "event-order", "trace-matches-status"]
   },
   {
     law: "ledger-balanced",
-    description: "Every payment's ledger balances, on its merchant's chart, and says what its record says, account by account (card network, pending, available, reserved, fee revenue, the hold), before settlement and, embedded, again after the settlement the harness runs.",
-    invariants: ["ledger-entry", "ledger-account", "ledger-balanced", "ledger-matches-record", "fee-within-capture", "capture-within-authorization", "captured-amount", "refunded-status", "failure-code"]
+    description:
+      "Every payment's ledger balances, on its merchant's chart, and says what its record says, account by account (card network, pending, available, reserved, fee revenue, the hold), before settlement and, embedded, again after the settlement the harness runs.",
+    invariants: [
+      "ledger-entry",
+      "ledger-account",
+      "ledger-balanced",
+      "ledger-matches-record",
+      "fee-within-capture",
+      "capture-within-authorization",
+      "captured-amount",
+      "refunded-status",
+      "failure-code"
+    ]
   },
-  { law: "balances", description: "Balance by type equals the sum of the ledger (embedded: also after the settlement the harness runs).", invariants: ["balances"] },
+  {
+    law: "balances",
+    description: "Balance by type equals the sum of the ledger (embedded: also after the settlement the harness runs).",
+    invariants: ["balances"]
+  },
   {
     law: "settlement",
-    description: "Embedded: the settlement the harness runs after the drain (payments settle, cut-off now) settles every payment with money captured (a refunded one is swept, its status kept).",
+    description:
+      "Embedded: the settlement the harness runs after the drain (payments settle, cut-off now) settles every payment with money captured (a refunded one is swept, its status kept).",
     invariants: ["settled-by-cut-off"]
   },
   {
@@ -114,43 +148,56 @@ const laws: ReadonlyArray<{ readonly law: string; readonly description: string; 
   },
   {
     law: "fraud-explanation",
-    description: "Every screened payment's score is the sigmoid of its model output, and its case's base value and contributions add up to that output.",
+    description:
+      "Every screened payment's score is the sigmoid of its model output, and its case's base value and contributions add up to that output.",
     invariants: ["fraud-explanation"]
   },
   {
     law: "webhook-every-event-delivered",
-    description: "Every event gets one delivery, every attempt the service records reached the endpoint (but one recorded as cut off), and a succeeded delivery was answered 2xx by it.",
+    description:
+      "Every event gets one delivery, every attempt the service records reached the endpoint (but one recorded as cut off), and a succeeded delivery was answered 2xx by it.",
     invariants: ["webhook-every-event-delivered", "webhook-one-delivery-per-event", "webhook-attempt-recorded"]
   },
-  { law: "webhook-signed", description: "Every POST is signed with the merchant's secret, with a fresh timestamp, and names its event and delivery.", invariants: ["webhook-signature", "webhook-same-delivery-id"] },
+  {
+    law: "webhook-signed",
+    description:
+      "Every POST is signed with the merchant's secret, with a fresh timestamp, and names its event and delivery.",
+    invariants: ["webhook-signature", "webhook-same-delivery-id"]
+  },
   {
     law: "webhook-order",
-    description: "Deliveries reach the endpoint in per-payment order, attempts numbered onwards, each attempt once: an event comes again only after an attempt cut off (by the timeout or a fault), as the next attempt (CONTRACT.md section 8; a service that records no cuts may repeat the number, across a fault only).",
+    description:
+      "Deliveries reach the endpoint in per-payment order, attempts numbered onwards, each attempt once: an event comes again only after an attempt cut off (by the timeout or a fault), as the next attempt (CONTRACT.md section 8; a service that records no cuts may repeat the number, across a fault only).",
     invariants: ["webhook-order", "webhook-attempt-numbers", "webhook-once-per-attempt"]
   },
   {
     law: "webhook-2xx-ends-delivery",
-    description: "Only a 2xx ends a delivery as succeeded; nothing is sent after it; it fails only after the last retry failed.",
+    description:
+      "Only a 2xx ends a delivery as succeeded; nothing is sent after it; it fails only after the last retry failed.",
     invariants: ["webhook-nothing-after-2xx", "webhook-give-up", "webhook-attempt-limit"]
   },
   {
     law: "webhook-retry-schedule",
-    description: "Failed deliveries are retried at the configured offsets from the first attempt: never early, and late by no more than the wire and the clocks need unless the endpoint held every slot the service works it with, or a fault came between.",
+    description:
+      "Failed deliveries are retried at the configured offsets from the first attempt: never early, and late by no more than the wire and the clocks need unless the endpoint held every slot the service works it with, or a fault came between.",
     invariants: ["webhook-schedule"]
   },
   {
     law: "nothing-pending",
-    description: "After the drain nothing is left pending: no payment half-way through its automatic flow, no delivery open.",
+    description:
+      "After the drain nothing is left pending: no payment half-way through its automatic flow, no delivery open.",
     invariants: ["no-pending-after-quiesce", "webhook-deadline", "webhook-drained"]
   },
   {
     law: "rate-limit",
-    description: "A key pushed past its rate limit gets through what the documented token bucket allows (RATE_LIMIT_PER_SECOND refill, bursts of twice that, per instance), within one token and what the answers' times leave open: no more in any window, and a 429 only once the bucket ran dry.",
+    description:
+      "A key pushed past its rate limit gets through what the documented token bucket allows (RATE_LIMIT_PER_SECOND refill, bursts of twice that, per instance), within one token and what the answers' times leave open: no more in any window, and a 429 only once the bucket ran dry.",
     invariants: ["rate-limit"]
   },
   {
     law: "disputes",
-    description: "Every dispute the network notified is recorded as notified: opened once, resolved once with its outcome.",
+    description:
+      "Every dispute the network notified is recorded as notified: opened once, resolved once with its outcome.",
     invariants: ["dispute-recorded", "dispute-resolved-as-notified", "dispute-idempotent"]
   }
 ]
@@ -158,13 +205,17 @@ const laws: ReadonlyArray<{ readonly law: string; readonly description: string; 
 const scheduleOf = (text: string | undefined) => {
   if (text === undefined || text.trim() === "") return null
   const parts = text.split(",").map(parseDurationMs)
-  if (parts.some((ms) => ms === null)) throw new Error(`HARNESS_WEBHOOK_RETRY_SCHEDULE must be durations separated by commas (1s,5s,30s), got '${text}'`)
+  if (parts.some((ms) => ms === null)) {
+    throw new Error(`HARNESS_WEBHOOK_RETRY_SCHEDULE must be durations separated by commas (1s,5s,30s), got '${text}'`)
+  }
   return parts as Array<number>
 }
 const wholeOf = (name: string, text: string | undefined) => {
   if (text === undefined || text.trim() === "") return null
   const n = Number(text)
-  if (!Number.isInteger(n) || n < 1) throw new Error(`${name} must be a whole number of requests a second, got '${text}'`)
+  if (!Number.isInteger(n) || n < 1) {
+    throw new Error(`${name} must be a whole number of requests a second, got '${text}'`)
+  }
   return n
 }
 const durationOf = (name: string, text: string | undefined) => {
@@ -210,7 +261,12 @@ export const pushRateLimit = async (
   perSecond: number
 ): Promise<Array<{ readonly sentMs: number; readonly answeredMs: number; readonly status: number | null }>> => {
   const answers: Array<{ readonly sentMs: number; readonly answeredMs: number; readonly status: number | null }> = []
-  const request: WireRequest = { method: "GET", path: "/api/v1/merchants/me", headers: { authorization: `Bearer ${secret}` }, body: null }
+  const request: WireRequest = {
+    method: "GET",
+    path: "/api/v1/merchants/me",
+    headers: { authorization: `Bearer ${secret}` },
+    body: null
+  }
   const one = async () => {
     const sentMs = Date.now()
     const response = await send(request)
@@ -244,10 +300,14 @@ const callerOf = (transport: Transport): Call => async (method, path, apiKey, bo
   const text = body === null ? null : JSON.stringify(body)
   const headers: Record<string, string> = { authorization: `Bearer ${apiKey}` }
   if (text !== null) headers["content-type"] = "application/json"
-  for (let attempt = 0; ; attempt++) {
+  for (let attempt = 0;; attempt++) {
     const response = await transport.send({ method, path, headers, body: text }, null)
     if (response !== null && response.status !== 429 && response.status < 500) return response
-    if (attempt >= 8) throw new Error(`${method} ${path}: ${response === null ? "no answer" : `${response.status} ${response.body.slice(0, 300)}`}`)
+    if (attempt >= 8) {
+      throw new Error(
+        `${method} ${path}: ${response === null ? "no answer" : `${response.status} ${response.body.slice(0, 300)}`}`
+      )
+    }
     await new Promise((done) => setTimeout(done, 250 * (attempt + 1)))
   }
 }
@@ -268,16 +328,23 @@ interface Settings {
 
 const settingsOf = (options: MerchantsOptions, setup: SetupContext): Settings => {
   // The embedded target tells its settings (when its contract carries them); a remote one cannot.
-  const told = setup.embedded as { readonly webhookRetryScheduleMs?: ReadonlyArray<number>; readonly webhookTimeoutMs?: number } | null
-  const scheduleMs = options.webhookRetryScheduleMs ?? told?.webhookRetryScheduleMs ?? scheduleOf(process.env.HARNESS_WEBHOOK_RETRY_SCHEDULE) ??
+  const told = setup.embedded as {
+    readonly webhookRetryScheduleMs?: ReadonlyArray<number>
+    readonly webhookTimeoutMs?: number
+  } | null
+  const scheduleMs = options.webhookRetryScheduleMs ?? told?.webhookRetryScheduleMs ??
+    scheduleOf(process.env.HARNESS_WEBHOOK_RETRY_SCHEDULE) ??
     [60_000, 300_000, 1_800_000, 7_200_000, 86_400_000]
-  const timeoutMs = options.webhookTimeoutMs ?? told?.webhookTimeoutMs ?? durationOf("HARNESS_WEBHOOK_TIMEOUT", process.env.HARNESS_WEBHOOK_TIMEOUT) ?? 30_000
+  const timeoutMs = options.webhookTimeoutMs ?? told?.webhookTimeoutMs ??
+    durationOf("HARNESS_WEBHOOK_TIMEOUT", process.env.HARNESS_WEBHOOK_TIMEOUT) ?? 30_000
   // What the wire and the clocks honestly need, not a margin a schedule's error could hide in.
   const remote = setup.embedded === null
   const rateLimitPerSecond = options.rateLimitPerSecond ?? setup.embedded?.rateLimitPerSecond ??
     wholeOf("HARNESS_RATE_LIMIT_PER_SECOND", process.env.HARNESS_RATE_LIMIT_PER_SECOND) ?? 100
-  const retryToleranceMs = options.retryToleranceMs ?? durationOf("HARNESS_RETRY_TOLERANCE", process.env.HARNESS_RETRY_TOLERANCE) ?? 2_000
-  const clockToleranceMs = options.clockToleranceMs ?? durationOf("HARNESS_CLOCK_TOLERANCE", process.env.HARNESS_CLOCK_TOLERANCE) ?? (remote ? 1_000 : 0)
+  const retryToleranceMs = options.retryToleranceMs ??
+    durationOf("HARNESS_RETRY_TOLERANCE", process.env.HARNESS_RETRY_TOLERANCE) ?? 2_000
+  const clockToleranceMs = options.clockToleranceMs ??
+    durationOf("HARNESS_CLOCK_TOLERANCE", process.env.HARNESS_CLOCK_TOLERANCE) ?? (remote ? 1_000 : 0)
   return { scheduleMs, timeoutMs, retryToleranceMs, clockToleranceMs, rateLimitPerSecond }
 }
 
@@ -291,7 +358,9 @@ const shardMerchants = async (setup: SetupContext, call: Call, label: string) =>
       made.push({ id: created.merchantId, apiKey: created.apiKey })
     }
   } else {
-    if (setup.apiKeys.length === 0) throw new Error(`shard ${setup.shard.index}/${setup.shard.count} was given no API key`)
+    if (setup.apiKeys.length === 0) {
+      throw new Error(`shard ${setup.shard.index}/${setup.shard.count} was given no API key`)
+    }
     for (const apiKey of setup.apiKeys) {
       const me = expectOk(await call("GET", "/api/v1/merchants/me", apiKey), "GET /api/v1/merchants/me")
       made.push({ id: me.merchant.id as string, apiKey })
@@ -304,14 +373,22 @@ const shardMerchants = async (setup: SetupContext, call: Call, label: string) =>
  * The payments the sandbox network will dispute (a remote target): those created with a dispute
  * token, seen in the create's answer, with the outcome the token stands for and their merchant.
  */
-const noteTokenDisputes = (tokenDisputes: Map<string, { readonly outcome: "won" | "lost"; readonly merchantId: string }>) =>
+const noteTokenDisputes =
+  (tokenDisputes: Map<string, { readonly outcome: "won" | "lost"; readonly merchantId: string }>) =>
   (request: WireRequest, response: WireResponse) => {
-    if (request.method !== "POST" || request.path !== "/api/v1/transactions" || (response.status !== 201 && response.status !== 200)) return
-    const token = (JSON.parse(request.body ?? "{}") as { transaction?: { card_token?: unknown } }).transaction?.card_token
+    if (
+      request.method !== "POST" || request.path !== "/api/v1/transactions" ||
+      (response.status !== 201 && response.status !== 200)
+    ) return
+    const token = (JSON.parse(request.body ?? "{}") as { transaction?: { card_token?: unknown } }).transaction
+      ?.card_token
     if (token !== "tok_dispute_won" && token !== "tok_dispute_lost") return
     const made = (JSON.parse(response.body) as { transaction?: { id?: unknown; merchant_id?: unknown } }).transaction
     if (typeof made?.id === "string" && typeof made.merchant_id === "string") {
-      tokenDisputes.set(made.id, { outcome: token === "tok_dispute_won" ? "won" : "lost", merchantId: made.merchant_id })
+      tokenDisputes.set(made.id, {
+        outcome: token === "tok_dispute_won" ? "won" : "lost",
+        merchantId: made.merchant_id
+      })
     }
   }
 
@@ -335,7 +412,9 @@ const makeHarnessDisputes = (auditor: Auditor, pauseMs: (ms: number) => number) 
   const notify = async (connected: CardNetwork, notification: DisputeNotification) => {
     for (let attempt = 0; attempt < 20; attempt++) {
       const outcome = await connected.notify(notification)
-      if (outcome === "applied" || outcome === "InvalidState" || outcome === "InvalidInput" || outcome === "NotFound") return outcome
+      if (outcome === "applied" || outcome === "InvalidState" || outcome === "InvalidInput" || outcome === "NotFound") {
+        return outcome
+      }
       await new Promise((done) => setTimeout(done, 500))
     }
     return "unacknowledged"
@@ -346,19 +425,31 @@ const makeHarnessDisputes = (auditor: Auditor, pauseMs: (ms: number) => number) 
     const acquirerDisputeId = `dp_harness_${paymentId}`
     const reason = prng.pick(disputeReasons)
     await pause(prng.int(60_000, 6 * 3_600_000))
-    const open: DisputeNotification = { acquirerDisputeId, paymentId, action: { _tag: "Open", reason, amountCents: undefined } }
+    const open: DisputeNotification = {
+      acquirerDisputeId,
+      paymentId,
+      action: { _tag: "Open", reason, amountCents: undefined }
+    }
     // Refused (a refund took it all meanwhile): nothing to record.
     if (await notify(connected, open) !== "applied") return
     const entry: PlannedDispute = { paymentId, outcome, resolved: false }
     planned.push(entry)
     if (prng.chance(0.2)) {
       const again = await notify(connected, open)
-      auditor.check(again === "applied", "dispute-idempotent", () => `payment ${paymentId}: a repeated open of ${acquirerDisputeId} answered ${again}`)
+      auditor.check(
+        again === "applied",
+        "dispute-idempotent",
+        () => `payment ${paymentId}: a repeated open of ${acquirerDisputeId} answered ${again}`
+      )
     }
     await pause(prng.int(10 * 60_000, 12 * 3_600_000))
     const resolved = await notify(connected, { acquirerDisputeId, paymentId, action: { _tag: "Resolve", outcome } })
     entry.resolved = resolved === "applied"
-    auditor.check(entry.resolved, "dispute-resolved-as-notified", () => `payment ${paymentId}: resolve ${outcome} answered ${resolved}`)
+    auditor.check(
+      entry.resolved,
+      "dispute-resolved-as-notified",
+      () => `payment ${paymentId}: resolve ${outcome} answered ${resolved}`
+    )
   }
   return {
     planned,
@@ -367,7 +458,8 @@ const makeHarnessDisputes = (auditor: Auditor, pauseMs: (ms: number) => number) 
     start: (databaseUrl: string, paymentId: string, prng: Prng) => {
       network ??= makeCardNetwork(databaseUrl)
       const work = dispute(network, paymentId, prng).catch((error) =>
-        auditor.fail("dispute-recorded", `payment ${paymentId}: the card network failed: ${String(error)}`))
+        auditor.fail("dispute-recorded", `payment ${paymentId}: the card network failed: ${String(error)}`)
+      )
       inFlight.add(work)
       void work.finally(() => inFlight.delete(work))
     },
@@ -401,7 +493,9 @@ const throttledLog = (log: (line: string) => void) => {
 const openOf = async (call: Call, merchant: WitnessMerchant, sinceIso: string) => {
   const count = async (path: string) => {
     const answer = await call("GET", path, merchant.readKey).catch(() => null)
-    return answer === null || answer.status !== 200 ? 1 : (JSON.parse(answer.body) as { meta: { total_count: number } }).meta.total_count
+    return answer === null || answer.status !== 200
+      ? 1
+      : (JSON.parse(answer.body) as { meta: { total_count: number } }).meta.total_count
   }
   const since = encodeURIComponent(sinceIso)
   return (await count(`/api/v1/transactions?status=pending&from=${since}&per_page=1`)) +
@@ -411,9 +505,15 @@ const openOf = async (call: Call, merchant: WitnessMerchant, sinceIso: string) =
 
 /** Whether a dispute-token payment is done with: resolved, or never to be disputed (the sandbox disputes captured or settled payments only). */
 const tokenDisputeSettled = async (call: Call, readKey: string | undefined, paymentId: string) => {
-  const answer = readKey === undefined ? null : await call("GET", `/api/v1/transactions/${paymentId}`, readKey).catch(() => null)
-  const t = answer?.status === 200 ? (JSON.parse(answer.body) as { transaction: { status: string; dispute: { status: string } | null } }).transaction : null
-  return t !== null && (t.dispute?.status === "won" || t.dispute?.status === "lost" || (t.dispute === null && t.status !== "captured" && t.status !== "settled"))
+  const answer = readKey === undefined
+    ? null
+    : await call("GET", `/api/v1/transactions/${paymentId}`, readKey).catch(() => null)
+  const t = answer?.status === 200
+    ? (JSON.parse(answer.body) as { transaction: { status: string; dispute: { status: string } | null } }).transaction
+    : null
+  return t !== null &&
+    (t.dispute?.status === "won" || t.dispute?.status === "lost" ||
+      (t.dispute === null && t.status !== "captured" && t.status !== "settled"))
 }
 
 type Witnessed = Awaited<ReturnType<typeof witnessThroughApi>>
@@ -433,10 +533,17 @@ const checkDisputes = (
 ) => {
   for (const entry of planned) {
     const recorded = witnessed.finals.get(entry.paymentId)?.dispute
-    auditor.check(recorded !== undefined && recorded !== null, "dispute-recorded", () => `payment ${entry.paymentId}: an opened dispute is not on the record (${JSON.stringify(recorded)})`)
+    auditor.check(
+      recorded !== undefined && recorded !== null,
+      "dispute-recorded",
+      () => `payment ${entry.paymentId}: an opened dispute is not on the record (${JSON.stringify(recorded)})`
+    )
     if (entry.resolved) {
-      auditor.check(recorded?.status === entry.outcome, "dispute-resolved-as-notified", () =>
-        `payment ${entry.paymentId}: resolved ${entry.outcome}, the record says ${recorded?.status}`)
+      auditor.check(
+        recorded?.status === entry.outcome,
+        "dispute-resolved-as-notified",
+        () => `payment ${entry.paymentId}: resolved ${entry.outcome}, the record says ${recorded?.status}`
+      )
     }
   }
   let tokenDisputesSeen = 0
@@ -445,13 +552,21 @@ const checkDisputes = (
     if (recorded === null) continue
     const expected = tokenDisputes.get(paymentId)?.outcome
     if (expected === undefined) {
-      auditor.check(planned.some((entry) => entry.paymentId === paymentId), "dispute-recorded", () =>
-        `payment ${paymentId}: a dispute (${recorded.status}, ${recorded.reason}) that no network notification opened`)
+      auditor.check(
+        planned.some((entry) => entry.paymentId === paymentId),
+        "dispute-recorded",
+        () =>
+          `payment ${paymentId}: a dispute (${recorded.status}, ${recorded.reason}) that no network notification opened`
+      )
       continue
     }
     tokenDisputesSeen++
-    auditor.check(recorded.reason === "fraudulent" && (recorded.status === "open" || recorded.status === expected), "dispute-resolved-as-notified", () =>
-      `payment ${paymentId}: made with tok_dispute_${expected}, its dispute is ${recorded.status} (${recorded.reason})`)
+    auditor.check(
+      recorded.reason === "fraudulent" && (recorded.status === "open" || recorded.status === expected),
+      "dispute-resolved-as-notified",
+      () =>
+        `payment ${paymentId}: made with tok_dispute_${expected}, its dispute is ${recorded.status} (${recorded.reason})`
+    )
   }
   return tokenDisputesSeen
 }
@@ -479,12 +594,26 @@ const lawResults = (
   witnessed: Witnessed,
   stories: ReadonlyMap<string, ReadonlyArray<string>>
 ): ReadonlyArray<LawResult> => {
-  const results = new Map(laws.map((l) => [l.law, { law: l.law, description: l.description, checked: checked[l.law] ?? 0, violations: [] as Array<Violation> }]))
+  const results = new Map(
+    laws.map((
+      l
+    ) => [l.law, {
+      law: l.law,
+      description: l.description,
+      checked: checked[l.law] ?? 0,
+      violations: [] as Array<Violation>
+    }])
+  )
   const lawOf = new Map(laws.flatMap((l) => l.invariants.map((invariant) => [invariant, l.law] as const)))
   for (const violation of violations) {
     const name = lawOf.get(violation.invariant) ?? violation.invariant
     let result = results.get(name)
-    if (result === undefined) results.set(name, result = { law: name, description: `The auditor's invariant ${name}.`, checked: 1, violations: [] })
+    if (result === undefined) {
+      results.set(
+        name,
+        result = { law: name, description: `The auditor's invariant ${name}.`, checked: 1, violations: [] }
+      )
+    }
     const paymentId = paymentOf(witnessed, violation)
     result.violations.push({
       paymentId,
@@ -571,7 +700,13 @@ const setUp = async (scenery: Scenery, setup: SetupContext): Promise<Run> => {
   })
   const { timeoutMs } = settings
   const server = await startWebhookServer({
-    host: setup.webhookHost, port: setup.webhookPort, advertisedUrl: setup.webhookUrl, endpoints, timeoutMs, latencyScale: timeoutMs / 30_000, redeliveries
+    host: setup.webhookHost,
+    port: setup.webhookPort,
+    advertisedUrl: setup.webhookUrl,
+    endpoints,
+    timeoutMs,
+    latencyScale: timeoutMs / 30_000,
+    redeliveries
   })
   try {
     return await startRun(scenery, { setup, settings, call, server, endpoints, redeliveries, made, secrets, sinceIso })
@@ -603,27 +738,59 @@ const startRun = async (scenery: Scenery, parts: {
   let sinceIso = parts.sinceIso
   for (const [index, m] of parts.made.entries()) {
     // A spare key, never rotated: the reads of the laws and the recovery of a locked-out merchant.
-    const spare = expectOk(await call("POST", "/api/v1/api_keys", m.apiKey, { name: `harness ${label} spare` }), "POST /api/v1/api_keys")
+    const spare = expectOk(
+      await call("POST", "/api/v1/api_keys", m.apiKey, { name: `harness ${label} spare` }),
+      "POST /api/v1/api_keys"
+    )
     spareKeys.set(m.id, spare.api_key.key as string)
     if (index === 0) sinceIso = spare.api_key.created_at as string
     const url = server.urlOf(index)
-    const patched = expectOk(await call("PATCH", "/api/v1/merchants/me", m.apiKey, { webhook_url: url }), "PATCH /api/v1/merchants/me")
+    const patched = expectOk(
+      await call("PATCH", "/api/v1/merchants/me", m.apiKey, { webhook_url: url }),
+      "PATCH /api/v1/merchants/me"
+    )
     parts.secrets.set(url, [patched.merchant.webhook_secret as string])
-    const balances = expectOk(await call("GET", "/api/v1/merchants/me/balance", m.apiKey), "GET /api/v1/merchants/me/balance").balances as Array<ApiBalance>
+    const balances = expectOk(
+      await call("GET", "/api/v1/merchants/me/balance", m.apiKey),
+      "GET /api/v1/merchants/me/balance"
+    ).balances as Array<ApiBalance>
     witnessMerchants.push({ id: m.id, readKey: spare.api_key.key as string, webhookUrl: url, balancesBefore: balances })
     // The scripts' own key, which their rotations revoke and replace: the key the harness was
     // given (a keys file's) is never rotated, so the same file serves the next run.
-    const working = expectOk(await call("POST", "/api/v1/api_keys", m.apiKey, { name: `harness ${label} scripts` }), "POST /api/v1/api_keys").api_key
+    const working = expectOk(
+      await call("POST", "/api/v1/api_keys", m.apiKey, { name: `harness ${label} scripts` }),
+      "POST /api/v1/api_keys"
+    ).api_key
     merchants.push({ index, id: m.id, apiKey: working.key as string, keyId: working.id as string, keyGeneration: 0 })
   }
   const { workload, prng } = harnessWorkload(scenery, setup, spareKeys)
-  const rotations = Effect.runFork(Effect.forEach(merchants, workload.rotations, { concurrency: "unbounded", discard: true }))
+  const rotations = Effect.runFork(
+    Effect.forEach(merchants, workload.rotations, { concurrency: "unbounded", discard: true })
+  )
   const { scheduleMs, timeoutMs, retryToleranceMs, clockToleranceMs } = settings
-  setup.log(`merchants: ${merchants.length} merchants, endpoints at ${server.baseUrl}, webhook schedule ${scheduleMs.map((ms) => `${ms / 1000}s`).join(",")} ` +
-    `timeout ${timeoutMs / 1000}s, retries late by at most ${retryToleranceMs / 1000}s with a slot free, clocks within ${clockToleranceMs / 1000}s`)
+  setup.log(
+    `merchants: ${merchants.length} merchants, endpoints at ${server.baseUrl}, webhook schedule ${
+      scheduleMs.map((ms) => `${ms / 1000}s`).join(",")
+    } ` +
+      `timeout ${timeoutMs / 1000}s, retries late by at most ${
+        retryToleranceMs / 1000
+      }s with a slot free, clocks within ${clockToleranceMs / 1000}s`
+  )
   return {
-    setup, settings, call, sinceIso, server, endpoints: parts.endpoints, redeliveries: parts.redeliveries,
-    merchants, witnessMerchants, spareKeys, workload, scriptPrng: prng, rotations, closed: false
+    setup,
+    settings,
+    call,
+    sinceIso,
+    server,
+    endpoints: parts.endpoints,
+    redeliveries: parts.redeliveries,
+    merchants,
+    witnessMerchants,
+    spareKeys,
+    workload,
+    scriptPrng: prng,
+    rotations,
+    closed: false
   }
 }
 
@@ -635,7 +802,11 @@ const harnessWorkload = (scenery: Scenery, setup: SetupContext, spareKeys: Reado
   const { seed, shard } = setup
   const { auditor, disputeRate, options } = scenery
   // Payments made with a sandbox dispute token: the sandbox network disputes them.
-  const port = makeHttpPort({ transport: setup.transport, spareKeys, onAnswer: noteTokenDisputes(scenery.tokenDisputes) })
+  const port = makeHttpPort({
+    transport: setup.transport,
+    spareKeys,
+    onAnswer: noteTokenDisputes(scenery.tokenDisputes)
+  })
   const prng = Prng.derive(seed, `harness-workload-${shard.index}`)
   // Remote targets: the sandbox's dispute tokens stand for the card network.
   const workloadMix = setup.embedded === null ? { ...scenery.mix, disputeTokens: disputeRate } : scenery.mix
@@ -648,7 +819,8 @@ const harnessWorkload = (scenery: Scenery, setup: SetupContext, spareKeys: Reado
         const embedded = setup.embedded
         if (embedded === null || !disputePrng.chance(disputeRate)) return
         scenery.disputes.start(embedded.databaseUrl, paymentId, disputePrng)
-      }))
+      })
+    )
   const workload = makeWorkload({
     options: { mix: workloadMix, payments: 0 },
     prng,
@@ -673,18 +845,26 @@ const stopRotations = async (run: Run) => {
  * against one instance: behind several, each keeps its own buckets and the harness cannot see
  * which one answered.
  */
-const pushPastRateLimit = async ({ options, auditor, rateLimit }: Scenery, { setup, settings, call, witnessMerchants }: Run) => {
+const pushPastRateLimit = async (
+  { options, auditor, rateLimit }: Scenery,
+  { setup, settings, call, witnessMerchants }: Run
+) => {
   const wanted = options.rateLimitPush ?? process.env.HARNESS_RATE_LIMIT_PUSH !== "off"
   if (!wanted) return void (rateLimit.skipped = "off")
   if ((setup.instances ?? 1) > 1) {
     rateLimit.skipped = `${setup.instances} instances`
-    setup.log(`rate-limit push skipped: requests go to ${setup.instances} instances, each with its own buckets (docs/harness.md)`)
+    setup.log(
+      `rate-limit push skipped: requests go to ${setup.instances} instances, each with its own buckets (docs/harness.md)`
+    )
     return
   }
   const merchant = witnessMerchants[0]
   if (merchant === undefined) return
   const perSecond = settings.rateLimitPerSecond
-  const created = expectOk(await call("POST", "/api/v1/api_keys", merchant.readKey, { name: "harness rate-limit push" }), "POST /api/v1/api_keys").api_key
+  const created = expectOk(
+    await call("POST", "/api/v1/api_keys", merchant.readKey, { name: "harness rate-limit push" }),
+    "POST /api/v1/api_keys"
+  ).api_key
   const secret = created.key as string
   const answers = await pushRateLimit((request) => setup.transport.send(request, null), secret, perSecond)
   const law = rateLimit.law = rateLimitLaw(auditor, { perSecond })
@@ -692,7 +872,11 @@ const pushPastRateLimit = async ({ options, auditor, rateLimit }: Scenery, { set
   for (const answer of answers) law.answered(secret, instance, answer.sentMs, answer.status, true, answer.answeredMs)
   rateLimit.pushed = answers.length
   rateLimit.refused = answers.filter((a) => a.status === 429).length
-  setup.log(`rate-limit push: ${answers.length} requests with one new key at ${perSecond}/s (bursts of ${2 * perSecond}), ${rateLimit.refused} refused with 429`)
+  setup.log(
+    `rate-limit push: ${answers.length} requests with one new key at ${perSecond}/s (bursts of ${
+      2 * perSecond
+    }), ${rateLimit.refused} refused with 429`
+  )
 }
 
 /** The drain: rotations stopped, the rate-limit push, then waits until scripts, payments, deliveries and token disputes are done (or `deadlineMs` passed). */
@@ -714,7 +898,11 @@ const drainRun = async (scenery: Scenery, run: Run, deadlineMs: number) => {
 }
 
 /** Until nothing is pending or open at any merchant and no POST is in flight, twice in a row. */
-const quietly = ({ call, server, witnessMerchants, sinceIso }: Run, endMs: number, tell: ReturnType<typeof throttledLog>) => {
+const quietly = (
+  { call, server, witnessMerchants, sinceIso }: Run,
+  endMs: number,
+  tell: ReturnType<typeof throttledLog>
+) => {
   let quiet = 0
   return until(endMs, async () => {
     let left = server.inFlight()
@@ -751,12 +939,15 @@ const tokenDisputesResolved = (
 const checkRunLaws = async (scenery: Scenery, run: Run): Promise<ReadonlyArray<LawResult>> => {
   const { auditor, rateLimit, checkedFigures, disputes, tokenDisputes } = scenery
   const { setup, settings, workload, witnessMerchants, sinceIso, endpoints, server, redeliveries } = run
-  const get = (path: string, apiKey: string) => setup.transport.send({ method: "GET", path, headers: { authorization: `Bearer ${apiKey}` }, body: null }, null)
+  const get = (path: string, apiKey: string) =>
+    setup.transport.send({ method: "GET", path, headers: { authorization: `Bearer ${apiKey}` }, body: null }, null)
   // Which side of settlement each payment is on: known when no cut-off of the target passed
   // since the run began (the embedded target's is set 12 h away; a remote one's from
   // HARNESS_SETTLEMENT_CUTOFF), else open for a refunded payment (the API shows no settled_at).
   const cutoffMinutes = setup.embedded?.settlementCutoffMinutes ?? cutoffOf(process.env.HARNESS_SETTLEMENT_CUTOFF)
-  const cutoffPassed = cutoffMinutes === null || cutoffWithin(cutoffMinutes, Date.parse(sinceIso), Date.now()) ? "unknown" as const : "none" as const
+  const cutoffPassed = cutoffMinutes === null || cutoffWithin(cutoffMinutes, Date.parse(sinceIso), Date.now())
+    ? "unknown" as const
+    : "none" as const
   const witnessed = await witnessThroughApi({
     cutoffPassed,
     auditor,
@@ -784,10 +975,19 @@ const checkRunLaws = async (scenery: Scenery, run: Run): Promise<ReadonlyArray<L
     const settledAtIso = new Date().toISOString()
     const settled = await setup.embedded.settle()
     setup.log(`settlement run after the drain: ${settled} payments settled; the ledger read again`)
-    checkedFigures.settled = (await witnessSettledLedger({ auditor, get, merchants: witnessMerchants, sinceIso, settledAtIso, concurrency: 8 })).payments
+    checkedFigures.settled = (await witnessSettledLedger({
+      auditor,
+      get,
+      merchants: witnessMerchants,
+      sinceIso,
+      settledAtIso,
+      concurrency: 8
+    })).payments
   }
   // A service that records cut attempts sends the one cut off again as the next number.
-  for (const message of sameNumberAfterCut(redeliveries.sameAttempt, witnessed.recordsCuts)) auditor.fail("webhook-once-per-attempt", message)
+  for (const message of sameNumberAfterCut(redeliveries.sameAttempt, witnessed.recordsCuts)) {
+    auditor.fail("webhook-once-per-attempt", message)
+  }
   const tokenDisputesSeen = checkDisputes(auditor, witnessed, disputes.planned, tokenDisputes)
   const checked: Record<string, number> = {
     "one-payment-per-key": workload.stats.requests,
@@ -847,7 +1047,9 @@ export const makeScenario = (options: MerchantsOptions = {}): Scenario => {
       const { workload, scriptPrng, merchants } = current("a script")
       const merchant = scriptPrng.pick(merchants)
       const script: ScriptContext = { intendedStartMs, log: [] }
-      const promise = Effect.runPromise(Effect.provideService(workload.script(merchant, scenery.runBase + index), scriptContext, script)).catch((error) => {
+      const promise = Effect.runPromise(
+        Effect.provideService(workload.script(merchant, scenery.runBase + index), scriptContext, script)
+      ).catch((error) => {
         auditor.fail("expected-answer", `script ${index} of merchant ${merchant.id} died: ${String(error)}`)
       })
       scenery.running.add(promise)

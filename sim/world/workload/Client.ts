@@ -1,6 +1,6 @@
+import { Effect } from "effect"
 import type { HttpMethod } from "effect/http"
 import { hash as oneShotHash } from "node:crypto"
-import { Effect } from "effect"
 import { type Auditor, passed } from "../../checks/Auditor.ts"
 import type { Prng } from "../../engine/Prng.ts"
 import type { SimResponse } from "../Http.ts"
@@ -83,14 +83,20 @@ export const makeClient = <R, P>({ service, auditor, trace, stats, prng, backoff
     // without a string made for it; the trace line writes it out as the same digits.
     const status = response === null ? "dropped" : response.status
     byStatus[status] = (byStatus[status] ?? 0) + 1
-    trace.record(`m${call.merchant.index} k${generation} ${call.method} ${call.path}${call.key === undefined ? "" : ` key=${call.key}`} ${call.body ?? ""} -> ${status} ${response?.body ?? ""}`)
+    trace.record(
+      `m${call.merchant.index} k${generation} ${call.method} ${call.path}${
+        call.key === undefined ? "" : ` key=${call.key}`
+      } ${call.body ?? ""} -> ${status} ${response?.body ?? ""}`
+    )
   }
 
   const checkReplay = (call: Call, response: SimResponse) => {
     if (call.key === undefined) return
     const status = response.status
     if (status === 401 || status === 429 || status >= 500) return
-    const code = status === 409 || status === 422 ? (JSON.parse(response.body) as { error?: { code?: string } }).error?.code : undefined
+    const code = status === 409 || status === 422
+      ? (JSON.parse(response.body) as { error?: { code?: string } }).error?.code
+      : undefined
     if (code === "idempotency_in_progress") return
     const key = call.key
     // The request itself, not a digest of it: method, path and body (a null body as ""), compared
@@ -100,15 +106,29 @@ export const makeClient = <R, P>({ service, auditor, trace, stats, prng, backoff
     let owner: ReplayOwner | undefined
     for (let i = 0; owner === undefined && i < replays.length; i++) if (replays[i]!.key === key) owner = replays[i]
     if (owner === undefined) {
-      if (code !== "idempotency_key_reused") replays.push({ key, method: call.method, path: call.path, body, status, answer: response.body })
+      if (code !== "idempotency_key_reused") {
+        replays.push({ key, method: call.method, path: call.path, body, status, answer: response.body })
+      }
       return
     }
     if (owner.method === call.method && owner.path === call.path && owner.body === body) {
       const same = owner.status === status && owner.answer === response.body
-      auditor.check(same, "idempotent-replay", same ? passed : () =>
-        `key ${key}: replay answered ${status} ${response.body.slice(0, 200)} but the first answer was ${owner.status} with another body (sha1 ${digest(owner.answer)})`)
+      auditor.check(
+        same,
+        "idempotent-replay",
+        same ?
+          passed :
+          () =>
+            `key ${key}: replay answered ${status} ${
+              response.body.slice(0, 200)
+            } but the first answer was ${owner.status} with another body (sha1 ${digest(owner.answer)})`
+      )
     } else {
-      auditor.check(code === "idempotency_key_reused", "idempotency-key-reused", () => `key ${key} re-used with another request answered ${status}`)
+      auditor.check(
+        code === "idempotency_key_reused",
+        "idempotency-key-reused",
+        () => `key ${key} re-used with another request answered ${status}`
+      )
     }
   }
 
@@ -140,7 +160,13 @@ export const makeClient = <R, P>({ service, auditor, trace, stats, prng, backoff
   }
 
   const requestOf = (call: Call) =>
-    service.request(call.method, call.path, call.merchant.apiKey, call.body, call.headers ?? (call.key === undefined ? noHeaders : { "x-idempotency-key": call.key }))
+    service.request(
+      call.method,
+      call.path,
+      call.merchant.apiKey,
+      call.body,
+      call.headers ?? (call.key === undefined ? noHeaders : { "x-idempotency-key": call.key })
+    )
 
   /**
    * What the client does with the answer to one attempt (sent with the key of `generation`): the
@@ -158,32 +184,52 @@ export const makeClient = <R, P>({ service, auditor, trace, stats, prng, backoff
     if (response === null) {
       stats.dropped++
       if (call.noRetryOnDrop === true) return null
-      return Effect.andThen(backoff(Math.min(30_000, 500 * 2 ** Math.min(attempt, 6)) + prng.int(0, 500)), again(call, attempt, finish))
+      return Effect.andThen(
+        backoff(Math.min(30_000, 500 * 2 ** Math.min(attempt, 6)) + prng.int(0, 500)),
+        again(call, attempt, finish)
+      )
     }
     const status = response.status
     // The checks of every answer build their message only on a failure (`passed` otherwise).
-    auditor.check(status !== 500, "no-internal-errors", status !== 500 ? passed : () => `${call.method} ${call.path} answered 500: ${response.body}`)
+    auditor.check(
+      status !== 500,
+      "no-internal-errors",
+      status !== 500 ? passed : () => `${call.method} ${call.path} answered 500: ${response.body}`
+    )
     if (status > 500) {
       // CONTRACT section 3: the only other 5xx is 503 service_unavailable, with Retry-After.
       const error = errorOf(response)
       auditor.check(
-        status === 503 && error?.code === "service_unavailable" && error.type === "api_error" && response.headers["retry-after"] !== undefined,
+        status === 503 && error?.code === "service_unavailable" && error.type === "api_error" &&
+          response.headers["retry-after"] !== undefined,
         "service-unavailable-answer",
-        () => `${call.method} ${call.path} answered ${status} ${response.body.slice(0, 200)} (retry-after ${response.headers["retry-after"]})`
+        () =>
+          `${call.method} ${call.path} answered ${status} ${response.body.slice(0, 200)} (retry-after ${
+            response.headers["retry-after"]
+          })`
       )
     }
     checkReplay(call, response)
     if (status === 401) {
       if (call.allow401 === true) return response
       const expected = call.merchant.keyGeneration !== generation || call.merchant.keyUncertain === true
-      auditor.check(expected, "valid-key-accepted", expected ? passed : () => `${call.method} ${call.path}: the current API key was refused`)
+      auditor.check(
+        expected,
+        "valid-key-accepted",
+        expected ? passed : () => `${call.method} ${call.path}: the current API key was refused`
+      )
       // Try again with the key the merchant holds by then (after a rotation or its recovery).
-      if (call.merchant.keyGeneration === generation) return Effect.andThen(backoff(5_000 + prng.int(0, 1_000)), again(call, attempt, finish))
+      if (call.merchant.keyGeneration === generation) {
+        return Effect.andThen(backoff(5_000 + prng.int(0, 1_000)), again(call, attempt, finish))
+      }
       return again(call, attempt, finish)
     }
     if (status === 429 || status === 503 || (status === 409 && response.body.includes("idempotency_in_progress"))) {
       const retryAfterSeconds = Number(response.headers["retry-after"] ?? "1")
-      return Effect.andThen(backoff(Math.max(1, retryAfterSeconds) * 1_000 + prng.int(0, 1_000)), again(call, attempt, finish))
+      return Effect.andThen(
+        backoff(Math.max(1, retryAfterSeconds) * 1_000 + prng.int(0, 1_000)),
+        again(call, attempt, finish)
+      )
     }
     if (status === 200 && awaitsProcessor(call, response)) return untilProcessorAnswered(call, 0, finish)
     return response
@@ -199,17 +245,30 @@ export const makeClient = <R, P>({ service, auditor, trace, stats, prng, backoff
   const awaitsProcessor = (call: Call, response: SimResponse): boolean =>
     call.method === "POST" && commandPath.test(call.path) && awaitedMoney.test(response.body)
 
-  const untilProcessorAnswered = <A>(call: Call, polls: number, finish: (response: SimResponse | null) => A): Effect.Effect<A> =>
+  const untilProcessorAnswered = <A>(
+    call: Call,
+    polls: number,
+    finish: (response: SimResponse | null) => A
+  ): Effect.Effect<A> =>
     polls >= maximumAttempts
       ? Effect.succeed(finish(null))
       : Effect.andThen(
         backoff(5_000 + prng.int(0, 1_000)),
         // Sent when it runs, after the wait (`send` is eager: built now, it would go to the instance running now).
         Effect.suspend(() =>
-          Effect.flatMap(send({ merchant: call.merchant, method: "GET", path: call.path.slice(0, call.path.lastIndexOf("/")), body: null }), (read) =>
-            read !== null && read.status === 200 && !awaitedMoney.test(read.body)
-              ? Effect.succeed(finish(read))
-              : untilProcessorAnswered(call, polls + 1, finish)))
+          Effect.flatMap(
+            send({
+              merchant: call.merchant,
+              method: "GET",
+              path: call.path.slice(0, call.path.lastIndexOf("/")),
+              body: null
+            }),
+            (read) =>
+              read !== null && read.status === 200 && !awaitedMoney.test(read.body)
+                ? Effect.succeed(finish(read))
+                : untilProcessorAnswered(call, polls + 1, finish)
+          )
+        )
       )
 
   /** The next attempt, sent when it runs (after a wait). */
@@ -242,12 +301,17 @@ export const makeClient = <R, P>({ service, auditor, trace, stats, prng, backoff
             // The other request's answer, handled when it arrives.
             const rest = Effect.flatMap(awaitEither(other, null), (pending) => {
               const answer = answerOf(pending)
-              const last = firstIsA ? answered(b, 0, generationB, answer, final) : answered(a, 0, generationA, answer, final)
+              const last = firstIsA
+                ? answered(b, 0, generationB, answer, final)
+                : answered(a, 0, generationA, answer, final)
               return last === answer ? Effect.succeed(answer) : last as Effect.Effect<SimResponse | null>
             })
             // The first answer final (the common case): the pair in request order in one step.
             if (next === answerOfFirst) {
-              return Effect.map(rest, (last): [SimResponse | null, SimResponse | null] => (firstIsA ? [next, last] : [last, next]))
+              return Effect.map(
+                rest,
+                (last): [SimResponse | null, SimResponse | null] => (firstIsA ? [next, last] : [last, next])
+              )
             }
             const both = Effect.all([next as Effect.Effect<SimResponse | null>, rest], { concurrency: 2 })
             return Effect.map(both, ([x, y]): [SimResponse | null, SimResponse | null] => (firstIsA ? [x, y] : [y, x]))

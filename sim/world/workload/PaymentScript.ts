@@ -1,10 +1,10 @@
 import { Effect } from "effect"
+import { isoAt } from "../../../src/platform/IsoTime.ts"
 import type { Auditor } from "../../checks/Auditor.ts"
 import type { WorkloadMix } from "../../engine/Options.ts"
 import type { Prng } from "../../engine/Prng.ts"
-import type { SimResponse } from "../Http.ts"
-import { isoAt } from "../../../src/platform/IsoTime.ts"
 import { type AmountHistory, type BoundaryPlan, boundaryTargets, planBoundary } from "../Boundary.ts"
+import type { SimResponse } from "../Http.ts"
 import { type Call, type makeClient, noHeaders, type ReplayOwner } from "./Client.ts"
 import type { Known, Reading } from "./Reading.ts"
 import type { Expectation, KeyWay, Merchant, Pace, Transaction, WorkloadHooks, WorkloadStats } from "./Types.ts"
@@ -111,7 +111,13 @@ function* planCreate(ctx: ScriptWorld, merchant: Merchant, n: number) {
     const first = prng.int(0, distinctCurrencies.length - 1)
     const firstBrand = prng.int(0, distinctBrands.length - 1)
     const nowMs = yield* Effect.clockWith((c) => c.currentTimeMillis)
-    boundary = planBoundary(target, rotated(distinctCurrencies, first), rotated(distinctBrands, firstBrand), (c) => historyOf(ctx, merchant.index, c), isoAt(nowMs))
+    boundary = planBoundary(
+      target,
+      rotated(distinctCurrencies, first),
+      rotated(distinctBrands, firstBrand),
+      (c) => historyOf(ctx, merchant.index, c),
+      isoAt(nowMs)
+    )
     if (boundary !== null) {
       stats.boundaryPlanned++
       token = `tok_edge_${merchant.index}_${n}`
@@ -130,7 +136,9 @@ function* planCreate(ctx: ScriptWorld, merchant: Merchant, n: number) {
     const brand = plannedBoundary?.cardBrand ?? drawn
     return `{"transaction":{"amount_cents":${amountCents},"currency":"${currency}","card_token":"${token}","card_last_four":"${lastFour}","card_brand":"${brand}",${
       manual ? `"capture_method":"manual",` : ""
-    }${keyInBody ? `"idempotency_key":"${key}",` : ""}"metadata":{"order":"order-${n}"${plannedBoundary?.countryMismatch === true ? `,"ip_country":"US","card_country":"GB"` : ""}}}}`
+    }${keyInBody ? `"idempotency_key":"${key}",` : ""}"metadata":{"order":"order-${n}"${
+      plannedBoundary?.countryMismatch === true ? `,"ip_country":"US","card_country":"GB"` : ""
+    }}}}`
   }
   return { manual, currency, amount, key, way, boundary: plannedBoundary, fields }
 }
@@ -159,10 +167,21 @@ function* create(ctx: ScriptWorld, merchant: Merchant, n: number) {
     if (way === "different") {
       // Two different keys: refused whole (CONTRACT section 5), nothing created; the client
       // then sends the create again with the field alone.
-      const refused = yield* send({ merchant, method: "POST", path, body, headers: { "x-idempotency-key": `${key}-header` } })
+      const refused = yield* send({
+        merchant,
+        method: "POST",
+        path,
+        body,
+        headers: { "x-idempotency-key": `${key}-header` }
+      })
       const error = errorOf(refused) as { code?: string; param?: string } | undefined
-      expect(refused === null || (refused.status === 422 && error?.code === "validation_failed" && error.param === "transaction.idempotency_key"),
-        () => `create with header key ${key}-header and body key ${key}`, refused)
+      expect(
+        refused === null ||
+          (refused.status === 422 && error?.code === "validation_failed" &&
+            error.param === "transaction.idempotency_key"),
+        () => `create with header key ${key}-header and body key ${key}`,
+        refused
+      )
     }
   }
   let response: SimResponse | null
@@ -179,7 +198,11 @@ function* create(ctx: ScriptWorld, merchant: Merchant, n: number) {
       : first !== null && second.status === first.status && second.body === first.body
       ? (a === null ? null : checkedTransaction(a))
       : parseTransaction(second)
-    auditor.check(a === null || b === null || a.id === b.id, "one-transaction-per-key", () => `duplicate creates with key ${key} gave ${a?.id} and ${b?.id}`)
+    auditor.check(
+      a === null || b === null || a.id === b.id,
+      "one-transaction-per-key",
+      () => `duplicate creates with key ${key} gave ${a?.id} and ${b?.id}`
+    )
   } else {
     response = yield* send(create)
   }
@@ -189,11 +212,20 @@ function* create(ctx: ScriptWorld, merchant: Merchant, n: number) {
     return null
   }
   expect(response.status === 201, () => `create ${key ?? "(no key)"}`, response)
-  let transaction: Transaction | null = parsed === undefined ? parseTransaction(response) : parsed === null ? null : checkedTransaction(parsed)
+  let transaction: Transaction | null = parsed === undefined
+    ? parseTransaction(response)
+    : parsed === null
+    ? null
+    : checkedTransaction(parsed)
   if (transaction === null) return null
   remember(ctx, merchant.index, currency, amount)
   const known: Known = { body: response.body, transaction }
-  const expectation: Expectation = { paymentId: transaction.id, capturedCents: null, refundedCents: 0, uncertain: false }
+  const expectation: Expectation = {
+    paymentId: transaction.id,
+    capturedCents: null,
+    refundedCents: 0,
+    uncertain: false
+  }
   expectations.push(expectation)
   scriptPayments.set(n, transaction.id)
   // Two answers at most (racing requests): no list of them made for the look.
@@ -224,13 +256,19 @@ function* reviewHeld(ctx: ScriptWorld, s: Story) {
     const decision = prng.chance(0.7) ? "false_positive" : "confirmed_fraud"
     const fraudCaseId = s.transaction.fraud_case_id
     const reviewed = yield* send({
-      merchant, method: "POST", path: `/api/v1/fraud/cases/${fraudCaseId}/review`,
-      body: JSON.stringify({ status: decision }), key: `review-${n}`, replays
+      merchant,
+      method: "POST",
+      path: `/api/v1/fraud/cases/${fraudCaseId}/review`,
+      body: JSON.stringify({ status: decision }),
+      key: `review-${n}`,
+      replays
     })
     expect(reviewed?.status === 200, () => `review ${fraudCaseId}`, reviewed)
     yield* think(1_000)
     s.transaction = (yield* get(ctx, merchant, id, known)) ?? s.transaction
-    if (decision === "confirmed_fraud") expect(s.transaction.status === "blocked", () => `confirmed fraud on ${id}`, null)
+    if (decision === "confirmed_fraud") {
+      expect(s.transaction.status === "blocked", () => `confirmed fraud on ${id}`, null)
+    }
   }
   if (s.transaction.status === "captured") expectation.capturedCents = s.transaction.amount_cents
 }
@@ -244,25 +282,47 @@ function* captureOrVoid(ctx: ScriptWorld, s: Story) {
     yield* think(prng.exponential(30 * 60_000))
     if (prng.chance(mix.racingOperations)) {
       const [captured, voided] = yield* sendBoth(
-        { merchant, method: "POST", path: `/api/v1/transactions/${id}/capture`, body: "{}", key: `capture-${n}`, replays },
+        {
+          merchant,
+          method: "POST",
+          path: `/api/v1/transactions/${id}/capture`,
+          body: "{}",
+          key: `capture-${n}`,
+          replays
+        },
         { merchant, method: "POST", path: `/api/v1/transactions/${id}/void`, body: "{}", key: `void-${n}`, replays }
       )
       unanswered(captured, voided)
       const wins = (captured?.status === 200 ? 1 : 0) + (voided?.status === 200 ? 1 : 0)
-      expect(wins === 1 || (captured?.status === 409 && voided?.status === 409), () => `racing capture and void of ${id} (one wins)`, captured)
+      expect(
+        wins === 1 || (captured?.status === 409 && voided?.status === 409),
+        () => `racing capture and void of ${id} (one wins)`,
+        captured
+      )
       if (captured?.status === 200) expectation.capturedCents = s.transaction.amount_cents
       if (captured !== null && captured.status === 200) s.transaction = parseKnown(captured, known) ?? s.transaction
     } else {
       const action = prng.weighted({ full: 50, partial: 25, void: 25 })
       if (action === "void") {
-        const voided = yield* send({ merchant, method: "POST", path: `/api/v1/transactions/${id}/void`, body: "{}", key: `void-${n}`, replays })
+        const voided = yield* send({
+          merchant,
+          method: "POST",
+          path: `/api/v1/transactions/${id}/void`,
+          body: "{}",
+          key: `void-${n}`,
+          replays
+        })
         unanswered(voided)
         expect(voided?.status === 200 || voided?.status === 409, () => `void ${id}`, voided)
       } else {
         const amountCents = action === "full" ? s.transaction.amount_cents : prng.int(1, s.transaction.amount_cents)
         const captured = yield* send({
-          merchant, method: "POST", path: `/api/v1/transactions/${id}/capture`,
-          body: action === "full" ? "{}" : JSON.stringify({ amount_cents: amountCents }), key: `capture-${n}`, replays
+          merchant,
+          method: "POST",
+          path: `/api/v1/transactions/${id}/capture`,
+          body: action === "full" ? "{}" : JSON.stringify({ amount_cents: amountCents }),
+          key: `capture-${n}`,
+          replays
         })
         unanswered(captured)
         expect(captured?.status === 200 || captured?.status === 409, () => `capture ${id}`, captured)
@@ -286,14 +346,26 @@ function* disputeDuringScript(ctx: ScriptWorld, s: Story) {
   const { merchant, n, id, replays, known, expectation, unanswered } = s
   const disputeNow = hooks.disputeNow
   let disputed = false
-  if (disputeNow !== null && (s.transaction.status === "captured" || s.transaction.status === "settled") && prng.chance(mix.disputeDuringScript ?? 0)) {
-    yield* think(Math.max(0, Math.min(prng.exponential(20 * 60_000), horizonEndMs - (yield* Effect.clockWith((c) => c.currentTimeMillis)))))
+  if (
+    disputeNow !== null && (s.transaction.status === "captured" || s.transaction.status === "settled") &&
+    prng.chance(mix.disputeDuringScript ?? 0)
+  ) {
+    yield* think(
+      Math.max(
+        0,
+        Math.min(prng.exponential(20 * 60_000), horizonEndMs - (yield* Effect.clockWith((c) => c.currentTimeMillis)))
+      )
+    )
     s.transaction = (yield* get(ctx, merchant, id, known)) ?? s.transaction
     const before: number = s.transaction.captured_amount_cents - s.transaction.refunded_amount_cents
     if (prng.chance(0.5) && before > 1 && (s.transaction.status === "captured" || s.transaction.status === "settled")) {
       const amountCents = prng.int(1, before - 1)
       const refunded: SimResponse | null = yield* send({
-        merchant, method: "POST", path: `/api/v1/transactions/${id}/refund`, key: `refund-${n}-before-dispute`, replays,
+        merchant,
+        method: "POST",
+        path: `/api/v1/transactions/${id}/refund`,
+        key: `refund-${n}-before-dispute`,
+        replays,
         body: JSON.stringify({ amount_cents: amountCents })
       })
       unanswered(refunded)
@@ -317,10 +389,19 @@ function* disputeDuringScript(ctx: ScriptWorld, s: Story) {
         // A captured payment cannot be captured or voided, disputed or not.
         for (const operation of ["capture", "void"] as const) {
           const answer: SimResponse | null = yield* send({
-            merchant, method: "POST", path: `/api/v1/transactions/${id}/${operation}`, body: "{}", key: `${operation}-${n}-disputed`, replays
+            merchant,
+            method: "POST",
+            path: `/api/v1/transactions/${id}/${operation}`,
+            body: "{}",
+            key: `${operation}-${n}-disputed`,
+            replays
           })
           unanswered(answer)
-          expect(answer === null || (answer.status === 409 && errorCode(answer) === "invalid_state"), () => `${operation} of ${id} while disputed`, answer)
+          expect(
+            answer === null || (answer.status === 409 && errorCode(answer) === "invalid_state"),
+            () => `${operation} of ${id} while disputed`,
+            answer
+          )
         }
         // A refund takes at most what the dispute leaves; above that it is refused while the
         // dispute is open (409), and judged by its outcome once it was resolved meanwhile.
@@ -329,7 +410,11 @@ function* disputeDuringScript(ctx: ScriptWorld, s: Story) {
         const within = free > 0 && prng.chance(0.5)
         const amountCents = within ? prng.int(1, free) : prng.int(Math.max(1, free + 1), rest)
         const refund: SimResponse | null = yield* send({
-          merchant, method: "POST", path: `/api/v1/transactions/${id}/refund`, key: `refund-${n}-disputed`, replays,
+          merchant,
+          method: "POST",
+          path: `/api/v1/transactions/${id}/refund`,
+          key: `refund-${n}-disputed`,
+          replays,
           body: JSON.stringify({ amount_cents: amountCents })
         })
         unanswered(refund)
@@ -337,12 +422,21 @@ function* disputeDuringScript(ctx: ScriptWorld, s: Story) {
           expectation.refundedCents += amountCents
           s.transaction = parseKnown(refund, known) ?? s.transaction
         }
-        if (within) expect(refund === null || refund.status === 200, () => `refund ${amountCents} of ${id}, ${free} not disputed`, refund)
-        else if (refund !== null && refund.status !== 409) {
+        if (within) {
+          expect(
+            refund === null || refund.status === 200,
+            () => `refund ${amountCents} of ${id}, ${free} not disputed`,
+            refund
+          )
+        } else if (refund !== null && refund.status !== 409) {
           const now = (yield* get(ctx, merchant, id, known)) ?? s.transaction
           const outcome = now.dispute?.status
-          expect(outcome === "won" ? refund.status === 200 : outcome === "lost" && refund.status === 422,
-            () => `refund ${amountCents} of ${id} with ${dispute.amount_cents} of ${rest} disputed (dispute now ${outcome})`, refund)
+          expect(
+            outcome === "won" ? refund.status === 200 : outcome === "lost" && refund.status === 422,
+            () =>
+              `refund ${amountCents} of ${id} with ${dispute.amount_cents} of ${rest} disputed (dispute now ${outcome})`,
+            refund
+          )
         }
       }
       if (resolveInScript && resolveDisputeNow !== null) {
@@ -368,13 +462,30 @@ function* refunds(ctx: ScriptWorld, s: Story) {
       const remainder: number = s.transaction.captured_amount_cents - s.transaction.refunded_amount_cents
       if (remainder <= 0 || (s.transaction.status !== "captured" && s.transaction.status !== "settled")) break
       const path = `/api/v1/transactions/${id}/refund`
-      const kind = prng.chance(mix.overRefund) ? "over" : prng.chance(mix.racingOperations) ? "race" : prng.weighted({ partial: 60, full: 40 })
+      const kind = prng.chance(mix.overRefund)
+        ? "over"
+        : prng.chance(mix.racingOperations)
+        ? "race"
+        : prng.weighted({ partial: 60, full: 40 })
       if (kind === "over") {
         const over: number = remainder + prng.int(1, 5_000)
-        const refused: SimResponse | null = yield* send({ merchant, method: "POST", path, body: JSON.stringify({ amount_cents: over }), key: `refund-${n}-${r}`, replays })
+        const refused: SimResponse | null = yield* send({
+          merchant,
+          method: "POST",
+          path,
+          body: JSON.stringify({ amount_cents: over }),
+          key: `refund-${n}-${r}`,
+          replays
+        })
         unanswered(refused)
-        auditor.check(refused?.status === 422, "refund-above-remainder-refused", () =>
-          `refund of ${over} on ${id} with ${remainder} left answered ${refused?.status} ${refused?.body.slice(0, 300)}`)
+        auditor.check(
+          refused?.status === 422,
+          "refund-above-remainder-refused",
+          () =>
+            `refund of ${over} on ${id} with ${remainder} left answered ${refused?.status} ${
+              refused?.body.slice(0, 300)
+            }`
+        )
         if (refused?.status === 200) {
           expectation.refundedCents += over
           s.transaction = parseKnown(refused, known) ?? s.transaction
@@ -388,13 +499,21 @@ function* refunds(ctx: ScriptWorld, s: Story) {
         )
         unanswered(first, second)
         const accepted = (first?.status === 200 ? 1 : 0) + (second?.status === 200 ? 1 : 0)
-        auditor.check(accepted * each <= remainder, "refunds-within-capture", () => `racing refunds on ${id}: ${accepted} × ${each} accepted with ${remainder} left`)
+        auditor.check(
+          accepted * each <= remainder,
+          "refunds-within-capture",
+          () => `racing refunds on ${id}: ${accepted} × ${each} accepted with ${remainder} left`
+        )
         expectation.refundedCents += accepted * each
         s.transaction = (yield* get(ctx, merchant, id, known)) ?? s.transaction
       } else {
         const amountCents: number = kind === "full" || remainder === 1 ? remainder : prng.int(1, remainder - 1)
         const refunded: SimResponse | null = yield* send({
-          merchant, method: "POST", path, key: `refund-${n}-${r}`, replays,
+          merchant,
+          method: "POST",
+          path,
+          key: `refund-${n}-${r}`,
+          replays,
           body: kind === "full" ? "{}" : JSON.stringify({ amount_cents: amountCents })
         })
         unanswered(refunded)
@@ -431,7 +550,11 @@ const refundAfterDispute = (ctx: ScriptWorld, s: Story, outcome: "won" | "lost")
     if (outcome === "lost") stats.refundsAfterLostDispute++
     else stats.refundsAfterWonDispute++
     const refund: SimResponse | null = yield* send({
-      merchant, method: "POST", path: `/api/v1/transactions/${id}/refund`, key: `refund-${n}-after-dispute`, replays,
+      merchant,
+      method: "POST",
+      path: `/api/v1/transactions/${id}/refund`,
+      key: `refund-${n}-after-dispute`,
+      replays,
       body: whole ? "{}" : JSON.stringify({ amount_cents: amountCents })
     })
     if (refund === null) expectation.uncertain = true
@@ -439,13 +562,20 @@ const refundAfterDispute = (ctx: ScriptWorld, s: Story, outcome: "won" | "lost")
       expectation.refundedCents += amountCents
       transaction = parseKnown(refund, known) ?? transaction
     }
-    expect(refund === null || refund.status === (above ? 422 : 200),
-      () => `refund ${amountCents} of ${id} after a ${outcome} dispute (${unrefunded} not refunded, ${chargedBack} charged back)`, refund)
+    expect(
+      refund === null || refund.status === (above ? 422 : 200),
+      () =>
+        `refund ${amountCents} of ${id} after a ${outcome} dispute (${unrefunded} not refunded, ${chargedBack} charged back)`,
+      refund
+    )
     return transaction
   })
 
 const get = (ctx: ScriptWorld, merchant: Merchant, id: string, known: Known) =>
-  ctx.send({ merchant, method: "GET", path: `/api/v1/transactions/${id}`, body: null }, (r) => (r === null ? null : ctx.reading.parseKnown(r, known)))
+  ctx.send(
+    { merchant, method: "GET", path: `/api/v1/transactions/${id}`, body: null },
+    (r) => (r === null ? null : ctx.reading.parseKnown(r, known))
+  )
 
 /** Polls until the automatic flow has done what it can (no longer pending or mid-flow). */
 const settleFlow = (ctx: ScriptWorld, merchant: Merchant, known: Known) =>

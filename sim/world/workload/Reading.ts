@@ -37,7 +37,9 @@ export const makeReading = (auditor: Auditor) => {
       fraud_case_id: parsed.fraud_case_id,
       fraud_score: parsed.fraud_score,
       failure_code: parsed.failure_code,
-      dispute: parsed.dispute === null || parsed.dispute === undefined ? null : { status: parsed.dispute.status, amount_cents: parsed.dispute.amount_cents }
+      dispute: parsed.dispute === null || parsed.dispute === undefined
+        ? null
+        : { status: parsed.dispute.status, amount_cents: parsed.dispute.amount_cents }
     })
   }
   /** The amount laws of a transaction just read (every answer's, whether parsed or known). */
@@ -69,7 +71,14 @@ export const makeReading = (auditor: Auditor) => {
 
   /** `what` names the request, written out only when the check fails (no text built a passing answer). */
   const expect = (condition: boolean, what: () => string, response: SimResponse | null) =>
-    auditor.check(condition, "expected-answer", condition ? passed : () => `${what()}: got ${response === null ? "no answer" : `${response.status} ${response.body.slice(0, 300)}`}`)
+    auditor.check(
+      condition,
+      "expected-answer",
+      condition
+        ? passed
+        : () =>
+          `${what()}: got ${response === null ? "no answer" : `${response.status} ${response.body.slice(0, 300)}`}`
+    )
 
   const parseKnown = (response: SimResponse, known: Known): Transaction | null => {
     if (response.status < 200 || response.status >= 300) return null

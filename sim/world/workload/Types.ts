@@ -1,5 +1,5 @@
-import type { HttpMethod } from "effect/http"
 import type { Effect } from "effect"
+import type { HttpMethod } from "effect/http"
 import type { SimResponse } from "../Http.ts"
 
 /**
@@ -93,7 +93,13 @@ export type KeyWay = "header" | "body" | "both" | "different"
  */
 export interface ClientPort<R, P> {
   /** A request with the merchant's key (`apiKey`), a JSON body (null: none) and extra headers (lower-case names). */
-  request(method: HttpMethod.HttpMethod, path: string, apiKey: string | null, body: string | null, headers: Readonly<Record<string, string>>): R
+  request(
+    method: HttpMethod.HttpMethod,
+    path: string,
+    apiKey: string | null,
+    body: string | null,
+    headers: Readonly<Record<string, string>>
+  ): R
   /** Sends it now and goes on with `then` of its answer: null when the connection was refused, reset or timed out. */
   send<A>(request: R, then: (response: SimResponse | null) => Effect.Effect<A>): Effect.Effect<A>
   /** Sends it now, its answer awaited later (`awaitEither`, then `answerOf`). */

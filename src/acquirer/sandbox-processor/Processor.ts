@@ -100,8 +100,20 @@ export interface StripeEvent {
 
 /** A card test PaymentMethod's behaviour: approved with a Radar score, or declined. */
 type CardBehaviour =
-  | { readonly approve: true; readonly riskScore: number; readonly riskLevel: string; readonly dispute?: true; readonly refundFails?: true }
-  | { readonly approve: false; readonly code: string; readonly declineCode: string; readonly message: string; readonly riskScore: number }
+  | {
+    readonly approve: true
+    readonly riskScore: number
+    readonly riskLevel: string
+    readonly dispute?: true
+    readonly refundFails?: true
+  }
+  | {
+    readonly approve: false
+    readonly code: string
+    readonly declineCode: string
+    readonly message: string
+    readonly riskScore: number
+  }
 
 const normal = { approve: true, riskScore: 5, riskLevel: "normal" } as const
 export const testPaymentMethods: Readonly<Record<string, CardBehaviour>> = {
@@ -115,7 +127,13 @@ export const testPaymentMethods: Readonly<Record<string, CardBehaviour>> = {
   // Approved with Radar's verdict, as Stripe does with its default block rule turned off: the
   // service screens with its own model (src/acquirer/Stripe.ts, riskSignalOf).
   pm_card_riskLevelHighest: { approve: true, riskScore: 95, riskLevel: "highest" },
-  pm_card_chargeDeclined: { approve: false, code: "card_declined", declineCode: "generic_decline", message: "Your card was declined.", riskScore: 20 },
+  pm_card_chargeDeclined: {
+    approve: false,
+    code: "card_declined",
+    declineCode: "generic_decline",
+    message: "Your card was declined.",
+    riskScore: 20
+  },
   pm_card_chargeDeclinedInsufficientFunds: {
     approve: false,
     code: "card_declined",
@@ -123,7 +141,13 @@ export const testPaymentMethods: Readonly<Record<string, CardBehaviour>> = {
     message: "Your card has insufficient funds.",
     riskScore: 20
   },
-  pm_card_chargeDeclinedExpiredCard: { approve: false, code: "expired_card", declineCode: "expired_card", message: "Your card has expired.", riskScore: 20 }
+  pm_card_chargeDeclinedExpiredCard: {
+    approve: false,
+    code: "expired_card",
+    declineCode: "expired_card",
+    message: "Your card has expired.",
+    riskScore: 20
+  }
 }
 
 // Form bodies -----------------------------------------------------------------------------------
@@ -229,7 +253,12 @@ export const makeProcessor = (options: ProcessorOptions = {}) => {
     created: dispute.created,
     currency: intents.get(dispute.intentId)?.currency ?? "usd",
     evidence: {},
-    evidence_details: { due_by: dispute.created + 7 * 86_400, has_evidence: false, past_due: false, submission_count: 0 },
+    evidence_details: {
+      due_by: dispute.created + 7 * 86_400,
+      has_evidence: false,
+      past_due: false,
+      submission_count: 0
+    },
     is_charge_refundable: false,
     livemode: false,
     metadata: {},
@@ -243,12 +272,39 @@ export const makeProcessor = (options: ProcessorOptions = {}) => {
   const create = (form: Json): { status: number; body: Json } => {
     const amount = Number(form.amount)
     const currency = typeof form.currency === "string" ? form.currency : ""
-    if (!Number.isSafeInteger(amount) || amount < 1) return { status: 400, body: { error: { type: "invalid_request_error", code: "parameter_invalid_integer", param: "amount", message: "Invalid integer" } } }
-    if (!/^[a-z]{3}$/.test(currency)) return { status: 400, body: { error: { type: "invalid_request_error", param: "currency", message: "Invalid currency" } } }
+    if (!Number.isSafeInteger(amount) || amount < 1) {
+      return {
+        status: 400,
+        body: {
+          error: {
+            type: "invalid_request_error",
+            code: "parameter_invalid_integer",
+            param: "amount",
+            message: "Invalid integer"
+          }
+        }
+      }
+    }
+    if (!/^[a-z]{3}$/.test(currency)) {
+      return {
+        status: 400,
+        body: { error: { type: "invalid_request_error", param: "currency", message: "Invalid currency" } }
+      }
+    }
     const paymentMethod = String(form.payment_method ?? "")
     const behaviour = testPaymentMethods[paymentMethod]
     if (behaviour === undefined) {
-      return { status: 400, body: { error: { type: "invalid_request_error", code: "resource_missing", param: "payment_method", message: `No such PaymentMethod: '${paymentMethod}'` } } }
+      return {
+        status: 400,
+        body: {
+          error: {
+            type: "invalid_request_error",
+            code: "resource_missing",
+            param: "payment_method",
+            message: `No such PaymentMethod: '${paymentMethod}'`
+          }
+        }
+      }
     }
     const captureMethod = String(form.capture_method ?? "automatic")
     const intent: Intent = {
@@ -274,8 +330,16 @@ export const makeProcessor = (options: ProcessorOptions = {}) => {
       created: seconds(),
       outcome: {
         type: behaviour.approve ? "authorized" : behaviour.declineCode === "fraudulent" ? "blocked" : "issuer_declined",
-        network_status: behaviour.approve ? "approved_by_network" : behaviour.declineCode === "fraudulent" ? "not_sent_to_network" : "declined_by_network",
-        reason: behaviour.approve ? null : behaviour.declineCode === "fraudulent" ? "highest_risk_level" : behaviour.declineCode,
+        network_status: behaviour.approve
+          ? "approved_by_network"
+          : behaviour.declineCode === "fraudulent"
+          ? "not_sent_to_network"
+          : "declined_by_network",
+        reason: behaviour.approve
+          ? null
+          : behaviour.declineCode === "fraudulent"
+          ? "highest_risk_level"
+          : behaviour.declineCode,
         risk_level: behaviour.approve ? behaviour.riskLevel : "highest",
         risk_score: behaviour.riskScore,
         seller_message: behaviour.approve ? "Payment complete." : "The bank declined the payment."
@@ -291,8 +355,17 @@ export const makeProcessor = (options: ProcessorOptions = {}) => {
     const expand = Array.isArray(form.expand) && form.expand.includes("latest_charge")
     if (!behaviour.approve) {
       intent.status = "requires_payment_method"
-      intent.lastPaymentError = { type: "card_error", code: behaviour.code, decline_code: behaviour.declineCode, message: behaviour.message, charge: charge.id }
-      return { status: 402, body: { error: { ...intent.lastPaymentError, payment_intent: intentJson(intent, expand) } } }
+      intent.lastPaymentError = {
+        type: "card_error",
+        code: behaviour.code,
+        decline_code: behaviour.declineCode,
+        message: behaviour.message,
+        charge: charge.id
+      }
+      return {
+        status: 402,
+        body: { error: { ...intent.lastPaymentError, payment_intent: intentJson(intent, expand) } }
+      }
     }
     if (captureMethod === "manual") {
       intent.status = "requires_capture"
@@ -336,17 +409,31 @@ export const makeProcessor = (options: ProcessorOptions = {}) => {
     if (!Number.isSafeInteger(amount) || amount < 1 || amount > intent.amountCapturable) {
       return {
         status: 400,
-        body: { error: { type: "invalid_request_error", code: "amount_too_large", param: "amount_to_capture", message: `The amount to capture must be at most ${intent.amountCapturable}.` } }
+        body: {
+          error: {
+            type: "invalid_request_error",
+            code: "amount_too_large",
+            param: "amount_to_capture",
+            message: `The amount to capture must be at most ${intent.amountCapturable}.`
+          }
+        }
       }
     }
     settleCapture(intent, amount)
-    return { status: 200, body: intentJson(intent, Array.isArray(form.expand) && form.expand.includes("latest_charge")) }
+    return {
+      status: 200,
+      body: intentJson(intent, Array.isArray(form.expand) && form.expand.includes("latest_charge"))
+    }
   }
 
   const cancel = (intentId: string) => {
     const intent = intents.get(intentId)
     if (intent === undefined) return missing("payment_intent", intentId)
-    if (!["requires_capture", "requires_payment_method", "requires_confirmation", "requires_action"].includes(intent.status)) {
+    if (
+      !["requires_capture", "requires_payment_method", "requires_confirmation", "requires_action"].includes(
+        intent.status
+      )
+    ) {
       return unexpectedState(intent, "canceled")
     }
     intent.status = "canceled"
@@ -360,13 +447,43 @@ export const makeProcessor = (options: ProcessorOptions = {}) => {
     const intent = intents.get(intentId)
     if (intent === undefined) return missing("payment_intent", intentId)
     if (intent.status !== "succeeded" || intent.charge === null) {
-      return { status: 400, body: { error: { type: "invalid_request_error", code: "charge_not_captured", message: "This PaymentIntent has no captured charge to refund." } } }
+      return {
+        status: 400,
+        body: {
+          error: {
+            type: "invalid_request_error",
+            code: "charge_not_captured",
+            message: "This PaymentIntent has no captured charge to refund."
+          }
+        }
+      }
     }
     const remaining = intent.charge.amountCaptured - intent.charge.amountRefunded
     const amount = form.amount === undefined ? remaining : Number(form.amount)
-    if (remaining === 0) return { status: 400, body: { error: { type: "invalid_request_error", code: "charge_already_refunded", message: "Charge has already been refunded." } } }
+    if (remaining === 0) {
+      return {
+        status: 400,
+        body: {
+          error: {
+            type: "invalid_request_error",
+            code: "charge_already_refunded",
+            message: "Charge has already been refunded."
+          }
+        }
+      }
+    }
     if (!Number.isSafeInteger(amount) || amount < 1 || amount > remaining) {
-      return { status: 400, body: { error: { type: "invalid_request_error", code: "amount_too_large", param: "amount", message: `Refund amount must be at most ${remaining}.` } } }
+      return {
+        status: 400,
+        body: {
+          error: {
+            type: "invalid_request_error",
+            code: "amount_too_large",
+            param: "amount",
+            message: `Refund amount must be at most ${remaining}.`
+          }
+        }
+      }
     }
     intent.charge.amountRefunded += amount
     const body = {
@@ -381,7 +498,9 @@ export const makeProcessor = (options: ProcessorOptions = {}) => {
       status: "succeeded"
     }
     const card = testPaymentMethods[intent.paymentMethod]
-    if (card?.approve === true && card.refundFails === true) failingRefunds.push({ refund: body, intent, createdMs: now() })
+    if (card?.approve === true && card.refundFails === true) {
+      failingRefunds.push({ refund: body, intent, createdMs: now() })
+    }
     return { status: 200, body }
   }
 
@@ -414,11 +533,17 @@ export const makeProcessor = (options: ProcessorOptions = {}) => {
   /** Only `metadata['key']:'value'`, the one query the connector asks. */
   const search = (url: URL) => {
     const match = /^metadata\['([^']+)'\]:'([^']*)'$/.exec(url.searchParams.get("query") ?? "")
-    if (match === null) return HttpResponse.json({ error: { type: "invalid_request_error", message: "Unsupported search query" } }, { status: 400 })
+    if (match === null) {
+      return HttpResponse.json({ error: { type: "invalid_request_error", message: "Unsupported search query" } }, {
+        status: 400
+      })
+    }
     const [, key, value] = match
     const visibleBefore = (now() - faults.searchLagMs) / 1000
     const expand = url.searchParams.getAll("expand[]").includes("data.latest_charge")
-    const found = [...intents.values()].filter((intent) => intent.metadata[key!] === value && intent.created <= visibleBefore)
+    const found = [...intents.values()].filter((intent) =>
+      intent.metadata[key!] === value && intent.created <= visibleBefore
+    )
     return HttpResponse.json({
       object: "search_result",
       url: "/v1/payment_intents/search",
@@ -479,7 +604,8 @@ export const makeProcessor = (options: ProcessorOptions = {}) => {
 
   const authorized = (request: Request) => {
     const match = /^Bearer (\S+)$/.exec(request.headers.get("authorization") ?? "")
-    return match !== null && (options.secretKey === undefined ? match[1]!.startsWith("sk_") : match[1] === options.secretKey)
+    return match !== null &&
+      (options.secretKey === undefined ? match[1]!.startsWith("sk_") : match[1] === options.secretKey)
   }
   const unauthorized = () => stripeError(401, { type: "invalid_request_error", message: "Invalid API Key provided." })
 
@@ -492,24 +618,34 @@ export const makeProcessor = (options: ProcessorOptions = {}) => {
     if (!authorized(request)) return unauthorized()
     const text = await request.text()
     const key = request.headers.get("idempotency-key")
-    const fingerprint = `${request.method} ${new URL(request.url).pathname} ${[...new URLSearchParams(text)].map(([k, v]) => `${k}=${v}`).sort().join("&")}`
+    const fingerprint = `${request.method} ${new URL(request.url).pathname} ${
+      [...new URLSearchParams(text)].map(([k, v]) => `${k}=${v}`).sort().join("&")
+    }`
     if (key !== null) {
       const saved = idempotency.get(key)
       if (saved !== undefined && saved.fingerprint !== fingerprint) {
         return stripeError(400, {
           type: "idempotency_error",
-          message: `Keys for idempotent requests can only be used with the same parameters they were first used with. Try using a key other than '${key}' if you meant to execute a different request.`
+          message:
+            `Keys for idempotent requests can only be used with the same parameters they were first used with. Try using a key other than '${key}' if you meant to execute a different request.`
         })
       }
-      if (saved !== undefined) return HttpResponse.json(saved.body, { status: saved.status, headers: { "idempotent-replayed": "true" } })
+      if (saved !== undefined) {
+        return HttpResponse.json(saved.body, { status: saved.status, headers: { "idempotent-replayed": "true" } })
+      }
       if (running.has(key)) {
-        return stripeError(409, { type: "idempotency_error", message: "There is currently another in-progress request using this Idempotent Key." })
+        return stripeError(409, {
+          type: "idempotency_error",
+          message: "There is currently another in-progress request using this Idempotent Key."
+        })
       }
     }
     if (key !== null) running.add(key)
     try {
       if (faults.latencyMs > 0) await delay(faults.latencyMs)
-      if (random() < faults.errorRate) return stripeError(500, { type: "api_error", message: "An unknown error occurred (sandbox processor fault)." })
+      if (random() < faults.errorRate) {
+        return stripeError(500, { type: "api_error", message: "An unknown error occurred (sandbox processor fault)." })
+      }
       const answer = operation(decodeForm(text))
       if (key !== null) idempotency.set(key, { fingerprint, ...answer })
       if (random() < faults.lostAnswerRate) return HttpResponse.error()
@@ -528,10 +664,22 @@ export const makeProcessor = (options: ProcessorOptions = {}) => {
   const handlers: Array<RequestHandler> = [
     http.post(`${origin}/v1/payment_intents`, ({ request }) => mutation(request, create)()),
     http.get(`${origin}/v1/payment_intents`, ({ request }) => read(request, () => list(new URL(request.url)))()),
-    http.get(`${origin}/v1/payment_intents/search`, ({ request }) => read(request, () => search(new URL(request.url)))()),
-    http.get(`${origin}/v1/payment_intents/:intent`, ({ request, params }) => read(request, () => retrieve(String(params.intent), new URL(request.url)))()),
-    http.post(`${origin}/v1/payment_intents/:intent/capture`, ({ request, params }) => mutation(request, (form) => capture(String(params.intent), form))()),
-    http.post(`${origin}/v1/payment_intents/:intent/cancel`, ({ request, params }) => mutation(request, () => cancel(String(params.intent)))()),
+    http.get(
+      `${origin}/v1/payment_intents/search`,
+      ({ request }) => read(request, () => search(new URL(request.url)))()
+    ),
+    http.get(
+      `${origin}/v1/payment_intents/:intent`,
+      ({ request, params }) => read(request, () => retrieve(String(params.intent), new URL(request.url)))()
+    ),
+    http.post(
+      `${origin}/v1/payment_intents/:intent/capture`,
+      ({ request, params }) => mutation(request, (form) => capture(String(params.intent), form))()
+    ),
+    http.post(
+      `${origin}/v1/payment_intents/:intent/cancel`,
+      ({ request, params }) => mutation(request, () => cancel(String(params.intent)))()
+    ),
     http.post(`${origin}/v1/refunds`, ({ request }) => mutation(request, refund)())
   ]
 

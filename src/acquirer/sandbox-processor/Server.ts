@@ -62,7 +62,9 @@ export const parseFaults = (body: unknown): Partial<Faults> | string => {
   if (typeof body !== "object" || body === null) return "expected a JSON object"
   const faults: Record<string, number> = {}
   for (const [name, value] of Object.entries(body)) {
-    if (!(faultNames as ReadonlyArray<string>).includes(name)) return `unknown fault ${name} (known: ${faultNames.join(", ")})`
+    if (!(faultNames as ReadonlyArray<string>).includes(name)) {
+      return `unknown fault ${name} (known: ${faultNames.join(", ")})`
+    }
     const isRate = name.endsWith("Rate")
     if (typeof value !== "number" || value < 0 || (isRate && value > 1) || (!isRate && value > 600_000)) {
       return `${name} must be ${isRate ? "a number from 0 to 1" : "a number of milliseconds from 0 to 600000"}`
@@ -82,7 +84,10 @@ const sendWebhook = async (target: WebhookTarget, event: StripeEvent, log: (line
     try {
       const response = await fetch(target.url, {
         method: "POST",
-        headers: { "content-type": "application/json", "stripe-signature": stripeSignature(target.secret, Math.floor(Date.now() / 1000), body) },
+        headers: {
+          "content-type": "application/json",
+          "stripe-signature": stripeSignature(target.secret, Math.floor(Date.now() / 1000), body)
+        },
         body,
         signal: AbortSignal.timeout(10_000)
       })
@@ -90,7 +95,11 @@ const sendWebhook = async (target: WebhookTarget, event: StripeEvent, log: (line
       if (response.ok) return
       log(`webhook ${event.type} ${event.id}: ${target.url} answered ${response.status} (attempt ${attempt})`)
     } catch (error) {
-      log(`webhook ${event.type} ${event.id}: ${error instanceof Error ? error.message : String(error)} (attempt ${attempt})`)
+      log(
+        `webhook ${event.type} ${event.id}: ${
+          error instanceof Error ? error.message : String(error)
+        } (attempt ${attempt})`
+      )
     }
     await new Promise((resolve) => setTimeout(resolve, 1_000 * attempt))
   }
@@ -107,7 +116,9 @@ const admin = async (options: ServerOptions, request: IncomingMessage, response:
       return json(response, 400, { error: "the body is not JSON" })
     }
     const faults = parseFaults(body)
-    return typeof faults === "string" ? json(response, 400, { error: faults }) : json(response, 200, processor.setFaults(faults))
+    return typeof faults === "string"
+      ? json(response, 400, { error: faults })
+      : json(response, 200, processor.setFaults(faults))
   }
   if (path === "/__advance" && request.method === "POST") {
     processor.advance()
@@ -118,26 +129,34 @@ const admin = async (options: ServerOptions, request: IncomingMessage, response:
   return json(response, 404, { error: `no admin route ${request.method} ${path}` })
 }
 
-const serve = (options: ServerOptions, base: () => string) => async (request: IncomingMessage, response: ServerResponse) => {
-  const path = (request.url ?? "/").split("?")[0]!
-  if (path.startsWith("/__")) return admin(options, request, response, path)
-  const body = request.method === "GET" || request.method === "HEAD" ? undefined : await readBody(request)
-  const headers = new Headers()
-  for (const [name, value] of Object.entries(request.headers)) {
-    if (typeof value === "string") headers.set(name, value)
-    else if (Array.isArray(value)) for (const item of value) headers.append(name, item)
+const serve =
+  (options: ServerOptions, base: () => string) => async (request: IncomingMessage, response: ServerResponse) => {
+    const path = (request.url ?? "/").split("?")[0]!
+    if (path.startsWith("/__")) return admin(options, request, response, path)
+    const body = request.method === "GET" || request.method === "HEAD" ? undefined : await readBody(request)
+    const headers = new Headers()
+    for (const [name, value] of Object.entries(request.headers)) {
+      if (typeof value === "string") headers.set(name, value)
+      else if (Array.isArray(value)) { for (const item of value) headers.append(name, item) }
+    }
+    const mocked = await getResponse(
+      options.processor.handlers,
+      new Request(`${base()}${request.url ?? "/"}`, {
+        method: request.method ?? "GET",
+        headers,
+        ...(body === undefined ? {} : { body: new Uint8Array(body) })
+      })
+    )
+    if (mocked === undefined) {
+      return json(response, 404, {
+        error: { type: "invalid_request_error", message: `Unrecognized request URL (${request.method}: ${path}).` }
+      })
+    }
+    // A network error (the fault that loses an answer): the client sees its connection reset.
+    if (mocked.type === "error") return void request.socket.destroy()
+    response.writeHead(mocked.status, Object.fromEntries(mocked.headers))
+    response.end(Buffer.from(await mocked.arrayBuffer()))
   }
-  const mocked = await getResponse(options.processor.handlers, new Request(`${base()}${request.url ?? "/"}`, {
-    method: request.method ?? "GET",
-    headers,
-    ...(body === undefined ? {} : { body: new Uint8Array(body) })
-  }))
-  if (mocked === undefined) return json(response, 404, { error: { type: "invalid_request_error", message: `Unrecognized request URL (${request.method}: ${path}).` } })
-  // A network error (the fault that loses an answer): the client sees its connection reset.
-  if (mocked.type === "error") return void request.socket.destroy()
-  response.writeHead(mocked.status, Object.fromEntries(mocked.headers))
-  response.end(Buffer.from(await mocked.arrayBuffer()))
-}
 
 export const startProcessorServer = (options: ServerOptions): Promise<RunningProcessor> =>
   new Promise((resolve, reject) => {
@@ -148,8 +167,9 @@ export const startProcessorServer = (options: ServerOptions): Promise<RunningPro
     const server: Server = createServer((request, response) => {
       handle(request, response).catch((error) => {
         log(`sandbox processor: ${error instanceof Error ? error.message : String(error)}`)
-        if (!response.headersSent) json(response, 500, { error: { type: "api_error", message: "sandbox processor failure" } })
-        else response.destroy()
+        if (!response.headersSent) {
+          json(response, 500, { error: { type: "api_error", message: "sandbox processor failure" } })
+        } else response.destroy()
       })
     })
     const target = options.webhook
@@ -159,7 +179,9 @@ export const startProcessorServer = (options: ServerOptions): Promise<RunningPro
         for (let i = 0; i < copies; i++) void sendWebhook(target, event, log)
       })
     }
-    const tick = options.tickMs !== undefined && options.tickMs > 0 ? setInterval(() => options.processor.advance(), options.tickMs) : null
+    const tick = options.tickMs !== undefined && options.tickMs > 0
+      ? setInterval(() => options.processor.advance(), options.tickMs)
+      : null
     tick?.unref()
     server.on("error", reject)
     server.listen(options.port, "127.0.0.1", () => {

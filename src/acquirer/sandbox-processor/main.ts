@@ -55,9 +55,13 @@ const faultFlags = {
   duplicateRate: values["duplicate-rate"],
   searchLagMs: values["search-lag-ms"]
 }
-const faults = parseFaults(Object.fromEntries(Object.entries(faultFlags).filter(([, v]) => v !== undefined).map(([k, v]) => [k, Number(v)])))
+const faults = parseFaults(
+  Object.fromEntries(Object.entries(faultFlags).filter(([, v]) => v !== undefined).map(([k, v]) => [k, Number(v)]))
+)
 if (typeof faults === "string") fail(faults)
-if ((values["webhook-url"] === undefined) !== (values["webhook-secret"] === undefined)) fail("--webhook-url and --webhook-secret go together")
+if ((values["webhook-url"] === undefined) !== (values["webhook-secret"] === undefined)) {
+  fail("--webhook-url and --webhook-secret go together")
+}
 
 const processor = makeProcessor({
   ...(values["secret-key"] === undefined ? {} : { secretKey: values["secret-key"] }),
@@ -71,7 +75,9 @@ const running = await startProcessorServer({
   processor,
   port,
   tickMs: 1_000,
-  ...(values["webhook-url"] === undefined ? {} : { webhook: { url: values["webhook-url"], secret: values["webhook-secret"]! } })
+  ...(values["webhook-url"] === undefined
+    ? {}
+    : { webhook: { url: values["webhook-url"], secret: values["webhook-secret"]! } })
 })
 process.stdout.write(`sandbox processor on ${running.url} (faults ${JSON.stringify(processor.faults())})\n`)
 const stop = () => void running.close().then(() => process.exit(0))

@@ -1,11 +1,11 @@
 import { Data, Effect } from "effect"
 import * as Respondable from "effect/http/HttpServerRespondable"
 import * as HttpServerResponse from "effect/http/HttpServerResponse"
-import { error as errorExample } from "./Examples.ts"
-import { requestStateOf } from "../edge/RequestState.ts"
 import { withoutStack } from "../../platform/EffectInternals.ts"
 import type { InvalidInput, InvalidState, NotFound, ProcessorUnavailable } from "../../services/Errors.ts"
 import type { StoreUnavailable } from "../../store/Store.ts"
+import { requestStateOf } from "../edge/RequestState.ts"
+import { error as errorExample } from "./Examples.ts"
 
 export type ErrorType =
   | "invalid_request_error"
@@ -62,7 +62,12 @@ export const invalidJson = (detail: string) =>
   new ApiError(400, "invalid_request_error", "invalid_json", `The request body is not valid JSON: ${detail}`)
 /** No Authorization header (or an empty one). */
 export const authenticationRequired = () =>
-  new ApiError(401, "authentication_error", "authentication_required", "Send an API key as 'Authorization: Bearer sk_live_...'.")
+  new ApiError(
+    401,
+    "authentication_error",
+    "authentication_required",
+    "Send an API key as 'Authorization: Bearer sk_live_...'."
+  )
 /** An Authorization header that holds no API key: another scheme, or a token not of a key's shape (`sk_live_` + letters and digits). */
 export const malformedApiKey = () =>
   new ApiError(
@@ -72,7 +77,12 @@ export const malformedApiKey = () =>
     "The API key is not valid: the Authorization header must be 'Bearer sk_live_...' with the key exactly as it was issued."
   )
 export const invalidApiKey = () =>
-  new ApiError(401, "authentication_error", "invalid_api_key", "The API key is not valid: it is unknown or has been revoked.")
+  new ApiError(
+    401,
+    "authentication_error",
+    "invalid_api_key",
+    "The API key is not valid: it is unknown or has been revoked."
+  )
 export const notFound = (what: string) => new ApiError(404, "invalid_request_error", "not_found", `No such ${what}.`)
 export const routeNotFound = (method: string, path: string) =>
   new ApiError(404, "invalid_request_error", "not_found", `No route for ${method} ${path}.`)
@@ -96,16 +106,28 @@ export const idempotencyInProgress = (retryAfterSeconds: number) =>
     { "retry-after": String(retryAfterSeconds) }
   )
 export const bodyTooLarge = (limitBytes: number) =>
-  new ApiError(413, "invalid_request_error", "body_too_large", `The request body is over the limit of ${limitBytes} bytes.`)
+  new ApiError(
+    413,
+    "invalid_request_error",
+    "body_too_large",
+    `The request body is over the limit of ${limitBytes} bytes.`
+  )
 export const unsupportedMediaType = () =>
-  new ApiError(415, "invalid_request_error", "unsupported_media_type", "A request body must be sent with 'Content-Type: application/json'.")
+  new ApiError(
+    415,
+    "invalid_request_error",
+    "unsupported_media_type",
+    "A request body must be sent with 'Content-Type: application/json'."
+  )
 /** A body sent compressed (or in any coding but identity): refused, never decoded. */
 export const unsupportedContentEncoding = (coding: string) =>
   new ApiError(
     415,
     "invalid_request_error",
     "unsupported_media_type",
-    `A request body must be sent without Content-Encoding (this one says '${coding.slice(0, 40)}'): send it uncompressed.`
+    `A request body must be sent without Content-Encoding (this one says '${
+      coding.slice(0, 40)
+    }'): send it uncompressed.`
   )
 export const validationFailed = (param: string | undefined, message: string) =>
   new ApiError(422, "invalid_request_error", "validation_failed", message, param)
@@ -168,12 +190,19 @@ export const toApiError = (error: ServiceError): ApiError => {
   }
 }
 
-export const mapErrors = <A, E extends ServiceError, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, ApiError, R> =>
-  Effect.mapError(effect, toApiError)
+export const mapErrors = <A, E extends ServiceError, R>(
+  effect: Effect.Effect<A, E, R>
+): Effect.Effect<A, ApiError, R> => Effect.mapError(effect, toApiError)
 
 /** `mapErrors` and the answer made of the success, in one step (the handlers' hot paths). */
-export const answer = <A, B, E extends ServiceError, R>(effect: Effect.Effect<A, E, R>, f: (a: A) => B): Effect.Effect<B, ApiError, R> =>
-  Effect.matchEffect(effect, { onFailure: (error) => Effect.fail(toApiError(error)), onSuccess: (a) => Effect.succeed(f(a)) })
+export const answer = <A, B, E extends ServiceError, R>(
+  effect: Effect.Effect<A, E, R>,
+  f: (a: A) => B
+): Effect.Effect<B, ApiError, R> =>
+  Effect.matchEffect(effect, {
+    onFailure: (error) => Effect.fail(toApiError(error)),
+    onSuccess: (a) => Effect.succeed(f(a))
+  })
 
 // ---------------------------------------------------------------------------------------------
 // Documentation: every status the API answers errors with, all with the body `{"error": {...}}`.
@@ -202,7 +231,10 @@ const errorEnvelopeSchema = {
       required: ["type", "code", "message", "request_id"],
       additionalProperties: false,
       properties: {
-        type: { type: "string", enum: ["invalid_request_error", "authentication_error", "idempotency_error", "rate_limit_error", "api_error"] },
+        type: {
+          type: "string",
+          enum: ["invalid_request_error", "authentication_error", "idempotency_error", "rate_limit_error", "api_error"]
+        },
         code: { type: "string" },
         message: { type: "string" },
         param: { type: "string" },
@@ -238,7 +270,6 @@ export const documentErrors = (spec: Record<string, any>): void => {
     }
   }
 }
-
 
 /**
  * A handler's or a middleware's effect with its `ApiError` refusals out of its typed error

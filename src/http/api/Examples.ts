@@ -186,9 +186,15 @@ export const fraudStats = {
   lost_dispute_rate: 0,
   review_precision: 0.5,
   score_histogram: [
-    { from: 0, to: 0.1, count: 110 }, { from: 0.1, to: 0.2, count: 4 }, { from: 0.2, to: 0.3, count: 1 },
-    { from: 0.3, to: 0.4, count: 1 }, { from: 0.4, to: 0.5, count: 1 }, { from: 0.5, to: 0.6, count: 1 },
-    { from: 0.6, to: 0.7, count: 0 }, { from: 0.7, to: 0.8, count: 0 }, { from: 0.8, to: 0.9, count: 1 },
+    { from: 0, to: 0.1, count: 110 },
+    { from: 0.1, to: 0.2, count: 4 },
+    { from: 0.2, to: 0.3, count: 1 },
+    { from: 0.3, to: 0.4, count: 1 },
+    { from: 0.4, to: 0.5, count: 1 },
+    { from: 0.5, to: 0.6, count: 1 },
+    { from: 0.6, to: 0.7, count: 0 },
+    { from: 0.7, to: 0.8, count: 0 },
+    { from: 0.8, to: 0.9, count: 1 },
     { from: 0.9, to: 1, count: 1 }
   ],
   by_model_version: [

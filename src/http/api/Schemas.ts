@@ -1,7 +1,7 @@
 import { Schema, SchemaAST } from "effect"
+import { disputeReasons } from "../../domain/Dispute.ts"
 import { maximumAmountCents, minimumAmountCents, supportedCurrencies } from "../../domain/Money.ts"
 import { cardBrands, eventTypes, paymentStatuses } from "../../domain/Payment.ts"
-import { disputeReasons } from "../../domain/Dispute.ts"
 import * as X from "./Examples.ts"
 
 /**
@@ -42,7 +42,9 @@ const unpairedSurrogate = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff
 /** Why `text` cannot be stored as given, or null when it can. */
 export const unsafeTextReason = (text: string, options: { readonly lineBreaks?: boolean } = {}): string | null => {
   if ((options.lineBreaks === true ? controlCharactersButLineBreaks : controlCharacters).test(text)) {
-    return options.lineBreaks === true ? "must not contain control characters other than tab and line breaks" : "must not contain control characters"
+    return options.lineBreaks === true
+      ? "must not contain control characters other than tab and line breaks"
+      : "must not contain control characters"
   }
   if (unpairedSurrogate.test(text)) return "must be valid Unicode text (it contains an unpaired surrogate)"
   return null
@@ -52,7 +54,9 @@ export const unsafeTextReason = (text: string, options: { readonly lineBreaks?: 
 export const Text = (minLength: number, maxLength: number, options: { readonly lineBreaks?: boolean } = {}) =>
   Schema.String.check(Schema.makeFilter((text: string) => {
     if (text.length < minLength || text.length > maxLength) {
-      return minLength === 0 ? `must be at most ${maxLength} characters` : `must be ${minLength} to ${maxLength} characters`
+      return minLength === 0
+        ? `must be at most ${maxLength} characters`
+        : `must be ${minLength} to ${maxLength} characters`
     }
     return unsafeTextReason(text, options) ?? undefined
   }))
@@ -62,7 +66,9 @@ export const malformedIdMessage = "is not a well-formed id"
 const RecordId = Schema.String.check(Schema.isPattern(/^[A-Za-z0-9_]{1,100}$/)).annotate(msg(malformedIdMessage))
 export const RecordIdPath = Schema.Struct({ id: RecordId })
 
-export const AmountCents = Schema.Int.check(Schema.isBetween({ minimum: minimumAmountCents, maximum: maximumAmountCents })).annotate(
+export const AmountCents = Schema.Int.check(
+  Schema.isBetween({ minimum: minimumAmountCents, maximum: maximumAmountCents })
+).annotate(
   msg(`must be an integer number of cents between ${minimumAmountCents} and ${maximumAmountCents}`)
 )
 
@@ -79,16 +85,22 @@ type MetadataRecord = { readonly [key: string]: string }
 
 /** A key as it may be quoted back: only when it is printable, and cut at the key length limit. */
 const quoteKey = (key: string) =>
-  unsafeTextReason(key) !== null ? "" : ` ("${key.length > metadataLimits.maxKeyLength ? `${key.slice(0, metadataLimits.maxKeyLength)}…` : key}")`
+  unsafeTextReason(key) !== null
+    ? ""
+    : ` ("${key.length > metadataLimits.maxKeyLength ? `${key.slice(0, metadataLimits.maxKeyLength)}…` : key}")`
 
 /**
  * Metadata is checked on the object as the client sent it, before anything copies it: a record
  * schema would drop a `__proto__` key silently while copying, and would report a bad key as an
  * unknown field without saying the rule. A key's problem names `metadata`; a value's names its key.
  */
-const metadataProblem = (input: unknown): string | { readonly path: ReadonlyArray<string>; readonly issue: string } | undefined => {
+const metadataProblem = (
+  input: unknown
+): string | { readonly path: ReadonlyArray<string>; readonly issue: string } | undefined => {
   const { maxKeyLength, maxKeys, maxValueLength } = metadataLimits
-  if (typeof input !== "object" || input === null || Array.isArray(input)) return "must be an object of string keys and string values"
+  if (typeof input !== "object" || input === null || Array.isArray(input)) {
+    return "must be an object of string keys and string values"
+  }
   const keys = Object.keys(input)
   if (keys.length > maxKeys) return `must have at most ${maxKeys} keys (${keys.length} were sent)`
   for (const key of keys) {
@@ -182,10 +194,13 @@ export const ProcessorPending = Schema.Struct({
     description: "capture, refund, or cancel of the authorization (a fraud-blocked, voided or unanswered payment's)"
   }),
   outcome: Schema.Literals(["owed", "unknown"]).annotate({
-    description: "owed: booked here and being sent (a cancel); unknown: asked for, and no answer came within ACQUIRER_TIMEOUT " +
+    description:
+      "owed: booked here and being sent (a cancel); unknown: asked for, and no answer came within ACQUIRER_TIMEOUT " +
       "(a capture or refund is not in the ledger until the processor answers)"
   }),
-  amount_cents: Schema.Int.annotate({ description: "the capture's total, the refund's amount, or the amount held for a cancel" }),
+  amount_cents: Schema.Int.annotate({
+    description: "the capture's total, the refund's amount, or the amount held for a cancel"
+  }),
   since: Timestamp
 }).annotate({ identifier: "ProcessorPending" })
 
@@ -204,26 +219,33 @@ export const Transaction = Schema.Struct({
   idempotency_key: Schema.NullOr(Schema.String),
   metadata: Schema.Record(Schema.String, Schema.String),
   fraud_score: Schema.NullOr(Schema.Number).annotate({
-    description: "the fraud model's score, 0..1, not rounded: the sigmoid of the model output (a held or blocked payment's " +
+    description:
+      "the fraud model's score, 0..1, not rounded: the sigmoid of the model output (a held or blocked payment's " +
       "fraud case has it as risk_score, with model_output); the thresholds compare this number. Null before screening"
   }),
-  fraud_model_version: Schema.NullOr(Schema.String).annotate({ description: "the fraud model that screened the payment" }),
+  fraud_model_version: Schema.NullOr(Schema.String).annotate({
+    description: "the fraud model that screened the payment"
+  }),
   fraud_explanations: Schema.NullOr(Schema.Array(Explanation)).annotate({
-    description: "the screening's largest contributions (at most 5, largest |contribution| first); the fraud case has them all"
+    description:
+      "the screening's largest contributions (at most 5, largest |contribution| first); the fraud case has them all"
   }),
   fraud_case_id: Schema.NullOr(Schema.String),
   failure_code: Schema.NullOr(Schema.String),
   failure_message: Schema.NullOr(Schema.String),
   dispute: Schema.NullOr(Dispute),
   processor_pending: Schema.NullOr(ProcessorPending).annotate({
-    description: "an operation the card processor has not confirmed yet (only with a remote processor, ACQUIRER=stripe); " +
+    description:
+      "an operation the card processor has not confirmed yet (only with a remote processor, ACQUIRER=stripe); " +
       "null when the processor knows everything the record says. See docs/api.md, \"Unknown outcomes at the processor\""
   }),
   created_at: Timestamp,
   updated_at: Timestamp
 }).annotate({ identifier: "Transaction", examples: [X.transaction as any] })
 
-export const TransactionEnvelope = Schema.Struct({ transaction: Transaction }).annotate({ examples: [{ transaction: X.transaction as any }] })
+export const TransactionEnvelope = Schema.Struct({ transaction: Transaction }).annotate({
+  examples: [{ transaction: X.transaction as any }]
+})
 export const ListMeta = Schema.Struct({
   page: Schema.Int,
   per_page: Schema.Int,
@@ -235,13 +257,19 @@ export const ListMeta = Schema.Struct({
 const PageParam = Schema.NumberFromString.check(Schema.isInt(), Schema.isGreaterThanOrEqualTo(1)).annotate(
   msg("must be an integer of at least 1")
 )
-const PerPageParam = Schema.NumberFromString.check(Schema.isInt(), Schema.isBetween({ minimum: 1, maximum: 100 })).annotate(
-  msg("must be an integer between 1 and 100")
-)
+const PerPageParam = Schema.NumberFromString.check(Schema.isInt(), Schema.isBetween({ minimum: 1, maximum: 100 }))
+  .annotate(
+    msg("must be an integer between 1 and 100")
+  )
 const IsoDateParam = Schema.String.check(
-  Schema.makeFilter((text: string) => /^\d{4}-\d{2}-\d{2}([T ][\d:.]+(Z|[+-]\d{2}:?\d{2})?)?$/.test(text) && !Number.isNaN(Date.parse(text)))
+  Schema.makeFilter((text: string) =>
+    /^\d{4}-\d{2}-\d{2}([T ][\d:.]+(Z|[+-]\d{2}:?\d{2})?)?$/.test(text) && !Number.isNaN(Date.parse(text))
+  )
 ).annotate(msg("must be an ISO 8601 date or date-time"))
-const AmountParam = Schema.NumberFromString.check(Schema.isInt(), Schema.isBetween({ minimum: 0, maximum: maximumAmountCents })).annotate(
+const AmountParam = Schema.NumberFromString.check(
+  Schema.isInt(),
+  Schema.isBetween({ minimum: 0, maximum: maximumAmountCents })
+).annotate(
   msg(`must be an integer number of cents between 0 and ${maximumAmountCents}`)
 )
 
@@ -305,7 +333,8 @@ export const Merchant = Schema.Struct({
   name: Schema.String,
   webhook_url: Schema.NullOr(Schema.String),
   webhook_secret: Schema.NullOr(Schema.String).annotate({
-    description: "The webhook signing secret (`whsec_...`); null when it was sealed under an encryption key this service " +
+    description:
+      "The webhook signing secret (`whsec_...`); null when it was sealed under an encryption key this service " +
       "no longer has: rotate it (POST /api/v1/webhooks/secret/rotate)"
   }),
   created_at: Timestamp,
@@ -313,7 +342,9 @@ export const Merchant = Schema.Struct({
 }).annotate({ identifier: "Merchant", examples: [X.merchant] })
 export const MerchantEnvelope = Schema.Struct({ merchant: Merchant }).annotate({ examples: [{ merchant: X.merchant }] })
 
-export const MerchantName = Text(1, 200).annotate(msg("must be a string of 1 to 200 characters, without control characters"))
+export const MerchantName = Text(1, 200).annotate(
+  msg("must be a string of 1 to 200 characters, without control characters")
+)
 export const WebhookUrl = Text(1, 2048).annotate(
   msg("must be an absolute http or https URL of at most 2048 characters without control characters, or null")
 )
@@ -321,7 +352,10 @@ export const WebhookUrl = Text(1, 2048).annotate(
 export const MerchantPatch = Schema.Struct({
   name: Schema.optionalKey(MerchantName),
   webhook_url: Schema.optionalKey(Schema.NullOr(WebhookUrl))
-}).annotate({ identifier: "MerchantPatch", examples: [{ webhook_url: X.merchant.webhook_url }, { name: "Acme Books Ltd" }] })
+}).annotate({
+  identifier: "MerchantPatch",
+  examples: [{ webhook_url: X.merchant.webhook_url }, { name: "Acme Books Ltd" }]
+})
 
 export const Balance = Schema.Struct({
   currency: Schema.String,
@@ -329,16 +363,21 @@ export const Balance = Schema.Struct({
   available: Schema.Int,
   reserved: Schema.Int
 })
-export const BalanceEnvelope = Schema.Struct({ balances: Schema.Array(Balance) }).annotate({ examples: [{ balances: [X.balance] }] })
+export const BalanceEnvelope = Schema.Struct({ balances: Schema.Array(Balance) }).annotate({
+  examples: [{ balances: [X.balance] }]
+})
 
-export const AnalyticsInterval = Schema.Literals(["hour", "day", "week"]).annotate(msg("must be 'hour', 'day' or 'week'"))
+export const AnalyticsInterval = Schema.Literals(["hour", "day", "week"]).annotate(
+  msg("must be 'hour', 'day' or 'week'")
+)
 export const AnalyticsParams = Schema.Struct({
   from: Schema.optionalKey(IsoDateParam),
   to: Schema.optionalKey(IsoDateParam),
   interval: Schema.optionalKey(AnalyticsInterval)
 })
 /** The rates' definitions are written once, in docs/api.md ("Rates") and src/services/Analytics.ts. */
-const Rate = (description: string) => Schema.NullOr(Schema.Number).annotate({ description: `${description}; null when nothing to divide by` })
+const Rate = (description: string) =>
+  Schema.NullOr(Schema.Number).annotate({ description: `${description}; null when nothing to divide by` })
 const approvalRate = Rate("approved / decided by the card network (payments, not money)")
 const fraudRate = Rate("blocked by the fraud screening / approved by the card network (payments)")
 const disputeRate = Rate("disputed / payments with captured money")
@@ -364,20 +403,26 @@ export const Analytics = Schema.Struct({
   from: Schema.NullOr(Schema.String),
   to: Schema.NullOr(Schema.String),
   transaction_count: Schema.Int.annotate({ description: "payments of every currency" }),
-  approval_rate: approvalRate.annotate({ description: "approved / decided by the card network, payments of every currency" }),
+  approval_rate: approvalRate.annotate({
+    description: "approved / decided by the card network, payments of every currency"
+  }),
   fraud_rate: fraudRate.annotate({ description: "blocked / approved, payments of every currency" }),
   refund_rate: Rate("refunded_cents / captured_cents of the window's only currency").annotate({
-    description: "refunded_cents / captured_cents when the window's payments are in one currency; null when they are in several " +
+    description:
+      "refunded_cents / captured_cents when the window's payments are in one currency; null when they are in several " +
       "(money of different currencies is never added): read each currency's refund_rate in by_currency"
   }),
   dispute_rate: disputeRate.annotate({ description: "disputed / payments with captured money, of every currency" }),
   by_currency: Schema.Array(CurrencyAnalytics),
   interval: Schema.NullOr(AnalyticsInterval),
   series: Schema.Array(AnalyticsPeriod).annotate({
-    description: "with `interval`: one entry per currency and period that has payments, by currency then period (empty without it)"
+    description:
+      "with `interval`: one entry per currency and period that has payments, by currency then period (empty without it)"
   })
 })
-export const AnalyticsEnvelope = Schema.Struct({ analytics: Analytics }).annotate({ examples: [{ analytics: X.analytics }] })
+export const AnalyticsEnvelope = Schema.Struct({ analytics: Analytics }).annotate({
+  examples: [{ analytics: X.analytics }]
+})
 
 // API keys -------------------------------------------------------------------------------------
 
@@ -394,7 +439,9 @@ export const ApiKeyCreated = Schema.Struct({
   status: Schema.Literals(["active", "revoked"]),
   created_at: Timestamp
 }).annotate({ identifier: "ApiKeyCreated", examples: [X.apiKeyCreated] })
-export const ApiKeyCreatedEnvelope = Schema.Struct({ api_key: ApiKeyCreated }).annotate({ examples: [{ api_key: X.apiKeyCreated }] })
+export const ApiKeyCreatedEnvelope = Schema.Struct({ api_key: ApiKeyCreated }).annotate({
+  examples: [{ api_key: X.apiKeyCreated }]
+})
 
 export const ApiKey = Schema.Struct({
   id: Schema.String,
@@ -423,16 +470,21 @@ export const FraudCase = Schema.Struct({
       "the transaction's fraud_score is the same number and the thresholds compare it"
   }),
   model_version: Schema.String,
-  base_value: Schema.NullOr(Schema.Number).annotate({ description: "the model's log-odds at the training mean (6 decimals)" }),
+  base_value: Schema.NullOr(Schema.Number).annotate({
+    description: "the model's log-odds at the training mean (6 decimals)"
+  }),
   model_output: Schema.NullOr(Schema.Number).annotate({
-    description: "the model output, log-odds of fraud (6 decimals): base_value + the sum of the contributions, exactly in decimal"
+    description:
+      "the model output, log-odds of fraud (6 decimals): base_value + the sum of the contributions, exactly in decimal"
   }),
   explanations: Schema.Array(Explanation).annotate({ description: "one per feature, largest |contribution| first" }),
   notes: Schema.NullOr(Schema.String),
   reviewed_at: Schema.NullOr(Timestamp),
   created_at: Timestamp
 }).annotate({ identifier: "FraudCase", examples: [X.fraudCase] })
-export const FraudCaseEnvelope = Schema.Struct({ fraud_case: FraudCase }).annotate({ examples: [{ fraud_case: X.fraudCase }] })
+export const FraudCaseEnvelope = Schema.Struct({ fraud_case: FraudCase }).annotate({
+  examples: [{ fraud_case: X.fraudCase }]
+})
 export const FraudCaseList = Schema.Struct({ fraud_cases: Schema.Array(FraudCase), meta: ListMeta }).annotate({
   examples: [{ fraud_cases: [X.fraudCase], meta: X.listMeta }]
 })
@@ -453,7 +505,9 @@ export const FraudStats = Schema.Struct({
     count: Schema.Int,
     by_currency: Schema.Array(Schema.Struct({ currency: Schema.String, count: Schema.Int, amount_cents: Schema.Int }))
   }),
-  lost_dispute_count: Schema.Int.annotate({ description: "screened payments whose dispute was lost (fraud the screening let through)" }),
+  lost_dispute_count: Schema.Int.annotate({
+    description: "screened payments whose dispute was lost (fraud the screening let through)"
+  }),
   fraud_rate: fraudRate,
   lost_dispute_rate: Rate("lost disputes / approved by the card network (payments): fraud the screening let through"),
   review_precision: Schema.NullOr(Schema.Number).annotate({
@@ -472,11 +526,24 @@ export const FraudStats = Schema.Struct({
       by_status: Schema.Struct({ open: Schema.Int, confirmed_fraud: Schema.Int, false_positive: Schema.Int })
     }),
     review_precision: Schema.NullOr(Schema.Number)
-  })).annotate({ description: "the same figures per fraud model version ('unrecorded': screened before versions were kept on payments)" })
+  })).annotate({
+    description:
+      "the same figures per fraud model version ('unrecorded': screened before versions were kept on payments)"
+  })
 }).annotate({ identifier: "FraudStats", examples: [X.fraudStats] })
-export const FraudStatsEnvelope = Schema.Struct({ fraud_stats: FraudStats }).annotate({ examples: [{ fraud_stats: X.fraudStats }] })
+export const FraudStatsEnvelope = Schema.Struct({ fraud_stats: FraudStats }).annotate({
+  examples: [{ fraud_stats: X.fraudStats }]
+})
 
 export const FraudReview = Schema.Struct({
   status: OneOf("confirmed_fraud", "false_positive"),
-  notes: Schema.optionalKey(Schema.NullOr(Text(0, 5000, { lineBreaks: true }).annotate(msg("must be a string of at most 5000 characters without control characters other than tab and line breaks, or null"))))
+  notes: Schema.optionalKey(
+    Schema.NullOr(
+      Text(0, 5000, { lineBreaks: true }).annotate(
+        msg(
+          "must be a string of at most 5000 characters without control characters other than tab and line breaks, or null"
+        )
+      )
+    )
+  )
 }).annotate({ identifier: "FraudReview", examples: [X.fraudReview] })

@@ -13,7 +13,8 @@ export const DeliveryAttempt = Schema.Struct({
   duration_ms: Schema.Int,
   error: Schema.NullOr(Schema.String),
   cut: Schema.Boolean.annotate({
-    description: "The instance sending this attempt stopped before it recorded an answer (the endpoint may have received it); " +
+    description:
+      "The instance sending this attempt stopped before it recorded an answer (the endpoint may have received it); " +
       "the delivery was sent again at once as the next attempt, with the same event id. Not a failure: it schedules no retry."
   })
 })

@@ -1,10 +1,10 @@
-import type { ApiKey } from "../../domain/Merchant.ts"
 import { type FraudCase, modelOutput } from "../../domain/Fraud.ts"
 import type { LedgerEntry } from "../../domain/Ledger.ts"
+import type { ApiKey } from "../../domain/Merchant.ts"
 import type { Merchant } from "../../domain/Merchant.ts"
+import type { Currency } from "../../domain/Money.ts"
 import { disputeSnapshot, type Payment, type PaymentEvent } from "../../domain/Payment.ts"
 import type { Delivery } from "../../domain/Webhook.ts"
-import type { Currency } from "../../domain/Money.ts"
 import type { AnalyticsReport, CurrencyFigures, FraudStatsReport } from "../../services/Analytics.ts"
 import type { PageOf, PageRequest } from "../../store/Store.ts"
 import type * as S from "./Schemas.ts"
@@ -49,7 +49,12 @@ export const transaction = (p: Payment): typeof S.Transaction.Encoded => ({
   updated_at: p.updatedAt
 })
 
-export const event = (e: PaymentEvent): typeof S.Event.Encoded => ({ id: e.id, type: e.type, created_at: e.createdAt, data: e.data })
+export const event = (e: PaymentEvent): typeof S.Event.Encoded => ({
+  id: e.id,
+  type: e.type,
+  created_at: e.createdAt,
+  data: e.data
+})
 
 export const ledgerEntry = (e: LedgerEntry): typeof S.LedgerEntry.Encoded => ({
   id: e.id,
@@ -163,7 +168,11 @@ export const fraudStats = (r: FraudStatsReport): typeof S.FraudStats.Encoded => 
   screened_count: r.screenedCount,
   blocked: {
     count: r.blockedCount,
-    by_currency: r.blockedByCurrency.map((row) => ({ currency: row.currency, count: row.count, amount_cents: row.amountCents }))
+    by_currency: r.blockedByCurrency.map((row) => ({
+      currency: row.currency,
+      count: row.count,
+      amount_cents: row.amountCents
+    }))
   },
   lost_dispute_count: r.lostDisputeCount,
   fraud_rate: r.fraudRate,
@@ -175,7 +184,10 @@ export const fraudStats = (r: FraudStatsReport): typeof S.FraudStats.Encoded => 
     screened_count: m.screenedCount,
     blocked_count: m.blockedCount,
     fraud_rate: m.fraudRate,
-    cases: { total: m.casesByStatus.open + m.casesByStatus.confirmed_fraud + m.casesByStatus.false_positive, by_status: m.casesByStatus },
+    cases: {
+      total: m.casesByStatus.open + m.casesByStatus.confirmed_fraud + m.casesByStatus.false_positive,
+      by_status: m.casesByStatus
+    },
     review_precision: m.reviewPrecision
   }))
 })
@@ -191,7 +203,9 @@ export const meta = (page: PageRequest, result: PageOf<unknown>): typeof S.ListM
   }
 }
 
-export const pageRequest = (params: { readonly page?: number | undefined; readonly per_page?: number | undefined }): PageRequest => ({
+export const pageRequest = (
+  params: { readonly page?: number | undefined; readonly per_page?: number | undefined }
+): PageRequest => ({
   page: params.page ?? 1,
   perPage: params.per_page ?? 20
 })

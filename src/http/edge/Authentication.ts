@@ -3,8 +3,8 @@ import { HttpServerRequest } from "effect/http/HttpServerRequest"
 import type { HttpServerResponse } from "effect/http/HttpServerResponse"
 import type { unhandled } from "effect/Types"
 import { ApiKeys, type Found } from "../../services/ApiKeys.ts"
-import * as E from "../api/ApiError.ts"
 import { Authentication } from "../api/Api.ts"
+import * as E from "../api/ApiError.ts"
 import { RateLimiter } from "./RateLimiter.ts"
 import { requestStateOf } from "./RequestState.ts"
 
@@ -46,7 +46,10 @@ export const layer = Layer.effect(
             return Effect.void
           }
           return Effect.andThen(
-            apiKeys.authenticateThen(secret, clock.currentTimeMillisUnsafe(), { onFound: admit, onUnavailable: unavailable }),
+            apiKeys.authenticateThen(secret, clock.currentTimeMillisUnsafe(), {
+              onFound: admit,
+              onUnavailable: unavailable
+            }),
             httpEffect
           )
         }) as Effect.Effect<HttpServerResponse, unhandled>

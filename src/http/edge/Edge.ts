@@ -1,26 +1,27 @@
 import { Cause, Clock, Context, Effect, Exit, Option, References } from "effect"
-import * as LogLevel from "effect/LogLevel"
 import { HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
 import { HttpApiSchemaError } from "effect/http-api/HttpApiError"
+import * as LogLevel from "effect/LogLevel"
 import type { unhandled } from "effect/Types"
 import { IncomingMessage } from "node:http"
-import * as Metrics from "../../platform/Metrics.ts"
-import { Ids } from "../../platform/Ids.ts"
-import * as E from "../api/ApiError.ts"
 import { AppConfig } from "../../platform/Config.ts"
+import { Ids } from "../../platform/Ids.ts"
+import * as Metrics from "../../platform/Metrics.ts"
 import { ApiKeys } from "../../services/ApiKeys.ts"
 import { Store } from "../../store/Store.ts"
+import * as E from "../api/ApiError.ts"
 import { isWellFormedApiKey } from "./Authentication.ts"
 import { storeRefusal } from "./Idempotency.ts"
 import { jsonResponse } from "./JsonResponse.ts"
 import { describeParseError, jsonShapeProblem } from "./JsonShape.ts"
-import { makeRouteOf } from "./Routes.ts"
 import { fromDecodeError, routeNotFound } from "./RequestErrors.ts"
 import { type RequestState, setRequestState } from "./RequestState.ts"
+import { makeRouteOf } from "./Routes.ts"
 
 export const maximumBodyBytes = 64 * 1024
 
-const closingConnection = (response: HttpServerResponse.HttpServerResponse) => HttpServerResponse.setHeader(response, "connection", "close")
+const closingConnection = (response: HttpServerResponse.HttpServerResponse) =>
+  HttpServerResponse.setHeader(response, "connection", "close")
 
 export const renderError = (error: E.ApiError, requestId: string) =>
   jsonResponse(error.status, JSON.stringify(error.body(requestId)), error.headers ?? {})
@@ -39,7 +40,9 @@ const toApiError = (cause: Cause.Cause<unknown>, request: HttpServerRequest.Http
     // Effect 4's HttpApi turns a request that fails its schemas into a defect.
     const defect = cause.reasons.find(Cause.isDieReason)?.defect
     if (HttpApiSchemaError.is(defect)) return fromDecodeError(defect, request)
-    if ((defect as { _tag?: string } | undefined)?._tag === "RequestError") return E.invalidJson("it could not be parsed.")
+    if ((defect as { _tag?: string } | undefined)?._tag === "RequestError") {
+      return E.invalidJson("it could not be parsed.")
+    }
     yield* Effect.logError("request failed with a defect", cause)
     return E.internalError()
   })
@@ -55,7 +58,11 @@ const hasJsonContentType = (request: HttpServerRequest.HttpServerRequest) => {
  * saying `text/plain` is refused whether or not it carries a body).
  */
 const parseBody = (request: HttpServerRequest.HttpServerRequest, text: string): RequestState["body"] | E.ApiError => {
-  if (text.length === 0) return request.headers["content-type"] === undefined || hasJsonContentType(request) ? undefined : E.unsupportedMediaType()
+  if (text.length === 0) {
+    return request.headers["content-type"] === undefined || hasJsonContentType(request)
+      ? undefined
+      : E.unsupportedMediaType()
+  }
   if (!hasJsonContentType(request)) return E.unsupportedMediaType()
   const shapeProblem = jsonShapeProblem(text)
   if (shapeProblem !== null) return E.invalidJson(shapeProblem)
@@ -177,7 +184,9 @@ const withNodeBody = <A, X, R>(
     } catch {
       setText(request, notUtf8Text(bytes))
       // A body not declared JSON is refused for that first (415), whatever its encoding.
-      return Effect.fail(hasJsonContentType(request) ? E.invalidJson("it is not valid UTF-8.") : E.unsupportedMediaType())
+      return Effect.fail(
+        hasJsonContentType(request) ? E.invalidJson("it is not valid UTF-8.") : E.unsupportedMediaType()
+      )
     }
     setText(request, text)
     return withParsedBody(request, state, text, app)
@@ -208,7 +217,9 @@ const withCheckedBody = <A, X, R>(
   const source = request.source
   if (source instanceof IncomingMessage) return withNodeBody(source, request, state, app)
   const declaredLength = request.headers["content-length"]
-  if (declaredLength !== undefined && Number(declaredLength) > maximumBodyBytes) return Effect.fail(E.bodyTooLarge(maximumBodyBytes))
+  if (declaredLength !== undefined && Number(declaredLength) > maximumBodyBytes) {
+    return Effect.fail(E.bodyTooLarge(maximumBodyBytes))
+  }
   const checkText = (text: string): Effect.Effect<A, X | E.ApiError, R> =>
     isOverLimit(text) ? Effect.fail(E.bodyTooLarge(maximumBodyBytes)) : withParsedBody(request, state, text, app)
   const unreadable = () => Effect.fail(E.invalidJson("it could not be read."))
@@ -225,7 +236,14 @@ const withCheckedBody = <A, X, R>(
  * The request's metrics (made once per method, route and status) and its log line (skipped, with
  * its annotations, when the minimum log level drops info lines anyway).
  */
-const logRequest = (method: string, route: string, status: number, requestId: string, seconds: number, minimumLevel: LogLevel.LogLevel) => {
+const logRequest = (
+  method: string,
+  route: string,
+  status: number,
+  requestId: string,
+  seconds: number,
+  minimumLevel: LogLevel.LogLevel
+) => {
   const statusText = String(status)
   Metrics.record(Metrics.httpRequests(method, route, statusText), 1)
   Metrics.record(Metrics.httpRequestDuration(method, route, statusText), seconds)
@@ -272,7 +290,12 @@ export const layer = HttpRouter.middleware(
      * too) closes the connection, which Node ends once the answer is written, since reading the
      * rest only to discard it is what the limit is there to prevent.
      */
-    const answerRefusal = (request: HttpServerRequest.HttpServerRequest, error: E.ApiError, requestId: string, keyHandled: boolean) => {
+    const answerRefusal = (
+      request: HttpServerRequest.HttpServerRequest,
+      error: E.ApiError,
+      requestId: string,
+      keyHandled: boolean
+    ) => {
       const answered = keyHandled
         ? Effect.succeed(renderError(error, requestId))
         : storeRefusal(request, error, requestId, merchantOf(request), store, config).pipe(
@@ -284,7 +307,11 @@ export const layer = HttpRouter.middleware(
 
     return (app: Effect.Effect<HttpServerResponse.HttpServerResponse, unknown>) =>
       // One step reads what the request needs from its fiber: the request, the clock, the log level.
-      Effect.withFiber<HttpServerResponse.HttpServerResponse, E.ApiError | unhandled, HttpServerRequest.HttpServerRequest>((fiber) => {
+      Effect.withFiber<
+        HttpServerResponse.HttpServerResponse,
+        E.ApiError | unhandled,
+        HttpServerRequest.HttpServerRequest
+      >((fiber) => {
         const request = Context.getUnsafe(fiber.context, HttpServerRequest.HttpServerRequest)
         const clock = fiber.getRef(Clock.Clock)
         const startNanos = clock.currentTimeNanosUnsafe()
@@ -294,20 +321,35 @@ export const layer = HttpRouter.middleware(
         // Recorded against the request (no fiber-local value set): the rest of the request reads it from there.
         setRequestState(request, state)
         const checked = withCheckedBody(request, state, app)
-        const refuse = (cause: Cause.Cause<unknown>): Effect.Effect<HttpServerResponse.HttpServerResponse, E.ApiError> =>
+        const refuse = (
+          cause: Cause.Cause<unknown>
+        ): Effect.Effect<HttpServerResponse.HttpServerResponse, E.ApiError> =>
           Cause.hasInterruptsOnly(cause)
             ? Effect.failCause(cause as Cause.Cause<never>)
-            : Effect.flatMap(toApiError(cause, request), (error) => answerRefusal(request, error, requestId, state.keyHandled))
+            : Effect.flatMap(
+              toApiError(cause, request),
+              (error) => answerRefusal(request, error, requestId, state.keyHandled)
+            )
         const finish = (response: HttpServerResponse.HttpServerResponse) => {
           const seconds = Number(clock.currentTimeNanosUnsafe() - startNanos) / 1e9
           const answer = HttpServerResponse.setHeader(response, "x-request-id", requestId)
-          const logged = logRequest(request.method, routeOf(request.method, request.url), response.status, requestId, seconds, minimumLevel)
+          const logged = logRequest(
+            request.method,
+            routeOf(request.method, request.url),
+            response.status,
+            requestId,
+            seconds,
+            minimumLevel
+          )
           return logged === null ? Effect.succeed(answer) : Effect.as(logged, answer)
         }
         // Nothing is logged at all under LogLevel.None: no annotation, and the answer and the
         // refusal are finished in one match (one step fewer than a catch, then a flatMap).
         if (minimumLevel === "None") {
-          return Effect.matchCauseEffect(checked, { onFailure: (cause) => Effect.flatMap(refuse(cause), finish), onSuccess: finish })
+          return Effect.matchCauseEffect(checked, {
+            onFailure: (cause) => Effect.flatMap(refuse(cause), finish),
+            onSuccess: finish
+          })
         }
         return Effect.flatMap(Effect.annotateLogs(Effect.catchCause(checked, refuse), "request_id", requestId), finish)
       }) as Effect.Effect<HttpServerResponse.HttpServerResponse, unhandled, HttpServerRequest.HttpServerRequest>

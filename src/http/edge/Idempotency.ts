@@ -1,12 +1,12 @@
-import { HttpServerRequest, type HttpServerResponse } from "effect/http"
 import { Cause, Clock, Context, Effect, identity, Option } from "effect"
+import { HttpServerRequest, type HttpServerResponse } from "effect/http"
 import { hash as oneShotHash } from "node:crypto"
 import type { AppConfigShape } from "../../platform/Config.ts"
 import { AppConfig } from "../../platform/Config.ts"
-import { carriesSecret, configuredKey, isSealed, processLocalKey, seal, unseal } from "../../platform/Sealing.ts"
 import { ServiceInstance } from "../../platform/Instance.ts"
-import { isoAt } from "../../platform/Time.ts"
 import * as Metrics from "../../platform/Metrics.ts"
+import { carriesSecret, configuredKey, isSealed, processLocalKey, seal, unseal } from "../../platform/Sealing.ts"
+import { isoAt } from "../../platform/Time.ts"
 import type { Answer, InlineOutcome } from "../../services/Payments.ts"
 import type { CommandKey, IdempotencyClaim, StoreShape, StoreUnavailable } from "../../store/Store.ts"
 import { Store } from "../../store/Store.ts"
@@ -41,7 +41,12 @@ const canonical = (value: unknown): string => {
  * Method, path and body; a body that does not parse counts byte for byte. `parsed` is the body
  * as the edge already parsed it, when it was this very text.
  */
-export const fingerprintOf = (method: string, url: string, text: string, parsed?: { readonly text: string; readonly value: unknown }) => {
+export const fingerprintOf = (
+  method: string,
+  url: string,
+  text: string,
+  parsed?: { readonly text: string; readonly value: unknown }
+) => {
   // The request fingerprinted last, and its fingerprint (one, not a cache): a retry or a racing
   // twin sent right after carries the very same method, target and body (~17% of keyed requests
   // in the simulator), and its fingerprint is the same.
@@ -59,7 +64,12 @@ let lastUrl = ""
 let lastText = ""
 let lastFingerprint = ""
 
-const computeFingerprint = (method: string, url: string, text: string, parsed?: { readonly text: string; readonly value: unknown }) => {
+const computeFingerprint = (
+  method: string,
+  url: string,
+  text: string,
+  parsed?: { readonly text: string; readonly value: unknown }
+) => {
   let body = text
   if (parsed !== undefined && parsed.text === text) body = canonical(parsed.value)
   else if (text !== "") {
@@ -77,7 +87,6 @@ const plainPath = /^(?:\/[A-Za-z0-9_~-]+)+\/?$/
 
 /** The request target's path as the WHATWG URL parser normalizes it (without parsing the plain ones every route has). */
 export const pathnameOf = (url: string) => (plainPath.test(url) ? url : new URL(url, "http://x").pathname)
-
 
 const keys = new WeakMap<AppConfigShape, Buffer>()
 const sealingKey = (config: AppConfigShape) => {
@@ -105,7 +114,9 @@ const replay = (config: AppConfigShape, status: number, stored: string) => {
   Metrics.record(Metrics.idempotencyReplays, 1)
   if (!isSealed(stored)) return Effect.succeed(jsonResponse(status, stored, { "idempotent-replayed": "true" }))
   const body = unseal(sealingKey(config), stored)
-  return body === null ? Effect.fail(replayUnavailable()) : Effect.succeed(jsonResponse(status, body, { "idempotent-replayed": "true" }))
+  return body === null
+    ? Effect.fail(replayUnavailable())
+    : Effect.succeed(jsonResponse(status, body, { "idempotent-replayed": "true" }))
 }
 
 /** The service process claiming keys (null where none is provided: tests, the simulator). */
@@ -128,7 +139,9 @@ interface Served {
   readonly nowMs: number
 }
 
-const served = <A>(f: (served: Served) => Effect.Effect<A, E.ApiError, HttpServerRequest.HttpServerRequest | Store | AppConfig>) =>
+const served = <A>(
+  f: (served: Served) => Effect.Effect<A, E.ApiError, HttpServerRequest.HttpServerRequest | Store | AppConfig>
+) =>
   Effect.withFiber<A, E.ApiError, HttpServerRequest.HttpServerRequest | Store | AppConfig>((fiber) => {
     const context = fiber.context
     const current = requestStateOf(fiber)
@@ -148,8 +161,11 @@ const served = <A>(f: (served: Served) => Effect.Effect<A, E.ApiError, HttpServe
   })
 
 /** Runs `f` on the body's text: as the edge read it (no step of its own), or read again (cached) when the edge saw no body. */
-const withBodyText = <A, E, R>(request: HttpServerRequest.HttpServerRequest, current: RequestState, f: (text: string) => Effect.Effect<A, E, R>) =>
-  current.body !== undefined ? f(current.body.text) : Effect.flatMap(Effect.orElseSucceed(request.text, () => ""), f)
+const withBodyText = <A, E, R>(
+  request: HttpServerRequest.HttpServerRequest,
+  current: RequestState,
+  f: (text: string) => Effect.Effect<A, E, R>
+) => current.body !== undefined ? f(current.body.text) : Effect.flatMap(Effect.orElseSucceed(request.text, () => ""), f)
 
 /** A key's claim at `nowMs` (`now` is its text): locked for the lease, kept for the key's lifetime. */
 const claimOf = (
@@ -201,7 +217,10 @@ const claim = <R>(
   )
 
 /** A response body as it is stored: sealed when it carries a secret. */
-const storedForm = (config: AppConfigShape, body: string) => (carriesSecret(body) ? seal(sealingKey(config), body) : body)
+const storedForm = (
+  config: AppConfigShape,
+  body: string
+) => (carriesSecret(body) ? seal(sealingKey(config), body) : body)
 
 /**
  * Stores a finished response under a claimed key (sealed when it carries a secret), then answers
@@ -245,7 +264,10 @@ export interface IdempotencyOptions {
 const keyParamOf = (request: HttpServerRequest.HttpServerRequest, options: IdempotencyOptions) =>
   request.headers["x-idempotency-key"] !== undefined ? "X-Idempotency-Key" : (options.bodyKeyParam ?? "idempotency_key")
 
-const requestKey = (request: HttpServerRequest.HttpServerRequest, options: IdempotencyOptions): string | undefined | E.ApiError => {
+const requestKey = (
+  request: HttpServerRequest.HttpServerRequest,
+  options: IdempotencyOptions
+): string | undefined | E.ApiError => {
   const headerKey = request.headers["x-idempotency-key"]
   if (headerKey !== undefined && !isWellFormedKey(headerKey)) {
     return E.validationFailed("X-Idempotency-Key", "X-Idempotency-Key must be 1 to 255 printable ASCII characters.")
@@ -267,7 +289,11 @@ export type Operation = (merchantId: string, commandKey: CommandKey | undefined)
 export const idempotent = (
   options: IdempotencyOptions,
   operation: Operation
-): Effect.Effect<HttpServerResponse.HttpServerResponse, E.ApiError, HttpServerRequest.HttpServerRequest | Store | AppConfig> =>
+): Effect.Effect<
+  HttpServerResponse.HttpServerResponse,
+  E.ApiError,
+  HttpServerRequest.HttpServerRequest | Store | AppConfig
+> =>
   served(({ config, current, merchantId, now, nowMs, owner, request, store }) => {
     const key = requestKey(request, options)
     if (key instanceof E.ApiError) return Effect.fail(key)
@@ -276,7 +302,15 @@ export const idempotent = (
       claim(
         store,
         config,
-        claimOf(config, merchantId, key, fingerprintOf(request.method, request.url, text, current.body), now, nowMs, owner),
+        claimOf(
+          config,
+          merchantId,
+          key,
+          fingerprintOf(request.method, request.url, text, current.body),
+          now,
+          nowMs,
+          owner
+        ),
         keyParamOf(request, options),
         () => runClaimed(store, config, merchantId, key, current.id, operation)
       ))
@@ -307,7 +341,16 @@ const runClaimed = (
         if (only !== undefined && Cause.isFailReason(only) && isFinal(only.error)) {
           const error = only.error
           const body = JSON.stringify(error.body(requestId))
-          return complete(store, config, merchantId, key, error.status, body, jsonResponse(error.status, body, error.headers ?? {}), restore)
+          return complete(
+            store,
+            config,
+            merchantId,
+            key,
+            error.status,
+            body,
+            jsonResponse(error.status, body, error.headers ?? {}),
+            restore
+          )
         }
         return Effect.andThen(store.releaseIdempotencyKey(merchantId, key).pipe(Effect.ignore), Effect.failCause(cause))
       }
@@ -329,7 +372,11 @@ export const idempotentInline = (
     storedForm: (body: string) => string
   ) => Effect.Effect<InlineOutcome, E.ApiError | StoreUnavailable>,
   general: Operation
-): Effect.Effect<HttpServerResponse.HttpServerResponse, E.ApiError, HttpServerRequest.HttpServerRequest | Store | AppConfig> =>
+): Effect.Effect<
+  HttpServerResponse.HttpServerResponse,
+  E.ApiError,
+  HttpServerRequest.HttpServerRequest | Store | AppConfig
+> =>
   served(({ config, current, merchantId, now, nowMs, owner, request, store }) => {
     const key = requestKey(request, options)
     if (key instanceof E.ApiError) return Effect.fail(key)
@@ -344,7 +391,15 @@ export const idempotentInline = (
       })
     }
     return withBodyText(request, current, (text) => {
-      const claim = claimOf(config, merchantId, key, fingerprintOf(request.method, request.url, text, current.body), now, nowMs, owner)
+      const claim = claimOf(
+        config,
+        merchantId,
+        key,
+        fingerprintOf(request.method, request.url, text, current.body),
+        now,
+        nowMs,
+        owner
+      )
       let claimed = false
       const release = store.releaseIdempotencyKey(merchantId, key).pipe(Effect.ignore)
       // A failure, a stop or a hang-up after the claim committed releases it: the retry resumes the
@@ -358,7 +413,13 @@ export const idempotentInline = (
             const cause = Cause.map(failed, asApiError)
             return claimed ? Effect.andThen(release, Effect.failCause(cause)) : Effect.failCause(cause)
           },
-          onSuccess: (outcome): Effect.Effect<HttpServerResponse.HttpServerResponse, E.ApiError, HttpServerRequest.HttpServerRequest | Store | AppConfig> => {
+          onSuccess: (
+            outcome
+          ): Effect.Effect<
+            HttpServerResponse.HttpServerResponse,
+            E.ApiError,
+            HttpServerRequest.HttpServerRequest | Store | AppConfig
+          > => {
             if (outcome._tag === "KeyTaken") {
               // The common retry, a finished request sent again, is answered from the same round trip.
               const finished = outcome.finished
@@ -379,7 +440,9 @@ export const idempotentInline = (
   })
 
 /** The inline operation's own failures (the store's) as the API answers them; ours as they are. */
-const asApiError = (error: E.ApiError | StoreUnavailable): E.ApiError => (error instanceof E.ApiError ? error : E.toApiError(error))
+const asApiError = (
+  error: E.ApiError | StoreUnavailable
+): E.ApiError => (error instanceof E.ApiError ? error : E.toApiError(error))
 
 const send = (answer: Answer) => jsonResponse(answer.status, answer.body)
 
@@ -413,7 +476,21 @@ export const storeRefusal = (
     const now = isoAt(nowMs)
     const owner = ownerIn(yield* Effect.context<never>())
     const body = JSON.stringify(error.body(requestId))
-    return yield* claim(store, config, claimOf(config, merchantId, key, fingerprintOf(request.method, request.url, text), now, nowMs, owner), "X-Idempotency-Key", () =>
-      complete(store, config, merchantId, key, error.status, body, jsonResponse(error.status, body, error.headers ?? {}), identity))
+    return yield* claim(
+      store,
+      config,
+      claimOf(config, merchantId, key, fingerprintOf(request.method, request.url, text), now, nowMs, owner),
+      "X-Idempotency-Key",
+      () =>
+        complete(
+          store,
+          config,
+          merchantId,
+          key,
+          error.status,
+          body,
+          jsonResponse(error.status, body, error.headers ?? {}),
+          identity
+        )
+    )
   })
-

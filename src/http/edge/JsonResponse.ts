@@ -4,7 +4,9 @@ import { HttpServerResponse } from "effect/http"
 export const jsonResponse = (status: number, body: string, headers?: Readonly<Record<string, string>>) =>
   HttpServerResponse.text(
     body,
-    headers === undefined || isEmpty(headers) ? { status, contentType: "application/json" } : { status, contentType: "application/json", headers }
+    headers === undefined || isEmpty(headers)
+      ? { status, contentType: "application/json" }
+      : { status, contentType: "application/json", headers }
   )
 
 const isEmpty = (record: Readonly<Record<string, string>>) => {

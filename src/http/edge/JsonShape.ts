@@ -80,7 +80,10 @@ const pathOf = (levels: ReadonlyArray<Level>, depth: number) =>
 const quoteKey = (key: string) => JSON.stringify(key.length > 100 ? `${key.slice(0, 100)}…` : key)
 
 /** Why `text` is outside the limits or repeats a key, or null. Strings are skipped (brackets in them do not count). */
-export const jsonShapeProblem = (text: string, limits: { readonly maxDepth: number; readonly maxMembers: number } = jsonLimits): string | null => {
+export const jsonShapeProblem = (
+  text: string,
+  limits: { readonly maxDepth: number; readonly maxMembers: number } = jsonLimits
+): string | null => {
   // The open levels are pool[0 .. depth - 1].
   const levels = pool
   let depth = 0
@@ -98,7 +101,9 @@ export const jsonShapeProblem = (text: string, limits: { readonly maxDepth: numb
           keyStart = -1
           if (!addKey(level, key)) {
             const path = pathOf(levels, depth)
-            return `the key ${quoteKey(key)} appears more than once in ${path === "" ? "the same object" : `the object at ${path}`}.`
+            return `the key ${quoteKey(key)} appears more than once in ${
+              path === "" ? "the same object" : `the object at ${path}`
+            }.`
           }
           level.key = key
           level.expectingKey = false

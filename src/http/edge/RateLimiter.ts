@@ -27,7 +27,9 @@ export const make = (perSecond: number) =>
       let bucket = buckets.get(key)
       if (bucket === undefined) {
         if (buckets.size >= maximumBuckets) {
-          for (const [k, b] of buckets) if (b.tokens + ((nowMs - b.updatedMs) / 1000) * perSecond >= capacity) buckets.delete(k)
+          for (const [k, b] of buckets) {
+            if (b.tokens + ((nowMs - b.updatedMs) / 1000) * perSecond >= capacity) buckets.delete(k)
+          }
         }
         bucket = { tokens: capacity, updatedMs: nowMs }
         buckets.set(key, bucket)
@@ -35,7 +37,12 @@ export const make = (perSecond: number) =>
       bucket.tokens = Math.min(capacity, bucket.tokens + ((nowMs - bucket.updatedMs) / 1000) * perSecond)
       bucket.updatedMs = nowMs
       if (bucket.tokens < 1) {
-        return { allowed: false, limit: perSecond, remaining: 0, retryAfterSeconds: Math.max(1, Math.ceil((1 - bucket.tokens) / perSecond)) }
+        return {
+          allowed: false,
+          limit: perSecond,
+          remaining: 0,
+          retryAfterSeconds: Math.max(1, Math.ceil((1 - bucket.tokens) / perSecond))
+        }
       }
       bucket.tokens -= 1
       return { allowed: true, limit: perSecond, remaining: Math.floor(bucket.tokens), retryAfterSeconds: 0 }

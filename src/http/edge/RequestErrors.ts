@@ -1,12 +1,12 @@
 import type { SchemaAST } from "effect"
-import type * as SchemaIssue from "effect/SchemaIssue"
 import type { HttpServerRequest } from "effect/http"
 import { HttpApi, type HttpApiEndpoint } from "effect/http-api"
 import type { HttpApiSchemaError } from "effect/http-api/HttpApiError"
+import type * as SchemaIssue from "effect/SchemaIssue"
 import { PaymentsApi } from "../api/Api.ts"
 import * as E from "../api/ApiError.ts"
-import { documentationRoutes } from "./Routes.ts"
 import * as S from "../api/Schemas.ts"
+import { documentationRoutes } from "./Routes.ts"
 
 /** The first problem of a decode failure: where it is, and what it is (a leaf of Effect 4's issue tree). */
 interface Problem {
@@ -117,9 +117,14 @@ const resourceOfPath = (pathname: string) => {
 }
 
 /** The schema a decode failure of `kind` was checked against, for the rules and fields along its path. */
-const schemaOf = (error: HttpApiSchemaError, request: HttpServerRequest.HttpServerRequest): SchemaAST.AST | undefined => {
+const schemaOf = (
+  error: HttpApiSchemaError,
+  request: HttpServerRequest.HttpServerRequest
+): SchemaAST.AST | undefined => {
   const pathname = new URL(request.url, "http://x").pathname
-  const endpoint = endpoints.find((candidate) => candidate.method === request.method && candidate.pattern.test(pathname))?.endpoint
+  const endpoint = endpoints.find((candidate) =>
+    candidate.method === request.method && candidate.pattern.test(pathname)
+  )?.endpoint
   if (endpoint === undefined) return undefined
   switch (error.kind) {
     case "Params":
@@ -162,19 +167,22 @@ export const fromDecodeError = (error: HttpApiSchemaError, request: HttpServerRe
 
 const pathPattern = (path: string) => {
   const escape = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")
-  return new RegExp(`^${path.split("/").map((segment) => (segment.startsWith(":") ? "[^/]{1,100}" : escape(segment))).join("/")}$`)
+  return new RegExp(
+    `^${path.split("/").map((segment) => (segment.startsWith(":") ? "[^/]{1,100}" : escape(segment))).join("/")}$`
+  )
 }
 
 /** Every endpoint of the API with the pattern of its path (the same order as the router's). */
-const endpoints: ReadonlyArray<{ readonly method: string; readonly pattern: RegExp; readonly endpoint: HttpApiEndpoint.Top }> =
-  (() => {
-    const list: Array<{ readonly method: string; readonly pattern: RegExp; readonly endpoint: HttpApiEndpoint.Top }> = []
-    HttpApi.reflect(PaymentsApi, {
-      onGroup: () => {},
-      onEndpoint: ({ endpoint }) => list.push({ method: endpoint.method, pattern: pathPattern(endpoint.path), endpoint })
-    })
-    return list
-  })()
+const endpoints: ReadonlyArray<
+  { readonly method: string; readonly pattern: RegExp; readonly endpoint: HttpApiEndpoint.Top }
+> = (() => {
+  const list: Array<{ readonly method: string; readonly pattern: RegExp; readonly endpoint: HttpApiEndpoint.Top }> = []
+  HttpApi.reflect(PaymentsApi, {
+    onGroup: () => {},
+    onEndpoint: ({ endpoint }) => list.push({ method: endpoint.method, pattern: pathPattern(endpoint.path), endpoint })
+  })
+  return list
+})()
 
 const routes: ReadonlyArray<{ readonly method: string; readonly pattern: RegExp }> = [
   ...documentationRoutes.map((path) => ({ method: "GET", pattern: pathPattern(path) })),

@@ -1,5 +1,5 @@
-import { HttpServerRequest } from "effect/http/HttpServerRequest"
 import { Context, Effect, type Fiber } from "effect"
+import { HttpServerRequest } from "effect/http/HttpServerRequest"
 import type { ApiKey, Merchant } from "../../domain/Merchant.ts"
 
 /** The authenticated caller: the merchant that owns the API key, and the key itself. */
@@ -58,7 +58,9 @@ export const requestStateOf = (fiber: Fiber.Fiber<unknown, unknown>): RequestSta
 }
 
 /** Reading the caller where there is none: only endpoints behind Authentication have one. */
-export const noCaller: Effect.Effect<never> = Effect.die(new Error("no authenticated caller: the endpoint is not behind Authentication"))
+export const noCaller: Effect.Effect<never> = Effect.die(
+  new Error("no authenticated caller: the endpoint is not behind Authentication")
+)
 
 /**
  * Runs `f` with the authenticated caller, read in one step. Only endpoints behind the

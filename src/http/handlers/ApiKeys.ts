@@ -1,11 +1,11 @@
 import { Effect } from "effect"
 import { HttpApiBuilder } from "effect/http-api"
 import { ApiKeys } from "../../services/ApiKeys.ts"
+import { CurrentMerchant, PaymentsApi } from "../api/Api.ts"
 import * as E from "../api/ApiError.ts"
 import { mapErrors } from "../api/ApiError.ts"
-import { CurrentMerchant, PaymentsApi } from "../api/Api.ts"
-import { idempotent } from "../edge/Idempotency.ts"
 import * as Wire from "../api/Wire.ts"
+import { idempotent } from "../edge/Idempotency.ts"
 
 /** The API keys group: list, create, rotate. */
 export const ApiKeysLive = HttpApiBuilder.group(PaymentsApi, "apiKeys", (handlers) =>
@@ -22,11 +22,17 @@ export const ApiKeysLive = HttpApiBuilder.group(PaymentsApi, "apiKeys", (handler
       .handle("create", ({ payload }) =>
         E.asAnswered(idempotent({}, (merchantId) =>
           mapErrors(apiKeys.create(merchantId, payload.name)).pipe(
-            Effect.map((issued) => ({ status: 201, body: { api_key: Wire.apiKeyCreated(issued.record, issued.secret) } }))
+            Effect.map((issued) => ({
+              status: 201,
+              body: { api_key: Wire.apiKeyCreated(issued.record, issued.secret) }
+            }))
           ))))
       .handle("rotate", ({ params }) =>
         E.asAnswered(idempotent({}, (merchantId) =>
           mapErrors(apiKeys.rotate(merchantId, params.id)).pipe(
-            Effect.map((issued) => ({ status: 201, body: { api_key: Wire.apiKeyCreated(issued.record, issued.secret) } }))
+            Effect.map((issued) => ({
+              status: 201,
+              body: { api_key: Wire.apiKeyCreated(issued.record, issued.secret) }
+            }))
           ))))
   }))

@@ -3,11 +3,11 @@ import { HttpApiBuilder } from "effect/http-api"
 import { Analytics } from "../../services/Analytics.ts"
 import { Fraud } from "../../services/Fraud.ts"
 import { Payments } from "../../services/Payments.ts"
+import { CurrentMerchant, PaymentsApi } from "../api/Api.ts"
 import * as E from "../api/ApiError.ts"
 import { mapErrors } from "../api/ApiError.ts"
-import { CurrentMerchant, PaymentsApi } from "../api/Api.ts"
-import { idempotent } from "../edge/Idempotency.ts"
 import * as Wire from "../api/Wire.ts"
+import { idempotent } from "../edge/Idempotency.ts"
 
 /** The fraud group: cases, statistics, reviews. */
 export const FraudLive = HttpApiBuilder.group(PaymentsApi, "fraud", (handlers) =>
@@ -20,7 +20,9 @@ export const FraudLive = HttpApiBuilder.group(PaymentsApi, "fraud", (handlers) =
         E.asAnswered(Effect.gen(function*() {
           const { merchant } = yield* CurrentMerchant
           const page = Wire.pageRequest(query)
-          const result = yield* mapErrors(fraud.cases(merchant.id, { status: query.status, priority: query.priority }, page))
+          const result = yield* mapErrors(
+            fraud.cases(merchant.id, { status: query.status, priority: query.priority }, page)
+          )
           return { fraud_cases: result.items.map(Wire.fraudCase), meta: Wire.meta(page, result) }
         })))
       .handle("stats", () =>

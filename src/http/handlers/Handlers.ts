@@ -8,4 +8,12 @@ import { TransactionsLive } from "./Transactions.ts"
 import { WebhooksLive } from "./Webhooks.ts"
 
 /** The handlers of every API group (one file per group); each decodes, calls a service and encodes. */
-export const layer = Layer.mergeAll(TransactionsLive, MerchantsLive, ApiKeysLive, FraudLive, OperationsLive, WebhooksLive, ProcessorLive)
+export const layer = Layer.mergeAll(
+  TransactionsLive,
+  MerchantsLive,
+  ApiKeysLive,
+  FraudLive,
+  OperationsLive,
+  WebhooksLive,
+  ProcessorLive
+)

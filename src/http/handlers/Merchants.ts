@@ -2,9 +2,9 @@ import { Effect } from "effect"
 import { HttpApiBuilder } from "effect/http-api"
 import { Analytics } from "../../services/Analytics.ts"
 import { Merchants } from "../../services/Merchants.ts"
+import { CurrentMerchant, PaymentsApi } from "../api/Api.ts"
 import * as E from "../api/ApiError.ts"
 import { mapErrors } from "../api/ApiError.ts"
-import { CurrentMerchant, PaymentsApi } from "../api/Api.ts"
 import * as Wire from "../api/Wire.ts"
 import { boundary } from "./Query.ts"
 
@@ -22,7 +22,9 @@ export const MerchantsLive = HttpApiBuilder.group(PaymentsApi, "merchants", (han
       .handle("update", ({ payload }) =>
         E.asAnswered(Effect.gen(function*() {
           const { merchant } = yield* CurrentMerchant
-          const updated = yield* mapErrors(merchants.update(merchant.id, { name: payload.name, webhookUrl: payload.webhook_url }))
+          const updated = yield* mapErrors(
+            merchants.update(merchant.id, { name: payload.name, webhookUrl: payload.webhook_url })
+          )
           return { merchant: Wire.merchant(updated) }
         })))
       .handle("analytics", ({ query }) =>

@@ -1,12 +1,12 @@
 import { Effect } from "effect"
 import { HttpApiBuilder } from "effect/http-api"
-import * as E from "../api/ApiError.ts"
-import { PaymentsApi } from "../api/Api.ts"
 import * as Database from "../../platform/Database.ts"
 import { prometheusText } from "../../platform/Metrics.ts"
 import { makeGaugeSampler } from "../../services/Gauges.ts"
 import { PgPool } from "../../store/PgPrepared.ts"
 import { WebhookStore } from "../../store/WebhookStore.ts"
+import { PaymentsApi } from "../api/Api.ts"
+import * as E from "../api/ApiError.ts"
 
 /** The operations group: liveness, readiness and metrics. */
 export const OperationsLive = HttpApiBuilder.group(PaymentsApi, "operations", (handlers) =>

@@ -4,9 +4,9 @@ import { HttpApiBuilder } from "effect/http-api"
 import { Acquirer, type ProcessorNotification } from "../../acquirer/Acquirer.ts"
 import * as Metrics from "../../platform/Metrics.ts"
 import { Payments } from "../../services/Payments.ts"
+import { PaymentsApi } from "../api/Api.ts"
 import * as E from "../api/ApiError.ts"
 import { mapErrors } from "../api/ApiError.ts"
-import { PaymentsApi } from "../api/Api.ts"
 
 type Outcome = "dispute_applied" | "refund_failure_applied" | "already_applied" | "refund_failure_unmatched" | "ignored"
 
@@ -55,18 +55,28 @@ export const ProcessorLive = HttpApiBuilder.group(PaymentsApi, "processor", (han
     return handlers.handle("notification", ({ headers }) =>
       E.asAnswered(Effect.gen(function*() {
         const operations = acquirer.operations
-        if (operations === undefined) return yield* Effect.fail(E.notFound("processor (ACQUIRER=sandbox takes no notifications)"))
+        if (operations === undefined) {
+          return yield* Effect.fail(E.notFound("processor (ACQUIRER=sandbox takes no notifications)"))
+        }
         const request = yield* HttpServerRequest.HttpServerRequest
         const body = yield* Effect.orElseSucceed(request.text, () => "")
         const nowMs = yield* Clock.currentTimeMillis
-        const notification = yield* operations.notification({ body, signature: headers["stripe-signature"], nowMs }).pipe(
-          Effect.catchTags({
-            InvalidNotification: (error) =>
-              Effect.fail(new E.ApiError(401, "authentication_error", "authentication_required", `The notification does not verify: ${error.reason}.`)),
-            AcquirerUnavailable: () => Effect.fail(E.processorUnavailable("look-up this notification needs")),
-            AcquirerOutcomeUnknown: () => Effect.fail(E.processorUnavailable("look-up this notification needs"))
-          })
-        )
+        const notification = yield* operations.notification({ body, signature: headers["stripe-signature"], nowMs })
+          .pipe(
+            Effect.catchTags({
+              InvalidNotification: (error) =>
+                Effect.fail(
+                  new E.ApiError(
+                    401,
+                    "authentication_error",
+                    "authentication_required",
+                    `The notification does not verify: ${error.reason}.`
+                  )
+                ),
+              AcquirerUnavailable: () => Effect.fail(E.processorUnavailable("look-up this notification needs")),
+              AcquirerOutcomeUnknown: () => Effect.fail(E.processorUnavailable("look-up this notification needs"))
+            })
+          )
         const outcome = yield* apply(notification)
         Metrics.record(Metrics.processorNotifications(outcome), 1)
         return { received: true as const, event_id: notification.eventId, outcome }

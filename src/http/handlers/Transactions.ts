@@ -2,13 +2,13 @@ import { Effect } from "effect"
 import { HttpApiBuilder } from "effect/http-api"
 import { NotFound } from "../../services/Errors.ts"
 import { Payments } from "../../services/Payments.ts"
+import { CurrentMerchant, PaymentsApi } from "../api/Api.ts"
 import * as E from "../api/ApiError.ts"
 import { answer, mapErrors } from "../api/ApiError.ts"
-import { CurrentMerchant, PaymentsApi } from "../api/Api.ts"
-import { jsonResponse } from "../edge/JsonResponse.ts"
-import { idempotent, idempotentInline } from "../edge/Idempotency.ts"
-import { withCaller } from "../edge/RequestState.ts"
 import * as Wire from "../api/Wire.ts"
+import { idempotent, idempotentInline } from "../edge/Idempotency.ts"
+import { jsonResponse } from "../edge/JsonResponse.ts"
+import { withCaller } from "../edge/RequestState.ts"
 import { boundary } from "./Query.ts"
 
 /** The transactions group: create (the hot path, in plain steps), list, retrieve, capture, refund, void, events, ledger. */
@@ -72,7 +72,8 @@ export const TransactionsLive = HttpApiBuilder.group(PaymentsApi, "transactions"
               payment === null
                 ? Effect.fail(E.toApiError(new NotFound({ resource: "transaction", id: params.id })))
                 : Effect.succeed(jsonResponse(200, JSON.stringify({ transaction: Wire.transaction(payment) })))
-          }))))
+          })
+        )))
       .handle("capture", ({ params, payload }) =>
         E.asAnswered(idempotent({}, (merchantId, commandKey) =>
           answer(payments.capture(merchantId, params.id, payload?.amount_cents, commandKey), (payment) => ({

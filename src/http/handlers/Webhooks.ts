@@ -4,8 +4,8 @@ import { successRate } from "../../domain/Webhook.ts"
 import { Webhooks } from "../../services/Webhooks.ts"
 import { CurrentMerchant, PaymentsApi } from "../api/Api.ts"
 import { asAnswered, mapErrors } from "../api/ApiError.ts"
-import { idempotent } from "../edge/Idempotency.ts"
 import * as Wire from "../api/Wire.ts"
+import { idempotent } from "../edge/Idempotency.ts"
 
 export const WebhooksLive = HttpApiBuilder.group(PaymentsApi, "webhooks", (handlers) =>
   Effect.gen(function*() {

@@ -1,8 +1,8 @@
+import { NodeHttpServer } from "@effect/platform-node"
+import { Cause, Data, Duration, Effect, Layer, Option } from "effect"
 import { HttpMiddleware, HttpRouter, HttpServerResponse } from "effect/http"
 import type { ServeError } from "effect/http/HttpServerError"
 import type { HttpServerRequest } from "effect/http/HttpServerRequest"
-import { NodeHttpServer } from "@effect/platform-node"
-import { Cause, Data, Duration, Effect, Layer, Option } from "effect"
 import { Server as NetServer } from "node:net"
 import { AppConfig } from "../../platform/Config.ts"
 import * as Metrics from "../../platform/Metrics.ts"
@@ -20,14 +20,18 @@ import { createHttpServer } from "./NodeResponse.ts"
 export class AddressInUse extends Data.TaggedError("AddressInUse")<{ readonly message: string }> {}
 
 const isAddressInUse = (error: unknown) => {
-  const cause: unknown = typeof error === "object" && error !== null ? (error as { readonly cause?: unknown }).cause : undefined
+  const cause: unknown = typeof error === "object" && error !== null
+    ? (error as { readonly cause?: unknown }).cause
+    : undefined
   return typeof cause === "object" && cause !== null && (cause as { readonly code?: unknown }).code === "EADDRINUSE"
 }
 
 const addressInUse = (port: number, host: string) =>
   new AddressInUse({
     message: `port ${port} on ${host} is already in use (another program, or another instance of this service, ` +
-      `listens there): stop it, or choose another port with the PORT variable, e.g. PORT=${port === 65535 ? 3001 : port + 1} npm start`
+      `listens there): stop it, or choose another port with the PORT variable, e.g. PORT=${
+        port === 65535 ? 3001 : port + 1
+      } npm start`
   })
 
 /** Node's server on `port`: a port in use fails with `AddressInUse`, whose message says what to do. */
@@ -37,7 +41,9 @@ const listening = (server: ReturnType<typeof createHttpServer>, port: number, ho
     Layer.catchCause((cause) =>
       // A layer that only fails: it provides nothing, whatever it declares.
       Layer.effectContext<Layer.Success<typeof layer>, AddressInUse | ServeError, never>(
-        Effect.failCause<AddressInUse | ServeError>(isAddressInUse(Cause.squash(cause)) ? Cause.fail(addressInUse(port, host)) : cause)
+        Effect.failCause<AddressInUse | ServeError>(
+          isAddressInUse(Cause.squash(cause)) ? Cause.fail(addressInUse(port, host)) : cause
+        )
       )
     )
   )
@@ -54,7 +60,9 @@ export const serverLayer = <ROut, E, R>(routes: Layer.Layer<ROut, E, R>, port: n
   let draining = false
 
   // Around the whole chain, the sending of the answer included: a request is in flight until then.
-  const counted = <E, R>(app: Effect.Effect<HttpServerResponse.HttpServerResponse, E, R>): Effect.Effect<HttpServerResponse.HttpServerResponse, E, R | HttpServerRequest> =>
+  const counted = <E, R>(
+    app: Effect.Effect<HttpServerResponse.HttpServerResponse, E, R>
+  ): Effect.Effect<HttpServerResponse.HttpServerResponse, E, R | HttpServerRequest> =>
     Effect.suspend(() => {
       Metrics.record(Metrics.httpRequestsInFlight, ++inFlight)
       return Effect.ensuring(app, Effect.sync(() => Metrics.record(Metrics.httpRequestsInFlight, --inFlight)))
@@ -62,7 +70,11 @@ export const serverLayer = <ROut, E, R>(routes: Layer.Layer<ROut, E, R>, port: n
 
   // A middleware of the router, not of the server: only the router's may still change the answer.
   const closingWhileDraining = HttpRouter.middleware(
-    (app) => Effect.map(app, (response) => (draining ? HttpServerResponse.setHeader(response, "connection", "close") : response)),
+    (app) =>
+      Effect.map(
+        app,
+        (response) => (draining ? HttpServerResponse.setHeader(response, "connection", "close") : response)
+      ),
     { global: true }
   )
 
@@ -80,7 +92,9 @@ export const serverLayer = <ROut, E, R>(routes: Layer.Layer<ROut, E, R>, port: n
         // them connections accepted a moment ago whose request is still on its way, which the
         // client could not tell from a lost request. Those get a moment to arrive and are served.
         NetServer.prototype.close.call(server)
-        yield* Effect.logInfo(`shutting down: HTTP listener closed; waiting up to ${config.shutdownGraceMs} ms for ${atStop} requests in flight`)
+        yield* Effect.logInfo(
+          `shutting down: HTTP listener closed; waiting up to ${config.shutdownGraceMs} ms for ${atStop} requests in flight`
+        )
         // Interruptible: a finalizer runs uninterruptibly, and the timeout could not stop a wait
         // that inherits that (it would last as long as the slowest request, SHUTDOWN_GRACE or not).
         const finished = yield* Effect.andThen(Effect.sleep(lateRequestMs), waitForInFlight).pipe(
@@ -90,7 +104,9 @@ export const serverLayer = <ROut, E, R>(routes: Layer.Layer<ROut, E, R>, port: n
         server.closeAllConnections()
         yield* Option.isSome(finished)
           ? Effect.logInfo("shutting down: every request in flight was answered; HTTP server stopped")
-          : Effect.logWarning(`shutting down: ${inFlight} requests still in flight after SHUTDOWN_GRACE were cut off; HTTP server stopped`)
+          : Effect.logWarning(
+            `shutting down: ${inFlight} requests still in flight after SHUTDOWN_GRACE were cut off; HTTP server stopped`
+          )
       })
     )
   }))
@@ -99,10 +115,11 @@ export const serverLayer = <ROut, E, R>(routes: Layer.Layer<ROut, E, R>, port: n
   // unhooks the request handler and would leave requests on open connections unanswered).
   return drain.pipe(
     Layer.provideMerge(
-      HttpRouter.serve(Layer.merge(routes, closingWhileDraining), { middleware: counted as any, disableLogger: true }).pipe(
-        Layer.provide(Layer.succeed(HttpMiddleware.TracerDisabledWhen, () => true)),
-        Layer.provide(listening(server, port, host))
-      )
+      HttpRouter.serve(Layer.merge(routes, closingWhileDraining), { middleware: counted as any, disableLogger: true })
+        .pipe(
+          Layer.provide(Layer.succeed(HttpMiddleware.TracerDisabledWhen, () => true)),
+          Layer.provide(listening(server, port, host))
+        )
     )
   )
 }

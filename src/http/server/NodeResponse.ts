@@ -41,16 +41,38 @@ export class HangUpSafeResponse<Request extends IncomingMessage = IncomingMessag
 }
 
 /** What a request Node's parser refused is answered with (CONTRACT section 3's envelope), by the parser's error code. */
-const parserRefusal = (code: string | undefined): { readonly status: number; readonly reason: string; readonly code: string; readonly message: string } => {
+const parserRefusal = (
+  code: string | undefined
+): { readonly status: number; readonly reason: string; readonly code: string; readonly message: string } => {
   switch (code) {
     case "HPE_HEADER_OVERFLOW":
-      return { status: 431, reason: "Request Header Fields Too Large", code: "headers_too_large", message: "The request's headers are over the server's limit (16 KiB)." }
+      return {
+        status: 431,
+        reason: "Request Header Fields Too Large",
+        code: "headers_too_large",
+        message: "The request's headers are over the server's limit (16 KiB)."
+      }
     case "HPE_CHUNK_EXTENSIONS_OVERFLOW":
-      return { status: 413, reason: "Payload Too Large", code: "body_too_large", message: "The request's chunk extensions are over the server's limit." }
+      return {
+        status: 413,
+        reason: "Payload Too Large",
+        code: "body_too_large",
+        message: "The request's chunk extensions are over the server's limit."
+      }
     case "ERR_HTTP_REQUEST_TIMEOUT":
-      return { status: 408, reason: "Request Timeout", code: "request_timeout", message: "The request did not arrive whole in time." }
+      return {
+        status: 408,
+        reason: "Request Timeout",
+        code: "request_timeout",
+        message: "The request did not arrive whole in time."
+      }
     default:
-      return { status: 400, reason: "Bad Request", code: "malformed_request", message: "The HTTP request could not be parsed (request line, headers or framing)." }
+      return {
+        status: 400,
+        reason: "Bad Request",
+        code: "malformed_request",
+        message: "The HTTP request could not be parsed (request line, headers or framing)."
+      }
   }
 }
 
@@ -67,9 +89,13 @@ const answerClientError = (mintRequestId: () => string) => (error: Error & { cod
   }
   const refusal = parserRefusal(error.code)
   const requestId = mintRequestId()
-  const body = JSON.stringify({ error: { type: "invalid_request_error", code: refusal.code, message: refusal.message, request_id: requestId } })
+  const body = JSON.stringify({
+    error: { type: "invalid_request_error", code: refusal.code, message: refusal.message, request_id: requestId }
+  })
   socket.end(
-    `HTTP/1.1 ${refusal.status} ${refusal.reason}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n` +
+    `HTTP/1.1 ${refusal.status} ${refusal.reason}\r\ncontent-type: application/json\r\ncontent-length: ${
+      Buffer.byteLength(body)
+    }\r\n` +
       `x-request-id: ${requestId}\r\nconnection: close\r\n\r\n${body}`
   )
 }

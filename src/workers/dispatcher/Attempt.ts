@@ -52,12 +52,16 @@ const attemptsError = Metrics.webhookAttempts("error")
 /** An attempt with no secret to sign with: the merchant's stored secret does not open under this service's key. */
 const unsignable: TransportResult = {
   _tag: "Failed",
-  error: "not sent: the webhook signing secret cannot be opened with this service's RESPONSE_ENCRYPTION_KEY; rotate the secret"
+  error:
+    "not sent: the webhook signing secret cannot be opened with this service's RESPONSE_ENCRYPTION_KEY; rotate the secret"
 }
 
 /** One attempt of `claim`, a worker's of `endpoint` (see the phases above). */
-export const attempt = (ctx: DispatcherContext, endpoint: EndpointQueue, claim: Claim): Effect.Effect<void, StoreUnavailable> =>
-  prepare(ctx, endpoint, claim)
+export const attempt = (
+  ctx: DispatcherContext,
+  endpoint: EndpointQueue,
+  claim: Claim
+): Effect.Effect<void, StoreUnavailable> => prepare(ctx, endpoint, claim)
 
 /**
  * A fresh claim's lease is ours (no other process takes it before it ends) and covers the attempt
@@ -80,7 +84,9 @@ const prepare = (ctx: DispatcherContext, endpoint: EndpointQueue, claim: Claim) 
     }
     return Effect.flatMap(
       ctx.store.renewLease(claim.delivery.id, claim.token, at, isoAt(atMs + ctx.leaseMs)),
-      (secrets) => (secrets === null ? Effect.void : call(ctx, endpoint, { claim, atMs, at, secrets, secretsReadAtMs: atMs }))
+      (
+        secrets
+      ) => (secrets === null ? Effect.void : call(ctx, endpoint, { claim, atMs, at, secrets, secretsReadAtMs: atMs }))
     )
   })
 
@@ -113,7 +119,9 @@ const call = (ctx: DispatcherContext, endpoint: EndpointQueue, prepared: Prepare
   if (delivery.nextAttemptAt !== null) {
     Metrics.record(Metrics.webhookDeliveryLag, Math.max(0, startMs - isoMs(delivery.nextAttemptAt)) / 1000)
   }
-  const sent = prepared.secrets.length === 0 ? Effect.succeed(unsignable) : ctx.post(signedRequest(delivery, prepared.secrets, prepared.atMs))
+  const sent = prepared.secrets.length === 0
+    ? Effect.succeed(unsignable)
+    : ctx.post(signedRequest(delivery, prepared.secrets, prepared.atMs))
   return Effect.flatMap(sent, (result) => {
     const endMs = ctx.clock.currentTimeMillisUnsafe()
     const outcome = outcomeOf(result, endMs - startMs)
@@ -161,25 +169,30 @@ const recordWithSuccessor = (ctx: DispatcherContext, endpoint: EndpointQueue, an
   const { token } = prepared.claim
   const successorUntilMs = endMs + ctx.leaseMs
   const successor = { now: endAt, lease: { token, until: isoAt(successorUntilMs), owner: ctx.owner } }
-  return Effect.uninterruptible(Effect.flatMap(ctx.store.recordAttempt(next.delivery, next.attempt, token, successor), (outcome) => {
-    if (outcome._tag !== "RecordedWithSuccessor") return recorded(ctx, answered, counter, outcome._tag === "Recorded")
-    // Same merchant: it signs with this attempt's secrets, as fresh as they were for this one.
-    const queued = endpoint.queue({
-      delivery: outcome.successor,
-      token,
-      leaseUntilMs: successorUntilMs,
-      secrets: prepared.secrets,
-      secretsReadAtMs: prepared.secretsReadAtMs
+  return Effect.uninterruptible(
+    Effect.flatMap(ctx.store.recordAttempt(next.delivery, next.attempt, token, successor), (outcome) => {
+      if (outcome._tag !== "RecordedWithSuccessor") return recorded(ctx, answered, counter, outcome._tag === "Recorded")
+      // Same merchant: it signs with this attempt's secrets, as fresh as they were for this one.
+      const queued = endpoint.queue({
+        delivery: outcome.successor,
+        token,
+        leaseUntilMs: successorUntilMs,
+        secrets: prepared.secrets,
+        secretsReadAtMs: prepared.secretsReadAtMs
+      })
+      if (queued === Effect.void) return recorded(ctx, answered, counter, true)
+      // A store failure giving back a successor a full queue refused is not this attempt's: the
+      // successor's lease ends and it is taken over.
+      return Effect.flatMap(
+        Effect.catch(queued, (error) =>
+          Effect.logWarning(
+            `webhook delivery ${outcome.successor.id} (successor of ${next.delivery.id}) not handed out; taken over when its lease ends`,
+            error
+          )),
+        () => recorded(ctx, answered, counter, true)
+      )
     })
-    if (queued === Effect.void) return recorded(ctx, answered, counter, true)
-    // A store failure giving back a successor a full queue refused is not this attempt's: the
-    // successor's lease ends and it is taken over.
-    return Effect.flatMap(
-      Effect.catch(queued, (error) =>
-        Effect.logWarning(`webhook delivery ${outcome.successor.id} (successor of ${next.delivery.id}) not handed out; taken over when its lease ends`, error)),
-      () => recorded(ctx, answered, counter, true)
-    )
-  }))
+  )
 }
 
 /**
@@ -193,5 +206,7 @@ const recorded = (ctx: DispatcherContext, answered: Answered, counter: Counter, 
   if (stood && delivery.status === "failed") Metrics.record(Metrics.webhookDeliveriesFailed, 1)
   const retryAt = delivery.nextAttemptAt
   const sleepingUntilMs = ctx.state.sleepingUntilMs
-  return retryAt !== null && sleepingUntilMs !== Number.NEGATIVE_INFINITY && isoMs(retryAt) < sleepingUntilMs ? ctx.webhooks.wake : Effect.void
+  return retryAt !== null && sleepingUntilMs !== Number.NEGATIVE_INFINITY && isoMs(retryAt) < sleepingUntilMs
+    ? ctx.webhooks.wake
+    : Effect.void
 }

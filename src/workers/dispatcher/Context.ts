@@ -4,7 +4,12 @@ import { AppConfig, type AppConfigShape } from "../../platform/Config.ts"
 import { Ids, type IdsShape } from "../../platform/Ids.ts"
 import * as Instance from "../../platform/Instance.ts"
 import { type CallbackTimer, callbackTimerOf } from "../../platform/Timers.ts"
-import { timedOut, type TransportResult, WebhookTransport, type WebhookRequest } from "../../platform/WebhookTransport.ts"
+import {
+  timedOut,
+  type TransportResult,
+  type WebhookRequest,
+  WebhookTransport
+} from "../../platform/WebhookTransport.ts"
 import { Webhooks, type WebhooksShape } from "../../services/Webhooks.ts"
 import type { StoreUnavailable } from "../../store/Store.ts"
 import { WebhookStore, type WebhookStoreShape } from "../../store/WebhookStore.ts"
@@ -141,7 +146,10 @@ export const makeContext = Effect.fnUntraced(function*(options: DispatcherOption
   const post = transport.postWithin !== undefined
     ? (request: WebhookRequest) => transport.postWithin!(request, timeoutMs)
     : (request: WebhookRequest) =>
-      Effect.timeoutOrElse(transport.post(request), { duration: Duration.millis(timeoutMs), orElse: () => Effect.sync(onTimeout) })
+      Effect.timeoutOrElse(transport.post(request), {
+        duration: Duration.millis(timeoutMs),
+        orElse: () => Effect.sync(onTimeout)
+      })
   const context: DispatcherContext = {
     options,
     store: yield* WebhookStore,

@@ -36,9 +36,13 @@ class Endpoint implements EndpointQueue {
       const place: WaitingPlace<Claim> = { taker: null }
       return Effect.onInterrupt(this.worker(place), () => Effect.sync(() => this.mailbox.cancel(place)))
     })
-    return Effect.replicateEffect(Effect.forkIn(Effect.interruptible(supervised), this.ctx.fibers), this.ctx.options.concurrencyPerEndpoint, {
-      discard: true
-    })
+    return Effect.replicateEffect(
+      Effect.forkIn(Effect.interruptible(supervised), this.ctx.fibers),
+      this.ctx.options.concurrencyPerEndpoint,
+      {
+        discard: true
+      }
+    )
   }
 
   /**
@@ -71,7 +75,11 @@ class Endpoint implements EndpointQueue {
  * is over (its claim is taken over when its lease ends): the store failed (it was not recorded), or
  * a defect. An interruption ends the worker.
  */
-const workerFailed = (ctx: DispatcherContext, claim: Claim | null, cause: Cause.Cause<StoreUnavailable>): Effect.Effect<void> => {
+const workerFailed = (
+  ctx: DispatcherContext,
+  claim: Claim | null,
+  cause: Cause.Cause<StoreUnavailable>
+): Effect.Effect<void> => {
   if (Cause.hasInterruptsOnly(cause)) return Effect.failCause(cause as Cause.Cause<never>)
   if (claim !== null) ctx.state.inFlight.delete(claim)
   const failure = Cause.findErrorOption(cause)
@@ -106,9 +114,20 @@ export class Endpoints {
         return Effect.flatMap(this.start(delivery.merchantId, delivery.url), () => this.handOut(batch, i))
       }
       const secrets = batch.secrets.get(delivery.merchantId) ?? null
-      if (!endpoint.mailbox.offer({ delivery, token, leaseUntilMs: batch.leaseUntilMs, secrets, secretsReadAtMs: batch.secretsReadAtMs })) {
+      if (
+        !endpoint.mailbox.offer({
+          delivery,
+          token,
+          leaseUntilMs: batch.leaseUntilMs,
+          secrets,
+          secretsReadAtMs: batch.secretsReadAtMs
+        })
+      ) {
         // Given back as it was leased: the cut stays to be recorded by the next claim.
-        const givenBack = Effect.tapError(this.ctx.store.releaseLease(delivery.id, token), () => this.giveBackRest(claimed, token, i + 1))
+        const givenBack = Effect.tapError(
+          this.ctx.store.releaseLease(delivery.id, token),
+          () => this.giveBackRest(claimed, token, i + 1)
+        )
         return Effect.flatMap(givenBack, () => this.handOut(batch, i + 1))
       }
     }
@@ -133,6 +152,10 @@ export class Endpoints {
   }
 
   private giveBackRest(claimed: ReadonlyArray<Delivery>, token: string, from: number) {
-    return Effect.forEach(claimed.slice(from), (delivery) => Effect.ignore(this.ctx.store.releaseLease(delivery.id, token)), { discard: true })
+    return Effect.forEach(
+      claimed.slice(from),
+      (delivery) => Effect.ignore(this.ctx.store.releaseLease(delivery.id, token)),
+      { discard: true }
+    )
   }
 }

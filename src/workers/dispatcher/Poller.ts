@@ -36,7 +36,10 @@ const pollEnded = (cause: Cause.Cause<StoreUnavailable>): Effect.Effect<number> 
  */
 const handOutFailed = (error: StoreUnavailable) =>
   Effect.as(
-    Effect.logWarning("webhook claim not given back (a full mailbox): taken over when its lease ends; the poll's claims after it were given back", error),
+    Effect.logWarning(
+      "webhook claim not given back (a full mailbox): taken over when its lease ends; the poll's claims after it were given back",
+      error
+    ),
     0
   )
 
@@ -69,7 +72,9 @@ export class Poller {
     const batchSize = ctx.options.batchSize
     this.polls = this.poll.pipe(
       Effect.uninterruptible,
-      Effect.flatMap((claimed) => (claimed === batchSize ? Effect.flatMap(Effect.yieldNow, () => this.polls) : this.idleThenPoll))
+      Effect.flatMap((
+        claimed
+      ) => (claimed === batchSize ? Effect.flatMap(Effect.yieldNow, () => this.polls) : this.idleThenPoll))
     )
     this.idleThenPoll = Effect.callback<never>((resume) => this.idle(resume))
   }
@@ -100,19 +105,22 @@ export class Poller {
     const leaseUntilMs = nowMs + ctx.leaseMs
     const lease = () => ({ token: token = ctx.ids.secret("lease_"), until: isoAt(leaseUntilMs), owner: ctx.owner })
     const build = ctx.webhooks.deliveryBuilder(now)
-    return Effect.matchCauseEffect(ctx.store.poll({ drainLimit: batchSize, drainBatches: 10, build, now, lease, claimLimit: batchSize }), {
-      onFailure: pollEnded,
-      onSuccess: (polled) =>
-        this.handOut(polled, {
-          claimed: polled.claimed,
-          token,
-          leaseUntilMs,
-          secrets: polled.secrets,
-          secretsReadAtMs: nowMs,
-          takenOver: polled.takenOver,
-          at: now
-        })
-    })
+    return Effect.matchCauseEffect(
+      ctx.store.poll({ drainLimit: batchSize, drainBatches: 10, build, now, lease, claimLimit: batchSize }),
+      {
+        onFailure: pollEnded,
+        onSuccess: (polled) =>
+          this.handOut(polled, {
+            claimed: polled.claimed,
+            token,
+            leaseUntilMs,
+            secrets: polled.secrets,
+            secretsReadAtMs: nowMs,
+            takenOver: polled.takenOver,
+            at: now
+          })
+      }
+    )
   }
 
   /** A poll's claims to the endpoints; the number claimed. A full batch polls again at once, without a wait. */
@@ -135,7 +143,12 @@ export class Poller {
     if (dueMs === undefined) {
       ctx.state.sleepingUntilMs = nowMs + ctx.options.pollIntervalMs
       const due = ctx.store.nextDueAt().pipe(Effect.orElseSucceed(() => null))
-      return resume(Effect.flatMap(due, (at) => Effect.flatMap(this.waitUntilDue(nowMs, at === null ? Infinity : isoMs(at)), () => this.polls)))
+      return resume(
+        Effect.flatMap(
+          due,
+          (at) => Effect.flatMap(this.waitUntilDue(nowMs, at === null ? Infinity : isoMs(at)), () => this.polls)
+        )
+      )
     }
     const timer = ctx.timer
     if (timer === null) return resume(Effect.flatMap(this.waitUntilDue(nowMs, dueMs), () => this.polls))
@@ -152,7 +165,9 @@ export class Poller {
   /** The idle wait for work due at `dueMs`, as an effect (after a failed poll, or without a callback timer). */
   private waitUntilDue(nowMs: number, dueMs: number): Effect.Effect<void> {
     const timer = this.ctx.timer
-    if (timer !== null) return Effect.callback<void>((resume) => this.startWaitUntilDue(timer, nowMs, dueMs, () => resume(Effect.void)))
+    if (timer !== null) {
+      return Effect.callback<void>((resume) => this.startWaitUntilDue(timer, nowMs, dueMs, () => resume(Effect.void)))
+    }
     const untilMs = this.waitUntil(nowMs, dueMs)
     this.ctx.state.sleepingUntilMs = untilMs
     return Effect.map(this.raceFor(nowMs, untilMs), () => this.awake())
@@ -220,6 +235,10 @@ export class Poller {
     const { options, webhooks } = this.ctx
     const untilTimeout = Effect.sleep(Duration.millis(Math.max(0, untilMs - nowMs)))
     const eventsDelay = Duration.millis(Math.min(options.eventsDelayMs, Math.max(0, untilMs - nowMs)))
-    return Effect.raceAll([untilTimeout, webhooks.awaitWake, Effect.andThen(webhooks.awaitEventsCommitted, Effect.sleep(eventsDelay))])
+    return Effect.raceAll([
+      untilTimeout,
+      webhooks.awaitWake,
+      Effect.andThen(webhooks.awaitEventsCommitted, Effect.sleep(eventsDelay))
+    ])
   }
 }

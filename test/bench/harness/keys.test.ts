@@ -27,13 +27,25 @@ const problem = (run: () => unknown) => {
 
 describe("keys files: one per shard, used whole", () => {
   it("reads keys, comments and the shard line", () => {
-    expect(parseKeyFile("# shard 2/3\n# made by hand\n\n  sk_live_a  \nsk_live_b\n", "f")).toEqual({ keys: ["sk_live_a", "sk_live_b"], shard: { index: 2, count: 3 } })
+    expect(parseKeyFile("# shard 2/3\n# made by hand\n\n  sk_live_a  \nsk_live_b\n", "f")).toEqual({
+      keys: ["sk_live_a", "sk_live_b"],
+      shard: { index: 2, count: 3 }
+    })
     expect(parseKeyFile("sk_live_a\n", "f")).toEqual({ keys: ["sk_live_a"], shard: null })
-    expect(keyFileText({ index: 1, count: 4 }, ["sk_live_x", "sk_live_y"], ["2 merchants"])).toBe("# shard 1/4\n# 2 merchants\nsk_live_x\nsk_live_y\n")
-    expect(parseKeyFile(keyFileText({ index: 1, count: 4 }, ["sk_live_x"]), "f")).toEqual({ keys: ["sk_live_x"], shard: { index: 1, count: 4 } })
-    expect(problem(() => parseKeyFile("sk_live_a\nsk_live_a\n", "f"))).toBe("f: line 2 repeats the key of line 1 (one merchant, driven once)")
+    expect(keyFileText({ index: 1, count: 4 }, ["sk_live_x", "sk_live_y"], ["2 merchants"])).toBe(
+      "# shard 1/4\n# 2 merchants\nsk_live_x\nsk_live_y\n"
+    )
+    expect(parseKeyFile(keyFileText({ index: 1, count: 4 }, ["sk_live_x"]), "f")).toEqual({
+      keys: ["sk_live_x"],
+      shard: { index: 1, count: 4 }
+    })
+    expect(problem(() => parseKeyFile("sk_live_a\nsk_live_a\n", "f"))).toBe(
+      "f: line 2 repeats the key of line 1 (one merchant, driven once)"
+    )
     expect(problem(() => parseKeyFile("sk_live_a sk_live_b\n", "f"))).toContain("f: line 1 is not one API key")
-    expect(problem(() => parseKeyFile("# shard 0/2\n# shard 1/2\nsk_live_a\n", "f"))).toContain("line 2 names a shard again")
+    expect(problem(() => parseKeyFile("# shard 0/2\n# shard 1/2\nsk_live_a\n", "f"))).toContain(
+      "line 2 names a shard again"
+    )
     expect(problem(() => parseKeyFile("# shard 3/3\nsk_live_a\n", "f"))).toContain("must be I/N with 0 <= I < N")
   })
 
@@ -63,9 +75,14 @@ describe("keys files: one per shard, used whole", () => {
     const dir = join(directory, "dir")
     mkdirSync(dir)
     writeFileSync(join(dir, "shard-7.keys"), keyFileText({ index: 7, count: 20 }, fiveKeys.slice(0, 2)))
-    expect(readKeyFile(dir, { index: 7, count: 20 })).toEqual({ path: join(dir, "shard-7.keys"), keys: fiveKeys.slice(0, 2) })
+    expect(readKeyFile(dir, { index: 7, count: 20 })).toEqual({
+      path: join(dir, "shard-7.keys"),
+      keys: fiveKeys.slice(0, 2)
+    })
     expect(problem(() => readKeyFile(dir, { index: 8, count: 20 }))).toBe(
-      `--keys: ${join(dir, "shard-8.keys")}, the keys file of shard 8/20, does not exist (npm run harness -- keys --shards 20 --out DIR makes one per shard)`
+      `--keys: ${
+        join(dir, "shard-8.keys")
+      }, the keys file of shard 8/20, does not exist (npm run harness -- keys --shards 20 --out DIR makes one per shard)`
     )
     // A shard with no key is refused, not run without merchants.
     const empty = file("empty.keys", keyFileText({ index: 7, count: 20 }, []))
@@ -79,12 +96,25 @@ describe("keys files: one per shard, used whole", () => {
     const io: Io = { log: (line) => lines.push(line), out: (line) => lines.push(line), progress: null }
     const shared = file("refused.keys", `${fiveKeys.join("\n")}\n`)
     expect(await main(["--target", "http://127.0.0.1:9", "--keys", shared, "--shard", "7/20"], io)).toBe(2)
-    expect(lines).toEqual([`harness: --keys: ${shared} names no shard, and --shard 7/20 is one of 20: each shard drives every merchant of its own file, so the file says which shard it is for (a line '# shard 7/20'; npm run harness -- keys --shards 20 writes them)`])
+    expect(lines).toEqual([
+      `harness: --keys: ${shared} names no shard, and --shard 7/20 is one of 20: each shard drives every merchant of its own file, so the file says which shard it is for (a line '# shard 7/20'; npm run harness -- keys --shards 20 writes them)`
+    ])
   })
 
   it("gives the scenario every key of the shard's file and records that many merchants", async () => {
     const seventh = file("scenario.keys", keyFileText({ index: 7, count: 20 }, fiveKeys))
-    const parsed = parseArguments(["--target", "http://127.0.0.1:9", "--keys", seventh, "--shard", "7/20", "--merchants", "2", "--report", join(directory, "report")])
+    const parsed = parseArguments([
+      "--target",
+      "http://127.0.0.1:9",
+      "--keys",
+      seventh,
+      "--shard",
+      "7/20",
+      "--merchants",
+      "2",
+      "--report",
+      join(directory, "report")
+    ])
     if (parsed.command !== "run") throw new Error(JSON.stringify(parsed))
     let given: SetupContext | null = null
     // Set-up ends the run (a failed set-up runs no load): what the scenario was given is all this checks.
@@ -100,7 +130,9 @@ describe("keys files: one per shard, used whole", () => {
       checkLaws: async () => [],
       close: async () => {}
     }
-    const { result } = await runHarness(parsed as RunOptions, { log: () => {}, out: () => {}, progress: null }, { scenario })
+    const { result } = await runHarness(parsed as RunOptions, { log: () => {}, out: () => {}, progress: null }, {
+      scenario
+    })
     expect(given!.apiKeys).toEqual(fiveKeys)
     expect(given!.merchants).toBe(5)
     expect(result.config.merchants).toBe(5)

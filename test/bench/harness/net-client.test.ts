@@ -12,7 +12,12 @@ const get = (path: string): WireRequest => ({ method: "GET", path, headers: {}, 
 const parse = (bytes: string, cuts: ReadonlyArray<number> = [], head = false) => {
   const read: Array<{ response: WireResponse; keepAlive: boolean }> = []
   // As a plain record: its headers are read from the head when asked for.
-  const parser = new ResponseParser((response, keepAlive) => read.push({ response: { status: response.status, headers: { ...response.headers }, body: response.body }, keepAlive }))
+  const parser = new ResponseParser((response, keepAlive) =>
+    read.push({
+      response: { status: response.status, headers: { ...response.headers }, body: response.body },
+      keepAlive
+    })
+  )
   parser.headRequest = head
   const buffer = Buffer.from(bytes, "utf8")
   let from = 0
@@ -23,13 +28,22 @@ const parse = (bytes: string, cuts: ReadonlyArray<number> = [], head = false) =>
   return { read, parser }
 }
 
-const okWithLength = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 16\r\n\r\n{\"status\":\"ok\"}\n"
-const chunked = "HTTP/1.1 201 Created\r\nTransfer-Encoding: chunked\r\nRetry-After: 2\r\n\r\n5\r\nhello\r\n7;ext=1\r\n, world\r\n0\r\nX-Trailer: t\r\n\r\n"
+const okWithLength =
+  "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 16\r\n\r\n{\"status\":\"ok\"}\n"
+const chunked =
+  "HTTP/1.1 201 Created\r\nTransfer-Encoding: chunked\r\nRetry-After: 2\r\n\r\n5\r\nhello\r\n7;ext=1\r\n, world\r\n0\r\nX-Trailer: t\r\n\r\n"
 
 describe("reading responses", () => {
   it("reads a response with a content-length, its headers in lower case", () => {
     const { read, parser } = parse(okWithLength)
-    expect(read).toEqual([{ response: { status: 200, headers: { "content-type": "application/json", "content-length": "16" }, body: "{\"status\":\"ok\"}\n" }, keepAlive: true }])
+    expect(read).toEqual([{
+      response: {
+        status: 200,
+        headers: { "content-type": "application/json", "content-length": "16" },
+        body: "{\"status\":\"ok\"}\n"
+      },
+      keepAlive: true
+    }])
     expect(parser.between).toBe(true)
   })
 
@@ -41,14 +55,24 @@ describe("reading responses", () => {
       // Byte by byte.
       expect(parse(bytes, Array.from({ length: bytes.length - 1 }, (_, i) => i + 1)).read).toEqual(whole)
     }
-    expect(parse(chunked).read[0]!.response).toEqual({ status: 201, headers: { "transfer-encoding": "chunked", "retry-after": "2" }, body: "hello, world" })
+    expect(parse(chunked).read[0]!.response).toEqual({
+      status: 201,
+      headers: { "transfer-encoding": "chunked", "retry-after": "2" },
+      body: "hello, world"
+    })
   })
 
   it("joins a repeated header as node:http does, and serializes as a plain response", () => {
     const read: Array<WireResponse> = []
-    new ResponseParser((response) => read.push(response)).feed(Buffer.from("HTTP/1.1 200 OK\r\nVary: a\r\nvary:b\r\nContent-Length: 2\r\n\r\nok"))
+    new ResponseParser((response) => read.push(response)).feed(
+      Buffer.from("HTTP/1.1 200 OK\r\nVary: a\r\nvary:b\r\nContent-Length: 2\r\n\r\nok")
+    )
     expect(read[0]!.headers).toEqual({ "vary": "a, b", "content-length": "2" })
-    expect(JSON.parse(JSON.stringify(read[0]))).toEqual({ status: 200, headers: { "vary": "a, b", "content-length": "2" }, body: "ok" })
+    expect(JSON.parse(JSON.stringify(read[0]))).toEqual({
+      status: 200,
+      headers: { "vary": "a, b", "content-length": "2" },
+      body: "ok"
+    })
   })
 
   it("reads several responses from one read, in order", () => {
@@ -75,7 +99,9 @@ describe("reading responses", () => {
   it("tells when the connection may not carry another request", () => {
     expect(parse("HTTP/1.1 200 OK\r\nConnection: close\r\ncontent-length: 0\r\n\r\n").read[0]!.keepAlive).toBe(false)
     expect(parse("HTTP/1.0 200 OK\r\ncontent-length: 0\r\n\r\n").read[0]!.keepAlive).toBe(false)
-    expect(parse("HTTP/1.0 200 OK\r\nConnection: keep-alive\r\ncontent-length: 0\r\n\r\n").read[0]!.keepAlive).toBe(true)
+    expect(parse("HTTP/1.0 200 OK\r\nConnection: keep-alive\r\ncontent-length: 0\r\n\r\n").read[0]!.keepAlive).toBe(
+      true
+    )
   })
 
   it("reads a body with neither length nor chunks until the connection ends", () => {
@@ -120,7 +146,8 @@ const rawServer = async (onData: (socket: Socket, data: Buffer, connection: numb
   }
 }
 
-const response = (body: string, extra = "") => `HTTP/1.1 200 OK\r\ncontent-length: ${Buffer.byteLength(body)}\r\n${extra}\r\n${body}`
+const response = (body: string, extra = "") =>
+  `HTTP/1.1 200 OK\r\ncontent-length: ${Buffer.byteLength(body)}\r\n${extra}\r\n${body}`
 const bodyOf = (outcome: WireOutcome) => (outcome._tag === "Answered" ? outcome.response.body : outcome._tag)
 const turn = () => new Promise((tick) => setImmediate(tick))
 /** What became of one GET to a raw server that answers it with `onData`. */
@@ -144,9 +171,18 @@ describe("the net client against a server", () => {
     })
     const client = netClient(`${server.url}/base/`, { sockets: 1, timeoutMs: 5_000, idleSocketTimeoutMs: 4_000 })
     try {
-      const outcome = await client.send({ method: "POST", path: "/pay?x=1", headers: { authorization: "Bearer k" }, body: "12 €" })
+      const outcome = await client.send({
+        method: "POST",
+        path: "/pay?x=1",
+        headers: { authorization: "Bearer k" },
+        body: "12 €"
+      })
       expect(bodyOf(outcome)).toBe("ok")
-      expect(seen).toBe(`POST /base/pay?x=1 HTTP/1.1\r\nhost: ${new URL(server.url).host}\r\nauthorization: Bearer k\r\ncontent-length: 6\r\n\r\n12 €`)
+      expect(seen).toBe(
+        `POST /base/pay?x=1 HTTP/1.1\r\nhost: ${
+          new URL(server.url).host
+        }\r\nauthorization: Bearer k\r\ncontent-length: 6\r\n\r\n12 €`
+      )
     } finally {
       client.close()
       await server.close()
@@ -162,7 +198,10 @@ describe("the net client against a server", () => {
     const chunkedClient = netClient(server.url, { sockets: 1, timeoutMs: 5_000, idleSocketTimeoutMs: 4_000 })
     try {
       const first = await chunkedClient.send(get("/a"))
-      expect(first).toMatchObject({ _tag: "Answered", response: { status: 201, body: "hello, world", headers: { "retry-after": "2" } } })
+      expect(first).toMatchObject({
+        _tag: "Answered",
+        response: { status: 201, body: "hello, world", headers: { "retry-after": "2" } }
+      })
       const byteByByte = netClient(server.url, { sockets: 1, timeoutMs: 5_000, idleSocketTimeoutMs: 4_000 })
       expect(bodyOf(await byteByByte.send(get("/b")))).toBe("slowly")
       byteByByte.close()
@@ -180,7 +219,11 @@ describe("the net client against a server", () => {
     })
     server.on("connection", () => connections++)
     await new Promise<void>((listening) => server.listen(0, "127.0.0.1", listening))
-    const client = netClient(`http://127.0.0.1:${(server.address() as AddressInfo).port}`, { sockets: 1, timeoutMs: 5_000, idleSocketTimeoutMs: 4_000 })
+    const client = netClient(`http://127.0.0.1:${(server.address() as AddressInfo).port}`, {
+      sockets: 1,
+      timeoutMs: 5_000,
+      idleSocketTimeoutMs: 4_000
+    })
     try {
       for (let i = 0; i < 3; i++) expect(bodyOf(await client.send(get("/")))).toBe("streamed answer")
       expect(connections).toBe(1)
@@ -191,7 +234,9 @@ describe("the net client against a server", () => {
   })
 
   it("does not reuse a connection answered with connection: close", async () => {
-    const server = await rawServer((socket, _data, connection) => socket.end(response(`c${connection}`, "connection: close\r\n")))
+    const server = await rawServer((socket, _data, connection) =>
+      socket.end(response(`c${connection}`, "connection: close\r\n"))
+    )
     const client = netClient(server.url, { sockets: 1, timeoutMs: 5_000, idleSocketTimeoutMs: 4_000 })
     try {
       expect(bodyOf(await client.send(get("/")))).toBe("c0")
@@ -234,7 +279,11 @@ describe("the net client against a server", () => {
   })
 
   it("tells a refused connect (nothing sent) from a reset after the request went out", async () => {
-    const nobody = netClient(`http://127.0.0.1:${await freePort()}`, { sockets: 1, timeoutMs: 5_000, idleSocketTimeoutMs: 4_000 })
+    const nobody = netClient(`http://127.0.0.1:${await freePort()}`, {
+      sockets: 1,
+      timeoutMs: 5_000,
+      idleSocketTimeoutMs: 4_000
+    })
     expect(await nobody.send(get("/"))).toEqual({ _tag: "Refused" })
     expect(nobody.pool()).toEqual({ open: 0, idle: 0 })
     nobody.close()
@@ -242,7 +291,9 @@ describe("the net client against a server", () => {
   })
 
   it("loses a request whose connection closes mid-answer", async () => {
-    expect(await oneRequestTo((socket) => socket.end(response("the whole body").slice(0, -4)))).toEqual({ _tag: "Lost" })
+    expect(await oneRequestTo((socket) => socket.end(response("the whole body").slice(0, -4)))).toEqual({
+      _tag: "Lost"
+    })
   })
 
   it("loses a request unanswered within the client timeout, and serves the next on a new connection", async () => {

@@ -19,7 +19,9 @@ const figures = {
 describe("the harness's own metrics (--prometheus-port)", () => {
   it("in the Prometheus text format: rates, answers by route and status, latency quantiles in seconds, laws violated", () => {
     const text = prometheusText(figures)
-    expect(text).toContain("# TYPE harness_offered_requests_per_second gauge\nharness_offered_requests_per_second 200\n")
+    expect(text).toContain(
+      "# TYPE harness_offered_requests_per_second gauge\nharness_offered_requests_per_second 200\n"
+    )
     expect(text).toContain("harness_achieved_requests_per_second 198.5\n")
     expect(text).toContain(`harness_responses_total{route="POST /api/v1/transactions",status="201"} 90\n`)
     expect(text).toContain(`harness_responses_total{route="POST /api/v1/transactions",status="dropped"} 1\n`)
@@ -27,7 +29,9 @@ describe("the harness's own metrics (--prometheus-port)", () => {
     expect(text).toContain(`harness_latency_seconds_count{route="POST /api/v1/transactions"} 91\n`)
     expect(text).toContain("harness_laws_violated 0\n")
     // Every sample line is `name{labels} value` or `name value`, under a TYPE line of its name.
-    for (const line of text.trim().split("\n").filter((l) => !l.startsWith("#"))) expect(line).toMatch(/^[a-z_]+(\{[^}]*\})? -?[0-9.e+-]+$/)
+    for (const line of text.trim().split("\n").filter((l) => !l.startsWith("#"))) {
+      expect(line).toMatch(/^[a-z_]+(\{[^}]*\})? -?[0-9.e+-]+$/)
+    }
     expect(prometheusText({ ...figures, offeredPerSecond: null })).not.toContain("harness_offered_requests_per_second")
   })
 

@@ -36,44 +36,81 @@ describe("the harness against a running service", () => {
     rmSync(directory, { recursive: true, force: true })
   })
 
-  it("drives the health scenario for a bounded number of requests and writes the JSON result and the HTML page", async () => {
-    // The load lasts 0.6 s: one pause of the service can leave a few answers past its window, and
-    // the saturation verdict (tested on its own in test/harness) would fail a run this test is not about.
-    const first = quietIo()
-    const code = await main(["--target", service.baseUrl, "--scenario", "health", "--rate", "500", "--duration", "60", "--max-requests", "300", "--allow-saturation", "--report", join(directory, "a")], first.io)
-    expect(code, first.lines.join("\n")).toBe(0)
-    const files = reportOf(join(directory, "a"))
-    const json = files.find((f) => f.endsWith(".json"))!
-    expect(files.filter((f) => f.endsWith(".html"))).toHaveLength(1)
-    const result = JSON.parse(readFileSync(join(directory, "a", json), "utf8")) as HarnessResult
-    expect(result.requests).toBe(300)
-    expect(result.scripts).toBe(300)
-    expect(result.status_codes).toEqual({ "200": 300 })
-    expect(result.routes.map((r) => [r.route, r.requests])).toEqual([["GET /healthz", 300]])
-    expect(result.timeline.reduce((n, s) => n + s.requests, 0)).toBe(300)
-    expect(result.latency_ms.p50).toBeGreaterThan(0)
-    expect(result.cpu.harness_ms_per_request).toBeGreaterThan(0)
-    expect(result.cpu.service_s).toBeNull()
-    expect(result.passed).toBe(true)
-    expect(first.lines.join("\n")).toContain("PASSED")
-    expect(readFileSync(join(directory, "a", json.replace(/\.json$/, ".html")), "utf8")).toContain("GET /healthz")
+  it(
+    "drives the health scenario for a bounded number of requests and writes the JSON result and the HTML page",
+    async () => {
+      // The load lasts 0.6 s: one pause of the service can leave a few answers past its window, and
+      // the saturation verdict (tested on its own in test/harness) would fail a run this test is not about.
+      const first = quietIo()
+      const code = await main([
+        "--target",
+        service.baseUrl,
+        "--scenario",
+        "health",
+        "--rate",
+        "500",
+        "--duration",
+        "60",
+        "--max-requests",
+        "300",
+        "--allow-saturation",
+        "--report",
+        join(directory, "a")
+      ], first.io)
+      expect(code, first.lines.join("\n")).toBe(0)
+      const files = reportOf(join(directory, "a"))
+      const json = files.find((f) => f.endsWith(".json"))!
+      expect(files.filter((f) => f.endsWith(".html"))).toHaveLength(1)
+      const result = JSON.parse(readFileSync(join(directory, "a", json), "utf8")) as HarnessResult
+      expect(result.requests).toBe(300)
+      expect(result.scripts).toBe(300)
+      expect(result.status_codes).toEqual({ "200": 300 })
+      expect(result.routes.map((r) => [r.route, r.requests])).toEqual([["GET /healthz", 300]])
+      expect(result.timeline.reduce((n, s) => n + s.requests, 0)).toBe(300)
+      expect(result.latency_ms.p50).toBeGreaterThan(0)
+      expect(result.cpu.harness_ms_per_request).toBeGreaterThan(0)
+      expect(result.cpu.service_s).toBeNull()
+      expect(result.passed).toBe(true)
+      expect(first.lines.join("\n")).toContain("PASSED")
+      expect(readFileSync(join(directory, "a", json.replace(/\.json$/, ".html")), "utf8")).toContain("GET /healthz")
 
-    // A second shard misses its objective: it exits 1, and so does the merge of both, with every request counted.
-    const second = quietIo()
-    const missed = await main(["--target", service.baseUrl, "--scenario", "health", "--connections", "4", "--max-requests", "200", "--slo", "rate>1000000", "--report", join(directory, "b")], second.io)
-    expect(missed, second.lines.join("\n")).toBe(1)
-    expect(second.lines.join("\n")).toMatch(/slo rate>1000000\s+MISSED/)
-    const other = reportOf(join(directory, "b")).find((f) => f.endsWith(".json"))!
-    const merging = quietIo()
-    const merged = await main(["merge", join(directory, "a", json), join(directory, "b", other), "--report", join(directory, "merged")], merging.io)
-    expect(merged).toBe(1)
-    const mergedJson = reportOf(join(directory, "merged")).find((f) => f.endsWith(".json"))!
-    const mergedResult = JSON.parse(readFileSync(join(directory, "merged", mergedJson), "utf8")) as HarnessResult
-    expect(mergedResult.requests).toBe(500)
-    expect(mergedResult.status_codes).toEqual({ "200": 500 })
-    expect(mergedResult.config.shards).toHaveLength(2)
-    expect(existsSync(join(directory, "merged", mergedJson.replace(/\.json$/, ".html")))).toBe(true)
-  }, 180_000)
+      // A second shard misses its objective: it exits 1, and so does the merge of both, with every request counted.
+      const second = quietIo()
+      const missed = await main([
+        "--target",
+        service.baseUrl,
+        "--scenario",
+        "health",
+        "--connections",
+        "4",
+        "--max-requests",
+        "200",
+        "--slo",
+        "rate>1000000",
+        "--report",
+        join(directory, "b")
+      ], second.io)
+      expect(missed, second.lines.join("\n")).toBe(1)
+      expect(second.lines.join("\n")).toMatch(/slo rate>1000000\s+MISSED/)
+      const other = reportOf(join(directory, "b")).find((f) => f.endsWith(".json"))!
+      const merging = quietIo()
+      const merged = await main([
+        "merge",
+        join(directory, "a", json),
+        join(directory, "b", other),
+        "--report",
+        join(directory, "merged")
+      ], merging.io)
+      expect(merged).toBe(1)
+      const mergedJson = reportOf(join(directory, "merged")).find((f) => f.endsWith(".json"))!
+      const mergedResult = JSON.parse(readFileSync(join(directory, "merged", mergedJson), "utf8")) as HarnessResult
+      expect(mergedResult.requests).toBe(500)
+      expect(mergedResult.status_codes).toEqual({ "200": 500 })
+      expect(mergedResult.config.shards).toHaveLength(2)
+      expect(existsSync(join(directory, "merged", mergedJson.replace(/\.json$/, ".html")))).toBe(true)
+    },
+    180_000
+  )
 
   it("refuses a result file it cannot read, and an unknown scenario, with exit code 2", async () => {
     const { io, lines } = quietIo()
@@ -100,7 +137,12 @@ const merchantScenario = (plantViolation: boolean): Scenario => {
       }
     },
     runScript: async (index, intendedStartMs) => {
-      const response = await context.transport.send({ method: "GET", path: "/api/v1/merchants/me", headers: { authorization: `Bearer ${keys[index % keys.length]}` }, body: null }, intendedStartMs)
+      const response = await context.transport.send({
+        method: "GET",
+        path: "/api/v1/merchants/me",
+        headers: { authorization: `Bearer ${keys[index % keys.length]}` },
+        body: null
+      }, intendedStartMs)
       statuses.push(response?.status ?? 0)
     },
     drain: async () => {},
@@ -110,7 +152,9 @@ const merchantScenario = (plantViolation: boolean): Scenario => {
       checked: statuses.length,
       violations: [
         ...statuses.filter((s) => s !== 200).map((s) => ({ paymentId: null, message: `answered ${s}`, requests: [] })),
-        ...(plantViolation ? [{ paymentId: "pay_planted", message: "planted violation", requests: ["GET /api/v1/merchants/me -> 200"] }] : [])
+        ...(plantViolation
+          ? [{ paymentId: "pay_planted", message: "planted violation", requests: ["GET /api/v1/merchants/me -> 200"] }]
+          : [])
       ]
     }],
     close: async () => {}
@@ -123,7 +167,18 @@ describe("the harness on its own embedded service", () => {
     try {
       const { io, lines } = quietIo()
       const { result, files } = await runHarness(
-        options(["--scenario", "health", "--merchants", "2", "--rate", "200", "--max-requests", "100", "--report", directory]),
+        options([
+          "--scenario",
+          "health",
+          "--merchants",
+          "2",
+          "--rate",
+          "200",
+          "--max-requests",
+          "100",
+          "--report",
+          directory
+        ]),
         io,
         { scenario: merchantScenario(true) }
       )
@@ -133,8 +188,15 @@ describe("the harness on its own embedded service", () => {
       expect(result.config.embedded).toBe(true)
       expect(result.cpu.service_s).not.toBeNull()
       expect(result.laws).toEqual([expect.objectContaining({
-        law: "merchants-known", checked: 100, held: false, violation_count: 1,
-        first_violations: [{ paymentId: "pay_planted", message: "planted violation", requests: ["GET /api/v1/merchants/me -> 200"] }]
+        law: "merchants-known",
+        checked: 100,
+        held: false,
+        violation_count: 1,
+        first_violations: [{
+          paymentId: "pay_planted",
+          message: "planted violation",
+          requests: ["GET /api/v1/merchants/me -> 200"]
+        }]
       })])
       expect(result.passed).toBe(false)
       expect(files.every((file) => existsSync(file))).toBe(true)

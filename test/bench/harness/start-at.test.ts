@@ -24,8 +24,21 @@ describe("--start-at", () => {
     expect(error(["--start-at", "2030-01-01T12:00:00"])).toBe(
       "--start-at must be an ISO time with its zone (2030-01-01T12:00:00Z, 2030-01-01T14:00:00+02:00) or milliseconds since the epoch, not '2030-01-01T12:00:00': without a zone each machine would read it in its own"
     )
-    expect(error(["--start-at", "1893499200"])).toBe("--start-at 1893499200 reads as seconds since the epoch: give milliseconds (1893499200000) or an ISO time")
-    for (const bad of ["tomorrow", "2030-02-30T12:00:00Z", "2030-13-01T12:00:00Z", "2030-01-01T24:00:00Z", "2030-01-01T12:60:00Z", "2030-01-01 12:00:00Z", "-5", "1.5e12"]) {
+    expect(error(["--start-at", "1893499200"])).toBe(
+      "--start-at 1893499200 reads as seconds since the epoch: give milliseconds (1893499200000) or an ISO time"
+    )
+    for (
+      const bad of [
+        "tomorrow",
+        "2030-02-30T12:00:00Z",
+        "2030-13-01T12:00:00Z",
+        "2030-01-01T24:00:00Z",
+        "2030-01-01T12:60:00Z",
+        "2030-01-01 12:00:00Z",
+        "-5",
+        "1.5e12"
+      ]
+    ) {
       expect(error(["--start-at", bad]), bad).toContain("--start-at must be an ISO time with its zone")
     }
   })
@@ -42,7 +55,9 @@ describe("--start-at", () => {
   it("a run given a past time exits 2 before setting anything up", async () => {
     const lines: Array<string> = []
     const io: Io = { log: (line) => lines.push(line), out: (line) => lines.push(line), progress: null }
-    expect(await main(["--scenario", "health", "--target", "http://127.0.0.1:9", "--start-at", "2001-01-01T00:00:00Z"], io)).toBe(2)
+    expect(
+      await main(["--scenario", "health", "--target", "http://127.0.0.1:9", "--start-at", "2001-01-01T00:00:00Z"], io)
+    ).toBe(2)
     expect(lines).toHaveLength(1)
     expect(lines[0]).toMatch(/^harness: --start-at 2001-01-01T00:00:00.000Z is \d+\.\d s in the past/)
   })

@@ -5,7 +5,14 @@ import { AvailabilityRecorder } from "../../../bench/harness/Availability.ts"
 import { VirtualClock } from "../../../bench/harness/Clock.ts"
 import type { WireRequest } from "../../../bench/harness/Contract.ts"
 import { Recorder } from "../../../bench/harness/Recorder.ts"
-import { balancedClient, httpClient, idleSocketTimeoutMs, recordingTransport, type WireClient, type WireOutcome } from "../../../bench/harness/Transport.ts"
+import {
+  balancedClient,
+  httpClient,
+  idleSocketTimeoutMs,
+  recordingTransport,
+  type WireClient,
+  type WireOutcome
+} from "../../../bench/harness/Transport.ts"
 import { freePort } from "../../../src/platform/Database.ts"
 
 const request: WireRequest = { method: "GET", path: "/healthz", headers: {}, body: null }
@@ -69,7 +76,13 @@ describe("spreading requests over the instances", () => {
 
   it("records a refused request as refused, a lost one as dropped, both as no answer to the scenario, and counts their availability", async () => {
     const clock = new VirtualClock(0)
-    const fates: Array<WireOutcome> = [answered(200), { _tag: "Refused" }, { _tag: "Lost" }, answered(503), answered(404)]
+    const fates: Array<WireOutcome> = [
+      answered(200),
+      { _tag: "Refused" },
+      { _tag: "Lost" },
+      answered(503),
+      answered(404)
+    ]
     let next = 0
     const client: WireClient = {
       send: async () => {
@@ -87,7 +100,14 @@ describe("spreading requests over the instances", () => {
     expect(figures.status_codes).toEqual({ "200": 1, "refused": 1, "dropped": 1, "503": 1, "404": 1 })
     expect(figures.errors).toBe(3)
     // Counted by when each was handed over (all at 0 here, queued behind one socket).
-    expect(availability.overall()).toEqual({ requests: 5, answered: 2, server_errors: 1, dropped: 1, refused: 1, availability: 0.4 })
+    expect(availability.overall()).toEqual({
+      requests: 5,
+      answered: 2,
+      server_errors: 1,
+      dropped: 1,
+      refused: 1,
+      availability: 0.4
+    })
   })
 })
 
@@ -123,7 +143,10 @@ describe("socket wait apart from service time", () => {
       else response.writeHead(204).end()
     })
     await new Promise<void>((listening) => server.listen(0, "127.0.0.1", listening))
-    const client = httpClient(`http://127.0.0.1:${(server.address() as AddressInfo).port}`, { sockets: 1, timeoutMs: 5_000 })
+    const client = httpClient(`http://127.0.0.1:${(server.address() as AddressInfo).port}`, {
+      sockets: 1,
+      timeoutMs: 5_000
+    })
     try {
       const first = client.send(request)
       const second = client.send(request)
@@ -151,9 +174,15 @@ describe("idle kept-alive sockets", () => {
   it("the client ends an idle socket itself, with the server's keep-alive far longer", async () => {
     const server = createServer((_incoming, response) => response.writeHead(204).end())
     server.keepAliveTimeout = 600_000
-    const clientEnded = new Promise<void>((ended) => server.on("connection", (socket) => socket.once("end", () => ended())))
+    const clientEnded = new Promise<void>((ended) =>
+      server.on("connection", (socket) => socket.once("end", () => ended()))
+    )
     await new Promise<void>((listening) => server.listen(0, "127.0.0.1", listening))
-    const client = httpClient(`http://127.0.0.1:${(server.address() as AddressInfo).port}`, { sockets: 1, timeoutMs: 5_000, idleSocketTimeoutMs: 20 })
+    const client = httpClient(`http://127.0.0.1:${(server.address() as AddressInfo).port}`, {
+      sockets: 1,
+      timeoutMs: 5_000,
+      idleSocketTimeoutMs: 20
+    })
     try {
       expect((await client.send(request))._tag).toBe("Answered")
       // The server would keep the socket ten minutes: an end before that is the client's.
@@ -175,7 +204,10 @@ describe("the HTTP client's outcomes", () => {
     // A server that reads the request and drops the connection: the request was sent, its outcome unknown.
     const server = createServer((incoming) => incoming.socket.destroy())
     await new Promise<void>((listening) => server.listen(0, "127.0.0.1", listening))
-    const dropping = httpClient(`http://127.0.0.1:${(server.address() as AddressInfo).port}`, { sockets: 1, timeoutMs: 5_000 })
+    const dropping = httpClient(`http://127.0.0.1:${(server.address() as AddressInfo).port}`, {
+      sockets: 1,
+      timeoutMs: 5_000
+    })
     try {
       expect(await dropping.send(request)).toEqual({ _tag: "Lost" })
     } finally {
@@ -193,7 +225,14 @@ describe("availability by the time a request was sent", () => {
     availability.record("dropped", 1_399)
     availability.record(500, 2_000)
     availability.record(201, 9_999)
-    expect(availability.between(200, 400)).toEqual({ requests: 2, answered: 0, server_errors: 0, dropped: 1, refused: 1, availability: 0 })
+    expect(availability.between(200, 400)).toEqual({
+      requests: 2,
+      answered: 0,
+      server_errors: 0,
+      dropped: 1,
+      refused: 1,
+      availability: 0
+    })
     expect(availability.between(0, 1_000)).toMatchObject({ requests: 3, answered: 1 })
     expect(availability.between(1_000, 1_100)).toMatchObject({ requests: 1, server_errors: 1 })
     expect(availability.between(5_000, 6_000)).toMatchObject({ requests: 0, availability: null })

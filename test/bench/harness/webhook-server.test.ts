@@ -21,7 +21,13 @@ const recordingEndpoints = () => {
 
 const post = (port: number, path: string) =>
   new Promise<number>((done, fail) => {
-    const sent = request({ host: "127.0.0.1", port, method: "POST", path, headers: { "content-type": "application/json" } }, (response) => {
+    const sent = request({
+      host: "127.0.0.1",
+      port,
+      method: "POST",
+      path,
+      headers: { "content-type": "application/json" }
+    }, (response) => {
       response.resume()
       response.on("end", () => done(response.statusCode ?? 0))
     })
@@ -33,7 +39,14 @@ describe("the scenario's webhook receiver", () => {
   it("listens on --webhook-port and registers the URL --webhook-url advertises, with or without the base's path passed on", async () => {
     const port = await freePort()
     const { urls, endpoints } = recordingEndpoints()
-    const server = await startWebhookServer({ host: "127.0.0.1", port, advertisedUrl: "https://hooks.example:8443/shard-3", endpoints, timeoutMs: 2_000, latencyScale: 1 })
+    const server = await startWebhookServer({
+      host: "127.0.0.1",
+      port,
+      advertisedUrl: "https://hooks.example:8443/shard-3",
+      endpoints,
+      timeoutMs: 2_000,
+      latencyScale: 1
+    })
     try {
       expect(server.baseUrl).toBe("https://hooks.example:8443/shard-3")
       expect(server.urlOf(4)).toBe("https://hooks.example:8443/shard-3/m/4")
