@@ -223,7 +223,8 @@ export const startEmbeddedService = async (options: {
   } catch (error) {
     await stop()
     throw new Error(
-      `the service did not start (its log: ${logFileOf(0)}${count > 1 ? " and the others'" : ""}): ${String(error)}`
+      `the service did not start (its log: ${logFileOf(0)}${count > 1 ? " and the others'" : ""}): ${String(error)}`,
+      { cause: error }
     )
   }
   for (const [i, child] of processes.entries()) {

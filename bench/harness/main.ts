@@ -556,7 +556,12 @@ export const main = async (argv: ReadonlyArray<string>, io: Io = processIo): Pro
           try {
             return checkResult(JSON.parse(readFileSync(file, "utf8")) as HarnessResult)
           } catch (error) {
-            throw new Error(`${file}: not a harness result (${error instanceof Error ? error.message : String(error)})`)
+            throw new Error(
+              `${file}: not a harness result (${error instanceof Error ? error.message : String(error)})`,
+              {
+                cause: error
+              }
+            )
           }
         })
       } catch (error) {

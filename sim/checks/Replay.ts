@@ -114,7 +114,7 @@ export const parseReplay = (text: string, source = "replay file"): ReplayFile =>
   try {
     parsed = JSON.parse(text)
   } catch (error) {
-    throw new Error(`${source}: not JSON (${error instanceof Error ? error.message : String(error)})`)
+    throw new Error(`${source}: not JSON (${error instanceof Error ? error.message : String(error)})`, { cause: error })
   }
   if (!isObject(parsed)) {
     throw new Error(
@@ -162,7 +162,9 @@ export const readReplayFile = (path: string): ReplayFile => {
   try {
     text = readFileSync(userPath(path), "utf8")
   } catch (error) {
-    throw new Error(`--replay ${path}: cannot read (${error instanceof Error ? error.message : String(error)})`)
+    throw new Error(`--replay ${path}: cannot read (${error instanceof Error ? error.message : String(error)})`, {
+      cause: error
+    })
   }
   return parseReplay(text, path)
 }

@@ -47,13 +47,12 @@ export class VirtualTime {
 
   constructor(startMs: number) {
     this.nowMs = startMs
-    const self = this
     // One dispatcher for every fiber: they all queue on the same list.
     const dispatcher: Scheduler.SchedulerDispatcher = {
       scheduleTask: (task) => {
-        self.tasks.push(task)
+        this.tasks.push(task)
       },
-      flush: () => self.settle()
+      flush: () => this.settle()
     }
     this.scheduler = {
       executionMode: "async",
@@ -61,10 +60,10 @@ export class VirtualTime {
       shouldYield: () => false,
       makeDispatcher: () => dispatcher
     }
-    const nanos = () => BigInt(self.nowMs) * 1_000_000n
+    const nanos = () => BigInt(this.nowMs) * 1_000_000n
     this.clock = {
-      currentTimeMillisUnsafe: () => self.nowMs,
-      currentTimeMillis: Effect.sync(() => self.nowMs),
+      currentTimeMillisUnsafe: () => this.nowMs,
+      currentTimeMillis: Effect.sync(() => this.nowMs),
       currentTimeNanosUnsafe: nanos,
       currentTimeNanos: Effect.sync(nanos),
       monotonicTimeNanosUnsafe: nanos,
@@ -76,14 +75,14 @@ export class VirtualTime {
         // ignores a resume once interrupted). Effect wraps every async that returns a canceller
         // in an onInterrupt (about ten instructions), and a simulation sleeps ~12 times a payment.
         return Effect.callback<void>((resume) => {
-          self.at(self.nowMs + Math.max(0, Math.ceil(ms)), () => resume(Effect.void))
+          this.at(this.nowMs + Math.max(0, Math.ceil(ms)), () => resume(Effect.void))
         })
       },
       // A callback at a time, no fiber (src/platform/Timers.ts: callbackTimerOf asks for it).
       scheduleMs: (task: () => void, ms: number) => {
         if (!Number.isFinite(ms)) return () => {}
-        const timer = self.at(self.nowMs + Math.max(0, Math.ceil(ms)), task)
-        return () => self.cancel(timer)
+        const timer = this.at(this.nowMs + Math.max(0, Math.ceil(ms)), task)
+        return () => this.cancel(timer)
       }
     } as Clock.Clock & MillisecondScheduler
   }

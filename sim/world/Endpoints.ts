@@ -460,7 +460,7 @@ export const makeSimulatedEndpoints = (
       return answerOf(200, prng.int(10_000, 29_000), slot)
     }
     if (roll < (edge += faults.webhook5xx)) return answerOf(prng.pick([500, 502, 503]), prng.int(5, 2_000), slot)
-    if (roll < (edge += faults.webhook4xx)) return answerOf(prng.pick([400, 404, 410]), prng.int(5, 500), slot)
+    if (roll < edge + faults.webhook4xx) return answerOf(prng.pick([400, 404, 410]), prng.int(5, 500), slot)
     return answerOf(200, prng.int(5, 800), slot)
   }
 

@@ -223,53 +223,14 @@ export const fenced = <S extends object>(shape: S, fence: Fence): S => {
 type Member = (...args: Array<unknown>) => Effect.Effect<unknown, unknown>
 
 /**
- * One member behind the fence (~16 calls a payment: the webhook store's and the acquirer's; the
- * main store and the endpoints check the fence in a step they take anyway). One Effect step a
- * call is the least a fence can cost: the check must run when the call runs, not when it is built,
- * and an operation's own `Effect.sync` cannot interrupt its caller. It passes on exactly the
- * arguments it got; up to four of them without a rest array and a spread a call.
+ * One member behind the fence (the webhook store's and the acquirer's; the main store and the
+ * endpoints check the fence in a step they take anyway). The check runs when the call runs, not
+ * when it is built: an operation's own `Effect.sync` cannot interrupt its caller.
  */
-const fencedMember = (member: Member, fence: Fence): Member =>
-  function(this: unknown, a?: unknown, b?: unknown, c?: unknown, d?: unknown) {
-    switch (arguments.length) {
-      case 0:
-        return Effect.suspend(() => (fence.dead ? Effect.interrupt : fence.held !== null
-          ? heldBy(fence, () => member())
-          : member())
-        )
-      case 1:
-        return Effect.suspend(
-          () => (fence.dead ? Effect.interrupt : fence.held !== null ? heldBy(fence, () => member(a)) : member(a))
-        )
-      case 2:
-        return Effect.suspend(
-          () => (fence.dead ? Effect.interrupt : fence.held !== null ? heldBy(fence, () => member(a, b)) : member(a, b))
-        )
-      case 3:
-        return Effect.suspend(() => (fence.dead
-          ? Effect.interrupt
-          : fence.held !== null
-          ? heldBy(fence, () => member(a, b, c))
-          : member(a, b, c))
-        )
-      case 4:
-        return Effect.suspend(() => (fence.dead
-          ? Effect.interrupt
-          : fence.held !== null
-          ? heldBy(fence, () => member(a, b, c, d))
-          : member(a, b, c, d))
-        )
-      default: {
-        const args = Array.prototype.slice.call(arguments)
-        return Effect.suspend(() => (fence.dead
-          ? Effect.interrupt
-          : fence.held !== null
-          ? heldBy(fence, () => member(...args))
-          : member(...args))
-        )
-      }
-    }
-  } as Member
+const fencedMember = (member: Member, fence: Fence): Member => (...args: Array<unknown>) =>
+  Effect.suspend(() =>
+    fence.dead ? Effect.interrupt : fence.held !== null ? heldBy(fence, () => member(...args)) : member(...args)
+  )
 
 const fencedInfrastructure = (infrastructure: Infrastructure, fence: Fence): Infrastructure => ({
   ...infrastructure,

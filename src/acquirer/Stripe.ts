@@ -323,7 +323,7 @@ export const make = (options: StripeOptions): AcquirerShape => {
           signal: AbortSignal.any([interrupted, AbortSignal.timeout(call.timeoutMs)])
         })
         const text = await response.text()
-        let body: unknown = null
+        let body: unknown
         try {
           body = JSON.parse(text)
         } catch {

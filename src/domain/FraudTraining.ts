@@ -263,7 +263,12 @@ export const areaUnderCurve = (scores: ReadonlyArray<number>, labels: ReadonlyAr
     let j = i
     while (j < order.length && order[j]!.score === order[i]!.score) j++
     const meanRank = (i + 1 + j) / 2
-    for (let k = i; k < j; k++) if (order[k]!.label === 1) (rankSum += meanRank, positives++)
+    for (let k = i; k < j; k++) {
+      if (order[k]!.label === 1) {
+        rankSum += meanRank
+        positives++
+      }
+    }
     i = j
   }
   const negatives = order.length - positives

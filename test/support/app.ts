@@ -175,7 +175,7 @@ export const request = async (
   }
   const response = await fetch(`${baseUrl}${path}`, { method, headers, ...(body === undefined ? {} : { body }) })
   const text = await response.text()
-  let parsed: unknown = undefined
+  let parsed: unknown
   try {
     parsed = text === "" ? undefined : JSON.parse(text)
   } catch {

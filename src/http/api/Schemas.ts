@@ -35,7 +35,10 @@ export const OneOf = <const Values extends readonly [string, ...Array<string>]>(
 
 // Text and ids the database can always store -----------------------------------------------------
 
+// The control characters are what these patterns are for.
+// eslint-disable-next-line no-control-regex
 const controlCharacters = /[\u0000-\u001f\u007f]/
+// eslint-disable-next-line no-control-regex
 const controlCharactersButLineBreaks = /[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f]/
 const unpairedSurrogate = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/
 
