@@ -452,53 +452,47 @@ export const make = Effect.gen(function*() {
    * version-checked in another (docs/performance.md); when another process moved the payment in
    * between, it decides again on the row locked by `updatePayment`.
    */
-  const decideThen = <A, E>(
+  const decideCommand = (
     merchantId: string | null,
     paymentId: string,
     decide: (payment: Payment.Payment, fraudCase: FraudCase | null, context: Payment.Context) => Payment.Decision,
-    commandKey: CommandKey | undefined,
-    // The caller's answer to the outcome, made in the outcome's own step (still under the lock:
-    // it must not wait).
-    finish: (outcome: UpdateOutcome) => Effect.Effect<A, E>
-  ): Effect.Effect<A, E | StoreUnavailable> =>
-    actors.serialize(
-      paymentId,
-      // Plain steps rather than a generator: every capture, refund and void runs this. (A
-      // change is recorded (`recordCommitted`) in the step that saw its commit: no step after the lock's.)
-      () =>
-        Effect.clockWith((clock): Effect.Effect<A, E | StoreUnavailable> => {
-          const ctx = contextAt(clock)
-          const decideHere = withProcessor(decide)
-          // Built only when needed (a racing process moved the payment): the common path commits without it.
-          const locked = () =>
-            Effect.flatMap(
-              store.updatePayment(
-                { merchantId, paymentId, commandKey },
-                (payment, fraudCase) => decideHere(payment, fraudCase, ctx)
-              ),
-              (outcome) => {
-                if (outcome._tag === "Applied") recordCommitted(outcome.change)
-                return finish(outcome)
-              }
-            )
-          const readForCommand = store.readForCommand
-          if (readForCommand === undefined) return locked()
-          return Effect.flatMap(readForCommand({ merchantId, paymentId, commandKey }), (read) => {
-            if (read === null) return finish({ _tag: "NotFound" })
-            if (read.alreadyApplied) return finish({ _tag: "AlreadyApplied", payment: read.payment })
-            const decision = decideHere(read.payment, read.fraudCase, ctx)
-            if (!decision.ok) return finish({ _tag: "Refused", decision, payment: read.payment })
-            return Effect.flatMap(
-              store.commitChange({ before: read.payment, change: decision.change, response: null, commandKey }),
-              (done) => {
-                if (!done) return locked()
-                recordCommitted(decision.change)
-                return finish({ _tag: "Applied", change: decision.change })
-              }
-            )
-          })
-        })
+    commandKey: CommandKey | undefined
+  ): Effect.Effect<UpdateOutcome, StoreUnavailable> =>
+    actors.serialize(paymentId, () => decideLocked(merchantId, paymentId, withProcessor(decide), commandKey))
+
+  /** `decideCommand` under the payment's lock. */
+  const decideLocked = Effect.fnUntraced(function*(
+    merchantId: string | null,
+    paymentId: string,
+    decide: (payment: Payment.Payment, fraudCase: FraudCase | null, context: Payment.Context) => Payment.Decision,
+    commandKey: CommandKey | undefined
+  ): Effect.fn.Return<UpdateOutcome, StoreUnavailable> {
+    const ctx = yield* context
+    if (store.readForCommand !== undefined) {
+      const read = yield* store.readForCommand({ merchantId, paymentId, commandKey })
+      if (read === null) return { _tag: "NotFound" }
+      if (read.alreadyApplied) return { _tag: "AlreadyApplied", payment: read.payment }
+      const decision = decide(read.payment, read.fraudCase, ctx)
+      if (!decision.ok) return { _tag: "Refused", decision, payment: read.payment }
+      const committed = yield* store.commitChange({
+        before: read.payment,
+        change: decision.change,
+        response: null,
+        commandKey
+      })
+      if (committed) {
+        recordCommitted(decision.change)
+        return { _tag: "Applied", change: decision.change }
+      }
+    }
+    // No one-round-trip read in this store, or a racing process moved the payment: decide on the locked row.
+    return yield* recordIfApplied(
+      yield* store.updatePayment(
+        { merchantId, paymentId, commandKey },
+        (payment, fraudCase) => decide(payment, fraudCase, ctx)
+      )
     )
+  })
 
   /**
    * A decision as it commits with a remote processor (`Payment.owingFor`): a capture or refund is
@@ -514,38 +508,32 @@ export const make = Effect.gen(function*() {
       return decision.ok ? { ok: true, change: Payment.owingFor(payment, decision.change, ctx) } : decision
     }
 
-  /** `decideThen` answering the outcome itself, and asking the processor what the change owes it (`settleOwed`). */
-  const apply = (
+  /** A command's outcome, after asking the processor what the change owes it (`settleOwed`). */
+  const apply = Effect.fnUntraced(function*(
     merchantId: string | null,
     paymentId: string,
     decide: (payment: Payment.Payment, fraudCase: FraudCase | null, context: Payment.Context) => Payment.Decision,
     commandKey?: CommandKey
-  ): Effect.Effect<UpdateOutcome, StoreUnavailable | ProcessorStepError> =>
-    Effect.flatMap(
-      decideThen(merchantId, paymentId, decide, commandKey, Effect.succeed),
-      (outcome) =>
-        outcome._tag === "Applied" && outcome.change.payment.processorPending?.outcome === "owed"
-          ? Effect.map(
-            settleOwed(outcome.change.payment),
-            (payment): UpdateOutcome => ({ _tag: "Applied", change: { ...outcome.change, payment } })
-          )
-          : Effect.succeed(outcome)
-    )
+  ): Effect.fn.Return<UpdateOutcome, StoreUnavailable | ProcessorStepError> {
+    const outcome = yield* decideCommand(merchantId, paymentId, decide, commandKey)
+    if (outcome._tag !== "Applied" || outcome.change.payment.processorPending?.outcome !== "owed") return outcome
+    const payment = yield* settleOwed(outcome.change.payment)
+    return { _tag: "Applied", change: { ...outcome.change, payment } }
+  })
 
   /**
    * A command's answer: the payment as it left it (counted and announced when it changed), or why
    * not. With a remote processor, after what the processor said to the operation it owed.
    */
-  const command = (
+  const command = Effect.fnUntraced(function*(
     merchantId: string,
     paymentId: string,
     decide: (payment: Payment.Payment, fraudCase: FraudCase | null, context: Payment.Context) => Payment.Decision,
     commandKey?: CommandKey
-  ): Effect.Effect<Payment.Payment, CommandError> =>
-    Effect.flatMap(
-      decideThen(merchantId, paymentId, decide, commandKey, (outcome) => toResult(paymentId, outcome)),
-      settleOwed
-    )
+  ): Effect.fn.Return<Payment.Payment, CommandError> {
+    const outcome = yield* decideCommand(merchantId, paymentId, decide, commandKey)
+    return yield* settleOwed(yield* toResult(paymentId, outcome))
+  })
 
   /**
    * A step of a payment's flow, decided on the record the flow holds (the one it created or last
