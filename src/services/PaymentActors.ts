@@ -19,16 +19,8 @@ export interface PaymentActorsShape {
   readonly serialize: <A, E, R>(paymentId: string, body: () => Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
   /** Starts the payment's flow unless it is running already; returns its fiber. */
   readonly startFlow: (paymentId: string, flow: Effect.Effect<FlowEnd>) => Effect.Effect<Fiber.Fiber<FlowEnd>>
-  /**
-   * Waits until the flow's fiber ends, at most `timeoutMs` (the flow itself goes on), then goes on
-   * with the effect `then` makes (the waiter's next step, without a step between): one
-   * `Effect.callback` on the fiber's exit and the clock's callback timer, no forked fibers.
-   */
-  readonly awaitFlow: <A, E>(
-    flow: Fiber.Fiber<FlowEnd>,
-    timeoutMs: number,
-    then: () => Effect.Effect<A, E>
-  ) => Effect.Effect<A, E>
+  /** Waits until the flow's fiber ends, at most `timeoutMs` (the flow itself goes on). */
+  readonly awaitFlow: (flow: Fiber.Fiber<FlowEnd>, timeoutMs: number) => Effect.Effect<void>
   readonly activeFlows: Effect.Effect<number>
 }
 
@@ -117,39 +109,32 @@ export const make = Effect.gen(function*() {
       })
     })
 
-  const awaitWithTimer = <A, E>(
-    flow: Fiber.Fiber<FlowEnd>,
-    timeoutMs: number,
-    timer: CallbackTimer,
-    then: () => Effect.Effect<A, E>
-  ) =>
-    Effect.callback<A, E>((resume) => {
+  // A hot path (docs/architecture.md): every create and released review that waits for its flow.
+  // One `Effect.callback` on the fiber's exit and the clock's callback timer, where
+  // `Effect.timeoutOption(Fiber.await(flow))` races two forked fibers.
+  const awaitWithTimer = (flow: Fiber.Fiber<FlowEnd>, timeoutMs: number, timer: CallbackTimer) =>
+    Effect.callback<void>((resume) => {
       let removeObserver = () => {}
       const cancelTimer = timer(timeoutMs, () => {
         removeObserver()
-        resume(Effect.suspend(then))
+        resume(Effect.void)
       })
       // Called at once when the flow has ended already.
-      const ended = () => {
+      removeObserver = flow.addObserver(() => {
         cancelTimer()
-        resume(Effect.suspend(then))
-      }
-      removeObserver = flow.addObserver(ended)
+        resume(Effect.void)
+      })
       return Effect.sync(() => {
         cancelTimer()
         removeObserver()
       })
     })
 
-  const awaitFlow = <A, E>(
-    flow: Fiber.Fiber<FlowEnd>,
-    timeoutMs: number,
-    then: () => Effect.Effect<A, E>
-  ): Effect.Effect<A, E> =>
+  const awaitFlow = (flow: Fiber.Fiber<FlowEnd>, timeoutMs: number): Effect.Effect<void> =>
     timer === null
-      // A clock without a callback timer (TestClock): race a sleep.
-      ? Effect.flatMap(Effect.ignore(Effect.timeout(Fiber.await(flow), timeoutMs)), then)
-      : awaitWithTimer(flow, timeoutMs, timer, then)
+      // A clock without a callback timer (TestClock).
+      ? Effect.asVoid(Effect.timeoutOption(Fiber.await(flow), timeoutMs))
+      : awaitWithTimer(flow, timeoutMs, timer)
 
   return PaymentActors.of({
     awaitFlow,

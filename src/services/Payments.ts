@@ -795,19 +795,12 @@ export const make = Effect.gen(function*() {
         // flow goes on, scoring on the history just read, and the answer waits for it up to the
         // request deadline.
         const answerLater = (history: FraudHistory) =>
-          Effect.flatMap(startFlow(payment.id, payment, history), (fiber) =>
-            actors.awaitFlow(fiber, config.requestDeadlineMs, () => {
-              const answered = (latest: Payment.Payment): InlineOutcome => ({
-                _tag: "Answered",
-                answer: request.respond(latest),
-                stored: false
-              })
-              const end = flowEnd(fiber)
-              return end !== null
-                ? Effect.succeed(answered(end))
-                : Effect.map(store.getPayment(null, payment.id), (latest) =>
-                  answered(latest ?? payment))
-            }))
+          Effect.gen(function*() {
+            const fiber = yield* startFlow(payment.id, payment, history)
+            yield* actors.awaitFlow(fiber, config.requestDeadlineMs)
+            const latest = flowEnd(fiber) ?? (yield* store.getPayment(null, payment.id)) ?? payment
+            return { _tag: "Answered", answer: request.respond(latest), stored: false } as const
+          })
         const inline = Effect.flatMap(
           // `onClaimed` goes with the unit too: a request interrupted while its statement runs
           // never gets here, yet must release the claim the statement committed (Store.OpenPayment).
@@ -855,10 +848,8 @@ export const make = Effect.gen(function*() {
         const payment = inserted._tag === "Inserted" ? decision.change.payment : inserted.payment
         const fiber = yield* startFlow(payment.id, payment)
         // Answer with the record as the flow left it; past the deadline the flow goes on alone.
-        const latest = yield* actors.awaitFlow(fiber, config.requestDeadlineMs, () => {
-          const end = flowEnd(fiber)
-          return end !== null ? Effect.succeed(end) : store.getPayment(null, payment.id)
-        })
+        yield* actors.awaitFlow(fiber, config.requestDeadlineMs)
+        const latest = flowEnd(fiber) ?? (yield* store.getPayment(null, payment.id))
         return { payment: latest ?? payment, created: inserted._tag === "Inserted" }
       }),
     get: mustGet,
@@ -900,7 +891,7 @@ export const make = Effect.gen(function*() {
         // waits for it up to the request deadline.
         if (Payment.nextStep(payment) !== null) {
           const fiber = yield* startFlow(payment.id, payment)
-          yield* actors.awaitFlow(fiber, config.requestDeadlineMs, () => Effect.void)
+          yield* actors.awaitFlow(fiber, config.requestDeadlineMs)
         }
         const reviewed = yield* store.getFraudCase(merchantId, caseId)
         return reviewed ?? fraudCase

@@ -125,7 +125,7 @@ describe("PaymentActors.awaitFlow on a clock with a callback timer (the simulato
     const { result, time } = runVirtual((actors) =>
       Effect.gen(function*() {
         const flow = yield* actors.startFlow("pay_1", Effect.sleep(3_000))
-        yield* actors.awaitFlow(flow, 5_000, () => Effect.void)
+        yield* actors.awaitFlow(flow, 5_000)
         return flow.pollUnsafe() !== undefined
       })
     )
@@ -142,7 +142,7 @@ describe("PaymentActors.awaitFlow on a clock with a callback timer (the simulato
           "pay_1",
           Effect.andThen(Effect.sleep(9_000), Effect.sync(() => void ended.push(time.nowMs)))
         )
-        yield* actors.awaitFlow(flow, 5_000, () => Effect.void)
+        yield* actors.awaitFlow(flow, 5_000)
         return flow.pollUnsafe() === undefined
       })
     )
@@ -156,7 +156,7 @@ describe("PaymentActors.awaitFlow on a clock with a callback timer (the simulato
       Effect.gen(function*() {
         const flow = yield* actors.startFlow("pay_1", Effect.void)
         yield* Fiber.await(flow)
-        yield* actors.awaitFlow(flow, 5_000, () => Effect.void)
+        yield* actors.awaitFlow(flow, 5_000)
         return "done"
       })
     )
@@ -167,7 +167,7 @@ describe("PaymentActors.awaitFlow on a clock with a callback timer (the simulato
     const { result, time } = runVirtual((actors) =>
       Effect.gen(function*() {
         const flow = yield* actors.startFlow("pay_1", Effect.sleep(1_000))
-        const waiting = yield* Effect.forkChild(actors.awaitFlow(flow, 5_000, () => Effect.void))
+        const waiting = yield* Effect.forkChild(actors.awaitFlow(flow, 5_000))
         yield* Effect.sleep(100)
         yield* Fiber.interrupt(waiting)
         yield* Fiber.await(flow)
