@@ -458,7 +458,7 @@ export const make = Effect.gen(function*() {
     decide: (payment: Payment.Payment, fraudCase: FraudCase | null, context: Payment.Context) => Payment.Decision,
     commandKey: CommandKey | undefined
   ): Effect.Effect<UpdateOutcome, StoreUnavailable> =>
-    actors.serialize(paymentId, () => decideLocked(merchantId, paymentId, withProcessor(decide), commandKey))
+    actors.serialize(paymentId, decideLocked(merchantId, paymentId, withProcessor(decide), commandKey))
 
   /** `decideCommand` under the payment's lock. */
   const decideLocked = Effect.fnUntraced(function*(
@@ -545,27 +545,24 @@ export const make = Effect.gen(function*() {
     held: Payment.Payment,
     decide: (payment: Payment.Payment, context: Payment.Context) => Payment.Decision
   ): Effect.Effect<UpdateOutcome, StoreUnavailable> =>
-    actors.serialize(
-      held.id,
-      // Plain steps rather than a generator: every payment's flow commits here.
-      (): Effect.Effect<UpdateOutcome, StoreUnavailable> => {
-        const ctx = contextAt(flowClock)
-        const decideHere = withProcessor(decide)
-        const decision = decideHere(held, ctx)
-        // Built only when needed (a racing command moved the payment, or the step was refused on the held record).
-        const locked = () =>
-          Effect.flatMap(
-            store.updatePayment({ merchantId: null, paymentId: held.id }, (payment) => decideHere(payment, ctx)),
-            recordIfApplied
-          )
-        if (!decision.ok) return locked()
-        return Effect.flatMap(store.commitChange({ before: held, change: decision.change, response: null }), (done) => {
-          if (!done) return locked()
-          recordCommitted(decision.change)
-          return Effect.succeed({ _tag: "Applied", change: decision.change } as const)
-        })
-      }
+    actors.serialize(held.id, flowStepLocked(held, withProcessor(decide)))
+
+  /** `applyFlowStep` under the payment's lock. */
+  const flowStepLocked = Effect.fnUntraced(function*(
+    held: Payment.Payment,
+    decide: (payment: Payment.Payment, context: Payment.Context) => Payment.Decision
+  ): Effect.fn.Return<UpdateOutcome, StoreUnavailable> {
+    const ctx = contextAt(flowClock)
+    const decision = decide(held, ctx)
+    if (decision.ok && (yield* store.commitChange({ before: held, change: decision.change, response: null }))) {
+      recordCommitted(decision.change)
+      return { _tag: "Applied", change: decision.change }
+    }
+    // A racing command moved the payment, or the step was refused on the held record: decide on the locked row.
+    return yield* recordIfApplied(
+      yield* store.updatePayment({ merchantId: null, paymentId: held.id }, (payment) => decide(payment, ctx))
     )
+  })
 
   const toResult = (paymentId: string, outcome: UpdateOutcome): Effect.Effect<Payment.Payment, CommandError> => {
     switch (outcome._tag) {
