@@ -1,4 +1,4 @@
-import { Cause, Clock, Context, Effect, Exit, Fiber, Layer } from "effect"
+import { Cause, Clock, Context, Effect, Exit, Fiber, Layer, Result } from "effect"
 import {
   Acquirer,
   AcquirerOutcomeUnknown,
@@ -612,113 +612,80 @@ export const make = Effect.gen(function*() {
    * Asks the network until ACQUIRER_TIMEOUT from now. Transport failures are retried (the
    * acquirer is idempotent on the payment id) after 200 ms, doubling; every call and every wait
    * is cut at the deadline, which the transport keeps itself (no timer fibers), and passing it
-   * declines the payment with `network_timeout`. Called when the flow's step runs (the deadline
-   * is read from the flow's clock then, without a step of its own).
+   * declines the payment with `network_timeout`.
    */
-  const authorizeNow = <A, E>(
-    payment: Payment.Payment,
-    // What the flow does with the answer, run as the answer's own step (no flatMap after it).
-    then: (outcome: Payment.AuthorizationOutcome) => Effect.Effect<A, E>
-  ): Effect.Effect<A, E> => {
+  const authorizeNow = Effect.fnUntraced(function*(
+    payment: Payment.Payment
+  ): Effect.fn.Return<Payment.AuthorizationOutcome> {
     const request = authorizationRequest(payment)
     const deadlineMs = flowClock.currentTimeMillisUnsafe() + config.acquirerTimeoutMs
-    const retryAfterFailure = (retryDelayMs: number): Effect.Effect<A, E> => {
+    for (let retryDelayMs = 200;; retryDelayMs *= 2) {
       const remainingMs = deadlineMs - flowClock.currentTimeMillisUnsafe()
-      return remainingMs <= 0
-        ? then(timedOut)
-        : Effect.andThen(Effect.sleep(Math.min(retryDelayMs, remainingMs)), Effect.suspend(() => ask(retryDelayMs * 2)))
+      if (remainingMs <= 0) return timedOut
+      const answer = yield* Effect.result(askNetwork(request, remainingMs))
+      if (Result.isSuccess(answer)) return answer.success ?? timedOut
+      const leftMs = deadlineMs - flowClock.currentTimeMillisUnsafe()
+      if (leftMs <= 0) return timedOut
+      yield* Effect.sleep(Math.min(retryDelayMs, leftMs))
     }
-    const ask = (retryDelayMs: number): Effect.Effect<A, E> => {
-      const remainingMs = deadlineMs - flowClock.currentTimeMillisUnsafe()
-      if (remainingMs <= 0) return then(timedOut)
-      return Effect.matchEffect(askNetwork(request, remainingMs), {
-        onFailure: () => retryAfterFailure(retryDelayMs),
-        onSuccess: (outcome) => then(outcome ?? timedOut)
-      })
-    }
-    return ask(200)
-  }
+  })
 
   /**
    * Drives a payment through authorize → screen → capture until the domain says it is done.
    * What the network and the fraud model say is gathered first; then everything up to the next
    * wait commits as one unit of work: authorization, screening and an automatic capture are
-   * one transaction with the events and ledger groups of each step.
+   * one transaction with the events and ledger groups of each step. `createdHistory` is the
+   * history the create read with its insert, which scores the first screening, as on the inline
+   * path (docs/fraud-model.md); a flow resumed later, or a second screening, reads it again.
    */
-  const runFlow = (
+  const runFlow = Effect.fnUntraced(function*(
     paymentId: string,
     initial: Payment.Payment | null,
     createdHistory: FraudHistory | null
-  ): Effect.Effect<Payment.Payment | undefined, StoreUnavailable | ProcessorStepError> => {
-    // Plain steps rather than a generator (every payment runs this), one round per call:
-    // `history` is the history the create read with its insert, which scores the first screening,
-    // as on the inline path (docs/fraud-model.md); a flow resumed later, or a second screening,
-    // reads it again.
-    const round = (
-      payment: Payment.Payment | null,
-      history: FraudHistory | null,
-      rounds: number
-    ): Effect.Effect<Payment.Payment | undefined, StoreUnavailable | ProcessorStepError> => {
-      if (rounds >= 10) return Effect.die(new Error(`payment ${paymentId}: flow did not finish within 10 rounds`))
-      if (payment === null) return Effect.succeed(undefined)
+  ): Effect.fn.Return<Payment.Payment | undefined, StoreUnavailable | ProcessorStepError> {
+    let payment = initial ?? (yield* store.getPayment(null, paymentId))
+    let history = createdHistory
+    for (let rounds = 0;; rounds++) {
+      if (rounds >= 10) {
+        return yield* Effect.die(new Error(`payment ${paymentId}: flow did not finish within 10 rounds`))
+      }
+      if (payment === null) return undefined
       const step = Payment.nextStep(payment)
-      if (step === null) return Effect.succeed(payment)
-      const commitStep = (
-        authorization: Payment.AuthorizationOutcome | null,
-        screening: FraudAssessment | null,
-        next: FraudHistory | null
-      ) =>
-        commitAndGoOn(applyFlowStep(payment, (locked, ctx) => flowSteps(locked, authorization, screening, ctx)), next)
+      if (step === null) return payment
+      let outcome: UpdateOutcome
+      if (step === "processor") {
+        const { record, refusal } = yield* resolvePending(payment)
+        outcome = yield* applyFlowStep(payment, record)
+        // A refusal ends the flow here: the processor will not do it, and the next round would
+        // only ask for it again (an automatic capture it refused stays to the merchant and to
+        // reconciliation).
+        if (refusal !== null) return outcome._tag === "Applied" ? outcome.change.payment : payment
+      } else {
+        const authorization = step === "authorize" ? yield* authorizeNow(payment) : null
+        let screening: FraudAssessment | null = null
+        if (step !== "capture" && authorization?._tag !== "Declined") {
+          const screened = authorization?._tag === "Approved"
+            ? { ...payment, networkRiskSignal: authorization.networkRiskSignal }
+            : payment
+          screening = history === null ? yield* fraud.assess(screened) : fraud.score(screened, history)
+          history = null
+        }
+        outcome = yield* applyFlowStep(payment, (locked, ctx) => flowSteps(locked, authorization, screening, ctx))
+      }
       // The committed record is the next starting point; after a refusal (a racing command won,
       // perhaps another instance's flow), read it again. (An approval this flow holds for a
       // payment that ended meanwhile is the one authorization of the payment's key, which the
       // cancel the payment owes claims and cancels.)
-      const commitAndGoOn = (
-        step: Effect.Effect<UpdateOutcome, StoreUnavailable | ProcessorStepError>,
-        next: FraudHistory | null
-      ) =>
-        Effect.flatMap(step, (outcome) =>
-          outcome._tag === "Applied"
-            ? round(outcome.change.payment, next, rounds + 1)
-            : Effect.flatMap(store.getPayment(null, paymentId), (latest) => round(latest, next, rounds + 1)))
-      if (step === "processor") {
-        // A refusal ends the flow here: the processor will not do it, and the next round would
-        // only ask for it again (an automatic capture it refused stays to the merchant and to
-        // reconciliation).
-        return Effect.flatMap(resolvePending(payment), ({ record, refusal }) =>
-          refusal === null
-            ? commitAndGoOn(applyFlowStep(payment, record), history)
-            : Effect.map(
-              applyFlowStep(payment, record),
-              (outcome) => (outcome._tag === "Applied" ? outcome.change.payment : payment)
-            ))
-      }
-      const screenAndCommit = (authorization: Payment.AuthorizationOutcome | null) => {
-        if (step === "capture" || authorization?._tag === "Declined") return commitStep(authorization, null, history)
-        const screened = authorization?._tag === "Approved"
-          ? { ...payment, networkRiskSignal: authorization.networkRiskSignal }
-          : payment
-        return history === null
-          ? Effect.flatMap(fraud.assess(screened), (screening) => commitStep(authorization, screening, null))
-          : commitStep(authorization, fraud.score(screened, history), null)
-      }
-      return step === "authorize" ? authorizeNow(payment, screenAndCommit) : screenAndCommit(null)
+      payment = outcome._tag === "Applied" ? outcome.change.payment : yield* store.getPayment(null, paymentId)
     }
-    // Built when it runs: a flow started while another runs is dropped before it does anything.
-    return Effect.suspend(() =>
-      initial !== null
-        ? round(initial, createdHistory, 0)
-        : Effect.flatMap(store.getPayment(null, paymentId), (payment) => round(payment, createdHistory, 0))
-    )
-  }
+  })
 
   /** A supervised flow: failures are logged and the payment stays in flight for the recovery worker. */
   const startFlow = (paymentId: string, initial: Payment.Payment | null = null, history: FraudHistory | null = null) =>
     actors.startFlow(
       paymentId,
       runFlow(paymentId, initial, history).pipe(
-        // The annotation on the one line the flow logs, not around the whole flow (a FiberRef
-        // set and restored, ~10 steps, for every payment).
+        // The annotation on the one line the flow logs, not around the whole flow.
         Effect.catchCause((cause) =>
           Effect.logWarning(`flow of ${paymentId} stopped; recovery will resume it`, cause).pipe(
             Effect.annotateLogs("payment_id", paymentId)
