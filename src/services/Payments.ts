@@ -203,7 +203,7 @@ export const make = Effect.gen(function*() {
   const webhooks = yield* Webhooks
   /**
    * A committed change: counted, and the dispatcher told when it wrote events. A plain call, made
-   * in the step that saw the commit succeed (every caller runs already): no step of its own.
+   * where the commit was seen to succeed.
    */
   const recordCommitted = (change: Payment.Change): void => {
     countChange(change)
@@ -230,8 +230,7 @@ export const make = Effect.gen(function*() {
   const context = Effect.clockWith((clock) => Effect.succeed(contextAt(clock)))
   /**
    * The clock the service was built with, for the steps of a flow: a flow runs apart from any
-   * request, on this clock, and reads it without a step of its own (`Effect.clockWith` is one per
-   * call, a few per payment). Commands keep the clock of the fiber that runs them.
+   * request, on this clock. Commands keep the clock of the fiber that runs them.
    */
   const flowClock = yield* Clock.clockWith(Effect.succeed)
 

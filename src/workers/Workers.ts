@@ -83,7 +83,7 @@ export const recovery = Layer.effectDiscard(
         )
       )
     }
-    // One pass in a handful of steps (it runs every 30 s, and nearly always finds nothing).
+    // One pass (it runs every 30 s, and nearly always finds nothing).
     const pass = counted(
       "recovery pass",
       Effect.clockWith((clock) =>

@@ -96,7 +96,7 @@ export class Endpoints {
   /**
    * Hands the claims of `batch` from `from` on to their endpoints' mailboxes (starting an
    * endpoint's actor the first time): synchronous but for those starts and a full mailbox's claim
-   * given back (`Effect.void` when it took no step). A delivery taken over from a cut lease carries
+   * given back (`Effect.void` when nothing was). A delivery taken over from a cut lease carries
    * its cut attempt, recorded at `batch.at`, so the attempt that follows is the next one. When a
    * give-back fails, the claims not handed out yet are given back too (best effort), for the next
    * poll: not left under a lease nobody works until it ends.
