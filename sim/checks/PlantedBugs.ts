@@ -1,4 +1,4 @@
-import { Effect, Layer } from "effect"
+import { Clock, Effect, Layer } from "effect"
 import { type AcquirerShape, operationKeys } from "../../src/acquirer/Acquirer.ts"
 import type { Account, LedgerEntry } from "../../src/domain/Ledger.ts"
 import type { Change, Decision, Payment, PaymentEvent } from "../../src/domain/Payment.ts"
@@ -975,17 +975,14 @@ export const apiKeysBug = (bug: PlantedBug, ttlMs: number): ((apiKeys: ApiKeysSh
     const cache = new Map<string, { readonly found: Found; readonly untilMs: number }>()
     return {
       ...apiKeys,
-      authenticateThen: (secret, nowMs, then) => {
+      authenticate: Effect.fnUntraced(function*(secret: string) {
+        const nowMs = yield* Clock.currentTimeMillis
         const hit = cache.get(secret)
-        if (hit !== undefined && hit.untilMs > nowMs) return then.onFound(hit.found)
-        return apiKeys.authenticateThen(secret, nowMs, {
-          onFound: (found) => {
-            if (found !== null) cache.set(secret, { found, untilMs: nowMs + ttlMs })
-            return then.onFound(found)
-          },
-          onUnavailable: then.onUnavailable
-        })
-      },
+        if (hit !== undefined && hit.untilMs > nowMs) return hit.found
+        const found = yield* apiKeys.authenticate(secret)
+        if (found !== null) cache.set(secret, { found, untilMs: nowMs + ttlMs })
+        return found
+      }),
       rotate: (merchantId, keyId) =>
         Effect.tap(apiKeys.rotate(merchantId, keyId), () => Effect.sync(() => cache.clear()))
     }

@@ -27,26 +27,12 @@ export interface ApiKeysShape {
     merchantId: string,
     keyId: string
   ) => Effect.Effect<IssuedKey, NotFound | InvalidState | StoreUnavailable>
-  /** The active key and its merchant for a presented secret, or null. */
-  readonly authenticate: (secret: string) => Effect.Effect<Found | null, StoreUnavailable>
   /**
-   * `authenticate` at a time the caller read already (the request's step that holds the clock),
-   * handing its answer to the caller's continuations: a cached key with no last_used_at write due
-   * is `onFound` called at once, in the caller's own step; otherwise one store call (the look-up,
-   * which writes last_used_at when due) goes on to `onFound`, or to `onUnavailable` when the
-   * store fails, from the step that handles its outcome (no step of its own to answer the caller).
+   * The active key and its merchant for a presented secret, or null: a cached key with no
+   * last_used_at write due at once, otherwise one store call (the look-up, which writes
+   * last_used_at when due).
    */
-  readonly authenticateThen: <A, E, R>(
-    secret: string,
-    nowMs: number,
-    then: AuthenticationThen<A, E, R>
-  ) => Effect.Effect<A, E, R>
-}
-
-/** What `authenticateThen` goes on with: the key found (null: none active), or the store's failure. */
-export interface AuthenticationThen<A, E, R> {
-  readonly onFound: (found: Found | null) => Effect.Effect<A, E, R>
-  readonly onUnavailable: (error: StoreUnavailable) => Effect.Effect<A, E, R>
+  readonly authenticate: (secret: string) => Effect.Effect<Found | null, StoreUnavailable>
 }
 
 export class ApiKeys extends Context.Service<ApiKeys, ApiKeysShape>()("payments/ApiKeys") {}
@@ -84,46 +70,43 @@ export const layer = Layer.effect(
       cache.clear()
     })
 
-    /** A cache hit is no step of its own (the caller's holds the clock): authentication runs on every request. */
-    const authenticateThen = <A, E, R>(
-      secret: string,
-      nowMs: number,
-      then: AuthenticationThen<A, E, R>
-    ): Effect.Effect<A, E, R> => {
-      // Hashed on every request, cache hit or not: the process keeps no plaintext secret (a map
-      // from secrets to their hashes would save the SHA-256, ~0.3% of a simulated run, and leave
-      // every active key readable in a heap dump).
-      const hash = hashSecret(secret)
-      const hit = cache.get(hash)
-      if (hit !== undefined && hit.until > nowMs) return then.onFound(hit.found)
-      if (hit !== undefined) cache.delete(hash)
-      // One store call: the key with its merchant, and last_used_at written in the same call when
-      // the key is active and has not been used for a minute (whichever process last wrote it).
-      const startedIn = generation
-      return Effect.matchEffect(store.useApiKey(hash, isoAt(nowMs), isoAt(nowMs - touchIntervalMs)), {
-        onFailure: then.onUnavailable,
-        onSuccess: (found) => {
-          if (found === null || found.key.status !== "active") return then.onFound(null)
-          if (config.apiKeyCacheTtlMs > 0 && startedIn === generation) {
-            if (cache.size >= cacheLimit) cache.delete(cache.keys().next().value!)
-            // An active key's last_used_at is written now or less than a minute ago, except on
-            // PostgreSQL when a concurrent call wrote it after this statement's snapshot: then the
-            // answer carries the older time (or null), and the write counts as made now.
-            const usedAt = found.key.lastUsedAt
-            const usedMs = usedAt === null ? nowMs : isoMs(usedAt)
-            const touchDueMs = (usedMs <= nowMs - touchIntervalMs ? nowMs : usedMs) + touchIntervalMs
-            cache.set(hash, { found, until: Math.min(nowMs + config.apiKeyCacheTtlMs, touchDueMs) })
-          }
-          return then.onFound(found)
-        }
+    // A hot path (docs/architecture.md): every authenticated request, nearly always a cache hit,
+    // answered in the step that reads the clock.
+    const authenticate = (secret: string): Effect.Effect<Found | null, StoreUnavailable> =>
+      Effect.clockWith((clock) => {
+        const nowMs = clock.currentTimeMillisUnsafe()
+        // Hashed on every request, cache hit or not: the process keeps no plaintext secret (a map
+        // from secrets to their hashes would save the SHA-256, ~0.3% of a simulated run, and leave
+        // every active key readable in a heap dump).
+        const hash = hashSecret(secret)
+        const hit = cache.get(hash)
+        if (hit !== undefined && hit.until > nowMs) return Effect.succeed(hit.found)
+        if (hit !== undefined) cache.delete(hash)
+        return lookUp(hash, nowMs)
       })
-    }
 
-    /** `authenticate`'s continuations: the answer itself. */
-    const answerFound: AuthenticationThen<Found | null, StoreUnavailable, never> = {
-      onFound: Effect.succeed,
-      onUnavailable: Effect.fail
-    }
+    /**
+     * One store call: the key with its merchant, and last_used_at written in the same call when
+     * the key is active and has not been used for a minute (whichever process last wrote it).
+     */
+    const lookUp = Effect.fnUntraced(
+      function*(hash: string, nowMs: number): Effect.fn.Return<Found | null, StoreUnavailable> {
+        const startedIn = generation
+        const found = yield* store.useApiKey(hash, isoAt(nowMs), isoAt(nowMs - touchIntervalMs))
+        if (found === null || found.key.status !== "active") return null
+        if (config.apiKeyCacheTtlMs > 0 && startedIn === generation) {
+          if (cache.size >= cacheLimit) cache.delete(cache.keys().next().value!)
+          // An active key's last_used_at is written now or less than a minute ago, except on
+          // PostgreSQL when a concurrent call wrote it after this statement's snapshot: then the
+          // answer carries the older time (or null), and the write counts as made now.
+          const usedAt = found.key.lastUsedAt
+          const usedMs = usedAt === null ? nowMs : isoMs(usedAt)
+          const touchDueMs = (usedMs <= nowMs - touchIntervalMs ? nowMs : usedMs) + touchIntervalMs
+          cache.set(hash, { found, until: Math.min(nowMs + config.apiKeyCacheTtlMs, touchDueMs) })
+        }
+        return found
+      }
+    )
 
     const issue = (merchantId: string, name: string) =>
       Effect.map(nowIso, (now): IssuedKey => {
@@ -168,9 +151,7 @@ export const layer = Layer.effect(
           }
           return replacement
         }),
-      authenticate: (secret) =>
-        Effect.clockWith((clock) => authenticateThen(secret, clock.currentTimeMillisUnsafe(), answerFound)),
-      authenticateThen
+      authenticate
     })
   })
 )

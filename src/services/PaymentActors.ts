@@ -11,24 +11,12 @@ export type FlowEnd = Payment | void
  * flow of each payment runs as a supervised fiber, at most one per payment.
  */
 export interface PaymentActorsShape {
-  /**
-   * Runs the effect `body` makes alone among this payment's commands (first come, first served).
-   * `body` is called once the lock is taken: what it reads (the time) is read then, with no
-   * suspend of its own.
-   */
-  readonly serialize: <A, E, R>(paymentId: string, body: () => Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
+  /** Runs `body` alone among this payment's commands (first come, first served). */
+  readonly serialize: <A, E, R>(paymentId: string, body: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
   /** Starts the payment's flow unless it is running already; returns its fiber. */
   readonly startFlow: (paymentId: string, flow: Effect.Effect<FlowEnd>) => Effect.Effect<Fiber.Fiber<FlowEnd>>
-  /**
-   * Waits until the flow's fiber ends, at most `timeoutMs` (the flow itself goes on), then goes on
-   * with the effect `then` makes (the waiter's next step, without a step between): one
-   * `Effect.callback` on the fiber's exit and the clock's callback timer, no forked fibers.
-   */
-  readonly awaitFlow: <A, E>(
-    flow: Fiber.Fiber<FlowEnd>,
-    timeoutMs: number,
-    then: () => Effect.Effect<A, E>
-  ) => Effect.Effect<A, E>
+  /** Waits until the flow's fiber ends, at most `timeoutMs` (the flow itself goes on). */
+  readonly awaitFlow: (flow: Fiber.Fiber<FlowEnd>, timeoutMs: number) => Effect.Effect<void>
   readonly activeFlows: Effect.Effect<number>
 }
 
@@ -76,23 +64,14 @@ export const make = Effect.gen(function*() {
       })
     })
 
-  // A mutex per payment in a few steps (a Semaphore inside acquireUseRelease took ~35): a free
+  // A hot path (docs/architecture.md): every command and every step of a payment's flow. A free
   // lock is taken synchronously, the common case; the lock is released exactly once, on any exit
   // of the command; a command interrupted while waiting leaves the queue, or, when the lock was
   // handed to it in the same instant, passes it on.
-  // (The mask's body runs when the effect runs, not when it is built: no suspend of its own.)
-  const serialize = <A, E, R>(paymentId: string, body: () => Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+  const serialize = <A, E, R>(paymentId: string, body: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
     Effect.uninterruptibleMask((restore) => {
-      const run = (lock: Lock) => {
-        let effect: Effect.Effect<A, E, R>
-        try {
-          effect = body()
-        } catch (defect) {
-          // A body that throws has still had the lock: it passes on.
-          release(paymentId, lock)
-          return Effect.die(defect)
-        }
-        return Effect.matchCauseEffect(restore(effect), {
+      const run = (lock: Lock) =>
+        Effect.matchCauseEffect(restore(body), {
           onFailure: (cause) => {
             release(paymentId, lock)
             return Effect.failCause(cause)
@@ -102,7 +81,6 @@ export const make = Effect.gen(function*() {
             return Effect.succeed(value)
           }
         })
-      }
       const held = locks.get(paymentId)
       if (held === undefined) {
         const lock: Lock = { waiting: [] }
@@ -117,39 +95,32 @@ export const make = Effect.gen(function*() {
       })
     })
 
-  const awaitWithTimer = <A, E>(
-    flow: Fiber.Fiber<FlowEnd>,
-    timeoutMs: number,
-    timer: CallbackTimer,
-    then: () => Effect.Effect<A, E>
-  ) =>
-    Effect.callback<A, E>((resume) => {
+  // A hot path (docs/architecture.md): every create and released review that waits for its flow.
+  // One `Effect.callback` on the fiber's exit and the clock's callback timer, where
+  // `Effect.timeoutOption(Fiber.await(flow))` races two forked fibers.
+  const awaitWithTimer = (flow: Fiber.Fiber<FlowEnd>, timeoutMs: number, timer: CallbackTimer) =>
+    Effect.callback<void>((resume) => {
       let removeObserver = () => {}
       const cancelTimer = timer(timeoutMs, () => {
         removeObserver()
-        resume(Effect.suspend(then))
+        resume(Effect.void)
       })
       // Called at once when the flow has ended already.
-      const ended = () => {
+      removeObserver = flow.addObserver(() => {
         cancelTimer()
-        resume(Effect.suspend(then))
-      }
-      removeObserver = flow.addObserver(ended)
+        resume(Effect.void)
+      })
       return Effect.sync(() => {
         cancelTimer()
         removeObserver()
       })
     })
 
-  const awaitFlow = <A, E>(
-    flow: Fiber.Fiber<FlowEnd>,
-    timeoutMs: number,
-    then: () => Effect.Effect<A, E>
-  ): Effect.Effect<A, E> =>
+  const awaitFlow = (flow: Fiber.Fiber<FlowEnd>, timeoutMs: number): Effect.Effect<void> =>
     timer === null
-      // A clock without a callback timer (TestClock): race a sleep.
-      ? Effect.flatMap(Effect.ignore(Effect.timeout(Fiber.await(flow), timeoutMs)), then)
-      : awaitWithTimer(flow, timeoutMs, timer, then)
+      // A clock without a callback timer (TestClock).
+      ? Effect.asVoid(Effect.timeoutOption(Fiber.await(flow), timeoutMs))
+      : awaitWithTimer(flow, timeoutMs, timer)
 
   return PaymentActors.of({
     awaitFlow,

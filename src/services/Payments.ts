@@ -1,4 +1,4 @@
-import { Cause, Clock, Context, Effect, Exit, Fiber, Layer } from "effect"
+import { Cause, Clock, Context, Effect, Exit, Fiber, Layer, Result } from "effect"
 import {
   Acquirer,
   AcquirerOutcomeUnknown,
@@ -203,7 +203,7 @@ export const make = Effect.gen(function*() {
   const webhooks = yield* Webhooks
   /**
    * A committed change: counted, and the dispatcher told when it wrote events. A plain call, made
-   * in the step that saw the commit succeed (every caller runs already): no step of its own.
+   * where the commit was seen to succeed.
    */
   const recordCommitted = (change: Payment.Change): void => {
     countChange(change)
@@ -230,8 +230,7 @@ export const make = Effect.gen(function*() {
   const context = Effect.clockWith((clock) => Effect.succeed(contextAt(clock)))
   /**
    * The clock the service was built with, for the steps of a flow: a flow runs apart from any
-   * request, on this clock, and reads it without a step of its own (`Effect.clockWith` is one per
-   * call, a few per payment). Commands keep the clock of the fiber that runs them.
+   * request, on this clock. Commands keep the clock of the fiber that runs them.
    */
   const flowClock = yield* Clock.clockWith(Effect.succeed)
 
@@ -452,53 +451,47 @@ export const make = Effect.gen(function*() {
    * version-checked in another (docs/performance.md); when another process moved the payment in
    * between, it decides again on the row locked by `updatePayment`.
    */
-  const decideThen = <A, E>(
+  const decideCommand = (
     merchantId: string | null,
     paymentId: string,
     decide: (payment: Payment.Payment, fraudCase: FraudCase | null, context: Payment.Context) => Payment.Decision,
-    commandKey: CommandKey | undefined,
-    // The caller's answer to the outcome, made in the outcome's own step (still under the lock:
-    // it must not wait).
-    finish: (outcome: UpdateOutcome) => Effect.Effect<A, E>
-  ): Effect.Effect<A, E | StoreUnavailable> =>
-    actors.serialize(
-      paymentId,
-      // Plain steps rather than a generator: every capture, refund and void runs this. (A
-      // change is recorded (`recordCommitted`) in the step that saw its commit: no step after the lock's.)
-      () =>
-        Effect.clockWith((clock): Effect.Effect<A, E | StoreUnavailable> => {
-          const ctx = contextAt(clock)
-          const decideHere = withProcessor(decide)
-          // Built only when needed (a racing process moved the payment): the common path commits without it.
-          const locked = () =>
-            Effect.flatMap(
-              store.updatePayment(
-                { merchantId, paymentId, commandKey },
-                (payment, fraudCase) => decideHere(payment, fraudCase, ctx)
-              ),
-              (outcome) => {
-                if (outcome._tag === "Applied") recordCommitted(outcome.change)
-                return finish(outcome)
-              }
-            )
-          const readForCommand = store.readForCommand
-          if (readForCommand === undefined) return locked()
-          return Effect.flatMap(readForCommand({ merchantId, paymentId, commandKey }), (read) => {
-            if (read === null) return finish({ _tag: "NotFound" })
-            if (read.alreadyApplied) return finish({ _tag: "AlreadyApplied", payment: read.payment })
-            const decision = decideHere(read.payment, read.fraudCase, ctx)
-            if (!decision.ok) return finish({ _tag: "Refused", decision, payment: read.payment })
-            return Effect.flatMap(
-              store.commitChange({ before: read.payment, change: decision.change, response: null, commandKey }),
-              (done) => {
-                if (!done) return locked()
-                recordCommitted(decision.change)
-                return finish({ _tag: "Applied", change: decision.change })
-              }
-            )
-          })
-        })
+    commandKey: CommandKey | undefined
+  ): Effect.Effect<UpdateOutcome, StoreUnavailable> =>
+    actors.serialize(paymentId, decideLocked(merchantId, paymentId, withProcessor(decide), commandKey))
+
+  /** `decideCommand` under the payment's lock. */
+  const decideLocked = Effect.fnUntraced(function*(
+    merchantId: string | null,
+    paymentId: string,
+    decide: (payment: Payment.Payment, fraudCase: FraudCase | null, context: Payment.Context) => Payment.Decision,
+    commandKey: CommandKey | undefined
+  ): Effect.fn.Return<UpdateOutcome, StoreUnavailable> {
+    const ctx = yield* context
+    if (store.readForCommand !== undefined) {
+      const read = yield* store.readForCommand({ merchantId, paymentId, commandKey })
+      if (read === null) return { _tag: "NotFound" }
+      if (read.alreadyApplied) return { _tag: "AlreadyApplied", payment: read.payment }
+      const decision = decide(read.payment, read.fraudCase, ctx)
+      if (!decision.ok) return { _tag: "Refused", decision, payment: read.payment }
+      const committed = yield* store.commitChange({
+        before: read.payment,
+        change: decision.change,
+        response: null,
+        commandKey
+      })
+      if (committed) {
+        recordCommitted(decision.change)
+        return { _tag: "Applied", change: decision.change }
+      }
+    }
+    // No one-round-trip read in this store, or a racing process moved the payment: decide on the locked row.
+    return yield* recordIfApplied(
+      yield* store.updatePayment(
+        { merchantId, paymentId, commandKey },
+        (payment, fraudCase) => decide(payment, fraudCase, ctx)
+      )
     )
+  })
 
   /**
    * A decision as it commits with a remote processor (`Payment.owingFor`): a capture or refund is
@@ -514,38 +507,32 @@ export const make = Effect.gen(function*() {
       return decision.ok ? { ok: true, change: Payment.owingFor(payment, decision.change, ctx) } : decision
     }
 
-  /** `decideThen` answering the outcome itself, and asking the processor what the change owes it (`settleOwed`). */
-  const apply = (
+  /** A command's outcome, after asking the processor what the change owes it (`settleOwed`). */
+  const apply = Effect.fnUntraced(function*(
     merchantId: string | null,
     paymentId: string,
     decide: (payment: Payment.Payment, fraudCase: FraudCase | null, context: Payment.Context) => Payment.Decision,
     commandKey?: CommandKey
-  ): Effect.Effect<UpdateOutcome, StoreUnavailable | ProcessorStepError> =>
-    Effect.flatMap(
-      decideThen(merchantId, paymentId, decide, commandKey, Effect.succeed),
-      (outcome) =>
-        outcome._tag === "Applied" && outcome.change.payment.processorPending?.outcome === "owed"
-          ? Effect.map(
-            settleOwed(outcome.change.payment),
-            (payment): UpdateOutcome => ({ _tag: "Applied", change: { ...outcome.change, payment } })
-          )
-          : Effect.succeed(outcome)
-    )
+  ): Effect.fn.Return<UpdateOutcome, StoreUnavailable | ProcessorStepError> {
+    const outcome = yield* decideCommand(merchantId, paymentId, decide, commandKey)
+    if (outcome._tag !== "Applied" || outcome.change.payment.processorPending?.outcome !== "owed") return outcome
+    const payment = yield* settleOwed(outcome.change.payment)
+    return { _tag: "Applied", change: { ...outcome.change, payment } }
+  })
 
   /**
    * A command's answer: the payment as it left it (counted and announced when it changed), or why
    * not. With a remote processor, after what the processor said to the operation it owed.
    */
-  const command = (
+  const command = Effect.fnUntraced(function*(
     merchantId: string,
     paymentId: string,
     decide: (payment: Payment.Payment, fraudCase: FraudCase | null, context: Payment.Context) => Payment.Decision,
     commandKey?: CommandKey
-  ): Effect.Effect<Payment.Payment, CommandError> =>
-    Effect.flatMap(
-      decideThen(merchantId, paymentId, decide, commandKey, (outcome) => toResult(paymentId, outcome)),
-      settleOwed
-    )
+  ): Effect.fn.Return<Payment.Payment, CommandError> {
+    const outcome = yield* decideCommand(merchantId, paymentId, decide, commandKey)
+    return yield* settleOwed(yield* toResult(paymentId, outcome))
+  })
 
   /**
    * A step of a payment's flow, decided on the record the flow holds (the one it created or last
@@ -557,27 +544,24 @@ export const make = Effect.gen(function*() {
     held: Payment.Payment,
     decide: (payment: Payment.Payment, context: Payment.Context) => Payment.Decision
   ): Effect.Effect<UpdateOutcome, StoreUnavailable> =>
-    actors.serialize(
-      held.id,
-      // Plain steps rather than a generator: every payment's flow commits here.
-      (): Effect.Effect<UpdateOutcome, StoreUnavailable> => {
-        const ctx = contextAt(flowClock)
-        const decideHere = withProcessor(decide)
-        const decision = decideHere(held, ctx)
-        // Built only when needed (a racing command moved the payment, or the step was refused on the held record).
-        const locked = () =>
-          Effect.flatMap(
-            store.updatePayment({ merchantId: null, paymentId: held.id }, (payment) => decideHere(payment, ctx)),
-            recordIfApplied
-          )
-        if (!decision.ok) return locked()
-        return Effect.flatMap(store.commitChange({ before: held, change: decision.change, response: null }), (done) => {
-          if (!done) return locked()
-          recordCommitted(decision.change)
-          return Effect.succeed({ _tag: "Applied", change: decision.change } as const)
-        })
-      }
+    actors.serialize(held.id, flowStepLocked(held, withProcessor(decide)))
+
+  /** `applyFlowStep` under the payment's lock. */
+  const flowStepLocked = Effect.fnUntraced(function*(
+    held: Payment.Payment,
+    decide: (payment: Payment.Payment, context: Payment.Context) => Payment.Decision
+  ): Effect.fn.Return<UpdateOutcome, StoreUnavailable> {
+    const ctx = contextAt(flowClock)
+    const decision = decide(held, ctx)
+    if (decision.ok && (yield* store.commitChange({ before: held, change: decision.change, response: null }))) {
+      recordCommitted(decision.change)
+      return { _tag: "Applied", change: decision.change }
+    }
+    // A racing command moved the payment, or the step was refused on the held record: decide on the locked row.
+    return yield* recordIfApplied(
+      yield* store.updatePayment({ merchantId: null, paymentId: held.id }, (payment) => decide(payment, ctx))
     )
+  })
 
   const toResult = (paymentId: string, outcome: UpdateOutcome): Effect.Effect<Payment.Payment, CommandError> => {
     switch (outcome._tag) {
@@ -627,113 +611,80 @@ export const make = Effect.gen(function*() {
    * Asks the network until ACQUIRER_TIMEOUT from now. Transport failures are retried (the
    * acquirer is idempotent on the payment id) after 200 ms, doubling; every call and every wait
    * is cut at the deadline, which the transport keeps itself (no timer fibers), and passing it
-   * declines the payment with `network_timeout`. Called when the flow's step runs (the deadline
-   * is read from the flow's clock then, without a step of its own).
+   * declines the payment with `network_timeout`.
    */
-  const authorizeNow = <A, E>(
-    payment: Payment.Payment,
-    // What the flow does with the answer, run as the answer's own step (no flatMap after it).
-    then: (outcome: Payment.AuthorizationOutcome) => Effect.Effect<A, E>
-  ): Effect.Effect<A, E> => {
+  const authorizeNow = Effect.fnUntraced(function*(
+    payment: Payment.Payment
+  ): Effect.fn.Return<Payment.AuthorizationOutcome> {
     const request = authorizationRequest(payment)
     const deadlineMs = flowClock.currentTimeMillisUnsafe() + config.acquirerTimeoutMs
-    const retryAfterFailure = (retryDelayMs: number): Effect.Effect<A, E> => {
+    for (let retryDelayMs = 200;; retryDelayMs *= 2) {
       const remainingMs = deadlineMs - flowClock.currentTimeMillisUnsafe()
-      return remainingMs <= 0
-        ? then(timedOut)
-        : Effect.andThen(Effect.sleep(Math.min(retryDelayMs, remainingMs)), Effect.suspend(() => ask(retryDelayMs * 2)))
+      if (remainingMs <= 0) return timedOut
+      const answer = yield* Effect.result(askNetwork(request, remainingMs))
+      if (Result.isSuccess(answer)) return answer.success ?? timedOut
+      const leftMs = deadlineMs - flowClock.currentTimeMillisUnsafe()
+      if (leftMs <= 0) return timedOut
+      yield* Effect.sleep(Math.min(retryDelayMs, leftMs))
     }
-    const ask = (retryDelayMs: number): Effect.Effect<A, E> => {
-      const remainingMs = deadlineMs - flowClock.currentTimeMillisUnsafe()
-      if (remainingMs <= 0) return then(timedOut)
-      return Effect.matchEffect(askNetwork(request, remainingMs), {
-        onFailure: () => retryAfterFailure(retryDelayMs),
-        onSuccess: (outcome) => then(outcome ?? timedOut)
-      })
-    }
-    return ask(200)
-  }
+  })
 
   /**
    * Drives a payment through authorize → screen → capture until the domain says it is done.
    * What the network and the fraud model say is gathered first; then everything up to the next
    * wait commits as one unit of work: authorization, screening and an automatic capture are
-   * one transaction with the events and ledger groups of each step.
+   * one transaction with the events and ledger groups of each step. `createdHistory` is the
+   * history the create read with its insert, which scores the first screening, as on the inline
+   * path (docs/fraud-model.md); a flow resumed later, or a second screening, reads it again.
    */
-  const runFlow = (
+  const runFlow = Effect.fnUntraced(function*(
     paymentId: string,
     initial: Payment.Payment | null,
     createdHistory: FraudHistory | null
-  ): Effect.Effect<Payment.Payment | undefined, StoreUnavailable | ProcessorStepError> => {
-    // Plain steps rather than a generator (every payment runs this), one round per call:
-    // `history` is the history the create read with its insert, which scores the first screening,
-    // as on the inline path (docs/fraud-model.md); a flow resumed later, or a second screening,
-    // reads it again.
-    const round = (
-      payment: Payment.Payment | null,
-      history: FraudHistory | null,
-      rounds: number
-    ): Effect.Effect<Payment.Payment | undefined, StoreUnavailable | ProcessorStepError> => {
-      if (rounds >= 10) return Effect.die(new Error(`payment ${paymentId}: flow did not finish within 10 rounds`))
-      if (payment === null) return Effect.succeed(undefined)
+  ): Effect.fn.Return<Payment.Payment | undefined, StoreUnavailable | ProcessorStepError> {
+    let payment = initial ?? (yield* store.getPayment(null, paymentId))
+    let history = createdHistory
+    for (let rounds = 0;; rounds++) {
+      if (rounds >= 10) {
+        return yield* Effect.die(new Error(`payment ${paymentId}: flow did not finish within 10 rounds`))
+      }
+      if (payment === null) return undefined
       const step = Payment.nextStep(payment)
-      if (step === null) return Effect.succeed(payment)
-      const commitStep = (
-        authorization: Payment.AuthorizationOutcome | null,
-        screening: FraudAssessment | null,
-        next: FraudHistory | null
-      ) =>
-        commitAndGoOn(applyFlowStep(payment, (locked, ctx) => flowSteps(locked, authorization, screening, ctx)), next)
+      if (step === null) return payment
+      let outcome: UpdateOutcome
+      if (step === "processor") {
+        const { record, refusal } = yield* resolvePending(payment)
+        outcome = yield* applyFlowStep(payment, record)
+        // A refusal ends the flow here: the processor will not do it, and the next round would
+        // only ask for it again (an automatic capture it refused stays to the merchant and to
+        // reconciliation).
+        if (refusal !== null) return outcome._tag === "Applied" ? outcome.change.payment : payment
+      } else {
+        const authorization = step === "authorize" ? yield* authorizeNow(payment) : null
+        let screening: FraudAssessment | null = null
+        if (step !== "capture" && authorization?._tag !== "Declined") {
+          const screened = authorization?._tag === "Approved"
+            ? { ...payment, networkRiskSignal: authorization.networkRiskSignal }
+            : payment
+          screening = history === null ? yield* fraud.assess(screened) : fraud.score(screened, history)
+          history = null
+        }
+        outcome = yield* applyFlowStep(payment, (locked, ctx) => flowSteps(locked, authorization, screening, ctx))
+      }
       // The committed record is the next starting point; after a refusal (a racing command won,
       // perhaps another instance's flow), read it again. (An approval this flow holds for a
       // payment that ended meanwhile is the one authorization of the payment's key, which the
       // cancel the payment owes claims and cancels.)
-      const commitAndGoOn = (
-        step: Effect.Effect<UpdateOutcome, StoreUnavailable | ProcessorStepError>,
-        next: FraudHistory | null
-      ) =>
-        Effect.flatMap(step, (outcome) =>
-          outcome._tag === "Applied"
-            ? round(outcome.change.payment, next, rounds + 1)
-            : Effect.flatMap(store.getPayment(null, paymentId), (latest) => round(latest, next, rounds + 1)))
-      if (step === "processor") {
-        // A refusal ends the flow here: the processor will not do it, and the next round would
-        // only ask for it again (an automatic capture it refused stays to the merchant and to
-        // reconciliation).
-        return Effect.flatMap(resolvePending(payment), ({ record, refusal }) =>
-          refusal === null
-            ? commitAndGoOn(applyFlowStep(payment, record), history)
-            : Effect.map(
-              applyFlowStep(payment, record),
-              (outcome) => (outcome._tag === "Applied" ? outcome.change.payment : payment)
-            ))
-      }
-      const screenAndCommit = (authorization: Payment.AuthorizationOutcome | null) => {
-        if (step === "capture" || authorization?._tag === "Declined") return commitStep(authorization, null, history)
-        const screened = authorization?._tag === "Approved"
-          ? { ...payment, networkRiskSignal: authorization.networkRiskSignal }
-          : payment
-        return history === null
-          ? Effect.flatMap(fraud.assess(screened), (screening) => commitStep(authorization, screening, null))
-          : commitStep(authorization, fraud.score(screened, history), null)
-      }
-      return step === "authorize" ? authorizeNow(payment, screenAndCommit) : screenAndCommit(null)
+      payment = outcome._tag === "Applied" ? outcome.change.payment : yield* store.getPayment(null, paymentId)
     }
-    // Built when it runs: a flow started while another runs is dropped before it does anything.
-    return Effect.suspend(() =>
-      initial !== null
-        ? round(initial, createdHistory, 0)
-        : Effect.flatMap(store.getPayment(null, paymentId), (payment) => round(payment, createdHistory, 0))
-    )
-  }
+  })
 
   /** A supervised flow: failures are logged and the payment stays in flight for the recovery worker. */
   const startFlow = (paymentId: string, initial: Payment.Payment | null = null, history: FraudHistory | null = null) =>
     actors.startFlow(
       paymentId,
       runFlow(paymentId, initial, history).pipe(
-        // The annotation on the one line the flow logs, not around the whole flow (a FiberRef
-        // set and restored, ~10 steps, for every payment).
+        // The annotation on the one line the flow logs, not around the whole flow.
         Effect.catchCause((cause) =>
           Effect.logWarning(`flow of ${paymentId} stopped; recovery will resume it`, cause).pipe(
             Effect.annotateLogs("payment_id", paymentId)
@@ -807,19 +758,12 @@ export const make = Effect.gen(function*() {
         // flow goes on, scoring on the history just read, and the answer waits for it up to the
         // request deadline.
         const answerLater = (history: FraudHistory) =>
-          Effect.flatMap(startFlow(payment.id, payment, history), (fiber) =>
-            actors.awaitFlow(fiber, config.requestDeadlineMs, () => {
-              const answered = (latest: Payment.Payment): InlineOutcome => ({
-                _tag: "Answered",
-                answer: request.respond(latest),
-                stored: false
-              })
-              const end = flowEnd(fiber)
-              return end !== null
-                ? Effect.succeed(answered(end))
-                : Effect.map(store.getPayment(null, payment.id), (latest) =>
-                  answered(latest ?? payment))
-            }))
+          Effect.gen(function*() {
+            const fiber = yield* startFlow(payment.id, payment, history)
+            yield* actors.awaitFlow(fiber, config.requestDeadlineMs)
+            const latest = flowEnd(fiber) ?? (yield* store.getPayment(null, payment.id)) ?? payment
+            return { _tag: "Answered", answer: request.respond(latest), stored: false } as const
+          })
         const inline = Effect.flatMap(
           // `onClaimed` goes with the unit too: a request interrupted while its statement runs
           // never gets here, yet must release the claim the statement committed (Store.OpenPayment).
@@ -867,10 +811,8 @@ export const make = Effect.gen(function*() {
         const payment = inserted._tag === "Inserted" ? decision.change.payment : inserted.payment
         const fiber = yield* startFlow(payment.id, payment)
         // Answer with the record as the flow left it; past the deadline the flow goes on alone.
-        const latest = yield* actors.awaitFlow(fiber, config.requestDeadlineMs, () => {
-          const end = flowEnd(fiber)
-          return end !== null ? Effect.succeed(end) : store.getPayment(null, payment.id)
-        })
+        yield* actors.awaitFlow(fiber, config.requestDeadlineMs)
+        const latest = flowEnd(fiber) ?? (yield* store.getPayment(null, payment.id))
         return { payment: latest ?? payment, created: inserted._tag === "Inserted" }
       }),
     get: mustGet,
@@ -912,7 +854,7 @@ export const make = Effect.gen(function*() {
         // waits for it up to the request deadline.
         if (Payment.nextStep(payment) !== null) {
           const fiber = yield* startFlow(payment.id, payment)
-          yield* actors.awaitFlow(fiber, config.requestDeadlineMs, () => Effect.void)
+          yield* actors.awaitFlow(fiber, config.requestDeadlineMs)
         }
         const reviewed = yield* store.getFraudCase(merchantId, caseId)
         return reviewed ?? fraudCase

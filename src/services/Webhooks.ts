@@ -59,14 +59,14 @@ export interface WebhooksShape {
   readonly eventsCommitted: Effect.Effect<void>
   /** Waits for the next `eventsCommitted` (the dispatcher's side). */
   readonly awaitEventsCommitted: Effect.Effect<void>
-  /** The signals behind `wake` and `eventsCommitted`, for a wait on both and a timer in one step. */
+  /** The signals behind `wake` and `eventsCommitted`, for one wait on both and a timer (the dispatcher's poller). */
   readonly wakeSignal: Signal
   readonly eventsSignal: Signal
 }
 
 export interface Signal {
   readonly offer: Effect.Effect<void>
-  /** `offer` as a plain call, for a step that runs already (a commit's callback): no step of its own. */
+  /** `offer` as a plain call, for code that runs already (a commit's callback). */
   readonly notify: () => void
   readonly take: Effect.Effect<void>
   /** Takes a pending offer, if there is one (true), without waiting. */

@@ -520,8 +520,8 @@ export interface MemoryWebhookObserver {
 
 /**
  * The webhook store over `state`. Every operation is one synchronous step, so atomic by
- * construction. `observer` is told of events inside the operation's own step,
- * so watching them costs the caller no Effect step of its own (a map on every renewal did).
+ * construction. `observer` is told of events inside the operation itself, so watching them adds
+ * nothing to the caller's effect.
  */
 export const memoryWebhookOperations = (
   state: SharedState,

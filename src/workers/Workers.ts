@@ -83,20 +83,17 @@ export const recovery = Layer.effectDiscard(
         )
       )
     }
-    // One pass in a handful of steps (it runs every 30 s, and nearly always finds nothing).
+    // One pass (it runs every 30 s, and nearly always finds nothing).
     const pass = counted(
       "recovery pass",
       Effect.clockWith((clock) =>
         payments.resumeFlows({ staleBefore: isoAt(clock.currentTimeMillisUnsafe() - staleFlowMs), takeOver: false })
       )
     )
-    // A pass every 30 s after the last one ended (a plain loop: a Schedule's driver costs more
-    // than the pass itself finding nothing, which is what it does nearly every time).
-    const passes: Effect.Effect<never> = Effect.andThen(
-      Effect.sleep(recoveryInterval),
-      Effect.andThen(pass, Effect.suspend(() => passes))
+    // A pass every 30 s after the last one ended (the sleep suspends: no yield of its own is needed).
+    yield* Effect.forkScoped(
+      Effect.forever(Effect.andThen(Effect.sleep(recoveryInterval), pass), { disableYield: true })
     )
-    yield* Effect.forkScoped(passes)
   })
 )
 

@@ -1,9 +1,9 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Deferred, Effect, Fiber, Layer } from "effect"
+import { Clock, Deferred, Effect, Fiber, Layer } from "effect"
 import * as Config from "../../src/platform/Config.ts"
 import * as Ids from "../../src/platform/Ids.ts"
 import { isoAt } from "../../src/platform/Time.ts"
-import { ApiKeys, type AuthenticationThen, type Found, layer as apiKeysLayer } from "../../src/services/ApiKeys.ts"
+import { ApiKeys, layer as apiKeysLayer } from "../../src/services/ApiKeys.ts"
 import { emptyState, memoryOperations } from "../../src/store/MemoryStore.ts"
 import { Store, type StoreShape, StoreUnavailable } from "../../src/store/Store.ts"
 import { apiKeyFor, merchantFor, testWorld } from "../store/harness.ts"
@@ -62,17 +62,26 @@ const aMerchant = (memory: ReturnType<typeof setup>["memory"]) => {
   return Effect.as(memory.insertMerchant(merchant, apiKeyFor(w, merchant.id, merchant.createdAt)), merchant)
 }
 
-/** `authenticateThen` at `nowMs`, its answer as a value. */
+/** `authenticate` on a clock that reads `nowMs`, its answer as a value. */
 const authenticateAt = (secret: string, nowMs: number) =>
-  Effect.flatMap(ApiKeys, (keys) => {
-    const then: AuthenticationThen<Found | null | "unavailable", never, never> = {
-      onFound: Effect.succeed,
-      onUnavailable: () => Effect.succeed("unavailable" as const)
-    }
-    return keys.authenticateThen(secret, nowMs, then)
-  })
+  Effect.flatMap(ApiKeys, (keys) =>
+    keys.authenticate(secret).pipe(
+      Effect.catchTag("StoreUnavailable", () => Effect.succeed("unavailable" as const)),
+      Effect.provideService(Clock.Clock, clockAt(nowMs))
+    ))
 
-describe("ApiKeys.authenticateThen", () => {
+/** A clock stopped at `nowMs`. */
+const clockAt = (nowMs: number): Clock.Clock => ({
+  currentTimeMillisUnsafe: () => nowMs,
+  currentTimeNanosUnsafe: () => BigInt(nowMs) * 1_000_000n,
+  currentTimeMillis: Effect.succeed(nowMs),
+  currentTimeNanos: Effect.succeed(BigInt(nowMs) * 1_000_000n),
+  monotonicTimeNanosUnsafe: () => BigInt(nowMs) * 1_000_000n,
+  monotonicTimeNanos: Effect.succeed(BigInt(nowMs) * 1_000_000n),
+  sleep: () => Effect.never
+})
+
+describe("ApiKeys.authenticate", () => {
   it.effect("a miss is one store call that writes last_used_at when due; hits make none; a minute later the look-up writes again", () => {
     const { memory, calls, layer } = setup()
     return Effect.gen(function*() {

@@ -27,12 +27,12 @@ describe("PaymentActors.serialize", () => {
         Deferred.make<void>(),
         Deferred.make<void>()
       ])
-      const first = yield* Effect.forkChild(actors.serialize("pay_1", () => gated(log, "a", gates[0])))
+      const first = yield* Effect.forkChild(actors.serialize("pay_1", gated(log, "a", gates[0])))
       yield* settle
-      const second = yield* Effect.forkChild(actors.serialize("pay_1", () => gated(log, "b", gates[1])))
+      const second = yield* Effect.forkChild(actors.serialize("pay_1", gated(log, "b", gates[1])))
       yield* settle
-      const third = yield* Effect.forkChild(actors.serialize("pay_1", () => gated(log, "c", gates[2])))
-      const other = yield* Effect.forkChild(actors.serialize("pay_2", () => gated(log, "x", gates[3])))
+      const third = yield* Effect.forkChild(actors.serialize("pay_1", gated(log, "c", gates[2])))
+      const other = yield* Effect.forkChild(actors.serialize("pay_2", gated(log, "x", gates[3])))
       yield* settle
       expect(log).toEqual(["a start", "x start"])
       yield* Deferred.succeed(gates[0], undefined)
@@ -50,17 +50,17 @@ describe("PaymentActors.serialize", () => {
   it.effect("a failing or interrupted holder releases the lock", () =>
     Effect.gen(function*() {
       const actors = yield* PaymentActors.make
-      const failed = yield* Effect.exit(actors.serialize("pay_1", () => Effect.fail("refused")))
+      const failed = yield* Effect.exit(actors.serialize("pay_1", Effect.fail("refused")))
       expect(failed).toEqual(Exit.fail("refused"))
       const gate = yield* Deferred.make<void>()
-      const holder = yield* Effect.forkChild(actors.serialize("pay_1", () => Deferred.await(gate)))
+      const holder = yield* Effect.forkChild(actors.serialize("pay_1", Deferred.await(gate)))
       yield* settle
-      const waiting = yield* Effect.forkChild(actors.serialize("pay_1", () => Effect.succeed("ran")))
+      const waiting = yield* Effect.forkChild(actors.serialize("pay_1", Effect.succeed("ran")))
       yield* settle
       expect(waiting.pollUnsafe()).toBeUndefined()
       yield* Fiber.interrupt(holder)
       expect(yield* Fiber.join(waiting)).toBe("ran")
-      expect(yield* actors.serialize("pay_1", () => Effect.succeed("free"))).toBe("free")
+      expect(yield* actors.serialize("pay_1", Effect.succeed("free"))).toBe("free")
     }))
 
   it.effect("a command interrupted while waiting never holds the lock, and the queue goes on without it", () =>
@@ -68,10 +68,10 @@ describe("PaymentActors.serialize", () => {
       const actors = yield* PaymentActors.make
       const log: Array<string> = []
       const gate = yield* Deferred.make<void>()
-      const holder = yield* Effect.forkChild(actors.serialize("pay_1", () => gated(log, "a", gate)))
+      const holder = yield* Effect.forkChild(actors.serialize("pay_1", gated(log, "a", gate)))
       yield* settle
-      const leaving = yield* Effect.forkChild(actors.serialize("pay_1", () => Effect.sync(() => log.push("b ran"))))
-      const staying = yield* Effect.forkChild(actors.serialize("pay_1", () => Effect.sync(() => log.push("c ran"))))
+      const leaving = yield* Effect.forkChild(actors.serialize("pay_1", Effect.sync(() => log.push("b ran"))))
+      const staying = yield* Effect.forkChild(actors.serialize("pay_1", Effect.sync(() => log.push("c ran"))))
       yield* settle
       yield* Fiber.interrupt(leaving)
       yield* Deferred.succeed(gate, undefined)
@@ -88,13 +88,13 @@ describe("PaymentActors.serialize", () => {
       // The holder ends, its release hands the lock to the first waiter, and in the same step,
       // before that waiter runs, it is interrupted.
       const holder = yield* Effect.forkChild(
-        actors.serialize("pay_1", () => Deferred.await(gate)).pipe(
+        actors.serialize("pay_1", Deferred.await(gate)).pipe(
           Effect.andThen(Effect.withFiber((fiber) => Effect.sync(() => waiters[0]!.interruptUnsafe(fiber.id))))
         )
       )
       yield* settle
-      waiters.push(yield* Effect.forkChild(actors.serialize("pay_1", () => Effect.never)))
-      const next = yield* Effect.forkChild(actors.serialize("pay_1", () => Effect.succeed("next ran")))
+      waiters.push(yield* Effect.forkChild(actors.serialize("pay_1", Effect.never)))
+      const next = yield* Effect.forkChild(actors.serialize("pay_1", Effect.succeed("next ran")))
       yield* settle
       yield* Deferred.succeed(gate, undefined)
       yield* Fiber.join(holder)
@@ -125,7 +125,7 @@ describe("PaymentActors.awaitFlow on a clock with a callback timer (the simulato
     const { result, time } = runVirtual((actors) =>
       Effect.gen(function*() {
         const flow = yield* actors.startFlow("pay_1", Effect.sleep(3_000))
-        yield* actors.awaitFlow(flow, 5_000, () => Effect.void)
+        yield* actors.awaitFlow(flow, 5_000)
         return flow.pollUnsafe() !== undefined
       })
     )
@@ -142,7 +142,7 @@ describe("PaymentActors.awaitFlow on a clock with a callback timer (the simulato
           "pay_1",
           Effect.andThen(Effect.sleep(9_000), Effect.sync(() => void ended.push(time.nowMs)))
         )
-        yield* actors.awaitFlow(flow, 5_000, () => Effect.void)
+        yield* actors.awaitFlow(flow, 5_000)
         return flow.pollUnsafe() === undefined
       })
     )
@@ -156,7 +156,7 @@ describe("PaymentActors.awaitFlow on a clock with a callback timer (the simulato
       Effect.gen(function*() {
         const flow = yield* actors.startFlow("pay_1", Effect.void)
         yield* Fiber.await(flow)
-        yield* actors.awaitFlow(flow, 5_000, () => Effect.void)
+        yield* actors.awaitFlow(flow, 5_000)
         return "done"
       })
     )
@@ -167,7 +167,7 @@ describe("PaymentActors.awaitFlow on a clock with a callback timer (the simulato
     const { result, time } = runVirtual((actors) =>
       Effect.gen(function*() {
         const flow = yield* actors.startFlow("pay_1", Effect.sleep(1_000))
-        const waiting = yield* Effect.forkChild(actors.awaitFlow(flow, 5_000, () => Effect.void))
+        const waiting = yield* Effect.forkChild(actors.awaitFlow(flow, 5_000))
         yield* Effect.sleep(100)
         yield* Fiber.interrupt(waiting)
         yield* Fiber.await(flow)

@@ -15,7 +15,7 @@ import * as W from "./WebhookSchemas.ts"
 /**
  * The authenticated caller (the merchant that owns the API key, and the key itself) is recorded
  * on the request's state (`CurrentMerchant`, src/http/edge/RequestState.ts) rather than provided as a
- * service: a provided service costs Effect steps on every request.
+ * service: a provided service would add a provide to every request.
  */
 export { CurrentMerchant } from "../edge/RequestState.ts"
 

@@ -194,7 +194,7 @@ export const mapErrors = <A, E extends ServiceError, R>(
   effect: Effect.Effect<A, E, R>
 ): Effect.Effect<A, ApiError, R> => Effect.mapError(effect, toApiError)
 
-/** `mapErrors` and the answer made of the success, in one step (the handlers' hot paths). */
+/** `mapErrors` and the answer made of the success, in one match. */
 export const answer = <A, B, E extends ServiceError, R>(
   effect: Effect.Effect<A, E, R>,
   f: (a: A) => B

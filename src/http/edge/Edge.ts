@@ -306,7 +306,7 @@ export const layer = HttpRouter.middleware(
     }
 
     return (app: Effect.Effect<HttpServerResponse.HttpServerResponse, unknown>) =>
-      // One step reads what the request needs from its fiber: the request, the clock, the log level.
+      // What the request needs from its fiber: the request, the clock, the log level.
       Effect.withFiber<
         HttpServerResponse.HttpServerResponse,
         E.ApiError | unhandled,
@@ -344,7 +344,7 @@ export const layer = HttpRouter.middleware(
           return logged === null ? Effect.succeed(answer) : Effect.as(logged, answer)
         }
         // Nothing is logged at all under LogLevel.None: no annotation, and the answer and the
-        // refusal are finished in one match (one step fewer than a catch, then a flatMap).
+        // refusal are finished in one match.
         if (minimumLevel === "None") {
           return Effect.matchCauseEffect(checked, {
             onFailure: (cause) => Effect.flatMap(refuse(cause), finish),

@@ -12,7 +12,7 @@ export interface Caller {
  * The request being served, recorded once by the edge on the request itself (a property under a
  * private key, read back through the request in the fiber's context: setting a fiber-local value
  * would copy the fiber's whole set of them on every request, and providing it, or the caller as a
- * context service, would cost an acquire/use/release of ~20 Effect steps each):
+ * context service, would add a provide to every request):
  * - `id`: echoed in `X-Request-Id` and in error bodies;
  * - `body`: the body as the edge parsed it (`undefined`: no body), so nothing parses it again for the fingerprint;
  * - `keyHandled`: whether the handler's own idempotency wrapper took charge of the key. When it did not (the
@@ -45,7 +45,7 @@ export const setRequestState = (request: HttpServerRequest, state: RequestState)
   ;(request as WithState)[stateKey] = state
 }
 
-/** The state of the request the fiber serves, read in a step that already holds the fiber. */
+/** The state of the request the fiber serves. */
 export const requestStateOf = (fiber: Fiber.Fiber<unknown, unknown>): RequestState => {
   const request = Context.getOrUndefined(fiber.context, HttpServerRequest)
   if (request === undefined) return unknownState()
@@ -63,7 +63,7 @@ export const noCaller: Effect.Effect<never> = Effect.die(
 )
 
 /**
- * Runs `f` with the authenticated caller, read in one step. Only endpoints behind the
+ * Runs `f` with the authenticated caller. Only endpoints behind the
  * Authentication middleware have a caller; anywhere else it is a defect.
  */
 export const withCaller = <A, E, R>(f: (caller: Caller) => Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>

@@ -18,10 +18,9 @@ import type { Claim, DispatcherContext, EndpointQueue } from "./Context.ts"
  *    claimed in the same call once the delivery has ended (queued behind this endpoint's work),
  *    then the counters and, for a retry due before the poller wakes, a wake.
  *
- * A measured hot path (every attempt; in the simulator about a quarter of all Effect steps): each
- * phase goes on into the next within one `flatMap` callback, with each stretch of synchronous work
- * in one callback, instead of a `flatMap` between phases or a generator (each costs steps per
- * attempt; `npm run sim:count` shows them by function).
+ * A hot path (docs/architecture.md, "Hot paths"): each phase goes on into the next within one
+ * `flatMap` callback, with each stretch of synchronous work in one callback, instead of a
+ * `flatMap` between phases or a generator.
  */
 
 /** Phase 1's result: an attempt ready to go. */

@@ -97,7 +97,7 @@ export interface ClaimBatch {
  * its payment to its URL, so of its merchant too).
  */
 export interface EndpointQueue {
-  /** Queues `claim` behind the endpoint's work (`Effect.void` when that took no step); a full queue gives it back to the store, unsent. */
+  /** Queues `claim` behind the endpoint's work (`Effect.void` when it went into the queue); a full queue gives it back to the store, unsent. */
   readonly queue: (claim: Claim) => Effect.Effect<void, StoreUnavailable>
 }
 

@@ -19,7 +19,8 @@ class Endpoint implements EndpointQueue {
   readonly mailbox: Mailbox<Claim>
 
   constructor(private readonly ctx: DispatcherContext) {
-    this.mailbox = new Mailbox(ctx.options.queueCapacity)
+    // A claim is in flight from when it is handed to a worker (so a stop before the worker resumes still gives it back).
+    this.mailbox = new Mailbox(ctx.options.queueCapacity, (claim) => ctx.state.inFlight.add(claim))
   }
 
   queue(claim: Claim): Effect.Effect<void, StoreUnavailable> {
@@ -46,27 +47,23 @@ class Endpoint implements EndpointQueue {
   }
 
   /**
-   * A worker: a plain loop, no yield between attempts (the wait for a claim suspends when there is
-   * no work, and the runtime's scheduler still yields a long-running fiber), under one handler for
-   * the whole loop (none around each attempt): after it the worker starts again, in the same
-   * waiting place. A claim is in flight from when it is handed to this worker (so a stop before the
-   * worker resumes still gives it back); an attempt cut by a stop stays in flight, for the last
-   * give-back.
+   * A worker: a loop under one handler (none around each attempt); after a failure the worker
+   * starts again, in the same waiting place. An attempt cut by a stop stays in flight, for the
+   * last give-back.
    */
   private worker(place: WaitingPlace<Claim>): Effect.Effect<never> {
-    return Effect.suspend(() => {
-      const inFlight = this.ctx.state.inFlight
-      let current: Claim | null = null
-      const serve: Effect.Effect<never, StoreUnavailable> = this.mailbox.next(place, (claim) => {
-        inFlight.add(current = claim)
-        return attempt(this.ctx, this, claim).pipe(Effect.flatMap(() => {
-          inFlight.delete(claim)
-          current = null
-          return serve
-        }))
-      })
-      return serve.pipe(Effect.catchCause((cause) => workerFailed(this.ctx, current, cause)))
-    }).pipe(Effect.forever)
+    const { ctx, mailbox } = this
+    const attemptOf = (claim: Claim) => attempt(ctx, this, claim)
+    let current: Claim | null = null
+    const serve = Effect.gen(function*() {
+      while (true) {
+        current = null
+        current = yield* mailbox.take(place)
+        yield* attemptOf(current)
+        ctx.state.inFlight.delete(current)
+      }
+    })
+    return Effect.forever(Effect.catchCause(serve, (cause) => workerFailed(ctx, current, cause)))
   }
 }
 
@@ -99,7 +96,7 @@ export class Endpoints {
   /**
    * Hands the claims of `batch` from `from` on to their endpoints' mailboxes (starting an
    * endpoint's actor the first time): synchronous but for those starts and a full mailbox's claim
-   * given back (`Effect.void` when it took no step). A delivery taken over from a cut lease carries
+   * given back (`Effect.void` when nothing was). A delivery taken over from a cut lease carries
    * its cut attempt, recorded at `batch.at`, so the attempt that follows is the next one. When a
    * give-back fails, the claims not handed out yet are given back too (best effort), for the next
    * poll: not left under a lease nobody works until it ends.

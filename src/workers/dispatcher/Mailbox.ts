@@ -3,8 +3,8 @@ import { Effect } from "effect"
 /**
  * An endpoint actor's bounded queue (src/workers/dispatcher/Endpoints.ts). It behaves as
  * `Queue.dropping` does (an offer beyond the capacity is refused; a taker waiting gets the next
- * item, first come first served), with a synchronous `offer` and `takeAll`, so a poll hands its
- * claims out without an Effect step each. A measured hot path: every claim passes through it.
+ * item, first come first served), with a synchronous `offer` and `takeAll`, and a taker resumed
+ * in the offer's own turn. A hot path (docs/architecture.md): every claim passes through it.
  */
 
 /** A worker's place among its mailbox's takers while it waits (null: not waiting). */
@@ -17,7 +17,8 @@ export class Mailbox<A> {
   private head = 0
   private readonly takers: Array<(item: A) => void> = []
 
-  constructor(private readonly capacity: number) {}
+  /** `taken` is told of each item as it leaves the mailbox for a taker (at the hand-over, before the taker resumes). */
+  constructor(private readonly capacity: number, private readonly taken: (item: A) => void) {}
 
   /** False when full: the caller gives the item back. */
   offer(item: A): boolean {
@@ -32,13 +33,12 @@ export class Mailbox<A> {
   }
 
   /**
-   * Goes on with `serve` of the next item, waiting for one when there is none: one `Effect.callback`
-   * either way (`serve` is called when the item is handed over). The wait registers no canceller
-   * (Effect wraps every async that returns one in an interruption handler, ~10 steps a wait): the
-   * worker gives its waiting place back with `cancel` once, from the one handler it runs under.
+   * The next item, waiting for one when there is none. The wait registers no canceller (Effect
+   * wraps every async that returns one in an interruption handler): the worker gives its waiting
+   * place back with `cancel` once, from the one handler it runs under.
    */
-  next<B, E>(place: WaitingPlace<A>, serve: (item: A) => Effect.Effect<B, E>): Effect.Effect<B, E> {
-    return Effect.callback<B, E>((resume) => {
+  take(place: WaitingPlace<A>): Effect.Effect<A> {
+    return Effect.callback<A>((resume) => {
       if (this.head < this.items.length) {
         const item = this.items[this.head]!
         this.items[this.head++] = undefined as never
@@ -46,11 +46,13 @@ export class Mailbox<A> {
           this.items = []
           this.head = 0
         }
-        return resume(serve(item))
+        this.taken(item)
+        return resume(Effect.succeed(item))
       }
       const taker = (item: A) => {
         place.taker = null
-        resume(serve(item))
+        this.taken(item)
+        resume(Effect.succeed(item))
       }
       place.taker = taker
       this.takers.push(taker)

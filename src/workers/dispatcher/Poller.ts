@@ -62,8 +62,7 @@ export class Poller {
   private readonly polls: Effect.Effect<never>
   /**
    * The wait after a poll, for the due time the poll's store call answered, then the next poll: one
-   * `Effect.callback`, resumed with the polls themselves (no step to end the wait and another to go
-   * on).
+   * `Effect.callback`, resumed with the polls themselves (a hot path, docs/architecture.md).
    */
   private readonly idleThenPoll: Effect.Effect<never>
 
@@ -90,8 +89,7 @@ export class Poller {
   /**
    * One poll, one store call: outbox → deliveries (batches while they come full, at most ten), then
    * claim due work under a lease minted only when something is claimed, and hand it to the
-   * endpoints. The store call's outcome is matched in one step (not a `flatMap` for the hand-out and
-   * a `catch` around both): a hand-out that fails is caught on its own.
+   * endpoints. A hand-out that fails is caught on its own.
    */
   private pollNow(): Effect.Effect<number> {
     const { ctx } = this
@@ -190,7 +188,7 @@ export class Poller {
   /**
    * Waits until `untilMs`, a wake, or `eventsDelayMs` after an events commit (never past
    * `untilMs`), whichever comes first, then calls `done` (once): on the clock's callback timer and
-   * the two signals, no fiber forked, no Effect step. A wake already pending ends it at once (`done`
+   * the two signals, no fiber forked. A wake already pending ends it at once (`done`
    * is called before this returns); an events commit already pending starts its delay now.
    */
   private startWait(timer: CallbackTimer, nowMs: number, untilMs: number, done: () => void) {
