@@ -351,7 +351,7 @@ const main = async () => {
   // the service, pgbench, node:http + pg), and set-up, warm-up and the audit take well under
   // five minutes. A run past that is stuck (once: the embedded PostgreSQL vanished under it), so
   // it stops by itself, says so, and fails.
-  const boundSeconds = durationSeconds * 4 + 300 + Math.ceil(flags.preload / 5_000)
+  const boundSeconds = durationSeconds * 4 + 300 + Math.ceil(flags.preload / 1_000)
   const watchdog = setTimeout(() => {
     console.error(
       `bench: still running after ${boundSeconds} s (bound: 4 × --duration + 300 s); stopping, nothing measured`

@@ -4,9 +4,16 @@
  * statement and one commit per batch each), without the service, HTTP or timing in the way. After
  * a warm-up, a checkpoint, then the measured creates: WAL bytes per create and how many of them are
  * full-page images, WAL records by kind (pg_walinspect: heap inserts, HOT and other updates, B-tree
- * entries), the tables' rows and bytes, and PostgreSQL's CPU (the only figure here a busy host moves).
+ * entries), shared buffers each statement touched (pg_stat_statements: hit in shared buffers, read
+ * into them, dirtied, written out by the statement's own backend), the tables' rows and bytes, and
+ * PostgreSQL's CPU (the only figure here a busy host moves).
  *
- *   npm run bench:wal -- [--creates 2000] [--warmup 2000] [--batch 10] [--code-dir DIR] [--json]
+ *   npm run bench:wal -- [--creates 2000] [--warmup 2000] [--batch 10] [--preload N] [--shared-buffers 128MB]
+ *     [--code-dir DIR] [--json]
+ *
+ * `--preload N` loads a history of N payments with their rows first (bench/preload.ts, analyzed),
+ * so the same creates are counted on grown tables: the buffer counts say what a create costs more
+ * there, and why (deeper indexes: more hits; pages no longer in shared buffers: reads and writes).
  *
  * `--code-dir` takes the statements and the migrations from another checkout (its
  * src/store/PgHotPath.ts and src/platform/Database.ts, with its node_modules), so two schemas are
@@ -24,6 +31,7 @@ import * as Cli from "../src/platform/Cli.ts"
 import { startEmbeddedPostgres } from "../src/platform/Database.ts"
 import { makeIds, pooledRandomBytes } from "../src/platform/Ids.ts"
 import { postgresCpuSeconds } from "./host.ts"
+import { preloadPayments } from "./preload.ts"
 import { createUnit } from "./sql.ts"
 
 const walCommand = Command.make("bench:wal", {
@@ -42,6 +50,12 @@ const walCommand = Command.make("bench:wal", {
     max: 32,
     default: 10
   }),
+  preload: Cli.integer(
+    "preload",
+    "payments (with their events, ledger, keys and deliveries: bench/preload.ts) loaded and analyzed before the warm-up",
+    { min: 0, max: 100_000_000, default: 0 }
+  ),
+  sharedBuffers: Cli.text("shared-buffers", "the server's shared_buffers (its default when empty)", { default: "" }),
   codeDir: Cli.text("code-dir", "the checkout whose create statements and migrations run", { default: "." }),
   json: Cli.json
 }).pipe(Command.withDescription(
@@ -129,13 +143,22 @@ const tableStats = async (client: pg.Client) => {
 
 const main = async () => {
   const scratch = mkdtempSync(join(tmpdir(), "payments-wal-pg-"))
-  const server = await startEmbeddedPostgres({ directory: scratch, persistent: false })
+  const server = await startEmbeddedPostgres({
+    directory: scratch,
+    persistent: false,
+    flags: [
+      "-c",
+      "shared_preload_libraries=pg_stat_statements",
+      ...(flags.sharedBuffers === "" ? [] : ["-c", `shared_buffers=${flags.sharedBuffers}`])
+    ]
+  })
   const postmasterPid = Number(readFileSync(join(server.directory, "postmaster.pid"), "utf8").split("\n")[0])
   const client = new pg.Client({ connectionString: server.url })
   try {
     await Effect.runPromise(database.migrate(server.url, database.defaultPoolTimeouts))
     await client.connect()
     await client.query("CREATE EXTENSION IF NOT EXISTS pg_walinspect")
+    await client.query("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
     // The pool's settings for these statements (src/store/PgPrepared.ts), where the checkout has them.
     const prepared = await import(pathToFileURL(join(codeDir, "src/store/PgPrepared.ts")).href).catch(() => ({}))
     for (const [name, value] of Object.entries((prepared as any).hotPathPlannerSettings ?? {})) {
@@ -149,12 +172,22 @@ const main = async () => {
       VALUES ($1, 'WAL', NULL, 'whsec_wal', now(), now())`,
       [merchantId]
     )
+    if (flags.preload > 0) {
+      const loading = performance.now()
+      await preloadPayments(client, { merchantId, payments: flags.preload })
+      console.error(
+        `bench:wal: preloaded ${flags.preload} payments with their rows in ${
+          ((performance.now() - loading) / 1000).toFixed(1)
+        } s`
+      )
+    }
     for (let done = 0; done < flags.warmup; done += flags.batch) {
       await createBatch(client, merchantId, Math.min(flags.batch, flags.warmup - done))
     }
     await client.query("VACUUM ANALYZE")
     await client.query("CHECKPOINT")
     const tablesBefore = await tableStats(client)
+    await client.query("SELECT pg_stat_statements_reset()")
     const functionsBefore = await functionTimes(client)
     const start = await lsn(client)
     const cpuBefore = postgresCpuSeconds(postmasterPid)
@@ -166,6 +199,20 @@ const main = async () => {
     const cpuAfter = postgresCpuSeconds(postmasterPid)
     const end = await lsn(client)
     const tablesAfter = await tableStats(client)
+    // Shared buffers each of the two statements touched (the commit is the one that updates payments).
+    const buffers = (await client.query(
+      `SELECT CASE WHEN query LIKE '%UPDATE payments p SET%' THEN 'commit' ELSE 'open' END AS statement,
+        sum(calls)::bigint AS calls, sum(shared_blks_hit)::bigint AS hit, sum(shared_blks_read)::bigint AS read,
+        sum(shared_blks_dirtied)::bigint AS dirtied, sum(shared_blks_written)::bigint AS written
+      FROM pg_stat_statements WHERE query LIKE '%WITH input AS%' GROUP BY 1 ORDER BY 1 DESC`
+    )).rows.map((r) => ({
+      statement: String(r.statement),
+      calls: Number(r.calls),
+      hit: Number(r.hit),
+      read: Number(r.read),
+      dirtied: Number(r.dirtied),
+      written: Number(r.written)
+    }))
     const functionsAfter = await functionTimes(client)
     const triggers = [...functionsAfter].map(([name, after]) => ({
       function: name,
@@ -217,6 +264,8 @@ const main = async () => {
       creates: n,
       warmup: flags.warmup,
       batch: flags.batch,
+      preload: flags.preload,
+      shared_buffers: String((await client.query("SHOW shared_buffers")).rows[0].shared_buffers),
       per_create: {
         wal_bytes: walBytes / n,
         fpi_bytes: sum((k) => k.fpiBytes) / n,
@@ -233,8 +282,20 @@ const main = async () => {
         postgres_cpu_ms: cpuBefore === null || cpuAfter === null ? null : ((cpuAfter - cpuBefore) * 1000) / n,
         // The statements' round trips as the client waited for them (the Node side of a batch aside).
         statement_ms: statementsMs / n,
-        trigger_ms: triggers.reduce((total, f) => total + f.ms, 0) / n
+        trigger_ms: triggers.reduce((total, f) => total + f.ms, 0) / n,
+        buffers_hit: buffers.reduce((total, b) => total + b.hit, 0) / n,
+        buffers_read: buffers.reduce((total, b) => total + b.read, 0) / n,
+        buffers_dirtied: buffers.reduce((total, b) => total + b.dirtied, 0) / n,
+        buffers_written: buffers.reduce((total, b) => total + b.written, 0) / n
       },
+      buffers_by_statement: buffers.map((b) => ({
+        statement: b.statement,
+        calls: b.calls,
+        hit: b.hit / n,
+        read: b.read / n,
+        dirtied: b.dirtied / n,
+        written: b.written / n
+      })),
       triggers: triggers.map((f) => ({ function: f.function, calls_per_create: f.calls / n, ms_per_create: f.ms / n })),
       full_page_images_by_relation: imagesByRelation.map((r) => ({
         relation: r.relation,
@@ -258,8 +319,11 @@ const main = async () => {
     console.log(Cli.fields([
       [
         "creates",
-        `${f(n)} measured after ${f(flags.warmup)} and a checkpoint, ${flags.batch} a statement (${codeDir})`
+        `${f(n)} measured after ${flags.preload > 0 ? `${f(flags.preload)} preloaded payments, ` : ""}${
+          f(flags.warmup)
+        } and a checkpoint, ${flags.batch} a statement (${codeDir})`
       ],
+      ["shared_buffers", report.shared_buffers],
       ["WAL bytes per create", f(p.wal_bytes)],
       ["of which full-page images", `${f(p.fpi_bytes)} bytes (${f(p.full_page_images, 2)} pages)`],
       ["WAL records per create", f(p.records, 1)],
@@ -276,6 +340,19 @@ const main = async () => {
         `${f(p.trigger_ms, 3)} (${report.triggers.map((t) => `${t.function} ${f(t.ms_per_create, 3)}`).join(", ")})`
       ]
     ], "  "))
+    console.log("\nshared buffers per create (pg_stat_statements):")
+    console.log(
+      Cli.table(
+        ["statement", "hit", "read", "dirtied", "written"],
+        [
+          ...report.buffers_by_statement.map((
+            b
+          ) => [b.statement, f(b.hit, 1), f(b.read, 1), f(b.dirtied, 1), f(b.written, 1)]),
+          ["both", f(p.buffers_hit, 1), f(p.buffers_read, 1), f(p.buffers_dirtied, 1), f(p.buffers_written, 1)]
+        ],
+        "  "
+      )
+    )
     console.log("\nWAL by record kind, per create:")
     console.log(
       Cli.table(
