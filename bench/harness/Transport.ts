@@ -209,7 +209,9 @@ export const recordingTransport = (
       const enqueuedMs = clock.now()
       if (inFlight < maxInFlight) inFlight++
       else await new Promise<void>((turn) => waiting.push(turn))
-      const fromMs = intendedStartMs ?? enqueuedMs
+      // From the intended start, or from the send when it went out before it (the load model
+      // starts a script within a millisecond of its time): never a latency shorter than it was.
+      const fromMs = intendedStartMs === null ? enqueuedMs : Math.min(intendedStartMs, enqueuedMs)
       const recorder = sink.recorder
       const judged = recorder.admit(fromMs)
       const turnMs = clock.now()
