@@ -5,7 +5,8 @@
  * - Open model (`--rate N`): N requests a second. Scripts start at their intended times, a
  *   constant gap apart or with exponential gaps (`--arrival poisson`, seeded), whether or not
  *   earlier scripts have ended; the gap is the number of requests a script sends on average (the
- *   scenario's figure) divided by N. The gaps never follow the service's answers: an open model
+ *   scenario's figure) divided by N. Over 1,000 scripts a second they start on a 4 ms tick
+ *   (`sendTickMs`), the tick being their intended start. The gaps never follow the service's answers: an open model
  *   whose arrivals slowed when the service did would hide a stall. A script's first
  *   request is measured from its intended start, so a stalled service cannot hide its tail behind
  *   requests the harness never sent (coordinated omission, as in wrk2 and k6's
@@ -70,6 +71,18 @@ const stopSliceMs = 250
  */
 export const lateStartMs = 10
 
+/**
+ * Open model, scripts due less than `tickedBelowGapMs` apart on average (over 1,000 a second):
+ * they start on a tick of `sendTickMs`, each at the first tick at or after its intended time,
+ * the tick's scripts one after the other, and that tick is their intended start (their latency
+ * counts from it). One timer wake for several requests and their answers close together: a
+ * wake and a turn of the event loop for each request, then another for its answer, cost the
+ * driver three times autocannon's CPU a request at 2,000/s (docs/harness.md). Slower schedules
+ * keep their exact times.
+ */
+export const sendTickMs = 4
+export const tickedBelowGapMs = 1
+
 export interface LoadOutcome {
   readonly scriptsStarted: number
   /** Open model: scripts that started more than `lateStartMs` after their intended time. */
@@ -127,31 +140,40 @@ export const runLoad = async (
   let late = 0
   let heldBack = 0
   const lags: Array<number> = []
-  const running = new Set<Promise<void>>()
+  /** Scripts started and not yet ended. */
+  let running = 0
   const failures: Array<unknown> = []
   // The open model waits here for a script to end when `maxConcurrentScripts` run (one waiter:
   // a Promise.race over thousands of running scripts would attach a reaction to each, every time).
   let slotFreed: (() => void) | null = null
-  const launch = (intendedStartMs: number) => {
-    const index = started++
-    // A script never rejects by contract; one that does is a bug of the scenario, reported at the end.
-    const script: Promise<void> = runScript(index, intendedStartMs)
-      .catch((error) => void failures.push(error))
-      .finally(() => {
-        running.delete(script)
-        const wake = slotFreed
-        slotFreed = null
-        wake?.()
-      })
-    running.add(script)
-    return script
+  /** The end of the load waits here for the last running script. */
+  let allEnded: (() => void) | null = null
+  const ended = () => {
+    running--
+    const wake = slotFreed
+    slotFreed = null
+    wake?.()
+    if (running === 0 && allEnded !== null) allEnded()
+  }
+  // A script never rejects by contract; one that does is a bug of the scenario, reported at the end.
+  const failed = (error: unknown) => {
+    failures.push(error)
+    ended()
+  }
+  // One reaction a script (not a catch and a finally, two promises more each).
+  const launch = (intendedStartMs: number): Promise<void> => {
+    running++
+    return runScript(started++, intendedStartMs).then(ended, failed)
   }
   const scriptCap = plan.maxRequests ?? Infinity
 
   if (plan.model.kind === "open") {
+    const tickMs = plan.requestsPerScript * 1000 / plan.model.rate < tickedBelowGapMs ? sendTickMs : 0
     for (const offset of openOffsets(plan.model, plan.requestsPerScript, plan.seed)) {
-      const intendedStartMs = startedAtMs + offset
-      if (intendedStartMs >= endMs || full() || started >= scriptCap) break
+      if (startedAtMs + offset >= endMs || full() || started >= scriptCap) break
+      const intendedStartMs = startedAtMs + (tickMs === 0 ? offset : Math.ceil(offset / tickMs) * tickMs)
+      // Started within a millisecond of its time (the timers' resolution: Node's may fire a little
+      // early): a request sent before its intended start is timed from its send (Transport.ts).
       for (
         let waitMs = intendedStartMs - clock.now();
         waitMs >= 1 && !stopped();
@@ -159,8 +181,8 @@ export const runLoad = async (
       ) {
         await clock.sleep(plan.shouldStop === undefined ? waitMs : Math.min(waitMs, stopSliceMs))
       }
-      if (running.size >= plan.maxConcurrentScripts) heldBack++
-      while (running.size >= plan.maxConcurrentScripts) await new Promise<void>((wake) => (slotFreed = wake))
+      if (running >= plan.maxConcurrentScripts) heldBack++
+      while (running >= plan.maxConcurrentScripts) await new Promise<void>((wake) => (slotFreed = wake))
       if (full()) break
       const lagMs = Math.max(0, clock.now() - intendedStartMs)
       lags.push(lagMs)
@@ -174,7 +196,7 @@ export const runLoad = async (
     await Promise.all(Array.from({ length: plan.model.connections }, worker))
   }
   const loadEndedAtMs = clock.now()
-  while (running.size > 0) await Promise.all([...running])
+  if (running > 0) await new Promise<void>((done) => (allEnded = done))
   const first = failures[0]
   return {
     scriptsStarted: started,

@@ -2,7 +2,7 @@ import fc from "fast-check"
 import { describe, expect, it } from "vitest"
 import { VirtualClock } from "../../../bench/harness/Clock.ts"
 import type { WireRequest } from "../../../bench/harness/Contract.ts"
-import { arrivalOffsets, type LoadModel, runLoad } from "../../../bench/harness/LoadModel.ts"
+import { arrivalOffsets, type LoadModel, runLoad, sendTickMs } from "../../../bench/harness/LoadModel.ts"
 import { Recorder } from "../../../bench/harness/Recorder.ts"
 import { driverLagBoundMs, saturated, saturationOf } from "../../../bench/harness/Saturation.ts"
 import { recordingTransport, type WireClient, type WireOutcome } from "../../../bench/harness/Transport.ts"
@@ -178,6 +178,28 @@ describe("the open model under a virtual clock", () => {
     near(run.figures.latency_ms.p50, 5)
     // One histogram per second of answers (the last came at 1,995 ms).
     expect(run.figures.timeline.map((s) => s.requests)).toEqual([100, 100])
+  })
+
+  it("over 1,000 scripts a second, starts each on the first send tick at or after its time, timed from that tick", async () => {
+    const run = await drive({
+      model: { kind: "open", rate: 2_000, arrival: "constant" },
+      durationMs: 100,
+      serviceMs: 1
+    })
+    expect(run.outcome.scriptsStarted).toBe(200)
+    expect(run.outcome.scriptsLate).toBe(0)
+    // Offsets i / 2 ms, each started at the tick after it: never early, at most a tick late.
+    expect(run.intended).toEqual(Array.from({ length: 200 }, (_, i) => Math.ceil(i / 2 / sendTickMs) * sendTickMs))
+    // 25 ticks of 8 (the first, at 0, takes only the script due at 0), timed from the tick.
+    expect(new Set(run.intended).size).toBe(26)
+    near(run.figures.latency_ms.max, 1)
+    // 1,000 scripts a second keep their exact times.
+    const exact = await drive({
+      model: { kind: "open", rate: 1_000, arrival: "constant" },
+      durationMs: 50,
+      serviceMs: 1
+    })
+    expect(exact.intended).toEqual(Array.from({ length: 50 }, (_, i) => i))
   })
 
   it("counts a stall of the service in the latencies of every request meant to start during it", async () => {

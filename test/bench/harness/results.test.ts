@@ -1,8 +1,9 @@
 import fc from "fast-check"
+import * as hdr from "hdr-histogram-js"
 import { describe, expect, it } from "vitest"
 import { renderHarnessReport } from "../../../bench/harness/Html.ts"
 import { missingShards, summaryOf } from "../../../bench/harness/main.ts"
-import { decodeHistogram, Recorder, routeTemplate } from "../../../bench/harness/Recorder.ts"
+import { decodeHistogram, Recorder, recordMicros, routeTemplate } from "../../../bench/harness/Recorder.ts"
 import { type HarnessResult, mergeResults } from "../../../bench/harness/Result.ts"
 
 interface Sample {
@@ -259,6 +260,54 @@ describe("routes", () => {
     expect(routeTemplate("GET", "/api/v1/webhooks/deliveries/12345")).toBe("GET /api/v1/webhooks/deliveries/:id")
     expect(routeTemplate("GET", "/api/v1/merchants/me/balance")).toBe("GET /api/v1/merchants/me/balance")
     expect(routeTemplate("GET", "/healthz")).toBe("GET /healthz")
+  })
+})
+
+describe("the recorder's histograms", () => {
+  it("count a value in the bucket hdr-histogram-js's own recordValue counts it in, at 2 and 3 digits", () => {
+    for (const digits of [2, 3] as const) {
+      const build = () =>
+        hdr.build({
+          lowestDiscernibleValue: 1,
+          highestTrackableValue: 600_000_000,
+          numberOfSignificantValueDigits: digits,
+          autoResize: false
+        })
+      fc.assert(
+        fc.property(
+          fc.array(fc.oneof(fc.integer({ min: 1, max: 5_000 }), fc.integer({ min: 1, max: 600_000_000 })), {
+            minLength: 1,
+            maxLength: 50
+          }),
+          (values) => {
+            const own = build(), theirs = build()
+            for (const value of values) {
+              recordMicros(own, value)
+              theirs.recordValue(value)
+            }
+            expect(hdr.encodeIntoCompressedBase64(own)).toBe(hdr.encodeIntoCompressedBase64(theirs))
+            expect([own.totalCount, own.minNonZeroValue, own.maxValue]).toEqual([
+              theirs.totalCount,
+              theirs.minNonZeroValue,
+              theirs.maxValue
+            ])
+          }
+        ),
+        { numRuns: 300, seed: 38 }
+      )
+      // Every bucket's edges.
+      const own = build(), theirs = build()
+      for (let power = 0; power < 30; power++) {
+        for (const value of [2 ** power - 1, 2 ** power, 2 ** power + 1]) {
+          if (value < 1) continue
+          recordMicros(own, value)
+          theirs.recordValue(value)
+        }
+      }
+      recordMicros(own, 600_000_000)
+      theirs.recordValue(600_000_000)
+      expect(hdr.encodeIntoCompressedBase64(own)).toBe(hdr.encodeIntoCompressedBase64(theirs))
+    }
   })
 })
 
