@@ -49,7 +49,6 @@ const exceptions: ReadonlyMap<string, string> = new Map([
   ["sim/world/workload/PaymentScript.ts#disputeDuringScript", ""],
   ["bench/harness/Cli.ts#parseArguments", ""],
   ["bench/harness/Html.ts#renderHarnessReport", ""],
-  ["bench/run.ts#main", ""],
   ["bench/wal.ts#main", ""]
 ])
 
