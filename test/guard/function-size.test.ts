@@ -49,7 +49,6 @@ const exceptions: ReadonlyMap<string, string> = new Map([
   ["sim/world/workload/PaymentScript.ts#disputeDuringScript", ""],
   ["bench/harness/Cli.ts#parseArguments", ""],
   ["bench/harness/Html.ts#renderHarnessReport", ""],
-  ["bench/wal.ts#main", ""]
 ])
 
 interface Finding {
