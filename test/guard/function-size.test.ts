@@ -48,7 +48,6 @@ const exceptions: ReadonlyMap<string, string> = new Map([
   ["sim/commands/main.ts#formatReport", ""],
   ["sim/world/workload/PaymentScript.ts#disputeDuringScript", ""],
   ["bench/harness/Cli.ts#parseArguments", ""],
-  ["bench/harness/Html.ts#renderHarnessReport", ""],
 ])
 
 interface Finding {
