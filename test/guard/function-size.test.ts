@@ -47,7 +47,6 @@ const exceptions: ReadonlyMap<string, string> = new Map([
   ["sim/checks/Witness.ts#witnessThroughApi", ""],
   ["sim/commands/main.ts#formatReport", ""],
   ["sim/world/workload/PaymentScript.ts#disputeDuringScript", ""],
-  ["bench/harness/Cli.ts#parseArguments", ""],
 ])
 
 interface Finding {
