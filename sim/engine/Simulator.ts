@@ -1056,7 +1056,7 @@ const answerLaws = ({ answers, auditor, keys, rateLimit, frozenAt, crashesMs }: 
   // The limiter saw the request when it was sent unless its key's look-up could wait: a
   // frozen database, or a pause or crash of its instance meanwhile.
   const exact = elapsedMs === 0 || !(frozenAt(sentMs) || crashesMs.some((c) => c >= sentMs && c <= sentMs + elapsedMs))
-  rateLimit.answered(secret, servedBy, sentMs, status, exact)
+  rateLimit.answered({ secret, instance: servedBy, sentMs, status, exact })
 }
 
 /** The service under test on the run's faulty store, acquirer, endpoints and clocks, with the planted bug (if any) in place. */

@@ -40,11 +40,6 @@ const exceptions: ReadonlyMap<string, string> = new Map([
   ["src/store/MemoryStore.ts#history", ""],
   ["src/store/MemoryWebhookStore.ts#rebuild", ""],
   ["src/store/PgHotPath.ts#historyColumns", ""],
-  ["sim/checks/Auditor.ts#onChange", ""],
-  ["sim/checks/Auditor.ts#checkAmountsOf", ""],
-  ["sim/checks/PlantedBugs.ts#changeBug", ""],
-  ["sim/checks/RateLimitLaw.ts#answered", ""],
-  ["sim/checks/Witness.ts#witnessThroughApi", ""],
   ["sim/commands/main.ts#formatReport", ""],
   ["sim/world/workload/PaymentScript.ts#disputeDuringScript", ""],
 ])
