@@ -318,27 +318,505 @@ const bulkLoadPayments = async (client: pg.Client, merchantId: string, count: nu
   await client.query("VACUUM ANALYZE payments")
 }
 
-const main = async () => {
-  let database: { url: string; directory: string; stop: () => Promise<void> } | null = null
-  let databaseUrl = externalUrl
-  let scratch: string | null = null
-  if (databaseUrl === "") {
-    scratch = mkdtempSync(join(tmpdir(), "payments-bench-pg-"))
-    const started = await startEmbeddedPostgres({
-      directory: scratch,
-      persistent: false,
-      flags: ["-c", "max_connections=300", "-c", "shared_preload_libraries=pg_stat_statements"]
-    })
-    database = started
-    databaseUrl = started.url
+interface Database {
+  readonly url: string
+  /** The embedded server, null when `--url` names one. */
+  readonly embedded: { url: string; directory: string; stop: () => Promise<void> } | null
+  readonly scratch: string | null
+  readonly postmasterPid: number | null
+}
+
+/** The database the run measures: `--url`'s, or an embedded one in a scratch directory. */
+const startDatabase = async (): Promise<Database> => {
+  if (externalUrl !== "") return { url: externalUrl, embedded: null, scratch: null, postmasterPid: null }
+  const scratch = mkdtempSync(join(tmpdir(), "payments-bench-pg-"))
+  const embedded = await startEmbeddedPostgres({
+    directory: scratch,
+    persistent: false,
+    flags: ["-c", "max_connections=300", "-c", "shared_preload_libraries=pg_stat_statements"]
+  })
+  const postmasterPid = Number(readFileSync(join(embedded.directory, "postmaster.pid"), "utf8").split("\n")[0])
+  return { url: embedded.url, embedded, scratch, postmasterPid }
+}
+
+/**
+ * The whole run is bounded: each load phase lasts `--duration` (the create scenario runs three:
+ * the service, pgbench, node:http + pg), and set-up, warm-up and the audit take well under
+ * five minutes. A run past that is stuck (once: the embedded PostgreSQL vanished under it), so
+ * it stops by itself, says so, and fails.
+ */
+const startWatchdog = (children: ReadonlyArray<ChildProcess>, database: Database) => {
+  const boundSeconds = durationSeconds * 4 + 300 + Math.ceil(flags.preload / 1_000)
+  const watchdog = setTimeout(() => {
+    console.error(
+      `bench: still running after ${boundSeconds} s (bound: 4 × --duration + 300 s); stopping, nothing measured`
+    )
+    for (const child of children) child.kill("SIGKILL")
+    void (database.embedded?.stop() ?? Promise.resolve()).finally(() => process.exit(1))
+    setTimeout(() => process.exit(1), 10_000).unref()
+  }, boundSeconds * 1000)
+  watchdog.unref()
+  return watchdog
+}
+
+/** The merchant the load runs as, made by the service's own CLI: its API key and id. */
+const createMerchant = (env: NodeJS.ProcessEnv) => {
+  const createdText = execFileSync(process.execPath, [
+    "--import",
+    "tsx",
+    serviceEntry,
+    "merchant",
+    "create",
+    "--name",
+    "Bench"
+  ], {
+    env,
+    cwd: serviceDirectory,
+    encoding: "utf8"
+  })
+  const created = JSON.parse(createdText.split("\n").find((line) => line.startsWith("{\"merchant\"")) ?? createdText)
+  return { key: created.api_key.key as string, merchantId: created.merchant.id as string }
+}
+
+/** The service under measure, its log to a file (its cost is measured, the terminal stays readable). */
+const startService = (env: NodeJS.ProcessEnv) => {
+  const profiling = profileDirectory === "" ? [] : ["--cpu-prof", `--cpu-prof-dir=${profileDirectory}`]
+  mkdirSync("bench/results", { recursive: true })
+  const serviceLog = openSync(join("bench/results", "service.log"), "w")
+  return spawn(process.execPath, [
+    ...serviceNodeFlags,
+    ...profiling,
+    "--import",
+    "tsx",
+    serviceEntry,
+    "serve"
+  ], {
+    env,
+    cwd: serviceDirectory,
+    stdio: ["ignore", "ignore", serviceLog]
+  })
+}
+
+/** What a scenario's set-up works with: the service, the merchant and the database. */
+interface Bench {
+  readonly base: string
+  readonly headers: Record<string, string>
+  readonly merchantId: string
+  readonly monitor: pg.Client
+  readonly post: (path: string, body: string, extra?: Record<string, string>) => Promise<{ status: number; body: any }>
+  /** Numbers the requests of the load, shared by every request template. */
+  readonly counter: { n: number }
+  readonly createRequest: autocannon.Request
+  /** Webhooks the receiver got (the webhooks scenario). */
+  readonly received: { webhooks: number }
+  readonly receivers: Array<Server>
+}
+
+/** The requests of the load for the scenario, after the set-up it needs (payments to refund, keys to replay, rows to read). */
+const scenarioRequests = async (bench: Bench): Promise<Array<autocannon.Request>> => {
+  switch (scenario) {
+    case "create":
+      return [bench.createRequest]
+    case "read": {
+      const seeded = await bench.post("/api/v1/transactions", transactionBody(1))
+      return [{ method: "GET", path: `/api/v1/transactions/${seeded.body.transaction.id}` }]
+    }
+    case "health":
+      // The HTTP stack alone (no authentication, no database): the ceiling of any route.
+      return [{ method: "GET", path: "/healthz" }]
+    case "mixed":
+      return [bench.createRequest, { method: "GET", path: "/api/v1/transactions?per_page=20" }, {
+        method: "GET",
+        path: "/api/v1/merchants/me/balance"
+      }]
+    case "refund":
+      return refundRequests(bench)
+    case "idempotent-retry":
+      return retryRequests(bench)
+    case "analytics":
+      return analyticsRequests(bench)
+    case "webhooks":
+      await receiveWebhooks(bench)
+      return [bench.createRequest]
   }
-  const postmasterPid = database === null
-    ? null
-    : Number(readFileSync(join(database.directory, "postmaster.pid"), "utf8").split("\n")[0])
+}
+
+/** Captured payments large enough for a million 1-cent refunds each, refunded round robin. */
+const refundRequests = async ({ post, headers, counter }: Bench): Promise<Array<autocannon.Request>> => {
+  const ids: Array<string> = []
+  for (let batch = 0; batch < 16; batch++) {
+    const made = await Promise.all(
+      Array.from({ length: 32 }, () =>
+        post(
+          "/api/v1/transactions",
+          JSON.stringify({
+            transaction: {
+              amount_cents: 99_000_000,
+              currency: "USD",
+              card_token: "tok_visa",
+              card_last_four: "4242",
+              card_brand: "visa"
+            }
+          })
+        ))
+    )
+    ids.push(...made.map((m) => m.body.transaction.id as string))
+  }
+  return [{
+    method: "POST",
+    path: "/api/v1/transactions",
+    setupRequest: (r: any) => {
+      const n = ++counter.n
+      return {
+        ...r,
+        path: `/api/v1/transactions/${ids[n % ids.length]}/refund`,
+        headers: { ...headers, "x-idempotency-key": `refund-${n}` },
+        body: JSON.stringify({ amount_cents: 1 })
+      }
+    }
+  }]
+}
+
+/** 200 keys, each created once; the load replays them. */
+const retryRequests = async ({ post, headers, counter }: Bench): Promise<Array<autocannon.Request>> => {
+  for (let batch = 0; batch < 8; batch++) {
+    await Promise.all(
+      Array.from({ length: 25 }, (_, i) =>
+        post("/api/v1/transactions", transactionBody(batch * 25 + i), {
+          "x-idempotency-key": `retry-${batch * 25 + i}`
+        }))
+    )
+  }
+  return [{
+    method: "POST",
+    path: "/api/v1/transactions",
+    setupRequest: (r: any) => {
+      const n = ++counter.n % 200
+      return { ...r, headers: { ...headers, "x-idempotency-key": `retry-${n}` }, body: transactionBody(n) }
+    }
+  }]
+}
+
+const day = (offset: number) => new Date(Date.now() - offset * 86_400_000).toISOString().slice(0, 10)
+
+/**
+ * `--payments` rows loaded in bulk, each analytics query timed alone, the plans of the store's
+ * two queries logged; then the load cycles through the queries.
+ */
+const analyticsRequests = async ({ monitor, merchantId, base, headers, counter }: Bench) => {
+  const payments = flags.payments
+  const started = performance.now()
+  await bulkLoadPayments(monitor, merchantId, payments)
+  log(`loaded ${payments} payments in ${((performance.now() - started) / 1000).toFixed(1)} s`)
+  const paths = [
+    "/api/v1/merchants/me/analytics",
+    `/api/v1/merchants/me/analytics?from=${day(0)}&to=${day(0)}`,
+    `/api/v1/merchants/me/analytics?interval=hour&from=${day(0)}&to=${day(0)}`,
+    `/api/v1/merchants/me/analytics?interval=day&from=${day(6)}&to=${day(0)}`,
+    `/api/v1/merchants/me/analytics?interval=day&from=${day(30)}&to=${day(0)}`,
+    "/api/v1/merchants/me/analytics?interval=week"
+  ]
+  const alone = await analyticsAlone(base, headers, paths)
+  if (!flags.json) console.log(`one at a time, 15 runs each, ${payments} payments:\n${table(alone)}`)
+  await explainAnalytics(monitor, merchantId)
+  const requests: Array<autocannon.Request> = [{
+    method: "GET",
+    path: paths[0]!,
+    setupRequest: (r: any) => ({ ...r, path: paths[++counter.n % paths.length] })
+  }]
+  return requests
+}
+
+/** Each query alone, one at a time: its latency without queueing behind the others. */
+const analyticsAlone = async (base: string, headers: Record<string, string>, paths: ReadonlyArray<string>) => {
+  const alone: Array<[string, string]> = []
+  for (const path of paths) {
+    const times: Array<number> = []
+    for (let i = 0; i < 15; i++) {
+      const started = performance.now()
+      const reply = await fetch(`${base}${path}`, { headers })
+      if (reply.status !== 200) throw new Error(`${path} answered ${reply.status}`)
+      await reply.arrayBuffer()
+      times.push(performance.now() - started)
+    }
+    times.sort((a, b) => a - b)
+    alone.push([
+      path.replace("/api/v1/merchants/me/analytics", "analytics"),
+      `p50 ${times[7]!.toFixed(1)} ms, p90 ${times[13]!.toFixed(1)} ms, max ${times[14]!.toFixed(1)} ms`
+    ])
+  }
+  return alone
+}
+
+/** The plans of the store's two queries (src/store/PgStore.ts), for docs/analytics.md. */
+const explainAnalytics = async (monitor: pg.Client, merchantId: string) => {
+  const explain = async (title: string, text: string, values: Array<unknown>) => {
+    const plan = await monitor.query(`EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) ${text}`, values)
+    log(`\n## ${title}\n${plan.rows.map((r) => r["QUERY PLAN"]).join("\n")}`)
+  }
+  await explain("totals per currency, all time", analyticsTotalsSql, [merchantId, null, null])
+  await explain("day series, 30 days", analyticsSeriesSql, [
+    merchantId,
+    `${day(30)}T00:00:00.000Z`,
+    `${day(0)}T23:59:59.999Z`,
+    "day",
+    5001
+  ])
+  await explain("hour series, a window with partial hours at both ends", analyticsSeriesSql, [
+    merchantId,
+    `${day(1)}T10:30:00.000Z`,
+    `${day(0)}T09:15:00.000Z`,
+    "hour",
+    5001
+  ])
+}
+
+/** A receiver that answers every webhook 200, set as the merchant's webhook URL. */
+const receiveWebhooks = async ({ base, headers, received, receivers }: Bench) => {
+  const receiver = createServer((request, response) => {
+    request.resume()
+    request.on("end", () => {
+      received.webhooks++
+      response.writeHead(200).end("ok")
+    })
+  })
+  receivers.push(receiver)
+  const receiverPort = await freePort()
+  await new Promise<void>((done) => receiver.listen(receiverPort, "127.0.0.1", done))
+  const patched = await fetch(`${base}/api/v1/merchants/me`, {
+    method: "PATCH",
+    headers,
+    body: JSON.stringify({ webhook_url: `http://127.0.0.1:${receiverPort}/hooks` })
+  })
+  if (patched.status !== 200) throw new Error(`setting the webhook URL answered ${patched.status}`)
+}
+
+/** The load against the service, with its CPU, statements and RSS (sampled through the run) per request. */
+const measureService = async (
+  bench: Bench,
+  service: ChildProcess,
+  database: Database,
+  requests: Array<autocannon.Request>
+) => {
+  const { monitor } = bench
+  let peakRss = rssMb(service.pid!)
+  const sampler = setInterval(() => (peakRss = Math.max(peakRss, rssMb(service.pid!))), 250)
+  const statementsBefore = topStatements > 0 ? await statementStats(monitor) : new Map()
+  const before = await sample(monitor, service.pid!, database.postmasterPid)
+  const result = await load(`service ${scenario}`, bench.base, requests, bench.headers)
+  const after = await sample(monitor, service.pid!, database.postmasterPid)
+  const statementsAfter = topStatements > 0 ? await statementStats(monitor) : new Map()
+  clearInterval(sampler)
+  const counters = perRequest(before, after, result.requests)
+  return { result, counters, peakRss, statementsBefore, statementsAfter }
+}
+
+/** Waits (a minute at most) for every webhook to be delivered; how many, and how late. */
+const webhookFigures = async (monitor: pg.Client, received: number) => {
+  const until = performance.now() + 60_000
+  let open = Infinity
+  while (performance.now() < until) {
+    open = Number(
+      (await monitor.query(
+        `SELECT count(*) FILTER (WHERE status <> 'succeeded')::int AS open FROM webhook_deliveries`
+      )).rows[0].open
+    )
+    const outbox = Number((await monitor.query(`SELECT count(*)::int AS n FROM webhook_outbox`)).rows[0].n)
+    if (open === 0 && outbox === 0) break
+    await sleep(500)
+  }
+  const lag = await monitor.query(`SELECT count(*)::int AS n,
+      percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM completed_at - created_at) * 1000) AS p50,
+      percentile_cont(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM completed_at - created_at) * 1000) AS p99
+    FROM webhook_deliveries WHERE status = 'succeeded'`)
+  const events = Number((await monitor.query(`SELECT count(*)::int AS n FROM payment_events`)).rows[0].n)
+  return {
+    events,
+    delivered: lag.rows[0].n,
+    received,
+    still_open: open,
+    lag_ms: { p50: lag.rows[0].p50, p99: lag.rows[0].p99 }
+  }
+}
+
+/** The limit beside the service: its own create SQL under pgbench and behind a minimal server. */
+const measureBaselines = async (
+  bench: Bench,
+  { service, database, env, children }: {
+    readonly service: ChildProcess
+    readonly database: Database
+    readonly env: NodeJS.ProcessEnv
+    readonly children: Array<ChildProcess>
+  }
+) => {
+  const { monitor, merchantId } = bench
+  const script = await pgbenchScript(monitor, merchantId)
+  const pgBefore = await sample(monitor, service.pid!, database.postmasterPid)
+  const run = runPgbench(database.url, script)
+  const pgAfter = await sample(monitor, service.pid!, database.postmasterPid)
+  const units = run.tps === undefined ? 0 : Math.round(run.tps * durationSeconds)
+  const pgbench: Record<string, unknown> = { ...run, per_unit: perRequest(pgBefore, pgAfter, units) }
+
+  const baselinePort = await freePort()
+  const server = spawn(process.execPath, ["--import", "tsx", "bench/baseline.ts"], {
+    env: { ...env, PORT: String(baselinePort), MERCHANT_ID: merchantId },
+    stdio: ["ignore", "ignore", "inherit"]
+  })
+  children.push(server)
+  await waitFor(`http://127.0.0.1:${baselinePort}/`, 30_000)
+  const bBefore = await sample(monitor, server.pid!, database.postmasterPid)
+  const bResult = await load(
+    "node:http + pg baseline",
+    `http://127.0.0.1:${baselinePort}`,
+    [bench.createRequest],
+    bench.headers
+  )
+  const bAfter = await sample(monitor, server.pid!, database.postmasterPid)
+  const baseline: Record<string, unknown> = { ...bResult, per_request: perRequest(bBefore, bAfter, bResult.requests) }
+  return { pgbench, baseline }
+}
+
+/** Ledger audit: every group balances; no payment left pending; one capture per payment; no orphans. */
+const ledgerAudit = async (monitor: pg.Client) => {
+  await sleep(1_000)
+  const one = async (text: string) => Number((await monitor.query(text)).rows[0].n)
+  return {
+    unbalanced_groups: await one(
+      `SELECT count(*)::int AS n FROM (SELECT group_id FROM ledger_entries GROUP BY group_id, currency
+      HAVING sum(CASE direction WHEN 'debit' THEN amount_cents ELSE -amount_cents END) <> 0) g`
+    ),
+    pending_payments: await one(`SELECT count(*)::int AS n FROM payments WHERE status = 'pending'`),
+    double_captures: await one(`SELECT count(*)::int AS n FROM (SELECT payment_id FROM payment_events
+      WHERE type = 'payment.captured' GROUP BY payment_id HAVING count(*) > 1) d`),
+    over_refunded: await one(
+      `SELECT count(*)::int AS n FROM payments WHERE refunded_amount_cents > captured_amount_cents`
+    ),
+    payments: await one(`SELECT count(*)::int AS n FROM payments`)
+  }
+}
+
+type Measured = Awaited<ReturnType<typeof measureService>>
+type Audit = Awaited<ReturnType<typeof ledgerAudit>>
+
+/** The run's report, as written to bench/results. */
+const reportOf = async (
+  { result, counters, peakRss }: Measured,
+  extra: {
+    readonly webhooks: Record<string, unknown> | undefined
+    readonly pgbench: Record<string, unknown> | undefined
+    readonly baseline: Record<string, unknown> | undefined
+    readonly audit: Audit
+  }
+) => {
+  const { webhooks, pgbench, baseline, audit } = extra
+  return {
+    scenario,
+    label,
+    service_dir: serviceDirectory,
+    entry: serviceEntry,
+    date: new Date().toISOString(),
+    connections,
+    duration_s: durationSeconds,
+    offered_rate: offeredRate,
+    machine: { cpus: (await import("node:os")).cpus().length, node: process.version },
+    service: { ...result, per_request: counters, rss_peak_mb: Math.round(peakRss) },
+    ...(webhooks ? { webhooks } : {}),
+    ...(pgbench ? { pgbench } : {}),
+    ...(baseline ? { baseline } : {}),
+    ratios: baselines
+      ? {
+        vs_pgbench: pgbench && typeof pgbench.tps === "number" ? result.rps / pgbench.tps : null,
+        vs_node_pg: baseline && typeof baseline.rps === "number" ? result.rps / baseline.rps : null
+      }
+      : undefined,
+    audit
+  }
+}
+
+type Report = Awaited<ReturnType<typeof reportOf>>
+
+/** The report as a table for the terminal. */
+const reportRows = (report: Report, { result, counters, peakRss }: Measured): Array<[string, string]> => {
+  const { webhooks, pgbench, baseline, audit } = report
+  const rows: Array<[string, string]> = [
+    ["scenario", `${scenario}, ${connections} connections, ${durationSeconds}s${label === "" ? "" : `, ${label}`}`],
+    [
+      "requests/s",
+      offeredRate === null ? fixed(result.rps, 1) : `${fixed(result.rps, 1)} achieved of ${offeredRate} offered`
+    ],
+    [
+      "latency p50/p90/p99/max ms",
+      [result.latency.p50, result.latency.p90, result.latency.p99, result.latency.max].map((ms) => fixed(ms, 0)).join(
+        " / "
+      )
+    ],
+    ["status codes", JSON.stringify(result.statusCodes)],
+    ["errors / timeouts", `${result.errors} / ${result.timeouts}`],
+    ["service CPU ms per request", fixed(counters.service_cpu_ms)],
+    ["PostgreSQL CPU ms per request", fixed(counters.postgres_cpu_ms)],
+    ["SQL statements per request", fixed(counters.statements)],
+    ["commits per request", fixed(counters.commits)],
+    ["WAL bytes per request", fixed(counters.wal_bytes, 0)],
+    ["WAL full-page images per request", fixed(counters.wal_full_pages, 3)],
+    ["service RSS peak MB", String(Math.round(peakRss))]
+  ]
+  if (webhooks) rows.push(["webhooks", JSON.stringify(webhooks)])
+  if (pgbench) {
+    rows.push([
+      "pgbench, same SQL",
+      "tps" in pgbench ? `${fixed(pgbench.tps as number, 1)} tps (${pgbench.failed} failed)` : String(pgbench.skipped)
+    ])
+  }
+  if (baseline) {
+    rows.push([
+      "node:http + pg, same SQL",
+      `${fixed(baseline.rps as number, 1)} req/s, p99 ${fixed((baseline.latency as any).p99, 0)} ms`
+    ])
+  }
+  if (report.ratios) {
+    rows.push(["service / pgbench", fixed(report.ratios.vs_pgbench)])
+    rows.push(["service / node:http + pg", fixed(report.ratios.vs_node_pg)])
+  }
+  rows.push(["audit", JSON.stringify(audit)])
+  return rows
+}
+
+/** Prints the report (as JSON with `--json`), writes it to bench/results, and fails the run on a broken ledger. */
+const publish = (report: Report, measured: Measured) => {
+  if (flags.json) console.log(JSON.stringify(report, null, 2))
+  else console.log(table(reportRows(report, measured)))
+  if (topStatements > 0 && !flags.json) {
+    console.log(`\nstatements that took PostgreSQL longest during the load (execution time only):`)
+    console.log(
+      table(
+        statementsTable(measured.statementsBefore, measured.statementsAfter, measured.result.requests, topStatements)
+      )
+    )
+  }
+
+  mkdirSync("bench/results", { recursive: true })
+  const file = join(
+    "bench/results",
+    `${scenario}${label === "" ? "" : `-${label}`}-${report.date.replace(/[:.]/g, "-")}.json`
+  )
+  writeFileSync(file, JSON.stringify(report, null, 2) + "\n")
+  log(`results: ${file}`)
+  if (!flags.json) console.log(`results: ${file}`)
+  const audit = report.audit
+  const ok = audit.unbalanced_groups === 0 && audit.pending_payments === 0 && audit.double_captures === 0 &&
+    audit.over_refunded === 0
+  if (!ok) {
+    console.error("LEDGER AUDIT FAILED")
+    process.exitCode = 1
+  }
+}
+
+const main = async () => {
+  const database = await startDatabase()
   const port = await freePort()
   const env = {
     ...process.env,
-    DATABASE_URL: databaseUrl,
+    DATABASE_URL: database.url,
     PORT: String(port),
     HOST: "127.0.0.1",
     RATE_LIMIT_PER_SECOND: "1000000",
@@ -347,38 +825,10 @@ const main = async () => {
   }
   const children: Array<ChildProcess> = []
   const receivers: Array<Server> = []
-  // The whole run is bounded: each load phase lasts `--duration` (the create scenario runs three:
-  // the service, pgbench, node:http + pg), and set-up, warm-up and the audit take well under
-  // five minutes. A run past that is stuck (once: the embedded PostgreSQL vanished under it), so
-  // it stops by itself, says so, and fails.
-  const boundSeconds = durationSeconds * 4 + 300 + Math.ceil(flags.preload / 1_000)
-  const watchdog = setTimeout(() => {
-    console.error(
-      `bench: still running after ${boundSeconds} s (bound: 4 × --duration + 300 s); stopping, nothing measured`
-    )
-    for (const child of children) child.kill("SIGKILL")
-    void (database?.stop() ?? Promise.resolve()).finally(() => process.exit(1))
-    setTimeout(() => process.exit(1), 10_000).unref()
-  }, boundSeconds * 1000)
-  watchdog.unref()
-  const monitor = new pg.Client({ connectionString: databaseUrl })
+  const watchdog = startWatchdog(children, database)
+  const monitor = new pg.Client({ connectionString: database.url })
   try {
-    const createdText = execFileSync(process.execPath, [
-      "--import",
-      "tsx",
-      serviceEntry,
-      "merchant",
-      "create",
-      "--name",
-      "Bench"
-    ], {
-      env,
-      cwd: serviceDirectory,
-      encoding: "utf8"
-    })
-    const created = JSON.parse(createdText.split("\n").find((line) => line.startsWith("{\"merchant\"")) ?? createdText)
-    const key: string = created.api_key.key
-    const merchantId: string = created.merchant.id
+    const { key, merchantId } = createMerchant(env)
     await monitor.connect()
     try {
       await monitor.query("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
@@ -392,377 +842,66 @@ const main = async () => {
         `preloaded ${flags.preload} payments with their rows in ${((performance.now() - started) / 1000).toFixed(1)} s`
       )
     }
-    const profiling = profileDirectory === "" ? [] : ["--cpu-prof", `--cpu-prof-dir=${profileDirectory}`]
-    // The service logs a JSON line per request: to a file (its cost is measured, the terminal stays readable).
-    mkdirSync("bench/results", { recursive: true })
-    const serviceLog = openSync(join("bench/results", "service.log"), "w")
-    const service = spawn(process.execPath, [
-      ...serviceNodeFlags,
-      ...profiling,
-      "--import",
-      "tsx",
-      serviceEntry,
-      "serve"
-    ], {
-      env,
-      cwd: serviceDirectory,
-      stdio: ["ignore", "ignore", serviceLog]
-    })
+    const service = startService(env)
     children.push(service)
     const base = `http://127.0.0.1:${port}`
     await waitFor(`${base}/healthz`, 30_000)
-    const headers = { authorization: `Bearer ${key}`, "content-type": "application/json" }
-    const post = (path: string, body: string, extra: Record<string, string> = {}) =>
-      fetch(`${base}${path}`, { method: "POST", headers: { ...headers, ...extra }, body }).then(async (r) => ({
-        status: r.status,
-        body: await r.json() as any
-      }))
-
-    let counter = 0
-    let requests: Array<autocannon.Request>
-    const createRequest: autocannon.Request = {
-      method: "POST",
-      path: "/api/v1/transactions",
-      setupRequest: (r: any) => ({
-        ...r,
-        headers: { ...headers, "x-idempotency-key": `bench-${++counter}` },
-        body: transactionBody(counter)
-      })
-    }
-    let receivedWebhooks = 0
-    switch (scenario) {
-      case "create":
-        requests = [createRequest]
-        break
-      case "read": {
-        const seeded = await post("/api/v1/transactions", transactionBody(1))
-        requests = [{ method: "GET", path: `/api/v1/transactions/${seeded.body.transaction.id}` }]
-        break
-      }
-      case "health":
-        // The HTTP stack alone (no authentication, no database): the ceiling of any route.
-        requests = [{ method: "GET", path: "/healthz" }]
-        break
-      case "mixed":
-        requests = [createRequest, { method: "GET", path: "/api/v1/transactions?per_page=20" }, {
-          method: "GET",
-          path: "/api/v1/merchants/me/balance"
-        }]
-        break
-      case "refund": {
-        // Captured payments large enough for a million 1-cent refunds each, refunded round robin.
-        const ids: Array<string> = []
-        for (let batch = 0; batch < 16; batch++) {
-          const made = await Promise.all(
-            Array.from({ length: 32 }, () =>
-              post(
-                "/api/v1/transactions",
-                JSON.stringify({
-                  transaction: {
-                    amount_cents: 99_000_000,
-                    currency: "USD",
-                    card_token: "tok_visa",
-                    card_last_four: "4242",
-                    card_brand: "visa"
-                  }
-                })
-              ))
-          )
-          ids.push(...made.map((m) => m.body.transaction.id as string))
-        }
-        requests = [{
-          method: "POST",
-          path: "/api/v1/transactions",
-          setupRequest: (r: any) => {
-            const n = ++counter
-            return {
-              ...r,
-              path: `/api/v1/transactions/${ids[n % ids.length]}/refund`,
-              headers: { ...headers, "x-idempotency-key": `refund-${n}` },
-              body: JSON.stringify({ amount_cents: 1 })
-            }
-          }
-        }]
-        break
-      }
-      case "idempotent-retry": {
-        // 200 keys, each created once; the load replays them.
-        for (let batch = 0; batch < 8; batch++) {
-          await Promise.all(
-            Array.from({ length: 25 }, (_, i) =>
-              post("/api/v1/transactions", transactionBody(batch * 25 + i), {
-                "x-idempotency-key": `retry-${batch * 25 + i}`
-              }))
-          )
-        }
-        requests = [{
-          method: "POST",
-          path: "/api/v1/transactions",
-          setupRequest: (r: any) => {
-            const n = ++counter % 200
-            return { ...r, headers: { ...headers, "x-idempotency-key": `retry-${n}` }, body: transactionBody(n) }
-          }
-        }]
-        break
-      }
-      case "analytics": {
-        const payments = flags.payments
-        const started = performance.now()
-        await bulkLoadPayments(monitor, merchantId, payments)
-        log(`loaded ${payments} payments in ${((performance.now() - started) / 1000).toFixed(1)} s`)
-        const day = (offset: number) => new Date(Date.now() - offset * 86_400_000).toISOString().slice(0, 10)
-        const paths = [
-          "/api/v1/merchants/me/analytics",
-          `/api/v1/merchants/me/analytics?from=${day(0)}&to=${day(0)}`,
-          `/api/v1/merchants/me/analytics?interval=hour&from=${day(0)}&to=${day(0)}`,
-          `/api/v1/merchants/me/analytics?interval=day&from=${day(6)}&to=${day(0)}`,
-          `/api/v1/merchants/me/analytics?interval=day&from=${day(30)}&to=${day(0)}`,
-          "/api/v1/merchants/me/analytics?interval=week"
-        ]
-        // Each query alone, one at a time: its latency without queueing behind the others.
-        const alone: Array<[string, string]> = []
-        for (const path of paths) {
-          const times: Array<number> = []
-          for (let i = 0; i < 15; i++) {
-            const started = performance.now()
-            const reply = await fetch(`${base}${path}`, { headers })
-            if (reply.status !== 200) throw new Error(`${path} answered ${reply.status}`)
-            await reply.arrayBuffer()
-            times.push(performance.now() - started)
-          }
-          times.sort((a, b) => a - b)
-          alone.push([
-            path.replace("/api/v1/merchants/me/analytics", "analytics"),
-            `p50 ${times[7]!.toFixed(1)} ms, p90 ${times[13]!.toFixed(1)} ms, max ${times[14]!.toFixed(1)} ms`
-          ])
-        }
-        if (!flags.json) console.log(`one at a time, 15 runs each, ${payments} payments:\n${table(alone)}`)
-        // The plans of the store's two queries (src/store/PgStore.ts), for docs/analytics.md.
-        const explain = async (title: string, text: string, values: Array<unknown>) => {
-          const plan = await monitor.query(`EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) ${text}`, values)
-          log(`\n## ${title}\n${plan.rows.map((r) => r["QUERY PLAN"]).join("\n")}`)
-        }
-        await explain("totals per currency, all time", analyticsTotalsSql, [merchantId, null, null])
-        await explain("day series, 30 days", analyticsSeriesSql, [
-          merchantId,
-          `${day(30)}T00:00:00.000Z`,
-          `${day(0)}T23:59:59.999Z`,
-          "day",
-          5001
-        ])
-        await explain("hour series, a window with partial hours at both ends", analyticsSeriesSql, [
-          merchantId,
-          `${day(1)}T10:30:00.000Z`,
-          `${day(0)}T09:15:00.000Z`,
-          "hour",
-          5001
-        ])
-        requests = [{
-          method: "GET",
-          path: paths[0]!,
-          setupRequest: (r: any) => ({ ...r, path: paths[++counter % paths.length] })
-        }]
-        break
-      }
-      case "webhooks": {
-        const receiver = createServer((request, response) => {
-          request.resume()
-          request.on("end", () => {
-            receivedWebhooks++
-            response.writeHead(200).end("ok")
-          })
-        })
-        receivers.push(receiver)
-        const receiverPort = await freePort()
-        await new Promise<void>((done) => receiver.listen(receiverPort, "127.0.0.1", done))
-        const patched = await fetch(`${base}/api/v1/merchants/me`, {
-          method: "PATCH",
-          headers,
-          body: JSON.stringify({ webhook_url: `http://127.0.0.1:${receiverPort}/hooks` })
-        })
-        if (patched.status !== 200) throw new Error(`setting the webhook URL answered ${patched.status}`)
-        requests = [createRequest]
-        break
-      }
-    }
-
-    // RSS sampled through the run.
-    let peakRss = rssMb(service.pid!)
-    const sampler = setInterval(() => (peakRss = Math.max(peakRss, rssMb(service.pid!))), 250)
-    const statementsBefore = topStatements > 0 ? await statementStats(monitor) : new Map()
-    const before = await sample(monitor, service.pid!, postmasterPid)
-    const result = await load(`service ${scenario}`, base, requests, headers)
-    const after = await sample(monitor, service.pid!, postmasterPid)
-    const statementsAfter = topStatements > 0 ? await statementStats(monitor) : new Map()
-    clearInterval(sampler)
-    const counters = perRequest(before, after, result.requests)
-
-    let webhooks: Record<string, unknown> | undefined
-    if (scenario === "webhooks") {
-      const until = performance.now() + 60_000
-      let open = Infinity
-      while (performance.now() < until) {
-        open = Number(
-          (await monitor.query(
-            `SELECT count(*) FILTER (WHERE status <> 'succeeded')::int AS open FROM webhook_deliveries`
-          )).rows[0].open
-        )
-        const outbox = Number((await monitor.query(`SELECT count(*)::int AS n FROM webhook_outbox`)).rows[0].n)
-        if (open === 0 && outbox === 0) break
-        await sleep(500)
-      }
-      const lag = await monitor.query(`SELECT count(*)::int AS n,
-          percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM completed_at - created_at) * 1000) AS p50,
-          percentile_cont(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM completed_at - created_at) * 1000) AS p99
-        FROM webhook_deliveries WHERE status = 'succeeded'`)
-      const events = Number((await monitor.query(`SELECT count(*)::int AS n FROM payment_events`)).rows[0].n)
-      webhooks = {
-        events,
-        delivered: lag.rows[0].n,
-        received: receivedWebhooks,
-        still_open: open,
-        lag_ms: { p50: lag.rows[0].p50, p99: lag.rows[0].p99 }
-      }
-    }
-
-    // The limit beside it: the service's own create SQL under pgbench and behind a minimal server.
-    let pgbench: Record<string, unknown> | undefined
-    let baseline: Record<string, unknown> | undefined
-    if (baselines) {
-      const script = await pgbenchScript(monitor, merchantId)
-      const pgBefore = await sample(monitor, service.pid!, postmasterPid)
-      const bench = runPgbench(databaseUrl, script)
-      const pgAfter = await sample(monitor, service.pid!, postmasterPid)
-      const units = bench.tps === undefined ? 0 : Math.round(bench.tps * durationSeconds)
-      pgbench = { ...bench, per_unit: perRequest(pgBefore, pgAfter, units) }
-
-      const baselinePort = await freePort()
-      const server = spawn(process.execPath, ["--import", "tsx", "bench/baseline.ts"], {
-        env: { ...env, PORT: String(baselinePort), MERCHANT_ID: merchantId },
-        stdio: ["ignore", "ignore", "inherit"]
-      })
-      children.push(server)
-      await waitFor(`http://127.0.0.1:${baselinePort}/`, 30_000)
-      const bBefore = await sample(monitor, server.pid!, postmasterPid)
-      const bResult = await load(
-        "node:http + pg baseline",
-        `http://127.0.0.1:${baselinePort}`,
-        [createRequest],
-        headers
-      )
-      const bAfter = await sample(monitor, server.pid!, postmasterPid)
-      baseline = { ...bResult, per_request: perRequest(bBefore, bAfter, bResult.requests) }
-    }
-
-    // Ledger audit: every group balances; no payment left pending; one capture per payment; no orphans.
-    await sleep(1_000)
-    const one = async (text: string) => Number((await monitor.query(text)).rows[0].n)
-    const audit = {
-      unbalanced_groups: await one(
-        `SELECT count(*)::int AS n FROM (SELECT group_id FROM ledger_entries GROUP BY group_id, currency
-        HAVING sum(CASE direction WHEN 'debit' THEN amount_cents ELSE -amount_cents END) <> 0) g`
-      ),
-      pending_payments: await one(`SELECT count(*)::int AS n FROM payments WHERE status = 'pending'`),
-      double_captures: await one(`SELECT count(*)::int AS n FROM (SELECT payment_id FROM payment_events
-        WHERE type = 'payment.captured' GROUP BY payment_id HAVING count(*) > 1) d`),
-      over_refunded: await one(
-        `SELECT count(*)::int AS n FROM payments WHERE refunded_amount_cents > captured_amount_cents`
-      ),
-      payments: await one(`SELECT count(*)::int AS n FROM payments`)
-    }
-
-    const report = {
-      scenario,
-      label,
-      service_dir: serviceDirectory,
-      entry: serviceEntry,
-      date: new Date().toISOString(),
-      connections,
-      duration_s: durationSeconds,
-      offered_rate: offeredRate,
-      machine: { cpus: (await import("node:os")).cpus().length, node: process.version },
-      service: { ...result, per_request: counters, rss_peak_mb: Math.round(peakRss) },
-      ...(webhooks ? { webhooks } : {}),
-      ...(pgbench ? { pgbench } : {}),
-      ...(baseline ? { baseline } : {}),
-      ratios: baselines
-        ? {
-          vs_pgbench: pgbench && typeof pgbench.tps === "number" ? result.rps / pgbench.tps : null,
-          vs_node_pg: baseline && typeof baseline.rps === "number" ? result.rps / baseline.rps : null
-        }
-        : undefined,
-      audit
-    }
-
-    const rows: Array<[string, string]> = [
-      ["scenario", `${scenario}, ${connections} connections, ${durationSeconds}s${label === "" ? "" : `, ${label}`}`],
-      [
-        "requests/s",
-        offeredRate === null ? fixed(result.rps, 1) : `${fixed(result.rps, 1)} achieved of ${offeredRate} offered`
-      ],
-      [
-        "latency p50/p90/p99/max ms",
-        [result.latency.p50, result.latency.p90, result.latency.p99, result.latency.max].map((ms) => fixed(ms, 0)).join(
-          " / "
-        )
-      ],
-      ["status codes", JSON.stringify(result.statusCodes)],
-      ["errors / timeouts", `${result.errors} / ${result.timeouts}`],
-      ["service CPU ms per request", fixed(counters.service_cpu_ms)],
-      ["PostgreSQL CPU ms per request", fixed(counters.postgres_cpu_ms)],
-      ["SQL statements per request", fixed(counters.statements)],
-      ["commits per request", fixed(counters.commits)],
-      ["WAL bytes per request", fixed(counters.wal_bytes, 0)],
-      ["WAL full-page images per request", fixed(counters.wal_full_pages, 3)],
-      ["service RSS peak MB", String(Math.round(peakRss))]
-    ]
-    if (webhooks) rows.push(["webhooks", JSON.stringify(webhooks)])
-    if (pgbench) {
-      rows.push([
-        "pgbench, same SQL",
-        "tps" in pgbench ? `${fixed(pgbench.tps as number, 1)} tps (${pgbench.failed} failed)` : String(pgbench.skipped)
-      ])
-    }
-    if (baseline) {
-      rows.push([
-        "node:http + pg, same SQL",
-        `${fixed(baseline.rps as number, 1)} req/s, p99 ${fixed((baseline.latency as any).p99, 0)} ms`
-      ])
-    }
-    if (report.ratios) {
-      rows.push(["service / pgbench", fixed(report.ratios.vs_pgbench)])
-      rows.push(["service / node:http + pg", fixed(report.ratios.vs_node_pg)])
-    }
-    rows.push(["audit", JSON.stringify(audit)])
-    if (flags.json) console.log(JSON.stringify(report, null, 2))
-    else console.log(table(rows))
-    if (topStatements > 0 && !flags.json) {
-      console.log(`\nstatements that took PostgreSQL longest during the load (execution time only):`)
-      console.log(table(statementsTable(statementsBefore, statementsAfter, result.requests, topStatements)))
-    }
-
-    mkdirSync("bench/results", { recursive: true })
-    const file = join(
-      "bench/results",
-      `${scenario}${label === "" ? "" : `-${label}`}-${report.date.replace(/[:.]/g, "-")}.json`
-    )
-    writeFileSync(file, JSON.stringify(report, null, 2) + "\n")
-    log(`results: ${file}`)
-    if (!flags.json) console.log(`results: ${file}`)
-    const ok = audit.unbalanced_groups === 0 && audit.pending_payments === 0 && audit.double_captures === 0 &&
-      audit.over_refunded === 0
-    if (!ok) {
-      console.error("LEDGER AUDIT FAILED")
-      process.exitCode = 1
-    }
+    const bench = benchOf({ base, key, merchantId, monitor, receivers })
+    const requests = await scenarioRequests(bench)
+    const measured = await measureService(bench, service, database, requests)
+    const webhooks = scenario === "webhooks" ? await webhookFigures(monitor, bench.received.webhooks) : undefined
+    const { pgbench, baseline } = baselines
+      ? await measureBaselines(bench, { service, database, env, children })
+      : { pgbench: undefined, baseline: undefined }
+    const audit = await ledgerAudit(monitor)
+    publish(await reportOf(measured, { webhooks, pgbench, baseline, audit }), measured)
   } finally {
     clearTimeout(watchdog)
     for (const child of children) child.kill("SIGTERM")
     for (const receiver of receivers) receiver.close()
     await sleep(500)
     await monitor.end().catch(() => {})
-    if (database !== null) await database.stop()
-    if (scratch !== null && existsSync(scratch)) rmSync(scratch, { recursive: true, force: true })
+    if (database.embedded !== null) await database.embedded.stop()
+    if (database.scratch !== null && existsSync(database.scratch)) {
+      rmSync(database.scratch, { recursive: true, force: true })
+    }
+  }
+}
+
+/** The scenarios' context: requests signed with the merchant's key, numbered from one counter. */
+const benchOf = (
+  { base, key, merchantId, monitor, receivers }: {
+    readonly base: string
+    readonly key: string
+    readonly merchantId: string
+    readonly monitor: pg.Client
+    readonly receivers: Array<Server>
+  }
+): Bench => {
+  const headers = { authorization: `Bearer ${key}`, "content-type": "application/json" }
+  const counter = { n: 0 }
+  return {
+    base,
+    headers,
+    merchantId,
+    monitor,
+    post: (path, body, extra = {}) =>
+      fetch(`${base}${path}`, { method: "POST", headers: { ...headers, ...extra }, body }).then(async (r) => ({
+        status: r.status,
+        body: await r.json() as any
+      })),
+    counter,
+    createRequest: {
+      method: "POST",
+      path: "/api/v1/transactions",
+      setupRequest: (r: any) => ({
+        ...r,
+        headers: { ...headers, "x-idempotency-key": `bench-${++counter.n}` },
+        body: transactionBody(counter.n)
+      })
+    },
+    received: { webhooks: 0 },
+    receivers
   }
 }
 

@@ -59,7 +59,7 @@ export const createUnit = (
       const screening = authorization._tag === "Approved"
         ? score({ ...pending, networkRiskSignal: authorization.networkRiskSignal }, history)
         : null
-      const flow = Payment.advanceFlow(pending, authorization, screening, defaults.fraudThresholds, {
+      const flow = Payment.advanceFlow(pending, { authorization, screening, thresholds: defaults.fraudThresholds }, {
         now: new Date().toISOString(),
         mintId
       })

@@ -141,6 +141,254 @@ const tableStats = async (client: pg.Client) => {
   )
 }
 
+/** Session settings as the service's pool has them, and a merchant to create for. */
+const prepare = async (client: pg.Client) => {
+  await client.query("CREATE EXTENSION IF NOT EXISTS pg_walinspect")
+  await client.query("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+  // The pool's settings for these statements (src/store/PgPrepared.ts), where the checkout has them.
+  const prepared = await import(pathToFileURL(join(codeDir, "src/store/PgPrepared.ts")).href).catch(() => ({}))
+  for (const [name, value] of Object.entries((prepared as any).hotPathPlannerSettings ?? {})) {
+    await client.query(`SET ${name} = ${value}`)
+  }
+  // The time spent in PL/pgSQL functions (the triggers), read from pg_stat_user_functions.
+  await client.query("SET track_functions = 'pl'")
+  const merchantId = ids.mint("merchant")
+  await client.query(
+    `INSERT INTO merchants (id, name, webhook_url, webhook_secret, created_at, updated_at)
+    VALUES ($1, 'WAL', NULL, 'whsec_wal', now(), now())`,
+    [merchantId]
+  )
+  if (flags.preload > 0) {
+    const loading = performance.now()
+    await preloadPayments(client, { merchantId, payments: flags.preload })
+    console.error(
+      `bench:wal: preloaded ${flags.preload} payments with their rows in ${
+        ((performance.now() - loading) / 1000).toFixed(1)
+      } s`
+    )
+  }
+  return merchantId
+}
+
+/** The warm-up, a checkpoint, then the measured creates: the counters on both sides of them. */
+const measureCreates = async (client: pg.Client, merchantId: string, postmasterPid: number) => {
+  for (let done = 0; done < flags.warmup; done += flags.batch) {
+    await createBatch(client, merchantId, Math.min(flags.batch, flags.warmup - done))
+  }
+  await client.query("VACUUM ANALYZE")
+  await client.query("CHECKPOINT")
+  const tablesBefore = await tableStats(client)
+  await client.query("SELECT pg_stat_statements_reset()")
+  const functionsBefore = await functionTimes(client)
+  const start = await lsn(client)
+  const cpuBefore = postgresCpuSeconds(postmasterPid)
+  const startedAt = performance.now()
+  for (let done = 0; done < flags.creates; done += flags.batch) {
+    await createBatch(client, merchantId, Math.min(flags.batch, flags.creates - done))
+  }
+  const statementsMs = performance.now() - startedAt
+  const cpuAfter = postgresCpuSeconds(postmasterPid)
+  const end = await lsn(client)
+  const tablesAfter = await tableStats(client)
+  const functionsAfter = await functionTimes(client)
+  // Shared buffers each of the two statements touched (the commit is the one that updates payments).
+  const buffers = (await client.query(
+    `SELECT CASE WHEN query LIKE '%UPDATE payments p SET%' THEN 'commit' ELSE 'open' END AS statement,
+      sum(calls)::bigint AS calls, sum(shared_blks_hit)::bigint AS hit, sum(shared_blks_read)::bigint AS read,
+      sum(shared_blks_dirtied)::bigint AS dirtied, sum(shared_blks_written)::bigint AS written
+    FROM pg_stat_statements WHERE query LIKE '%WITH input AS%' GROUP BY 1 ORDER BY 1 DESC`
+  )).rows.map((r) => ({
+    statement: String(r.statement),
+    calls: Number(r.calls),
+    hit: Number(r.hit),
+    read: Number(r.read),
+    dirtied: Number(r.dirtied),
+    written: Number(r.written)
+  }))
+  const triggers = [...functionsAfter].map(([name, after]) => ({
+    function: name,
+    calls: after.calls - (functionsBefore.get(name)?.calls ?? 0),
+    ms: after.ms - (functionsBefore.get(name)?.ms ?? 0)
+  })).filter((f) => f.calls > 0)
+  const cpuMs = cpuBefore === null || cpuAfter === null ? null : (cpuAfter - cpuBefore) * 1000
+  return { start, end, tablesBefore, tablesAfter, triggers, buffers, statementsMs, cpuMs }
+}
+
+/** The WAL written from `start` to `end`: its bytes, its records by kind, its full-page images by relation. */
+const walBetween = async (client: pg.Client, start: string, end: string) => {
+  const walBytes = Number(
+    (await client.query("SELECT ($2::pg_lsn - $1::pg_lsn)::bigint AS b", [start, end])).rows[0].b
+  )
+  const byKind = (await client.query(
+    `SELECT "resource_manager/record_type" AS kind, count::bigint AS count,
+      record_size::bigint AS record_bytes, fpi_size::bigint AS fpi_bytes
+    FROM pg_get_wal_stats($1::pg_lsn, $2::pg_lsn, true) WHERE count > 0 ORDER BY combined_size DESC`,
+    [start, end]
+  )).rows
+    .map((r) => ({
+      kind: String(r.kind),
+      count: Number(r.count),
+      recordBytes: Number(r.record_bytes),
+      fpiBytes: Number(r.fpi_bytes)
+    }))
+  // Full-page images by relation (heap or index): which pages a checkpoint makes the creates copy whole.
+  const imagesByRelation = (await client.query(
+    `SELECT coalesce(c.relname, b.relfilenode::text) AS relation, count(*)::bigint AS n,
+      sum(b.block_fpi_length)::bigint AS bytes
+    FROM pg_get_wal_block_info($1::pg_lsn, $2::pg_lsn) b LEFT JOIN pg_class c ON c.relfilenode = b.relfilenode
+    WHERE b.block_fpi_length > 0 GROUP BY 1 ORDER BY 3 DESC`,
+    [start, end]
+  )).rows
+    .map((r) => ({ relation: String(r.relation), pages: Number(r.n), bytes: Number(r.bytes) }))
+  return { walBytes, byKind, imagesByRelation }
+}
+
+/** Everything per create, as `--json` prints it. */
+const reportOf = async (
+  client: pg.Client,
+  measured: Awaited<ReturnType<typeof measureCreates>>,
+  { walBytes, byKind, imagesByRelation }: Awaited<ReturnType<typeof walBetween>>
+) => {
+  const { tablesBefore, tablesAfter, triggers, buffers, statementsMs, cpuMs } = measured
+  const n = flags.creates
+  const fullPageImages = imagesByRelation.reduce((total, r) => total + r.pages, 0)
+  const sum = (pick: (k: typeof byKind[number]) => number, match: (kind: string) => boolean = () => true) =>
+    byKind.filter((k) => match(k.kind)).reduce((total, k) => total + pick(k), 0)
+  const tables = [...tablesAfter].map(([name, after]) => {
+    const before = tablesBefore.get(name)
+    return {
+      table: name,
+      inserts: (after.ins - (before?.ins ?? 0)) / n,
+      updates: (after.upd - (before?.upd ?? 0)) / n,
+      hot_updates: (after.hot - (before?.hot ?? 0)) / n,
+      heap_bytes: after.heap,
+      index_bytes: after.index
+    }
+  }).filter((t) => t.inserts > 0 || t.updates > 0)
+  return {
+    date: new Date().toISOString(),
+    code_dir: codeDir,
+    creates: n,
+    warmup: flags.warmup,
+    batch: flags.batch,
+    preload: flags.preload,
+    shared_buffers: String((await client.query("SHOW shared_buffers")).rows[0].shared_buffers),
+    per_create: {
+      wal_bytes: walBytes / n,
+      fpi_bytes: sum((k) => k.fpiBytes) / n,
+      full_page_images: fullPageImages / n,
+      records: sum((k) => k.count) / n,
+      // Leaf entries a B-tree gained: an insert into a leaf, into a posting list, or the one a split places.
+      index_entries: sum((k) => k.count, (kind) => /^Btree\/(INSERT_LEAF|INSERT_POST|SPLIT_L|SPLIT_R)$/.test(kind)) /
+        n,
+      heap_inserts: sum((k) => k.count, (kind) => /^Heap2?\/(INSERT|MULTI_INSERT)/.test(kind)) / n,
+      updates: sum((k) => k.count, (kind) => /^Heap\/UPDATE/.test(kind)) / n,
+      hot_updates: sum((k) => k.count, (kind) => /^Heap\/HOT_UPDATE/.test(kind)) / n,
+      statements: 2 / flags.batch,
+      commits: sum((k) => k.count, (kind) => kind === "Transaction/COMMIT") / n,
+      postgres_cpu_ms: cpuMs === null ? null : cpuMs / n,
+      // The statements' round trips as the client waited for them (the Node side of a batch aside).
+      statement_ms: statementsMs / n,
+      trigger_ms: triggers.reduce((total, f) => total + f.ms, 0) / n,
+      buffers_hit: buffers.reduce((total, b) => total + b.hit, 0) / n,
+      buffers_read: buffers.reduce((total, b) => total + b.read, 0) / n,
+      buffers_dirtied: buffers.reduce((total, b) => total + b.dirtied, 0) / n,
+      buffers_written: buffers.reduce((total, b) => total + b.written, 0) / n
+    },
+    buffers_by_statement: buffers.map((b) => ({
+      statement: b.statement,
+      calls: b.calls,
+      hit: b.hit / n,
+      read: b.read / n,
+      dirtied: b.dirtied / n,
+      written: b.written / n
+    })),
+    triggers: triggers.map((f) => ({ function: f.function, calls_per_create: f.calls / n, ms_per_create: f.ms / n })),
+    full_page_images_by_relation: imagesByRelation.map((r) => ({
+      relation: r.relation,
+      per_create: r.pages / n,
+      bytes: r.bytes / n
+    })),
+    wal_by_kind: byKind.map((k) => ({
+      kind: k.kind,
+      per_create: k.count / n,
+      record_bytes: k.recordBytes / n,
+      fpi_bytes: k.fpiBytes / n
+    })),
+    tables
+  }
+}
+
+/** The report as tables for the terminal. */
+const printReport = (report: Awaited<ReturnType<typeof reportOf>>) => {
+  const n = report.creates
+  const f = (value: number | null, digits = 0) => Cli.formatNumber(value, digits)
+  const p = report.per_create
+  console.log(Cli.fields([
+    [
+      "creates",
+      `${f(n)} measured after ${flags.preload > 0 ? `${f(flags.preload)} preloaded payments, ` : ""}${
+        f(flags.warmup)
+      } and a checkpoint, ${flags.batch} a statement (${codeDir})`
+    ],
+    ["shared_buffers", report.shared_buffers],
+    ["WAL bytes per create", f(p.wal_bytes)],
+    ["of which full-page images", `${f(p.fpi_bytes)} bytes (${f(p.full_page_images, 2)} pages)`],
+    ["WAL records per create", f(p.records, 1)],
+    ["B-tree entries per create", f(p.index_entries, 1)],
+    [
+      "heap inserts / updates / HOT updates per create",
+      `${f(p.heap_inserts, 2)} / ${f(p.updates, 2)} / ${f(p.hot_updates, 2)}`
+    ],
+    ["statements / commits per create", `${f(p.statements, 2)} / ${f(p.commits, 2)}`],
+    ["PostgreSQL CPU ms per create", f(p.postgres_cpu_ms, 3)],
+    ["statements' wall time ms per create", f(p.statement_ms, 3)],
+    [
+      "of which in PL/pgSQL triggers",
+      `${f(p.trigger_ms, 3)} (${report.triggers.map((t) => `${t.function} ${f(t.ms_per_create, 3)}`).join(", ")})`
+    ]
+  ], "  "))
+  console.log("\nWAL by record kind, per create:")
+  console.log(
+    Cli.table(
+      ["kind", "records", "record bytes", "full-page bytes"],
+      report.wal_by_kind.slice(0, 16).map((k) => [k.kind, f(k.per_create, 2), f(k.record_bytes), f(k.fpi_bytes)]),
+      "  "
+    )
+  )
+  console.log("\nfull-page images by relation, per create:")
+  console.log(
+    Cli.table(
+      ["relation", "pages", "bytes"],
+      report.full_page_images_by_relation.slice(0, 16).map((r) => [r.relation, f(r.per_create, 3), f(r.bytes)]),
+      "  "
+    )
+  )
+  console.log("\ntables written, per create, and their size after the run:")
+  console.log(
+    Cli.table(
+      ["table", "inserts", "updates", "HOT", "heap bytes", "index bytes"],
+      report.tables.map((
+        t
+      ) => [t.table, f(t.inserts, 2), f(t.updates, 2), f(t.hot_updates, 2), f(t.heap_bytes), f(t.index_bytes)]),
+      "  "
+    )
+  )
+  console.log("\nshared buffers per create (pg_stat_statements):")
+  console.log(
+    Cli.table(
+      ["statement", "hit", "read", "dirtied", "written"],
+      [
+        ...report.buffers_by_statement.map((
+          b
+        ) => [b.statement, f(b.hit, 1), f(b.read, 1), f(b.dirtied, 1), f(b.written, 1)]),
+        ["both", f(p.buffers_hit, 1), f(p.buffers_read, 1), f(p.buffers_dirtied, 1), f(p.buffers_written, 1)]
+      ],
+      "  "
+    )
+  )
+}
+
 const main = async () => {
   const scratch = mkdtempSync(join(tmpdir(), "payments-wal-pg-"))
   const server = await startEmbeddedPostgres({
@@ -157,228 +405,11 @@ const main = async () => {
   try {
     await Effect.runPromise(database.migrate(server.url, database.defaultPoolTimeouts))
     await client.connect()
-    await client.query("CREATE EXTENSION IF NOT EXISTS pg_walinspect")
-    await client.query("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
-    // The pool's settings for these statements (src/store/PgPrepared.ts), where the checkout has them.
-    const prepared = await import(pathToFileURL(join(codeDir, "src/store/PgPrepared.ts")).href).catch(() => ({}))
-    for (const [name, value] of Object.entries((prepared as any).hotPathPlannerSettings ?? {})) {
-      await client.query(`SET ${name} = ${value}`)
-    }
-    // The time spent in PL/pgSQL functions (the triggers), read from pg_stat_user_functions.
-    await client.query("SET track_functions = 'pl'")
-    const merchantId = ids.mint("merchant")
-    await client.query(
-      `INSERT INTO merchants (id, name, webhook_url, webhook_secret, created_at, updated_at)
-      VALUES ($1, 'WAL', NULL, 'whsec_wal', now(), now())`,
-      [merchantId]
-    )
-    if (flags.preload > 0) {
-      const loading = performance.now()
-      await preloadPayments(client, { merchantId, payments: flags.preload })
-      console.error(
-        `bench:wal: preloaded ${flags.preload} payments with their rows in ${
-          ((performance.now() - loading) / 1000).toFixed(1)
-        } s`
-      )
-    }
-    for (let done = 0; done < flags.warmup; done += flags.batch) {
-      await createBatch(client, merchantId, Math.min(flags.batch, flags.warmup - done))
-    }
-    await client.query("VACUUM ANALYZE")
-    await client.query("CHECKPOINT")
-    const tablesBefore = await tableStats(client)
-    await client.query("SELECT pg_stat_statements_reset()")
-    const functionsBefore = await functionTimes(client)
-    const start = await lsn(client)
-    const cpuBefore = postgresCpuSeconds(postmasterPid)
-    const startedAt = performance.now()
-    for (let done = 0; done < flags.creates; done += flags.batch) {
-      await createBatch(client, merchantId, Math.min(flags.batch, flags.creates - done))
-    }
-    const statementsMs = performance.now() - startedAt
-    const cpuAfter = postgresCpuSeconds(postmasterPid)
-    const end = await lsn(client)
-    const tablesAfter = await tableStats(client)
-    // Shared buffers each of the two statements touched (the commit is the one that updates payments).
-    const buffers = (await client.query(
-      `SELECT CASE WHEN query LIKE '%UPDATE payments p SET%' THEN 'commit' ELSE 'open' END AS statement,
-        sum(calls)::bigint AS calls, sum(shared_blks_hit)::bigint AS hit, sum(shared_blks_read)::bigint AS read,
-        sum(shared_blks_dirtied)::bigint AS dirtied, sum(shared_blks_written)::bigint AS written
-      FROM pg_stat_statements WHERE query LIKE '%WITH input AS%' GROUP BY 1 ORDER BY 1 DESC`
-    )).rows.map((r) => ({
-      statement: String(r.statement),
-      calls: Number(r.calls),
-      hit: Number(r.hit),
-      read: Number(r.read),
-      dirtied: Number(r.dirtied),
-      written: Number(r.written)
-    }))
-    const functionsAfter = await functionTimes(client)
-    const triggers = [...functionsAfter].map(([name, after]) => ({
-      function: name,
-      calls: after.calls - (functionsBefore.get(name)?.calls ?? 0),
-      ms: after.ms - (functionsBefore.get(name)?.ms ?? 0)
-    })).filter((f) => f.calls > 0)
-    const n = flags.creates
-    const walBytes = Number(
-      (await client.query("SELECT ($2::pg_lsn - $1::pg_lsn)::bigint AS b", [start, end])).rows[0].b
-    )
-    const byKind = (await client.query(
-      `SELECT "resource_manager/record_type" AS kind, count::bigint AS count,
-        record_size::bigint AS record_bytes, fpi_size::bigint AS fpi_bytes
-      FROM pg_get_wal_stats($1::pg_lsn, $2::pg_lsn, true) WHERE count > 0 ORDER BY combined_size DESC`,
-      [start, end]
-    )).rows
-      .map((r) => ({
-        kind: String(r.kind),
-        count: Number(r.count),
-        recordBytes: Number(r.record_bytes),
-        fpiBytes: Number(r.fpi_bytes)
-      }))
-    // Full-page images by relation (heap or index): which pages a checkpoint makes the creates copy whole.
-    const imagesByRelation = (await client.query(
-      `SELECT coalesce(c.relname, b.relfilenode::text) AS relation, count(*)::bigint AS n,
-        sum(b.block_fpi_length)::bigint AS bytes
-      FROM pg_get_wal_block_info($1::pg_lsn, $2::pg_lsn) b LEFT JOIN pg_class c ON c.relfilenode = b.relfilenode
-      WHERE b.block_fpi_length > 0 GROUP BY 1 ORDER BY 3 DESC`,
-      [start, end]
-    )).rows
-      .map((r) => ({ relation: String(r.relation), pages: Number(r.n), bytes: Number(r.bytes) }))
-    const fullPageImages = imagesByRelation.reduce((total, r) => total + r.pages, 0)
-    const sum = (pick: (k: typeof byKind[number]) => number, match: (kind: string) => boolean = () => true) =>
-      byKind.filter((k) => match(k.kind)).reduce((total, k) => total + pick(k), 0)
-    const tables = [...tablesAfter].map(([name, after]) => {
-      const before = tablesBefore.get(name)
-      return {
-        table: name,
-        inserts: (after.ins - (before?.ins ?? 0)) / n,
-        updates: (after.upd - (before?.upd ?? 0)) / n,
-        hot_updates: (after.hot - (before?.hot ?? 0)) / n,
-        heap_bytes: after.heap,
-        index_bytes: after.index
-      }
-    }).filter((t) => t.inserts > 0 || t.updates > 0)
-    const report = {
-      date: new Date().toISOString(),
-      code_dir: codeDir,
-      creates: n,
-      warmup: flags.warmup,
-      batch: flags.batch,
-      preload: flags.preload,
-      shared_buffers: String((await client.query("SHOW shared_buffers")).rows[0].shared_buffers),
-      per_create: {
-        wal_bytes: walBytes / n,
-        fpi_bytes: sum((k) => k.fpiBytes) / n,
-        full_page_images: fullPageImages / n,
-        records: sum((k) => k.count) / n,
-        // Leaf entries a B-tree gained: an insert into a leaf, into a posting list, or the one a split places.
-        index_entries: sum((k) => k.count, (kind) => /^Btree\/(INSERT_LEAF|INSERT_POST|SPLIT_L|SPLIT_R)$/.test(kind)) /
-          n,
-        heap_inserts: sum((k) => k.count, (kind) => /^Heap2?\/(INSERT|MULTI_INSERT)/.test(kind)) / n,
-        updates: sum((k) => k.count, (kind) => /^Heap\/UPDATE/.test(kind)) / n,
-        hot_updates: sum((k) => k.count, (kind) => /^Heap\/HOT_UPDATE/.test(kind)) / n,
-        statements: 2 / flags.batch,
-        commits: sum((k) => k.count, (kind) => kind === "Transaction/COMMIT") / n,
-        postgres_cpu_ms: cpuBefore === null || cpuAfter === null ? null : ((cpuAfter - cpuBefore) * 1000) / n,
-        // The statements' round trips as the client waited for them (the Node side of a batch aside).
-        statement_ms: statementsMs / n,
-        trigger_ms: triggers.reduce((total, f) => total + f.ms, 0) / n,
-        buffers_hit: buffers.reduce((total, b) => total + b.hit, 0) / n,
-        buffers_read: buffers.reduce((total, b) => total + b.read, 0) / n,
-        buffers_dirtied: buffers.reduce((total, b) => total + b.dirtied, 0) / n,
-        buffers_written: buffers.reduce((total, b) => total + b.written, 0) / n
-      },
-      buffers_by_statement: buffers.map((b) => ({
-        statement: b.statement,
-        calls: b.calls,
-        hit: b.hit / n,
-        read: b.read / n,
-        dirtied: b.dirtied / n,
-        written: b.written / n
-      })),
-      triggers: triggers.map((f) => ({ function: f.function, calls_per_create: f.calls / n, ms_per_create: f.ms / n })),
-      full_page_images_by_relation: imagesByRelation.map((r) => ({
-        relation: r.relation,
-        per_create: r.pages / n,
-        bytes: r.bytes / n
-      })),
-      wal_by_kind: byKind.map((k) => ({
-        kind: k.kind,
-        per_create: k.count / n,
-        record_bytes: k.recordBytes / n,
-        fpi_bytes: k.fpiBytes / n
-      })),
-      tables
-    }
-    if (flags.json) {
-      console.log(JSON.stringify(report, null, 2))
-      return
-    }
-    const f = (value: number | null, digits = 0) => Cli.formatNumber(value, digits)
-    const p = report.per_create
-    console.log(Cli.fields([
-      [
-        "creates",
-        `${f(n)} measured after ${flags.preload > 0 ? `${f(flags.preload)} preloaded payments, ` : ""}${
-          f(flags.warmup)
-        } and a checkpoint, ${flags.batch} a statement (${codeDir})`
-      ],
-      ["shared_buffers", report.shared_buffers],
-      ["WAL bytes per create", f(p.wal_bytes)],
-      ["of which full-page images", `${f(p.fpi_bytes)} bytes (${f(p.full_page_images, 2)} pages)`],
-      ["WAL records per create", f(p.records, 1)],
-      ["B-tree entries per create", f(p.index_entries, 1)],
-      [
-        "heap inserts / updates / HOT updates per create",
-        `${f(p.heap_inserts, 2)} / ${f(p.updates, 2)} / ${f(p.hot_updates, 2)}`
-      ],
-      ["statements / commits per create", `${f(p.statements, 2)} / ${f(p.commits, 2)}`],
-      ["PostgreSQL CPU ms per create", f(p.postgres_cpu_ms, 3)],
-      ["statements' wall time ms per create", f(p.statement_ms, 3)],
-      [
-        "of which in PL/pgSQL triggers",
-        `${f(p.trigger_ms, 3)} (${report.triggers.map((t) => `${t.function} ${f(t.ms_per_create, 3)}`).join(", ")})`
-      ]
-    ], "  "))
-    console.log("\nshared buffers per create (pg_stat_statements):")
-    console.log(
-      Cli.table(
-        ["statement", "hit", "read", "dirtied", "written"],
-        [
-          ...report.buffers_by_statement.map((
-            b
-          ) => [b.statement, f(b.hit, 1), f(b.read, 1), f(b.dirtied, 1), f(b.written, 1)]),
-          ["both", f(p.buffers_hit, 1), f(p.buffers_read, 1), f(p.buffers_dirtied, 1), f(p.buffers_written, 1)]
-        ],
-        "  "
-      )
-    )
-    console.log("\nWAL by record kind, per create:")
-    console.log(
-      Cli.table(
-        ["kind", "records", "record bytes", "full-page bytes"],
-        report.wal_by_kind.slice(0, 16).map((k) => [k.kind, f(k.per_create, 2), f(k.record_bytes), f(k.fpi_bytes)]),
-        "  "
-      )
-    )
-    console.log("\nfull-page images by relation, per create:")
-    console.log(
-      Cli.table(
-        ["relation", "pages", "bytes"],
-        report.full_page_images_by_relation.slice(0, 16).map((r) => [r.relation, f(r.per_create, 3), f(r.bytes)]),
-        "  "
-      )
-    )
-    console.log("\ntables written, per create, and their size after the run:")
-    console.log(
-      Cli.table(
-        ["table", "inserts", "updates", "HOT", "heap bytes", "index bytes"],
-        tables.map((
-          t
-        ) => [t.table, f(t.inserts, 2), f(t.updates, 2), f(t.hot_updates, 2), f(t.heap_bytes), f(t.index_bytes)]),
-        "  "
-      )
-    )
+    const merchantId = await prepare(client)
+    const measured = await measureCreates(client, merchantId, postmasterPid)
+    const report = await reportOf(client, measured, await walBetween(client, measured.start, measured.end))
+    if (flags.json) console.log(JSON.stringify(report, null, 2))
+    else printReport(report)
   } finally {
     await client.end().catch(() => {})
     await server.stop()

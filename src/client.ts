@@ -41,7 +41,7 @@ const refusal = (response: HttpClientResponse.HttpClientResponse) =>
         (text("type") ?? "api_error") as ErrorType,
         text("code") ?? "unknown",
         text("message") ?? "",
-        text("param")
+        { param: text("param") }
       )
     )
   })

@@ -450,24 +450,88 @@ const clusterOptions = (get: (flag: ValueFlag) => string | undefined, targetUrls
   }
 }
 
+/** `merge`, parsed on its own: the run's flags do not apply to it. */
+const parseMerge = (argv: ReadonlyArray<string>): Parsed => {
+  const merge = Cli.parseOnly(mergeCommand, argv)
+  switch (merge._tag) {
+    case "Help":
+      return { command: "help", text: merge.text }
+    case "Invalid":
+      return { command: "error", message: `merge: ${merge.message}` }
+    case "Parsed":
+      return {
+        command: "merge",
+        files: merge.input.files,
+        reportDirectory: Cli.given(merge.input.report) ?? defaultReportDirectory
+      }
+  }
+}
+
+/** The load model (open, closed or staged), `--find-capacity`'s search, and how long the load lasts. */
+const loadFlags = (get: (flag: ValueFlag) => string | undefined, findCapacityGiven: boolean) => {
+  if (get("rate") !== undefined && get("connections") !== undefined) {
+    throw new BadFlag("--rate and --connections exclude each other: open or closed model")
+  }
+  if (get("arrival") !== undefined && get("connections") !== undefined) {
+    throw new BadFlag("--arrival is for the open model (--rate), not --connections")
+  }
+  const arrival = get("arrival") ?? "constant"
+  if (arrival !== "constant" && arrival !== "poisson") {
+    throw new BadFlag(`--arrival must be constant or poisson, not '${arrival}'`)
+  }
+  const model: LoadModel = get("stages") !== undefined
+    ? stagesModel(get, arrival)
+    : get("connections") !== undefined
+    ? { kind: "closed", connections: whole("connections", get("connections")!, 1, 10_000) }
+    : { kind: "open", rate: positive("rate", get("rate") ?? "50", 1_000_000), arrival }
+  const findCapacity = capacityFlags(findCapacityGiven, get, model)
+  const durationSeconds = findCapacity !== null
+    ? (findCapacity.stepMs * findCapacity.search.maxSteps) / 1000
+    : model.kind === "open" && model.stages
+    ? totalDurationMs(model.stages) / 1000
+    : positive("duration", get("duration") ?? "30", 86_400)
+  return { model, findCapacity, durationSeconds }
+}
+
+/** The flags that go with `--target` (a service the harness did not start) and those that do not. */
+const checkTargetFlags = (
+  get: (flag: ValueFlag) => string | undefined,
+  { keysFile, scenario, targetUrl }: {
+    readonly targetUrl: string | null
+    readonly keysFile: string | null
+    readonly scenario: string
+  }
+) => {
+  if (keysFile !== null && targetUrl === null) {
+    throw new BadFlag("--keys goes with --target (without it the harness creates its own merchants)")
+  }
+  if (get("profile") !== undefined && targetUrl !== null) {
+    throw new BadFlag("--profile profiles the service the harness starts: it does not go with --target")
+  }
+  if (get("statements") !== undefined && targetUrl !== null) {
+    throw new BadFlag("--statements reads the database the harness starts: it does not go with --target")
+  }
+  if (targetUrl !== null && keysFile === null && scenario !== "health") {
+    throw new BadFlag("--target needs --keys FILE: the merchants' API keys, one a line (see docs/harness.md)")
+  }
+}
+
+/** `--slo`, as given (for the report) and parsed. */
+const sloFlags = (texts: ReadonlyArray<string>) => {
+  const sloTexts = texts.map((text) => text.trim())
+  const sloText = sloTexts.length === 0 ? null : sloTexts.join(sloSeparator)
+  let slo: ReadonlyArray<Objective> = []
+  if (sloText !== null) {
+    const parsed = parseSloFlags(sloTexts)
+    if ("error" in parsed) throw new BadFlag(parsed.error)
+    slo = parsed.objectives
+  }
+  return { sloText, slo }
+}
+
 export const parseArguments = (argv: ReadonlyArray<string>): Parsed => {
   if (argv[0] === "keys") return parseKeys(argv.slice(1))
-  if (argv[0] === "merge") {
-    // Parsed on its own: the run's flags do not apply to it.
-    const merge = Cli.parseOnly(mergeCommand, argv.slice(1))
-    switch (merge._tag) {
-      case "Help":
-        return { command: "help", text: merge.text }
-      case "Invalid":
-        return { command: "error", message: `merge: ${merge.message}` }
-      case "Parsed":
-        return {
-          command: "merge",
-          files: merge.input.files,
-          reportDirectory: Cli.given(merge.input.report) ?? defaultReportDirectory
-        }
-    }
-  }
+  if (argv[0] === "merge") return parseMerge(argv.slice(1))
   const outcome = Cli.parseOnly(harnessCommand, argv)
   switch (outcome._tag) {
     case "Help":
@@ -480,29 +544,7 @@ export const parseArguments = (argv: ReadonlyArray<string>): Parsed => {
   const values = outcome.input as Command.Command.Config.Infer<typeof runFlags>
   try {
     const get = (flag: ValueFlag) => Cli.given(values[flag])
-
-    if (get("rate") !== undefined && get("connections") !== undefined) {
-      throw new BadFlag("--rate and --connections exclude each other: open or closed model")
-    }
-    if (get("arrival") !== undefined && get("connections") !== undefined) {
-      throw new BadFlag("--arrival is for the open model (--rate), not --connections")
-    }
-    const arrival = get("arrival") ?? "constant"
-    if (arrival !== "constant" && arrival !== "poisson") {
-      throw new BadFlag(`--arrival must be constant or poisson, not '${arrival}'`)
-    }
-    const model: LoadModel = get("stages") !== undefined
-      ? stagesModel(get, arrival)
-      : get("connections") !== undefined
-      ? { kind: "closed", connections: whole("connections", get("connections")!, 1, 10_000) }
-      : { kind: "open", rate: positive("rate", get("rate") ?? "50", 1_000_000), arrival }
-    const findCapacity = capacityFlags(values["find-capacity"], get, model)
-    const durationSeconds = findCapacity !== null
-      ? (findCapacity.stepMs * findCapacity.search.maxSteps) / 1000
-      : model.kind === "open" && model.stages
-      ? totalDurationMs(model.stages) / 1000
-      : positive("duration", get("duration") ?? "30", 86_400)
-
+    const { model, findCapacity, durationSeconds } = loadFlags(get, values["find-capacity"])
     const targetText = get("target")
     const targetUrls = targetText === undefined ? [] : parseTargets(targetText)
     const targetUrl: string | null = targetUrls[0] ?? null
@@ -512,28 +554,10 @@ export const parseArguments = (argv: ReadonlyArray<string>): Parsed => {
       throw new BadFlag(`--scenario must be a name such as merchants or health, not '${scenario}'`)
     }
     const keysFile = get("keys") ?? null
-    if (keysFile !== null && targetUrl === null) {
-      throw new BadFlag("--keys goes with --target (without it the harness creates its own merchants)")
-    }
-    if (get("profile") !== undefined && targetUrl !== null) {
-      throw new BadFlag("--profile profiles the service the harness starts: it does not go with --target")
-    }
-    if (get("statements") !== undefined && targetUrl !== null) {
-      throw new BadFlag("--statements reads the database the harness starts: it does not go with --target")
-    }
-    if (targetUrl !== null && keysFile === null && scenario !== "health") {
-      throw new BadFlag("--target needs --keys FILE: the merchants' API keys, one a line (see docs/harness.md)")
-    }
+    checkTargetFlags(get, { targetUrl, keysFile, scenario })
 
     const shard = shardFlag(get("shard") ?? "0/1")
-    const sloTexts = values.slo.map((text) => text.trim())
-    const sloText = sloTexts.length === 0 ? null : sloTexts.join(sloSeparator)
-    let slo: ReadonlyArray<Objective> = []
-    if (sloText !== null) {
-      const parsed = parseSloFlags(sloTexts)
-      if ("error" in parsed) throw new BadFlag(parsed.error)
-      slo = parsed.objectives
-    }
+    const { sloText, slo } = sloFlags(values.slo)
     const webhookHost = get("webhook-host") ?? "127.0.0.1"
     if (!/^[A-Za-z0-9.:[\]-]{1,253}$/.test(webhookHost)) {
       throw new BadFlag(`--webhook-host must be a host name or address, not '${webhookHost}'`)

@@ -389,9 +389,8 @@ const stagesSection = (result: HarnessResult) => {
   }</tbody></table>`
 }
 
-export const renderHarnessReport = (result: HarnessResult) => {
-  const timeline = timelineOf(result)
-  const seconds = result.timeline.map((s) => s.at_s)
+/** The run's span, load and verdict, and whether it was aborted or warmed up. */
+const introSection = (result: HarnessResult) => {
   const config = result.config
   const load = loadText(config)
   const verdict = result.passed
@@ -399,41 +398,7 @@ export const renderHarnessReport = (result: HarnessResult) => {
     : `<p class="fail">FAILED: ${result.laws.filter((l) => !l.held).length} law(s) violated, ${
       result.slo.filter((s) => !s.met).length
     } objective(s) missed.</p>`
-  const codes = Object.entries(result.status_codes).sort(([a], [b]) => a.localeCompare(b))
-  const laws = result.laws.length === 0
-    ? "<p>This scenario checks no laws.</p>"
-    : `<table><thead><tr><th>law</th><th>promise</th><th>checked</th><th>verdict</th><th>first violations</th></tr></thead><tbody>${
-      result.laws.map((law) =>
-        `<tr><td style="text-align:left">${escape(law.law)}</td><td style="text-align:left">${
-          escape(law.description)
-        }</td><td>${law.checked}</td>` +
-        `<td class="${law.held ? "pass" : "fail"}">${
-          law.held ? "held" : `${law.violation_count} violation(s)`
-        }</td><td style="text-align:left">${
-          law.first_violations.map((v) =>
-            `<div><b>${escape(v.paymentId ?? "-")}</b>: ${escape(v.message)}${
-              v.requests.length > 0 ? `<br><code>${v.requests.map(escape).join("<br>")}</code>` : ""
-            }</div>`
-          ).join("")
-        }</td></tr>`
-      ).join("\n")
-    }</tbody></table>`
-  const slo = result.slo.length === 0
-    ? "<p>No objectives given (--slo).</p>"
-    : `<table><thead><tr><th>objective</th><th>actual</th><th>verdict</th></tr></thead><tbody>${
-      result.slo.map((s) =>
-        `<tr><td style="text-align:left">${escape(s.objective)}</td><td>${escape(measuredText(s))}</td><td class="${
-          s.met ? "pass" : "fail"
-        }">${s.met ? "met" : "missed"}</td></tr>`
-      ).join("")
-    }</tbody></table>`
-  const cpu = result.cpu
-  return `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>payments harness: ${
-    escape(result.scenario)
-  }</title>
-<style>body{font-family:sans-serif;margin:2em;color:#1a202c}table{border-collapse:collapse;font-size:12px;margin:0.5em 0}td,th{border:1px solid #ddd;padding:3px 6px;text-align:right;vertical-align:top}figure{margin:1em 0}figcaption{font-weight:bold;margin-bottom:4px}.pass{color:#276749;font-weight:bold}.fail{color:#c53030;font-weight:bold}code{font-size:11px}</style>
-</head><body><h1>Harness: ${escape(result.scenario)}</h1>
-<p>${escape(result.started_at)} to ${escape(result.ended_at)}; target ${escape(config.target)}${
+  return `<p>${escape(result.started_at)} to ${escape(result.ended_at)}; target ${escape(config.target)}${
     config.embedded ? " (started by the harness)" : ""
   }; ${escape(load)} for ${config.duration_s} s${
     config.max_requests === null ? "" : ` or ${config.max_requests} requests`
@@ -454,24 +419,47 @@ ${
       : `<p>Warm-up: the first ${config.warmup_s} s of the load; its ${
         result.judged?.left_out ?? 0
       } requests are in the latency and throughput figures below but left out of the objectives and the saturation verdict.</p>`
-  }
-${shardTable(result)}
-<p>${result.requests} requests in ${fixed(result.load_s, 1)} s of load: ${
-    fixed(result.rate_per_s, 1)
-  } requests/s; ${result.errors} errors (no answer or 5xx); ${result.scripts} scripts, ${result.scripts_late} started late.</p>
-<h2>Laws</h2>${laws}
-${
-    Object.keys(result.figures ?? {}).length === 0
-      ? ""
-      : `<p>The scenario's figures: ${
-        Object.entries(result.figures!).map(([name, count]) => `${escape(name)} ${count}`).join(", ")
-      }.</p>`
-  }
-${faultsSection(result)}
-${capacitySection(result)}
-${stagesSection(result)}
-<h2>Objectives</h2>${slo}
-<h2>Latency</h2>
+  }`
+}
+
+/** Each law, its verdict and its first violations. */
+const lawsTable = (result: HarnessResult) => {
+  return result.laws.length === 0
+    ? "<p>This scenario checks no laws.</p>"
+    : `<table><thead><tr><th>law</th><th>promise</th><th>checked</th><th>verdict</th><th>first violations</th></tr></thead><tbody>${
+      result.laws.map((law) =>
+        `<tr><td style="text-align:left">${escape(law.law)}</td><td style="text-align:left">${
+          escape(law.description)
+        }</td><td>${law.checked}</td>` +
+        `<td class="${law.held ? "pass" : "fail"}">${
+          law.held ? "held" : `${law.violation_count} violation(s)`
+        }</td><td style="text-align:left">${
+          law.first_violations.map((v) =>
+            `<div><b>${escape(v.paymentId ?? "-")}</b>: ${escape(v.message)}${
+              v.requests.length > 0 ? `<br><code>${v.requests.map(escape).join("<br>")}</code>` : ""
+            }</div>`
+          ).join("")
+        }</td></tr>`
+      ).join("\n")
+    }</tbody></table>`
+}
+
+/** Each objective (--slo), what was measured and its verdict. */
+const objectivesTable = (result: HarnessResult) => {
+  return result.slo.length === 0
+    ? "<p>No objectives given (--slo).</p>"
+    : `<table><thead><tr><th>objective</th><th>actual</th><th>verdict</th></tr></thead><tbody>${
+      result.slo.map((s) =>
+        `<tr><td style="text-align:left">${escape(s.objective)}</td><td>${escape(measuredText(s))}</td><td class="${
+          s.met ? "pass" : "fail"
+        }">${s.met ? "met" : "missed"}</td></tr>`
+      ).join("")
+    }</tbody></table>`
+}
+
+/** Latency over time, by percentile, by route. */
+const latencySection = (result: HarnessResult, seconds: ReadonlyArray<number>, timeline: Timeline) =>
+  `<h2>Latency</h2>
 ${
     lineChart("latency over time, per second of answers", "ms", seconds, [
       { name: "p50", color: "#68d391", values: result.timeline.map((s) => s.latency_ms.p50) },
@@ -491,19 +479,12 @@ ${
 ${percentileRow("all", result.requests, result.errors, result.latency_ms, result.status_codes)}
 ${result.routes.map((r) => percentileRow(r.route, r.requests, r.errors, r.latency_ms, r.status_codes)).join("\n")}
 </tbody></table>
-${routeTimelines(result, seconds, timeline)}
-${phasesSection(result)}
-<h2>Throughput</h2>
-${offeredChart(result, seconds, timeline)}
-<h2>Status codes</h2>
-${
-    barChart("requests by status", codes.map(([code]) => code), [{
-      name: "requests",
-      color: "#2b6cb0",
-      values: codes.map(([, n]) => n)
-    }])
-  }
-<h2>CPU and memory</h2>
+${routeTimelines(result, seconds, timeline)}`
+
+/** The CPU of the harness, the service and PostgreSQL, and the harness's memory. */
+const cpuSection = (result: HarnessResult) => {
+  const cpu = result.cpu
+  return `<h2>CPU and memory</h2>
 <table><thead><tr><th></th><th>CPU s</th><th>CPU ms per request</th></tr></thead><tbody>
 <tr><td style="text-align:left">harness</td><td>${fixed(cpu.harness_s, 2)}</td><td>${
     fixed(cpu.harness_ms_per_request, 3)
@@ -533,7 +514,48 @@ ${
         values: cpu.harness_rss_mb.samples.map(([, mb]) => mb)
       }])
       : ""
+  }`
+}
+
+export const renderHarnessReport = (result: HarnessResult) => {
+  const timeline = timelineOf(result)
+  const seconds = result.timeline.map((s) => s.at_s)
+  const codes = Object.entries(result.status_codes).sort(([a], [b]) => a.localeCompare(b))
+  return `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>payments harness: ${
+    escape(result.scenario)
+  }</title>
+<style>body{font-family:sans-serif;margin:2em;color:#1a202c}table{border-collapse:collapse;font-size:12px;margin:0.5em 0}td,th{border:1px solid #ddd;padding:3px 6px;text-align:right;vertical-align:top}figure{margin:1em 0}figcaption{font-weight:bold;margin-bottom:4px}.pass{color:#276749;font-weight:bold}.fail{color:#c53030;font-weight:bold}code{font-size:11px}</style>
+</head><body><h1>Harness: ${escape(result.scenario)}</h1>
+${introSection(result)}
+${shardTable(result)}
+<p>${result.requests} requests in ${fixed(result.load_s, 1)} s of load: ${
+    fixed(result.rate_per_s, 1)
+  } requests/s; ${result.errors} errors (no answer or 5xx); ${result.scripts} scripts, ${result.scripts_late} started late.</p>
+<h2>Laws</h2>${lawsTable(result)}
+${
+    Object.keys(result.figures ?? {}).length === 0
+      ? ""
+      : `<p>The scenario's figures: ${
+        Object.entries(result.figures!).map(([name, count]) => `${escape(name)} ${count}`).join(", ")
+      }.</p>`
   }
+${faultsSection(result)}
+${capacitySection(result)}
+${stagesSection(result)}
+<h2>Objectives</h2>${objectivesTable(result)}
+${latencySection(result, seconds, timeline)}
+${phasesSection(result)}
+<h2>Throughput</h2>
+${offeredChart(result, seconds, timeline)}
+<h2>Status codes</h2>
+${
+    barChart("requests by status", codes.map(([code]) => code), [{
+      name: "requests",
+      color: "#2b6cb0",
+      values: codes.map(([, n]) => n)
+    }])
+  }
+${cpuSection(result)}
 </body></html>
 `
 }

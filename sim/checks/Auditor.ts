@@ -314,6 +314,16 @@ const isSigmoidOfMillionths = (score: number) => {
   return false
 }
 
+/** The fields the amount laws read. */
+export interface AmountFields {
+  readonly id: string
+  readonly status: string
+  readonly amountCents: number
+  readonly capturedAmountCents: number
+  readonly refundedAmountCents: number
+  readonly failureCode: string | null
+}
+
 /** The message of a check that passed: never built (see `Auditor.check`). */
 export const passed = () => ""
 
@@ -369,8 +379,23 @@ export class Auditor {
   /** Checks a decision about to be committed, against the record it was made on. */
   onChange(before: Payment | null, change: Change, commandKey?: CommandKey) {
     const after = change.payment
-    const id = after.id
     this.onCommitted?.(before, after)
+    this.checkSteps(before, change)
+    if (before !== null) this.checkUpdate(before, change)
+    else if (after.idempotencyKey !== null) this.checkCreateKey(after, after.idempotencyKey)
+    this.checkAmounts(after)
+    this.checkEventsExact(before, change)
+    this.checkTerminal(before, change)
+    this.checkFee(after)
+    this.checkFraud(before, change)
+    if (commandKey !== undefined) this.checkCommandKeyOnce(change, commandKey)
+    this.recordCommitted(before, change)
+  }
+
+  /** Each event a legal step in sequence, the status reached a legal one, the version moved on. */
+  private checkSteps(before: Payment | null, change: Change) {
+    const after = change.payment
+    const id = after.id
     // A change may chain several steps (authorize → screen → capture in one unit of work): each
     // event is one step, so walk them through the transition table in sequence order.
     let status: PaymentStatus | "null" = before?.status ?? "null"
@@ -398,56 +423,69 @@ export class Auditor {
     if (!this.counted(after.version > (before?.version ?? 0))) {
       this.fail("version", `payment ${id}: version ${before?.version} → ${after.version}`)
     }
-    if (before !== null) {
-      if (
-        !this.counted(
-          before.amountCents === after.amountCents && before.currency === after.currency &&
-            before.merchantId === after.merchantId &&
-            before.captureMethod === after.captureMethod && before.idempotencyKey === after.idempotencyKey &&
-            before.id === id
-        )
-      ) this.fail("immutable-fields", `payment ${id}: an immutable field changed`)
-      if (change.events.length === 0 && change.ledger.length > 0) {
-        this.check(
-          after.status === "refunded" && before.settledAt === null && after.settledAt !== null,
-          "silent-money",
-          () => `payment ${id}: money moved without an event (${before.status} → ${after.status})`
-        )
-      }
-    } else if (after.idempotencyKey !== null) {
-      let keys = this.createKeys.get(after.merchantId)
-      if (keys === undefined) this.createKeys.set(after.merchantId, keys = new Set())
-      // A key already there leaves the set as it was: one look-up in a set of every create key of
-      // the merchant, not a test and then an insertion (the final audit names both transactions).
-      const size = keys.size
-      keys.add(after.idempotencyKey)
-      if (!this.counted(keys.size > size)) {
-        this.fail(
-          "one-transaction-per-key",
-          `idempotency key ${after.idempotencyKey} of ${after.merchantId}: second transaction ${id}`
-        )
-      }
+  }
+
+  /** An update keeps the payment's immutable fields, and moves no money without an event (but a sweep's). */
+  private checkUpdate(before: Payment, change: Change) {
+    const after = change.payment
+    const id = after.id
+    if (
+      !this.counted(
+        before.amountCents === after.amountCents && before.currency === after.currency &&
+          before.merchantId === after.merchantId &&
+          before.captureMethod === after.captureMethod && before.idempotencyKey === after.idempotencyKey &&
+          before.id === id
+      )
+    ) this.fail("immutable-fields", `payment ${id}: an immutable field changed`)
+    if (change.events.length === 0 && change.ledger.length > 0) {
+      this.check(
+        after.status === "refunded" && before.settledAt === null && after.settledAt !== null,
+        "silent-money",
+        () => `payment ${id}: money moved without an event (${before.status} → ${after.status})`
+      )
     }
-    this.checkAmounts(after)
-    this.checkEventsExact(before, change)
-    this.checkTerminal(before, change)
-    this.checkFee(after)
-    this.checkFraud(before, change)
-    if (commandKey !== undefined) {
-      let applied = this.appliedCommandKeys.get(commandKey.merchantId)
-      if (applied === undefined) this.appliedCommandKeys.set(commandKey.merchantId, applied = new Set())
-      // As above: one look-up (the set only grows when the key is new).
-      const size = applied.size
-      applied.add(commandKey.key)
-      if (!this.counted(applied.size > size)) {
-        this.fail(
-          "command-key-once",
-          `payment ${id}: idempotency key ${commandKey.key} took effect a second time (${
-            change.events.map((e) => e.type).join(", ") || "no event"
-          })`
-        )
-      }
+  }
+
+  /** A create's idempotency key made one transaction of its merchant. */
+  private checkCreateKey(after: Payment, idempotencyKey: string) {
+    let keys = this.createKeys.get(after.merchantId)
+    if (keys === undefined) this.createKeys.set(after.merchantId, keys = new Set())
+    // A key already there leaves the set as it was: one look-up in a set of every create key of
+    // the merchant, not a test and then an insertion (the final audit names both transactions).
+    const size = keys.size
+    keys.add(idempotencyKey)
+    if (!this.counted(keys.size > size)) {
+      this.fail(
+        "one-transaction-per-key",
+        `idempotency key ${idempotencyKey} of ${after.merchantId}: second transaction ${after.id}`
+      )
     }
+  }
+
+  /** A command's idempotency key takes effect once. */
+  private checkCommandKeyOnce(change: Change, commandKey: CommandKey) {
+    let applied = this.appliedCommandKeys.get(commandKey.merchantId)
+    if (applied === undefined) this.appliedCommandKeys.set(commandKey.merchantId, applied = new Set())
+    // As for create keys: one look-up (the set only grows when the key is new).
+    const size = applied.size
+    applied.add(commandKey.key)
+    if (!this.counted(applied.size > size)) {
+      this.fail(
+        "command-key-once",
+        `payment ${change.payment.id}: idempotency key ${commandKey.key} took effect a second time (${
+          change.events.map((e) => e.type).join(", ") || "no event"
+        })`
+      )
+    }
+  }
+
+  /**
+   * Records the change as committed (its version, events, ledger entries and balances) and checks
+   * what follows from the record last committed: the version it was decided on, the ledger's laws.
+   */
+  private recordCommitted(before: Payment | null, change: Change) {
+    const after = change.payment
+    const id = after.id
     // A payment's changes often come one after another (a third of them, seed 1): the last
     // slot is kept at hand, sparing a look-up in the map of every payment of the run.
     const committed = this.committed
@@ -751,15 +789,7 @@ export class Auditor {
       readonly dispute?: Payment["dispute"]
     }
   ) {
-    this.checkAmountsOf(
-      p.id,
-      p.status,
-      p.amountCents,
-      p.capturedAmountCents,
-      p.refundedAmountCents,
-      p.failureCode,
-      chargedBackCents(p)
-    )
+    this.checkAmountsOf(p, chargedBackCents(p))
     // Captured money is refunded or disputed, never both: an open dispute holds its amount and a
     // lost one gave it back to the cardholder, so neither may also be refunded (a won one returned it).
     const dispute = p.dispute
@@ -778,18 +808,11 @@ export class Auditor {
   }
 
   /**
-   * The amount laws of a payment given field by field: a merchant's answer is checked as it was
-   * parsed (no record of the store's names built for it), with what a lost dispute charged back.
+   * The amount laws of a payment's amounts: a record's, or a merchant's answer's (its few fields
+   * only, not a record of the store's names), with what a lost dispute charged back.
    */
-  checkAmountsOf(
-    id: string,
-    status: string,
-    amountCents: number,
-    capturedAmountCents: number,
-    refundedAmountCents: number,
-    failureCode: string | null,
-    chargedBack = 0
-  ) {
+  checkAmountsOf(amounts: AmountFields, chargedBack = 0) {
+    const { amountCents, capturedAmountCents, failureCode, id, refundedAmountCents, status } = amounts
     if (!this.counted(refundedAmountCents >= 0 && refundedAmountCents <= capturedAmountCents)) {
       this.fail(
         "refunds-within-capture",

@@ -506,145 +506,151 @@ const eventFor = (after: Payment, type: PaymentEvent["type"], id: string): Payme
   createdAt: after.updatedAt
 })
 
-/** Change-level bugs: what a wrong decision would have produced, seen by the auditor and committed. */
-export const changeBug = (bug: PlantedBug, before: Payment | null, change: Change): Change => {
-  const after = change.payment
-  switch (bug) {
-    case "capture-above-authorization": {
-      if (before === null || before.capturedAmountCents > 0 || after.capturedAmountCents === 0) return change
-      const payment = { ...after, capturedAmountCents: after.amountCents + 1 }
-      return {
-        ...change,
-        payment,
-        events: change.events.map((e) => e.sequence === payment.version ? withSnapshot(e, payment) : e)
-      }
+/** What a wrong decision would have produced: the change as committed. */
+type ChangeBug = (before: Payment | null, change: Change, after: Payment) => Change
+
+/** The change-level bugs, one row each: the change a wrong decision would have made of a correct one. */
+const changeBugs: Readonly<Partial<Record<PlantedBug, ChangeBug>>> = {
+  "capture-above-authorization": (before, change, after) => {
+    if (before === null || before.capturedAmountCents > 0 || after.capturedAmountCents === 0) return change
+    const payment = { ...after, capturedAmountCents: after.amountCents + 1 }
+    return {
+      ...change,
+      payment,
+      events: change.events.map((e) => e.sequence === payment.version ? withSnapshot(e, payment) : e)
     }
-    case "settle-refunded": {
-      if (before === null || before.status !== "refunded" || before.settledAt !== null || after.settledAt === null) {
-        return change
-      }
-      const payment: Payment = { ...after, status: "settled" }
-      return { ...change, payment }
-    }
-    case "drop-dispute-event":
-      return { ...change, events: change.events.filter((e) => e.type !== "payment.dispute_opened") }
-    case "won-dispute-keeps-reserve":
-      return before?.dispute?.status === "open" && after.dispute?.status === "won" ? { ...change, ledger: [] } : change
-    case "drop-fraud-passed-event":
-      return { ...change, events: change.events.filter((e) => e.type !== "payment.fraud_passed") }
-    case "duplicate-refund-event": {
-      const refund = change.events.find((e) => e.type === "payment.partially_refunded")
-      return refund === undefined
-        ? change
-        : { ...change, events: [...change.events, { ...refund, id: `${refund.id}x` }] }
-    }
-    case "spurious-settled-event": {
-      if (before === null || before.status !== "refunded" || before.settledAt !== null || after.settledAt === null) {
-        return change
-      }
-      return { ...change, events: [eventFor(after, "payment.settled", after.id + "s")] }
-    }
-    case "ledger-unbalanced": {
-      if (!change.events.some((e) => e.type === "payment.captured")) return change
-      return {
-        ...change,
-        ledger: change.ledger.map((e) =>
-          e.account === "merchant_pending" && e.direction === "credit" ? { ...e, amountCents: e.amountCents + 1 } : e
-        )
-      }
-    }
-    case "fee-off-chart": {
-      // The pair joins the fee's group (which stays balanced) with ids derived from the fee's
-      // entries (no id minted: the rest of the run keeps its ids); the chart accounts are untouched.
-      const fee = change.ledger.find((e) => e.account === "fee_revenue" && e.direction === "credit")
-      if (fee === undefined || !change.events.some((e) => e.type === "payment.captured")) return change
-      const offChart = (account: string, direction: "debit" | "credit"): LedgerEntry => ({
-        ...fee,
-        id: `${fee.id}${direction[0]}`,
-        account: account as Account,
-        direction
-      })
-      return {
-        ...change,
-        ledger: [...change.ledger, offChart("fee_receivable", "debit"), offChart("fee_revenu", "credit")]
-      }
-    }
-    case "wrong-fee": {
-      if (!change.events.some((e) => e.type === "payment.captured") || after.feeCents >= after.capturedAmountCents) {
-        return change
-      }
-      return {
-        ...change,
-        payment: { ...after, feeCents: after.feeCents + 1 },
-        ledger: change.ledger.map((e) =>
-          e.account === "fee_revenue" || (e.account === "merchant_pending" && e.direction === "debit")
-            ? { ...e, amountCents: e.amountCents + 1 }
-            : e
-        )
-      }
-    }
-    case "refund-from-pending-after-settlement": {
-      if (before === null || before.settledAt === null || after.refundedAmountCents <= before.refundedAmountCents) {
-        return change
-      }
-      return {
-        ...change,
-        ledger: change.ledger.map((e) => e.account === "merchant_available" ? { ...e, account: "merchant_pending" } : e)
-      }
-    }
-    case "refund-posting-inverted": {
-      if (before === null || after.refundedAmountCents <= before.refundedAmountCents) return change
-      const swapped = (account: Account): Account =>
-        account === "merchant_pending"
-          ? "merchant_available"
-          : account === "merchant_available"
-          ? "merchant_pending"
-          : account
-      return { ...change, ledger: change.ledger.map((e) => ({ ...e, account: swapped(e.account) })) }
-    }
-    case "fraud-band": {
-      if (before === null || before.fraudVerdict !== null || after.fraudVerdict !== "review") return change
-      const payment: Payment = { ...after, fraudVerdict: "passed", fraudCaseId: null }
-      return {
-        ...change,
-        payment,
-        fraudCase: null,
-        events: [...change.events, eventFor(payment, "payment.fraud_passed", after.id + "p")]
-      }
-    }
-    case "review-threshold-exclusive": {
-      if (
-        before === null || before.fraudVerdict !== null || after.fraudVerdict !== "review" || after.fraudScore !== 0.5
-      ) return change
-      const payment: Payment = { ...after, fraudVerdict: "passed", fraudCaseId: null }
-      return {
-        ...change,
-        payment,
-        fraudCase: null,
-        events: [...change.events, eventFor(payment, "payment.fraud_passed", after.id + "p")]
-      }
-    }
-    case "case-drops-contribution": {
-      const fraudCase = change.fraudCase
-      if (fraudCase === null || fraudCase.status !== "open" || before?.fraudVerdict !== null) return change
-      return { ...change, fraudCase: { ...fraudCase, explanations: fraudCase.explanations.slice(0, -1) } }
-    }
-    case "confirm-keeps-hold": {
-      if (
-        before === null || change.fraudCase?.status !== "confirmed_fraud" || before.status !== "authorized" ||
-        before.fraudVerdict !== "review"
-      ) return change
-      return {
-        ...change,
-        payment: { ...before, version: before.version + 1, updatedAt: after.updatedAt },
-        events: [],
-        ledger: []
-      }
-    }
-    default:
+  },
+  "settle-refunded": (before, change, after) => {
+    if (before === null || before.status !== "refunded" || before.settledAt !== null || after.settledAt === null) {
       return change
+    }
+    const payment: Payment = { ...after, status: "settled" }
+    return { ...change, payment }
+  },
+  "drop-dispute-event": (_before, change) => ({
+    ...change,
+    events: change.events.filter((e) => e.type !== "payment.dispute_opened")
+  }),
+  "won-dispute-keeps-reserve": (before, change, after) =>
+    before?.dispute?.status === "open" && after.dispute?.status === "won" ? { ...change, ledger: [] } : change,
+  "drop-fraud-passed-event": (_before, change) => ({
+    ...change,
+    events: change.events.filter((e) => e.type !== "payment.fraud_passed")
+  }),
+  "duplicate-refund-event": (_before, change) => {
+    const refund = change.events.find((e) => e.type === "payment.partially_refunded")
+    return refund === undefined
+      ? change
+      : { ...change, events: [...change.events, { ...refund, id: `${refund.id}x` }] }
+  },
+  "spurious-settled-event": (before, change, after) => {
+    if (before === null || before.status !== "refunded" || before.settledAt !== null || after.settledAt === null) {
+      return change
+    }
+    return { ...change, events: [eventFor(after, "payment.settled", after.id + "s")] }
+  },
+  "ledger-unbalanced": (_before, change) => {
+    if (!change.events.some((e) => e.type === "payment.captured")) return change
+    return {
+      ...change,
+      ledger: change.ledger.map((e) =>
+        e.account === "merchant_pending" && e.direction === "credit" ? { ...e, amountCents: e.amountCents + 1 } : e
+      )
+    }
+  },
+  "fee-off-chart": (_before, change) => {
+    // The pair joins the fee's group (which stays balanced) with ids derived from the fee's
+    // entries (no id minted: the rest of the run keeps its ids); the chart accounts are untouched.
+    const fee = change.ledger.find((e) => e.account === "fee_revenue" && e.direction === "credit")
+    if (fee === undefined || !change.events.some((e) => e.type === "payment.captured")) return change
+    const offChart = (account: string, direction: "debit" | "credit"): LedgerEntry => ({
+      ...fee,
+      id: `${fee.id}${direction[0]}`,
+      account: account as Account,
+      direction
+    })
+    return {
+      ...change,
+      ledger: [...change.ledger, offChart("fee_receivable", "debit"), offChart("fee_revenu", "credit")]
+    }
+  },
+  "wrong-fee": (_before, change, after) => {
+    if (!change.events.some((e) => e.type === "payment.captured") || after.feeCents >= after.capturedAmountCents) {
+      return change
+    }
+    return {
+      ...change,
+      payment: { ...after, feeCents: after.feeCents + 1 },
+      ledger: change.ledger.map((e) =>
+        e.account === "fee_revenue" || (e.account === "merchant_pending" && e.direction === "debit")
+          ? { ...e, amountCents: e.amountCents + 1 }
+          : e
+      )
+    }
+  },
+  "refund-from-pending-after-settlement": (before, change, after) => {
+    if (before === null || before.settledAt === null || after.refundedAmountCents <= before.refundedAmountCents) {
+      return change
+    }
+    return {
+      ...change,
+      ledger: change.ledger.map((e) => e.account === "merchant_available" ? { ...e, account: "merchant_pending" } : e)
+    }
+  },
+  "refund-posting-inverted": (before, change, after) => {
+    if (before === null || after.refundedAmountCents <= before.refundedAmountCents) return change
+    const swapped = (account: Account): Account =>
+      account === "merchant_pending"
+        ? "merchant_available"
+        : account === "merchant_available"
+        ? "merchant_pending"
+        : account
+    return { ...change, ledger: change.ledger.map((e) => ({ ...e, account: swapped(e.account) })) }
+  },
+  "fraud-band": (before, change, after) => {
+    if (before === null || before.fraudVerdict !== null || after.fraudVerdict !== "review") return change
+    const payment: Payment = { ...after, fraudVerdict: "passed", fraudCaseId: null }
+    return {
+      ...change,
+      payment,
+      fraudCase: null,
+      events: [...change.events, eventFor(payment, "payment.fraud_passed", after.id + "p")]
+    }
+  },
+  "review-threshold-exclusive": (before, change, after) => {
+    if (
+      before === null || before.fraudVerdict !== null || after.fraudVerdict !== "review" || after.fraudScore !== 0.5
+    ) return change
+    const payment: Payment = { ...after, fraudVerdict: "passed", fraudCaseId: null }
+    return {
+      ...change,
+      payment,
+      fraudCase: null,
+      events: [...change.events, eventFor(payment, "payment.fraud_passed", after.id + "p")]
+    }
+  },
+  "case-drops-contribution": (before, change) => {
+    const fraudCase = change.fraudCase
+    if (fraudCase === null || fraudCase.status !== "open" || before?.fraudVerdict !== null) return change
+    return { ...change, fraudCase: { ...fraudCase, explanations: fraudCase.explanations.slice(0, -1) } }
+  },
+  "confirm-keeps-hold": (before, change, after) => {
+    if (
+      before === null || change.fraudCase?.status !== "confirmed_fraud" || before.status !== "authorized" ||
+      before.fraudVerdict !== "review"
+    ) return change
+    return {
+      ...change,
+      payment: { ...before, version: before.version + 1, updatedAt: after.updatedAt },
+      events: [],
+      ledger: []
+    }
   }
 }
+
+/** Change-level bugs: what a wrong decision would have produced, seen by the auditor and committed. */
+export const changeBug = (bug: PlantedBug, before: Payment | null, change: Change): Change =>
+  changeBugs[bug]?.(before, change, change.payment) ?? change
 
 /**
  * A create's decision on its keyed path when the key was claimed before (`insertPayment`: a retry

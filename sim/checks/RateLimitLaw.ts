@@ -45,6 +45,20 @@ interface Group {
   uncertain: boolean
 }
 
+/**
+ * A request sent with `secret` at `sentMs`, served by `instance`, answered `status` (null: no
+ * answer reached the client); `exact`: the limiter saw it at `sentMs`; `answeredMs`: over a real
+ * network, when its answer came (the limiter saw it in between).
+ */
+export interface RateLimitAnswer {
+  readonly secret: string | undefined
+  readonly instance: object
+  readonly sentMs: number
+  readonly status: number | null
+  readonly exact: boolean
+  readonly answeredMs?: number
+}
+
 export const rateLimitLaw = (auditor: Auditor, options: { readonly perSecond: number }) => {
   const capacity = 2 * options.perSecond
   const perMs = options.perSecond / 1000
@@ -186,18 +200,8 @@ export const rateLimitLaw = (auditor: Auditor, options: { readonly perSecond: nu
 
   return {
     stats,
-    /**
-     * A request sent with `secret` at `sentMs`, served by `instance`, answered `status` (null: no
-     * answer reached the client); `exact`: the limiter saw it at `sentMs`.
-     */
-    answered: (
-      secret: string | undefined,
-      instance: object,
-      sentMs: number,
-      status: number | null,
-      exact: boolean,
-      answeredMs?: number
-    ) => {
+    /** A request answered (or not): see `RateLimitAnswer`. */
+    answered: ({ answeredMs, exact, instance, secret, sentMs, status }: RateLimitAnswer) => {
       if (secret === undefined || status === 401) return
       if (status === 429) stats.refused++
       const group = groupOf(instance, secret)

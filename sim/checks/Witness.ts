@@ -407,14 +407,151 @@ const pool = async <A>(items: ReadonlyArray<A>, concurrency: number, work: (item
   await Promise.all(Array.from({ length: Math.max(1, Math.min(concurrency, items.length)) }, worker))
 }
 
+/**
+ * A stored delivery as the audit reads it, with its place in its payment's order; null when its
+ * event is not one of the run's payments. Counts its cut attempts into `cuts`.
+ */
+const deliveryOfApi = (
+  d: ApiDelivery,
+  order: ReadonlyMap<string, { readonly paymentId: string; readonly sequence: number }>,
+  cuts: { recorded: boolean; attempts: number }
+): AuditedDelivery | null => {
+  const place = order.get(d.event_id)
+  if (place === undefined) return null
+  const attempts = [...d.attempts].sort((a, b) => a.attempt - b.attempt).map((a) => {
+    if (a.cut !== undefined) cuts.recorded = true
+    if (a.cut === true) cuts.attempts++
+    return {
+      attempt: a.attempt,
+      atMs: Date.parse(a.at),
+      responseStatus: a.response_status,
+      error: a.error,
+      cut: a.cut === true
+    }
+  })
+  const firstFailed = attempts.find((a) => !a.cut && !is2xx(a.responseStatus))
+  return {
+    id: d.id,
+    eventId: d.event_id,
+    eventType: d.event_type,
+    url: d.url,
+    status: d.status,
+    order: place,
+    createdAtMs: Date.parse(d.created_at),
+    firstFailedAtMs: firstFailed === undefined ? null : firstFailed.atMs,
+    attempts
+  }
+}
+
+/** Every answer a merchant got is what the final record says (unless the answer never came). */
+const checkMoneyAsAnswered = (
+  auditor: Auditor,
+  expectations: ReadonlyArray<Expectation>,
+  finals: ReadonlyMap<string, ApiTransaction>
+) => {
+  for (const expected of expectations) {
+    const t = finals.get(expected.paymentId)
+    if (t === undefined) {
+      auditor.fail(
+        "money-as-answered",
+        `payment ${expected.paymentId}: created for the merchant, not listed by the API`
+      )
+      continue
+    }
+    if (expected.uncertain) continue
+    if (expected.capturedCents !== null) {
+      auditor.check(
+        t.captured_amount_cents === expected.capturedCents,
+        "money-as-answered",
+        () => `payment ${t.id}: captured ${t.captured_amount_cents}, the merchant was told ${expected.capturedCents}`
+      )
+    }
+    auditor.check(
+      t.refunded_amount_cents === expected.refundedCents,
+      "money-as-answered",
+      () => `payment ${t.id}: refunded ${t.refunded_amount_cents}, the merchant was told ${expected.refundedCents}`
+    )
+  }
+}
+
+/**
+ * The webhook laws over the stored deliveries and what reached the endpoints: the delivery audit,
+ * every event delivered, nothing left pending, nothing recorded as answered that was sent again
+ * after its 2xx, and every success acknowledged by an endpoint.
+ */
+const auditWebhooks = (
+  auditor: Auditor,
+  webhooks: NonNullable<WitnessInput["webhooks"]>,
+  deliveries: ReadonlyArray<AuditedDelivery>,
+  allEvents: ReadonlyArray<{ readonly event: ApiEvent; readonly paymentId: string; readonly delivered: boolean }>
+) => {
+  const nowMs = Date.now()
+  const audited = auditDeliveries(auditor, () => deliveries, {
+    nowMs,
+    scheduleMs: webhooks.scheduleMs,
+    timeoutMs: webhooks.timeoutMs,
+    toleranceMs: webhooks.toleranceMs,
+    crashesMs: webhooks.faultsMs ?? [],
+    ...(webhooks.backlog === undefined
+      ? {}
+      : { backlog: webhooks.backlog, networkToleranceMs: webhooks.toleranceMs }),
+    clockToleranceMs: webhooks.clockToleranceMs ?? 0,
+    ...(webhooks.attemptEndedAtMs === undefined ? {} : { attemptEndedAtMs: webhooks.attemptEndedAtMs }),
+    receipts: webhooks.receipts,
+    unansweredMayBeLost: true
+  })
+  for (const { event, paymentId, delivered } of allEvents) {
+    if (!delivered) continue
+    auditor.check(
+      audited.hasStoredDelivery(event.id),
+      "webhook-every-event-delivered",
+      () => `event ${event.id} (${event.type} of ${paymentId}) has no delivery`
+    )
+  }
+  // Nothing left pending once the run drained (a delivery still open is reported with its age).
+  for (const d of deliveries) {
+    auditor.check(
+      d.status === "succeeded" || d.status === "failed",
+      "webhook-drained",
+      () =>
+        `delivery ${d.id} (event ${d.eventId} of ${d.order?.paymentId}): still ${d.status} after the drain, ${d.attempts.length} attempts`
+    )
+  }
+  // An attempt after a 2xx the endpoint wrote: the service must have recorded the acknowledged
+  // attempt as unanswered (its timeout fired before the answer reached it, or it was cut off),
+  // never as a 2xx. (The same number sent again is `webhook-once-per-attempt`'s to judge: what
+  // the service recorded under it may be the second sending's answer.)
+  const byId = new Map(deliveries.map((d) => [d.id, d]))
+  for (const { deliveryId, attempt, next } of webhooks.receipts.retriedAfterAck) {
+    if (next === attempt) continue
+    const d = byId.get(deliveryId)
+    const recorded = d?.attempts.find((a) => a.attempt === attempt)
+    auditor.check(
+      recorded === undefined || !is2xx(recorded.responseStatus),
+      "webhook-nothing-after-2xx",
+      () =>
+        `delivery ${deliveryId}: attempt ${next} arrived after attempt ${attempt}, which the service recorded as answered ${recorded?.responseStatus}`
+    )
+  }
+  // A delivery that succeeded was acknowledged by the endpoint (its 2xx was written there).
+  for (const d of deliveries) {
+    if (d.status !== "succeeded") continue
+    const slot = webhooks.receipts.ofDelivery(d.id)
+    auditor.check(
+      slot >= 0 && !Number.isNaN(webhooks.receipts.ackedAtMs[slot]!),
+      "webhook-every-event-delivered",
+      () => `delivery ${d.id} (event ${d.eventId}) succeeded, but no endpoint answered it with a 2xx`
+    )
+  }
+}
+
 export const witnessThroughApi = async (input: WitnessInput): Promise<Witnessed> => {
   const { auditor } = input
   const { read, pages } = reader(input.get)
   const paymentOfEvent = new Map<string, string>()
   const eventOfDelivery = new Map<string, string>()
   const deliveries: Array<AuditedDelivery> = []
-  let recordsCuts = false
-  let cutAttempts = 0
+  const cuts = { recorded: false, attempts: 0 }
   const allEvents: Array<{ readonly event: ApiEvent; readonly paymentId: string; readonly delivered: boolean }> = []
   const finals = new Map<string, ApiTransaction>()
   let events = 0
@@ -494,33 +631,12 @@ export const witnessThroughApi = async (input: WitnessInput): Promise<Witnessed>
     // Balance by type equals the sum of the ledger: what the run's payments moved, over what was there before.
     await checkBalances(auditor, read, merchant, moved, "")
     if (input.webhooks !== null && merchant.webhookUrl !== null) {
-      for (const d of await pages<ApiDelivery>("/api/v1/webhooks/deliveries", "deliveries", merchant.readKey)) {
-        const place = order.get(d.event_id)
-        if (place === undefined) continue // not an event of the run's payments
+      const stored = await pages<ApiDelivery>("/api/v1/webhooks/deliveries", "deliveries", merchant.readKey)
+      for (const d of stored) {
+        const delivery = deliveryOfApi(d, order, cuts)
+        if (delivery === null) continue // not an event of the run's payments
         eventOfDelivery.set(d.id, d.event_id)
-        const attempts = [...d.attempts].sort((a, b) => a.attempt - b.attempt).map((a) => {
-          if (a.cut !== undefined) recordsCuts = true
-          if (a.cut === true) cutAttempts++
-          return {
-            attempt: a.attempt,
-            atMs: Date.parse(a.at),
-            responseStatus: a.response_status,
-            error: a.error,
-            cut: a.cut === true
-          }
-        })
-        const firstFailed = attempts.find((a) => !a.cut && !is2xx(a.responseStatus))
-        deliveries.push({
-          id: d.id,
-          eventId: d.event_id,
-          eventType: d.event_type,
-          url: d.url,
-          status: d.status,
-          order: place,
-          createdAtMs: Date.parse(d.created_at),
-          firstFailedAtMs: firstFailed === undefined ? null : firstFailed.atMs,
-          attempts
-        })
+        deliveries.push(delivery)
       }
     }
   }
@@ -530,91 +646,8 @@ export const witnessThroughApi = async (input: WitnessInput): Promise<Witnessed>
       (t) => ({ id: t.id, merchantId: t.merchant_id, idempotencyKey: t.idempotency_key, metadata: t.metadata ?? null })
     )
   )
-  // Every answer a merchant got is what the final record says (unless the answer never came).
-  for (const expected of input.expectations) {
-    const t = finals.get(expected.paymentId)
-    if (t === undefined) {
-      auditor.fail(
-        "money-as-answered",
-        `payment ${expected.paymentId}: created for the merchant, not listed by the API`
-      )
-      continue
-    }
-    if (expected.uncertain) continue
-    if (expected.capturedCents !== null) {
-      auditor.check(
-        t.captured_amount_cents === expected.capturedCents,
-        "money-as-answered",
-        () => `payment ${t.id}: captured ${t.captured_amount_cents}, the merchant was told ${expected.capturedCents}`
-      )
-    }
-    auditor.check(
-      t.refunded_amount_cents === expected.refundedCents,
-      "money-as-answered",
-      () => `payment ${t.id}: refunded ${t.refunded_amount_cents}, the merchant was told ${expected.refundedCents}`
-    )
-  }
-  if (input.webhooks !== null) {
-    const webhooks = input.webhooks
-    const nowMs = Date.now()
-    const audited = auditDeliveries(auditor, () => deliveries, {
-      nowMs,
-      scheduleMs: webhooks.scheduleMs,
-      timeoutMs: webhooks.timeoutMs,
-      toleranceMs: webhooks.toleranceMs,
-      crashesMs: webhooks.faultsMs ?? [],
-      ...(webhooks.backlog === undefined
-        ? {}
-        : { backlog: webhooks.backlog, networkToleranceMs: webhooks.toleranceMs }),
-      clockToleranceMs: webhooks.clockToleranceMs ?? 0,
-      ...(webhooks.attemptEndedAtMs === undefined ? {} : { attemptEndedAtMs: webhooks.attemptEndedAtMs }),
-      receipts: webhooks.receipts,
-      unansweredMayBeLost: true
-    })
-    for (const { event, paymentId, delivered } of allEvents) {
-      if (!delivered) continue
-      auditor.check(
-        audited.hasStoredDelivery(event.id),
-        "webhook-every-event-delivered",
-        () => `event ${event.id} (${event.type} of ${paymentId}) has no delivery`
-      )
-    }
-    // Nothing left pending once the run drained (a delivery still open is reported with its age).
-    for (const d of deliveries) {
-      auditor.check(
-        d.status === "succeeded" || d.status === "failed",
-        "webhook-drained",
-        () =>
-          `delivery ${d.id} (event ${d.eventId} of ${d.order?.paymentId}): still ${d.status} after the drain, ${d.attempts.length} attempts`
-      )
-    }
-    // An attempt after a 2xx the endpoint wrote: the service must have recorded the acknowledged
-    // attempt as unanswered (its timeout fired before the answer reached it, or it was cut off),
-    // never as a 2xx. (The same number sent again is `webhook-once-per-attempt`'s to judge: what
-    // the service recorded under it may be the second sending's answer.)
-    const byId = new Map(deliveries.map((d) => [d.id, d]))
-    for (const { deliveryId, attempt, next } of webhooks.receipts.retriedAfterAck) {
-      if (next === attempt) continue
-      const d = byId.get(deliveryId)
-      const recorded = d?.attempts.find((a) => a.attempt === attempt)
-      auditor.check(
-        recorded === undefined || !is2xx(recorded.responseStatus),
-        "webhook-nothing-after-2xx",
-        () =>
-          `delivery ${deliveryId}: attempt ${next} arrived after attempt ${attempt}, which the service recorded as answered ${recorded?.responseStatus}`
-      )
-    }
-    // A delivery that succeeded was acknowledged by the endpoint (its 2xx was written there).
-    for (const d of deliveries) {
-      if (d.status !== "succeeded") continue
-      const slot = webhooks.receipts.ofDelivery(d.id)
-      auditor.check(
-        slot >= 0 && !Number.isNaN(webhooks.receipts.ackedAtMs[slot]!),
-        "webhook-every-event-delivered",
-        () => `delivery ${d.id} (event ${d.eventId}) succeeded, but no endpoint answered it with a 2xx`
-      )
-    }
-  }
+  checkMoneyAsAnswered(auditor, input.expectations, finals)
+  if (input.webhooks !== null) auditWebhooks(auditor, input.webhooks, deliveries, allEvents)
   return {
     payments: finals.size,
     events,
@@ -622,7 +655,7 @@ export const witnessThroughApi = async (input: WitnessInput): Promise<Witnessed>
     paymentOfEvent,
     eventOfDelivery,
     finals,
-    recordsCuts,
-    cutAttempts
+    recordsCuts: cuts.recorded,
+    cutAttempts: cuts.attempts
   }
 }

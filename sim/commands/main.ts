@@ -236,29 +236,9 @@ export const verdictLine = (result: SimResult): string => {
   })`
 }
 
-export const formatReport = (result: SimResult): string => {
+/** What the workload did: requests, rotations, crashes, disputes, and the reach of its choices. */
+const workloadLines = (result: SimResult): Array<string> => {
   const lines: Array<string> = []
-  const o = result.options
-  const virtualMs = result.virtualEndMs - Date.UTC(2026, 0, 5)
-  lines.push(verdictLine(result))
-  lines.push(
-    `seed ${o.seed}  merchants ${o.merchants}  payments ${o.payments}  hours ${o.hours}  webhooks ${
-      o.webhooks ? "on" : "off"
-    }${o.processor ? "  processor on" : ""}`
-  )
-  lines.push("")
-  lines.push(
-    Cli.table(
-      ["payments by status", "count"],
-      Object.entries(result.paymentsByStatus).sort().map(([status, count]) => [status, count])
-    )
-  )
-  lines.push("")
-  lines.push(Cli.table(
-    ["money moved (minor units)", "captured", "refunded", "fees", "settled"],
-    Object.entries(result.money).sort().map(([currency, m]) => [currency, m.captured, m.refunded, m.fees, m.settled])
-  ))
-  lines.push("")
   const w = result.workload
   lines.push(
     `requests ${w.requests}  by status ${Object.entries(w.byStatus).sort().map(([s, c]) => `${s}:${c}`).join(" ")}`
@@ -266,7 +246,6 @@ export const formatReport = (result: SimResult): string => {
   lines.push(
     `key rotations ${w.rotations} (${result.store.lostRotations} answers lost by rotationlost; ${w.keyRecoveries} lost answers recovered out of band; ${result.keys.mustRefuse} requests with a revoked key that had to be refused)  lost unkeyed creates ${w.lostCreates}  crashes ${result.crashes} (${result.commitCrashes} right after a commit)`
   )
-  const s = result.store
   lines.push(
     `disputes: ${result.disputes.planned} (${result.disputes.refusedOpens} opens refused, ${result.disputes.duplicates} duplicate notifications, ${result.disputes.retries} re-sent unacknowledged)`
   )
@@ -283,23 +262,36 @@ export const formatReport = (result: SimResult): string => {
       `rate limit: ${result.workload.rateLimitPushes} keys pushed past it, ${result.rateLimit.refused} requests refused (${result.rateLimit.refusedJudged} judged), ` +
       `${result.rateLimit.keysPastBurst} keys past a full bucket`
   )
+  return lines
+}
+
+/** What the processor saw and how its laws ended (with `--processor`). */
+const processorLines = (result: SimResult): Array<string> => {
+  const lines: Array<string> = []
   const p = result.processor
-  if (p !== null) {
-    const ps = p.stats
-    const sr = p.serviceReconciliation
-    lines.push(
-      `processor: ${ps.arrived} calls arrived, ${ps.authorizations} authorizations, ${ps.declines} declines, ${ps.captures} captures, ${ps.cancels} cancels, ${ps.refunds} refunds, ${ps.refusals} refused, ${ps.replays} answered from their key; ` +
-        `${p.laws.heldOpen} authorizations held open by our books at the end; slowest to end ${p.laws.slowestEndMs} ms (bound ${p.laws.boundMs} ms); ` +
-        `service reconciliation: ${
-          typeof sr === "string"
-            ? sr
-            : `${sr.differences} differences (${sr.ours} ours, ${sr.processor} at the processor)`
-        }`
-    )
-    lines.push(
-      `reach: processor answers lost ${ps.lostAnswers}, duplicates ${ps.duplicates} (${ps.duplicatesAbsorbed} absorbed by their key), answers past the deadline ${ps.lateAnswers}, outages ${ps.outages} (${ps.outageRefusals} calls unreachable)`
-    )
-  }
+  if (p === null) return lines
+  const ps = p.stats
+  const sr = p.serviceReconciliation
+  lines.push(
+    `processor: ${ps.arrived} calls arrived, ${ps.authorizations} authorizations, ${ps.declines} declines, ${ps.captures} captures, ${ps.cancels} cancels, ${ps.refunds} refunds, ${ps.refusals} refused, ${ps.replays} answered from their key; ` +
+      `${p.laws.heldOpen} authorizations held open by our books at the end; slowest to end ${p.laws.slowestEndMs} ms (bound ${p.laws.boundMs} ms); ` +
+      `service reconciliation: ${
+        typeof sr === "string"
+          ? sr
+          : `${sr.differences} differences (${sr.ours} ours, ${sr.processor} at the processor)`
+      }`
+  )
+  lines.push(
+    `reach: processor answers lost ${ps.lostAnswers}, duplicates ${ps.duplicates} (${ps.duplicatesAbsorbed} absorbed by their key), answers past the deadline ${ps.lateAnswers}, outages ${ps.outages} (${ps.outageRefusals} calls unreachable)`
+  )
+  return lines
+}
+
+/** The faults of the run and what the service made of them: settlement, store, clocks, acquirer, webhooks. */
+const faultLines = (result: SimResult): Array<string> => {
+  const lines: Array<string> = []
+  const o = result.options
+  const s = result.store
   lines.push(`settlement: ${result.unsettled} payments captured before the last cut-off left unsettled`)
   lines.push(
     `store faults: ${s.unavailable} unavailable + ${s.outageRefusals} in ${s.outages} outages of ${s.operations} operations; ${s.lostCommits} commits answered unavailable; ` +
@@ -325,6 +317,50 @@ export const formatReport = (result: SimResult): string => {
   lines.push(
     `endpoint answers: 2xx ${e.answered2xx} 4xx ${e.answered4xx} 5xx ${e.answered5xx} slow ${e.slow} lagging ${e.lagging} no answer ${e.noAnswer} outage ${e.outageRefusals}`
   )
+  return lines
+}
+
+/** The first violations, the trace's tail and the command that replays the run. */
+const failureLines = (result: SimResult): Array<string> => {
+  const o = result.options
+  const lines: Array<string> = []
+  lines.push("")
+  lines.push(
+    `INVARIANT VIOLATED (seed ${o.seed}) at virtual time ${new Date(result.violations[0]!.atMs).toISOString()}`
+  )
+  for (const v of result.violations.slice(0, 10)) lines.push(`  [${v.invariant}] ${v.message}`)
+  lines.push("trace tail:")
+  for (const line of result.traceTail) lines.push(`  ${line.length > 400 ? `${line.slice(0, 400)}…` : line}`)
+  lines.push(`replay: ${replayCommand(o)}`)
+  return lines
+}
+
+export const formatReport = (result: SimResult): string => {
+  const lines: Array<string> = []
+  const o = result.options
+  const virtualMs = result.virtualEndMs - Date.UTC(2026, 0, 5)
+  lines.push(verdictLine(result))
+  lines.push(
+    `seed ${o.seed}  merchants ${o.merchants}  payments ${o.payments}  hours ${o.hours}  webhooks ${
+      o.webhooks ? "on" : "off"
+    }${o.processor ? "  processor on" : ""}`
+  )
+  lines.push("")
+  lines.push(
+    Cli.table(
+      ["payments by status", "count"],
+      Object.entries(result.paymentsByStatus).sort().map(([status, count]) => [status, count])
+    )
+  )
+  lines.push("")
+  lines.push(Cli.table(
+    ["money moved (minor units)", "captured", "refunded", "fees", "settled"],
+    Object.entries(result.money).sort().map(([currency, m]) => [currency, m.captured, m.refunded, m.fees, m.settled])
+  ))
+  lines.push("")
+  lines.push(...workloadLines(result))
+  lines.push(...processorLines(result))
+  lines.push(...faultLines(result))
   lines.push("")
   lines.push(`invariant checks run ${result.checks}`)
   lines.push(
@@ -337,16 +373,7 @@ export const formatReport = (result: SimResult): string => {
       } MB)`
   )
   lines.push(`trace ${result.traceLines} lines, hash ${result.traceHash}`)
-  if (!result.ok) {
-    lines.push("")
-    lines.push(
-      `INVARIANT VIOLATED (seed ${o.seed}) at virtual time ${new Date(result.violations[0]!.atMs).toISOString()}`
-    )
-    for (const v of result.violations.slice(0, 10)) lines.push(`  [${v.invariant}] ${v.message}`)
-    lines.push("trace tail:")
-    for (const line of result.traceTail) lines.push(`  ${line.length > 400 ? `${line.slice(0, 400)}…` : line}`)
-    lines.push(`replay: ${replayCommand(o)}`)
-  }
+  if (!result.ok) lines.push(...failureLines(result))
   return lines.join("\n")
 }
 

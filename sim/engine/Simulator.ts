@@ -27,7 +27,7 @@ import { type DisputeStats, makeDisputeInjector } from "../world/Disputes.ts"
 import { auditDeliveries, type EndpointStats, makeSimulatedEndpoints } from "../world/Endpoints.ts"
 import { makeSimulatedProcessor, processorPort, type ProcessorStats } from "../world/Processor.ts"
 import { type Fence, SimulatedService } from "../world/Service.ts"
-import { faultyStore, storeCallTimeoutMs, type StoreFaultStats } from "../world/StoreFaults.ts"
+import { faultyStore, storeCallTimeoutMs, type StoreFaultOptions, type StoreFaultStats } from "../world/StoreFaults.ts"
 import { makeWorkload, type Merchant, type WorkloadStats } from "../world/Workload.ts"
 import type { SimOptions } from "./Options.ts"
 import { hash32, Prng } from "./Prng.ts"
@@ -134,22 +134,67 @@ export interface SimInternals {
 
 export const runSimulation = (options: SimOptions, internals: SimInternals = {}): SimResult => {
   const wallStart = performance.now()
+  const assembled = assembleWorld(options, internals)
+  const { world, faulty, keys } = assembled
+  const { auditor, time, trace, service, workload, endpoints, disputes, rateLimit, processor } = world
+  const { stalled, deliveries, serviceReconciliation } = runWorld(world, assembled.markBooted)
+  const { liveHeapBytes, measuringMs } = measureLiveHeap()
+  const { paymentsByStatus, money, unsettled } = finalState(world)
+  return {
+    options,
+    ok: !auditor.failed,
+    violations: auditor.violations,
+    traceHash: trace.digest(),
+    traceLines: trace.lines,
+    traceTail: trace.lastLines(),
+    virtualEndMs: time.nowMs,
+    wallMs: performance.now() - wallStart - measuringMs,
+    checks: auditor.checks,
+    paymentsByStatus,
+    money,
+    workload: workload.stats,
+    acquirer: assembled.acquirerStats,
+    endpoints: endpoints.stats,
+    deliveries,
+    leaseTakeovers: assembled.leaseTakeovers(),
+    crashes: service.crashes,
+    commitCrashes: faulty.stats.commitCrashes,
+    pauses: service.pauses,
+    clockOffsetsMs: assembled.clockOffsetsMs,
+    slowestAnswerMs: assembled.answers.slowestMs,
+    store: faulty.stats,
+    unsettled,
+    tasks: time.tasksRun,
+    wakeUps: time.timersFired,
+    peakHeapBytes: (time.sampleHeap(), time.peakHeapBytes),
+    liveHeapBytes,
+    stalled,
+    disputes: disputes.stats,
+    keys: keys.stats,
+    rateLimit: rateLimit.stats,
+    processor: processor === null
+      ? null
+      : { stats: processor.stats, laws: world.processorLaw!.stats, serviceReconciliation }
+  }
+}
+
+/**
+ * The world of one run, built in a fixed order from the seed: clock, trace, auditor, the store
+ * with its faults, the network, the endpoints, the service's instances, the workload. Beside it,
+ * what the result reads that the world does not hold.
+ */
+const assembleWorld = (options: SimOptions, internals: SimInternals) => {
   const seed = options.seed >>> 0
   const time = new VirtualTime(startMs)
   const nowMs = () => time.nowMs
   const trace = new Trace(options.traceTail, nowMs)
   const config = Config.defaultsWith({ webhookAllowPrivateUrls: true })
-  const auditor = new Auditor(nowMs, (v) => trace.record(`VIOLATION ${v.invariant}: ${v.message}`), {
-    reviewThreshold: config.fraudThresholds.review,
-    blockThreshold: config.fraudThresholds.block
-  })
-  const warnings: Array<string> = []
+  const auditor = auditorOf(config, trace, nowMs)
   const runtime = time.runtime(seed, undefined)
   const crashesMs: Array<number> = []
   /** Each pause of an instance, until its resume (the webhook audit forgives a retry due within one). */
   const pausesMs: Array<{ readonly fromMs: number; toMs: number }> = []
   const horizonEndMs = startMs + options.hours * 3_600_000
-
   const state = emptyState()
   // Claims whose lease ran out before their attempt started: another dispatcher takes them over.
   // The store tells of each in the renewal's own step (a map on every renewal cost two Effect
@@ -157,7 +202,6 @@ export const runSimulation = (options: SimOptions, internals: SimInternals = {})
   let leaseTakeovers = 0
   const webhookStore = memoryWebhookOperations(state, { leaseLost: () => void leaseTakeovers++ })
   const network = makeSimulatedAcquirer(Prng.derive(seed, "acquirer"), options.faults)
-  const acquirerStats = network.stats
   const { processor, acquirer, processorLaw } = options.processor
     ? remoteProcessor({ seed, options, network, config, auditor, nowMs, horizonEndMs })
     : { processor: null, acquirer: network.acquirer, processorLaw: null }
@@ -181,38 +225,26 @@ export const runSimulation = (options: SimOptions, internals: SimInternals = {})
   let booted = false
   // Crashes between commit and reply: the store wrapper asks, the service dies on the spot.
   const commitCrashPrng = Prng.derive(seed, "commit-crashes")
-  const audited = auditedStore(memoryOperations(state), auditor, options.plantedBug)
-  const faulty = faultyStore({
-    store: audited.store,
-    prng: Prng.derive(seed, "store"),
-    faults: options.faults,
-    window: { startMs, endMs: horizonEndMs },
-    hooks: {
-      armed: () => booted,
-      nowMs,
-      crashAfterCommit: (what, fence) => crashAfterCommit(world, commitCrashPrng, what, fence),
-      record: (line) => trace.record(line),
-      at: (atMs, task) => {
-        const timer = time.at(atMs, task)
-        return () => time.cancel(timer)
-      },
-      runDetached: (effect, done) => {
-        Effect.runForkWith(runtime)(Effect.andThen(Effect.yieldNow, effect)).addObserver(done)
-      },
-      // The merchant rotating a key holds its secret until the rotation's answer reaches it.
-      keyRevoked: (keyId, fence) => {
-        const merchant = merchants.find((m) => m.keyId === keyId)
-        if (merchant !== undefined) keys.revoked(merchant.apiKey, keyId, time.nowMs, fence)
-      }
-    },
-    splitCommits: audited.commits,
-    freezePrng: Prng.derive(seed, "store-freezes"),
-    callTimeoutMs: storeCallTimeoutBug(options.plantedBug, storeCallTimeoutMs),
-    rotationPrng: Prng.derive(seed, "rotation-lost")
+  const faulty = simulatedStore({
+    seed,
+    options,
+    state,
+    auditor,
+    trace,
+    time,
+    runtime,
+    horizonEndMs,
+    armed: () => booted,
+    crashAfterCommit: (what, fence) => crashAfterCommit(world, commitCrashPrng, what, fence),
+    // The merchant rotating a key holds its secret until the rotation's answer reaches it.
+    keyRevoked: (keyId, fence) => {
+      const merchant = merchants.find((m) => m.keyId === keyId)
+      if (merchant !== undefined) keys.revoked(merchant.apiKey, keyId, time.nowMs, fence)
+    }
   })
   const { clockOf, clockOffsetsMs, clockSkewMs } = clockSkew(options, Prng.derive(seed, "clock-skew"), time, trace)
   const answers = { slowestMs: 0 }
-  const service = simulatedService({
+  const { service, disputes, workload } = serviceAndWorkload({
     seed,
     options,
     internals,
@@ -224,32 +256,10 @@ export const runSimulation = (options: SimOptions, internals: SimInternals = {})
     acquirer,
     clockOf,
     time,
+    trace,
+    auditor,
+    horizonEndMs,
     answered: answerLaws({ answers, auditor, keys, rateLimit, frozenAt: faulty.frozenAt, crashesMs })
-  })
-  const disputes = makeDisputeInjector({
-    prng: Prng.derive(seed, "disputes"),
-    rate: options.faults.disputes ?? 0,
-    service,
-    auditor,
-    trace,
-    state,
-    horizonEndMs,
-    nowMs
-  })
-  // Without disputes in the faults, no script asks the network for one.
-  const disputesInScripts = (options.faults.disputes ?? 0) > 0
-  const workload = makeWorkload({
-    options,
-    prng: Prng.derive(seed, "workload"),
-    service,
-    auditor,
-    trace,
-    horizonEndMs,
-    hooks: {
-      onPaymentFinished: disputes.consider,
-      disputeNow: disputesInScripts ? disputes.openNow : null,
-      resolveDisputeNow: disputesInScripts ? disputes.resolveNow : null
-    }
   })
   const merchants: Array<Merchant> = []
   const fork = <A, E>(effect: Effect.Effect<A, E>) => Effect.runForkWith(runtime)(effect)
@@ -277,7 +287,75 @@ export const runSimulation = (options: SimOptions, internals: SimInternals = {})
     clockSkewMs,
     fork
   }
-  const progress = boot(world, () => void (booted = true))
+  return {
+    world,
+    faulty,
+    keys,
+    answers,
+    clockOffsetsMs,
+    acquirerStats: network.stats,
+    leaseTakeovers: () => leaseTakeovers,
+    markBooted: () => void (booted = true)
+  }
+}
+
+/** The auditor of the run's laws: each violation it finds goes into the trace. */
+const auditorOf = (config: ReturnType<typeof Config.defaultsWith>, trace: Trace, nowMs: () => number) =>
+  new Auditor(nowMs, (v) => trace.record(`VIOLATION ${v.invariant}: ${v.message}`), {
+    reviewThreshold: config.fraudThresholds.review,
+    blockThreshold: config.fraudThresholds.block
+  })
+
+/** The store as the service sees it: the memory store under the auditor, with the run's store faults. */
+const simulatedStore = (args: {
+  readonly seed: number
+  readonly options: SimOptions
+  readonly state: ReturnType<typeof emptyState>
+  readonly auditor: Auditor
+  readonly trace: Trace
+  readonly time: VirtualTime
+  readonly runtime: ReturnType<VirtualTime["runtime"]>
+  readonly horizonEndMs: number
+  readonly armed: () => boolean
+  readonly crashAfterCommit: StoreFaultOptions["hooks"]["crashAfterCommit"]
+  readonly keyRevoked: StoreFaultOptions["hooks"]["keyRevoked"]
+}) => {
+  const { seed, options, time, runtime, trace } = args
+  const audited = auditedStore(memoryOperations(args.state), args.auditor, options.plantedBug)
+  return faultyStore({
+    store: audited.store,
+    prng: Prng.derive(seed, "store"),
+    faults: options.faults,
+    window: { startMs, endMs: args.horizonEndMs },
+    hooks: {
+      armed: args.armed,
+      nowMs: () => time.nowMs,
+      crashAfterCommit: args.crashAfterCommit,
+      record: (line) => trace.record(line),
+      at: (atMs, task) => {
+        const timer = time.at(atMs, task)
+        return () => time.cancel(timer)
+      },
+      runDetached: (effect, done) => {
+        Effect.runForkWith(runtime)(Effect.andThen(Effect.yieldNow, effect)).addObserver(done)
+      },
+      keyRevoked: args.keyRevoked
+    },
+    splitCommits: audited.commits,
+    freezePrng: Prng.derive(seed, "store-freezes"),
+    callTimeoutMs: storeCallTimeoutBug(options.plantedBug, storeCallTimeoutMs),
+    rotationPrng: Prng.derive(seed, "rotation-lost")
+  })
+}
+
+/**
+ * Boots the world, runs its workload and fault actors to the horizon, lets it quiesce, and audits
+ * what it left: liveness first (a run that stays stuck fails naming what is stuck), then the laws
+ * of the final state.
+ */
+const runWorld = (world: World, markBooted: () => void) => {
+  const { options, auditor, fork } = world
+  const progress = boot(world, markBooted)
   if (options.faults.crashesPerHour > 0) {
     fork(crashActor(world).pipe(Effect.ensuring(Effect.sync(() => void (progress.crashActorDone = true)))))
   }
@@ -287,60 +365,66 @@ export const runSimulation = (options: SimOptions, internals: SimInternals = {})
 
   const stalled = runWorkload(world, progress)
   quiesce(world)
-  // Liveness, before the laws of the final state: a run that stays stuck fails naming what is stuck.
   if (!auditor.failed) checkLiveness(world)
   const deliveries = auditor.failed
     ? { deliveries: 0, succeeded: 0, failed: 0, open: 0, attempts: 0 }
     : finalAudit(world)
   const serviceReconciliation = reconcileAsTheServiceDoes(world)
-  fork(service.stop)
-  time.settle()
+  fork(world.service.stop)
+  world.time.settle()
+  return { stalled, deliveries, serviceReconciliation }
+}
 
-  // The live set at its largest (everything a run keeps grows until now), when the caller lets us collect.
-  // The collection is the measurement's, not the run's (a full mark-compact of ~800 MB, ~2.7 s
-  // at 100,000 payments): its time is left out of `wallMs`.
+/** The service's instances, the disputes the network opens, and the workload that drives them. */
+const serviceAndWorkload = (
+  parts: Parameters<typeof simulatedService>[0] & {
+    readonly trace: Trace
+    readonly auditor: Auditor
+    readonly horizonEndMs: number
+  }
+) => {
+  const { seed, options, auditor, trace, state, horizonEndMs } = parts
+  const nowMs = () => parts.time.nowMs
+  const service = simulatedService(parts)
+  const disputes = makeDisputeInjector({
+    prng: Prng.derive(seed, "disputes"),
+    rate: options.faults.disputes ?? 0,
+    service,
+    auditor,
+    trace,
+    state,
+    horizonEndMs,
+    nowMs
+  })
+  // Without disputes in the faults, no script asks the network for one.
+  const disputesInScripts = (options.faults.disputes ?? 0) > 0
+  const workload = makeWorkload({
+    options,
+    prng: Prng.derive(seed, "workload"),
+    service,
+    auditor,
+    trace,
+    horizonEndMs,
+    hooks: {
+      onPaymentFinished: disputes.consider,
+      disputeNow: disputesInScripts ? disputes.openNow : null,
+      resolveDisputeNow: disputesInScripts ? disputes.resolveNow : null
+    }
+  })
+  return { service, disputes, workload }
+}
+
+/**
+ * The live set at its largest (everything a run keeps grows until now), when the caller lets us
+ * collect. The collection is the measurement's, not the run's (a full mark-compact of ~800 MB,
+ * ~2.7 s at 100,000 payments): its time is left out of `wallMs`.
+ */
+const measureLiveHeap = () => {
   const gc = (globalThis as { gc?: () => void }).gc
   const measuringStart = performance.now()
   gc?.()
   const liveHeapBytes = gc === undefined ? null : process.memoryUsage().heapUsed
-  const measuringMs = performance.now() - measuringStart
-
-  const { paymentsByStatus, money, unsettled } = finalState(world)
-  void warnings
-  return {
-    options,
-    ok: !auditor.failed,
-    violations: auditor.violations,
-    traceHash: trace.digest(),
-    traceLines: trace.lines,
-    traceTail: trace.lastLines(),
-    virtualEndMs: time.nowMs,
-    wallMs: performance.now() - wallStart - measuringMs,
-    checks: auditor.checks,
-    paymentsByStatus,
-    money,
-    workload: workload.stats,
-    acquirer: acquirerStats,
-    endpoints: endpoints.stats,
-    deliveries,
-    leaseTakeovers,
-    crashes: service.crashes,
-    commitCrashes: faulty.stats.commitCrashes,
-    pauses: service.pauses,
-    clockOffsetsMs,
-    slowestAnswerMs: answers.slowestMs,
-    store: faulty.stats,
-    unsettled,
-    tasks: time.tasksRun,
-    wakeUps: time.timersFired,
-    peakHeapBytes: (time.sampleHeap(), time.peakHeapBytes),
-    liveHeapBytes,
-    stalled,
-    disputes: disputes.stats,
-    keys: keys.stats,
-    rateLimit: rateLimit.stats,
-    processor: processor === null ? null : { stats: processor.stats, laws: processorLaw!.stats, serviceReconciliation }
-  }
+  return { liveHeapBytes, measuringMs: performance.now() - measuringStart }
 }
 
 /**
@@ -972,7 +1056,7 @@ const answerLaws = ({ answers, auditor, keys, rateLimit, frozenAt, crashesMs }: 
   // The limiter saw the request when it was sent unless its key's look-up could wait: a
   // frozen database, or a pause or crash of its instance meanwhile.
   const exact = elapsedMs === 0 || !(frozenAt(sentMs) || crashesMs.some((c) => c >= sentMs && c <= sentMs + elapsedMs))
-  rateLimit.answered(secret, servedBy, sentMs, status, exact)
+  rateLimit.answered({ secret, instance: servedBy, sentMs, status, exact })
 }
 
 /** The service under test on the run's faulty store, acquirer, endpoints and clocks, with the planted bug (if any) in place. */

@@ -651,6 +651,94 @@ const bodyEventId = (body: string): string | undefined => {
 export type AuditedAttempt = AttemptAudit & { readonly cut?: boolean }
 export type AuditedDelivery = Omit<DeliveryAudit, "attempts"> & { readonly attempts: ReadonlyArray<AuditedAttempt> }
 
+/** What the delivery audit needs beside the deliveries: the schedule, the faults it allows for, and the witnesses. */
+export interface DeliveryAuditOptions {
+  readonly nowMs: number
+  readonly scheduleMs: ReadonlyArray<number>
+  readonly timeoutMs: number
+  /**
+   * How late a retry may reach its endpoint beyond the clock tolerance, with no witness of the
+   * endpoint's backlog (`backlog` absent: the harness); and the slack of `webhook-deadline`.
+   */
+  readonly toleranceMs: number
+  readonly crashesMs: ReadonlyArray<number>
+  /**
+   * The pauses of an instance, from the pause to its resume (Infinity: never resumed). A retry
+   * due within a lease of one may be late: the paused instance holds the delivery's lease and
+   * its POST waits with every other call it makes; resumed, it may hold a lease it then never
+   * uses (it serves nothing new and is retired), which another dispatcher waits out.
+   */
+  readonly pausesMs?: ReadonlyArray<{ readonly fromMs: number; toMs: number }>
+  /**
+   * The witness of each endpoint's backlog (in-process: `HeldSlots`) and the attempts a
+   * dispatcher works at once per endpoint (its concurrency, as the service runs it). With it a
+   * retry may be late beyond the clock tolerance only while its endpoint held that many
+   * attempts at every moment from its due time to its arrival (the dispatcher had no slot free
+   * to start it): no fixed tolerance a schedule could hide in.
+   */
+  readonly backlog?: { readonly held: HeldSlots; readonly concurrency: number }
+  /**
+   * Over a real network (the harness), with a backlog witness: how late beyond the clock
+   * tolerance a retry may still reach its endpoint with a slot free (the dispatcher's wake and
+   * claim, the database's answer, the wire, the receiver's event loop). In-process (absent): 0.
+   */
+  readonly networkToleranceMs?: number
+  /**
+   * Over a real network (the harness): when the endpoint saw attempt `attempt` of a delivery end
+   * (epoch ms: its answer written, or its connection closed by the service's timeout; NaN:
+   * unknown). A retry is made once the attempt before it failed (docs/webhooks.md: "after the
+   * first failed attempt"), so it is due at the later of its offset and that end: with offsets
+   * shorter than the timeout (the harness's 1 s, 2 s... against 2 s) an attempt that timed out
+   * pushes the next one past its offset. Absent (in-process, where offsets exceed the timeout): not read.
+   */
+  readonly attemptEndedAtMs?: (deliveryId: string, attempt: number) => number
+  /**
+   * How far one instance's clock may be off true time (half the clock tolerance). With it, each
+   * attempt's recorded time must be when it reached the endpoint, within it: the time of its
+   * start, as the schedule counts from (`webhook-attempt-time`). Absent (the harness: the
+   * service's clock and the endpoints' are not the simulator's one clock): not checked.
+   */
+  readonly attemptTimeToleranceMs?: number
+  /**
+   * How far two instances' clocks may disagree (clock skew, docs/operations.md): times recorded
+   * by different instances are compared within it (absent: 0).
+   */
+  readonly clockToleranceMs?: number
+  /** What reached the endpoints (attempt numbers by delivery); the audit marks on them each event with a stored delivery. */
+  readonly receipts: Receipts
+  /**
+   * Over a real network (the harness): an attempt that got no answer (a connection error or a
+   * timeout) may never have reached the endpoint (a kept-alive connection closed under it);
+   * only an answered attempt must have. In-process every recorded attempt reached it.
+   */
+  readonly unansweredMayBeLost?: boolean
+}
+
+// Deliveries in order per payment and URL: each one waits for the one before it (by sequence).
+// What the order checks need of each ordered delivery, grouped by chain (payment and URL).
+interface Link {
+  readonly id: string
+  readonly eventType: string
+  readonly url: string
+  readonly sequence: number
+  readonly createdAtMs: number
+  readonly endedAtMs: number | null
+  readonly firstAttemptMs: number | undefined
+  /** When it could start, once the delivery before it in its chain ended (null: still waiting; undefined: first of its chain). */
+  readyAtMs?: number | null
+}
+
+/** A time for a message (a time that is no time is shown as it is). */
+const when = (ms: number) => (Number.isFinite(ms) ? new Date(ms).toISOString() : String(ms))
+const is2xx = (status: number | null) => status !== null && status >= 200 && status < 300
+
+/** Attempts recorded as cut off (none but over a real cluster that lost an instance). */
+const cutsOf = (attempts: ReadonlyArray<AuditedAttempt>) => {
+  let cuts = 0
+  for (let i = 0; i < attempts.length; i++) if (attempts[i]!.cut === true) cuts++
+  return cuts
+}
+
 /**
  * Final webhook invariants over the stored deliveries: finished by their deadline, attempts at
  * the schedule's offsets (late only across a crash), nothing after a success, one delivery per event.
@@ -662,67 +750,7 @@ export const auditDeliveries = (
    * at 100,000 payments they are ~500,000 records, too many to hold at once under the 2 GB heap.
    */
   deliveries: () => Iterable<AuditedDelivery>,
-  options: {
-    readonly nowMs: number
-    readonly scheduleMs: ReadonlyArray<number>
-    readonly timeoutMs: number
-    /**
-     * How late a retry may reach its endpoint beyond the clock tolerance, with no witness of the
-     * endpoint's backlog (`backlog` absent: the harness); and the slack of `webhook-deadline`.
-     */
-    readonly toleranceMs: number
-    readonly crashesMs: ReadonlyArray<number>
-    /**
-     * The pauses of an instance, from the pause to its resume (Infinity: never resumed). A retry
-     * due within a lease of one may be late: the paused instance holds the delivery's lease and
-     * its POST waits with every other call it makes; resumed, it may hold a lease it then never
-     * uses (it serves nothing new and is retired), which another dispatcher waits out.
-     */
-    readonly pausesMs?: ReadonlyArray<{ readonly fromMs: number; toMs: number }>
-    /**
-     * The witness of each endpoint's backlog (in-process: `HeldSlots`) and the attempts a
-     * dispatcher works at once per endpoint (its concurrency, as the service runs it). With it a
-     * retry may be late beyond the clock tolerance only while its endpoint held that many
-     * attempts at every moment from its due time to its arrival (the dispatcher had no slot free
-     * to start it): no fixed tolerance a schedule could hide in.
-     */
-    readonly backlog?: { readonly held: HeldSlots; readonly concurrency: number }
-    /**
-     * Over a real network (the harness), with a backlog witness: how late beyond the clock
-     * tolerance a retry may still reach its endpoint with a slot free (the dispatcher's wake and
-     * claim, the database's answer, the wire, the receiver's event loop). In-process (absent): 0.
-     */
-    readonly networkToleranceMs?: number
-    /**
-     * Over a real network (the harness): when the endpoint saw attempt `attempt` of a delivery end
-     * (epoch ms: its answer written, or its connection closed by the service's timeout; NaN:
-     * unknown). A retry is made once the attempt before it failed (docs/webhooks.md: "after the
-     * first failed attempt"), so it is due at the later of its offset and that end: with offsets
-     * shorter than the timeout (the harness's 1 s, 2 s... against 2 s) an attempt that timed out
-     * pushes the next one past its offset. Absent (in-process, where offsets exceed the timeout): not read.
-     */
-    readonly attemptEndedAtMs?: (deliveryId: string, attempt: number) => number
-    /**
-     * How far one instance's clock may be off true time (half the clock tolerance). With it, each
-     * attempt's recorded time must be when it reached the endpoint, within it: the time of its
-     * start, as the schedule counts from (`webhook-attempt-time`). Absent (the harness: the
-     * service's clock and the endpoints' are not the simulator's one clock): not checked.
-     */
-    readonly attemptTimeToleranceMs?: number
-    /**
-     * How far two instances' clocks may disagree (clock skew, docs/operations.md): times recorded
-     * by different instances are compared within it (absent: 0).
-     */
-    readonly clockToleranceMs?: number
-    /** What reached the endpoints (attempt numbers by delivery); the audit marks on them each event with a stored delivery. */
-    readonly receipts: Receipts
-    /**
-     * Over a real network (the harness): an attempt that got no answer (a connection error or a
-     * timeout) may never have reached the endpoint (a kept-alive connection closed under it);
-     * only an answered attempt must have. In-process every recorded attempt reached it.
-     */
-    readonly unansweredMayBeLost?: boolean
-  }
+  options: DeliveryAuditOptions
 ) => {
   const receipts = options.receipts
   const lostOk = options.unansweredMayBeLost === true
@@ -742,9 +770,6 @@ export const auditDeliveries = (
    */
   const pausedBetween = (fromMs: number, toMs: number) =>
     options.pausesMs?.some((pause) => pause.fromMs <= toMs && pause.toMs >= fromMs) === true
-  /** A time for a message (a time that is no time is shown as it is). */
-  const when = (ms: number) => (Number.isFinite(ms) ? new Date(ms).toISOString() : String(ms))
-  const is2xx = (status: number | null) => status !== null && status >= 200 && status < 300
   /** When a delivery's last attempt ended it for good (a 2xx, or the last of the schedule); null while open. */
   const endedAtMs = (d: AuditedDelivery) => {
     const attempts = d.attempts
@@ -754,25 +779,6 @@ export const auditDeliveries = (
       place++
     }
     return null
-  }
-  /** Attempts recorded as cut off (none but over a real cluster that lost an instance). */
-  const cutsOf = (attempts: ReadonlyArray<AuditedAttempt>) => {
-    let cuts = 0
-    for (let i = 0; i < attempts.length; i++) if (attempts[i]!.cut === true) cuts++
-    return cuts
-  }
-  // Deliveries in order per payment and URL: each one waits for the one before it (by sequence).
-  // What the order checks need of each ordered delivery, grouped by chain (payment and URL).
-  interface Link {
-    readonly id: string
-    readonly eventType: string
-    readonly url: string
-    readonly sequence: number
-    readonly createdAtMs: number
-    readonly endedAtMs: number | null
-    readonly firstAttemptMs: number | undefined
-    /** When it could start, once the delivery before it in its chain ended (null: still waiting; undefined: first of its chain). */
-    readyAtMs?: number | null
   }
   /** Chains by payment (most payments have one URL, so one chain), and all chains as they first appear. */
   const chainsOf = new Map<string, Array<Array<Link>>>()
@@ -862,47 +868,45 @@ export const auditDeliveries = (
       )
     })
   }
-  for (const d of deliveries()) {
-    let link: Link | null = null
-    if (d.order !== null) {
-      const url = d.url
-      link = {
-        id: d.id,
-        eventType: d.eventType,
-        url,
-        sequence: d.order.sequence,
-        createdAtMs: d.createdAtMs,
-        endedAtMs: endedAtMs(d),
-        firstAttemptMs: d.attempts[0]?.atMs
+  /** Adds an ordered delivery to its chain (its payment's and URL's); the link the deadline check reads. */
+  const chainLink = (d: AuditedDelivery, order: NonNullable<AuditedDelivery["order"]>): Link => {
+    const url = d.url
+    const link: Link = {
+      id: d.id,
+      eventType: d.eventType,
+      url,
+      sequence: order.sequence,
+      createdAtMs: d.createdAtMs,
+      endedAtMs: endedAtMs(d),
+      firstAttemptMs: d.attempts[0]?.atMs
+    }
+    const ofPayment = chainsOf.get(order.paymentId)
+    if (ofPayment === undefined) {
+      const chain = [link]
+      chainsOf.set(order.paymentId, [chain])
+      chains.push(chain)
+    } else {
+      let chain: Array<Link> | undefined
+      for (const c of ofPayment) {
+        if (c[0]!.url === url) {
+          chain = c
+          break
+        }
       }
-      const ofPayment = chainsOf.get(d.order.paymentId)
-      if (ofPayment === undefined) {
-        const chain = [link]
-        chainsOf.set(d.order.paymentId, [chain])
-        chains.push(chain)
-      } else {
-        let chain: Array<Link> | undefined
-        for (const c of ofPayment) {
-          if (c[0]!.url === url) {
-            chain = c
-            break
-          }
-        }
-        if (chain !== undefined) chain.push(link)
-        else {
-          const created = [link]
-          ofPayment.push(created)
-          chains.push(created)
-        }
+      if (chain !== undefined) chain.push(link)
+      else {
+        const created = [link]
+        ofPayment.push(created)
+        chains.push(created)
       }
     }
-    // Each delivery's own laws.
-    const attempts = d.attempts
-    totals.deliveries++
-    totals.attempts += attempts.length
-    if (d.status === "succeeded") totals.succeeded++
-    else if (d.status === "failed") totals.failed++
-    else totals.open++
+    return link
+  }
+  /**
+   * Checks that the delivery is the first stored for its event; answers the slot of the event's
+   * first POST (-1: none reached an endpoint).
+   */
+  const checkOnePerEvent = (d: AuditedDelivery): number => {
     // The first stored delivery of its event: the mark was not set (one look-up, not `has` then
     // `add`: the set grew iff no delivery before named the event).
     const first = receipts.ofEvent(d.eventId)
@@ -916,14 +920,15 @@ export const auditDeliveries = (
     }
     if (firstOfEvent) pass("webhook-one-delivery-per-event")
     else fail("webhook-one-delivery-per-event", moreThanOne(d))
-    if (d.status === "succeeded" || d.status === "failed") auditor.check(true, "webhook-deadline", passed)
-    else deferDeadline(d, link)
-    // The retry times as the endpoint received them, not as the service recorded them: each
-    // retry at its offset from the first attempt's arrival (every retried delivery's first attempt
-    // failed). An attempt the endpoint never saw (over a network, one that got no answer) is not timed.
-    const reached = attempts.length === 0 ? -1 : receipts.ofDeliveryAfter(first, d.id)
+    return first
+  }
+  /**
+   * Each attempt's number, nothing after a 2xx, and its time: as recorded against the recorded
+   * first attempt, as received against the first attempt's arrival, and the two against each other.
+   */
+  const checkAttempts = (d: AuditedDelivery, reached: number, cuts: number) => {
+    const attempts = d.attempts
     // Attempts cut off take no place in the schedule: it starts at the first one not cut.
-    const cuts = cutsOf(attempts)
     const firstIndex = cuts === 0 ? 0 : attempts.findIndex((a) => a.cut !== true)
     const firstAt = receipts.attemptAt(reached, firstIndex + 1)
     // And as the service recorded them, exactly: an instance makes a retry only once its own clock
@@ -949,43 +954,51 @@ export const auditDeliveries = (
         else fail("webhook-schedule", earlyRecorded(d, attempt, recordedDueMs))
       }
       const at = place === 0 || firstAt < 0 ? -1 : receipts.attemptAt(reached, index + 1)
-      if (at >= 0) {
-        const offsetDueMs = baseMs + firstAt + (scheduleMs[place - 1] ?? Number.NaN)
-        const previousEndMs = index === 0 || options.attemptEndedAtMs === undefined
-          ? Number.NaN
-          : options.attemptEndedAtMs(d.id, attempts[index - 1]!.attempt)
-        const dueMs = previousEndMs > offsetDueMs ? previousEndMs : offsetDueMs
-        const atMs = baseMs + at
-        if (atMs >= dueMs - earlyToleranceMs) pass("webhook-schedule")
-        else fail("webhook-schedule", early(d, attempt, atMs, dueMs))
-        if (
-          atMs <= dueMs + lateToleranceMs || crashBetween(dueMs - options.timeoutMs - 60_000, atMs) ||
-          pausedBetween(dueMs - options.timeoutMs - 60_000, atMs) ||
-          saturated(d.url, dueMs + lateToleranceMs, atMs)
-        ) {
-          pass("webhook-schedule")
-        } else fail("webhook-schedule", late(d, attempt, atMs, dueMs))
-      }
-      // The recorded time is the attempt's start, when it reached the endpoint (in-process, in the
-      // same instant), by the clock of the instance that made it: the time the schedule counts from.
-      // A cut attempt is recorded by the instance that took it over; a crash or a pause between
-      // the two may hold a POST back.
-      if (attemptTimeToleranceMs !== undefined) {
-        const reachedAt = receipts.attemptAt(reached, attempt.attempt)
-        if (reachedAt >= 0) {
-          const reachedMs = baseMs + reachedAt
-          if (
-            Math.abs(attempt.atMs - reachedMs) <= attemptTimeToleranceMs + 1 ||
-            crashBetween(
-              Math.min(attempt.atMs, reachedMs) - options.timeoutMs - 60_000,
-              Math.max(attempt.atMs, reachedMs)
-            )
-          ) {
-            pass("webhook-attempt-time")
-          } else fail("webhook-attempt-time", mistimed(d, attempt, reachedMs))
-        }
-      }
+      if (at >= 0) checkArrival(d, index, place, baseMs + firstAt, baseMs + at)
+      if (attemptTimeToleranceMs !== undefined) checkAttemptTime(d, attempt, reached, attemptTimeToleranceMs)
     }
+  }
+  /** A retry reached its endpoint (at `atMs`) neither before its offset from the first attempt's arrival nor too long after. */
+  const checkArrival = (d: AuditedDelivery, index: number, place: number, firstAtMs: number, atMs: number) => {
+    const attempt = d.attempts[index]!
+    const offsetDueMs = firstAtMs + (scheduleMs[place - 1] ?? Number.NaN)
+    const previousEndMs = index === 0 || options.attemptEndedAtMs === undefined
+      ? Number.NaN
+      : options.attemptEndedAtMs(d.id, d.attempts[index - 1]!.attempt)
+    const dueMs = previousEndMs > offsetDueMs ? previousEndMs : offsetDueMs
+    if (atMs >= dueMs - earlyToleranceMs) pass("webhook-schedule")
+    else fail("webhook-schedule", early(d, attempt, atMs, dueMs))
+    if (
+      atMs <= dueMs + lateToleranceMs || crashBetween(dueMs - options.timeoutMs - 60_000, atMs) ||
+      pausedBetween(dueMs - options.timeoutMs - 60_000, atMs) ||
+      saturated(d.url, dueMs + lateToleranceMs, atMs)
+    ) {
+      pass("webhook-schedule")
+    } else fail("webhook-schedule", late(d, attempt, atMs, dueMs))
+  }
+  /**
+   * The recorded time is the attempt's start, when it reached the endpoint (in-process, in the
+   * same instant), by the clock of the instance that made it: the time the schedule counts from.
+   * A cut attempt is recorded by the instance that took it over; a crash or a pause between
+   * the two may hold a POST back.
+   */
+  const checkAttemptTime = (d: AuditedDelivery, attempt: AuditedAttempt, reached: number, toleranceMs: number) => {
+    const reachedAt = receipts.attemptAt(reached, attempt.attempt)
+    if (reachedAt < 0) return
+    const reachedMs = baseMs + reachedAt
+    if (
+      Math.abs(attempt.atMs - reachedMs) <= toleranceMs + 1 ||
+      crashBetween(
+        Math.min(attempt.atMs, reachedMs) - options.timeoutMs - 60_000,
+        Math.max(attempt.atMs, reachedMs)
+      )
+    ) {
+      pass("webhook-attempt-time")
+    } else fail("webhook-attempt-time", mistimed(d, attempt, reachedMs))
+  }
+  /** How many attempts, how the delivery ended, and that every recorded attempt reached its endpoint. */
+  const checkEnd = (d: AuditedDelivery, reached: number, cuts: number) => {
+    const attempts = d.attempts
     // The endpoint saw no more attempts than the schedule allows, and a delivery given up had its
     // last retry reach it (unless, over a network, that attempt got no answer).
     // (An attempt cut off is sent again as the next number: each cut adds one.)
@@ -1019,9 +1032,8 @@ export const auditDeliveries = (
       else fail("webhook-attempt-recorded", neverReached(d, attempt))
     }
   }
-  chainsOf.clear()
-  // The order checks, chain by chain.
-  for (const chain of chains) {
+  /** Each ordered delivery started only once the one before it in its chain had ended. */
+  const checkOrder = (chain: Array<Link>) => {
     if (chain.length > 1) chain.sort((a, b) => a.sequence - b.sequence)
     for (let i = 1; i < chain.length; i++) {
       const d = chain[i]!
@@ -1043,6 +1055,30 @@ export const auditDeliveries = (
       )
     }
   }
+  /** One delivery's own laws (the order checks wait for every chain). */
+  const auditOne = (d: AuditedDelivery) => {
+    const link = d.order === null ? null : chainLink(d, d.order)
+    const attempts = d.attempts
+    totals.deliveries++
+    totals.attempts += attempts.length
+    if (d.status === "succeeded") totals.succeeded++
+    else if (d.status === "failed") totals.failed++
+    else totals.open++
+    const first = checkOnePerEvent(d)
+    if (d.status === "succeeded" || d.status === "failed") auditor.check(true, "webhook-deadline", passed)
+    else deferDeadline(d, link)
+    // The retry times as the endpoint received them, not as the service recorded them: each
+    // retry at its offset from the first attempt's arrival (every retried delivery's first attempt
+    // failed). An attempt the endpoint never saw (over a network, one that got no answer) is not timed.
+    const reached = attempts.length === 0 ? -1 : receipts.ofDeliveryAfter(first, d.id)
+    const cuts = cutsOf(attempts)
+    checkAttempts(d, reached, cuts)
+    checkEnd(d, reached, cuts)
+  }
+  for (const d of deliveries()) auditOne(d)
+  chainsOf.clear()
+  // The order checks, chain by chain.
+  for (const chain of chains) checkOrder(chain)
   // Then each delivery's own laws that failed (and the deadlines of those still open), in their turn.
   for (const run of deferred) run()
   /** Does the store hold a delivery of the event? (Read from the marks this audit made.) */

@@ -837,6 +837,17 @@ export const nextStep = (payment: Payment): Step | null => {
   return null
 }
 
+/** What the flow's next decision is made from. */
+export interface FlowInput {
+  /** The network's answer, when it was asked. */
+  readonly authorization: AuthorizationOutcome | null
+  /** The fraud screening, when the payment was scored. */
+  readonly screening: Assessment | null
+  readonly thresholds: Thresholds
+  /** A remote processor: the capture is a decision of its own (absent: false). */
+  readonly captureApart?: boolean
+}
+
 /**
  * Everything of the flow up to its next wait, as one decision: the network's answer (if asked),
  * the fraud screening (if scored) and an automatic capture, each applied only where it is due.
@@ -845,15 +856,9 @@ export const nextStep = (payment: Payment): Step | null => {
  * is the flow's next step (a capture whose answer is lost then leaves the authorization in the
  * books).
  */
-export const advanceFlow = (
-  payment: Payment,
-  authorization: AuthorizationOutcome | null,
-  screening: Assessment | null,
-  thresholds: Thresholds,
-  context: Context,
-  options: { readonly captureApart: boolean } = { captureApart: false }
-): Decision => {
-  const captureNow = !options.captureApart || (authorization === null && screening === null)
+export const advanceFlow = (payment: Payment, flow: FlowInput, context: Context): Decision => {
+  const { authorization, screening, thresholds } = flow
+  const captureNow = flow.captureApart !== true || (authorization === null && screening === null)
   return sequence(payment, [
     (p) => (authorization === null ? null : applyAuthorization(p, authorization, context)),
     (

@@ -44,14 +44,13 @@ export const cutAttempt = (delivery: Delivery, at: string): Delivery => {
     error: cutAttemptError,
     cut: true
   })
-  return changed(
-    delivery,
-    delivery.status,
+  return changed(delivery, {
+    status: delivery.status,
     attempts,
-    delivery.nextAttemptAt,
-    delivery.firstFailedAt,
-    delivery.completedAt
-  )
+    nextAttemptAt: delivery.nextAttemptAt,
+    firstFailedAt: delivery.firstFailedAt,
+    completedAt: delivery.completedAt
+  })
 }
 
 export interface Delivery {
@@ -244,7 +243,16 @@ export const afterAttempt = (
   const attempts = delivery.attempts.slice()
   attempts.push(attempt)
   if (isSuccess(outcome)) {
-    return { attempt, delivery: changed(delivery, "succeeded", attempts, null, delivery.firstFailedAt, completedAt) }
+    return {
+      attempt,
+      delivery: changed(delivery, {
+        status: "succeeded",
+        attempts,
+        nextAttemptAt: null,
+        firstFailedAt: delivery.firstFailedAt,
+        completedAt
+      })
+    }
   }
   const firstFailedAt = delivery.firstFailedAt ?? at
   let failures = 0
@@ -253,8 +261,8 @@ export const afterAttempt = (
   return {
     attempt,
     delivery: next === null
-      ? changed(delivery, "failed", attempts, null, firstFailedAt, completedAt)
-      : changed(delivery, "retrying", attempts, next, firstFailedAt, null)
+      ? changed(delivery, { status: "failed", attempts, nextAttemptAt: null, firstFailedAt, completedAt })
+      : changed(delivery, { status: "retrying", attempts, nextAttemptAt: next, firstFailedAt, completedAt: null })
   }
 }
 
@@ -264,11 +272,10 @@ export const afterAttempt = (
  */
 const changed = (
   delivery: Delivery,
-  status: DeliveryStatus,
-  attempts: ReadonlyArray<Attempt>,
-  nextAttemptAt: string | null,
-  firstFailedAt: string | null,
-  completedAt: string | null
+  { attempts, completedAt, firstFailedAt, nextAttemptAt, status }: Pick<
+    Delivery,
+    "status" | "attempts" | "nextAttemptAt" | "firstFailedAt" | "completedAt"
+  >
 ): Delivery => ({
   id: delivery.id,
   merchantId: delivery.merchantId,

@@ -589,7 +589,7 @@ export const make = Effect.gen(function*() {
     cardBrand: payment.cardBrand
   })
 
-  const captureApart = { captureApart: operations !== undefined }
+  const captureApart = operations !== undefined
   const flowSteps = (
     payment: Payment.Payment,
     authorization: Payment.AuthorizationOutcome | null,
@@ -598,7 +598,7 @@ export const make = Effect.gen(function*() {
   ) =>
     // With a remote processor the authorization and screening are booked before the capture is
     // asked of it (the flow's next round): a capture whose answer is lost leaves them booked.
-    Payment.advanceFlow(payment, authorization, screening, config.fraudThresholds, ctx, captureApart)
+    Payment.advanceFlow(payment, { authorization, screening, thresholds: config.fraudThresholds, captureApart }, ctx)
 
   const askNetwork = authorizeWithin(acquirer)
   const timedOut: Payment.AuthorizationOutcome = {

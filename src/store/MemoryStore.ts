@@ -12,6 +12,7 @@ import { emptyWebhookState, memoryWebhookOperations, type WebhookMemoryState } f
 import type {
   AnalyticsRow,
   FraudCaseFilter,
+  HistoryQuery,
   HistoryWindows,
   IdempotencyClaim,
   PageOf,
@@ -453,15 +454,12 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
    * is found once, by its creation time: the scans compare indexes, not ids.
    */
   const history = (
-    windows: HistoryWindows,
-    merchantId: string,
-    cardToken: string,
-    currency: string,
-    until: string,
-    excludePaymentId: string,
-    card: Sightings | undefined = state.cardAttempts.get(merchantId)?.get(cardToken),
-    amounts: Sightings | undefined = state.merchantAmounts.get(merchantId)?.get(currency)
+    query: HistoryQuery,
+    card: Sightings | undefined = state.cardAttempts.get(query.merchantId)?.get(query.cardToken),
+    amounts: Sightings | undefined = state.merchantAmounts.get(query.merchantId)?.get(query.currency)
   ): FraudHistory => {
+    const { cardToken, currency, excludePaymentId, merchantId, until } = query
+    const windows: HistoryWindows = query
     let hour = 0
     let day = 0
     let declines = 0
@@ -693,12 +691,14 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
         const card = state.cardAttempts.get(payment.merchantId)?.get(payment.cardToken)
         const amounts = state.merchantAmounts.get(payment.merchantId)?.get(payment.currency)
         const found = history(
-          open.history,
-          payment.merchantId,
-          payment.cardToken,
-          payment.currency,
-          payment.createdAt,
-          payment.id,
+          {
+            ...open.history,
+            merchantId: payment.merchantId,
+            cardToken: payment.cardToken,
+            currency: payment.currency,
+            until: payment.createdAt,
+            excludePaymentId: payment.id
+          },
           card,
           amounts
         )
@@ -977,8 +977,7 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
           byModel: modelStats(models, modelCases)
         }
       }),
-    fraudHistory: (q) =>
-      Effect.sync(() => history(q, q.merchantId, q.cardToken, q.currency, q.until, q.excludePaymentId)),
+    fraudHistory: (q) => Effect.sync(() => history(q)),
 
     getFraudCase: (merchantId, caseId) =>
       Effect.sync(() => {

@@ -87,14 +87,22 @@ export interface ErrorTexts {
 const endedMs = (iso: string | null) => (iso === null ? Number.NaN : canonicalIsoMs(iso))
 const fromMs = (ms: number) => (Number.isNaN(ms) ? null : isoAt(ms))
 
+/** What an ended delivery keeps in its compact form (see `rebuild`). */
+interface EndedDelivery {
+  readonly id: string
+  readonly url: string
+  readonly status: EndedStatus
+  readonly createdAt: string
+  /** When it completed and first failed (ms), then each attempt's time, status, duration and error text id. */
+  readonly times: ReadonlyArray<number>
+  /** The event it delivers. */
+  readonly source: PaymentEvent
+  readonly errors: ErrorTexts
+}
+
+/** An ended delivery rebuilt from its compact form: with its payload, or as the record without one. */
 const rebuild = (
-  id: string,
-  url: string,
-  status: EndedStatus,
-  createdAt: string,
-  t: ReadonlyArray<number>,
-  source: PaymentEvent,
-  errors: ErrorTexts,
+  { createdAt, errors, id, source, status, times: t, url }: EndedDelivery,
   payload: string | undefined
 ): Delivery | DeliveryRecord => {
   const attempts: Array<Attempt> = []
@@ -351,16 +359,15 @@ export class DeliveryRow {
   }
   /** The delivery rebuilt from the compact form (only while compact). */
   private rebuild(payload: string | undefined) {
-    return rebuild(
-      this.id,
-      this.endedUrl,
-      this.endedStatus,
-      this.endedCreatedAt,
-      this.times,
-      this.source!,
-      this.errors,
-      payload
-    )
+    return rebuild({
+      id: this.id,
+      url: this.endedUrl,
+      status: this.endedStatus,
+      createdAt: this.endedCreatedAt,
+      times: this.times,
+      source: this.source!,
+      errors: this.errors
+    }, payload)
   }
   /**
    * The payment whose order it is in (null: unordered); its order is with the deliveries of that

@@ -30,6 +30,20 @@ outbox AS (
   WHERE m.webhook_url IS NOT NULL
 )`
 
+/** The SQL expressions (placeholders or columns) `historyColumns` reads a history query's values from. */
+export interface HistoryExpressions {
+  readonly merchantId: string
+  readonly cardToken: string
+  readonly currency: string
+  readonly until: string
+  /** The payment itself, never counted. */
+  readonly self: string
+  readonly hourSince: string
+  readonly daySince: string
+  readonly dayLimit: string
+  readonly amountWindow: string
+}
+
 /**
  * The fraud model's history of one payment (Store.fraudHistory, docs/fraud-model.md): the card's
  * newest attempts of the last day at this merchant (bounded: index `payments_card` read
@@ -40,15 +54,7 @@ outbox AS (
  * card_seen, amount_count, amount_sum.
  */
 export const historyColumns = (
-  merchantId: string,
-  cardToken: string,
-  currency: string,
-  until: string,
-  self: string,
-  hourSince: string,
-  daySince: string,
-  dayLimit: string,
-  amountWindow: string
+  { amountWindow, cardToken, currency, dayLimit, daySince, hourSince, merchantId, self, until }: HistoryExpressions
 ) => `
 SELECT c.card_hour, c.card_day, c.card_declines,
   (c.card_day > 0 OR EXISTS (SELECT 1 FROM payments s WHERE s.merchant_id = ${merchantId} AND s.card_token = ${cardToken}
@@ -117,17 +123,17 @@ SELECT i.ord, i.id IN (SELECT id FROM payment) AS opened, h.*,
   k.fingerprint AS finished_fingerprint, k.response_status AS finished_status, k.response_body AS finished_body
 FROM input i
 CROSS JOIN LATERAL (${
-  historyColumns(
-    "i.merchant_id",
-    "i.card_token",
-    "i.currency",
-    "i.created_at",
-    "i.id",
-    "i.hour_since",
-    "i.day_since",
-    "i.day_limit",
-    "i.amount_window"
-  )
+  historyColumns({
+    merchantId: "i.merchant_id",
+    cardToken: "i.card_token",
+    currency: "i.currency",
+    until: "i.created_at",
+    self: "i.id",
+    hourSince: "i.hour_since",
+    daySince: "i.day_since",
+    dayLimit: "i.day_limit",
+    amountWindow: "i.amount_window"
+  })
 }) h
 LEFT JOIN idempotency_keys k ON k.merchant_id = i.merchant_id AND k.key = i.claim_key AND k.state = 'completed'
   AND k.expires_at > i.claimed_at

@@ -645,17 +645,17 @@ export const makePgStore = Effect.gen(function*() {
     fraudHistory: (q) =>
       run(
         sql.unsafe(
-          historyColumns(
-            "$1",
-            "$2",
-            "$3",
-            "$4::timestamptz",
-            "$5",
-            "$6::timestamptz",
-            "$7::timestamptz",
-            "$8::int",
-            "$9::int"
-          ),
+          historyColumns({
+            merchantId: "$1",
+            cardToken: "$2",
+            currency: "$3",
+            until: "$4::timestamptz",
+            self: "$5",
+            hourSince: "$6::timestamptz",
+            daySince: "$7::timestamptz",
+            dayLimit: "$8::int",
+            amountWindow: "$9::int"
+          }),
           [
             q.merchantId,
             q.cardToken,

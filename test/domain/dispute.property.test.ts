@@ -180,9 +180,11 @@ describe("disputes: the state machine against a reference model", () => {
           const ledger: Array<Ledger.LedgerEntry> = []
           const start = accepted(Payment.advanceFlow(
             payment,
-            { _tag: "Approved", networkRiskSignal: 0.05 },
-            assessmentWithScore(0.1),
-            { review: 0.5, block: 0.8 },
+            {
+              authorization: { _tag: "Approved", networkRiskSignal: 0.05 },
+              screening: assessmentWithScore(0.1),
+              thresholds: { review: 0.5, block: 0.8 }
+            },
             world.context()
           ))
           payment = start.payment

@@ -83,9 +83,10 @@ describe("disputes in the simulator", () => {
     // A score the model can give (the sigmoid of an output with 6 decimals): the auditor checks that too.
     const score = 1 / (1 + Math.exp(2.197225))
     const flow = accepted(
-      Payment.advanceFlow(payment, { _tag: "Approved", networkRiskSignal: 0.05 }, assessmentWithScore(score), {
-        review: 0.5,
-        block: 0.8
+      Payment.advanceFlow(payment, {
+        authorization: { _tag: "Approved", networkRiskSignal: 0.05 },
+        screening: assessmentWithScore(score),
+        thresholds: { review: 0.5, block: 0.8 }
       }, world.context())
     )
     commit(flow)

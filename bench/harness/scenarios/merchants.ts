@@ -869,7 +869,16 @@ const pushPastRateLimit = async (
   const answers = await pushRateLimit((request) => setup.transport.send(request, null), secret, perSecond)
   const law = rateLimit.law = rateLimitLaw(auditor, { perSecond })
   const instance = {}
-  for (const answer of answers) law.answered(secret, instance, answer.sentMs, answer.status, true, answer.answeredMs)
+  for (const answer of answers) {
+    law.answered({
+      secret,
+      instance,
+      sentMs: answer.sentMs,
+      status: answer.status,
+      exact: true,
+      answeredMs: answer.answeredMs
+    })
+  }
   rateLimit.pushed = answers.length
   rateLimit.refused = answers.filter((a) => a.status === 429).length
   setup.log(

@@ -341,9 +341,8 @@ function* captureOrVoid(ctx: ScriptWorld, s: Story) {
  * void meet it open; some scripts then wait for its outcome and refund. Whether it was disputed.
  */
 function* disputeDuringScript(ctx: ScriptWorld, s: Story) {
-  const { prng, mix, stats, think, send, horizonEndMs, hooks } = ctx
-  const { parseKnown, expect, errorCode } = ctx.reading
-  const { merchant, n, id, replays, known, expectation, unanswered } = s
+  const { prng, mix, stats, think, horizonEndMs, hooks } = ctx
+  const { merchant, id, known } = s
   const disputeNow = hooks.disputeNow
   let disputed = false
   if (
@@ -357,24 +356,7 @@ function* disputeDuringScript(ctx: ScriptWorld, s: Story) {
       )
     )
     s.transaction = (yield* get(ctx, merchant, id, known)) ?? s.transaction
-    const before: number = s.transaction.captured_amount_cents - s.transaction.refunded_amount_cents
-    if (prng.chance(0.5) && before > 1 && (s.transaction.status === "captured" || s.transaction.status === "settled")) {
-      const amountCents = prng.int(1, before - 1)
-      const refunded: SimResponse | null = yield* send({
-        merchant,
-        method: "POST",
-        path: `/api/v1/transactions/${id}/refund`,
-        key: `refund-${n}-before-dispute`,
-        replays,
-        body: JSON.stringify({ amount_cents: amountCents })
-      })
-      unanswered(refunded)
-      expect(refunded?.status === 200, () => `refund ${amountCents} of ${before} on ${id}`, refunded)
-      if (refunded?.status === 200) {
-        expectation.refundedCents += amountCents
-        s.transaction = parseKnown(refunded, known) ?? s.transaction
-      }
-    }
+    yield* refundBeforeDispute(ctx, s)
     // Some scripts wait for the dispute's outcome and then refund (the network resolves it at
     // once): a refund after a lost dispute may not take the charged-back money.
     const resolveDisputeNow = hooks.resolveDisputeNow
@@ -384,61 +366,7 @@ function* disputeDuringScript(ctx: ScriptWorld, s: Story) {
       disputed = true
       s.transaction = (yield* get(ctx, merchant, id, known)) ?? s.transaction
       const dispute = s.transaction.dispute
-      if (dispute !== null && dispute.status === "open") {
-        stats.operationsWhileDisputed += 3
-        // A captured payment cannot be captured or voided, disputed or not.
-        for (const operation of ["capture", "void"] as const) {
-          const answer: SimResponse | null = yield* send({
-            merchant,
-            method: "POST",
-            path: `/api/v1/transactions/${id}/${operation}`,
-            body: "{}",
-            key: `${operation}-${n}-disputed`,
-            replays
-          })
-          unanswered(answer)
-          expect(
-            answer === null || (answer.status === 409 && errorCode(answer) === "invalid_state"),
-            () => `${operation} of ${id} while disputed`,
-            answer
-          )
-        }
-        // A refund takes at most what the dispute leaves; above that it is refused while the
-        // dispute is open (409), and judged by its outcome once it was resolved meanwhile.
-        const rest: number = s.transaction.captured_amount_cents - s.transaction.refunded_amount_cents
-        const free = rest - dispute.amount_cents
-        const within = free > 0 && prng.chance(0.5)
-        const amountCents = within ? prng.int(1, free) : prng.int(Math.max(1, free + 1), rest)
-        const refund: SimResponse | null = yield* send({
-          merchant,
-          method: "POST",
-          path: `/api/v1/transactions/${id}/refund`,
-          key: `refund-${n}-disputed`,
-          replays,
-          body: JSON.stringify({ amount_cents: amountCents })
-        })
-        unanswered(refund)
-        if (refund?.status === 200) {
-          expectation.refundedCents += amountCents
-          s.transaction = parseKnown(refund, known) ?? s.transaction
-        }
-        if (within) {
-          expect(
-            refund === null || refund.status === 200,
-            () => `refund ${amountCents} of ${id}, ${free} not disputed`,
-            refund
-          )
-        } else if (refund !== null && refund.status !== 409) {
-          const now = (yield* get(ctx, merchant, id, known)) ?? s.transaction
-          const outcome = now.dispute?.status
-          expect(
-            outcome === "won" ? refund.status === 200 : outcome === "lost" && refund.status === 422,
-            () =>
-              `refund ${amountCents} of ${id} with ${dispute.amount_cents} of ${rest} disputed (dispute now ${outcome})`,
-            refund
-          )
-        }
-      }
+      if (dispute !== null && dispute.status === "open") yield* operateWhileDisputed(ctx, s, dispute)
       if (resolveInScript && resolveDisputeNow !== null) {
         const outcome = yield* resolveDisputeNow(id)
         if (outcome !== null) s.transaction = yield* refundAfterDispute(ctx, s, outcome)
@@ -446,6 +374,97 @@ function* disputeDuringScript(ctx: ScriptWorld, s: Story) {
     }
   }
   return disputed
+}
+
+/** Sometimes a partial refund before the dispute opens. */
+function* refundBeforeDispute(ctx: ScriptWorld, s: Story) {
+  const { prng, send } = ctx
+  const { parseKnown, expect } = ctx.reading
+  const { merchant, n, id, replays, known, expectation, unanswered } = s
+  const before: number = s.transaction.captured_amount_cents - s.transaction.refunded_amount_cents
+  if (prng.chance(0.5) && before > 1 && (s.transaction.status === "captured" || s.transaction.status === "settled")) {
+    const amountCents = prng.int(1, before - 1)
+    const refunded: SimResponse | null = yield* send({
+      merchant,
+      method: "POST",
+      path: `/api/v1/transactions/${id}/refund`,
+      key: `refund-${n}-before-dispute`,
+      replays,
+      body: JSON.stringify({ amount_cents: amountCents })
+    })
+    unanswered(refunded)
+    expect(refunded?.status === 200, () => `refund ${amountCents} of ${before} on ${id}`, refunded)
+    if (refunded?.status === 200) {
+      expectation.refundedCents += amountCents
+      s.transaction = parseKnown(refunded, known) ?? s.transaction
+    }
+  }
+}
+
+/**
+ * While the dispute is open: a capture and a void are refused as for any captured payment, a
+ * refund takes at most what the dispute leaves.
+ */
+function* operateWhileDisputed(
+  ctx: ScriptWorld,
+  s: Story,
+  dispute: { readonly status: string; readonly amount_cents: number }
+) {
+  const { prng, stats, send } = ctx
+  const { parseKnown, expect, errorCode } = ctx.reading
+  const { merchant, n, id, replays, known, expectation, unanswered } = s
+  stats.operationsWhileDisputed += 3
+  // A captured payment cannot be captured or voided, disputed or not.
+  for (const operation of ["capture", "void"] as const) {
+    const answer: SimResponse | null = yield* send({
+      merchant,
+      method: "POST",
+      path: `/api/v1/transactions/${id}/${operation}`,
+      body: "{}",
+      key: `${operation}-${n}-disputed`,
+      replays
+    })
+    unanswered(answer)
+    expect(
+      answer === null || (answer.status === 409 && errorCode(answer) === "invalid_state"),
+      () => `${operation} of ${id} while disputed`,
+      answer
+    )
+  }
+  // A refund takes at most what the dispute leaves; above that it is refused while the
+  // dispute is open (409), and judged by its outcome once it was resolved meanwhile.
+  const rest: number = s.transaction.captured_amount_cents - s.transaction.refunded_amount_cents
+  const free = rest - dispute.amount_cents
+  const within = free > 0 && prng.chance(0.5)
+  const amountCents = within ? prng.int(1, free) : prng.int(Math.max(1, free + 1), rest)
+  const refund: SimResponse | null = yield* send({
+    merchant,
+    method: "POST",
+    path: `/api/v1/transactions/${id}/refund`,
+    key: `refund-${n}-disputed`,
+    replays,
+    body: JSON.stringify({ amount_cents: amountCents })
+  })
+  unanswered(refund)
+  if (refund?.status === 200) {
+    expectation.refundedCents += amountCents
+    s.transaction = parseKnown(refund, known) ?? s.transaction
+  }
+  if (within) {
+    expect(
+      refund === null || refund.status === 200,
+      () => `refund ${amountCents} of ${id}, ${free} not disputed`,
+      refund
+    )
+  } else if (refund !== null && refund.status !== 409) {
+    const now = (yield* get(ctx, merchant, id, known)) ?? s.transaction
+    const outcome = now.dispute?.status
+    expect(
+      outcome === "won" ? refund.status === 200 : outcome === "lost" && refund.status === 422,
+      () => `refund ${amountCents} of ${id} with ${dispute.amount_cents} of ${rest} disputed (dispute now ${outcome})`,
+      refund
+    )
+  }
 }
 
 /** Refunds: partial, full, above the remainder, racing. */

@@ -44,14 +44,16 @@ export const makeReading = (auditor: Auditor) => {
   }
   /** The amount laws of a transaction just read (every answer's, whether parsed or known). */
   const checkedTransaction = (transaction: Transaction): Transaction => {
-    // Its fields as they are, not copied into a record of the store's names first.
+    // The fields the laws read, not a record of the store's names.
     auditor.checkAmountsOf(
-      transaction.id,
-      transaction.status,
-      transaction.amount_cents,
-      transaction.captured_amount_cents,
-      transaction.refunded_amount_cents,
-      transaction.failure_code,
+      {
+        id: transaction.id,
+        status: transaction.status,
+        amountCents: transaction.amount_cents,
+        capturedAmountCents: transaction.captured_amount_cents,
+        refundedAmountCents: transaction.refunded_amount_cents,
+        failureCode: transaction.failure_code
+      },
       // A lost dispute's amount went back to the cardholder without a refund (a refund of the rest then makes it `refunded`).
       transaction.dispute?.status === "lost" ? transaction.dispute.amount_cents : 0
     )

@@ -269,7 +269,11 @@ export const makeProcessor = (options: ProcessorOptions = {}) => {
 
   // Operations ----------------------------------------------------------------------------------
 
-  const create = (form: Json): { status: number; body: Json } => {
+  /** A create's amount, currency and test payment method, or the answer that refuses it. */
+  const checkCreate = (form: Json):
+    | { status: number; body: Json }
+    | { amount: number; currency: string; paymentMethod: string; behaviour: CardBehaviour } =>
+  {
     const amount = Number(form.amount)
     const currency = typeof form.currency === "string" ? form.currency : ""
     if (!Number.isSafeInteger(amount) || amount < 1) {
@@ -306,26 +310,12 @@ export const makeProcessor = (options: ProcessorOptions = {}) => {
         }
       }
     }
-    const captureMethod = String(form.capture_method ?? "automatic")
-    const intent: Intent = {
-      id: id("pi"),
-      created: seconds(),
-      amount,
-      currency,
-      captureMethod,
-      paymentMethod,
-      metadata: (form.metadata ?? {}) as Record<string, string>,
-      status: "requires_confirmation",
-      amountCapturable: 0,
-      amountReceived: 0,
-      lastPaymentError: null,
-      canceledAt: null,
-      charge: null,
-      capturedAtMs: null
-    }
-    intents.set(intent.id, intent)
-    if (form.confirm !== "true") return { status: 200, body: intentJson(intent, false) }
-    const charge: Charge = {
+    return { amount, currency, paymentMethod, behaviour }
+  }
+
+  /** The charge of a confirmed intent, as the test card decides it. */
+  const chargeOf = (behaviour: CardBehaviour): Charge => {
+    return {
       id: id("ch"),
       created: seconds(),
       outcome: {
@@ -351,6 +341,32 @@ export const makeProcessor = (options: ProcessorOptions = {}) => {
       captured: false,
       disputed: false
     }
+  }
+
+  const create = (form: Json): { status: number; body: Json } => {
+    const checked = checkCreate(form)
+    if ("status" in checked) return checked
+    const { amount, currency, paymentMethod, behaviour } = checked
+    const captureMethod = String(form.capture_method ?? "automatic")
+    const intent: Intent = {
+      id: id("pi"),
+      created: seconds(),
+      amount,
+      currency,
+      captureMethod,
+      paymentMethod,
+      metadata: (form.metadata ?? {}) as Record<string, string>,
+      status: "requires_confirmation",
+      amountCapturable: 0,
+      amountReceived: 0,
+      lastPaymentError: null,
+      canceledAt: null,
+      charge: null,
+      capturedAtMs: null
+    }
+    intents.set(intent.id, intent)
+    if (form.confirm !== "true") return { status: 200, body: intentJson(intent, false) }
+    const charge = chargeOf(behaviour)
     intent.charge = charge
     const expand = Array.isArray(form.expand) && form.expand.includes("latest_charge")
     if (!behaviour.approve) {

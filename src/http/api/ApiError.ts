@@ -18,16 +18,21 @@ export type ErrorType =
 export class ApiError extends withoutStack(Data.Error<{}>) {
   // `Data.Error<{}>` takes no fields: the message is set below, the rest are own properties.
   readonly _tag = "ApiError"
+  /** The field the error is about (`param` in the envelope). */
+  readonly param?: string
+  /** Headers the answer carries beside the envelope (`Retry-After` and the rate limit's). */
+  readonly headers?: Readonly<Record<string, string>>
   constructor(
     readonly status: number,
     readonly type: ErrorType,
     readonly code: string,
     message: string,
-    readonly param?: string,
-    readonly headers?: Readonly<Record<string, string>>
+    details: { readonly param?: string | undefined; readonly headers?: Readonly<Record<string, string>> } = {}
   ) {
     super()
     this.message = message
+    this.param = details.param
+    this.headers = details.headers
   }
 
   /**
@@ -92,8 +97,7 @@ export const methodNotAllowed = (method: string, path: string, allowed: Readonly
     "invalid_request_error",
     "method_not_allowed",
     `${method} is not allowed on ${path}; it accepts ${allowed.join(", ")}.`,
-    undefined,
-    { allow: allowed.join(", ") }
+    { headers: { allow: allowed.join(", ") } }
   )
 export const invalidState = (message: string) => new ApiError(409, "invalid_request_error", "invalid_state", message)
 export const idempotencyInProgress = (retryAfterSeconds: number) =>
@@ -102,8 +106,7 @@ export const idempotencyInProgress = (retryAfterSeconds: number) =>
     "idempotency_error",
     "idempotency_in_progress",
     "A request with this idempotency key is still being processed; retry later.",
-    undefined,
-    { "retry-after": String(retryAfterSeconds) }
+    { headers: { "retry-after": String(retryAfterSeconds) } }
   )
 export const bodyTooLarge = (limitBytes: number) =>
   new ApiError(
@@ -130,7 +133,7 @@ export const unsupportedContentEncoding = (coding: string) =>
     }'): send it uncompressed.`
   )
 export const validationFailed = (param: string | undefined, message: string) =>
-  new ApiError(422, "invalid_request_error", "validation_failed", message, param)
+  new ApiError(422, "invalid_request_error", "validation_failed", message, { param })
 /** `param`: where the key came from, the `X-Idempotency-Key` header or a body field (`transaction.idempotency_key`). */
 export const idempotencyKeyReused = (param: string) =>
   new ApiError(
@@ -138,13 +141,15 @@ export const idempotencyKeyReused = (param: string) =>
     "idempotency_error",
     "idempotency_key_reused",
     `The idempotency key in ${param} was already used with a different request (method, path or body); send a new key with a new request.`,
-    param
+    { param }
   )
 export const rateLimited = (limit: number, retryAfterSeconds: number) =>
-  new ApiError(429, "rate_limit_error", "rate_limited", "Too many requests for this API key; slow down.", undefined, {
-    "retry-after": String(retryAfterSeconds),
-    "x-ratelimit-limit": String(limit),
-    "x-ratelimit-remaining": "0"
+  new ApiError(429, "rate_limit_error", "rate_limited", "Too many requests for this API key; slow down.", {
+    headers: {
+      "retry-after": String(retryAfterSeconds),
+      "x-ratelimit-limit": String(limit),
+      "x-ratelimit-remaining": "0"
+    }
   })
 export const internalError = () =>
   new ApiError(500, "api_error", "internal_error", "Something went wrong on our side; it has been logged.")
@@ -154,8 +159,7 @@ export const serviceUnavailable = () =>
     "api_error",
     "service_unavailable",
     "The service cannot reach its database right now; retry with the same idempotency key.",
-    undefined,
-    { "retry-after": "1" }
+    { headers: { "retry-after": "1" } }
   )
 
 /** The card processor's answer to an operation is not known: nothing was booked, and a retry repeats it at most once. */
@@ -165,8 +169,7 @@ export const processorUnavailable = (operation: string) =>
     "api_error",
     "service_unavailable",
     `The card processor did not answer the ${operation} in time, so its outcome is not known yet and nothing was booked; the service keeps asking under the same processor idempotency key (it happens at most once) and the transaction's processor_pending says so meanwhile. Read the transaction, or retry with the same idempotency key, to see the outcome.`,
-    undefined,
-    { "retry-after": "1" }
+    { headers: { "retry-after": "1" } }
   )
 
 // ---------------------------------------------------------------------------------------------
