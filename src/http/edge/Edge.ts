@@ -4,11 +4,10 @@ import { HttpApiSchemaError } from "effect/http-api/HttpApiError"
 import * as LogLevel from "effect/LogLevel"
 import type { unhandled } from "effect/Types"
 import { IncomingMessage } from "node:http"
-import { AppConfig } from "../../platform/Config.ts"
 import { Ids } from "../../platform/Ids.ts"
 import * as Metrics from "../../platform/Metrics.ts"
 import { ApiKeys } from "../../services/ApiKeys.ts"
-import { Store } from "../../store/Store.ts"
+import { Idempotency } from "../../services/Idempotency.ts"
 import * as E from "../api/ApiError.ts"
 import { isWellFormedApiKey } from "./Authentication.ts"
 import { storeRefusal } from "./Idempotency.ts"
@@ -270,8 +269,7 @@ export const layer = HttpRouter.middleware(
   Effect.gen(function*() {
     const ids = yield* Ids
     const apiKeys = yield* ApiKeys
-    const store = yield* Store
-    const config = yield* AppConfig
+    const idempotency = yield* Idempotency
     const routeOf = makeRouteOf()
 
     /** The merchant of the request's API key, for refusals stored under its idempotency key; null when none. */
@@ -298,7 +296,7 @@ export const layer = HttpRouter.middleware(
     ) => {
       const answered = keyHandled
         ? Effect.succeed(renderError(error, requestId))
-        : storeRefusal(request, error, requestId, merchantOf(request), store, config).pipe(
+        : storeRefusal({ request, error, requestId, merchantOf: merchantOf(request), idempotency }).pipe(
           Effect.map((stored) => stored ?? renderError(error, requestId)),
           Effect.catch((refusal: E.ApiError) => Effect.succeed(renderError(refusal, requestId)))
         )
