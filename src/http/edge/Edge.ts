@@ -151,8 +151,8 @@ const strictUtf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true })
 
 /**
  * From here on the request's `text` (and its `json`, which reads `text`) is what the edge read:
- * the body's bytes can be read from the connection only once, and the idempotency wrapper and
- * the HttpApi's payload decoding read the body through the request.
+ * the body's bytes can be read from the connection only once, and the fingerprint of an idempotent
+ * request and the HttpApi's payload decoding read the body through the request.
  */
 const setText = (request: HttpServerRequest.HttpServerRequest, text: string) => {
   Object.defineProperty(request, "text", { value: Effect.succeed(text) })
@@ -231,18 +231,21 @@ const withCheckedBody = <A, X, R>(
   return Effect.matchEffect(read, { onFailure: unreadable, onSuccess: checkText })
 }
 
+/** A served request as its metrics and log line name it. */
+interface Served {
+  readonly method: string
+  /** The route's pattern (`/api/v1/transactions/:id`), not the path: a bounded set of values. */
+  readonly route: string
+  readonly status: number
+  readonly requestId: string
+  readonly seconds: number
+}
+
 /**
  * The request's metrics (made once per method, route and status) and its log line (skipped, with
  * its annotations, when the minimum log level drops info lines anyway).
  */
-const logRequest = (
-  method: string,
-  route: string,
-  status: number,
-  requestId: string,
-  seconds: number,
-  minimumLevel: LogLevel.LogLevel
-) => {
+const logRequest = ({ method, requestId, route, seconds, status }: Served, minimumLevel: LogLevel.LogLevel) => {
   const statusText = String(status)
   Metrics.record(Metrics.httpRequests(method, route, statusText), 1)
   Metrics.record(Metrics.httpRequestDuration(method, route, statusText), seconds)
@@ -331,14 +334,13 @@ export const layer = HttpRouter.middleware(
         const finish = (response: HttpServerResponse.HttpServerResponse) => {
           const seconds = Number(clock.currentTimeNanosUnsafe() - startNanos) / 1e9
           const answer = HttpServerResponse.setHeader(response, "x-request-id", requestId)
-          const logged = logRequest(
-            request.method,
-            routeOf(request.method, request.url),
-            response.status,
+          const logged = logRequest({
+            method: request.method,
+            route: routeOf(request.method, request.url),
+            status: response.status,
             requestId,
-            seconds,
-            minimumLevel
-          )
+            seconds
+          }, minimumLevel)
           return logged === null ? Effect.succeed(answer) : Effect.as(logged, answer)
         }
         // Nothing is logged at all under LogLevel.None: no annotation, and the answer and the
