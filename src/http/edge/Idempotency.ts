@@ -2,7 +2,7 @@ import { Context, Effect } from "effect"
 import { HttpServerRequest, type HttpServerResponse } from "effect/http"
 import { hash as oneShotHash } from "node:crypto"
 import {
-  Create,
+  type Create,
   Idempotency,
   type IdempotencyRefused,
   type IdempotencyShape,
