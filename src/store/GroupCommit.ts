@@ -47,9 +47,10 @@ export interface BatcherOptions<U, R> {
   /**
    * The outcomes of units whose caller is gone while their statement was out: answered
    * `StoreUnavailable` at their deadline, or interrupted. What the statement committed on behalf
-   * of a caller that will never see its outcome is the store's to undo.
+   * of a caller that will never see its outcome is the store's to undo; an interrupted caller's
+   * interruption ends once the promise returned (if any) settles, so what it left is undone by then.
    */
-  readonly onLate?: (late: ReadonlyArray<{ readonly unit: U; readonly outcome: R }>) => void
+  readonly onLate?: (late: ReadonlyArray<{ readonly unit: U; readonly outcome: R }>) => Promise<void> | void
   /** The deadlines' timer: the wall clock's I/O timer (a connection's silence is real time), a manual one in tests. */
   readonly timer?: CallbackTimer
 }
@@ -127,14 +128,23 @@ export const makeBatcher = <U, R>(options: BatcherOptions<U, R>) => {
       return
     }
     const late: Array<{ unit: U; outcome: R }> = []
+    const interrupted: Array<Waiter<U, R>> = []
     batch.forEach((w, i) => {
       const outcome = outcomes[i]!
-      // A unit whose caller is gone is `onLate`'s; it is settled all the same (an interrupted
-      // caller's interruption waits for it).
-      if (w.late === true) late.push({ unit: w.unit, outcome })
-      settle(w, Effect.succeed(outcome))
+      if (w.late !== true) settle(w, Effect.succeed(outcome))
+      else {
+        // A unit whose caller is gone is `onLate`'s. One interrupted (not yet settled) waits for it.
+        late.push({ unit: w.unit, outcome })
+        if (w.settled !== true) interrupted.push(w)
+      }
     })
-    if (late.length > 0) options.onLate?.(late)
+    if (late.length === 0) return
+    const undone = options.onLate?.(late)
+    const wake = () => {
+      for (const w of interrupted) settle(w, Effect.void as Effect.Effect<never>)
+    }
+    if (undone === undefined) wake()
+    else undone.then(wake, wake)
   }
 
   /** A statement that failed: an outage fails every unit; a batch's bad data runs each unit again alone. */

@@ -352,20 +352,23 @@ const commitOutcomes = (rows: ReadonlyArray<Row>): Array<boolean> => rows.map((r
  * as that unit wrote it (same `locked_until`): never one a retry took over since.
  */
 const releaseLateClaims =
-  (pool: Pg.Pool) => (late: ReadonlyArray<{ readonly unit: OpenPayment; readonly outcome: OpenOutcome }>) => {
+  (pool: Pg.Pool) =>
+  (late: ReadonlyArray<{ readonly unit: OpenPayment; readonly outcome: OpenOutcome }>): Promise<void> | void => {
     const claims = late.flatMap(({ outcome, unit }) =>
       outcome._tag === "Opened" && unit.claim !== null
         ? [{ merchant_id: unit.claim.merchantId, key: unit.claim.key, locked_until: unit.claim.lockedUntil }]
         : []
     )
     if (claims.length === 0) return
-    pool.query(
-      `UPDATE idempotency_keys k SET locked_until = k.created_at
+    return new Promise((done) =>
+      pool.query(
+        `UPDATE idempotency_keys k SET locked_until = k.created_at
     FROM json_to_recordset($1::json) AS c(merchant_id text, key text, locked_until timestamptz)
     WHERE k.merchant_id = c.merchant_id AND k.key = c.key AND k.locked_until = c.locked_until AND k.state = 'in_progress'`,
-      [JSON.stringify(claims)],
-      // Not released (the database went away again): the claim's lease ends it.
-      () => {}
+        [JSON.stringify(claims)],
+        // Not released (the database went away again): the claim's lease ends it.
+        () => done()
+      )
     )
   }
 

@@ -216,7 +216,9 @@ describe("group commit (makeBatcher)", () => {
     const late: Array<Array<{ readonly unit: Unit; readonly outcome: string }>> = []
     const b = setUp({
       deadlineMs: 5_000,
-      onLate: (units) => late.push([...units])
+      onLate: (units) => {
+        late.push([...units])
+      }
     })
     b.call(unit("a"))
     b.call(unit("b"))
@@ -254,7 +256,11 @@ describe("group commit (makeBatcher)", () => {
 
   it("an interrupted caller: still waiting, its unit never goes out; once sent, the interruption waits for the statement, whose outcome goes to onLate", () => {
     const late: Array<string> = []
-    const b = setUp({ onLate: (units) => late.push(...units.map(({ outcome, unit }) => `${unit.id}: ${outcome}`)) })
+    const b = setUp({
+      onLate: (units) => {
+        late.push(...units.map(({ outcome, unit }) => `${unit.id}: ${outcome}`))
+      }
+    })
     b.call(unit("a"))
     const sent = b.call(unit("b"))
     const queued = b.call(unit("c"))
@@ -273,9 +279,27 @@ describe("group commit (makeBatcher)", () => {
     expect(b.statements.flatMap(b.idsOf)).toEqual(["a", "b"])
   })
 
+  it("an interrupted caller's interruption ends once onLate has undone what its statement committed", async () => {
+    let undo!: () => void
+    const b = setUp({ onLate: () => new Promise<void>((done) => (undo = done)) })
+    const sent = b.call(unit("a"))
+    const interrupting = b.run(Fiber.interrupt(sent))
+    b.answer(b.statements[0]!)
+    // The outcome is onLate's, which is still undoing it: the interruption waits.
+    expect(interrupting.pollUnsafe()).toBeUndefined()
+    undo()
+    await Promise.resolve()
+    expect(interrupting.pollUnsafe()).toBeDefined()
+    expect(b.fateOf(sent)).toBe("interrupted")
+  })
+
   it("an interrupted caller whose batch fails on its data: not run again, and its interruption ends", () => {
     const late: Array<string> = []
-    const b = setUp({ onLate: (units) => late.push(...units.map(({ unit }) => unit.id)) })
+    const b = setUp({
+      onLate: (units) => {
+        late.push(...units.map(({ unit }) => unit.id))
+      }
+    })
     b.call(unit("a"))
     b.call(unit("b"))
     const [c, d] = ["c", "d"].map((id) => b.call(unit(id)))
