@@ -7,6 +7,7 @@ import * as WebhookTransport from "./platform/WebhookTransport.ts"
 import * as Analytics from "./services/Analytics.ts"
 import * as ApiKeys from "./services/ApiKeys.ts"
 import * as Fraud from "./services/Fraud.ts"
+import * as Idempotency from "./services/Idempotency.ts"
 import * as Merchants from "./services/Merchants.ts"
 import * as PaymentActors from "./services/PaymentActors.ts"
 import * as Payments from "./services/Payments.ts"
@@ -21,7 +22,12 @@ import * as PgStore from "./store/PgStore.ts"
  * The application services. They need a Store, Ids, AppConfig and an Acquirer: production
  * and the simulator differ only in which layers provide those.
  */
-export const ServicesLive = Layer.mergeAll(Payments.layer, Merchants.layer, Analytics.layer, Reconciliation.layer).pipe(
+export const ServicesLive = Layer.mergeAll(
+  Idempotency.layer.pipe(Layer.provideMerge(Payments.layer)),
+  Merchants.layer,
+  Analytics.layer,
+  Reconciliation.layer
+).pipe(
   // Merchants creates a merchant's first key through ApiKeys; provideMerge also offers it to the handlers.
   Layer.provideMerge(ApiKeys.layer),
   Layer.provideMerge(Webhooks.layer),

@@ -23,6 +23,7 @@ import type {
   PageOf,
   PageRequest,
   PaymentFilter,
+  StoredResponse,
   UpdateOutcome
 } from "../store/Store.ts"
 import { Store, type StoreUnavailable } from "../store/Store.ts"
@@ -36,44 +37,44 @@ export type CommandError = NotFound | InvalidState | InvalidInput | StoreUnavail
 /** Why a change could not go to a remote processor: its outcome is unknown, or the processor refused it. */
 export type ProcessorStepError = ProcessorUnavailable | InvalidState
 
-/** A finished response: as sent, and as stored under the request's idempotency key (sealed when it carries a secret). */
-export interface Answer {
-  readonly status: number
-  readonly body: string
-  readonly stored: string
+/**
+ * A create's response, made by the caller from the payment as committed: `reply` as sent, and
+ * `stored` under the request's idempotency key in the flow's commit (null: no key).
+ */
+export interface CreateResponse<R> {
+  readonly reply: R
+  readonly stored: StoredResponse | null
 }
 
 /** What a create on the fast path needs from its request. */
-export interface InlineRequest {
+export interface InlineRequest<R> {
   /** The request's idempotency claim, taken in the create's first commit; null without a key. */
   readonly claim: IdempotencyClaim | null
-  /**
-   * Called once the claim is committed (the caller must release it if the request then fails),
-   * perhaps more than once, and perhaps after the request was interrupted (then before its
-   * interruption completes).
-   */
-  readonly onClaimed: () => void
-  /** The response for the payment as committed; stored under the key in the flow's commit. */
-  readonly respond: (payment: Payment.Payment) => Answer
+  /** The response to the payment as committed. */
+  readonly respond: (payment: Payment.Payment) => CreateResponse<R>
 }
 
-export type InlineOutcome =
-  /** The key is known already (a retry, a replay, a racing request): nothing was done. */
+export type InlineOutcome<R> =
+  /** The key is known already (a retry, a replay, a racing request): nothing was written. */
   | { readonly _tag: "KeyTaken"; readonly finished?: FinishedResponse }
-  /** `stored`: the answer is stored under the key already; otherwise the caller stores it. */
-  | { readonly _tag: "Answered"; readonly answer: Answer; readonly stored: boolean }
+  /** `stored`: the response is stored under the key already (in the flow's commit). */
+  | { readonly _tag: "Created"; readonly reply: R; readonly stored: boolean }
 
 export interface PaymentsShape {
   /**
-   * The create path (docs/performance.md): one round trip claims the key, inserts the payment
-   * and counts the card's attempts; when the acquirer answers at once the whole flow (authorize,
-   * screen, capture) is decided inline and committed with the stored response in a second one.
-   * Otherwise, or if a racing command moved the payment, the supervised flow takes over.
+   * The create path (docs/performance.md): one round trip inserts the payment, claims the
+   * request's key and reads the card's history for the fraud model; when the acquirer answers at
+   * once the whole flow (authorize, screen, capture) is decided here and committed with the
+   * response stored under the key in a second one. Otherwise, or if a racing command moved the
+   * payment, the supervised flow goes on and the response is the record it left by the request
+   * deadline. The claim, once committed, is the request's: a failure, a hang-up or a stop after
+   * that releases it (before, the store does: `OpenPayment.claim`), and the payment's flow takes
+   * over at once.
    */
-  readonly createInline: (
+  readonly createInline: <R>(
     input: Payment.CreateInput,
-    request: InlineRequest
-  ) => Effect.Effect<InlineOutcome, StoreUnavailable>
+    request: InlineRequest<R>
+  ) => Effect.Effect<InlineOutcome<R>, StoreUnavailable>
   /** The general create: also resumes the payment of a claimed key after a crash. */
   readonly create: (
     input: Payment.CreateInput
@@ -720,8 +721,12 @@ export const make = Effect.gen(function*() {
           : Effect.succeed(payment)
     )
 
-  /** The flow in the request itself, when the acquirer answers at once; false when it cannot (or lost a race). */
-  const finishInline = (payment: Payment.Payment, history: FraudHistory, request: InlineRequest) =>
+  /** The flow in the request itself, when the acquirer answers at once; null when it cannot (or lost a race). */
+  const finishInline = <R>(
+    payment: Payment.Payment,
+    history: FraudHistory,
+    respond: (payment: Payment.Payment) => CreateResponse<R>
+  ) =>
     Effect.gen(function*() {
       const authorization = acquirer.answerNow?.(authorizationRequest(payment))
       if (authorization === undefined) return null
@@ -730,75 +735,76 @@ export const make = Effect.gen(function*() {
         : null
       const decision = flowSteps(payment, authorization, screening, yield* context)
       if (!decision.ok) return null
-      const answer = request.respond(decision.change.payment)
-      const claim = request.claim
-      const done = yield* store.commitChange({
-        before: payment,
-        change: decision.change,
-        response: claim === null
-          ? null
-          : { merchantId: claim.merchantId, key: claim.key, status: answer.status, body: answer.stored }
-      })
+      const response = respond(decision.change.payment)
+      const done = yield* store.commitChange({ before: payment, change: decision.change, response: response.stored })
       if (!done) return null
       recordCommitted(decision.change)
-      return answer
+      return response
     })
+
+  const release = (claim: IdempotencyClaim) =>
+    store.releaseIdempotencyKey(claim.merchantId, claim.key).pipe(Effect.ignore)
+
+  /** The rest of a create whose first commit opened the payment: its response, stored under the key or not yet. */
+  const finishCreate = <R>(payment: Payment.Payment, history: FraudHistory, request: InlineRequest<R>) => {
+    // The network will answer later (or a racing command moved the payment): the supervised
+    // flow goes on, scoring on the history just read, and the answer waits for it up to the
+    // request deadline.
+    const answerLater = Effect.gen(function*() {
+      const fiber = yield* startFlow(payment.id, payment, history)
+      yield* actors.awaitFlow(fiber, config.requestDeadlineMs)
+      const latest = flowEnd(fiber) ?? (yield* store.getPayment(null, payment.id)) ?? payment
+      return { _tag: "Created", reply: request.respond(latest).reply, stored: false } as InlineOutcome<R>
+    })
+    // An acquirer that never answers at once (the simulated network) skips the attempt.
+    if (acquirer.answerNow === undefined) return answerLater
+    return Effect.flatMap(finishInline(payment, history, request.respond), (response) =>
+      response === null
+        ? answerLater
+        : Effect.succeed<InlineOutcome<R>>({
+          _tag: "Created",
+          reply: response.reply,
+          stored: response.stored !== null
+        }))
+  }
 
   const service: PaymentsShape = {
     // Plain steps rather than generators: every payment is created here.
-    createInline: (input, request) =>
-      // One mask around the whole create (plain steps: every payment is created here). Its body
-      // runs when the create does, so the time is read there (from the flows' clock, with no step
-      // of its own); its failure side is `Effect.onInterrupt`'s without that combinator's steps.
+    createInline: <R>(input: Payment.CreateInput, request: InlineRequest<R>) =>
+      // One mask around the whole create. Its body runs when the create does, so the time is read
+      // there (from the flows' clock, with no step of its own); its failure side is
+      // `Effect.onInterrupt`'s without that combinator's steps.
       Effect.uninterruptibleMask((restore) => {
         const decision = Payment.create(input, contextAt(flowClock))
         if (!decision.ok) return Effect.die(new Error("create cannot be refused"))
         const payment = decision.change.payment
-        // The network will answer later (or a racing command moved the payment): the supervised
-        // flow goes on, scoring on the history just read, and the answer waits for it up to the
-        // request deadline.
-        const answerLater = (history: FraudHistory) =>
-          Effect.gen(function*() {
-            const fiber = yield* startFlow(payment.id, payment, history)
-            yield* actors.awaitFlow(fiber, config.requestDeadlineMs)
-            const latest = flowEnd(fiber) ?? (yield* store.getPayment(null, payment.id)) ?? payment
-            return { _tag: "Answered", answer: request.respond(latest), stored: false } as const
-          })
+        const claim = request.claim
+        let claimed = false
         const inline = Effect.flatMap(
-          // `onClaimed` goes with the unit too: a request interrupted while its statement runs
-          // never gets here, yet must release the claim the statement committed (Store.OpenPayment).
           store.openPayment({
             change: decision.change,
-            claim: request.claim,
+            claim,
             history: historyWindows(payment.createdAt),
-            onClaimed: request.onClaimed,
             flowOwner: instanceId
           }),
-          (opened): Effect.Effect<InlineOutcome, StoreUnavailable> => {
-            if (opened._tag === "KeyTaken") {
-              return Effect.succeed(opened)
-            }
-            request.onClaimed()
+          (opened): Effect.Effect<InlineOutcome<R>, StoreUnavailable> => {
+            if (opened._tag === "KeyTaken") return Effect.succeed(opened)
+            claimed = claim !== null
             recordCommitted(decision.change)
-            // An acquirer that never answers at once (the simulated network) skips the attempt.
-            if (acquirer.answerNow === undefined) {
-              return answerLater(opened.history)
-            }
-            return Effect.flatMap(finishInline(payment, opened.history, request), (answer) =>
-              answer === null
-                ? answerLater(opened.history)
-                : Effect.succeed({ _tag: "Answered", answer, stored: request.claim !== null } as const))
+            return finishCreate(payment, opened.history, request)
           }
         )
         // A client that hangs up (or a stop) once the payment may exist does not leave it pending
         // until the recovery worker finds it: the supervised flow takes over at once (it reads the
         // payment first, and stops if the insert never happened; when it runs already, that one
-        // goes on).
+        // goes on). A claim committed is released, so the client's retry resumes the payment.
         return Effect.matchCauseEffect(restore(inline), {
-          onFailure: (cause) =>
-            Cause.hasInterruptsOnly(cause)
-              ? Effect.andThen(startFlow(payment.id), Effect.failCause(cause))
-              : Effect.failCause(cause),
+          onFailure: (cause) => {
+            const failed = claimed && claim !== null
+              ? Effect.andThen(release(claim), Effect.failCause(cause))
+              : Effect.failCause(cause)
+            return Cause.hasInterruptsOnly(cause) ? Effect.andThen(startFlow(payment.id), failed) : failed
+          },
           onSuccess: Effect.succeed
         })
       }),

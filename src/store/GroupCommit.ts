@@ -42,16 +42,15 @@ export interface BatcherOptions<U, R> {
   readonly outcomes: (rows: ReadonlyArray<Row>) => Array<R>
   /** Units of one key never share a statement (one payment's rows are written one unit at a time). */
   readonly keyOf: (unit: U) => string
-  /**
-   * Told of each unit's outcome as its statement's result arrives, before the unit's caller
-   * resumes, and even when that caller was interrupted meanwhile: what the statement committed
-   * on behalf of a caller that will never see its outcome must still reach someone.
-   */
-  readonly arrived?: (unit: U, outcome: R) => void
   /** How long a unit may wait for its answer (undefined: as long as it takes). */
   readonly deadlineMs?: number | undefined
-  /** The outcomes of units answered `StoreUnavailable` at their deadline while their statement was out. */
-  readonly onLate?: (late: ReadonlyArray<{ readonly unit: U; readonly outcome: R }>) => void
+  /**
+   * The outcomes of units whose caller is gone while their statement was out: answered
+   * `StoreUnavailable` at their deadline, or interrupted. What the statement committed on behalf
+   * of a caller that will never see its outcome is the store's to undo; an interrupted caller's
+   * interruption ends once the promise returned (if any) settles, so what it left is undone by then.
+   */
+  readonly onLate?: (late: ReadonlyArray<{ readonly unit: U; readonly outcome: R }>) => Promise<void> | void
   /** The deadlines' timer: the wall clock's I/O timer (a connection's silence is real time), a manual one in tests. */
   readonly timer?: CallbackTimer
 }
@@ -63,7 +62,10 @@ interface Waiter<U, R> {
   /** Set once its statement has finished, and called then by a caller interrupted meanwhile. */
   settled?: boolean
   onSettled?: () => void
-  /** Answered `StoreUnavailable` at its deadline while its statement was still out: its outcome goes to `onLate`. */
+  /**
+   * Its caller is gone while its statement was still out (answered `StoreUnavailable` at its
+   * deadline, or interrupted): its outcome goes to `onLate`.
+   */
   late?: boolean
   /** Cancels the deadline's timer. */
   cancelDeadline?: () => void
@@ -125,18 +127,24 @@ export const makeBatcher = <U, R>(options: BatcherOptions<U, R>) => {
       for (const w of batch) settle(w, Effect.die(error))
       return
     }
-    const arrived = options.arrived
     const late: Array<{ unit: U; outcome: R }> = []
+    const interrupted: Array<Waiter<U, R>> = []
     batch.forEach((w, i) => {
       const outcome = outcomes[i]!
-      // A unit answered 503 at its deadline is `onLate`'s; the others are told here first.
-      if (w.late === true) late.push({ unit: w.unit, outcome })
+      if (w.late !== true) settle(w, Effect.succeed(outcome))
       else {
-        if (arrived !== undefined) arrived(w.unit, outcome)
-        settle(w, Effect.succeed(outcome))
+        // A unit whose caller is gone is `onLate`'s. One interrupted (not yet settled) waits for it.
+        late.push({ unit: w.unit, outcome })
+        if (w.settled !== true) interrupted.push(w)
       }
     })
-    if (late.length > 0) options.onLate?.(late)
+    if (late.length === 0) return
+    const undone = options.onLate?.(late)
+    const wake = () => {
+      for (const w of interrupted) settle(w, Effect.void as Effect.Effect<never>)
+    }
+    if (undone === undefined) wake()
+    else undone.then(wake, wake)
   }
 
   /** A statement that failed: an outage fails every unit; a batch's bad data runs each unit again alone. */
@@ -144,8 +152,12 @@ export const makeBatcher = <U, R>(options: BatcherOptions<U, R>) => {
     if (isUnavailable(typeof error.code === "string" ? error.code : undefined)) {
       for (const w of batch) settle(w, Effect.fail(new StoreUnavailable({ cause: error })))
     } else if (batch.length > 1) {
-      // A late unit's caller was answered already: nothing of it committed, nothing to run again.
-      for (const w of batch) if (w.late !== true) execute([w])
+      // A late unit's caller is gone: nothing of it committed, nothing to run again (an
+      // interrupted caller waiting for it is told so).
+      for (const w of batch) {
+        if (w.late === true) settle(w, Effect.die(error))
+        else execute([w])
+      }
     } else {
       settle(batch[0]!, Effect.die(error))
     }
@@ -187,8 +199,8 @@ export const makeBatcher = <U, R>(options: BatcherOptions<U, R>) => {
    * and the interruption waits for it: whoever takes over after a hang-up (the payment's flow)
    * must find the unit committed or not, never race the statement still running (it did: the
    * flow looked for a payment the batch had not committed yet, and left it pending). The outcome
-   * itself reaches the interrupted caller only through `arrived`. With a deadline, it waits until
-   * then at most: a unit late past it is `onLate`'s.
+   * never reaches the interrupted caller: it is `onLate`'s. With a deadline, the interruption
+   * waits until then at most.
    */
   const interrupted = (waiter: Waiter<U, R>) =>
     Effect.suspend(() => {
@@ -198,7 +210,9 @@ export const makeBatcher = <U, R>(options: BatcherOptions<U, R>) => {
         waiter.cancelDeadline?.()
         return Effect.void
       }
-      return waiter.settled === true ? Effect.void : Effect.callback<void>((done) => {
+      if (waiter.settled === true) return Effect.void
+      waiter.late = true
+      return Effect.callback<void>((done) => {
         waiter.onSettled = () => done(Effect.void)
       })
     })

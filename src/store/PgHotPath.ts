@@ -351,26 +351,30 @@ const openOutcomes = (rows: ReadonlyArray<Row>): Array<OpenOutcome> =>
 const commitOutcomes = (rows: ReadonlyArray<Row>): Array<boolean> => rows.map((r) => r.committed === true)
 
 /**
- * Claims a late open committed for callers that were answered 503: each is released (its lease
- * ended, as `Store.releaseIdempotencyKey` does for a command that applied), so the client's retry
- * takes the key over at once and resumes the payment instead of waiting out the lease. Only the
- * claim as that unit wrote it (same `locked_until`): never one a retry took over since.
+ * Claims a late open committed for callers that are gone (answered 503 at their deadline, or
+ * interrupted by a hang-up or a stop while the statement ran): each is released (its lease ended,
+ * as `Store.releaseIdempotencyKey` does for a command that applied), so the client's retry takes
+ * the key over at once and resumes the payment instead of waiting out the lease. Only the claim
+ * as that unit wrote it (same `locked_until`): never one a retry took over since.
  */
 const releaseLateClaims =
-  (pool: Pg.Pool) => (late: ReadonlyArray<{ readonly unit: OpenPayment; readonly outcome: OpenOutcome }>) => {
+  (pool: Pg.Pool) =>
+  (late: ReadonlyArray<{ readonly unit: OpenPayment; readonly outcome: OpenOutcome }>): Promise<void> | void => {
     const claims = late.flatMap(({ outcome, unit }) =>
       outcome._tag === "Opened" && unit.claim !== null
         ? [{ merchant_id: unit.claim.merchantId, key: unit.claim.key, locked_until: unit.claim.lockedUntil }]
         : []
     )
     if (claims.length === 0) return
-    pool.query(
-      `UPDATE idempotency_keys k SET locked_until = k.created_at
+    return new Promise((done) =>
+      pool.query(
+        `UPDATE idempotency_keys k SET locked_until = k.created_at
     FROM json_to_recordset($1::json) AS c(merchant_id text, key text, locked_until timestamptz)
     WHERE k.merchant_id = c.merchant_id AND k.key = c.key AND k.locked_until = c.locked_until AND k.state = 'in_progress'`,
-      [JSON.stringify(claims)],
-      // Not released (the database went away again): the claim's lease ends it.
-      () => {}
+        [JSON.stringify(claims)],
+        // Not released (the database went away again): the claim's lease ends it.
+        () => done()
+      )
     )
   }
 
@@ -387,12 +391,6 @@ export const makeHotPath = (pool: Pg.Pool, deadlineMs?: number) => ({
     values: openPaymentsValues,
     outcomes: openOutcomes,
     keyOf: (u) => u.change.payment.id,
-    // The claim is the request's to release if it does not finish, and a request cut off while
-    // its batch runs never sees `Opened`: told nothing, it would leave its key locked for the
-    // whole lease.
-    arrived: (unit, outcome) => {
-      if (outcome._tag === "Opened" && unit.claim !== null) unit.onClaimed?.()
-    },
     deadlineMs,
     onLate: releaseLateClaims(pool)
   }),

@@ -71,18 +71,13 @@ export interface OpenPayment {
   /**
    * Claimed in the same commit, already applied to the new payment. Only a key never seen (or
    * purged) is claimed here; any other state of the key is `KeyTaken` and nothing is written.
+   * A caller that sees `Opened` holds the key. One interrupted while the statement runs (a hang-up
+   * during PostgreSQL's group commit) never sees it: the store releases that claim itself, as it
+   * does for a caller answered 503 at its deadline.
    */
   readonly claim: IdempotencyClaim | null
   /** What the fraud model needs to know of the card's and the merchant's past, read in the same statement. */
   readonly history: HistoryWindows
-  /**
-   * Called when the statement's result shows `claim` committed, before the caller resumes. A
-   * store whose statement can outlive its caller (PostgreSQL's group commit: a caller interrupted
-   * while its batch runs waits for the batch, but never sees `Opened`) calls it from the result
-   * itself, so an interrupted request still learns that it holds the key and releases it. A store
-   * that answers in the same step as it commits (the memory store) need not: `Opened` says it.
-   */
-  readonly onClaimed?: (() => void) | undefined
   /** The instance that runs the new payment's flow (`ServiceInstance`); null or absent: none named. */
   readonly flowOwner?: string | null | undefined
 }
@@ -126,6 +121,14 @@ export interface HistoryQuery extends HistoryWindows {
   readonly excludePaymentId: string
 }
 
+/** A finished response to store under a merchant's key (its body sealed when it carries a secret). */
+export interface StoredResponse {
+  readonly merchantId: string
+  readonly key: string
+  readonly status: number
+  readonly body: string
+}
+
 /** A response stored under a key, with the fingerprint of the request that made it. */
 export interface FinishedResponse {
   readonly fingerprint: string
@@ -152,12 +155,7 @@ export interface ChangeCommit {
   /** The command's idempotency key, marked as applied to the payment in the same commit (never with `response`). */
   readonly commandKey?: CommandKey | undefined
   /** A finished response stored under the request's key in the same commit. */
-  readonly response: {
-    readonly merchantId: string
-    readonly key: string
-    readonly status: number
-    readonly body: string
-  } | null
+  readonly response: StoredResponse | null
 }
 
 export type ClaimOutcome =

@@ -8,9 +8,9 @@ import { client, eventually, startApp, type TestApp, transactionBody } from "../
 // docs/api.md, idempotency: a request cut off by its client releases its claim. The create's first
 // statement claims the key and inserts the payment, group-committed with other creates
 // (src/store/PgHotPath.ts); a request interrupted while that statement runs waits for it, but
-// never sees its outcome. Before the statement's result told the request itself that it holds the
-// key, the claim it committed stayed locked for IDEMPOTENCY_LEASE and every retry answered 409
-// `idempotency_in_progress` for a minute. Here the statement is held on a table lock, so the
+// never sees its outcome: the store releases the claim that statement committed before the
+// interruption ends. Left locked, it would hold for IDEMPOTENCY_LEASE and every retry would answer
+// 409 `idempotency_in_progress` for a minute. Here the statement is held on a table lock, so the
 // client hangs up while it is provably on its way; test/ops/hang-up-claims.test.ts is the storm.
 
 /** The request fibers that sent the create's first statement, by idempotency key. */

@@ -212,13 +212,13 @@ describe("group commit (makeBatcher)", () => {
     expect(b.statements).toHaveLength(2)
   })
 
-  it("deadline: a unit whose statement is out then is unavailable at once; its outcome, when the statement answers, goes to onLate and not to arrived", () => {
-    const arrived: Array<[string, string]> = []
+  it("deadline: a unit whose statement is out then is unavailable at once; its outcome, when the statement answers, goes to onLate and not to its caller", () => {
     const late: Array<Array<{ readonly unit: Unit; readonly outcome: string }>> = []
     const b = setUp({
       deadlineMs: 5_000,
-      arrived: (u, outcome) => arrived.push([u.id, outcome]),
-      onLate: (units) => late.push([...units])
+      onLate: (units) => {
+        late.push([...units])
+      }
     })
     b.call(unit("a"))
     b.call(unit("b"))
@@ -230,7 +230,6 @@ describe("group commit (makeBatcher)", () => {
     expect(b.fateOf(d!)).toBe("waiting")
     b.answer(b.statements[2]!)
     expect(b.fateOf(d!)).toEqual({ ok: "done d" })
-    expect(arrived).toEqual([["a", "done a"], ["d", "done d"]])
     expect(late).toEqual([[{ unit: unit("c"), outcome: "done c" }]])
     // A late unit of a batch that fails on its data is not run again: its caller was answered.
     b.answer(b.statements[1]!)
@@ -255,9 +254,13 @@ describe("group commit (makeBatcher)", () => {
     expect(b.timers.size).toBe(0)
   })
 
-  it("an interrupted caller: still waiting, its unit never goes out; once sent, the interruption waits for the statement, and arrived tells its outcome", () => {
-    const arrived: Array<string> = []
-    const b = setUp({ arrived: (u, outcome) => arrived.push(`${u.id}: ${outcome}`) })
+  it("an interrupted caller: still waiting, its unit never goes out; once sent, the interruption waits for the statement, whose outcome goes to onLate", () => {
+    const late: Array<string> = []
+    const b = setUp({
+      onLate: (units) => {
+        late.push(...units.map(({ outcome, unit }) => `${unit.id}: ${outcome}`))
+      }
+    })
     b.call(unit("a"))
     const sent = b.call(unit("b"))
     const queued = b.call(unit("c"))
@@ -270,9 +273,47 @@ describe("group commit (makeBatcher)", () => {
     b.answer(b.statements[1]!)
     expect(interrupting.pollUnsafe()).toBeDefined()
     expect(b.fateOf(sent)).toBe("interrupted")
-    expect(arrived).toEqual(["b: done b"])
+    expect(late).toEqual(["b: done b"])
     b.answer(b.statements[0]!)
     // c never went out.
     expect(b.statements.flatMap(b.idsOf)).toEqual(["a", "b"])
+  })
+
+  it("an interrupted caller's interruption ends once onLate has undone what its statement committed", async () => {
+    let undo!: () => void
+    const b = setUp({ onLate: () => new Promise<void>((done) => (undo = done)) })
+    const sent = b.call(unit("a"))
+    const interrupting = b.run(Fiber.interrupt(sent))
+    b.answer(b.statements[0]!)
+    // The outcome is onLate's, which is still undoing it: the interruption waits.
+    expect(interrupting.pollUnsafe()).toBeUndefined()
+    undo()
+    await Promise.resolve()
+    expect(interrupting.pollUnsafe()).toBeDefined()
+    expect(b.fateOf(sent)).toBe("interrupted")
+  })
+
+  it("an interrupted caller whose batch fails on its data: not run again, and its interruption ends", () => {
+    const late: Array<string> = []
+    const b = setUp({
+      onLate: (units) => {
+        late.push(...units.map(({ unit }) => unit.id))
+      }
+    })
+    b.call(unit("a"))
+    b.call(unit("b"))
+    const [c, d] = ["c", "d"].map((id) => b.call(unit(id)))
+    b.answer(b.statements[0]!)
+    const batch = b.statements.at(-1)!
+    expect(b.idsOf(batch)).toEqual(["c", "d"])
+    const interrupting = b.run(Fiber.interrupt(c!))
+    expect(interrupting.pollUnsafe()).toBeUndefined()
+    b.fail(batch, "23505")
+    expect(interrupting.pollUnsafe()).toBeDefined()
+    expect(b.fateOf(c!)).toBe("interrupted")
+    expect(b.statements.at(-1)!.units).toEqual([unit("d")])
+    b.answer(b.statements.at(-1)!)
+    expect(b.fateOf(d!)).toEqual({ ok: "done d" })
+    expect(late).toEqual([])
   })
 })

@@ -4,11 +4,10 @@ import { HttpApiSchemaError } from "effect/http-api/HttpApiError"
 import * as LogLevel from "effect/LogLevel"
 import type { unhandled } from "effect/Types"
 import { IncomingMessage } from "node:http"
-import { AppConfig } from "../../platform/Config.ts"
 import { Ids } from "../../platform/Ids.ts"
 import * as Metrics from "../../platform/Metrics.ts"
 import { ApiKeys } from "../../services/ApiKeys.ts"
-import { Store } from "../../store/Store.ts"
+import { Idempotency } from "../../services/Idempotency.ts"
 import * as E from "../api/ApiError.ts"
 import { isWellFormedApiKey } from "./Authentication.ts"
 import { storeRefusal } from "./Idempotency.ts"
@@ -152,8 +151,8 @@ const strictUtf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true })
 
 /**
  * From here on the request's `text` (and its `json`, which reads `text`) is what the edge read:
- * the body's bytes can be read from the connection only once, and the idempotency wrapper and
- * the HttpApi's payload decoding read the body through the request.
+ * the body's bytes can be read from the connection only once, and the fingerprint of an idempotent
+ * request and the HttpApi's payload decoding read the body through the request.
  */
 const setText = (request: HttpServerRequest.HttpServerRequest, text: string) => {
   Object.defineProperty(request, "text", { value: Effect.succeed(text) })
@@ -232,18 +231,21 @@ const withCheckedBody = <A, X, R>(
   return Effect.matchEffect(read, { onFailure: unreadable, onSuccess: checkText })
 }
 
+/** A served request as its metrics and log line name it. */
+interface Served {
+  readonly method: string
+  /** The route's pattern (`/api/v1/transactions/:id`), not the path: a bounded set of values. */
+  readonly route: string
+  readonly status: number
+  readonly requestId: string
+  readonly seconds: number
+}
+
 /**
  * The request's metrics (made once per method, route and status) and its log line (skipped, with
  * its annotations, when the minimum log level drops info lines anyway).
  */
-const logRequest = (
-  method: string,
-  route: string,
-  status: number,
-  requestId: string,
-  seconds: number,
-  minimumLevel: LogLevel.LogLevel
-) => {
+const logRequest = ({ method, requestId, route, seconds, status }: Served, minimumLevel: LogLevel.LogLevel) => {
   const statusText = String(status)
   Metrics.record(Metrics.httpRequests(method, route, statusText), 1)
   Metrics.record(Metrics.httpRequestDuration(method, route, statusText), seconds)
@@ -270,8 +272,7 @@ export const layer = HttpRouter.middleware(
   Effect.gen(function*() {
     const ids = yield* Ids
     const apiKeys = yield* ApiKeys
-    const store = yield* Store
-    const config = yield* AppConfig
+    const idempotency = yield* Idempotency
     const routeOf = makeRouteOf()
 
     /** The merchant of the request's API key, for refusals stored under its idempotency key; null when none. */
@@ -298,7 +299,7 @@ export const layer = HttpRouter.middleware(
     ) => {
       const answered = keyHandled
         ? Effect.succeed(renderError(error, requestId))
-        : storeRefusal(request, error, requestId, merchantOf(request), store, config).pipe(
+        : storeRefusal({ request, error, requestId, merchantOf: merchantOf(request), idempotency }).pipe(
           Effect.map((stored) => stored ?? renderError(error, requestId)),
           Effect.catch((refusal: E.ApiError) => Effect.succeed(renderError(refusal, requestId)))
         )
@@ -333,14 +334,13 @@ export const layer = HttpRouter.middleware(
         const finish = (response: HttpServerResponse.HttpServerResponse) => {
           const seconds = Number(clock.currentTimeNanosUnsafe() - startNanos) / 1e9
           const answer = HttpServerResponse.setHeader(response, "x-request-id", requestId)
-          const logged = logRequest(
-            request.method,
-            routeOf(request.method, request.url),
-            response.status,
+          const logged = logRequest({
+            method: request.method,
+            route: routeOf(request.method, request.url),
+            status: response.status,
             requestId,
-            seconds,
-            minimumLevel
-          )
+            seconds
+          }, minimumLevel)
           return logged === null ? Effect.succeed(answer) : Effect.as(logged, answer)
         }
         // Nothing is logged at all under LogLevel.None: no annotation, and the answer and the

@@ -1,18 +1,25 @@
-import { Cause, Clock, Context, Effect, identity, Option } from "effect"
+import { Context, Effect } from "effect"
 import { HttpServerRequest, type HttpServerResponse } from "effect/http"
 import { hash as oneShotHash } from "node:crypto"
-import type { AppConfigShape } from "../../platform/Config.ts"
-import { AppConfig } from "../../platform/Config.ts"
-import { ServiceInstance } from "../../platform/Instance.ts"
-import * as Metrics from "../../platform/Metrics.ts"
-import { carriesSecret, configuredKey, isSealed, processLocalKey, seal, unseal } from "../../platform/Sealing.ts"
-import { isoAt } from "../../platform/Time.ts"
-import type { Answer, InlineOutcome } from "../../services/Payments.ts"
-import type { CommandKey, IdempotencyClaim, StoreShape, StoreUnavailable } from "../../store/Store.ts"
-import { Store } from "../../store/Store.ts"
+import {
+  type Create,
+  Idempotency,
+  type IdempotencyRefused,
+  type IdempotencyShape,
+  type KeyedRequest,
+  type Reply
+} from "../../services/Idempotency.ts"
+import type { CommandKey, StoreUnavailable } from "../../store/Store.ts"
 import * as E from "../api/ApiError.ts"
 import { jsonResponse } from "./JsonResponse.ts"
 import { noCaller, type RequestState, requestStateOf } from "./RequestState.ts"
+
+/**
+ * The HTTP side of idempotency (CONTRACT section 5; the rules are the Idempotency service's):
+ * the request's key (the `X-Idempotency-Key` header, or a body field that must agree with it), its
+ * fingerprint (method, path and body), the refusals and replies as HTTP answers, and refusals of
+ * the edge itself stored under their key (`storeRefusal`).
+ */
 
 const keyPattern = /^[\x20-\x7e]{1,255}$/
 
@@ -88,182 +95,49 @@ const plainPath = /^(?:\/[A-Za-z0-9_~-]+)+\/?$/
 /** The request target's path as the WHATWG URL parser normalizes it (without parsing the plain ones every route has). */
 export const pathnameOf = (url: string) => (plainPath.test(url) ? url : new URL(url, "http://x").pathname)
 
-const keys = new WeakMap<AppConfigShape, Buffer>()
-const sealingKey = (config: AppConfigShape) => {
-  let key = keys.get(config)
-  if (key === undefined) {
-    key = configuredKey(config) ?? processLocalKey()
-    keys.set(config, key)
-  }
-  return key
-}
-
 const replayUnavailable = () =>
   E.invalidState(
     "The response to this request carried a secret and can no longer be shown: it was sealed with a response encryption key " +
       "this service no longer has. List your API keys (or read the merchant) and rotate the one this request created."
   )
 
-export interface Reply {
-  readonly status: number
-  readonly body: unknown
+/** The service's refusals, and the store's failures, as the API answers them; the handler's own as they are. */
+const asApiError = (error: E.ApiError | IdempotencyRefused | StoreUnavailable): E.ApiError => {
+  switch (error._tag) {
+    case "ApiError":
+      return error
+    case "StoreUnavailable":
+      return E.toApiError(error)
+    case "IdempotencyRefused":
+      return error.reason === "in_progress"
+        ? E.idempotencyInProgress(1)
+        : error.reason === "key_reused"
+        ? E.idempotencyKeyReused(error.keyParam)
+        : replayUnavailable()
+  }
 }
 
-/** A stored response as the client gets it on a replay. */
-const replay = (config: AppConfigShape, status: number, stored: string) => {
-  Metrics.record(Metrics.idempotencyReplays, 1)
-  if (!isSealed(stored)) return Effect.succeed(jsonResponse(status, stored, { "idempotent-replayed": "true" }))
-  const body = unseal(sealingKey(config), stored)
-  return body === null
-    ? Effect.fail(replayUnavailable())
-    : Effect.succeed(jsonResponse(status, body, { "idempotent-replayed": "true" }))
-}
+const isFinal = (error: E.ApiError) => error.status !== 429 && error.status < 500
 
-/** The service process claiming keys (null where none is provided: tests, the simulator). */
-const ownerIn = (context: Context.Context<never>) => {
-  const instance = Context.getOption(context, ServiceInstance)
-  return instance._tag === "Some" ? instance.value.id : null
-}
+/** A refusal as the reply stored under its key when it is final (CONTRACT section 5: all but 429 and 5xx). */
+const finalReplyOf = (requestId: string) => (error: E.ApiError | StoreUnavailable): Reply | null =>
+  error._tag === "ApiError" && isFinal(error)
+    ? { status: error.status, body: JSON.stringify(error.body(requestId)), headers: error.headers }
+    : null
 
-/** What a request being served needs, read from its fiber in one step. */
-interface Served {
-  readonly current: RequestState
-  /** The authenticated caller's merchant: the scope of its keys. */
-  readonly merchantId: string
-  readonly request: HttpServerRequest.HttpServerRequest
-  readonly store: StoreShape
-  readonly config: AppConfigShape
-  readonly owner: string | null
-  readonly now: string
-  /** `now` in whole milliseconds: the claim's lease and expiry are counted from it (no parse of `now` again). */
-  readonly nowMs: number
-}
+const respond = (reply: Reply) => jsonResponse(reply.status, reply.body, reply.headers)
 
-const served = <A>(
-  f: (served: Served) => Effect.Effect<A, E.ApiError, HttpServerRequest.HttpServerRequest | Store | AppConfig>
-) =>
-  Effect.withFiber<A, E.ApiError, HttpServerRequest.HttpServerRequest | Store | AppConfig>((fiber) => {
-    const context = fiber.context
-    const current = requestStateOf(fiber)
-    if (current.caller === null) return noCaller
-    current.keyHandled = true
-    const nowMs = Math.floor(fiber.getRef(Clock.Clock).currentTimeMillisUnsafe())
-    return f({
-      current,
-      merchantId: current.caller.merchant.id,
-      request: Context.getUnsafe(context, HttpServerRequest.HttpServerRequest),
-      store: Context.getUnsafe(context, Store),
-      config: Context.getUnsafe(context, AppConfig),
-      owner: ownerIn(context),
-      now: isoAt(nowMs),
-      nowMs
-    })
-  })
+/** Where the request's key came from, for a refusal that names it: the header when it was sent. */
+const keyParamOf = (request: HttpServerRequest.HttpServerRequest, options: IdempotencyOptions) =>
+  request.headers["x-idempotency-key"] !== undefined ? "X-Idempotency-Key" : (options.bodyKeyParam ?? "idempotency_key")
 
-/** Runs `f` on the body's text: as the edge read it (no step of its own), or read again (cached) when the edge saw no body. */
-const withBodyText = <A, E, R>(
-  request: HttpServerRequest.HttpServerRequest,
-  current: RequestState,
-  f: (text: string) => Effect.Effect<A, E, R>
-) => current.body !== undefined ? f(current.body.text) : Effect.flatMap(Effect.orElseSucceed(request.text, () => ""), f)
-
-/** A key's claim at `nowMs` (`now` is its text): locked for the lease, kept for the key's lifetime. */
-const claimOf = (
-  config: AppConfigShape,
-  merchantId: string,
-  key: string,
-  fingerprint: string,
-  now: string,
-  nowMs: number,
-  owner: string | null
-): IdempotencyClaim => ({
-  merchantId,
-  key,
-  fingerprint,
-  now,
-  lockedUntil: isoAt(nowMs + config.idempotencyLeaseMs),
-  expiresAt: isoAt(nowMs + config.idempotencyTtlMs),
-  owner
-})
-
-/** Claims `key`: `claimed` runs when this request goes ahead; anything else is the answer already. */
-const claim = <R>(
-  store: StoreShape,
-  config: AppConfigShape,
-  keyClaim: IdempotencyClaim,
-  /** Where the key came from (named by a 422 idempotency_key_reused). */
-  keyParam: string,
-  claimed: () => Effect.Effect<HttpServerResponse.HttpServerResponse, E.ApiError, R>
-): Effect.Effect<HttpServerResponse.HttpServerResponse, E.ApiError, R> =>
-  Effect.matchEffect(
-    store.claimIdempotencyKey(keyClaim),
-    {
-      onFailure: () => Effect.fail(E.serviceUnavailable()),
-      onSuccess: (outcome) => {
-        switch (outcome._tag) {
-          case "Replay":
-            return replay(config, outcome.status, outcome.body)
-          case "InProgress":
-            Metrics.record(Metrics.idempotencyConflicts("in_progress"), 1)
-            return Effect.fail(E.idempotencyInProgress(1))
-          case "Mismatch":
-            Metrics.record(Metrics.idempotencyConflicts("key_reused"), 1)
-            return Effect.fail(E.idempotencyKeyReused(keyParam))
-          case "Claimed":
-            return claimed()
-        }
-      }
-    }
-  )
-
-/** A response body as it is stored: sealed when it carries a secret. */
-const storedForm = (
-  config: AppConfigShape,
-  body: string
-) => (carriesSecret(body) ? seal(sealingKey(config), body) : body)
-
-/**
- * Stores a finished response under a claimed key (sealed when it carries a secret), then answers
- * `response`. If storing fails the claim is released, so the client's retry runs again instead of
- * waiting out the lease; so does a stop (SIGTERM) while it is stored. Run under a mask: `restore`
- * makes the store call itself interruptible, the release is not.
- */
-const complete = (
-  store: StoreShape,
-  config: AppConfigShape,
-  merchantId: string,
-  key: string,
-  status: number,
-  body: string,
-  response: HttpServerResponse.HttpServerResponse,
-  restore: <A, X, R>(effect: Effect.Effect<A, X, R>) => Effect.Effect<A, X, R>
-): Effect.Effect<HttpServerResponse.HttpServerResponse, E.ApiError> =>
-  Effect.matchCauseEffect(restore(store.completeIdempotencyKey(merchantId, key, status, storedForm(config, body))), {
-    onFailure: (cause) => {
-      const release = store.releaseIdempotencyKey(merchantId, key).pipe(Effect.ignore)
-      if (Cause.hasInterruptsOnly(cause)) return Effect.andThen(release, Effect.failCause(cause as Cause.Cause<never>))
-      return Option.isSome(Cause.findErrorOption(cause))
-        ? Effect.andThen(release, Effect.fail(E.serviceUnavailable()))
-        : Effect.failCause(cause as Cause.Cause<never>)
-    },
-    onSuccess: () => Effect.succeed(response)
-  })
-
-/**
- * CONTRACT section 5. With a key, the first request claims it and its finished response
- * (any status but 429 and 5xx) is stored and replayed byte for byte; a retry after a crash
- * resumes the same operation, which the store recognises by `commandKey`.
- */
+/** A key in the body too (the create's `transaction.idempotency_key`): it counts as the header does, and both must agree. */
 export interface IdempotencyOptions {
   readonly bodyKey?: string | undefined
   readonly bodyKeyParam?: string
 }
 
 /** The request's idempotency key (header or body field), checked: the key, undefined without one, or the refusal. */
-/** Where the request's key came from, for a refusal that names it: the header when it was sent. */
-const keyParamOf = (request: HttpServerRequest.HttpServerRequest, options: IdempotencyOptions) =>
-  request.headers["x-idempotency-key"] !== undefined ? "X-Idempotency-Key" : (options.bodyKeyParam ?? "idempotency_key")
-
 const requestKey = (
   request: HttpServerRequest.HttpServerRequest,
   options: IdempotencyOptions
@@ -281,172 +155,74 @@ const requestKey = (
   return headerKey ?? options.bodyKey
 }
 
-const render = (reply: Reply) => jsonResponse(reply.status, JSON.stringify(reply.body))
+/** Runs `f` on the body's text: as the edge read it (no step of its own), or read again (cached) when the edge saw no body. */
+const withBodyText = <A, E, R>(
+  request: HttpServerRequest.HttpServerRequest,
+  current: RequestState,
+  f: (text: string) => Effect.Effect<A, E, R>
+) => current.body !== undefined ? f(current.body.text) : Effect.flatMap(Effect.orElseSucceed(request.text, () => ""), f)
 
-/** A keyed operation of the authenticated caller's merchant (`merchantId`). */
-export type Operation = (merchantId: string, commandKey: CommandKey | undefined) => Effect.Effect<Reply, E.ApiError>
+/**
+ * A keyed write of the authenticated caller's merchant (`merchantId`): a command, run with its
+ * `CommandKey` when the request has a key, or a `Create`.
+ */
+export type Operation = (
+  merchantId: string,
+  commandKey: CommandKey | undefined
+) => Effect.Effect<Reply, E.ApiError | StoreUnavailable> | Create
 
+/** The one way a handler runs a write: `operation` under the request's idempotency key, through the Idempotency service. */
 export const idempotent = (
   options: IdempotencyOptions,
   operation: Operation
 ): Effect.Effect<
   HttpServerResponse.HttpServerResponse,
   E.ApiError,
-  HttpServerRequest.HttpServerRequest | Store | AppConfig
+  HttpServerRequest.HttpServerRequest | Idempotency
 > =>
-  served(({ config, current, merchantId, now, nowMs, owner, request, store }) => {
+  Effect.withFiber((fiber) => {
+    const current = requestStateOf(fiber)
+    if (current.caller === null) return noCaller
+    current.keyHandled = true
+    const request = Context.getUnsafe(fiber.context, HttpServerRequest.HttpServerRequest)
+    const idempotency = Context.getUnsafe(fiber.context, Idempotency)
     const key = requestKey(request, options)
     if (key instanceof E.ApiError) return Effect.fail(key)
-    if (key === undefined) return Effect.map(operation(merchantId, undefined), render)
+    const merchantId = current.caller.merchant.id
+    const keyed = (fingerprint: string, keyOrNull: string | null): KeyedRequest<E.ApiError | StoreUnavailable> => ({
+      merchantId,
+      key: keyOrNull,
+      keyParam: keyParamOf(request, options),
+      fingerprint,
+      finalReply: finalReplyOf(current.id)
+    })
+    if (key === undefined) return answer(idempotency, keyed("", null), operation(merchantId, undefined))
     return withBodyText(request, current, (text) =>
-      claim(
-        store,
-        config,
-        claimOf(
-          config,
-          merchantId,
-          key,
-          fingerprintOf(request.method, request.url, text, current.body),
-          now,
-          nowMs,
-          owner
-        ),
-        keyParamOf(request, options),
-        () => runClaimed(store, config, merchantId, key, current.id, operation)
+      answer(
+        idempotency,
+        keyed(fingerprintOf(request.method, request.url, text, current.body), key),
+        operation(merchantId, { merchantId, key })
       ))
   })
 
-/**
- * Runs the operation under a claimed key and stores its finished answer. A stop (SIGTERM) in the
- * middle releases the claim, so the retry runs at once, not after the lease; so does an answer
- * that is not stored (429, 5xx, defects): a retry runs the operation again.
- */
-const runClaimed = (
-  store: StoreShape,
-  config: AppConfigShape,
-  merchantId: string,
-  key: string,
-  requestId: string,
-  operation: Operation
-): Effect.Effect<HttpServerResponse.HttpServerResponse, E.ApiError> =>
-  // One mask for both steps: the release runs even when the request is interrupted.
-  Effect.uninterruptibleMask((restore) =>
-    Effect.matchCauseEffect(restore(operation(merchantId, { merchantId, key })), {
-      onSuccess: (reply) => {
-        const body = JSON.stringify(reply.body)
-        return complete(store, config, merchantId, key, reply.status, body, jsonResponse(reply.status, body), restore)
-      },
-      onFailure: (cause) => {
-        const only = cause.reasons.length === 1 ? cause.reasons[0]! : undefined
-        if (only !== undefined && Cause.isFailReason(only) && isFinal(only.error)) {
-          const error = only.error
-          const body = JSON.stringify(error.body(requestId))
-          return complete(
-            store,
-            config,
-            merchantId,
-            key,
-            error.status,
-            body,
-            jsonResponse(error.status, body, error.headers ?? {}),
-            restore
-          )
-        }
-        return Effect.andThen(store.releaseIdempotencyKey(merchantId, key).pipe(Effect.ignore), Effect.failCause(cause))
-      }
-    })
-  )
-
-/**
- * For an operation that takes its key in its own first commit and stores its response with its
- * last (the create path, docs/performance.md): a key never seen before costs no round trip of
- * its own. Any other state of the key (a retry, a replay, a racing request, a different body)
- * goes through `idempotent` and `general`, which handle every case.
- */
-export const idempotentInline = (
-  options: IdempotencyOptions,
-  inline: (
-    merchantId: string,
-    claim: IdempotencyClaim | null,
-    onClaimed: () => void,
-    storedForm: (body: string) => string
-  ) => Effect.Effect<InlineOutcome, E.ApiError | StoreUnavailable>,
-  general: Operation
-): Effect.Effect<
-  HttpServerResponse.HttpServerResponse,
-  E.ApiError,
-  HttpServerRequest.HttpServerRequest | Store | AppConfig
-> =>
-  served(({ config, current, merchantId, now, nowMs, owner, request, store }) => {
-    const key = requestKey(request, options)
-    if (key instanceof E.ApiError) return Effect.fail(key)
-    const sealed = (body: string) => storedForm(config, body)
-    if (key === undefined) {
-      return Effect.matchEffect(inline(merchantId, null, () => {}, sealed), {
-        onFailure: (error) => Effect.fail(asApiError(error)),
-        onSuccess: (outcome) =>
-          outcome._tag === "Answered"
-            ? Effect.succeed(send(outcome.answer))
-            : Effect.die(new Error("a create without a key cannot find it taken"))
-      })
-    }
-    return withBodyText(request, current, (text) => {
-      const claim = claimOf(
-        config,
-        merchantId,
-        key,
-        fingerprintOf(request.method, request.url, text, current.body),
-        now,
-        nowMs,
-        owner
-      )
-      let claimed = false
-      const release = store.releaseIdempotencyKey(merchantId, key).pipe(Effect.ignore)
-      // A failure, a stop or a hang-up after the claim committed releases it: the retry resumes the
-      // payment. `claimed` is set from the statement's result itself, so a request cut off while
-      // its group-committed first statement ran (it never sees the outcome) knows it holds the
-      // key by the time its interruption is handled here. One mask for both steps, so the release
-      // runs even when the request is interrupted.
-      return Effect.uninterruptibleMask((restore) =>
-        Effect.matchCauseEffect(restore(inline(merchantId, claim, () => void (claimed = true), sealed)), {
-          onFailure: (failed) => {
-            const cause = Cause.map(failed, asApiError)
-            return claimed ? Effect.andThen(release, Effect.failCause(cause)) : Effect.failCause(cause)
-          },
-          onSuccess: (
-            outcome
-          ): Effect.Effect<
-            HttpServerResponse.HttpServerResponse,
-            E.ApiError,
-            HttpServerRequest.HttpServerRequest | Store | AppConfig
-          > => {
-            if (outcome._tag === "KeyTaken") {
-              // The common retry, a finished request sent again, is answered from the same round trip.
-              const finished = outcome.finished
-              if (finished === undefined) return restore(idempotent(options, general))
-              if (finished.fingerprint !== claim.fingerprint) {
-                Metrics.record(Metrics.idempotencyConflicts("key_reused"), 1)
-                return Effect.fail(E.idempotencyKeyReused(keyParamOf(request, options)))
-              }
-              return replay(config, finished.status, finished.body)
-            }
-            if (outcome.stored) return Effect.succeed(send(outcome.answer))
-            const answer = outcome.answer
-            return complete(store, config, merchantId, key, answer.status, answer.body, send(answer), restore)
-          }
-        })
-      )
-    })
+const answer = (
+  idempotency: IdempotencyShape,
+  request: KeyedRequest<E.ApiError | StoreUnavailable>,
+  operation: Effect.Effect<Reply, E.ApiError | StoreUnavailable> | Create
+) =>
+  Effect.matchEffect(idempotency.run(request, operation), {
+    onFailure: (error) => Effect.fail(asApiError(error)),
+    onSuccess: (reply) => Effect.succeed(respond(reply))
   })
 
-/** The inline operation's own failures (the store's) as the API answers them; ours as they are. */
-const asApiError = (
-  error: E.ApiError | StoreUnavailable
-): E.ApiError => (error instanceof E.ApiError ? error : E.toApiError(error))
-
-const send = (answer: Answer) => jsonResponse(answer.status, answer.body)
-
-const isFinal = (error: E.ApiError) => error.status !== 429 && error.status < 500
+/** What `storeRefusal` needs: the request, its refusal and id, and the merchant of its API key (null: none). */
+export interface Refusal {
+  readonly request: HttpServerRequest.HttpServerRequest
+  readonly error: E.ApiError
+  readonly requestId: string
+  readonly merchantOf: Effect.Effect<string | null>
+  readonly idempotency: IdempotencyShape
+}
 
 /**
  * A request the edge refused before any handler ran (400 invalid_json, 413, 415, 422 from
@@ -456,12 +232,7 @@ const isFinal = (error: E.ApiError) => error.status !== 429 && error.status < 50
  * up only when everything else holds).
  */
 export const storeRefusal = (
-  request: HttpServerRequest.HttpServerRequest,
-  error: E.ApiError,
-  requestId: string,
-  merchantOf: Effect.Effect<string | null>,
-  store: StoreShape,
-  config: AppConfigShape
+  { error, idempotency, merchantOf, request, requestId }: Refusal
 ): Effect.Effect<HttpServerResponse.HttpServerResponse | null, E.ApiError> =>
   Effect.gen(function*() {
     const key = request.headers["x-idempotency-key"]
@@ -472,25 +243,13 @@ export const storeRefusal = (
     const text = error.code === "body_too_large"
       ? `over the limit, ${request.headers["content-length"] ?? "chunked"}`
       : yield* Effect.orElseSucceed(request.text, () => "")
-    const nowMs = Math.floor(yield* Clock.currentTimeMillis)
-    const now = isoAt(nowMs)
-    const owner = ownerIn(yield* Effect.context<never>())
-    const body = JSON.stringify(error.body(requestId))
-    return yield* claim(
-      store,
-      config,
-      claimOf(config, merchantId, key, fingerprintOf(request.method, request.url, text), now, nowMs, owner),
-      "X-Idempotency-Key",
-      () =>
-        complete(
-          store,
-          config,
-          merchantId,
-          key,
-          error.status,
-          body,
-          jsonResponse(error.status, body, error.headers ?? {}),
-          identity
-        )
-    )
+    const reply = finalReplyOf(requestId)(error)!
+    const keyed: KeyedRequest<never> = {
+      merchantId,
+      key,
+      keyParam: "X-Idempotency-Key",
+      fingerprint: fingerprintOf(request.method, request.url, text),
+      finalReply: () => null
+    }
+    return respond(yield* Effect.mapError(idempotency.run(keyed, Effect.succeed(reply)), asApiError))
   })

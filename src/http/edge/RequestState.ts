@@ -15,7 +15,7 @@ export interface Caller {
  * context service, would add a provide to every request):
  * - `id`: echoed in `X-Request-Id` and in error bodies;
  * - `body`: the body as the edge parsed it (`undefined`: no body), so nothing parses it again for the fingerprint;
- * - `keyHandled`: whether the handler's own idempotency wrapper took charge of the key. When it did not (the
+ * - `keyHandled`: whether the handler's `idempotent` (src/http/edge/Idempotency.ts) took charge of the key. When it did not (the
  *   edge refused the body or its decoding failed), the edge stores the refusal itself;
  * - `caller`: set by the Authentication middleware once the key is checked (null before).
  */
@@ -37,7 +37,7 @@ interface WithState {
   [stateKey]?: RequestState
 }
 
-/** Outside any request (or for one the edge never saw), a state of its own: no caller, nothing taken. */
+/** Outside any request (or for one the edge never saw), a state of its own: no caller, no key handled. */
 const unknownState = (): RequestState => ({ id: "req_unknown", body: undefined, keyHandled: false, caller: null })
 
 /** Records the state of `request` (the edge, once per request, before anything reads it). */

@@ -24,7 +24,7 @@ export const ApiKeysLive = HttpApiBuilder.group(PaymentsApi, "apiKeys", (handler
           mapErrors(apiKeys.create(merchantId, payload.name)).pipe(
             Effect.map((issued) => ({
               status: 201,
-              body: { api_key: Wire.apiKeyCreated(issued.record, issued.secret) }
+              body: JSON.stringify({ api_key: Wire.apiKeyCreated(issued.record, issued.secret) })
             }))
           ))))
       .handle("rotate", ({ params }) =>
@@ -32,7 +32,7 @@ export const ApiKeysLive = HttpApiBuilder.group(PaymentsApi, "apiKeys", (handler
           mapErrors(apiKeys.rotate(merchantId, params.id)).pipe(
             Effect.map((issued) => ({
               status: 201,
-              body: { api_key: Wire.apiKeyCreated(issued.record, issued.secret) }
+              body: JSON.stringify({ api_key: Wire.apiKeyCreated(issued.record, issued.secret) })
             }))
           ))))
   }))

@@ -33,6 +33,9 @@ export const FraudLive = HttpApiBuilder.group(PaymentsApi, "fraud", (handlers) =
       .handle("review", ({ params, payload }) =>
         E.asAnswered(idempotent({}, (merchantId, commandKey) =>
           mapErrors(payments.review(merchantId, params.id, payload.status, payload.notes ?? null, commandKey)).pipe(
-            Effect.map((fraudCase) => ({ status: 200, body: { fraud_case: Wire.fraudCase(fraudCase) } }))
+            Effect.map((fraudCase) => ({
+              status: 200,
+              body: JSON.stringify({ fraud_case: Wire.fraudCase(fraudCase) })
+            }))
           ))))
   }))

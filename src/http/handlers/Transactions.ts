@@ -1,52 +1,47 @@
 import { Effect } from "effect"
 import { HttpApiBuilder } from "effect/http-api"
+import type * as Payment from "../../domain/Payment.ts"
 import { NotFound } from "../../services/Errors.ts"
+import { Create } from "../../services/Idempotency.ts"
 import { Payments } from "../../services/Payments.ts"
 import { CurrentMerchant, PaymentsApi } from "../api/Api.ts"
 import * as E from "../api/ApiError.ts"
 import { answer, mapErrors } from "../api/ApiError.ts"
 import * as Wire from "../api/Wire.ts"
-import { idempotent, idempotentInline } from "../edge/Idempotency.ts"
+import { idempotent } from "../edge/Idempotency.ts"
 import { jsonResponse } from "../edge/JsonResponse.ts"
 import { withCaller } from "../edge/RequestState.ts"
 import { boundary } from "./Query.ts"
+
+/** A created transaction's answer, from the payment as committed. */
+const created = (payment: Payment.Payment) => ({
+  status: 201,
+  body: JSON.stringify({ transaction: Wire.transaction(payment) })
+})
 
 /** The transactions group: create (the hot path, in plain steps), list, retrieve, capture, refund, void, events, ledger. */
 export const TransactionsLive = HttpApiBuilder.group(PaymentsApi, "transactions", (handlers) =>
   Effect.gen(function*() {
     const payments = yield* Payments
     return handlers
-      // The hot endpoints in plain steps: the caller and the request's state are read in one.
+      // The hot endpoint: the create, under its idempotency key (header or body field), through the
+      // Idempotency service, which commits the key's claim with the payment.
       .handle("create", ({ payload }) => {
         const t = payload.transaction
-        const input = (merchantId: string, idempotencyKey: string | null) => ({
-          merchantId,
-          amountCents: t.amount_cents,
-          currency: t.currency,
-          cardBrand: t.card_brand,
-          cardLastFour: t.card_last_four,
-          cardToken: t.card_token,
-          captureMethod: t.capture_method ?? "automatic",
-          idempotencyKey,
-          metadata: t.metadata ?? {}
-        })
-        return E.asAnswered(idempotentInline(
+        return E.asAnswered(idempotent(
           { bodyKey: t.idempotency_key, bodyKeyParam: "transaction.idempotency_key" },
-          (merchantId, claim, onClaimed, storedForm) =>
-            // Its store failures are mapped by idempotentInline, in the step that handles its outcome.
-            payments.createInline(input(merchantId, claim?.key ?? null), {
-              claim,
-              onClaimed,
-              respond: (payment) => {
-                const body = JSON.stringify({ transaction: Wire.transaction(payment) })
-                return { status: 201, body, stored: storedForm(body) }
-              }
-            }),
           (merchantId, commandKey) =>
-            answer(payments.create(input(merchantId, commandKey?.key ?? null)), ({ payment }) => ({
-              status: 201,
-              body: { transaction: Wire.transaction(payment) }
-            }))
+            new Create({
+              merchantId,
+              amountCents: t.amount_cents,
+              currency: t.currency,
+              cardBrand: t.card_brand,
+              cardLastFour: t.card_last_four,
+              cardToken: t.card_token,
+              captureMethod: t.capture_method ?? "automatic",
+              idempotencyKey: commandKey?.key ?? null,
+              metadata: t.metadata ?? {}
+            }, created)
         ))
       })
       .handle("list", ({ query }) =>
@@ -78,19 +73,19 @@ export const TransactionsLive = HttpApiBuilder.group(PaymentsApi, "transactions"
         E.asAnswered(idempotent({}, (merchantId, commandKey) =>
           answer(payments.capture(merchantId, params.id, payload?.amount_cents, commandKey), (payment) => ({
             status: 200,
-            body: { transaction: Wire.transaction(payment) }
+            body: JSON.stringify({ transaction: Wire.transaction(payment) })
           })))))
       .handle("refund", ({ params, payload }) =>
         E.asAnswered(idempotent({}, (merchantId, commandKey) =>
           answer(payments.refund(merchantId, params.id, payload?.amount_cents, commandKey), (payment) => ({
             status: 200,
-            body: { transaction: Wire.transaction(payment) }
+            body: JSON.stringify({ transaction: Wire.transaction(payment) })
           })))))
       .handle("void", ({ params }) =>
         E.asAnswered(idempotent({}, (merchantId, commandKey) =>
           answer(payments.void(merchantId, params.id, commandKey), (payment) => ({
             status: 200,
-            body: { transaction: Wire.transaction(payment) }
+            body: JSON.stringify({ transaction: Wire.transaction(payment) })
           })))))
       .handle("events", ({ params }) =>
         E.asAnswered(Effect.gen(function*() {

@@ -26,7 +26,7 @@ export const WebhooksLive = HttpApiBuilder.group(PaymentsApi, "webhooks", (handl
       .handle("retry", ({ params }) =>
         asAnswered(idempotent({}, (merchantId) =>
           mapErrors(webhooks.retry(merchantId, params.id)).pipe(
-            Effect.map((d) => ({ status: 202, body: { delivery: Wire.delivery(d) } }))
+            Effect.map((d) => ({ status: 202, body: JSON.stringify({ delivery: Wire.delivery(d) }) }))
           ))))
       .handle("status", () =>
         asAnswered(Effect.gen(function*() {
@@ -47,14 +47,17 @@ export const WebhooksLive = HttpApiBuilder.group(PaymentsApi, "webhooks", (handl
       .handle("test", ({ payload }) =>
         asAnswered(idempotent({}, (merchantId) =>
           mapErrors(webhooks.sendTest(merchantId, payload.event_type)).pipe(
-            Effect.map((d) => ({ status: 202, body: { delivery: Wire.delivery(d) } }))
+            Effect.map((d) => ({ status: 202, body: JSON.stringify({ delivery: Wire.delivery(d) }) }))
           ))))
       .handle("rotateSecret", () =>
         asAnswered(idempotent({}, (merchantId) =>
           mapErrors(webhooks.rotateSecret(merchantId)).pipe(
             Effect.map((rotated) => ({
               status: 200,
-              body: { merchant: Wire.merchant(rotated.merchant), previous_secret_expires_at: rotated.previousExpiresAt }
+              body: JSON.stringify({
+                merchant: Wire.merchant(rotated.merchant),
+                previous_secret_expires_at: rotated.previousExpiresAt
+              })
             }))
           ))))
   }))
