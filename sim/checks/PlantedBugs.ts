@@ -509,6 +509,17 @@ const eventFor = (after: Payment, type: PaymentEvent["type"], id: string): Payme
 /** What a wrong decision would have produced: the change as committed. */
 type ChangeBug = (before: Payment | null, change: Change, after: Payment) => Change
 
+/** The change as if the fraud check had passed the payment that it sent to review. */
+const passedInsteadOfReview = (change: Change, after: Payment): Change => {
+  const payment: Payment = { ...after, fraudVerdict: "passed", fraudCaseId: null }
+  return {
+    ...change,
+    payment,
+    fraudCase: null,
+    events: [...change.events, eventFor(payment, "payment.fraud_passed", after.id + "p")]
+  }
+}
+
 /** The change-level bugs, one row each: the change a wrong decision would have made of a correct one. */
 const changeBugs: Readonly<Partial<Record<PlantedBug, ChangeBug>>> = {
   "capture-above-authorization": (before, change, after) => {
@@ -609,25 +620,13 @@ const changeBugs: Readonly<Partial<Record<PlantedBug, ChangeBug>>> = {
   },
   "fraud-band": (before, change, after) => {
     if (before === null || before.fraudVerdict !== null || after.fraudVerdict !== "review") return change
-    const payment: Payment = { ...after, fraudVerdict: "passed", fraudCaseId: null }
-    return {
-      ...change,
-      payment,
-      fraudCase: null,
-      events: [...change.events, eventFor(payment, "payment.fraud_passed", after.id + "p")]
-    }
+    return passedInsteadOfReview(change, after)
   },
   "review-threshold-exclusive": (before, change, after) => {
     if (
       before === null || before.fraudVerdict !== null || after.fraudVerdict !== "review" || after.fraudScore !== 0.5
     ) return change
-    const payment: Payment = { ...after, fraudVerdict: "passed", fraudCaseId: null }
-    return {
-      ...change,
-      payment,
-      fraudCase: null,
-      events: [...change.events, eventFor(payment, "payment.fraud_passed", after.id + "p")]
-    }
+    return passedInsteadOfReview(change, after)
   },
   "case-drops-contribution": (before, change) => {
     const fraudCase = change.fraudCase
