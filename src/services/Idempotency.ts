@@ -166,20 +166,18 @@ export const make = Effect.gen(function*() {
     claim: IdempotencyClaim,
     effect: Effect.Effect<Reply, E>
   ): Effect.Effect<Reply, E | IdempotencyRefused | StoreUnavailable> =>
-    Effect.flatMap(store.claimIdempotencyKey(claim), (outcome): Effect.Effect<
-      Reply,
-      E | IdempotencyRefused | StoreUnavailable
-    > => {
+    Effect.gen(function*() {
+      const outcome = yield* store.claimIdempotencyKey(claim)
       switch (outcome._tag) {
         case "Replay":
-          return replay(outcome.status, outcome.body, request.keyParam)
+          return yield* replay(outcome.status, outcome.body, request.keyParam)
         case "InProgress":
-          return refused("in_progress", request.keyParam)
+          return yield* refused("in_progress", request.keyParam)
         case "Mismatch":
-          return refused("key_reused", request.keyParam)
+          return yield* refused("key_reused", request.keyParam)
         case "Claimed":
           // One mask for both steps: the release runs even when the request is interrupted.
-          return Effect.uninterruptibleMask((restore) =>
+          return yield* Effect.uninterruptibleMask((restore) =>
             Effect.matchCauseEffect(restore(effect), {
               onSuccess: (reply) => complete(claim, reply, restore),
               onFailure: (cause): Effect.Effect<Reply, E | StoreUnavailable> => {
@@ -221,35 +219,35 @@ export const make = Effect.gen(function*() {
     // One mask for both steps: a response the flow did not store is stored even when the request
     // is interrupted meanwhile, or its claim released.
     Effect.uninterruptibleMask((restore) =>
-      Effect.flatMap(
-        restore(payments.createInline(operation.input, { claim, respond: respondUnder(claim, operation.render) })),
-        (outcome) => {
-          if (outcome._tag === "Created") {
-            return outcome.stored ? Effect.succeed(outcome.reply) : complete(claim, outcome.reply, restore)
-          }
-          const finished = outcome.finished
-          if (finished === undefined) {
-            return restore(command({ ...request, finalReply: never }, claim, createAgain(operation)))
-          }
-          return finished.fingerprint === claim.fingerprint
-            ? replay(finished.status, finished.body, request.keyParam)
-            : refused("key_reused", request.keyParam)
+      Effect.gen(function*() {
+        const outcome = yield* restore(
+          payments.createInline(operation.input, { claim, respond: respondUnder(claim, operation.render) })
+        )
+        if (outcome._tag === "Created") {
+          return outcome.stored ? outcome.reply : yield* complete(claim, outcome.reply, restore)
         }
-      )
+        const finished = outcome.finished
+        if (finished === undefined) {
+          return yield* restore(command({ ...request, finalReply: never }, claim, createAgain(operation)))
+        }
+        return finished.fingerprint === claim.fingerprint
+          ? yield* replay(finished.status, finished.body, request.keyParam)
+          : yield* refused("key_reused", request.keyParam)
+      })
     )
 
   /** The general create, under a key claimed on its own: it also resumes the payment of a key claimed before a crash. */
   const createAgain = (operation: Create) =>
     Effect.map(payments.create(operation.input), ({ payment }) => operation.render(payment))
 
-  const createUnkeyed = (operation: Create) =>
-    Effect.flatMap(
-      payments.createInline(operation.input, { claim: null, respond: respondUnkeyed(operation.render) }),
-      (outcome) =>
-        outcome._tag === "Created"
-          ? Effect.succeed(outcome.reply)
-          : Effect.die(new Error("a create without a key cannot find it taken"))
-    )
+  const createUnkeyed = Effect.fnUntraced(function*(operation: Create) {
+    const outcome = yield* payments.createInline(operation.input, {
+      claim: null,
+      respond: respondUnkeyed(operation.render)
+    })
+    if (outcome._tag !== "Created") return yield* Effect.die(new Error("a create without a key cannot find it taken"))
+    return outcome.reply
+  })
 
   const run = <E>(
     request: KeyedRequest<E>,

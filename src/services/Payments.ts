@@ -756,58 +756,46 @@ export const make = Effect.gen(function*() {
       const latest = flowEnd(fiber) ?? (yield* store.getPayment(null, payment.id)) ?? payment
       return { _tag: "Created", reply: request.respond(latest).reply, stored: false } as InlineOutcome<R>
     })
-    // An acquirer that never answers at once (the simulated network) skips the attempt.
-    if (acquirer.answerNow === undefined) return answerLater
-    return Effect.flatMap(finishInline(payment, history, request.respond), (response) =>
-      response === null
-        ? answerLater
-        : Effect.succeed<InlineOutcome<R>>({
-          _tag: "Created",
-          reply: response.reply,
-          stored: response.stored !== null
-        }))
+    return Effect.gen(function*() {
+      // An acquirer that never answers at once (the simulated network) skips the attempt.
+      const response = acquirer.answerNow === undefined ? null : yield* finishInline(payment, history, request.respond)
+      if (response === null) return yield* answerLater
+      return { _tag: "Created", reply: response.reply, stored: response.stored !== null } as InlineOutcome<R>
+    })
   }
 
   const service: PaymentsShape = {
-    // Plain steps rather than generators: every payment is created here.
     createInline: <R>(input: Payment.CreateInput, request: InlineRequest<R>) =>
-      // One mask around the whole create. Its body runs when the create does, so the time is read
-      // there (from the flows' clock, with no step of its own); its failure side is
-      // `Effect.onInterrupt`'s without that combinator's steps.
-      Effect.uninterruptibleMask((restore) => {
-        const decision = Payment.create(input, contextAt(flowClock))
-        if (!decision.ok) return Effect.die(new Error("create cannot be refused"))
-        const payment = decision.change.payment
-        const claim = request.claim
-        let claimed = false
-        const inline = Effect.flatMap(
-          store.openPayment({
-            change: decision.change,
-            claim,
-            history: historyWindows(payment.createdAt),
-            flowOwner: instanceId
-          }),
-          (opened): Effect.Effect<InlineOutcome<R>, StoreUnavailable> => {
-            if (opened._tag === "KeyTaken") return Effect.succeed(opened)
+      Effect.uninterruptibleMask((restore) =>
+        Effect.gen(function*() {
+          const decision = Payment.create(input, contextAt(flowClock))
+          if (!decision.ok) return yield* Effect.die(new Error("create cannot be refused"))
+          const payment = decision.change.payment
+          const claim = request.claim
+          let claimed = false
+          const inline = Effect.gen(function*() {
+            const opened = yield* store.openPayment({
+              change: decision.change,
+              claim,
+              history: historyWindows(payment.createdAt),
+              flowOwner: instanceId
+            })
+            if (opened._tag === "KeyTaken") return opened as InlineOutcome<R>
             claimed = claim !== null
             recordCommitted(decision.change)
-            return finishCreate(payment, opened.history, request)
-          }
-        )
-        // A client that hangs up (or a stop) once the payment may exist does not leave it pending
-        // until the recovery worker finds it: the supervised flow takes over at once (it reads the
-        // payment first, and stops if the insert never happened; when it runs already, that one
-        // goes on). A claim committed is released, so the client's retry resumes the payment.
-        return Effect.matchCauseEffect(restore(inline), {
-          onFailure: (cause) => {
-            const failed = claimed && claim !== null
-              ? Effect.andThen(release(claim), Effect.failCause(cause))
-              : Effect.failCause(cause)
-            return Cause.hasInterruptsOnly(cause) ? Effect.andThen(startFlow(payment.id), failed) : failed
-          },
-          onSuccess: Effect.succeed
+            return yield* finishCreate(payment, opened.history, request)
+          })
+          // A client that hangs up (or a stop) once the payment may exist does not leave it pending
+          // until the recovery worker finds it: the supervised flow takes over at once (it reads the
+          // payment first, and stops if the insert never happened; when it runs already, that one
+          // goes on). A claim committed is released, so the client's retry resumes the payment.
+          return yield* Effect.onError(restore(inline), (cause) =>
+            Effect.gen(function*() {
+              if (Cause.hasInterruptsOnly(cause)) yield* startFlow(payment.id)
+              if (claimed && claim !== null) yield* release(claim)
+            }))
         })
-      }),
+      ),
     create: (input) =>
       Effect.gen(function*() {
         const decision = Payment.create(input, yield* context)
