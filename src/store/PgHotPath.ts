@@ -3,7 +3,7 @@ import type { FraudHistory } from "../domain/Fraud.ts"
 import type { Change, Payment } from "../domain/Payment.ts"
 import { nextStep } from "../domain/Payment.ts"
 import { makeBatcher } from "./GroupCommit.ts"
-import type { Row } from "./PgRows.ts"
+import { disputeColumn, pendingColumn, type Row, timestamp, timestampOrNull } from "./PgRows.ts"
 import type { ChangeCommit, OpenOutcome, OpenPayment } from "./Store.ts"
 
 /**
@@ -216,7 +216,7 @@ const eventRows = (change: Change) =>
     type: e.type,
     sequence: e.sequence,
     data: e.data,
-    created_at: e.createdAt
+    created_at: timestamp(e.createdAt)
   }))
 
 /** The columns a change to a payment may write (everything else is fixed at creation). */
@@ -232,14 +232,14 @@ export const changingColumns = (p: Payment) => ({
   failure_message: p.failureMessage,
   network_risk_signal: p.networkRiskSignal,
   processor_reference: p.processorReference,
-  processor_pending: p.processorPending as unknown,
+  processor_pending: pendingColumn(p.processorPending) as unknown,
   failed_refunds: p.failedRefunds.length === 0 ? null : p.failedRefunds as unknown,
   in_flight: nextStep(p) !== null,
   version: p.version,
-  updated_at: p.updatedAt,
-  captured_at: p.capturedAt,
-  settled_at: p.settledAt,
-  dispute: p.dispute as unknown,
+  updated_at: timestamp(p.updatedAt),
+  captured_at: timestampOrNull(p.capturedAt),
+  settled_at: timestampOrNull(p.settledAt),
+  dispute: disputeColumn(p.dispute) as unknown,
   fraud_model_version: p.fraudModelVersion,
   fraud_explanations: p.fraudExplanations as unknown
 })
@@ -256,7 +256,7 @@ export const paymentColumns = (p: Payment) => ({
   capture_method: p.captureMethod,
   idempotency_key: p.idempotencyKey,
   metadata: p.metadata as unknown,
-  created_at: p.createdAt,
+  created_at: timestamp(p.createdAt),
   ...changingColumns(p)
 })
 
@@ -268,13 +268,13 @@ export const openPaymentsValues = (units: ReadonlyArray<OpenPayment>): Array<unk
       ...paymentColumns(change.payment),
       claim_key: claim?.key ?? null,
       fingerprint: claim?.fingerprint ?? null,
-      locked_until: claim?.lockedUntil ?? null,
-      claimed_at: claim?.now ?? null,
-      expires_at: claim?.expiresAt ?? null,
+      locked_until: claim === null ? null : timestamp(claim.lockedUntil),
+      claimed_at: claim === null ? null : timestamp(claim.now),
+      expires_at: claim === null ? null : timestamp(claim.expiresAt),
       owner: claim?.owner ?? null,
       flow_owner: flowOwner ?? null,
-      hour_since: history.hourSince,
-      day_since: history.daySince,
+      hour_since: timestamp(history.hourSince),
+      day_since: timestamp(history.daySince),
       day_limit: history.dayLimit,
       amount_window: history.amountWindow
     }
@@ -309,7 +309,7 @@ export const commitChangesValues = (units: ReadonlyArray<ChangeCommit>): Array<u
       direction: e.direction,
       amount_cents: e.amountCents,
       currency: e.currency,
-      created_at: e.createdAt
+      created_at: timestamp(e.createdAt)
     }))
   )),
   JSON.stringify(units.flatMap(({ change }) => {
@@ -325,9 +325,9 @@ export const commitChangesValues = (units: ReadonlyArray<ChangeCommit>): Array<u
       base_value: c.baseValue,
       explanations: c.explanations,
       notes: c.notes,
-      reviewed_at: c.reviewedAt,
-      created_at: c.createdAt,
-      updated_at: c.updatedAt
+      reviewed_at: timestampOrNull(c.reviewedAt),
+      created_at: timestamp(c.createdAt),
+      updated_at: timestamp(c.updatedAt)
     }]
   }))
 ]
@@ -362,7 +362,7 @@ const releaseLateClaims =
   (late: ReadonlyArray<{ readonly unit: OpenPayment; readonly outcome: OpenOutcome }>): Promise<void> | void => {
     const claims = late.flatMap(({ outcome, unit }) =>
       outcome._tag === "Opened" && unit.claim !== null
-        ? [{ merchant_id: unit.claim.merchantId, key: unit.claim.key, locked_until: unit.claim.lockedUntil }]
+        ? [{ merchant_id: unit.claim.merchantId, key: unit.claim.key, locked_until: timestamp(unit.claim.lockedUntil) }]
         : []
     )
     if (claims.length === 0) return

@@ -20,14 +20,20 @@ import {
 } from "./PgHotPath.ts"
 import { PgPool, prepared, statementDeadlineMs } from "./PgPrepared.ts"
 import {
-  iso,
-  isoOrNull,
+  disputeColumn,
+  ms,
+  msOrNull,
+  pendingColumn,
   type Row,
   run as runUnbounded,
   runWithin,
   secretColumnFor,
+  timestamp,
+  timestampOrNull,
+  toDispute,
   toEvent,
-  toMerchant
+  toMerchant,
+  toPending
 } from "./PgRows.ts"
 import * as PgWebhookStore from "./PgWebhookStore.ts"
 import type { AnalyticsPeriodRow, AnalyticsRow, ClaimOutcome, StoreEffect, StoreShape, UpdateOutcome } from "./Store.ts"
@@ -42,9 +48,9 @@ const toApiKey = (r: Row): ApiKey => ({
   prefix: r.prefix,
   lastFour: r.last_four,
   status: r.status,
-  createdAt: iso(r.created_at),
-  lastUsedAt: isoOrNull(r.last_used_at),
-  revokedAt: isoOrNull(r.revoked_at)
+  createdAt: ms(r.created_at),
+  lastUsedAt: msOrNull(r.last_used_at),
+  revokedAt: msOrNull(r.revoked_at)
 })
 
 const toPayment = (r: Row): Payment => ({
@@ -69,14 +75,14 @@ const toPayment = (r: Row): Payment => ({
   failureMessage: r.failure_message,
   networkRiskSignal: r.network_risk_signal,
   processorReference: r.processor_reference ?? null,
-  processorPending: r.processor_pending ?? null,
+  processorPending: toPending(r.processor_pending),
   failedRefunds: r.failed_refunds ?? [],
   version: r.version,
-  createdAt: iso(r.created_at),
-  updatedAt: iso(r.updated_at),
-  capturedAt: isoOrNull(r.captured_at),
-  settledAt: isoOrNull(r.settled_at),
-  dispute: r.dispute ?? null,
+  createdAt: ms(r.created_at),
+  updatedAt: ms(r.updated_at),
+  capturedAt: msOrNull(r.captured_at),
+  settledAt: msOrNull(r.settled_at),
+  dispute: toDispute(r.dispute),
   fraudModelVersion: r.fraud_model_version ?? null,
   fraudExplanations: r.fraud_explanations ?? null
 })
@@ -90,7 +96,7 @@ const toEntry = (r: Row): LedgerEntry => ({
   direction: r.direction,
   amountCents: Number(r.amount_cents),
   currency: r.currency as Currency,
-  createdAt: iso(r.created_at)
+  createdAt: ms(r.created_at)
 })
 
 const toFraudCase = (r: Row): FraudCase => ({
@@ -104,9 +110,9 @@ const toFraudCase = (r: Row): FraudCase => ({
   baseValue: r.base_value ?? null,
   explanations: r.explanations,
   notes: r.notes,
-  reviewedAt: isoOrNull(r.reviewed_at),
-  createdAt: iso(r.created_at),
-  updatedAt: iso(r.updated_at)
+  reviewedAt: msOrNull(r.reviewed_at),
+  createdAt: ms(r.created_at),
+  updatedAt: ms(r.updated_at)
 })
 
 /** Merchants whose secrets the start-up pass reads at once. */
@@ -277,8 +283,8 @@ export const makePgStore = Effect.gen(function*() {
   const paymentRow = (p: Payment) => ({
     ...paymentColumns(p),
     metadata: sql.json(p.metadata),
-    dispute: p.dispute === null ? null : sql.json(p.dispute),
-    processor_pending: p.processorPending === null ? null : sql.json(p.processorPending),
+    dispute: p.dispute === null ? null : sql.json(disputeColumn(p.dispute)),
+    processor_pending: p.processorPending === null ? null : sql.json(pendingColumn(p.processorPending)),
     failed_refunds: p.failedRefunds.length === 0 ? null : sql.json(p.failedRefunds),
     fraud_explanations: p.fraudExplanations === null ? null : JSON.stringify(p.fraudExplanations)
   })
@@ -297,7 +303,7 @@ export const makePgStore = Effect.gen(function*() {
             type: e.type,
             sequence: e.sequence,
             data: sql.json(e.data),
-            created_at: e.createdAt
+            created_at: timestamp(e.createdAt)
           })) as any)
         } RETURNING id, merchant_id, created_at)`)
         // Only a merchant with a webhook URL has deliveries to make (CONTRACT section 7).
@@ -316,7 +322,7 @@ export const makePgStore = Effect.gen(function*() {
             direction: e.direction,
             amount_cents: e.amountCents,
             currency: e.currency,
-            created_at: e.createdAt
+            created_at: timestamp(e.createdAt)
           })) as any)
         })`)
       }
@@ -337,9 +343,9 @@ export const makePgStore = Effect.gen(function*() {
             base_value: c.baseValue,
             explanations: JSON.stringify(c.explanations),
             notes: c.notes,
-            reviewed_at: c.reviewedAt,
-            created_at: c.createdAt,
-            updated_at: c.updatedAt
+            reviewed_at: timestampOrNull(c.reviewedAt),
+            created_at: timestamp(c.createdAt),
+            updated_at: timestamp(c.updatedAt)
           })
         }
           ON CONFLICT (id) DO UPDATE SET status = EXCLUDED.status, notes = EXCLUDED.notes,
@@ -358,8 +364,8 @@ export const makePgStore = Effect.gen(function*() {
             name: merchant.name,
             webhook_url: merchant.webhookUrl,
             webhook_secret: secrets.toStored(merchant.id, merchant.webhookSecret),
-            created_at: merchant.createdAt,
-            updated_at: merchant.updatedAt
+            created_at: timestamp(merchant.createdAt),
+            updated_at: timestamp(merchant.updatedAt)
           })
         }`
         yield* insertApiKey(apiKey)
@@ -369,8 +375,10 @@ export const makePgStore = Effect.gen(function*() {
         Effect.map((rows) => (rows[0] ? toMerchant(rows[0], secrets) : null))
       ),
     updateMerchant: (m) =>
-      run(sql`UPDATE merchants SET name = ${m.name}, webhook_url = ${m.webhookUrl}, updated_at = ${m.updatedAt}
-        WHERE id = ${m.id}`).pipe(Effect.asVoid),
+      run(
+        sql`UPDATE merchants SET name = ${m.name}, webhook_url = ${m.webhookUrl}, updated_at = ${timestamp(m.updatedAt)}
+        WHERE id = ${m.id}`
+      ).pipe(Effect.asVoid),
     firstMerchant: () =>
       run(sql`SELECT * FROM merchants ORDER BY created_at, id LIMIT 1`).pipe(
         Effect.map((rows) => (rows[0] ? toMerchant(rows[0], secrets) : null))
@@ -386,12 +394,12 @@ export const makePgStore = Effect.gen(function*() {
         Effect.map((rows) => (rows[0] ? toApiKey(rows[0]) : null))
       ),
     useApiKey: (hash, now, touchBefore) =>
-      Effect.map(useApiKey([hash, now, touchBefore]), (rows) => {
+      Effect.map(useApiKey([hash, timestamp(now), timestamp(touchBefore)]), (rows) => {
         const row = rows[0]
         if (row === undefined) return null
         const key = toApiKey(row.key as Row)
         return {
-          key: row.touched_at === null ? key : { ...key, lastUsedAt: iso(row.touched_at) },
+          key: row.touched_at === null ? key : { ...key, lastUsedAt: ms(row.touched_at) },
           merchant: toMerchant(row.merchant as Row, secrets)
         }
       }),
@@ -406,7 +414,7 @@ export const makePgStore = Effect.gen(function*() {
           yield* sql`SELECT status FROM api_keys WHERE id = ${keyId} AND merchant_id = ${merchantId} FOR UPDATE`
         if (rows.length === 0) return "not_found" as const
         if (rows[0]!.status === "revoked") return "revoked" as const
-        yield* sql`UPDATE api_keys SET status = 'revoked', revoked_at = ${now} WHERE id = ${keyId}`
+        yield* sql`UPDATE api_keys SET status = 'revoked', revoked_at = ${timestamp(now)} WHERE id = ${keyId}`
         yield* insertApiKey(replacement)
         return "rotated" as const
       }))),
@@ -459,8 +467,8 @@ export const makePgStore = Effect.gen(function*() {
       const where = sql.and([
         sql`merchant_id = ${merchantId}`,
         ...(filter.status === undefined ? [] : [sql`status = ${filter.status}`]),
-        ...(filter.createdFrom === undefined ? [] : [sql`created_at >= ${filter.createdFrom}`]),
-        ...(filter.createdTo === undefined ? [] : [sql`created_at <= ${filter.createdTo}`]),
+        ...(filter.createdFrom === undefined ? [] : [sql`created_at >= ${timestamp(filter.createdFrom)}`]),
+        ...(filter.createdTo === undefined ? [] : [sql`created_at <= ${timestamp(filter.createdTo)}`]),
         ...(filter.minAmountCents === undefined ? [] : [sql`amount_cents >= ${filter.minAmountCents}`]),
         ...(filter.maxAmountCents === undefined ? [] : [sql`amount_cents <= ${filter.maxAmountCents}`])
       ])
@@ -535,16 +543,18 @@ export const makePgStore = Effect.gen(function*() {
         FROM (
           SELECT c.id FROM payments c
           WHERE c.in_flight AND (
-            (c.updated_at < ${staleBefore} AND (c.flow_owner IS NULL OR c.flow_owner = ${owner}))
+            (c.updated_at < ${timestamp(staleBefore)} AND (c.flow_owner IS NULL OR c.flow_owner = ${owner}))
             OR (${takeOver} AND c.flow_owner IS DISTINCT FROM ${owner} AND (c.flow_owner IS NULL
-              OR NOT EXISTS (SELECT 1 FROM service_instances i WHERE i.id = c.flow_owner AND i.alive_until > ${now}))))
+              OR NOT EXISTS (SELECT 1 FROM service_instances i WHERE i.id = c.flow_owner AND i.alive_until > ${
+        timestamp(now)
+      }))))
           ORDER BY c.updated_at, c.id LIMIT ${limit}
           FOR UPDATE OF c SKIP LOCKED
         ) claimed
         WHERE p.id = claimed.id
         RETURNING p.id, p.updated_at`).pipe(
         Effect.map((rows) =>
-          rows.map((r) => ({ id: r.id as string, at: iso(r.updated_at) }))
+          rows.map((r) => ({ id: r.id as string, at: ms(r.updated_at) }))
             .sort((a, b) => (a.at < b.at ? -1 : a.at > b.at ? 1 : a.id < b.id ? -1 : 1))
             .map((r) => r.id)
         )
@@ -552,13 +562,16 @@ export const makePgStore = Effect.gen(function*() {
     paymentsCreatedBetween: ({ after, from, limit, to }) =>
       run(
         after === null
-          ? sql`SELECT * FROM payments WHERE created_at >= ${from} AND created_at < ${to} ORDER BY created_at, id LIMIT ${limit}`
-          : sql`SELECT * FROM payments WHERE created_at >= ${from} AND created_at < ${to}
-              AND (created_at, id) > (${after.createdAt}::timestamptz, ${after.id}) ORDER BY created_at, id LIMIT ${limit}`
+          ? sql`SELECT * FROM payments WHERE created_at >= ${timestamp(from)} AND created_at < ${
+            timestamp(to)
+          } ORDER BY created_at, id LIMIT ${limit}`
+          : sql`SELECT * FROM payments WHERE created_at >= ${timestamp(from)} AND created_at < ${timestamp(to)}
+              AND (created_at, id) > (${timestamp(after.createdAt)}::timestamptz, ${after.id})
+              ORDER BY created_at, id LIMIT ${limit}`
       ).pipe(Effect.map((rows) => rows.map(toPayment))),
     settleablePayments: (capturedBefore, limit) =>
       run(sql`SELECT id FROM payments WHERE settled_at IS NULL AND captured_at IS NOT NULL
-        AND captured_at < ${capturedBefore} AND status IN ('captured', 'refunded')
+        AND captured_at < ${timestamp(capturedBefore)} AND status IN ('captured', 'refunded')
         ORDER BY captured_at, id LIMIT ${limit}`).pipe(Effect.map((rows) => rows.map((r) => r.id as string))),
     paymentsByCardTokenAndDispute: (query, limit) => {
       if (!isCardTokenDisputeQuery(query)) {
@@ -571,21 +584,29 @@ export const makePgStore = Effect.gen(function*() {
       return run(sql`SELECT * FROM payments
         WHERE card_token IN ${tokens} AND captured_at IS NOT NULL
           AND (dispute IS NULL OR dispute->>'status' = 'open')
-          AND ((dispute IS NULL AND status IN ${
-        sql.in(query.undisputedStatuses)
-      } AND captured_at < ${query.capturedBefore})
-            OR (dispute->>'status' = 'open' AND dispute->>'openedAt' < ${query.openedBefore}))
+          AND ((dispute IS NULL AND status IN ${sql.in(query.undisputedStatuses)} AND captured_at < ${
+        timestamp(query.capturedBefore)
+      })
+            OR (dispute->>'status' = 'open' AND dispute->>'openedAt' < ${timestamp(query.openedBefore)}))
         ORDER BY captured_at, id LIMIT ${limit}`).pipe(Effect.map((rows) => rows.map(toPayment)))
     },
     analytics: (merchantId, createdFrom, createdTo) =>
-      run(sql.unsafe(analyticsTotalsSql, [merchantId, createdFrom, createdTo])).pipe(
+      run(sql.unsafe(analyticsTotalsSql, [merchantId, timestampOrNull(createdFrom), timestampOrNull(createdTo)])).pipe(
         Effect.map((rows) => rows.map(toAnalyticsRow))
       ),
     analyticsSeries: (merchantId, interval, createdFrom, createdTo) =>
-      run(sql.unsafe<Row>(analyticsSeriesSql, [merchantId, createdFrom, createdTo, interval, maximumSeriesRows + 1]))
+      run(
+        sql.unsafe<Row>(analyticsSeriesSql, [
+          merchantId,
+          timestampOrNull(createdFrom),
+          timestampOrNull(createdTo),
+          interval,
+          maximumSeriesRows + 1
+        ])
+      )
         .pipe(
           Effect.map((rows) =>
-            rows.map((r): AnalyticsPeriodRow => ({ ...toAnalyticsRow(r), periodStart: iso(r.period_start) }))
+            rows.map((r): AnalyticsPeriodRow => ({ ...toAnalyticsRow(r), periodStart: ms(r.period_start) }))
           )
         ),
     fraudStats: (merchantId) =>
@@ -660,10 +681,10 @@ export const makePgStore = Effect.gen(function*() {
             q.merchantId,
             q.cardToken,
             q.currency,
-            q.until,
+            timestamp(q.until),
             q.excludePaymentId,
-            q.hourSince,
-            q.daySince,
+            timestamp(q.hourSince),
+            timestamp(q.daySince),
             q.dayLimit,
             q.amountWindow
           ]
@@ -693,9 +714,9 @@ export const makePgStore = Effect.gen(function*() {
           claim.merchantId,
           claim.key,
           claim.fingerprint,
-          claim.lockedUntil,
-          claim.now,
-          claim.expiresAt,
+          timestamp(claim.lockedUntil),
+          timestamp(claim.now),
+          timestamp(claim.expiresAt),
           claim.owner ?? null
         ]),
         // The key is live: decide under the row's lock.
@@ -703,7 +724,7 @@ export const makePgStore = Effect.gen(function*() {
           claimed.length > 0 ? Effect.succeed({ _tag: "Claimed" }) : run(sql.withTransaction(Effect.gen(function*() {
             // The holder is gone when its process stopped beating (killed), whatever its lease says.
             const rows = yield* sql`SELECT k.*, EXISTS (SELECT 1 FROM service_instances i
-              WHERE i.id = k.owner AND i.alive_until <= ${claim.now}) AS owner_gone
+              WHERE i.id = k.owner AND i.alive_until <= ${timestamp(claim.now)}) AS owner_gone
             FROM idempotency_keys k
             WHERE k.merchant_id = ${claim.merchantId} AND k.key = ${claim.key} FOR UPDATE OF k`
             const row = rows[0]
@@ -716,9 +737,11 @@ export const makePgStore = Effect.gen(function*() {
                 body: row.response_body as string
               }
             }
-            if (iso(row.locked_until) > claim.now && row.owner_gone !== true) return { _tag: "InProgress" as const }
+            if (ms(row.locked_until) > claim.now && row.owner_gone !== true) return { _tag: "InProgress" as const }
             // The holder's lease ran out or its process died: this request resumes the same operation.
-            yield* sql`UPDATE idempotency_keys SET locked_until = ${claim.lockedUntil}, owner = ${claim.owner ?? null}
+            yield* sql`UPDATE idempotency_keys SET locked_until = ${timestamp(claim.lockedUntil)}, owner = ${
+              claim.owner ?? null
+            }
             WHERE merchant_id = ${claim.merchantId} AND key = ${claim.key}`
             return { _tag: "Claimed" as const }
           })))
@@ -729,12 +752,14 @@ export const makePgStore = Effect.gen(function*() {
     heartbeat: (instanceId, aliveUntil) =>
       // Processes gone for a day are forgotten (a claim of theirs is long past its lease).
       run(
-        sql`WITH forgotten AS (DELETE FROM service_instances WHERE alive_until < ${aliveUntil}::timestamptz - interval '1 day')
-        INSERT INTO service_instances (id, alive_until) VALUES (${instanceId}, ${aliveUntil})
+        sql`WITH forgotten AS (DELETE FROM service_instances WHERE alive_until < ${
+          timestamp(aliveUntil)
+        }::timestamptz - interval '1 day')
+        INSERT INTO service_instances (id, alive_until) VALUES (${instanceId}, ${timestamp(aliveUntil)})
         ON CONFLICT (id) DO UPDATE SET alive_until = EXCLUDED.alive_until`
       ).pipe(Effect.asVoid),
     lead: (role, instanceId, now) =>
-      run(sql`INSERT INTO service_leaders AS l (role, holder, since) VALUES (${role}, ${instanceId}, ${now})
+      run(sql`INSERT INTO service_leaders AS l (role, holder, since) VALUES (${role}, ${instanceId}, ${timestamp(now)})
         ON CONFLICT (role) DO UPDATE SET holder = EXCLUDED.holder,
           since = CASE WHEN l.holder = EXCLUDED.holder THEN l.since ELSE EXCLUDED.since END
         WHERE l.holder = EXCLUDED.holder
@@ -744,7 +769,9 @@ export const makePgStore = Effect.gen(function*() {
       run(sql`DELETE FROM service_leaders WHERE role = ${role} AND holder = ${instanceId}`).pipe(Effect.asVoid),
     purgeIdempotencyKeys: (expiredBefore) =>
       run(sql`
-        WITH purged AS (DELETE FROM idempotency_keys WHERE expires_at <= ${expiredBefore} RETURNING merchant_id, key),
+        WITH purged AS (DELETE FROM idempotency_keys WHERE expires_at <= ${
+        timestamp(expiredBefore)
+      } RETURNING merchant_id, key),
         released AS (
           UPDATE payments SET idempotency_hold = NULL FROM purged
           WHERE payments.merchant_id = purged.merchant_id AND payments.idempotency_hold = purged.key
@@ -764,9 +791,9 @@ export const makePgStore = Effect.gen(function*() {
         prefix: k.prefix,
         last_four: k.lastFour,
         status: k.status,
-        created_at: k.createdAt,
-        last_used_at: k.lastUsedAt,
-        revoked_at: k.revokedAt
+        created_at: timestamp(k.createdAt),
+        last_used_at: timestampOrNull(k.lastUsedAt),
+        revoked_at: timestampOrNull(k.revokedAt)
       })
     }`
   }
