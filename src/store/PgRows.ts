@@ -1,48 +1,15 @@
 import { Effect, Fiber } from "effect"
 import { SqlError, UnknownError } from "effect/sql/SqlError"
-import type { Dispute } from "../domain/DisputeRecord.ts"
-import type { Merchant } from "../domain/Merchant.ts"
-import type { PaymentEvent, ProcessorPending } from "../domain/Payment.ts"
-import type { Attempt } from "../domain/Webhook.ts"
 import type { AppConfigShape } from "../platform/Config.ts"
-import { isoAt } from "../platform/IsoTime.ts"
 import { configuredKey, makeSecretColumn, type SecretColumn } from "../platform/Sealing.ts"
 import { StoreUnavailable } from "./Store.ts"
 
-/** Row mapping and error handling shared by the PostgreSQL adapters. */
+/**
+ * Error handling shared by the PostgreSQL adapters, and the rows of statements that read no
+ * table's row as it is (aggregates, a batch's outcomes): a table's row has its own module and
+ * type, with its mapping both ways (./rows/).
+ */
 export type Row = Record<string, any>
-
-/**
- * Times are epoch milliseconds in the store's interface and `timestamptz` in PostgreSQL: a time
- * goes in as ISO 8601 text (a parameter, or a field of a JSON row that a statement reads as
- * `timestamptz`) and comes back as `pg` returns it (a Date), or as text (`to_jsonb`).
- */
-export const timestamp = (at: number): string => isoAt(at)
-export const timestampOrNull = (at: number | null): string | null => (at === null ? null : isoAt(at))
-
-/** A `timestamptz` value as read (a Date, or its text) in epoch milliseconds. */
-export const ms = (value: unknown): number => (value instanceof Date ? value.getTime() : Date.parse(String(value)))
-export const msOrNull = (value: unknown): number | null => (value === null || value === undefined ? null : ms(value))
-
-/**
- * A payment's dispute as its `dispute` jsonb column keeps it, its times as ISO text (queries
- * compare `dispute->>'openedAt'` as text), and back.
- */
-export const disputeColumn = (d: Dispute | null) =>
-  d === null ? null : { ...d, openedAt: isoAt(d.openedAt), resolvedAt: timestampOrNull(d.resolvedAt) }
-export const toDispute = (value: unknown): Dispute | null => {
-  if (value === null || value === undefined) return null
-  const d = value as Omit<Dispute, "openedAt" | "resolvedAt"> & { openedAt: string; resolvedAt: string | null }
-  return { ...d, openedAt: Date.parse(d.openedAt), resolvedAt: d.resolvedAt === null ? null : Date.parse(d.resolvedAt) }
-}
-
-/** A payment's `processor_pending` jsonb column, its `since` as ISO text, and back. */
-export const pendingColumn = (p: ProcessorPending | null) => (p === null ? null : { ...p, since: isoAt(p.since) })
-export const toPending = (value: unknown): ProcessorPending | null => {
-  if (value === null || value === undefined) return null
-  const p = value as Omit<ProcessorPending, "since"> & { since: string }
-  return { ...p, since: Date.parse(p.since) }
-}
 
 const sqlStatePattern = /^[0-9A-Z]{5}$/
 
@@ -113,27 +80,3 @@ export const secretColumnFor = (config: AppConfigShape): SecretColumn => {
   }
   return column
 }
-
-/** A delivery's `attempts` jsonb column, each attempt's `at` as ISO text, and back. */
-export const attemptsColumn = (attempts: ReadonlyArray<Attempt>) => attempts.map((a) => ({ ...a, at: isoAt(a.at) }))
-export const toAttempts = (value: unknown): ReadonlyArray<Attempt> =>
-  (value as ReadonlyArray<Omit<Attempt, "at"> & { at: string }>).map((a) => ({ ...a, at: Date.parse(a.at) }))
-
-export const toMerchant = (r: Row, secrets: SecretColumn): Merchant => ({
-  id: r.id,
-  name: r.name,
-  webhookUrl: r.webhook_url,
-  webhookSecret: secrets.fromStored(r.id, r.webhook_secret),
-  createdAt: ms(r.created_at),
-  updatedAt: ms(r.updated_at)
-})
-
-export const toEvent = (r: Row): PaymentEvent => ({
-  id: r.id,
-  paymentId: r.payment_id,
-  merchantId: r.merchant_id,
-  type: r.type,
-  sequence: r.sequence,
-  data: r.data,
-  createdAt: ms(r.created_at)
-})

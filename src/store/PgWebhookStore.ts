@@ -6,19 +6,11 @@ import { statementGraceMs } from "../platform/Database.ts"
 import type { SecretColumn } from "../platform/Sealing.ts"
 import { makeBatcher } from "./GroupCommit.ts"
 import { PgPool, prepared, statementDeadlineMs } from "./PgPrepared.ts"
-import {
-  attemptsColumn,
-  ms,
-  msOrNull,
-  type Row,
-  runWithin,
-  secretColumnFor,
-  timestamp,
-  timestampOrNull,
-  toAttempts,
-  toEvent,
-  toMerchant
-} from "./PgRows.ts"
+import { type Row, runWithin, secretColumnFor } from "./PgRows.ts"
+import { attemptsColumn, deliveryColumns, type DeliveryRow, toDelivery } from "./rows/Delivery.ts"
+import { type EventRow, toEvent } from "./rows/Event.ts"
+import { type MerchantRow, toMerchant } from "./rows/Merchant.ts"
+import { ms, msOrNull, type Timestamp, timestamp, timestampOrNull } from "./rows/Timestamps.ts"
 import type { StoreUnavailable } from "./Store.ts"
 import {
   emptyCounts,
@@ -31,24 +23,6 @@ import {
   WebhookStore,
   type WebhookStoreShape
 } from "./WebhookStore.ts"
-
-const toDelivery = (r: Row): Delivery => ({
-  id: r.id,
-  merchantId: r.merchant_id,
-  eventId: r.event_id,
-  eventType: r.event_type,
-  url: r.url,
-  payload: r.payload,
-  status: r.status,
-  attempts: toAttempts(r.attempts),
-  nextAttemptAt: msOrNull(r.next_attempt_at),
-  firstFailedAt: msOrNull(r.first_failed_at),
-  createdAt: ms(r.created_at),
-  completedAt: msOrNull(r.completed_at),
-  order: r.payment_id === null || r.payment_id === undefined
-    ? null
-    : { paymentId: r.payment_id, sequence: Number(r.event_sequence) }
-})
 
 /**
  * The secrets that sign now, from a row of `id, webhook_secret, previous_webhook_secret,
@@ -177,7 +151,7 @@ const recordAttemptsOutcomes = (rows: ReadonlyArray<Row>): Array<RecordOutcome> 
       ? leaseLost
       : r.successor === null || r.successor === undefined
       ? recorded
-      : recordedWithSuccessor(toDelivery(r.successor as Row))
+      : recordedWithSuccessor(toDelivery(r.successor as DeliveryRow))
   )
 
 export const makePgWebhookStore = Effect.gen(function*() {
@@ -199,22 +173,11 @@ export const makePgWebhookStore = Effect.gen(function*() {
   })
   const renew = prepared(pool, "renew_webhook_lease_v1", renewLeaseSql)
 
-  const deliveryRow = (d: Delivery) => ({
-    id: d.id,
-    merchant_id: d.merchantId,
-    event_id: d.eventId,
-    event_type: d.eventType,
-    url: d.url,
-    payload: d.payload,
-    status: d.status,
-    attempts: JSON.stringify(attemptsColumn(d.attempts)),
-    next_attempt_at: timestampOrNull(d.nextAttemptAt),
-    first_failed_at: timestampOrNull(d.firstFailedAt),
-    created_at: timestamp(d.createdAt),
-    completed_at: timestampOrNull(d.completedAt),
-    payment_id: d.order?.paymentId ?? null,
-    event_sequence: d.order?.sequence ?? null
-  })
+  // The attempts as text: the driver would send a JS array as a PostgreSQL array literal, not as JSON.
+  const deliveryRow = (d: Delivery) => {
+    const columns = deliveryColumns(d)
+    return { ...columns, attempts: JSON.stringify(columns.attempts) }
+  }
 
   const insert = (deliveries: ReadonlyArray<Delivery>) =>
     deliveries.length === 0
@@ -234,17 +197,19 @@ export const makePgWebhookStore = Effect.gen(function*() {
         ) RETURNING event_id`
       if (taken.length === 0) return { drained: 0, created: [] }
       const ids = taken.map((r) => r.event_id as string)
-      const events = yield* sql`SELECT * FROM payment_events WHERE id IN ${
+      const events = yield* sql<EventRow>`SELECT * FROM payment_events WHERE id IN ${
         sql.in(ids)
       } ORDER BY created_at, payment_id, sequence`
-      const merchantIds = [...new Set(events.map((e) => e.merchant_id as string))]
+      const merchantIds = [...new Set(events.map((e) => e.merchant_id))]
       const merchants = new Map(
-        (merchantIds.length === 0 ? [] : yield* sql`SELECT * FROM merchants WHERE id IN ${sql.in(merchantIds)}`)
-          .map((r) => [r.id as string, toMerchant(r, secrets)])
+        (merchantIds.length === 0
+          ? []
+          : yield* sql<MerchantRow>`SELECT * FROM merchants WHERE id IN ${sql.in(merchantIds)}`)
+          .map((r) => [r.id, toMerchant(r, secrets)])
       )
       const built: Array<Delivery> = []
       for (const row of events) {
-        const merchant = merchants.get(row.merchant_id as string)
+        const merchant = merchants.get(row.merchant_id)
         const delivery = merchant === undefined ? null : build(toEvent(row), merchant)
         if (delivery !== null) built.push(delivery)
       }
@@ -277,7 +242,7 @@ export const makePgWebhookStore = Effect.gen(function*() {
 
   const nextDueAt = () =>
     run(sql`SELECT min(${dueAt()}) AS at FROM webhook_deliveries d WHERE d.status IN ('pending', 'retrying')`).pipe(
-      Effect.map((rows) => msOrNull(rows[0]?.at))
+      Effect.map((rows) => msOrNull(rows[0]?.at as Timestamp | null))
     )
 
   /** Outbox batches while they come full (each its own transaction, as `drainOutbox`). */
@@ -323,10 +288,10 @@ export const makePgWebhookStore = Effect.gen(function*() {
             (SELECT min(${dueAt()}) FROM webhook_deliveries d
               WHERE d.status IN ('pending', 'retrying') AND d.id NOT IN (SELECT id FROM claimed)) AS next_due`).pipe(
           Effect.map((rows) => {
-            const rowsClaimed = rows[0]!.claimed as ReadonlyArray<Row>
+            const rowsClaimed = rows[0]!.claimed as ReadonlyArray<DeliveryRow & { readonly taken_over: boolean }>
             const claimed = rowsClaimed.map(toDelivery).sort(byDueTime)
-            const takenOver = new Set(rowsClaimed.filter((r) => r.taken_over === true).map((r) => r.id as string))
-            const others = rows[0]!.next_due === null ? Infinity : ms(rows[0]!.next_due)
+            const takenOver = new Set(rowsClaimed.filter((r) => r.taken_over === true).map((r) => r.id))
+            const others = rows[0]!.next_due === null ? Infinity : ms(rows[0]!.next_due as Timestamp)
             const nextDueAt = Math.min(others, claimed.length > 0 ? lease.until : Infinity)
             const signing = new Map(
               (rows[0]!.secrets as ReadonlyArray<Row>).map((r) => [r.id as string, secretsOf(r, secrets)] as const)
@@ -344,7 +309,7 @@ export const makePgWebhookStore = Effect.gen(function*() {
     drainOutbox: drain,
     insertDelivery: (delivery) => run(insert([delivery])).pipe(Effect.asVoid),
     getDelivery: (merchantId, id) =>
-      run(sql`SELECT * FROM webhook_deliveries WHERE id = ${id} AND merchant_id = ${merchantId}`).pipe(
+      run(sql<DeliveryRow>`SELECT * FROM webhook_deliveries WHERE id = ${id} AND merchant_id = ${merchantId}`).pipe(
         Effect.map((rows) => (rows[0] ? toDelivery(rows[0]) : null))
       ),
     listDeliveries: (merchantId, filter, p) => {
@@ -353,7 +318,7 @@ export const makePgWebhookStore = Effect.gen(function*() {
         ...(filter.status === undefined ? [] : [sql`status = ${filter.status}`])
       ])
       return run(Effect.all([
-        sql`SELECT * FROM webhook_deliveries WHERE ${where} ORDER BY created_at DESC, id DESC
+        sql<DeliveryRow>`SELECT * FROM webhook_deliveries WHERE ${where} ORDER BY created_at DESC, id DESC
           LIMIT ${p.perPage} OFFSET ${(p.page - 1) * p.perPage}`,
         sql`SELECT count(*)::int AS n FROM webhook_deliveries WHERE ${where}`
       ])).pipe(Effect.map(([rows, count]) => ({ items: rows.map(toDelivery), totalCount: Number(count[0]!.n) })))
@@ -392,15 +357,16 @@ export const makePgWebhookStore = Effect.gen(function*() {
         Effect.map((rows) => ({
           open: Number(rows[0]?.open ?? 0),
           due: Number(rows[0]?.due ?? 0),
-          oldestDueAt: msOrNull(rows[0]?.oldest)
+          oldestDueAt: msOrNull(rows[0]?.oldest as Timestamp | null)
         }))
       )
     },
     nextDueAt,
     resend: (merchantId, id, decide) =>
       run(sql.withTransaction(Effect.gen(function*() {
-        const rows =
-          yield* sql`SELECT * FROM webhook_deliveries WHERE id = ${id} AND merchant_id = ${merchantId} FOR UPDATE`
+        const rows = yield* sql<
+          DeliveryRow
+        >`SELECT * FROM webhook_deliveries WHERE id = ${id} AND merchant_id = ${merchantId} FOR UPDATE`
         if (rows.length === 0) return { _tag: "NotFound" as const }
         const current = toDelivery(rows[0]!)
         const next = decide(current)
@@ -427,7 +393,7 @@ export const makePgWebhookStore = Effect.gen(function*() {
         Effect.flatMap(([statusRows, [figures]]) =>
           Effect.map(
             run(sql`SELECT count(*)::int AS n FROM webhook_attempts WHERE merchant_id = ${merchantId} AND NOT succeeded
-              AND at > ${timestampOrNull(msOrNull(figures?.last_success)) ?? "-infinity"}`),
+              AND at > ${timestampOrNull(msOrNull(figures?.last_success as Timestamp | null)) ?? "-infinity"}`),
             ([consecutive]) => {
               const counts = emptyCounts()
               for (const r of statusRows) counts[r.status as DeliveryStatus] = Number(r.n)
@@ -435,8 +401,8 @@ export const makePgWebhookStore = Effect.gen(function*() {
                 counts,
                 attemptsLastDay: Number(figures?.recent ?? 0),
                 successfulAttemptsLastDay: Number(figures?.recent_ok ?? 0),
-                lastSuccessAt: msOrNull(figures?.last_success),
-                lastFailureAt: msOrNull(figures?.last_failure),
+                lastSuccessAt: msOrNull(figures?.last_success as Timestamp | null),
+                lastFailureAt: msOrNull(figures?.last_failure as Timestamp | null),
                 consecutiveFailures: Number(consecutive?.n ?? 0)
               }
             }
@@ -445,7 +411,7 @@ export const makePgWebhookStore = Effect.gen(function*() {
       )
     },
     rotateSecret: (merchantId, secret, previousUntil, now) =>
-      run(sql`UPDATE merchants SET previous_webhook_secret = webhook_secret,
+      run(sql<MerchantRow>`UPDATE merchants SET previous_webhook_secret = webhook_secret,
           previous_webhook_secret_expires_at = ${timestamp(previousUntil)}, webhook_secret = ${
         secrets.toStored(merchantId, secret)
       }, updated_at = ${timestamp(now)}

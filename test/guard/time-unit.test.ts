@@ -27,10 +27,10 @@ const allowed: Readonly<Record<string, string>> = {
   "src/store/PgHotPath.ts until": "HistoryExpressions: SQL expressions that read the times, not times",
   "src/store/PgHotPath.ts hourSince": "HistoryExpressions: SQL expressions that read the times, not times",
   "src/store/PgHotPath.ts daySince": "HistoryExpressions: SQL expressions that read the times, not times",
-  "src/store/PgRows.ts openedAt": "a jsonb column as PostgreSQL returns it, converted right there",
-  "src/store/PgRows.ts resolvedAt": "a jsonb column as PostgreSQL returns it, converted right there",
-  "src/store/PgRows.ts since": "a jsonb column as PostgreSQL returns it, converted right there",
-  "src/store/PgRows.ts at": "a jsonb column as PostgreSQL returns it, converted right there"
+  "src/store/rows/Payment.ts openedAt": "the dispute's jsonb column as stored (SQL compares it as text)",
+  "src/store/rows/Payment.ts resolvedAt": "the dispute's jsonb column as stored",
+  "src/store/rows/Payment.ts since": "the processor_pending jsonb column as stored",
+  "src/store/rows/Delivery.ts at": "the attempts jsonb column as stored"
 }
 
 const filesUnder = (folder: string): Array<string> =>
