@@ -580,7 +580,6 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
         let key = id === undefined ? undefined : state.apiKeys.get(id)
         const merchant = key === undefined ? undefined : state.merchants.get(key.merchantId)
         if (key === undefined || merchant === undefined) return null
-        // ISO instants of one format (toISOString): their text order is their time order, as elsewhere here.
         if (key.status === "active" && (key.lastUsedAt === null || key.lastUsedAt <= touchBefore)) {
           key = { ...key, lastUsedAt: now }
           state.apiKeys.set(key.id, key)
