@@ -14,8 +14,6 @@ import { historyWindows, score } from "../src/services/Fraud.ts"
 import { commitChangesSql, commitChangesValues, openPaymentsSql, openPaymentsValues } from "../src/store/PgHotPath.ts"
 import type { ChangeCommit, OpenPayment } from "../src/store/Store.ts"
 
-const addMs = (iso: string, ms: number) => new Date(Date.parse(iso) + ms).toISOString()
-
 /** One create as the service runs it (sandbox approval, screening, automatic capture), with ids from `mintId`. */
 export const createUnit = (
   merchantId: string,
@@ -27,7 +25,7 @@ export const createUnit = (
   readonly commit: (history: FraudHistory) => ChangeCommit
   readonly payment: () => Payment.Payment
 } => {
-  const now = new Date().toISOString()
+  const now = Date.now()
   const ctx: Payment.Context = { now, mintId }
   const created = Payment.create({
     merchantId,
@@ -47,8 +45,8 @@ export const createUnit = (
     key: idempotencyKey,
     fingerprint: "0".repeat(64),
     now,
-    lockedUntil: addMs(now, defaults.idempotencyLeaseMs),
-    expiresAt: addMs(now, defaults.idempotencyTtlMs)
+    lockedUntil: now + defaults.idempotencyLeaseMs,
+    expiresAt: now + defaults.idempotencyTtlMs
   }
   let committed: Payment.Payment = pending
   return {
@@ -60,7 +58,7 @@ export const createUnit = (
         ? score({ ...pending, networkRiskSignal: authorization.networkRiskSignal }, history)
         : null
       const flow = Payment.advanceFlow(pending, { authorization, screening, thresholds: defaults.fraudThresholds }, {
-        now: new Date().toISOString(),
+        now: Date.now(),
         mintId
       })
       if (!flow.ok) throw new Error("flow refused")

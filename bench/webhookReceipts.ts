@@ -6,7 +6,6 @@
  * explains is a duplicate, a bug. Pure: the bench and its test feed it plain records.
  */
 import type { Delivery } from "../src/domain/Webhook.ts"
-import { isoMs } from "../src/platform/Time.ts"
 
 /** One POST as a receiver got it (its headers, and when it came and was answered). */
 export interface Receipt {
@@ -101,7 +100,7 @@ export const classifyReceipts = (
   for (const r of receipts) {
     const recorded = deliveryById.get(r.deliveryId)?.attempts.find((a) => a.attempt === r.attempt)
     if (recorded !== undefined && isTimeout(recorded.error)) {
-      timedOutReceived.push({ startedMs: isoMs(recorded.at), answeredMs: r.answeredMs })
+      timedOutReceived.push({ startedMs: recorded.at, answeredMs: r.answeredMs })
     }
   }
   for (const [eventId, stored] of deliveriesOfEvent) {

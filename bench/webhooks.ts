@@ -112,8 +112,8 @@ urls.forEach((url, i) =>
     name: `m${i}`,
     webhookUrl: url,
     webhookSecret: `whsec_${i}`,
-    createdAt: "2026-01-01T00:00:00.000Z",
-    updatedAt: "2026-01-01T00:00:00.000Z"
+    createdAt: Date.UTC(2026, 0, 1),
+    updatedAt: Date.UTC(2026, 0, 1)
   })
 )
 const createdMs = new Map<string, number>()
@@ -141,7 +141,7 @@ const program = Effect.gen(function*() {
   const start = startMs = yield* Clock.currentTimeMillis
   for (let i = 0; i < events; i++) {
     const merchantId = `mer_${i % endpoints}`
-    const now = new Date(start).toISOString()
+    const now = start
     state.outbox.push({
       id: `evt_${i}`,
       paymentId: `pay_${i}`,

@@ -12,7 +12,6 @@ import { AppConfig } from "./platform/Config.ts"
 import * as Config from "./platform/Config.ts"
 import * as Database from "./platform/Database.ts"
 import * as Logging from "./platform/Logging.ts"
-import { nowIso } from "./platform/Time.ts"
 import { Merchants } from "./services/Merchants.ts"
 import { Payments } from "./services/Payments.ts"
 import { Reconciliation } from "./services/Reconciliation.ts"
@@ -111,7 +110,7 @@ const merchant = Command.make("merchant").pipe(
 
 const settle = Command.make("settle", { json }, ({ json }) =>
   withServices(Effect.gen(function*() {
-    const settled = yield* (yield* Payments).settle(yield* nowIso)
+    const settled = yield* (yield* Payments).settle(yield* Clock.currentTimeMillis)
     yield* json ? Cli.printJson({ settled }) : Console.log(Cli.fields([["payments settled", settled]]))
   }))).pipe(
     Command.withDescription(

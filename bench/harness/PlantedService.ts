@@ -119,7 +119,7 @@ const app = (bug: PlantedBug, config: Config.AppConfigShape) =>
 
 /** `payments settle --json` with the bug planted: the settlement now, its count printed as JSON. */
 const settle = (bug: PlantedBug) =>
-  Effect.flatMap(Payments, (payments) => payments.settle(new Date().toISOString())).pipe(
+  Effect.flatMap(Payments, (payments) => payments.settle(Date.now())).pipe(
     Effect.flatMap((settled) => Effect.sync(() => process.stdout.write(`${JSON.stringify({ settled })}\n`))),
     Effect.provide(ServicesLive.pipe(Layer.provideMerge(plantedInfrastructure(bug))))
   )

@@ -499,8 +499,8 @@ const eventFor = (after: Payment, type: PaymentEvent["type"], id: string): Payme
       status: after.dispute.status,
       reason: after.dispute.reason,
       amount_cents: after.dispute.amountCents,
-      opened_at: after.dispute.openedAt,
-      resolved_at: after.dispute.resolvedAt
+      opened_at: new Date(after.dispute.openedAt).toISOString(),
+      resolved_at: after.dispute.resolvedAt === null ? null : new Date(after.dispute.resolvedAt).toISOString()
     }
   },
   createdAt: after.updatedAt
@@ -757,12 +757,13 @@ export const webhookStoreBug = (
     /** The retry schedule the service runs with (the bugs that read it: `retry-index-off-by-one`, `give-up-one-early`). */
     readonly scheduleMs?: ReadonlyArray<number>
     /** The signing secrets of a delivery's merchant at `now`, read from the store's state (`lease-renewal-ignored`). */
-    readonly secretsOf?: (deliveryId: string, now: string) => ReadonlyArray<string>
+    readonly secretsOf?: (deliveryId: string, now: number) => ReadonlyArray<string>
   } = {}
 ): WebhookStoreShape => {
   const receiverNowMs = world.receiverNowMs ?? (() => Number.NaN)
   const scheduleMs = world.scheduleMs ?? []
-  const shiftedIso = (iso: string, ms: number) => new Date(Date.parse(iso) + ms).toISOString()
+  /** A time moved by `ms`, in whole ms (as the store keeps them). */
+  const shifted = (at: number, ms: number) => Math.floor(at + ms)
   /** The failures that count for the schedule: every failed attempt from the first failure on, cut ones aside. */
   const failuresOf = (delivery: Parameters<WebhookStoreShape["recordAttempt"]>[0]) =>
     delivery.attempts.filter((a) =>
@@ -786,7 +787,7 @@ export const webhookStoreBug = (
         recordAttempt: (delivery, attempt, token, successor) => {
           // The attempt is timed when its answer came (or its timeout fired), not when it started:
           // a first failure so timed moves the whole schedule by its duration.
-          const ended = { ...attempt, at: shiftedIso(attempt.at, attempt.durationMs) }
+          const ended = { ...attempt, at: shifted(attempt.at, attempt.durationMs) }
           const attempts = [...delivery.attempts.slice(0, -1), ended]
           const first = delivery.firstFailedAt !== null && delivery.firstFailedAt === attempt.at
           return store.recordAttempt(
@@ -795,7 +796,7 @@ export const webhookStoreBug = (
               attempts,
               firstFailedAt: first ? ended.at : delivery.firstFailedAt,
               nextAttemptAt: first && delivery.nextAttemptAt !== null
-                ? shiftedIso(delivery.nextAttemptAt, attempt.durationMs)
+                ? shifted(delivery.nextAttemptAt, attempt.durationMs)
                 : delivery.nextAttemptAt
             },
             ended,
@@ -814,9 +815,9 @@ export const webhookStoreBug = (
               delivery :
               {
                 ...delivery,
-                nextAttemptAt: shiftedIso(
+                nextAttemptAt: shifted(
                   delivery.nextAttemptAt,
-                  Date.parse(attempt.at) - Date.parse(delivery.firstFailedAt)
+                  attempt.at - delivery.firstFailedAt
                 )
               },
             attempt,
@@ -836,7 +837,7 @@ export const webhookStoreBug = (
           return store.recordAttempt(
             offsetMs === undefined
               ? delivery
-              : { ...delivery, nextAttemptAt: shiftedIso(delivery.firstFailedAt, offsetMs) },
+              : { ...delivery, nextAttemptAt: shifted(delivery.firstFailedAt, offsetMs) },
             attempt,
             token,
             successor
@@ -868,7 +869,7 @@ export const webhookStoreBug = (
           if (delivery.firstFailedAt === null || delivery.firstFailedAt !== attempt.at) {
             return store.recordAttempt(delivery, attempt, token, successor)
           }
-          const receivedAt = new Date(receiverNowMs() - attempt.durationMs).toISOString()
+          const receivedAt = Math.floor(receiverNowMs() - attempt.durationMs)
           return store.recordAttempt({ ...delivery, firstFailedAt: receivedAt }, attempt, token, successor)
         }
       }
@@ -879,7 +880,7 @@ export const webhookStoreBug = (
           store.recordAttempt(
             delivery.nextAttemptAt === null || delivery.status !== "retrying" ? delivery : {
               ...delivery,
-              nextAttemptAt: new Date(Date.parse(delivery.nextAttemptAt) - 20_000).toISOString()
+              nextAttemptAt: delivery.nextAttemptAt - 20_000
             },
             attempt,
             token,
@@ -891,7 +892,7 @@ export const webhookStoreBug = (
       // payment's order) is recorded 20 s before it was made, as a clock read too early would,
       // and the retries are scheduled from that record: each goes 20 s before its offset from the
       // real first attempt, on time by the store's own times.
-      const earlier = (iso: string) => new Date(Date.parse(iso) - 20_000).toISOString()
+      const earlier = (at: number) => at - 20_000
       return {
         ...store,
         recordAttempt: (delivery, attempt, token, successor) => {
@@ -925,7 +926,7 @@ export const webhookStoreBug = (
           store.recordAttempt(
             delivery.nextAttemptAt === null || delivery.status !== "retrying" ? delivery : {
               ...delivery,
-              nextAttemptAt: new Date(Math.floor(Date.parse(delivery.nextAttemptAt) / 1000) * 1000).toISOString()
+              nextAttemptAt: Math.floor(delivery.nextAttemptAt / 1000) * 1000
             },
             attempt,
             token,

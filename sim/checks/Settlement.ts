@@ -7,7 +7,7 @@ import type { Auditor } from "./Auditor.ts"
  * becomes `settled` ... A payment fully refunded before the cut-off stays `refunded`; its
  * remaining pending balance is swept the same way") and docs/operations.md (`SETTLEMENT_CUTOFF`,
  * a time of day in UTC). It decides from the record alone what a sweep must have done; it calls
- * nothing of the service (no `isSettleable`, no `nextCutoffMs`): a law that asked the code under
+ * nothing of the service (no `isSettleable`, no `nextCutoff`): a law that asked the code under
  * test what should have been swept would agree with every bug in it.
  */
 
@@ -20,12 +20,15 @@ export const cutoffAfter = (ms: number, cutoffMinutes: number): number => {
 }
 
 /**
- * Must the sweep of a cut-off at `cutoff` (ISO) have reached this payment? Every payment whose
+ * Must the sweep of a cut-off at `cutoff` (ms) have reached this payment? Every payment whose
  * money was captured before it: whatever happened since (refunded in full, disputed, refunded in
  * part), its pending balance is swept once. Status alone does not say it (a `refunded` payment may
  * be swept or not); the capture time does.
  */
-const owedSweep = (payment: Pick<Payment, "capturedAt">, cutoff: string) =>
+/** A time in a law's message. */
+const iso = (ms: number | null) => (ms === null ? "none" : new Date(ms).toISOString())
+
+const owedSweep = (payment: Pick<Payment, "capturedAt">, cutoff: number) =>
   payment.capturedAt !== null && payment.capturedAt < cutoff
 
 /**
@@ -46,17 +49,18 @@ export const settlementLaw = (
 ) => {
   // The last cut-off at least `graceMs` before now: a sweep may still be retrying right after one.
   const lastCutoffMs = cutoffAfter(options.nowMs - options.graceMs - dayMs, options.cutoffMinutes)
-  const lastCutoff = new Date(lastCutoffMs).toISOString()
   const anyCutoff = lastCutoffMs > options.startMs
   const law = {
     unsettled: 0,
     check: (payment: Pick<Payment, "id" | "status" | "capturedAt" | "settledAt">) => {
       if (payment.settledAt === null) {
-        if (anyCutoff && owedSweep(payment, lastCutoff)) {
+        if (anyCutoff && owedSweep(payment, lastCutoffMs)) {
           law.unsettled++
           auditor.fail(
             "settled-by-cut-off",
-            `payment ${payment.id}: captured ${payment.capturedAt}, still ${payment.status} and never swept after the ${lastCutoff} cut-off`
+            `payment ${payment.id}: captured ${
+              iso(payment.capturedAt)
+            }, still ${payment.status} and never swept after the ${iso(lastCutoffMs)} cut-off`
           )
         }
         return
@@ -65,18 +69,16 @@ export const settlementLaw = (
       auditor.check(
         capturedAt !== null,
         "settled-by-cut-off",
-        () => `payment ${payment.id}: settled ${payment.settledAt} without a capture`
+        () => `payment ${payment.id}: settled ${iso(payment.settledAt)} without a capture`
       )
       if (capturedAt === null) return
-      const cutoffMs = cutoffAfter(Date.parse(capturedAt), options.cutoffMinutes)
-      const settledMs = Date.parse(payment.settledAt)
+      const cutoffMs = cutoffAfter(capturedAt, options.cutoffMinutes)
+      const settledMs = payment.settledAt
       auditor.check(
         settledMs >= cutoffMs && settledMs < cutoffMs + dayMs,
         "settled-by-cut-off",
         () =>
-          `payment ${payment.id}: captured ${capturedAt}, settled ${payment.settledAt}, its cut-off ${
-            new Date(cutoffMs).toISOString()
-          }`
+          `payment ${payment.id}: captured ${iso(capturedAt)}, settled ${iso(settledMs)}, its cut-off ${iso(cutoffMs)}`
       )
     }
   }

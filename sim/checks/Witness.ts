@@ -142,16 +142,16 @@ export const paymentOfApi = (t: ApiTransaction): Payment => {
     fraudVerdict: verdict,
     fraudCaseId: t.fraud_case_id,
     failureCode: t.failure_code,
-    settledAt: t.status === "settled" ? t.updated_at : null,
+    settledAt: t.status === "settled" ? Date.parse(t.updated_at) : null,
     dispute: t.dispute === null ? null : {
       status: t.dispute.status,
       reason: t.dispute.reason,
       amountCents: t.dispute.amount_cents,
-      openedAt: t.dispute.opened_at,
-      resolvedAt: t.dispute.resolved_at
+      openedAt: Date.parse(t.dispute.opened_at),
+      resolvedAt: t.dispute.resolved_at === null ? null : Date.parse(t.dispute.resolved_at)
     },
-    createdAt: t.created_at,
-    updatedAt: t.updated_at
+    createdAt: Date.parse(t.created_at),
+    updatedAt: Date.parse(t.updated_at)
   } as unknown as Payment
 }
 
@@ -164,7 +164,7 @@ const eventsOfApi = (t: ApiTransaction, events: ReadonlyArray<ApiEvent>): Array<
     type: e.type,
     sequence: i + 1,
     data: e.data as unknown as PaymentEvent["data"],
-    createdAt: e.created_at
+    createdAt: Date.parse(e.created_at)
   }))
 
 /** Entries as listed; the merchant is the one whose key read them (another merchant's are never shown). */
@@ -178,7 +178,7 @@ const ledgerOfApi = (t: ApiTransaction, entries: ReadonlyArray<ApiLedgerEntry>):
     direction: e.direction,
     amountCents: e.amount_cents,
     currency: e.currency,
-    createdAt: e.created_at
+    createdAt: Date.parse(e.created_at)
   }))
 
 export interface WitnessMerchant {
@@ -385,7 +385,7 @@ export const witnessSettledLedger = async (input: {
       )
       const record = paymentOfApi(t)
       const payment: Payment = swept && record.settledAt === null
-        ? { ...record, settledAt: input.settledAtIso }
+        ? { ...record, settledAt: Date.parse(input.settledAtIso) }
         : record
       const balances = new Float64Array(chartSize)
       const entries = ledgerOfApi(t, ledgerList.ledger_entries)
@@ -423,7 +423,7 @@ const deliveryOfApi = (
     if (a.cut === true) cuts.attempts++
     return {
       attempt: a.attempt,
-      atMs: Date.parse(a.at),
+      at: Date.parse(a.at),
       responseStatus: a.response_status,
       error: a.error,
       cut: a.cut === true
@@ -437,8 +437,8 @@ const deliveryOfApi = (
     url: d.url,
     status: d.status,
     order: place,
-    createdAtMs: Date.parse(d.created_at),
-    firstFailedAtMs: firstFailed === undefined ? null : firstFailed.atMs,
+    createdAt: Date.parse(d.created_at),
+    firstFailedAt: firstFailed === undefined ? null : firstFailed.at,
     attempts
   }
 }

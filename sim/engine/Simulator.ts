@@ -214,7 +214,7 @@ const assembleWorld = (options: SimOptions, internals: SimInternals) => {
     lastCrashMs: () => crashesMs[crashesMs.length - 1] ?? -1,
     secretsOf: (url) => {
       const merchantId = merchantOfUrl.get(url)
-      return merchantId === undefined ? [] : signingSecretsOf(state, merchantId, isoAt(time.nowMs))
+      return merchantId === undefined ? [] : signingSecretsOf(state, merchantId, time.nowMs)
     }
   })
   const merchantOfUrl = new Map<string, string>()
@@ -733,7 +733,6 @@ const quiesce = ({ options, time, auditor, state, webhookStore, disputes, servic
  */
 const checkLiveness = (world: World) => {
   const { time, auditor, state, horizonEndMs } = world
-  const nowIso = isoAt(time.nowMs)
   const stuck: Array<string> = []
   for (const payment of state.payments.values()) {
     if (payment.status === "pending" || state.inFlight.has(payment.id)) {
@@ -746,8 +745,8 @@ const checkLiveness = (world: World) => {
     }
   }
   for (const [merchantId, key, row] of state.idempotency.entries()) {
-    if (row.state === "in_progress" && row.lockedUntil > nowIso) {
-      stuck.push(`idempotency claim ${merchantId}/${key} locked until ${row.lockedUntil}`)
+    if (row.state === "in_progress" && row.lockedUntil > time.nowMs) {
+      stuck.push(`idempotency claim ${merchantId}/${key} locked until ${isoAt(row.lockedUntil)}`)
     }
   }
   stuck.push(...stuckDeliveries(world))
@@ -777,8 +776,8 @@ const stuckDeliveries = ({ time, state, config }: World) => {
   const stuck: Array<string> = []
   const overdueMs = dispatcherPollMs + config.webhookTimeoutMs + 60_000
   const aheadMs = (config.webhookRetryScheduleMs[config.webhookRetryScheduleMs.length - 1] ?? 0) + overdueMs
-  const onSchedule = (row: { readonly dueMs: number }) =>
-    row.dueMs >= time.nowMs - overdueMs && row.dueMs <= time.nowMs + aheadMs
+  const onSchedule = (row: { readonly dueAt: number }) =>
+    row.dueAt >= time.nowMs - overdueMs && row.dueAt <= time.nowMs + aheadMs
   const heads = new Map<
     string,
     {
@@ -786,15 +785,15 @@ const stuckDeliveries = ({ time, state, config }: World) => {
       readonly row: {
         readonly id: string
         readonly status: string
-        readonly dueMs: number
-        readonly nextAttemptMs: number
+        readonly dueAt: number
+        readonly nextAttemptAt: number
       }
     }
   >()
   for (const row of state.webhooks.deliveries.values()) {
     if (!row.open) {
-      if (row.leaseUntilMs > time.nowMs) {
-        stuck.push(`webhook lease of delivery ${row.id} until ${isoAt(row.leaseUntilMs)}`)
+      if (row.leaseUntil > time.nowMs) {
+        stuck.push(`webhook lease of delivery ${row.id} until ${isoAt(row.leaseUntil)}`)
       }
       continue
     }
@@ -803,7 +802,7 @@ const stuckDeliveries = ({ time, state, config }: World) => {
       if (!onSchedule(row)) {
         stuck.push(
           `delivery ${row.id} ${row.status}, next attempt ${
-            Number.isNaN(row.nextAttemptMs) ? "none" : isoAt(row.nextAttemptMs)
+            Number.isNaN(row.nextAttemptAt) ? "none" : isoAt(row.nextAttemptAt)
           }`
         )
       }
@@ -817,7 +816,7 @@ const stuckDeliveries = ({ time, state, config }: World) => {
     if (!onSchedule(row)) {
       stuck.push(
         `delivery ${row.id} ${row.status}, next attempt ${
-          Number.isNaN(row.nextAttemptMs) ? "none" : isoAt(row.nextAttemptMs)
+          Number.isNaN(row.nextAttemptAt) ? "none" : isoAt(row.nextAttemptAt)
         }`
       )
     }

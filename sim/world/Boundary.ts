@@ -77,7 +77,7 @@ const amountMillionths = (amountCents: number, currency: string, count: number, 
 
 /**
  * A plan whose predicted output is exactly `target` (millionths), trying the currencies and
- * brands in the order given, or null when none reaches it. `createdAt` is when the create is sent
+ * brands in the order given, or null when none reaches it. `createdAt` (ms) is when the create is sent
  * (the night feature reads its UTC hour).
  */
 export const planBoundary = (
@@ -85,7 +85,7 @@ export const planBoundary = (
   currencies: ReadonlyArray<string>,
   brands: ReadonlyArray<string>,
   historyOf: (currency: string) => AmountHistory,
-  createdAt: string
+  createdAt: number
 ): BoundaryPlan | null => {
   for (const countryMismatch of [true, false]) {
     for (const currency of currencies) {

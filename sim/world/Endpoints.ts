@@ -775,7 +775,7 @@ export const auditDeliveries = (
     const attempts = d.attempts
     for (let i = 0, place = 0; i < attempts.length; i++) {
       if (attempts[i]!.cut === true) continue
-      if (is2xx(attempts[i]!.responseStatus) || place === scheduleMs.length) return attempts[i]!.atMs
+      if (is2xx(attempts[i]!.responseStatus) || place === scheduleMs.length) return attempts[i]!.at
       place++
     }
     return null
@@ -802,24 +802,24 @@ export const auditDeliveries = (
   const early = (d: AuditedDelivery, attempt: AuditedAttempt, atMs: number, dueMs: number) => () =>
     `delivery ${d.id}: attempt ${attempt.attempt} reached the endpoint at ${when(atMs)}, ${
       dueMs - atMs
-    } ms before its offset from the first attempt's arrival (recorded at ${when(attempt.atMs)})`
+    } ms before its offset from the first attempt's arrival (recorded at ${when(attempt.at)})`
   const late = (d: AuditedDelivery, attempt: AuditedAttempt, atMs: number, dueMs: number) => () =>
     `delivery ${d.id}: attempt ${attempt.attempt} reached the endpoint at ${when(atMs)}, ${
       atMs - dueMs
     } ms after its offset from the first attempt's arrival (or the end of the attempt before it, whichever is later)` +
     (backlog === undefined
       ? ""
-      : ` (first attempt recorded at ${when(d.attempts[0]!.atMs)}; the endpoint held at least ${
+      : ` (first attempt recorded at ${when(d.attempts[0]!.at)}; the endpoint held at least ${
         backlog.held.leastHeld(d.url, dueMs + lateToleranceMs - baseMs, atMs - baseMs)
       } of the ${backlog.concurrency} slots at every moment since it was due + ${lateToleranceMs} ms)`)
   const mistimed = (d: AuditedDelivery, attempt: AuditedAttempt, reachedMs: number) => () =>
-    `delivery ${d.id}: attempt ${attempt.attempt} recorded at ${when(attempt.atMs)}, reached the endpoint at ${
+    `delivery ${d.id}: attempt ${attempt.attempt} recorded at ${when(attempt.at)}, reached the endpoint at ${
       when(reachedMs)
-    } (${attempt.atMs - reachedMs} ms apart, at most ${attemptTimeToleranceMs} ms: the clock of one instance)`
+    } (${attempt.at - reachedMs} ms apart, at most ${attemptTimeToleranceMs} ms: the clock of one instance)`
   const earlyRecorded = (d: AuditedDelivery, attempt: AuditedAttempt, dueMs: number) => () =>
-    `delivery ${d.id}: attempt ${attempt.attempt} recorded at ${when(attempt.atMs)}, ${
-      dueMs - attempt.atMs
-    } ms before its offset from the first attempt as recorded (${when(d.attempts[0]!.atMs)})`
+    `delivery ${d.id}: attempt ${attempt.attempt} recorded at ${when(attempt.at)}, ${
+      dueMs - attempt.at
+    } ms before its offset from the first attempt as recorded (${when(d.attempts[0]!.at)})`
   const tooManyReceived = (d: AuditedDelivery, attempt: number) => () =>
     `delivery ${d.id}: the endpoint received attempt ${attempt}`
   const gaveUpUnseen = (d: AuditedDelivery) => () =>
@@ -852,7 +852,7 @@ export const auditDeliveries = (
     `delivery ${d.id}: attempt ${attempt.attempt} recorded but never reached the endpoint`
   /** The deadline of a delivery still open, checked once its chain is known. */
   const deferDeadline = (d: AuditedDelivery, open: Link | null) => {
-    const createdMs = d.createdAtMs
+    const createdMs = d.createdAt
     deferred.push(() => {
       // Deadline: the whole schedule, the last attempt's timeout, and slack for crashes and polling,
       // counted from when the delivery before it in its payment's order ended (null: it has not).
@@ -876,9 +876,9 @@ export const auditDeliveries = (
       eventType: d.eventType,
       url,
       sequence: order.sequence,
-      createdAtMs: d.createdAtMs,
+      createdAtMs: d.createdAt,
       endedAtMs: endedAtMs(d),
-      firstAttemptMs: d.attempts[0]?.atMs
+      firstAttemptMs: d.attempts[0]?.at
     }
     const ofPayment = chainsOf.get(order.paymentId)
     if (ofPayment === undefined) {
@@ -936,7 +936,7 @@ export const auditDeliveries = (
     // records the attempt by that clock, so no recorded retry precedes its offset from the recorded
     // first attempt, whatever the skew. (The first attempt's own time, not the delivery's
     // `firstFailedAt`: a wrong schedule start is what this catches.)
-    const firstRecordedMs = attempts.length === 0 || firstIndex < 0 ? 0 : attempts[firstIndex]!.atMs
+    const firstRecordedMs = attempts.length === 0 || firstIndex < 0 ? 0 : attempts[firstIndex]!.at
     for (let index = 0, place = -1; index < attempts.length; index++) {
       const attempt = attempts[index]!
       if (attempt.attempt === index + 1) pass("webhook-attempt-numbers")
@@ -950,7 +950,7 @@ export const auditDeliveries = (
       const offsetMs = place === 0 ? undefined : scheduleMs[place - 1]
       if (offsetMs !== undefined) {
         const recordedDueMs = firstRecordedMs + offsetMs
-        if (attempt.atMs >= recordedDueMs) pass("webhook-schedule")
+        if (attempt.at >= recordedDueMs) pass("webhook-schedule")
         else fail("webhook-schedule", earlyRecorded(d, attempt, recordedDueMs))
       }
       const at = place === 0 || firstAt < 0 ? -1 : receipts.attemptAt(reached, index + 1)
@@ -987,10 +987,10 @@ export const auditDeliveries = (
     if (reachedAt < 0) return
     const reachedMs = baseMs + reachedAt
     if (
-      Math.abs(attempt.atMs - reachedMs) <= toleranceMs + 1 ||
+      Math.abs(attempt.at - reachedMs) <= toleranceMs + 1 ||
       crashBetween(
-        Math.min(attempt.atMs, reachedMs) - options.timeoutMs - 60_000,
-        Math.max(attempt.atMs, reachedMs)
+        Math.min(attempt.at, reachedMs) - options.timeoutMs - 60_000,
+        Math.max(attempt.at, reachedMs)
       )
     ) {
       pass("webhook-attempt-time")

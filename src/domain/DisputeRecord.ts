@@ -15,6 +15,6 @@ export interface Dispute {
   readonly amountCents: number
   /** The dispute fee charged when the dispute was lost; 0 otherwise. */
   readonly feeCents: number
-  readonly openedAt: string
-  readonly resolvedAt: string | null
+  readonly openedAt: number
+  readonly resolvedAt: number | null
 }

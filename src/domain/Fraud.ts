@@ -51,8 +51,8 @@ export interface FraudInput {
   readonly currency: string
   readonly cardBrand: string
   readonly metadata: Readonly<Record<string, string>>
-  /** When the payment was created (ISO 8601 UTC); the hour of day is taken in UTC. */
-  readonly createdAt: string
+  /** When the payment was created (epoch milliseconds); the hour of day is taken in UTC. */
+  readonly createdAt: number
   readonly history: FraudHistory
 }
 
@@ -218,7 +218,7 @@ export interface FraudCase {
   readonly baseValue: number | null
   readonly explanations: ReadonlyArray<Explanation>
   readonly notes: string | null
-  readonly reviewedAt: string | null
-  readonly createdAt: string
-  readonly updatedAt: string
+  readonly reviewedAt: number | null
+  readonly createdAt: number
+  readonly updatedAt: number
 }

@@ -112,8 +112,7 @@ const sample = (random: Random, pattern: Pattern): Sample => {
   // The hour: fraud a little more often at night (00–06 UTC).
   const night = random.chance(fraud ? 0.3 : 0.24)
   const hour = night ? random.int(0, 5) : random.int(6, 23)
-  const createdAt = new Date(baseTime + random.int(0, 27) * 86_400_000 + hour * cardHourMs + random.int(0, 3_599_999))
-    .toISOString()
+  const createdAt = baseTime + random.int(0, 27) * 86_400_000 + hour * cardHourMs + random.int(0, 3_599_999)
   let amountMajor = usualMajor * Math.pow(10, random.normal(0, 0.25))
   let seenBefore = random.chance(0.6)
   let hourAttempts = 0

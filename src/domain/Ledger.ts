@@ -32,7 +32,7 @@ export interface LedgerEntry {
   readonly direction: Direction
   readonly amountCents: number
   readonly currency: Currency
-  readonly createdAt: string
+  readonly createdAt: number
 }
 
 export interface Posting {
@@ -45,7 +45,7 @@ export interface PostingContext {
   readonly paymentId: string
   readonly merchantId: string
   readonly currency: Currency
-  readonly now: string
+  readonly now: number
   readonly mintId: MintId
 }
 

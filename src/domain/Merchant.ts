@@ -7,8 +7,8 @@ export interface Merchant {
    * service no longer has (it signs nothing until the merchant rotates it).
    */
   readonly webhookSecret: string | null
-  readonly createdAt: string
-  readonly updatedAt: string
+  readonly createdAt: number
+  readonly updatedAt: number
 }
 
 /** A merchant whose signing secret is known: one just created, or just rotated. */
@@ -25,9 +25,9 @@ export interface ApiKey {
   readonly prefix: string
   readonly lastFour: string
   readonly status: ApiKeyStatus
-  readonly createdAt: string
-  readonly lastUsedAt: string | null
-  readonly revokedAt: string | null
+  readonly createdAt: number
+  readonly lastUsedAt: number | null
+  readonly revokedAt: number | null
 }
 
 export const apiKeySecretPrefix = "sk_live_"

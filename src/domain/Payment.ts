@@ -5,6 +5,7 @@ import type { MintId } from "./Ids.ts"
 import * as Ledger from "./Ledger.ts"
 import type { Currency } from "./Money.ts"
 import { processingFeeCents } from "./Money.ts"
+import { isoText } from "./Time.ts"
 
 export const paymentStatuses = [
   "pending",
@@ -75,10 +76,10 @@ export interface Payment {
    */
   readonly failedRefunds: ReadonlyArray<string>
   readonly version: number
-  readonly createdAt: string
-  readonly updatedAt: string
-  readonly capturedAt: string | null
-  readonly settledAt: string | null
+  readonly createdAt: number
+  readonly updatedAt: number
+  readonly capturedAt: number | null
+  readonly settledAt: number | null
   /** The payment's dispute (one at most, as with card networks' chargebacks), or null (src/domain/Dispute.ts). */
   readonly dispute: Dispute | null
   /** The fraud model that screened the payment, and its largest contributions (the case keeps them all). */
@@ -103,7 +104,7 @@ export interface ProcessorPending {
   /** A refund's place among the payment's refunds (the refunded total before it, and how many had failed); else 0. */
   readonly refundedBeforeCents: number
   readonly failedRefundsBefore: number
-  readonly since: string
+  readonly since: number
 }
 
 /** The payment snapshot carried by every event (`data` of the webhook payload). */
@@ -134,8 +135,8 @@ export const disputeSnapshot = (dispute: Dispute | null): DisputeSnapshot | null
     status: dispute.status,
     reason: dispute.reason,
     amount_cents: dispute.amountCents,
-    opened_at: dispute.openedAt,
-    resolved_at: dispute.resolvedAt
+    opened_at: isoText(dispute.openedAt),
+    resolved_at: dispute.resolvedAt === null ? null : isoText(dispute.resolvedAt)
   }
 
 export interface PaymentEvent {
@@ -145,7 +146,7 @@ export interface PaymentEvent {
   readonly type: EventType
   readonly sequence: number
   readonly data: PaymentSnapshot
-  readonly createdAt: string
+  readonly createdAt: number
 }
 
 /** Everything one decision changes; the store persists it atomically or not at all. */
@@ -166,7 +167,8 @@ export type Decision = { readonly ok: true; readonly change: Change } | {
 }
 
 export interface Context {
-  readonly now: string
+  /** The decision's time, in epoch milliseconds. */
+  readonly now: number
   readonly mintId: MintId
 }
 
@@ -210,7 +212,7 @@ export interface Draft {
  * writes them, so every payment shares one object shape (a spread here met a dozen shapes and
  * took V8's slow copy on every decision).
  */
-const stamped = (p: Payment, version: number, updatedAt: string): Payment => ({
+const stamped = (p: Payment, version: number, updatedAt: number): Payment => ({
   id: p.id,
   merchantId: p.merchantId,
   status: p.status,
@@ -388,7 +390,7 @@ const pendingOf = (
   operation: ProcessorOperation,
   payment: Payment,
   outcome: ProcessorPending["outcome"],
-  since: string
+  since: number
 ): ProcessorPending => {
   switch (operation._tag) {
     case "Capture":

@@ -1,8 +1,9 @@
 /**
- * Arithmetic on ISO 8601 UTC timestamps, plainly: the current time always comes from outside.
- * (The service's formatting and parsing on its hot paths is src/platform/IsoTime.ts, which gives
- * exactly these strings and numbers faster, with memos the domain does not keep.)
+ * Time in the domain is epoch milliseconds (a number), always given from outside. The one text
+ * the domain writes itself is the dispute's times in a payment's snapshot (the `data` of events
+ * and webhook payloads, wire text stored as it is sent), plainly, as `toISOString` does; the
+ * service's own formatting of the wire is src/platform/IsoTime.ts.
  */
 
-/** `iso` moved by `ms`, as ISO 8601 UTC with milliseconds. */
-export const addMs = (iso: string, ms: number): string => new Date(Date.parse(iso) + ms).toISOString()
+/** `ms` as ISO 8601 UTC with milliseconds (`2026-11-22T04:21:42.700Z`). */
+export const isoText = (ms: number): string => new Date(ms).toISOString()

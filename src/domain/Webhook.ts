@@ -1,11 +1,12 @@
 import { createHmac, timingSafeEqual } from "node:crypto"
 import { idPrefixes } from "./Ids.ts"
 import type { EventType, PaymentEvent, PaymentSnapshot } from "./Payment.ts"
-import { addMs } from "./Time.ts"
+import { isoText } from "./Time.ts"
 
 /**
  * Webhook deliveries: the pure rules. Signatures, the retry schedule and the status a delivery
- * moves to after an attempt. No clock and no I/O here: times come in as arguments.
+ * moves to after an attempt. No clock and no I/O here: times come in as arguments, in epoch
+ * milliseconds.
  */
 
 export const deliveryStatuses = ["pending", "retrying", "succeeded", "failed"] as const
@@ -13,7 +14,7 @@ export type DeliveryStatus = (typeof deliveryStatuses)[number]
 
 export interface Attempt {
   readonly attempt: number
-  readonly at: string
+  readonly at: number
   readonly responseStatus: number | null
   readonly durationMs: number
   readonly error: string | null
@@ -34,7 +35,7 @@ export const cutAttemptError =
  * `delivery` with a cut attempt recorded at `at` (see `Attempt.cut`): taken over from an instance
  * that held it and stopped. Its status and next attempt stay as they were: it is due now.
  */
-export const cutAttempt = (delivery: Delivery, at: string): Delivery => {
+export const cutAttempt = (delivery: Delivery, at: number): Delivery => {
   const attempts = delivery.attempts.slice()
   attempts.push({
     attempt: nextAttemptNumber(delivery),
@@ -63,11 +64,11 @@ export interface Delivery {
   readonly payload: string
   readonly status: DeliveryStatus
   readonly attempts: ReadonlyArray<Attempt>
-  readonly nextAttemptAt: string | null
+  readonly nextAttemptAt: number | null
   /** When the first attempt failed: the retry schedule's offsets count from here. */
-  readonly firstFailedAt: string | null
-  readonly createdAt: string
-  readonly completedAt: string | null
+  readonly firstFailedAt: number | null
+  readonly createdAt: number
+  readonly completedAt: number | null
   /**
    * The payment whose events this endpoint must receive in order, and this event's place among
    * them: the delivery is attempted only when no earlier one of the same payment to the same URL
@@ -84,13 +85,15 @@ export interface DeliveryOrder {
 type PayloadSource = {
   readonly id: string
   readonly type: EventType
-  readonly createdAt: string
   readonly data: PaymentSnapshot
 }
 
-/** The body merchants receive: the event exactly as `GET /transactions/:id/events` shows it. */
-export const eventPayload = (event: PayloadSource) =>
-  JSON.stringify({ id: event.id, type: event.type, created_at: event.createdAt, data: event.data })
+/**
+ * The body merchants receive: the event exactly as `GET /transactions/:id/events` shows it, its
+ * time (`createdAt`) given as the wire's ISO text.
+ */
+export const eventPayload = (event: PayloadSource, createdAt: string) =>
+  JSON.stringify({ id: event.id, type: event.type, created_at: createdAt, data: event.data })
 
 const eventIdPrefix = `${idPrefixes.event}_`
 
@@ -114,8 +117,10 @@ export const newDelivery = (input: {
   readonly id: string
   readonly merchantId: string
   readonly url: string
-  readonly event: Pick<PaymentEvent, "id" | "type" | "createdAt" | "data">
-  readonly now: string
+  readonly event: Pick<PaymentEvent, "id" | "type">
+  /** The body of every attempt (`eventPayload`). */
+  readonly payload: string
+  readonly now: number
   /** Delivered in order with the payment's other events (absent: unordered). */
   readonly order?: DeliveryOrder | null
 }): Delivery => ({
@@ -124,7 +129,7 @@ export const newDelivery = (input: {
   eventId: input.event.id,
   eventType: input.event.type,
   url: input.url,
-  payload: eventPayload(input.event),
+  payload: input.payload,
   status: "pending",
   attempts: [],
   nextAttemptAt: input.now,
@@ -183,19 +188,19 @@ export const verifyWebhookSignature = (
  * first failed attempt. `null` when the schedule is exhausted (the delivery has failed).
  */
 export const retryAt = (
-  firstFailedAt: string,
+  firstFailedAt: number,
   failedAttempts: number,
   scheduleMs: ReadonlyArray<number>
-): string | null => {
+): number | null => {
   const offset = scheduleMs[failedAttempts - 1]
-  return offset === undefined ? null : addMs(firstFailedAt, offset)
+  return offset === undefined ? null : firstFailedAt + offset
 }
 
 /** Every attempt time of a delivery that never succeeds, first attempt at `firstAttemptAt`. */
 export const attemptTimes = (
-  firstAttemptAt: string,
+  firstAttemptAt: number,
   scheduleMs: ReadonlyArray<number>
-) => [firstAttemptAt, ...scheduleMs.map((offset) => addMs(firstAttemptAt, offset))]
+) => [firstAttemptAt, ...scheduleMs.map((offset) => firstAttemptAt + offset)]
 
 export type AttemptOutcome =
   | { readonly _tag: "Answered"; readonly status: number; readonly durationMs: number; readonly snippet: string }
@@ -226,10 +231,10 @@ export const isOpen = (delivery: Delivery) => delivery.status === "pending" || d
  */
 export const afterAttempt = (
   delivery: Delivery,
-  at: string,
+  at: number,
   outcome: AttemptOutcome,
   scheduleMs: ReadonlyArray<number>,
-  completedAt: string
+  completedAt: number
 ): { readonly delivery: Delivery; readonly attempt: Attempt } => {
   const attempt: Attempt = {
     attempt: nextAttemptNumber(delivery),
@@ -296,7 +301,7 @@ const changed = (
  * A manual resend of a finished delivery: one more attempt now. Its failure ends the delivery
  * `failed` again (the schedule is not restarted); a success ends it `succeeded`.
  */
-export const resend = (delivery: Delivery, now: string): Delivery | null =>
+export const resend = (delivery: Delivery, now: number): Delivery | null =>
   delivery.status !== "failed"
     ? null
     : { ...delivery, status: "retrying", nextAttemptAt: now, completedAt: null }
@@ -327,7 +332,7 @@ export const sampleEvent = (input: {
   readonly paymentId: string
   readonly merchantId: string
   readonly type: EventType
-  readonly now: string
+  readonly now: number
 }) => {
   const status = sampleStatus[input.type]
   const amountCents = 1000
@@ -355,8 +360,8 @@ export const sampleEvent = (input: {
           status: input.type === "payment.dispute_opened" ? "open" : "won",
           reason: "product_not_received",
           amount_cents: amountCents,
-          opened_at: input.now,
-          resolved_at: input.type === "payment.dispute_opened" ? null : input.now
+          opened_at: isoText(input.now),
+          resolved_at: input.type === "payment.dispute_opened" ? null : isoText(input.now)
         }
         : null
     } satisfies PaymentSnapshot
@@ -369,8 +374,8 @@ export interface DeliveryStats {
   readonly counts: Readonly<Record<DeliveryStatus, number>>
   readonly attemptsLastDay: number
   readonly successfulAttemptsLastDay: number
-  readonly lastSuccessAt: string | null
-  readonly lastFailureAt: string | null
+  readonly lastSuccessAt: number | null
+  readonly lastFailureAt: number | null
   /** Failed attempts since the last successful one. */
   readonly consecutiveFailures: number
 }

@@ -1,7 +1,6 @@
 import { Clock, Context, Effect, Latch, Layer, Option } from "effect"
 import { randomBytes } from "node:crypto"
 import { Store } from "../store/Store.ts"
-import { isoAt } from "./Time.ts"
 
 /**
  * This service process, as the other processes on the same database see it. It beats every
@@ -59,9 +58,9 @@ export const layerWithId = (id: string) =>
       let lastBeatMs = Number.NEGATIVE_INFINITY
       const beat = Effect.gen(function*() {
         const now = yield* Clock.currentTimeMillis
-        yield* store.heartbeat(id, isoAt(now + aliveForMs))
+        yield* store.heartbeat(id, now + aliveForMs)
         lastBeatMs = now
-        yield* setLeading(yield* store.lead(jobsRole, id, isoAt(now)))
+        yield* setLeading(yield* store.lead(jobsRole, id, now))
       }).pipe(Effect.catch((error) =>
         Effect.gen(function*() {
           yield* Effect.logWarning("instance heartbeat failed", error)
@@ -74,7 +73,7 @@ export const layerWithId = (id: string) =>
         Effect.gen(function*() {
           yield* setLeading(false)
           yield* store.resign(jobsRole, id)
-          yield* store.heartbeat(id, isoAt(yield* Clock.currentTimeMillis))
+          yield* store.heartbeat(id, yield* Clock.currentTimeMillis)
         }).pipe(Effect.catchCause(() => Effect.void))
       )
       return { id, leading, following }

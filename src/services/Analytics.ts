@@ -62,13 +62,13 @@ export interface CurrencyFigures extends
 }
 
 export interface PeriodFigures extends CurrencyFigures {
-  readonly periodStart: string
+  readonly periodStart: number
 }
 
 export interface AnalyticsWindow {
-  /** ISO timestamps, inclusive; null: unbounded. */
-  readonly from: string | null
-  readonly to: string | null
+  /** Epoch milliseconds, inclusive; null: unbounded. */
+  readonly from: number | null
+  readonly to: number | null
   /** With an interval, the figures per currency and period too. */
   readonly interval: AnalyticsInterval | null
 }
@@ -143,7 +143,7 @@ export const currencyFigures = (row: AnalyticsRow): CurrencyFigures => ({
 export const analyticsReport = (
   window: AnalyticsWindow,
   rows: ReadonlyArray<AnalyticsRow>,
-  periods: ReadonlyArray<AnalyticsRow & { readonly periodStart: string }>
+  periods: ReadonlyArray<AnalyticsRow & { readonly periodStart: number }>
 ): AnalyticsReport => {
   const sum = (pick: (row: AnalyticsRow) => number) => rows.reduce((total, row) => total + pick(row), 0)
   const byCurrency = rows.map(currencyFigures)

@@ -1,10 +1,9 @@
-import { Context, Effect, Layer } from "effect"
+import { Clock, Context, Effect, Layer } from "effect"
 import { hash as oneShotHash } from "node:crypto"
 import type { ApiKey, Merchant } from "../domain/Merchant.ts"
 import { apiKeySecretPrefix, displayPrefix } from "../domain/Merchant.ts"
 import { AppConfig } from "../platform/Config.ts"
 import { Ids } from "../platform/Ids.ts"
-import { isoAt, isoMs, nowIso } from "../platform/Time.ts"
 import type { PageOf, PageRequest } from "../store/Store.ts"
 import { Store, type StoreUnavailable } from "../store/Store.ts"
 import { InvalidState, NotFound } from "./Errors.ts"
@@ -74,15 +73,15 @@ export const layer = Layer.effect(
     // answered in the step that reads the clock.
     const authenticate = (secret: string): Effect.Effect<Found | null, StoreUnavailable> =>
       Effect.clockWith((clock) => {
-        const nowMs = clock.currentTimeMillisUnsafe()
+        const now = clock.currentTimeMillisUnsafe()
         // Hashed on every request, cache hit or not: the process keeps no plaintext secret (a map
         // from secrets to their hashes would save the SHA-256, ~0.3% of a simulated run, and leave
         // every active key readable in a heap dump).
         const hash = hashSecret(secret)
         const hit = cache.get(hash)
-        if (hit !== undefined && hit.until > nowMs) return Effect.succeed(hit.found)
+        if (hit !== undefined && hit.until > now) return Effect.succeed(hit.found)
         if (hit !== undefined) cache.delete(hash)
-        return lookUp(hash, nowMs)
+        return lookUp(hash, now)
       })
 
     /**
@@ -90,26 +89,25 @@ export const layer = Layer.effect(
      * the key is active and has not been used for a minute (whichever process last wrote it).
      */
     const lookUp = Effect.fnUntraced(
-      function*(hash: string, nowMs: number): Effect.fn.Return<Found | null, StoreUnavailable> {
+      function*(hash: string, now: number): Effect.fn.Return<Found | null, StoreUnavailable> {
         const startedIn = generation
-        const found = yield* store.useApiKey(hash, isoAt(nowMs), isoAt(nowMs - touchIntervalMs))
+        const found = yield* store.useApiKey(hash, now, now - touchIntervalMs)
         if (found === null || found.key.status !== "active") return null
         if (config.apiKeyCacheTtlMs > 0 && startedIn === generation) {
           if (cache.size >= cacheLimit) cache.delete(cache.keys().next().value!)
           // An active key's last_used_at is written now or less than a minute ago, except on
           // PostgreSQL when a concurrent call wrote it after this statement's snapshot: then the
           // answer carries the older time (or null), and the write counts as made now.
-          const usedAt = found.key.lastUsedAt
-          const usedMs = usedAt === null ? nowMs : isoMs(usedAt)
-          const touchDueMs = (usedMs <= nowMs - touchIntervalMs ? nowMs : usedMs) + touchIntervalMs
-          cache.set(hash, { found, until: Math.min(nowMs + config.apiKeyCacheTtlMs, touchDueMs) })
+          const usedAt = found.key.lastUsedAt ?? now
+          const touchDueAt = (usedAt <= now - touchIntervalMs ? now : usedAt) + touchIntervalMs
+          cache.set(hash, { found, until: Math.min(now + config.apiKeyCacheTtlMs, touchDueAt) })
         }
         return found
       }
     )
 
     const issue = (merchantId: string, name: string) =>
-      Effect.map(nowIso, (now): IssuedKey => {
+      Effect.map(Clock.currentTimeMillis, (now): IssuedKey => {
         const secret = ids.secret(apiKeySecretPrefix)
         return {
           secret,

@@ -1,7 +1,6 @@
 import { Context, Effect, Layer } from "effect"
 import * as FraudModel from "../domain/Fraud.ts"
 import type { Payment } from "../domain/Payment.ts"
-import { addMs } from "../platform/Time.ts"
 import {
   type FraudCaseFilter,
   type HistoryWindows,
@@ -27,9 +26,9 @@ export interface FraudShape {
 export class Fraud extends Context.Service<Fraud, FraudShape>()("payments/Fraud") {}
 
 /** The history windows of a payment created at `createdAt` (docs/fraud-model.md). */
-export const historyWindows = (createdAt: string): HistoryWindows => ({
-  hourSince: addMs(createdAt, -FraudModel.cardHourMs),
-  daySince: addMs(createdAt, -FraudModel.cardDayMs),
+export const historyWindows = (createdAt: number): HistoryWindows => ({
+  hourSince: createdAt - FraudModel.cardHourMs,
+  daySince: createdAt - FraudModel.cardDayMs,
   dayLimit: FraudModel.cardDayLimit,
   amountWindow: FraudModel.merchantAmountWindow
 })

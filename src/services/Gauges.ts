@@ -1,7 +1,6 @@
 import { Clock, Effect, Option } from "effect"
 import type Pg from "pg"
 import * as Metrics from "../platform/Metrics.ts"
-import { isoAt } from "../platform/Time.ts"
 import type { WebhookStoreShape } from "../store/WebhookStore.ts"
 
 /**
@@ -19,15 +18,15 @@ export const makeGaugeSampler = (webhookStore: Option.Option<WebhookStoreShape>,
       Metrics.record(Metrics.databasePoolMax, p.options.max ?? 10)
     }
     if (Option.isSome(webhookStore)) {
-      const nowMs = yield* Clock.currentTimeMillis
-      const backlog = yield* webhookStore.value.backlog(isoAt(nowMs)).pipe(Effect.option)
+      const now = yield* Clock.currentTimeMillis
+      const backlog = yield* webhookStore.value.backlog(now).pipe(Effect.option)
       if (Option.isSome(backlog)) {
         const { open, due, oldestDueAt } = backlog.value
         Metrics.record(Metrics.webhookQueueDepth, open)
         Metrics.record(Metrics.webhookDueDeliveries, due)
         Metrics.record(
           Metrics.webhookOldestDueSeconds,
-          oldestDueAt === null ? 0 : Math.max(0, nowMs - Date.parse(oldestDueAt)) / 1000
+          oldestDueAt === null ? 0 : Math.max(0, now - oldestDueAt) / 1000
         )
       }
     }

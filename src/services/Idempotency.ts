@@ -6,7 +6,6 @@ import { withoutStack } from "../platform/EffectInternals.ts"
 import * as Instance from "../platform/Instance.ts"
 import * as Metrics from "../platform/Metrics.ts"
 import { carriesSecret, configuredKey, isSealed, processLocalKey, seal, unseal } from "../platform/Sealing.ts"
-import { isoAt } from "../platform/Time.ts"
 import type { IdempotencyClaim } from "../store/Store.ts"
 import { Store, type StoreUnavailable } from "../store/Store.ts"
 import { type CreateResponse, Payments } from "./Payments.ts"
@@ -84,18 +83,18 @@ export class Idempotency extends Context.Service<Idempotency, IdempotencyShape>(
 
 const replayedHeaders = { "idempotent-replayed": "true" }
 
-/** A key's claim at `nowMs` by `owner`: locked for the lease, kept for the key's lifetime. */
+/** A key's claim at `now` by `owner`: locked for the lease, kept for the key's lifetime. */
 const claimOf = (
   config: AppConfigShape,
   request: { readonly merchantId: string; readonly key: string; readonly fingerprint: string },
-  at: { readonly nowMs: number; readonly owner: string | null }
+  at: { readonly now: number; readonly owner: string | null }
 ): IdempotencyClaim => ({
   merchantId: request.merchantId,
   key: request.key,
   fingerprint: request.fingerprint,
-  now: isoAt(at.nowMs),
-  lockedUntil: isoAt(at.nowMs + config.idempotencyLeaseMs),
-  expiresAt: isoAt(at.nowMs + config.idempotencyTtlMs),
+  now: at.now,
+  lockedUntil: at.now + config.idempotencyLeaseMs,
+  expiresAt: at.now + config.idempotencyTtlMs,
   owner: at.owner
 })
 
@@ -260,7 +259,7 @@ export const make = Effect.gen(function*() {
       key: request.key,
       fingerprint: request.fingerprint
     }, {
-      nowMs: Math.floor(clock.currentTimeMillisUnsafe()),
+      now: Math.floor(clock.currentTimeMillisUnsafe()),
       owner
     })
     return isCreate ? create(request as KeyedRequest<never>, claim, operation) : command(request, claim, operation)

@@ -1,11 +1,10 @@
-import { Context, Effect, Layer } from "effect"
+import { Clock, Context, Effect, Layer } from "effect"
 import type { Balance } from "../domain/Ledger.ts"
 import type { ApiKey, Merchant, MerchantWithSecret } from "../domain/Merchant.ts"
 import { webhookSecretPrefix } from "../domain/Merchant.ts"
 import { webhookUrlProblem } from "../domain/Network.ts"
 import { AppConfig } from "../platform/Config.ts"
 import { Ids } from "../platform/Ids.ts"
-import { nowIso } from "../platform/Time.ts"
 import { Store, type StoreUnavailable } from "../store/Store.ts"
 import { ApiKeys } from "./ApiKeys.ts"
 import { InvalidInput, NotFound } from "./Errors.ts"
@@ -54,7 +53,7 @@ export const layer = Layer.effect(
     return Merchants.of({
       create: ({ name, webhookUrl }) =>
         Effect.gen(function*() {
-          const now = yield* nowIso
+          const now = yield* Clock.currentTimeMillis
           const merchant: MerchantWithSecret = {
             id: ids.mint("merchant"),
             name,
@@ -79,7 +78,7 @@ export const layer = Layer.effect(
             ...current,
             name: patch.name ?? current.name,
             webhookUrl: patch.webhookUrl === undefined ? current.webhookUrl : patch.webhookUrl,
-            updatedAt: yield* nowIso
+            updatedAt: yield* Clock.currentTimeMillis
           }
           yield* store.updateMerchant(updated)
           // Read back: a secret rotated meanwhile is part of the answer.

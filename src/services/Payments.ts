@@ -15,7 +15,6 @@ import { AppConfig } from "../platform/Config.ts"
 import { Ids } from "../platform/Ids.ts"
 import * as Instance from "../platform/Instance.ts"
 import * as Metrics from "../platform/Metrics.ts"
-import { isoAt } from "../platform/Time.ts"
 import type {
   CommandKey,
   FinishedResponse,
@@ -137,7 +136,7 @@ export interface PaymentsShape {
     failure: { readonly paymentId: string; readonly refundId: string; readonly amountCents: number }
   ) => Effect.Effect<{ readonly payment: Payment.Payment; readonly applied: boolean }, CommandError>
   /** Settles what was captured before `cutoff`; returns how many payments were swept. */
-  readonly settle: (cutoff: string) => Effect.Effect<number, StoreUnavailable>
+  readonly settle: (cutoff: number) => Effect.Effect<number, StoreUnavailable>
   /**
    * Restarts (and waits for) the flows of up to one batch of payments left in flight: this
    * instance's own or nobody's untouched since `staleBefore` (a flow that stopped on an error, or
@@ -147,7 +146,7 @@ export interface PaymentsShape {
    * Returns the batch's size.
    */
   readonly resumeFlows: (
-    options: { readonly staleBefore: string; readonly takeOver: boolean }
+    options: { readonly staleBefore: number; readonly takeOver: boolean }
   ) => Effect.Effect<number, StoreUnavailable>
 }
 
@@ -225,7 +224,7 @@ export const make = Effect.gen(function*() {
 
   /** The domain's context: the time from Effect's Clock (virtual in tests and the simulator) and the id minter. */
   const contextAt = (clock: Clock.Clock): Payment.Context => ({
-    now: isoAt(clock.currentTimeMillisUnsafe()),
+    now: clock.currentTimeMillisUnsafe(),
     mintId: ids.mint
   })
   const context = Effect.clockWith((clock) => Effect.succeed(contextAt(clock)))
@@ -887,7 +886,7 @@ export const make = Effect.gen(function*() {
       Effect.flatMap(
         store.claimFlows({
           owner: instanceId,
-          now: isoAt(flowClock.currentTimeMillisUnsafe()),
+          now: flowClock.currentTimeMillisUnsafe(),
           staleBefore,
           takeOver,
           limit: resumeBatch

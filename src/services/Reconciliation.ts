@@ -3,7 +3,6 @@ import { Acquirer, type ProcessorCallError } from "../acquirer/Acquirer.ts"
 import type { Payment } from "../domain/Payment.ts"
 import { type Difference, type ProcessorAmounts, reconcile, type ReconciledField } from "../domain/Reconciliation.ts"
 import * as Metrics from "../platform/Metrics.ts"
-import { isoAt } from "../platform/Time.ts"
 import { Store, type StoreUnavailable } from "../store/Store.ts"
 
 /** The configured acquirer keeps no records to reconcile with (the in-process sandbox, the simulated network). */
@@ -46,10 +45,10 @@ export const make = Effect.gen(function*() {
   const acquirer = yield* Acquirer
 
   /** Every payment of the period, page by page. */
-  const oursBetween = (from: string, to: string) =>
+  const oursBetween = (from: number, to: number) =>
     Effect.gen(function*() {
       const all: Array<Payment> = []
-      let after: { readonly createdAt: string; readonly id: string } | null = null
+      let after: { readonly createdAt: number; readonly id: string } | null = null
       while (true) {
         const page: ReadonlyArray<Payment> = yield* store.paymentsCreatedBetween({ from, to, after, limit: pageSize })
         all.push(...page)
@@ -64,7 +63,7 @@ export const make = Effect.gen(function*() {
       const operations = acquirer.operations
       if (operations === undefined) return yield* Effect.fail(new NoProcessor())
       const processor: ReadonlyArray<ProcessorAmounts> = yield* operations.payments({ fromMs, toMs })
-      const ours = yield* oursBetween(isoAt(fromMs), isoAt(toMs))
+      const ours = yield* oursBetween(fromMs, toMs)
       // The processor's clock and ours differ a little at the period's edges: a record it has
       // that our period lacks is looked up by id before it counts as unknown to us.
       const known = new Set(ours.map((p) => p.id))

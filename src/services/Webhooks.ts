@@ -1,11 +1,11 @@
-import { Context, Effect, Layer } from "effect"
+import { Clock, Context, Effect, Layer } from "effect"
 import type { Merchant, MerchantWithSecret } from "../domain/Merchant.ts"
 import { webhookSecretPrefix } from "../domain/Merchant.ts"
 import type { EventType, PaymentEvent } from "../domain/Payment.ts"
 import type { Delivery, DeliveryStats, DeliveryStatus } from "../domain/Webhook.ts"
-import { deliveryIdOf, newDelivery, resend, sampleEvent } from "../domain/Webhook.ts"
+import { deliveryIdOf, eventPayload, newDelivery, resend, sampleEvent } from "../domain/Webhook.ts"
 import { Ids } from "../platform/Ids.ts"
-import { addMs, nowIso } from "../platform/Time.ts"
+import { isoAt } from "../platform/IsoTime.ts"
 import type { PageOf, PageRequest, StoreUnavailable } from "../store/Store.ts"
 import { Store } from "../store/Store.ts"
 import { WebhookStore } from "../store/WebhookStore.ts"
@@ -22,7 +22,7 @@ export interface WebhookStatus {
 
 export interface WebhooksShape {
   /** The delivery of an outbox event at `now` (null: the merchant has no webhook_url), for a store's `poll` or `drainOutbox`. */
-  readonly deliveryBuilder: (now: string) => (event: PaymentEvent, merchant: Merchant) => Delivery | null
+  readonly deliveryBuilder: (now: number) => (event: PaymentEvent, merchant: Merchant) => Delivery | null
   /** A sample event of `eventType` sent through the same pipeline. */
   readonly sendTest: (
     merchantId: string,
@@ -44,7 +44,7 @@ export interface WebhooksShape {
   readonly rotateSecret: (
     merchantId: string
   ) => Effect.Effect<
-    { readonly merchant: MerchantWithSecret; readonly previousExpiresAt: string },
+    { readonly merchant: MerchantWithSecret; readonly previousExpiresAt: number },
     NotFound | StoreUnavailable
   >
   /** Tells the dispatcher new work may be due (it also polls). */
@@ -146,7 +146,8 @@ export const layer = Layer.effect(
 
     // A delivery's id is its event's (`deliveryIdOf`): no id drawn per delivery, and a second
     // delivery of an event has the first one's id.
-    const deliveryBuilder = (now: string) => (event: PaymentEvent, merchant: Merchant): Delivery | null =>
+    // The payload is wire text: the event's time written as the API writes it.
+    const deliveryBuilder = (now: number) => (event: PaymentEvent, merchant: Merchant): Delivery | null =>
       merchant.webhookUrl === null
         ? null
         : newDelivery({
@@ -154,6 +155,7 @@ export const layer = Layer.effect(
           merchantId: merchant.id,
           url: merchant.webhookUrl,
           event,
+          payload: eventPayload(event, isoAt(event.createdAt)),
           now,
           order: { paymentId: event.paymentId, sequence: event.sequence }
         })
@@ -169,7 +171,7 @@ export const layer = Layer.effect(
               message: "The merchant has no webhook_url; set one with PATCH /api/v1/merchants/me first."
             })
           }
-          const now = yield* nowIso
+          const now = yield* Clock.currentTimeMillis
           const event = sampleEvent({
             eventId: ids.mint("event"),
             paymentId: `pay_test_${ids.mint("payment").slice(4)}`,
@@ -177,7 +179,14 @@ export const layer = Layer.effect(
             type: eventType,
             now
           })
-          const delivery = newDelivery({ id: deliveryIdOf(event.id), merchantId, url: merchant.webhookUrl, event, now })
+          const delivery = newDelivery({
+            id: deliveryIdOf(event.id),
+            merchantId,
+            url: merchant.webhookUrl,
+            event,
+            payload: eventPayload(event, isoAt(event.createdAt)),
+            now
+          })
           yield* webhookStore.insertDelivery(delivery)
           yield* wake
           return delivery
@@ -187,13 +196,13 @@ export const layer = Layer.effect(
       status: (merchantId) =>
         Effect.gen(function*() {
           const merchant = yield* merchantOf(merchantId)
-          const now = yield* nowIso
-          const stats = yield* webhookStore.stats(merchantId, addMs(now, -dayMs))
+          const now = yield* Clock.currentTimeMillis
+          const stats = yield* webhookStore.stats(merchantId, now - dayMs)
           return { merchant, stats }
         }),
       retry: (merchantId, deliveryId) =>
         Effect.gen(function*() {
-          const now = yield* nowIso
+          const now = yield* Clock.currentTimeMillis
           const outcome = yield* webhookStore.resend(merchantId, deliveryId, (delivery) => resend(delivery, now))
           if (outcome._tag === "NotFound") return yield* new NotFound({ resource: "delivery", id: deliveryId })
           if (outcome._tag === "Refused") {
@@ -207,8 +216,8 @@ export const layer = Layer.effect(
         }),
       rotateSecret: (merchantId) =>
         Effect.gen(function*() {
-          const now = yield* nowIso
-          const previousExpiresAt = addMs(now, secretGraceMs)
+          const now = yield* Clock.currentTimeMillis
+          const previousExpiresAt = now + secretGraceMs
           const secret = ids.secret(webhookSecretPrefix)
           const merchant = yield* webhookStore.rotateSecret(merchantId, secret, previousExpiresAt, now)
           if (merchant === null) return yield* new NotFound({ resource: "merchant", id: merchantId })

@@ -6,7 +6,6 @@ import type { ApiKey, Merchant } from "../domain/Merchant.ts"
 import type { Currency } from "../domain/Money.ts"
 import type { Change, Payment, PaymentEvent } from "../domain/Payment.ts"
 import { followsFrom, isSettleable, nextStep } from "../domain/Payment.ts"
-import { canonicalIsoMs, isoAt } from "../platform/IsoTime.ts"
 import { MinHeap } from "../platform/MinHeap.ts"
 import { emptyWebhookState, memoryWebhookOperations, type WebhookMemoryState } from "./MemoryWebhookStore.ts"
 import type {
@@ -27,8 +26,8 @@ interface IdempotencyRow {
   owner?: string | null
   fingerprint: string
   state: "in_progress" | "completed"
-  lockedUntil: string
-  expiresAt: string
+  lockedUntil: number
+  expiresAt: number
   status: number | null
   body: string | null
   appliedTo: string | null
@@ -47,7 +46,7 @@ const claimRow = (claim: IdempotencyClaim, appliedTo: string | null): Idempotenc
 })
 
 /** Newest first, ties broken by id (descending), the order of every list (CONTRACT section 2). */
-const newestFirst = <A extends { readonly createdAt: string; readonly id: string }>(a: A, b: A) =>
+const newestFirst = <A extends { readonly createdAt: number; readonly id: string }>(a: A, b: A) =>
   a.createdAt < b.createdAt ? 1 : a.createdAt > b.createdAt ? -1 : a.id < b.id ? 1 : a.id > b.id ? -1 : 0
 
 const paginate = <A>(rows: ReadonlyArray<A>, page: PageRequest): PageOf<A> => ({
@@ -89,7 +88,7 @@ export interface MemoryState {
   readonly idempotencyExpiries: OrderedQueue<Expiry>
   readonly outbox: Array<PaymentEvent>
   /** Service processes and the time each said it is alive until (idempotency claims' owners). */
-  readonly instances: Map<string, string>
+  readonly instances: Map<string, number>
   /** The instance running each in-flight payment's flow, where one is named (`Store.claimFlows`). */
   readonly flowOwners: Map<string, string>
   /** The holder of each role (`Store.lead`). */
@@ -183,14 +182,14 @@ export interface Settleable {
   readonly order: number
   readonly id: string
   /** The payment's, kept current by every commit of it while indexed: a sweep skips the not yet due without a look-up. */
-  capturedAt: string | null
+  capturedAt: number | null
   /** In `settleableDue` (else waiting in `settleableByCapture`, when it has a capture time). */
   due: boolean
 }
 
 /** A waiting entry as it was when pushed: current while the entry waits and has this capture time. */
 export interface CaptureItem {
-  readonly capturedAt: string
+  readonly capturedAt: number
   readonly entry: Settleable
 }
 const paymentsOrder = (a: Settleable, b: Settleable) => a.order - b.order
@@ -199,7 +198,7 @@ const capturedFirst = (a: CaptureItem, b: CaptureItem) =>
 
 /** An idempotency row's expiry, as set (a row replaced later leaves a stale entry, skipped when it surfaces). */
 export interface Expiry {
-  readonly expiresAt: string
+  readonly expiresAt: number
   readonly merchantId: string
   readonly key: string
 }
@@ -243,10 +242,7 @@ const merchantAccounts: ReadonlySet<Account> = new Set<Account>([
 /**
  * A history list (a card's payments at a merchant, or a merchant's in a currency), ordered by
  * creation time, then id (PostgreSQL's order in `historyColumns`), as parallel arrays: a scan
- * reads numbers side by side, not a sighting object and its time text per payment spread through
- * the heap. `times` holds each creation time's ms when the text is canonical (`canonicalIsoMs`:
- * then ms order is the texts' order, equal ms equal texts) and NaN otherwise; a list with such a
- * time (`canonical` false) or a query with a non-canonical bound compares the texts, as before.
+ * reads numbers side by side, not a sighting object per payment spread through the heap.
  */
 export class Sightings {
   // (Replaced while short, see `insert`.)
@@ -257,47 +253,28 @@ export class Sightings {
    * lists: the running total of the amounts (index i: rows 0..i; amounts never change).
    */
   values: Array<number> = []
-  /**
-   * The creation times as texts, made the first time one is needed (a non-canonical time in the
-   * list or in a query: never in the simulator), then kept with the list. (A canonical time's
-   * text is `isoAt` of its ms, byte for byte.)
-   */
-  private textList: Array<string> | null = null
-  canonical = true
 
-  get texts(): Array<string> {
-    return this.textList ??= this.times.map((ms) => isoAt(ms))
-  }
-
-  /** Where (time, text, id) goes: after every row before it (concurrent creates may commit out of order). */
-  placeOf(time: number, text: string, id: string): number {
+  /** Where (time, id) goes: after every row before it (concurrent creates may commit out of order). */
+  placeOf(time: number, id: string): number {
     let at = this.times.length
-    if (time === time && this.canonical) {
-      const times = this.times
-      while (at > 0 && (time < times[at - 1]! || (time === times[at - 1]! && id < this.ids[at - 1]!))) at--
-    } else {
-      const texts = this.texts
-      while (at > 0 && (text < texts[at - 1]! || (text === texts[at - 1]! && id < this.ids[at - 1]!))) at--
-    }
+    const times = this.times
+    while (at > 0 && (time < times[at - 1]! || (time === times[at - 1]! && id < this.ids[at - 1]!))) at--
     return at
   }
 
-  /** The row of payment `id` created at `text` (time `time`), or -1. */
-  indexOf(time: number, text: string, id: string): number {
-    const at = this.placeOf(time, text, id) - 1
+  /** The row of payment `id` created at `time`, or -1. */
+  indexOf(time: number, id: string): number {
+    const at = this.placeOf(time, id) - 1
     return at >= 0 && this.ids[at] === id ? at : -1
   }
 
   /** Adds a row; `amount` null: a card list's row (`failed` its flag), else a merchant list's. */
-  insert(time: number, text: string, id: string, failed: number, amount: number | null): void {
-    const at = this.placeOf(time, text, id)
-    // A time that is no canonical ms: the list compares texts from now on (placeOf has just made them).
-    if (time !== time && this.canonical) this.canonical = false
+  insert(time: number, id: string, failed: number, amount: number | null): void {
+    const at = this.placeOf(time, id)
     const values = this.values
     const n = this.times.length
     if (at === n) {
       const value = amount === null ? failed : (n === 0 ? 0 : values[n - 1]!) + amount
-      this.textList?.push(text)
       if (n >= shortList) {
         this.times.push(time)
         this.ids.push(id)
@@ -313,7 +290,6 @@ export class Sightings {
     }
     this.times.splice(at, 0, time)
     this.ids.splice(at, 0, id)
-    this.textList?.splice(at, 0, text)
     if (amount === null) values.splice(at, 0, failed)
     else {
       values.splice(at, 0, (at === 0 ? 0 : values[at - 1]!) + amount)
@@ -321,26 +297,20 @@ export class Sightings {
     }
   }
 
-  /** The number of rows created at or before `until` (its ms, NaN: compare texts): they are the first ones. */
-  countUntil(untilMs: number, until: string): number {
+  /** The number of rows created at or before `until`: they are the first ones. */
+  countUntil(until: number): number {
     const n = this.times.length
-    if (untilMs === untilMs && this.canonical) {
-      const times = this.times
-      if (n === 0 || times[n - 1]! <= untilMs) return n
-      let lo = 0
-      let hi = n - 1
-      // times[hi] > untilMs; find the first such.
-      while (lo < hi) {
-        const mid = (lo + hi) >>> 1
-        if (times[mid]! > untilMs) hi = mid
-        else lo = mid + 1
-      }
-      return lo
+    const times = this.times
+    if (n === 0 || times[n - 1]! <= until) return n
+    let lo = 0
+    let hi = n - 1
+    // times[hi] > until; find the first such.
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1
+      if (times[mid]! > until) hi = mid
+      else lo = mid + 1
     }
-    const texts = this.texts
-    let at = n
-    while (at > 0 && texts[at - 1]! > until) at--
-    return at
+    return lo
   }
 }
 
@@ -360,9 +330,6 @@ const sightingsOf = (outer: Map<string, Sightings>, key: string): Sightings => {
   if (list === undefined) outer.set(key, list = new Sightings())
   return list
 }
-
-/** A time as `Sightings` keeps it. */
-const timeOf = (iso: string): number => canonicalIsoMs(iso) ?? Number.NaN
 
 /**
  * Appends to one payment's list (its events, its ledger entries: a few each), keeping the list
@@ -389,7 +356,7 @@ const pushTo = <A>(map: Map<string, Array<A>>, key: string, values: ReadonlyArra
  */
 export const memoryOperations = (state: MemoryState): StoreShape => {
   /** Whether `instanceId` beats at `now` (one never heard of, or forgotten, does not). */
-  const isAlive = (instanceId: string, now: string) => {
+  const isAlive = (instanceId: string, now: number) => {
     const aliveUntil = state.instances.get(instanceId)
     return aliveUntil !== undefined && aliveUntil > now
   }
@@ -423,7 +390,7 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
   const markFailed = (payment: Payment, failed: boolean) => {
     const card = state.cardAttempts.get(payment.merchantId)?.get(payment.cardToken)
     if (card === undefined) return
-    const at = card.indexOf(timeOf(payment.createdAt), payment.createdAt, payment.id)
+    const at = card.indexOf(payment.createdAt, payment.id)
     if (at >= 0) card.values[at] = failed ? 1 : 0
   }
   /** A payment that became settleable joins the index, waiting for a cut-off to pass its capture time. */
@@ -440,7 +407,7 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
     // A due entry's sweep reads its current capture time; a waiting one waits under it.
     if (!entry.due && capturedAt !== null) state.settleableByCapture.push({ capturedAt, entry })
   }
-  const releaseHold = (merchantId: string, idempotencyKey: string, before: string) => {
+  const releaseHold = (merchantId: string, idempotencyKey: string, before: number) => {
     const held = state.paymentsByIdempotencyKey.get(merchantId, idempotencyKey)
     if (held !== undefined && state.payments.get(held)!.createdAt < before) {
       state.paymentsByIdempotencyKey.delete(merchantId, idempotencyKey)
@@ -464,51 +431,35 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
     let day = 0
     let declines = 0
     let seen = false
-    const untilMs = timeOf(until)
     // The payment itself, when stored (a create asks before it is).
     const excluded = card === undefined && amounts === undefined ? undefined : state.payments.get(excludePaymentId)
-    const excludedMs = excluded === undefined ? Number.NaN : timeOf(excluded.createdAt)
     if (card !== undefined) {
       const skip = excluded === undefined || excluded.merchantId !== merchantId || excluded.cardToken !== cardToken
         ? -1
-        : card.indexOf(excludedMs, excluded.createdAt, excluded.id)
-      const top = card.countUntil(untilMs, until) - 1
-      const daySinceMs = timeOf(windows.daySince)
-      const hourSinceMs = timeOf(windows.hourSince)
+        : card.indexOf(excluded.createdAt, excluded.id)
+      const top = card.countUntil(until) - 1
+      const { daySince, hourSince } = windows
       const dayLimit = windows.dayLimit
       const failed = card.values
-      if (card.canonical && daySinceMs === daySinceMs && hourSinceMs === hourSinceMs) {
-        const times = card.times
-        for (let i = top; i >= 0; i--) {
-          if (i === skip) continue
-          seen = true
-          // Older than the day (the list is sorted), or the day's count is full: nothing more counts.
-          const t = times[i]!
-          if (t < daySinceMs || day >= dayLimit) break
-          day++
-          if (t >= hourSinceMs) hour++
-          declines += failed[i]!
-        }
-      } else {
-        const texts = card.texts
-        for (let i = top; i >= 0; i--) {
-          if (i === skip) continue
-          seen = true
-          const t = texts[i]!
-          if (t < windows.daySince || day >= dayLimit) break
-          day++
-          if (t >= windows.hourSince) hour++
-          declines += failed[i]!
-        }
+      const times = card.times
+      for (let i = top; i >= 0; i--) {
+        if (i === skip) continue
+        seen = true
+        // Older than the day (the list is sorted), or the day's count is full: nothing more counts.
+        const t = times[i]!
+        if (t < daySince || day >= dayLimit) break
+        day++
+        if (t >= hourSince) hour++
+        declines += failed[i]!
       }
     }
     let count = 0
     let sum = 0
     if (amounts !== undefined) {
-      const rows = amounts.countUntil(untilMs, until)
+      const rows = amounts.countUntil(until)
       const skip = excluded === undefined || excluded.merchantId !== merchantId || excluded.currency !== currency
         ? -1
-        : amounts.indexOf(excludedMs, excluded.createdAt, excluded.id)
+        : amounts.indexOf(excluded.createdAt, excluded.id)
       const totals = amounts.values
       const window = windows.amountWindow
       // The newest `window` rows of the first `rows`, the excluded one passed over.
@@ -532,12 +483,11 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
   }
   /** Adds a new payment to its history lists (`card`, `amounts`: those lists, when known to exist). */
   const remember = (payment: Payment, card: Sightings | undefined, amounts: Sightings | undefined) => {
-    const text = payment.createdAt
-    const time = timeOf(text)
+    const time = payment.createdAt
     ;(card ?? sightingsOf(inner(state.cardAttempts, payment.merchantId), payment.cardToken))
-      .insert(time, text, payment.id, payment.status === "failed" ? 1 : 0, null)
+      .insert(time, payment.id, payment.status === "failed" ? 1 : 0, null)
     ;(amounts ?? sightingsOf(inner(state.merchantAmounts, payment.merchantId), payment.currency))
-      .insert(time, text, payment.id, 0, payment.amountCents)
+      .insert(time, payment.id, 0, payment.amountCents)
   }
   /** Sets an idempotency row, its expiry queued for the purge. */
   const setIdempotency = (merchantId: string, key: string, row: IdempotencyRow) => {
@@ -547,8 +497,8 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
   /** Per-currency aggregates of a merchant's payments in a window, grouped by `keyOf` (sorted by it). */
   const aggregate = (
     merchantId: string,
-    createdFrom: string | null,
-    createdTo: string | null,
+    createdFrom: number | null,
+    createdTo: number | null,
     keyOf: (p: Payment) => string
   ) => {
     const rows = new Map<string, AnalyticsRow>()
@@ -630,7 +580,6 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
         let key = id === undefined ? undefined : state.apiKeys.get(id)
         const merchant = key === undefined ? undefined : state.merchants.get(key.merchantId)
         if (key === undefined || merchant === undefined) return null
-        // ISO instants of one format (toISOString): their text order is their time order, as elsewhere here.
         if (key.status === "active" && (key.lastUsedAt === null || key.lastUsedAt <= touchBefore)) {
           key = { ...key, lastUsedAt: now }
           state.apiKeys.set(key.id, key)
@@ -927,8 +876,13 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
       Effect.sync(() => aggregate(merchantId, createdFrom, createdTo, (p) => p.currency).map(([, row]) => row)),
     analyticsSeries: (merchantId, interval, createdFrom, createdTo) =>
       Effect.sync(() =>
-        aggregate(merchantId, createdFrom, createdTo, (p) => `${p.currency} ${periodStart(p.createdAt, interval)}`)
-          .map(([key, row]) => ({ ...row, periodStart: key.slice(4) }))
+        // The key sorts as (currency, period): the period's ms, padded to a fixed width.
+        aggregate(
+          merchantId,
+          createdFrom,
+          createdTo,
+          (p) => `${p.currency} ${String(periodStart(p.createdAt, interval)).padStart(16, "0")}`
+        ).map(([key, row]) => ({ ...row, periodStart: Number(key.slice(4)) }))
           .slice(0, maximumSeriesRows + 1)
       ),
     fraudStats: (merchantId) =>
@@ -1033,7 +987,7 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
         if (row === undefined || row.state !== "in_progress") return
         // A command that already moved money keeps its claim, so a retry finds it applied.
         if (row.appliedTo === null) state.idempotency.delete(merchantId, key)
-        else row.lockedUntil = ""
+        else row.lockedUntil = Number.NEGATIVE_INFINITY
       }),
     heartbeat: (instanceId, aliveUntil) => Effect.sync(() => void state.instances.set(instanceId, aliveUntil)),
     lead: (role, instanceId, now) =>

@@ -11,7 +11,7 @@ import {
   eventPayload,
   isOpen
 } from "../domain/Webhook.ts"
-import { canonicalIsoMs, isoAt, isoMs } from "../platform/IsoTime.ts"
+import { isoAt } from "../platform/IsoTime.ts"
 import { MinHeap } from "../platform/MinHeap.ts"
 import type { PageRequest } from "./Store.ts"
 import {
@@ -28,9 +28,8 @@ import {
 export type DeliveryRecord = Omit<Delivery, "payload">
 
 /**
- * A stored delivery as the simulator's end-of-run audit reads it: no payload, and its times in
- * ms (exactly those of its ISO texts), read from the row's compact form without writing and
- * parsing the texts again.
+ * A stored delivery as the simulator's end-of-run audit reads it: no payload, read from the row's
+ * compact form without rebuilding the delivery.
  */
 export interface DeliveryAudit {
   readonly id: string
@@ -39,14 +38,14 @@ export interface DeliveryAudit {
   readonly url: string
   readonly status: DeliveryStatus
   readonly order: DeliveryOrder | null
-  readonly createdAtMs: number
-  readonly firstFailedAtMs: number | null
+  readonly createdAt: number
+  readonly firstFailedAt: number | null
   readonly attempts: ReadonlyArray<AttemptAudit>
 }
 
 export interface AttemptAudit {
   readonly attempt: number
-  readonly atMs: number
+  readonly at: number
   readonly responseStatus: number | null
   readonly error: string | null
 }
@@ -58,11 +57,11 @@ const auditOf = (d: DeliveryRecord): DeliveryAudit => ({
   url: d.url,
   status: d.status,
   order: d.order,
-  createdAtMs: isoMs(d.createdAt),
-  firstFailedAtMs: d.firstFailedAt === null ? null : isoMs(d.firstFailedAt),
+  createdAt: d.createdAt,
+  firstFailedAt: d.firstFailedAt,
   attempts: d.attempts.map((a) => ({
     attempt: a.attempt,
-    atMs: isoMs(a.at),
+    at: a.at,
     responseStatus: a.responseStatus,
     error: a.error
   }))
@@ -83,16 +82,19 @@ export interface ErrorTexts {
   readonly ids: Map<string, number>
 }
 
-/** A time kept in a compact row's `times`: NaN for null, undefined when it would not rebuild byte for byte. */
-const endedMs = (iso: string | null) => (iso === null ? Number.NaN : canonicalIsoMs(iso))
-const fromMs = (ms: number) => (Number.isNaN(ms) ? null : isoAt(ms))
+/** A time as a compact row's `times` keeps it: NaN for null. */
+const timeOrNaN = (at: number | null) => (at === null ? Number.NaN : at)
+const timeOrNull = (at: number) => (Number.isNaN(at) ? null : at)
+
+/** The payload of a delivery of `source`, as the service makes it (`Webhooks.deliveryBuilder`). */
+const payloadOf = (source: PaymentEvent) => eventPayload(source, isoAt(source.createdAt))
 
 /** What an ended delivery keeps in its compact form (see `rebuild`). */
 interface EndedDelivery {
   readonly id: string
   readonly url: string
   readonly status: EndedStatus
-  readonly createdAt: string
+  readonly createdAt: number
   /** When it completed and first failed (ms), then each attempt's time, status, duration and error text id. */
   readonly times: ReadonlyArray<number>
   /** The event it delivers. */
@@ -109,7 +111,7 @@ const rebuild = (
   for (let i = 2; i < t.length; i += 4) {
     attempts.push({
       attempt: attempts.length + 1,
-      at: isoAt(t[i]!),
+      at: t[i]!,
       responseStatus: Number.isNaN(t[i + 1]!) ? null : t[i + 1]!,
       durationMs: t[i + 2]!,
       error: t[i + 3]! < 0 ? null : errors.texts[t[i + 3]!]!
@@ -126,9 +128,9 @@ const rebuild = (
     status,
     attempts,
     nextAttemptAt: null,
-    firstFailedAt: fromMs(t[1]!),
+    firstFailedAt: timeOrNull(t[1]!),
     createdAt,
-    completedAt: fromMs(t[0]!),
+    completedAt: timeOrNull(t[0]!),
     order: { paymentId: source.paymentId, sequence: source.sequence }
   }
   return payload === undefined ? { ...common, ...rest } : { ...common, payload, ...rest }
@@ -158,12 +160,12 @@ const compact = (
   let i = 2
   for (let n = 0; n < attempts.length; n++) {
     const attempt = attempts[n]!
-    const at = canonicalIsoMs(attempt.at)
+    const at = attempt.at
     const status = attempt.responseStatus
-    // A duration that is not equal to itself (NaN) would not compare equal once rebuilt.
+    // A time or duration that is not equal to itself (NaN) would not compare equal once rebuilt.
     // (A delivery with a cut attempt, which a takeover leaves, rare, is kept whole.)
     if (
-      at === undefined || attempt.attempt !== n + 1 || attempt.durationMs !== attempt.durationMs ||
+      at !== at || attempt.attempt !== n + 1 || attempt.durationMs !== attempt.durationMs ||
       (status !== null && !(status === status))
     ) return null
     if (attempt.cut !== undefined) return null
@@ -180,14 +182,11 @@ const compact = (
     times[i++] = attempt.durationMs
     times[i++] = error
   }
-  if (sourcePayload !== null ? delivery.payload !== sourcePayload : delivery.payload !== eventPayload(source)) {
+  if (sourcePayload !== null ? delivery.payload !== sourcePayload : delivery.payload !== payloadOf(source)) {
     return null
   }
-  const firstFailed = endedMs(delivery.firstFailedAt)
-  const completed = endedMs(delivery.completedAt)
-  if (completed === undefined || firstFailed === undefined) return null
-  times[0] = completed
-  times[1] = firstFailed
+  times[0] = timeOrNaN(delivery.completedAt)
+  times[1] = timeOrNaN(delivery.firstFailedAt)
   return times
 }
 
@@ -197,18 +196,17 @@ const compact = (
  */
 class Live {
   leaseToken: string | null = null
-  leaseUntil: string | null = null
+  /** When the lease ends (-Infinity: no lease). */
+  leaseUntil = Number.NEGATIVE_INFINITY
   /** The instance holding the lease (null: none named). */
   leaseOwner: string | null = null
-  /** `leaseUntil` in ms (-Infinity: no lease). */
-  leaseUntilMs = Number.NEGATIVE_INFINITY
   /**
    * The source event's payload text, while the row is kept whole, when the delivery was inserted
    * with it (checked then, as the event's text was just written: no second JSON text at the end).
    */
   sourcePayload: string | null = null
-  /** Its `nextAttemptAt` in ms (NaN: none); set by `keep`. */
-  nextAttemptMs: number = Number.NaN
+  /** Its `nextAttemptAt` (NaN: none, so never due); set by `keep`. */
+  nextAttemptAt: number = Number.NaN
 
   constructor(public current: Delivery) {
     this.keep(current)
@@ -216,7 +214,7 @@ class Live {
 
   keep(delivery: Delivery) {
     this.current = delivery
-    this.nextAttemptMs = delivery.nextAttemptAt === null ? Number.NaN : isoMs(delivery.nextAttemptAt)
+    this.nextAttemptAt = timeOrNaN(delivery.nextAttemptAt)
   }
 }
 
@@ -235,7 +233,7 @@ export class DeliveryRow {
   // While compact (`live` null): what it keeps besides its id and event (see `EndedStatus`).
   private endedUrl: string = ""
   private endedStatus: EndedStatus = "succeeded"
-  private endedCreatedAt: string = ""
+  private endedCreatedAt = 0
   private times: Array<number> = noTimes
 
   constructor(
@@ -246,7 +244,7 @@ export class DeliveryRow {
     private readonly errors: ErrorTexts
   ) {
     const live = this.live = new Live(delivery)
-    if (source !== null && delivery.payload === eventPayload(source)) live.sourcePayload = delivery.payload
+    if (source !== null && delivery.payload === payloadOf(source)) live.sourcePayload = delivery.payload
   }
 
   /** Stores the delivery as it is now. */
@@ -269,7 +267,8 @@ export class DeliveryRow {
     }
   }
 
-  setLease(token: string | null, until: string | null, owner: string | null = null) {
+  /** `until` null: no lease. */
+  setLease(token: string | null, until: number | null, owner: string | null = null) {
     const live = this.live
     if (live === null) {
       // A compact row has no lease to clear (one to set would need the row whole: never asked).
@@ -278,8 +277,7 @@ export class DeliveryRow {
     }
     live.leaseOwner = owner
     live.leaseToken = token
-    live.leaseUntil = until
-    live.leaseUntilMs = until === null ? Number.NEGATIVE_INFINITY : isoMs(until)
+    live.leaseUntil = until ?? Number.NEGATIVE_INFINITY
   }
 
   get leaseToken(): string | null {
@@ -288,21 +286,18 @@ export class DeliveryRow {
   get leaseOwner(): string | null {
     return this.live === null ? null : this.live.leaseOwner
   }
-  get leaseUntil(): string | null {
-    return this.live === null ? null : this.live.leaseUntil
+  /** When the lease ends (-Infinity: no lease). */
+  get leaseUntil(): number {
+    return this.live === null ? Number.NEGATIVE_INFINITY : this.live.leaseUntil
   }
-  /** `leaseUntil` in ms (-Infinity: no lease). */
-  get leaseUntilMs(): number {
-    return this.live === null ? Number.NEGATIVE_INFINITY : this.live.leaseUntilMs
-  }
-  /** While open: its `nextAttemptAt` in ms. */
-  get nextAttemptMs(): number {
-    return this.live === null ? Number.NaN : this.live.nextAttemptMs
+  /** While open: its `nextAttemptAt` (NaN: none). */
+  get nextAttemptAt(): number {
+    return this.live === null ? Number.NaN : this.live.nextAttemptAt
   }
 
   /** The delivery, payload included. */
   get delivery(): Delivery {
-    return this.live !== null ? this.live.current : (this.rebuild(eventPayload(this.source!)) as Delivery)
+    return this.live !== null ? this.live.current : (this.rebuild(payloadOf(this.source!)) as Delivery)
   }
 
   /** The delivery without its payload (cheaper for an ended one). */
@@ -310,7 +305,7 @@ export class DeliveryRow {
     return this.live !== null ? this.live.current : this.rebuild(undefined)
   }
 
-  /** The delivery as the simulator's audit reads it (the same fields as `record`, times in ms). */
+  /** The delivery as the simulator's audit reads it (the same fields as `record`). */
   get audit(): DeliveryAudit {
     if (this.live !== null) return auditOf(this.live.current)
     const source = this.source!
@@ -319,7 +314,7 @@ export class DeliveryRow {
     for (let i = 2; i < t.length; i += 4) {
       attempts.push({
         attempt: attempts.length + 1,
-        atMs: t[i]!,
+        at: t[i]!,
         responseStatus: Number.isNaN(t[i + 1]!) ? null : t[i + 1]!,
         error: t[i + 3]! < 0 ? null : this.errors.texts[t[i + 3]!]!
       })
@@ -331,8 +326,8 @@ export class DeliveryRow {
       url: this.endedUrl,
       status: this.endedStatus,
       order: { paymentId: source.paymentId, sequence: source.sequence },
-      createdAtMs: isoMs(this.endedCreatedAt),
-      firstFailedAtMs: Number.isNaN(t[1]!) ? null : t[1]!,
+      createdAt: this.endedCreatedAt,
+      firstFailedAt: timeOrNull(t[1]!),
       attempts
     }
   }
@@ -346,7 +341,7 @@ export class DeliveryRow {
   get status(): DeliveryStatus {
     return this.live !== null ? this.live.current.status : this.endedStatus
   }
-  get createdAt(): string {
+  get createdAt(): number {
     return this.live !== null ? this.live.current.createdAt : this.endedCreatedAt
   }
   /** Its place in its payment's order (only asked of an ordered delivery). */
@@ -384,15 +379,10 @@ export class DeliveryRow {
   get open() {
     return this.live !== null && isOpen(this.live.current)
   }
-  /** When an open delivery next needs the dispatcher (ms): its attempt time, or its lease's end if later. */
-  get dueMs() {
-    const live = this.live!
-    return live.leaseUntilMs > live.nextAttemptMs ? live.leaseUntilMs : live.nextAttemptMs
-  }
-  /** `dueMs` as the stored text. */
+  /** When an open delivery next needs the dispatcher: its attempt time, or its lease's end if later. */
   get dueAt() {
     const live = this.live!
-    return live.leaseUntilMs > live.nextAttemptMs ? live.leaseUntil! : live.current.nextAttemptAt!
+    return live.leaseUntil > live.nextAttemptAt ? live.leaseUntil : live.nextAttemptAt
   }
 }
 
@@ -409,7 +399,7 @@ export interface SharedState {
   readonly outbox: Array<PaymentEvent>
   readonly webhooks: WebhookMemoryState
   /** Service processes and the time each said it is alive until (leases' owners); absent: none beat. */
-  readonly instances?: Map<string, string>
+  readonly instances?: Map<string, number>
 }
 
 /** The webhook part of the memory store's state (kept in MemoryState so a "restart" keeps it). */
@@ -431,7 +421,7 @@ export interface WebhookMemoryState {
    * look-up mostly misses the processor's caches).
    */
   readonly leased: Map<string, DeliveryRow>
-  readonly previousSecrets: Map<string, { readonly secret: string; readonly until: string }>
+  readonly previousSecrets: Map<string, { readonly secret: string; readonly until: number }>
   /**
    * When each open delivery next needs the dispatcher (its attempt time, or its lease expiry),
    * as a min-heap by (at, id). Entries go stale when a delivery changes; they are dropped
@@ -460,15 +450,13 @@ export interface WebhookMemoryState {
 }
 
 interface DueEntry {
-  /** When (ms), and as the delivery stores it. */
-  readonly atMs: number
-  readonly at: string
+  readonly at: number
   readonly id: string
   /** The row it was made for (the map's row of `id`, unless `replacedIds`). */
   readonly row: DeliveryRow
 }
 
-const before = (a: DueEntry, b: DueEntry) => a.atMs < b.atMs || (a.atMs === b.atMs && a.id < b.id)
+const before = (a: DueEntry, b: DueEntry) => a.at < b.at || (a.at === b.at && a.id < b.id)
 
 export const emptyWebhookState = (): WebhookMemoryState => ({
   deliveries: new Map(),
@@ -501,15 +489,14 @@ const removeFrom = (rows: Array<DeliveryRow>, row: DeliveryRow) => {
   return true
 }
 
-/** Times are compared as times (as PostgreSQL's timestamptz are), kept in ms inside the store. */
-const leaseLive = (row: DeliveryRow, nowMs: number) => row.leaseUntilMs > nowMs
+const leaseLive = (row: DeliveryRow, now: number) => row.leaseUntil > now
 
 /**
- * A merchant's signing secrets at `now` (ISO): the current one, then the previous one while its
+ * A merchant's signing secrets at `now`: the current one, then the previous one while its
  * overlap lasts: what `renewLease` answers; the simulated endpoints call it directly on every POST
  * they verify, without a fiber.
  */
-export const signingSecretsOf = (state: SharedState, merchantId: string, now: string): ReadonlyArray<string> => {
+export const signingSecretsOf = (state: SharedState, merchantId: string, now: number): ReadonlyArray<string> => {
   const merchant = state.merchants.get(merchantId)
   // (Held as given: never sealed here, so never null; see docs/operations.md, "Webhook signing secrets at rest".)
   if (merchant === undefined || merchant.webhookSecret === null) return []
@@ -537,7 +524,7 @@ export const memoryWebhookOperations = (
   const w = state.webhooks
   const onLeaseLost = observer.leaseLost
   /** Sets or clears a row's lease, keeping `leased` true. */
-  const setLease = (row: DeliveryRow, token: string | null, until: string | null, owner: string | null = null) => {
+  const setLease = (row: DeliveryRow, token: string | null, until: number | null, owner: string | null = null) => {
     row.setLease(token, until, owner)
     if (token === null) w.leased.delete(row.id)
     else w.leased.set(row.id, row)
@@ -550,9 +537,9 @@ export const memoryWebhookOperations = (
    */
   const schedule = (row: DeliveryRow) => {
     if (!row.open) return
-    const dueMs = row.dueMs
-    if (row.entry !== null && row.entry.atMs <= dueMs) return
-    w.due.push(row.entry = { atMs: dueMs, at: row.dueAt, id: row.id, row })
+    const dueAt = row.dueAt
+    if (row.entry !== null && row.entry.at <= dueAt) return
+    w.due.push(row.entry = { at: dueAt, id: row.id, row })
   }
   /** Takes the top entry out of the heap (the caller has it). */
   const popDue = (top: DueEntry, row: DeliveryRow | undefined) => {
@@ -566,7 +553,7 @@ export const memoryWebhookOperations = (
     while (w.due.size > 0) {
       const top = w.due.peek()!
       const row = rowOf(top)
-      if (row !== undefined && row.open && row.dueMs === top.atMs) return top
+      if (row !== undefined && row.open && row.dueAt === top.at) return top
       const counted = row !== undefined && row.entry === top
       popDue(top, row)
       // The entry its row counted on, surfacing before the row is due: moved on to the due time.
@@ -651,19 +638,19 @@ export const memoryWebhookOperations = (
     }
     return events.length
   }
-  /** Whether the instance `owner` beats at `nowMs` (one never heard of does not). */
-  const ownerAlive = (owner: string, nowMs: number) => {
+  /** Whether the instance `owner` beats at `now` (one never heard of does not). */
+  const ownerAlive = (owner: string, now: number) => {
     const aliveUntil = state.instances?.get(owner)
-    return aliveUntil !== undefined && isoMs(aliveUntil) > nowMs
+    return aliveUntil !== undefined && aliveUntil > now
   }
   /**
-   * A poll's claim at `nowMs`, under the lease `makeLease` makes at its first claim (none made when
+   * A poll's claim at `now`, under the lease `makeLease` makes at its first claim (none made when
    * nothing is claimed). Rows under a live lease whose owner has stopped beating are taken over
    * first (found among the leased rows, which are few); then the due heap's. A row claimed while
    * it still holds an instance's token (its lease ended or its owner stopped) is `takenOver`; one
    * whose lease named no instance is claimed as if never leased.
    */
-  const claim = (nowMs: number, makeLease: () => Lease, limit: number, takenOver: Set<string>) => {
+  const claim = (now: number, makeLease: () => Lease, limit: number, takenOver: Set<string>) => {
     const claimed: Array<Delivery> = []
     let lease: Lease | null = null
     const take = (row: DeliveryRow) => {
@@ -677,7 +664,7 @@ export const memoryWebhookOperations = (
       for (const row of [...w.leased.values()]) {
         if (claimed.length >= limit) break
         const owner = row.leaseOwner
-        if (owner === null || !leaseLive(row, nowMs) || ownerAlive(owner, nowMs) || !(row.nextAttemptMs <= nowMs)) {
+        if (owner === null || !leaseLive(row, now) || ownerAlive(owner, now) || !(row.nextAttemptAt <= now)) {
           continue
         }
         const paymentId = row.orderPaymentId
@@ -687,10 +674,10 @@ export const memoryWebhookOperations = (
     }
     while (claimed.length < limit) {
       const top = peekDue()
-      if (top === undefined || top.atMs > nowMs) break
+      if (top === undefined || top.at > now) break
       const row = rowOf(top)!
       popDue(top, row)
-      if (leaseLive(row, nowMs)) {
+      if (leaseLive(row, now)) {
         schedule(row)
         continue
       }
@@ -707,7 +694,7 @@ export const memoryWebhookOperations = (
     return claimed
   }
   /** `recordAttempt`'s successor claim: the next of the ended delivery's payment to its URL. */
-  const claimNext = (delivery: Delivery, now: string, lease: Lease): Delivery | null => {
+  const claimNext = (delivery: Delivery, now: number, lease: Lease): Delivery | null => {
     if (delivery.order === null) return null
     const paymentId = delivery.order.paymentId
     const open = w.openInOrder.get(paymentId)
@@ -721,10 +708,9 @@ export const memoryWebhookOperations = (
       }
     }
     if (next === null) return null
-    const nowMs = isoMs(now)
     // A row still holding an instance's token (a cut lease) is left to a poll, which records the cut.
     if (
-      next.nextAttemptMs > nowMs || leaseLive(next, nowMs) || (next.leaseToken !== null && next.leaseOwner !== null)
+      next.nextAttemptAt > now || leaseLive(next, now) || (next.leaseToken !== null && next.leaseOwner !== null)
     ) return null
     if (waitsForEarlier(next, paymentId)) return null
     setLease(next, lease.token, lease.until, lease.owner ?? null)
@@ -750,7 +736,7 @@ export const memoryWebhookOperations = (
           if (taken < input.drainLimit) break
         }
         const takenOver = new Set<string>()
-        const claimed = claim(isoMs(input.now), input.lease, input.claimLimit, takenOver)
+        const claimed = claim(input.now, input.lease, input.claimLimit, takenOver)
         const secrets = new Map<string, ReadonlyArray<string>>()
         for (const delivery of claimed) {
           if (!secrets.has(delivery.merchantId)) {
@@ -758,7 +744,7 @@ export const memoryWebhookOperations = (
           }
         }
         const next = peekDue()
-        return { drained, claimed, secrets, nextDueMs: next === undefined ? null : next.atMs, takenOver }
+        return { drained, claimed, secrets, nextDueAt: next === undefined ? null : next.at, takenOver }
       }),
     insertDelivery: (delivery) => Effect.sync(() => void insert(delivery, null)),
     getDelivery: (merchantId, id) =>
@@ -780,7 +766,7 @@ export const memoryWebhookOperations = (
       Effect.sync(() => {
         // A row not in `leased` holds no lease: no token matches it.
         const row = w.leased.get(id)
-        if (row === undefined || row.leaseToken !== token || !leaseLive(row, isoMs(now))) {
+        if (row === undefined || row.leaseToken !== token || !leaseLive(row, now)) {
           onLeaseLost?.()
           return null
         }
@@ -804,30 +790,25 @@ export const memoryWebhookOperations = (
         const row = w.leased.get(id)
         if (row !== undefined && row.leaseToken === token) {
           if (cutAt === undefined) setLease(row, null, null)
-          else if (isoMs(cutAt) < row.leaseUntilMs) setLease(row, token, cutAt, row.leaseOwner)
+          else if (cutAt < row.leaseUntil) setLease(row, token, cutAt, row.leaseOwner)
           schedule(row)
         }
       }),
     backlog: (now) =>
       Effect.sync(() => {
-        const nowMs = isoMs(now)
         let open = 0
         let due = 0
-        let oldestDueAt: string | null = null
-        let oldestMs = Number.POSITIVE_INFINITY
+        let oldestDueAt = Number.POSITIVE_INFINITY
         for (const row of w.deliveries.values()) {
           if (!row.open) continue
           open++
-          const atMs = row.nextAttemptMs
-          if (atMs <= nowMs && !leaseLive(row, nowMs)) {
+          const at = row.nextAttemptAt
+          if (at <= now && !leaseLive(row, now)) {
             due++
-            if (atMs < oldestMs) {
-              oldestMs = atMs
-              oldestDueAt = row.delivery.nextAttemptAt
-            }
+            if (at < oldestDueAt) oldestDueAt = at
           }
         }
-        return { open, due, oldestDueAt }
+        return { open, due, oldestDueAt: due === 0 ? null : oldestDueAt }
       }),
     nextDueAt: () => Effect.sync(() => peekDue()?.at ?? null),
     resend: (merchantId, id, decide) =>
@@ -846,7 +827,7 @@ export const memoryWebhookOperations = (
     stats: (merchantId, since) =>
       Effect.sync(() => {
         const counts = emptyCounts()
-        const attempts: Array<{ at: string; ok: boolean }> = []
+        const attempts: Array<{ at: number; ok: boolean }> = []
         for (const row of w.deliveries.values()) {
           if (row.merchantId !== merchantId) continue
           const delivery = row.record

@@ -1,9 +1,13 @@
 import type * as Pg from "pg"
 import type { FraudHistory } from "../domain/Fraud.ts"
-import type { Change, Payment } from "../domain/Payment.ts"
-import { nextStep } from "../domain/Payment.ts"
+import type { Change } from "../domain/Payment.ts"
 import { makeBatcher } from "./GroupCommit.ts"
 import type { Row } from "./PgRows.ts"
+import { eventColumns } from "./rows/Event.ts"
+import { fraudCaseColumns } from "./rows/FraudCase.ts"
+import { ledgerEntryColumns } from "./rows/LedgerEntry.ts"
+import { changingColumns, paymentColumns } from "./rows/Payment.ts"
+import { timestamp } from "./rows/Timestamps.ts"
 import type { ChangeCommit, OpenOutcome, OpenPayment } from "./Store.ts"
 
 /**
@@ -208,57 +212,7 @@ WHERE p.id = $1 AND ($2::text IS NULL OR p.merchant_id = $2)`
 
 export const getPaymentSql = `SELECT * FROM payments WHERE id = $1 AND ($2::text IS NULL OR merchant_id = $2)`
 
-const eventRows = (change: Change) =>
-  change.events.map((e) => ({
-    payment_id: e.paymentId,
-    merchant_id: e.merchantId,
-    id: e.id,
-    type: e.type,
-    sequence: e.sequence,
-    data: e.data,
-    created_at: e.createdAt
-  }))
-
-/** The columns a change to a payment may write (everything else is fixed at creation). */
-export const changingColumns = (p: Payment) => ({
-  status: p.status,
-  captured_amount_cents: p.capturedAmountCents,
-  refunded_amount_cents: p.refundedAmountCents,
-  fee_cents: p.feeCents,
-  fraud_score: p.fraudScore,
-  fraud_verdict: p.fraudVerdict,
-  fraud_case_id: p.fraudCaseId,
-  failure_code: p.failureCode,
-  failure_message: p.failureMessage,
-  network_risk_signal: p.networkRiskSignal,
-  processor_reference: p.processorReference,
-  processor_pending: p.processorPending as unknown,
-  failed_refunds: p.failedRefunds.length === 0 ? null : p.failedRefunds as unknown,
-  in_flight: nextStep(p) !== null,
-  version: p.version,
-  updated_at: p.updatedAt,
-  captured_at: p.capturedAt,
-  settled_at: p.settledAt,
-  dispute: p.dispute as unknown,
-  fraud_model_version: p.fraudModelVersion,
-  fraud_explanations: p.fraudExplanations as unknown
-})
-
-/** A payment as its row's columns (metadata as a plain object). */
-export const paymentColumns = (p: Payment) => ({
-  id: p.id,
-  merchant_id: p.merchantId,
-  amount_cents: p.amountCents,
-  currency: p.currency,
-  card_brand: p.cardBrand,
-  card_last_four: p.cardLastFour,
-  card_token: p.cardToken,
-  capture_method: p.captureMethod,
-  idempotency_key: p.idempotencyKey,
-  metadata: p.metadata as unknown,
-  created_at: p.createdAt,
-  ...changingColumns(p)
-})
+const eventRows = (change: Change) => change.events.map(eventColumns)
 
 /** The parameters of `openPaymentsSql` for a batch (also used by the benchmark's baselines). */
 export const openPaymentsValues = (units: ReadonlyArray<OpenPayment>): Array<unknown> => [
@@ -268,13 +222,13 @@ export const openPaymentsValues = (units: ReadonlyArray<OpenPayment>): Array<unk
       ...paymentColumns(change.payment),
       claim_key: claim?.key ?? null,
       fingerprint: claim?.fingerprint ?? null,
-      locked_until: claim?.lockedUntil ?? null,
-      claimed_at: claim?.now ?? null,
-      expires_at: claim?.expiresAt ?? null,
+      locked_until: claim === null ? null : timestamp(claim.lockedUntil),
+      claimed_at: claim === null ? null : timestamp(claim.now),
+      expires_at: claim === null ? null : timestamp(claim.expiresAt),
       owner: claim?.owner ?? null,
       flow_owner: flowOwner ?? null,
-      hour_since: history.hourSince,
-      day_since: history.daySince,
+      hour_since: timestamp(history.hourSince),
+      day_since: timestamp(history.daySince),
       day_limit: history.dayLimit,
       amount_window: history.amountWindow
     }
@@ -299,37 +253,8 @@ export const commitChangesValues = (units: ReadonlyArray<ChangeCommit>): Array<u
     }
   })),
   JSON.stringify(units.flatMap((u) => eventRows(u.change))),
-  JSON.stringify(units.flatMap(({ change }) =>
-    change.ledger.map((e) => ({
-      payment_id: e.paymentId,
-      merchant_id: e.merchantId,
-      id: e.id,
-      group_id: e.groupId,
-      account: e.account,
-      direction: e.direction,
-      amount_cents: e.amountCents,
-      currency: e.currency,
-      created_at: e.createdAt
-    }))
-  )),
-  JSON.stringify(units.flatMap(({ change }) => {
-    const c = change.fraudCase
-    return c === null ? [] : [{
-      payment_id: c.paymentId,
-      merchant_id: c.merchantId,
-      id: c.id,
-      status: c.status,
-      priority: c.priority,
-      risk_score: c.riskScore,
-      model_version: c.modelVersion,
-      base_value: c.baseValue,
-      explanations: c.explanations,
-      notes: c.notes,
-      reviewed_at: c.reviewedAt,
-      created_at: c.createdAt,
-      updated_at: c.updatedAt
-    }]
-  }))
+  JSON.stringify(units.flatMap(({ change }) => change.ledger.map(ledgerEntryColumns))),
+  JSON.stringify(units.flatMap(({ change }) => change.fraudCase === null ? [] : [fraudCaseColumns(change.fraudCase)]))
 ]
 
 /** Rows in `ord` order, one per unit. */
@@ -362,7 +287,7 @@ const releaseLateClaims =
   (late: ReadonlyArray<{ readonly unit: OpenPayment; readonly outcome: OpenOutcome }>): Promise<void> | void => {
     const claims = late.flatMap(({ outcome, unit }) =>
       outcome._tag === "Opened" && unit.claim !== null
-        ? [{ merchant_id: unit.claim.merchantId, key: unit.claim.key, locked_until: unit.claim.lockedUntil }]
+        ? [{ merchant_id: unit.claim.merchantId, key: unit.claim.key, locked_until: timestamp(unit.claim.lockedUntil) }]
         : []
     )
     if (claims.length === 0) return

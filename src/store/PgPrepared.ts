@@ -57,18 +57,22 @@ export const statementDeadlineMs = (pool: Pg.Pool): number | undefined => {
  * Errors map as every store error does (`PgRows.run`): an outage is
  * `StoreUnavailable`, anything else a defect.
  */
-export const prepared =
-  (pool: Pg.Pool, name: string, text: string, options: { readonly answerWithinMs?: number } = {}) =>
-  (values: ReadonlyArray<unknown>): Effect.Effect<Array<Row>, StoreUnavailable> =>
-    run(Effect.callback<Array<Row>, SqlError>((resume) => {
-      const query = options.answerWithinMs === undefined
-        ? { name, text, values: values as Array<unknown> }
-        : { name, text, values: values as Array<unknown>, query_timeout: options.answerWithinMs }
-      pool.query(query, (cause: Error | undefined, result: Pg.QueryResult<Row>) => {
-        resume(
-          cause === undefined || cause === null
-            ? Effect.succeed(result.rows)
-            : Effect.fail(sqlErrorOf(cause, `Failed to execute statement ${name}`))
-        )
-      })
-    }))
+export const prepared = <R extends Row = Row>(
+  pool: Pg.Pool,
+  name: string,
+  text: string,
+  options: { readonly answerWithinMs?: number } = {}
+) =>
+(values: ReadonlyArray<unknown>): Effect.Effect<Array<R>, StoreUnavailable> =>
+  run(Effect.callback<Array<R>, SqlError>((resume) => {
+    const query = options.answerWithinMs === undefined
+      ? { name, text, values: values as Array<unknown> }
+      : { name, text, values: values as Array<unknown>, query_timeout: options.answerWithinMs }
+    pool.query(query, (cause: Error | undefined, result: Pg.QueryResult<R>) => {
+      resume(
+        cause === undefined || cause === null
+          ? Effect.succeed(result.rows)
+          : Effect.fail(sqlErrorOf(cause, `Failed to execute statement ${name}`))
+      )
+    })
+  }))

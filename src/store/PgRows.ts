@@ -1,18 +1,15 @@
 import { Effect, Fiber } from "effect"
 import { SqlError, UnknownError } from "effect/sql/SqlError"
-import type { Merchant } from "../domain/Merchant.ts"
-import type { PaymentEvent } from "../domain/Payment.ts"
 import type { AppConfigShape } from "../platform/Config.ts"
 import { configuredKey, makeSecretColumn, type SecretColumn } from "../platform/Sealing.ts"
 import { StoreUnavailable } from "./Store.ts"
 
-/** Row mapping and error handling shared by the PostgreSQL adapters. */
+/**
+ * Error handling shared by the PostgreSQL adapters, and the rows of statements that read no
+ * table's row as it is (aggregates, a batch's outcomes): a table's row has its own module and
+ * type, with its mapping both ways (./rows/).
+ */
 export type Row = Record<string, any>
-
-export const iso = (
-  value: unknown
-): string => (value instanceof Date ? value.toISOString() : new Date(String(value)).toISOString())
-export const isoOrNull = (value: unknown): string | null => (value === null || value === undefined ? null : iso(value))
 
 const sqlStatePattern = /^[0-9A-Z]{5}$/
 
@@ -83,22 +80,3 @@ export const secretColumnFor = (config: AppConfigShape): SecretColumn => {
   }
   return column
 }
-
-export const toMerchant = (r: Row, secrets: SecretColumn): Merchant => ({
-  id: r.id,
-  name: r.name,
-  webhookUrl: r.webhook_url,
-  webhookSecret: secrets.fromStored(r.id, r.webhook_secret),
-  createdAt: iso(r.created_at),
-  updatedAt: iso(r.updated_at)
-})
-
-export const toEvent = (r: Row): PaymentEvent => ({
-  id: r.id,
-  paymentId: r.payment_id,
-  merchantId: r.merchant_id,
-  type: r.type,
-  sequence: r.sequence,
-  data: r.data,
-  createdAt: iso(r.created_at)
-})

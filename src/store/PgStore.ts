@@ -1,8 +1,8 @@
 import * as PgClient from "@effect/sql-pg/PgClient"
 import { Effect, Layer } from "effect"
 import type * as Statement from "effect/sql/Statement"
-import type { FraudCase, FraudCaseStatus } from "../domain/Fraud.ts"
-import type { Account, Balance, LedgerEntry } from "../domain/Ledger.ts"
+import type { FraudCaseStatus } from "../domain/Fraud.ts"
+import type { Balance } from "../domain/Ledger.ts"
 import type { ApiKey } from "../domain/Merchant.ts"
 import type { Currency } from "../domain/Money.ts"
 import type { Change, Payment } from "../domain/Payment.ts"
@@ -10,104 +10,20 @@ import { followsFrom } from "../domain/Payment.ts"
 import { AppConfig } from "../platform/Config.ts"
 import { statementGraceMs } from "../platform/Database.ts"
 import { isSealed, sealedPrefix, type SecretColumn } from "../platform/Sealing.ts"
-import {
-  getPaymentSql,
-  historyColumns,
-  makeHotPath,
-  paymentColumns,
-  readForCommandSql,
-  toHistory
-} from "./PgHotPath.ts"
+import { getPaymentSql, historyColumns, makeHotPath, readForCommandSql, toHistory } from "./PgHotPath.ts"
 import { PgPool, prepared, statementDeadlineMs } from "./PgPrepared.ts"
-import {
-  iso,
-  isoOrNull,
-  type Row,
-  run as runUnbounded,
-  runWithin,
-  secretColumnFor,
-  toEvent,
-  toMerchant
-} from "./PgRows.ts"
+import { type Row, run as runUnbounded, runWithin, secretColumnFor } from "./PgRows.ts"
 import * as PgWebhookStore from "./PgWebhookStore.ts"
+import { apiKeyColumns, type ApiKeyRow, toApiKey } from "./rows/ApiKey.ts"
+import { eventColumns, type EventRow, toEvent } from "./rows/Event.ts"
+import { fraudCaseColumns, type FraudCaseRow, toFraudCase } from "./rows/FraudCase.ts"
+import { ledgerEntryColumns, type LedgerEntryRow, toLedgerEntry } from "./rows/LedgerEntry.ts"
+import { merchantColumns, type MerchantRow, toMerchant } from "./rows/Merchant.ts"
+import { disputeColumn, paymentColumns, type PaymentRow, pendingColumn, toPayment } from "./rows/Payment.ts"
+import { ms, type Timestamp, timestamp, timestampOrNull } from "./rows/Timestamps.ts"
 import type { AnalyticsPeriodRow, AnalyticsRow, ClaimOutcome, StoreEffect, StoreShape, UpdateOutcome } from "./Store.ts"
 import { isCardTokenDisputeQuery, maximumSeriesRows, modelStats, Store, unrecordedModel } from "./Store.ts"
 import type { WebhookStore } from "./WebhookStore.ts"
-
-const toApiKey = (r: Row): ApiKey => ({
-  id: r.id,
-  merchantId: r.merchant_id,
-  name: r.name,
-  keyHash: r.key_hash,
-  prefix: r.prefix,
-  lastFour: r.last_four,
-  status: r.status,
-  createdAt: iso(r.created_at),
-  lastUsedAt: isoOrNull(r.last_used_at),
-  revokedAt: isoOrNull(r.revoked_at)
-})
-
-const toPayment = (r: Row): Payment => ({
-  id: r.id,
-  merchantId: r.merchant_id,
-  status: r.status,
-  amountCents: r.amount_cents,
-  currency: r.currency,
-  capturedAmountCents: r.captured_amount_cents,
-  refundedAmountCents: r.refunded_amount_cents,
-  feeCents: r.fee_cents,
-  cardBrand: r.card_brand,
-  cardLastFour: r.card_last_four,
-  cardToken: r.card_token,
-  captureMethod: r.capture_method,
-  idempotencyKey: r.idempotency_key,
-  metadata: r.metadata,
-  fraudScore: r.fraud_score,
-  fraudVerdict: r.fraud_verdict,
-  fraudCaseId: r.fraud_case_id,
-  failureCode: r.failure_code,
-  failureMessage: r.failure_message,
-  networkRiskSignal: r.network_risk_signal,
-  processorReference: r.processor_reference ?? null,
-  processorPending: r.processor_pending ?? null,
-  failedRefunds: r.failed_refunds ?? [],
-  version: r.version,
-  createdAt: iso(r.created_at),
-  updatedAt: iso(r.updated_at),
-  capturedAt: isoOrNull(r.captured_at),
-  settledAt: isoOrNull(r.settled_at),
-  dispute: r.dispute ?? null,
-  fraudModelVersion: r.fraud_model_version ?? null,
-  fraudExplanations: r.fraud_explanations ?? null
-})
-
-const toEntry = (r: Row): LedgerEntry => ({
-  id: r.id,
-  groupId: r.group_id,
-  paymentId: r.payment_id,
-  merchantId: r.merchant_id,
-  account: r.account as Account,
-  direction: r.direction,
-  amountCents: Number(r.amount_cents),
-  currency: r.currency as Currency,
-  createdAt: iso(r.created_at)
-})
-
-const toFraudCase = (r: Row): FraudCase => ({
-  id: r.id,
-  paymentId: r.payment_id,
-  merchantId: r.merchant_id,
-  status: r.status,
-  priority: r.priority,
-  riskScore: r.risk_score,
-  modelVersion: r.model_version,
-  baseValue: r.base_value ?? null,
-  explanations: r.explanations,
-  notes: r.notes,
-  reviewedAt: isoOrNull(r.reviewed_at),
-  createdAt: iso(r.created_at),
-  updatedAt: iso(r.updated_at)
-})
 
 /** Merchants whose secrets the start-up pass reads at once. */
 const sealBatchSize = 500
@@ -238,7 +154,7 @@ export const makePgStore = Effect.gen(function*() {
   const run = runWithin(config.databaseStatementTimeoutMs + statementGraceMs)
   yield* checkSecretsAtStart(sql, secrets)
   const hot = makeHotPath(pool, statementDeadlineMs(pool))
-  const getPayment = prepared(pool, "get_payment_v1", getPaymentSql)
+  const getPayment = prepared<PaymentRow>(pool, "get_payment_v1", getPaymentSql)
   // A claim released after a failure: deleted when nothing was applied under it, else its lease
   // ended (a command that already moved money keeps its claim, so a retry finds it applied). It
   // runs when a request failed, often because the database is away: one statement, and an answer
@@ -249,7 +165,9 @@ export const makePgStore = Effect.gen(function*() {
     releaseKeySql,
     { answerWithinMs: releaseAnswerMs }
   )
-  const readForCommand = prepared(pool, "read_for_command_v1", readForCommandSql)
+  const readForCommand = prepared<
+    { readonly payment: PaymentRow; readonly fraud_case: FraudCaseRow | null; readonly already_applied: boolean }
+  >(pool, "read_for_command_v1", readForCommandSql)
   // A keyed command's claim in the common case and its stored response: named prepared statements,
   // as the hot path's, with the pool's deadline (`query_timeout`) and no fiber of their own.
   // Insert the claim, or take over a row that expired; a key claimed afresh no longer holds the
@@ -268,17 +186,15 @@ export const makePgStore = Effect.gen(function*() {
   // key last used at or before $3 (so one write a key per interval, whichever process serves it),
   // and the read of the key with its merchant. The SELECT sees the statement's snapshot, from
   // before the UPDATE (a data-modifying CTE), so the time written comes from RETURNING.
-  const useApiKey = prepared(
-    pool,
-    "use_api_key_v1",
-    useApiKeySql
-  )
+  const useApiKey = prepared<
+    { readonly key: ApiKeyRow; readonly merchant: MerchantRow; readonly touched_at: Timestamp | null }
+  >(pool, "use_api_key_v1", useApiKeySql)
 
   const paymentRow = (p: Payment) => ({
     ...paymentColumns(p),
     metadata: sql.json(p.metadata),
-    dispute: p.dispute === null ? null : sql.json(p.dispute),
-    processor_pending: p.processorPending === null ? null : sql.json(p.processorPending),
+    dispute: p.dispute === null ? null : sql.json(disputeColumn(p.dispute)),
+    processor_pending: p.processorPending === null ? null : sql.json(pendingColumn(p.processorPending)),
     failed_refunds: p.failedRefunds.length === 0 ? null : sql.json(p.failedRefunds),
     fraud_explanations: p.fraudExplanations === null ? null : JSON.stringify(p.fraudExplanations)
   })
@@ -289,59 +205,28 @@ export const makePgStore = Effect.gen(function*() {
       // Events, their outbox rows and the ledger group go in one statement: one round trip.
       const parts: Array<Statement.Fragment> = []
       if (change.events.length > 0) {
-        parts.push(sql`events AS (INSERT INTO payment_events ${
-          sql.insert(change.events.map((e) => ({
-            id: e.id,
-            payment_id: e.paymentId,
-            merchant_id: e.merchantId,
-            type: e.type,
-            sequence: e.sequence,
-            data: sql.json(e.data),
-            created_at: e.createdAt
-          })) as any)
-        } RETURNING id, merchant_id, created_at)`)
+        parts.push(
+          sql`events AS (INSERT INTO payment_events ${
+            sql.insert(change.events.map((e) => ({ ...eventColumns(e), data: sql.json(e.data) })) as any)
+          } RETURNING id, merchant_id, created_at)`
+        )
         // Only a merchant with a webhook URL has deliveries to make (CONTRACT section 7).
         parts.push(sql`outbox AS (INSERT INTO webhook_outbox (event_id, merchant_id, created_at)
           SELECT id, merchant_id, created_at FROM events
           WHERE EXISTS (SELECT 1 FROM merchants WHERE id = ${change.payment.merchantId} AND webhook_url IS NOT NULL))`)
       }
       if (change.ledger.length > 0) {
-        parts.push(sql`entries AS (INSERT INTO ledger_entries ${
-          sql.insert(change.ledger.map((e) => ({
-            id: e.id,
-            group_id: e.groupId,
-            payment_id: e.paymentId,
-            merchant_id: e.merchantId,
-            account: e.account,
-            direction: e.direction,
-            amount_cents: e.amountCents,
-            currency: e.currency,
-            created_at: e.createdAt
-          })) as any)
-        })`)
+        parts.push(
+          sql`entries AS (INSERT INTO ledger_entries ${sql.insert(change.ledger.map(ledgerEntryColumns) as any)})`
+        )
       }
       if (parts.length > 0) yield* sql`WITH ${sql.csv(parts)} SELECT 1`
       const c = change.fraudCase
       if (c !== null) {
         yield* sql`
           INSERT INTO fraud_cases ${
-          sql.insert({
-            id: c.id,
-            payment_id: c.paymentId,
-            merchant_id: c.merchantId,
-            status: c.status,
-            priority: c.priority,
-            risk_score: c.riskScore,
-            model_version: c.modelVersion,
-            // As text: the pg driver would send a JS array as a PostgreSQL array literal, not as JSON.
-            base_value: c.baseValue,
-            explanations: JSON.stringify(c.explanations),
-            notes: c.notes,
-            reviewed_at: c.reviewedAt,
-            created_at: c.createdAt,
-            updated_at: c.updatedAt
-          })
-        }
+          // The explanations as text: the driver would send a JS array as a PostgreSQL array literal, not as JSON.
+          sql.insert({ ...fraudCaseColumns(c), explanations: JSON.stringify(c.explanations) })}
           ON CONFLICT (id) DO UPDATE SET status = EXCLUDED.status, notes = EXCLUDED.notes,
             reviewed_at = EXCLUDED.reviewed_at, updated_at = EXCLUDED.updated_at`
       }
@@ -352,52 +237,47 @@ export const makePgStore = Effect.gen(function*() {
   const store: StoreShape = {
     insertMerchant: (merchant, apiKey) =>
       run(sql.withTransaction(Effect.gen(function*() {
-        yield* sql`INSERT INTO merchants ${
-          sql.insert({
-            id: merchant.id,
-            name: merchant.name,
-            webhook_url: merchant.webhookUrl,
-            webhook_secret: secrets.toStored(merchant.id, merchant.webhookSecret),
-            created_at: merchant.createdAt,
-            updated_at: merchant.updatedAt
-          })
-        }`
+        yield* sql`INSERT INTO merchants ${sql.insert(merchantColumns(merchant, secrets))}`
         yield* insertApiKey(apiKey)
       }))),
     getMerchant: (id) =>
-      run(sql`SELECT * FROM merchants WHERE id = ${id}`).pipe(
+      run(sql<MerchantRow>`SELECT * FROM merchants WHERE id = ${id}`).pipe(
         Effect.map((rows) => (rows[0] ? toMerchant(rows[0], secrets) : null))
       ),
     updateMerchant: (m) =>
-      run(sql`UPDATE merchants SET name = ${m.name}, webhook_url = ${m.webhookUrl}, updated_at = ${m.updatedAt}
-        WHERE id = ${m.id}`).pipe(Effect.asVoid),
+      run(
+        sql`UPDATE merchants SET name = ${m.name}, webhook_url = ${m.webhookUrl}, updated_at = ${timestamp(m.updatedAt)}
+        WHERE id = ${m.id}`
+      ).pipe(Effect.asVoid),
     firstMerchant: () =>
-      run(sql`SELECT * FROM merchants ORDER BY created_at, id LIMIT 1`).pipe(
+      run(sql<MerchantRow>`SELECT * FROM merchants ORDER BY created_at, id LIMIT 1`).pipe(
         Effect.map((rows) => (rows[0] ? toMerchant(rows[0], secrets) : null))
       ),
 
     insertApiKey: (apiKey) => run(insertApiKey(apiKey)),
     getApiKey: (merchantId, keyId) =>
-      run(sql`SELECT * FROM api_keys WHERE id = ${keyId} AND merchant_id = ${merchantId}`).pipe(
+      run(sql<ApiKeyRow>`SELECT * FROM api_keys WHERE id = ${keyId} AND merchant_id = ${merchantId}`).pipe(
         Effect.map((rows) => (rows[0] ? toApiKey(rows[0]) : null))
       ),
     findApiKeyByHash: (hash) =>
-      run(sql`SELECT * FROM api_keys WHERE key_hash = ${hash}`).pipe(
+      run(sql<ApiKeyRow>`SELECT * FROM api_keys WHERE key_hash = ${hash}`).pipe(
         Effect.map((rows) => (rows[0] ? toApiKey(rows[0]) : null))
       ),
     useApiKey: (hash, now, touchBefore) =>
-      Effect.map(useApiKey([hash, now, touchBefore]), (rows) => {
+      Effect.map(useApiKey([hash, timestamp(now), timestamp(touchBefore)]), (rows) => {
         const row = rows[0]
         if (row === undefined) return null
-        const key = toApiKey(row.key as Row)
+        const key = toApiKey(row.key)
         return {
-          key: row.touched_at === null ? key : { ...key, lastUsedAt: iso(row.touched_at) },
-          merchant: toMerchant(row.merchant as Row, secrets)
+          key: row.touched_at === null ? key : { ...key, lastUsedAt: ms(row.touched_at) },
+          merchant: toMerchant(row.merchant, secrets)
         }
       }),
     listApiKeys: (merchantId, p) =>
       run(Effect.all([
-        sql`SELECT * FROM api_keys WHERE merchant_id = ${merchantId} ORDER BY created_at DESC, id DESC ${page(p)}`,
+        sql<ApiKeyRow>`SELECT * FROM api_keys WHERE merchant_id = ${merchantId} ORDER BY created_at DESC, id DESC ${
+          page(p)
+        }`,
         sql`SELECT count(*)::int AS n FROM api_keys WHERE merchant_id = ${merchantId}`
       ])).pipe(Effect.map(([rows, count]) => ({ items: rows.map(toApiKey), totalCount: Number(count[0]!.n) }))),
     rotateApiKey: (merchantId, keyId, replacement, now) =>
@@ -406,7 +286,7 @@ export const makePgStore = Effect.gen(function*() {
           yield* sql`SELECT status FROM api_keys WHERE id = ${keyId} AND merchant_id = ${merchantId} FOR UPDATE`
         if (rows.length === 0) return "not_found" as const
         if (rows[0]!.status === "revoked") return "revoked" as const
-        yield* sql`UPDATE api_keys SET status = 'revoked', revoked_at = ${now} WHERE id = ${keyId}`
+        yield* sql`UPDATE api_keys SET status = 'revoked', revoked_at = ${timestamp(now)} WHERE id = ${keyId}`
         yield* insertApiKey(replacement)
         return "rotated" as const
       }))),
@@ -421,7 +301,9 @@ export const makePgStore = Effect.gen(function*() {
         const inserted = yield* sql`INSERT INTO payments ${sql.insert(row)}
           ON CONFLICT (merchant_id, idempotency_hold) DO NOTHING RETURNING id`
         if (inserted.length === 0) {
-          const existing = yield* sql`SELECT * FROM payments WHERE merchant_id = ${change.payment.merchantId}
+          const existing = yield* sql<
+            PaymentRow
+          >`SELECT * FROM payments WHERE merchant_id = ${change.payment.merchantId}
             AND idempotency_hold = ${change.payment.idempotencyKey}`
           return { _tag: "Exists" as const, payment: toPayment(existing[0]!) }
         }
@@ -449,8 +331,8 @@ export const makePgStore = Effect.gen(function*() {
           const row = rows[0]
           if (row === undefined) return null
           return {
-            payment: toPayment(row.payment as Row),
-            fraudCase: row.fraud_case === null ? null : toFraudCase(row.fraud_case as Row),
+            payment: toPayment(row.payment),
+            fraudCase: row.fraud_case === null ? null : toFraudCase(row.fraud_case),
             alreadyApplied: row.already_applied === true
           }
         })
@@ -459,21 +341,23 @@ export const makePgStore = Effect.gen(function*() {
       const where = sql.and([
         sql`merchant_id = ${merchantId}`,
         ...(filter.status === undefined ? [] : [sql`status = ${filter.status}`]),
-        ...(filter.createdFrom === undefined ? [] : [sql`created_at >= ${filter.createdFrom}`]),
-        ...(filter.createdTo === undefined ? [] : [sql`created_at <= ${filter.createdTo}`]),
+        ...(filter.createdFrom === undefined ? [] : [sql`created_at >= ${timestamp(filter.createdFrom)}`]),
+        ...(filter.createdTo === undefined ? [] : [sql`created_at <= ${timestamp(filter.createdTo)}`]),
         ...(filter.minAmountCents === undefined ? [] : [sql`amount_cents >= ${filter.minAmountCents}`]),
         ...(filter.maxAmountCents === undefined ? [] : [sql`amount_cents <= ${filter.maxAmountCents}`])
       ])
       return run(Effect.all([
-        sql`SELECT * FROM payments WHERE ${where} ORDER BY created_at DESC, id DESC ${page(p)}`,
+        sql<PaymentRow>`SELECT * FROM payments WHERE ${where} ORDER BY created_at DESC, id DESC ${page(p)}`,
         sql`SELECT count(*)::int AS n FROM payments WHERE ${where}`
       ])).pipe(Effect.map(([rows, count]) => ({ items: rows.map(toPayment), totalCount: Number(count[0]!.n) })))
     },
     updatePayment: (target, decide) =>
       run(sql.withTransaction(Effect.gen(function*() {
         const rows = target.merchantId === null
-          ? yield* sql`SELECT * FROM payments WHERE id = ${target.paymentId} FOR UPDATE`
-          : yield* sql`SELECT * FROM payments WHERE id = ${target.paymentId} AND merchant_id = ${target.merchantId} FOR UPDATE`
+          ? yield* sql<PaymentRow>`SELECT * FROM payments WHERE id = ${target.paymentId} FOR UPDATE`
+          : yield* sql<
+            PaymentRow
+          >`SELECT * FROM payments WHERE id = ${target.paymentId} AND merchant_id = ${target.merchantId} FOR UPDATE`
         if (rows.length === 0) return { _tag: "NotFound" } satisfies UpdateOutcome
         const payment = toPayment(rows[0]!)
         const commandKey = target.commandKey
@@ -484,7 +368,10 @@ export const makePgStore = Effect.gen(function*() {
         }
         const fraudCase = payment.fraudCaseId === null
           ? null
-          : (yield* sql`SELECT * FROM fraud_cases WHERE id = ${payment.fraudCaseId}`).map(toFraudCase)[0] ?? null
+          : (yield* sql<FraudCaseRow>`SELECT * FROM fraud_cases WHERE id = ${payment.fraudCaseId}`).map(
+            toFraudCase
+          )[0] ??
+            null
         const decision = decide(payment, fraudCase)
         if (!decision.ok) return { _tag: "Refused", decision, payment } satisfies UpdateOutcome
         const next = decision.change.payment
@@ -501,11 +388,13 @@ export const makePgStore = Effect.gen(function*() {
         return { _tag: "Applied", change: decision.change } satisfies UpdateOutcome
       }))),
     listEvents: (merchantId, paymentId) =>
-      run(sql`SELECT * FROM payment_events WHERE payment_id = ${paymentId} AND merchant_id = ${merchantId}
+      run(sql<EventRow>`SELECT * FROM payment_events WHERE payment_id = ${paymentId} AND merchant_id = ${merchantId}
         ORDER BY sequence`).pipe(Effect.map((rows) => rows.map(toEvent))),
     listLedger: (merchantId, paymentId) =>
-      run(sql`SELECT * FROM ledger_entries WHERE payment_id = ${paymentId} AND merchant_id = ${merchantId}
-        ORDER BY created_at, group_id, id`).pipe(Effect.map((rows) => rows.map(toEntry))),
+      run(
+        sql<LedgerEntryRow>`SELECT * FROM ledger_entries WHERE payment_id = ${paymentId} AND merchant_id = ${merchantId}
+        ORDER BY created_at, group_id, id`
+      ).pipe(Effect.map((rows) => rows.map(toLedgerEntry))),
     balances: (merchantId) =>
       run(sql`
         SELECT currency,
@@ -535,16 +424,18 @@ export const makePgStore = Effect.gen(function*() {
         FROM (
           SELECT c.id FROM payments c
           WHERE c.in_flight AND (
-            (c.updated_at < ${staleBefore} AND (c.flow_owner IS NULL OR c.flow_owner = ${owner}))
+            (c.updated_at < ${timestamp(staleBefore)} AND (c.flow_owner IS NULL OR c.flow_owner = ${owner}))
             OR (${takeOver} AND c.flow_owner IS DISTINCT FROM ${owner} AND (c.flow_owner IS NULL
-              OR NOT EXISTS (SELECT 1 FROM service_instances i WHERE i.id = c.flow_owner AND i.alive_until > ${now}))))
+              OR NOT EXISTS (SELECT 1 FROM service_instances i WHERE i.id = c.flow_owner AND i.alive_until > ${
+        timestamp(now)
+      }))))
           ORDER BY c.updated_at, c.id LIMIT ${limit}
           FOR UPDATE OF c SKIP LOCKED
         ) claimed
         WHERE p.id = claimed.id
         RETURNING p.id, p.updated_at`).pipe(
         Effect.map((rows) =>
-          rows.map((r) => ({ id: r.id as string, at: iso(r.updated_at) }))
+          rows.map((r) => ({ id: r.id as string, at: ms(r.updated_at as Timestamp) }))
             .sort((a, b) => (a.at < b.at ? -1 : a.at > b.at ? 1 : a.id < b.id ? -1 : 1))
             .map((r) => r.id)
         )
@@ -552,13 +443,18 @@ export const makePgStore = Effect.gen(function*() {
     paymentsCreatedBetween: ({ after, from, limit, to }) =>
       run(
         after === null
-          ? sql`SELECT * FROM payments WHERE created_at >= ${from} AND created_at < ${to} ORDER BY created_at, id LIMIT ${limit}`
-          : sql`SELECT * FROM payments WHERE created_at >= ${from} AND created_at < ${to}
-              AND (created_at, id) > (${after.createdAt}::timestamptz, ${after.id}) ORDER BY created_at, id LIMIT ${limit}`
+          ? sql<PaymentRow>`SELECT * FROM payments WHERE created_at >= ${timestamp(from)} AND created_at < ${
+            timestamp(to)
+          } ORDER BY created_at, id LIMIT ${limit}`
+          : sql<PaymentRow>`SELECT * FROM payments WHERE created_at >= ${timestamp(from)} AND created_at < ${
+            timestamp(to)
+          }
+              AND (created_at, id) > (${timestamp(after.createdAt)}::timestamptz, ${after.id})
+              ORDER BY created_at, id LIMIT ${limit}`
       ).pipe(Effect.map((rows) => rows.map(toPayment))),
     settleablePayments: (capturedBefore, limit) =>
       run(sql`SELECT id FROM payments WHERE settled_at IS NULL AND captured_at IS NOT NULL
-        AND captured_at < ${capturedBefore} AND status IN ('captured', 'refunded')
+        AND captured_at < ${timestamp(capturedBefore)} AND status IN ('captured', 'refunded')
         ORDER BY captured_at, id LIMIT ${limit}`).pipe(Effect.map((rows) => rows.map((r) => r.id as string))),
     paymentsByCardTokenAndDispute: (query, limit) => {
       if (!isCardTokenDisputeQuery(query)) {
@@ -568,24 +464,32 @@ export const makePgStore = Effect.gen(function*() {
       // underscores only), so that a partial index over them (migration 0007's, over the
       // sandbox's dispute tokens) is provably usable; a parameter would hide the values.
       const tokens = sql.literal(`(${query.cardTokens.map((token) => `'${token}'`).join(", ")})`)
-      return run(sql`SELECT * FROM payments
+      return run(sql<PaymentRow>`SELECT * FROM payments
         WHERE card_token IN ${tokens} AND captured_at IS NOT NULL
           AND (dispute IS NULL OR dispute->>'status' = 'open')
-          AND ((dispute IS NULL AND status IN ${
-        sql.in(query.undisputedStatuses)
-      } AND captured_at < ${query.capturedBefore})
-            OR (dispute->>'status' = 'open' AND dispute->>'openedAt' < ${query.openedBefore}))
+          AND ((dispute IS NULL AND status IN ${sql.in(query.undisputedStatuses)} AND captured_at < ${
+        timestamp(query.capturedBefore)
+      })
+            OR (dispute->>'status' = 'open' AND dispute->>'openedAt' < ${timestamp(query.openedBefore)}))
         ORDER BY captured_at, id LIMIT ${limit}`).pipe(Effect.map((rows) => rows.map(toPayment)))
     },
     analytics: (merchantId, createdFrom, createdTo) =>
-      run(sql.unsafe(analyticsTotalsSql, [merchantId, createdFrom, createdTo])).pipe(
+      run(sql.unsafe(analyticsTotalsSql, [merchantId, timestampOrNull(createdFrom), timestampOrNull(createdTo)])).pipe(
         Effect.map((rows) => rows.map(toAnalyticsRow))
       ),
     analyticsSeries: (merchantId, interval, createdFrom, createdTo) =>
-      run(sql.unsafe<Row>(analyticsSeriesSql, [merchantId, createdFrom, createdTo, interval, maximumSeriesRows + 1]))
+      run(
+        sql.unsafe<Row>(analyticsSeriesSql, [
+          merchantId,
+          timestampOrNull(createdFrom),
+          timestampOrNull(createdTo),
+          interval,
+          maximumSeriesRows + 1
+        ])
+      )
         .pipe(
           Effect.map((rows) =>
-            rows.map((r): AnalyticsPeriodRow => ({ ...toAnalyticsRow(r), periodStart: iso(r.period_start) }))
+            rows.map((r): AnalyticsPeriodRow => ({ ...toAnalyticsRow(r), periodStart: ms(r.period_start) }))
           )
         ),
     fraudStats: (merchantId) =>
@@ -660,10 +564,10 @@ export const makePgStore = Effect.gen(function*() {
             q.merchantId,
             q.cardToken,
             q.currency,
-            q.until,
+            timestamp(q.until),
             q.excludePaymentId,
-            q.hourSince,
-            q.daySince,
+            timestamp(q.hourSince),
+            timestamp(q.daySince),
             q.dayLimit,
             q.amountWindow
           ]
@@ -671,7 +575,7 @@ export const makePgStore = Effect.gen(function*() {
       ).pipe(Effect.map((rows) => toHistory(rows[0]!))),
 
     getFraudCase: (merchantId, caseId) =>
-      run(sql`SELECT * FROM fraud_cases WHERE id = ${caseId} AND merchant_id = ${merchantId}`).pipe(
+      run(sql<FraudCaseRow>`SELECT * FROM fraud_cases WHERE id = ${caseId} AND merchant_id = ${merchantId}`).pipe(
         Effect.map((rows) => (rows[0] ? toFraudCase(rows[0]) : null))
       ),
     listFraudCases: (merchantId, filter, p) => {
@@ -681,7 +585,7 @@ export const makePgStore = Effect.gen(function*() {
         ...(filter.priority === undefined ? [] : [sql`priority = ${filter.priority}`])
       ])
       return run(Effect.all([
-        sql`SELECT * FROM fraud_cases WHERE ${where} ORDER BY created_at DESC, id DESC ${page(p)}`,
+        sql<FraudCaseRow>`SELECT * FROM fraud_cases WHERE ${where} ORDER BY created_at DESC, id DESC ${page(p)}`,
         sql`SELECT count(*)::int AS n FROM fraud_cases WHERE ${where}`
       ])).pipe(Effect.map(([rows, count]) => ({ items: rows.map(toFraudCase), totalCount: Number(count[0]!.n) })))
     },
@@ -693,9 +597,9 @@ export const makePgStore = Effect.gen(function*() {
           claim.merchantId,
           claim.key,
           claim.fingerprint,
-          claim.lockedUntil,
-          claim.now,
-          claim.expiresAt,
+          timestamp(claim.lockedUntil),
+          timestamp(claim.now),
+          timestamp(claim.expiresAt),
           claim.owner ?? null
         ]),
         // The key is live: decide under the row's lock.
@@ -703,7 +607,7 @@ export const makePgStore = Effect.gen(function*() {
           claimed.length > 0 ? Effect.succeed({ _tag: "Claimed" }) : run(sql.withTransaction(Effect.gen(function*() {
             // The holder is gone when its process stopped beating (killed), whatever its lease says.
             const rows = yield* sql`SELECT k.*, EXISTS (SELECT 1 FROM service_instances i
-              WHERE i.id = k.owner AND i.alive_until <= ${claim.now}) AS owner_gone
+              WHERE i.id = k.owner AND i.alive_until <= ${timestamp(claim.now)}) AS owner_gone
             FROM idempotency_keys k
             WHERE k.merchant_id = ${claim.merchantId} AND k.key = ${claim.key} FOR UPDATE OF k`
             const row = rows[0]
@@ -716,9 +620,13 @@ export const makePgStore = Effect.gen(function*() {
                 body: row.response_body as string
               }
             }
-            if (iso(row.locked_until) > claim.now && row.owner_gone !== true) return { _tag: "InProgress" as const }
+            if (ms(row.locked_until as Timestamp) > claim.now && row.owner_gone !== true) {
+              return { _tag: "InProgress" as const }
+            }
             // The holder's lease ran out or its process died: this request resumes the same operation.
-            yield* sql`UPDATE idempotency_keys SET locked_until = ${claim.lockedUntil}, owner = ${claim.owner ?? null}
+            yield* sql`UPDATE idempotency_keys SET locked_until = ${timestamp(claim.lockedUntil)}, owner = ${
+              claim.owner ?? null
+            }
             WHERE merchant_id = ${claim.merchantId} AND key = ${claim.key}`
             return { _tag: "Claimed" as const }
           })))
@@ -729,12 +637,14 @@ export const makePgStore = Effect.gen(function*() {
     heartbeat: (instanceId, aliveUntil) =>
       // Processes gone for a day are forgotten (a claim of theirs is long past its lease).
       run(
-        sql`WITH forgotten AS (DELETE FROM service_instances WHERE alive_until < ${aliveUntil}::timestamptz - interval '1 day')
-        INSERT INTO service_instances (id, alive_until) VALUES (${instanceId}, ${aliveUntil})
+        sql`WITH forgotten AS (DELETE FROM service_instances WHERE alive_until < ${
+          timestamp(aliveUntil)
+        }::timestamptz - interval '1 day')
+        INSERT INTO service_instances (id, alive_until) VALUES (${instanceId}, ${timestamp(aliveUntil)})
         ON CONFLICT (id) DO UPDATE SET alive_until = EXCLUDED.alive_until`
       ).pipe(Effect.asVoid),
     lead: (role, instanceId, now) =>
-      run(sql`INSERT INTO service_leaders AS l (role, holder, since) VALUES (${role}, ${instanceId}, ${now})
+      run(sql`INSERT INTO service_leaders AS l (role, holder, since) VALUES (${role}, ${instanceId}, ${timestamp(now)})
         ON CONFLICT (role) DO UPDATE SET holder = EXCLUDED.holder,
           since = CASE WHEN l.holder = EXCLUDED.holder THEN l.since ELSE EXCLUDED.since END
         WHERE l.holder = EXCLUDED.holder
@@ -744,7 +654,9 @@ export const makePgStore = Effect.gen(function*() {
       run(sql`DELETE FROM service_leaders WHERE role = ${role} AND holder = ${instanceId}`).pipe(Effect.asVoid),
     purgeIdempotencyKeys: (expiredBefore) =>
       run(sql`
-        WITH purged AS (DELETE FROM idempotency_keys WHERE expires_at <= ${expiredBefore} RETURNING merchant_id, key),
+        WITH purged AS (DELETE FROM idempotency_keys WHERE expires_at <= ${
+        timestamp(expiredBefore)
+      } RETURNING merchant_id, key),
         released AS (
           UPDATE payments SET idempotency_hold = NULL FROM purged
           WHERE payments.merchant_id = purged.merchant_id AND payments.idempotency_hold = purged.key
@@ -755,20 +667,7 @@ export const makePgStore = Effect.gen(function*() {
   }
 
   function insertApiKey(k: ApiKey) {
-    return sql`INSERT INTO api_keys ${
-      sql.insert({
-        id: k.id,
-        merchant_id: k.merchantId,
-        name: k.name,
-        key_hash: k.keyHash,
-        prefix: k.prefix,
-        last_four: k.lastFour,
-        status: k.status,
-        created_at: k.createdAt,
-        last_used_at: k.lastUsedAt,
-        revoked_at: k.revokedAt
-      })
-    }`
+    return sql`INSERT INTO api_keys ${sql.insert(apiKeyColumns(k))}`
   }
 
   return store

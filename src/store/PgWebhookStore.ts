@@ -3,11 +3,14 @@ import { Effect, Layer } from "effect"
 import { type Attempt, type Delivery, type DeliveryStatus, isOpen } from "../domain/Webhook.ts"
 import { AppConfig } from "../platform/Config.ts"
 import { statementGraceMs } from "../platform/Database.ts"
-import { isoMs } from "../platform/IsoTime.ts"
 import type { SecretColumn } from "../platform/Sealing.ts"
 import { makeBatcher } from "./GroupCommit.ts"
 import { PgPool, prepared, statementDeadlineMs } from "./PgPrepared.ts"
-import { iso, isoOrNull, type Row, runWithin, secretColumnFor, toEvent, toMerchant } from "./PgRows.ts"
+import { type Row, runWithin, secretColumnFor } from "./PgRows.ts"
+import { attemptsColumn, deliveryColumns, type DeliveryRow, toDelivery } from "./rows/Delivery.ts"
+import { type EventRow, toEvent } from "./rows/Event.ts"
+import { type MerchantRow, toMerchant } from "./rows/Merchant.ts"
+import { ms, msOrNull, type Timestamp, timestamp, timestampOrNull } from "./rows/Timestamps.ts"
 import type { StoreUnavailable } from "./Store.ts"
 import {
   emptyCounts,
@@ -20,24 +23,6 @@ import {
   WebhookStore,
   type WebhookStoreShape
 } from "./WebhookStore.ts"
-
-const toDelivery = (r: Row): Delivery => ({
-  id: r.id,
-  merchantId: r.merchant_id,
-  eventId: r.event_id,
-  eventType: r.event_type,
-  url: r.url,
-  payload: r.payload,
-  status: r.status,
-  attempts: r.attempts,
-  nextAttemptAt: isoOrNull(r.next_attempt_at),
-  firstFailedAt: isoOrNull(r.first_failed_at),
-  createdAt: iso(r.created_at),
-  completedAt: isoOrNull(r.completed_at),
-  order: r.payment_id === null || r.payment_id === undefined
-    ? null
-    : { paymentId: r.payment_id, sequence: Number(r.event_sequence) }
-})
 
 /**
  * The secrets that sign now, from a row of `id, webhook_secret, previous_webhook_secret,
@@ -130,7 +115,7 @@ interface AttemptRecord {
   readonly attempt: Attempt
   readonly token: string
   /** Set when the successor is to be claimed (an ordered delivery that has ended). */
-  readonly successor: { readonly now: string; readonly lease: Lease } | undefined
+  readonly successor: { readonly now: number; readonly lease: Lease } | undefined
 }
 
 const recordAttemptsValues = (units: ReadonlyArray<AttemptRecord>) => [
@@ -139,13 +124,13 @@ const recordAttemptsValues = (units: ReadonlyArray<AttemptRecord>) => [
     id: delivery.id,
     token,
     status: delivery.status,
-    attempts: delivery.attempts,
-    next_attempt_at: delivery.nextAttemptAt,
-    first_failed_at: delivery.firstFailedAt,
-    completed_at: delivery.completedAt,
+    attempts: attemptsColumn(delivery.attempts),
+    next_attempt_at: timestampOrNull(delivery.nextAttemptAt),
+    first_failed_at: timestampOrNull(delivery.firstFailedAt),
+    completed_at: timestampOrNull(delivery.completedAt),
     attempt: attempt.attempt,
     merchant_id: delivery.merchantId,
-    at: attempt.at,
+    at: timestamp(attempt.at),
     response_status: attempt.responseStatus,
     duration_ms: attempt.durationMs,
     error: attempt.error,
@@ -153,9 +138,9 @@ const recordAttemptsValues = (units: ReadonlyArray<AttemptRecord>) => [
     payment_id: delivery.order?.paymentId ?? null,
     url: delivery.url,
     event_sequence: delivery.order?.sequence ?? null,
-    now: successor?.now ?? null,
+    now: successor === undefined ? null : timestamp(successor.now),
     lease_token: successor?.lease.token ?? null,
-    lease_until: successor?.lease.until ?? null,
+    lease_until: successor === undefined ? null : timestamp(successor.lease.until),
     lease_owner: successor?.lease.owner ?? null
   })))
 ]
@@ -166,7 +151,7 @@ const recordAttemptsOutcomes = (rows: ReadonlyArray<Row>): Array<RecordOutcome> 
       ? leaseLost
       : r.successor === null || r.successor === undefined
       ? recorded
-      : recordedWithSuccessor(toDelivery(r.successor as Row))
+      : recordedWithSuccessor(toDelivery(r.successor as DeliveryRow))
   )
 
 export const makePgWebhookStore = Effect.gen(function*() {
@@ -188,22 +173,11 @@ export const makePgWebhookStore = Effect.gen(function*() {
   })
   const renew = prepared(pool, "renew_webhook_lease_v1", renewLeaseSql)
 
-  const deliveryRow = (d: Delivery) => ({
-    id: d.id,
-    merchant_id: d.merchantId,
-    event_id: d.eventId,
-    event_type: d.eventType,
-    url: d.url,
-    payload: d.payload,
-    status: d.status,
-    attempts: JSON.stringify(d.attempts),
-    next_attempt_at: d.nextAttemptAt,
-    first_failed_at: d.firstFailedAt,
-    created_at: d.createdAt,
-    completed_at: d.completedAt,
-    payment_id: d.order?.paymentId ?? null,
-    event_sequence: d.order?.sequence ?? null
-  })
+  // The attempts as text: the driver would send a JS array as a PostgreSQL array literal, not as JSON.
+  const deliveryRow = (d: Delivery) => {
+    const columns = deliveryColumns(d)
+    return { ...columns, attempts: JSON.stringify(columns.attempts) }
+  }
 
   const insert = (deliveries: ReadonlyArray<Delivery>) =>
     deliveries.length === 0
@@ -223,17 +197,19 @@ export const makePgWebhookStore = Effect.gen(function*() {
         ) RETURNING event_id`
       if (taken.length === 0) return { drained: 0, created: [] }
       const ids = taken.map((r) => r.event_id as string)
-      const events = yield* sql`SELECT * FROM payment_events WHERE id IN ${
+      const events = yield* sql<EventRow>`SELECT * FROM payment_events WHERE id IN ${
         sql.in(ids)
       } ORDER BY created_at, payment_id, sequence`
-      const merchantIds = [...new Set(events.map((e) => e.merchant_id as string))]
+      const merchantIds = [...new Set(events.map((e) => e.merchant_id))]
       const merchants = new Map(
-        (merchantIds.length === 0 ? [] : yield* sql`SELECT * FROM merchants WHERE id IN ${sql.in(merchantIds)}`)
-          .map((r) => [r.id as string, toMerchant(r, secrets)])
+        (merchantIds.length === 0
+          ? []
+          : yield* sql<MerchantRow>`SELECT * FROM merchants WHERE id IN ${sql.in(merchantIds)}`)
+          .map((r) => [r.id, toMerchant(r, secrets)])
       )
       const built: Array<Delivery> = []
       for (const row of events) {
-        const merchant = merchants.get(row.merchant_id as string)
+        const merchant = merchants.get(row.merchant_id)
         const delivery = merchant === undefined ? null : build(toEvent(row), merchant)
         if (delivery !== null) built.push(delivery)
       }
@@ -247,8 +223,9 @@ export const makePgWebhookStore = Effect.gen(function*() {
    * an instance held and did not give back is taken over (a cut attempt). A lease that names no
    * instance (a process without one) is taken over when it ends, as if never held.
    */
-  const due = (now: string, limit: number) =>
-    sql`SELECT d.id, d.lease_token IS NOT NULL AND d.lease_owner IS NOT NULL AS taken_over FROM webhook_deliveries d
+  const due = (at: number, limit: number) => {
+    const now = timestamp(at)
+    return sql`SELECT d.id, d.lease_token IS NOT NULL AND d.lease_owner IS NOT NULL AS taken_over FROM webhook_deliveries d
         WHERE d.status IN ('pending', 'retrying') AND d.next_attempt_at <= ${now}
           AND (d.lease_until IS NULL OR d.lease_until <= ${now}
             OR (d.lease_owner IS NOT NULL
@@ -256,6 +233,7 @@ export const makePgWebhookStore = Effect.gen(function*() {
           AND (d.payment_id IS NULL OR (${sql.literal(orderRule())}))
         ORDER BY d.next_attempt_at, d.id LIMIT ${limit}
         FOR UPDATE OF d SKIP LOCKED`
+  }
 
   const byDueTime = (
     a: Delivery,
@@ -264,7 +242,7 @@ export const makePgWebhookStore = Effect.gen(function*() {
 
   const nextDueAt = () =>
     run(sql`SELECT min(${dueAt()}) AS at FROM webhook_deliveries d WHERE d.status IN ('pending', 'retrying')`).pipe(
-      Effect.map((rows) => isoOrNull(rows[0]?.at))
+      Effect.map((rows) => msOrNull(rows[0]?.at as Timestamp | null))
     )
 
   /** Outbox batches while they come full (each its own transaction, as `drainOutbox`). */
@@ -296,25 +274,25 @@ export const makePgWebhookStore = Effect.gen(function*() {
         // earliest due time among the others (the statement sees them as before its update; the
         // claimed ones are due next when their new lease ends).
         return run(sql`WITH candidates AS (${due(input.now, input.claimLimit)}), claimed AS (
-            UPDATE webhook_deliveries d SET lease_token = ${lease.token}, lease_until = ${lease.until}, lease_owner = ${
-          lease.owner ?? null
-        }
+            UPDATE webhook_deliveries d SET lease_token = ${lease.token}, lease_until = ${
+          timestamp(lease.until)
+        }, lease_owner = ${lease.owner ?? null}
             FROM candidates c WHERE d.id = c.id
             RETURNING d.*, c.taken_over
           )
           SELECT (SELECT coalesce(json_agg(c), '[]'::json) FROM claimed c) AS claimed,
             (SELECT coalesce(json_agg(json_build_object('id', m.id, 'webhook_secret', m.webhook_secret,
                 'previous_webhook_secret', m.previous_webhook_secret,
-                'previous_live', m.previous_webhook_secret_expires_at > ${input.now})), '[]'::json)
+                'previous_live', m.previous_webhook_secret_expires_at > ${timestamp(input.now)})), '[]'::json)
               FROM merchants m WHERE m.id IN (SELECT merchant_id FROM claimed)) AS secrets,
             (SELECT min(${dueAt()}) FROM webhook_deliveries d
               WHERE d.status IN ('pending', 'retrying') AND d.id NOT IN (SELECT id FROM claimed)) AS next_due`).pipe(
           Effect.map((rows) => {
-            const rowsClaimed = rows[0]!.claimed as ReadonlyArray<Row>
+            const rowsClaimed = rows[0]!.claimed as ReadonlyArray<DeliveryRow & { readonly taken_over: boolean }>
             const claimed = rowsClaimed.map(toDelivery).sort(byDueTime)
-            const takenOver = new Set(rowsClaimed.filter((r) => r.taken_over === true).map((r) => r.id as string))
-            const others = rows[0]!.next_due === null ? Infinity : isoMs(iso(rows[0]!.next_due))
-            const nextDueMs = Math.min(others, claimed.length > 0 ? isoMs(lease.until) : Infinity)
+            const takenOver = new Set(rowsClaimed.filter((r) => r.taken_over === true).map((r) => r.id))
+            const others = rows[0]!.next_due === null ? Infinity : ms(rows[0]!.next_due as Timestamp)
+            const nextDueAt = Math.min(others, claimed.length > 0 ? lease.until : Infinity)
             const signing = new Map(
               (rows[0]!.secrets as ReadonlyArray<Row>).map((r) => [r.id as string, secretsOf(r, secrets)] as const)
             )
@@ -322,7 +300,7 @@ export const makePgWebhookStore = Effect.gen(function*() {
               drained,
               claimed,
               secrets: signing,
-              nextDueMs: nextDueMs === Infinity ? null : nextDueMs,
+              nextDueAt: nextDueAt === Infinity ? null : nextDueAt,
               takenOver
             }
           })
@@ -331,7 +309,7 @@ export const makePgWebhookStore = Effect.gen(function*() {
     drainOutbox: drain,
     insertDelivery: (delivery) => run(insert([delivery])).pipe(Effect.asVoid),
     getDelivery: (merchantId, id) =>
-      run(sql`SELECT * FROM webhook_deliveries WHERE id = ${id} AND merchant_id = ${merchantId}`).pipe(
+      run(sql<DeliveryRow>`SELECT * FROM webhook_deliveries WHERE id = ${id} AND merchant_id = ${merchantId}`).pipe(
         Effect.map((rows) => (rows[0] ? toDelivery(rows[0]) : null))
       ),
     listDeliveries: (merchantId, filter, p) => {
@@ -340,14 +318,17 @@ export const makePgWebhookStore = Effect.gen(function*() {
         ...(filter.status === undefined ? [] : [sql`status = ${filter.status}`])
       ])
       return run(Effect.all([
-        sql`SELECT * FROM webhook_deliveries WHERE ${where} ORDER BY created_at DESC, id DESC
+        sql<DeliveryRow>`SELECT * FROM webhook_deliveries WHERE ${where} ORDER BY created_at DESC, id DESC
           LIMIT ${p.perPage} OFFSET ${(p.page - 1) * p.perPage}`,
         sql`SELECT count(*)::int AS n FROM webhook_deliveries WHERE ${where}`
       ])).pipe(Effect.map(([rows, count]) => ({ items: rows.map(toDelivery), totalCount: Number(count[0]!.n) })))
     },
     renewLease: (id, token, now, until) =>
       // The renewal and the merchant's secrets in one statement (one round trip an attempt).
-      Effect.map(renew([id, until, token, now]), (rows) => (rows.length === 0 ? null : secretsOf(rows[0], secrets))),
+      Effect.map(
+        renew([id, timestamp(until), token, timestamp(now)]),
+        (rows) => (rows.length === 0 ? null : secretsOf(rows[0], secrets))
+      ),
     recordAttempt: (delivery, attempt: Attempt, token, successor) =>
       // One statement, shared with the attempts that end meanwhile (group commit): the update
       // under the lease token, the attempt's row and the successor's claim, the last two only if
@@ -364,35 +345,43 @@ export const makePgWebhookStore = Effect.gen(function*() {
         cutAt === undefined
           ? sql`UPDATE webhook_deliveries SET lease_token = NULL, lease_until = NULL, lease_owner = NULL
             WHERE id = ${id} AND lease_token = ${token}`
-          : sql`UPDATE webhook_deliveries SET lease_until = LEAST(lease_until, ${cutAt}::timestamptz)
+          : sql`UPDATE webhook_deliveries SET lease_until = LEAST(lease_until, ${timestamp(cutAt)}::timestamptz)
             WHERE id = ${id} AND lease_token = ${token}`
       ).pipe(Effect.asVoid),
-    backlog: (now) =>
-      run(sql`SELECT count(*)::int AS open,
+    backlog: (at) => {
+      const now = timestamp(at)
+      return run(sql`SELECT count(*)::int AS open,
           count(*) FILTER (WHERE next_attempt_at <= ${now} AND (lease_until IS NULL OR lease_until <= ${now}))::int AS due,
           min(next_attempt_at) FILTER (WHERE next_attempt_at <= ${now} AND (lease_until IS NULL OR lease_until <= ${now})) AS oldest
         FROM webhook_deliveries WHERE status IN ('pending', 'retrying')`).pipe(
         Effect.map((rows) => ({
           open: Number(rows[0]?.open ?? 0),
           due: Number(rows[0]?.due ?? 0),
-          oldestDueAt: isoOrNull(rows[0]?.oldest)
+          oldestDueAt: msOrNull(rows[0]?.oldest as Timestamp | null)
         }))
-      ),
+      )
+    },
     nextDueAt,
     resend: (merchantId, id, decide) =>
       run(sql.withTransaction(Effect.gen(function*() {
-        const rows =
-          yield* sql`SELECT * FROM webhook_deliveries WHERE id = ${id} AND merchant_id = ${merchantId} FOR UPDATE`
+        const rows = yield* sql<
+          DeliveryRow
+        >`SELECT * FROM webhook_deliveries WHERE id = ${id} AND merchant_id = ${merchantId} FOR UPDATE`
         if (rows.length === 0) return { _tag: "NotFound" as const }
         const current = toDelivery(rows[0]!)
         const next = decide(current)
         if (next === null) return { _tag: "Refused" as const, delivery: current }
-        yield* sql`UPDATE webhook_deliveries SET status = ${next.status}, next_attempt_at = ${next.nextAttemptAt},
-            completed_at = ${next.completedAt}, lease_token = NULL, lease_until = NULL, lease_owner = NULL WHERE id = ${id}`
+        yield* sql`UPDATE webhook_deliveries SET status = ${next.status}, next_attempt_at = ${
+          timestampOrNull(next.nextAttemptAt)
+        },
+            completed_at = ${
+          timestampOrNull(next.completedAt)
+        }, lease_token = NULL, lease_until = NULL, lease_owner = NULL WHERE id = ${id}`
         return { _tag: "Resent" as const, delivery: next }
       }))),
-    stats: (merchantId, since) =>
-      run(Effect.all([
+    stats: (merchantId, sinceAt) => {
+      const since = timestamp(sinceAt)
+      return run(Effect.all([
         sql`SELECT status, count(*)::int AS n FROM webhook_deliveries WHERE merchant_id = ${merchantId} GROUP BY status`,
         sql`SELECT
             count(*) FILTER (WHERE at >= ${since})::int AS recent,
@@ -404,7 +393,7 @@ export const makePgWebhookStore = Effect.gen(function*() {
         Effect.flatMap(([statusRows, [figures]]) =>
           Effect.map(
             run(sql`SELECT count(*)::int AS n FROM webhook_attempts WHERE merchant_id = ${merchantId} AND NOT succeeded
-              AND at > ${isoOrNull(figures?.last_success) ?? "-infinity"}`),
+              AND at > ${timestampOrNull(msOrNull(figures?.last_success as Timestamp | null)) ?? "-infinity"}`),
             ([consecutive]) => {
               const counts = emptyCounts()
               for (const r of statusRows) counts[r.status as DeliveryStatus] = Number(r.n)
@@ -412,19 +401,20 @@ export const makePgWebhookStore = Effect.gen(function*() {
                 counts,
                 attemptsLastDay: Number(figures?.recent ?? 0),
                 successfulAttemptsLastDay: Number(figures?.recent_ok ?? 0),
-                lastSuccessAt: isoOrNull(figures?.last_success),
-                lastFailureAt: isoOrNull(figures?.last_failure),
+                lastSuccessAt: msOrNull(figures?.last_success as Timestamp | null),
+                lastFailureAt: msOrNull(figures?.last_failure as Timestamp | null),
                 consecutiveFailures: Number(consecutive?.n ?? 0)
               }
             }
           )
         )
-      ),
+      )
+    },
     rotateSecret: (merchantId, secret, previousUntil, now) =>
-      run(sql`UPDATE merchants SET previous_webhook_secret = webhook_secret,
-          previous_webhook_secret_expires_at = ${previousUntil}, webhook_secret = ${
+      run(sql<MerchantRow>`UPDATE merchants SET previous_webhook_secret = webhook_secret,
+          previous_webhook_secret_expires_at = ${timestamp(previousUntil)}, webhook_secret = ${
         secrets.toStored(merchantId, secret)
-      }, updated_at = ${now}
+      }, updated_at = ${timestamp(now)}
         WHERE id = ${merchantId} RETURNING *`).pipe(
         Effect.map((rows) => (rows[0] ? toMerchant(rows[0], secrets) : null))
       )

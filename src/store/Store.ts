@@ -18,8 +18,8 @@ export interface PageOf<A> {
 
 export interface PaymentFilter {
   readonly status?: PaymentStatus | undefined
-  readonly createdFrom?: string | undefined
-  readonly createdTo?: string | undefined
+  readonly createdFrom?: number | undefined
+  readonly createdTo?: number | undefined
   readonly minAmountCents?: number | undefined
   readonly maxAmountCents?: number | undefined
 }
@@ -51,9 +51,9 @@ export interface IdempotencyClaim {
   readonly merchantId: string
   readonly key: string
   readonly fingerprint: string
-  readonly now: string
-  readonly lockedUntil: string
-  readonly expiresAt: string
+  readonly now: number
+  readonly lockedUntil: number
+  readonly expiresAt: number
   /**
    * The service process making the claim (`ServiceInstance`), or null/absent. A claim whose
    * owner has stopped beating (`heartbeat`) is taken over at once instead of after its lease.
@@ -86,12 +86,12 @@ export interface OpenPayment {
 export interface FlowClaim {
   /** The claiming instance (named as each claimed payment's flow owner), or null: a process without one. */
   readonly owner: string | null
-  readonly now: string
+  readonly now: number
   /**
    * Payments owned by `owner` or by nobody count when last touched before this (a flow that
    * stopped on an error, or of a process without an identity).
    */
-  readonly staleBefore: string
+  readonly staleBefore: number
   /**
    * Also, however recent, payments no live instance owns: another instance that has stopped beating
    * at `now`, or none named (a row of a process without an identity, or from before owners were
@@ -104,9 +104,9 @@ export interface FlowClaim {
 /** The windows of `FraudHistory` (src/domain/Fraud.ts), as times and bounds. */
 export interface HistoryWindows {
   /** Card attempts since then count as "last hour"... */
-  readonly hourSince: string
+  readonly hourSince: number
   /** ...and since then as "last day" (with the declines among them), the newest `dayLimit` at most. */
-  readonly daySince: string
+  readonly daySince: number
   readonly dayLimit: number
   /** The merchant's newest this many payments in the currency give its usual amount. */
   readonly amountWindow: number
@@ -117,7 +117,7 @@ export interface HistoryQuery extends HistoryWindows {
   readonly merchantId: string
   readonly cardToken: string
   readonly currency: string
-  readonly until: string
+  readonly until: number
   readonly excludePaymentId: string
 }
 
@@ -187,20 +187,20 @@ export type AnalyticsInterval = "hour" | "day" | "week"
 /** One period of one currency (analytics series); periods without payments are absent. */
 export interface AnalyticsPeriodRow extends AnalyticsRow {
   /** Start of the period, UTC: the hour, the day (00:00) or the ISO week (Monday 00:00). */
-  readonly periodStart: string
+  readonly periodStart: number
 }
 
 /** At most this many rows in a series; more is refused (narrow the window or widen the interval). */
 export const maximumSeriesRows = 5_000
 
-/** The start of the UTC period holding `iso` (the same as PostgreSQL's date_trunc(unit, t, 'UTC')). */
-export const periodStart = (iso: string, interval: AnalyticsInterval): string => {
-  const t = new Date(iso)
+/** The start of the UTC period holding `at` (the same as PostgreSQL's date_trunc(unit, t, 'UTC')). */
+export const periodStart = (at: number, interval: AnalyticsInterval): number => {
+  const t = new Date(at)
   const day = Date.UTC(t.getUTCFullYear(), t.getUTCMonth(), t.getUTCDate())
-  if (interval === "hour") return new Date(day + t.getUTCHours() * 3_600_000).toISOString()
-  if (interval === "day") return new Date(day).toISOString()
+  if (interval === "hour") return day + t.getUTCHours() * 3_600_000
+  if (interval === "day") return day
   const sinceMonday = (t.getUTCDay() + 6) % 7
-  return new Date(day - sinceMonday * 86_400_000).toISOString()
+  return day - sinceMonday * 86_400_000
 }
 
 /** `Store.paymentsByCardTokenAndDispute`'s question. */
@@ -208,8 +208,8 @@ export interface CardTokenDisputeQuery {
   /** At most `maximumQueryCardTokens`, each `tok_` and 1 to 64 letters, digits or underscores (as CONTRACT section 6 allows). */
   readonly cardTokens: ReadonlyArray<string>
   readonly undisputedStatuses: ReadonlyArray<PaymentStatus>
-  readonly capturedBefore: string
-  readonly openedBefore: string
+  readonly capturedBefore: number
+  readonly openedBefore: number
 }
 
 export const maximumQueryCardTokens = 16
@@ -312,8 +312,8 @@ export interface StoreShape {
    */
   readonly useApiKey: (
     keyHash: string,
-    now: string,
-    touchBefore: string
+    now: number,
+    touchBefore: number
   ) => StoreEffect<{ readonly key: ApiKey; readonly merchant: Merchant } | null>
   readonly listApiKeys: (merchantId: string, page: PageRequest) => StoreEffect<PageOf<ApiKey>>
   /** Revokes `keyId` and inserts `replacement` atomically. */
@@ -321,7 +321,7 @@ export interface StoreShape {
     merchantId: string,
     keyId: string,
     replacement: ApiKey,
-    now: string
+    now: number
   ) => StoreEffect<RotateOutcome>
 
   /**
@@ -377,15 +377,15 @@ export interface StoreShape {
    */
   readonly claimFlows: (claim: FlowClaim) => StoreEffect<ReadonlyArray<string>>
   /** Payments the settlement run has to sweep: captured before the cut-off and not yet settled. */
-  readonly settleablePayments: (capturedBefore: string, limit: number) => StoreEffect<ReadonlyArray<string>>
+  readonly settleablePayments: (capturedBefore: number, limit: number) => StoreEffect<ReadonlyArray<string>>
   /**
    * Every merchant's payments created in `[from, to)`, oldest first (then by id), `limit` at a
    * time after `after` (the last one of the previous page): reconciliation's input.
    */
   readonly paymentsCreatedBetween: (window: {
-    readonly from: string
-    readonly to: string
-    readonly after: { readonly createdAt: string; readonly id: string } | null
+    readonly from: number
+    readonly to: number
+    readonly after: { readonly createdAt: number; readonly id: string } | null
     readonly limit: number
   }) => StoreEffect<ReadonlyArray<Payment>>
   /**
@@ -400,15 +400,15 @@ export interface StoreShape {
   ) => StoreEffect<ReadonlyArray<Payment>>
   readonly analytics: (
     merchantId: string,
-    createdFrom: string | null,
-    createdTo: string | null
+    createdFrom: number | null,
+    createdTo: number | null
   ) => StoreEffect<ReadonlyArray<AnalyticsRow>>
   /** The same aggregates per currency and period, by currency then period; at most `maximumSeriesRows + 1` rows. */
   readonly analyticsSeries: (
     merchantId: string,
     interval: AnalyticsInterval,
-    createdFrom: string | null,
-    createdTo: string | null
+    createdFrom: number | null,
+    createdTo: number | null
   ) => StoreEffect<ReadonlyArray<AnalyticsPeriodRow>>
   readonly fraudStats: (merchantId: string) => StoreEffect<FraudStatsRow>
   /** The fraud model's history of a payment (the same figures `openPayment` reads). */
@@ -426,15 +426,15 @@ export interface StoreShape {
   readonly completeIdempotencyKey: (merchantId: string, key: string, status: number, body: string) => StoreEffect<void>
   /** Forgets a claim whose request ended in 429 or 5xx, so a retry runs again. */
   readonly releaseIdempotencyKey: (merchantId: string, key: string) => StoreEffect<void>
-  readonly purgeIdempotencyKeys: (expiredBefore: string) => StoreEffect<number>
+  readonly purgeIdempotencyKeys: (expiredBefore: number) => StoreEffect<number>
   /** A service process says it is alive until `aliveUntil` (an earlier time: it has stopped). */
-  readonly heartbeat: (instanceId: string, aliveUntil: string) => StoreEffect<void>
+  readonly heartbeat: (instanceId: string, aliveUntil: number) => StoreEffect<void>
   /**
    * Takes or keeps `role` for `instanceId` at `now`: it is taken when nobody holds it or its
    * holder has stopped beating (alive until `now` or earlier); true when `instanceId` holds it after
    * the call.
    */
-  readonly lead: (role: string, instanceId: string, now: string) => StoreEffect<boolean>
+  readonly lead: (role: string, instanceId: string, now: number) => StoreEffect<boolean>
   /** Gives `role` up if `instanceId` holds it (a graceful stop), so another takes it at its next beat. */
   readonly resign: (role: string, instanceId: string) => StoreEffect<void>
 }

@@ -7,7 +7,7 @@ import type { PageOf, PageRequest, StoreEffect } from "./Store.ts"
 export interface Lease {
   /** Names the holder; only the holder may record an attempt. */
   readonly token: string
-  readonly until: string
+  readonly until: number
   /**
    * The instance holding it (`ServiceInstance`; null or absent: none named). Once that instance
    * stops beating, the lease is taken over at once, however long it had to run.
@@ -19,7 +19,7 @@ export interface PollInput {
   readonly drainLimit: number
   readonly drainBatches: number
   readonly build: (event: PaymentEvent, merchant: Merchant) => Delivery | null
-  readonly now: string
+  readonly now: number
   /** Makes the claim's lease: called once, after the outbox is drained. */
   readonly lease: () => Lease
   readonly claimLimit: number
@@ -33,8 +33,8 @@ export interface PollResult {
    * `renewLease` answers them: an attempt that starts soon after the claim signs with these.
    */
   readonly secrets: ReadonlyMap<string, ReadonlyArray<string>>
-  /** The earliest moment work becomes due after the claim, in ms (null: none), as `nextDueAt`. */
-  readonly nextDueMs: number | null
+  /** The earliest moment work becomes due after the claim (null: none), as the store's `nextDueAt` answers it. */
+  readonly nextDueAt: number | null
   /**
    * The claimed deliveries taken over from an instance's lease that was cut (the instance stopped
    * beating, its lease ran out, or a stop cut its attempt): their attempt may have reached the
@@ -108,8 +108,8 @@ export interface WebhookStoreShape {
   readonly renewLease: (
     deliveryId: string,
     token: string,
-    now: string,
-    until: string
+    now: number,
+    until: number
   ) => StoreEffect<ReadonlyArray<string> | null>
   /**
    * Commits an attempt and the delivery's new state, releasing the lease: `LeaseLost` (nothing
@@ -124,36 +124,36 @@ export interface WebhookStoreShape {
     delivery: Delivery,
     attempt: Attempt,
     token: string,
-    successor?: { readonly now: string; readonly lease: Lease }
+    successor?: { readonly now: number; readonly lease: Lease }
   ) => StoreEffect<RecordOutcome>
   /**
    * Gives a lease back. With `cutAt`, the holder's attempt was cut in the middle (a stop): the lease
    * ends at `cutAt` but stays named, so the next claim takes it over as cut (`PollResult.takenOver`);
    * without, nothing was sent and the delivery is claimed as if never leased.
    */
-  readonly releaseLease: (deliveryId: string, token: string, cutAt?: string) => StoreEffect<void>
+  readonly releaseLease: (deliveryId: string, token: string, cutAt?: number) => StoreEffect<void>
   /**
    * For the gauges: deliveries open (pending or retrying), how many of them are due at `now` and
    * unleased, and the earliest due time among those (null: none).
    */
   readonly backlog: (
-    now: string
-  ) => StoreEffect<{ readonly open: number; readonly due: number; readonly oldestDueAt: string | null }>
+    now: number
+  ) => StoreEffect<{ readonly open: number; readonly due: number; readonly oldestDueAt: number | null }>
   /** The earliest moment work becomes due: an attempt time or a lease expiry (null: none). */
-  readonly nextDueAt: () => StoreEffect<string | null>
+  readonly nextDueAt: () => StoreEffect<number | null>
   /** Changes an unleased delivery with `decide` (null refuses), for a manual resend. */
   readonly resend: (
     merchantId: string,
     deliveryId: string,
     decide: (delivery: Delivery) => Delivery | null
   ) => StoreEffect<ResendOutcome>
-  readonly stats: (merchantId: string, since: string) => StoreEffect<DeliveryStats>
+  readonly stats: (merchantId: string, since: number) => StoreEffect<DeliveryStats>
   /** Replaces the signing secret; the old one keeps signing until `previousUntil`. */
   readonly rotateSecret: (
     merchantId: string,
     secret: string,
-    previousUntil: string,
-    now: string
+    previousUntil: number,
+    now: number
   ) => StoreEffect<Merchant | null>
 }
 

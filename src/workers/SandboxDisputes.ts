@@ -1,8 +1,7 @@
-import { Duration, Effect, Layer, Schedule } from "effect"
+import { Clock, Duration, Effect, Layer, Schedule } from "effect"
 import { sandboxDisputableStatuses, sandboxDisputeNotification, sandboxDisputeTokens } from "../acquirer/Acquirer.ts"
 import { AppConfig } from "../platform/Config.ts"
 import * as Instance from "../platform/Instance.ts"
-import { addMs, nowIso } from "../platform/Time.ts"
 import { Payments } from "../services/Payments.ts"
 import { Store } from "../store/Store.ts"
 
@@ -24,12 +23,12 @@ export const sandboxDisputePass = Effect.gen(function*() {
   const store = yield* Store
   const payments = yield* Payments
   const config = yield* AppConfig
-  const now = yield* nowIso
+  const now = yield* Clock.currentTimeMillis
   const due = yield* store.paymentsByCardTokenAndDispute({
     cardTokens: Object.keys(sandboxDisputeTokens),
     undisputedStatuses: sandboxDisputableStatuses,
-    capturedBefore: addMs(now, -config.sandboxDisputeOpenAfterMs),
-    openedBefore: addMs(now, -config.sandboxDisputeResolveAfterMs)
+    capturedBefore: now - config.sandboxDisputeOpenAfterMs,
+    openedBefore: now - config.sandboxDisputeResolveAfterMs
   }, passLimit)
   let applied = 0
   for (const payment of due) {

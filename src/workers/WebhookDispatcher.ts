@@ -1,5 +1,4 @@
 import { Duration, Effect, Fiber, Layer, Option, Scope } from "effect"
-import { isoAt } from "../platform/Time.ts"
 import type { Claim, DispatcherContext, DispatcherOptions } from "./dispatcher/Context.ts"
 import { defaultOptions, makeContext } from "./dispatcher/Context.ts"
 import { Endpoints } from "./dispatcher/Endpoints.ts"
@@ -41,8 +40,8 @@ export const run = Effect.fnUntraced(function*(options: DispatcherOptions = defa
  */
 const giveBackAll = (ctx: DispatcherContext, endpoints: Endpoints) =>
   Effect.suspend(() => {
-    const cutAt = isoAt(ctx.clock.currentTimeMillisUnsafe())
-    const giveBack = (claim: Claim, cut: string | undefined) =>
+    const cutAt = ctx.clock.currentTimeMillisUnsafe()
+    const giveBack = (claim: Claim, cut: number | undefined) =>
       ctx.store.releaseLease(claim.delivery.id, claim.token, cut).pipe(Effect.catchCause(() => Effect.void))
     return Effect.andThen(
       Effect.forEach([...ctx.state.inFlight], (claim) => giveBack(claim, cutAt), { discard: true }),

@@ -1,8 +1,8 @@
 import { Clock, Duration, Effect, Layer, Schedule } from "effect"
 import { AppConfig } from "../platform/Config.ts"
 import * as Instance from "../platform/Instance.ts"
+import { isoAt } from "../platform/IsoTime.ts"
 import * as Metrics from "../platform/Metrics.ts"
-import { addMs, isoAt, nowIso } from "../platform/Time.ts"
 import { Payments, resumeBatch } from "../services/Payments.ts"
 import { Store, type StoreUnavailable } from "../store/Store.ts"
 
@@ -52,7 +52,7 @@ export const recovery = Layer.effectDiscard(
         })
       )
     /** Batch after batch; bounded, so a failing database cannot keep it looping (the next pass picks up whatever is left). */
-    const resumeAll = (options: { readonly staleBefore: string; readonly takeOver: boolean }) =>
+    const resumeAll = (options: { readonly staleBefore: number; readonly takeOver: boolean }) =>
       Effect.gen(function*() {
         let resumed = 0
         for (let batch = 0; batch < maximumStartBatches; batch++) {
@@ -67,7 +67,7 @@ export const recovery = Layer.effectDiscard(
       // own stale flows are the 30 s pass's below.
       const takeOver = counted(
         "recovery of flows no live instance owns",
-        resumeAll({ staleBefore: new Date(0).toISOString(), takeOver: true })
+        resumeAll({ staleBefore: 0, takeOver: true })
       )
       yield* Effect.forkScoped(
         Instance.whileLeading(
@@ -79,7 +79,7 @@ export const recovery = Layer.effectDiscard(
       yield* Effect.forkScoped(
         counted(
           "recovery at start",
-          Effect.flatMap(nowIso, (now) => resumeAll({ staleBefore: addMs(now, 1), takeOver: false }))
+          Effect.flatMap(Clock.currentTimeMillis, (now) => resumeAll({ staleBefore: now + 1, takeOver: false }))
         )
       )
     }
@@ -87,7 +87,7 @@ export const recovery = Layer.effectDiscard(
     const pass = counted(
       "recovery pass",
       Effect.clockWith((clock) =>
-        payments.resumeFlows({ staleBefore: isoAt(clock.currentTimeMillisUnsafe() - staleFlowMs), takeOver: false })
+        payments.resumeFlows({ staleBefore: clock.currentTimeMillisUnsafe() - staleFlowMs, takeOver: false })
       )
     )
     // A pass every 30 s after the last one ended (the sleep suspends: no yield of its own is needed).
@@ -99,11 +99,11 @@ export const recovery = Layer.effectDiscard(
 
 const dayMs = 86_400_000
 
-/** The next daily cut-off strictly after `nowMs`, at `cutoffMinutes` past midnight UTC. */
-export const nextCutoffMs = (nowMs: number, cutoffMinutes: number) => {
-  const midnight = Math.floor(nowMs / dayMs) * dayMs
+/** The next daily cut-off strictly after `now`, at `cutoffMinutes` past midnight UTC. */
+export const nextCutoff = (now: number, cutoffMinutes: number) => {
+  const midnight = Math.floor(now / dayMs) * dayMs
   const today = midnight + cutoffMinutes * 60_000
-  return today > nowMs ? today : today + dayMs
+  return today > now ? today : today + dayMs
 }
 
 /** Retries of a failed settlement sweep: 1 s doubling up to every 5 minutes, for at most 23 hours. */
@@ -126,8 +126,8 @@ export const settlement = Layer.effectDiscard(
     const config = yield* AppConfig
     // A database blip must not cost the merchants a day: the sweep is retried with capped
     // back-off until it completes or the day is over.
-    const sweep = (cutoffMs: number) =>
-      payments.settle(isoAt(cutoffMs)).pipe(
+    const sweep = (cutoff: number) =>
+      payments.settle(cutoff).pipe(
         Effect.tapError((error) =>
           Effect.andThen(
             Effect.sync(() => Metrics.record(Metrics.settlementRuns("failed"), 1)),
@@ -141,7 +141,7 @@ export const settlement = Layer.effectDiscard(
             Metrics.record(Metrics.settledPayments, settled)
           })
         ),
-        Effect.flatMap((settled) => Effect.logInfo(`settlement at ${isoAt(cutoffMs)} settled ${settled} payments`)),
+        Effect.flatMap((settled) => Effect.logInfo(`settlement at ${isoAt(cutoff)} settled ${settled} payments`)),
         Effect.catch((error) =>
           Effect.logWarning("settlement run failed all day; it will run at the next cut-off", error)
         )
@@ -149,13 +149,13 @@ export const settlement = Layer.effectDiscard(
     // On the leader only; a new leader sweeps the last cut-off again first (one that died
     // mid-sweep leaves the rest to it).
     yield* Effect.forkScoped(Instance.whileLeading(Effect.gen(function*() {
-      const startMs = yield* Clock.currentTimeMillis
-      yield* sweep(nextCutoffMs(startMs, config.settlementCutoffMinutes) - dayMs)
+      const start = yield* Clock.currentTimeMillis
+      yield* sweep(nextCutoff(start, config.settlementCutoffMinutes) - dayMs)
       while (true) {
-        const nowMs = yield* Clock.currentTimeMillis
-        const cutoffMs = nextCutoffMs(nowMs, config.settlementCutoffMinutes)
-        yield* Effect.sleep(Duration.millis(cutoffMs - nowMs))
-        yield* sweep(cutoffMs)
+        const now = yield* Clock.currentTimeMillis
+        const cutoff = nextCutoff(now, config.settlementCutoffMinutes)
+        yield* Effect.sleep(Duration.millis(cutoff - now))
+        yield* sweep(cutoff)
       }
     })))
   })
@@ -166,7 +166,7 @@ export const idempotencyPurge = Layer.effectDiscard(
   Effect.gen(function*() {
     const store = yield* Store
     yield* Effect.forkScoped(Instance.whileLeading(
-      Effect.flatMap(nowIso, (now) => store.purgeIdempotencyKeys(now)).pipe(
+      Effect.flatMap(Clock.currentTimeMillis, (now) => store.purgeIdempotencyKeys(now)).pipe(
         Effect.catch((error) => Effect.logWarning("idempotency purge failed", error)),
         Effect.repeat(Schedule.spaced(Duration.hours(1))),
         Effect.asVoid

@@ -8,12 +8,15 @@ export const counterIds = (tag = ""): MintId => {
   return (kind: IdKind) => `${idPrefixes[kind]}_${tag}${String(++counter).padStart(8, "0")}`
 }
 
-/** A clock that moves only when asked; every decision gets a later timestamp than the one before. */
+/**
+ * A clock that moves only when asked; every decision gets a later time than the one before (epoch
+ * milliseconds, starting at `startIso`).
+ */
 export const steppingClock = (startIso: string) => {
   let ms = Date.parse(startIso)
   return {
-    now: () => new Date(ms).toISOString(),
-    advance: (byMs = 1_000) => new Date(ms += byMs).toISOString()
+    now: () => ms,
+    advance: (byMs = 1_000) => (ms += byMs)
   }
 }
 

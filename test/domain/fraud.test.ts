@@ -26,9 +26,7 @@ const input = fc.record({
     fc.record({ ip_country: country, card_country: country }),
     fc.record({ ip_country: country })
   ),
-  createdAt: fc.integer({ min: Date.UTC(2020, 0, 1), max: Date.UTC(2030, 0, 1) }).map((ms) =>
-    new Date(ms).toISOString()
-  ),
+  createdAt: fc.integer({ min: Date.UTC(2020, 0, 1), max: Date.UTC(2030, 0, 1) }),
   history
 })
 
@@ -99,7 +97,7 @@ describe("fraud model: exact explanations", () => {
       currency: "USD",
       cardBrand: "diners",
       metadata: { ip_country: "us", card_country: "US " },
-      createdAt: "2026-01-01T05:59:59.999Z",
+      createdAt: Date.parse("2026-01-01T05:59:59.999Z"),
       history: {
         ...Fraud.noHistory,
         cardAttemptsLastHour: 999,
@@ -143,7 +141,7 @@ const sampleInput: Fraud.FraudInput = {
   currency: "USD",
   cardBrand: "visa",
   metadata: {},
-  createdAt: "2026-01-01T12:00:00.000Z",
+  createdAt: Date.parse("2026-01-01T12:00:00.000Z"),
   history: Fraud.noHistory
 }
 const scoreOf = (overrides: Partial<Fraud.FraudInput>, h: Partial<Fraud.FraudHistory> = {}) =>
@@ -167,7 +165,7 @@ const ordinaryContext = fc.record({
     amountCents,
     currency,
     cardBrand,
-    createdAt: `2026-01-01T${String(hour).padStart(2, "0")}:30:00.000Z`,
+    createdAt: Date.UTC(2026, 0, 1, hour, 30),
     history: {
       ...Fraud.noHistory,
       cardAttemptsLastHour: earlier,

@@ -204,7 +204,7 @@ describe("operations awaiting a remote processor", () => {
     expect(refused.payment).toMatchObject({ status: "authorized", capturedAmountCents: 0, processorPending: null })
     expect(refused.events.map((e) => e.type)).toEqual(["payment.processor_operation_refused"])
     expect(
-      Payment.processorAnswered(unknown.payment, { ...asked, since: "2000-01-01T00:00:00.000Z" }, world.context()).ok
+      Payment.processorAnswered(unknown.payment, { ...asked, since: Date.UTC(2000, 0, 1) }, world.context()).ok
     ).toBe(false)
   })
 
@@ -252,7 +252,7 @@ describe("ledger postings", () => {
     paymentId: "pay_1",
     merchantId: "mer_1",
     currency: "USD",
-    now: "2026-01-01T00:00:00.000Z",
+    now: Date.UTC(2026, 0, 1),
     mintId: makeWorld().mintId
   }
 

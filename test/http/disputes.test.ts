@@ -3,7 +3,6 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { sandboxDisputeId } from "../../src/acquirer/Acquirer.ts"
 import type { DisputeAction } from "../../src/domain/Dispute.ts"
 import { disputeFeeCents, processingFeeCents } from "../../src/domain/Money.ts"
-import { nowIso } from "../../src/platform/Time.ts"
 import { Payments } from "../../src/services/Payments.ts"
 import { WebhookStore } from "../../src/store/WebhookStore.ts"
 import { sandboxDisputePass } from "../../src/workers/SandboxDisputes.ts"
@@ -34,8 +33,7 @@ const notifyExit = (paymentId: string, acquirerDisputeId: string, action: Disput
   )
 const settleNow = () =>
   app.run(
-    Effect.flatMap(Payments, (p) =>
-      Effect.flatMap(nowIso, (now) => p.settle(new Date(Date.parse(now) + 1).toISOString())))
+    Effect.flatMap(Payments, (p) => Effect.flatMap(Clock.currentTimeMillis, (now) => p.settle(now + 1)))
   )
 
 /** The sandbox network's pass as it would run `aheadMs` from now (a clock that is ahead, not a sleep). */

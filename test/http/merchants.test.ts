@@ -19,7 +19,7 @@ const newMerchant = async (name?: string) => {
   return { ...merchant, api: client(app.baseUrl, merchant.key) }
 }
 
-const settle = (cutoff: string) => app.run(Effect.flatMap(Payments, (payments) => payments.settle(cutoff)))
+const settle = (cutoff: string) => app.run(Effect.flatMap(Payments, (payments) => payments.settle(Date.parse(cutoff))))
 const plusMs = (iso: string, ms: number) => new Date(Date.parse(iso) + ms).toISOString()
 
 const balances = async (api: Client) => {

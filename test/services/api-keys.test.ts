@@ -2,7 +2,6 @@ import { describe, expect, it } from "@effect/vitest"
 import { Clock, Deferred, Effect, Fiber, Layer } from "effect"
 import * as Config from "../../src/platform/Config.ts"
 import * as Ids from "../../src/platform/Ids.ts"
-import { isoAt } from "../../src/platform/Time.ts"
 import { ApiKeys, layer as apiKeysLayer } from "../../src/services/ApiKeys.ts"
 import { emptyState, memoryOperations } from "../../src/store/MemoryStore.ts"
 import { Store, type StoreShape, StoreUnavailable } from "../../src/store/Store.ts"
@@ -91,9 +90,9 @@ describe("ApiKeys.authenticate", () => {
       calls.length = 0
 
       const first = yield* authenticateAt(issued.secret, t0)
-      expect(first).toEqual({ key: { ...issued.record, lastUsedAt: isoAt(t0) }, merchant })
+      expect(first).toEqual({ key: { ...issued.record, lastUsedAt: t0 }, merchant })
       expect(calls).toEqual(["useApiKey"])
-      expect((yield* stored())!.lastUsedAt).toBe(isoAt(t0))
+      expect((yield* stored())!.lastUsedAt).toBe(t0)
 
       // Within the TTL: the cache answers, no store call.
       expect(yield* authenticateAt(issued.secret, t0 + 4_999)).toEqual(first)
@@ -102,7 +101,7 @@ describe("ApiKeys.authenticate", () => {
       // Past the TTL, within the minute: one call, no write.
       yield* authenticateAt(issued.secret, t0 + 57_000)
       expect(calls).toEqual(["useApiKey", "useApiKey"])
-      expect((yield* stored())!.lastUsedAt).toBe(isoAt(t0))
+      expect((yield* stored())!.lastUsedAt).toBe(t0)
 
       // The entry ends when the write falls due, inside its TTL (57 s + 5 s): a minute after the
       // last write, the look-up writes it.
@@ -110,8 +109,8 @@ describe("ApiKeys.authenticate", () => {
       expect(calls).toHaveLength(2)
       const later = yield* authenticateAt(issued.secret, t0 + 60_000)
       expect(calls).toHaveLength(3)
-      expect(later).toMatchObject({ key: { lastUsedAt: isoAt(t0 + 60_000) } })
-      expect((yield* stored())!.lastUsedAt).toBe(isoAt(t0 + 60_000))
+      expect(later).toMatchObject({ key: { lastUsedAt: t0 + 60_000 } })
+      expect((yield* stored())!.lastUsedAt).toBe(t0 + 60_000)
     }).pipe(Effect.provide(layer))
   })
 
@@ -139,7 +138,7 @@ describe("ApiKeys.authenticate", () => {
       setDown(false)
       // The failure cached nothing: the next call looks the key up and writes last_used_at.
       expect(yield* authenticateAt(fresh.secret, t0 + 1)).toMatchObject({
-        key: { id: fresh.record.id, lastUsedAt: isoAt(t0 + 1) }
+        key: { id: fresh.record.id, lastUsedAt: t0 + 1 }
       })
     }).pipe(Effect.provide(layer))
   })

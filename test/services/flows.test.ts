@@ -212,7 +212,7 @@ describe("settlement worker", () => {
       yield* TestClock.adjust(Duration.minutes(1))
       const settled = yield* settleFibers(merchantId, payment.id, "captured")
       expect(settled.status).toBe("settled")
-      expect(settled.settledAt).toBe("1970-01-01T06:00:00.000Z")
+      expect(settled.settledAt).toBe(Date.parse("1970-01-01T06:00:00.000Z"))
       const [balance] = yield* store.balances(merchantId)
       expect(balance).toMatchObject({ currency: "USD", pending: 0, available: 10_000 - payment.feeCents })
       expect((yield* eventTypes(merchantId, payment.id)).at(-1)).toBe("payment.settled")
@@ -235,7 +235,7 @@ describe("settlement worker after downtime", () => {
       yield* Layer.launch(Workers.settlement).pipe(Effect.forkScoped)
       const settled = yield* settleFibers(merchantId, payment.id, "captured")
       expect(settled.status).toBe("settled")
-      expect(settled.settledAt).toBe("1970-01-01T07:00:00.000Z")
+      expect(settled.settledAt).toBe(Date.parse("1970-01-01T07:00:00.000Z"))
       // Captured after that cut-off: waits for the next one.
       expect((yield* payments.get(merchantId, late.payment.id)).status).toBe("captured")
     }).pipe(
@@ -253,8 +253,8 @@ describe("settlement worker under database failures", () => {
   const flakyStore = Layer.merge(
     Layer.succeed(Store, {
       ...store,
-      settleablePayments: (capturedBefore: string, limit: number) =>
-        capturedBefore === "1970-01-01T06:00:00.000Z" && failures++ < 4
+      settleablePayments: (capturedBefore: number, limit: number) =>
+        capturedBefore === 6 * 3_600_000 && failures++ < 4
           ? Effect.fail(new StoreUnavailable({ cause: "connection reset" }))
           : store.settleablePayments(capturedBefore, limit)
     }),
@@ -279,7 +279,7 @@ describe("settlement worker under database failures", () => {
       const settled = yield* settleFibers(merchantId, payment.id, "captured")
       expect(settled.status).toBe("settled")
       // Settled when the sweep finally ran, for the cut-off it was meant for.
-      expect(settled.settledAt).toBe("1970-01-01T06:00:15.000Z")
+      expect(settled.settledAt).toBe(Date.parse("1970-01-01T06:00:15.000Z"))
     }).pipe(
       Effect.scoped,
       Effect.provide(
@@ -296,7 +296,7 @@ describe("recovery worker", () => {
       const merchantId = yield* newMerchant
       // What a crash leaves behind: the create committed, the flow never ran.
       const decision = Payment.create(input(merchantId), {
-        now: "1970-01-01T00:00:00.000Z",
+        now: 0,
         mintId: (kind) => `${kind === "payment" ? "pay" : "evt"}_crashed${kind}`
       })
       if (!decision.ok) throw new Error("create refused")
@@ -320,7 +320,7 @@ describe("recovery worker", () => {
       const mintId: MintId = (kind) => `${kind}_crashed_${++serial}`
       for (let i = 0; i < count; i++) {
         const decision = Payment.create(input(merchantId, { cardToken: `tok_card_${i}` }), {
-          now: "1970-01-01T00:00:00.000Z",
+          now: 0,
           mintId
         })
         if (!decision.ok) throw new Error("create refused")
@@ -332,8 +332,8 @@ describe("recovery worker", () => {
       for (let turn = 0; turn < 100_000 && inFlight > 0; turn++) {
         inFlight = (yield* store.claimFlows({
           owner: null,
-          now: "9999-01-01T00:00:00.000Z",
-          staleBefore: "9999-01-01T00:00:00.000Z",
+          now: Date.UTC(9999, 0, 1),
+          staleBefore: Date.UTC(9999, 0, 1),
           takeOver: false,
           limit: count
         })).length

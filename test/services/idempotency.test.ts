@@ -5,7 +5,6 @@ import { ServicesLive } from "../../src/App.ts"
 import * as Config from "../../src/platform/Config.ts"
 import * as Ids from "../../src/platform/Ids.ts"
 import { isSealed } from "../../src/platform/Sealing.ts"
-import { isoAt } from "../../src/platform/Time.ts"
 import { Create, Idempotency, type KeyedRequest, type Reply } from "../../src/services/Idempotency.ts"
 import { Merchants } from "../../src/services/Merchants.ts"
 import { emptyState, layerMemoryFrom } from "../../src/store/MemoryStore.ts"
@@ -111,7 +110,7 @@ describe("the Idempotency service", () => {
       const secret = { status: 201, body: `{"api_key":{"key":"sk_live_${"a".repeat(32)}"}}` }
       yield* idempotency.run(requestOf(merchantId, "k-secret"), Effect.succeed(secret))
       // Asked again at the service's time: the stored response, as the store holds it.
-      const now = isoAt(yield* Clock.currentTimeMillis)
+      const now = yield* Clock.currentTimeMillis
       const stored = yield* store.claimIdempotencyKey({
         merchantId,
         key: "k-secret",

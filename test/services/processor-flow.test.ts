@@ -138,7 +138,7 @@ describe("the flow against a remote processor", () => {
       // The merchant's commands wait for the processor's answer.
       yield* TestClock.adjust(Duration.seconds(1))
       reachable = true
-      yield* payments.resumeFlows({ staleBefore: "2100-01-01T00:00:00.000Z", takeOver: false })
+      yield* payments.resumeFlows({ staleBefore: Date.UTC(2100, 0, 1), takeOver: false })
       expect(yield* payments.get(merchantId, payment.id)).toMatchObject({
         status: "failed",
         failureCode: "network_timeout",
@@ -244,7 +244,7 @@ describe("the flow against a remote processor", () => {
       expect((yield* Effect.flip(payments.capture(merchantId, payment.id, undefined)))._tag).toBe("InvalidState")
       // Recovery resumes the payment's flow: asked again under the same key, the capture is booked.
       reachable = true
-      yield* payments.resumeFlows({ staleBefore: "2100-01-01T00:00:00.000Z", takeOver: false })
+      yield* payments.resumeFlows({ staleBefore: Date.UTC(2100, 0, 1), takeOver: false })
       const captured = yield* payments.get(merchantId, payment.id)
       expect(captured).toMatchObject({ status: "captured", capturedAmountCents: 2_000, processorPending: null })
       expect((yield* payments.events(merchantId, payment.id)).at(-1)!.type).toBe("payment.captured")
@@ -280,7 +280,7 @@ describe("the flow against a remote processor", () => {
         amountCents: 2_000,
         currency: "USD"
       })
-      yield* payments.resumeFlows({ staleBefore: "2100-01-01T00:00:00.000Z", takeOver: false })
+      yield* payments.resumeFlows({ staleBefore: Date.UTC(2100, 0, 1), takeOver: false })
       expect(yield* payments.get(merchantId, payment.id)).toMatchObject({
         status: "captured",
         refundedAmountCents: 0,

@@ -60,7 +60,7 @@ describe("stores behind an instance's fence", () => {
     // looked at, a commit whose crash is drawn before it runs); nothing is built or drawn yet.
     const calls = [
       store.getMerchant("mer_1"),
-      store.useApiKey("hash_1", "2026-01-05T00:00:00.000Z", "2026-01-04T23:59:00.000Z"),
+      store.useApiKey("hash_1", Date.UTC(2026, 0, 5), Date.UTC(2026, 0, 4, 23, 59)),
       store.insertPayment({ payment: { id: "pay_1" } } as unknown as Parameters<StoreShape["insertPayment"]>[0]),
       store.completeIdempotencyKey("mer_1", "idem_1", 201, "{}")
     ]
@@ -91,7 +91,7 @@ describe("stores behind an instance's fence", () => {
     expect(spy.ran).toEqual(["releaseLease"])
 
     const calls = [
-      store.renewLease("whd_1", "token", "2026-01-05T00:00:00.000Z", "2026-01-05T00:01:00.000Z"),
+      store.renewLease("whd_1", "token", Date.UTC(2026, 0, 5), Date.UTC(2026, 0, 5, 0, 1)),
       store.releaseLease("whd_1", "token")
     ]
     fence.dead = true

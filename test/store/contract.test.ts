@@ -33,7 +33,9 @@ import {
 } from "./harness.ts"
 
 const allPages = { page: 1, perPage: 100 }
-const at = (iso: string, plusMs: number) => new Date(Date.parse(iso) + plusMs).toISOString()
+const at = (t: number, plusMs: number) => t + plusMs
+/** An ISO 8601 text's time: the tests write their instants as text, the store takes them in ms. */
+const ms = (iso: string) => Date.parse(iso)
 const seconds = (n: number) => n * 1_000
 const hours = (n: number) => n * 3_600_000
 
@@ -51,8 +53,8 @@ export const storeContract = (name: string, makeLayer: () => Layer.Layer<Store, 
         run(Effect.gen(function*() {
           const store = yield* Store
           const w = testWorld("1971-01-01T00:00:00.000Z")
-          const older = merchantFor(w, w.mintId("merchant"), "1971-01-01T00:00:00.000Z")
-          const newer = merchantFor(w, w.mintId("merchant"), "1971-01-02T00:00:00.000Z")
+          const older = merchantFor(w, w.mintId("merchant"), ms("1971-01-01T00:00:00.000Z"))
+          const newer = merchantFor(w, w.mintId("merchant"), ms("1971-01-02T00:00:00.000Z"))
           const firstKey = apiKeyFor(w, newer.id, newer.createdAt)
           yield* store.insertMerchant(newer, firstKey)
           yield* store.insertMerchant(older, apiKeyFor(w, older.id, older.createdAt))
@@ -62,13 +64,13 @@ export const storeContract = (name: string, makeLayer: () => Layer.Layer<Store, 
           expect(yield* store.firstMerchant()).toEqual(older)
           // The merchant's first key is stored with it.
           expect(yield* store.findApiKeyByHash(firstKey.keyHash)).toEqual(firstKey)
-          const usedAt = "1971-01-03T00:00:00.000Z"
+          const usedAt = ms("1971-01-03T00:00:00.000Z")
           expect(yield* store.useApiKey(firstKey.keyHash, usedAt, at(usedAt, -seconds(60)))).toEqual({
             key: { ...firstKey, lastUsedAt: usedAt },
             merchant: newer
           })
 
-          const renamed = { ...newer, name: "Renamed Ltd", webhookUrl: null, updatedAt: "1971-01-03T00:00:00.000Z" }
+          const renamed = { ...newer, name: "Renamed Ltd", webhookUrl: null, updatedAt: ms("1971-01-03T00:00:00.000Z") }
           yield* store.updateMerchant(renamed)
           expect(yield* store.getMerchant(newer.id)).toEqual(renamed)
           expect(yield* store.getMerchant(older.id)).toEqual(older)
@@ -99,7 +101,7 @@ export const storeContract = (name: string, makeLayer: () => Layer.Layer<Store, 
           const { apiKey, merchant } = yield* givenMerchant(w)
           const other = apiKeyFor(w, w.merchantId, w.clock.advance())
           yield* store.insertApiKey(other)
-          const use = (now: string) => store.useApiKey(apiKey.keyHash, now, at(now, -seconds(60)))
+          const use = (now: number) => store.useApiKey(apiKey.keyHash, now, at(now, -seconds(60)))
           const stored = () => store.getApiKey(w.merchantId, apiKey.id)
 
           // Never used: written, and the key returned carries the time.
@@ -611,9 +613,9 @@ export const storeContract = (name: string, makeLayer: () => Layer.Layer<Store, 
           yield* applied(w, w.merchantId, done.payment.id, steps.screen(0.1))
           yield* applied(w, w.merchantId, done.payment.id, steps.capture())
 
-          const cutoff = "1990-12-31T00:00:00.000Z"
+          const cutoff = ms("1990-12-31T00:00:00.000Z")
           const expected = [pending, toScreen, toCapture].map((p) => p.payment.id)
-          const inFlight = (staleBefore: string, limit: number) =>
+          const inFlight = (staleBefore: number, limit: number) =>
             store.claimFlows({ owner: null, now: cutoff, staleBefore, takeOver: false, limit })
           expect(yield* inFlight(cutoff, 100)).toEqual(expected)
           expect(yield* inFlight(cutoff, 2)).toEqual(expected.slice(0, 2))
@@ -621,12 +623,12 @@ export const storeContract = (name: string, makeLayer: () => Layer.Layer<Store, 
           expect(yield* inFlight(pending.payment.updatedAt, 100)).toEqual([])
 
           // Touched at the same millisecond: ties by id, byte order ("B" before "a").
-          const sameTime = "1989-06-01T00:00:00.000Z"
+          const sameTime = ms("1989-06-01T00:00:00.000Z")
           for (const suffix of ["a", "B"]) {
             const base = accepted(Payment.create(createInput(w.merchantId), { now: sameTime, mintId: w.mintId }))
             yield* store.insertPayment({ ...base, payment: { ...base.payment, id: `pay_1989_${suffix}` }, events: [] })
           }
-          expect(yield* inFlight("1989-12-31T00:00:00.000Z", 100)).toEqual(["pay_1989_B", "pay_1989_a"])
+          expect(yield* inFlight(ms("1989-12-31T00:00:00.000Z"), 100)).toEqual(["pay_1989_B", "pay_1989_a"])
         })))
 
       it("claimFlows: an owner's flows are resumed by another instance only once it stops beating, and then by one only", () =>
@@ -643,9 +645,9 @@ export const storeContract = (name: string, makeLayer: () => Layer.Layer<Store, 
           expect(yield* store.insertPayment(ofA, a)).toEqual({ _tag: "Inserted" })
           // (Payments of other tests, in flight with no owner, may be claimed too: only this one is looked at.)
           const ours = (ids: ReadonlyArray<string>) => ids.filter((id) => id === ofA.payment.id)
-          const claim = (owner: string, now: string, takeOver: boolean) =>
+          const claim = (owner: string, now: number, takeOver: boolean) =>
             Effect.map(
-              store.claimFlows({ owner, now, staleBefore: "1900-01-01T00:00:00.000Z", takeOver, limit: 100 }),
+              store.claimFlows({ owner, now, staleBefore: ms("1900-01-01T00:00:00.000Z"), takeOver, limit: 100 }),
               ours
             )
           // A beats: nobody takes its flow over, however long it has been in flight.
@@ -690,7 +692,7 @@ export const storeContract = (name: string, makeLayer: () => Layer.Layer<Store, 
             store.claimFlows({
               owner,
               now: at(t0, seconds(7)),
-              staleBefore: "1900-01-01T00:00:00.000Z",
+              staleBefore: ms("1900-01-01T00:00:00.000Z"),
               takeOver: true,
               limit: 100
             })
@@ -701,7 +703,7 @@ export const storeContract = (name: string, makeLayer: () => Layer.Layer<Store, 
       it("lead: one holder per role; taken over once the holder stops beating, and given up by resign", () =>
         run(Effect.gen(function*() {
           const store = yield* Store
-          const t0 = "1992-01-01T00:00:00.000Z"
+          const t0 = ms("1992-01-01T00:00:00.000Z")
           const [a, b] = ["ins_lead_a", "ins_lead_b"]
           const role = "jobs_contract"
           yield* store.heartbeat(a, at(t0, seconds(5)))
@@ -790,7 +792,7 @@ export const storeContract = (name: string, makeLayer: () => Layer.Layer<Store, 
 
           // Nothing is due before the first capture; once the due ones are settled, a sweep of the
           // same cut-off again (as every service start does) finds nothing, and the next still finds the late one.
-          expect(yield* store.settleablePayments("1979-12-31T00:00:00.000Z", 100)).toEqual([])
+          expect(yield* store.settleablePayments(ms("1979-12-31T00:00:00.000Z"), 100)).toEqual([])
           for (const p of [refunded, partlyRefunded]) yield* applied(w, w.merchantId, p.payment.id, steps.settle)
           expect(yield* store.settleablePayments(cutoff, 100)).toEqual([])
           expect(yield* store.settleablePayments(at(cutoff, hours(1)), 100)).toEqual([late.payment.id])
@@ -807,7 +809,7 @@ export const storeContract = (name: string, makeLayer: () => Layer.Layer<Store, 
           const insert = (
             merchantId: string,
             cardToken: string,
-            createdAt: string,
+            createdAt: number,
             input: Partial<Payment.CreateInput> = {}
           ) =>
             Effect.map(
@@ -830,7 +832,7 @@ export const storeContract = (name: string, makeLayer: () => Layer.Layer<Store, 
           yield* applied(w, w.merchantId, declined.payment.id, steps.decline)
           yield* insert(w.merchantId, "tok_other", t(40), { amountCents: 4_000, currency: "EUR" })
           yield* insert(other.merchant.id, "tok_velocity", t(40))
-          const windows = (now: string, dayLimit = 50, amountWindow = 50) => ({
+          const windows = (now: number, dayLimit = 50, amountWindow = 50) => ({
             merchantId: w.merchantId,
             cardToken: "tok_velocity",
             currency: "USD",
@@ -998,7 +1000,7 @@ export const storeContract = (name: string, makeLayer: () => Layer.Layer<Store, 
           const store = yield* Store
           const w = testWorld()
           yield* givenMerchant(w)
-          const create = (now: string, input: Partial<Payment.CreateInput>) =>
+          const create = (now: number, input: Partial<Payment.CreateInput>) =>
             Effect.map(
               store.insertPayment(
                 accepted(Payment.create(createInput(w.merchantId, input), { now, mintId: w.mintId }))
@@ -1006,72 +1008,80 @@ export const storeContract = (name: string, makeLayer: () => Layer.Layer<Store, 
               () => undefined
             )
           // 2026-03-01 is a Sunday: its week starts on Monday 2026-02-23; 2026-03-02 starts the next.
-          yield* create("2026-03-01T22:30:00.000Z", { amountCents: 1_000 })
-          yield* create("2026-03-01T22:59:59.999Z", { amountCents: 2_000 })
-          yield* create("2026-03-01T23:00:00.000Z", { amountCents: 4_000, currency: "EUR" })
-          yield* create("2026-03-02T01:10:00.000Z", { amountCents: 8_000 })
-          const series = (interval: AnalyticsInterval, from: string | null = null, to: string | null = null) =>
+          yield* create(ms("2026-03-01T22:30:00.000Z"), { amountCents: 1_000 })
+          yield* create(ms("2026-03-01T22:59:59.999Z"), { amountCents: 2_000 })
+          yield* create(ms("2026-03-01T23:00:00.000Z"), { amountCents: 4_000, currency: "EUR" })
+          yield* create(ms("2026-03-02T01:10:00.000Z"), { amountCents: 8_000 })
+          const series = (interval: AnalyticsInterval, from: number | null = null, to: number | null = null) =>
             Effect.map(
               store.analyticsSeries(w.merchantId, interval, from, to),
               (rows) => rows.map((r) => [r.currency, r.periodStart, r.transactionCount, r.volumeCents])
             )
 
           expect(yield* series("hour")).toEqual([
-            ["EUR", "2026-03-01T23:00:00.000Z", 1, 4_000],
-            ["USD", "2026-03-01T22:00:00.000Z", 2, 3_000],
-            ["USD", "2026-03-02T01:00:00.000Z", 1, 8_000]
+            ["EUR", ms("2026-03-01T23:00:00.000Z"), 1, 4_000],
+            ["USD", ms("2026-03-01T22:00:00.000Z"), 2, 3_000],
+            ["USD", ms("2026-03-02T01:00:00.000Z"), 1, 8_000]
           ])
           expect(yield* series("day")).toEqual([
-            ["EUR", "2026-03-01T00:00:00.000Z", 1, 4_000],
-            ["USD", "2026-03-01T00:00:00.000Z", 2, 3_000],
-            ["USD", "2026-03-02T00:00:00.000Z", 1, 8_000]
+            ["EUR", ms("2026-03-01T00:00:00.000Z"), 1, 4_000],
+            ["USD", ms("2026-03-01T00:00:00.000Z"), 2, 3_000],
+            ["USD", ms("2026-03-02T00:00:00.000Z"), 1, 8_000]
           ])
           expect(yield* series("week")).toEqual([
-            ["EUR", "2026-02-23T00:00:00.000Z", 1, 4_000],
-            ["USD", "2026-02-23T00:00:00.000Z", 2, 3_000],
-            ["USD", "2026-03-02T00:00:00.000Z", 1, 8_000]
+            ["EUR", ms("2026-02-23T00:00:00.000Z"), 1, 4_000],
+            ["USD", ms("2026-02-23T00:00:00.000Z"), 2, 3_000],
+            ["USD", ms("2026-03-02T00:00:00.000Z"), 1, 8_000]
           ])
-          expect(yield* series("day", "2026-03-01T22:45:00.000Z", "2026-03-01T23:59:59.999Z")).toEqual([
-            ["EUR", "2026-03-01T00:00:00.000Z", 1, 4_000],
-            ["USD", "2026-03-01T00:00:00.000Z", 1, 2_000]
+          expect(yield* series("day", ms("2026-03-01T22:45:00.000Z"), ms("2026-03-01T23:59:59.999Z"))).toEqual([
+            ["EUR", ms("2026-03-01T00:00:00.000Z"), 1, 4_000],
+            ["USD", ms("2026-03-01T00:00:00.000Z"), 1, 2_000]
           ])
           // Windows inside one hour, open on one side, or ending on an hour's last millisecond.
-          expect(yield* series("hour", "2026-03-01T22:40:00.000Z", "2026-03-01T22:59:59.999Z")).toEqual([[
+          expect(yield* series("hour", ms("2026-03-01T22:40:00.000Z"), ms("2026-03-01T22:59:59.999Z"))).toEqual([[
             "USD",
-            "2026-03-01T22:00:00.000Z",
+            ms("2026-03-01T22:00:00.000Z"),
             1,
             2_000
           ]])
-          expect(yield* series("day", null, "2026-03-01T22:59:59.998Z")).toEqual([[
+          expect(yield* series("day", null, ms("2026-03-01T22:59:59.998Z"))).toEqual([[
             "USD",
-            "2026-03-01T00:00:00.000Z",
+            ms("2026-03-01T00:00:00.000Z"),
             1,
             1_000
           ]])
-          expect(yield* series("week", "2026-03-01T23:00:00.000Z", null)).toEqual([
-            ["EUR", "2026-02-23T00:00:00.000Z", 1, 4_000],
-            ["USD", "2026-03-02T00:00:00.000Z", 1, 8_000]
+          expect(yield* series("week", ms("2026-03-01T23:00:00.000Z"), null)).toEqual([
+            ["EUR", ms("2026-02-23T00:00:00.000Z"), 1, 4_000],
+            ["USD", ms("2026-03-02T00:00:00.000Z"), 1, 8_000]
           ])
-          const totals = (from: string | null, to: string | null) =>
+          const totals = (from: number | null, to: number | null) =>
             Effect.map(
               store.analytics(w.merchantId, from, to),
               (rows) => rows.map((r) => [r.currency, r.transactionCount, r.volumeCents])
             )
-          expect(yield* totals("2026-03-01T22:30:00.001Z", "2026-03-02T01:10:00.000Z")).toEqual([["EUR", 1, 4_000], [
+          expect(yield* totals(ms("2026-03-01T22:30:00.001Z"), ms("2026-03-02T01:10:00.000Z"))).toEqual([[
+            "EUR",
+            1,
+            4_000
+          ], [
             "USD",
             2,
             10_000
           ]])
-          expect(yield* totals("2026-03-01T22:30:00.000Z", "2026-03-02T01:09:59.999Z")).toEqual([["EUR", 1, 4_000], [
+          expect(yield* totals(ms("2026-03-01T22:30:00.000Z"), ms("2026-03-02T01:09:59.999Z"))).toEqual([[
+            "EUR",
+            1,
+            4_000
+          ], [
             "USD",
             2,
             3_000
           ]])
-          expect(yield* totals("2026-03-02T02:00:00.000Z", null)).toEqual([])
+          expect(yield* totals(ms("2026-03-02T02:00:00.000Z"), null)).toEqual([])
           // Every figure of the totals, per period: a pending payment is neither decided nor approved.
           expect((yield* store.analyticsSeries(w.merchantId, "week", null, null))[0]).toEqual({
             currency: "EUR",
-            periodStart: "2026-02-23T00:00:00.000Z",
+            periodStart: ms("2026-02-23T00:00:00.000Z"),
             transactionCount: 1,
             volumeCents: 4_000,
             capturedCents: 0,
@@ -1118,7 +1128,7 @@ export const storeContract = (name: string, makeLayer: () => Layer.Layer<Store, 
           expect((yield* store.readForCommand!({ merchantId: null, paymentId: given.payment.id }))?.payment).toEqual(
             unknown.payment
           )
-          const far = "2999-01-01T00:00:00.000Z"
+          const far = ms("2999-01-01T00:00:00.000Z")
           expect(yield* store.claimFlows({ owner: null, now: far, staleBefore: far, takeOver: false, limit: 100 }))
             .toContain(given.payment.id)
           const answered = yield* applied(
@@ -1225,10 +1235,10 @@ export const storeContract = (name: string, makeLayer: () => Layer.Layer<Store, 
           yield* givenPayment(w, { input: { cardToken: "tok_dispute_won" }, path: [...toCaptured(), steps.refund()] })
           const later = w.clock.advance()
           const ids = (payments: ReadonlyArray<Payment.Payment>) => payments.map((p) => p.id)
-          const epoch = "1970-01-01T00:00:00.000Z"
+          const epoch = ms("1970-01-01T00:00:00.000Z")
           const query = (
-            capturedBefore: string,
-            openedBefore: string,
+            capturedBefore: number,
+            openedBefore: number,
             changes: Partial<CardTokenDisputeQuery> = {}
           ): CardTokenDisputeQuery => ({
             cardTokens: ["tok_dispute_won", "tok_dispute_lost"],
@@ -1244,7 +1254,7 @@ export const storeContract = (name: string, makeLayer: () => Layer.Layer<Store, 
           expect(ids(yield* store.paymentsByCardTokenAndDispute(query(later, epoch), 100))).toEqual(
             [toOpen, settledToOpen].map((p) => p.payment.id)
           )
-          expect(ids(yield* store.paymentsByCardTokenAndDispute(query("1970-01-01T00:00:00.000Z", later), 100)))
+          expect(ids(yield* store.paymentsByCardTokenAndDispute(query(ms("1970-01-01T00:00:00.000Z"), later), 100)))
             .toEqual([opened.payment.id])
           expect(ids(yield* store.paymentsByCardTokenAndDispute(query(later, later), 1))).toEqual([toOpen.payment.id])
           // The caller's tokens and statuses, nothing of its own.
@@ -1278,7 +1288,7 @@ export const storeContract = (name: string, makeLayer: () => Layer.Layer<Store, 
         w: ReturnType<typeof testWorld>,
         key: string,
         fingerprint: string,
-        now: string,
+        now: number,
         leaseMs = seconds(30),
         ttlMs = hours(24)
       ) =>
@@ -1442,7 +1452,7 @@ export const storeContract = (name: string, makeLayer: () => Layer.Layer<Store, 
           const alive = w.mintId("request").replace("req_", "ins_")
           const other = w.mintId("request").replace("req_", "ins_")
           yield* store.heartbeat(alive, at(t0, seconds(5)))
-          const owned = (key: string, now: string, owner: string | null) => ({ ...claimAt(w, key, "fp-1", now), owner })
+          const owned = (key: string, now: number, owner: string | null) => ({ ...claimAt(w, key, "fp-1", now), owner })
 
           expect(yield* store.claimIdempotencyKey(owned("owned", t0, alive))).toEqual({ _tag: "Claimed" })
           // Its process still beats: the claim is in flight.
@@ -1589,7 +1599,7 @@ export const storeContract = (name: string, makeLayer: () => Layer.Layer<Store, 
           // The create path's first round trip reads the stored response of a taken key (a replay in
           // one round trip), with its fingerprint for the caller to compare; past its expiry, not.
           const again = accepted(Payment.create(createInput(w.merchantId, { idempotencyKey: "order-1" }), w.context()))
-          const reopen = (now: string) =>
+          const reopen = (now: number) =>
             store.openPayment({
               change: again,
               claim: claimAt(w, "order-1", "fp-2", now),
@@ -1690,7 +1700,7 @@ describe("PostgreSQL adapter", () => {
           direction,
           amount_cents: amountCents,
           currency: "USD",
-          created_at: w.clock.advance()
+          created_at: new Date(w.clock.advance()).toISOString()
         })
         const count = (groupId: string) =>
           Effect.map(

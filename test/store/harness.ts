@@ -28,7 +28,7 @@ export type TestWorld = ReturnType<typeof testWorld>
 export const apiKeyFor = (
   world: TestWorld,
   merchantId: string,
-  createdAt: string,
+  createdAt: number,
   id = world.mintId("apiKey")
 ): ApiKey => ({
   id,

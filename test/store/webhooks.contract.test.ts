@@ -1,7 +1,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Layer } from "effect"
 import * as Payment from "../../src/domain/Payment.ts"
-import { afterAttempt, type Delivery, newDelivery } from "../../src/domain/Webhook.ts"
+import { afterAttempt, type Delivery, eventPayload, newDelivery } from "../../src/domain/Webhook.ts"
 import { layerMemory } from "../../src/store/MemoryStore.ts"
 import { Store } from "../../src/store/Store.ts"
 import {
@@ -16,7 +16,7 @@ import { accepted, createInput } from "../domain/fixtures.ts"
 import { freshDatabase, pgStoreLayer } from "../support/database.ts"
 import { apiKeyFor, merchantFor, testWorld } from "./harness.ts"
 
-const at = (minute: number) => new Date(Date.UTC(2026, 10, 22, 4, minute)).toISOString()
+const at = (minute: number) => Date.UTC(2026, 10, 22, 4, minute)
 const merchant = {
   id: "mer_c",
   name: "C",
@@ -37,30 +37,32 @@ const apiKey = {
   lastUsedAt: null,
   revokedAt: null
 }
-const delivery = (n: number) =>
-  newDelivery({
+const delivery = (n: number) => {
+  const event: Pick<Payment.PaymentEvent, "id" | "type" | "data"> = {
+    id: `evt_${n}`,
+    type: "payment.captured",
+    data: {
+      id: "pay_x",
+      merchant_id: "mer_c",
+      status: "captured",
+      amount_cents: 1,
+      currency: "USD",
+      captured_amount_cents: 1,
+      refunded_amount_cents: 0,
+      fraud_score: null,
+      failure_code: null,
+      dispute: null
+    }
+  }
+  return newDelivery({
     id: `whd_${n}`,
     merchantId: "mer_c",
     url: "http://example.com/h",
     now: at(n),
-    event: {
-      id: `evt_${n}`,
-      type: "payment.captured",
-      createdAt: at(n),
-      data: {
-        id: "pay_x",
-        merchant_id: "mer_c",
-        status: "captured",
-        amount_cents: 1,
-        currency: "USD",
-        captured_amount_cents: 1,
-        refunded_amount_cents: 0,
-        fraud_score: null,
-        failure_code: null,
-        dispute: null
-      }
-    }
+    event,
+    payload: eventPayload(event, new Date(at(n)).toISOString())
   })
+}
 
 /** The successor's id a record answered, or the outcome's tag when it claimed none. */
 const successorOf = (
@@ -68,7 +70,7 @@ const successorOf = (
 ) => (outcome._tag === "RecordedWithSuccessor" ? outcome.successor.id : outcome._tag)
 
 /** A poll that drains nothing (no batch): its claim alone, of up to `limit` deliveries due at `now` under `lease`. */
-const claim = (store: WebhookStoreShape, now: string, lease: Lease, limit: number) =>
+const claim = (store: WebhookStoreShape, now: number, lease: Lease, limit: number) =>
   Effect.map(
     store.poll({ drainLimit: 1, drainBatches: 0, build: () => null, now, lease: () => lease, claimLimit: limit }),
     (polled) => polled.claimed
@@ -175,7 +177,7 @@ const webhookStoreContract = (name: string, layer: () => Layer.Layer<Store | Web
         const main = yield* Store
         yield* main.insertMerchant(merchant, apiKey)
         const store = yield* WebhookStore
-        const polled = (now: string, lease: Lease) =>
+        const polled = (now: number, lease: Lease) =>
           store.poll({ drainLimit: 1, drainBatches: 0, build: () => null, now, lease: () => lease, claimLimit: 10 })
         yield* store.insertDelivery(delivery(1))
         yield* main.heartbeat("ins_a", at(5))
@@ -338,10 +340,10 @@ const webhookStoreContract = (name: string, layer: () => Layer.Layer<Store | Web
         const first = yield* claim(store, at(10), lease("a"), 10)
         expect(first.map((d) => d.id).sort()).toEqual(["whd_1", "whd_4", "whd_5", "whd_6"])
         const byId = (id: string) => first.find((d) => d.id === id)!
-        const answered = (d: Delivery, now: string) =>
+        const answered = (d: Delivery, now: number) =>
           afterAttempt(d, now, { _tag: "Answered", status: 200, snippet: "", durationMs: 5 }, [60_000], now)
         /** Records `d` answered 2xx by the holder of `token`, claiming its successor at `now` in the same call. */
-        const succeed = (d: Delivery, token: string, now: string, successorLease: Lease) =>
+        const succeed = (d: Delivery, token: string, now: number, successorLease: Lease) =>
           Effect.gen(function*() {
             const done = answered(d, now)
             return yield* store.recordAttempt(done.delivery, done.attempt, token, { now, lease: successorLease })
@@ -430,18 +432,19 @@ const webhookStoreContract = (name: string, layer: () => Layer.Layer<Store | Web
         }
         const store = yield* WebhookStore
         const now = w.clock.now()
-        const nowMs = Date.parse(now)
+        const nowMs = now
         const build = (event: Payment.PaymentEvent, m: { readonly id: string; readonly webhookUrl: string | null }) =>
           m.id !== owner.id ? null : newDelivery({
             id: w.mintId("webhookDelivery"),
             merchantId: m.id,
             url: m.webhookUrl!,
             event,
+            payload: eventPayload(event, new Date(event.createdAt).toISOString()),
             now,
             order: { paymentId: event.paymentId, sequence: event.sequence }
           })
         const leases: Array<string> = []
-        const lease = (token: string, until: string) => () => {
+        const lease = (token: string, until: number) => () => {
           leases.push(token)
           return { token, until }
         }
@@ -451,20 +454,20 @@ const webhookStoreContract = (name: string, layer: () => Layer.Layer<Store | Web
           drainBatches: 10,
           build,
           now,
-          lease: lease("a", new Date(nowMs + 60_000).toISOString()),
+          lease: lease("a", nowMs + 60_000),
           claimLimit: 2
         })
         expect(first.drained).toBe(3)
         expect(first.claimed).toHaveLength(2)
         expect(leases).toEqual(["a"])
         // The third is due now (beyond the claim's limit).
-        expect(first.nextDueMs).toBe(nowMs)
+        expect(first.nextDueAt).toBe(nowMs)
         const second = yield* store.poll({
           drainLimit: 2,
           drainBatches: 10,
           build,
           now,
-          lease: lease("b", new Date(nowMs + 30_000).toISOString()),
+          lease: lease("b", nowMs + 30_000),
           claimLimit: 2
         })
         expect(second.drained).toBe(0)
@@ -473,14 +476,14 @@ const webhookStoreContract = (name: string, layer: () => Layer.Layer<Store | Web
           (yield* store.listDeliveries(owner.id, {}, { page: 1, perPage: 10 })).items.map((d) => d.payload).sort()
         )
         // Everything is leased: work is due next when the first lease ends.
-        expect(second.nextDueMs).toBe(nowMs + 30_000)
+        expect(second.nextDueAt).toBe(nowMs + 30_000)
         expect(
           (yield* store.poll({ drainLimit: 2, drainBatches: 1, build, now, lease: lease("c", now), claimLimit: 2 }))
             .claimed
         ).toEqual([])
         // Claimed deliveries read as stored, an attempt's record included.
         for (const d of first.claimed) expect(d).toEqual(yield* store.getDelivery(owner.id, d.id))
-        const failedAt = new Date(nowMs + 1_234).toISOString()
+        const failedAt = nowMs + 1_234
         const failed = afterAttempt(
           first.claimed[0]!,
           failedAt,
@@ -494,15 +497,15 @@ const webhookStoreContract = (name: string, layer: () => Layer.Layer<Store | Web
           drainLimit: 2,
           drainBatches: 1,
           build,
-          now: new Date(retryMs).toISOString(),
-          lease: lease("d", new Date(retryMs + 5_000).toISOString()),
+          now: retryMs,
+          lease: lease("d", retryMs + 5_000),
           claimLimit: 10
         })
         expect(third.claimed.map((d) => d.id).sort()).toEqual(
           [...first.claimed, ...second.claimed].map((d) => d.id).sort()
         )
         expect(third.claimed.find((d) => d.id === failed.delivery.id)).toEqual(failed.delivery)
-        expect(third.nextDueMs).toBe(retryMs + 5_000)
+        expect(third.nextDueAt).toBe(retryMs + 5_000)
       }).pipe(Effect.provide(layer())))
 
     it.effect("an ended delivery reads back with its exact payload, and a resend sends that payload again", () =>
@@ -522,6 +525,7 @@ const webhookStoreContract = (name: string, layer: () => Layer.Layer<Store | Web
             merchantId: m.id,
             url: m.webhookUrl!,
             event,
+            payload: eventPayload(event, new Date(event.createdAt).toISOString()),
             now,
             order: { paymentId: event.paymentId, sequence: event.sequence }
           }))

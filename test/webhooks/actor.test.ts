@@ -9,7 +9,6 @@ import { after, noAnswer, status, VirtualWebhooks } from "./virtual.ts"
 /** Endpoint actors under virtual time (./virtual.ts): exact times, and absence checked exactly. */
 
 const t0 = Date.parse("2026-11-22T04:00:00.000Z")
-const iso = (ms: number) => new Date(ms).toISOString()
 const day = 86_400_000
 
 const merchant = (h: VirtualWebhooks, id: string, url: string) =>
@@ -46,7 +45,7 @@ describe("webhook endpoint actors", () => {
     expect(h.posts.map((p) => p.atMs)).toEqual([t0, t0, t0 + leaseMs])
     expect(h.deliveries("mer_a").find((d) => d.id === a.id)).toMatchObject({
       status: "succeeded",
-      attempts: [{ attempt: 1, at: iso(t0 + leaseMs) }]
+      attempts: [{ attempt: 1, at: t0 + leaseMs }]
     })
     expect(h.logs).toHaveLength(1)
   })
@@ -171,7 +170,7 @@ describe("webhook endpoint actors", () => {
     ])
     expect(h.delivery("mer_b")).toMatchObject({
       status: "succeeded",
-      attempts: [{ attempt: 1, at: iso(t0), responseStatus: 200 }]
+      attempts: [{ attempt: 1, at: t0, responseStatus: 200 }]
     })
     // The crash was logged as such; it is not a failed attempt.
     expect(h.logs.map((l) => [l.level, l.message])).toEqual([["ERROR", "webhook endpoint worker crashed; restarting"]])
@@ -199,7 +198,7 @@ describe("webhook endpoint actors", () => {
     expect(retried.status).toBe("succeeded")
     expect(retried.attempts).toEqual([{
       attempt: 1,
-      at: iso(deliveredMs),
+      at: deliveredMs,
       responseStatus: 200,
       durationMs: 0,
       error: null
@@ -238,7 +237,7 @@ describe("webhook endpoint actors", () => {
     expect(h.postsTo("https://dead.")).toHaveLength(slots)
     expect(h.postsTo("https://dead.").every((p) => p.atMs === t0 && p.end === "in flight")).toBe(true)
     expect(h.postsTo("https://live.")).toMatchObject([{ atMs: t0, end: "answered" }])
-    expect(h.delivery("mer_live")).toMatchObject({ status: "succeeded", completedAt: iso(t0) })
+    expect(h.delivery("mer_live")).toMatchObject({ status: "succeeded", completedAt: t0 })
     h.runUntil(t0 + timeoutMs - 1)
     expect(h.postsTo("https://dead.")).toHaveLength(slots)
     expect(h.deliveries("mer_dead").every((d) => d.status === "pending" && d.attempts.length === 0)).toBe(true)
@@ -256,15 +255,15 @@ describe("webhook endpoint actors", () => {
     expect(others).toHaveLength(slots)
     for (const d of others) {
       expect(d.status).toBe("retrying")
-      expect(d.attempts).toMatchObject([{ attempt: 1, at: iso(t0), responseStatus: null, durationMs: timeoutMs }])
-      expect(d.nextAttemptAt).toBe(iso(t0 + 60_000))
+      expect(d.attempts).toMatchObject([{ attempt: 1, at: t0, responseStatus: null, durationMs: timeoutMs }])
+      expect(d.nextAttemptAt).toBe(t0 + 60_000)
     }
     // The 9th's own timeout counts from its late start; its retry from that start.
     h.runUntil(t0 + 2 * timeoutMs)
     expect(h.deliveries("mer_dead").find((d) => d.id === ninth.id)).toMatchObject({
       status: "retrying",
-      attempts: [{ attempt: 1, at: iso(t0 + timeoutMs), durationMs: timeoutMs }],
-      nextAttemptAt: iso(t0 + timeoutMs + 60_000)
+      attempts: [{ attempt: 1, at: t0 + timeoutMs, durationMs: timeoutMs }],
+      nextAttemptAt: t0 + timeoutMs + 60_000
     })
     expect(h.postsTo("https://live.")).toHaveLength(1)
     expect(h.logs).toEqual([])

@@ -1,6 +1,5 @@
-import { Effect } from "effect"
+import { Clock, Effect } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { nowIso } from "../../src/platform/Time.ts"
 import { Webhooks } from "../../src/services/Webhooks.ts"
 import { WebhookStore } from "../../src/store/WebhookStore.ts"
 import { client, createTransaction, errorOf, startApp, type TestApp } from "../support/app.ts"
@@ -17,7 +16,7 @@ describe("webhooks API", () => {
   const drainOutbox = () =>
     app.run(
       Effect.gen(function*() {
-        const build = (yield* Webhooks).deliveryBuilder(yield* nowIso)
+        const build = (yield* Webhooks).deliveryBuilder(yield* Clock.currentTimeMillis)
         return (yield* (yield* WebhookStore).drainOutbox(500, build)).drained
       }) as Effect.Effect<number>
     )

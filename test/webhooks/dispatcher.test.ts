@@ -13,7 +13,6 @@ import { after, noAnswer, type Post, status, VirtualWebhooks } from "./virtual.t
  */
 
 const t0 = Date.parse("2026-11-22T04:00:00.000Z")
-const iso = (ms: number) => new Date(ms).toISOString()
 const secret = "whsec_test_secret_0123456789"
 const url = "https://shop.example/hooks"
 const day = 86_400_000
@@ -55,13 +54,13 @@ describe("webhook dispatcher under virtual time", () => {
       eventId: event.id,
       status: "succeeded",
       nextAttemptAt: null,
-      completedAt: iso(t0)
+      completedAt: t0
     })
-    expect(delivery.attempts).toEqual([{ attempt: 1, at: iso(t0), responseStatus: 204, durationMs: 0, error: null }])
+    expect(delivery.attempts).toEqual([{ attempt: 1, at: t0, responseStatus: 204, durationMs: 0, error: null }])
     expect(JSON.parse(woken.posts[0]!.body)).toEqual({
       id: event.id,
       type: event.type,
-      created_at: event.createdAt,
+      created_at: new Date(event.createdAt).toISOString(),
       data: event.data
     })
     expectPostsOf(woken.posts, delivery, [1])
@@ -87,7 +86,7 @@ describe("webhook dispatcher under virtual time", () => {
     it(`retries at exactly 1m, 5m, 30m, 2h and 24h after the first failure, then fails (poll every ${pollIntervalMs} ms)`, () => {
       const h = setUp(() => status(500))
       seedEvent(h.state, { id: "evt_1", merchantId: "mer_1", atMs: t0 })
-      const expected = attemptTimes(iso(t0), schedule).map(Date.parse)
+      const expected = attemptTimes(t0, schedule)
       expect(expected.map((ms) => ms - t0)).toEqual([0, 60_000, 300_000, 1_800_000, 7_200_000, day])
       h.start({}, { pollIntervalMs })
       // The dispatcher's first poll (at start) makes the first attempt at once.
@@ -95,7 +94,7 @@ describe("webhook dispatcher under virtual time", () => {
       for (let i = 1; i < expected.length; i++) {
         const before = h.delivery("mer_1")
         expect(before.status).toBe("retrying")
-        expect(before.nextAttemptAt).toBe(iso(expected[i]!))
+        expect(before.nextAttemptAt).toBe(expected[i]!)
         expect(before.attempts).toHaveLength(i)
         // One millisecond early: nothing.
         h.runUntil(expected[i]! - 1)
@@ -110,14 +109,14 @@ describe("webhook dispatcher under virtual time", () => {
       const delivery = h.delivery("mer_1")
       expect(delivery.attempts).toEqual(expected.map((ms, i) => ({
         attempt: i + 1,
-        at: iso(ms),
+        at: ms,
         responseStatus: 500,
         durationMs: 0,
         error: "HTTP 500: internal error"
       })))
       expect(delivery.status).toBe("failed")
       expect(delivery.nextAttemptAt).toBeNull()
-      expect(delivery.completedAt).toBe(iso(expected.at(-1)!))
+      expect(delivery.completedAt).toBe(expected.at(-1)!)
       expectPostsOf(h.posts, delivery, [1, 2, 3, 4, 5, 6])
       // A week later: not one more POST, and the delivery is as it was.
       h.runUntil(expected.at(-1)! + 7 * day)
@@ -141,8 +140,8 @@ describe("webhook dispatcher under virtual time", () => {
       expect(h.posts).toHaveLength(count + 1)
     }
     const delivery = h.delivery("mer_1")
-    expect(delivery.attempts.map((a) => a.at)).toEqual([iso(t0), iso(t0 + 10_000), iso(t0 + 25_000)])
-    expect(delivery).toMatchObject({ status: "failed", completedAt: iso(t0 + 25_000), nextAttemptAt: null })
+    expect(delivery.attempts.map((a) => a.at)).toEqual([t0, t0 + 10_000, t0 + 25_000])
+    expect(delivery).toMatchObject({ status: "failed", completedAt: t0 + 25_000, nextAttemptAt: null })
     expectPostsOf(h.posts, delivery, [1, 2, 3])
     h.runUntil(t0 + 7 * day)
     expect(h.posts).toHaveLength(3)
@@ -166,10 +165,10 @@ describe("webhook dispatcher under virtual time", () => {
       expect(h.posts).toMatchObject([{ atMs: t0, end: "interrupted", endedAtMs: t0 + 30_000 }])
       const failed = h.delivery("mer_1")
       expect(failed.attempts).toHaveLength(1)
-      expect(failed.attempts[0]).toMatchObject({ attempt: 1, at: iso(t0), responseStatus: null, durationMs: 30_000 })
+      expect(failed.attempts[0]).toMatchObject({ attempt: 1, at: t0, responseStatus: null, durationMs: 30_000 })
       expect(failed.attempts[0]!.error).toBe("timeout: no answer within 30000 ms")
       expect(failed.status).toBe("retrying")
-      expect(failed.nextAttemptAt).toBe(iso(t0 + 60_000))
+      expect(failed.nextAttemptAt).toBe(t0 + 60_000)
       // The endpoint is back: the retry goes out at +60 s, not before.
       h.respond = () => status(200)
       h.runUntil(t0 + 59_999)
@@ -177,9 +176,9 @@ describe("webhook dispatcher under virtual time", () => {
       h.runUntil(t0 + 60_000)
       const delivery = h.delivery("mer_1")
       expect(delivery.status).toBe("succeeded")
-      expect(delivery.attempts.map((a) => [a.attempt, a.at, a.responseStatus])).toEqual([[1, iso(t0), null], [
+      expect(delivery.attempts.map((a) => [a.attempt, a.at, a.responseStatus])).toEqual([[1, t0, null], [
         2,
-        iso(t0 + 60_000),
+        t0 + 60_000,
         200
       ]])
       expectPostsOf(h.posts, delivery, [1, 2])
@@ -197,8 +196,8 @@ describe("webhook dispatcher under virtual time", () => {
     inTime.runUntil(t0 + 29_999)
     expect(inTime.delivery("mer_1")).toMatchObject({
       status: "succeeded",
-      completedAt: iso(t0 + 29_999),
-      attempts: [{ attempt: 1, at: iso(t0), responseStatus: 200, durationMs: 29_999, error: null }]
+      completedAt: t0 + 29_999,
+      attempts: [{ attempt: 1, at: t0, responseStatus: 200, durationMs: 29_999, error: null }]
     })
     expect(inTime.posts).toMatchObject([{ end: "answered", endedAtMs: t0 + 29_999 }])
 
@@ -209,8 +208,8 @@ describe("webhook dispatcher under virtual time", () => {
     slow.runUntil(t0 + 10_000)
     expect(slow.delivery("mer_1")).toMatchObject({
       status: "retrying",
-      nextAttemptAt: iso(t0 + 60_000),
-      attempts: [{ attempt: 1, at: iso(t0), responseStatus: 500, durationMs: 10_000 }]
+      nextAttemptAt: t0 + 60_000,
+      attempts: [{ attempt: 1, at: t0, responseStatus: 500, durationMs: 10_000 }]
     })
     slow.runUntil(t0 + 59_999)
     expect(slow.posts).toHaveLength(1)
@@ -224,7 +223,7 @@ describe("webhook dispatcher under virtual time", () => {
     seedEvent(h.state, { id: "evt_1", merchantId: "mer_1", atMs: t0 })
     // First process: one failed attempt, then it stops.
     const first = h.start({}, { pollIntervalMs: 2 * day })
-    expect(h.delivery("mer_1")).toMatchObject({ status: "retrying", nextAttemptAt: iso(t0 + 60_000) })
+    expect(h.delivery("mer_1")).toMatchObject({ status: "retrying", nextAttemptAt: t0 + 60_000 })
     h.runUntil(t0 + 10_000)
     first.stop()
     // Nothing while no process runs.
@@ -239,8 +238,8 @@ describe("webhook dispatcher under virtual time", () => {
     const delivery = h.delivery("mer_1")
     expect(delivery.status).toBe("succeeded")
     expect(delivery.attempts.map((a) => [a.attempt, a.at, a.responseStatus])).toEqual([
-      [1, iso(t0), 503],
-      [2, iso(t0 + 60_000), 200]
+      [1, t0, 503],
+      [2, t0 + 60_000, 200]
     ])
     expectPostsOf(h.posts, delivery, [1, 2])
     h.runUntil(t0 + 7 * day)
@@ -260,8 +259,8 @@ describe("webhook dispatcher under virtual time", () => {
     expect(h.posts.map((p) => p.atMs)).toEqual([t0, t0 + 300_000])
     const delivery = h.delivery("mer_1")
     expect(delivery.attempts.map((a) => [a.attempt, a.at, a.responseStatus])).toEqual([
-      [1, iso(t0), 503],
-      [2, iso(t0 + 300_000), 200]
+      [1, t0, 503],
+      [2, t0 + 300_000, 200]
     ])
     expectPostsOf(h.posts, delivery, [1, 2])
     h.runUntil(t0 + 7 * day)
@@ -289,7 +288,7 @@ describe("webhook dispatcher under virtual time", () => {
     expect(delivery.status).toBe("succeeded")
     expect(delivery.attempts).toEqual([{
       attempt: 1,
-      at: iso(leaseEndMs),
+      at: leaseEndMs,
       responseStatus: 200,
       durationMs: 0,
       error: null
@@ -324,8 +323,8 @@ describe("webhook dispatcher under virtual time: instances that beat", () => {
     const delivery = h.delivery("mer_1")
     expect(delivery.status).toBe("succeeded")
     expect(delivery.attempts).toMatchObject([
-      { attempt: 1, at: iso(takenOverAt), responseStatus: null, error: expect.stringMatching(/^cut off/), cut: true },
-      { attempt: 2, at: iso(takenOverAt), responseStatus: 200, error: null }
+      { attempt: 1, at: takenOverAt, responseStatus: null, error: expect.stringMatching(/^cut off/), cut: true },
+      { attempt: 2, at: takenOverAt, responseStatus: 200, error: null }
     ])
     // The same event and delivery, the next attempt number: the receiver de-duplicates on the event id.
     expectPostsOf(h.posts, delivery, [1, 2])
@@ -344,7 +343,7 @@ describe("webhook dispatcher under virtual time: instances that beat", () => {
     h.start({ webhookTimeoutMs: 30_000, webhookRetryScheduleMs: [60_000, 300_000] }, {}, "ins_b")
     h.runUntil(t0 + 7_000)
     const failedAt = h.posts[1]!.atMs
-    expect(h.delivery("mer_1")).toMatchObject({ status: "retrying", nextAttemptAt: iso(failedAt + 60_000) })
+    expect(h.delivery("mer_1")).toMatchObject({ status: "retrying", nextAttemptAt: failedAt + 60_000 })
     h.respond = () => status(200)
     h.runUntil(failedAt + 60_000)
     const delivery = h.delivery("mer_1")
@@ -370,7 +369,7 @@ describe("webhook dispatcher under virtual time: a graceful stop", () => {
     expect(h.posts.map((p) => p.atMs)).toEqual([t0, t0 + 10_000])
     expect(h.delivery("mer_1")).toMatchObject({
       status: "succeeded",
-      attempts: [{ attempt: 1, at: iso(t0 + 10_000), responseStatus: 200 }]
+      attempts: [{ attempt: 1, at: t0 + 10_000, responseStatus: 200 }]
     })
   })
 
@@ -394,11 +393,11 @@ describe("webhook dispatcher under virtual time: 4xx answers and leases outlived
       const h = setUp(() => status(code, "nope"))
       seedEvent(h.state, { id: "evt_1", merchantId: "mer_1", atMs: t0 })
       h.start({}, { pollIntervalMs: 2 * day })
-      const expected = attemptTimes(iso(t0), schedule).map(Date.parse)
+      const expected = attemptTimes(t0, schedule)
       for (let i = 1; i < expected.length; i++) {
         expect(h.delivery("mer_1")).toMatchObject({
           status: "retrying",
-          nextAttemptAt: iso(expected[i]!),
+          nextAttemptAt: expected[i]!,
           completedAt: null
         })
         h.runUntil(expected[i]! - 1)
@@ -409,7 +408,7 @@ describe("webhook dispatcher under virtual time: 4xx answers and leases outlived
       const delivery = h.delivery("mer_1")
       expect(delivery.status).toBe("failed")
       expect(delivery.attempts.map((a) => [a.at, a.responseStatus, a.error])).toEqual(
-        expected.map((ms) => [iso(ms), code, `HTTP ${code}: nope`])
+        expected.map((ms) => [ms, code, `HTTP ${code}: nope`])
       )
       expectPostsOf(h.posts, delivery, [1, 2, 3, 4, 5, 6])
     })

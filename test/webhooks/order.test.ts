@@ -28,7 +28,7 @@ const seedPayments = (state: MemoryState, payments: number, perPayment = types.l
         merchantId: "mer_1",
         type: types[(sequence - 1) % types.length]!,
         sequence,
-        createdAt: new Date(t0).toISOString(),
+        createdAt: t0,
         data: {
           id: paymentId,
           merchant_id: "mer_1",

@@ -1,9 +1,8 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Layer } from "effect"
+import { Clock, Effect, Layer } from "effect"
 import * as SqlClient from "effect/sql/SqlClient"
 import * as Config from "../../src/platform/Config.ts"
 import * as Ids from "../../src/platform/Ids.ts"
-import { nowIso } from "../../src/platform/Time.ts"
 import * as WebhooksService from "../../src/services/Webhooks.ts"
 import { Webhooks } from "../../src/services/Webhooks.ts"
 import { WebhookStore } from "../../src/store/WebhookStore.ts"
@@ -66,7 +65,7 @@ describe("webhook dispatcher on PostgreSQL", () => {
       )
       const delivery = page.items[0]!
       expect(delivery.attempts.map((a) => [a.attempt, a.responseStatus])).toEqual([[1, 500], [2, 200]])
-      expect(Date.parse(delivery.attempts[1]!.at) - Date.parse(delivery.attempts[0]!.at)).toBeGreaterThanOrEqual(1_000)
+      expect(delivery.attempts[1]!.at - delivery.attempts[0]!.at).toBeGreaterThanOrEqual(1_000)
       expect(receiver.received.map((r) => r.headers["x-service-delivery-attempt"])).toEqual(["1", "2"])
       for (const r of receiver.received) {
         expect(
@@ -131,10 +130,10 @@ describe("webhook dispatcher on PostgreSQL", () => {
         const delivery = page.items[0]!
         expect(delivery.attempts.map((a) => [a.attempt, a.responseStatus])).toEqual([[1, 404], [2, 404], [3, 404]])
         expect(delivery.attempts.every((a) => a.error?.startsWith("HTTP 404") === true)).toBe(true)
-        const firstMs = Date.parse(delivery.attempts[0]!.at)
-        expect(Date.parse(delivery.attempts[1]!.at) - firstMs).toBeGreaterThanOrEqual(schedule[0]!)
-        expect(Date.parse(delivery.attempts[2]!.at) - firstMs).toBeGreaterThanOrEqual(schedule[1]!)
-        const stats = yield* Effect.flatMap(WebhookStore, (s) => s.stats("mer_1", new Date(0).toISOString())).pipe(
+        const firstMs = delivery.attempts[0]!.at
+        expect(delivery.attempts[1]!.at - firstMs).toBeGreaterThanOrEqual(schedule[0]!)
+        expect(delivery.attempts[2]!.at - firstMs).toBeGreaterThanOrEqual(schedule[1]!)
+        const stats = yield* Effect.flatMap(WebhookStore, (s) => s.stats("mer_1", 0)).pipe(
           Effect.provide(processOn(url, 4, schedule))
         )
         expect(stats.counts).toMatchObject({ succeeded: 0, failed: 1 })
@@ -291,7 +290,7 @@ describe("webhooks in order per payment on PostgreSQL", () => {
         // Event 1 is still in the outbox; event 2 already became a delivery.
         yield* seedPaymentEvents(1, 2, (sequence) => sequence === 1)
         const store = yield* WebhookStore
-        const now = new Date(Date.parse("2030-01-01T00:00:00.000Z")).toISOString()
+        const now = Date.parse("2030-01-01T00:00:00.000Z")
         yield* store.insertDelivery({
           id: "whd_second",
           merchantId: "mer_1",
@@ -301,9 +300,9 @@ describe("webhooks in order per payment on PostgreSQL", () => {
           payload: "{}",
           status: "pending",
           attempts: [],
-          nextAttemptAt: new Date(0).toISOString(),
+          nextAttemptAt: 0,
           firstFailedAt: null,
-          createdAt: new Date(0).toISOString(),
+          createdAt: 0,
           completedAt: null,
           order: { paymentId: "pay_o0", sequence: 2 }
         })
@@ -321,7 +320,7 @@ describe("webhooks in order per payment on PostgreSQL", () => {
             (p) => p.claimed
           )
         expect(yield* claim("a")).toEqual([])
-        const build = (yield* Webhooks).deliveryBuilder(yield* nowIso)
+        const build = (yield* Webhooks).deliveryBuilder(yield* Clock.currentTimeMillis)
         expect((yield* store.drainOutbox(10, build)).drained).toBe(1)
         expect((yield* claim("b")).map((d) => d.eventId)).toEqual(["evt_o0_1"])
       }).pipe(

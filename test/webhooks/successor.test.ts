@@ -21,7 +21,7 @@ const event = (paymentId: string, sequence: number, id: string): PaymentEvent =>
   merchantId: "mer_1",
   type: sequence === 1 ? "payment.authorized" : "payment.captured",
   sequence,
-  createdAt: new Date(t0).toISOString(),
+  createdAt: t0,
   data: {
     id: paymentId,
     merchant_id: "mer_1",

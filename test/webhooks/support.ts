@@ -100,7 +100,7 @@ export const seedMerchant = (
   state: MemoryState,
   merchant: { readonly id: string; readonly url: string; readonly secret: string; readonly atMs: number }
 ) => {
-  const at = new Date(merchant.atMs).toISOString()
+  const at = merchant.atMs
   const row: Merchant = {
     id: merchant.id,
     name: merchant.id,
@@ -125,7 +125,7 @@ export const seedEvent = (
     merchantId: event.merchantId,
     type: "payment.captured",
     sequence: 3,
-    createdAt: new Date(event.atMs).toISOString(),
+    createdAt: event.atMs,
     data: {
       id: paymentId,
       merchant_id: event.merchantId,

@@ -1,5 +1,4 @@
 import { Effect } from "effect"
-import { isoAt } from "../../../src/platform/IsoTime.ts"
 import type { Auditor } from "../../checks/Auditor.ts"
 import type { WorkloadMix } from "../../engine/Options.ts"
 import type { Prng } from "../../engine/Prng.ts"
@@ -110,13 +109,12 @@ function* planCreate(ctx: ScriptWorld, merchant: Merchant, n: number) {
     const target = prng.pick(boundaryTargets)
     const first = prng.int(0, distinctCurrencies.length - 1)
     const firstBrand = prng.int(0, distinctBrands.length - 1)
-    const nowMs = yield* Effect.clockWith((c) => c.currentTimeMillis)
     boundary = planBoundary(
       target,
       rotated(distinctCurrencies, first),
       rotated(distinctBrands, firstBrand),
       (c) => historyOf(ctx, merchant.index, c),
-      isoAt(nowMs)
+      yield* Effect.clockWith((c) => c.currentTimeMillis)
     )
     if (boundary !== null) {
       stats.boundaryPlanned++

@@ -5,6 +5,7 @@ import type { Merchant } from "../../domain/Merchant.ts"
 import type { Currency } from "../../domain/Money.ts"
 import { disputeSnapshot, type Payment, type PaymentEvent } from "../../domain/Payment.ts"
 import type { Delivery } from "../../domain/Webhook.ts"
+import { isoAt } from "../../platform/IsoTime.ts"
 import type { AnalyticsReport, CurrencyFigures, FraudStatsReport } from "../../services/Analytics.ts"
 import type { PageOf, PageRequest } from "../../store/Store.ts"
 import type * as S from "./Schemas.ts"
@@ -14,9 +15,14 @@ import type * as W from "./WebhookSchemas.ts"
  * Domain records to their JSON shapes (CONTRACT sections 2, 4, 6, 7, 9). The shapes are defined
  * once, by the response schemas of Schemas.ts and WebhookSchemas.ts (the OpenAPI document's);
  * each mapping here is typed by its schema, so a field added, renamed or dropped on one side
- * and not the other fails the typecheck. (The hottest responses are rendered from these
+ * and not the other fails the typecheck. Times are epoch milliseconds inside and ISO 8601 text
+ * here, at the wire (`isoAt`). (The hottest responses are rendered from these
  * mappings with JSON.stringify, not encoded through the schemas.)
  */
+
+/** A time that may be absent, as the wire writes it. */
+export const isoOrNull = (at: number | null): string | null => (at === null ? null : isoAt(at))
+
 export const transaction = (p: Payment): typeof S.Transaction.Encoded => ({
   id: p.id,
   merchant_id: p.merchantId,
@@ -43,16 +49,16 @@ export const transaction = (p: Payment): typeof S.Transaction.Encoded => ({
     operation: p.processorPending.operation,
     outcome: p.processorPending.outcome,
     amount_cents: p.processorPending.amountCents,
-    since: p.processorPending.since
+    since: isoAt(p.processorPending.since)
   },
-  created_at: p.createdAt,
-  updated_at: p.updatedAt
+  created_at: isoAt(p.createdAt),
+  updated_at: isoAt(p.updatedAt)
 })
 
 export const event = (e: PaymentEvent): typeof S.Event.Encoded => ({
   id: e.id,
   type: e.type,
-  created_at: e.createdAt,
+  created_at: isoAt(e.createdAt),
   data: e.data
 })
 
@@ -64,7 +70,7 @@ export const ledgerEntry = (e: LedgerEntry): typeof S.LedgerEntry.Encoded => ({
   direction: e.direction,
   amount_cents: e.amountCents,
   currency: e.currency,
-  created_at: e.createdAt
+  created_at: isoAt(e.createdAt)
 })
 
 export const merchant = (m: Merchant): typeof S.Merchant.Encoded => ({
@@ -72,8 +78,8 @@ export const merchant = (m: Merchant): typeof S.Merchant.Encoded => ({
   name: m.name,
   webhook_url: m.webhookUrl,
   webhook_secret: m.webhookSecret,
-  created_at: m.createdAt,
-  updated_at: m.updatedAt
+  created_at: isoAt(m.createdAt),
+  updated_at: isoAt(m.updatedAt)
 })
 
 export const apiKey = (k: ApiKey): typeof S.ApiKey.Encoded => ({
@@ -82,9 +88,9 @@ export const apiKey = (k: ApiKey): typeof S.ApiKey.Encoded => ({
   prefix: k.prefix,
   last_four: k.lastFour,
   status: k.status,
-  created_at: k.createdAt,
-  last_used_at: k.lastUsedAt,
-  revoked_at: k.revokedAt
+  created_at: isoAt(k.createdAt),
+  last_used_at: isoOrNull(k.lastUsedAt),
+  revoked_at: isoOrNull(k.revokedAt)
 })
 
 export const apiKeyCreated = (k: ApiKey, secret: string): typeof S.ApiKeyCreated.Encoded => ({
@@ -94,7 +100,7 @@ export const apiKeyCreated = (k: ApiKey, secret: string): typeof S.ApiKeyCreated
   prefix: k.prefix,
   last_four: k.lastFour,
   status: k.status,
-  created_at: k.createdAt
+  created_at: isoAt(k.createdAt)
 })
 
 export const fraudCase = (c: FraudCase): typeof S.FraudCase.Encoded => ({
@@ -108,8 +114,8 @@ export const fraudCase = (c: FraudCase): typeof S.FraudCase.Encoded => ({
   model_output: c.baseValue === null ? null : modelOutput(c.baseValue, c.explanations),
   explanations: c.explanations.map((e) => ({ ...e })),
   notes: c.notes,
-  reviewed_at: c.reviewedAt,
-  created_at: c.createdAt
+  reviewed_at: isoOrNull(c.reviewedAt),
+  created_at: isoAt(c.createdAt)
 })
 
 export const delivery = (d: Delivery): typeof W.Delivery.Encoded => ({
@@ -120,15 +126,15 @@ export const delivery = (d: Delivery): typeof W.Delivery.Encoded => ({
   status: d.status,
   attempts: d.attempts.map((a) => ({
     attempt: a.attempt,
-    at: a.at,
+    at: isoAt(a.at),
     response_status: a.responseStatus,
     duration_ms: a.durationMs,
     error: a.error,
     cut: a.cut === true
   })),
-  next_attempt_at: d.nextAttemptAt,
-  created_at: d.createdAt,
-  completed_at: d.completedAt
+  next_attempt_at: isoOrNull(d.nextAttemptAt),
+  created_at: isoAt(d.createdAt),
+  completed_at: isoOrNull(d.completedAt)
 })
 
 const currencyFigures = (f: CurrencyFigures): typeof S.CurrencyAnalytics.Encoded => ({
@@ -146,8 +152,8 @@ const currencyFigures = (f: CurrencyFigures): typeof S.CurrencyAnalytics.Encoded
 })
 
 export const analytics = (r: AnalyticsReport): typeof S.Analytics.Encoded => ({
-  from: r.from,
-  to: r.to,
+  from: isoOrNull(r.from),
+  to: isoOrNull(r.to),
   transaction_count: r.transactionCount,
   approval_rate: r.approvalRate,
   fraud_rate: r.fraudRate,
@@ -155,7 +161,7 @@ export const analytics = (r: AnalyticsReport): typeof S.Analytics.Encoded => ({
   dispute_rate: r.disputeRate,
   by_currency: r.byCurrency.map(currencyFigures),
   interval: r.interval,
-  series: r.series.map((period) => ({ ...currencyFigures(period), period_start: period.periodStart }))
+  series: r.series.map((period) => ({ ...currencyFigures(period), period_start: isoAt(period.periodStart) }))
 })
 
 export const fraudStats = (r: FraudStatsReport): typeof S.FraudStats.Encoded => ({

@@ -10,8 +10,8 @@ export interface RateDecision {
 
 /** A token bucket per API key: `RATE_LIMIT_PER_SECOND` refill, a burst of twice that. */
 export interface RateLimiterShape {
-  /** Takes a token from the key's bucket at `nowMs` (the caller's request step already holds the clock). */
-  readonly takeAt: (key: string, nowMs: number) => RateDecision
+  /** Takes a token from the key's bucket at `now` (the caller's request step already holds the clock). */
+  readonly takeAt: (key: string, now: number) => RateDecision
 }
 
 export class RateLimiter extends Context.Service<RateLimiter, RateLimiterShape>()("payments/RateLimiter") {}
@@ -23,19 +23,19 @@ export const make = (perSecond: number) =>
   Effect.sync(() => {
     const capacity = perSecond * 2
     const buckets = new Map<string, { tokens: number; updatedMs: number }>()
-    const takeAt = (key: string, nowMs: number): RateDecision => {
+    const takeAt = (key: string, now: number): RateDecision => {
       let bucket = buckets.get(key)
       if (bucket === undefined) {
         if (buckets.size >= maximumBuckets) {
           for (const [k, b] of buckets) {
-            if (b.tokens + ((nowMs - b.updatedMs) / 1000) * perSecond >= capacity) buckets.delete(k)
+            if (b.tokens + ((now - b.updatedMs) / 1000) * perSecond >= capacity) buckets.delete(k)
           }
         }
-        bucket = { tokens: capacity, updatedMs: nowMs }
+        bucket = { tokens: capacity, updatedMs: now }
         buckets.set(key, bucket)
       }
-      bucket.tokens = Math.min(capacity, bucket.tokens + ((nowMs - bucket.updatedMs) / 1000) * perSecond)
-      bucket.updatedMs = nowMs
+      bucket.tokens = Math.min(capacity, bucket.tokens + ((now - bucket.updatedMs) / 1000) * perSecond)
+      bucket.updatedMs = now
       if (bucket.tokens < 1) {
         return {
           allowed: false,

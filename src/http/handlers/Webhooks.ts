@@ -1,6 +1,7 @@
 import { Effect } from "effect"
 import { HttpApiBuilder } from "effect/http-api"
 import { successRate } from "../../domain/Webhook.ts"
+import { isoAt } from "../../platform/IsoTime.ts"
 import { Webhooks } from "../../services/Webhooks.ts"
 import { CurrentMerchant, PaymentsApi } from "../api/Api.ts"
 import { asAnswered, mapErrors } from "../api/ApiError.ts"
@@ -38,8 +39,8 @@ export const WebhooksLive = HttpApiBuilder.group(PaymentsApi, "webhooks", (handl
               enabled: current.webhookUrl !== null,
               success_rate: successRate(stats),
               counts: { ...stats.counts },
-              last_success_at: stats.lastSuccessAt,
-              last_failure_at: stats.lastFailureAt,
+              last_success_at: Wire.isoOrNull(stats.lastSuccessAt),
+              last_failure_at: Wire.isoOrNull(stats.lastFailureAt),
               consecutive_failures: stats.consecutiveFailures
             }
           }
@@ -56,7 +57,7 @@ export const WebhooksLive = HttpApiBuilder.group(PaymentsApi, "webhooks", (handl
               status: 200,
               body: JSON.stringify({
                 merchant: Wire.merchant(rotated.merchant),
-                previous_secret_expires_at: rotated.previousExpiresAt
+                previous_secret_expires_at: isoAt(rotated.previousExpiresAt)
               })
             }))
           ))))

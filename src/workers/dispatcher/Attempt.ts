@@ -2,7 +2,6 @@ import { Effect } from "effect"
 import type { Attempt, AttemptOutcome, Delivery } from "../../domain/Webhook.ts"
 import { afterAttempt, isOpen, isSuccess, nextAttemptNumber, signatureHeader } from "../../domain/Webhook.ts"
 import * as Metrics from "../../platform/Metrics.ts"
-import { isoAt, isoMs } from "../../platform/Time.ts"
 import type { TransportResult, WebhookRequest } from "../../platform/WebhookTransport.ts"
 import type { StoreUnavailable } from "../../store/Store.ts"
 import type { Claim, DispatcherContext, EndpointQueue } from "./Context.ts"
@@ -26,20 +25,18 @@ import type { Claim, DispatcherContext, EndpointQueue } from "./Context.ts"
 /** Phase 1's result: an attempt ready to go. */
 interface Prepared {
   readonly claim: Claim
-  /** When the attempt starts (whole ms), and as its record's `at`. */
-  readonly atMs: number
-  readonly at: string
+  /** When the attempt starts (whole ms): its record's `at`. */
+  readonly at: number
   readonly secrets: ReadonlyArray<string>
   /** When `secrets` were read: a successor claimed by this attempt signs with them, as fresh as they were for it. */
-  readonly secretsReadAtMs: number
+  readonly secretsReadAt: number
 }
 
 /** Phase 2's result: what the endpoint did, when the POST ended, and the delivery and attempt to record. */
 interface Answered {
   readonly prepared: Prepared
   readonly outcome: AttemptOutcome
-  readonly endMs: number
-  readonly endAt: string
+  readonly endAt: number
   readonly next: { readonly delivery: Delivery; readonly attempt: Attempt }
 }
 
@@ -66,8 +63,8 @@ export const attempt = (
  * A fresh claim's lease is ours (no other process takes it before it ends) and covers the attempt
  * with room to spare: the attempt goes at once, signed with the secrets the claim read.
  */
-const isFresh = (ctx: DispatcherContext, claim: Claim, atMs: number) =>
-  atMs - claim.secretsReadAtMs <= ctx.options.claimFreshMs && atMs + ctx.freshLeaseNeedMs <= claim.leaseUntilMs
+const isFresh = (ctx: DispatcherContext, claim: Claim, at: number) =>
+  at - claim.secretsReadAt <= ctx.options.claimFreshMs && at + ctx.freshLeaseNeedMs <= claim.leaseUntil
 
 /**
  * Phase 1, prepare. Any claim but a fresh one renews its lease first: that proves the lease is still
@@ -76,27 +73,24 @@ const isFresh = (ctx: DispatcherContext, claim: Claim, atMs: number) =>
  */
 const prepare = (ctx: DispatcherContext, endpoint: EndpointQueue, claim: Claim) =>
   Effect.suspend(() => {
-    const atMs = Math.floor(ctx.clock.currentTimeMillisUnsafe())
-    const at = isoAt(atMs)
-    if (claim.secrets !== null && isFresh(ctx, claim, atMs)) {
-      return call(ctx, endpoint, { claim, atMs, at, secrets: claim.secrets, secretsReadAtMs: claim.secretsReadAtMs })
+    const at = Math.floor(ctx.clock.currentTimeMillisUnsafe())
+    if (claim.secrets !== null && isFresh(ctx, claim, at)) {
+      return call(ctx, endpoint, { claim, at, secrets: claim.secrets, secretsReadAt: claim.secretsReadAt })
     }
     return Effect.flatMap(
-      ctx.store.renewLease(claim.delivery.id, claim.token, at, isoAt(atMs + ctx.leaseMs)),
-      (
-        secrets
-      ) => (secrets === null ? Effect.void : call(ctx, endpoint, { claim, atMs, at, secrets, secretsReadAtMs: atMs }))
+      ctx.store.renewLease(claim.delivery.id, claim.token, at, at + ctx.leaseMs),
+      (secrets) => (secrets === null ? Effect.void : call(ctx, endpoint, { claim, at, secrets, secretsReadAt: at }))
     )
   })
 
-/** The POST of a delivery's next attempt, signed at `atMs` with `secrets`. */
-const signedRequest = (delivery: Delivery, secrets: ReadonlyArray<string>, atMs: number): WebhookRequest => ({
+/** The POST of a delivery's next attempt, signed at `at` with `secrets`. */
+const signedRequest = (delivery: Delivery, secrets: ReadonlyArray<string>, at: number): WebhookRequest => ({
   url: delivery.url,
   body: delivery.payload,
   headers: {
     "content-type": "application/json",
     "user-agent": "payments-webhooks/1.0",
-    "x-service-signature": signatureHeader(secrets, Math.floor(atMs / 1000), delivery.payload),
+    "x-service-signature": signatureHeader(secrets, Math.floor(at / 1000), delivery.payload),
     "x-service-event-id": delivery.eventId,
     "x-service-delivery-id": delivery.id,
     "x-service-delivery-attempt": String(nextAttemptNumber(delivery))
@@ -114,19 +108,18 @@ const outcomeOf = (result: TransportResult, durationMs: number): AttemptOutcome 
  */
 const call = (ctx: DispatcherContext, endpoint: EndpointQueue, prepared: Prepared) => {
   const { delivery } = prepared.claim
-  const startMs = ctx.clock.currentTimeMillisUnsafe()
+  const startAt = ctx.clock.currentTimeMillisUnsafe()
   if (delivery.nextAttemptAt !== null) {
-    Metrics.record(Metrics.webhookDeliveryLag, Math.max(0, startMs - isoMs(delivery.nextAttemptAt)) / 1000)
+    Metrics.record(Metrics.webhookDeliveryLag, Math.max(0, startAt - delivery.nextAttemptAt) / 1000)
   }
   const sent = prepared.secrets.length === 0
     ? Effect.succeed(unsignable)
-    : ctx.post(signedRequest(delivery, prepared.secrets, prepared.atMs))
+    : ctx.post(signedRequest(delivery, prepared.secrets, prepared.at))
   return Effect.flatMap(sent, (result) => {
-    const endMs = ctx.clock.currentTimeMillisUnsafe()
-    const outcome = outcomeOf(result, endMs - startMs)
-    const endAt = isoAt(endMs)
+    const endAt = ctx.clock.currentTimeMillisUnsafe()
+    const outcome = outcomeOf(result, endAt - startAt)
     const next = afterAttempt(delivery, prepared.at, outcome, ctx.config.webhookRetryScheduleMs, endAt)
-    const answered: Answered = { prepared, outcome, endMs, endAt, next }
+    const answered: Answered = { prepared, outcome, endAt, next }
     return isSuccess(outcome) ? handleSuccess(ctx, endpoint, answered) : handleFailure(ctx, endpoint, answered)
   })
 }
@@ -164,10 +157,10 @@ const record = (ctx: DispatcherContext, answered: Answered, counter: Counter) =>
 }
 
 const recordWithSuccessor = (ctx: DispatcherContext, endpoint: EndpointQueue, answered: Answered, counter: Counter) => {
-  const { endAt, endMs, next, prepared } = answered
+  const { endAt, next, prepared } = answered
   const { token } = prepared.claim
-  const successorUntilMs = endMs + ctx.leaseMs
-  const successor = { now: endAt, lease: { token, until: isoAt(successorUntilMs), owner: ctx.owner } }
+  const successorUntil = endAt + ctx.leaseMs
+  const successor = { now: endAt, lease: { token, until: successorUntil, owner: ctx.owner } }
   return Effect.uninterruptible(
     Effect.flatMap(ctx.store.recordAttempt(next.delivery, next.attempt, token, successor), (outcome) => {
       if (outcome._tag !== "RecordedWithSuccessor") return recorded(ctx, answered, counter, outcome._tag === "Recorded")
@@ -175,9 +168,9 @@ const recordWithSuccessor = (ctx: DispatcherContext, endpoint: EndpointQueue, an
       const queued = endpoint.queue({
         delivery: outcome.successor,
         token,
-        leaseUntilMs: successorUntilMs,
+        leaseUntil: successorUntil,
         secrets: prepared.secrets,
-        secretsReadAtMs: prepared.secretsReadAtMs
+        secretsReadAt: prepared.secretsReadAt
       })
       if (queued === Effect.void) return recorded(ctx, answered, counter, true)
       // A store failure giving back a successor a full queue refused is not this attempt's: the
@@ -204,8 +197,8 @@ const recorded = (ctx: DispatcherContext, answered: Answered, counter: Counter, 
   Metrics.record(counter, 1)
   if (stood && delivery.status === "failed") Metrics.record(Metrics.webhookDeliveriesFailed, 1)
   const retryAt = delivery.nextAttemptAt
-  const sleepingUntilMs = ctx.state.sleepingUntilMs
-  return retryAt !== null && sleepingUntilMs !== Number.NEGATIVE_INFINITY && isoMs(retryAt) < sleepingUntilMs
+  const sleepingUntil = ctx.state.sleepingUntil
+  return retryAt !== null && sleepingUntil !== Number.NEGATIVE_INFINITY && retryAt < sleepingUntil
     ? ctx.webhooks.wake
     : Effect.void
 }

@@ -68,28 +68,28 @@ export const defaultOptions: DispatcherOptions = {
 export interface Claim {
   readonly delivery: Delivery
   readonly token: string
-  /** When the claim's lease ends (ms). */
-  readonly leaseUntilMs: number
+  /** When the claim's lease ends. */
+  readonly leaseUntil: number
   /**
    * The merchant's signing secrets as read with the claim (a poll's, or by the attempt before
    * it for a successor; null: not read), and when they were read.
    */
   readonly secrets: ReadonlyArray<string> | null
-  readonly secretsReadAtMs: number
+  readonly secretsReadAt: number
 }
 
 /** A store call's claims, as the endpoints take them (`Endpoints.handOut`). */
 export interface ClaimBatch {
   readonly claimed: ReadonlyArray<Delivery>
   readonly token: string
-  /** When the claims' lease ends (ms). */
-  readonly leaseUntilMs: number
+  /** When the claims' lease ends. */
+  readonly leaseUntil: number
   /** The signing secrets read with the claim, by merchant, and when. */
   readonly secrets: ReadonlyMap<string, ReadonlyArray<string>>
-  readonly secretsReadAtMs: number
+  readonly secretsReadAt: number
   /** The deliveries taken over from a cut lease (`PollResult.takenOver`), and when. */
   readonly takenOver: ReadonlySet<string>
-  readonly at: string
+  readonly at: number
 }
 
 /**
@@ -107,7 +107,7 @@ export interface DispatcherState {
    * Until when the poller sleeps (-Infinity while it is awake: its next idle reads the store
    * afresh). An attempt wakes it only when the retry it scheduled is due before that.
    */
-  sleepingUntilMs: number
+  sleepingUntil: number
   /** Set at a stop: attempts finishing meanwhile claim no successor (no new claims). */
   stopping: boolean
   /** Claims whose attempt has started and not finished (one left here at the end was cut by a stop). */
@@ -163,7 +163,7 @@ export const makeContext = Effect.fnUntraced(function*(options: DispatcherOption
     freshLeaseNeedMs: timeoutMs + options.leaseMarginMs / 2,
     post,
     fibers,
-    state: { sleepingUntilMs: Number.NEGATIVE_INFINITY, stopping: false, inFlight: new Set() }
+    state: { sleepingUntil: Number.NEGATIVE_INFINITY, stopping: false, inFlight: new Set() }
   }
   return context
 })

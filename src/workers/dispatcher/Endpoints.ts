@@ -115,9 +115,9 @@ export class Endpoints {
         !endpoint.mailbox.offer({
           delivery,
           token,
-          leaseUntilMs: batch.leaseUntilMs,
+          leaseUntil: batch.leaseUntil,
           secrets,
-          secretsReadAtMs: batch.secretsReadAtMs
+          secretsReadAt: batch.secretsReadAt
         })
       ) {
         // Given back as it was leased: the cut stays to be recorded by the next claim.

@@ -1,5 +1,4 @@
 import { Cause, Duration, Effect, type Fiber, Option } from "effect"
-import { isoAt, isoMs } from "../../platform/Time.ts"
 import type { CallbackTimer } from "../../platform/Timers.ts"
 import type { StoreUnavailable } from "../../store/Store.ts"
 import type { PollResult } from "../../store/WebhookStore.ts"
@@ -50,7 +49,7 @@ export class Poller {
    * When work is next due, as the last poll's store call answered (ms; Infinity: none), for the
    * idle wait after it; undefined when that poll failed (the wait asks the store).
    */
-  private polledNextDueMs: number | undefined = undefined
+  private polledNextDueAt: number | undefined = undefined
   /** Stops the wait in progress (timer and listeners), if any. */
   private cancelWait: (() => void) | null = null
   /** One poll: the number claimed (0 when it failed: logged). */
@@ -94,14 +93,13 @@ export class Poller {
   private pollNow(): Effect.Effect<number> {
     const { ctx } = this
     const batchSize = ctx.options.batchSize
-    const nowMs = Math.floor(ctx.clock.currentTimeMillisUnsafe())
-    const now = isoAt(nowMs)
-    this.polledNextDueMs = undefined
+    const now = Math.floor(ctx.clock.currentTimeMillisUnsafe())
+    this.polledNextDueAt = undefined
     // Announced before the store is read, so a retry recorded meanwhile still wakes the wait after it.
-    ctx.state.sleepingUntilMs = nowMs + ctx.options.pollIntervalMs
+    ctx.state.sleepingUntil = now + ctx.options.pollIntervalMs
     let token = ""
-    const leaseUntilMs = nowMs + ctx.leaseMs
-    const lease = () => ({ token: token = ctx.ids.secret("lease_"), until: isoAt(leaseUntilMs), owner: ctx.owner })
+    const leaseUntil = now + ctx.leaseMs
+    const lease = () => ({ token: token = ctx.ids.secret("lease_"), until: leaseUntil, owner: ctx.owner })
     const build = ctx.webhooks.deliveryBuilder(now)
     return Effect.matchCauseEffect(
       ctx.store.poll({ drainLimit: batchSize, drainBatches: 10, build, now, lease, claimLimit: batchSize }),
@@ -111,9 +109,9 @@ export class Poller {
           this.handOut(polled, {
             claimed: polled.claimed,
             token,
-            leaseUntilMs,
+            leaseUntil,
             secrets: polled.secrets,
-            secretsReadAtMs: nowMs,
+            secretsReadAt: now,
             takenOver: polled.takenOver,
             at: now
           })
@@ -123,9 +121,9 @@ export class Poller {
 
   /** A poll's claims to the endpoints; the number claimed. A full batch polls again at once, without a wait. */
   private handOut(polled: PollResult, batch: ClaimBatch): Effect.Effect<number> {
-    this.polledNextDueMs = polled.nextDueMs === null ? Infinity : polled.nextDueMs
+    this.polledNextDueAt = polled.nextDueAt === null ? Infinity : polled.nextDueAt
     const claimed = batch.claimed.length
-    if (claimed === this.ctx.options.batchSize) this.ctx.state.sleepingUntilMs = Number.NEGATIVE_INFINITY
+    if (claimed === this.ctx.options.batchSize) this.ctx.state.sleepingUntil = Number.NEGATIVE_INFINITY
     const handed = this.endpoints.handOut(batch, 0)
     return handed === Effect.void ? Effect.succeed(claimed) : Effect.catch(Effect.as(handed, claimed), handOutFailed)
   }
@@ -136,62 +134,62 @@ export class Poller {
    */
   private idle(resume: (effect: Effect.Effect<never>) => void) {
     const { ctx } = this
-    const nowMs = ctx.clock.currentTimeMillisUnsafe()
-    const dueMs = this.polledNextDueMs
-    if (dueMs === undefined) {
-      ctx.state.sleepingUntilMs = nowMs + ctx.options.pollIntervalMs
+    const now = ctx.clock.currentTimeMillisUnsafe()
+    const dueAt = this.polledNextDueAt
+    if (dueAt === undefined) {
+      ctx.state.sleepingUntil = now + ctx.options.pollIntervalMs
       const due = ctx.store.nextDueAt().pipe(Effect.orElseSucceed(() => null))
       return resume(
         Effect.flatMap(
           due,
-          (at) => Effect.flatMap(this.waitUntilDue(nowMs, at === null ? Infinity : isoMs(at)), () => this.polls)
+          (at) => Effect.flatMap(this.waitUntilDue(now, at ?? Infinity), () => this.polls)
         )
       )
     }
     const timer = ctx.timer
-    if (timer === null) return resume(Effect.flatMap(this.waitUntilDue(nowMs, dueMs), () => this.polls))
-    this.startWaitUntilDue(timer, nowMs, dueMs, () => resume(this.polls))
+    if (timer === null) return resume(Effect.flatMap(this.waitUntilDue(now, dueAt), () => this.polls))
+    this.startWaitUntilDue(timer, now, dueAt, () => resume(this.polls))
   }
 
-  /** Until when to wait at `nowMs` for work due at `dueMs` (Infinity: none): at most a poll interval. */
-  private waitUntil(nowMs: number, dueMs: number) {
+  /** Until when to wait at `now` for work due at `dueAt` (Infinity: none): at most a poll interval. */
+  private waitUntil(now: number, dueAt: number) {
     const pollIntervalMs = this.ctx.options.pollIntervalMs
     // Work due already but not claimed sits in a full endpoint queue: wait a poll interval for it.
-    return dueMs <= nowMs ? nowMs + pollIntervalMs : Math.min(nowMs + pollIntervalMs, dueMs)
+    return dueAt <= now ? now + pollIntervalMs : Math.min(now + pollIntervalMs, dueAt)
   }
 
-  /** The idle wait for work due at `dueMs`, as an effect (after a failed poll, or without a callback timer). */
-  private waitUntilDue(nowMs: number, dueMs: number): Effect.Effect<void> {
+  /** The idle wait for work due at `dueAt`, as an effect (after a failed poll, or without a callback timer). */
+  private waitUntilDue(now: number, dueAt: number): Effect.Effect<void> {
     const timer = this.ctx.timer
     if (timer !== null) {
-      return Effect.callback<void>((resume) => this.startWaitUntilDue(timer, nowMs, dueMs, () => resume(Effect.void)))
+      return Effect.callback<void>((resume) => this.startWaitUntilDue(timer, now, dueAt, () => resume(Effect.void)))
     }
-    const untilMs = this.waitUntil(nowMs, dueMs)
-    this.ctx.state.sleepingUntilMs = untilMs
-    return Effect.map(this.raceFor(nowMs, untilMs), () => this.awake())
+    const until = this.waitUntil(now, dueAt)
+    this.ctx.state.sleepingUntil = until
+    return Effect.map(this.raceFor(now, until), () => this.awake())
   }
 
   private awake() {
-    this.ctx.state.sleepingUntilMs = Number.NEGATIVE_INFINITY
+    this.ctx.state.sleepingUntil = Number.NEGATIVE_INFINITY
   }
 
-  /** Starts the wait on the callback timer for work due at `dueMs` (announced); `done` once it is over. */
-  private startWaitUntilDue(timer: CallbackTimer, nowMs: number, dueMs: number, done: () => void) {
-    const untilMs = this.waitUntil(nowMs, dueMs)
-    this.ctx.state.sleepingUntilMs = untilMs
-    this.startWait(timer, nowMs, untilMs, () => {
+  /** Starts the wait on the callback timer for work due at `dueAt` (announced); `done` once it is over. */
+  private startWaitUntilDue(timer: CallbackTimer, now: number, dueAt: number, done: () => void) {
+    const until = this.waitUntil(now, dueAt)
+    this.ctx.state.sleepingUntil = until
+    this.startWait(timer, now, until, () => {
       this.awake()
       done()
     })
   }
 
   /**
-   * Waits until `untilMs`, a wake, or `eventsDelayMs` after an events commit (never past
-   * `untilMs`), whichever comes first, then calls `done` (once): on the clock's callback timer and
+   * Waits until `until`, a wake, or `eventsDelayMs` after an events commit (never past
+   * `until`), whichever comes first, then calls `done` (once): on the clock's callback timer and
    * the two signals, no fiber forked. A wake already pending ends it at once (`done`
    * is called before this returns); an events commit already pending starts its delay now.
    */
-  private startWait(timer: CallbackTimer, nowMs: number, untilMs: number, done: () => void) {
+  private startWait(timer: CallbackTimer, now: number, until: number, done: () => void) {
     const { clock, options, webhooks } = this.ctx
     if (webhooks.wakeSignal.tryTake()) return done()
     let over = false
@@ -210,13 +208,13 @@ export class Poller {
       done()
     }
     const removeWake = webhooks.wakeSignal.listen(finish)
-    const eventsAt = (atMs: number) => {
-      if (atMs + options.eventsDelayMs >= untilMs) return
+    const eventsAt = (at: number) => {
+      if (at + options.eventsDelayMs >= until) return
       cancelTimer()
       cancelTimer = timer(options.eventsDelayMs, finish)
     }
-    cancelTimer = timer(untilMs - nowMs, finish)
-    if (webhooks.eventsSignal.tryTake()) eventsAt(nowMs)
+    cancelTimer = timer(until - now, finish)
+    if (webhooks.eventsSignal.tryTake()) eventsAt(now)
     else {
       removeEvents = webhooks.eventsSignal.listen(() => {
         removeEvents = null
@@ -229,10 +227,10 @@ export class Poller {
   }
 
   /** The same wait for a clock without a callback timer (`TestClock`): a race of three fibers. */
-  private raceFor(nowMs: number, untilMs: number) {
+  private raceFor(now: number, until: number) {
     const { options, webhooks } = this.ctx
-    const untilTimeout = Effect.sleep(Duration.millis(Math.max(0, untilMs - nowMs)))
-    const eventsDelay = Duration.millis(Math.min(options.eventsDelayMs, Math.max(0, untilMs - nowMs)))
+    const untilTimeout = Effect.sleep(Duration.millis(Math.max(0, until - now)))
+    const eventsDelay = Duration.millis(Math.min(options.eventsDelayMs, Math.max(0, until - now)))
     return Effect.raceAll([
       untilTimeout,
       webhooks.awaitWake,

@@ -165,9 +165,9 @@ describe("the final audit of a delivery record with an attempt cut off", () => {
     receipts.firstOfEvent("evt_1", slot)
     for (
       const [attempt, atMs] of arrivals ??
-        attempts.filter((a) => a.cut !== true).map((a) => [a.attempt, a.atMs - baseMs] as [number, number])
+        attempts.filter((a) => a.cut !== true).map((a) => [a.attempt, a.at - baseMs] as [number, number])
     ) receipts.received(slot, attempt, atMs)
-    if (status === "succeeded") receipts.ackedAtMs[slot] = attempts[attempts.length - 1]!.atMs - baseMs
+    if (status === "succeeded") receipts.ackedAtMs[slot] = attempts[attempts.length - 1]!.at - baseMs
     const delivery: AuditedDelivery = {
       id: "whd_1",
       eventId: "evt_1",
@@ -175,8 +175,8 @@ describe("the final audit of a delivery record with an attempt cut off", () => {
       url: "http://127.0.0.1:1/m/0",
       status,
       order: null,
-      createdAtMs: baseMs,
-      firstFailedAtMs: null,
+      createdAt: baseMs,
+      firstFailedAt: null,
       attempts
     }
     auditDeliveries(auditor, () => [delivery], {
@@ -192,7 +192,7 @@ describe("the final audit of a delivery record with an attempt cut off", () => {
   }
   const at = (attempt: number, ms: number, status: number | null, cut?: boolean) => ({
     attempt,
-    atMs: baseMs + ms,
+    at: baseMs + ms,
     responseStatus: status,
     error: status === null ? (cut === true ? "cut off: instance lost" : "timeout: 2s") : null,
     ...(cut === undefined ? {} : { cut })
@@ -218,7 +218,7 @@ describe("the final audit of a delivery record with an attempt cut off", () => {
     // The first attempt cut off: the schedule starts at the attempt that took its place.
     const cutFirst = [
       at(1, 0, null, true),
-      ...failing.map((a) => ({ ...a, attempt: a.attempt + 1, atMs: a.atMs + 10_000 }))
+      ...failing.map((a) => ({ ...a, attempt: a.attempt + 1, at: a.at + 10_000 }))
     ]
     expect(audit(cutFirst, "failed", [500])).toEqual([])
     // The last retry cut off and made again as attempt 6: the delivery fails after it, not before.
