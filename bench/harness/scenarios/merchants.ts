@@ -454,6 +454,11 @@ const makeHarnessDisputes = (auditor: Auditor, pauseMs: (ms: number) => number) 
   return {
     planned,
     inFlight,
+    /** The card network of the embedded target, made at set-up: the load's first dispute does not pay for it. */
+    prepare: async (databaseUrl: string) => {
+      network ??= makeCardNetwork(databaseUrl)
+      await network.ready()
+    },
     /** Disputes the payment, on the embedded target's database, in the background. */
     start: (databaseUrl: string, paymentId: string, prng: Prng) => {
       network ??= makeCardNetwork(databaseUrl)
@@ -764,6 +769,7 @@ const startRun = async (scenery: Scenery, parts: {
     merchants.push({ index, id: m.id, apiKey: working.key as string, keyId: working.id as string, keyGeneration: 0 })
   }
   const { workload, prng } = harnessWorkload(scenery, setup, spareKeys)
+  if (setup.embedded !== null && scenery.disputeRate > 0) await scenery.disputes.prepare(setup.embedded.databaseUrl)
   const rotations = Effect.runFork(
     Effect.forEach(merchants, workload.rotations, { concurrency: "unbounded", discard: true })
   )
