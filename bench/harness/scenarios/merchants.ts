@@ -2,7 +2,7 @@
  * The simulator's merchants, webhook endpoints and laws against a real service over HTTP
  * (docs/simulation.md, "Production mode"). The scripts are sim/world/Workload.ts's own, run on Effect's
  * default clock through the harness's Transport (./HttpPort.ts); the endpoints are
- * sim/world/Endpoints.ts's own, served by a node:http server (./WebhookServer.ts); the laws are
+ * sim/world/Endpoints.ts's own, served over HTTP/1.1 on node:net (./WebhookServer.ts); the laws are
  * sim/checks/Auditor.ts's, checked on every answer as it comes and, after the drain, on what the API
  * shows (sim/checks/Witness.ts). Webhooks are read as CONTRACT.md section 8 promises them: at
  * least once, an event sent again only when an earlier attempt was cut off (by the timeout, or by
