@@ -18,6 +18,8 @@ import { layerPg } from "../../../src/store/PgStore.ts"
 export interface CardNetwork {
   /** "applied" (now or before), or the refusal's tag (InvalidState, InvalidInput, NotFound...). */
   readonly notify: (notification: DisputeNotification) => Promise<string>
+  /** Builds the service's layers in this process, its pool connected (the layer's first query). */
+  readonly ready: () => Promise<void>
   readonly close: () => Promise<void>
 }
 
@@ -66,6 +68,7 @@ export const makeCardNetwork = (databaseUrl: string): CardNetwork => {
           )
         )
       ),
+    ready: () => runtime.context().then(() => undefined),
     close: () => runtime.dispose()
   }
 }

@@ -2,7 +2,7 @@
  * The simulator's merchants, webhook endpoints and laws against a real service over HTTP
  * (docs/simulation.md, "Production mode"). The scripts are sim/world/Workload.ts's own, run on Effect's
  * default clock through the harness's Transport (./HttpPort.ts); the endpoints are
- * sim/world/Endpoints.ts's own, served by a node:http server (./WebhookServer.ts); the laws are
+ * sim/world/Endpoints.ts's own, served over HTTP/1.1 on node:net (./WebhookServer.ts); the laws are
  * sim/checks/Auditor.ts's, checked on every answer as it comes and, after the drain, on what the API
  * shows (sim/checks/Witness.ts). Webhooks are read as CONTRACT.md section 8 promises them: at
  * least once, an event sent again only when an earlier attempt was cut off (by the timeout, or by
@@ -454,6 +454,11 @@ const makeHarnessDisputes = (auditor: Auditor, pauseMs: (ms: number) => number) 
   return {
     planned,
     inFlight,
+    /** The card network of the embedded target, made at set-up: the load's first dispute does not pay for it. */
+    prepare: async (databaseUrl: string) => {
+      network ??= makeCardNetwork(databaseUrl)
+      await network.ready()
+    },
     /** Disputes the payment, on the embedded target's database, in the background. */
     start: (databaseUrl: string, paymentId: string, prng: Prng) => {
       network ??= makeCardNetwork(databaseUrl)
@@ -764,6 +769,7 @@ const startRun = async (scenery: Scenery, parts: {
     merchants.push({ index, id: m.id, apiKey: working.key as string, keyId: working.id as string, keyGeneration: 0 })
   }
   const { workload, prng } = harnessWorkload(scenery, setup, spareKeys)
+  if (setup.embedded !== null && scenery.disputeRate > 0) await scenery.disputes.prepare(setup.embedded.databaseUrl)
   const rotations = Effect.runFork(
     Effect.forEach(merchants, workload.rotations, { concurrency: "unbounded", discard: true })
   )
