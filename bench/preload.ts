@@ -41,10 +41,12 @@ const hashChars = (n: string, count: number) => {
  */
 const spread = (prefix: string, n: string) => `'${prefix}_' || ${hashChars(n, 4)} || 'pre' || (${n})`
 
-/** What the rows of one load have in common: when it began (epoch ms) and how many payments it loads. */
+/** What the rows of one load have in common: when it began (epoch ms), how many payments it loads, the schema. */
 interface History {
   readonly loadMs: number
   readonly payments: number
+  /** Outbox rows name their event by its payment and sequence (migration 0016; a database of an earlier one lacks them). */
+  readonly outboxByPayment: boolean
 }
 
 /**
@@ -105,17 +107,20 @@ const batchStatements = (from: string, to: string, history: History, outbox: boo
     `INSERT INTO fraud_cases (id, payment_id, merchant_id, status, priority, risk_score, model_version, explanations, created_at, updated_at)
     SELECT ${timed("fc", history, "g")}, ${paymentId}, $1, 'open', 'medium', 0.6, 'v1', '[]'::jsonb, now(), now()
     FROM generate_series(${from}, ${to}) g WHERE g % 10 = 0`,
-    ...(outbox
-      ? [`INSERT INTO webhook_outbox (event_id, merchant_id, created_at)
-    SELECT ${eventId("2")}, $1, now() FROM generate_series(${from}, ${to}) g WHERE g % 10 = 0`]
-      : [])
+    ...(!outbox ? [] : history.outboxByPayment
+      ? [`INSERT INTO webhook_outbox (event_id, payment_id, sequence, merchant_id, created_at)
+    SELECT ${eventId("2")}, ${paymentId}, 2, $1, now() FROM generate_series(${from}, ${to}) g WHERE g % 10 = 0`]
+      : [`INSERT INTO webhook_outbox (event_id, merchant_id, created_at)
+    SELECT ${eventId("2")}, $1, now() FROM generate_series(${from}, ${to}) g WHERE g % 10 = 0`])
   ]
 }
 
 /** Loads the history (see the module's comment), analyzes every table and writes the load out (a checkpoint). */
 export const preloadPayments = async (client: pg.Client, options: PreloadOptions) => {
   const batch = options.batch ?? 100_000
-  const history: History = { loadMs: Date.now(), payments: options.payments }
+  const outboxByPayment = (await client.query(`SELECT EXISTS (SELECT 1 FROM information_schema.columns
+    WHERE table_name = 'webhook_outbox' AND column_name = 'payment_id') AS x`)).rows[0].x === true
+  const history: History = { loadMs: Date.now(), payments: options.payments, outboxByPayment }
   for (let m = 1; m <= (options.extraMerchants ?? 0); m++) {
     await client.query(
       `INSERT INTO merchants (id, name, webhook_url, webhook_secret, created_at, updated_at)
