@@ -9,7 +9,7 @@
 import { randomBytes } from "node:crypto"
 import { createServer } from "node:http"
 import pg from "pg"
-import { formatId } from "../src/domain/Ids.ts"
+import { formatId, idRandomChars } from "../src/domain/Ids.ts"
 import {
   commitChangesSql,
   commitChangesValues,
@@ -23,7 +23,7 @@ import { createUnit } from "./sql.ts"
 // The service's planner settings too: the same SQL, planned the same way.
 const pool = new pg.Pool({ connectionString: process.env.DATABASE_URL, max: 8, options: hotPathPlannerOptions })
 const merchantId = process.env.MERCHANT_ID!
-const mintId = (kind: Parameters<typeof formatId>[0]) => formatId(kind, randomBytes(16))
+const mintId = (kind: Parameters<typeof formatId>[0]) => formatId(kind, Date.now(), randomBytes(idRandomChars))
 
 const server = createServer((request, response) => {
   if (request.method !== "POST") {

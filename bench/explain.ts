@@ -12,7 +12,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import pg from "pg"
-import { formatId } from "../src/domain/Ids.ts"
+import { formatId, idRandomChars } from "../src/domain/Ids.ts"
 import * as Cli from "../src/platform/Cli.ts"
 import { startEmbeddedPostgres } from "../src/platform/Database.ts"
 import {
@@ -68,7 +68,7 @@ try {
     if (run.status !== 0) throw new Error(`pgbench could not load the payments: ${run.stderr}`)
   }
   await client.query("VACUUM ANALYZE")
-  const mintId = (kind: Parameters<typeof formatId>[0]) => formatId(kind, randomBytes(16))
+  const mintId = (kind: Parameters<typeof formatId>[0]) => formatId(kind, Date.now(), randomBytes(idRandomChars))
   // Warm-up on this connection (trigger functions compiled, caches filled), as on a service connection.
   for (let i = 0; i < 5; i++) {
     const warm = createUnit(

@@ -78,7 +78,7 @@ const hot = await import(pathToFileURL(join(codeDir, "src/store/PgHotPath.ts")).
 const database = await import(pathToFileURL(join(codeDir, "src/platform/Database.ts")).href)
 
 const currencies: ReadonlyArray<Currency> = ["USD", "EUR", "GBP"]
-const ids = makeIds(pooledRandomBytes())
+const ids = makeIds(pooledRandomBytes(), Date.now)
 let made = 0
 
 /** One batch of creates as the bench's load sends them: one in twenty declined, every other `tok_visa`, keyed. */

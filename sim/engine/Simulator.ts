@@ -1079,7 +1079,7 @@ const simulatedService = (
   return new SimulatedService({
     store: faulty.store,
     fencedStore: faulty.fencedBy,
-    ids: makeIds(seededBytes((seed ^ hash32("ids")) >>> 0)),
+    ids: makeIds(seededBytes((seed ^ hash32("ids")) >>> 0), nowMs),
     config,
     acquirer,
     webhookStore: webhookStoreBug(options.plantedBug, webhookStore, {

@@ -1,11 +1,14 @@
-import { Context, Layer } from "effect"
+import { Context, Effect, Layer } from "effect"
 import { randomBytes } from "node:crypto"
 import type { IdKind, MintId } from "../domain/Ids.ts"
-import { encodeIdBody, formatId } from "../domain/Ids.ts"
+import { encodeIdBody, formatId, idRandomChars } from "../domain/Ids.ts"
 
 /**
- * Identifiers and secrets. Production draws from the operating system's CSPRNG; the simulator
- * and tests use a seeded generator so the same seed mints the same ids.
+ * Identifiers and secrets. An id begins with the time it was minted (src/domain/Ids.ts: so new
+ * rows land on the rightmost leaves of the indexes keyed by ids) and ends with random characters.
+ * Production draws them from the operating system's CSPRNG and the time from the Clock; the
+ * simulator and tests use a seeded generator and their virtual clock, so the same seed mints
+ * the same ids.
  */
 export interface IdsShape {
   readonly mint: MintId
@@ -15,14 +18,23 @@ export interface IdsShape {
 
 export class Ids extends Context.Service<Ids, IdsShape>()("payments/Ids") {}
 
-const idBytes = 16
 const secretBytes = 32
 
-/** `bytes` may hand out the same buffer again on its next call: an id is encoded before that. */
-export const makeIds = (bytes: (count: number) => Uint8Array): IdsShape => ({
-  mint: (kind: IdKind) => formatId(kind, bytes(idBytes)),
+/**
+ * `bytes` may hand out the same buffer again on its next call: an id is encoded before that.
+ * `nowMs` is the time an id carries (epoch milliseconds).
+ */
+export const makeIds = (bytes: (count: number) => Uint8Array, nowMs: () => number): IdsShape => ({
+  mint: (kind: IdKind) => formatId(kind, nowMs(), bytes(idRandomChars)),
   secret: (prefix: string) => prefix + encodeIdBody(bytes(secretBytes))
 })
+
+/** Ids from `bytes`, their time from the Clock of the layer's context. */
+const layerWith = (bytes: () => (count: number) => Uint8Array) =>
+  Layer.effect(
+    Ids,
+    Effect.clockWith((clock) => Effect.sync(() => makeIds(bytes(), () => clock.currentTimeMillisUnsafe())))
+  )
 
 /**
  * Bytes from the operating system's CSPRNG, drawn 4 KiB at a time: a create mints about a dozen
@@ -44,7 +56,7 @@ export const pooledRandomBytes = (poolSize = 4096) => {
   }
 }
 
-export const layer = Layer.sync(Ids, () => makeIds(pooledRandomBytes()))
+export const layer = layerWith(() => pooledRandomBytes())
 
 /**
  * sfc32 seeded through splitmix32: a small, fast PRNG in 32-bit integer arithmetic only, so the
@@ -95,4 +107,4 @@ export const seededBytes = (seed: number) => {
   }
 }
 
-export const layerSeeded = (seed: number) => Layer.sync(Ids, () => makeIds(seededBytes(seed)))
+export const layerSeeded = (seed: number) => layerWith(() => seededBytes(seed))

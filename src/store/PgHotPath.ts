@@ -26,11 +26,11 @@ const eventsAndOutbox = `events AS (
   FROM json_to_recordset($2::json)
     AS e(payment_id text, merchant_id text, id text, type text, sequence int, data jsonb, created_at timestamptz)
   WHERE e.payment_id IN (SELECT id FROM payment)
-  RETURNING id, merchant_id, created_at
+  RETURNING id, payment_id, sequence, merchant_id, created_at
 ),
 outbox AS (
-  INSERT INTO webhook_outbox (event_id, merchant_id, created_at)
-  SELECT e.id, e.merchant_id, e.created_at FROM events e JOIN merchants m ON m.id = e.merchant_id COLLATE "C"
+  INSERT INTO webhook_outbox (event_id, payment_id, sequence, merchant_id, created_at)
+  SELECT e.id, e.payment_id, e.sequence, e.merchant_id, e.created_at FROM events e JOIN merchants m ON m.id = e.merchant_id COLLATE "C"
   WHERE m.webhook_url IS NOT NULL
 )`
 

@@ -208,11 +208,11 @@ export const makePgStore = Effect.gen(function*() {
         parts.push(
           sql`events AS (INSERT INTO payment_events ${
             sql.insert(change.events.map((e) => ({ ...eventColumns(e), data: sql.json(e.data) })) as any)
-          } RETURNING id, merchant_id, created_at)`
+          } RETURNING id, payment_id, sequence, merchant_id, created_at)`
         )
         // Only a merchant with a webhook URL has deliveries to make (CONTRACT section 7).
-        parts.push(sql`outbox AS (INSERT INTO webhook_outbox (event_id, merchant_id, created_at)
-          SELECT id, merchant_id, created_at FROM events
+        parts.push(sql`outbox AS (INSERT INTO webhook_outbox (event_id, payment_id, sequence, merchant_id, created_at)
+          SELECT id, payment_id, sequence, merchant_id, created_at FROM events
           WHERE EXISTS (SELECT 1 FROM merchants WHERE id = ${change.payment.merchantId} AND webhook_url IS NOT NULL))`)
       }
       if (change.ledger.length > 0) {

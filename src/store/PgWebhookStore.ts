@@ -53,8 +53,7 @@ const orderRule = (except?: string) =>
             AND earlier.id <> ${except}`
   }
         ) AND NOT EXISTS (
-          SELECT 1 FROM payment_events e JOIN webhook_outbox o ON o.event_id = e.id
-          WHERE e.payment_id = d.payment_id AND e.sequence < d.event_sequence
+          SELECT 1 FROM webhook_outbox o WHERE o.payment_id = d.payment_id AND o.sequence < d.event_sequence
         )`
 
 /**
@@ -192,14 +191,18 @@ export const makePgWebhookStore = Effect.gen(function*() {
 
   const drain = (limit: number, build: PollInput["build"]) =>
     run(sql.withTransaction(Effect.gen(function*() {
-      const taken = yield* sql`DELETE FROM webhook_outbox WHERE event_id IN (
-          SELECT event_id FROM webhook_outbox ORDER BY created_at, event_id LIMIT ${limit} FOR UPDATE SKIP LOCKED
-        ) RETURNING event_id`
+      const taken = yield* sql`DELETE FROM webhook_outbox WHERE (payment_id, sequence) IN (
+          SELECT payment_id, sequence FROM webhook_outbox ORDER BY created_at, event_id LIMIT ${limit}
+          FOR UPDATE SKIP LOCKED
+        ) RETURNING payment_id, sequence`
       if (taken.length === 0) return { drained: 0, created: [] }
-      const ids = taken.map((r) => r.event_id as string)
-      const events = yield* sql<EventRow>`SELECT * FROM payment_events WHERE id IN ${
-        sql.in(ids)
-      } ORDER BY created_at, payment_id, sequence`
+      // Events are keyed by their payment and sequence (migration 0016), as the outbox names them.
+      const events = yield* sql<EventRow>`SELECT e.* FROM payment_events e
+        JOIN unnest(${taken.map((r) => r.payment_id as string)}::text[], ${
+        taken.map((r) => Number(r.sequence))
+      }::int[]) AS t(payment_id, sequence)
+          ON e.payment_id = t.payment_id AND e.sequence = t.sequence
+        ORDER BY e.created_at, e.payment_id, e.sequence`
       const merchantIds = [...new Set(events.map((e) => e.merchant_id))]
       const merchants = new Map(
         (merchantIds.length === 0

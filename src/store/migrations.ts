@@ -409,5 +409,27 @@ ${rollupUpsert}      RETURN NULL;
     DROP INDEX ledger_entries_merchant;
     CREATE INDEX ledger_entries_merchant ON ledger_entries (merchant_id, currency, account)
       WHERE account IN ('merchant_pending', 'merchant_available', 'merchant_reserved');
+  `),
+  "0016_event_keys": statements(`
+    -- An event is found by its payment (its events, the webhooks' order rule) or named by the
+    -- outbox; never by its id alone. Its key is its payment and sequence, already unique, so the
+    -- index on the event's id goes: a create's events add entries to one index instead of two.
+    -- An event's id stays unique in practice (83 random bits after its time); a delivery keeps its
+    -- own unique event_id. The outbox names its event by that key (its primary key, and the
+    -- foreign key to the event).
+    ALTER TABLE webhook_outbox ADD COLUMN payment_id text;
+    ALTER TABLE webhook_outbox ADD COLUMN sequence integer;
+    UPDATE webhook_outbox o SET payment_id = e.payment_id, sequence = e.sequence
+      FROM payment_events e WHERE e.id = o.event_id;
+    ALTER TABLE webhook_outbox ALTER COLUMN payment_id SET NOT NULL;
+    ALTER TABLE webhook_outbox ALTER COLUMN sequence SET NOT NULL;
+    ALTER TABLE webhook_outbox DROP CONSTRAINT webhook_outbox_event_id_fkey;
+    ALTER TABLE webhook_outbox DROP CONSTRAINT webhook_outbox_pkey;
+    ALTER TABLE payment_events DROP CONSTRAINT payment_events_pkey;
+    ALTER TABLE payment_events DROP CONSTRAINT payment_events_payment_id_sequence_key;
+    ALTER TABLE payment_events ADD CONSTRAINT payment_events_pkey PRIMARY KEY (payment_id, sequence);
+    ALTER TABLE webhook_outbox ADD CONSTRAINT webhook_outbox_pkey PRIMARY KEY (payment_id, sequence);
+    ALTER TABLE webhook_outbox ADD CONSTRAINT webhook_outbox_event_fkey FOREIGN KEY (payment_id, sequence)
+      REFERENCES payment_events (payment_id, sequence);
   `)
 }

@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest"
+import { idTimeMs } from "../../src/domain/Ids.ts"
 import { makeIds, seededBytes, sfc32 } from "../../src/platform/Ids.ts"
 
 /**
@@ -35,11 +36,37 @@ describe("sfc32: the seeded generator", () => {
 
   it("gives seeded ids that repeat with their seed and differ across seeds", () => {
     const mint = (seed: number) => {
-      const ids = makeIds(seededBytes(seed))
+      const ids = makeIds(seededBytes(seed), () => 1_795_000_000_000)
       return [ids.mint("payment"), ids.mint("request"), ids.secret("sk_live_")]
     }
     expect(mint(7)).toEqual(mint(7))
     expect(mint(7)).not.toEqual(mint(8))
-    expect(mint(7)[0]).toMatch(/^pay_[A-Za-z0-9]{16}$/)
+    expect(mint(7)[0]).toMatch(/^pay_[0-9a-z]{9}[A-Za-z0-9]{14}$/)
+    expect(idTimeMs(mint(7)[0]!)).toBe(1_795_000_000_000)
+  })
+})
+
+describe("time-ordered ids", () => {
+  it("sort by the millisecond they were minted, in code-point order and in the default collation", () => {
+    let now = 0
+    const ids = makeIds(seededBytes(3), () => now)
+    const minted: Array<string> = []
+    // From the epoch through the years the service runs to the last millisecond the body holds.
+    for (
+      const ms of [0, 1, 35, 36, 1_295, 1_296, 1_795_000_000_000, 1_795_000_000_001, 2_821_109_907_456, 36 ** 9 - 1]
+    ) {
+      now = ms
+      minted.push(ids.mint("payment"))
+      expect(idTimeMs(minted.at(-1)!)).toBe(ms)
+    }
+    expect([...minted].sort()).toEqual(minted)
+    expect([...minted].sort((a, b) => a.localeCompare(b, "en"))).toEqual(minted)
+    expect(minted.every((id) => id.length === "pay_".length + 9 + 14)).toBe(true)
+  })
+
+  it("keep their random part: ids minted in the same millisecond differ", () => {
+    const ids = makeIds(seededBytes(5), () => 1_795_000_000_000)
+    const minted = new Set(Array.from({ length: 10_000 }, () => ids.mint("event")))
+    expect(minted.size).toBe(10_000)
   })
 })

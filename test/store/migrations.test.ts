@@ -107,5 +107,11 @@ describe("migrations over a database with rows", () => {
     const applied = (await db.query("SELECT max(migration_id)::int AS n FROM effect_sql_migrations")).rows[0].n
     expect(applied).toBe(Math.max(...Object.keys(migrationTexts).map((key) => Number(key.split("_")[0]))))
     expect(await contents(db, columns)).toEqual(was)
+    // The outbox's rows name their events by payment and sequence now (migration 0016): each the event it named by id.
+    const named = (await db.query(`SELECT count(*)::int AS n FROM webhook_outbox o
+      JOIN payment_events e ON e.payment_id = o.payment_id AND e.sequence = o.sequence AND e.id = o.event_id`)).rows[0]
+      .n
+    expect(named).toBe(was["webhook_outbox"]!.rows)
+    expect(named).toBeGreaterThan(0)
   })
 })

@@ -216,7 +216,8 @@ const seedPaymentEvents = (payments: number, events: number, inOutbox: (sequence
           if (
             inOutbox(sequence)
           ) {
-            yield* sql`INSERT INTO webhook_outbox (event_id, merchant_id, created_at) VALUES (${id}, 'mer_1', now())`
+            yield* sql`INSERT INTO webhook_outbox (event_id, payment_id, sequence, merchant_id, created_at)
+              VALUES (${id}, ${`pay_o${p}`}, ${sequence}, 'mer_1', now())`
           }
         }
       }

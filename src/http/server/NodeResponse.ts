@@ -105,7 +105,7 @@ const answerClientError = (mintRequestId: () => string) => (error: Error & { cod
  * envelope for what its parser refuses.
  */
 export const createHttpServer = () => {
-  const ids = makeIds(pooledRandomBytes())
+  const ids = makeIds(pooledRandomBytes(), Date.now)
   const server = createServer({ ServerResponse: HangUpSafeResponse })
   server.on("clientError", answerClientError(() => ids.mint("request")))
   return server
