@@ -60,12 +60,12 @@ const pushTime = (codes: Array<number>, ms: number) => {
 }
 
 /**
- * `prefix_`, the time `nowMs` (`idTimeChars` characters), then one random character per byte of
+ * `prefix_`, the time `now` in epoch ms (`idTimeChars` characters), then one random character per byte of
  * `bytes` (`idRandomChars` of them for the service's ids).
  */
-export const formatId = (kind: IdKind, nowMs: number, bytes: Uint8Array): string => {
+export const formatId = (kind: IdKind, now: number, bytes: Uint8Array): string => {
   const codes = prefixCodes[kind].slice()
-  pushTime(codes, nowMs)
+  pushTime(codes, now)
   return encodeCodes(bytes, codes)
 }
 
