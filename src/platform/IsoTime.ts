@@ -1,6 +1,6 @@
 /**
  * Times are epoch milliseconds inside the service; this is where they become ISO 8601 text: at
- * the wire (responses, webhook payloads) and for PostgreSQL's parameters (src/store/PgRows.ts).
+ * the wire (responses, webhook payloads) and for PostgreSQL's parameters (src/store/rows/Timestamps.ts).
  *
  * Every response and stored row writes a few, so the common case has a fast path: `isoAt` builds
  * `YYYY-MM-DDTHH:mm:ss.sssZ` from the second's prefix (kept for recent seconds and days) and small
@@ -51,3 +51,6 @@ export const isoAt = (ms: number): string => {
   // The shared prefix and a short, flat tail: one small string a call.
   return secondPrefixes[slot] + (threeDigits[whole - second * 1000] + "Z")
 }
+
+/** `isoAt` of a time that may be absent (null stays null). */
+export const isoOrNull = (ms: number | null): string | null => (ms === null ? null : isoAt(ms))

@@ -225,7 +225,7 @@ const toResult = (paymentId: string, outcome: UpdateOutcome): Effect.Effect<Paym
 const settlementBatch = 500
 
 /** What a payment asks of the card network. */
-export const authorizationRequest = (payment: Payment.Payment): AuthorizationRequest => ({
+const authorizationRequest = (payment: Payment.Payment): AuthorizationRequest => ({
   paymentId: payment.id,
   merchantId: payment.merchantId,
   amountCents: payment.amountCents,

@@ -5,7 +5,7 @@ import type { Merchant } from "../../domain/Merchant.ts"
 import type { Currency } from "../../domain/Money.ts"
 import { disputeSnapshot, type Payment, type PaymentEvent } from "../../domain/Payment.ts"
 import type { Delivery } from "../../domain/Webhook.ts"
-import { isoAt } from "../../platform/IsoTime.ts"
+import { isoAt, isoOrNull } from "../../platform/IsoTime.ts"
 import type { AnalyticsReport, CurrencyFigures, FraudStatsReport } from "../../services/Analytics.ts"
 import type { PageOf, PageRequest } from "../../store/Store.ts"
 import type * as S from "./Schemas.ts"
@@ -21,7 +21,7 @@ import type * as W from "./WebhookSchemas.ts"
  */
 
 /** A time that may be absent, as the wire writes it. */
-export const isoOrNull = (at: number | null): string | null => (at === null ? null : isoAt(at))
+export { isoOrNull }
 
 export const transaction = (p: Payment): typeof S.Transaction.Encoded => ({
   id: p.id,

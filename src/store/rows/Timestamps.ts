@@ -1,4 +1,4 @@
-import { isoAt } from "../../platform/IsoTime.ts"
+import { isoAt, isoOrNull } from "../../platform/IsoTime.ts"
 
 /**
  * Times are epoch milliseconds in the store's interface and `timestamptz` in PostgreSQL: a time
@@ -11,7 +11,7 @@ import { isoAt } from "../../platform/IsoTime.ts"
 export type Timestamp = Date | string
 
 export const timestamp = (at: number): string => isoAt(at)
-export const timestampOrNull = (at: number | null): string | null => (at === null ? null : isoAt(at))
+export const timestampOrNull = isoOrNull
 
 /** A `timestamptz` value as read, in epoch milliseconds. */
 export const ms = (value: Timestamp): number => (value instanceof Date ? value.getTime() : Date.parse(value))
