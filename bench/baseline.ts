@@ -11,10 +11,10 @@ import { createServer } from "node:http"
 import pg from "pg"
 import { formatId, idRandomChars } from "../src/domain/Ids.ts"
 import {
-  commitChangesSql,
-  commitChangesValues,
-  openPaymentsSql,
-  openPaymentsValues,
+  insertCreatedSql,
+  insertCreatedValues,
+  readForCreateSql,
+  readForCreateValues,
   toHistory
 } from "../src/store/PgHotPath.ts"
 import { hotPathPlannerOptions } from "../src/store/PgPrepared.ts"
@@ -41,15 +41,15 @@ const server = createServer((request, response) => {
         currency: t.currency,
         cardToken: t.card_token
       }, typeof key === "string" ? key : null)
-      const opened = await pool.query({
-        name: "open_payments_v1",
-        text: openPaymentsSql,
-        values: openPaymentsValues([unit.open])
+      const read = await pool.query({
+        name: "read_for_create_v1",
+        text: readForCreateSql,
+        values: readForCreateValues([unit.read])
       })
-      const commit = unit.commit(toHistory(opened.rows[0]))
-      await pool.query({ name: "commit_changes_v1", text: commitChangesSql, values: commitChangesValues([commit]) })
+      const write = unit.once(toHistory(read.rows[0]))
+      await pool.query({ name: "insert_created_v1", text: insertCreatedSql, values: insertCreatedValues([write]) })
       response.writeHead(201, { "content-type": "application/json" })
-      response.end(commit.response?.body ?? "{}")
+      response.end(write.response?.body ?? "{}")
     } catch (error) {
       response.writeHead(500, { "content-type": "application/json" })
       response.end(JSON.stringify({ error: String(error) }))

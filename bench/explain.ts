@@ -16,11 +16,11 @@ import { formatId, idRandomChars } from "../src/domain/Ids.ts"
 import * as Cli from "../src/platform/Cli.ts"
 import { startEmbeddedPostgres } from "../src/platform/Database.ts"
 import {
-  commitChangesSql,
-  commitChangesValues,
   getPaymentSql,
-  openPaymentsSql,
-  openPaymentsValues,
+  insertCreatedSql,
+  insertCreatedValues,
+  readForCreateSql,
+  readForCreateValues,
   toHistory
 } from "../src/store/PgHotPath.ts"
 import { hotPathPlannerOptions } from "../src/store/PgPrepared.ts"
@@ -77,11 +77,8 @@ try {
       { amountCents: 1234, currency: "USD", cardToken: "tok_visa" },
       `warm-${i}`
     )
-    const opened = await client.query({ text: openPaymentsSql, values: openPaymentsValues([warm.open]) })
-    await client.query({
-      text: commitChangesSql,
-      values: commitChangesValues([warm.commit(toHistory(opened.rows[0]))])
-    })
+    const read = await client.query({ text: readForCreateSql, values: readForCreateValues([warm.read]) })
+    await client.query({ text: insertCreatedSql, values: insertCreatedValues([warm.once(toHistory(read.rows[0]))]) })
   }
   const unit = createUnit(
     merchantId,
@@ -101,27 +98,18 @@ try {
       .then((result) => console.log(`\n## ${title}\n\n${result.rows.map((r) => r["QUERY PLAN"]).join("\n")}`))
     return client
   }
-  const opened = await explain(
-    "create, round trip 1: claim, insert, first event, velocity count",
-    openPaymentsSql,
-    openPaymentsValues([unit.open])
+  const read = await explain(
+    "create, round trip 1: the key's state and the fraud history (read only)",
+    readForCreateSql,
+    readForCreateValues([unit.read])
   )
-  await opened.query("ROLLBACK")
-  // The commit needs the payment in place: insert it for real inside the explained transaction.
-  await client.query("BEGIN")
-  const rows = await client.query({ text: openPaymentsSql, values: openPaymentsValues([unit.open]) })
-  await client.query("SET LOCAL plan_cache_mode = force_generic_plan")
-  const commit = unit.commit(toHistory(rows.rows[0]))
-  const result = await client.query({
-    text: `EXPLAIN (ANALYZE, BUFFERS, COSTS OFF, SUMMARY ON) ${commitChangesSql}`,
-    values: commitChangesValues([commit])
-  })
-  console.log(
-    `\n## create, round trip 2: authorization, screening, capture, ledger, stored response\n\n${
-      result.rows.map((r) => r["QUERY PLAN"]).join("\n")
-    }`
-  )
-  await client.query("ROLLBACK")
+  const rows = await read.query({ text: readForCreateSql, values: readForCreateValues([unit.read]) })
+  await read.query("ROLLBACK")
+  await (await explain(
+    "create, round trip 2: the key claimed finished, the payment written once with its events, ledger and response",
+    insertCreatedSql,
+    insertCreatedValues([unit.once(toHistory(rows.rows[0]))])
+  )).query("ROLLBACK")
   const any = await client.query("SELECT id FROM payments LIMIT 1")
   await (await explain("GET one transaction", getPaymentSql, [any.rows[0]?.id ?? "pay_none", merchantId])).query(
     "ROLLBACK"

@@ -11,8 +11,8 @@ import * as Payment from "../src/domain/Payment.ts"
 import * as Wire from "../src/http/api/Wire.ts"
 import { defaults } from "../src/platform/Config.ts"
 import { historyWindows, score } from "../src/services/Fraud.ts"
-import { commitChangesSql, commitChangesValues, openPaymentsSql, openPaymentsValues } from "../src/store/PgHotPath.ts"
-import type { ChangeCommit, OpenPayment } from "../src/store/Store.ts"
+import { insertCreatedSql, insertCreatedValues, readForCreateSql, readForCreateValues } from "../src/store/PgHotPath.ts"
+import type { ChangeCommit, CreatedCommit, CreateRead, OpenPayment } from "../src/store/Store.ts"
 
 /** One create as the service runs it (sandbox approval, screening, automatic capture), with ids from `mintId`. */
 export const createUnit = (
@@ -23,6 +23,9 @@ export const createUnit = (
 ): {
   readonly open: OpenPayment
   readonly commit: (history: FraudHistory) => ChangeCommit
+  /** The same create read first and written once (Store.readForCreate, Store.insertCreated). */
+  readonly read: CreateRead
+  readonly once: (history: FraudHistory) => CreatedCommit
   readonly payment: () => Payment.Payment
 } => {
   const now = Date.now()
@@ -49,26 +52,32 @@ export const createUnit = (
     expiresAt: now + defaults.idempotencyTtlMs
   }
   let committed: Payment.Payment = pending
+  const commit = (history: FraudHistory): ChangeCommit => {
+    const authorization = sandboxAnswer({ ...pending, paymentId: pending.id }) ??
+      { _tag: "Approved", networkRiskSignal: 0.05 }
+    const screening = authorization._tag === "Approved"
+      ? score({ ...pending, networkRiskSignal: authorization.networkRiskSignal }, history)
+      : null
+    const flow = Payment.advanceFlow(pending, { authorization, screening, thresholds: defaults.fraudThresholds }, {
+      now: Date.now(),
+      mintId
+    })
+    if (!flow.ok) throw new Error("flow refused")
+    committed = flow.change.payment
+    const responseBody = JSON.stringify({ transaction: Wire.transaction(committed) })
+    return {
+      before: pending,
+      change: flow.change,
+      response: claim === null ? null : { merchantId, key: claim.key, status: 201, body: responseBody }
+    }
+  }
   return {
     open: { change: created.change, claim, history: historyWindows(now) },
-    commit: (history) => {
-      const authorization = sandboxAnswer({ ...pending, paymentId: pending.id }) ??
-        { _tag: "Approved", networkRiskSignal: 0.05 }
-      const screening = authorization._tag === "Approved"
-        ? score({ ...pending, networkRiskSignal: authorization.networkRiskSignal }, history)
-        : null
-      const flow = Payment.advanceFlow(pending, { authorization, screening, thresholds: defaults.fraudThresholds }, {
-        now: Date.now(),
-        mintId
-      })
-      if (!flow.ok) throw new Error("flow refused")
-      committed = flow.change.payment
-      const responseBody = JSON.stringify({ transaction: Wire.transaction(committed) })
-      return {
-        before: pending,
-        change: flow.change,
-        response: claim === null ? null : { merchantId, key: claim.key, status: 201, body: responseBody }
-      }
+    commit,
+    read: { payment: pending, claim, history: historyWindows(now) },
+    once: (history) => {
+      const { change, response } = commit(history)
+      return { change: { ...change, events: [...created.change.events, ...change.events] }, claim, response }
     },
     payment: () => committed
   }
@@ -78,7 +87,8 @@ const marker = "ZZID"
 const colon = "ZZCOLON"
 
 /**
- * A pgbench script of the create's two statements, each parameter a typed literal; ids and the
+ * A pgbench script of the create's two statements (read, then write once), each parameter a typed
+ * literal (an array's elements each one); ids and the
  * idempotency key carry `:n`, unique per transaction. pgbench substitutes `:name` even inside
  * quotes, so colons in literals are spelled through chr(58).
  */
@@ -91,8 +101,8 @@ export const pgbenchScript = async (client: pg.Client, merchantId: string) => {
     `bench-${marker}`
   )
   const statements: Array<[string, Array<unknown>]> = [
-    [openPaymentsSql, openPaymentsValues([unit.open])],
-    [commitChangesSql, commitChangesValues([unit.commit(noHistory)])]
+    [readForCreateSql, readForCreateValues([unit.read])],
+    [insertCreatedSql, insertCreatedValues([unit.once(noHistory)])]
   ]
   const lines = ["\\set n :client_id * 1000000000000 + random(1, 999999999999)"]
   for (const [index, [text, values]] of statements.entries()) {
@@ -104,8 +114,11 @@ export const pgbenchScript = async (client: pg.Client, merchantId: string) => {
       ]))
         .rows[0].types as Array<string>
     await client.query(`DEALLOCATE ${name}`)
-    const literal = (value: unknown, type: string) => {
+    const literal = (value: unknown, type: string): string => {
       if (value === null || value === undefined) return `NULL::${type}`
+      if (Array.isArray(value)) {
+        return `ARRAY[${value.map((element) => literal(element, type.slice(0, -2))).join(", ")}]::${type}`
+      }
       const raw = String(value)
       let expression = `'${raw.replaceAll("'", "''").replaceAll(":", colon)}'`
       if (raw.includes(":")) expression = `replace(${expression}, '${colon}', chr(58))`

@@ -20,10 +20,12 @@ import { type CreateResponse, Payments } from "./Payments.ts"
  * finish (a failure that is not final, a hang-up, a stop) releases its claim at once, so the
  * client's retry runs again instead of waiting out the claim's lease.
  *
- * A create claims its key in the payment's own first commit and stores its response with the
- * flow's (`Payments.open`, `Payments.finish`): a key never seen before costs no round trip of its
- * own. Any other state of the key (a retry, a replay, a racing request, a different body) comes
- * back from that first commit as `KeyTaken`, and is answered here.
+ * A create claims its key with its payment (`Payments.createInline`): written once, the key is
+ * claimed finished, with its response, in the statement that writes the payment; otherwise it is
+ * claimed in the payment's first commit and its response stored with the flow's. A key never seen
+ * before costs no round trip of its own. Any other state of the key (a retry, a replay, a racing
+ * request, a different body) comes back from the create's first round trip (or its write, for a
+ * race) as `KeyTaken`, and is answered here.
  */
 
 /** A finished response: its status, its JSON text, and headers of its own. */

@@ -1,5 +1,5 @@
 import { Cause, Clock, Context, Effect, Exit, Fiber, Layer, Result } from "effect"
-import { Acquirer, type AuthorizationRequest, authorizeWithin } from "../acquirer/Acquirer.ts"
+import { Acquirer, type AcquirerShape, type AuthorizationRequest, authorizeWithin } from "../acquirer/Acquirer.ts"
 import * as Dispute from "../domain/Dispute.ts"
 import type { Assessment as FraudAssessment, FraudCase, FraudHistory } from "../domain/Fraud.ts"
 import type { LedgerEntry } from "../domain/Ledger.ts"
@@ -18,9 +18,9 @@ import type {
   StoredResponse,
   UpdateOutcome
 } from "../store/Store.ts"
-import { Store, type StoreUnavailable } from "../store/Store.ts"
+import { Store, type StoreShape, type StoreUnavailable } from "../store/Store.ts"
 import { InvalidInput, InvalidState, NotFound, ProcessorUnavailable } from "./Errors.ts"
-import { Fraud, historyWindows } from "./Fraud.ts"
+import { Fraud, type FraudShape, historyWindows } from "./Fraud.ts"
 import { type FlowEnd, PaymentActors } from "./PaymentActors.ts"
 import { makeProcessorSteps, type ProcessorStepError } from "./ProcessorSteps.ts"
 import { Webhooks } from "./Webhooks.ts"
@@ -41,7 +41,7 @@ export interface CreateResponse<R> {
 
 /** What a create on the fast path needs from its request. */
 export interface InlineRequest<R> {
-  /** The request's idempotency claim, taken in the create's first commit; null without a key. */
+  /** The request's idempotency claim, taken with the payment; null without a key. */
   readonly claim: IdempotencyClaim | null
   /** The response to the payment as committed. */
   readonly respond: (payment: Payment.Payment) => CreateResponse<R>
@@ -50,19 +50,19 @@ export interface InlineRequest<R> {
 export type InlineOutcome<R> =
   /** The key is known already (a retry, a replay, a racing request): nothing was written. */
   | { readonly _tag: "KeyTaken"; readonly finished?: FinishedResponse }
-  /** `stored`: the response is stored under the key already (in the flow's commit). */
+  /** `stored`: the response is stored under the key already (with the payment, or in the flow's commit). */
   | { readonly _tag: "Created"; readonly reply: R; readonly stored: boolean }
 
 export interface PaymentsShape {
   /**
-   * The create path (docs/performance.md): one round trip inserts the payment, claims the
-   * request's key and reads the card's history for the fraud model; when the acquirer answers at
-   * once the whole flow (authorize, screen, capture) is decided here and committed with the
-   * response stored under the key in a second one. Otherwise, or if a racing command moved the
-   * payment, the supervised flow goes on and the response is the record it left by the request
-   * deadline. The claim, once committed, is the request's: a failure, a hang-up or a stop after
-   * that releases it (before, the store does: `OpenPayment.claim`), and the payment's flow takes
-   * over at once.
+   * The create path (docs/performance.md). When the acquirer answers at once, one round trip
+   * reads the request's key and the card's history for the fraud model, the whole flow
+   * (authorize, screen, capture) is decided here, and a second writes the payment once, as the
+   * flow left it, with the key claimed finished under its response (`makeCreateOnce`).
+   * Otherwise one round trip inserts the payment, claims the key and reads the history, and the
+   * supervised flow goes on; the response is the record it left by the request deadline. That
+   * claim, once committed, is the request's: a failure, a hang-up or a stop after that releases
+   * it (before, the store does: `OpenPayment.claim`), and the payment's flow takes over at once.
    */
   readonly createInline: <R>(
     input: Payment.CreateInput,
@@ -241,6 +241,61 @@ const timedOut: Payment.AuthorizationOutcome = {
 }
 export const resumeBatch = 500
 
+/**
+ * A create whose authorization is known before anything is written (the acquirer answers at
+ * once): one round trip reads the key's state and the history, the whole flow is decided here,
+ * and the payment is written once, as the flow left it, with every event, its ledger and the
+ * response stored under the key it claims in that same commit. Null when the acquirer cannot
+ * answer at once, or the flow cannot be decided on the new payment here: the general path runs.
+ */
+const makeCreateOnce = (deps: {
+  readonly acquirer: AcquirerShape
+  readonly store: StoreShape
+  readonly fraud: FraudShape
+  readonly flowSteps: (
+    payment: Payment.Payment,
+    authorization: Payment.AuthorizationOutcome,
+    screening: FraudAssessment | null,
+    ctx: Payment.Context
+  ) => Payment.Decision
+  readonly recordCommitted: (change: Payment.Change) => void
+  readonly instanceId: string | null
+  /** The flow's context, taken once the history is read. */
+  readonly context: Effect.Effect<Payment.Context>
+}) =>
+  Effect.fnUntraced(function*<R>(
+    created: Payment.Change,
+    request: InlineRequest<R>
+  ): Effect.fn.Return<InlineOutcome<R> | null, StoreUnavailable> {
+    const { fraud, store } = deps
+    const payment = created.payment
+    const authorization = deps.acquirer.answerNow?.(authorizationRequest(payment))
+    if (authorization === undefined) return null
+    const read = yield* store.readForCreate({
+      payment,
+      claim: request.claim,
+      history: historyWindows(payment.createdAt)
+    })
+    if (read._tag === "KeyTaken") return read
+    const screening = authorization._tag === "Approved"
+      ? fraud.score({ ...payment, networkRiskSignal: authorization.networkRiskSignal }, read.history)
+      : null
+    const flow = deps.flowSteps(payment, authorization, screening, yield* deps.context)
+    if (!flow.ok) return null
+    const change: Payment.Change = { ...flow.change, events: [...created.events, ...flow.change.events] }
+    const response = request.respond(change.payment)
+    const written = yield* store.insertCreated({
+      change,
+      claim: request.claim,
+      response: response.stored,
+      flowOwner: deps.instanceId
+    })
+    // The key was claimed meanwhile by a racing request with it: nothing was written.
+    if (!written) return { _tag: "KeyTaken" }
+    deps.recordCommitted(change)
+    return { _tag: "Created", reply: response.reply, stored: response.stored !== null }
+  })
+
 export const make = Effect.gen(function*() {
   const store = yield* Store
   const webhooks = yield* Webhooks
@@ -395,7 +450,6 @@ export const make = Effect.gen(function*() {
     )
   })
 
-  const captureApart = operations !== undefined
   const flowSteps = (
     payment: Payment.Payment,
     authorization: Payment.AuthorizationOutcome | null,
@@ -404,7 +458,14 @@ export const make = Effect.gen(function*() {
   ) =>
     // With a remote processor the authorization and screening are booked before the capture is
     // asked of it (the flow's next round): a capture whose answer is lost leaves them booked.
-    Payment.advanceFlow(payment, { authorization, screening, thresholds: config.fraudThresholds, captureApart }, ctx)
+    Payment.advanceFlow(payment, {
+      authorization,
+      screening,
+      thresholds: config.fraudThresholds,
+      captureApart: operations !== undefined
+    }, ctx)
+
+  const createOnce = makeCreateOnce({ acquirer, store, fraud, flowSteps, recordCommitted, instanceId, context })
 
   const askNetwork = authorizeWithin(acquirer)
 
@@ -574,6 +635,8 @@ export const make = Effect.gen(function*() {
           const claim = request.claim
           let claimed = false
           const inline = Effect.gen(function*() {
+            const once = yield* createOnce(decision.change, request)
+            if (once !== null) return once
             const opened = yield* store.openPayment({
               change: decision.change,
               claim,

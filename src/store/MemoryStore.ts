@@ -656,6 +656,54 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
         if (open.flowOwner !== undefined && open.flowOwner !== null) state.flowOwners.set(payment.id, open.flowOwner)
         return { _tag: "Opened" as const, history: found }
       }),
+    readForCreate: ({ claim, history: windows, payment }) =>
+      Effect.sync(() => {
+        if (claim !== null) {
+          const known = state.idempotency.get(claim.merchantId, claim.key)
+          if (known !== undefined && known.state === "completed" && known.expiresAt > claim.now) {
+            return {
+              _tag: "KeyTaken" as const,
+              finished: { fingerprint: known.fingerprint, status: known.status!, body: known.body! }
+            }
+          }
+          if (known !== undefined || state.paymentsByIdempotencyKey.has(claim.merchantId, claim.key)) {
+            return { _tag: "KeyTaken" as const }
+          }
+        }
+        const found = history({
+          ...windows,
+          merchantId: payment.merchantId,
+          cardToken: payment.cardToken,
+          currency: payment.currency,
+          until: payment.createdAt,
+          excludePaymentId: payment.id
+        })
+        return { _tag: "Opened" as const, history: found }
+      }),
+    insertCreated: ({ change, claim, flowOwner, response }) =>
+      Effect.sync(() => {
+        const payment = change.payment
+        if (claim !== null) {
+          if (
+            state.idempotency.get(claim.merchantId, claim.key) !== undefined ||
+            state.paymentsByIdempotencyKey.has(claim.merchantId, claim.key)
+          ) return false
+          setIdempotency(claim.merchantId, claim.key, {
+            ...claimRow(claim, payment.id),
+            state: "completed",
+            lockedUntil: claim.now,
+            status: response?.status ?? null,
+            body: response?.body ?? null
+          })
+          state.paymentsByIdempotencyKey.set(claim.merchantId, claim.key, payment.id)
+        }
+        commit(change, undefined)
+        remember(payment, undefined, undefined)
+        if (flowOwner !== undefined && flowOwner !== null && nextStep(payment) !== null) {
+          state.flowOwners.set(payment.id, flowOwner)
+        }
+        return true
+      }),
     readForCommand: ({ merchantId, paymentId, commandKey }) =>
       Effect.sync(() => {
         const payment = ownPayment(merchantId, paymentId)

@@ -1,14 +1,14 @@
 import type * as Pg from "pg"
 import type { FraudHistory } from "../domain/Fraud.ts"
-import type { Change } from "../domain/Payment.ts"
+import { type Change, nextStep } from "../domain/Payment.ts"
 import { makeBatcher } from "./GroupCommit.ts"
 import type { Row } from "./PgRows.ts"
 import { eventColumns } from "./rows/Event.ts"
 import { fraudCaseColumns } from "./rows/FraudCase.ts"
 import { ledgerEntryColumns } from "./rows/LedgerEntry.ts"
 import { changingColumns, paymentColumns } from "./rows/Payment.ts"
-import { timestamp } from "./rows/Timestamps.ts"
-import type { ChangeCommit, OpenOutcome, OpenPayment } from "./Store.ts"
+import { timestamp, timestampOrNull } from "./rows/Timestamps.ts"
+import type { ChangeCommit, CreatedCommit, CreateRead, OpenOutcome, OpenPayment } from "./Store.ts"
 
 /**
  * The create path on PostgreSQL (docs/performance.md): two fixed-shape statements, each a named
@@ -203,6 +203,112 @@ applied AS (
 )
 SELECT u.ord, u.id IN (SELECT id FROM payment) AS committed FROM input u ORDER BY u.ord`
 
+/**
+ * Round trip 1 of a create whose outcome is known before it writes (Store.readForCreate) for a
+ * batch: whether each request's key is known already (with its stored response when finished and
+ * live) and the payment's history, writing nothing. Inputs are typed arrays, one element a unit.
+ */
+export const readForCreateSql = `
+SELECT u.ord, h.*, k.key IS NOT NULL AS key_taken,
+  CASE WHEN k.state = 'completed' AND k.expires_at > u.claimed_at THEN k.fingerprint END AS finished_fingerprint,
+  k.response_status AS finished_status, k.response_body AS finished_body
+FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::timestamptz[], $6::timestamptz[], $7::timestamptz[],
+    $8::int[], $9::int[], $10::text[], $11::timestamptz[])
+  WITH ORDINALITY AS u(id, merchant_id, card_token, currency, created_at, hour_since, day_since, day_limit,
+    amount_window, claim_key, claimed_at, ord)
+CROSS JOIN LATERAL (${
+  historyColumns({
+    merchantId: "u.merchant_id",
+    cardToken: "u.card_token",
+    currency: "u.currency",
+    until: "u.created_at",
+    self: "u.id",
+    hourSince: "u.hour_since",
+    daySince: "u.day_since",
+    dayLimit: "u.day_limit",
+    amountWindow: "u.amount_window"
+  })
+}) h
+LEFT JOIN idempotency_keys k ON k.merchant_id = u.merchant_id AND k.key = u.claim_key
+ORDER BY u.ord`
+
+/**
+ * Round trip 2 of such a create (Store.insertCreated) for a batch: each request's key, claimed
+ * finished with its response (only a key never seen), and the payments whose claim held (or that
+ * carry none), written once as their flows left them, with their events, outbox rows (when the
+ * merchant has a webhook URL), ledger entries and fraud cases. Inputs are typed arrays: the
+ * payments' (one element a unit), then the events', the entries' and the cases', each naming its
+ * unit by its place (`unit`, from 1) and taking the payment's id, merchant, and the entries'
+ * currency from it.
+ */
+export const insertCreatedSql = `
+WITH input AS (
+  SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::text[], $6::int[], $7::int[], $8::int[],
+      $9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::jsonb[], $15::float8[], $16::text[],
+      $17::text[], $18::text[], $19::text[], $20::float8[], $21::bool[], $22::int[], $23::timestamptz[],
+      $24::timestamptz[], $25::timestamptz[], $26::text[], $27::jsonb[], $28::text[], $29::text[], $30::text[],
+      $31::timestamptz[], $32::timestamptz[], $33::int[], $34::text[], $35::text[])
+    WITH ORDINALITY AS u(id, merchant_id, status, amount_cents, currency, captured_amount_cents,
+      refunded_amount_cents, fee_cents, card_brand, card_last_four, card_token, capture_method, idempotency_key,
+      metadata, fraud_score, fraud_verdict, fraud_case_id, failure_code, failure_message, network_risk_signal,
+      in_flight, version, created_at, updated_at, captured_at, fraud_model_version, fraud_explanations, flow_owner,
+      claim_key, fingerprint, claimed_at, expires_at, response_status, response_body, owner, ord)
+),
+claimed AS (
+  INSERT INTO idempotency_keys (merchant_id, key, fingerprint, state, response_status, response_body, applied_to,
+    locked_until, created_at, expires_at, owner)
+  SELECT merchant_id, claim_key, fingerprint, 'completed', response_status, response_body, id, claimed_at, claimed_at,
+    expires_at, owner
+  FROM input WHERE claim_key IS NOT NULL ORDER BY ord
+  ON CONFLICT (merchant_id, key) DO NOTHING
+  RETURNING applied_to
+),
+payment AS (
+  INSERT INTO payments (id, merchant_id, status, amount_cents, currency, captured_amount_cents, refunded_amount_cents,
+    fee_cents, card_brand, card_last_four, card_token, capture_method, idempotency_key, idempotency_hold, metadata,
+    fraud_score, fraud_verdict, fraud_case_id, failure_code, failure_message, network_risk_signal, in_flight, version,
+    created_at, updated_at, captured_at, fraud_model_version, fraud_explanations, flow_owner)
+  SELECT id, merchant_id, status, amount_cents, currency, captured_amount_cents, refunded_amount_cents, fee_cents,
+    card_brand, card_last_four, card_token, capture_method, idempotency_key, idempotency_key, metadata, fraud_score,
+    fraud_verdict, fraud_case_id, failure_code, failure_message, network_risk_signal, in_flight, version, created_at,
+    updated_at, captured_at, fraud_model_version, fraud_explanations, CASE WHEN in_flight THEN flow_owner END
+  FROM input i
+  WHERE i.claim_key IS NULL OR i.id IN (SELECT applied_to FROM claimed)
+  RETURNING id
+),
+written AS (SELECT i.* FROM input i WHERE i.id IN (SELECT id FROM payment)),
+events AS (
+  INSERT INTO payment_events (id, payment_id, merchant_id, type, sequence, data, created_at)
+  SELECT e.id, w.id, w.merchant_id, e.type, e.sequence, e.data, e.created_at
+  FROM unnest($36::int[], $37::text[], $38::text[], $39::int[], $40::jsonb[], $41::timestamptz[])
+    AS e(unit, id, type, sequence, data, created_at)
+  JOIN written w ON w.ord = e.unit
+  RETURNING id, payment_id, sequence, merchant_id, created_at
+),
+outbox AS (
+  INSERT INTO webhook_outbox (event_id, payment_id, sequence, merchant_id, created_at)
+  SELECT e.id, e.payment_id, e.sequence, e.merchant_id, e.created_at FROM events e JOIN merchants m ON m.id = e.merchant_id COLLATE "C"
+  WHERE m.webhook_url IS NOT NULL
+),
+entries AS (
+  INSERT INTO ledger_entries (id, group_id, payment_id, merchant_id, account, direction, amount_cents, currency, created_at)
+  SELECT l.id, l.group_id, w.id, w.merchant_id, l.account, l.direction, l.amount_cents, w.currency, l.created_at
+  FROM unnest($42::int[], $43::text[], $44::text[], $45::text[], $46::text[], $47::bigint[], $48::timestamptz[])
+    AS l(unit, id, group_id, account, direction, amount_cents, created_at)
+  JOIN written w ON w.ord = l.unit
+),
+fraud AS (
+  INSERT INTO fraud_cases (id, payment_id, merchant_id, status, priority, risk_score, model_version, base_value,
+    explanations, created_at, updated_at)
+  SELECT c.id, w.id, w.merchant_id, c.status, c.priority, c.risk_score, c.model_version, c.base_value, c.explanations,
+    c.created_at, c.created_at
+  FROM unnest($49::int[], $50::text[], $51::text[], $52::text[], $53::float8[], $54::text[], $55::float8[],
+      $56::jsonb[], $57::timestamptz[])
+    AS c(unit, id, status, priority, risk_score, model_version, base_value, explanations, created_at)
+  JOIN written w ON w.ord = c.unit
+)
+SELECT i.ord, i.id IN (SELECT id FROM payment) AS committed FROM input i ORDER BY i.ord`
+
 /** Store.readForCommand: the payment, its fraud case and whether the command's key applied to it already. */
 export const readForCommandSql = `
 SELECT to_jsonb(p.*) AS payment, to_jsonb(c.*) AS fraud_case,
@@ -257,22 +363,151 @@ export const commitChangesValues = (units: ReadonlyArray<ChangeCommit>): Array<u
   JSON.stringify(units.flatMap(({ change }) => change.fraudCase === null ? [] : [fraudCaseColumns(change.fraudCase)]))
 ]
 
+/** The parameters of `readForCreateSql` for a batch. */
+export const readForCreateValues = (units: ReadonlyArray<CreateRead>): Array<unknown> => {
+  const n = units.length
+  const ids = new Array<string>(n)
+  const merchants = new Array<string>(n)
+  const cards = new Array<string>(n)
+  const currencies = new Array<string>(n)
+  const created = new Array<string>(n)
+  const hours = new Array<string>(n)
+  const days = new Array<string>(n)
+  const dayLimits = new Array<number>(n)
+  const amountWindows = new Array<number>(n)
+  const keys = new Array<string | null>(n)
+  const claimed = new Array<string | null>(n)
+  for (let i = 0; i < n; i++) {
+    const { claim, history, payment } = units[i]!
+    ids[i] = payment.id
+    merchants[i] = payment.merchantId
+    cards[i] = payment.cardToken
+    currencies[i] = payment.currency
+    created[i] = timestamp(payment.createdAt)
+    hours[i] = timestamp(history.hourSince)
+    days[i] = timestamp(history.daySince)
+    dayLimits[i] = history.dayLimit
+    amountWindows[i] = history.amountWindow
+    keys[i] = claim?.key ?? null
+    claimed[i] = claim === null ? null : timestamp(claim.now)
+  }
+  return [ids, merchants, cards, currencies, created, hours, days, dayLimits, amountWindows, keys, claimed]
+}
+
+/** The parameters of `insertCreatedSql` for a batch: one array a column. */
+export const insertCreatedValues = (units: ReadonlyArray<CreatedCommit>): Array<unknown> => {
+  const payments: Array<Array<unknown>> = Array.from({ length: 35 }, () => new Array<unknown>(units.length))
+  const events: Array<Array<unknown>> = Array.from({ length: 6 }, () => [])
+  const entries: Array<Array<unknown>> = Array.from({ length: 7 }, () => [])
+  const cases: Array<Array<unknown>> = Array.from({ length: 9 }, () => [])
+  const push = (columns: Array<Array<unknown>>, values: ReadonlyArray<unknown>) => {
+    for (let c = 0; c < values.length; c++) columns[c]!.push(values[c])
+  }
+  for (let i = 0; i < units.length; i++) {
+    const { change, claim, flowOwner, response } = units[i]!
+    const p = change.payment
+    const unit = i + 1
+    const row = [
+      p.id,
+      p.merchantId,
+      p.status,
+      p.amountCents,
+      p.currency,
+      p.capturedAmountCents,
+      p.refundedAmountCents,
+      p.feeCents,
+      p.cardBrand,
+      p.cardLastFour,
+      p.cardToken,
+      p.captureMethod,
+      p.idempotencyKey,
+      JSON.stringify(p.metadata),
+      p.fraudScore,
+      p.fraudVerdict,
+      p.fraudCaseId,
+      p.failureCode,
+      p.failureMessage,
+      p.networkRiskSignal,
+      nextStep(p) !== null,
+      p.version,
+      timestamp(p.createdAt),
+      timestamp(p.updatedAt),
+      timestampOrNull(p.capturedAt),
+      p.fraudModelVersion,
+      p.fraudExplanations === null ? null : JSON.stringify(p.fraudExplanations),
+      flowOwner ?? null,
+      claim?.key ?? null,
+      claim?.fingerprint ?? null,
+      claim === null ? null : timestamp(claim.now),
+      claim === null ? null : timestamp(claim.expiresAt),
+      response?.status ?? null,
+      response?.body ?? null,
+      claim?.owner ?? null
+    ]
+    for (let c = 0; c < row.length; c++) payments[c]![i] = row[c]
+    for (const e of change.events) {
+      push(events, [unit, e.id, e.type, e.sequence, JSON.stringify(e.data), timestamp(e.createdAt)])
+    }
+    for (const l of change.ledger) {
+      push(entries, [unit, l.id, l.groupId, l.account, l.direction, l.amountCents, timestamp(l.createdAt)])
+    }
+    const c = change.fraudCase
+    if (c !== null) {
+      push(cases, [
+        unit,
+        c.id,
+        c.status,
+        c.priority,
+        c.riskScore,
+        c.modelVersion,
+        c.baseValue,
+        JSON.stringify(c.explanations),
+        timestamp(c.createdAt)
+      ])
+    }
+  }
+  return [...payments, ...events, ...entries, ...cases]
+}
+
+/**
+ * Whether `insertCreatedSql` writes all of a change as the domain made it: a new payment (nothing a
+ * later step sets yet: no processor reference or pending operation, failed refund, settlement or
+ * dispute), its events and entries its own (their payment, merchant and currency are taken from
+ * it), and its fraud case as opened (no notes or review).
+ */
+export const writtenOnce = ({ change }: CreatedCommit): boolean => {
+  const p = change.payment
+  const c = change.fraudCase
+  return p.processorReference === null && p.processorPending === null && p.failedRefunds.length === 0 &&
+    p.settledAt === null && p.dispute === null &&
+    change.events.every((e) => e.paymentId === p.id && e.merchantId === p.merchantId) &&
+    change.ledger.every((l) => l.paymentId === p.id && l.merchantId === p.merchantId && l.currency === p.currency) &&
+    (c === null ||
+      (c.paymentId === p.id && c.merchantId === p.merchantId && c.notes === null && c.reviewedAt === null &&
+        c.updatedAt === c.createdAt))
+}
+
+/** A unit's outcome: opened, or its key known already (finished when its response is live). */
+const openOutcome = (opened: boolean, r: Row): OpenOutcome =>
+  opened
+    ? { _tag: "Opened", history: toHistory(r) }
+    : r.finished_fingerprint === null || r.finished_fingerprint === undefined
+    ? { _tag: "KeyTaken" }
+    : {
+      _tag: "KeyTaken",
+      finished: {
+        fingerprint: r.finished_fingerprint,
+        status: r.finished_status as number,
+        body: r.finished_body as string
+      }
+    }
+
 /** Rows in `ord` order, one per unit. */
 const openOutcomes = (rows: ReadonlyArray<Row>): Array<OpenOutcome> =>
-  rows.map((r): OpenOutcome =>
-    r.opened
-      ? { _tag: "Opened", history: toHistory(r) }
-      : r.finished_fingerprint === null || r.finished_fingerprint === undefined
-      ? { _tag: "KeyTaken" }
-      : {
-        _tag: "KeyTaken",
-        finished: {
-          fingerprint: r.finished_fingerprint,
-          status: r.finished_status as number,
-          body: r.finished_body as string
-        }
-      }
-  )
+  rows.map((r) => openOutcome(r.opened === true, r))
+/** Rows in `ord` order, one per unit. */
+const readOutcomes = (rows: ReadonlyArray<Row>): Array<OpenOutcome> =>
+  rows.map((r) => openOutcome(r.key_taken !== true, r))
 const commitOutcomes = (rows: ReadonlyArray<Row>): Array<boolean> => rows.map((r) => r.committed === true)
 
 /**
@@ -318,6 +553,24 @@ export const makeHotPath = (pool: Pg.Pool, deadlineMs?: number) => ({
     keyOf: (u) => u.change.payment.id,
     deadlineMs,
     onLate: releaseLateClaims(pool)
+  }),
+  readForCreate: makeBatcher<CreateRead, OpenOutcome>({
+    pool,
+    name: "read_for_create_v1",
+    text: readForCreateSql,
+    values: readForCreateValues,
+    outcomes: readOutcomes,
+    keyOf: (u) => u.payment.id,
+    deadlineMs
+  }),
+  insertCreated: makeBatcher<CreatedCommit, boolean>({
+    pool,
+    name: "insert_created_v1",
+    text: insertCreatedSql,
+    values: insertCreatedValues,
+    outcomes: commitOutcomes,
+    keyOf: (u) => u.change.payment.id,
+    deadlineMs
   }),
   commitChange: makeBatcher<ChangeCommit, boolean>({
     pool,

@@ -1,4 +1,11 @@
-import { commitChangesSql, getPaymentSql, openPaymentsSql, readForCommandSql } from "./PgHotPath.ts"
+import {
+  commitChangesSql,
+  getPaymentSql,
+  insertCreatedSql,
+  openPaymentsSql,
+  readForCommandSql,
+  readForCreateSql
+} from "./PgHotPath.ts"
 import { claimKeySql, completeKeySql, releaseKeySql, useApiKeySql } from "./PgStore.ts"
 import { recordAttemptsSql, renewLeaseSql } from "./PgWebhookStore.ts"
 
@@ -9,6 +16,8 @@ import { recordAttemptsSql, renewLeaseSql } from "./PgWebhookStore.ts"
 export const hotStatements: Readonly<Record<string, string>> = {
   open_payments: openPaymentsSql,
   commit_changes: commitChangesSql,
+  read_for_create: readForCreateSql,
+  insert_created: insertCreatedSql,
   get_payment: getPaymentSql,
   read_for_command: readForCommandSql,
   claim_idempotency_key: claimKeySql,

@@ -10,7 +10,7 @@ import { followsFrom } from "../domain/Payment.ts"
 import { AppConfig } from "../platform/Config.ts"
 import { statementGraceMs } from "../platform/Database.ts"
 import { isSealed, sealedPrefix, type SecretColumn } from "../platform/Sealing.ts"
-import { getPaymentSql, historyColumns, makeHotPath, readForCommandSql, toHistory } from "./PgHotPath.ts"
+import { getPaymentSql, historyColumns, makeHotPath, readForCommandSql, toHistory, writtenOnce } from "./PgHotPath.ts"
 import { PgPool, prepared, statementDeadlineMs } from "./PgPrepared.ts"
 import { type Row, run as runUnbounded, runWithin, secretColumnFor } from "./PgRows.ts"
 import * as PgWebhookStore from "./PgWebhookStore.ts"
@@ -319,6 +319,11 @@ export const makePgStore = Effect.gen(function*() {
       open.change.ledger.length > 0 || open.change.fraudCase !== null
         ? Effect.die(new Error("store: a new payment carries no ledger entries or fraud case"))
         : hot.openPayment(open),
+    readForCreate: (read) => hot.readForCreate(read),
+    insertCreated: (commit) =>
+      writtenOnce(commit)
+        ? hot.insertCreated(commit)
+        : Effect.die(new Error("store: a created payment is written once, as its flow left it")),
     commitChange: (commit) =>
       followsFrom(commit.before, commit.change)
         ? hot.commitChange(commit)

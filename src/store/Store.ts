@@ -82,6 +82,37 @@ export interface OpenPayment {
   readonly flowOwner?: string | null | undefined
 }
 
+/**
+ * A create whose outcome is known before anything is written (an acquirer that answers at once:
+ * the sandbox): the first of its two round trips reads, and writes nothing. It finds whether the
+ * request's key is known already (`KeyTaken`, with its stored response when finished, as
+ * `openPayment` answers) and reads the payment's history for the fraud model. The payment is then
+ * written once, with its outcome (`CreatedCommit`).
+ */
+export interface CreateRead {
+  /** The pending payment of the `create` decision: its id, merchant, card, currency and creation time. */
+  readonly payment: Payment
+  /** The request's key, looked up (not claimed: `CreatedCommit` claims it with the payment). */
+  readonly claim: IdempotencyClaim | null
+  readonly history: HistoryWindows
+}
+
+/**
+ * The second round trip of a create read with `CreateRead`: the request's key, claimed already
+ * finished (its response stored), and the new payment as its flow left it, with every event from
+ * `payment.created` on, its ledger and its fraud case, in one commit; or nothing, when the key was
+ * claimed meanwhile (a racing request with the same key): the answer is then false.
+ */
+export interface CreatedCommit {
+  /** The payment as its flow left it, and everything the create and the flow wrote, in order. */
+  readonly change: Change
+  readonly claim: IdempotencyClaim | null
+  /** The response stored under the claimed key (never null when `claim` is not). */
+  readonly response: StoredResponse | null
+  /** The instance that runs the payment's flow when it is still in flight (`ServiceInstance`). */
+  readonly flowOwner?: string | null | undefined
+}
+
 /** `Store.claimFlows`' question: which payments left in flight an instance is to resume. */
 export interface FlowClaim {
   /** The claiming instance (named as each claimed payment's flow owner), or null: a process without one. */
@@ -330,6 +361,10 @@ export interface StoreShape {
    * afresh after it expired no longer holds the payment it created before.
    */
   readonly insertPayment: (change: Change, flowOwner?: string | null) => StoreEffect<InsertOutcome>
+  /** See `CreateRead`: a create's first round trip when its outcome is known before it writes. */
+  readonly readForCreate: (read: CreateRead) => StoreEffect<OpenOutcome>
+  /** See `CreatedCommit`: the payment written once, with its outcome; false when its key was taken meanwhile. */
+  readonly insertCreated: (commit: CreatedCommit) => StoreEffect<boolean>
   /** See `OpenPayment`: one round trip for a new payment. */
   readonly openPayment: (open: OpenPayment) => StoreEffect<OpenOutcome>
   /**

@@ -1615,6 +1615,102 @@ export const storeContract = (name: string, makeLayer: () => Layer.Layer<Store, 
           expect(yield* store.commitChange({ before: current, change: rest.change, response: null })).toBe(false)
         })))
 
+      it("readForCreate and insertCreated: a create read without writing, then written once with its outcome, its key claimed finished", () =>
+        run(Effect.gen(function*() {
+          const store = yield* Store
+          const w = testWorld()
+          yield* givenMerchant(w)
+          const t0 = w.clock.now()
+          const windows = { hourSince: at(t0, -1), daySince: at(t0, -1), dayLimit: 5, amountWindow: 50 }
+          /** A create decided whole: its pending payment, and the flow (screened as `score`) on it. */
+          const decided = (key: string | null, score: number) => {
+            const created = accepted(
+              Payment.create(createInput(w.merchantId, { idempotencyKey: key, cardToken: "tok_once" }), w.context())
+            )
+            const ctx = w.context()
+            const path = score < 0.5 ? toCaptured() : [steps.authorize, steps.screen(score)]
+            const flow = Payment.sequence(
+              created.payment,
+              path.map((step) => (p: Payment.Payment) => step(p, null, ctx))
+            )
+            if (!flow.ok) throw new Error("the flow was refused")
+            const change = { ...flow.change, events: [...created.events, ...flow.change.events] }
+            return { created, change }
+          }
+          const read = (payment: Payment.Payment, key: string | null, fingerprint = "fp-1") =>
+            store.readForCreate({
+              payment,
+              claim: key === null ? null : claimAt(w, key, fingerprint, payment.createdAt),
+              history: windows
+            })
+          const cardSeen = (outcome: OpenOutcome) =>
+            outcome._tag === "Opened" ? [outcome.history.cardAttemptsLastDay, outcome.history.cardSeenBefore] : null
+
+          // Unkeyed: read (nothing written), then written whole as the flow left it.
+          const first = decided(null, 0.1)
+          expect(cardSeen(yield* read(first.created.payment, null))).toEqual([0, false])
+          expect(yield* store.getPayment(w.merchantId, first.change.payment.id)).toBeNull()
+          expect(yield* store.insertCreated({ change: first.change, claim: null, response: null })).toBe(true)
+          expect(yield* store.getPayment(w.merchantId, first.change.payment.id)).toEqual(first.change.payment)
+          expect(first.change.payment.status).toBe("captured")
+          expect(yield* store.listEvents(w.merchantId, first.change.payment.id)).toEqual(first.change.events)
+          expect(yield* store.listLedger(w.merchantId, first.change.payment.id)).toEqual(first.change.ledger)
+
+          // Keyed, held for review: its case is written with it, and the key is claimed finished.
+          const keyed = decided("order-once", 0.6)
+          expect(cardSeen(yield* read(keyed.created.payment, "order-once"))).toEqual([1, true])
+          const body = "{\"transaction\":{\"id\":\"once\"}}"
+          const claim = claimAt(w, "order-once", "fp-1", keyed.created.payment.createdAt)
+          const response = { merchantId: w.merchantId, key: "order-once", status: 201, body }
+          expect(yield* store.insertCreated({ change: keyed.change, claim, response })).toBe(true)
+          const fraudCase = keyed.change.fraudCase!
+          expect(yield* store.getFraudCase(w.merchantId, fraudCase.id)).toEqual(fraudCase)
+          expect(yield* store.getPayment(w.merchantId, keyed.change.payment.id)).toEqual(keyed.change.payment)
+          expect(yield* store.claimIdempotencyKey(claimAt(w, "order-once", "fp-1", at(claim.now, 1)))).toEqual({
+            _tag: "Replay",
+            status: 201,
+            body
+          })
+          expect(yield* store.claimIdempotencyKey(claimAt(w, "order-once", "fp-2", at(claim.now, 1)))).toEqual({
+            _tag: "Mismatch"
+          })
+          // Its retry reads the stored response in the first round trip; past its expiry the key is only taken.
+          const retry = decided("order-once", 0.1)
+          expect(yield* read(retry.created.payment, "order-once", "fp-2")).toEqual({
+            _tag: "KeyTaken",
+            finished: { fingerprint: "fp-1", status: 201, body }
+          })
+          expect(
+            yield* store.readForCreate({
+              payment: retry.created.payment,
+              claim: claimAt(w, "order-once", "fp-1", at(claim.now, hours(25))),
+              history: windows
+            })
+          ).toEqual({ _tag: "KeyTaken" })
+          // A racing request that read the key free writes nothing once the key is claimed.
+          expect(
+            yield* store.insertCreated({
+              change: retry.change,
+              claim: claimAt(w, "order-once", "fp-1", retry.created.payment.createdAt),
+              response
+            })
+          ).toBe(false)
+          expect(yield* store.getPayment(w.merchantId, retry.change.payment.id)).toBeNull()
+          expect(yield* store.listEvents(w.merchantId, retry.change.payment.id)).toEqual([])
+          // A key in progress (a command's claim, or a create's on the general path) is taken too.
+          yield* store.claimIdempotencyKey(claimAt(w, "order-busy", "fp-1", t0))
+          const busy = decided("order-busy", 0.1)
+          expect(yield* read(busy.created.payment, "order-busy")).toEqual({ _tag: "KeyTaken" })
+          expect(
+            yield* store.insertCreated({
+              change: busy.change,
+              claim: claimAt(w, "order-busy", "fp-1", busy.created.payment.createdAt),
+              response: { ...response, key: "order-busy" }
+            })
+          ).toBe(false)
+          expect(yield* store.getPayment(w.merchantId, busy.change.payment.id)).toBeNull()
+        })))
+
       it("purge deletes the keys expired by a time and says how many", () =>
         run(Effect.gen(function*() {
           const store = yield* Store
