@@ -1780,6 +1780,48 @@ describe("PostgreSQL adapter", () => {
         expect(yield* store.listLedger(w.merchantId, payment.id)).toHaveLength(8)
       })))
 
+    it("a row naming a payment, merchant or event that does not exist is refused by its statement; payments and merchants are never removed", () =>
+      run(Effect.gen(function*() {
+        const sql = yield* PgClient.PgClient
+        const w = testWorld()
+        yield* givenMerchant(w)
+        const { payment } = yield* givenPayment(w, { path: toCaptured() })
+        const sqlstate = (error: { readonly reason: { readonly cause: unknown } }) =>
+          (error.reason.cause as { readonly code?: string }).code
+        const orphans = [
+          sql`INSERT INTO payment_events (id, payment_id, merchant_id, type, sequence, data, created_at)
+            VALUES ('evt_orphan', 'pay_missing', ${w.merchantId}, 'payment.created', 1, '{}', now())`,
+          sql`INSERT INTO ledger_entries (id, group_id, payment_id, merchant_id, account, direction, amount_cents, currency, created_at)
+            VALUES ('led_a', 'grp_orphan', 'pay_missing', ${w.merchantId}, 'customer_funds', 'debit', 5, 'USD', now()),
+              ('led_b', 'grp_orphan', 'pay_missing', ${w.merchantId}, 'merchant_pending', 'credit', 5, 'USD', now())`,
+          sql`INSERT INTO fraud_cases (id, payment_id, merchant_id, status, priority, risk_score, model_version, explanations, created_at, updated_at)
+            VALUES ('fc_orphan', 'pay_missing', ${w.merchantId}, 'open', 'low', 0.5, 'm', '[]', now(), now())`,
+          sql`INSERT INTO webhook_outbox (event_id, payment_id, sequence, merchant_id, created_at)
+            VALUES ('evt_missing', ${payment.id}, 99, ${w.merchantId}, now())`,
+          sql`INSERT INTO payments (id, merchant_id, status, amount_cents, currency, captured_amount_cents, refunded_amount_cents,
+              fee_cents, card_brand, card_last_four, card_token, capture_method, metadata, in_flight, version, created_at, updated_at)
+            VALUES ('pay_orphan', 'mer_missing', 'pending', 100, 'USD', 0, 0, 0, 'visa', '4242', 'tok_visa', 'automatic', '{}',
+              true, 1, now(), now())`
+        ]
+        for (const statement of orphans) {
+          expect(sqlstate(yield* Effect.flip(statement))).toBe("23503")
+        }
+        for (
+          const statement of [
+            sql`DELETE FROM payments WHERE id = ${payment.id}`,
+            sql`TRUNCATE payments CASCADE`,
+            sql`DELETE FROM merchants WHERE id = ${w.merchantId}`,
+            sql`TRUNCATE merchants CASCADE`
+          ]
+        ) {
+          const error = yield* Effect.flip(statement)
+          expect(String((error.reason.cause as Error).message)).toMatch(/never removed/)
+        }
+        const store = yield* Store
+        expect(yield* store.getPayment(w.merchantId, payment.id)).not.toBeNull()
+        expect(yield* store.listEvents(w.merchantId, payment.id)).toHaveLength(4)
+      })))
+
     it("an unbalanced ledger group is refused by the statement that inserts it", () =>
       run(Effect.gen(function*() {
         const sql = yield* PgClient.PgClient
