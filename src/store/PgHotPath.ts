@@ -396,12 +396,14 @@ export const readForCreateValues = (units: ReadonlyArray<CreateRead>): Array<unk
 
 /** The parameters of `insertCreatedSql` for a batch: one array a column. */
 export const insertCreatedValues = (units: ReadonlyArray<CreatedCommit>): Array<unknown> => {
-  const payments: Array<Array<unknown>> = Array.from({ length: 35 }, () => new Array<unknown>(units.length))
-  const events: Array<Array<unknown>> = Array.from({ length: 6 }, () => [])
-  const entries: Array<Array<unknown>> = Array.from({ length: 7 }, () => [])
-  const cases: Array<Array<unknown>> = Array.from({ length: 9 }, () => [])
-  const push = (columns: Array<Array<unknown>>, values: ReadonlyArray<unknown>) => {
-    for (let c = 0; c < values.length; c++) columns[c]!.push(values[c])
+  // One array a column, in the order of the statement's parameters ($1-$35, $36-$41, $42-$48, $49-$57).
+  const columns = (count: number) => Array.from({ length: count }, (): Array<unknown> => [])
+  const payments = columns(35)
+  const events = columns(6)
+  const entries = columns(7)
+  const cases = columns(9)
+  const push = (arrays: Array<Array<unknown>>, values: ReadonlyArray<unknown>) => {
+    for (let c = 0; c < values.length; c++) arrays[c]!.push(values[c])
   }
   for (let i = 0; i < units.length; i++) {
     const { change, claim, flowOwner, response } = units[i]!
@@ -444,7 +446,7 @@ export const insertCreatedValues = (units: ReadonlyArray<CreatedCommit>): Array<
       response?.body ?? null,
       claim?.owner ?? null
     ]
-    for (let c = 0; c < row.length; c++) payments[c]![i] = row[c]
+    push(payments, row)
     for (const e of change.events) {
       push(events, [unit, e.id, e.type, e.sequence, JSON.stringify(e.data), timestamp(e.createdAt)])
     }

@@ -449,7 +449,8 @@ ${rollupUpsert}      RETURN NULL;
     DECLARE
       orphan text;
     BEGIN
-      SELECT i.payment_id INTO orphan FROM inserted i
+      -- Each payment once: a create's dozen rows name one.
+      SELECT i.payment_id INTO orphan FROM (SELECT DISTINCT payment_id FROM inserted) i
         WHERE NOT EXISTS (SELECT 1 FROM payments p WHERE p.id = i.payment_id COLLATE "C") LIMIT 1;
       IF orphan IS NOT NULL THEN
         RAISE EXCEPTION USING ERRCODE = 'foreign_key_violation',
