@@ -55,7 +55,7 @@ interface History {
  * rows go in oldest first as the service inserted them, and every index keyed by a time-ordered
  * id fills from its right edge as under the service.
  */
-const madeMs = (history: History) => `(${history.loadMs}::bigint - (${history.payments + 1} - g) * 1000)`
+const madeMs = (history: History) => `(${history.loadMs}::bigint - (${history.payments + 1} - g)::bigint * 1000)`
 
 /**
  * The service's time-ordered id (src/domain/Ids.ts) for a row of history `g` (its time, `age`
