@@ -14,6 +14,7 @@ import type {
   HistoryQuery,
   HistoryWindows,
   IdempotencyClaim,
+  OpenOutcome,
   PageOf,
   PageRequest,
   PaymentFilter,
@@ -489,6 +490,22 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
     ;(amounts ?? sightingsOf(inner(state.merchantAmounts, payment.merchantId), payment.currency))
       .insert(time, payment.id, 0, payment.amountCents)
   }
+  /**
+   * A create's key as its first round trip finds it: null when never seen (or purged); else
+   * taken, with its stored response when finished and live.
+   */
+  const keyTaken = (claim: IdempotencyClaim): OpenOutcome | null => {
+    const known = state.idempotency.get(claim.merchantId, claim.key)
+    if (known !== undefined && known.state === "completed" && known.expiresAt > claim.now) {
+      return {
+        _tag: "KeyTaken",
+        finished: { fingerprint: known.fingerprint, status: known.status!, body: known.body! }
+      }
+    }
+    return known !== undefined || state.paymentsByIdempotencyKey.has(claim.merchantId, claim.key)
+      ? { _tag: "KeyTaken" }
+      : null
+  }
   /** Sets an idempotency row, its expiry queued for the purge. */
   const setIdempotency = (merchantId: string, key: string, row: IdempotencyRow) => {
     state.idempotency.set(merchantId, key, row)
@@ -622,16 +639,8 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
         const payment = open.change.payment
         const claim = open.claim
         if (claim !== null) {
-          const known = state.idempotency.get(claim.merchantId, claim.key)
-          if (known !== undefined && known.state === "completed" && known.expiresAt > claim.now) {
-            return {
-              _tag: "KeyTaken" as const,
-              finished: { fingerprint: known.fingerprint, status: known.status!, body: known.body! }
-            }
-          }
-          if (known !== undefined || state.paymentsByIdempotencyKey.has(claim.merchantId, claim.key)) {
-            return { _tag: "KeyTaken" as const }
-          }
+          const taken = keyTaken(claim)
+          if (taken !== null) return taken
           setIdempotency(claim.merchantId, claim.key, claimRow(claim, payment.id))
           state.paymentsByIdempotencyKey.set(claim.merchantId, claim.key, payment.id)
         }
@@ -659,16 +668,8 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
     readForCreate: ({ claim, history: windows, payment }) =>
       Effect.sync(() => {
         if (claim !== null) {
-          const known = state.idempotency.get(claim.merchantId, claim.key)
-          if (known !== undefined && known.state === "completed" && known.expiresAt > claim.now) {
-            return {
-              _tag: "KeyTaken" as const,
-              finished: { fingerprint: known.fingerprint, status: known.status!, body: known.body! }
-            }
-          }
-          if (known !== undefined || state.paymentsByIdempotencyKey.has(claim.merchantId, claim.key)) {
-            return { _tag: "KeyTaken" as const }
-          }
+          const taken = keyTaken(claim)
+          if (taken !== null) return taken
         }
         const found = history({
           ...windows,
