@@ -239,20 +239,24 @@ ORDER BY u.ord`
  * merchant has a webhook URL), ledger entries and fraud cases. Inputs are typed arrays: the
  * payments' (one element a unit), then the events', the entries' and the cases', each naming its
  * unit by its place (`unit`, from 1) and taking the payment's id, merchant, and the entries'
- * currency from it.
+ * currency from it. A JSON column comes as one JSON array instead (`json_array_elements`, zipped
+ * with the arrays by ROWS FROM): its text needs no escaping as an array element.
  */
 export const insertCreatedSql = `
 WITH input AS (
-  SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::text[], $6::int[], $7::int[], $8::int[],
-      $9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::jsonb[], $15::float8[], $16::text[],
-      $17::text[], $18::text[], $19::text[], $20::float8[], $21::bool[], $22::int[], $23::timestamptz[],
-      $24::timestamptz[], $25::timestamptz[], $26::text[], $27::jsonb[], $28::text[], $29::text[], $30::text[],
-      $31::timestamptz[], $32::timestamptz[], $33::int[], $34::text[], $35::text[])
+  SELECT * FROM ROWS FROM (
+      unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::text[], $6::int[], $7::int[], $8::int[],
+        $9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $15::float8[], $16::text[],
+        $17::text[], $18::text[], $19::text[], $20::float8[], $21::bool[], $22::int[], $23::timestamptz[],
+        $24::timestamptz[], $25::timestamptz[], $26::text[], $28::text[], $29::text[], $30::text[],
+        $31::timestamptz[], $32::timestamptz[], $33::int[], $34::text[], $35::text[]),
+      json_array_elements($14::json), json_array_elements($27::json))
     WITH ORDINALITY AS u(id, merchant_id, status, amount_cents, currency, captured_amount_cents,
       refunded_amount_cents, fee_cents, card_brand, card_last_four, card_token, capture_method, idempotency_key,
-      metadata, fraud_score, fraud_verdict, fraud_case_id, failure_code, failure_message, network_risk_signal,
-      in_flight, version, created_at, updated_at, captured_at, fraud_model_version, fraud_explanations, flow_owner,
-      claim_key, fingerprint, claimed_at, expires_at, response_status, response_body, owner, ord)
+      fraud_score, fraud_verdict, fraud_case_id, failure_code, failure_message, network_risk_signal,
+      in_flight, version, created_at, updated_at, captured_at, fraud_model_version, flow_owner,
+      claim_key, fingerprint, claimed_at, expires_at, response_status, response_body, owner, metadata,
+      fraud_explanations, ord)
 ),
 claimed AS (
   INSERT INTO idempotency_keys (merchant_id, key, fingerprint, state, response_status, response_body, applied_to,
@@ -271,7 +275,8 @@ payment AS (
   SELECT id, merchant_id, status, amount_cents, currency, captured_amount_cents, refunded_amount_cents, fee_cents,
     card_brand, card_last_four, card_token, capture_method, idempotency_key, idempotency_key, metadata, fraud_score,
     fraud_verdict, fraud_case_id, failure_code, failure_message, network_risk_signal, in_flight, version, created_at,
-    updated_at, captured_at, fraud_model_version, fraud_explanations, CASE WHEN in_flight THEN flow_owner END
+    updated_at, captured_at, fraud_model_version,
+    CASE WHEN json_typeof(fraud_explanations) <> 'null' THEN fraud_explanations END, CASE WHEN in_flight THEN flow_owner END
   FROM input i
   WHERE i.claim_key IS NULL OR i.id IN (SELECT applied_to FROM claimed)
   RETURNING id
@@ -280,8 +285,9 @@ written AS (SELECT i.* FROM input i WHERE i.id IN (SELECT id FROM payment)),
 events AS (
   INSERT INTO payment_events (id, payment_id, merchant_id, type, sequence, data, created_at)
   SELECT e.id, w.id, w.merchant_id, e.type, e.sequence, e.data, e.created_at
-  FROM unnest($36::int[], $37::text[], $38::text[], $39::int[], $40::jsonb[], $41::timestamptz[])
-    AS e(unit, id, type, sequence, data, created_at)
+  FROM ROWS FROM (unnest($36::int[], $37::text[], $38::text[], $39::int[], $41::timestamptz[]),
+      json_array_elements($40::json))
+    AS e(unit, id, type, sequence, created_at, data)
   JOIN written w ON w.ord = e.unit
   RETURNING id, payment_id, sequence, merchant_id, created_at
 ),
@@ -302,9 +308,9 @@ fraud AS (
     explanations, created_at, updated_at)
   SELECT c.id, w.id, w.merchant_id, c.status, c.priority, c.risk_score, c.model_version, c.base_value, c.explanations,
     c.created_at, c.created_at
-  FROM unnest($49::int[], $50::text[], $51::text[], $52::text[], $53::float8[], $54::text[], $55::float8[],
-      $56::jsonb[], $57::timestamptz[])
-    AS c(unit, id, status, priority, risk_score, model_version, base_value, explanations, created_at)
+  FROM ROWS FROM (unnest($49::int[], $50::text[], $51::text[], $52::text[], $53::float8[], $54::text[], $55::float8[],
+      $57::timestamptz[]), json_array_elements($56::json))
+    AS c(unit, id, status, priority, risk_score, model_version, base_value, created_at, explanations)
   JOIN written w ON w.ord = c.unit
 )
 SELECT i.ord, i.id IN (SELECT id FROM payment) AS committed FROM input i ORDER BY i.ord`
@@ -436,7 +442,7 @@ export const insertCreatedValues = (units: ReadonlyArray<CreatedCommit>): Array<
       timestamp(p.updatedAt),
       timestampOrNull(p.capturedAt),
       p.fraudModelVersion,
-      p.fraudExplanations === null ? null : JSON.stringify(p.fraudExplanations),
+      p.fraudExplanations === null ? "null" : JSON.stringify(p.fraudExplanations),
       flowOwner ?? null,
       claim?.key ?? null,
       claim?.fingerprint ?? null,
@@ -468,7 +474,12 @@ export const insertCreatedValues = (units: ReadonlyArray<CreatedCommit>): Array<
       ])
     }
   }
-  return [...payments, ...events, ...entries, ...cases]
+  const values: Array<unknown> = [...payments, ...events, ...entries, ...cases]
+  // The JSON columns ($14, $27, $40, $56: JSON texts) as one JSON array each.
+  for (const parameter of [14, 27, 40, 56]) {
+    values[parameter - 1] = `[${(values[parameter - 1] as Array<string>).join(",")}]`
+  }
+  return values
 }
 
 /**
