@@ -1,9 +1,9 @@
 /**
  * The harness measuring itself against autocannon: the built-in `health` scenario (GET /healthz,
  * no laws) at a fixed rate, and autocannon at the same rate with as many connections as the
- * harness has sockets, against the same target, in this one process; each one's CPU per request,
- * their ratio, and the process's memory, against the targets (>= 2,000 requests/s using < 0.3 ms
- * of harness CPU per request and at most twice autocannon's, RSS flat). Prints figures and PASS
+ * harness has sockets, against the same target, in this one process; each one's CPU per request
+ * and their ratio against the targets (>= 2,000 requests/s using < 0.3 ms of harness CPU per
+ * request and at most twice autocannon's, RSS flat from round to round). Prints figures and PASS
  * or FAIL; no test asserts on them.
  *
  *   npm run harness:bench [-- --rounds 3 --rate 2000 --duration 15 --target URL]
@@ -12,7 +12,8 @@
  * `--rounds` rounds (default 3), each a timed window of `--duration` seconds for each driver,
  * the two windows of a round back to back, the harness first in odd rounds and autocannon first
  * in even ones. Every timed window follows an untimed warm-up of the same driver (`warmupSeconds`
- * at the same rate: its JIT, its connections and its first collections out of the window). A
+ * at the same rate: its JIT, its connections and its first collections out of the window), then
+ * a full collection (neither driver pays for the other's garbage in the heap they share). A
  * round's ratio is its two windows' CPU per request; the verdict reads the median of the rounds'
  * ratios, and of the harness's CPU per request. The harness's session (its client and its
  * scenario) is opened once for all its windows. No report is written.
@@ -24,6 +25,8 @@
 import autocannon from "autocannon"
 import { fork } from "node:child_process"
 import { fileURLToPath } from "node:url"
+import { setFlagsFromString } from "node:v8"
+import { runInNewContext } from "node:vm"
 import { parseArguments, type RunOptions } from "./Cli.ts"
 import { closeSession, driveLoad, type Io, judgeLoad, openSession, type Session } from "./Run.ts"
 
@@ -44,8 +47,22 @@ const targetRate = 2000
 const targetCpuMs = 0.3
 const defaultRounds = 3
 const defaultDurationSeconds = 15
+/**
+ * RSS is flat when each round ends within this much of the first round's end (MB): measured after
+ * a full collection before each window, the heap holds what the drivers keep, not their garbage.
+ */
+const rssGrowthBoundMb = 32
 /** Each timed window follows this much of the same driver at the same rate, untimed. */
 const warmupSeconds = 3
+
+/**
+ * A full collection before each timed window: both drivers share one heap, and a major
+ * collection falls where the old generation happens to fill, in whichever window runs then (the
+ * third round's second window, run after run), so without it one driver pays for the other's
+ * garbage. Each still pays its own scavenges in its window.
+ */
+setFlagsFromString("--expose-gc")
+const collectGarbage = runInNewContext("gc") as () => void
 
 /** What one timed window of one driver measured. */
 interface Window {
@@ -136,6 +153,7 @@ const harnessWindow = async (session: Session, label: string): Promise<Window> =
     judgedCap: null,
     label: `${label} harness warm-up  `
   })
+  collectGarbage()
   const figures = await driveLoad(session, {
     model,
     durationMs: options.durationSeconds * 1000,
@@ -182,6 +200,7 @@ const autocannonRun = async (seconds: number) => {
 const autocannonWindow = async (label: string): Promise<Window> => {
   io.log(`${label} autocannon warm-up (${warmupSeconds} s), then ${options.durationSeconds} s timed`)
   await autocannonRun(warmupSeconds)
+  collectGarbage()
   return autocannonRun(options.durationSeconds)
 }
 
@@ -230,6 +249,7 @@ const medianRatio = median(ratios)
 const medianCpuMs = median(measured.map((round) => round.harness.cpuMsPerRequest))
 const slowest = Math.min(...measured.map((round) => round.harness.ratePerS))
 const errors = measured.reduce((sum, round) => sum + round.harness.errors, 0)
+const rssGrowthMb = Math.max(...rss) - rss[0]!
 const cpuText = (ms: number) => Number.isFinite(ms) ? ms.toFixed(3) : "n/a"
 console.log(
   `median of ${rounds} rounds: harness ${cpuText(medianCpuMs)} ms CPU a request, ${
@@ -246,11 +266,15 @@ const checks = [
   ],
   [`harness CPU ${cpuText(medianCpuMs)} ms per request (median) < ${targetCpuMs} ms`, medianCpuMs < targetCpuMs],
   [`harness CPU per request ${medianRatio.toFixed(2)}× autocannon's (median of the rounds) <= 2×`, medianRatio <= 2],
-  [`no errors (${errors})`, errors === 0]
+  [`no errors (${errors})`, errors === 0],
+  [
+    `RSS flat: ${rssGrowthMb >= 0 ? "+" : ""}${
+      rssGrowthMb.toFixed(0)
+    } MB at a round's end over the first round's <= ${rssGrowthBoundMb} MB`,
+    rssGrowthMb <= rssGrowthBoundMb
+  ]
 ] as const
 for (const [what, ok] of checks) console.log(`${ok ? "PASS" : "FAIL"}  ${what}`)
-// Printed, not judged: the collector grows and shrinks the heap by tens of MB from one round to
-// the next (autocannon's garbage too), more than a slow leak would add in a run this short.
 console.log(
   `RSS MB: ${rssStart.toFixed(0)} at the start; at each round's end ${
     rss.map((mb) => mb.toFixed(0)).join(", ")
