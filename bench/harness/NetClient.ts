@@ -4,8 +4,10 @@
  * autocannon's CPU per request, so this one does only what the harness needs. A pool of at most
  * `sockets` kept-alive connections, the most recently freed reused first, made on demand; requests
  * beyond them wait in a queue, oldest first. Each request goes out as one write (its head, built
- * from a prefix made once, and its body); one request is in flight per socket (no pipelining);
- * the answer is read by `ResponseParser`, which reads the fields that frame the body and leaves
+ * from a prefix made once, and its body; a request without headers or a body as bytes encoded
+ * once per path and method); one request is in flight per socket (no pipelining). Sockets read
+ * into one buffer of the client's (`onread`: no buffer, stream event and tick per read) and the
+ * answer is read there by `ResponseParser`, which reads the fields that frame the body and leaves
  * the other headers (lower-cased) to be split out when something asks for them.
  *
  * Outcomes as `WireOutcome` says: `Refused` only for a refused connect (nothing was written),
@@ -104,7 +106,12 @@ export class ResponseParser {
     return this.reading === Reading.Head && this.pending === null
   }
 
-  feed(chunk: Buffer): void {
+  /**
+   * Reads `chunk`. A `transient` chunk is a buffer the caller reuses once this returns (a socket's
+   * `onread` buffer): what is kept of it past the call (a head split across reads, the body read so
+   * far of an unfinished response) is copied.
+   */
+  feed(chunk: Buffer, transient = false): void {
     let data = chunk
     if (this.pending !== null) {
       data = Buffer.concat([this.pending, chunk])
@@ -113,7 +120,16 @@ export class ResponseParser {
     let at = 0
     while (at < data.length) {
       at = this.step(data, at)
-      if (at < 0) return
+      if (at < 0) break
+    }
+    if (transient && data === chunk) this.detach(chunk.buffer)
+  }
+
+  /** Copies what is kept of `buffer`'s bytes (pending bytes, body pieces), so that it may be reused. */
+  private detach(buffer: ArrayBufferLike): void {
+    if (this.pending !== null && this.pending.buffer === buffer) this.pending = Buffer.from(this.pending)
+    for (let i = 0; i < this.body.length; i++) {
+      if (this.body[i]!.buffer === buffer) this.body[i] = Buffer.from(this.body[i]!)
     }
   }
 
@@ -234,7 +250,7 @@ export class ResponseParser {
 /** One request from its send to its outcome. */
 interface Exchange {
   /** Head and body, written in one go. */
-  readonly payload: string
+  readonly payload: string | Buffer
   /** A HEAD request: its answer has no body. */
   readonly head: boolean
   readonly sentAt: number
@@ -277,6 +293,14 @@ const lost: WireOutcome = { _tag: "Lost" }
 /** Methods whose request carries a body even when empty (a content-length of 0, as node:http sends). */
 const withBody = new Set(["POST", "PUT", "PATCH"])
 
+/** Paths whose request bytes a client keeps; emptied when it holds this many (most paths with ids come with headers, and are not kept). */
+const encodedKept = 1024
+/** No header of the scenario's own. */
+const bare = (headers: Readonly<Record<string, string>>) => {
+  for (const _ in headers) return false
+  return true
+}
+
 export const netClient = (targetUrl: string, options: NetClientOptions): NetClient => {
   const base = new URL(targetUrl)
   if (base.protocol !== "http:") throw new Error(`netClient: plain http: only, not ${base.protocol}`)
@@ -293,6 +317,12 @@ export const netClient = (targetUrl: string, options: NetClientOptions): NetClie
   let closed = false
   /** Every connection not yet closed, in the pool or retired. */
   const live = new Set<Connection>()
+  /**
+   * Where every connection of this client reads into (`onread`): the answer is parsed in the read's
+   * callback, before the next read reuses it, and the parser copies what it keeps past that. No
+   * buffer and stream event per read; reads run one at a time on this thread, so one serves all.
+   */
+  const readBuffer = Buffer.allocUnsafeSlow(64 * 1024)
 
   const finish = (exchange: Exchange, outcome: WireOutcome) => {
     if (exchange.settled) return
@@ -309,12 +339,15 @@ export const netClient = (targetUrl: string, options: NetClientOptions): NetClie
     if (at >= 0) idle.splice(at, 1)
   }
 
-  /** Writes the exchange on the connection: from here on its outcome is Answered or Lost. */
-  const carry = (connection: Connection, exchange: Exchange) => {
+  /**
+   * Writes the exchange on the connection: from here on its outcome is Answered or Lost. `waitedMs`:
+   * its socket wait, 0 when an idle connection took it as it was sent (no clock read for that).
+   */
+  const carry = (connection: Connection, exchange: Exchange, waitedMs = performance.now() - exchange.sentAt) => {
     connection.exchange = exchange
     exchange.connection = connection
     connection.parser.headRequest = exchange.head
-    exchange.socketWaitMs = performance.now() - exchange.sentAt
+    exchange.socketWaitMs = waitedMs
     connection.socket.write(exchange.payload)
   }
 
@@ -361,7 +394,22 @@ export const netClient = (targetUrl: string, options: NetClientOptions): NetClie
 
   const dial = (exchange: Exchange) => {
     open++
-    const socket = connect({ host, port, noDelay: true })
+    const socket = connect({
+      host,
+      port,
+      noDelay: true,
+      onread: {
+        buffer: readBuffer,
+        callback: (bytes: number) => {
+          try {
+            connection.parser.feed(readBuffer.subarray(0, bytes), true)
+          } catch {
+            socket.destroy()
+          }
+          return true
+        }
+      }
+    })
     const connection: Connection = {
       socket,
       parser: new ResponseParser((response, keepAlive) => answered(connection, response, keepAlive)),
@@ -379,13 +427,6 @@ export const netClient = (targetUrl: string, options: NetClientOptions): NetClie
       const first = connection.exchange
       if (first !== null && !first.settled) carry(connection, first)
       else free(connection)
-    })
-    socket.on("data", (chunk: Buffer) => {
-      try {
-        connection.parser.feed(chunk)
-      } catch {
-        socket.destroy()
-      }
     })
     // The server closed its side: an idle connection leaves the pool at once (never reused), a
     // busy one ends its request (answered when its body was read until the close, else lost).
@@ -452,7 +493,7 @@ export const netClient = (targetUrl: string, options: NetClientOptions): NetClie
 
   const take = (exchange: Exchange) => {
     const connection = idle.pop()
-    if (connection !== undefined) return carry(connection, exchange)
+    if (connection !== undefined) return carry(connection, exchange, 0)
     if (open < options.sockets) return dial(exchange)
     waiting.push(exchange)
   }
@@ -464,6 +505,24 @@ export const netClient = (targetUrl: string, options: NetClientOptions): NetClie
     return withBody.has(wire.method) ? text + "content-length: 0\r\n\r\n" : text + "\r\n"
   }
 
+  /** The bytes of requests without headers or a body, by path and method: the same bytes each time (health's GET /healthz). */
+  const encoded = new Map<string, Map<string, Buffer>>()
+  const bytesOf = (wire: WireRequest): string | Buffer => {
+    if (wire.body !== null || !bare(wire.headers)) return payloadOf(wire)
+    let byMethod = encoded.get(wire.path)
+    if (byMethod === undefined) {
+      if (encoded.size >= encodedKept) encoded.clear()
+      byMethod = new Map()
+      encoded.set(wire.path, byMethod)
+    }
+    let bytes = byMethod.get(wire.method)
+    if (bytes === undefined) {
+      bytes = Buffer.from(payloadOf(wire), "utf8")
+      byMethod.set(wire.method, bytes)
+    }
+    return bytes
+  }
+
   return {
     pool: () => ({ open, idle: idle.length }),
     send: (wire) =>
@@ -471,7 +530,7 @@ export const netClient = (targetUrl: string, options: NetClientOptions): NetClie
         if (closed) return done(lost)
         // The whole exchange, the wait for a connection included, is bounded by the client's timeout.
         take({
-          payload: payloadOf(wire),
+          payload: bytesOf(wire),
           head: wire.method === "HEAD",
           sentAt: performance.now(),
           done,

@@ -54,21 +54,27 @@ export const isError = (status: Status) => typeof status !== "number" || status 
  * replaced by `:id`, so per-route figures do not split by payment.
  */
 export const routeTemplate = (method: string, path: string) => {
-  const key = method + " " + path
-  const known = templates.get(key)
-  if (known !== undefined) return known
-  if (templates.size >= templatesKept) templates.clear()
-  const template = templateOf(method, path)
-  templates.set(key, template)
+  let byMethod = templates.get(path)
+  if (byMethod === undefined) {
+    if (templates.size >= templatesKept) templates.clear()
+    byMethod = new Map()
+    templates.set(path, byMethod)
+  }
+  let template = byMethod.get(method)
+  if (template === undefined) {
+    template = templateOf(method, path)
+    byMethod.set(method, template)
+  }
   return template
 }
 
 /**
- * Templates by `METHOD path`, as sent: most requests repeat a path (every one of `health`'s),
- * and splitting and matching each again was a measured share of the driver's CPU. Paths with
- * ids repeat less; the map is emptied when it holds `templatesKept`.
+ * Templates by path, then method, as sent: most requests repeat a path (every one of `health`'s),
+ * and splitting and matching each again was a measured share of the driver's CPU; keyed by the
+ * path as it comes (no `METHOD path` key built and hashed per request). Paths with ids repeat
+ * less; the map is emptied when it holds `templatesKept` paths.
  */
-const templates = new Map<string, string>()
+const templates = new Map<string, Map<string, string>>()
 const templatesKept = 4096
 
 const templateOf = (method: string, path: string) => {

@@ -207,14 +207,18 @@ export const recordingTransport = (
     send: async (request, intendedStartMs) => {
       sent++
       const enqueuedMs = clock.now()
+      // Its turn: at once while fewer than `maxInFlight` are out, else when one of them ends.
+      let turnMs = enqueuedMs
       if (inFlight < maxInFlight) inFlight++
-      else await new Promise<void>((turn) => waiting.push(turn))
+      else {
+        await new Promise<void>((turn) => waiting.push(turn))
+        turnMs = clock.now()
+      }
       // From the intended start, or from the send when it went out before it (the load model
       // starts a script within a millisecond of its time): never a latency shorter than it was.
       const fromMs = intendedStartMs === null ? enqueuedMs : Math.min(intendedStartMs, enqueuedMs)
       const recorder = sink.recorder
       const judged = recorder.admit(fromMs)
-      const turnMs = clock.now()
       let outcome: WireOutcome = lost
       try {
         outcome = await client.send(request)

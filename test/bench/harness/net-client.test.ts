@@ -119,6 +119,32 @@ describe("reading responses", () => {
     expect(read).toEqual([])
   })
 
+  it("reads the same responses from a buffer reused after each read (a socket's onread buffer)", () => {
+    const bytes = Buffer.from(okWithLength + chunked + "HTTP/1.1 200 OK\r\n\r\nuntil the close")
+    const whole = parse(bytes.toString("utf8")).read
+    for (const size of [1, 2, 3, 7, 16, 50, 64]) {
+      const read: Array<{ response: WireResponse; keepAlive: boolean }> = []
+      const parser = new ResponseParser((response, keepAlive) =>
+        read.push({
+          response: { status: response.status, headers: { ...response.headers }, body: response.body },
+          keepAlive
+        })
+      )
+      // One buffer for every read, written over by the next read (and scribbled on after each).
+      const reused = Buffer.alloc(size)
+      for (let from = 0; from < bytes.length; from += size) {
+        const length = bytes.copy(reused, 0, from, from + size)
+        parser.feed(reused.subarray(0, length), true)
+        reused.fill(0x58)
+      }
+      expect(parser.end()).toBe(true)
+      expect(read).toEqual([
+        ...whole,
+        { response: { status: 200, headers: {}, body: "until the close" }, keepAlive: false }
+      ])
+    }
+  })
+
   it("throws on what is not an HTTP/1.x response", () => {
     expect(() => parse("SSH-2.0-OpenSSH\r\n\r\n")).toThrow()
     expect(() => parse("HTTP/1.1 200 OK\r\ncontent-length: x\r\n\r\n")).toThrow()
@@ -183,6 +209,40 @@ describe("the net client against a server", () => {
           new URL(server.url).host
         }\r\nauthorization: Bearer k\r\ncontent-length: 6\r\n\r\n12 €`
       )
+    } finally {
+      client.close()
+      await server.close()
+    }
+  })
+
+  it("sends the same bytes for a request without headers or a body each time, per method and path", async () => {
+    const seen: Array<string> = []
+    const server = await rawServer((socket, data) => {
+      seen.push(data.toString())
+      socket.write(response("ok"))
+    })
+    const client = netClient(`${server.url}/base`, { sockets: 1, timeoutMs: 5_000, idleSocketTimeoutMs: 4_000 })
+    try {
+      const requests: Array<WireRequest> = [
+        get("/healthz"),
+        get("/healthz"),
+        { method: "DELETE", path: "/healthz", headers: {}, body: null },
+        { method: "POST", path: "/healthz", headers: {}, body: null },
+        { method: "GET", path: "/healthz", headers: { "x-n": "1" }, body: null },
+        get("/healthz"),
+        get("/other")
+      ]
+      for (const request of requests) expect(bodyOf(await client.send(request))).toBe("ok")
+      const host = new URL(server.url).host
+      expect(seen).toEqual([
+        `GET /base/healthz HTTP/1.1\r\nhost: ${host}\r\n\r\n`,
+        `GET /base/healthz HTTP/1.1\r\nhost: ${host}\r\n\r\n`,
+        `DELETE /base/healthz HTTP/1.1\r\nhost: ${host}\r\n\r\n`,
+        `POST /base/healthz HTTP/1.1\r\nhost: ${host}\r\ncontent-length: 0\r\n\r\n`,
+        `GET /base/healthz HTTP/1.1\r\nhost: ${host}\r\nx-n: 1\r\n\r\n`,
+        `GET /base/healthz HTTP/1.1\r\nhost: ${host}\r\n\r\n`,
+        `GET /base/other HTTP/1.1\r\nhost: ${host}\r\n\r\n`
+      ])
     } finally {
       client.close()
       await server.close()

@@ -261,6 +261,19 @@ describe("routes", () => {
     expect(routeTemplate("GET", "/api/v1/merchants/me/balance")).toBe("GET /api/v1/merchants/me/balance")
     expect(routeTemplate("GET", "/healthz")).toBe("GET /healthz")
   })
+
+  it("keep each method of a path apart, asked again and again", () => {
+    for (let i = 0; i < 3; i++) {
+      expect(routeTemplate("GET", "/api/v1/transactions/pay_abcdefghij")).toBe("GET /api/v1/transactions/:id")
+      expect(routeTemplate("DELETE", "/api/v1/transactions/pay_abcdefghij")).toBe("DELETE /api/v1/transactions/:id")
+      expect(routeTemplate("HEAD", "/healthz")).toBe("HEAD /healthz")
+      expect(routeTemplate("GET", "/healthz")).toBe("GET /healthz")
+    }
+    // Past the paths it keeps, it starts over and still answers alike.
+    for (let i = 0; i < 5000; i++) routeTemplate("GET", `/api/v1/transactions/pay_${i}abcdefghij`)
+    expect(routeTemplate("GET", "/api/v1/transactions/pay_abcdefghij")).toBe("GET /api/v1/transactions/:id")
+    expect(routeTemplate("POST", "/api/v1/transactions/pay_abcdefghij")).toBe("POST /api/v1/transactions/:id")
+  })
 })
 
 describe("the recorder's histograms", () => {
