@@ -1115,7 +1115,7 @@ export const auditedStore = (
   plantedBug: PlantedBug
 ): {
   readonly store: StoreShape
-  readonly commits: Readonly<Record<"insertPayment" | "openPayment" | "commitChange", SplitCommit>>
+  readonly commits: Readonly<Record<"insertPayment" | "openPayment" | "insertCreated" | "commitChange", SplitCommit>>
 } => {
   const store = storeBug(plantedBug, inner)
   const planted = (before: Payment | null, change: Change) => changeBug(plantedBug, before, change)
@@ -1145,6 +1145,16 @@ export const auditedStore = (
         effect: store.openPayment({ ...open, change: stored(change) }),
         seen: (outcome: unknown) => {
           if ((outcome as { _tag: string })._tag === "Opened") auditor.onChange(null, change)
+        }
+      }
+    },
+    insertCreated: (args: ReadonlyArray<unknown>) => {
+      const created = args[0] as Parameters<StoreShape["insertCreated"]>[0]
+      const change = planted(null, created.change)
+      return {
+        effect: store.insertCreated({ ...created, change: stored(change) }),
+        seen: (written: unknown) => {
+          if (written === true) auditor.onChange(null, change)
         }
       }
     },
@@ -1179,6 +1189,7 @@ export const auditedStore = (
       ...store,
       insertPayment: whole(commits.insertPayment) as StoreShape["insertPayment"],
       openPayment: whole(commits.openPayment) as StoreShape["openPayment"],
+      insertCreated: whole(commits.insertCreated) as StoreShape["insertCreated"],
       commitChange: whole(commits.commitChange) as StoreShape["commitChange"],
       // Decision-level bugs need the refused decision: with one planted, commands take the
       // locking path (a store without optimistic reads) and meet it there.

@@ -306,7 +306,9 @@ const faultLines = (result: SimResult): Array<string> => {
   )
   const a = result.acquirer
   lines.push(
-    `acquirer: approved ${a.approved} declined ${a.declined} timed out ${a.timedOut} slow ${a.slow} transport failures ${a.transientFailures} calls ${a.calls}`
+    `acquirer: approved ${a.approved} declined ${a.declined} timed out ${a.timedOut} slow ${a.slow} transport failures ${a.transientFailures}${
+      a.instant > 0 ? ` answered at once ${a.instant}` : ""
+    } calls ${a.calls}`
   )
   const d = result.deliveries
   const e = result.endpoints

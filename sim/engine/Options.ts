@@ -37,6 +37,7 @@ export const noFaults: FaultRates = {
   acquirerSlow: 0,
   acquirerTimeout: 0,
   acquirerTransient: 0,
+  acquirerInstant: 0,
   crashesPerHour: 0,
   webhook4xx: 0,
   webhook5xx: 0,
@@ -161,6 +162,7 @@ const faultNames: Record<string, keyof FaultRates> = {
   slow: "acquirerSlow",
   timeout: "acquirerTimeout",
   transient: "acquirerTransient",
+  instant: "acquirerInstant",
   crash: "crashesPerHour",
   wh4xx: "webhook4xx",
   wh5xx: "webhook5xx",
@@ -185,8 +187,8 @@ const faultNames: Record<string, keyof FaultRates> = {
 
 /**
  * `--faults` takes a preset (`none`, `default`, `heavy`) and/or overrides:
- * `heavy,crash=2,timeout=0.1`. Names: decline, slow, timeout, transient (fractions of
- * authorizations), crash (per hour), wh4xx, wh5xx, whslow, whlag, whnoanswer (fractions of webhook
+ * `heavy,crash=2,timeout=0.1`. Names: decline, slow, timeout, transient, instant (fractions of
+ * authorizations; instant: answered at once, so the create is written once), crash (per hour), wh4xx, wh5xx, whslow, whlag, whnoanswer (fractions of webhook
  * attempts), whoutage (outages per endpoint per day), storedown (fraction of store operations
  * failing before they run), storelost (fraction of payment commits answered as failures),
  * storeoutage (store outages per day), rotationlost (fraction of API key rotations committed but

@@ -12,6 +12,12 @@ export interface FaultRates {
   readonly acquirerTimeout: number
   /** Authorizations whose first tries fail in transport (retried by the flow). */
   readonly acquirerTransient: number
+  /**
+   * Authorizations the network answers at once, as the sandbox does (`Acquirer.answerNow`): the
+   * create decides its whole flow in its request and writes the payment once
+   * (`Store.readForCreate`, `Store.insertCreated`). Drawn only when above 0. Absent: none.
+   */
+  readonly acquirerInstant?: number
   /** Crash-and-restart events per virtual hour. */
   readonly crashesPerHour: number
   /** Webhook endpoint behaviour, as fractions of attempts. */

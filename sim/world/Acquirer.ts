@@ -16,6 +16,8 @@ interface Plan {
   readonly outcome: AuthorizationOutcome | null
   readonly latencyMs: number
   readonly transientFailures: number
+  /** Answered at once (`answerNow`): an outcome, no transport failure first. */
+  readonly instant: boolean
   calls: number
 }
 
@@ -25,18 +27,29 @@ export interface AcquirerStats {
   slow: number
   timedOut: number
   transientFailures: number
+  /** Authorizations answered at once (`answerNow`). */
+  instant: number
   calls: number
 }
 
 /**
  * The simulated card network. The sandbox test tokens keep their meaning; other cards draw
  * their fate from the seed: approve, decline, answer slowly, never answer, or fail in transport
- * a few times first. The plan is fixed per payment on the first call, so the network stays
+ * a few times first; with `acquirerInstant`, some answer at once, as the sandbox does. The plan is fixed per payment on the first call, so the network stays
  * idempotent on the payment id when a resumed flow asks again.
  */
 export const makeSimulatedAcquirer = (prng: Prng, faults: FaultRates) => {
   const plans = new Map<string, Plan>()
-  const stats: AcquirerStats = { approved: 0, declined: 0, slow: 0, timedOut: 0, transientFailures: 0, calls: 0 }
+  const stats: AcquirerStats = {
+    approved: 0,
+    declined: 0,
+    slow: 0,
+    timedOut: 0,
+    transientFailures: 0,
+    instant: 0,
+    calls: 0
+  }
+  const instantRate = faults.acquirerInstant ?? 0
 
   const planFor = (request: AuthorizationRequest): Plan => {
     const existing = plans.get(request.paymentId)
@@ -58,7 +71,9 @@ export const makeSimulatedAcquirer = (prng: Prng, faults: FaultRates) => {
     if (outcome === null) stats.timedOut++
     else if (outcome._tag === "Approved") stats.approved++
     else stats.declined++
-    const plan: Plan = { outcome, latencyMs, transientFailures, calls: 0 }
+    // Drawn last, and only when asked for: a run without it draws what it always drew.
+    const instant = instantRate > 0 && prng.chance(instantRate) && outcome !== null && transientFailures === 0
+    const plan: Plan = { outcome, latencyMs, transientFailures, instant, calls: 0 }
     plans.set(request.paymentId, plan)
     return plan
   }
@@ -76,7 +91,18 @@ export const makeSimulatedAcquirer = (prng: Prng, faults: FaultRates) => {
   }
   const transportFailure = new AcquirerUnavailable({ reason: "simulated connection reset" })
 
+  /** The outcome of a plan drawn to be answered at once, else undefined (the flow asks and waits). */
+  const answerNow = (request: AuthorizationRequest): AuthorizationOutcome | undefined => {
+    const plan = planFor(request)
+    if (!plan.instant || plan.outcome === null) return undefined
+    stats.calls++
+    stats.instant++
+    plan.calls++
+    return plan.outcome
+  }
+
   const acquirer: AcquirerShape = {
+    ...(instantRate > 0 ? { answerNow } : {}),
     authorize: (request) =>
       Effect.suspend(() => {
         const call = nextCall(request)

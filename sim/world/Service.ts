@@ -232,10 +232,20 @@ const fencedMember = (member: Member, fence: Fence): Member => (...args: Array<u
     fence.dead ? Effect.interrupt : fence.held !== null ? heldBy(fence, () => member(...args)) : member(...args)
   )
 
+/**
+ * The acquirer behind the fence. Its `answerNow` is a plain call (an answer at once, or none), no
+ * Effect: it stays as it is. It asks nothing of the outside and only reads the network's plan; a
+ * dead instance's create stops at its next store call.
+ */
+const fencedAcquirer = (acquirer: AcquirerShape, fence: Fence): AcquirerShape => {
+  const { answerNow, ...calls } = acquirer
+  return answerNow === undefined ? fenced(calls, fence) : { ...fenced(calls, fence), answerNow }
+}
+
 const fencedInfrastructure = (infrastructure: Infrastructure, fence: Fence): Infrastructure => ({
   ...infrastructure,
   store: infrastructure.fencedStore?.(fence) ?? fenced(infrastructure.store, fence),
-  acquirer: fenced(infrastructure.acquirer, fence),
+  acquirer: fencedAcquirer(infrastructure.acquirer, fence),
   webhookStore: fenced(infrastructure.webhookStore, fence),
   webhookTransport: infrastructure.fencedWebhookTransport?.(fence) ?? fenced(infrastructure.webhookTransport, fence)
 })

@@ -94,6 +94,11 @@ const committing: Readonly<Record<string, Committed>> = {
     (outcome as { _tag: string })._tag === "Opened"
       ? { subject: (args[0] as Parameters<StoreShape["openPayment"]>[0]).change.payment.id, mayLose: true }
       : null,
+  // A payment written once with its whole flow and, with a key, its stored response.
+  insertCreated: (args, outcome) =>
+    outcome === true
+      ? { subject: (args[0] as Parameters<StoreShape["insertCreated"]>[0]).change.payment.id, mayLose: true }
+      : null,
   // The change and, with a key, the stored response: a lost acknowledgement leaves the retry a replay.
   commitChange: (args, outcome) =>
     outcome === true
