@@ -626,7 +626,8 @@ export class Auditor {
   private checkFraud(before: Payment | null, change: Change) {
     const after = change.payment
     const fraudCase: FraudCase | null = change.fraudCase
-    if (before !== null && before.fraudVerdict === null && after.fraudVerdict !== null) {
+    // A create written once (`insertCreated`) is screened in its first commit: no record before it.
+    if ((before === null || before.fraudVerdict === null) && after.fraudVerdict !== null) {
       const score = after.fraudScore ?? Number.NaN
       const band = score < this.rules.reviewThreshold
         ? "passed"
