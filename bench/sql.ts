@@ -77,7 +77,7 @@ export const createUnit = (
     read: { payment: pending, claim, history: historyWindows(now) },
     once: (history) => {
       const { change, response } = commit(history)
-      return { change: { ...change, events: [...created.change.events, ...change.events] }, claim, response }
+      return { change: Payment.followedBy(created.change, change), claim, response }
     },
     payment: () => committed
   }

@@ -823,6 +823,14 @@ export const sequence = (
   return { ok: true, change: { payment: current, events, ledger, fraudCase } }
 }
 
+/** `first`'s change followed by `next`'s, made on the payment `first` left: one change, as `sequence` merges steps. */
+export const followedBy = (first: Change, next: Change): Change => ({
+  payment: next.payment,
+  events: [...first.events, ...next.events],
+  ledger: [...first.ledger, ...next.ledger],
+  fraudCase: next.fraudCase ?? first.fraudCase
+})
+
 // ---------------------------------------------------------------------------------------------
 // The automatic flow
 

@@ -282,7 +282,7 @@ const makeCreateOnce = (deps: {
       : null
     const flow = deps.flowSteps(payment, authorization, screening, yield* deps.context)
     if (!flow.ok) return null
-    const change: Payment.Change = { ...flow.change, events: [...created.events, ...flow.change.events] }
+    const change = Payment.followedBy(created, flow.change)
     const response = request.respond(change.payment)
     const written = yield* store.insertCreated({
       change,

@@ -1634,7 +1634,7 @@ export const storeContract = (name: string, makeLayer: () => Layer.Layer<Store, 
               path.map((step) => (p: Payment.Payment) => step(p, null, ctx))
             )
             if (!flow.ok) throw new Error("the flow was refused")
-            const change = { ...flow.change, events: [...created.events, ...flow.change.events] }
+            const change = Payment.followedBy(created, flow.change)
             return { created, change }
           }
           const read = (payment: Payment.Payment, key: string | null, fingerprint = "fp-1") =>
