@@ -582,48 +582,17 @@ export const make = Effect.gen(function*() {
           : Effect.succeed(payment)
     )
 
-  /** The flow in the request itself, when the acquirer answers at once; null when it cannot (or lost a race). */
-  const finishInline = <R>(
-    payment: Payment.Payment,
-    history: FraudHistory,
-    respond: (payment: Payment.Payment) => CreateResponse<R>
-  ) =>
-    Effect.gen(function*() {
-      const authorization = acquirer.answerNow?.(authorizationRequest(payment))
-      if (authorization === undefined) return null
-      const screening = authorization._tag === "Approved"
-        ? fraud.score({ ...payment, networkRiskSignal: authorization.networkRiskSignal }, history)
-        : null
-      const decision = flowSteps(payment, authorization, screening, yield* context)
-      if (!decision.ok) return null
-      const response = respond(decision.change.payment)
-      const done = yield* store.commitChange({ before: payment, change: decision.change, response: response.stored })
-      if (!done) return null
-      recordCommitted(decision.change)
-      return response
-    })
-
   const release = (claim: IdempotencyClaim) =>
     store.releaseIdempotencyKey(claim.merchantId, claim.key).pipe(Effect.ignore)
 
-  /** The rest of a create whose first commit opened the payment: its response, stored under the key or not yet. */
-  const finishCreate = <R>(payment: Payment.Payment, history: FraudHistory, request: InlineRequest<R>) => {
-    // The network will answer later (or a racing command moved the payment): the supervised
-    // flow goes on, scoring on the history just read, and the answer waits for it up to the
-    // request deadline.
-    const answerLater = Effect.gen(function*() {
+  /** A create opened to be answered later: its flow goes on (scoring on the history read), awaited up to the deadline. */
+  const finishCreate = <R>(payment: Payment.Payment, history: FraudHistory, request: InlineRequest<R>) =>
+    Effect.gen(function*() {
       const fiber = yield* startFlow(payment.id, payment, history)
       yield* actors.awaitFlow(fiber, config.requestDeadlineMs)
       const latest = flowEnd(fiber) ?? (yield* store.getPayment(null, payment.id)) ?? payment
       return { _tag: "Created", reply: request.respond(latest).reply, stored: false } as InlineOutcome<R>
     })
-    return Effect.gen(function*() {
-      // An acquirer that never answers at once (the simulated network) skips the attempt.
-      const response = acquirer.answerNow === undefined ? null : yield* finishInline(payment, history, request.respond)
-      if (response === null) return yield* answerLater
-      return { _tag: "Created", reply: response.reply, stored: response.stored !== null } as InlineOutcome<R>
-    })
-  }
 
   const service: PaymentsShape = {
     createInline: <R>(input: Payment.CreateInput, request: InlineRequest<R>) =>
