@@ -685,10 +685,7 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
       Effect.sync(() => {
         const payment = change.payment
         if (claim !== null) {
-          if (
-            state.idempotency.get(claim.merchantId, claim.key) !== undefined ||
-            state.paymentsByIdempotencyKey.has(claim.merchantId, claim.key)
-          ) return false
+          if (keyTaken(claim) !== null) return false
           setIdempotency(claim.merchantId, claim.key, {
             ...claimRow(claim, payment.id),
             state: "completed",

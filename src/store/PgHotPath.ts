@@ -74,6 +74,20 @@ FROM (SELECT count(*) FILTER (WHERE r.created_at >= ${hourSince})::int AS card_h
     AND y.created_at <= ${until} AND y.id <> ${self}
     ORDER BY y.created_at DESC, y.id DESC LIMIT ${amountWindow}) w) a`
 
+/** `historyColumns` of a batch's unit, its columns named as both create statements name them, under `alias`. */
+const unitHistory = (alias: string) =>
+  historyColumns({
+    merchantId: `${alias}.merchant_id`,
+    cardToken: `${alias}.card_token`,
+    currency: `${alias}.currency`,
+    until: `${alias}.created_at`,
+    self: `${alias}.id`,
+    hourSince: `${alias}.hour_since`,
+    daySince: `${alias}.day_since`,
+    dayLimit: `${alias}.day_limit`,
+    amountWindow: `${alias}.amount_window`
+  })
+
 /** A row of `historyColumns` as the domain's history. */
 export const toHistory = (r: Row): FraudHistory => ({
   cardAttemptsLastHour: Number(r.card_hour),
@@ -126,19 +140,7 @@ ${eventsAndOutbox}
 SELECT i.ord, i.id IN (SELECT id FROM payment) AS opened, h.*,
   k.fingerprint AS finished_fingerprint, k.response_status AS finished_status, k.response_body AS finished_body
 FROM input i
-CROSS JOIN LATERAL (${
-  historyColumns({
-    merchantId: "i.merchant_id",
-    cardToken: "i.card_token",
-    currency: "i.currency",
-    until: "i.created_at",
-    self: "i.id",
-    hourSince: "i.hour_since",
-    daySince: "i.day_since",
-    dayLimit: "i.day_limit",
-    amountWindow: "i.amount_window"
-  })
-}) h
+CROSS JOIN LATERAL (${unitHistory("i")}) h
 LEFT JOIN idempotency_keys k ON k.merchant_id = i.merchant_id AND k.key = i.claim_key AND k.state = 'completed'
   AND k.expires_at > i.claimed_at
 ORDER BY i.ord`
@@ -216,19 +218,7 @@ FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::timestamptz[], $
     $8::int[], $9::int[], $10::text[], $11::timestamptz[])
   WITH ORDINALITY AS u(id, merchant_id, card_token, currency, created_at, hour_since, day_since, day_limit,
     amount_window, claim_key, claimed_at, ord)
-CROSS JOIN LATERAL (${
-  historyColumns({
-    merchantId: "u.merchant_id",
-    cardToken: "u.card_token",
-    currency: "u.currency",
-    until: "u.created_at",
-    self: "u.id",
-    hourSince: "u.hour_since",
-    daySince: "u.day_since",
-    dayLimit: "u.day_limit",
-    amountWindow: "u.amount_window"
-  })
-}) h
+CROSS JOIN LATERAL (${unitHistory("u")}) h
 LEFT JOIN idempotency_keys k ON k.merchant_id = u.merchant_id AND k.key = u.claim_key
 ORDER BY u.ord`
 
