@@ -5,6 +5,7 @@ import { runSimulation } from "../../sim/engine/Simulator.ts"
 import * as Dispute from "../../src/domain/Dispute.ts"
 import * as Payment from "../../src/domain/Payment.ts"
 import { accepted, assessmentWithScore, createInput, makeWorld } from "../domain/fixtures.ts"
+import { describeFailure } from "../support/simulation.ts"
 
 // Disputes in the simulator: injected at a rate, with crashes and store faults around
 // them; the auditor checks reserved money is conserved and every dispute resolves exactly once.
@@ -16,11 +17,6 @@ const small = (overrides: Partial<SimOptions>): SimOptions => ({
   hours: 6,
   ...overrides
 })
-
-const describeFailure = (result: ReturnType<typeof runSimulation>) =>
-  result.ok
-    ? "ok"
-    : `${result.violations.map((v) => `[${v.invariant}] ${v.message}`).join("\n")}\n${result.traceTail.join("\n")}`
 
 describe("disputes in the simulator", () => {
   it("`dispute=` is a fault option that round-trips through the replay command", () => {

@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest"
 import { defaultOptions, formatFaults, parseFaults, type SimOptions } from "../../sim/engine/Options.ts"
 import { runSimulation } from "../../sim/engine/Simulator.ts"
+import { describeFailure } from "../support/simulation.ts"
 
 // A network that answers some authorizations at once, as the sandbox does: those creates decide
 // their whole flow in the request and write the payment once (src/services/Payments.ts
@@ -9,11 +10,6 @@ import { runSimulation } from "../../sim/engine/Simulator.ts"
 
 const run = (overrides: Partial<SimOptions>) =>
   runSimulation({ ...defaultOptions, merchants: 4, payments: 300, hours: 6, ...overrides })
-
-const describeFailure = (result: ReturnType<typeof runSimulation>) =>
-  result.ok
-    ? "ok"
-    : `${result.violations.map((v) => `[${v.invariant}] ${v.message}`).join("\n")}\n${result.traceTail.join("\n")}`
 
 describe("a network that answers at once", () => {
   it("`instant=` is a fault option that round-trips through the replay command", () => {

@@ -2,6 +2,7 @@ import * as fc from "fast-check"
 import { describe, expect, it } from "vitest"
 import { defaultMix, defaultOptions, formatFaults, type SimOptions } from "../../sim/engine/Options.ts"
 import { runSimulation } from "../../sim/engine/Simulator.ts"
+import { describeFailure } from "../support/simulation.ts"
 
 /** Small scenarios: a few merchants, a few hours, enough traffic for races, crashes and retries. */
 const small = (overrides: Partial<SimOptions>): SimOptions => ({
@@ -11,11 +12,6 @@ const small = (overrides: Partial<SimOptions>): SimOptions => ({
   hours: 4,
   ...overrides
 })
-
-const describeFailure = (result: ReturnType<typeof runSimulation>) =>
-  result.ok
-    ? "ok"
-    : `${result.violations.map((v) => `[${v.invariant}] ${v.message}`).join("\n")}\n${result.traceTail.join("\n")}`
 
 describe("simulator", () => {
   it("replays a seed exactly (same trace hash twice)", () => {

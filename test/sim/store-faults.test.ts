@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest"
 import { defaultOptions, noFaults, type SimOptions } from "../../sim/engine/Options.ts"
 import { runSimulation } from "../../sim/engine/Simulator.ts"
+import { describeFailure } from "../support/simulation.ts"
 
 /** A few hundred payments over a few hours: enough commits for the rare faults to land. */
 const small = (overrides: Partial<SimOptions>): SimOptions => ({
@@ -10,11 +11,6 @@ const small = (overrides: Partial<SimOptions>): SimOptions => ({
   hours: 4,
   ...overrides
 })
-
-const describeFailure = (result: ReturnType<typeof runSimulation>) =>
-  result.ok
-    ? "ok"
-    : `${result.violations.map((v) => `[${v.invariant}] ${v.message}`).join("\n")}\n${result.traceTail.join("\n")}`
 
 describe("simulator: store faults and crashes inside an instant", () => {
   it("injects StoreUnavailable (before the operation, in outages, after a payment commit) and every invariant holds", () => {
