@@ -164,6 +164,23 @@ const tableStats = async (client: pg.Client) => {
   )
 }
 
+/** The average stored size of each column of `table` (pg_column_size: after compression, before TOAST), and of its rows. */
+const columnSizes = async (client: pg.Client, table: string) => {
+  const columns = (await client.query(
+    `SELECT attname FROM pg_attribute WHERE attrelid = $1::regclass AND attnum > 0 AND NOT attisdropped ORDER BY attnum`,
+    [table]
+  )).rows.map((r) => String(r.attname))
+  const row = (await client.query(
+    `SELECT ${columns.map((c, i) => `avg(pg_column_size(t.${c}))::float8 AS c${i}`).join(", ")},
+      avg(pg_column_size(t.*))::float8 AS whole FROM ${table} t`
+  )).rows[0]
+  return {
+    table,
+    row_bytes: Number(row.whole),
+    columns: columns.map((name, i) => ({ column: name, bytes: Number(row[`c${i}`]) }))
+  }
+}
+
 /** Session settings as the service's pool has them, and a merchant to create for. */
 const prepare = async (client: pg.Client) => {
   await client.query("CREATE EXTENSION IF NOT EXISTS pg_walinspect")
@@ -255,23 +272,33 @@ const walBetween = async (client: pg.Client, start: string, end: string) => {
       recordBytes: Number(r.record_bytes),
       fpiBytes: Number(r.fpi_bytes)
     }))
-  // Full-page images by relation (heap or index): which pages a checkpoint makes the creates copy whole.
-  const imagesByRelation = (await client.query(
-    `SELECT coalesce(c.relname, b.relfilenode::text) AS relation, count(*)::bigint AS n,
-      sum(b.block_fpi_length)::bigint AS bytes
-    FROM pg_get_wal_block_info($1::pg_lsn, $2::pg_lsn) b LEFT JOIN pg_class c ON c.relfilenode = b.relfilenode
-    WHERE b.block_fpi_length > 0 GROUP BY 1 ORDER BY 3 DESC`,
+  // WAL by relation (heap or index): each record's bytes shared among the blocks it names, and the
+  // full-page images (which pages a checkpoint makes the creates copy whole).
+  const byRelation = (await client.query(
+    `SELECT coalesce(c.relname, b.relfilenode::text) AS relation, count(DISTINCT b.start_lsn)::bigint AS records,
+      sum(b.record_length::float8 / b.blocks)::bigint AS record_bytes,
+      count(*) FILTER (WHERE b.block_fpi_length > 0)::bigint AS images, sum(b.block_fpi_length)::bigint AS fpi_bytes
+    FROM (SELECT *, count(*) OVER (PARTITION BY start_lsn) AS blocks FROM pg_get_wal_block_info($1::pg_lsn, $2::pg_lsn)) b
+    LEFT JOIN pg_class c ON c.relfilenode = b.relfilenode
+    GROUP BY 1 ORDER BY 3 DESC`,
     [start, end]
   )).rows
-    .map((r) => ({ relation: String(r.relation), pages: Number(r.n), bytes: Number(r.bytes) }))
-  return { walBytes, byKind, imagesByRelation }
+    .map((r) => ({
+      relation: String(r.relation),
+      records: Number(r.records),
+      recordBytes: Number(r.record_bytes),
+      pages: Number(r.images),
+      bytes: Number(r.fpi_bytes)
+    }))
+  const imagesByRelation = byRelation.filter((r) => r.pages > 0).sort((a, b) => b.bytes - a.bytes)
+  return { walBytes, byKind, byRelation, imagesByRelation }
 }
 
 /** Everything per create, as `--json` prints it. */
 const reportOf = async (
   client: pg.Client,
   measured: Awaited<ReturnType<typeof measureCreates>>,
-  { walBytes, byKind, imagesByRelation }: Awaited<ReturnType<typeof walBetween>>
+  { byKind, byRelation, imagesByRelation, walBytes }: Awaited<ReturnType<typeof walBetween>>
 ) => {
   const { tablesBefore, tablesAfter, triggers, buffers, statementsMs, cpuMs } = measured
   const n = flags.creates
@@ -289,6 +316,8 @@ const reportOf = async (
       index_bytes: after.index
     }
   }).filter((t) => t.inserts > 0 || t.updates > 0)
+  const rowSizes = []
+  for (const t of tables) if (t.inserts > 0) rowSizes.push(await columnSizes(client, t.table))
   return {
     date: new Date().toISOString(),
     code_dir: codeDir,
@@ -333,13 +362,19 @@ const reportOf = async (
       per_create: r.pages / n,
       bytes: r.bytes / n
     })),
+    wal_by_relation: byRelation.map((r) => ({
+      relation: r.relation,
+      records: r.records / n,
+      record_bytes: r.recordBytes / n
+    })),
     wal_by_kind: byKind.map((k) => ({
       kind: k.kind,
       per_create: k.count / n,
       record_bytes: k.recordBytes / n,
       fpi_bytes: k.fpiBytes / n
     })),
-    tables
+    tables,
+    row_sizes: rowSizes
   }
 }
 
@@ -380,6 +415,14 @@ const printReport = (report: Awaited<ReturnType<typeof reportOf>>) => {
       "  "
     )
   )
+  console.log("\nWAL by relation, per create (a record's bytes shared among the blocks it names):")
+  console.log(
+    Cli.table(
+      ["relation", "records", "record bytes"],
+      report.wal_by_relation.slice(0, 20).map((r) => [r.relation, f(r.records, 2), f(r.record_bytes)]),
+      "  "
+    )
+  )
   console.log("\nfull-page images by relation, per create:")
   console.log(
     Cli.table(
@@ -398,6 +441,14 @@ const printReport = (report: Awaited<ReturnType<typeof reportOf>>) => {
       "  "
     )
   )
+  console.log("\nbytes a row by column, on average (pg_column_size; a row's header and alignment in its total):")
+  for (const t of report.row_sizes) {
+    console.log(
+      `  ${t.table} ${f(t.row_bytes)}: ${
+        t.columns.filter((c) => c.bytes > 0).map((c) => `${c.column} ${f(c.bytes)}`).join(", ")
+      }`
+    )
+  }
   console.log("\nshared buffers per create (pg_stat_statements):")
   console.log(
     Cli.table(

@@ -693,7 +693,7 @@ export const memoryOperations = (state: MemoryState): StoreShape => {
             status: response?.status ?? null,
             body: response?.body ?? null
           })
-          state.paymentsByIdempotencyKey.set(claim.merchantId, claim.key, payment.id)
+          // Claimed finished with the payment: the key's row keeps it one payment a key, nothing holds it.
         }
         commit(change, undefined)
         remember(payment, undefined, undefined)

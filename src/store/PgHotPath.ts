@@ -225,7 +225,8 @@ ORDER BY u.ord`
 /**
  * Round trip 2 of such a create (Store.insertCreated) for a batch: each request's key, claimed
  * finished with its response (only a key never seen), and the payments whose claim held (or that
- * carry none), written once as their flows left them, with their events, outbox rows (when the
+ * carry none), written once as their flows left them (holding no key: `idempotency_hold` is for a
+ * claim made apart from its insert), with their events, outbox rows (when the
  * merchant has a webhook URL), ledger entries and fraud cases. Inputs are typed arrays: the
  * payments' (one element a unit), then the events', the entries' and the cases', each naming its
  * unit by its place (`unit`, from 1) and taking the payment's id, merchant, and the entries'
@@ -263,7 +264,7 @@ payment AS (
     fraud_score, fraud_verdict, fraud_case_id, failure_code, failure_message, network_risk_signal, in_flight, version,
     created_at, updated_at, captured_at, fraud_model_version, fraud_explanations, flow_owner)
   SELECT id, merchant_id, status, amount_cents, currency, captured_amount_cents, refunded_amount_cents, fee_cents,
-    card_brand, card_last_four, card_token, capture_method, idempotency_key, idempotency_key, metadata, fraud_score,
+    card_brand, card_last_four, card_token, capture_method, idempotency_key, NULL, metadata, fraud_score,
     fraud_verdict, fraud_case_id, failure_code, failure_message, network_risk_signal, in_flight, version, created_at,
     updated_at, captured_at, fraud_model_version,
     CASE WHEN json_typeof(fraud_explanations) <> 'null' THEN fraud_explanations END, CASE WHEN in_flight THEN flow_owner END

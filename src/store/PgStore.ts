@@ -299,7 +299,7 @@ export const makePgStore = Effect.gen(function*() {
           flow_owner: flowOwner
         }
         const inserted = yield* sql`INSERT INTO payments ${sql.insert(row)}
-          ON CONFLICT (merchant_id, idempotency_hold) DO NOTHING RETURNING id`
+          ON CONFLICT (merchant_id, idempotency_hold) WHERE idempotency_hold IS NOT NULL DO NOTHING RETURNING id`
         if (inserted.length === 0) {
           const existing = yield* sql<
             PaymentRow

@@ -504,5 +504,21 @@ ${rollupUpsert}      RETURN NULL;
       FOR EACH ROW EXECUTE FUNCTION forbid_removal();
     CREATE TRIGGER merchants_never_truncated BEFORE TRUNCATE ON merchants
       FOR EACH STATEMENT EXECUTE FUNCTION forbid_removal();
+  `),
+  "0018_smaller_keys": statements(`
+    -- A ledger entry is read with its payment's (a transaction's ledger, a few rows, sorted there)
+    -- or summed by merchant, never by its id: an index on the payment alone finds them, with half
+    -- the key of (payment_id, id) in each of a create's eight entries. Entries are written only
+    -- inside their payment's version-checked change, once; an entry's id stays unique in practice
+    -- (its millisecond and 83 random bits).
+    ALTER TABLE ledger_entries DROP CONSTRAINT ledger_entries_pkey;
+    CREATE INDEX ledger_entries_payment ON ledger_entries (payment_id);
+    -- A payment holds its idempotency key (idempotency_hold) only while a separate claim could
+    -- still race its insert. A create written once claims its key finished in the statement that
+    -- inserts the payment and holds nothing: the key's row alone keeps it one payment a key. Only
+    -- a held key takes an entry in the unique index.
+    ALTER TABLE payments DROP CONSTRAINT payments_merchant_id_idempotency_hold_key;
+    CREATE UNIQUE INDEX payments_idempotency_hold ON payments (merchant_id, idempotency_hold)
+      WHERE idempotency_hold IS NOT NULL;
   `)
 }
