@@ -7,6 +7,7 @@ import { eventColumns } from "./rows/Event.ts"
 import { fraudCaseColumns } from "./rows/FraudCase.ts"
 import { ledgerEntryColumns } from "./rows/LedgerEntry.ts"
 import { changingColumns, paymentColumns } from "./rows/Payment.ts"
+import { pack, unpack } from "./rows/StoredResponse.ts"
 import { timestamp, timestampOrNull } from "./rows/Timestamps.ts"
 import type { ChangeCommit, CreatedCommit, CreateRead, OpenOutcome, OpenPayment } from "./Store.ts"
 
@@ -350,7 +351,7 @@ export const commitChangesValues = (units: ReadonlyArray<ChangeCommit>): Array<u
       response_merchant_id: response?.merchantId ?? null,
       response_key: response?.key ?? null,
       response_status: response?.status ?? null,
-      response_body: response?.body ?? null,
+      response_body: response === undefined || response === null ? null : pack(response.body),
       command_merchant_id: commandKey?.merchantId ?? null,
       command_key: commandKey?.key ?? null
     }
@@ -440,7 +441,7 @@ export const insertCreatedValues = (units: ReadonlyArray<CreatedCommit>): Array<
       claim === null ? null : timestamp(claim.now),
       claim === null ? null : timestamp(claim.expiresAt),
       response?.status ?? null,
-      response?.body ?? null,
+      response === undefined || response === null ? null : pack(response.body),
       claim?.owner ?? null
     ]
     push(payments, row)
@@ -502,7 +503,7 @@ const openOutcome = (opened: boolean, r: Row): OpenOutcome =>
       finished: {
         fingerprint: r.finished_fingerprint,
         status: r.finished_status as number,
-        body: r.finished_body as string
+        body: unpack(r.finished_body as string)
       }
     }
 

@@ -20,6 +20,7 @@ import { fraudCaseColumns, type FraudCaseRow, toFraudCase } from "./rows/FraudCa
 import { ledgerEntryColumns, type LedgerEntryRow, toLedgerEntry } from "./rows/LedgerEntry.ts"
 import { merchantColumns, type MerchantRow, toMerchant } from "./rows/Merchant.ts"
 import { disputeColumn, paymentColumns, type PaymentRow, pendingColumn, toPayment } from "./rows/Payment.ts"
+import { pack, unpack } from "./rows/StoredResponse.ts"
 import { ms, type Timestamp, timestamp, timestampOrNull } from "./rows/Timestamps.ts"
 import type { AnalyticsPeriodRow, AnalyticsRow, ClaimOutcome, StoreEffect, StoreShape, UpdateOutcome } from "./Store.ts"
 import { isCardTokenDisputeQuery, maximumSeriesRows, modelStats, Store, unrecordedModel } from "./Store.ts"
@@ -622,7 +623,7 @@ export const makePgStore = Effect.gen(function*() {
               return {
                 _tag: "Replay" as const,
                 status: row.response_status as number,
-                body: row.response_body as string
+                body: unpack(row.response_body as string)
               }
             }
             if (ms(row.locked_until as Timestamp) > claim.now && row.owner_gone !== true) {
@@ -637,7 +638,7 @@ export const makePgStore = Effect.gen(function*() {
           })))
       ),
     completeIdempotencyKey: (merchantId, key, status, body) =>
-      Effect.asVoid(completeKey([merchantId, key, status, body])),
+      Effect.asVoid(completeKey([merchantId, key, status, pack(body)])),
     releaseIdempotencyKey: (merchantId, key) => Effect.asVoid(releaseKey([merchantId, key])),
     heartbeat: (instanceId, aliveUntil) =>
       // Processes gone for a day are forgotten (a claim of theirs is long past its lease).
