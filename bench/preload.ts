@@ -47,6 +47,8 @@ interface History {
   readonly payments: number
   /** Outbox rows name their event by its payment and sequence (migration 0016; a database of an earlier one lacks them). */
   readonly outboxByPayment: boolean
+  /** Events name their merchant (up to migration 0019). */
+  readonly eventsNameMerchant: boolean
 }
 
 /**
@@ -84,10 +86,14 @@ const batchStatements = (from: string, to: string, history: History, outbox: boo
       'automatic', ${key}, ${key}, '{}'::jsonb, false, 4, ${made}, ${made},
       ${made}, 'ins_preload'
     FROM generate_series(${from}, ${to}) g`,
-    `INSERT INTO payment_events (id, payment_id, merchant_id, type, sequence, data, created_at)
-    SELECT ${eventId("s")}, ${paymentId}, $1,
+    `INSERT INTO payment_events (id, payment_id, ${
+      history.eventsNameMerchant ? "merchant_id, " : ""
+    }type, sequence, data,
+      created_at)
+    SELECT ${eventId("s")}, ${paymentId}, ${history.eventsNameMerchant ? "$1, " : ""}
       (ARRAY['payment.initiated', 'payment.authorized', 'payment.captured'])[s], s, '{}'::jsonb, ${made}
-    FROM generate_series(${from}, ${to}) g, generate_series(1, 3) s`,
+    FROM generate_series(${from}, ${to}) g, generate_series(1, 3) s
+    WHERE $1::text IS NOT NULL -- the merchant, which an event's row names no more`,
     `INSERT INTO ledger_entries (id, group_id, payment_id, merchant_id, account, direction, amount_cents, currency, created_at)
     SELECT ${timed("le", history, "g * 2 + d")}, ${timed("lg", history, "g")}, ${paymentId}, $1,
       CASE d WHEN 1 THEN 'network_receivable' ELSE 'merchant_pending' END, CASE d WHEN 1 THEN 'debit' ELSE 'credit' END,
@@ -120,7 +126,10 @@ export const preloadPayments = async (client: pg.Client, options: PreloadOptions
   const batch = options.batch ?? 100_000
   const outboxByPayment = (await client.query(`SELECT EXISTS (SELECT 1 FROM information_schema.columns
     WHERE table_name = 'webhook_outbox' AND column_name = 'payment_id') AS x`)).rows[0].x === true
-  const history: History = { loadMs: Date.now(), payments: options.payments, outboxByPayment }
+  // Events named their merchant up to migration 0019.
+  const eventsNameMerchant = (await client.query(`SELECT EXISTS (SELECT 1 FROM information_schema.columns
+    WHERE table_name = 'payment_events' AND column_name = 'merchant_id') AS x`)).rows[0].x === true
+  const history: History = { loadMs: Date.now(), payments: options.payments, outboxByPayment, eventsNameMerchant }
   for (let m = 1; m <= (options.extraMerchants ?? 0); m++) {
     await client.query(
       `INSERT INTO merchants (id, name, webhook_url, webhook_secret, created_at, updated_at)

@@ -3,7 +3,7 @@ import type { FraudHistory } from "../domain/Fraud.ts"
 import { type Change, nextStep } from "../domain/Payment.ts"
 import { makeBatcher } from "./GroupCommit.ts"
 import type { Row } from "./PgRows.ts"
-import { eventColumns } from "./rows/Event.ts"
+import { eventColumns, storedSnapshot } from "./rows/Event.ts"
 import { fraudCaseColumns } from "./rows/FraudCase.ts"
 import { ledgerEntryColumns } from "./rows/LedgerEntry.ts"
 import { changingColumns, paymentColumns } from "./rows/Payment.ts"
@@ -19,20 +19,22 @@ import type { ChangeCommit, CreatedCommit, CreateRead, OpenOutcome, OpenPayment 
 
 /**
  * The events of the units whose payment row was written (CTE `payment`), from JSON rows in $2,
- * and their outbox rows when the merchant has a webhook URL (CONTRACT section 7).
+ * and their outbox rows when the merchant has a webhook URL (CONTRACT section 7). An event's row
+ * does not repeat its payment's merchant; the outbox's does (its JSON row carries it).
  */
-const eventsAndOutbox = `events AS (
-  INSERT INTO payment_events (id, payment_id, merchant_id, type, sequence, data, created_at)
-  SELECT e.id, e.payment_id, e.merchant_id, e.type, e.sequence, e.data, e.created_at
-  FROM json_to_recordset($2::json)
+const eventsAndOutbox = `event_input AS (
+  SELECT * FROM json_to_recordset($2::json)
     AS e(payment_id text, merchant_id text, id text, type text, sequence int, data jsonb, created_at timestamptz)
   WHERE e.payment_id IN (SELECT id FROM payment)
-  RETURNING id, payment_id, sequence, merchant_id, created_at
+),
+events AS (
+  INSERT INTO payment_events (id, payment_id, type, sequence, data, created_at)
+  SELECT e.id, e.payment_id, e.type, e.sequence, e.data, e.created_at FROM event_input e
 ),
 outbox AS (
   INSERT INTO webhook_outbox (event_id, payment_id, sequence, merchant_id, created_at)
-  SELECT e.id, e.payment_id, e.sequence, e.merchant_id, e.created_at FROM events e JOIN merchants m ON m.id = e.merchant_id COLLATE "C"
-  WHERE m.webhook_url IS NOT NULL
+  SELECT e.id, e.payment_id, e.sequence, e.merchant_id, e.created_at FROM event_input e
+  WHERE (SELECT m.webhook_url IS NOT NULL FROM merchants m WHERE m.id = e.merchant_id COLLATE "C")
 )`
 
 /** The SQL expressions (placeholders or columns) `historyColumns` reads a history query's values from. */
@@ -273,20 +275,23 @@ payment AS (
   WHERE i.claim_key IS NULL OR i.id IN (SELECT applied_to FROM claimed)
   RETURNING id
 ),
-written AS (SELECT i.* FROM input i WHERE i.id IN (SELECT id FROM payment)),
+written AS (
+  SELECT i.*, (SELECT m.webhook_url IS NOT NULL FROM merchants m WHERE m.id = i.merchant_id COLLATE "C") AS hooked
+  FROM input i WHERE i.id IN (SELECT id FROM payment)
+),
 events AS (
-  INSERT INTO payment_events (id, payment_id, merchant_id, type, sequence, data, created_at)
-  SELECT e.id, w.id, w.merchant_id, e.type, e.sequence, e.data, e.created_at
+  INSERT INTO payment_events (id, payment_id, type, sequence, data, created_at)
+  SELECT e.id, w.id, e.type, e.sequence, e.data, e.created_at
   FROM ROWS FROM (unnest($36::int[], $37::text[], $38::text[], $39::int[], $41::timestamptz[]),
       json_array_elements($40::json))
     AS e(unit, id, type, sequence, created_at, data)
   JOIN written w ON w.ord = e.unit
-  RETURNING id, payment_id, sequence, merchant_id, created_at
+  RETURNING id, payment_id, sequence, created_at
 ),
 outbox AS (
   INSERT INTO webhook_outbox (event_id, payment_id, sequence, merchant_id, created_at)
-  SELECT e.id, e.payment_id, e.sequence, e.merchant_id, e.created_at FROM events e JOIN merchants m ON m.id = e.merchant_id COLLATE "C"
-  WHERE m.webhook_url IS NOT NULL
+  SELECT e.id, e.payment_id, e.sequence, w.merchant_id, e.created_at
+  FROM events e JOIN written w ON w.id = e.payment_id WHERE w.hooked
 ),
 entries AS (
   INSERT INTO ledger_entries (id, group_id, payment_id, merchant_id, account, direction, amount_cents, currency, created_at)
@@ -316,7 +321,8 @@ WHERE p.id = $1 AND ($2::text IS NULL OR p.merchant_id = $2)`
 
 export const getPaymentSql = `SELECT * FROM payments WHERE id = $1 AND ($2::text IS NULL OR merchant_id = $2)`
 
-const eventRows = (change: Change) => change.events.map(eventColumns)
+/** A change's events as JSON rows: their columns, and the merchant their outbox rows name. */
+const eventRows = (change: Change) => change.events.map((e) => ({ ...eventColumns(e), merchant_id: e.merchantId }))
 
 /** The parameters of `openPaymentsSql` for a batch (also used by the benchmark's baselines). */
 export const openPaymentsValues = (units: ReadonlyArray<OpenPayment>): Array<unknown> => [
@@ -446,7 +452,7 @@ export const insertCreatedValues = (units: ReadonlyArray<CreatedCommit>): Array<
     ]
     push(payments, row)
     for (const e of change.events) {
-      push(events, [unit, e.id, e.type, e.sequence, JSON.stringify(e.data), timestamp(e.createdAt)])
+      push(events, [unit, e.id, e.type, e.sequence, JSON.stringify(storedSnapshot(e.data)), timestamp(e.createdAt)])
     }
     for (const l of change.ledger) {
       push(entries, [unit, l.id, l.groupId, l.account, l.direction, l.amountCents, timestamp(l.createdAt)])

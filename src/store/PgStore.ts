@@ -15,7 +15,7 @@ import { PgPool, prepared, statementDeadlineMs } from "./PgPrepared.ts"
 import { type Row, run as runUnbounded, runWithin, secretColumnFor } from "./PgRows.ts"
 import * as PgWebhookStore from "./PgWebhookStore.ts"
 import { apiKeyColumns, type ApiKeyRow, toApiKey } from "./rows/ApiKey.ts"
-import { eventColumns, type EventRow, toEvent } from "./rows/Event.ts"
+import { eventColumns, type EventRow, eventSelect, toEvent } from "./rows/Event.ts"
 import { fraudCaseColumns, type FraudCaseRow, toFraudCase } from "./rows/FraudCase.ts"
 import { ledgerEntryColumns, type LedgerEntryRow, toLedgerEntry } from "./rows/LedgerEntry.ts"
 import { merchantColumns, type MerchantRow, toMerchant } from "./rows/Merchant.ts"
@@ -208,12 +208,15 @@ export const makePgStore = Effect.gen(function*() {
       if (change.events.length > 0) {
         parts.push(
           sql`events AS (INSERT INTO payment_events ${
-            sql.insert(change.events.map((e) => ({ ...eventColumns(e), data: sql.json(e.data) })) as any)
-          } RETURNING id, payment_id, sequence, merchant_id, created_at)`
+            sql.insert(change.events.map((e) => {
+              const columns = eventColumns(e)
+              return { ...columns, data: sql.json(columns.data) }
+            }) as any)
+          } RETURNING id, payment_id, sequence, created_at)`
         )
         // Only a merchant with a webhook URL has deliveries to make (CONTRACT section 7).
         parts.push(sql`outbox AS (INSERT INTO webhook_outbox (event_id, payment_id, sequence, merchant_id, created_at)
-          SELECT id, payment_id, sequence, merchant_id, created_at FROM events
+          SELECT id, payment_id, sequence, ${change.payment.merchantId}, created_at FROM events
           WHERE EXISTS (SELECT 1 FROM merchants WHERE id = ${change.payment.merchantId} AND webhook_url IS NOT NULL))`)
       }
       if (change.ledger.length > 0) {
@@ -394,8 +397,10 @@ export const makePgStore = Effect.gen(function*() {
         return { _tag: "Applied", change: decision.change } satisfies UpdateOutcome
       }))),
     listEvents: (merchantId, paymentId) =>
-      run(sql<EventRow>`SELECT * FROM payment_events WHERE payment_id = ${paymentId} AND merchant_id = ${merchantId}
-        ORDER BY sequence`).pipe(Effect.map((rows) => rows.map(toEvent))),
+      run(sql<EventRow>`SELECT ${sql.literal(eventSelect("p.merchant_id"))}
+        FROM payments p JOIN payment_events e ON e.payment_id = ${paymentId}
+        WHERE p.id = ${paymentId} AND p.merchant_id = ${merchantId}
+        ORDER BY e.sequence`).pipe(Effect.map((rows) => rows.map(toEvent))),
     listLedger: (merchantId, paymentId) =>
       run(
         sql<LedgerEntryRow>`SELECT * FROM ledger_entries WHERE payment_id = ${paymentId} AND merchant_id = ${merchantId}

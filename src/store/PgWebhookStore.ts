@@ -8,7 +8,7 @@ import { makeBatcher } from "./GroupCommit.ts"
 import { PgPool, prepared, statementDeadlineMs } from "./PgPrepared.ts"
 import { type Row, runWithin, secretColumnFor } from "./PgRows.ts"
 import { attemptsColumn, deliveryColumns, type DeliveryRow, toDelivery } from "./rows/Delivery.ts"
-import { type EventRow, toEvent } from "./rows/Event.ts"
+import { type EventRow, eventSelect, toEvent } from "./rows/Event.ts"
 import { type MerchantRow, toMerchant } from "./rows/Merchant.ts"
 import { ms, msOrNull, type Timestamp, timestamp, timestampOrNull } from "./rows/Timestamps.ts"
 import type { StoreUnavailable } from "./Store.ts"
@@ -194,13 +194,14 @@ export const makePgWebhookStore = Effect.gen(function*() {
       const taken = yield* sql`DELETE FROM webhook_outbox WHERE (payment_id, sequence) IN (
           SELECT payment_id, sequence FROM webhook_outbox ORDER BY created_at, event_id LIMIT ${limit}
           FOR UPDATE SKIP LOCKED
-        ) RETURNING payment_id, sequence`
+        ) RETURNING payment_id, sequence, merchant_id`
       if (taken.length === 0) return { drained: 0, created: [] }
-      // Events are keyed by their payment and sequence (migration 0016), as the outbox names them.
-      const events = yield* sql<EventRow>`SELECT e.* FROM payment_events e
+      // Events are keyed by their payment and sequence (migration 0016), as the outbox names them;
+      // the outbox's row names the merchant, which the event's does not repeat.
+      const events = yield* sql<EventRow>`SELECT ${sql.literal(eventSelect("t.merchant_id"))} FROM payment_events e
         JOIN unnest(${taken.map((r) => r.payment_id as string)}::text[], ${
         taken.map((r) => Number(r.sequence))
-      }::int[]) AS t(payment_id, sequence)
+      }::int[], ${taken.map((r) => r.merchant_id as string)}::text[]) AS t(payment_id, sequence, merchant_id)
           ON e.payment_id = t.payment_id AND e.sequence = t.sequence
         ORDER BY e.created_at, e.payment_id, e.sequence`
       const merchantIds = [...new Set(events.map((e) => e.merchant_id))]

@@ -520,5 +520,12 @@ ${rollupUpsert}      RETURN NULL;
     ALTER TABLE payments DROP CONSTRAINT payments_merchant_id_idempotency_hold_key;
     CREATE UNIQUE INDEX payments_idempotency_hold ON payments (merchant_id, idempotency_hold)
       WHERE idempotency_hold IS NOT NULL;
+  `),
+  "0019_events_name_their_payment": statements(`
+    -- An event's row names its payment (its key); the payment names the merchant. Reads take the
+    -- merchant from the payment (a transaction's events) or the outbox's row (a delivery), and
+    -- put the payment's id and merchant back into the snapshot, which new rows keep without them
+    -- (docs/architecture.md, "Integrity"). Rows written before keep theirs; a read gives the same.
+    ALTER TABLE payment_events DROP COLUMN merchant_id;
   `)
 }

@@ -1789,8 +1789,8 @@ describe("PostgreSQL adapter", () => {
         const sqlstate = (error: { readonly reason: { readonly cause: unknown } }) =>
           (error.reason.cause as { readonly code?: string }).code
         const orphans = [
-          sql`INSERT INTO payment_events (id, payment_id, merchant_id, type, sequence, data, created_at)
-            VALUES ('evt_orphan', 'pay_missing', ${w.merchantId}, 'payment.created', 1, '{}', now())`,
+          sql`INSERT INTO payment_events (id, payment_id, type, sequence, data, created_at)
+            VALUES ('evt_orphan', 'pay_missing', 'payment.created', 1, '{}', now())`,
           sql`INSERT INTO ledger_entries (id, group_id, payment_id, merchant_id, account, direction, amount_cents, currency, created_at)
             VALUES ('led_a', 'grp_orphan', 'pay_missing', ${w.merchantId}, 'customer_funds', 'debit', 5, 'USD', now()),
               ('led_b', 'grp_orphan', 'pay_missing', ${w.merchantId}, 'merchant_pending', 'credit', 5, 'USD', now())`,

@@ -211,8 +211,8 @@ const seedPaymentEvents = (payments: number, events: number, inOutbox: (sequence
             fraud_score: null,
             failure_code: null
           })
-          yield* sql`INSERT INTO payment_events (id, payment_id, merchant_id, type, sequence, data, created_at)
-            VALUES (${id}, ${`pay_o${p}`}, 'mer_1', 'payment.captured', ${sequence}, ${data}::jsonb, now())`
+          yield* sql`INSERT INTO payment_events (id, payment_id, type, sequence, data, created_at)
+            VALUES (${id}, ${`pay_o${p}`}, 'payment.captured', ${sequence}, ${data}::jsonb, now())`
           if (
             inOutbox(sequence)
           ) {
