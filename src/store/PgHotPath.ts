@@ -6,7 +6,7 @@ import type { Row } from "./PgRows.ts"
 import { eventColumns, storedSnapshot } from "./rows/Event.ts"
 import { fraudCaseColumns } from "./rows/FraudCase.ts"
 import { ledgerEntryColumns } from "./rows/LedgerEntry.ts"
-import { changingColumns, paymentColumns } from "./rows/Payment.ts"
+import { changingColumns, explanationsColumn, paymentColumns } from "./rows/Payment.ts"
 import { pack, unpack } from "./rows/StoredResponse.ts"
 import { timestamp, timestampOrNull } from "./rows/Timestamps.ts"
 import type { ChangeCommit, CreatedCommit, CreateRead, OpenOutcome, OpenPayment } from "./Store.ts"
@@ -440,7 +440,7 @@ export const insertCreatedValues = (units: ReadonlyArray<CreatedCommit>): Array<
       timestamp(p.updatedAt),
       timestampOrNull(p.capturedAt),
       p.fraudModelVersion,
-      p.fraudExplanations === null ? "null" : JSON.stringify(p.fraudExplanations),
+      p.fraudExplanations === null ? "null" : JSON.stringify(explanationsColumn(p.fraudExplanations)),
       flowOwner ?? null,
       claim?.key ?? null,
       claim?.fingerprint ?? null,

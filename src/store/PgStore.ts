@@ -19,7 +19,14 @@ import { eventColumns, type EventRow, eventSelect, toEvent } from "./rows/Event.
 import { fraudCaseColumns, type FraudCaseRow, toFraudCase } from "./rows/FraudCase.ts"
 import { ledgerEntryColumns, type LedgerEntryRow, toLedgerEntry } from "./rows/LedgerEntry.ts"
 import { merchantColumns, type MerchantRow, toMerchant } from "./rows/Merchant.ts"
-import { disputeColumn, paymentColumns, type PaymentRow, pendingColumn, toPayment } from "./rows/Payment.ts"
+import {
+  disputeColumn,
+  explanationsColumn,
+  paymentColumns,
+  type PaymentRow,
+  pendingColumn,
+  toPayment
+} from "./rows/Payment.ts"
 import { pack, unpack } from "./rows/StoredResponse.ts"
 import { ms, type Timestamp, timestamp, timestampOrNull } from "./rows/Timestamps.ts"
 import type { AnalyticsPeriodRow, AnalyticsRow, ClaimOutcome, StoreEffect, StoreShape, UpdateOutcome } from "./Store.ts"
@@ -197,7 +204,7 @@ export const makePgStore = Effect.gen(function*() {
     dispute: p.dispute === null ? null : sql.json(disputeColumn(p.dispute)),
     processor_pending: p.processorPending === null ? null : sql.json(pendingColumn(p.processorPending)),
     failed_refunds: p.failedRefunds.length === 0 ? null : sql.json(p.failedRefunds),
-    fraud_explanations: p.fraudExplanations === null ? null : JSON.stringify(p.fraudExplanations)
+    fraud_explanations: p.fraudExplanations === null ? null : JSON.stringify(explanationsColumn(p.fraudExplanations))
   })
 
   /** Writes what a decision implies besides the payment row itself. */

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "@effect/vitest"
 import * as fc from "fast-check"
+import { explanationsColumn, toExplanations } from "../../src/store/rows/Payment.ts"
 import { pack, unpack } from "../../src/store/rows/StoredResponse.ts"
 
 const answer = (fields: Record<string, unknown>) =>
@@ -66,5 +67,23 @@ describe("a stored response's body", () => {
 
   it("refuses a dictionary it does not know", () => {
     expect(() => unpack("z9:AAAA")).toThrow(/unknown dictionary z9/)
+  })
+})
+
+describe("a payment's explanations as its row keeps them", () => {
+  const explanations = [
+    { feature: "network_risk_logit", value: -2.944439, contribution: 0.644686 },
+    { feature: "card_first_seen", value: 0, contribution: -0.251366 }
+  ]
+
+  it("read back as the domain wrote them, through JSON as PostgreSQL returns it", () => {
+    const stored = JSON.parse(JSON.stringify(explanationsColumn(explanations)))
+    expect(stored).toEqual([["network_risk_logit", -2.944439, 0.644686], ["card_first_seen", 0, -0.251366]])
+    expect(toExplanations(stored)).toEqual(explanations)
+    expect(toExplanations(explanationsColumn(null))).toBeNull()
+  })
+
+  it("read a row written before, which keeps each as an object, the same", () => {
+    expect(toExplanations(JSON.parse(JSON.stringify(explanations)))).toEqual(explanations)
   })
 })
