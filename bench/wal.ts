@@ -233,10 +233,11 @@ const measureCreates = async (client: pg.Client, merchantId: string, postmasterP
   const functionsAfter = await functionTimes(client)
   // Shared buffers each of the two statements touched (the commit is the one that updates payments).
   const buffers = (await client.query(
-    `SELECT CASE WHEN query LIKE '%UPDATE payments p SET%' OR query LIKE '%INSERT INTO ledger_entries%' THEN 'commit'
-        ELSE 'open' END AS statement,
+    `SELECT CASE WHEN query LIKE '%UPDATE payments p SET%' OR query LIKE '%INSERT INTO ledger_entries%' THEN 'write'
+        ELSE 'read' END AS statement,
       sum(calls)::bigint AS calls, sum(shared_blks_hit)::bigint AS hit, sum(shared_blks_read)::bigint AS read,
-      sum(shared_blks_dirtied)::bigint AS dirtied, sum(shared_blks_written)::bigint AS written
+      sum(shared_blks_dirtied)::bigint AS dirtied, sum(shared_blks_written)::bigint AS written,
+      sum(total_exec_time)::float8 AS exec_ms
     FROM pg_stat_statements WHERE query LIKE '%idempotency_keys%' GROUP BY 1 ORDER BY 1 DESC`
   )).rows.map((r) => ({
     statement: String(r.statement),
@@ -244,7 +245,8 @@ const measureCreates = async (client: pg.Client, merchantId: string, postmasterP
     hit: Number(r.hit),
     read: Number(r.read),
     dirtied: Number(r.dirtied),
-    written: Number(r.written)
+    written: Number(r.written),
+    execMs: Number(r.exec_ms)
   }))
   const triggers = [...functionsAfter].map(([name, after]) => ({
     function: name,
@@ -354,7 +356,8 @@ const reportOf = async (
       hit: b.hit / n,
       read: b.read / n,
       dirtied: b.dirtied / n,
-      written: b.written / n
+      written: b.written / n,
+      exec_ms: b.execMs / n
     })),
     triggers: triggers.map((f) => ({ function: f.function, calls_per_create: f.calls / n, ms_per_create: f.ms / n })),
     full_page_images_by_relation: imagesByRelation.map((r) => ({
@@ -449,15 +452,22 @@ const printReport = (report: Awaited<ReturnType<typeof reportOf>>) => {
       }`
     )
   }
-  console.log("\nshared buffers per create (pg_stat_statements):")
+  console.log("\nshared buffers and execution time per create (pg_stat_statements):")
   console.log(
     Cli.table(
-      ["statement", "hit", "read", "dirtied", "written"],
+      ["statement", "hit", "read", "dirtied", "written", "exec ms"],
       [
         ...report.buffers_by_statement.map((
           b
-        ) => [b.statement, f(b.hit, 1), f(b.read, 1), f(b.dirtied, 1), f(b.written, 1)]),
-        ["both", f(p.buffers_hit, 1), f(p.buffers_read, 1), f(p.buffers_dirtied, 1), f(p.buffers_written, 1)]
+        ) => [b.statement, f(b.hit, 1), f(b.read, 1), f(b.dirtied, 1), f(b.written, 1), f(b.exec_ms, 3)]),
+        [
+          "both",
+          f(p.buffers_hit, 1),
+          f(p.buffers_read, 1),
+          f(p.buffers_dirtied, 1),
+          f(p.buffers_written, 1),
+          f(report.buffers_by_statement.reduce((total, b) => total + b.exec_ms, 0), 3)
+        ]
       ],
       "  "
     )
