@@ -41,6 +41,11 @@ type Fate = "waiting" | "interrupted" | { readonly ok: string } | { readonly una
   readonly defect: string
 }
 
+/**
+ * A batcher on a pool whose statements the test answers. Unless a test says otherwise it lets two
+ * statements of its kind out at once (the service lets one): the cases below need a statement
+ * running while others wait and one to end while another is still out.
+ */
 const setUp = (options: Partial<BatcherOptions<Unit, string>> = {}) => {
   const time = new VirtualTime(0)
   const runtime = time.runtime(1)
@@ -74,6 +79,7 @@ const setUp = (options: Partial<BatcherOptions<Unit, string>> = {}) => {
         timer.cancelled = true
       }
     },
+    inFlight: 2,
     ...options
   })
   const run = <A, E>(effect: Effect.Effect<A, E>) => {
@@ -125,30 +131,39 @@ const setUp = (options: Partial<BatcherOptions<Unit, string>> = {}) => {
 const unit = (id: string, key = id): Unit => ({ id, key })
 
 describe("group commit (makeBatcher)", () => {
-  it("a unit goes out at once while fewer than 2 statements run; the next statement takes what waited, up to 32, never two of one key", () => {
-    expect([maximumInFlight, maximumBatch]).toEqual([2, 32])
-    const b = setUp()
+  it("a unit goes out at once while no statement of its kind runs; the next statement takes what waited, up to 32, never two of one key", () => {
+    expect([maximumInFlight, maximumBatch]).toEqual([1, 32])
+    const b = setUp({ inFlight: undefined })
     const first = b.call(unit("a"))
-    const second = b.call(unit("b"))
-    expect(b.statements.map(b.idsOf)).toEqual([["a"], ["b"]])
+    expect(b.statements.map(b.idsOf)).toEqual([["a"]])
     // 35 more wait; w2 and w3 share a key.
     const waiting = Array.from({ length: 35 }, (_, i) => b.call(unit(`w${i + 1}`, i === 2 ? "w2" : `w${i + 1}`)))
-    expect(b.statements).toHaveLength(2)
+    expect(b.statements).toHaveLength(1)
     expect(waiting.every((fiber) => b.fateOf(fiber) === "waiting")).toBe(true)
-    // One statement ends: the next takes 32 of those waiting, in order, w3 left for a later one.
+    // The statement ends: the next takes 32 of those waiting, in order, w3 left for a later one.
     b.answer(b.statements[0]!)
     expect(b.fateOf(first)).toEqual({ ok: "done a" })
-    expect(b.statements).toHaveLength(3)
+    expect(b.statements).toHaveLength(2)
     const expected = ["w1", "w2", ...Array.from({ length: 30 }, (_, i) => `w${i + 4}`)]
-    expect(b.idsOf(b.statements[2]!)).toEqual(expected)
+    expect(b.idsOf(b.statements[1]!)).toEqual(expected)
     b.answer(b.statements[1]!)
-    expect(b.fateOf(second)).toEqual({ ok: "done b" })
-    expect(b.idsOf(b.statements[3]!)).toEqual(["w3", "w34", "w35"])
+    expect(b.idsOf(b.statements[2]!)).toEqual(["w3", "w34", "w35"])
     b.answer(b.statements[2]!)
-    b.answer(b.statements[3]!)
-    // Each caller got its own unit's outcome; never more than 2 statements out at once.
+    // Each caller got its own unit's outcome; never more than one statement out at once.
     expect(waiting.map(b.fateOf)).toEqual(Array.from({ length: 35 }, (_, i) => ({ ok: `done w${i + 1}` })))
-    expect(b.statements).toHaveLength(4)
+    expect(b.statements).toHaveLength(3)
+    expect(b.mostInFlight()).toBe(1)
+  })
+
+  it("with two statements of a kind allowed out, a unit goes out at once while fewer run", () => {
+    const b = setUp()
+    b.call(unit("a"))
+    b.call(unit("b"))
+    const waiting = b.call(unit("c"))
+    expect(b.statements.map(b.idsOf)).toEqual([["a"], ["b"]])
+    expect(b.fateOf(waiting)).toBe("waiting")
+    b.answer(b.statements[1]!)
+    expect(b.statements.map(b.idsOf)).toEqual([["a"], ["b"], ["c"]])
     expect(b.mostInFlight()).toBe(2)
   })
 
