@@ -381,6 +381,12 @@ const reportOf = async (
   }
 }
 
+/** A titled table of the report, after a blank line. */
+const section = (title: string, headers: ReadonlyArray<string>, rows: ReadonlyArray<ReadonlyArray<string>>) => {
+  console.log(`\n${title}`)
+  console.log(Cli.table(headers, rows, "  "))
+}
+
 /** The report as tables for the terminal. */
 const printReport = (report: Awaited<ReturnType<typeof reportOf>>) => {
   const n = report.creates
@@ -410,39 +416,27 @@ const printReport = (report: Awaited<ReturnType<typeof reportOf>>) => {
       `${f(p.trigger_ms, 3)} (${report.triggers.map((t) => `${t.function} ${f(t.ms_per_create, 3)}`).join(", ")})`
     ]
   ], "  "))
-  console.log("\nWAL by record kind, per create:")
-  console.log(
-    Cli.table(
-      ["kind", "records", "record bytes", "full-page bytes"],
-      report.wal_by_kind.slice(0, 16).map((k) => [k.kind, f(k.per_create, 2), f(k.record_bytes), f(k.fpi_bytes)]),
-      "  "
-    )
+  section(
+    "WAL by record kind, per create:",
+    ["kind", "records", "record bytes", "full-page bytes"],
+    report.wal_by_kind.slice(0, 16).map((k) => [k.kind, f(k.per_create, 2), f(k.record_bytes), f(k.fpi_bytes)])
   )
-  console.log("\nWAL by relation, per create (a record's bytes shared among the blocks it names):")
-  console.log(
-    Cli.table(
-      ["relation", "records", "record bytes"],
-      report.wal_by_relation.slice(0, 20).map((r) => [r.relation, f(r.records, 2), f(r.record_bytes)]),
-      "  "
-    )
+  section("WAL by relation, per create (a record's bytes shared among the blocks it names):", [
+    "relation",
+    "records",
+    "record bytes"
+  ], report.wal_by_relation.slice(0, 20).map((r) => [r.relation, f(r.records, 2), f(r.record_bytes)]))
+  section(
+    "full-page images by relation, per create:",
+    ["relation", "pages", "bytes"],
+    report.full_page_images_by_relation.slice(0, 16).map((r) => [r.relation, f(r.per_create, 3), f(r.bytes)])
   )
-  console.log("\nfull-page images by relation, per create:")
-  console.log(
-    Cli.table(
-      ["relation", "pages", "bytes"],
-      report.full_page_images_by_relation.slice(0, 16).map((r) => [r.relation, f(r.per_create, 3), f(r.bytes)]),
-      "  "
-    )
-  )
-  console.log("\ntables written, per create, and their size after the run:")
-  console.log(
-    Cli.table(
-      ["table", "inserts", "updates", "HOT", "heap bytes", "index bytes"],
-      report.tables.map((
-        t
-      ) => [t.table, f(t.inserts, 2), f(t.updates, 2), f(t.hot_updates, 2), f(t.heap_bytes), f(t.index_bytes)]),
-      "  "
-    )
+  section(
+    "tables written, per create, and their size after the run:",
+    ["table", "inserts", "updates", "HOT", "heap bytes", "index bytes"],
+    report.tables.map((
+      t
+    ) => [t.table, f(t.inserts, 2), f(t.updates, 2), f(t.hot_updates, 2), f(t.heap_bytes), f(t.index_bytes)])
   )
   console.log("\nbytes a row by column, on average (pg_column_size; a row's header and alignment in its total):")
   for (const t of report.row_sizes) {
@@ -452,26 +446,26 @@ const printReport = (report: Awaited<ReturnType<typeof reportOf>>) => {
       }`
     )
   }
-  console.log("\nshared buffers and execution time per create (pg_stat_statements):")
-  console.log(
-    Cli.table(
-      ["statement", "hit", "read", "dirtied", "written", "exec ms"],
-      [
-        ...report.buffers_by_statement.map((
-          b
-        ) => [b.statement, f(b.hit, 1), f(b.read, 1), f(b.dirtied, 1), f(b.written, 1), f(b.exec_ms, 3)]),
-        [
-          "both",
-          f(p.buffers_hit, 1),
-          f(p.buffers_read, 1),
-          f(p.buffers_dirtied, 1),
-          f(p.buffers_written, 1),
-          f(report.buffers_by_statement.reduce((total, b) => total + b.exec_ms, 0), 3)
-        ]
-      ],
-      "  "
-    )
-  )
+  section("shared buffers and execution time per create (pg_stat_statements):", [
+    "statement",
+    "hit",
+    "read",
+    "dirtied",
+    "written",
+    "exec ms"
+  ], [
+    ...report.buffers_by_statement.map((
+      b
+    ) => [b.statement, f(b.hit, 1), f(b.read, 1), f(b.dirtied, 1), f(b.written, 1), f(b.exec_ms, 3)]),
+    [
+      "both",
+      f(p.buffers_hit, 1),
+      f(p.buffers_read, 1),
+      f(p.buffers_dirtied, 1),
+      f(p.buffers_written, 1),
+      f(report.buffers_by_statement.reduce((total, b) => total + b.exec_ms, 0), 3)
+    ]
+  ])
 }
 
 const main = async () => {
