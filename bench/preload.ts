@@ -1,7 +1,8 @@
 /**
  * A history of payments loaded straight into the database, for measuring how the service costs
  * as its tables grow (`npm run bench -- --preload N`) and for reading plans on realistic
- * statistics (test/store/plans.test.ts). Each payment is captured, with three events, a balanced
+ * statistics (test/store/plans.test.ts). Each payment is captured and settled (a history whose
+ * settlement has run: a service started on it has no backlog to settle), with three events, a balanced
  * ledger group, its idempotency key and a succeeded webhook delivery; one in ten has a fraud case
  * (and, with `outbox`, one event in ten waits in the webhook outbox). Ids begin with their row's
  * time, older than any the service mints after the load, as the service's ids do (`timed`);
@@ -81,10 +82,10 @@ const batchStatements = (from: string, to: string, history: History, outbox: boo
   return [
     `INSERT INTO payments (id, merchant_id, status, amount_cents, currency, captured_amount_cents, refunded_amount_cents,
       fee_cents, card_brand, card_last_four, card_token, capture_method, idempotency_key, idempotency_hold, metadata, in_flight, version,
-      created_at, updated_at, captured_at, flow_owner)
-    SELECT ${paymentId}, $1, 'captured', 1000 + g % 5000, 'USD', 1000 + g % 5000, 0, 59, 'visa', '4242', 'tok_pre_' || (g % 50000),
+      created_at, updated_at, captured_at, settled_at, flow_owner)
+    SELECT ${paymentId}, $1, 'settled', 1000 + g % 5000, 'USD', 1000 + g % 5000, 0, 59, 'visa', '4242', 'tok_pre_' || (g % 50000),
       'automatic', ${key}, ${key}, '{}'::jsonb, false, 4, ${made}, ${made},
-      ${made}, 'ins_preload'
+      ${made}, ${made}, 'ins_preload'
     FROM generate_series(${from}, ${to}) g`,
     `INSERT INTO payment_events (id, payment_id, ${
       history.eventsNameMerchant ? "merchant_id, " : ""
