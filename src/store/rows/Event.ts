@@ -24,11 +24,16 @@ export const toEvent = (r: EventRow): PaymentEvent => ({
   createdAt: ms(r.created_at)
 })
 
+/** A snapshot without what an event's row names already. */
+export type StoredSnapshot = Omit<PaymentSnapshot, "id" | "merchant_id">
+
 /**
  * A snapshot as an event's row keeps it: without the payment's id and merchant, which the row
  * names already (its key, and its payment's merchant); a read puts them back (`eventSelect`).
+ * Every other field is written out, so a field the snapshot gains fails to compile here until it
+ * is kept too.
  */
-export const storedSnapshot = (s: PaymentSnapshot) => ({
+export const storedSnapshot = (s: PaymentSnapshot): StoredSnapshot => ({
   status: s.status,
   amount_cents: s.amount_cents,
   currency: s.currency,
