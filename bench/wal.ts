@@ -148,7 +148,8 @@ const tableStats = async (client: pg.Client) => {
   await client.query("SELECT pg_stat_clear_snapshot()")
   const rows = (await client.query(
     `SELECT relname, n_tup_ins::bigint AS ins, n_tup_upd::bigint AS upd, n_tup_hot_upd::bigint AS hot,
-      pg_table_size(relid)::bigint AS heap_bytes, pg_indexes_size(relid)::bigint AS index_bytes
+      pg_table_size(relid)::bigint AS heap_bytes, pg_indexes_size(relid)::bigint AS index_bytes,
+      (pg_relation_size(relid) / current_setting('block_size')::int)::bigint AS pages
     FROM pg_stat_user_tables ORDER BY relname`
   )).rows
   return new Map(
@@ -159,20 +160,26 @@ const tableStats = async (client: pg.Client) => {
       upd: Number(r.upd),
       hot: Number(r.hot),
       heap: Number(r.heap_bytes),
-      index: Number(r.index_bytes)
+      index: Number(r.index_bytes),
+      pages: Number(r.pages)
     }])
   )
 }
 
-/** The average stored size of each column of `table` (pg_column_size: after compression, before TOAST), and of its rows. */
-const columnSizes = async (client: pg.Client, table: string) => {
+/**
+ * The average stored size of each column of `table` (pg_column_size: after compression, before
+ * TOAST), and of its rows, over the pages from `fromPage` on: the rows the measured creates
+ * appended (a TID range scan, so a preloaded table is not read whole).
+ */
+const columnSizes = async (client: pg.Client, table: string, fromPage: number) => {
   const columns = (await client.query(
     `SELECT attname FROM pg_attribute WHERE attrelid = $1::regclass AND attnum > 0 AND NOT attisdropped ORDER BY attnum`,
     [table]
   )).rows.map((r) => String(r.attname))
   const row = (await client.query(
     `SELECT ${columns.map((c, i) => `avg(pg_column_size(t.${c}))::float8 AS c${i}`).join(", ")},
-      avg(pg_column_size(t.*))::float8 AS whole FROM ${table} t`
+      avg(pg_column_size(t.*))::float8 AS whole FROM ${table} t WHERE t.ctid >= $1::tid`,
+    [`(${fromPage},0)`]
   )).rows[0]
   return {
     table,
@@ -319,7 +326,9 @@ const reportOf = async (
     }
   }).filter((t) => t.inserts > 0 || t.updates > 0)
   const rowSizes = []
-  for (const t of tables) if (t.inserts > 0) rowSizes.push(await columnSizes(client, t.table))
+  for (const t of tables) {
+    if (t.inserts > 0) rowSizes.push(await columnSizes(client, t.table, tablesBefore.get(t.table)?.pages ?? 0))
+  }
   return {
     date: new Date().toISOString(),
     code_dir: codeDir,
@@ -438,7 +447,9 @@ const printReport = (report: Awaited<ReturnType<typeof reportOf>>) => {
       t
     ) => [t.table, f(t.inserts, 2), f(t.updates, 2), f(t.hot_updates, 2), f(t.heap_bytes), f(t.index_bytes)])
   )
-  console.log("\nbytes a row by column, on average (pg_column_size; a row's header and alignment in its total):")
+  console.log(
+    "\nbytes a row by column, on average over the measured creates' rows (pg_column_size; a row's header and alignment in its total):"
+  )
   for (const t of report.row_sizes) {
     console.log(
       `  ${t.table} ${f(t.row_bytes)}: ${
