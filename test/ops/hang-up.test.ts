@@ -28,10 +28,11 @@ describe("creates abandoned by their clients", () => {
     })
     // Aborts spread over the first milliseconds of each request: some before it is read, some while
     // its insert or its flow's commit is in a batch, some after the answer. Which is which does not
-    // matter; only that the outcome below holds for all of them.
+    // matter; only that the outcome below holds for all of them. Every eighth request is never
+    // aborted, so some payments exist however slow a loaded machine answers.
     const create = async (i: number) => {
       const controller = new AbortController()
-      const timer = setTimeout(() => controller.abort(), i % 16)
+      const timer = i % 8 === 7 ? undefined : setTimeout(() => controller.abort(), i % 16)
       await fetch(`${service.baseUrl}/api/v1/transactions`, {
         method: "POST",
         body,
