@@ -7,6 +7,7 @@ import { eventColumns, storedSnapshot } from "./rows/Event.ts"
 import { fraudCaseColumns } from "./rows/FraudCase.ts"
 import { ledgerEntryColumns } from "./rows/LedgerEntry.ts"
 import { changingColumns, explanationsColumn, paymentColumns } from "./rows/Payment.ts"
+import { arrayLiteral, type ArrayElement } from "./rows/PgArray.ts"
 import { pack, unpack } from "./rows/StoredResponse.ts"
 import { timestamp, timestampOrNull } from "./rows/Timestamps.ts"
 import type { ChangeCommit, CreatedCommit, CreateRead, OpenOutcome, OpenPayment } from "./Store.ts"
@@ -395,8 +396,13 @@ export const readForCreateValues = (units: ReadonlyArray<CreateRead>): Array<unk
     keys[i] = claim?.key ?? null
     claimed[i] = claim === null ? null : timestamp(claim.now)
   }
-  return [ids, merchants, cards, currencies, created, hours, days, dayLimits, amountWindows, keys, claimed]
+  return [ids, merchants, cards, currencies, created, hours, days, dayLimits, amountWindows, keys, claimed].map(
+    arrayLiteral
+  )
 }
+
+/** The parameters of `insertCreatedSql` that are JSON texts, sent as one JSON array each; the others are array literals. */
+const insertCreatedJsonParameters = new Set([14, 27, 40, 56])
 
 /** The parameters of `insertCreatedSql` for a batch: one array a column. */
 export const insertCreatedValues = (units: ReadonlyArray<CreatedCommit>): Array<unknown> => {
@@ -472,12 +478,9 @@ export const insertCreatedValues = (units: ReadonlyArray<CreatedCommit>): Array<
       ])
     }
   }
-  const values: Array<unknown> = [...payments, ...events, ...entries, ...cases]
-  // The JSON columns ($14, $27, $40, $56: JSON texts) as one JSON array each.
-  for (const parameter of [14, 27, 40, 56]) {
-    values[parameter - 1] = `[${(values[parameter - 1] as Array<string>).join(",")}]`
-  }
-  return values
+  return [...payments, ...events, ...entries, ...cases].map((column, i) =>
+    insertCreatedJsonParameters.has(i + 1) ? `[${column.join(",")}]` : arrayLiteral(column as Array<ArrayElement>)
+  )
 }
 
 /**
