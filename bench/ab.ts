@@ -6,7 +6,7 @@
  * the rounds; writes everything to bench/results/ab-<time>.json.
  *
  *   npm run bench:ab -- --a-dir . --b-dir ../other-checkout [--rounds 3] [--scenarios create,read]
- *                       [--duration 10] [--connections 64] [--a-entry src/main.ts] [--b-entry src/main.ts]
+ *                       [--duration 10] [--connections 64] [--cards 0] [--a-entry src/main.ts] [--b-entry src/main.ts]
  *                       [--a-label a] [--b-label b] [--json]
  *
  * Bounded: each run is bounded by bench/run.ts's own watchdog, and there are rounds × scenarios × 2 runs.
@@ -37,6 +37,11 @@ const abCommand = Command.make("bench:ab", {
   }),
   duration: Cli.integer("duration", "seconds of load per run", { min: 1, max: 120, default: 10 }),
   connections: Cli.integer("connections", "connections per run", { min: 1, max: 256, default: 64 }),
+  cards: Cli.integer(
+    "cards",
+    "distinct card tokens the creates cycle through, on both sides (0: all tok_visa, the fraud history's worst case)",
+    { min: 0, default: 0 }
+  ),
   json: Cli.toggle("json", "print the results (what bench/results/ab-*.json holds) as JSON instead of the tables")
 }).pipe(Command.withDescription(
   "Measure two services (two checkouts, or two entry points) with npm run bench, alternately, round after round, each on a fresh embedded PostgreSQL; " +
@@ -57,6 +62,7 @@ if (scenarios.length === 0 || unknownScenarios.length > 0) {
 }
 const duration = String(flags.duration)
 const connections = String(flags.connections)
+const cards = String(flags.cards)
 const sides = [
   { label: flags.aLabel, dir: flags.aDir, entry: flags.aEntry },
   { label: flags.bLabel, dir: flags.bDir, entry: flags.bEntry }
@@ -92,6 +98,8 @@ const runOnce = (round: number, scenario: string, side: (typeof sides)[number]):
     duration,
     "--connections",
     connections,
+    "--cards",
+    cards,
     "--no-baselines",
     "--service-dir",
     side.dir,
@@ -163,7 +171,9 @@ const summary: Record<string, unknown> = {}
 const tables: Array<string> = []
 for (const scenario of scenarios) {
   const lines: Array<string> = [
-    `\n${scenario}: ${rounds} rounds, ${duration} s each, ${connections} connections (min / median / max)`
+    `\n${scenario}: ${rounds} rounds, ${duration} s each, ${connections} connections${
+      flags.cards > 0 ? `, ${cards} card tokens` : ""
+    } (min / median / max)`
   ]
   const rows: Record<string, unknown> = {}
   const cells: Array<Array<string>> = []
@@ -188,7 +198,7 @@ for (const scenario of scenarios) {
 
 mkdirSync("bench/results", { recursive: true })
 const file = join("bench/results", `ab-${new Date().toISOString().replace(/[:.]/g, "-")}.json`)
-const results = { date: new Date().toISOString(), rounds, duration, connections, sides, runs, summary }
+const results = { date: new Date().toISOString(), rounds, duration, connections, cards, sides, runs, summary }
 writeFileSync(file, JSON.stringify(results, null, 2) + "\n")
 if (flags.json) console.log(JSON.stringify(results, null, 2))
 else console.log(`${tables.join("\n")}\n\nresults: ${file}`)
