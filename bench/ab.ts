@@ -7,11 +7,11 @@
  *
  *   npm run bench:ab -- --a-dir . --b-dir ../other-checkout [--rounds 3] [--scenarios create,read]
  *                       [--duration 10] [--connections 64] [--cards 0] [--a-entry src/main.ts] [--b-entry src/main.ts]
- *                       [--a-label a] [--b-label b] [--json]
+ *                       [--a-node-flags "..."] [--b-node-flags "..."] [--a-label a] [--b-label b] [--json]
  *
  * Bounded: each run is bounded by bench/run.ts's own watchdog, and there are rounds × scenarios × 2 runs.
  */
-import { Command } from "effect/cli"
+import { Command, Flag } from "effect/cli"
 import { spawnSync } from "node:child_process"
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
@@ -25,6 +25,8 @@ const abCommand = Command.make("bench:ab", {
   bDir: Cli.text("b-dir", "side B's checkout", { default: "." }),
   aEntry: Cli.text("a-entry", "side A's entry point", { default: "src/main.ts" }),
   bEntry: Cli.text("b-entry", "side B's entry point", { default: "src/main.ts" }),
+  aNodeFlags: Cli.text("a-node-flags", "side A's V8/Node flags (default: those of npm start)").pipe(Flag.optional),
+  bNodeFlags: Cli.text("b-node-flags", "side B's V8/Node flags (default: those of npm start)").pipe(Flag.optional),
   aLabel: Cli.text("a-label", "side A's name in the tables", { default: "a" }),
   bLabel: Cli.text("b-label", "side B's name in the tables", { default: "b" }),
   rounds: Cli.integer("rounds", "rounds, each running every scenario on both sides (order alternating)", {
@@ -64,8 +66,8 @@ const duration = String(flags.duration)
 const connections = String(flags.connections)
 const cards = String(flags.cards)
 const sides = [
-  { label: flags.aLabel, dir: flags.aDir, entry: flags.aEntry },
-  { label: flags.bLabel, dir: flags.bDir, entry: flags.bEntry }
+  { label: flags.aLabel, dir: flags.aDir, entry: flags.aEntry, nodeFlags: Cli.given(flags.aNodeFlags) },
+  { label: flags.bLabel, dir: flags.bDir, entry: flags.bEntry, nodeFlags: Cli.given(flags.bNodeFlags) }
 ] as const
 
 interface Run {
@@ -105,6 +107,7 @@ const runOnce = (round: number, scenario: string, side: (typeof sides)[number]):
     side.dir,
     "--entry",
     side.entry,
+    ...(side.nodeFlags === undefined ? [] : [`--node-flags=${side.nodeFlags}`]),
     "--label",
     side.label
   ], { encoding: "utf8", stdio: ["ignore", "pipe", "inherit"], timeout: (Number(duration) * 4 + 360) * 1000 })

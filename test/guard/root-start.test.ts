@@ -3,6 +3,7 @@ import { chmodSync, cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rea
 import { tmpdir } from "node:os"
 import { join, resolve } from "node:path"
 import { afterAll, describe, expect, it } from "vitest"
+import { startNodeFlags } from "../../bench/host.ts"
 import { freePort } from "../../src/platform/Database.ts"
 import { client, createTransaction, eventually } from "../support/app.ts"
 import { freshShellEnv } from "../support/childEnv.ts"
@@ -37,8 +38,7 @@ describe.skipIf(!isRoot)("the first start as root from a 0700 directory", () => 
     const env = freshShellEnv({ PORT: String(port), PAYMENTS_EMBEDDED_ROOT: runtime })
     // What `npm start` runs (package.json), without npm's own process in between.
     const service = spawn(process.execPath, [
-      "--max-old-space-size=192",
-      "--max-semi-space-size=16",
+      ...startNodeFlags(),
       "--import",
       "tsx",
       "src/main.ts",
