@@ -5,8 +5,8 @@ import { startNodeFlags } from "../../bench/host.ts"
 // `npm start` bounds the service's whole V8 heap, not only its old generation: 192 MB of old space
 // and 32 MB semi-spaces (96 MB of young generation), 288 MB in all. Node 24 would size the young
 // generation by itself at up to 64 MB semi-spaces, 192 MB beside the 192 MB old space: the service
-// then spent nearly five times the CPU a request in collections and its RSS passed 300 MB; at 16 MB
-// semi-spaces it spent about a sixth more than at 32 in scavenges (docs/performance.md).
+// then spent nearly five times the CPU a request and its RSS passed 300 MB; at 16 MB semi-spaces it
+// spent about a sixth more CPU a request than at 32 (docs/performance.md).
 
 /** The V8 flags `npm start` gives node, with PAYMENTS_HEAP_MB at its default (the benchmarks and the harness start the service with them too). */
 const startFlags = () => {
