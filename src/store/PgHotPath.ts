@@ -407,19 +407,19 @@ const insertCreatedJsonParameters = new Set([14, 27, 40, 56])
 /** The parameters of `insertCreatedSql` for a batch: one array a column. */
 export const insertCreatedValues = (units: ReadonlyArray<CreatedCommit>): Array<unknown> => {
   // One array a column, in the order of the statement's parameters ($1-$35, $36-$41, $42-$48, $49-$57).
-  const columns = (count: number) => Array.from({ length: count }, (): Array<unknown> => [])
+  const columns = (count: number) => Array.from({ length: count }, (): Array<ArrayElement> => [])
   const payments = columns(35)
   const events = columns(6)
   const entries = columns(7)
   const cases = columns(9)
-  const push = (arrays: Array<Array<unknown>>, values: ReadonlyArray<unknown>) => {
-    for (let c = 0; c < values.length; c++) arrays[c]!.push(values[c])
+  const push = (arrays: Array<Array<ArrayElement>>, values: ReadonlyArray<ArrayElement>) => {
+    for (let c = 0; c < values.length; c++) arrays[c]!.push(values[c] as ArrayElement)
   }
   for (let i = 0; i < units.length; i++) {
     const { change, claim, flowOwner, response } = units[i]!
     const p = change.payment
     const unit = i + 1
-    const row = [
+    const row: Array<ArrayElement> = [
       p.id,
       p.merchantId,
       p.status,
@@ -479,7 +479,7 @@ export const insertCreatedValues = (units: ReadonlyArray<CreatedCommit>): Array<
     }
   }
   return [...payments, ...events, ...entries, ...cases].map((column, i) =>
-    insertCreatedJsonParameters.has(i + 1) ? `[${column.join(",")}]` : arrayLiteral(column as Array<ArrayElement>)
+    insertCreatedJsonParameters.has(i + 1) ? `[${column.join(",")}]` : arrayLiteral(column)
   )
 }
 

@@ -23,7 +23,7 @@ const element = (value: ArrayElement | undefined): string =>
 
 export const arrayLiteral = (values: ReadonlyArray<ArrayElement | undefined>): string => {
   if (values.length === 0) return "{}"
-  let literal = "{" + element(values[0]!)
-  for (let i = 1; i < values.length; i++) literal += "," + element(values[i]!)
+  let literal = "{" + element(values[0])
+  for (let i = 1; i < values.length; i++) literal += "," + element(values[i])
   return literal + "}"
 }
