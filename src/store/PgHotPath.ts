@@ -234,8 +234,12 @@ ORDER BY u.ord`
  * merchant has a webhook URL), ledger entries and fraud cases. Inputs are typed arrays: the
  * payments' (one element a unit), then the events', the entries' and the cases', each naming its
  * unit by its place (`unit`, from 1) and taking the payment's id, merchant, and the entries'
- * currency from it. A JSON column comes as one JSON array instead (`json_array_elements`, zipped
- * with the arrays by ROWS FROM): its text needs no escaping as an array element.
+ * currency from the payments' arrays at that place. Whether a unit's payment was written (and
+ * has a merchant with a webhook URL) is one array too (`units`, computed once), read at the same
+ * place: a join of a batch's rows with its units would be a nested loop (hash joins are off on
+ * the hot path: PgPrepared.ts), its cost growing with the square of the batch. A JSON column
+ * comes as one JSON array instead (`jsonb_array_elements`, zipped with the arrays by ROWS FROM):
+ * its text needs no escaping as an array element, and is parsed once.
  */
 export const insertCreatedSql = `
 WITH input AS (
@@ -245,7 +249,7 @@ WITH input AS (
         $17::text[], $18::text[], $19::text[], $20::float8[], $21::bool[], $22::int[], $23::timestamptz[],
         $24::timestamptz[], $25::timestamptz[], $26::text[], $28::text[], $29::text[], $30::text[],
         $31::timestamptz[], $32::timestamptz[], $33::int[], $34::text[], $35::text[]),
-      json_array_elements($14::json), json_array_elements($27::json))
+      jsonb_array_elements($14::jsonb), jsonb_array_elements($27::jsonb))
     WITH ORDINALITY AS u(id, merchant_id, status, amount_cents, currency, captured_amount_cents,
       refunded_amount_cents, fee_cents, card_brand, card_last_four, card_token, capture_method, idempotency_key,
       fraud_score, fraud_verdict, fraud_case_id, failure_code, failure_message, network_risk_signal,
@@ -271,47 +275,50 @@ payment AS (
     card_brand, card_last_four, card_token, capture_method, idempotency_key, NULL, metadata, fraud_score,
     fraud_verdict, fraud_case_id, failure_code, failure_message, network_risk_signal, in_flight, version, created_at,
     updated_at, captured_at, fraud_model_version,
-    CASE WHEN json_typeof(fraud_explanations) <> 'null' THEN fraud_explanations END, CASE WHEN in_flight THEN flow_owner END
+    CASE WHEN jsonb_typeof(fraud_explanations) <> 'null' THEN fraud_explanations END, CASE WHEN in_flight THEN flow_owner END
   FROM input i
   WHERE i.claim_key IS NULL OR i.id IN (SELECT applied_to FROM claimed)
   RETURNING id
 ),
-written AS (
-  SELECT i.*, (SELECT m.webhook_url IS NOT NULL FROM merchants m WHERE m.id = i.merchant_id COLLATE "C") AS hooked
-  FROM input i WHERE i.id IN (SELECT id FROM payment)
+units AS (
+  SELECT array_agg(w.written ORDER BY w.ord) AS written, array_agg(w.written AND w.hooked ORDER BY w.ord) AS hooked
+  FROM (SELECT i.ord, i.id IN (SELECT id FROM payment) AS written,
+      (SELECT m.webhook_url IS NOT NULL FROM merchants m WHERE m.id = i.merchant_id COLLATE "C") AS hooked
+    FROM input i) w
 ),
 events AS (
   INSERT INTO payment_events (id, payment_id, type, sequence, data, created_at)
-  SELECT e.id, w.id, e.type, e.sequence, e.data, e.created_at
+  SELECT e.id, ($1::text[])[e.unit], e.type, e.sequence, e.data, e.created_at
   FROM ROWS FROM (unnest($36::int[], $37::text[], $38::text[], $39::int[], $41::timestamptz[]),
-      json_array_elements($40::json))
+      jsonb_array_elements($40::jsonb))
     AS e(unit, id, type, sequence, created_at, data)
-  JOIN written w ON w.ord = e.unit
-  RETURNING id, payment_id, sequence, created_at
+  WHERE (SELECT u.written FROM units u)[e.unit]
 ),
 outbox AS (
   INSERT INTO webhook_outbox (event_id, payment_id, sequence, merchant_id, created_at)
-  SELECT e.id, e.payment_id, e.sequence, w.merchant_id, e.created_at
-  FROM events e JOIN written w ON w.id = e.payment_id WHERE w.hooked
+  SELECT e.id, ($1::text[])[e.unit], e.sequence, ($2::text[])[e.unit], e.created_at
+  FROM unnest($36::int[], $37::text[], $39::int[], $41::timestamptz[]) AS e(unit, id, sequence, created_at)
+  WHERE (SELECT u.hooked FROM units u)[e.unit]
 ),
 entries AS (
   INSERT INTO ledger_entries (id, group_id, payment_id, merchant_id, account, direction, amount_cents, currency, created_at)
-  SELECT l.id, l.group_id, w.id, w.merchant_id, l.account, l.direction, l.amount_cents, w.currency, l.created_at
+  SELECT l.id, l.group_id, ($1::text[])[l.unit], ($2::text[])[l.unit], l.account, l.direction, l.amount_cents,
+    ($5::text[])[l.unit], l.created_at
   FROM unnest($42::int[], $43::text[], $44::text[], $45::text[], $46::text[], $47::bigint[], $48::timestamptz[])
     AS l(unit, id, group_id, account, direction, amount_cents, created_at)
-  JOIN written w ON w.ord = l.unit
+  WHERE (SELECT u.written FROM units u)[l.unit]
 ),
 fraud AS (
   INSERT INTO fraud_cases (id, payment_id, merchant_id, status, priority, risk_score, model_version, base_value,
     explanations, created_at, updated_at)
-  SELECT c.id, w.id, w.merchant_id, c.status, c.priority, c.risk_score, c.model_version, c.base_value, c.explanations,
-    c.created_at, c.created_at
+  SELECT c.id, ($1::text[])[c.unit], ($2::text[])[c.unit], c.status, c.priority, c.risk_score, c.model_version,
+    c.base_value, c.explanations, c.created_at, c.created_at
   FROM ROWS FROM (unnest($49::int[], $50::text[], $51::text[], $52::text[], $53::float8[], $54::text[], $55::float8[],
-      $57::timestamptz[]), json_array_elements($56::json))
+      $57::timestamptz[]), jsonb_array_elements($56::jsonb))
     AS c(unit, id, status, priority, risk_score, model_version, base_value, created_at, explanations)
-  JOIN written w ON w.ord = c.unit
+  WHERE (SELECT u.written FROM units u)[c.unit]
 )
-SELECT i.ord, i.id IN (SELECT id FROM payment) AS committed FROM input i ORDER BY i.ord`
+SELECT i.ord, (SELECT u.written FROM units u)[i.ord] AS committed FROM input i ORDER BY i.ord`
 
 /** Store.readForCommand: the payment, its fraud case and whether the command's key applied to it already. */
 export const readForCommandSql = `
