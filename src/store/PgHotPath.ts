@@ -234,7 +234,9 @@ ORDER BY u.ord`
  * merchant has a webhook URL), ledger entries and fraud cases. Inputs are typed arrays: the
  * payments' (one element a unit), then the events', the entries' and the cases', each naming its
  * unit by its place (`unit`, from 1) and taking the payment's id, merchant, and the entries'
- * currency from the payments' arrays at that place. Whether a unit's payment was written (and
+ * currency from the payments' arrays at that place, and its time too where its own is null: the
+ * flow's steps share one time, the payment's last update's, so most of a create's rows are sent
+ * without one. Whether a unit's payment was written (and
  * has a merchant with a webhook URL) is one array too (`units`, computed once), read at the same
  * place: a join of a batch's rows with its units would be a nested loop (hash joins are off on
  * the hot path: PgPrepared.ts), its cost growing with the square of the batch. A JSON column
@@ -288,7 +290,7 @@ units AS (
 ),
 events AS (
   INSERT INTO payment_events (id, payment_id, type, sequence, data, created_at)
-  SELECT e.id, ($1::text[])[e.unit], e.type, e.sequence, e.data, e.created_at
+  SELECT e.id, ($1::text[])[e.unit], e.type, e.sequence, e.data, coalesce(e.created_at, ($24::timestamptz[])[e.unit])
   FROM ROWS FROM (unnest($36::int[], $37::text[], $38::text[], $39::int[], $41::timestamptz[]),
       jsonb_array_elements($40::jsonb))
     AS e(unit, id, type, sequence, created_at, data)
@@ -296,14 +298,14 @@ events AS (
 ),
 outbox AS (
   INSERT INTO webhook_outbox (event_id, payment_id, sequence, merchant_id, created_at)
-  SELECT e.id, ($1::text[])[e.unit], e.sequence, ($2::text[])[e.unit], e.created_at
+  SELECT e.id, ($1::text[])[e.unit], e.sequence, ($2::text[])[e.unit], coalesce(e.created_at, ($24::timestamptz[])[e.unit])
   FROM unnest($36::int[], $37::text[], $39::int[], $41::timestamptz[]) AS e(unit, id, sequence, created_at)
   WHERE (SELECT u.hooked FROM units u)[e.unit]
 ),
 entries AS (
   INSERT INTO ledger_entries (id, group_id, payment_id, merchant_id, account, direction, amount_cents, currency, created_at)
   SELECT l.id, l.group_id, ($1::text[])[l.unit], ($2::text[])[l.unit], l.account, l.direction, l.amount_cents,
-    ($5::text[])[l.unit], l.created_at
+    ($5::text[])[l.unit], coalesce(l.created_at, ($24::timestamptz[])[l.unit])
   FROM unnest($42::int[], $43::text[], $44::text[], $45::text[], $46::text[], $47::bigint[], $48::timestamptz[])
     AS l(unit, id, group_id, account, direction, amount_cents, created_at)
   WHERE (SELECT u.written FROM units u)[l.unit]
@@ -312,7 +314,8 @@ fraud AS (
   INSERT INTO fraud_cases (id, payment_id, merchant_id, status, priority, risk_score, model_version, base_value,
     explanations, created_at, updated_at)
   SELECT c.id, ($1::text[])[c.unit], ($2::text[])[c.unit], c.status, c.priority, c.risk_score, c.model_version,
-    c.base_value, c.explanations, c.created_at, c.created_at
+    c.base_value, c.explanations, coalesce(c.created_at, ($24::timestamptz[])[c.unit]),
+    coalesce(c.created_at, ($24::timestamptz[])[c.unit])
   FROM ROWS FROM (unnest($49::int[], $50::text[], $51::text[], $52::text[], $53::float8[], $54::text[], $55::float8[],
       $57::timestamptz[]), jsonb_array_elements($56::jsonb))
     AS c(unit, id, status, priority, risk_score, model_version, base_value, created_at, explanations)
@@ -411,6 +414,9 @@ export const readForCreateValues = (units: ReadonlyArray<CreateRead>): Array<unk
 /** The parameters of `insertCreatedSql` that are JSON texts, sent as one JSON array each; the others are array literals. */
 const insertCreatedJsonParameters = new Set([14, 27, 40, 56])
 
+/** A row's time, or null when it is its payment's last update's (`insertCreatedSql` takes that one from the payment). */
+const timeUnlike = (at: number, updatedAt: number): string | null => at === updatedAt ? null : timestamp(at)
+
 /** The parameters of `insertCreatedSql` for a batch: one array a column. */
 export const insertCreatedValues = (units: ReadonlyArray<CreatedCommit>): Array<unknown> => {
   // One array a column, in the order of the statement's parameters ($1-$35, $36-$41, $42-$48, $49-$57).
@@ -465,10 +471,10 @@ export const insertCreatedValues = (units: ReadonlyArray<CreatedCommit>): Array<
     ]
     push(payments, row)
     for (const e of change.events) {
-      push(events, [unit, e.id, e.type, e.sequence, JSON.stringify(storedSnapshot(e.data)), timestamp(e.createdAt)])
+      push(events, [unit, e.id, e.type, e.sequence, JSON.stringify(storedSnapshot(e.data)), timeUnlike(e.createdAt, p.updatedAt)])
     }
     for (const l of change.ledger) {
-      push(entries, [unit, l.id, l.groupId, l.account, l.direction, l.amountCents, timestamp(l.createdAt)])
+      push(entries, [unit, l.id, l.groupId, l.account, l.direction, l.amountCents, timeUnlike(l.createdAt, p.updatedAt)])
     }
     const c = change.fraudCase
     if (c !== null) {
@@ -481,7 +487,7 @@ export const insertCreatedValues = (units: ReadonlyArray<CreatedCommit>): Array<
         c.modelVersion,
         c.baseValue,
         JSON.stringify(c.explanations),
-        timestamp(c.createdAt)
+        timeUnlike(c.createdAt, p.updatedAt)
       ])
     }
   }
