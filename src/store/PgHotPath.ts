@@ -471,10 +471,25 @@ export const insertCreatedValues = (units: ReadonlyArray<CreatedCommit>): Array<
     ]
     push(payments, row)
     for (const e of change.events) {
-      push(events, [unit, e.id, e.type, e.sequence, JSON.stringify(storedSnapshot(e.data)), timeUnlike(e.createdAt, p.updatedAt)])
+      push(events, [
+        unit,
+        e.id,
+        e.type,
+        e.sequence,
+        JSON.stringify(storedSnapshot(e.data)),
+        timeUnlike(e.createdAt, p.updatedAt)
+      ])
     }
     for (const l of change.ledger) {
-      push(entries, [unit, l.id, l.groupId, l.account, l.direction, l.amountCents, timeUnlike(l.createdAt, p.updatedAt)])
+      push(entries, [
+        unit,
+        l.id,
+        l.groupId,
+        l.account,
+        l.direction,
+        l.amountCents,
+        timeUnlike(l.createdAt, p.updatedAt)
+      ])
     }
     const c = change.fraudCase
     if (c !== null) {
