@@ -1755,6 +1755,77 @@ describe("PostgreSQL adapter", () => {
   describe("PostgreSQL only", () => {
     const run = runner(layer)
 
+    it("write-once creates sharing a statement: a unit whose key is taken writes nothing, the others all their rows and outbox rows", () =>
+      run(Effect.gen(function*() {
+        const sql = yield* PgClient.PgClient
+        const store = yield* Store
+        const w = testWorld()
+        yield* givenMerchant(w)
+        const claimOf = (key: string, now: number) =>
+          ({
+            merchantId: w.merchantId,
+            key,
+            fingerprint: "fp-1",
+            now,
+            lockedUntil: at(now, seconds(30)),
+            expiresAt: at(now, hours(24))
+          }) satisfies IdempotencyClaim
+        /** A create captured whole; its flow's steps one second after its creation (one time for all of them). */
+        const decided = (key: string, currency: Currency) => {
+          const created = accepted(
+            Payment.create(
+              createInput(w.merchantId, { idempotencyKey: key, cardToken: "tok_batch", currency }),
+              w.context()
+            )
+          )
+          const ctx = w.context()
+          const flow = Payment.sequence(
+            created.payment,
+            toCaptured().map((step) => (p: Payment.Payment) => step(p, null, ctx))
+          )
+          if (!flow.ok) throw new Error("the flow was refused")
+          return Payment.followedBy(created, flow.change)
+        }
+        const changes = [
+          decided("batch-a", "USD"),
+          decided("batch-b", "EUR"),
+          decided("batch-taken", "GBP"),
+          decided("batch-c", "GBP")
+        ]
+        yield* store.claimIdempotencyKey(claimOf("batch-taken", w.clock.now()))
+        // The first goes out alone; the three that wait for it share the next statement.
+        const outcomes = yield* Effect.all(
+          changes.map((change) => {
+            const key = change.payment.idempotencyKey!
+            return store.insertCreated({
+              change,
+              claim: claimOf(key, change.payment.createdAt),
+              response: { merchantId: w.merchantId, key, status: 201, body: `{"key":"${key}"}` }
+            })
+          }),
+          { concurrency: "unbounded" }
+        )
+        expect(outcomes).toEqual([true, true, false, true])
+        // b and c were written by one statement (one transaction), the taken key's unit between them.
+        const writers = yield* sql<{ id: string; writer: string }>`
+          SELECT id, xmin::text AS writer FROM payments WHERE id IN ${sql.in(changes.map((c) => c.payment.id))}`
+        const writerOf = (i: number) => writers.find((r) => r.id === changes[i]!.payment.id)?.writer
+        expect(writerOf(1)).toBe(writerOf(3))
+        expect(writerOf(0)).not.toBe(writerOf(1))
+        for (const [i, change] of changes.entries()) {
+          const written = i !== 2
+          const id = change.payment.id
+          expect(yield* store.getPayment(w.merchantId, id)).toEqual(written ? change.payment : null)
+          expect(yield* store.listEvents(w.merchantId, id)).toEqual(written ? change.events : [])
+          expect(yield* store.listLedger(w.merchantId, id)).toEqual(written ? change.ledger : [])
+          const outbox = yield* sql<{ sequence: number; merchant_id: string; created_at: Date }>`
+            SELECT sequence, merchant_id, created_at FROM webhook_outbox WHERE payment_id = ${id} ORDER BY sequence`
+          expect(outbox.map((r) => [r.sequence, r.merchant_id, r.created_at.getTime()])).toEqual(
+            written ? change.events.map((e) => [e.sequence, w.merchantId, e.createdAt]) : []
+          )
+        }
+      })))
+
     it("payment_events and ledger_entries are append-only: UPDATE, DELETE and TRUNCATE fail", () =>
       run(Effect.gen(function*() {
         const sql = yield* PgClient.PgClient
