@@ -38,6 +38,23 @@ const at = (t: number, plusMs: number) => t + plusMs
 const ms = (iso: string) => Date.parse(iso)
 const seconds = (n: number) => n * 1_000
 const hours = (n: number) => n * 3_600_000
+/** A claim of `key` at `now` for the world's merchant: a 30 s lease and a day to live unless given. */
+const claimAt = (
+  w: ReturnType<typeof testWorld>,
+  key: string,
+  fingerprint: string,
+  now: number,
+  leaseMs = seconds(30),
+  ttlMs = hours(24)
+) =>
+  ({
+    merchantId: w.merchantId,
+    key,
+    fingerprint,
+    now,
+    lockedUntil: at(now, leaseMs),
+    expiresAt: at(now, ttlMs)
+  }) satisfies IdempotencyClaim
 
 /**
  * The behaviour every Store adapter must share. Tests may share one database, so each uses its
@@ -1284,23 +1301,6 @@ export const storeContract = (name: string, makeLayer: () => Layer.Layer<Store, 
     })
 
     describe("idempotency keys", () => {
-      const claimAt = (
-        w: ReturnType<typeof testWorld>,
-        key: string,
-        fingerprint: string,
-        now: number,
-        leaseMs = seconds(30),
-        ttlMs = hours(24)
-      ) =>
-        ({
-          merchantId: w.merchantId,
-          key,
-          fingerprint,
-          now,
-          lockedUntil: at(now, leaseMs),
-          expiresAt: at(now, ttlMs)
-        }) satisfies IdempotencyClaim
-
       it("claims a key; the same request while in flight is InProgress, another request is a Mismatch, a finished one replays", () =>
         run(Effect.gen(function*() {
           const store = yield* Store
@@ -1761,15 +1761,6 @@ describe("PostgreSQL adapter", () => {
         const store = yield* Store
         const w = testWorld()
         yield* givenMerchant(w)
-        const claimOf = (key: string, now: number) =>
-          ({
-            merchantId: w.merchantId,
-            key,
-            fingerprint: "fp-1",
-            now,
-            lockedUntil: at(now, seconds(30)),
-            expiresAt: at(now, hours(24))
-          }) satisfies IdempotencyClaim
         /** A create captured whole; its flow's steps one second after its creation (one time for all of them). */
         const decided = (key: string, currency: Currency) => {
           const created = accepted(
@@ -1792,14 +1783,14 @@ describe("PostgreSQL adapter", () => {
           decided("batch-taken", "GBP"),
           decided("batch-c", "GBP")
         ]
-        yield* store.claimIdempotencyKey(claimOf("batch-taken", w.clock.now()))
+        yield* store.claimIdempotencyKey(claimAt(w, "batch-taken", "fp-1", w.clock.now()))
         // The first goes out alone; the three that wait for it share the next statement.
         const outcomes = yield* Effect.all(
           changes.map((change) => {
             const key = change.payment.idempotencyKey!
             return store.insertCreated({
               change,
-              claim: claimOf(key, change.payment.createdAt),
+              claim: claimAt(w, key, "fp-1", change.payment.createdAt),
               response: { merchantId: w.merchantId, key, status: 201, body: `{"key":"${key}"}` }
             })
           }),
