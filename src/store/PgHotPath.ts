@@ -236,12 +236,12 @@ ORDER BY u.ord`
  * unit by its place (`unit`, from 1) and taking the payment's id, merchant, and the entries'
  * currency from the payments' arrays at that place, and its time too where its own is null: the
  * flow's steps share one time, the payment's last update's, so most of a create's rows are sent
- * without one. Whether a unit's payment was written (and
- * has a merchant with a webhook URL) is one array too (`units`, computed once), read at the same
- * place: a join of a batch's rows with its units would be a nested loop (hash joins are off on
- * the hot path: PgPrepared.ts), its cost growing with the square of the batch. A JSON column
- * comes as one JSON array instead (`jsonb_array_elements`, zipped with the arrays by ROWS FROM):
- * its text needs no escaping as an array element, and is parsed once.
+ * without one. Whether a unit's payment was written (and has a merchant with a webhook URL) is
+ * one array too (`units`, computed once), read at the same place: a join of a batch's rows with
+ * its units would be a nested loop (hash joins are off on the hot path: PgPrepared.ts), its cost
+ * growing with the square of the batch. A JSON column comes as one JSON array instead
+ * (`jsonb_array_elements`, zipped with the arrays by ROWS FROM): its text needs no escaping as an
+ * array element, and is parsed once.
  */
 export const insertCreatedSql = `
 WITH input AS (
