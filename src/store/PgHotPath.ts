@@ -236,8 +236,8 @@ ORDER BY u.ord`
  * unit by its place (`unit`, from 1) and taking the payment's id, merchant, and the entries'
  * currency from the payments' arrays at that place, and its time too where its own is null: the
  * flow's steps share one time, the payment's last update's, so most of a create's rows are sent
- * without one. Whether a unit's payment was written (and has a merchant with a webhook URL) is
- * one array too (`units`, computed once), read at the same place: a join of a batch's rows with
+ * without one. Whether a unit's payment was written, and whether its merchant has a webhook URL,
+ * are arrays too (`units`, computed once), read at the same place: a join of a batch's rows with
  * its units would be a nested loop (hash joins are off on the hot path: PgPrepared.ts), its cost
  * growing with the square of the batch. A JSON column comes as one JSON array instead
  * (`jsonb_array_elements`, zipped with the arrays by ROWS FROM): its text needs no escaping as an
@@ -283,10 +283,10 @@ payment AS (
   RETURNING id
 ),
 units AS (
-  SELECT array_agg(w.written ORDER BY w.ord) AS written, array_agg(w.written AND w.hooked ORDER BY w.ord) AS hooked
-  FROM (SELECT i.ord, i.id IN (SELECT id FROM payment) AS written,
-      (SELECT m.webhook_url IS NOT NULL FROM merchants m WHERE m.id = i.merchant_id COLLATE "C") AS hooked
-    FROM input i) w
+  SELECT array_agg(i.id IN (SELECT id FROM payment) ORDER BY i.ord) AS written,
+    array_agg((SELECT m.webhook_url IS NOT NULL FROM merchants m WHERE m.id = i.merchant_id COLLATE "C") ORDER BY i.ord)
+      AS hooked
+  FROM input i
 ),
 events AS (
   INSERT INTO payment_events (id, payment_id, type, sequence, data, created_at)
@@ -300,7 +300,7 @@ outbox AS (
   INSERT INTO webhook_outbox (event_id, payment_id, sequence, merchant_id, created_at)
   SELECT e.id, ($1::text[])[e.unit], e.sequence, ($2::text[])[e.unit], coalesce(e.created_at, ($24::timestamptz[])[e.unit])
   FROM unnest($36::int[], $37::text[], $39::int[], $41::timestamptz[]) AS e(unit, id, sequence, created_at)
-  WHERE (SELECT u.hooked FROM units u)[e.unit]
+  WHERE (SELECT u.written FROM units u)[e.unit] AND (SELECT u.hooked FROM units u)[e.unit]
 ),
 entries AS (
   INSERT INTO ledger_entries (id, group_id, payment_id, merchant_id, account, direction, amount_cents, currency, created_at)
