@@ -27,7 +27,9 @@ import {
   ledgerOf,
   merchantFor,
   runner,
+  type Step,
   steps,
+  type TestWorld,
   testWorld,
   toCaptured
 } from "./harness.ts"
@@ -40,7 +42,7 @@ const seconds = (n: number) => n * 1_000
 const hours = (n: number) => n * 3_600_000
 /** A claim of `key` at `now` for the world's merchant: a 30 s lease and a day to live unless given. */
 const claimAt = (
-  w: ReturnType<typeof testWorld>,
+  w: TestWorld,
   key: string,
   fingerprint: string,
   now: number,
@@ -55,6 +57,18 @@ const claimAt = (
     lockedUntil: at(now, leaseMs),
     expiresAt: at(now, ttlMs)
   }) satisfies IdempotencyClaim
+
+/**
+ * A create decided whole before it is written, as the write-once path has it: created, then `path`
+ * run at one later time; the pending payment and the change from nothing to where the flow left it.
+ */
+const decidedCreate = (w: TestWorld, input: Partial<Payment.CreateInput>, path: ReadonlyArray<Step>) => {
+  const created = accepted(Payment.create(createInput(w.merchantId, input), w.context()))
+  const ctx = w.context()
+  const flow = Payment.sequence(created.payment, path.map((step) => (p: Payment.Payment) => step(p, null, ctx)))
+  if (!flow.ok) throw new Error("the flow was refused")
+  return { created, change: Payment.followedBy(created, flow.change) }
+}
 
 /**
  * The behaviour every Store adapter must share. Tests may share one database, so each uses its
@@ -1623,20 +1637,12 @@ export const storeContract = (name: string, makeLayer: () => Layer.Layer<Store, 
           const t0 = w.clock.now()
           const windows = { hourSince: at(t0, -1), daySince: at(t0, -1), dayLimit: 5, amountWindow: 50 }
           /** A create decided whole: its pending payment, and the flow (screened as `score`) on it. */
-          const decided = (key: string | null, score: number) => {
-            const created = accepted(
-              Payment.create(createInput(w.merchantId, { idempotencyKey: key, cardToken: "tok_once" }), w.context())
+          const decided = (key: string | null, score: number) =>
+            decidedCreate(
+              w,
+              { idempotencyKey: key, cardToken: "tok_once" },
+              score < 0.5 ? toCaptured() : [steps.authorize, steps.screen(score)]
             )
-            const ctx = w.context()
-            const path = score < 0.5 ? toCaptured() : [steps.authorize, steps.screen(score)]
-            const flow = Payment.sequence(
-              created.payment,
-              path.map((step) => (p: Payment.Payment) => step(p, null, ctx))
-            )
-            if (!flow.ok) throw new Error("the flow was refused")
-            const change = Payment.followedBy(created, flow.change)
-            return { created, change }
-          }
           const read = (payment: Payment.Payment, key: string | null, fingerprint = "fp-1") =>
             store.readForCreate({
               payment,
@@ -1762,21 +1768,8 @@ describe("PostgreSQL adapter", () => {
         const w = testWorld()
         yield* givenMerchant(w)
         /** A create captured whole; its flow's steps one second after its creation (one time for all of them). */
-        const decided = (key: string, currency: Currency) => {
-          const created = accepted(
-            Payment.create(
-              createInput(w.merchantId, { idempotencyKey: key, cardToken: "tok_batch", currency }),
-              w.context()
-            )
-          )
-          const ctx = w.context()
-          const flow = Payment.sequence(
-            created.payment,
-            toCaptured().map((step) => (p: Payment.Payment) => step(p, null, ctx))
-          )
-          if (!flow.ok) throw new Error("the flow was refused")
-          return Payment.followedBy(created, flow.change)
-        }
+        const decided = (key: string, currency: Currency) =>
+          decidedCreate(w, { idempotencyKey: key, cardToken: "tok_batch", currency }, toCaptured()).change
         const changes = [
           decided("batch-a", "USD"),
           decided("batch-b", "EUR"),
